@@ -1,0 +1,17 @@
+# tandem_add_gtest(<name> SOURCES <files...> [LABELS <labels...>] [TIMEOUT <seconds>])
+# One GoogleTest executable, registered test by test with CTest.
+include(GoogleTest)
+function(tandem_add_gtest name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE tandem_core GTest::gtest GTest::gtest_main ${ARG_LIBS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${name} PRIVATE
+    TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TANDEM_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    TANDEM_CLI="$<TARGET_FILE:tandem>")
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()

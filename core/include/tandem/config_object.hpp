@@ -1,0 +1,67 @@
+// ConfigObject: strict, path-aware reading of a JSON object.
+//
+// Every value read through it is type-checked, and every failure is a ConfigError naming the full
+// JSON path ("model.config.layers[1].config.units: expected a positive integer, got -3").
+// `finish()` rejects keys that were never read, so typos are errors rather than silently ignored.
+// Lifetime: holds a reference to the JSON it reads; the JSON must outlive it. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+/// "a string", "an integer", ... for error messages.
+std::string json_type_name(const nlohmann::json& value);
+/// Joins a parent path and a key: ("", "epochs") -> "epochs"; ("model", "config") -> "model.config".
+std::string json_path_join(const std::string& parent, const std::string& key);
+
+class ConfigObject {
+ public:
+  /// Throws ConfigError if `value` is not an object.
+  ConfigObject(const nlohmann::json& value, std::string path);
+
+  const std::string& path() const { return path_; }
+  std::string path_of(const std::string& key) const { return json_path_join(path_, key); }
+  bool has(const std::string& key) const;
+  /// The raw value (marks the key as read). Throws ConfigError when absent.
+  const nlohmann::json& at(const std::string& key);
+  const nlohmann::json* find(const std::string& key);  // nullptr when absent or null
+
+  std::string get_string(const std::string& key);
+  std::string get_string(const std::string& key, const std::string& fallback);
+  std::int64_t get_int(const std::string& key);
+  std::int64_t get_int(const std::string& key, std::int64_t fallback);
+  double get_number(const std::string& key);
+  double get_number(const std::string& key, double fallback);
+  bool get_bool(const std::string& key);
+  bool get_bool(const std::string& key, bool fallback);
+  /// A list of integers, or null (-> nullopt) where `allow_null` says so, e.g. [null, 28, 28].
+  std::vector<std::optional<std::int64_t>> get_int_list(const std::string& key, bool allow_null);
+  ConfigObject get_object(const std::string& key);
+
+  /// Range checks that produce path-naming errors.
+  std::int64_t positive_int(const std::string& key);
+  std::int64_t positive_int(const std::string& key, std::int64_t fallback);
+  double number_in(const std::string& key, double fallback, double lo, double hi,
+                   bool lo_open = false, bool hi_open = false);
+  std::string one_of(const std::string& key, const std::string& fallback,
+                     const std::vector<std::string>& choices);
+
+  /// Marks keys as read without reading them (accepted for Keras compatibility, no effect).
+  void ignore(std::initializer_list<const char*> keys);
+  /// Throws ConfigError for the first key that was never read.
+  void finish() const;
+
+ private:
+  const nlohmann::json& value_;
+  std::string path_;
+  std::set<std::string> read_;
+};
+
+}  // namespace tandem

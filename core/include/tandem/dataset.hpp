@@ -1,0 +1,43 @@
+// Dataset: random access to (x, y) samples stored somewhere (a file, memory, a generator).
+//
+// read() is called from one thread at a time (the DataLoader's prefetch thread), never
+// concurrently, so implementations need no locking of their own. Implementations throw DataError
+// with the file name and what was wrong.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::int64_t size() const = 0;
+  /// Per-sample shapes, without the batch dimension; y of a class-index dataset is {} (a scalar).
+  virtual Shape x_shape() const = 0;
+  virtual Shape y_shape() const = 0;
+  /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
+  /// and y (rows of shape_size(y_shape())), in the order given.
+  virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;
+  /// One line for logs and the run_started event: "idx: /path/train-images... (60000 samples)".
+  virtual std::string describe() const = 0;
+};
+
+/// Builds a dataset from its run-config spec ({"type": "idx" | "hdf5" | "synthetic", ...}).
+/// `path` is the spec's JSON path for error messages; relative file names resolve against
+/// `base_dir`. Throws ConfigError for a bad spec and DataError for bad or missing data.
+std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::string& path,
+                                      const std::string& base_dir);
+
+/// Samples [begin, begin + count) of another dataset, as a dataset (validation splits).
+std::shared_ptr<Dataset> make_subset(std::shared_ptr<const Dataset> parent, std::int64_t begin,
+                                     std::int64_t count);
+
+}  // namespace tandem

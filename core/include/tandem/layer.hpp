@@ -1,0 +1,53 @@
+// Layer: one step of a Sequential model, with explicit forward and backward passes.
+//
+// Shapes passed to and returned from build() exclude the batch dimension; tensors passed to
+// forward()/backward() include it. forward() returns a reference to a buffer the layer owns and
+// reuses from step to step (valid until the next forward on this layer); backward() likewise.
+// A layer is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/parameter.hpp"
+#include "tandem/rng.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// The Keras class name, e.g. "Dense".
+  virtual std::string class_name() const = 0;
+
+  /// Creates the parameters for the given per-sample input shape, drawing initial values from
+  /// `init`, and returns the per-sample output shape. Throws ShapeError naming the layer.
+  virtual Shape build(const Shape& input_shape, Rng& init) = 0;
+  /// x has shape (batch, input_shape...). `training` switches Dropout (and later BatchNorm).
+  virtual const Tensor& forward(const Tensor& x, bool training) = 0;
+  /// Given dL/d(output), accumulates nothing: it *sets* each parameter's grad to dL/dparam for
+  /// this batch and, when `need_input_grad`, returns dL/dx (else an empty tensor).
+  virtual const Tensor& backward(const Tensor& grad_output, bool need_input_grad) = 0;
+
+  /// Trainable parameters first, then non-trainable, in Keras weight order.
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  /// The Keras `get_config()` dictionary of this layer (with "name").
+  virtual nlohmann::json config() const = 0;
+
+  /// The layer's own random stream (Dropout), saved in checkpoints; nullptr when it has none.
+  virtual Rng* rng() { return nullptr; }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace tandem

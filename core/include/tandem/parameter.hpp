@@ -1,0 +1,21 @@
+// Parameter: one named weight of a layer and its gradient.
+//
+// Names follow Keras ("kernel", "bias", "gamma", "moving_mean", ...). Non-trainable parameters
+// (BatchNorm's moving statistics) have no gradient and are skipped by optimizers.
+// Owned by its layer; pointers to it stay valid for the layer's lifetime.
+#pragma once
+
+#include <string>
+
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+struct Parameter {
+  std::string name;    // "kernel"
+  Tensor value;
+  Tensor grad;         // same shape as value; empty when not trainable
+  bool trainable = true;
+};
+
+}  // namespace tandem

@@ -1,0 +1,65 @@
+// Tensor: a dense float32 array with a shape, living in host memory.
+//
+// Ownership: the storage is reference-counted and shared between copies of a Tensor, like a
+// shared_ptr; `clone()` makes an independent deep copy. A Tensor never owns more than one buffer.
+// Thread-safety: distinct Tensors may be used from distinct threads; concurrent writes to shared
+// storage are the caller's to order.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a scalar shape {}).
+std::int64_t shape_size(const Shape& shape);
+/// "(128, 784)" — the way Keras prints shapes; `batch_dim` prints a leading "None".
+std::string shape_to_string(const Shape& shape, bool batch_dim = false);
+
+class Tensor {
+ public:
+  /// An empty tensor: no storage, shape {0}.
+  Tensor();
+  /// A zero-filled tensor of the given shape (64-byte aligned storage).
+  explicit Tensor(Shape shape);
+  Tensor(std::initializer_list<std::int64_t> shape) : Tensor(Shape(shape)) {}
+
+  static Tensor from_vector(Shape shape, const std::vector<float>& values);
+
+  const Shape& shape() const { return shape_; }
+  std::int64_t dim(int axis) const;
+  int rank() const { return static_cast<int>(shape_.size()); }
+  std::int64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  float* data() { return storage_.get(); }
+  const float* data() const { return storage_.get(); }
+  std::span<float> values() { return {data(), static_cast<std::size_t>(size_)}; }
+  std::span<const float> values() const { return {data(), static_cast<std::size_t>(size_)}; }
+  float& operator[](std::int64_t i) { return data()[i]; }
+  float operator[](std::int64_t i) const { return data()[i]; }
+
+  /// Changes the shape, reusing the storage when it is large enough (no reallocation when the
+  /// element count shrinks, e.g. for the last partial batch). Contents are unspecified afterwards.
+  void resize(const Shape& shape);
+  /// A view with another shape of the same element count, sharing storage.
+  Tensor reshaped(const Shape& shape) const;
+  /// A deep copy.
+  Tensor clone() const;
+  void fill(float value);
+  void copy_from(const Tensor& other);  // shapes must hold the same number of elements
+
+ private:
+  Shape shape_;
+  std::int64_t size_ = 0;
+  std::int64_t capacity_ = 0;
+  std::shared_ptr<float[]> storage_;
+};
+
+}  // namespace tandem

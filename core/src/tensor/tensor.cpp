@@ -1,0 +1,115 @@
+#include "tandem/tensor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+
+std::shared_ptr<float[]> allocate(std::int64_t count) {
+  if (count == 0) return {};
+  std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
+  bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, bytes);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return std::shared_ptr<float[]>(static_cast<float*>(p), [](float* q) { std::free(q); });
+}
+
+}  // namespace
+
+std::int64_t shape_size(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw ShapeError("negative dimension in shape " + shape_to_string(shape));
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape, bool batch_dim) {
+  std::ostringstream out;
+  out << '(';
+  bool first = true;
+  if (batch_dim) {
+    out << "None";
+    first = false;
+  }
+  for (auto d : shape) {
+    if (!first) out << ", ";
+    out << d;
+    first = false;
+  }
+  if (shape.size() == 1 && !batch_dim) out << ',';
+  out << ')';
+  return out.str();
+}
+
+Tensor::Tensor() : shape_{0} {}
+
+Tensor::Tensor(Shape shape) : shape_(std::move(shape)) {
+  size_ = shape_size(shape_);
+  capacity_ = size_;
+  storage_ = allocate(size_);
+}
+
+Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
+  Tensor t(std::move(shape));
+  if (static_cast<std::int64_t>(values.size()) != t.size())
+    throw ShapeError("from_vector: " + std::to_string(values.size()) +
+                     " values do not fill shape " + shape_to_string(t.shape()));
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+std::int64_t Tensor::dim(int axis) const {
+  if (axis < 0) axis += rank();
+  if (axis < 0 || axis >= rank())
+    throw ShapeError("axis " + std::to_string(axis) + " out of range for shape " +
+                     shape_to_string(shape_));
+  return shape_[static_cast<std::size_t>(axis)];
+}
+
+void Tensor::resize(const Shape& shape) {
+  std::int64_t n = shape_size(shape);
+  if (n > capacity_ || !storage_) {
+    storage_ = allocate(n);
+    capacity_ = n;
+  }
+  shape_ = shape;
+  size_ = n;
+}
+
+Tensor Tensor::reshaped(const Shape& shape) const {
+  if (shape_size(shape) != size_)
+    throw ShapeError("cannot reshape " + shape_to_string(shape_) + " to " +
+                     shape_to_string(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(shape_);
+  if (size_ > 0) std::memcpy(t.data(), data(), static_cast<std::size_t>(size_) * sizeof(float));
+  return t;
+}
+
+void Tensor::fill(float value) { std::fill(data(), data() + size_, value); }
+
+void Tensor::copy_from(const Tensor& other) {
+  if (other.size_ != size_)
+    throw ShapeError("copy_from: " + shape_to_string(other.shape_) + " into " +
+                     shape_to_string(shape_));
+  if (size_ > 0) std::memcpy(data(), other.data(), static_cast<std::size_t>(size_) * sizeof(float));
+}
+
+}  // namespace tandem

@@ -1,0 +1,87 @@
+#include "tandem/config_object.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tandem/error.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ConfigObject, ReadsTypedValuesAndDefaults) {
+  json j = {{"epochs", 5}, {"lr", 0.5}, {"name", "x"}, {"flag", true}};
+  ConfigObject c(j, "");
+  EXPECT_EQ(c.get_int("epochs"), 5);
+  EXPECT_DOUBLE_EQ(c.get_number("lr"), 0.5);
+  EXPECT_EQ(c.get_string("name"), "x");
+  EXPECT_TRUE(c.get_bool("flag"));
+  EXPECT_EQ(c.get_int("missing", 7), 7);
+  EXPECT_NO_THROW(c.finish());
+}
+
+TEST(ConfigObject, WrongTypeNamesPathAndExpectation) {
+  json j = {{"model", {{"units", "ten"}}}};
+  ConfigObject root(j, "");
+  auto model = root.get_object("model");
+  std::string msg = error_of([&] { model.get_int("units"); });
+  EXPECT_NE(msg.find("'model.units'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected an integer, got a string"), std::string::npos) << msg;
+}
+
+TEST(ConfigObject, UnknownKeyIsAnError) {
+  json j = {{"epochs", 1}, {"epohcs", 2}};
+  ConfigObject c(j, "fit");
+  c.get_int("epochs");
+  std::string msg = error_of([&] { c.finish(); });
+  EXPECT_NE(msg.find("'fit.epohcs'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown key"), std::string::npos) << msg;
+}
+
+TEST(ConfigObject, MissingRequiredKey) {
+  json j = json::object();
+  ConfigObject c(j, "optimizer.config");
+  std::string msg = error_of([&] { c.get_number("learning_rate"); });
+  EXPECT_NE(msg.find("'optimizer.config.learning_rate': required key is missing"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(ConfigObject, RangeChecks) {
+  json j = {{"rate", 1.5}, {"n", -3}, {"mode", "sideways"}};
+  ConfigObject c(j, "x");
+  EXPECT_NE(error_of([&] { c.number_in("rate", 0, 0, 1, false, true); }).find("[0, 1)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.positive_int("n"); }).find("positive integer, got -3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { c.one_of("mode", "min", {"min", "max"}); }).find("'sideways'"),
+            std::string::npos);
+}
+
+TEST(ConfigObject, IntListWithNullBatchDimension) {
+  json j = {{"shape", {nullptr, 28, 28}}, {"bad", {1, "a"}}};
+  ConfigObject c(j, "layer");
+  auto v = c.get_int_list("shape", true);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_FALSE(v[0].has_value());
+  EXPECT_EQ(*v[2], 28);
+  EXPECT_NE(error_of([&] { c.get_int_list("bad", false); }).find("'layer.bad[1]'"),
+            std::string::npos);
+}
+
+TEST(ConfigObject, NonObjectRootIsAnError) {
+  json j = json::array();
+  EXPECT_THROW(ConfigObject(j, "model"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,53 @@
+#include "test_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace tandem::test {
+
+std::filesystem::path scratch_dir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  auto dir = std::filesystem::path(TANDEM_BINARY_DIR) / "test-scratch" /
+             (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+CommandResult run_command(const std::string& command) {
+  auto err_path = scratch_dir("stderr") / "stderr.txt";
+  std::string full = "(" + command + ") 2>" + err_path.string();
+  CommandResult result;
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed for: " + command);
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.err = read_text(err_path);
+  std::filesystem::remove_all(err_path.parent_path());
+  return result;
+}
+
+}  // namespace tandem::test
