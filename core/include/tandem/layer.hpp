@@ -26,6 +26,9 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   const std::string& name() const { return name_; }
+  /// Keras' `trainable`: when false the optimizer leaves this layer's parameters alone.
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool trainable) { trainable_ = trainable; }
   /// The Keras class name, e.g. "Dense".
   virtual std::string class_name() const = 0;
 
@@ -48,6 +51,7 @@ class Layer {
 
  private:
   std::string name_;
+  bool trainable_ = true;
 };
 
 }  // namespace tandem

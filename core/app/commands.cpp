@@ -1,0 +1,162 @@
+#include "app/commands.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "app/prediction_writer.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "tandem/run.hpp"
+
+namespace tandem::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+// The config `tandem train` uses when none is given.
+fs::path default_config() {
+  const char* name = "fashion-mlp.json";
+  for (const fs::path& dir : {executable_dir() / ".." / "share" / "tandem" / "configs",
+                              fs::path(TANDEM_SOURCE_DIR) / "resources" / "configs"}) {
+    if (fs::exists(dir / name)) return fs::canonical(dir / name);
+  }
+  throw ConfigError("<config>", std::string("no config given and the default ") + name +
+                                    " was not found; pass a run config file");
+}
+
+struct ConfigSource {
+  std::string config;
+  std::string checkpoint;  // a checkpoint whose stored run config may be used
+  bool use_default = false;
+};
+
+RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>& overrides,
+                         bool quiet) {
+  nlohmann::json doc;
+  fs::path base_dir = fs::current_path();
+  if (!src.config.empty()) {
+    doc = load_json_file(src.config);
+    base_dir = fs::absolute(src.config).parent_path();
+  } else if (!src.checkpoint.empty()) {
+    auto stored = run_config_of_checkpoint(src.checkpoint);
+    if (!stored)
+      throw ConfigError("<config>", src.checkpoint +
+                                        " holds no run config (not written by tandem train); "
+                                        "pass the run config file as well");
+    doc = *stored;
+  } else if (src.use_default) {
+    fs::path path = default_config();
+    doc = load_json_file(path);
+    base_dir = path.parent_path();
+  } else {
+    throw ConfigError("<config>", "a run config file is required");
+  }
+  for (const auto& o : overrides) apply_override(doc, o);
+  RunConfig rc = parse_run_config(doc, base_dir);
+  if (quiet) rc.verbose = 0;
+  return rc;
+}
+
+void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides) {
+  cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
+  cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE");
+}
+
+}  // namespace
+
+void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
+  interrupt_ = interrupt;
+
+  auto* train = app.add_subcommand("train", "Train a model from a run config");
+  train->footer(
+      "Without CONFIG, trains resources/configs/fashion-mlp.json. Writes <run-dir>/config.json, "
+      "events.jsonl and model.h5. Ctrl-C stops at the next batch and saves a resumable "
+      "checkpoint.\nExit codes: 0 done, 1 run failed, 2 bad usage, config or data.");
+  add_config_options(train, config_, overrides_);
+  train->add_option("--run-dir", run_dir_, "Run folder (default runs/<name>-<UTC time>)");
+  train->add_option("--events", events_, "'-' also writes the event stream to stdout");
+  train->add_option("--resume", resume_, "Continue from a checkpoint written by tandem train")
+      ->check(CLI::ExistingFile);
+  train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")
+      ->check(CLI::ExistingFile);
+  train->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
+  train->callback([this] {
+    selected_ = [this] {
+      if (!events_.empty() && events_ != "-")
+        throw ConfigError("--events", "only '-' (stdout) is supported; the file stream is always "
+                                      "<run-dir>/events.jsonl");
+      if (!resume_.empty() && !weights_.empty())
+        throw ConfigError("--weights", "give --resume or --weights, not both");
+      TrainRequest req;
+      req.config = resolve_config({config_, resume_, true}, overrides_, quiet_);
+      if (!run_dir_.empty()) req.run_dir = run_dir_;
+      if (!resume_.empty()) req.resume = resume_;
+      if (!weights_.empty()) req.weights = weights_;
+      req.events_to_stdout = events_ == "-";
+      req.interrupt = interrupt_;
+      TrainResult result = run_training(req);
+      return static_cast<int>(ExitCode::ok);
+    };
+  });
+
+  auto* evaluate = app.add_subcommand("evaluate", "Loss and metrics of saved weights on a dataset");
+  evaluate->footer("Prints one JSON object of logs on stdout. Without CONFIG, uses the run "
+                   "config stored in the checkpoint.");
+  add_config_options(evaluate, config_, overrides_);
+  evaluate->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
+      ->required()->check(CLI::ExistingFile);
+  evaluate->add_option("--split", split_, "validation (default), test or train");
+  evaluate->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
+  evaluate->callback([this] {
+    selected_ = [this] {
+      InferenceRequest req{resolve_config({config_, weights_, false}, overrides_, quiet_),
+                           weights_, split_};
+      Logs logs = run_evaluation(req);
+      std::cout << logs.to_json().dump() << std::endl;
+      return static_cast<int>(ExitCode::ok);
+    };
+  });
+
+  auto* predict = app.add_subcommand("predict", "Model outputs of saved weights on a dataset");
+  predict->footer("Writes one row per sample: CSV (default, to stdout) or .npy by extension.");
+  add_config_options(predict, config_, overrides_);
+  predict->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
+      ->required()->check(CLI::ExistingFile);
+  predict->add_option("--split", split_, "validation (default), test or train");
+  predict->add_option("-o,--output", output_, "Output file (.csv or .npy); '-' = CSV on stdout");
+  predict->callback([this] {
+    selected_ = [this] {
+      RunConfig rc = resolve_config({config_, weights_, false}, overrides_, true);
+      check_prediction_output(output_);
+      Tensor out = run_prediction({rc, weights_, split_});
+      write_predictions(out, output_);
+      return static_cast<int>(ExitCode::ok);
+    };
+  });
+
+  auto* summary = app.add_subcommand("summary", "Print the model's layers and parameter counts");
+  add_config_options(summary, config_, overrides_);
+  summary->callback([this] {
+    selected_ = [this] {
+      RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
+      auto model = Model::from_config(rc.model, "model", rc.seed);
+      std::cout << model->summary();
+      return static_cast<int>(ExitCode::ok);
+    };
+  });
+}
+
+int Commands::run() { return selected_ ? selected_() : static_cast<int>(ExitCode::bad_input); }
+
+}  // namespace tandem::app

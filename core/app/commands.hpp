@@ -1,0 +1,36 @@
+// The tandem subcommands: train, evaluate, predict, summary.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::app {
+
+class Commands {
+ public:
+  /// Adds every subcommand to `app`; `interrupt` is raised by the signal handlers.
+  void register_all(CLI::App& app, const std::atomic<bool>* interrupt);
+  /// Runs the subcommand that was parsed; returns the exit code.
+  int run();
+
+ private:
+  std::function<int()> selected_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+
+  std::string config_;
+  std::vector<std::string> overrides_;
+  std::string run_dir_;
+  std::string events_;
+  std::string resume_;
+  std::string weights_;
+  std::string split_ = "validation";
+  std::string output_ = "-";
+  bool quiet_ = false;
+};
+
+}  // namespace tandem::app

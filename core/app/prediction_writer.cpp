@@ -1,0 +1,76 @@
+#include "app/prediction_writer.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "tandem/error.hpp"
+
+namespace tandem::app {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void write_csv(const Tensor& t, std::ostream& out) {
+  const std::int64_t rows = t.rank() > 0 ? t.dim(0) : 1;
+  const std::int64_t cols = rows > 0 ? t.size() / rows : 0;
+  char buffer[32];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::snprintf(buffer, sizeof buffer, "%.9g", t[r * cols + c]);
+      if (c) out << ',';
+      out << buffer;
+    }
+    out << '\n';
+  }
+}
+
+void write_npy(const Tensor& t, std::ostream& out) {
+  std::string shape = "(";
+  for (int i = 0; i < t.rank(); ++i) shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? ",)" : (i + 1 < t.rank() ? ", " : ")"));
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Pad so that magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  out.write("\x93NUMPY\x01\x00", 8);
+  const auto len = static_cast<std::uint16_t>(header.size());
+  const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  out.write(len_bytes, 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.size() * sizeof(float)));
+}
+
+}  // namespace
+
+void check_prediction_output(const std::string& path) {
+  if (path == "-" || ends_with(path, ".csv") || ends_with(path, ".npy")) return;
+  throw ConfigError("--output", "expected '-', a .csv or a .npy file name, got '" + path + "'");
+}
+
+void write_predictions(const Tensor& predictions, const std::string& path) {
+  check_prediction_output(path);
+  if (path == "-") {
+    write_csv(predictions, std::cout);
+    std::cout.flush();
+    return;
+  }
+  const std::filesystem::path target(path);
+  const std::filesystem::path tmp = target.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw RunError("cannot write " + tmp.string());
+    if (ends_with(path, ".npy")) write_npy(predictions, out);
+    else write_csv(predictions, out);
+    if (!out) throw RunError("writing " + tmp.string() + " failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) throw RunError("cannot move " + tmp.string() + " to " + path + ": " + ec.message());
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,92 @@
+// Callback: code that runs at the Keras hooks of fit / evaluate / predict.
+//
+// Hooks receive a CallbackContext (the model, the training state, stop requests, the learning
+// rate, event publishing, the run folder) and Keras-style logs. Epoch numbers are 0-based, as
+// Keras passes them. Hooks run on the training thread, one callback after another in config
+// order; an exception from a hook stops the run with an error naming the callback.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/logs.hpp"
+#include "tandem/training_state.hpp"
+
+namespace tandem {
+
+class Model;
+
+/// What a callback can see and do. Owned by the trainer; valid during the hook call.
+class CallbackContext {
+ public:
+  virtual ~CallbackContext() = default;
+  /// The template model (device-agnostic; current whenever looked at).
+  virtual Model& model() = 0;
+  virtual const TrainingState& state() const = 0;
+  /// Asks training to stop at the next batch boundary (after finishing the epoch's bookkeeping).
+  virtual void request_stop(const std::string& reason) = 0;
+  virtual double learning_rate() const = 0;
+  virtual void set_learning_rate(double lr) = 0;
+  /// Adds an event to the run's event stream.
+  virtual void publish(const std::string& event, const nlohmann::json& fields) = 0;
+  /// The run folder (empty when the trainer runs without one).
+  virtual std::filesystem::path run_dir() const = 0;
+  virtual int rank() const { return 0; }
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual std::string name() const = 0;
+
+  virtual void on_train_begin(CallbackContext&, const Logs&) {}
+  virtual void on_train_end(CallbackContext&, const Logs&) {}
+  virtual void on_epoch_begin(CallbackContext&, int /*epoch*/, const Logs&) {}
+  virtual void on_epoch_end(CallbackContext&, int /*epoch*/, const Logs&) {}
+  virtual void on_train_batch_begin(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_train_batch_end(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_test_begin(CallbackContext&, const Logs&) {}
+  virtual void on_test_end(CallbackContext&, const Logs&) {}
+  virtual void on_test_batch_begin(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_test_batch_end(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_predict_begin(CallbackContext&, const Logs&) {}
+  virtual void on_predict_end(CallbackContext&, const Logs&) {}
+  virtual void on_predict_batch_begin(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_predict_batch_end(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+};
+
+/// Calls every hook on each callback in order; wraps a callback's exception in a RunError that
+/// names the callback and the hook. Shares ownership of its callbacks.
+class CallbackBus {
+ public:
+  void add(std::shared_ptr<Callback> callback) { callbacks_.push_back(std::move(callback)); }
+  bool empty() const { return callbacks_.empty(); }
+  const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
+
+  void train_begin(CallbackContext& c, const Logs& l);
+  void train_end(CallbackContext& c, const Logs& l);
+  void epoch_begin(CallbackContext& c, int epoch, const Logs& l);
+  void epoch_end(CallbackContext& c, int epoch, const Logs& l);
+  void train_batch_begin(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void train_batch_end(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void test_begin(CallbackContext& c, const Logs& l);
+  void test_end(CallbackContext& c, const Logs& l);
+  void test_batch_begin(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void test_batch_end(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void predict_begin(CallbackContext& c, const Logs& l);
+  void predict_end(CallbackContext& c, const Logs& l);
+  void predict_batch_begin(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void predict_batch_end(CallbackContext& c, std::int64_t batch, const Logs& l);
+
+ private:
+  template <class F>
+  void each(const char* hook, F&& f);
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+};
+
+}  // namespace tandem

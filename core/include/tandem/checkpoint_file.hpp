@@ -1,0 +1,62 @@
+// Checkpoint files: the on-disk format (DESIGN.md contract 4), as plain data.
+//
+// A checkpoint is an HDF5 file in the Keras legacy layout, so h5py and Keras read it:
+//   /                      attrs keras_version, backend, model_config (JSON)
+//   /model_weights         attrs layer_names, keras_version, backend
+//   /model_weights/<layer> attr weight_names ("<layer>/kernel:0", ...)
+//   /model_weights/<layer>/<layer>/kernel:0   float32 dataset
+// Tandem's own training state sits beside it in /tandem (format_version, a JSON document with
+// epoch/step/history/config, optimizer slots, RNG states). Strings are fixed-length ASCII.
+//
+// Writes are crash-safe: the file is written to a temporary name in the same folder, flushed to
+// disk, then renamed over the target, so a crash at any moment leaves the previous file whole.
+// Functions here are thread-compatible: call them from one thread at a time (HDF5 is serial).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct NamedTensor {
+  std::string name;  // a weight: "kernel"; an optimizer slot: "dense/kernel/m"
+  Tensor value;
+};
+
+struct LayerWeights {
+  std::string layer;                 // "dense_1"
+  std::vector<NamedTensor> weights;  // Keras order; may be empty (Flatten, Dropout)
+};
+
+struct TrainingStateData {
+  nlohmann::json state;                    // epoch, step, history, optimizer config, ...
+  std::vector<NamedTensor> optimizer_slots;
+  std::map<std::string, std::vector<std::uint64_t>> rng_states;  // "loader", "dense/dropout", ...
+};
+
+struct CheckpointData {
+  nlohmann::json model_config;        // {"class_name": "Sequential", "config": {...}}
+  std::vector<LayerWeights> layers;   // every layer of the model, in model order
+  std::optional<TrainingStateData> training;  // absent in a weights-only file
+};
+
+/// Writes atomically (temp file, flush, rename). Throws RunError naming the path on I/O failure;
+/// the previous file at `path`, if any, is untouched then.
+void write_checkpoint_file(const std::filesystem::path& path, const CheckpointData& data);
+
+/// Reads a checkpoint written by Tandem, or a Keras .h5 weights/model file with the same layout.
+/// Throws DataError naming the path and the problem (missing, not HDF5, truncated, wrong layout,
+/// newer format version).
+CheckpointData read_checkpoint_file(const std::filesystem::path& path);
+
+}  // namespace tandem

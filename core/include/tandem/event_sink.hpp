@@ -1,0 +1,43 @@
+// EventSink: the versioned JSON-lines event stream (DESIGN.md contract 6).
+//
+// Every line carries "schema": 1, "event" and "time" (UTC, ISO 8601 with milliseconds). Each line
+// is written with a single write() call and flushed, so a run that dies leaves at most a partial
+// last line. Thread-safe: emit() may be called from any thread.
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+inline constexpr int kEventSchemaVersion = 1;
+
+class EventSink {
+ public:
+  EventSink() = default;
+  ~EventSink();
+  EventSink(const EventSink&) = delete;
+  EventSink& operator=(const EventSink&) = delete;
+
+  /// Appends to `path` (created with its folder). Throws RunError when it cannot be opened.
+  void open_file(const std::filesystem::path& path);
+  /// Also writes every event to standard output (`--events -`).
+  void also_stdout(bool enabled) { to_stdout_ = enabled; }
+
+  /// Writes {"schema": 1, "event": name, "time": now, ...fields}.
+  void emit(const std::string& event, const nlohmann::json& fields = nlohmann::json::object());
+
+  /// "2026-11-21T05:36:00.123Z"
+  static std::string utc_now();
+
+ private:
+  std::mutex mutex_;
+  int fd_ = -1;
+  bool to_stdout_ = false;
+};
+
+}  // namespace tandem

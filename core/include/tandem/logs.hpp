@@ -1,0 +1,31 @@
+// Logs: metric name -> value, in insertion order ("loss", "accuracy", "val_loss", ...), the way
+// Keras hands `logs` to callbacks. Plain value type.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+class Logs {
+ public:
+  void set(const std::string& key, double value);
+  std::optional<double> get(const std::string& key) const;
+  bool contains(const std::string& key) const { return get(key).has_value(); }
+  const std::vector<std::pair<std::string, double>>& items() const { return items_; }
+  bool empty() const { return items_.empty(); }
+  /// Adds every entry of `other` with `prefix` before its key ("val_").
+  void merge(const Logs& other, const std::string& prefix = "");
+  nlohmann::json to_json() const;
+  /// " - loss: 0.4321 - accuracy: 0.8765" (Keras progress-bar style).
+  std::string to_progress_string() const;
+
+ private:
+  std::vector<std::pair<std::string, double>> items_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+// Metrics, evaluated per batch as (sum, count) pairs so that results from replicas, batches and
+// ranks combine by plain addition. Stateless and thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/loss.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+struct MetricSum {
+  double sum = 0;
+  double count = 0;
+  void add(const MetricSum& o) { sum += o.sum, count += o.count; }
+  double mean() const { return count > 0 ? sum / count : 0.0; }
+};
+
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  /// The key in logs: "accuracy" (what the user asked for, as Keras names it).
+  virtual std::string name() const = 0;
+  virtual MetricSum evaluate(const Tensor& pred, const Tensor& target) const = 0;
+};
+
+/// Builds the metrics of a config's "metrics" list. "accuracy"/"acc" resolve the way Keras does:
+/// binary accuracy when the output has one unit or the loss is binary cross-entropy, sparse
+/// categorical accuracy for the sparse loss, categorical accuracy otherwise.
+std::vector<std::unique_ptr<Metric>> make_metrics(const nlohmann::json& list,
+                                                  const std::string& path, const Loss& loss,
+                                                  const Shape& output_shape);
+
+}  // namespace tandem

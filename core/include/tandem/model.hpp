@@ -1,0 +1,79 @@
+// Model: a Sequential stack of layers built from a Keras-compatible JSON config.
+//
+// The model owns its layers and their parameters. It is the "template" of DESIGN.md: device
+// agnostic, savable, the thing every replica is a copy of. Not thread-safe: one thread drives a
+// model at a time (replicas are separate Model objects).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/layer.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+struct CheckpointData;
+
+class Model {
+ public:
+  /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
+  /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`.
+  /// Initial weights are drawn from `seed`. Throws ConfigError naming the JSON path (`path` is
+  /// the path of `config` itself, e.g. "model").
+  static std::unique_ptr<Model> from_config(const nlohmann::json& config, const std::string& path,
+                                            std::uint64_t seed);
+  /// A new model with the same config and a copy of this one's weights.
+  std::unique_ptr<Model> clone() const;
+
+  const std::string& name() const { return name_; }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shapes_.back(); }
+  std::size_t layer_count() const { return layers_.size(); }
+  Layer& layer(std::size_t i) { return *layers_[i]; }
+  const Layer& layer(std::size_t i) const { return *layers_[i]; }
+  const Shape& layer_output_shape(std::size_t i) const { return output_shapes_[i + 1]; }
+
+  /// Runs the layers; the returned reference is owned by the last layer (valid until the next
+  /// forward). `training` enables Dropout.
+  const Tensor& forward(const Tensor& x, bool training);
+  /// Back-propagates dL/d(output), setting every parameter's grad.
+  void backward(const Tensor& grad_output);
+
+  /// All parameters in layer order, trainable ones of each layer first (Keras weight order).
+  std::vector<Parameter*> parameters();
+  /// The parameters the optimizer updates (of trainable layers only).
+  std::vector<Parameter*> trainable_parameters();
+  /// "dense_1/kernel" for parameter i of parameters().
+  std::vector<std::string> parameter_names() const;
+  std::int64_t count_params() const;
+  std::int64_t count_trainable_params() const;
+
+  /// The Keras model_config: {"class_name": "Sequential", "config": {...}}.
+  nlohmann::json config() const;
+  /// A Keras-like summary table with parameter counts.
+  std::string summary() const;
+
+  /// Copies weights from another model of the same architecture.
+  void copy_weights_from(const Model& other);
+  /// Layer weights as plain data for a checkpoint, and back. load_weights checks that layer
+  /// names, counts and shapes match and names the first mismatch (DataError).
+  void save_weights(CheckpointData& out) const;
+  void load_weights(const CheckpointData& in, const std::string& source);
+
+ private:
+  Model() = default;
+  std::string name_;
+  nlohmann::json input_layer_config_;
+  Shape input_shape_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> output_shapes_;  // [0] = input shape, [i+1] = output of layer i
+  std::uint64_t seed_ = 0;
+  nlohmann::json source_config_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,66 @@
+// Optimizers (Keras names, arguments and update rules).
+//
+// apply() takes one step over a fixed list of parameters (the same list, in the same order,
+// every step; state slots are created on the first step). Weight decay is decoupled, as in
+// Keras 3: w -= lr * weight_decay * w before the update. The learning rate may be changed
+// between steps (callbacks do). Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/parameter.hpp"
+
+namespace tandem {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// "Adam"
+  virtual std::string class_name() const = 0;
+  /// Keras get_config(): {"name": "adam", "learning_rate": 0.001, ...}
+  virtual nlohmann::json config() const = 0;
+
+  double learning_rate() const { return learning_rate_; }
+  void set_learning_rate(double lr) { learning_rate_ = lr; }
+  /// Steps taken so far (Keras `iterations`).
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
+
+  /// One update of every parameter from its grad.
+  void apply(const std::vector<Parameter*>& params);
+
+  /// State slots per parameter, e.g. {"m", "v"} for Adam; slot(i, s) has parameter i's shape.
+  virtual std::vector<std::string> slot_names() const = 0;
+  std::vector<Tensor>& slots(std::size_t param_index) { return slots_.at(param_index); }
+  std::size_t slotted_params() const { return slots_.size(); }
+  /// Creates zeroed slots for `params` (apply() does this on its first call).
+  void create_slots(const std::vector<Parameter*>& params);
+
+ protected:
+  Optimizer(double learning_rate, double weight_decay, double clipnorm, double clipvalue,
+            double global_clipnorm);
+  nlohmann::json base_config(const std::string& name) const;
+  /// Updates one parameter given its (possibly clipped) gradient; `step` counts from 1.
+  virtual void update(Parameter& p, const float* grad, std::vector<Tensor>& slots,
+                      std::int64_t step) = 0;
+
+  double learning_rate_;
+  double weight_decay_;
+
+ private:
+  double clipnorm_, clipvalue_, global_clipnorm_;
+  std::int64_t iterations_ = 0;
+  std::vector<std::vector<Tensor>> slots_;
+  Tensor clipped_;
+};
+
+/// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,
+/// AdamW, RMSprop. Throws ConfigError naming the JSON path.
+std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& spec, const std::string& path);
+
+}  // namespace tandem

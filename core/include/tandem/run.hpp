@@ -1,0 +1,62 @@
+// Whole-run entry points behind the `tandem` commands: build everything a run config describes,
+// then train, evaluate or predict. The CLI stays a thin argument parser over these.
+//
+// run_training owns the run folder: <run_dir>/config.json (the resolved config),
+// <run_dir>/events.jsonl (the event stream) and <run_dir>/model.h5 (the final or interrupted
+// checkpoint, resumable with `--resume`). A config or data error is raised before anything is
+// created on disk.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/callback.hpp"
+#include "tandem/logs.hpp"
+#include "tandem/run_config.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem {
+
+struct TrainRequest {
+  RunConfig config;
+  std::optional<std::filesystem::path> run_dir;   // default: runs/<name>-<UTC time>
+  bool events_to_stdout = false;
+  std::optional<std::filesystem::path> resume;    // a checkpoint with training state
+  std::optional<std::filesystem::path> weights;   // initial weights only
+  const std::atomic<bool>* interrupt = nullptr;   // raised by SIGINT/SIGTERM handlers
+  std::vector<std::shared_ptr<Callback>> callbacks;  // in-process callbacks (tests, embedding)
+};
+
+struct TrainResult {
+  std::filesystem::path run_dir;
+  std::filesystem::path checkpoint;  // <run_dir>/model.h5
+  std::vector<Logs> history;
+  bool interrupted = false;
+  std::string stop_reason;
+};
+
+/// Trains as the config says. On failure emits run_failed and rethrows.
+TrainResult run_training(const TrainRequest& request);
+
+/// Which data evaluate/predict read: "validation" (the default: data.validation, else the
+/// validation split, else data.test), "test" or "train".
+struct InferenceRequest {
+  RunConfig config;
+  std::filesystem::path weights;
+  std::string split = "validation";
+};
+
+Logs run_evaluation(const InferenceRequest& request);
+/// Returns (samples, outputs...) in dataset order.
+Tensor run_prediction(const InferenceRequest& request);
+
+/// The run config stored inside a checkpoint written by run_training, if any.
+std::optional<nlohmann::json> run_config_of_checkpoint(const std::filesystem::path& path);
+
+}  // namespace tandem

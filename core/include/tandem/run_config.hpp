@@ -1,0 +1,54 @@
+// RunConfig: the run file (`tandem train run.json`), validated, with every default filled in.
+//
+// The file is JSON with top-level keys: name, seed, epochs, batch_size, verbose, devices, model
+// (Keras Sequential config), optimizer, loss, metrics, data. docs/config.md lists
+// them. Every error is a ConfigError naming the JSON path. Plain data; copyable.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+struct DataConfig {
+  nlohmann::json train;       // dataset spec (see dataset.hpp)
+  nlohmann::json validation;  // null when absent
+  nlohmann::json test;        // null when absent
+  double validation_split = 0.0;  // Keras: the last fraction of train, before shuffling
+  bool shuffle = true;
+  int prefetch = 2;
+};
+
+struct RunConfig {
+  std::string name = "run";
+  std::uint64_t seed = 0;
+  int epochs = 1;
+  std::int64_t batch_size = 32;
+  int verbose = 1;
+  std::string devices = "cpu";
+  nlohmann::json model;
+  nlohmann::json optimizer;
+  nlohmann::json loss;
+  nlohmann::json metrics;
+  DataConfig data;
+  /// Folder that relative data paths resolve against (the config file's folder).
+  std::filesystem::path base_dir;
+  /// The whole document after overrides and defaults, as written to <run_dir>/config.json.
+  nlohmann::json resolved;
+};
+
+/// Reads a JSON file; a syntax error is a ConfigError giving the line and column.
+nlohmann::json load_json_file(const std::filesystem::path& path);
+
+/// Applies "key.path=value" (value parsed as JSON when it is valid JSON, else taken as a string;
+/// list items by index: "model.config.layers[1].config.units=64"). Missing objects are created.
+void apply_override(nlohmann::json& config, const std::string& assignment);
+
+/// Validates and fills in defaults. `base_dir` resolves relative data paths.
+RunConfig parse_run_config(const nlohmann::json& config, const std::filesystem::path& base_dir);
+
+}  // namespace tandem

@@ -1,0 +1,99 @@
+// Trainer: fit / evaluate / predict for one model, with Keras callbacks and logs.
+//
+// The trainer borrows the model, loss, optimizer and loaders (they must outlive it) and owns the
+// training state. Between batches it checks an optional external stop flag (set by a signal
+// handler): training then stops at once, without validation, leaving a resumable state. One
+// thread drives a trainer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/callback.hpp"
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/data_loader.hpp"
+#include "tandem/event_sink.hpp"
+#include "tandem/logs.hpp"
+#include "tandem/loss.hpp"
+#include "tandem/metric.hpp"
+#include "tandem/model.hpp"
+#include "tandem/optimizer.hpp"
+#include "tandem/training_state.hpp"
+
+namespace tandem {
+
+struct FitOptions {
+  int epochs = 1;
+  /// 0 = silent, 1 = a progress bar updated in place, 2 = one line per epoch (Keras verbose).
+  int verbose = 2;
+};
+
+class Trainer : public CallbackContext {
+ public:
+  Trainer(Model& model, const Loss& loss, Optimizer& optimizer,
+          std::vector<std::unique_ptr<Metric>> metrics);
+
+  void set_callbacks(CallbackBus bus) { callbacks_ = std::move(bus); }
+  void set_event_sink(EventSink* sink) { events_ = sink; }
+  void set_run_dir(std::filesystem::path dir) { run_dir_ = std::move(dir); }
+  /// A flag that, once true, interrupts training at the next batch boundary.
+  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
+
+  /// Trains until `options.epochs` epochs are done (continuing from a restored state), a callback
+  /// asks to stop, or the interrupt flag is raised. Returns the history (one Logs per epoch).
+  /// Throws RunError on a non-finite loss, naming the epoch and step.
+  const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation, const FitOptions& options);
+  /// Loss and metrics over one pass of `data` (test hooks), without the `val_` prefix.
+  Logs evaluate(DataLoader& data, int verbose = 0);
+  /// Model outputs for every sample of `data`, in loader order: (samples, output_shape...).
+  Tensor predict(DataLoader& data);
+
+  /// True when the last fit() ended because the interrupt flag was raised.
+  bool interrupted() const { return interrupted_; }
+
+  /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
+  CheckpointData checkpoint() const;
+  /// Restores what checkpoint() saved. Throws DataError naming `source` when it does not fit.
+  void restore(const CheckpointData& data, const std::string& source);
+
+  // CallbackContext
+  Model& model() override { return model_; }
+  const TrainingState& state() const override { return state_; }
+  void request_stop(const std::string& reason) override;
+  double learning_rate() const override { return optimizer_.learning_rate(); }
+  void set_learning_rate(double lr) override;
+  void publish(const std::string& event, const nlohmann::json& fields) override;
+  std::filesystem::path run_dir() const override { return run_dir_; }
+
+ private:
+  struct EpochTotals {
+    MetricSum loss;
+    std::vector<MetricSum> metrics;
+  };
+  void train_batch(const Batch& batch, EpochTotals& totals);
+  void check_data(const DataLoader& data, const std::string& role) const;
+  Logs logs_of(const EpochTotals& totals) const;
+  EpochTotals empty_totals() const;
+  void emit(const std::string& event, const nlohmann::json& fields);
+
+  Model& model_;
+  const Loss& loss_;
+  Optimizer& optimizer_;
+  std::vector<std::unique_ptr<Metric>> metrics_;
+  CallbackBus callbacks_;
+  EventSink* events_ = nullptr;
+  std::filesystem::path run_dir_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+  TrainingState state_;
+  EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
+  bool interrupted_ = false;
+  Tensor grad_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,40 @@
+// Compute parallelism for CPU kernels.
+//
+// oneDNN (our GEMM) runs on OpenMP; our own kernels use the very same OpenMP team through
+// parallel_for, so the two never fight over the cores (a second pool would spin against
+// OpenMP's waiting threads). Work is split into contiguous, deterministic ranges: the same
+// inputs give bitwise the same results whatever the timing.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tandem::cpu {
+
+/// Threads used by compute kernels (defaults to the cores available to this process).
+int compute_threads();
+void set_compute_threads(int threads);
+
+/// Calls f(begin, end) over [0, n) split in at most compute_threads() contiguous ranges of at
+/// least `min_chunk` elements; runs inline when the work is too small to be worth a fork.
+template <class F>
+void parallel_for(std::int64_t n, std::int64_t min_chunk, F&& f) {
+  const std::int64_t max_parts = std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_chunk));
+  const int parts = static_cast<int>(std::min<std::int64_t>(compute_threads(), max_parts));
+  if (parts <= 1) {
+    if (n > 0) f(std::int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(parts)
+  {
+    const std::int64_t t = omp_get_thread_num();
+    const std::int64_t nt = omp_get_num_threads();
+    const std::int64_t begin = n * t / nt;
+    const std::int64_t end = n * (t + 1) / nt;
+    if (end > begin) f(begin, end);
+  }
+}
+
+}  // namespace tandem::cpu

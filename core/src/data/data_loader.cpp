@@ -1,0 +1,166 @@
+// DataLoader: seeded per-epoch order, batching, and a background prefetch thread feeding a
+// bounded queue. Errors in the prefetch thread are handed to the consumer through next().
+#include "tandem/data_loader.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "tandem/error.hpp"
+#include "tandem/rng.hpp"
+
+namespace tandem {
+
+struct DataLoader::Impl {
+  const Dataset& dataset;
+  DataLoaderOptions options;
+  Shape x_shape, y_shape;
+  std::int64_t size = 0;
+  std::int64_t batches = 0;
+
+  bool started = false;
+  std::vector<std::int64_t> order;  // this epoch's sample order
+  std::int64_t next_batch = 0;      // synchronous mode: the next batch to read
+
+  // Prefetch state, guarded by `mutex`.
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable space;   // the worker waits for room in `ready`
+  std::condition_variable filled;  // the consumer waits for a batch, an error or the end
+  std::deque<Batch> ready;
+  bool stop = false;
+  bool done = false;
+  std::exception_ptr error;
+
+  Impl(const Dataset& d, DataLoaderOptions o)
+      : dataset(d), options(o), x_shape(d.x_shape()), y_shape(d.y_shape()), size(d.size()) {
+    batches = (size + options.batch_size - 1) / options.batch_size;
+  }
+
+  ~Impl() { stop_worker(); }
+
+  // Reads batch `b` of the current order into fresh tensors (a consumer may keep old batches,
+  // and tensors share storage, so buffers are not recycled behind its back).
+  Batch make_batch(std::int64_t b) const {
+    const std::int64_t first = b * options.batch_size;
+    const std::int64_t n = std::min(options.batch_size, size - first);
+    Shape xs{n}, ys{n};
+    xs.insert(xs.end(), x_shape.begin(), x_shape.end());
+    ys.insert(ys.end(), y_shape.begin(), y_shape.end());
+    Batch batch{Tensor(xs), Tensor(ys)};
+    dataset.read(std::span<const std::int64_t>(order.data() + first, static_cast<std::size_t>(n)),
+                 batch.x.data(), batch.y.data());
+    return batch;
+  }
+
+  void stop_worker() {
+    if (!worker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    space.notify_all();
+    worker.join();
+  }
+
+  void run(std::int64_t first_batch) {
+    for (std::int64_t b = first_batch; b < batches; ++b) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        space.wait(lock, [&] {
+          return stop || static_cast<std::int64_t>(ready.size()) < options.prefetch;
+        });
+        if (stop) return;
+      }
+      Batch batch;
+      try {
+        batch = make_batch(b);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        error = std::current_exception();
+        done = true;
+        filled.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      ready.push_back(std::move(batch));
+      filled.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    filled.notify_all();
+  }
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options) {
+  if (!dataset_) throw DataError("DataLoader: no dataset");
+  if (options_.batch_size <= 0)
+    throw ConfigError("batch_size",
+                      "expected a positive integer, got " + std::to_string(options_.batch_size));
+  if (options_.prefetch < 0)
+    throw ConfigError("prefetch",
+                      "expected a non-negative integer, got " + std::to_string(options_.prefetch));
+  impl_ = std::make_unique<Impl>(*dataset_, options_);
+}
+
+DataLoader::~DataLoader() = default;  // Impl's destructor stops and joins the prefetch thread
+
+std::int64_t DataLoader::batches_per_epoch() const {
+  return impl_->batches;
+}
+
+void DataLoader::start_epoch(int epoch, std::int64_t first_batch) {
+  Impl& s = *impl_;
+  s.stop_worker();
+  s.started = false;
+  if (epoch < 0) throw DataError("DataLoader: negative epoch " + std::to_string(epoch));
+  if (first_batch < 0 || first_batch > s.batches)
+    throw DataError("DataLoader: cannot start at batch " + std::to_string(first_batch) +
+                    " of an epoch of " + std::to_string(s.batches) + " batches (" +
+                    dataset_->describe() + ")");
+
+  s.order.resize(static_cast<std::size_t>(s.size));
+  std::iota(s.order.begin(), s.order.end(), std::int64_t{0});
+  if (options_.shuffle) {
+    Rng rng(Rng::derive(options_.seed, static_cast<std::uint64_t>(epoch)));
+    for (std::size_t i = s.order.size(); i > 1; --i)
+      std::swap(s.order[i - 1], s.order[rng.below(i)]);
+  }
+
+  s.ready.clear();
+  s.stop = false;
+  s.done = false;
+  s.error = nullptr;
+  s.next_batch = first_batch;
+  s.started = true;
+  if (options_.prefetch > 0) s.worker = std::thread([&s, first_batch] { s.run(first_batch); });
+}
+
+bool DataLoader::next(Batch& out) {
+  Impl& s = *impl_;
+  if (!s.started) throw RunError("DataLoader::next() called before start_epoch()");
+  if (options_.prefetch == 0) {
+    if (s.next_batch >= s.batches) return false;
+    out = s.make_batch(s.next_batch);
+    ++s.next_batch;
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(s.mutex);
+  s.filled.wait(lock, [&] { return !s.ready.empty() || s.done; });
+  if (!s.ready.empty()) {
+    out = std::move(s.ready.front());
+    s.ready.pop_front();
+    lock.unlock();
+    s.space.notify_one();
+    return true;
+  }
+  if (s.error) std::rethrow_exception(s.error);
+  return false;
+}
+
+}  // namespace tandem

@@ -1,0 +1,88 @@
+// Private to the data module: the dataset kinds behind make_dataset(), their parsed specs, and
+// the lower-level pieces tests reach into (IDX decoding, HDF5 cache tuning and counters).
+//
+// Each kind has parse_*_spec(), which reads its keys from a ConfigObject (ConfigError on a bad
+// spec, no file access), and open_*_dataset(), which touches the data (DataError on bad data).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/config_object.hpp"
+#include "tandem/dataset.hpp"
+
+namespace tandem::data {
+
+/// `file` resolved against `base_dir` when relative (and base_dir is not empty).
+std::string resolve_path(const std::string& base_dir, const std::string& file);
+
+// ---- idx --------------------------------------------------------------------------------------
+
+/// A decoded IDX file. Bytes (type 0x08/0x09) stay as bytes; wider types are decoded to float.
+struct IdxArray {
+  std::string file;
+  int type_code = 0;  // 0x08 ubyte, 0x09 byte, 0x0B short, 0x0C int, 0x0D float, 0x0E double
+  Shape dims;         // dims[0] = samples
+  std::vector<std::uint8_t> bytes;
+  std::vector<float> values;
+};
+
+/// Reads a whole IDX file, gzip-compressed or plain. Throws DataError naming the file.
+IdxArray read_idx_file(const std::string& file);
+
+struct IdxSpec {
+  std::string x_file;
+  std::string y_file;
+  std::optional<double> scale;  // default: 1/255 for ubyte x, 1 otherwise
+};
+IdxSpec parse_idx_spec(ConfigObject& spec, const std::string& base_dir);
+std::shared_ptr<Dataset> open_idx_dataset(const IdxSpec& spec);
+
+// ---- hdf5 -------------------------------------------------------------------------------------
+
+// HDF5 calls hold tandem::hdf5_mutex() (io/hdf5_lock.hpp), shared with checkpoint I/O.
+
+struct Hdf5Spec {
+  std::string file;
+  std::string x_name = "x";
+  std::string y_name = "y";
+};
+/// How the reader trades memory for I/O.
+struct Hdf5ReadOptions {
+  std::int64_t whole_limit_bytes = std::int64_t{64} << 20;  // load x and y whole below this
+  std::int64_t block_bytes = std::int64_t{4} << 20;         // target size of a cached row block
+  int cache_blocks = 4;                                     // LRU capacity, in blocks
+};
+/// Counters, for tests and diagnostics.
+struct Hdf5Stats {
+  bool whole = false;            // loaded whole at open
+  std::int64_t block_rows = 0;   // rows per cached block
+  std::int64_t block_loads = 0;  // blocks read into the cache
+  std::int64_t block_hits = 0;   // rows served from the cache
+  std::int64_t direct_rows = 0;  // rows read directly (scattered access)
+};
+Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir);
+std::shared_ptr<Dataset> open_hdf5_dataset(const Hdf5Spec& spec, Hdf5ReadOptions options = {});
+/// Counters of a dataset made by open_hdf5_dataset(); nullopt for any other dataset.
+std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset);
+
+// ---- synthetic --------------------------------------------------------------------------------
+
+enum class SyntheticTask { binary, classes, regression };
+
+struct SyntheticSpec {
+  std::int64_t samples = 0;
+  Shape x_shape;
+  SyntheticTask task = SyntheticTask::binary;
+  std::int64_t classes = 10;
+  Shape y_shape;  // {} for classes, default {1} otherwise
+  std::uint64_t seed = 0;
+};
+SyntheticSpec parse_synthetic_spec(ConfigObject& spec);
+std::shared_ptr<Dataset> make_synthetic_dataset(const SyntheticSpec& spec);
+
+}  // namespace tandem::data

@@ -1,0 +1,356 @@
+// HDF5 datasets: x and y are datasets of any numeric type (converted to float32 by HDF5), samples
+// along the first dimension. Small data is loaded whole; large data is read by hyperslabs through
+// an LRU cache of contiguous row blocks (chunk-aligned), with scattered rows read directly.
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "data/datasets.hpp"
+#include "io/hdf5_handle.hpp"
+#include "io/hdf5_lock.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::data {
+
+namespace {
+
+using Lock = std::lock_guard<std::mutex>;
+
+void quiet_hdf5() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+std::vector<std::string> dataset_names(hid_t file) {
+  std::vector<std::string> names;
+  H5Ovisit2(
+      file, H5_INDEX_NAME, H5_ITER_INC,
+      [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+        if (info->type == H5O_TYPE_DATASET)
+          static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &names, H5O_INFO_BASIC);
+  H5Eclear2(H5E_DEFAULT);
+  return names;
+}
+
+const char* class_name(H5T_class_t c) {
+  switch (c) {
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_REFERENCE:
+      return "reference";
+    case H5T_VLEN:
+      return "variable-length";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_TIME:
+      return "time";
+    default:
+      return "unknown";
+  }
+}
+
+// One HDF5 dataset (x or y) and its geometry.
+struct Column {
+  std::string name;
+  H5Handle dset;
+  Shape dims;                   // full dims; dims[0] = samples
+  std::int64_t row = 1;         // floats per sample
+  std::int64_t chunk_rows = 0;  // first dimension of a chunk, 0 when not chunked
+
+  Shape row_shape() const { return Shape(dims.begin() + 1, dims.end()); }
+};
+
+Column open_column(hid_t file, const std::string& path, const std::string& name) {
+  Column c;
+  c.name = name;
+  H5Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  // A larger chunk cache than HDF5's 1 MiB default, for scattered reads of chunked data.
+  H5Pset_chunk_cache(dapl.get(), 10007, std::size_t{32} << 20, 1.0);
+  c.dset = H5Handle(H5Dopen2(file, name.c_str(), dapl.get()), H5Dclose);
+  if (!c.dset.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    std::string list;
+    for (const auto& n : dataset_names(file)) list += (list.empty() ? "'" : ", '") + n + "'";
+    throw DataError(path + ": no dataset '" + name +
+                    "' (datasets in the file: " + (list.empty() ? "none" : list) + ")");
+  }
+  H5Handle type(H5Dget_type(c.dset.get()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+    throw DataError(path + ": dataset '" + name + "' has a non-numeric type (" + class_name(cls) +
+                    "); expected integers or floats");
+  H5Handle space(H5Dget_space(c.dset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1)
+    throw DataError(path + ": dataset '" + name +
+                    "' is a scalar; expected samples along its first dimension");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    c.dims.push_back(static_cast<std::int64_t>(dims[i]));
+    if (i > 0) c.row *= static_cast<std::int64_t>(dims[i]);
+  }
+  H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
+    if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank)
+      c.chunk_rows = static_cast<std::int64_t>(chunk[0]);
+  }
+  return c;
+}
+
+class Hdf5Dataset final : public Dataset {
+ public:
+  Hdf5Dataset(const Hdf5Spec& spec, Hdf5ReadOptions options) : path_(spec.file), options_(options) {
+    Lock lock(hdf5_mutex());
+    quiet_hdf5();
+    try {
+      open(spec);
+    } catch (...) {
+      close_handles();  // while the lock is held
+      throw;
+    }
+    if (stats_.whole) close_handles();  // everything is in memory
+  }
+
+  ~Hdf5Dataset() override {
+    Lock lock(hdf5_mutex());
+    close_handles();
+  }
+
+  std::int64_t size() const override { return n_; }
+  Shape x_shape() const override { return x_.row_shape(); }
+  Shape y_shape() const override { return y_.row_shape(); }
+
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    for (std::int64_t i : indices)
+      if (i < 0 || i >= n_)
+        throw DataError(path_ + ": sample " + std::to_string(i) + " out of range (" +
+                        std::to_string(n_) + " samples)");
+    if (stats_.whole) {
+      for (std::size_t k = 0; k < indices.size(); ++k)
+        copy_row(x_all_, y_all_, indices[k], k, x, y);
+      return;
+    }
+    Lock lock(hdf5_mutex());
+    quiet_hdf5();
+
+    // Rows in cached blocks are copied at once; the others are grouped by block below.
+    std::vector<std::pair<std::int64_t, std::size_t>> misses;  // (sample, position in batch)
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      if (const Block* b = find_block(indices[k] / stats_.block_rows)) {
+        copy_row(b->x, b->y, indices[k] - b->first, k, x, y);
+        ++stats_.block_hits;
+      } else {
+        misses.emplace_back(indices[k], k);
+      }
+    }
+    std::sort(misses.begin(), misses.end());
+
+    std::vector<std::pair<std::int64_t, std::size_t>> direct;
+    for (std::size_t g = 0; g < misses.size();) {
+      const std::int64_t block = misses[g].first / stats_.block_rows;
+      std::size_t end = g;
+      while (end < misses.size() && misses[end].first / stats_.block_rows == block) ++end;
+      const std::int64_t first = block * stats_.block_rows;
+      const std::int64_t rows = std::min(stats_.block_rows, n_ - first);
+      // Load the whole block when this batch wants a good part of it or reading is sequential.
+      const bool load = static_cast<std::int64_t>(end - g) * 8 >= rows || block == last_block_ ||
+                        block == last_block_ + 1;
+      if (load) {
+        const Block& b = load_block(block);
+        for (std::size_t m = g; m < end; ++m)
+          copy_row(b.x, b.y, misses[m].first - b.first, misses[m].second, x, y);
+      } else {
+        direct.insert(direct.end(), misses.begin() + static_cast<std::ptrdiff_t>(g),
+                      misses.begin() + static_cast<std::ptrdiff_t>(end));
+      }
+      g = end;
+    }
+    read_direct(direct, x, y);
+    if (!indices.empty()) last_block_ = indices.back() / stats_.block_rows;
+  }
+
+  std::string describe() const override {
+    return "hdf5: " + path_ + " ['" + x_.name + "', '" + y_.name + "'] (" + std::to_string(n_) +
+           " samples)";
+  }
+
+  Hdf5Stats stats() const {
+    Lock lock(hdf5_mutex());
+    return stats_;
+  }
+
+ private:
+  struct Block {
+    std::int64_t index = 0;
+    std::int64_t first = 0;  // first sample
+    std::vector<float> x, y;
+  };
+
+  void open(const Hdf5Spec& spec) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path_, ec)) throw DataError(path_ + ": file not found");
+    if (std::filesystem::is_directory(path_, ec))
+      throw DataError(path_ + ": is a folder, not an HDF5 file");
+    const htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
+    if (is_hdf5 == 0) throw DataError(path_ + ": not an HDF5 file");
+    if (is_hdf5 < 0) throw DataError(path_ + ": cannot read the file (" + hdf5_error_text() + ")");
+    file_ = H5Handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!file_.valid()) throw DataError(path_ + ": cannot open (" + hdf5_error_text() + ")");
+
+    x_ = open_column(file_.get(), path_, spec.x_name);
+    y_ = open_column(file_.get(), path_, spec.y_name);
+    if (x_.dims[0] != y_.dims[0])
+      throw DataError(path_ + ": dataset '" + x_.name + "' has " + std::to_string(x_.dims[0]) +
+                      " samples (first dimension) but '" + y_.name + "' has " +
+                      std::to_string(y_.dims[0]) + "; they must match");
+    n_ = x_.dims[0];
+
+    const std::int64_t row_bytes = (x_.row + y_.row) * std::int64_t{sizeof(float)};
+    if (row_bytes * n_ <= options_.whole_limit_bytes) {
+      x_all_.resize(static_cast<std::size_t>(n_ * x_.row));
+      y_all_.resize(static_cast<std::size_t>(n_ * y_.row));
+      read_rows(x_, 0, n_, x_all_.data());
+      read_rows(y_, 0, n_, y_all_.data());
+      stats_.whole = true;
+    } else {
+      std::int64_t rows = std::max<std::int64_t>(1, options_.block_bytes / row_bytes);
+      if (x_.chunk_rows > 0) rows = std::max(x_.chunk_rows, rows / x_.chunk_rows * x_.chunk_rows);
+      stats_.block_rows = std::min(rows, std::max<std::int64_t>(n_, 1));
+    }
+  }
+
+  // Datasets before the file. Callers hold hdf5_mutex().
+  void close_handles() {
+    x_.dset.close();
+    y_.dset.close();
+    file_.close();
+  }
+
+  void copy_row(const std::vector<float>& xs, const std::vector<float>& ys, std::int64_t row,
+                std::size_t k, float* x, float* y) const {
+    const auto kk = static_cast<std::int64_t>(k);
+    std::memcpy(x + kk * x_.row, xs.data() + row * x_.row,
+                static_cast<std::size_t>(x_.row) * sizeof(float));
+    std::memcpy(y + kk * y_.row, ys.data() + row * y_.row,
+                static_cast<std::size_t>(y_.row) * sizeof(float));
+  }
+
+  // Reads samples [first, first + count) of a column into `out` (count * row floats).
+  void read_rows(const Column& c, std::int64_t first, std::int64_t count, float* out) const {
+    const hsize_t total = static_cast<hsize_t>(count * c.row);
+    if (total == 0) return;
+    H5Handle fspace(H5Dget_space(c.dset.get()), H5Sclose);
+    std::vector<hsize_t> start(c.dims.size(), 0), extent(c.dims.begin(), c.dims.end());
+    start[0] = static_cast<hsize_t>(first);
+    extent[0] = static_cast<hsize_t>(count);
+    H5Handle mspace(H5Screate_simple(1, &total, nullptr), H5Sclose);
+    if (!fspace.valid() || !mspace.valid() ||
+        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(),
+                            nullptr) < 0 ||
+        H5Dread(c.dset.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
+      throw DataError(path_ + ": cannot read samples [" + std::to_string(first) + ", " +
+                      std::to_string(first + count) + ") of dataset '" + c.name + "' (" +
+                      hdf5_error_text() + ")");
+  }
+
+  const Block* find_block(std::int64_t index) const {
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->index == index) {
+        cache_.splice(cache_.begin(), cache_, it);  // most recently used first
+        return &cache_.front();
+      }
+    }
+    return nullptr;
+  }
+
+  const Block& load_block(std::int64_t index) const {
+    Block b;
+    if (static_cast<int>(cache_.size()) >= std::max(1, options_.cache_blocks)) {
+      b = std::move(cache_.back());  // reuse the evicted block's buffers
+      cache_.pop_back();
+    }
+    b.index = index;
+    b.first = index * stats_.block_rows;
+    const std::int64_t rows = std::min(stats_.block_rows, n_ - b.first);
+    b.x.resize(static_cast<std::size_t>(rows * x_.row));
+    b.y.resize(static_cast<std::size_t>(rows * y_.row));
+    read_rows(x_, b.first, rows, b.x.data());
+    read_rows(y_, b.first, rows, b.y.data());
+    ++stats_.block_loads;
+    cache_.push_front(std::move(b));
+    return cache_.front();
+  }
+
+  // Reads sorted (sample, position) pairs run by run of consecutive samples, bypassing the cache.
+  void read_direct(const std::vector<std::pair<std::int64_t, std::size_t>>& rows, float* x,
+                   float* y) const {
+    for (std::size_t r = 0; r < rows.size();) {
+      std::size_t end = r + 1;
+      while (end < rows.size() && rows[end].first - rows[end - 1].first <= 1) ++end;
+      const std::int64_t first = rows[r].first;
+      const std::int64_t count = rows[end - 1].first - first + 1;
+      run_x_.resize(static_cast<std::size_t>(count * x_.row));
+      run_y_.resize(static_cast<std::size_t>(count * y_.row));
+      read_rows(x_, first, count, run_x_.data());
+      read_rows(y_, first, count, run_y_.data());
+      for (std::size_t m = r; m < end; ++m)
+        copy_row(run_x_, run_y_, rows[m].first - first, rows[m].second, x, y);
+      stats_.direct_rows += count;
+      r = end;
+    }
+  }
+
+  std::string path_;
+  Hdf5ReadOptions options_;
+  H5Handle file_;
+  Column x_, y_;
+  std::int64_t n_ = 0;
+  std::vector<float> x_all_, y_all_;  // whole data, when small
+  // Read state: read() is called from one thread at a time (see Dataset).
+  mutable std::list<Block> cache_;
+  mutable std::vector<float> run_x_, run_y_;
+  mutable std::int64_t last_block_ = -2;
+  mutable Hdf5Stats stats_;
+};
+
+}  // namespace
+
+Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir) {
+  Hdf5Spec s;
+  s.file = spec.get_string("path");
+  if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
+  s.file = resolve_path(base_dir, s.file);
+  s.x_name = spec.get_string("x", "x");
+  s.y_name = spec.get_string("y", "y");
+  if (s.x_name.empty()) throw ConfigError(spec.path_of("x"), "expected a dataset name, got ''");
+  if (s.y_name.empty()) throw ConfigError(spec.path_of("y"), "expected a dataset name, got ''");
+  return s;
+}
+
+std::shared_ptr<Dataset> open_hdf5_dataset(const Hdf5Spec& spec, Hdf5ReadOptions options) {
+  return std::make_shared<Hdf5Dataset>(spec, options);
+}
+
+std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset) {
+  if (const auto* h = dynamic_cast<const Hdf5Dataset*>(&dataset)) return h->stats();
+  return std::nullopt;
+}
+
+}  // namespace tandem::data

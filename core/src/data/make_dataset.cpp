@@ -1,0 +1,43 @@
+// make_dataset(): reads a dataset spec strictly (unknown keys are errors) and opens the data.
+#include <filesystem>
+
+#include "data/datasets.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+namespace data {
+
+std::string resolve_path(const std::string& base_dir, const std::string& file) {
+  const std::filesystem::path p(file);
+  if (p.is_absolute() || base_dir.empty()) return p.lexically_normal().string();
+  return (std::filesystem::path(base_dir) / p).lexically_normal().string();
+}
+
+}  // namespace data
+
+std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::string& path,
+                                      const std::string& base_dir) {
+  ConfigObject c(spec, path);
+  const std::string type = c.get_string("type");
+  // Keys are all read and checked before any file is touched.
+  if (type == "idx") {
+    auto s = data::parse_idx_spec(c, base_dir);
+    c.finish();
+    return data::open_idx_dataset(s);
+  }
+  if (type == "hdf5") {
+    auto s = data::parse_hdf5_spec(c, base_dir);
+    c.finish();
+    return data::open_hdf5_dataset(s);
+  }
+  if (type == "synthetic") {
+    auto s = data::parse_synthetic_spec(c);
+    c.finish();
+    return data::make_synthetic_dataset(s);
+  }
+  throw ConfigError(c.path_of("type"),
+                    "unknown dataset type '" + type + "'; expected 'idx', 'hdf5' or 'synthetic'");
+}
+
+}  // namespace tandem

@@ -1,0 +1,126 @@
+// Synthetic data: sample i is generated on demand from Rng(Rng::derive(seed, i)), so nothing is
+// stored and any sample reads the same whatever the order or batch it is read in.
+#include <sstream>
+
+#include "data/datasets.hpp"
+#include "tandem/error.hpp"
+#include "tandem/rng.hpp"
+
+namespace tandem::data {
+
+namespace {
+
+const char* task_name(SyntheticTask task) {
+  switch (task) {
+    case SyntheticTask::binary:
+      return "binary";
+    case SyntheticTask::classes:
+      return "classes";
+    default:
+      return "regression";
+  }
+}
+
+class SyntheticDataset final : public Dataset {
+ public:
+  explicit SyntheticDataset(SyntheticSpec spec)
+      : s_(std::move(spec)), x_row_(shape_size(s_.x_shape)), y_row_(shape_size(s_.y_shape)) {}
+
+  std::int64_t size() const override { return s_.samples; }
+  Shape x_shape() const override { return s_.x_shape; }
+  Shape y_shape() const override { return s_.y_shape; }
+
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const std::int64_t i = indices[k];
+      if (i < 0 || i >= s_.samples)
+        throw DataError("synthetic dataset: sample " + std::to_string(i) + " out of range (" +
+                        std::to_string(s_.samples) + " samples)");
+      Rng rng(Rng::derive(s_.seed, static_cast<std::uint64_t>(i)));
+      float* xr = x + static_cast<std::int64_t>(k) * x_row_;
+      for (std::int64_t e = 0; e < x_row_; ++e) xr[e] = rng.uniform();
+      float* yr = y + static_cast<std::int64_t>(k) * y_row_;
+      for (std::int64_t e = 0; e < y_row_; ++e) {
+        switch (s_.task) {
+          case SyntheticTask::binary:
+            yr[e] = static_cast<float>(rng.below(2));
+            break;
+          case SyntheticTask::classes:
+            yr[e] = static_cast<float>(rng.below(static_cast<std::uint64_t>(s_.classes)));
+            break;
+          default:
+            yr[e] = rng.uniform();
+            break;
+        }
+      }
+    }
+  }
+
+  std::string describe() const override {
+    std::ostringstream out;
+    out << "synthetic: " << s_.samples << " samples, x " << shape_to_string(s_.x_shape) << ", "
+        << task_name(s_.task);
+    if (s_.task == SyntheticTask::classes) out << " (" << s_.classes << " classes)";
+    out << " y " << shape_to_string(s_.y_shape) << ", seed " << s_.seed;
+    return out.str();
+  }
+
+ private:
+  SyntheticSpec s_;
+  std::int64_t x_row_;
+  std::int64_t y_row_;
+};
+
+Shape positive_shape(ConfigObject& spec, const std::string& key, bool allow_empty) {
+  Shape shape;
+  const auto list = spec.get_int_list(key, false);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (*list[i] <= 0)
+      throw ConfigError(spec.path_of(key) + "[" + std::to_string(i) + "]",
+                        "expected a positive dimension, got " + std::to_string(*list[i]));
+    shape.push_back(*list[i]);
+  }
+  if (shape.empty() && !allow_empty)
+    throw ConfigError(spec.path_of(key), "expected at least one dimension, got []");
+  return shape;
+}
+
+}  // namespace
+
+SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
+  SyntheticSpec s;
+  s.samples = spec.positive_int("samples");
+  s.x_shape = positive_shape(spec, "x_shape", false);
+  const std::string task = spec.one_of("task", "binary", {"binary", "classes", "regression"});
+  s.task = task == "binary"    ? SyntheticTask::binary
+           : task == "classes" ? SyntheticTask::classes
+                               : SyntheticTask::regression;
+  if (s.task == SyntheticTask::classes) {
+    s.classes = spec.positive_int("classes", 10);
+    if (s.classes < 2)
+      throw ConfigError(spec.path_of("classes"),
+                        "expected at least 2 classes, got " + std::to_string(s.classes));
+    if (spec.has("y_shape") && !positive_shape(spec, "y_shape", true).empty())
+      throw ConfigError(spec.path_of("y_shape"),
+                        "task 'classes' has a scalar class index per sample: y_shape must be []");
+    spec.ignore({"y_shape"});
+  } else {
+    if (spec.has("classes"))
+      throw ConfigError(spec.path_of("classes"), "only used with \"task\": \"classes\"");
+    s.y_shape = spec.has("y_shape") ? positive_shape(spec, "y_shape", true) : Shape{1};
+    spec.ignore({"y_shape", "classes"});
+  }
+  const std::int64_t seed = spec.get_int("seed", 0);
+  if (seed < 0)
+    throw ConfigError(spec.path_of("seed"),
+                      "expected a non-negative integer, got " + std::to_string(seed));
+  s.seed = static_cast<std::uint64_t>(seed);
+  return s;
+}
+
+std::shared_ptr<Dataset> make_synthetic_dataset(const SyntheticSpec& spec) {
+  if (spec.samples < 0) throw DataError("synthetic dataset: negative sample count");
+  return std::make_shared<SyntheticDataset>(spec);
+}
+
+}  // namespace tandem::data

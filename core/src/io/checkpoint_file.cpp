@@ -1,0 +1,774 @@
+// Checkpoint files in the Keras legacy HDF5 layout (docs/checkpoint-format.md).
+#include "tandem/checkpoint_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <set>
+#include <span>
+#include <stdexcept>
+
+#include "io/hdf5_handle.hpp"
+#include "io/hdf5_lock.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kKerasVersion = "2.15.0";
+constexpr const char* kBackend = "tensorflow";
+// Keras's HDF5_OBJECT_HEADER_LIMIT: larger attribute arrays are split into name0, name1, ...
+constexpr std::size_t kAttributeLimit = 64512;
+
+// ---- error helpers: internal failures are std::runtime_error, wrapped with the path on top ----
+
+[[noreturn]] void fail(const std::string& what) {
+  std::string detail = hdf5_error_text();
+  throw std::runtime_error(detail.empty() ? what : what + " (HDF5: " + detail + ")");
+}
+
+hid_t checked_id(hid_t id, const std::string& what) {
+  if (id < 0) fail(what);
+  return id;
+}
+
+void checked(herr_t status, const std::string& what) {
+  if (status < 0) fail(what);
+}
+
+H5Handle handle(hid_t id, H5Handle::Closer closer, const std::string& what) {
+  return H5Handle(checked_id(id, what), closer);
+}
+
+H5Handle scalar_space() {
+  return handle(H5Screate(H5S_SCALAR), H5Sclose, "cannot create dataspace");
+}
+
+H5Handle simple_space(const std::vector<hsize_t>& dims) {
+  if (dims.empty()) return scalar_space();
+  return handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+                "cannot create dataspace");
+}
+
+bool link_exists(hid_t loc, const std::string& name) {
+  htri_t exists = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
+  if (exists < 0) fail("cannot look up '" + name + "'");
+  return exists > 0;
+}
+
+bool attr_exists(hid_t obj, const std::string& name) {
+  htri_t exists = H5Aexists(obj, name.c_str());
+  if (exists < 0) fail("cannot look up attribute '" + name + "'");
+  return exists > 0;
+}
+
+// ---- writing ----
+
+// Object creation properties: no timestamps, so equal checkpoints are equal byte for byte.
+struct WriteProps {
+  H5Handle gcpl = handle(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "cannot create property list");
+  H5Handle dcpl = handle(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "cannot create property list");
+  H5Handle lcpl = handle(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "cannot create property list");
+  WriteProps() {
+    checked(H5Pset_obj_track_times(gcpl.get(), false), "cannot set group properties");
+    checked(H5Pset_obj_track_times(dcpl.get(), false), "cannot set dataset properties");
+    checked(H5Pset_create_intermediate_group(lcpl.get(), 1), "cannot set link properties");
+  }
+};
+
+// A fixed-length, null-padded ASCII string type (numpy dtype 'S<size>').
+H5Handle fixed_string_type(std::size_t size) {
+  H5Handle type = handle(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create string type");
+  checked(H5Tset_size(type.get(), std::max<std::size_t>(size, 1)), "cannot size string type");
+  checked(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "cannot set string padding");
+  checked(H5Tset_cset(type.get(), H5T_CSET_ASCII), "cannot set string character set");
+  return type;
+}
+
+void write_string_attr(hid_t obj, const std::string& name, const std::string& value) {
+  H5Handle type = fixed_string_type(value.size());
+  H5Handle space = scalar_space();
+  H5Handle attr =
+      handle(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose, "cannot create attribute '" + name + "'");
+  std::string buffer = value;
+  buffer.resize(std::max<std::size_t>(value.size(), 1), '\0');
+  checked(H5Awrite(attr.get(), type.get(), buffer.data()), "cannot write attribute '" + name + "'");
+}
+
+void write_string_array_attr(hid_t obj, const std::string& name,
+                             std::span<const std::string> values, std::size_t item_size) {
+  H5Handle type = fixed_string_type(item_size);
+  H5Handle space = simple_space({static_cast<hsize_t>(values.size())});
+  H5Handle attr =
+      handle(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose, "cannot create attribute '" + name + "'");
+  if (values.empty()) return;  // an empty 'S1' array, as np.array([], dtype='S')
+  std::string buffer(values.size() * item_size, '\0');
+  for (std::size_t i = 0; i < values.size(); ++i)
+    std::memcpy(buffer.data() + i * item_size, values[i].data(), values[i].size());
+  checked(H5Awrite(attr.get(), type.get(), buffer.data()), "cannot write attribute '" + name + "'");
+}
+
+// Keras's save_attributes_to_hdf5_group: one array, or name0, name1, ... split like
+// np.array_split when the array is larger than 64512 bytes.
+void write_name_list(hid_t obj, const std::string& name, const std::vector<std::string>& values) {
+  std::size_t item_size = 1;
+  for (const auto& v : values) item_size = std::max(item_size, v.size());
+  if (item_size > kAttributeLimit)
+    throw std::runtime_error("an entry of attribute '" + name + "' is longer than " +
+                             std::to_string(kAttributeLimit) + " bytes");
+  const std::size_t n = values.size();
+  std::size_t chunks = 1;
+  while ((n + chunks - 1) / chunks * item_size > kAttributeLimit) ++chunks;
+  if (chunks == 1) {
+    write_string_array_attr(obj, name, values, item_size);
+    return;
+  }
+  std::size_t begin = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    std::size_t count = n / chunks + (c < n % chunks ? 1 : 0);
+    write_string_array_attr(obj, name + std::to_string(c),
+                            std::span<const std::string>(values).subspan(begin, count), item_size);
+    begin += count;
+  }
+}
+
+void write_int_attr(hid_t obj, const std::string& name, int value) {
+  H5Handle space = scalar_space();
+  H5Handle attr =
+      handle(H5Acreate2(obj, name.c_str(), H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose, "cannot create attribute '" + name + "'");
+  checked(H5Awrite(attr.get(), H5T_NATIVE_INT, &value), "cannot write attribute '" + name + "'");
+}
+
+// Creates the groups on the way to `path` ("a/b/c" → a, a/b) so they carry no timestamps.
+void create_parent_groups(hid_t loc, const std::string& path, const WriteProps& props) {
+  for (std::size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    std::string group = path.substr(0, slash);
+    if (link_exists(loc, group)) continue;
+    H5Handle g =
+        handle(H5Gcreate2(loc, group.c_str(), props.lcpl.get(), props.gcpl.get(), H5P_DEFAULT),
+               H5Gclose, "cannot create group '" + group + "'");
+  }
+}
+
+H5Handle create_group(hid_t loc, const std::string& name, const WriteProps& props) {
+  return handle(H5Gcreate2(loc, name.c_str(), props.lcpl.get(), props.gcpl.get(), H5P_DEFAULT),
+                H5Gclose, "cannot create group '" + name + "'");
+}
+
+// A dataset of `dims` at `path` under `loc`, written from `values` (may be null when empty).
+void write_dataset(hid_t loc, const std::string& path, hid_t file_type, hid_t mem_type,
+                   const std::vector<hsize_t>& dims, const void* values, bool is_empty,
+                   const WriteProps& props) {
+  create_parent_groups(loc, path, props);
+  H5Handle space = simple_space(dims);
+  H5Handle dataset = handle(H5Dcreate2(loc, path.c_str(), file_type, space.get(), props.lcpl.get(),
+                                       props.dcpl.get(), H5P_DEFAULT),
+                            H5Dclose, "cannot create dataset '" + path + "'");
+  if (!is_empty)
+    checked(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values),
+            "cannot write dataset '" + path + "'");
+}
+
+void write_tensor(hid_t loc, const std::string& path, const Tensor& t, const WriteProps& props) {
+  std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
+  write_dataset(loc, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, t.data(), t.empty(), props);
+}
+
+// Names become HDF5 paths: no empty, "." or ".." components (and no '/' where `allow_slash`
+// is false, e.g. layer names).
+void check_name(const std::string& name, const std::string& kind, bool allow_slash) {
+  bool bad = name.empty() || (!allow_slash && name.find('/') != std::string::npos);
+  std::size_t start = 0;
+  while (!bad) {
+    std::size_t slash = name.find('/', start);
+    std::string part = name.substr(start, slash == std::string::npos ? slash : slash - start);
+    bad = part.empty() || part == "." || part == "..";
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  if (bad) throw std::runtime_error("invalid " + kind + " name '" + name + "'");
+}
+
+void check_unique(std::set<std::string>& seen, const std::string& name, const std::string& kind) {
+  if (!seen.insert(name).second)
+    throw std::runtime_error("duplicate " + kind + " name '" + name + "'");
+}
+
+void validate(const CheckpointData& data) {
+  std::set<std::string> layers;
+  for (const auto& layer : data.layers) {
+    check_name(layer.layer, "layer", false);
+    check_unique(layers, layer.layer, "layer");
+    std::set<std::string> weights;
+    for (const auto& w : layer.weights) {
+      check_name(w.name, "weight", true);
+      check_unique(weights, w.name, "weight (in layer '" + layer.layer + "')");
+    }
+  }
+  if (!data.training) return;
+  std::set<std::string> slots;
+  for (const auto& slot : data.training->optimizer_slots) {
+    check_name(slot.name, "optimizer slot", true);
+    check_unique(slots, slot.name, "optimizer slot");
+  }
+  for (const auto& [name, state] : data.training->rng_states) check_name(name, "RNG state", true);
+}
+
+void write_training(hid_t root, const TrainingStateData& training, const WriteProps& props) {
+  H5Handle tandem = create_group(root, "tandem", props);
+  write_int_attr(tandem.get(), "format_version", kCheckpointFormatVersion);
+  std::string state = training.state.dump(-1, ' ', true);
+  write_dataset(tandem.get(), "state", H5T_STD_U8LE, H5T_NATIVE_UINT8, {state.size()}, state.data(),
+                state.empty(), props);
+
+  H5Handle optimizer = create_group(tandem.get(), "optimizer", props);
+  std::vector<std::string> slot_names;
+  for (const auto& slot : training.optimizer_slots) slot_names.push_back(slot.name);
+  write_name_list(optimizer.get(), "slot_names", slot_names);
+  for (const auto& slot : training.optimizer_slots)
+    write_tensor(optimizer.get(), slot.name, slot.value, props);
+
+  H5Handle rng = create_group(tandem.get(), "rng", props);
+  std::vector<std::string> rng_names;
+  for (const auto& [name, words] : training.rng_states) rng_names.push_back(name);
+  write_name_list(rng.get(), "names", rng_names);
+  for (const auto& [name, words] : training.rng_states)
+    write_dataset(rng.get(), name, H5T_STD_U64LE, H5T_NATIVE_UINT64, {words.size()}, words.data(),
+                  words.empty(), props);
+}
+
+// A whole HDF5 file, built in memory.
+struct FileImage {
+  std::unique_ptr<char[]> bytes;
+  std::size_t size = 0;
+};
+
+// Roughly the bytes the file will need (tensor data plus a margin for metadata).
+std::size_t estimated_size(const CheckpointData& data) {
+  std::size_t bytes = std::size_t{1} << 20;
+  for (const auto& layer : data.layers)
+    for (const auto& w : layer.weights) bytes += w.value.size() * sizeof(float) + 1024;
+  if (data.training) {
+    for (const auto& slot : data.training->optimizer_slots)
+      bytes += slot.value.size() * sizeof(float) + 1024;
+    for (const auto& [name, words] : data.training->rng_states) bytes += words.size() * 8 + 1024;
+  }
+  return bytes;
+}
+
+// Bob Jenkins' lookup3 hash (hashlittle), the checksum of HDF5 metadata (H5_checksum_lookup3).
+std::uint32_t lookup3(const unsigned char* k, std::size_t length) {
+  auto rot = [](std::uint32_t x, int r) { return (x << r) | (x >> (32 - r)); };
+  auto word = [](const unsigned char* p) {
+    return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
+           std::uint32_t{p[3]} << 24;
+  };
+  std::uint32_t a, b, c;
+  a = b = c = 0xdeadbeef + static_cast<std::uint32_t>(length);
+  while (length > 12) {
+    a += word(k);
+    b += word(k + 4);
+    c += word(k + 8);
+    a -= c, a ^= rot(c, 4), c += b;
+    b -= a, b ^= rot(a, 6), a += c;
+    c -= b, c ^= rot(b, 8), b += a;
+    a -= c, a ^= rot(c, 16), c += b;
+    b -= a, b ^= rot(a, 19), a += c;
+    c -= b, c ^= rot(b, 4), b += a;
+    length -= 12;
+    k += 12;
+  }
+  if (length == 0) return c;
+  unsigned char tail[12] = {};
+  std::memcpy(tail, k, length);
+  a += word(tail);
+  b += word(tail + 4);
+  c += word(tail + 8);
+  c ^= b, c -= rot(b, 14);
+  a ^= c, a -= rot(c, 11);
+  b ^= a, b -= rot(a, 25);
+  c ^= b, c -= rot(b, 16);
+  a ^= c, a -= rot(c, 4);
+  b ^= a, b -= rot(a, 14);
+  c ^= b, c -= rot(b, 24);
+  return c;
+}
+
+// HDF5 1.10.8's H5Fget_file_image clears the superblock's "open for writing" flag in the image
+// but keeps the checksum computed with the flag set, so readers reject the image ("incorrect
+// metadata checksum"). Recompute it (superblock version 2 or 3: checksum after 12 + 4 offsets).
+void fix_superblock_checksum(FileImage& image) {
+  auto* bytes = reinterpret_cast<unsigned char*>(image.bytes.get());
+  static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (image.size < 12 || std::memcmp(bytes, kSignature, 8) != 0 || bytes[8] < 2 || bytes[8] > 3)
+    return;
+  const std::size_t end = 12 + 4 * std::size_t{bytes[9]};
+  if (image.size < end + 4) return;
+  std::uint32_t sum = lookup3(bytes, end);
+  for (int i = 0; i < 4; ++i) bytes[end + i] = static_cast<unsigned char>(sum >> (8 * i));
+}
+
+// Builds the file with HDF5's in-memory (core) driver. HDF5 then never touches the disk: a
+// write error inside H5Fclose leaves HDF5 1.10 with a half-closed file that crashes the
+// process at exit, so all disk I/O is done by write_image instead.
+FileImage build_image(const CheckpointData& data) {
+  H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
+  checked(H5Pset_fapl_core(fapl.get(), estimated_size(data), false), "cannot set the core driver");
+  // v1.8 object headers: readable by every HDF5 >= 1.8 (h5py, Keras), and attributes larger than
+  // 64 KiB (a big model_config) go to dense storage instead of failing.
+  checked(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
+          "cannot set file format bounds");
+  H5Handle fcpl = handle(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "cannot create property list");
+  checked(H5Pset_obj_track_times(fcpl.get(), false), "cannot set file properties");
+
+  H5Handle file =
+      handle(H5Fcreate("tandem-checkpoint-image", H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose,
+             "cannot create the file in memory");
+  {
+    WriteProps props;
+    hid_t root = file.get();
+    write_string_attr(root, "keras_version", kKerasVersion);
+    write_string_attr(root, "backend", kBackend);
+    if (!data.model_config.is_null())
+      write_string_attr(root, "model_config", data.model_config.dump(-1, ' ', true));
+
+    H5Handle weights = create_group(root, "model_weights", props);
+    std::vector<std::string> layer_names;
+    for (const auto& layer : data.layers) layer_names.push_back(layer.layer);
+    write_name_list(weights.get(), "layer_names", layer_names);
+    write_string_attr(weights.get(), "backend", kBackend);
+    write_string_attr(weights.get(), "keras_version", kKerasVersion);
+    for (const auto& layer : data.layers) {
+      H5Handle group = create_group(weights.get(), layer.layer, props);
+      std::vector<std::string> weight_names;
+      for (const auto& w : layer.weights) weight_names.push_back(layer.layer + "/" + w.name + ":0");
+      write_name_list(group.get(), "weight_names", weight_names);
+      for (std::size_t i = 0; i < layer.weights.size(); ++i)
+        write_tensor(group.get(), weight_names[i], layer.weights[i].value, props);
+    }
+    if (data.training) write_training(root, *data.training, props);
+  }
+  checked(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
+  ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
+  if (size <= 0) fail("cannot get the file image");
+  FileImage image{std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(size)),
+                  static_cast<std::size_t>(size)};
+  if (H5Fget_file_image(file.get(), image.bytes.get(), image.size) != size)
+    fail("cannot get the file image");
+  checked(file.close(), "cannot close the file");
+  fix_superblock_checksum(image);
+  return image;
+}
+
+// Writes the image to a new file at `p` and syncs it to disk.
+void write_image(const fs::path& p, const FileImage& image) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0)
+    throw std::runtime_error("cannot create temporary file '" + p.string() +
+                             "': " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < image.size) {
+    ssize_t n = ::write(fd, image.bytes.get() + done, image.size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw std::runtime_error("cannot write temporary file '" + p.string() +
+                               "': " + std::strerror(err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot sync '" + p.string() + "' to disk: " + std::strerror(err));
+  }
+  if (::close(fd) != 0)
+    throw std::runtime_error("cannot close '" + p.string() + "': " + std::strerror(errno));
+}
+
+// fsync a folder, so a rename in it is on disk; file systems that cannot are let pass.
+void sync_folder(const fs::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw std::runtime_error("cannot open '" + p.string() +
+                             "' to sync it: " + std::strerror(errno));
+  int result = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (result != 0 && err != EINVAL && err != ENOTSUP)
+    throw std::runtime_error("cannot sync '" + p.string() + "' to disk: " + std::strerror(err));
+}
+
+// ---- reading ----
+
+// Every string of a string attribute (scalar or 1-D; fixed-length or variable-length).
+std::vector<std::string> read_strings(hid_t attr, const std::string& name) {
+  H5Handle space = handle(H5Aget_space(attr), H5Sclose, "cannot read the shape of '" + name + "'");
+  hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (points < 0) fail("cannot read the shape of '" + name + "'");
+  std::vector<std::string> out;
+  // Any empty array counts: Keras writes `attrs[name] = []`, which h5py stores as float64.
+  if (points == 0) return out;
+  H5Handle type = handle(H5Aget_type(attr), H5Tclose, "cannot read the type of '" + name + "'");
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    throw std::runtime_error("attribute '" + name + "' is not a string");
+  const auto n = static_cast<std::size_t>(points);
+  htri_t variable = H5Tis_variable_str(type.get());
+  if (variable < 0) fail("cannot read the type of '" + name + "'");
+  if (variable > 0) {
+    H5Handle mem = handle(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create string type");
+    checked(H5Tset_size(mem.get(), H5T_VARIABLE), "cannot create string type");
+    checked(H5Tset_cset(mem.get(), H5Tget_cset(type.get())), "cannot create string type");
+    std::vector<char*> pointers(n, nullptr);
+    checked(H5Aread(attr, mem.get(), pointers.data()), "cannot read attribute '" + name + "'");
+    try {
+      for (char* p : pointers) out.emplace_back(p ? p : "");
+    } catch (...) {
+      H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, pointers.data());
+      throw;
+    }
+    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, pointers.data());
+    return out;
+  }
+  const std::size_t size = H5Tget_size(type.get());
+  if (size == 0) fail("cannot read the type of '" + name + "'");
+  H5Handle mem = handle(H5Tcopy(type.get()), H5Tclose, "cannot create string type");
+  std::string buffer(n * size, '\0');
+  checked(H5Aread(attr, mem.get(), buffer.data()), "cannot read attribute '" + name + "'");
+  const bool space_pad = H5Tget_strpad(type.get()) == H5T_STR_SPACEPAD;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string s = buffer.substr(i * size, size);
+    s.resize(std::min(s.size(), s.find('\0')));
+    if (space_pad) s.erase(s.find_last_not_of(' ') + 1);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> read_string_attr_values(hid_t obj, const std::string& name) {
+  H5Handle attr = handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
+                         "cannot open attribute '" + name + "'");
+  return read_strings(attr.get(), name);
+}
+
+std::string read_string_attr(hid_t obj, const std::string& name) {
+  auto values = read_string_attr_values(obj, name);
+  if (values.size() != 1)
+    throw std::runtime_error("attribute '" + name + "' holds " + std::to_string(values.size()) +
+                             " strings, expected one");
+  return values[0];
+}
+
+// Keras's load_attributes_from_hdf5_group: `name`, or name0, name1, ...; nullopt when absent.
+std::optional<std::vector<std::string>> read_name_list(hid_t obj, const std::string& name) {
+  if (attr_exists(obj, name)) return read_string_attr_values(obj, name);
+  std::optional<std::vector<std::string>> out;
+  for (int chunk = 0; attr_exists(obj, name + std::to_string(chunk)); ++chunk) {
+    if (!out) out.emplace();
+    auto part = read_string_attr_values(obj, name + std::to_string(chunk));
+    out->insert(out->end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+long long read_int_attr(hid_t obj, const std::string& name) {
+  H5Handle attr = handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
+                         "cannot open attribute '" + name + "'");
+  H5Handle type = handle(H5Aget_type(attr.get()), H5Tclose, "cannot read '" + name + "'");
+  H5Handle space = handle(H5Aget_space(attr.get()), H5Sclose, "cannot read '" + name + "'");
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1)
+    throw std::runtime_error("attribute '" + name + "' is not an integer");
+  long long value = 0;
+  checked(H5Aread(attr.get(), H5T_NATIVE_LLONG, &value), "cannot read attribute '" + name + "'");
+  return value;
+}
+
+H5Handle open_group(hid_t loc, const std::string& name, const std::string& where) {
+  if (!link_exists(loc, name)) throw std::runtime_error("missing group '" + where + "'");
+  return handle(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose,
+                "cannot open group '" + where + "'");
+}
+
+// An open dataset and its shape.
+struct DatasetInfo {
+  H5Handle dataset;
+  H5Handle type;
+  std::vector<hsize_t> dims;  // empty for a scalar
+  std::size_t count = 1;
+};
+
+DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& where) {
+  // Check each step so a missing link is reported as such, not as an HDF5 failure.
+  for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
+    if (!link_exists(loc, path.substr(0, slash)))
+      throw std::runtime_error("missing dataset '" + where + "'");
+    if (slash == std::string::npos) break;
+  }
+  DatasetInfo info;
+  info.dataset = handle(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), H5Dclose,
+                        "cannot open dataset '" + where + "'");
+  info.type = handle(H5Dget_type(info.dataset.get()), H5Tclose, "cannot read '" + where + "'");
+  H5Handle space =
+      handle(H5Dget_space(info.dataset.get()), H5Sclose, "cannot read '" + where + "'");
+  H5S_class_t kind = H5Sget_simple_extent_type(space.get());
+  if (kind == H5S_NULL) {
+    info.dims = {0};
+  } else if (kind == H5S_SIMPLE) {
+    int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 0) fail("cannot read the shape of '" + where + "'");
+    info.dims.resize(static_cast<std::size_t>(rank));
+    checked(H5Sget_simple_extent_dims(space.get(), info.dims.data(), nullptr),
+            "cannot read the shape of '" + where + "'");
+  } else if (kind != H5S_SCALAR) {
+    fail("cannot read the shape of '" + where + "'");
+  }
+  constexpr auto kMax = static_cast<hsize_t>(std::numeric_limits<std::int64_t>::max() / 8);
+  hsize_t count = 1;
+  for (hsize_t d : info.dims) {
+    if (d > kMax || (d != 0 && count > kMax / d))
+      throw std::runtime_error("dataset '" + where + "' has an impossible shape");
+    count *= d;
+  }
+  info.count = static_cast<std::size_t>(count);
+  return info;
+}
+
+Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where) {
+  DatasetInfo info = open_dataset(loc, path, where);
+  H5T_class_t kind = H5Tget_class(info.type.get());
+  if (kind != H5T_FLOAT && kind != H5T_INTEGER)
+    throw std::runtime_error("dataset '" + where + "' is not numeric");
+  Tensor t(Shape(info.dims.begin(), info.dims.end()));
+  if (!t.empty())
+    checked(H5Dread(info.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()),
+            "cannot read dataset '" + where + "'");
+  return t;
+}
+
+std::vector<std::uint64_t> read_u64(hid_t loc, const std::string& path, const std::string& where) {
+  DatasetInfo info = open_dataset(loc, path, where);
+  if (H5Tget_class(info.type.get()) != H5T_INTEGER || info.dims.size() != 1)
+    throw std::runtime_error("dataset '" + where + "' is not a 1-D integer array");
+  std::vector<std::uint64_t> words(info.count);
+  if (!words.empty())
+    checked(
+        H5Dread(info.dataset.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, words.data()),
+        "cannot read dataset '" + where + "'");
+  return words;
+}
+
+// The JSON text of /tandem/state: a uint8 array (as written) or a string dataset.
+std::string read_text_dataset(hid_t loc, const std::string& path, const std::string& where) {
+  DatasetInfo info = open_dataset(loc, path, where);
+  H5T_class_t kind = H5Tget_class(info.type.get());
+  if (kind == H5T_INTEGER && info.dims.size() == 1) {
+    std::string text(info.count, '\0');
+    if (!text.empty())
+      checked(
+          H5Dread(info.dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
+          "cannot read dataset '" + where + "'");
+    return text;
+  }
+  if (kind == H5T_STRING && info.count == 1) {
+    htri_t variable = H5Tis_variable_str(info.type.get());
+    if (variable < 0) fail("cannot read the type of '" + where + "'");
+    if (variable > 0) {
+      H5Handle mem = handle(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create string type");
+      checked(H5Tset_size(mem.get(), H5T_VARIABLE), "cannot create string type");
+      char* p = nullptr;
+      checked(H5Dread(info.dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p),
+              "cannot read dataset '" + where + "'");
+      std::string text = p ? p : "";
+      H5free_memory(p);
+      return text;
+    }
+    std::string text(H5Tget_size(info.type.get()), '\0');
+    H5Handle mem = handle(H5Tcopy(info.type.get()), H5Tclose, "cannot create string type");
+    checked(H5Dread(info.dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
+            "cannot read dataset '" + where + "'");
+    text.resize(std::min(text.size(), text.find('\0')));
+    return text;
+  }
+  throw std::runtime_error("dataset '" + where + "' is not a JSON text");
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(where + " is not valid JSON: " + e.what());
+  }
+}
+
+// "dense/kernel:0" in layer "dense" → "kernel" (also accepts Keras 3's "dense/kernel").
+std::string plain_weight_name(const std::string& layer, std::string name) {
+  if (name.size() > layer.size() + 1 && name.compare(0, layer.size() + 1, layer + "/") == 0)
+    name.erase(0, layer.size() + 1);
+  std::size_t colon = name.rfind(':');
+  if (colon != std::string::npos && colon + 1 < name.size() &&
+      name.find_first_not_of("0123456789", colon + 1) == std::string::npos)
+    name.erase(colon);
+  return name;
+}
+
+TrainingStateData read_training(hid_t tandem) {
+  TrainingStateData training;
+  training.state = parse_json(read_text_dataset(tandem, "state", "/tandem/state"), "/tandem/state");
+  if (link_exists(tandem, "optimizer")) {
+    H5Handle optimizer = open_group(tandem, "optimizer", "/tandem/optimizer");
+    for (const auto& name :
+         read_name_list(optimizer.get(), "slot_names").value_or(std::vector<std::string>{}))
+      training.optimizer_slots.push_back(
+          NamedTensor{name, read_tensor(optimizer.get(), name, "/tandem/optimizer/" + name)});
+  }
+  if (link_exists(tandem, "rng")) {
+    H5Handle rng = open_group(tandem, "rng", "/tandem/rng");
+    for (const auto& name : read_name_list(rng.get(), "names").value_or(std::vector<std::string>{}))
+      training.rng_states[name] = read_u64(rng.get(), name, "/tandem/rng/" + name);
+  }
+  return training;
+}
+
+CheckpointData read_contents(hid_t root) {
+  CheckpointData data;
+  // The version first: a newer format may lay out anything else differently.
+  H5Handle tandem;
+  if (link_exists(root, "tandem")) {
+    tandem = open_group(root, "tandem", "/tandem");
+    if (!attr_exists(tandem.get(), "format_version"))
+      throw std::runtime_error("/tandem has no 'format_version' attribute");
+    long long version = read_int_attr(tandem.get(), "format_version");
+    if (version > kCheckpointFormatVersion)
+      throw std::runtime_error("written by a newer Tandem; format " + std::to_string(version) +
+                               ", this build reads ≤ " + std::to_string(kCheckpointFormatVersion));
+    if (version < 1) throw std::runtime_error("invalid format_version " + std::to_string(version));
+  }
+
+  // Like Keras's load_weights: the root's layer_names (a weights-only file), else model_weights.
+  hid_t weights_loc = root;
+  std::string prefix = "/";
+  H5Handle model_weights;
+  auto layer_names = read_name_list(root, "layer_names");
+  if (!layer_names) {
+    if (!link_exists(root, "model_weights"))
+      throw std::runtime_error(
+          "not a Keras/Tandem checkpoint (no /model_weights group and no 'layer_names' "
+          "attribute at the root)");
+    model_weights = open_group(root, "model_weights", "/model_weights");
+    layer_names = read_name_list(model_weights.get(), "layer_names");
+    if (!layer_names) throw std::runtime_error("/model_weights has no 'layer_names' attribute");
+    weights_loc = model_weights.get();
+    prefix = "/model_weights/";
+  }
+  if (attr_exists(root, "model_config"))
+    data.model_config = parse_json(read_string_attr(root, "model_config"), "model_config");
+
+  for (const auto& layer : *layer_names) {
+    H5Handle group = open_group(weights_loc, layer, prefix + layer);
+    LayerWeights lw{layer, {}};
+    for (const auto& name :
+         read_name_list(group.get(), "weight_names").value_or(std::vector<std::string>{}))
+      lw.weights.push_back(
+          NamedTensor{plain_weight_name(layer, name),
+                      read_tensor(group.get(), name, prefix + layer + "/" + name)});
+    data.layers.push_back(std::move(lw));
+  }
+  if (tandem.valid()) data.training = read_training(tandem.get());
+  return data;
+}
+
+}  // namespace
+
+void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
+  static std::atomic<unsigned> counter{0};
+  const std::string failed = "cannot write checkpoint '" + path.string() + "': ";
+  if (path.filename().empty()) throw RunError(failed + "the path names no file");
+  try {
+    validate(data);
+  } catch (const std::exception& e) {
+    throw RunError(failed + e.what());
+  }
+  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec)
+    throw RunError(failed + "cannot create folder '" + folder.string() + "': " + ec.message());
+
+  const fs::path temp = folder / ("." + path.filename().string() + ".tmp-" +
+                                  std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  try {
+    FileImage image;
+    {
+      std::lock_guard<std::mutex> lock(hdf5_mutex());
+      image = build_image(data);
+    }
+    write_image(temp, image);
+    if (std::rename(temp.c_str(), path.c_str()) != 0)
+      throw std::runtime_error("cannot rename the temporary file over it: " +
+                               std::string(std::strerror(errno)));
+  } catch (const std::bad_alloc&) {
+    fs::remove(temp, ec);
+    throw RunError(failed + "out of memory");
+  } catch (const std::exception& e) {
+    fs::remove(temp, ec);
+    throw RunError(failed + e.what());
+  }
+  try {
+    sync_folder(folder);
+  } catch (const std::exception& e) {
+    throw RunError("checkpoint '" + path.string() + "' was written but " + e.what());
+  }
+}
+
+CheckpointData read_checkpoint_file(const fs::path& path) {
+  const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (!fs::exists(status)) throw DataError(failed + "no such file");
+  if (fs::is_directory(status)) throw DataError(failed + "it is a folder, not a file");
+
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) {
+    std::string detail = hdf5_error_text();
+    throw DataError(failed + "cannot open the file" +
+                    (detail.empty() ? "" : " (HDF5: " + detail + ")"));
+  }
+  if (is_hdf5 == 0) throw DataError(failed + "not an HDF5 file");
+  try {
+    H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
+    checked(H5Pset_file_locking(fapl.get(), true, true), "cannot set file locking");
+    hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+    if (id < 0) {
+      std::string detail = hdf5_error_text();
+      throw std::runtime_error((detail.find("unable to lock") != std::string::npos
+                                    ? "the file is locked by another process"
+                                    : "the file is truncated or corrupt") +
+                               std::string(" (HDF5: ") + detail + ")");
+    }
+    H5Handle file(id, H5Fclose);
+    return read_contents(file.get());
+  } catch (const std::bad_alloc&) {
+    throw DataError(failed + "the file is corrupt (a dataset too large to load)");
+  } catch (const std::exception& e) {
+    throw DataError(failed + e.what());
+  }
+}
+
+}  // namespace tandem

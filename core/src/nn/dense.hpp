@@ -1,0 +1,39 @@
+// Dense: y = activation(x · kernel + bias), Keras semantics (kernel is (in, units)); applied to the
+// last axis, so (batch, ..., in) -> (batch, ..., units).
+#pragma once
+
+#include "nn/activation_fn.hpp"
+#include "nn/initializer.hpp"
+#include "tandem/layer.hpp"
+
+namespace tandem::nn {
+
+struct DenseOptions {
+  std::int64_t units = 0;
+  ActivationKind activation = ActivationKind::linear;
+  bool use_bias = true;
+  Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
+  Initializer bias_initializer{"zeros", std::nullopt, 0};
+};
+
+class Dense : public Layer {
+ public:
+  Dense(std::string name, DenseOptions options);
+  std::string class_name() const override { return "Dense"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override;
+  nlohmann::json config() const override;
+
+ private:
+  DenseOptions options_;
+  std::int64_t in_features_ = 0;
+  Parameter kernel_, bias_;
+  Tensor input_;   // the last forward's input (shared storage, not a copy)
+  Tensor pre_;     // x·W + b (kept only when the activation needs it)
+  Tensor output_;  // activation(pre_)
+  Tensor grad_pre_, grad_input_;
+};
+
+}  // namespace tandem::nn

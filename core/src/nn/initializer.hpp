@@ -1,0 +1,30 @@
+// Weight initialisers, Keras names and semantics, drawn from a seeded Rng.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/rng.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem::nn {
+
+struct Initializer {
+  std::string name;  // "glorot_uniform"
+  std::optional<std::uint64_t> seed;  // the config's own seed, if any
+  double value = 0;  // for "constant"
+  /// Fills `t`; fan_in/fan_out as Keras computes them for this weight.
+  void fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng& model_rng) const;
+  nlohmann::json config() const;  // {"class_name": "GlorotUniform", "config": {"seed": null}}
+};
+
+/// Parses "glorot_uniform" or {"class_name": "GlorotUniform", "config": {...}}; known:
+/// glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, lecun_uniform, zeros, ones,
+/// constant, random_normal, random_uniform. Throws ConfigError naming `path`.
+Initializer parse_initializer(const nlohmann::json& spec, const std::string& path);
+
+}  // namespace tandem::nn

@@ -1,0 +1,71 @@
+#include "tandem/event_sink.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+namespace {
+
+void write_all(int fd, const std::string& line) {
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // the stream is best effort once training runs; never kill a run over it
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+EventSink::~EventSink() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void EventSink::open_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw RunError("cannot open the event stream " + path.string() + ": " + std::strerror(errno));
+  std::lock_guard lock(mutex_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string EventSink::utc_now() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  return buffer;
+}
+
+void EventSink::emit(const std::string& event, const nlohmann::json& fields) {
+  nlohmann::json line = {{"schema", kEventSchemaVersion}, {"event", event}, {"time", utc_now()}};
+  for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
+  // Invalid UTF-8 in a user string must not break the stream: replace it.
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::lock_guard lock(mutex_);
+  if (fd_ >= 0) write_all(fd_, text);
+  if (to_stdout_) write_all(STDOUT_FILENO, text);
+}
+
+}  // namespace tandem

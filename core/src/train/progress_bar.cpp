@@ -1,0 +1,48 @@
+#include "train/progress_bar.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tandem {
+
+ProgressBar::ProgressBar(int verbose, std::int64_t total_steps)
+    : verbose_(verbose == 1 && !::isatty(STDERR_FILENO) ? 2 : verbose),
+      total_(total_steps),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+std::string ProgressBar::line(std::int64_t done, const Logs& logs) const {
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::string bar;
+  if (total_ > 0) {
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / total_);
+    bar = "[" + std::string(static_cast<std::size_t>(filled), '=') +
+          (filled < width ? ">" : "") +
+          std::string(static_cast<std::size_t>(std::max(0, width - filled - 1)), '.') + "]";
+  }
+  char head[96];
+  const double per_step_ms = done > 0 ? 1000.0 * secs / static_cast<double>(done) : 0.0;
+  std::snprintf(head, sizeof head, "%lld/%lld %s - %.0fs %.0fms/step", static_cast<long long>(done),
+                static_cast<long long>(total_), bar.c_str(), secs, per_step_ms);
+  return head + logs.to_progress_string();
+}
+
+void ProgressBar::update(std::int64_t done, const Logs& logs) {
+  if (verbose_ != 1) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
+  last_draw_ = now;
+  std::fprintf(stderr, "\r%s\033[K", line(done, logs).c_str());
+  std::fflush(stderr);
+}
+
+void ProgressBar::finish(std::int64_t done, const Logs& logs) {
+  if (verbose_ == 0) return;
+  std::fprintf(stderr, "%s%s\n", verbose_ == 1 ? "\r" : "", line(done, logs).c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace tandem

@@ -1,0 +1,237 @@
+#include "tandem/run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include "backend/cpu/parallel.hpp"
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/data_loader.hpp"
+#include "tandem/dataset.hpp"
+#include "tandem/error.hpp"
+#include "tandem/event_sink.hpp"
+#include "tandem/trainer.hpp"
+
+#ifndef TANDEM_VERSION
+#define TANDEM_VERSION "0.0.0"
+#endif
+
+namespace tandem {
+
+using nlohmann::json;
+
+namespace {
+
+struct Datasets {
+  std::shared_ptr<Dataset> train, validation, test;
+};
+
+struct Built {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Loss> loss;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<std::unique_ptr<Metric>> metrics;
+};
+
+Built build_model(const RunConfig& rc) {
+  Built b;
+  b.model = Model::from_config(rc.model, "model", rc.seed);
+  b.loss = make_loss(rc.loss, "loss");
+  b.optimizer = make_optimizer(rc.optimizer, "optimizer");
+  b.metrics = make_metrics(rc.metrics, "metrics", *b.loss, b.model->output_shape());
+  return b;
+}
+
+Datasets open_datasets(const RunConfig& rc, bool need_train) {
+  Datasets d;
+  const std::string base = rc.base_dir.string();
+  if (need_train || rc.data.validation_split > 0)
+    d.train = make_dataset(rc.data.train, "data.train", base);
+  if (!rc.data.validation.is_null())
+    d.validation = make_dataset(rc.data.validation, "data.validation", base);
+  if (!rc.data.test.is_null()) d.test = make_dataset(rc.data.test, "data.test", base);
+  if (rc.data.validation_split > 0) {
+    // Keras: the validation samples are the last fraction, taken before any shuffling.
+    const std::int64_t n = d.train->size();
+    const auto split_at = static_cast<std::int64_t>(std::floor(static_cast<double>(n) *
+                                                               (1.0 - rc.data.validation_split)));
+    if (split_at <= 0 || split_at >= n)
+      throw ConfigError("data.validation_split",
+                        "leaves no samples for training or validation (" + std::to_string(n) +
+                            " samples)");
+    std::shared_ptr<const Dataset> parent = d.train;
+    d.validation = make_subset(parent, split_at, n - split_at);
+    d.train = make_subset(parent, 0, split_at);
+  }
+  return d;
+}
+
+std::filesystem::path default_run_dir(const std::string& name) {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  std::filesystem::path base = std::filesystem::path("runs") / (name + "-" + stamp);
+  std::filesystem::path dir = base;
+  for (int i = 2; std::filesystem::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
+  return dir;
+}
+
+void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw RunError("cannot write " + path.string());
+}
+
+json device_plan_json() {
+  return json::array({{{"device", "cpu"}, {"threads", cpu::compute_threads()}}});
+}
+
+}  // namespace
+
+std::optional<json> run_config_of_checkpoint(const std::filesystem::path& path) {
+  CheckpointData data = read_checkpoint_file(path);
+  if (data.training && data.training->state.contains("run_config"))
+    return data.training->state["run_config"];
+  return std::nullopt;
+}
+
+TrainResult run_training(const TrainRequest& request) {
+  const RunConfig& rc = request.config;
+  // Everything that can be wrong with the input is checked before the run folder exists.
+  Built b = build_model(rc);
+  Datasets data = open_datasets(rc, true);
+  std::optional<CheckpointData> resume;
+  if (request.resume) resume = read_checkpoint_file(*request.resume);
+  if (request.weights) b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
+
+  DataLoaderOptions train_opts{rc.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1), rc.data.prefetch};
+  DataLoader train_loader(data.train, train_opts);
+  std::unique_ptr<DataLoader> val_loader;
+  if (data.validation)
+    val_loader = std::make_unique<DataLoader>(
+        data.validation, DataLoaderOptions{rc.batch_size, false, 0, rc.data.prefetch});
+
+  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
+  if (resume) trainer.restore(*resume, request.resume->string());
+
+  TrainResult result;
+  result.run_dir = request.run_dir ? *request.run_dir
+                   : request.resume ? request.resume->parent_path()
+                                    : default_run_dir(rc.name);
+  std::error_code ec;
+  std::filesystem::create_directories(result.run_dir, ec);
+  if (ec) throw RunError("cannot create the run folder " + result.run_dir.string() + ": " + ec.message());
+  write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
+
+  EventSink events;
+  events.open_file(result.run_dir / "events.jsonl");
+  events.also_stdout(request.events_to_stdout);
+  trainer.set_event_sink(&events);
+  trainer.set_run_dir(result.run_dir);
+  trainer.set_interrupt_flag(request.interrupt);
+  CallbackBus bus;
+  for (const auto& cb : request.callbacks) bus.add(cb);
+  trainer.set_callbacks(std::move(bus));
+
+  json started = {{"name", rc.name},
+                  {"tandem_version", TANDEM_VERSION},
+                  {"run_dir", result.run_dir.string()},
+                  {"config", rc.resolved},
+                  {"devices", device_plan_json()},
+                  {"plugins", json::array()},
+                  {"world_size", 1},
+                  {"train_samples", data.train->size()},
+                  {"validation_samples", data.validation ? data.validation->size() : 0},
+                  {"parameters", b.model->count_params()}};
+  if (request.resume) started["resumed_from"] = request.resume->string();
+  events.emit("run_started", started);
+  spdlog::info("run folder: {}", result.run_dir.string());
+  spdlog::info("training on {} ({} samples), validating on {}", data.train->describe(),
+               data.train->size(), data.validation ? data.validation->describe() : "nothing");
+
+  try {
+    result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.verbose});
+    result.interrupted = trainer.interrupted();
+    result.stop_reason = trainer.state().stop_reason;
+
+    const auto t0 = std::chrono::steady_clock::now();
+    CheckpointData ckpt = trainer.checkpoint();
+    ckpt.training->state["run_config"] = rc.resolved;
+    result.checkpoint = result.run_dir / "model.h5";
+    write_checkpoint_file(result.checkpoint, ckpt);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    events.emit("checkpoint_saved",
+                {{"path", result.checkpoint.string()},
+                 {"epoch", trainer.state().epoch},
+                 {"step", trainer.state().step},
+                 {"monitor", nullptr},
+                 {"value", nullptr},
+                 {"best", false},
+                 {"target", "template"},
+                 {"reason", result.interrupted ? "interrupted" : "final"},
+                 {"bytes", std::filesystem::file_size(result.checkpoint)},
+                 {"seconds", secs}});
+    spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
+                 result.checkpoint.string());
+  } catch (const Error& e) {
+    events.emit("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
+    throw;
+  } catch (const std::exception& e) {
+    events.emit("run_failed", {{"error", e.what()}, {"exit_code", 1}});
+    throw;
+  }
+  json history = json::array();
+  for (const auto& h : result.history) history.push_back(h.to_json());
+  events.emit("run_finished", {{"epochs_done", trainer.state().epoch},
+                               {"steps", trainer.state().step},
+                               {"interrupted", result.interrupted},
+                               {"stop_reason", result.stop_reason},
+                               {"history", history},
+                               {"checkpoint", result.checkpoint.string()}});
+  return result;
+}
+
+namespace {
+
+std::shared_ptr<Dataset> pick_split(const InferenceRequest& r, const Datasets& d) {
+  if (r.split == "train") return d.train;
+  if (r.split == "test") {
+    if (!d.test) throw ConfigError("data.test", "the config has no test data");
+    return d.test;
+  }
+  if (r.split == "validation") {
+    if (d.validation) return d.validation;
+    if (d.test) return d.test;
+    throw ConfigError("data.validation", "the config has no validation or test data; use --split train");
+  }
+  throw ConfigError("--split", "expected validation, test or train, got '" + r.split + "'");
+}
+
+}  // namespace
+
+Logs run_evaluation(const InferenceRequest& request) {
+  const RunConfig& rc = request.config;
+  Built b = build_model(rc);
+  Datasets d = open_datasets(rc, request.split == "train");
+  b.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
+  DataLoader loader(pick_split(request, d), {rc.batch_size, false, 0, rc.data.prefetch});
+  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
+  return trainer.evaluate(loader, rc.verbose);
+}
+
+Tensor run_prediction(const InferenceRequest& request) {
+  const RunConfig& rc = request.config;
+  Built b = build_model(rc);
+  Datasets d = open_datasets(rc, request.split == "train");
+  b.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
+  DataLoader loader(pick_split(request, d), {rc.batch_size, false, 0, rc.data.prefetch});
+  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
+  return trainer.predict(loader);
+}
+
+}  // namespace tandem

@@ -1,0 +1,159 @@
+#include "tandem/run_config.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "tandem/config_object.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+using nlohmann::json;
+
+json load_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path.string(), "cannot open the config file (does it exist and is it readable?)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // Turn the byte offset into a line and column.
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    throw ConfigError(path.string(), "invalid JSON at line " + std::to_string(line) + ", column " +
+                                         std::to_string(col) + ": " + e.what());
+  }
+}
+
+void apply_override(json& config, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment, "expected key.path=value");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;
+  }
+  json* node = &config;
+  std::string walked;
+  std::size_t pos = 0;
+  while (pos <= key.size()) {
+    std::size_t end = key.find_first_of(".[", pos);
+    std::string part = key.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (part.empty()) throw ConfigError("--set " + key, "empty key segment");
+    walked = json_path_join(walked, part);
+    if (!node->is_object()) {
+      if (!node->is_null()) throw ConfigError(walked, "cannot set a key inside a non-object value");
+      *node = json::object();
+    }
+    node = &(*node)[part];
+    pos = end == std::string::npos ? key.size() + 1 : end;
+    // list indices: [3][0]...
+    while (pos < key.size() && key[pos] == '[') {
+      const auto close = key.find(']', pos);
+      if (close == std::string::npos) throw ConfigError("--set " + key, "missing ']'");
+      const std::string idx = key.substr(pos + 1, close - pos - 1);
+      std::size_t i = 0;
+      try {
+        i = std::stoul(idx);
+      } catch (const std::exception&) {
+        throw ConfigError("--set " + key, "bad list index '" + idx + "'");
+      }
+      walked += "[" + idx + "]";
+      if (!node->is_array() || i >= node->size())
+        throw ConfigError(walked, "no such list item to override");
+      node = &(*node)[i];
+      pos = close + 1;
+    }
+    if (pos < key.size() && key[pos] == '.') ++pos;
+    else if (pos >= key.size()) break;
+  }
+  *node = value;
+}
+
+namespace {
+
+json resolve_path(const json& spec, const std::filesystem::path& base_dir) {
+  if (!spec.is_object()) return spec;
+  json out = spec;
+  for (const char* key : {"x", "y", "path"}) {
+    if (!out.contains(key) || !out[key].is_string()) continue;
+    if (std::string(key) != "path" && out.value("type", "") == "hdf5") continue;  // dataset names
+    std::filesystem::path p = out[key].get<std::string>();
+    if (p.is_relative() && !base_dir.empty()) out[key] = (base_dir / p).lexically_normal().string();
+  }
+  return out;
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const json& config, const std::filesystem::path& base_dir) {
+  RunConfig rc;
+  rc.base_dir = base_dir;
+  ConfigObject c(config, "");
+  rc.name = c.get_string("name", "run");
+  if (rc.name.empty() || rc.name.find('/') != std::string::npos)
+    throw ConfigError("name", "must be non-empty and contain no '/'");
+  const std::int64_t seed = c.get_int("seed", 0);
+  if (seed < 0) throw ConfigError("seed", "expected a non-negative integer");
+  rc.seed = static_cast<std::uint64_t>(seed);
+  rc.epochs = static_cast<int>(c.positive_int("epochs", 1));
+  rc.batch_size = c.positive_int("batch_size", 32);
+  rc.verbose = static_cast<int>(c.get_int("verbose", 1));
+  if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
+  rc.devices = c.get_string("devices", "cpu");
+  if (rc.devices != "cpu" && rc.devices != "auto")
+    throw ConfigError("devices", "this build trains on \"cpu\" (or \"auto\"), got \"" +
+                                     rc.devices + "\"");
+  rc.model = c.at("model");
+  rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
+  rc.loss = c.at("loss");
+  rc.metrics = c.find("metrics") ? c.at("metrics") : json::array();
+
+  ConfigObject d = c.get_object("data");
+  rc.data.train = resolve_path(d.at("train"), base_dir);
+  if (d.find("validation")) rc.data.validation = resolve_path(d.at("validation"), base_dir);
+  if (d.find("test")) rc.data.test = resolve_path(d.at("test"), base_dir);
+  rc.data.validation_split = d.number_in("validation_split", 0.0, 0.0, 1.0, false, true);
+  if (rc.data.validation_split > 0 && !rc.data.validation.is_null())
+    throw ConfigError("data.validation_split",
+                      "give either data.validation or data.validation_split, not both");
+  rc.data.shuffle = d.get_bool("shuffle", true);
+  rc.data.prefetch = static_cast<int>(d.get_int("prefetch", 2));
+  if (rc.data.prefetch < 0 || rc.data.prefetch > 64)
+    throw ConfigError("data.prefetch", "expected 0..64 batches");
+  d.finish();
+  c.finish();
+
+  rc.resolved = config;
+  rc.resolved["name"] = rc.name;
+  rc.resolved["seed"] = rc.seed;
+  rc.resolved["epochs"] = rc.epochs;
+  rc.resolved["batch_size"] = rc.batch_size;
+  rc.resolved["verbose"] = rc.verbose;
+  rc.resolved["devices"] = rc.devices;
+  rc.resolved["optimizer"] = rc.optimizer;
+  rc.resolved["metrics"] = rc.metrics;
+  rc.resolved["data"]["train"] = rc.data.train;
+  if (!rc.data.validation.is_null()) rc.resolved["data"]["validation"] = rc.data.validation;
+  if (!rc.data.test.is_null()) rc.resolved["data"]["test"] = rc.data.test;
+  rc.resolved["data"]["validation_split"] = rc.data.validation_split;
+  rc.resolved["data"]["shuffle"] = rc.data.shuffle;
+  rc.resolved["data"]["prefetch"] = rc.data.prefetch;
+  return rc;
+}
+
+}  // namespace tandem

@@ -1,0 +1,217 @@
+#include "tandem/trainer.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "tandem/error.hpp"
+#include "train/progress_bar.hpp"
+
+namespace tandem {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Trainer::Trainer(Model& model, const Loss& loss, Optimizer& optimizer,
+                 std::vector<std::unique_ptr<Metric>> metrics)
+    : model_(model), loss_(loss), optimizer_(optimizer), metrics_(std::move(metrics)) {
+  partial_ = empty_totals();
+}
+
+void Trainer::check_data(const DataLoader& data, const std::string& role) const {
+  const Dataset& d = data.dataset();
+  if (d.x_shape() != model_.input_shape())
+    throw ShapeError("the " + role + " data has samples of shape " +
+                     shape_to_string(d.x_shape(), true) + " but model '" + model_.name() +
+                     "' expects " + shape_to_string(model_.input_shape(), true) + " (" +
+                     d.describe() + ")");
+  try {
+    loss_.check_shapes(model_.output_shape(), d.y_shape());
+  } catch (const ShapeError& e) {
+    throw ShapeError("the " + role + " data does not fit the model: " + e.what() + " (" +
+                     d.describe() + ")");
+  }
+}
+
+Trainer::EpochTotals Trainer::empty_totals() const {
+  EpochTotals t;
+  t.metrics.resize(metrics_.size());
+  return t;
+}
+
+Logs Trainer::logs_of(const EpochTotals& totals) const {
+  Logs logs;
+  logs.set("loss", totals.loss.mean());
+  for (std::size_t i = 0; i < metrics_.size(); ++i)
+    logs.set(metrics_[i]->name(), totals.metrics[i].mean());
+  return logs;
+}
+
+void Trainer::emit(const std::string& event, const json& fields) {
+  if (events_) events_->emit(event, fields);
+}
+
+void Trainer::publish(const std::string& event, const json& fields) { emit(event, fields); }
+
+void Trainer::request_stop(const std::string& reason) {
+  if (!state_.stop_requested) state_.stop_reason = reason;
+  state_.stop_requested = true;
+}
+
+void Trainer::set_learning_rate(double lr) {
+  if (!(lr > 0) || !std::isfinite(lr))
+    throw RunError("learning rate must be a positive finite number, got " + std::to_string(lr));
+  optimizer_.set_learning_rate(lr);
+}
+
+void Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
+  const std::int64_t n = batch.size();
+  const Tensor& out = model_.forward(batch.x, true);
+  const double loss_sum = loss_.compute(out, batch.y, 1.0f / static_cast<float>(n), &grad_);
+  if (!std::isfinite(loss_sum))
+    throw RunError("the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
+                   " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
+                   std::to_string(state_.batch + 1) + " (step " + std::to_string(state_.step + 1) +
+                   "); the weights of the previous step are kept. Lower the learning rate, "
+                   "check the data for NaN or extreme values, or clip gradients (clipnorm).");
+  totals.loss.add({loss_sum, static_cast<double>(n)});
+  for (std::size_t i = 0; i < metrics_.size(); ++i)
+    totals.metrics[i].add(metrics_[i]->evaluate(out, batch.y));
+  model_.backward(grad_);
+  optimizer_.apply(model_.trainable_parameters());
+}
+
+const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
+                                      const FitOptions& options) {
+  check_data(train, "training");
+  if (validation) check_data(*validation, "validation");
+  state_.epochs = options.epochs;
+  state_.steps_per_epoch = train.batches_per_epoch();
+  state_.stop_requested = false;
+  state_.stop_reason.clear();
+  interrupted_ = false;
+  callbacks_.train_begin(*this, Logs{});
+  Logs last_logs;
+  while (state_.epoch < state_.epochs) {
+    const int epoch = state_.epoch;
+    const bool resumed = state_.batch > 0;
+    if (!resumed) partial_ = empty_totals();
+    if (options.verbose > 0)
+      std::fprintf(stderr, "Epoch %d/%d%s\n", epoch + 1, state_.epochs,
+                   resumed ? (" (resumed at batch " + std::to_string(state_.batch) + ")").c_str()
+                           : "");
+    callbacks_.epoch_begin(*this, epoch, Logs{});
+    emit("epoch_started", {{"epoch", epoch + 1},
+                           {"epochs", state_.epochs},
+                           {"steps", state_.steps_per_epoch},
+                           {"resumed_at_batch", state_.batch}});
+    train.start_epoch(epoch, state_.batch);
+    ProgressBar bar(options.verbose, state_.steps_per_epoch);
+    const auto epoch_start = Clock::now();
+    std::int64_t samples = 0;
+    Batch batch;
+    while (train.next(batch)) {
+      callbacks_.train_batch_begin(*this, state_.batch, Logs{});
+      train_batch(batch, partial_);
+      samples += batch.size();
+      ++state_.batch;
+      ++state_.step;
+      Logs logs = logs_of(partial_);
+      callbacks_.train_batch_end(*this, state_.batch - 1, logs);
+      const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      emit("batch_ended", {{"epoch", epoch + 1},
+                           {"batch", state_.batch},
+                           {"step", state_.step},
+                           {"size", batch.size()},
+                           {"logs", logs.to_json()},
+                           {"lr", optimizer_.learning_rate()},
+                           {"samples_per_sec", secs > 0 ? samples / secs : 0.0}});
+      bar.update(state_.batch, logs);
+      if (interrupt_ && interrupt_->load()) {
+        interrupted_ = true;
+        break;
+      }
+      if (state_.stop_requested) break;
+    }
+    if (interrupted_) {
+      bar.finish(state_.batch, logs_of(partial_));
+      request_stop("interrupted by a signal");
+      emit("stopped", {{"reason", state_.stop_reason},
+                       {"epoch", epoch + 1},
+                       {"batch", state_.batch},
+                       {"step", state_.step}});
+      break;
+    }
+    const double train_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    Logs epoch_logs = logs_of(partial_);
+    if (validation) epoch_logs.merge(evaluate(*validation, 0), "val_");
+    bar.finish(state_.batch, epoch_logs);
+    state_.history.push_back(epoch_logs);
+    json fields = {{"epoch", epoch + 1},
+                   {"logs", epoch_logs.to_json()},
+                   {"lr", optimizer_.learning_rate()},
+                   {"seconds", std::chrono::duration<double>(Clock::now() - epoch_start).count()},
+                   {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0}};
+    emit("epoch_ended", fields);
+    callbacks_.epoch_end(*this, epoch, epoch_logs);
+    last_logs = epoch_logs;
+    state_.epoch = epoch + 1;
+    state_.batch = 0;
+    partial_ = empty_totals();
+    if (state_.stop_requested) {
+      emit("stopped", {{"reason", state_.stop_reason}, {"epoch", epoch + 1}, {"step", state_.step}});
+      break;
+    }
+  }
+  callbacks_.train_end(*this, last_logs);
+  return state_.history;
+}
+
+Logs Trainer::evaluate(DataLoader& data, int verbose) {
+  check_data(data, "evaluation");
+  EpochTotals totals = empty_totals();
+  callbacks_.test_begin(*this, Logs{});
+  data.start_epoch(0);
+  ProgressBar bar(verbose, data.batches_per_epoch());
+  Batch batch;
+  std::int64_t i = 0;
+  while (data.next(batch)) {
+    callbacks_.test_batch_begin(*this, i, Logs{});
+    const Tensor& out = model_.forward(batch.x, false);
+    totals.loss.add({loss_.compute(out, batch.y, 1.0f, nullptr), static_cast<double>(batch.size())});
+    for (std::size_t m = 0; m < metrics_.size(); ++m)
+      totals.metrics[m].add(metrics_[m]->evaluate(out, batch.y));
+    Logs logs = logs_of(totals);
+    callbacks_.test_batch_end(*this, i, logs);
+    bar.update(++i, logs);
+  }
+  Logs logs = logs_of(totals);
+  bar.finish(i, logs);
+  callbacks_.test_end(*this, logs);
+  return logs;
+}
+
+Tensor Trainer::predict(DataLoader& data) {
+  if (data.dataset().x_shape() != model_.input_shape())
+    throw ShapeError("the prediction data has samples of shape " +
+                     shape_to_string(data.dataset().x_shape(), true) + " but the model expects " +
+                     shape_to_string(model_.input_shape(), true));
+  Shape shape{data.dataset().size()};
+  for (auto d : model_.output_shape()) shape.push_back(d);
+  Tensor out(shape);
+  const std::int64_t row = shape_size(model_.output_shape());
+  callbacks_.predict_begin(*this, Logs{});
+  data.start_epoch(0);
+  Batch batch;
+  std::int64_t i = 0, offset = 0;
+  while (data.next(batch)) {
+    callbacks_.predict_batch_begin(*this, i, Logs{});
+    const Tensor& y = model_.forward(batch.x, false);
+    std::memcpy(out.data() + offset * row, y.data(), static_cast<std::size_t>(y.size()) * sizeof(float));
+    offset += batch.size();
+    callbacks_.predict_batch_end(*this, i++, Logs{});
+  }
+  callbacks_.predict_end(*this, Logs{});
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,237 @@
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "data/datasets.hpp"
+#include "io/hdf5_lock.hpp"
+#include "tandem/error.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+constexpr std::int64_t kRows = 12000;
+
+std::string data_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
+
+// Writes one dataset, chunked along the samples and deflate-compressed when chunk_rows > 0.
+void write_dataset(hid_t loc, const char* name, hid_t mem_type, hid_t file_type,
+                   const std::vector<hsize_t>& dims, const void* values, hsize_t chunk_rows) {
+  hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (chunk_rows > 0) {
+    std::vector<hsize_t> chunk = dims;
+    chunk[0] = chunk_rows;
+    H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_deflate(dcpl, 1);
+  }
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  hid_t dset = H5Dcreate2(loc, name, file_type, space, lcpl, dcpl, H5P_DEFAULT);
+  ASSERT_GE(dset, 0) << name;
+  ASSERT_GE(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values), 0) << name;
+  H5Dclose(dset);
+  H5Pclose(lcpl);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+}
+
+float x_value(std::int64_t i, std::int64_t j) {
+  return static_cast<float>(i * 10 + j);
+}
+float y_value(std::int64_t i) {
+  return static_cast<float>(i) * 0.5f;
+}
+
+class Hdf5Dataset : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = test::scratch_dir("hdf5");
+    file_ = (dir_ / "data.h5").string();
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    hid_t f = H5Fcreate(file_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    std::vector<std::int32_t> x(kRows * 5);
+    std::vector<double> y(kRows);
+    std::vector<float> y1(kRows);
+    std::vector<std::uint8_t> img(kRows * 6);
+    for (std::int64_t i = 0; i < kRows; ++i) {
+      for (std::int64_t j = 0; j < 5; ++j)
+        x[static_cast<std::size_t>(i * 5 + j)] = static_cast<std::int32_t>(x_value(i, j));
+      y[static_cast<std::size_t>(i)] = static_cast<double>(y_value(i));
+      y1[static_cast<std::size_t>(i)] = static_cast<float>(i % 3);
+      for (std::int64_t j = 0; j < 6; ++j)
+        img[static_cast<std::size_t>(i * 6 + j)] = static_cast<std::uint8_t>((i + j) % 256);
+    }
+    const hsize_t n = kRows;
+    write_dataset(f, "x", H5T_NATIVE_INT32, H5T_STD_I32LE, {n, 5}, x.data(), 1000);
+    write_dataset(f, "y", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, {n}, y.data(), 1000);
+    write_dataset(f, "y1", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {n, 1}, y1.data(), 0);
+    write_dataset(f, "grp/images", H5T_NATIVE_UINT8, H5T_STD_U8LE, {n, 2, 3}, img.data(), 512);
+    write_dataset(f, "short", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {n - 1}, y1.data(), 0);
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, 4);
+    const char names[3][4] = {"abc", "def", "ghi"};
+    write_dataset(f, "names", str, str, {3}, names, 0);
+    H5Tclose(str);
+    H5Fclose(f);
+  }
+
+  static std::shared_ptr<Dataset> open(const std::string& x, const std::string& y,
+                                       data::Hdf5ReadOptions options = {}) {
+    return data::open_hdf5_dataset({file_, x, y}, options);
+  }
+
+  static data::Hdf5ReadOptions small_cache() {
+    data::Hdf5ReadOptions o;
+    o.whole_limit_bytes = 0;
+    o.block_bytes = 8 << 10;
+    o.cache_blocks = 3;
+    return o;
+  }
+
+  // Reads `order` in batches and checks every sample against what was written.
+  static void expect_matches(const Dataset& ds, const std::vector<std::int64_t>& order,
+                             std::size_t batch) {
+    std::vector<float> x(batch * 5), y(batch);
+    for (std::size_t first = 0; first < order.size(); first += batch) {
+      const std::size_t n = std::min(batch, order.size() - first);
+      ds.read({order.data() + first, n}, x.data(), y.data());
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::int64_t i = order[first + k];
+        for (std::int64_t j = 0; j < 5; ++j)
+          ASSERT_EQ(x[k * 5 + static_cast<std::size_t>(j)], x_value(i, j)) << i;
+        ASSERT_EQ(y[k], y_value(i)) << i;
+      }
+    }
+  }
+
+  static std::vector<std::int64_t> shuffled() {
+    std::vector<std::int64_t> order(kRows);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(42));
+    return order;
+  }
+
+  static ssize_t open_objects() {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+  }
+
+  static std::filesystem::path dir_;
+  static std::string file_;
+};
+std::filesystem::path Hdf5Dataset::dir_;
+std::string Hdf5Dataset::file_;
+
+TEST_F(Hdf5Dataset, SmallDataLoadsWholeAndReadsShuffled) {
+  auto ds = open("x", "y");
+  EXPECT_EQ(ds->size(), kRows);
+  EXPECT_EQ(ds->x_shape(), Shape{5});
+  EXPECT_EQ(ds->y_shape(), Shape{});
+  ASSERT_TRUE(data::hdf5_stats(*ds).has_value());
+  EXPECT_TRUE(data::hdf5_stats(*ds)->whole);
+  expect_matches(*ds, shuffled(), 256);
+}
+
+TEST_F(Hdf5Dataset, BlockCacheReadsShuffledIndices) {
+  auto ds = open("x", "y", small_cache());
+  const auto stats = *data::hdf5_stats(*ds);
+  EXPECT_FALSE(stats.whole);
+  EXPECT_EQ(stats.block_rows, 1000);  // aligned to the 1000-row chunks
+  expect_matches(*ds, shuffled(), 256);
+  EXPECT_GT(data::hdf5_stats(*ds)->direct_rows, 0);
+  // Unsorted indices with repeats, first and last rows.
+  expect_matches(*ds, {5, 5, kRows - 1, 0, 999, 1000, 5}, 7);
+}
+
+TEST_F(Hdf5Dataset, BlockCacheServesSequentialReadsFromBlocks) {
+  auto ds = open("x", "y", small_cache());
+  std::vector<std::int64_t> order(kRows);
+  std::iota(order.begin(), order.end(), 0);
+  expect_matches(*ds, order, 100);
+  const auto stats = *data::hdf5_stats(*ds);
+  EXPECT_LE(stats.block_loads, kRows / 1000);  // each block read once
+  EXPECT_GE(stats.block_hits, kRows / 2);
+  EXPECT_LE(stats.direct_rows, 1000);
+}
+
+TEST_F(Hdf5Dataset, ShapesAndTypeConversion) {
+  auto ds = open("grp/images", "y1", small_cache());
+  EXPECT_EQ(ds->x_shape(), (Shape{2, 3}));
+  EXPECT_EQ(ds->y_shape(), Shape{1});
+  std::vector<std::int64_t> idx{300, 7};
+  std::vector<float> x(12), y(2);
+  ds->read(idx, x.data(), y.data());
+  EXPECT_EQ(x[0], 300 % 256);
+  EXPECT_EQ(x[5], (300 + 5) % 256);
+  EXPECT_EQ(x[6 + 4], 7 + 4);
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 1.0f);
+}
+
+TEST_F(Hdf5Dataset, MissingDatasetListsExistingNames) {
+  const std::string msg = data_error_of([&] { open("images", "y"); });
+  EXPECT_NE(msg.find(file_), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no dataset 'images'"), std::string::npos) << msg;
+  for (const char* name : {"'x'", "'y'", "'y1'", "'grp/images'", "'names'"})
+    EXPECT_NE(msg.find(name), std::string::npos) << name << " in " << msg;
+}
+
+TEST_F(Hdf5Dataset, MismatchedFirstDimensions) {
+  const std::string msg = data_error_of([&] { open("x", "short"); });
+  EXPECT_NE(msg.find("'x' has 12000 samples"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'short' has 11999"), std::string::npos) << msg;
+}
+
+TEST_F(Hdf5Dataset, NonNumericDataset) {
+  const std::string msg = data_error_of([&] { open("names", "y"); });
+  EXPECT_NE(msg.find(file_), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'names' has a non-numeric type (string)"), std::string::npos) << msg;
+}
+
+TEST_F(Hdf5Dataset, MissingOrForeignFile) {
+  const std::string missing = (dir_ / "missing.h5").string();
+  std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, "x", "y"}); });
+  EXPECT_NE(msg.find(missing + ": file not found"), std::string::npos) << msg;
+  const std::string text = (dir_ / "text.h5").string();
+  test::write_text(text, "this is not HDF5\n");
+  msg = data_error_of([&] { data::open_hdf5_dataset({text, "x", "y"}); });
+  EXPECT_NE(msg.find(text + ": not an HDF5 file"), std::string::npos) << msg;
+}
+
+TEST_F(Hdf5Dataset, HandlesAreClosedOnSuccessAndFailure) {
+  const ssize_t before = open_objects();
+  {
+    auto ds = open("x", "y", small_cache());
+    EXPECT_GT(open_objects(), before);  // file and datasets stay open for block reads
+    expect_matches(*ds, {1, 2, 3}, 3);
+  }
+  EXPECT_EQ(open_objects(), before);
+  { auto whole = open("x", "y"); }
+  data_error_of([&] { open("x", "missing"); });
+  data_error_of([&] { open("names", "y"); });
+  data_error_of([&] { open("x", "short"); });
+  EXPECT_EQ(open_objects(), before);
+}
+
+TEST_F(Hdf5Dataset, OutOfRangeIndexIsAnError) {
+  auto ds = open("x", "y", small_cache());
+  std::vector<float> x(5), y(1);
+  const std::int64_t bad = kRows;
+  EXPECT_THROW(ds->read({&bad, 1}, x.data(), y.data()), DataError);
+}
+
+}  // namespace
+}  // namespace tandem

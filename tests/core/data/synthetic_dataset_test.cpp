@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "data/datasets.hpp"
+#include "tandem/error.hpp"
+#include "tandem/rng.hpp"
+
+namespace tandem {
+namespace {
+
+using data::SyntheticSpec;
+using data::SyntheticTask;
+
+SyntheticSpec spec(SyntheticTask task, Shape y_shape, std::uint64_t seed = 0) {
+  SyntheticSpec s;
+  s.samples = 1000;
+  s.x_shape = {4, 3};
+  s.task = task;
+  s.classes = 7;
+  s.y_shape = std::move(y_shape);
+  s.seed = seed;
+  return s;
+}
+
+struct Read {
+  std::vector<float> x, y;
+};
+
+Read read(const Dataset& ds, const std::vector<std::int64_t>& idx) {
+  Read r;
+  r.x.resize(idx.size() * static_cast<std::size_t>(shape_size(ds.x_shape())));
+  r.y.resize(idx.size() * static_cast<std::size_t>(shape_size(ds.y_shape())));
+  ds.read(idx, r.x.data(), r.y.data());
+  return r;
+}
+
+TEST(SyntheticDataset, SameSeedSameDataOtherSeedOtherData) {
+  auto a = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}, 5));
+  auto b = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}, 5));
+  auto c = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}, 6));
+  std::vector<std::int64_t> idx(100);
+  std::iota(idx.begin(), idx.end(), 0);
+  EXPECT_EQ(read(*a, idx).x, read(*b, idx).x);
+  EXPECT_EQ(read(*a, idx).y, read(*b, idx).y);
+  EXPECT_NE(read(*a, idx).x, read(*c, idx).x);
+}
+
+TEST(SyntheticDataset, SampleIsIndependentOfOrderAndBatch) {
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::regression, {2}, 3));
+  const Read batch = read(*ds, {9, 500, 3, 9});
+  for (std::size_t k = 0; k < 4; ++k) {
+    const std::int64_t i = std::vector<std::int64_t>{9, 500, 3, 9}[k];
+    const Read one = read(*ds, {i});
+    EXPECT_TRUE(std::equal(one.x.begin(), one.x.end(), batch.x.begin() + 12 * k)) << i;
+    EXPECT_TRUE(std::equal(one.y.begin(), one.y.end(), batch.y.begin() + 2 * k)) << i;
+  }
+  EXPECT_NE(read(*ds, {1}).x, read(*ds, {2}).x);
+}
+
+TEST(SyntheticDataset, SampleFollowsDocumentedGenerator) {
+  // Sample i: x from Rng(derive(seed, i)).uniform(), then y from the same stream.
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}, 11));
+  const Read r = read(*ds, {42});
+  Rng rng(Rng::derive(11, 42));
+  for (float v : r.x) EXPECT_EQ(v, rng.uniform());
+  EXPECT_EQ(r.y[0], static_cast<float>(rng.below(2)));
+}
+
+TEST(SyntheticDataset, BinaryLabels) {
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}));
+  EXPECT_EQ(ds->y_shape(), Shape{1});
+  std::vector<std::int64_t> idx(1000);
+  std::iota(idx.begin(), idx.end(), 0);
+  const Read r = read(*ds, idx);
+  double ones = 0;
+  for (float v : r.y) {
+    ASSERT_TRUE(v == 0.0f || v == 1.0f) << v;
+    ones += v;
+  }
+  EXPECT_NEAR(ones / 1000, 0.5, 0.08);
+  for (float v : r.x) {
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LT(v, 1.0f);
+  }
+}
+
+TEST(SyntheticDataset, ClassLabelsAreScalarIndices) {
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::classes, {}));
+  EXPECT_EQ(ds->y_shape(), Shape{});
+  std::vector<std::int64_t> idx(700);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::vector<int> seen(7, 0);
+  for (float v : read(*ds, idx).y) {
+    ASSERT_EQ(v, std::floor(v));
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LT(v, 7.0f);
+    ++seen[static_cast<std::size_t>(v)];
+  }
+  for (int c : seen) EXPECT_GT(c, 50);
+}
+
+TEST(SyntheticDataset, RegressionTargetsHaveTheirShape) {
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::regression, {2, 3}));
+  EXPECT_EQ(ds->y_shape(), (Shape{2, 3}));
+  const Read r = read(*ds, {0, 1});
+  ASSERT_EQ(r.y.size(), 12u);
+  for (float v : r.y) {
+    EXPECT_GE(v, 0.0f);
+    EXPECT_LT(v, 1.0f);
+  }
+  EXPECT_NE(r.y[0], r.y[1]);
+}
+
+TEST(SyntheticDataset, LargeDatasetIsNotStored) {
+  // 131072 x 8000 floats would be 4 GB; creating it and reading its last sample is instant.
+  SyntheticSpec s;
+  s.samples = 131072;
+  s.x_shape = {8000};
+  s.y_shape = {1};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ds = data::make_synthetic_dataset(s);
+  const Read r = read(*ds, {131071, 0});
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  EXPECT_EQ(ds->size(), 131072);
+  EXPECT_EQ(r.x.size(), 16000u);
+  EXPECT_NE(ds->describe().find("131072 samples"), std::string::npos) << ds->describe();
+}
+
+TEST(SyntheticDataset, OutOfRangeIndexIsAnError) {
+  auto ds = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}));
+  EXPECT_THROW(read(*ds, {1000}), DataError);
+  EXPECT_THROW(read(*ds, {-1}), DataError);
+}
+
+}  // namespace
+}  // namespace tandem
