@@ -1,0 +1,64 @@
+// Finite-difference gradient checking against double-precision reference functions.
+//
+// A check compares Tandem's float32 analytic gradient with central differences of a reference
+// function written independently in double precision (h = 1e-6), so the reference itself is
+// accurate to ~1e-9 and any disagreement beyond float rounding is a real bug.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tandem/rng.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem::test {
+
+inline std::vector<double> to_double(const Tensor& t) {
+  return std::vector<double>(t.data(), t.data() + t.size());
+}
+
+inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -1, float hi = 1) {
+  Tensor t(shape);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = lo + (hi - lo) * rng.uniform();
+  return t;
+}
+
+/// d f / d x_i by central differences, for every i. f maps a double vector to a scalar.
+inline std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f,
+                                            std::vector<double> x, double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double up = f(x);
+    x[i] = saved - h;
+    const double down = f(x);
+    x[i] = saved;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+/// Expects |a - r| <= atol + rtol * |r| elementwise, reporting the worst element.
+inline void expect_close(const std::vector<double>& actual, const std::vector<double>& reference,
+                         double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(actual.size(), reference.size()) << what;
+  double worst = 0;
+  std::size_t worst_i = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double excess = std::fabs(actual[i] - reference[i]) - (atol + rtol * std::fabs(reference[i]));
+    if (excess > worst) {
+      worst = excess;
+      worst_i = i;
+    }
+  }
+  EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " is " << actual[worst_i]
+                        << ", reference " << reference[worst_i];
+}
+
+}  // namespace tandem::test

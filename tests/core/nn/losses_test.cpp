@@ -1,0 +1,182 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradient_check.hpp"
+#include "tandem/error.hpp"
+#include "tandem/loss.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+using test::expect_close;
+using test::numeric_gradient;
+
+constexpr double kEps = 1e-7;
+
+// Independent double-precision references: the SUM over samples of Keras' per-sample loss.
+double ref_mse(const std::vector<double>& p, const std::vector<double>& t, int cols) {
+  double s = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) s += (p[i] - t[i]) * (p[i] - t[i]);
+  return s / cols;
+}
+double ref_bce_logits(const std::vector<double>& x, const std::vector<double>& t, int cols) {
+  double s = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double p = 1 / (1 + std::exp(-x[i]));
+    s += -(t[i] * std::log(p) + (1 - t[i]) * std::log(1 - p));
+  }
+  return s / cols;
+}
+double ref_bce_probs(const std::vector<double>& p, const std::vector<double>& t, int cols) {
+  double s = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double q = std::clamp(p[i], kEps, 1 - kEps);
+    s += -(t[i] * std::log(q + kEps) + (1 - t[i]) * std::log(1 - q + kEps));
+  }
+  return s / cols;
+}
+double ref_cce(const std::vector<double>& p, const std::vector<double>& t, int cols, bool logits) {
+  double s = 0;
+  for (std::size_t r = 0; r < p.size() / cols; ++r) {
+    double z = 0;
+    for (int c = 0; c < cols; ++c) z += logits ? std::exp(p[r * cols + c]) : p[r * cols + c];
+    for (int c = 0; c < cols; ++c) {
+      double q = (logits ? std::exp(p[r * cols + c]) : p[r * cols + c]) / z;
+      if (!logits) q = std::clamp(q, kEps, 1 - kEps);
+      s -= t[r * cols + c] * std::log(q);
+    }
+  }
+  return s;
+}
+
+Tensor one_hot(const std::vector<int>& labels, int classes) {
+  Tensor t({static_cast<std::int64_t>(labels.size()), classes});
+  for (std::size_t r = 0; r < labels.size(); ++r) t[static_cast<std::int64_t>(r) * classes + labels[r]] = 1;
+  return t;
+}
+
+void check(const Loss& loss, const Tensor& pred, const Tensor& target,
+           const std::function<double(const std::vector<double>&)>& ref, const char* what) {
+  const float scale = 0.25f;
+  Tensor grad;
+  const double value = loss.compute(pred, target, scale, &grad);
+  const double expected = ref(test::to_double(pred));
+  EXPECT_NEAR(value, expected, 1e-5 * (1 + std::fabs(expected))) << what;
+  auto g = numeric_gradient(ref, test::to_double(pred));
+  for (auto& v : g) v *= scale;
+  expect_close(test::to_double(grad), g, 2e-3, 1e-6, std::string(what) + " gradient");
+  // The value without a gradient request is the same.
+  EXPECT_DOUBLE_EQ(loss.compute(pred, target, scale, nullptr), value) << what;
+}
+
+TEST(Losses, MeanSquaredErrorAndMeanAbsoluteError) {
+  Tensor p = test::random_tensor({4, 3}, 1), t = test::random_tensor({4, 3}, 2);
+  auto tv = test::to_double(t);
+  check(*make_loss("mse", "loss"), p, t, [&](const auto& v) { return ref_mse(v, tv, 3); }, "mse");
+  auto mae = make_loss("mean_absolute_error", "loss");
+  Tensor grad;
+  const double v = mae->compute(p, t, 1.0f, &grad);
+  double expected = 0;
+  for (std::int64_t i = 0; i < p.size(); ++i) expected += std::fabs(p[i] - t[i]) / 3;
+  EXPECT_NEAR(v, expected, 1e-6);
+  for (std::int64_t i = 0; i < p.size(); ++i)
+    EXPECT_FLOAT_EQ(grad[i], (p[i] > t[i] ? 1.0f : -1.0f) / 3.0f);
+}
+
+TEST(Losses, BinaryCrossentropyFromLogitsAndProbabilities) {
+  Tensor x = test::random_tensor({5, 2}, 3, -4, 4);
+  Tensor t({5, 2});
+  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = (i % 3 == 0) ? 1.0f : 0.0f;
+  auto tv = test::to_double(t);
+  auto logits = make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  check(*logits, x, t, [&](const auto& v) { return ref_bce_logits(v, tv, 2); }, "bce logits");
+  Tensor p = test::random_tensor({5, 2}, 4, 0.05f, 0.95f);
+  check(*make_loss("binary_crossentropy", "loss"), p, t,
+        [&](const auto& v) { return ref_bce_probs(v, tv, 2); }, "bce probabilities");
+}
+
+TEST(Losses, BinaryCrossentropyIsStableForExtremeLogits) {
+  auto loss = make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  Tensor x = Tensor::from_vector({4, 1}, {-200.0f, 200.0f, 90.0f, -90.0f});
+  Tensor t = Tensor::from_vector({4, 1}, {1.0f, 0.0f, 1.0f, 0.0f});
+  Tensor grad;
+  const double v = loss->compute(x, t, 1.0f, &grad);
+  EXPECT_TRUE(std::isfinite(v));
+  EXPECT_NEAR(v, 400.0, 1e-3);  // the two wrong ones cost |x| each, the right ones ~0
+  EXPECT_FLOAT_EQ(grad[0], -1.0f);
+  EXPECT_FLOAT_EQ(grad[1], 1.0f);
+  // From probabilities, exact 0 and 1 are clipped as Keras clips them: finite.
+  auto probs = make_loss("binary_crossentropy", "loss");
+  Tensor p = Tensor::from_vector({2, 1}, {0.0f, 1.0f});
+  Tensor wrong = Tensor::from_vector({2, 1}, {1.0f, 0.0f});
+  const double pv = probs->compute(p, wrong, 1.0f, &grad);
+  EXPECT_TRUE(std::isfinite(pv));
+  // Keras' float32 arithmetic: 1 - 1e-7 rounds to 0.99999988f, so the second term is log(2.19e-7).
+  const float hi = 1.0f - 1e-7f;
+  const double expected = -std::log(1e-7f + 1e-7f) - std::log(1.0f - hi + 1e-7f);
+  EXPECT_NEAR(pv, expected, 1e-4);
+}
+
+TEST(Losses, CategoricalAndSparseCategoricalAgree) {
+  Tensor x = test::random_tensor({4, 5}, 5, -3, 3);
+  std::vector<int> labels{0, 4, 2, 2};
+  Tensor dense = one_hot(labels, 5);
+  Tensor sparse = Tensor::from_vector({4}, {0, 4, 2, 2});
+  auto dv = test::to_double(dense);
+  for (bool logits : {true, false}) {
+    Tensor in = x;
+    if (!logits) in = test::random_tensor({4, 5}, 6, 0.01f, 1.0f);  // unnormalised probabilities
+    json cfg = {{"from_logits", logits}};
+    auto cce = make_loss(json{{"class_name", "CategoricalCrossentropy"}, {"config", cfg}}, "loss");
+    auto scce = make_loss(json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", cfg}}, "loss");
+    auto ref = [&](const auto& v) { return ref_cce(v, dv, 5, logits); };
+    check(*cce, in, dense, ref, logits ? "cce logits" : "cce probabilities");
+    check(*scce, in, sparse, ref, logits ? "scce logits" : "scce probabilities");
+  }
+}
+
+TEST(Losses, LabelSmoothingMatchesSmoothedTargets) {
+  Tensor x = test::random_tensor({3, 4}, 7, -2, 2);
+  Tensor t = one_hot({1, 3, 0}, 4);
+  auto smoothed = make_loss(json{{"class_name", "CategoricalCrossentropy"},
+                                 {"config", {{"from_logits", true}, {"label_smoothing", 0.2}}}}, "loss");
+  Tensor ts = t.clone();
+  for (std::int64_t i = 0; i < ts.size(); ++i) ts[i] = ts[i] * 0.8f + 0.2f / 4;
+  auto plain = make_loss(json{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  EXPECT_NEAR(smoothed->compute(x, t, 1, nullptr), plain->compute(x, ts, 1, nullptr), 1e-6);
+}
+
+TEST(Losses, BadLabelsAndShapesAreClearErrors) {
+  auto scce = make_loss("sparse_categorical_crossentropy", "loss");
+  Tensor x({2, 3});
+  EXPECT_THROW(scce->compute(x, Tensor::from_vector({2}, {0, 3}), 1, nullptr), DataError);
+  EXPECT_THROW(scce->compute(x, Tensor::from_vector({2}, {0.5f, 1}), 1, nullptr), DataError);
+  EXPECT_THROW(scce->check_shapes({3}, {3}), ShapeError);
+  EXPECT_NO_THROW(scce->check_shapes({3}, {}));
+  EXPECT_NO_THROW(scce->check_shapes({3}, {1}));
+  EXPECT_THROW(make_loss("mse", "loss")->compute(x, Tensor({2, 2}), 1, nullptr), ShapeError);
+}
+
+TEST(Losses, ConfigErrorsNameThePath) {
+  try {
+    make_loss("hinge_of_doom", "loss");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'loss'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("hinge_of_doom"), std::string::npos);
+  }
+  try {
+    make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", "yes"}}}}, "loss");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'loss.config.from_logits'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"frm_logits", true}}}}, "loss"),
+               ConfigError);
+  EXPECT_THROW(make_loss(42, "loss"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,174 @@
+// Each optimizer's update against values computed by hand from the Keras update rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tandem/error.hpp"
+#include "tandem/optimizer.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// One parameter w = [1, -2] with gradients g1 = [0.5, -1] then g2 = [0.1, 0.4].
+struct Fixture {
+  Parameter p;
+  Fixture() {
+    p.name = "kernel";
+    p.value = Tensor::from_vector({2}, {1.0f, -2.0f});
+    p.grad = Tensor({2});
+  }
+  void step(Optimizer& opt, float g0, float g1) {
+    p.grad[0] = g0;
+    p.grad[1] = g1;
+    opt.apply({&p});
+  }
+};
+
+TEST(Optimizers, PlainSgd) {
+  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.1}}}}, "optimizer");
+  Fixture f;
+  f.step(*opt, 0.5f, -1.0f);
+  EXPECT_FLOAT_EQ(f.p.value[0], 1.0f - 0.05f);
+  EXPECT_FLOAT_EQ(f.p.value[1], -2.0f + 0.1f);
+  EXPECT_EQ(opt->iterations(), 1);
+}
+
+TEST(Optimizers, SgdMomentumAndNesterov) {
+  // Keras: m = mu m - lr g; w += m (nesterov: w += mu m - lr g). lr 0.1, mu 0.9.
+  for (bool nesterov : {false, true}) {
+    auto opt = make_optimizer(json{{"class_name", "SGD"},
+                                   {"config", {{"learning_rate", 0.1}, {"momentum", 0.9}, {"nesterov", nesterov}}}},
+                              "optimizer");
+    Fixture f;
+    f.step(*opt, 0.5f, -1.0f);
+    f.step(*opt, 0.1f, 0.4f);
+    // element 0: m1 = -0.05; step 1 w = 1 - 0.05 (plain) or 1 + 0.9*(-0.05) - 0.05 = 0.905
+    //            m2 = 0.9*(-0.05) - 0.01 = -0.055; plain w = 0.95 - 0.055 = 0.895
+    //            nesterov w = 0.905 + 0.9*(-0.055) - 0.01 = 0.8455
+    EXPECT_NEAR(f.p.value[0], nesterov ? 0.8455f : 0.895f, 1e-6) << nesterov;
+    // element 1: m1 = 0.1; m2 = 0.09 - 0.04 = 0.05; plain w = -2 + 0.1 + 0.05 = -1.85
+    //            nesterov: -2 + (0.09 + 0.1) = -1.81; then + (0.045 - 0.04) = -1.805
+    EXPECT_NEAR(f.p.value[1], nesterov ? -1.805f : -1.85f, 1e-6) << nesterov;
+    EXPECT_EQ(opt->slot_names(), std::vector<std::string>{"momentum"});
+  }
+}
+
+TEST(Optimizers, AdamTwoSteps) {
+  auto opt = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "optimizer");
+  Fixture f;
+  f.step(*opt, 0.5f, -1.0f);
+  f.step(*opt, 0.1f, 0.4f);
+  // Reference in double with the Keras rule.
+  double w[2] = {1, -2}, m[2] = {0, 0}, v[2] = {0, 0};
+  const double g[2][2] = {{0.5, -1}, {0.1, 0.4}};
+  for (int t = 1; t <= 2; ++t) {
+    const double alpha = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+    for (int i = 0; i < 2; ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g[t - 1][i];
+      v[i] = 0.999 * v[i] + 0.001 * g[t - 1][i] * g[t - 1][i];
+      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + 1e-7);
+    }
+  }
+  EXPECT_NEAR(f.p.value[0], w[0], 1e-6);
+  EXPECT_NEAR(f.p.value[1], w[1], 1e-6);
+  // Hand value: Adam's first step moves each weight by lr against the gradient's sign
+  // (m/sqrt(v) = g/|g| after bias correction).
+  Fixture one;
+  auto fresh = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  one.step(*fresh, 0.5f, -1.0f);
+  EXPECT_NEAR(one.p.value[0], 0.99f, 1e-6);
+  EXPECT_NEAR(one.p.value[1], -1.99f, 1e-6);
+  EXPECT_FLOAT_EQ(opt->slots(0)[0][0], static_cast<float>(m[0]));
+  EXPECT_FLOAT_EQ(opt->slots(0)[1][1], static_cast<float>(v[1]));
+}
+
+TEST(Optimizers, AdamWDecaysWeightsDecoupled) {
+  // Keras 3: w -= lr * wd * w first, then the Adam update. Zero gradient isolates the decay.
+  auto opt = make_optimizer(json{{"class_name", "AdamW"},
+                                 {"config", {{"learning_rate", 0.1}, {"weight_decay", 0.5}}}},
+                            "optimizer");
+  Fixture f;
+  f.step(*opt, 0.0f, 0.0f);
+  EXPECT_FLOAT_EQ(f.p.value[0], 1.0f * (1 - 0.05f));
+  EXPECT_FLOAT_EQ(f.p.value[1], -2.0f * (1 - 0.05f));
+  EXPECT_EQ(opt->config()["weight_decay"], 0.5);
+  // AdamW's Keras default weight decay is 0.004.
+  EXPECT_DOUBLE_EQ(make_optimizer("adamw", "o")->config()["weight_decay"].get<double>(), 0.004);
+}
+
+TEST(Optimizers, RmspropPlainCenteredAndMomentum) {
+  const double lr = 0.01, rho = 0.9, eps = 1e-7, mu = 0.5;
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool centered = variant == 1, momentum = variant == 2;
+    json cfg = {{"learning_rate", lr}, {"centered", centered}, {"momentum", momentum ? mu : 0.0}};
+    auto opt = make_optimizer(json{{"class_name", "RMSprop"}, {"config", cfg}}, "optimizer");
+    Fixture f;
+    f.step(*opt, 0.5f, -1.0f);
+    f.step(*opt, 0.1f, 0.4f);
+    double w[2] = {1, -2}, vel[2] = {0, 0}, avg[2] = {0, 0}, mom[2] = {0, 0};
+    const double g[2][2] = {{0.5, -1}, {0.1, 0.4}};
+    for (int t = 0; t < 2; ++t)
+      for (int i = 0; i < 2; ++i) {
+        vel[i] = rho * vel[i] + (1 - rho) * g[t][i] * g[t][i];
+        double denom = vel[i] + eps;
+        if (centered) {
+          avg[i] = rho * avg[i] + (1 - rho) * g[t][i];
+          denom = vel[i] - avg[i] * avg[i] + eps;
+        }
+        const double inc = lr * g[t][i] / std::sqrt(denom);
+        if (momentum) {
+          mom[i] = mu * mom[i] + inc;
+          w[i] -= mom[i];
+        } else {
+          w[i] -= inc;
+        }
+      }
+    EXPECT_NEAR(f.p.value[0], w[0], 1e-5) << variant;
+    EXPECT_NEAR(f.p.value[1], w[1], 1e-5) << variant;
+  }
+}
+
+TEST(Optimizers, GradientClipping) {
+  // clipnorm 0.5 scales the gradient [0.6, -0.8] (norm 1) to [0.3, -0.4].
+  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipnorm", 0.5}}}}, "o");
+  Fixture f;
+  f.step(*opt, 0.6f, -0.8f);
+  EXPECT_NEAR(f.p.value[0], 1.0f - 0.3f, 1e-6);
+  EXPECT_NEAR(f.p.value[1], -2.0f + 0.4f, 1e-6);
+  auto cv = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipvalue", 0.1}}}}, "o");
+  Fixture h;
+  h.step(*cv, 0.6f, -0.8f);
+  EXPECT_NEAR(h.p.value[0], 0.9f, 1e-6);
+  EXPECT_NEAR(h.p.value[1], -1.9f, 1e-6);
+}
+
+TEST(Optimizers, LearningRateCanChangeBetweenSteps) {
+  auto opt = make_optimizer("sgd", "optimizer");
+  EXPECT_DOUBLE_EQ(opt->learning_rate(), 0.01);  // Keras default
+  Fixture f;
+  opt->set_learning_rate(1.0);
+  f.step(*opt, 0.5f, 0.0f);
+  EXPECT_FLOAT_EQ(f.p.value[0], 0.5f);
+}
+
+TEST(Optimizers, ConfigErrorsNameThePath) {
+  auto expect_path = [](const json& spec, const std::string& path) {
+    try {
+      make_optimizer(spec, "optimizer");
+      ADD_FAILURE() << "no error for " << spec.dump();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
+    }
+  };
+  expect_path(json{{"class_name", "Adamax"}}, "optimizer.class_name");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"learning_rate", -1}}}}, "optimizer.config.learning_rate");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"beta_1", 1.5}}}}, "optimizer.config.beta_1");
+  expect_path(json{{"class_name", "SGD"}, {"config", {{"momentun", 0.9}}}}, "optimizer.config.momentun");
+  expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}}, "optimizer.config.nesterov");
+  expect_path(json(3), "optimizer");
+}
+
+}  // namespace
+}  // namespace tandem

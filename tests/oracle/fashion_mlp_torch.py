@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""PyTorch side of the fashion-mlp oracle (tests/oracle/fashion_mlp_oracle_test.cpp).
+
+Rebuilds a Tandem Sequential MLP (Flatten -> Dense ... -> Dense) in PyTorch from a Tandem
+checkpoint (Keras HDF5 layout, read with h5py), trains it for --steps steps on the exact batches
+Tandem wrote (raw little-endian float32 files), and writes what it ends with:
+
+  <out>/manifest.json   {"losses": [per-step mean loss, before each update], "tensors": [...]}
+  <out>/<layer>.<weight>.bin   float32, C order, in Keras layout (kernel = (in, out))
+
+All arithmetic is float32 on one CPU thread. Exit code 3 means torch/h5py/numpy are missing.
+
+Optimizer: NOT torch.optim.Adam. torch's Adam computes
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)     (eps added to sqrt(v_hat))
+while Keras (and Tandem, core/src/optim/optimizers.cpp) compute
+    alpha = lr * sqrt(1 - b2^t) / (1 - b1^t);  p -= alpha * m / (sqrt(v) + eps)  (eps_hat).
+Multiplying through by sqrt(1 - b2^t), torch's rule is Keras's with eps replaced by
+eps * sqrt(1 - b2^t) (0.03 * eps at t = 1, 0.14 * eps at t = 20). That is not negligible against a
+1e-4 bar: for a weight whose gradient is of the order of eps (1e-7) the step changes by a good
+fraction of lr. So the Keras rule is written out below (KerasAdam) in a few lines of torch, with
+Tandem's operation order and float32 constants; `--optimizer torch` runs torch.optim.Adam instead,
+only to measure that difference by hand.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+try:
+    import h5py
+    import numpy as np
+    import torch
+except ImportError as e:  # the C++ test turns this into a failure with this message
+    print(f"fashion_mlp_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
+          "Install Debian's python3-torch and python3-h5py (scripts/setup does).", file=sys.stderr)
+    sys.exit(3)
+
+
+def attr_str(value):
+    return value.decode("ascii") if isinstance(value, bytes) else str(value)
+
+
+def read_dense_layers(path):
+    """[(name, activation, kernel (in, out), bias (out,))] in model order."""
+    with h5py.File(path, "r") as f:
+        config = json.loads(attr_str(f.attrs["model_config"]))
+        weights = f["model_weights"]
+        layers = []
+        for layer in config["config"]["layers"]:
+            cls, cfg = layer["class_name"], layer["config"]
+            if cls in ("InputLayer", "Flatten"):
+                continue
+            if cls != "Dense":
+                raise SystemExit(f"fashion_mlp_torch.py: unsupported layer {cls} '{cfg['name']}'")
+            name = cfg["name"]
+            group = weights[name][name]
+            kernel = np.asarray(group["kernel:0"], dtype=np.float32)
+            bias = np.asarray(group["bias:0"], dtype=np.float32)
+            layers.append((name, cfg.get("activation", "linear"), kernel, bias))
+        return layers
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, dense_layers):
+        super().__init__()
+        self.names = [name for name, _, _, _ in dense_layers]
+        self.activations = []
+        self.linears = torch.nn.ModuleList()
+        for _, activation, kernel, bias in dense_layers:
+            if activation not in ("relu", "linear"):
+                raise SystemExit(f"fashion_mlp_torch.py: unsupported activation {activation}")
+            lin = torch.nn.Linear(kernel.shape[0], kernel.shape[1], dtype=torch.float32)
+            with torch.no_grad():
+                # Keras kernel is (in, out); nn.Linear's weight is (out, in).
+                lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.T)))
+                lin.bias.copy_(torch.from_numpy(bias))
+            self.linears.append(lin)
+            self.activations.append(activation)
+
+    def forward(self, x):
+        h = x.reshape(x.shape[0], -1)  # Flatten, row-major like Tandem and Keras
+        for lin, activation in zip(self.linears, self.activations):
+            h = lin(h)
+            if activation == "relu":
+                h = torch.relu(h)
+        return h
+
+
+class KerasAdam:
+    """Keras 3 / Tandem Adam in float32 (see the module docstring)."""
+
+    def __init__(self, params, lr, beta_1, beta_2, epsilon):
+        self.params = list(params)
+        self.lr, self.beta_1, self.beta_2 = lr, beta_1, beta_2
+        f32 = np.float32
+        # Tandem: b1 = float(beta_1); (1.0f - b1) evaluated in float32. Same for b2 and eps.
+        self.one_minus_b1 = float(f32(1) - f32(beta_1))
+        self.one_minus_b2 = float(f32(1) - f32(beta_2))
+        self.eps = float(f32(epsilon))
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        t = float(self.t)
+        # alpha in double, then rounded to float32, as Tandem does.
+        alpha = float(np.float32(self.lr * math.sqrt(1.0 - self.beta_2 ** t) /
+                                 (1.0 - self.beta_1 ** t)))
+        for p, m, v in zip(self.params, self.m, self.v):
+            g = p.grad
+            m.add_((g - m) * self.one_minus_b1)
+            v.add_((g * g - v) * self.one_minus_b2)
+            p.sub_((m * alpha) / (v.sqrt() + self.eps))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--init", required=True, help="Tandem checkpoint with the initial weights")
+    ap.add_argument("--x", required=True, help="float32 inputs, steps*batch samples in order")
+    ap.add_argument("--y", required=True, help="float32 class indices, one per sample")
+    ap.add_argument("--sample-shape", required=True, help="e.g. 28,28")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--lr", type=float, required=True)
+    ap.add_argument("--beta1", type=float, required=True)
+    ap.add_argument("--beta2", type=float, required=True)
+    ap.add_argument("--epsilon", type=float, required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--optimizer", choices=["keras", "torch"], default="keras")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+
+    sample_shape = [int(s) for s in args.sample_shape.split(",")]
+    n = args.steps * args.batch
+    x = np.fromfile(args.x, dtype="<f4")
+    y = np.fromfile(args.y, dtype="<f4")
+    if x.size != n * math.prod(sample_shape) or y.size != n:
+        raise SystemExit(f"fashion_mlp_torch.py: expected {n} samples, got x of {x.size} floats "
+                         f"and y of {y.size}")
+    x = torch.from_numpy(x.reshape([n] + sample_shape))
+    labels = torch.from_numpy(y.astype(np.int64))
+    if not torch.equal(labels.to(torch.float32), torch.from_numpy(y)):
+        raise SystemExit("fashion_mlp_torch.py: labels are not whole numbers")
+
+    dense_layers = read_dense_layers(args.init)
+    model = Mlp(dense_layers)
+    model.train()
+    params = []
+    for lin in model.linears:
+        params += [lin.weight, lin.bias]
+    if args.optimizer == "keras":
+        opt = KerasAdam(params, args.lr, args.beta1, args.beta2, args.epsilon)
+    else:
+        opt = torch.optim.Adam(params, lr=args.lr, betas=(args.beta1, args.beta2),
+                               eps=args.epsilon)
+
+    losses = []
+    for step in range(args.steps):
+        xb = x[step * args.batch:(step + 1) * args.batch]
+        yb = labels[step * args.batch:(step + 1) * args.batch]
+        for p in params:
+            p.grad = None
+        logits = model(xb)
+        loss = torch.nn.functional.cross_entropy(logits, yb, reduction="mean")
+        loss.backward()
+        losses.append(float(loss.item()))
+        opt.step()
+
+    os.makedirs(args.out, exist_ok=True)
+    tensors = []
+    for name, lin in zip(model.names, model.linears):
+        for weight, value in (("kernel", lin.weight.detach().numpy().T), ("bias", lin.bias.detach().numpy())):
+            value = np.ascontiguousarray(value, dtype="<f4")
+            file = f"{name}.{weight}.bin"
+            value.tofile(os.path.join(args.out, file))
+            tensors.append({"name": f"{name}/{weight}", "file": file, "shape": list(value.shape)})
+    manifest = {"torch_version": torch.__version__, "threads": torch.get_num_threads(),
+                "losses": losses, "tensors": tensors}
+    with open(os.path.join(args.out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"torch {torch.__version__}: {args.steps} steps, first loss {losses[0]:.6f}, "
+          f"last loss {losses[-1]:.6f}")
+
+
+if __name__ == "__main__":
+    main()
