@@ -172,6 +172,7 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
   ASSERT_EQ(rc.batch_size, kBatch);
 
   auto dataset = make_dataset(rc.data.train, "data.train", rc.base_dir.string());
+  ASSERT_EQ(dataset->size(), 60000) << dataset->describe();  // the full training set
   ASSERT_EQ(dataset->x_shape(), (Shape{28, 28}));
   DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .seed = kLoaderSeed,
                               .prefetch = 0});
@@ -247,6 +248,9 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
     EXPECT_GT(d.rel(), kBar) << d.name << ": the comparison does not tell lr 1.1e-3 from 1e-3";
   EXPECT_GT(control_loss_diff, kBar) << "the loss comparison does not tell lr 1.1e-3 from 1e-3";
   std::fflush(stdout);
+  // Keep the inputs and torch's outputs for investigation when something failed.
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+  else std::printf("inputs and torch outputs kept in %s\n", dir.c_str());
 }
 
 }  // namespace

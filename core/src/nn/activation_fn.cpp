@@ -82,7 +82,9 @@ void activation_forward(ActivationKind kind, const float* in, float* out, std::i
     case ActivationKind::linear:
       if (in != out) map(in, out, n, [](float x) { return x; });
       return;
-    case ActivationKind::relu: map(in, out, n, [](float x) { return x > 0 ? x : 0.0f; }); return;
+    case ActivationKind::relu:  // std::max(NaN, 0) is NaN: a NaN input must not vanish
+      map(in, out, n, [](float x) { return std::max(x, 0.0f); });
+      return;
     case ActivationKind::tanh: map(in, out, n, [](float x) { return std::tanh(x); }); return;
     case ActivationKind::sigmoid: map(in, out, n, sigmoid); return;
     case ActivationKind::gelu:

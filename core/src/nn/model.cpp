@@ -145,11 +145,11 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
     layer->set_trainable(trainable);
     model->layers_.push_back(std::move(layer));
   }
+  if (model->layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
   if (!input_shape)
     throw ConfigError(layers_path,
                       "the input shape is unknown: start with an InputLayer or give the first "
                       "layer \"input_shape\"");
-  if (model->layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
 
   model->input_shape_ = *input_shape;
   model->output_shapes_.push_back(*input_shape);

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""PyTorch side of bench/run: the fashion-mlp and seed-mlp training steps, timed like tandem_bench.
+
+Run with Debian's /usr/bin/python3 (python3-torch, CPU). Same models (layer sizes, activations,
+Keras-like initialisation does not matter for speed), same losses, torch.optim.Adam with the same
+learning rates, same batch sizes, random in-memory batches, no data loading: a step is
+zero_grad + forward + loss + backward + optimizer.step(). Warm-up steps first, then timed runs;
+the median is reported. Prints one JSON object on stdout (progress on stderr).
+
+  /usr/bin/python3 bench/pytorch_bench.py [--threads 2] [--only fashion-mlp,seed-mlp]
+                                          [--seed-steps 10] [--seed-batch 256] [--quick]
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+
+def progress(msg):
+    print(f"[pytorch_bench] {msg}", file=sys.stderr, flush=True)
+
+
+def openblas_info():
+    """Which OpenBLAS kernels and thread count torch's GEMMs (BLAS_INFO=generic -> libblas.so.3) use."""
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        return {
+            "corename": lib.openblas_get_corename().decode(),
+            "config": lib.openblas_get_config().decode(),
+            "threads": lib.openblas_get_num_threads(),
+        }
+    except OSError as e:
+        return {"error": str(e)}
+
+
+def fashion_mlp():
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)
+    )
+
+
+def seed_mlp():
+    return nn.Sequential(
+        nn.Linear(8000, 4000), nn.Tanh(),
+        nn.Linear(4000, 2000), nn.ReLU(),
+        nn.Linear(2000, 500), nn.ReLU(),
+        nn.Linear(500, 300), nn.ReLU(),
+        nn.Linear(300, 1), nn.Sigmoid(),
+    )
+
+
+def bench_steps(model, loss_fn, opt, batches, warmup, runs, per_run, batch):
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    k = 0
+    for _ in range(warmup):
+        x, y = batches[k % len(batches)]
+        step(x, y)
+        k += 1
+    sps = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(per_run):
+            x, y = batches[k % len(batches)]
+            step(x, y)
+            k += 1
+        sps.append(batch * per_run / (time.perf_counter() - t0))
+    return {
+        "samples_per_s": statistics.median(sps),
+        "samples_per_s_runs": sps,
+        "steps_per_run": per_run,
+        "warmup_steps": warmup,
+        "step_ms": 1e3 * batch / statistics.median(sps),
+    }
+
+
+def run_fashion(args):
+    torch.manual_seed(0)
+    batch = 128
+    model = fashion_mlp()
+    loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.rand(batch, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(16)]
+    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch,
+         "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
+    r["step"] = bench_steps(model, loss_fn, opt, batches, 40, 5 if args.quick else 15, 40, batch)
+    return r
+
+
+def run_seed(args):
+    torch.manual_seed(0)
+    batch = args.seed_batch
+    model = seed_mlp()
+    loss_fn = nn.BCELoss()  # binary cross-entropy on the sigmoid's probabilities, batch mean
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    batches = [(torch.rand(batch, 8000), torch.randint(0, 2, (batch, 1)).float()) for _ in range(4)]
+    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch,
+         "loss": "BCELoss (after Sigmoid)", "optimizer": "Adam(lr=1e-4)"}
+    r["step"] = bench_steps(model, loss_fn, opt, batches, 3, 3 if args.quick else args.seed_steps, 1, batch)
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (0: leave torch's default)")
+    ap.add_argument("--only", default="fashion-mlp,seed-mlp")
+    ap.add_argument("--seed-steps", type=int, default=10)
+    ap.add_argument("--seed-batch", type=int, default=256)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+
+    default_threads = torch.get_num_threads()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    out = {
+        "tool": "pytorch_bench",
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "torch_default_threads": default_threads,
+        "threads": torch.get_num_threads(),
+        "threads_note": ("torch.set_num_threads(%d)" % args.threads) if args.threads > 0
+                        else "torch's default",
+        "openblas": openblas_info(),
+        "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                            "OPENBLAS_NUM_THREADS") if k in os.environ},
+        "workloads": {},
+    }
+    only = set(args.only.split(","))
+    progress(f"torch {torch.__version__}, {out['threads']} thread(s), OpenBLAS {out['openblas'].get('corename')}")
+    if "fashion-mlp" in only:
+        progress("fashion-mlp")
+        out["workloads"]["fashion-mlp"] = run_fashion(args)
+    if "seed-mlp" in only:
+        progress("seed-mlp")
+        out["workloads"]["seed-mlp"] = run_seed(args)
+    json.dump(out, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,556 @@
+// tandem_bench: training throughput of Tandem's reference workloads, plus sgemm peak, as JSON.
+//
+// Measures, on random in-memory data:
+//   * "step": full training steps through the public API (Model::forward, Loss::compute,
+//     Model::backward, Optimizer::apply) on pre-generated batches; per-phase times too. This is
+//     what bench/pytorch_bench.py measures for PyTorch (no data loading in either).
+//   * "fit": Trainer::fit over an in-memory Dataset through a DataLoader (shuffle, prefetch 2),
+//     i.e. what `tandem train` does minus file I/O; the prefetch thread shares the cores.
+//   * "gemm": tandem::cpu::gemm (oneDNN dnnl_sgemm) alone for the seed-mlp's GEMM shapes, and
+//     the whole GEMM sequence of one seed-mlp step (the ceiling a step could reach).
+//   * "adam": diagnostics of the Adam update over the seed-mlp's 41M parameters (engine vs a
+//     vectorised copy of the same loop, see adam_variants.cpp).
+// Usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam] [--no-fit] [--configs DIR]
+//                     [--seed-steps N] [--seed-batch N] [--quick]
+// Progress goes to stderr, the JSON object to stdout.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adam_variants.hpp"
+#include "backend/cpu/gemm.hpp"
+#include "backend/cpu/parallel.hpp"
+#include "tandem/data_loader.hpp"
+#include "tandem/dataset.hpp"
+#include "tandem/loss.hpp"
+#include "tandem/model.hpp"
+#include "tandem/optimizer.hpp"
+#include "tandem/process_setup.hpp"
+#include "tandem/rng.hpp"
+#include "tandem/trainer.hpp"
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using tandem::Shape;
+using tandem::Tensor;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void progress(const std::string& line) { std::fprintf(stderr, "[tandem_bench] %s\n", line.c_str()); }
+
+struct Options {
+  std::set<std::string> only{"fashion-mlp", "seed-mlp", "gemm", "adam"};
+  bool fit = true;
+  std::string configs = std::string(TANDEM_SOURCE_DIR) + "/resources/configs";
+  int seed_steps = 10;
+  std::int64_t seed_batch = 256;  // the issue fixes batch 256 for the benchmark
+  bool quick = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "tandem_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--only") {
+      o.only.clear();
+      std::stringstream s(value());
+      for (std::string item; std::getline(s, item, ',');) o.only.insert(item);
+    } else if (a == "--no-fit") {
+      o.fit = false;
+    } else if (a == "--configs") {
+      o.configs = value();
+    } else if (a == "--seed-steps") {
+      o.seed_steps = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--seed-batch") {
+      o.seed_batch = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam] [--no-fit] "
+                   "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]\n");
+      std::exit(a == "--help" || a == "-h" ? 0 : 2);
+    }
+  }
+  return o;
+}
+
+json load_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return json::parse(in);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random in-memory data.
+
+struct Data {
+  Shape x_shape, y_shape;  // per sample
+  std::int64_t samples = 0;
+  std::vector<float> x, y;
+};
+
+// x uniform in [0, 1); y a class index (sparse CE) or 0/1 per output (binary CE).
+Data random_data(const tandem::Model& model, const tandem::Loss& loss, std::int64_t samples,
+                 std::uint64_t seed) {
+  Data d;
+  d.x_shape = model.input_shape();
+  const bool sparse = loss.name() == "sparse_categorical_crossentropy";
+  d.y_shape = sparse ? Shape{} : model.output_shape();
+  d.samples = samples;
+  const std::int64_t xr = tandem::shape_size(d.x_shape), yr = tandem::shape_size(d.y_shape);
+  d.x.resize(static_cast<std::size_t>(samples * xr));
+  d.y.resize(static_cast<std::size_t>(samples * yr));
+  tandem::Rng rng(seed);
+  for (float& v : d.x) v = rng.uniform();
+  const std::uint64_t classes = static_cast<std::uint64_t>(model.output_shape().back());
+  for (float& v : d.y) v = static_cast<float>(rng.below(sparse ? classes : 2));
+  return d;
+}
+
+// Batches [k * batch, (k + 1) * batch) of `d` as tensors.
+void batches(const Data& d, std::int64_t batch, std::vector<Tensor>& xs, std::vector<Tensor>& ys) {
+  const std::int64_t xr = tandem::shape_size(d.x_shape), yr = tandem::shape_size(d.y_shape);
+  for (std::int64_t b = 0; b + batch <= d.samples; b += batch) {
+    Shape xs_shape{batch}, ys_shape{batch};
+    xs_shape.insert(xs_shape.end(), d.x_shape.begin(), d.x_shape.end());
+    ys_shape.insert(ys_shape.end(), d.y_shape.begin(), d.y_shape.end());
+    Tensor x(xs_shape), y(ys_shape);
+    std::memcpy(x.data(), d.x.data() + b * xr, sizeof(float) * batch * xr);
+    std::memcpy(y.data(), d.y.data() + b * yr, sizeof(float) * batch * yr);
+    xs.push_back(std::move(x));
+    ys.push_back(std::move(y));
+  }
+}
+
+class MemoryDataset final : public tandem::Dataset {
+ public:
+  explicit MemoryDataset(Data d) : d_(std::move(d)) {}
+  std::int64_t size() const override { return d_.samples; }
+  Shape x_shape() const override { return d_.x_shape; }
+  Shape y_shape() const override { return d_.y_shape; }
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    const std::int64_t xr = tandem::shape_size(d_.x_shape), yr = tandem::shape_size(d_.y_shape);
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const std::int64_t i = indices[k];
+      std::memcpy(x + k * xr, d_.x.data() + i * xr, sizeof(float) * xr);
+      std::memcpy(y + k * yr, d_.y.data() + i * yr, sizeof(float) * yr);
+    }
+  }
+  std::string describe() const override {
+    return "memory: " + std::to_string(d_.samples) + " random samples";
+  }
+
+ private:
+  Data d_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Workloads.
+
+struct Workload {
+  std::string name;
+  std::unique_ptr<tandem::Model> model;
+  std::unique_ptr<tandem::Loss> loss;
+  std::unique_ptr<tandem::Optimizer> optimizer;
+  std::int64_t batch = 0;
+};
+
+Workload make_workload(const Options& o, const std::string& name, std::int64_t batch) {
+  const std::string file = o.configs + "/" + name + ".json";
+  const json cfg = load_json(file);
+  Workload w;
+  w.name = name;
+  w.model = tandem::Model::from_config(cfg.at("model"), "model", cfg.value("seed", 0));
+  w.loss = tandem::make_loss(cfg.at("loss"), "loss");
+  w.optimizer = tandem::make_optimizer(cfg.at("optimizer"), "optimizer");
+  w.batch = batch;
+  return w;
+}
+
+// Index of the first layer with trainable parameters: no layer before it needs an input grad.
+std::size_t first_trainable_layer(tandem::Model& m) {
+  for (std::size_t i = 0; i < m.layer_count(); ++i)
+    if (m.layer(i).trainable() && !m.layer(i).parameters().empty()) return i;
+  return m.layer_count();
+}
+
+// FLOPs of the GEMMs of one training step: forward, dW and dX (dX skipped where unneeded).
+struct DenseShape {
+  std::int64_t in, out;
+};
+std::vector<DenseShape> dense_shapes(tandem::Model& m) {
+  std::vector<DenseShape> out;
+  for (tandem::Parameter* p : m.trainable_parameters())
+    if (p->value.rank() == 2) out.push_back({p->value.dim(0), p->value.dim(1)});
+  return out;
+}
+
+struct StepTimes {
+  std::vector<double> step, forward, loss, backward, optimizer;
+};
+
+// One step with per-phase timings. `skip_unneeded_dx`: back-propagate through the layers
+// ourselves, asking for an input gradient only where an earlier layer has parameters
+// (Model::backward asks for it on every layer but the first; see docs/benchmarks.md).
+void timed_step(Workload& w, const Tensor& x, const Tensor& y, Tensor& grad, StepTimes* t,
+                bool skip_unneeded_dx = false) {
+  const std::int64_t n = x.dim(0);
+  const auto t0 = Clock::now();
+  const Tensor& out = w.model->forward(x, true);
+  const auto t1 = Clock::now();
+  w.loss->compute(out, y, 1.0f / static_cast<float>(n), &grad);
+  const auto t2 = Clock::now();
+  if (skip_unneeded_dx) {
+    const std::size_t first = first_trainable_layer(*w.model);
+    const Tensor* g = &grad;
+    for (std::size_t i = w.model->layer_count(); i-- > 0;)
+      g = &w.model->layer(i).backward(*g, i > first);
+  } else {
+    w.model->backward(grad);
+  }
+  const auto t3 = Clock::now();
+  w.optimizer->apply(w.model->trainable_parameters());
+  const auto t4 = Clock::now();
+  if (t) {
+    auto s = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    t->step.push_back(s(t0, t4));
+    t->forward.push_back(s(t0, t1));
+    t->loss.push_back(s(t1, t2));
+    t->backward.push_back(s(t2, t3));
+    t->optimizer.push_back(s(t3, t4));
+  }
+}
+
+// Steps grouped in `chunks` runs of `per_chunk` steps after `warmup` steps; throughput per chunk,
+// median reported. Per-phase medians are over single steps.
+json bench_steps(Workload& w, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                 int warmup, int chunks, int per_chunk, bool skip_unneeded_dx = false) {
+  Tensor grad;
+  std::size_t k = 0;
+  for (int i = 0; i < warmup; ++i, ++k)
+    timed_step(w, xs[k % xs.size()], ys[k % ys.size()], grad, nullptr, skip_unneeded_dx);
+  StepTimes t;
+  std::vector<double> chunk_sps;
+  for (int c = 0; c < chunks; ++c) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < per_chunk; ++i, ++k)
+      timed_step(w, xs[k % xs.size()], ys[k % ys.size()], grad, &t, skip_unneeded_dx);
+    chunk_sps.push_back(static_cast<double>(w.batch * per_chunk) / seconds_since(t0));
+  }
+  auto ms = [](const std::vector<double>& v) { return median(v) * 1e3; };
+  return {{"samples_per_s", median(chunk_sps)},
+          {"samples_per_s_runs", chunk_sps},
+          {"steps_per_run", per_chunk},
+          {"warmup_steps", warmup},
+          {"step_ms", ms(t.step)},
+          {"phase_ms",
+           {{"forward", ms(t.forward)},
+            {"loss", ms(t.loss)},
+            {"backward", ms(t.backward)},
+            {"optimizer", ms(t.optimizer)}}}};
+}
+
+// Trainer::fit over a MemoryDataset (DataLoader: shuffle, prefetch 2, no metrics, verbose 0).
+// One warm-up epoch over a small subset, then `epochs` timed epochs; median epoch throughput.
+json bench_fit(Workload& w, Data data, std::int64_t warm_samples, int epochs) {
+  const std::int64_t samples = data.samples;
+  auto ds = std::make_shared<MemoryDataset>(std::move(data));
+  auto warm = tandem::make_subset(ds, 0, warm_samples);
+  tandem::DataLoaderOptions lo;
+  lo.batch_size = w.batch;
+  lo.shuffle = true;
+  lo.seed = 1;
+  lo.prefetch = 2;
+  tandem::DataLoader warm_loader(warm, lo);
+  tandem::DataLoader loader(ds, lo);
+  tandem::Trainer trainer(*w.model, *w.loss, *w.optimizer, {});
+  tandem::FitOptions fo;
+  fo.verbose = 0;
+  fo.epochs = 1;
+  trainer.fit(warm_loader, nullptr, fo);
+  std::vector<double> sps;
+  for (int e = 0; e < epochs; ++e) {
+    fo.epochs = 2 + e;
+    const auto t0 = Clock::now();
+    trainer.fit(loader, nullptr, fo);
+    sps.push_back(static_cast<double>(samples) / seconds_since(t0));
+  }
+  return {{"samples_per_s", median(sps)},
+          {"samples_per_s_runs", sps},
+          {"samples_per_epoch", samples},
+          {"loader", "DataLoader(shuffle, prefetch 2) over an in-memory Dataset"}};
+}
+
+json model_info(Workload& w) {
+  return {{"parameters", w.model->count_params()},
+          {"batch", w.batch},
+          {"loss", w.loss->name()},
+          {"optimizer", w.optimizer->config()}};
+}
+
+json run_fashion(const Options& o) {
+  progress("fashion-mlp: building");
+  Workload w = make_workload(o, "fashion-mlp", 128);
+  json r = model_info(w);
+  const Data data = random_data(*w.model, *w.loss, w.batch * 16, 11);
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  const int chunks = o.quick ? 5 : 15, per_chunk = 40;
+  progress("fashion-mlp: timing steps");
+  r["step"] = bench_steps(w, xs, ys, 40, chunks, per_chunk);
+  progress("fashion-mlp: timing steps without the unneeded input gradient of the first Dense");
+  r["step_skip_unneeded_dx"] = bench_steps(w, xs, ys, 20, chunks, per_chunk, true);
+  if (o.fit) {
+    progress("fashion-mlp: timing Trainer::fit");
+    r["fit"] = bench_fit(w, random_data(*w.model, *w.loss, w.batch * 120, 12), w.batch * 8,
+                         o.quick ? 1 : 3);
+  }
+  return r;
+}
+
+json run_seed(const Options& o) {
+  progress("seed-mlp: building (41M parameters)");
+  Workload w = make_workload(o, "seed-mlp", o.seed_batch);
+  json r = model_info(w);
+  const Data data = random_data(*w.model, *w.loss, w.batch * 4, 21);
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  progress("seed-mlp: timing steps");
+  const int steps = o.quick ? 3 : o.seed_steps;
+  r["step"] = bench_steps(w, xs, ys, 3, steps, 1);
+  // FLOPs: 6 x parameters per sample (the usual convention), and what the step executes: the
+  // first Dense computes no input gradient, so 4 x its weights there.
+  const double params = static_cast<double>(w.model->count_params());
+  double executed = 0;
+  const auto shapes = dense_shapes(*w.model);
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    executed += (i == 0 ? 4.0 : 6.0) * static_cast<double>(shapes[i].in * shapes[i].out);
+  r["model_flops_per_sample"] = 6.0 * params;
+  r["executed_gemm_flops_per_sample"] = executed;
+  if (o.fit) {
+    progress("seed-mlp: timing Trainer::fit");
+    r["fit"] = bench_fit(w, random_data(*w.model, *w.loss, w.batch * 8, 22), w.batch * 2, 1);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sgemm.
+
+struct GemmCase {
+  std::string name;
+  bool ta, tb;
+  std::int64_t m, n, k;
+};
+
+struct GemmBuffers {
+  Tensor a, b, c;
+  GemmBuffers(const GemmCase& g) : a({g.m * g.k}), b({g.k * g.n}), c({g.m * g.n}) {
+    tandem::Rng rng(5);
+    for (float& v : a.values()) v = rng.uniform() - 0.5f;
+    for (float& v : b.values()) v = rng.uniform() - 0.5f;
+  }
+  void run(const GemmCase& g) {
+    tandem::cpu::gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, a.data(), g.ta ? g.m : g.k, b.data(),
+                      g.tb ? g.k : g.n, 0.0f, c.data(), g.n);
+  }
+};
+
+// Median GFLOP/s over at least 5 calls and `min_seconds` after 2 warm-up calls.
+json bench_gemm(const GemmCase& g, double min_seconds) {
+  GemmBuffers buf(g);
+  for (int i = 0; i < 2; ++i) buf.run(g);
+  std::vector<double> t;
+  const auto start = Clock::now();
+  while (t.size() < 5 || seconds_since(start) < min_seconds) {
+    const auto t0 = Clock::now();
+    buf.run(g);
+    t.push_back(seconds_since(t0));
+  }
+  const double flops = 2.0 * g.m * g.n * g.k;
+  return {{"name", g.name},         {"trans_a", g.ta},
+          {"trans_b", g.tb},        {"m", g.m},
+          {"n", g.n},               {"k", g.k},
+          {"calls", t.size()},      {"ms", median(t) * 1e3},
+          {"gflops", flops / median(t) / 1e9}};
+}
+
+// All the GEMMs of one step of `w` (forward, then dW and dX layer by layer backwards, as the
+// Dense layers call them), timed as a sequence: the time a step would take if it were all GEMM.
+json bench_gemm_sequence(const std::vector<DenseShape>& layers, std::int64_t batch, int reps) {
+  std::vector<GemmCase> seq;
+  for (const auto& l : layers) seq.push_back({"fwd", false, false, batch, l.out, l.in});
+  for (std::size_t i = layers.size(); i-- > 0;) {
+    seq.push_back({"dW", true, false, layers[i].in, layers[i].out, batch});
+    if (i > 0) seq.push_back({"dX", false, true, batch, layers[i].in, layers[i].out});
+  }
+  std::vector<std::unique_ptr<GemmBuffers>> bufs;
+  double flops = 0;
+  for (const auto& g : seq) {
+    bufs.push_back(std::make_unique<GemmBuffers>(g));
+    flops += 2.0 * g.m * g.n * g.k;
+  }
+  std::vector<double> t;
+  for (int r = 0; r < reps + 1; ++r) {
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < seq.size(); ++i) bufs[i]->run(seq[i]);
+    if (r > 0) t.push_back(seconds_since(t0));
+  }
+  return {{"gemm_calls", seq.size()},
+          {"flops", flops},
+          {"ms", median(t) * 1e3},
+          {"gflops", flops / median(t) / 1e9},
+          {"samples_per_s", static_cast<double>(batch) / median(t)}};
+}
+
+json run_gemm(const Options& o) {
+  progress("gemm: timing tandem::cpu::gemm (dnnl_sgemm)");
+  const double min_s = o.quick ? 0.2 : 0.5;
+  const std::int64_t b = o.seed_batch;
+  const std::vector<GemmCase> seed_cases = {
+      {"seed-mlp dense fwd", false, false, b, 4000, 8000},
+      {"seed-mlp dense dW", true, false, 8000, 4000, b},
+      {"seed-mlp dense_1 fwd", false, false, b, 2000, 4000},
+      {"seed-mlp dense_1 dX", false, true, b, 4000, 2000},
+      {"seed-mlp dense_1 dW", true, false, 4000, 2000, b},
+  };
+  const std::vector<GemmCase> other_cases = {
+      {"fashion-mlp dense fwd", false, false, 128, 256, 784},
+      {"M256 N8000 K4000", false, false, 256, 8000, 4000},
+      {"M1024 N1024 K1024", false, false, 1024, 1024, 1024},
+  };
+  json r;
+  json shapes = json::array();
+  double peak = 0;
+  for (const auto& g : seed_cases) {
+    json one = bench_gemm(g, min_s);
+    peak = std::max(peak, one["gflops"].get<double>());
+    shapes.push_back(one);
+  }
+  json others = json::array();
+  for (const auto& g : other_cases) others.push_back(bench_gemm(g, min_s));
+  r["seed_mlp_shapes"] = shapes;
+  r["other_shapes"] = others;
+  r["peak_gflops"] = peak;
+  r["peak_definition"] = "best GFLOP/s of dnnl_sgemm over the seed-mlp shapes above";
+  std::vector<DenseShape> layers = {{8000, 4000}, {4000, 2000}, {2000, 500}, {500, 300}, {300, 1}};
+  r["seed_mlp_step_gemm_sequence"] = bench_gemm_sequence(layers, b, o.quick ? 2 : 5);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adam over the seed-mlp's parameter count: the engine's optimizer vs vectorised copies.
+
+json run_adam(const Options& o) {
+  progress("adam: engine update vs vectorised variants over 41,157,101 parameters");
+  const std::int64_t n = 41157101;
+  tandem::Parameter p;
+  p.name = "w";
+  p.value = Tensor({n});
+  p.grad = Tensor({n});
+  tandem::Rng rng(9);
+  for (float& v : p.value.values()) v = rng.uniform() - 0.5f;
+  for (float& v : p.grad.values()) v = (rng.uniform() - 0.5f) * 1e-3f;
+  auto opt = tandem::make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}},
+                                    "optimizer");
+  std::vector<tandem::Parameter*> params{&p};
+  const int reps = o.quick ? 3 : 7;
+  auto time_it = [&](const std::function<void()>& f) {
+    f();
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = Clock::now();
+      f();
+      t.push_back(seconds_since(t0));
+    }
+    return median(t);
+  };
+  const double bytes = 7.0 * 4.0 * static_cast<double>(n);  // read w g m v, write w m v
+  json r;
+  auto add = [&](const std::string& name, double s) {
+    r[name] = {{"ms", s * 1e3}, {"gb_per_s", bytes / s / 1e9}};
+  };
+  add("engine_optimizer_apply", time_it([&] { opt->apply(params); }));
+  Tensor m({n}), v({n});
+  const float b1 = 0.9f, b2 = 0.999f, eps = 1e-7f, alpha = 1e-4f;
+  add("vectorised_sse2", time_it([&] {
+        bench::adam_sse2(p.value.data(), p.grad.data(), m.data(), v.data(), n, alpha, b1, b2, eps);
+      }));
+  if (bench::has_avx512())
+    add("vectorised_avx512", time_it([&] {
+          bench::adam_avx512(p.value.data(), p.grad.data(), m.data(), v.data(), n, alpha, b1, b2,
+                             eps);
+        }));
+  add("stream_4_reads_3_writes", time_it([&] {
+        bench::stream_7(p.value.data(), p.grad.data(), m.data(), v.data(), n);
+      }));
+  r["bytes_per_update"] = bytes;
+  return r;
+}
+
+std::string now_iso() {
+  const std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", std::localtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tandem::configure_process(argc, argv);
+  const Options o = parse(argc, argv);
+  json out;
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  out["tool"] = "tandem_bench";
+  out["date"] = now_iso();
+  out["threads"] = tandem::cpu::compute_threads();
+  out["omp_wait_policy"] = wait ? wait : "(unset: libgomp default)";
+  out["gemm_library"] = "oneDNN dnnl_sgemm";
+  try {
+    json wl = json::object();
+    if (o.only.count("fashion-mlp")) wl["fashion-mlp"] = run_fashion(o);
+    if (o.only.count("seed-mlp")) wl["seed-mlp"] = run_seed(o);
+    out["workloads"] = wl;
+    if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
+    if (o.only.count("adam")) out["adam"] = run_adam(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tandem_bench: %s\n", e.what());
+    return 1;
+  }
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}

@@ -1,0 +1,148 @@
+#include "tandem/model.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/error.hpp"
+#include "tandem/run_config.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+json layer(const std::string& cls, json cfg) { return {{"class_name", cls}, {"config", cfg}}; }
+json sequential(json layers) { return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}}; }
+
+std::string config_error(const json& model) {
+  try {
+    Model::from_config(model, "model", 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Model, SeedMlpHasTheParameterCountKerasReports) {
+  auto doc = load_json_file(test::source_dir() / "resources/configs/seed-mlp.json");
+  auto model = Model::from_config(doc["model"], "model", 0);
+  EXPECT_EQ(model->count_params(), 41157101);
+  const std::string s = model->summary();
+  EXPECT_NE(s.find("Total params: 41,157,101"), std::string::npos) << s;
+  EXPECT_NE(s.find("dense (Dense)               (None, 4000)              32,004,000"), std::string::npos) << s;
+}
+
+TEST(Model, FashionMlpSummaryMatchesKeras) {
+  auto doc = load_json_file(test::source_dir() / "resources/configs/fashion-mlp.json");
+  auto model = Model::from_config(doc["model"], "model", 0);
+  // Keras: 784*256+256 + 256*128+128 + 128*10+10 = 235,146.
+  EXPECT_EQ(model->count_params(), 235146);
+  EXPECT_EQ(model->input_shape(), (Shape{28, 28}));
+  EXPECT_EQ(model->output_shape(), (Shape{10}));
+  EXPECT_NE(model->summary().find("flatten (Flatten)           (None, 784)               0"), std::string::npos);
+}
+
+TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
+  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 0);
+  auto b = Model::from_config(sequential({layer("InputLayer", {{"batch_input_shape", {nullptr, 4}}}),
+                                          layer("Dense", {{"units", 3}})}), "model", 0);
+  auto c = Model::from_config(sequential({layer("InputLayer", {{"batch_shape", {nullptr, 4}}}),
+                                          layer("Dense", {{"units", 3}})}), "model", 0);
+  EXPECT_EQ(a->input_shape(), (Shape{4}));
+  EXPECT_EQ(b->input_shape(), (Shape{4}));
+  EXPECT_EQ(c->input_shape(), (Shape{4}));
+  EXPECT_EQ(a->count_params(), 15);
+}
+
+TEST(Model, DefaultLayerNamesFollowKeras) {
+  auto m = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                                          layer("Dense", {{"units", 3}}), layer("Dropout", {{"rate", 0.1}}),
+                                          layer("Dense", {{"units", 1}})}), "model", 0);
+  EXPECT_EQ(m->layer(0).name(), "dense");
+  EXPECT_EQ(m->layer(1).name(), "dense_1");
+  EXPECT_EQ(m->layer(2).name(), "dropout");
+  EXPECT_EQ(m->layer(3).name(), "dense_2");
+  EXPECT_EQ(m->parameter_names()[2], "dense_1/kernel");
+}
+
+TEST(Model, SameSeedSameWeightsDifferentSeedDifferentWeights) {
+  json cfg = sequential({layer("Dense", {{"units", 8}, {"input_shape", {4}}})});
+  auto a = Model::from_config(cfg, "model", 5), b = Model::from_config(cfg, "model", 5),
+       c = Model::from_config(cfg, "model", 6);
+  auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
+  bool differ = false;
+  for (std::int64_t i = 0; i < pa[0]->value.size(); ++i) {
+    EXPECT_EQ(pa[0]->value[i], pb[0]->value[i]);
+    differ |= pa[0]->value[i] != pc[0]->value[i];
+    // glorot_uniform limit sqrt(6 / (4 + 8)) ~ 0.7071
+    EXPECT_LE(std::fabs(pa[0]->value[i]), 0.70711f);
+  }
+  EXPECT_TRUE(differ);
+}
+
+TEST(Model, ConfigErrorsNameTheJsonPath) {
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}), layer("Conv9D", json::object())}))
+                .find("'model.config.layers[1].class_name': unknown layer class 'Conv9D'"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", "3"}, {"input_shape", {4}}})}))
+                .find("'model.config.layers[0].config.units': expected an integer, got a string"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"input_shape", {4}}})}))
+                .find("'model.config.layers[0].config.units': required key is missing"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"activaton", "relu"}})}))
+                .find("'model.config.layers[0].config.activaton': unknown key"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}})})).find("input shape is unknown"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"kernel_regularizer", "l2"}})}))
+                .find("'model.config.layers[0].config.kernel_regularizer'"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"name", "x"}}),
+                                     layer("Dense", {{"units", 3}, {"name", "x"}})}))
+                .find("duplicate layer name 'x'"),
+            std::string::npos);
+  EXPECT_NE(config_error(json{{"class_name", "Functional"}, {"config", json::object()}}).find("'model.class_name'"),
+            std::string::npos);
+  EXPECT_NE(config_error(sequential(json::array())).find("no layers"), std::string::npos);
+  EXPECT_NE(config_error(json("dense")).find("expected an object"), std::string::npos);
+}
+
+TEST(Model, ForwardRejectsWrongInputShape) {
+  auto m = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 0);
+  EXPECT_THROW(m->forward(Tensor({2, 5}), false), ShapeError);
+}
+
+TEST(Model, WeightsRoundTripAndMismatchesAreNamed) {
+  json cfg = sequential({layer("Flatten", {{"input_shape", {2, 2}}}), layer("Dense", {{"units", 3}}),
+                         layer("Dense", {{"units", 2}})});
+  auto a = Model::from_config(cfg, "model", 1), b = Model::from_config(cfg, "model", 2);
+  CheckpointData data;
+  a->save_weights(data);
+  ASSERT_EQ(data.layers.size(), 3u);
+  EXPECT_TRUE(data.layers[0].weights.empty());
+  b->load_weights(data, "mem");
+  EXPECT_EQ(b->parameters()[0]->value[0], a->parameters()[0]->value[0]);
+
+  auto other = Model::from_config(sequential({layer("Flatten", {{"input_shape", {2, 2}}}), layer("Dense", {{"units", 4}}),
+                                              layer("Dense", {{"units", 2}})}), "model", 1);
+  try {
+    other->load_weights(data, "ckpt.h5");
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("ckpt.h5: weight 'dense/kernel' has shape (4, 3)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, CloneCopiesWeightsIndependently) {
+  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 1);
+  auto b = a->clone();
+  EXPECT_EQ(b->parameters()[0]->value[1], a->parameters()[0]->value[1]);
+  b->parameters()[0]->value[1] += 1;
+  EXPECT_NE(b->parameters()[0]->value[1], a->parameters()[0]->value[1]);
+  EXPECT_EQ(a->config(), b->config());
+}
+
+}  // namespace
+}  // namespace tandem

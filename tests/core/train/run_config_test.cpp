@@ -1,0 +1,101 @@
+#include "tandem/run_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tandem/error.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+json minimal() {
+  return {{"model", json::object()}, {"loss", "mse"}, {"data", {{"train", {{"type", "synthetic"}}}}}};
+}
+
+std::string error_of(const json& cfg) {
+  try {
+    parse_run_config(cfg, "/base");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RunConfig, DefaultsAreFilledIn) {
+  RunConfig rc = parse_run_config(minimal(), "/base");
+  EXPECT_EQ(rc.epochs, 1);
+  EXPECT_EQ(rc.batch_size, 32);
+  EXPECT_TRUE(rc.data.shuffle);
+  EXPECT_EQ(rc.resolved["batch_size"], 32);
+  EXPECT_EQ(rc.optimizer, json("adam"));
+}
+
+TEST(RunConfig, RelativeDataPathsResolveAgainstTheConfigFolder) {
+  json cfg = minimal();
+  cfg["data"]["train"] = {{"type", "idx"}, {"x", "data/x.gz"}, {"y", "/abs/y.gz"}};
+  cfg["data"]["validation"] = {{"type", "hdf5"}, {"path", "v.h5"}, {"x", "images"}};
+  RunConfig rc = parse_run_config(cfg, "/base");
+  EXPECT_EQ(rc.data.train["x"], "/base/data/x.gz");
+  EXPECT_EQ(rc.data.train["y"], "/abs/y.gz");
+  EXPECT_EQ(rc.data.validation["path"], "/base/v.h5");
+  EXPECT_EQ(rc.data.validation["x"], "images");  // an HDF5 dataset name, not a file
+}
+
+TEST(RunConfig, OverridesSetNestedValuesAndListItems) {
+  json cfg = load_json_file(test::source_dir() / "resources/configs/fashion-mlp.json");
+  apply_override(cfg, "epochs=10");
+  apply_override(cfg, "optimizer.config.learning_rate=0.01");
+  apply_override(cfg, "model.config.layers[2].config.units=64");
+  apply_override(cfg, "name=my run");
+  apply_override(cfg, "data.validation_split=0.1");
+  EXPECT_EQ(cfg["epochs"], 10);
+  EXPECT_EQ(cfg["optimizer"]["config"]["learning_rate"], 0.01);
+  EXPECT_EQ(cfg["model"]["config"]["layers"][2]["config"]["units"], 64);
+  EXPECT_EQ(cfg["name"], "my run");
+  EXPECT_THROW(apply_override(cfg, "epochs"), ConfigError);
+  EXPECT_THROW(apply_override(cfg, "model.config.layers[99].config.units=1"), ConfigError);
+  EXPECT_THROW(apply_override(cfg, "epochs.deeper=1"), ConfigError);
+}
+
+TEST(RunConfig, ErrorsNameThePath) {
+  json c = minimal();
+  c["epochs"] = 0;
+  EXPECT_NE(error_of(c).find("'epochs': expected a positive integer, got 0"), std::string::npos);
+  c = minimal();
+  c["batch_size"] = "big";
+  EXPECT_NE(error_of(c).find("'batch_size': expected an integer, got a string"), std::string::npos);
+  c = minimal();
+  c["epoch"] = 3;
+  EXPECT_NE(error_of(c).find("'epoch': unknown key"), std::string::npos);
+  c = minimal();
+  c.erase("loss");
+  EXPECT_NE(error_of(c).find("'loss': required key is missing"), std::string::npos);
+  c = minimal();
+  c["data"]["validation_split"] = 1.5;
+  EXPECT_NE(error_of(c).find("'data.validation_split'"), std::string::npos);
+  c = minimal();
+  c["data"]["validation_split"] = 0.1;
+  c["data"]["validation"] = {{"type", "synthetic"}};
+  EXPECT_NE(error_of(c).find("not both"), std::string::npos);
+  c = minimal();
+  c["devices"] = "tpu:0";
+  EXPECT_NE(error_of(c).find("'devices'"), std::string::npos);
+  EXPECT_NE(error_of(json::array()).find("expected an object"), std::string::npos);
+}
+
+TEST(RunConfig, BadJsonFileGivesLineAndColumn) {
+  auto dir = test::scratch_dir("badjson");
+  test::write_text(dir / "bad.json", "{\n  \"epochs\": 3,\n  \"name\": oops\n}\n");
+  try {
+    load_json_file(dir / "bad.json");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_json_file(dir / "missing.json"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,242 @@
+#include "tandem/trainer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "tandem/error.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// x = 4 features, y = class index (3 classes) from a fixed rule; optionally one NaN sample.
+class TableDataset : public Dataset {
+ public:
+  TableDataset(std::int64_t n, bool poison = false) : n_(n), poison_(poison) {}
+  std::int64_t size() const override { return n_; }
+  Shape x_shape() const override { return {4}; }
+  Shape y_shape() const override { return {}; }
+  void read(std::span<const std::int64_t> idx, float* x, float* y) const override {
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      const auto i = idx[k];
+      Rng rng(Rng::derive(99, static_cast<std::uint64_t>(i)));
+      for (int f = 0; f < 4; ++f) x[k * 4 + f] = rng.uniform() * 2 - 1;
+      y[k] = static_cast<float>((x[k * 4] > 0) + (x[k * 4 + 1] > 0.5f));
+      if (poison_ && i == 7) x[k * 4] = std::nanf("");
+    }
+  }
+  std::string describe() const override { return "table"; }
+
+ private:
+  std::int64_t n_;
+  bool poison_;
+};
+
+json model_config() {
+  return {{"class_name", "Sequential"},
+          {"config",
+           {{"layers",
+             {{{"class_name", "Dense"}, {"config", {{"units", 16}, {"activation", "relu"}, {"input_shape", {4}}}}},
+              {{"class_name", "Dropout"}, {"config", {{"rate", 0.2}}}},
+              {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
+}
+
+struct Harness {
+  std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
+  std::unique_ptr<Loss> loss = make_loss(json{{"class_name", "SparseCategoricalCrossentropy"},
+                                              {"config", {{"from_logits", true}}}}, "loss");
+  std::unique_ptr<Optimizer> opt = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  Trainer trainer{*model, *loss, *opt, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
+};
+
+class Recorder : public Callback {
+ public:
+  std::vector<std::string> calls;
+  std::function<void(CallbackContext&, std::int64_t)> on_batch;
+  std::string name() const override { return "recorder"; }
+  void on_train_begin(CallbackContext&, const Logs&) override { calls.push_back("train_begin"); }
+  void on_train_end(CallbackContext&, const Logs& l) override {
+    calls.push_back("train_end:" + std::to_string(l.items().size()));
+  }
+  void on_epoch_begin(CallbackContext&, int e, const Logs&) override { calls.push_back("epoch_begin:" + std::to_string(e)); }
+  void on_epoch_end(CallbackContext&, int e, const Logs& l) override {
+    std::string keys;
+    for (const auto& [k, v] : l.items()) keys += k + ",";
+    calls.push_back("epoch_end:" + std::to_string(e) + ":" + keys);
+  }
+  void on_train_batch_begin(CallbackContext&, std::int64_t b, const Logs&) override { calls.push_back("b" + std::to_string(b)); }
+  void on_train_batch_end(CallbackContext& c, std::int64_t b, const Logs&) override {
+    calls.push_back("e" + std::to_string(b));
+    if (on_batch) on_batch(c, b);
+  }
+  void on_test_begin(CallbackContext&, const Logs&) override { calls.push_back("test_begin"); }
+  void on_test_end(CallbackContext&, const Logs&) override { calls.push_back("test_end"); }
+};
+
+TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
+  Harness s;
+  auto rec = std::make_shared<Recorder>();
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(10), {4, true, 1, 0});
+  DataLoader val(std::make_shared<TableDataset>(6), {4, false, 0, 0});
+  auto history = s.trainer.fit(train, &val, {2, 0});
+  const std::vector<std::string> epoch0 = {"train_begin", "epoch_begin:0", "b0", "e0", "b1", "e1", "b2", "e2",
+                                           "test_begin", "test_end", "epoch_end:0:loss,accuracy,val_loss,val_accuracy,"};
+  ASSERT_GE(rec->calls.size(), epoch0.size());
+  EXPECT_EQ(std::vector<std::string>(rec->calls.begin(), rec->calls.begin() + epoch0.size()), epoch0);
+  EXPECT_EQ(rec->calls.back(), "train_end:4");
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(s.trainer.state().step, 6);  // 3 batches (4, 4, 2) per epoch
+}
+
+TEST(Trainer, LearnsTheRule) {
+  Harness s;
+  DataLoader train(std::make_shared<TableDataset>(512), {32, true, 1, 2});
+  auto history = s.trainer.fit(train, nullptr, {15, 0});
+  EXPECT_LT(*history.back().get("loss"), 0.5 * *history.front().get("loss"));
+  EXPECT_GT(*history.back().get("accuracy"), 0.85);
+}
+
+TEST(Trainer, StopRequestEndsTheRunAfterTheEpochBookkeeping) {
+  Harness s;
+  auto rec = std::make_shared<Recorder>();
+  rec->on_batch = [](CallbackContext& c, std::int64_t b) {
+    if (b == 1) c.request_stop("enough");
+  };
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(40), {4, true, 1, 0});
+  auto history = s.trainer.fit(train, nullptr, {5, 0});
+  EXPECT_EQ(history.size(), 1u);
+  EXPECT_EQ(s.trainer.state().step, 2);
+  EXPECT_EQ(s.trainer.state().stop_reason, "enough");
+  EXPECT_FALSE(s.trainer.interrupted());
+}
+
+TEST(Trainer, LearningRateSetByACallbackIsUsed) {
+  Harness s;
+  auto rec = std::make_shared<Recorder>();
+  rec->on_batch = [](CallbackContext& c, std::int64_t) { c.set_learning_rate(0.123); };
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
+  s.trainer.fit(train, nullptr, {1, 0});
+  EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.123);
+  EXPECT_THROW(s.trainer.set_learning_rate(-1), RunError);
+}
+
+// Interrupting mid-epoch, saving, and resuming in a new process-like setup gives bitwise the same
+// weights as never stopping (dropout RNG, optimizer slots, data order and partial metrics included).
+TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
+  auto dataset = std::make_shared<TableDataset>(50);
+  Harness straight;
+  DataLoader l1(dataset, {8, true, 5, 2});
+  auto h1 = straight.trainer.fit(l1, nullptr, {3, 0});
+
+  std::atomic<bool> flag{false};
+  Harness first;
+  auto rec = std::make_shared<Recorder>();
+  rec->on_batch = [&](CallbackContext& c, std::int64_t) {
+    if (c.state().step == 10) flag = true;  // epoch 1 (0-based), batch 3 of 7
+  };
+  CallbackBus bus;
+  bus.add(rec);
+  first.trainer.set_callbacks(std::move(bus));
+  first.trainer.set_interrupt_flag(&flag);
+  DataLoader l2(dataset, {8, true, 5, 2});
+  first.trainer.fit(l2, nullptr, {3, 0});
+  ASSERT_TRUE(first.trainer.interrupted());
+  EXPECT_EQ(first.trainer.state().step, 10);
+  auto path = test::scratch_dir("resume") / "ckpt.h5";
+  write_checkpoint_file(path, first.trainer.checkpoint());
+
+  Harness second;  // fresh weights and optimizer, as a new process would have
+  second.trainer.restore(read_checkpoint_file(path), path.string());
+  DataLoader l3(dataset, {8, true, 5, 2});
+  auto h2 = second.trainer.fit(l3, nullptr, {3, 0});
+  ASSERT_EQ(h2.size(), 3u);
+  EXPECT_EQ(*h2.back().get("loss"), *h1.back().get("loss"));
+  EXPECT_EQ(*h2.back().get("accuracy"), *h1.back().get("accuracy"));
+  auto pa = straight.model->parameters(), pb = second.model->parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(std::memcmp(pa[i]->value.data(), pb[i]->value.data(), pa[i]->value.size() * sizeof(float)), 0)
+        << "parameter " << i;
+}
+
+TEST(Trainer, NonFiniteLossIsARunErrorNamingTheStep) {
+  Harness s;
+  DataLoader train(std::make_shared<TableDataset>(16, true), {4, false, 0, 0});
+  try {
+    s.trainer.fit(train, nullptr, {1, 0});
+    FAIL();
+  } catch (const RunError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("NaN"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("batch 2"), std::string::npos) << msg;  // sample 7 is in the 2nd batch
+  }
+}
+
+TEST(Trainer, DataThatDoesNotFitTheModelIsAShapeError) {
+  class Wide : public TableDataset {
+   public:
+    Wide() : TableDataset(4) {}
+    Shape x_shape() const override { return {5}; }
+  };
+  Harness s;
+  DataLoader train(std::make_shared<Wide>(), {4, false, 0, 0});
+  EXPECT_THROW(s.trainer.fit(train, nullptr, {1, 0}), ShapeError);
+}
+
+TEST(Trainer, PredictReturnsOutputsInOrderAndEvaluateMatchesAManualPass) {
+  Harness s;
+  auto data = std::make_shared<TableDataset>(10);
+  DataLoader loader(data, {4, false, 0, 1});
+  Tensor out = s.trainer.predict(loader);
+  ASSERT_EQ(out.shape(), (Shape{10, 3}));
+  Tensor x({10, 4}), y({10});
+  std::vector<std::int64_t> idx(10);
+  for (int i = 0; i < 10; ++i) idx[i] = i;
+  data->read(idx, x.data(), y.data());
+  const Tensor direct = s.model->forward(x, false).clone();
+  for (std::int64_t i = 0; i < out.size(); ++i) EXPECT_FLOAT_EQ(out[i], direct[i]);
+  Logs logs = s.trainer.evaluate(loader);
+  EXPECT_NEAR(*logs.get("loss"), s.loss->compute(direct, y, 1, nullptr) / 10, 1e-6);
+}
+
+TEST(Trainer, EventsAreWellFormedJsonLines) {
+  Harness s;
+  auto path = test::scratch_dir("events") / "events.jsonl";
+  EventSink sink;
+  sink.open_file(path);
+  s.trainer.set_event_sink(&sink);
+  DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
+  s.trainer.fit(train, nullptr, {1, 0});
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> events;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    EXPECT_EQ(j["schema"], 1);
+    EXPECT_TRUE(j["time"].get<std::string>().ends_with("Z"));
+    events.push_back(j["event"]);
+    if (j["event"] == "batch_ended") {
+      EXPECT_TRUE(j["logs"].contains("loss"));
+      EXPECT_TRUE(j["logs"].contains("accuracy"));
+      EXPECT_GT(j["lr"].get<double>(), 0);
+      EXPECT_GE(j["samples_per_sec"].get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"epoch_started", "batch_ended", "batch_ended", "epoch_ended"}));
+}
+
+}  // namespace
+}  // namespace tandem
