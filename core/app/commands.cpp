@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -63,7 +65,10 @@ RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>
   }
   for (const auto& o : overrides) apply_override(doc, o);
   RunConfig rc = parse_run_config(doc, base_dir);
-  if (quiet) rc.verbose = 0;
+  if (quiet) {
+    rc.verbose = 0;
+    spdlog::set_level(spdlog::level::warn);
+  }
   return rc;
 }
 

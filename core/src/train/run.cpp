@@ -151,8 +151,8 @@ TrainResult run_training(const TrainRequest& request) {
   if (request.resume) started["resumed_from"] = request.resume->string();
   events.emit("run_started", started);
   spdlog::info("run folder: {}", result.run_dir.string());
-  spdlog::info("training on {} ({} samples), validating on {}", data.train->describe(),
-               data.train->size(), data.validation ? data.validation->describe() : "nothing");
+  spdlog::info("training on {}; validating on {}", data.train->describe(),
+               data.validation ? data.validation->describe() : "nothing");
 
   try {
     result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.verbose});

@@ -1,0 +1,177 @@
+// End-to-end runs of the `tandem` binary, the way users run it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using test::run_command;
+
+std::string cli() { return test::tandem_cli(); }
+
+std::vector<json> read_events(const fs::path& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));  // throws if malformed
+  return out;
+}
+
+TEST(Cli, TrainOneEpochEvaluatePredictAndResume) {
+  const fs::path dir = test::scratch_dir("cli-train") / "run";
+  auto r = run_command(cli() + " train --set epochs=1 --run-dir " + dir.string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "config.json"));
+  ASSERT_TRUE(fs::exists(dir / "model.h5"));
+  auto events = read_events(dir / "events.jsonl");
+  ASSERT_GE(events.size(), 5u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e["schema"], 1);
+    EXPECT_TRUE(e.contains("time"));
+  }
+  EXPECT_EQ(events.front()["event"], "run_started");
+  EXPECT_EQ(events.front()["config"]["epochs"], 1);
+  EXPECT_EQ(events.back()["event"], "run_finished");
+  std::size_t batches = 0;
+  double val_accuracy = -1;
+  for (const auto& e : events) {
+    if (e["event"] == "batch_ended") ++batches;
+    if (e["event"] == "epoch_ended") val_accuracy = e["logs"]["val_accuracy"];
+  }
+  EXPECT_EQ(batches, 469u);  // ceil(60000 / 128), last partial batch kept
+  EXPECT_GE(val_accuracy, 0.82) << "fashion-mlp after one epoch";
+
+  // evaluate with the run config stored in the checkpoint: same weights, same data.
+  auto ev = run_command(cli() + " evaluate --weights " + (dir / "model.h5").string() + " -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  json logs = json::parse(ev.out);
+  EXPECT_NEAR(logs["accuracy"].get<double>(), val_accuracy, 1e-9);
+
+  auto pr = run_command(cli() + " predict --weights " + (dir / "model.h5").string() + " -o " +
+                        (dir / "p.npy").string());
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  EXPECT_EQ(fs::file_size(dir / "p.npy"), 128u + 10000u * 10u * 4u);  // header + float32 rows
+
+  // Resume for one more epoch from the final checkpoint.
+  auto rs = run_command(cli() + " train --resume " + (dir / "model.h5").string() + " --set epochs=2 -q");
+  ASSERT_EQ(rs.exit_code, 0) << rs.err;
+  auto after = read_events(dir / "events.jsonl");
+  EXPECT_EQ(after.back()["event"], "run_finished");
+  EXPECT_EQ(after.back()["epochs_done"], 2);
+  EXPECT_EQ(after.back()["history"].size(), 2u);
+}
+
+TEST(Cli, SigintStopsAtABatchBoundaryAndLeavesAResumableCheckpoint) {
+  const fs::path dir = test::scratch_dir("cli-sigint") / "run";
+  std::vector<std::string> args = {cli(), "train", "--set", "epochs=50", "--run-dir", dir.string(), "-q"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  // Wait for training to be under way, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool started = false;
+  while (!started && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(dir / "events.jsonl");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    started = text.find("\"batch_ended\"") != std::string::npos;
+  }
+  ASSERT_TRUE(started);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto events = read_events(dir / "events.jsonl");
+  bool stopped = false;
+  for (const auto& e : events)
+    if (e["event"] == "stopped") {
+      stopped = true;
+      EXPECT_NE(e["reason"].get<std::string>().find("signal"), std::string::npos);
+    }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(events.back()["event"], "run_finished");
+  EXPECT_TRUE(events.back()["interrupted"].get<bool>());
+  EXPECT_LT(events.back()["epochs_done"].get<int>(), 50);
+  // The checkpoint resumes: a further run continues the same epoch.
+  auto rs = run_command(cli() + " train --resume " + (dir / "model.h5").string() +
+                        " --set epochs=" + std::to_string(events.back()["epochs_done"].get<int>() + 1) + " -q");
+  EXPECT_EQ(rs.exit_code, 0) << rs.err;
+}
+
+TEST(Cli, TruncatedAndMissingDataAreExitCode2AndCreateNothing) {
+  const fs::path dir = test::scratch_dir("cli-baddata");
+  {
+    std::ifstream in(test::fashion_mnist_dir() / "t10k-images-idx3-ubyte.gz", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(dir / "cut.gz", std::ios::binary);
+    out << bytes.substr(0, bytes.size() / 3);
+  }
+  auto r = run_command(cli() + " train --set data.train.x=" + (dir / "cut.gz").string() +
+                       " --run-dir " + (dir / "run").string() + " -q");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("cut.gz"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+
+  auto m = run_command(cli() + " train --set data.validation.y=/nonexistent/labels.gz --run-dir " +
+                       (dir / "run2").string() + " -q");
+  EXPECT_EQ(m.exit_code, 2) << m.err;
+  EXPECT_NE(m.err.find("/nonexistent/labels.gz"), std::string::npos) << m.err;
+  EXPECT_FALSE(fs::exists(dir / "run2"));
+}
+
+TEST(Cli, ConfigErrorsNameTheJsonPathWithExitCode2) {
+  auto r = run_command(cli() + " train --set model.config.layers[2].class_name=Dens -q");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model.config.layers[2].class_name"), std::string::npos) << r.err;
+  r = run_command(cli() + " train --set batch_size=-4 -q");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'batch_size'"), std::string::npos) << r.err;
+  r = run_command(cli() + " summary --set model.config.layers[3].config.units=ten");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model.config.layers[3].config.units"), std::string::npos) << r.err;
+  const fs::path dir = test::scratch_dir("cli-badjson");
+  test::write_text(dir / "bad.json", "{\"epochs\": 1,,}");
+  r = run_command(cli() + " train " + (dir / "bad.json").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+  EXPECT_EQ(run_command(cli() + " train --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run_command(cli() + " frobnicate").exit_code, 2);
+  EXPECT_EQ(run_command(cli() + " train --set novalue").exit_code, 2);
+  EXPECT_EQ(run_command(cli() + " predict --weights /etc/hostname -o out.txt").exit_code, 2);
+}
+
+TEST(Cli, HelpAndSummary) {
+  for (const char* cmd : {"train", "evaluate", "predict", "summary"}) {
+    auto r = run_command(cli() + " " + cmd + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("--set"), std::string::npos) << cmd;
+  }
+  auto v = run_command(cli() + " --version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("tandem 0.1"), std::string::npos);
+  auto s = run_command(cli() + " summary " + (test::source_dir() / "resources/configs/seed-mlp.json").string());
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("Total params: 41,157,101"), std::string::npos) << s.out;
+}
+
+}  // namespace
+}  // namespace tandem
