@@ -18,11 +18,19 @@ struct CommandResult {
 CommandResult run_command(const std::string& command);
 
 /// Debian's Python, which has torch and h5py (the python3 first on PATH does not).
-inline const char* system_python() { return "/usr/bin/python3"; }
-inline std::filesystem::path source_dir() { return TANDEM_SOURCE_DIR; }
-inline std::string tandem_cli() { return TANDEM_CLI; }
+inline const char* system_python() {
+  return "/usr/bin/python3";
+}
+inline std::filesystem::path source_dir() {
+  return TANDEM_SOURCE_DIR;
+}
+inline std::string tandem_cli() {
+  return TANDEM_CLI;
+}
 /// The Fashion-MNIST folder of Debian's dataset-fashion-mnist package.
-inline std::filesystem::path fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+inline std::filesystem::path fashion_mnist_dir() {
+  return "/usr/share/datasets/fashion-mnist";
+}
 
 std::string read_text(const std::filesystem::path& path);
 void write_text(const std::filesystem::path& path, const std::string& text);

@@ -99,8 +99,9 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   train->callback([this] {
     selected_ = [this] {
       if (!events_.empty() && events_ != "-")
-        throw ConfigError("--events", "only '-' (stdout) is supported; the file stream is always "
-                                      "<run-dir>/events.jsonl");
+        throw ConfigError("--events",
+                          "only '-' (stdout) is supported; the file stream is always "
+                          "<run-dir>/events.jsonl");
       if (!resume_.empty() && !weights_.empty())
         throw ConfigError("--weights", "give --resume or --weights, not both");
       TrainRequest req;
@@ -116,17 +117,19 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   });
 
   auto* evaluate = app.add_subcommand("evaluate", "Loss and metrics of saved weights on a dataset");
-  evaluate->footer("Prints one JSON object of logs on stdout. Without CONFIG, uses the run "
-                   "config stored in the checkpoint.");
+  evaluate->footer(
+      "Prints one JSON object of logs on stdout. Without CONFIG, uses the run "
+      "config stored in the checkpoint.");
   add_config_options(evaluate, config_, overrides_);
   evaluate->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
-      ->required()->check(CLI::ExistingFile);
+      ->required()
+      ->check(CLI::ExistingFile);
   evaluate->add_option("--split", split_, "validation (default), test or train");
   evaluate->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
   evaluate->callback([this] {
     selected_ = [this] {
-      InferenceRequest req{resolve_config({config_, weights_, false}, overrides_, quiet_),
-                           weights_, split_};
+      InferenceRequest req{resolve_config({config_, weights_, false}, overrides_, quiet_), weights_,
+                           split_};
       Logs logs = run_evaluation(req);
       std::cout << logs.to_json().dump() << std::endl;
       return static_cast<int>(ExitCode::ok);
@@ -137,7 +140,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   predict->footer("Writes one row per sample: CSV (default, to stdout) or .npy by extension.");
   add_config_options(predict, config_, overrides_);
   predict->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
-      ->required()->check(CLI::ExistingFile);
+      ->required()
+      ->check(CLI::ExistingFile);
   predict->add_option("--split", split_, "validation (default), test or train");
   predict->add_option("-o,--output", output_, "Output file (.csv or .npy); '-' = CSV on stdout");
   predict->callback([this] {
@@ -162,6 +166,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   });
 }
 
-int Commands::run() { return selected_ ? selected_() : static_cast<int>(ExitCode::bad_input); }
+int Commands::run() {
+  return selected_ ? selected_() : static_cast<int>(ExitCode::bad_input);
+}
 
 }  // namespace tandem::app

@@ -1,8 +1,8 @@
 // tandem: the headless engine. A thin layer over the library: parse arguments, call run_*,
 // map errors to exit codes (0 ok, 1 run failed, 2 bad usage, config or data).
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>

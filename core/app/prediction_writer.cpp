@@ -13,7 +13,8 @@ namespace tandem::app {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void write_csv(const Tensor& t, std::ostream& out) {
@@ -32,7 +33,8 @@ void write_csv(const Tensor& t, std::ostream& out) {
 
 void write_npy(const Tensor& t, std::ostream& out) {
   std::string shape = "(";
-  for (int i = 0; i < t.rank(); ++i) shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? ",)" : (i + 1 < t.rank() ? ", " : ")"));
+  for (int i = 0; i < t.rank(); ++i)
+    shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? ",)" : (i + 1 < t.rank() ? ", " : ")"));
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so that magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
@@ -42,7 +44,8 @@ void write_npy(const Tensor& t, std::ostream& out) {
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out << header;
-  out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(t.data()),
+            static_cast<std::streamsize>(t.size() * sizeof(float)));
 }
 
 }  // namespace
@@ -64,8 +67,10 @@ void write_predictions(const Tensor& predictions, const std::string& path) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw RunError("cannot write " + tmp.string());
-    if (ends_with(path, ".npy")) write_npy(predictions, out);
-    else write_csv(predictions, out);
+    if (ends_with(path, ".npy"))
+      write_npy(predictions, out);
+    else
+      write_csv(predictions, out);
     if (!out) throw RunError("writing " + tmp.string() + " failed");
   }
   std::error_code ec;

@@ -63,7 +63,9 @@ TEST(ConfigObject, RangeChecks) {
             std::string::npos);
   EXPECT_NE(error_of([&] { c.positive_int("n"); }).find("positive integer, got -3"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { c.one_of("mode", "min", {"min", "max"}); }).find("'sideways'"),
+  EXPECT_NE(error_of([&] {
+              c.one_of("mode", "min", {"min", "max"});
+            }).find("'sideways'"),
             std::string::npos);
 }
 

@@ -22,7 +22,9 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 using test::run_command;
 
-std::string cli() { return test::tandem_cli(); }
+std::string cli() {
+  return test::tandem_cli();
+}
 
 std::vector<json> read_events(const fs::path& path) {
   std::vector<json> out;
@@ -68,7 +70,8 @@ TEST(Cli, TrainOneEpochEvaluatePredictAndResume) {
   EXPECT_EQ(fs::file_size(dir / "p.npy"), 128u + 10000u * 10u * 4u);  // header + float32 rows
 
   // Resume for one more epoch from the final checkpoint.
-  auto rs = run_command(cli() + " train --resume " + (dir / "model.h5").string() + " --set epochs=2 -q");
+  auto rs =
+      run_command(cli() + " train --resume " + (dir / "model.h5").string() + " --set epochs=2 -q");
   ASSERT_EQ(rs.exit_code, 0) << rs.err;
   auto after = read_events(dir / "events.jsonl");
   EXPECT_EQ(after.back()["event"], "run_finished");
@@ -78,7 +81,8 @@ TEST(Cli, TrainOneEpochEvaluatePredictAndResume) {
 
 TEST(Cli, SigintStopsAtABatchBoundaryAndLeavesAResumableCheckpoint) {
   const fs::path dir = test::scratch_dir("cli-sigint") / "run";
-  std::vector<std::string> args = {cli(), "train", "--set", "epochs=50", "--run-dir", dir.string(), "-q"};
+  std::vector<std::string> args = {cli(),       "train",      "--set", "epochs=50",
+                                   "--run-dir", dir.string(), "-q"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -111,8 +115,9 @@ TEST(Cli, SigintStopsAtABatchBoundaryAndLeavesAResumableCheckpoint) {
   EXPECT_TRUE(events.back()["interrupted"].get<bool>());
   EXPECT_LT(events.back()["epochs_done"].get<int>(), 50);
   // The checkpoint resumes: a further run continues the same epoch.
-  auto rs = run_command(cli() + " train --resume " + (dir / "model.h5").string() +
-                        " --set epochs=" + std::to_string(events.back()["epochs_done"].get<int>() + 1) + " -q");
+  auto rs =
+      run_command(cli() + " train --resume " + (dir / "model.h5").string() + " --set epochs=" +
+                  std::to_string(events.back()["epochs_done"].get<int>() + 1) + " -q");
   EXPECT_EQ(rs.exit_code, 0) << rs.err;
 }
 
@@ -168,7 +173,8 @@ TEST(Cli, HelpAndSummary) {
   auto v = run_command(cli() + " --version");
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("tandem 0.1"), std::string::npos);
-  auto s = run_command(cli() + " summary " + (test::source_dir() / "resources/configs/seed-mlp.json").string());
+  auto s = run_command(cli() + " summary " +
+                       (test::source_dir() / "resources/configs/seed-mlp.json").string());
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_NE(s.out.find("Total params: 41,157,101"), std::string::npos) << s.out;
 }

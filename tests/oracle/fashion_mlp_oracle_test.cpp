@@ -4,10 +4,10 @@
 // Tandem builds the model from resources/configs/fashion-mlp.json, saves its initial weights as a
 // checkpoint (Keras HDF5 layout), and writes the exact inputs and labels of 20 batches of 128 (a
 // seeded DataLoader shuffle of the real training set) as raw float32. fashion_mlp_torch.py loads
-// both with h5py/numpy, trains with the Keras Adam rule written out in float32 torch, and writes its
-// final weights (Keras layout) and per-step losses. Bar: for every weight tensor
-// max|tandem - torch| / max|torch| <= 1e-4, and every step's loss within 1e-4 relative.
-// Negative control: Tandem trained with learning rate 1.1e-3 instead of 1e-3 must miss that bar.
+// both with h5py/numpy, trains with the Keras Adam rule written out in float32 torch, and writes
+// its final weights (Keras layout) and per-step losses. Bar: for every weight tensor max|tandem -
+// torch| / max|torch| <= 1e-4, and every step's loss within 1e-4 relative. Negative control: Tandem
+// trained with learning rate 1.1e-3 instead of 1e-3 must miss that bar.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,7 +154,8 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
   auto probe = test::run_command(python + " -c 'import torch, h5py, numpy'");
   ASSERT_EQ(probe.exit_code, 0) << python << " cannot import torch/h5py/numpy, so the PyTorch "
                                 << "oracle cannot run. Install Debian's python3-torch and "
-                                << "python3-h5py (scripts/setup does).\n" << probe.err;
+                                << "python3-h5py (scripts/setup does).\n"
+                                << probe.err;
 
   // ---- Tandem: model, loss, optimizer and data from the fashion-mlp run config ----
   const fs::path config_path = test::source_dir() / "resources/configs/fashion-mlp.json";
@@ -174,8 +175,8 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
   auto dataset = make_dataset(rc.data.train, "data.train", rc.base_dir.string());
   ASSERT_EQ(dataset->size(), 60000) << dataset->describe();  // the full training set
   ASSERT_EQ(dataset->x_shape(), (Shape{28, 28}));
-  DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .seed = kLoaderSeed,
-                              .prefetch = 0});
+  DataLoader loader(dataset,
+                    {.batch_size = kBatch, .shuffle = true, .seed = kLoaderSeed, .prefetch = 0});
   loader.start_epoch(0);
   std::vector<Batch> batches(kSteps);
   std::vector<float> xs, ys;
@@ -203,8 +204,8 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
       python + " " + quoted(script) + " --init " + quoted(dir / "init.h5") + " --x " +
       quoted(dir / "x.f32") + " --y " + quoted(dir / "y.f32") + " --sample-shape 28,28" +
       " --batch " + std::to_string(kBatch) + " --steps " + std::to_string(kSteps) + " --lr " +
-      opt_cfg.at("learning_rate").dump() + " --beta1 " + opt_cfg.at("beta_1").dump() +
-      " --beta2 " + opt_cfg.at("beta_2").dump() + " --epsilon " + opt_cfg.at("epsilon").dump() +
+      opt_cfg.at("learning_rate").dump() + " --beta1 " + opt_cfg.at("beta_1").dump() + " --beta2 " +
+      opt_cfg.at("beta_2").dump() + " --epsilon " + opt_cfg.at("epsilon").dump() +
       " --threads 1 --out " + quoted(torch_out);
   auto torch_run = test::run_command(cmd);
   ASSERT_EQ(torch_run.exit_code, 0) << cmd << "\n" << torch_run.out << torch_run.err;
@@ -219,10 +220,11 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
   int loss_step = 0;
   const double loss_diff = worst_loss_diff(losses, torch_losses, &loss_step);
   print_weights("fashion-mlp, 20 Adam steps, Tandem (a) vs PyTorch (b):", diffs);
-  std::printf("  worst weight max|a-b|/max|b| = %.3g; worst loss |a-b|/|b| = %.3g at step %d "
-              "(Tandem %.8f, torch %.8f); first loss %.6f, last loss %.6f\n",
-              worst(diffs), loss_diff, loss_step + 1, losses[loss_step], torch_losses[loss_step],
-              losses.front(), losses.back());
+  std::printf(
+      "  worst weight max|a-b|/max|b| = %.3g; worst loss |a-b|/|b| = %.3g at step %d "
+      "(Tandem %.8f, torch %.8f); first loss %.6f, last loss %.6f\n",
+      worst(diffs), loss_diff, loss_step + 1, losses[loss_step], torch_losses[loss_step],
+      losses.front(), losses.back());
   for (const auto& d : diffs)
     EXPECT_LE(d.rel(), kBar) << d.name << ": max|tandem - torch| / max|torch| after " << kSteps
                              << " steps";
@@ -249,8 +251,10 @@ TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
   EXPECT_GT(control_loss_diff, kBar) << "the loss comparison does not tell lr 1.1e-3 from 1e-3";
   std::fflush(stdout);
   // Keep the inputs and torch's outputs for investigation when something failed.
-  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
-  else std::printf("inputs and torch outputs kept in %s\n", dir.c_str());
+  if (!::testing::Test::HasFailure())
+    fs::remove_all(dir);
+  else
+    std::printf("inputs and torch outputs kept in %s\n", dir.c_str());
 }
 
 }  // namespace

@@ -39,14 +39,14 @@ struct LayerWeights {
 };
 
 struct TrainingStateData {
-  nlohmann::json state;                    // epoch, step, history, optimizer config, ...
+  nlohmann::json state;  // epoch, step, history, optimizer config, ...
   std::vector<NamedTensor> optimizer_slots;
   std::map<std::string, std::vector<std::uint64_t>> rng_states;  // "loader", "dense/dropout", ...
 };
 
 struct CheckpointData {
-  nlohmann::json model_config;        // {"class_name": "Sequential", "config": {...}}
-  std::vector<LayerWeights> layers;   // every layer of the model, in model order
+  nlohmann::json model_config;                // {"class_name": "Sequential", "config": {...}}
+  std::vector<LayerWeights> layers;           // every layer of the model, in model order
   std::optional<TrainingStateData> training;  // absent in a weights-only file
 };
 

@@ -18,7 +18,8 @@ namespace tandem {
 
 /// "a string", "an integer", ... for error messages.
 std::string json_type_name(const nlohmann::json& value);
-/// Joins a parent path and a key: ("", "epochs") -> "epochs"; ("model", "config") -> "model.config".
+/// Joins a parent path and a key: ("", "epochs") -> "epochs"; ("model", "config") ->
+/// "model.config".
 std::string json_path_join(const std::string& parent, const std::string& key);
 
 class ConfigObject {

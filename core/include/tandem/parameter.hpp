@@ -12,9 +12,9 @@
 namespace tandem {
 
 struct Parameter {
-  std::string name;    // "kernel"
+  std::string name;  // "kernel"
   Tensor value;
-  Tensor grad;         // same shape as value; empty when not trainable
+  Tensor grad;  // same shape as value; empty when not trainable
   bool trainable = true;
 };
 

@@ -25,11 +25,11 @@ namespace tandem {
 
 struct TrainRequest {
   RunConfig config;
-  std::optional<std::filesystem::path> run_dir;   // default: runs/<name>-<UTC time>
+  std::optional<std::filesystem::path> run_dir;  // default: runs/<name>-<UTC time>
   bool events_to_stdout = false;
-  std::optional<std::filesystem::path> resume;    // a checkpoint with training state
-  std::optional<std::filesystem::path> weights;   // initial weights only
-  const std::atomic<bool>* interrupt = nullptr;   // raised by SIGINT/SIGTERM handlers
+  std::optional<std::filesystem::path> resume;       // a checkpoint with training state
+  std::optional<std::filesystem::path> weights;      // initial weights only
+  const std::atomic<bool>* interrupt = nullptr;      // raised by SIGINT/SIGTERM handlers
   std::vector<std::shared_ptr<Callback>> callbacks;  // in-process callbacks (tests, embedding)
 };
 

@@ -15,9 +15,9 @@
 namespace tandem {
 
 struct DataConfig {
-  nlohmann::json train;       // dataset spec (see dataset.hpp)
-  nlohmann::json validation;  // null when absent
-  nlohmann::json test;        // null when absent
+  nlohmann::json train;           // dataset spec (see dataset.hpp)
+  nlohmann::json validation;      // null when absent
+  nlohmann::json test;            // null when absent
   double validation_split = 0.0;  // Keras: the last fraction of train, before shuffling
   bool shuffle = true;
   int prefetch = 2;

@@ -48,7 +48,8 @@ class Trainer : public CallbackContext {
   /// Trains until `options.epochs` epochs are done (continuing from a restored state), a callback
   /// asks to stop, or the interrupt flag is raised. Returns the history (one Logs per epoch).
   /// Throws RunError on a non-finite loss, naming the epoch and step.
-  const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation, const FitOptions& options);
+  const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation,
+                               const FitOptions& options);
   /// Loss and metrics over one pass of `data` (test hooks), without the `val_` prefix.
   Logs evaluate(DataLoader& data, int verbose = 0);
   /// Model outputs for every sample of `data`, in loader order: (samples, output_shape...).

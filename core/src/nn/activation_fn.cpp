@@ -14,14 +14,19 @@ struct NamedKind {
   ActivationKind kind;
 };
 
-constexpr NamedKind kNames[] = {
-    {"linear", ActivationKind::linear},   {"relu", ActivationKind::relu},
-    {"tanh", ActivationKind::tanh},       {"sigmoid", ActivationKind::sigmoid},
-    {"softmax", ActivationKind::softmax}, {"gelu", ActivationKind::gelu},
-    {"elu", ActivationKind::elu},         {"selu", ActivationKind::selu},
-    {"softplus", ActivationKind::softplus}, {"softsign", ActivationKind::softsign},
-    {"swish", ActivationKind::swish},     {"silu", ActivationKind::swish},
-    {"exponential", ActivationKind::exponential}};
+constexpr NamedKind kNames[] = {{"linear", ActivationKind::linear},
+                                {"relu", ActivationKind::relu},
+                                {"tanh", ActivationKind::tanh},
+                                {"sigmoid", ActivationKind::sigmoid},
+                                {"softmax", ActivationKind::softmax},
+                                {"gelu", ActivationKind::gelu},
+                                {"elu", ActivationKind::elu},
+                                {"selu", ActivationKind::selu},
+                                {"softplus", ActivationKind::softplus},
+                                {"softsign", ActivationKind::softsign},
+                                {"swish", ActivationKind::swish},
+                                {"silu", ActivationKind::swish},
+                                {"exponential", ActivationKind::exponential}};
 
 constexpr std::int64_t kChunk = 16384;
 constexpr float kSeluAlpha = 1.6732632423543772f;
@@ -51,7 +56,9 @@ float sigmoid(float x) {
   return z / (1.0f + z);
 }
 
-float softplus(float x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+float softplus(float x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
 
 }  // namespace
 
@@ -85,8 +92,12 @@ void activation_forward(ActivationKind kind, const float* in, float* out, std::i
     case ActivationKind::relu:  // std::max(NaN, 0) is NaN: a NaN input must not vanish
       map(in, out, n, [](float x) { return std::max(x, 0.0f); });
       return;
-    case ActivationKind::tanh: map(in, out, n, [](float x) { return std::tanh(x); }); return;
-    case ActivationKind::sigmoid: map(in, out, n, sigmoid); return;
+    case ActivationKind::tanh:
+      map(in, out, n, [](float x) { return std::tanh(x); });
+      return;
+    case ActivationKind::sigmoid:
+      map(in, out, n, sigmoid);
+      return;
     case ActivationKind::gelu:
       map(in, out, n, [](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
       return;
@@ -97,12 +108,18 @@ void activation_forward(ActivationKind kind, const float* in, float* out, std::i
       map(in, out, n,
           [](float x) { return kSeluScale * (x > 0 ? x : kSeluAlpha * std::expm1(x)); });
       return;
-    case ActivationKind::softplus: map(in, out, n, softplus); return;
+    case ActivationKind::softplus:
+      map(in, out, n, softplus);
+      return;
     case ActivationKind::softsign:
       map(in, out, n, [](float x) { return x / (1.0f + std::fabs(x)); });
       return;
-    case ActivationKind::swish: map(in, out, n, [](float x) { return x * sigmoid(x); }); return;
-    case ActivationKind::exponential: map(in, out, n, [](float x) { return std::exp(x); }); return;
+    case ActivationKind::swish:
+      map(in, out, n, [](float x) { return x * sigmoid(x); });
+      return;
+    case ActivationKind::exponential:
+      map(in, out, n, [](float x) { return std::exp(x); });
+      return;
     case ActivationKind::softmax:
       cpu::parallel_for(rows, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(cols, 1)),
                         [&](std::int64_t b, std::int64_t e) {
@@ -130,7 +147,8 @@ void activation_backward(ActivationKind kind, const float* in, const float* out,
   const std::int64_t n = rows * cols;
   switch (kind) {
     case ActivationKind::linear:
-      if (grad_in != grad_out) chain(in, out, grad_out, grad_in, n, [](float, float) { return 1.0f; });
+      if (grad_in != grad_out)
+        chain(in, out, grad_out, grad_in, n, [](float, float) { return 1.0f; });
       return;
     case ActivationKind::relu:
       chain(in, out, grad_out, grad_in, n, [](float x, float) { return x > 0 ? 1.0f : 0.0f; });
@@ -147,12 +165,12 @@ void activation_backward(ActivationKind kind, const float* in, const float* out,
       });
       return;
     case ActivationKind::elu:
-      chain(in, out, grad_out, grad_in, n, [](float x, float y) { return x > 0 ? 1.0f : y + 1.0f; });
+      chain(in, out, grad_out, grad_in, n,
+            [](float x, float y) { return x > 0 ? 1.0f : y + 1.0f; });
       return;
     case ActivationKind::selu:
-      chain(in, out, grad_out, grad_in, n, [](float x, float y) {
-        return x > 0 ? kSeluScale : y + kSeluScale * kSeluAlpha;
-      });
+      chain(in, out, grad_out, grad_in, n,
+            [](float x, float y) { return x > 0 ? kSeluScale : y + kSeluScale * kSeluAlpha; });
       return;
     case ActivationKind::softplus:
       chain(in, out, grad_out, grad_in, n, [](float x, float) { return sigmoid(x); });

@@ -8,8 +8,20 @@
 
 namespace tandem::nn {
 
-enum class ActivationKind { linear, relu, tanh, sigmoid, softmax, gelu, elu, selu, softplus,
-                            softsign, swish, exponential };
+enum class ActivationKind {
+  linear,
+  relu,
+  tanh,
+  sigmoid,
+  softmax,
+  gelu,
+  elu,
+  selu,
+  softplus,
+  softsign,
+  swish,
+  exponential
+};
 
 /// Parses a Keras activation name ("relu", "silu" = "swish", null/"linear"); throws ConfigError
 /// naming `path` and listing the known names.

@@ -46,8 +46,7 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
   if (options_.use_bias) {
     const float* b = bias_.value.data();
     cpu::parallel_for(rows, 256, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r)
-        std::copy(b, b + units, zp + r * units);
+      for (std::int64_t r = r0; r < r1; ++r) std::copy(b, b + units, zp + r * units);
     });
   }
   cpu::gemm(false, false, rows, units, in_features_, 1.0f, x.data(), in_features_,
@@ -68,8 +67,8 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
   const float* g = grad_output.data();
   if (options_.activation != ActivationKind::linear) {
     grad_pre_.resize(grad_output.shape());
-    activation_backward(options_.activation, pre_.data(), output_.data(), g, grad_pre_.data(),
-                        rows, units);
+    activation_backward(options_.activation, pre_.data(), output_.data(), g, grad_pre_.data(), rows,
+                        units);
     g = grad_pre_.data();
   }
   // dKernel = xᵀ · g

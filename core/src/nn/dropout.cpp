@@ -38,18 +38,15 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
   }
   if (!masked_) return grad_output;
   grad_input_.resize(grad_output.shape());
-  for (std::int64_t i = 0; i < grad_output.size(); ++i)
-    grad_input_[i] = grad_output[i] * mask_[i];
+  for (std::int64_t i = 0; i < grad_output.size(); ++i) grad_input_[i] = grad_output[i] * mask_[i];
   return grad_input_;
 }
 
 nlohmann::json Dropout::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"rate", rate_},
-          {"noise_shape", nullptr},
-          {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr)}};
+  return {
+      {"name", name()},         {"trainable", trainable()},
+      {"dtype", "float32"},     {"rate", rate_},
+      {"noise_shape", nullptr}, {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace tandem::nn

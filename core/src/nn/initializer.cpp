@@ -14,11 +14,16 @@ struct Known {
   const char* camel;
 };
 
-constexpr Known kKnown[] = {{"glorot_uniform", "GlorotUniform"}, {"glorot_normal", "GlorotNormal"},
-                            {"he_normal", "HeNormal"},           {"he_uniform", "HeUniform"},
-                            {"lecun_normal", "LecunNormal"},     {"lecun_uniform", "LecunUniform"},
-                            {"zeros", "Zeros"},                  {"ones", "Ones"},
-                            {"constant", "Constant"},            {"random_normal", "RandomNormal"},
+constexpr Known kKnown[] = {{"glorot_uniform", "GlorotUniform"},
+                            {"glorot_normal", "GlorotNormal"},
+                            {"he_normal", "HeNormal"},
+                            {"he_uniform", "HeUniform"},
+                            {"lecun_normal", "LecunNormal"},
+                            {"lecun_uniform", "LecunUniform"},
+                            {"zeros", "Zeros"},
+                            {"ones", "Ones"},
+                            {"constant", "Constant"},
+                            {"random_normal", "RandomNormal"},
                             {"random_uniform", "RandomUniform"}};
 
 // Truncated normal at two standard deviations (as Keras' VarianceScaling draws it).
@@ -41,16 +46,18 @@ Initializer parse_initializer(const nlohmann::json& spec, const std::string& pat
     name = obj.get_string("class_name");
     if (obj.has("config")) {
       ConfigObject cfg = obj.get_object("config");
-      if (cfg.has("seed")) init.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
-      else cfg.ignore({"seed"});
+      if (cfg.has("seed"))
+        init.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
+      else
+        cfg.ignore({"seed"});
       if (name == "Constant" || name == "constant") init.value = cfg.get_number("value", 0.0);
       cfg.finish();
     }
     obj.ignore({"module", "registered_name"});
     obj.finish();
   } else {
-    throw ConfigError(path, "expected an initializer name or {\"class_name\": ...}, got " +
-                                json_type_name(spec));
+    throw ConfigError(
+        path, "expected an initializer name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
   for (const auto& k : kKnown) {
     if (name == k.snake || name == k.camel) {
@@ -92,18 +99,28 @@ void Initializer::fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng
     const double stddev = std::sqrt(scale_over_fan) / .87962566103423978;
     for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(truncated_normal(rng) * stddev);
   };
-  if (name == "glorot_uniform") uniform(std::sqrt(6.0 / (fin + fout)));
-  else if (name == "glorot_normal") trunc_normal(2.0 / (fin + fout));
-  else if (name == "he_normal") trunc_normal(2.0 / fin);
-  else if (name == "he_uniform") uniform(std::sqrt(6.0 / fin));
-  else if (name == "lecun_normal") trunc_normal(1.0 / fin);
-  else if (name == "lecun_uniform") uniform(std::sqrt(3.0 / fin));
-  else if (name == "zeros") t.fill(0.0f);
-  else if (name == "ones") t.fill(1.0f);
-  else if (name == "constant") t.fill(static_cast<float>(value));
+  if (name == "glorot_uniform")
+    uniform(std::sqrt(6.0 / (fin + fout)));
+  else if (name == "glorot_normal")
+    trunc_normal(2.0 / (fin + fout));
+  else if (name == "he_normal")
+    trunc_normal(2.0 / fin);
+  else if (name == "he_uniform")
+    uniform(std::sqrt(6.0 / fin));
+  else if (name == "lecun_normal")
+    trunc_normal(1.0 / fin);
+  else if (name == "lecun_uniform")
+    uniform(std::sqrt(3.0 / fin));
+  else if (name == "zeros")
+    t.fill(0.0f);
+  else if (name == "ones")
+    t.fill(1.0f);
+  else if (name == "constant")
+    t.fill(static_cast<float>(value));
   else if (name == "random_normal")
     for (std::int64_t i = 0; i < n; ++i) p[i] = 0.05f * rng.normal();
-  else if (name == "random_uniform") uniform(0.05);
+  else if (name == "random_uniform")
+    uniform(0.05);
 }
 
 }  // namespace tandem::nn

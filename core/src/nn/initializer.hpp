@@ -14,9 +14,9 @@
 namespace tandem::nn {
 
 struct Initializer {
-  std::string name;  // "glorot_uniform"
+  std::string name;                   // "glorot_uniform"
   std::optional<std::uint64_t> seed;  // the config's own seed, if any
-  double value = 0;  // for "constant"
+  double value = 0;                   // for "constant"
   /// Fills `t`; fan_in/fan_out as Keras computes them for this weight.
   void fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng& model_rng) const;
   nlohmann::json config() const;  // {"class_name": "GlorotUniform", "config": {"seed": null}}

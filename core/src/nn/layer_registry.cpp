@@ -21,7 +21,8 @@ ActivationKind read_activation(ConfigObject& c, const std::string& key) {
 void require_null(ConfigObject& c, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     if (c.find(k))
-      throw ConfigError(c.path_of(k), "is not supported by Tandem yet; remove it or set it to null");
+      throw ConfigError(c.path_of(k),
+                        "is not supported by Tandem yet; remove it or set it to null");
   }
 }
 
@@ -53,8 +54,10 @@ std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
   double rate = c.number_in("rate", 0.0, 0.0, 1.0, false, true);
   if (!c.has("rate")) throw ConfigError(c.path_of("rate"), "required key is missing");
   std::optional<std::uint64_t> seed;
-  if (c.has("seed")) seed = static_cast<std::uint64_t>(c.get_int("seed"));
-  else c.ignore({"seed"});
+  if (c.has("seed"))
+    seed = static_cast<std::uint64_t>(c.get_int("seed"));
+  else
+    c.ignore({"seed"});
   require_null(c, {"noise_shape"});
   return std::make_unique<Dropout>(name, rate, seed);
 }

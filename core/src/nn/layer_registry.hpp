@@ -13,7 +13,8 @@ namespace tandem::nn {
 
 /// Reads a layer's "config" object (the common keys name/trainable/dtype are already consumed)
 /// and makes the layer. `name` is the final layer name.
-using LayerFactory = std::function<std::unique_ptr<Layer>(ConfigObject& config, const std::string& name)>;
+using LayerFactory =
+    std::function<std::unique_ptr<Layer>(ConfigObject& config, const std::string& name)>;
 
 struct LayerClass {
   std::string default_name;  // "dense": Keras names layers dense, dense_1, dense_2, ...

@@ -16,7 +16,9 @@ using nlohmann::json;
 
 constexpr float kEpsilon = 1e-7f;  // Keras backend epsilon()
 
-std::int64_t rows_of(const Tensor& t) { return t.rank() > 0 ? t.dim(0) : 1; }
+std::int64_t rows_of(const Tensor& t) {
+  return t.rank() > 0 ? t.dim(0) : 1;
+}
 
 // Sums per-row values computed by f(row) in a fixed order (deterministic whatever the threads).
 template <class F>
@@ -24,7 +26,8 @@ double sum_rows(std::int64_t rows, std::int64_t work_per_row, F f) {
   std::vector<double> per_row(static_cast<std::size_t>(rows));
   cpu::parallel_for(rows, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(work_per_row, 1)),
                     [&](std::int64_t b, std::int64_t e) {
-                      for (std::int64_t r = b; r < e; ++r) per_row[static_cast<std::size_t>(r)] = f(r);
+                      for (std::int64_t r = b; r < e; ++r)
+                        per_row[static_cast<std::size_t>(r)] = f(r);
                     });
   double total = 0;
   for (double v : per_row) total += v;
@@ -112,8 +115,8 @@ class BinaryCrossentropy : public Loss {
           // max(x, 0) - x t + log(1 + exp(-|x|)): stable for any x.
           s += std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x)));
           if (grad) {
-            const float sig = x >= 0 ? 1.0f / (1.0f + std::exp(-x))
-                                     : std::exp(x) / (1.0f + std::exp(x));
+            const float sig =
+                x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x));
             (*grad)[c] = (sig - t) * gs;
           }
         } else {
@@ -122,8 +125,8 @@ class BinaryCrossentropy : public Loss {
           const float q = std::clamp(x, kEpsilon, 1.0f - kEpsilon);
           s += -(t * std::log(q + kEpsilon) + (1.0f - t) * std::log(1.0f - q + kEpsilon));
           if (grad)
-            (*grad)[c] = clipped ? 0.0f
-                                 : (-t / (q + kEpsilon) + (1.0f - t) / (1.0f - q + kEpsilon)) * gs;
+            (*grad)[c] =
+                clipped ? 0.0f : (-t / (q + kEpsilon) + (1.0f - t) / (1.0f - q + kEpsilon)) * gs;
         }
       }
       return s / static_cast<double>(cols);
@@ -140,7 +143,9 @@ class BinaryCrossentropy : public Loss {
 class CategoricalCrossentropy : public Loss {
  public:
   CategoricalCrossentropy(bool sparse, bool from_logits, double label_smoothing)
-      : sparse_(sparse), from_logits_(from_logits), smoothing_(static_cast<float>(label_smoothing)) {}
+      : sparse_(sparse),
+        from_logits_(from_logits),
+        smoothing_(static_cast<float>(label_smoothing)) {}
   std::string name() const override {
     return sparse_ ? "sparse_categorical_crossentropy" : "categorical_crossentropy";
   }
@@ -163,7 +168,8 @@ class CategoricalCrossentropy : public Loss {
   double compute(const Tensor& pred, const Tensor& target, float grad_scale,
                  Tensor* grad) const override {
     check_batch(pred, target, name());
-    const std::int64_t rows = rows_of(pred), classes = pred.size() / std::max<std::int64_t>(rows, 1);
+    const std::int64_t rows = rows_of(pred),
+                       classes = pred.size() / std::max<std::int64_t>(rows, 1);
     if (sparse_ ? target.size() != rows : target.size() != pred.size())
       throw ShapeError(name() + ": targets " + shape_to_string(target.shape()) +
                        " do not fit predictions " + shape_to_string(pred.shape()));
@@ -175,7 +181,8 @@ class CategoricalCrossentropy : public Loss {
       // Target distribution t[c] for this row (after label smoothing).
       auto target_at = [&](std::int64_t c) -> float {
         if (sparse_) return c == label(tgt[r], classes) ? 1.0f : 0.0f;
-        return tgt[r * classes + c] * (1.0f - smoothing_) + smoothing_ / static_cast<float>(classes);
+        return tgt[r * classes + c] * (1.0f - smoothing_) +
+               smoothing_ / static_cast<float>(classes);
       };
       if (sparse_) label(tgt[r], classes);  // validates the label even when unused below
       double loss = 0;
@@ -267,14 +274,15 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
     }
     obj.finish();
   } else {
-    throw ConfigError(path, "expected a loss name or {\"class_name\": ...}, got " +
-                                json_type_name(spec));
+    throw ConfigError(path,
+                      "expected a loss name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
   const std::string canon = canonical_loss_name(name);
   if (canon == "mse") return std::make_unique<ElementwiseRegression>(true);
   if (canon == "mae") return std::make_unique<ElementwiseRegression>(false);
   if (canon == "bce") return std::make_unique<BinaryCrossentropy>(from_logits, smoothing);
-  if (canon == "cce") return std::make_unique<CategoricalCrossentropy>(false, from_logits, smoothing);
+  if (canon == "cce")
+    return std::make_unique<CategoricalCrossentropy>(false, from_logits, smoothing);
   if (canon == "scce") return std::make_unique<CategoricalCrossentropy>(true, from_logits, 0.0);
   throw ConfigError(name_path,
                     "unknown loss '" + name +

@@ -25,7 +25,8 @@ void check_dtype(ConfigObject& c) {
   const json* d = c.find("dtype");
   if (!d) return;
   std::string name;
-  if (d->is_string()) name = d->get<std::string>();
+  if (d->is_string())
+    name = d->get<std::string>();
   else if (d->is_object() && d->contains("config") && (*d)["config"].contains("name") &&
            (*d)["config"]["name"].is_string())
     name = (*d)["config"]["name"].get<std::string>();
@@ -52,12 +53,18 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
   };
   std::optional<Shape> shape;
   for (const char* key : {"batch_input_shape", "batch_shape"})
-    if (c.has(key)) shape = to_shape(key, true);
-    else c.ignore({key});
-  if (c.has("input_shape")) shape = to_shape("input_shape", false);
-  else c.ignore({"input_shape"});
-  if (c.has("shape")) shape = to_shape("shape", false);
-  else c.ignore({"shape"});
+    if (c.has(key))
+      shape = to_shape(key, true);
+    else
+      c.ignore({key});
+  if (c.has("input_shape"))
+    shape = to_shape("input_shape", false);
+  else
+    c.ignore({"input_shape"});
+  if (c.has("shape"))
+    shape = to_shape("shape", false);
+  else
+    c.ignore({"shape"});
   c.ignore({"batch_size"});
   return shape;
 }
@@ -136,7 +143,8 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
     check_dtype(lc);
     auto shape = read_input_shape(lc);
     if (shape) {
-      if (model->layers_.empty() && !input_shape) input_shape = shape;
+      if (model->layers_.empty() && !input_shape)
+        input_shape = shape;
       else if (!model->layers_.empty() || *shape != *input_shape)
         throw ConfigError(lc.path(), "only the first layer may give an input shape");
     }
@@ -327,8 +335,8 @@ void Model::load_weights(const CheckpointData& in, const std::string& source) {
       if (lw.weights[j].value.shape() != params[j]->value.shape())
         throw DataError(source + ": weight '" + lw.layer + "/" + lw.weights[j].name +
                         "' has shape " + shape_to_string(lw.weights[j].value.shape()) +
-                        ", model expects " + shape_to_string(params[j]->value.shape()) +
-                        " for '" + model_layers[i]->name() + "/" + params[j]->name + "'");
+                        ", model expects " + shape_to_string(params[j]->value.shape()) + " for '" +
+                        model_layers[i]->name() + "/" + params[j]->name + "'");
     }
   }
   for (std::size_t i = 0; i < model_layers.size(); ++i) {

@@ -199,8 +199,8 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     if (const json* c = obj->find("config")) cfg_json = c;
     obj->finish();
   } else {
-    throw ConfigError(path, "expected an optimizer name or {\"class_name\": ...}, got " +
-                                json_type_name(spec));
+    throw ConfigError(
+        path, "expected an optimizer name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
   const std::string cls = canonical(name);
   if (cls.empty())

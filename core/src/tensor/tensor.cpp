@@ -90,8 +90,7 @@ void Tensor::resize(const Shape& shape) {
 
 Tensor Tensor::reshaped(const Shape& shape) const {
   if (shape_size(shape) != size_)
-    throw ShapeError("cannot reshape " + shape_to_string(shape_) + " to " +
-                     shape_to_string(shape));
+    throw ShapeError("cannot reshape " + shape_to_string(shape_) + " to " + shape_to_string(shape));
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -103,7 +102,9 @@ Tensor Tensor::clone() const {
   return t;
 }
 
-void Tensor::fill(float value) { std::fill(data(), data() + size_, value); }
+void Tensor::fill(float value) {
+  std::fill(data(), data() + size_, value);
+}
 
 void Tensor::copy_from(const Tensor& other) {
   if (other.size_ != size_)

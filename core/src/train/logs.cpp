@@ -28,8 +28,10 @@ void Logs::merge(const Logs& other, const std::string& prefix) {
 nlohmann::json Logs::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : items_) {
-    if (std::isfinite(v)) j[k] = v;
-    else j[k] = nullptr;  // JSON has no NaN; null marks a non-finite value
+    if (std::isfinite(v))
+      j[k] = v;
+    else
+      j[k] = nullptr;  // JSON has no NaN; null marks a non-finite value
   }
   return j;
 }

@@ -19,8 +19,7 @@ std::string ProgressBar::line(std::int64_t done, const Logs& logs) const {
   if (total_ > 0) {
     const int width = 30;
     const int filled = static_cast<int>(width * done / total_);
-    bar = "[" + std::string(static_cast<std::size_t>(filled), '=') +
-          (filled < width ? ">" : "") +
+    bar = "[" + std::string(static_cast<std::size_t>(filled), '=') + (filled < width ? ">" : "") +
           std::string(static_cast<std::size_t>(std::max(0, width - filled - 1)), '.') + "]";
   }
   char head[96];

@@ -56,12 +56,11 @@ Datasets open_datasets(const RunConfig& rc, bool need_train) {
   if (rc.data.validation_split > 0) {
     // Keras: the validation samples are the last fraction, taken before any shuffling.
     const std::int64_t n = d.train->size();
-    const auto split_at = static_cast<std::int64_t>(std::floor(static_cast<double>(n) *
-                                                               (1.0 - rc.data.validation_split)));
+    const auto split_at = static_cast<std::int64_t>(
+        std::floor(static_cast<double>(n) * (1.0 - rc.data.validation_split)));
     if (split_at <= 0 || split_at >= n)
-      throw ConfigError("data.validation_split",
-                        "leaves no samples for training or validation (" + std::to_string(n) +
-                            " samples)");
+      throw ConfigError("data.validation_split", "leaves no samples for training or validation (" +
+                                                     std::to_string(n) + " samples)");
     std::shared_ptr<const Dataset> parent = d.train;
     d.validation = make_subset(parent, split_at, n - split_at);
     d.train = make_subset(parent, 0, split_at);
@@ -107,9 +106,11 @@ TrainResult run_training(const TrainRequest& request) {
   Datasets data = open_datasets(rc, true);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
-  if (request.weights) b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
+  if (request.weights)
+    b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
 
-  DataLoaderOptions train_opts{rc.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1), rc.data.prefetch};
+  DataLoaderOptions train_opts{rc.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
+                               rc.data.prefetch};
   DataLoader train_loader(data.train, train_opts);
   std::unique_ptr<DataLoader> val_loader;
   if (data.validation)
@@ -120,12 +121,13 @@ TrainResult run_training(const TrainRequest& request) {
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
-  result.run_dir = request.run_dir ? *request.run_dir
+  result.run_dir = request.run_dir  ? *request.run_dir
                    : request.resume ? request.resume->parent_path()
                                     : default_run_dir(rc.name);
   std::error_code ec;
   std::filesystem::create_directories(result.run_dir, ec);
-  if (ec) throw RunError("cannot create the run folder " + result.run_dir.string() + ": " + ec.message());
+  if (ec)
+    throw RunError("cannot create the run folder " + result.run_dir.string() + ": " + ec.message());
   write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
 
   EventSink events;
@@ -164,18 +166,18 @@ TrainResult run_training(const TrainRequest& request) {
     ckpt.training->state["run_config"] = rc.resolved;
     result.checkpoint = result.run_dir / "model.h5";
     write_checkpoint_file(result.checkpoint, ckpt);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    events.emit("checkpoint_saved",
-                {{"path", result.checkpoint.string()},
-                 {"epoch", trainer.state().epoch},
-                 {"step", trainer.state().step},
-                 {"monitor", nullptr},
-                 {"value", nullptr},
-                 {"best", false},
-                 {"target", "template"},
-                 {"reason", result.interrupted ? "interrupted" : "final"},
-                 {"bytes", std::filesystem::file_size(result.checkpoint)},
-                 {"seconds", secs}});
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    events.emit("checkpoint_saved", {{"path", result.checkpoint.string()},
+                                     {"epoch", trainer.state().epoch},
+                                     {"step", trainer.state().step},
+                                     {"monitor", nullptr},
+                                     {"value", nullptr},
+                                     {"best", false},
+                                     {"target", "template"},
+                                     {"reason", result.interrupted ? "interrupted" : "final"},
+                                     {"bytes", std::filesystem::file_size(result.checkpoint)},
+                                     {"seconds", secs}});
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {
@@ -207,7 +209,8 @@ std::shared_ptr<Dataset> pick_split(const InferenceRequest& r, const Datasets& d
   if (r.split == "validation") {
     if (d.validation) return d.validation;
     if (d.test) return d.test;
-    throw ConfigError("data.validation", "the config has no validation or test data; use --split train");
+    throw ConfigError("data.validation",
+                      "the config has no validation or test data; use --split train");
   }
   throw ConfigError("--split", "expected validation, test or train, got '" + r.split + "'");
 }

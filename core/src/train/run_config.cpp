@@ -13,7 +13,8 @@ using nlohmann::json;
 json load_json_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw ConfigError(path.string(), "cannot open the config file (does it exist and is it readable?)");
+    throw ConfigError(path.string(),
+                      "cannot open the config file (does it exist and is it readable?)");
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
@@ -78,8 +79,10 @@ void apply_override(json& config, const std::string& assignment) {
       node = &(*node)[i];
       pos = close + 1;
     }
-    if (pos < key.size() && key[pos] == '.') ++pos;
-    else if (pos >= key.size()) break;
+    if (pos < key.size() && key[pos] == '.')
+      ++pos;
+    else if (pos >= key.size())
+      break;
   }
   *node = value;
 }
@@ -116,8 +119,8 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
   rc.devices = c.get_string("devices", "cpu");
   if (rc.devices != "cpu" && rc.devices != "auto")
-    throw ConfigError("devices", "this build trains on \"cpu\" (or \"auto\"), got \"" +
-                                     rc.devices + "\"");
+    throw ConfigError("devices",
+                      "this build trains on \"cpu\" (or \"auto\"), got \"" + rc.devices + "\"");
   rc.model = c.at("model");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");

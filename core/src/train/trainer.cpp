@@ -50,7 +50,9 @@ void Trainer::emit(const std::string& event, const json& fields) {
   if (events_) events_->emit(event, fields);
 }
 
-void Trainer::publish(const std::string& event, const json& fields) { emit(event, fields); }
+void Trainer::publish(const std::string& event, const json& fields) {
+  emit(event, fields);
+}
 
 void Trainer::request_stop(const std::string& reason) {
   if (!state_.stop_requested) state_.stop_reason = reason;
@@ -96,9 +98,9 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     const bool resumed = state_.batch > 0;
     if (!resumed) partial_ = empty_totals();
     if (options.verbose > 0)
-      std::fprintf(stderr, "Epoch %d/%d%s\n", epoch + 1, state_.epochs,
-                   resumed ? (" (resumed at batch " + std::to_string(state_.batch) + ")").c_str()
-                           : "");
+      std::fprintf(
+          stderr, "Epoch %d/%d%s\n", epoch + 1, state_.epochs,
+          resumed ? (" (resumed at batch " + std::to_string(state_.batch) + ")").c_str() : "");
     callbacks_.epoch_begin(*this, epoch, Logs{});
     emit("epoch_started", {{"epoch", epoch + 1},
                            {"epochs", state_.epochs},
@@ -158,7 +160,8 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     state_.batch = 0;
     partial_ = empty_totals();
     if (state_.stop_requested) {
-      emit("stopped", {{"reason", state_.stop_reason}, {"epoch", epoch + 1}, {"step", state_.step}});
+      emit("stopped",
+           {{"reason", state_.stop_reason}, {"epoch", epoch + 1}, {"step", state_.step}});
       break;
     }
   }
@@ -177,7 +180,8 @@ Logs Trainer::evaluate(DataLoader& data, int verbose) {
   while (data.next(batch)) {
     callbacks_.test_batch_begin(*this, i, Logs{});
     const Tensor& out = model_.forward(batch.x, false);
-    totals.loss.add({loss_.compute(out, batch.y, 1.0f, nullptr), static_cast<double>(batch.size())});
+    totals.loss.add(
+        {loss_.compute(out, batch.y, 1.0f, nullptr), static_cast<double>(batch.size())});
     for (std::size_t m = 0; m < metrics_.size(); ++m)
       totals.metrics[m].add(metrics_[m]->evaluate(out, batch.y));
     Logs logs = logs_of(totals);
@@ -206,7 +210,8 @@ Tensor Trainer::predict(DataLoader& data) {
   while (data.next(batch)) {
     callbacks_.predict_batch_begin(*this, i, Logs{});
     const Tensor& y = model_.forward(batch.x, false);
-    std::memcpy(out.data() + offset * row, y.data(), static_cast<std::size_t>(y.size()) * sizeof(float));
+    std::memcpy(out.data() + offset * row, y.data(),
+                static_cast<std::size_t>(y.size()) * sizeof(float));
     offset += batch.size();
     callbacks_.predict_batch_end(*this, i++, Logs{});
   }

@@ -20,11 +20,12 @@ CheckpointData Trainer::checkpoint() const {
              {"epochs", state_.epochs},
              {"steps_per_epoch", state_.steps_per_epoch},
              {"history", history},
-             {"partial", {{"loss", {partial_.loss.sum, partial_.loss.count}},
-                          {"metrics", partial_metrics}}},
-             {"optimizer", {{"class_name", optimizer_.class_name()},
-                            {"config", optimizer_.config()},
-                            {"iterations", optimizer_.iterations()}}}};
+             {"partial",
+              {{"loss", {partial_.loss.sum, partial_.loss.count}}, {"metrics", partial_metrics}}},
+             {"optimizer",
+              {{"class_name", optimizer_.class_name()},
+               {"config", optimizer_.config()},
+               {"iterations", optimizer_.iterations()}}}};
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the trainable parameters they serve.
   auto& self = const_cast<Trainer&>(*this);
   auto params = self.model_.trainable_parameters();
@@ -69,8 +70,9 @@ Logs logs_from_json(const json& j) {
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (!data.training)
-    throw DataError(source + ": holds weights only, no training state to resume from; load it "
-                             "with --weights to start a new run from these weights");
+    throw DataError(source +
+                    ": holds weights only, no training state to resume from; load it "
+                    "with --weights to start a new run from these weights");
   model_.load_weights(data, source);
   const TrainingStateData& t = *data.training;
   try {
@@ -122,7 +124,8 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     if (Rng* rng = model_.layer(li).rng()) {
       auto it = t.rng_states.find(model_.layer(li).name());
       if (it == t.rng_states.end() || it->second.size() != Rng::State{}.size())
-        throw DataError(source + ": has no random state for layer '" + model_.layer(li).name() + "'");
+        throw DataError(source + ": has no random state for layer '" + model_.layer(li).name() +
+                        "'");
       Rng::State st;
       std::copy(it->second.begin(), it->second.end(), st.begin());
       rng->set_state(st);

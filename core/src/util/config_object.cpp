@@ -11,15 +11,23 @@ using nlohmann::json;
 
 std::string json_type_name(const json& value) {
   switch (value.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "a list";
-    case json::value_t::object: return "an object";
-    default: return "an unsupported value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "a list";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -114,7 +122,7 @@ bool ConfigObject::get_bool(const std::string& key, bool fallback) {
 }
 
 std::vector<std::optional<std::int64_t>> ConfigObject::get_int_list(const std::string& key,
-                                                                     bool allow_null) {
+                                                                    bool allow_null) {
   const json& v = at(key);
   if (!v.is_array()) wrong_type(path_of(key), "a list of integers", v);
   std::vector<std::optional<std::int64_t>> out;

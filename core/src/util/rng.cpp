@@ -14,7 +14,9 @@ std::uint64_t splitmix64(std::uint64_t& x) {
   return z ^ (z >> 31);
 }
 
-std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+std::uint64_t rotl(std::uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 }  // namespace
 
@@ -37,7 +39,9 @@ std::uint64_t Rng::next_u64() {
   return result;
 }
 
-float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
+float Rng::uniform() {
+  return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f;
+}
 
 std::uint64_t Rng::below(std::uint64_t n) {
   if (n <= 1) return 0;

@@ -16,20 +16,31 @@ using test::numeric_gradient;
 // Independent double-precision definitions (Keras formulas).
 double reference(ActivationKind kind, double x) {
   switch (kind) {
-    case ActivationKind::linear: return x;
-    case ActivationKind::relu: return x > 0 ? x : 0;
-    case ActivationKind::tanh: return std::tanh(x);
-    case ActivationKind::sigmoid: return 1 / (1 + std::exp(-x));
-    case ActivationKind::gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case ActivationKind::elu: return x > 0 ? x : std::exp(x) - 1;
+    case ActivationKind::linear:
+      return x;
+    case ActivationKind::relu:
+      return x > 0 ? x : 0;
+    case ActivationKind::tanh:
+      return std::tanh(x);
+    case ActivationKind::sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case ActivationKind::gelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case ActivationKind::elu:
+      return x > 0 ? x : std::exp(x) - 1;
     case ActivationKind::selu:
       return 1.0507009873554804934193349852946 *
              (x > 0 ? x : 1.6732632423543772848170429916717 * (std::exp(x) - 1));
-    case ActivationKind::softplus: return std::log(1 + std::exp(x));
-    case ActivationKind::softsign: return x / (1 + std::fabs(x));
-    case ActivationKind::swish: return x / (1 + std::exp(-x));
-    case ActivationKind::exponential: return std::exp(x);
-    case ActivationKind::softmax: break;
+    case ActivationKind::softplus:
+      return std::log(1 + std::exp(x));
+    case ActivationKind::softsign:
+      return x / (1 + std::fabs(x));
+    case ActivationKind::swish:
+      return x / (1 + std::exp(-x));
+    case ActivationKind::exponential:
+      return std::exp(x);
+    case ActivationKind::softmax:
+      break;
   }
   return 0;
 }
@@ -77,14 +88,14 @@ TEST_P(ActivationFunctionTest, ForwardMatchesReferenceAndBackwardMatchesFiniteDi
                activation_name(kind) + " gradient");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllActivations, ActivationFunctionTest,
-    ::testing::Values(ActivationKind::linear, ActivationKind::relu, ActivationKind::tanh,
-                      ActivationKind::sigmoid, ActivationKind::softmax, ActivationKind::gelu,
-                      ActivationKind::elu, ActivationKind::selu, ActivationKind::softplus,
-                      ActivationKind::softsign, ActivationKind::swish,
-                      ActivationKind::exponential),
-    [](const auto& info) { return activation_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationFunctionTest,
+                         ::testing::Values(ActivationKind::linear, ActivationKind::relu,
+                                           ActivationKind::tanh, ActivationKind::sigmoid,
+                                           ActivationKind::softmax, ActivationKind::gelu,
+                                           ActivationKind::elu, ActivationKind::selu,
+                                           ActivationKind::softplus, ActivationKind::softsign,
+                                           ActivationKind::swish, ActivationKind::exponential),
+                         [](const auto& info) { return activation_name(info.param); });
 
 TEST(ActivationFunction, SigmoidAndSoftmaxStayFiniteForExtremeInputs) {
   const float x[4] = {-1000.0f, 1000.0f, -88.0f, 88.0f};

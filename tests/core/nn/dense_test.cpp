@@ -15,11 +15,16 @@ using test::numeric_gradient;
 
 double act(ActivationKind kind, double z) {
   switch (kind) {
-    case ActivationKind::relu: return z > 0 ? z : 0;
-    case ActivationKind::tanh: return std::tanh(z);
-    case ActivationKind::sigmoid: return 1 / (1 + std::exp(-z));
-    case ActivationKind::gelu: return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
-    default: return z;
+    case ActivationKind::relu:
+      return z > 0 ? z : 0;
+    case ActivationKind::tanh:
+      return std::tanh(z);
+    case ActivationKind::sigmoid:
+      return 1 / (1 + std::exp(-z));
+    case ActivationKind::gelu:
+      return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    default:
+      return z;
   }
 }
 
@@ -77,20 +82,26 @@ TEST_P(DenseGradientTest, ForwardAndAllGradientsMatchDoubleReference) {
 
   const Tensor& gx = dense.backward(w, true);
   expect_close(test::to_double(gx),
-               numeric_gradient([&](const auto& v) {
-                 return reference_loss(v, kd, bd, wd, rows, in, c.units, c.activation);
-               }, xd),
+               numeric_gradient(
+                   [&](const auto& v) {
+                     return reference_loss(v, kd, bd, wd, rows, in, c.units, c.activation);
+                   },
+                   xd),
                1e-3, 1e-4, "d/dx");
   expect_close(test::to_double(params[0]->grad),
-               numeric_gradient([&](const auto& v) {
-                 return reference_loss(xd, v, bd, wd, rows, in, c.units, c.activation);
-               }, kd),
+               numeric_gradient(
+                   [&](const auto& v) {
+                     return reference_loss(xd, v, bd, wd, rows, in, c.units, c.activation);
+                   },
+                   kd),
                1e-3, 1e-4, "d/dkernel");
   if (c.use_bias)
     expect_close(test::to_double(params[1]->grad),
-                 numeric_gradient([&](const auto& v) {
-                   return reference_loss(xd, kd, v, wd, rows, in, c.units, c.activation);
-                 }, bd),
+                 numeric_gradient(
+                     [&](const auto& v) {
+                       return reference_loss(xd, kd, v, wd, rows, in, c.units, c.activation);
+                     },
+                     bd),
                  1e-3, 1e-4, "d/dbias");
 }
 

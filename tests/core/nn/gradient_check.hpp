@@ -29,8 +29,9 @@ inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -
 }
 
 /// d f / d x_i by central differences, for every i. f maps a double vector to a scalar.
-inline std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f,
-                                            std::vector<double> x, double h = 1e-6) {
+inline std::vector<double> numeric_gradient(
+    const std::function<double(const std::vector<double>&)>& f, std::vector<double> x,
+    double h = 1e-6) {
   std::vector<double> g(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];
@@ -51,7 +52,8 @@ inline void expect_close(const std::vector<double>& actual, const std::vector<do
   double worst = 0;
   std::size_t worst_i = 0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double excess = std::fabs(actual[i] - reference[i]) - (atol + rtol * std::fabs(reference[i]));
+    const double excess =
+        std::fabs(actual[i] - reference[i]) - (atol + rtol * std::fabs(reference[i]));
     if (excess > worst) {
       worst = excess;
       worst_i = i;

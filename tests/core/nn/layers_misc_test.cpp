@@ -38,8 +38,10 @@ TEST(Dropout, IdentityAtInferenceAndInvertedScalingInTraining) {
   const Tensor y = d.forward(x, true).clone();
   std::int64_t zeros = 0;
   for (float v : y.values()) {
-    if (v == 0.0f) ++zeros;
-    else EXPECT_FLOAT_EQ(v, 2.0f / 0.7f);
+    if (v == 0.0f)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(v, 2.0f / 0.7f);
   }
   const double frac = static_cast<double>(zeros) / static_cast<double>(y.size());
   EXPECT_NEAR(frac, rate, 0.01);  // 20000 draws: 4 standard deviations is ~0.013

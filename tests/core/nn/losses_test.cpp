@@ -53,7 +53,8 @@ double ref_cce(const std::vector<double>& p, const std::vector<double>& t, int c
 
 Tensor one_hot(const std::vector<int>& labels, int classes) {
   Tensor t({static_cast<std::int64_t>(labels.size()), classes});
-  for (std::size_t r = 0; r < labels.size(); ++r) t[static_cast<std::int64_t>(r) * classes + labels[r]] = 1;
+  for (std::size_t r = 0; r < labels.size(); ++r)
+    t[static_cast<std::int64_t>(r) * classes + labels[r]] = 1;
   return t;
 }
 
@@ -74,7 +75,8 @@ void check(const Loss& loss, const Tensor& pred, const Tensor& target,
 TEST(Losses, MeanSquaredErrorAndMeanAbsoluteError) {
   Tensor p = test::random_tensor({4, 3}, 1), t = test::random_tensor({4, 3}, 2);
   auto tv = test::to_double(t);
-  check(*make_loss("mse", "loss"), p, t, [&](const auto& v) { return ref_mse(v, tv, 3); }, "mse");
+  check(
+      *make_loss("mse", "loss"), p, t, [&](const auto& v) { return ref_mse(v, tv, 3); }, "mse");
   auto mae = make_loss("mean_absolute_error", "loss");
   Tensor grad;
   const double v = mae->compute(p, t, 1.0f, &grad);
@@ -90,15 +92,19 @@ TEST(Losses, BinaryCrossentropyFromLogitsAndProbabilities) {
   Tensor t({5, 2});
   for (std::int64_t i = 0; i < t.size(); ++i) t[i] = (i % 3 == 0) ? 1.0f : 0.0f;
   auto tv = test::to_double(t);
-  auto logits = make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
-  check(*logits, x, t, [&](const auto& v) { return ref_bce_logits(v, tv, 2); }, "bce logits");
+  auto logits = make_loss(
+      json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  check(
+      *logits, x, t, [&](const auto& v) { return ref_bce_logits(v, tv, 2); }, "bce logits");
   Tensor p = test::random_tensor({5, 2}, 4, 0.05f, 0.95f);
-  check(*make_loss("binary_crossentropy", "loss"), p, t,
-        [&](const auto& v) { return ref_bce_probs(v, tv, 2); }, "bce probabilities");
+  check(
+      *make_loss("binary_crossentropy", "loss"), p, t,
+      [&](const auto& v) { return ref_bce_probs(v, tv, 2); }, "bce probabilities");
 }
 
 TEST(Losses, BinaryCrossentropyIsStableForExtremeLogits) {
-  auto loss = make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  auto loss = make_loss(
+      json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
   Tensor x = Tensor::from_vector({4, 1}, {-200.0f, 200.0f, 90.0f, -90.0f});
   Tensor t = Tensor::from_vector({4, 1}, {1.0f, 0.0f, 1.0f, 0.0f});
   Tensor grad;
@@ -130,7 +136,8 @@ TEST(Losses, CategoricalAndSparseCategoricalAgree) {
     if (!logits) in = test::random_tensor({4, 5}, 6, 0.01f, 1.0f);  // unnormalised probabilities
     json cfg = {{"from_logits", logits}};
     auto cce = make_loss(json{{"class_name", "CategoricalCrossentropy"}, {"config", cfg}}, "loss");
-    auto scce = make_loss(json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", cfg}}, "loss");
+    auto scce =
+        make_loss(json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", cfg}}, "loss");
     auto ref = [&](const auto& v) { return ref_cce(v, dv, 5, logits); };
     check(*cce, in, dense, ref, logits ? "cce logits" : "cce probabilities");
     check(*scce, in, sparse, ref, logits ? "scce logits" : "scce probabilities");
@@ -141,10 +148,12 @@ TEST(Losses, LabelSmoothingMatchesSmoothedTargets) {
   Tensor x = test::random_tensor({3, 4}, 7, -2, 2);
   Tensor t = one_hot({1, 3, 0}, 4);
   auto smoothed = make_loss(json{{"class_name", "CategoricalCrossentropy"},
-                                 {"config", {{"from_logits", true}, {"label_smoothing", 0.2}}}}, "loss");
+                                 {"config", {{"from_logits", true}, {"label_smoothing", 0.2}}}},
+                            "loss");
   Tensor ts = t.clone();
   for (std::int64_t i = 0; i < ts.size(); ++i) ts[i] = ts[i] * 0.8f + 0.2f / 4;
-  auto plain = make_loss(json{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
+  auto plain = make_loss(
+      json{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, "loss");
   EXPECT_NEAR(smoothed->compute(x, t, 1, nullptr), plain->compute(x, ts, 1, nullptr), 1e-6);
 }
 
@@ -168,13 +177,17 @@ TEST(Losses, ConfigErrorsNameThePath) {
     EXPECT_NE(std::string(e.what()).find("hinge_of_doom"), std::string::npos);
   }
   try {
-    make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", "yes"}}}}, "loss");
+    make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", "yes"}}}},
+              "loss");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("'loss.config.from_logits'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'loss.config.from_logits'"), std::string::npos)
+        << e.what();
   }
-  EXPECT_THROW(make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"frm_logits", true}}}}, "loss"),
-               ConfigError);
+  EXPECT_THROW(
+      make_loss(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"frm_logits", true}}}},
+                "loss"),
+      ConfigError);
   EXPECT_THROW(make_loss(42, "loss"), ConfigError);
 }
 

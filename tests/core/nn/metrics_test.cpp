@@ -30,7 +30,8 @@ TEST(Metrics, AccuracyIsChosenTheWayKerasChooses) {
   Tensor pb = Tensor::from_vector({4, 1}, {0.2f, 0.6f, 0.51f, 0.4f});
   EXPECT_DOUBLE_EQ(bin->evaluate(pb, Tensor::from_vector({4, 1}, {0, 1, 0, 0})).sum, 3);
   // Binary loss from logits thresholds at 0.
-  auto logits = accuracy_for(json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, {1});
+  auto logits = accuracy_for(
+      json{{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}}, {1});
   Tensor pl = Tensor::from_vector({3, 1}, {-0.1f, 0.3f, 2.0f});
   EXPECT_DOUBLE_EQ(logits->evaluate(pl, Tensor::from_vector({3, 1}, {0, 1, 0})).sum, 2);
 }

@@ -12,8 +12,12 @@ namespace {
 
 using nlohmann::json;
 
-json layer(const std::string& cls, json cfg) { return {{"class_name", cls}, {"config", cfg}}; }
-json sequential(json layers) { return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}}; }
+json layer(const std::string& cls, json cfg) {
+  return {{"class_name", cls}, {"config", cfg}};
+}
+json sequential(json layers) {
+  return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
+}
 
 std::string config_error(const json& model) {
   try {
@@ -30,7 +34,9 @@ TEST(Model, SeedMlpHasTheParameterCountKerasReports) {
   EXPECT_EQ(model->count_params(), 41157101);
   const std::string s = model->summary();
   EXPECT_NE(s.find("Total params: 41,157,101"), std::string::npos) << s;
-  EXPECT_NE(s.find("dense (Dense)               (None, 4000)              32,004,000"), std::string::npos) << s;
+  EXPECT_NE(s.find("dense (Dense)               (None, 4000)              32,004,000"),
+            std::string::npos)
+      << s;
 }
 
 TEST(Model, FashionMlpSummaryMatchesKeras) {
@@ -40,15 +46,20 @@ TEST(Model, FashionMlpSummaryMatchesKeras) {
   EXPECT_EQ(model->count_params(), 235146);
   EXPECT_EQ(model->input_shape(), (Shape{28, 28}));
   EXPECT_EQ(model->output_shape(), (Shape{10}));
-  EXPECT_NE(model->summary().find("flatten (Flatten)           (None, 784)               0"), std::string::npos);
+  EXPECT_NE(model->summary().find("flatten (Flatten)           (None, 784)               0"),
+            std::string::npos);
 }
 
 TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
-  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 0);
-  auto b = Model::from_config(sequential({layer("InputLayer", {{"batch_input_shape", {nullptr, 4}}}),
-                                          layer("Dense", {{"units", 3}})}), "model", 0);
+  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}),
+                              "model", 0);
+  auto b =
+      Model::from_config(sequential({layer("InputLayer", {{"batch_input_shape", {nullptr, 4}}}),
+                                     layer("Dense", {{"units", 3}})}),
+                         "model", 0);
   auto c = Model::from_config(sequential({layer("InputLayer", {{"batch_shape", {nullptr, 4}}}),
-                                          layer("Dense", {{"units", 3}})}), "model", 0);
+                                          layer("Dense", {{"units", 3}})}),
+                              "model", 0);
   EXPECT_EQ(a->input_shape(), (Shape{4}));
   EXPECT_EQ(b->input_shape(), (Shape{4}));
   EXPECT_EQ(c->input_shape(), (Shape{4}));
@@ -56,9 +67,11 @@ TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
 }
 
 TEST(Model, DefaultLayerNamesFollowKeras) {
-  auto m = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
-                                          layer("Dense", {{"units", 3}}), layer("Dropout", {{"rate", 0.1}}),
-                                          layer("Dense", {{"units", 1}})}), "model", 0);
+  auto m = Model::from_config(
+      sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                  layer("Dense", {{"units", 3}}), layer("Dropout", {{"rate", 0.1}}),
+                  layer("Dense", {{"units", 1}})}),
+      "model", 0);
   EXPECT_EQ(m->layer(0).name(), "dense");
   EXPECT_EQ(m->layer(1).name(), "dense_1");
   EXPECT_EQ(m->layer(2).name(), "dropout");
@@ -82,7 +95,8 @@ TEST(Model, SameSeedSameWeightsDifferentSeedDifferentWeights) {
 }
 
 TEST(Model, ConfigErrorsNameTheJsonPath) {
-  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}), layer("Conv9D", json::object())}))
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                                     layer("Conv9D", json::object())}))
                 .find("'model.config.layers[1].class_name': unknown layer class 'Conv9D'"),
             std::string::npos);
   EXPECT_NE(config_error(sequential({layer("Dense", {{"units", "3"}, {"input_shape", {4}}})}))
@@ -91,32 +105,40 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
   EXPECT_NE(config_error(sequential({layer("Dense", {{"input_shape", {4}}})}))
                 .find("'model.config.layers[0].config.units': required key is missing"),
             std::string::npos);
-  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"activaton", "relu"}})}))
-                .find("'model.config.layers[0].config.activaton': unknown key"),
-            std::string::npos);
-  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}})})).find("input shape is unknown"),
-            std::string::npos);
-  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"kernel_regularizer", "l2"}})}))
+  EXPECT_NE(
+      config_error(
+          sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"activaton", "relu"}})}))
+          .find("'model.config.layers[0].config.activaton': unknown key"),
+      std::string::npos);
+  EXPECT_NE(
+      config_error(sequential({layer("Dense", {{"units", 3}})})).find("input shape is unknown"),
+      std::string::npos);
+  EXPECT_NE(config_error(
+                sequential({layer(
+                    "Dense", {{"units", 3}, {"input_shape", {4}}, {"kernel_regularizer", "l2"}})}))
                 .find("'model.config.layers[0].config.kernel_regularizer'"),
             std::string::npos);
-  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"name", "x"}}),
-                                     layer("Dense", {{"units", 3}, {"name", "x"}})}))
-                .find("duplicate layer name 'x'"),
-            std::string::npos);
-  EXPECT_NE(config_error(json{{"class_name", "Functional"}, {"config", json::object()}}).find("'model.class_name'"),
+  EXPECT_NE(
+      config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"name", "x"}}),
+                               layer("Dense", {{"units", 3}, {"name", "x"}})}))
+          .find("duplicate layer name 'x'"),
+      std::string::npos);
+  EXPECT_NE(config_error(json{{"class_name", "Functional"}, {"config", json::object()}})
+                .find("'model.class_name'"),
             std::string::npos);
   EXPECT_NE(config_error(sequential(json::array())).find("no layers"), std::string::npos);
   EXPECT_NE(config_error(json("dense")).find("expected an object"), std::string::npos);
 }
 
 TEST(Model, ForwardRejectsWrongInputShape) {
-  auto m = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 0);
+  auto m = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}),
+                              "model", 0);
   EXPECT_THROW(m->forward(Tensor({2, 5}), false), ShapeError);
 }
 
 TEST(Model, WeightsRoundTripAndMismatchesAreNamed) {
-  json cfg = sequential({layer("Flatten", {{"input_shape", {2, 2}}}), layer("Dense", {{"units", 3}}),
-                         layer("Dense", {{"units", 2}})});
+  json cfg = sequential({layer("Flatten", {{"input_shape", {2, 2}}}),
+                         layer("Dense", {{"units", 3}}), layer("Dense", {{"units", 2}})});
   auto a = Model::from_config(cfg, "model", 1), b = Model::from_config(cfg, "model", 2);
   CheckpointData data;
   a->save_weights(data);
@@ -125,18 +147,23 @@ TEST(Model, WeightsRoundTripAndMismatchesAreNamed) {
   b->load_weights(data, "mem");
   EXPECT_EQ(b->parameters()[0]->value[0], a->parameters()[0]->value[0]);
 
-  auto other = Model::from_config(sequential({layer("Flatten", {{"input_shape", {2, 2}}}), layer("Dense", {{"units", 4}}),
-                                              layer("Dense", {{"units", 2}})}), "model", 1);
+  auto other = Model::from_config(
+      sequential({layer("Flatten", {{"input_shape", {2, 2}}}), layer("Dense", {{"units", 4}}),
+                  layer("Dense", {{"units", 2}})}),
+      "model", 1);
   try {
     other->load_weights(data, "ckpt.h5");
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("ckpt.h5: weight 'dense/kernel' has shape (4, 3)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ckpt.h5: weight 'dense/kernel' has shape (4, 3)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST(Model, CloneCopiesWeightsIndependently) {
-  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}), "model", 1);
+  auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}),
+                              "model", 1);
   auto b = a->clone();
   EXPECT_EQ(b->parameters()[0]->value[1], a->parameters()[0]->value[1]);
   b->parameters()[0]->value[1] += 1;

@@ -27,7 +27,8 @@ struct Fixture {
 };
 
 TEST(Optimizers, PlainSgd) {
-  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.1}}}}, "optimizer");
+  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.1}}}},
+                            "optimizer");
   Fixture f;
   f.step(*opt, 0.5f, -1.0f);
   EXPECT_FLOAT_EQ(f.p.value[0], 1.0f - 0.05f);
@@ -38,9 +39,10 @@ TEST(Optimizers, PlainSgd) {
 TEST(Optimizers, SgdMomentumAndNesterov) {
   // Keras: m = mu m - lr g; w += m (nesterov: w += mu m - lr g). lr 0.1, mu 0.9.
   for (bool nesterov : {false, true}) {
-    auto opt = make_optimizer(json{{"class_name", "SGD"},
-                                   {"config", {{"learning_rate", 0.1}, {"momentum", 0.9}, {"nesterov", nesterov}}}},
-                              "optimizer");
+    auto opt = make_optimizer(
+        json{{"class_name", "SGD"},
+             {"config", {{"learning_rate", 0.1}, {"momentum", 0.9}, {"nesterov", nesterov}}}},
+        "optimizer");
     Fixture f;
     f.step(*opt, 0.5f, -1.0f);
     f.step(*opt, 0.1f, 0.4f);
@@ -56,7 +58,8 @@ TEST(Optimizers, SgdMomentumAndNesterov) {
 }
 
 TEST(Optimizers, AdamTwoSteps) {
-  auto opt = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "optimizer");
+  auto opt = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}},
+                            "optimizer");
   Fixture f;
   f.step(*opt, 0.5f, -1.0f);
   f.step(*opt, 0.1f, 0.4f);
@@ -76,7 +79,8 @@ TEST(Optimizers, AdamTwoSteps) {
   // Hand value: Adam's first step moves each weight by lr against the gradient's sign
   // (m/sqrt(v) = g/|g| after bias correction).
   Fixture one;
-  auto fresh = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  auto fresh =
+      make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
   one.step(*fresh, 0.5f, -1.0f);
   EXPECT_NEAR(one.p.value[0], 0.99f, 1e-6);
   EXPECT_NEAR(one.p.value[1], -1.99f, 1e-6);
@@ -87,9 +91,9 @@ TEST(Optimizers, AdamTwoSteps) {
 
 TEST(Optimizers, AdamWDecaysWeightsDecoupled) {
   // Keras 3: w -= lr * wd * w first, then the Adam update. Zero gradient isolates the decay.
-  auto opt = make_optimizer(json{{"class_name", "AdamW"},
-                                 {"config", {{"learning_rate", 0.1}, {"weight_decay", 0.5}}}},
-                            "optimizer");
+  auto opt = make_optimizer(
+      json{{"class_name", "AdamW"}, {"config", {{"learning_rate", 0.1}, {"weight_decay", 0.5}}}},
+      "optimizer");
   Fixture f;
   f.step(*opt, 0.0f, 0.0f);
   EXPECT_FLOAT_EQ(f.p.value[0], 1.0f * (1 - 0.05f));
@@ -133,12 +137,14 @@ TEST(Optimizers, RmspropPlainCenteredAndMomentum) {
 
 TEST(Optimizers, GradientClipping) {
   // clipnorm 0.5 scales the gradient [0.6, -0.8] (norm 1) to [0.3, -0.4].
-  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipnorm", 0.5}}}}, "o");
+  auto opt = make_optimizer(
+      json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipnorm", 0.5}}}}, "o");
   Fixture f;
   f.step(*opt, 0.6f, -0.8f);
   EXPECT_NEAR(f.p.value[0], 1.0f - 0.3f, 1e-6);
   EXPECT_NEAR(f.p.value[1], -2.0f + 0.4f, 1e-6);
-  auto cv = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipvalue", 0.1}}}}, "o");
+  auto cv = make_optimizer(
+      json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}, {"clipvalue", 0.1}}}}, "o");
   Fixture h;
   h.step(*cv, 0.6f, -0.8f);
   EXPECT_NEAR(h.p.value[0], 0.9f, 1e-6);
@@ -164,10 +170,14 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
     }
   };
   expect_path(json{{"class_name", "Adamax"}}, "optimizer.class_name");
-  expect_path(json{{"class_name", "Adam"}, {"config", {{"learning_rate", -1}}}}, "optimizer.config.learning_rate");
-  expect_path(json{{"class_name", "Adam"}, {"config", {{"beta_1", 1.5}}}}, "optimizer.config.beta_1");
-  expect_path(json{{"class_name", "SGD"}, {"config", {{"momentun", 0.9}}}}, "optimizer.config.momentun");
-  expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}}, "optimizer.config.nesterov");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"learning_rate", -1}}}},
+              "optimizer.config.learning_rate");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"beta_1", 1.5}}}},
+              "optimizer.config.beta_1");
+  expect_path(json{{"class_name", "SGD"}, {"config", {{"momentun", 0.9}}}},
+              "optimizer.config.momentun");
+  expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}},
+              "optimizer.config.nesterov");
   expect_path(json(3), "optimizer");
 }
 

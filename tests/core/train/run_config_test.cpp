@@ -11,7 +11,8 @@ namespace {
 using nlohmann::json;
 
 json minimal() {
-  return {{"model", json::object()}, {"loss", "mse"}, {"data", {{"train", {{"type", "synthetic"}}}}}};
+  return {
+      {"model", json::object()}, {"loss", "mse"}, {"data", {{"train", {{"type", "synthetic"}}}}}};
 }
 
 std::string error_of(const json& cfg) {

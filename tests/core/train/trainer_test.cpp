@@ -41,17 +41,21 @@ json model_config() {
   return {{"class_name", "Sequential"},
           {"config",
            {{"layers",
-             {{{"class_name", "Dense"}, {"config", {{"units", 16}, {"activation", "relu"}, {"input_shape", {4}}}}},
+             {{{"class_name", "Dense"},
+               {"config", {{"units", 16}, {"activation", "relu"}, {"input_shape", {4}}}}},
               {{"class_name", "Dropout"}, {"config", {{"rate", 0.2}}}},
               {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
 }
 
 struct Harness {
   std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
-  std::unique_ptr<Loss> loss = make_loss(json{{"class_name", "SparseCategoricalCrossentropy"},
-                                              {"config", {{"from_logits", true}}}}, "loss");
-  std::unique_ptr<Optimizer> opt = make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
-  Trainer trainer{*model, *loss, *opt, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
+  std::unique_ptr<Loss> loss = make_loss(
+      json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
+      "loss");
+  std::unique_ptr<Optimizer> opt =
+      make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  Trainer trainer{*model, *loss, *opt,
+                  make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
 };
 
 class Recorder : public Callback {
@@ -63,13 +67,17 @@ class Recorder : public Callback {
   void on_train_end(CallbackContext&, const Logs& l) override {
     calls.push_back("train_end:" + std::to_string(l.items().size()));
   }
-  void on_epoch_begin(CallbackContext&, int e, const Logs&) override { calls.push_back("epoch_begin:" + std::to_string(e)); }
+  void on_epoch_begin(CallbackContext&, int e, const Logs&) override {
+    calls.push_back("epoch_begin:" + std::to_string(e));
+  }
   void on_epoch_end(CallbackContext&, int e, const Logs& l) override {
     std::string keys;
     for (const auto& [k, v] : l.items()) keys += k + ",";
     calls.push_back("epoch_end:" + std::to_string(e) + ":" + keys);
   }
-  void on_train_batch_begin(CallbackContext&, std::int64_t b, const Logs&) override { calls.push_back("b" + std::to_string(b)); }
+  void on_train_batch_begin(CallbackContext&, std::int64_t b, const Logs&) override {
+    calls.push_back("b" + std::to_string(b));
+  }
   void on_train_batch_end(CallbackContext& c, std::int64_t b, const Logs&) override {
     calls.push_back("e" + std::to_string(b));
     if (on_batch) on_batch(c, b);
@@ -87,10 +95,20 @@ TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
   DataLoader train(std::make_shared<TableDataset>(10), {4, true, 1, 0});
   DataLoader val(std::make_shared<TableDataset>(6), {4, false, 0, 0});
   auto history = s.trainer.fit(train, &val, {2, 0});
-  const std::vector<std::string> epoch0 = {"train_begin", "epoch_begin:0", "b0", "e0", "b1", "e1", "b2", "e2",
-                                           "test_begin", "test_end", "epoch_end:0:loss,accuracy,val_loss,val_accuracy,"};
+  const std::vector<std::string> epoch0 = {"train_begin",
+                                           "epoch_begin:0",
+                                           "b0",
+                                           "e0",
+                                           "b1",
+                                           "e1",
+                                           "b2",
+                                           "e2",
+                                           "test_begin",
+                                           "test_end",
+                                           "epoch_end:0:loss,accuracy,val_loss,val_accuracy,"};
   ASSERT_GE(rec->calls.size(), epoch0.size());
-  EXPECT_EQ(std::vector<std::string>(rec->calls.begin(), rec->calls.begin() + epoch0.size()), epoch0);
+  EXPECT_EQ(std::vector<std::string>(rec->calls.begin(), rec->calls.begin() + epoch0.size()),
+            epoch0);
   EXPECT_EQ(rec->calls.back(), "train_end:4");
   ASSERT_EQ(history.size(), 2u);
   EXPECT_EQ(s.trainer.state().step, 6);  // 3 batches (4, 4, 2) per epoch
@@ -135,7 +153,8 @@ TEST(Trainer, LearningRateSetByACallbackIsUsed) {
 }
 
 // Interrupting mid-epoch, saving, and resuming in a new process-like setup gives bitwise the same
-// weights as never stopping (dropout RNG, optimizer slots, data order and partial metrics included).
+// weights as never stopping (dropout RNG, optimizer slots, data order and partial metrics
+// included).
 TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   auto dataset = std::make_shared<TableDataset>(50);
   Harness straight;
@@ -168,7 +187,9 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   EXPECT_EQ(*h2.back().get("accuracy"), *h1.back().get("accuracy"));
   auto pa = straight.model->parameters(), pb = second.model->parameters();
   for (std::size_t i = 0; i < pa.size(); ++i)
-    EXPECT_EQ(std::memcmp(pa[i]->value.data(), pb[i]->value.data(), pa[i]->value.size() * sizeof(float)), 0)
+    EXPECT_EQ(
+        std::memcmp(pa[i]->value.data(), pb[i]->value.data(), pa[i]->value.size() * sizeof(float)),
+        0)
         << "parameter " << i;
 }
 
@@ -235,7 +256,8 @@ TEST(Trainer, EventsAreWellFormedJsonLines) {
       EXPECT_GE(j["samples_per_sec"].get<double>(), 0);
     }
   }
-  EXPECT_EQ(events, (std::vector<std::string>{"epoch_started", "batch_ended", "batch_ended", "epoch_ended"}));
+  EXPECT_EQ(events, (std::vector<std::string>{"epoch_started", "batch_ended", "batch_ended",
+                                              "epoch_ended"}));
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ void set_compute_threads(int threads);
 /// least `min_chunk` elements; runs inline when the work is too small to be worth a fork.
 template <class F>
 void parallel_for(std::int64_t n, std::int64_t min_chunk, F&& f) {
-  const std::int64_t max_parts = std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_chunk));
+  const std::int64_t max_parts =
+      std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, min_chunk));
   const int parts = static_cast<int>(std::min<std::int64_t>(compute_threads(), max_parts));
   if (parts <= 1) {
     if (n > 0) f(std::int64_t{0}, n);
