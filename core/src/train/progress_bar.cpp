@@ -19,8 +19,12 @@ std::string ProgressBar::line(std::int64_t done, const Logs& logs) const {
   if (total_ > 0) {
     const int width = 30;
     const int filled = static_cast<int>(width * done / total_);
-    bar = "[" + std::string(static_cast<std::size_t>(filled), '=') + (filled < width ? ">" : "") +
-          std::string(static_cast<std::size_t>(std::max(0, width - filled - 1)), '.') + "]";
+    bar.reserve(width + 2);
+    bar.push_back('[');
+    bar.append(static_cast<std::size_t>(filled), '=');
+    if (filled < width) bar.push_back('>');
+    bar.append(static_cast<std::size_t>(std::max(0, width - filled - 1)), '.');
+    bar.push_back(']');
   }
   char head[96];
   const double per_step_ms = done > 0 ? 1000.0 * secs / static_cast<double>(done) : 0.0;
