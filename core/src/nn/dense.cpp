@@ -77,13 +77,15 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
   if (options_.use_bias) {
     float* db = bias_.grad.data();
     // Column sums, split by columns so the summation order never depends on threads.
-    cpu::parallel_for(units, 64, [&](std::int64_t c0, std::int64_t c1) {
-      for (std::int64_t c = c0; c < c1; ++c) db[c] = 0.0f;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const float* gr = g + r * units;
-        for (std::int64_t c = c0; c < c1; ++c) db[c] += gr[c];
-      }
-    });
+    cpu::parallel_for(units,
+                      std::max<std::int64_t>(64, (1 << 16) / std::max<std::int64_t>(rows, 1)),
+                      [&](std::int64_t c0, std::int64_t c1) {
+                        for (std::int64_t c = c0; c < c1; ++c) db[c] = 0.0f;
+                        for (std::int64_t r = 0; r < rows; ++r) {
+                          const float* gr = g + r * units;
+                          for (std::int64_t c = c0; c < c1; ++c) db[c] += gr[c];
+                        }
+                      });
   }
   if (!need_input_grad) {
     grad_input_ = Tensor();

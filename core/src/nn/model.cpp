@@ -189,8 +189,14 @@ const Tensor& Model::forward(const Tensor& x, bool training) {
 }
 
 void Model::backward(const Tensor& grad_output) {
+  // Layers before the first one with trainable parameters need no input gradient: stop there.
+  std::size_t first = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first == layers_.size(); ++i)
+    if (layers_[i]->trainable())
+      for (Parameter* p : layers_[i]->parameters())
+        if (p->trainable) first = i;
   const Tensor* g = &grad_output;
-  for (std::size_t i = layers_.size(); i-- > 0;) g = &layers_[i]->backward(*g, i > 0);
+  for (std::size_t i = layers_.size(); i-- > first;) g = &layers_[i]->backward(*g, i > first);
 }
 
 std::vector<Parameter*> Model::parameters() {

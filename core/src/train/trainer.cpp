@@ -86,6 +86,12 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
   check_data(train, "training");
   if (validation) check_data(*validation, "validation");
+  if (state_.batch > 0 && state_.steps_per_epoch != train.batches_per_epoch())
+    throw ConfigError("batch_size", "the run was saved in the middle of an epoch of " +
+                                        std::to_string(state_.steps_per_epoch) +
+                                        " batches, but this data and batch size give " +
+                                        std::to_string(train.batches_per_epoch()) +
+                                        "; resume with the same data and batch_size");
   state_.epochs = options.epochs;
   state_.steps_per_epoch = train.batches_per_epoch();
   state_.stop_requested = false;

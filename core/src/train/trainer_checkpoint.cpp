@@ -106,6 +106,7 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     state_.epoch = s.at("epoch").get<int>();
     state_.batch = s.at("batch").get<std::int64_t>();
     state_.step = s.at("step").get<std::int64_t>();
+    state_.steps_per_epoch = s.at("steps_per_epoch").get<std::int64_t>();
     state_.history.clear();
     for (const auto& h : s.at("history")) state_.history.push_back(logs_from_json(h));
     partial_ = empty_totals();

@@ -193,6 +193,26 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
         << "parameter " << i;
 }
 
+TEST(Trainer, ResumingMidEpochWithAnotherBatchSizeIsRefused) {
+  auto dataset = std::make_shared<TableDataset>(40);
+  std::atomic<bool> flag{true};  // interrupt after the first batch
+  Harness first;
+  first.trainer.set_interrupt_flag(&flag);
+  DataLoader l1(dataset, {8, true, 5, 0});
+  first.trainer.fit(l1, nullptr, {2, 0});
+  ASSERT_TRUE(first.trainer.interrupted());
+  Harness second;
+  second.trainer.restore(first.trainer.checkpoint(), "mem");
+  DataLoader l2(dataset, {16, true, 5, 0});
+  try {
+    second.trainer.fit(l2, nullptr, {2, 0});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("same data and batch_size"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Trainer, NonFiniteLossIsARunErrorNamingTheStep) {
   Harness s;
   DataLoader train(std::make_shared<TableDataset>(16, true), {4, false, 0, 0});

@@ -6,6 +6,9 @@
 
 namespace tandem::cpu {
 
+/// GEMMs of fewer floating-point operations than this run on one thread.
+inline constexpr double kParallelGemmFlops = 32e6;
+
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
           std::int64_t ldc);

@@ -13,8 +13,11 @@
 
 namespace tandem::cpu {
 
-/// Threads used by compute kernels (defaults to the cores available to this process).
+/// Threads used by compute kernels (defaults to the cores available to this process). The first
+/// call also sets flush-to-zero in the calling thread and the OpenMP team.
 int compute_threads();
+/// Subnormal floats become zero in this thread (FTZ/DAZ); see parallel.cpp.
+void flush_denormals_in_this_thread();
 void set_compute_threads(int threads);
 
 /// Calls f(begin, end) over [0, n) split in at most compute_threads() contiguous ranges of at
@@ -30,6 +33,7 @@ void parallel_for(std::int64_t n, std::int64_t min_chunk, F&& f) {
   }
 #pragma omp parallel num_threads(parts)
   {
+    flush_denormals_in_this_thread();  // a team thread may be new (another caller's team)
     const std::int64_t t = omp_get_thread_num();
     const std::int64_t nt = omp_get_num_threads();
     const std::int64_t begin = n * t / nt;
