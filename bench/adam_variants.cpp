@@ -10,8 +10,8 @@ namespace {
 
 constexpr std::int64_t kChunk = 1 << 15;  // as core/src/optim/optimizers.cpp
 
-inline void adam_range(float* w, const float* g, float* m, float* v, std::int64_t b,
-                       std::int64_t e, float alpha, float b1, float b2, float eps) {
+inline void adam_range(float* w, const float* g, float* m, float* v, std::int64_t b, std::int64_t e,
+                       float alpha, float b1, float b2, float eps) {
   for (std::int64_t k = b; k < e; ++k) {
     m[k] += (g[k] - m[k]) * (1.0f - b1);
     v[k] += (g[k] * g[k] - v[k]) * (1.0f - b2);

@@ -8,13 +8,22 @@
 //     i.e. what `tandem train` does minus file I/O; the prefetch thread shares the cores.
 //   * "gemm": tandem::cpu::gemm (oneDNN dnnl_sgemm) alone for the seed-mlp's GEMM shapes, and
 //     the whole GEMM sequence of one seed-mlp step (the ceiling a step could reach).
-//   * "adam": diagnostics of the Adam update over the seed-mlp's 41M parameters (engine vs a
-//     vectorised copy of the same loop, see adam_variants.cpp).
-// Usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam] [--no-fit] [--configs DIR]
-//                     [--seed-steps N] [--seed-batch N] [--quick]
+//   * "adam": diagnostics of the Adam update at the seed-mlp and fashion-mlp sizes (engine vs a
+//     vectorised copy of the same loop, see adam_variants.cpp, and a pure memory stream).
+//   * "long_run" (fashion-mlp): 2,500 steps from fresh weights, start vs end, as the engine runs
+//     them and with flush-to-zero/denormals-are-zero forced (Adam's state drifts into subnormal
+//     floats unless the engine flushes them).
+//   * "elementwise": the engine's tanh/relu at the seed-mlp sizes vs oneDNN's eltwise primitive.
+//   * "layers": per-layer forward/backward times, to split steps into GEMM and element-wise work.
+// Usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam,elementwise] [--no-fit] [--no-step]
+// [--no-long]
+//                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
 // Progress goes to stderr, the JSON object to stdout.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,13 +36,16 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "adam_variants.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/parallel.hpp"
+#include "nn/activation_fn.hpp"
 #include "tandem/data_loader.hpp"
 #include "tandem/dataset.hpp"
 #include "tandem/loss.hpp"
@@ -61,11 +73,15 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void progress(const std::string& line) { std::fprintf(stderr, "[tandem_bench] %s\n", line.c_str()); }
+void progress(const std::string& line) {
+  std::fprintf(stderr, "[tandem_bench] %s\n", line.c_str());
+}
 
 struct Options {
-  std::set<std::string> only{"fashion-mlp", "seed-mlp", "gemm", "adam"};
+  std::set<std::string> only{"fashion-mlp", "seed-mlp", "gemm", "adam", "elementwise"};
   bool fit = true;
+  bool step = true;
+  bool long_run = true;
   std::string configs = std::string(TANDEM_SOURCE_DIR) + "/resources/configs";
   int seed_steps = 10;
   std::int64_t seed_batch = 256;  // the issue fixes batch 256 for the benchmark
@@ -89,6 +105,10 @@ Options parse(int argc, char** argv) {
       for (std::string item; std::getline(s, item, ',');) o.only.insert(item);
     } else if (a == "--no-fit") {
       o.fit = false;
+    } else if (a == "--no-step") {
+      o.step = false;
+    } else if (a == "--no-long") {
+      o.long_run = false;
     } else if (a == "--configs") {
       o.configs = value();
     } else if (a == "--seed-steps") {
@@ -99,7 +119,8 @@ Options parse(int argc, char** argv) {
       o.quick = true;
     } else {
       std::fprintf(stderr,
-                   "usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam] [--no-fit] "
+                   "usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam,elementwise] "
+                   "[--no-fit] [--no-step] [--no-long] "
                    "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
@@ -207,7 +228,7 @@ std::size_t first_trainable_layer(tandem::Model& m) {
   return m.layer_count();
 }
 
-// FLOPs of the GEMMs of one training step: forward, dW and dX (dX skipped where unneeded).
+// (in, out) of each Dense kernel, in layer order.
 struct DenseShape {
   std::int64_t in, out;
 };
@@ -223,8 +244,9 @@ struct StepTimes {
 };
 
 // One step with per-phase timings. `skip_unneeded_dx`: back-propagate through the layers
-// ourselves, asking for an input gradient only where an earlier layer has parameters
-// (Model::backward asks for it on every layer but the first; see docs/benchmarks.md).
+// ourselves, asking for an input gradient only where an earlier layer has parameters, as a
+// reference for Model::backward (which once asked every layer but the first for one, wasting a
+// 128x784 GEMM per fashion-mlp step behind Flatten; see docs/benchmarks.md, F3).
 void timed_step(Workload& w, const Tensor& x, const Tensor& y, Tensor& grad, StepTimes* t,
                 bool skip_unneeded_dx = false) {
   const std::int64_t n = x.dim(0);
@@ -254,33 +276,88 @@ void timed_step(Workload& w, const Tensor& x, const Tensor& y, Tensor& grad, Ste
   }
 }
 
-// Steps grouped in `chunks` runs of `per_chunk` steps after `warmup` steps; throughput per chunk,
-// median reported. Per-phase medians are over single steps.
-json bench_steps(Workload& w, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
-                 int warmup, int chunks, int per_chunk, bool skip_unneeded_dx = false) {
-  Tensor grad;
-  std::size_t k = 0;
-  for (int i = 0; i < warmup; ++i, ++k)
-    timed_step(w, xs[k % xs.size()], ys[k % ys.size()], grad, nullptr, skip_unneeded_dx);
-  StepTimes t;
-  std::vector<double> chunk_sps;
-  for (int c = 0; c < chunks; ++c) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < per_chunk; ++i, ++k)
-      timed_step(w, xs[k % xs.size()], ys[k % ys.size()], grad, &t, skip_unneeded_dx);
-    chunk_sps.push_back(static_cast<double>(w.batch * per_chunk) / seconds_since(t0));
-  }
+// Training-step variants measured side by side: after `warmup` steps each, chunks of `per_chunk`
+// steps alternate between the variants (so a disturbance from another process hits all of them
+// alike); throughput per chunk, median reported. Per-phase medians are over single steps.
+struct StepVariant {
+  Workload* w;
+  bool skip_unneeded_dx;
+};
+
+std::vector<json> bench_steps(const std::vector<StepVariant>& variants,
+                              const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                              int warmup, int chunks, int per_chunk) {
+  const std::size_t nv = variants.size();
+  std::vector<Tensor> grad(nv);
+  std::vector<std::size_t> k(nv, 0);
+  std::vector<StepTimes> t(nv);
+  std::vector<std::vector<double>> chunk_sps(nv);
+  for (std::size_t v = 0; v < nv; ++v)
+    for (int i = 0; i < warmup; ++i, ++k[v])
+      timed_step(*variants[v].w, xs[k[v] % xs.size()], ys[k[v] % ys.size()], grad[v], nullptr,
+                 variants[v].skip_unneeded_dx);
+  for (int c = 0; c < chunks; ++c)
+    for (std::size_t v = 0; v < nv; ++v) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < per_chunk; ++i, ++k[v])
+        timed_step(*variants[v].w, xs[k[v] % xs.size()], ys[k[v] % ys.size()], grad[v], &t[v],
+                   variants[v].skip_unneeded_dx);
+      chunk_sps[v].push_back(static_cast<double>(variants[v].w->batch * per_chunk) /
+                             seconds_since(t0));
+    }
   auto ms = [](const std::vector<double>& v) { return median(v) * 1e3; };
-  return {{"samples_per_s", median(chunk_sps)},
-          {"samples_per_s_runs", chunk_sps},
-          {"steps_per_run", per_chunk},
-          {"warmup_steps", warmup},
-          {"step_ms", ms(t.step)},
-          {"phase_ms",
-           {{"forward", ms(t.forward)},
-            {"loss", ms(t.loss)},
-            {"backward", ms(t.backward)},
-            {"optimizer", ms(t.optimizer)}}}};
+  std::vector<json> out;
+  for (std::size_t v = 0; v < nv; ++v)
+    out.push_back({{"samples_per_s", median(chunk_sps[v])},
+                   {"samples_per_s_runs", chunk_sps[v]},
+                   {"steps_per_run", per_chunk},
+                   {"warmup_steps", warmup},
+                   {"step_ms", ms(t[v].step)},
+                   {"phase_ms",
+                    {{"forward", ms(t[v].forward)},
+                     {"loss", ms(t[v].loss)},
+                     {"backward", ms(t[v].backward)},
+                     {"optimizer", ms(t[v].optimizer)}}}});
+  return out;
+}
+
+// Per-layer forward/backward times (median over `steps` steps after one warm-up step), to split
+// a step into GEMM and element-wise work; input gradients only where an earlier layer has
+// parameters. The optimizer is applied so weights move as in training.
+json bench_layers(Workload& w, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                  int steps) {
+  auto& m = *w.model;
+  const std::size_t L = m.layer_count();
+  const std::size_t first = first_trainable_layer(m);
+  std::vector<std::vector<double>> fwd(L), bwd(L);
+  Tensor grad;
+  for (int s = 0; s < steps + 1; ++s) {
+    const Tensor& x = xs[static_cast<std::size_t>(s) % xs.size()];
+    const Tensor& y = ys[static_cast<std::size_t>(s) % ys.size()];
+    const Tensor* h = &x;
+    for (std::size_t i = 0; i < L; ++i) {
+      const auto t0 = Clock::now();
+      h = &m.layer(i).forward(*h, true);
+      if (s > 0) fwd[i].push_back(seconds_since(t0));
+    }
+    w.loss->compute(*h, y, 1.0f / static_cast<float>(x.dim(0)), &grad);
+    const Tensor* g = &grad;
+    for (std::size_t i = L; i-- > 0;) {
+      const auto t0 = Clock::now();
+      g = &m.layer(i).backward(*g, i > first);  // input gradients only where needed
+      if (s > 0) bwd[i].push_back(seconds_since(t0));
+    }
+    w.optimizer->apply(m.trainable_parameters());
+  }
+  json out = json::array();
+  for (std::size_t i = 0; i < L; ++i)
+    out.push_back({{"layer", m.layer(i).name()},
+                   {"class", m.layer(i).class_name()},
+                   {"output", tandem::shape_to_string(m.layer_output_shape(i), true)},
+                   {"forward_ms", median(fwd[i]) * 1e3},
+                   {"backward_ms", median(bwd[i]) * 1e3},
+                   {"input_grad", i > first}});
+  return out;
 }
 
 // Trainer::fit over a MemoryDataset (DataLoader: shuffle, prefetch 2, no metrics, verbose 0).
@@ -321,6 +398,81 @@ json model_info(Workload& w) {
           {"optimizer", w.optimizer->config()}};
 }
 
+// Fraction of subnormal floats in the optimizer's slots (Adam m and v).
+double subnormal_fraction(tandem::Optimizer& opt) {
+  double sub = 0, all = 0;
+  for (std::size_t i = 0; i < opt.slotted_params(); ++i)
+    for (const Tensor& t : opt.slots(i))
+      for (float v : t.values()) {
+        sub += std::fpclassify(v) == FP_SUBNORMAL;
+        all += 1;
+      }
+  return all > 0 ? sub / all : 0;
+}
+
+// Sets (or clears) flush-to-zero and denormals-are-zero in MXCSR on every compute thread (the
+// OpenMP team oneDNN and Tandem's kernels share; MXCSR is per thread).
+void set_ftz_daz(bool on) {
+#pragma omp parallel num_threads(tandem::cpu::compute_threads())
+  {
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(on ? (csr | 0x8040u) : (csr & ~0x8040u));
+  }
+}
+
+// A long run (about five Fashion-MNIST epochs of steps) from fresh weights: optimizer and step
+// times at the start and at the end, and how many Adam slot values became subnormal. With
+// `force_ftz`, FTZ/DAZ is set on the compute threads for the run (and cleared afterwards);
+// without, MXCSR is left as the engine sets it.
+json bench_long_run(const Options& o, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                    int steps, bool force_ftz) {
+  Workload w = make_workload(o, "fashion-mlp", 128);
+  if (force_ftz) set_ftz_daz(true);
+  Tensor grad;
+  StepTimes t;
+  for (int i = 0; i < steps; ++i)
+    timed_step(w, xs[static_cast<std::size_t>(i) % xs.size()],
+               ys[static_cast<std::size_t>(i) % ys.size()], grad, &t);
+  const bool ftz_main = (_mm_getcsr() & 0x8040u) == 0x8040u;
+  if (force_ftz) set_ftz_daz(false);
+  const std::size_t window = 100;
+  auto slice = [&](const std::vector<double>& v, bool last) {
+    return last ? std::vector<double>(v.end() - window, v.end())
+                : std::vector<double>(v.begin() + 10, v.begin() + 10 + window);
+  };
+  json r = {{"steps", steps},
+            {"ftz_daz_forced", force_ftz},
+            {"ftz_daz_in_main_thread", ftz_main},
+            {"adam_subnormal_fraction_at_end", subnormal_fraction(*w.optimizer)}};
+  for (bool last : {false, true}) {
+    const double step = median(slice(t.step, last));
+    r[last ? "last_100_steps" : "first_100_steps"] = {
+        {"step_ms", step * 1e3},
+        {"optimizer_ms", median(slice(t.optimizer, last)) * 1e3},
+        {"samples_per_s", static_cast<double>(w.batch) / step}};
+  }
+  return r;
+}
+
+// Cost of one fork/join of the compute team (an empty parallel region every ~20 µs of serial
+// work, the way a small training step alternates serial code and kernels): median µs per region.
+double omp_region_us() {
+  const int threads = tandem::cpu::compute_threads();
+  std::vector<double> t;
+  volatile double sink = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const auto gap = Clock::now();
+    while (seconds_since(gap) < 20e-6) sink = sink + 1;  // serial work between kernels
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+    { asm volatile("" ::: "memory"); }
+    t.push_back(seconds_since(t0));
+  }
+  return median(t) * 1e6;
+}
+
+// Every measurement starts from fresh weights and optimizer state, so none depends on how many
+// steps an earlier one took (Adam state drifts into subnormals over long runs: see long_run).
 json run_fashion(const Options& o) {
   progress("fashion-mlp: building");
   Workload w = make_workload(o, "fashion-mlp", 128);
@@ -329,14 +481,30 @@ json run_fashion(const Options& o) {
   std::vector<Tensor> xs, ys;
   batches(data, w.batch, xs, ys);
   const int chunks = o.quick ? 5 : 15, per_chunk = 40;
-  progress("fashion-mlp: timing steps");
-  r["step"] = bench_steps(w, xs, ys, 40, chunks, per_chunk);
-  progress("fashion-mlp: timing steps without the unneeded input gradient of the first Dense");
-  r["step_skip_unneeded_dx"] = bench_steps(w, xs, ys, 20, chunks, per_chunk, true);
+  if (o.step) {
+    progress(
+        "fashion-mlp: timing steps, as is and without the unneeded input gradient of the "
+        "first Dense, alternating");
+    Workload w2 = make_workload(o, "fashion-mlp", 128);
+    const auto res = bench_steps({{&w, false}, {&w2, true}}, xs, ys, 40, chunks, per_chunk);
+    r["step"] = res[0];
+    r["step_skip_unneeded_dx"] = res[1];
+    Workload w3 = make_workload(o, "fashion-mlp", 128);
+    r["layers"] = bench_layers(w3, xs, ys, 50);
+  }
+  r["omp_parallel_region_us"] = omp_region_us();
   if (o.fit) {
     progress("fashion-mlp: timing Trainer::fit");
-    r["fit"] = bench_fit(w, random_data(*w.model, *w.loss, w.batch * 120, 12), w.batch * 8,
+    Workload w4 = make_workload(o, "fashion-mlp", 128);
+    r["fit"] = bench_fit(w4, random_data(*w4.model, *w4.loss, w4.batch * 120, 12), w4.batch * 8,
                          o.quick ? 1 : 3);
+  }
+  if (o.long_run) {
+    const int steps = o.quick ? 1200 : 2500;
+    progress("fashion-mlp: " + std::to_string(steps) +
+             " steps from fresh weights, as the engine runs them and with FTZ/DAZ forced");
+    r["long_run"] = bench_long_run(o, xs, ys, steps, false);
+    r["long_run_ftz_daz"] = bench_long_run(o, xs, ys, steps, true);
   }
   return r;
 }
@@ -348,9 +516,14 @@ json run_seed(const Options& o) {
   const Data data = random_data(*w.model, *w.loss, w.batch * 4, 21);
   std::vector<Tensor> xs, ys;
   batches(data, w.batch, xs, ys);
-  progress("seed-mlp: timing steps");
-  const int steps = o.quick ? 3 : o.seed_steps;
-  r["step"] = bench_steps(w, xs, ys, 3, steps, 1);
+  if (o.step) {
+    progress("seed-mlp: timing steps");
+    const int steps = o.quick ? 3 : o.seed_steps;
+    r["step"] = bench_steps({{&w, false}}, xs, ys, 3, steps, 1)[0];
+    progress("seed-mlp: timing layer by layer");
+    Workload w2 = make_workload(o, "seed-mlp", o.seed_batch);
+    r["layers"] = bench_layers(w2, xs, ys, o.quick ? 2 : 4);
+  }
   // FLOPs: 6 x parameters per sample (the usual convention), and what the step executes: the
   // first Dense computes no input gradient, so 4 x its weights there.
   const double params = static_cast<double>(w.model->count_params());
@@ -362,6 +535,7 @@ json run_seed(const Options& o) {
   r["executed_gemm_flops_per_sample"] = executed;
   if (o.fit) {
     progress("seed-mlp: timing Trainer::fit");
+    w = make_workload(o, "seed-mlp", o.seed_batch);
     r["fit"] = bench_fit(w, random_data(*w.model, *w.loss, w.batch * 8, 22), w.batch * 2, 1);
   }
   return r;
@@ -401,15 +575,20 @@ json bench_gemm(const GemmCase& g, double min_seconds) {
     t.push_back(seconds_since(t0));
   }
   const double flops = 2.0 * g.m * g.n * g.k;
-  return {{"name", g.name},         {"trans_a", g.ta},
-          {"trans_b", g.tb},        {"m", g.m},
-          {"n", g.n},               {"k", g.k},
-          {"calls", t.size()},      {"ms", median(t) * 1e3},
+  return {{"name", g.name},
+          {"trans_a", g.ta},
+          {"trans_b", g.tb},
+          {"m", g.m},
+          {"n", g.n},
+          {"k", g.k},
+          {"calls", t.size()},
+          {"ms", median(t) * 1e3},
           {"gflops", flops / median(t) / 1e9}};
 }
 
-// All the GEMMs of one step of `w` (forward, then dW and dX layer by layer backwards, as the
-// Dense layers call them), timed as a sequence: the time a step would take if it were all GEMM.
+// All the GEMMs of one step of a Dense stack (forward, then dW and dX layer by layer backwards,
+// as Dense calls them; no dX for the first layer), timed as a sequence: the time a step would
+// take if it were all GEMM.
 json bench_gemm_sequence(const std::vector<DenseShape>& layers, std::int64_t batch, int reps) {
   std::vector<GemmCase> seq;
   for (const auto& l : layers) seq.push_back({"fwd", false, false, batch, l.out, l.in});
@@ -466,17 +645,26 @@ json run_gemm(const Options& o) {
   r["other_shapes"] = others;
   r["peak_gflops"] = peak;
   r["peak_definition"] = "best GFLOP/s of dnnl_sgemm over the seed-mlp shapes above";
+  // The seed-mlp's Dense stack (resources/configs/seed-mlp.json).
   std::vector<DenseShape> layers = {{8000, 4000}, {4000, 2000}, {2000, 500}, {500, 300}, {300, 1}};
   r["seed_mlp_step_gemm_sequence"] = bench_gemm_sequence(layers, b, o.quick ? 2 : 5);
   return r;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Adam over the seed-mlp's parameter count: the engine's optimizer vs vectorised copies.
+// Adam at the seed-mlp's and fashion-mlp's parameter counts: the engine's optimizer vs
+// vectorised copies of its loop and a plain memory stream.
+
+json adam_case(std::int64_t n, int reps);
 
 json run_adam(const Options& o) {
-  progress("adam: engine update vs vectorised variants over 41,157,101 parameters");
-  const std::int64_t n = 41157101;
+  progress("adam: engine update vs vectorised variants (seed-mlp and fashion-mlp sizes)");
+  return {{"seed-mlp", adam_case(41157101, o.quick ? 3 : 7)},
+          {"fashion-mlp", adam_case(235146, 200)}};
+}
+
+// The engine's Adam (one Parameter of n elements) vs bench::adam_* and a pure stream, n elements.
+json adam_case(std::int64_t n, int reps) {
   tandem::Parameter p;
   p.name = "w";
   p.value = Tensor({n});
@@ -484,10 +672,9 @@ json run_adam(const Options& o) {
   tandem::Rng rng(9);
   for (float& v : p.value.values()) v = rng.uniform() - 0.5f;
   for (float& v : p.grad.values()) v = (rng.uniform() - 0.5f) * 1e-3f;
-  auto opt = tandem::make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}},
-                                    "optimizer");
+  auto opt = tandem::make_optimizer(
+      json{{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}}, "optimizer");
   std::vector<tandem::Parameter*> params{&p};
-  const int reps = o.quick ? 3 : 7;
   auto time_it = [&](const std::function<void()>& f) {
     f();
     std::vector<double> t;
@@ -514,10 +701,63 @@ json run_adam(const Options& o) {
           bench::adam_avx512(p.value.data(), p.grad.data(), m.data(), v.data(), n, alpha, b1, b2,
                              eps);
         }));
-  add("stream_4_reads_3_writes", time_it([&] {
-        bench::stream_7(p.value.data(), p.grad.data(), m.data(), v.data(), n);
-      }));
+  add("stream_4_reads_3_writes",
+      time_it([&] { bench::stream_7(p.value.data(), p.grad.data(), m.data(), v.data(), n); }));
+  r["parameters"] = n;
   r["bytes_per_update"] = bytes;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element-wise kernels of the seed-mlp step (engine) vs oneDNN's JIT eltwise tanh.
+
+json run_elementwise(const Options& o) {
+  progress("elementwise: activations at the seed-mlp sizes");
+  const int reps = o.quick ? 5 : 20;
+  auto time_it = [&](const std::function<void()>& f) {
+    f();
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = Clock::now();
+      f();
+      t.push_back(seconds_since(t0));
+    }
+    return median(t) * 1e3;
+  };
+  using tandem::nn::ActivationKind;
+  const std::int64_t rows = o.seed_batch;
+  json r;
+  for (auto [kind, cols, name] : {std::tuple{ActivationKind::tanh, std::int64_t{4000}, "tanh"},
+                                  std::tuple{ActivationKind::relu, std::int64_t{2000}, "relu"}}) {
+    const std::int64_t n = rows * cols;
+    Tensor in({n}), out({n}), go({n}), gi({n});
+    tandem::Rng rng(3);
+    for (float& v : in.values()) v = 4.0f * rng.uniform() - 2.0f;
+    for (float& v : go.values()) v = rng.uniform() - 0.5f;
+    const std::string key =
+        std::string(name) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+    r[key]["engine_forward_ms"] =
+        time_it([&] { tandem::nn::activation_forward(kind, in.data(), out.data(), rows, cols); });
+    r[key]["engine_backward_ms"] = time_it([&] {
+      tandem::nn::activation_backward(kind, in.data(), out.data(), go.data(), gi.data(), rows,
+                                      cols);
+    });
+    // oneDNN eltwise forward on the same data (JIT, AVX-512 here).
+    using namespace dnnl;
+    engine eng(engine::kind::cpu, 0);
+    stream st(eng);
+    memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+    memory src(md, eng, in.data()), dst(md, eng, out.data());
+    const algorithm alg =
+        kind == ActivationKind::tanh ? algorithm::eltwise_tanh : algorithm::eltwise_relu;
+    eltwise_forward::primitive_desc pd(
+        eltwise_forward::desc(prop_kind::forward_training, alg, md, 0.f, 0.f), eng);
+    eltwise_forward prim(pd);
+    r[key]["onednn_eltwise_forward_ms"] = time_it([&] {
+      prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+      st.wait();
+    });
+  }
   return r;
 }
 
@@ -547,6 +787,7 @@ int main(int argc, char** argv) {
     out["workloads"] = wl;
     if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
     if (o.only.count("adam")) out["adam"] = run_adam(o);
+    if (o.only.count("elementwise")) out["elementwise"] = run_elementwise(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tandem_bench: %s\n", e.what());
     return 1;

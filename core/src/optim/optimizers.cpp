@@ -156,16 +156,33 @@ class RmsProp : public Optimizer {
     float* vel = slots[0].data();
     float* mom = momentum_ > 0 ? slots[1].data() : nullptr;
     float* avg = centered_ ? slots[momentum_ > 0 ? 2 : 1].data() : nullptr;
-    cpu::parallel_for(p.value.size(), kChunk, [&](std::int64_t b, std::int64_t e) {
+    const std::int64_t n = p.value.size();
+    // One branch-free loop per variant, so each vectorises.
+    if (avg && mom)
+      run<true, true>(n, w, vel, mom, avg, g, rho, lr, eps, mu);
+    else if (avg)
+      run<true, false>(n, w, vel, mom, avg, g, rho, lr, eps, mu);
+    else if (mom)
+      run<false, true>(n, w, vel, mom, avg, g, rho, lr, eps, mu);
+    else
+      run<false, false>(n, w, vel, mom, avg, g, rho, lr, eps, mu);
+  }
+
+ private:
+  template <bool Centered, bool Momentum>
+  static void run(std::int64_t n, float* __restrict w, float* __restrict vel, float* __restrict mom,
+                  float* __restrict avg, const float* __restrict g, float rho, float lr, float eps,
+                  float mu) {
+    cpu::parallel_for(n, kChunk, [=](std::int64_t b, std::int64_t e) {
       for (std::int64_t k = b; k < e; ++k) {
         vel[k] = rho * vel[k] + (1.0f - rho) * g[k] * g[k];
         float denom = vel[k] + eps;
-        if (avg) {
+        if constexpr (Centered) {
           avg[k] = rho * avg[k] + (1.0f - rho) * g[k];
           denom = vel[k] - avg[k] * avg[k] + eps;
         }
         const float inc = lr * g[k] / std::sqrt(denom);
-        if (mom) {
+        if constexpr (Momentum) {
           mom[k] = mu * mom[k] + inc;
           w[k] -= mom[k];
         } else {
@@ -175,7 +192,6 @@ class RmsProp : public Optimizer {
     });
   }
 
- private:
   double rho_, momentum_, epsilon_;
   bool centered_;
 };
