@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -162,6 +164,36 @@ TEST(Cli, ConfigErrorsNameTheJsonPathWithExitCode2) {
   EXPECT_EQ(run_command(cli() + " frobnicate").exit_code, 2);
   EXPECT_EQ(run_command(cli() + " train --set novalue").exit_code, 2);
   EXPECT_EQ(run_command(cli() + " predict --weights /etc/hostname -o out.txt").exit_code, 2);
+}
+
+TEST(Cli, EventsToStdoutAndTruncatedCheckpoint) {
+  const fs::path dir = test::scratch_dir("cli-stdout");
+  const std::string synthetic =
+      R"('{"type": "synthetic", "samples": 300, "x_shape": [28, 28], "task": "classes", "classes": 10, "seed": 1}')";
+  auto r = run_command(cli() + " train --set data.train=" + synthetic +
+                       " --set data.validation=" + synthetic +
+                       " --set epochs=1 --events - --run-dir " + (dir / "run").string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) names.push_back(json::parse(line)["event"]);
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "run_started");
+  EXPECT_EQ(names.back(), "run_finished");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "batch_ended"), 3);  // 300 / 128 -> 3 batches
+
+  // A checkpoint cut in half: a clear error naming it, exit code 2.
+  {
+    std::ifstream in(dir / "run" / "model.h5", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream out(dir / "cut.h5", std::ios::binary);
+    out << bytes.substr(0, bytes.size() / 2);
+  }
+  auto e = run_command(cli() + " evaluate " + (dir / "run" / "config.json").string() +
+                       " --weights " + (dir / "cut.h5").string() + " -q");
+  EXPECT_EQ(e.exit_code, 2) << e.err;
+  EXPECT_NE(e.err.find("cut.h5"), std::string::npos) << e.err;
 }
 
 TEST(Cli, HelpAndSummary) {
