@@ -14,7 +14,6 @@ Shape Dropout::build(const Shape& input_shape, Rng& init) {
 const Tensor& Dropout::forward(const Tensor& x, bool training) {
   masked_ = training && rate_ > 0.0;
   if (!masked_) {
-    input_ = x;
     return x;
   }
   mask_.resize(x.shape());

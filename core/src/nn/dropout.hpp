@@ -23,7 +23,7 @@ class Dropout : public Layer {
   std::optional<std::uint64_t> seed_;
   Rng rng_;
   bool masked_ = false;  // whether the last forward applied a mask
-  Tensor mask_, output_, grad_input_, input_;
+  Tensor mask_, output_, grad_input_;
 };
 
 }  // namespace tandem::nn

@@ -215,26 +215,33 @@ std::shared_ptr<Dataset> pick_split(const InferenceRequest& r, const Datasets& d
   throw ConfigError("--split", "expected validation, test or train, got '" + r.split + "'");
 }
 
+// Everything evaluate and predict share: the model with loaded weights, the chosen data, a trainer.
+struct Inference {
+  Built built;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<Trainer> trainer;
+
+  explicit Inference(const InferenceRequest& request) : built(build_model(request.config)) {
+    const RunConfig& rc = request.config;
+    Datasets d = open_datasets(rc, request.split == "train");
+    built.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
+    loader = std::make_unique<DataLoader>(
+        pick_split(request, d), DataLoaderOptions{rc.batch_size, false, 0, rc.data.prefetch});
+    trainer = std::make_unique<Trainer>(*built.model, *built.loss, *built.optimizer,
+                                        std::move(built.metrics));
+  }
+};
+
 }  // namespace
 
 Logs run_evaluation(const InferenceRequest& request) {
-  const RunConfig& rc = request.config;
-  Built b = build_model(rc);
-  Datasets d = open_datasets(rc, request.split == "train");
-  b.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
-  DataLoader loader(pick_split(request, d), {rc.batch_size, false, 0, rc.data.prefetch});
-  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
-  return trainer.evaluate(loader, rc.verbose);
+  Inference inference(request);
+  return inference.trainer->evaluate(*inference.loader, request.config.verbose);
 }
 
 Tensor run_prediction(const InferenceRequest& request) {
-  const RunConfig& rc = request.config;
-  Built b = build_model(rc);
-  Datasets d = open_datasets(rc, request.split == "train");
-  b.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
-  DataLoader loader(pick_split(request, d), {rc.batch_size, false, 0, rc.data.prefetch});
-  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
-  return trainer.predict(loader);
+  Inference inference(request);
+  return inference.trainer->predict(*inference.loader);
 }
 
 }  // namespace tandem
