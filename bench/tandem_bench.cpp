@@ -373,7 +373,11 @@ json bench_fit(Workload& w, Data data, std::int64_t warm_samples, int epochs) {
   lo.prefetch = 2;
   tandem::DataLoader warm_loader(warm, lo);
   tandem::DataLoader loader(ds, lo);
-  tandem::Trainer trainer(*w.model, *w.loss, *w.optimizer, {});
+  tandem::DevicePlan plan;
+  plan.replicas.push_back({tandem::DeviceKind::cpu, 0});
+  plan.text = "cpu:1";
+  tandem::ReplicaModel meta(*w.model, *w.optimizer, plan);
+  tandem::Trainer trainer(meta, *w.loss, {});
   tandem::FitOptions fo;
   fo.verbose = 0;
   fo.epochs = 1;

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/devices_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -76,6 +77,12 @@ void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::str
   cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
   cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
       ->type_name("KEY=VALUE");
+  // --devices PLAN is --set devices=PLAN, spelled the way users expect.
+  cmd->add_option_function<std::string>(
+         "--devices",
+         [&overrides](const std::string& plan) { overrides.push_back("devices=" + plan); },
+         "Device plan: auto, cpu, cpu:N, cuda:0,2, cuda:all (overrides the config's \"devices\")")
+      ->type_name("PLAN");
 }
 
 }  // namespace
@@ -164,6 +171,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       return static_cast<int>(ExitCode::ok);
     };
   });
+
+  add_devices_command(app, selected_, interrupt_);
 }
 
 int Commands::run() {

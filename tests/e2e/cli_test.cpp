@@ -160,6 +160,12 @@ TEST(Cli, ConfigErrorsNameTheJsonPathWithExitCode2) {
   r = run_command(cli() + " train " + (dir / "bad.json").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+  r = run_command(cli() + " train --devices gpu:1 -q");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown device 'gpu:1'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("This machine has: cpu"), std::string::npos) << r.err;
+  EXPECT_EQ(run_command(cli() + " train --devices cpu:0 -q").exit_code, 2);
+  EXPECT_EQ(run_command(cli() + " train --devices cuda:9 -q").exit_code, 2);
   EXPECT_EQ(run_command(cli() + " train --no-such-flag").exit_code, 2);
   EXPECT_EQ(run_command(cli() + " frobnicate").exit_code, 2);
   EXPECT_EQ(run_command(cli() + " train --set novalue").exit_code, 2);

@@ -46,12 +46,20 @@ class Layer {
   /// The Keras `get_config()` dictionary of this layer (with "name").
   virtual nlohmann::json config() const = 0;
 
-  /// The layer's own random stream (Dropout), saved in checkpoints; nullptr when it has none.
-  virtual Rng* rng() { return nullptr; }
+  /// The layer's random state (Dropout), saved in checkpoints; empty when it has none.
+  virtual std::vector<std::uint64_t> random_state() const { return {}; }
+  virtual void set_random_state(const std::vector<std::uint64_t>& /*state*/) {}
+
+  /// Where the rows of the next forward() sit in the global batch. A replica holding rows
+  /// [offset, offset + n) of a batch draws the same random numbers for them as one model holding
+  /// the whole batch, so randomness never depends on the device layout (contract 1).
+  void set_sample_offset(std::int64_t offset) { sample_offset_ = offset; }
+  std::int64_t sample_offset() const { return sample_offset_; }
 
  private:
   std::string name_;
   bool trainable_ = true;
+  std::int64_t sample_offset_ = 0;
 };
 
 }  // namespace tandem

@@ -39,8 +39,9 @@ class Model {
   const Shape& layer_output_shape(std::size_t i) const { return output_shapes_[i + 1]; }
 
   /// Runs the layers; the returned reference is owned by the last layer (valid until the next
-  /// forward). `training` enables Dropout.
-  const Tensor& forward(const Tensor& x, bool training);
+  /// forward). `training` enables Dropout. `sample_offset`: where x's rows sit in the global
+  /// batch when this model is one replica of several (see Layer::set_sample_offset).
+  const Tensor& forward(const Tensor& x, bool training, std::int64_t sample_offset = 0);
   /// Back-propagates dL/d(output), setting every parameter's grad.
   void backward(const Tensor& grad_output);
 

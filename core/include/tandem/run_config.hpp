@@ -27,9 +27,15 @@ struct RunConfig {
   std::string name = "run";
   std::uint64_t seed = 0;
   int epochs = 1;
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;     // the global batch (see global_batch_size())
+  /// When given instead of batch_size: the global batch is this times the number of replicas.
+  std::int64_t batch_size_per_replica = 0;
   int verbose = 1;
-  std::string devices = "cpu";
+  std::string devices = "cpu";     // a device plan text, checked by parse_device_plan
+  /// batch_size, or batch_size_per_replica × replicas.
+  std::int64_t global_batch_size(int replicas) const {
+    return batch_size_per_replica > 0 ? batch_size_per_replica * replicas : batch_size;
+  }
   nlohmann::json model;
   nlohmann::json optimizer;
   nlohmann::json loss;

@@ -31,6 +31,9 @@ class Tensor {
   Tensor(std::initializer_list<std::int64_t> shape) : Tensor(Shape(shape)) {}
 
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
+  /// A tensor of `shape` over base's storage from element `offset` on (no copy; keeps base's
+  /// storage alive). Resizing it beyond its size detaches it onto its own storage.
+  static Tensor view(const Tensor& base, std::int64_t offset, Shape shape);
 
   const Shape& shape() const { return shape_; }
   std::int64_t dim(int axis) const;

@@ -1,7 +1,8 @@
-// Trainer: fit / evaluate / predict for one model, with Keras callbacks and logs.
+// Trainer: fit / evaluate / predict, with Keras callbacks and logs.
 //
-// The trainer borrows the model, loss, optimizer and loaders (they must outlive it) and owns the
-// training state. Between batches it checks an optional external stop flag (set by a signal
+// The trainer always works through the meta-model (a ReplicaModel; one replica included), so
+// there is one loop for every device layout. It borrows the meta-model, loss and loaders (they
+// must outlive it) and owns the training state. Between batches it checks an optional external stop flag (set by a signal
 // handler): training then stops at once, without validation, leaving a resumable state. One
 // thread drives a trainer.
 #pragma once
@@ -24,6 +25,7 @@
 #include "tandem/metric.hpp"
 #include "tandem/model.hpp"
 #include "tandem/optimizer.hpp"
+#include "tandem/replica_model.hpp"
 #include "tandem/training_state.hpp"
 
 namespace tandem {
@@ -36,8 +38,7 @@ struct FitOptions {
 
 class Trainer : public CallbackContext {
  public:
-  Trainer(Model& model, const Loss& loss, Optimizer& optimizer,
-          std::vector<std::unique_ptr<Metric>> metrics);
+  Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics);
 
   void set_callbacks(CallbackBus bus) { callbacks_ = std::move(bus); }
   void set_event_sink(EventSink* sink) { events_ = sink; }
@@ -59,15 +60,18 @@ class Trainer : public CallbackContext {
   bool interrupted() const { return interrupted_; }
 
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
-  CheckpointData checkpoint() const;
-  /// Restores what checkpoint() saved. Throws DataError naming `source` when it does not fit.
+  /// Syncs the template first (contract 2).
+  CheckpointData checkpoint();
+  /// Restores what checkpoint() saved into the template and replica 0's optimizer, then copies
+  /// them to every replica. Throws DataError naming `source` when it does not fit.
   void restore(const CheckpointData& data, const std::string& source);
 
   // CallbackContext
-  Model& model() override { return model_; }
+  Model& model() override { return meta_.template_model(); }
+  ReplicaModel& meta() { return meta_; }
   const TrainingState& state() const override { return state_; }
   void request_stop(const std::string& reason) override;
-  double learning_rate() const override { return optimizer_.learning_rate(); }
+  double learning_rate() const override { return meta_.optimizer().learning_rate(); }
   void set_learning_rate(double lr) override;
   void publish(const std::string& event, const nlohmann::json& fields) override;
   std::filesystem::path run_dir() const override { return run_dir_; }
@@ -83,9 +87,8 @@ class Trainer : public CallbackContext {
   EpochTotals empty_totals() const;
   void emit(const std::string& event, const nlohmann::json& fields);
 
-  Model& model_;
+  ReplicaModel& meta_;
   const Loss& loss_;
-  Optimizer& optimizer_;
   std::vector<std::unique_ptr<Metric>> metrics_;
   CallbackBus callbacks_;
   EventSink* events_ = nullptr;
@@ -93,8 +96,8 @@ class Trainer : public CallbackContext {
   const std::atomic<bool>* interrupt_ = nullptr;
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
+  std::vector<ReplicaStep> epoch_replicas_;  // per-replica samples and busy seconds this epoch
   bool interrupted_ = false;
-  Tensor grad_;
 };
 
 }  // namespace tandem

@@ -178,13 +178,16 @@ std::unique_ptr<Model> Model::clone() const {
   return copy;
 }
 
-const Tensor& Model::forward(const Tensor& x, bool training) {
+const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample_offset) {
   if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
     throw ShapeError("model '" + name_ + "' expects inputs " + shape_to_string(input_shape_, true) +
                      ", got " + shape_to_string(x.shape()));
   const Tensor* h = &x;
-  for (auto& layer : layers_) h = &layer->forward(*h, training);
+  for (auto& layer : layers_) {
+    layer->set_sample_offset(sample_offset);
+    h = &layer->forward(*h, training);
+  }
   return *h;
 }
 

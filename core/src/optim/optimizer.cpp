@@ -19,7 +19,7 @@ nlohmann::json Optimizer::base_config(const std::string& name) const {
   auto opt = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"name", name},
           {"learning_rate", learning_rate_},
-          {"weight_decay", opt(weight_decay_)},
+          {"weight_decay", weight_decay_},
           {"clipnorm", opt(clipnorm_)},
           {"clipvalue", opt(clipvalue_)},
           {"global_clipnorm", opt(global_clipnorm_)}};

@@ -70,6 +70,19 @@ Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
   return t;
 }
 
+Tensor Tensor::view(const Tensor& base, std::int64_t offset, Shape shape) {
+  const std::int64_t n = shape_size(shape);
+  if (offset < 0 || offset + n > base.size_)
+    throw ShapeError("view of " + std::to_string(n) + " elements at offset " +
+                     std::to_string(offset) + " exceeds a tensor of " + std::to_string(base.size_));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = n;
+  t.capacity_ = n;
+  if (n > 0) t.storage_ = std::shared_ptr<float[]>(base.storage_, base.storage_.get() + offset);
+  return t;
+}
+
 std::int64_t Tensor::dim(int axis) const {
   if (axis < 0) axis += rank();
   if (axis < 0 || axis >= rank())

@@ -11,6 +11,9 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/data_loader.hpp"
 #include "tandem/dataset.hpp"
+#include "tandem/device_plan.hpp"
+#include "tandem/devices.hpp"
+#include "tandem/replica_model.hpp"
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/trainer.hpp"
@@ -86,8 +89,17 @@ void write_text_file(const std::filesystem::path& path, const std::string& text)
   if (!out) throw RunError("cannot write " + path.string());
 }
 
-json device_plan_json() {
-  return json::array({{{"device", "cpu"}, {"threads", cpu::compute_threads()}}});
+// This build trains on CPU replicas; CUDA plans are refused with the reason.
+constexpr bool kCudaTrainable = false;
+
+DevicePlan plan_for(const RunConfig& rc) {
+  return parse_device_plan(rc.devices, discover_devices(), "devices", kCudaTrainable);
+}
+
+json device_plan_json(const DevicePlan& plan) {
+  json j = plan.to_json();
+  j["threads"] = cpu::compute_threads();
+  return j;
 }
 
 }  // namespace
@@ -103,21 +115,24 @@ TrainResult run_training(const TrainRequest& request) {
   const RunConfig& rc = request.config;
   // Everything that can be wrong with the input is checked before the run folder exists.
   Built b = build_model(rc);
+  const DevicePlan plan = plan_for(rc);
+  const std::int64_t batch_size = rc.global_batch_size(plan.size());
   Datasets data = open_datasets(rc, true);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
   if (request.weights)
     b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
 
-  DataLoaderOptions train_opts{rc.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
+  DataLoaderOptions train_opts{batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
                                rc.data.prefetch};
   DataLoader train_loader(data.train, train_opts);
   std::unique_ptr<DataLoader> val_loader;
   if (data.validation)
     val_loader = std::make_unique<DataLoader>(
-        data.validation, DataLoaderOptions{rc.batch_size, false, 0, rc.data.prefetch});
+        data.validation, DataLoaderOptions{batch_size, false, 0, rc.data.prefetch});
 
-  Trainer trainer(*b.model, *b.loss, *b.optimizer, std::move(b.metrics));
+  ReplicaModel meta(*b.model, *b.optimizer, plan);
+  Trainer trainer(meta, *b.loss, std::move(b.metrics));
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
@@ -144,7 +159,8 @@ TrainResult run_training(const TrainRequest& request) {
                   {"tandem_version", TANDEM_VERSION},
                   {"run_dir", result.run_dir.string()},
                   {"config", rc.resolved},
-                  {"devices", device_plan_json()},
+                  {"devices", device_plan_json(plan)},
+                  {"batch_size", batch_size},
                   {"plugins", json::array()},
                   {"world_size", 1},
                   {"train_samples", data.train->size()},
@@ -219,16 +235,19 @@ std::shared_ptr<Dataset> pick_split(const InferenceRequest& r, const Datasets& d
 struct Inference {
   Built built;
   std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<ReplicaModel> meta;
   std::unique_ptr<Trainer> trainer;
 
   explicit Inference(const InferenceRequest& request) : built(build_model(request.config)) {
     const RunConfig& rc = request.config;
+    const DevicePlan plan = plan_for(rc);
     Datasets d = open_datasets(rc, request.split == "train");
     built.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
     loader = std::make_unique<DataLoader>(
-        pick_split(request, d), DataLoaderOptions{rc.batch_size, false, 0, rc.data.prefetch});
-    trainer = std::make_unique<Trainer>(*built.model, *built.loss, *built.optimizer,
-                                        std::move(built.metrics));
+        pick_split(request, d),
+        DataLoaderOptions{rc.global_batch_size(plan.size()), false, 0, rc.data.prefetch});
+    meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan);
+    trainer = std::make_unique<Trainer>(*meta, *built.loss, std::move(built.metrics));
   }
 };
 

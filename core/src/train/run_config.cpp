@@ -114,13 +114,14 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   if (seed < 0) throw ConfigError("seed", "expected a non-negative integer");
   rc.seed = static_cast<std::uint64_t>(seed);
   rc.epochs = static_cast<int>(c.positive_int("epochs", 1));
+  if (c.has("batch_size") && c.has("batch_size_per_replica"))
+    throw ConfigError("batch_size_per_replica",
+                      "give batch_size (the global batch) or batch_size_per_replica, not both");
   rc.batch_size = c.positive_int("batch_size", 32);
+  rc.batch_size_per_replica = c.positive_int("batch_size_per_replica", 0);
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
   rc.devices = c.get_string("devices", "cpu");
-  if (rc.devices != "cpu" && rc.devices != "auto")
-    throw ConfigError("devices",
-                      "this build trains on \"cpu\" (or \"auto\"), got \"" + rc.devices + "\"");
   rc.model = c.at("model");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");
@@ -145,7 +146,10 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.resolved["name"] = rc.name;
   rc.resolved["seed"] = rc.seed;
   rc.resolved["epochs"] = rc.epochs;
-  rc.resolved["batch_size"] = rc.batch_size;
+  if (rc.batch_size_per_replica > 0)
+    rc.resolved["batch_size_per_replica"] = rc.batch_size_per_replica;
+  else
+    rc.resolved["batch_size"] = rc.batch_size;
   rc.resolved["verbose"] = rc.verbose;
   rc.resolved["devices"] = rc.devices;
   rc.resolved["optimizer"] = rc.optimizer;

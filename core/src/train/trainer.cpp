@@ -11,21 +11,21 @@ namespace tandem {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-Trainer::Trainer(Model& model, const Loss& loss, Optimizer& optimizer,
+Trainer::Trainer(ReplicaModel& meta, const Loss& loss,
                  std::vector<std::unique_ptr<Metric>> metrics)
-    : model_(model), loss_(loss), optimizer_(optimizer), metrics_(std::move(metrics)) {
+    : meta_(meta), loss_(loss), metrics_(std::move(metrics)) {
   partial_ = empty_totals();
 }
 
 void Trainer::check_data(const DataLoader& data, const std::string& role) const {
   const Dataset& d = data.dataset();
-  if (d.x_shape() != model_.input_shape())
+  if (d.x_shape() != meta_.template_model().input_shape())
     throw ShapeError("the " + role + " data has samples of shape " +
-                     shape_to_string(d.x_shape(), true) + " but model '" + model_.name() +
-                     "' expects " + shape_to_string(model_.input_shape(), true) + " (" +
+                     shape_to_string(d.x_shape(), true) + " but model '" + meta_.template_model().name() +
+                     "' expects " + shape_to_string(meta_.template_model().input_shape(), true) + " (" +
                      d.describe() + ")");
   try {
-    loss_.check_shapes(model_.output_shape(), d.y_shape());
+    loss_.check_shapes(meta_.template_model().output_shape(), d.y_shape());
   } catch (const ShapeError& e) {
     throw ShapeError("the " + role + " data does not fit the model: " + e.what() + " (" +
                      d.describe() + ")");
@@ -62,24 +62,28 @@ void Trainer::request_stop(const std::string& reason) {
 void Trainer::set_learning_rate(double lr) {
   if (!(lr > 0) || !std::isfinite(lr))
     throw RunError("learning rate must be a positive finite number, got " + std::to_string(lr));
-  optimizer_.set_learning_rate(lr);
+  meta_.set_learning_rate(lr);
 }
 
 void Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
-  const std::int64_t n = batch.size();
-  const Tensor& out = model_.forward(batch.x, true);
-  const double loss_sum = loss_.compute(out, batch.y, 1.0f / static_cast<float>(n), &grad_);
+  const StepSums sums = meta_.forward_backward(batch, loss_, metrics_);
+  const double loss_sum = sums.loss.sum;
   if (!std::isfinite(loss_sum))
     throw RunError("the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
                    " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
                    std::to_string(state_.batch + 1) + " (step " + std::to_string(state_.step + 1) +
                    "); the weights of the previous step are kept. Lower the learning rate, "
                    "check the data for NaN or extreme values, or clip gradients (clipnorm).");
-  totals.loss.add({loss_sum, static_cast<double>(n)});
-  for (std::size_t i = 0; i < metrics_.size(); ++i)
-    totals.metrics[i].add(metrics_[i]->evaluate(out, batch.y));
-  model_.backward(grad_);
-  optimizer_.apply(model_.trainable_parameters());
+  totals.loss.add(sums.loss);
+  for (std::size_t i = 0; i < metrics_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
+  meta_.apply_update();
+  const auto& replicas = meta_.last_step();
+  epoch_replicas_.resize(replicas.size());
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    epoch_replicas_[r].device = replicas[r].device;
+    epoch_replicas_[r].samples += replicas[r].samples;
+    epoch_replicas_[r].seconds += replicas[r].seconds;
+  }
 }
 
 const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
@@ -131,7 +135,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                            {"step", state_.step},
                            {"size", batch.size()},
                            {"logs", logs.to_json()},
-                           {"lr", optimizer_.learning_rate()},
+                           {"lr", learning_rate()},
                            {"samples_per_sec", secs > 0 ? samples / secs : 0.0}});
       bar.update(state_.batch, logs);
       if (interrupt_ && interrupt_->load()) {
@@ -156,10 +160,18 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     state_.history.push_back(epoch_logs);
     json fields = {{"epoch", epoch + 1},
                    {"logs", epoch_logs.to_json()},
-                   {"lr", optimizer_.learning_rate()},
+                   {"lr", learning_rate()},
                    {"seconds", std::chrono::duration<double>(Clock::now() - epoch_start).count()},
                    {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0}};
     emit("epoch_ended", fields);
+    json replicas = json::array();
+    for (std::size_t r = 0; r < epoch_replicas_.size(); ++r)
+      replicas.push_back({{"replica", r},
+                          {"device", epoch_replicas_[r].device.name()},
+                          {"samples", epoch_replicas_[r].samples},
+                          {"busy_seconds", epoch_replicas_[r].seconds}});
+    emit("replica_stats", {{"epoch", epoch + 1}, {"plan", meta_.plan().text}, {"replicas", replicas}});
+    epoch_replicas_.clear();
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     last_logs = epoch_logs;
     state_.epoch = epoch + 1;
@@ -185,11 +197,9 @@ Logs Trainer::evaluate(DataLoader& data, int verbose) {
   std::int64_t i = 0;
   while (data.next(batch)) {
     callbacks_.test_batch_begin(*this, i, Logs{});
-    const Tensor& out = model_.forward(batch.x, false);
-    totals.loss.add(
-        {loss_.compute(out, batch.y, 1.0f, nullptr), static_cast<double>(batch.size())});
-    for (std::size_t m = 0; m < metrics_.size(); ++m)
-      totals.metrics[m].add(metrics_[m]->evaluate(out, batch.y));
+    const StepSums sums = meta_.evaluate(batch, loss_, metrics_);
+    totals.loss.add(sums.loss);
+    for (std::size_t m = 0; m < metrics_.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
     Logs logs = logs_of(totals);
     callbacks_.test_batch_end(*this, i, logs);
     bar.update(++i, logs);
@@ -201,23 +211,21 @@ Logs Trainer::evaluate(DataLoader& data, int verbose) {
 }
 
 Tensor Trainer::predict(DataLoader& data) {
-  if (data.dataset().x_shape() != model_.input_shape())
+  if (data.dataset().x_shape() != meta_.template_model().input_shape())
     throw ShapeError("the prediction data has samples of shape " +
                      shape_to_string(data.dataset().x_shape(), true) + " but the model expects " +
-                     shape_to_string(model_.input_shape(), true));
+                     shape_to_string(meta_.template_model().input_shape(), true));
   Shape shape{data.dataset().size()};
-  for (auto d : model_.output_shape()) shape.push_back(d);
+  for (auto d : meta_.template_model().output_shape()) shape.push_back(d);
   Tensor out(shape);
-  const std::int64_t row = shape_size(model_.output_shape());
+  const std::int64_t row = shape_size(meta_.template_model().output_shape());
   callbacks_.predict_begin(*this, Logs{});
   data.start_epoch(0);
   Batch batch;
   std::int64_t i = 0, offset = 0;
   while (data.next(batch)) {
     callbacks_.predict_batch_begin(*this, i, Logs{});
-    const Tensor& y = model_.forward(batch.x, false);
-    std::memcpy(out.data() + offset * row, y.data(),
-                static_cast<std::size_t>(y.size()) * sizeof(float));
+    meta_.predict(batch.x, out.data() + offset * row);
     offset += batch.size();
     callbacks_.predict_batch_end(*this, i++, Logs{});
   }

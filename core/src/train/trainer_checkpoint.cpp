@@ -6,9 +6,36 @@ namespace tandem {
 
 using nlohmann::json;
 
-CheckpointData Trainer::checkpoint() const {
+namespace {
+
+// "<layer>/<weight>" for each trainable parameter, in Model::trainable_parameters() order.
+std::vector<std::string> trainable_names(Model& model) {
+  std::vector<std::string> names;
+  for (std::size_t li = 0; li < model.layer_count(); ++li) {
+    Layer& layer = model.layer(li);
+    if (!layer.trainable()) continue;
+    for (Parameter* p : layer.parameters())
+      if (p->trainable) names.push_back(layer.name() + "/" + p->name);
+  }
+  return names;
+}
+
+MetricSum sum_of(const json& pair) { return {pair.at(0).get<double>(), pair.at(1).get<double>()}; }
+
+Logs logs_from_json(const json& j) {
+  Logs logs;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    logs.set(it.key(), it.value().is_number() ? it.value().get<double>() : std::nan(""));
+  return logs;
+}
+
+}  // namespace
+
+CheckpointData Trainer::checkpoint() {
+  Model& model = meta_.template_model();
+  Optimizer& optimizer = meta_.optimizer();
   CheckpointData data;
-  model_.save_weights(data);
+  model.save_weights(data);
   TrainingStateData t;
   json history = json::array();
   for (const auto& logs : state_.history) history.push_back(logs.to_json());
@@ -20,73 +47,51 @@ CheckpointData Trainer::checkpoint() const {
              {"epochs", state_.epochs},
              {"steps_per_epoch", state_.steps_per_epoch},
              {"history", history},
+             {"device_plan", meta_.plan().to_json()},
              {"partial",
               {{"loss", {partial_.loss.sum, partial_.loss.count}}, {"metrics", partial_metrics}}},
              {"optimizer",
-              {{"class_name", optimizer_.class_name()},
-               {"config", optimizer_.config()},
-               {"iterations", optimizer_.iterations()}}}};
-  // Optimizer slots, named "<layer>/<weight>/<slot>" after the trainable parameters they serve.
-  auto& self = const_cast<Trainer&>(*this);
-  auto params = self.model_.trainable_parameters();
-  std::vector<std::string> param_names;
-  for (std::size_t li = 0; li < model_.layer_count(); ++li) {
-    const Layer& layer = model_.layer(li);
-    if (!layer.trainable()) continue;
-    for (Parameter* p : self.model_.layer(li).parameters())
-      if (p->trainable) param_names.push_back(layer.name() + "/" + p->name);
-  }
-  const auto slot_names = optimizer_.slot_names();
-  if (optimizer_.slotted_params() == params.size()) {
+              {{"class_name", optimizer.class_name()},
+               {"config", optimizer.config()},
+               {"iterations", optimizer.iterations()}}}};
+  // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
+  const auto params = model.trainable_parameters();
+  const auto names = trainable_names(model);
+  const auto slot_names = optimizer.slot_names();
+  if (optimizer.slotted_params() == params.size()) {
     for (std::size_t i = 0; i < params.size(); ++i)
       for (std::size_t s = 0; s < slot_names.size(); ++s)
         t.optimizer_slots.push_back(
-            {param_names[i] + "/" + slot_names[s], self.optimizer_.slots(i)[s].clone()});
+            {names[i] + "/" + slot_names[s], optimizer.slots(i)[s].clone()});
   }
-  for (std::size_t li = 0; li < model_.layer_count(); ++li) {
-    if (Rng* rng = self.model_.layer(li).rng()) {
-      auto st = rng->state();
-      t.rng_states[model_.layer(li).name()] = std::vector<std::uint64_t>(st.begin(), st.end());
-    }
+  for (std::size_t li = 0; li < model.layer_count(); ++li) {
+    auto state = model.layer(li).random_state();
+    if (!state.empty()) t.rng_states[model.layer(li).name()] = std::move(state);
   }
   data.training = std::move(t);
   return data;
 }
 
-namespace {
-
-MetricSum sum_of(const json& pair) {
-  return {pair.at(0).get<double>(), pair.at(1).get<double>()};
-}
-
-Logs logs_from_json(const json& j) {
-  Logs logs;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    logs.set(it.key(), it.value().is_number() ? it.value().get<double>() : std::nan(""));
-  return logs;
-}
-
-}  // namespace
-
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (!data.training)
-    throw DataError(source +
-                    ": holds weights only, no training state to resume from; load it "
-                    "with --weights to start a new run from these weights");
-  model_.load_weights(data, source);
+    throw DataError(source + ": holds weights only, no training state to resume from; load it "
+                             "with --weights to start a new run from these weights");
+  Model& model = meta_.template_model();
+  Optimizer& optimizer = meta_.optimizer();
+  model.load_weights(data, source);
   const TrainingStateData& t = *data.training;
   try {
     const json& s = t.state;
     const json& opt = s.at("optimizer");
     const std::string cls = opt.at("class_name").get<std::string>();
-    if (cls != optimizer_.class_name())
+    if (cls != optimizer.class_name())
       throw DataError(source + ": was trained with optimizer " + cls + ", the config now says " +
-                      optimizer_.class_name() + "; resume with the same optimizer");
-    auto params = model_.trainable_parameters();
-    const auto slot_names = optimizer_.slot_names();
-    optimizer_.create_slots(params);
-    if (!t.optimizer_slots.empty() ||
-        (!slot_names.empty() && opt.at("iterations").get<std::int64_t>() > 0)) {
+                      optimizer.class_name() + "; resume with the same optimizer");
+    const auto params = model.trainable_parameters();
+    const auto slot_names = optimizer.slot_names();
+    const auto iterations = opt.at("iterations").get<std::int64_t>();
+    optimizer.create_slots(params);
+    if (!t.optimizer_slots.empty() || (!slot_names.empty() && iterations > 0)) {
       if (t.optimizer_slots.size() != params.size() * slot_names.size())
         throw DataError(source + ": has " + std::to_string(t.optimizer_slots.size()) +
                         " optimizer slots, the model and optimizer need " +
@@ -98,11 +103,11 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
           if (v.shape() != params[i]->value.shape())
             throw DataError(source + ": optimizer slot '" + t.optimizer_slots[k].name +
                             "' has the wrong shape " + shape_to_string(v.shape()));
-          optimizer_.slots(i)[j].copy_from(v);
+          optimizer.slots(i)[j].copy_from(v);
         }
     }
-    optimizer_.set_iterations(opt.at("iterations").get<std::int64_t>());
-    optimizer_.set_learning_rate(opt.at("config").at("learning_rate").get<double>());
+    optimizer.set_iterations(iterations);
+    optimizer.set_learning_rate(opt.at("config").at("learning_rate").get<double>());
     state_.epoch = s.at("epoch").get<int>();
     state_.batch = s.at("batch").get<std::int64_t>();
     state_.step = s.at("step").get<std::int64_t>();
@@ -121,17 +126,15 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
   } catch (const json::exception& e) {
     throw DataError(source + ": the training state is malformed (" + std::string(e.what()) + ")");
   }
-  for (std::size_t li = 0; li < model_.layer_count(); ++li) {
-    if (Rng* rng = model_.layer(li).rng()) {
-      auto it = t.rng_states.find(model_.layer(li).name());
-      if (it == t.rng_states.end() || it->second.size() != Rng::State{}.size())
-        throw DataError(source + ": has no random state for layer '" + model_.layer(li).name() +
-                        "'");
-      Rng::State st;
-      std::copy(it->second.begin(), it->second.end(), st.begin());
-      rng->set_state(st);
-    }
+  for (std::size_t li = 0; li < model.layer_count(); ++li) {
+    Layer& layer = model.layer(li);
+    if (layer.random_state().empty()) continue;
+    auto it = t.rng_states.find(layer.name());
+    if (it == t.rng_states.end())
+      throw DataError(source + ": has no random state for layer '" + layer.name() + "'");
+    layer.set_random_state(it->second);
   }
+  meta_.broadcast_from_template();
 }
 
 }  // namespace tandem

@@ -7,6 +7,7 @@
 #include "nn/activation.hpp"
 #include "nn/dropout.hpp"
 #include "nn/flatten.hpp"
+#include "tandem/error.hpp"
 
 namespace tandem::nn {
 namespace {
@@ -62,11 +63,34 @@ TEST(Dropout, SameSeedSameMaskAndStateRoundTrips) {
   const Tensor ya = a.forward(x, true).clone();
   const Tensor yb = b.forward(x, true).clone();
   for (std::int64_t i = 0; i < ya.size(); ++i) EXPECT_EQ(ya[i], yb[i]);
-  auto saved = a.rng()->state();
+  const auto saved = a.random_state();
   const Tensor next = a.forward(x, true).clone();
-  a.rng()->set_state(saved);
+  a.set_random_state(saved);
   const Tensor again = a.forward(x, true).clone();
   for (std::int64_t i = 0; i < next.size(); ++i) EXPECT_EQ(next[i], again[i]);
+  EXPECT_THROW(a.set_random_state({1, 2, 3}), DataError);
+}
+
+// The mask of a row depends on its place in the global batch, not on how the batch was split:
+// two replicas holding rows [0, 3) and [3, 8) draw exactly the masks of one model holding all 8.
+TEST(Dropout, MasksDoNotDependOnHowTheBatchIsSplit) {
+  Dropout whole("d", 0.4, 11), first("d", 0.4, 11), second("d", 0.4, 11);
+  Rng init(0);
+  for (Dropout* d : {&whole, &first, &second}) d->build({50}, init);
+  Tensor x = test::random_tensor({8, 50}, 3, 0.5f, 1.5f);
+  const Tensor all = whole.forward(x, true).clone();
+  Tensor top = Tensor::view(x, 0, {3, 50}), bottom = Tensor::view(x, 3 * 50, {5, 50});
+  first.set_sample_offset(0);
+  second.set_sample_offset(3);
+  const Tensor a = first.forward(top, true).clone();
+  const Tensor b = second.forward(bottom, true).clone();
+  for (std::int64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], all[i]);
+  for (std::int64_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], all[3 * 50 + i]);
+  // A different step draws a different mask.
+  const Tensor next = whole.forward(x, true).clone();
+  int differ = 0;
+  for (std::int64_t i = 0; i < next.size(); ++i) differ += next[i] != all[i];
+  EXPECT_GT(differ, 50);
 }
 
 TEST(ActivationLayer, AppliesSoftmaxPerRowWithGradient) {

@@ -33,6 +33,17 @@ TEST(RunConfig, DefaultsAreFilledIn) {
   EXPECT_EQ(rc.optimizer, json("adam"));
 }
 
+TEST(RunConfig, BatchSizePerReplicaScalesWithThePlan) {
+  json cfg = minimal();
+  EXPECT_EQ(parse_run_config(cfg, "/base").global_batch_size(4), 32);  // batch_size is global
+  cfg["batch_size_per_replica"] = 16;
+  RunConfig rc = parse_run_config(cfg, "/base");
+  EXPECT_EQ(rc.global_batch_size(1), 16);
+  EXPECT_EQ(rc.global_batch_size(3), 48);
+  EXPECT_EQ(rc.resolved["batch_size_per_replica"], 16);
+  EXPECT_FALSE(rc.resolved.contains("batch_size"));
+}
+
 TEST(RunConfig, RelativeDataPathsResolveAgainstTheConfigFolder) {
   json cfg = minimal();
   cfg["data"]["train"] = {{"type", "idx"}, {"x", "data/x.gz"}, {"y", "/abs/y.gz"}};
@@ -81,8 +92,13 @@ TEST(RunConfig, ErrorsNameThePath) {
   c["data"]["validation"] = {{"type", "synthetic"}};
   EXPECT_NE(error_of(c).find("not both"), std::string::npos);
   c = minimal();
-  c["devices"] = "tpu:0";
-  EXPECT_NE(error_of(c).find("'devices'"), std::string::npos);
+  c["batch_size"] = 64;
+  c["batch_size_per_replica"] = 32;
+  EXPECT_NE(error_of(c).find("'batch_size_per_replica': give batch_size"), std::string::npos);
+  c = minimal();
+  c["batch_size_per_replica"] = 0;
+  EXPECT_NE(error_of(c).find("'batch_size_per_replica': expected a positive integer"),
+            std::string::npos);
   EXPECT_NE(error_of(json::array()).find("expected an object"), std::string::npos);
 }
 

@@ -47,6 +47,13 @@ json model_config() {
               {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
 }
 
+DevicePlan cpu_plan(int n) {
+  DevicePlan plan;
+  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
+  plan.text = "cpu:" + std::to_string(n);
+  return plan;
+}
+
 struct Harness {
   std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
   std::unique_ptr<Loss> loss = make_loss(
@@ -54,8 +61,8 @@ struct Harness {
       "loss");
   std::unique_ptr<Optimizer> opt =
       make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
-  Trainer trainer{*model, *loss, *opt,
-                  make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
+  ReplicaModel meta{*model, *opt, cpu_plan(1)};
+  Trainer trainer{meta, *loss, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
 };
 
 class Recorder : public Callback {
@@ -277,7 +284,7 @@ TEST(Trainer, EventsAreWellFormedJsonLines) {
     }
   }
   EXPECT_EQ(events, (std::vector<std::string>{"epoch_started", "batch_ended", "batch_ended",
-                                              "epoch_ended"}));
+                                              "epoch_ended", "replica_stats"}));
 }
 
 }  // namespace

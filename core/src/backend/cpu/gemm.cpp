@@ -14,6 +14,11 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
           std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = beta * C (a replica with no samples has zero gradients)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
   compute_threads();  // thread set-up (flush-to-zero) before the first GEMM
   // With the passive wait policy, waking a second thread costs tens of microseconds: a small
   // GEMM is faster on one (fashion-mlp, all on two threads: 142k samples/s; GEMMs under 32 MFLOP on

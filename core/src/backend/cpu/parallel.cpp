@@ -8,7 +8,7 @@ namespace tandem::cpu {
 
 namespace {
 
-std::atomic<int> g_threads{0};
+thread_local bool t_initialised = false;
 
 }  // namespace
 
@@ -21,10 +21,9 @@ void flush_denormals_in_this_thread() {
 }
 
 int compute_threads() {
-  int t = g_threads.load(std::memory_order_relaxed);
-  if (t <= 0) {
-    t = std::max(1, omp_get_max_threads());
-    g_threads.store(t, std::memory_order_relaxed);
+  const int t = std::max(1, omp_get_max_threads());
+  if (!t_initialised) {
+    t_initialised = true;
     flush_denormals_in_this_thread();
 #pragma omp parallel num_threads(t)
     flush_denormals_in_this_thread();
@@ -34,11 +33,9 @@ int compute_threads() {
 
 void set_compute_threads(int threads) {
   threads = std::max(1, threads);
-  g_threads.store(threads, std::memory_order_relaxed);
   omp_set_num_threads(threads);
-  flush_denormals_in_this_thread();
-#pragma omp parallel num_threads(threads)
-  flush_denormals_in_this_thread();
+  t_initialised = false;
+  compute_threads();
 }
 
 }  // namespace tandem::cpu

@@ -13,12 +13,14 @@
 
 namespace tandem::cpu {
 
-/// Threads used by compute kernels (defaults to the cores available to this process). The first
-/// call also sets flush-to-zero in the calling thread and the OpenMP team.
+/// Threads the calling thread's kernels use (its OpenMP team size: all cores by default; a
+/// replica worker's share of them). The first call in a thread also sets flush-to-zero there
+/// and in its OpenMP team.
 int compute_threads();
+/// Sets the calling thread's team size (each replica worker sets its share of the cores).
+void set_compute_threads(int threads);
 /// Subnormal floats become zero in this thread (FTZ/DAZ); see parallel.cpp.
 void flush_denormals_in_this_thread();
-void set_compute_threads(int threads);
 
 /// Calls f(begin, end) over [0, n) split in at most compute_threads() contiguous ranges of at
 /// least `min_chunk` elements; runs inline when the work is too small to be worth a fork.

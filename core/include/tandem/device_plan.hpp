@@ -1,0 +1,40 @@
+// DevicePlan: which devices the replicas of a run live on (DESIGN.md contract 1).
+//
+// Text forms: "auto" (every GPU, else the CPU), "cpu" (= "cpu:1"), "cpu:N" (N CPU replicas
+// sharing the cores fairly), "cuda:0,2", "cuda:all". Plain data; copyable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/devices.hpp"
+
+namespace tandem {
+
+enum class DeviceKind { cpu, cuda };
+
+struct DeviceSpec {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;  // CUDA ordinal; for CPU replicas their number 0..N-1
+  std::string name() const;  // "cpu", "cuda:1"
+  bool operator==(const DeviceSpec&) const = default;
+};
+
+struct DevicePlan {
+  std::vector<DeviceSpec> replicas;  // one entry per replica, in replica order
+  std::string text;                  // normalised: "cpu:3", "cuda:0,2"
+  int size() const { return static_cast<int>(replicas.size()); }
+  bool all_cpu() const;
+  nlohmann::json to_json() const;
+  bool operator==(const DevicePlan& other) const { return replicas == other.replicas; }
+};
+
+/// Parses and checks a plan against what exists. `path` names where the text came from
+/// ("devices" or "--devices") for the error, which lists the devices this machine has.
+/// `cuda_trainable` says whether this build can train on CUDA devices; "auto" uses GPUs only then.
+DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report,
+                             const std::string& path, bool cuda_trainable);
+
+}  // namespace tandem

@@ -1,0 +1,69 @@
+// The device registry: what this machine can train on, and how busy it is.
+//
+// discover_devices() reads static facts: the CPU from /proc, CUDA GPUs from the CUDA runtime
+// (when Tandem is built with CUDA; the runtime loads the driver lazily, so a machine without a
+// driver or GPU gets an explanation, never a crash). sample_devices() adds live readings: CPU
+// utilisation from /proc/stat, GPU utilisation, memory, temperature and power from NVML, loaded
+// with dlopen("libnvidia-ml.so.1") at run time. Both are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+struct CpuInfo {
+  std::string model_name;           // "AMD EPYC"
+  int logical_cores = 0;            // usable by this process (sched_getaffinity)
+  std::int64_t memory_bytes = 0;    // MemTotal
+};
+
+struct GpuInfo {
+  int index = 0;                    // CUDA device ordinal: "cuda:<index>"
+  std::string name;
+  std::int64_t memory_bytes = 0;
+  int compute_capability_major = 0, compute_capability_minor = 0;
+  int multiprocessors = 0;
+  std::string pci_bus_id;           // "0000:3b:00.0"
+};
+
+struct DeviceReport {
+  CpuInfo cpu;
+  std::vector<GpuInfo> gpus;
+  bool cuda_built = false;          // Tandem was built with CUDA support
+  int cuda_runtime_version = 0;     // e.g. 13000
+  int cuda_driver_version = 0;      // 0 when there is no driver
+  /// Empty when GPUs were found; else one plain sentence saying why there are none, e.g.
+  /// "no CUDA GPU: CUDA driver version is insufficient for CUDA runtime version (error 35)".
+  std::string gpu_status;
+};
+
+struct GpuSample {
+  int index = 0;
+  std::optional<double> utilization_percent;
+  std::optional<std::int64_t> memory_used_bytes;
+  std::optional<double> temperature_c;
+  std::optional<double> power_w;
+};
+
+struct DeviceSample {
+  std::string time;                         // UTC ISO 8601
+  std::optional<double> cpu_utilization_percent;  // since the previous sample (null on the first)
+  std::int64_t memory_available_bytes = 0;  // MemAvailable
+  std::vector<GpuSample> gpus;
+  std::string nvml_status;                  // empty when NVML answered; else why not
+};
+
+DeviceReport discover_devices();
+/// Live readings. CPU utilisation is measured against the previous call in this process.
+DeviceSample sample_devices(const DeviceReport& report);
+
+nlohmann::json to_json(const DeviceReport& report, const DeviceSample* sample = nullptr);
+/// A human table: one row per device ("cpu", "cuda:0", ...), then the GPU status line if any.
+std::string to_table(const DeviceReport& report, const DeviceSample* sample = nullptr);
+
+}  // namespace tandem

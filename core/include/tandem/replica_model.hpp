@@ -1,0 +1,104 @@
+// ReplicaModel: the meta-model — one template, N replicas on N devices (DESIGN.md contracts 1-2).
+//
+// Every replica holds a full copy of the weights and its own optimizer state. A train step
+// splits the global batch (the first B mod N replicas take one more sample), runs forward and
+// backward on all replicas at once (one worker thread per replica, each with its fair share of
+// the cores), sums the gradients in replica order through the Communicator — each replica's
+// loss gradient is scaled by 1/B, so the sum is the gradient of the mean over the whole batch —
+// and applies the same optimizer update on every replica. On a CPU plan replica 0 *is* the
+// template, so the template is current at every moment; sync_template() is the hook for plans
+// whose replica 0 lives elsewhere.
+//
+// Ownership: borrows the template and its optimizer (they must outlive the ReplicaModel); owns
+// the other replicas, their optimizers and the worker threads. One thread drives it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tandem/communicator.hpp"
+#include "tandem/data_loader.hpp"
+#include "tandem/device_plan.hpp"
+#include "tandem/loss.hpp"
+#include "tandem/metric.hpp"
+#include "tandem/model.hpp"
+#include "tandem/optimizer.hpp"
+
+namespace tandem {
+
+/// Loss and metric sums over a batch (means are sum / count).
+struct StepSums {
+  MetricSum loss;
+  std::vector<MetricSum> metrics;
+};
+
+/// Per-replica facts of the last step (the meta view of callbacks and replica_stats events).
+struct ReplicaStep {
+  DeviceSpec device;
+  std::int64_t samples = 0;
+  double seconds = 0;  // forward + backward of this replica
+};
+
+class ReplicaModel {
+ public:
+  ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan);
+  ~ReplicaModel();
+  ReplicaModel(const ReplicaModel&) = delete;
+  ReplicaModel& operator=(const ReplicaModel&) = delete;
+
+  int size() const { return static_cast<int>(replicas_.size()); }
+  const DevicePlan& plan() const { return plan_; }
+  const Communicator& communicator() const { return *communicator_; }
+  /// Samples per replica for a global batch of `batch`: the first batch % n take one more.
+  static std::vector<std::int64_t> split(std::int64_t batch, int n);
+
+  /// The template, current (contract 2).
+  Model& template_model();
+  /// Replica 0's optimizer: the one checkpoints save.
+  Optimizer& optimizer() { return optimizer_; }
+  Model& replica(int i) { return *replicas_[static_cast<std::size_t>(i)]; }
+
+  /// Forward, loss and backward on every replica for its share of the batch; returns the sums
+  /// over the whole batch. Gradients wait in each replica until apply_update().
+  StepSums forward_backward(const Batch& batch, const Loss& loss,
+                            const std::vector<std::unique_ptr<Metric>>& metrics);
+  /// Sums the gradients across replicas and applies the optimizer on every replica.
+  void apply_update();
+  /// Loss and metrics of the batch without training (inference mode).
+  StepSums evaluate(const Batch& batch, const Loss& loss,
+                    const std::vector<std::unique_ptr<Metric>>& metrics);
+  /// Outputs for x, gathered in order into `out` (rows of the model's output size).
+  void predict(const Tensor& x, float* out);
+
+  void set_learning_rate(double lr);
+  /// Copies the template's weights and replica 0's optimizer state to every other replica
+  /// (after loading weights or resuming).
+  void broadcast_from_template();
+  /// Replica 0's weights into the template when they are not the same object.
+  void sync_template();
+
+  const std::vector<ReplicaStep>& last_step() const { return last_step_; }
+
+ private:
+  class Workers;
+  template <class F>
+  void on_replicas(F&& f);
+  void bind_gradient_arenas();
+
+  Model& template_;
+  Optimizer& optimizer_;
+  DevicePlan plan_;
+  std::unique_ptr<Communicator> communicator_;
+  std::vector<Model*> replicas_;                     // [0] is the template on CPU plans
+  std::vector<std::unique_ptr<Model>> owned_;        // replicas 1..N-1
+  std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;
+  std::vector<Optimizer*> optimizers_;               // [0] is `optimizer`
+  std::vector<Tensor> gradient_arenas_;              // one flat gradient buffer per replica
+  std::vector<Tensor> shard_grads_;                  // dLoss/dOutput per replica
+  std::vector<StepSums> shard_sums_;
+  std::vector<ReplicaStep> last_step_;
+  std::unique_ptr<Workers> workers_;                 // none when there is one replica
+};
+
+}  // namespace tandem

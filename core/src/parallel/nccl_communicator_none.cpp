@@ -1,0 +1,10 @@
+// Built when NCCL is not: there is no NCCL communicator.
+#include "tandem/communicator.hpp"
+
+namespace tandem {
+
+std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&) {
+  return nullptr;
+}
+
+}  // namespace tandem

@@ -1,0 +1,290 @@
+#include "tandem/replica_model.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "backend/cpu/parallel.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+// Persistent worker threads, one per replica. run(job) calls job(i) on worker i for every i and
+// returns when all are done, rethrowing the error of the lowest-numbered replica that failed.
+class ReplicaModel::Workers {
+ public:
+  explicit Workers(const std::vector<int>& threads_per_worker) {
+    errors_.resize(threads_per_worker.size());
+    for (std::size_t i = 0; i < threads_per_worker.size(); ++i)
+      threads_.emplace_back([this, i, t = threads_per_worker[i]] { loop(static_cast<int>(i), t); });
+  }
+
+  ~Workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  void run(const std::function<void(int)>& job) {
+    std::unique_lock lock(mutex_);
+    job_ = &job;
+    pending_ = static_cast<int>(threads_.size());
+    ++generation_;
+    start_.notify_all();
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+    for (auto& e : errors_) {
+      if (e) {
+        auto first = e;
+        for (auto& x : errors_) x = nullptr;
+        std::rethrow_exception(first);
+      }
+    }
+  }
+
+ private:
+  void loop(int index, int threads) {
+    cpu::set_compute_threads(threads);  // this replica's fair share of the cores
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* job;
+      {
+        std::unique_lock lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      try {
+        (*job)(index);
+      } catch (...) {
+        errors_[static_cast<std::size_t>(index)] = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        if (--pending_ == 0) done_.notify_one();
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  const std::function<void(int)>* job_ = nullptr;
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::thread> threads_;
+};
+
+namespace {
+
+std::unique_ptr<Optimizer> clone_optimizer(const Optimizer& o) {
+  return make_optimizer(nlohmann::json{{"class_name", o.class_name()}, {"config", o.config()}},
+                        "optimizer");
+}
+
+std::int64_t row_size(const Tensor& t) {
+  return shape_size(Shape(t.shape().begin() + 1, t.shape().end()));
+}
+
+// Rows [offset, offset + n) of a batch tensor, without copying.
+Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
+  Shape shape = t.shape();
+  shape[0] = n;
+  return Tensor::view(t, offset * row_size(t), shape);
+}
+
+}  // namespace
+
+ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan)
+    : template_(template_model), optimizer_(optimizer), plan_(std::move(plan)) {
+  if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
+  if (!plan_.all_cpu())
+    throw ConfigError("devices", "device plan '" + plan_.text +
+                                     "' names CUDA devices, but this Tandem build trains on the "
+                                     "CPU only");
+  communicator_ = make_communicator(plan_);
+  replicas_.push_back(&template_);
+  optimizers_.push_back(&optimizer_);
+  for (int r = 1; r < plan_.size(); ++r) {
+    owned_.push_back(template_.clone());
+    replicas_.push_back(owned_.back().get());
+    owned_optimizers_.push_back(clone_optimizer(optimizer_));
+    optimizers_.push_back(owned_optimizers_.back().get());
+  }
+  bind_gradient_arenas();
+  shard_grads_.resize(replicas_.size());
+  shard_sums_.resize(replicas_.size());
+  last_step_.resize(replicas_.size());
+  for (std::size_t r = 0; r < replicas_.size(); ++r) last_step_[r].device = plan_.replicas[r];
+  broadcast_from_template();
+  if (replicas_.size() > 1) {
+    const int cores = cpu::compute_threads(), n = size();
+    std::vector<int> shares;
+    for (int r = 0; r < n; ++r) shares.push_back(std::max(1, cores / n + (r < cores % n ? 1 : 0)));
+    workers_ = std::make_unique<Workers>(shares);
+  }
+}
+
+ReplicaModel::~ReplicaModel() = default;
+
+std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(n), batch / n);
+  for (std::int64_t r = 0; r < batch % n; ++r) ++sizes[static_cast<std::size_t>(r)];
+  return sizes;
+}
+
+void ReplicaModel::bind_gradient_arenas() {
+  // One flat gradient buffer per replica, so the reduction is a single call over all weights.
+  gradient_arenas_.clear();
+  for (Model* m : replicas_) {
+    auto params = m->trainable_parameters();
+    std::int64_t total = 0;
+    for (Parameter* p : params) total += p->value.size();
+    Tensor arena({total});
+    std::int64_t offset = 0;
+    for (Parameter* p : params) {
+      p->grad = Tensor::view(arena, offset, p->value.shape());
+      offset += p->value.size();
+    }
+    gradient_arenas_.push_back(std::move(arena));
+  }
+}
+
+template <class F>
+void ReplicaModel::on_replicas(F&& f) {
+  if (!workers_) {
+    f(0);
+    return;
+  }
+  const std::function<void(int)> job = std::forward<F>(f);
+  workers_->run(job);
+}
+
+StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
+                                        const std::vector<std::unique_ptr<Metric>>& metrics) {
+  const std::int64_t total = batch.size();
+  const auto sizes = split(total, size());
+  std::vector<std::int64_t> offsets(sizes.size(), 0);
+  for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(total, 1));
+  on_replicas([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor x = rows_of(batch.x, offsets[i], sizes[i]);
+    const Tensor y = rows_of(batch.y, offsets[i], sizes[i]);
+    Model& model = *replicas_[i];
+    const Tensor& out = model.forward(x, true, offsets[i]);
+    StepSums& sums = shard_sums_[i];
+    sums.loss = {loss.compute(out, y, scale, &shard_grads_[i]), static_cast<double>(sizes[i])};
+    sums.metrics.clear();
+    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
+    model.backward(shard_grads_[i]);
+    last_step_[i].samples = sizes[i];
+    last_step_[i].seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  StepSums total_sums;
+  total_sums.metrics.resize(metrics.size());
+  for (const auto& s : shard_sums_) {  // in replica order: deterministic
+    total_sums.loss.add(s.loss);
+    for (std::size_t m = 0; m < metrics.size(); ++m) total_sums.metrics[m].add(s.metrics[m]);
+  }
+  return total_sums;
+}
+
+void ReplicaModel::apply_update() {
+  std::vector<float*> buffers;
+  for (auto& a : gradient_arenas_) buffers.push_back(a.data());
+  if (gradient_arenas_[0].size() > 0)
+    communicator_->all_reduce_sum(buffers, static_cast<std::size_t>(gradient_arenas_[0].size()));
+  on_replicas([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    optimizers_[i]->apply(replicas_[i]->trainable_parameters());
+  });
+}
+
+StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
+                                const std::vector<std::unique_ptr<Metric>>& metrics) {
+  const auto sizes = split(batch.size(), size());
+  std::vector<std::int64_t> offsets(sizes.size(), 0);
+  for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  on_replicas([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    const Tensor x = rows_of(batch.x, offsets[i], sizes[i]);
+    const Tensor y = rows_of(batch.y, offsets[i], sizes[i]);
+    const Tensor& out = replicas_[i]->forward(x, false, offsets[i]);
+    StepSums& sums = shard_sums_[i];
+    sums.loss = {loss.compute(out, y, 1.0f, nullptr), static_cast<double>(sizes[i])};
+    sums.metrics.clear();
+    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
+  });
+  StepSums total;
+  total.metrics.resize(metrics.size());
+  for (const auto& s : shard_sums_) {
+    total.loss.add(s.loss);
+    for (std::size_t m = 0; m < metrics.size(); ++m) total.metrics[m].add(s.metrics[m]);
+  }
+  return total;
+}
+
+void ReplicaModel::predict(const Tensor& x, float* out) {
+  const auto sizes = split(x.rank() > 0 ? x.dim(0) : 0, size());
+  const std::int64_t out_row = shape_size(template_.output_shape());
+  std::int64_t offset = 0;
+  std::vector<std::int64_t> offsets;
+  for (auto n : sizes) {
+    offsets.push_back(offset);
+    offset += n;
+  }
+  on_replicas([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    const Tensor& y = replicas_[i]->forward(rows_of(x, offsets[i], sizes[i]), false, offsets[i]);
+    if (y.size() > 0)
+      std::memcpy(out + offsets[i] * out_row, y.data(),
+                  static_cast<std::size_t>(y.size()) * sizeof(float));
+  });
+}
+
+void ReplicaModel::set_learning_rate(double lr) {
+  for (Optimizer* o : optimizers_) o->set_learning_rate(lr);
+}
+
+void ReplicaModel::broadcast_from_template() {
+  auto template_params = template_.trainable_parameters();
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    Model& m = *replicas_[r];
+    m.copy_weights_from(template_);
+    for (std::size_t l = 0; l < m.layer_count(); ++l)
+      m.layer(l).set_random_state(template_.layer(l).random_state());
+    Optimizer& o = *optimizers_[r];
+    o.set_learning_rate(optimizer_.learning_rate());
+    o.set_iterations(optimizer_.iterations());
+    if (optimizer_.slotted_params() == template_params.size()) {
+      auto params = m.trainable_parameters();
+      o.create_slots(params);
+      for (std::size_t p = 0; p < params.size(); ++p)
+        for (std::size_t s = 0; s < optimizer_.slots(p).size(); ++s)
+          o.slots(p)[s].copy_from(optimizer_.slots(p)[s]);
+    }
+  }
+}
+
+void ReplicaModel::sync_template() {
+  if (replicas_[0] != &template_) template_.copy_weights_from(*replicas_[0]);
+}
+
+Model& ReplicaModel::template_model() {
+  sync_template();
+  return template_;
+}
+
+}  // namespace tandem

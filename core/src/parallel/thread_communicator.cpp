@@ -1,0 +1,64 @@
+// The in-process communicators: "threads" (CPU replicas) and "none" (one participant).
+#include <algorithm>
+
+#include "backend/cpu/parallel.hpp"
+#include "tandem/communicator.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+
+namespace {
+
+class ThreadCommunicator : public Communicator {
+ public:
+  explicit ThreadCommunicator(int size) : size_(size) {}
+  std::string name() const override { return "threads"; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(const std::vector<float*>& buffers, std::size_t count) override {
+    if (static_cast<int>(buffers.size()) != size_)
+      throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
+                     std::to_string(size_) + " participants");
+    if (size_ == 1 || count == 0) return;
+    const auto n = static_cast<std::int64_t>(count);
+    // Element ranges in parallel; within an element always b0 + b1 + ... + b(N-1).
+    cpu::parallel_for(n, 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+      float* __restrict first = buffers[0];
+      for (int r = 1; r < size_; ++r) {
+        const float* __restrict other = buffers[static_cast<std::size_t>(r)];
+        for (std::int64_t k = begin; k < end; ++k) first[k] += other[k];
+      }
+      for (int r = 1; r < size_; ++r)
+        std::copy(first + begin, first + end, buffers[static_cast<std::size_t>(r)] + begin);
+    });
+  }
+
+ private:
+  int size_;
+};
+
+class NoCommunicator : public Communicator {
+ public:
+  std::string name() const override { return "none"; }
+  int size() const override { return 1; }
+  void all_reduce_sum(const std::vector<float*>& buffers, std::size_t) override {
+    if (buffers.size() != 1)
+      throw RunError("no communication backend is built for " + std::to_string(buffers.size()) +
+                     " participants");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan);  // nccl_*.cpp
+
+std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan) {
+  if (plan.all_cpu()) return std::make_unique<ThreadCommunicator>(plan.size());
+  if (auto nccl = make_nccl_communicator(plan)) return nccl;
+  if (plan.size() == 1) return std::make_unique<NoCommunicator>();
+  throw ConfigError("devices", "device plan '" + plan.text + "' has " +
+                                   std::to_string(plan.size()) +
+                                   " CUDA replicas, but this Tandem was built without NCCL");
+}
+
+}  // namespace tandem

@@ -1,0 +1,214 @@
+// The meta-model contracts (DESIGN.md 1 and 2) and determinism.
+#include "tandem/replica_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tandem/error.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+DevicePlan cpu_plan(int n) {
+  DevicePlan plan;
+  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
+  plan.text = "cpu:" + std::to_string(n);
+  return plan;
+}
+
+// Dense 6 -> 12 relu -> Dropout 0.25 -> Dense 5 (logits). Dropout is in on purpose: its masks
+// depend on each sample's place in the global batch, so the contract holds with it too.
+json model_config() {
+  return {{"class_name", "Sequential"},
+          {"config",
+           {{"layers",
+             {{{"class_name", "Dense"},
+               {"config", {{"units", 12}, {"activation", "relu"}, {"input_shape", {6}}}}},
+              {{"class_name", "Dropout"}, {"config", {{"rate", 0.25}}}},
+              {{"class_name", "Dense"}, {"config", {{"units", 5}}}}}}}}};
+}
+
+Batch make_batch(std::int64_t n, std::uint64_t seed) {
+  Batch b;
+  b.x = Tensor({n, 6});
+  b.y = Tensor({n});
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < b.x.size(); ++i) b.x[i] = rng.uniform() * 2 - 1;
+  for (std::int64_t i = 0; i < n; ++i) b.y[i] = static_cast<float>(rng.below(5));
+  return b;
+}
+
+struct Fixture {
+  std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 17);
+  std::unique_ptr<Loss> loss = make_loss(
+      json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
+      "loss");
+  std::unique_ptr<Optimizer> opt =
+      make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  std::vector<std::unique_ptr<Metric>> metrics =
+      make_metrics(json::array({"accuracy"}), "metrics", *loss, {5});
+};
+
+// Template-only training: the whole batch through one model, no ReplicaModel at all.
+void train_template_alone(Fixture& s, std::int64_t batch, int steps) {
+  Tensor grad;
+  for (int step = 0; step < steps; ++step) {
+    Batch b = make_batch(batch, 100 + static_cast<std::uint64_t>(step));
+    const Tensor& out = s.model->forward(b.x, true);
+    s.loss->compute(out, b.y, 1.0f / static_cast<float>(batch), &grad);
+    s.model->backward(grad);
+    s.opt->apply(s.model->trainable_parameters());
+  }
+}
+
+void train_meta(Fixture& s, ReplicaModel& meta, std::int64_t batch, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    Batch b = make_batch(batch, 100 + static_cast<std::uint64_t>(step));
+    meta.forward_backward(b, *s.loss, s.metrics);
+    meta.apply_update();
+  }
+}
+
+// max|a - b| / max|b| per tensor, worst over tensors.
+double max_relative_difference(Model& a, Model& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    double diff = 0, scale = 0;
+    for (std::int64_t k = 0; k < pa[i]->value.size(); ++k) {
+      diff = std::max(diff, static_cast<double>(std::fabs(pa[i]->value[k] - pb[i]->value[k])));
+      scale = std::max(scale, static_cast<double>(std::fabs(pb[i]->value[k])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+bool bitwise_equal(Model& a, Model& b) {
+  auto pa = a.parameters(), pb = b.parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    if (std::memcmp(pa[i]->value.data(), pb[i]->value.data(),
+                    static_cast<std::size_t>(pa[i]->value.size()) * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+TEST(ReplicaModel, SplitSpreadsTheRemainderOverTheFirstReplicas) {
+  EXPECT_EQ(ReplicaModel::split(10, 4), (std::vector<std::int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(ReplicaModel::split(130, 7), (std::vector<std::int64_t>{19, 19, 19, 19, 18, 18, 18}));
+  EXPECT_EQ(ReplicaModel::split(1, 3), (std::vector<std::int64_t>{1, 0, 0}));
+  EXPECT_EQ(ReplicaModel::split(128, 1), (std::vector<std::int64_t>{128}));
+}
+
+struct Case {
+  int replicas;
+  std::int64_t batch;
+};
+
+class MetaEqualsTemplate : public ::testing::TestWithParam<Case> {};
+
+// Contract 1: 10 Adam steps through the meta-model equal template-only training.
+TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
+  const Case c = GetParam();
+  Fixture alone, through_meta;
+  train_template_alone(alone, c.batch, 10);
+  ReplicaModel meta(*through_meta.model, *through_meta.opt, cpu_plan(c.replicas));
+  train_meta(through_meta, meta, c.batch, 10);
+  const double diff = max_relative_difference(meta.template_model(), *alone.model);
+  EXPECT_LE(diff, 1e-5) << c.replicas << " replicas, batch " << c.batch;
+  // The weights moved: the comparison is not between two untouched models.
+  Fixture untouched;
+  EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReplicasAndBatches, MetaEqualsTemplate,
+    ::testing::ValuesIn([] {
+      std::vector<Case> cases;
+      for (int n : {1, 2, 3, 4, 7})
+        for (std::int64_t b : {1, 7, 128, 130}) cases.push_back({n, b});
+      return cases;
+    }()),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.replicas) + "_b" + std::to_string(info.param.batch);
+    });
+
+TEST(ReplicaModel, LossAndMetricsAreThoseOfTheWholeBatch) {
+  Fixture a, b;
+  ReplicaModel one(*a.model, *a.opt, cpu_plan(1));
+  ReplicaModel four(*b.model, *b.opt, cpu_plan(4));
+  Batch batch = make_batch(10, 5);
+  StepSums s1 = one.evaluate(batch, *a.loss, a.metrics);
+  StepSums s4 = four.evaluate(batch, *b.loss, b.metrics);
+  EXPECT_NEAR(s4.loss.mean(), s1.loss.mean(), 1e-6);
+  EXPECT_EQ(s4.loss.count, 10);
+  EXPECT_EQ(s4.metrics[0].sum, s1.metrics[0].sum);
+}
+
+TEST(ReplicaModel, PredictReturnsTheTemplateOutputsInOrder) {
+  Fixture s;
+  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  train_meta(s, meta, 16, 3);
+  Batch b = make_batch(11, 9);
+  Tensor out({11, 5});
+  meta.predict(b.x, out.data());
+  const Tensor direct = meta.template_model().forward(b.x, false).clone();
+  for (std::int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], direct[i]) << "element " << i;
+}
+
+// Contract 2: whenever looked at, the template equals every replica.
+TEST(ReplicaModel, TemplateIsCurrentAfterAnyNumberOfSteps) {
+  Fixture s;
+  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  for (int step = 1; step <= 5; ++step) {
+    train_meta(s, meta, 20 + step, 1);
+    Model& t = meta.template_model();
+    for (int r = 0; r < meta.size(); ++r)
+      EXPECT_TRUE(bitwise_equal(t, meta.replica(r))) << "step " << step << ", replica " << r;
+  }
+}
+
+TEST(ReplicaModel, TwoRunsOnThreeReplicasAreBitwiseEqual) {
+  Fixture a, b;
+  ReplicaModel ma(*a.model, *a.opt, cpu_plan(3)), mb(*b.model, *b.opt, cpu_plan(3));
+  train_meta(a, ma, 50, 8);
+  train_meta(b, mb, 50, 8);
+  EXPECT_TRUE(bitwise_equal(ma.template_model(), mb.template_model()));
+}
+
+TEST(ReplicaModel, LearningRateReachesEveryReplica) {
+  Fixture s;
+  ReplicaModel meta(*s.model, *s.opt, cpu_plan(2));
+  meta.set_learning_rate(0.5);
+  EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.5);
+  train_meta(s, meta, 9, 2);
+  EXPECT_TRUE(bitwise_equal(meta.replica(0), meta.replica(1)));
+}
+
+TEST(ReplicaModel, BroadcastCopiesLoadedWeightsAndOptimizerState) {
+  Fixture s, other;
+  ReplicaModel meta(*s.model, *s.opt, cpu_plan(2));
+  train_meta(s, meta, 8, 2);
+  // Load other weights into the template, as resuming does, then broadcast.
+  meta.template_model().copy_weights_from(*other.model);
+  meta.broadcast_from_template();
+  EXPECT_TRUE(bitwise_equal(meta.replica(1), *other.model));
+  train_meta(s, meta, 8, 1);
+  EXPECT_TRUE(bitwise_equal(meta.replica(0), meta.replica(1)));
+}
+
+TEST(ReplicaModel, AnErrorInOneReplicaSurfacesAndTheModelStaysUsable) {
+  Fixture s;
+  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  Batch bad = make_batch(9, 1);
+  bad.y[8] = 7;  // not a class index: replica 2 fails
+  EXPECT_THROW(meta.forward_backward(bad, *s.loss, s.metrics), DataError);
+  EXPECT_NO_THROW(train_meta(s, meta, 9, 1));
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,63 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tandem/communicator.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+namespace {
+
+DevicePlan cpu_plan(int n) {
+  DevicePlan plan;
+  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
+  plan.text = "cpu:" + std::to_string(n);
+  return plan;
+}
+
+TEST(ThreadCommunicator, SumsInReplicaOrderIntoEveryBuffer) {
+  auto comm = make_communicator(cpu_plan(3));
+  EXPECT_EQ(comm->name(), "threads");
+  EXPECT_EQ(comm->size(), 3);
+  // Float addition is not associative: (1e8 + 1) - 1e8 = 0 but 1e8 + (1 - 1e8) = 8.
+  const std::size_t n = 200000;  // large enough to be split over threads
+  std::vector<float> a(n, 1e8f), b(n, 1.0f), c(n, -1e8f);
+  b[7] = 3.0f;
+  comm->all_reduce_sum({a.data(), b.data(), c.data()}, n);
+  const float expected = (1e8f + 1.0f) + -1e8f;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float e = i == 7 ? (1e8f + 3.0f) + -1e8f : expected;
+    ASSERT_EQ(a[i], e) << i;
+    ASSERT_EQ(b[i], e) << i;
+    ASSERT_EQ(c[i], e) << i;
+  }
+}
+
+TEST(ThreadCommunicator, OneParticipantIsANoOpAndWrongCountsAreErrors) {
+  auto one = make_communicator(cpu_plan(1));
+  std::vector<float> a{1, 2};
+  one->all_reduce_sum({a.data()}, 2);
+  EXPECT_EQ(a[1], 2.0f);
+  auto two = make_communicator(cpu_plan(2));
+  EXPECT_THROW(two->all_reduce_sum({a.data()}, 2), RunError);
+}
+
+TEST(Communicator, CudaPlansWithoutNcclAreRefusedBeyondOneReplica) {
+  DevicePlan plan;
+  plan.replicas = {{DeviceKind::cuda, 0}, {DeviceKind::cuda, 1}};
+  plan.text = "cuda:0,1";
+  try {
+    auto comm = make_communicator(plan);
+    // A build with NCCL serves it; that is only possible with CUDA and is exercised on a GPU.
+    EXPECT_EQ(comm->name(), "nccl");
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("without NCCL"), std::string::npos) << e.what();
+  }
+  DevicePlan single;
+  single.replicas = {{DeviceKind::cuda, 0}};
+  single.text = "cuda:0";
+  EXPECT_EQ(make_communicator(single)->size(), 1);
+}
+
+}  // namespace
+}  // namespace tandem
