@@ -112,8 +112,8 @@ std::optional<CpuTimes> read_cpu_times() {
 std::optional<double> cpu_utilization_since_last() {
   static std::mutex mutex;
   static std::optional<CpuTimes> previous;
+  std::lock_guard lock(mutex);  // read under the lock so that readings stay in order
   std::optional<CpuTimes> now = read_cpu_times();
-  std::lock_guard lock(mutex);
   std::optional<double> result;
   if (now && previous && now->total > previous->total && now->busy >= previous->busy) {
     double percent = 100.0 * static_cast<double>(now->busy - previous->busy) /
