@@ -125,17 +125,16 @@ TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
   EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ReplicasAndBatches, MetaEqualsTemplate,
-    ::testing::ValuesIn([] {
-      std::vector<Case> cases;
-      for (int n : {1, 2, 3, 4, 7})
-        for (std::int64_t b : {1, 7, 128, 130}) cases.push_back({n, b});
-      return cases;
-    }()),
-    [](const auto& info) {
-      return "n" + std::to_string(info.param.replicas) + "_b" + std::to_string(info.param.batch);
-    });
+INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {
+                           std::vector<Case> cases;
+                           for (int n : {1, 2, 3, 4, 7})
+                             for (std::int64_t b : {1, 7, 128, 130}) cases.push_back({n, b});
+                           return cases;
+                         }()),
+                         [](const auto& info) {
+                           return "n" + std::to_string(info.param.replicas) + "_b" +
+                                  std::to_string(info.param.batch);
+                         });
 
 TEST(ReplicaModel, LossAndMetricsAreThoseOfTheWholeBatch) {
   Fixture a, b;
