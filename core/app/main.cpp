@@ -4,10 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
 #include <atomic>
+
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "app/commands.hpp"
 #include "tandem/error.hpp"
@@ -17,10 +21,28 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void on_signal(int sig) {
-  g_interrupted.store(true);
-  // A second signal takes the default action: the user really wants out.
-  std::signal(sig, SIG_DFL);
+// SIGINT and SIGTERM are blocked in every thread (compute threads inherit the mask) and received
+// here, synchronously, by one thread: a signal never interrupts oneDNN's JIT kernels or a malloc
+// in a worker. The first one asks training to stop at the next batch boundary; a second one
+// exits at once (the user really wants out).
+void start_signal_thread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int received = 0;
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (++received == 1) {
+        g_interrupted.store(true);
+      } else {
+        std::_Exit(128 + sig);
+      }
+    }
+  }).detach();
 }
 
 }  // namespace
@@ -50,8 +72,7 @@ int main(int argc, char** argv) {
     return static_cast<int>(tandem::ExitCode::bad_input);
   }
 
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  start_signal_thread();
   try {
     return commands.run();
   } catch (const tandem::Error& e) {
