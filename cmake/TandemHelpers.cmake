@@ -18,3 +18,18 @@ function(tandem_add_gtest name)
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
                        DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# tandem_add_plugin(<name> SOURCES <files...>)
+# A callback plugin: a shared module "tandem-<name>.so" in the build tree's plugins/ folder,
+# where the host finds it without any environment variable.
+function(tandem_add_plugin name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  set(target tandem_plugin_${name})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE tandem_core)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/plugins)
+  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME "tandem-${name}"
+                        LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/plugins)
+  set_property(GLOBAL APPEND PROPERTY TANDEM_PLUGIN_TARGETS ${target})
+endfunction()

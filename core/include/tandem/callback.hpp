@@ -15,17 +15,18 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/logs.hpp"
+#include "tandem/model_view.hpp"
 #include "tandem/training_state.hpp"
 
 namespace tandem {
-
-class Model;
 
 /// What a callback can see and do. Owned by the trainer; valid during the hook call.
 class CallbackContext {
  public:
   virtual ~CallbackContext() = default;
-  /// The template model (device-agnostic; current whenever looked at).
+  /// This callback's target: the template or the meta-model (from its config's "target").
+  virtual ModelView& target() = 0;
+  /// The template model (device-agnostic; current whenever looked at) = target().model().
   virtual Model& model() = 0;
   virtual const TrainingState& state() const = 0;
   /// Asks training to stop at the next batch boundary (after finishing the epoch's bookkeeping).
@@ -37,6 +38,8 @@ class CallbackContext {
   /// The run folder (empty when the trainer runs without one).
   virtual std::filesystem::path run_dir() const = 0;
   virtual int rank() const { return 0; }
+  /// Called by the CallbackBus before each callback's hook: which target() it sees.
+  virtual void select_target(Target target) = 0;
 };
 
 class Callback {
@@ -64,7 +67,10 @@ class Callback {
 /// names the callback and the hook. Shares ownership of its callbacks.
 class CallbackBus {
  public:
-  void add(std::shared_ptr<Callback> callback) { callbacks_.push_back(std::move(callback)); }
+  void add(std::shared_ptr<Callback> callback, Target target = Target::template_model) {
+    callbacks_.push_back(std::move(callback));
+    targets_.push_back(target);
+  }
   bool empty() const { return callbacks_.empty(); }
   const std::vector<std::shared_ptr<Callback>>& callbacks() const { return callbacks_; }
 
@@ -85,8 +91,9 @@ class CallbackBus {
 
  private:
   template <class F>
-  void each(const char* hook, F&& f);
+  void each(CallbackContext& c, const char* hook, F&& f);
   std::vector<std::shared_ptr<Callback>> callbacks_;
+  std::vector<Target> targets_;
 };
 
 }  // namespace tandem

@@ -1,8 +1,9 @@
 // RunConfig: the run file (`tandem train run.json`), validated, with every default filled in.
 //
 // The file is JSON with top-level keys: name, seed, epochs, batch_size, verbose, devices, model
-// (Keras Sequential config), optimizer, loss, metrics, data. docs/config.md lists
-// them. Every error is a ConfigError naming the JSON path. Plain data; copyable.
+// (Keras Sequential config), optimizer, loss, metrics, data, callbacks, plugin_paths.
+// docs/config.md lists them. Every error is a ConfigError naming the JSON path. Plain data;
+// copyable.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tandem/model_view.hpp"
 
 namespace tandem {
 
@@ -23,15 +26,25 @@ struct DataConfig {
   int prefetch = 2;
 };
 
+/// One entry of "callbacks": {"plugin": ..., "target": "template"|"meta", "ranks": "zero"|"all",
+/// "options": {...}}. Options are checked against the plugin's schema when it is loaded.
+struct CallbackConfig {
+  std::string plugin;  // a name ("checkpoint") or a path to a .so
+  Target target = Target::template_model;
+  bool all_ranks = false;  // "ranks": "all" (default "zero": rank 0 only)
+  nlohmann::json options = nlohmann::json::object();
+  std::string path;  // "callbacks[2]"
+};
+
 struct RunConfig {
   std::string name = "run";
   std::uint64_t seed = 0;
   int epochs = 1;
-  std::int64_t batch_size = 32;     // the global batch (see global_batch_size())
+  std::int64_t batch_size = 32;  // the global batch (see global_batch_size())
   /// When given instead of batch_size: the global batch is this times the number of replicas.
   std::int64_t batch_size_per_replica = 0;
   int verbose = 1;
-  std::string devices = "cpu";     // a device plan text, checked by parse_device_plan
+  std::string devices = "cpu";  // a device plan text, checked by parse_device_plan
   /// batch_size, or batch_size_per_replica × replicas.
   std::int64_t global_batch_size(int replicas) const {
     return batch_size_per_replica > 0 ? batch_size_per_replica * replicas : batch_size;
@@ -41,6 +54,8 @@ struct RunConfig {
   nlohmann::json loss;
   nlohmann::json metrics;
   DataConfig data;
+  std::vector<CallbackConfig> callbacks;
+  std::vector<std::filesystem::path> plugin_paths;  // searched before the standard places
   /// Folder that relative data paths resolve against (the config file's folder).
   std::filesystem::path base_dir;
   /// The whole document after overrides and defaults, as written to <run_dir>/config.json.

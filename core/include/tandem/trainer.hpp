@@ -2,9 +2,9 @@
 //
 // The trainer always works through the meta-model (a ReplicaModel; one replica included), so
 // there is one loop for every device layout. It borrows the meta-model, loss and loaders (they
-// must outlive it) and owns the training state. Between batches it checks an optional external stop flag (set by a signal
-// handler): training then stops at once, without validation, leaving a resumable state. One
-// thread drives a trainer.
+// must outlive it) and owns the training state. Between batches it checks an optional external stop
+// flag (set by a signal handler): training then stops at once, without validation, leaving a
+// resumable state. One thread drives a trainer.
 #pragma once
 
 #include <atomic>
@@ -39,6 +39,7 @@ struct FitOptions {
 class Trainer : public CallbackContext {
  public:
   Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics);
+  ~Trainer() override;
 
   void set_callbacks(CallbackBus bus) { callbacks_ = std::move(bus); }
   void set_event_sink(EventSink* sink) { events_ = sink; }
@@ -60,14 +61,17 @@ class Trainer : public CallbackContext {
   bool interrupted() const { return interrupted_; }
 
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
-  /// Syncs the template first (contract 2).
-  CheckpointData checkpoint();
+  /// Syncs the template first (contract 2). A meta checkpoint records the device plan and is
+  /// refused by restore() on another plan; a template checkpoint loads on any plan.
+  CheckpointData checkpoint(Target target = Target::template_model);
   /// Restores what checkpoint() saved into the template and replica 0's optimizer, then copies
   /// them to every replica. Throws DataError naming `source` when it does not fit.
   void restore(const CheckpointData& data, const std::string& source);
 
   // CallbackContext
   Model& model() override { return meta_.template_model(); }
+  ModelView& target() override;
+  void select_target(Target target) override { current_target_ = target; }
   ReplicaModel& meta() { return meta_; }
   const TrainingState& state() const override { return state_; }
   void request_stop(const std::string& reason) override;
@@ -87,8 +91,11 @@ class Trainer : public CallbackContext {
   EpochTotals empty_totals() const;
   void emit(const std::string& event, const nlohmann::json& fields);
 
+  class View;
   ReplicaModel& meta_;
   const Loss& loss_;
+  std::unique_ptr<View> template_view_, meta_view_;
+  Target current_target_ = Target::template_model;
   std::vector<std::unique_ptr<Metric>> metrics_;
   CallbackBus callbacks_;
   EventSink* events_ = nullptr;

@@ -5,9 +5,11 @@
 namespace tandem {
 
 template <class F>
-void CallbackBus::each(const char* hook, F&& f) {
-  for (const auto& cb : callbacks_) {
+void CallbackBus::each(CallbackContext& c, const char* hook, F&& f) {
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    const auto& cb = callbacks_[i];
     try {
+      c.select_target(targets_[i]);
       f(*cb);
     } catch (const Error& e) {
       throw RunError("callback '" + cb->name() + "' failed in " + hook + ": " + e.what());
@@ -18,20 +20,20 @@ void CallbackBus::each(const char* hook, F&& f) {
 }
 
 // clang-format off
-void CallbackBus::train_begin(CallbackContext& c, const Logs& l) { each("on_train_begin", [&](Callback& cb) { cb.on_train_begin(c, l); }); }
-void CallbackBus::train_end(CallbackContext& c, const Logs& l) { each("on_train_end", [&](Callback& cb) { cb.on_train_end(c, l); }); }
-void CallbackBus::epoch_begin(CallbackContext& c, int e, const Logs& l) { each("on_epoch_begin", [&](Callback& cb) { cb.on_epoch_begin(c, e, l); }); }
-void CallbackBus::epoch_end(CallbackContext& c, int e, const Logs& l) { each("on_epoch_end", [&](Callback& cb) { cb.on_epoch_end(c, e, l); }); }
-void CallbackBus::train_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_train_batch_begin", [&](Callback& cb) { cb.on_train_batch_begin(c, b, l); }); }
-void CallbackBus::train_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_train_batch_end", [&](Callback& cb) { cb.on_train_batch_end(c, b, l); }); }
-void CallbackBus::test_begin(CallbackContext& c, const Logs& l) { each("on_test_begin", [&](Callback& cb) { cb.on_test_begin(c, l); }); }
-void CallbackBus::test_end(CallbackContext& c, const Logs& l) { each("on_test_end", [&](Callback& cb) { cb.on_test_end(c, l); }); }
-void CallbackBus::test_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_test_batch_begin", [&](Callback& cb) { cb.on_test_batch_begin(c, b, l); }); }
-void CallbackBus::test_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_test_batch_end", [&](Callback& cb) { cb.on_test_batch_end(c, b, l); }); }
-void CallbackBus::predict_begin(CallbackContext& c, const Logs& l) { each("on_predict_begin", [&](Callback& cb) { cb.on_predict_begin(c, l); }); }
-void CallbackBus::predict_end(CallbackContext& c, const Logs& l) { each("on_predict_end", [&](Callback& cb) { cb.on_predict_end(c, l); }); }
-void CallbackBus::predict_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_predict_batch_begin", [&](Callback& cb) { cb.on_predict_batch_begin(c, b, l); }); }
-void CallbackBus::predict_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each("on_predict_batch_end", [&](Callback& cb) { cb.on_predict_batch_end(c, b, l); }); }
+void CallbackBus::train_begin(CallbackContext& c, const Logs& l) { each(c, "on_train_begin", [&](Callback& cb) { cb.on_train_begin(c, l); }); }
+void CallbackBus::train_end(CallbackContext& c, const Logs& l) { each(c, "on_train_end", [&](Callback& cb) { cb.on_train_end(c, l); }); }
+void CallbackBus::epoch_begin(CallbackContext& c, int e, const Logs& l) { each(c, "on_epoch_begin", [&](Callback& cb) { cb.on_epoch_begin(c, e, l); }); }
+void CallbackBus::epoch_end(CallbackContext& c, int e, const Logs& l) { each(c, "on_epoch_end", [&](Callback& cb) { cb.on_epoch_end(c, e, l); }); }
+void CallbackBus::train_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_train_batch_begin", [&](Callback& cb) { cb.on_train_batch_begin(c, b, l); }); }
+void CallbackBus::train_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_train_batch_end", [&](Callback& cb) { cb.on_train_batch_end(c, b, l); }); }
+void CallbackBus::test_begin(CallbackContext& c, const Logs& l) { each(c, "on_test_begin", [&](Callback& cb) { cb.on_test_begin(c, l); }); }
+void CallbackBus::test_end(CallbackContext& c, const Logs& l) { each(c, "on_test_end", [&](Callback& cb) { cb.on_test_end(c, l); }); }
+void CallbackBus::test_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_test_batch_begin", [&](Callback& cb) { cb.on_test_batch_begin(c, b, l); }); }
+void CallbackBus::test_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_test_batch_end", [&](Callback& cb) { cb.on_test_batch_end(c, b, l); }); }
+void CallbackBus::predict_begin(CallbackContext& c, const Logs& l) { each(c, "on_predict_begin", [&](Callback& cb) { cb.on_predict_begin(c, l); }); }
+void CallbackBus::predict_end(CallbackContext& c, const Logs& l) { each(c, "on_predict_end", [&](Callback& cb) { cb.on_predict_end(c, l); }); }
+void CallbackBus::predict_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_begin", [&](Callback& cb) { cb.on_predict_batch_begin(c, b, l); }); }
+void CallbackBus::predict_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_end", [&](Callback& cb) { cb.on_predict_batch_end(c, b, l); }); }
 // clang-format on
 
 }  // namespace tandem

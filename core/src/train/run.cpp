@@ -13,9 +13,10 @@
 #include "tandem/dataset.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
-#include "tandem/replica_model.hpp"
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
+#include "tandem/plugin_host.hpp"
+#include "tandem/replica_model.hpp"
 #include "tandem/trainer.hpp"
 
 #ifndef TANDEM_VERSION
@@ -131,6 +132,20 @@ TrainResult run_training(const TrainRequest& request) {
     val_loader = std::make_unique<DataLoader>(
         data.validation, DataLoaderOptions{batch_size, false, 0, rc.data.prefetch});
 
+  // Plugins are loaded and their options checked before the run folder exists.
+  PluginHost host(rc.plugin_paths);
+  CallbackBus bus;
+  json plugins = json::array();
+  for (const auto& cc : rc.callbacks) {
+    LoadedPlugin loaded = host.load(cc.plugin);
+    bus.add(loaded.create(cc.options, {cc.target, cc.path}), cc.target);
+    plugins.push_back({{"plugin", loaded.record.info.name},
+                       {"version", loaded.record.info.version},
+                       {"path", loaded.record.path.string()},
+                       {"target", target_name(cc.target)}});
+  }
+  for (const auto& cb : request.callbacks) bus.add(cb);
+
   ReplicaModel meta(*b.model, *b.optimizer, plan);
   Trainer trainer(meta, *b.loss, std::move(b.metrics));
   if (resume) trainer.restore(*resume, request.resume->string());
@@ -151,8 +166,6 @@ TrainResult run_training(const TrainRequest& request) {
   trainer.set_event_sink(&events);
   trainer.set_run_dir(result.run_dir);
   trainer.set_interrupt_flag(request.interrupt);
-  CallbackBus bus;
-  for (const auto& cb : request.callbacks) bus.add(cb);
   trainer.set_callbacks(std::move(bus));
 
   json started = {{"name", rc.name},
@@ -161,7 +174,7 @@ TrainResult run_training(const TrainRequest& request) {
                   {"config", rc.resolved},
                   {"devices", device_plan_json(plan)},
                   {"batch_size", batch_size},
-                  {"plugins", json::array()},
+                  {"plugins", plugins},
                   {"world_size", 1},
                   {"train_samples", data.train->size()},
                   {"validation_samples", data.validation ? data.validation->size() : 0},

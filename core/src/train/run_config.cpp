@@ -127,6 +127,36 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.loss = c.at("loss");
   rc.metrics = c.find("metrics") ? c.at("metrics") : json::array();
 
+  if (const json* cbs = c.find("callbacks")) {
+    if (!cbs->is_array()) throw ConfigError("callbacks", "expected a list of callbacks");
+    for (std::size_t i = 0; i < cbs->size(); ++i) {
+      const std::string p = "callbacks[" + std::to_string(i) + "]";
+      ConfigObject cb((*cbs)[i], p);
+      CallbackConfig cc;
+      cc.path = p;
+      cc.plugin = cb.get_string("plugin");
+      if (cc.plugin.empty()) throw ConfigError(cb.path_of("plugin"), "must not be empty");
+      cc.target = cb.one_of("target", "template", {"template", "meta"}) == "meta"
+                      ? Target::meta
+                      : Target::template_model;
+      cc.all_ranks = cb.one_of("ranks", "zero", {"zero", "all"}) == "all";
+      if (const json* o = cb.find("options")) {
+        if (!o->is_object()) throw ConfigError(cb.path_of("options"), "expected an object");
+        cc.options = *o;
+      }
+      cb.finish();
+      rc.callbacks.push_back(std::move(cc));
+    }
+  }
+  if (const json* paths = c.find("plugin_paths")) {
+    if (!paths->is_array()) throw ConfigError("plugin_paths", "expected a list of folders");
+    for (std::size_t i = 0; i < paths->size(); ++i) {
+      if (!(*paths)[i].is_string())
+        throw ConfigError("plugin_paths[" + std::to_string(i) + "]", "expected a folder name");
+      std::filesystem::path dir = (*paths)[i].get<std::string>();
+      rc.plugin_paths.push_back(dir.is_relative() && !base_dir.empty() ? base_dir / dir : dir);
+    }
+  }
   ConfigObject d = c.get_object("data");
   rc.data.train = resolve_path(d.at("train"), base_dir);
   if (d.find("validation")) rc.data.validation = resolve_path(d.at("validation"), base_dir);

@@ -5,14 +5,14 @@
 
 #include "tandem/error.hpp"
 #include "train/progress_bar.hpp"
+#include "train/trainer_view.hpp"
 
 namespace tandem {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-Trainer::Trainer(ReplicaModel& meta, const Loss& loss,
-                 std::vector<std::unique_ptr<Metric>> metrics)
+Trainer::Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics)
     : meta_(meta), loss_(loss), metrics_(std::move(metrics)) {
   partial_ = empty_totals();
 }
@@ -20,10 +20,10 @@ Trainer::Trainer(ReplicaModel& meta, const Loss& loss,
 void Trainer::check_data(const DataLoader& data, const std::string& role) const {
   const Dataset& d = data.dataset();
   if (d.x_shape() != meta_.template_model().input_shape())
-    throw ShapeError("the " + role + " data has samples of shape " +
-                     shape_to_string(d.x_shape(), true) + " but model '" + meta_.template_model().name() +
-                     "' expects " + shape_to_string(meta_.template_model().input_shape(), true) + " (" +
-                     d.describe() + ")");
+    throw ShapeError(
+        "the " + role + " data has samples of shape " + shape_to_string(d.x_shape(), true) +
+        " but model '" + meta_.template_model().name() + "' expects " +
+        shape_to_string(meta_.template_model().input_shape(), true) + " (" + d.describe() + ")");
   try {
     loss_.check_shapes(meta_.template_model().output_shape(), d.y_shape());
   } catch (const ShapeError& e) {
@@ -170,7 +170,8 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                           {"device", epoch_replicas_[r].device.name()},
                           {"samples", epoch_replicas_[r].samples},
                           {"busy_seconds", epoch_replicas_[r].seconds}});
-    emit("replica_stats", {{"epoch", epoch + 1}, {"plan", meta_.plan().text}, {"replicas", replicas}});
+    emit("replica_stats",
+         {{"epoch", epoch + 1}, {"plan", meta_.plan().text}, {"replicas", replicas}});
     epoch_replicas_.clear();
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     last_logs = epoch_logs;

@@ -20,7 +20,9 @@ std::vector<std::string> trainable_names(Model& model) {
   return names;
 }
 
-MetricSum sum_of(const json& pair) { return {pair.at(0).get<double>(), pair.at(1).get<double>()}; }
+MetricSum sum_of(const json& pair) {
+  return {pair.at(0).get<double>(), pair.at(1).get<double>()};
+}
 
 Logs logs_from_json(const json& j) {
   Logs logs;
@@ -31,7 +33,7 @@ Logs logs_from_json(const json& j) {
 
 }  // namespace
 
-CheckpointData Trainer::checkpoint() {
+CheckpointData Trainer::checkpoint(Target target) {
   Model& model = meta_.template_model();
   Optimizer& optimizer = meta_.optimizer();
   CheckpointData data;
@@ -47,6 +49,7 @@ CheckpointData Trainer::checkpoint() {
              {"epochs", state_.epochs},
              {"steps_per_epoch", state_.steps_per_epoch},
              {"history", history},
+             {"target", target_name(target)},
              {"device_plan", meta_.plan().to_json()},
              {"partial",
               {{"loss", {partial_.loss.sum, partial_.loss.count}}, {"metrics", partial_metrics}}},
@@ -74,8 +77,19 @@ CheckpointData Trainer::checkpoint() {
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (!data.training)
-    throw DataError(source + ": holds weights only, no training state to resume from; load it "
-                             "with --weights to start a new run from these weights");
+    throw DataError(source +
+                    ": holds weights only, no training state to resume from; load it "
+                    "with --weights to start a new run from these weights");
+  if (data.training->state.value("target", "template") == "meta" &&
+      data.training->state.contains("device_plan")) {
+    const std::string saved = data.training->state["device_plan"].value("plan", std::string("?"));
+    if (saved != meta_.plan().text)
+      throw DataError(source + ": is a checkpoint of the meta-model on device plan '" + saved +
+                      "', and this run's plan is '" + meta_.plan().text + "'. Resume it on '" +
+                      saved +
+                      "', or load its template part (the same weights) on any plan with "
+                      "--weights, or checkpoint with target \"template\".");
+  }
   Model& model = meta_.template_model();
   Optimizer& optimizer = meta_.optimizer();
   model.load_weights(data, source);

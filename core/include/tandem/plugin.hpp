@@ -1,0 +1,63 @@
+// The plugin SDK: how a shared library provides a Tandem callback (DESIGN.md contract 5).
+//
+// A plugin library defines one class derived from CallbackPlugin and names it once with
+// TANDEM_PLUGIN(MyPlugin). That exports
+//   - a plain C function tandem_plugin_abi_version(), which the host calls *before* touching any
+//     C++ symbol, and refuses the library when it differs from TANDEM_PLUGIN_ABI_VERSION;
+//   - a Boost.DLL alias "tandem_plugin_factory" returning the plugin object.
+// The host keeps the library loaded for as long as anything it created lives.
+#pragma once
+
+#include <boost/config.hpp>
+#include <boost/dll/alias.hpp>
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/callback.hpp"
+
+/// Bumped whenever a public header used by plugins changes incompatibly.
+#define TANDEM_PLUGIN_ABI_VERSION 1
+
+namespace tandem {
+
+struct PluginInfo {
+  std::string name;         // as configs name it: "checkpoint"
+  std::string version;      // the plugin's own version: "1.0.0"
+  std::string description;  // one line
+  nlohmann::json options_schema = {{"type", "object"}, {"additionalProperties", false}};
+};
+
+/// What a plugin is told when it makes a callback.
+struct CallbackSetup {
+  Target target = Target::template_model;
+  std::string config_path;  // "callbacks[2]": for error messages
+};
+
+class CallbackPlugin {
+ public:
+  virtual ~CallbackPlugin() = default;
+  virtual PluginInfo info() const = 0;
+  /// Makes a callback from options already validated against info().options_schema (defaults
+  /// filled in). Throw ConfigError (naming setup.config_path + ".options.<key>") for problems the
+  /// schema cannot express.
+  virtual std::shared_ptr<Callback> create(const nlohmann::json& options,
+                                           const CallbackSetup& setup) const = 0;
+};
+
+}  // namespace tandem
+
+// clang-format off
+#define TANDEM_PLUGIN(PluginClass)                                                        \
+  extern "C" BOOST_SYMBOL_EXPORT int tandem_plugin_abi_version() {                        \
+    return TANDEM_PLUGIN_ABI_VERSION;                                                     \
+  }                                                                                       \
+  namespace {                                                                             \
+  std::shared_ptr<::tandem::CallbackPlugin> tandem_plugin_make() {                        \
+    return std::make_shared<PluginClass>();                                               \
+  }                                                                                       \
+  }                                                                                       \
+  BOOST_DLL_ALIAS(tandem_plugin_make, tandem_plugin_factory)
+// clang-format on

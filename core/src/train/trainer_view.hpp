@@ -1,0 +1,37 @@
+// Trainer::View: the ModelView a callback sees for its target (private to the trainer).
+#pragma once
+
+#include "tandem/trainer.hpp"
+
+namespace tandem {
+
+class Trainer::View : public ModelView {
+ public:
+  View(Trainer& trainer, Target target) : trainer_(trainer), target_(target) {}
+  Target target() const override { return target_; }
+  Model& model() override { return trainer_.meta_.template_model(); }
+  const DevicePlan& plan() const override { return trainer_.meta_.plan(); }
+  std::vector<ReplicaFacts> replicas() const override {
+    std::vector<ReplicaFacts> out;
+    if (target_ != Target::meta) return out;
+    const auto& last = trainer_.meta_.last_step();
+    for (std::size_t r = 0; r < last.size(); ++r)
+      out.push_back({static_cast<int>(r), last[r].device.name(), last[r].samples, last[r].seconds});
+    return out;
+  }
+  CheckpointData checkpoint(bool with_training_state) override {
+    CheckpointData data = trainer_.checkpoint(target_);
+    if (!with_training_state) data.training.reset();
+    return data;
+  }
+  void load_weights(const CheckpointData& data, const std::string& source) override {
+    trainer_.meta_.template_model().load_weights(data, source);
+    trainer_.meta_.broadcast_from_template();
+  }
+
+ private:
+  Trainer& trainer_;
+  Target target_;
+};
+
+}  // namespace tandem
