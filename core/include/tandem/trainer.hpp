@@ -85,7 +85,8 @@ class Trainer : public CallbackContext {
     MetricSum loss;
     std::vector<MetricSum> metrics;
   };
-  void train_batch(const Batch& batch, EpochTotals& totals);
+  /// One step; false when the loss was not finite and a callback stopped the run (no update).
+  bool train_batch(const Batch& batch, EpochTotals& totals);
   void check_data(const DataLoader& data, const std::string& role) const;
   Logs logs_of(const EpochTotals& totals) const;
   EpochTotals empty_totals() const;

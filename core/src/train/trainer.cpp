@@ -65,15 +65,23 @@ void Trainer::set_learning_rate(double lr) {
   meta_.set_learning_rate(lr);
 }
 
-void Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
+bool Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
   const StepSums sums = meta_.forward_backward(batch, loss_, metrics_);
   const double loss_sum = sums.loss.sum;
-  if (!std::isfinite(loss_sum))
+  if (!std::isfinite(loss_sum)) {
+    // Callbacks see the bad batch (Keras passes the NaN loss to on_train_batch_end): one of them
+    // (terminate_on_nan) may stop the run cleanly. Otherwise the run fails. The update is skipped
+    // either way, so the weights are those of the previous step.
+    Logs logs = logs_of(totals);
+    logs.set("loss", loss_sum);
+    callbacks_.train_batch_end(*this, state_.batch, logs);
+    if (state_.stop_requested) return false;
     throw RunError("the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
                    " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
                    std::to_string(state_.batch + 1) + " (step " + std::to_string(state_.step + 1) +
                    "); the weights of the previous step are kept. Lower the learning rate, "
                    "check the data for NaN or extreme values, or clip gradients (clipnorm).");
+  }
   totals.loss.add(sums.loss);
   for (std::size_t i = 0; i < metrics_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
   meta_.apply_update();
@@ -84,6 +92,7 @@ void Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
     epoch_replicas_[r].samples += replicas[r].samples;
     epoch_replicas_[r].seconds += replicas[r].seconds;
   }
+  return true;
 }
 
 const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
@@ -103,6 +112,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   interrupted_ = false;
   callbacks_.train_begin(*this, Logs{});
   Logs last_logs;
+  bool nan_stop = false;
   while (state_.epoch < state_.epochs) {
     const int epoch = state_.epoch;
     const bool resumed = state_.batch > 0;
@@ -123,7 +133,14 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     Batch batch;
     while (train.next(batch)) {
       callbacks_.train_batch_begin(*this, state_.batch, Logs{});
-      train_batch(batch, partial_);
+      if (!train_batch(batch, partial_)) {
+        emit("stopped", {{"reason", state_.stop_reason},
+                         {"epoch", epoch + 1},
+                         {"batch", state_.batch},
+                         {"step", state_.step}});
+        nan_stop = true;
+        break;
+      }
       samples += batch.size();
       ++state_.batch;
       ++state_.step;
@@ -144,6 +161,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       }
       if (state_.stop_requested) break;
     }
+    if (nan_stop) break;
     if (interrupted_) {
       bar.finish(state_.batch, logs_of(partial_));
       request_stop("interrupted by a signal");
