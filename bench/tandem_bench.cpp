@@ -379,7 +379,6 @@ json bench_fit(Workload& w, Data data, std::int64_t warm_samples, int epochs) {
   tandem::ReplicaModel meta(*w.model, *w.optimizer, plan);
   tandem::Trainer trainer(meta, *w.loss, {});
   tandem::FitOptions fo;
-  fo.verbose = 0;
   fo.epochs = 1;
   trainer.fit(warm_loader, nullptr, fo);
   std::vector<double> sps;

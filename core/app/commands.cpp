@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/devices_command.hpp"
+#include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -173,6 +174,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   });
 
   add_devices_command(app, selected_, interrupt_);
+  add_plugins_command(app, selected_);
 }
 
 int Commands::run() {

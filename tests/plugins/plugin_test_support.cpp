@@ -74,7 +74,7 @@ const std::vector<Logs>& PluginRun::fit(std::shared_ptr<Dataset> train,
     keep.push_back(std::make_unique<DataLoader>(validation, DataLoaderOptions{batch, false, 0, 0}));
     val = keep.back().get();
   }
-  return trainer->fit(*keep[keep.size() - (validation ? 2 : 1)], val, {epochs, 0});
+  return trainer->fit(*keep[keep.size() - (validation ? 2 : 1)], val, {epochs});
 }
 
 std::vector<json> read_events(const std::filesystem::path& run_dir) {

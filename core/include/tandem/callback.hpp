@@ -61,6 +61,11 @@ class Callback {
   virtual void on_predict_end(CallbackContext&, const Logs&) {}
   virtual void on_predict_batch_begin(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
   virtual void on_predict_batch_end(CallbackContext&, std::int64_t /*batch*/, const Logs&) {}
+  /// Every event of the run's stream (run_started, batch_ended, checkpoint_saved, ...), as the
+  /// engine or another callback published it: `fields` without schema/event/time. The built-in
+  /// "events" plugin writes them to events.jsonl.
+  virtual void on_event(CallbackContext&, const std::string& /*event*/,
+                        const nlohmann::json& /*fields*/) {}
 };
 
 /// Calls every hook on each callback in order; wraps a callback's exception in a RunError that
@@ -88,6 +93,7 @@ class CallbackBus {
   void predict_end(CallbackContext& c, const Logs& l);
   void predict_batch_begin(CallbackContext& c, std::int64_t batch, const Logs& l);
   void predict_batch_end(CallbackContext& c, std::int64_t batch, const Logs& l);
+  void event(CallbackContext& c, const std::string& name, const nlohmann::json& fields);
 
  private:
   template <class F>

@@ -17,7 +17,7 @@ enum class DeviceKind { cpu, cuda };
 
 struct DeviceSpec {
   DeviceKind kind = DeviceKind::cpu;
-  int index = 0;  // CUDA ordinal; for CPU replicas their number 0..N-1
+  int index = 0;             // CUDA ordinal; for CPU replicas their number 0..N-1
   std::string name() const;  // "cpu", "cuda:1"
   bool operator==(const DeviceSpec&) const = default;
 };

@@ -17,26 +17,26 @@
 namespace tandem {
 
 struct CpuInfo {
-  std::string model_name;           // "AMD EPYC"
-  int logical_cores = 0;            // usable by this process (sched_getaffinity)
-  std::int64_t memory_bytes = 0;    // MemTotal
+  std::string model_name;         // "AMD EPYC"
+  int logical_cores = 0;          // usable by this process (sched_getaffinity)
+  std::int64_t memory_bytes = 0;  // MemTotal
 };
 
 struct GpuInfo {
-  int index = 0;                    // CUDA device ordinal: "cuda:<index>"
+  int index = 0;  // CUDA device ordinal: "cuda:<index>"
   std::string name;
   std::int64_t memory_bytes = 0;
   int compute_capability_major = 0, compute_capability_minor = 0;
   int multiprocessors = 0;
-  std::string pci_bus_id;           // "0000:3b:00.0"
+  std::string pci_bus_id;  // "0000:3b:00.0"
 };
 
 struct DeviceReport {
   CpuInfo cpu;
   std::vector<GpuInfo> gpus;
-  bool cuda_built = false;          // Tandem was built with CUDA support
-  int cuda_runtime_version = 0;     // e.g. 13000
-  int cuda_driver_version = 0;      // 0 when there is no driver
+  bool cuda_built = false;       // Tandem was built with CUDA support
+  int cuda_runtime_version = 0;  // e.g. 13000
+  int cuda_driver_version = 0;   // 0 when there is no driver
   /// Empty when GPUs were found; else one plain sentence saying why there are none, e.g.
   /// "no CUDA GPU: CUDA driver version is insufficient for CUDA runtime version (error 35)".
   std::string gpu_status;
@@ -51,11 +51,11 @@ struct GpuSample {
 };
 
 struct DeviceSample {
-  std::string time;                         // UTC ISO 8601
+  std::string time;                               // UTC ISO 8601
   std::optional<double> cpu_utilization_percent;  // since the previous sample (null on the first)
-  std::int64_t memory_available_bytes = 0;  // MemAvailable
+  std::int64_t memory_available_bytes = 0;        // MemAvailable
   std::vector<GpuSample> gpus;
-  std::string nvml_status;                  // empty when NVML answered; else why not
+  std::string nvml_status;  // empty when NVML answered; else why not
 };
 
 DeviceReport discover_devices();

@@ -90,15 +90,15 @@ class ReplicaModel {
   Optimizer& optimizer_;
   DevicePlan plan_;
   std::unique_ptr<Communicator> communicator_;
-  std::vector<Model*> replicas_;                     // [0] is the template on CPU plans
-  std::vector<std::unique_ptr<Model>> owned_;        // replicas 1..N-1
+  std::vector<Model*> replicas_;               // [0] is the template on CPU plans
+  std::vector<std::unique_ptr<Model>> owned_;  // replicas 1..N-1
   std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;
-  std::vector<Optimizer*> optimizers_;               // [0] is `optimizer`
-  std::vector<Tensor> gradient_arenas_;              // one flat gradient buffer per replica
-  std::vector<Tensor> shard_grads_;                  // dLoss/dOutput per replica
+  std::vector<Optimizer*> optimizers_;   // [0] is `optimizer`
+  std::vector<Tensor> gradient_arenas_;  // one flat gradient buffer per replica
+  std::vector<Tensor> shard_grads_;      // dLoss/dOutput per replica
   std::vector<StepSums> shard_sums_;
   std::vector<ReplicaStep> last_step_;
-  std::unique_ptr<Workers> workers_;                 // none when there is one replica
+  std::unique_ptr<Workers> workers_;  // none when there is one replica
 };
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 // Trainer: fit / evaluate / predict, with Keras callbacks and logs.
 //
+// Human progress output is the "progress" plugin's job; the trainer only publishes events.
 // The trainer always works through the meta-model (a ReplicaModel; one replica included), so
 // there is one loop for every device layout. It borrows the meta-model, loss and loaders (they
 // must outlive it) and owns the training state. Between batches it checks an optional external stop
@@ -31,9 +32,7 @@
 namespace tandem {
 
 struct FitOptions {
-  int epochs = 1;
-  /// 0 = silent, 1 = a progress bar updated in place, 2 = one line per epoch (Keras verbose).
-  int verbose = 2;
+  int epochs = 1;  // train up to this epoch count (a restored state continues towards it)
 };
 
 class Trainer : public CallbackContext {
@@ -46,6 +45,10 @@ class Trainer : public CallbackContext {
   void set_run_dir(std::filesystem::path dir) { run_dir_ = std::move(dir); }
   /// A flag that, once true, interrupts training at the next batch boundary.
   void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
+  /// Stored as "run_config" in the training state of every checkpoint() (the resolved run
+  /// config), so a checkpoint written by any callback resumes with `tandem train --resume CKPT`
+  /// without the config file. Null (the default) stores nothing.
+  void set_run_config(nlohmann::json config) { run_config_ = std::move(config); }
 
   /// Trains until `options.epochs` epochs are done (continuing from a restored state), a callback
   /// asks to stop, or the interrupt flag is raised. Returns the history (one Logs per epoch).
@@ -53,7 +56,7 @@ class Trainer : public CallbackContext {
   const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation,
                                const FitOptions& options);
   /// Loss and metrics over one pass of `data` (test hooks), without the `val_` prefix.
-  Logs evaluate(DataLoader& data, int verbose = 0);
+  Logs evaluate(DataLoader& data);
   /// Model outputs for every sample of `data`, in loader order: (samples, output_shape...).
   Tensor predict(DataLoader& data);
 
@@ -61,8 +64,10 @@ class Trainer : public CallbackContext {
   bool interrupted() const { return interrupted_; }
 
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
-  /// Syncs the template first (contract 2). A meta checkpoint records the device plan and is
-  /// refused by restore() on another plan; a template checkpoint loads on any plan.
+  /// Taken in on_epoch_end (the epoch's logs already in the history), it resumes at the start
+  /// of the next epoch. Syncs the template first (contract 2). A meta checkpoint records the
+  /// device plan and is refused by restore() on another plan; a template checkpoint loads on any
+  /// plan.
   CheckpointData checkpoint(Target target = Target::template_model);
   /// Restores what checkpoint() saved into the template and replica 0's optimizer, then copies
   /// them to every replica. Throws DataError naming `source` when it does not fit.
@@ -101,6 +106,7 @@ class Trainer : public CallbackContext {
   CallbackBus callbacks_;
   EventSink* events_ = nullptr;
   std::filesystem::path run_dir_;
+  nlohmann::json run_config_;
   const std::atomic<bool>* interrupt_ = nullptr;
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)

@@ -34,6 +34,7 @@ void CallbackBus::predict_begin(CallbackContext& c, const Logs& l) { each(c, "on
 void CallbackBus::predict_end(CallbackContext& c, const Logs& l) { each(c, "on_predict_end", [&](Callback& cb) { cb.on_predict_end(c, l); }); }
 void CallbackBus::predict_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_begin", [&](Callback& cb) { cb.on_predict_batch_begin(c, b, l); }); }
 void CallbackBus::predict_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_end", [&](Callback& cb) { cb.on_predict_batch_end(c, b, l); }); }
+void CallbackBus::event(CallbackContext& c, const std::string& name, const nlohmann::json& fields) { each(c, "on_event", [&](Callback& cb) { cb.on_event(c, name, fields); }); }
 // clang-format on
 
 }  // namespace tandem

@@ -145,6 +145,24 @@ TrainResult run_training(const TrainRequest& request) {
                        {"target", target_name(cc.target)}});
   }
   for (const auto& cb : request.callbacks) bus.add(cb);
+  // The standard plugins: the event stream always, the progress bar when verbose (unless the
+  // config lists them itself, with its own options).
+  auto listed = [&](const std::string& name) {
+    for (const auto& cc : rc.callbacks)
+      if (cc.plugin == name) return true;
+    return false;
+  };
+  auto add_standard = [&](const std::string& name, const json& options) {
+    if (listed(name)) return;
+    LoadedPlugin loaded = host.load(name);
+    bus.add(loaded.create(options, {Target::template_model, name}));
+    plugins.push_back({{"plugin", name},
+                       {"version", loaded.record.info.version},
+                       {"path", loaded.record.path.string()},
+                       {"target", "template"}});
+  };
+  add_standard("events", {{"stdout", request.events_to_stdout}});
+  if (rc.verbose > 0) add_standard("progress", {{"verbose", rc.verbose}});
 
   ReplicaModel meta(*b.model, *b.optimizer, plan);
   Trainer trainer(meta, *b.loss, std::move(b.metrics));
@@ -160,12 +178,9 @@ TrainResult run_training(const TrainRequest& request) {
     throw RunError("cannot create the run folder " + result.run_dir.string() + ": " + ec.message());
   write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
 
-  EventSink events;
-  events.open_file(result.run_dir / "events.jsonl");
-  events.also_stdout(request.events_to_stdout);
-  trainer.set_event_sink(&events);
   trainer.set_run_dir(result.run_dir);
   trainer.set_interrupt_flag(request.interrupt);
+  trainer.set_run_config(rc.resolved);
   trainer.set_callbacks(std::move(bus));
 
   json started = {{"name", rc.name},
@@ -180,50 +195,49 @@ TrainResult run_training(const TrainRequest& request) {
                   {"validation_samples", data.validation ? data.validation->size() : 0},
                   {"parameters", b.model->count_params()}};
   if (request.resume) started["resumed_from"] = request.resume->string();
-  events.emit("run_started", started);
+  trainer.publish("run_started", started);
   spdlog::info("run folder: {}", result.run_dir.string());
   spdlog::info("training on {}; validating on {}", data.train->describe(),
                data.validation ? data.validation->describe() : "nothing");
 
   try {
-    result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.verbose});
+    result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs});
     result.interrupted = trainer.interrupted();
     result.stop_reason = trainer.state().stop_reason;
 
     const auto t0 = std::chrono::steady_clock::now();
-    CheckpointData ckpt = trainer.checkpoint();
-    ckpt.training->state["run_config"] = rc.resolved;
+    CheckpointData ckpt = trainer.checkpoint();  // holds the run config (set_run_config)
     result.checkpoint = result.run_dir / "model.h5";
     write_checkpoint_file(result.checkpoint, ckpt);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    events.emit("checkpoint_saved", {{"path", result.checkpoint.string()},
-                                     {"epoch", trainer.state().epoch},
-                                     {"step", trainer.state().step},
-                                     {"monitor", nullptr},
-                                     {"value", nullptr},
-                                     {"best", false},
-                                     {"target", "template"},
-                                     {"reason", result.interrupted ? "interrupted" : "final"},
-                                     {"bytes", std::filesystem::file_size(result.checkpoint)},
-                                     {"seconds", secs}});
+    trainer.publish("checkpoint_saved", {{"path", result.checkpoint.string()},
+                                         {"epoch", trainer.state().epoch},
+                                         {"step", trainer.state().step},
+                                         {"monitor", nullptr},
+                                         {"value", nullptr},
+                                         {"best", false},
+                                         {"target", "template"},
+                                         {"reason", result.interrupted ? "interrupted" : "final"},
+                                         {"bytes", std::filesystem::file_size(result.checkpoint)},
+                                         {"seconds", secs}});
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {
-    events.emit("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
+    trainer.publish("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
     throw;
   } catch (const std::exception& e) {
-    events.emit("run_failed", {{"error", e.what()}, {"exit_code", 1}});
+    trainer.publish("run_failed", {{"error", e.what()}, {"exit_code", 1}});
     throw;
   }
   json history = json::array();
   for (const auto& h : result.history) history.push_back(h.to_json());
-  events.emit("run_finished", {{"epochs_done", trainer.state().epoch},
-                               {"steps", trainer.state().step},
-                               {"interrupted", result.interrupted},
-                               {"stop_reason", result.stop_reason},
-                               {"history", history},
-                               {"checkpoint", result.checkpoint.string()}});
+  trainer.publish("run_finished", {{"epochs_done", trainer.state().epoch},
+                                   {"steps", trainer.state().step},
+                                   {"interrupted", result.interrupted},
+                                   {"stop_reason", result.stop_reason},
+                                   {"history", history},
+                                   {"checkpoint", result.checkpoint.string()}});
   return result;
 }
 
@@ -261,6 +275,13 @@ struct Inference {
         DataLoaderOptions{rc.global_batch_size(plan.size()), false, 0, rc.data.prefetch});
     meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan);
     trainer = std::make_unique<Trainer>(*meta, *built.loss, std::move(built.metrics));
+    if (rc.verbose > 0) {
+      CallbackBus bus;
+      bus.add(PluginHost(rc.plugin_paths)
+                  .load("progress")
+                  .create({{"verbose", rc.verbose}}, {Target::template_model, "progress"}));
+      trainer->set_callbacks(std::move(bus));
+    }
   }
 };
 
@@ -268,7 +289,7 @@ struct Inference {
 
 Logs run_evaluation(const InferenceRequest& request) {
   Inference inference(request);
-  return inference.trainer->evaluate(*inference.loader, request.config.verbose);
+  return inference.trainer->evaluate(*inference.loader);
 }
 
 Tensor run_prediction(const InferenceRequest& request) {

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "tandem/error.hpp"
-#include "train/progress_bar.hpp"
 #include "train/trainer_view.hpp"
 
 namespace tandem {
@@ -48,6 +47,7 @@ Logs Trainer::logs_of(const EpochTotals& totals) const {
 
 void Trainer::emit(const std::string& event, const json& fields) {
   if (events_) events_->emit(event, fields);
+  callbacks_.event(*this, event, fields);
 }
 
 void Trainer::publish(const std::string& event, const json& fields) {
@@ -117,17 +117,12 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     const int epoch = state_.epoch;
     const bool resumed = state_.batch > 0;
     if (!resumed) partial_ = empty_totals();
-    if (options.verbose > 0)
-      std::fprintf(
-          stderr, "Epoch %d/%d%s\n", epoch + 1, state_.epochs,
-          resumed ? (" (resumed at batch " + std::to_string(state_.batch) + ")").c_str() : "");
     callbacks_.epoch_begin(*this, epoch, Logs{});
     emit("epoch_started", {{"epoch", epoch + 1},
                            {"epochs", state_.epochs},
                            {"steps", state_.steps_per_epoch},
                            {"resumed_at_batch", state_.batch}});
     train.start_epoch(epoch, state_.batch);
-    ProgressBar bar(options.verbose, state_.steps_per_epoch);
     const auto epoch_start = Clock::now();
     std::int64_t samples = 0;
     Batch batch;
@@ -154,7 +149,6 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                            {"logs", logs.to_json()},
                            {"lr", learning_rate()},
                            {"samples_per_sec", secs > 0 ? samples / secs : 0.0}});
-      bar.update(state_.batch, logs);
       if (interrupt_ && interrupt_->load()) {
         interrupted_ = true;
         break;
@@ -163,7 +157,6 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     }
     if (nan_stop) break;
     if (interrupted_) {
-      bar.finish(state_.batch, logs_of(partial_));
       request_stop("interrupted by a signal");
       emit("stopped", {{"reason", state_.stop_reason},
                        {"epoch", epoch + 1},
@@ -173,8 +166,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     }
     const double train_secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     Logs epoch_logs = logs_of(partial_);
-    if (validation) epoch_logs.merge(evaluate(*validation, 0), "val_");
-    bar.finish(state_.batch, epoch_logs);
+    if (validation) epoch_logs.merge(evaluate(*validation), "val_");
     state_.history.push_back(epoch_logs);
     json fields = {{"epoch", epoch + 1},
                    {"logs", epoch_logs.to_json()},
@@ -206,12 +198,11 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   return state_.history;
 }
 
-Logs Trainer::evaluate(DataLoader& data, int verbose) {
+Logs Trainer::evaluate(DataLoader& data) {
   check_data(data, "evaluation");
   EpochTotals totals = empty_totals();
   callbacks_.test_begin(*this, Logs{});
   data.start_epoch(0);
-  ProgressBar bar(verbose, data.batches_per_epoch());
   Batch batch;
   std::int64_t i = 0;
   while (data.next(batch)) {
@@ -221,10 +212,9 @@ Logs Trainer::evaluate(DataLoader& data, int verbose) {
     for (std::size_t m = 0; m < metrics_.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
     Logs logs = logs_of(totals);
     callbacks_.test_batch_end(*this, i, logs);
-    bar.update(++i, logs);
+    ++i;
   }
   Logs logs = logs_of(totals);
-  bar.finish(i, logs);
   callbacks_.test_end(*this, logs);
   return logs;
 }

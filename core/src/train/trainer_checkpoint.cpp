@@ -41,10 +41,15 @@ CheckpointData Trainer::checkpoint(Target target) {
   TrainingStateData t;
   json history = json::array();
   for (const auto& logs : state_.history) history.push_back(logs.to_json());
+  // In on_epoch_end the epoch is complete (its logs are in the history) while state_.epoch still
+  // names it: such a checkpoint resumes at the start of the next epoch, not by redoing the end of
+  // this one (which would validate again and add its logs to the history twice).
+  const bool epoch_done = state_.history.size() > static_cast<std::size_t>(state_.epoch);
+  const EpochTotals partial = epoch_done ? empty_totals() : partial_;
   json partial_metrics = json::array();
-  for (const auto& m : partial_.metrics) partial_metrics.push_back({m.sum, m.count});
-  t.state = {{"epoch", state_.epoch},
-             {"batch", state_.batch},
+  for (const auto& m : partial.metrics) partial_metrics.push_back({m.sum, m.count});
+  t.state = {{"epoch", epoch_done ? state_.epoch + 1 : state_.epoch},
+             {"batch", epoch_done ? std::int64_t{0} : state_.batch},
              {"step", state_.step},
              {"epochs", state_.epochs},
              {"steps_per_epoch", state_.steps_per_epoch},
@@ -52,11 +57,12 @@ CheckpointData Trainer::checkpoint(Target target) {
              {"target", target_name(target)},
              {"device_plan", meta_.plan().to_json()},
              {"partial",
-              {{"loss", {partial_.loss.sum, partial_.loss.count}}, {"metrics", partial_metrics}}},
+              {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},
              {"optimizer",
               {{"class_name", optimizer.class_name()},
                {"config", optimizer.config()},
                {"iterations", optimizer.iterations()}}}};
+  if (!run_config_.is_null()) t.state["run_config"] = run_config_;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
   const auto params = model.trainable_parameters();
   const auto names = trainable_names(model);

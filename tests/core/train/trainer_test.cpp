@@ -101,7 +101,7 @@ TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
   s.trainer.set_callbacks(std::move(bus));
   DataLoader train(std::make_shared<TableDataset>(10), {4, true, 1, 0});
   DataLoader val(std::make_shared<TableDataset>(6), {4, false, 0, 0});
-  auto history = s.trainer.fit(train, &val, {2, 0});
+  auto history = s.trainer.fit(train, &val, {2});
   const std::vector<std::string> epoch0 = {"train_begin",
                                            "epoch_begin:0",
                                            "b0",
@@ -124,7 +124,7 @@ TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
 TEST(Trainer, LearnsTheRule) {
   Harness s;
   DataLoader train(std::make_shared<TableDataset>(512), {32, true, 1, 2});
-  auto history = s.trainer.fit(train, nullptr, {15, 0});
+  auto history = s.trainer.fit(train, nullptr, {15});
   EXPECT_LT(*history.back().get("loss"), 0.5 * *history.front().get("loss"));
   EXPECT_GT(*history.back().get("accuracy"), 0.85);
 }
@@ -139,7 +139,7 @@ TEST(Trainer, StopRequestEndsTheRunAfterTheEpochBookkeeping) {
   bus.add(rec);
   s.trainer.set_callbacks(std::move(bus));
   DataLoader train(std::make_shared<TableDataset>(40), {4, true, 1, 0});
-  auto history = s.trainer.fit(train, nullptr, {5, 0});
+  auto history = s.trainer.fit(train, nullptr, {5});
   EXPECT_EQ(history.size(), 1u);
   EXPECT_EQ(s.trainer.state().step, 2);
   EXPECT_EQ(s.trainer.state().stop_reason, "enough");
@@ -154,7 +154,7 @@ TEST(Trainer, LearningRateSetByACallbackIsUsed) {
   bus.add(rec);
   s.trainer.set_callbacks(std::move(bus));
   DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
-  s.trainer.fit(train, nullptr, {1, 0});
+  s.trainer.fit(train, nullptr, {1});
   EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.123);
   EXPECT_THROW(s.trainer.set_learning_rate(-1), RunError);
 }
@@ -166,7 +166,7 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   auto dataset = std::make_shared<TableDataset>(50);
   Harness straight;
   DataLoader l1(dataset, {8, true, 5, 2});
-  auto h1 = straight.trainer.fit(l1, nullptr, {3, 0});
+  auto h1 = straight.trainer.fit(l1, nullptr, {3});
 
   std::atomic<bool> flag{false};
   Harness first;
@@ -179,7 +179,7 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   first.trainer.set_callbacks(std::move(bus));
   first.trainer.set_interrupt_flag(&flag);
   DataLoader l2(dataset, {8, true, 5, 2});
-  first.trainer.fit(l2, nullptr, {3, 0});
+  first.trainer.fit(l2, nullptr, {3});
   ASSERT_TRUE(first.trainer.interrupted());
   EXPECT_EQ(first.trainer.state().step, 10);
   auto path = test::scratch_dir("resume") / "ckpt.h5";
@@ -188,7 +188,7 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   Harness second;  // fresh weights and optimizer, as a new process would have
   second.trainer.restore(read_checkpoint_file(path), path.string());
   DataLoader l3(dataset, {8, true, 5, 2});
-  auto h2 = second.trainer.fit(l3, nullptr, {3, 0});
+  auto h2 = second.trainer.fit(l3, nullptr, {3});
   ASSERT_EQ(h2.size(), 3u);
   EXPECT_EQ(*h2.back().get("loss"), *h1.back().get("loss"));
   EXPECT_EQ(*h2.back().get("accuracy"), *h1.back().get("accuracy"));
@@ -206,13 +206,13 @@ TEST(Trainer, ResumingMidEpochWithAnotherBatchSizeIsRefused) {
   Harness first;
   first.trainer.set_interrupt_flag(&flag);
   DataLoader l1(dataset, {8, true, 5, 0});
-  first.trainer.fit(l1, nullptr, {2, 0});
+  first.trainer.fit(l1, nullptr, {2});
   ASSERT_TRUE(first.trainer.interrupted());
   Harness second;
   second.trainer.restore(first.trainer.checkpoint(), "mem");
   DataLoader l2(dataset, {16, true, 5, 0});
   try {
-    second.trainer.fit(l2, nullptr, {2, 0});
+    second.trainer.fit(l2, nullptr, {2});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("same data and batch_size"), std::string::npos)
@@ -224,7 +224,7 @@ TEST(Trainer, NonFiniteLossIsARunErrorNamingTheStep) {
   Harness s;
   DataLoader train(std::make_shared<TableDataset>(16, true), {4, false, 0, 0});
   try {
-    s.trainer.fit(train, nullptr, {1, 0});
+    s.trainer.fit(train, nullptr, {1});
     FAIL();
   } catch (const RunError& e) {
     const std::string msg = e.what();
@@ -241,7 +241,7 @@ TEST(Trainer, DataThatDoesNotFitTheModelIsAShapeError) {
   };
   Harness s;
   DataLoader train(std::make_shared<Wide>(), {4, false, 0, 0});
-  EXPECT_THROW(s.trainer.fit(train, nullptr, {1, 0}), ShapeError);
+  EXPECT_THROW(s.trainer.fit(train, nullptr, {1}), ShapeError);
 }
 
 TEST(Trainer, PredictReturnsOutputsInOrderAndEvaluateMatchesAManualPass) {
@@ -267,7 +267,7 @@ TEST(Trainer, EventsAreWellFormedJsonLines) {
   sink.open_file(path);
   s.trainer.set_event_sink(&sink);
   DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
-  s.trainer.fit(train, nullptr, {1, 0});
+  s.trainer.fit(train, nullptr, {1});
   std::ifstream in(path);
   std::string line;
   std::vector<std::string> events;

@@ -1,4 +1,4 @@
-#include "train/progress_bar.hpp"
+#include "progress/progress_bar.hpp"
 
 #include <unistd.h>
 
@@ -12,7 +12,8 @@ ProgressBar::ProgressBar(int verbose, std::int64_t total_steps)
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
-std::string ProgressBar::line(std::int64_t done, const Logs& logs) const {
+std::string ProgressBar::line(std::int64_t done, const Logs& logs, double samples_per_sec,
+                              bool eta) const {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string bar;
@@ -26,25 +27,36 @@ std::string ProgressBar::line(std::int64_t done, const Logs& logs) const {
     bar.append(static_cast<std::size_t>(std::max(0, width - filled - 1)), '.');
     bar.push_back(']');
   }
-  char head[96];
+  char head[160];
   const double per_step_ms = done > 0 ? 1000.0 * secs / static_cast<double>(done) : 0.0;
   std::snprintf(head, sizeof head, "%lld/%lld %s - %.0fs %.0fms/step", static_cast<long long>(done),
                 static_cast<long long>(total_), bar.c_str(), secs, per_step_ms);
-  return head + logs.to_progress_string();
+  std::string text = head;
+  if (eta && done > 0 && done < total_) {
+    const double left = secs / static_cast<double>(done) * static_cast<double>(total_ - done);
+    std::snprintf(head, sizeof head, " - ETA %.0fs", left);
+    text += head;
+  }
+  if (samples_per_sec > 0) {
+    std::snprintf(head, sizeof head, " - %.0f samples/s", samples_per_sec);
+    text += head;
+  }
+  return text + logs.to_progress_string();
 }
 
-void ProgressBar::update(std::int64_t done, const Logs& logs) {
+void ProgressBar::update(std::int64_t done, const Logs& logs, double samples_per_sec) {
   if (verbose_ != 1) return;
   auto now = std::chrono::steady_clock::now();
   if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
   last_draw_ = now;
-  std::fprintf(stderr, "\r%s\033[K", line(done, logs).c_str());
+  std::fprintf(stderr, "\r%s\033[K", line(done, logs, samples_per_sec, true).c_str());
   std::fflush(stderr);
 }
 
-void ProgressBar::finish(std::int64_t done, const Logs& logs) {
+void ProgressBar::finish(std::int64_t done, const Logs& logs, double samples_per_sec) {
   if (verbose_ == 0) return;
-  std::fprintf(stderr, "%s%s\n", verbose_ == 1 ? "\r" : "", line(done, logs).c_str());
+  std::fprintf(stderr, "%s%s\n", verbose_ == 1 ? "\r" : "",
+               line(done, logs, samples_per_sec, false).c_str());
   std::fflush(stderr);
 }
 

@@ -1,0 +1,122 @@
+#include "app/plugins_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/error.hpp"
+#include "tandem/plugin_host.hpp"
+
+namespace tandem::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct PluginsOptions {
+  bool json = false;
+  std::vector<std::string> paths;
+};
+
+void write_out(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (std::ferror(stdout)) throw RunError("cannot write to standard output");
+}
+
+json to_json(const PluginHost& host, const std::vector<PluginRecord>& records) {
+  json plugins = json::array();
+  for (const auto& r : records) {
+    json p = {{"name", r.info.name}, {"path", r.path.string()}, {"ok", r.error.empty()}};
+    if (r.error.empty()) {
+      p["version"] = r.info.version;
+      p["description"] = r.info.description;
+      p["options_schema"] = r.info.options_schema;
+    } else {
+      p["error"] = r.error;
+    }
+    plugins.push_back(std::move(p));
+  }
+  json dirs = json::array();
+  for (const auto& d : host.search_path()) dirs.push_back(d.string());
+  return {{"schema", 1},
+          {"plugin_abi_version", TANDEM_PLUGIN_ABI_VERSION},
+          {"search_path", dirs},
+          {"plugins", plugins}};
+}
+
+std::string to_table(const PluginHost& host, const std::vector<PluginRecord>& records) {
+  const std::vector<std::string> head = {"NAME", "VERSION", "PATH", "DESCRIPTION"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : records) {
+    if (r.error.empty())
+      rows.push_back({r.info.name, r.info.version, r.path.string(), r.info.description});
+    else
+      rows.push_back({r.info.name, "-", r.path.string(), "BROKEN: see below"});
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : rows) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      s += cells[c];
+      if (c + 1 < cells.size()) s += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    return s + "\n";
+  };
+  std::string out;
+  if (records.empty()) {
+    out += "No plugins found.\n";
+  } else {
+    out += line(head);
+    for (const auto& row : rows) out += line(row);
+  }
+  bool any_broken = false;
+  for (const auto& r : records) {
+    if (r.error.empty()) continue;
+    if (!any_broken) out += "\nBroken plugins (they cannot be used until fixed):\n";
+    any_broken = true;
+    out += "  " + r.info.name + ": " + r.error + "\n";
+  }
+  out += "\nSearch path (first match of a name wins):\n";
+  for (const auto& d : host.search_path()) {
+    std::error_code ec;
+    out += "  " + d.string() + (fs::is_directory(d, ec) ? "" : "  (missing)") + "\n";
+  }
+  return out;
+}
+
+int run_plugins(const PluginsOptions& opt) {
+  std::vector<fs::path> dirs(opt.paths.begin(), opt.paths.end());
+  const PluginHost host(std::move(dirs));
+  const std::vector<PluginRecord> records = host.list();
+  write_out(opt.json ? to_json(host, records).dump(2) + "\n" : to_table(host, records));
+  return static_cast<int>(ExitCode::ok);
+}
+
+}  // namespace
+
+void add_plugins_command(CLI::App& app, std::function<int()>& selected) {
+  auto opt = std::make_shared<PluginsOptions>();
+  auto* cmd = app.add_subcommand("plugins", "List the callback plugins that run configs can name");
+  cmd->footer(
+      "Loads and checks every tandem-<name>.so on the search path: --path folders, then "
+      "$TANDEM_PLUGIN_PATH (colon-separated), then the plugins installed with Tandem. Broken "
+      "plugins are listed with their error. --json adds each plugin's options schema.\n"
+      "Exit codes: 0 (also when some plugins are broken).");
+  cmd->add_flag("--json", opt->json, "Print one JSON document, with each plugin's options schema");
+  cmd->add_option("--path", opt->paths, "Also search this folder first (repeatable)")
+      ->type_name("DIR");
+  cmd->callback([opt, &selected] { selected = [opt] { return run_plugins(*opt); }; });
+}
+
+}  // namespace tandem::app
