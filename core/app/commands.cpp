@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "app/devices_command.hpp"
+#include "app/inspect_command.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
@@ -74,6 +77,55 @@ RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>
   return rc;
 }
 
+// `--resume RUN_DIR` means the newest resumable checkpoint of that run: its model.h5 (written by
+// the engine at the end or on interrupt) or the newest resumable entry of a checkpoints.json index
+// (the checkpoint plugin's) in the folder or a subfolder of it, whichever file is newer.
+// `--resume CKPT` is that file.
+fs::path resume_checkpoint(const fs::path& arg) {
+  if (!fs::is_directory(arg)) return arg;
+  std::optional<fs::path> newest;
+  fs::file_time_type newest_time;
+  auto consider = [&](const fs::path& file) {
+    std::error_code ec;
+    const auto t = fs::last_write_time(file, ec);
+    if (!ec && fs::is_regular_file(file, ec) && (!newest || t > newest_time)) {
+      newest = file;
+      newest_time = t;
+    }
+  };
+  consider(arg / "model.h5");
+  std::vector<fs::path> folders{arg};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(arg, ec))
+    if (e.is_directory(ec)) folders.push_back(e.path());
+  for (const auto& dir : folders) {
+    std::ifstream in(dir / "checkpoints.json");
+    if (!in) continue;
+    const auto index = nlohmann::json::parse(in, nullptr, false);
+    if (!index.is_object() || !index.contains("checkpoints") || !index["checkpoints"].is_array())
+      continue;  // being rewritten is atomic; a damaged index is simply not used
+    for (const auto& entry : index["checkpoints"])
+      if (entry.is_object() && entry.value("resumable", false) && entry.contains("file"))
+        consider(dir / entry["file"].get<std::string>());
+  }
+  if (!newest)
+    throw ConfigError("--resume", arg.string() +
+                                      " holds no resumable checkpoint: no model.h5 and no "
+                                      "checkpoints.json entry with training state");
+  return *newest;
+}
+
+// The run folder a resumed run continues in: RUN_DIR itself, else the checkpoint's folder, or its
+// parent when the checkpoint sits in a subfolder of a run (run/checkpoints/x.h5).
+fs::path resumed_run_dir(const fs::path& arg, const fs::path& checkpoint) {
+  if (fs::is_directory(arg)) return arg;
+  const fs::path dir = checkpoint.parent_path();
+  if (!fs::exists(dir / "config.json") && dir.has_parent_path() &&
+      fs::exists(dir.parent_path() / "config.json"))
+    return dir.parent_path();
+  return dir;
+}
+
 void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides) {
   cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
   cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
@@ -99,8 +151,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_config_options(train, config_, overrides_);
   train->add_option("--run-dir", run_dir_, "Run folder (default runs/<name>-<UTC time>)");
   train->add_option("--events", events_, "'-' also writes the event stream to stdout");
-  train->add_option("--resume", resume_, "Continue from a checkpoint written by tandem train")
-      ->check(CLI::ExistingFile);
+  train->add_option("--resume", resume_,
+                    "Continue from a checkpoint with training state, or from the newest one of a "
+                    "run folder")
+      ->type_name("CKPT|RUN_DIR")
+      ->check(CLI::ExistingPath);
   train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")
       ->check(CLI::ExistingFile);
   train->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
@@ -113,9 +168,14 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (!resume_.empty() && !weights_.empty())
         throw ConfigError("--weights", "give --resume or --weights, not both");
       TrainRequest req;
-      req.config = resolve_config({config_, resume_, true}, overrides_, quiet_);
+      const fs::path resume = resume_.empty() ? fs::path() : resume_checkpoint(resume_);
+      req.config = resolve_config({config_, resume.string(), true}, overrides_, quiet_);
       if (!run_dir_.empty()) req.run_dir = run_dir_;
-      if (!resume_.empty()) req.resume = resume_;
+      if (!resume_.empty()) {
+        req.resume = resume;
+        if (run_dir_.empty()) req.run_dir = resumed_run_dir(resume_, resume);
+        spdlog::info("resuming from {}", resume.string());
+      }
       if (!weights_.empty()) req.weights = weights_;
       req.events_to_stdout = events_ == "-";
       req.interrupt = interrupt_;
@@ -174,6 +234,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   });
 
   add_devices_command(app, selected_, interrupt_);
+  add_inspect_command(app, selected_);
   add_plugins_command(app, selected_);
 }
 

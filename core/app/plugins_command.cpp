@@ -96,7 +96,8 @@ std::string to_table(const PluginHost& host, const std::vector<PluginRecord>& re
 }
 
 int run_plugins(const PluginsOptions& opt) {
-  std::vector<fs::path> dirs(opt.paths.begin(), opt.paths.end());
+  std::vector<fs::path> dirs;
+  for (const auto& p : opt.paths) dirs.push_back(fs::absolute(p).lexically_normal());
   const PluginHost host(std::move(dirs));
   const std::vector<PluginRecord> records = host.list();
   write_out(opt.json ? to_json(host, records).dump(2) + "\n" : to_table(host, records));

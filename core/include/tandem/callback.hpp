@@ -38,6 +38,12 @@ class CallbackContext {
   /// The run folder (empty when the trainer runs without one).
   virtual std::filesystem::path run_dir() const = 0;
   virtual int rank() const { return 0; }
+  /// Restores a resumable checkpoint (target().checkpoint(true): weights, optimizer slots,
+  /// epoch/batch/step, history, RNG states) into the running fit. Only from on_train_begin:
+  /// training then continues from the restored epoch and batch, exactly as `--resume` would.
+  /// Throws DataError naming `source` when it does not fit this run, RunError from other hooks
+  /// (and from contexts that cannot restore: the default).
+  virtual void restore(const CheckpointData& data, const std::string& source);
   /// Called by the CallbackBus before each callback's hook: which target() it sees.
   virtual void select_target(Target target) = 0;
 };

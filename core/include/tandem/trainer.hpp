@@ -70,8 +70,9 @@ class Trainer : public CallbackContext {
   /// plan.
   CheckpointData checkpoint(Target target = Target::template_model);
   /// Restores what checkpoint() saved into the template and replica 0's optimizer, then copies
-  /// them to every replica. Throws DataError naming `source` when it does not fit.
-  void restore(const CheckpointData& data, const std::string& source);
+  /// them to every replica. Throws DataError naming `source` when it does not fit. Outside fit(),
+  /// or from a callback's on_train_begin (CallbackContext::restore); RunError from other hooks.
+  void restore(const CheckpointData& data, const std::string& source) override;
 
   // CallbackContext
   Model& model() override { return meta_.template_model(); }
@@ -110,8 +111,8 @@ class Trainer : public CallbackContext {
   const std::atomic<bool>* interrupt_ = nullptr;
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
-  std::vector<ReplicaStep> epoch_replicas_;  // per-replica samples and busy seconds this epoch
   bool interrupted_ = false;
+  bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };
 
 }  // namespace tandem

@@ -4,6 +4,10 @@
 
 namespace tandem {
 
+void CallbackContext::restore(const CheckpointData&, const std::string& source) {
+  throw RunError(source + ": this callback context cannot restore a checkpoint");
+}
+
 template <class F>
 void CallbackBus::each(CallbackContext& c, const char* hook, F&& f) {
   for (std::size_t i = 0; i < callbacks_.size(); ++i) {

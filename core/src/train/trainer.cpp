@@ -85,13 +85,6 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
   totals.loss.add(sums.loss);
   for (std::size_t i = 0; i < metrics_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
   meta_.apply_update();
-  const auto& replicas = meta_.last_step();
-  epoch_replicas_.resize(replicas.size());
-  for (std::size_t r = 0; r < replicas.size(); ++r) {
-    epoch_replicas_[r].device = replicas[r].device;
-    epoch_replicas_[r].samples += replicas[r].samples;
-    epoch_replicas_[r].seconds += replicas[r].seconds;
-  }
   return true;
 }
 
@@ -99,18 +92,29 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
   check_data(train, "training");
   if (validation) check_data(*validation, "validation");
-  if (state_.batch > 0 && state_.steps_per_epoch != train.batches_per_epoch())
-    throw ConfigError("batch_size", "the run was saved in the middle of an epoch of " +
-                                        std::to_string(state_.steps_per_epoch) +
-                                        " batches, but this data and batch size give " +
-                                        std::to_string(train.batches_per_epoch()) +
-                                        "; resume with the same data and batch_size");
+  const auto check_resume_position = [&] {
+    if (state_.batch > 0 && state_.steps_per_epoch != train.batches_per_epoch())
+      throw ConfigError("batch_size", "the run was saved in the middle of an epoch of " +
+                                          std::to_string(state_.steps_per_epoch) +
+                                          " batches, but this data and batch size give " +
+                                          std::to_string(train.batches_per_epoch()) +
+                                          "; resume with the same data and batch_size");
+    state_.steps_per_epoch = train.batches_per_epoch();
+  };
+  check_resume_position();
   state_.epochs = options.epochs;
-  state_.steps_per_epoch = train.batches_per_epoch();
   state_.stop_requested = false;
   state_.stop_reason.clear();
   interrupted_ = false;
+  // A callback may restore a checkpoint in on_train_begin (backup_and_restore); from then on the
+  // position is fixed until fit() returns or throws.
+  struct Unlock {
+    bool& locked;
+    ~Unlock() { locked = false; }
+  } unlock{restore_locked_};
   callbacks_.train_begin(*this, Logs{});
+  restore_locked_ = true;
+  check_resume_position();
   Logs last_logs;
   bool nan_stop = false;
   while (state_.epoch < state_.epochs) {
@@ -174,15 +178,6 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                    {"seconds", std::chrono::duration<double>(Clock::now() - epoch_start).count()},
                    {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0}};
     emit("epoch_ended", fields);
-    json replicas = json::array();
-    for (std::size_t r = 0; r < epoch_replicas_.size(); ++r)
-      replicas.push_back({{"replica", r},
-                          {"device", epoch_replicas_[r].device.name()},
-                          {"samples", epoch_replicas_[r].samples},
-                          {"busy_seconds", epoch_replicas_[r].seconds}});
-    emit("replica_stats",
-         {{"epoch", epoch + 1}, {"plan", meta_.plan().text}, {"replicas", replicas}});
-    epoch_replicas_.clear();
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     last_logs = epoch_logs;
     state_.epoch = epoch + 1;

@@ -82,6 +82,9 @@ CheckpointData Trainer::checkpoint(Target target) {
 }
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
+  if (restore_locked_)
+    throw RunError(source + ": a checkpoint can be restored into a running fit only from "
+                            "on_train_begin, before the first batch");
   if (!data.training)
     throw DataError(source +
                     ": holds weights only, no training state to resume from; load it "

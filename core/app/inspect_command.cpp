@@ -1,0 +1,230 @@
+#include "app/inspect_command.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct InspectOptions {
+  std::string path;
+  bool json = false;
+};
+
+json shape_json(const Shape& shape) {
+  json s = json::array();
+  for (auto d : shape) s.push_back(d);
+  return s;
+}
+
+std::string shape_text(const json& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i].get<std::int64_t>());
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string grouped(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// The layer class names of the stored Keras model_config, by layer name.
+std::string class_of(const json& model_config, const std::string& layer) {
+  if (!model_config.is_object()) return "?";
+  const json* layers = nullptr;
+  if (model_config.contains("config") && model_config["config"].is_object() &&
+      model_config["config"].contains("layers"))
+    layers = &model_config["config"]["layers"];
+  if (!layers || !layers->is_array()) return "?";
+  for (const auto& l : *layers)
+    if (l.is_object() && l.contains("config") && l["config"].is_object() &&
+        l["config"].value("name", "") == layer)
+      return l.value("class_name", "?");
+  return "?";
+}
+
+// Everything inspect shows, as JSON: the text form is printed from it.
+json describe(const fs::path& path, const CheckpointData& data) {
+  json out;
+  out["path"] = path.string();
+  out["bytes"] = fs::file_size(path);
+  out["model_config"] = data.model_config;
+  if (data.model_config.is_object()) {
+    out["model"] = {{"class_name", data.model_config.value("class_name", "?")},
+                    {"name", data.model_config.contains("config") &&
+                                     data.model_config["config"].is_object()
+                                 ? data.model_config["config"].value("name", "")
+                                 : ""}};
+  } else {
+    out["model"] = nullptr;
+  }
+  json layers = json::array();
+  std::int64_t total = 0;
+  for (const auto& lw : data.layers) {
+    json weights = json::array();
+    std::int64_t params = 0;
+    for (const auto& w : lw.weights) {
+      const std::int64_t n = shape_size(w.value.shape());
+      weights.push_back({{"name", w.name}, {"shape", shape_json(w.value.shape())}, {"params", n}});
+      params += n;
+    }
+    layers.push_back({{"name", lw.layer},
+                      {"class_name", class_of(data.model_config, lw.layer)},
+                      {"weights", weights},
+                      {"params", params}});
+    total += params;
+  }
+  out["layers"] = layers;
+  out["parameters"] = total;
+  out["resumable"] = data.training.has_value();
+  if (!data.training) {
+    out["training"] = nullptr;
+    return out;
+  }
+  const json& s = data.training->state;
+  json t;
+  for (const char* key : {"epoch", "batch", "step", "epochs", "steps_per_epoch", "target"})
+    t[key] = s.contains(key) ? s[key] : json(nullptr);
+  t["device_plan"] = s.contains("device_plan") ? s["device_plan"] : json(nullptr);
+  json optimizer = s.contains("optimizer") ? s["optimizer"] : json::object();
+  json slots = json::array();
+  for (const auto& slot : data.training->optimizer_slots)
+    slots.push_back({{"name", slot.name}, {"shape", shape_json(slot.value.shape())}});
+  optimizer["slots"] = slots;
+  t["optimizer"] = optimizer;
+  json rng = json::array();
+  for (const auto& [name, words] : data.training->rng_states) rng.push_back(name);
+  t["rng"] = rng;
+  t["history"] = s.contains("history") ? s["history"] : json::array();
+  t["has_run_config"] = s.contains("run_config");
+  out["training"] = t;
+  return out;
+}
+
+std::string number(const json& v) {
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  if (v.is_number()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", v.get<double>());
+    return buf;
+  }
+  return v.is_null() ? "?" : v.dump();
+}
+
+std::string to_text(const json& d) {
+  std::ostringstream o;
+  o << d["path"].get<std::string>() << " (" << grouped(d["bytes"].get<std::int64_t>())
+    << " bytes)\n";
+  if (d["model"].is_object())
+    o << "model: " << d["model"]["name"].get<std::string>() << " ("
+      << d["model"]["class_name"].get<std::string>() << ")\n";
+  else
+    o << "model: no model_config (a weights file)\n";
+  std::size_t name_w = 5, class_w = 5;
+  for (const auto& l : d["layers"]) {
+    name_w = std::max(name_w, l["name"].get<std::string>().size());
+    class_w = std::max(class_w, l["class_name"].get<std::string>().size());
+  }
+  auto pad = [](std::string s, std::size_t w) {
+    s.resize(std::max(s.size(), w), ' ');
+    return s;
+  };
+  o << "  " << pad("layer", name_w) << "  " << pad("class", class_w) << "  weights\n";
+  for (const auto& l : d["layers"]) {
+    std::string weights;
+    for (const auto& w : l["weights"])
+      weights += (weights.empty() ? "" : ", ") + w["name"].get<std::string>() + " " +
+                 shape_text(w["shape"]);
+    if (weights.empty()) weights = "-";
+    else weights += "  = " + grouped(l["params"].get<std::int64_t>());
+    o << "  " << pad(l["name"].get<std::string>(), name_w) << "  "
+      << pad(l["class_name"].get<std::string>(), class_w) << "  " << weights << "\n";
+  }
+  o << "parameters: " << grouped(d["parameters"].get<std::int64_t>()) << "\n";
+  const json& t = d["training"];
+  if (t.is_null()) {
+    o << "training state: none (weights only; load with --weights, not resumable)\n";
+    return o.str();
+  }
+  o << "training state:\n";
+  o << "  position: " << number(t["epoch"]) << " of " << number(t["epochs"])
+    << " epochs done, batch " << number(t["batch"]) << " of " << number(t["steps_per_epoch"])
+    << " in the next; step " << number(t["step"]) << "\n";
+  o << "  target: " << (t["target"].is_string() ? t["target"].get<std::string>() : "?") << "\n";
+  if (t["device_plan"].is_object()) {
+    const json& plan = t["device_plan"];
+    o << "  device plan: " << plan.value("plan", std::string("?"));
+    if (plan.contains("replicas") && plan["replicas"].is_array())
+      o << " (" << plan["replicas"].size() << " replica"
+        << (plan["replicas"].size() == 1 ? "" : "s") << ")";
+    o << "\n";
+  }
+  const json& opt = t["optimizer"];
+  o << "  optimizer: " << opt.value("class_name", std::string("?"));
+  if (opt.contains("iterations")) o << ", iterations " << number(opt["iterations"]);
+  if (opt.contains("config")) o << ", config " << opt["config"].dump();
+  o << "\n  optimizer slots: " << opt["slots"].size() << "\n";
+  for (const auto& s : opt["slots"])
+    o << "    " << s["name"].get<std::string>() << " " << shape_text(s["shape"]) << "\n";
+  if (!t["rng"].empty()) {
+    o << "  random states:";
+    for (const auto& r : t["rng"]) o << " " << r.get<std::string>();
+    o << "\n";
+  }
+  o << "  history: " << t["history"].size() << " epoch" << (t["history"].size() == 1 ? "" : "s")
+    << "\n";
+  for (std::size_t i = 0; i < t["history"].size(); ++i) {
+    o << "    epoch " << i + 1 << ":";
+    const json& h = t["history"][i];
+    bool first = true;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      o << (first ? " " : " - ") << it.key() << " " << number(it.value());
+      first = false;
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+int run_inspect(const InspectOptions& opt) {
+  const CheckpointData data = read_checkpoint_file(opt.path);
+  const json d = describe(opt.path, data);
+  const std::string text = opt.json ? d.dump(2) + "\n" : to_text(d);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (std::ferror(stdout)) throw RunError("cannot write to standard output");
+  return static_cast<int>(ExitCode::ok);
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, std::function<int()>& selected) {
+  auto opt = std::make_shared<InspectOptions>();
+  auto* cmd = app.add_subcommand("inspect", "Show what a checkpoint holds");
+  cmd->footer(
+      "Prints the layers, weight shapes, parameter count and training state (epoch, step, "
+      "target, device plan, optimizer and its slots, history) of a Tandem or Keras .h5 file.\n"
+      "Exit codes: 0 done, 2 missing, truncated or not a checkpoint.");
+  cmd->add_option("checkpoint", opt->path, "Checkpoint (.h5)")->required();
+  cmd->add_flag("--json", opt->json, "Print one JSON object instead of text");
+  cmd->callback([opt, &selected] { selected = [opt] { return run_inspect(*opt); }; });
+}
+
+}  // namespace tandem::app
