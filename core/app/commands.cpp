@@ -151,9 +151,10 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_config_options(train, config_, overrides_);
   train->add_option("--run-dir", run_dir_, "Run folder (default runs/<name>-<UTC time>)");
   train->add_option("--events", events_, "'-' also writes the event stream to stdout");
-  train->add_option("--resume", resume_,
-                    "Continue from a checkpoint with training state, or from the newest one of a "
-                    "run folder")
+  train
+      ->add_option("--resume", resume_,
+                   "Continue from a checkpoint with training state, or from the newest one of a "
+                   "run folder")
       ->type_name("CKPT|RUN_DIR")
       ->check(CLI::ExistingPath);
   train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")

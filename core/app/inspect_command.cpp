@@ -67,11 +67,11 @@ json describe(const fs::path& path, const CheckpointData& data) {
   out["bytes"] = fs::file_size(path);
   out["model_config"] = data.model_config;
   if (data.model_config.is_object()) {
-    out["model"] = {{"class_name", data.model_config.value("class_name", "?")},
-                    {"name", data.model_config.contains("config") &&
-                                     data.model_config["config"].is_object()
-                                 ? data.model_config["config"].value("name", "")
-                                 : ""}};
+    out["model"] = {
+        {"class_name", data.model_config.value("class_name", "?")},
+        {"name", data.model_config.contains("config") && data.model_config["config"].is_object()
+                     ? data.model_config["config"].value("name", "")
+                     : ""}};
   } else {
     out["model"] = nullptr;
   }
@@ -152,8 +152,10 @@ std::string to_text(const json& d) {
     for (const auto& w : l["weights"])
       weights += (weights.empty() ? "" : ", ") + w["name"].get<std::string>() + " " +
                  shape_text(w["shape"]);
-    if (weights.empty()) weights = "-";
-    else weights += "  = " + grouped(l["params"].get<std::int64_t>());
+    if (weights.empty())
+      weights = "-";
+    else
+      weights += "  = " + grouped(l["params"].get<std::int64_t>());
     o << "  " << pad(l["name"].get<std::string>(), name_w) << "  "
       << pad(l["class_name"].get<std::string>(), class_w) << "  " << weights << "\n";
   }

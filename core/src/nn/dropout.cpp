@@ -76,12 +76,10 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
 }
 
 nlohmann::json Dropout::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"rate", rate_},
-          {"noise_shape", nullptr},
-          {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr)}};
+  return {
+      {"name", name()},         {"trainable", trainable()},
+      {"dtype", "float32"},     {"rate", rate_},
+      {"noise_shape", nullptr}, {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace tandem::nn

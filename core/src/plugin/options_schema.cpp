@@ -1,5 +1,6 @@
 #include "tandem/options_schema.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -122,6 +123,35 @@ void check_schema(const json& schema, const std::string& where) {
   for (auto it = schema.begin(); it != schema.end(); ++it)
     if (!known_keywords().count(it.key()))
       throw ConfigError(where, "schema keyword '" + it.key() + "' is not supported");
+  // The values of the keywords, so that validation itself can never fail on a bad schema.
+  static const std::set<std::string> types = {"object", "array",   "string", "integer",
+                                              "number", "boolean", "null"};
+  if (schema.contains("type")) {
+    const json& t = schema["type"];
+    const bool ok =
+        (t.is_string() && types.count(t.get<std::string>())) ||
+        (t.is_array() && !t.empty() && std::all_of(t.begin(), t.end(), [&](const json& x) {
+           return x.is_string() && types.count(x.get<std::string>());
+         }));
+    if (!ok) throw ConfigError(where + ".type", "expected a type name or a list of them");
+  }
+  for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+    if (schema.contains(k) && !schema[k].is_number())
+      throw ConfigError(where + "." + k, "expected a number");
+  if (schema.contains("minLength") &&
+      !(schema["minLength"].is_number_integer() && schema["minLength"].get<std::int64_t>() >= 0))
+    throw ConfigError(where + ".minLength", "expected a non-negative integer");
+  for (const char* k : {"enum", "required"})
+    if (schema.contains(k) && !schema[k].is_array())
+      throw ConfigError(where + "." + k, "expected a list");
+  if (schema.contains("required"))
+    for (const auto& r : schema["required"])
+      if (!r.is_string()) throw ConfigError(where + ".required", "expected a list of names");
+  if (schema.contains("properties") && !schema["properties"].is_object())
+    throw ConfigError(where + ".properties", "expected an object");
+  if (schema.contains("additionalProperties") && !schema["additionalProperties"].is_boolean() &&
+      !schema["additionalProperties"].is_object())
+    throw ConfigError(where + ".additionalProperties", "expected true, false or a schema");
   if (schema.contains("properties"))
     for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it)
       check_schema(it.value(), where + ".properties." + it.key());

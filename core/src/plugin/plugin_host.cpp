@@ -40,9 +40,13 @@ PluginHost::PluginHost(std::vector<fs::path> extra_dirs) : dirs_(std::move(extra
     while (std::getline(ss, item, ':'))
       if (!item.empty()) dirs_.emplace_back(item);
   }
-  if (auto lib = library_dir(); !lib.empty()) dirs_.push_back(lib / "tandem" / "plugins");
-#ifdef TANDEM_BUILD_PLUGIN_DIR
-  dirs_.emplace_back(TANDEM_BUILD_PLUGIN_DIR);
+  const fs::path lib = library_dir();
+  if (!lib.empty()) dirs_.push_back(lib / "tandem" / "plugins");
+#if defined(TANDEM_BUILD_PLUGIN_DIR) && defined(TANDEM_BUILD_LIB_DIR)
+  // Only a libtandem that is still in its build tree looks in the build tree's plugin folder.
+  std::error_code ec;
+  if (!lib.empty() && fs::equivalent(lib, TANDEM_BUILD_LIB_DIR, ec))
+    dirs_.emplace_back(TANDEM_BUILD_PLUGIN_DIR);
 #endif
 }
 
@@ -82,6 +86,9 @@ LoadedPlugin PluginHost::load_file(const fs::path& path) const {
     check_schema(out.record.info.options_schema, "options schema");
   } catch (const std::exception& e) {
     throw PluginError("plugin " + path.string() + " failed while starting: " + e.what());
+  } catch (...) {
+    throw PluginError("plugin " + path.string() +
+                      " failed while starting: it threw something that is not a std::exception");
   }
   if (out.record.info.name.empty())
     throw PluginError("plugin " + path.string() + " reports an empty name");
@@ -131,8 +138,12 @@ std::vector<PluginRecord> PluginHost::list() const {
       const std::string name = stem.substr(7, stem.size() - 7 - 3);
       if (!seen.insert(name).second) continue;
       try {
-        out.push_back(load_file(file).record);
-      } catch (const Error& e) {
+        PluginRecord record = load_file(file).record;
+        if (record.info.name != name)
+          throw PluginError(file.string() + " calls itself '" + record.info.name + "', not '" +
+                            name + "'; rename the file tandem-" + record.info.name + ".so");
+        out.push_back(std::move(record));
+      } catch (const std::exception& e) {
         PluginRecord broken;
         broken.info.name = name;
         broken.path = file;
@@ -156,6 +167,10 @@ std::shared_ptr<Callback> LoadedPlugin::create(const nlohmann::json& options,
   } catch (const std::exception& e) {
     throw PluginError("plugin '" + record.info.name + "'" + where(record.path) +
                       " failed to create its callback for " + setup.config_path + ": " + e.what());
+  } catch (...) {
+    throw PluginError("plugin '" + record.info.name + "'" + where(record.path) +
+                      " failed to create its callback for " + setup.config_path +
+                      ": it threw something that is not a std::exception");
   }
   if (!raw)
     throw PluginError("plugin '" + record.info.name + "'" + where(record.path) +

@@ -19,6 +19,9 @@ void CallbackBus::each(CallbackContext& c, const char* hook, F&& f) {
       throw RunError("callback '" + cb->name() + "' failed in " + hook + ": " + e.what());
     } catch (const std::exception& e) {
       throw RunError("callback '" + cb->name() + "' failed in " + hook + ": " + e.what());
+    } catch (...) {
+      throw RunError("callback '" + cb->name() + "' failed in " + hook +
+                     ": it threw something that is not a std::exception");
     }
   }
 }

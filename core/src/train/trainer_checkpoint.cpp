@@ -48,20 +48,20 @@ CheckpointData Trainer::checkpoint(Target target) {
   const EpochTotals partial = epoch_done ? empty_totals() : partial_;
   json partial_metrics = json::array();
   for (const auto& m : partial.metrics) partial_metrics.push_back({m.sum, m.count});
-  t.state = {{"epoch", epoch_done ? state_.epoch + 1 : state_.epoch},
-             {"batch", epoch_done ? std::int64_t{0} : state_.batch},
-             {"step", state_.step},
-             {"epochs", state_.epochs},
-             {"steps_per_epoch", state_.steps_per_epoch},
-             {"history", history},
-             {"target", target_name(target)},
-             {"device_plan", meta_.plan().to_json()},
-             {"partial",
-              {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},
-             {"optimizer",
-              {{"class_name", optimizer.class_name()},
-               {"config", optimizer.config()},
-               {"iterations", optimizer.iterations()}}}};
+  t.state = {
+      {"epoch", epoch_done ? state_.epoch + 1 : state_.epoch},
+      {"batch", epoch_done ? std::int64_t{0} : state_.batch},
+      {"step", state_.step},
+      {"epochs", state_.epochs},
+      {"steps_per_epoch", state_.steps_per_epoch},
+      {"history", history},
+      {"target", target_name(target)},
+      {"device_plan", meta_.plan().to_json()},
+      {"partial", {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},
+      {"optimizer",
+       {{"class_name", optimizer.class_name()},
+        {"config", optimizer.config()},
+        {"iterations", optimizer.iterations()}}}};
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
   const auto params = model.trainable_parameters();
@@ -83,8 +83,9 @@ CheckpointData Trainer::checkpoint(Target target) {
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (restore_locked_)
-    throw RunError(source + ": a checkpoint can be restored into a running fit only from "
-                            "on_train_begin, before the first batch");
+    throw RunError(source +
+                   ": a checkpoint can be restored into a running fit only from "
+                   "on_train_begin, before the first batch");
   if (!data.training)
     throw DataError(source +
                     ": holds weights only, no training state to resume from; load it "

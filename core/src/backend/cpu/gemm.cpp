@@ -16,7 +16,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C = beta * C (a replica with no samples has zero gradients)
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
   compute_threads();  // thread set-up (flush-to-zero) before the first GEMM
