@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -229,6 +230,44 @@ TEST(Cli, TrainsOnThreeCpuReplicasWithAPerReplicaBatch) {
   // 95 samples in batches of 30, 30, 30, 5: replicas get 10+10+10+2, 10+10+10+2, 10+10+10+1.
   EXPECT_EQ(replica_samples, (std::vector<std::int64_t>{32, 32, 31}));
   EXPECT_EQ(sizes, (std::vector<std::int64_t>{30, 30, 30, 5}));
+}
+
+// The "done when": every built-in plugin on cpu:2; its checkpoints load on cpu:1.
+TEST(Cli, EveryBuiltInPluginOnTwoReplicasAndCheckpointsLoadOnOne) {
+  const fs::path dir = test::scratch_dir("cli-all-plugins");
+  const std::string config =
+      (test::source_dir() / "resources/configs/fashion-mlp-plugins.json").string();
+  auto r = run_command(cli() + " train " + config +
+                       " --set epochs=2 --set callbacks[7].options.backup_dir=" +
+                       (dir / "backup").string() + " --run-dir " + (dir / "run").string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto index = json::parse(test::read_text(dir / "run" / "checkpoints" / "checkpoints.json"));
+  auto entries = index.is_array() ? index : index["checkpoints"];
+  ASSERT_FALSE(entries.empty()) << index.dump();
+  const auto& entry = entries.back();
+  const std::string path = entry["path"];
+  ASSERT_TRUE(fs::exists(path)) << path;
+  auto ev =
+      run_command(cli() + " evaluate " + config + " --weights " + path + " --devices cpu:1 -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  // The checkpoint was written at the end of its epoch: its val_accuracy is what it evaluates to.
+  EXPECT_NEAR(json::parse(ev.out)["accuracy"].get<double>(), entry["value"].get<double>(), 1e-9);
+  std::set<std::string> seen;
+  for (const auto& e : read_events(dir / "run" / "events.jsonl")) seen.insert(e["event"]);
+  for (const char* e :
+       {"run_started", "checkpoint_saved", "replica_stats", "backup_saved", "run_finished"})
+    EXPECT_TRUE(seen.count(e)) << e;
+  EXPECT_TRUE(fs::exists(dir / "run" / "history.csv"));
+  // A meta checkpoint resumes only on its own plan.
+  auto meta_index = json::parse(test::read_text(dir / "run" / "meta" / "checkpoints.json"));
+  auto meta_entries = meta_index.is_array() ? meta_index : meta_index["checkpoints"];
+  ASSERT_FALSE(meta_entries.empty());
+  auto refused =
+      run_command(cli() + " train " + config + " --resume " +
+                  meta_entries.back()["path"].get<std::string>() + " --devices cpu:1 -q");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("'cpu:2'"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("'cpu:1'"), std::string::npos) << refused.err;
 }
 
 TEST(Cli, HelpAndSummary) {
