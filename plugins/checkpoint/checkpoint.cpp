@@ -3,7 +3,7 @@
 //
 // When it saves (one trigger per callback):
 //   save_freq "epoch" (default)  at the end of every `every_n_epochs`-th epoch;
-//   save_freq N                  every N training batches (counted across epochs, as Keras);
+//   save_freq N                  every N training batches (steps since the run began);
 //   train_time_interval S        at the first batch end S seconds after the previous save.
 // What it keeps: every save (save_top_k -1), none (0) or the k best by `monitor` (k >= 1);
 // save_best_only saves only when `monitor` improves on the best so far (or on
@@ -79,7 +79,6 @@ class ModelCheckpoint : public tandem::Callback {
 
   void on_train_begin(tandem::CallbackContext& ctx, const tandem::Logs&) override {
     publish_finished(ctx);
-    batches_since_save_ = 0;
     last_save_ = Clock::now();
     if (ctx.state().step > 0) adopt_previous(ctx);
   }
@@ -91,8 +90,9 @@ class ModelCheckpoint : public tandem::Callback {
     // no new step to save.
     if (auto loss = logs.get("loss"); loss && !std::isfinite(*loss)) return;
     if (o_.save_freq > 0) {
-      if (++batches_since_save_ < o_.save_freq) return;
-      batches_since_save_ = 0;
+      // Every N steps since the run began: Keras's count of batches for a new run, and the same
+      // rhythm after resuming (Lightning's every_n_train_steps).
+      if (ctx.state().step % o_.save_freq != 0) return;
       save(ctx, logs, Trigger::batch, ctx.state().epoch, batch);
     } else if (o_.train_time_interval > 0) {
       const auto now = Clock::now();
@@ -265,11 +265,11 @@ class ModelCheckpoint : public tandem::Callback {
       job.files.push_back(path);
       job.entries.push_back(entry);
       if (o_.save_top_k > 0) {
-        std::erase_if(kept_, [&](const Kept& k) { return k.path == path.string(); });
-        if (evict) {
-          job.evict.push_back(kept_[*evict].path);
-          kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(*evict));
-        }
+        const std::string evicted = evict ? kept_[*evict].path : std::string();
+        if (evict) job.evict.push_back(evicted);
+        std::erase_if(kept_, [&](const Kept& k) {
+          return k.path == path.string() || (evict && k.path == evicted);
+        });
         kept_.push_back({path.string(), *value});
       }
     }
@@ -330,7 +330,6 @@ class ModelCheckpoint : public tandem::Callback {
   CheckpointWriter writer_;
   double best_ = 0;
   std::vector<Kept> kept_;  // save_top_k > 0: the files kept, with their monitored values
-  std::int64_t batches_since_save_ = 0;
   Clock::time_point last_save_ = Clock::now();
   bool warned_best_only_ = false, warned_top_k_ = false;
 };
@@ -375,8 +374,8 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
           {"minimum", 1},
           {"default", "epoch"},
           {"description",
-           "\"epoch\": save at epoch ends; an integer N: every N training batches (counted "
-           "across epochs)"}}},
+           "\"epoch\": save at epoch ends; an integer N: every N training batches (steps since "
+           "the run began, so counted across epochs and resumes)"}}},
         {"initial_value_threshold",
          {{"type", json::array({"number", "null"})},
           {"default", nullptr},

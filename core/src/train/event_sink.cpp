@@ -37,9 +37,16 @@ EventSink::~EventSink() {
 void EventSink::open_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     throw RunError("cannot open the event stream " + path.string() + ": " + std::strerror(errno));
+  // A run that was killed may have left a partial last line: start on a fresh line so that
+  // the partial one stays a single skippable line instead of merging with the next event.
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size > 0) {
+    char last = '\n';
+    if (::pread(fd, &last, 1, size - 1) == 1 && last != '\n') write_all(fd, "\n");
+  }
   std::lock_guard lock(mutex_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;

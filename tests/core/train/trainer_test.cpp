@@ -289,3 +289,25 @@ TEST(Trainer, EventsAreWellFormedJsonLines) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(EventSink, AppendingAfterAPartialLineStartsAFreshLine) {
+  auto path = test::scratch_dir("events-append") / "events.jsonl";
+  test::write_text(path, "{\"schema\":1,\"event\":\"batch_ended\",\"ti");  // a killed run
+  {
+    EventSink sink;
+    sink.open_file(path);
+    sink.emit("run_started", {{"name", "x"}});
+  }
+  std::ifstream in(path);
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_FALSE(json::accept(first));  // the partial line, on its own
+  EXPECT_EQ(json::parse(second)["event"], "run_started");
+}
+
+}  // namespace
+}  // namespace tandem
