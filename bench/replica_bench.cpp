@@ -22,13 +22,6 @@ namespace {
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
 
-DevicePlan cpu_plan(int n) {
-  DevicePlan plan;
-  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-  plan.text = "cpu:" + std::to_string(n);
-  return plan;
-}
-
 struct Run {
   std::unique_ptr<Model> model;
   std::unique_ptr<Loss> loss;
@@ -42,7 +35,8 @@ struct Run {
     loss = make_loss(rc.loss, "loss");
     optimizer = make_optimizer(rc.optimizer, "optimizer");
     metrics = make_metrics(rc.metrics, "metrics", *loss, model->output_shape());
-    if (replicas > 0) meta = std::make_unique<ReplicaModel>(*model, *optimizer, cpu_plan(replicas));
+    if (replicas > 0)
+      meta = std::make_unique<ReplicaModel>(*model, *optimizer, DevicePlan::cpus(replicas));
   }
 
   void step(const Batch& b) {

@@ -112,7 +112,9 @@ Finished crash_and_resume(const std::string& plan, const json& options, Target t
   // It resumed: only the steps after the backup ran again (same seed alone would also give equal
   // weights, from scratch).
   EXPECT_FALSE(resumed.is_null());
-  if (!resumed.is_null()) EXPECT_EQ(steps_run, kEpochs * 8 - resumed["step"].get<std::int64_t>());
+  if (!resumed.is_null()) {
+    EXPECT_EQ(steps_run, kEpochs * 8 - resumed["step"].get<std::int64_t>());
+  }
   EXPECT_FALSE(std::filesystem::exists(dir / "backup.h5"));  // delete_checkpoint (default)
   EXPECT_FALSE(std::filesystem::exists(dir));
   return finish(run, h);

@@ -678,7 +678,7 @@ TEST(CheckpointPlugin, AFashionMlpCheckpointOpensInH5py) {
   auto model = Model::from_config(config["model"], "model", 42);
   auto loss = make_loss(config["loss"], "loss");
   auto optimizer = make_optimizer(config["optimizer"], "optimizer");
-  ReplicaModel meta(*model, *optimizer, cpu_plan(1));
+  ReplicaModel meta(*model, *optimizer, DevicePlan::cpus(1));
   Trainer trainer(meta, *loss, make_metrics(config["metrics"], "metrics", *loss, {10}));
   const fs::path dir = scratch_dir("checkpoint-h5py");
   trainer.set_run_dir(dir);

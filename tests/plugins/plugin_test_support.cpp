@@ -19,13 +19,6 @@ void TableDataset::read(std::span<const std::int64_t> indices, float* x, float* 
   }
 }
 
-DevicePlan cpu_plan(int n) {
-  DevicePlan plan;
-  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-  plan.text = "cpu:" + std::to_string(n);
-  return plan;
-}
-
 json model_config() {
   return {{"class_name", "Sequential"},
           {"config",
@@ -44,7 +37,7 @@ PluginRun::PluginRun(const std::string& plan_text, double learning_rate, std::ui
   optimizer = make_optimizer(
       json{{"class_name", "Adam"}, {"config", {{"learning_rate", learning_rate}}}}, "optimizer");
   const int n = std::stoi(plan_text.substr(plan_text.find(':') + 1));
-  meta = std::make_unique<ReplicaModel>(*model, *optimizer, cpu_plan(n));
+  meta = std::make_unique<ReplicaModel>(*model, *optimizer, DevicePlan::cpus(n));
   trainer = std::make_unique<Trainer>(
       *meta, *loss, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3}));
   events = std::make_unique<EventSink>();

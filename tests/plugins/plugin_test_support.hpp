@@ -52,7 +52,6 @@ struct PluginRun {
   PluginHost host;
 };
 
-DevicePlan cpu_plan(int n);
 nlohmann::json model_config();
 /// The events written so far to run_dir/events.jsonl, parsed.
 std::vector<nlohmann::json> read_events(const std::filesystem::path& run_dir);

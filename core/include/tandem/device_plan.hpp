@@ -25,6 +25,8 @@ struct DeviceSpec {
 struct DevicePlan {
   std::vector<DeviceSpec> replicas;  // one entry per replica, in replica order
   std::string text;                  // normalised: "cpu:3", "cuda:0,2"
+  /// "cpu:N": N CPU replicas (no check against the machine; N >= 1).
+  static DevicePlan cpus(int n);
   int size() const { return static_cast<int>(replicas.size()); }
   bool all_cpu() const;
   nlohmann::json to_json() const;

@@ -11,6 +11,13 @@ std::string DeviceSpec::name() const {
   return kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(index);
 }
 
+DevicePlan DevicePlan::cpus(int n) {
+  DevicePlan plan;
+  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
+  plan.text = "cpu:" + std::to_string(n);
+  return plan;
+}
+
 bool DevicePlan::all_cpu() const {
   return std::all_of(replicas.begin(), replicas.end(),
                      [](const DeviceSpec& d) { return d.kind == DeviceKind::cpu; });
@@ -60,9 +67,7 @@ DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report
     const int n = parse_count(t.substr(4), path, text, report);
     if (n < 1) fail(path, text, "cpu:N needs N >= 1", report);
     if (n > 1024) fail(path, text, "at most 1024 CPU replicas", report);
-    for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-    plan.text = "cpu:" + std::to_string(n);
-    return plan;
+    return DevicePlan::cpus(n);
   }
   if (t.rfind("cuda:", 0) != 0) fail(path, text, "unknown device '" + text + "'", report);
   std::vector<int> ordinals;

@@ -13,13 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-DevicePlan cpu_plan(int n) {
-  DevicePlan plan;
-  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-  plan.text = "cpu:" + std::to_string(n);
-  return plan;
-}
-
 // Dense 6 -> 12 relu -> Dropout 0.25 -> Dense 5 (logits). Dropout is in on purpose: its masks
 // depend on each sample's place in the global batch, so the contract holds with it too.
 json model_config() {
@@ -116,7 +109,7 @@ TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
   const Case c = GetParam();
   Fixture alone, through_meta;
   train_template_alone(alone, c.batch, 10);
-  ReplicaModel meta(*through_meta.model, *through_meta.opt, cpu_plan(c.replicas));
+  ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(c.replicas));
   train_meta(through_meta, meta, c.batch, 10);
   const double diff = max_relative_difference(meta.template_model(), *alone.model);
   EXPECT_LE(diff, 1e-5) << c.replicas << " replicas, batch " << c.batch;
@@ -138,8 +131,8 @@ INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::Valu
 
 TEST(ReplicaModel, LossAndMetricsAreThoseOfTheWholeBatch) {
   Fixture a, b;
-  ReplicaModel one(*a.model, *a.opt, cpu_plan(1));
-  ReplicaModel four(*b.model, *b.opt, cpu_plan(4));
+  ReplicaModel one(*a.model, *a.opt, DevicePlan::cpus(1));
+  ReplicaModel four(*b.model, *b.opt, DevicePlan::cpus(4));
   Batch batch = make_batch(10, 5);
   StepSums s1 = one.evaluate(batch, *a.loss, a.metrics);
   StepSums s4 = four.evaluate(batch, *b.loss, b.metrics);
@@ -150,7 +143,7 @@ TEST(ReplicaModel, LossAndMetricsAreThoseOfTheWholeBatch) {
 
 TEST(ReplicaModel, PredictReturnsTheTemplateOutputsInOrder) {
   Fixture s;
-  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(3));
   train_meta(s, meta, 16, 3);
   Batch b = make_batch(11, 9);
   Tensor out({11, 5});
@@ -162,7 +155,7 @@ TEST(ReplicaModel, PredictReturnsTheTemplateOutputsInOrder) {
 // Contract 2: whenever looked at, the template equals every replica.
 TEST(ReplicaModel, TemplateIsCurrentAfterAnyNumberOfSteps) {
   Fixture s;
-  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(3));
   for (int step = 1; step <= 5; ++step) {
     train_meta(s, meta, 20 + step, 1);
     Model& t = meta.template_model();
@@ -173,7 +166,7 @@ TEST(ReplicaModel, TemplateIsCurrentAfterAnyNumberOfSteps) {
 
 TEST(ReplicaModel, TwoRunsOnThreeReplicasAreBitwiseEqual) {
   Fixture a, b;
-  ReplicaModel ma(*a.model, *a.opt, cpu_plan(3)), mb(*b.model, *b.opt, cpu_plan(3));
+  ReplicaModel ma(*a.model, *a.opt, DevicePlan::cpus(3)), mb(*b.model, *b.opt, DevicePlan::cpus(3));
   train_meta(a, ma, 50, 8);
   train_meta(b, mb, 50, 8);
   EXPECT_TRUE(bitwise_equal(ma.template_model(), mb.template_model()));
@@ -181,7 +174,7 @@ TEST(ReplicaModel, TwoRunsOnThreeReplicasAreBitwiseEqual) {
 
 TEST(ReplicaModel, LearningRateReachesEveryReplica) {
   Fixture s;
-  ReplicaModel meta(*s.model, *s.opt, cpu_plan(2));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(2));
   meta.set_learning_rate(0.5);
   EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.5);
   train_meta(s, meta, 9, 2);
@@ -190,7 +183,7 @@ TEST(ReplicaModel, LearningRateReachesEveryReplica) {
 
 TEST(ReplicaModel, BroadcastCopiesLoadedWeightsAndOptimizerState) {
   Fixture s, other;
-  ReplicaModel meta(*s.model, *s.opt, cpu_plan(2));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(2));
   train_meta(s, meta, 8, 2);
   // Load other weights into the template, as resuming does, then broadcast.
   meta.template_model().copy_weights_from(*other.model);
@@ -202,7 +195,7 @@ TEST(ReplicaModel, BroadcastCopiesLoadedWeightsAndOptimizerState) {
 
 TEST(ReplicaModel, AnErrorInOneReplicaSurfacesAndTheModelStaysUsable) {
   Fixture s;
-  ReplicaModel meta(*s.model, *s.opt, cpu_plan(3));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(3));
   Batch bad = make_batch(9, 1);
   bad.y[8] = 7;  // not a class index: replica 2 fails
   EXPECT_THROW(meta.forward_backward(bad, *s.loss, s.metrics), DataError);

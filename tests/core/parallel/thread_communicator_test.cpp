@@ -8,15 +8,8 @@
 namespace tandem {
 namespace {
 
-DevicePlan cpu_plan(int n) {
-  DevicePlan plan;
-  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-  plan.text = "cpu:" + std::to_string(n);
-  return plan;
-}
-
 TEST(ThreadCommunicator, SumsInReplicaOrderIntoEveryBuffer) {
-  auto comm = make_communicator(cpu_plan(3));
+  auto comm = make_communicator(DevicePlan::cpus(3));
   EXPECT_EQ(comm->name(), "threads");
   EXPECT_EQ(comm->size(), 3);
   // Float addition is not associative: (1e8 + 1) - 1e8 = 0 but 1e8 + (1 - 1e8) = 8.
@@ -34,11 +27,11 @@ TEST(ThreadCommunicator, SumsInReplicaOrderIntoEveryBuffer) {
 }
 
 TEST(ThreadCommunicator, OneParticipantIsANoOpAndWrongCountsAreErrors) {
-  auto one = make_communicator(cpu_plan(1));
+  auto one = make_communicator(DevicePlan::cpus(1));
   std::vector<float> a{1, 2};
   one->all_reduce_sum({a.data()}, 2);
   EXPECT_EQ(a[1], 2.0f);
-  auto two = make_communicator(cpu_plan(2));
+  auto two = make_communicator(DevicePlan::cpus(2));
   EXPECT_THROW(two->all_reduce_sum({a.data()}, 2), RunError);
 }
 

@@ -47,13 +47,6 @@ json model_config() {
               {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
 }
 
-DevicePlan cpu_plan(int n) {
-  DevicePlan plan;
-  for (int i = 0; i < n; ++i) plan.replicas.push_back({DeviceKind::cpu, i});
-  plan.text = "cpu:" + std::to_string(n);
-  return plan;
-}
-
 struct Harness {
   std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
   std::unique_ptr<Loss> loss = make_loss(
@@ -61,7 +54,7 @@ struct Harness {
       "loss");
   std::unique_ptr<Optimizer> opt =
       make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
-  ReplicaModel meta{*model, *opt, cpu_plan(1)};
+  ReplicaModel meta{*model, *opt, DevicePlan::cpus(1)};
   Trainer trainer{meta, *loss, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
 };
 
