@@ -147,7 +147,7 @@ void print_weights(const char* title, const std::vector<TensorDiff>& diffs) {
 }
 
 TEST(FashionMlpOracle, TwentyAdamStepsMatchPyTorch) {
-  const fs::path script = test::source_dir() / "tests/oracle/fashion_mlp_torch.py";
+  const fs::path script = test::source_dir() / "tests/oracle/keras_sequential_torch.py";
   const std::string python = test::system_python();
 
   // A missing torch is a red test, never a silent skip.

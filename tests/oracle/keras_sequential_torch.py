@@ -1,12 +1,17 @@
 #!/usr/bin/python3
-"""PyTorch side of the fashion-mlp oracle (tests/oracle/fashion_mlp_oracle_test.cpp).
+"""PyTorch side of the oracle tests (tests/oracle/fashion_oracle_test.cpp).
 
-Rebuilds a Tandem Sequential MLP (Flatten -> Dense ... -> Dense) in PyTorch from a Tandem
-checkpoint (Keras HDF5 layout, read with h5py), trains it for --steps steps on the exact batches
-Tandem wrote (raw little-endian float32 files), and writes what it ends with:
+Rebuilds a Tandem Sequential model — InputLayer, Reshape, Flatten, Dense, Conv2D, MaxPooling2D,
+with relu/linear activations — in PyTorch from a Tandem checkpoint (Keras HDF5 layout, read with
+h5py), trains it for --steps steps on the exact batches Tandem wrote (raw little-endian float32
+files), and writes what it ends with:
 
   <out>/manifest.json   {"losses": [per-step mean loss, before each update], "tensors": [...]}
-  <out>/<layer>.<weight>.bin   float32, C order, in Keras layout (kernel = (in, out))
+  <out>/<layer>.<weight>.bin   float32, C order, in Keras layout (Dense kernel (in, out), Conv2D
+                               kernel (kh, kw, in, out)); layouts are converted here, never in Tandem
+
+Activations are kept in Keras' channels-last layout between layers (a Conv2D or pooling layer
+permutes to PyTorch's NCHW and back), so Flatten sees the same element order as in Keras.
 
 All arithmetic is float32 on one CPU thread. Exit code 3 means torch/h5py/numpy are missing.
 
@@ -36,7 +41,7 @@ try:
     import numpy as np
     import torch
 except ImportError as e:  # the C++ test turns this into a failure with this message
-    print(f"fashion_mlp_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
+    print(f"keras_sequential_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
           "Install Debian's python3-torch and python3-h5py (scripts/setup does).", file=sys.stderr)
     sys.exit(3)
 
@@ -45,50 +50,110 @@ def attr_str(value):
     return value.decode("ascii") if isinstance(value, bytes) else str(value)
 
 
-def read_dense_layers(path):
-    """[(name, activation, kernel (in, out), bias (out,))] in model order."""
+def read_layers(path):
+    """[(class, name, config, {weight: array})] in model order, from a Tandem/Keras checkpoint."""
     with h5py.File(path, "r") as f:
         config = json.loads(attr_str(f.attrs["model_config"]))
         weights = f["model_weights"]
         layers = []
         for layer in config["config"]["layers"]:
             cls, cfg = layer["class_name"], layer["config"]
-            if cls in ("InputLayer", "Flatten"):
+            if cls == "InputLayer":
                 continue
-            if cls != "Dense":
-                raise SystemExit(f"fashion_mlp_torch.py: unsupported layer {cls} '{cfg['name']}'")
             name = cfg["name"]
-            group = weights[name][name]
-            kernel = np.asarray(group["kernel:0"], dtype=np.float32)
-            bias = np.asarray(group["bias:0"], dtype=np.float32)
-            layers.append((name, cfg.get("activation", "linear"), kernel, bias))
+            arrays = {}
+            if name in weights and name in weights[name]:
+                for key, ds in weights[name][name].items():
+                    arrays[key.split(":")[0]] = np.asarray(ds, dtype=np.float32)
+            layers.append((cls, name, cfg, arrays))
         return layers
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self, dense_layers):
+def pair(v):
+    return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+class KerasSequential(torch.nn.Module):
+    def __init__(self, layers):
         super().__init__()
-        self.names = [name for name, _, _, _ in dense_layers]
-        self.activations = []
-        self.linears = torch.nn.ModuleList()
-        for _, activation, kernel, bias in dense_layers:
-            if activation not in ("relu", "linear"):
-                raise SystemExit(f"fashion_mlp_torch.py: unsupported activation {activation}")
-            lin = torch.nn.Linear(kernel.shape[0], kernel.shape[1], dtype=torch.float32)
-            with torch.no_grad():
-                # Keras kernel is (in, out); nn.Linear's weight is (out, in).
-                lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.T)))
-                lin.bias.copy_(torch.from_numpy(bias))
-            self.linears.append(lin)
-            self.activations.append(activation)
+        self.steps = []          # (kind, module or None, extra)
+        self.weighted = []       # (name, module, kind) for the weights written back
+        self.mods = torch.nn.ModuleList()
+        for cls, name, cfg, w in layers:
+            act = cfg.get("activation", "linear") or "linear"
+            if act not in ("relu", "linear"):
+                raise SystemExit(f"keras_sequential_torch.py: unsupported activation {act}")
+            if cls == "Dense":
+                k, b = w["kernel"], w["bias"]
+                lin = torch.nn.Linear(k.shape[0], k.shape[1], dtype=torch.float32)
+                with torch.no_grad():
+                    lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(k.T)))  # (out, in)
+                    lin.bias.copy_(torch.from_numpy(b))
+                self.mods.append(lin)
+                self.steps.append(("dense", lin, act))
+                self.weighted.append((name, lin, "dense"))
+            elif cls == "Conv2D":
+                k, b = w["kernel"], w["bias"]  # (kh, kw, in, out)
+                if cfg.get("padding", "valid") != "valid" or pair(cfg.get("strides", 1)) != (1, 1):
+                    raise SystemExit("keras_sequential_torch.py: only valid, stride-1 Conv2D")
+                conv = torch.nn.Conv2d(k.shape[2], k.shape[3], k.shape[:2],
+                                       dilation=pair(cfg.get("dilation_rate", 1)),
+                                       dtype=torch.float32)
+                with torch.no_grad():
+                    conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(k.transpose(3, 2, 0, 1))))
+                    conv.bias.copy_(torch.from_numpy(b))
+                self.mods.append(conv)
+                self.steps.append(("conv", conv, act))
+                self.weighted.append((name, conv, "conv"))
+            elif cls == "MaxPooling2D":
+                size = pair(cfg.get("pool_size", 2))
+                strides = pair(cfg.get("strides") or size)
+                if cfg.get("padding", "valid") != "valid":
+                    raise SystemExit("keras_sequential_torch.py: only valid MaxPooling2D")
+                self.steps.append(("maxpool", None, (size, strides)))
+            elif cls == "Reshape":
+                self.steps.append(("reshape", None, tuple(cfg["target_shape"])))
+            elif cls == "Flatten":
+                self.steps.append(("flatten", None, None))
+            else:
+                raise SystemExit(f"keras_sequential_torch.py: unsupported layer {cls} '{name}'")
 
     def forward(self, x):
-        h = x.reshape(x.shape[0], -1)  # Flatten, row-major like Tandem and Keras
-        for lin, activation in zip(self.linears, self.activations):
-            h = lin(h)
-            if activation == "relu":
-                h = torch.relu(h)
+        h = x
+        for kind, mod, extra in self.steps:
+            if kind == "reshape":
+                h = h.reshape((h.shape[0],) + extra)
+            elif kind == "flatten":
+                h = h.reshape(h.shape[0], -1)  # channels-last order, as Keras and Tandem
+            elif kind == "dense":
+                h = mod(h)
+                if extra == "relu":
+                    h = torch.relu(h)
+            elif kind == "conv":
+                h = mod(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+                if extra == "relu":
+                    h = torch.relu(h)
+            elif kind == "maxpool":
+                size, strides = extra
+                h = torch.nn.functional.max_pool2d(h.permute(0, 3, 1, 2), size, strides)
+                h = h.permute(0, 2, 3, 1)
         return h
+
+    def parameters_in_order(self):
+        out = []
+        for _, mod, _ in self.weighted:
+            out += [mod.weight, mod.bias]
+        return out
+
+    def keras_weights(self):
+        """[(name/weight, array in Keras layout)]"""
+        out = []
+        for name, mod, kind in self.weighted:
+            w = mod.weight.detach().numpy()
+            kernel = w.T if kind == "dense" else w.transpose(2, 3, 1, 0)
+            out.append((f"{name}/kernel", kernel))
+            out.append((f"{name}/bias", mod.bias.detach().numpy()))
+        return out
 
 
 class KerasAdam:
@@ -145,19 +210,16 @@ def main():
     x = np.fromfile(args.x, dtype="<f4")
     y = np.fromfile(args.y, dtype="<f4")
     if x.size != n * math.prod(sample_shape) or y.size != n:
-        raise SystemExit(f"fashion_mlp_torch.py: expected {n} samples, got x of {x.size} floats "
+        raise SystemExit(f"keras_sequential_torch.py: expected {n} samples, got x of {x.size} floats "
                          f"and y of {y.size}")
     x = torch.from_numpy(x.reshape([n] + sample_shape))
     labels = torch.from_numpy(y.astype(np.int64))
     if not torch.equal(labels.to(torch.float32), torch.from_numpy(y)):
-        raise SystemExit("fashion_mlp_torch.py: labels are not whole numbers")
+        raise SystemExit("keras_sequential_torch.py: labels are not whole numbers")
 
-    dense_layers = read_dense_layers(args.init)
-    model = Mlp(dense_layers)
+    model = KerasSequential(read_layers(args.init))
     model.train()
-    params = []
-    for lin in model.linears:
-        params += [lin.weight, lin.bias]
+    params = model.parameters_in_order()
     if args.optimizer == "keras":
         opt = KerasAdam(params, args.lr, args.beta1, args.beta2, args.epsilon)
     else:
@@ -178,12 +240,11 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     tensors = []
-    for name, lin in zip(model.names, model.linears):
-        for weight, value in (("kernel", lin.weight.detach().numpy().T), ("bias", lin.bias.detach().numpy())):
-            value = np.ascontiguousarray(value, dtype="<f4")
-            file = f"{name}.{weight}.bin"
-            value.tofile(os.path.join(args.out, file))
-            tensors.append({"name": f"{name}/{weight}", "file": file, "shape": list(value.shape)})
+    for full_name, value in model.keras_weights():
+        value = np.ascontiguousarray(value, dtype="<f4")
+        file = full_name.replace("/", ".") + ".bin"
+        value.tofile(os.path.join(args.out, file))
+        tensors.append({"name": full_name, "file": file, "shape": list(value.shape)})
     manifest = {"torch_version": torch.__version__, "threads": torch.get_num_threads(),
                 "losses": losses, "tensors": tensors}
     with open(os.path.join(args.out, "manifest.json"), "w") as f:
