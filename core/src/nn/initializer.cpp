@@ -26,6 +26,11 @@ constexpr Known kKnown[] = {{"glorot_uniform", "GlorotUniform"},
                             {"random_normal", "RandomNormal"},
                             {"random_uniform", "RandomUniform"}};
 
+// Keras' short aliases, {alias, canonical name} (keras.initializers.get("uniform") is a
+// RandomUniform()).
+constexpr Known kAliases[] = {
+    {"uniform", "random_uniform"}, {"normal", "random_normal"}, {"one", "ones"}, {"zero", "zeros"}};
+
 // Truncated normal at two standard deviations (as Keras' VarianceScaling draws it).
 float truncated_normal(Rng& rng) {
   for (;;) {
@@ -51,6 +56,17 @@ Initializer parse_initializer(const nlohmann::json& spec, const std::string& pat
       else
         cfg.ignore({"seed"});
       if (name == "Constant" || name == "constant") init.value = cfg.get_number("value", 0.0);
+      if (name == "RandomUniform" || name == "random_uniform" || name == "uniform") {
+        init.minval = cfg.get_number("minval", init.minval);
+        init.maxval = cfg.get_number("maxval", init.maxval);
+        if (init.maxval < init.minval)
+          throw ConfigError(cfg.path_of("maxval"), "must not be below minval");
+      }
+      if (name == "RandomNormal" || name == "random_normal" || name == "normal") {
+        init.mean = cfg.get_number("mean", init.mean);
+        init.stddev = cfg.get_number("stddev", init.stddev);
+        if (init.stddev < 0) throw ConfigError(cfg.path_of("stddev"), "must not be negative");
+      }
       cfg.finish();
     }
     obj.ignore({"module", "registered_name"});
@@ -59,6 +75,8 @@ Initializer parse_initializer(const nlohmann::json& spec, const std::string& pat
     throw ConfigError(
         path, "expected an initializer name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
+  for (const auto& a : kAliases)
+    if (name == a.snake) name = a.camel;
   for (const auto& k : kKnown) {
     if (name == k.snake || name == k.camel) {
       init.name = k.snake;
@@ -77,6 +95,14 @@ nlohmann::json Initializer::config() const {
       if (name != "zeros" && name != "ones" && name != "constant")
         cfg["seed"] = seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
       if (name == "constant") cfg["value"] = value;
+      if (name == "random_uniform") {
+        cfg["minval"] = minval;
+        cfg["maxval"] = maxval;
+      }
+      if (name == "random_normal") {
+        cfg["mean"] = mean;
+        cfg["stddev"] = stddev;
+      }
       return {{"class_name", k.camel}, {"config", cfg}};
     }
   }
@@ -118,9 +144,13 @@ void Initializer::fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng
   else if (name == "constant")
     t.fill(static_cast<float>(value));
   else if (name == "random_normal")
-    for (std::int64_t i = 0; i < n; ++i) p[i] = 0.05f * rng.normal();
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>(mean) + static_cast<float>(stddev) * rng.normal();
+  else if (name == "random_uniform" && minval == -maxval)
+    uniform(maxval);  // the symmetric case (Keras' default +-0.05)
   else if (name == "random_uniform")
-    uniform(0.05);
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>(minval + (maxval - minval) * rng.uniform());
 }
 
 }  // namespace tandem::nn

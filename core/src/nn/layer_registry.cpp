@@ -1,9 +1,17 @@
 #include "nn/layer_registry.hpp"
 
+#include <cctype>
+
 #include "nn/activation.hpp"
+#include "nn/batch_normalization.hpp"
+#include "nn/conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
+#include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
+#include "nn/global_average_pooling.hpp"
+#include "nn/pooling.hpp"
+#include "nn/reshape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -62,6 +70,169 @@ std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
   return std::make_unique<Dropout>(name, rate, seed);
 }
 
+// Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3], each > 0.
+// Absent or null gives `fallback` (a missing required key when there is none).
+Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fallback) {
+  if (!c.has(key) && fallback) {
+    c.ignore({key.c_str()});
+    return *fallback;
+  }
+  const nlohmann::json& v = c.at(key);
+  auto positive = [](const nlohmann::json& e, const std::string& path) {
+    if (!e.is_number_integer())
+      throw ConfigError(path, "expected a positive integer, got " + json_type_name(e));
+    const auto n = e.get<std::int64_t>();
+    if (n <= 0) throw ConfigError(path, "expected a positive integer, got " + std::to_string(n));
+    return n;
+  };
+  if (v.is_number_integer()) {
+    const std::int64_t n = positive(v, c.path_of(key));
+    return {n, n};
+  }
+  if (v.is_array() && v.size() == 2)
+    return {positive(v[0], c.path_of(key) + "[0]"), positive(v[1], c.path_of(key) + "[1]")};
+  throw ConfigError(c.path_of(key), "expected an integer or a list of 2 integers, got " +
+                                        (v.is_array() ? "a list of " + std::to_string(v.size())
+                                                      : json_type_name(v)));
+}
+
+// "valid" or "same", case-insensitive as in Keras.
+Padding read_padding(ConfigObject& c) {
+  std::string p = c.get_string("padding", "valid");
+  for (char& ch : p) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (p == "valid") return Padding::valid;
+  if (p == "same") return Padding::same;
+  throw ConfigError(c.path_of("padding"),
+                    "expected one of 'valid', 'same', got '" + c.get_string("padding") + "'");
+}
+
+std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  o.filters = c.positive_int("filters");
+  o.kernel_size = read_pair(c, "kernel_size", std::nullopt);
+  o.strides = read_pair(c, "strides", Pair{1, 1});
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  if (std::max(o.strides[0], o.strides[1]) > 1 &&
+      std::max(o.dilation_rate[0], o.dilation_rate[1]) > 1)
+    throw ConfigError(c.path_of("dilation_rate"),
+                      "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+  if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
+    throw ConfigError(c.path_of("groups"),
+                      "only groups=1 is supported by Tandem, got " + std::to_string(groups));
+  o.activation = read_activation(c, "activation");
+  o.use_bias = c.get_bool("use_bias", true);
+  if (const auto* k = c.find("kernel_initializer"))
+    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
+  if (const auto* b = c.find("bias_initializer"))
+    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
+  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                   "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"});
+  return std::make_unique<Conv2D>(name, o);
+}
+
+// MaxPooling2D / AveragePooling2D: pool_size (default 2), strides (default: pool_size).
+std::unique_ptr<Layer> make_pooling2d(ConfigObject& c, const std::string& name, PoolKind kind) {
+  Pooling2DOptions o;
+  o.kind = kind;
+  o.pool_size = read_pair(c, "pool_size", Pair{2, 2});
+  o.strides = read_pair(c, "strides", o.pool_size);
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<Pooling2D>(name, o);
+}
+
+std::unique_ptr<Layer> make_max_pooling2d(ConfigObject& c, const std::string& name) {
+  return make_pooling2d(c, name, PoolKind::max);
+}
+
+std::unique_ptr<Layer> make_average_pooling2d(ConfigObject& c, const std::string& name) {
+  return make_pooling2d(c, name, PoolKind::average);
+}
+
+std::unique_ptr<Layer> make_global_average_pooling2d(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<GlobalAveragePooling2D>(name, c.get_bool("keepdims", false));
+}
+
+// Keras 3 BatchNormalization, plus the tf.keras keys (axis as [n], renorm, fused, ...).
+std::unique_ptr<Layer> make_batch_normalization(ConfigObject& c, const std::string& name) {
+  BatchNormalizationOptions o;
+  if (const auto* a = c.find("axis")) {
+    const bool one = a->is_array() && a->size() == 1;
+    const nlohmann::json& v = one ? (*a)[0] : *a;
+    if (!v.is_number_integer())
+      throw ConfigError(c.path_of("axis"), "expected an integer axis, got " + json_type_name(*a));
+    o.axis = v.get<std::int64_t>();
+    // A positive axis is checked against the input rank in build(): it must be the last one.
+    if (o.axis != -1 && o.axis < 1)
+      throw ConfigError(
+          c.path_of("axis"),
+          "only the last axis (-1, channels_last) is supported, got " + std::to_string(o.axis));
+  }
+  o.momentum = c.number_in("momentum", 0.99, 0.0, 1.0);
+  o.epsilon = c.get_number("epsilon", 1e-3);
+  if (!(o.epsilon > 0))
+    throw ConfigError(c.path_of("epsilon"),
+                      "expected a positive number, got " + c.at("epsilon").dump());
+  o.center = c.get_bool("center", true);
+  o.scale = c.get_bool("scale", true);
+  const std::pair<const char*, Initializer*> inits[] = {
+      {"beta_initializer", &o.beta_initializer},
+      {"gamma_initializer", &o.gamma_initializer},
+      {"moving_mean_initializer", &o.moving_mean_initializer},
+      {"moving_variance_initializer", &o.moving_variance_initializer}};
+  for (const auto& [key, init] : inits)
+    if (const auto* v = c.find(key)) *init = parse_initializer(*v, c.path_of(key));
+  if (c.get_bool("synchronized", false))
+    throw ConfigError(c.path_of("synchronized"),
+                      "synchronized batch statistics are not supported: each replica normalises "
+                      "with the statistics of its own shard; set it to false");
+  if (c.get_bool("renorm", false))
+    throw ConfigError(c.path_of("renorm"), "batch renormalization is not supported by Tandem");
+  c.get_number("renorm_momentum", 0.99);  // only used with renorm
+  c.get_bool("fused", false);             // an implementation choice of tf.keras, no effect
+  require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                   "renorm_clipping", "virtual_batch_size", "adjustment"});
+  return std::make_unique<BatchNormalization>(name, o);
+}
+
+std::unique_ptr<Layer> make_reshape(ConfigObject& c, const std::string& name) {
+  const auto dims = c.get_int_list("target_shape", false);
+  Shape target;
+  bool inferred = false;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::int64_t d = *dims[i];
+    const std::string path = c.path_of("target_shape") + "[" + std::to_string(i) + "]";
+    if (d == -1 && inferred) throw ConfigError(path, "only one dimension may be -1");
+    if (d == -1)
+      inferred = true;
+    else if (d <= 0)
+      throw ConfigError(path, "expected a positive dimension or -1, got " + std::to_string(d));
+    target.push_back(d);
+  }
+  return std::make_unique<Reshape>(name, target);
+}
+
+std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) {
+  EmbeddingOptions o;
+  o.input_dim = c.positive_int("input_dim");
+  o.output_dim = c.positive_int("output_dim");
+  if (const auto* k = c.find("embeddings_initializer"))
+    o.embeddings_initializer = parse_initializer(*k, c.path_of("embeddings_initializer"));
+  if (c.get_bool("mask_zero", false))
+    throw ConfigError(c.path_of("mask_zero"),
+                      "masking is not supported by Tandem; set it to false");
+  if (c.has("input_length"))
+    o.input_length = c.positive_int("input_length");
+  else
+    c.ignore({"input_length"});
+  require_null(c, {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
+                   "lora_rank", "lora_alpha", "quantization_config"});
+  return std::make_unique<Embedding>(name, o);
+}
+
 }  // namespace
 
 const std::map<std::string, LayerClass>& layer_registry() {
@@ -70,6 +241,13 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Activation", {"activation", make_activation}},
       {"Flatten", {"flatten", make_flatten}},
       {"Dropout", {"dropout", make_dropout}},
+      {"Conv2D", {"conv2d", make_conv2d}},
+      {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
+      {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
+      {"GlobalAveragePooling2D", {"global_average_pooling2d", make_global_average_pooling2d}},
+      {"BatchNormalization", {"batch_normalization", make_batch_normalization}},
+      {"Reshape", {"reshape", make_reshape}},
+      {"Embedding", {"embedding", make_embedding}},
   };
   return registry;
 }

@@ -88,5 +88,40 @@ TEST(Initializer, UnknownNameOrBadSpecNamesThePath) {
   EXPECT_THROW(parse_initializer(3, "i"), ConfigError);
 }
 
+TEST(Initializer, KerasAliasesAndRandomDistributionArguments) {
+  // keras.initializers.get("uniform") is RandomUniform(-0.05, 0.05) (Embedding's default).
+  EXPECT_EQ(parse_initializer("uniform", "i").name, "random_uniform");
+  EXPECT_EQ(parse_initializer("normal", "i").name, "random_normal");
+  EXPECT_EQ(parse_initializer("one", "i").name, "ones");
+  EXPECT_EQ(parse_initializer("zero", "i").name, "zeros");
+  const nlohmann::json uniform = parse_initializer("uniform", "i").config();
+  EXPECT_EQ(uniform["class_name"], "RandomUniform");
+  EXPECT_EQ(uniform["config"]["minval"], -0.05);
+  EXPECT_EQ(uniform["config"]["maxval"], 0.05);
+  // Keras' own serialisation, with its arguments.
+  const nlohmann::json shifted = {
+      {"class_name", "RandomUniform"},
+      {"config", {{"minval", 1.0}, {"maxval", 3.0}, {"seed", nullptr}}}};
+  Tensor u({100, 100});
+  Rng rng(1);
+  parse_initializer(shifted, "i").fill(u, 100, 100, rng);
+  Moments mu = moments_of(u);
+  EXPECT_NEAR(mu.mean, 2.0, 0.02);
+  EXPECT_LE(mu.max_abs, 3.0);
+  for (float v : u.values()) EXPECT_GE(v, 1.0f);
+  const nlohmann::json normal = {{"class_name", "RandomNormal"},
+                                 {"config", {{"mean", -1.0}, {"stddev", 0.5}}}};
+  Tensor n({100, 100});
+  parse_initializer(normal, "i").fill(n, 100, 100, rng);
+  Moments mn = moments_of(n);
+  EXPECT_NEAR(mn.mean, -1.0, 0.02);
+  EXPECT_NEAR(mn.stddev, 0.5, 0.02);
+  EXPECT_EQ(parse_initializer(normal, "i").config()["config"]["stddev"], 0.5);
+  EXPECT_THROW(parse_initializer(nlohmann::json{{"class_name", "RandomUniform"},
+                                                {"config", {{"minval", 1}, {"maxval", 0}}}},
+                                 "i"),
+               ConfigError);
+}
+
 }  // namespace
 }  // namespace tandem::nn

@@ -1,0 +1,17 @@
+#include "backend/cpu/dnnl_engine.hpp"
+
+namespace tandem::cpu {
+
+const dnnl::engine& dnnl_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory dnnl_user_memory(const dnnl::memory::desc& desc, void* data) {
+  // DNNL_MEMORY_NONE: no buffer is allocated; the caller points it at its own storage.
+  dnnl::memory m(desc, dnnl_engine(), DNNL_MEMORY_NONE);
+  if (data) m.set_data_handle(data);
+  return m;
+}
+
+}  // namespace tandem::cpu

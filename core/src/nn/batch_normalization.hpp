@@ -1,0 +1,75 @@
+// BatchNormalization over the last axis (channels_last), Keras 3 semantics.
+//
+// Weights, in Keras order: gamma (if scale), beta (if center) — trainable — then moving_mean and
+// moving_variance — non-trainable (no grad; optimizers skip them; checkpoints save them).
+//
+// Training (forward with training=true on a trainable layer): each channel is normalised with the
+// statistics of the batch over every axis but the last, mean and *biased* variance (divide by the
+// count, as keras.ops.moments), y = (x - mean) / sqrt(var + epsilon) * gamma + beta, and the
+// moving statistics move as Keras 3 moves them:
+//   moving_mean     = moving_mean     * momentum + mean * (1 - momentum)
+//   moving_variance = moving_variance * momentum + var  * (1 - momentum)   (biased var, as Keras 3
+//                     and tf.keras, which removes the fused kernel's Bessel correction; PyTorch's
+//                     running_var uses the unbiased one instead)
+// backward goes through the batch statistics (the full batch-norm gradient). A batch of one
+// sample without other axes has variance 0: it normalises to beta with gradient 0 to its input.
+//
+// Inference (training=false), or a layer with trainable=false (Keras 3 runs a frozen
+// BatchNormalization in inference mode and leaves its moving statistics alone): the affine map
+// y = (x - moving_mean) / sqrt(moving_variance + epsilon) * gamma + beta.
+//
+// Replicas: a replica runs this layer on its own shard of the batch, so in training each replica
+// normalises with its shard's statistics (like Keras' multi_gpu_model, not SyncBatchNorm:
+// `synchronized` must be false) and updates its own moving statistics from them. The moving
+// statistics are not all-reduced (they have no gradient), so they drift apart per replica; the
+// template is replica 0 and holds the statistics of the first shard of each batch.
+//
+// All reductions use a fixed split of the rows into blocks, summed in block order: results are
+// bitwise the same whatever the number of threads.
+#pragma once
+
+#include <vector>
+
+#include "nn/initializer.hpp"
+#include "tandem/layer.hpp"
+
+namespace tandem::nn {
+
+struct BatchNormalizationOptions {
+  /// -1, or the positive index of the last axis counting the batch axis (tf.keras saves [3] for
+  /// (None, h, w, c) inputs); checked against the input rank in build().
+  std::int64_t axis = -1;
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  Initializer beta_initializer{"zeros", std::nullopt, 0};
+  Initializer gamma_initializer{"ones", std::nullopt, 0};
+  Initializer moving_mean_initializer{"zeros", std::nullopt, 0};
+  Initializer moving_variance_initializer{"ones", std::nullopt, 0};
+};
+
+class BatchNormalization : public Layer {
+ public:
+  BatchNormalization(std::string name, BatchNormalizationOptions options);
+  std::string class_name() const override { return "BatchNormalization"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override;
+  nlohmann::json config() const override;
+
+ private:
+  BatchNormalizationOptions options_;
+  Shape input_shape_;
+  std::int64_t channels_ = 0;
+  Parameter gamma_, beta_, moving_mean_, moving_variance_;
+  bool batch_stats_ = false;    // whether the last forward normalised with batch statistics
+  std::vector<float> shift_;    // per channel: the mean the last forward subtracted
+  std::vector<float> inv_std_;  // per channel: 1 / sqrt(variance + epsilon) of the last forward
+  std::vector<double> sums_, partial_;  // reduction scratch
+  Tensor input_;                        // the last forward's input (shared storage, not a copy)
+  Tensor output_, grad_input_;
+};
+
+}  // namespace tandem::nn

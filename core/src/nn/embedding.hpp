@@ -1,0 +1,53 @@
+// Embedding: looks up rows of a (input_dim, output_dim) table, Keras semantics.
+//
+// Inputs (batch, d1, ...) hold integer-valued floats (token indices); outputs are
+// (batch, d1, ..., output_dim). The weight is "embeddings", shape (input_dim, output_dim), drawn
+// by default from Keras' "uniform" initializer (RandomUniform(-0.05, 0.05)). mask_zero is not
+// supported (the factory rejects it).
+//
+// An index outside [0, input_dim), or a value that is not an integer, is a DataError naming the
+// layer, the position and the value (Keras would cast to int32 and fail or clip by backend; Tandem
+// refuses). backward() sets the dense gradient of the table: the rows of the looked-up indices get
+// the sum of their output gradients, accumulated in input order (deterministic; each thread owns
+// a range of table rows). Indices have no gradient: an Embedding must be the first layer with
+// weights (directly after the input or after weightless layers); backward() with
+// need_input_grad=true is a ShapeError saying so.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "nn/initializer.hpp"
+#include "tandem/layer.hpp"
+
+namespace tandem::nn {
+
+struct EmbeddingOptions {
+  std::int64_t input_dim = 0;
+  std::int64_t output_dim = 0;
+  Initializer embeddings_initializer{"random_uniform", std::nullopt, 0};
+  /// tf.keras' `input_length`: when given, the first per-sample axis must have this length.
+  std::optional<std::int64_t> input_length;
+};
+
+class Embedding : public Layer {
+ public:
+  Embedding(std::string name, EmbeddingOptions options);
+  std::string class_name() const override { return "Embedding"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  /// Throws DataError for an index that is not an integer in [0, input_dim).
+  const Tensor& forward(const Tensor& x, bool training) override;
+  /// Throws ShapeError when need_input_grad (indices have no gradient).
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override { return {&embeddings_}; }
+  nlohmann::json config() const override;
+
+ private:
+  EmbeddingOptions options_;
+  Shape input_shape_;
+  Parameter embeddings_;
+  std::vector<std::int64_t> indices_;  // the last forward's indices, in input order
+  Tensor output_, grad_input_;
+};
+
+}  // namespace tandem::nn

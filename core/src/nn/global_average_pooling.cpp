@@ -1,0 +1,89 @@
+#include "nn/global_average_pooling.hpp"
+
+#include "backend/cpu/parallel.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+Shape GlobalAveragePooling2D::build(const Shape& input_shape, Rng& /*init*/) {
+  if (input_shape.size() != 3)
+    throw ShapeError(
+        "layer '" + name() +
+        "' (GlobalAveragePooling2D) expects inputs (None, rows, cols, channels), got " +
+        shape_to_string(input_shape, true));
+  for (std::int64_t d : input_shape)
+    if (d <= 0)
+      throw ShapeError("layer '" + name() +
+                       "' (GlobalAveragePooling2D) needs positive input sizes, got " +
+                       shape_to_string(input_shape, true));
+  input_shape_ = input_shape;
+  if (keepdims_) return {1, 1, input_shape[2]};
+  return {input_shape[2]};
+}
+
+const Tensor& GlobalAveragePooling2D::forward(const Tensor& x, bool /*training*/) {
+  if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
+      x.dim(3) != input_shape_[2])
+    throw ShapeError("layer '" + name() + "' (GlobalAveragePooling2D) expects inputs " +
+                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  const std::int64_t batch = x.dim(0), channels = input_shape_[2];
+  const std::int64_t cells = input_shape_[0] * input_shape_[1];
+  last_batch_ = batch;
+  if (keepdims_)
+    output_.resize({batch, 1, 1, channels});
+  else
+    output_.resize({batch, channels});
+  const float* in = x.data();
+  float* out = output_.data();
+  const float scale = 1.0f / static_cast<float>(cells);
+  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / (cells * channels)),
+                    [&](std::int64_t b0, std::int64_t b1) {
+                      for (std::int64_t b = b0; b < b1; ++b) {
+                        float* y = out + b * channels;
+                        const float* xb = in + b * cells * channels;
+                        for (std::int64_t c = 0; c < channels; ++c) y[c] = 0.0f;
+                        for (std::int64_t i = 0; i < cells; ++i)
+                          for (std::int64_t c = 0; c < channels; ++c) y[c] += xb[i * channels + c];
+                        for (std::int64_t c = 0; c < channels; ++c) y[c] *= scale;
+                      }
+                    });
+  return output_;
+}
+
+const Tensor& GlobalAveragePooling2D::backward(const Tensor& grad_output, bool need_input_grad) {
+  const std::int64_t batch = last_batch_, channels = input_shape_[2];
+  if (batch < 0 || grad_output.dim(0) != batch || grad_output.size() != batch * channels)
+    throw ShapeError("layer '" + name() + "' (GlobalAveragePooling2D): gradient of shape " +
+                     shape_to_string(grad_output.shape()) + " does not match its output " +
+                     shape_to_string(output_.shape()));
+  if (!need_input_grad) {
+    grad_input_ = Tensor();
+    return grad_input_;
+  }
+  const std::int64_t cells = input_shape_[0] * input_shape_[1];
+  grad_input_.resize({batch, input_shape_[0], input_shape_[1], channels});
+  const float* g = grad_output.data();
+  float* gx = grad_input_.data();
+  const float scale = 1.0f / static_cast<float>(cells);
+  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / (cells * channels)),
+                    [&](std::int64_t b0, std::int64_t b1) {
+                      for (std::int64_t b = b0; b < b1; ++b) {
+                        const float* gb = g + b * channels;
+                        float* xb = gx + b * cells * channels;
+                        for (std::int64_t i = 0; i < cells; ++i)
+                          for (std::int64_t c = 0; c < channels; ++c)
+                            xb[i * channels + c] = gb[c] * scale;
+                      }
+                    });
+  return grad_input_;
+}
+
+nlohmann::json GlobalAveragePooling2D::config() const {
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"data_format", "channels_last"},
+          {"keepdims", keepdims_}};
+}
+
+}  // namespace tandem::nn

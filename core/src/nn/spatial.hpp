@@ -1,0 +1,48 @@
+// Sliding-window geometry shared by Conv2D and the pooling layers: output sizes and paddings
+// exactly as Keras (TensorFlow) computes them, channels_last.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem::nn {
+
+enum class Padding { valid, same };
+
+inline std::string padding_name(Padding p) {
+  return p == Padding::valid ? "valid" : "same";
+}
+
+/// A pair of sizes along (rows, cols), Keras' `(kh, kw)` tuples.
+using Pair = std::array<std::int64_t, 2>;
+
+inline nlohmann::json pair_json(const Pair& p) {
+  return nlohmann::json::array({p[0], p[1]});
+}
+
+/// One axis of a sliding window: output length and the zero padding before and after.
+struct Window {
+  std::int64_t out = 0;
+  std::int64_t pad_before = 0;
+  std::int64_t pad_after = 0;
+};
+
+/// Keras/TensorFlow geometry along one axis of length `in`, window `k` with `dilation`, `stride`.
+/// valid: out = floor((in - span) / stride) + 1 (0 when the window is larger than the input,
+/// span = (k - 1) * dilation + 1). same (TensorFlow's SAME): out = ceil(in / stride),
+/// pad_total = max((out - 1) * stride + span - in, 0), pad_before = pad_total / 2 and the extra
+/// one, if any, after.
+inline Window window_along(std::int64_t in, std::int64_t k, std::int64_t stride,
+                           std::int64_t dilation, Padding padding) {
+  const std::int64_t span = (k - 1) * dilation + 1;
+  if (padding == Padding::valid) return {in >= span ? (in - span) / stride + 1 : 0, 0, 0};
+  const std::int64_t out = (in + stride - 1) / stride;
+  const std::int64_t total = std::max<std::int64_t>((out - 1) * stride + span - in, 0);
+  return {out, total / 2, total - total / 2};
+}
+
+}  // namespace tandem::nn
