@@ -261,7 +261,8 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
     std::printf("inputs and torch outputs kept in %s\n", dir.c_str());
 }
 
-// fashion-cnn joins once its layers (Reshape, Conv2D, MaxPooling2D) are registered.
+// fashion-cnn is not listed yet: its 20 Adam steps match PyTorch's losses to 7.8e-7 but one
+// kernel (conv2d_1) only to 3.7e-4 relative, and the cause is not yet shown (issue 3).
 INSTANTIATE_TEST_SUITE_P(Workloads, FashionOracle, ::testing::Values(std::string("fashion-mlp")),
                          [](const auto& info) {
                            std::string n = info.param;
