@@ -4,11 +4,11 @@
 //
 // Tandem builds the model from resources/configs/<workload>.json, saves its initial weights as a
 // checkpoint (Keras HDF5 layout), and writes the exact inputs and labels of 20 batches of 128 (a
-// seeded DataLoader shuffle of the real training set) as raw float32. keras_sequential_torch.py loads
-// both with h5py/numpy, trains with the Keras Adam rule written out in float32 torch, and writes
-// its final weights (Keras layout) and per-step losses. Bar: for every weight tensor max|tandem -
-// torch| / max|torch| <= 1e-4, and every step's loss within 1e-4 relative. Negative control: Tandem
-// trained with learning rate 1.1e-3 instead of 1e-3 must miss that bar.
+// seeded DataLoader shuffle of the real training set) as raw float32. keras_sequential_torch.py
+// loads both with h5py/numpy, trains with the Keras Adam rule written out in float32 torch, and
+// writes its final weights (Keras layout) and per-step losses. Bar: for every weight tensor
+// max|tandem - torch| / max|torch| <= 1e-4, and every step's loss within 1e-4 relative. Negative
+// control: Tandem trained with learning rate 1.1e-3 instead of 1e-3 must miss that bar.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -37,21 +37,21 @@ struct Conv2D::Primitives {
   memory src, dst, kernel, bias, weights, fwd_scratch;
   bool reorder_weights = false;
   dnnl::reorder weights_reorder;  // kernel (HWIO) -> weights
-  Args fwd_args;
+  Args fwd_args, weights_reorder_args;
 
   bool have_bwd_weights = false;
   dnnl::convolution_backward_weights bwd_weights;
   memory diff_dst, diff_kernel, diff_bias, diff_weights, bwdw_scratch;
   bool reorder_diff_weights = false;
   dnnl::reorder diff_weights_reorder;  // diff_weights -> diff_kernel (HWIO)
-  Args bwdw_args;
+  Args bwdw_args, diff_weights_reorder_args;
 
   bool have_bwd_data = false;
   dnnl::convolution_backward_data bwd_data;
   memory diff_src, data_weights, bwdd_scratch;
   bool reorder_data_weights = false;  // needs its own reorder of the kernel
   dnnl::reorder data_weights_reorder;
-  Args bwdd_args;
+  Args bwdd_args, data_weights_reorder_args;
 };
 
 Conv2D::Conv2D(std::string name, Conv2DOptions options)
@@ -146,6 +146,7 @@ Conv2D::Primitives& Conv2D::primitives(std::int64_t batch) {
     if (p->reorder_weights) {
       p->weights = memory(p->fwd_pd.weights_desc(), engine);
       p->weights_reorder = dnnl::reorder(p->kernel, p->weights);
+      p->weights_reorder_args = {{DNNL_ARG_FROM, p->kernel}, {DNNL_ARG_TO, p->weights}};
     } else {
       p->weights = p->kernel;
     }
@@ -187,6 +188,8 @@ void Conv2D::prepare_backward(Primitives& p, bool need_data) {
       if (p.reorder_diff_weights) {
         p.diff_weights = memory(pd.diff_weights_desc(), engine);
         p.diff_weights_reorder = dnnl::reorder(p.diff_weights, p.diff_kernel);
+        p.diff_weights_reorder_args = {{DNNL_ARG_FROM, p.diff_weights},
+                                       {DNNL_ARG_TO, p.diff_kernel}};
       } else {
         p.diff_weights = p.diff_kernel;
       }
@@ -221,6 +224,7 @@ void Conv2D::prepare_backward(Primitives& p, bool need_data) {
         p.reorder_data_weights = true;
         p.data_weights = memory(pd.weights_desc(), engine);
         p.data_weights_reorder = dnnl::reorder(p.kernel, p.data_weights);
+        p.data_weights_reorder_args = {{DNNL_ARG_FROM, p.kernel}, {DNNL_ARG_TO, p.data_weights}};
       }
       p.bwdd_scratch = cpu::dnnl_user_memory(pd.scratchpad_desc(), nullptr);
       p.bwdd_args = {{DNNL_ARG_DIFF_DST, p.diff_dst},
@@ -259,7 +263,7 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
     p.kernel.set_data_handle(kernel_.value.data());
     if (options_.use_bias) p.bias.set_data_handle(bias_.value.data());
     p.fwd_scratch.set_data_handle(scratch_.data());
-    if (p.reorder_weights) p.weights_reorder.execute(p.stream, p.kernel, p.weights);
+    if (p.reorder_weights) p.weights_reorder.execute(p.stream, p.weights_reorder_args);
     p.fwd.execute(p.stream, p.fwd_args);
     p.stream.wait();
   } catch (const dnnl::error& e) {
@@ -308,14 +312,14 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
     p.bwdw_scratch.set_data_handle(scratch_.data());
     p.bwd_weights.execute(p.stream, p.bwdw_args);
     if (p.reorder_diff_weights)
-      p.diff_weights_reorder.execute(p.stream, p.diff_weights, p.diff_kernel);
+      p.diff_weights_reorder.execute(p.stream, p.diff_weights_reorder_args);
     if (need_input_grad) {
       grad_input_.resize(input_.shape());
       p.diff_src.set_data_handle(grad_input_.data());
       p.kernel.set_data_handle(kernel_.value.data());
       p.bwdd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_data_weights)
-        p.data_weights_reorder.execute(p.stream, p.kernel, p.data_weights);
+        p.data_weights_reorder.execute(p.stream, p.data_weights_reorder_args);
       p.bwd_data.execute(p.stream, p.bwdd_args);
     }
     p.stream.wait();

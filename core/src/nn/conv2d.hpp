@@ -9,7 +9,7 @@
 // 32->64 on 13x13: forward 3.3-5.7 ms, backward 5.3 ms); everything `any` runs blocked nChw16c
 // kernels behind activation reorders (1.7 + 2.9 ms); NHWC activations with `any` weights run
 // brgconv forward (1.2 + 2.9 ms), the fastest overall. (convolution_auto picks Winograd for some
-// shapes: faster on conv2's forward, 7x slower on conv1's, and not bit-compatible: not used.)
+// shapes: faster on conv2's forward, 7x slower on conv1's, and less exact: not used.)
 //
 // Primitives are created per (batch size, thread count) on first use and cached; the scratchpad
 // and reordered weights are owned by the layer, so a steady-state step allocates nothing.

@@ -116,8 +116,9 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
   if (std::max(o.strides[0], o.strides[1]) > 1 &&
       std::max(o.dilation_rate[0], o.dilation_rate[1]) > 1)
-    throw ConfigError(c.path_of("dilation_rate"),
-                      "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+    throw ConfigError(
+        c.path_of("dilation_rate"),
+        "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
   if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
     throw ConfigError(c.path_of("groups"),
                       "only groups=1 is supported by Tandem, got " + std::to_string(groups));
