@@ -281,11 +281,16 @@ std::string Model::summary() const {
   std::ostringstream out;
   const std::string rule(65, '_'), double_rule(65, '=');
   out << "Model: \"" << name_ << "\"\n" << rule << "\n";
-  out << pad(" Layer (type)", 29) << pad("Output Shape", 26) << "Param #\n" << double_rule << "\n";
+  // Keras' 29-character name column, widened when a "name (Class)" would run into the next one.
+  std::size_t name_width = 29;
+  for (const auto& layer : layers_)
+    name_width = std::max(name_width, layer->name().size() + layer->class_name().size() + 5);
+  out << pad(" Layer (type)", name_width) << pad("Output Shape", 26) << "Param #\n"
+      << double_rule << "\n";
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     std::int64_t params = 0;
     for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
-    out << pad(" " + layers_[i]->name() + " (" + layers_[i]->class_name() + ")", 29)
+    out << pad(" " + layers_[i]->name() + " (" + layers_[i]->class_name() + ")", name_width)
         << pad(shape_to_string(output_shapes_[i + 1], true), 26) << with_commas(params) << "\n";
     out << "\n";
   }

@@ -412,17 +412,20 @@ TEST(Conv2D, FashionCnnHasKerasParameterCountAndRuns) {
           layer("Dense", {{"units", 10}})}}}}};
   auto m = Model::from_config(model, "model", 0);
   EXPECT_EQ(m->count_params(), 225034);
+  // The name column widens from Keras' 29 to fit "max_pooling2d_1 (MaxPooling2D)".
   const std::string s = m->summary();
-  EXPECT_NE(s.find(" conv2d (Conv2D)             (None, 26, 26, 32)        320\n"),
+  EXPECT_NE(s.find(" conv2d (Conv2D)                (None, 26, 26, 32)        320\n"),
             std::string::npos)
       << s;
-  EXPECT_NE(s.find(" max_pooling2d (MaxPooling2D)(None, 13, 13, 32)        0\n"), std::string::npos)
+  EXPECT_NE(s.find(" max_pooling2d (MaxPooling2D)   (None, 13, 13, 32)        0\n"),
+            std::string::npos)
       << s;
-  EXPECT_NE(s.find(" conv2d_1 (Conv2D)           (None, 11, 11, 64)        18,496\n"),
+  EXPECT_NE(s.find(" conv2d_1 (Conv2D)              (None, 11, 11, 64)        18,496\n"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("(None, 5, 5, 64)"), std::string::npos) << s;
-  EXPECT_NE(s.find(" flatten (Flatten)           (None, 1600)              0\n"), std::string::npos)
+  EXPECT_NE(s.find(" flatten (Flatten)              (None, 1600)              0\n"),
+            std::string::npos)
       << s;
   EXPECT_NE(s.find("Total params: 225,034"), std::string::npos) << s;
 
