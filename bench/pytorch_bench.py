@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch side of bench/run: the fashion-mlp and seed-mlp training steps, timed like tandem_bench.
+"""PyTorch side of bench/run: the fashion-mlp, seed-mlp and fashion-cnn training steps, timed like
+tandem_bench.
 
 Run with Debian's /usr/bin/python3 (python3-torch, CPU). Same models (layer sizes, activations,
 Keras-like initialisation does not matter for speed), same losses, torch.optim.Adam with the same
@@ -7,7 +8,10 @@ learning rates, same batch sizes, random in-memory batches, no data loading: a s
 zero_grad + forward + loss + backward + optimizer.step(). Warm-up steps first, then timed runs;
 the median is reported. Prints one JSON object on stdout (progress on stderr).
 
-  /usr/bin/python3 bench/pytorch_bench.py [--threads 2] [--only fashion-mlp,seed-mlp]
+fashion-cnn runs in PyTorch's native NCHW layout (Tandem's config is channels-last); the input
+batch is (128, 1, 28, 28), so no layout conversion is timed.
+
+  /usr/bin/python3 bench/pytorch_bench.py [--threads 2] [--only fashion-mlp,seed-mlp,fashion-cnn]
                                           [--seed-steps 10] [--seed-batch 256] [--quick]
 """
 import argparse
@@ -55,6 +59,15 @@ def seed_mlp():
         nn.Linear(2000, 500), nn.ReLU(),
         nn.Linear(500, 300), nn.ReLU(),
         nn.Linear(300, 1), nn.Sigmoid(),
+    )
+
+
+def fashion_cnn():
+    """resources/configs/fashion-cnn.json in NCHW: 1x28x28 -> conv 32 -> pool -> conv 64 -> pool -> 1600."""
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(), nn.Linear(128, 10),
     )
 
 
@@ -113,10 +126,24 @@ def run_seed(args):
     return r
 
 
+def run_cnn(args):
+    torch.manual_seed(0)
+    batch = 128
+    model = fashion_cnn()
+    loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(8)]
+    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
+         "mkldnn_enabled": torch.backends.mkldnn.enabled,
+         "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
+    r["step"] = bench_steps(model, loss_fn, opt, batches, 10, 3 if args.quick else 9, 10, batch)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (0: leave torch's default)")
-    ap.add_argument("--only", default="fashion-mlp,seed-mlp")
+    ap.add_argument("--only", default="fashion-mlp,seed-mlp,fashion-cnn")
     ap.add_argument("--seed-steps", type=int, default=10)
     ap.add_argument("--seed-batch", type=int, default=256)
     ap.add_argument("--quick", action="store_true")
@@ -146,6 +173,9 @@ def main():
     if "seed-mlp" in only:
         progress("seed-mlp")
         out["workloads"]["seed-mlp"] = run_seed(args)
+    if "fashion-cnn" in only:
+        progress("fashion-cnn")
+        out["workloads"]["fashion-cnn"] = run_cnn(args)
     json.dump(out, sys.stdout, indent=2)
     print()
 

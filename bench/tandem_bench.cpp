@@ -15,8 +15,10 @@
 //     floats unless the engine flushes them).
 //   * "elementwise": the engine's tanh/relu at the seed-mlp sizes vs oneDNN's eltwise primitive.
 //   * "layers": per-layer forward/backward times, to split steps into GEMM and element-wise work.
-// Usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam,elementwise] [--no-fit] [--no-step]
-// [--no-long]
+//   * fashion-cnn (resources/configs/fashion-cnn.json, batch 128): "step", "fit" and "layers" as
+//     above, plus the convolution/GEMM FLOPs a step executes (to read steps as GFLOP/s).
+// Usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,gemm,adam,elementwise]
+//                     [--no-fit] [--no-step] [--no-long]
 //                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
 // Progress goes to stderr, the JSON object to stdout.
 #include <immintrin.h>
@@ -78,7 +80,8 @@ void progress(const std::string& line) {
 }
 
 struct Options {
-  std::set<std::string> only{"fashion-mlp", "seed-mlp", "gemm", "adam", "elementwise"};
+  std::set<std::string> only{"fashion-mlp", "seed-mlp", "fashion-cnn", "gemm", "adam",
+                             "elementwise"};
   bool fit = true;
   bool step = true;
   bool long_run = true;
@@ -119,7 +122,8 @@ Options parse(int argc, char** argv) {
       o.quick = true;
     } else {
       std::fprintf(stderr,
-                   "usage: tandem_bench [--only fashion-mlp,seed-mlp,gemm,adam,elementwise] "
+                   "usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,gemm,adam,"
+                   "elementwise] "
                    "[--no-fit] [--no-step] [--no-long] "
                    "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
@@ -544,6 +548,57 @@ json run_seed(const Options& o) {
   return r;
 }
 
+// Multiply-add FLOPs per sample of one training step of a Conv2D/Dense stack: forward, weight
+// gradient, and input gradient for every trainable layer after the first (Model::backward asks
+// the first for none). Pooling, activations, loss and optimizer are not counted.
+json executed_flops(tandem::Model& m) {
+  const std::size_t first = first_trainable_layer(m);
+  double fwd = 0, bwd = 0;
+  json per_layer = json::array();
+  for (std::size_t i = 0; i < m.layer_count(); ++i) {
+    tandem::Layer& l = m.layer(i);
+    const std::string cls = l.class_name();
+    if (cls != "Conv2D" && cls != "Dense") continue;
+    const Tensor& k = l.parameters().at(0)->value;  // Conv2D (kh, kw, in, out); Dense (in, out)
+    double macs = static_cast<double>(k.size());
+    const Shape& out = m.layer_output_shape(i);
+    for (std::size_t d = 0; d + 1 < out.size(); ++d) macs *= static_cast<double>(out[d]);
+    const double f = 2.0 * macs;
+    fwd += f;
+    bwd += (i > first ? 2.0 : 1.0) * f;
+    per_layer.push_back({{"layer", l.name()}, {"forward_flops", f}, {"input_grad", i > first}});
+  }
+  return {{"forward_flops_per_sample", fwd},
+          {"training_flops_per_sample", fwd + bwd},
+          {"layers", per_layer}};
+}
+
+// fashion-cnn (Reshape, Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu, MaxPool 2, Flatten,
+// Dense 128 relu, Dense 10) at batch 128, as the fashion-mlp: steps, per layer, Trainer::fit.
+json run_cnn(const Options& o) {
+  progress("fashion-cnn: building");
+  Workload w = make_workload(o, "fashion-cnn", 128);
+  json r = model_info(w);
+  r["flops"] = executed_flops(*w.model);
+  const Data data = random_data(*w.model, *w.loss, w.batch * 8, 31);
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  if (o.step) {
+    progress("fashion-cnn: timing steps");
+    r["step"] = bench_steps({{&w, false}}, xs, ys, 10, o.quick ? 3 : 9, 10)[0];
+    progress("fashion-cnn: timing layer by layer");
+    Workload w2 = make_workload(o, "fashion-cnn", 128);
+    r["layers"] = bench_layers(w2, xs, ys, o.quick ? 5 : 20);
+  }
+  if (o.fit) {
+    progress("fashion-cnn: timing Trainer::fit");
+    Workload w3 = make_workload(o, "fashion-cnn", 128);
+    r["fit"] = bench_fit(w3, random_data(*w3.model, *w3.loss, w3.batch * 32, 32), w3.batch * 4,
+                         o.quick ? 1 : 3);
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // sgemm.
 
@@ -787,6 +842,7 @@ int main(int argc, char** argv) {
     json wl = json::object();
     if (o.only.count("fashion-mlp")) wl["fashion-mlp"] = run_fashion(o);
     if (o.only.count("seed-mlp")) wl["seed-mlp"] = run_seed(o);
+    if (o.only.count("fashion-cnn")) wl["fashion-cnn"] = run_cnn(o);
     out["workloads"] = wl;
     if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
     if (o.only.count("adam")) out["adam"] = run_adam(o);

@@ -1,6 +1,6 @@
-// Oracle: 20 Adam steps of a Fashion-MNIST workload (fashion-mlp; fashion-cnn) in Tandem and in
-// PyTorch, from the same initial weights on the same batches, must end with the same weights and
-// losses.
+// Oracle: 20 steps of a Fashion-MNIST workload (fashion-mlp with Adam; fashion-cnn with SGD) in
+// Tandem and in PyTorch, from the same initial weights on the same batches, must end with the same
+// weights and losses.
 //
 // Tandem builds the model from resources/configs/<workload>.json, saves its initial weights as a
 // checkpoint (Keras HDF5 layout), and writes the exact inputs and labels of 20 batches of 128 (a
@@ -8,7 +8,7 @@
 // loads both with h5py/numpy, trains with the Keras Adam rule written out in float32 torch, and
 // writes its final weights (Keras layout) and per-step losses. Bar: for every weight tensor
 // max|tandem - torch| / max|torch| <= 1e-4, and every step's loss within 1e-4 relative. Negative
-// control: Tandem trained with learning rate 1.1e-3 instead of 1e-3 must miss that bar.
+// control: Tandem trained with a 10% larger learning rate must miss that bar.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,10 +147,16 @@ void print_weights(const char* title, const std::vector<TensorDiff>& diffs) {
                 shape_to_string(d.shape).c_str(), d.max_abs_diff, d.max_abs_ref, d.rel());
 }
 
-class FashionOracle : public ::testing::TestWithParam<std::string> {};
+struct OracleCase {
+  std::string workload;   // resources/configs/<workload>.json
+  std::string optimizer;  // "adam" (the config's) or "sgd" (plain SGD, lr 0.01)
+};
 
-TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
-  const std::string workload = GetParam();
+class FashionOracle : public ::testing::TestWithParam<OracleCase> {};
+
+TEST_P(FashionOracle, TwentyStepsMatchPyTorch) {
+  const std::string workload = GetParam().workload;
+  const bool sgd = GetParam().optimizer == "sgd";
   const fs::path script = test::source_dir() / "tests/oracle/keras_sequential_torch.py";
   const std::string python = test::system_python();
 
@@ -170,9 +176,12 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
   auto model = Model::from_config(rc.model, "model", rc.seed);
   auto control = model->clone();  // same initial weights, for the negative control
   auto loss = make_loss(rc.loss, "loss");
+  // lr 0.01: at 0.1 the CNN's first 20 steps are chaotic (loss differences of 1e-7 at step 7 grow
+  // ~10x every 2-3 steps as the loss oscillates), which would test the dynamics, not the maths.
+  if (sgd) rc.optimizer = json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.01}}}};
   auto optimizer = make_optimizer(rc.optimizer, "optimizer");
   const json opt_cfg = optimizer->config();
-  ASSERT_EQ(optimizer->class_name(), "Adam");
+  ASSERT_EQ(optimizer->class_name(), sgd ? "SGD" : "Adam");
   ASSERT_FALSE(opt_cfg.value("amsgrad", false));
   ASSERT_EQ(rc.batch_size, kBatch);
 
@@ -195,7 +204,7 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
   ASSERT_LE(*std::max_element(xs.begin(), xs.end()), 1.0f);
   ASSERT_EQ(*std::max_element(ys.begin(), ys.end()), 9.0f);
 
-  const fs::path dir = test::scratch_dir(workload + "-oracle");
+  const fs::path dir = test::scratch_dir(workload + "-" + GetParam().optimizer + "-oracle");
   write_floats(dir / "x.f32", xs);
   write_floats(dir / "y.f32", ys);
   CheckpointData init;
@@ -208,8 +217,10 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
       python + " " + quoted(script) + " --init " + quoted(dir / "init.h5") + " --x " +
       quoted(dir / "x.f32") + " --y " + quoted(dir / "y.f32") + " --sample-shape 28,28" +
       " --batch " + std::to_string(kBatch) + " --steps " + std::to_string(kSteps) + " --lr " +
-      opt_cfg.at("learning_rate").dump() + " --beta1 " + opt_cfg.at("beta_1").dump() + " --beta2 " +
-      opt_cfg.at("beta_2").dump() + " --epsilon " + opt_cfg.at("epsilon").dump() +
+      opt_cfg.at("learning_rate").dump() +
+      (sgd ? std::string(" --optimizer sgd")
+           : " --beta1 " + opt_cfg.at("beta_1").dump() + " --beta2 " + opt_cfg.at("beta_2").dump() +
+                 " --epsilon " + opt_cfg.at("epsilon").dump()) +
       " --threads 1 --out " + quoted(torch_out);
   auto torch_run = test::run_command(cmd);
   ASSERT_EQ(torch_run.exit_code, 0) << cmd << "\n" << torch_run.out << torch_run.err;
@@ -223,7 +234,9 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
   const auto diffs = compare_weights(*model, manifest, torch_out);
   int loss_step = 0;
   const double loss_diff = worst_loss_diff(losses, torch_losses, &loss_step);
-  print_weights((workload + ", 20 Adam steps, Tandem (a) vs PyTorch (b):").c_str(), diffs);
+  print_weights(
+      (workload + ", 20 " + GetParam().optimizer + " steps, Tandem (a) vs PyTorch (b):").c_str(),
+      diffs);
   std::printf(
       "  worst weight max|a-b|/max|b| = %.3g; worst loss |a-b|/|b| = %.3g at step %d "
       "(Tandem %.8f, torch %.8f); first loss %.6f, last loss %.6f\n",
@@ -235,24 +248,30 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
   for (int i = 0; i < kSteps; ++i)
     EXPECT_LE(std::fabs(losses[i] - torch_losses[i]) / std::fabs(torch_losses[i]), kBar)
         << "loss of step " << i + 1 << ": Tandem " << losses[i] << ", torch " << torch_losses[i];
-  // Training did something: the loss fell (a frozen model would match trivially).
-  EXPECT_LT(losses.back(), 0.8 * losses.front());
+  if (::testing::Test::HasFailure())
+    for (int i = 0; i < kSteps; ++i)
+      std::printf("  step %2d loss: Tandem %.8f torch %.8f (rel %.3g)\n", i + 1, losses[i],
+                  torch_losses[i], std::fabs(losses[i] - torch_losses[i]) / torch_losses[i]);
+  // Training did something: the loss fell. (The negative control below also fails unless the
+  // updates moved the weights: a frozen model would match trivially.)
+  EXPECT_LT(losses.back(), losses.front());
 
   // ---- negative control: a 10% larger learning rate must be caught by the same comparison ----
   json control_spec = rc.optimizer;
-  control_spec["config"]["learning_rate"] = 1.1e-3;
+  control_spec["config"]["learning_rate"] = 1.1 * opt_cfg.at("learning_rate").get<double>();
   auto control_optimizer = make_optimizer(control_spec, "optimizer");
   const auto control_losses = train(*control, *control_optimizer, *loss, batches);
   const auto control_diffs = compare_weights(*control, manifest, torch_out);
   int control_step = 0;
   const double control_loss_diff = worst_loss_diff(control_losses, torch_losses, &control_step);
-  print_weights("negative control, Tandem with lr 1.1e-3 (a) vs PyTorch with lr 1e-3 (b):",
-                control_diffs);
+  print_weights("negative control, Tandem with a 10% larger lr (a) vs PyTorch (b):", control_diffs);
   std::printf("  worst weight max|a-b|/max|b| = %.3g; worst loss |a-b|/|b| = %.3g at step %d\n",
               worst(control_diffs), control_loss_diff, control_step + 1);
   for (const auto& d : control_diffs)
-    EXPECT_GT(d.rel(), kBar) << d.name << ": the comparison does not tell lr 1.1e-3 from 1e-3";
-  EXPECT_GT(control_loss_diff, kBar) << "the loss comparison does not tell lr 1.1e-3 from 1e-3";
+    EXPECT_GT(d.rel(), kBar) << d.name
+                             << ": the comparison does not tell a 10% larger learning rate";
+  EXPECT_GT(control_loss_diff, kBar)
+      << "the loss comparison does not tell a 10% larger learning rate";
   std::fflush(stdout);
   // Keep the inputs and torch's outputs for investigation when something failed.
   if (!::testing::Test::HasFailure())
@@ -261,11 +280,16 @@ TEST_P(FashionOracle, TwentyAdamStepsMatchPyTorch) {
     std::printf("inputs and torch outputs kept in %s\n", dir.c_str());
 }
 
-// fashion-cnn is not listed yet: its 20 Adam steps match PyTorch's losses to 7.8e-7 but one
-// kernel (conv2d_1) only to 3.7e-4 relative, and the cause is not yet shown (issue 3).
-INSTANTIATE_TEST_SUITE_P(Workloads, FashionOracle, ::testing::Values(std::string("fashion-mlp")),
+INSTANTIATE_TEST_SUITE_P(Workloads, FashionOracle,
+                         // fashion-cnn with Adam: losses agree to 7.8e-7 over 20 steps, but one
+                         // kernel (conv2d_1) only to 3.7e-4 relative — Adam's m/sqrt(v) turns
+                         // float noise on near-zero gradients into lr-sized steps; with SGD the
+                         // same network agrees to 3.7e-7. Not listed until that is shown
+                         // element by element (issue 3).
+                         ::testing::Values(OracleCase{"fashion-mlp", "adam"},
+                                           OracleCase{"fashion-cnn", "sgd"}),
                          [](const auto& info) {
-                           std::string n = info.param;
+                           std::string n = info.param.workload + "_" + info.param.optimizer;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

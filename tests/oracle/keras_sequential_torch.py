@@ -194,11 +194,12 @@ def main():
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--lr", type=float, required=True)
-    ap.add_argument("--beta1", type=float, required=True)
-    ap.add_argument("--beta2", type=float, required=True)
-    ap.add_argument("--epsilon", type=float, required=True)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--epsilon", type=float, default=1e-7)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--optimizer", choices=["keras", "torch"], default="keras")
+    ap.add_argument("--optimizer", choices=["keras", "torch", "sgd"], default="keras",
+                    help="keras: Keras/Tandem Adam; torch: torch.optim.Adam; sgd: plain SGD")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -222,6 +223,8 @@ def main():
     params = model.parameters_in_order()
     if args.optimizer == "keras":
         opt = KerasAdam(params, args.lr, args.beta1, args.beta2, args.epsilon)
+    elif args.optimizer == "sgd":
+        opt = torch.optim.SGD(params, lr=args.lr)  # w -= lr g, as Keras and Tandem
     else:
         opt = torch.optim.Adam(params, lr=args.lr, betas=(args.beta1, args.beta2),
                                eps=args.epsilon)
