@@ -136,7 +136,7 @@ def run_cnn(args):
     r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
          "mkldnn_enabled": torch.backends.mkldnn.enabled,
          "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
-    r["step"] = bench_steps(model, loss_fn, opt, batches, 10, 3 if args.quick else 9, 10, batch)
+    r["step"] = bench_steps(model, loss_fn, opt, batches, 10, 5 if args.quick else 20, 8, batch)
     return r
 
 
@@ -162,7 +162,8 @@ def main():
                         else "torch's default",
         "openblas": openblas_info(),
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
-                                            "OPENBLAS_NUM_THREADS") if k in os.environ},
+                                            "OPENBLAS_NUM_THREADS", "MALLOC_MMAP_THRESHOLD_",
+                                            "MALLOC_TRIM_THRESHOLD_") if k in os.environ},
         "workloads": {},
     }
     only = set(args.only.split(","))
