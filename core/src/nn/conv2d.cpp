@@ -69,13 +69,7 @@ void Conv2D::fail(const char* what, const std::exception& e) const {
 
 Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   const std::string who = "layer '" + name() + "' (Conv2D)";
-  if (input_shape.size() != 3)
-    throw ShapeError(who + " expects inputs (None, rows, cols, channels), got " +
-                     shape_to_string(input_shape, true));
-  for (std::int64_t d : input_shape)
-    if (d <= 0)
-      throw ShapeError(who + " needs positive input sizes, got " +
-                       shape_to_string(input_shape, true));
+  check_image_shape(input_shape, who);
   const Pair& k = options_.kernel_size;
   const Pair& s = options_.strides;
   const Pair& d = options_.dilation_rate;

@@ -1,21 +1,14 @@
 #include "nn/global_average_pooling.hpp"
 
+#include "nn/spatial.hpp"
+
 #include "backend/cpu/parallel.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
 
 Shape GlobalAveragePooling2D::build(const Shape& input_shape, Rng& /*init*/) {
-  if (input_shape.size() != 3)
-    throw ShapeError(
-        "layer '" + name() +
-        "' (GlobalAveragePooling2D) expects inputs (None, rows, cols, channels), got " +
-        shape_to_string(input_shape, true));
-  for (std::int64_t d : input_shape)
-    if (d <= 0)
-      throw ShapeError("layer '" + name() +
-                       "' (GlobalAveragePooling2D) needs positive input sizes, got " +
-                       shape_to_string(input_shape, true));
+  check_image_shape(input_shape, "layer '" + name() + "' (GlobalAveragePooling2D)");
   input_shape_ = input_shape;
   if (keepdims_) return {1, 1, input_shape[2]};
   return {input_shape[2]};

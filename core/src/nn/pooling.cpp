@@ -46,13 +46,7 @@ void Pooling2D::fail(const char* what, const std::exception& e) const {
 
 Shape Pooling2D::build(const Shape& input_shape, Rng& /*init*/) {
   const std::string who = "layer '" + name() + "' (" + class_name() + ")";
-  if (input_shape.size() != 3)
-    throw ShapeError(who + " expects inputs (None, rows, cols, channels), got " +
-                     shape_to_string(input_shape, true));
-  for (std::int64_t d : input_shape)
-    if (d <= 0)
-      throw ShapeError(who + " needs positive input sizes, got " +
-                       shape_to_string(input_shape, true));
+  check_image_shape(input_shape, who);
   const Pair& k = options_.pool_size;
   const Pair& s = options_.strides;
   if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0)

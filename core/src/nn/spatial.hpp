@@ -9,9 +9,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/error.hpp"
+#include "tandem/tensor.hpp"
+
 namespace tandem::nn {
 
 enum class Padding { valid, same };
+
+/// Checks a per-sample image shape (rows, cols, channels) with positive sizes; `who` names the
+/// layer in the ShapeError ("layer 'conv2d' (Conv2D)").
+inline void check_image_shape(const Shape& input_shape, const std::string& who) {
+  if (input_shape.size() != 3)
+    throw ShapeError(who + " expects inputs (None, rows, cols, channels), got " +
+                     shape_to_string(input_shape, true));
+  for (std::int64_t d : input_shape)
+    if (d <= 0)
+      throw ShapeError(who + " needs positive input sizes, got " +
+                       shape_to_string(input_shape, true));
+}
 
 inline std::string padding_name(Padding p) {
   return p == Padding::valid ? "valid" : "same";
