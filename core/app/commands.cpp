@@ -234,6 +234,43 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
     };
   });
 
+  auto* check = app.add_subcommand("check", "Check a run config without training");
+  check->footer(
+      "Builds everything `tandem train` checks before it starts (model, device plan, datasets, "
+      "plugins and their options) and prints a summary, or the first error with its JSON path. "
+      "--json prints one JSON object: {\"ok\": true, \"summary\": ...} or {\"ok\": false, "
+      "\"error\": ..., \"path\": ...}.\nExit codes: 0 valid, 2 invalid.");
+  add_config_options(check, config_, overrides_);
+  check->add_flag("--json", json_, "Print one JSON object (for tandem-gui and scripts)");
+  check->callback([this] {
+    selected_ = [this] {
+      if (!json_) {
+        const nlohmann::json summary =
+            check_run_config(resolve_config({config_, "", true}, overrides_, true));
+        std::cout << "ok: " << summary["name"].get<std::string>() << ", "
+                  << summary["parameters"] << " parameters, devices "
+                  << summary["devices"]["plan"].get<std::string>() << ", batch "
+                  << summary["batch_size"] << ", " << summary["train_samples"]
+                  << " training samples, " << summary["plugins"].size() << " plugins\n";
+        return static_cast<int>(ExitCode::ok);
+      }
+      nlohmann::json out;
+      int code = static_cast<int>(ExitCode::ok);
+      try {
+        out = {{"ok", true},
+               {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true))}};
+      } catch (const ConfigError& e) {
+        out = {{"ok", false}, {"error", e.what()}, {"path", e.path()}};
+        code = static_cast<int>(e.code());
+      } catch (const Error& e) {
+        out = {{"ok", false}, {"error", e.what()}, {"path", nullptr}};
+        code = static_cast<int>(e.code());
+      }
+      std::cout << out.dump() << std::endl;
+      return code;
+    };
+  });
+
   add_devices_command(app, selected_, interrupt_);
   add_inspect_command(app, selected_);
   add_plugins_command(app, selected_);

@@ -31,6 +31,7 @@ class Commands {
   std::string split_ = "validation";
   std::string output_ = "-";
   bool quiet_ = false;
+  bool json_ = false;
 };
 
 }  // namespace tandem::app

@@ -41,6 +41,11 @@ struct TrainResult {
   std::string stop_reason;
 };
 
+/// Everything run_training checks before it creates the run folder (model, device plan, datasets,
+/// plugins and their options), without training. Throws the error a run would; returns a summary:
+/// name, parameters, devices, batch_size, train_samples, validation_samples, plugins.
+nlohmann::json check_run_config(const RunConfig& config);
+
 /// Trains as the config says. On failure emits run_failed and rethrows.
 TrainResult run_training(const TrainRequest& request);
 

@@ -103,7 +103,38 @@ json device_plan_json(const DevicePlan& plan) {
   return j;
 }
 
+// Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
+// Returns the plugin records for run_started.
+json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus) {
+  json plugins = json::array();
+  for (const auto& cc : rc.callbacks) {
+    LoadedPlugin loaded = host.load(cc.plugin);
+    bus.add(loaded.create(cc.options, {cc.target, cc.path}), cc.target);
+    plugins.push_back({{"plugin", loaded.record.info.name},
+                       {"version", loaded.record.info.version},
+                       {"path", loaded.record.path.string()},
+                       {"target", target_name(cc.target)}});
+  }
+  return plugins;
+}
+
 }  // namespace
+
+json check_run_config(const RunConfig& rc) {
+  Built b = build_model(rc);
+  const DevicePlan plan = plan_for(rc);
+  Datasets data = open_datasets(rc, true);
+  PluginHost host(rc.plugin_paths);
+  CallbackBus bus;
+  json plugins = add_configured_callbacks(rc, host, bus);
+  return {{"name", rc.name},
+          {"parameters", b.model->count_params()},
+          {"devices", plan.to_json()},
+          {"batch_size", rc.global_batch_size(plan.size())},
+          {"train_samples", data.train->size()},
+          {"validation_samples", data.validation ? data.validation->size() : 0},
+          {"plugins", plugins}};
+}
 
 std::optional<json> run_config_of_checkpoint(const std::filesystem::path& path) {
   CheckpointData data = read_checkpoint_file(path);
@@ -135,15 +166,7 @@ TrainResult run_training(const TrainRequest& request) {
   // Plugins are loaded and their options checked before the run folder exists.
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = json::array();
-  for (const auto& cc : rc.callbacks) {
-    LoadedPlugin loaded = host.load(cc.plugin);
-    bus.add(loaded.create(cc.options, {cc.target, cc.path}), cc.target);
-    plugins.push_back({{"plugin", loaded.record.info.name},
-                       {"version", loaded.record.info.version},
-                       {"path", loaded.record.path.string()},
-                       {"target", target_name(cc.target)}});
-  }
+  json plugins = add_configured_callbacks(rc, host, bus);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).
@@ -169,9 +192,11 @@ TrainResult run_training(const TrainRequest& request) {
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
-  result.run_dir = request.run_dir  ? *request.run_dir
-                   : request.resume ? request.resume->parent_path()
-                                    : default_run_dir(rc.name);
+  // Absolute, so that paths in the event stream stay valid for readers in other folders.
+  result.run_dir = std::filesystem::absolute(request.run_dir  ? *request.run_dir
+                                             : request.resume ? request.resume->parent_path()
+                                                              : default_run_dir(rc.name))
+                       .lexically_normal();
   std::error_code ec;
   std::filesystem::create_directories(result.run_dir, ec);
   if (ec)
