@@ -247,18 +247,18 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (!json_) {
         const nlohmann::json summary =
             check_run_config(resolve_config({config_, "", true}, overrides_, true));
-        std::cout << "ok: " << summary["name"].get<std::string>() << ", "
-                  << summary["parameters"] << " parameters, devices "
-                  << summary["devices"]["plan"].get<std::string>() << ", batch "
-                  << summary["batch_size"] << ", " << summary["train_samples"]
+        std::cout << "ok: " << summary["name"].get<std::string>() << ", " << summary["parameters"]
+                  << " parameters, devices " << summary["devices"]["plan"].get<std::string>()
+                  << ", batch " << summary["batch_size"] << ", " << summary["train_samples"]
                   << " training samples, " << summary["plugins"].size() << " plugins\n";
         return static_cast<int>(ExitCode::ok);
       }
       nlohmann::json out;
       int code = static_cast<int>(ExitCode::ok);
       try {
-        out = {{"ok", true},
-               {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true))}};
+        out = {
+            {"ok", true},
+            {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true))}};
       } catch (const ConfigError& e) {
         out = {{"ok", false}, {"error", e.what()}, {"path", e.path()}};
         code = static_cast<int>(e.code());

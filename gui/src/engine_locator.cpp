@@ -18,7 +18,8 @@ bool executable(const QString& path) {
 
 QString engine_path() {
   const QString from_env = qEnvironmentVariable("TANDEM_ENGINE");
-  if (!from_env.isEmpty()) return executable(from_env) ? QFileInfo(from_env).absoluteFilePath() : "";
+  if (!from_env.isEmpty())
+    return executable(from_env) ? QFileInfo(from_env).absoluteFilePath() : "";
   const QDir app_dir(QCoreApplication::applicationDirPath());
   for (const QString& candidate : {app_dir.filePath("tandem"), app_dir.filePath("../core/tandem")})
     if (executable(candidate)) return QFileInfo(candidate).canonicalFilePath();

@@ -1,0 +1,132 @@
+#include "checkpoint_table.hpp"
+
+#include <QBrush>
+#include <QDateTime>
+#include <QFileInfo>
+#include <QFont>
+#include <QHash>
+
+namespace tandem::gui {
+
+QString human_bytes(qint64 bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? QString("%1 B").arg(bytes) : QString("%1 %2").arg(v, 0, 'f', 1).arg(units[u]);
+}
+
+CheckpointTable::CheckpointTable(QObject* parent) : QAbstractTableModel(parent) {}
+
+void CheckpointTable::set_run(RunHistory* run) {
+  if (run_) disconnect(run_, nullptr, this, nullptr);
+  run_ = run;
+  if (run_) connect(run_, &RunHistory::checkpoint_added, this, [this] { refresh(); });
+  refresh();
+}
+
+void CheckpointTable::refresh() {
+  QList<CheckpointRecord> rows;
+  if (run_) {
+    // The newest record of a path wins (a file may be rewritten, e.g. save_last).
+    QHash<QString, qsizetype> index_of;
+    for (const CheckpointRecord& r : run_->checkpoints()) {
+      if (!QFileInfo::exists(r.path)) continue;
+      auto it = index_of.find(r.path);
+      if (it != index_of.end()) {
+        rows[*it] = r;
+      } else {
+        index_of.insert(r.path, rows.size());
+        rows.push_back(r);
+      }
+    }
+  }
+  int best = -1;
+  for (qsizetype i = 0; i < rows.size(); ++i)
+    if (rows[i].best) best = static_cast<int>(i);
+  beginResetModel();
+  rows_ = rows;
+  best_row_ = best;
+  endResetModel();
+}
+
+int CheckpointTable::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int CheckpointTable::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : column_count;
+}
+
+QVariant CheckpointTable::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rows_.size()) return {};
+  const CheckpointRecord& r = rows_[index.row()];
+  const bool is_best = index.row() == best_row_;
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case time: {
+        const QDateTime t = QDateTime::fromString(r.time, Qt::ISODateWithMs);
+        return t.isValid() ? t.toLocalTime().toString("yyyy-MM-dd HH:mm:ss") : r.time;
+      }
+      case epoch:
+        return r.epoch;
+      case step:
+        return r.step;
+      case monitored:
+        if (r.monitor.isEmpty() || !r.value) return r.reason.isEmpty() ? "—" : r.reason;
+        return QString("%1 = %2").arg(r.monitor).arg(*r.value, 0, 'g', 6);
+      case best:
+        return is_best ? QString::fromUtf8("★ best") : QString();
+      case target:
+        return r.target;
+      case size:
+        return human_bytes(r.bytes);
+      case path:
+        return r.path;
+      default:
+        return {};
+    }
+  }
+  if (role == Qt::ToolTipRole) {
+    return QString("%1\nsaved %2 (%3)%4")
+        .arg(r.path, r.time, r.reason, r.resumable ? ", resumable" : ", weights only");
+  }
+  if (role == Qt::FontRole && is_best) {
+    QFont f;
+    f.setBold(true);
+    return f;
+  }
+  if (role == Qt::TextAlignmentRole &&
+      (index.column() == epoch || index.column() == step || index.column() == size))
+    return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+  return {};
+}
+
+QVariant CheckpointTable::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  switch (section) {
+    case time:
+      return "Time";
+    case epoch:
+      return "Epoch";
+    case step:
+      return "Step";
+    case monitored:
+      return "Monitored value";
+    case best:
+      return "Best";
+    case target:
+      return "Target";
+    case size:
+      return "Size";
+    case path:
+      return "Path";
+    default:
+      return {};
+  }
+}
+
+}  // namespace tandem::gui

@@ -1,0 +1,131 @@
+#include "engine_run.hpp"
+
+#include <signal.h>
+
+#include "engine_locator.hpp"
+
+namespace tandem::gui {
+
+EngineRun::EngineRun(QObject* parent) : QObject(parent) {
+  process_.setProcessChannelMode(QProcess::SeparateChannels);
+  connect(&process_, &QProcess::readyReadStandardOutput, this, &EngineRun::read_stdout);
+  connect(&process_, &QProcess::readyReadStandardError, this, &EngineRun::read_stderr);
+  connect(&process_, &QProcess::finished, this, &EngineRun::on_finished);
+  connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart) return;
+    error_ = QString("cannot start %1: %2").arg(program_, process_.errorString());
+    history_.mark_ended_abnormally(error_);
+    Q_EMIT ended(-1, true, error_);
+  });
+  escalate_.setSingleShot(true);
+  connect(&escalate_, &QTimer::timeout, this, [this] {
+    if (!running()) return;
+    if (escalation_ == 0) {
+      Q_EMIT log_line("tandem-gui: the engine did not stop after SIGINT; sending SIGTERM");
+      process_.terminate();
+      escalation_ = 1;
+      escalate_.start();
+    } else {
+      Q_EMIT log_line("tandem-gui: the engine did not stop after SIGTERM; killing it");
+      process_.kill();
+    }
+  });
+}
+
+EngineRun::~EngineRun() {
+  if (!running()) return;
+  disconnect(&process_, nullptr, this, nullptr);
+  ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  if (!process_.waitForFinished(5000)) {
+    process_.kill();
+    process_.waitForFinished(2000);
+  }
+}
+
+bool EngineRun::start(const TrainLaunch& launch) {
+  program_ = engine_path();
+  if (program_.isEmpty()) {
+    error_ = engine_missing_message();
+    return false;
+  }
+  arguments_ = {"train"};
+  if (!launch.config_path.isEmpty()) arguments_ << launch.config_path;
+  if (!launch.run_dir.isEmpty()) arguments_ << "--run-dir" << launch.run_dir;
+  if (!launch.resume.isEmpty()) arguments_ << "--resume" << launch.resume;
+  if (!launch.devices.isEmpty()) arguments_ << "--devices" << launch.devices;
+  for (const QString& o : launch.overrides) arguments_ << "--set" << o;
+  arguments_ << "--events"
+             << "-";
+  process_.start(program_, arguments_);
+  if (!process_.waitForStarted(10000)) {
+    error_ = QString("cannot start %1: %2").arg(program_, process_.errorString());
+    return false;
+  }
+  Q_EMIT log_line("$ " + program_ + " " + arguments_.join(' '));
+  return true;
+}
+
+void EngineRun::stop(int grace_ms) {
+  if (!running()) return;
+  Q_EMIT log_line("tandem-gui: sending SIGINT (the engine saves a resumable checkpoint and exits)");
+  ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  escalation_ = 0;
+  escalate_.setInterval(grace_ms);
+  escalate_.start();
+}
+
+void EngineRun::read_stdout() {
+  history_.apply_all(parser_.feed(process_.readAllStandardOutput()));
+}
+
+void EngineRun::read_stderr() {
+  stderr_pending_.append(process_.readAllStandardError());
+  qsizetype start = 0;
+  while (true) {
+    const qsizetype newline = stderr_pending_.indexOf('\n', start);
+    if (newline < 0) break;
+    const QString line = QString::fromUtf8(stderr_pending_.mid(start, newline - start));
+    start = newline + 1;
+    stderr_tail_.push_back(line);
+    if (stderr_tail_.size() > 50) stderr_tail_.pop_front();
+    Q_EMIT log_line(line);
+  }
+  stderr_pending_.remove(0, start);
+}
+
+void EngineRun::on_finished(int exit_code, QProcess::ExitStatus status) {
+  escalate_.stop();
+  read_stdout();
+  read_stderr();
+  if (!stderr_pending_.isEmpty()) {
+    Q_EMIT log_line(QString::fromUtf8(stderr_pending_));
+    stderr_tail_.push_back(QString::fromUtf8(stderr_pending_));
+    stderr_pending_.clear();
+  }
+  history_.apply_all(parser_.finish());
+  const bool crashed = status == QProcess::CrashExit;
+  exit_code_ = crashed ? -1 : exit_code;
+  QString summary;
+  if (crashed) {
+    summary = "the engine crashed (" + process_.errorString() + ")";
+  } else if (exit_code == 0) {
+    summary = "the engine finished: " + history_.status_text();
+  } else {
+    summary = QString("the engine exited with code %1").arg(exit_code);
+  }
+  // A run that never reported its end (a crash, a config error before run_started) becomes a
+  // failed run carrying the engine's last words.
+  if (crashed || exit_code != 0) {
+    QString last;
+    for (auto it = stderr_tail_.crbegin(); it != stderr_tail_.crend(); ++it)
+      if (it->contains("error")) {
+        last = it->trimmed();
+        break;
+      }
+    if (last.isEmpty() && !stderr_tail_.isEmpty()) last = stderr_tail_.back().trimmed();
+    history_.mark_ended_abnormally(last.isEmpty() ? summary : summary + ": " + last);
+  }
+  Q_EMIT ended(exit_code_.value_or(-1), crashed, summary);
+}
+
+}  // namespace tandem::gui

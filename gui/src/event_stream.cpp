@@ -1,0 +1,90 @@
+#include "event_stream.hpp"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonParseError>
+
+namespace tandem::gui {
+
+QList<Event> EventStreamParser::feed(const QByteArray& bytes) {
+  QList<Event> out;
+  pending_.append(bytes);
+  qsizetype start = 0;
+  while (true) {
+    const qsizetype newline = pending_.indexOf('\n', start);
+    if (newline < 0) break;
+    parse_line(pending_.mid(start, newline - start), out);
+    start = newline + 1;
+  }
+  pending_.remove(0, start);
+  return out;
+}
+
+QList<Event> EventStreamParser::finish() {
+  QList<Event> out;
+  if (pending_.trimmed().isEmpty()) {
+    pending_.clear();
+    return out;
+  }
+  QJsonParseError error;
+  const QJsonDocument doc = QJsonDocument::fromJson(pending_, &error);
+  if (error.error == QJsonParseError::NoError && doc.isObject()) {
+    parse_line(pending_, out);
+  } else {
+    ++line_;
+    issues_.push_back({line_, "partial last line skipped (the engine stopped while writing it)"});
+  }
+  pending_.clear();
+  return out;
+}
+
+void EventStreamParser::parse_line(const QByteArray& raw, QList<Event>& out) {
+  ++line_;
+  const QByteArray line = raw.trimmed();
+  if (line.isEmpty()) return;
+  QJsonParseError error;
+  const QJsonDocument doc = QJsonDocument::fromJson(line, &error);
+  if (error.error != QJsonParseError::NoError) {
+    issues_.push_back({line_, "not JSON (" + error.errorString() + " at byte " +
+                                  QString::number(error.offset) + ")"});
+    return;
+  }
+  if (!doc.isObject()) {
+    issues_.push_back({line_, "not a JSON object"});
+    return;
+  }
+  const QJsonObject object = doc.object();
+  const QJsonValue schema = object.value("schema");
+  if (!schema.isDouble() || schema.toDouble() != kEventSchema) {
+    const QString seen = schema.isUndefined() ? QString("none")
+                         : schema.isDouble()  ? QString::number(schema.toDouble())
+                                              : QString("not a number");
+    issues_.push_back({line_, QString("event schema %1 is not supported (this dashboard reads "
+                                      "schema %2); update tandem-gui")
+                                  .arg(seen)
+                                  .arg(kEventSchema)});
+    return;
+  }
+  const QJsonValue name = object.value("event");
+  if (!name.isString() || name.toString().isEmpty()) {
+    issues_.push_back({line_, "no \"event\" name"});
+    return;
+  }
+  out.push_back({name.toString(), object});
+}
+
+EventFile read_event_file(const QString& path) {
+  EventFile result;
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    result.error = QString("cannot read %1: %2").arg(path, file.errorString());
+    return result;
+  }
+  EventStreamParser parser;
+  result.events = parser.feed(file.readAll());
+  result.events.append(parser.finish());
+  result.issues = parser.issues();
+  return result;
+}
+
+}  // namespace tandem::gui

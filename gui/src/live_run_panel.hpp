@@ -1,0 +1,79 @@
+// The Live run panel: a run's charts (every metric train vs validation, learning rate,
+// throughput, per-replica step times), its progress, and Stop. Shows a live engine run or a
+// finished run read back from disk, optionally overlaid with a second run.
+#pragma once
+
+#include <QPointer>
+#include <QTimer>
+#include <QWidget>
+
+#include "metric_chart.hpp"
+#include "run_history.hpp"
+
+class QComboBox;
+class QGridLayout;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+
+namespace tandem::gui {
+
+class LiveRunPanel : public QWidget {
+  Q_OBJECT
+ public:
+  enum class XAxis { step, epoch };
+
+  explicit LiveRunPanel(QWidget* parent = nullptr);
+
+  /// Shows `run` (not owned; may be null). `live`: it belongs to a running engine (Stop applies).
+  void set_run(RunHistory* run, bool live);
+  /// Draws `other` (not owned) dashed on every chart beside the run; null removes it.
+  void set_overlay(RunHistory* other);
+  RunHistory* run() const { return run_; }
+  RunHistory* overlay() const { return overlay_; }
+
+  void set_x_axis(XAxis axis);
+  /// TensorBoard-style smoothing weight in [0, 0.999].
+  void set_smoothing(double weight);
+  double smoothing() const { return smoothing_; }
+
+  QList<MetricChart*> charts() const { return charts_; }
+  /// The chart with this title ("loss", "accuracy", "learning rate", "samples/s",
+  /// "replica step time (ms)"), or null.
+  MetricChart* chart(const QString& title) const;
+  QString status_line() const;
+  QPushButton* stop_button() const { return stop_; }
+
+  /// Redraws now what changed (the panel also does it 4 times a second).
+  void refresh();
+
+ Q_SIGNALS:
+  void stop_requested();
+
+ private:
+  void rebuild_charts();
+  QString layout_key() const;
+  void update_header();
+
+  QPointer<RunHistory> run_, overlay_;
+  bool live_ = false;
+  XAxis axis_ = XAxis::step;
+  double smoothing_ = 0.6;
+  QString layout_key_;
+  QList<MetricChart*> charts_;
+  QLabel* title_;
+  QLabel* status_;
+  QProgressBar* progress_;
+  QPushButton* stop_;
+  QComboBox* axis_box_;
+  QSlider* smoothing_slider_;
+  QLabel* smoothing_label_;
+  QLabel* overlay_label_;
+  QPushButton* clear_overlay_;
+  QWidget* chart_area_;
+  QGridLayout* grid_;
+  QTimer timer_;
+};
+
+}  // namespace tandem::gui

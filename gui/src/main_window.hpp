@@ -1,0 +1,90 @@
+// tandem-gui's main window: the Launch, Run, Checkpoints, Runs and Log panels as tabs, the
+// Devices panel as a dock, menus with shortcuts, and the window state kept in QSettings.
+#pragma once
+
+#include <QMainWindow>
+#include <memory>
+
+#include "device_monitor.hpp"
+#include "engine_run.hpp"
+#include "plugin_catalog.hpp"
+
+class QTabWidget;
+class QDockWidget;
+class QLabel;
+
+namespace tandem::gui {
+
+class CheckpointsPanel;
+class DevicesPanel;
+class LaunchPanel;
+class LiveRunPanel;
+class LogPanel;
+class RunsPanel;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  enum Tab { launch_tab, run_tab, checkpoints_tab, runs_tab, log_tab };
+
+  /// Restores the last window state and workspace from QSettings unless `restore_settings` is
+  /// false (tests). Starts the device monitor and loads the plugin catalog.
+  explicit MainWindow(bool restore_settings = true, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// The folder whose subfolders are run folders; new runs are created in it.
+  void set_workspace(const QString& folder);
+  QString workspace() const;
+
+  /// Starts a training run in a new folder of the workspace (or as `launch.run_dir` says).
+  /// Returns false when one is already running or the engine cannot start (the reason is shown).
+  bool start_run(TrainLaunch launch);
+  /// Shows a finished run read from its folder's events.jsonl.
+  bool open_run(const QString& run_dir);
+  /// Draws another run dashed on the charts of the one shown.
+  bool overlay_run(const QString& run_dir);
+  void stop_run();
+
+  EngineRun* engine_run() const { return engine_.get(); }
+  /// The run the panels show: the live one or an opened one.
+  RunHistory* shown_run() const;
+  LaunchPanel* launch_panel() const { return launch_; }
+  LiveRunPanel* live_panel() const { return live_; }
+  CheckpointsPanel* checkpoints_panel() const { return checkpoints_; }
+  RunsPanel* runs_panel() const { return runs_; }
+  LogPanel* log_panel() const { return log_; }
+  DevicesPanel* devices_panel() const { return devices_; }
+  QDockWidget* devices_dock() const { return devices_dock_; }
+  QTabWidget* tabs() const { return tabs_; }
+  void show_tab(Tab tab);
+
+ Q_SIGNALS:
+  void run_ended(int exit_code);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_menus();
+  void show_run(RunHistory* run, bool live);
+  void save_settings() const;
+  void on_run_ended(int exit_code, bool crashed, const QString& summary);
+
+  PluginCatalog catalog_;
+  DeviceMonitor monitor_;
+  std::unique_ptr<EngineRun> engine_;
+  std::unique_ptr<RunHistory> opened_, overlay_;
+  bool restore_settings_;
+
+  QTabWidget* tabs_;
+  LaunchPanel* launch_;
+  LiveRunPanel* live_;
+  CheckpointsPanel* checkpoints_;
+  RunsPanel* runs_;
+  LogPanel* log_;
+  DevicesPanel* devices_;
+  QDockWidget* devices_dock_;
+  QLabel* status_;
+};
+
+}  // namespace tandem::gui

@@ -1,0 +1,83 @@
+#include "run_folder.hpp"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <algorithm>
+
+#include "event_stream.hpp"
+
+namespace tandem::gui {
+
+namespace {
+
+constexpr qint64 kTailBytes = 64 * 1024;
+
+}  // namespace
+
+RunFolderSummary summarize_run_folder(const QString& path) {
+  RunFolderSummary s;
+  s.path = QDir(path).absolutePath();
+  s.name = QFileInfo(path).fileName();
+  QFile file(QDir(path).filePath("events.jsonl"));
+  if (!file.open(QIODevice::ReadOnly)) {
+    s.status = "no events";
+    return s;
+  }
+  EventStreamParser head;
+  QList<Event> events = head.feed(file.readLine(16 * 1024 * 1024));
+  for (const Event& e : events)
+    if (e.name == "run_started") {
+      s.name = e.fields.value("name").toString(s.name);
+      s.started = e.time();
+      s.epochs = e.fields.value("config").toObject().value("epochs").toInt();
+    }
+  const qint64 size = file.size();
+  if (size > kTailBytes) {
+    file.seek(size - kTailBytes);
+    file.readLine();  // the rest of a line cut by the seek
+  } else {
+    file.seek(0);
+  }
+  EventStreamParser tail;
+  events = tail.feed(file.readAll());
+  events.append(tail.finish());
+  s.status = "incomplete";
+  for (const Event& e : events) {
+    if (e.name == "epoch_started") {
+      s.epochs = e.fields.value("epochs").toInt(s.epochs);
+    } else if (e.name == "epoch_ended") {
+      s.epochs_done = e.fields.value("epoch").toInt();
+      s.last_logs = e.fields.value("logs").toObject();
+    } else if (e.name == "run_started") {
+      s.status = "incomplete";  // a resumed run starts again in the same stream
+    } else if (e.name == "run_finished") {
+      s.status = e.fields.value("interrupted").toBool() ? "stopped" : "finished";
+      s.epochs_done = e.fields.value("epochs_done").toInt(s.epochs_done);
+    } else if (e.name == "run_failed") {
+      s.status = "failed";
+      s.error = e.fields.value("error").toString();
+    }
+  }
+  // A stream still being written (modified in the last minute) is a run in progress.
+  if (s.status == "incomplete" &&
+      QFileInfo(file).lastModified().secsTo(QDateTime::currentDateTime()) < 60)
+    s.status = "running";
+  return s;
+}
+
+QList<RunFolderSummary> scan_workspace(const QString& workspace) {
+  QList<RunFolderSummary> runs;
+  const QDir dir(workspace);
+  for (const QFileInfo& entry : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot))
+    if (QFileInfo::exists(QDir(entry.absoluteFilePath()).filePath("events.jsonl")))
+      runs.push_back(summarize_run_folder(entry.absoluteFilePath()));
+  std::sort(runs.begin(), runs.end(), [](const RunFolderSummary& a, const RunFolderSummary& b) {
+    return a.started != b.started ? a.started > b.started : a.path > b.path;
+  });
+  return runs;
+}
+
+}  // namespace tandem::gui

@@ -1,0 +1,28 @@
+// What the Runs panel lists about a run folder, read cheaply from its events.jsonl: the first
+// line (run_started) and the last 64 KiB (the end of the run), never the whole stream.
+#pragma once
+
+#include <QJsonObject>
+#include <QList>
+#include <QString>
+
+namespace tandem::gui {
+
+struct RunFolderSummary {
+  QString path;     // the run folder
+  QString name;     // from run_started, else the folder name
+  QString started;  // UTC, ISO 8601
+  QString status;   // finished, stopped, failed, running or incomplete, no events
+  int epochs_done = 0;
+  int epochs = 0;
+  QJsonObject last_logs;  // the last epoch's logs
+  QString error;          // run_failed's error
+};
+
+/// Reads a run folder's summary. Never throws; unreadable parts leave fields empty.
+RunFolderSummary summarize_run_folder(const QString& path);
+
+/// The run folders directly inside `workspace` (folders holding events.jsonl), newest first.
+QList<RunFolderSummary> scan_workspace(const QString& workspace);
+
+}  // namespace tandem::gui

@@ -1,0 +1,178 @@
+#include "run_history.hpp"
+
+#include <cmath>
+
+namespace tandem::gui {
+
+namespace {
+
+std::optional<double> number(const QJsonValue& v) {
+  if (v.isDouble()) return v.toDouble();
+  return std::nullopt;
+}
+
+QString base_metric(const QString& key) {
+  return key.startsWith("val_") ? key.mid(4) : key;
+}
+
+}  // namespace
+
+CheckpointRecord checkpoint_record(const QJsonObject& f) {
+  CheckpointRecord r;
+  r.time = f.value("time").toString();
+  r.epoch = f.value("epoch").toInt();
+  r.step = f.value("step").toInteger();
+  r.monitor = f.value("monitor").toString();
+  r.value = number(f.value("value"));
+  r.best = f.value("best").toBool();
+  r.target = f.value("target").toString("template");
+  r.bytes = f.value("bytes").toInteger();
+  r.path = f.value("path").toString();
+  r.reason = f.contains("reason") ? f.value("reason").toString() : f.value("trigger").toString();
+  r.resumable = f.value("resumable").toBool(r.reason == "final" || r.reason == "interrupted");
+  return r;
+}
+
+RunHistory::RunHistory(QObject* parent) : QObject(parent) {}
+
+QString RunHistory::status_text() const {
+  switch (status_) {
+    case Status::waiting:
+      return "waiting";
+    case Status::running:
+      return "running";
+    case Status::finished:
+      return stop_reason_.isEmpty() ? "finished" : "finished: " + stop_reason_;
+    case Status::stopped:
+      return "stopped: " + stop_reason_;
+    case Status::failed:
+      return "failed: " + error_;
+  }
+  return {};
+}
+
+void RunHistory::apply(const Event& event) {
+  apply_one(event);
+  Q_EMIT updated();
+}
+
+void RunHistory::apply_all(const QList<Event>& events) {
+  for (const Event& e : events) apply_one(e);
+  if (!events.isEmpty()) Q_EMIT updated();
+}
+
+void RunHistory::mark_ended_abnormally(const QString& reason) {
+  if (status_ == Status::finished || status_ == Status::failed || status_ == Status::stopped)
+    return;
+  status_ = Status::failed;
+  error_ = reason;
+  ++revision_;
+  Q_EMIT updated();
+}
+
+void RunHistory::note_metric(const QString& key) {
+  if (key == "lr") return;
+  const QString base = base_metric(key);
+  if (!metric_names_.contains(base)) metric_names_.push_back(base);
+}
+
+void RunHistory::on_batch_ended(const QJsonObject& f) {
+  batch_ = f.value("batch").toInt();
+  step_ = f.value("step").toInteger();
+  epoch_ = f.value("epoch").toInt(epoch_);
+  const double size = f.value("size").toDouble();
+  const double x = static_cast<double>(step_);
+  const QJsonObject means = f.value("logs").toObject();
+  const double before = samples_in_epoch_;
+  samples_in_epoch_ += size;
+  for (auto it = means.begin(); it != means.end(); ++it) {
+    if (!it.value().isDouble()) continue;  // null: a non-finite value
+    note_metric(it.key());
+    const double mean = it.value().toDouble();
+    double own = mean;
+    // mean_b * n_b = mean_{b-1} * n_{b-1} + value_b * size_b (sample-weighted epoch means).
+    if (means_known_ && previous_means_.value(it.key()).isDouble() && size > 0)
+      own = (mean * samples_in_epoch_ - previous_means_.value(it.key()).toDouble() * before) / size;
+    if (std::isfinite(own)) batch_points_[it.key()].push_back({x, own});
+  }
+  previous_means_ = means;
+  means_known_ = true;
+  lr_ = number(f.value("lr"));
+  if (lr_) lr_series_.push_back({x, *lr_});
+  samples_per_sec_ = number(f.value("samples_per_sec"));
+  if (samples_per_sec_) throughput_.push_back({x, *samples_per_sec_});
+}
+
+void RunHistory::apply_one(const Event& event) {
+  ++revision_;
+  const QJsonObject& f = event.fields;
+  const QString& name = event.name;
+  if (name == "run_started") {
+    name_ = f.value("name").toString();
+    run_dir_ = f.value("run_dir").toString();
+    config_ = f.value("config").toObject();
+    devices_ = f.value("devices").toObject();
+    parameters_ = f.value("parameters").toInteger();
+    batch_size_ = f.value("batch_size").toDouble(config_.value("batch_size").toDouble());
+    started_at_ = event.time();
+    epochs_ = config_.value("epochs").toInt();
+    status_ = Status::running;
+  } else if (name == "epoch_started") {
+    epoch_ = f.value("epoch").toInt();
+    epochs_ = f.value("epochs").toInt(epochs_);
+    steps_per_epoch_ = f.value("steps").toInt();
+    batch_ = f.value("resumed_at_batch").toInt();
+    // Each epoch starts its means afresh. A resumed epoch continues means over the batches done
+    // before the interruption (all of them full batches); its first batch shows the running mean.
+    samples_in_epoch_ = static_cast<double>(batch_) * batch_size_;
+    means_known_ = false;
+    previous_means_ = {};
+    status_ = Status::running;
+  } else if (name == "batch_ended") {
+    on_batch_ended(f);
+  } else if (name == "epoch_ended") {
+    epoch_ = f.value("epoch").toInt();
+    const QJsonObject logs = f.value("logs").toObject();
+    last_epoch_logs_ = logs;
+    for (auto it = logs.begin(); it != logs.end(); ++it) {
+      if (!it.value().isDouble()) continue;
+      note_metric(it.key());
+      epoch_points_[it.key()].push_back({static_cast<double>(epoch_), it.value().toDouble()});
+      // On the step axis, validation values sit at the step that ended their epoch.
+      if (it.key().startsWith("val_"))
+        batch_points_[it.key()].push_back({static_cast<double>(step_), it.value().toDouble()});
+    }
+    if (auto lr = number(f.value("lr"))) {
+      lr_ = lr;
+      epoch_points_["lr"].push_back({static_cast<double>(epoch_), *lr});
+    }
+    if (auto sps = number(f.value("samples_per_sec")))
+      epoch_points_["samples_per_sec"].push_back({static_cast<double>(epoch_), *sps});
+  } else if (name == "checkpoint_saved") {
+    CheckpointRecord record = checkpoint_record(f);
+    checkpoints_.push_back(record);
+    Q_EMIT checkpoint_added(record);
+  } else if (name == "replica_stats") {
+    const double x = f.value("step").toDouble();
+    const QJsonArray replicas = f.value("replicas").toArray();
+    for (const QJsonValue& r : replicas) {
+      const QJsonObject o = r.toObject();
+      const int index = o.value("replica").toInt();
+      while (replica_labels_.size() <= index) replica_labels_.push_back({});
+      replica_labels_[index] = QString("%1: %2").arg(index).arg(o.value("device").toString());
+      if (auto secs = number(o.value("step_seconds")))
+        replica_ms_[index].push_back({x, *secs * 1000.0});
+    }
+  } else if (name == "stopped") {
+    stop_reason_ = f.value("reason").toString();
+  } else if (name == "run_finished") {
+    stop_reason_ = f.value("stop_reason").toString(stop_reason_);
+    status_ = f.value("interrupted").toBool() ? Status::stopped : Status::finished;
+    if (status_ == Status::stopped && stop_reason_.isEmpty()) stop_reason_ = "interrupted";
+  } else if (name == "run_failed") {
+    status_ = Status::failed;
+    error_ = f.value("error").toString();
+  }
+}
+
+}  // namespace tandem::gui

@@ -1,0 +1,121 @@
+// Everything the dashboard knows about one run, rebuilt from its event stream: the live run of a
+// child engine and a finished run read back from <run_dir>/events.jsonl are the same model.
+#pragma once
+
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QList>
+#include <QMap>
+#include <QObject>
+#include <QPointF>
+#include <QString>
+#include <QStringList>
+#include <optional>
+
+#include "event_stream.hpp"
+
+namespace tandem::gui {
+
+/// One `checkpoint_saved` event.
+struct CheckpointRecord {
+  QString time;  // UTC, ISO 8601
+  int epoch = 0;
+  qint64 step = 0;
+  QString monitor;              // empty when the checkpoint monitors nothing
+  std::optional<double> value;  // the monitored value
+  bool best = false;
+  QString target;  // template or meta
+  qint64 bytes = 0;
+  QString path;    // absolute
+  QString reason;  // epoch, batch, final, interrupted, ...
+  bool resumable = false;
+};
+
+/// Series and state of one run. Points are appended as events arrive and never dropped: the
+/// charts decimate what they show. Lives on the GUI thread; not thread-safe.
+class RunHistory : public QObject {
+  Q_OBJECT
+ public:
+  enum class Status { waiting, running, finished, stopped, failed };
+
+  explicit RunHistory(QObject* parent = nullptr);
+
+  /// Applies one event (unknown ones are ignored) and emits updated().
+  void apply(const Event& event);
+  /// Applies many events and emits updated() once.
+  void apply_all(const QList<Event>& events);
+  /// The engine process ended without a run_finished / run_failed event (it crashed or was
+  /// killed): the run becomes failed with `reason`.
+  void mark_ended_abnormally(const QString& reason);
+
+  QString name() const { return name_; }
+  QString run_dir() const { return run_dir_; }
+  QJsonObject config() const { return config_; }
+  QJsonObject devices() const { return devices_; }
+  QString started_at() const { return started_at_; }
+  Status status() const { return status_; }
+  /// "running", "finished", "stopped: <reason>", "failed: <error>".
+  QString status_text() const;
+  QString error() const { return error_; }
+  QString stop_reason() const { return stop_reason_; }
+  int epoch() const { return epoch_; }
+  int epochs() const { return epochs_; }
+  int batch() const { return batch_; }
+  int steps_per_epoch() const { return steps_per_epoch_; }
+  qint64 step() const { return step_; }
+  std::optional<double> learning_rate() const { return lr_; }
+  std::optional<double> samples_per_sec() const { return samples_per_sec_; }
+  qint64 parameters() const { return parameters_; }
+
+  /// Metric names without the val_ prefix, in order of first appearance ("loss", "accuracy").
+  QStringList metric_names() const { return metric_names_; }
+  /// Per-batch values of a training metric against the global step: each batch's own value,
+  /// recovered from the running epoch means the engine reports (Keras semantics). val_ keys hold
+  /// the validation values at the step that ended each epoch.
+  QList<QPointF> batch_series(const QString& key) const { return batch_points_.value(key); }
+  /// Per-epoch values against the 1-based epoch; keys include val_ ones.
+  QList<QPointF> epoch_series(const QString& key) const { return epoch_points_.value(key); }
+  QList<QPointF> learning_rate_series() const { return lr_series_; }     // x = step
+  QList<QPointF> samples_per_sec_series() const { return throughput_; }  // x = step
+  /// replica_stats: step time (ms) of each replica against the step; labels "0: cpu", ...
+  QStringList replica_labels() const { return replica_labels_; }
+  QList<QPointF> replica_step_ms(int replica) const { return replica_ms_.value(replica); }
+  QList<CheckpointRecord> checkpoints() const { return checkpoints_; }
+  /// Epoch logs of the last finished epoch (train and val_).
+  QJsonObject last_epoch_logs() const { return last_epoch_logs_; }
+  /// Counts every applied event; charts compare it to know when to redraw.
+  qint64 revision() const { return revision_; }
+
+ Q_SIGNALS:
+  void updated();
+  void checkpoint_added(const tandem::gui::CheckpointRecord& record);
+
+ private:
+  void apply_one(const Event& event);
+  void note_metric(const QString& key);
+  void on_batch_ended(const QJsonObject& f);
+
+  QString name_, run_dir_, started_at_, error_, stop_reason_;
+  QJsonObject config_, devices_, last_epoch_logs_;
+  Status status_ = Status::waiting;
+  int epoch_ = 0, epochs_ = 0, batch_ = 0, steps_per_epoch_ = 0;
+  qint64 step_ = 0, parameters_ = 0;
+  std::optional<double> lr_, samples_per_sec_;
+  QStringList metric_names_;
+  QMap<QString, QList<QPointF>> batch_points_, epoch_points_;
+  QList<QPointF> lr_series_, throughput_;
+  QStringList replica_labels_;
+  QMap<int, QList<QPointF>> replica_ms_;
+  QList<CheckpointRecord> checkpoints_;
+  // Running epoch means of the previous batch and the samples they cover, to recover each
+  // batch's own value.
+  QJsonObject previous_means_;
+  double samples_in_epoch_ = 0, batch_size_ = 0;
+  bool means_known_ = false;
+  qint64 revision_ = 0;
+};
+
+/// Parses a checkpoint_saved event's fields.
+CheckpointRecord checkpoint_record(const QJsonObject& fields);
+
+}  // namespace tandem::gui

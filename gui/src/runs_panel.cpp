@@ -1,0 +1,145 @@
+#include "runs_panel.hpp"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+namespace tandem::gui {
+
+namespace {
+
+QString metrics_text(const QJsonObject& logs) {
+  QStringList parts;
+  for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"})
+    if (logs.value(key).isDouble())
+      parts << QString("%1 %2").arg(key).arg(logs.value(key).toDouble(), 0, 'f', 4);
+  return parts.join(", ");
+}
+
+}  // namespace
+
+RunsPanel::RunsPanel(QWidget* parent)
+    : QWidget(parent),
+      path_(new QLineEdit),
+      table_(new QTableWidget),
+      open_(new QPushButton("Open")),
+      overlay_(new QPushButton("Overlay on current")) {
+  auto* browse = new QPushButton("Browse…");
+  auto* refresh = new QPushButton("Refresh");
+  refresh->setShortcut(QKeySequence::Refresh);
+  path_->setPlaceholderText("Workspace: the folder that holds run folders");
+  open_->setToolTip("Show this run's charts and checkpoints (double-click a row)");
+  overlay_->setToolTip("Draw this run dashed on the charts of the run shown now");
+  table_->setColumnCount(6);
+  table_->setHorizontalHeaderLabels({"Run", "Started", "Status", "Epochs", "Last epoch", "Folder"});
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setAlternatingRowColors(true);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setWordWrap(false);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel("Workspace:"));
+  top->addWidget(path_, 1);
+  top->addWidget(browse);
+  top->addWidget(refresh);
+  auto* actions = new QHBoxLayout;
+  actions->addStretch(1);
+  actions->addWidget(open_);
+  actions->addWidget(overlay_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
+  layout->addWidget(table_, 1);
+  layout->addLayout(actions);
+
+  rescan_later_.setSingleShot(true);
+  rescan_later_.setInterval(500);
+  connect(&rescan_later_, &QTimer::timeout, this, &RunsPanel::rescan);
+  connect(&watcher_, &QFileSystemWatcher::directoryChanged, &rescan_later_,
+          qOverload<>(&QTimer::start));
+  connect(path_, &QLineEdit::editingFinished, this, [this] { set_workspace(path_->text()); });
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Workspace", workspace_);
+    if (!dir.isEmpty()) set_workspace(dir);
+  });
+  connect(refresh, &QPushButton::clicked, this, &RunsPanel::rescan);
+  connect(open_, &QPushButton::clicked, this, [this] {
+    if (!selected_run().isEmpty()) Q_EMIT open_requested(selected_run());
+  });
+  connect(overlay_, &QPushButton::clicked, this, [this] {
+    if (!selected_run().isEmpty()) Q_EMIT overlay_requested(selected_run());
+  });
+  connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    if (row >= 0 && row < runs_.size()) Q_EMIT open_requested(runs_[row].path);
+  });
+}
+
+void RunsPanel::set_workspace(const QString& workspace) {
+  const QString absolute = workspace.isEmpty() ? QString() : QDir(workspace).absolutePath();
+  path_->setText(absolute);
+  if (absolute == workspace_) {
+    rescan();
+    return;
+  }
+  if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
+  workspace_ = absolute;
+  if (!workspace_.isEmpty() && QFileInfo(workspace_).isDir()) watcher_.addPath(workspace_);
+  rescan();
+  Q_EMIT workspace_changed(workspace_);
+}
+
+void RunsPanel::rescan() {
+  const QString selected = selected_run();
+  runs_ = workspace_.isEmpty() ? QList<RunFolderSummary>{} : scan_workspace(workspace_);
+  table_->setRowCount(static_cast<int>(runs_.size()));
+  for (int row = 0; row < runs_.size(); ++row) {
+    const RunFolderSummary& r = runs_[row];
+    const QDateTime started = QDateTime::fromString(r.started, Qt::ISODateWithMs);
+    const QStringList cells = {
+        r.name,
+        started.isValid() ? started.toLocalTime().toString("yyyy-MM-dd HH:mm") : QString(),
+        r.status,
+        r.epochs > 0 ? QString("%1/%2").arg(r.epochs_done).arg(r.epochs)
+                     : QString::number(r.epochs_done),
+        metrics_text(r.last_logs),
+        QFileInfo(r.path).fileName()};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      item->setToolTip(c == 2 && !r.error.isEmpty() ? r.error : r.path);
+      if (c == 2 && r.status == "failed") item->setForeground(QColor("#b3261e"));
+      table_->setItem(row, c, item);
+    }
+  }
+  table_->resizeColumnsToContents();
+  if (!selected.isEmpty()) select_run(selected);
+  const bool any = !runs_.isEmpty();
+  open_->setEnabled(any);
+  overlay_->setEnabled(any);
+}
+
+bool RunsPanel::select_run(const QString& path) {
+  const QString absolute = QDir(path).absolutePath();
+  for (int row = 0; row < runs_.size(); ++row)
+    if (runs_[row].path == absolute) {
+      table_->selectRow(row);
+      return true;
+    }
+  return false;
+}
+
+QString RunsPanel::selected_run() const {
+  const int row = table_->currentRow();
+  if (row < 0 || row >= runs_.size() || table_->selectedItems().isEmpty()) return {};
+  return runs_[row].path;
+}
+
+}  // namespace tandem::gui

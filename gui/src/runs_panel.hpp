@@ -1,0 +1,49 @@
+// The Runs panel: every run folder of a workspace; open one, or overlay it on the shown run.
+#pragma once
+
+#include <QFileSystemWatcher>
+#include <QTimer>
+#include <QWidget>
+
+#include "run_folder.hpp"
+
+class QLineEdit;
+class QPushButton;
+class QTableWidget;
+
+namespace tandem::gui {
+
+class RunsPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunsPanel(QWidget* parent = nullptr);
+
+  /// Lists `workspace`'s runs and follows changes to it (new run folders appear on their own).
+  void set_workspace(const QString& workspace);
+  QString workspace() const { return workspace_; }
+  const QList<RunFolderSummary>& runs() const { return runs_; }
+  QTableWidget* table() const { return table_; }
+  /// Selects the row of a run folder; false if it is not listed.
+  bool select_run(const QString& path);
+
+ public Q_SLOTS:
+  void rescan();
+
+ Q_SIGNALS:
+  void open_requested(const QString& run_dir);
+  void overlay_requested(const QString& run_dir);
+  void workspace_changed(const QString& workspace);
+
+ private:
+  QString selected_run() const;
+
+  QString workspace_;
+  QList<RunFolderSummary> runs_;
+  QLineEdit* path_;
+  QTableWidget* table_;
+  QPushButton *open_, *overlay_;
+  QFileSystemWatcher watcher_;
+  QTimer rescan_later_;
+};
+
+}  // namespace tandem::gui

@@ -1,0 +1,136 @@
+// Drives tandem-gui through a real run and saves a screenshot of every panel (docs/img/).
+// Usage: tandem-gui-tour CONFIG OUTPUT_DIR [WORKSPACE]. Run it with QT_QPA_PLATFORM=offscreen or
+// under xvfb-run (scripts/screenshots does).
+#include <QApplication>
+#include <QDir>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QListWidget>
+#include <QPixmap>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QThread>
+#include <cstdio>
+#include <functional>
+
+#include "checkpoints_panel.hpp"
+#include "devices_panel.hpp"
+#include "launch_panel.hpp"
+#include "live_run_panel.hpp"
+#include "log_panel.hpp"
+#include "main_window.hpp"
+#include "runs_panel.hpp"
+
+namespace {
+
+// Runs the event loop until `done` holds or `seconds` pass.
+bool wait_until(const std::function<bool()>& done, double seconds) {
+  QElapsedTimer t;
+  t.start();
+  while (!done()) {
+    if (t.elapsed() > seconds * 1000) return false;
+    QApplication::processEvents(QEventLoop::AllEvents, 50);
+    QThread::msleep(10);
+  }
+  return true;
+}
+
+void settle(int ms) {
+  wait_until([] { return false; }, ms / 1000.0);
+}
+
+bool save(QWidget* widget, const QString& path) {
+  const bool ok = widget->grab().save(path);
+  std::printf("%s %s\n", ok ? "saved" : "FAILED", qPrintable(path));
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("tandem-gui-tour");
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: tandem-gui-tour CONFIG OUTPUT_DIR [WORKSPACE]\n");
+    return 2;
+  }
+  const QString config = QFileInfo(argv[1]).absoluteFilePath();
+  const QDir out(argv[2]);
+  QDir().mkpath(out.absolutePath());
+  const QString workspace = argc > 3 ? QString(argv[3]) : QDir::temp().filePath("tandem-tour");
+  QDir(workspace).removeRecursively();
+
+  using tandem::gui::MainWindow;
+  MainWindow window(false);
+  window.set_workspace(workspace);
+  window.resize(1440, 900);
+  window.show();
+  int failures = 0;
+
+  // Launch: the config, validated by the engine, a callback's option form shown.
+  window.launch_panel()->open_config(config);
+  window.show_tab(MainWindow::launch_tab);
+  if (!wait_until([&] { return window.launch_panel()->config_valid(); }, 30)) {
+    std::fprintf(stderr, "the config did not validate: %s\n",
+                 qPrintable(window.launch_panel()->validation_text()));
+    return 1;
+  }
+  auto* callbacks = window.launch_panel()->callback_list();
+  for (int i = 0; i < callbacks->count(); ++i)
+    if (callbacks->item(i)->text().startsWith("checkpoint")) {
+      callbacks->setCurrentRow(i);
+      break;
+    }
+  settle(1500);  // device readings and the plugin catalog arrive
+  failures += !save(&window, out.filePath("launch.png"));
+
+  // Two runs: the first one to overlay, the second one watched live.
+  auto run_once = [&](bool screenshots) {
+    window.launch_panel()->start();
+    if (!window.engine_run()) return false;
+    if (screenshots) {
+      wait_until([&] { return window.shown_run()->epoch() >= 3; }, 300);
+      settle(600);
+      failures += !save(&window, out.filePath("run.png"));
+      failures += !save(window.devices_dock(), out.filePath("devices.png"));
+    }
+    return wait_until([&] { return !window.engine_run()->running(); }, 600);
+  };
+  if (!run_once(false) || !run_once(true)) {
+    std::fprintf(stderr, "the run did not finish\n");
+    return 1;
+  }
+  settle(800);
+  window.show_tab(MainWindow::checkpoints_tab);
+  auto* table = window.checkpoints_panel()->view();
+  const int best = window.checkpoints_panel()->table()->best_row();
+  table->selectRow(best >= 0 ? best : 0);
+  window.checkpoints_panel()->evaluate_selected();
+  wait_until([&] { return !window.checkpoints_panel()->evaluation_text().endsWith("…"); }, 60);
+  settle(300);
+  failures += !save(&window, out.filePath("checkpoints.png"));
+
+  window.show_tab(MainWindow::log_tab);
+  settle(300);
+  failures += !save(&window, out.filePath("log.png"));
+
+  // Runs: both runs listed; reopen the second, overlay the first.
+  window.show_tab(MainWindow::runs_tab);
+  window.runs_panel()->rescan();
+  settle(300);
+  failures += !save(&window, out.filePath("runs.png"));
+  const auto runs = window.runs_panel()->runs();
+  if (runs.size() >= 2) {
+    window.open_run(runs[0].path);
+    window.overlay_run(runs[1].path);
+    window.show_tab(MainWindow::run_tab);
+    settle(800);
+    failures += !save(&window, out.filePath("run-overlay.png"));
+  } else {
+    std::fprintf(stderr, "expected two runs in %s, found %lld\n", qPrintable(workspace),
+                 static_cast<long long>(runs.size()));
+    ++failures;
+  }
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,172 @@
+// The Launch panel: form and JSON editor in step, validation errors at their line (JSON syntax
+// here, everything else from `tandem check`), callbacks from the plugin catalog.
+#include <QComboBox>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QSpinBox>
+#include <QtTest>
+
+#include "launch_panel.hpp"
+#include "schema_form.hpp"
+
+using namespace tandem::gui;
+
+class LaunchPanelTest : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir tmp_;
+  QString config_;
+
+  static QString tiny_text() {
+    QFile f(QString(TANDEM_GUI_TEST_DATA) + "/tiny-run.json");
+    if (!f.open(QIODevice::ReadOnly)) qFatal("cannot read tiny-run.json");
+    return QString::fromUtf8(f.readAll());
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    config_ = tmp_.filePath("tiny-run.json");
+    QVERIFY(QFile::copy(QString(TANDEM_GUI_TEST_DATA) + "/tiny-run.json", config_));
+    QFile::setPermissions(config_, QFile::ReadOwner | QFile::WriteOwner);
+  }
+
+  void a_valid_config_is_confirmed_by_the_engine() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    QVERIFY(!panel.modified());
+    QTRY_VERIFY_WITH_TIMEOUT(panel.config_valid(), 30000);
+    QVERIFY2(panel.validation_text().contains("195 parameters"),
+             qPrintable(panel.validation_text()));
+    QCOMPARE(panel.epochs_box()->value(), 3);
+    QCOMPARE(panel.batch_box()->value(), 32);
+    QCOMPARE(panel.optimizer_box()->currentText(), QString("Adam"));
+    QCOMPARE(panel.learning_rate_edit()->text(), QString("0.01"));
+    QCOMPARE(panel.devices_box()->currentText(), QString("cpu:2"));
+    QCOMPARE(panel.callback_list()->count(), 4);
+  }
+
+  void form_edits_reach_the_json_and_json_edits_reach_the_form() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    panel.epochs_box()->setValue(7);
+    panel.optimizer_box()->setCurrentText("SGD");
+    panel.learning_rate_edit()->clear();
+    QTest::keyClicks(panel.learning_rate_edit(), "0.05");
+    panel.devices_box()->setCurrentText("cpu");
+    auto config = panel.config();
+    QVERIFY(config);
+    QCOMPARE(config->value("epochs").toInt(), 7);
+    QCOMPARE(config->value("optimizer").toObject().value("class_name").toString(), QString("SGD"));
+    QCOMPARE(config->value("optimizer")
+                 .toObject()
+                 .value("config")
+                 .toObject()
+                 .value("learning_rate")
+                 .toDouble(),
+             0.05);
+    QCOMPARE(config->value("devices").toString(), QString("cpu"));
+    QVERIFY(panel.modified());
+
+    QString text = panel.editor_text();
+    text.replace("\"batch_size\": 32", "\"batch_size\": 64");
+    panel.set_editor_text(text);
+    QCOMPARE(panel.batch_box()->value(), 64);
+    QCOMPARE(panel.epochs_box()->value(), 7);
+  }
+
+  void a_json_syntax_error_points_at_its_line() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    panel.set_editor_text("{\n  \"name\": \"x\",\n  \"epochs\": 3\n  \"seed\": 1\n}\n");
+    QVERIFY(!panel.config_valid());
+    QCOMPARE(panel.error_line(), 4);
+    QVERIFY2(panel.validation_text().contains("line 4"), qPrintable(panel.validation_text()));
+    panel.set_editor_text("[1, 2]");
+    QVERIFY(panel.validation_text().contains("JSON object"));
+  }
+
+  void an_engine_error_points_at_the_line_of_its_json_path() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    QString text = panel.editor_text();
+    text.replace("\"units\": 3}", "\"units\": \"three\"}");
+    panel.set_editor_text(text);
+    QTRY_VERIFY_WITH_TIMEOUT(panel.validation_text().contains("units"), 30000);
+    QVERIFY(!panel.config_valid());
+    int expected = 0;
+    const QStringList lines = text.split('\n');
+    for (int i = 0; i < lines.size(); ++i)
+      if (lines[i].contains("\"three\"")) expected = i + 1;
+    QCOMPARE(panel.error_line(), expected);
+    QVERIFY(panel.validation_text().contains("model.config.layers[2].config.units"));
+    // The temporary copy the engine checked is not what the user is told about.
+    QVERIFY(!panel.validation_text().contains("tandem-check"));
+    QVERIFY(QDir(tmp_.path()).entryList({".tandem-check-*"}, QDir::Files | QDir::Hidden).isEmpty());
+  }
+
+  void callbacks_come_from_the_catalog_with_a_schema_form() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QSignalSpy loaded(&catalog, &PluginCatalog::loaded);
+    catalog.load();
+    QVERIFY(loaded.wait(30000));
+    QVERIFY(catalog.find("checkpoint"));
+    QVERIFY(panel.open_config(config_));
+    panel.callback_list()->setCurrentRow(1);  // early_stopping, patience 2
+    auto* patience = qobject_cast<QLineEdit*>(panel.options_form()->field("patience"));
+    QVERIFY(patience);
+    QCOMPARE(patience->text(), QString("2"));
+    patience->selectAll();
+    QTest::keyClicks(patience, "5");
+    auto cb = panel.config()->value("callbacks").toArray().at(1).toObject();
+    QCOMPARE(cb.value("options").toObject().value("patience").toInt(), 5);
+
+    // A bad value stays in the form, marked, and keeps Start from running.
+    patience->selectAll();
+    QTest::keyClicks(patience, "-3");
+    cb = panel.config()->value("callbacks").toArray().at(1).toObject();
+    QCOMPARE(cb.value("options").toObject().value("patience").toInt(), 5);
+    QVERIFY(panel.validation_text().contains("patience"));
+    QSignalSpy started(&panel, &LaunchPanel::start_requested);
+    QSignalSpy message(&panel, &LaunchPanel::message);
+    panel.start();
+    QCOMPARE(started.count(), 0);
+    QCOMPARE(message.count(), 1);
+
+    // Target and a new callback.
+    panel.callback_list()->setCurrentRow(0);
+    panel.target_box()->setCurrentIndex(1);
+    QCOMPARE(
+        panel.config()->value("callbacks").toArray().at(0).toObject().value("target").toString(),
+        QString("meta"));
+    panel.add_callback("terminate_on_nan");
+    QCOMPARE(panel.callback_list()->count(), 5);
+    QCOMPARE(
+        panel.config()->value("callbacks").toArray().at(4).toObject().value("plugin").toString(),
+        QString("terminate_on_nan"));
+  }
+
+  void start_saves_the_config_and_asks_for_the_run() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    panel.epochs_box()->setValue(2);
+    QSignalSpy started(&panel, &LaunchPanel::start_requested);
+    panel.start();
+    QCOMPARE(started.count(), 1);
+    QCOMPARE(started.front().front().value<TrainLaunch>().config_path,
+             QFileInfo(config_).absoluteFilePath());
+    QVERIFY(!panel.modified());
+    QFile saved(config_);
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(QJsonDocument::fromJson(saved.readAll()).object().value("epochs").toInt(), 2);
+  }
+};
+
+QTEST_MAIN(LaunchPanelTest)
+#include "launch_panel_test.moc"

@@ -1,0 +1,225 @@
+// tandem-gui end to end against the real engine: a live run fills the charts and the checkpoint
+// table, Stop saves a resumable checkpoint, a finished run reopens from the Runs panel, and a
+// crashing engine leaves the dashboard alive with the error shown.
+#include <QDirIterator>
+#include <QPushButton>
+#include <QTabWidget>
+#include <QTableView>
+#include <QtTest>
+
+#include "checkpoints_panel.hpp"
+#include "launch_panel.hpp"
+#include "live_run_panel.hpp"
+#include "log_panel.hpp"
+#include "main_window.hpp"
+#include "runs_panel.hpp"
+
+using namespace tandem::gui;
+
+namespace {
+
+QSet<QString> h5_files_under(const QString& dir) {
+  QSet<QString> files;
+  QDirIterator it(dir, {"*.h5"}, QDir::Files, QDirIterator::Subdirectories);
+  while (it.hasNext()) files.insert(QFileInfo(it.next()).absoluteFilePath());
+  return files;
+}
+
+QSet<QString> table_paths(CheckpointsPanel* panel) {
+  QSet<QString> paths;
+  for (int row = 0; row < panel->table()->rowCount(); ++row)
+    paths.insert(QFileInfo(panel->table()->record(row).path).absoluteFilePath());
+  return paths;
+}
+
+}  // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir tmp_;
+  QString config_;
+  QString first_run_;
+
+ private Q_SLOTS:
+  void initTestCase() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    QVERIFY(tmp_.isValid());
+    config_ = tmp_.filePath("tiny-run.json");
+    QVERIFY(QFile::copy(QString(TANDEM_GUI_TEST_DATA) + "/tiny-run.json", config_));
+  }
+
+  void live_run_fills_the_charts_and_the_checkpoint_table() {
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws"));
+    window.show();
+    QVERIFY(window.launch_panel()->open_config(config_));
+    QTRY_VERIFY_WITH_TIMEOUT(window.launch_panel()->config_valid(), 30000);
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    window.launch_panel()->start();
+    QVERIFY(window.engine_run());
+    QCOMPARE(window.tabs()->currentIndex(), int(MainWindow::run_tab));
+    QVERIFY(ended.wait(60000));
+    QCOMPARE(ended.front().front().toInt(), 0);
+    RunHistory* run = window.shown_run();
+    QVERIFY(run);
+    first_run_ = run->run_dir();
+    QVERIFY(first_run_.startsWith(tmp_.filePath("ws")));
+    QCOMPARE(run->status(), RunHistory::Status::finished);
+    window.live_panel()->refresh();
+
+    // Every metric, train against validation, per batch.
+    MetricChart* loss = window.live_panel()->chart("loss");
+    QVERIFY(loss);
+    QVERIFY(window.live_panel()->chart("accuracy"));
+    QVERIFY(window.live_panel()->chart("learning rate"));
+    QVERIFY(window.live_panel()->chart("samples/s"));
+    QVERIFY(window.live_panel()->chart("replica step time (ms)"));  // replica_stats is on
+    const int steps = int(run->step());
+    const int epochs = run->epoch();
+    QVERIFY(epochs >= 1);
+    QCOMPARE(loss->line_count(), 2);
+    QCOMPARE(loss->history_points(0), steps);
+    QCOMPARE(loss->history_points(1), epochs);
+    QVERIFY(loss->drawn_points(0) > 0);
+    window.live_panel()->set_x_axis(LiveRunPanel::XAxis::epoch);
+    QCOMPARE(window.live_panel()->chart("loss")->history_points(0), epochs);
+
+    // The checkpoint table lists exactly the checkpoint files on disk (top-k pruned ones gone).
+    const QSet<QString> on_disk = h5_files_under(first_run_);
+    QVERIFY(on_disk.size() >= 2);
+    QCOMPARE(table_paths(window.checkpoints_panel()), on_disk);
+    QVERIFY(window.checkpoints_panel()->table()->best_row() >= 0);
+
+    // Evaluate the best checkpoint through the engine.
+    window.checkpoints_panel()->view()->selectRow(window.checkpoints_panel()->table()->best_row());
+    QSignalSpy evaluated(window.checkpoints_panel(), &CheckpointsPanel::evaluation_finished);
+    window.checkpoints_panel()->evaluate_selected();
+    QVERIFY(evaluated.wait(30000));
+    QVERIFY2(evaluated.front().front().toString().contains("loss"),
+             qPrintable(evaluated.front().front().toString()));
+  }
+
+  void stop_saves_a_resumable_checkpoint_and_resume_continues() {
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-stop"));
+    TrainLaunch launch;
+    launch.config_path = config_;
+    launch.overrides = {"epochs=100000", "callbacks=[]"};
+    QVERIFY(window.start_run(launch));
+    RunHistory* run = window.shown_run();
+    // Charts fill while the run goes on.
+    QTRY_VERIFY_WITH_TIMEOUT(run->step() >= 100, 30000);
+    window.live_panel()->refresh();
+    QVERIFY(window.live_panel()->chart("loss")->history_points(0) > 0);
+    QVERIFY(window.live_panel()->stop_button()->isEnabled());
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    window.stop_run();
+    QVERIFY(ended.wait(30000));
+    QCOMPARE(run->status(), RunHistory::Status::stopped);
+    const qint64 stopped_at = run->step();
+    const QString model = QDir(run->run_dir()).filePath("model.h5");
+    QVERIFY(QFileInfo::exists(model));
+    QCOMPARE(window.checkpoints_panel()->table()->rowCount(), 1);
+    QVERIFY(window.checkpoints_panel()->table()->record(0).resumable);
+
+    // Resume from the table's checkpoint: the run continues past where it stopped.
+    window.checkpoints_panel()->view()->selectRow(0);
+    window.checkpoints_panel()->resume_selected();
+    QVERIFY(window.engine_run()->running());
+    QVERIFY(window.engine_run()->arguments().contains("--resume"));
+    RunHistory* resumed = window.shown_run();
+    QVERIFY(resumed != run);
+    QTRY_VERIFY_WITH_TIMEOUT(resumed->step() > stopped_at + 20, 30000);
+    ended.clear();
+    window.stop_run();
+    QVERIFY(ended.wait(30000));
+    QCOMPARE(resumed->status(), RunHistory::Status::stopped);
+  }
+
+  void a_finished_run_reopens_from_the_runs_panel_with_an_overlay() {
+    QVERIFY(!first_run_.isEmpty());
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws"));
+    QVERIFY(window.runs_panel()->runs().size() >= 1);
+    QCOMPARE(window.runs_panel()->runs().front().status, QString("finished"));
+    QSignalSpy open(window.runs_panel(), &RunsPanel::open_requested);
+    QVERIFY(window.runs_panel()->select_run(first_run_));
+    QVERIFY(window.open_run(first_run_));
+    RunHistory* run = window.shown_run();
+    QCOMPARE(run->status(), RunHistory::Status::finished);
+    window.live_panel()->refresh();
+    MetricChart* loss = window.live_panel()->chart("loss");
+    QVERIFY(loss);
+    QCOMPARE(loss->history_points(0), run->step());
+    QCOMPARE(table_paths(window.checkpoints_panel()), h5_files_under(first_run_));
+
+    // The stopped run of the other workspace, overlaid: train and validation of both.
+    QDir stop_ws(tmp_.filePath("ws-stop"));
+    const QStringList other = stop_ws.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QVERIFY(!other.isEmpty());
+    QVERIFY(window.overlay_run(stop_ws.filePath(other.front())));
+    window.live_panel()->refresh();
+    loss = window.live_panel()->chart("loss");
+    QCOMPARE(loss->line_count(), 4);
+    QVERIFY(loss->history_points(1) > 0);
+  }
+
+  void a_crashing_engine_leaves_the_dashboard_alive_with_the_error() {
+    // A stand-in engine: starts a run, writes half an event, complains and dies of SIGSEGV.
+    const QString fake = tmp_.filePath("crashing-tandem");
+    QFile script(fake);
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    script.write(
+        "#!/bin/sh\n"
+        "echo '{\"schema\":1,\"event\":\"run_started\",\"time\":\"t\",\"name\":\"doomed\"}'\n"
+        "printf '{\"schema\":1,\"event\":\"batch_en'\n"
+        "echo 'tandem: error: simulated failure in a kernel' >&2\n"
+        "kill -SEGV $$\n");
+    script.close();
+    script.setPermissions(script.permissions() | QFile::ExeOwner);
+    const QByteArray real = qgetenv("TANDEM_ENGINE");
+    qputenv("TANDEM_ENGINE", fake.toUtf8());
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-crash"));
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    TrainLaunch launch;
+    launch.config_path = config_;
+    QVERIFY(window.start_run(launch));
+    QVERIFY(ended.wait(20000));
+    qputenv("TANDEM_ENGINE", real);
+    RunHistory* run = window.shown_run();
+    QCOMPARE(run->name(), QString("doomed"));
+    QCOMPARE(run->status(), RunHistory::Status::failed);
+    QVERIFY2(run->error().contains("crashed"), qPrintable(run->error()));
+    QVERIFY(run->error().contains("simulated failure"));
+    QVERIFY(window.log_panel()->failure().contains("simulated failure"));
+    QVERIFY(window.log_panel()->text().contains("tandem: error: simulated failure"));
+    QCOMPARE(window.engine_run()->stream_issues().size(), 1);  // the partial line
+    QVERIFY(window.isEnabled());
+  }
+
+  void a_config_error_is_shown_from_the_engine() {
+    const QString bad = tmp_.filePath("bad-run.json");
+    QFile file(bad);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(
+        "{\"name\": \"bad\", \"epochs\": \"three\", \"model\": {}, \"loss\": \"mse\", "
+        "\"data\": {\"train\": {\"type\": \"synthetic\"}}}");
+    file.close();
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-bad"));
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    TrainLaunch launch;
+    launch.config_path = bad;
+    QVERIFY(window.start_run(launch));
+    QVERIFY(ended.wait(20000));
+    QCOMPARE(ended.front().front().toInt(), 2);
+    QVERIFY2(window.log_panel()->failure().contains("config error at"),
+             qPrintable(window.log_panel()->failure()));
+    QCOMPARE(window.tabs()->currentIndex(), int(MainWindow::log_tab));
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"

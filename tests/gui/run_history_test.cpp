@@ -1,0 +1,124 @@
+// RunHistory rebuilt from a recorded stream and from hand-written events.
+#include <QtTest>
+
+#include "event_stream.hpp"
+#include "run_history.hpp"
+
+using namespace tandem::gui;
+
+namespace {
+
+Event make_event(const char* json) {
+  const QJsonObject o = QJsonDocument::fromJson(json).object();
+  return {o.value("event").toString(), o};
+}
+
+}  // namespace
+
+class RunHistoryTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void recorded_run_fills_every_series() {
+    const EventFile file = read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/tiny-events.jsonl");
+    QVERIFY(file.error.isEmpty());
+    RunHistory run;
+    QSignalSpy updated(&run, &RunHistory::updated);
+    run.apply_all(file.events);
+    QCOMPARE(updated.count(), 1);
+    QCOMPARE(run.name(), QString("tiny"));
+    QCOMPARE(run.status(), RunHistory::Status::finished);
+    QVERIFY(run.status_text().contains("early_stopping"));
+    QCOMPARE(run.epochs(), 3);
+    QCOMPARE(run.step(), 48);
+    QCOMPARE(run.metric_names(), QStringList({"accuracy", "loss"}));
+    QCOMPARE(run.batch_series("loss").size(), 48);
+    QCOMPARE(run.batch_series("val_loss").size(), 3);  // at the steps that ended the epochs
+    QCOMPARE(run.batch_series("val_loss")[1].x(), 32.0);
+    QCOMPARE(run.epoch_series("val_loss").size(), 3);
+    QCOMPARE(run.epoch_series("val_loss")[0], QPointF(1, 1.117651941284092));
+    QCOMPARE(run.learning_rate_series().size(), 48);
+    QCOMPARE(run.samples_per_sec_series().size(), 48);
+    QCOMPARE(run.replica_labels(), QStringList({"0: cpu", "1: cpu"}));
+    QCOMPARE(run.replica_step_ms(0).size(), 12);  // every 4th of 48 batches
+    QCOMPARE(run.checkpoints().size(), 3);
+    QVERIFY(run.checkpoints()[0].best);
+    QCOMPARE(run.checkpoints()[0].monitor, QString("val_loss"));
+    QCOMPARE(run.checkpoints()[2].reason, QString("final"));
+    QVERIFY(run.checkpoints()[2].resumable);
+  }
+
+  void each_batch_value_is_recovered_from_the_running_means() {
+    RunHistory run;
+    // Running means over the epoch (Keras): batch 1 has accuracy 10/32, batch 2 12/32, and a
+    // last partial batch of 16 samples has 4/16.
+    run.apply(make_event(R"({"schema":1,"event":"epoch_started","time":"t","epoch":1,"epochs":1,
+                        "steps":3,"resumed_at_batch":0})"));
+    run.apply(
+        make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":1,"batch":1,"step":1,
+                        "size":32,"logs":{"accuracy":0.3125,"loss":2.0},"lr":0.1})"));
+    run.apply(
+        make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":1,"batch":2,"step":2,
+                        "size":32,"logs":{"accuracy":0.34375,"loss":1.5},"lr":0.1})"));
+    run.apply(
+        make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":1,"batch":3,"step":3,
+                        "size":16,"logs":{"accuracy":0.3,"loss":null},"lr":0.05})"));
+    const QList<QPointF> acc = run.batch_series("accuracy");
+    QCOMPARE(acc.size(), 3);
+    QCOMPARE(acc[0], QPointF(1, 0.3125));
+    QCOMPARE(acc[1], QPointF(2, 0.375));  // (0.34375·64 − 0.3125·32) / 32
+    QCOMPARE(acc[2], QPointF(3, 0.125));  // (0.3·80 − 0.34375·64) / 16 = (24 − 22) / 16
+    const QList<QPointF> loss = run.batch_series("loss");
+    QCOMPARE(loss.size(), 2);  // a null (non-finite) mean is not drawn
+    QCOMPARE(loss[1], QPointF(2, 1.0));
+    QCOMPARE(run.learning_rate(), std::optional<double>(0.05));
+  }
+
+  void a_new_epoch_starts_its_means_afresh() {
+    RunHistory run;
+    run.apply(make_event(R"({"schema":1,"event":"epoch_started","time":"t","epoch":1,"steps":1})"));
+    run.apply(
+        make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":1,"batch":1,"step":1,
+                        "size":10,"logs":{"loss":4.0}})"));
+    run.apply(make_event(R"({"schema":1,"event":"epoch_started","time":"t","epoch":2,"steps":1})"));
+    run.apply(
+        make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":2,"batch":1,"step":2,
+                        "size":10,"logs":{"loss":1.0}})"));
+    QCOMPARE(run.batch_series("loss")[1], QPointF(2, 1.0));
+  }
+
+  void failed_and_abnormal_ends() {
+    RunHistory failed;
+    failed.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"x"})"));
+    failed.apply(
+        make_event(R"({"schema":1,"event":"run_failed","time":"t","error":"loss is NaN"})"));
+    QCOMPARE(failed.status(), RunHistory::Status::failed);
+    QCOMPARE(failed.status_text(), QString("failed: loss is NaN"));
+    failed.mark_ended_abnormally("ignored: the run already ended");
+    QCOMPARE(failed.error(), QString("loss is NaN"));
+
+    RunHistory crashed;
+    crashed.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"x"})"));
+    QCOMPARE(crashed.status(), RunHistory::Status::running);
+    crashed.mark_ended_abnormally("the engine crashed");
+    QCOMPARE(crashed.status(), RunHistory::Status::failed);
+
+    RunHistory stopped;
+    stopped.apply(make_event(
+        R"({"schema":1,"event":"stopped","time":"t","reason":"interrupted by a signal"})"));
+    stopped.apply(
+        make_event(R"({"schema":1,"event":"run_finished","time":"t","interrupted":true})"));
+    QCOMPARE(stopped.status_text(), QString("stopped: interrupted by a signal"));
+  }
+
+  void unknown_events_change_nothing_but_the_revision() {
+    RunHistory run;
+    const qint64 before = run.revision();
+    run.apply(make_event(R"({"schema":1,"event":"something_new","time":"t","loss":3})"));
+    QCOMPARE(run.revision(), before + 1);
+    QVERIFY(run.metric_names().isEmpty());
+    QCOMPARE(run.status(), RunHistory::Status::waiting);
+  }
+};
+
+QTEST_GUILESS_MAIN(RunHistoryTest)
+#include "run_history_test.moc"
