@@ -9,6 +9,8 @@
 #   <prefix>/include/tandem/*.hpp                       the public headers = the plugin SDK
 #   <prefix>/share/tandem/configs/*.json                example run configs (`tandem train`'s
 #                                                       default config is found here)
+#   <prefix>/bin/tandem-gui, share/applications/tandem-gui.desktop,
+#   share/icons/hicolor/{scalable,48x48,256x256}/apps/tandem.{svg,png}   (with the GUI)
 #   <prefix>/lib/cmake/Tandem/                          TandemConfig.cmake, TandemConfigVersion.cmake,
 #                                                       TandemTargets*.cmake (target Tandem::core)
 #
@@ -32,6 +34,16 @@ install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT run
 if(TARGET tandem-gui)
   set_target_properties(tandem-gui PROPERTIES INSTALL_RPATH "$ORIGIN/${tandem_bin_to_lib}")
   install(TARGETS tandem-gui RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+  # Where desktops look: the .desktop entry and the icon theme (hicolor).
+  install(FILES ${PROJECT_SOURCE_DIR}/resources/tandem-gui.desktop
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/applications COMPONENT runtime)
+  install(FILES ${PROJECT_SOURCE_DIR}/resources/icons/tandem.svg
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/icons/hicolor/scalable/apps COMPONENT runtime)
+  foreach(size 48 256)
+    install(FILES ${PROJECT_SOURCE_DIR}/resources/icons/tandem-${size}.png
+      DESTINATION ${CMAKE_INSTALL_DATADIR}/icons/hicolor/${size}x${size}/apps
+      RENAME tandem.png COMPONENT runtime)
+  endforeach()
 endif()
 
 # The built-in plugins: every tandem_add_plugin() target built into the build tree's plugins/

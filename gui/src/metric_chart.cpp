@@ -14,6 +14,25 @@
 
 namespace tandem::gui {
 
+namespace {
+
+void set_range_with_round_ticks(QValueAxis* axis, double low, double high) {
+  axis->setRange(low, high);
+  const double rough = (high - low) / 5;
+  const double power = std::pow(10.0, std::floor(std::log10(rough)));
+  double step = power;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * power >= rough) {
+      step = m * power;
+      break;
+    }
+  axis->setTickType(QValueAxis::TicksDynamic);
+  axis->setTickAnchor(0);
+  axis->setTickInterval(step);
+}
+
+}  // namespace
+
 MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* parent)
     : QChartView(parent), title_(title), x_axis_(new QValueAxis), y_axis_(new QValueAxis) {
   auto* chart = new QChart;
@@ -121,12 +140,11 @@ void MetricChart::refresh(bool force) {
   if (x_max <= x_min) x_max = x_min + 1;
   double pad = (y_max - y_min) * 0.05;
   if (pad <= 0) pad = std::max(std::abs(y_max) * 0.05, 1e-6);
-  // Round ticks on both axes; a quantity that is never negative keeps 0 as its floor.
-  x_axis_->setRange(x_min, x_max);
-  x_axis_->applyNiceNumbers();
+  // The data fills the plot; ticks sit at round values (1, 2 or 5 times a power of ten). A
+  // quantity that is never negative keeps 0 as its floor.
+  set_range_with_round_ticks(x_axis_, x_min, x_max);
   const double low = y_min >= 0 ? std::max(0.0, y_min - pad) : y_min - pad;
-  y_axis_->setRange(low, y_max + pad);
-  y_axis_->applyNiceNumbers();
+  set_range_with_round_ticks(y_axis_, low, y_max + pad);
 }
 
 int MetricChart::drawn_points(int line) const {

@@ -5,6 +5,9 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QListWidget>
 #include <QPixmap>
 #include <QTabWidget>
@@ -68,8 +71,18 @@ int main(int argc, char** argv) {
   window.show();
   int failures = 0;
 
+  // The tour edits and saves the config: work on a copy beside the workspace.
+  const QString copy = QDir(workspace).filePath("../" + QFileInfo(config).fileName());
+  QDir().mkpath(workspace);
+  QFile::remove(copy);
+  if (!QFile::copy(config, copy)) {
+    std::fprintf(stderr, "cannot copy %s to %s\n", qPrintable(config), qPrintable(copy));
+    return 1;
+  }
+  QFile::setPermissions(copy, QFile::ReadOwner | QFile::WriteOwner);
+
   // Launch: the config, validated by the engine, a callback's option form shown.
-  window.launch_panel()->open_config(config);
+  window.launch_panel()->open_config(copy);
   window.show_tab(MainWindow::launch_tab);
   if (!wait_until([&] { return window.launch_panel()->config_valid(); }, 30)) {
     std::fprintf(stderr, "the config did not validate: %s\n",
@@ -85,8 +98,22 @@ int main(int argc, char** argv) {
   settle(1500);  // device readings and the plugin catalog arrive
   failures += !save(&window, out.filePath("launch.png"));
 
-  // Two runs: the first one to overlay, the second one watched live.
+  // Two runs: a shorter one at a lower learning rate to overlay, then the config as it is,
+  // watched live.
+  const QString original = window.launch_panel()->editor_text();
   auto run_once = [&](bool screenshots) {
+    if (!screenshots) {
+      QJsonObject c = *window.launch_panel()->config();
+      c.insert("epochs", 3);
+      QJsonObject optimizer = c.value("optimizer").toObject();
+      QJsonObject optimizer_config = optimizer.value("config").toObject();
+      optimizer_config.insert("learning_rate", 0.0003);
+      optimizer.insert("config", optimizer_config);
+      c.insert("optimizer", optimizer);
+      window.launch_panel()->set_editor_text(QJsonDocument(c).toJson());
+    } else {
+      window.launch_panel()->set_editor_text(original);
+    }
     window.launch_panel()->start();
     if (!window.engine_run()) return false;
     if (screenshots) {

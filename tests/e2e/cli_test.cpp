@@ -203,6 +203,77 @@ TEST(Cli, EventsToStdoutAndTruncatedCheckpoint) {
   EXPECT_NE(e.err.find("cut.h5"), std::string::npos) << e.err;
 }
 
+TEST(Cli, EventsToStdoutAlsoWhenTheConfigListsTheEventsPlugin) {
+  const fs::path dir = test::scratch_dir("cli-stdout-listed");
+  const std::string synthetic =
+      R"('{"type": "synthetic", "samples": 200, "x_shape": [28, 28], "task": "classes", "classes": 10, "seed": 1}')";
+  auto r =
+      run_command(cli() + " train --set data.train=" + synthetic +
+                  R"( --set 'callbacks=[{"plugin": "events", "options": {"path": "ev.jsonl"}}]')" +
+                  " --set epochs=1 --events - --run-dir " + (dir / "run").string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) names.push_back(json::parse(line)["event"]);
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "run_started");
+  EXPECT_EQ(names.back(), "run_finished");
+  EXPECT_EQ(read_events(dir / "run" / "ev.jsonl").size(), names.size());
+}
+
+TEST(Cli, CheckValidatesEverythingWithoutTraining) {
+  const fs::path dir = test::scratch_dir("cli-check");
+  const std::string cd = "cd " + dir.string() + " && ";
+  const std::string config = (test::source_dir() / "resources/configs/fashion-mlp.json").string();
+  auto r = run_command(cd + cli() + " check " + config + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json out = json::parse(r.out);
+  EXPECT_TRUE(out["ok"].get<bool>());
+  EXPECT_EQ(out["summary"]["parameters"], 235146);  // 784·256+256 + 256·128+128 + 128·10+10
+  EXPECT_EQ(out["summary"]["train_samples"], 60000);
+  EXPECT_FALSE(fs::exists(dir / "runs"));  // nothing written
+
+  // Garbage: every error is one JSON object with the path, exit code 2.
+  struct Case {
+    std::string args, path, says;
+  };
+  test::write_text(dir / "bad.json", "{\"epochs\": 1,,}");
+  test::write_text(dir / "list.json", "[1, 2]");
+  const std::vector<Case> cases = {
+      {(dir / "bad.json").string(), "bad.json", "line 1"},
+      {(dir / "list.json").string(), "", "object"},
+      {config + " --set epochs=0", "epochs", "positive"},
+      {config + " --set model.config.layers[2].config.units=ten",
+       "model.config.layers[2].config.units", "integer"},
+      {config + R"( --set 'callbacks=[{"plugin": "no_such_plugin"}]')", "", "no_such_plugin"},
+      {config +
+           R"( --set 'callbacks=[{"plugin": "early_stopping", "options": {"patience": "x"}}]')",
+       "", "patience"},
+      {config + " --set data.train.x=/nonexistent.gz", "", "/nonexistent.gz"},
+      {config + " --devices cpu:0", "", "cpu:0"},
+  };
+  for (const Case& c : cases) {
+    r = run_command(cd + cli() + " check " + c.args + " --json");
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    const json o = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(o.is_object()) << c.args << ": " << r.out;
+    EXPECT_FALSE(o["ok"].get<bool>());
+    EXPECT_NE(o["error"].get<std::string>().find(c.says), std::string::npos) << o.dump();
+    if (!c.path.empty()) {
+      EXPECT_NE(o["path"].get<std::string>().find(c.path), std::string::npos) << o.dump();
+    }
+  }
+  // Without --json: a line of text, and the error on stderr.
+  r = run_command(cd + cli() + " check " + config);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("235146 parameters"), std::string::npos) << r.out;
+  r = run_command(cd + cli() + " check " + config + " --set epochs=-1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'epochs'"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+}
+
 TEST(Cli, TrainsOnThreeCpuReplicasWithAPerReplicaBatch) {
   const fs::path dir = test::scratch_dir("cli-replicas");
   const std::string synthetic =

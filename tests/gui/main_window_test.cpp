@@ -165,6 +165,28 @@ class MainWindowTest : public QObject {
     QVERIFY(loss->history_points(1) > 0);
   }
 
+  void window_state_workspace_and_last_config_are_remembered() {
+    QStandardPaths::setTestModeEnabled(true);  // QSettings in ~/.qttest, not the user's
+    QSettings().clear();
+    const QString workspace = tmp_.filePath("ws-remembered");
+    {
+      MainWindow window(true);
+      window.set_workspace(workspace);
+      QVERIFY(window.launch_panel()->open_config(config_));
+      window.resize(1111, 777);
+      window.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&window));
+      window.show_tab(MainWindow::runs_tab);
+      QVERIFY(window.close());
+    }
+    MainWindow again(true);
+    QCOMPARE(again.workspace(), workspace);
+    QCOMPARE(again.launch_panel()->config_path(), QFileInfo(config_).absoluteFilePath());
+    QCOMPARE(again.tabs()->currentIndex(), int(MainWindow::runs_tab));
+    QCOMPARE(again.size(), QSize(1111, 777));
+    QSettings().clear();
+  }
+
   void a_crashing_engine_leaves_the_dashboard_alive_with_the_error() {
     // A stand-in engine: starts a run, writes half an event, complains and dies of SIGSEGV.
     const QString fake = tmp_.filePath("crashing-tandem");

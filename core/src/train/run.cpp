@@ -105,11 +105,18 @@ json device_plan_json(const DevicePlan& plan) {
 
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
 // Returns the plugin records for run_started.
-json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus) {
+// `events_to_stdout` (--events -) also applies to an events plugin the config lists itself.
+json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus,
+                              bool events_to_stdout) {
   json plugins = json::array();
   for (const auto& cc : rc.callbacks) {
     LoadedPlugin loaded = host.load(cc.plugin);
-    bus.add(loaded.create(cc.options, {cc.target, cc.path}), cc.target);
+    json options = cc.options;
+    if (events_to_stdout && cc.plugin == "events") {
+      if (!options.is_object()) options = json::object();
+      options["stdout"] = true;
+    }
+    bus.add(loaded.create(options, {cc.target, cc.path}), cc.target);
     plugins.push_back({{"plugin", loaded.record.info.name},
                        {"version", loaded.record.info.version},
                        {"path", loaded.record.path.string()},
@@ -126,7 +133,7 @@ json check_run_config(const RunConfig& rc) {
   Datasets data = open_datasets(rc, true);
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus);
+  json plugins = add_configured_callbacks(rc, host, bus, false);
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
           {"devices", plan.to_json()},
@@ -166,7 +173,7 @@ TrainResult run_training(const TrainRequest& request) {
   // Plugins are loaded and their options checked before the run folder exists.
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus);
+  json plugins = add_configured_callbacks(rc, host, bus, request.events_to_stdout);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).
