@@ -23,6 +23,12 @@
 #include "log_panel.hpp"
 #include "runs_panel.hpp"
 
+// The resources are compiled into the static library: register them explicitly (outside any
+// namespace, as Q_INIT_RESOURCE requires).
+static void register_resources() {
+  Q_INIT_RESOURCE(tandem_gui);
+}
+
 namespace tandem::gui {
 
 MainWindow::MainWindow(bool restore_settings, QWidget* parent)
@@ -37,6 +43,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
       devices_(new DevicesPanel),
       devices_dock_(new QDockWidget("Devices")),
       status_(new QLabel) {
+  register_resources();
   setWindowTitle("Tandem");
   setWindowIcon(QIcon(":/tandem/icons/tandem.svg"));
   tabs_->addTab(launch_, "Launch");

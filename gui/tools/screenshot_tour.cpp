@@ -10,10 +10,12 @@
 #include <QJsonObject>
 #include <QListWidget>
 #include <QPixmap>
+#include <QScrollArea>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
 #include <QThread>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -24,6 +26,7 @@
 #include "log_panel.hpp"
 #include "main_window.hpp"
 #include "runs_panel.hpp"
+#include "schema_form.hpp"
 
 namespace {
 
@@ -96,6 +99,10 @@ int main(int argc, char** argv) {
       break;
     }
   settle(1500);  // device readings and the plugin catalog arrive
+  // Scroll the form to the callback's option form (generated from the plugin's schema).
+  if (auto* scroll = window.launch_panel()->findChild<QScrollArea*>())
+    scroll->ensureWidgetVisible(window.launch_panel()->options_form(), 0, 0);
+  settle(200);
   failures += !save(&window, out.filePath("launch.png"));
 
   // Two runs: a shorter one at a lower learning rate to overlay, then the config as it is,
@@ -120,7 +127,12 @@ int main(int argc, char** argv) {
       wait_until([&] { return window.shown_run()->epoch() >= 3; }, 300);
       settle(600);
       failures += !save(&window, out.filePath("run.png"));
-      failures += !save(window.devices_dock(), out.filePath("devices.png"));
+      // The dock is as tall as the window; its content is the top.
+      QWidget* dock = window.devices_dock();
+      const bool ok = dock->grab(QRect(0, 0, dock->width(), std::min(dock->height(), 300)))
+                          .save(out.filePath("devices.png"));
+      std::printf("%s %s\n", ok ? "saved" : "FAILED", qPrintable(out.filePath("devices.png")));
+      failures += !ok;
     }
     return wait_until([&] { return !window.engine_run()->running(); }, 600);
   };
