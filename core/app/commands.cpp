@@ -17,6 +17,7 @@
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "tandem/run.hpp"
+#include "tandem/world.hpp"
 
 namespace tandem::app {
 
@@ -126,6 +127,12 @@ fs::path resumed_run_dir(const fs::path& arg, const fs::path& checkpoint) {
   return dir;
 }
 
+// evaluate and predict are single-process commands: under mpirun, rank 0 does the work and the
+// other ranks end at once.
+bool on_rank_zero() {
+  return !launched_by_mpi() || process_world()->rank() == 0;
+}
+
 void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides) {
   cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
   cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
@@ -180,6 +187,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (!weights_.empty()) req.weights = weights_;
       req.events_to_stdout = events_ == "-";
       req.interrupt = interrupt_;
+      req.world = process_world();  // the ranks of an MPI job, or this process alone
       TrainResult result = run_training(req);
       return static_cast<int>(ExitCode::ok);
     };
@@ -197,6 +205,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   evaluate->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
   evaluate->callback([this] {
     selected_ = [this] {
+      if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
       InferenceRequest req{resolve_config({config_, weights_, false}, overrides_, quiet_), weights_,
                            split_};
       Logs logs = run_evaluation(req);
@@ -215,6 +224,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   predict->add_option("-o,--output", output_, "Output file (.csv or .npy); '-' = CSV on stdout");
   predict->callback([this] {
     selected_ = [this] {
+      if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
       RunConfig rc = resolve_config({config_, weights_, false}, overrides_, true);
       check_prediction_output(output_);
       Tensor out = run_prediction({rc, weights_, split_});

@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "tandem/error.hpp"
 #include "tandem/process_setup.hpp"
+#include "tandem/world.hpp"
 
 namespace {
 
@@ -47,6 +48,27 @@ void start_signal_thread() {
 
 }  // namespace
 
+// "[rank 1/3] " inside an MPI job, "" otherwise.
+std::string rank_prefix() {
+  if (!tandem::launched_by_mpi()) return {};
+  try {
+    const auto world = tandem::process_world();
+    if (world->size() > 1)
+      return "[rank " + std::to_string(world->rank()) + "/" + std::to_string(world->size()) + "] ";
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+void abort_job_if_mpi(int code) {
+  if (!tandem::launched_by_mpi()) return;
+  try {
+    const auto world = tandem::process_world();
+    if (world->size() > 1) world->abort(code);
+  } catch (const std::exception&) {
+  }
+}
+
 int main(int argc, char** argv) {
   tandem::configure_process(argc, argv);
   auto logger = spdlog::stderr_color_mt("tandem");
@@ -73,15 +95,19 @@ int main(int argc, char** argv) {
   }
 
   start_signal_thread();
+  int code = 0;
   try {
     return commands.run();
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "tandem: error: %s\n", e.what());
-    return static_cast<int>(e.code());
+    std::fprintf(stderr, "tandem: error: %s%s\n", rank_prefix().c_str(), e.what());
+    code = static_cast<int>(e.code());
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "tandem: error: %s\n", e.what());
-    return static_cast<int>(tandem::ExitCode::run_failed);
+    std::fprintf(stderr, "tandem: error: %s%s\n", rank_prefix().c_str(), e.what());
+    code = static_cast<int>(tandem::ExitCode::run_failed);
   }
+  // One rank failing must not leave the others waiting in a collective: end the whole job.
+  abort_job_if_mpi(code);
+  return code;
 }

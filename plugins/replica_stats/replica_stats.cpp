@@ -42,6 +42,7 @@ class ReplicaStats : public tandem::Callback {
           if (g.index == index && g.memory_used_bytes) memory = *g.memory_used_bytes;
       }
       replicas.push_back({{"replica", f.replica},
+                          {"rank", f.rank},
                           {"device", f.device},
                           {"samples", f.samples},
                           {"step_seconds", f.step_seconds},

@@ -15,17 +15,34 @@
 
 namespace tandem {
 
+/// A batch, or this process's shard of one: rows [global_offset, global_offset + size()) of a
+/// global batch of global_size samples (the whole batch when one process trains).
 struct Batch {
-  Tensor x;  // (n, x_shape...)
-  Tensor y;  // (n, y_shape...)
+  Tensor x;                       // (n, x_shape...)
+  Tensor y;                       // (n, y_shape...)
+  std::int64_t global_size = -1;  // -1: this is the whole batch
+  std::int64_t global_offset = 0;
   std::int64_t size() const { return x.rank() > 0 ? x.dim(0) : 0; }
+  std::int64_t whole_size() const { return global_size < 0 ? size() : global_size; }
 };
 
+/// Rows of part `index` of `count` when `total` samples are split in order and the first
+/// total % count parts take one more (DESIGN.md contract 1): {offset, size}.
+struct Shard {
+  std::int64_t offset = 0;
+  std::int64_t size = 0;
+};
+Shard shard_of(std::int64_t total, int count, int index);
+
 struct DataLoaderOptions {
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;  // the global batch
   bool shuffle = true;
   std::uint64_t seed = 0;
   int prefetch = 2;  // batches prepared ahead; 0 reads synchronously
+  // Multi-process runs: every process walks the same global order and reads only its shard of
+  // each batch (shard_of(batch, shard_count, shard_index)).
+  int shard_index = 0;
+  int shard_count = 1;
 };
 
 class DataLoader {

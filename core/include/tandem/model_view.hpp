@@ -19,10 +19,11 @@ enum class Target { template_model, meta };
 std::string target_name(Target target);  // "template", "meta"
 
 struct ReplicaFacts {
-  int replica = 0;
+  int replica = 0;           // numbered across every rank of the run, in rank order
   std::string device;        // "cpu", "cuda:1"
   std::int64_t samples = 0;  // rows of the last batch this replica held
   double step_seconds = 0;   // its forward + backward time in the last step
+  int rank = 0;              // the process (MPI rank) it runs in
 };
 
 class ModelView {

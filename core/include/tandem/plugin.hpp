@@ -18,8 +18,8 @@
 
 #include "tandem/callback.hpp"
 
-/// Bumped whenever a public header used by plugins changes incompatibly.
-#define TANDEM_PLUGIN_ABI_VERSION 1
+/// Bumped whenever a public header used by plugins changes incompatibly (2: ReplicaFacts::rank).
+#define TANDEM_PLUGIN_ABI_VERSION 2
 
 namespace tandem {
 

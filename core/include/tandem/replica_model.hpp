@@ -9,8 +9,14 @@
 // template, so the template is current at every moment; sync_template() is the hook for plans
 // whose replica 0 lives elsewhere.
 //
+// Across processes (an MPI job, DESIGN.md contract 8) every rank runs a ReplicaModel on its shard
+// of the global batch: the loss gradient is scaled by 1/(global batch), gradients are summed
+// inside the process first and then across ranks (World::all_reduce_sum, rank order), and loss
+// and metric sums are gathered so every rank sees the logs of the whole batch.
+//
 // Ownership: borrows the template and its optimizer (they must outlive the ReplicaModel); owns
-// the other replicas, their optimizers and the worker threads. One thread drives it.
+// the other replicas, their optimizers and the worker threads; shares the World. One thread
+// drives it.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@
 #include "tandem/metric.hpp"
 #include "tandem/model.hpp"
 #include "tandem/optimizer.hpp"
+#include "tandem/world.hpp"
 
 namespace tandem {
 
@@ -35,6 +42,7 @@ struct StepSums {
 
 /// Per-replica facts of the last step (the meta view of callbacks and replica_stats events).
 struct ReplicaStep {
+  int rank = 0;  // the process (MPI rank) it runs in
   DeviceSpec device;
   std::int64_t samples = 0;
   double seconds = 0;  // forward + backward of this replica
@@ -42,13 +50,18 @@ struct ReplicaStep {
 
 class ReplicaModel {
  public:
-  ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan);
+  ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
+               std::shared_ptr<World> world = single_process_world());
   ~ReplicaModel();
   ReplicaModel(const ReplicaModel&) = delete;
   ReplicaModel& operator=(const ReplicaModel&) = delete;
 
+  /// Replicas in this process.
   int size() const { return static_cast<int>(replicas_.size()); }
   const DevicePlan& plan() const { return plan_; }
+  World& world() const { return *world_; }
+  /// The plan as checkpoints record it: the plan itself in one process, "P×(plan)" across P.
+  std::string plan_text() const;
   const Communicator& communicator() const { return *communicator_; }
   /// Samples per replica for a global batch of `batch`: the first batch % n take one more.
   static std::vector<std::int64_t> split(std::int64_t batch, int n);
@@ -59,12 +72,16 @@ class ReplicaModel {
   Optimizer& optimizer() { return optimizer_; }
   Model& replica(int i) { return *replicas_[static_cast<std::size_t>(i)]; }
 
-  /// Forward, loss and backward on every replica for its share of the batch; returns the sums
-  /// over the whole batch. Gradients wait in each replica until apply_update().
+  /// Forward, loss and backward on every replica for its share of the batch (this process's
+  /// shard of the global batch); returns the sums over the whole global batch, the same on every
+  /// rank. Gradients wait in each replica until apply_update().
   StepSums forward_backward(const Batch& batch, const Loss& loss,
                             const std::vector<std::unique_ptr<Metric>>& metrics);
-  /// Sums the gradients across replicas and applies the optimizer on every replica.
+  /// Sums the gradients across replicas and ranks and applies the optimizer on every replica.
   void apply_update();
+  /// Rank 0's weights, optimizer state and learning rate to every rank (after a callback on rank
+  /// 0 changed them, e.g. restored a backup). Collective; nothing to do in one process.
+  void broadcast_from_rank0();
   /// Loss and metrics of the batch without training (inference mode).
   StepSums evaluate(const Batch& batch, const Loss& loss,
                     const std::vector<std::unique_ptr<Metric>>& metrics);
@@ -78,13 +95,15 @@ class ReplicaModel {
   /// Replica 0's weights into the template when they are not the same object.
   void sync_template();
 
-  const std::vector<ReplicaStep>& last_step() const { return last_step_; }
+  /// The last step of every replica of every rank, in rank order.
+  const std::vector<ReplicaStep>& last_step() const { return all_steps_; }
 
  private:
   class Workers;
   template <class F>
   void on_replicas(F&& f);
   void bind_gradient_arenas();
+  StepSums combine(const std::vector<std::unique_ptr<Metric>>& metrics, bool with_steps);
 
   Model& template_;
   Optimizer& optimizer_;
@@ -97,8 +116,11 @@ class ReplicaModel {
   std::vector<Tensor> gradient_arenas_;  // one flat gradient buffer per replica
   std::vector<Tensor> shard_grads_;      // dLoss/dOutput per replica
   std::vector<StepSums> shard_sums_;
-  std::vector<ReplicaStep> last_step_;
-  std::unique_ptr<Workers> workers_;  // none when there is one replica
+  std::vector<ReplicaStep> last_step_;  // this process's replicas
+  std::vector<ReplicaStep> all_steps_;  // every rank's
+  std::shared_ptr<World> world_;
+  std::vector<std::string> rank_plans_;  // every rank's plan text
+  std::unique_ptr<Workers> workers_;     // none when there is one replica
 };
 
 }  // namespace tandem

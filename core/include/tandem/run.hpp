@@ -20,6 +20,7 @@
 #include "tandem/logs.hpp"
 #include "tandem/run_config.hpp"
 #include "tandem/tensor.hpp"
+#include "tandem/world.hpp"
 
 namespace tandem {
 
@@ -31,6 +32,8 @@ struct TrainRequest {
   std::optional<std::filesystem::path> weights;      // initial weights only
   const std::atomic<bool>* interrupt = nullptr;      // raised by SIGINT/SIGTERM handlers
   std::vector<std::shared_ptr<Callback>> callbacks;  // in-process callbacks (tests, embedding)
+  /// The processes of the run (an MPI job: process_world()); null: this process alone.
+  std::shared_ptr<World> world;
 };
 
 struct TrainResult {

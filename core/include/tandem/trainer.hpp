@@ -93,6 +93,9 @@ class Trainer : public CallbackContext {
   };
   /// One step; false when the loss was not finite and a callback stopped the run (no update).
   bool train_batch(const Batch& batch, EpochTotals& totals);
+  /// Across the ranks of an MPI job: rank 0's learning rate and stop decision everywhere; true
+  /// when any rank was interrupted (a signal). In one process: whether it was interrupted.
+  bool sync_ranks();
   void check_data(const DataLoader& data, const std::string& role) const;
   Logs logs_of(const EpochTotals& totals) const;
   EpochTotals empty_totals() const;

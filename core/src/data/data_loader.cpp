@@ -47,13 +47,21 @@ struct DataLoader::Impl {
   // and tensors share storage, so buffers are not recycled behind its back).
   Batch make_batch(std::int64_t b) const {
     const std::int64_t first = b * options.batch_size;
-    const std::int64_t n = std::min(options.batch_size, size - first);
+    const std::int64_t whole = std::min(options.batch_size, size - first);
+    const Shard shard = shard_of(whole, options.shard_count, options.shard_index);
+    const std::int64_t n = shard.size;
     Shape xs{n}, ys{n};
     xs.insert(xs.end(), x_shape.begin(), x_shape.end());
     ys.insert(ys.end(), y_shape.begin(), y_shape.end());
     Batch batch{Tensor(xs), Tensor(ys)};
-    dataset.read(std::span<const std::int64_t>(order.data() + first, static_cast<std::size_t>(n)),
-                 batch.x.data(), batch.y.data());
+    if (options.shard_count > 1) {
+      batch.global_size = whole;
+      batch.global_offset = shard.offset;
+    }
+    if (n > 0)
+      dataset.read(std::span<const std::int64_t>(order.data() + first + shard.offset,
+                                                 static_cast<std::size_t>(n)),
+                   batch.x.data(), batch.y.data());
     return batch;
   }
 
@@ -96,12 +104,21 @@ struct DataLoader::Impl {
   }
 };
 
+Shard shard_of(std::int64_t total, int count, int index) {
+  const std::int64_t base = total / count, extra = total % count;
+  return {index * base + std::min<std::int64_t>(index, extra), base + (index < extra ? 1 : 0)};
+}
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)), options_(options) {
   if (!dataset_) throw DataError("DataLoader: no dataset");
   if (options_.batch_size <= 0)
     throw ConfigError("batch_size",
                       "expected a positive integer, got " + std::to_string(options_.batch_size));
+  if (options_.shard_count < 1 || options_.shard_index < 0 ||
+      options_.shard_index >= options_.shard_count)
+    throw RunError("DataLoader: shard " + std::to_string(options_.shard_index) + " of " +
+                   std::to_string(options_.shard_count));
   if (options_.prefetch < 0)
     throw ConfigError("prefetch",
                       "expected a non-negative integer, got " + std::to_string(options_.prefetch));

@@ -104,8 +104,12 @@ Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
 
 }  // namespace
 
-ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan)
-    : template_(template_model), optimizer_(optimizer), plan_(std::move(plan)) {
+ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
+                           std::shared_ptr<World> world)
+    : template_(template_model),
+      optimizer_(optimizer),
+      plan_(std::move(plan)),
+      world_(world ? std::move(world) : single_process_world()) {
   if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
   if (!plan_.all_cpu())
     throw ConfigError("devices", "device plan '" + plan_.text +
@@ -124,7 +128,12 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   shard_grads_.resize(replicas_.size());
   shard_sums_.resize(replicas_.size());
   last_step_.resize(replicas_.size());
-  for (std::size_t r = 0; r < replicas_.size(); ++r) last_step_[r].device = plan_.replicas[r];
+  for (std::size_t r = 0; r < replicas_.size(); ++r) {
+    last_step_[r].device = plan_.replicas[r];
+    last_step_[r].rank = world_->rank();
+  }
+  all_steps_ = last_step_;
+  rank_plans_ = world_->all_gather_bytes(plan_.text);
   broadcast_from_template();
   if (replicas_.size() > 1) {
     const int cores = cpu::compute_threads(), n = size();
@@ -137,8 +146,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
 ReplicaModel::~ReplicaModel() = default;
 
 std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
-  std::vector<std::int64_t> sizes(static_cast<std::size_t>(n), batch / n);
-  for (std::int64_t r = 0; r < batch % n; ++r) ++sizes[static_cast<std::size_t>(r)];
+  std::vector<std::int64_t> sizes;
+  for (int r = 0; r < n; ++r) sizes.push_back(shard_of(batch, n, r).size);
   return sizes;
 }
 
@@ -169,18 +178,81 @@ void ReplicaModel::on_replicas(F&& f) {
   workers_->run(job);
 }
 
+std::string ReplicaModel::plan_text() const {
+  if (world_->size() == 1) return plan_.text;
+  bool same = true;
+  for (const auto& p : rank_plans_) same = same && p == plan_.text;
+  if (same) return std::to_string(world_->size()) + "x(" + plan_.text + ")";
+  std::string text;
+  for (std::size_t r = 0; r < rank_plans_.size(); ++r)
+    text += (r ? "; " : "") + std::to_string(r) + ":" + rank_plans_[r];
+  return std::to_string(world_->size()) + " ranks (" + text + ")";
+}
+
+// This process's sums (replicas in order), then every rank's in rank order: the same totals, to
+// the bit, on every rank. With `with_steps`, also every rank's per-replica step facts.
+StepSums ReplicaModel::combine(const std::vector<std::unique_ptr<Metric>>& metrics,
+                               bool with_steps) {
+  StepSums local;
+  local.metrics.resize(metrics.size());
+  for (const auto& s : shard_sums_) {
+    local.loss.add(s.loss);
+    for (std::size_t m = 0; m < metrics.size(); ++m) local.metrics[m].add(s.metrics[m]);
+  }
+  if (world_->size() == 1) {
+    if (with_steps) all_steps_ = last_step_;
+    return local;
+  }
+  std::vector<double> packed{local.loss.sum, local.loss.count};
+  for (const auto& m : local.metrics) {
+    packed.push_back(m.sum);
+    packed.push_back(m.count);
+  }
+  if (with_steps)
+    for (const auto& step : last_step_) {
+      packed.push_back(static_cast<double>(step.samples));
+      packed.push_back(step.seconds);
+    }
+  const auto ranks = world_->all_gather_bytes(
+      std::string(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(double)));
+  StepSums total;
+  total.metrics.resize(metrics.size());
+  if (with_steps) all_steps_.clear();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    std::vector<double> v(ranks[r].size() / sizeof(double));
+    std::memcpy(v.data(), ranks[r].data(), v.size() * sizeof(double));
+    total.loss.add({v[0], v[1]});
+    for (std::size_t m = 0; m < metrics.size(); ++m)
+      total.metrics[m].add({v[2 + 2 * m], v[3 + 2 * m]});
+    if (!with_steps) continue;
+    std::size_t k = 2 + 2 * metrics.size();
+    for (std::size_t i = 0; k + 1 < v.size(); ++i, k += 2) {
+      ReplicaStep step;
+      step.rank = static_cast<int>(r);
+      step.device = i < last_step_.size() ? last_step_[i].device : last_step_.back().device;
+      step.samples = static_cast<std::int64_t>(v[k]);
+      step.seconds = v[k + 1];
+      all_steps_.push_back(step);
+    }
+  }
+  return total;
+}
+
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
                                         const std::vector<std::unique_ptr<Metric>>& metrics) {
   const std::int64_t total = batch.size();
   const auto sizes = split(total, size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
+  offsets[0] = batch.global_offset;  // a sample's place in the global batch (dropout masks)
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
-  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(total, 1));
+  // The gradient of the mean over the global batch, whichever process holds which rows.
+  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(batch.whole_size(), 1));
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor x = rows_of(batch.x, offsets[i], sizes[i]);
-    const Tensor y = rows_of(batch.y, offsets[i], sizes[i]);
+    const std::int64_t local = offsets[i] - batch.global_offset;
+    const Tensor x = rows_of(batch.x, local, sizes[i]);
+    const Tensor y = rows_of(batch.y, local, sizes[i]);
     Model& model = *replicas_[i];
     const Tensor& out = model.forward(x, true, offsets[i]);
     StepSums& sums = shard_sums_[i];
@@ -192,20 +264,22 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
-  StepSums total_sums;
-  total_sums.metrics.resize(metrics.size());
-  for (const auto& s : shard_sums_) {  // in replica order: deterministic
-    total_sums.loss.add(s.loss);
-    for (std::size_t m = 0; m < metrics.size(); ++m) total_sums.metrics[m].add(s.metrics[m]);
-  }
-  return total_sums;
+  return combine(metrics, true);
 }
 
 void ReplicaModel::apply_update() {
   std::vector<float*> buffers;
   for (auto& a : gradient_arenas_) buffers.push_back(a.data());
-  if (gradient_arenas_[0].size() > 0)
-    communicator_->all_reduce_sum(buffers, static_cast<std::size_t>(gradient_arenas_[0].size()));
+  const auto count = static_cast<std::size_t>(gradient_arenas_[0].size());
+  if (count > 0) {
+    // Inside the process first, then across processes (hierarchical).
+    communicator_->all_reduce_sum(buffers, count);
+    if (world_->size() > 1) {
+      world_->all_reduce_sum(buffers[0], count);
+      for (std::size_t r = 1; r < buffers.size(); ++r)
+        std::memcpy(buffers[r], buffers[0], count * sizeof(float));
+    }
+  }
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     optimizers_[i]->apply(replicas_[i]->trainable_parameters());
@@ -227,13 +301,31 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
     sums.metrics.clear();
     for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
   });
-  StepSums total;
-  total.metrics.resize(metrics.size());
-  for (const auto& s : shard_sums_) {
-    total.loss.add(s.loss);
-    for (std::size_t m = 0; m < metrics.size(); ++m) total.metrics[m].add(s.metrics[m]);
+  return combine(metrics, false);
+}
+
+void ReplicaModel::broadcast_from_rank0() {
+  if (world_->size() == 1) return;
+  sync_template();
+  for (Parameter* p : template_.parameters())
+    world_->broadcast(p->value.data(), static_cast<std::size_t>(p->value.size()) * sizeof(float),
+                      0);
+  double lr = optimizer_.learning_rate();
+  std::int64_t iterations = optimizer_.iterations();
+  std::uint64_t slotted = optimizer_.slotted_params();
+  world_->broadcast(&lr, sizeof lr, 0);
+  world_->broadcast(&iterations, sizeof iterations, 0);
+  world_->broadcast(&slotted, sizeof slotted, 0);
+  optimizer_.set_learning_rate(lr);
+  optimizer_.set_iterations(iterations);
+  auto params = template_.trainable_parameters();
+  if (slotted == params.size()) {
+    if (optimizer_.slotted_params() != params.size()) optimizer_.create_slots(params);
+    for (std::size_t p = 0; p < params.size(); ++p)
+      for (Tensor& slot : optimizer_.slots(p))
+        world_->broadcast(slot.data(), static_cast<std::size_t>(slot.size()) * sizeof(float), 0);
   }
-  return total;
+  broadcast_from_template();
 }
 
 void ReplicaModel::predict(const Tensor& x, float* out) {

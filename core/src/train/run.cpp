@@ -2,10 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sched.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 #include "backend/cpu/parallel.hpp"
 #include "tandem/checkpoint_file.hpp"
@@ -93,8 +97,27 @@ void write_text_file(const std::filesystem::path& path, const std::string& text)
 // This build trains on CPU replicas; CUDA plans are refused with the reason.
 constexpr bool kCudaTrainable = false;
 
-DevicePlan plan_for(const RunConfig& rc) {
-  return parse_device_plan(rc.devices, discover_devices(), "devices", kCudaTrainable);
+// Ranks on one machine share its cores: when the launcher did not bind them to cores of their
+// own (and OMP_NUM_THREADS is unset), each takes cores / local ranks compute threads.
+void share_cores_between_local_ranks(const World& world) {
+  if (world.local_size() < 2 || std::getenv("OMP_NUM_THREADS")) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int usable = CPU_COUNT(&set);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (usable < cores) return;  // bound by the launcher: the binding already shares the cores
+  cpu::set_compute_threads(std::max(1, cores / world.local_size()));
+}
+
+// Each rank of an MPI job takes the config's plan for itself; "auto" gives each rank the GPU of
+// its local rank when GPUs train (else the CPU).
+DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_world()) {
+  const DeviceReport devices = discover_devices();
+  std::string text = rc.devices;
+  if (world.size() > 1 && text == "auto" && kCudaTrainable && !devices.gpus.empty())
+    text = "cuda:" + std::to_string(world.local_rank() % static_cast<int>(devices.gpus.size()));
+  return parse_device_plan(text, devices, "devices", kCudaTrainable);
 }
 
 json device_plan_json(const DevicePlan& plan) {
@@ -107,10 +130,11 @@ json device_plan_json(const DevicePlan& plan) {
 // Returns the plugin records for run_started.
 // `events_to_stdout` (--events -) also applies to an events plugin the config lists itself.
 json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus,
-                              bool events_to_stdout) {
+                              bool events_to_stdout, int rank) {
   json plugins = json::array();
   for (const auto& cc : rc.callbacks) {
-    LoadedPlugin loaded = host.load(cc.plugin);
+    LoadedPlugin loaded = host.load(cc.plugin);  // every rank checks every plugin
+    if (rank != 0 && !cc.all_ranks) continue;
     json options = cc.options;
     if (events_to_stdout && cc.plugin == "events") {
       if (!options.is_object()) options = json::object();
@@ -133,7 +157,7 @@ json check_run_config(const RunConfig& rc) {
   Datasets data = open_datasets(rc, true);
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus, false);
+  json plugins = add_configured_callbacks(rc, host, bus, false, 0);
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
           {"devices", plan.to_json()},
@@ -152,28 +176,33 @@ std::optional<json> run_config_of_checkpoint(const std::filesystem::path& path) 
 
 TrainResult run_training(const TrainRequest& request) {
   const RunConfig& rc = request.config;
+  const std::shared_ptr<World> world = request.world ? request.world : single_process_world();
+  const int rank = world->rank(), ranks = world->size();
+  const bool writer = rank == 0;  // rank 0 writes the run folder, the stream, model.h5
   // Everything that can be wrong with the input is checked before the run folder exists.
   Built b = build_model(rc);
-  const DevicePlan plan = plan_for(rc);
-  const std::int64_t batch_size = rc.global_batch_size(plan.size());
+  const DevicePlan plan = plan_for(rc, *world);
+  const std::int64_t batch_size = rc.global_batch_size(plan.size() * ranks);
   Datasets data = open_datasets(rc, true);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
   if (request.weights)
     b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
 
-  DataLoaderOptions train_opts{batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
-                               rc.data.prefetch};
+  // Every rank walks the same global order and reads its shard of each batch.
+  DataLoaderOptions train_opts{
+      batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1), rc.data.prefetch, rank, ranks};
   DataLoader train_loader(data.train, train_opts);
   std::unique_ptr<DataLoader> val_loader;
   if (data.validation)
     val_loader = std::make_unique<DataLoader>(
-        data.validation, DataLoaderOptions{batch_size, false, 0, rc.data.prefetch});
+        data.validation, DataLoaderOptions{batch_size, false, 0, rc.data.prefetch, rank, ranks});
 
-  // Plugins are loaded and their options checked before the run folder exists.
+  // Plugins are loaded and their options checked before the run folder exists. Callbacks run on
+  // rank 0, or on every rank when their config says "ranks": "all".
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus, request.events_to_stdout);
+  json plugins = add_configured_callbacks(rc, host, bus, request.events_to_stdout, rank);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).
@@ -191,55 +220,82 @@ TrainResult run_training(const TrainRequest& request) {
                        {"path", loaded.record.path.string()},
                        {"target", "template"}});
   };
-  add_standard("events", {{"stdout", request.events_to_stdout}});
-  if (rc.verbose > 0) add_standard("progress", {{"verbose", rc.verbose}});
+  if (writer) {
+    add_standard("events", {{"stdout", request.events_to_stdout}});
+    if (rc.verbose > 0) add_standard("progress", {{"verbose", rc.verbose}});
+  }
 
-  ReplicaModel meta(*b.model, *b.optimizer, plan);
+  share_cores_between_local_ranks(*world);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, world);
   Trainer trainer(meta, *b.loss, std::move(b.metrics));
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
-  // Absolute, so that paths in the event stream stay valid for readers in other folders.
-  result.run_dir = std::filesystem::absolute(request.run_dir  ? *request.run_dir
-                                             : request.resume ? request.resume->parent_path()
-                                                              : default_run_dir(rc.name))
-                       .lexically_normal();
-  std::error_code ec;
-  std::filesystem::create_directories(result.run_dir, ec);
-  if (ec)
-    throw RunError("cannot create the run folder " + result.run_dir.string() + ": " + ec.message());
-  write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
+  // Absolute, so that paths in the event stream stay valid for readers in other folders. Rank 0
+  // names it (a default name holds the time) and the others take its name.
+  std::string run_dir = std::filesystem::absolute(request.run_dir  ? *request.run_dir
+                                                  : request.resume ? request.resume->parent_path()
+                                                                   : default_run_dir(rc.name))
+                            .lexically_normal()
+                            .string();
+  if (ranks > 1) run_dir = world->all_gather_bytes(run_dir).front();
+  result.run_dir = run_dir;
+  if (writer) {
+    std::error_code ec;
+    std::filesystem::create_directories(result.run_dir, ec);
+    if (ec)
+      throw RunError("cannot create the run folder " + result.run_dir.string() + ": " +
+                     ec.message());
+    write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
+  }
 
   trainer.set_run_dir(result.run_dir);
   trainer.set_interrupt_flag(request.interrupt);
   trainer.set_run_config(rc.resolved);
   trainer.set_callbacks(std::move(bus));
 
+  // Every rank's device plan, in rank order.
+  json rank_plans = json::array();
+  for (const auto& text : world->all_gather_bytes(device_plan_json(plan).dump()))
+    rank_plans.push_back(json::parse(text));
+  json devices = rank_plans.front();
+  if (ranks > 1) devices["ranks"] = rank_plans;
   json started = {{"name", rc.name},
                   {"tandem_version", TANDEM_VERSION},
                   {"run_dir", result.run_dir.string()},
                   {"config", rc.resolved},
-                  {"devices", device_plan_json(plan)},
+                  {"devices", devices},
                   {"batch_size", batch_size},
                   {"plugins", plugins},
-                  {"world_size", 1},
+                  {"world_size", ranks},
                   {"train_samples", data.train->size()},
                   {"validation_samples", data.validation ? data.validation->size() : 0},
                   {"parameters", b.model->count_params()}};
   if (request.resume) started["resumed_from"] = request.resume->string();
   trainer.publish("run_started", started);
-  spdlog::info("run folder: {}", result.run_dir.string());
-  spdlog::info("training on {}; validating on {}", data.train->describe(),
-               data.validation ? data.validation->describe() : "nothing");
+  if (writer) {
+    spdlog::info("run folder: {}", result.run_dir.string());
+    spdlog::info("training on {}; validating on {}", data.train->describe(),
+                 data.validation ? data.validation->describe() : "nothing");
+    if (ranks > 1)
+      spdlog::info("{} processes (MPI ranks), {} replicas each; global batch {}", ranks,
+                   plan.size(), batch_size);
+  }
 
   try {
     result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs});
     result.interrupted = trainer.interrupted();
     result.stop_reason = trainer.state().stop_reason;
 
+    result.checkpoint = result.run_dir / "model.h5";
+    if (ranks > 1)
+      std::fprintf(stderr, "tandem: [rank %d/%d] %s after epoch %d, step %lld%s%s\n", rank, ranks,
+                   result.interrupted ? "interrupted" : "finished", trainer.state().epoch,
+                   static_cast<long long>(trainer.state().step),
+                   result.stop_reason.empty() ? "" : ": ", result.stop_reason.c_str());
+    if (!writer) return result;
     const auto t0 = std::chrono::steady_clock::now();
     CheckpointData ckpt = trainer.checkpoint();  // holds the run config (set_run_config)
-    result.checkpoint = result.run_dir / "model.h5";
     write_checkpoint_file(result.checkpoint, ckpt);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -65,6 +65,29 @@ void Trainer::set_learning_rate(double lr) {
   meta_.set_learning_rate(lr);
 }
 
+bool Trainer::sync_ranks() {
+  World& world = meta_.world();
+  const bool interrupted_here = interrupt_ && interrupt_->load();
+  if (world.size() == 1) return interrupted_here;
+  // Callbacks run on rank 0 (unless they ask for every rank): its learning rate and its stop
+  // decision hold everywhere; an interrupt on any rank (a signal) stops every rank at this batch.
+  const double mine[3] = {learning_rate(), state_.stop_requested ? 1.0 : 0.0,
+                          interrupted_here ? 1.0 : 0.0};
+  const std::vector<double> all = world.all_gather(mine, 3);
+  bool interrupted = false;
+  for (int r = 0; r < world.size(); ++r) interrupted = interrupted || all[3 * r + 2] != 0;
+  if (all[0] != learning_rate()) meta_.set_learning_rate(all[0]);
+  const bool stop = all[1] != 0;
+  if (stop) {
+    const std::string reason = world.all_gather_bytes(state_.stop_reason).front();
+    state_.stop_requested = true;
+    state_.stop_reason = reason;
+  } else {
+    state_.stop_requested = false;
+  }
+  return interrupted;
+}
+
 bool Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
   const StepSums sums = meta_.forward_backward(batch, loss_, metrics_);
   const double loss_sum = sums.loss.sum;
@@ -75,6 +98,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
     Logs logs = logs_of(totals);
     logs.set("loss", loss_sum);
     callbacks_.train_batch_end(*this, state_.batch, logs);
+    sync_ranks();
     if (state_.stop_requested) return false;
     throw RunError("the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
                    " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
@@ -114,6 +138,16 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   } unlock{restore_locked_};
   callbacks_.train_begin(*this, Logs{});
   restore_locked_ = true;
+  if (meta_.world().size() > 1) {
+    // A callback on rank 0 may have restored a backup: its weights and position hold everywhere.
+    meta_.broadcast_from_rank0();
+    std::int64_t position[3] = {state_.epoch, state_.batch, state_.step};
+    meta_.world().broadcast(position, sizeof position, 0);
+    state_.epoch = static_cast<int>(position[0]);
+    state_.batch = position[1];
+    state_.step = position[2];
+    sync_ranks();
+  }
   check_resume_position();
   Logs last_logs;
   bool nan_stop = false;
@@ -122,6 +156,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     const bool resumed = state_.batch > 0;
     if (!resumed) partial_ = empty_totals();
     callbacks_.epoch_begin(*this, epoch, Logs{});
+    sync_ranks();
     emit("epoch_started", {{"epoch", epoch + 1},
                            {"epochs", state_.epochs},
                            {"steps", state_.steps_per_epoch},
@@ -132,6 +167,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     Batch batch;
     while (train.next(batch)) {
       callbacks_.train_batch_begin(*this, state_.batch, Logs{});
+      if (meta_.world().size() > 1) sync_ranks();  // the learning rate a scheduler just set
       if (!train_batch(batch, partial_)) {
         emit("stopped", {{"reason", state_.stop_reason},
                          {"epoch", epoch + 1},
@@ -140,7 +176,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
         nan_stop = true;
         break;
       }
-      samples += batch.size();
+      samples += batch.whole_size();
       ++state_.batch;
       ++state_.step;
       Logs logs = logs_of(partial_);
@@ -149,11 +185,11 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       emit("batch_ended", {{"epoch", epoch + 1},
                            {"batch", state_.batch},
                            {"step", state_.step},
-                           {"size", batch.size()},
+                           {"size", batch.whole_size()},
                            {"logs", logs.to_json()},
                            {"lr", learning_rate()},
                            {"samples_per_sec", secs > 0 ? samples / secs : 0.0}});
-      if (interrupt_ && interrupt_->load()) {
+      if (sync_ranks()) {
         interrupted_ = true;
         break;
       }
@@ -179,6 +215,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                    {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0}};
     emit("epoch_ended", fields);
     callbacks_.epoch_end(*this, epoch, epoch_logs);
+    sync_ranks();
     last_logs = epoch_logs;
     state_.epoch = epoch + 1;
     state_.batch = 0;

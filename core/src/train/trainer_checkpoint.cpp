@@ -56,7 +56,13 @@ CheckpointData Trainer::checkpoint(Target target) {
       {"steps_per_epoch", state_.steps_per_epoch},
       {"history", history},
       {"target", target_name(target)},
-      {"device_plan", meta_.plan().to_json()},
+      {"device_plan",
+       [&] {
+         json plan = meta_.plan().to_json();
+         plan["plan"] = meta_.plan_text();  // "2x(cpu:1)" across two processes
+         plan["world_size"] = meta_.world().size();
+         return plan;
+       }()},
       {"partial", {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},
       {"optimizer",
        {{"class_name", optimizer.class_name()},
@@ -93,9 +99,9 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (data.training->state.value("target", "template") == "meta" &&
       data.training->state.contains("device_plan")) {
     const std::string saved = data.training->state["device_plan"].value("plan", std::string("?"));
-    if (saved != meta_.plan().text)
+    if (saved != meta_.plan_text())
       throw DataError(source + ": is a checkpoint of the meta-model on device plan '" + saved +
-                      "', and this run's plan is '" + meta_.plan().text + "'. Resume it on '" +
+                      "', and this run's plan is '" + meta_.plan_text() + "'. Resume it on '" +
                       saved +
                       "', or load its template part (the same weights) on any plan with "
                       "--weights, or checkpoint with target \"template\".");

@@ -16,7 +16,8 @@ class Trainer::View : public ModelView {
     if (target_ != Target::meta) return out;
     const auto& last = trainer_.meta_.last_step();
     for (std::size_t r = 0; r < last.size(); ++r)
-      out.push_back({static_cast<int>(r), last[r].device.name(), last[r].samples, last[r].seconds});
+      out.push_back({static_cast<int>(r), last[r].device.name(), last[r].samples, last[r].seconds,
+                     last[r].rank});
     return out;
   }
   CheckpointData checkpoint(bool with_training_state) override {

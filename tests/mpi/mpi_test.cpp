@@ -1,0 +1,305 @@
+// `mpirun -np P tandem train`: ranks train to the weights of one process with the same global
+// batch, callbacks decided on rank 0 hold on every rank, checkpoints move between world sizes,
+// and a rank that dies ends the whole job with a clear error.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/checkpoint_file.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using test::run_command;
+
+// Open MPI refuses root without --allow-run-as-root; more ranks than cores need --oversubscribe.
+std::string mpirun(int ranks) {
+  return "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " ";
+}
+
+// A small classifier with dropout (its masks depend on each sample's place in the global batch,
+// so they must not depend on which rank holds the sample) on seeded synthetic data.
+json tiny_config(int batch_size, int epochs, json callbacks = json::array()) {
+  return {{"name", "mpi-tiny"},
+          {"seed", 7},
+          {"epochs", epochs},
+          {"batch_size", batch_size},
+          {"devices", "cpu"},
+          {"verbose", 0},
+          {"model",
+           {{"class_name", "Sequential"},
+            {"config",
+             {{"name", "tiny"},
+              {"layers",
+               {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 12}}}}},
+                {{"class_name", "Dense"}, {"config", {{"units", 32}, {"activation", "relu"}}}},
+                {{"class_name", "Dropout"}, {"config", {{"rate", 0.25}}}},
+                {{"class_name", "Dense"}, {"config", {{"units", 4}}}}}}}}}},
+          {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
+          {"loss",
+           {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+          {"metrics", {"accuracy"}},
+          {"data",
+           {{"train",
+             {{"type", "synthetic"},
+              {"samples", 500},
+              {"x_shape", {12}},
+              {"task", "classes"},
+              {"classes", 4},
+              {"seed", 3}}},
+            {"validation",
+             {{"type", "synthetic"},
+              {"samples", 101},
+              {"x_shape", {12}},
+              {"task", "classes"},
+              {"classes", 4},
+              {"seed", 4}}}}},
+          {"callbacks", callbacks}};
+}
+
+fs::path write_config(const fs::path& dir, const json& config) {
+  fs::create_directories(dir);
+  const fs::path path = dir / "run.json";
+  test::write_text(path, config.dump(2));
+  return path;
+}
+
+// Per tensor: max |a - b| <= 1e-5 · max |a| (the float rounding of sums taken in another order).
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  const CheckpointData x = read_checkpoint_file(a), y = read_checkpoint_file(b);
+  ASSERT_EQ(x.layers.size(), y.layers.size());
+  int compared = 0;
+  for (std::size_t l = 0; l < x.layers.size(); ++l) {
+    ASSERT_EQ(x.layers[l].weights.size(), y.layers[l].weights.size());
+    for (std::size_t w = 0; w < x.layers[l].weights.size(); ++w) {
+      const Tensor& p = x.layers[l].weights[w].value;
+      const Tensor& q = y.layers[l].weights[w].value;
+      ASSERT_EQ(p.shape(), q.shape());
+      float scale = 0, diff = 0;
+      for (std::int64_t i = 0; i < p.size(); ++i) {
+        scale = std::max(scale, std::abs(p.data()[i]));
+        diff = std::max(diff, std::abs(p.data()[i] - q.data()[i]));
+      }
+      EXPECT_LE(diff, 1e-5f * scale)
+          << x.layers[l].layer << "/" << x.layers[l].weights[w].name << " of " << a << " vs " << b;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4);
+}
+
+std::vector<json> read_events(const fs::path& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+// The "[rank r/P] finished after epoch E, step S" line of every rank.
+std::vector<std::string> rank_endings(const std::string& err, int ranks) {
+  std::vector<std::string> endings;
+  for (int r = 0; r < ranks; ++r) {
+    const std::regex line("\\[rank " + std::to_string(r) + "/" + std::to_string(ranks) +
+                          "\\] (finished|interrupted) after epoch ([0-9]+), step ([0-9]+)");
+    std::smatch m;
+    if (std::regex_search(err, m, line)) endings.push_back(m[2].str() + "/" + m[3].str());
+  }
+  return endings;
+}
+
+TEST(Mpi, TwoAndThreeRanksTrainToTheWeightsOfOneProcess) {
+  const fs::path dir = test::scratch_dir("mpi-equal");
+  // 32 divides evenly over 2 ranks; 31 does not (11, 10, 10), nor do the last batches of each
+  // epoch (500 = 16·31 + 4: 2, 1, 1), nor the validation batches.
+  for (const auto& [ranks, batch] : std::vector<std::pair<int, int>>{{2, 32}, {3, 31}}) {
+    const fs::path config = write_config(dir / std::to_string(ranks), tiny_config(batch, 3));
+    const fs::path one = dir / std::to_string(ranks) / "one",
+                   many = dir / std::to_string(ranks) / "many";
+    auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
+                         one.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_command(mpirun(ranks) + test::tandem_cli() + " train " + config.string() +
+                    " --run-dir " + many.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    expect_same_weights(one / "model.h5", many / "model.h5");
+
+    // Rank 0 wrote the stream: world size, every rank's plan, the logs of the whole batch.
+    const auto events = read_events(many / "events.jsonl");
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front()["event"], "run_started");
+    EXPECT_EQ(events.front()["world_size"], ranks);
+    EXPECT_EQ(events.front()["devices"]["ranks"].size(), static_cast<std::size_t>(ranks));
+    EXPECT_EQ(events.front()["batch_size"], batch);
+    const auto single = read_events(one / "events.jsonl");
+    auto last_epoch = [](const std::vector<json>& ev) {
+      json last;
+      for (const auto& e : ev)
+        if (e["event"] == "epoch_ended") last = e["logs"];
+      return last;
+    };
+    for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"})
+      EXPECT_NEAR(last_epoch(events)[key].get<double>(), last_epoch(single)[key].get<double>(),
+                  1e-5)
+          << key;
+    EXPECT_EQ(rank_endings(r.err, ranks).size(), static_cast<std::size_t>(ranks)) << r.err;
+    // Only rank 0 writes: one stream, no per-rank files.
+    EXPECT_EQ(std::distance(fs::directory_iterator(many), fs::directory_iterator()), 3);
+  }
+}
+
+TEST(Mpi, EarlyStoppingOnRankZeroStopsEveryRankAtTheSameEpoch) {
+  const fs::path dir = test::scratch_dir("mpi-early");
+  // No improvement can reach min_delta 100: the run stops after epoch 2 of 50.
+  const json callbacks = {
+      {{"plugin", "early_stopping"},
+       {"options", {{"monitor", "loss"}, {"min_delta", 100}, {"patience", 0}}}},
+      {{"plugin", "replica_stats"}, {"target", "meta"}, {"options", {{"every_n_batches", 5}}}}};
+  const fs::path config = write_config(dir, tiny_config(40, 50, callbacks));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_command("timeout 120 " + mpirun(3) + test::tandem_cli() + " train " +
+                       config.string() + " --run-dir " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  const auto endings = rank_endings(r.err, 3);
+  ASSERT_EQ(endings.size(), 3u) << r.err;
+  EXPECT_EQ(endings[0], "2/26");  // 500 / 40 → 13 batches per epoch
+  EXPECT_EQ(endings[1], endings[0]);
+  EXPECT_EQ(endings[2], endings[0]);
+  EXPECT_NE(r.err.find("early_stopping"), std::string::npos) << r.err;
+  // replica_stats (on rank 0) covers the replicas of every rank.
+  bool saw_stats = false;
+  for (const auto& e : read_events(dir / "run" / "events.jsonl")) {
+    if (e["event"] != "replica_stats") continue;
+    saw_stats = true;
+    ASSERT_EQ(e["replicas"].size(), 3u);
+    std::int64_t samples = 0;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(e["replicas"][i]["rank"], i);
+      samples += e["replicas"][i]["samples"].get<std::int64_t>();
+    }
+    EXPECT_EQ(samples, 40);  // 14 + 13 + 13
+    EXPECT_EQ(e["replicas"][0]["samples"], 14);
+  }
+  EXPECT_TRUE(saw_stats);
+}
+
+TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
+  const fs::path dir = test::scratch_dir("mpi-resume");
+  const fs::path config = write_config(dir, tiny_config(30, 4));
+  // Reference: one process, 4 epochs straight.
+  auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
+                       (dir / "straight").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Three ranks for 2 epochs, then the rest on two ranks and, separately, on one process.
+  r = run_command(mpirun(3) + test::tandem_cli() + " train " + config.string() +
+                  " --set epochs=2 --run-dir " + (dir / "three").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string ckpt = (dir / "three" / "model.h5").string();
+  r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() + " --resume " +
+                  ckpt + " --run-dir " + (dir / "then-two").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(test::tandem_cli() + " train " + config.string() + " --resume " + ckpt +
+                  " --run-dir " + (dir / "then-one").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(dir / "straight" / "model.h5", dir / "then-two" / "model.h5");
+  expect_same_weights(dir / "straight" / "model.h5", dir / "then-one" / "model.h5");
+}
+
+TEST(Mpi, SigintStopsEveryRankAtTheSameBatchWithAResumableCheckpoint) {
+  const fs::path dir = test::scratch_dir("mpi-sigint");
+  const fs::path config = write_config(dir, tiny_config(25, 100000));
+  const fs::path err = dir / "err.txt";
+  const std::string command = "exec " + mpirun(2) + test::tandem_cli() + " train " +
+                              config.string() + " --run-dir " + (dir / "run").string() + " 2> " +
+                              err.string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  kill(pid, SIGINT);  // mpirun forwards it to every rank
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  // mpirun itself reports 1 after forwarding a signal; the ranks finished cleanly (below).
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto endings = rank_endings(text, 2);
+  ASSERT_EQ(endings.size(), 2u) << text;
+  EXPECT_EQ(endings[0], endings[1]);
+  EXPECT_NE(text.find("interrupted"), std::string::npos);
+  const CheckpointData data = read_checkpoint_file(dir / "run" / "model.h5");
+  ASSERT_TRUE(data.training.has_value());
+}
+
+TEST(Mpi, AKilledRankEndsTheJobWithAClearErrorAndTheLastCheckpointIsIntact) {
+  const fs::path dir = test::scratch_dir("mpi-kill");
+  const json callbacks = {
+      {{"plugin", "checkpoint"},
+       {"options", {{"filepath", "checkpoints/e{epoch}.h5"}, {"save_top_k", -1}}}}};
+  const fs::path config = write_config(dir, tiny_config(25, 100000, callbacks));
+  const fs::path err = dir / "err.txt";
+  const std::string command = "exec " + mpirun(3) + test::tandem_cli() + " train " +
+                              config.string() + " --run-dir " + (dir / "run").string() + " 2> " +
+                              err.string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for a few checkpoints, then SIGKILL rank 1 (found by its OMPI_COMM_WORLD_RANK).
+  const fs::path checkpoints = dir / "run" / "checkpoints";
+  for (int i = 0; i < 300 && !fs::exists(checkpoints / "e3.h5"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(checkpoints / "e3.h5"));
+  const auto children = run_command("pgrep -P " + std::to_string(pid));
+  pid_t victim = 0;
+  std::istringstream ids(children.out);
+  for (pid_t child; ids >> child;) {
+    std::ifstream env("/proc/" + std::to_string(child) + "/environ");
+    const std::string vars((std::istreambuf_iterator<char>(env)), {});
+    if (vars.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
+      victim = child;
+  }
+  ASSERT_NE(victim, 0) << children.out;
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const auto took = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_LT(took, std::chrono::seconds(30));
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+  // The newest checkpoint loads (writes are atomic: a write cut short leaves the previous file).
+  fs::path newest;
+  for (const auto& e : fs::directory_iterator(checkpoints))
+    if (e.path().extension() == ".h5" &&
+        (newest.empty() || fs::last_write_time(e.path()) > fs::last_write_time(newest)))
+      newest = e.path();
+  ASSERT_FALSE(newest.empty());
+  const CheckpointData data = read_checkpoint_file(newest);
+  EXPECT_TRUE(data.training.has_value());
+}
+
+}  // namespace
+}  // namespace tandem
