@@ -1,6 +1,9 @@
 #include "engine_run.hpp"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <QStandardPaths>
 
 #include "engine_locator.hpp"
 
@@ -42,13 +45,36 @@ EngineRun::~EngineRun() {
   }
 }
 
+QString mpirun_path() {
+  const QString from_env = qEnvironmentVariable("TANDEM_MPIRUN");
+  if (!from_env.isEmpty()) return from_env;
+  return QStandardPaths::findExecutable("mpirun");
+}
+
 bool EngineRun::start(const TrainLaunch& launch) {
   program_ = engine_path();
   if (program_.isEmpty()) {
     error_ = engine_missing_message();
     return false;
   }
-  arguments_ = {"train"};
+  arguments_.clear();
+  if (launch.processes > 1) {
+    // mpirun starts the ranks; rank 0 writes the stream to stdout, and mpirun forwards Stop's
+    // SIGINT to every rank.
+    const QString mpirun = mpirun_path();
+    if (mpirun.isEmpty()) {
+      error_ = QString(
+                   "%1 processes need mpirun (Debian: apt install openmpi-bin), which is not "
+                   "on PATH; set TANDEM_MPIRUN to its path")
+                   .arg(launch.processes);
+      return false;
+    }
+    arguments_ << "-np" << QString::number(launch.processes) << "--oversubscribe";
+    if (::geteuid() == 0) arguments_ << "--allow-run-as-root";
+    arguments_ << program_;
+    program_ = mpirun;
+  }
+  arguments_ << "train";
   if (!launch.config_path.isEmpty()) arguments_ << launch.config_path;
   if (!launch.run_dir.isEmpty()) arguments_ << "--run-dir" << launch.run_dir;
   if (!launch.resume.isEmpty()) arguments_ << "--resume" << launch.resume;

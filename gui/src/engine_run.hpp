@@ -19,7 +19,11 @@ struct TrainLaunch {
   QString resume;         // a checkpoint or run folder for --resume; empty: a new run
   QStringList overrides;  // --set KEY=VALUE
   QString devices;        // --devices PLAN when not empty
+  int processes = 1;      // > 1: under `mpirun -np N` (rank 0's event stream is read)
 };
+
+/// The MPI launcher for multi-process runs: $TANDEM_MPIRUN, else `mpirun` on PATH; empty if none.
+QString mpirun_path();
 
 /// Owns the child process and the RunHistory it fills. Lives on the GUI thread.
 class EngineRun : public QObject {

@@ -96,6 +96,7 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
       val_y_(path_edit(this, "none")),
       data_note_(new QLabel),
       devices_(new QComboBox),
+      processes_(new QSpinBox),
       callbacks_(new QListWidget),
       add_callback_(new QToolButton),
       remove_callback_(new QPushButton("Remove")),
@@ -230,6 +231,11 @@ void LaunchPanel::build_form_panel(QWidget* host) {
       "auto: every GPU, else the CPU; cpu:N: N CPU replicas; cuda:0,2: those GPUs; cuda:all");
   set_plan_choices({});
   devf->addRow("Device plan", devices_);
+  processes_->setRange(1, 1024);
+  processes_->setToolTip(
+      "More than 1: run under `mpirun -np N`; each process takes the device plan (auto: the GPU "
+      "of its local rank) and the global batch is split across processes, then replicas");
+  devf->addRow("Processes (MPI)", processes_);
   layout->addWidget(devices);
 
   auto* cbs = new QGroupBox("Callbacks");
@@ -682,6 +688,7 @@ void LaunchPanel::start() {
   if ((modified_ || path_.isEmpty()) && !save()) return;
   TrainLaunch launch;
   launch.config_path = path_;
+  launch.processes = processes_->value();
   Q_EMIT start_requested(launch);
 }
 

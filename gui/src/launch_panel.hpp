@@ -63,6 +63,7 @@ class LaunchPanel : public QWidget {
   QComboBox* optimizer_box() const { return optimizer_; }
   QLineEdit* learning_rate_edit() const { return learning_rate_; }
   QComboBox* devices_box() const { return devices_; }
+  QSpinBox* processes_box() const { return processes_; }
   QListWidget* callback_list() const { return callbacks_; }
   QComboBox* target_box() const { return target_; }
   SchemaForm* options_form() const { return options_; }
@@ -116,6 +117,7 @@ class LaunchPanel : public QWidget {
   QLineEdit* val_y_;
   QLabel* data_note_;
   QComboBox* devices_;
+  QSpinBox* processes_;
   QListWidget* callbacks_;
   QToolButton* add_callback_;
   QPushButton* remove_callback_;

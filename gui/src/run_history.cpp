@@ -113,6 +113,7 @@ void RunHistory::apply_one(const Event& event) {
     config_ = f.value("config").toObject();
     devices_ = f.value("devices").toObject();
     parameters_ = f.value("parameters").toInteger();
+    world_size_ = f.value("world_size").toInt(1);
     batch_size_ = f.value("batch_size").toDouble(config_.value("batch_size").toDouble());
     started_at_ = event.time();
     epochs_ = config_.value("epochs").toInt();
@@ -159,7 +160,12 @@ void RunHistory::apply_one(const Event& event) {
       const QJsonObject o = r.toObject();
       const int index = o.value("replica").toInt();
       while (replica_labels_.size() <= index) replica_labels_.push_back({});
-      replica_labels_[index] = QString("%1: %2").arg(index).arg(o.value("device").toString());
+      replica_labels_[index] = world_size_ > 1
+                                   ? QString("%1: %2, rank %3")
+                                         .arg(index)
+                                         .arg(o.value("device").toString())
+                                         .arg(o.value("rank").toInt())
+                                   : QString("%1: %2").arg(index).arg(o.value("device").toString());
       if (auto secs = number(o.value("step_seconds")))
         replica_ms_[index].push_back({x, *secs * 1000.0});
     }

@@ -66,6 +66,8 @@ class RunHistory : public QObject {
   std::optional<double> learning_rate() const { return lr_; }
   std::optional<double> samples_per_sec() const { return samples_per_sec_; }
   qint64 parameters() const { return parameters_; }
+  /// Processes (MPI ranks) of the run.
+  int world_size() const { return world_size_; }
 
   /// Metric names without the val_ prefix, in order of first appearance ("loss", "accuracy").
   QStringList metric_names() const { return metric_names_; }
@@ -100,6 +102,7 @@ class RunHistory : public QObject {
   Status status_ = Status::waiting;
   int epoch_ = 0, epochs_ = 0, batch_ = 0, steps_per_epoch_ = 0;
   qint64 step_ = 0, parameters_ = 0;
+  int world_size_ = 1;
   std::optional<double> lr_, samples_per_sec_;
   QStringList metric_names_;
   QMap<QString, QList<QPointF>> batch_points_, epoch_points_;

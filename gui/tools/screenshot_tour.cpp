@@ -11,6 +11,7 @@
 #include <QListWidget>
 #include <QPixmap>
 #include <QScrollArea>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
@@ -21,6 +22,7 @@
 
 #include "checkpoints_panel.hpp"
 #include "devices_panel.hpp"
+#include "engine_run.hpp"
 #include "launch_panel.hpp"
 #include "live_run_panel.hpp"
 #include "log_panel.hpp"
@@ -170,6 +172,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "expected two runs in %s, found %lld\n", qPrintable(workspace),
                  static_cast<long long>(runs.size()));
     ++failures;
+  }
+  // A run of two MPI processes (mpirun -np 2), watched live from rank 0's stream.
+  if (!tandem::gui::mpirun_path().isEmpty()) {
+    window.launch_panel()->set_editor_text(original);
+    window.launch_panel()->processes_box()->setValue(2);
+    window.launch_panel()->start();
+    if (window.engine_run()) {
+      wait_until([&] { return window.shown_run()->epoch() >= 3; }, 300);
+      settle(600);
+      failures += !save(&window, out.filePath("run-mpi.png"));
+      wait_until([&] { return !window.engine_run()->running(); }, 600);
+    } else {
+      ++failures;
+    }
   }
   return failures == 0 ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 // crashing engine leaves the dashboard alive with the error shown.
 #include <QDirIterator>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTableView>
 #include <QtTest>
@@ -185,6 +186,30 @@ class MainWindowTest : public QObject {
     QCOMPARE(again.tabs()->currentIndex(), int(MainWindow::runs_tab));
     QCOMPARE(again.size(), QSize(1111, 777));
     QSettings().clear();
+  }
+
+  void a_two_process_mpi_run_is_watched_live() {
+    if (mpirun_path().isEmpty()) QSKIP("mpirun is not installed");
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-mpi"));
+    QVERIFY(window.launch_panel()->open_config(config_));
+    window.launch_panel()->processes_box()->setValue(2);
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    window.launch_panel()->start();
+    QVERIFY(window.engine_run());
+    QVERIFY(window.engine_run()->arguments().contains("-np"));
+    QVERIFY(ended.wait(60000));
+    RunHistory* run = window.shown_run();
+    QCOMPARE(run->world_size(), 2);
+    QCOMPARE(run->status(), RunHistory::Status::finished);
+    window.live_panel()->refresh();
+    QVERIFY(window.live_panel()->status_line().contains("2 processes"));
+    QCOMPARE(window.live_panel()->chart("loss")->history_points(0), run->step());
+    QVERIFY(run->step() > 0);
+    // replica_stats from rank 0 covers both processes' replicas (cpu:2 each).
+    QCOMPARE(run->replica_labels().size(), 4);
+    QCOMPARE(run->replica_labels()[3], QString("3: cpu, rank 1"));
+    QCOMPARE(table_paths(window.checkpoints_panel()), h5_files_under(run->run_dir()));
   }
 
   void a_crashing_engine_leaves_the_dashboard_alive_with_the_error() {

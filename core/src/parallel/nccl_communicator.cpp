@@ -1,5 +1,7 @@
-// The "nccl" communicator: gradient all-reduce across CUDA replicas of one process.
-// Built whenever NCCL is found (with CUDA); exercised on a GPU machine (scripts/gpu-check).
+// The "nccl" communicator: gradient all-reduce across CUDA replicas, of one process or of every
+// rank of an MPI job (one NCCL communicator over all GPUs; rank 0's unique id is broadcast through
+// the World). Built whenever NCCL is found (with CUDA); exercised on a GPU machine
+// (scripts/gpu-check).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -23,11 +25,35 @@ void check_cuda(cudaError_t e, const char* what) {
 
 class NcclCommunicator : public Communicator {
  public:
-  explicit NcclCommunicator(const DevicePlan& plan) {
+  NcclCommunicator(const DevicePlan& plan, World& world) {
     for (const auto& d : plan.replicas) devices_.push_back(d.index);
     comms_.resize(devices_.size());
-    check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()),
-               ("initialisation on " + plan.text).c_str());
+    if (world.size() == 1) {
+      check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()),
+                 ("initialisation on " + plan.text).c_str());
+    } else {
+      // Every rank's GPU count, then one NCCL rank per GPU, numbered in MPI rank order.
+      const double mine = static_cast<double>(devices_.size());
+      const std::vector<double> counts = world.all_gather(&mine, 1);
+      int total = 0, first = 0;
+      for (int r = 0; r < world.size(); ++r) {
+        if (r == world.rank()) first = total;
+        total += static_cast<int>(counts[static_cast<std::size_t>(r)]);
+      }
+      ncclUniqueId id;
+      if (world.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
+      world.broadcast(&id, sizeof id, 0);
+      check_nccl(ncclGroupStart(), "group start");
+      for (std::size_t i = 0; i < devices_.size(); ++i) {
+        check_cuda(cudaSetDevice(devices_[i]), "cudaSetDevice");
+        check_nccl(ncclCommInitRank(&comms_[i], total, id, first + static_cast<int>(i)),
+                   ("initialisation of rank " + std::to_string(first + i) + " of " +
+                    std::to_string(total) + " on " + plan.text)
+                       .c_str());
+      }
+      check_nccl(ncclGroupEnd(), "group end");
+      spans_world_ = true;
+    }
     for (int device : devices_) {
       check_cuda(cudaSetDevice(device), "cudaSetDevice");
       cudaStream_t s;
@@ -46,6 +72,7 @@ class NcclCommunicator : public Communicator {
   }
 
   std::string name() const override { return "nccl"; }
+  bool spans_world() const override { return spans_world_; }
   int size() const override { return static_cast<int>(devices_.size()); }
 
   void all_reduce_sum(const std::vector<float*>& buffers, std::size_t count) override {
@@ -68,16 +95,17 @@ class NcclCommunicator : public Communicator {
   std::vector<int> devices_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
+  bool spans_world_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan) {
+std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan, World& world) {
   if (plan.all_cpu()) return nullptr;
   for (const auto& d : plan.replicas)
     if (d.kind != DeviceKind::cuda)
       throw ConfigError("devices", "a plan cannot mix CPU and CUDA replicas: " + plan.text);
-  return std::make_unique<NcclCommunicator>(plan);
+  return std::make_unique<NcclCommunicator>(plan, world);
 }
 
 }  // namespace tandem

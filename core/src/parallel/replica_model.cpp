@@ -115,7 +115,7 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
     throw ConfigError("devices", "device plan '" + plan_.text +
                                      "' names CUDA devices, but this Tandem build trains on the "
                                      "CPU only");
-  communicator_ = make_communicator(plan_);
+  communicator_ = make_communicator(plan_, world_);
   replicas_.push_back(&template_);
   optimizers_.push_back(&optimizer_);
   for (int r = 1; r < plan_.size(); ++r) {
@@ -274,7 +274,7 @@ void ReplicaModel::apply_update() {
   if (count > 0) {
     // Inside the process first, then across processes (hierarchical).
     communicator_->all_reduce_sum(buffers, count);
-    if (world_->size() > 1) {
+    if (world_->size() > 1 && !communicator_->spans_world()) {
       world_->all_reduce_sum(buffers[0], count);
       for (std::size_t r = 1; r < buffers.size(); ++r)
         std::memcpy(buffers[r], buffers[0], count * sizeof(float));

@@ -50,11 +50,14 @@ class NoCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan);  // nccl_*.cpp
+std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan,
+                                                     World& world);  // nccl_*.cpp
 
-std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan) {
+std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan,
+                                                const std::shared_ptr<World>& world) {
   if (plan.all_cpu()) return std::make_unique<ThreadCommunicator>(plan.size());
-  if (auto nccl = make_nccl_communicator(plan)) return nccl;
+  if (auto nccl = make_nccl_communicator(plan, world ? *world : *single_process_world()))
+    return nccl;
   if (plan.size() == 1) return std::make_unique<NoCommunicator>();
   throw ConfigError("devices", "device plan '" + plan.text + "' has " +
                                    std::to_string(plan.size()) +
