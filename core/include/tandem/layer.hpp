@@ -46,6 +46,17 @@ class Layer {
   /// The Keras `get_config()` dictionary of this layer (with "name").
   virtual nlohmann::json config() const = 0;
 
+  /// Handing a relu to the next layer (Model pairs adjacent layers after building). A layer whose
+  /// output is relu(z) reports has_output_relu(); after set_output_relu_external(true) it outputs
+  /// z, and its backward() receives dL/dz. The next layer takes the relu over when it can apply it
+  /// on a smaller tensor: max pooling computes relu(max z) = max relu(z) on its pooled output and
+  /// masks its pooled gradient by pooled output > 0 (each gradient lands on its window's maximum),
+  /// exactly what the pair would compute otherwise, on a 4× smaller tensor for 2×2 windows.
+  virtual bool has_output_relu() const { return false; }
+  virtual void set_output_relu_external(bool /*external*/) {}
+  virtual bool can_apply_input_relu() const { return false; }
+  virtual void set_apply_input_relu(bool /*apply*/) {}
+
   /// The layer's random state (Dropout), saved in checkpoints; empty when it has none.
   virtual std::vector<std::uint64_t> random_state() const { return {}; }
   virtual void set_random_state(const std::vector<std::uint64_t>& /*state*/) {}

@@ -131,6 +131,8 @@ Conv2D::Primitives& Conv2D::primitives(std::int64_t batch) {
             : dnnl::convolution_forward::desc(
                   dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p->src_md,
                   p->weights_any_md, p->dst_md, p->strides, p->dilates, p->pad_l, p->pad_r);
+    // relu is not a oneDNN post-op here: oneDNN 2.6's fused relu turns NaN into 0, and a NaN
+    // must survive relu (Tandem's NaN policy; tests/core/nn/conv2d_test.cpp checks it).
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine);
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
     p->src = cpu::dnnl_user_memory(p->src_md, nullptr);
@@ -263,7 +265,7 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
   } catch (const dnnl::error& e) {
     fail("forward convolution", e);
   }
-  if (act != ActivationKind::linear)
+  if (act != ActivationKind::linear && !(act == ActivationKind::relu && relu_external_))
     activation_forward(act, z.data(), output_.data(), batch * rows_.out * cols_.out, filters);
   return output_;
 }
@@ -290,7 +292,7 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
   }
   const float* g = grad_output.data();
   const ActivationKind act = options_.activation;
-  if (act != ActivationKind::linear) {
+  if (act != ActivationKind::linear && !(act == ActivationKind::relu && relu_external_)) {
     grad_pre_.resize(grad_output.shape());
     const float* pre = act == ActivationKind::relu ? output_.data() : pre_.data();
     activation_backward(act, pre, output_.data(), g, grad_pre_.data(), rows, filters);

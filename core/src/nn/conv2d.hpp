@@ -50,6 +50,9 @@ class Conv2D : public Layer {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
+  /// A relu Conv2D lets the next layer apply its relu (see Layer).
+  bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
+  void set_output_relu_external(bool external) override { relu_external_ = external; }
 
  private:
   struct Primitives;  // oneDNN primitives and memories for one batch size
@@ -62,9 +65,10 @@ class Conv2D : public Layer {
   Shape output_shape_;  // (out_rows, out_cols, filters)
   Window rows_, cols_;
   Parameter kernel_, bias_;
-  Tensor input_;   // the last forward's input (shared storage, not a copy)
-  Tensor pre_;     // conv + bias, kept only for activations other than linear and relu
-  Tensor output_;  // activation(pre_)
+  Tensor input_;                // the last forward's input (shared storage, not a copy)
+  Tensor pre_;                  // conv + bias, kept only for activations other than linear and relu
+  bool relu_external_ = false;  // outputs z; backward() receives dL/dz (the next layer's job)
+  Tensor output_;               // activation(pre_)
   Tensor grad_pre_, grad_input_;
   Tensor scratch_;  // oneDNN scratchpad, shared by all primitives of this layer
   std::map<std::pair<std::int64_t, int>, std::unique_ptr<Primitives>> cache_;

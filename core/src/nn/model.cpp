@@ -169,6 +169,17 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
                         e.what());
     }
   }
+  // A relu moves into the next layer where that layer applies it on a smaller tensor
+  // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
+  // tensor fewer.
+  for (std::size_t i = 0; i + 1 < model->layers_.size(); ++i) {
+    Layer& layer = *model->layers_[i];
+    Layer& next = *model->layers_[i + 1];
+    if (layer.has_output_relu() && next.can_apply_input_relu()) {
+      layer.set_output_relu_external(true);
+      next.set_apply_input_relu(true);
+    }
+  }
   return model;
 }
 

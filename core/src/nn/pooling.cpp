@@ -4,6 +4,7 @@
 
 #include "backend/cpu/dnnl_engine.hpp"
 #include "backend/cpu/parallel.hpp"
+#include "nn/activation_fn.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -138,6 +139,10 @@ const Tensor& Pooling2D::forward(const Tensor& x, bool /*training*/) {
   } catch (const dnnl::error& e) {
     fail("forward pooling", e);
   }
+  // relu(max z) = max relu(z): the previous layer's relu, on the pooled tensor (NaN stays NaN).
+  if (input_relu_)
+    activation_forward(ActivationKind::relu, output_.data(), output_.data(),
+                       output_.size() / input_shape_[2], input_shape_[2]);
   return output_;
 }
 
@@ -155,9 +160,21 @@ const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_gra
   }
   grad_input_.resize({batch, input_shape_[0], input_shape_[1], input_shape_[2]});
   if (batch == 0) return grad_input_;
+  const float* g = grad_output.data();
+  if (input_relu_) {
+    // Each input gradient lands on its window's maximum, whose relu is the pooled output:
+    // masking by pooled output > 0 is relu's derivative at that element.
+    masked_grad_.resize(grad_output.shape());
+    const float* y = output_.data();
+    float* m = masked_grad_.data();
+    cpu::parallel_for(grad_output.size(), 1 << 14, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t k = begin; k < end; ++k) m[k] = y[k] > 0 ? g[k] : 0.0f;
+    });
+    g = m;
+  }
   Primitives& p = primitives(batch);
   try {
-    p.diff_dst.set_data_handle(const_cast<float*>(grad_output.data()));
+    p.diff_dst.set_data_handle(const_cast<float*>(g));
     p.diff_src.set_data_handle(grad_input_.data());
     p.bwd_scratch.set_data_handle(scratch_.data());
     p.bwd.execute(p.stream, p.bwd_args);

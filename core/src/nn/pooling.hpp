@@ -36,6 +36,9 @@ class Pooling2D : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
+  /// Max pooling takes over the relu of the layer before it (see Layer).
+  bool can_apply_input_relu() const override { return options_.kind == PoolKind::max; }
+  void set_apply_input_relu(bool apply) override { input_relu_ = apply; }
 
  private:
   struct Primitives;  // oneDNN primitives and memories for one batch size
@@ -47,7 +50,9 @@ class Pooling2D : public Layer {
   Window rows_, cols_;
   std::int64_t last_batch_ = -1;  // the batch size of the last forward (-1: none yet)
   Tensor output_, grad_input_;
-  Tensor scratch_;  // oneDNN scratchpad, shared by all primitives of this layer
+  Tensor masked_grad_;       // the pooled gradient masked by output > 0 (input_relu_)
+  bool input_relu_ = false;  // the input is z of a relu the previous layer handed over
+  Tensor scratch_;           // oneDNN scratchpad, shared by all primitives of this layer
   std::map<std::pair<std::int64_t, int>, std::unique_ptr<Primitives>> cache_;
 };
 

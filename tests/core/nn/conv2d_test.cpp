@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gradient_check.hpp"
 #include "tandem/error.hpp"
@@ -439,6 +440,30 @@ TEST(Conv2D, FashionCnnHasKerasParameterCountAndRuns) {
   for (float v : m->parameters()[0]->grad.values()) norm += std::fabs(v);
   EXPECT_GT(norm, 0);
   EXPECT_TRUE(std::isfinite(norm));
+}
+
+}  // namespace
+}  // namespace tandem::nn
+
+namespace tandem::nn {
+namespace {
+
+// A NaN input must come out of a relu Conv2D as NaN, as relu does everywhere in Tandem, and never
+// silently become 0 (which oneDNN 2.6's relu post-op would do: it is not used for that reason).
+TEST(Conv2D, ReluPropagatesNaN) {
+  Conv2DOptions o;
+  o.filters = 3;
+  o.kernel_size = {3, 3};
+  o.activation = ActivationKind::relu;
+  Conv2D conv("conv", o);
+  Rng init(1);
+  conv.build({6, 6, 2}, init);
+  Tensor x = test::random_tensor({1, 6, 6, 2}, 4);
+  x[(0 * 6 + 0) * 2 + 0] = std::numeric_limits<float>::quiet_NaN();  // pixel (0, 0), channel 0
+  const Tensor& y = conv.forward(x, true);
+  // Only output (0, 0) sees pixel (0, 0) with a 3×3 valid kernel.
+  for (std::int64_t f = 0; f < 3; ++f) EXPECT_TRUE(std::isnan(y[f])) << f;
+  for (std::int64_t i = 3; i < y.size(); ++i) EXPECT_FALSE(std::isnan(y[i])) << i;
 }
 
 }  // namespace

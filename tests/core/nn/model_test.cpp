@@ -173,3 +173,60 @@ TEST(Model, CloneCopiesWeightsIndependently) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Conv2D(relu) → MaxPooling2D hands relu's gradient to the pooling (which masks the 4× smaller
+// pooled gradient); Conv2D → Activation(relu) → MaxPooling2D takes the unfused path. Same weights,
+// same batch: the same outputs and gradients, to the bit.
+TEST(Model, ReluGradientHandedToMaxPoolingGivesTheSameGradients) {
+  auto layer = [](const std::string& cls, json cfg) {
+    return json{{"class_name", cls}, {"config", cfg}};
+  };
+  auto model = [&](bool fused) {
+    json layers = {layer("InputLayer", {{"batch_shape", {nullptr, 9, 8, 3}}})};
+    layers.push_back(layer("Conv2D", {{"name", "conv"},
+                                      {"filters", 5},
+                                      {"kernel_size", {3, 3}},
+                                      {"padding", "same"},
+                                      {"activation", fused ? "relu" : "linear"}}));
+    if (!fused) layers.push_back(layer("Activation", {{"activation", "relu"}}));
+    layers.push_back(layer("MaxPooling2D", {{"pool_size", {2, 2}}, {"padding", "same"}}));
+    layers.push_back(layer("Flatten", json::object()));
+    layers.push_back(layer("Dense", {{"name", "out"}, {"units", 3}}));
+    return Model::from_config(
+        {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}}, "model",
+        5);
+  };
+  auto fused = model(true), plain = model(false);
+  auto fp = fused->parameters(), pp = plain->parameters();
+  ASSERT_EQ(fp.size(), pp.size());
+  for (std::size_t i = 0; i < fp.size(); ++i) pp[i]->value.copy_from(fp[i]->value);
+
+  Tensor x({4, 9, 8, 3});
+  Rng rng(17);
+  for (std::int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rng.uniform() * 2 - 1);
+  Tensor g({4, 3});
+  for (std::int64_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(rng.uniform() * 2 - 1);
+  const Tensor yf = fused->forward(x, true).clone();
+  const Tensor yp = plain->forward(x, true).clone();
+  for (std::int64_t i = 0; i < yf.size(); ++i) ASSERT_EQ(yf[i], yp[i]) << i;
+  fused->backward(g);
+  plain->backward(g);
+  int zero_windows = 0;
+  for (std::size_t i = 0; i < fp.size(); ++i)
+    for (std::int64_t k = 0; k < fp[i]->grad.size(); ++k)
+      ASSERT_EQ(fp[i]->grad[k], pp[i]->grad[k]) << fp[i]->name << "[" << k << "]";
+  // The check means something: some pooled windows are all-zero after relu (no gradient) and
+  // some kernel gradients are non-zero.
+  const Tensor& pooled = fused->layer(1).forward(fused->layer(0).forward(x, true), true);
+  for (std::int64_t i = 0; i < pooled.size(); ++i) zero_windows += pooled[i] == 0.0f;
+  EXPECT_GT(zero_windows, 0);
+  double norm = 0;
+  for (float v : fp[0]->grad.values()) norm += std::fabs(v);
+  EXPECT_GT(norm, 0);
+}
+
+}  // namespace
+}  // namespace tandem
