@@ -1,0 +1,93 @@
+// Reading the engine's JSON answers the dashboard depends on: `tandem plugins --json` and
+// `tandem check --json`, real and garbage.
+#include <QtTest>
+
+#include "config_checker.hpp"
+#include "plugin_catalog.hpp"
+
+using namespace tandem::gui;
+
+class PluginCatalogTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void the_real_engine_lists_every_built_in_plugin() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    PluginCatalog catalog;
+    QSignalSpy loaded(&catalog, &PluginCatalog::loaded);
+    catalog.load();
+    QVERIFY(loaded.wait(30000));
+    for (const char* name :
+         {"checkpoint", "early_stopping", "reduce_lr_on_plateau", "lr_scheduler", "csv_logger",
+          "terminate_on_nan", "backup_and_restore", "replica_stats", "progress", "events"}) {
+      const PluginInfo* p = catalog.find(name);
+      QVERIFY2(p, name);
+      QVERIFY(p->ok);
+      QCOMPARE(p->options_schema.value("type").toString(), QString("object"));
+      QVERIFY(!p->description.isEmpty());
+    }
+    QVERIFY(!catalog.find("no_such_plugin"));
+  }
+
+  void broken_plugins_keep_their_error() {
+    QList<PluginInfo> plugins;
+    QString error;
+    QVERIFY(parse_plugin_catalog(
+        R"({"plugin_abi_version": 2, "plugins": [
+             {"name": "good", "ok": true, "version": "1.0", "options_schema": {"type": "object"}},
+             {"name": "bad", "ok": false, "error": "ABI version 1, this Tandem uses 2"},
+             {"ok": true}]})",
+        &plugins, &error));
+    QCOMPARE(plugins.size(), 2);  // the entry without a name is dropped
+    QVERIFY(!plugins[1].ok);
+    QCOMPARE(plugins[1].error, QString("ABI version 1, this Tandem uses 2"));
+  }
+
+  void garbage_is_refused_with_a_reason() {
+    QList<PluginInfo> plugins;
+    QString error;
+    QVERIFY(!parse_plugin_catalog("not json", &plugins, &error));
+    QVERIFY(error.contains("not the expected JSON"));
+    QVERIFY(!parse_plugin_catalog(R"({"plugins": 3})", &plugins, &error));
+    QVERIFY(error.contains("no \"plugins\" list"));
+    QVERIFY(!parse_plugin_catalog("", &plugins, &error));
+  }
+
+  void check_answers_and_garbage() {
+    ConfigCheck ok = parse_config_check(
+        R"({"ok": true, "summary": {"parameters": 195, "devices": {"plan": "cpu:2"}}})", 0, "");
+    QVERIFY(ok.ok);
+    QCOMPARE(ok.summary.value("parameters").toInt(), 195);
+    ConfigCheck bad = parse_config_check(
+        R"({"ok": false, "error": "config error at 'epochs': expected a positive integer, got 0", "path": "epochs"})",
+        2, "");
+    QVERIFY(!bad.ok);
+    QCOMPARE(bad.path, QString("epochs"));
+    ConfigCheck crashed = parse_config_check("Segmentation fault", 139, "tandem: error: boom\n");
+    QVERIFY(!crashed.ok);
+    QVERIFY(crashed.error.contains("exit code 139"));
+    QVERIFY(crashed.error.contains("boom"));
+    QVERIFY(!parse_config_check("", 1, "").ok);
+  }
+
+  void the_checker_reports_the_newest_text_only() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    QTemporaryDir dir;
+    ConfigChecker checker;
+    QSignalSpy checked(&checker, &ConfigChecker::checked);
+    // Two requests in quick succession: only the second (valid JSON, bad value) is reported.
+    checker.request("{", dir.filePath("a.json"), 50);
+    checker.request(R"({"epochs": 0})", dir.filePath("a.json"), 50);
+    QVERIFY(checked.wait(30000));
+    QTest::qWait(300);
+    QCOMPARE(checked.count(), 1);
+    const auto result = checked.front().front().value<ConfigCheck>();
+    QVERIFY(!result.ok);
+    QVERIFY2(result.error.contains("epochs") || result.error.contains("model"),
+             qPrintable(result.error));
+    // The temporary copy beside the config is gone.
+    QVERIFY(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(PluginCatalogTest)
+#include "plugin_catalog_test.moc"

@@ -1,0 +1,114 @@
+// Run folder summaries (the Runs panel's rows) from events.jsonl: statuses, a long stream read
+// only at its ends, and folders that are not runs.
+#include <QtTest>
+
+#include "run_folder.hpp"
+
+using namespace tandem::gui;
+
+namespace {
+
+void write(const QString& path, const QByteArray& bytes) {
+  QDir().mkpath(QFileInfo(path).path());
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(path));
+  f.write(bytes);
+}
+
+QByteArray line(const char* json) {
+  return QByteArray(json) + "\n";
+}
+
+const char* kStarted =
+    R"({"schema":1,"event":"run_started","time":"2026-11-21T08:00:00.000Z","name":"alpha","config":{"epochs":5}})";
+
+}  // namespace
+
+class RunFolderTest : public QObject {
+  Q_OBJECT
+ private:
+  QTemporaryDir tmp_;
+
+ private Q_SLOTS:
+  void statuses_come_from_the_end_of_the_stream() {
+    const QString ws = tmp_.filePath("ws");
+    write(
+        ws + "/finished/events.jsonl",
+        line(kStarted) +
+            line(
+                R"({"schema":1,"event":"epoch_ended","time":"t","epoch":1,"logs":{"loss":0.5,"val_accuracy":0.8}})") +
+            line(
+                R"({"schema":1,"event":"run_finished","time":"t","epochs_done":1,"interrupted":false})"));
+    write(
+        ws + "/stopped/events.jsonl",
+        line(kStarted) +
+            line(
+                R"({"schema":1,"event":"run_finished","time":"t","epochs_done":2,"interrupted":true})"));
+    write(
+        ws + "/failed/events.jsonl",
+        line(kStarted) +
+            line(R"({"schema":1,"event":"run_failed","time":"t","error":"the loss became NaN"})"));
+    // Killed mid-line, long ago: incomplete.
+    write(ws + "/killed/events.jsonl", line(kStarted) + "{\"schema\":1,\"event\":\"batch_en");
+    QFile killed(ws + "/killed/events.jsonl");
+    QVERIFY(killed.open(QIODevice::ReadWrite));
+    QVERIFY(killed.setFileTime(QDateTime::currentDateTime().addSecs(-3600),
+                               QFileDevice::FileModificationTime));
+    killed.close();
+    write(ws + "/not-a-run/notes.txt", "hello");
+
+    const QList<RunFolderSummary> runs = scan_workspace(ws);
+    QCOMPARE(runs.size(), 4);  // not-a-run has no events.jsonl
+    QMap<QString, RunFolderSummary> by_folder;
+    for (const auto& r : runs) by_folder[QFileInfo(r.path).fileName()] = r;
+    QCOMPARE(by_folder["finished"].status, QString("finished"));
+    QCOMPARE(by_folder["finished"].name, QString("alpha"));
+    QCOMPARE(by_folder["finished"].epochs, 5);
+    QCOMPARE(by_folder["finished"].epochs_done, 1);
+    QCOMPARE(by_folder["finished"].last_logs.value("val_accuracy").toDouble(), 0.8);
+    QCOMPARE(by_folder["stopped"].status, QString("stopped"));
+    QCOMPARE(by_folder["failed"].status, QString("failed"));
+    QCOMPARE(by_folder["failed"].error, QString("the loss became NaN"));
+    QCOMPARE(by_folder["killed"].status, QString("incomplete"));
+  }
+
+  void a_stream_being_written_is_running() {
+    const QString dir = tmp_.filePath("live");
+    write(dir + "/events.jsonl", line(kStarted));
+    QCOMPARE(summarize_run_folder(dir).status, QString("running"));
+  }
+
+  void a_long_stream_is_read_at_its_ends_only() {
+    const QString dir = tmp_.filePath("long");
+    QByteArray bytes = line(kStarted);
+    const QByteArray batch = line(
+        R"({"schema":1,"event":"batch_ended","time":"t","epoch":1,"batch":1,"step":1,"size":1,"logs":{"loss":1.0}})");
+    while (bytes.size() < 8 * 1024 * 1024) bytes += batch;
+    bytes +=
+        line(R"({"schema":1,"event":"epoch_ended","time":"t","epoch":5,"logs":{"loss":0.25}})");
+    bytes += line(
+        R"({"schema":1,"event":"run_finished","time":"t","epochs_done":5,"interrupted":false})");
+    write(dir + "/events.jsonl", bytes);
+    QElapsedTimer timer;
+    timer.start();
+    const RunFolderSummary s = summarize_run_folder(dir);
+    qInfo("8 MiB stream summarised in %lld ms", static_cast<long long>(timer.elapsed()));
+    QCOMPARE(s.status, QString("finished"));
+    QCOMPARE(s.name, QString("alpha"));
+    QCOMPARE(s.epochs_done, 5);
+    QCOMPARE(s.last_logs.value("loss").toDouble(), 0.25);
+  }
+
+  void garbage_and_missing_streams_do_not_break_the_list() {
+    const QString dir = tmp_.filePath("garbage");
+    write(dir + "/events.jsonl", QByteArray("\x00\x01\x02 not json\n{\"event\": 3}\n[]\n", 32));
+    const RunFolderSummary s = summarize_run_folder(dir);
+    QCOMPARE(s.name, QString("garbage"));  // the folder's name when there is no run_started
+    QCOMPARE(s.epochs_done, 0);
+    QCOMPARE(summarize_run_folder(tmp_.filePath("nothing-here")).status, QString("no events"));
+    QVERIFY(scan_workspace(tmp_.filePath("no-such-workspace")).isEmpty());
+  }
+};
+
+QTEST_GUILESS_MAIN(RunFolderTest)
+#include "run_folder_test.moc"
