@@ -43,8 +43,7 @@ class Scanner {
     if (!ok_) return false;
     record(path, static_cast<int>(pos_));
     const QChar c = peek();
-    if (c == '{') return object(path);
-    if (c == '[') return array(path);
+    if (c == '{' || c == '[') return container(path, c == '{');
     if (c == '"') {
       string();
       return ok_;
@@ -65,21 +64,26 @@ class Scanner {
     return out;
   }
 
-  bool object(QStringList& path) {
+  // An object's members or an array's elements: each value's path gets its key or "[i]".
+  bool container(QStringList& path, bool is_object) {
+    const QChar close = is_object ? '}' : ']';
     ++pos_;
     skip_space();
-    if (peek() == '}') {
+    if (peek() == close) {
       ++pos_;
       return true;
     }
-    while (ok_) {
+    for (int i = 0; ok_; ++i) {
       skip_space();
-      if (peek() != '"') return ok_ = false;
-      const QString key = string();
-      skip_space();
-      if (peek() != ':') return ok_ = false;
-      ++pos_;
-      skip_space();
+      QString key = QString("[%1]").arg(i);
+      if (is_object) {
+        if (peek() != '"') return ok_ = false;
+        key = string();
+        skip_space();
+        if (peek() != ':') return ok_ = false;
+        ++pos_;
+        skip_space();
+      }
       path.push_back(key);
       value(path);
       path.pop_back();
@@ -88,33 +92,7 @@ class Scanner {
         ++pos_;
         continue;
       }
-      if (peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      return ok_ = false;
-    }
-    return false;
-  }
-
-  bool array(QStringList& path) {
-    ++pos_;
-    skip_space();
-    if (peek() == ']') {
-      ++pos_;
-      return true;
-    }
-    for (int i = 0; ok_; ++i) {
-      skip_space();
-      path.push_back(QString("[%1]").arg(i));
-      value(path);
-      path.pop_back();
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']') {
+      if (peek() == close) {
         ++pos_;
         return true;
       }

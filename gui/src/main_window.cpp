@@ -238,14 +238,21 @@ void MainWindow::on_run_ended(int exit_code, bool crashed, const QString& summar
   Q_EMIT run_ended(exit_code);
 }
 
-bool MainWindow::open_run(const QString& run_dir) {
-  const EventFile file = read_event_file(QDir(run_dir).filePath("events.jsonl"));
-  if (!file.error.isEmpty()) {
-    statusBar()->showMessage(file.error, 8000);
-    return false;
+std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFile* file) {
+  *file = read_event_file(QDir(run_dir).filePath("events.jsonl"));
+  if (!file->error.isEmpty()) {
+    statusBar()->showMessage(file->error, 8000);
+    return nullptr;
   }
   auto run = std::make_unique<RunHistory>();
-  run->apply_all(file.events);
+  run->apply_all(file->events);
+  return run;
+}
+
+bool MainWindow::open_run(const QString& run_dir) {
+  EventFile file;
+  auto run = load_run(run_dir, &file);
+  if (!run) return false;
   if (run->status() == RunHistory::Status::running &&
       !(engine_ && engine_->running() && engine_->history()->run_dir() == run->run_dir()))
     run->mark_ended_abnormally(
@@ -263,13 +270,9 @@ bool MainWindow::open_run(const QString& run_dir) {
 }
 
 bool MainWindow::overlay_run(const QString& run_dir) {
-  const EventFile file = read_event_file(QDir(run_dir).filePath("events.jsonl"));
-  if (!file.error.isEmpty()) {
-    statusBar()->showMessage(file.error, 8000);
-    return false;
-  }
-  auto run = std::make_unique<RunHistory>();
-  run->apply_all(file.events);
+  EventFile file;
+  auto run = load_run(run_dir, &file);
+  if (!run) return false;
   live_->set_overlay(run.get());
   overlay_ = std::move(run);
   return true;

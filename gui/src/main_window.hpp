@@ -67,6 +67,8 @@ class MainWindow : public QMainWindow {
  private:
   void build_menus();
   void show_run(RunHistory* run, bool live);
+  /// A run rebuilt from its folder's events.jsonl; null (with the reason shown) when unreadable.
+  std::unique_ptr<RunHistory> load_run(const QString& run_dir, EventFile* file);
   void save_settings() const;
   void on_run_ended(int exit_code, bool crashed, const QString& summary);
 

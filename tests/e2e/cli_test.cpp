@@ -37,6 +37,15 @@ std::vector<json> read_events(const fs::path& path) {
   return out;
 }
 
+// The "event" of every line of an event stream written to stdout (throws if a line is not JSON).
+std::vector<std::string> event_names(const std::string& out) {
+  std::istringstream lines(out);
+  std::string line;
+  std::vector<std::string> names;
+  while (std::getline(lines, line)) names.push_back(json::parse(line)["event"]);
+  return names;
+}
+
 TEST(Cli, TrainOneEpochEvaluatePredictAndResume) {
   const fs::path dir = test::scratch_dir("cli-train") / "run";
   auto r = run_command(cli() + " train --set epochs=1 --run-dir " + dir.string() + " -q");
@@ -181,10 +190,7 @@ TEST(Cli, EventsToStdoutAndTruncatedCheckpoint) {
                        " --set data.validation=" + synthetic +
                        " --set epochs=1 --events - --run-dir " + (dir / "run").string() + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line;
-  std::vector<std::string> names;
-  while (std::getline(lines, line)) names.push_back(json::parse(line)["event"]);
+  const std::vector<std::string> names = event_names(r.out);
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names.front(), "run_started");
   EXPECT_EQ(names.back(), "run_finished");
@@ -212,10 +218,7 @@ TEST(Cli, EventsToStdoutAlsoWhenTheConfigListsTheEventsPlugin) {
                   R"( --set 'callbacks=[{"plugin": "events", "options": {"path": "ev.jsonl"}}]')" +
                   " --set epochs=1 --events - --run-dir " + (dir / "run").string() + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line;
-  std::vector<std::string> names;
-  while (std::getline(lines, line)) names.push_back(json::parse(line)["event"]);
+  const std::vector<std::string> names = event_names(r.out);
   ASSERT_FALSE(names.empty());
   EXPECT_EQ(names.front(), "run_started");
   EXPECT_EQ(names.back(), "run_finished");

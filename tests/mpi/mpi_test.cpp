@@ -122,6 +122,21 @@ std::vector<std::string> rank_endings(const std::string& err, int ranks) {
   return endings;
 }
 
+// Starts `mpirun -np ranks tandem train config --run-dir run_dir 2> err` in the background (the
+// pid is mpirun's: signals sent to it reach every rank). Returns -1 when fork fails.
+pid_t start_mpirun(int ranks, const fs::path& config, const fs::path& run_dir,
+                   const fs::path& err) {
+  const std::string command = "exec " + mpirun(ranks) + test::tandem_cli() + " train " +
+                              config.string() + " --run-dir " + run_dir.string() + " 2> " +
+                              err.string();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
 TEST(Mpi, TwoAndThreeRanksTrainToTheWeightsOfOneProcess) {
   const fs::path dir = test::scratch_dir("mpi-equal");
   // 32 divides evenly over 2 ranks; 31 does not (11, 10, 10), nor do the last batches of each
@@ -224,15 +239,8 @@ TEST(Mpi, SigintStopsEveryRankAtTheSameBatchWithAResumableCheckpoint) {
   const fs::path dir = test::scratch_dir("mpi-sigint");
   const fs::path config = write_config(dir, tiny_config(25, 100000));
   const fs::path err = dir / "err.txt";
-  const std::string command = "exec " + mpirun(2) + test::tandem_cli() + " train " +
-                              config.string() + " --run-dir " + (dir / "run").string() + " 2> " +
-                              err.string();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = start_mpirun(2, config, dir / "run", err);
+  ASSERT_GT(pid, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   kill(pid, SIGINT);  // mpirun forwards it to every rank
   int status = 0;
@@ -256,15 +264,8 @@ TEST(Mpi, AKilledRankEndsTheJobWithAClearErrorAndTheLastCheckpointIsIntact) {
        {"options", {{"filepath", "checkpoints/e{epoch}.h5"}, {"save_top_k", -1}}}}};
   const fs::path config = write_config(dir, tiny_config(25, 100000, callbacks));
   const fs::path err = dir / "err.txt";
-  const std::string command = "exec " + mpirun(3) + test::tandem_cli() + " train " +
-                              config.string() + " --run-dir " + (dir / "run").string() + " 2> " +
-                              err.string();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = start_mpirun(3, config, dir / "run", err);
+  ASSERT_GT(pid, 0);
   // Wait for a few checkpoints, then SIGKILL rank 1 (found by its OMPI_COMM_WORLD_RANK).
   const fs::path checkpoints = dir / "run" / "checkpoints";
   for (int i = 0; i < 300 && !fs::exists(checkpoints / "e3.h5"); ++i)
