@@ -79,7 +79,7 @@ fs::path write_config(const fs::path& dir, const json& config) {
 }
 
 // Per tensor: max |a - b| <= 1e-5 · max |a| (the float rounding of sums taken in another order).
-void expect_same_weights(const fs::path& a, const fs::path& b) {
+void expect_same_weights(const fs::path& a, const fs::path& b, int tensors = 4) {
   const CheckpointData x = read_checkpoint_file(a), y = read_checkpoint_file(b);
   ASSERT_EQ(x.layers.size(), y.layers.size());
   int compared = 0;
@@ -99,7 +99,7 @@ void expect_same_weights(const fs::path& a, const fs::path& b) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 4);
+  EXPECT_EQ(compared, tensors);
 }
 
 std::vector<json> read_events(const fs::path& path) {
@@ -175,6 +175,28 @@ TEST(Mpi, TwoAndThreeRanksTrainToTheWeightsOfOneProcess) {
     // Only rank 0 writes: one stream, no per-rank files.
     EXPECT_EQ(std::distance(fs::directory_iterator(many), fs::directory_iterator()), 3);
   }
+}
+
+TEST(Mpi, SynchronizedBatchNormAcrossRanksMatchesOneProcess) {
+  const fs::path dir = test::scratch_dir("mpi-syncbn");
+  json config = tiny_config(31, 3);
+  // Dense (no bias: its gradient is 0 through the normalisation) -> BatchNormalization over the
+  // global batch -> relu -> Dense, on 3 ranks × 2 replicas.
+  config["model"]["config"]["layers"] = {
+      {{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 12}}}}},
+      {{"class_name", "Dense"}, {"config", {{"units", 16}, {"use_bias", false}}}},
+      {{"class_name", "BatchNormalization"}, {"config", {{"synchronized", true}}}},
+      {{"class_name", "Activation"}, {"config", {{"activation", "relu"}}}},
+      {{"class_name", "Dense"}, {"config", {{"units", 4}}}}};
+  const fs::path path = write_config(dir, config);
+  auto r = run_command(test::tandem_cli() + " train " + path.string() + " --run-dir " +
+                       (dir / "one").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(mpirun(3) + test::tandem_cli() + " train " + path.string() +
+                  " --devices cpu:2 --run-dir " + (dir / "many").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // kernel, gamma, beta, moving mean, moving variance, kernel, bias: all equal.
+  expect_same_weights(dir / "one" / "model.h5", dir / "many" / "model.h5", 7);
 }
 
 TEST(Mpi, EarlyStoppingOnRankZeroStopsEveryRankAtTheSameEpoch) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/cross_replica_sum.hpp"
 #include "tandem/parameter.hpp"
 #include "tandem/rng.hpp"
 #include "tandem/tensor.hpp"
@@ -56,6 +57,12 @@ class Layer {
   virtual void set_output_relu_external(bool /*external*/) {}
   virtual bool can_apply_input_relu() const { return false; }
   virtual void set_apply_input_relu(bool /*apply*/) {}
+
+  /// Statistics over the whole global batch (synchronized BatchNormalization): the ReplicaModel
+  /// gives every replica's layer the run's CrossReplicaSum (shared, outlives the layer's use) and
+  /// the replica's index. Layers that need none ignore it.
+  virtual bool wants_cross_replica_sum() const { return false; }
+  virtual void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> /*sum*/, int /*replica*/) {}
 
   /// The layer's random state (Dropout), saved in checkpoints; empty when it has none.
   virtual std::vector<std::uint64_t> random_state() const { return {}; }

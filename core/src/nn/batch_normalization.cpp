@@ -96,15 +96,25 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
   batch_stats_ = training && trainable();
   if (batch_stats_) {
-    if (rows == 0) return output_;  // an empty shard: nothing to normalise, no statistics
+    // Synchronized: every replica of every rank takes part in both sums, an empty shard too.
+    const bool global = cross_replica_ != nullptr;
+    if (rows == 0 && !global) return output_;  // an empty shard: no statistics
+    double count = static_cast<double>(rows);
     row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
       for (std::int64_t r = r0; r < r1; ++r) {
         const float* xr = xp + r * channels;
         for (std::int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
       }
     });
-    std::vector<double> mean(sums_.begin(), sums_.end());
-    for (double& m : mean) m /= static_cast<double>(rows);
+    if (global) {
+      global_.assign(sums_.begin(), sums_.begin() + channels);
+      global_.push_back(count);
+      cross_replica_->sum(replica_, global_.data(), global_.size());
+      std::copy(global_.begin(), global_.begin() + channels, sums_.begin());
+      count = global_.back();
+    }
+    std::vector<double> mean(sums_.begin(), sums_.begin() + channels);
+    for (double& m : mean) m /= count;
     // Two passes: the variance from squared deviations, not E[x²] - E[x]² (no cancellation).
     row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
       for (std::int64_t r = r0; r < r1; ++r) {
@@ -115,11 +125,17 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
         }
       }
     });
+    if (global) {
+      global_.assign(sums_.begin(), sums_.begin() + channels);
+      cross_replica_->sum(replica_, global_.data(), global_.size());
+      std::copy(global_.begin(), global_.end(), sums_.begin());
+    }
+    if (rows == 0) return output_;
     const double momentum = options_.momentum;
     float* mm = moving_mean_.value.data();
     float* mv = moving_variance_.value.data();
     for (std::int64_t c = 0; c < channels; ++c) {
-      const double var = sums_[c] / static_cast<double>(rows);  // biased, as Keras
+      const double var = sums_[c] / count;  // biased, as Keras
       shift_[c] = static_cast<float>(mean[c]);
       inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
       mm[c] = static_cast<float>(mm[c] * momentum + mean[c] * (1.0 - momentum));
@@ -175,11 +191,21 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
       }
     }
   });
+  // gamma and beta get this shard's sums: the gradient all-reduce adds the other shards'.
   if (options_.scale)
     for (std::int64_t c = 0; c < channels; ++c)
       gamma_.grad[c] = static_cast<float>(sums_[channels + c]);
   if (options_.center)
     for (std::int64_t c = 0; c < channels; ++c) beta_.grad[c] = static_cast<float>(sums_[c]);
+  // The input gradient goes through the statistics of the whole batch they came from.
+  double count = static_cast<double>(rows);
+  if (batch_stats_ && cross_replica_) {
+    global_.assign(sums_.begin(), sums_.begin() + 2 * channels);
+    global_.push_back(count);
+    cross_replica_->sum(replica_, global_.data(), global_.size());
+    count = global_.back();
+  }
+  const double* stat_sums = batch_stats_ && cross_replica_ ? global_.data() : sums_.data();
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;
@@ -190,9 +216,9 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
   std::vector<float> a(static_cast<std::size_t>(channels)), k1(a.size(), 0.0f), k2(a.size(), 0.0f);
   for (std::int64_t c = 0; c < channels; ++c) {
     a[c] = options_.scale ? gamma_.value[c] * inv_std[c] : inv_std[c];
-    if (batch_stats_ && rows > 0) {
-      k1[c] = static_cast<float>(sums_[c] / static_cast<double>(rows));
-      k2[c] = static_cast<float>(sums_[channels + c] / static_cast<double>(rows));
+    if (batch_stats_ && count > 0) {
+      k1[c] = static_cast<float>(stat_sums[c] / count);
+      k2[c] = static_cast<float>(stat_sums[channels + c] / count);
     }
   }
   float* dx = grad_input_.data();
@@ -238,7 +264,7 @@ nlohmann::json BatchNormalization::config() const {
           {"gamma_regularizer", nullptr},
           {"beta_constraint", nullptr},
           {"gamma_constraint", nullptr},
-          {"synchronized", false}};
+          {"synchronized", options_.synchronized}};
 }
 
 }  // namespace tandem::nn

@@ -43,6 +43,9 @@ struct BatchNormalizationOptions {
   double epsilon = 1e-3;
   bool center = true;
   bool scale = true;
+  /// Keras' `synchronized`: batch statistics over the whole global batch (every replica of every
+  /// rank) instead of each replica's shard; the meta-model then equals the template exactly.
+  bool synchronized = false;
   Initializer beta_initializer{"zeros", std::nullopt, 0};
   Initializer gamma_initializer{"ones", std::nullopt, 0};
   Initializer moving_mean_initializer{"zeros", std::nullopt, 0};
@@ -57,6 +60,11 @@ class BatchNormalization : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
+  bool wants_cross_replica_sum() const override { return options_.synchronized; }
+  void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> sum, int replica) override {
+    cross_replica_ = std::move(sum);
+    replica_ = replica;
+  }
   nlohmann::json config() const override;
 
  private:
@@ -67,8 +75,11 @@ class BatchNormalization : public Layer {
   bool batch_stats_ = false;    // whether the last forward normalised with batch statistics
   std::vector<float> shift_;    // per channel: the mean the last forward subtracted
   std::vector<float> inv_std_;  // per channel: 1 / sqrt(variance + epsilon) of the last forward
-  std::vector<double> sums_, partial_;  // reduction scratch
-  Tensor input_;                        // the last forward's input (shared storage, not a copy)
+  std::vector<double> sums_, partial_;              // reduction scratch
+  std::vector<double> global_;                      // sums over the global batch (synchronized)
+  std::shared_ptr<CrossReplicaSum> cross_replica_;  // set when synchronized across replicas
+  int replica_ = 0;
+  Tensor input_;  // the last forward's input (shared storage, not a copy)
   Tensor output_, grad_input_;
 };
 

@@ -186,10 +186,7 @@ std::unique_ptr<Layer> make_batch_normalization(ConfigObject& c, const std::stri
       {"moving_variance_initializer", &o.moving_variance_initializer}};
   for (const auto& [key, init] : inits)
     if (const auto* v = c.find(key)) *init = parse_initializer(*v, c.path_of(key));
-  if (c.get_bool("synchronized", false))
-    throw ConfigError(c.path_of("synchronized"),
-                      "synchronized batch statistics are not supported: each replica normalises "
-                      "with the statistics of its own shard; set it to false");
+  o.synchronized = c.get_bool("synchronized", false);
   if (c.get_bool("renorm", false))
     throw ConfigError(c.path_of("renorm"), "batch renormalization is not supported by Tandem");
   c.get_number("renorm_momentum", 0.99);  // only used with renorm

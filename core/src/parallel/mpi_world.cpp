@@ -35,8 +35,13 @@ class MpiWorld : public World {
     MPI_Initialized(&initialised);
     if (!initialised) {
       int provided = 0;
-      // Only the thread that drives training calls MPI.
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
+      // One thread at a time calls MPI: the one that drives training, or (synchronized batch
+      // statistics) the replica worker that arrives last at a CrossReplicaSum.
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw RunError(
+            "this MPI library does not support MPI_THREAD_SERIALIZED, which Tandem "
+            "needs; use Open MPI or MPICH as packaged by Debian");
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);

@@ -134,6 +134,17 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   }
   all_steps_ = last_step_;
   rank_plans_ = world_->all_gather_bytes(plan_.text);
+  // Layers whose statistics span the global batch (synchronized BatchNormalization) share one
+  // CrossReplicaSum over every replica of every rank.
+  bool wanted = false;
+  for (std::size_t l = 0; l < template_.layer_count(); ++l)
+    wanted = wanted || template_.layer(l).wants_cross_replica_sum();
+  if (wanted && (size() > 1 || world_->size() > 1)) {
+    auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
+    for (int r = 0; r < size(); ++r)
+      for (std::size_t l = 0; l < replicas_[static_cast<std::size_t>(r)]->layer_count(); ++l)
+        replicas_[static_cast<std::size_t>(r)]->layer(l).set_cross_replica_sum(sum, r);
+  }
   broadcast_from_template();
   if (replicas_.size() > 1) {
     const int cores = cpu::compute_threads(), n = size();
@@ -143,7 +154,11 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   }
 }
 
-ReplicaModel::~ReplicaModel() = default;
+ReplicaModel::~ReplicaModel() {
+  // The template outlives this meta-model: leave its layers without the shared sum.
+  for (std::size_t l = 0; l < template_.layer_count(); ++l)
+    template_.layer(l).set_cross_replica_sum(nullptr, 0);
+}
 
 std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
   std::vector<std::int64_t> sizes;

@@ -445,7 +445,7 @@ TEST(BatchNormalizationModel, ReadsKerasConfigsAndNamesConfigErrorPaths) {
             std::string::npos);
   EXPECT_NE(config_error(bn({{"center", 1}})).find("'model.config.layers[1].config.center'"),
             std::string::npos);
-  EXPECT_NE(config_error(bn({{"synchronized", true}}))
+  EXPECT_NE(config_error(bn({{"synchronized", "yes"}}))
                 .find("'model.config.layers[1].config.synchronized'"),
             std::string::npos);
   EXPECT_NE(config_error(bn({{"gamma_regularizer", "l2"}}))

@@ -1,0 +1,39 @@
+// CrossReplicaSum: a small element-wise sum over every replica of a run, in the middle of a
+// forward or backward pass (synchronized BatchNormalization's statistics, DESIGN.md contract 1).
+//
+// Each replica's layer calls sum() with its own values; the call returns when every replica of
+// every rank has contributed, with the total (replicas added in order inside a process, then
+// processes in rank order: the same bits everywhere). Replicas call it from their worker threads;
+// the last to arrive does the cross-process part, so MPI is entered by one thread at a time.
+// Every replica must make the same calls in the same order (also with an empty shard).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tandem/world.hpp"
+
+namespace tandem {
+
+class CrossReplicaSum {
+ public:
+  CrossReplicaSum(int replicas, std::shared_ptr<World> world);
+  /// In place: data[0..n) becomes the sum over all replicas and ranks.
+  void sum(int replica, double* data, std::size_t n);
+
+ private:
+  int replicas_;
+  std::shared_ptr<World> world_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::vector<const double*> slots_;
+  std::vector<double> total_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace tandem
