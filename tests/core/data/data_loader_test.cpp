@@ -240,3 +240,75 @@ TEST(DataLoader, EmptyDatasetHasNoBatches) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(DataLoader, ShardOfSpreadsTheRemainderOverTheFirstParts) {
+  // 31 over 3: 11, 10, 10 at offsets 0, 11, 21; 2 over 3: 1, 1, 0.
+  EXPECT_EQ(shard_of(31, 3, 0).offset, 0);
+  EXPECT_EQ(shard_of(31, 3, 0).size, 11);
+  EXPECT_EQ(shard_of(31, 3, 1).offset, 11);
+  EXPECT_EQ(shard_of(31, 3, 1).size, 10);
+  EXPECT_EQ(shard_of(31, 3, 2).offset, 21);
+  EXPECT_EQ(shard_of(31, 3, 2).size, 10);
+  EXPECT_EQ(shard_of(2, 3, 2).size, 0);
+  EXPECT_EQ(shard_of(2, 3, 2).offset, 2);
+  for (std::int64_t total : {0, 1, 7, 128, 130})
+    for (int count : {1, 2, 3, 7}) {
+      std::int64_t next = 0;
+      for (int i = 0; i < count; ++i) {
+        const Shard s = shard_of(total, count, i);
+        EXPECT_EQ(s.offset, next);
+        next += s.size;
+      }
+      EXPECT_EQ(next, total);
+    }
+}
+
+// Every process walks the same global order: the shards of one batch, put side by side, are the
+// batch a single process reads, and each shard knows its place in it.
+TEST(DataLoader, ShardsOfEveryBatchTileTheGlobalBatch) {
+  auto data = std::make_shared<IndexDataset>(50);
+  for (int prefetch : {0, 2}) {
+    DataLoader whole(data, options(13, true, prefetch, 9));
+    std::vector<std::unique_ptr<DataLoader>> shards;
+    for (int r = 0; r < 3; ++r) {
+      DataLoaderOptions o = options(13, true, prefetch, 9);
+      o.shard_index = r;
+      o.shard_count = 3;
+      shards.push_back(std::make_unique<DataLoader>(data, o));
+    }
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      whole.start_epoch(epoch);
+      for (auto& s : shards) s->start_epoch(epoch);
+      Batch all;
+      int batches = 0;
+      while (whole.next(all)) {
+        ++batches;
+        std::int64_t offset = 0;
+        for (int r = 0; r < 3; ++r) {
+          Batch part;
+          ASSERT_TRUE(shards[static_cast<std::size_t>(r)]->next(part));
+          EXPECT_EQ(part.global_size, all.size());
+          EXPECT_EQ(part.whole_size(), all.size());
+          EXPECT_EQ(part.global_offset, offset);
+          EXPECT_EQ(part.size(), shard_of(all.size(), 3, r).size);
+          for (std::int64_t k = 0; k < part.size(); ++k) EXPECT_EQ(part.y[k], all.y[offset + k]);
+          offset += part.size();
+        }
+        EXPECT_EQ(offset, all.size());
+      }
+      EXPECT_EQ(batches, 4);  // 13, 13, 13, 11 (the last: 4, 4, 3)
+      Batch none;
+      for (auto& s : shards) EXPECT_FALSE(s->next(none));
+    }
+  }
+  DataLoaderOptions bad = options(4, false, 0);
+  bad.shard_index = 3;
+  bad.shard_count = 3;
+  EXPECT_THROW(DataLoader(data, bad), RunError);
+}
+
+}  // namespace
+}  // namespace tandem

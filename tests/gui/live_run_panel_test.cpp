@@ -1,0 +1,77 @@
+// The Run panel on a recorded run: a chart per metric plus lr, samples/s and replica times, the
+// x axis and smoothing controls, the overlay, and Stop only for a live, running engine.
+#include <QLineSeries>
+#include <QPushButton>
+#include <QtTest>
+
+#include "live_run_panel.hpp"
+
+using namespace tandem::gui;
+
+class LiveRunPanelTest : public QObject {
+  Q_OBJECT
+ private:
+  static RunHistory* recorded(QObject* parent) {
+    auto* run = new RunHistory(parent);
+    const EventFile file = read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/tiny-events.jsonl");
+    run->apply_all(file.events);
+    return run;
+  }
+
+ private Q_SLOTS:
+  void charts_controls_and_overlay() {
+    LiveRunPanel panel;
+    panel.resize(1200, 900);
+    RunHistory* run = recorded(&panel);
+    panel.set_run(run, false);
+    QStringList titles;
+    for (MetricChart* c : panel.charts()) titles << c->title();
+    QCOMPARE(titles, QStringList({"loss", "accuracy", "learning rate", "samples/s",
+                                  "replica step time (ms)"}));
+    QVERIFY(panel.status_line().contains("epoch 3/3"));
+    QVERIFY(panel.status_line().contains("finished"));
+    QVERIFY(!panel.stop_button()->isEnabled());  // not a live engine
+
+    // Per batch: 48 points; per epoch: 3 (the charts are rebuilt for the axis).
+    QCOMPARE(panel.chart("loss")->history_points(0), 48);
+    panel.set_x_axis(LiveRunPanel::XAxis::epoch);
+    QCOMPARE(panel.chart("loss")->history_points(0), 3);
+    panel.set_x_axis(LiveRunPanel::XAxis::step);
+
+    // Smoothing changes what is drawn, not the history.
+    panel.set_smoothing(0);
+    const QList<QPointF> raw = panel.chart("loss")->series(0)->points();
+    panel.set_smoothing(0.9);
+    QCOMPARE(panel.smoothing(), 0.9);
+    const QList<QPointF> smooth = panel.chart("loss")->series(0)->points();
+    QCOMPARE(raw.size(), smooth.size());
+    QVERIFY(raw != smooth);
+    panel.set_smoothing(5);  // clamped
+    QCOMPARE(panel.smoothing(), 0.999);
+
+    RunHistory* other = recorded(&panel);
+    panel.set_overlay(other);
+    QCOMPARE(panel.chart("loss")->line_count(), 4);
+    panel.set_overlay(nullptr);
+    QCOMPARE(panel.chart("loss")->line_count(), 2);
+  }
+
+  void stop_is_offered_while_a_live_run_runs() {
+    LiveRunPanel panel;
+    RunHistory run;
+    QJsonObject started{{"schema", 1}, {"event", "run_started"}, {"time", "t"}, {"name", "x"}};
+    run.apply({"run_started", started});
+    panel.set_run(&run, true);
+    QVERIFY(panel.stop_button()->isEnabled());
+    QSignalSpy stop(&panel, &LiveRunPanel::stop_requested);
+    panel.stop_button()->click();
+    QCOMPARE(stop.count(), 1);
+    run.mark_ended_abnormally("killed");
+    panel.refresh();
+    QVERIFY(!panel.stop_button()->isEnabled());
+    QVERIFY(panel.status_line().contains("failed: killed"));
+  }
+};
+
+QTEST_MAIN(LiveRunPanelTest)
+#include "live_run_panel_test.moc"
