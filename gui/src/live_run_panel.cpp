@@ -257,7 +257,10 @@ void LiveRunPanel::update_header() {
   title_->setText(run_->name().isEmpty() ? QString("Run") : run_->name());
   QStringList parts;
   parts << run_->status_text();
-  if (run_->world_size() > 1) parts << QString("%1 processes").arg(run_->world_size());
+  if (run_->world_size() > 1)
+    parts << QString("%1 processes × %2").arg(run_->world_size()).arg(run_->device_plan());
+  else if (!run_->device_plan().isEmpty())
+    parts << run_->device_plan();
   if (run_->epochs() > 0) parts << QString("epoch %1/%2").arg(run_->epoch()).arg(run_->epochs());
   parts << QString("step %1").arg(run_->step());
   const QLocale locale;

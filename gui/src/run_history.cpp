@@ -114,6 +114,7 @@ void RunHistory::apply_one(const Event& event) {
     devices_ = f.value("devices").toObject();
     parameters_ = f.value("parameters").toInteger();
     world_size_ = f.value("world_size").toInt(1);
+    device_plan_ = devices_.value("plan").toString();
     batch_size_ = f.value("batch_size").toDouble(config_.value("batch_size").toDouble());
     started_at_ = event.time();
     epochs_ = config_.value("epochs").toInt();

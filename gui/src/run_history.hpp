@@ -66,8 +66,9 @@ class RunHistory : public QObject {
   std::optional<double> learning_rate() const { return lr_; }
   std::optional<double> samples_per_sec() const { return samples_per_sec_; }
   qint64 parameters() const { return parameters_; }
-  /// Processes (MPI ranks) of the run.
+  /// Processes (MPI ranks) of the run, and each one's device plan ("cpu:2").
   int world_size() const { return world_size_; }
+  QString device_plan() const { return device_plan_; }
 
   /// Metric names without the val_ prefix, in order of first appearance ("loss", "accuracy").
   QStringList metric_names() const { return metric_names_; }
@@ -97,7 +98,7 @@ class RunHistory : public QObject {
   void note_metric(const QString& key);
   void on_batch_ended(const QJsonObject& f);
 
-  QString name_, run_dir_, started_at_, error_, stop_reason_;
+  QString name_, run_dir_, started_at_, error_, stop_reason_, device_plan_;
   QJsonObject config_, devices_, last_epoch_logs_;
   Status status_ = Status::waiting;
   int epoch_ = 0, epochs_ = 0, batch_ = 0, steps_per_epoch_ = 0;

@@ -30,6 +30,7 @@ class LiveRunPanelTest : public QObject {
                                   "replica step time (ms)"}));
     QVERIFY(panel.status_line().contains("epoch 3/3"));
     QVERIFY(panel.status_line().contains("finished"));
+    QVERIFY(panel.status_line().contains("cpu:2"));
     QVERIFY(!panel.stop_button()->isEnabled());  // not a live engine
 
     // Per batch: 48 points; per epoch: 3 (the charts are rebuilt for the axis).

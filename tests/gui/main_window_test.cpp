@@ -203,7 +203,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(run->world_size(), 2);
     QCOMPARE(run->status(), RunHistory::Status::finished);
     window.live_panel()->refresh();
-    QVERIFY(window.live_panel()->status_line().contains("2 processes"));
+    QVERIFY(window.live_panel()->status_line().contains("2 processes × cpu:2"));
     QCOMPARE(window.live_panel()->chart("loss")->history_points(0), run->step());
     QVERIFY(run->step() > 0);
     // replica_stats from rank 0 covers both processes' replicas (cpu:2 each).
