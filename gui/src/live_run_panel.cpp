@@ -150,7 +150,8 @@ QString LiveRunPanel::layout_key() const {
       parts << "-";
       continue;
     }
-    parts << r->metric_names().join(',') << QString::number(r->replica_labels().size());
+    parts << r->metric_names().join(',') << QString::number(r->replica_labels().size())
+          << QString::number(r->utilisation_devices().size());
   }
   parts << QString::number(static_cast<int>(axis_));
   return parts.join('|');
@@ -211,6 +212,17 @@ void LiveRunPanel::rebuild_charts() {
     };
     lines.push_back({run_, "samples/s", kTrain, false, false, sps});
     if (overlay_) lines.push_back({overlay_, "samples/s (overlay)", kOtherTrain, true, false, sps});
+    chart->set_lines(lines);
+    charts_.push_back(chart);
+  }
+  if (!run_->utilisation_devices().isEmpty()) {
+    auto* chart = new MetricChart("device utilisation (%)", "step");
+    QList<ChartLine> lines;
+    const QStringList devices = run_->utilisation_devices();
+    for (int i = 0; i < devices.size(); ++i)
+      lines.push_back(
+          {run_, devices[i], kReplicaColors[i % kReplicaColors.size()], false, false,
+           [device = devices[i]](const RunHistory& r) { return r.utilisation(device); }});
     chart->set_lines(lines);
     charts_.push_back(chart);
   }

@@ -170,6 +170,18 @@ void RunHistory::apply_one(const Event& event) {
       if (auto secs = number(o.value("step_seconds")))
         replica_ms_[index].push_back({x, *secs * 1000.0});
     }
+  } else if (name == "device_stats") {
+    const double x = f.value("step").toDouble();
+    auto add = [&](const QString& device, const QJsonValue& percent) {
+      if (!percent.isDouble()) return;  // unknown (no NVML, or the first CPU sample)
+      if (!utilisation_devices_.contains(device)) utilisation_devices_.push_back(device);
+      utilisation_[device].push_back({x, percent.toDouble()});
+    };
+    add("cpu", f.value("cpu").toObject().value("utilization_percent"));
+    for (const QJsonValue& g : f.value("gpus").toArray()) {
+      const QJsonObject gpu = g.toObject();
+      add(QString("cuda:%1").arg(gpu.value("index").toInt()), gpu.value("utilization_percent"));
+    }
   } else if (name == "stopped") {
     stop_reason_ = f.value("reason").toString();
   } else if (name == "run_finished") {

@@ -84,6 +84,10 @@ class RunHistory : public QObject {
   QStringList replica_labels() const { return replica_labels_; }
   QList<QPointF> replica_step_ms(int replica) const { return replica_ms_.value(replica); }
   QList<CheckpointRecord> checkpoints() const { return checkpoints_; }
+  /// device_stats: utilisation (%) against the step, per device ("cpu", "cuda:0", ...), in order
+  /// of first appearance.
+  QStringList utilisation_devices() const { return utilisation_devices_; }
+  QList<QPointF> utilisation(const QString& device) const { return utilisation_.value(device); }
   /// Epoch logs of the last finished epoch (train and val_).
   QJsonObject last_epoch_logs() const { return last_epoch_logs_; }
   /// Counts every applied event; charts compare it to know when to redraw.
@@ -111,6 +115,8 @@ class RunHistory : public QObject {
   QStringList replica_labels_;
   QMap<int, QList<QPointF>> replica_ms_;
   QList<CheckpointRecord> checkpoints_;
+  QStringList utilisation_devices_;
+  QMap<QString, QList<QPointF>> utilisation_;
   // Running epoch means of the previous batch and the samples they cover, to recover each
   // batch's own value.
   QJsonObject previous_means_;

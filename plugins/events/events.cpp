@@ -1,8 +1,13 @@
 // events: writes the run's event stream (DESIGN.md contract 6) — every event the engine and the
 // callbacks publish, as versioned JSON lines, to <run_dir>/events.jsonl and, with "stdout", to
-// standard output (`tandem train --events -`). `tandem train` always loads it.
+// standard output (`tandem train --events -`). `tandem train` always loads it. Every
+// "device_stats_seconds" of training it also publishes a `device_stats` event: CPU utilisation
+// and memory, and per GPU utilisation, memory, temperature and power (NVML), of this machine.
+#include <chrono>
 #include <memory>
+#include <optional>
 
+#include "tandem/devices.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/plugin.hpp"
 
@@ -10,8 +15,34 @@ namespace {
 
 class Events : public tandem::Callback {
  public:
-  Events(std::string path, bool to_stdout) : path_(std::move(path)), to_stdout_(to_stdout) {}
+  using Clock = std::chrono::steady_clock;
+  Events(std::string path, bool to_stdout, double device_stats_seconds)
+      : path_(std::move(path)),
+        to_stdout_(to_stdout),
+        device_stats_seconds_(device_stats_seconds) {}
   std::string name() const override { return "events"; }
+
+  void on_train_begin(tandem::CallbackContext&, const tandem::Logs&) override {
+    if (device_stats_seconds_ <= 0) return;
+    report_ = tandem::discover_devices();
+    tandem::sample_devices(*report_);  // the baseline CPU utilisation is measured against
+    last_stats_ = Clock::now();
+  }
+
+  void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t batch,
+                          const tandem::Logs&) override {
+    if (!report_ ||
+        std::chrono::duration<double>(Clock::now() - last_stats_).count() < device_stats_seconds_)
+      return;
+    last_stats_ = Clock::now();
+    const tandem::DeviceSample sample = tandem::sample_devices(*report_);
+    nlohmann::json fields = tandem::to_json(*report_, &sample)["sample"];
+    fields.erase("time");  // the event's own time
+    fields["epoch"] = ctx.state().epoch + 1;
+    fields["batch"] = batch + 1;
+    fields["step"] = ctx.state().step;
+    ctx.publish("device_stats", fields);
+  }
 
   void on_event(tandem::CallbackContext& ctx, const std::string& event,
                 const nlohmann::json& fields) override {
@@ -28,6 +59,9 @@ class Events : public tandem::Callback {
  private:
   std::string path_;
   bool to_stdout_;
+  double device_stats_seconds_;
+  std::optional<tandem::DeviceReport> report_;
+  Clock::time_point last_stats_;
   std::unique_ptr<tandem::EventSink> sink_;
 };
 
@@ -47,12 +81,20 @@ class EventsPlugin : public tandem::CallbackPlugin {
                {"stdout",
                 {{"type", "boolean"},
                  {"default", false},
-                 {"description", "also write every event to standard output"}}}}}}};
+                 {"description", "also write every event to standard output"}}},
+               {"device_stats_seconds",
+                {{"type", "number"},
+                 {"minimum", 0},
+                 {"default", 10},
+                 {"description",
+                  "publish a device_stats event (CPU, memory, GPUs of this machine) this often "
+                  "during training; 0: never"}}}}}}};
   }
   std::shared_ptr<tandem::Callback> create(const nlohmann::json& options,
                                            const tandem::CallbackSetup&) const override {
     return std::make_shared<Events>(options.at("path").get<std::string>(),
-                                    options.at("stdout").get<bool>());
+                                    options.at("stdout").get<bool>(),
+                                    options.at("device_stats_seconds").get<double>());
   }
 };
 

@@ -110,6 +110,19 @@ class RunHistoryTest : public QObject {
     QCOMPARE(stopped.status_text(), QString("stopped: interrupted by a signal"));
   }
 
+  void device_stats_give_utilisation_per_device() {
+    RunHistory run;
+    run.apply(make_event(R"({"schema":1,"event":"device_stats","time":"t","step":10,
+                        "cpu":{"utilization_percent":null,"memory_used_bytes":1},"gpus":[]})"));
+    QVERIFY(run.utilisation_devices().isEmpty());  // the first CPU sample is unknown
+    run.apply(make_event(R"({"schema":1,"event":"device_stats","time":"t","step":20,
+                        "cpu":{"utilization_percent":55.5},
+                        "gpus":[{"index":1,"utilization_percent":97},{"index":0,"utilization_percent":null}]})"));
+    QCOMPARE(run.utilisation_devices(), QStringList({"cpu", "cuda:1"}));
+    QCOMPARE(run.utilisation("cpu"), QList<QPointF>({{20, 55.5}}));
+    QCOMPARE(run.utilisation("cuda:1"), QList<QPointF>({{20, 97}}));
+  }
+
   void unknown_events_change_nothing_but_the_revision() {
     RunHistory run;
     const qint64 before = run.revision();

@@ -1,0 +1,73 @@
+// The events plugin: device_stats events during training, at the interval asked for, and its
+// options checked.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "plugins/plugin_test_support.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::test {
+namespace {
+
+using nlohmann::json;
+
+std::vector<json> stream(const std::filesystem::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+// Slows every batch a little, so that a short interval passes between batches.
+class SlowBatches : public Callback {
+ public:
+  std::string name() const override { return "slow"; }
+  void on_train_batch_end(CallbackContext&, std::int64_t, const Logs&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+};
+
+TEST(EventsPlugin, PublishesDeviceStatsDuringTrainingAtTheInterval) {
+  PluginRun run;
+  run.bus.add(std::make_shared<SlowBatches>());
+  // CPU utilisation comes from /proc/stat, in 10 ms ticks: the interval spans several.
+  run.add("events", {{"path", "ev.jsonl"}, {"device_stats_seconds", 0.05}});
+  run.fit(std::make_shared<TableDataset>(64), nullptr, 2, 8);  // 16 batches
+  int stats = 0;
+  std::int64_t last_step = 0;
+  for (const auto& e : stream(run.run_dir / "ev.jsonl")) {
+    if (e["event"] != "device_stats") continue;
+    ++stats;
+    EXPECT_EQ(e["schema"], 1);
+    ASSERT_TRUE(e.contains("cpu"));
+    EXPECT_TRUE(e["cpu"]["utilization_percent"].is_number()) << e.dump();  // measured, not null
+    EXPECT_GT(e["cpu"]["memory_used_bytes"].get<std::int64_t>(), 0);
+    EXPECT_TRUE(e["gpus"].is_array());
+    EXPECT_GT(e["step"].get<std::int64_t>(), last_step);
+    last_step = e["step"].get<std::int64_t>();
+  }
+  EXPECT_GE(stats, 3);  // 16 batches of 20 ms: about six at a 50 ms interval
+  EXPECT_LE(stats, 8);
+}
+
+TEST(EventsPlugin, ZeroSecondsMeansNoDeviceStatsAndBadValuesAreRefused) {
+  PluginRun run;
+  run.add("events", {{"path", "ev.jsonl"}, {"device_stats_seconds", 0}});
+  run.fit(std::make_shared<TableDataset>(32), nullptr, 1, 8);
+  for (const auto& e : stream(run.run_dir / "ev.jsonl")) EXPECT_NE(e["event"], "device_stats");
+  for (const json& bad : {json(-1), json("often"), json(nullptr)}) {
+    PluginRun other;
+    try {
+      other.add("events", {{"device_stats_seconds", bad}});
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("device_stats_seconds"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::test
