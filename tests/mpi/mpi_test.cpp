@@ -263,7 +263,17 @@ TEST(Mpi, SigintStopsEveryRankAtTheSameBatchWithAResumableCheckpoint) {
   const fs::path err = dir / "err.txt";
   const pid_t pid = start_mpirun(2, config, dir / "run", err);
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // Interrupt once training runs (the ranks' signal handlers are set up by then).
+  const fs::path events = dir / "run" / "events.jsonl";
+  auto training = [&] {
+    std::ifstream in(events);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    return text.find("\"batch_ended\"") != std::string::npos;
+  };
+  for (int i = 0; i < 600 && !training(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(training());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pid, SIGINT);  // mpirun forwards it to every rank
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
