@@ -3,6 +3,7 @@
 #include <QCommandLineParser>
 #include <QFileInfo>
 #include <QIcon>
+#include <cstdio>
 
 #include "launch_panel.hpp"
 #include "main_window.hpp"
@@ -28,14 +29,14 @@ int main(int argc, char** argv) {
   parser.addOption(start);
   parser.process(app);
 
+  const QStringList args = parser.positionalArguments();
+  if (!args.isEmpty() && !QFileInfo::exists(args.front())) {
+    std::fprintf(stderr, "tandem-gui: %s: no such file\n", qPrintable(args.front()));
+    return 2;
+  }
   tandem::gui::MainWindow window;
   if (parser.isSet(workspace)) window.set_workspace(parser.value(workspace));
-  const QStringList args = parser.positionalArguments();
   if (!args.isEmpty()) {
-    if (!QFileInfo::exists(args.front())) {
-      std::fprintf(stderr, "tandem-gui: %s: no such file\n", qPrintable(args.front()));
-      return 2;
-    }
     window.launch_panel()->open_config(args.front());
     window.show_tab(tandem::gui::MainWindow::launch_tab);
     if (parser.isSet(start)) window.launch_panel()->start();

@@ -17,6 +17,8 @@ class CheckpointsPanel : public QWidget {
   Q_OBJECT
  public:
   explicit CheckpointsPanel(QWidget* parent = nullptr);
+  /// Ends an evaluation still running.
+  ~CheckpointsPanel() override;
 
   /// Shows `run`'s checkpoints (not owned; may be null).
   void set_run(RunHistory* run);

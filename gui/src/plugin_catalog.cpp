@@ -57,6 +57,13 @@ PluginCatalog::PluginCatalog(QObject* parent) : QObject(parent) {
   });
 }
 
+PluginCatalog::~PluginCatalog() {
+  if (process_.state() == QProcess::NotRunning) return;
+  process_.disconnect();
+  process_.kill();
+  process_.waitForFinished(2000);
+}
+
 void PluginCatalog::load() {
   const QString engine = engine_path();
   if (engine.isEmpty()) {

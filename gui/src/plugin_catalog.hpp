@@ -27,6 +27,8 @@ class PluginCatalog : public QObject {
   Q_OBJECT
  public:
   explicit PluginCatalog(QObject* parent = nullptr);
+  /// Ends a listing still running.
+  ~PluginCatalog() override;
 
   /// Starts `tandem plugins --json`; loaded() or failed() follows.
   void load();
