@@ -66,6 +66,13 @@ CheckpointsPanel::CheckpointsPanel(QWidget* parent)
   update_actions();
 }
 
+CheckpointsPanel::~CheckpointsPanel() {
+  if (!evaluator_ || evaluator_->state() == QProcess::NotRunning) return;
+  evaluator_->disconnect();
+  evaluator_->kill();
+  evaluator_->waitForFinished(2000);
+}
+
 void CheckpointsPanel::set_run(RunHistory* run) {
   table_.set_run(run);
 }
