@@ -15,12 +15,6 @@ using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
 using Args = std::unordered_map<int, memory>;
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
 }  // namespace
 
 // Everything oneDNN needs for one batch size. The memories wrap the layer's tensors (their
@@ -133,7 +127,8 @@ Conv2D::Primitives& Conv2D::primitives(std::int64_t batch) {
                   p->weights_any_md, p->dst_md, p->strides, p->dilates, p->pad_l, p->pad_r);
     // relu is not a oneDNN post-op here: oneDNN 2.6's fused relu turns NaN into 0, and a NaN
     // must survive relu (Tandem's NaN policy; tests/core/nn/conv2d_test.cpp checks it).
-    p->fwd_pd = dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine);
+    p->fwd_pd =
+        dnnl::convolution_forward::primitive_desc(desc, cpu::dnnl_user_scratchpad(), engine);
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
     p->src = cpu::dnnl_user_memory(p->src_md, nullptr);
     p->dst = cpu::dnnl_user_memory(p->dst_md, nullptr);
@@ -175,8 +170,8 @@ void Conv2D::prepare_backward(Primitives& p, bool need_data) {
                       : dnnl::convolution_backward_weights::desc(
                             dnnl::algorithm::convolution_direct, p.src_md, p.weights_any_md,
                             p.dst_md, p.strides, p.dilates, p.pad_l, p.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine,
-                                                            p.fwd_pd);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::dnnl_user_scratchpad(),
+                                                            engine, p.fwd_pd);
       p.bwd_weights = dnnl::convolution_backward_weights(pd);
       p.diff_dst = cpu::dnnl_user_memory(p.dst_md, nullptr);
       p.diff_kernel = cpu::dnnl_user_memory(p.kernel_md, nullptr);
@@ -207,7 +202,8 @@ void Conv2D::prepare_backward(Primitives& p, bool need_data) {
       dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, p.src_md,
                                                  p.weights_any_md, p.dst_md, p.strides, p.dilates,
                                                  p.pad_l, p.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), engine, p.fwd_pd);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::dnnl_user_scratchpad(), engine,
+                                                         p.fwd_pd);
       p.bwd_data = dnnl::convolution_backward_data(pd);
       p.diff_src = cpu::dnnl_user_memory(p.src_md, nullptr);
       // The forward already holds the kernel in its layout; reorder again only if backward-data

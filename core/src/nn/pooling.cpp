@@ -80,8 +80,7 @@ Pooling2D::Primitives& Pooling2D::primitives(std::int64_t batch) {
     const auto algorithm = options_.kind == PoolKind::max
                                ? dnnl::algorithm::pooling_max
                                : dnnl::algorithm::pooling_avg_exclude_padding;
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr attr = cpu::dnnl_user_scratchpad();
     p->stream = dnnl::stream(engine);
     // forward_training even at inference: max pooling then always leaves the workspace its
     // backward needs (writing it costs next to nothing).

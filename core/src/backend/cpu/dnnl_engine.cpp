@@ -14,4 +14,10 @@ dnnl::memory dnnl_user_memory(const dnnl::memory::desc& desc, void* data) {
   return m;
 }
 
+dnnl::primitive_attr dnnl_user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 }  // namespace tandem::cpu

@@ -14,4 +14,8 @@ const dnnl::engine& dnnl_engine();
 /// A plain user-format memory over `data` (which may be null and set later by set_data_handle).
 dnnl::memory dnnl_user_memory(const dnnl::memory::desc& desc, void* data);
 
+/// Primitive attributes with a user-managed scratchpad: the layer owns one buffer for all its
+/// primitives instead of each primitive allocating its own.
+dnnl::primitive_attr dnnl_user_scratchpad();
+
 }  // namespace tandem::cpu
