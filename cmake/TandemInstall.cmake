@@ -6,6 +6,8 @@
 #   <prefix>/lib/tandem/plugins/tandem-<name>.so        the built-in plugins, RUNPATH $ORIGIN/../..
 #                                                       (PluginHost finds this folder from
 #                                                       libtandem's own location: relocatable)
+#   <prefix>/lib/tandem/libtandem-cuda.so               the CUDA module (with CUDA; component
+#                                                       "cuda"), RUNPATH $ORIGIN/..
 #   <prefix>/include/tandem/*.hpp                       the public headers = the plugin SDK
 #   <prefix>/share/tandem/configs/*.json                example run configs (`tandem train`'s
 #                                                       default config is found here)
@@ -15,7 +17,8 @@
 #                                                       TandemTargets*.cmake (target Tandem::core)
 #
 # ("lib" is CMAKE_INSTALL_LIBDIR: lib/<multiarch> when configured for the prefix /usr on Debian.)
-# Components: "runtime" (binaries, library, plugins, configs) and "sdk" (headers, CMake package).
+# Components: "runtime" (binaries, library, plugins, configs), "cuda" (the CUDA module, which
+# needs NVIDIA's libraries) and "sdk" (headers, CMake package).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -31,6 +34,10 @@ install(TARGETS tandem_core EXPORT TandemTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT sdk)
 set_target_properties(tandem PROPERTIES INSTALL_RPATH "$ORIGIN/${tandem_bin_to_lib}")
 install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+if(TARGET tandem_cuda)
+  set_target_properties(tandem_cuda PROPERTIES INSTALL_RPATH "$ORIGIN/..")
+  install(TARGETS tandem_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/tandem COMPONENT cuda)
+endif()
 if(TARGET tandem-gui)
   set_target_properties(tandem-gui PROPERTIES INSTALL_RPATH "$ORIGIN/${tandem_bin_to_lib}")
   install(TARGETS tandem-gui RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)

@@ -34,7 +34,7 @@ struct GpuInfo {
 struct DeviceReport {
   CpuInfo cpu;
   std::vector<GpuInfo> gpus;
-  bool cuda_built = false;       // Tandem was built with CUDA support
+  bool cuda_built = false;       // the CUDA module is built and loaded (GPUs can be used)
   int cuda_runtime_version = 0;  // e.g. 13000
   int cuda_driver_version = 0;   // 0 when there is no driver
   /// Empty when GPUs were found; else one plain sentence saying why there are none, e.g.

@@ -1,4 +1,4 @@
-// The device registry: CPU facts from /proc, GPUs from discover_cuda, live readings from
+// The device registry: CPU facts from /proc, GPUs from the CUDA module, live readings from
 // /proc/stat, /proc/meminfo and NVML; JSON and table renderings.
 #include <sched.h>
 #include <sys/utsname.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "parallel/cuda_devices.hpp"
+#include "parallel/cuda_module.hpp"
 #include "parallel/nvml.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/event_sink.hpp"
@@ -177,7 +177,16 @@ DeviceReport discover_devices() {
   report.cpu.model_name = cpu_model_name();
   report.cpu.logical_cores = usable_cores();
   report.cpu.memory_bytes = meminfo_bytes("MemTotal");
-  detail::discover_cuda(report);
+  const detail::CudaModule& cuda = detail::cuda_module();
+  report.cuda_built = cuda.api != nullptr;
+  if (cuda.api) {
+    cuda.api->discover(report);
+  } else {
+    report.gpus.clear();
+    report.cuda_runtime_version = 0;
+    report.cuda_driver_version = 0;
+    report.gpu_status = "no CUDA GPU: " + cuda.why_not;
+  }
   return report;
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backend/cpu/parallel.hpp"
+#include "parallel/cuda_module.hpp"
 #include "tandem/communicator.hpp"
 #include "tandem/error.hpp"
 
@@ -50,18 +51,23 @@ class NoCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan,
-                                                     World& world);  // nccl_*.cpp
-
 std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan,
                                                 const std::shared_ptr<World>& world) {
   if (plan.all_cpu()) return std::make_unique<ThreadCommunicator>(plan.size());
-  if (auto nccl = make_nccl_communicator(plan, world ? *world : *single_process_world()))
-    return nccl;
-  if (plan.size() == 1) return std::make_unique<NoCommunicator>();
+  for (const auto& d : plan.replicas)
+    if (d.kind != DeviceKind::cuda)
+      throw ConfigError("devices", "a plan cannot mix CPU and CUDA replicas: " + plan.text);
+  const detail::CudaModule& cuda = detail::cuda_module();
+  if (!cuda.api)
+    throw ConfigError("devices", "device plan '" + plan.text + "' needs CUDA, but " + cuda.why_not);
+  World& job = world ? *world : *single_process_world();
+  if (cuda.api->make_nccl_communicator && (plan.size() > 1 || job.size() > 1))
+    return cuda.api->make_nccl_communicator(plan, job);
+  if (plan.size() == 1 && job.size() == 1) return std::make_unique<NoCommunicator>();
   throw ConfigError("devices", "device plan '" + plan.text + "' has " +
                                    std::to_string(plan.size()) +
-                                   " CUDA replicas, but this Tandem was built without NCCL");
+                                   " CUDA replicas, but this Tandem's CUDA module was built "
+                                   "without NCCL");
 }
 
 }  // namespace tandem

@@ -1,13 +1,12 @@
 #include "tandem/plugin_host.hpp"
 
-#include <dlfcn.h>
-
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 
 #include "tandem/options_schema.hpp"
+#include "util/library_location.hpp"
 
 namespace tandem {
 
@@ -17,15 +16,6 @@ namespace {
 
 constexpr const char* kPrefix = "tandem-";
 constexpr const char* kSuffix = ".so";
-
-// The folder holding the loaded libtandem, found from one of its own symbols.
-fs::path library_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&library_dir), &info) == 0 || !info.dli_fname) return {};
-  std::error_code ec;
-  fs::path p = fs::canonical(info.dli_fname, ec);
-  return ec ? fs::path() : p.parent_path();
-}
 
 std::string where(const fs::path& path) {
   return " (" + path.string() + ")";
@@ -40,13 +30,11 @@ PluginHost::PluginHost(std::vector<fs::path> extra_dirs) : dirs_(std::move(extra
     while (std::getline(ss, item, ':'))
       if (!item.empty()) dirs_.emplace_back(item);
   }
-  const fs::path lib = library_dir();
+  const fs::path lib = detail::tandem_library_dir();
   if (!lib.empty()) dirs_.push_back(lib / "tandem" / "plugins");
-#if defined(TANDEM_BUILD_PLUGIN_DIR) && defined(TANDEM_BUILD_LIB_DIR)
+#ifdef TANDEM_BUILD_PLUGIN_DIR
   // Only a libtandem that is still in its build tree looks in the build tree's plugin folder.
-  std::error_code ec;
-  if (!lib.empty() && fs::equivalent(lib, TANDEM_BUILD_LIB_DIR, ec))
-    dirs_.emplace_back(TANDEM_BUILD_PLUGIN_DIR);
+  if (detail::running_from_build_tree()) dirs_.emplace_back(TANDEM_BUILD_PLUGIN_DIR);
 #endif
 }
 

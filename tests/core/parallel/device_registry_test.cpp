@@ -57,6 +57,12 @@ TEST(DeviceRegistry, GpusOrAnExplanation) {
     // This machine: no GPU (and no driver). The reason is one plain sentence.
     ASSERT_FALSE(report.gpu_status.empty());
     EXPECT_EQ(report.gpu_status.rfind("no CUDA GPU: ", 0), 0u) << report.gpu_status;
+#ifdef TANDEM_HAVE_CUDA
+    // The build tree's libtandem always finds the CUDA module built beside it.
+    EXPECT_TRUE(report.cuda_built) << report.gpu_status;
+#else
+    EXPECT_FALSE(report.cuda_built);
+#endif
     if (report.cuda_built) {
       EXPECT_GT(report.cuda_runtime_version, 0);
       EXPECT_TRUE(report.gpu_status.find("(error ") != std::string::npos ||

@@ -1,6 +1,6 @@
 // The "nccl" communicator: gradient all-reduce across CUDA replicas, of one process or of every
 // rank of an MPI job (one NCCL communicator over all GPUs; rank 0's unique id is broadcast through
-// the World). Built whenever NCCL is found (with CUDA); exercised on a GPU machine
+// the World). Part of the CUDA module when NCCL is found; exercised on a GPU machine
 // (scripts/gpu-check).
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -8,7 +8,7 @@
 #include "tandem/communicator.hpp"
 #include "tandem/error.hpp"
 
-namespace tandem {
+namespace tandem::detail {
 
 namespace {
 
@@ -101,11 +101,7 @@ class NcclCommunicator : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan, World& world) {
-  if (plan.all_cpu()) return nullptr;
-  for (const auto& d : plan.replicas)
-    if (d.kind != DeviceKind::cuda)
-      throw ConfigError("devices", "a plan cannot mix CPU and CUDA replicas: " + plan.text);
   return std::make_unique<NcclCommunicator>(plan, world);
 }
 
-}  // namespace tandem
+}  // namespace tandem::detail

@@ -1,7 +1,8 @@
-// discover_cuda through the CUDA runtime API (linked statically: no libcudart.so needed at run
-// time). The runtime loads the driver (libcuda.so.1) lazily, so on a machine without a driver or
-// GPU every query returns an error code that becomes gpu_status, never a crash.
-#include "parallel/cuda_devices.hpp"
+// GPU discovery through the CUDA runtime API (linked statically into the CUDA module: no
+// libcudart.so needed at run time). The runtime loads the driver (libcuda.so.1) lazily, so on a
+// machine without a driver or GPU every query returns an error code that becomes gpu_status,
+// never a crash.
+#include "cuda/cuda_module_api.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -21,7 +22,6 @@ std::string no_gpu(cudaError_t err) {
 
 void discover_cuda(DeviceReport& report) {
   report.gpus.clear();
-  report.cuda_built = true;
   report.gpu_status.clear();
 
   int runtime_version = 0;

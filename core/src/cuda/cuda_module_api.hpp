@@ -1,0 +1,34 @@
+// Private: the interface between libtandem and its CUDA module, libtandem-cuda.so.
+//
+// Everything that needs a CUDA library (the CUDA runtime, NCCL, and the CUDA backend) lives in
+// the module, never in libtandem itself, so libtandem, `tandem` and `tandem-gui` start on any
+// machine; the module is loaded on first use (cuda_module.hpp) and its own dependencies
+// (libnccl.so.2, ...) only then. It is built from the same sources as the libtandem that loads it
+// and checked by version string, so C++ types cross the boundary freely.
+#pragma once
+
+#include <memory>
+
+#include "tandem/communicator.hpp"
+#include "tandem/device_plan.hpp"
+#include "tandem/devices.hpp"
+#include "tandem/world.hpp"
+
+namespace tandem::detail {
+
+/// The module's one exported symbol: `extern "C" const CudaModuleApi* tandem_cuda_module()`.
+inline constexpr const char* kCudaModuleEntry = "tandem_cuda_module";
+
+struct CudaModuleApi {
+  /// TANDEM_VERSION of the build the module came from; libtandem refuses any other.
+  const char* version;
+  /// Fills report.gpus, cuda_runtime_version, cuda_driver_version and gpu_status (not
+  /// cuda_built). Never throws for a missing driver or GPU: gpu_status then says why there is
+  /// none. Thread-safe.
+  void (*discover)(DeviceReport& report);
+  /// The NCCL communicator for an all-CUDA plan spanning `world`; null when the module was built
+  /// without NCCL.
+  std::unique_ptr<Communicator> (*make_nccl_communicator)(const DevicePlan& plan, World& world);
+};
+
+}  // namespace tandem::detail

@@ -1,0 +1,23 @@
+// libtandem-cuda.so's entry point: the table libtandem reads after dlopen (cuda_module_api.hpp).
+#include "cuda/cuda_module_api.hpp"
+
+namespace tandem::detail {
+
+void discover_cuda(DeviceReport& report);  // cuda_devices.cpp
+std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
+
+}  // namespace tandem::detail
+
+extern "C" __attribute__((visibility("default"))) const tandem::detail::CudaModuleApi*
+tandem_cuda_module() {
+  static const tandem::detail::CudaModuleApi api{
+      TANDEM_VERSION,
+      &tandem::detail::discover_cuda,
+#ifdef TANDEM_HAVE_NCCL
+      &tandem::detail::make_nccl_communicator,
+#else
+      nullptr,
+#endif
+  };
+  return &api;
+}
