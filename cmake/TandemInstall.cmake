@@ -6,13 +6,14 @@
 #   <prefix>/lib/tandem/plugins/tandem-<name>.so        the built-in plugins, RUNPATH $ORIGIN/../..
 #                                                       (PluginHost finds this folder from
 #                                                       libtandem's own location: relocatable)
-#   <prefix>/lib/tandem/libtandem-cuda.so               the CUDA module (with CUDA; component
-#                                                       "cuda"), RUNPATH $ORIGIN/..
+#   <prefix>/lib/tandem/modules/libtandem-cuda.so       the CUDA module (with CUDA; component
+#                                                       "cuda"), RUNPATH $ORIGIN/../..
 #   <prefix>/include/tandem/*.hpp                       the public headers = the plugin SDK
 #   <prefix>/share/tandem/configs/*.json                example run configs (`tandem train`'s
 #                                                       default config is found here)
 #   <prefix>/bin/tandem-gui, share/applications/tandem-gui.desktop,
 #   share/icons/hicolor/{scalable,48x48,256x256}/apps/tandem.{svg,png}   (with the GUI)
+#   <prefix>/share/man/man1/tandem.1.gz, tandem-gui.1.gz
 #   <prefix>/lib/cmake/Tandem/                          TandemConfig.cmake, TandemConfigVersion.cmake,
 #                                                       TandemTargets*.cmake (target Tandem::core)
 #
@@ -35,8 +36,9 @@ install(TARGETS tandem_core EXPORT TandemTargets
 set_target_properties(tandem PROPERTIES INSTALL_RPATH "$ORIGIN/${tandem_bin_to_lib}")
 install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 if(TARGET tandem_cuda)
-  set_target_properties(tandem_cuda PROPERTIES INSTALL_RPATH "$ORIGIN/..")
-  install(TARGETS tandem_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/tandem COMPONENT cuda)
+  set_target_properties(tandem_cuda PROPERTIES INSTALL_RPATH "$ORIGIN/../..")
+  install(TARGETS tandem_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/tandem/modules
+    COMPONENT cuda)
 endif()
 if(TARGET tandem-gui)
   set_target_properties(tandem-gui PROPERTIES INSTALL_RPATH "$ORIGIN/${tandem_bin_to_lib}")
@@ -68,6 +70,23 @@ if(tandem_builtin_plugins)
   install(TARGETS ${tandem_builtin_plugins}
     LIBRARY DESTINATION ${TANDEM_INSTALL_PLUGINDIR} COMPONENT runtime)
 endif()
+
+# Manual pages, compressed the way Debian ships them (gzip -9n: the same bytes on every build).
+set(tandem_man_pages tandem)
+if(TARGET tandem-gui)
+  list(APPEND tandem_man_pages tandem-gui)
+endif()
+set(tandem_man_outputs)
+foreach(page IN LISTS tandem_man_pages)
+  set(gz ${PROJECT_BINARY_DIR}/packaging/man/${page}.1.gz)
+  add_custom_command(OUTPUT ${gz}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/packaging/man
+    COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/packaging/man/${page}.1 > ${gz}
+    DEPENDS ${PROJECT_SOURCE_DIR}/packaging/man/${page}.1 VERBATIM)
+  list(APPEND tandem_man_outputs ${gz})
+endforeach()
+add_custom_target(tandem_man_pages ALL DEPENDS ${tandem_man_outputs})
+install(FILES ${tandem_man_outputs} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/tandem
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT sdk FILES_MATCHING PATTERN "*.hpp")

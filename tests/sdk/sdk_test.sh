@@ -6,7 +6,9 @@
 #   3. run the *installed* tandem on a tiny config that names the example plugin through
 #      "plugin_paths" (then through TANDEM_PLUGIN_PATH, on the meta target), check its file;
 #   4. `tandem plugins` from the prefix, with no environment variable, lists the built-in
-#      plugins from <prefix>/lib/tandem/plugins.
+#      plugins from <prefix>/lib/tandem/plugins;
+#   5. `tandem devices` and one epoch of the installed fashion-mlp config (Fashion-MNIST) from the
+#      prefix; with the CUDA module removed from the prefix, devices and a cuda plan say so.
 # usage: sdk_test.sh <build dir> <source dir> <scratch dir> <c++ compiler> <cmake generator>
 # Works in <scratch dir>/run-<pid>/, removed when every check passed.
 set -euo pipefail
@@ -118,6 +120,40 @@ assert {"file", "metrics", "every"} <= set(p["options_schema"]["properties"]), p
 assert all(q["ok"] for q in doc["plugins"]), doc
 '
 /usr/bin/python3 -c "$check_json" "$plugin" "$json" || fail "tandem plugins --json is wrong: $json"
+
+step "tandem devices and one epoch of the installed fashion-mlp, from the prefix"
+quiet "$prefix/bin/tandem" devices
+grep -q '^cpu ' "$work/last.log" || fail "tandem devices shows no CPU row: $(cat "$work/last.log")"
+config=$prefix/share/tandem/configs/fashion-mlp.json
+if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  quiet env -u TANDEM_PLUGIN_PATH "$prefix/bin/tandem" train "$config" --set epochs=1 \
+    --run-dir "$work/fashion" -q
+  [ -s "$work/fashion/model.h5" ] || fail "fashion-mlp from the prefix saved no model.h5"
+  /usr/bin/python3 - "$work/fashion/events.jsonl" <<'PY' || fail "fashion-mlp from the prefix"
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+epochs = [e for e in events if e["event"] == "epoch_ended"]
+assert len(epochs) == 1, epochs
+logs = epochs[0]["logs"]
+# One epoch of this MLP reaches about 0.8 validation accuracy; chance is 0.1.
+assert logs["val_accuracy"] > 0.7, logs
+PY
+else
+  echo "(no Fashion-MNIST here: the dataset-fashion-mnist package is missing; skipped)"
+fi
+
+if [ -d "$prefix/$libdir/tandem/modules" ]; then
+  step "without the CUDA module: devices and a cuda plan say it is not installed"
+  rm -rf "$prefix/$libdir/tandem/modules"
+  out=$("$prefix/bin/tandem" devices 2>&1) || fail "tandem devices failed: $out"
+  grep -q "no CUDA GPU: the CUDA module .*libtandem-cuda.so is not installed" <<<"$out" ||
+    fail "tandem devices does not say the CUDA module is missing: $out"
+  rc=0
+  out=$("$prefix/bin/tandem" train "$work/run.json" --set "data.train=$synthetic" --devices cuda:0 \
+        --run-dir "$work/nocuda" -q 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "a cuda:0 plan ran without the CUDA module"
+  grep -q "libtandem-cuda.so is not installed" <<<"$out" || fail "unclear error for cuda:0: $out"
+fi
 
 step "done"
 rm -rf "$work"  # kept when a step fails, for a look

@@ -23,7 +23,7 @@ CudaModule load() {
     out.why_not = "the folder of libtandem could not be found, so neither could its CUDA module";
     return out;
   }
-  std::filesystem::path file = dir / "tandem" / "libtandem-cuda.so";
+  std::filesystem::path file = dir / "tandem" / "modules" / "libtandem-cuda.so";
 #ifdef TANDEM_BUILD_MODULE_DIR
   if (running_from_build_tree())
     file = std::filesystem::path(TANDEM_BUILD_MODULE_DIR) / file.filename();

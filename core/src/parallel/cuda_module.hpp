@@ -1,5 +1,5 @@
 // Private: libtandem's handle on its CUDA module (cuda/cuda_module_api.hpp), loaded on first use
-// from <libtandem's folder>/tandem/libtandem-cuda.so (in the build tree: modules/).
+// from <libtandem's folder>/tandem/modules/libtandem-cuda.so (in the build tree: modules/).
 #pragma once
 
 #include <string>
