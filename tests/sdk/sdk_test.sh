@@ -153,6 +153,22 @@ if [ -d "$prefix/$libdir/tandem/modules" ]; then
         --run-dir "$work/nocuda" -q 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "a cuda:0 plan ran without the CUDA module"
   grep -q "libtandem-cuda.so is not installed" <<<"$out" || fail "unclear error for cuda:0: $out"
+
+  step "a garbage CUDA module and one from another version are refused in words"
+  mkdir -p "$prefix/$libdir/tandem/modules"
+  module=$prefix/$libdir/tandem/modules/libtandem-cuda.so
+  echo "not a shared library" >"$module"
+  out=$("$prefix/bin/tandem" devices 2>&1) || fail "tandem devices failed on a garbage module: $out"
+  grep -q "no CUDA GPU: the CUDA module could not be loaded: .*libtandem-cuda.so" <<<"$out" ||
+    fail "tandem devices on a garbage module: $out"
+  # A module whose table says another version (the first field of CudaModuleApi).
+  printf '%s\n' 'struct Api { const char* version; void* rest[2]; };' \
+    'static const Api api{"9.9.9", {nullptr, nullptr}};' \
+    'extern "C" const Api* tandem_cuda_module() { return &api; }' >"$work/old_module.cpp"
+  quiet "$cxx" -shared -fPIC -o "$module" "$work/old_module.cpp"
+  out=$("$prefix/bin/tandem" devices 2>&1) || fail "tandem devices failed on an old module: $out"
+  grep -q "the CUDA module .* is from Tandem 9.9.9, not " <<<"$out" ||
+    fail "tandem devices on a module of another version: $out"
 fi
 
 step "done"
