@@ -1,0 +1,68 @@
+// Private (CUDA module): the three GEMMs of a Dense layer through cuBLASLt, row-major as Keras
+// stores them (x: batch x in, W: in x out, y: batch x out), with the bias and relu fused into the
+// forward product's epilogue.
+//
+// Precision: "fp32" computes in full float32; "tf32" lets the tensor cores round the inputs to
+// TF32 (10-bit mantissa) and accumulate in float32 - PyTorch's allow_tf32, Keras' default on
+// Ampere and later. Algorithms are chosen once per shape and kept; those whose split-K reduction
+// could add in a varying order are excluded, so results are the same bits run to run.
+//
+// Ownership: owns its cuBLASLt handle, layouts and workspace (from the allocator, which must
+// outlive it). Thread-safety: one thread at a time; all work on `stream`.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "cuda/ops/device_allocator.hpp"
+
+namespace tandem::cuda {
+
+enum class Precision { fp32, tf32 };
+
+class DenseGemm {
+ public:
+  enum class Epilogue { none, bias, relu_bias };
+
+  DenseGemm(DeviceAllocator& allocator, cudaStream_t stream, Precision precision);
+  ~DenseGemm();
+  DenseGemm(const DenseGemm&) = delete;
+  DenseGemm& operator=(const DenseGemm&) = delete;
+
+  Precision precision() const { return precision_; }
+
+  /// y = x W (+ bias) (then relu), per the epilogue; bias has `out` elements.
+  void forward(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
+               std::int64_t in, std::int64_t out, Epilogue epilogue);
+  /// dx = dy W^T.
+  void backward_data(const float* dy, const float* w, float* dx, std::int64_t batch,
+                     std::int64_t in, std::int64_t out);
+  /// dW = x^T dy.
+  void backward_weights(const float* x, const float* dy, float* dw, std::int64_t batch,
+                        std::int64_t in, std::int64_t out);
+
+  /// The general column-major product C (m x n) = op(A) op(B), for the benchmarks' cuBLAS floor.
+  void matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+              const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
+              std::int64_t ldc, Epilogue epilogue, const float* bias);
+
+ private:
+  struct Plan;
+  using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t, std::int64_t, int>;
+  Plan& plan_for(const Key& key);
+
+  DeviceAllocator& allocator_;
+  cudaStream_t stream_;
+  Precision precision_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  std::map<Key, Plan*> plans_;
+};
+
+}  // namespace tandem::cuda
