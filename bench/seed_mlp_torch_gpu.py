@@ -1,4 +1,4 @@
-"""PyTorch's side of bench/gpu_gemm_floor: full training steps (forward, loss, backward, Adam) of
+"""PyTorch's side of bench/gpu_mlp_steps: full training steps (forward, loss, backward, Adam) of
 seed-mlp (batch 8192, binary cross-entropy) and fashion-mlp (batch 128, sparse categorical
 cross-entropy from logits) with the data already on the GPU, in fp32 and tf32 (allow_tf32).
 Prints one JSON line per measurement: the median of 30 timed steps after 10 warm-up steps,
