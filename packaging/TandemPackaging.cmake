@@ -107,11 +107,12 @@ set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS
 set(CPACK_COMPONENT_CUDA_DESCRIPTION
 "CUDA GPU support for the Tandem training engine
 The module the tandem engine loads for CUDA device plans such as cuda:0 or
-cuda:all: GPU discovery and NCCL all-reduce across GPUs and processes.
+cuda:all: GPU discovery, cuBLASLt kernels and NCCL all-reduce across GPUs
+and processes.
 
-It needs the NVIDIA driver (libcuda.so.1) and NCCL 2 (libnccl.so.2, shipped
-with the CUDA toolkit), which are not Debian packages; without them
-`tandem devices` says which library is missing and CPU training is
-unaffected.")
+It needs the NVIDIA driver (libcuda.so.1) and the CUDA 13 libraries
+libcublasLt.so.13 and libnccl.so.2 (from NVIDIA's toolkit), which are not
+Debian packages; without them `tandem devices` says which library is
+missing and CPU training is unaffected.")
 
 include(CPack)

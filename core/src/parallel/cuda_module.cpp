@@ -43,8 +43,8 @@ CudaModule load() {
     const char* err = dlerror();
     out.why_not =
         "the CUDA module could not be loaded: " + std::string(err ? err : "unknown error") +
-        " (it needs the NVIDIA driver's libraries and NCCL from the CUDA toolkit; see "
-        "docs/gpu.md)";
+        " (it needs the CUDA 13 libraries libcublasLt.so.13 and libnccl.so.2 from NVIDIA's "
+        "toolkit or wheels; see docs/gpu.md)";
     return out;
   }
   using Entry = const CudaModuleApi* (*)();
