@@ -16,13 +16,7 @@ build=$1 version=$3
 work=$2/run-$$
 dist=$work/dist
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "== [$SECONDS s] $*"; }
-quiet() {
-  local log=$work/last.log rc=0
-  "$@" >"$log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then cat "$log" >&2; fail "exit code $rc from: $*"; fi
-}
+source "$(dirname "$0")/../install_checks.sh"
 
 for tool in cpack dpkg dpkg-deb dpkg-checkbuilddeps lintian desktop-file-validate; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (scripts/setup installs it)"
@@ -89,25 +83,10 @@ mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status"
 quiet dpkg --root="$root" --force-depends --install "${debs[@]}"
 dpkg --root="$root" --list | grep -Eq "^ii +tandem +$version" || fail "tandem is not installed"
-libdir=$(dirname "$(cd "$root" && ls usr/lib/libtandem.so.0 usr/lib/*/libtandem.so.0 2>/dev/null | head -1)")
-[ "$libdir" != "." ] || fail "no libtandem.so.0 in the scratch root"
+libdir=usr/$(find_libdir "$root/usr")
 [ "$("$root/usr/bin/tandem" --version)" = "tandem $version" ] ||
   fail "tandem --version says: $("$root/usr/bin/tandem" --version)"
-check_plugins() {  # <prefix> <libdir>
-  local out
-  out=$("$1/bin/tandem" plugins) || fail "tandem plugins failed from $1"
-  local n=0
-  for p in "$1/$2"/tandem/plugins/tandem-*.so; do
-    local name=${p##*/tandem-}
-    name=${name%.so}
-    grep -Eq "^$name +[0-9][^ ]* +$p " <<<"$out" || fail "tandem plugins from $1 does not list $p"
-    n=$((n + 1))
-  done
-  [ "$n" -ge 10 ] || fail "only $n built-in plugins in $1/$2/tandem/plugins"
-  grep -q BROKEN <<<"$out" && fail "a plugin is broken: $out"
-  return 0
-}
-check_plugins "$root/usr" "${libdir#usr/}"
+check_builtin_plugins "$root/usr" "${libdir#usr/}"
 json=$("$root/usr/bin/tandem" devices --json) || fail "tandem devices --json failed"
 /usr/bin/python3 - "$json" "${packages[*]}" <<'PY' || fail "tandem devices --json: $json"
 import json, sys
@@ -138,7 +117,7 @@ mkdir -p "$work/elsewhere"
 tar -xzf "$tarball" -C "$work/elsewhere"
 prefix=$(echo "$work"/elsewhere/Tandem-*)
 [ "$("$prefix/bin/tandem" --version)" = "tandem $version" ] || fail "tandem from the .tar.gz"
-check_plugins "$prefix" "$(cd "$prefix" && dirname "$(ls lib/libtandem.so.0 lib/*/libtandem.so.0 2>/dev/null | head -1)")"
+check_builtin_plugins "$prefix" "$(find_libdir "$prefix")"
 [ -f "$prefix/include/tandem/plugin.hpp" ] || fail "the .tar.gz has no SDK headers"
 
 step "done"

@@ -17,15 +17,7 @@ build=$1 src=$2 cxx=$4 generator=$5
 work=$3/run-$$
 prefix=$work/prefix
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "== [$SECONDS s] $*"; }
-# Runs a command quietly, showing its output only when it fails.
-quiet() {
-  local log=$work/last.log
-  local rc=0
-  "$@" >"$log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then cat "$log" >&2; fail "exit code $rc from: $*"; fi
-}
+source "$src/tests/install_checks.sh"
 
 rm -rf "$work"
 mkdir -p "$work"
@@ -33,11 +25,7 @@ unset TANDEM_PLUGIN_PATH
 
 step "install into $prefix"
 quiet cmake --install "$build" --prefix "$prefix"
-libdir=
-for d in lib lib/*; do
-  if [ -e "$prefix/$d/libtandem.so" ]; then libdir=$d; break; fi
-done
-[ -n "$libdir" ] || fail "no libtandem.so under $prefix/lib"
+libdir=$(find_libdir "$prefix")
 for f in bin/tandem "$libdir/libtandem.so.0" include/tandem/plugin.hpp include/tandem/callback.hpp \
          "$libdir/tandem/plugins/tandem-terminate_on_nan.so" share/tandem/configs/fashion-mlp.json \
          "$libdir/cmake/Tandem/TandemConfig.cmake" "$libdir/cmake/Tandem/TandemConfigVersion.cmake" \
@@ -102,13 +90,7 @@ grep -Eq '^epoch=2 loss=[0-9.e+-]+ replicas=2 slowest_step_s=' "$work/run2/epoch
   fail "unexpected meta-target line: $(cat "$work/run2/epochs.log")"
 
 step "tandem plugins from the prefix, no environment"
-out=$(env -u TANDEM_PLUGIN_PATH "$prefix/bin/tandem" plugins) || fail "tandem plugins failed"
-echo "$out"
-for p in "$prefix/$libdir"/tandem/plugins/tandem-*.so; do
-  name=$(basename "$p" .so); name=${name#tandem-}
-  grep -Eq "^$name +[0-9][^ ]* +$p " <<<"$out" || fail "tandem plugins does not list $name from $p"
-done
-grep -q BROKEN <<<"$out" && fail "a built-in plugin is broken"
+check_builtin_plugins "$prefix" "$libdir"
 json=$(env TANDEM_PLUGIN_PATH="$work/example-build" "$prefix/bin/tandem" plugins --json)
 check_json='
 import json, sys
