@@ -25,6 +25,13 @@ class Metric {
   virtual ~Metric() = default;
   /// The key in logs: "accuracy" (what the user asked for, as Keras names it).
   virtual std::string name() const = 0;
+  /// What is computed, after "accuracy" was resolved: "binary_accuracy",
+  /// "categorical_accuracy", "sparse_categorical_accuracy", "mean_squared_error" or
+  /// "mean_absolute_error".
+  virtual std::string kind() const = 0;
+  /// The metric's parameters: {"threshold": t} for binary_accuracy (0.5, or 0 when the loss
+  /// reads logits), {} for the others.
+  virtual nlohmann::json config() const = 0;
   virtual MetricSum evaluate(const Tensor& pred, const Tensor& target) const = 0;
 };
 

@@ -6,8 +6,10 @@
 // the cores), sums the gradients in replica order through the Communicator — each replica's
 // loss gradient is scaled by 1/B, so the sum is the gradient of the mean over the whole batch —
 // and applies the same optimizer update on every replica. On a CPU plan replica 0 *is* the
-// template, so the template is current at every moment; sync_template() is the hook for plans
-// whose replica 0 lives elsewhere.
+// template, so the template is current at every moment. On a CUDA plan every replica trains a
+// copy in its GPU's memory (the CUDA module's replicas); template_model(), optimizer() and
+// replica() copy the device state back to the host when it changed since (sync_template()), and
+// broadcast_from_template() sends the host state to every device.
 //
 // Across processes (an MPI job, DESIGN.md contract 8) every rank runs a ReplicaModel on its shard
 // of the global batch: the loss gradient is scaled by 1/(global batch), gradients are summed
@@ -30,9 +32,14 @@
 #include "tandem/metric.hpp"
 #include "tandem/model.hpp"
 #include "tandem/optimizer.hpp"
+#include "tandem/precision.hpp"
 #include "tandem/world.hpp"
 
 namespace tandem {
+
+namespace detail {
+class Replica;
+}
 
 /// Loss and metric sums over a batch (means are sum / count).
 struct StepSums {
@@ -50,8 +57,12 @@ struct ReplicaStep {
 
 class ReplicaModel {
  public:
+  /// `precision` applies to the matrix products of CUDA replicas (precision.hpp). Throws
+  /// ConfigError when the plan's devices cannot train this model (no CUDA module, a layer without
+  /// a CUDA implementation, ...).
   ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
-               std::shared_ptr<World> world = single_process_world());
+               std::shared_ptr<World> world = single_process_world(),
+               Precision precision = Precision::fp32);
   ~ReplicaModel();
   ReplicaModel(const ReplicaModel&) = delete;
   ReplicaModel& operator=(const ReplicaModel&) = delete;
@@ -59,6 +70,7 @@ class ReplicaModel {
   /// Replicas in this process.
   int size() const { return static_cast<int>(replicas_.size()); }
   const DevicePlan& plan() const { return plan_; }
+  Precision precision() const { return precision_; }
   World& world() const { return *world_; }
   /// The plan as checkpoints record it: the plan itself in one process, "P×(plan)" across P.
   std::string plan_text() const;
@@ -68,9 +80,10 @@ class ReplicaModel {
 
   /// The template, current (contract 2).
   Model& template_model();
-  /// Replica 0's optimizer: the one checkpoints save.
-  Optimizer& optimizer() { return optimizer_; }
-  Model& replica(int i) { return *replicas_[static_cast<std::size_t>(i)]; }
+  /// Replica 0's optimizer, current: the one checkpoints save.
+  Optimizer& optimizer();
+  /// Replica i's host model, current (replica 0's is the template).
+  Model& replica(int i);
 
   /// Forward, loss and backward on every replica for its share of the batch (this process's
   /// shard of the global batch); returns the sums over the whole global batch, the same on every
@@ -92,7 +105,8 @@ class ReplicaModel {
   /// Copies the template's weights and replica 0's optimizer state to every other replica
   /// (after loading weights or resuming).
   void broadcast_from_template();
-  /// Replica 0's weights into the template when they are not the same object.
+  /// Replica 0's weights and optimizer state into the template and optimizer() when they live
+  /// on a device and changed since the last sync.
   void sync_template();
 
   /// The last step of every replica of every rank, in rank order.
@@ -102,19 +116,16 @@ class ReplicaModel {
   class Workers;
   template <class F>
   void on_replicas(F&& f);
-  void bind_gradient_arenas();
   StepSums combine(const std::vector<std::unique_ptr<Metric>>& metrics, bool with_steps);
 
   Model& template_;
   Optimizer& optimizer_;
   DevicePlan plan_;
+  Precision precision_;
   std::unique_ptr<Communicator> communicator_;
-  std::vector<Model*> replicas_;               // [0] is the template on CPU plans
-  std::vector<std::unique_ptr<Model>> owned_;  // replicas 1..N-1
+  std::vector<std::unique_ptr<Model>> owned_;  // host models of replicas 1..N-1
   std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;
-  std::vector<Optimizer*> optimizers_;   // [0] is `optimizer`
-  std::vector<Tensor> gradient_arenas_;  // one flat gradient buffer per replica
-  std::vector<Tensor> shard_grads_;      // dLoss/dOutput per replica
+  std::vector<std::unique_ptr<detail::Replica>> replicas_;  // [0] holds the template
   std::vector<StepSums> shard_sums_;
   std::vector<ReplicaStep> last_step_;  // this process's replicas
   std::vector<ReplicaStep> all_steps_;  // every rank's

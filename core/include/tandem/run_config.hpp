@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/model_view.hpp"
+#include "tandem/precision.hpp"
 
 namespace tandem {
 
@@ -44,7 +45,8 @@ struct RunConfig {
   /// When given instead of batch_size: the global batch is this times the number of replicas.
   std::int64_t batch_size_per_replica = 0;
   int verbose = 1;
-  std::string devices = "cpu";  // a device plan text, checked by parse_device_plan
+  std::string devices = "cpu";            // a device plan text, checked by parse_device_plan
+  Precision precision = Precision::fp32;  // "precision": of CUDA replicas' matrix products
   /// batch_size, or batch_size_per_replica × replicas.
   std::int64_t global_batch_size(int replicas) const {
     return batch_size_per_replica > 0 ? batch_size_per_replica * replicas : batch_size;

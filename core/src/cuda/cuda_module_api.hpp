@@ -9,9 +9,11 @@
 
 #include <memory>
 
+#include "parallel/replica.hpp"
 #include "tandem/communicator.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
+#include "tandem/precision.hpp"
 #include "tandem/world.hpp"
 
 namespace tandem::detail {
@@ -29,6 +31,11 @@ struct CudaModuleApi {
   /// The NCCL communicator for an all-CUDA plan spanning `world`; null when the module was built
   /// without NCCL.
   std::unique_ptr<Communicator> (*make_nccl_communicator)(const DevicePlan& plan, World& world);
+  /// A replica training a copy of `model` with `optimizer`'s rule on the GPU `device`, mirroring
+  /// into them (replica.hpp); borrows both. Throws ConfigError naming the first layer, loss,
+  /// metric or optimizer it cannot run. Null when the module was built without the backend.
+  std::unique_ptr<Replica> (*make_cuda_replica)(Model& model, Optimizer& optimizer,
+                                                DeviceSpec device, Precision precision);
 };
 
 }  // namespace tandem::detail

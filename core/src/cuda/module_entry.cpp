@@ -11,13 +11,13 @@ std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);
 extern "C" __attribute__((visibility("default"))) const tandem::detail::CudaModuleApi*
 tandem_cuda_module() {
   static const tandem::detail::CudaModuleApi api{
-      TANDEM_VERSION,
-      &tandem::detail::discover_cuda,
+      TANDEM_VERSION, &tandem::detail::discover_cuda,
 #ifdef TANDEM_HAVE_NCCL
       &tandem::detail::make_nccl_communicator,
 #else
       nullptr,
 #endif
+      nullptr,  // the CUDA replica: wired in with the backend
   };
   return &api;
 }

@@ -26,6 +26,25 @@ class BuiltinMetric : public Metric {
   BuiltinMetric(std::string name, Kind kind, float threshold)
       : name_(std::move(name)), kind_(kind), threshold_(threshold) {}
   std::string name() const override { return name_; }
+  std::string kind() const override {
+    switch (kind_) {
+      case Kind::binary:
+        return "binary_accuracy";
+      case Kind::categorical:
+        return "categorical_accuracy";
+      case Kind::sparse:
+        return "sparse_categorical_accuracy";
+      case Kind::mse:
+        return "mean_squared_error";
+      case Kind::mae:
+        return "mean_absolute_error";
+    }
+    return "";
+  }
+  json config() const override {
+    if (kind_ == Kind::binary) return {{"threshold", threshold_}};
+    return json::object();
+  }
 
   MetricSum evaluate(const Tensor& pred, const Tensor& target) const override {
     const std::int64_t rows = pred.rank() > 0 ? pred.dim(0) : 1;

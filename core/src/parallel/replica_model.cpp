@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
+#include "parallel/cuda_module.hpp"
+#include "parallel/replica.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -105,27 +107,39 @@ Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
 }  // namespace
 
 ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
-                           std::shared_ptr<World> world)
+                           std::shared_ptr<World> world, Precision precision)
     : template_(template_model),
       optimizer_(optimizer),
       plan_(std::move(plan)),
+      precision_(precision),
       world_(world ? std::move(world) : single_process_world()) {
   if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
-  if (!plan_.all_cpu())
-    throw ConfigError("devices", "device plan '" + plan_.text +
-                                     "' names CUDA devices, but this Tandem build trains on the "
-                                     "CPU only");
   communicator_ = make_communicator(plan_, world_);
-  replicas_.push_back(&template_);
-  optimizers_.push_back(&optimizer_);
-  for (int r = 1; r < plan_.size(); ++r) {
-    owned_.push_back(template_.clone());
-    replicas_.push_back(owned_.back().get());
-    owned_optimizers_.push_back(clone_optimizer(optimizer_));
-    optimizers_.push_back(owned_optimizers_.back().get());
+  const detail::CudaModule* cuda = nullptr;
+  if (!plan_.all_cpu()) {
+    cuda = &detail::cuda_module();
+    if (!cuda->api)
+      throw ConfigError("devices",
+                        "device plan '" + plan_.text + "' needs CUDA, but " + cuda->why_not);
+    if (!cuda->api->make_cuda_replica)
+      throw ConfigError("devices", "device plan '" + plan_.text +
+                                       "' names CUDA devices, but this Tandem's CUDA module was "
+                                       "built without the CUDA backend");
   }
-  bind_gradient_arenas();
-  shard_grads_.resize(replicas_.size());
+  for (int r = 0; r < plan_.size(); ++r) {
+    Model* model = &template_;
+    Optimizer* opt = &optimizer_;
+    if (r > 0) {
+      owned_.push_back(template_.clone());
+      owned_optimizers_.push_back(clone_optimizer(optimizer_));
+      model = owned_.back().get();
+      opt = owned_optimizers_.back().get();
+    }
+    const DeviceSpec& device = plan_.replicas[static_cast<std::size_t>(r)];
+    replicas_.push_back(device.kind == DeviceKind::cpu
+                            ? detail::make_cpu_replica(*model, *opt, device)
+                            : cuda->api->make_cuda_replica(*model, *opt, device, precision_));
+  }
   shard_sums_.resize(replicas_.size());
   last_step_.resize(replicas_.size());
   for (std::size_t r = 0; r < replicas_.size(); ++r) {
@@ -141,9 +155,10 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
     wanted = wanted || template_.layer(l).wants_cross_replica_sum();
   if (wanted && (size() > 1 || world_->size() > 1)) {
     auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
-    for (int r = 0; r < size(); ++r)
-      for (std::size_t l = 0; l < replicas_[static_cast<std::size_t>(r)]->layer_count(); ++l)
-        replicas_[static_cast<std::size_t>(r)]->layer(l).set_cross_replica_sum(sum, r);
+    for (int r = 0; r < size(); ++r) {
+      Model& m = replicas_[static_cast<std::size_t>(r)]->model();
+      for (std::size_t l = 0; l < m.layer_count(); ++l) m.layer(l).set_cross_replica_sum(sum, r);
+    }
   }
   broadcast_from_template();
   if (replicas_.size() > 1) {
@@ -164,23 +179,6 @@ std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
   std::vector<std::int64_t> sizes;
   for (int r = 0; r < n; ++r) sizes.push_back(shard_of(batch, n, r).size);
   return sizes;
-}
-
-void ReplicaModel::bind_gradient_arenas() {
-  // One flat gradient buffer per replica, so the reduction is a single call over all weights.
-  gradient_arenas_.clear();
-  for (Model* m : replicas_) {
-    auto params = m->trainable_parameters();
-    std::int64_t total = 0;
-    for (Parameter* p : params) total += p->value.size();
-    Tensor arena({total});
-    std::int64_t offset = 0;
-    for (Parameter* p : params) {
-      p->grad = Tensor::view(arena, offset, p->value.shape());
-      offset += p->value.size();
-    }
-    gradient_arenas_.push_back(std::move(arena));
-  }
 }
 
 template <class F>
@@ -266,15 +264,9 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
     const auto i = static_cast<std::size_t>(r);
     const auto t0 = std::chrono::steady_clock::now();
     const std::int64_t local = offsets[i] - batch.global_offset;
-    const Tensor x = rows_of(batch.x, local, sizes[i]);
-    const Tensor y = rows_of(batch.y, local, sizes[i]);
-    Model& model = *replicas_[i];
-    const Tensor& out = model.forward(x, true, offsets[i]);
-    StepSums& sums = shard_sums_[i];
-    sums.loss = {loss.compute(out, y, scale, &shard_grads_[i]), static_cast<double>(sizes[i])};
-    sums.metrics.clear();
-    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
-    model.backward(shard_grads_[i]);
+    shard_sums_[i] =
+        replicas_[i]->train(rows_of(batch.x, local, sizes[i]), rows_of(batch.y, local, sizes[i]),
+                            offsets[i], scale, loss, metrics);
     last_step_[i].samples = sizes[i];
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -284,10 +276,10 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
 
 void ReplicaModel::apply_update() {
   std::vector<float*> buffers;
-  for (auto& a : gradient_arenas_) buffers.push_back(a.data());
-  const auto count = static_cast<std::size_t>(gradient_arenas_[0].size());
+  for (auto& r : replicas_) buffers.push_back(r->gradients());
+  const std::size_t count = replicas_[0]->gradient_count();
   if (count > 0) {
-    // Inside the process first, then across processes (hierarchical).
+    // Inside the process first, then across processes (hierarchical; host memory: CPU plans).
     communicator_->all_reduce_sum(buffers, count);
     if (world_->size() > 1 && !communicator_->spans_world()) {
       world_->all_reduce_sum(buffers[0], count);
@@ -295,10 +287,7 @@ void ReplicaModel::apply_update() {
         std::memcpy(buffers[r], buffers[0], count * sizeof(float));
     }
   }
-  on_replicas([&](int r) {
-    const auto i = static_cast<std::size_t>(r);
-    optimizers_[i]->apply(replicas_[i]->trainable_parameters());
-  });
+  on_replicas([&](int r) { replicas_[static_cast<std::size_t>(r)]->apply_update(); });
 }
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
@@ -308,13 +297,9 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    const Tensor x = rows_of(batch.x, offsets[i], sizes[i]);
-    const Tensor y = rows_of(batch.y, offsets[i], sizes[i]);
-    const Tensor& out = replicas_[i]->forward(x, false, offsets[i]);
-    StepSums& sums = shard_sums_[i];
-    sums.loss = {loss.compute(out, y, 1.0f, nullptr), static_cast<double>(sizes[i])};
-    sums.metrics.clear();
-    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
+    shard_sums_[i] =
+        replicas_[i]->evaluate(rows_of(batch.x, offsets[i], sizes[i]),
+                               rows_of(batch.y, offsets[i], sizes[i]), offsets[i], loss, metrics);
   });
   return combine(metrics, false);
 }
@@ -354,25 +339,22 @@ void ReplicaModel::predict(const Tensor& x, float* out) {
   }
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    const Tensor& y = replicas_[i]->forward(rows_of(x, offsets[i], sizes[i]), false, offsets[i]);
-    if (y.size() > 0)
-      std::memcpy(out + offsets[i] * out_row, y.data(),
-                  static_cast<std::size_t>(y.size()) * sizeof(float));
+    replicas_[i]->predict(rows_of(x, offsets[i], sizes[i]), offsets[i], out + offsets[i] * out_row);
   });
 }
 
 void ReplicaModel::set_learning_rate(double lr) {
-  for (Optimizer* o : optimizers_) o->set_learning_rate(lr);
+  for (auto& r : replicas_) r->set_learning_rate(lr);
 }
 
 void ReplicaModel::broadcast_from_template() {
   auto template_params = template_.trainable_parameters();
   for (std::size_t r = 1; r < replicas_.size(); ++r) {
-    Model& m = *replicas_[r];
+    Model& m = replicas_[r]->model();
     m.copy_weights_from(template_);
     for (std::size_t l = 0; l < m.layer_count(); ++l)
       m.layer(l).set_random_state(template_.layer(l).random_state());
-    Optimizer& o = *optimizers_[r];
+    Optimizer& o = replicas_[r]->optimizer();
     o.set_learning_rate(optimizer_.learning_rate());
     o.set_iterations(optimizer_.iterations());
     if (optimizer_.slotted_params() == template_params.size()) {
@@ -383,15 +365,27 @@ void ReplicaModel::broadcast_from_template() {
           o.slots(p)[s].copy_from(optimizer_.slots(p)[s]);
     }
   }
+  for (auto& r : replicas_) r->push();
 }
 
 void ReplicaModel::sync_template() {
-  if (replicas_[0] != &template_) template_.copy_weights_from(*replicas_[0]);
+  replicas_[0]->pull();
 }
 
 Model& ReplicaModel::template_model() {
   sync_template();
   return template_;
+}
+
+Optimizer& ReplicaModel::optimizer() {
+  sync_template();
+  return optimizer_;
+}
+
+Model& ReplicaModel::replica(int i) {
+  auto& r = *replicas_.at(static_cast<std::size_t>(i));
+  r.pull();
+  return r.model();
 }
 
 }  // namespace tandem

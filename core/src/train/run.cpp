@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
+#include "parallel/cuda_module.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/data_loader.hpp"
 #include "tandem/dataset.hpp"
@@ -94,8 +95,12 @@ void write_text_file(const std::filesystem::path& path, const std::string& text)
   if (!out) throw RunError("cannot write " + path.string());
 }
 
-// This build trains on CPU replicas; CUDA plans are refused with the reason.
-constexpr bool kCudaTrainable = false;
+// Whether CUDA plans can train: the CUDA module is there and has its backend. When not, a CUDA
+// plan is refused with the reason (device_plan.cpp, replica_model.cpp).
+bool cuda_trainable() {
+  const auto& cuda = detail::cuda_module();
+  return cuda.api && cuda.api->make_cuda_replica;
+}
 
 // Ranks on one machine share its cores: when the launcher did not bind them to cores of their
 // own (and OMP_NUM_THREADS is unset), each takes cores / local ranks compute threads.
@@ -115,9 +120,10 @@ void share_cores_between_local_ranks(const World& world) {
 DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_world()) {
   const DeviceReport devices = discover_devices();
   std::string text = rc.devices;
-  if (world.size() > 1 && text == "auto" && kCudaTrainable && !devices.gpus.empty())
+  const bool cuda = cuda_trainable();
+  if (world.size() > 1 && text == "auto" && cuda && !devices.gpus.empty())
     text = "cuda:" + std::to_string(world.local_rank() % static_cast<int>(devices.gpus.size()));
-  return parse_device_plan(text, devices, "devices", kCudaTrainable);
+  return parse_device_plan(text, devices, "devices", cuda);
 }
 
 json device_plan_json(const DevicePlan& plan) {
@@ -226,7 +232,7 @@ TrainResult run_training(const TrainRequest& request) {
   }
 
   share_cores_between_local_ranks(*world);
-  ReplicaModel meta(*b.model, *b.optimizer, plan, world);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, world, rc.precision);
   Trainer trainer(meta, *b.loss, std::move(b.metrics));
   if (resume) trainer.restore(*resume, request.resume->string());
 
@@ -361,7 +367,8 @@ struct Inference {
     loader = std::make_unique<DataLoader>(
         pick_split(request, d),
         DataLoaderOptions{rc.global_batch_size(plan.size()), false, 0, rc.data.prefetch});
-    meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan);
+    meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
+                                          single_process_world(), rc.precision);
     trainer = std::make_unique<Trainer>(*meta, *built.loss, std::move(built.metrics));
     if (rc.verbose > 0) {
       CallbackBus bus;

@@ -122,6 +122,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
   rc.devices = c.get_string("devices", "cpu");
+  rc.precision = parse_precision(c.one_of("precision", "fp32", {"fp32", "tf32"}), "precision");
   rc.model = c.at("model");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");
@@ -182,6 +183,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
     rc.resolved["batch_size"] = rc.batch_size;
   rc.resolved["verbose"] = rc.verbose;
   rc.resolved["devices"] = rc.devices;
+  rc.resolved["precision"] = precision_name(rc.precision);
   rc.resolved["optimizer"] = rc.optimizer;
   rc.resolved["metrics"] = rc.metrics;
   rc.resolved["data"]["train"] = rc.data.train;

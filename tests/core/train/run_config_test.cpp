@@ -44,6 +44,24 @@ TEST(RunConfig, BatchSizePerReplicaScalesWithThePlan) {
   EXPECT_FALSE(rc.resolved.contains("batch_size"));
 }
 
+TEST(RunConfig, PrecisionIsFp32UnlessTf32IsAskedFor) {
+  json cfg = minimal();
+  RunConfig rc = parse_run_config(cfg, "/base");
+  EXPECT_EQ(rc.precision, Precision::fp32);
+  EXPECT_EQ(rc.resolved["precision"], "fp32");
+  cfg["precision"] = "tf32";
+  rc = parse_run_config(cfg, "/base");
+  EXPECT_EQ(rc.precision, Precision::tf32);
+  EXPECT_EQ(rc.resolved["precision"], "tf32");
+  for (const json& bad : {json("fp16"), json("TF32"), json(""), json(32), json::array()}) {
+    cfg["precision"] = bad;
+    const std::string e = error_of(cfg);
+    EXPECT_NE(e.find("'precision'"), std::string::npos) << bad << ": " << e;
+  }
+  EXPECT_THROW(parse_precision("bf16", "precision"), ConfigError);
+  EXPECT_EQ(parse_precision("tf32", "x"), Precision::tf32);
+}
+
 TEST(RunConfig, RelativeDataPathsResolveAgainstTheConfigFolder) {
   json cfg = minimal();
   cfg["data"]["train"] = {{"type", "idx"}, {"x", "data/x.gz"}, {"y", "/abs/y.gz"}};

@@ -1,0 +1,71 @@
+// A replica that trains its host model on the CPU: the model's own layers (oneDNN), its
+// parameters' gradients bound to one flat arena so the Communicator sums them in one call.
+#include "parallel/replica.hpp"
+
+namespace tandem::detail {
+
+namespace {
+
+class CpuReplica : public Replica {
+ public:
+  CpuReplica(Model& model, Optimizer& optimizer, DeviceSpec device)
+      : model_(model), optimizer_(optimizer), device_(device) {
+    auto params = model_.trainable_parameters();
+    std::int64_t total = 0;
+    for (Parameter* p : params) total += p->value.size();
+    arena_ = Tensor({total});
+    std::int64_t offset = 0;
+    for (Parameter* p : params) {
+      p->grad = Tensor::view(arena_, offset, p->value.shape());
+      offset += p->value.size();
+    }
+  }
+
+  DeviceSpec device() const override { return device_; }
+  Model& model() override { return model_; }
+  Optimizer& optimizer() override { return optimizer_; }
+
+  StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
+                 const Loss& loss, const Metrics& metrics) override {
+    const Tensor& out = model_.forward(x, true, sample_offset);
+    StepSums sums;
+    sums.loss = {loss.compute(out, y, loss_scale, &loss_grad_), static_cast<double>(x.dim(0))};
+    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
+    model_.backward(loss_grad_);
+    return sums;
+  }
+
+  StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset, const Loss& loss,
+                    const Metrics& metrics) override {
+    const Tensor& out = model_.forward(x, false, sample_offset);
+    StepSums sums;
+    sums.loss = {loss.compute(out, y, 1.0f, nullptr), static_cast<double>(x.dim(0))};
+    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
+    return sums;
+  }
+
+  void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
+    const Tensor& y = model_.forward(x, false, sample_offset);
+    if (y.size() > 0) std::copy(y.data(), y.data() + y.size(), out);
+  }
+
+  float* gradients() override { return arena_.data(); }
+  std::size_t gradient_count() const override { return static_cast<std::size_t>(arena_.size()); }
+  void apply_update() override { optimizer_.apply(model_.trainable_parameters()); }
+  void set_learning_rate(double lr) override { optimizer_.set_learning_rate(lr); }
+
+ private:
+  Model& model_;
+  Optimizer& optimizer_;
+  DeviceSpec device_;
+  Tensor arena_;      // every trainable parameter's gradient, flat
+  Tensor loss_grad_;  // dLoss/dOutput of the last train()
+};
+
+}  // namespace
+
+std::unique_ptr<Replica> make_cpu_replica(Model& model, Optimizer& optimizer, DeviceSpec device) {
+  return std::make_unique<CpuReplica>(model, optimizer, device);
+}
+
+}  // namespace tandem::detail

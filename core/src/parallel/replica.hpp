@@ -1,0 +1,72 @@
+// Private: one replica of the meta-model — a full copy of the model and its optimizer state on
+// one device, trained on its shard of each batch (replica_model.hpp).
+//
+// Every replica has a *host model* and a host optimizer: a CPU replica trains them directly; a
+// device replica (the CUDA module's) trains a copy in device memory and mirrors it into them on
+// pull() — weights, optimizer state, random state — and takes them back on push() after someone
+// changed them (a checkpoint loaded, a callback restored weights). For replica 0 the host model
+// is the template itself and the host optimizer the run's, so the template is current after
+// pull() (contract 2).
+//
+// Ownership: the ReplicaModel owns its replicas; a replica borrows or owns its host model and
+// optimizer (replica 0 borrows the template's). Thread-safety: one thread at a time — the
+// replica's worker thread during a step, the driving thread otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tandem/device_plan.hpp"
+#include "tandem/loss.hpp"
+#include "tandem/metric.hpp"
+#include "tandem/model.hpp"
+#include "tandem/optimizer.hpp"
+#include "tandem/replica_model.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem::detail {
+
+using Metrics = std::vector<std::unique_ptr<Metric>>;
+
+class Replica {
+ public:
+  virtual ~Replica() = default;
+
+  virtual DeviceSpec device() const = 0;
+  /// The host model and optimizer (see above). Current only after pull().
+  virtual Model& model() = 0;
+  virtual Optimizer& optimizer() = 0;
+
+  /// Forward, loss and backward on `x`/`y` (host tensors, this replica's rows, the first at
+  /// `sample_offset` of the global batch); the loss gradient is scaled by `loss_scale`. Returns
+  /// the loss and metric sums; the gradients wait in gradients() until apply_update().
+  virtual StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
+                         float loss_scale, const Loss& loss, const Metrics& metrics) = 0;
+  /// Loss and metric sums in inference mode.
+  virtual StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
+                            const Loss& loss, const Metrics& metrics) = 0;
+  /// Inference outputs for `x`, written to `out` (x.dim(0) rows of the output size).
+  virtual void predict(const Tensor& x, std::int64_t sample_offset, float* out) = 0;
+
+  /// Every trainable parameter's gradient of the last train(), flat in trainable_parameters()
+  /// order: host memory on a CPU replica, the device's memory on a device replica (what the
+  /// plan's Communicator sums).
+  virtual float* gradients() = 0;
+  virtual std::size_t gradient_count() const = 0;
+  /// The optimizer step with the (summed) gradients.
+  virtual void apply_update() = 0;
+  virtual void set_learning_rate(double lr) = 0;
+
+  /// Device state into the host model and optimizer; nothing to do when they are current.
+  virtual void pull() {}
+  /// The host model's weights and random state and the host optimizer's state (learning rate,
+  /// iterations, slots) to the device.
+  virtual void push() {}
+};
+
+/// A replica that trains its host model on the CPU. Borrows `model` and `optimizer`.
+std::unique_ptr<Replica> make_cpu_replica(Model& model, Optimizer& optimizer, DeviceSpec device);
+
+}  // namespace tandem::detail
