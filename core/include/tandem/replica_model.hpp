@@ -102,6 +102,8 @@ class ReplicaModel {
   void predict(const Tensor& x, float* out);
 
   void set_learning_rate(double lr);
+  /// The current learning rate (without copying any device state back).
+  double learning_rate() const { return optimizer_.learning_rate(); }
   /// Copies the template's weights and replica 0's optimizer state to every other replica
   /// (after loading weights or resuming).
   void broadcast_from_template();

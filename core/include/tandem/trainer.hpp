@@ -81,7 +81,7 @@ class Trainer : public CallbackContext {
   ReplicaModel& meta() { return meta_; }
   const TrainingState& state() const override { return state_; }
   void request_stop(const std::string& reason) override;
-  double learning_rate() const override { return meta_.optimizer().learning_rate(); }
+  double learning_rate() const override { return meta_.learning_rate(); }
   void set_learning_rate(double lr) override;
   void publish(const std::string& event, const nlohmann::json& fields) override;
   std::filesystem::path run_dir() const override { return run_dir_; }

@@ -5,6 +5,8 @@ namespace tandem::detail {
 
 void discover_cuda(DeviceReport& report);  // cuda_devices.cpp
 std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
+std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec,
+                                           Precision);  // replica/cuda_replica.cpp
 
 }  // namespace tandem::detail
 
@@ -17,7 +19,7 @@ tandem_cuda_module() {
 #else
       nullptr,
 #endif
-      nullptr,  // the CUDA replica: wired in with the backend
+      &tandem::detail::make_cuda_replica,
   };
   return &api;
 }

@@ -1,0 +1,119 @@
+#include "cuda/ops/activations.hpp"
+#include "cuda/ops/cuda_check.hpp"
+#include "cuda/ops/device_math.hpp"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+__device__ std::int64_t first_index() {
+  return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ std::int64_t grid_stride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+__global__ void forward_kernel(nn::ActivationKind kind, const float* in, float* out,
+                               std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride())
+    out[i] = dm::activation_value(kind, in[i]);
+}
+
+__global__ void backward_kernel(nn::ActivationKind kind, const float* in, const float* out,
+                                const float* grad_out, float* grad_in, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride())
+    grad_in[i] = dm::activation_grad(kind, in ? in[i] : 0.0f, out ? out[i] : 0.0f, grad_out[i]);
+}
+
+// One thread per row: each row's sums are added in column order, as the CPU adds them.
+__global__ void softmax_kernel(const float* in, float* out, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride())
+    dm::softmax_row(in + r * cols, out + r * cols, cols);
+}
+
+__global__ void softmax_backward_kernel(const float* out, const float* grad_out, float* grad_in,
+                                        std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride())
+    dm::softmax_row_backward(out + r * cols, grad_out + r * cols, grad_in + r * cols, cols);
+}
+
+__global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64_t rows,
+                               std::int64_t cols, std::uint64_t step_key, std::int64_t offset,
+                               std::uint64_t keep_below, float scale) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    const float m =
+        dm::dropout_mask(dm::dropout_row_key(step_key, offset + r), c, keep_below, scale);
+    mask[i] = m;
+    y[i] = dm::fmul(x[i], m);
+  }
+}
+
+__global__ void multiply_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = dm::fmul(a[i], b[i]);
+}
+
+}  // namespace
+
+void activation_forward(nn::ActivationKind kind, const float* in, float* out, std::int64_t rows,
+                        std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  if (kind == nn::ActivationKind::linear) {
+    if (in != out)
+      check(cudaMemcpyAsync(out, in, static_cast<std::size_t>(n) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync (linear activation)");
+    return;
+  }
+  if (kind == nn::ActivationKind::softmax) {
+    softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(in, out, rows, cols);
+    check(cudaGetLastError(), "softmax");
+    return;
+  }
+  forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind, in, out, n);
+  check(cudaGetLastError(), "activation_forward");
+}
+
+void activation_backward(nn::ActivationKind kind, const float* in, const float* out,
+                         const float* grad_out, float* grad_in, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  if (kind == nn::ActivationKind::linear && grad_in == grad_out) return;
+  if (kind == nn::ActivationKind::softmax) {
+    softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(out, grad_out, grad_in, rows,
+                                                                       cols);
+    check(cudaGetLastError(), "softmax backward");
+    return;
+  }
+  backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind, in, out, grad_out, grad_in, n);
+  check(cudaGetLastError(), "activation_backward");
+}
+
+void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
+                     std::uint64_t stream_key, std::uint64_t call, std::int64_t offset, double rate,
+                     cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      x, y, mask, rows, cols, dm::dropout_step_key(stream_key, call), offset,
+      dm::dropout_keep_below(rate), dm::dropout_scale(rate));
+  check(cudaGetLastError(), "dropout_forward");
+}
+
+void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  check(cudaGetLastError(), "multiply");
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,37 @@
+// Private (CUDA module): every Keras activation of nn/activation_fn.hpp on the device, and
+// Dropout's mask. The arithmetic is device_math.hpp's (the CPU backend's formulas: see there for
+// what equals the CPU bit for bit and what agrees to a few ulp). Launchers queue work on `stream`
+// and return at once; pointers are device memory of the current device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "nn/activation_fn.hpp"
+
+namespace tandem::cuda {
+
+/// out = f(in) over rows x cols (softmax per row, numerically stable); in == out allowed.
+void activation_forward(nn::ActivationKind kind, const float* in, float* out, std::int64_t rows,
+                        std::int64_t cols, cudaStream_t stream);
+
+/// grad_in = grad_out * f'(in), given in (pre-activation) and out (activation); grad_in may
+/// alias grad_out.
+void activation_backward(nn::ActivationKind kind, const float* in, const float* out,
+                         const float* grad_out, float* grad_in, std::int64_t rows,
+                         std::int64_t cols, cudaStream_t stream);
+
+/// Dropout: mask[i] = 1/(1 - rate) or 0, bit for bit nn::Dropout's mask, and y = x * mask, over
+/// rows x cols whose first row is sample `offset` of the global batch. `stream_key` and `call`
+/// are the host layer's random_state() before the forward ({stream, calls so far}); the caller
+/// counts the call (as Dropout::forward does). y may be x. Only for training with rate > 0 (the
+/// layer is the identity otherwise).
+void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
+                     std::uint64_t stream_key, std::uint64_t call, std::int64_t offset, double rate,
+                     cudaStream_t stream);
+
+/// out = a * b element-wise (Dropout's backward: dx = dy * mask); out may be a or b.
+void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,25 @@
+// Private (CUDA module): the Keras metrics of nn/metrics.cpp on the device, one row per thread
+// with device_math.hpp's arithmetic. Launchers queue work on `stream` and return at once;
+// pointers are device memory of the current device.
+//
+// The DeviceMetric of a host Metric: device_metric() in device_specs.hpp (host code).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/ops/device_math.hpp"
+
+namespace tandem::cuda {
+
+/// row_sum[r] = row r's contribution to Metric::evaluate's sum (computed in double as the CPU
+/// does, rounded to float here: exact for the accuracies of one-column or categorical outputs),
+/// row_count[r] = its contribution to the count (1); add them with kernels.hpp's sum(). pred is
+/// rows x cols; target rows x cols, or rows class indices for sparse_categorical_accuracy.
+/// row_count may be null.
+void metric_rows(const DeviceMetric& metric, const float* pred, const float* target,
+                 std::int64_t rows, std::int64_t cols, float* row_sum, float* row_count,
+                 cudaStream_t stream);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,509 @@
+// The CUDA replica against the CPU backend, through the public ReplicaModel (label "gpu"): every
+// layer, loss, metric and optimizer on `cuda:0` computes what the CPU computes on the same data
+// and weights; a short training run follows the CPU's trajectory (the meta-equivalence test of
+// DESIGN.md contract 1 on a GPU); the template mirrors the device (contract 2). Skipped when no
+// CUDA device is usable (CI); run on a GPU machine by scripts/gpu-check.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "tandem/devices.hpp"
+#include "tandem/error.hpp"
+#include "tandem/replica_model.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// Why CUDA replicas cannot run here, or "" when they can.
+std::string no_gpu_reason() {
+  const DeviceReport report = discover_devices();
+  if (!report.cuda_built) return "no CUDA module: " + report.gpu_status;
+  if (report.gpus.empty()) return "no CUDA device: " + report.gpu_status;
+  return "";
+}
+
+#define REQUIRE_GPU()                        \
+  do {                                       \
+    const std::string why = no_gpu_reason(); \
+    if (!why.empty()) GTEST_SKIP() << why;   \
+  } while (false)
+
+DevicePlan plan(const std::string& text) {
+  return parse_device_plan(text, discover_devices(), "devices", true);
+}
+
+json sequential(const Shape& input, json layers) {
+  layers[0]["config"]["batch_input_shape"] = json::array({nullptr});
+  for (auto d : input) layers[0]["config"]["batch_input_shape"].push_back(d);
+  return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
+}
+
+json layer(const std::string& cls, json config) {
+  return {{"class_name", cls}, {"config", config}};
+}
+
+// One side of a comparison: a model built from `config` with seed 7, its optimizer and loss.
+struct Side {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Loss> loss;
+  std::vector<std::unique_ptr<Metric>> metrics;
+  std::unique_ptr<ReplicaModel> meta;
+
+  Side(const json& model_config, const json& optimizer_config, const json& loss_config,
+       const json& metrics_config, const std::string& devices, Precision precision) {
+    model = Model::from_config(model_config, "model", 7);
+    optimizer = make_optimizer(optimizer_config, "optimizer");
+    loss = make_loss(loss_config, "loss");
+    metrics = make_metrics(metrics_config, "metrics", *loss, model->output_shape());
+    meta = std::make_unique<ReplicaModel>(*model, *optimizer, plan(devices), single_process_world(),
+                                          precision);
+  }
+};
+
+// Inputs uniform in [-1, 1) (or integers in [0, vocabulary) for Embedding), targets for `loss`.
+enum class Targets { sparse, one_hot, binary, real };
+
+Batch make_batch(const Shape& input, const Shape& output, std::int64_t n, Targets targets,
+                 std::uint64_t seed, std::int64_t vocabulary = 0) {
+  Batch b;
+  Shape xs{n};
+  xs.insert(xs.end(), input.begin(), input.end());
+  b.x = Tensor(xs);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < b.x.size(); ++i)
+    b.x[i] = vocabulary > 0 ? static_cast<float>(rng.below(static_cast<std::uint64_t>(vocabulary)))
+                            : rng.uniform() * 2 - 1;
+  const std::int64_t classes = shape_size(output);
+  if (targets == Targets::sparse) {
+    b.y = Tensor({n});
+    for (std::int64_t i = 0; i < n; ++i)
+      b.y[i] = static_cast<float>(rng.below(static_cast<std::uint64_t>(classes)));
+  } else {
+    b.y = Tensor({n, classes});
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto hot = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(classes)));
+      for (std::int64_t c = 0; c < classes; ++c)
+        b.y[i * classes + c] = targets == Targets::one_hot  ? (c == hot ? 1.0f : 0.0f)
+                               : targets == Targets::binary ? static_cast<float>(rng.below(2))
+                                                            : rng.uniform() * 2 - 1;
+    }
+  }
+  return b;
+}
+
+// max |a - b| over max |b| (with a floor), per tensor, worst over the model's parameters.
+double worst_relative_difference(Model& a, Model& b, std::string* where) {
+  auto pa = a.parameters(), pb = b.parameters();
+  auto names = a.parameter_names();
+  double worst = 0;
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    double diff = 0, scale = 1e-6;
+    for (std::int64_t k = 0; k < pa[i]->value.size(); ++k) {
+      diff = std::max(diff, std::fabs(static_cast<double>(pa[i]->value[k]) - pb[i]->value[k]));
+      scale = std::max(scale, std::fabs(static_cast<double>(pb[i]->value[k])));
+    }
+    if (diff / scale > worst) {
+      worst = diff / scale;
+      if (where) *where = names[i];
+    }
+  }
+  return worst;
+}
+
+double relative(double a, double b) {
+  return std::fabs(a - b) / std::max(std::fabs(b), 1e-6);
+}
+
+struct LayerCase {
+  std::string name;
+  Shape input;
+  json layers;  // followed by Flatten and Dense(3)
+  std::int64_t vocabulary = 0;
+};
+
+void PrintTo(const LayerCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+std::vector<LayerCase> layer_cases() {
+  std::vector<LayerCase> cases;
+  for (const char* act : {"linear", "relu", "tanh", "sigmoid", "softmax", "gelu", "elu", "selu",
+                          "softplus", "softsign", "swish", "exponential"})
+    cases.push_back({std::string("dense_") + act,
+                     {7},
+                     json::array({layer("Dense", {{"units", 6}, {"activation", act}})})});
+  cases.push_back(
+      {"dense_relu_without_bias",
+       {7},
+       json::array({layer("Dense", {{"units", 6}, {"activation", "relu"}, {"use_bias", false}})})});
+  cases.push_back({"dense_over_a_sequence",
+                   {4, 5},
+                   json::array({layer("Dense", {{"units", 6}, {"activation", "tanh"}})})});
+  cases.push_back({"activation_softmax",
+                   {4, 5},
+                   json::array({layer("Activation", {{"activation", "softmax"}})})});
+  cases.push_back({"dropout",
+                   {9},
+                   json::array({layer("Dense", {{"units", 8}, {"activation", "relu"}}),
+                                layer("Dropout", {{"rate", 0.3}})})});
+  cases.push_back(
+      {"conv2d_valid_relu",
+       {9, 8, 3},
+       json::array(
+           {layer("Conv2D", {{"filters", 4}, {"kernel_size", {3, 3}}, {"activation", "relu"}})})});
+  cases.push_back({"conv2d_same_stride2_tanh",
+                   {9, 8, 3},
+                   json::array({layer("Conv2D", {{"filters", 5},
+                                                 {"kernel_size", {3, 2}},
+                                                 {"strides", {2, 2}},
+                                                 {"padding", "same"},
+                                                 {"activation", "tanh"}})})});
+  cases.push_back({"conv2d_dilated_without_bias",
+                   {10, 9, 2},
+                   json::array({layer("Conv2D", {{"filters", 3},
+                                                 {"kernel_size", {3, 3}},
+                                                 {"dilation_rate", {2, 2}},
+                                                 {"use_bias", false}})})});
+  cases.push_back(
+      {"conv2d_even_kernel_same",
+       {7, 7, 2},
+       json::array(
+           {layer("Conv2D", {{"filters", 3}, {"kernel_size", {2, 2}}, {"padding", "same"}})})});
+  cases.push_back(
+      {"max_pooling_valid",
+       {9, 8, 3},
+       json::array({layer("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}}),
+                    layer("MaxPooling2D", {{"pool_size", {2, 2}}})})});
+  cases.push_back(
+      {"max_pooling_same_stride",
+       {9, 7, 3},
+       json::array({layer("MaxPooling2D",
+                          {{"pool_size", {3, 3}}, {"strides", {2, 2}}, {"padding", "same"}})})});
+  cases.push_back(
+      {"average_pooling_same",
+       {9, 7, 3},
+       json::array({layer("AveragePooling2D", {{"pool_size", {2, 2}}, {"padding", "same"}})})});
+  cases.push_back({"global_average_pooling",
+                   {6, 5, 4},
+                   json::array({layer("GlobalAveragePooling2D", json::object())})});
+  cases.push_back({"batch_normalization_after_conv",
+                   {8, 8, 2},
+                   json::array({layer("Conv2D", {{"filters", 4}, {"kernel_size", 3}}),
+                                layer("BatchNormalization", json::object()),
+                                layer("Activation", {{"activation", "relu"}})})});
+  cases.push_back({"batch_normalization_dense",
+                   {7},
+                   json::array({layer("Dense", {{"units", 6}}),
+                                layer("BatchNormalization", {{"center", false}})})});
+  cases.push_back({"embedding",
+                   {6},
+                   json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),
+                   11});
+  return cases;
+}
+
+class CudaLayer : public ::testing::TestWithParam<LayerCase> {};
+
+// One SGD step (learning rate 1: the weights move by the gradient) and a prediction, on the CPU
+// and on cuda:0 from the same initial weights: outputs, loss, accuracy, updated weights and
+// BatchNormalization's moving statistics agree to float32 rounding.
+TEST_P(CudaLayer, OneStepMatchesTheCpu) {
+  REQUIRE_GPU();
+  const LayerCase& c = GetParam();
+  json layers = c.layers;
+  layers.push_back(layer("Flatten", json::object()));
+  layers.push_back(layer("Dense", {{"units", 3}}));
+  const json model = sequential(c.input, layers);
+  const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}}}};
+  const json loss = {{"class_name", "SparseCategoricalCrossentropy"},
+                     {"config", {{"from_logits", true}}}};
+  for (Precision precision : {Precision::fp32, Precision::tf32}) {
+    SCOPED_TRACE(precision_name(precision));
+    Side cpu(model, sgd, loss, json::array({"accuracy"}), "cpu", precision);
+    Side gpu(model, sgd, loss, json::array({"accuracy"}), "cuda:0", precision);
+    const double tolerance = precision == Precision::fp32 ? 1e-5 : 3e-3;
+    Batch b = make_batch(c.input, {3}, 37, Targets::sparse, 11, c.vocabulary);
+
+    Tensor out_cpu({37, 3}), out_gpu({37, 3});
+    cpu.meta->predict(b.x, out_cpu.data());
+    gpu.meta->predict(b.x, out_gpu.data());
+    double diff = 0, scale = 1e-6;
+    for (std::int64_t i = 0; i < out_cpu.size(); ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(out_cpu[i]) - out_gpu[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(out_cpu[i])));
+    }
+    EXPECT_LE(diff / scale, tolerance) << "predictions";
+
+    const StepSums s_cpu = cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    const StepSums s_gpu = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    EXPECT_LE(relative(s_gpu.loss.sum, s_cpu.loss.sum), tolerance) << "loss";
+    EXPECT_EQ(s_gpu.loss.count, s_cpu.loss.count);
+    EXPECT_EQ(s_gpu.metrics.at(0).count, s_cpu.metrics.at(0).count);
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+    std::string where;
+    const double worst =
+        worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where);
+    EXPECT_LE(worst, 10 * tolerance) << "weights after one step, worst at " << where;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayer, CudaLayer, ::testing::ValuesIn(layer_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+struct LossCase {
+  std::string name;
+  json loss;
+  std::string last_activation;
+  Targets targets;
+  json metrics;
+};
+
+void PrintTo(const LossCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class CudaLoss : public ::testing::TestWithParam<LossCase> {};
+
+// Every loss (from probabilities and from logits, with label smoothing) and metric: the sums of
+// one batch and the weights after one Adam step.
+TEST_P(CudaLoss, SumsAndStepMatchTheCpu) {
+  REQUIRE_GPU();
+  const LossCase& c = GetParam();
+  const json model = sequential(
+      {5}, json::array({layer("Dense", {{"units", 8}, {"activation", "tanh"}}),
+                        layer("Dense", {{"units", 4}, {"activation", c.last_activation}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
+  Side cpu(model, adam, c.loss, c.metrics, "cpu", Precision::fp32);
+  Side gpu(model, adam, c.loss, c.metrics, "cuda:0", Precision::fp32);
+  for (int step = 0; step < 3; ++step) {
+    Batch b = make_batch({5}, {4}, 29, c.targets, 20 + static_cast<std::uint64_t>(step));
+    const StepSums s_cpu = cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    const StepSums s_gpu = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    EXPECT_LE(relative(s_gpu.loss.sum, s_cpu.loss.sum), 1e-5) << "step " << step;
+    for (std::size_t m = 0; m < s_cpu.metrics.size(); ++m) {
+      EXPECT_LE(relative(s_gpu.metrics[m].sum, s_cpu.metrics[m].sum), 1e-5)
+          << cpu.metrics[m]->name() << " step " << step;
+      EXPECT_EQ(s_gpu.metrics[m].count, s_cpu.metrics[m].count) << cpu.metrics[m]->name();
+    }
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+  }
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-4)
+      << where;
+}
+
+json loss_spec(const std::string& cls, json config = json::object()) {
+  return {{"class_name", cls}, {"config", config}};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryLoss, CudaLoss,
+    ::testing::Values(
+        LossCase{"mse", loss_spec("MeanSquaredError"), "linear", Targets::real,
+                 json::array({"mse", "mae"})},
+        LossCase{"mae", loss_spec("MeanAbsoluteError"), "linear", Targets::real,
+                 json::array({"mae"})},
+        LossCase{"bce_probabilities", loss_spec("BinaryCrossentropy"), "sigmoid", Targets::binary,
+                 json::array({"accuracy"})},
+        LossCase{"bce_logits_smoothed",
+                 loss_spec("BinaryCrossentropy", {{"from_logits", true}, {"label_smoothing", 0.1}}),
+                 "linear", Targets::binary, json::array({"binary_accuracy"})},
+        LossCase{"cce_probabilities", loss_spec("CategoricalCrossentropy"), "softmax",
+                 Targets::one_hot, json::array({"accuracy", "categorical_accuracy"})},
+        LossCase{
+            "cce_logits_smoothed",
+            loss_spec("CategoricalCrossentropy", {{"from_logits", true}, {"label_smoothing", 0.2}}),
+            "linear", Targets::one_hot, json::array({"accuracy"})},
+        LossCase{"scce_probabilities", loss_spec("SparseCategoricalCrossentropy"), "softmax",
+                 Targets::sparse, json::array({"accuracy"})},
+        LossCase{"scce_logits", loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}}),
+                 "linear", Targets::sparse, json::array({"sparse_categorical_accuracy"})}),
+    [](const auto& info) { return info.param.name; });
+
+class CudaOptimizer : public ::testing::TestWithParam<json> {};
+
+// Every optimizer and clipping option: five steps on the CPU and on cuda:0 stay together.
+TEST_P(CudaOptimizer, FiveStepsMatchTheCpu) {
+  REQUIRE_GPU();
+  const json model = sequential(
+      {6},
+      json::array({layer("Dense", {{"units", 9}, {"activation", "relu"}}),
+                   layer("BatchNormalization", json::object()), layer("Dense", {{"units", 4}})}));
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side cpu(model, GetParam(), loss, json::array(), "cpu", Precision::fp32);
+  Side gpu(model, GetParam(), loss, json::array(), "cuda:0", Precision::fp32);
+  for (int step = 0; step < 5; ++step) {
+    Batch b = make_batch({6}, {4}, 33, Targets::sparse, 40 + static_cast<std::uint64_t>(step));
+    cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+  }
+  EXPECT_EQ(gpu.meta->optimizer().iterations(), 5);
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-4)
+      << where;
+  // The optimizer state mirrored to the host (what checkpoints save) is the CPU's too.
+  Optimizer& oc = cpu.meta->optimizer();
+  Optimizer& og = gpu.meta->optimizer();
+  ASSERT_EQ(og.slotted_params(), oc.slotted_params());
+  for (std::size_t p = 0; p < oc.slotted_params(); ++p)
+    for (std::size_t s = 0; s < oc.slots(p).size(); ++s)
+      for (std::int64_t k = 0; k < oc.slots(p)[s].size(); ++k)
+        ASSERT_NEAR(og.slots(p)[s][k], oc.slots(p)[s][k],
+                    1e-4 * std::max(1.0f, std::fabs(oc.slots(p)[s][k])))
+            << "parameter " << p << " slot " << s;
+}
+
+json opt(const std::string& cls, json config) {
+  return {{"class_name", cls}, {"config", config}};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryOptimizer, CudaOptimizer,
+    ::testing::Values(opt("SGD", {{"learning_rate", 0.1}}),
+                      opt("SGD", {{"learning_rate", 0.05}, {"momentum", 0.9}, {"nesterov", true}}),
+                      opt("Adam", {{"learning_rate", 0.01}, {"amsgrad", true}}),
+                      opt("AdamW", {{"learning_rate", 0.01}, {"weight_decay", 0.05}}),
+                      opt("RMSprop",
+                          {{"learning_rate", 0.01}, {"momentum", 0.5}, {"centered", true}}),
+                      opt("Adam", {{"learning_rate", 0.01}, {"clipnorm", 0.1}}),
+                      opt("SGD", {{"learning_rate", 0.1}, {"global_clipnorm", 0.2}}),
+                      opt("Adam", {{"learning_rate", 0.01}, {"clipvalue", 0.01}})),
+    [](const auto& info) {
+      return info.param["class_name"].template get<std::string>() + "_" +
+             std::to_string(info.index);
+    });
+
+// The meta-model on cuda:0 against template-only training on the CPU (contract 1 on a GPU): a
+// fashion-mlp-shaped model with Dropout, 20 Adam steps of 64 samples; every step's loss and the
+// final weights follow the CPU's trajectory.
+TEST(CudaReplica, TrainingTrajectoryFollowsTheCpu) {
+  REQUIRE_GPU();
+  const json model = sequential(
+      {28, 28}, json::array({layer("Flatten", json::object()),
+                             layer("Dense", {{"units", 64}, {"activation", "relu"}}),
+                             layer("Dropout", {{"rate", 0.2}}), layer("Dense", {{"units", 10}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.001}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side cpu(model, adam, loss, json::array({"accuracy"}), "cpu", Precision::fp32);
+  Side gpu(model, adam, loss, json::array({"accuracy"}), "cuda:0", Precision::fp32);
+  for (int step = 0; step < 20; ++step) {
+    Batch b =
+        make_batch({28, 28}, {10}, 64, Targets::sparse, 300 + static_cast<std::uint64_t>(step));
+    const StepSums s_cpu = cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    const StepSums s_gpu = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    EXPECT_LE(relative(s_gpu.loss.sum, s_cpu.loss.sum), 1e-4) << "step " << step;
+    EXPECT_EQ(s_gpu.metrics[0].sum, s_cpu.metrics[0].sum) << "step " << step;
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+  }
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-3)
+      << where;
+}
+
+// Two GPUs in one meta-model equal one GPU holding the whole batch (skipped with one GPU).
+TEST(CudaReplica, TwoGpusEqualOne) {
+  REQUIRE_GPU();
+  if (discover_devices().gpus.size() < 2) GTEST_SKIP() << "one GPU";
+  const json model = sequential(
+      {12}, json::array({layer("Dense", {{"units", 16}, {"activation", "relu"}}),
+                         layer("Dropout", {{"rate", 0.25}}), layer("Dense", {{"units", 5}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side one(model, adam, loss, json::array(), "cuda:0", Precision::fp32);
+  Side two(model, adam, loss, json::array(), "cuda:0,1", Precision::fp32);
+  for (int step = 0; step < 10; ++step) {
+    Batch b = make_batch({12}, {5}, 45, Targets::sparse, 500 + static_cast<std::uint64_t>(step));
+    one.meta->forward_backward(b, *one.loss, one.metrics);
+    two.meta->forward_backward(b, *two.loss, two.metrics);
+    one.meta->apply_update();
+    two.meta->apply_update();
+  }
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(two.meta->template_model(), one.meta->template_model(), &where),
+      1e-5)
+      << where;
+}
+
+// Contract 2 both ways: weights set on the host template reach the device (predictions equal the
+// CPU's forward of the template), and trained device weights reach the template.
+TEST(CudaReplica, TemplateMirrorsTheDeviceBothWays) {
+  REQUIRE_GPU();
+  const json model =
+      sequential({5}, json::array({layer("Dense", {{"units", 7}, {"activation", "tanh"}}),
+                                   layer("Dense", {{"units", 2}})}));
+  const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 0.5}}}};
+  Side gpu(model, sgd, loss_spec("MeanSquaredError"), json::array(), "cuda:0", Precision::fp32);
+  Model& t = gpu.meta->template_model();
+  Rng rng(3);
+  for (Parameter* p : t.parameters())
+    for (std::int64_t k = 0; k < p->value.size(); ++k) p->value[k] = rng.uniform() - 0.5f;
+  gpu.meta->broadcast_from_template();
+  Batch b = make_batch({5}, {2}, 10, Targets::real, 9);
+  Tensor on_gpu({10, 2});
+  gpu.meta->predict(b.x, on_gpu.data());
+  const Tensor on_cpu = t.forward(b.x, false).clone();
+  for (std::int64_t i = 0; i < on_cpu.size(); ++i) EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-5);
+
+  const std::vector<float> before(t.parameters()[0]->value.data(),
+                                  t.parameters()[0]->value.data() + 35);
+  gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+  gpu.meta->apply_update();
+  Model& after = gpu.meta->template_model();
+  bool moved = false;
+  for (std::int64_t k = 0; k < 35; ++k)
+    moved = moved || after.parameters()[0]->value[k] != before[static_cast<std::size_t>(k)];
+  EXPECT_TRUE(moved) << "the template did not receive the trained weights";
+}
+
+// Bad inputs get the CPU's errors, and the replica keeps working afterwards.
+TEST(CudaReplica, BadLabelsAreTheCpusErrorAndLoseNothing) {
+  REQUIRE_GPU();
+  const json model = sequential({4}, json::array({layer("Dense", {{"units", 3}})}));
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side gpu(model, "sgd", loss, json::array(), "cuda:0", Precision::fp32);
+  Batch b = make_batch({4}, {3}, 8, Targets::sparse, 1);
+  b.y[5] = 3;  // not a class of 3
+  try {
+    gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    FAIL() << "no error for label 3 of 3 classes";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 3"), std::string::npos) << e.what();
+  }
+  b.y[5] = 2;
+  const StepSums s = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+  EXPECT_TRUE(std::isfinite(s.loss.sum));
+}
+
+TEST(CudaReplica, SynchronizedBatchNormalizationIsRefusedClearly) {
+  REQUIRE_GPU();
+  const json model =
+      sequential({4}, json::array({layer("BatchNormalization", {{"synchronized", true}}),
+                                   layer("Dense", {{"units", 2}})}));
+  try {
+    Side gpu(model, "sgd", loss_spec("MeanSquaredError"), json::array(), "cuda:0", Precision::fp32);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("synchronized"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem
