@@ -34,6 +34,7 @@ DeviceAllocator::~DeviceAllocator() {
 
 void* DeviceAllocator::allocate(std::size_t bytes) {
   const std::size_t size = size_class(bytes);
+  ++stats_.allocations;
   void* block = nullptr;
   if (auto it = cache_.find(size); it != cache_.end()) {
     block = it->second;

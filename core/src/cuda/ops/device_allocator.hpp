@@ -29,6 +29,7 @@ class DeviceAllocator {
     std::size_t cached_bytes = 0;       // released, kept for reuse
     std::size_t peak_in_use_bytes = 0;  // the most in use at once
     std::int64_t device_mallocs = 0;    // cudaMalloc calls so far
+    std::int64_t allocations = 0;       // allocate() calls so far (a buffer moved when it grows)
   };
 
   explicit DeviceAllocator(int device);

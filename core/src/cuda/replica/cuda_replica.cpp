@@ -12,9 +12,14 @@
 // only then; the learning rate and iteration count are host numbers kept current at every step.
 #include <cuda_runtime_api.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "cuda/cuda_module_api.hpp"
 #include "cuda/ops/cuda_check.hpp"
@@ -71,44 +76,56 @@ class CudaReplica : public Replica {
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
                  const Loss& loss, const Metrics& metrics) override {
     use_device(device_.index);
-    const float* out = forward(x, y, sample_offset, true, &loss);
-    const std::int64_t rows = x.dim(0);
-    if (rows > 0) {
-      loss_grad_.resize(*allocator_, rows * out_cols_);
-      cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, loss_scale,
-                      row_loss_.data(), loss_grad_.data(), stream_);
-    }
-    const StepSums sums = reduce_sums(out, rows, metrics);
-    if (rows > 0) {
-      const float* grad = loss_grad_.data();
-      for (std::size_t l = layers_.size(); l-- > 0;) grad = layers_[l]->backward(grad, l > 0);
-    } else {
+    const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
+    upload(x, y, &loss);
+    host_current_ = false;
+    if (rows == 0) {
       cuda::check(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(float), stream_),
                   "cudaMemsetAsync");
+      finish_step();
+      StepSums sums;
+      sums.metrics.resize(metrics.size());
+      return sums;
     }
-    finish_step();
-    host_current_ = false;
-    return sums;
+    prepare_sums(rows, metrics);
+    loss_grad_.resize(*allocator_, rows * out_cols_);
+    const StepKey key{rows, sample_offset, loss_scale, &loss, metric_for_};
+    const auto enqueue = [&] {
+      const float* out = forward_layers(rows, sample_offset, true);
+      cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, loss_scale,
+                      row_loss_.data(), loss_grad_.data(), stream_);
+      enqueue_sums(out, rows, metrics.size());
+      const float* grad = loss_grad_.data();
+      for (std::size_t l = layers_.size(); l-- > 0;) grad = layers_[l]->backward(grad, l > 0);
+    };
+    run_step(key, enqueue);
+    return read_sums(rows, metrics.size());
   }
 
   StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset, const Loss& loss,
                     const Metrics& metrics) override {
     use_device(device_.index);
-    const float* out = forward(x, y, sample_offset, false, &loss);
-    const std::int64_t rows = x.dim(0);
-    if (rows > 0)
-      cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, 1.0f, row_loss_.data(),
-                      nullptr, stream_);
-    const StepSums sums = reduce_sums(out, rows, metrics);
-    finish_step();
-    return sums;
+    const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
+    upload(x, y, &loss);
+    if (rows == 0) {
+      StepSums sums;
+      sums.metrics.resize(metrics.size());
+      return sums;
+    }
+    prepare_sums(rows, metrics);
+    const float* out = forward_layers(rows, sample_offset, false);
+    cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, 1.0f, row_loss_.data(),
+                    nullptr, stream_);
+    enqueue_sums(out, rows, metrics.size());
+    return read_sums(rows, metrics.size());
   }
 
   void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     if (rows == 0) return;
-    const float* y = forward(x, Tensor(), sample_offset, false, nullptr);
+    upload(x, Tensor(), nullptr);
+    const float* y = forward_layers(rows, sample_offset, false);
     cuda::check(cudaMemcpyAsync(out, y, static_cast<std::size_t>(rows * out_cols_) * sizeof(float),
                                 cudaMemcpyDeviceToHost, stream_),
                 "copy of the outputs to the host");
@@ -234,9 +251,14 @@ class CudaReplica : public Replica {
       layers_.back()->bind(std::move(bound));
     }
     cuda::check(cudaStreamSynchronize(stream_), "the CUDA replica's set-up");
+    const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
+    if (env && std::string(env) == "0") graphs_ = Graphs::off;
+    for (const auto& layer : layers_)
+      if (!layer->capturable()) graphs_ = Graphs::off;
   }
 
   void release() {
+    clear_graphs();
     layers_.clear();
     slots_.clear();
     values_.reset(), grads_.reset(), optimizer_scratch_.reset(), results_.reset();
@@ -259,10 +281,10 @@ class CudaReplica : public Replica {
     return loss_spec_;
   }
 
-  // The batch to the device and every layer's forward; returns the model's output. With a loss,
-  // y is copied too (sparse labels checked on the host first, as the CPU loss does).
-  const float* forward(const Tensor& x, const Tensor& y, std::int64_t sample_offset, bool training,
-                       const Loss* loss) {
+  // The batch to the device (and with a loss, its targets: sparse labels checked on the host
+  // first, as the CPU loss does). Buffers keep their place while the batch size does not grow,
+  // which a captured step relies on.
+  void upload(const Tensor& x, const Tensor& y, const Loss* loss) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     allocator_->set_context("a batch of " + std::to_string(rows) + " samples on this replica");
     if (loss && rows > 0 && loss_spec(*loss).kind == cuda::DeviceLoss::Kind::scce)
@@ -274,45 +296,132 @@ class CudaReplica : public Replica {
       copy_to_device(y_.data(), y.data(), y.size());
       row_loss_.resize(*allocator_, std::max<std::int64_t>(rows, 1));
     }
+  }
+
+  const float* forward_layers(std::int64_t rows, std::int64_t sample_offset, bool training) {
     const float* h = x_.data();
-    if (rows == 0) return h;
     for (auto& layer : layers_) h = layer->forward(h, rows, training, sample_offset);
     return h;
   }
 
-  // Loss and metric sums of the last forward, in double on the device, then one copy back.
-  StepSums reduce_sums(const float* out, std::int64_t rows, const Metrics& metrics) {
-    StepSums sums;
-    sums.metrics.resize(metrics.size());
-    if (rows == 0) return sums;
-    const std::size_t needed = 1 + 2 * metrics.size();
-    if (static_cast<std::int64_t>(needed * 2) > results_.size())
-      results_.resize(*allocator_, static_cast<std::int64_t>(needed * 2));
-    auto* results = reinterpret_cast<double*>(results_.data());
-    cuda::sum(row_loss_.data(), rows, results, stream_);
+  // Sizes the sum buffers and resolves the metrics (before a capture: nothing may allocate in it).
+  void prepare_sums(std::int64_t rows, const Metrics& metrics) {
+    const auto needed = static_cast<std::int64_t>(2 * (1 + 2 * metrics.size()));
+    if (needed > results_.size()) results_.resize(*allocator_, needed);
     row_metric_.resize(*allocator_, rows);
     row_count_.resize(*allocator_, rows);
-    for (std::size_t m = 0; m < metrics.size(); ++m) {
-      if (metric_specs_.size() <= m || metric_for_[m] != metrics[m].get()) {
-        metric_specs_.resize(metrics.size());
-        metric_for_.resize(metrics.size());
+    metric_specs_.resize(metrics.size());
+    metric_for_.resize(metrics.size());
+    for (std::size_t m = 0; m < metrics.size(); ++m)
+      if (metric_for_[m] != metrics[m].get()) {
         metric_specs_[m] = cuda::device_metric(*metrics[m]);
         metric_for_[m] = metrics[m].get();
       }
+  }
+
+  // The loss and metric sums of the last forward, in double on the device (queued only).
+  void enqueue_sums(const float* out, std::int64_t rows, std::size_t metric_count) {
+    auto* results = reinterpret_cast<double*>(results_.data());
+    cuda::sum(row_loss_.data(), rows, results, stream_);
+    for (std::size_t m = 0; m < metric_count; ++m) {
       cuda::metric_rows(metric_specs_[m], out, y_.data(), rows, out_cols_, row_metric_.data(),
                         row_count_.data(), stream_);
       cuda::sum(row_metric_.data(), rows, results + 1 + 2 * m, stream_);
       cuda::sum(row_count_.data(), rows, results + 2 + 2 * m, stream_);
     }
+  }
+
+  // One copy of the sums back, and the step's one synchronization.
+  StepSums read_sums(std::int64_t rows, std::size_t metric_count) {
+    const std::size_t needed = 1 + 2 * metric_count;
     host_results_.resize(needed);
-    cuda::check(cudaMemcpyAsync(host_results_.data(), results, needed * sizeof(double),
+    cuda::check(cudaMemcpyAsync(host_results_.data(), results_.data(), needed * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream_),
                 "copy of the loss to the host");
     cuda::check(cudaStreamSynchronize(stream_), "the training step");
+    StepSums sums;
     sums.loss = {host_results_[0], static_cast<double>(rows)};
-    for (std::size_t m = 0; m < metrics.size(); ++m)
+    sums.metrics.resize(metric_count);
+    for (std::size_t m = 0; m < metric_count; ++m)
       sums.metrics[m] = {host_results_[1 + 2 * m], host_results_[2 + 2 * m]};
     return sums;
+  }
+
+  // What a captured training step depends on besides the buffers' contents.
+  struct StepKey {
+    std::int64_t rows;
+    std::int64_t sample_offset;
+    float loss_scale;
+    const Loss* loss;
+    std::vector<const Metric*> metrics;
+    bool operator<(const StepKey& o) const {
+      return std::tie(rows, sample_offset, loss_scale, loss, metrics) <
+             std::tie(o.rows, o.sample_offset, o.loss_scale, o.loss, o.metrics);
+    }
+  };
+
+  // Runs a training step's device work: replayed from a CUDA graph when this step was seen
+  // before (launch-bound models run one launch instead of dozens), captured the second time a
+  // step of this shape comes (the first sized every buffer), queued directly otherwise. A
+  // capture that fails turns graphs off for this replica, with a warning, and the step runs
+  // directly: graphs are a speed-up, never a reason for a run to fail.
+  template <class Enqueue>
+  void run_step(const StepKey& key, const Enqueue& enqueue) {
+    if (graphs_ == Graphs::off) {
+      enqueue();
+      return;
+    }
+    // A graph holds the addresses of the buffers it was captured with: any buffer that moved
+    // since (one grew, e.g. for a larger validation batch) makes every graph stale.
+    if (allocator_->stats().allocations != allocations_at_capture_) clear_graphs();
+    if (auto it = graphs_by_step_.find(key); it != graphs_by_step_.end()) {
+      cuda::check(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch (the training step)");
+      return;
+    }
+    if (!seen_steps_.count(key)) {
+      seen_steps_.insert(key);
+      enqueue();
+      return;
+    }
+    if (graphs_by_step_.size() >= 4) clear_graphs();  // e.g. a changing last batch
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    std::string failure;
+    cuda::check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                "cudaStreamBeginCapture");
+    try {
+      enqueue();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (failure.empty() && ended != cudaSuccess) failure = cudaGetErrorString(ended);
+    if (failure.empty()) {
+      const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+      if (made != cudaSuccess) failure = cudaGetErrorString(made);
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (!failure.empty()) {
+      cudaGetLastError();  // the capture's error is not the step's
+      if (exec) cudaGraphExecDestroy(exec);
+      graphs_ = Graphs::off;
+      spdlog::warn(
+          "cuda:{}: the training step could not be captured in a CUDA graph ({}); it runs "
+          "without one (slower for small batches)",
+          device_.index, failure);
+      enqueue();
+      return;
+    }
+    graphs_by_step_.emplace(key, exec);
+    allocations_at_capture_ = allocator_->stats().allocations;
+    cuda::check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch (the training step)");
+  }
+
+  void clear_graphs() {
+    for (auto& [key, exec] : graphs_by_step_) cudaGraphExecDestroy(exec);
+    graphs_by_step_.clear();
+    seen_steps_.clear();
+    if (allocator_) allocations_at_capture_ = allocator_->stats().allocations;
   }
 
   void finish_step() { cuda::check(cudaStreamSynchronize(stream_), "the training step"); }
@@ -353,6 +462,12 @@ class CudaReplica : public Replica {
   std::vector<const Metric*> metric_for_;
   std::vector<double> host_results_;
   bool host_current_ = false;
+  enum class Graphs { on, off };
+  Graphs graphs_ = Graphs::on;  // off: TANDEM_CUDA_GRAPHS=0, a layer that cannot be captured, or
+                                // a capture that failed
+  std::map<StepKey, cudaGraphExec_t> graphs_by_step_;
+  std::set<StepKey> seen_steps_;
+  std::int64_t allocations_at_capture_ = 0;  // the allocator's count when graphs were captured
 };
 
 }  // namespace

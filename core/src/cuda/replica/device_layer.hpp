@@ -60,6 +60,11 @@ class DeviceLayer {
   /// The layer's random state (Dropout: {stream, calls}) to write back into the host layer;
   /// empty when it has none. set_random_state() takes the host layer's.
   virtual std::vector<std::uint64_t> random_state() const { return {}; }
+  /// Whether forward() and backward() only queue work on ctx.stream — no host synchronization,
+  /// no host state that changes from step to step — so a step can be captured in a CUDA graph
+  /// and replayed. Dropout (its call count picks the mask) and Embedding (it checks its indices
+  /// on the host) are not.
+  virtual bool capturable() const { return true; }
   virtual void set_random_state(const std::vector<std::uint64_t>& /*state*/) {}
 
  protected:

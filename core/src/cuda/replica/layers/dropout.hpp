@@ -17,6 +17,7 @@ class DeviceDropout final : public DeviceLayer {
   const float* forward(const float* x, std::int64_t batch, bool training,
                        std::int64_t sample_offset) override;
   const float* backward(const float* dy, bool need_input_grad) override;
+  bool capturable() const override { return false; }
   /// {stream, calls}, as nn::Dropout's random state.
   std::vector<std::uint64_t> random_state() const override { return {stream_, calls_}; }
   void set_random_state(const std::vector<std::uint64_t>& state) override;

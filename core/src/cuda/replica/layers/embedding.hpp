@@ -30,6 +30,7 @@ class DeviceEmbedding final : public DeviceLayer {
                        std::int64_t sample_offset) override;
   /// Throws ShapeError when need_input_grad.
   const float* backward(const float* dy, bool need_input_grad) override;
+  bool capturable() const override { return false; }
 
  private:
   [[noreturn]] void throw_bad_index(const float* x, std::int64_t position,
