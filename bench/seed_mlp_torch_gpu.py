@@ -1,6 +1,6 @@
-"""PyTorch's side of bench/gpu_mlp_steps: full training steps (forward, loss, backward, Adam) of
-seed-mlp (batch 8192, binary cross-entropy) and fashion-mlp (batch 128, sparse categorical
-cross-entropy from logits) with the data already on the GPU, in fp32 and tf32 (allow_tf32).
+"""PyTorch's side of bench/gpu_mlp_steps and bench/gpu_train_steps: full training steps (forward,
+loss, backward, Adam) of seed-mlp (batch 8192, binary cross-entropy), fashion-mlp and fashion-cnn
+(batch 128, sparse categorical cross-entropy from logits) with the data already on the GPU, in fp32 and tf32 (allow_tf32).
 Prints one JSON line per measurement: the median of 30 timed steps after 10 warm-up steps,
 timed with CUDA events."""
 import json
@@ -19,13 +19,22 @@ def model(widths, hidden):
     return torch.nn.Sequential(*layers)
 
 
-def bench(name, widths, batch, hidden, loss_fn, targets, precision):
+def fashion_cnn():
+    """resources/configs/fashion-cnn.json in PyTorch (NCHW, cuDNN)."""
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 5 * 5, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+
+
+def bench(name, widths, batch, hidden, loss_fn, targets, precision, net=None, x_shape=None):
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
     torch.manual_seed(0)
-    net = model(widths, hidden).cuda()
+    net = (net or model(widths, hidden)).cuda()
     opt = torch.optim.Adam(net.parameters(), lr=1e-4, eps=1e-7)
-    x = torch.randn(batch, widths[0], device="cuda")
+    x = torch.randn(batch, *(x_shape or [widths[0]]), device="cuda")
     y = targets(batch)
 
     def step():
@@ -61,6 +70,9 @@ def main():
         bench("fashion-mlp", [784, 256, 128, 10], 128, [torch.nn.ReLU, torch.nn.ReLU],
               torch.nn.functional.cross_entropy,
               lambda b: torch.randint(0, 10, (b,), device="cuda"), precision)
+        bench("fashion-cnn", None, 128, None, torch.nn.functional.cross_entropy,
+              lambda b: torch.randint(0, 10, (b,), device="cuda"), precision, net=fashion_cnn(),
+              x_shape=[1, 28, 28])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+// gpu_train_steps: whole training steps of the engine on cuda:0 — ReplicaModel::forward_backward
+// and apply_update, the batch coming from host memory as the loader hands it over — for seed-mlp
+// (batch 8192, Adam, binary cross-entropy), fashion-mlp and fashion-cnn (batch 128, Adam, sparse
+// categorical cross-entropy from logits), in fp32 and tf32; then PyTorch's whole step on the same
+// GPU with its data already there (bench/seed_mlp_torch_gpu.py), and the ratio. Median of 30
+// steps after 10 warm-up steps (which include the CUDA graph's capture).
+//
+// Run by scripts/gpu-check on a GPU machine; without a device it says so and measures nothing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tandem/devices.hpp"
+#include "tandem/replica_model.hpp"
+
+using namespace tandem;
+using nlohmann::json;
+
+namespace {
+
+json dense(int units, const char* activation) {
+  return {{"class_name", "Dense"}, {"config", {{"units", units}, {"activation", activation}}}};
+}
+
+json sequential(const std::vector<std::int64_t>& input, json layers) {
+  json shape = json::array({nullptr});
+  for (auto d : input) shape.push_back(d);
+  layers[0]["config"]["batch_input_shape"] = shape;
+  return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
+}
+
+struct Workload {
+  std::string name;
+  json model;
+  std::vector<std::int64_t> input;
+  std::int64_t batch;
+  json loss;
+  bool binary;
+};
+
+std::vector<Workload> workloads() {
+  const json scce = {{"class_name", "SparseCategoricalCrossentropy"},
+                     {"config", {{"from_logits", true}}}};
+  const json conv1 = {{"class_name", "Conv2D"},
+                      {"config", {{"filters", 32}, {"kernel_size", 3}, {"activation", "relu"}}}};
+  const json conv2 = {{"class_name", "Conv2D"},
+                      {"config", {{"filters", 64}, {"kernel_size", 3}, {"activation", "relu"}}}};
+  const json pool = {{"class_name", "MaxPooling2D"}, {"config", {{"pool_size", 2}}}};
+  const json flatten = {{"class_name", "Flatten"}, {"config", json::object()}};
+  return {
+      {"seed-mlp",
+       sequential({8000}, json::array({dense(4000, "tanh"), dense(2000, "relu"), dense(500, "relu"),
+                                       dense(300, "relu"), dense(1, "linear")})),
+       {8000},
+       8192,
+       {{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}},
+       true},
+      {"fashion-mlp",
+       sequential({28, 28}, json::array({flatten, dense(256, "relu"), dense(128, "relu"),
+                                         dense(10, "linear")})),
+       {28, 28},
+       128,
+       scce,
+       false},
+      {"fashion-cnn",
+       sequential({28, 28, 1}, json::array({conv1, pool, conv2, pool, flatten, dense(128, "relu"),
+                                            dense(10, "linear")})),
+       {28, 28, 1},
+       128,
+       scce,
+       false},
+  };
+}
+
+struct Row {
+  std::string name, precision;
+  double tandem_ms = 0, torch_ms = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  const DeviceReport report = discover_devices();
+  if (report.gpus.empty()) {
+    std::printf("gpu_train_steps: no CUDA device (%s); nothing measured\n",
+                report.gpu_status.c_str());
+    return 0;
+  }
+  std::vector<Row> rows;
+  for (const Workload& w : workloads())
+    for (Precision precision : {Precision::fp32, Precision::tf32}) {
+      auto model = Model::from_config(w.model, "model", 1);
+      auto optimizer = make_optimizer(
+          json{{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}}, "optimizer");
+      auto loss = make_loss(w.loss, "loss");
+      std::vector<std::unique_ptr<Metric>> metrics;
+      ReplicaModel meta(*model, *optimizer, parse_device_plan("cuda:0", report, "devices", true),
+                        single_process_world(), precision);
+      Batch b;
+      std::vector<std::int64_t> xs{w.batch};
+      xs.insert(xs.end(), w.input.begin(), w.input.end());
+      b.x = Tensor(xs);
+      b.y = w.binary ? Tensor({w.batch, 1}) : Tensor({w.batch});
+      Rng rng(5);
+      for (std::int64_t i = 0; i < b.x.size(); ++i) b.x[i] = rng.uniform() * 2 - 1;
+      for (std::int64_t i = 0; i < b.y.size(); ++i)
+        b.y[i] = static_cast<float>(rng.below(w.binary ? 2 : 10));
+      std::vector<double> ms;
+      for (int step = 0; step < 40; ++step) {
+        const auto t0 = std::chrono::steady_clock::now();
+        meta.forward_backward(b, *loss, metrics);
+        meta.apply_update();
+        const auto t1 = std::chrono::steady_clock::now();
+        if (step >= 10) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      rows.push_back({w.name, precision_name(precision), median(ms), 0});
+      std::printf(
+          "{\"bench\": \"tandem_step\", \"workload\": \"%s\", \"precision\": \"%s\", "
+          "\"step_ms\": %.4f, \"batch\": %lld, \"data\": \"host\"}\n",
+          w.name.c_str(), precision_name(precision).c_str(), rows.back().tandem_ms,
+          static_cast<long long>(w.batch));
+      std::fflush(stdout);
+    }
+
+  const char* src = std::getenv("TANDEM_BENCH_DIR");
+  const std::string cmd =
+      "python3 " + std::string(src ? src : "bench") + "/seed_mlp_torch_gpu.py 2>&1";
+  if (FILE* pipe = popen(cmd.c_str(), "r")) {
+    char line[1024];
+    while (std::fgets(line, sizeof line, pipe)) {
+      std::fputs(line, stdout);
+      char workload[64] = {}, precision[16] = {};
+      double value = 0;
+      if (std::sscanf(line,
+                      "{\"bench\": \"torch_step\", \"workload\": \"%63[^\"]\", \"precision\": "
+                      "\"%15[^\"]\", \"step_ms\": %lf",
+                      workload, precision, &value) == 3)
+        for (Row& r : rows)
+          if (r.name == workload && r.precision == precision) r.torch_ms = value;
+    }
+    pclose(pipe);
+  }
+  std::printf("\n%-12s %-5s %16s %16s %14s\n", "workload", "prec", "Tandem ms (host)",
+              "PyTorch ms (dev)", "PyTorch/Tandem");
+  for (const Row& r : rows)
+    std::printf("%-12s %-5s %16.3f %16.3f %13.2fx\n", r.name.c_str(), r.precision.c_str(),
+                r.tandem_ms, r.torch_ms, r.torch_ms > 0 ? r.torch_ms / r.tandem_ms : 0.0);
+  return 0;
+}
