@@ -145,7 +145,9 @@ class CudaReplica : public Replica {
     cuda::optimizer_update(optimizer_spec_, values_.data(), grads_.data(), slots, trainable_,
                            segments_, optimizer_.iterations(), optimizer_.learning_rate(),
                            optimizer_scratch_.data(), stream_);
-    finish_step();
+    // Left in flight: the next step's work queues behind it on this stream, and pull() and the
+    // next step's sums synchronize.
+    check_launched();
     host_current_ = false;
   }
 
@@ -423,6 +425,9 @@ class CudaReplica : public Replica {
     seen_steps_.clear();
     if (allocator_) allocations_at_capture_ = allocator_->stats().allocations;
   }
+
+  // Surfaces a launch error of the update now, without waiting for it.
+  void check_launched() { cuda::check(cudaGetLastError(), "the optimizer update"); }
 
   void finish_step() { cuda::check(cudaStreamSynchronize(stream_), "the training step"); }
 
