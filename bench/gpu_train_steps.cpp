@@ -131,8 +131,11 @@ int main() {
     }
 
   const char* src = std::getenv("TANDEM_BENCH_DIR");
-  const std::string cmd =
-      "python3 " + std::string(src ? src : "bench") + "/seed_mlp_torch_gpu.py 2>&1";
+  std::string cmd = "python3 " + std::string(src ? src : "bench") + "/seed_mlp_torch_gpu.py 2>&1";
+  // scripts/gpu-check runs this benchmark with Tandem's bundled libraries first on the path;
+  // PyTorch gets the machine's own.
+  if (const char* path = std::getenv("TANDEM_BENCH_PYTHON_LD_LIBRARY_PATH"))
+    cmd = "env LD_LIBRARY_PATH='" + std::string(path) + "' " + cmd;
   if (FILE* pipe = popen(cmd.c_str(), "r")) {
     char line[1024];
     while (std::fgets(line, sizeof line, pipe)) {
