@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "tandem/dataset.hpp"
@@ -43,6 +44,10 @@ struct DataLoaderOptions {
   // each batch (shard_of(batch, shard_count, shard_index)).
   int shard_index = 0;
   int shard_count = 1;
+  /// Storage for the batches' tensors, `count` floats zero-filled or not (default: ordinary host
+  /// memory). GPU plans pass pinned memory, so copies to the device run at full speed without a
+  /// staging copy. Called from the prefetch thread; must be thread-safe.
+  std::function<std::shared_ptr<float[]>(std::int64_t count)> allocate = nullptr;
 };
 
 class DataLoader {

@@ -31,6 +31,10 @@ class Tensor {
   Tensor(std::initializer_list<std::int64_t> shape) : Tensor(Shape(shape)) {}
 
   static Tensor from_vector(Shape shape, const std::vector<float>& values);
+  /// A tensor of `shape` over `storage`, which the caller allocated (at least shape_size(shape)
+  /// floats, 64-byte aligned; its contents are kept) — e.g. pinned host memory that a GPU copies
+  /// from at full speed. The tensor shares ownership of the storage.
+  static Tensor adopt(Shape shape, std::shared_ptr<float[]> storage);
   /// A tensor of `shape` over base's storage from element `offset` on (no copy; keeps base's
   /// storage alive). Resizing it beyond its size detaches it onto its own storage.
   static Tensor view(const Tensor& base, std::int64_t offset, Shape shape);

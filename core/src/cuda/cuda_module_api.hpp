@@ -36,6 +36,10 @@ struct CudaModuleApi {
   /// metric or optimizer it cannot run. Null when the module was built without the backend.
   std::unique_ptr<Replica> (*make_cuda_replica)(Model& model, Optimizer& optimizer,
                                                 DeviceSpec device, Precision precision);
+  /// Page-locked host memory (cudaHostAlloc, usable by every GPU), null when it cannot be had;
+  /// and its release. Thread-safe.
+  void* (*allocate_pinned)(std::size_t bytes);
+  void (*free_pinned)(void* block);
 };
 
 }  // namespace tandem::detail

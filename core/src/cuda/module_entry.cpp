@@ -7,19 +7,24 @@ void discover_cuda(DeviceReport& report);  // cuda_devices.cpp
 std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
 std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec,
                                            Precision);  // replica/cuda_replica.cpp
+void* allocate_pinned(std::size_t bytes);               // pinned_host.cpp
+void free_pinned(void* block);
 
 }  // namespace tandem::detail
 
 extern "C" __attribute__((visibility("default"))) const tandem::detail::CudaModuleApi*
 tandem_cuda_module() {
   static const tandem::detail::CudaModuleApi api{
-      TANDEM_VERSION, &tandem::detail::discover_cuda,
+      TANDEM_VERSION,
+      &tandem::detail::discover_cuda,
 #ifdef TANDEM_HAVE_NCCL
       &tandem::detail::make_nccl_communicator,
 #else
       nullptr,
 #endif
       &tandem::detail::make_cuda_replica,
+      &tandem::detail::allocate_pinned,
+      &tandem::detail::free_pinned,
   };
   return &api;
 }

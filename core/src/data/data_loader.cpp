@@ -53,7 +53,9 @@ struct DataLoader::Impl {
     Shape xs{n}, ys{n};
     xs.insert(xs.end(), x_shape.begin(), x_shape.end());
     ys.insert(ys.end(), y_shape.begin(), y_shape.end());
-    Batch batch{Tensor(xs), Tensor(ys)};
+    Batch batch = options.allocate ? Batch{Tensor::adopt(xs, options.allocate(shape_size(xs))),
+                                           Tensor::adopt(ys, options.allocate(shape_size(ys)))}
+                                   : Batch{Tensor(xs), Tensor(ys)};
     if (options.shard_count > 1) {
       batch.global_size = whole;
       batch.global_offset = shard.offset;

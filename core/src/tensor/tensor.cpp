@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "tandem/error.hpp"
 
@@ -67,6 +68,16 @@ Tensor Tensor::from_vector(Shape shape, const std::vector<float>& values) {
     throw ShapeError("from_vector: " + std::to_string(values.size()) +
                      " values do not fill shape " + shape_to_string(t.shape()));
   std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+Tensor Tensor::adopt(Shape shape, std::shared_ptr<float[]> storage) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.size_ = shape_size(t.shape_);
+  t.capacity_ = t.size_;
+  if (t.size_ > 0 && !storage) throw std::invalid_argument("Tensor::adopt: no storage");
+  t.storage_ = std::move(storage);
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <thread>
 
@@ -167,6 +168,36 @@ TEST(DataLoader, PrefetchDepthDoesNotChangeBatches) {
     for (float v : bb.y.values()) seen.push_back(static_cast<std::int64_t>(v));
   std::sort(seen.begin(), seen.end());
   for (std::int64_t i = 0; i < 61; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)], i);
+}
+
+// Batches in storage the caller provides (pinned memory on GPU plans) hold the same values, every
+// tensor comes from the allocator, and kept batches are not overwritten by later ones.
+TEST(DataLoader, CallerStorageGivesTheSameBatches) {
+  auto ds = std::make_shared<IndexDataset>(45);
+  std::atomic<int> calls{0};
+  DataLoaderOptions o = options(8, true, 2, 9);
+  o.allocate = [&calls](std::int64_t count) {
+    ++calls;
+    std::shared_ptr<float[]> block(new float[static_cast<std::size_t>(count)]);
+    std::fill(block.get(), block.get() + count, std::nanf(""));  // not zero-filled
+    return block;
+  };
+  DataLoader plain(ds, options(8, true, 2, 9)), caller(ds, o);
+  plain.start_epoch(2);
+  caller.start_epoch(2);
+  std::vector<Batch> a, b;
+  Batch batch;
+  while (plain.next(batch)) a.push_back(batch);
+  while (caller.next(batch)) b.push_back(batch);
+  ASSERT_EQ(b.size(), a.size());
+  EXPECT_EQ(calls.load(), 2 * static_cast<int>(b.size()));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].x.shape(), b[i].x.shape());
+    EXPECT_TRUE(
+        std::equal(a[i].x.values().begin(), a[i].x.values().end(), b[i].x.values().begin()));
+    EXPECT_TRUE(
+        std::equal(a[i].y.values().begin(), a[i].y.values().end(), b[i].y.values().begin()));
+  }
 }
 
 TEST(DataLoader, ReadErrorSurfacesFromNext) {

@@ -1,0 +1,54 @@
+// Private: pinned (page-locked) host memory for the batches of GPU plans, from the CUDA module,
+// recycled through a pool.
+//
+// A GPU copies from pinned memory by DMA at full speed and truly asynchronously; from ordinary
+// memory the driver first copies through a staging buffer of its own. Pinning is slow (a system
+// call, milliseconds for large blocks), so released blocks are kept by size and handed out again:
+// a training loop that reads batches of one size pins a handful of blocks once.
+//
+// Ownership: the pool is shared by the allocator function and every block it handed out, so it
+// lives until the last batch tensor is gone. Thread-safety: allocate and release from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace tandem::detail {
+
+class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
+ public:
+  using Allocate = void* (*)(std::size_t bytes);  // null on failure
+  using Free = void (*)(void* block);
+  HostBlockPool(Allocate allocate, Free free, std::size_t max_cached_per_size = 8)
+      : allocate_(allocate), free_(free), max_cached_(max_cached_per_size) {}
+  ~HostBlockPool();
+  HostBlockPool(const HostBlockPool&) = delete;
+  HostBlockPool& operator=(const HostBlockPool&) = delete;
+
+  /// `count` floats (contents unspecified); a cached block of the same size when there is one.
+  /// Null when the underlying allocation fails (the caller falls back to ordinary memory).
+  std::shared_ptr<float[]> take(std::int64_t count);
+  /// Blocks allocated from the underlying allocator so far, and those waiting in the pool.
+  std::int64_t allocations() const;
+  std::size_t cached() const;
+
+ private:
+  void give_back(std::size_t bytes, void* block);
+
+  Allocate allocate_;
+  Free free_;
+  std::size_t max_cached_;
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, void*> cache_;  // bytes -> free blocks
+  std::int64_t allocations_ = 0;
+};
+
+/// Storage for DataLoaderOptions::allocate: pinned host memory through the CUDA module, falling
+/// back to ordinary memory when pinning fails. Empty when the CUDA module is not loaded.
+std::function<std::shared_ptr<float[]>(std::int64_t)> pinned_batch_storage();
+
+}  // namespace tandem::detail
