@@ -10,6 +10,27 @@
 
 namespace tandem::nn {
 
+void throw_bad_embedding_index(const std::string& layer, const Shape& input_shape,
+                               std::int64_t sample_offset, std::int64_t i, float v,
+                               std::int64_t vocab) {
+  const std::int64_t per_sample = std::max<std::int64_t>(shape_size(input_shape), 1);
+  std::ostringstream where;
+  where << "input[" << sample_offset + i / per_sample;
+  std::int64_t rest = i % per_sample, stride = per_sample;
+  for (std::int64_t d : input_shape) {
+    stride /= d;
+    where << ", " << rest / stride;
+    rest %= stride;
+  }
+  where << "]";
+  std::ostringstream value;
+  value << v;
+  throw DataError("layer '" + layer + "' (Embedding): " + where.str() + " = " + value.str() +
+                  (v == std::floor(v) ? " is an index outside [0, " + std::to_string(vocab) +
+                                            ") (input_dim " + std::to_string(vocab) + ")"
+                                      : " is not an integer index"));
+}
+
 Embedding::Embedding(std::string name, EmbeddingOptions options)
     : Layer(std::move(name)), options_(std::move(options)) {
   embeddings_.name = "embeddings";
@@ -41,23 +62,7 @@ const Tensor& Embedding::forward(const Tensor& x, bool /*training*/) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     if (!(v >= 0.0f && v < static_cast<float>(vocab) && v == std::floor(v))) {
-      // Name the element as input[sample, ...] with the sample's place in the global batch.
-      const std::int64_t per_sample = std::max<std::int64_t>(shape_size(input_shape_), 1);
-      std::ostringstream where;
-      where << "input[" << sample_offset() + i / per_sample;
-      std::int64_t rest = i % per_sample, stride = per_sample;
-      for (std::int64_t d : input_shape_) {
-        stride /= d;
-        where << ", " << rest / stride;
-        rest %= stride;
-      }
-      where << "]";
-      std::ostringstream value;
-      value << v;
-      throw DataError("layer '" + name() + "' (Embedding): " + where.str() + " = " + value.str() +
-                      (v == std::floor(v) ? " is an index outside [0, " + std::to_string(vocab) +
-                                                ") (input_dim " + std::to_string(vocab) + ")"
-                                          : " is not an integer index"));
+      throw_bad_embedding_index(name(), input_shape_, sample_offset(), i, v, vocab);
     }
     indices_[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
   }

@@ -30,6 +30,13 @@ struct EmbeddingOptions {
   std::optional<std::int64_t> input_length;
 };
 
+/// The DataError for element `i` (flat, within this layer's rows) of an Embedding input whose
+/// value `v` is not an integer index in [0, vocab): it names the element as input[sample, ...],
+/// the sample's place in the global batch. Shared by the CPU layer and its CUDA twin.
+[[noreturn]] void throw_bad_embedding_index(const std::string& layer, const Shape& input_shape,
+                                            std::int64_t sample_offset, std::int64_t i, float v,
+                                            std::int64_t vocab);
+
 class Embedding : public Layer {
  public:
   Embedding(std::string name, EmbeddingOptions options);

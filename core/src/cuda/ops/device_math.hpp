@@ -211,69 +211,27 @@ TANDEM_HD inline float quiet_nan() {
 }
 
 // Transcendentals: glibc's on the host (what the CPU backend calls), CUDA's on the device.
-TANDEM_HD inline float exp_f(float x) {
 #ifdef __CUDA_ARCH__
-  return expf(x);
+#define TANDEM_MATH(type, name, device_fn, host_fn) \
+  TANDEM_HD inline type name(type x) {              \
+    return device_fn(x);                            \
+  }
 #else
-  return std::exp(x);
+#define TANDEM_MATH(type, name, device_fn, host_fn) \
+  TANDEM_HD inline type name(type x) {              \
+    return host_fn(x);                              \
+  }
 #endif
-}
-TANDEM_HD inline float expm1_f(float x) {
-#ifdef __CUDA_ARCH__
-  return expm1f(x);
-#else
-  return std::expm1(x);
-#endif
-}
-TANDEM_HD inline float log_f(float x) {
-#ifdef __CUDA_ARCH__
-  return logf(x);
-#else
-  return std::log(x);
-#endif
-}
-TANDEM_HD inline float log1p_f(float x) {
-#ifdef __CUDA_ARCH__
-  return log1pf(x);
-#else
-  return std::log1p(x);
-#endif
-}
-TANDEM_HD inline float tanh_f(float x) {
-#ifdef __CUDA_ARCH__
-  return tanhf(x);
-#else
-  return std::tanh(x);
-#endif
-}
-TANDEM_HD inline float erf_f(float x) {
-#ifdef __CUDA_ARCH__
-  return erff(x);
-#else
-  return std::erf(x);
-#endif
-}
-TANDEM_HD inline float erfc_f(float x) {
-#ifdef __CUDA_ARCH__
-  return erfcf(x);
-#else
-  return std::erfc(x);
-#endif
-}
-TANDEM_HD inline double exp_d(double x) {
-#ifdef __CUDA_ARCH__
-  return ::exp(x);
-#else
-  return std::exp(x);
-#endif
-}
-TANDEM_HD inline double log_d(double x) {
-#ifdef __CUDA_ARCH__
-  return ::log(x);
-#else
-  return std::log(x);
-#endif
-}
+TANDEM_MATH(float, exp_f, expf, std::exp)
+TANDEM_MATH(float, expm1_f, expm1f, std::expm1)
+TANDEM_MATH(float, log_f, logf, std::log)
+TANDEM_MATH(float, log1p_f, log1pf, std::log1p)
+TANDEM_MATH(float, tanh_f, tanhf, std::tanh)
+TANDEM_MATH(float, erf_f, erff, std::erf)
+TANDEM_MATH(float, erfc_f, erfcf, std::erfc)
+TANDEM_MATH(double, exp_d, ::exp, std::exp)
+TANDEM_MATH(double, log_d, ::log, std::log)
+#undef TANDEM_MATH
 
 // ---------------------------------------------------------------------------------------------
 // Activations (nn/activation_fn.cpp). Element-wise kinds: value(x) and derivative(x, y) with

@@ -2,10 +2,10 @@
 // error and launches; the kernels are in embedding.cu. Ownership and thread-safety as the class.
 #include "cuda/replica/layers/embedding.hpp"
 
+#include "nn/embedding.hpp"
+
 #include <algorithm>
-#include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "cuda/ops/cuda_check.hpp"
@@ -59,27 +59,13 @@ void DeviceEmbedding::bind(std::vector<DeviceParameter> params) {
   DeviceLayer::bind(std::move(params));
 }
 
-// The host layer's message, word for word (nn/embedding.cpp).
+// The host layer's error (nn::throw_bad_embedding_index).
 void DeviceEmbedding::throw_bad_index(const float* x, std::int64_t i, std::int64_t sample_offset) {
   float v = 0.0f;
   check(cudaMemcpyAsync(&v, x + i, sizeof v, cudaMemcpyDeviceToHost, ctx_.stream),
         "cudaMemcpyAsync (Embedding input)");
   check(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize");
-  std::ostringstream where;
-  where << "input[" << sample_offset + i / per_sample_;
-  std::int64_t rest = i % per_sample_, stride = per_sample_;
-  for (std::int64_t d : input_shape_) {
-    stride /= d;
-    where << ", " << rest / stride;
-    rest %= stride;
-  }
-  where << "]";
-  std::ostringstream value;
-  value << v;
-  throw DataError("layer '" + name_ + "' (Embedding): " + where.str() + " = " + value.str() +
-                  (v == std::floor(v) ? " is an index outside [0, " + std::to_string(vocab_) +
-                                            ") (input_dim " + std::to_string(vocab_) + ")"
-                                      : " is not an integer index"));
+  nn::throw_bad_embedding_index(name_, input_shape_, sample_offset, i, v, vocab_);
 }
 
 const float* DeviceEmbedding::forward(const float* x, std::int64_t batch, bool /*training*/,
