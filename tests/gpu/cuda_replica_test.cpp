@@ -420,12 +420,14 @@ TEST(CudaReplica, TrainingTrajectoryFollowsTheCpu) {
 // A step replayed from a CUDA graph computes what the same step queued directly computes, bit
 // for bit — also after a larger evaluation batch moved the buffers the graph was captured with,
 // and for a last partial batch of another size.
+// With Dropout: its call count lives on the device, so every replay draws the next mask (the
+// count read back equals the host layer's: one per training step).
 TEST(CudaReplica, GraphReplayEqualsDirectExecution) {
   REQUIRE_GPU();
-  const json model =
-      sequential({28, 28}, json::array({layer("Flatten", json::object()),
-                                        layer("Dense", {{"units", 32}, {"activation", "relu"}}),
-                                        layer("Dense", {{"units", 10}})}));
+  const json model = sequential(
+      {28, 28}, json::array({layer("Flatten", json::object()),
+                             layer("Dense", {{"units", 32}, {"activation", "relu"}}),
+                             layer("Dropout", {{"rate", 0.3}}), layer("Dense", {{"units", 10}})}));
   const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.001}}}};
   const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
   std::vector<std::vector<double>> losses(2);
@@ -455,6 +457,54 @@ TEST(CudaReplica, GraphReplayEqualsDirectExecution) {
   EXPECT_EQ(worst_relative_difference(sides[0]->meta->template_model(),
                                       sides[1]->meta->template_model(), &where),
             0.0)
+      << where;
+  for (auto& side : sides) {
+    const auto state = side->meta->template_model().layer(2).random_state();
+    ASSERT_EQ(state.size(), 2u);
+    EXPECT_EQ(state[1], 12u) << "Dropout's call count after 12 training steps";
+  }
+}
+
+// Batches copied ahead (ReplicaModel::forward_backward's `next`, the trainer's look-ahead) train
+// exactly what batches copied at their own step train, bit for bit: the next batch named right,
+// named wrong (another batch comes instead), the same batch named again (its device copy kept),
+// a batch changed in place without a promise (copied again), an evaluation in between, and a
+// smaller last batch.
+TEST(CudaReplica, BatchesCopiedAheadTrainWhatTheyHold) {
+  REQUIRE_GPU();
+  const json model = sequential(
+      {12}, json::array({layer("Dense", {{"units", 16}, {"activation", "relu"}}),
+                         layer("Dropout", {{"rate", 0.2}}), layer("Dense", {{"units", 5}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side plain(model, adam, loss, json::array({"accuracy"}), "cuda:0", Precision::fp32);
+  Side ahead(model, adam, loss, json::array({"accuracy"}), "cuda:0", Precision::fp32);
+  std::vector<Batch> batches;
+  for (std::uint64_t i = 0; i < 6; ++i)
+    batches.push_back(make_batch({12}, {5}, i == 5 ? 30 : 64, Targets::sparse, 40 + i));
+  // Which batch each step trains, and which one the look-ahead names (-1: none).
+  const std::vector<int> trains = {0, 1, 2, 2, 2, 3, 4, 4, 5};
+  const std::vector<int> names = {1, 2, 2, 2, 4, 4, -1, 5, -1};  // step 4 names 4, 3 comes
+  for (std::size_t step = 0; step < trains.size(); ++step) {
+    Batch& b = batches[static_cast<std::size_t>(trains[step])];
+    if (step == 7) b.x[3] += 0.5f;  // batch 4 changed in place; step 6 made no promise about it
+    const Batch* next = names[step] < 0 ? nullptr : &batches[static_cast<std::size_t>(names[step])];
+    const StepSums p = plain.meta->forward_backward(b, *plain.loss, plain.metrics);
+    const StepSums a = ahead.meta->forward_backward(b, *ahead.loss, ahead.metrics, next);
+    EXPECT_EQ(p.loss.sum, a.loss.sum) << "step " << step;
+    EXPECT_EQ(p.metrics[0].sum, a.metrics[0].sum) << "step " << step;
+    plain.meta->apply_update();
+    ahead.meta->apply_update();
+    if (step == 3) {
+      Batch big = make_batch({12}, {5}, 200, Targets::sparse, 9);
+      EXPECT_EQ(plain.meta->evaluate(big, *plain.loss, plain.metrics).loss.sum,
+                ahead.meta->evaluate(big, *ahead.loss, ahead.metrics).loss.sum);
+    }
+  }
+  std::string where;
+  EXPECT_EQ(
+      worst_relative_difference(ahead.meta->template_model(), plain.meta->template_model(), &where),
+      0.0)
       << where;
 }
 

@@ -87,10 +87,19 @@ class ReplicaModel {
 
   /// Forward, loss and backward on every replica for its share of the batch (this process's
   /// shard of the global batch); returns the sums over the whole global batch, the same on every
-  /// rank. Gradients wait in each replica until apply_update().
+  /// rank. Gradients wait in each replica until apply_update() (CUDA replicas with NCCL sum them
+  /// across replicas during the backward pass already).
+  ///
+  /// `next`, when the caller knows it: the batch the following forward_backward() will train.
+  /// GPU replicas copy it to the device while this step computes, so the copy costs no step
+  /// time; when `next` is `batch` itself (the same tensors), the device copy is kept and nothing
+  /// is copied again. The caller promises that next's tensors do not change until that step;
+  /// next may be anything else, or null, at no cost but the copy.
   StepSums forward_backward(const Batch& batch, const Loss& loss,
-                            const std::vector<std::unique_ptr<Metric>>& metrics);
-  /// Sums the gradients across replicas and ranks and applies the optimizer on every replica.
+                            const std::vector<std::unique_ptr<Metric>>& metrics,
+                            const Batch* next = nullptr);
+  /// Sums the gradients across replicas and ranks (unless the replicas already did during
+  /// forward_backward) and applies the optimizer on every replica.
   void apply_update();
   /// Rank 0's weights, optimizer state and learning rate to every rank (after a callback on rank
   /// 0 changed them, e.g. restored a backup). Collective; nothing to do in one process.

@@ -92,7 +92,8 @@ class Trainer : public CallbackContext {
     std::vector<MetricSum> metrics;
   };
   /// One step; false when the loss was not finite and a callback stopped the run (no update).
-  bool train_batch(const Batch& batch, EpochTotals& totals);
+  /// `next`: the batch of the following step when known (copied to the devices meanwhile).
+  bool train_batch(const Batch& batch, EpochTotals& totals, const Batch* next);
   /// Across the ranks of an MPI job: rank 0's learning rate and stop decision everywhere; true
   /// when any rank was interrupted (a signal). In one process: whether it was interrupted.
   bool sync_ranks();

@@ -32,10 +32,13 @@ struct CudaModuleApi {
   /// without NCCL.
   std::unique_ptr<Communicator> (*make_nccl_communicator)(const DevicePlan& plan, World& world);
   /// A replica training a copy of `model` with `optimizer`'s rule on the GPU `device`, mirroring
-  /// into them (replica.hpp); borrows both. Throws ConfigError naming the first layer, loss,
-  /// metric or optimizer it cannot run. Null when the module was built without the backend.
+  /// into them (replica.hpp); borrows both. It is participant `participant` of `communicator`
+  /// (the plan's, which outlives it): with NCCL it sums its gradients itself, in buckets during
+  /// the backward pass (Replica::sums_gradients). Throws ConfigError naming the first layer,
+  /// loss, metric or optimizer it cannot run. Null when the module was built without the backend.
   std::unique_ptr<Replica> (*make_cuda_replica)(Model& model, Optimizer& optimizer,
-                                                DeviceSpec device, Precision precision);
+                                                DeviceSpec device, Precision precision,
+                                                Communicator& communicator, int participant);
   /// Page-locked host memory (cudaHostAlloc, usable by every GPU), null when it cannot be had;
   /// and its release. Thread-safe.
   void* (*allocate_pinned)(std::size_t bytes);

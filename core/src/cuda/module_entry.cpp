@@ -5,9 +5,9 @@ namespace tandem::detail {
 
 void discover_cuda(DeviceReport& report);  // cuda_devices.cpp
 std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
-std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec,
-                                           Precision);  // replica/cuda_replica.cpp
-void* allocate_pinned(std::size_t bytes);               // pinned_host.cpp
+std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec, Precision, Communicator&,
+                                           int);  // replica/cuda_replica.cpp
+void* allocate_pinned(std::size_t bytes);         // pinned_host.cpp
 void free_pinned(void* block);
 
 }  // namespace tandem::detail

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "cuda/stream_reducer.hpp"
 #include "tandem/communicator.hpp"
 #include "tandem/error.hpp"
 
@@ -23,7 +24,7 @@ void check_cuda(cudaError_t e, const char* what) {
                    std::to_string(static_cast<int>(e)) + ")");
 }
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, public cuda::StreamReducer {
  public:
   NcclCommunicator(const DevicePlan& plan, World& world) {
     for (const auto& d : plan.replicas) devices_.push_back(d.index);
@@ -74,6 +75,18 @@ class NcclCommunicator : public Communicator {
   std::string name() const override { return "nccl"; }
   bool spans_world() const override { return spans_world_; }
   int size() const override { return static_cast<int>(devices_.size()); }
+
+  // One participant's share of a reduction, from that participant's thread (one NCCL
+  // communicator per device, so no group call is needed).
+  void all_reduce_on_stream(int participant, float* data, std::size_t count,
+                            cudaStream_t stream) override {
+    const auto i = static_cast<std::size_t>(participant);
+    if (i >= comms_.size())
+      throw RunError("all_reduce_on_stream: participant " + std::to_string(participant) + " of " +
+                     std::to_string(comms_.size()));
+    check_nccl(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comms_[i], stream),
+               "all-reduce of a gradient bucket");
+  }
 
   void all_reduce_sum(const std::vector<float*>& buffers, std::size_t count) override {
     if (buffers.size() != devices_.size())

@@ -26,7 +26,7 @@ class CpuReplica : public Replica {
   Optimizer& optimizer() override { return optimizer_; }
 
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
-                 const Loss& loss, const Metrics& metrics) override {
+                 const Loss& loss, const Metrics& metrics, const NextRows* /*next*/) override {
     const Tensor& out = model_.forward(x, true, sample_offset);
     StepSums sums;
     sums.loss = {loss.compute(out, y, loss_scale, &loss_grad_), static_cast<double>(x.dim(0))};

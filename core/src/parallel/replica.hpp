@@ -30,6 +30,14 @@ namespace tandem::detail {
 
 using Metrics = std::vector<std::unique_ptr<Metric>>;
 
+/// This replica's rows of the batch the next train() will get, when the caller knows them. The
+/// caller promises their contents stay unchanged until then (a device replica copies them to the
+/// device while the current step runs, and keeps the copy when they are the rows it trains now).
+struct NextRows {
+  Tensor x;
+  Tensor y;
+};
+
 class Replica {
  public:
   virtual ~Replica() = default;
@@ -41,9 +49,11 @@ class Replica {
 
   /// Forward, loss and backward on `x`/`y` (host tensors, this replica's rows, the first at
   /// `sample_offset` of the global batch); the loss gradient is scaled by `loss_scale`. Returns
-  /// the loss and metric sums; the gradients wait in gradients() until apply_update().
+  /// the loss and metric sums; the gradients wait in gradients() until apply_update() (summed
+  /// across replicas already when sums_gradients()). `next`: see NextRows; may be null.
   virtual StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
-                         float loss_scale, const Loss& loss, const Metrics& metrics) = 0;
+                         float loss_scale, const Loss& loss, const Metrics& metrics,
+                         const NextRows* next) = 0;
   /// Loss and metric sums in inference mode.
   virtual StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
                             const Loss& loss, const Metrics& metrics) = 0;
@@ -55,6 +65,10 @@ class Replica {
   /// plan's Communicator sums).
   virtual float* gradients() = 0;
   virtual std::size_t gradient_count() const = 0;
+  /// True when train() itself sums the gradients across every replica of the plan (and every
+  /// rank): a CUDA replica reducing through NCCL in buckets while its backward pass still runs.
+  /// The ReplicaModel then goes straight to apply_update().
+  virtual bool sums_gradients() const { return false; }
   /// The optimizer step with the (summed) gradients.
   virtual void apply_update() = 0;
   virtual void set_learning_rate(double lr) = 0;
@@ -66,7 +80,8 @@ class Replica {
   virtual void push() {}
 };
 
-/// A replica that trains its host model on the CPU. Borrows `model` and `optimizer`.
+/// A replica that trains its host model on the CPU. Borrows `model` and `optimizer`. Ignores
+/// NextRows: its batches are read where they are.
 std::unique_ptr<Replica> make_cpu_replica(Model& model, Optimizer& optimizer, DeviceSpec device);
 
 }  // namespace tandem::detail

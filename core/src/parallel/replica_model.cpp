@@ -136,9 +136,10 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       opt = owned_optimizers_.back().get();
     }
     const DeviceSpec& device = plan_.replicas[static_cast<std::size_t>(r)];
-    replicas_.push_back(device.kind == DeviceKind::cpu
-                            ? detail::make_cpu_replica(*model, *opt, device)
-                            : cuda->api->make_cuda_replica(*model, *opt, device, precision_));
+    replicas_.push_back(
+        device.kind == DeviceKind::cpu
+            ? detail::make_cpu_replica(*model, *opt, device)
+            : cuda->api->make_cuda_replica(*model, *opt, device, precision_, *communicator_, r));
   }
   shard_sums_.resize(replicas_.size());
   last_step_.resize(replicas_.size());
@@ -252,12 +253,22 @@ StepSums ReplicaModel::combine(const std::vector<std::unique_ptr<Metric>>& metri
 }
 
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
-                                        const std::vector<std::unique_ptr<Metric>>& metrics) {
+                                        const std::vector<std::unique_ptr<Metric>>& metrics,
+                                        const Batch* next) {
   const std::int64_t total = batch.size();
   const auto sizes = split(total, size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
   offsets[0] = batch.global_offset;  // a sample's place in the global batch (dropout masks)
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  // Each replica's rows of the next batch, split the same way.
+  std::vector<detail::NextRows> ahead;
+  if (next) {
+    std::int64_t at = 0;
+    for (std::int64_t n : split(next->size(), size())) {
+      ahead.push_back({rows_of(next->x, at, n), rows_of(next->y, at, n)});
+      at += n;
+    }
+  }
   // The gradient of the mean over the global batch, whichever process holds which rows.
   const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(batch.whole_size(), 1));
   on_replicas([&](int r) {
@@ -266,7 +277,7 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
     const std::int64_t local = offsets[i] - batch.global_offset;
     shard_sums_[i] =
         replicas_[i]->train(rows_of(batch.x, local, sizes[i]), rows_of(batch.y, local, sizes[i]),
-                            offsets[i], scale, loss, metrics);
+                            offsets[i], scale, loss, metrics, next ? &ahead[i] : nullptr);
     last_step_[i].samples = sizes[i];
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -278,7 +289,7 @@ void ReplicaModel::apply_update() {
   std::vector<float*> buffers;
   for (auto& r : replicas_) buffers.push_back(r->gradients());
   const std::size_t count = replicas_[0]->gradient_count();
-  if (count > 0) {
+  if (count > 0 && !replicas_[0]->sums_gradients()) {
     // Inside the process first, then across processes (hierarchical; host memory: CPU plans).
     communicator_->all_reduce_sum(buffers, count);
     if (world_->size() > 1 && !communicator_->spans_world()) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <utility>
 
 #include "tandem/error.hpp"
 #include "train/trainer_view.hpp"
@@ -10,6 +12,46 @@ namespace tandem {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The training loader, one batch ahead: the step in flight can copy the next batch to its
+// devices meanwhile (ReplicaModel::forward_backward's `next`). An error reading ahead is held
+// back until that batch's turn, so a bad batch fails the run exactly where it would without the
+// look-ahead, after the steps before it.
+class LookaheadLoader {
+ public:
+  explicit LookaheadLoader(DataLoader& loader) : loader_(loader) { fetch(); }
+
+  /// The batch for this step (false at the end of the epoch); reads the one after it.
+  bool next(Batch& out) {
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (!has_ahead_) return false;
+    out = std::move(ahead_);
+    ahead_ = Batch();
+    fetch();
+    return true;
+  }
+  /// The batch the following next() returns, if it is known and readable.
+  const Batch* peek() const { return has_ahead_ ? &ahead_ : nullptr; }
+
+ private:
+  void fetch() {
+    try {
+      has_ahead_ = loader_.next(ahead_);
+    } catch (...) {
+      has_ahead_ = false;
+      error_ = std::current_exception();
+    }
+  }
+
+  DataLoader& loader_;
+  Batch ahead_;
+  bool has_ahead_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
 
 Trainer::Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics)
     : meta_(meta), loss_(loss), metrics_(std::move(metrics)) {
@@ -88,8 +130,8 @@ bool Trainer::sync_ranks() {
   return interrupted;
 }
 
-bool Trainer::train_batch(const Batch& batch, EpochTotals& totals) {
-  const StepSums sums = meta_.forward_backward(batch, loss_, metrics_);
+bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* next) {
+  const StepSums sums = meta_.forward_backward(batch, loss_, metrics_, next);
   const double loss_sum = sums.loss.sum;
   if (!std::isfinite(loss_sum)) {
     // Callbacks see the bad batch (Keras passes the NaN loss to on_train_batch_end): one of them
@@ -165,10 +207,11 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     const auto epoch_start = Clock::now();
     std::int64_t samples = 0;
     Batch batch;
-    while (train.next(batch)) {
+    LookaheadLoader batches(train);
+    while (batches.next(batch)) {
       callbacks_.train_batch_begin(*this, state_.batch, Logs{});
       if (meta_.world().size() > 1) sync_ranks();  // the learning rate a scheduler just set
-      if (!train_batch(batch, partial_)) {
+      if (!train_batch(batch, partial_, batches.peek())) {
         emit("stopped", {{"reason", state_.stop_reason},
                          {"epoch", epoch + 1},
                          {"batch", state_.batch},

@@ -114,6 +114,37 @@ TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
   EXPECT_EQ(s.trainer.state().step, 6);  // 3 batches (4, 4, 2) per epoch
 }
 
+// The trainer reads one batch ahead (GPU replicas copy it during the step before); a batch that
+// cannot be read still fails the run at its own turn, after every batch before it was trained
+// and seen by the callbacks, with the dataset's own error.
+TEST(Trainer, AnUnreadableBatchFailsTheRunAtItsTurn) {
+  class Unreadable : public TableDataset {
+   public:
+    Unreadable() : TableDataset(40) {}
+    void read(std::span<const std::int64_t> idx, float* x, float* y) const override {
+      for (auto i : idx)
+        if (i == 13) throw DataError("sample 13 is unreadable");
+      TableDataset::read(idx, x, y);
+    }
+  };
+  for (int prefetch : {0, 2}) {
+    Harness s;
+    auto rec = std::make_shared<Recorder>();
+    CallbackBus bus;
+    bus.add(rec);
+    s.trainer.set_callbacks(std::move(bus));
+    DataLoader train(std::make_shared<Unreadable>(), {4, false, 1, prefetch});
+    try {
+      s.trainer.fit(train, nullptr, {1});
+      FAIL() << "no error for the unreadable sample";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("sample 13"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.trainer.state().step, 3) << "prefetch " << prefetch;  // batches 0-2: samples 0-11
+    EXPECT_EQ(rec->calls.back(), "e2") << "prefetch " << prefetch;
+  }
+}
+
 TEST(Trainer, LearnsTheRule) {
   Harness s;
   DataLoader train(std::make_shared<TableDataset>(512), {32, true, 1, 2});

@@ -45,9 +45,11 @@ __global__ void softmax_backward_kernel(const float* out, const float* grad_out,
 }
 
 __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64_t rows,
-                               std::int64_t cols, std::uint64_t step_key, std::int64_t offset,
+                               std::int64_t cols, std::uint64_t stream_key,
+                               const std::uint64_t* calls, std::int64_t offset,
                                std::uint64_t keep_below, float scale) {
   const std::int64_t n = rows * cols;
+  const std::uint64_t step_key = dm::dropout_step_key(stream_key, *calls);
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const std::int64_t r = i / cols, c = i - r * cols;
     const float m =
@@ -55,6 +57,11 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64
     mask[i] = m;
     y[i] = dm::fmul(x[i], m);
   }
+}
+
+// After dropout_kernel on the same stream: the next call draws the next mask.
+__global__ void count_call_kernel(std::uint64_t* calls) {
+  ++*calls;
 }
 
 __global__ void multiply_kernel(const float* a, const float* b, float* out, std::int64_t n) {
@@ -100,14 +107,22 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
 }
 
 void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
-                     std::uint64_t stream_key, std::uint64_t call, std::int64_t offset, double rate,
-                     cudaStream_t stream) {
+                     std::uint64_t stream_key, std::uint64_t* calls, std::int64_t offset,
+                     double rate, cudaStream_t stream) {
   const std::int64_t n = rows * cols;
-  if (n <= 0) return;
-  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      x, y, mask, rows, cols, dm::dropout_step_key(stream_key, call), offset,
-      dm::dropout_keep_below(rate), dm::dropout_scale(rate));
-  check(cudaGetLastError(), "dropout_forward");
+  if (n > 0) {
+    dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        x, y, mask, rows, cols, stream_key, calls, offset, dm::dropout_keep_below(rate),
+        dm::dropout_scale(rate));
+    check(cudaGetLastError(), "dropout_forward");
+  }
+  // Counted even for an empty shard, as the host layer counts every training forward.
+  count_dropout_call(calls, stream);
+}
+
+void count_dropout_call(std::uint64_t* calls, cudaStream_t stream) {
+  count_call_kernel<<<1, 1, 0, stream>>>(calls);
+  check(cudaGetLastError(), "Dropout's call count");
 }
 
 void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {

@@ -23,13 +23,16 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
                          std::int64_t cols, cudaStream_t stream);
 
 /// Dropout: mask[i] = 1/(1 - rate) or 0, bit for bit nn::Dropout's mask, and y = x * mask, over
-/// rows x cols whose first row is sample `offset` of the global batch. `stream_key` and `call`
-/// are the host layer's random_state() before the forward ({stream, calls so far}); the caller
-/// counts the call (as Dropout::forward does). y may be x. Only for training with rate > 0 (the
-/// layer is the identity otherwise).
+/// rows x cols whose first row is sample `offset` of the global batch. `stream_key` is the host
+/// layer's random stream; `calls` points to its call count in device memory (random_state()'s
+/// second number), read by the mask and then incremented on the device, as Dropout::forward
+/// counts its calls: so a captured step replayed from a CUDA graph draws a new mask each time.
+/// y may be x. Only for training with rate > 0 (the layer is the identity otherwise).
 void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
-                     std::uint64_t stream_key, std::uint64_t call, std::int64_t offset, double rate,
-                     cudaStream_t stream);
+                     std::uint64_t stream_key, std::uint64_t* calls, std::int64_t offset,
+                     double rate, cudaStream_t stream);
+/// ++*calls on the device: a training forward of Dropout that had no rows to mask.
+void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 
 /// out = a * b element-wise (Dropout's backward: dx = dy * mask); out may be a or b.
 void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);

@@ -10,6 +10,17 @@
 // The host model and optimizer are a mirror: after a step they are stale, and pull() copies the
 // device state back (weights, non-trainable statistics, optimizer slots, Dropout call counts)
 // only then; the learning rate and iteration count are host numbers kept current at every step.
+//
+// Batches: two device input slots. The step in flight reads one; the next batch, when the caller
+// names it (NextRows), is copied into the other on a copy stream while the step computes, and
+// the next step starts from it without a copy of its own. A step whose rows are those the caller
+// promised unchanged (NextRows naming the current rows) reuses the device copy.
+//
+// Gradients across GPUs: with a communicator of more than one participant (NCCL), the backward
+// pass sums the gradients itself, in buckets of whole layers from the last layer back: when a
+// bucket's layers have run their backward, its all-reduce is queued on a reduce stream behind an
+// event, overlapping the backward of the layers before it; the step ends when every bucket is
+// summed (Replica::sums_gradients).
 #include <cuda_runtime_api.h>
 
 #include <spdlog/spdlog.h>
@@ -32,6 +43,7 @@
 #include "cuda/ops/metrics.hpp"
 #include "cuda/ops/optimizer_update.hpp"
 #include "cuda/replica/device_layer.hpp"
+#include "cuda/stream_reducer.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::detail {
@@ -39,6 +51,11 @@ namespace tandem::detail {
 namespace {
 
 constexpr std::int64_t kAlign = 64;  // floats: 256 bytes
+// Gradient buckets: the first (the last layers, whose gradients exist first) small, so its
+// all-reduce starts early; the others large enough that NCCL runs at full bandwidth.
+constexpr std::int64_t kFirstBucketFloats = std::int64_t{1} << 18;  // 1 MiB
+constexpr std::int64_t kBucketFloats = std::int64_t{1} << 22;       // 16 MiB
+constexpr std::size_t kMaxGraphs = 8;  // captured steps kept (shapes x input slots)
 
 std::int64_t aligned(std::int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -55,11 +72,27 @@ void use_device(int device) {
 
 class CudaReplica : public Replica {
  public:
-  CudaReplica(Model& model, Optimizer& optimizer, DeviceSpec device, Precision precision)
-      : model_(model), optimizer_(optimizer), device_(device) {
+  CudaReplica(Model& model, Optimizer& optimizer, DeviceSpec device, Precision precision,
+              Communicator& communicator, int participant)
+      : model_(model), optimizer_(optimizer), device_(device), participant_(participant) {
     use_device(device_.index);
-    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     try {
+      cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      cuda::check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
+      cuda::check(cudaEventCreateWithFlags(&staged_ready_, cudaEventDisableTiming),
+                  "cudaEventCreate");
+      if (communicator.size() > 1 || communicator.spans_world()) {
+        reducer_ = dynamic_cast<cuda::StreamReducer*>(&communicator);
+        if (!reducer_)
+          throw ConfigError("devices", "CUDA replicas need the \"nccl\" communicator, not \"" +
+                                           communicator.name() + "\"");
+        cuda::check(cudaStreamCreateWithFlags(&reduce_stream_, cudaStreamNonBlocking),
+                    "cudaStreamCreate");
+        cuda::check(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming),
+                    "cudaEventCreate");
+        cuda::check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "cudaEventCreate");
+      }
       build(precision);
     } catch (...) {
       release();
@@ -74,14 +107,20 @@ class CudaReplica : public Replica {
   Optimizer& optimizer() override { return optimizer_; }
 
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
-                 const Loss& loss, const Metrics& metrics) override {
+                 const Loss& loss, const Metrics& metrics, const NextRows* next) override {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
-    upload(x, y, &loss);
+    place_batch(x, y, &loss);
     host_current_ = false;
     if (rows == 0) {
+      // No rows here: zero gradients, still summed with the other replicas' (every participant
+      // queues the same reductions), and the layers' training calls counted.
       cuda::check(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(float), stream_),
                   "cudaMemsetAsync");
+      for (auto& layer : layers_) layer->skip_training_step();
+      for (std::size_t l = layers_.size(); l-- > 0;) reduce_bucket_of(l);
+      join_reductions();
+      stage_next(x, y, next);
       finish_step();
       StepSums sums;
       sums.metrics.resize(metrics.size());
@@ -89,16 +128,22 @@ class CudaReplica : public Replica {
     }
     prepare_sums(rows, metrics);
     loss_grad_.resize(*allocator_, rows * out_cols_);
-    const StepKey key{rows, sample_offset, loss_scale, &loss, metric_for_};
+    const StepKey key{rows,        sample_offset,    loss_scale,      &loss,
+                      metric_for_, input().x.data(), input().y.data()};
     const auto enqueue = [&] {
       const float* out = forward_layers(rows, sample_offset, true);
-      cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, loss_scale,
+      cuda::loss_rows(loss_spec(loss), out, input().y.data(), rows, out_cols_, loss_scale,
                       row_loss_.data(), loss_grad_.data(), stream_);
       enqueue_sums(out, rows, metrics.size());
       const float* grad = loss_grad_.data();
-      for (std::size_t l = layers_.size(); l-- > 0;) grad = layers_[l]->backward(grad, l > 0);
+      for (std::size_t l = layers_.size(); l-- > 0;) {
+        grad = layers_[l]->backward(grad, l > 0);
+        reduce_bucket_of(l);
+      }
+      join_reductions();
     };
     run_step(key, enqueue);
+    stage_next(x, y, next);  // while the step computes
     return read_sums(rows, metrics.size());
   }
 
@@ -106,7 +151,7 @@ class CudaReplica : public Replica {
                     const Metrics& metrics) override {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
-    upload(x, y, &loss);
+    place_batch(x, y, &loss);
     if (rows == 0) {
       StepSums sums;
       sums.metrics.resize(metrics.size());
@@ -114,7 +159,7 @@ class CudaReplica : public Replica {
     }
     prepare_sums(rows, metrics);
     const float* out = forward_layers(rows, sample_offset, false);
-    cuda::loss_rows(loss_spec(loss), out, y_.data(), rows, out_cols_, 1.0f, row_loss_.data(),
+    cuda::loss_rows(loss_spec(loss), out, input().y.data(), rows, out_cols_, 1.0f, row_loss_.data(),
                     nullptr, stream_);
     enqueue_sums(out, rows, metrics.size());
     return read_sums(rows, metrics.size());
@@ -124,7 +169,7 @@ class CudaReplica : public Replica {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     if (rows == 0) return;
-    upload(x, Tensor(), nullptr);
+    place_batch(x, Tensor(), nullptr);
     const float* y = forward_layers(rows, sample_offset, false);
     cuda::check(cudaMemcpyAsync(out, y, static_cast<std::size_t>(rows * out_cols_) * sizeof(float),
                                 cudaMemcpyDeviceToHost, stream_),
@@ -134,6 +179,7 @@ class CudaReplica : public Replica {
 
   float* gradients() override { return grads_.data(); }
   std::size_t gradient_count() const override { return static_cast<std::size_t>(trainable_); }
+  bool sums_gradients() const override { return reducer_ != nullptr; }
 
   void apply_update() override {
     use_device(device_.index);
@@ -252,6 +298,7 @@ class CudaReplica : public Replica {
       }
       layers_.back()->bind(std::move(bound));
     }
+    plan_buckets();
     cuda::check(cudaStreamSynchronize(stream_), "the CUDA replica's set-up");
     const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
     if (env && std::string(env) == "0") graphs_ = Graphs::off;
@@ -259,20 +306,71 @@ class CudaReplica : public Replica {
       if (!layer->capturable()) graphs_ = Graphs::off;
   }
 
+  // Buckets of whole layers' trainable gradients, from the last layer back (each layer's
+  // parameters are contiguous in the flat layout, in layer order): bucket_of_layer_[l] is the
+  // range whose all-reduce starts once layer l's backward has run, or empty.
+  void plan_buckets() {
+    bucket_of_layer_.assign(layers_.size(), {0, 0});
+    if (!reducer_ || trainable_ == 0) return;
+    std::int64_t end = trainable_, cap = kFirstBucketFloats;
+    for (std::size_t l = layers_.size(); l-- > 0;) {
+      std::int64_t begin = end;
+      for (Parameter* p : model_.layer(l).parameters()) {
+        const std::int64_t at = offsets_.at(p);
+        if (at < trainable_) begin = std::min(begin, at);
+      }
+      if (begin == end) continue;  // nothing trainable here
+      if (end - begin >= cap || begin == 0) {
+        bucket_of_layer_[l] = {begin, end};
+        end = begin;
+        cap = kBucketFloats;
+      }
+    }
+    if (end != 0)  // the layout is not in layer order: one bucket after the whole backward
+      throw RunError("cuda:" + std::to_string(device_.index) +
+                     ": the trainable parameters are not laid out in layer order");
+  }
+
+  // Queues the all-reduce of the bucket that ends with layer l's gradients, behind them.
+  void reduce_bucket_of(std::size_t l) {
+    if (!reducer_) return;
+    const auto [begin, end] = bucket_of_layer_[l];
+    if (begin == end) return;
+    cuda::check(cudaEventRecord(grads_ready_, stream_), "cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(reduce_stream_, grads_ready_, 0), "cudaStreamWaitEvent");
+    reducer_->all_reduce_on_stream(participant_, grads_.data() + begin,
+                                   static_cast<std::size_t>(end - begin), reduce_stream_);
+    reductions_queued_ = true;
+  }
+
+  // The step's stream waits for every reduction queued since the last join (and, in a capture,
+  // joins them into it).
+  void join_reductions() {
+    if (!reductions_queued_) return;
+    reductions_queued_ = false;
+    cuda::check(cudaEventRecord(reduced_, reduce_stream_), "cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(stream_, reduced_, 0), "cudaStreamWaitEvent");
+  }
+
   void release() {
     clear_graphs();
     layers_.clear();
     slots_.clear();
     values_.reset(), grads_.reset(), optimizer_scratch_.reset(), results_.reset();
-    x_.reset(), y_.reset(), row_loss_.reset(), row_metric_.reset(), row_count_.reset();
+    if (copy_stream_) {
+      cudaSetDevice(device_.index);
+      cudaStreamSynchronize(copy_stream_);  // no copy may still write into a slot
+    }
+    for (auto& slot : inputs_) slot = InputSlot{};
+    row_loss_.reset(), row_metric_.reset(), row_count_.reset();
     loss_grad_.reset();
     gemm_.reset();
     allocator_.reset();
-    if (stream_) {
-      cudaSetDevice(device_.index);
-      cudaStreamDestroy(stream_);
-      stream_ = nullptr;
-    }
+    cudaSetDevice(device_.index);
+    for (cudaEvent_t* e : {&staged_ready_, &grads_ready_, &reduced_})
+      if (*e) cudaEventDestroy(*e), *e = nullptr;
+    for (cudaStream_t* st : {&stream_, &copy_stream_, &reduce_stream_})
+      if (*st) cudaStreamDestroy(*st), *st = nullptr;
   }
 
   const cuda::DeviceLoss& loss_spec(const Loss& loss) {
@@ -283,25 +381,80 @@ class CudaReplica : public Replica {
     return loss_spec_;
   }
 
+  // A device copy of a batch's rows: x, and y when the step has a loss.
+  struct InputSlot {
+    cuda::DeviceBuffer x, y;
+    Tensor host_x, host_y;  // the host rows it holds (kept alive while held), when reusable
+    bool reusable = false;  // the caller promised host_x/host_y unchanged (NextRows)
+  };
+
+  InputSlot& input() { return inputs_[current_]; }
+
+  static bool same_rows(const Tensor& a, const Tensor& b) {
+    return a.data() == b.data() && a.shape() == b.shape();
+  }
+
   // The batch to the device (and with a loss, its targets: sparse labels checked on the host
-  // first, as the CPU loss does). Buffers keep their place while the batch size does not grow,
-  // which a captured step relies on.
-  void upload(const Tensor& x, const Tensor& y, const Loss* loss) {
+  // first, as the CPU loss does) into input(): taken from the other slot when it was staged
+  // there, kept when input() holds it and it was promised unchanged, copied otherwise. A slot's
+  // buffers keep their place while the batch size does not grow, which a captured step relies on.
+  void place_batch(const Tensor& x, const Tensor& y, const Loss* loss) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     allocator_->set_context("a batch of " + std::to_string(rows) + " samples on this replica");
     if (loss && rows > 0 && loss_spec(*loss).kind == cuda::DeviceLoss::Kind::scce)
       cuda::check_sparse_labels(y.data(), rows, out_cols_);
-    x_.resize(*allocator_, std::max<std::int64_t>(x.size(), 1));
-    copy_to_device(x_.data(), x.data(), x.size());
-    if (loss) {
-      y_.resize(*allocator_, std::max<std::int64_t>(y.size(), 1));
-      copy_to_device(y_.data(), y.data(), y.size());
-      row_loss_.resize(*allocator_, std::max<std::int64_t>(rows, 1));
+    const bool with_y = loss != nullptr;
+    const auto holds = [&](const InputSlot& slot) {
+      return slot.reusable && same_rows(slot.host_x, x) && (!with_y || same_rows(slot.host_y, y));
+    };
+    InputSlot& other = inputs_[1 - current_];
+    if (staged_ && holds(other)) {
+      cuda::check(cudaStreamWaitEvent(stream_, staged_ready_, 0), "cudaStreamWaitEvent");
+      current_ = 1 - current_;
+      staged_ = false;
+    } else if (!holds(input())) {
+      InputSlot& slot = input();
+      slot.x.resize(*allocator_, std::max<std::int64_t>(x.size(), 1));
+      copy_to_device(slot.x.data(), x.data(), x.size(), stream_);
+      if (with_y) {
+        slot.y.resize(*allocator_, std::max<std::int64_t>(y.size(), 1));
+        copy_to_device(slot.y.data(), y.data(), y.size(), stream_);
+      }
     }
+    // Used now: the promise was until this step.
+    input().reusable = false;
+    input().host_x = Tensor(), input().host_y = Tensor();
+    if (loss) row_loss_.resize(*allocator_, std::max<std::int64_t>(rows, 1));
+  }
+
+  // After the step is queued: `next`'s rows to the device. The rows of this step (x, y) again:
+  // input() keeps them. Others: copied into the other slot on the copy stream, overlapping the
+  // step (that slot's last reader, the step before, has finished: read_sums waited for it).
+  void stage_next(const Tensor& x, const Tensor& y, const NextRows* next) {
+    if (!next) return;
+    if (same_rows(next->x, x) && same_rows(next->y, y)) {
+      input().host_x = x, input().host_y = y;
+      input().reusable = true;
+      return;
+    }
+    if (next->x.size() == 0) return;
+    InputSlot& slot = inputs_[1 - current_];
+    const bool grows = slot.x.size() < next->x.size() || slot.y.size() < next->y.size();
+    // A buffer that grows goes back to the allocator, which may hand it to the step's stream:
+    // no copy may still be writing it.
+    if (grows) cuda::check(cudaStreamSynchronize(copy_stream_), "a staged copy");
+    slot.x.resize(*allocator_, next->x.size());
+    slot.y.resize(*allocator_, std::max<std::int64_t>(next->y.size(), 1));
+    copy_to_device(slot.x.data(), next->x.data(), next->x.size(), copy_stream_);
+    copy_to_device(slot.y.data(), next->y.data(), next->y.size(), copy_stream_);
+    cuda::check(cudaEventRecord(staged_ready_, copy_stream_), "cudaEventRecord");
+    slot.host_x = next->x, slot.host_y = next->y;
+    slot.reusable = true;
+    staged_ = true;
   }
 
   const float* forward_layers(std::int64_t rows, std::int64_t sample_offset, bool training) {
-    const float* h = x_.data();
+    const float* h = input().x.data();
     for (auto& layer : layers_) h = layer->forward(h, rows, training, sample_offset);
     return h;
   }
@@ -326,8 +479,8 @@ class CudaReplica : public Replica {
     auto* results = reinterpret_cast<double*>(results_.data());
     cuda::sum(row_loss_.data(), rows, results, stream_);
     for (std::size_t m = 0; m < metric_count; ++m) {
-      cuda::metric_rows(metric_specs_[m], out, y_.data(), rows, out_cols_, row_metric_.data(),
-                        row_count_.data(), stream_);
+      cuda::metric_rows(metric_specs_[m], out, input().y.data(), rows, out_cols_,
+                        row_metric_.data(), row_count_.data(), stream_);
       cuda::sum(row_metric_.data(), rows, results + 1 + 2 * m, stream_);
       cuda::sum(row_count_.data(), rows, results + 2 + 2 * m, stream_);
     }
@@ -356,9 +509,11 @@ class CudaReplica : public Replica {
     float loss_scale;
     const Loss* loss;
     std::vector<const Metric*> metrics;
+    const float* x;  // the input slot's buffers
+    const float* y;
     bool operator<(const StepKey& o) const {
-      return std::tie(rows, sample_offset, loss_scale, loss, metrics) <
-             std::tie(o.rows, o.sample_offset, o.loss_scale, o.loss, o.metrics);
+      return std::tie(rows, sample_offset, loss_scale, loss, metrics, x, y) <
+             std::tie(o.rows, o.sample_offset, o.loss_scale, o.loss, o.metrics, o.x, o.y);
     }
   };
 
@@ -385,7 +540,7 @@ class CudaReplica : public Replica {
       enqueue();
       return;
     }
-    if (graphs_by_step_.size() >= 4) clear_graphs();  // e.g. a changing last batch
+    if (graphs_by_step_.size() >= kMaxGraphs) clear_graphs();  // e.g. a changing last batch
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     std::string failure;
@@ -405,6 +560,7 @@ class CudaReplica : public Replica {
     if (graph) cudaGraphDestroy(graph);
     if (!failure.empty()) {
       cudaGetLastError();  // the capture's error is not the step's
+      reductions_queued_ = false;
       if (exec) cudaGraphExecDestroy(exec);
       graphs_ = Graphs::off;
       spdlog::warn(
@@ -431,11 +587,14 @@ class CudaReplica : public Replica {
 
   void finish_step() { cuda::check(cudaStreamSynchronize(stream_), "the training step"); }
 
-  void copy_to_device(float* dst, const float* src, std::int64_t n) {
+  void copy_to_device(float* dst, const float* src, std::int64_t n, cudaStream_t stream) {
     if (n > 0)
       cuda::check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(float),
-                                  cudaMemcpyHostToDevice, stream_),
+                                  cudaMemcpyHostToDevice, stream),
                   "copy to the device");
+  }
+  void copy_to_device(float* dst, const float* src, std::int64_t n) {
+    copy_to_device(dst, src, n, stream_);
   }
 
   void copy_to_host(float* dst, const float* src, std::int64_t n) {
@@ -448,7 +607,15 @@ class CudaReplica : public Replica {
   Model& model_;
   Optimizer& optimizer_;
   DeviceSpec device_;
-  cudaStream_t stream_ = nullptr;
+  int participant_;                         // in the communicator
+  cudaStream_t stream_ = nullptr;           // the step's work
+  cudaStream_t copy_stream_ = nullptr;      // staged batches
+  cudaEvent_t staged_ready_ = nullptr;      // the last staged copy is done
+  cuda::StreamReducer* reducer_ = nullptr;  // the NCCL communicator; null: nothing to sum
+  cudaStream_t reduce_stream_ = nullptr;
+  cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
+  bool reductions_queued_ = false;  // since the last join_reductions()
+  std::vector<std::pair<std::int64_t, std::int64_t>> bucket_of_layer_;  // [begin, end) per layer
   std::unique_ptr<cuda::DeviceAllocator> allocator_;
   std::unique_ptr<cuda::DenseGemm> gemm_;
   cuda::DeviceContext ctx_;
@@ -459,7 +626,10 @@ class CudaReplica : public Replica {
   std::int64_t out_cols_ = 0;
   cuda::DeviceBuffer values_, grads_, optimizer_scratch_, results_;
   std::vector<cuda::DeviceBuffer> slots_;
-  cuda::DeviceBuffer x_, y_, row_loss_, row_metric_, row_count_, loss_grad_;
+  InputSlot inputs_[2];
+  int current_ = 0;      // the slot of the last step
+  bool staged_ = false;  // the other slot holds staged rows (staged_ready_ marks the copy)
+  cuda::DeviceBuffer row_loss_, row_metric_, row_count_, loss_grad_;
   cuda::DeviceOptimizer optimizer_spec_;
   cuda::DeviceLoss loss_spec_;
   const Loss* loss_for_ = nullptr;
@@ -478,8 +648,10 @@ class CudaReplica : public Replica {
 }  // namespace
 
 std::unique_ptr<Replica> make_cuda_replica(Model& model, Optimizer& optimizer, DeviceSpec device,
-                                           Precision precision) {
-  return std::make_unique<CudaReplica>(model, optimizer, device, precision);
+                                           Precision precision, Communicator& communicator,
+                                           int participant) {
+  return std::make_unique<CudaReplica>(model, optimizer, device, precision, communicator,
+                                       participant);
 }
 
 }  // namespace tandem::detail

@@ -62,9 +62,12 @@ class DeviceLayer {
   virtual std::vector<std::uint64_t> random_state() const { return {}; }
   /// Whether forward() and backward() only queue work on ctx.stream — no host synchronization,
   /// no host state that changes from step to step — so a step can be captured in a CUDA graph
-  /// and replayed. Dropout (its call count picks the mask) and Embedding (it checks its indices
-  /// on the host) are not.
+  /// and replayed. Embedding (it checks its indices on the host) is not.
   virtual bool capturable() const { return true; }
+  /// Called instead of forward() and backward() for a training step in which this replica has
+  /// no rows (a batch smaller than the plan): a layer that counts its training forwards
+  /// (Dropout) counts this one, as the host layer's forward of an empty batch does.
+  virtual void skip_training_step() {}
   virtual void set_random_state(const std::vector<std::uint64_t>& /*state*/) {}
 
  protected:

@@ -1,6 +1,8 @@
 // Private (CUDA module): the device twin of nn::Dropout — the same mask bit for bit (a hash of
 // the layer's stream, its call count and each sample's place in the global batch, so it does not
 // depend on the device plan: contract 1), y = x * mask in training, the identity otherwise.
+// The call count lives in device memory and is counted there, so a training step replayed from a
+// CUDA graph draws a fresh mask every time; random_state() reads it back.
 //
 // Ownership: owns its mask and output buffers; borrows ctx. Thread-safety: one thread at a time.
 #pragma once
@@ -17,9 +19,10 @@ class DeviceDropout final : public DeviceLayer {
   const float* forward(const float* x, std::int64_t batch, bool training,
                        std::int64_t sample_offset) override;
   const float* backward(const float* dy, bool need_input_grad) override;
-  bool capturable() const override { return false; }
-  /// {stream, calls}, as nn::Dropout's random state.
-  std::vector<std::uint64_t> random_state() const override { return {stream_, calls_}; }
+  void skip_training_step() override;
+  /// {stream, calls}, as nn::Dropout's random state (reads the count from the device: waits for
+  /// the work queued so far).
+  std::vector<std::uint64_t> random_state() const override;
   void set_random_state(const std::vector<std::uint64_t>& state) override;
 
  private:
@@ -27,9 +30,10 @@ class DeviceDropout final : public DeviceLayer {
   DeviceContext& ctx_;
   double rate_ = 0;
   std::int64_t sample_size_ = 1;
-  std::uint64_t stream_ = 0, calls_ = 0;
+  std::uint64_t stream_ = 0;
   bool masked_ = false;
   std::int64_t n_ = 0;
+  DeviceBuffer calls_;  // one uint64: training forwards so far
   DeviceBuffer mask_, output_, grad_input_;
 };
 
