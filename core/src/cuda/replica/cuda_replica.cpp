@@ -43,6 +43,7 @@
 #include "cuda/ops/metrics.hpp"
 #include "cuda/ops/optimizer_update.hpp"
 #include "cuda/replica/device_layer.hpp"
+#include "cuda/replica/gradient_buckets.hpp"
 #include "cuda/stream_reducer.hpp"
 #include "tandem/error.hpp"
 
@@ -306,29 +307,25 @@ class CudaReplica : public Replica {
       if (!layer->capturable()) graphs_ = Graphs::off;
   }
 
-  // Buckets of whole layers' trainable gradients, from the last layer back (each layer's
-  // parameters are contiguous in the flat layout, in layer order): bucket_of_layer_[l] is the
-  // range whose all-reduce starts once layer l's backward has run, or empty.
+  // Buckets of whole layers' trainable gradients (gradient_buckets.hpp): a layer's trainable
+  // parameters are contiguous in the flat layout, with their alignment gaps up to the next
+  // layer's. bucket_of_layer_[l] is the range whose all-reduce starts once layer l's backward has
+  // run, or empty.
   void plan_buckets() {
     bucket_of_layer_.assign(layers_.size(), {0, 0});
     if (!reducer_ || trainable_ == 0) return;
-    std::int64_t end = trainable_, cap = kFirstBucketFloats;
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges(layers_.size(), {0, 0});
+    std::int64_t next_begin = trainable_;
     for (std::size_t l = layers_.size(); l-- > 0;) {
-      std::int64_t begin = end;
-      for (Parameter* p : model_.layer(l).parameters()) {
-        const std::int64_t at = offsets_.at(p);
-        if (at < trainable_) begin = std::min(begin, at);
-      }
-      if (begin == end) continue;  // nothing trainable here
-      if (end - begin >= cap || begin == 0) {
-        bucket_of_layer_[l] = {begin, end};
-        end = begin;
-        cap = kBucketFloats;
-      }
+      std::int64_t begin = next_begin;
+      for (Parameter* p : model_.layer(l).parameters())
+        if (const std::int64_t at = offsets_.at(p); at < trainable_) begin = std::min(begin, at);
+      ranges[l] = {begin, begin == next_begin ? begin : next_begin};
+      next_begin = begin;
     }
-    if (end != 0)  // the layout is not in layer order: one bucket after the whole backward
-      throw RunError("cuda:" + std::to_string(device_.index) +
-                     ": the trainable parameters are not laid out in layer order");
+    for (const auto& b :
+         cuda::plan_gradient_buckets(ranges, trainable_, kFirstBucketFloats, kBucketFloats))
+      bucket_of_layer_[b.after_layer] = {b.begin, b.end};
   }
 
   // Queues the all-reduce of the bucket that ends with layer l's gradients, behind them.
