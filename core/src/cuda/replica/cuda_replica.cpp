@@ -437,9 +437,14 @@ class CudaReplica : public Replica {
     if (next->x.size() == 0) return;
     InputSlot& slot = inputs_[1 - current_];
     const bool grows = slot.x.size() < next->x.size() || slot.y.size() < next->y.size();
-    // A buffer that grows goes back to the allocator, which may hand it to the step's stream:
-    // no copy may still be writing it.
-    if (grows) cuda::check(cudaStreamSynchronize(copy_stream_), "a staged copy");
+    if (grows) {
+      // The allocator orders reuse by the step's stream alone: a block that goes back to it
+      // must not be written by a copy any more, and a block it hands out here must not be in
+      // use by the step just queued (one that a layer released mid-step). Only when a slot
+      // grows: the first steps of a batch size.
+      cuda::check(cudaStreamSynchronize(copy_stream_), "a staged copy");
+      cuda::check(cudaStreamSynchronize(stream_), "the training step");
+    }
     slot.x.resize(*allocator_, next->x.size());
     slot.y.resize(*allocator_, std::max<std::int64_t>(next->y.size(), 1));
     copy_to_device(slot.x.data(), next->x.data(), next->x.size(), copy_stream_);
