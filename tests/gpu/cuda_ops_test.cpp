@@ -17,26 +17,11 @@
 #include "cuda/ops/dense_stack.hpp"
 #include "cuda/ops/device_allocator.hpp"
 #include "cuda/ops/kernels.hpp"
+#include "gpu/gpu_test_support.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::cuda {
 namespace {
-
-#define REQUIRE_GPU()                                            \
-  do {                                                           \
-    const std::string why = no_gpu_reason();                     \
-    if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
-std::string no_gpu_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return cudaGetErrorString(e);
-  }
-  return count > 0 ? "" : "the runtime found none";
-}
 
 std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1, float hi = 1) {
   std::mt19937 gen(seed);
@@ -50,7 +35,7 @@ std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -
 class GpuTest : public ::testing::Test {
  public:
   void SetUp() override {  // (public: the helpers below are called from free functions too)
-    if (!no_gpu_reason().empty()) return;
+    if (!gpu_test::no_device_reason().empty()) return;
     check(cudaSetDevice(0), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     allocator_ = std::make_unique<DeviceAllocator>(0);
@@ -141,20 +126,20 @@ void dense_gemm_case(GpuTest& t, Precision precision, double tolerance, DenseCas
 }
 
 TEST_F(GpuTest, DenseGemmFp32MatchesTheCpu) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   for (DenseCase c : {DenseCase{128, 784, 256}, DenseCase{37, 300, 1}, DenseCase{1, 5, 3},
                       DenseCase{257, 129, 65}})
     dense_gemm_case(*this, Precision::fp32, 1e-5, c);
 }
 
 TEST_F(GpuTest, DenseGemmTf32MatchesTheCpuToTf32Rounding) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   for (DenseCase c : {DenseCase{128, 784, 256}, DenseCase{64, 500, 300}})
     dense_gemm_case(*this, Precision::tf32, 3e-3, c);
 }
 
 TEST_F(GpuTest, DenseGemmIsTheSameBitsRunToRun) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t batch = 512, in = 2000, out = 500;
   const auto x = random_vector(batch * in, 5), dy = random_vector(batch * out, 6);
   DenseGemm gemm(*allocator_, stream_, Precision::fp32);
@@ -166,7 +151,7 @@ TEST_F(GpuTest, DenseGemmIsTheSameBitsRunToRun) {
 }
 
 TEST_F(GpuTest, BiasActivationAndItsGradient) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t rows = 33, cols = 70;
   const auto z = random_vector(rows * cols, 7, -4, 4), bias = random_vector(cols, 8),
              dy = random_vector(rows * cols, 9);
@@ -191,7 +176,7 @@ TEST_F(GpuTest, BiasActivationAndItsGradient) {
 }
 
 TEST_F(GpuTest, ColumnSumsAreExactAndDeterministic) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   for (auto [rows, cols] :
        {std::pair<std::int64_t, std::int64_t>{8192, 1}, {1000, 300}, {1, 7}, {0, 5}}) {
     const auto x = random_vector(std::max<std::int64_t>(rows * cols, 1), 10);
@@ -212,7 +197,7 @@ TEST_F(GpuTest, ColumnSumsAreExactAndDeterministic) {
 }
 
 TEST_F(GpuTest, BinaryCrossentropyFromProbabilitiesAndLogits) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t rows = 300, cols = 2;
   const float scale = 1.0f / 300;
   auto logits = random_vector(rows * cols, 11, -6, 6);
@@ -255,7 +240,7 @@ TEST_F(GpuTest, BinaryCrossentropyFromProbabilitiesAndLogits) {
 }
 
 TEST_F(GpuTest, SparseCategoricalCrossentropyAndAccuracy) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t rows = 129, classes = 10;
   const float scale = 0.5f;
   const auto logits = random_vector(rows * classes, 13, -5, 5);
@@ -303,7 +288,7 @@ TEST_F(GpuTest, SparseCategoricalCrossentropyAndAccuracy) {
 }
 
 TEST_F(GpuTest, SumIsDeterministicDouble) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const auto x = random_vector(100003, 15);
   float* dx = upload(x);
   double* out = nullptr;
@@ -321,7 +306,7 @@ TEST_F(GpuTest, SumIsDeterministicDouble) {
 }
 
 TEST_F(GpuTest, AdamAndSgdEqualTheCpuArithmeticBitForBit) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t n = 100000;
   auto w = random_vector(n, 16), g = random_vector(n, 17), m = random_vector(n, 18, -0.1f, 0.1f),
        v = random_vector(n, 19, 0, 0.01f);
@@ -352,7 +337,7 @@ TEST_F(GpuTest, AdamAndSgdEqualTheCpuArithmeticBitForBit) {
 }
 
 TEST_F(GpuTest, AllocatorReusesBlocksAndNamesTheBatchWhenOutOfMemory) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   DeviceAllocator alloc(0);
   for (int step = 0; step < 3; ++step) {  // the same sizes every step: cudaMalloc in step 0 only
     DeviceBuffer a(alloc, 1000), b(alloc, 3'000'000), c(alloc, 17);
@@ -381,7 +366,7 @@ TEST_F(GpuTest, AllocatorReusesBlocksAndNamesTheBatchWhenOutOfMemory) {
 // One training step of a small seed-mlp-like stack (tanh, relu, sigmoid; binary cross-entropy on
 // probabilities; Adam) against the same step computed here in double precision.
 TEST_F(GpuTest, DenseStackTrainingStepMatchesTheCpu) {
-  REQUIRE_GPU();
+  REQUIRE_DEVICE();
   const std::int64_t batch = 37, in = 20;
   const std::vector<DenseSpec> specs = {
       {16, Activation::tanh}, {8, Activation::relu}, {1, Activation::sigmoid}};

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "gpu/gpu_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/replica_model.hpp"
@@ -19,33 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-// Why CUDA replicas cannot run here, or "" when they can.
-std::string no_gpu_reason() {
-  const DeviceReport report = discover_devices();
-  if (!report.cuda_built) return "no CUDA module: " + report.gpu_status;
-  if (report.gpus.empty()) return "no CUDA device: " + report.gpu_status;
-  return "";
-}
-
-#define REQUIRE_GPU()                        \
-  do {                                       \
-    const std::string why = no_gpu_reason(); \
-    if (!why.empty()) GTEST_SKIP() << why;   \
-  } while (false)
-
-DevicePlan plan(const std::string& text) {
-  return parse_device_plan(text, discover_devices(), "devices", true);
-}
-
-json sequential(const Shape& input, json layers) {
-  layers[0]["config"]["batch_input_shape"] = json::array({nullptr});
-  for (auto d : input) layers[0]["config"]["batch_input_shape"].push_back(d);
-  return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
-}
-
-json layer(const std::string& cls, json config) {
-  return {{"class_name", cls}, {"config", config}};
-}
+using gpu_test::layer;
+using gpu_test::plan;
+using gpu_test::sequential;
 
 // One side of a comparison: a model built from `config` with seed 7, its optimizer and loss.
 struct Side {

@@ -38,6 +38,7 @@
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/cudnn_convolution.hpp"
 #include "cuda/ops/device_allocator.hpp"
+#include "gpu/gpu_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/replica_model.hpp"
@@ -74,22 +75,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 namespace tandem::cuda {
 namespace {
-
-#define REQUIRE_DEVICE()                                         \
-  do {                                                           \
-    const std::string why = no_device_reason();                  \
-    if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return cudaGetErrorString(e);
-  }
-  return count > 0 ? "" : "the runtime found none";
-}
 
 using Geometry = CudnnConvolution::Geometry;
 
@@ -341,20 +326,6 @@ using nlohmann::json;
 
 constexpr const char* kPathVariable = "TANDEM_CONV2D";
 
-// Why CUDA replicas cannot run here, or "" when they can.
-std::string no_gpu_reason() {
-  const DeviceReport report = discover_devices();
-  if (!report.cuda_built) return "no CUDA module: " + report.gpu_status;
-  if (report.gpus.empty()) return "no CUDA device: " + report.gpu_status;
-  return "";
-}
-
-#define REQUIRE_GPU()                        \
-  do {                                       \
-    const std::string why = no_gpu_reason(); \
-    if (!why.empty()) GTEST_SKIP() << why;   \
-  } while (false)
-
 // TANDEM_CONV2D for the layers built while it lives ("" leaves it unset); unset after.
 class ScopedConv2DPath {
  public:
@@ -369,19 +340,9 @@ class ScopedConv2DPath {
   ScopedConv2DPath& operator=(const ScopedConv2DPath&) = delete;
 };
 
-DevicePlan plan(const std::string& text) {
-  return parse_device_plan(text, discover_devices(), "devices", true);
-}
-
-json layer(const std::string& cls, json config) {
-  return {{"class_name", cls}, {"config", config}};
-}
-
-json sequential(const Shape& input, json layers) {
-  layers[0]["config"]["batch_input_shape"] = json::array({nullptr});
-  for (auto d : input) layers[0]["config"]["batch_input_shape"].push_back(d);
-  return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
-}
+using gpu_test::layer;
+using gpu_test::plan;
+using gpu_test::sequential;
 
 // A model from `config` (weights from seed 7), its optimizer and loss, on `devices`, the replica
 // built with TANDEM_CONV2D = `path`.
