@@ -17,65 +17,34 @@
 #include "cuda/ops/dense_stack.hpp"
 #include "cuda/ops/device_allocator.hpp"
 #include "cuda/ops/kernels.hpp"
+#include "gpu/device_scratch.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::cuda {
 namespace {
 
-std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using gpu_test::random_vector;
+using gpu_test::relative_error;
 
-// Host <-> device through a stream of its own.
+// Host <-> device through a stream of its own (gpu_test::DeviceScratch), when there is a device.
 class GpuTest : public ::testing::Test {
  public:
   void SetUp() override {  // (public: the helpers below are called from free functions too)
     if (!gpu_test::no_device_reason().empty()) return;
-    check(cudaSetDevice(0), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    allocator_ = std::make_unique<DeviceAllocator>(0);
+    device_ = std::make_unique<gpu_test::DeviceScratch>();
+    stream_ = device_->stream();
+    allocator_ = &device_->allocator();
   }
-  void TearDown() override {
-    buffers_.clear();
-    allocator_.reset();
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  float* upload(const std::vector<float>& host) {
-    buffers_.emplace_back(*allocator_, static_cast<std::int64_t>(host.size()));
-    float* d = buffers_.back().data();
-    check(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
-                          stream_),
-          "upload");
-    return d;
-  }
-  float* device_zeros(std::size_t n) { return upload(std::vector<float>(n, 0.0f)); }
-  std::vector<float> download(const float* d, std::size_t n) {
-    std::vector<float> host(n);
-    check(cudaMemcpyAsync(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "download");
-    check(cudaStreamSynchronize(stream_), "sync");
-    return host;
-  }
+  void TearDown() override { device_.reset(); }
+  float* upload(const std::vector<float>& host) { return device_->upload(host); }
+  float* device_zeros(std::size_t n) { return device_->filled(n, 0.0f); }
+  std::vector<float> download(const float* d, std::size_t n) { return device_->download(d, n); }
 
+  std::unique_ptr<gpu_test::DeviceScratch> device_;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<DeviceAllocator> allocator_;
-  std::vector<DeviceBuffer> buffers_;
+  DeviceAllocator* allocator_ = nullptr;
 };
-
-// max |got - want| / max(max |want|, tiny): the error relative to the result's scale.
-double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double worst = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(want[i]));
-  }
-  return worst / scale;
-}
 
 struct DenseCase {
   std::int64_t batch, in, out;

@@ -38,6 +38,7 @@
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/cudnn_convolution.hpp"
 #include "cuda/ops/device_allocator.hpp"
+#include "gpu/device_scratch.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
@@ -45,25 +46,8 @@
 
 namespace {
 
-std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-// max |got - want| / max |want| (with a floor): the error relative to the result's scale.
-template <class Got, class Want>
-double relative_error(const std::vector<Got>& got, const std::vector<Want>& want) {
-  if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
-  double worst = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return worst / scale;
-}
+using tandem::gpu_test::random_vector;
+using tandem::gpu_test::relative_error;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -156,42 +140,7 @@ Reference reference(const Geometry& g, std::int64_t batch, const std::vector<flo
 }
 
 // A stream and an allocator of its own; device buffers from host vectors and back.
-class CudnnDevice {
- public:
-  CudnnDevice() {
-    check(cudaSetDevice(0), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    allocator_ = std::make_unique<DeviceAllocator>(0);
-  }
-  ~CudnnDevice() {
-    buffers_.clear();  // before the allocator that handed them out
-    allocator_.reset();
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  CudnnDevice(const CudnnDevice&) = delete;
-  CudnnDevice& operator=(const CudnnDevice&) = delete;
-
-  float* upload(const std::vector<float>& host) {
-    buffers_.emplace_back(*allocator_, static_cast<std::int64_t>(host.size()));
-    float* d = buffers_.back().data();
-    check(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice,
-                          stream_),
-          "upload");
-    return d;
-  }
-  float* filled(std::size_t n, float value) { return upload(std::vector<float>(n, value)); }
-  std::vector<float> download(const float* d, std::size_t n) {
-    std::vector<float> host(n);
-    check(cudaMemcpyAsync(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "download");
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    return host;
-  }
-
-  cudaStream_t stream_ = nullptr;
-  std::unique_ptr<DeviceAllocator> allocator_;  // outlives every CudnnConvolution of a test
-  std::vector<DeviceBuffer> buffers_;
-};
+using CudnnDevice = gpu_test::DeviceScratch;
 
 std::size_t count(std::int64_t n) {
   return static_cast<std::size_t>(n);
@@ -236,7 +185,7 @@ TEST_P(CudnnConvolutionCase, MatchesTheReference) {
     SCOPED_TRACE(precision == Precision::fp32 ? "fp32" : "tf32");
     const double tolerance = precision == Precision::fp32 ? 1e-5 : 3e-3;
     CudnnDevice dev;
-    CudnnConvolution conv(g, *dev.allocator_, dev.stream_, precision);
+    CudnnConvolution conv(g, dev.allocator(), dev.stream(), precision);
     float *dx_ = dev.upload(x), *dw_ = dev.upload(w), *ddy = dev.upload(dy);
     float* y = dev.filled(count(y_size), 0.0f);
     float* gx = dev.filled(count(x_size), 0.0f);
@@ -277,7 +226,7 @@ TEST(CudnnConvolutionDevice, RerunsAreBitIdenticalAndOverwrite) {
   for (Precision precision : {Precision::fp32, Precision::tf32}) {
     SCOPED_TRACE(precision == Precision::fp32 ? "fp32" : "tf32");
     CudnnDevice dev;
-    CudnnConvolution conv(g, *dev.allocator_, dev.stream_, precision);
+    CudnnConvolution conv(g, dev.allocator(), dev.stream(), precision);
     float* x = dev.upload(random_vector(count(x_size), 11));
     float* w = dev.upload(random_vector(count(w_size), 12));
     float* dy = dev.upload(random_vector(count(y_size), 13));
@@ -307,7 +256,7 @@ TEST(CudnnConvolutionDevice, AsymmetricPaddingIsRefusedWhenBuilt) {
   even.pad_bottom = even.pad_right = 1;
   CudnnDevice dev;
   try {
-    CudnnConvolution conv(even, *dev.allocator_, dev.stream_, Precision::fp32);
+    CudnnConvolution conv(even, dev.allocator(), dev.stream(), Precision::fp32);
     FAIL() << "no error";
   } catch (const RunError& e) {
     EXPECT_NE(std::string(e.what()).find("both sides"), std::string::npos) << e.what();
