@@ -31,7 +31,9 @@ class EventSink {
   /// Writes {"schema": 1, "event": name, "time": now, ...fields}.
   void emit(const std::string& event, const nlohmann::json& fields = nlohmann::json::object());
 
-  /// "2026-11-21T05:36:00.123Z"
+  /// Now as the events' "time" records it: "2026-11-21T05:36:00.123Z" (UTC, ISO 8601 with
+  /// milliseconds). For plugins that stamp their own records the same way (the engine itself
+  /// uses util/utc_time.hpp).
   static std::string utc_now();
 
  private:

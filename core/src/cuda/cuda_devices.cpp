@@ -2,7 +2,7 @@
 // libcudart.so needed at run time). The runtime loads the driver (libcuda.so.1) lazily, so on a
 // machine without a driver or GPU every query returns an error code that becomes gpu_status,
 // never a crash.
-#include "cuda/cuda_module_api.hpp"
+#include "parallel/cuda_module_api.hpp"
 
 #include <cuda_runtime_api.h>
 

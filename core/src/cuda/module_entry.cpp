@@ -1,5 +1,6 @@
-// libtandem-cuda.so's entry point: the table libtandem reads after dlopen (cuda_module_api.hpp).
-#include "cuda/cuda_module_api.hpp"
+// libtandem-cuda.so's entry point: the table libtandem reads after dlopen
+// (parallel/cuda_module_api.hpp).
+#include "parallel/cuda_module_api.hpp"
 
 namespace tandem::detail {
 

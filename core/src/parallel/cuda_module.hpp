@@ -1,10 +1,10 @@
-// Private: libtandem's handle on its CUDA module (cuda/cuda_module_api.hpp), loaded on first use
-// from <libtandem's folder>/tandem/modules/libtandem-cuda.so (in the build tree: modules/).
+// Private: libtandem's handle on its CUDA module (parallel/cuda_module_api.hpp), loaded on first
+// use from <libtandem's folder>/tandem/modules/libtandem-cuda.so (in the build tree: modules/).
 #pragma once
 
 #include <string>
 
-#include "cuda/cuda_module_api.hpp"
+#include "parallel/cuda_module_api.hpp"
 
 namespace tandem::detail {
 

@@ -17,7 +17,7 @@
 #include "parallel/cuda_module.hpp"
 #include "parallel/nvml.hpp"
 #include "tandem/devices.hpp"
-#include "tandem/event_sink.hpp"
+#include "util/utc_time.hpp"
 
 namespace tandem {
 
@@ -192,7 +192,7 @@ DeviceReport discover_devices() {
 
 DeviceSample sample_devices(const DeviceReport& report) {
   DeviceSample sample;
-  sample.time = EventSink::utc_now();
+  sample.time = detail::utc_now();
   sample.cpu_utilization_percent = cpu_utilization_since_last();
   sample.memory_available_bytes = meminfo_bytes("MemAvailable");
   sample.nvml_status = detail::nvml_sample(report.gpus, sample.gpus);

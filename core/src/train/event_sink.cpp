@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <ctime>
 
 #include "tandem/error.hpp"
+#include "util/utc_time.hpp"
 
 namespace tandem {
 
@@ -52,21 +51,11 @@ void EventSink::open_file(const std::filesystem::path& path) {
   fd_ = fd;
 }
 
-std::string EventSink::utc_now() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buffer[96];
-  std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buffer;
-}
+std::string EventSink::utc_now() { return detail::utc_now(); }
 
 void EventSink::emit(const std::string& event, const nlohmann::json& fields) {
-  nlohmann::json line = {{"schema", kEventSchemaVersion}, {"event", event}, {"time", utc_now()}};
+  nlohmann::json line = {
+      {"schema", kEventSchemaVersion}, {"event", event}, {"time", detail::utc_now()}};
   for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
   // Invalid UTF-8 in a user string must not break the stream: replace it.
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
