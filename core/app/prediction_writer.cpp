@@ -1,11 +1,13 @@
 #include "app/prediction_writer.hpp"
 
+#include <cerrno>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::app {
@@ -62,20 +64,28 @@ void write_predictions(const Tensor& predictions, const std::string& path) {
     std::cout.flush();
     return;
   }
-  const std::filesystem::path target(path);
-  const std::filesystem::path tmp = target.string() + ".tmp";
+  // Streamed to a temporary file next to the target, then fsync, rename, fsync of the folder: a
+  // failed or interrupted predict leaves any previous output whole (tandem/atomic_file.hpp).
+  AtomicFile file(path);
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunError("cannot write " + tmp.string());
-    if (ends_with(path, ".npy"))
-      write_npy(predictions, out);
-    else
-      write_csv(predictions, out);
-    if (!out) throw RunError("writing " + tmp.string() + " failed");
+    // The stream's failures keep the system's reason in errno (open(2), write(2)).
+    errno = 0;
+    std::ofstream out(file.temp_path(), std::ios::binary | std::ios::trunc);
+    if (out) {
+      if (ends_with(path, ".npy"))
+        write_npy(predictions, out);
+      else
+        write_csv(predictions, out);
+      out.close();
+    }
+    if (!out) {
+      const int error = errno;
+      throw RunError("cannot write '" + path + "': cannot write its temporary file '" +
+                     file.temp_path().string() +
+                     "': " + (error != 0 ? std::strerror(error) : "unknown error"));
+    }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) throw RunError("cannot move " + tmp.string() + " to " + path + ": " + ec.message());
+  file.commit();
 }
 
 }  // namespace tandem::app

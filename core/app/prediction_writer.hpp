@@ -9,7 +9,8 @@ namespace tandem::app {
 
 /// Throws ConfigError for an unsupported extension (before any work is done).
 void check_prediction_output(const std::string& path);
-/// "-" writes CSV to stdout. Files are written to a temporary name and renamed into place.
+/// "-" writes CSV to stdout. Files are replaced atomically (tandem/atomic_file.hpp): a failure
+/// leaves the previous file, if any, whole. Throws RunError naming the path.
 void write_predictions(const Tensor& predictions, const std::string& path);
 
 }  // namespace tandem::app

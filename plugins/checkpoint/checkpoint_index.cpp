@@ -1,16 +1,12 @@
 #include "checkpoint/checkpoint_index.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "tandem/atomic_file.hpp"
 
 namespace tandem::checkpoint {
 
@@ -22,49 +18,6 @@ namespace {
 std::mutex& index_mutex() {
   static std::mutex m;
   return m;
-}
-
-std::runtime_error io_error(const fs::path& path, const std::string& what) {
-  return std::runtime_error("cannot write the checkpoint index " + path.string() + ": " + what);
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  std::string name = ".";  // a hidden name, as write_checkpoint_file's temporary files
-  name += path.filename().string();
-  name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  const fs::path tmp = path.parent_path() / name;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw io_error(path, std::strerror(errno));
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw io_error(path, std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw io_error(path, std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw io_error(path, std::strerror(err));
-  }
-  const int dir = ::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
 }
 
 std::vector<json> read_locked(const fs::path& dir) {
@@ -120,7 +73,8 @@ void update_index(const fs::path& dir, const std::vector<json>& add,
   if (add.empty() && list.size() == old.size()) return;  // nothing changes
   for (const auto& e : add) list.push_back(e);
   const json doc = {{"format_version", kIndexFormatVersion}, {"checkpoints", list}};
-  write_atomically(dir / kIndexFile, doc.dump(2) + "\n");
+  // Temporary file, fsync, rename, fsync of the folder (RunError naming the file on failure).
+  write_file_atomically(dir / kIndexFile, doc.dump(2) + "\n");
 }
 
 }  // namespace tandem::checkpoint

@@ -2,11 +2,11 @@
 // in <dir>, oldest first (docs/checkpoint-format.md "The checkpoint index"). The GUI's checkpoint
 // history and `tandem train --resume RUN_DIR` read it.
 //
-// The file is rewritten atomically (temporary file, fsync, rename, fsync of the folder) after the
-// checkpoint files it lists are on disk, before files it no longer lists are deleted, and before
-// a listed file is written again, so at any moment every entry names a whole, readable checkpoint
-// holding what the entry says. Updates are read-modify-write under
-// a process-wide mutex, so several checkpoint callbacks may share a folder.
+// The file is rewritten atomically (tandem/atomic_file.hpp: temporary file, fsync, rename, fsync
+// of the folder) after the checkpoint files it lists are on disk, before files it no longer lists
+// are deleted, and before a listed file is written again, so at any moment every entry names a
+// whole, readable checkpoint holding what the entry says. Updates are read-modify-write under a
+// process-wide mutex, so several checkpoint callbacks may share a folder.
 #pragma once
 
 #include <filesystem>
@@ -27,7 +27,8 @@ std::vector<nlohmann::json> read_index(const std::filesystem::path& dir);
 /// Rewrites <dir>/checkpoints.json: keeps the entries already there except those whose "path" is
 /// in `remove` or is the path of an entry in `add` (a file written again), and those whose file
 /// is gone; then appends `add`. Does not touch the file when nothing changes. Throws
-/// std::runtime_error naming the file on I/O failure (the previous index is untouched then).
+/// RunError (a std::runtime_error) naming the file on I/O failure (the previous index is
+/// untouched then).
 void update_index(const std::filesystem::path& dir, const std::vector<nlohmann::json>& add,
                   const std::vector<std::string>& remove);
 

@@ -1,12 +1,7 @@
 // Checkpoint files in the Keras legacy HDF5 layout (docs/checkpoint-format.md).
 #include "tandem/checkpoint_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -15,9 +10,11 @@
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
+#include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -325,7 +322,7 @@ void fix_superblock_checksum(FileImage& image) {
 
 // Builds the file with HDF5's in-memory (core) driver. HDF5 then never touches the disk: a
 // write error inside H5Fclose leaves HDF5 1.10 with a half-closed file that crashes the
-// process at exit, so all disk I/O is done by write_image instead.
+// process at exit, so all disk I/O is done by write_file_atomically (tandem/atomic_file.hpp).
 FileImage build_image(const CheckpointData& data) {
   H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
   checked(H5Pset_fapl_core(fapl.get(), estimated_size(data), false), "cannot set the core driver");
@@ -373,46 +370,6 @@ FileImage build_image(const CheckpointData& data) {
   checked(file.close(), "cannot close the file");
   fix_superblock_checksum(image);
   return image;
-}
-
-// Writes the image to a new file at `p` and syncs it to disk.
-void write_image(const fs::path& p, const FileImage& image) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0)
-    throw std::runtime_error("cannot create temporary file '" + p.string() +
-                             "': " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < image.size) {
-    ssize_t n = ::write(fd, image.bytes.get() + done, image.size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      throw std::runtime_error("cannot write temporary file '" + p.string() +
-                               "': " + std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw std::runtime_error("cannot sync '" + p.string() + "' to disk: " + std::strerror(err));
-  }
-  if (::close(fd) != 0)
-    throw std::runtime_error("cannot close '" + p.string() + "': " + std::strerror(errno));
-}
-
-// fsync a folder, so a rename in it is on disk; file systems that cannot are let pass.
-void sync_folder(const fs::path& p) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    throw std::runtime_error("cannot open '" + p.string() +
-                             "' to sync it: " + std::strerror(errno));
-  int result = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (result != 0 && err != EINVAL && err != ENOTSUP)
-    throw std::runtime_error("cannot sync '" + p.string() + "' to disk: " + std::strerror(err));
 }
 
 // ---- reading ----
@@ -696,7 +653,6 @@ CheckpointData read_contents(hid_t root) {
 }  // namespace
 
 void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
-  static std::atomic<unsigned> counter{0};
   const std::string failed = "cannot write checkpoint '" + path.string() + "': ";
   if (path.filename().empty()) throw RunError(failed + "the path names no file");
   try {
@@ -710,30 +666,18 @@ void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
   if (ec)
     throw RunError(failed + "cannot create folder '" + folder.string() + "': " + ec.message());
 
-  const fs::path temp = folder / ("." + path.filename().string() + ".tmp-" +
-                                  std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  FileImage image;
   try {
-    FileImage image;
-    {
-      std::lock_guard<std::mutex> lock(hdf5_mutex());
-      image = build_image(data);
-    }
-    write_image(temp, image);
-    if (std::rename(temp.c_str(), path.c_str()) != 0)
-      throw std::runtime_error("cannot rename the temporary file over it: " +
-                               std::string(std::strerror(errno)));
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    image = build_image(data);
   } catch (const std::bad_alloc&) {
-    fs::remove(temp, ec);
     throw RunError(failed + "out of memory");
   } catch (const std::exception& e) {
-    fs::remove(temp, ec);
     throw RunError(failed + e.what());
   }
-  try {
-    sync_folder(folder);
-  } catch (const std::exception& e) {
-    throw RunError("checkpoint '" + path.string() + "' was written but " + e.what());
-  }
+  // Temporary file, fsync, rename, fsync of the folder; RunError naming the path on failure,
+  // with the previous file untouched.
+  write_file_atomically(path, std::string_view(image.bytes.get(), image.size));
 }
 
 CheckpointData read_checkpoint_file(const fs::path& path) {

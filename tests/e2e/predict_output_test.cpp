@@ -1,0 +1,52 @@
+// `tandem predict -o FILE` replaces FILE atomically (tandem/atomic_file.hpp): whole new
+// predictions, or the old file untouched and no temporary file left behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+
+std::string cli() {
+  return test::tandem_cli();
+}
+
+TEST(PredictCli, ReplacesItsOutputWholeAndLeavesItOnFailure) {
+  const fs::path dir = test::scratch_dir("cli-predict-atomic");
+  const std::string synthetic =
+      R"('{"type": "synthetic", "samples": 64, "x_shape": [28, 28], "task": "classes", "classes": 10, "seed": 1}')";
+  auto r = run_command(cli() + " train --set data.train=" + synthetic + " --set data.validation=" +
+                       synthetic + " --set epochs=1 --run-dir " + (dir / "run").string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string weights = (dir / "run" / "model.h5").string();
+
+  const fs::path out = dir / "p.csv";
+  test::write_text(out, "old predictions\n");
+  r = run_command(cli() + " predict --weights " + weights + " -o " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = test::read_text(out);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 64) << text.substr(0, 200);
+  EXPECT_EQ(text.find("old"), std::string::npos);
+
+  // A target that cannot be replaced (a folder): exit 1, the path named, nothing left behind.
+  fs::create_directory(dir / "taken.csv");
+  r = run_command(cli() + " predict --weights " + weights + " -o " + (dir / "taken.csv").string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write '" + (dir / "taken.csv").string() + "'"), std::string::npos)
+      << r.err;
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"p.csv", "run", "taken.csv"}));
+  EXPECT_EQ(test::read_text(out), text);
+}
+
+}  // namespace
+}  // namespace tandem
