@@ -12,6 +12,8 @@
 
 #include "app/devices_command.hpp"
 #include "app/inspect_command.hpp"
+#include "app/optimizers_command.hpp"
+#include "app/options_command.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
@@ -284,6 +286,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_devices_command(app, selected_, interrupt_);
   add_inspect_command(app, selected_);
   add_plugins_command(app, selected_);
+  add_optimizers_command(app, selected_);
+  add_check_options_command(app, selected_);
 }
 
 int Commands::run() {

@@ -262,7 +262,7 @@ TEST(PluginHost, BadOptionsOfRealPluginsNameTheirJsonPath) {
   // Wrong type.
   EXPECT_THAT(option_error("terminate_on_nan", {{"raise_error", "yes"}}, 3),
               HasSubstr("callbacks[3].options.raise_error | config error at "
-                        "'callbacks[3].options.raise_error': expected boolean, got"));
+                        "'callbacks[3].options.raise_error': expected true or false, got \"yes\""));
   EXPECT_THAT(option_error("epoch_logger", {{"metrics", "loss"}}, 0),
               HasSubstr("callbacks[0].options.metrics | "));
   EXPECT_THAT(option_error("epoch_logger", {{"metrics", {"loss", 3}}}, 0),
@@ -271,7 +271,7 @@ TEST(PluginHost, BadOptionsOfRealPluginsNameTheirJsonPath) {
   EXPECT_THAT(
       option_error("epoch_logger", {{"every", 0}}, 1),
       HasSubstr("callbacks[1].options.every | config error at 'callbacks[1].options.every': "
-                "expected a value >= 1, got 0"));
+                "expected an integer >= 1, got 0"));
   EXPECT_THAT(option_error("epoch_logger", {{"precision", 40}}, 1),
               HasSubstr("callbacks[1].options.precision | "));
   EXPECT_THAT(option_error("progress", {{"verbose", 3}}, 2),
@@ -501,7 +501,7 @@ TEST(PluginCli, UnknownNameAndBadOptionsAreExitCode2) {
   r = train_with(R"([{"plugin": "terminate_on_nan", "options": {"raise_error": "yes"}}])",
                  dir / "b");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("'callbacks[0].options.raise_error': expected boolean"));
+  EXPECT_THAT(r.err, HasSubstr("'callbacks[0].options.raise_error': expected true or false"));
   r = train_with(
       R"([{"plugin": "terminate_on_nan"}, {"plugin": "terminate_on_nan", "options": {"raise": true}}])",
       dir / "c");

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tandem/config_object.hpp"
 #include "tandem/error.hpp"
@@ -26,48 +29,132 @@ bool has_type(const json& value, const std::string& type) {
   return false;
 }
 
-std::string types_text(const json& type) {
-  if (type.is_string()) return type.get<std::string>();
-  std::string s;
-  for (const auto& t : type) s += (s.empty() ? "" : " or ") + t.get<std::string>();
-  return s;
+// ---- what a schema accepts, in words (the messages of every violation) ----
+
+std::string json_text(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A number without a needless fraction: 5 (also for 5.0), 0.25, 1e+20.
+std::string number_text(const json& value) {
+  if (value.is_number_float()) {
+    const double v = value.get<double>();
+    if (std::isfinite(v) && std::floor(v) == v && std::abs(v) < 1e15)
+      return std::to_string(static_cast<long long>(v));
+  }
+  return json_text(value);
+}
+
+// How an enum item or a default is shown: strings bare ("" when empty), anything else as JSON.
+std::string display_text(const json& value) {
+  if (value.is_string())
+    return value.get<std::string>().empty() ? "\"\"" : value.get<std::string>();
+  return value.is_number() ? number_text(value) : json_text(value);
+}
+
+std::vector<std::string> type_names(const json& schema) {
+  if (!schema.contains("type")) return {};
+  const json& type = schema["type"];
+  if (type.is_string()) return {type.get<std::string>()};
+  std::vector<std::string> names;
+  for (const auto& t : type) names.push_back(t.get<std::string>());
+  return names;
+}
+
+std::string join_words(const std::vector<std::string>& words) {  // "a, b or c"
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  return out;
+}
+
+}  // namespace
+
+std::string describe_schema(const json& schema) {
+  if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+    std::string items;
+    for (const auto& e : schema["enum"]) items += (items.empty() ? "" : ", ") + display_text(e);
+    return "one of " + items;
+  }
+  const std::vector<std::string> types = type_names(schema);
+  if (types.empty()) return "a JSON value";
+  std::string bounds;
+  for (const auto& [key, relation] :
+       {std::pair{"minimum", ">="}, std::pair{"exclusiveMinimum", ">"}, std::pair{"maximum", "<="},
+        std::pair{"exclusiveMaximum", "<"}})
+    if (schema.contains(key) && schema[key].is_number())
+      bounds +=
+          (bounds.empty() ? " " : " and ") + std::string(relation) + " " + number_text(schema[key]);
+  std::vector<std::string> nouns;
+  for (const auto& type : types) {
+    if (type == "integer") {
+      nouns.push_back("an integer" + bounds);
+    } else if (type == "number") {
+      nouns.push_back("a number" + bounds);
+    } else if (type == "string") {
+      const std::int64_t min_length =
+          schema.contains("minLength") && schema["minLength"].is_number_integer()
+              ? schema["minLength"].get<std::int64_t>()
+              : 0;
+      nouns.push_back(min_length <= 0 ? "a string"
+                      : min_length == 1
+                          ? "a non-empty string"
+                          : "a string of at least " + std::to_string(min_length) + " characters");
+    } else if (type == "boolean") {
+      nouns.push_back("true or false");
+    } else if (type == "null") {
+      nouns.push_back("null");
+    } else if (type == "array") {
+      nouns.push_back("a JSON list");
+    } else if (type == "object") {
+      nouns.push_back("a JSON object");
+    } else {
+      nouns.push_back(type);
+    }
+  }
+  return join_words(nouns);
+}
+
+namespace {
+
+// A value that does not fit its schema: where (the JSON path) and what is wrong.
+struct Violation {
+  std::string path;
+  std::string what;
+};
+
+// Checks `value` against `schema` (keywords in this order: type, enum, bounds, minLength, items,
+// properties) and returns it with the defaults of missing properties filled in. Throws Violation.
 json validate(const json& schema, const json& value, const std::string& path) {
-  if (schema.contains("type")) {
-    const json& type = schema["type"];
-    bool ok = false;
-    if (type.is_string())
-      ok = has_type(value, type.get<std::string>());
-    else
-      for (const auto& t : type) ok = ok || has_type(value, t.get<std::string>());
-    if (!ok)
-      throw ConfigError(path, "expected " + types_text(type) + ", got " + json_type_name(value) +
-                                  " " + value.dump());
-  }
-  if (schema.contains("enum")) {
-    bool found = false;
-    for (const auto& e : schema["enum"]) found = found || e == value;
-    if (!found)
-      throw ConfigError(path, "expected one of " + schema["enum"].dump() + ", got " + value.dump());
-  }
+  const auto fail = [&] {
+    throw Violation{path, "expected " + describe_schema(schema) + ", got " + json_text(value)};
+  };
+  const std::vector<std::string> types = type_names(schema);
+  if (!types.empty() && std::none_of(types.begin(), types.end(),
+                                     [&](const std::string& t) { return has_type(value, t); }))
+    fail();
+  if (schema.contains("enum") && std::none_of(schema["enum"].begin(), schema["enum"].end(),
+                                              [&](const json& e) { return e == value; }))
+    fail();
   if (value.is_number()) {
     const double v = value.get<double>();
-    auto bound = [&](const char* key, bool ok, const char* relation) {
-      if (schema.contains(key) && !ok)
-        throw ConfigError(path, "expected a value " + std::string(relation) + " " +
-                                    schema[key].dump() + ", got " + value.dump());
+    const auto violates = [&](const char* key, auto&& ok) {
+      return schema.contains(key) && !ok(v, schema[key].get<double>());
     };
-    if (schema.contains("minimum")) bound("minimum", v >= schema["minimum"].get<double>(), ">=");
-    if (schema.contains("maximum")) bound("maximum", v <= schema["maximum"].get<double>(), "<=");
-    if (schema.contains("exclusiveMinimum"))
-      bound("exclusiveMinimum", v > schema["exclusiveMinimum"].get<double>(), ">");
-    if (schema.contains("exclusiveMaximum"))
-      bound("exclusiveMaximum", v < schema["exclusiveMaximum"].get<double>(), "<");
+    if (violates("minimum", [](double x, double b) { return x >= b; }) ||
+        violates("maximum", [](double x, double b) { return x <= b; }) ||
+        violates("exclusiveMinimum", [](double x, double b) { return x > b; }) ||
+        violates("exclusiveMaximum", [](double x, double b) { return x < b; }))
+      fail();
   }
-  if (value.is_string() && schema.contains("minLength") &&
-      value.get<std::string>().size() < schema["minLength"].get<std::size_t>())
-    throw ConfigError(path, "expected at least " + schema["minLength"].dump() + " characters");
+  // minLength counts characters (UTF-8 code points), as JSON Schema does.
+  if (value.is_string() && schema.contains("minLength")) {
+    const std::string& text = value.get_ref<const std::string&>();
+    const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    });
+    if (characters < schema["minLength"].get<std::int64_t>()) fail();
+  }
   if (value.is_array() && schema.contains("items")) {
     json out = json::array();
     for (std::size_t i = 0; i < value.size(); ++i)
@@ -88,14 +175,14 @@ json validate(const json& schema, const json& value, const std::string& path) {
           std::string known;
           for (auto p = props.begin(); p != props.end(); ++p)
             known += (known.empty() ? "" : ", ") + p.key();
-          throw ConfigError(child, "unknown option (known: " + known + ")");
+          throw Violation{child, "unknown option (known: " + known + ")"};
         }
         if (extra.is_object()) out[it.key()] = validate(extra, it.value(), child);
       }
     }
     for (const auto& r : schema.value("required", json::array()))
       if (!value.contains(r.get<std::string>()))
-        throw ConfigError(json_path_join(path, r.get<std::string>()), "required option is missing");
+        throw Violation{json_path_join(path, r.get<std::string>()), "required option is missing"};
     for (auto p = props.begin(); p != props.end(); ++p)
       if (!out.contains(p.key()) && p.value().contains("default"))
         out[p.key()] = p.value()["default"];
@@ -115,7 +202,53 @@ const std::set<std::string>& known_keywords() {
 }  // namespace
 
 json validate_options(const json& schema, const json& options, const std::string& path) {
-  return validate(schema, options.is_null() ? json::object() : options, path);
+  try {
+    return validate(schema, options.is_null() ? json::object() : options, path);
+  } catch (const Violation& v) {
+    throw ConfigError(v.path, v.what);
+  }
+}
+
+std::vector<OptionProblem> option_problems(const json& schema, const json& options) {
+  const json value = options.is_null() ? json::object() : options;
+  std::vector<OptionProblem> problems;
+  if (!value.is_object() ||
+      !(schema.contains("properties") || schema.contains("additionalProperties"))) {
+    try {
+      validate(schema, value, "");
+    } catch (const Violation& v) {
+      problems.push_back({"", v.path, v.what});
+    }
+    return problems;
+  }
+  // The object's own keywords (type, enum) first; then each option on its own, so that every
+  // option gets its first problem.
+  json shell = schema;
+  shell.erase("properties");
+  shell.erase("additionalProperties");
+  shell.erase("required");
+  try {
+    validate(shell, value, "");
+  } catch (const Violation& v) {
+    problems.push_back({"", v.path, v.what});
+    return problems;
+  }
+  const json props = schema.value("properties", json::object());
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    json one = {{"properties", props}};
+    if (schema.contains("additionalProperties"))
+      one["additionalProperties"] = schema["additionalProperties"];
+    try {
+      validate(one, json{{it.key(), it.value()}}, "");
+    } catch (const Violation& v) {
+      problems.push_back({it.key(), v.path, v.what});
+    }
+  }
+  for (const auto& r : schema.value("required", json::array()))
+    if (!value.contains(r.get<std::string>()))
+      problems.push_back(
+          {r.get<std::string>(), r.get<std::string>(), "required option is missing"});
+  return problems;
 }
 
 void check_schema(const json& schema, const std::string& where) {

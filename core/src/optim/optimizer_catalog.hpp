@@ -1,0 +1,22 @@
+// Private: the optimizers a run config can name, for listings (`tandem optimizers`, tandem-gui's
+// optimizer choice). make_optimizer() (tandem/optimizer.hpp) stays the one that builds them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+struct OptimizerCatalogEntry {
+  std::string class_name;            // as make_optimizer() reports it: "Adam"
+  std::vector<std::string> aliases;  // other spellings make_optimizer() accepts: "adam"
+  nlohmann::json config;             // its Keras config at the defaults (Optimizer::config())
+};
+
+/// Every optimizer make_optimizer() knows, in the order a user is offered them. Each config comes
+/// from make_optimizer() itself, so the defaults are never restated here. Thread-safe.
+std::vector<OptimizerCatalogEntry> optimizer_catalog();
+
+}  // namespace tandem
