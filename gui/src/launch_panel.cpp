@@ -35,14 +35,26 @@ namespace tandem::gui {
 
 namespace {
 
-const QStringList kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
-
-// The optimizer's class name and config, whether written "adam" or {"class_name": ...}.
-QString optimizer_class(const QJsonValue& v) {
+// The optimizer's name as the config writes it, "adam" or {"class_name": "Adam", ...}; Adam (the
+// engine's default) when it names none.
+QString optimizer_name(const QJsonValue& v) {
   const QString name = v.isString() ? v.toString() : v.toObject().value("class_name").toString();
-  for (const QString& known : kOptimizers)
-    if (known.compare(name, Qt::CaseInsensitive) == 0) return known;
   return name.isEmpty() ? "Adam" : name;
+}
+
+// "learning_rate 0.001, beta_1 0.9, ..." for an optimizer's tooltip.
+QString defaults_text(const QJsonObject& config) {
+  QStringList parts;
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    if (it.key() == "name") continue;
+    const QJsonValue v = it.value();
+    const QString text = v.isDouble()   ? QString::number(v.toDouble(), 'g', 10)
+                         : v.isBool()   ? QString(v.toBool() ? "true" : "false")
+                         : v.isString() ? v.toString()
+                                        : QString("null");
+    parts << it.key() + " " + text;
+  }
+  return parts.join(", ");
 }
 
 QJsonObject object_at(const QJsonObject& root, const QStringList& path) {
@@ -84,6 +96,7 @@ QLineEdit* path_edit(QWidget* parent, const QString& placeholder) {
 LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
     : QWidget(parent),
       catalog_(catalog),
+      optimizer_error_(new QLabel),
       path_label_(new QLabel),
       name_(new QLineEdit),
       epochs_(new QSpinBox),
@@ -192,8 +205,18 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
       add_callback_->setMenu(menu);
       show_callback(callbacks_->currentRow());
     });
+  connect(&optimizers_, &OptimizerCatalog::loaded, this, &LaunchPanel::fill_optimizer_choices);
+  connect(&optimizers_, &OptimizerCatalog::failed, this, [this](const QString& why) {
+    optimizer_error_->setText("Cannot list the optimizers: " + why);
+    optimizer_error_->show();
+    optimizer_->setEnabled(false);
+    optimizer_->setToolTip(
+        "The engine could not list its optimizers; edit \"optimizer\" in the JSON instead.");
+    Q_EMIT message("Cannot list the optimizers: " + why);
+  });
   set_path({});
   show_callback(-1);
+  optimizers_.load();
 }
 
 void LaunchPanel::build_form_panel(QWidget* host) {
@@ -203,13 +226,20 @@ void LaunchPanel::build_form_panel(QWidget* host) {
   auto* tf = new QFormLayout(training);
   epochs_->setRange(1, 1000000);
   batch_->setRange(1, 1 << 24);
-  optimizer_->addItems(kOptimizers);
+  // Filled from the engine (`tandem optimizers --json`) once it answers; until then only the
+  // config's own optimizer shows.
+  optimizer_->setEnabled(false);
+  optimizer_->setToolTip("Listing the engine's optimizers…");
+  optimizer_error_->setWordWrap(true);
+  optimizer_error_->setStyleSheet("color: #c62828;");
+  optimizer_error_->hide();
   learning_rate_->setValidator(new QDoubleValidator(0, 10, 12, learning_rate_));
   learning_rate_->setPlaceholderText("optimizer default");
   tf->addRow("Name", name_);
   tf->addRow("Epochs", epochs_);
   tf->addRow("Batch size", batch_);
   tf->addRow("Optimizer", optimizer_);
+  tf->addRow(optimizer_error_);
   tf->addRow("Learning rate", learning_rate_);
   layout->addWidget(training);
 
@@ -273,8 +303,13 @@ void LaunchPanel::build_form_panel(QWidget* host) {
   connect(optimizer_, &QComboBox::currentIndexChanged, this, &LaunchPanel::apply_form_to_config);
   connect(devices_, &QComboBox::currentTextChanged, this, &LaunchPanel::apply_form_to_config);
   connect(callbacks_, &QListWidget::currentRowChanged, this, &LaunchPanel::show_callback);
-  connect(target_, &QComboBox::currentIndexChanged, this, &LaunchPanel::callback_options_changed);
-  connect(options_, &SchemaForm::changed, this, &LaunchPanel::callback_options_changed);
+  connect(target_, &QComboBox::currentIndexChanged, this, &LaunchPanel::callback_target_changed);
+  // The engine checks the options form (SchemaForm::validated): a user's edit reaches the config
+  // once the engine has accepted it.
+  connect(options_, &SchemaForm::changed, this, [this] {
+    if (!updating_) options_edited_ = true;
+  });
+  connect(options_, &SchemaForm::validated, this, &LaunchPanel::callback_options_checked);
   connect(remove_callback_, &QPushButton::clicked, this, [this] {
     const int row = callbacks_->currentRow();
     QJsonArray list = config_.value("callbacks").toArray();
@@ -495,13 +530,44 @@ void LaunchPanel::show_check(const ConfigCheck& check) {
       "QLabel { color: #1e5e2b; background: #e6f4ea; padding: 4px; border-radius: 3px; }");
 }
 
+void LaunchPanel::fill_optimizer_choices() {
+  const bool was_updating = updating_;
+  updating_ = true;
+  optimizer_->clear();
+  for (const OptimizerInfo& info : optimizers_.optimizers()) {
+    optimizer_->addItem(info.class_name);
+    optimizer_->setItemData(optimizer_->count() - 1, "Defaults: " + defaults_text(info.config),
+                            Qt::ToolTipRole);
+  }
+  optimizer_->setEnabled(true);
+  optimizer_->setToolTip("The optimizers the engine knows (`tandem optimizers`)");
+  optimizer_error_->hide();
+  show_optimizer(optimizer_name(config_.value("optimizer")));
+  updating_ = was_updating;
+}
+
+void LaunchPanel::show_optimizer(const QString& written) {
+  // A name the engine does not list (not yet, or not at all: the engine's check says so) shows
+  // as an extra item, so that the form always shows what the config says.
+  for (int i = optimizer_->count() - 1; i >= 0; --i)
+    if (optimizer_->itemData(i).toBool()) optimizer_->removeItem(i);
+  const QString known = optimizers_.class_of(written);
+  const QString shown = known.isEmpty() ? written : known;
+  int index = optimizer_->findText(shown);
+  if (index < 0) {
+    optimizer_->addItem(shown, true);
+    index = optimizer_->count() - 1;
+  }
+  optimizer_->setCurrentIndex(index);
+}
+
 void LaunchPanel::load_form_from_config() {
   updating_ = true;
   name_->setText(config_.value("name").toString());
   epochs_->setValue(config_.value("epochs").toInt(1));
   batch_->setValue(config_.value("batch_size").toInt(32));
   const QJsonValue opt = config_.value("optimizer");
-  optimizer_->setCurrentText(optimizer_class(opt));
+  show_optimizer(optimizer_name(opt));
   const QJsonValue lr = opt.toObject().value("config").toObject().value("learning_rate");
   learning_rate_->setText(lr.isDouble() ? QString::number(lr.toDouble(), 'g', 10) : QString());
   const QJsonObject data = config_.value("data").toObject();
@@ -539,7 +605,8 @@ void LaunchPanel::apply_form_to_config() {
   config_.insert("batch_size", batch_->value());
   QJsonValue opt = config_.value("optimizer");
   QJsonObject opt_object = opt.isObject() ? opt.toObject() : QJsonObject{};
-  opt_object.insert("class_name", optimizer_->currentText());
+  if (!optimizer_->currentText().isEmpty())
+    opt_object.insert("class_name", optimizer_->currentText());
   QJsonObject opt_config = opt_object.value("config").toObject();
   bool ok = false;
   const double lr = QLocale::c().toDouble(learning_rate_->text(), &ok);
@@ -601,6 +668,7 @@ void LaunchPanel::show_callback(int row) {
   up_callback_->setEnabled(valid_row && row > 0);
   down_callback_->setEnabled(valid_row && row + 1 < list.size());
   target_->setEnabled(valid_row);
+  options_edited_ = false;  // an edit of another callback's options is not this one's
   updating_ = true;
   if (!valid_row) {
     plugin_description_->setText(list.isEmpty() ? "No callbacks: add one with Add." : QString());
@@ -626,45 +694,57 @@ void LaunchPanel::show_callback(int row) {
                                      .arg(info->name.toHtmlEscaped(), info->version.toHtmlEscaped(),
                                           info->description.toHtmlEscaped()));
     options_->set_schema(info->options_schema);
-    options_->set_values(cb.value("options").toObject());
-    options_->validate();
+    options_->set_values(cb.value("options").toObject());  // the engine checks them
     options_->setEnabled(true);
   }
   updating_ = false;
 }
 
-void LaunchPanel::callback_options_changed() {
+void LaunchPanel::callback_target_changed() {
   if (updating_) return;
   const int row = callbacks_->currentRow();
   QJsonArray list = config_.value("callbacks").toArray();
   if (row < 0 || row >= list.size()) return;
   QJsonObject cb = list.at(row).toObject();
-  // An option being typed that is not valid yet stays in the form (marked there); the config
-  // keeps its last valid options until it is fixed.
-  if (options_->isEnabled()) {
-    const QStringList problems = options_->validate();
-    if (!problems.isEmpty()) {
-      show_error(QString("Callback %1 (%2): %3")
-                     .arg(row + 1)
-                     .arg(cb.value("plugin").toString(), problems.front()),
-                 0);
-      return;
-    }
-  }
   cb.insert("target", target_->currentData().toString());
-  if (options_->isEnabled()) {
-    const QJsonObject options = options_->values();
-    if (options.isEmpty())
-      cb.remove("options");
-    else
-      cb.insert("options", options);
-  }
   list.replace(row, cb);
   config_.insert("callbacks", list);
   write_config_to_editor();
   if (QListWidgetItem* item = callbacks_->item(row))
     item->setText(
         QString("%1  →  %2").arg(cb.value("plugin").toString(), cb.value("target").toString()));
+}
+
+void LaunchPanel::callback_options_checked() {
+  const bool edited = options_edited_;
+  options_edited_ = false;
+  const int row = callbacks_->currentRow();
+  QJsonArray list = config_.value("callbacks").toArray();
+  if (edited && !updating_ && options_->isEnabled() && row >= 0 && row < list.size()) {
+    QJsonObject cb = list.at(row).toObject();
+    // An option being typed that is not valid yet stays in the form (marked there); the config
+    // keeps its last valid options until it is fixed.
+    const QStringList problems = options_->problems();
+    if (!problems.isEmpty()) {
+      show_error(QString("Callback %1 (%2): %3")
+                     .arg(row + 1)
+                     .arg(cb.value("plugin").toString(), problems.front()),
+                 0);
+    } else {
+      const QJsonObject options = options_->values();
+      if (options.isEmpty())
+        cb.remove("options");
+      else
+        cb.insert("options", options);
+      list.replace(row, cb);
+      config_.insert("callbacks", list);
+      write_config_to_editor();
+    }
+  }
+  if (start_pending_) {
+    start_pending_ = false;
+    start();
+  }
 }
 
 void LaunchPanel::add_callback(const QString& plugin) {
@@ -681,9 +761,15 @@ void LaunchPanel::start() {
     Q_EMIT message("The config is not valid JSON; fix it before starting.");
     return;
   }
-  if (options_->isEnabled() && !options_->validate().isEmpty()) {
-    Q_EMIT message("Fix the callback options marked in red before starting.");
-    return;
+  if (options_->isEnabled()) {
+    if (options_edited_ && options_->checking()) {
+      start_pending_ = true;  // once the engine has checked the options just edited
+      return;
+    }
+    if (!options_->problems().isEmpty()) {
+      Q_EMIT message("Fix the callback options marked in red before starting.");
+      return;
+    }
   }
   if ((modified_ || path_.isEmpty()) && !save()) return;
   TrainLaunch launch;

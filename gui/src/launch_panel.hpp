@@ -9,6 +9,7 @@
 
 #include "config_checker.hpp"
 #include "engine_run.hpp"
+#include "optimizer_catalog.hpp"
 #include "plugin_catalog.hpp"
 
 class QComboBox;
@@ -27,7 +28,10 @@ class SchemaForm;
 class LaunchPanel : public QWidget {
   Q_OBJECT
  public:
-  /// `catalog` (not owned) supplies the plugins; it must outlive the panel.
+  /// `catalog` (not owned) supplies the plugins; it must outlive the panel. The optimizers come
+  /// from the engine too (`tandem optimizers --json`, run at construction): until it answers, or
+  /// when it cannot, the optimizer choice shows only the config's own optimizer, and a failure
+  /// is shown under it and sent as message().
   explicit LaunchPanel(PluginCatalog* catalog, QWidget* parent = nullptr);
 
   /// Loads a config file into the form and the editor. Returns false (with a message shown) when
@@ -61,6 +65,9 @@ class LaunchPanel : public QWidget {
   QSpinBox* epochs_box() const { return epochs_; }
   QSpinBox* batch_box() const { return batch_; }
   QComboBox* optimizer_box() const { return optimizer_; }
+  /// Why the optimizers could not be listed (hidden when they could).
+  QLabel* optimizer_error_label() const { return optimizer_error_; }
+  OptimizerCatalog* optimizer_catalog() { return &optimizers_; }
   QLineEdit* learning_rate_edit() const { return learning_rate_; }
   QComboBox* devices_box() const { return devices_; }
   QSpinBox* processes_box() const { return processes_; }
@@ -89,7 +96,10 @@ class LaunchPanel : public QWidget {
   void apply_form_to_config();
   void load_form_from_config();
   void show_callback(int row);
-  void callback_options_changed();
+  void callback_target_changed();
+  void callback_options_checked();
+  void fill_optimizer_choices();
+  void show_optimizer(const QString& written);
   void write_config_to_editor();
   void show_check(const ConfigCheck& check);
   void show_error(const QString& message, int line);
@@ -97,6 +107,10 @@ class LaunchPanel : public QWidget {
   void set_path(const QString& path);
 
   PluginCatalog* catalog_;
+  OptimizerCatalog optimizers_;
+  QLabel* optimizer_error_;
+  bool options_edited_ = false;  // the user edited the options form; its check is awaited
+  bool start_pending_ = false;   // start() waits for that check
   QString path_;
   bool modified_ = false;
   bool updating_ = false;  // guards form <-> editor feedback loops

@@ -97,7 +97,8 @@ bool is_pure_string(const QStringList& types) {
   return types == QStringList{"string"};
 }
 
-/// The engine's type test (options_schema.cpp): an integral double is an integer.
+/// Whether a value can be shown as one of the field's types (as the engine counts them: an
+/// integral double is an integer); a value that cannot is shown verbatim, for the engine to judge.
 bool has_type(const QJsonValue& value, const QString& type) {
   if (type == "object") return value.isObject();
   if (type == "array") return value.isArray();
@@ -122,130 +123,6 @@ QString display_text(const QJsonValue& value) {
   if (value.isString())
     return value.toString().isEmpty() ? QStringLiteral("\"\"") : value.toString();
   return json_text(value);
-}
-
-QString bounds_text(const QJsonObject& schema) {
-  QStringList bounds;
-  const auto add = [&](const char* keyword, const QString& relation) {
-    if (schema.value(keyword).isDouble())
-      bounds << relation + ' ' + number_text(schema.value(keyword));
-  };
-  add("minimum", QStringLiteral("\u2265"));
-  add("exclusiveMinimum", QStringLiteral(">"));
-  add("maximum", QStringLiteral("\u2264"));
-  add("exclusiveMaximum", QStringLiteral("<"));
-  return bounds.join(" and ");
-}
-
-/// What a schema accepts, as words: "an integer ≥ 0", "a string or an integer ≥ 1",
-/// "a number > 0 or null", "one of auto, min, max".
-QString describe(const QJsonObject& schema) {
-  const QJsonArray choices = enum_values(schema);
-  if (!choices.isEmpty()) {
-    QStringList items;
-    for (const QJsonValue& choice : choices) items << display_text(choice);
-    return "one of " + items.join(", ");
-  }
-  const QStringList types = type_names(schema);
-  if (types.isEmpty()) return QStringLiteral("a JSON value");
-  const QString bounds = bounds_text(schema);
-  const QString bounded = bounds.isEmpty() ? QString() : ' ' + bounds;
-  QStringList nouns;
-  for (const QString& type : types) {
-    if (type == "integer") {
-      nouns << "an integer" + bounded;
-    } else if (type == "number") {
-      nouns << "a number" + bounded;
-    } else if (type == "string") {
-      const int min_length = schema.value("minLength").toInt(0);
-      if (min_length <= 0)
-        nouns << QStringLiteral("a string");
-      else if (min_length == 1)
-        nouns << QStringLiteral("a non-empty string");
-      else
-        nouns << QStringLiteral("a string of at least %1 characters").arg(min_length);
-    } else if (type == "boolean") {
-      nouns << QStringLiteral("true or false");
-    } else if (type == "null") {
-      nouns << QStringLiteral("null");
-    } else if (type == "array") {
-      nouns << QStringLiteral("a JSON list");
-    } else if (type == "object") {
-      nouns << QStringLiteral("a JSON object");
-    } else {
-      nouns << type;
-    }
-  }
-  if (nouns.size() == 1) return nouns.front();
-  const QString last = nouns.takeLast();
-  return nouns.join(", ") + " or " + last;
-}
-
-QString unknown_option_message(const QString& path, const QJsonObject& properties) {
-  return QStringLiteral("%1: unknown option (known: %2)").arg(path, properties.keys().join(", "));
-}
-
-QString missing_option_message(const QString& path) {
-  return path + QStringLiteral(": required option is missing");
-}
-
-/// The first problem of `value` against `schema` ("" when none), as the engine's validate():
-/// "path: expected <describe(schema)>, got <value>", nested paths as name[0] and name.key.
-QString check_value(const QJsonObject& schema, const QJsonValue& value, const QString& path) {
-  const auto expected = [&] {
-    return QStringLiteral("%1: expected %2, got %3").arg(path, describe(schema), json_text(value));
-  };
-  const QStringList types = type_names(schema);
-  if (!types.isEmpty() && std::none_of(types.begin(), types.end(),
-                                       [&](const QString& type) { return has_type(value, type); }))
-    return expected();
-  const QJsonArray choices = enum_values(schema);
-  if (schema.contains("enum") &&
-      std::none_of(choices.begin(), choices.end(),
-                   [&](const QJsonValue& choice) { return same_json(choice, value); }))
-    return expected();
-  if (value.isDouble()) {
-    const double number = value.toDouble();
-    const auto violates = [&](const char* keyword, auto&& ok) {
-      return schema.value(keyword).isDouble() && !ok(number, schema.value(keyword).toDouble());
-    };
-    if (violates("minimum", [](double v, double bound) { return v >= bound; }) ||
-        violates("maximum", [](double v, double bound) { return v <= bound; }) ||
-        violates("exclusiveMinimum", [](double v, double bound) { return v > bound; }) ||
-        violates("exclusiveMaximum", [](double v, double bound) { return v < bound; }))
-      return expected();
-  }
-  if (value.isString() && value.toString().size() < schema.value("minLength").toInt(0))
-    return expected();
-  if (value.isArray() && schema.value("items").isObject()) {
-    const QJsonArray items = value.toArray();
-    for (qsizetype i = 0; i < items.size(); ++i) {
-      const QString problem = check_value(schema.value("items").toObject(), items.at(i),
-                                          QStringLiteral("%1[%2]").arg(path).arg(i));
-      if (!problem.isEmpty()) return problem;
-    }
-  }
-  if (value.isObject() &&
-      (schema.contains("properties") || schema.contains("additionalProperties"))) {
-    const QJsonObject object = value.toObject();
-    const QJsonObject properties = schema.value("properties").toObject();
-    const QJsonValue extra = schema.value("additionalProperties");
-    for (auto it = object.begin(); it != object.end(); ++it) {
-      const QString child = path + '.' + it.key();
-      QString problem;
-      if (properties.contains(it.key()))
-        problem = check_value(properties.value(it.key()).toObject(), it.value(), child);
-      else if (extra.isBool() && !extra.toBool())
-        problem = unknown_option_message(child, properties);
-      else if (extra.isObject())
-        problem = check_value(extra.toObject(), it.value(), child);
-      if (!problem.isEmpty()) return problem;
-    }
-    for (const QJsonValue& name : schema.value("required").toArray())
-      if (!object.contains(name.toString()))
-        return missing_option_message(path + '.' + name.toString());
-  }
-  return {};
 }
 
 /// Whether the text of a field counts as unset.
@@ -302,10 +179,12 @@ std::optional<QString> text_for(const QJsonValue& value, const QStringList& type
   return std::nullopt;
 }
 
-/// A value typed into a field that no allowed type accepts, as close to JSON as it gets.
-QString unreadable_text(const QString& text) {
+/// What a text that no allowed type accepts is sent to the engine as: its JSON value when it is
+/// JSON ("1.5" in an integer field), else the text as a string ("abc"), so that the engine's
+/// message shows what was typed.
+QJsonValue unreadable_value(const QString& text) {
   const std::optional<QJsonValue> parsed = parse_json(text.trimmed());
-  return json_text(parsed ? *parsed : QJsonValue(text));
+  return parsed ? *parsed : QJsonValue(text);
 }
 
 void make_small(QLabel* label) {
@@ -337,7 +216,12 @@ struct SchemaForm::Field {
   QLineEdit* text = nullptr;
   QWidget* input = nullptr;  // the one of check/choice/text in use
   QLabel* problem_label = nullptr;
-  QString tooltip;  // description and what the field accepts
+  QLabel* name_label = nullptr;
+  QLabel* description_label = nullptr;  // null without a description
+  QString description;                  // the schema's
+  QString expects;  // what the field accepts, in the engine's words (after the first check)
+  QString hint;     // how to type what the field accepts
+  QString tooltip;  // description, what the field accepts and the hint
   QString problem;  // shown now; "" when none
   /// A value from set_values() that the input cannot show faithfully; used as is until the user
   /// edits the field.
@@ -355,6 +239,7 @@ SchemaForm::SchemaForm(QWidget* parent) : QWidget(parent) {
   connect(unknown_label_, &QLabel::linkActivated, this, [this] { remove_unknown_options(); });
   layout->addWidget(unknown_label_);
   layout->addStretch(1);
+  connect(&checker_, &OptionsChecker::checked, this, &SchemaForm::apply_check);
   set_schema(QJsonObject());
 }
 
@@ -372,7 +257,10 @@ void SchemaForm::set_schema(const QJsonObject& schema) {
   }
   schema_ = schema;
   unknown_options_ = QJsonObject();
-  show_unknown_options({});
+  checked_options_ = QJsonObject();
+  bad_options_.clear();
+  problems_.clear();
+  show_unknown_options({}, false);
 
   rows_ = new QWidget(this);
   form_ = new QFormLayout(rows_);
@@ -414,12 +302,11 @@ void SchemaForm::set_schema(const QJsonObject& schema) {
 
 void SchemaForm::add_row(Field& field) {
   const QString description = field.schema.value("description").toString();
-  field.tooltip = description;
-  if (!field.tooltip.isEmpty()) field.tooltip += '\n';
-  field.tooltip += tr("Expects %1.").arg(describe(field.schema));
+  field.description = description;
   if (field.kind == Field::Kind::text && is_pure_string(field.types) &&
       field.schema.value("minLength").toInt(0) == 0)
-    field.tooltip += ' ' + tr("Type \"\" for an empty string.");
+    field.hint = tr("Type \"\" for an empty string.");
+  update_tooltip(field);
 
   switch (field.kind) {
     case Field::Kind::check: {
@@ -476,6 +363,7 @@ void SchemaForm::add_row(Field& field) {
     palette.setColor(QPalette::WindowText, palette.color(QPalette::PlaceholderText));
     description_label->setPalette(palette);
     description_label->setToolTip(field.tooltip);
+    field.description_label = description_label;
     cell_layout->addWidget(description_label);
   }
 
@@ -485,6 +373,7 @@ void SchemaForm::add_row(Field& field) {
     font.setBold(true);
     name_label->setFont(font);
   }
+  field.name_label = name_label;
   name_label->setToolTip(field.required ? tr("Required.") + '\n' + field.tooltip : field.tooltip);
   name_label->setBuddy(field.input);
   form_->addRow(name_label, cell);
@@ -552,7 +441,7 @@ void SchemaForm::set_values(const QJsonObject& options) {
     else
       unknown_options_.insert(it.key(), it.value());
   }
-  validate();
+  validate(0);
 }
 
 SchemaForm::Reading SchemaForm::read(const Field& field) const {
@@ -580,79 +469,126 @@ SchemaForm::Reading SchemaForm::read(const Field& field) const {
   return {};
 }
 
-QString SchemaForm::check(const Field& field) const {
-  const Reading reading = read(field);
-  if (!reading.set) return field.required ? missing_option_message(field.name) : QString();
-  if (!reading.readable)
-    return QStringLiteral("%1: expected %2, got %3")
-        .arg(field.name, describe(field.schema), unreadable_text(field.text->text()));
-  return check_value(field.schema, reading.value, field.name);
+QJsonObject SchemaForm::current_options() const {
+  QJsonObject options;
+  for (const std::unique_ptr<Field>& field : fields_) {
+    const Reading reading = read(*field);
+    if (!reading.set) continue;
+    options.insert(field->name,
+                   reading.readable ? reading.value : unreadable_value(field->text->text()));
+  }
+  for (auto it = unknown_options_.begin(); it != unknown_options_.end(); ++it)
+    options.insert(it.key(), it.value());
+  return options;
+}
+
+bool SchemaForm::checked_fine(const QString& option, const QJsonValue& value) const {
+  return checked_options_.contains(option) && same_json(checked_options_.value(option), value) &&
+         !bad_options_.contains(option);
 }
 
 QJsonObject SchemaForm::values() const {
   QJsonObject options;
   for (const std::unique_ptr<Field>& field : fields_) {
     const Reading reading = read(*field);
-    if (reading.set && reading.readable &&
-        check_value(field->schema, reading.value, field->name).isEmpty())
+    if (reading.set && reading.readable && checked_fine(field->name, reading.value))
       options.insert(field->name, reading.value);
   }
-  const QJsonValue extra = schema_.value("additionalProperties");
-  for (auto it = unknown_options_.begin(); it != unknown_options_.end(); ++it) {
-    if (extra.isBool() && !extra.toBool()) continue;
-    if (extra.isObject() && !check_value(extra.toObject(), it.value(), it.key()).isEmpty())
-      continue;
-    options.insert(it.key(), it.value());
-  }
+  for (auto it = unknown_options_.begin(); it != unknown_options_.end(); ++it)
+    if (checked_fine(it.key(), it.value())) options.insert(it.key(), it.value());
   return options;
 }
 
-QStringList SchemaForm::check_unknown_options() const {
-  QStringList problems;
-  const QJsonValue extra = schema_.value("additionalProperties");
-  const QJsonObject properties = schema_.value("properties").toObject();
-  for (auto it = unknown_options_.begin(); it != unknown_options_.end(); ++it) {
-    if (extra.isBool() && !extra.toBool())
-      problems << unknown_option_message(it.key(), properties);
-    else if (extra.isObject())
-      if (const QString problem = check_value(extra.toObject(), it.value(), it.key());
-          !problem.isEmpty())
-        problems << problem;
-  }
-  return problems;
+void SchemaForm::validate(int delay_ms) {
+  checker_.request(schema_, current_options(), delay_ms);
 }
 
-QStringList SchemaForm::validate() {
-  QStringList problems;
+bool SchemaForm::checking() const {
+  return checker_.busy();
+}
+
+void SchemaForm::apply_check(const OptionsCheck& check) {
+  // An answer about another schema or other values than the form holds now is stale.
+  if (check.schema != schema_ || check.options != current_options()) return;
+  problems_.clear();
+  bad_options_.clear();
+  checked_options_ = check.error.isEmpty() ? check.options : QJsonObject();
   for (const std::unique_ptr<Field>& field : fields_) {
-    const QString problem = check(*field);
-    show_problem(*field, problem);
-    if (!problem.isEmpty()) problems << problem;
+    if (check.expects.contains(field->name)) {
+      field->expects = check.expects.value(field->name).toString();
+      update_tooltip(*field);
+    }
   }
-  const QStringList unknown = check_unknown_options();
-  show_unknown_options(unknown);
-  return problems + unknown;
+  QStringList form_level;
+  if (!check.error.isEmpty()) {
+    for (const std::unique_ptr<Field>& field : fields_) show_problem(*field, {});
+    form_level << tr("The options cannot be checked: %1").arg(check.error);
+    problems_ = form_level;
+    show_unknown_options(form_level, false);
+    Q_EMIT validated(problems_);
+    return;
+  }
+  for (const std::unique_ptr<Field>& field : fields_) {
+    QString problem;
+    for (const OptionProblem& p : check.problems)
+      if (p.option == field->name) problem = p.text();
+    show_problem(*field, problem);
+    if (!problem.isEmpty()) {
+      problems_ << problem;
+      bad_options_.insert(field->name);
+    }
+  }
+  bool removable = false;
+  for (const OptionProblem& p : check.problems) {
+    if (find(p.option)) continue;
+    form_level << p.text();
+    if (!p.option.isEmpty()) {
+      bad_options_.insert(p.option);
+      removable = removable || unknown_options_.contains(p.option);
+    }
+  }
+  show_unknown_options(form_level, removable);
+  problems_ += form_level;
+  Q_EMIT validated(problems_);
+}
+
+void SchemaForm::update_tooltip(Field& field) {
+  QStringList parts;
+  if (!field.description.isEmpty()) parts << field.description;
+  QString accepts;
+  if (!field.expects.isEmpty()) accepts = tr("Expects %1.").arg(field.expects);
+  if (!field.hint.isEmpty())
+    accepts += (accepts.isEmpty() ? QString() : QStringLiteral(" ")) + field.hint;
+  if (!accepts.isEmpty()) parts << accepts;
+  field.tooltip = parts.join('\n');
+  if (field.input)
+    field.input->setToolTip(field.problem.isEmpty()
+                                ? field.tooltip
+                                : field.tooltip + QStringLiteral("\n\n") + field.problem);
+  if (field.name_label)
+    field.name_label->setToolTip(field.required ? tr("Required.") + '\n' + field.tooltip
+                                                : field.tooltip);
+  if (field.description_label) field.description_label->setToolTip(field.tooltip);
 }
 
 void SchemaForm::show_problem(Field& field, const QString& message) {
   if (field.problem == message) return;
   field.problem = message;
   const bool invalid = !message.isEmpty();
-  // Under the field the name is redundant: "expected an integer ≥ 0, got "abc"".
+  // Under the field the name is redundant: "expected an integer >= 0, got "abc"".
   const QString prefix = field.name + QStringLiteral(": ");
   const QString shown = message.startsWith(prefix) ? message.mid(prefix.size()) : message;
   field.problem_label->setText(shown);
   field.problem_label->setVisible(invalid);
   field.input->setProperty("invalid", invalid);
-  field.input->setToolTip(invalid ? field.tooltip + QStringLiteral("\n\n") + message
-                                  : field.tooltip);
+  update_tooltip(field);
   field.input->setStyleSheet(
       invalid ? QStringLiteral("%1 { border: 1px solid %2; border-radius: 2px; }")
                     .arg(QString::fromLatin1(field.input->metaObject()->className()), kProblemColor)
               : QString());
 }
 
-void SchemaForm::show_unknown_options(const QStringList& messages) {
+void SchemaForm::show_unknown_options(const QStringList& messages, bool removable) {
   if (messages.isEmpty()) {
     unknown_label_->clear();
     unknown_label_->hide();
@@ -662,21 +598,16 @@ void SchemaForm::show_unknown_options(const QStringList& messages) {
   for (const QString& message : messages) lines << message.toHtmlEscaped();
   unknown_label_->setText(
       lines.join("<br>") +
-      QStringLiteral(" <a href=\"remove\">%1</a>").arg(tr("Remove these options")));
+      (removable ? QStringLiteral(" <a href=\"remove\">%1</a>").arg(tr("Remove these options"))
+                 : QString()));
   unknown_label_->show();
 }
 
 void SchemaForm::remove_unknown_options() {
-  const QJsonValue extra = schema_.value("additionalProperties");
-  if (extra.isBool() && !extra.toBool()) {
-    unknown_options_ = QJsonObject();
-  } else {
-    // Only those that fail the additionalProperties schema are shown, so only those go.
-    for (const QString& key : unknown_options_.keys())
-      if (!check_value(extra.toObject(), unknown_options_.value(key), key).isEmpty())
-        unknown_options_.remove(key);
-  }
-  validate();
+  // Those the engine refused (all of them under "additionalProperties": false) go.
+  for (const QString& key : unknown_options_.keys())
+    if (bad_options_.contains(key)) unknown_options_.remove(key);
+  validate(0);
   Q_EMIT changed();
 }
 

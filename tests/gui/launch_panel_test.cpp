@@ -1,6 +1,9 @@
 // The Launch panel: form and JSON editor in step, validation errors at their line (JSON syntax
-// here, everything else from `tandem check`), callbacks from the plugin catalog.
+// here, everything else from `tandem check`), callbacks from the plugin catalog with option forms
+// checked by the engine, optimizers from `tandem optimizers --json`.
 #include <QComboBox>
+#include <QJsonArray>
+#include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -17,6 +20,31 @@ class LaunchPanelTest : public QObject {
  private:
   QTemporaryDir tmp_;
   QString config_;
+
+  /// TANDEM_ENGINE = a shell script with this body while it lives.
+  class FakeEngine {
+   public:
+    explicit FakeEngine(const QByteArray& script) : old_(qgetenv("TANDEM_ENGINE")) {
+      const QString path = dir_.filePath("tandem");
+      QFile file(path);
+      if (!file.open(QIODevice::WriteOnly)) qFatal("cannot write the fake engine");
+      file.write("#!/bin/sh\n" + script);
+      file.close();
+      file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+      qputenv("TANDEM_ENGINE", path.toUtf8());
+    }
+    ~FakeEngine() { qputenv("TANDEM_ENGINE", old_); }
+
+   private:
+    QTemporaryDir dir_;
+    QByteArray old_;
+  };
+
+  static QStringList items(const QComboBox* box) {
+    QStringList out;
+    for (int i = 0; i < box->count(); ++i) out << box->itemText(i);
+    return out;
+  }
 
   static QString tiny_text() {
     QFile f(QString(TANDEM_GUI_TEST_DATA) + "/tiny-run.json");
@@ -40,6 +68,7 @@ class LaunchPanelTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel.config_valid(), 30000);
     QVERIFY2(panel.validation_text().contains("195 parameters"),
              qPrintable(panel.validation_text()));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.optimizer_catalog()->is_loaded(), 30000);
     QCOMPARE(panel.epochs_box()->value(), 3);
     QCOMPARE(panel.batch_box()->value(), 32);
     QCOMPARE(panel.optimizer_box()->currentText(), QString("Adam"));
@@ -52,6 +81,7 @@ class LaunchPanelTest : public QObject {
     PluginCatalog catalog;
     LaunchPanel panel(&catalog);
     QVERIFY(panel.open_config(config_));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.optimizer_catalog()->is_loaded(), 30000);
     panel.epochs_box()->setValue(7);
     panel.optimizer_box()->setCurrentText("SGD");
     panel.learning_rate_edit()->clear();
@@ -123,15 +153,29 @@ class LaunchPanelTest : public QObject {
     QCOMPARE(patience->text(), QString("2"));
     patience->selectAll();
     QTest::keyClicks(patience, "5");
-    auto cb = panel.config()->value("callbacks").toArray().at(1).toObject();
-    QCOMPARE(cb.value("options").toObject().value("patience").toInt(), 5);
+    // The engine accepts it (`tandem check-options`), then it reaches the config.
+    const auto patience_in_config = [&panel] {
+      return panel.config()
+          ->value("callbacks")
+          .toArray()
+          .at(1)
+          .toObject()
+          .value("options")
+          .toObject()
+          .value("patience")
+          .toInt();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(patience_in_config(), 5, 30000);
 
-    // A bad value stays in the form, marked, and keeps Start from running.
+    // A bad value stays in the form, marked in the engine's words, and keeps Start from running.
     patience->selectAll();
     QTest::keyClicks(patience, "-3");
-    cb = panel.config()->value("callbacks").toArray().at(1).toObject();
-    QCOMPARE(cb.value("options").toObject().value("patience").toInt(), 5);
-    QVERIFY(panel.validation_text().contains("patience"));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.validation_text().contains("patience"), 30000);
+    QCOMPARE(patience_in_config(), 5);
+    QCOMPARE(panel.options_form()->field_problem("patience"),
+             QString("patience: expected an integer >= 0, got -3"));
+    QVERIFY2(panel.validation_text().contains("expected an integer >= 0, got -3"),
+             qPrintable(panel.validation_text()));
     QSignalSpy started(&panel, &LaunchPanel::start_requested);
     QSignalSpy message(&panel, &LaunchPanel::message);
     panel.start();
@@ -149,6 +193,67 @@ class LaunchPanelTest : public QObject {
     QCOMPARE(
         panel.config()->value("callbacks").toArray().at(4).toObject().value("plugin").toString(),
         QString("terminate_on_nan"));
+  }
+
+  void the_optimizer_choice_is_the_engines_list() {
+    // The real engine's answer, asked the way a user would.
+    QProcess engine;
+    engine.start(qEnvironmentVariable("TANDEM_ENGINE"), {"optimizers", "--json"});
+    QVERIFY(engine.waitForFinished(30000));
+    QCOMPARE(engine.exitCode(), 0);
+    QStringList expected;
+    for (const QJsonValue& o :
+         QJsonDocument::fromJson(engine.readAllStandardOutput()).object()["optimizers"].toArray())
+      expected << o["class_name"].toString();
+    QVERIFY(expected.contains("Adam"));
+
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.optimizer_catalog()->is_loaded(), 30000);
+    QCOMPARE(items(panel.optimizer_box()), expected);
+    QVERIFY(panel.optimizer_box()->isEnabled());
+    QCOMPARE(panel.optimizer_box()->currentText(), QString("Adam"));
+    QVERIFY(panel.optimizer_error_label()->isHidden());
+  }
+
+  void the_optimizer_choice_follows_whatever_the_engine_lists() {
+    // Another engine, another list: nothing is hard-coded in the dashboard.
+    FakeEngine engine(R"(case "$1" in
+  optimizers) echo '{"schema": 1, "optimizers": [
+      {"class_name": "Lion", "aliases": ["lion"], "config": {"name": "Lion", "learning_rate": 0.0001}},
+      {"class_name": "SGD", "aliases": ["sgd"], "config": {"name": "SGD", "learning_rate": 0.01}}]}' ;;
+  *) echo "not in this test" >&2; exit 1 ;;
+esac
+)");
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    QTRY_VERIFY_WITH_TIMEOUT(panel.optimizer_catalog()->is_loaded(), 30000);
+    // The config's Adam is not in this engine's list: it still shows, after the listed ones.
+    QCOMPARE(items(panel.optimizer_box()), QStringList({"Lion", "SGD", "Adam"}));
+    QCOMPARE(panel.optimizer_box()->currentText(), QString("Adam"));
+    QVERIFY(panel.optimizer_box()->itemData(0, Qt::ToolTipRole).toString().contains("0.0001"));
+    panel.optimizer_box()->setCurrentIndex(0);
+    QCOMPARE(panel.config()->value("optimizer").toObject().value("class_name").toString(),
+             QString("Lion"));
+  }
+
+  void an_engine_that_cannot_list_optimizers_is_reported() {
+    FakeEngine engine("echo 'optimizers: something broke' >&2\nexit 1\n");
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QSignalSpy message(&panel, &LaunchPanel::message);
+    QVERIFY(panel.open_config(config_));
+    QTRY_VERIFY_WITH_TIMEOUT(!panel.optimizer_catalog()->error().isEmpty(), 30000);
+    QVERIFY(panel.optimizer_error_label()->isVisibleTo(&panel));
+    QVERIFY2(panel.optimizer_error_label()->text().contains("optimizers: something broke"),
+             qPrintable(panel.optimizer_error_label()->text()));
+    QVERIFY(!panel.optimizer_box()->isEnabled());
+    QCOMPARE(items(panel.optimizer_box()), QStringList{"Adam"});  // the config's, still shown
+    QVERIFY(std::any_of(message.begin(), message.end(), [](const QList<QVariant>& args) {
+      return args.front().toString().contains("Cannot list the optimizers");
+    }));
   }
 
   void start_saves_the_config_and_asks_for_the_run() {

@@ -1,8 +1,12 @@
-// Reading the engine's JSON answers the dashboard depends on: `tandem plugins --json` and
-// `tandem check --json`, real and garbage.
+// Reading the engine's JSON answers the dashboard depends on: `tandem plugins --json`,
+// `tandem optimizers --json`, `tandem check --json` and `tandem check-options --json`, real and
+// garbage.
+#include <QJsonDocument>
 #include <QtTest>
 
 #include "config_checker.hpp"
+#include "optimizer_catalog.hpp"
+#include "options_checker.hpp"
 #include "plugin_catalog.hpp"
 
 using namespace tandem::gui;
@@ -50,6 +54,77 @@ class PluginCatalogTest : public QObject {
     QVERIFY(!parse_plugin_catalog(R"({"plugins": 3})", &plugins, &error));
     QVERIFY(error.contains("no \"plugins\" list"));
     QVERIFY(!parse_plugin_catalog("", &plugins, &error));
+  }
+
+  void the_real_engine_lists_its_optimizers() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    OptimizerCatalog catalog;
+    QSignalSpy loaded(&catalog, &OptimizerCatalog::loaded);
+    catalog.load();
+    QVERIFY(loaded.wait(30000));
+    QStringList names;
+    for (const OptimizerInfo& o : catalog.optimizers()) names << o.class_name;
+    QCOMPARE(names, QStringList({"SGD", "Adam", "AdamW", "RMSprop"}));
+    QCOMPARE(catalog.class_of("adamw"), QString("AdamW"));
+    QCOMPARE(catalog.class_of("ADAM"), QString("Adam"));
+    QCOMPARE(catalog.class_of("Lion"), QString());
+    QCOMPARE(catalog.optimizers()[0].config.value("learning_rate").toDouble(), 0.01);
+  }
+
+  void optimizer_lists_and_garbage() {
+    QList<OptimizerInfo> optimizers;
+    QString error;
+    QVERIFY(parse_optimizer_catalog(
+        R"({"schema": 1, "optimizers": [{"class_name": "Lion", "aliases": ["lion"],
+             "config": {"learning_rate": 0.0001}}, {"aliases": ["nameless"]}]})",
+        &optimizers, &error));
+    QCOMPARE(optimizers.size(), 1);  // the entry without a class name is dropped
+    QCOMPARE(optimizers[0].aliases, QStringList{"lion"});
+    QVERIFY(!parse_optimizer_catalog("not json", &optimizers, &error));
+    QVERIFY(error.contains("not the expected JSON"));
+    QVERIFY(!parse_optimizer_catalog(R"({"optimizers": []})", &optimizers, &error));
+    QVERIFY(error.contains("no optimizer"));
+    QCOMPARE(optimizers.size(), 1);  // a failed parse leaves the list as it was
+  }
+
+  void options_check_answers_and_garbage() {
+    const OptionsCheck bad = parse_options_check(
+        R"({"schema": 1, "ok": false, "options": null, "expects": {"patience": "an integer >= 0"},
+            "problems": [{"option": "patience", "path": "patience", "message": "expected an integer >= 0, got -1"}]})",
+        2, "");
+    QVERIFY(!bad.ok);
+    QVERIFY(bad.error.isEmpty());
+    QCOMPARE(bad.problems.size(), 1);
+    QCOMPARE(bad.problems[0].text(), QString("patience: expected an integer >= 0, got -1"));
+    QCOMPARE(bad.expects.value("patience").toString(), QString("an integer >= 0"));
+    const OptionsCheck refused = parse_options_check(
+        R"({"schema": 1, "ok": false, "error": "config error at 'schema': a schema must be a JSON object", "path": "schema"})",
+        2, "");
+    QVERIFY(refused.error.contains("a schema must be a JSON object"));
+    const OptionsCheck crashed = parse_options_check("", 134, "tandem: error: boom\n");
+    QVERIFY(!crashed.ok);
+    QVERIFY(crashed.error.contains("exit code 134"));
+    QVERIFY(crashed.error.contains("boom"));
+  }
+
+  void the_options_checker_reports_the_newest_request_only() {
+    if (qEnvironmentVariable("TANDEM_ENGINE").isEmpty()) QSKIP("TANDEM_ENGINE is not set");
+    const QJsonObject schema = QJsonDocument::fromJson(R"({"type": "object", "properties":
+        {"n": {"type": "integer", "minimum": 1}}, "additionalProperties": false})")
+                                   .object();
+    OptionsChecker checker;
+    QSignalSpy checked(&checker, &OptionsChecker::checked);
+    checker.request(schema, {{"n", 0}}, 50);
+    checker.request(schema, {{"n", 2}}, 50);
+    QVERIFY(checker.busy());
+    QVERIFY(checked.wait(30000));
+    QTest::qWait(300);
+    QCOMPARE(checked.count(), 1);
+    const auto result = checked.front().front().value<OptionsCheck>();
+    QVERIFY2(result.ok, qPrintable(result.error));
+    QCOMPARE(result.options.value("n").toInt(), 2);
+    QCOMPARE(result.expects.value("n").toString(), QString("an integer >= 1"));
+    QVERIFY(!checker.busy());
   }
 
   void check_answers_and_garbage() {

@@ -1,5 +1,7 @@
-// SchemaForm: typed values, validation messages and inline marks on a hand-written schema, and a
-// usable form for the options schema of every plugin the engine ships (`tandem plugins --json`).
+// SchemaForm: typed values, the engine's validation messages (`tandem check-options`) and inline
+// marks on a hand-written schema; that the messages are the engine's (a fake engine's answer is
+// shown as it is, and without an engine nothing is validated); and a usable form for the options
+// schema of every plugin the engine ships (`tandem plugins --json`).
 #include <algorithm>
 
 #include <QCheckBox>
@@ -12,6 +14,7 @@
 #include <QLineEdit>
 #include <QProcess>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QVariant>
 // The widget half of QtTest (keyClicks on a QWidget, QApplication in QTEST_MAIN) even where
 // QT_WIDGETS_LIB is not defined (scripts/gui-syntax-check).
@@ -95,6 +98,33 @@ void type_into(SchemaForm& form, const QString& option, const QString& text) {
   QCOMPARE(edit->text(), text);
 }
 
+/// Asks the engine to check the form and waits for its answer: the problems it found.
+QStringList checked(SchemaForm& form) {
+  QSignalSpy validated(&form, &SchemaForm::validated);
+  form.validate(0);
+  if (!validated.wait(30000)) return {QStringLiteral("(no answer from the engine)")};
+  return form.problems();
+}
+
+/// TANDEM_ENGINE = a shell script (`script` is its body) while it lives.
+class FakeEngine {
+ public:
+  explicit FakeEngine(const QByteArray& script) : old_(qgetenv("TANDEM_ENGINE")) {
+    const QString path = dir_.filePath("tandem");
+    QFile file(path);
+    if (!file.open(QIODevice::WriteOnly)) qFatal("cannot write the fake engine");
+    file.write("#!/bin/sh\n" + script);
+    file.close();
+    file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("TANDEM_ENGINE", path.toUtf8());
+  }
+  ~FakeEngine() { qputenv("TANDEM_ENGINE", old_); }
+
+ private:
+  QTemporaryDir dir_;
+  QByteArray old_;
+};
+
 bool starts_any(const QStringList& messages, const QString& prefix) {
   return std::any_of(messages.begin(), messages.end(),
                      [&](const QString& message) { return message.startsWith(prefix); });
@@ -121,6 +151,8 @@ class SchemaFormTest : public QObject {
   void integer_enum_and_empty_string();
   void json_lists();
   void set_schema_clears_the_form();
+  void the_messages_are_the_engines();
+  void without_an_engine_nothing_is_validated();
   void real_plugin_schemas_data();
   void real_plugin_schemas();
 };
@@ -177,7 +209,7 @@ void SchemaFormTest::untouched_form_sets_nothing() {
   SchemaForm form;
   form.set_schema(test_schema());
   QCOMPARE(typed(form.values()), QString());
-  QCOMPARE(form.validate(), QStringList{"name: required option is missing"});
+  QCOMPARE(checked(form), QStringList{"name: required option is missing"});
   QVERIFY(form.field("name")->property("invalid").toBool());
   QVERIFY(!form.field("count")->property("invalid").toBool());
   QCOMPARE(form.field_problem("name"), QStringLiteral("name: required option is missing"));
@@ -190,7 +222,8 @@ void SchemaFormTest::bad_values_are_reported_and_left_out() {
   form.show();
   QSignalSpy changed(&form, &SchemaForm::changed);
   type_into(form, "count", "abc");
-  QCOMPARE(changed.count(), 3);  // one per key, each after re-validation
+  QCOMPARE(changed.count(), 3);  // one per key, each asking the engine to check
+  checked(form);
   QVERIFY(form.field("count")->property("invalid").toBool());
   type_into(form, "rate", "0");
   type_into(form, "freq", "0");
@@ -198,12 +231,12 @@ void SchemaFormTest::bad_values_are_reported_and_left_out() {
 
   const QStringList expected = {
       QStringLiteral("name: required option is missing"),
-      QStringLiteral("count: expected an integer \u2265 0, got \"abc\""),
-      QStringLiteral("freq: expected a string or an integer \u2265 1, got 0"),
+      QStringLiteral("count: expected an integer >= 0, got \"abc\""),
+      QStringLiteral("freq: expected a string or an integer >= 1, got 0"),
       QStringLiteral("rate: expected a number > 0, got 0"),
       QStringLiteral("threshold: expected a number or null, got \"abc\""),
   };
-  QCOMPARE(form.validate(), expected);
+  QCOMPARE(checked(form), expected);
   QCOMPARE(typed(form.values()), QString());
 
   // Marked inline: the property for style sheets, the message in the tooltip and under the field.
@@ -217,23 +250,24 @@ void SchemaFormTest::bad_values_are_reported_and_left_out() {
   const QList<QLabel*> labels = form.findChildren<QLabel*>();
   QVERIFY(std::any_of(labels.begin(), labels.end(), [](const QLabel* label) {
     return label->isVisible() &&
-           label->text() == QStringLiteral("expected an integer \u2265 0, got \"abc\"");
+           label->text() == QStringLiteral("expected an integer >= 0, got \"abc\"");
   }));
 
   type_into(form, "count", "-1");
-  QCOMPARE(form.field_problem("count"),
-           QStringLiteral("count: expected an integer \u2265 0, got -1"));
+  checked(form);
+  QCOMPARE(form.field_problem("count"), QStringLiteral("count: expected an integer >= 0, got -1"));
   type_into(form, "count", "1.5");
-  QCOMPARE(form.field_problem("count"),
-           QStringLiteral("count: expected an integer \u2265 0, got 1.5"));
+  checked(form);
+  QCOMPARE(form.field_problem("count"), QStringLiteral("count: expected an integer >= 0, got 1.5"));
 
   // Fixing a field clears its mark and puts it in values().
   type_into(form, "count", "2");
+  checked(form);
   QCOMPARE(form.field_problem("count"), QString());
   QVERIFY(!form.field("count")->property("invalid").toBool());
-  QVERIFY(!form.field("count")->toolTip().contains("expected an integer \u2265 0, got"));
+  QVERIFY(!form.field("count")->toolTip().contains("expected an integer >= 0, got"));
   QCOMPARE(typed(form.values()), QStringLiteral("count=integer:2"));
-  QCOMPARE(form.validate().size(), expected.size() - 1);
+  QCOMPARE(checked(form).size(), expected.size() - 1);
 }
 
 void SchemaFormTest::good_values_are_typed_by_the_schema() {
@@ -253,7 +287,7 @@ void SchemaFormTest::good_values_are_typed_by_the_schema() {
   flag->click();
   QCOMPARE(changed.count(), edits + 1);
 
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   const QJsonObject expected{{"name", "run"},
                              {"count", 3},
                              {"rate", 0.5},
@@ -270,7 +304,7 @@ void SchemaFormTest::good_values_are_typed_by_the_schema() {
   type_into(form, "freq", "epoch");
   type_into(form, "threshold", "2.5");
   type_into(form, "count", "4.0");
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   const QJsonObject values = form.values();
   QCOMPARE(typed({{"freq", values.value("freq")},
                   {"threshold", values.value("threshold")},
@@ -278,6 +312,7 @@ void SchemaFormTest::good_values_are_typed_by_the_schema() {
            QStringLiteral("count=integer:4 freq=string:\"epoch\" threshold=double:2.5"));
   // Qt 6 stores a double with an integral value as a JSON integer; the value is what counts.
   type_into(form, "rate", "2");
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(form.values().value("rate").toDouble(), 2.0);
 
   // Back to the default: unset again.
@@ -302,7 +337,7 @@ void SchemaFormTest::set_values_round_trips() {
                             {"threshold", QJsonValue::Null}};
   form.set_values(options);
   QCOMPARE(changed.count(), 0);  // only user edits
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), typed(options));
   QCOMPARE(line_edit(form, "count")->text(), QStringLiteral("5"));
   QCOMPARE(line_edit(form, "rate")->text(), QStringLiteral("0.25"));
@@ -316,11 +351,12 @@ void SchemaFormTest::set_values_round_trips() {
   form.set_values({{"name", "x"}, {"freq", "5"}});
   QCOMPARE(line_edit(form, "freq")->text(), QStringLiteral("\"5\""));
   QCOMPARE(line_edit(form, "count")->text(), QString());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("freq=string:\"5\" name=string:\"x\""));
 
   // A boolean equal to its default is not an option the user set.
   form.set_values({{"name", "x"}, {"flag", false}});
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("name=string:\"x\""));
 }
 
@@ -334,19 +370,19 @@ void SchemaFormTest::values_of_the_wrong_type_are_reported() {
                    {"mode", "fast"},
                    {"threshold", QJsonArray{1}}});
   const QStringList expected = {
-      QStringLiteral("count: expected an integer \u2265 0, got \"3\""),
+      QStringLiteral("count: expected an integer >= 0, got \"3\""),
       QStringLiteral("flag: expected true or false, got \"yes\""),
       QStringLiteral("mode: expected one of auto, min, max, got \"fast\""),
       QStringLiteral("threshold: expected a number or null, got [1]"),
   };
-  QCOMPARE(form.validate(), expected);
+  QCOMPARE(checked(form), expected);
   QCOMPARE(typed(form.values()), QStringLiteral("name=string:\"x\""));
   QCOMPARE(line_edit(form, "count")->text(), QStringLiteral("\"3\""));
 
   // The user's edit replaces the value that came in.
   type_into(form, "count", "3");
   qobject_cast<QCheckBox*>(form.field("flag"))->click();
-  QCOMPARE(form.validate(), expected.mid(2));
+  QCOMPARE(checked(form), expected.mid(2));
   QCOMPARE(typed(form.values()),
            QStringLiteral("count=integer:3 flag=boolean:true name=string:\"x\""));
 }
@@ -355,12 +391,12 @@ void SchemaFormTest::unknown_keys_are_reported() {
   SchemaForm form;
   form.set_schema(test_schema());
   form.set_values({{"name", "x"}, {"bogus", 1}});
-  QCOMPARE(form.validate(),
+  QCOMPARE(checked(form),
            QStringList{"bogus: unknown option (known: count, flag, freq, mode, name, rate, "
                        "threshold)"});
   QCOMPARE(typed(form.values()), QStringLiteral("name=string:\"x\""));
   form.set_values({{"name", "x"}});
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
 }
 
 void SchemaFormTest::required_choice_without_default() {
@@ -373,9 +409,9 @@ void SchemaFormTest::required_choice_without_default() {
   auto* schedule = qobject_cast<QComboBox*>(form.field("schedule"));
   QVERIFY(schedule);
   QCOMPARE(schedule->itemText(0), QStringLiteral("(not set)"));
-  QCOMPARE(form.validate(), QStringList{"schedule: required option is missing"});
+  QCOMPARE(checked(form), QStringList{"schedule: required option is missing"});
   schedule->setCurrentIndex(2);
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("schedule=string:\"cosine\""));
 }
 
@@ -392,16 +428,19 @@ void SchemaFormTest::integer_enum_and_empty_string() {
   QVERIFY(verbose);
   QCOMPARE(verbose->itemText(0), QStringLiteral("(default: 0)"));
   verbose->setCurrentIndex(verbose->findText("1"));
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("verbose=integer:1"));
 
   type_into(form, "path", "\"\"");
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("path=string:\"\" verbose=integer:1"));
   type_into(form, "path", "a b");
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(form.values().value("path").toString(), QStringLiteral("a b"));
 
   form.set_values({{"path", ""}, {"verbose", 2}});
   QCOMPARE(line_edit(form, "path")->text(), QStringLiteral("\"\""));
-  QCOMPARE(form.validate(), QStringList{"verbose: expected one of 0, 1, got 2"});
+  QCOMPARE(checked(form), QStringList{"verbose: expected one of 0, 1, got 2"});
   QCOMPARE(typed(form.values()), QStringLiteral("path=string:\"\""));
 }
 
@@ -412,19 +451,19 @@ void SchemaFormTest::json_lists() {
                       .object());
   form.show();
   type_into(form, "sizes", "[1, 2]");
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("sizes=array:[1,2]"));
   type_into(form, "sizes", "[1, 0]");
-  QCOMPARE(form.validate(), QStringList{"sizes[1]: expected an integer \u2265 1, got 0"});
+  QCOMPARE(checked(form), QStringList{"sizes[1]: expected an integer >= 1, got 0"});
   type_into(form, "sizes", "[1");
-  QCOMPARE(form.validate(), QStringList{"sizes: expected a JSON list, got \"[1\""});
+  QCOMPARE(checked(form), QStringList{"sizes: expected a JSON list, got \"[1\""});
   QCOMPARE(typed(form.values()), QString());
   form.set_values({{"sizes", QJsonArray{3, 4}}});
   QCOMPARE(line_edit(form, "sizes")->text(), QStringLiteral("[3,4]"));
 
   // Without "additionalProperties": false, keys the form does not show pass through.
   form.set_values({{"other", "kept"}});
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
   QCOMPARE(typed(form.values()), QStringLiteral("other=string:\"kept\""));
 }
 
@@ -435,12 +474,54 @@ void SchemaFormTest::set_schema_clears_the_form() {
   form.set_schema(test_schema());
   QCOMPARE(typed(form.values()), QString());
   QCOMPARE(line_edit(form, "count")->text(), QString());
-  QCOMPARE(form.validate(), QStringList{"name: required option is missing"});
+  QCOMPARE(checked(form), QStringList{"name: required option is missing"});
 
   form.set_schema(QJsonObject{{"type", "object"}, {"properties", QJsonObject()}});
   QVERIFY(!form.field("count"));
   QCOMPARE(form.option_names(), QStringList());
-  QCOMPARE(form.validate(), QStringList());
+  QCOMPARE(checked(form), QStringList());
+}
+
+void SchemaFormTest::the_messages_are_the_engines() {
+  // The form shows what the engine says, word for word, and where it says it: it has no
+  // validator of its own that could disagree.
+  FakeEngine engine(R"(cat > /dev/null
+echo '{"schema": 1, "ok": false, "options": null,
+       "problems": [{"option": "count", "path": "count", "message": "not on a Tuesday"},
+                    {"option": "extra", "path": "extra", "message": "the engine dislikes it"}],
+       "expects": {"count": "a number the engine likes"}}'
+exit 2
+)");
+  SchemaForm form;
+  form.set_schema(test_schema());
+  form.set_values({{"name", "x"}, {"count", 1}, {"extra", true}});
+  QCOMPARE(checked(form),
+           QStringList({"count: not on a Tuesday", "extra: the engine dislikes it"}));
+  QCOMPARE(form.field_problem("count"), QStringLiteral("count: not on a Tuesday"));
+  QVERIFY(form.field("count")->property("invalid").toBool());
+  QVERIFY(form.field("count")->toolTip().contains("Expects a number the engine likes."));
+  QVERIFY(!form.field("name")->property("invalid").toBool());  // the engine found nothing there
+  QCOMPARE(typed(form.values()), QStringLiteral("name=string:\"x\""));
+}
+
+void SchemaFormTest::without_an_engine_nothing_is_validated() {
+  const QByteArray old = qgetenv("TANDEM_ENGINE");
+  qputenv("TANDEM_ENGINE", "/nonexistent/tandem");
+  SchemaForm form;
+  form.set_schema(test_schema());
+  form.set_values({{"name", "x"}, {"count", -1}});
+  const QStringList problems = checked(form);
+  qputenv("TANDEM_ENGINE", old);
+  QCOMPARE(problems.size(), 1);
+  QVERIFY2(problems.front().startsWith("The options cannot be checked: TANDEM_ENGINE is "
+                                       "/nonexistent/tandem"),
+           qPrintable(problems.front()));
+  QVERIFY(!form.field("count")->property("invalid").toBool());
+  QCOMPARE(typed(form.values()), QString());  // nothing is taken unchecked
+  const QList<QLabel*> labels = form.findChildren<QLabel*>();
+  QVERIFY(std::any_of(labels.begin(), labels.end(), [](const QLabel* label) {
+    return label->text().contains("The options cannot be checked");
+  }));
 }
 
 void SchemaFormTest::real_plugin_schemas_data() {
@@ -481,7 +562,7 @@ void SchemaFormTest::real_plugin_schemas() {
 
   // Untouched, the form sets nothing and is valid unless something is required.
   QCOMPARE(typed(form.values()), QString());
-  QStringList problems = form.validate();
+  QStringList problems = checked(form);
   QStringList missing;
   for (const QString& name : required) missing << name + ": required option is missing";
   problems.sort();
@@ -495,7 +576,7 @@ void SchemaFormTest::real_plugin_schemas() {
     // The default shows, is valid and comes back by value (a boolean at its default is unset).
     if (property.contains("default")) {
       form.set_values({{option, property["default"]}});
-      problems = form.validate();
+      problems = checked(form);
       QVERIFY2(!starts_any(problems, prefix), qPrintable(problems.join("; ")));
       if (property["type"] == QJsonValue("boolean"))
         QVERIFY2(!form.values().contains(option), qPrintable(option));
@@ -510,13 +591,13 @@ void SchemaFormTest::real_plugin_schemas() {
       for (int i = 1; i < choice->count(); ++i) {
         form.set_values({});
         choice->setCurrentIndex(i);
-        QVERIFY2(!starts_any(form.validate(), prefix), qPrintable(option));
+        QVERIFY2(!starts_any(checked(form), prefix), qPrintable(option));
         QCOMPARE(json_text(form.values().value(option)), json_text(choices[i - 1]));
       }
     }
     // A value of a type none of them takes is reported and left out.
     form.set_values({{option, QJsonObject{{"x", 1}}}});
-    problems = form.validate();
+    problems = checked(form);
     QVERIFY2(starts_any(problems, prefix + "expected "), qPrintable(option));
     QVERIFY2(!form.values().contains(option), qPrintable(option));
   }
