@@ -33,6 +33,12 @@ foreach(component IN LISTS tandem_package_components)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/debian/copyright ${tandem_changelog_gz}
     DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${package} COMPONENT ${component})
 endforeach()
+# The Apache-2.0 text itself, for the .tar.gz and `cmake --install` trees, which may land where
+# the copyright file's /usr/share/common-licenses/Apache-2.0 does not exist. Its component is not
+# in CPACK_COMPONENTS_ALL, so no .deb ships it (Debian policy 12.5; lintian: extra-license-file),
+# while the monolithic .tar.gz takes every component.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/tandem
+  COMPONENT license)
 
 set(CPACK_PACKAGE_NAME tandem)
 set(CPACK_PACKAGE_VENDOR "The Tandem developers")

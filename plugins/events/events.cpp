@@ -1,6 +1,6 @@
-// events: writes the run's event stream (DESIGN.md contract 6) — every event the engine and the
-// callbacks publish, as versioned JSON lines, to <run_dir>/events.jsonl and, with "stdout", to
-// standard output (`tandem train --events -`). `tandem train` always loads it. Every
+// events: writes the run's event stream (docs/design.md contract 6) — every event the engine and
+// the callbacks publish, as versioned JSON lines, to <run_dir>/events.jsonl and, with "stdout",
+// to standard output (`tandem train --events -`). `tandem train` always loads it. Every
 // "device_stats_seconds" of training it also publishes a `device_stats` event: CPU utilisation
 // and memory, and per GPU utilisation, memory, temperature and power (NVML), of this machine.
 #include <chrono>

@@ -1,8 +1,8 @@
 // The CUDA replica against the CPU backend, through the public ReplicaModel (label "gpu"): every
 // layer, loss, metric and optimizer on `cuda:0` computes what the CPU computes on the same data
 // and weights; a short training run follows the CPU's trajectory (the meta-equivalence test of
-// DESIGN.md contract 1 on a GPU); the template mirrors the device (contract 2). Skipped when no
-// CUDA device is usable (CI); run on a GPU machine by scripts/gpu-check.
+// docs/design.md contract 1 on a GPU); the template mirrors the device (contract 2). Skipped
+// when no CUDA device is usable (CI); run on a GPU machine by scripts/gpu-check.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -510,7 +510,7 @@ TEST(CheckpointPlugin, AsyncWritesManyQuickSavesAllLandAndTheLastEqualsTheFinalW
     EXPECT_TRUE(same_weights(read_checkpoint_file(dir / last), *run.model));
     for (const auto& f : files) EXPECT_NO_THROW(read_checkpoint_file(dir / f)) << f;
 
-    // checkpoint_saved events: one per file, well-formed (DESIGN.md contract 6).
+    // checkpoint_saved events: one per file, well-formed (docs/design.md contract 6).
     const auto events = saved_events(run.run_dir);
     ASSERT_EQ(events.size(), static_cast<std::size_t>(steps));
     double write = 0, wait = 0, capture = 0;

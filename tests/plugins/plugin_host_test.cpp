@@ -1,6 +1,6 @@
-// PluginHost (DESIGN.md contract 5): the search path, every failure case as a clear PluginError or
-// ConfigError naming the plugin and its path (never a crash), the library's lifetime, and the same
-// failures through `tandem train` and `tandem plugins`. The test-only plugins come from
+// PluginHost (docs/design.md contract 5): the search path, every failure case as a clear
+// PluginError or ConfigError naming the plugin and its path (never a crash), the library's
+// lifetime, and the same failures through `tandem train` and `tandem plugins`. The test-only plugins come from
 // tests/plugins/bad_plugins/ and are built into TANDEM_TEST_PLUGIN_DIR, which is not on the
 // default search path.
 #include <dlfcn.h>

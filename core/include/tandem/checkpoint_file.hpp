@@ -1,4 +1,4 @@
-// Checkpoint files: the on-disk format (DESIGN.md contract 4), as plain data.
+// Checkpoint files: the on-disk format (docs/design.md contract 4), as plain data.
 //
 // A checkpoint is an HDF5 file in the Keras legacy layout, so h5py and Keras read it:
 //   /                      attrs keras_version, backend, model_config (JSON)

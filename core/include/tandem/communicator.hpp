@@ -1,4 +1,4 @@
-// Communicator: sums gradients across the replicas of a run (DESIGN.md contract 1).
+// Communicator: sums gradients across the replicas of a run (docs/design.md contract 1).
 //
 // Implementations: "threads" for CPU replicas in one process (the sum runs in replica order
 // 0, 1, ..., N-1 for every element, so the result never depends on thread timing); "nccl" for

@@ -1,5 +1,6 @@
 // CrossReplicaSum: a small element-wise sum over every replica of a run, in the middle of a
-// forward or backward pass (synchronized BatchNormalization's statistics, DESIGN.md contract 1).
+// forward or backward pass (synchronized BatchNormalization's statistics, docs/design.md
+// contract 1).
 //
 // Each replica's layer calls sum() with its own values; the call returns when every replica of
 // every rank has contributed, with the total (replicas added in order inside a process, then

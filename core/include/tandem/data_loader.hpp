@@ -28,7 +28,7 @@ struct Batch {
 };
 
 /// Rows of part `index` of `count` when `total` samples are split in order and the first
-/// total % count parts take one more (DESIGN.md contract 1): {offset, size}.
+/// total % count parts take one more (docs/design.md contract 1): {offset, size}.
 struct Shard {
   std::int64_t offset = 0;
   std::int64_t size = 0;

@@ -1,4 +1,4 @@
-// Errors and the exit codes they map to (DESIGN.md contract 7).
+// Errors and the exit codes they map to (docs/design.md contract 7).
 //
 // Every error Tandem raises is a tandem::Error carrying the process exit code a CLI should use:
 // 2 for bad usage, configuration or input data; 1 for a run that failed while running.

@@ -1,4 +1,4 @@
-// EventSink: the versioned JSON-lines event stream (DESIGN.md contract 6).
+// EventSink: the versioned JSON-lines event stream (docs/design.md contract 6).
 //
 // Every line carries "schema": 1, "event" and "time" (UTC, ISO 8601 with milliseconds). Each line
 // is written with a single write() call and flushed, so a run that dies leaves at most a partial

@@ -3,7 +3,7 @@
 // compute() returns the *sum* of per-sample losses over the batch and, when asked, the gradient
 // of that sum scaled by `grad_scale`. The trainer passes grad_scale = 1 / global batch size, so a
 // replica holding part of a batch produces exactly its share of the gradient of the batch mean
-// (DESIGN.md contract 1).
+// (docs/design.md contract 1).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
 // Model: a Sequential stack of layers built from a Keras-compatible JSON config.
 //
-// The model owns its layers and their parameters. It is the "template" of DESIGN.md: device
+// The model owns its layers and their parameters. It is the "template" of docs/design.md: device
 // agnostic, savable, the thing every replica is a copy of. Not thread-safe: one thread drives a
 // model at a time (replicas are separate Model objects).
 #pragma once

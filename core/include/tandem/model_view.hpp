@@ -1,4 +1,4 @@
-// ModelView: the model a callback acts on — its *target* (DESIGN.md contract 3).
+// ModelView: the model a callback acts on — its *target* (docs/design.md contract 3).
 //
 // "template": the device-agnostic model (weights, config, save/load); its checkpoints load on any
 // device plan. "meta": the same weights seen through the meta-model, plus the device plan and

@@ -1,4 +1,4 @@
-// The plugin SDK: how a shared library provides a Tandem callback (DESIGN.md contract 5).
+// The plugin SDK: how a shared library provides a Tandem callback (docs/design.md contract 5).
 //
 // A plugin library defines one class derived from CallbackPlugin and names it once with
 // TANDEM_PLUGIN(MyPlugin). That exports

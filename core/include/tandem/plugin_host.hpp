@@ -1,4 +1,4 @@
-// PluginHost: finds, checks and loads callback plugins (DESIGN.md contract 5).
+// PluginHost: finds, checks and loads callback plugins (docs/design.md contract 5).
 //
 // Search path, in order: folders given by the run config ("plugin_paths"), $TANDEM_PLUGIN_PATH
 // (colon-separated), <libdir>/tandem/plugins next to the loaded libtandem (installed trees, found

@@ -1,4 +1,5 @@
-// ReplicaModel: the meta-model — one template, N replicas on N devices (DESIGN.md contracts 1-2).
+// ReplicaModel: the meta-model — one template, N replicas on N devices (docs/design.md
+// contracts 1-2).
 //
 // Every replica holds a full copy of the weights and its own optimizer state. A train step
 // splits the global batch (the first B mod N replicas take one more sample), runs forward and
@@ -11,8 +12,8 @@
 // replica() copy the device state back to the host when it changed since (sync_template()), and
 // broadcast_from_template() sends the host state to every device.
 //
-// Across processes (an MPI job, DESIGN.md contract 8) every rank runs a ReplicaModel on its shard
-// of the global batch: the loss gradient is scaled by 1/(global batch), gradients are summed
+// Across processes (an MPI job, docs/design.md contract 8) every rank runs a ReplicaModel on its
+// shard of the global batch: the loss gradient is scaled by 1/(global batch), gradients are summed
 // inside the process first and then across ranks (World::all_reduce_sum, rank order), and loss
 // and metric sums are gathered so every rank sees the logs of the whole batch.
 //

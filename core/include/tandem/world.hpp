@@ -1,6 +1,6 @@
-// World: the processes of a run (DESIGN.md contract 8). One process, or the ranks of an MPI job
-// started by `mpirun -np P tandem train ...`. Collectives are called by every rank in the same
-// order, from one thread per process (the one that drives training).
+// World: the processes of a run (docs/design.md contract 8). One process, or the ranks of an MPI
+// job started by `mpirun -np P tandem train ...`. Collectives are called by every rank in the
+// same order, from one thread per process (the one that drives training).
 //
 // Sums are deterministic: every element is added in rank order 0, 1, ..., P-1 and every rank
 // ends with the same bits, whatever the timing or the MPI library's own algorithms.

@@ -391,7 +391,7 @@ TEST(Conv2D, ConfigErrorsNameTheJsonPath) {
   EXPECT_NE(e.find("layer 'conv2d' (Conv2D)"), std::string::npos) << e;
 }
 
-// DESIGN.md's fashion-cnn, as Keras would save it. Keras' count, by hand:
+// docs/design.md's fashion-cnn, as Keras would save it. Keras' count, by hand:
 // conv2d 3*3*1*32 + 32 = 320; 28 -> 26 -> pool 13; conv2d_1 3*3*32*64 + 64 = 18,496;
 // 13 -> 11 -> pool 5 (floor); flatten 5*5*64 = 1,600; dense 1600*128 + 128 = 204,928;
 // dense_1 128*10 + 10 = 1,290. Total 320 + 18,496 + 204,928 + 1,290 = 225,034.

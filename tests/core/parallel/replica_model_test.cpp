@@ -1,4 +1,4 @@
-// The meta-model contracts (DESIGN.md 1 and 2) and determinism.
+// The meta-model contracts (docs/design.md contracts 1 and 2) and determinism.
 #include "tandem/replica_model.hpp"
 
 #include <gtest/gtest.h>
