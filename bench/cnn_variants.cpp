@@ -30,6 +30,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/parallel.hpp"
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "tandem/process_setup.hpp"
 
@@ -180,12 +181,18 @@ struct Variant {
       if (record) t[name].push_back(std::chrono::duration<double, std::milli>(now - last).count());
       last = now;
     };
-    auto relu_fwd = [](memory& m, memory::dim n) {
-      tandem::nn::activation_forward(ActivationKind::relu, data(m), data(m), n / 32, 32);
+    // The engine's relu (the CPU backend's) over oneDNN's buffers, borrowed as tensors.
+    auto borrowed = [](memory& m, memory::dim n) {
+      return tandem::Tensor::adopt({n}, std::shared_ptr<float[]>(data(m), [](float*) {}));
     };
-    auto relu_bwd = [](memory& y, memory& g, memory& gi, memory::dim n) {
-      tandem::nn::activation_backward(ActivationKind::relu, data(y), data(y), data(g), data(gi),
-                                      n / 32, 32);
+    auto relu_fwd = [&](memory& m, memory::dim n) {
+      tandem::Tensor t = borrowed(m, n);
+      tandem::backend::cpu_backend().activation_forward(ActivationKind::relu, t, t, 32);
+    };
+    auto relu_bwd = [&](memory& y, memory& g, memory& gi, memory::dim n) {
+      tandem::Tensor yt = borrowed(y, n), gt = borrowed(g, n), git = borrowed(gi, n);
+      tandem::backend::cpu_backend().activation_backward(ActivationKind::relu, yt, yt, gt, git,
+                                                         32);
     };
     // forward
     conv1.to_w.execute(st, conv1.kernel, conv1.w);

@@ -47,6 +47,7 @@
 #include "adam_variants.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/parallel.hpp"
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "tandem/data_loader.hpp"
 #include "tandem/dataset.hpp"
@@ -797,11 +798,9 @@ json run_elementwise(const Options& o) {
     const std::string key =
         std::string(name) + " " + std::to_string(rows) + "x" + std::to_string(cols);
     r[key]["engine_forward_ms"] =
-        time_it([&] { tandem::nn::activation_forward(kind, in.data(), out.data(), rows, cols); });
-    r[key]["engine_backward_ms"] = time_it([&] {
-      tandem::nn::activation_backward(kind, in.data(), out.data(), go.data(), gi.data(), rows,
-                                      cols);
-    });
+        time_it([&] { tandem::backend::cpu_backend().activation_forward(kind, in, out, cols); });
+    r[key]["engine_backward_ms"] = time_it(
+        [&] { tandem::backend::cpu_backend().activation_backward(kind, in, out, go, gi, cols); });
     // oneDNN eltwise forward on the same data (JIT, AVX-512 here).
     using namespace dnnl;
     engine eng(engine::kind::cpu, 0);

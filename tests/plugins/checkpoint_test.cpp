@@ -566,7 +566,19 @@ TEST(CheckpointPlugin, ATemplateCheckpointOfCpu3LoadsIntoCpu1AndPredictsIdentica
   std::vector<float> p3(37 * 3), p1(37 * 3);
   three.meta->predict(x, p3.data());
   one.meta->predict(x, p1.data());
-  EXPECT_EQ(p3, p1);
+  // cpu:3 predicts rows 0-12, 13-24 and 25-36 on its replicas: cpu:1 predicting the same blocks
+  // gives the same bits; the whole batch at once runs GEMMs of another shape, which oneDNN may
+  // sum in another order (its AVX2 kernels do), so that is equal to float rounding.
+  const std::int64_t bounds[] = {0, 13, 25, 37};
+  for (int r = 0; r < 3; ++r) {
+    const std::int64_t n = bounds[r + 1] - bounds[r];
+    std::vector<float> block(static_cast<std::size_t>(n * 3));
+    one.meta->predict(Tensor::view(x, bounds[r] * 4, {n, 4}).clone(), block.data());
+    EXPECT_TRUE(std::equal(block.begin(), block.end(), p3.begin() + bounds[r] * 3))
+        << "rows " << bounds[r] << " to " << bounds[r + 1] - 1;
+  }
+  for (std::size_t i = 0; i < p1.size(); ++i)
+    EXPECT_NEAR(p3[i], p1[i], 1e-5 * std::max(1.0f, std::fabs(p1[i]))) << "element " << i;
 }
 
 TEST(CheckpointPlugin, AMetaCheckpointRestoresOnTheSamePlanAndIsRefusedOnAnother) {

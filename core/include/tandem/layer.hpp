@@ -19,6 +19,11 @@
 
 namespace tandem {
 
+namespace backend {
+class Backend;
+Backend& cpu_backend();
+}  // namespace backend
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -64,6 +69,13 @@ class Layer {
   virtual bool wants_cross_replica_sum() const { return false; }
   virtual void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> /*sum*/, int /*replica*/) {}
 
+  /// The backend the layer computes on (backend/ops.hpp): the CPU's unless a replica placed the
+  /// layer on a device. Borrowed: the backend outlives the layer's use of it.
+  backend::Backend& ops() const { return backend_ ? *backend_ : backend::cpu_backend(); }
+  /// Places the layer's computation on `backend`; its parameters and buffers must then live on
+  /// that backend's device (the caller places the parameters; buffers follow on their next use).
+  void set_backend(backend::Backend& backend) { backend_ = &backend; }
+
   /// The layer's random state (Dropout), saved in checkpoints; empty when it has none.
   virtual std::vector<std::uint64_t> random_state() const { return {}; }
   virtual void set_random_state(const std::vector<std::uint64_t>& /*state*/) {}
@@ -78,6 +90,7 @@ class Layer {
   std::string name_;
   bool trainable_ = true;
   std::int64_t sample_offset_ = 0;
+  backend::Backend* backend_ = nullptr;  // null: the CPU backend
 };
 
 }  // namespace tandem

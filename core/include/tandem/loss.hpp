@@ -15,6 +15,10 @@
 
 namespace tandem {
 
+namespace backend {
+struct LossDesc;
+}  // namespace backend
+
 class Loss {
  public:
   virtual ~Loss() = default;
@@ -29,6 +33,8 @@ class Loss {
   /// shape and set to grad_scale * d(sum)/d(pred).
   virtual double compute(const Tensor& pred, const Tensor& target, float grad_scale,
                          Tensor* grad) const = 0;
+  /// The loss as the backends compute it (backend/kernel_math.hpp), for device replicas.
+  virtual backend::LossDesc desc() const = 0;
 };
 
 /// "mse" or "sparse_categorical_crossentropy" or

@@ -13,6 +13,10 @@
 
 namespace tandem {
 
+namespace backend {
+struct MetricDesc;
+}  // namespace backend
+
 struct MetricSum {
   double sum = 0;
   double count = 0;
@@ -33,6 +37,8 @@ class Metric {
   /// reads logits), {} for the others.
   virtual nlohmann::json config() const = 0;
   virtual MetricSum evaluate(const Tensor& pred, const Tensor& target) const = 0;
+  /// The metric as the backends compute it (backend/kernel_math.hpp), for device replicas.
+  virtual backend::MetricDesc desc() const = 0;
 };
 
 /// Builds the metrics of a config's "metrics" list. "accuracy"/"acc" resolve the way Keras does:

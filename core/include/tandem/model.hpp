@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ class Model {
   const Tensor& forward(const Tensor& x, bool training, std::int64_t sample_offset = 0);
   /// Back-propagates dL/d(output), setting every parameter's grad.
   void backward(const Tensor& grad_output);
+  /// The same, calling after_layer(i) for every layer from the last back, once layer i's
+  /// gradients are set (a device replica starts summing them across replicas then).
+  void backward(const Tensor& grad_output,
+                const std::function<void(std::size_t layer)>& after_layer);
 
   /// All parameters in layer order, trainable ones of each layer first (Keras weight order).
   std::vector<Parameter*> parameters();

@@ -17,6 +17,11 @@
 
 namespace tandem {
 
+namespace backend {
+class Backend;
+struct OptimizerDesc;
+}  // namespace backend
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -31,8 +36,12 @@ class Optimizer {
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
 
-  /// One update of every parameter from its grad.
+  /// One update of every parameter from its grad, on the CPU backend (host parameters).
   void apply(const std::vector<Parameter*>& params);
+  /// The same on `backend`, whose device holds the parameters, gradients and slots.
+  void apply(const std::vector<Parameter*>& params, backend::Backend& backend);
+  /// The update rule as the backends run it (backend/kernel_math.hpp).
+  virtual backend::OptimizerDesc desc() const = 0;
 
   /// State slots per parameter, e.g. {"m", "v"} for Adam; slot(i, s) has parameter i's shape.
   virtual std::vector<std::string> slot_names() const = 0;
@@ -45,9 +54,6 @@ class Optimizer {
   Optimizer(double learning_rate, double weight_decay, double clipnorm, double clipvalue,
             double global_clipnorm);
   nlohmann::json base_config(const std::string& name) const;
-  /// Updates one parameter given its (possibly clipped) gradient; `step` counts from 1.
-  virtual void update(Parameter& p, const float* grad, std::vector<Tensor>& slots,
-                      std::int64_t step) = 0;
 
   double learning_rate_;
   double weight_decay_;
@@ -56,7 +62,6 @@ class Optimizer {
   double clipnorm_, clipvalue_, global_clipnorm_;
   std::int64_t iterations_ = 0;
   std::vector<std::vector<Tensor>> slots_;
-  Tensor clipped_;
 };
 
 /// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,

@@ -1,8 +1,18 @@
 #include "nn/activation.hpp"
 
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
+
+namespace {
+
+// Softmax normalises the last axis.
+std::int64_t last_axis(const Tensor& x) {
+  return std::max<std::int64_t>(x.rank() > 1 ? x.shape().back() : 1, 1);
+}
+
+}  // namespace
 
 Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
   if (kind_ == ActivationKind::softmax && input_shape.empty())
@@ -12,10 +22,7 @@ Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
 
 const Tensor& Activation::forward(const Tensor& x, bool /*training*/) {
   input_ = x;
-  output_.resize(x.shape());
-  const std::int64_t cols = x.rank() > 1 ? x.shape().back() : 1;
-  activation_forward(kind_, x.data(), output_.data(), x.size() / std::max<std::int64_t>(cols, 1),
-                     cols);
+  ops().activation_forward(kind_, x, sized(ops(), output_, x.shape()), last_axis(x));
   return output_;
 }
 
@@ -24,10 +31,8 @@ const Tensor& Activation::backward(const Tensor& grad_output, bool need_input_gr
     grad_input_ = Tensor();
     return grad_input_;
   }
-  grad_input_.resize(input_.shape());
-  const std::int64_t cols = input_.rank() > 1 ? input_.shape().back() : 1;
-  activation_backward(kind_, input_.data(), output_.data(), grad_output.data(), grad_input_.data(),
-                      input_.size() / std::max<std::int64_t>(cols, 1), cols);
+  ops().activation_backward(kind_, input_, output_, grad_output,
+                            sized(ops(), grad_input_, input_.shape()), last_axis(input_));
   return grad_input_;
 }
 

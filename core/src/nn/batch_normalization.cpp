@@ -1,42 +1,11 @@
 #include "nn/batch_normalization.hpp"
 
 #include <algorithm>
-#include <cmath>
 
-#include "backend/cpu/parallel.hpp"
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
-
-namespace {
-
-// Values per reduction block: the split depends on the shape only, never on the thread count.
-constexpr std::int64_t kBlockValues = 1 << 15;
-
-// out[j] = sum over rows of the per-row terms that accumulate(r0, r1, acc) adds into
-// acc[0, width) for rows [r0, r1). Blocks of rows are summed in parallel into their own partial
-// sums, which are then added in block order: bitwise deterministic.
-template <class F>
-void row_sums(std::int64_t rows, std::int64_t width, std::vector<double>& partial,
-              std::vector<double>& out, F&& accumulate) {
-  const std::int64_t block =
-      std::max<std::int64_t>(1, kBlockValues / std::max<std::int64_t>(width, 1));
-  const std::int64_t blocks = (rows + block - 1) / block;
-  partial.assign(static_cast<std::size_t>(blocks * width), 0.0);
-  cpu::parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t b = b0; b < b1; ++b)
-      accumulate(b * block, std::min(rows, (b + 1) * block), partial.data() + b * width);
-  });
-  out.assign(static_cast<std::size_t>(width), 0.0);
-  for (std::int64_t b = 0; b < blocks; ++b)
-    for (std::int64_t j = 0; j < width; ++j) out[j] += partial[b * width + j];
-}
-
-std::int64_t rows_per_chunk(std::int64_t channels) {
-  return std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(channels, 1));
-}
-
-}  // namespace
 
 BatchNormalization::BatchNormalization(std::string name, BatchNormalizationOptions options)
     : Layer(std::move(name)), options_(std::move(options)) {
@@ -78,9 +47,24 @@ Shape BatchNormalization::build(const Shape& input_shape, Rng& init) {
   options_.moving_mean_initializer.fill(moving_mean_.value, c, c, init);
   moving_variance_.value = Tensor({c});
   options_.moving_variance_initializer.fill(moving_variance_.value, c, c, init);
-  shift_.assign(static_cast<std::size_t>(c), 0.0f);
-  inv_std_.assign(static_cast<std::size_t>(c), 0.0f);
+  normalization_.reset();
   return input_shape;
+}
+
+backend::BatchNorm& BatchNormalization::normalization() {
+  if (!normalization_ || normalization_backend_ != &ops()) {
+    normalization_ = ops().batch_norm(
+        {channels_, options_.momentum, options_.epsilon, options_.scale, options_.center});
+    normalization_backend_ = &ops();
+  }
+  return *normalization_;
+}
+
+backend::SumAcrossReplicas BatchNormalization::sync() const {
+  if (!cross_replica_) return {};
+  return [sum = cross_replica_, replica = replica_](double* values, std::size_t count) {
+    sum->sum(replica, values, count);
+  };
 }
 
 const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
@@ -89,152 +73,32 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
     throw ShapeError("layer '" + name() + "' (BatchNormalization) expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
   input_ = x;
-  output_.resize(x.shape());
-  const std::int64_t channels = channels_;
-  const std::int64_t rows = x.size() / channels;
-  const float* xp = x.data();
+  sized(ops(), output_, x.shape());
+  const Tensor* gamma = options_.scale ? &gamma_.value : nullptr;
+  const Tensor* beta = options_.center ? &beta_.value : nullptr;
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
-  batch_stats_ = training && trainable();
-  if (batch_stats_) {
-    // Synchronized: every replica of every rank takes part in both sums, an empty shard too.
-    const bool global = cross_replica_ != nullptr;
-    if (rows == 0 && !global) return output_;  // an empty shard: no statistics
-    double count = static_cast<double>(rows);
-    row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const float* xr = xp + r * channels;
-        for (std::int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
-      }
-    });
-    if (global) {
-      global_.assign(sums_.begin(), sums_.begin() + channels);
-      global_.push_back(count);
-      cross_replica_->sum(replica_, global_.data(), global_.size());
-      std::copy(global_.begin(), global_.begin() + channels, sums_.begin());
-      count = global_.back();
-    }
-    std::vector<double> mean(sums_.begin(), sums_.begin() + channels);
-    for (double& m : mean) m /= count;
-    // Two passes: the variance from squared deviations, not E[x²] - E[x]² (no cancellation).
-    row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const float* xr = xp + r * channels;
-        for (std::int64_t c = 0; c < channels; ++c) {
-          const double d = xr[c] - mean[c];
-          acc[c] += d * d;
-        }
-      }
-    });
-    if (global) {
-      global_.assign(sums_.begin(), sums_.begin() + channels);
-      cross_replica_->sum(replica_, global_.data(), global_.size());
-      std::copy(global_.begin(), global_.end(), sums_.begin());
-    }
-    if (rows == 0) return output_;
-    const double momentum = options_.momentum;
-    float* mm = moving_mean_.value.data();
-    float* mv = moving_variance_.value.data();
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double var = sums_[c] / count;  // biased, as Keras
-      shift_[c] = static_cast<float>(mean[c]);
-      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + options_.epsilon));
-      mm[c] = static_cast<float>(mm[c] * momentum + mean[c] * (1.0 - momentum));
-      mv[c] = static_cast<float>(mv[c] * momentum + var * (1.0 - momentum));
-    }
-  } else {
-    const float* mm = moving_mean_.value.data();
-    const float* mv = moving_variance_.value.data();
-    for (std::int64_t c = 0; c < channels; ++c) {
-      shift_[c] = mm[c];
-      inv_std_[c] =
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(mv[c]) + options_.epsilon));
-    }
-  }
-  // y = (x - shift) * (gamma * inv_std) + beta
-  std::vector<float> a(static_cast<std::size_t>(channels)),
-      b(static_cast<std::size_t>(channels), 0.0f);
-  for (std::int64_t c = 0; c < channels; ++c) {
-    a[c] = options_.scale ? gamma_.value[c] * inv_std_[c] : inv_std_[c];
-    if (options_.center) b[c] = beta_.value[c];
-  }
-  float* y = output_.data();
-  const float* shift = shift_.data();
-  cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const float* xr = xp + r * channels;
-      float* yr = y + r * channels;
-      for (std::int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - shift[c]) * a[c] + b[c];
-    }
-  });
+  if (training && trainable())
+    normalization().forward_training(x, gamma, beta, moving_mean_.value, moving_variance_.value,
+                                     output_, sync());
+  else
+    normalization().forward_inference(x, gamma, beta, moving_mean_.value, moving_variance_.value,
+                                      output_);
   return output_;
 }
 
 const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_input_grad) {
-  const std::int64_t channels = channels_;
-  const std::int64_t rows = input_.size() / channels;
   if (grad_output.size() != input_.size())
     throw ShapeError("layer '" + name() + "' (BatchNormalization): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output " +
                      shape_to_string(input_.shape()));
-  const float* g = grad_output.data();
-  const float* xp = input_.data();
-  const float* shift = shift_.data();
-  const float* inv_std = inv_std_.data();
-  // sums_[c] = sum of g, sums_[channels + c] = sum of g * x̂ with x̂ = (x - shift) * inv_std.
-  row_sums(rows, 2 * channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const float* gr = g + r * channels;
-      const float* xr = xp + r * channels;
-      for (std::int64_t c = 0; c < channels; ++c) {
-        acc[c] += gr[c];
-        acc[channels + c] += static_cast<double>(gr[c]) * ((xr[c] - shift[c]) * inv_std[c]);
-      }
-    }
-  });
-  // gamma and beta get this shard's sums: the gradient all-reduce adds the other shards'.
-  if (options_.scale)
-    for (std::int64_t c = 0; c < channels; ++c)
-      gamma_.grad[c] = static_cast<float>(sums_[channels + c]);
-  if (options_.center)
-    for (std::int64_t c = 0; c < channels; ++c) beta_.grad[c] = static_cast<float>(sums_[c]);
-  // The input gradient goes through the statistics of the whole batch they came from.
-  double count = static_cast<double>(rows);
-  if (batch_stats_ && cross_replica_) {
-    global_.assign(sums_.begin(), sums_.begin() + 2 * channels);
-    global_.push_back(count);
-    cross_replica_->sum(replica_, global_.data(), global_.size());
-    count = global_.back();
-  }
-  const double* stat_sums = batch_stats_ && cross_replica_ ? global_.data() : sums_.data();
-  if (!need_input_grad) {
+  if (need_input_grad)
+    sized(ops(), grad_input_, input_.shape());
+  else
     grad_input_ = Tensor();
-    return grad_input_;
-  }
-  grad_input_.resize(input_.shape());
-  // Batch statistics: dx = a * (g - mean(g) - x̂ * mean(g * x̂)), a = gamma * inv_std (the
-  // gradient through the mean and the variance). Moving statistics: dx = a * g.
-  std::vector<float> a(static_cast<std::size_t>(channels)), k1(a.size(), 0.0f), k2(a.size(), 0.0f);
-  for (std::int64_t c = 0; c < channels; ++c) {
-    a[c] = options_.scale ? gamma_.value[c] * inv_std[c] : inv_std[c];
-    if (batch_stats_ && count > 0) {
-      k1[c] = static_cast<float>(stat_sums[c] / count);
-      k2[c] = static_cast<float>(stat_sums[channels + c] / count);
-    }
-  }
-  float* dx = grad_input_.data();
-  cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const float* gr = g + r * channels;
-      const float* xr = xp + r * channels;
-      float* dr = dx + r * channels;
-      if (batch_stats_) {
-        for (std::int64_t c = 0; c < channels; ++c)
-          dr[c] = a[c] * (gr[c] - k1[c] - (xr[c] - shift[c]) * inv_std[c] * k2[c]);
-      } else {
-        for (std::int64_t c = 0; c < channels; ++c) dr[c] = a[c] * gr[c];
-      }
-    }
-  });
+  normalization().backward(input_, grad_output, options_.scale ? &gamma_.value : nullptr,
+                           options_.scale && !gamma_.grad.empty() ? &gamma_.grad : nullptr,
+                           options_.center && !beta_.grad.empty() ? &beta_.grad : nullptr,
+                           need_input_grad ? &grad_input_ : nullptr, sync());
   return grad_input_;
 }
 

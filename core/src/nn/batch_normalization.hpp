@@ -30,6 +30,8 @@
 
 #include <vector>
 
+#include "backend/ops.hpp"
+
 #include "nn/initializer.hpp"
 #include "tandem/layer.hpp"
 
@@ -72,11 +74,13 @@ class BatchNormalization : public Layer {
   Shape input_shape_;
   std::int64_t channels_ = 0;
   Parameter gamma_, beta_, moving_mean_, moving_variance_;
-  bool batch_stats_ = false;    // whether the last forward normalised with batch statistics
-  std::vector<float> shift_;    // per channel: the mean the last forward subtracted
-  std::vector<float> inv_std_;  // per channel: 1 / sqrt(variance + epsilon) of the last forward
-  std::vector<double> sums_, partial_;              // reduction scratch
-  std::vector<double> global_;                      // sums over the global batch (synchronized)
+  /// The backend's batch normalization (made again after a backend change).
+  backend::BatchNorm& normalization();
+  /// The cross-replica sum of a synchronized layer (empty otherwise).
+  backend::SumAcrossReplicas sync() const;
+
+  std::unique_ptr<backend::BatchNorm> normalization_;  // keeps the last forward's statistics
+  const backend::Backend* normalization_backend_ = nullptr;
   std::shared_ptr<CrossReplicaSum> cross_replica_;  // set when synchronized across replicas
   int replica_ = 0;
   Tensor input_;  // the last forward's input (shared storage, not a copy)

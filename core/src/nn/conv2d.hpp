@@ -2,23 +2,16 @@
 // (batch, rows, cols, in) -> (batch, out_rows, out_cols, filters), kernel (kh, kw, in, filters),
 // bias (filters,). padding "valid" or "same" (TensorFlow's SAME), strides, dilation_rate.
 //
-// Runs on oneDNN convolution primitives (forward, backward-data, backward-weights with bias).
-// Activations stay NHWC, the Keras layout, with no reorder; the kernel is handed to oneDNN in the
-// layout it prefers (format_tag::any), reordered from/to Keras' HWIO once per step. Measured on the
-// fashion-cnn shapes (batch 128, two AVX-512 cores): NHWC + HWIO runs im2col+GEMM (conv2 3x3
-// 32->64 on 13x13: forward 3.3-5.7 ms, backward 5.3 ms); everything `any` runs blocked nChw16c
-// kernels behind activation reorders (1.7 + 2.9 ms); NHWC activations with `any` weights run
-// brgconv forward (1.2 + 2.9 ms), the fastest overall. (convolution_auto picks Winograd for some
-// shapes: faster on conv2's forward, 7x slower on conv1's, and less exact: not used.)
-//
-// Primitives are created per (batch size, thread count) on first use and cached; the scratchpad
-// and reordered weights are owned by the layer, so a steady-state step allocates nothing.
+// Computes on its backend's Convolution2D (oneDNN on the CPU), made once per backend for the
+// layer's geometry; the activation runs as one operation after it (a relu in place, on its
+// output, or handed to the next layer).
 #pragma once
 
 #include <map>
 #include <memory>
 #include <utility>
 
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/initializer.hpp"
 #include "nn/spatial.hpp"
@@ -55,10 +48,8 @@ class Conv2D : public Layer {
   void set_output_relu_external(bool external) override { relu_external_ = external; }
 
  private:
-  struct Primitives;  // oneDNN primitives and memories for one batch size
-  Primitives& primitives(std::int64_t batch);
-  void prepare_backward(Primitives& p, bool need_data);
-  [[noreturn]] void fail(const char* what, const std::exception& e) const;
+  /// The backend's convolution for this layer's geometry (made again after a backend change).
+  backend::Convolution2D& convolution();
 
   Conv2DOptions options_;
   Shape input_shape_;   // (rows, cols, in)
@@ -70,8 +61,9 @@ class Conv2D : public Layer {
   bool relu_external_ = false;  // outputs z; backward() receives dL/dz (the next layer's job)
   Tensor output_;               // activation(pre_)
   Tensor grad_pre_, grad_input_;
-  Tensor scratch_;  // oneDNN scratchpad, shared by all primitives of this layer
-  std::map<std::pair<std::int64_t, int>, std::unique_ptr<Primitives>> cache_;
+  backend::window::Geometry2D geometry_;
+  std::unique_ptr<backend::Convolution2D> convolution_;
+  const backend::Backend* convolution_backend_ = nullptr;  // the backend that made it
 };
 
 }  // namespace tandem::nn

@@ -1,7 +1,6 @@
 #include "nn/dense.hpp"
 
-#include "backend/cpu/gemm.hpp"
-#include "backend/cpu/parallel.hpp"
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -34,27 +33,21 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
   if (x.rank() < 2 || x.shape().back() != in_features_)
     throw ShapeError("layer '" + name() + "' (Dense) expects inputs (None, ..., " +
                      std::to_string(in_features_) + "), got " + shape_to_string(x.shape()));
+  backend::Backend& ops = this->ops();
   input_ = x;
   const std::int64_t rows = x.size() / in_features_;
-  const std::int64_t units = options_.units;
   Shape out_shape = x.shape();
-  out_shape.back() = units;
-  const bool keep_pre = options_.activation != ActivationKind::linear;
-  Tensor& z = keep_pre ? pre_ : output_;
-  z.resize(out_shape);
-  float* zp = z.data();
-  if (options_.use_bias) {
-    const float* b = bias_.value.data();
-    cpu::parallel_for(rows, 256, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) std::copy(b, b + units, zp + r * units);
-    });
+  out_shape.back() = options_.units;
+  const backend::GemmDesc gemm{false, false, rows, options_.units, in_features_, epilogue()};
+  const Tensor* bias = options_.use_bias ? &bias_.value : nullptr;
+  if (fused()) {
+    ops.gemm(gemm, x, kernel_.value, bias, sized(ops, output_, out_shape));
+    return output_;
   }
-  cpu::gemm(false, false, rows, units, in_features_, 1.0f, x.data(), in_features_,
-            kernel_.value.data(), units, options_.use_bias ? 1.0f : 0.0f, zp, units);
-  if (keep_pre) {
-    output_.resize(out_shape);
-    activation_forward(options_.activation, zp, output_.data(), rows, units);
-  }
+  // Any other activation: the product, kept for the activation's derivative, then the activation.
+  ops.gemm(gemm, x, kernel_.value, bias, sized(ops, pre_, out_shape));
+  ops.activation_forward(options_.activation, pre_, sized(ops, output_, out_shape),
+                         options_.units);
   return output_;
 }
 
@@ -64,38 +57,37 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
   if (grad_output.size() != rows * units)
     throw ShapeError("layer '" + name() + "' (Dense): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output");
-  const float* g = grad_output.data();
+  backend::Backend& ops = this->ops();
+  const Tensor* dz = &grad_output;
   if (options_.activation != ActivationKind::linear) {
-    grad_pre_.resize(grad_output.shape());
-    activation_backward(options_.activation, pre_.data(), output_.data(), g, grad_pre_.data(), rows,
-                        units);
-    g = grad_pre_.data();
+    // A fused relu kept no product: relu'(z) reads its output (y > 0 exactly when z > 0).
+    const Tensor& pre = fused() ? output_ : pre_;
+    ops.activation_backward(options_.activation, pre, output_, grad_output,
+                            sized(ops, grad_pre_, grad_output.shape()), units);
+    dz = &grad_pre_;
   }
-  // dKernel = xᵀ · g
-  cpu::gemm(true, false, in_features_, units, rows, 1.0f, input_.data(), in_features_, g, units,
-            0.0f, kernel_.grad.data(), units);
-  if (options_.use_bias) {
-    float* db = bias_.grad.data();
-    // Column sums, split by columns so the summation order never depends on threads.
-    cpu::parallel_for(units,
-                      std::max<std::int64_t>(64, (1 << 16) / std::max<std::int64_t>(rows, 1)),
-                      [&](std::int64_t c0, std::int64_t c1) {
-                        for (std::int64_t c = c0; c < c1; ++c) db[c] = 0.0f;
-                        for (std::int64_t r = 0; r < rows; ++r) {
-                          const float* gr = g + r * units;
-                          for (std::int64_t c = c0; c < c1; ++c) db[c] += gr[c];
-                        }
-                      });
-  }
+  // dKernel = xᵀ · dz, dBias = column sums of dz, dx = dz · kernelᵀ
+  if (!kernel_.grad.empty())
+    ops.gemm({true, false, in_features_, units, rows}, input_, *dz, nullptr, kernel_.grad);
+  if (options_.use_bias && !bias_.grad.empty()) ops.column_sums(*dz, units, bias_.grad);
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;
   }
-  grad_input_.resize(input_.shape());
-  // dx = g · kernelᵀ
-  cpu::gemm(false, true, rows, in_features_, units, 1.0f, g, units, kernel_.value.data(), units,
-            0.0f, grad_input_.data(), in_features_);
+  ops.gemm({false, true, rows, in_features_, units}, *dz, kernel_.value, nullptr,
+           sized(ops, grad_input_, input_.shape()));
   return grad_input_;
+}
+
+bool Dense::fused() const {
+  return options_.activation == ActivationKind::linear ||
+         (options_.use_bias && options_.activation == ActivationKind::relu);
+}
+
+backend::GemmEpilogue Dense::epilogue() const {
+  if (!options_.use_bias) return backend::GemmEpilogue::none;
+  return options_.activation == ActivationKind::relu ? backend::GemmEpilogue::relu_bias
+                                                     : backend::GemmEpilogue::bias;
 }
 
 std::vector<Parameter*> Dense::parameters() {

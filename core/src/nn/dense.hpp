@@ -1,7 +1,9 @@
 // Dense: y = activation(x · kernel + bias), Keras semantics (kernel is (in, units)); applied to the
-// last axis, so (batch, ..., in) -> (batch, ..., units).
+// last axis, so (batch, ..., in) -> (batch, ..., units). Computes on its backend: the GEMM with
+// the bias (and a relu) in its epilogue, other activations as one operation over the product.
 #pragma once
 
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/initializer.hpp"
 #include "tandem/layer.hpp"
@@ -30,8 +32,12 @@ class Dense : public Layer {
   DenseOptions options_;
   std::int64_t in_features_ = 0;
   Parameter kernel_, bias_;
+  /// Whether the activation runs in the GEMM's epilogue (linear; relu with a bias).
+  bool fused() const;
+  backend::GemmEpilogue epilogue() const;
+
   Tensor input_;   // the last forward's input (shared storage, not a copy)
-  Tensor pre_;     // x·W + b (kept only when the activation needs it)
+  Tensor pre_;     // x·W + b (kept only when the activation is not fused)
   Tensor output_;  // activation(pre_)
   Tensor grad_pre_, grad_input_;
 };

@@ -1,20 +1,12 @@
 #include "nn/dropout.hpp"
 
-#include "backend/cpu/parallel.hpp"
+#include "backend/kernel_math.hpp"
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
 
-namespace {
-
-// splitmix64 finaliser: a well-mixed 64-bit hash.
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
+using backend::math::mix;
 
 Dropout::Dropout(std::string name, double rate, std::optional<std::uint64_t> seed)
     : Layer(std::move(name)), rate_(rate), seed_(seed) {}
@@ -36,31 +28,10 @@ const Tensor& Dropout::forward(const Tensor& x, bool training) {
   masked_ = training && rate_ > 0.0;
   if (!masked_) return x;
   const std::uint64_t call = calls_++;
-  mask_.resize(x.shape());
-  output_.resize(x.shape());
   const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 1;
   const std::int64_t cols = rows > 0 ? x.size() / rows : 0;
-  const float scale = static_cast<float>(1.0 / (1.0 - rate_));
-  // keep when the top 24 bits of the hash, as a fraction, are below 1 - rate
-  const auto keep_below = static_cast<std::uint64_t>((1.0 - rate_) * 16777216.0);
-  const std::uint64_t step_key = mix(stream_ ^ mix(call + 1));
-  const std::int64_t offset = sample_offset();
-  float* m = mask_.data();
-  float* y = output_.data();
-  const float* xp = x.data();
-  cpu::parallel_for(rows, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(cols, 1)),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r) {
-                        const std::uint64_t row_key =
-                            mix(step_key ^ static_cast<std::uint64_t>(offset + r));
-                        for (std::int64_t c = 0; c < cols; ++c) {
-                          const std::uint64_t h = mix(row_key + static_cast<std::uint64_t>(c));
-                          const std::int64_t i = r * cols + c;
-                          m[i] = (h >> 40) < keep_below ? scale : 0.0f;
-                          y[i] = xp[i] * m[i];
-                        }
-                      }
-                    });
+  ops().dropout_forward({stream_, call, rate_, sample_offset()}, x,
+                        sized(ops(), output_, x.shape()), sized(ops(), mask_, x.shape()), cols);
   return output_;
 }
 
@@ -70,8 +41,7 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
     return grad_input_;
   }
   if (!masked_) return grad_output;
-  grad_input_.resize(grad_output.shape());
-  for (std::int64_t i = 0; i < grad_output.size(); ++i) grad_input_[i] = grad_output[i] * mask_[i];
+  ops().multiply(grad_output, mask_, sized(ops(), grad_input_, grad_output.shape()));
   return grad_input_;
 }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "backend/cpu/parallel.hpp"
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -57,26 +57,13 @@ const Tensor& Embedding::forward(const Tensor& x, bool /*training*/) {
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
     throw ShapeError("layer '" + name() + "' (Embedding) expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
-  const std::int64_t n = x.size(), dim = options_.output_dim, vocab = options_.input_dim;
-  indices_.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (!(v >= 0.0f && v < static_cast<float>(vocab) && v == std::floor(v))) {
-      throw_bad_embedding_index(name(), input_shape_, sample_offset(), i, v, vocab);
-    }
-    indices_[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
-  }
+  input_ = x;
   Shape out = x.shape();
-  out.push_back(dim);
-  output_.resize(out);
-  const float* table = embeddings_.value.data();
-  float* y = output_.data();
-  cpu::parallel_for(
-      n, std::max<std::int64_t>(1, 16384 / dim), [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i)
-          std::memcpy(y + i * dim, table + indices_[static_cast<std::size_t>(i)] * dim,
-                      static_cast<std::size_t>(dim) * sizeof(float));
-      });
+  out.push_back(options_.output_dim);
+  if (auto bad = ops().embedding_gather(embeddings_.value, x, sized(ops(), output_, out),
+                                        options_.output_dim))
+    throw_bad_embedding_index(name(), input_shape_, sample_offset(), bad->position, bad->value,
+                              options_.input_dim);
   return output_;
 }
 
@@ -86,30 +73,12 @@ const Tensor& Embedding::backward(const Tensor& grad_output, bool need_input_gra
                      "' (Embedding) has no gradient with respect to its inputs (integer "
                      "indices): it must be the first layer with trainable weights, directly "
                      "after the input or after layers without weights");
-  const std::int64_t n = static_cast<std::int64_t>(indices_.size()), dim = options_.output_dim;
-  if (grad_output.size() != n * dim)
+  const std::int64_t dim = options_.output_dim;
+  if (grad_output.size() != input_.size() * dim)
     throw ShapeError("layer '" + name() + "' (Embedding): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output");
-  const float* g = grad_output.data();
-  float* grad = embeddings_.grad.data();
-  const std::int64_t* idx = indices_.data();
-  // Each part owns the table rows [row0, row1): it zeroes them and adds the gradients of the
-  // inputs that look them up, in input order, so the sums never depend on the threads.
-  auto accumulate = [&](std::int64_t row0, std::int64_t row1) {
-    std::fill(grad + row0 * dim, grad + row1 * dim, 0.0f);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t r = idx[i];
-      if (r < row0 || r >= row1) continue;
-      float* gr = grad + r * dim;
-      const float* gi = g + i * dim;
-      for (std::int64_t c = 0; c < dim; ++c) gr[c] += gi[c];
-    }
-  };
-  const std::int64_t vocab = options_.input_dim;
-  if (n * dim + vocab * dim < (1 << 16))
-    accumulate(0, vocab);
-  else
-    cpu::parallel_for(vocab, 1, accumulate);
+  if (!embeddings_.grad.empty())  // a frozen table on a device replica has no gradient
+    ops().embedding_gradient(input_, grad_output, embeddings_.grad, dim);
   grad_input_ = Tensor();
   return grad_input_;
 }

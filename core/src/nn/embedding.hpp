@@ -32,7 +32,7 @@ struct EmbeddingOptions {
 
 /// The DataError for element `i` (flat, within this layer's rows) of an Embedding input whose
 /// value `v` is not an integer index in [0, vocab): it names the element as input[sample, ...],
-/// the sample's place in the global batch. Shared by the CPU layer and its CUDA twin.
+/// the sample's place in the global batch.
 [[noreturn]] void throw_bad_embedding_index(const std::string& layer, const Shape& input_shape,
                                             std::int64_t sample_offset, std::int64_t i, float v,
                                             std::int64_t vocab);
@@ -53,7 +53,7 @@ class Embedding : public Layer {
   EmbeddingOptions options_;
   Shape input_shape_;
   Parameter embeddings_;
-  std::vector<std::int64_t> indices_;  // the last forward's indices, in input order
+  Tensor input_;  // the last forward's indices (shared storage, not a copy)
   Tensor output_, grad_input_;
 };
 

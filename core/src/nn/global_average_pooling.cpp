@@ -2,7 +2,7 @@
 
 #include "nn/spatial.hpp"
 
-#include "backend/cpu/parallel.hpp"
+#include "nn/buffers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -22,24 +22,8 @@ const Tensor& GlobalAveragePooling2D::forward(const Tensor& x, bool /*training*/
   const std::int64_t batch = x.dim(0), channels = input_shape_[2];
   const std::int64_t cells = input_shape_[0] * input_shape_[1];
   last_batch_ = batch;
-  if (keepdims_)
-    output_.resize({batch, 1, 1, channels});
-  else
-    output_.resize({batch, channels});
-  const float* in = x.data();
-  float* out = output_.data();
-  const float scale = 1.0f / static_cast<float>(cells);
-  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / (cells * channels)),
-                    [&](std::int64_t b0, std::int64_t b1) {
-                      for (std::int64_t b = b0; b < b1; ++b) {
-                        float* y = out + b * channels;
-                        const float* xb = in + b * cells * channels;
-                        for (std::int64_t c = 0; c < channels; ++c) y[c] = 0.0f;
-                        for (std::int64_t i = 0; i < cells; ++i)
-                          for (std::int64_t c = 0; c < channels; ++c) y[c] += xb[i * channels + c];
-                        for (std::int64_t c = 0; c < channels; ++c) y[c] *= scale;
-                      }
-                    });
+  sized(ops(), output_, keepdims_ ? Shape{batch, 1, 1, channels} : Shape{batch, channels});
+  ops().global_average_pool_forward(x, output_, cells, channels);
   return output_;
 }
 
@@ -54,20 +38,9 @@ const Tensor& GlobalAveragePooling2D::backward(const Tensor& grad_output, bool n
     return grad_input_;
   }
   const std::int64_t cells = input_shape_[0] * input_shape_[1];
-  grad_input_.resize({batch, input_shape_[0], input_shape_[1], channels});
-  const float* g = grad_output.data();
-  float* gx = grad_input_.data();
-  const float scale = 1.0f / static_cast<float>(cells);
-  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / (cells * channels)),
-                    [&](std::int64_t b0, std::int64_t b1) {
-                      for (std::int64_t b = b0; b < b1; ++b) {
-                        const float* gb = g + b * channels;
-                        float* xb = gx + b * cells * channels;
-                        for (std::int64_t i = 0; i < cells; ++i)
-                          for (std::int64_t c = 0; c < channels; ++c)
-                            xb[i * channels + c] = gb[c] * scale;
-                      }
-                    });
+  ops().global_average_pool_backward(
+      grad_output, sized(ops(), grad_input_, {batch, input_shape_[0], input_shape_[1], channels}),
+      cells, channels);
   return grad_input_;
 }
 

@@ -1,9 +1,8 @@
 // Keras losses: mean_squared_error, mean_absolute_error, binary_crossentropy,
 // categorical_crossentropy, sparse_categorical_crossentropy (from probabilities or logits).
 #include <algorithm>
-#include <cmath>
 
-#include "backend/cpu/parallel.hpp"
+#include "backend/ops.hpp"
 #include "tandem/config_object.hpp"
 #include "tandem/error.hpp"
 #include "tandem/loss.hpp"
@@ -14,228 +13,98 @@ namespace {
 
 using nlohmann::json;
 
-constexpr float kEpsilon = 1e-7f;  // Keras backend epsilon()
-
 std::int64_t rows_of(const Tensor& t) {
   return t.rank() > 0 ? t.dim(0) : 1;
 }
 
-// Sums per-row values computed by f(row) in a fixed order (deterministic whatever the threads).
-template <class F>
-double sum_rows(std::int64_t rows, std::int64_t work_per_row, F f) {
-  std::vector<double> per_row(static_cast<std::size_t>(rows));
-  cpu::parallel_for(rows, std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(work_per_row, 1)),
-                    [&](std::int64_t b, std::int64_t e) {
-                      for (std::int64_t r = b; r < e; ++r)
-                        per_row[static_cast<std::size_t>(r)] = f(r);
-                    });
-  double total = 0;
-  for (double v : per_row) total += v;
-  return total;
+std::string loss_name(backend::LossDesc::Kind kind) {
+  switch (kind) {
+    case backend::LossDesc::Kind::mse:
+      return "mean_squared_error";
+    case backend::LossDesc::Kind::mae:
+      return "mean_absolute_error";
+    case backend::LossDesc::Kind::bce:
+      return "binary_crossentropy";
+    case backend::LossDesc::Kind::cce:
+      return "categorical_crossentropy";
+    case backend::LossDesc::Kind::scce:
+      return "sparse_categorical_crossentropy";
+  }
+  return "";
 }
 
-void check_batch(const Tensor& pred, const Tensor& target, const std::string& loss) {
-  if (rows_of(pred) != rows_of(target))
-    throw ShapeError(loss + ": predictions have " + std::to_string(rows_of(pred)) +
-                     " samples, targets " + std::to_string(rows_of(target)));
-}
-
-// ---------------------------------------------------------------------------------------------
-class ElementwiseRegression : public Loss {
+// Every Keras loss Tandem knows: what differs is data (the descriptor); the arithmetic is the
+// backend's (backend/kernel_math.hpp's loss_row on every device).
+class KerasLoss : public Loss {
  public:
-  explicit ElementwiseRegression(bool squared) : squared_(squared) {}
-  std::string name() const override {
-    return squared_ ? "mean_squared_error" : "mean_absolute_error";
-  }
-  json config() const override { return name(); }
-  void check_shapes(const Shape& output, const Shape& target) const override {
-    if (shape_size(output) != shape_size(target))
-      throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
-                       " do not match model outputs " + shape_to_string(output, true));
-  }
-  double compute(const Tensor& pred, const Tensor& target, float grad_scale,
-                 Tensor* grad) const override {
-    check_batch(pred, target, name());
-    const std::int64_t rows = rows_of(pred), cols = pred.size() / std::max<std::int64_t>(rows, 1);
-    if (target.size() != pred.size())
-      throw ShapeError(name() + ": targets " + shape_to_string(target.shape()) +
-                       " do not match predictions " + shape_to_string(pred.shape()));
-    if (grad) grad->resize(pred.shape());
-    const float* p = pred.data();
-    const float* t = target.data();
-    const float gs = grad_scale / static_cast<float>(cols);
-    return sum_rows(rows, cols, [&](std::int64_t r) {
-      double s = 0;
-      for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
-        const float d = p[c] - t[c];
-        s += squared_ ? d * d : std::fabs(d);
-        if (grad) (*grad)[c] = squared_ ? 2.0f * d * gs : (d > 0 ? gs : (d < 0 ? -gs : 0.0f));
-      }
-      return s / static_cast<double>(cols);
-    });
-  }
+  explicit KerasLoss(const backend::LossDesc& desc) : desc_(desc) {}
+  std::string name() const override { return loss_name(desc_.kind); }
+  bool from_logits() const override { return desc_.from_logits; }
+  backend::LossDesc desc() const override { return desc_; }
 
- private:
-  bool squared_;
-};
-
-// ---------------------------------------------------------------------------------------------
-class BinaryCrossentropy : public Loss {
- public:
-  BinaryCrossentropy(bool from_logits, double label_smoothing)
-      : from_logits_(from_logits), smoothing_(static_cast<float>(label_smoothing)) {}
-  std::string name() const override { return "binary_crossentropy"; }
-  bool from_logits() const override { return from_logits_; }
   json config() const override {
-    return {{"class_name", "BinaryCrossentropy"},
-            {"config", {{"from_logits", from_logits_}, {"label_smoothing", smoothing_}}}};
-  }
-  void check_shapes(const Shape& output, const Shape& target) const override {
-    if (shape_size(output) != shape_size(target))
-      throw ShapeError("binary_crossentropy: targets " + shape_to_string(target, true) +
-                       " do not match model outputs " + shape_to_string(output, true));
-  }
-  double compute(const Tensor& pred, const Tensor& target, float grad_scale,
-                 Tensor* grad) const override {
-    check_batch(pred, target, name());
-    if (target.size() != pred.size())
-      throw ShapeError("binary_crossentropy: targets " + shape_to_string(target.shape()) +
-                       " do not match predictions " + shape_to_string(pred.shape()));
-    const std::int64_t rows = rows_of(pred), cols = pred.size() / std::max<std::int64_t>(rows, 1);
-    if (grad) grad->resize(pred.shape());
-    const float* p = pred.data();
-    const float* tt = target.data();
-    const float gs = grad_scale / static_cast<float>(cols);
-    return sum_rows(rows, cols, [&](std::int64_t r) {
-      double s = 0;
-      for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
-        const float t = tt[c] * (1.0f - smoothing_) + 0.5f * smoothing_;
-        const float x = p[c];
-        if (from_logits_) {
-          // max(x, 0) - x t + log(1 + exp(-|x|)): stable for any x.
-          s += std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x)));
-          if (grad) {
-            const float sig =
-                x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x));
-            (*grad)[c] = (sig - t) * gs;
-          }
-        } else {
-          // Keras: clip to [eps, 1 - eps], then -(t log(p + eps) + (1 - t) log(1 - p + eps)).
-          const bool clipped = x < kEpsilon || x > 1.0f - kEpsilon;
-          const float q = std::clamp(x, kEpsilon, 1.0f - kEpsilon);
-          s += -(t * std::log(q + kEpsilon) + (1.0f - t) * std::log(1.0f - q + kEpsilon));
-          if (grad)
-            (*grad)[c] =
-                clipped ? 0.0f : (-t / (q + kEpsilon) + (1.0f - t) / (1.0f - q + kEpsilon)) * gs;
-        }
-      }
-      return s / static_cast<double>(cols);
-    });
+    using Kind = backend::LossDesc::Kind;
+    switch (desc_.kind) {
+      case Kind::mse:
+      case Kind::mae:
+        return name();
+      case Kind::bce:
+        return {{"class_name", "BinaryCrossentropy"},
+                {"config",
+                 {{"from_logits", desc_.from_logits}, {"label_smoothing", desc_.label_smoothing}}}};
+      case Kind::cce:
+        return {{"class_name", "CategoricalCrossentropy"},
+                {"config",
+                 {{"from_logits", desc_.from_logits}, {"label_smoothing", desc_.label_smoothing}}}};
+      case Kind::scce:
+        return {{"class_name", "SparseCategoricalCrossentropy"},
+                {"config", {{"from_logits", desc_.from_logits}}}};
+    }
+    return name();
   }
 
- private:
-  bool from_logits_;
-  float smoothing_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Categorical cross-entropy with dense (one-hot / probability) or sparse (class index) targets.
-class CategoricalCrossentropy : public Loss {
- public:
-  CategoricalCrossentropy(bool sparse, bool from_logits, double label_smoothing)
-      : sparse_(sparse),
-        from_logits_(from_logits),
-        smoothing_(static_cast<float>(label_smoothing)) {}
-  std::string name() const override {
-    return sparse_ ? "sparse_categorical_crossentropy" : "categorical_crossentropy";
-  }
-  bool from_logits() const override { return from_logits_; }
-  json config() const override {
-    json cfg = {{"from_logits", from_logits_}};
-    if (!sparse_) cfg["label_smoothing"] = smoothing_;
-    return {{"class_name", sparse_ ? "SparseCategoricalCrossentropy" : "CategoricalCrossentropy"},
-            {"config", cfg}};
-  }
   void check_shapes(const Shape& output, const Shape& target) const override {
+    if (!categorical()) {
+      if (shape_size(output) != shape_size(target))
+        throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
+                         " do not match model outputs " + shape_to_string(output, true));
+      return;
+    }
+    const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
     if (output.size() != 1)
       throw ShapeError(name() + " needs model outputs (None, classes), got " +
                        shape_to_string(output, true));
-    if (sparse_ ? shape_size(target) != 1 : target != output)
+    if (sparse ? shape_size(target) != 1 : target != output)
       throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
-                       (sparse_ ? " must hold one class index per sample"
-                                : " do not match model outputs " + shape_to_string(output, true)));
+                       (sparse ? " must hold one class index per sample"
+                               : " do not match model outputs " + shape_to_string(output, true)));
   }
+
   double compute(const Tensor& pred, const Tensor& target, float grad_scale,
                  Tensor* grad) const override {
-    check_batch(pred, target, name());
-    const std::int64_t rows = rows_of(pred),
-                       classes = pred.size() / std::max<std::int64_t>(rows, 1);
-    if (sparse_ ? target.size() != rows : target.size() != pred.size())
+    if (rows_of(pred) != rows_of(target))
+      throw ShapeError(name() + ": predictions have " + std::to_string(rows_of(pred)) +
+                       " samples, targets " + std::to_string(rows_of(target)));
+    const std::int64_t rows = rows_of(pred);
+    const std::int64_t cols = pred.size() / std::max<std::int64_t>(rows, 1);
+    const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
+    if (sparse ? target.size() != rows : target.size() != pred.size())
       throw ShapeError(name() + ": targets " + shape_to_string(target.shape()) +
-                       " do not fit predictions " + shape_to_string(pred.shape()));
-    if (grad) grad->resize(pred.shape());
-    const float* tgt = target.data();
-    return sum_rows(rows, classes, [&](std::int64_t r) {
-      const float* p = pred.data() + r * classes;
-      float* g = grad ? grad->data() + r * classes : nullptr;
-      // Target distribution t[c] for this row (after label smoothing).
-      auto target_at = [&](std::int64_t c) -> float {
-        if (sparse_) return c == label(tgt[r], classes) ? 1.0f : 0.0f;
-        return tgt[r * classes + c] * (1.0f - smoothing_) +
-               smoothing_ / static_cast<float>(classes);
-      };
-      if (sparse_) label(tgt[r], classes);  // validates the label even when unused below
-      double loss = 0;
-      if (from_logits_) {
-        float mx = p[0];
-        for (std::int64_t c = 1; c < classes; ++c) mx = std::max(mx, p[c]);
-        double z = 0;
-        for (std::int64_t c = 0; c < classes; ++c) z += std::exp(static_cast<double>(p[c] - mx));
-        const double log_z = std::log(z) + mx;
-        for (std::int64_t c = 0; c < classes; ++c) {
-          const float t = target_at(c);
-          if (t != 0.0f) loss -= t * (p[c] - log_z);
-          if (g) g[c] = static_cast<float>(std::exp(p[c] - log_z) - t) * grad_scale;
-        }
-      } else {
-        // Keras: q = p / sum(p), clipped to [eps, 1 - eps]; loss = -sum t log q.
-        double s = 0;
-        for (std::int64_t c = 0; c < classes; ++c) s += p[c];
-        double tsum_active = 0;
-        for (std::int64_t c = 0; c < classes; ++c) {
-          const float t = target_at(c);
-          const double q = p[c] / s;
-          const bool active = q >= kEpsilon && q <= 1.0 - kEpsilon;
-          const double qc = std::clamp(q, static_cast<double>(kEpsilon), 1.0 - kEpsilon);
-          if (t != 0.0f) loss -= t * std::log(qc);
-          if (active) tsum_active += t;
-        }
-        if (g) {
-          for (std::int64_t c = 0; c < classes; ++c) {
-            const float t = target_at(c);
-            const double q = p[c] / s;
-            const bool active = q >= kEpsilon && q <= 1.0 - kEpsilon;
-            const double own = active ? -t / q : 0.0;
-            g[c] = static_cast<float>((own + tsum_active) / s) * grad_scale;
-          }
-        }
-      }
-      return loss;
-    });
+                       (categorical() ? " do not fit predictions " : " do not match predictions ") +
+                       shape_to_string(pred.shape()));
+    backend::Backend& ops = backend::cpu_backend();
+    auto sums = ops.sums();
+    sums->reset(1);
+    ops.loss_sum(desc_, pred, target, cols, grad_scale, grad, *sums, 0);
+    return sums->read()[0];
   }
 
  private:
-  static std::int64_t label(float value, std::int64_t classes) {
-    const auto k = static_cast<std::int64_t>(value);
-    if (static_cast<float>(k) != value || k < 0 || k >= classes)
-      throw DataError("sparse_categorical_crossentropy: label " + std::to_string(value) +
-                      " is not a class index in [0, " + std::to_string(classes) + ")");
-    return k;
+  bool categorical() const {
+    return desc_.kind == backend::LossDesc::Kind::cce || desc_.kind == backend::LossDesc::Kind::scce;
   }
 
-  bool sparse_;
-  bool from_logits_;
-  float smoothing_;
+  backend::LossDesc desc_;
 };
 
 std::string canonical_loss_name(const std::string& n) {
@@ -278,12 +147,17 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
                       "expected a loss name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
   const std::string canon = canonical_loss_name(name);
-  if (canon == "mse") return std::make_unique<ElementwiseRegression>(true);
-  if (canon == "mae") return std::make_unique<ElementwiseRegression>(false);
-  if (canon == "bce") return std::make_unique<BinaryCrossentropy>(from_logits, smoothing);
-  if (canon == "cce")
-    return std::make_unique<CategoricalCrossentropy>(false, from_logits, smoothing);
-  if (canon == "scce") return std::make_unique<CategoricalCrossentropy>(true, from_logits, 0.0);
+  using Kind = backend::LossDesc::Kind;
+  backend::LossDesc desc;
+  desc.from_logits = from_logits;
+  desc.label_smoothing = static_cast<float>(smoothing);
+  if (canon == "mse") desc.kind = Kind::mse;
+  if (canon == "mae") desc.kind = Kind::mae;
+  if (canon == "bce") desc.kind = Kind::bce;
+  if (canon == "cce") desc.kind = Kind::cce;
+  if (canon == "scce") desc.kind = Kind::scce;
+  if (canon == "mse" || canon == "mae") desc.from_logits = false;
+  if (!canon.empty()) return std::make_unique<KerasLoss>(desc);
   throw ConfigError(name_path,
                     "unknown loss '" + name +
                         "' (known: mean_squared_error, mean_absolute_error, binary_crossentropy, "

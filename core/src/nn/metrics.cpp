@@ -1,7 +1,8 @@
 // Keras metrics: accuracy (binary / categorical / sparse categorical, chosen as Keras chooses),
 // mean squared and mean absolute error.
-#include <cmath>
+#include <algorithm>
 
+#include "backend/ops.hpp"
 #include "tandem/config_object.hpp"
 #include "tandem/error.hpp"
 #include "tandem/metric.hpp"
@@ -12,80 +13,48 @@ namespace {
 
 using nlohmann::json;
 
-std::int64_t argmax(const float* p, std::int64_t n) {
-  std::int64_t best = 0;
-  for (std::int64_t i = 1; i < n; ++i)
-    if (p[i] > p[best]) best = i;
-  return best;
-}
-
-enum class Kind { binary, categorical, sparse, mse, mae };
+using Kind = backend::MetricDesc::Kind;
 
 class BuiltinMetric : public Metric {
  public:
   BuiltinMetric(std::string name, Kind kind, float threshold)
-      : name_(std::move(name)), kind_(kind), threshold_(threshold) {}
+      : name_(std::move(name)), desc_{kind, threshold} {}
   std::string name() const override { return name_; }
   std::string kind() const override {
-    switch (kind_) {
-      case Kind::binary:
+    switch (desc_.kind) {
+      case Kind::binary_accuracy:
         return "binary_accuracy";
-      case Kind::categorical:
+      case Kind::categorical_accuracy:
         return "categorical_accuracy";
-      case Kind::sparse:
+      case Kind::sparse_categorical_accuracy:
         return "sparse_categorical_accuracy";
-      case Kind::mse:
+      case Kind::mean_squared_error:
         return "mean_squared_error";
-      case Kind::mae:
+      case Kind::mean_absolute_error:
         return "mean_absolute_error";
     }
     return "";
   }
   json config() const override {
-    if (kind_ == Kind::binary) return {{"threshold", threshold_}};
+    if (desc_.kind == Kind::binary_accuracy) return {{"threshold", desc_.threshold}};
     return json::object();
   }
+
+  backend::MetricDesc desc() const override { return desc_; }
 
   MetricSum evaluate(const Tensor& pred, const Tensor& target) const override {
     const std::int64_t rows = pred.rank() > 0 ? pred.dim(0) : 1;
     const std::int64_t cols = pred.size() / std::max<std::int64_t>(rows, 1);
-    const float* p = pred.data();
-    const float* t = target.data();
-    MetricSum out;
-    out.count = static_cast<double>(rows);
-    switch (kind_) {
-      case Kind::sparse:
-        for (std::int64_t r = 0; r < rows; ++r)
-          out.sum += argmax(p + r * cols, cols) == static_cast<std::int64_t>(t[r]) ? 1.0 : 0.0;
-        break;
-      case Kind::categorical:
-        for (std::int64_t r = 0; r < rows; ++r)
-          out.sum += argmax(p + r * cols, cols) == argmax(t + r * cols, cols) ? 1.0 : 0.0;
-        break;
-      case Kind::binary:
-      case Kind::mse:
-      case Kind::mae:
-        for (std::int64_t r = 0; r < rows; ++r) {
-          double s = 0;
-          for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
-            if (kind_ == Kind::binary)
-              s += ((p[c] > threshold_ ? 1.0f : 0.0f) == t[c]) ? 1.0 : 0.0;
-            else if (kind_ == Kind::mse)
-              s += (p[c] - t[c]) * (p[c] - t[c]);
-            else
-              s += std::fabs(p[c] - t[c]);
-          }
-          out.sum += s / static_cast<double>(cols);
-        }
-        break;
-    }
-    return out;
+    backend::Backend& ops = backend::cpu_backend();
+    auto sums = ops.sums();
+    sums->reset(1);
+    ops.metric_sum(desc_, pred, target, cols, *sums, 0);
+    return {sums->read()[0], static_cast<double>(rows)};
   }
 
  private:
   std::string name_;
-  Kind kind_;
-  float threshold_;
+  backend::MetricDesc desc_;
 };
 
 }  // namespace
@@ -105,21 +74,21 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
     if (name == "accuracy" || name == "acc") {
       if (loss.name() == "binary_crossentropy" ||
           (!output_shape.empty() && output_shape.back() == 1))
-        kind = Kind::binary;
+        kind = Kind::binary_accuracy;
       else if (loss.name() == "sparse_categorical_crossentropy")
-        kind = Kind::sparse;
+        kind = Kind::sparse_categorical_accuracy;
       else
-        kind = Kind::categorical;
+        kind = Kind::categorical_accuracy;
     } else if (name == "binary_accuracy") {
-      kind = Kind::binary;
+      kind = Kind::binary_accuracy;
     } else if (name == "categorical_accuracy") {
-      kind = Kind::categorical;
+      kind = Kind::categorical_accuracy;
     } else if (name == "sparse_categorical_accuracy") {
-      kind = Kind::sparse;
+      kind = Kind::sparse_categorical_accuracy;
     } else if (name == "mse" || name == "mean_squared_error") {
-      kind = Kind::mse;
+      kind = Kind::mean_squared_error;
     } else if (name == "mae" || name == "mean_absolute_error") {
-      kind = Kind::mae;
+      kind = Kind::mean_absolute_error;
     } else {
       throw ConfigError(p, "unknown metric '" + name +
                                "' (known: accuracy, binary_accuracy, categorical_accuracy, "

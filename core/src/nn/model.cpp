@@ -203,6 +203,11 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
 }
 
 void Model::backward(const Tensor& grad_output) {
+  backward(grad_output, [](std::size_t) {});
+}
+
+void Model::backward(const Tensor& grad_output,
+                     const std::function<void(std::size_t layer)>& after_layer) {
   // Layers before the first one with trainable parameters need no input gradient: stop there.
   std::size_t first = layers_.size();
   for (std::size_t i = 0; i < layers_.size() && first == layers_.size(); ++i)
@@ -210,7 +215,11 @@ void Model::backward(const Tensor& grad_output) {
       for (Parameter* p : layers_[i]->parameters())
         if (p->trainable) first = i;
   const Tensor* g = &grad_output;
-  for (std::size_t i = layers_.size(); i-- > first;) g = &layers_[i]->backward(*g, i > first);
+  for (std::size_t i = layers_.size(); i-- > first;) {
+    g = &layers_[i]->backward(*g, i > first);
+    after_layer(i);
+  }
+  for (std::size_t i = first; i-- > 0;) after_layer(i);
 }
 
 std::vector<Parameter*> Model::parameters() {

@@ -3,21 +3,21 @@
 // (default: pool_size), padding "valid" or "same" (TensorFlow's SAME: padded cells never win a
 // max and are left out of an average, as oneDNN's pooling_avg_exclude_padding does).
 //
-// Runs on oneDNN pooling primitives in NHWC (jit:avx512_core; measured faster than nChw16c for the
-// fashion-cnn shapes), created per (batch size, thread count) and cached; max pooling keeps the
-// forward's argmax workspace, owned by the layer, for its backward.
+// Computes on its backend's Pooling2D (oneDNN on the CPU), made once per backend for the
+// layer's geometry.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <utility>
 
+#include "backend/ops.hpp"
 #include "nn/spatial.hpp"
 #include "tandem/layer.hpp"
 
 namespace tandem::nn {
 
-enum class PoolKind { max, average };
+using PoolKind = backend::PoolKind;
 
 struct Pooling2DOptions {
   PoolKind kind = PoolKind::max;
@@ -41,9 +41,8 @@ class Pooling2D : public Layer {
   void set_apply_input_relu(bool apply) override { input_relu_ = apply; }
 
  private:
-  struct Primitives;  // oneDNN primitives and memories for one batch size
-  Primitives& primitives(std::int64_t batch);
-  [[noreturn]] void fail(const char* what, const std::exception& e) const;
+  /// The backend's pooling for this layer's geometry (made again after a backend change).
+  backend::Pooling2D& pooling();
 
   Pooling2DOptions options_;
   Shape input_shape_;  // (rows, cols, channels)
@@ -52,8 +51,9 @@ class Pooling2D : public Layer {
   Tensor output_, grad_input_;
   Tensor masked_grad_;       // the pooled gradient masked by output > 0 (input_relu_)
   bool input_relu_ = false;  // the input is z of a relu the previous layer handed over
-  Tensor scratch_;           // oneDNN scratchpad, shared by all primitives of this layer
-  std::map<std::pair<std::int64_t, int>, std::unique_ptr<Primitives>> cache_;
+  backend::window::Geometry2D geometry_;
+  std::unique_ptr<backend::Pooling2D> pooling_;
+  const backend::Backend* pooling_backend_ = nullptr;  // the backend that made it
 };
 
 }  // namespace tandem::nn

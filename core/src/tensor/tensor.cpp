@@ -54,7 +54,24 @@ std::string shape_to_string(const Shape& shape, bool batch_dim) {
   return out.str();
 }
 
+std::string Device::name() const {
+  return kind == MemoryKind::host ? "host" : "cuda:" + std::to_string(index);
+}
+
 Tensor::Tensor() : shape_{0} {}
+
+Tensor::Tensor(Shape shape, std::shared_ptr<DeviceMemory> memory)
+    : shape_(std::move(shape)), memory_(std::move(memory)) {
+  size_ = shape_size(shape_);
+  capacity_ = size_;
+  storage_ = memory_ ? (size_ > 0 ? memory_->allocate(size_) : nullptr) : allocate(size_);
+}
+
+void Tensor::require_host(const char* operation) const {
+  if (memory_)
+    throw std::logic_error(std::string("Tensor::") + operation + " on a tensor in " +
+                           device().name() + " memory (host tensors only)");
+}
 
 Tensor::Tensor(Shape shape) : shape_(std::move(shape)) {
   size_ = shape_size(shape_);
@@ -90,6 +107,7 @@ Tensor Tensor::view(const Tensor& base, std::int64_t offset, Shape shape) {
   t.shape_ = std::move(shape);
   t.size_ = n;
   t.capacity_ = n;
+  t.memory_ = base.memory_;
   if (n > 0) t.storage_ = std::shared_ptr<float[]>(base.storage_, base.storage_.get() + offset);
   return t;
 }
@@ -105,7 +123,7 @@ std::int64_t Tensor::dim(int axis) const {
 void Tensor::resize(const Shape& shape) {
   std::int64_t n = shape_size(shape);
   if (n > capacity_ || !storage_) {
-    storage_ = allocate(n);
+    storage_ = memory_ ? (n > 0 ? memory_->allocate(n) : nullptr) : allocate(n);
     capacity_ = n;
   }
   shape_ = shape;
@@ -121,16 +139,20 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
+  require_host("clone");
   Tensor t(shape_);
   if (size_ > 0) std::memcpy(t.data(), data(), static_cast<std::size_t>(size_) * sizeof(float));
   return t;
 }
 
 void Tensor::fill(float value) {
+  require_host("fill");
   std::fill(data(), data() + size_, value);
 }
 
 void Tensor::copy_from(const Tensor& other) {
+  require_host("copy_from");
+  other.require_host("copy_from");
   if (other.size_ != size_)
     throw ShapeError("copy_from: " + shape_to_string(other.shape_) + " into " +
                      shape_to_string(shape_));

@@ -1,3 +1,4 @@
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 
 #include <gtest/gtest.h>
@@ -70,13 +71,13 @@ TEST_P(ActivationFunctionTest, ForwardMatchesReferenceAndBackwardMatchesFiniteDi
   for (std::int64_t i = 0; i < x.size(); ++i)
     if (std::fabs(x[i]) < 0.05f) x[i] = 0.3f;
   Tensor y({rows, cols});
-  activation_forward(kind, x.data(), y.data(), rows, cols);
+  backend::cpu_backend().activation_forward(kind, x, y, cols);
   expect_close(test::to_double(y), reference_rows(kind, test::to_double(x), cols), 1e-5, 1e-6,
                activation_name(kind) + " forward");
 
   Tensor w = test::random_tensor({rows, cols}, 12);  // L = sum(w * f(x))
   Tensor gx({rows, cols});
-  activation_backward(kind, x.data(), y.data(), w.data(), gx.data(), rows, cols);
+  backend::cpu_backend().activation_backward(kind, x, y, w, gx, cols);
   auto wd = test::to_double(w);
   auto loss = [&](const std::vector<double>& xs) {
     auto ys = reference_rows(kind, xs, cols);
@@ -98,13 +99,13 @@ INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationFunctionTest,
                          [](const auto& info) { return activation_name(info.param); });
 
 TEST(ActivationFunction, SigmoidAndSoftmaxStayFiniteForExtremeInputs) {
-  const float x[4] = {-1000.0f, 1000.0f, -88.0f, 88.0f};
-  float y[4];
-  activation_forward(ActivationKind::sigmoid, x, y, 1, 4);
+  const Tensor x = Tensor::from_vector({1, 4}, {-1000.0f, 1000.0f, -88.0f, 88.0f});
+  Tensor y({1, 4});
+  backend::cpu_backend().activation_forward(ActivationKind::sigmoid, x, y, 4);
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_EQ(y[1], 1.0f);
-  activation_forward(ActivationKind::softmax, x, y, 1, 4);
-  for (float v : y) EXPECT_TRUE(std::isfinite(v));
+  backend::cpu_backend().activation_forward(ActivationKind::softmax, x, y, 4);
+  for (float v : y.values()) EXPECT_TRUE(std::isfinite(v));
   EXPECT_FLOAT_EQ(y[1], 1.0f);
 }
 

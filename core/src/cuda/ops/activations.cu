@@ -1,6 +1,6 @@
 #include "cuda/ops/activations.hpp"
 #include "cuda/ops/cuda_check.hpp"
-#include "cuda/ops/device_math.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::cuda {
 
@@ -23,25 +23,25 @@ __device__ std::int64_t grid_stride() {
 __global__ void forward_kernel(nn::ActivationKind kind, const float* in, float* out,
                                std::int64_t n) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride())
-    out[i] = dm::activation_value(kind, in[i]);
+    out[i] = backend::math::activation_value(kind, in[i]);
 }
 
 __global__ void backward_kernel(nn::ActivationKind kind, const float* in, const float* out,
                                 const float* grad_out, float* grad_in, std::int64_t n) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride())
-    grad_in[i] = dm::activation_grad(kind, in ? in[i] : 0.0f, out ? out[i] : 0.0f, grad_out[i]);
+    grad_in[i] = backend::math::activation_grad(kind, in ? in[i] : 0.0f, out ? out[i] : 0.0f, grad_out[i]);
 }
 
 // One thread per row: each row's sums are added in column order, as the CPU adds them.
 __global__ void softmax_kernel(const float* in, float* out, std::int64_t rows, std::int64_t cols) {
   for (std::int64_t r = first_index(); r < rows; r += grid_stride())
-    dm::softmax_row(in + r * cols, out + r * cols, cols);
+    backend::math::softmax_row(in + r * cols, out + r * cols, cols);
 }
 
 __global__ void softmax_backward_kernel(const float* out, const float* grad_out, float* grad_in,
                                         std::int64_t rows, std::int64_t cols) {
   for (std::int64_t r = first_index(); r < rows; r += grid_stride())
-    dm::softmax_row_backward(out + r * cols, grad_out + r * cols, grad_in + r * cols, cols);
+    backend::math::softmax_row_backward(out + r * cols, grad_out + r * cols, grad_in + r * cols, cols);
 }
 
 __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64_t rows,
@@ -49,13 +49,13 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64
                                const std::uint64_t* calls, std::int64_t offset,
                                std::uint64_t keep_below, float scale) {
   const std::int64_t n = rows * cols;
-  const std::uint64_t step_key = dm::dropout_step_key(stream_key, *calls);
+  const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const std::int64_t r = i / cols, c = i - r * cols;
     const float m =
-        dm::dropout_mask(dm::dropout_row_key(step_key, offset + r), c, keep_below, scale);
+        backend::math::dropout_mask(backend::math::dropout_row_key(step_key, offset + r), c, keep_below, scale);
     mask[i] = m;
-    y[i] = dm::fmul(x[i], m);
+    y[i] = backend::math::fmul(x[i], m);
   }
 }
 
@@ -65,7 +65,7 @@ __global__ void count_call_kernel(std::uint64_t* calls) {
 }
 
 __global__ void multiply_kernel(const float* a, const float* b, float* out, std::int64_t n) {
-  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = dm::fmul(a[i], b[i]);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = backend::math::fmul(a[i], b[i]);
 }
 
 }  // namespace
@@ -112,8 +112,8 @@ void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, s
   const std::int64_t n = rows * cols;
   if (n > 0) {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        x, y, mask, rows, cols, stream_key, calls, offset, dm::dropout_keep_below(rate),
-        dm::dropout_scale(rate));
+        x, y, mask, rows, cols, stream_key, calls, offset, backend::math::dropout_keep_below(rate),
+        backend::math::dropout_scale(rate));
     check(cudaGetLastError(), "dropout_forward");
   }
   // Counted even for an empty shard, as the host layer counts every training forward.

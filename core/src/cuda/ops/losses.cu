@@ -7,17 +7,17 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void loss_rows_kernel(DeviceLoss loss, const float* pred, const float* target,
+__global__ void loss_rows_kernel(backend::LossDesc loss, const float* pred, const float* target,
                                  std::int64_t rows, std::int64_t cols, float scale, float* row_loss,
                                  float* grad) {
   for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    row_loss[r] = dm::d2f(dm::loss_row(loss, pred, target, grad, r, cols, scale));
+    row_loss[r] = backend::math::d2f(backend::math::loss_row(loss, pred, target, grad, r, cols, scale));
 }
 
 }  // namespace
 
-void loss_rows(const DeviceLoss& loss, const float* pred, const float* target, std::int64_t rows,
+void loss_rows(const backend::LossDesc& loss, const float* pred, const float* target, std::int64_t rows,
                std::int64_t cols, float scale, float* row_loss, float* grad, cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t blocks = (rows + kThreads - 1) / kThreads;

@@ -2,14 +2,14 @@
 // device_math.hpp's arithmetic (the CPU's, operation for operation). Launchers queue work on
 // `stream` and return at once; pointers are device memory of the current device.
 //
-// The DeviceLoss of a host Loss: device_loss() in device_specs.hpp (host code).
+// The backend::LossDesc of a host Loss: Loss::desc().
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "cuda/ops/device_math.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::cuda {
 
@@ -19,7 +19,7 @@ namespace tandem::cuda {
 /// derivative of the sum of row losses. pred is rows x cols; target is rows x cols, or rows
 /// class indices for scce. An scce label that is not a class index gives its row a NaN loss and
 /// NaN gradients (the CPU throws: check the labels on the host with check_sparse_labels()).
-void loss_rows(const DeviceLoss& loss, const float* pred, const float* target, std::int64_t rows,
+void loss_rows(const backend::LossDesc& loss, const float* pred, const float* target, std::int64_t rows,
                std::int64_t cols, float scale, float* row_loss, float* grad, cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -7,19 +7,19 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void metric_rows_kernel(DeviceMetric metric, const float* pred, const float* target,
+__global__ void metric_rows_kernel(backend::MetricDesc metric, const float* pred, const float* target,
                                    std::int64_t rows, std::int64_t cols, float* row_sum,
                                    float* row_count) {
   for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    row_sum[r] = dm::d2f(dm::metric_row(metric, pred, target, r, cols));
+    row_sum[r] = backend::math::d2f(backend::math::metric_row(metric, pred, target, r, cols));
     if (row_count) row_count[r] = 1.0f;
   }
 }
 
 }  // namespace
 
-void metric_rows(const DeviceMetric& metric, const float* pred, const float* target,
+void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
                  std::int64_t rows, std::int64_t cols, float* row_sum, float* row_count,
                  cudaStream_t stream) {
   if (rows <= 0) return;

@@ -2,14 +2,14 @@
 // with device_math.hpp's arithmetic. Launchers queue work on `stream` and return at once;
 // pointers are device memory of the current device.
 //
-// The DeviceMetric of a host Metric: device_metric() in device_specs.hpp (host code).
+// The backend::MetricDesc of a host Metric: Metric::desc().
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "cuda/ops/device_math.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::cuda {
 
@@ -18,7 +18,7 @@ namespace tandem::cuda {
 /// row_count[r] = its contribution to the count (1); add them with kernels.hpp's sum(). pred is
 /// rows x cols; target rows x cols, or rows class indices for sparse_categorical_accuracy.
 /// row_count may be null.
-void metric_rows(const DeviceMetric& metric, const float* pred, const float* target,
+void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
                  std::int64_t rows, std::int64_t cols, float* row_sum, float* row_count,
                  cudaStream_t stream);
 

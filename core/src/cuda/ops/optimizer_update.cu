@@ -50,13 +50,13 @@ __device__ float* slot_at(float* p, std::int64_t k) {
   return p ? p + k : nullptr;
 }
 
-__device__ void update_one(const dm::OptimizerStep& s, float* w, const float* g, Slots slots,
+__device__ void update_one(const backend::math::OptimizerStep& s, float* w, const float* g, Slots slots,
                            std::int64_t k, double scale) {
-  dm::update_element(s, w + k, dm::clipped_gradient(s, g[k], scale), slot_at(slots.p[0], k),
+  backend::math::update_element(s, w + k, backend::math::clipped_gradient(s, g[k], scale), slot_at(slots.p[0], k),
                      slot_at(slots.p[1], k), slot_at(slots.p[2], k));
 }
 
-__global__ void update_kernel(dm::OptimizerStep s, float* w, const float* g, Slots slots,
+__global__ void update_kernel(backend::math::OptimizerStep s, float* w, const float* g, Slots slots,
                               std::int64_t n) {
   for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
        k += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -79,14 +79,14 @@ __global__ void partial_squares_kernel(SegmentBatch batch, const float* g, doubl
   tile_range(batch, blockIdx.x, begin, end);
   double s = 0;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double x = dm::f2d(g[i]);
-    s = dm::dadd(s, dm::dmul(x, x));
+    const double x = backend::math::f2d(g[i]);
+    s = backend::math::dadd(s, backend::math::dmul(x, x));
   }
   sums[threadIdx.x] = s;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
     if (threadIdx.x < half)
-      sums[threadIdx.x] = dm::dadd(sums[threadIdx.x], sums[threadIdx.x + half]);
+      sums[threadIdx.x] = backend::math::dadd(sums[threadIdx.x], sums[threadIdx.x + half]);
     __syncthreads();
   }
   if (threadIdx.x == 0) partials[batch.partial_base + blockIdx.x] = sums[0];
@@ -97,20 +97,20 @@ __global__ void tensor_squares_kernel(SegmentBatch batch, const double* partials
   if (j >= batch.count) return;
   double s = 0;
   for (std::int64_t b = batch.tile[j]; b < batch.tile[j + 1]; ++b)
-    s = dm::dadd(s, partials[batch.partial_base + b]);
+    s = backend::math::dadd(s, partials[batch.partial_base + b]);
   squared[batch.first + j] = s;
 }
 
 __global__ void clip_scales_kernel(const double* squared, double* scales, std::int64_t tensors,
                                    double clipnorm, double global_clipnorm) {
   double total = 0;
-  for (std::int64_t i = 0; i < tensors; ++i) total = dm::dadd(total, squared[i]);
-  const double global = dm::global_clip_scale(total, global_clipnorm);
+  for (std::int64_t i = 0; i < tensors; ++i) total = backend::math::dadd(total, squared[i]);
+  const double global = backend::math::global_clip_scale(total, global_clipnorm);
   for (std::int64_t i = 0; i < tensors; ++i)
-    scales[i] = dm::tensor_clip_scale(global, squared[i], clipnorm);
+    scales[i] = backend::math::tensor_clip_scale(global, squared[i], clipnorm);
 }
 
-__global__ void clipped_update_kernel(SegmentBatch batch, dm::OptimizerStep s, float* w,
+__global__ void clipped_update_kernel(SegmentBatch batch, backend::math::OptimizerStep s, float* w,
                                       const float* g, Slots slots, const double* scales) {
   std::int64_t begin, end;
   const int j = tile_range(batch, blockIdx.x, begin, end);
@@ -158,19 +158,19 @@ std::int64_t optimizer_scratch_floats(std::int64_t n, const std::vector<std::int
   return 2 * (tiles + 2 * tensors);  // doubles: partials, squared norms, factors
 }
 
-void optimizer_update(const DeviceOptimizer& o, float* w, const float* g,
+void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
                       const std::vector<float*>& slots, std::int64_t n,
                       const std::vector<std::int64_t>& segments, std::int64_t step, double lr,
                       float* scratch, cudaStream_t stream) {
   check_segments(n, segments);
-  const int count = dm::optimizer_slot_count(o);
+  const int count = backend::math::optimizer_slot_count(o);
   if (static_cast<int>(slots.size()) != count)
     throw RunError("optimizer_update: the optimizer has " + std::to_string(count) +
                    " slots per parameter, " + std::to_string(slots.size()) + " given");
   if (n == 0) return;
   Slots s{{nullptr, nullptr, nullptr}};
   for (int i = 0; i < count; ++i) s.p[i] = slots[static_cast<std::size_t>(i)];
-  const dm::OptimizerStep st = dm::optimizer_step(o, step, lr);
+  const backend::math::OptimizerStep st = backend::math::optimizer_step(o, step, lr);
 
   if (!(o.clipnorm > 0) && !(o.global_clipnorm > 0)) {
     update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(st, w, g, s, n);

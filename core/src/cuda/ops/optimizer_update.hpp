@@ -7,9 +7,8 @@
 // CPU adds the same squares in a single sequential pass, so the norms can differ from it in the
 // last bits of the double (see optimizer_update.cu).
 //
-// The DeviceOptimizer of a host Optimizer and its slot names: device_optimizer() and
-// optimizer_slot_names() in device_specs.hpp (host code). Launchers queue work on `stream` and
-// return at once; pointers are device memory of the current device.
+// The backend::OptimizerDesc of a host Optimizer: Optimizer::desc(). Launchers queue work on
+// `stream` and return at once; pointers are device memory of the current device.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/ops/device_math.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::cuda {
 
@@ -27,13 +26,13 @@ namespace tandem::cuda {
 std::int64_t optimizer_scratch_floats(std::int64_t n, const std::vector<std::int64_t>& segments);
 
 /// One optimizer step over a flat array of every trainable parameter: w and g (n floats each),
-/// slots[s] (n floats each, in slot_names() order, the same flat layout as w; dm::
+/// slots[s] (n floats each, in slot_names() order, the same flat layout as w; backend::math::
 /// optimizer_slot_count(o) of them). segments = the start offset of each parameter tensor, in the
 /// host optimizer's parameter order, then n (clipnorm is per tensor). `step` counts from 1 (the
 /// host Optimizer's iterations() after its increment), `lr` is the current learning rate.
 /// g is not modified (the clipped gradient exists only inside the update, as on the CPU).
 /// Throws RunError for arguments that do not fit together.
-void optimizer_update(const DeviceOptimizer& o, float* w, const float* g,
+void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
                       const std::vector<float*>& slots, std::int64_t n,
                       const std::vector<std::int64_t>& segments, std::int64_t step, double lr,
                       float* scratch, cudaStream_t stream);

@@ -1,11 +1,15 @@
-// The CUDA replica (parallel/replica.hpp): a copy of the host model resident on one GPU.
+// The CUDA replica (parallel/replica.hpp): a copy of the host model resident on one GPU — the
+// model's own layers (a clone of the host model) computing on the replica's CUDA backend
+// (cuda/backend/cuda_backend.hpp), so every layer, loss, metric and optimizer is the one class the
+// CPU runs.
 //
-// Layout: every parameter lives in one flat device array of values, trainable ones first (in
-// trainable_parameters() order), each starting on a 256-byte boundary (cuBLASLt's preferred
-// alignment; the gaps stay zero); the gradients and each optimizer slot are flat arrays of the
-// same layout as the trainable part, so one fused optimizer launch and one all-reduce cover every
-// parameter. A step: the batch to the device, each layer's forward, the loss and metrics per row,
-// their sums in double, each layer's backward; one copy of the sums back and one synchronization.
+// Layout: every parameter of the device model is a view into one flat device tensor of values,
+// trainable ones first (in trainable_parameters() order), each starting on a 256-byte boundary
+// (cuBLASLt's preferred alignment; the gaps stay zero); the gradients and each optimizer slot are
+// flat tensors of the same layout as the trainable part, so one fused optimizer launch and one
+// all-reduce cover every parameter. A step: the batch to the device, the model's forward, the loss
+// and metric sums in double on the device, the model's backward; one copy of the sums back and
+// one synchronization.
 //
 // The host model and optimizer are a mirror: after a step they are stale, and pull() copies the
 // device state back (weights, non-trainable statistics, optimizer slots, Dropout call counts)
@@ -21,28 +25,30 @@
 // bucket's layers have run their backward, its all-reduce is queued on a reduce stream behind an
 // event, overlapping the backward of the layers before it; the step ends when every bucket is
 // summed (Replica::sums_gradients).
+//
+// CUDA graphs: a training step is captured the second time a step of its shape comes and replayed
+// after (one launch for launch-bound models), unless TANDEM_CUDA_GRAPHS=0, a step needed the host
+// (CudaBackend::captured_safely), or a capture failed.
+//
+// Ownership: owns its streams, allocator, backend, device model and buffers (RAII, destroyed in
+// reverse order of declaration, after the streams drained); borrows the host model, optimizer and
+// communicator. Thread-safety: one thread at a time (its worker thread during a step).
 #include <cuda_runtime_api.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "cuda/backend/cuda_backend.hpp"
 #include "cuda/cuda_module_api.hpp"
 #include "cuda/ops/cuda_check.hpp"
+#include "cuda/ops/cuda_handles.hpp"
 #include "cuda/ops/dense_gemm.hpp"
 #include "cuda/ops/device_allocator.hpp"
-#include "cuda/ops/device_math.hpp"
-#include "cuda/ops/device_specs.hpp"
-#include "cuda/ops/kernels.hpp"
-#include "cuda/ops/losses.hpp"
-#include "cuda/ops/metrics.hpp"
-#include "cuda/ops/optimizer_update.hpp"
-#include "cuda/replica/device_layer.hpp"
 #include "cuda/replica/gradient_buckets.hpp"
 #include "cuda/stream_reducer.hpp"
 #include "tandem/error.hpp"
@@ -71,37 +77,81 @@ void use_device(int device) {
   cuda::check(cudaSetDevice(device), "cudaSetDevice");
 }
 
+// The NCCL communicator's stream interface, or null when there is nothing to sum.
+cuda::StreamReducer* stream_reducer(Communicator& communicator) {
+  if (communicator.size() <= 1 && !communicator.spans_world()) return nullptr;
+  auto* reducer = dynamic_cast<cuda::StreamReducer*>(&communicator);
+  if (!reducer)
+    throw ConfigError("devices", "CUDA replicas need the \"nccl\" communicator, not \"" +
+                                     communicator.name() + "\"");
+  return reducer;
+}
+
+// Where the parameters live on the device: offsets into the flat tensors (see above).
+struct ParameterLayout {
+  std::vector<std::int64_t> offsets;   // per parameter, in Model::parameters() order
+  std::vector<bool> trainable;         // per parameter: among trainable_parameters()
+  std::vector<std::int64_t> segments;  // trainable tensors' offsets, then the trainable total
+  std::int64_t trainable_floats = 0;   // the trainable part, with alignment gaps
+  std::int64_t total_floats = 0;
+};
+
+ParameterLayout plan_layout(Model& model) {
+  ParameterLayout layout;
+  const auto all = model.parameters();
+  const auto trainable = model.trainable_parameters();
+  layout.offsets.assign(all.size(), -1);
+  layout.trainable.assign(all.size(), false);
+  std::int64_t offset = 0;
+  for (Parameter* p : trainable) {
+    const auto i = static_cast<std::size_t>(std::find(all.begin(), all.end(), p) - all.begin());
+    layout.offsets[i] = offset;
+    layout.trainable[i] = true;
+    layout.segments.push_back(offset);
+    offset += aligned(p->value.size());
+  }
+  layout.trainable_floats = offset;
+  layout.segments.push_back(offset);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (layout.offsets[i] < 0) {
+      layout.offsets[i] = offset;
+      offset += aligned(all[i]->value.size());
+    }
+  layout.total_floats = offset;
+  return layout;
+}
+
 class CudaReplica : public Replica {
  public:
   CudaReplica(Model& model, Optimizer& optimizer, DeviceSpec device, Precision precision,
               Communicator& communicator, int participant)
-      : model_(model), optimizer_(optimizer), device_(device), participant_(participant) {
+      : model_(model),
+        optimizer_(optimizer),
+        device_(device),
+        participant_(participant),
+        reducer_(stream_reducer(communicator)),
+        stream_(device.index),
+        copy_stream_(device.index),
+        reduce_stream_(device.index) {
     use_device(device_.index);
-    try {
-      cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-      cuda::check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
-                  "cudaStreamCreate");
-      cuda::check(cudaEventCreateWithFlags(&staged_ready_, cudaEventDisableTiming),
-                  "cudaEventCreate");
-      if (communicator.size() > 1 || communicator.spans_world()) {
-        reducer_ = dynamic_cast<cuda::StreamReducer*>(&communicator);
-        if (!reducer_)
-          throw ConfigError("devices", "CUDA replicas need the \"nccl\" communicator, not \"" +
-                                           communicator.name() + "\"");
-        cuda::check(cudaStreamCreateWithFlags(&reduce_stream_, cudaStreamNonBlocking),
-                    "cudaStreamCreate");
-        cuda::check(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming),
-                    "cudaEventCreate");
-        cuda::check(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming), "cudaEventCreate");
-      }
-      build(precision);
-    } catch (...) {
-      release();
-      throw;
-    }
+    allocator_ = std::make_shared<cuda::DeviceAllocator>(device_.index);
+    gemm_ = std::make_unique<cuda::DenseGemm>(*allocator_, stream(), device_precision(precision));
+    backend_ = std::make_unique<cuda::CudaBackend>(allocator_, stream(), *gemm_,
+                                                   device_precision(precision));
+    build_device_model();
+    plan_buckets();
+    sums_ = backend_->sums();
+    cuda::check(cudaStreamSynchronize(stream()), "the CUDA replica's set-up");
+    const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
+    if (env && std::string(env) == "0") graphs_ = Graphs::off;
   }
 
-  ~CudaReplica() override { release(); }
+  ~CudaReplica() override {
+    cudaSetDevice(device_.index);
+    cudaStreamSynchronize(copy_stream_.get());  // no copy may still write into a slot
+    cudaStreamSynchronize(stream());
+    clear_graphs();
+  }
 
   DeviceSpec device() const override { return device_; }
   Model& model() override { return model_; }
@@ -115,11 +165,10 @@ class CudaReplica : public Replica {
     host_current_ = false;
     if (rows == 0) {
       // No rows here: zero gradients, still summed with the other replicas' (every participant
-      // queues the same reductions), and the layers' training calls counted.
-      cuda::check(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(float), stream_),
-                  "cudaMemsetAsync");
-      for (auto& layer : layers_) layer->skip_training_step();
-      for (std::size_t l = layers_.size(); l-- > 0;) reduce_bucket_of(l);
+      // queues the same reductions), and Dropout's training calls counted.
+      backend_->fill(grads_, 0.0f);
+      backend_->count_dropout_calls();
+      for (std::size_t l = device_model_->layer_count(); l-- > 0;) reduce_bucket_of(l);
       join_reductions();
       stage_next(x, y, next);
       finish_step();
@@ -127,20 +176,13 @@ class CudaReplica : public Replica {
       sums.metrics.resize(metrics.size());
       return sums;
     }
-    prepare_sums(rows, metrics);
-    loss_grad_.resize(*allocator_, rows * out_cols_);
-    const StepKey key{rows,        sample_offset,    loss_scale,      &loss,
-                      metric_for_, input().x.data(), input().y.data()};
+    const StepKey key{rows,         sample_offset,        loss_scale,          &loss,
+                      metric_keys(metrics), input().x.data(), input().y.data()};
+    const backend::LossDesc loss_desc = loss.desc();
     const auto enqueue = [&] {
-      const float* out = forward_layers(rows, sample_offset, true);
-      cuda::loss_rows(loss_spec(loss), out, input().y.data(), rows, out_cols_, loss_scale,
-                      row_loss_.data(), loss_grad_.data(), stream_);
-      enqueue_sums(out, rows, metrics.size());
-      const float* grad = loss_grad_.data();
-      for (std::size_t l = layers_.size(); l-- > 0;) {
-        grad = layers_[l]->backward(grad, l > 0);
-        reduce_bucket_of(l);
-      }
+      const Tensor& out = device_model_->forward(input().x, true, sample_offset);
+      enqueue_sums(out, loss_desc, loss_scale, &loss_grad_, metrics);
+      device_model_->backward(loss_grad_, [&](std::size_t l) { reduce_bucket_of(l); });
       join_reductions();
     };
     run_step(key, enqueue);
@@ -158,11 +200,8 @@ class CudaReplica : public Replica {
       sums.metrics.resize(metrics.size());
       return sums;
     }
-    prepare_sums(rows, metrics);
-    const float* out = forward_layers(rows, sample_offset, false);
-    cuda::loss_rows(loss_spec(loss), out, input().y.data(), rows, out_cols_, 1.0f, row_loss_.data(),
-                    nullptr, stream_);
-    enqueue_sums(out, rows, metrics.size());
+    const Tensor& out = device_model_->forward(input().x, false, sample_offset);
+    enqueue_sums(out, loss.desc(), 1.0f, nullptr, metrics);
     return read_sums(rows, metrics.size());
   }
 
@@ -171,30 +210,29 @@ class CudaReplica : public Replica {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     if (rows == 0) return;
     place_batch(x, Tensor(), nullptr);
-    const float* y = forward_layers(rows, sample_offset, false);
-    cuda::check(cudaMemcpyAsync(out, y, static_cast<std::size_t>(rows * out_cols_) * sizeof(float),
-                                cudaMemcpyDeviceToHost, stream_),
+    const Tensor& y = device_model_->forward(input().x, false, sample_offset);
+    cuda::check(cudaMemcpyAsync(out, y.data(), static_cast<std::size_t>(y.size()) * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream()),
                 "copy of the outputs to the host");
     finish_step();
   }
 
   float* gradients() override { return grads_.data(); }
-  std::size_t gradient_count() const override { return static_cast<std::size_t>(trainable_); }
+  std::size_t gradient_count() const override {
+    return static_cast<std::size_t>(layout_.trainable_floats);
+  }
   bool sums_gradients() const override { return reducer_ != nullptr; }
 
   void apply_update() override {
     use_device(device_.index);
-    if (trainable_ == 0) return;
+    if (layout_.trainable_floats == 0) return;
     // The host optimizer's counters are the truth (Optimizer::apply's order: count, then step).
     optimizer_.set_iterations(optimizer_.iterations() + 1);
-    std::vector<float*> slots;
-    for (auto& s : slots_) slots.push_back(s.data());
-    cuda::optimizer_update(optimizer_spec_, values_.data(), grads_.data(), slots, trainable_,
-                           segments_, optimizer_.iterations(), optimizer_.learning_rate(),
-                           optimizer_scratch_.data(), stream_);
+    backend_->optimizer_update(optimizer_.desc(), optimizer_.iterations(),
+                               optimizer_.learning_rate(), update_tensors_);
     // Left in flight: the next step's work queues behind it on this stream, and pull() and the
     // next step's sums synchronize.
-    check_launched();
+    cuda::check(cudaGetLastError(), "the optimizer update");
     host_current_ = false;
   }
 
@@ -203,108 +241,93 @@ class CudaReplica : public Replica {
   void pull() override {
     if (host_current_) return;
     use_device(device_.index);
-    for (const auto& [p, offset] : offsets_)
-      copy_to_host(p->value.data(), values_.data() + offset, p->value.size());
-    auto trainable = model_.trainable_parameters();
+    const auto host = model_.parameters();
+    for (std::size_t i = 0; i < host.size(); ++i)
+      copy_to_host(host[i]->value.data(), values_.data() + layout_.offsets[i],
+                   host[i]->value.size());
+    const auto trainable = model_.trainable_parameters();
     if (!slots_.empty()) {
       if (optimizer_.slotted_params() != trainable.size()) optimizer_.create_slots(trainable);
-      for (std::size_t i = 0; i < trainable.size(); ++i) {
-        const std::int64_t offset = offsets_.at(trainable[i]);
+      for (std::size_t i = 0; i < trainable.size(); ++i)
         for (std::size_t s = 0; s < slots_.size(); ++s)
-          copy_to_host(optimizer_.slots(i)[s].data(), slots_[s].data() + offset,
+          copy_to_host(optimizer_.slots(i)[s].data(), slots_[s].data() + layout_.segments[i],
                        trainable[i]->value.size());
-      }
     }
-    cuda::check(cudaStreamSynchronize(stream_), "copy of the weights to the host");
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      auto state = layers_[l]->random_state();
-      if (!state.empty()) model_.layer(l).set_random_state(state);
+    cuda::check(cudaStreamSynchronize(stream()), "copy of the weights to the host");
+    const auto calls = backend_->dropout_calls();
+    for (std::size_t l = 0; l < model_.layer_count(); ++l) {
+      auto state = device_model_->layer(l).random_state();
+      if (state.size() == 2)
+        if (auto it = calls.find(state[0]); it != calls.end()) state[1] = it->second;
+      if (!state.empty()) {
+        model_.layer(l).set_random_state(state);
+        device_model_->layer(l).set_random_state(state);
+      }
     }
     host_current_ = true;
   }
 
   void push() override {
     use_device(device_.index);
-    for (const auto& [p, offset] : offsets_)
-      copy_to_device(values_.data() + offset, p->value.data(), p->value.size());
-    auto trainable = model_.trainable_parameters();
+    const auto host = model_.parameters();
+    for (std::size_t i = 0; i < host.size(); ++i)
+      copy_to_device(values_.data() + layout_.offsets[i], host[i]->value.data(),
+                     host[i]->value.size(), stream());
+    const auto trainable = model_.trainable_parameters();
     const bool slotted = optimizer_.slotted_params() == trainable.size() && !trainable.empty();
-    for (auto& s : slots_)
-      cuda::check(cudaMemsetAsync(s.data(), 0, s.size() * sizeof(float), stream_),
-                  "cudaMemsetAsync");
+    for (Tensor& s : slots_) backend_->fill(s, 0.0f);
     if (slotted)
-      for (std::size_t i = 0; i < trainable.size(); ++i) {
-        const std::int64_t offset = offsets_.at(trainable[i]);
+      for (std::size_t i = 0; i < trainable.size(); ++i)
         for (std::size_t s = 0; s < slots_.size(); ++s)
-          copy_to_device(slots_[s].data() + offset, optimizer_.slots(i)[s].data(),
-                         trainable[i]->value.size());
-      }
-    cuda::check(cudaStreamSynchronize(stream_), "copy of the weights to the device");
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      auto state = model_.layer(l).random_state();
-      if (!state.empty()) layers_[l]->set_random_state(state);
+          copy_to_device(slots_[s].data() + layout_.segments[i], optimizer_.slots(i)[s].data(),
+                         trainable[i]->value.size(), stream());
+    cuda::check(cudaStreamSynchronize(stream()), "copy of the weights to the device");
+    for (std::size_t l = 0; l < model_.layer_count(); ++l) {
+      const auto state = model_.layer(l).random_state();
+      if (state.empty()) continue;
+      device_model_->layer(l).set_random_state(state);
+      if (state.size() == 2) backend_->set_dropout_calls(state[0], state[1]);
     }
     host_current_ = true;
   }
 
  private:
-  void build(Precision precision) {
-    allocator_ = std::make_unique<cuda::DeviceAllocator>(device_.index);
-    gemm_ = std::make_unique<cuda::DenseGemm>(*allocator_, stream_, device_precision(precision));
-    ctx_.device = device_.index;
-    ctx_.stream = stream_;
-    ctx_.allocator = allocator_.get();
-    ctx_.gemm = gemm_.get();
-    ctx_.precision = device_precision(precision);
-    optimizer_spec_ = cuda::device_optimizer(optimizer_);
-    out_cols_ = shape_size(model_.output_shape());
+  cudaStream_t stream() const { return stream_.get(); }
 
-    // The flat layout: trainable parameters first, then the others, each 256-byte aligned.
-    auto trainable = model_.trainable_parameters();
-    std::int64_t offset = 0;
-    for (Parameter* p : trainable) {
-      offsets_[p] = offset;
-      segments_.push_back(offset);
-      offset += aligned(p->value.size());
-    }
-    trainable_ = offset;
-    segments_.push_back(trainable_);
-    for (Parameter* p : model_.parameters())
-      if (!offsets_.count(p)) {
-        offsets_[p] = offset;
-        offset += aligned(p->value.size());
-      }
-    values_ = cuda::DeviceBuffer(*allocator_, std::max<std::int64_t>(offset, 1));
-    grads_ = cuda::DeviceBuffer(*allocator_, std::max<std::int64_t>(trainable_, 1));
-    cuda::check(cudaMemsetAsync(values_.data(), 0, values_.size() * sizeof(float), stream_),
-                "cudaMemsetAsync");
-    cuda::check(cudaMemsetAsync(grads_.data(), 0, grads_.size() * sizeof(float), stream_),
-                "cudaMemsetAsync");
-    for (std::size_t s = 0; s < cuda::optimizer_slot_names(optimizer_spec_).size(); ++s)
-      slots_.emplace_back(*allocator_, std::max<std::int64_t>(trainable_, 1));
-    const std::int64_t scratch = cuda::optimizer_scratch_floats(trainable_, segments_);
-    if (scratch > 0) optimizer_scratch_ = cuda::DeviceBuffer(*allocator_, scratch);
-    results_ = cuda::DeviceBuffer(*allocator_, 2 * 64);  // doubles: loss, then metric pairs
-
+  // The device model: a clone of the host model whose layers compute on the backend and whose
+  // parameters are views into the flat tensors; the optimizer's slots likewise.
+  void build_device_model() {
+    device_model_ = model_.clone();
     for (std::size_t l = 0; l < model_.layer_count(); ++l) {
-      Layer& host = model_.layer(l);
-      const Shape& in = l == 0 ? model_.input_shape() : model_.layer_output_shape(l - 1);
-      layers_.push_back(cuda::make_device_layer(host, in, model_.layer_output_shape(l), ctx_));
-      std::vector<cuda::DeviceParameter> bound;
-      for (Parameter* p : host.parameters()) {
-        const std::int64_t at = offsets_.at(p);
-        const bool trains = at < trainable_;
-        bound.push_back(
-            {values_.data() + at, trains ? grads_.data() + at : nullptr, p->value.size()});
-      }
-      layers_.back()->bind(std::move(bound));
+      device_model_->layer(l).set_trainable(model_.layer(l).trainable());
+      device_model_->layer(l).set_backend(*backend_);
     }
-    plan_buckets();
-    cuda::check(cudaStreamSynchronize(stream_), "the CUDA replica's set-up");
-    const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
-    if (env && std::string(env) == "0") graphs_ = Graphs::off;
-    for (const auto& layer : layers_)
-      if (!layer->capturable()) graphs_ = Graphs::off;
+    layout_ = plan_layout(*device_model_);
+    values_ = backend_->tensor({std::max<std::int64_t>(layout_.total_floats, 1)});
+    grads_ = backend_->tensor({std::max<std::int64_t>(layout_.trainable_floats, 1)});
+    backend_->fill(values_, 0.0f);
+    backend_->fill(grads_, 0.0f);
+    const auto params = device_model_->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      Parameter& p = *params[i];
+      const Shape shape = p.value.shape();
+      p.value = Tensor::view(values_, layout_.offsets[i], shape);
+      p.grad = layout_.trainable[i] ? Tensor::view(grads_, layout_.offsets[i], shape) : Tensor();
+    }
+    const std::size_t slot_count = optimizer_.slot_names().size();
+    for (std::size_t s = 0; s < slot_count; ++s) {
+      slots_.push_back(backend_->tensor({std::max<std::int64_t>(layout_.trainable_floats, 1)}));
+      backend_->fill(slots_.back(), 0.0f);
+    }
+    const auto trainable = device_model_->trainable_parameters();
+    slot_views_.resize(trainable.size());
+    for (std::size_t i = 0; i < trainable.size(); ++i) {
+      for (Tensor& s : slots_)
+        slot_views_[i].push_back(
+            Tensor::view(s, layout_.segments[i], trainable[i]->value.shape()));
+      update_tensors_.push_back({&trainable[i]->value, &trainable[i]->grad, &slot_views_[i]});
+    }
+    push();
   }
 
   // Buckets of whole layers' trainable gradients (gradient_buckets.hpp): a layer's trainable
@@ -312,19 +335,23 @@ class CudaReplica : public Replica {
   // layer's. bucket_of_layer_[l] is the range whose all-reduce starts once layer l's backward has
   // run, or empty.
   void plan_buckets() {
-    bucket_of_layer_.assign(layers_.size(), {0, 0});
-    if (!reducer_ || trainable_ == 0) return;
-    std::vector<std::pair<std::int64_t, std::int64_t>> ranges(layers_.size(), {0, 0});
-    std::int64_t next_begin = trainable_;
-    for (std::size_t l = layers_.size(); l-- > 0;) {
+    const std::size_t layers = device_model_->layer_count();
+    bucket_of_layer_.assign(layers, {0, 0});
+    if (!reducer_ || layout_.trainable_floats == 0) return;
+    const auto all = device_model_->parameters();
+    std::vector<std::pair<std::int64_t, std::int64_t>> ranges(layers, {0, 0});
+    std::int64_t next_begin = layout_.trainable_floats;
+    for (std::size_t l = layers; l-- > 0;) {
       std::int64_t begin = next_begin;
-      for (Parameter* p : model_.layer(l).parameters())
-        if (const std::int64_t at = offsets_.at(p); at < trainable_) begin = std::min(begin, at);
+      for (Parameter* p : device_model_->layer(l).parameters()) {
+        const auto i = static_cast<std::size_t>(std::find(all.begin(), all.end(), p) - all.begin());
+        if (layout_.trainable[i]) begin = std::min(begin, layout_.offsets[i]);
+      }
       ranges[l] = {begin, begin == next_begin ? begin : next_begin};
       next_begin = begin;
     }
-    for (const auto& b :
-         cuda::plan_gradient_buckets(ranges, trainable_, kFirstBucketFloats, kBucketFloats))
+    for (const auto& b : cuda::plan_gradient_buckets(ranges, layout_.trainable_floats,
+                                                     kFirstBucketFloats, kBucketFloats))
       bucket_of_layer_[b.after_layer] = {b.begin, b.end};
   }
 
@@ -333,10 +360,11 @@ class CudaReplica : public Replica {
     if (!reducer_) return;
     const auto [begin, end] = bucket_of_layer_[l];
     if (begin == end) return;
-    cuda::check(cudaEventRecord(grads_ready_, stream_), "cudaEventRecord");
-    cuda::check(cudaStreamWaitEvent(reduce_stream_, grads_ready_, 0), "cudaStreamWaitEvent");
+    cuda::check(cudaEventRecord(grads_ready_.get(), stream()), "cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(reduce_stream_.get(), grads_ready_.get(), 0),
+                "cudaStreamWaitEvent");
     reducer_->all_reduce_on_stream(participant_, grads_.data() + begin,
-                                   static_cast<std::size_t>(end - begin), reduce_stream_);
+                                   static_cast<std::size_t>(end - begin), reduce_stream_.get());
     reductions_queued_ = true;
   }
 
@@ -345,42 +373,13 @@ class CudaReplica : public Replica {
   void join_reductions() {
     if (!reductions_queued_) return;
     reductions_queued_ = false;
-    cuda::check(cudaEventRecord(reduced_, reduce_stream_), "cudaEventRecord");
-    cuda::check(cudaStreamWaitEvent(stream_, reduced_, 0), "cudaStreamWaitEvent");
-  }
-
-  void release() {
-    clear_graphs();
-    layers_.clear();
-    slots_.clear();
-    values_.reset(), grads_.reset(), optimizer_scratch_.reset(), results_.reset();
-    if (copy_stream_) {
-      cudaSetDevice(device_.index);
-      cudaStreamSynchronize(copy_stream_);  // no copy may still write into a slot
-    }
-    for (auto& slot : inputs_) slot = InputSlot{};
-    row_loss_.reset(), row_metric_.reset(), row_count_.reset();
-    loss_grad_.reset();
-    gemm_.reset();
-    allocator_.reset();
-    cudaSetDevice(device_.index);
-    for (cudaEvent_t* e : {&staged_ready_, &grads_ready_, &reduced_})
-      if (*e) cudaEventDestroy(*e), *e = nullptr;
-    for (cudaStream_t* st : {&stream_, &copy_stream_, &reduce_stream_})
-      if (*st) cudaStreamDestroy(*st), *st = nullptr;
-  }
-
-  const cuda::DeviceLoss& loss_spec(const Loss& loss) {
-    if (loss_for_ != &loss) {
-      loss_spec_ = cuda::device_loss(loss);
-      loss_for_ = &loss;
-    }
-    return loss_spec_;
+    cuda::check(cudaEventRecord(reduced_.get(), reduce_stream_.get()), "cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(stream(), reduced_.get(), 0), "cudaStreamWaitEvent");
   }
 
   // A device copy of a batch's rows: x, and y when the step has a loss.
   struct InputSlot {
-    cuda::DeviceBuffer x, y;
+    Tensor x, y;            // on the device
     Tensor host_x, host_y;  // the host rows it holds (kept alive while held), when reusable
     bool reusable = false;  // the caller promised host_x/host_y unchanged (NextRows)
   };
@@ -391,37 +390,42 @@ class CudaReplica : public Replica {
     return a.data() == b.data() && a.shape() == b.shape();
   }
 
+  // Sizes a slot's tensor for `shape` on the device (its storage kept while it does not grow,
+  // which a captured step relies on).
+  void size_slot(Tensor& t, const Shape& shape) {
+    if (t.memory() != backend_->memory()) t = backend_->tensor();
+    t.resize(shape);
+  }
+
   // The batch to the device (and with a loss, its targets: sparse labels checked on the host
   // first, as the CPU loss does) into input(): taken from the other slot when it was staged
-  // there, kept when input() holds it and it was promised unchanged, copied otherwise. A slot's
-  // buffers keep their place while the batch size does not grow, which a captured step relies on.
+  // there, kept when input() holds it and it was promised unchanged, copied otherwise.
   void place_batch(const Tensor& x, const Tensor& y, const Loss* loss) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     allocator_->set_context("a batch of " + std::to_string(rows) + " samples on this replica");
-    if (loss && rows > 0 && loss_spec(*loss).kind == cuda::DeviceLoss::Kind::scce)
-      cuda::check_sparse_labels(y.data(), rows, out_cols_);
+    if (loss && rows > 0 && loss->desc().kind == backend::LossDesc::Kind::scce)
+      backend::check_sparse_labels(y, shape_size(model_.output_shape()));
     const bool with_y = loss != nullptr;
     const auto holds = [&](const InputSlot& slot) {
       return slot.reusable && same_rows(slot.host_x, x) && (!with_y || same_rows(slot.host_y, y));
     };
     InputSlot& other = inputs_[1 - current_];
     if (staged_ && holds(other)) {
-      cuda::check(cudaStreamWaitEvent(stream_, staged_ready_, 0), "cudaStreamWaitEvent");
+      cuda::check(cudaStreamWaitEvent(stream(), staged_ready_.get(), 0), "cudaStreamWaitEvent");
       current_ = 1 - current_;
       staged_ = false;
     } else if (!holds(input())) {
       InputSlot& slot = input();
-      slot.x.resize(*allocator_, std::max<std::int64_t>(x.size(), 1));
-      copy_to_device(slot.x.data(), x.data(), x.size(), stream_);
+      size_slot(slot.x, x.shape());
+      copy_to_device(slot.x.data(), x.data(), x.size(), stream());
       if (with_y) {
-        slot.y.resize(*allocator_, std::max<std::int64_t>(y.size(), 1));
-        copy_to_device(slot.y.data(), y.data(), y.size(), stream_);
+        size_slot(slot.y, y.shape());
+        copy_to_device(slot.y.data(), y.data(), y.size(), stream());
       }
     }
     // Used now: the promise was until this step.
     input().reusable = false;
     input().host_x = Tensor(), input().host_y = Tensor();
-    if (loss) row_loss_.resize(*allocator_, std::max<std::int64_t>(rows, 1));
   }
 
   // After the step is queued: `next`'s rows to the device. The rows of this step (x, y) again:
@@ -440,68 +444,45 @@ class CudaReplica : public Replica {
     if (grows) {
       // The allocator orders reuse by the step's stream alone: a block that goes back to it
       // must not be written by a copy any more, and a block it hands out here must not be in
-      // use by the step just queued (one that a layer released mid-step). Only when a slot
-      // grows: the first steps of a batch size.
-      cuda::check(cudaStreamSynchronize(copy_stream_), "a staged copy");
-      cuda::check(cudaStreamSynchronize(stream_), "the training step");
+      // use by the step just queued. Only when a slot grows: the first steps of a batch size.
+      cuda::check(cudaStreamSynchronize(copy_stream_.get()), "a staged copy");
+      cuda::check(cudaStreamSynchronize(stream()), "the training step");
     }
-    slot.x.resize(*allocator_, next->x.size());
-    slot.y.resize(*allocator_, std::max<std::int64_t>(next->y.size(), 1));
-    copy_to_device(slot.x.data(), next->x.data(), next->x.size(), copy_stream_);
-    copy_to_device(slot.y.data(), next->y.data(), next->y.size(), copy_stream_);
-    cuda::check(cudaEventRecord(staged_ready_, copy_stream_), "cudaEventRecord");
+    size_slot(slot.x, next->x.shape());
+    size_slot(slot.y, next->y.shape());
+    copy_to_device(slot.x.data(), next->x.data(), next->x.size(), copy_stream_.get());
+    copy_to_device(slot.y.data(), next->y.data(), next->y.size(), copy_stream_.get());
+    cuda::check(cudaEventRecord(staged_ready_.get(), copy_stream_.get()), "cudaEventRecord");
     slot.host_x = next->x, slot.host_y = next->y;
     slot.reusable = true;
     staged_ = true;
   }
 
-  const float* forward_layers(std::int64_t rows, std::int64_t sample_offset, bool training) {
-    const float* h = input().x.data();
-    for (auto& layer : layers_) h = layer->forward(h, rows, training, sample_offset);
-    return h;
-  }
-
-  // Sizes the sum buffers and resolves the metrics (before a capture: nothing may allocate in it).
-  void prepare_sums(std::int64_t rows, const Metrics& metrics) {
-    const auto needed = static_cast<std::int64_t>(2 * (1 + 2 * metrics.size()));
-    if (needed > results_.size()) results_.resize(*allocator_, needed);
-    row_metric_.resize(*allocator_, rows);
-    row_count_.resize(*allocator_, rows);
-    metric_specs_.resize(metrics.size());
-    metric_for_.resize(metrics.size());
-    for (std::size_t m = 0; m < metrics.size(); ++m)
-      if (metric_for_[m] != metrics[m].get()) {
-        metric_specs_[m] = cuda::device_metric(*metrics[m]);
-        metric_for_[m] = metrics[m].get();
-      }
-  }
-
   // The loss and metric sums of the last forward, in double on the device (queued only).
-  void enqueue_sums(const float* out, std::int64_t rows, std::size_t metric_count) {
-    auto* results = reinterpret_cast<double*>(results_.data());
-    cuda::sum(row_loss_.data(), rows, results, stream_);
-    for (std::size_t m = 0; m < metric_count; ++m) {
-      cuda::metric_rows(metric_specs_[m], out, input().y.data(), rows, out_cols_,
-                        row_metric_.data(), row_count_.data(), stream_);
-      cuda::sum(row_metric_.data(), rows, results + 1 + 2 * m, stream_);
-      cuda::sum(row_count_.data(), rows, results + 2 + 2 * m, stream_);
-    }
+  void enqueue_sums(const Tensor& out, const backend::LossDesc& loss, float loss_scale,
+                    Tensor* loss_grad, const Metrics& metrics) {
+    const std::int64_t cols = shape_size(model_.output_shape());
+    sums_->reset(1 + metrics.size());
+    backend_->loss_sum(loss, out, input().y, cols, loss_scale, loss_grad, *sums_, 0);
+    for (std::size_t m = 0; m < metrics.size(); ++m)
+      backend_->metric_sum(metrics[m]->desc(), out, input().y, cols, *sums_, 1 + m);
   }
 
-  // One copy of the sums back, and the step's one synchronization.
+  // One copy of the sums back: the step's one synchronization.
   StepSums read_sums(std::int64_t rows, std::size_t metric_count) {
-    const std::size_t needed = 1 + 2 * metric_count;
-    host_results_.resize(needed);
-    cuda::check(cudaMemcpyAsync(host_results_.data(), results_.data(), needed * sizeof(double),
-                                cudaMemcpyDeviceToHost, stream_),
-                "copy of the loss to the host");
-    cuda::check(cudaStreamSynchronize(stream_), "the training step");
+    const std::vector<double> values = sums_->read();
     StepSums sums;
-    sums.loss = {host_results_[0], static_cast<double>(rows)};
+    sums.loss = {values[0], static_cast<double>(rows)};
     sums.metrics.resize(metric_count);
     for (std::size_t m = 0; m < metric_count; ++m)
-      sums.metrics[m] = {host_results_[1 + 2 * m], host_results_[2 + 2 * m]};
+      sums.metrics[m] = {values[1 + m], static_cast<double>(rows)};
     return sums;
+  }
+
+  static std::vector<const Metric*> metric_keys(const Metrics& metrics) {
+    std::vector<const Metric*> keys;
+    for (const auto& m : metrics) keys.push_back(m.get());
+    return keys;
   }
 
   // What a captured training step depends on besides the buffers' contents.
@@ -534,26 +515,33 @@ class CudaReplica : public Replica {
     // since (one grew, e.g. for a larger validation batch) makes every graph stale.
     if (allocator_->stats().allocations != allocations_at_capture_) clear_graphs();
     if (auto it = graphs_by_step_.find(key); it != graphs_by_step_.end()) {
-      cuda::check(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch (the training step)");
+      cuda::check(cudaGraphLaunch(it->second, stream()), "cudaGraphLaunch (the training step)");
       return;
     }
     if (!seen_steps_.count(key)) {
       seen_steps_.insert(key);
+      backend_->reset_capture_check();
       enqueue();
+      // A step that needed the host (an Embedding's index check) cannot be replayed.
+      if (!backend_->captured_safely()) {
+        spdlog::debug("cuda:{}: this model's step synchronizes with the host; no CUDA graphs",
+                      device_.index);
+        graphs_ = Graphs::off;
+      }
       return;
     }
     if (graphs_by_step_.size() >= kMaxGraphs) clear_graphs();  // e.g. a changing last batch
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     std::string failure;
-    cuda::check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+    cuda::check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal),
                 "cudaStreamBeginCapture");
     try {
       enqueue();
     } catch (const std::exception& e) {
       failure = e.what();
     }
-    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
     if (failure.empty() && ended != cudaSuccess) failure = cudaGetErrorString(ended);
     if (failure.empty()) {
       const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
@@ -574,7 +562,7 @@ class CudaReplica : public Replica {
     }
     graphs_by_step_.emplace(key, exec);
     allocations_at_capture_ = allocator_->stats().allocations;
-    cuda::check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch (the training step)");
+    cuda::check(cudaGraphLaunch(exec, stream()), "cudaGraphLaunch (the training step)");
   }
 
   void clear_graphs() {
@@ -584,25 +572,19 @@ class CudaReplica : public Replica {
     if (allocator_) allocations_at_capture_ = allocator_->stats().allocations;
   }
 
-  // Surfaces a launch error of the update now, without waiting for it.
-  void check_launched() { cuda::check(cudaGetLastError(), "the optimizer update"); }
+  void finish_step() { cuda::check(cudaStreamSynchronize(stream()), "the training step"); }
 
-  void finish_step() { cuda::check(cudaStreamSynchronize(stream_), "the training step"); }
-
-  void copy_to_device(float* dst, const float* src, std::int64_t n, cudaStream_t stream) {
+  static void copy_to_device(float* dst, const float* src, std::int64_t n, cudaStream_t stream) {
     if (n > 0)
       cuda::check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(float),
                                   cudaMemcpyHostToDevice, stream),
                   "copy to the device");
   }
-  void copy_to_device(float* dst, const float* src, std::int64_t n) {
-    copy_to_device(dst, src, n, stream_);
-  }
 
   void copy_to_host(float* dst, const float* src, std::int64_t n) {
     if (n > 0)
       cuda::check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(float),
-                                  cudaMemcpyDeviceToHost, stream_),
+                                  cudaMemcpyDeviceToHost, stream()),
                   "copy to the host");
   }
 
@@ -610,38 +592,31 @@ class CudaReplica : public Replica {
   Optimizer& optimizer_;
   DeviceSpec device_;
   int participant_;                         // in the communicator
-  cudaStream_t stream_ = nullptr;           // the step's work
-  cudaStream_t copy_stream_ = nullptr;      // staged batches
-  cudaEvent_t staged_ready_ = nullptr;      // the last staged copy is done
-  cuda::StreamReducer* reducer_ = nullptr;  // the NCCL communicator; null: nothing to sum
-  cudaStream_t reduce_stream_ = nullptr;
-  cudaEvent_t grads_ready_ = nullptr, reduced_ = nullptr;
+  cuda::StreamReducer* reducer_;            // the NCCL communicator; null: nothing to sum
+  cuda::CudaStream stream_;                 // the step's work
+  cuda::CudaStream copy_stream_;            // staged batches
+  cuda::CudaStream reduce_stream_;          // gradient all-reduces
+  cuda::CudaEvent staged_ready_;            // the last staged copy is done
+  cuda::CudaEvent grads_ready_, reduced_;   // a bucket's gradients exist; the reductions ended
+  std::shared_ptr<cuda::DeviceAllocator> allocator_;
+  std::unique_ptr<cuda::DenseGemm> gemm_;
+  std::unique_ptr<cuda::CudaBackend> backend_;
+  std::unique_ptr<Model> device_model_;  // the host model's clone, on backend_
+  ParameterLayout layout_;
+  Tensor values_, grads_;                          // flat (see above)
+  std::vector<Tensor> slots_;                      // flat optimizer slots
+  std::vector<std::vector<Tensor>> slot_views_;    // per trainable parameter
+  std::vector<backend::UpdateTensors> update_tensors_;
+  std::unique_ptr<backend::Sums> sums_;
+  Tensor loss_grad_;
   bool reductions_queued_ = false;  // since the last join_reductions()
   std::vector<std::pair<std::int64_t, std::int64_t>> bucket_of_layer_;  // [begin, end) per layer
-  std::unique_ptr<cuda::DeviceAllocator> allocator_;
-  std::unique_ptr<cuda::DenseGemm> gemm_;
-  cuda::DeviceContext ctx_;
-  std::vector<std::unique_ptr<cuda::DeviceLayer>> layers_;
-  std::map<Parameter*, std::int64_t> offsets_;  // each parameter's place in values_
-  std::vector<std::int64_t> segments_;          // trainable tensors' offsets, then trainable_
-  std::int64_t trainable_ = 0;  // floats of the trainable part (with alignment gaps)
-  std::int64_t out_cols_ = 0;
-  cuda::DeviceBuffer values_, grads_, optimizer_scratch_, results_;
-  std::vector<cuda::DeviceBuffer> slots_;
   InputSlot inputs_[2];
   int current_ = 0;      // the slot of the last step
   bool staged_ = false;  // the other slot holds staged rows (staged_ready_ marks the copy)
-  cuda::DeviceBuffer row_loss_, row_metric_, row_count_, loss_grad_;
-  cuda::DeviceOptimizer optimizer_spec_;
-  cuda::DeviceLoss loss_spec_;
-  const Loss* loss_for_ = nullptr;
-  std::vector<cuda::DeviceMetric> metric_specs_;
-  std::vector<const Metric*> metric_for_;
-  std::vector<double> host_results_;
   bool host_current_ = false;
   enum class Graphs { on, off };
-  Graphs graphs_ = Graphs::on;  // off: TANDEM_CUDA_GRAPHS=0, a layer that cannot be captured, or
-                                // a capture that failed
+  Graphs graphs_ = Graphs::on;
   std::map<StepKey, cudaGraphExec_t> graphs_by_step_;
   std::set<StepKey> seen_steps_;
   std::int64_t allocations_at_capture_ = 0;  // the allocator's count when graphs were captured

@@ -1,0 +1,25 @@
+// The element-wise (and row-wise softmax) activation functions every backend implements, by
+// their Keras meaning. Parsing Keras names is nn's (nn/activation_fn.hpp); the arithmetic is
+// backend/kernel_math.hpp's, written once for the host and the device.
+//
+// Header rules: no includes beyond the standard library's; compiles with nvcc -std=c++17.
+#pragma once
+
+namespace tandem::backend {
+
+enum class ActivationKind {
+  linear,
+  relu,
+  tanh,
+  sigmoid,
+  softmax,
+  gelu,
+  elu,
+  selu,
+  softplus,
+  softsign,
+  swish,
+  exponential
+};
+
+}  // namespace tandem::backend

@@ -1,0 +1,212 @@
+// The CPU backend's batch normalization: per-channel sums in double over blocks of rows summed
+// in parallel, the blocks' partial sums then added in block order (bitwise deterministic); the
+// variance from squared deviations (two passes), not E[x²] - E[x]² (no cancellation).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/parallel.hpp"
+
+namespace tandem::backend {
+
+namespace {
+
+// Values per reduction block: the split depends on the shape only, never on the thread count.
+constexpr std::int64_t kBlockValues = 1 << 15;
+
+// out[j] = sum over rows of the per-row terms that accumulate(r0, r1, acc) adds into
+// acc[0, width) for rows [r0, r1).
+template <class F>
+void row_sums(std::int64_t rows, std::int64_t width, std::vector<double>& partial,
+              std::vector<double>& out, F&& accumulate) {
+  const std::int64_t block =
+      std::max<std::int64_t>(1, kBlockValues / std::max<std::int64_t>(width, 1));
+  const std::int64_t blocks = (rows + block - 1) / block;
+  partial.assign(static_cast<std::size_t>(blocks * width), 0.0);
+  cpu::parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b)
+      accumulate(b * block, std::min(rows, (b + 1) * block), partial.data() + b * width);
+  });
+  out.assign(static_cast<std::size_t>(width), 0.0);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t j = 0; j < width; ++j) out[j] += partial[b * width + j];
+}
+
+std::int64_t rows_per_chunk(std::int64_t channels) {
+  return std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(channels, 1));
+}
+
+class CpuBatchNorm final : public BatchNorm {
+ public:
+  explicit CpuBatchNorm(const BatchNormDesc& desc)
+      : d_(desc),
+        shift_(static_cast<std::size_t>(desc.channels), 0.0f),
+        inv_std_(static_cast<std::size_t>(desc.channels), 0.0f) {}
+
+  void forward_training(const Tensor& x, const Tensor* gamma, const Tensor* beta,
+                        Tensor& moving_mean, Tensor& moving_variance, Tensor& y,
+                        const SumAcrossReplicas& sync) override {
+    const std::int64_t channels = d_.channels;
+    const std::int64_t rows = x.size() / channels;
+    const float* xp = x.data();
+    batch_stats_ = true;
+    if (rows == 0 && !sync) return;  // an empty shard: no statistics
+    double count = static_cast<double>(rows);
+    row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float* xr = xp + r * channels;
+        for (std::int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
+      }
+    });
+    if (sync) {
+      global_.assign(sums_.begin(), sums_.begin() + channels);
+      global_.push_back(count);
+      sync(global_.data(), global_.size());
+      std::copy(global_.begin(), global_.begin() + channels, sums_.begin());
+      count = global_.back();
+    }
+    std::vector<double> mean(sums_.begin(), sums_.begin() + channels);
+    for (double& m : mean) m /= count;
+    row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float* xr = xp + r * channels;
+        for (std::int64_t c = 0; c < channels; ++c) {
+          const double dev = xr[c] - mean[c];
+          acc[c] += dev * dev;
+        }
+      }
+    });
+    if (sync) {
+      global_.assign(sums_.begin(), sums_.begin() + channels);
+      sync(global_.data(), global_.size());
+      std::copy(global_.begin(), global_.end(), sums_.begin());
+    }
+    if (rows == 0) return;
+    const double momentum = d_.momentum;
+    float* mm = moving_mean.data();
+    float* mv = moving_variance.data();
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double var = sums_[c] / count;  // biased, as Keras
+      shift_[c] = static_cast<float>(mean[c]);
+      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + d_.epsilon));
+      mm[c] = static_cast<float>(mm[c] * momentum + mean[c] * (1.0 - momentum));
+      mv[c] = static_cast<float>(mv[c] * momentum + var * (1.0 - momentum));
+    }
+    apply(x, gamma, beta, y);
+  }
+
+  void forward_inference(const Tensor& x, const Tensor* gamma, const Tensor* beta,
+                         const Tensor& moving_mean, const Tensor& moving_variance,
+                         Tensor& y) override {
+    batch_stats_ = false;
+    for (std::int64_t c = 0; c < d_.channels; ++c) {
+      shift_[c] = moving_mean[c];
+      inv_std_[c] = static_cast<float>(
+          1.0 / std::sqrt(static_cast<double>(moving_variance[c]) + d_.epsilon));
+    }
+    apply(x, gamma, beta, y);
+  }
+
+  void backward(const Tensor& x, const Tensor& dy, const Tensor* gamma, Tensor* d_gamma,
+                Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) override {
+    const std::int64_t channels = d_.channels;
+    const std::int64_t rows = x.size() / channels;
+    const float* g = dy.data();
+    const float* xp = x.data();
+    const float* shift = shift_.data();
+    const float* inv_std = inv_std_.data();
+    // sums_[c] = sum of g, sums_[channels + c] = sum of g * x̂ with x̂ = (x - shift) * inv_std.
+    row_sums(rows, 2 * channels, partial_, sums_,
+             [&](std::int64_t r0, std::int64_t r1, double* acc) {
+               for (std::int64_t r = r0; r < r1; ++r) {
+                 const float* gr = g + r * channels;
+                 const float* xr = xp + r * channels;
+                 for (std::int64_t c = 0; c < channels; ++c) {
+                   acc[c] += gr[c];
+                   acc[channels + c] +=
+                       static_cast<double>(gr[c]) * ((xr[c] - shift[c]) * inv_std[c]);
+                 }
+               }
+             });
+    // gamma and beta get this shard's sums: the gradient all-reduce adds the other shards'.
+    if (d_gamma)
+      for (std::int64_t c = 0; c < channels; ++c)
+        (*d_gamma)[c] = static_cast<float>(sums_[channels + c]);
+    if (d_beta)
+      for (std::int64_t c = 0; c < channels; ++c) (*d_beta)[c] = static_cast<float>(sums_[c]);
+    // The input gradient goes through the statistics of the whole batch they came from.
+    double count = static_cast<double>(rows);
+    const bool global = batch_stats_ && static_cast<bool>(sync);
+    if (global) {
+      global_.assign(sums_.begin(), sums_.begin() + 2 * channels);
+      global_.push_back(count);
+      sync(global_.data(), global_.size());
+      count = global_.back();
+    }
+    if (!dx) return;
+    const double* stat_sums = global ? global_.data() : sums_.data();
+    // Batch statistics: dx = a * (g - mean(g) - x̂ * mean(g * x̂)), a = gamma * inv_std (the
+    // gradient through the mean and the variance). Moving statistics: dx = a * g.
+    std::vector<float> a(static_cast<std::size_t>(channels)), k1(a.size(), 0.0f),
+        k2(a.size(), 0.0f);
+    for (std::int64_t c = 0; c < channels; ++c) {
+      a[c] = gamma ? (*gamma)[c] * inv_std[c] : inv_std[c];
+      if (batch_stats_ && count > 0) {
+        k1[c] = static_cast<float>(stat_sums[c] / count);
+        k2[c] = static_cast<float>(stat_sums[channels + c] / count);
+      }
+    }
+    float* dxp = dx->data();
+    const bool batch_stats = batch_stats_;
+    cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float* gr = g + r * channels;
+        const float* xr = xp + r * channels;
+        float* dr = dxp + r * channels;
+        if (batch_stats) {
+          for (std::int64_t c = 0; c < channels; ++c)
+            dr[c] = a[c] * (gr[c] - k1[c] - (xr[c] - shift[c]) * inv_std[c] * k2[c]);
+        } else {
+          for (std::int64_t c = 0; c < channels; ++c) dr[c] = a[c] * gr[c];
+        }
+      }
+    });
+  }
+
+ private:
+  // y = (x - shift) * (gamma * inv_std) + beta
+  void apply(const Tensor& x, const Tensor* gamma, const Tensor* beta, Tensor& y) {
+    const std::int64_t channels = d_.channels;
+    const std::int64_t rows = x.size() / channels;
+    std::vector<float> a(static_cast<std::size_t>(channels)),
+        b(static_cast<std::size_t>(channels), 0.0f);
+    for (std::int64_t c = 0; c < channels; ++c) {
+      a[c] = gamma ? (*gamma)[c] * inv_std_[c] : inv_std_[c];
+      if (beta) b[c] = (*beta)[c];
+    }
+    const float* xp = x.data();
+    float* yp = y.data();
+    const float* shift = shift_.data();
+    cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float* xr = xp + r * channels;
+        float* yr = yp + r * channels;
+        for (std::int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - shift[c]) * a[c] + b[c];
+      }
+    });
+  }
+
+  BatchNormDesc d_;
+  bool batch_stats_ = false;  // the last forward used the batch's statistics
+  std::vector<float> shift_, inv_std_;
+  std::vector<double> partial_, sums_, global_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchNorm> CpuBackend::batch_norm(const BatchNormDesc& desc) {
+  return std::make_unique<CpuBatchNorm>(desc);
+}
+
+}  // namespace tandem::backend

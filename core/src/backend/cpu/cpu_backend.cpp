@@ -1,0 +1,313 @@
+// The CPU backend's movement, GEMM, activation, dropout, embedding and global-pooling operations.
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/eltwise.hpp"
+#include "backend/cpu/gemm.hpp"
+#include "backend/cpu/parallel.hpp"
+
+namespace tandem::backend {
+
+namespace {
+
+// Below ~64k floats a second thread costs more than it saves (these loops are memory bound).
+constexpr std::int64_t kChunk = 65536;
+
+std::int64_t rows_of(std::int64_t size, std::int64_t cols) {
+  return cols > 0 ? size / cols : 0;
+}
+
+// out[i] = f(in[i]) over n values, in parallel.
+template <class F>
+void map(const float* in, float* out, std::int64_t n, F f) {
+  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) out[i] = f(in[i]);
+  });
+}
+
+// grad_in = grad_out * f'(x, y) for one activation kind, a compile-time constant so that each
+// kind's loop is specialised (and vectorised) on its own.
+template <ActivationKind kKind>
+void chain(const float* x, const float* y, const float* go, float* gi, std::int64_t n) {
+  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) gi[i] = math::activation_grad(kKind, x[i], y[i], go[i]);
+  });
+}
+
+// f(row r) for every row, rows split by threads in contiguous ranges.
+template <class F>
+void for_rows(std::int64_t rows, std::int64_t cols, F f) {
+  cpu::parallel_for(rows, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(cols, 1)),
+                    [&](std::int64_t b, std::int64_t e) {
+                      for (std::int64_t r = b; r < e; ++r) f(r);
+                    });
+}
+
+}  // namespace
+
+void require_device(const Backend& backend, const Tensor& t, const char* operation) {
+  if (!(t.device() == backend.device()))
+    throw std::logic_error(std::string("backend operation ") + operation + ": a tensor in " +
+                           t.device().name() + " memory given to the " + backend.device().name() +
+                           " backend");
+}
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+void CpuBackend::copy(const Tensor& src, Tensor& dst) {
+  require_device(*this, src, "copy");
+  require_device(*this, dst, "copy");
+  dst.copy_from(src);
+}
+
+void CpuBackend::fill(Tensor& t, float value) {
+  require_device(*this, t, "fill");
+  t.fill(value);
+}
+
+void CpuBackend::gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor* bias,
+                      Tensor& c) {
+  require_device(*this, a, "gemm");
+  require_device(*this, b, "gemm");
+  require_device(*this, c, "gemm");
+  float* cp = c.data();
+  const bool with_bias = d.epilogue != GemmEpilogue::none;
+  if (with_bias) {
+    const float* bp = bias->data();
+    const std::int64_t n = d.n;
+    cpu::parallel_for(d.m, 256, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) std::copy(bp, bp + n, cp + r * n);
+    });
+  }
+  cpu::gemm(d.trans_a, d.trans_b, d.m, d.n, d.k, 1.0f, a.data(), d.trans_a ? d.m : d.k, b.data(),
+            d.trans_b ? d.k : d.n, with_bias ? 1.0f : 0.0f, cp, d.n);
+  if (d.epilogue == GemmEpilogue::relu_bias)
+    map(cp, cp, d.m * d.n, [](float x) { return math::activation_value(ActivationKind::relu, x); });
+}
+
+void CpuBackend::column_sums(const Tensor& x, std::int64_t cols, Tensor& out) {
+  require_device(*this, x, "column_sums");
+  require_device(*this, out, "column_sums");
+  const std::int64_t rows = rows_of(x.size(), cols);
+  const float* g = x.data();
+  float* s = out.data();
+  // Split by columns, so the summation order never depends on threads.
+  cpu::parallel_for(cols, std::max<std::int64_t>(64, (1 << 16) / std::max<std::int64_t>(rows, 1)),
+                    [&](std::int64_t c0, std::int64_t c1) {
+                      for (std::int64_t c = c0; c < c1; ++c) s[c] = 0.0f;
+                      for (std::int64_t r = 0; r < rows; ++r) {
+                        const float* gr = g + r * cols;
+                        for (std::int64_t c = c0; c < c1; ++c) s[c] += gr[c];
+                      }
+                    });
+}
+
+void CpuBackend::multiply(const Tensor& a, const Tensor& b, Tensor& out) {
+  require_device(*this, a, "multiply");
+  require_device(*this, b, "multiply");
+  require_device(*this, out, "multiply");
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* op = out.data();
+  cpu::parallel_for(out.size(), kChunk, [&](std::int64_t s, std::int64_t e) {
+    for (std::int64_t i = s; i < e; ++i) op[i] = ap[i] * bp[i];
+  });
+}
+
+void CpuBackend::activation_forward(ActivationKind kind, const Tensor& in_t, Tensor& out_t,
+                                    std::int64_t cols) {
+  require_device(*this, in_t, "activation_forward");
+  require_device(*this, out_t, "activation_forward");
+  const float* in = in_t.data();
+  float* out = out_t.data();
+  const std::int64_t n = in_t.size();
+  // The transcendental kinds run on oneDNN's JIT primitives (~50x libm's scalar speed).
+  switch (kind) {
+    case ActivationKind::linear:
+      if (in != out) std::memcpy(out, in, static_cast<std::size_t>(n) * sizeof(float));
+      return;
+    case ActivationKind::relu:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::relu, x); });
+      return;
+    case ActivationKind::selu:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::selu, x); });
+      return;
+    case ActivationKind::softsign:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::softsign, x); });
+      return;
+    case ActivationKind::tanh:
+      return cpu::eltwise_forward(cpu::Eltwise::tanh, in, out, n);
+    case ActivationKind::sigmoid:
+      return cpu::eltwise_forward(cpu::Eltwise::logistic, in, out, n);
+    case ActivationKind::gelu:
+      return cpu::eltwise_forward(cpu::Eltwise::gelu_erf, in, out, n);
+    case ActivationKind::elu:
+      return cpu::eltwise_forward(cpu::Eltwise::elu, in, out, n);
+    case ActivationKind::softplus:
+      return cpu::eltwise_forward(cpu::Eltwise::soft_relu, in, out, n);
+    case ActivationKind::swish:
+      return cpu::eltwise_forward(cpu::Eltwise::swish, in, out, n);
+    case ActivationKind::exponential:
+      return cpu::eltwise_forward(cpu::Eltwise::exp, in, out, n);
+    case ActivationKind::softmax:
+      for_rows(rows_of(n, cols), cols,
+               [&](std::int64_t r) { math::softmax_row(in + r * cols, out + r * cols, cols); });
+      return;
+  }
+}
+
+void CpuBackend::activation_backward(ActivationKind kind, const Tensor& in_t, const Tensor& out_t,
+                                     const Tensor& grad_out_t, Tensor& grad_in_t,
+                                     std::int64_t cols) {
+  require_device(*this, grad_out_t, "activation_backward");
+  require_device(*this, grad_in_t, "activation_backward");
+  const float* x = in_t.data();
+  const float* y = out_t.data();
+  const float* go = grad_out_t.data();
+  float* gi = grad_in_t.data();
+  const std::int64_t n = grad_out_t.size();
+  using K = ActivationKind;
+  switch (kind) {
+    case K::linear:
+      if (gi != go) std::memcpy(gi, go, static_cast<std::size_t>(n) * sizeof(float));
+      return;
+    case K::relu:
+      return chain<K::relu>(x, y, go, gi, n);
+    case K::tanh:
+      return chain<K::tanh>(x, y, go, gi, n);
+    case K::sigmoid:
+      return chain<K::sigmoid>(x, y, go, gi, n);
+    case K::gelu:
+      return chain<K::gelu>(x, y, go, gi, n);
+    case K::elu:
+      return chain<K::elu>(x, y, go, gi, n);
+    case K::selu:
+      return chain<K::selu>(x, y, go, gi, n);
+    case K::softplus:
+      return chain<K::softplus>(x, y, go, gi, n);
+    case K::softsign:
+      return chain<K::softsign>(x, y, go, gi, n);
+    case K::swish:
+      return chain<K::swish>(x, y, go, gi, n);
+    case K::exponential:
+      return chain<K::exponential>(x, y, go, gi, n);
+    case K::softmax:
+      for_rows(rows_of(n, cols), cols, [&](std::int64_t r) {
+        math::softmax_row_backward(y + r * cols, go + r * cols, gi + r * cols, cols);
+      });
+      return;
+  }
+}
+
+void CpuBackend::dropout_forward(const DropoutDesc& d, const Tensor& x, Tensor& y, Tensor& mask,
+                                 std::int64_t cols) {
+  require_device(*this, x, "dropout_forward");
+  const std::int64_t rows = rows_of(x.size(), cols);
+  const float scale = math::dropout_scale(d.rate);
+  const std::uint64_t keep_below = math::dropout_keep_below(d.rate);
+  const std::uint64_t step_key = math::dropout_step_key(d.stream, d.call);
+  float* m = mask.data();
+  float* yp = y.data();
+  const float* xp = x.data();
+  for_rows(rows, cols, [&](std::int64_t r) {
+    const std::uint64_t row_key = math::dropout_row_key(step_key, d.first_sample + r);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t i = r * cols + c;
+      m[i] = math::dropout_mask(row_key, c, keep_below, scale);
+      yp[i] = xp[i] * m[i];
+    }
+  });
+}
+
+void CpuBackend::global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
+                                             std::int64_t channels) {
+  require_device(*this, x, "global_average_pool_forward");
+  const std::int64_t batch = rows_of(x.size(), cells * channels);
+  const float* in = x.data();
+  float* out = y.data();
+  const float scale = 1.0f / static_cast<float>(cells);
+  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cells * channels, 1)),
+                    [&](std::int64_t b0, std::int64_t b1) {
+                      for (std::int64_t b = b0; b < b1; ++b) {
+                        float* yb = out + b * channels;
+                        const float* xb = in + b * cells * channels;
+                        for (std::int64_t c = 0; c < channels; ++c) yb[c] = 0.0f;
+                        for (std::int64_t i = 0; i < cells; ++i)
+                          for (std::int64_t c = 0; c < channels; ++c) yb[c] += xb[i * channels + c];
+                        for (std::int64_t c = 0; c < channels; ++c) yb[c] *= scale;
+                      }
+                    });
+}
+
+void CpuBackend::global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
+                                              std::int64_t channels) {
+  require_device(*this, dy, "global_average_pool_backward");
+  const std::int64_t batch = rows_of(dy.size(), channels);
+  const float* g = dy.data();
+  float* gx = dx.data();
+  const float scale = 1.0f / static_cast<float>(cells);
+  cpu::parallel_for(batch, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cells * channels, 1)),
+                    [&](std::int64_t b0, std::int64_t b1) {
+                      for (std::int64_t b = b0; b < b1; ++b) {
+                        const float* gb = g + b * channels;
+                        float* xb = gx + b * cells * channels;
+                        for (std::int64_t i = 0; i < cells; ++i)
+                          for (std::int64_t c = 0; c < channels; ++c)
+                            xb[i * channels + c] = gb[c] * scale;
+                      }
+                    });
+}
+
+std::optional<BadIndex> CpuBackend::embedding_gather(const Tensor& table, const Tensor& x,
+                                                     Tensor& y, std::int64_t dim) {
+  require_device(*this, x, "embedding_gather");
+  const std::int64_t n = x.size();
+  const std::int64_t vocab = rows_of(table.size(), dim);
+  for (std::int64_t i = 0; i < n; ++i)
+    if (math::embedding_index(x[i], vocab) < 0) return BadIndex{i, x[i]};
+  const float* tp = table.data();
+  const float* xp = x.data();
+  float* yp = y.data();
+  cpu::parallel_for(n, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(dim, 1)),
+                    [&](std::int64_t i0, std::int64_t i1) {
+                      for (std::int64_t i = i0; i < i1; ++i)
+                        std::memcpy(yp + i * dim, tp + static_cast<std::int64_t>(xp[i]) * dim,
+                                    static_cast<std::size_t>(dim) * sizeof(float));
+                    });
+  return std::nullopt;
+}
+
+void CpuBackend::embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
+                                    std::int64_t dim) {
+  require_device(*this, dy, "embedding_gradient");
+  const std::int64_t n = x.size();
+  const std::int64_t vocab = rows_of(grad.size(), dim);
+  const float* xp = x.data();
+  const float* g = dy.data();
+  float* gp = grad.data();
+  // Each part owns the table rows [row0, row1): it zeroes them and adds the gradients of the
+  // inputs that look them up, in input order, so the sums never depend on the threads.
+  auto accumulate = [&](std::int64_t row0, std::int64_t row1) {
+    std::fill(gp + row0 * dim, gp + row1 * dim, 0.0f);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto r = static_cast<std::int64_t>(xp[i]);
+      if (r < row0 || r >= row1) continue;
+      float* gr = gp + r * dim;
+      const float* gi = g + i * dim;
+      for (std::int64_t c = 0; c < dim; ++c) gr[c] += gi[c];
+    }
+  };
+  if (n * dim + vocab * dim < (1 << 16))
+    accumulate(0, vocab);
+  else
+    cpu::parallel_for(vocab, 1, accumulate);
+}
+
+}  // namespace tandem::backend

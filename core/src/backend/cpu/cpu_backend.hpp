@@ -1,0 +1,54 @@
+// Private: the CPU backend (backend/ops.hpp) — oneDNN for GEMM, convolution, pooling and the
+// transcendental activations, OpenMP loops around backend/kernel_math.hpp for the rest.
+//
+// Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
+// embedding, global pooling), convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
+// metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
+// and sums in a fixed order: results never depend on the thread count.
+//
+// Ownership: the process-wide instance is cpu_backend()'s. Thread-safety: no state between
+// calls; any thread.
+#pragma once
+
+#include "backend/ops.hpp"
+
+namespace tandem::backend {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return {}; }
+  std::shared_ptr<DeviceMemory> memory() const override { return nullptr; }
+
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, float value) override;
+  void gemm(const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor* bias,
+            Tensor& c) override;
+  void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
+  void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
+                          std::int64_t cols) override;
+  void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
+                           const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) override;
+  void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
+                       std::int64_t cols) override;
+  std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
+  std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;
+  std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) override;
+  void global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
+                                   std::int64_t channels) override;
+  void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
+                                    std::int64_t channels) override;
+  std::optional<BadIndex> embedding_gather(const Tensor& table, const Tensor& x, Tensor& y,
+                                           std::int64_t dim) override;
+  void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
+                          std::int64_t dim) override;
+  std::unique_ptr<Sums> sums() override;
+  void loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target, std::int64_t cols,
+                float grad_scale, Tensor* grad, Sums& sums, std::size_t slot) override;
+  void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                  std::int64_t cols, Sums& sums, std::size_t slot) override;
+  void optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
+                        const std::vector<UpdateTensors>& params) override;
+};
+
+}  // namespace tandem::backend

@@ -1,0 +1,740 @@
+// Private: the per-element and per-row arithmetic of every backend (activation derivatives, the
+// forwards of the plain activations, softmax rows, losses, metrics, optimizer updates, dropout
+// masks, embedding index checks), written once as inline functions that nvcc compiles for the
+// device and g++ for the host. The CPU backend's loops (backend/cpu/) and the CUDA backend's
+// kernels (cuda/ops/*.cu) both call these very functions, so the two agree by construction.
+//
+// Every float and double +, -, *, / and sqrt goes through the helpers below, which on the device
+// round each operation on its own (never contracted into a fused multiply-add) and, for floats,
+// flush subnormal inputs and results to zero as the CPU backend does (it runs with FTZ/DAZ set,
+// backend/cpu/parallel.cpp). What still differs between the backends is the transcendental
+// functions: CUDA's exp, log, log1p, expm1, tanh, erf are within 1-4 ulp of glibc's, not equal to
+// them; and the CPU computes the forwards of tanh, sigmoid, gelu, elu, softplus, swish and
+// exponential with oneDNN's approximations (see activation_value; tests/core/backend/
+// kernel_math_test.cpp checks both against the exact functions).
+//
+// Header rules: only <cmath>/<cstdint> (and the ActivationKind enum); no std containers, no
+// exceptions; compiles with nvcc -std=c++17 and g++ -std=c++20.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "backend/activation_kind.hpp"
+
+#ifdef __CUDACC__
+#define TANDEM_HD __host__ __device__
+#else
+#define TANDEM_HD
+#endif
+
+namespace tandem::backend {
+
+/// A loss as the backends compute it (Loss::desc()).
+struct LossDesc {
+  enum class Kind { mse, mae, bce, cce, scce };
+  Kind kind = Kind::mse;
+  bool from_logits = false;
+  float label_smoothing = 0;  // bce and cce only (the CPU keeps it as a float too)
+};
+
+/// A metric as the backends compute it (Metric::desc()).
+struct MetricDesc {
+  enum class Kind {
+    binary_accuracy,
+    categorical_accuracy,
+    sparse_categorical_accuracy,
+    mean_squared_error,
+    mean_absolute_error
+  };
+  Kind kind = Kind::binary_accuracy;
+  float threshold = 0.5f;  // binary_accuracy: pred > threshold means 1
+};
+
+/// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
+/// step. AdamW is kind adam (the CPU's AdamW is Adam with a default weight decay of 0.004).
+struct OptimizerDesc {
+  enum class Kind { sgd, adam, rmsprop };
+  Kind kind = Kind::sgd;
+  bool adamw = false;  // only for the name in messages: the update is Adam's
+  double weight_decay = 0;
+  double clipnorm = 0, clipvalue = 0, global_clipnorm = 0;  // 0: off
+  double momentum = 0;                                      // sgd, rmsprop
+  bool nesterov = false;                                    // sgd
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;      // adam (epsilon: rmsprop too)
+  bool amsgrad = false;                                     // adam
+  double rho = 0.9;                                         // rmsprop
+  bool centered = false;                                    // rmsprop
+};
+
+namespace math {
+
+// ---------------------------------------------------------------------------------------------
+// Arithmetic: one IEEE operation each, round to nearest; floats flush subnormals on the device
+// (FTZ/DAZ as the CPU backend). On the host these are the plain operators (g++ does not contract
+// them without -ffp-contract=fast, and x86-64 without -march has no FMA anyway).
+
+TANDEM_HD inline float fadd(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("add.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a + b;
+#endif
+}
+TANDEM_HD inline float fsub(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("sub.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a - b;
+#endif
+}
+TANDEM_HD inline float fmul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("mul.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a * b;
+#endif
+}
+TANDEM_HD inline float fdiv(float a, float b) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("div.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a / b;
+#endif
+}
+TANDEM_HD inline float fsqrt(float a) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("sqrt.rn.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));
+  return r;
+#else
+  return std::sqrt(a);
+#endif
+}
+TANDEM_HD inline double dadd(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TANDEM_HD inline double dsub(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+TANDEM_HD inline double dmul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TANDEM_HD inline double ddiv(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+TANDEM_HD inline double dsqrt(double a) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+/// float -> double (a subnormal float reads as zero, as under DAZ).
+TANDEM_HD inline double f2d(float a) {
+#ifdef __CUDA_ARCH__
+  double r;
+  asm("cvt.ftz.f64.f32 %0, %1;" : "=d"(r) : "f"(a));
+  return r;
+#else
+  return static_cast<double>(a);
+#endif
+}
+/// double -> float, round to nearest (a subnormal result becomes zero, as under FTZ).
+TANDEM_HD inline float d2f(double a) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("cvt.rn.ftz.f32.f64 %0, %1;" : "=f"(r) : "d"(a));
+  return r;
+#else
+  return static_cast<float>(a);
+#endif
+}
+TANDEM_HD inline float i2f(std::int64_t a) {
+  return static_cast<float>(a);
+}
+TANDEM_HD inline double i2d(std::int64_t a) {
+  return static_cast<double>(a);
+}
+TANDEM_HD inline float fabs_(float a) {
+#ifdef __CUDA_ARCH__
+  return fabsf(a);
+#else
+  return std::fabs(a);
+#endif
+}
+/// std::max(a, b) exactly: (a < b) ? b : a (a NaN `a` stays, a NaN `b` is dropped).
+TANDEM_HD inline float std_max(float a, float b) {
+  return (a < b) ? b : a;
+}
+/// std::clamp(v, lo, hi) exactly (a NaN passes through).
+TANDEM_HD inline float std_clamp(float v, float lo, float hi) {
+  return (v < lo) ? lo : (hi < v) ? hi : v;
+}
+TANDEM_HD inline double std_clamp(double v, double lo, double hi) {
+  return (v < lo) ? lo : (hi < v) ? hi : v;
+}
+TANDEM_HD inline float quiet_nan() {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(0x7fc00000);
+#else
+  return std::nanf("");
+#endif
+}
+
+// Transcendentals: glibc's on the host (what the CPU backend calls), CUDA's on the device.
+#ifdef __CUDA_ARCH__
+#define TANDEM_MATH(type, name, device_fn, host_fn) \
+  TANDEM_HD inline type name(type x) {              \
+    return device_fn(x);                            \
+  }
+#else
+#define TANDEM_MATH(type, name, device_fn, host_fn) \
+  TANDEM_HD inline type name(type x) {              \
+    return host_fn(x);                              \
+  }
+#endif
+TANDEM_MATH(float, exp_f, expf, std::exp)
+TANDEM_MATH(float, expm1_f, expm1f, std::expm1)
+TANDEM_MATH(float, log_f, logf, std::log)
+TANDEM_MATH(float, log1p_f, log1pf, std::log1p)
+TANDEM_MATH(float, tanh_f, tanhf, std::tanh)
+TANDEM_MATH(float, erf_f, erff, std::erf)
+TANDEM_MATH(float, erfc_f, erfcf, std::erfc)
+TANDEM_MATH(float, floor_f, floorf, std::floor)
+TANDEM_MATH(double, exp_d, ::exp, std::exp)
+TANDEM_MATH(double, log_d, ::log, std::log)
+#undef TANDEM_MATH
+
+// ---------------------------------------------------------------------------------------------
+// Activations (nn/activation_fn.cpp). Element-wise kinds: value(x) and derivative(x, y) with
+// y = value(x); softmax is per row.
+
+constexpr float kSeluAlpha = 1.6732632423543772f;
+constexpr float kSeluScale = 1.0507009873554805f;
+constexpr float kSeluScaleAlpha = kSeluScale * kSeluAlpha;
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+/// activation_fn.cpp's sigmoid(): stable for large |x|.
+TANDEM_HD inline float sigmoid(float x) {
+  if (x >= 0) return fdiv(1.0f, fadd(1.0f, exp_f(-x)));
+  const float z = exp_f(x);
+  return fdiv(z, fadd(1.0f, z));
+}
+
+/// f(x) for every kind but softmax (softmax_row). linear, relu, selu, softsign: the CPU's own
+/// expressions, bit for bit. tanh, sigmoid, gelu, elu, softplus, swish and exponential: the CPU
+/// computes them with oneDNN's approximations, which cannot be repeated here; these are the
+/// functions they approximate, each to a few ulp: tanh, the CPU's stable sigmoid, x/2 erfc(-x/√2)
+/// (= x/2 (1 + erf(x/√2)) without its cancellation for x < 0), expm1 (elu's alpha is 1), a stable
+/// log(1 + e^x), x sigmoid(x), e^x. oneDNN's own error is larger in places (measured: gelu 2e-3
+/// relative near x = -4, elu 1e-2 relative near 0 where it computes e^x - 1, softplus returns 0
+/// for x near -15 and 7.6e-6 for x near -87), so agreement with the CPU is to its error.
+TANDEM_HD inline float activation_value(ActivationKind kind, float x) {
+  switch (kind) {
+    case ActivationKind::relu:  // std::max(x, 0.0f): a NaN input stays NaN
+      return std_max(x, 0.0f);
+    case ActivationKind::tanh:
+      return tanh_f(x);
+    case ActivationKind::sigmoid:
+      return sigmoid(x);
+    case ActivationKind::gelu:
+      return fmul(fmul(0.5f, x), erfc_f(fmul(-x, kInvSqrt2)));
+    case ActivationKind::elu:
+      return x > 0 ? x : expm1_f(x);
+    case ActivationKind::selu:
+      return fmul(kSeluScale, x > 0 ? x : fmul(kSeluAlpha, expm1_f(x)));
+    case ActivationKind::softplus:
+      return fadd(std_max(x, 0.0f), log1p_f(exp_f(-fabs_(x))));
+    case ActivationKind::softsign:
+      return fdiv(x, fadd(1.0f, fabs_(x)));
+    case ActivationKind::swish:
+      return fmul(x, sigmoid(x));
+    case ActivationKind::exponential:
+      return exp_f(x);
+    case ActivationKind::linear:
+    case ActivationKind::softmax:  // (per row: softmax_row)
+      break;
+  }
+  return x;
+}
+
+/// f'(x) given x and y = f(x), as activation_backward's lambdas (every kind but softmax).
+TANDEM_HD inline float activation_derivative(ActivationKind kind, float x, float y) {
+  switch (kind) {
+    case ActivationKind::relu:
+      return x > 0 ? 1.0f : 0.0f;
+    case ActivationKind::tanh:
+      return fsub(1.0f, fmul(y, y));
+    case ActivationKind::sigmoid:
+      return fmul(y, fsub(1.0f, y));
+    case ActivationKind::gelu:
+      return fadd(fmul(0.5f, fadd(1.0f, erf_f(fmul(x, kInvSqrt2)))),
+                  fmul(fmul(x, kInvSqrt2Pi), exp_f(fmul(fmul(-0.5f, x), x))));
+    case ActivationKind::elu:
+      return x > 0 ? 1.0f : fadd(y, 1.0f);
+    case ActivationKind::selu:
+      return x > 0 ? kSeluScale : fadd(y, kSeluScaleAlpha);
+    case ActivationKind::softplus:
+      return sigmoid(x);
+    case ActivationKind::softsign: {
+      const float d = fadd(1.0f, fabs_(x));
+      return fdiv(1.0f, fmul(d, d));
+    }
+    case ActivationKind::swish: {
+      const float s = sigmoid(x);
+      return fmul(s, fadd(1.0f, fmul(x, fsub(1.0f, s))));
+    }
+    case ActivationKind::exponential:
+      return y;
+    case ActivationKind::linear:
+    case ActivationKind::softmax:
+      break;
+  }
+  return 1.0f;
+}
+
+/// grad_in = grad_out * f'(x) (the CPU's chain()).
+TANDEM_HD inline float activation_grad(ActivationKind kind, float x, float y, float grad_out) {
+  return fmul(grad_out, activation_derivative(kind, x, y));
+}
+
+/// One row of softmax: y = e^(x - max) / sum, the sum in double (y may be x).
+TANDEM_HD inline void softmax_row(const float* x, float* y, std::int64_t cols) {
+  if (cols <= 0) return;
+  float mx = x[0];
+  for (std::int64_t c = 1; c < cols; ++c) mx = std_max(mx, x[c]);
+  double sum = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    y[c] = exp_f(fsub(x[c], mx));
+    sum = dadd(sum, f2d(y[c]));
+  }
+  const float inv = d2f(ddiv(1.0, sum));
+  for (std::int64_t c = 0; c < cols; ++c) y[c] = fmul(y[c], inv);
+}
+
+/// One row of softmax's backward: gi = y (g - sum(g y)), the sum in double (gi may be g).
+TANDEM_HD inline void softmax_row_backward(const float* y, const float* g, float* gi,
+                                           std::int64_t cols) {
+  double dot = 0;
+  for (std::int64_t c = 0; c < cols; ++c) dot = dadd(dot, f2d(fmul(g[c], y[c])));
+  const float d = d2f(dot);
+  for (std::int64_t c = 0; c < cols; ++c) gi[c] = fmul(y[c], fsub(g[c], d));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Losses (nn/losses.cpp). loss_row returns row r's loss as the CPU computes it in double (the
+// CPU's compute() returns the sum of these over the rows, added in row order) and, when grad is
+// not null, writes the row's part of compute()'s grad: grad_scale * d(row loss)/d(pred).
+
+constexpr float kEpsilon = 1e-7f;  // Keras backend epsilon()
+constexpr float kOneMinusEpsilon = 1.0f - kEpsilon;
+constexpr double kEpsilonD = static_cast<double>(kEpsilon);
+constexpr double kOneMinusEpsilonD = 1.0 - kEpsilonD;
+
+/// CategoricalCrossentropy::label(): the class index a sparse label names, or -1 when it is not
+/// an integer in [0, classes) (where the CPU throws DataError).
+TANDEM_HD inline std::int64_t sparse_label(float value, std::int64_t classes) {
+  if (!(value >= 0.0f) || !(value < 9.2e18f)) return -1;  // NaN, negative, beyond int64
+  const auto k = static_cast<std::int64_t>(value);
+  if (i2f(k) != value || k >= classes) return -1;
+  return k;
+}
+
+/// mean_squared_error / mean_absolute_error of row r (cols values).
+TANDEM_HD inline double regression_row(bool squared, const float* pred, const float* target,
+                                       float* grad, std::int64_t r, std::int64_t cols,
+                                       float grad_scale) {
+  const float gs = fdiv(grad_scale, i2f(cols));
+  double s = 0;
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    const float d = fsub(pred[c], target[c]);
+    s = dadd(s, f2d(squared ? fmul(d, d) : fabs_(d)));
+    if (grad) grad[c] = squared ? fmul(fmul(2.0f, d), gs) : (d > 0 ? gs : (d < 0 ? -gs : 0.0f));
+  }
+  return ddiv(s, i2d(cols));
+}
+
+/// binary_crossentropy of row r, from probabilities (Keras' clipping) or logits.
+TANDEM_HD inline double binary_crossentropy_row(bool from_logits, float smoothing,
+                                                const float* pred, const float* target, float* grad,
+                                                std::int64_t r, std::int64_t cols,
+                                                float grad_scale) {
+  const float gs = fdiv(grad_scale, i2f(cols));
+  double s = 0;
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    const float t = fadd(fmul(target[c], fsub(1.0f, smoothing)), fmul(0.5f, smoothing));
+    const float x = pred[c];
+    if (from_logits) {
+      // max(x, 0) - x t + log(1 + exp(-|x|))
+      s = dadd(s, f2d(fadd(fsub(std_max(x, 0.0f), fmul(x, t)), log1p_f(exp_f(-fabs_(x))))));
+      if (grad) {
+        const float sig =
+            x >= 0 ? fdiv(1.0f, fadd(1.0f, exp_f(-x))) : fdiv(exp_f(x), fadd(1.0f, exp_f(x)));
+        grad[c] = fmul(fsub(sig, t), gs);
+      }
+    } else {
+      const bool clipped = x < kEpsilon || x > kOneMinusEpsilon;
+      const float q = std_clamp(x, kEpsilon, kOneMinusEpsilon);
+      s = dadd(s, f2d(-fadd(fmul(t, log_f(fadd(q, kEpsilon))),
+                            fmul(fsub(1.0f, t), log_f(fadd(fsub(1.0f, q), kEpsilon))))));
+      if (grad)
+        grad[c] = clipped ? 0.0f
+                          : fmul(fadd(fdiv(-t, fadd(q, kEpsilon)),
+                                      fdiv(fsub(1.0f, t), fadd(fsub(1.0f, q), kEpsilon))),
+                                 gs);
+    }
+  }
+  return ddiv(s, i2d(cols));
+}
+
+/// categorical_crossentropy (sparse: target holds one class index per row) of row r. A sparse
+/// label that is not a class index gives a NaN loss and NaN gradients for the row (the CPU
+/// throws DataError: see check_sparse_labels in losses.hpp).
+TANDEM_HD inline double categorical_crossentropy_row(bool sparse, bool from_logits, float smoothing,
+                                                     const float* pred, const float* target,
+                                                     float* grad, std::int64_t r,
+                                                     std::int64_t classes, float grad_scale) {
+  const float* p = pred + r * classes;
+  float* g = grad ? grad + r * classes : nullptr;
+  std::int64_t label = 0;
+  if (sparse) {
+    label = sparse_label(target[r], classes);
+    if (label < 0) {
+      if (g)
+        for (std::int64_t c = 0; c < classes; ++c) g[c] = quiet_nan();
+      return static_cast<double>(quiet_nan());
+    }
+  }
+  const float* t_row = sparse ? target : target + r * classes;
+  const float class_share = fdiv(smoothing, i2f(classes));
+  auto target_at = [&](std::int64_t c) -> float {
+    if (sparse) return c == label ? 1.0f : 0.0f;
+    return fadd(fmul(t_row[c], fsub(1.0f, smoothing)), class_share);
+  };
+  double loss = 0;
+  if (from_logits) {
+    float mx = p[0];
+    for (std::int64_t c = 1; c < classes; ++c) mx = std_max(mx, p[c]);
+    double z = 0;
+    for (std::int64_t c = 0; c < classes; ++c) z = dadd(z, exp_d(f2d(fsub(p[c], mx))));
+    const double log_z = dadd(log_d(z), f2d(mx));
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const float t = target_at(c);
+      if (t != 0.0f) loss = dsub(loss, dmul(f2d(t), dsub(f2d(p[c]), log_z)));
+      if (g) g[c] = fmul(d2f(dsub(exp_d(dsub(f2d(p[c]), log_z)), f2d(t))), grad_scale);
+    }
+  } else {
+    // Keras: q = p / sum(p), clipped to [eps, 1 - eps]; loss = -sum t log q.
+    double s = 0;
+    for (std::int64_t c = 0; c < classes; ++c) s = dadd(s, f2d(p[c]));
+    double tsum_active = 0;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const float t = target_at(c);
+      const double q = ddiv(f2d(p[c]), s);
+      const bool active = q >= kEpsilonD && q <= kOneMinusEpsilonD;
+      const double qc = std_clamp(q, kEpsilonD, kOneMinusEpsilonD);
+      if (t != 0.0f) loss = dsub(loss, dmul(f2d(t), log_d(qc)));
+      if (active) tsum_active = dadd(tsum_active, f2d(t));
+    }
+    if (g) {
+      for (std::int64_t c = 0; c < classes; ++c) {
+        const float t = target_at(c);
+        const double q = ddiv(f2d(p[c]), s);
+        const bool active = q >= kEpsilonD && q <= kOneMinusEpsilonD;
+        const double own = active ? ddiv(f2d(-t), q) : 0.0;
+        g[c] = fmul(d2f(ddiv(dadd(own, tsum_active), s)), grad_scale);
+      }
+    }
+  }
+  return loss;
+}
+
+/// Row r of any loss; cols = values per row (classes for cce/scce). grad may be null.
+TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const float* target,
+                                 float* grad, std::int64_t r, std::int64_t cols, float grad_scale) {
+  switch (loss.kind) {
+    case LossDesc::Kind::mse:
+      return regression_row(true, pred, target, grad, r, cols, grad_scale);
+    case LossDesc::Kind::mae:
+      return regression_row(false, pred, target, grad, r, cols, grad_scale);
+    case LossDesc::Kind::bce:
+      return binary_crossentropy_row(loss.from_logits, loss.label_smoothing, pred, target, grad, r,
+                                     cols, grad_scale);
+    case LossDesc::Kind::cce:
+      return categorical_crossentropy_row(false, loss.from_logits, loss.label_smoothing, pred,
+                                          target, grad, r, cols, grad_scale);
+    case LossDesc::Kind::scce:
+      return categorical_crossentropy_row(true, loss.from_logits, 0.0f, pred, target, grad, r, cols,
+                                          grad_scale);
+  }
+  return 0.0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics (nn/metrics.cpp). Metric::evaluate returns {sum of metric_row over the rows (added in
+// row order, in double), count = rows}.
+
+/// The first index of the largest value (metrics.cpp's argmax; NaNs never win).
+TANDEM_HD inline std::int64_t argmax(const float* p, std::int64_t n) {
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < n; ++i)
+    if (p[i] > p[best]) best = i;
+  return best;
+}
+
+/// static_cast<std::int64_t>(label) as the CPU compares it; -1 (matches no class) for NaN and
+/// values beyond int64, where the CPU's conversion gives INT64_MIN.
+TANDEM_HD inline std::int64_t truncated_label(float value) {
+  if (!(value > -9.2e18f && value < 9.2e18f)) return -1;
+  return static_cast<std::int64_t>(value);
+}
+
+/// Row r's contribution to the metric's sum (its count contribution is 1).
+TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
+                                   const float* target, std::int64_t r, std::int64_t cols) {
+  const float* p = pred;
+  const float* t = target;
+  switch (metric.kind) {
+    case MetricDesc::Kind::sparse_categorical_accuracy:
+      return argmax(p + r * cols, cols) == truncated_label(t[r]) ? 1.0 : 0.0;
+    case MetricDesc::Kind::categorical_accuracy:
+      return argmax(p + r * cols, cols) == argmax(t + r * cols, cols) ? 1.0 : 0.0;
+    case MetricDesc::Kind::binary_accuracy:
+    case MetricDesc::Kind::mean_squared_error:
+    case MetricDesc::Kind::mean_absolute_error:
+      break;
+  }
+  double s = 0;
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    if (metric.kind == MetricDesc::Kind::binary_accuracy)
+      s = dadd(s, ((p[c] > metric.threshold ? 1.0f : 0.0f) == t[c]) ? 1.0 : 0.0);
+    else if (metric.kind == MetricDesc::Kind::mean_squared_error)
+      s = dadd(s, f2d(fmul(fsub(p[c], t[c]), fsub(p[c], t[c]))));
+    else
+      s = dadd(s, f2d(fabs_(fsub(p[c], t[c]))));
+  }
+  return ddiv(s, i2d(cols));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizers (optim/optimizer.cpp: clipping and weight decay; optim/optimizers.cpp: updates).
+
+/// The number of state slots per parameter (the host Optimizer's slot_names().size()).
+TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
+  switch (o.kind) {
+    case OptimizerDesc::Kind::sgd:
+      return o.momentum > 0 ? 1 : 0;
+    case OptimizerDesc::Kind::adam:
+      return o.amsgrad ? 3 : 2;
+    case OptimizerDesc::Kind::rmsprop:
+      return 1 + (o.momentum > 0 ? 1 : 0) + (o.centered ? 1 : 0);
+  }
+  return 0;
+}
+
+/// What one element's update needs at one step, rounded to float as the CPU rounds it. Built on
+/// the host by optimizer_step(); passed to kernels by value.
+struct OptimizerStep {
+  OptimizerDesc::Kind kind = OptimizerDesc::Kind::sgd;
+  float lr = 0;     // float(learning rate): sgd, rmsprop
+  float alpha = 0;  // adam: the bias-corrected rate
+  float beta_1 = 0, beta_2 = 0, epsilon = 0, momentum = 0, rho = 0;
+  bool use_momentum = false;  // sgd, rmsprop: momentum > 0
+  bool nesterov = false, amsgrad = false, centered = false;
+  bool decay = false;      // weight_decay > 0
+  float decay_factor = 1;  // f = float(1 - lr weight_decay); w -= w (1 - f)
+  bool clip_value = false;
+  float clipvalue = 0;
+};
+
+/// The step's constants, computed exactly as the CPU computes them (host only: pow, sqrt of
+/// doubles). `step` counts from 1; `lr` is the current learning rate.
+inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, double lr) {
+  OptimizerStep s;
+  s.kind = o.kind;
+  s.lr = static_cast<float>(lr);
+  s.momentum = static_cast<float>(o.momentum);
+  s.use_momentum = o.momentum > 0;
+  s.nesterov = o.nesterov;
+  s.amsgrad = o.amsgrad;
+  s.centered = o.centered;
+  s.beta_1 = static_cast<float>(o.beta_1);
+  s.beta_2 = static_cast<float>(o.beta_2);
+  s.epsilon = static_cast<float>(o.epsilon);
+  s.rho = static_cast<float>(o.rho);
+  if (o.kind == OptimizerDesc::Kind::adam) {
+    const double t = static_cast<double>(step);
+    s.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(o.beta_2, t)) /
+                                 (1.0 - std::pow(o.beta_1, t)));
+  }
+  s.decay = o.weight_decay > 0;
+  s.decay_factor = static_cast<float>(1.0 - lr * o.weight_decay);
+  s.clip_value = o.clipvalue > 0;
+  s.clipvalue = static_cast<float>(o.clipvalue);
+  return s;
+}
+
+/// The global_clipnorm factor from the sum over every parameter tensor of its squared norm
+/// (summed in parameter order, in double): global_clipnorm / norm when the norm exceeds it.
+TANDEM_HD inline double global_clip_scale(double total_squared_norm, double global_clipnorm) {
+  if (global_clipnorm > 0) {
+    const double norm = dsqrt(total_squared_norm);
+    if (norm > global_clipnorm) return ddiv(global_clipnorm, norm);
+  }
+  return 1.0;
+}
+
+/// One parameter tensor's gradient factor: the global factor, times clipnorm / norm when its own
+/// (unscaled) gradient norm exceeds clipnorm.
+TANDEM_HD inline double tensor_clip_scale(double global_scale, double squared_norm,
+                                          double clipnorm) {
+  double scale = global_scale;
+  if (clipnorm > 0) {
+    const double norm = dsqrt(squared_norm);
+    if (norm > clipnorm) scale = dmul(scale, ddiv(clipnorm, norm));
+  }
+  return scale;
+}
+
+/// The gradient the update sees: g float(scale), then clipped to [-clipvalue, clipvalue]; g
+/// itself when scale is 1 and there is no clipvalue (the CPU skips the copy then).
+TANDEM_HD inline float clipped_gradient(const OptimizerStep& s, float g, double scale) {
+  if (!(scale != 1.0 || s.clip_value)) return g;
+  float v = fmul(g, d2f(scale));
+  if (s.clip_value) v = std_clamp(v, -s.clipvalue, s.clipvalue);
+  return v;
+}
+
+/// One element's update, weight decay included: w, and the element's slots in slot_names()
+/// order (s0, s1, s2; null where the optimizer has fewer). g is the clipped gradient.
+///   sgd: [momentum]   adam: m, v, [vhat]   rmsprop: velocity, [momentum], [average_gradient]
+TANDEM_HD inline void update_element(const OptimizerStep& s, float* w, float g, float* s0,
+                                     float* s1, float* s2) {
+  float wk = *w;
+  if (s.decay) wk = fsub(wk, fmul(wk, fsub(1.0f, s.decay_factor)));
+  switch (s.kind) {
+    case OptimizerDesc::Kind::sgd: {
+      if (!s.use_momentum) {
+        wk = fsub(wk, fmul(s.lr, g));
+        break;
+      }
+      const float m = fsub(fmul(s.momentum, *s0), fmul(s.lr, g));
+      *s0 = m;
+      wk = fadd(wk, s.nesterov ? fsub(fmul(s.momentum, m), fmul(s.lr, g)) : m);
+      break;
+    }
+    case OptimizerDesc::Kind::adam: {
+      const float m = fadd(*s0, fmul(fsub(g, *s0), fsub(1.0f, s.beta_1)));
+      const float v = fadd(*s1, fmul(fsub(fmul(g, g), *s1), fsub(1.0f, s.beta_2)));
+      *s0 = m;
+      *s1 = v;
+      float denom_v = v;
+      if (s.amsgrad) {
+        const float vhat = std_max(*s2, v);
+        *s2 = vhat;
+        denom_v = vhat;
+      }
+      wk = fsub(wk, fdiv(fmul(m, s.alpha), fadd(fsqrt(denom_v), s.epsilon)));
+      break;
+    }
+    case OptimizerDesc::Kind::rmsprop: {
+      float* mom = s.use_momentum ? s1 : nullptr;
+      float* avg = s.centered ? (s.use_momentum ? s2 : s1) : nullptr;
+      const float vel = fadd(fmul(s.rho, *s0), fmul(fmul(fsub(1.0f, s.rho), g), g));
+      *s0 = vel;
+      float denom = fadd(vel, s.epsilon);
+      if (avg) {
+        const float a = fadd(fmul(s.rho, *avg), fmul(fsub(1.0f, s.rho), g));
+        *avg = a;
+        denom = fadd(fsub(vel, fmul(a, a)), s.epsilon);
+      }
+      const float inc = fdiv(fmul(s.lr, g), fsqrt(denom));
+      if (mom) {
+        const float m = fadd(fmul(s.momentum, *mom), inc);
+        *mom = m;
+        wk = fsub(wk, m);
+      } else {
+        wk = fsub(wk, inc);
+      }
+      break;
+    }
+  }
+  *w = wk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+/// The table row an index-valued float names, or -1 when it is not an integer in [0, vocab)
+/// (NaN fails every comparison).
+TANDEM_HD inline std::int64_t embedding_index(float value, std::int64_t vocab) {
+  if (!(value >= 0.0f && value < i2f(vocab) && value == floor_f(value))) return -1;
+  return static_cast<std::int64_t>(value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout (nn/dropout.cpp): mask = scale or 0 from a counter-based hash of (stream, call, global
+// sample index, column).
+
+/// splitmix64's finaliser.
+TANDEM_HD inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+/// The key of one training forward: `call` = the layer's calls so far (random_state()[1] before
+/// the forward), `stream` = its stream (random_state()[0]).
+TANDEM_HD inline std::uint64_t dropout_step_key(std::uint64_t stream, std::uint64_t call) {
+  return mix(stream ^ mix(call + 1));
+}
+/// The key of the sample at index `sample` of the global batch (sample_offset() + row).
+TANDEM_HD inline std::uint64_t dropout_row_key(std::uint64_t step_key, std::int64_t sample) {
+  return mix(step_key ^ static_cast<std::uint64_t>(sample));
+}
+/// Keep when the top 24 bits of the hash, as a fraction, are below 1 - rate.
+TANDEM_HD inline std::uint64_t dropout_keep_below(double rate) {
+  return static_cast<std::uint64_t>(dmul(dsub(1.0, rate), 16777216.0));
+}
+TANDEM_HD inline float dropout_scale(double rate) {
+  return d2f(ddiv(1.0, dsub(1.0, rate)));
+}
+TANDEM_HD inline float dropout_mask(std::uint64_t row_key, std::int64_t col,
+                                    std::uint64_t keep_below, float scale) {
+  const std::uint64_t h = mix(row_key + static_cast<std::uint64_t>(col));
+  return (h >> 40) < keep_below ? scale : 0.0f;
+}
+/// Everything at once: the mask value of (global sample, column) at one training forward.
+TANDEM_HD inline float dropout_mask_value(std::uint64_t stream, std::uint64_t call,
+                                          std::int64_t sample, std::int64_t col, double rate) {
+  return dropout_mask(dropout_row_key(dropout_step_key(stream, call), sample), col,
+                      dropout_keep_below(rate), dropout_scale(rate));
+}
+
+}  // namespace math
+}  // namespace tandem::backend

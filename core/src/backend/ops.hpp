@@ -1,0 +1,255 @@
+// Backend: the operations layers, losses, metrics and optimizers are written against — each one
+// once, for every device. A layer holds a Backend and calls it; the CPU backend (backend/cpu,
+// oneDNN and OpenMP loops) and the CUDA backend (the CUDA module: cuBLASLt, cuDNN, Tandem's
+// kernels) implement it. The element-wise arithmetic both run is backend/kernel_math.hpp's; the
+// sliding-window index math is backend/window_math.hpp's.
+//
+// Arguments are typed descriptors (never JSON) and tensors that know their device: every tensor
+// an operation reads or writes must live on the backend's device (device()), or the operation
+// throws std::logic_error naming it. Outputs are resized by the caller unless an operation says
+// it resizes them. Shapes carry the batch axis.
+//
+// Ordering: a device backend queues work on its stream and returns; results are ready for the
+// next operation of the same backend, and on the host after read_sums() or copy() to the host.
+// Determinism: every sum is taken in an order fixed by the shapes alone (never by threads), so
+// the same inputs give the same bits run to run (contract 1 depends on it).
+//
+// Ownership: a Backend is owned by whoever made it (cpu_backend() is a process-wide one; a CUDA
+// replica owns its CUDA backend) and must outlive the layers using it; the op objects it makes
+// (Convolution2D, Pooling2D, BatchNorm, Sums) belong to their caller and borrow the backend.
+// Thread-safety: one thread at a time per Backend object and per op object; the CPU backend
+// keeps no state between calls, so its methods are safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/activation_kind.hpp"
+#include "backend/kernel_math.hpp"
+#include "backend/window_math.hpp"
+#include "tandem/tensor.hpp"
+
+namespace tandem::backend {
+
+// ---- Descriptors ------------------------------------------------------------------------------
+
+/// What the GEMM adds to its product before it stores it (fused where the backend can).
+enum class GemmEpilogue {
+  none,       // C = op(A) op(B)
+  bias,       // C = op(A) op(B) + bias (one value per column)
+  relu_bias,  // C = relu(op(A) op(B) + bias)  (NaN stays NaN)
+};
+
+/// C (m x n) = op(A) (m x k) · op(B) (k x n), row-major, op = transpose when asked. Leading
+/// dimensions are the row lengths of the matrices as stored.
+struct GemmDesc {
+  bool trans_a = false;
+  bool trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  GemmEpilogue epilogue = GemmEpilogue::none;
+};
+
+/// A 2-D convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
+/// (kh, kw, channels, filters), output (batch, out_rows, out_cols, filters).
+struct ConvolutionDesc {
+  std::string label;            // who, in error messages: "layer 'conv2d' (Conv2D)"
+  window::Geometry2D geometry;  // input rows/cols/channels, taps, strides, dilation, padding
+  std::int64_t filters = 0;
+  bool use_bias = true;
+};
+
+enum class PoolKind { max, average };
+
+/// 2-D pooling, channels_last: windows without dilation; padded cells never win a maximum and
+/// are left out of an average.
+struct PoolingDesc {
+  std::string label;
+  window::Geometry2D geometry;
+  PoolKind kind = PoolKind::max;
+};
+
+/// Batch normalization over the last axis (`channels` values per row).
+struct BatchNormDesc {
+  std::int64_t channels = 0;
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool scale = true;   // gamma
+  bool center = true;  // beta
+};
+
+/// One training forward of Dropout: the key of the call and the rate; the mask of row r is drawn
+/// from sample index first_sample + r of the global batch (kernel_math.hpp's dropout_*).
+struct DropoutDesc {
+  std::uint64_t stream = 0;  // the layer's random stream
+  std::uint64_t call = 0;    // its training forwards before this one
+  double rate = 0;
+  std::int64_t first_sample = 0;
+};
+
+/// One parameter tensor of an optimizer step: its value, gradient and state slots (in the
+/// optimizer's slot order), all the same size and on the backend's device.
+struct UpdateTensors {
+  Tensor* value = nullptr;
+  const Tensor* grad = nullptr;
+  std::vector<Tensor>* slots = nullptr;
+};
+
+/// Where an embedding lookup failed: the first input position (row-major) whose value is not an
+/// integer index in [0, vocabulary), and that value.
+struct BadIndex {
+  std::int64_t position = 0;
+  float value = 0;
+};
+
+// ---- Stateful operations (made once per layer, for fixed geometry) ---------------------------
+
+class Convolution2D {
+ public:
+  virtual ~Convolution2D() = default;
+  /// y = conv(x, kernel) (+ bias). y is resized.
+  virtual void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) = 0;
+  /// d_kernel (and d_bias when use_bias) from the forward's x and dy; set, not accumulated.
+  virtual void backward_weights(const Tensor& x, const Tensor& dy, Tensor& d_kernel,
+                                Tensor* d_bias) = 0;
+  /// dx from dy. dx is resized to x's shape.
+  virtual void backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) = 0;
+};
+
+class Pooling2D {
+ public:
+  virtual ~Pooling2D() = default;
+  /// y = the pooled x; y is resized. Keeps what backward needs (max pooling's argmax).
+  virtual void forward(const Tensor& x, Tensor& y) = 0;
+  /// dx from dy of the last forward; dx is resized to its input's shape.
+  virtual void backward(const Tensor& dy, Tensor& dx) = 0;
+};
+
+/// Sums `count` doubles in place over every replica of the batch (synchronized batch
+/// normalization; every participant calls it with the same count). Empty: this replica alone.
+using SumAcrossReplicas = std::function<void(double* values, std::size_t count)>;
+
+/// Batch normalization's statistics and arithmetic; keeps the last forward's per-channel state.
+class BatchNorm {
+ public:
+  virtual ~BatchNorm() = default;
+  /// Training: the mean and biased variance of x (two passes), over every replica of the batch
+  /// when `sync` is set (every participant must call, an empty shard too); moves the moving
+  /// statistics by `momentum`; y = (x - mean) gamma / sqrt(var + eps) + beta. gamma and beta
+  /// may be null (scale / center off).
+  virtual void forward_training(const Tensor& x, const Tensor* gamma, const Tensor* beta,
+                                Tensor& moving_mean, Tensor& moving_variance, Tensor& y,
+                                const SumAcrossReplicas& sync) = 0;
+  /// Inference: the moving statistics.
+  virtual void forward_inference(const Tensor& x, const Tensor* gamma, const Tensor* beta,
+                                 const Tensor& moving_mean, const Tensor& moving_variance,
+                                 Tensor& y) = 0;
+  /// Gradients of the last forward: d_gamma, d_beta (may be null) get this shard's sums; dx (may
+  /// be null) goes through the batch statistics when the forward used them (summed across
+  /// replicas with `sync`, which every participant then calls).
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor* gamma, Tensor* d_gamma,
+                        Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) = 0;
+};
+
+/// Accumulators in double for one step's loss and metric sums: reset, set by the backend's
+/// loss_sum and metric_sum, read once (on a device: the step's one synchronization).
+class Sums {
+ public:
+  virtual ~Sums() = default;
+  /// `count` accumulators, all zero.
+  virtual void reset(std::size_t count) = 0;
+  virtual std::vector<double> read() = 0;
+};
+
+// ---- The backend ------------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  /// Memory for tensors on this device (null for the host).
+  virtual std::shared_ptr<DeviceMemory> memory() const = 0;
+  /// An empty tensor on this device; resize() then allocates there.
+  Tensor tensor() const { return Tensor({0}, memory()); }
+  Tensor tensor(Shape shape) const { return Tensor(std::move(shape), memory()); }
+
+  // Data movement.
+  /// dst = src, element for element (equal sizes; each on the host or this device).
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+
+  // Linear algebra.
+  /// C = op(A) op(B) with the epilogue; `bias` (n values) for the bias epilogues. c is resized
+  /// by the caller to m x n elements.
+  virtual void gemm(const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor* bias,
+                    Tensor& c) = 0;
+  /// out[j] = sum over the rows of x (rows x cols) of x[r, j], rows in ascending order.
+  virtual void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) = 0;
+  /// out = a * b element-wise (out may be a or b).
+  virtual void multiply(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+
+  // Activations (rows of `cols` values; softmax is per row).
+  virtual void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
+                                  std::int64_t cols) = 0;
+  /// grad_in = grad_out * f'(in), given in (pre-activation) and out = f(in). grad_in may be
+  /// grad_out.
+  virtual void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
+                                   const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) = 0;
+
+  /// mask = 1/(1-rate) or 0 per element (rows of `cols`), y = x * mask.
+  virtual void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
+                               std::int64_t cols) = 0;
+
+  // Spatial operations.
+  virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
+  virtual std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) = 0;
+  virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) = 0;
+  /// y[b, c] = the mean over the sample's `cells` of x[b, cell, c] (cells in order).
+  virtual void global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
+                                           std::int64_t channels) = 0;
+  virtual void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
+                                            std::int64_t channels) = 0;
+
+  // Embedding (x holds float indices).
+  /// y[i, :] = table[x[i], :]; returns the first bad index instead (y unspecified then).
+  virtual std::optional<BadIndex> embedding_gather(const Tensor& table, const Tensor& x,
+                                                   Tensor& y, std::int64_t dim) = 0;
+  /// grad[v, :] = the sum of dy[i, :] over the positions i with x[i] == v, in ascending i;
+  /// zero for rows nobody looked up.
+  virtual void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
+                                  std::int64_t dim) = 0;
+
+  // Losses and metrics: per-step sums in double, kept where the backend computes them.
+  virtual std::unique_ptr<Sums> sums() = 0;
+  /// Sets sums[slot] to the sum over the rows of the loss of each row (cols = values per row,
+  /// classes for the categorical losses); with grad, sets it (resized to pred's shape) to
+  /// grad_scale * d(sum)/d(pred). Sparse labels that are not class indices throw DataError.
+  virtual void loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
+                        std::int64_t cols, float grad_scale, Tensor* grad, Sums& sums,
+                        std::size_t slot) = 0;
+  /// Sets sums[slot] to the sum over the rows of the metric of each row.
+  virtual void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                          std::int64_t cols, Sums& sums, std::size_t slot) = 0;
+
+  /// One optimizer step over `params` (in parameter order): global and per-tensor gradient
+  /// clipping, decoupled weight decay, then the update (kernel_math.hpp's update_element).
+  /// `step` counts from 1.
+  virtual void optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
+                                const std::vector<UpdateTensors>& params) = 0;
+};
+
+/// The process-wide CPU backend. Thread-safe (its methods keep no state between calls).
+Backend& cpu_backend();
+
+/// Throws DataError naming the first of the host tensor `target`'s values that is not a class
+/// index in [0, classes) (sparse categorical cross-entropy's labels; a device backend's loss
+/// gives such a row NaN instead, so device replicas check the host rows first).
+void check_sparse_labels(const Tensor& target, std::int64_t classes);
+
+/// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
+void require_device(const Backend& backend, const Tensor& t, const char* operation);
+
+}  // namespace tandem::backend

@@ -1,0 +1,100 @@
+// Private (CUDA module): the CUDA backend (backend/ops.hpp) of one replica — one GPU, one stream.
+// GEMMs through cuBLASLt (DenseGemm, at the run's precision), convolutions through cuDNN or an
+// implicit im2col (cuda_convolution.cpp), everything else Tandem's kernels (cuda/ops/), whose
+// per-element arithmetic is backend/kernel_math.hpp's, the CPU backend's own.
+//
+// Every operation queues work on the stream and returns, except where the ops interface needs a
+// host answer: embedding_gather (its index check), copy() to the host, Sums::read(). Such an
+// operation marks the step as not capturable (captured_safely()), so the replica runs it without a
+// CUDA graph. Dropout counts its calls on the device (one counter per layer, keyed by the layer's
+// random stream), so a step replayed from a graph draws new masks.
+//
+// Ownership: shares the allocator with every tensor it allocated (they may outlive it); borrows
+// the stream and the GEMM, which outlive it (the replica owns them). Thread-safety: one thread at
+// a time (the replica's), with the replica's device current.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+
+#include "backend/ops.hpp"
+#include "cuda/ops/dense_gemm.hpp"
+#include "cuda/ops/device_allocator.hpp"
+
+namespace tandem::cuda {
+
+class CudaBackend final : public backend::Backend {
+ public:
+  CudaBackend(std::shared_ptr<DeviceAllocator> allocator, cudaStream_t stream, DenseGemm& gemm,
+              Precision precision);
+  ~CudaBackend() override;
+
+  Device device() const override;
+  std::shared_ptr<DeviceMemory> memory() const override { return memory_; }
+  cudaStream_t stream() const { return stream_; }
+  DeviceAllocator& allocator() { return *allocator_; }
+  Precision precision() const { return precision_; }
+  DenseGemm& gemm_engine() { return gemm_; }
+
+  /// False once an operation since the last reset needed the host (see above).
+  bool captured_safely() const { return captured_safely_; }
+  void reset_capture_check() { captured_safely_ = true; }
+
+  /// Dropout's call counts on the device, by random stream: read back (synchronizes) and set.
+  std::map<std::uint64_t, std::uint64_t> dropout_calls();
+  void set_dropout_calls(std::uint64_t stream, std::uint64_t calls);
+  /// Counts one training call of every Dropout layer seen so far (a step with no rows here).
+  void count_dropout_calls();
+
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, float value) override;
+  void gemm(const backend::GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor* bias,
+            Tensor& c) override;
+  void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
+  void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void activation_forward(backend::ActivationKind kind, const Tensor& in, Tensor& out,
+                          std::int64_t cols) override;
+  void activation_backward(backend::ActivationKind kind, const Tensor& in, const Tensor& out,
+                           const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) override;
+  void dropout_forward(const backend::DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
+                       std::int64_t cols) override;
+  std::unique_ptr<backend::Convolution2D> convolution(
+      const backend::ConvolutionDesc& desc) override;
+  std::unique_ptr<backend::Pooling2D> pooling(const backend::PoolingDesc& desc) override;
+  std::unique_ptr<backend::BatchNorm> batch_norm(const backend::BatchNormDesc& desc) override;
+  void global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
+                                   std::int64_t channels) override;
+  void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
+                                    std::int64_t channels) override;
+  std::optional<backend::BadIndex> embedding_gather(const Tensor& table, const Tensor& x,
+                                                    Tensor& y, std::int64_t dim) override;
+  void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
+                          std::int64_t dim) override;
+  std::unique_ptr<backend::Sums> sums() override;
+  void loss_sum(const backend::LossDesc& desc, const Tensor& pred, const Tensor& target,
+                std::int64_t cols, float grad_scale, Tensor* grad, backend::Sums& sums,
+                std::size_t slot) override;
+  void metric_sum(const backend::MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                  std::int64_t cols, backend::Sums& sums, std::size_t slot) override;
+  void optimizer_update(const backend::OptimizerDesc& desc, std::int64_t step, double lr,
+                        const std::vector<backend::UpdateTensors>& params) override;
+
+ private:
+  /// A device scratch buffer of at least `floats` floats, reused across calls.
+  float* scratch(DeviceBuffer& buffer, std::int64_t floats);
+  void require(const Tensor& t, const char* operation) const;
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+  std::shared_ptr<DeviceMemory> memory_;
+  cudaStream_t stream_;
+  DenseGemm& gemm_;
+  Precision precision_;
+  bool captured_safely_ = true;
+  std::map<std::uint64_t, DeviceBuffer> dropout_calls_;  // random stream -> its device counter
+  DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
+      embedding_sort_, row_values_, row_counts_, optimizer_scratch_;
+};
+
+}  // namespace tandem::cuda

@@ -1,0 +1,238 @@
+// Private (CUDA module): BatchNormalization's kernels (see layer_kernels.hpp): per-channel sums in
+// double over blocks of rows split as the host layer splits them, the blocks added in order, and
+// every operation rounded on its own (__dadd_rn, __fmul_rn, ...: nvcc would otherwise fuse
+// multiply-adds the host's build does not), so the statistics and outputs equal the CPU's.
+// Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+#include "cuda/ops/launch.cuh"
+#include "cuda/ops/layer_kernels.hpp"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr std::int64_t kBlockValues = 1 << 15;  // nn/batch_normalization.cpp's kBlockValues
+
+std::int64_t blocks_of(std::int64_t rows, std::int64_t width) {
+  const std::int64_t block = batch_norm_block_rows(width);
+  return (rows + block - 1) / block;
+}
+
+// partial[blk * channels + c] = sum over the block's rows of x[r, c] (mean == null) or of
+// (x[r, c] - mean[c])^2, in row order.
+__global__ void bn_partial_kernel(const float* x, const double* mean, double* partial,
+                                  std::int64_t rows, std::int64_t channels, std::int64_t block,
+                                  std::int64_t blocks) {
+  const std::int64_t n = blocks * channels;
+  for (std::int64_t t = grid_first(); t < n; t += grid_step()) {
+    const std::int64_t c = t % channels, blk = t / channels;
+    const std::int64_t r1 = (blk + 1) * block < rows ? (blk + 1) * block : rows;
+    double acc = 0.0;
+    if (mean == nullptr) {
+      for (std::int64_t r = blk * block; r < r1; ++r)
+        acc = __dadd_rn(acc, static_cast<double>(x[r * channels + c]));
+    } else {
+      const double m = mean[c];
+      for (std::int64_t r = blk * block; r < r1; ++r) {
+        const double d = __dsub_rn(static_cast<double>(x[r * channels + c]), m);
+        acc = __dadd_rn(acc, __dmul_rn(d, d));
+      }
+    }
+    partial[t] = acc;
+  }
+}
+
+// The sum of a channel's partials in block order.
+__device__ double bn_total(const double* partial, std::int64_t blocks, std::int64_t width,
+                           std::int64_t j) {
+  double s = 0.0;
+  for (std::int64_t blk = 0; blk < blocks; ++blk) s = __dadd_rn(s, partial[blk * width + j]);
+  return s;
+}
+
+__global__ void bn_mean_kernel(const double* partial, double* mean, std::int64_t blocks,
+                               std::int64_t channels, double count) {
+  for (std::int64_t c = grid_first(); c < channels; c += grid_step())
+    mean[c] = __ddiv_rn(bn_total(partial, blocks, channels, c), count);
+}
+
+// a and b of y = (x - shift) * a + b.
+__device__ void bn_affine(const BatchNormState& s, const float* gamma, const float* beta,
+                          std::int64_t c) {
+  s.a[c] = gamma ? __fmul_rn(gamma[c], s.inv_std[c]) : s.inv_std[c];
+  s.b[c] = beta ? beta[c] : 0.0f;
+}
+
+__global__ void bn_training_finish_kernel(const double* partial, std::int64_t blocks,
+                                          std::int64_t channels, double count, const float* gamma,
+                                          const float* beta, float* moving_mean,
+                                          float* moving_variance, double momentum, double epsilon,
+                                          BatchNormState s) {
+  for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
+    const double mean = s.mean[c];
+    const double var = __ddiv_rn(bn_total(partial, blocks, channels, c), count);  // biased
+    s.shift[c] = static_cast<float>(mean);
+    s.inv_std[c] = static_cast<float>(__ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, epsilon))));
+    const double keep = __dsub_rn(1.0, momentum);
+    moving_mean[c] = static_cast<float>(
+        __dadd_rn(__dmul_rn(static_cast<double>(moving_mean[c]), momentum), __dmul_rn(mean, keep)));
+    moving_variance[c] = static_cast<float>(__dadd_rn(
+        __dmul_rn(static_cast<double>(moving_variance[c]), momentum), __dmul_rn(var, keep)));
+    bn_affine(s, gamma, beta, c);
+  }
+}
+
+__global__ void bn_inference_kernel(std::int64_t channels, const float* gamma, const float* beta,
+                                    const float* moving_mean, const float* moving_variance,
+                                    double epsilon, BatchNormState s) {
+  for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
+    s.shift[c] = moving_mean[c];
+    s.inv_std[c] = static_cast<float>(
+        __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(static_cast<double>(moving_variance[c]), epsilon))));
+    bn_affine(s, gamma, beta, c);
+  }
+}
+
+__global__ void bn_apply_kernel(const float* x, float* y, std::int64_t n, std::int64_t channels,
+                                BatchNormState s) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const std::int64_t c = i % channels;
+    y[i] = __fadd_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.a[c]), s.b[c]);
+  }
+}
+
+// partial[blk * 2C + c] = sum of dy, partial[blk * 2C + C + c] = sum of dy * x-hat, row order.
+__global__ void bn_grad_partial_kernel(const float* x, const float* dy, double* partial,
+                                       std::int64_t rows, std::int64_t channels, std::int64_t block,
+                                       std::int64_t blocks, BatchNormState s) {
+  const std::int64_t n = blocks * channels;
+  for (std::int64_t t = grid_first(); t < n; t += grid_step()) {
+    const std::int64_t c = t % channels, blk = t / channels;
+    const std::int64_t r1 = (blk + 1) * block < rows ? (blk + 1) * block : rows;
+    const float shift = s.shift[c], inv_std = s.inv_std[c];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (std::int64_t r = blk * block; r < r1; ++r) {
+      const float g = dy[r * channels + c];
+      const float xhat = __fmul_rn(__fsub_rn(x[r * channels + c], shift), inv_std);
+      sum_g = __dadd_rn(sum_g, static_cast<double>(g));
+      sum_gx = __dadd_rn(sum_gx, __dmul_rn(static_cast<double>(g), static_cast<double>(xhat)));
+    }
+    partial[blk * 2 * channels + c] = sum_g;
+    partial[blk * 2 * channels + channels + c] = sum_gx;
+  }
+}
+
+__global__ void bn_grad_finish_kernel(const double* partial, std::int64_t blocks,
+                                      std::int64_t channels, double count, bool batch_stats,
+                                      float* gamma_grad, float* beta_grad, BatchNormState s) {
+  for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
+    const double sum_g = bn_total(partial, blocks, 2 * channels, c);
+    const double sum_gx = bn_total(partial, blocks, 2 * channels, channels + c);
+    s.sums[c] = sum_g;
+    s.sums[channels + c] = sum_gx;
+    if (gamma_grad) gamma_grad[c] = static_cast<float>(sum_gx);
+    if (beta_grad) beta_grad[c] = static_cast<float>(sum_g);
+    const bool means = batch_stats && count > 0;
+    s.k1[c] = means ? static_cast<float>(__ddiv_rn(sum_g, count)) : 0.0f;
+    s.k2[c] = means ? static_cast<float>(__ddiv_rn(sum_gx, count)) : 0.0f;
+  }
+}
+
+__global__ void bn_input_grad_kernel(const float* x, const float* dy, float* dx, std::int64_t n,
+                                     std::int64_t channels, bool batch_stats, BatchNormState s) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const std::int64_t c = i % channels;
+    if (batch_stats) {
+      const float xhat_k2 =
+          __fmul_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.inv_std[c]), s.k2[c]);
+      dx[i] = __fmul_rn(s.a[c], __fsub_rn(__fsub_rn(dy[i], s.k1[c]), xhat_k2));
+    } else {
+      dx[i] = __fmul_rn(s.a[c], dy[i]);
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t batch_norm_block_rows(std::int64_t width) {
+  const std::int64_t w = width > 1 ? width : 1;
+  return kBlockValues / w > 1 ? kBlockValues / w : 1;
+}
+
+std::int64_t batch_norm_scratch_doubles(std::int64_t rows, std::int64_t channels) {
+  const std::int64_t forward = blocks_of(rows, channels) * channels;
+  const std::int64_t backward = blocks_of(rows, 2 * channels) * 2 * channels;
+  const std::int64_t most = forward > backward ? forward : backward;
+  return most > 1 ? most : 1;
+}
+
+void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int64_t channels,
+                                    const float* gamma, const float* beta, float* moving_mean,
+                                    float* moving_variance, double momentum, double epsilon,
+                                    const BatchNormState& state, double* partial,
+                                    cudaStream_t stream) {
+  if (rows == 0 || channels == 0) return;
+  const std::int64_t block = batch_norm_block_rows(channels);
+  const std::int64_t blocks = blocks_of(rows, channels);
+  const double count = static_cast<double>(rows);
+  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
+      x, nullptr, partial, rows, channels, block, blocks);
+  check_launch("batch_norm (sums)");
+  bn_mean_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(partial, state.mean, blocks,
+                                                                channels, count);
+  check_launch("batch_norm (mean)");
+  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
+      x, state.mean, partial, rows, channels, block, blocks);
+  check_launch("batch_norm (squared deviations)");
+  bn_training_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
+      partial, blocks, channels, count, gamma, beta, moving_mean, moving_variance, momentum,
+      epsilon, state);
+  check_launch("batch_norm (statistics)");
+}
+
+void batch_norm_inference_statistics(std::int64_t channels, const float* gamma, const float* beta,
+                                     const float* moving_mean, const float* moving_variance,
+                                     double epsilon, const BatchNormState& state,
+                                     cudaStream_t stream) {
+  if (channels == 0) return;
+  bn_inference_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
+      channels, gamma, beta, moving_mean, moving_variance, epsilon, state);
+  check_launch("batch_norm (inference statistics)");
+}
+
+void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t channels,
+                      const BatchNormState& state, cudaStream_t stream) {
+  const std::int64_t n = rows * channels;
+  if (n == 0) return;
+  bn_apply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, channels, state);
+  check_launch("batch_norm (apply)");
+}
+
+void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows,
+                              std::int64_t channels, bool batch_stats, float* gamma_grad,
+                              float* beta_grad, const BatchNormState& state, double* partial,
+                              cudaStream_t stream) {
+  if (channels == 0) return;
+  const std::int64_t block = batch_norm_block_rows(2 * channels);
+  const std::int64_t blocks = blocks_of(rows, 2 * channels);
+  if (blocks > 0) {
+    bn_grad_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
+        x, dy, partial, rows, channels, block, blocks, state);
+    check_launch("batch_norm (gradient sums)");
+  }
+  bn_grad_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
+      partial, blocks, channels, static_cast<double>(rows), batch_stats, gamma_grad, beta_grad,
+      state);
+  check_launch("batch_norm (gradient finish)");
+}
+
+void batch_norm_input_gradient(const float* x, const float* dy, float* dx, std::int64_t rows,
+                               std::int64_t channels, bool batch_stats, const BatchNormState& state,
+                               cudaStream_t stream) {
+  const std::int64_t n = rows * channels;
+  if (n == 0) return;
+  bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n, channels, batch_stats,
+                                                               state);
+  check_launch("batch_norm (input gradient)");
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,129 @@
+// Private (CUDA module): the kernels of the device layers in cuda/replica/layers/ (Conv2D's im2col
+// and col2im, pooling, global average pooling, batch normalization, embedding), as launchers
+// with plain parameters so that the layers' C++20 code never includes CUDA device code and the
+// .cu files never include Tandem's C++20 headers (nvcc builds them as C++17).
+//
+// Every launcher queues work on `stream` and returns at once (except where it says it waits);
+// pointers are device memory of the current device. Determinism: one thread per output element,
+// every sum in an order fixed by the shapes alone, no floating-point atomics: the same inputs
+// give the same bits run to run. Ownership: none (borrowed pointers). Thread-safety: any thread,
+// ordered by the stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/window_math.hpp"
+
+namespace tandem::cuda {
+
+// ---- Conv2D
+// --------------------------------------------------------------------------------------
+
+/// cols = the im2col matrix of `samples` NHWC inputs x: (samples * out_rows * out_cols) rows of
+/// patch_size(g) columns, row-major, zeros where a tap reads padding.
+void im2col(const float* x, float* cols, std::int64_t samples, const backend::window::Geometry2D& g,
+            cudaStream_t stream);
+/// dx = col2im(dcols) for `samples` inputs, as a gather (backend::window::col2im_element).
+void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::window::Geometry2D& g,
+            cudaStream_t stream);
+/// acc[i] += x[i].
+void add_in_place(float* acc, const float* x, std::int64_t n, cudaStream_t stream);
+
+// ---- MaxPooling2D, AveragePooling2D ----------------------------------------------------------
+
+/// y = the window maxima of `samples` NHWC inputs, argmax = each one's input cell (or -1).
+void max_pool_forward(const float* x, float* y, std::int32_t* argmax, std::int64_t samples,
+                      const backend::window::Geometry2D& g, cudaStream_t stream);
+void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::int64_t samples,
+                       const backend::window::Geometry2D& g, cudaStream_t stream);
+void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry2D& g,
+                      cudaStream_t stream);
+void avg_pool_backward(const float* dy, float* dx, std::int64_t samples,
+                       const backend::window::Geometry2D& g, cudaStream_t stream);
+
+// ---- GlobalAveragePooling2D ------------------------------------------------------------------
+
+/// y[b, c] = (sum over the sample's cells, in order, of x[b, cell, c]) * (1 / cells).
+void global_average_pool_forward(const float* x, float* y, std::int64_t batch, std::int64_t cells,
+                                 std::int64_t channels, cudaStream_t stream);
+/// dx[b, cell, c] = dy[b, c] * (1 / cells).
+void global_average_pool_backward(const float* dy, float* dx, std::int64_t batch,
+                                  std::int64_t cells, std::int64_t channels, cudaStream_t stream);
+
+// ---- BatchNormalization ----------------------------------------------------------------------
+// The CPU layer's arithmetic, mirrored: the rows are split into blocks of
+// batch_norm_block_rows(width) rows, each block summed row by row in double, the blocks' partial
+// sums then added in block order (nn/batch_normalization.cpp's row_sums), every double and float
+// operation rounded on its own (no fused multiply-add, as the host's x86-64 build): the sums, the
+// statistics and the outputs equal the host layer's bit for bit.
+
+/// Rows per reduction block for partial sums `width` values wide (the CPU's split).
+std::int64_t batch_norm_block_rows(std::int64_t width);
+/// Doubles of scratch (`partial`) the statistics and the gradient sums need for `rows` rows.
+std::int64_t batch_norm_scratch_doubles(std::int64_t rows, std::int64_t channels);
+
+/// Per-channel state of one forward, in device memory: `channels` values each (sums: 2 x).
+struct BatchNormState {
+  double* mean = nullptr;    // the batch mean (training)
+  double* sums = nullptr;    // gradient sums: of dy, then of dy * x-hat
+  float* shift = nullptr;    // the mean the forward subtracted
+  float* inv_std = nullptr;  // 1 / sqrt(variance + epsilon)
+  float* a = nullptr;        // gamma * inv_std (inv_std without gamma)
+  float* b = nullptr;        // beta (0 without beta)
+  float* k1 = nullptr;       // the backward's mean(dy) (batch statistics)
+  float* k2 = nullptr;       // the backward's mean(dy * x-hat) (batch statistics)
+};
+
+/// Training statistics: mean and biased variance of x (rows x channels), two passes (squared
+/// deviations); fills shift, inv_std, a, b and moves moving_mean / moving_variance by Keras 3's
+/// formula (momentum). rows > 0. gamma / beta may be null (scale / center off).
+void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int64_t channels,
+                                    const float* gamma, const float* beta, float* moving_mean,
+                                    float* moving_variance, double momentum, double epsilon,
+                                    const BatchNormState& state, double* partial,
+                                    cudaStream_t stream);
+/// Inference statistics: shift = moving_mean, inv_std from moving_variance; a and b.
+void batch_norm_inference_statistics(std::int64_t channels, const float* gamma, const float* beta,
+                                     const float* moving_mean, const float* moving_variance,
+                                     double epsilon, const BatchNormState& state,
+                                     cudaStream_t stream);
+/// y = (x - shift) * a + b per channel.
+void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t channels,
+                      const BatchNormState& state, cudaStream_t stream);
+/// The gradient sums of dy and dy * x-hat (x-hat = (x - shift) * inv_std) into state.sums;
+/// gamma_grad / beta_grad (each may be null) get them; with batch_stats, k1 and k2 their means.
+void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows,
+                              std::int64_t channels, bool batch_stats, float* gamma_grad,
+                              float* beta_grad, const BatchNormState& state, double* partial,
+                              cudaStream_t stream);
+/// dx: with batch_stats, a * (dy - k1 - x-hat * k2) (the gradient through the batch mean and
+/// variance; needs batch_norm_gradient_sums first); else a * dy.
+void batch_norm_input_gradient(const float* x, const float* dy, float* dx, std::int64_t rows,
+                               std::int64_t channels, bool batch_stats, const BatchNormState& state,
+                               cudaStream_t stream);
+
+// ---- Embedding -----------------------------------------------------------------------------
+
+/// Converts n index-valued floats to int32 indices (0 where invalid) and writes to *first_bad
+/// (device) the lowest position holding a value that is not an integer in [0, vocab), or n when
+/// all are valid (an integer minimum: the same whatever the thread order).
+void embedding_indices(const float* x, std::int32_t* indices, std::int64_t n, std::int64_t vocab,
+                       unsigned long long* first_bad, cudaStream_t stream);
+/// y[i, :] = table[indices[i], :].
+void embedding_gather(const float* table, const std::int32_t* indices, float* y, std::int64_t n,
+                      std::int64_t dim, cudaStream_t stream);
+/// Bytes of scratch embedding_gradient needs for n indices below vocab.
+std::size_t embedding_gradient_scratch_bytes(std::int64_t n, std::int64_t vocab);
+/// grad[v, :] = the sum of dy[i, :] over the positions i with indices[i] == v, in ascending i
+/// (the CPU's order, so the same bits), 0 for rows nobody looked up: a stable radix sort of
+/// (index, position) pairs, the start of each row's run, then one thread per (row, column)
+/// walking its run. `work` holds 3n int32 and `starts` vocab + 1 int32 (device); n < 2^31.
+void embedding_gradient(const std::int32_t* indices, const float* dy, float* grad, std::int64_t n,
+                        std::int64_t vocab, std::int64_t dim, std::int32_t* work,
+                        std::int32_t* starts, void* scratch, std::size_t scratch_bytes,
+                        cudaStream_t stream);
+
+}  // namespace tandem::cuda
