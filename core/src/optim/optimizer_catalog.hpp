@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,10 @@ struct OptimizerCatalogEntry {
   std::vector<std::string> aliases;  // other spellings make_optimizer() accepts: "adam"
   nlohmann::json config;             // its Keras config at the defaults (Optimizer::config())
 };
+
+/// The class names make_optimizer() accepts, each with its lowercase alias, in the order a user is
+/// offered them: the one table of names (make_optimizer() resolves through it). Thread-safe.
+const std::vector<std::pair<std::string, std::string>>& optimizer_names();
 
 /// Every optimizer make_optimizer() knows, in the order a user is offered them. Each config comes
 /// from make_optimizer() itself, so the defaults are never restated here. Thread-safe.

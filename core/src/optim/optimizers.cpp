@@ -1,5 +1,6 @@
 // SGD, Adam, AdamW and RMSprop with Keras 3 update rules and defaults.
 #include "backend/kernel_math.hpp"
+#include "optim/optimizer_catalog.hpp"
 #include "tandem/config_object.hpp"
 #include "tandem/error.hpp"
 #include "tandem/optimizer.hpp"
@@ -69,14 +70,18 @@ class KerasOptimizer : public Optimizer {
 };
 
 std::string canonical(const std::string& n) {
-  if (n == "sgd" || n == "SGD") return "SGD";
-  if (n == "adam" || n == "Adam") return "Adam";
-  if (n == "adamw" || n == "AdamW") return "AdamW";
-  if (n == "rmsprop" || n == "RMSprop") return "RMSprop";
+  for (const auto& [name, alias] : optimizer_names())
+    if (n == name || n == alias) return name;
   return "";
 }
 
 }  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& optimizer_names() {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"SGD", "sgd"}, {"Adam", "adam"}, {"AdamW", "adamw"}, {"RMSprop", "rmsprop"}};
+  return names;
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& path) {
   std::string name;

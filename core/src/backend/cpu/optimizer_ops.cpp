@@ -20,6 +20,80 @@ float* slot_data(std::vector<Tensor>* slots, std::size_t i) {
   return slots && i < slots->size() ? (*slots)[i].data() : nullptr;
 }
 
+using Kind = OptimizerDesc::Kind;
+
+// One tensor's update with the step's switches as compile-time constants: each combination is a
+// straight loop the compiler vectorises (kernel_math's update_element, its branches folded).
+// kVariant is the kind's own switch: nesterov (SGD), amsgrad (Adam), centered (RMSprop).
+template <Kind K, bool kMomentum, bool kVariant, bool kDecay, bool kClip>
+void update_tensor(const math::OptimizerStep& step, double scale, float* w, const float* g,
+                   float* s0, float* s1, float* s2, std::int64_t n) {
+  // The slots this combination has (kernel_math.hpp's update_element order).
+  constexpr int kSlots = K == Kind::sgd    ? (kMomentum ? 1 : 0)
+                         : K == Kind::adam ? (kVariant ? 3 : 2)
+                                           : 1 + (kMomentum ? 1 : 0) + (kVariant ? 1 : 0);
+  cpu::parallel_for(n, 1 << 16, [=](std::int64_t b, std::int64_t e) {
+    // The switches set here, where the compiler sees them (the closure reaches this code through
+    // OpenMP by pointer), and everything in locals: a float store through w or a slot could
+    // otherwise alias the step's float fields.
+    math::OptimizerStep s = step;
+    s.kind = K;
+    s.use_momentum = kMomentum;
+    s.decay = kDecay;
+    s.clip_value = s.clip_value && kClip;
+    if constexpr (K == Kind::sgd) s.nesterov = kVariant;
+    if constexpr (K == Kind::adam) s.amsgrad = kVariant;
+    if constexpr (K == Kind::rmsprop) s.centered = kVariant;
+    float* __restrict wr = w;
+    float* __restrict r0 = s0;
+    float* __restrict r1 = s1;
+    float* __restrict r2 = s2;
+    const float* __restrict gr = g;
+    for (std::int64_t k = b; k < e; ++k) {
+      const float gk = kClip ? math::clipped_gradient(s, gr[k], scale) : gr[k];
+      math::update_element(s, wr + k, gk, kSlots > 0 ? r0 + k : nullptr,
+                           kSlots > 1 ? r1 + k : nullptr, kSlots > 2 ? r2 + k : nullptr);
+    }
+  });
+}
+
+template <Kind K, bool kMomentum, bool kVariant, bool kDecay>
+void update_with_decay(const math::OptimizerStep& s, bool clip, double scale, float* w,
+                       const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
+  if (clip)
+    update_tensor<K, kMomentum, kVariant, kDecay, true>(s, scale, w, g, s0, s1, s2, n);
+  else
+    update_tensor<K, kMomentum, kVariant, kDecay, false>(s, scale, w, g, s0, s1, s2, n);
+}
+
+template <Kind K, bool kMomentum, bool kVariant>
+void update_with_variant(const math::OptimizerStep& s, bool clip, double scale, float* w,
+                         const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
+  if (s.decay)
+    update_with_decay<K, kMomentum, kVariant, true>(s, clip, scale, w, g, s0, s1, s2, n);
+  else
+    update_with_decay<K, kMomentum, kVariant, false>(s, clip, scale, w, g, s0, s1, s2, n);
+}
+
+template <Kind K, bool kMomentum>
+void update_with_momentum(const math::OptimizerStep& s, bool variant, bool clip, double scale,
+                          float* w, const float* g, float* s0, float* s1, float* s2,
+                          std::int64_t n) {
+  if (variant)
+    update_with_variant<K, kMomentum, true>(s, clip, scale, w, g, s0, s1, s2, n);
+  else
+    update_with_variant<K, kMomentum, false>(s, clip, scale, w, g, s0, s1, s2, n);
+}
+
+template <Kind K>
+void update_kind(const math::OptimizerStep& s, bool variant, bool clip, double scale, float* w,
+                 const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
+  if (s.use_momentum)
+    update_with_momentum<K, true>(s, variant, clip, scale, w, g, s0, s1, s2, n);
+  else
+    update_with_momentum<K, false>(s, variant, clip, scale, w, g, s0, s1, s2, n);
+}
+
 }  // namespace
 
 void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
@@ -39,11 +113,19 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
     float* s0 = slot_data(p.slots, 0);
     float* s1 = slot_data(p.slots, 1);
     float* s2 = slot_data(p.slots, 2);
-    cpu::parallel_for(p.value->size(), 1 << 16, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k)
-        math::update_element(s, w + k, math::clipped_gradient(s, g[k], scale), s0 ? s0 + k : nullptr,
-                             s1 ? s1 + k : nullptr, s2 ? s2 + k : nullptr);
-    });
+    const std::int64_t n = p.value->size();
+    const bool clip = scale != 1.0 || s.clip_value;
+    switch (s.kind) {
+      case Kind::sgd:
+        update_kind<Kind::sgd>(s, s.nesterov, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::adam:
+        update_kind<Kind::adam>(s, s.amsgrad, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::rmsprop:
+        update_kind<Kind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
+        break;
+    }
   }
 }
 

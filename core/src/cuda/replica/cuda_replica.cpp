@@ -44,7 +44,7 @@
 #include <tuple>
 
 #include "cuda/backend/cuda_backend.hpp"
-#include "cuda/cuda_module_api.hpp"
+#include "parallel/cuda_module_api.hpp"
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/cuda_handles.hpp"
 #include "cuda/ops/dense_gemm.hpp"

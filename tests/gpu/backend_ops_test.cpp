@@ -1,0 +1,331 @@
+// Every operation of the CUDA backend against the CPU backend on the same inputs (label "gpu";
+// skipped without a device). Where both backends run backend/kernel_math.hpp's arithmetic element
+// by element in the same order (dropout masks, optimizer updates, relu, embedding gathers and
+// gradients, max pooling), the results are the same bits; where a library sums its own way
+// (cuBLASLt, cuDNN and oneDNN GEMMs and convolutions), or a transcendental function differs by an
+// ulp between glibc and CUDA, they agree to float rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/ops.hpp"
+#include "cuda/backend/cuda_backend.hpp"
+#include "cuda/ops/cuda_check.hpp"
+#include "cuda/ops/cuda_handles.hpp"
+#include "gpu/gpu_test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using backend::ActivationKind;
+
+Tensor random_host(const Shape& shape, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t(shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (float& v : t.values()) v = dist(gen);
+  return t;
+}
+
+class BackendOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_DEVICE();
+    stream_ = std::make_unique<cuda::CudaStream>(0);
+    allocator_ = std::make_shared<cuda::DeviceAllocator>(0);
+    gemm_ = std::make_unique<cuda::DenseGemm>(*allocator_, stream_->get(), cuda::Precision::fp32);
+    gpu_ = std::make_unique<cuda::CudaBackend>(allocator_, stream_->get(), *gemm_,
+                                               cuda::Precision::fp32);
+  }
+
+  backend::Backend& cpu() { return backend::cpu_backend(); }
+  backend::Backend& gpu() { return *gpu_; }
+
+  Tensor up(const Tensor& host) {
+    Tensor d = gpu_->tensor(host.shape());
+    gpu_->copy(host, d);
+    return d;
+  }
+  Tensor down(const Tensor& device) {
+    Tensor h(device.shape());
+    gpu_->copy(device, h);
+    return h;
+  }
+  Tensor gpu_tensor(const Shape& shape) { return gpu_->tensor(shape); }
+
+  static void expect_same(const Tensor& cpu, const Tensor& gpu, const std::string& what) {
+    ASSERT_EQ(cpu.size(), gpu.size()) << what;
+    int failures = 0;
+    for (std::int64_t i = 0; i < cpu.size() && failures < 5; ++i)
+      if (!(cpu[i] == gpu[i] || (std::isnan(cpu[i]) && std::isnan(gpu[i]))))
+        ADD_FAILURE() << what << " [" << i << "]: CPU " << cpu[i] << ", CUDA " << gpu[i]
+                      << (++failures == 5 ? " (and maybe more)" : "");
+  }
+  static void expect_close(const Tensor& cpu, const Tensor& gpu, double tolerance,
+                           const std::string& what) {
+    ASSERT_EQ(cpu.size(), gpu.size()) << what;
+    int failures = 0;
+    for (std::int64_t i = 0; i < cpu.size() && failures < 5; ++i)
+      if (std::fabs(cpu[i] - gpu[i]) > tolerance * std::max(1.0f, std::fabs(cpu[i])))
+        ADD_FAILURE() << what << " [" << i << "]: CPU " << cpu[i] << ", CUDA " << gpu[i]
+                      << (++failures == 5 ? " (and maybe more)" : "");
+  }
+
+  std::unique_ptr<cuda::CudaStream> stream_;
+  std::shared_ptr<cuda::DeviceAllocator> allocator_;
+  std::unique_ptr<cuda::DenseGemm> gemm_;
+  std::unique_ptr<cuda::CudaBackend> gpu_;
+};
+
+TEST_F(BackendOps, GemmsWithEveryEpilogueAndTransposeFollowTheCpu) {
+  const std::int64_t m = 37, n = 29, k = 53;
+  const Tensor a = random_host({m, k}, 1), b = random_host({k, n}, 2), bias = random_host({n}, 3);
+  for (auto epilogue : {backend::GemmEpilogue::none, backend::GemmEpilogue::bias,
+                        backend::GemmEpilogue::relu_bias}) {
+    const backend::GemmDesc d{false, false, m, n, k, epilogue};
+    Tensor c_cpu({m, n});
+    cpu().gemm(d, a, b, &bias, c_cpu);
+    Tensor c_gpu = gpu_tensor({m, n});
+    const Tensor bias_gpu = up(bias);
+    gpu().gemm(d, up(a), up(b), &bias_gpu, c_gpu);
+    expect_close(c_cpu, down(c_gpu), 1e-5, "forward GEMM");
+  }
+  // dW = aᵀ g and dx = g bᵀ, as Dense's backward asks for them.
+  const Tensor g = random_host({m, n}, 4);
+  Tensor dw_cpu({k, n}), dw_gpu = gpu_tensor({k, n});
+  cpu().gemm({true, false, k, n, m}, a, g, nullptr, dw_cpu);
+  gpu().gemm({true, false, k, n, m}, up(a), up(g), nullptr, dw_gpu);
+  expect_close(dw_cpu, down(dw_gpu), 1e-5, "weights GEMM");
+  Tensor dx_cpu({m, k}), dx_gpu = gpu_tensor({m, k});
+  cpu().gemm({false, true, m, k, n}, g, b, nullptr, dx_cpu);
+  gpu().gemm({false, true, m, k, n}, up(g), up(b), nullptr, dx_gpu);
+  expect_close(dx_cpu, down(dx_gpu), 1e-5, "data GEMM");
+}
+
+TEST_F(BackendOps, ColumnSumsMultiplyAndFillFollowTheCpu) {
+  const Tensor x = random_host({300, 17}, 5), y = random_host({300, 17}, 6);
+  Tensor s_cpu({17}), s_gpu = gpu_tensor({17});
+  cpu().column_sums(x, 17, s_cpu);
+  gpu().column_sums(up(x), 17, s_gpu);
+  expect_close(s_cpu, down(s_gpu), 1e-5, "column sums");
+  Tensor p_cpu({300, 17}), p_gpu = gpu_tensor({300, 17});
+  cpu().multiply(x, y, p_cpu);
+  gpu().multiply(up(x), up(y), p_gpu);
+  expect_same(p_cpu, down(p_gpu), "multiply");
+  Tensor f_cpu({5, 7}), f_gpu = gpu_tensor({5, 7});
+  cpu().fill(f_cpu, 2.5f);
+  gpu().fill(f_gpu, 2.5f);
+  expect_same(f_cpu, down(f_gpu), "fill");
+}
+
+TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
+  const std::int64_t rows = 23, cols = 19;
+  const Tensor x = random_host({rows, cols}, 7, -4.0f, 4.0f);
+  const Tensor g = random_host({rows, cols}, 8);
+  for (auto kind : {ActivationKind::linear, ActivationKind::relu, ActivationKind::tanh,
+                    ActivationKind::sigmoid, ActivationKind::softmax, ActivationKind::gelu,
+                    ActivationKind::elu, ActivationKind::selu, ActivationKind::softplus,
+                    ActivationKind::softsign, ActivationKind::swish, ActivationKind::exponential}) {
+    const std::string name = "activation " + std::to_string(static_cast<int>(kind));
+    Tensor y_cpu({rows, cols}), y_gpu = gpu_tensor({rows, cols});
+    cpu().activation_forward(kind, x, y_cpu, cols);
+    const Tensor x_gpu = up(x);
+    gpu().activation_forward(kind, x_gpu, y_gpu, cols);
+    expect_close(y_cpu, down(y_gpu), 2e-5, name + " forward");
+    // The gradient from the same y on both sides (the CPU's), so only the derivative differs.
+    Tensor gi_cpu({rows, cols}), gi_gpu = gpu_tensor({rows, cols});
+    cpu().activation_backward(kind, x, y_cpu, g, gi_cpu, cols);
+    gpu().activation_backward(kind, x_gpu, up(y_cpu), up(g), gi_gpu, cols);
+    if (kind == ActivationKind::relu || kind == ActivationKind::linear)
+      expect_same(gi_cpu, down(gi_gpu), name + " backward");
+    else
+      expect_close(gi_cpu, down(gi_gpu), 2e-5, name + " backward");
+  }
+}
+
+TEST_F(BackendOps, DropoutMasksAreTheCpusBitForBit) {
+  const Tensor x = random_host({64, 33}, 9);
+  const backend::DropoutDesc d{12345, 7, 0.3, 1000};
+  Tensor y_cpu({64, 33}), m_cpu({64, 33});
+  cpu().dropout_forward(d, x, y_cpu, m_cpu, 33);
+  Tensor y_gpu = gpu_tensor({64, 33}), m_gpu = gpu_tensor({64, 33});
+  gpu().dropout_forward(d, up(x), y_gpu, m_gpu, 33);
+  expect_same(m_cpu, down(m_gpu), "dropout mask");
+  expect_same(y_cpu, down(y_gpu), "dropout output");
+  // The device counts the call: the next forward draws the CPU's call 8.
+  cpu().dropout_forward({12345, 8, 0.3, 1000}, x, y_cpu, m_cpu, 33);
+  gpu().dropout_forward(d, up(x), y_gpu, m_gpu, 33);
+  expect_same(m_cpu, down(m_gpu), "dropout mask of the next call");
+  EXPECT_EQ(gpu_->dropout_calls().at(12345), 9u);
+}
+
+TEST_F(BackendOps, PoolingAndGlobalPoolingFollowTheCpu) {
+  backend::PoolingDesc desc;
+  desc.label = "pooling test";
+  desc.geometry = {{9, 5, 2, 2, 1, 0}, {8, 4, 2, 2, 1, 0}, 6};  // 9x8x6 -> 5x4 (SAME)
+  const Tensor x = random_host({3, 9, 8, 6}, 10);
+  for (auto kind : {backend::PoolKind::max, backend::PoolKind::average}) {
+    desc.kind = kind;
+    auto on_cpu = cpu().pooling(desc);
+    auto on_gpu = gpu().pooling(desc);
+    Tensor y_cpu, y_gpu = gpu_->tensor();
+    on_cpu->forward(x, y_cpu);
+    on_gpu->forward(up(x), y_gpu);
+    const Tensor dy = random_host(y_cpu.shape(), 11);
+    Tensor dx_cpu, dx_gpu = gpu_->tensor();
+    on_cpu->backward(dy, dx_cpu);
+    on_gpu->backward(up(dy), dx_gpu);
+    if (kind == backend::PoolKind::max) {
+      expect_same(y_cpu, down(y_gpu), "max pooling");
+      expect_same(dx_cpu, down(dx_gpu), "max pooling gradient");
+    } else {
+      expect_close(y_cpu, down(y_gpu), 1e-6, "average pooling");
+      expect_close(dx_cpu, down(dx_gpu), 1e-6, "average pooling gradient");
+    }
+  }
+  Tensor g_cpu({3, 6}), g_gpu = gpu_tensor({3, 6});
+  cpu().global_average_pool_forward(x, g_cpu, 72, 6);
+  gpu().global_average_pool_forward(up(x), g_gpu, 72, 6);
+  expect_same(g_cpu, down(g_gpu), "global average pooling");
+}
+
+TEST_F(BackendOps, ConvolutionFollowsTheCpu) {
+  backend::ConvolutionDesc desc;
+  desc.label = "convolution test";
+  desc.geometry = {{12, 12, 3, 1, 1, 1}, {10, 10, 3, 1, 1, 1}, 4};  // SAME 3x3
+  desc.filters = 5;
+  const Tensor x = random_host({6, 12, 10, 4}, 12);
+  const Tensor kernel = random_host({3, 3, 4, 5}, 13), bias = random_host({5}, 14);
+  auto on_cpu = cpu().convolution(desc);
+  auto on_gpu = gpu().convolution(desc);
+  const Tensor x_gpu = up(x), k_gpu = up(kernel), b_gpu = up(bias);
+  Tensor y_cpu, y_gpu = gpu_->tensor();
+  on_cpu->forward(x, kernel, &bias, y_cpu);
+  on_gpu->forward(x_gpu, k_gpu, &b_gpu, y_gpu);
+  expect_close(y_cpu, down(y_gpu), 1e-4, "convolution");
+  const Tensor dy = random_host(y_cpu.shape(), 15);
+  Tensor dk_cpu(kernel.shape()), db_cpu({5}), dk_gpu = gpu_tensor(kernel.shape()),
+      db_gpu = gpu_tensor({5});
+  on_cpu->backward_weights(x, dy, dk_cpu, &db_cpu);
+  const Tensor dy_gpu = up(dy);
+  on_gpu->backward_weights(x_gpu, dy_gpu, dk_gpu, &db_gpu);
+  expect_close(dk_cpu, down(dk_gpu), 1e-4, "kernel gradient");
+  expect_close(db_cpu, down(db_gpu), 1e-4, "bias gradient");
+  Tensor dx_cpu, dx_gpu = gpu_->tensor();
+  on_cpu->backward_data(dy, kernel, dx_cpu);
+  on_gpu->backward_data(dy_gpu, k_gpu, dx_gpu);
+  expect_close(dx_cpu, down(dx_gpu), 1e-4, "input gradient");
+}
+
+TEST_F(BackendOps, BatchNormFollowsTheCpu) {
+  const backend::BatchNormDesc desc{7, 0.9, 1e-3, true, true};
+  const Tensor x = random_host({40, 7}, 16, -2.0f, 3.0f);
+  const Tensor gamma = random_host({7}, 17, 0.5f, 1.5f), beta = random_host({7}, 18);
+  Tensor mm_cpu({7}), mv_cpu({7});
+  mv_cpu.fill(1.0f);
+  Tensor mm_gpu = up(mm_cpu), mv_gpu = up(mv_cpu);
+  auto on_cpu = cpu().batch_norm(desc);
+  auto on_gpu = gpu().batch_norm(desc);
+  Tensor y_cpu({40, 7}), y_gpu = gpu_tensor({40, 7});
+  const Tensor x_gpu = up(x), g_gpu = up(gamma), b_gpu = up(beta);
+  on_cpu->forward_training(x, &gamma, &beta, mm_cpu, mv_cpu, y_cpu, {});
+  on_gpu->forward_training(x_gpu, &g_gpu, &b_gpu, mm_gpu, mv_gpu, y_gpu, {});
+  expect_same(y_cpu, down(y_gpu), "batch norm forward");
+  expect_same(mm_cpu, down(mm_gpu), "moving mean");
+  expect_same(mv_cpu, down(mv_gpu), "moving variance");
+  const Tensor dy = random_host({40, 7}, 19);
+  Tensor dg_cpu({7}), db_cpu({7}), dx_cpu({40, 7});
+  Tensor dg_gpu = gpu_tensor({7}), db_gpu = gpu_tensor({7}), dx_gpu = gpu_tensor({40, 7});
+  on_cpu->backward(x, dy, &gamma, &dg_cpu, &db_cpu, &dx_cpu, {});
+  on_gpu->backward(x_gpu, up(dy), &g_gpu, &dg_gpu, &db_gpu, &dx_gpu, {});
+  expect_same(dg_cpu, down(dg_gpu), "gamma gradient");
+  expect_same(db_cpu, down(db_gpu), "beta gradient");
+  expect_same(dx_cpu, down(dx_gpu), "input gradient");
+}
+
+TEST_F(BackendOps, EmbeddingGatherAndGradientAreTheCpusAndBadIndicesAreFound) {
+  const Tensor table = random_host({11, 4}, 20);
+  Tensor x({3, 5});
+  for (std::int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 11);
+  Tensor y_cpu({3, 5, 4}), y_gpu = gpu_tensor({3, 5, 4});
+  EXPECT_FALSE(cpu().embedding_gather(table, x, y_cpu, 4));
+  const Tensor x_gpu = up(x);
+  EXPECT_FALSE(gpu().embedding_gather(up(table), x_gpu, y_gpu, 4));
+  expect_same(y_cpu, down(y_gpu), "gather");
+  const Tensor dy = random_host({3, 5, 4}, 21);
+  Tensor g_cpu({11, 4}), g_gpu = gpu_tensor({11, 4});
+  cpu().embedding_gradient(x, dy, g_cpu, 4);
+  gpu().embedding_gradient(x_gpu, up(dy), g_gpu, 4);
+  expect_same(g_cpu, down(g_gpu), "embedding gradient");
+  x[6] = 11.0f;  // outside the table
+  const auto bad = gpu().embedding_gather(up(table), up(x), y_gpu, 4);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->position, 6);
+  EXPECT_EQ(bad->value, 11.0f);
+  EXPECT_FALSE(gpu_->captured_safely());
+}
+
+TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
+  const std::int64_t rows = 50, classes = 6;
+  const Tensor logits = random_host({rows, classes}, 22, -3.0f, 3.0f);
+  Tensor labels({rows});
+  for (std::int64_t r = 0; r < rows; ++r) labels[r] = static_cast<float>(r % classes);
+  backend::LossDesc loss;
+  loss.kind = backend::LossDesc::Kind::scce;
+  loss.from_logits = true;
+  backend::MetricDesc metric;
+  metric.kind = backend::MetricDesc::Kind::sparse_categorical_accuracy;
+  auto sums_cpu = cpu().sums();
+  auto sums_gpu = gpu().sums();
+  sums_cpu->reset(2);
+  sums_gpu->reset(2);
+  Tensor grad_cpu, grad_gpu = gpu_->tensor();
+  cpu().loss_sum(loss, logits, labels, classes, 0.02f, &grad_cpu, *sums_cpu, 0);
+  cpu().metric_sum(metric, logits, labels, classes, *sums_cpu, 1);
+  const Tensor logits_gpu = up(logits), labels_gpu = up(labels);
+  gpu().loss_sum(loss, logits_gpu, labels_gpu, classes, 0.02f, &grad_gpu, *sums_gpu, 0);
+  gpu().metric_sum(metric, logits_gpu, labels_gpu, classes, *sums_gpu, 1);
+  const auto c = sums_cpu->read(), g = sums_gpu->read();
+  EXPECT_NEAR(g[0], c[0], 1e-6 * std::fabs(c[0]));
+  EXPECT_EQ(g[1], c[1]);
+  expect_close(grad_cpu, down(grad_gpu), 1e-6, "loss gradient");
+}
+
+TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
+  backend::OptimizerDesc adam;
+  adam.kind = backend::OptimizerDesc::Kind::adam;
+  adam.weight_decay = 0.01;
+  adam.clipnorm = 0.5;
+  // Two parameter tensors in one flat layout (as a CUDA replica keeps them) and on the host.
+  const Tensor w = random_host({96}, 23), g = random_host({96}, 24);
+  Tensor w_cpu = w.clone();
+  std::vector<Tensor> parts_cpu{Tensor::view(w_cpu, 0, {64}), Tensor::view(w_cpu, 64, {32})};
+  const std::vector<Tensor> grads_cpu{Tensor::view(g, 0, {64}), Tensor::view(g, 64, {32})};
+  std::vector<std::vector<Tensor>> slots_cpu{{Tensor({64}), Tensor({64})},
+                                             {Tensor({32}), Tensor({32})}};
+  Tensor w_gpu = up(w), g_gpu = up(g), m_gpu = gpu_tensor({96}), v_gpu = gpu_tensor({96});
+  gpu().fill(m_gpu, 0.0f);
+  gpu().fill(v_gpu, 0.0f);
+  std::vector<Tensor> parts_gpu{Tensor::view(w_gpu, 0, {64}), Tensor::view(w_gpu, 64, {32})};
+  const std::vector<Tensor> grads_gpu{Tensor::view(g_gpu, 0, {64}), Tensor::view(g_gpu, 64, {32})};
+  std::vector<std::vector<Tensor>> slots_gpu{
+      {Tensor::view(m_gpu, 0, {64}), Tensor::view(v_gpu, 0, {64})},
+      {Tensor::view(m_gpu, 64, {32}), Tensor::view(v_gpu, 64, {32})}};
+  for (std::int64_t step = 1; step <= 3; ++step) {
+    std::vector<backend::UpdateTensors> on_cpu, on_gpu;
+    for (std::size_t i = 0; i < 2; ++i) {
+      on_cpu.push_back({&parts_cpu[i], &grads_cpu[i], &slots_cpu[i]});
+      on_gpu.push_back({&parts_gpu[i], &grads_gpu[i], &slots_gpu[i]});
+    }
+    cpu().optimizer_update(adam, step, 0.01, on_cpu);
+    gpu().optimizer_update(adam, step, 0.01, on_gpu);
+  }
+  expect_same(w_cpu, down(w_gpu), "weights after three Adam steps");
+}
+
+}  // namespace
+}  // namespace tandem
