@@ -40,6 +40,13 @@ struct Geometry2D {
   std::int64_t channels = 1;
 };
 
+/// The zero padding after the input along `a` (what SAME pads beyond pad_before; 0 for valid).
+TANDEM_HD inline std::int64_t pad_after(const Axis& a) {
+  const std::int64_t after = (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in -
+                             a.pad_before;
+  return after > 0 ? after : 0;
+}
+
 /// floor(a / b) for b > 0, also for negative a.
 TANDEM_HD inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;

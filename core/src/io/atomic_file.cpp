@@ -25,12 +25,17 @@ fs::path folder_of(const fs::path& target) {
 // ".<name>.tmp-<pid>-<n>": unique in this process by the counter, across processes by the pid.
 fs::path temp_name(const fs::path& target) {
   static std::atomic<unsigned> counter{0};
-  return folder_of(target) / ("." + target.filename().string() + ".tmp-" +
-                              std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "." + std::string.
+  std::string name = ".";
+  name.append(target.filename().string()).append(".tmp-").append(std::to_string(::getpid()));
+  name.append("-").append(std::to_string(counter++));
+  return folder_of(target) / name;
 }
 
 std::string quoted(const fs::path& path) {
-  return "'" + path.string() + "'";
+  std::string out = "'";
+  out.append(path.string()).append("'");
+  return out;
 }
 
 }  // namespace

@@ -28,11 +28,6 @@ using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
 using Args = std::unordered_map<int, memory>;
 
-// The zero padding after the input along one axis (the rest of SAME's total).
-std::int64_t pad_after(const window::Axis& a) {
-  return std::max<std::int64_t>(
-      (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_before, 0);
-}
 
 // Everything oneDNN needs for one batch size. The memories wrap the caller's tensors (their
 // data handles are set before each execution); `weights`, `diff_weights` and `data_weights` are
@@ -170,7 +165,7 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     p->strides = {g.rows.stride, g.cols.stride};
     p->dilates = {g.rows.dilation - 1, g.cols.dilation - 1};
     p->pad_l = {g.rows.pad_before, g.cols.pad_before};
-    p->pad_r = {pad_after(g.rows), pad_after(g.cols)};
+    p->pad_r = {window::pad_after(g.rows), window::pad_after(g.cols)};
 
     auto desc =
         desc_.use_bias

@@ -19,10 +19,6 @@ using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
 using Args = std::unordered_map<int, memory>;
 
-std::int64_t pad_after(const window::Axis& a) {
-  return std::max<std::int64_t>(
-      (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_before, 0);
-}
 
 // The forward and backward primitives of one batch size; src/dst/diff memories wrap the caller's
 // tensors (handles set before each execution), the workspace (max pooling's argmax) is oneDNN's.
@@ -102,7 +98,7 @@ Primitives& CpuPooling::primitives(std::int64_t batch) {
     const memory::dims strides{g.rows.stride, g.cols.stride};
     const memory::dims kernel{g.rows.kernel, g.cols.kernel};
     const memory::dims pad_l{g.rows.pad_before, g.cols.pad_before};
-    const memory::dims pad_r{pad_after(g.rows), pad_after(g.cols)};
+    const memory::dims pad_r{window::pad_after(g.rows), window::pad_after(g.cols)};
     const auto algorithm = desc_.kind == PoolKind::max
                                ? dnnl::algorithm::pooling_max
                                : dnnl::algorithm::pooling_avg_exclude_padding;

@@ -113,10 +113,6 @@ Mode mode_from_environment() {
                                        env + "'");
 }
 
-std::int64_t pad_after(const backend::window::Axis& a) {
-  return std::max<std::int64_t>(
-      (a.out - 1) * a.stride + (a.kernel - 1) * a.dilation + 1 - a.in - a.pad_before, 0);
-}
 
 class CudaConvolution final : public backend::Convolution2D {
  public:
@@ -205,9 +201,9 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
   g.dilation_rows = geom_.rows.dilation;
   g.dilation_cols = geom_.cols.dilation;
   g.pad_top = geom_.rows.pad_before;
-  g.pad_bottom = pad_after(geom_.rows);
+  g.pad_bottom = backend::window::pad_after(geom_.rows);
   g.pad_left = geom_.cols.pad_before;
-  g.pad_right = pad_after(geom_.cols);
+  g.pad_right = backend::window::pad_after(geom_.cols);
   std::string refusal = CudnnConvolution::unsupported_reason(g);
   if (refusal.empty() && (g.out_rows() != geom_.rows.out || g.out_cols() != geom_.cols.out))
     refusal = "its output would be " + std::to_string(g.out_rows()) + "x" +
