@@ -6,7 +6,7 @@
 // dW for every layer), in fp32 and in tf32: the floor a step cannot go below. Then it runs
 // bench/seed_mlp_torch_gpu.py (PyTorch, data on the device, Adam, the same model) and prints
 // PyTorch's step time as a ratio of the floor. It also times Tandem's own device-resident step
-// (cuda/ops/dense_stack.hpp: forward, loss, backward, fused Adam; not yet the engine's training
+// (bench/gpu_dense_stack.hpp: forward, loss, backward, fused Adam; not the engine's training
 // loop). One JSON line per measurement, then a table.
 // Run by scripts/gpu-check on a GPU machine; without a device it says so and exits 0.
 #include <cuda_runtime_api.h>
@@ -19,7 +19,7 @@
 
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/dense_gemm.hpp"
-#include "cuda/ops/dense_stack.hpp"
+#include "gpu_dense_stack.hpp"
 #include "cuda/ops/device_allocator.hpp"
 #include "cuda/ops/kernels.hpp"
 

@@ -14,7 +14,6 @@
 
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/dense_gemm.hpp"
-#include "cuda/ops/dense_stack.hpp"
 #include "cuda/ops/device_allocator.hpp"
 #include "cuda/ops/kernels.hpp"
 #include "gpu/device_scratch.hpp"
@@ -330,93 +329,6 @@ TEST_F(GpuTest, AllocatorReusesBlocksAndNamesTheBatchWhenOutOfMemory) {
   EXPECT_EQ(alloc.stats().cached_bytes, 0u);
   DeviceBuffer after(alloc, 10);
   EXPECT_NE(after.data(), nullptr);
-}
-
-// One training step of a small seed-mlp-like stack (tanh, relu, sigmoid; binary cross-entropy on
-// probabilities; Adam) against the same step computed here in double precision.
-TEST_F(GpuTest, DenseStackTrainingStepMatchesTheCpu) {
-  REQUIRE_DEVICE();
-  const std::int64_t batch = 37, in = 20;
-  const std::vector<DenseSpec> specs = {
-      {16, Activation::tanh}, {8, Activation::relu}, {1, Activation::sigmoid}};
-  DenseStack stack(*allocator_, stream_, Precision::fp32, in, specs);
-  ASSERT_EQ(stack.parameter_count(), 20 * 16 + 16 + 16 * 8 + 8 + 8 * 1 + 1);
-  auto params = random_vector(stack.parameter_count(), 30, -0.5f, 0.5f);
-  stack.upload_parameters(params.data());
-  const auto x = random_vector(batch * in, 31);
-  std::vector<float> target(batch);
-  for (std::int64_t r = 0; r < batch; ++r) target[r] = static_cast<float>(r % 2);
-
-  const float* out = stack.forward(upload(x), batch);
-  float* row_loss = device_zeros(batch);
-  float* dy = device_zeros(batch);
-  binary_crossentropy(out, upload(target), batch, 1, false, 0.0f, 1.0f / batch, row_loss, dy,
-                      stream_);
-  stack.backward(dy);
-  const auto grads = download(stack.gradients(), stack.parameter_count());
-  float* m = device_zeros(stack.parameter_count());
-  float* v = device_zeros(stack.parameter_count());
-  const float alpha = 1e-3f * std::sqrt(1 - 0.999f) / (1 - 0.9f);
-  adam_update(stack.parameters(), stack.gradients(), m, v, stack.parameter_count(), alpha, 0.9f,
-              0.999f, 1e-7f, stream_);
-  std::vector<float> after(stack.parameter_count());
-  stack.download_parameters(after.data());
-
-  // The reference, layer by layer in double.
-  std::vector<std::int64_t> widths = {in, 16, 8, 1}, offsets;
-  std::int64_t at = 0;
-  for (std::size_t l = 0; l < specs.size(); ++l) {
-    offsets.push_back(at);
-    at += widths[l] * widths[l + 1] + widths[l + 1];
-  }
-  std::vector<std::vector<double>> acts = {std::vector<double>(x.begin(), x.end())};
-  for (std::size_t l = 0; l < specs.size(); ++l) {
-    std::vector<double> y(batch * widths[l + 1]);
-    for (std::int64_t r = 0; r < batch; ++r)
-      for (std::int64_t o = 0; o < widths[l + 1]; ++o) {
-        double z = params[offsets[l] + widths[l] * widths[l + 1] + o];
-        for (std::int64_t i = 0; i < widths[l]; ++i)
-          z += acts[l][r * widths[l] + i] * params[offsets[l] + i * widths[l + 1] + o];
-        if (specs[l].activation == Activation::tanh) z = std::tanh(z);
-        if (specs[l].activation == Activation::relu) z = std::max(z, 0.0);
-        if (specs[l].activation == Activation::sigmoid) z = 1 / (1 + std::exp(-z));
-        y[r * widths[l + 1] + o] = z;
-      }
-    acts.push_back(y);
-  }
-  std::vector<double> want_grads(stack.parameter_count(), 0.0);
-  std::vector<double> d(batch);
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const double p = acts.back()[r], t = target[r];
-    d[r] = (-t / (p + 1e-7) + (1 - t) / (1 - p + 1e-7)) / batch;
-  }
-  for (std::size_t l = specs.size(); l-- > 0;) {
-    const std::int64_t wi = widths[l], wo = widths[l + 1];
-    for (std::int64_t k = 0; k < batch * wo; ++k) {
-      const double y = acts[l + 1][k];
-      if (specs[l].activation == Activation::tanh) d[k] *= 1 - y * y;
-      if (specs[l].activation == Activation::relu) d[k] *= y > 0 ? 1 : 0;
-      if (specs[l].activation == Activation::sigmoid) d[k] *= y * (1 - y);
-    }
-    std::vector<double> dx(batch * wi, 0.0);
-    for (std::int64_t r = 0; r < batch; ++r)
-      for (std::int64_t o = 0; o < wo; ++o) {
-        want_grads[offsets[l] + wi * wo + o] += d[r * wo + o];
-        for (std::int64_t i = 0; i < wi; ++i) {
-          want_grads[offsets[l] + i * wo + o] += acts[l][r * wi + i] * d[r * wo + o];
-          dx[r * wi + i] += params[offsets[l] + i * wo + o] * d[r * wo + o];
-        }
-      }
-    d = dx;
-  }
-  EXPECT_LE(relative_error(grads, want_grads), 1e-5);
-  // Adam's first step moves each weight by about alpha * sign(gradient).
-  std::vector<double> want_after(params.size());
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    const double g = grads[k], mk = 0.1 * g, vk = 0.001 * g * g;
-    want_after[k] = params[k] - mk * alpha / (std::sqrt(vk) + 1e-7);
-  }
-  EXPECT_LE(relative_error(after, want_after), 1e-6);
 }
 
 TEST(CudaCheck, ErrorsAreSentences) {

@@ -18,8 +18,9 @@
 
 #include "tandem/callback.hpp"
 
-/// Bumped whenever a public header used by plugins changes incompatibly (2: ReplicaFacts::rank).
-#define TANDEM_PLUGIN_ABI_VERSION 2
+/// Bumped whenever a public header used by plugins changes incompatibly (2: ReplicaFacts::rank;
+/// 3: Tensor knows its device; Layer, Loss, Metric and Optimizer compute through the backend).
+#define TANDEM_PLUGIN_ABI_VERSION 3
 
 namespace tandem {
 

@@ -1,5 +1,5 @@
-// Private (CUDA module): a stack of Dense layers resident on one GPU - the device side of a
-// replica of a Sequential of Dense layers (seed-mlp, fashion-mlp after its Flatten).
+// bench/gpu_mlp_steps only: a stack of Dense layers resident on one GPU, timed as the device-
+// resident step of seed-mlp and fashion-mlp (the engine trains through its CUDA replica instead).
 //
 // Parameters live in one flat device array in Keras weight order (layer 0's kernel, in x out
 // row-major, then its bias, then layer 1's, ...), gradients in a second array of the same layout,

@@ -1,4 +1,4 @@
-#include "cuda/ops/dense_stack.hpp"
+#include "gpu_dense_stack.hpp"
 
 #include <algorithm>
 #include <string>
