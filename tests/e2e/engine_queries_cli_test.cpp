@@ -51,7 +51,7 @@ TEST(OptimizersCli, JsonListsEveryOptimizerWithItsDefaults) {
   EXPECT_DOUBLE_EQ(doc["optimizers"][2]["config"]["weight_decay"].get<double>(), 0.004);
 
   // Every listed name is one a run config may use: `tandem check` accepts each.
-  for (const std::string& name : {"SGD", "adamw"}) {
+  for (const std::string name : {"SGD", "adamw"}) {
     const auto c = run_command(cli() + " check --set optimizer=" + name + " --json");
     EXPECT_EQ(c.exit_code, 0) << name << ": " << c.out << c.err;
   }
