@@ -175,6 +175,13 @@ class Backend {
   /// An empty tensor on this device; resize() then allocates there.
   Tensor tensor() const { return Tensor({0}, memory()); }
   Tensor tensor(Shape shape) const { return Tensor(std::move(shape), memory()); }
+  /// Resizes `t` to `shape` on this device, moving it here first (contents then unspecified)
+  /// when it lives elsewhere: how layers and operations keep their outputs on their device.
+  Tensor& place(Tensor& t, const Shape& shape) const {
+    if (t.memory() != memory()) t = tensor();
+    t.resize(shape);
+    return t;
+  }
 
   // Data movement.
   /// dst = src, element for element (equal sizes; each on the host or this device).

@@ -1,6 +1,6 @@
 #include "nn/activation.hpp"
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -22,7 +22,7 @@ Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
 
 const Tensor& Activation::forward(const Tensor& x, bool /*training*/) {
   input_ = x;
-  ops().activation_forward(kind_, x, sized(ops(), output_, x.shape()), last_axis(x));
+  ops().activation_forward(kind_, x, ops().place(output_, x.shape()), last_axis(x));
   return output_;
 }
 
@@ -32,7 +32,7 @@ const Tensor& Activation::backward(const Tensor& grad_output, bool need_input_gr
     return grad_input_;
   }
   ops().activation_backward(kind_, input_, output_, grad_output,
-                            sized(ops(), grad_input_, input_.shape()), last_axis(input_));
+                            ops().place(grad_input_, input_.shape()), last_axis(input_));
   return grad_input_;
 }
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -73,7 +73,7 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
     throw ShapeError("layer '" + name() + "' (BatchNormalization) expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
   input_ = x;
-  sized(ops(), output_, x.shape());
+  ops().place(output_, x.shape());
   const Tensor* gamma = options_.scale ? &gamma_.value : nullptr;
   const Tensor* beta = options_.center ? &beta_.value : nullptr;
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
@@ -92,7 +92,7 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
                      shape_to_string(grad_output.shape()) + " does not match its output " +
                      shape_to_string(input_.shape()));
   if (need_input_grad)
-    sized(ops(), grad_input_, input_.shape());
+    ops().place(grad_input_, input_.shape());
   else
     grad_input_ = Tensor();
   normalization().backward(input_, grad_output, options_.scale ? &gamma_.value : nullptr,

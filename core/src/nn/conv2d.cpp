@@ -1,6 +1,6 @@
 #include "nn/conv2d.hpp"
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -74,9 +74,8 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
   // relu's derivative reads only the sign, which its output keeps: it runs in place.
   const bool keep_pre = act != ActivationKind::linear && act != ActivationKind::relu;
   Tensor& z = keep_pre ? pre_ : output_;
-  if (z.memory() != ops.memory()) z = ops.tensor();
   convolution().forward(x, kernel_.value, options_.use_bias ? &bias_.value : nullptr, z);
-  sized(ops, output_, z.shape());
+  ops.place(output_, z.shape());
   if (x.dim(0) > 0 && act != ActivationKind::linear &&
       !(act == ActivationKind::relu && relu_external_))
     ops.activation_forward(act, z, output_, options_.filters);
@@ -100,7 +99,7 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
       !(act == ActivationKind::relu && relu_external_)) {
     const Tensor& pre = act == ActivationKind::relu ? output_ : pre_;
     ops.activation_backward(act, pre, output_, grad_output,
-                            sized(ops, grad_pre_, grad_output.shape()), filters);
+                            ops.place(grad_pre_, grad_output.shape()), filters);
     dz = &grad_pre_;
   }
   if (!kernel_.grad.empty())  // a frozen layer on a device replica has no gradients
@@ -110,7 +109,6 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
     grad_input_ = Tensor();
     return grad_input_;
   }
-  if (grad_input_.memory() != ops.memory()) grad_input_ = ops.tensor();
   convolution().backward_data(*dz, kernel_.value, grad_input_);
   return grad_input_;
 }

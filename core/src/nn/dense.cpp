@@ -1,6 +1,6 @@
 #include "nn/dense.hpp"
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -41,12 +41,12 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
   const backend::GemmDesc gemm{false, false, rows, options_.units, in_features_, epilogue()};
   const Tensor* bias = options_.use_bias ? &bias_.value : nullptr;
   if (fused()) {
-    ops.gemm(gemm, x, kernel_.value, bias, sized(ops, output_, out_shape));
+    ops.gemm(gemm, x, kernel_.value, bias, ops.place(output_, out_shape));
     return output_;
   }
   // Any other activation: the product, kept for the activation's derivative, then the activation.
-  ops.gemm(gemm, x, kernel_.value, bias, sized(ops, pre_, out_shape));
-  ops.activation_forward(options_.activation, pre_, sized(ops, output_, out_shape),
+  ops.gemm(gemm, x, kernel_.value, bias, ops.place(pre_, out_shape));
+  ops.activation_forward(options_.activation, pre_, ops.place(output_, out_shape),
                          options_.units);
   return output_;
 }
@@ -63,7 +63,7 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
     // A fused relu kept no product: relu'(z) reads its output (y > 0 exactly when z > 0).
     const Tensor& pre = fused() ? output_ : pre_;
     ops.activation_backward(options_.activation, pre, output_, grad_output,
-                            sized(ops, grad_pre_, grad_output.shape()), units);
+                            ops.place(grad_pre_, grad_output.shape()), units);
     dz = &grad_pre_;
   }
   // dKernel = xᵀ · dz, dBias = column sums of dz, dx = dz · kernelᵀ
@@ -75,7 +75,7 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
     return grad_input_;
   }
   ops.gemm({false, true, rows, in_features_, units}, *dz, kernel_.value, nullptr,
-           sized(ops, grad_input_, input_.shape()));
+           ops.place(grad_input_, input_.shape()));
   return grad_input_;
 }
 

@@ -1,7 +1,7 @@
 #include "nn/dropout.hpp"
 
 #include "backend/kernel_math.hpp"
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -31,7 +31,7 @@ const Tensor& Dropout::forward(const Tensor& x, bool training) {
   const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 1;
   const std::int64_t cols = rows > 0 ? x.size() / rows : 0;
   ops().dropout_forward({stream_, call, rate_, sample_offset()}, x,
-                        sized(ops(), output_, x.shape()), sized(ops(), mask_, x.shape()), cols);
+                        ops().place(output_, x.shape()), ops().place(mask_, x.shape()), cols);
   return output_;
 }
 
@@ -41,7 +41,7 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
     return grad_input_;
   }
   if (!masked_) return grad_output;
-  ops().multiply(grad_output, mask_, sized(ops(), grad_input_, grad_output.shape()));
+  ops().multiply(grad_output, mask_, ops().place(grad_input_, grad_output.shape()));
   return grad_input_;
 }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -60,7 +60,7 @@ const Tensor& Embedding::forward(const Tensor& x, bool /*training*/) {
   input_ = x;
   Shape out = x.shape();
   out.push_back(options_.output_dim);
-  if (auto bad = ops().embedding_gather(embeddings_.value, x, sized(ops(), output_, out),
+  if (auto bad = ops().embedding_gather(embeddings_.value, x, ops().place(output_, out),
                                         options_.output_dim))
     throw_bad_embedding_index(name(), input_shape_, sample_offset(), bad->position, bad->value,
                               options_.input_dim);

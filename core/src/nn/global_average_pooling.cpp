@@ -2,7 +2,7 @@
 
 #include "nn/spatial.hpp"
 
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -22,7 +22,7 @@ const Tensor& GlobalAveragePooling2D::forward(const Tensor& x, bool /*training*/
   const std::int64_t batch = x.dim(0), channels = input_shape_[2];
   const std::int64_t cells = input_shape_[0] * input_shape_[1];
   last_batch_ = batch;
-  sized(ops(), output_, keepdims_ ? Shape{batch, 1, 1, channels} : Shape{batch, channels});
+  ops().place(output_, keepdims_ ? Shape{batch, 1, 1, channels} : Shape{batch, channels});
   ops().global_average_pool_forward(x, output_, cells, channels);
   return output_;
 }
@@ -39,7 +39,7 @@ const Tensor& GlobalAveragePooling2D::backward(const Tensor& grad_output, bool n
   }
   const std::int64_t cells = input_shape_[0] * input_shape_[1];
   ops().global_average_pool_backward(
-      grad_output, sized(ops(), grad_input_, {batch, input_shape_[0], input_shape_[1], channels}),
+      grad_output, ops().place(grad_input_, {batch, input_shape_[0], input_shape_[1], channels}),
       cells, channels);
   return grad_input_;
 }

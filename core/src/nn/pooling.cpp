@@ -1,7 +1,7 @@
 #include "nn/pooling.hpp"
 
 #include "nn/activation_fn.hpp"
-#include "nn/buffers.hpp"
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -54,7 +54,6 @@ const Tensor& Pooling2D::forward(const Tensor& x, bool /*training*/) {
     throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
   last_batch_ = x.dim(0);
-  if (output_.memory() != ops().memory()) output_ = ops().tensor();
   pooling().forward(x, output_);
   // relu(max z) = max relu(z): the previous layer's relu, on the pooled tensor (NaN stays NaN).
   if (input_relu_ && last_batch_ > 0)
@@ -80,10 +79,9 @@ const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_gra
     // Each input gradient lands on its window's maximum, whose relu is the pooled output:
     // relu's derivative at the pooled output is relu's derivative at that element.
     ops().activation_backward(ActivationKind::relu, output_, output_, grad_output,
-                              sized(ops(), masked_grad_, grad_output.shape()), input_shape_[2]);
+                              ops().place(masked_grad_, grad_output.shape()), input_shape_[2]);
     g = &masked_grad_;
   }
-  if (grad_input_.memory() != ops().memory()) grad_input_ = ops().tensor();
   pooling().backward(*g, grad_input_);
   return grad_input_;
 }

@@ -68,7 +68,7 @@ class CpuConvolution final : public Convolution2D {
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
     const window::Geometry2D& g = desc_.geometry;
     const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
-    y.resize({batch, g.rows.out, g.cols.out, desc_.filters});
+    cpu_backend().place(y, {batch, g.rows.out, g.cols.out, desc_.filters});
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     try {
@@ -113,7 +113,7 @@ class CpuConvolution final : public Convolution2D {
   void backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) override {
     const window::Geometry2D& g = desc_.geometry;
     const std::int64_t batch = dy.rank() > 0 ? dy.dim(0) : 0;
-    dx.resize({batch, g.rows.in, g.cols.in, g.channels});
+    cpu_backend().place(dx, {batch, g.rows.in, g.cols.in, g.channels});
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     prepare_backward(p, true);

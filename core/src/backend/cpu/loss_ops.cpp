@@ -62,7 +62,7 @@ void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor
   require_device(*this, target, "loss_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
   if (desc.kind == LossDesc::Kind::scce) check_sparse_labels(target, cols);
-  if (grad) grad->resize(pred.shape());
+  if (grad) place(*grad, pred.shape());
   const float* p = pred.data();
   const float* t = target.data();
   float* g = grad ? grad->data() : nullptr;

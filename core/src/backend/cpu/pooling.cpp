@@ -39,7 +39,7 @@ class CpuPooling final : public Pooling2D {
     const window::Geometry2D& g = desc_.geometry;
     const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
     last_batch_ = batch;
-    y.resize({batch, g.rows.out, g.cols.out, g.channels});
+    cpu_backend().place(y, {batch, g.rows.out, g.cols.out, g.channels});
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     try {
@@ -56,7 +56,7 @@ class CpuPooling final : public Pooling2D {
   void backward(const Tensor& dy, Tensor& dx) override {
     const window::Geometry2D& g = desc_.geometry;
     const std::int64_t batch = last_batch_;
-    dx.resize({batch, g.rows.in, g.cols.in, g.channels});
+    cpu_backend().place(dx, {batch, g.rows.in, g.cols.in, g.channels});
     if (batch <= 0) return;
     Primitives& p = primitives(batch);
     try {

@@ -315,10 +315,7 @@ void CudaBackend::loss_sum(const backend::LossDesc& desc, const Tensor& pred, co
   require(pred, "loss_sum");
   require(target, "loss_sum");
   const std::int64_t rows = rows_of(pred.size(), cols);
-  if (grad) {
-    if (grad->memory() != memory_) *grad = tensor();
-    grad->resize(pred.shape());
-  }
+  if (grad) place(*grad, pred.shape());
   float* row_loss = scratch(row_values_, rows);
   loss_rows(desc, pred.data(), target.data(), rows, cols, grad_scale, row_loss,
             grad ? grad->data() : nullptr, stream_);

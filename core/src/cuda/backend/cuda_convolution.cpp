@@ -393,8 +393,7 @@ bool CudaConvolution::backward_on_cudnn(const float* x, const float* dy, std::in
 void CudaConvolution::forward(const Tensor& x, const Tensor& kernel, const Tensor* bias,
                               Tensor& y) {
   const std::int64_t batch = batch_of(x);
-  if (y.memory() != ops_.memory()) y = ops_.tensor();
-  y.resize({batch, geom_.rows.out, geom_.cols.out, filters_});
+  ops_.place(y, {batch, geom_.rows.out, geom_.cols.out, filters_});
   cols_hold_x_ = false;
   path_ = Path::im2col;
   if (batch == 0) return;
@@ -453,8 +452,7 @@ void CudaConvolution::backward_weights(const Tensor& x, const Tensor& dy, Tensor
 
 void CudaConvolution::backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) {
   const std::int64_t batch = batch_of(dy);
-  if (dx.memory() != ops_.memory()) dx = ops_.tensor();
-  dx.resize({batch, geom_.rows.in, geom_.cols.in, geom_.channels});
+  ops_.place(dx, {batch, geom_.rows.in, geom_.cols.in, geom_.channels});
   if (batch == 0) return;
   const std::int64_t rows = batch * out_pixels_;
   if (path_ == Path::cudnn) {  // backward_weights ran first and kept cuDNN for this batch

@@ -20,8 +20,7 @@ class CudaPooling final : public backend::Pooling2D {
   void forward(const Tensor& x, Tensor& y) override {
     const backend::window::Geometry2D& g = desc_.geometry;
     batch_ = x.rank() > 0 ? x.dim(0) : 0;
-    if (y.memory() != ops_.memory()) y = ops_.tensor();
-    y.resize({batch_, g.rows.out, g.cols.out, g.channels});
+    ops_.place(y, {batch_, g.rows.out, g.cols.out, g.channels});
     if (batch_ == 0) return;
     if (desc_.kind == backend::PoolKind::max) {
       argmax_.resize(ops_.allocator(), y.size());  // int32 per output
@@ -34,8 +33,7 @@ class CudaPooling final : public backend::Pooling2D {
 
   void backward(const Tensor& dy, Tensor& dx) override {
     const backend::window::Geometry2D& g = desc_.geometry;
-    if (dx.memory() != ops_.memory()) dx = ops_.tensor();
-    dx.resize({batch_, g.rows.in, g.cols.in, g.channels});
+    ops_.place(dx, {batch_, g.rows.in, g.cols.in, g.channels});
     if (batch_ == 0) return;
     if (desc_.kind == backend::PoolKind::max)
       max_pool_backward(dy.data(), reinterpret_cast<const std::int32_t*>(argmax_.data()),

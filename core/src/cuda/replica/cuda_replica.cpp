@@ -390,13 +390,6 @@ class CudaReplica : public Replica {
     return a.data() == b.data() && a.shape() == b.shape();
   }
 
-  // Sizes a slot's tensor for `shape` on the device (its storage kept while it does not grow,
-  // which a captured step relies on).
-  void size_slot(Tensor& t, const Shape& shape) {
-    if (t.memory() != backend_->memory()) t = backend_->tensor();
-    t.resize(shape);
-  }
-
   // The batch to the device (and with a loss, its targets: sparse labels checked on the host
   // first, as the CPU loss does) into input(): taken from the other slot when it was staged
   // there, kept when input() holds it and it was promised unchanged, copied otherwise.
@@ -416,10 +409,10 @@ class CudaReplica : public Replica {
       staged_ = false;
     } else if (!holds(input())) {
       InputSlot& slot = input();
-      size_slot(slot.x, x.shape());
+      backend_->place(slot.x, x.shape());
       copy_to_device(slot.x.data(), x.data(), x.size(), stream());
       if (with_y) {
-        size_slot(slot.y, y.shape());
+        backend_->place(slot.y, y.shape());
         copy_to_device(slot.y.data(), y.data(), y.size(), stream());
       }
     }
@@ -448,8 +441,8 @@ class CudaReplica : public Replica {
       cuda::check(cudaStreamSynchronize(copy_stream_.get()), "a staged copy");
       cuda::check(cudaStreamSynchronize(stream()), "the training step");
     }
-    size_slot(slot.x, next->x.shape());
-    size_slot(slot.y, next->y.shape());
+    backend_->place(slot.x, next->x.shape());
+    backend_->place(slot.y, next->y.shape());
     copy_to_device(slot.x.data(), next->x.data(), next->x.size(), copy_stream_.get());
     copy_to_device(slot.y.data(), next->y.data(), next->y.size(), copy_stream_.get());
     cuda::check(cudaEventRecord(staged_ready_.get(), copy_stream_.get()), "cudaEventRecord");
