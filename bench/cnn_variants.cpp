@@ -32,7 +32,7 @@
 #include "backend/cpu/parallel.hpp"
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
-#include "tandem/process_setup.hpp"
+#include "util/process_setup.hpp"
 
 namespace {
 

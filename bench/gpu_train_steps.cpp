@@ -21,7 +21,7 @@
 
 #include "parallel/pinned_memory.hpp"
 #include "tandem/devices.hpp"
-#include "tandem/replica_model.hpp"
+#include "parallel/replica_model.hpp"
 
 using namespace tandem;
 using nlohmann::json;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tandem/model.hpp"
-#include "tandem/process_setup.hpp"
+#include "util/process_setup.hpp"
 #include "tandem/rng.hpp"
 
 using nlohmann::json;

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "tandem/process_setup.hpp"
-#include "tandem/replica_model.hpp"
-#include "tandem/run_config.hpp"
+#include "util/process_setup.hpp"
+#include "parallel/replica_model.hpp"
+#include "train/run_config.hpp"
 
 namespace {
 

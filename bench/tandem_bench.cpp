@@ -49,14 +49,14 @@
 #include "backend/cpu/parallel.hpp"
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
-#include "tandem/data_loader.hpp"
-#include "tandem/dataset.hpp"
-#include "tandem/loss.hpp"
+#include "data/data_loader.hpp"
+#include "data/dataset.hpp"
+#include "nn/loss.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/process_setup.hpp"
+#include "optim/optimizer.hpp"
+#include "util/process_setup.hpp"
 #include "tandem/rng.hpp"
-#include "tandem/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace {
 

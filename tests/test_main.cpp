@@ -1,7 +1,7 @@
 // GoogleTest entry point for Tandem's test executables (same process set-up as `tandem`).
 #include <gtest/gtest.h>
 
-#include "tandem/process_setup.hpp"
+#include "util/process_setup.hpp"
 
 int main(int argc, char** argv) {
   tandem::configure_process(argc, argv);

@@ -18,8 +18,8 @@
 #include "app/prediction_writer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
-#include "tandem/run.hpp"
-#include "tandem/world.hpp"
+#include "train/run.hpp"
+#include "parallel/world.hpp"
 
 namespace tandem::app {
 

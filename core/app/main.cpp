@@ -15,8 +15,8 @@
 
 #include "app/commands.hpp"
 #include "tandem/error.hpp"
-#include "tandem/process_setup.hpp"
-#include "tandem/world.hpp"
+#include "util/process_setup.hpp"
+#include "parallel/world.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/error.hpp"
-#include "tandem/options_schema.hpp"
+#include "plugin/options_schema.hpp"
 
 namespace tandem::app {
 

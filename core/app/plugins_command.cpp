@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/error.hpp"
-#include "tandem/plugin_host.hpp"
+#include "plugin/plugin_host.hpp"
 
 namespace tandem::app {
 

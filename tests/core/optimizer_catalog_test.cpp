@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tandem/error.hpp"
-#include "tandem/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace tandem {
 namespace {

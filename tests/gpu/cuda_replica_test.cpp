@@ -13,7 +13,7 @@
 #include "gpu/gpu_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
-#include "tandem/replica_model.hpp"
+#include "parallel/replica_model.hpp"
 
 namespace tandem {
 namespace {

@@ -22,12 +22,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/checkpoint_file.hpp"
-#include "tandem/data_loader.hpp"
-#include "tandem/dataset.hpp"
-#include "tandem/loss.hpp"
+#include "data/data_loader.hpp"
+#include "data/dataset.hpp"
+#include "nn/loss.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/run_config.hpp"
+#include "optim/optimizer.hpp"
+#include "train/run_config.hpp"
 #include "test_support.hpp"
 
 namespace tandem {

@@ -16,7 +16,7 @@
 
 #include "plugins/plugin_test_support.hpp"
 #include "tandem/error.hpp"
-#include "tandem/options_schema.hpp"
+#include "plugin/options_schema.hpp"
 #include "test_support.hpp"
 
 namespace tandem::test {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/plugin_host.hpp"
-#include "tandem/trainer.hpp"
+#include "plugin/plugin_host.hpp"
+#include "train/trainer.hpp"
 
 namespace tandem::test {
 

@@ -28,9 +28,11 @@
 #include <string>
 #include <string_view>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
-class AtomicFile {
+class TANDEM_EXPORT AtomicFile {
  public:
   /// Creates an empty temporary file next to `target` (mode 0666 less the umask). Throws RunError
   /// naming `target` when it cannot (a missing or read-only folder, ...).
@@ -67,6 +69,7 @@ class AtomicFile {
 };
 
 /// Replaces `target` with `bytes` atomically: AtomicFile + write() + commit().
-void write_file_atomically(const std::filesystem::path& target, std::string_view bytes);
+TANDEM_EXPORT void write_file_atomically(const std::filesystem::path& target,
+                                         std::string_view bytes);
 
 }  // namespace tandem

@@ -4,6 +4,11 @@
 // rate, event publishing, the run folder) and Keras-style logs. Epoch numbers are 0-based, as
 // Keras passes them. Hooks run on the training thread, one callback after another in config
 // order; an exception from a hook stops the run with an error naming the callback.
+//
+// Ownership: the trainer owns the callbacks (a plugin's factory makes them; the plugin's library
+// stays loaded while any lives) and the CallbackContext; a hook may keep nothing it borrowed from
+// the context beyond the call. Thread-safety: hooks are called from the training thread only,
+// one at a time; a callback that starts threads of its own joins them before it is destroyed.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
 #include "tandem/logs.hpp"
 #include "tandem/model_view.hpp"
 #include "tandem/training_state.hpp"
@@ -21,7 +27,7 @@
 namespace tandem {
 
 /// What a callback can see and do. Owned by the trainer; valid during the hook call.
-class CallbackContext {
+class TANDEM_EXPORT CallbackContext {
  public:
   virtual ~CallbackContext() = default;
   /// This callback's target: the template or the meta-model (from its config's "target").
@@ -48,7 +54,7 @@ class CallbackContext {
   virtual void select_target(Target target) = 0;
 };
 
-class Callback {
+class TANDEM_EXPORT Callback {
  public:
   virtual ~Callback() = default;
   virtual std::string name() const = 0;
@@ -76,7 +82,7 @@ class Callback {
 
 /// Calls every hook on each callback in order; wraps a callback's exception in a RunError that
 /// names the callback and the hook. Shares ownership of its callbacks.
-class CallbackBus {
+class TANDEM_EXPORT CallbackBus {
  public:
   void add(std::shared_ptr<Callback> callback, Target target = Target::template_model) {
     callbacks_.push_back(std::move(callback));

@@ -11,6 +11,9 @@
 // Writes are crash-safe: the file is written to a temporary name in the same folder, flushed to
 // disk, then renamed over the target, so a crash at any moment leaves the previous file whole.
 // Functions here are thread-compatible: call them from one thread at a time (HDF5 is serial).
+//
+// Ownership: CheckpointData and its parts are plain values (copies own their tensors); nothing
+// here keeps a file open after a call returns.
 #pragma once
 
 #include <cstdint>
@@ -22,29 +25,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
 #include "tandem/tensor.hpp"
 
 namespace tandem {
 
 inline constexpr int kCheckpointFormatVersion = 1;
 
-struct NamedTensor {
+struct TANDEM_EXPORT NamedTensor {
   std::string name;  // a weight: "kernel"; an optimizer slot: "dense/kernel/m"
   Tensor value;
 };
 
-struct LayerWeights {
+struct TANDEM_EXPORT LayerWeights {
   std::string layer;                 // "dense_1"
   std::vector<NamedTensor> weights;  // Keras order; may be empty (Flatten, Dropout)
 };
 
-struct TrainingStateData {
+struct TANDEM_EXPORT TrainingStateData {
   nlohmann::json state;  // epoch, step, history, optimizer config, ...
   std::vector<NamedTensor> optimizer_slots;
   std::map<std::string, std::vector<std::uint64_t>> rng_states;  // "loader", "dense/dropout", ...
 };
 
-struct CheckpointData {
+struct TANDEM_EXPORT CheckpointData {
   nlohmann::json model_config;                // {"class_name": "Sequential", "config": {...}}
   std::vector<LayerWeights> layers;           // every layer of the model, in model order
   std::optional<TrainingStateData> training;  // absent in a weights-only file
@@ -52,11 +56,12 @@ struct CheckpointData {
 
 /// Writes atomically (temp file, flush, rename). Throws RunError naming the path on I/O failure;
 /// the previous file at `path`, if any, is untouched then.
-void write_checkpoint_file(const std::filesystem::path& path, const CheckpointData& data);
+TANDEM_EXPORT void write_checkpoint_file(const std::filesystem::path& path,
+                                         const CheckpointData& data);
 
 /// Reads a checkpoint written by Tandem, or a Keras .h5 weights/model file with the same layout.
 /// Throws DataError naming the path and the problem (missing, not HDF5, truncated, wrong layout,
 /// newer format version).
-CheckpointData read_checkpoint_file(const std::filesystem::path& path);
+TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path);
 
 }  // namespace tandem

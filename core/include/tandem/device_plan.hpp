@@ -10,19 +10,20 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/devices.hpp"
+#include "tandem/export.hpp"
 
 namespace tandem {
 
 enum class DeviceKind { cpu, cuda };
 
-struct DeviceSpec {
+struct TANDEM_EXPORT DeviceSpec {
   DeviceKind kind = DeviceKind::cpu;
   int index = 0;             // CUDA ordinal; for CPU replicas their number 0..N-1
   std::string name() const;  // "cpu", "cuda:1"
   bool operator==(const DeviceSpec&) const = default;
 };
 
-struct DevicePlan {
+struct TANDEM_EXPORT DevicePlan {
   std::vector<DeviceSpec> replicas;  // one entry per replica, in replica order
   std::string text;                  // normalised: "cpu:3", "cuda:0,2"
   /// "cpu:N": N CPU replicas (no check against the machine; N >= 1).
@@ -36,7 +37,7 @@ struct DevicePlan {
 /// Parses and checks a plan against what exists. `path` names where the text came from
 /// ("devices" or "--devices") for the error, which lists the devices this machine has.
 /// `cuda_trainable` says whether this build can train on CUDA devices; "auto" uses GPUs only then.
-DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report,
-                             const std::string& path, bool cuda_trainable);
+TANDEM_EXPORT DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report,
+                                           const std::string& path, bool cuda_trainable);
 
 }  // namespace tandem

@@ -5,6 +5,9 @@
 // driver or GPU gets an explanation, never a crash). sample_devices() adds live readings: CPU
 // utilisation from /proc/stat, GPU utilisation, memory, temperature and power from NVML, loaded
 // with dlopen("libnvidia-ml.so.1") at run time. Both are thread-safe.
+//
+// Ownership: reports and samples are plain values owned by the caller; nothing is cached across
+// calls except the loaded libraries, which stay loaded for the process's lifetime.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +17,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
-struct CpuInfo {
+struct TANDEM_EXPORT CpuInfo {
   std::string model_name;         // "AMD EPYC"
   int logical_cores = 0;          // usable by this process (sched_getaffinity)
   std::int64_t memory_bytes = 0;  // MemTotal
 };
 
-struct GpuInfo {
+struct TANDEM_EXPORT GpuInfo {
   int index = 0;  // CUDA device ordinal: "cuda:<index>"
   std::string name;
   std::int64_t memory_bytes = 0;
@@ -31,7 +36,7 @@ struct GpuInfo {
   std::string pci_bus_id;  // "0000:3b:00.0"
 };
 
-struct DeviceReport {
+struct TANDEM_EXPORT DeviceReport {
   CpuInfo cpu;
   std::vector<GpuInfo> gpus;
   bool cuda_built = false;       // the CUDA module is built and loaded (GPUs can be used)
@@ -42,7 +47,7 @@ struct DeviceReport {
   std::string gpu_status;
 };
 
-struct GpuSample {
+struct TANDEM_EXPORT GpuSample {
   int index = 0;
   std::optional<double> utilization_percent;
   std::optional<std::int64_t> memory_used_bytes;
@@ -50,7 +55,7 @@ struct GpuSample {
   std::optional<double> power_w;
 };
 
-struct DeviceSample {
+struct TANDEM_EXPORT DeviceSample {
   std::string time;                               // UTC ISO 8601
   std::optional<double> cpu_utilization_percent;  // since the previous sample (null on the first)
   std::int64_t memory_available_bytes = 0;        // MemAvailable
@@ -58,12 +63,14 @@ struct DeviceSample {
   std::string nvml_status;  // empty when NVML answered; else why not
 };
 
-DeviceReport discover_devices();
+TANDEM_EXPORT DeviceReport discover_devices();
 /// Live readings. CPU utilisation is measured against the previous call in this process.
-DeviceSample sample_devices(const DeviceReport& report);
+TANDEM_EXPORT DeviceSample sample_devices(const DeviceReport& report);
 
-nlohmann::json to_json(const DeviceReport& report, const DeviceSample* sample = nullptr);
+TANDEM_EXPORT nlohmann::json to_json(const DeviceReport& report,
+                                     const DeviceSample* sample = nullptr);
 /// A human table: one row per device ("cpu", "cuda:0", ...), then the GPU status line if any.
-std::string to_table(const DeviceReport& report, const DeviceSample* sample = nullptr);
+TANDEM_EXPORT std::string to_table(const DeviceReport& report,
+                                   const DeviceSample* sample = nullptr);
 
 }  // namespace tandem

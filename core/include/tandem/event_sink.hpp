@@ -3,6 +3,9 @@
 // Every line carries "schema": 1, "event" and "time" (UTC, ISO 8601 with milliseconds). Each line
 // is written with a single write() call and flushed, so a run that dies leaves at most a partial
 // last line. Thread-safe: emit() may be called from any thread.
+//
+// Ownership: a sink owns its file (closed when the sink goes); the trainer owns the run's sink and
+// a callback borrows it through its context for the duration of a hook.
 #pragma once
 
 #include <cstdio>
@@ -12,11 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
 inline constexpr int kEventSchemaVersion = 1;
 
-class EventSink {
+class TANDEM_EXPORT EventSink {
  public:
   EventSink() = default;
   ~EventSink();

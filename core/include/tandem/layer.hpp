@@ -4,6 +4,10 @@
 // forward()/backward() include it. forward() returns a reference to a buffer the layer owns and
 // reuses from step to step (valid until the next forward on this layer); backward() likewise.
 // A layer is used by one thread at a time.
+//
+// Ownership: a Model owns its layers; a layer owns its parameters and buffers. Through a ModelView
+// a plugin sees the template model's layers (names, classes, configs, parameters): it may read
+// them during a hook, and change weights only through ModelView::load_weights.
 #pragma once
 
 #include <memory>
@@ -12,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/cross_replica_sum.hpp"
+#include "tandem/export.hpp"
 #include "tandem/parameter.hpp"
 #include "tandem/rng.hpp"
 #include "tandem/tensor.hpp"
@@ -21,10 +25,10 @@ namespace tandem {
 
 namespace backend {
 class Backend;
-Backend& cpu_backend();
+TANDEM_EXPORT Backend& cpu_backend();
 }  // namespace backend
 
-class Layer {
+class TANDEM_EXPORT Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
   virtual ~Layer() = default;
@@ -51,23 +55,6 @@ class Layer {
   virtual std::vector<Parameter*> parameters() { return {}; }
   /// The Keras `get_config()` dictionary of this layer (with "name").
   virtual nlohmann::json config() const = 0;
-
-  /// Handing a relu to the next layer (Model pairs adjacent layers after building). A layer whose
-  /// output is relu(z) reports has_output_relu(); after set_output_relu_external(true) it outputs
-  /// z, and its backward() receives dL/dz. The next layer takes the relu over when it can apply it
-  /// on a smaller tensor: max pooling computes relu(max z) = max relu(z) on its pooled output and
-  /// masks its pooled gradient by pooled output > 0 (each gradient lands on its window's maximum),
-  /// exactly what the pair would compute otherwise, on a 4× smaller tensor for 2×2 windows.
-  virtual bool has_output_relu() const { return false; }
-  virtual void set_output_relu_external(bool /*external*/) {}
-  virtual bool can_apply_input_relu() const { return false; }
-  virtual void set_apply_input_relu(bool /*apply*/) {}
-
-  /// Statistics over the whole global batch (synchronized BatchNormalization): the ReplicaModel
-  /// gives every replica's layer the run's CrossReplicaSum (shared, outlives the layer's use) and
-  /// the replica's index. Layers that need none ignore it.
-  virtual bool wants_cross_replica_sum() const { return false; }
-  virtual void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> /*sum*/, int /*replica*/) {}
 
   /// The backend the layer computes on (backend/ops.hpp): the CPU's unless a replica placed the
   /// layer on a device. Borrowed: the backend outlives the layer's use of it.

@@ -9,9 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
-class Logs {
+class TANDEM_EXPORT Logs {
  public:
   void set(const std::string& key, double value);
   std::optional<double> get(const std::string& key) const;

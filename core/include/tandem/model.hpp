@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/export.hpp"
 #include "tandem/layer.hpp"
 #include "tandem/tensor.hpp"
 
@@ -20,7 +21,7 @@ namespace tandem {
 
 struct CheckpointData;
 
-class Model {
+class TANDEM_EXPORT Model {
  public:
   /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
   /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`.

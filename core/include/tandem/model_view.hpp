@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/export.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/model.hpp"
@@ -16,9 +17,9 @@
 namespace tandem {
 
 enum class Target { template_model, meta };
-std::string target_name(Target target);  // "template", "meta"
+TANDEM_EXPORT std::string target_name(Target target);  // "template", "meta"
 
-struct ReplicaFacts {
+struct TANDEM_EXPORT ReplicaFacts {
   int replica = 0;           // numbered across every rank of the run, in rank order
   std::string device;        // "cpu", "cuda:1"
   std::int64_t samples = 0;  // rows of the last batch this replica held
@@ -26,7 +27,7 @@ struct ReplicaFacts {
   int rank = 0;              // the process (MPI rank) it runs in
 };
 
-class ModelView {
+class TANDEM_EXPORT ModelView {
  public:
   virtual ~ModelView() = default;
   virtual Target target() const = 0;

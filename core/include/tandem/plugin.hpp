@@ -6,6 +6,10 @@
 //     C++ symbol, and refuses the library when it differs from TANDEM_PLUGIN_ABI_VERSION;
 //   - a Boost.DLL alias "tandem_plugin_factory" returning the plugin object.
 // The host keeps the library loaded for as long as anything it created lives.
+//
+// Ownership: the host owns the CallbackPlugin object and every Callback it makes; create() may be
+// called several times (one callback per config entry). Thread-safety: the host calls a plugin
+// from one thread at a time; plugins must not rely on which one.
 #pragma once
 
 #include <boost/config.hpp>
@@ -17,14 +21,17 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/callback.hpp"
+#include "tandem/export.hpp"
 
 /// Bumped whenever a public header used by plugins changes incompatibly (2: ReplicaFacts::rank;
-/// 3: Tensor knows its device; Layer, Loss, Metric and Optimizer compute through the backend).
-#define TANDEM_PLUGIN_ABI_VERSION 3
+/// 3: Tensor knows its device; Layer, Loss, Metric and Optimizer compute through the backend;
+/// 4: Layer without the engine's relu-handoff and cross-replica hooks, the SDK is these headers
+/// only and libtandem exports only what they declare).
+#define TANDEM_PLUGIN_ABI_VERSION 4
 
 namespace tandem {
 
-struct PluginInfo {
+struct TANDEM_EXPORT PluginInfo {
   std::string name;         // as configs name it: "checkpoint"
   std::string version;      // the plugin's own version: "1.0.0"
   std::string description;  // one line
@@ -32,12 +39,12 @@ struct PluginInfo {
 };
 
 /// What a plugin is told when it makes a callback.
-struct CallbackSetup {
+struct TANDEM_EXPORT CallbackSetup {
   Target target = Target::template_model;
   std::string config_path;  // "callbacks[2]": for error messages
 };
 
-class CallbackPlugin {
+class TANDEM_EXPORT CallbackPlugin {
  public:
   virtual ~CallbackPlugin() = default;
   virtual PluginInfo info() const = 0;

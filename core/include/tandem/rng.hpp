@@ -6,9 +6,11 @@
 #include <array>
 #include <cstdint>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
-class Rng {
+class TANDEM_EXPORT Rng {
  public:
   explicit Rng(std::uint64_t seed = 0) { reseed(seed); }
   void reseed(std::uint64_t seed);

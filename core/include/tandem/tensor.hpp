@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/export.hpp"
+
 namespace tandem {
 
 using Shape = std::vector<std::int64_t>;
@@ -27,7 +29,7 @@ using Shape = std::vector<std::int64_t>;
 /// Where a tensor's elements live.
 enum class MemoryKind { host, cuda };
 
-struct Device {
+struct TANDEM_EXPORT Device {
   MemoryKind kind = MemoryKind::host;
   int index = 0;  // the CUDA ordinal for cuda
   bool operator==(const Device&) const = default;
@@ -37,7 +39,7 @@ struct Device {
 
 /// Allocates a device's memory for tensors. Implemented by backends (the CUDA module's caching
 /// allocator); shared by every tensor it allocated. Thread-safety: the implementation's.
-class DeviceMemory {
+class TANDEM_EXPORT DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual Device device() const = 0;
@@ -46,11 +48,11 @@ class DeviceMemory {
 };
 
 /// Number of elements of a shape (1 for a scalar shape {}).
-std::int64_t shape_size(const Shape& shape);
+TANDEM_EXPORT std::int64_t shape_size(const Shape& shape);
 /// "(128, 784)" — the way Keras prints shapes; `batch_dim` prints a leading "None".
-std::string shape_to_string(const Shape& shape, bool batch_dim = false);
+TANDEM_EXPORT std::string shape_to_string(const Shape& shape, bool batch_dim = false);
 
-class Tensor {
+class TANDEM_EXPORT Tensor {
  public:
   /// An empty tensor: no storage, shape {0}.
   Tensor();

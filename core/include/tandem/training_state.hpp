@@ -1,15 +1,17 @@
 // TrainingState: where a fit() is — plain data, read by callbacks and saved in checkpoints.
+// Owned by the trainer; a callback reads it through its context during a hook (training thread).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tandem/export.hpp"
 #include "tandem/logs.hpp"
 
 namespace tandem {
 
-struct TrainingState {
+struct TANDEM_EXPORT TrainingState {
   int epoch = 0;           // current epoch, 0-based (Keras passes it so to callbacks)
   int epochs = 0;          // total epochs requested
   std::int64_t batch = 0;  // batches done in the current epoch

@@ -32,6 +32,9 @@
 #include "backend/kernel_math.hpp"
 #include "backend/window_math.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::backend {
 
@@ -260,3 +263,5 @@ void check_sparse_labels(const Tensor& target, std::int64_t classes);
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
 
 }  // namespace tandem::backend
+
+TANDEM_INTERNAL_API_END

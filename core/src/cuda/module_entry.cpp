@@ -5,8 +5,9 @@
 namespace tandem::detail {
 
 void discover_cuda(DeviceReport& report);  // cuda_devices.cpp
-std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
-std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec, Precision, Communicator&,
+std::unique_ptr<StreamCommunicator> make_nccl_communicator(const DevicePlan&, World&);  // nccl_*.cpp
+std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec, Precision,
+                                           StreamCommunicator*,
                                            int);  // replica/cuda_replica.cpp
 void* allocate_pinned(std::size_t bytes);         // pinned_host.cpp
 void free_pinned(void* block);

@@ -1,75 +1,48 @@
-// The "nccl" communicator: gradient all-reduce across CUDA replicas, of one process or of every
-// rank of an MPI job (one NCCL communicator over all GPUs; rank 0's unique id is broadcast through
-// the World). Part of the CUDA module when NCCL is found; exercised on a GPU machine
-// (scripts/gpu-check).
+// The "nccl" communicator (parallel/communicator.hpp): gradient all-reduce across CUDA replicas,
+// of one process or of every rank of an MPI job (one NCCL communicator over all GPUs; rank 0's
+// unique id is broadcast through the World). Part of the CUDA module when NCCL is found;
+// exercised on a GPU machine (scripts/gpu-check).
+//
+// Ownership: one NCCL communicator and one stream (for all_reduce_sum) per local GPU, each an
+// RAII handle. Buffers are borrowed for the call and must be on their participant's GPU.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "cuda/stream_reducer.hpp"
-#include "tandem/communicator.hpp"
+#include <memory>
+
+#include "cuda/ops/cuda_handles.hpp"
+#include "parallel/communicator.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::detail {
 
 namespace {
 
-void check_nccl(ncclResult_t r, const char* what) {
+void check_nccl(ncclResult_t r, const std::string& what) {
   if (r != ncclSuccess)
-    throw RunError(std::string("NCCL ") + what + " failed: " + ncclGetErrorString(r));
+    throw RunError("NCCL " + what + " failed: " + ncclGetErrorString(r));
 }
 
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw RunError(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(e) + " (error " +
-                   std::to_string(static_cast<int>(e)) + ")");
-}
+struct NcclCommDeleter {
+  void operator()(ncclComm* comm) const { ncclCommDestroy(comm); }
+};
+using NcclComm = std::unique_ptr<ncclComm, NcclCommDeleter>;
 
-class NcclCommunicator : public Communicator, public cuda::StreamReducer {
+class NcclCommunicator : public StreamCommunicator {
  public:
   NcclCommunicator(const DevicePlan& plan, World& world) {
     for (const auto& d : plan.replicas) devices_.push_back(d.index);
-    comms_.resize(devices_.size());
+    std::vector<ncclComm_t> comms(devices_.size(), nullptr);
     if (world.size() == 1) {
-      check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(devices_.size()), devices_.data()),
-                 ("initialisation on " + plan.text).c_str());
+      const ncclResult_t made =
+          ncclCommInitAll(comms.data(), static_cast<int>(devices_.size()), devices_.data());
+      adopt(comms);
+      check_nccl(made, "initialisation on " + plan.text);
     } else {
-      // Every rank's GPU count, then one NCCL rank per GPU, numbered in MPI rank order.
-      const double mine = static_cast<double>(devices_.size());
-      const std::vector<double> counts = world.all_gather(&mine, 1);
-      int total = 0, first = 0;
-      for (int r = 0; r < world.size(); ++r) {
-        if (r == world.rank()) first = total;
-        total += static_cast<int>(counts[static_cast<std::size_t>(r)]);
-      }
-      ncclUniqueId id;
-      if (world.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
-      world.broadcast(&id, sizeof id, 0);
-      check_nccl(ncclGroupStart(), "group start");
-      for (std::size_t i = 0; i < devices_.size(); ++i) {
-        check_cuda(cudaSetDevice(devices_[i]), "cudaSetDevice");
-        check_nccl(ncclCommInitRank(&comms_[i], total, id, first + static_cast<int>(i)),
-                   ("initialisation of rank " + std::to_string(first + i) + " of " +
-                    std::to_string(total) + " on " + plan.text)
-                       .c_str());
-      }
-      check_nccl(ncclGroupEnd(), "group end");
+      init_across_ranks(plan, world, comms);
       spans_world_ = true;
     }
-    for (int device : devices_) {
-      check_cuda(cudaSetDevice(device), "cudaSetDevice");
-      cudaStream_t s;
-      check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-      streams_.push_back(s);
-    }
-  }
-
-  ~NcclCommunicator() override {
-    for (std::size_t i = 0; i < streams_.size(); ++i) {
-      cudaSetDevice(devices_[i]);
-      cudaStreamDestroy(streams_[i]);
-    }
-    for (ncclComm_t c : comms_)
-      if (c) ncclCommDestroy(c);
+    for (int device : devices_) streams_.push_back(std::make_unique<cuda::CudaStream>(device));
   }
 
   std::string name() const override { return "nccl"; }
@@ -78,42 +51,92 @@ class NcclCommunicator : public Communicator, public cuda::StreamReducer {
 
   // One participant's share of a reduction, from that participant's thread (one NCCL
   // communicator per device, so no group call is needed).
-  void all_reduce_on_stream(int participant, float* data, std::size_t count,
-                            cudaStream_t stream) override {
-    const auto i = static_cast<std::size_t>(participant);
-    if (i >= comms_.size())
+  void all_reduce_on_stream(int participant, Tensor& slice, CUstream_st* stream) override {
+    if (participant < 0 || participant >= size())
       throw RunError("all_reduce_on_stream: participant " + std::to_string(participant) + " of " +
-                     std::to_string(comms_.size()));
-    check_nccl(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comms_[i], stream),
+                     std::to_string(size()));
+    check_buffer(static_cast<std::size_t>(participant), slice);
+    const auto i = static_cast<std::size_t>(participant);
+    check_nccl(ncclAllReduce(slice.data(), slice.data(), static_cast<std::size_t>(slice.size()),
+                             ncclFloat, ncclSum, comms_[i].get(), stream),
                "all-reduce of a gradient bucket");
   }
 
-  void all_reduce_sum(const std::vector<float*>& buffers, std::size_t count) override {
+  void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
     if (buffers.size() != devices_.size())
       throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
                      std::to_string(devices_.size()) + " participants");
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      check_buffer(i, *buffers[i]);
+      if (buffers[i]->size() != buffers[0]->size())
+        throw RunError("all_reduce_sum: participant " + std::to_string(i) + " has " +
+                       std::to_string(buffers[i]->size()) + " elements, participant 0 " +
+                       std::to_string(buffers[0]->size()));
+    }
+    const auto count = static_cast<std::size_t>(buffers[0]->size());
     check_nccl(ncclGroupStart(), "group start");
     for (std::size_t i = 0; i < devices_.size(); ++i)
-      check_nccl(
-          ncclAllReduce(buffers[i], buffers[i], count, ncclFloat, ncclSum, comms_[i], streams_[i]),
-          "all-reduce");
+      check_nccl(ncclAllReduce(buffers[i]->data(), buffers[i]->data(), count, ncclFloat, ncclSum,
+                               comms_[i].get(), streams_[i]->get()),
+                 "all-reduce");
     check_nccl(ncclGroupEnd(), "group end");
     for (std::size_t i = 0; i < devices_.size(); ++i) {
-      check_cuda(cudaSetDevice(devices_[i]), "cudaSetDevice");
-      check_cuda(cudaStreamSynchronize(streams_[i]), "cudaStreamSynchronize");
+      cuda::check(cudaSetDevice(devices_[i]), "cudaSetDevice");
+      cuda::check(cudaStreamSynchronize(streams_[i]->get()), "the NCCL all-reduce");
     }
   }
 
  private:
+  // Every rank's GPU count, then one NCCL rank per GPU, numbered in MPI rank order.
+  void init_across_ranks(const DevicePlan& plan, World& world, std::vector<ncclComm_t>& comms) {
+    const double mine = static_cast<double>(devices_.size());
+    const std::vector<double> counts = world.all_gather(&mine, 1);
+    int total = 0, first = 0;
+    for (int r = 0; r < world.size(); ++r) {
+      if (r == world.rank()) first = total;
+      total += static_cast<int>(counts[static_cast<std::size_t>(r)]);
+    }
+    ncclUniqueId id;
+    if (world.rank() == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
+    world.broadcast(&id, sizeof id, 0);
+    check_nccl(ncclGroupStart(), "group start");
+    ncclResult_t made = ncclSuccess;
+    std::string failure;
+    for (std::size_t i = 0; i < devices_.size() && made == ncclSuccess; ++i) {
+      cuda::check(cudaSetDevice(devices_[i]), "cudaSetDevice");
+      made = ncclCommInitRank(&comms[i], total, id, first + static_cast<int>(i));
+      if (made != ncclSuccess)
+        failure = "initialisation of rank " + std::to_string(first + i) + " of " +
+                        std::to_string(total) + " on " + plan.text;
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    adopt(comms);
+    check_nccl(made, failure);
+    check_nccl(ended, "group end");
+  }
+
+  // Takes ownership of the communicators NCCL made (also of those made before a failure).
+  void adopt(const std::vector<ncclComm_t>& comms) {
+    for (ncclComm_t c : comms) comms_.emplace_back(c);
+  }
+
+  // The buffer of participant i must be on its GPU.
+  void check_buffer(std::size_t i, const Tensor& buffer) const {
+    const Device want{MemoryKind::cuda, devices_[i]};
+    if (buffer.device() != want)
+      throw RunError("NCCL all-reduce: participant " + std::to_string(i) + "'s buffer is on " +
+                     buffer.device().name() + ", not on " + want.name());
+  }
+
   std::vector<int> devices_;
-  std::vector<ncclComm_t> comms_;
-  std::vector<cudaStream_t> streams_;
+  std::vector<NcclComm> comms_;                             // per local GPU
+  std::vector<std::unique_ptr<cuda::CudaStream>> streams_;  // per local GPU, for all_reduce_sum
   bool spans_world_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(const DevicePlan& plan, World& world) {
+std::unique_ptr<StreamCommunicator> make_nccl_communicator(const DevicePlan& plan, World& world) {
   return std::make_unique<NcclCommunicator>(plan, world);
 }
 

@@ -1,6 +1,6 @@
 // DataLoader: seeded per-epoch order, batching, and a background prefetch thread feeding a
 // bounded queue. Errors in the prefetch thread are handed to the consumer through next().
-#include "tandem/data_loader.hpp"
+#include "data/data_loader.hpp"
 
 #include <condition_variable>
 #include <deque>

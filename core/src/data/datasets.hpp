@@ -12,8 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "tandem/config_object.hpp"
-#include "tandem/dataset.hpp"
+#include "util/config_object.hpp"
+#include "data/dataset.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::data {
 
@@ -86,3 +89,5 @@ SyntheticSpec parse_synthetic_spec(ConfigObject& spec);
 std::shared_ptr<Dataset> make_synthetic_dataset(const SyntheticSpec& spec);
 
 }  // namespace tandem::data
+
+TANDEM_INTERNAL_API_END

@@ -2,7 +2,7 @@
 // fraction of the samples held out for validation (as Keras's validation_split does).
 #include <vector>
 
-#include "tandem/dataset.hpp"
+#include "data/dataset.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {

@@ -6,6 +6,10 @@
 
 #include <mutex>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 /// The mutex to hold around every HDF5 call. The first call also turns off HDF5's automatic
@@ -13,3 +17,5 @@ namespace tandem {
 std::mutex& hdf5_mutex();
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -3,6 +3,9 @@
 
 #include "nn/activation_fn.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -21,3 +24,5 @@ class Activation : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

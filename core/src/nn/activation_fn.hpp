@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "backend/activation_kind.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -18,3 +21,5 @@ std::string activation_name(ActivationKind kind);
 std::vector<std::string> activation_names();
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

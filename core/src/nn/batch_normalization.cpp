@@ -60,13 +60,6 @@ backend::BatchNorm& BatchNormalization::normalization() {
   return *normalization_;
 }
 
-backend::SumAcrossReplicas BatchNormalization::sync() const {
-  if (!cross_replica_) return {};
-  return [sum = cross_replica_, replica = replica_](double* values, std::size_t count) {
-    sum->sum(replica, values, count);
-  };
-}
-
 const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
@@ -79,7 +72,7 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
   if (training && trainable())
     normalization().forward_training(x, gamma, beta, moving_mean_.value, moving_variance_.value,
-                                     output_, sync());
+                                     output_, cross_replica_);
   else
     normalization().forward_inference(x, gamma, beta, moving_mean_.value, moving_variance_.value,
                                       output_);
@@ -98,7 +91,7 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
   normalization().backward(input_, grad_output, options_.scale ? &gamma_.value : nullptr,
                            options_.scale && !gamma_.grad.empty() ? &gamma_.grad : nullptr,
                            options_.center && !beta_.grad.empty() ? &beta_.grad : nullptr,
-                           need_input_grad ? &grad_input_ : nullptr, sync());
+                           need_input_grad ? &grad_input_ : nullptr, cross_replica_);
   return grad_input_;
 }
 

@@ -33,7 +33,11 @@
 #include "backend/ops.hpp"
 
 #include "nn/initializer.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -54,7 +58,7 @@ struct BatchNormalizationOptions {
   Initializer moving_variance_initializer{"ones", std::nullopt, 0};
 };
 
-class BatchNormalization : public Layer {
+class BatchNormalization : public Layer, public CrossReplicaStatistics {
  public:
   BatchNormalization(std::string name, BatchNormalizationOptions options);
   std::string class_name() const override { return "BatchNormalization"; }
@@ -63,9 +67,8 @@ class BatchNormalization : public Layer {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   bool wants_cross_replica_sum() const override { return options_.synchronized; }
-  void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> sum, int replica) override {
+  void set_cross_replica_sum(backend::SumAcrossReplicas sum) override {
     cross_replica_ = std::move(sum);
-    replica_ = replica;
   }
   nlohmann::json config() const override;
 
@@ -76,15 +79,14 @@ class BatchNormalization : public Layer {
   Parameter gamma_, beta_, moving_mean_, moving_variance_;
   /// The backend's batch normalization (made again after a backend change).
   backend::BatchNorm& normalization();
-  /// The cross-replica sum of a synchronized layer (empty otherwise).
-  backend::SumAcrossReplicas sync() const;
 
   std::unique_ptr<backend::BatchNorm> normalization_;  // keeps the last forward's statistics
   const backend::Backend* normalization_backend_ = nullptr;
-  std::shared_ptr<CrossReplicaSum> cross_replica_;  // set when synchronized across replicas
-  int replica_ = 0;
+  backend::SumAcrossReplicas cross_replica_;  // set when synchronized across replicas
   Tensor input_;  // the last forward's input (shared storage, not a copy)
   Tensor output_, grad_input_;
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

@@ -15,7 +15,11 @@
 #include "nn/activation_fn.hpp"
 #include "nn/initializer.hpp"
 #include "nn/spatial.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -31,7 +35,7 @@ struct Conv2DOptions {
   Initializer bias_initializer{"zeros", std::nullopt, 0};
 };
 
-class Conv2D : public Layer {
+class Conv2D : public Layer, public ReluProducer {
  public:
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
@@ -43,7 +47,7 @@ class Conv2D : public Layer {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
-  /// A relu Conv2D lets the next layer apply its relu (see Layer).
+  /// A relu Conv2D lets the next layer apply its relu (nn/layer_extensions.hpp).
   bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
   void set_output_relu_external(bool external) override { relu_external_ = external; }
 
@@ -67,3 +71,5 @@ class Conv2D : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

@@ -7,6 +7,9 @@
 #include "nn/activation_fn.hpp"
 #include "nn/initializer.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -43,3 +46,5 @@ class Dense : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

@@ -19,6 +19,9 @@
 
 #include "nn/initializer.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -58,3 +61,5 @@ class Embedding : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

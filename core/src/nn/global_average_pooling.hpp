@@ -3,6 +3,9 @@
 #pragma once
 
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -24,3 +27,5 @@ class GlobalAveragePooling2D : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

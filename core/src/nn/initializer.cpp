@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {

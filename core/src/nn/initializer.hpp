@@ -10,6 +10,9 @@
 
 #include "tandem/rng.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -32,3 +35,5 @@ struct Initializer {
 Initializer parse_initializer(const nlohmann::json& spec, const std::string& path);
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

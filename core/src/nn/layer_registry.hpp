@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/layer.hpp"
 
 namespace tandem::nn {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "backend/ops.hpp"
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
-#include "tandem/loss.hpp"
+#include "nn/loss.hpp"
 
 namespace tandem {
 

@@ -5,9 +5,10 @@
 #include <set>
 #include <sstream>
 
+#include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
 #include "tandem/checkpoint_file.hpp"
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -173,11 +174,11 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
   // tensor fewer.
   for (std::size_t i = 0; i + 1 < model->layers_.size(); ++i) {
-    Layer& layer = *model->layers_[i];
-    Layer& next = *model->layers_[i + 1];
-    if (layer.has_output_relu() && next.can_apply_input_relu()) {
-      layer.set_output_relu_external(true);
-      next.set_apply_input_relu(true);
+    nn::ReluProducer* layer = nn::relu_producer_of(*model->layers_[i]);
+    nn::ReluConsumer* next = nn::relu_consumer_of(*model->layers_[i + 1]);
+    if (layer && next && layer->has_output_relu() && next->can_apply_input_relu()) {
+      layer->set_output_relu_external(true);
+      next->set_apply_input_relu(true);
     }
   }
   return model;

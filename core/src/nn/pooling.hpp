@@ -13,7 +13,11 @@
 
 #include "backend/ops.hpp"
 #include "nn/spatial.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -26,7 +30,7 @@ struct Pooling2DOptions {
   Padding padding = Padding::valid;
 };
 
-class Pooling2D : public Layer {
+class Pooling2D : public Layer, public ReluConsumer {
  public:
   Pooling2D(std::string name, Pooling2DOptions options);
   ~Pooling2D() override;
@@ -36,7 +40,7 @@ class Pooling2D : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
-  /// Max pooling takes over the relu of the layer before it (see Layer).
+  /// Max pooling takes over the relu of the layer before it (nn/layer_extensions.hpp).
   bool can_apply_input_relu() const override { return options_.kind == PoolKind::max; }
   void set_apply_input_relu(bool apply) override { input_relu_ = apply; }
 
@@ -57,3 +61,5 @@ class Pooling2D : public Layer {
 };
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

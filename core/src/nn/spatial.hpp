@@ -11,6 +11,9 @@
 
 #include "tandem/error.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -61,3 +64,5 @@ inline Window window_along(std::int64_t in, std::int64_t k, std::int64_t stride,
 }
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

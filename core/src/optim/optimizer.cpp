@@ -1,4 +1,4 @@
-#include "tandem/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"

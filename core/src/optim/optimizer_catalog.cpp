@@ -1,6 +1,6 @@
 #include "optim/optimizer_catalog.hpp"
 
-#include "tandem/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace tandem {
 

@@ -8,6 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 struct OptimizerCatalogEntry {
@@ -25,3 +29,5 @@ const std::vector<std::pair<std::string, std::string>>& optimizer_names();
 std::vector<OptimizerCatalogEntry> optimizer_catalog();
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -1,9 +1,9 @@
 // SGD, Adam, AdamW and RMSprop with Keras 3 update rules and defaults.
 #include "backend/kernel_math.hpp"
 #include "optim/optimizer_catalog.hpp"
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
-#include "tandem/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace tandem {
 

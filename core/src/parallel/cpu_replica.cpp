@@ -49,8 +49,7 @@ class CpuReplica : public Replica {
     if (y.size() > 0) std::copy(y.data(), y.data() + y.size(), out);
   }
 
-  float* gradients() override { return arena_.data(); }
-  std::size_t gradient_count() const override { return static_cast<std::size_t>(arena_.size()); }
+  Tensor& gradients() override { return arena_; }
   void apply_update() override { optimizer_.apply(model_.trainable_parameters()); }
   void set_learning_rate(double lr) override { optimizer_.set_learning_rate(lr); }
 

@@ -1,4 +1,4 @@
-#include "tandem/cross_replica_sum.hpp"
+#include "parallel/cross_replica_sum.hpp"
 
 #include <algorithm>
 

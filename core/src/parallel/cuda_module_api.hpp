@@ -14,11 +14,14 @@
 #include <memory>
 
 #include "parallel/replica.hpp"
-#include "tandem/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
-#include "tandem/precision.hpp"
-#include "tandem/world.hpp"
+#include "util/internal_api.hpp"
+#include "util/precision.hpp"
+#include "parallel/world.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::detail {
 
@@ -32,17 +35,19 @@ struct CudaModuleApi {
   /// cuda_built). Never throws for a missing driver or GPU: gpu_status then says why there is
   /// none. Thread-safe.
   void (*discover)(DeviceReport& report);
-  /// The NCCL communicator for an all-CUDA plan spanning `world`; null when the module was built
-  /// without NCCL.
-  std::unique_ptr<Communicator> (*make_nccl_communicator)(const DevicePlan& plan, World& world);
+  /// The NCCL communicator for an all-CUDA plan spanning `world` (null as a function when the
+  /// module was built without NCCL).
+  std::unique_ptr<StreamCommunicator> (*make_nccl_communicator)(const DevicePlan& plan,
+                                                                World& world);
   /// A replica training a copy of `model` with `optimizer`'s rule on the GPU `device`, mirroring
   /// into them (replica.hpp); borrows both. It is participant `participant` of `communicator`
-  /// (the plan's, which outlives it): with NCCL it sums its gradients itself, in buckets during
-  /// the backward pass (Replica::sums_gradients). Throws ConfigError naming the first layer,
-  /// loss, metric or optimizer it cannot run. Null when the module was built without the backend.
+  /// (the plan's, which outlives it; null when there is nothing to sum): it sums its gradients
+  /// itself, in buckets during the backward pass (Replica::sums_gradients). Throws ConfigError
+  /// naming the first layer, loss, metric or optimizer it cannot run. Null as a function when the
+  /// module was built without the backend.
   std::unique_ptr<Replica> (*make_cuda_replica)(Model& model, Optimizer& optimizer,
                                                 DeviceSpec device, Precision precision,
-                                                Communicator& communicator, int participant);
+                                                StreamCommunicator* communicator, int participant);
   /// Page-locked host memory (cudaHostAlloc, usable by every GPU), null when it cannot be had;
   /// and its release. Thread-safe.
   void* (*allocate_pinned)(std::size_t bytes);
@@ -50,3 +55,5 @@ struct CudaModuleApi {
 };
 
 }  // namespace tandem::detail
+
+TANDEM_INTERNAL_API_END

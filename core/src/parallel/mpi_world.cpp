@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "tandem/data_loader.hpp"
+#include "data/data_loader.hpp"
 #include "tandem/error.hpp"
-#include "tandem/world.hpp"
+#include "parallel/world.hpp"
 
 namespace tandem {
 

@@ -1,6 +1,6 @@
 // process_world() in a build without MPI.
 #include "tandem/error.hpp"
-#include "tandem/world.hpp"
+#include "parallel/world.hpp"
 
 namespace tandem {
 

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "tandem/devices.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::detail {
 
@@ -24,3 +27,5 @@ std::string nvml_sample(const std::vector<GpuInfo>& gpus, std::vector<GpuSample>
 std::string nvml_probe(const char* library);
 
 }  // namespace tandem::detail
+
+TANDEM_INTERNAL_API_END

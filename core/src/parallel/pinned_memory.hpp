@@ -17,6 +17,10 @@
 #include <memory>
 #include <mutex>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem::detail {
 
 class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
@@ -52,3 +56,5 @@ class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
 std::function<std::shared_ptr<float[]>(std::int64_t)> pinned_batch_storage();
 
 }  // namespace tandem::detail
+
+TANDEM_INTERNAL_API_END

@@ -19,12 +19,15 @@
 #include <vector>
 
 #include "tandem/device_plan.hpp"
-#include "tandem/loss.hpp"
-#include "tandem/metric.hpp"
+#include "nn/loss.hpp"
+#include "nn/metric.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/replica_model.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/replica_model.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::detail {
 
@@ -61,10 +64,8 @@ class Replica {
   virtual void predict(const Tensor& x, std::int64_t sample_offset, float* out) = 0;
 
   /// Every trainable parameter's gradient of the last train(), flat in trainable_parameters()
-  /// order: host memory on a CPU replica, the device's memory on a device replica (what the
-  /// plan's Communicator sums).
-  virtual float* gradients() = 0;
-  virtual std::size_t gradient_count() const = 0;
+  /// order, on the replica's device (what the plan's Communicator sums). Owned by the replica.
+  virtual Tensor& gradients() = 0;
   /// True when train() itself sums the gradients across every replica of the plan (and every
   /// rank): a CUDA replica reducing through NCCL in buckets while its backward pass still runs.
   /// The ReplicaModel then goes straight to apply_update().
@@ -85,3 +86,5 @@ class Replica {
 std::unique_ptr<Replica> make_cpu_replica(Model& model, Optimizer& optimizer, DeviceSpec device);
 
 }  // namespace tandem::detail
+
+TANDEM_INTERNAL_API_END

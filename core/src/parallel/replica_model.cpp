@@ -1,4 +1,4 @@
-#include "tandem/replica_model.hpp"
+#include "parallel/replica_model.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
+#include "nn/layer_extensions.hpp"
+#include "parallel/cross_replica_sum.hpp"
 #include "parallel/cuda_module.hpp"
 #include "parallel/replica.hpp"
 #include "tandem/error.hpp"
@@ -97,6 +99,21 @@ std::int64_t row_size(const Tensor& t) {
   return shape_size(Shape(t.shape().begin() + 1, t.shape().end()));
 }
 
+// Whether a layer of `model` computes statistics over the global batch (nn/layer_extensions.hpp).
+bool wants_cross_replica_sum(Model& model) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    if (auto* stats = nn::cross_replica_statistics_of(model.layer(l)))
+      if (stats->wants_cross_replica_sum()) return true;
+  return false;
+}
+
+// Gives every such layer of `model` the sum (empty: none).
+void set_cross_replica_sum(Model& model, const backend::SumAcrossReplicas& sum) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    if (auto* stats = nn::cross_replica_statistics_of(model.layer(l)))
+      stats->set_cross_replica_sum(sum);
+}
+
 // Rows [offset, offset + n) of a batch tensor, without copying.
 Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
   Shape shape = t.shape();
@@ -114,7 +131,11 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       precision_(precision),
       world_(world ? std::move(world) : single_process_world()) {
   if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
-  communicator_ = make_communicator(plan_, world_);
+  // CUDA plans: the replicas sum their gradients themselves through the stream communicator.
+  std::unique_ptr<StreamCommunicator> streams;
+  if (!plan_.all_cpu()) streams = make_stream_communicator(plan_, *world_);
+  StreamCommunicator* const stream_communicator = streams.get();
+  communicator_ = streams ? std::move(streams) : make_communicator(plan_, world_);
   const detail::CudaModule* cuda = nullptr;
   if (!plan_.all_cpu()) {
     cuda = &detail::cuda_module();
@@ -139,7 +160,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
     replicas_.push_back(
         device.kind == DeviceKind::cpu
             ? detail::make_cpu_replica(*model, *opt, device)
-            : cuda->api->make_cuda_replica(*model, *opt, device, precision_, *communicator_, r));
+            : cuda->api->make_cuda_replica(*model, *opt, device, precision_,
+                                           stream_communicator, r));
   }
   shard_sums_.resize(replicas_.size());
   last_step_.resize(replicas_.size());
@@ -151,14 +173,13 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   rank_plans_ = world_->all_gather_bytes(plan_.text);
   // Layers whose statistics span the global batch (synchronized BatchNormalization) share one
   // CrossReplicaSum over every replica of every rank.
-  bool wanted = false;
-  for (std::size_t l = 0; l < template_.layer_count(); ++l)
-    wanted = wanted || template_.layer(l).wants_cross_replica_sum();
-  if (wanted && (size() > 1 || world_->size() > 1)) {
+  if (wants_cross_replica_sum(template_) && (size() > 1 || world_->size() > 1)) {
     auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
     for (int r = 0; r < size(); ++r) {
       Model& m = replicas_[static_cast<std::size_t>(r)]->model();
-      for (std::size_t l = 0; l < m.layer_count(); ++l) m.layer(l).set_cross_replica_sum(sum, r);
+      set_cross_replica_sum(m, [sum, r](double* values, std::size_t count) {
+        sum->sum(r, values, count);
+      });
     }
   }
   broadcast_from_template();
@@ -172,8 +193,7 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
 
 ReplicaModel::~ReplicaModel() {
   // The template outlives this meta-model: leave its layers without the shared sum.
-  for (std::size_t l = 0; l < template_.layer_count(); ++l)
-    template_.layer(l).set_cross_replica_sum(nullptr, 0);
+  set_cross_replica_sum(template_, {});
 }
 
 std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
@@ -286,16 +306,17 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
 }
 
 void ReplicaModel::apply_update() {
-  std::vector<float*> buffers;
-  for (auto& r : replicas_) buffers.push_back(r->gradients());
-  const std::size_t count = replicas_[0]->gradient_count();
+  std::vector<Tensor*> buffers;
+  for (auto& r : replicas_) buffers.push_back(&r->gradients());
+  const auto count = static_cast<std::size_t>(buffers[0]->size());
   if (count > 0 && !replicas_[0]->sums_gradients()) {
-    // Inside the process first, then across processes (hierarchical; host memory: CPU plans).
-    communicator_->all_reduce_sum(buffers, count);
+    // Inside the process first, then across processes (hierarchical; host memory: the
+    // communicator checked, and only CPU plans get here with several ranks).
+    communicator_->all_reduce_sum(buffers);
     if (world_->size() > 1 && !communicator_->spans_world()) {
-      world_->all_reduce_sum(buffers[0], count);
+      world_->all_reduce_sum(buffers[0]->data(), count);
       for (std::size_t r = 1; r < buffers.size(); ++r)
-        std::memcpy(buffers[r], buffers[0], count * sizeof(float));
+        std::memcpy(buffers[r]->data(), buffers[0]->data(), count * sizeof(float));
     }
   }
   on_replicas([&](int r) { replicas_[static_cast<std::size_t>(r)]->apply_update(); });

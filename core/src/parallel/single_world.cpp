@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tandem/world.hpp"
+#include "parallel/world.hpp"
 
 namespace tandem {
 

@@ -3,12 +3,28 @@
 
 #include "backend/cpu/parallel.hpp"
 #include "parallel/cuda_module.hpp"
-#include "tandem/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
 
 namespace {
+
+// Every buffer: `count` elements on the host (a CPU replica's gradients).
+void check_host_buffers(const std::vector<Tensor*>& buffers, int participants) {
+  if (static_cast<int>(buffers.size()) != participants)
+    throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
+                   std::to_string(participants) + " participants");
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i]->device().kind != MemoryKind::host)
+      throw RunError("all_reduce_sum: participant " + std::to_string(i) + "'s buffer is on " +
+                     buffers[i]->device().name() + ", not on the host");
+    if (buffers[i]->size() != buffers[0]->size())
+      throw RunError("all_reduce_sum: participant " + std::to_string(i) + " has " +
+                     std::to_string(buffers[i]->size()) + " elements, participant 0 " +
+                     std::to_string(buffers[0]->size()));
+  }
+}
 
 class ThreadCommunicator : public Communicator {
  public:
@@ -16,21 +32,19 @@ class ThreadCommunicator : public Communicator {
   std::string name() const override { return "threads"; }
   int size() const override { return size_; }
 
-  void all_reduce_sum(const std::vector<float*>& buffers, std::size_t count) override {
-    if (static_cast<int>(buffers.size()) != size_)
-      throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
-                     std::to_string(size_) + " participants");
-    if (size_ == 1 || count == 0) return;
-    const auto n = static_cast<std::int64_t>(count);
+  void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
+    check_host_buffers(buffers, size_);
+    const std::int64_t n = buffers[0]->size();
+    if (size_ == 1 || n == 0) return;
     // Element ranges in parallel; within an element always b0 + b1 + ... + b(N-1).
     cpu::parallel_for(n, 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-      float* __restrict first = buffers[0];
+      float* __restrict first = buffers[0]->data();
       for (int r = 1; r < size_; ++r) {
-        const float* __restrict other = buffers[static_cast<std::size_t>(r)];
+        const float* __restrict other = buffers[static_cast<std::size_t>(r)]->data();
         for (std::int64_t k = begin; k < end; ++k) first[k] += other[k];
       }
       for (int r = 1; r < size_; ++r)
-        std::copy(first + begin, first + end, buffers[static_cast<std::size_t>(r)] + begin);
+        std::copy(first + begin, first + end, buffers[static_cast<std::size_t>(r)]->data() + begin);
     });
   }
 
@@ -38,11 +52,12 @@ class ThreadCommunicator : public Communicator {
   int size_;
 };
 
+// One participant: nothing to sum (one GPU in one process).
 class NoCommunicator : public Communicator {
  public:
   std::string name() const override { return "none"; }
   int size() const override { return 1; }
-  void all_reduce_sum(const std::vector<float*>& buffers, std::size_t) override {
+  void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
     if (buffers.size() != 1)
       throw RunError("no communication backend is built for " + std::to_string(buffers.size()) +
                      " participants");
@@ -51,23 +66,27 @@ class NoCommunicator : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan,
-                                                const std::shared_ptr<World>& world) {
-  if (plan.all_cpu()) return std::make_unique<ThreadCommunicator>(plan.size());
+std::unique_ptr<StreamCommunicator> make_stream_communicator(const DevicePlan& plan, World& world) {
   for (const auto& d : plan.replicas)
     if (d.kind != DeviceKind::cuda)
       throw ConfigError("devices", "a plan cannot mix CPU and CUDA replicas: " + plan.text);
   const detail::CudaModule& cuda = detail::cuda_module();
   if (!cuda.api)
     throw ConfigError("devices", "device plan '" + plan.text + "' needs CUDA, but " + cuda.why_not);
-  World& job = world ? *world : *single_process_world();
-  if (cuda.api->make_nccl_communicator && (plan.size() > 1 || job.size() > 1))
-    return cuda.api->make_nccl_communicator(plan, job);
-  if (plan.size() == 1 && job.size() == 1) return std::make_unique<NoCommunicator>();
+  if (plan.size() == 1 && world.size() == 1) return nullptr;
+  if (cuda.api->make_nccl_communicator) return cuda.api->make_nccl_communicator(plan, world);
   throw ConfigError("devices", "device plan '" + plan.text + "' has " +
                                    std::to_string(plan.size()) +
                                    " CUDA replicas, but this Tandem's CUDA module was built "
                                    "without NCCL");
+}
+
+std::unique_ptr<Communicator> make_communicator(const DevicePlan& plan,
+                                                const std::shared_ptr<World>& world) {
+  if (plan.all_cpu()) return std::make_unique<ThreadCommunicator>(plan.size());
+  World& job = world ? *world : *single_process_world();
+  if (auto streams = make_stream_communicator(plan, job)) return streams;
+  return std::make_unique<NoCommunicator>();
 }
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-#include "tandem/options_schema.hpp"
+#include "plugin/options_schema.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {

@@ -1,11 +1,11 @@
-#include "tandem/plugin_host.hpp"
+#include "plugin/plugin_host.hpp"
 
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 
-#include "tandem/options_schema.hpp"
+#include "plugin/options_schema.hpp"
 #include "util/library_location.hpp"
 
 namespace tandem {

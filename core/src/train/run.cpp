@@ -1,4 +1,4 @@
-#include "tandem/run.hpp"
+#include "train/run.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -15,15 +15,15 @@
 #include "parallel/cuda_module.hpp"
 #include "parallel/pinned_memory.hpp"
 #include "tandem/checkpoint_file.hpp"
-#include "tandem/data_loader.hpp"
-#include "tandem/dataset.hpp"
+#include "data/data_loader.hpp"
+#include "data/dataset.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
-#include "tandem/plugin_host.hpp"
-#include "tandem/replica_model.hpp"
-#include "tandem/trainer.hpp"
+#include "plugin/plugin_host.hpp"
+#include "parallel/replica_model.hpp"
+#include "train/trainer.hpp"
 
 #ifndef TANDEM_VERSION
 #define TANDEM_VERSION "0.0.0"

@@ -1,9 +1,9 @@
-#include "tandem/run_config.hpp"
+#include "train/run_config.hpp"
 
 #include <fstream>
 #include <sstream>
 
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {

@@ -1,4 +1,4 @@
-#include "tandem/trainer.hpp"
+#include "train/trainer.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Trainer::checkpoint / restore: the complete state needed to resume a run exactly.
 #include "tandem/error.hpp"
-#include "tandem/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace tandem {
 

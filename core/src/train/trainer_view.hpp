@@ -1,7 +1,7 @@
 // Trainer::View: the ModelView a callback sees for its target (private to the trainer).
 #pragma once
 
-#include "tandem/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace tandem {
 

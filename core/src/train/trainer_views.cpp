@@ -1,6 +1,6 @@
 // The two targets a callback can choose (contract 3): the template and the meta-model.
 #include "tandem/error.hpp"
-#include "tandem/trainer.hpp"
+#include "train/trainer.hpp"
 #include "train/trainer_view.hpp"
 
 namespace tandem {

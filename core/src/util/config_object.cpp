@@ -1,4 +1,4 @@
-#include "tandem/config_object.hpp"
+#include "util/config_object.hpp"
 
 #include <cmath>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "tandem/precision.hpp"
+#include "util/precision.hpp"
 
 #include "tandem/error.hpp"
 

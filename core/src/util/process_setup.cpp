@@ -1,4 +1,4 @@
-#include "tandem/process_setup.hpp"
+#include "util/process_setup.hpp"
 
 #include <unistd.h>
 

@@ -6,6 +6,10 @@
 #include <chrono>
 #include <string>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem::detail {
 
 /// `time` as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC; milliseconds truncated).
@@ -15,3 +19,5 @@ std::string utc_timestamp(std::chrono::system_clock::time_point time);
 std::string utc_now();
 
 }  // namespace tandem::detail
+
+TANDEM_INTERNAL_API_END

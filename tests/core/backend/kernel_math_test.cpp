@@ -14,7 +14,7 @@
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "tandem/error.hpp"
-#include "tandem/loss.hpp"
+#include "nn/loss.hpp"
 
 namespace tandem {
 namespace {

@@ -1,4 +1,4 @@
-#include "tandem/data_loader.hpp"
+#include "data/data_loader.hpp"
 
 #include <gtest/gtest.h>
 

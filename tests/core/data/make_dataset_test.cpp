@@ -5,7 +5,7 @@
 
 #include "core/data/data_test_util.hpp"
 #include "io/hdf5_lock.hpp"
-#include "tandem/dataset.hpp"
+#include "data/dataset.hpp"
 #include "tandem/error.hpp"
 #include "test_support.hpp"
 

@@ -9,8 +9,8 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/replica_model.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/replica_model.hpp"
 #include "test_support.hpp"
 
 // From backend/cpu/parallel.hpp, which the tests do not include: they are built without OpenMP and

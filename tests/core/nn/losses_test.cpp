@@ -4,7 +4,7 @@
 
 #include "gradient_check.hpp"
 #include "tandem/error.hpp"
-#include "tandem/loss.hpp"
+#include "nn/loss.hpp"
 
 namespace tandem {
 namespace {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "tandem/error.hpp"
-#include "tandem/metric.hpp"
+#include "nn/metric.hpp"
 
 namespace tandem {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
-#include "tandem/run_config.hpp"
+#include "train/run_config.hpp"
 #include "test_support.hpp"
 
 namespace tandem {

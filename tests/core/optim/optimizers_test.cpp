@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "tandem/error.hpp"
-#include "tandem/optimizer.hpp"
+#include "optim/optimizer.hpp"
 
 namespace tandem {
 namespace {

@@ -1,5 +1,5 @@
 // CrossReplicaSum: a barrier-style sum between replica threads, reusable round after round.
-#include "tandem/cross_replica_sum.hpp"
+#include "parallel/cross_replica_sum.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The meta-model contracts (docs/design.md contracts 1 and 2) and determinism.
-#include "tandem/replica_model.hpp"
+#include "parallel/replica_model.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "tandem/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -13,26 +13,61 @@ TEST(ThreadCommunicator, SumsInReplicaOrderIntoEveryBuffer) {
   EXPECT_EQ(comm->name(), "threads");
   EXPECT_EQ(comm->size(), 3);
   // Float addition is not associative: (1e8 + 1) - 1e8 = 0 but 1e8 + (1 - 1e8) = 8.
-  const std::size_t n = 200000;  // large enough to be split over threads
-  std::vector<float> a(n, 1e8f), b(n, 1.0f), c(n, -1e8f);
-  b[7] = 3.0f;
-  comm->all_reduce_sum({a.data(), b.data(), c.data()}, n);
+  const std::int64_t n = 200000;  // large enough to be split over threads
+  Tensor a = Tensor::from_vector({n}, std::vector<float>(n, 1e8f));
+  Tensor b = Tensor::from_vector({n}, std::vector<float>(n, 1.0f));
+  Tensor c = Tensor::from_vector({n}, std::vector<float>(n, -1e8f));
+  b.data()[7] = 3.0f;
+  comm->all_reduce_sum({&a, &b, &c});
   const float expected = (1e8f + 1.0f) + -1e8f;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::int64_t i = 0; i < n; ++i) {
     const float e = i == 7 ? (1e8f + 3.0f) + -1e8f : expected;
-    ASSERT_EQ(a[i], e) << i;
-    ASSERT_EQ(b[i], e) << i;
-    ASSERT_EQ(c[i], e) << i;
+    ASSERT_EQ(a.data()[i], e) << i;
+    ASSERT_EQ(b.data()[i], e) << i;
+    ASSERT_EQ(c.data()[i], e) << i;
   }
 }
 
 TEST(ThreadCommunicator, OneParticipantIsANoOpAndWrongCountsAreErrors) {
   auto one = make_communicator(DevicePlan::cpus(1));
-  std::vector<float> a{1, 2};
-  one->all_reduce_sum({a.data()}, 2);
-  EXPECT_EQ(a[1], 2.0f);
+  Tensor a = Tensor::from_vector({2}, {1, 2});
+  one->all_reduce_sum({&a});
+  EXPECT_EQ(a.data()[1], 2.0f);
   auto two = make_communicator(DevicePlan::cpus(2));
-  EXPECT_THROW(two->all_reduce_sum({a.data()}, 2), RunError);
+  EXPECT_THROW(two->all_reduce_sum({&a}), RunError);
+  Tensor longer({3});
+  try {
+    two->all_reduce_sum({&a, &longer});
+    FAIL() << "buffers of different sizes must be refused";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("participant 1 has 3 elements, participant 0 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Memory that claims to be a GPU's (host storage underneath): what a CUDA replica's gradients
+// look like to a communicator.
+class FakeGpuMemory final : public DeviceMemory {
+ public:
+  Device device() const override { return {MemoryKind::cuda, 1}; }
+  std::shared_ptr<float[]> allocate(std::int64_t count) override {
+    return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(count)]);
+  }
+};
+
+TEST(ThreadCommunicator, RefusesBuffersThatAreNotOnTheHost) {
+  auto two = make_communicator(DevicePlan::cpus(2));
+  Tensor host({4});
+  Tensor gpu({4}, std::make_shared<FakeGpuMemory>());
+  try {
+    two->all_reduce_sum({&host, &gpu});
+    FAIL() << "a device buffer must never be read as host memory";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("participant 1's buffer is on cuda:1, not on the host"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Communicator, CudaPlansNeedNcclBeyondOneReplica) {

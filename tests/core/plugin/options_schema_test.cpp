@@ -1,6 +1,6 @@
 // The one JSON Schema validator: validate_options() (run configs), option_problems() and
 // describe_schema() (`tandem check-options`, which tandem-gui's option forms ask).
-#include "tandem/options_schema.hpp"
+#include "plugin/options_schema.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tandem/run_config.hpp"
+#include "train/run_config.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem::cpu {
 
 /// GEMMs of fewer floating-point operations than this run on one thread.
@@ -14,3 +18,5 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           std::int64_t ldc);
 
 }  // namespace tandem::cpu
+
+TANDEM_INTERNAL_API_END

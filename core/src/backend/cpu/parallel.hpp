@@ -11,6 +11,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem::cpu {
 
 /// Threads the calling thread's kernels use (its OpenMP team size: all cores by default; a
@@ -45,3 +49,5 @@ void parallel_for(std::int64_t n, std::int64_t min_chunk, F&& f) {
 }
 
 }  // namespace tandem::cpu
+
+TANDEM_INTERNAL_API_END

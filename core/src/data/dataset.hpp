@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -41,3 +44,5 @@ std::shared_ptr<Dataset> make_subset(std::shared_ptr<const Dataset> parent, std:
                                      std::int64_t count);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

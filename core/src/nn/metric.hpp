@@ -8,8 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tandem/loss.hpp"
+#include "nn/loss.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -49,3 +52,5 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const nlohmann::json& list,
                                                   const Shape& output_shape);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -8,9 +8,15 @@
 // re-executes the program once with OMP_WAIT_POLICY=PASSIVE. A user's explicit setting wins.
 #pragma once
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 /// May not return (re-exec). Safe to call more than once.
 void configure_process(int argc, char** argv);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 class World {
@@ -53,3 +57,5 @@ std::shared_ptr<World> process_world();
 bool launched_by_mpi();
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

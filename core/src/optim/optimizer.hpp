@@ -14,6 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/parameter.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -69,3 +72,5 @@ class Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& spec, const std::string& path);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -11,8 +11,11 @@
 #include <functional>
 #include <memory>
 
-#include "tandem/dataset.hpp"
+#include "data/dataset.hpp"
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -75,3 +78,5 @@ class DataLoader {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

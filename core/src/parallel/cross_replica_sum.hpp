@@ -16,7 +16,10 @@
 #include <mutex>
 #include <vector>
 
-#include "tandem/world.hpp"
+#include "parallel/world.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -38,3 +41,5 @@ class CrossReplicaSum {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -14,7 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/model_view.hpp"
-#include "tandem/precision.hpp"
+#include "util/internal_api.hpp"
+#include "util/precision.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -75,3 +78,5 @@ void apply_override(nlohmann::json& config, const std::string& assignment);
 RunConfig parse_run_config(const nlohmann::json& config, const std::filesystem::path& base_dir);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -42,3 +45,5 @@ class Loss {
 std::unique_ptr<Loss> make_loss(const nlohmann::json& spec, const std::string& path);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -15,6 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 /// Checks `options` against `schema` and returns them with every missing property that has a
@@ -45,3 +49,5 @@ std::string describe_schema(const nlohmann::json& schema);
 void check_schema(const nlohmann::json& schema, const std::string& where);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -26,15 +26,18 @@
 #include <memory>
 #include <vector>
 
-#include "tandem/communicator.hpp"
-#include "tandem/data_loader.hpp"
+#include "parallel/communicator.hpp"
+#include "data/data_loader.hpp"
 #include "tandem/device_plan.hpp"
-#include "tandem/loss.hpp"
-#include "tandem/metric.hpp"
+#include "nn/loss.hpp"
+#include "nn/metric.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/precision.hpp"
-#include "tandem/world.hpp"
+#include "optim/optimizer.hpp"
+#include "util/internal_api.hpp"
+#include "util/precision.hpp"
+#include "parallel/world.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -147,3 +150,5 @@ class ReplicaModel {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -19,15 +19,18 @@
 
 #include "tandem/callback.hpp"
 #include "tandem/checkpoint_file.hpp"
-#include "tandem/data_loader.hpp"
+#include "data/data_loader.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/logs.hpp"
-#include "tandem/loss.hpp"
-#include "tandem/metric.hpp"
+#include "nn/loss.hpp"
+#include "nn/metric.hpp"
 #include "tandem/model.hpp"
-#include "tandem/optimizer.hpp"
-#include "tandem/replica_model.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/replica_model.hpp"
 #include "tandem/training_state.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -120,3 +123,5 @@ class Trainer : public CallbackContext {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

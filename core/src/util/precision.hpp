@@ -9,6 +9,10 @@
 
 #include <string>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 enum class Precision { fp32, tf32 };
@@ -21,3 +25,5 @@ inline std::string precision_name(Precision p) {
 Precision parse_precision(const std::string& text, const std::string& path);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

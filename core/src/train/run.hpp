@@ -18,9 +18,12 @@
 
 #include "tandem/callback.hpp"
 #include "tandem/logs.hpp"
-#include "tandem/run_config.hpp"
+#include "train/run_config.hpp"
 #include "tandem/tensor.hpp"
-#include "tandem/world.hpp"
+#include "parallel/world.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -68,3 +71,5 @@ Tensor run_prediction(const InferenceRequest& request);
 std::optional<nlohmann::json> run_config_of_checkpoint(const std::filesystem::path& path);
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -17,6 +17,9 @@
 
 #include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
@@ -58,3 +61,5 @@ class PluginHost {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

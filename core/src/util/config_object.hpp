@@ -14,6 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
 namespace tandem {
 
 /// "a string", "an integer", ... for error messages.
@@ -66,3 +70,5 @@ class ConfigObject {
 };
 
 }  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -1,0 +1,61 @@
+// Private (nn): what a layer may offer the engine beyond the public Layer interface. The SDK's
+// Layer (tandem/layer.hpp) is what a plugin sees through a ModelView; these hooks are how the
+// Model and the ReplicaModel tune the layers they run, and no plugin calls them.
+//
+// A layer offers a hook by also deriving from its interface; the engine asks with dynamic_cast
+// (the `*_of()` helpers below), so a layer without the hook needs no code for it.
+// Thread-safety: as the layer's (one thread at a time).
+#pragma once
+
+#include "backend/ops.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+/// A layer whose output is relu(z) and that can hand the relu to the next layer. After
+/// set_output_relu_external(true) it outputs z and its backward() receives dL/dz.
+class ReluProducer {
+ public:
+  virtual ~ReluProducer() = default;
+  virtual bool has_output_relu() const = 0;
+  virtual void set_output_relu_external(bool external) = 0;
+};
+
+/// A layer that can apply the previous layer's relu itself, on a smaller tensor: max pooling
+/// computes relu(max z) = max relu(z) on its pooled output and masks its pooled gradient by
+/// pooled output > 0 (each gradient lands on its window's maximum), exactly what the pair would
+/// compute otherwise, on a 4× smaller tensor for 2×2 windows.
+class ReluConsumer {
+ public:
+  virtual ~ReluConsumer() = default;
+  virtual bool can_apply_input_relu() const = 0;
+  virtual void set_apply_input_relu(bool apply) = 0;
+};
+
+/// A layer whose statistics span the whole global batch (synchronized BatchNormalization). The
+/// ReplicaModel gives every replica's layer a sum over every replica of the run (the function
+/// holds what it needs alive); an empty function makes the layer local again.
+class CrossReplicaStatistics {
+ public:
+  virtual ~CrossReplicaStatistics() = default;
+  virtual bool wants_cross_replica_sum() const = 0;
+  virtual void set_cross_replica_sum(backend::SumAcrossReplicas sum) = 0;
+};
+
+/// The layer's hook, or null when it offers none. Borrowed from `layer`.
+inline ReluProducer* relu_producer_of(Layer& layer) {
+  return dynamic_cast<ReluProducer*>(&layer);
+}
+inline ReluConsumer* relu_consumer_of(Layer& layer) {
+  return dynamic_cast<ReluConsumer*>(&layer);
+}
+inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
+  return dynamic_cast<CrossReplicaStatistics*>(&layer);
+}
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
