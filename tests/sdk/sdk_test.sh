@@ -44,6 +44,18 @@ if readelf -d "$prefix/bin/tandem" "$prefix/$libdir"/tandem/plugins/*.so | grep 
   fail "an installed file still has a build-tree RUNPATH"
 fi
 
+step "the installed headers are the SDK, and each compiles on its own"
+sdk_headers="atomic_file callback checkpoint_file device_plan devices error event_sink export layer logs
+  model model_view parameter plugin rng tensor training_state"
+installed=$(cd "$prefix/include/tandem" && ls | sed 's/\.hpp$//' | sort | tr '\n' ' ')
+expected=$(printf '%s\n' $sdk_headers | sort | tr '\n' ' ')
+[ "$installed" = "$expected" ] ||
+  fail "the installed headers are [$installed], not the SDK's [$expected]"
+for h in $sdk_headers; do
+  echo "#include \"tandem/$h.hpp\"" | "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" -x c++ - ||
+    fail "tandem/$h.hpp does not compile on its own against the installed headers"
+done
+
 step "build plugins/example out of tree against the installed package"
 cp -r "$src/plugins/example" "$work/example-src"  # away from Tandem's source tree
 quiet cmake -S "$work/example-src" -B "$work/example-build" -G "$generator" \
