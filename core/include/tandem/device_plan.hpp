@@ -1,7 +1,8 @@
 // DevicePlan: which devices the replicas of a run live on (docs/design.md contract 1).
 //
 // Text forms: "auto" (every GPU, else the CPU), "cpu" (= "cpu:1"), "cpu:N" (N CPU replicas
-// sharing the cores fairly), "cuda:0,2", "cuda:all". Plain data; copyable.
+// sharing the cores fairly), "cuda:0,2", "cuda:all". Plain data: copyable, owned by whoever holds
+// it, safe to read from any thread while nobody writes it.
 #pragma once
 
 #include <string>

@@ -1,5 +1,6 @@
 // Logs: metric name -> value, in insertion order ("loss", "accuracy", "val_loss", ...), the way
-// Keras hands `logs` to callbacks. Plain value type.
+// Keras hands `logs` to callbacks. Plain value type: copies are independent; a Logs object is used
+// by one thread at a time (hooks get theirs on the training thread).
 #pragma once
 
 #include <optional>
