@@ -122,6 +122,23 @@ TEST_F(BackendOps, ColumnSumsMultiplyAndFillFollowTheCpu) {
   expect_same(f_cpu, down(f_gpu), "fill");
 }
 
+// The merging layers' operations: an element-wise sum, and a block of columns between matrices
+// (Concatenate's forward and its gradient's way back), bit for bit.
+TEST_F(BackendOps, AddAndColumnBlocksAreTheCpusBitForBit) {
+  const Tensor x = random_host({300, 17}, 7), y = random_host({300, 17}, 8);
+  Tensor a_cpu({300, 17}), a_gpu = gpu_tensor({300, 17});
+  cpu().add(x, y, a_cpu);
+  gpu().add(up(x), up(y), a_gpu);
+  expect_same(a_cpu, down(a_gpu), "add");
+  Tensor c_cpu({300, 40}), c_gpu = gpu_tensor({300, 40});
+  cpu().fill(c_cpu, -1.0f);
+  gpu().fill(c_gpu, -1.0f);
+  cpu().copy_columns(x, 17, 2, c_cpu, 40, 21, 15);
+  gpu().copy_columns(up(x), 17, 2, c_gpu, 40, 21, 15);
+  expect_same(c_cpu, down(c_gpu), "copy_columns");
+  EXPECT_THROW(gpu().copy_columns(up(x), 17, 5, c_gpu, 40, 0, 15), std::logic_error);
+}
+
 TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
   const std::int64_t rows = 23, cols = 19;
   const Tensor x = random_host({rows, cols}, 7, -4.0f, 4.0f);

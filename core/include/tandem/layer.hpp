@@ -1,4 +1,4 @@
-// Layer: one step of a Sequential model, with explicit forward and backward passes.
+// Layer: one step of a model (Sequential or functional), with explicit forward and backward passes.
 //
 // Shapes passed to and returned from build() exclude the batch dimension; tensors passed to
 // forward()/backward() include it. forward() returns a reference to a buffer the layer owns and
@@ -50,6 +50,19 @@ class TANDEM_EXPORT Layer {
   /// Given dL/d(output), accumulates nothing: it *sets* each parameter's grad to dL/dparam for
   /// this batch and, when `need_input_grad`, returns dL/dx (else an empty tensor).
   virtual const Tensor& backward(const Tensor& grad_output, bool need_input_grad) = 0;
+
+  /// Layers that take several inputs (the merging layers: Add, Concatenate, ...) say so and
+  /// override the three list forms below; every other layer takes one input and keeps the
+  /// defaults, which call the one-input forms. A functional model calls the list forms.
+  virtual bool takes_several_inputs() const { return false; }
+  /// build() for `input_shapes` (one per input, in the order of the layer's inbound tensors).
+  virtual Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init);
+  /// forward() on `inputs` (borrowed for the call; the layer may keep them until its backward).
+  virtual const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training);
+  /// backward(), returning dL/d(input i) for every input when `need_input_grad` (each a tensor
+  /// the layer owns, or grad_output itself, valid until the layer's next backward), else none.
+  virtual std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                                     bool need_input_grad);
 
   /// Trainable parameters first, then non-trainable, in Keras weight order.
   virtual std::vector<Parameter*> parameters() { return {}; }

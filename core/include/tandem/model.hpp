@@ -1,4 +1,6 @@
-// Model: a Sequential stack of layers built from a Keras-compatible JSON config.
+// Model: a Sequential stack of layers, or a functional graph of them, built from a Keras JSON
+// config ("Sequential"; "Functional" or "Model" with input_layers, output_layers and each layer's
+// inbound_nodes). A Sequential model is the graph whose every layer takes the one before it.
 //
 // The model owns its layers and their parameters. It is the "template" of docs/design.md: device
 // agnostic, savable, the thing every replica is a copy of. Not thread-safe: one thread drives a
@@ -24,7 +26,9 @@ struct CheckpointData;
 class TANDEM_EXPORT Model {
  public:
   /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
-  /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`.
+  /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`, or
+  /// from a functional config in Keras 2's or Keras 3's form (one input, one output; each layer
+  /// called once).
   /// Initial weights are drawn from `seed`. Throws ConfigError naming the JSON path (`path` is
   /// the path of `config` itself, e.g. "model").
   static std::unique_ptr<Model> from_config(const nlohmann::json& config, const std::string& path,
@@ -39,6 +43,12 @@ class TANDEM_EXPORT Model {
   Layer& layer(std::size_t i) { return *layers_[i]; }
   const Layer& layer(std::size_t i) const { return *layers_[i]; }
   const Shape& layer_output_shape(std::size_t i) const { return output_shapes_[i + 1]; }
+  /// True for a functional model (its config and summary say how the layers connect).
+  bool functional() const { return functional_; }
+  /// What layer i takes: the indices of the layers whose outputs it reads, in order, with
+  /// kModelInput for the model's input. Layers are in topological order, so each index is < i.
+  static constexpr int kModelInput = -1;
+  const std::vector<int>& layer_inputs(std::size_t i) const { return inputs_[i]; }
 
   /// Runs the layers; the returned reference is owned by the last layer (valid until the next
   /// forward). `training` enables Dropout. `sample_offset`: where x's rows sit in the global
@@ -77,8 +87,29 @@ class TANDEM_EXPORT Model {
   std::string name_;
   nlohmann::json input_layer_config_;
   Shape input_shape_;
-  std::vector<std::unique_ptr<Layer>> layers_;
+  // Reads the layers of a Sequential or a functional config (into layers_ and inputs_).
+  void read_sequential(const nlohmann::json& layers, const std::string& layers_path,
+                       std::vector<std::string>& layer_paths);
+  void read_functional(const nlohmann::json& config, const std::string& path,
+                       std::vector<std::string>& layer_paths);
+  // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
+  void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
+  nlohmann::json functional_config() const;
+  // The name of what a layer reads (kModelInput: the InputLayer's).
+  std::string input_name_of(int input) const;
+  // Adds `grad` to the gradient of layer i's output in this backward pass.
+  void add_output_grad(std::size_t i, const Tensor* grad);
+
+  bool functional_ = false;
+  std::string input_name_;  // functional: the InputLayer's name
+  std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
+  std::vector<std::vector<int>> inputs_;        // per layer: see layer_inputs()
   std::vector<Shape> output_shapes_;  // [0] = input shape, [i+1] = output of layer i
+  // One step's working state: each layer's output (owned by the layer), each output's gradient
+  // (a layer's, or grad_sums_[i] where several layers read output i), the input list of a call.
+  std::vector<const Tensor*> outputs_, output_grads_;
+  std::vector<Tensor> grad_sums_;
+  std::vector<const Tensor*> call_inputs_;
   std::uint64_t seed_ = 0;
   nlohmann::json source_config_;
 };

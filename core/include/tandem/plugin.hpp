@@ -26,8 +26,9 @@
 /// Bumped whenever a public header used by plugins changes incompatibly (2: ReplicaFacts::rank;
 /// 3: Tensor knows its device; Layer, Loss, Metric and Optimizer compute through the backend;
 /// 4: Layer without the engine's relu-handoff and cross-replica hooks, the SDK is these headers
-/// only and libtandem exports only what they declare).
-#define TANDEM_PLUGIN_ABI_VERSION 4
+/// only and libtandem exports only what they declare; 5: functional models: Layer's list forms
+/// for several inputs, Model's graph).
+#define TANDEM_PLUGIN_ABI_VERSION 5
 
 namespace tandem {
 

@@ -200,6 +200,15 @@ class Backend {
   virtual void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) = 0;
   /// out = a * b element-wise (out may be a or b).
   virtual void multiply(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out = a + b element-wise, in float (out may be a or b): merging layers and the gradient
+  /// sums where a tensor feeds several layers of a graph.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// Copies a block of columns between two row-major matrices with the same number of rows:
+  /// dst[r, dst_offset + j] = src[r, src_offset + j] for j < width, where src has `src_cols`
+  /// columns and dst `dst_cols` (Concatenate along its axis, and back for its gradient).
+  virtual void copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                            Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                            std::int64_t width) = 0;
 
   // Activations (rows of `cols` values; softmax is per row).
   virtual void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
@@ -259,6 +268,13 @@ Backend& cpu_backend();
 /// gives such a row NaN instead, so device replicas check the host rows first).
 void check_sparse_labels(const Tensor& target, std::int64_t classes);
 
+/// Throws std::logic_error unless the three sizes of an element-wise operation agree.
+void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
+                              const char* operation);
+/// Throws std::logic_error unless copy_columns' block fits both matrices; returns the rows.
+std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                           const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                           std::int64_t width);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
 

@@ -10,6 +10,7 @@
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
 #include "nn/global_average_pooling.hpp"
+#include "nn/merge.hpp"
 #include "nn/pooling.hpp"
 #include "nn/reshape.hpp"
 #include "tandem/error.hpp"
@@ -56,6 +57,18 @@ std::unique_ptr<Layer> make_activation(ConfigObject& c, const std::string& name)
 std::unique_ptr<Layer> make_flatten(ConfigObject& c, const std::string& name) {
   std::string fmt = c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<Flatten>(name);
+}
+
+std::unique_ptr<Layer> make_add(ConfigObject& /*c*/, const std::string& name) {
+  return std::make_unique<Add>(name);
+}
+
+std::unique_ptr<Layer> make_concatenate(ConfigObject& c, const std::string& name) {
+  const auto axis = c.get_int("axis", -1);
+  if (axis == 0 || axis < -32 || axis > 32)
+    throw ConfigError(c.path_of("axis"), "expected a non-batch axis (-1 for the last, 1 for the "
+                                         "first after the batch axis), got " + std::to_string(axis));
+  return std::make_unique<Concatenate>(name, static_cast<int>(axis));
 }
 
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
@@ -238,6 +251,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Dense", {"dense", make_dense}},
       {"Activation", {"activation", make_activation}},
       {"Flatten", {"flatten", make_flatten}},
+      {"Add", {"add", make_add}},
+      {"Concatenate", {"concatenate", make_concatenate}},
       {"Dropout", {"dropout", make_dropout}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},

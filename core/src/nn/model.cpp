@@ -1,15 +1,18 @@
 #include "tandem/model.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "nn/functional_config.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
 #include "tandem/checkpoint_file.hpp"
-#include "util/config_object.hpp"
 #include "tandem/error.hpp"
+#include "util/config_object.hpp"
 
 namespace tandem {
 
@@ -70,118 +73,211 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
   return shape;
 }
 
+// Makes one (non-input) layer from its config entry: the registry's factory, a name (the
+// entry's, or the class's default numbered as Keras numbers them), `trainable`, the dtype check.
+// `input_shape` receives a shape the entry's config declares, if any.
+std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& path,
+                                  std::map<std::string, int>& name_counts,
+                                  std::set<std::string>& used_names,
+                                  std::optional<Shape>& input_shape) {
+  ConfigObject entry(entry_json, path);
+  const std::string cls = entry.get_string("class_name");
+  entry.ignore({"module", "registered_name", "build_config", "inbound_nodes", "name"});
+  json empty = json::object();
+  const json* cfg_json = entry.find("config");
+  ConfigObject lc(cfg_json ? *cfg_json : empty, entry.path_of("config"));
+  entry.finish();
+  const auto& registry = nn::layer_registry();
+  auto it = registry.find(cls);
+  if (it == registry.end()) {
+    std::string known;
+    for (const auto& [k, _] : registry) known += (known.empty() ? "" : ", ") + k;
+    throw ConfigError(entry.path_of("class_name"),
+                      "unknown layer class '" + cls + "' (known: InputLayer, " + known + ")");
+  }
+  std::string name;
+  if (lc.has("name")) {
+    name = lc.get_string("name");
+  } else {
+    int n = name_counts[it->second.default_name]++;
+    name = it->second.default_name + (n == 0 ? "" : "_" + std::to_string(n));
+  }
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw ConfigError(lc.path_of("name"), "layer names must be non-empty and contain no '/'");
+  if (!used_names.insert(name).second)
+    throw ConfigError(lc.path_of("name"), "duplicate layer name '" + name + "'");
+  const bool trainable = lc.get_bool("trainable", true);
+  check_dtype(lc);
+  input_shape = read_input_shape(lc);
+  auto layer = it->second.make(lc, name);
+  lc.finish();
+  layer->set_trainable(trainable);
+  return layer;
+}
+
+// An InputLayer's config: its per-sample shape (required), checked keys.
+Shape read_input_layer(const json& config_json, const std::string& path) {
+  ConfigObject lc(config_json, path);
+  auto shape = read_input_shape(lc);
+  if (!shape)
+    throw ConfigError(lc.path(), "InputLayer needs batch_input_shape, batch_shape or shape");
+  check_dtype(lc);
+  lc.ignore({"name", "sparse", "ragged", "input_tensor", "optional"});
+  lc.finish();
+  return *shape;
+}
+
+const json& config_of(const json& entry) {
+  static const json empty = json::object();
+  return entry.contains("config") && entry["config"].is_object() ? entry["config"] : empty;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::from_config(const json& config, const std::string& path,
                                           std::uint64_t seed) {
   ConfigObject top(config, path);
   const std::string cls = top.get_string("class_name");
-  if (cls != "Sequential")
+  if (cls != "Sequential" && cls != "Functional" && cls != "Model")
     throw ConfigError(top.path_of("class_name"),
-                      "only \"Sequential\" models are supported, got \"" + cls + "\"");
-  top.ignore({"module", "registered_name", "build_config", "compile_config"});
+                      "expected \"Sequential\", \"Functional\" or \"Model\", got \"" + cls + "\"");
+  // What Keras' to_json() writes beside the model itself.
+  top.ignore(
+      {"module", "registered_name", "build_config", "compile_config", "keras_version", "backend"});
   ConfigObject cfg = top.get_object("config");
   top.finish();
 
   std::unique_ptr<Model> model(new Model());
   model->seed_ = seed;
   model->source_config_ = config;
-  model->name_ = cfg.get_string("name", "sequential");
+  model->functional_ = cls != "Sequential";
+  model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
   cfg.ignore({"trainable", "build_input_shape"});
   check_dtype(cfg);
-  const json& layers = cfg.at("layers");
-  const std::string layers_path = cfg.path_of("layers");
-  if (!layers.is_array()) throw ConfigError(layers_path, "expected a list of layers");
+  std::vector<std::string> layer_paths;
+  if (model->functional_) {
+    model->read_functional(config, cfg.path(), layer_paths);
+    cfg.ignore({"layers", "input_layers", "output_layers"});
+  } else {
+    const json& layers = cfg.at("layers");
+    model->read_sequential(layers, cfg.path_of("layers"), layer_paths);
+  }
   cfg.finish();
+  model->build_layers(seed, layer_paths);
+  return model;
+}
 
-  const auto& registry = nn::layer_registry();
+void Model::read_sequential(const json& layers, const std::string& layers_path,
+                            std::vector<std::string>& layer_paths) {
+  if (!layers.is_array()) throw ConfigError(layers_path, "expected a list of layers");
   std::map<std::string, int> name_counts;
   std::set<std::string> used_names;
   std::optional<Shape> input_shape;
-  Rng init(seed);
-
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string lpath = indexed(layers_path, i);
-    ConfigObject entry(layers[i], lpath);
-    const std::string lcls = entry.get_string("class_name");
-    entry.ignore({"module", "registered_name", "build_config", "inbound_nodes", "name"});
-    json empty = json::object();
-    const json* cfg_json = entry.find("config");
-    ConfigObject lc(cfg_json ? *cfg_json : empty, entry.path_of("config"));
-    entry.finish();
-
-    if (lcls == "InputLayer") {
+    if (layers[i].is_object() && layers[i].value("class_name", "") == "InputLayer") {
       if (i != 0 || input_shape)
-        throw ConfigError(entry.path_of("class_name"), "an InputLayer must be the first layer");
-      input_shape = read_input_shape(lc);
-      if (!input_shape)
-        throw ConfigError(lc.path(), "InputLayer needs batch_input_shape, batch_shape or shape");
-      check_dtype(lc);
-      lc.ignore({"name", "sparse", "ragged", "input_tensor", "optional"});
-      lc.finish();
-      model->input_layer_config_ = *cfg_json;
+        throw ConfigError(lpath + ".class_name", "an InputLayer must be the first layer");
+      ConfigObject entry(layers[i], lpath);
+      entry.get_string("class_name");
+      entry.ignore(
+          {"module", "registered_name", "build_config", "inbound_nodes", "name", "config"});
+      entry.finish();
+      const json& lc = config_of(layers[i]);
+      input_shape = read_input_layer(lc, entry.path_of("config"));
+      input_layer_config_ = lc;
       continue;
     }
-    auto it = registry.find(lcls);
-    if (it == registry.end()) {
-      std::string known;
-      for (const auto& [k, _] : registry) known += (known.empty() ? "" : ", ") + k;
-      throw ConfigError(entry.path_of("class_name"),
-                        "unknown layer class '" + lcls + "' (known: InputLayer, " + known + ")");
+    std::optional<Shape> declared;
+    auto layer = make_layer(layers[i], lpath, name_counts, used_names, declared);
+    if (layer->takes_several_inputs())
+      throw ConfigError(lpath, "layer '" + layer->name() + "' (" + layer->class_name() +
+                                   ") merges several inputs: it belongs in a functional model, "
+                                   "where its inbound_nodes name them, not in a Sequential stack");
+    if (declared) {
+      if (layers_.empty() && !input_shape)
+        input_shape = declared;
+      else if (!layers_.empty() || *declared != *input_shape)
+        throw ConfigError(lpath + ".config", "only the first layer may give an input shape");
     }
-    std::string name;
-    if (lc.has("name")) {
-      name = lc.get_string("name");
-    } else {
-      int n = name_counts[it->second.default_name]++;
-      name = it->second.default_name + (n == 0 ? "" : "_" + std::to_string(n));
-    }
-    if (name.empty() || name.find('/') != std::string::npos)
-      throw ConfigError(lc.path_of("name"), "layer names must be non-empty and contain no '/'");
-    if (!used_names.insert(name).second)
-      throw ConfigError(lc.path_of("name"), "duplicate layer name '" + name + "'");
-    const bool trainable = lc.get_bool("trainable", true);
-    check_dtype(lc);
-    auto shape = read_input_shape(lc);
-    if (shape) {
-      if (model->layers_.empty() && !input_shape)
-        input_shape = shape;
-      else if (!model->layers_.empty() || *shape != *input_shape)
-        throw ConfigError(lc.path(), "only the first layer may give an input shape");
-    }
-    auto layer = it->second.make(lc, name);
-    lc.finish();
-    layer->set_trainable(trainable);
-    model->layers_.push_back(std::move(layer));
+    inputs_.push_back({layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1});
+    layers_.push_back(std::move(layer));
+    layer_paths.push_back(lpath);
   }
-  if (model->layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
+  if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
   if (!input_shape)
     throw ConfigError(layers_path,
                       "the input shape is unknown: start with an InputLayer or give the first "
                       "layer \"input_shape\"");
+  input_shape_ = *input_shape;
+}
 
-  model->input_shape_ = *input_shape;
-  model->output_shapes_.push_back(*input_shape);
-  for (std::size_t i = 0; i < model->layers_.size(); ++i) {
+void Model::read_functional(const json& config, const std::string& path,
+                            std::vector<std::string>& layer_paths) {
+  ConfigObject cfg(config.at("config"), path);
+  cfg.ignore({"name", "trainable", "build_input_shape", "dtype"});
+  const nn::FunctionalGraph graph = nn::read_functional_graph(cfg);
+  cfg.finish();
+  input_name_ = graph.input_name;
+  input_layer_config_ = config_of(*graph.input_entry);
+  input_shape_ = read_input_layer(input_layer_config_, graph.input_path + ".config");
+  std::map<std::string, int> index_of{{graph.input_name, kModelInput}};
+  std::map<std::string, int> name_counts;
+  std::set<std::string> used_names{graph.input_name};
+  for (const auto& entry : graph.layers) {
+    std::optional<Shape> declared;  // Keras ignores a shape on a layer of a functional model
+    auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared);
+    if (layer->name() != entry.name)
+      throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
+                                                  "' but its config '" + layer->name() + "'");
+    std::vector<int> inputs;
+    for (const auto& n : entry.inbound) inputs.push_back(index_of.at(n));
+    if (inputs.size() > 1 && !layer->takes_several_inputs())
+      throw ConfigError(entry.path + ".inbound_nodes[0]", "layer '" + entry.name + "' (" +
+                                                              layer->class_name() +
+                                                              ") takes one input, "
+                                                              "but is called on " +
+                                                              std::to_string(inputs.size()));
+    index_of[entry.name] = static_cast<int>(layers_.size());
+    inputs_.push_back(std::move(inputs));
+    layers_.push_back(std::move(layer));
+    layer_paths.push_back(entry.path);
+  }
+}
+
+void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths) {
+  Rng init(seed);
+  output_shapes_ = {input_shape_};
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<Shape> shapes;
+    for (int in : inputs_[i]) shapes.push_back(output_shapes_[static_cast<std::size_t>(in + 1)]);
     try {
-      model->output_shapes_.push_back(model->layers_[i]->build(model->output_shapes_.back(), init));
+      output_shapes_.push_back(layers_[i]->build_inputs(shapes, init));
     } catch (const ShapeError& e) {
-      throw ConfigError(indexed(layers_path, i + (model->input_layer_config_.is_null() ? 0 : 1)),
-                        e.what());
+      throw ConfigError(layer_paths[i], e.what());
     }
   }
-  // A relu moves into the next layer where that layer applies it on a smaller tensor
+  // A relu moves into the layer that reads it where that layer applies it on a smaller tensor
   // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
-  // tensor fewer.
-  for (std::size_t i = 0; i + 1 < model->layers_.size(); ++i) {
-    nn::ReluProducer* layer = nn::relu_producer_of(*model->layers_[i]);
-    nn::ReluConsumer* next = nn::relu_consumer_of(*model->layers_[i + 1]);
+  // tensor fewer. Only where nothing else reads the relu's output.
+  std::vector<int> readers(layers_.size(), 0);
+  for (const auto& inputs : inputs_)
+    for (int in : inputs)
+      if (in != kModelInput) ++readers[static_cast<std::size_t>(in)];
+  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) {
+    if (readers[i] != 1) continue;
+    std::size_t reader = i + 1;
+    while (reader < layers_.size() && std::find(inputs_[reader].begin(), inputs_[reader].end(),
+                                                static_cast<int>(i)) == inputs_[reader].end())
+      ++reader;
+    if (reader == layers_.size() || inputs_[reader].size() != 1) continue;
+    nn::ReluProducer* layer = nn::relu_producer_of(*layers_[i]);
+    nn::ReluConsumer* next = nn::relu_consumer_of(*layers_[reader]);
     if (layer && next && layer->has_output_relu() && next->can_apply_input_relu()) {
       layer->set_output_relu_external(true);
       next->set_apply_input_relu(true);
     }
   }
-  return model;
 }
 
 std::unique_ptr<Model> Model::clone() const {
@@ -195,12 +291,15 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
     throw ShapeError("model '" + name_ + "' expects inputs " + shape_to_string(input_shape_, true) +
                      ", got " + shape_to_string(x.shape()));
-  const Tensor* h = &x;
-  for (auto& layer : layers_) {
-    layer->set_sample_offset(sample_offset);
-    h = &layer->forward(*h, training);
+  outputs_.assign(layers_.size(), nullptr);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    call_inputs_.clear();
+    for (int in : inputs_[i])
+      call_inputs_.push_back(in == kModelInput ? &x : outputs_[static_cast<std::size_t>(in)]);
+    layers_[i]->set_sample_offset(sample_offset);
+    outputs_[i] = &layers_[i]->forward_inputs(call_inputs_, training);
   }
-  return *h;
+  return *outputs_.back();
 }
 
 void Model::backward(const Tensor& grad_output) {
@@ -209,18 +308,45 @@ void Model::backward(const Tensor& grad_output) {
 
 void Model::backward(const Tensor& grad_output,
                      const std::function<void(std::size_t layer)>& after_layer) {
-  // Layers before the first one with trainable parameters need no input gradient: stop there.
-  std::size_t first = layers_.size();
-  for (std::size_t i = 0; i < layers_.size() && first == layers_.size(); ++i)
+  // A layer runs its backward when it has trainable parameters or something before it has
+  // (needs_input_grad): the layers before the first trainable one need no gradient at all.
+  const std::size_t n = layers_.size();
+  std::vector<bool> trainable(n, false), needs_input_grad(n, false);
+  const auto leads_to_training = [&](int in) {
+    return in != kModelInput && (trainable[static_cast<std::size_t>(in)] ||
+                                 needs_input_grad[static_cast<std::size_t>(in)]);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
     if (layers_[i]->trainable())
-      for (Parameter* p : layers_[i]->parameters())
-        if (p->trainable) first = i;
-  const Tensor* g = &grad_output;
-  for (std::size_t i = layers_.size(); i-- > first;) {
-    g = &layers_[i]->backward(*g, i > first);
+      for (Parameter* p : layers_[i]->parameters()) trainable[i] = trainable[i] || p->trainable;
+    for (int in : inputs_[i]) needs_input_grad[i] = needs_input_grad[i] || leads_to_training(in);
+  }
+  output_grads_.assign(n, nullptr);
+  output_grads_[n - 1] = &grad_output;
+  for (std::size_t i = n; i-- > 0;) {
+    if (output_grads_[i] && (trainable[i] || needs_input_grad[i])) {
+      const auto grads = layers_[i]->backward_inputs(*output_grads_[i], needs_input_grad[i]);
+      for (std::size_t j = 0; j < grads.size() && j < inputs_[i].size(); ++j)
+        if (leads_to_training(inputs_[i][j]))
+          add_output_grad(static_cast<std::size_t>(inputs_[i][j]), grads[j]);
+    }
     after_layer(i);
   }
-  for (std::size_t i = first; i-- > 0;) after_layer(i);
+}
+
+void Model::add_output_grad(std::size_t i, const Tensor* grad) {
+  // The first reader's gradient is used as it is; a second one sums into grad_sums_[i], in the
+  // order the readers ran backward (last layer first), the same on every replica.
+  if (!output_grads_[i]) {
+    output_grads_[i] = grad;
+    return;
+  }
+  if (grad_sums_.size() < layers_.size()) grad_sums_.resize(layers_.size());
+  Tensor& sum = grad_sums_[i];
+  backend::Backend& ops = layers_[i]->ops();
+  if (output_grads_[i] != &sum) ops.place(sum, output_grads_[i]->shape());
+  ops.add(*output_grads_[i], *grad, sum);
+  output_grads_[i] = &sum;
 }
 
 std::vector<Parameter*> Model::parameters() {
@@ -263,6 +389,7 @@ std::int64_t Model::count_trainable_params() const {
 }
 
 json Model::config() const {
+  if (functional_) return functional_config();
   json layers = json::array();
   if (!input_layer_config_.is_null()) {
     layers.push_back({{"class_name", "InputLayer"}, {"config", input_layer_config_}});
@@ -277,6 +404,33 @@ json Model::config() const {
     layers.push_back({{"class_name", layers_[i]->class_name()}, {"config", c}});
   }
   return {{"class_name", "Sequential"}, {"config", {{"name", name_}, {"layers", layers}}}};
+}
+
+std::string Model::input_name_of(int input) const {
+  return input == kModelInput ? input_name_ : layers_[static_cast<std::size_t>(input)]->name();
+}
+
+json Model::functional_config() const {
+  // Keras 2's form, which Keras 2 and Keras 3 both read.
+  json layers = json::array();
+  layers.push_back({{"class_name", "InputLayer"},
+                    {"name", input_name_},
+                    {"config", input_layer_config_},
+                    {"inbound_nodes", json::array()}});
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    json call = json::array();
+    for (int in : inputs_[i]) call.push_back({input_name_of(in), 0, 0, json::object()});
+    layers.push_back({{"class_name", layers_[i]->class_name()},
+                      {"name", layers_[i]->name()},
+                      {"config", layers_[i]->config()},
+                      {"inbound_nodes", json::array({call})}});
+  }
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", name_},
+            {"layers", layers},
+            {"input_layers", json::array({json::array({input_name_, 0, 0})})},
+            {"output_layers", json::array({json::array({layers_.back()->name(), 0, 0})})}}}};
 }
 
 namespace {
@@ -300,20 +454,40 @@ std::string pad(std::string s, std::size_t width) {
 
 std::string Model::summary() const {
   std::ostringstream out;
-  const std::string rule(65, '_'), double_rule(65, '=');
-  out << "Model: \"" << name_ << "\"\n" << rule << "\n";
-  // Keras' 29-character name column, widened when a "name (Class)" would run into the next one.
+  // Keras' columns: a 29-character name column, widened when a "name (Class)" would run into
+  // the next one; a functional model's rows also say what each layer reads ("Connected to").
   std::size_t name_width = 29;
   for (const auto& layer : layers_)
     name_width = std::max(name_width, layer->name().size() + layer->class_name().size() + 5);
-  out << pad(" Layer (type)", name_width) << pad("Output Shape", 26) << "Param #\n"
+  const std::size_t shape_width = 26, params_width = functional_ ? 10 : 0;
+  const std::size_t width = functional_ ? name_width + shape_width + params_width + 30 : 65;
+  const std::string rule(width, '_'), double_rule(width, '=');
+  out << "Model: \"" << name_ << "\"\n" << rule << "\n";
+  out << pad(" Layer (type)", name_width) << pad("Output Shape", shape_width)
+      << (functional_ ? pad("Param #", params_width) + "Connected to" : "Param #") << "\n"
       << double_rule << "\n";
+  const auto row = [&](const std::string& name, const std::string& cls, const Shape& shape,
+                       std::int64_t params, const std::vector<std::string>& connected) {
+    const std::string head = pad(" " + name + " (" + cls + ")", name_width) +
+                             pad(shape_to_string(shape, true), shape_width);
+    if (!functional_) {
+      out << head << with_commas(params) << "\n\n";
+      return;
+    }
+    out << head << pad(with_commas(params), params_width);
+    if (connected.empty()) out << "[]\n";
+    for (std::size_t c = 0; c < connected.size(); ++c)
+      out << (c == 0 ? "['" : std::string(name_width + shape_width + params_width, ' ') + " '")
+          << connected[c] << (c + 1 == connected.size() ? "']" : "',") << "\n";
+    out << "\n";
+  };
+  if (functional_) row(input_name_, "InputLayer", input_shape_, 0, {});
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     std::int64_t params = 0;
     for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
-    out << pad(" " + layers_[i]->name() + " (" + layers_[i]->class_name() + ")", name_width)
-        << pad(shape_to_string(output_shapes_[i + 1], true), 26) << with_commas(params) << "\n";
-    out << "\n";
+    std::vector<std::string> connected;
+    for (int in : inputs_[i]) connected.push_back(input_name_of(in) + "[0][0]");
+    row(layers_[i]->name(), layers_[i]->class_name(), output_shapes_[i + 1], params, connected);
   }
   const std::int64_t total = count_params(), trainable = count_trainable_params();
   out << double_rule << "\n";
@@ -339,6 +513,8 @@ void Model::copy_weights_from(const Model& other) {
 void Model::save_weights(CheckpointData& out) const {
   out.model_config = config();
   out.layers.clear();
+  // Keras lists a functional model's InputLayer among its layers (with no weights).
+  if (functional_) out.layers.push_back(LayerWeights{input_name_, {}});
   for (const auto& layer : layers_) {
     LayerWeights lw;
     lw.layer = layer->name();

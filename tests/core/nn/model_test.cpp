@@ -123,8 +123,12 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
                                layer("Dense", {{"units", 3}, {"name", "x"}})}))
           .find("duplicate layer name 'x'"),
       std::string::npos);
+  EXPECT_NE(config_error(json{{"class_name", "MyModel"}, {"config", json::object()}})
+                .find("config error at 'model.class_name': expected \"Sequential\", "
+                      "\"Functional\" or \"Model\", got \"MyModel\""),
+            std::string::npos);
   EXPECT_NE(config_error(json{{"class_name", "Functional"}, {"config", json::object()}})
-                .find("'model.class_name'"),
+                .find("'model.config.layers'"),
             std::string::npos);
   EXPECT_NE(config_error(sequential(json::array())).find("no layers"), std::string::npos);
   EXPECT_NE(config_error(json("dense")).find("expected an object"), std::string::npos);

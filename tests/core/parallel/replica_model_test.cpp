@@ -35,8 +35,42 @@ Batch make_batch(std::int64_t n, std::uint64_t seed) {
   return b;
 }
 
+// A functional graph over the same shapes: Dense 6 relu -> Dropout, added to the input (a
+// residual connection, so the input's gradient is a sum), concatenated with a second Dense 4 of
+// the input, -> Dense 5 (logits). Keras 2's form, as to_json() writes it.
+json residual_model_config() {
+  const auto call = [](std::initializer_list<const char*> names) {
+    json node = json::array();
+    for (const char* n : names) node.push_back({n, 0, 0, json::object()});
+    return json::array({node});
+  };
+  const auto entry = [&](const char* cls, const char* name, json config,
+                         std::initializer_list<const char*> inbound) {
+    config["name"] = name;
+    return json{{"class_name", cls}, {"name", name}, {"config", config},
+                {"inbound_nodes", inbound.size() ? call(inbound) : json::array()}};
+  };
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "residual"},
+            {"layers",
+             {entry("InputLayer", "x", {{"batch_input_shape", {nullptr, 6}}}, {}),
+              entry("Dense", "inner", {{"units", 6}, {"activation", "relu"}}, {"x"}),
+              entry("Dropout", "drop", {{"rate", 0.25}}, {"inner"}),
+              entry("Add", "skip", json::object(), {"drop", "x"}),
+              entry("Dense", "side", {{"units", 4}}, {"x"}),
+              entry("Concatenate", "join", {{"axis", -1}}, {"skip", "side"}),
+              entry("Dense", "logits", {{"units", 5}}, {"join"})}},
+            {"input_layers", {{"x", 0, 0}}},
+            {"output_layers", {{"logits", 0, 0}}}}},
+          {"keras_version", "2.15.0"},
+          {"backend", "tensorflow"}};
+}
+
 struct Fixture {
-  std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 17);
+  explicit Fixture(const json& config = model_config())
+      : model(Model::from_config(config, "model", 17)) {}
+  std::unique_ptr<Model> model;
   std::unique_ptr<Loss> loss = make_loss(
       json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
       "loss");
@@ -116,6 +150,22 @@ TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
   // The weights moved: the comparison is not between two untouched models.
   Fixture untouched;
   EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+}
+
+// Contract 1 on a functional graph: a residual connection (the input's gradient summed from two
+// readers), a Concatenate and Dropout, 10 Adam steps through the meta-model equal the template's.
+TEST(MetaEqualsTemplate, AResidualFunctionalModelTrainsAsTheTemplateDoes) {
+  for (int replicas : {2, 3, 7})
+    for (std::int64_t batch : {7, 130}) {
+      Fixture alone(residual_model_config()), through_meta(residual_model_config());
+      train_template_alone(alone, batch, 10);
+      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+      train_meta(through_meta, meta, batch, 10);
+      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+          << replicas << " replicas, batch " << batch;
+      Fixture untouched(residual_model_config());
+      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {

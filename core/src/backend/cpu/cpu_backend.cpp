@@ -49,6 +49,32 @@ void for_rows(std::int64_t rows, std::int64_t cols, F f) {
 
 }  // namespace
 
+void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
+                              const char* operation) {
+  if (a != b || a != out)
+    throw std::logic_error(std::string("backend operation ") + operation + ": sizes " +
+                           std::to_string(a) + ", " + std::to_string(b) + " and " +
+                           std::to_string(out) + " differ");
+}
+
+std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                           const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                           std::int64_t width) {
+  const std::int64_t rows = src_cols > 0 ? src.size() / src_cols : 0;
+  const bool fits = src_cols > 0 && dst_cols > 0 && width >= 0 && src_offset >= 0 &&
+                    dst_offset >= 0 && src_offset + width <= src_cols &&
+                    dst_offset + width <= dst_cols && rows * src_cols == src.size() &&
+                    rows * dst_cols == dst.size();
+  if (!fits)
+    throw std::logic_error("backend operation copy_columns: columns [" +
+                           std::to_string(src_offset) + ", +" + std::to_string(width) + ") of " +
+                           shape_to_string(src.shape()) + " (" + std::to_string(src_cols) +
+                           " per row) into [" + std::to_string(dst_offset) + ", +" +
+                           std::to_string(width) + ") of " + shape_to_string(dst.shape()) + " (" +
+                           std::to_string(dst_cols) + " per row) do not fit");
+  return rows;
+}
+
 void require_device(const Backend& backend, const Tensor& t, const char* operation) {
   if (!(t.device() == backend.device()))
     throw std::logic_error(std::string("backend operation ") + operation + ": a tensor in " +
@@ -118,6 +144,33 @@ void CpuBackend::multiply(const Tensor& a, const Tensor& b, Tensor& out) {
   float* op = out.data();
   cpu::parallel_for(out.size(), kChunk, [&](std::int64_t s, std::int64_t e) {
     for (std::int64_t i = s; i < e; ++i) op[i] = ap[i] * bp[i];
+  });
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  require_device(*this, a, "add");
+  require_device(*this, b, "add");
+  require_device(*this, out, "add");
+  check_same_sizes(a.size(), b.size(), out.size(), "add");
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* op = out.data();
+  cpu::parallel_for(out.size(), kChunk, [&](std::int64_t s, std::int64_t e) {
+    for (std::int64_t i = s; i < e; ++i) op[i] = math::fadd(ap[i], bp[i]);
+  });
+}
+
+void CpuBackend::copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                              Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                              std::int64_t width) {
+  require_device(*this, src, "copy_columns");
+  require_device(*this, dst, "copy_columns");
+  const std::int64_t rows = check_columns(src, src_cols, src_offset, dst, dst_cols, dst_offset, width);
+  const float* sp = src.data();
+  float* dp = dst.data();
+  for_rows(rows, width, [&](std::int64_t r) {
+    std::memcpy(dp + r * dst_cols + dst_offset, sp + r * src_cols + src_offset,
+                static_cast<std::size_t>(width) * sizeof(float));
   });
 }
 

@@ -25,6 +25,9 @@ class CpuBackend final : public Backend {
             Tensor& c) override;
   void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
   void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset, Tensor& dst,
+                    std::int64_t dst_cols, std::int64_t dst_offset, std::int64_t width) override;
   void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
                           std::int64_t cols) override;
   void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,

@@ -211,6 +211,30 @@ void CudaBackend::multiply(const Tensor& a, const Tensor& b, Tensor& out) {
   cuda::multiply(a.data(), b.data(), out.data(), out.size(), stream_);
 }
 
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  require(a, "add");
+  require(b, "add");
+  require(out, "add");
+  backend::check_same_sizes(a.size(), b.size(), out.size(), "add");
+  cuda::add(a.data(), b.data(), out.data(), out.size(), stream_);
+}
+
+void CudaBackend::copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                               Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                               std::int64_t width) {
+  require(src, "copy_columns");
+  require(dst, "copy_columns");
+  const std::int64_t rows =
+      backend::check_columns(src, src_cols, src_offset, dst, dst_cols, dst_offset, width);
+  if (rows == 0 || width == 0) return;
+  constexpr auto f = sizeof(float);
+  check(cudaMemcpy2DAsync(dst.data() + dst_offset, static_cast<std::size_t>(dst_cols) * f,
+                          src.data() + src_offset, static_cast<std::size_t>(src_cols) * f,
+                          static_cast<std::size_t>(width) * f, static_cast<std::size_t>(rows),
+                          cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpy2DAsync (copy_columns)");
+}
+
 void CudaBackend::activation_forward(backend::ActivationKind kind, const Tensor& in, Tensor& out,
                                      std::int64_t cols) {
   require(in, "activation_forward");

@@ -68,6 +68,10 @@ __global__ void multiply_kernel(const float* a, const float* b, float* out, std:
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = backend::math::fmul(a[i], b[i]);
 }
 
+__global__ void add_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = backend::math::fadd(a[i], b[i]);
+}
+
 }  // namespace
 
 void activation_forward(nn::ActivationKind kind, const float* in, float* out, std::int64_t rows,
@@ -129,6 +133,12 @@ void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaSt
   if (n <= 0) return;
   multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
   check(cudaGetLastError(), "multiply");
+}
+
+void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  check(cudaGetLastError(), "add");
 }
 
 }  // namespace tandem::cuda

@@ -36,5 +36,7 @@ void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 
 /// out = a * b element-wise (Dropout's backward: dx = dy * mask); out may be a or b.
 void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+/// out = a + b element-wise (out may be a or b).
+void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
 
 }  // namespace tandem::cuda

@@ -1,0 +1,75 @@
+// The merging layers of functional models: Add (the inputs' element-wise sum, as in a residual
+// block) and Concatenate (the inputs side by side along one axis, as in a U-Net's skip path).
+// They take two or more inputs (Layer's list forms); in a Sequential model they have nothing to
+// merge and say so. Their gradients are the output's (Add: the same tensor for every input) or
+// its slices (Concatenate). Ownership and threads: as every layer's (tandem/layer.hpp).
+#pragma once
+
+#include <vector>
+
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+/// What every merging layer shares: several inputs, and no one-input forms.
+class MergeLayer : public Layer {
+ public:
+  using Layer::Layer;
+  bool takes_several_inputs() const override { return true; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  nlohmann::json config() const override;
+
+ protected:
+  /// Throws ShapeError unless there are at least two inputs.
+  void require_several(std::size_t inputs) const;
+  /// Throws ShapeError naming the layer unless x has shape (batch, shape...).
+  void check_input(const Tensor& x, const Shape& shape) const;
+
+ private:
+  [[noreturn]] void refuse_one_input() const;
+};
+
+class Add : public MergeLayer {
+ public:
+  using MergeLayer::MergeLayer;
+  std::string class_name() const override { return "Add"; }
+  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
+  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                             bool need_input_grad) override;
+
+ private:
+  Shape shape_;  // every input's and the output's, per sample
+  std::size_t inputs_ = 0;
+  Tensor output_;
+};
+
+class Concatenate : public MergeLayer {
+ public:
+  /// `axis` as Keras counts it: -1 the last, 1 the first after the batch axis.
+  Concatenate(std::string name, int axis) : MergeLayer(std::move(name)), axis_(axis) {}
+  std::string class_name() const override { return "Concatenate"; }
+  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
+  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                             bool need_input_grad) override;
+  nlohmann::json config() const override;
+
+ private:
+  int axis_;
+  std::vector<Shape> input_shapes_;
+  std::vector<std::int64_t> widths_;  // per input: its axis length times the inner size
+  std::int64_t total_width_ = 0;      // the output's
+  Shape output_shape_;
+  Tensor output_;
+  std::vector<Tensor> grad_inputs_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

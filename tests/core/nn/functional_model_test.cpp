@@ -1,0 +1,268 @@
+// Functional models (Model over a Keras functional config): the graph runs as the layers'
+// arithmetic says (checked by hand-written double-precision references and finite differences),
+// both Keras forms read the same, and what Tandem cannot run is refused at its JSON path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradient_check.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// Keras 2.15's to_json() of
+//   x = Input((4,)); h = Dense(4, "tanh")(x); s = Add()([h, x]); c = Concatenate()([s, h])
+//   y = Dense(2)(c)
+json keras2_model() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "model", "trainable": true,
+    "layers": [
+      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4], "dtype": "float32",
+       "sparse": false, "ragged": false, "name": "input_1"}, "name": "input_1", "inbound_nodes": []},
+      {"class_name": "Dense", "config": {"name": "dense", "trainable": true, "dtype": "float32",
+       "units": 4, "activation": "tanh", "use_bias": true,
+       "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
+       "bias_initializer": {"class_name": "Zeros", "config": {}}, "kernel_regularizer": null,
+       "bias_regularizer": null, "activity_regularizer": null, "kernel_constraint": null,
+       "bias_constraint": null}, "name": "dense", "inbound_nodes": [[["input_1", 0, 0, {}]]]},
+      {"class_name": "Add", "config": {"name": "add", "trainable": true, "dtype": "float32"},
+       "name": "add", "inbound_nodes": [[["dense", 0, 0, {}], ["input_1", 0, 0, {}]]]},
+      {"class_name": "Concatenate", "config": {"name": "concatenate", "trainable": true,
+       "dtype": "float32", "axis": -1}, "name": "concatenate",
+       "inbound_nodes": [[["add", 0, 0, {}], ["dense", 0, 0, {}]]]},
+      {"class_name": "Dense", "config": {"name": "dense_1", "trainable": true, "dtype": "float32",
+       "units": 2, "activation": "linear", "use_bias": true}, "name": "dense_1",
+       "inbound_nodes": [[["concatenate", 0, 0, {}]]]}],
+    "input_layers": [["input_1", 0, 0]], "output_layers": [["dense_1", 0, 0]]},
+    "keras_version": "2.15.0", "backend": "tensorflow"})");
+}
+
+// The same model as Keras 3's to_json() writes it.
+json keras3_model() {
+  const auto tensor = [](const char* n) {
+    return json{
+        {"class_name", "__keras_tensor__"},
+        {"config", {{"shape", {nullptr, 4}}, {"dtype", "float32"}, {"keras_history", {n, 0, 0}}}}};
+  };
+  const auto call = [](json arg) {
+    return json::array({{{"args", {arg}}, {"kwargs", json::object()}}});
+  };
+  json layers = json::array();
+  layers.push_back({{"module", "keras.layers"},
+                    {"class_name", "InputLayer"},
+                    {"config",
+                     {{"batch_shape", {nullptr, 4}},
+                      {"dtype", "float32"},
+                      {"sparse", false},
+                      {"name", "input_layer"}}},
+                    {"registered_name", nullptr},
+                    {"name", "input_layer"},
+                    {"inbound_nodes", json::array()}});
+  layers.push_back(
+      {{"module", "keras.layers"},
+       {"class_name", "Dense"},
+       {"config",
+        {{"name", "dense"},
+         {"trainable", true},
+         {"dtype",
+          {{"module", "keras"}, {"class_name", "DTypePolicy"}, {"config", {{"name", "float32"}}}}},
+         {"units", 4},
+         {"activation", "tanh"},
+         {"use_bias", true}}},
+       {"name", "dense"},
+       {"inbound_nodes", call(tensor("input_layer"))}});
+  layers.push_back(
+      {{"class_name", "Add"},
+       {"config", {{"name", "add"}, {"trainable", true}}},
+       {"name", "add"},
+       {"inbound_nodes", call(json::array({tensor("dense"), tensor("input_layer")}))}});
+  layers.push_back({{"class_name", "Concatenate"},
+                    {"config", {{"name", "concatenate"}, {"axis", -1}}},
+                    {"name", "concatenate"},
+                    {"inbound_nodes", call(json::array({tensor("add"), tensor("dense")}))}});
+  layers.push_back({{"class_name", "Dense"},
+                    {"config", {{"name", "dense_1"}, {"units", 2}}},
+                    {"name", "dense_1"},
+                    {"inbound_nodes", call(tensor("concatenate"))}});
+  return {{"module", "keras"},
+          {"class_name", "Functional"},
+          {"config",
+           {{"name", "functional"},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", {"input_layer", 0, 0}},
+            {"output_layers", {"dense_1", 0, 0}}}},
+          {"registered_name", "Functional"}};
+}
+
+// The model's function in double precision from its weights: kernel (in, out) row-major.
+std::vector<double> reference(Model& m, const std::vector<double>& x, std::int64_t batch) {
+  auto p = m.parameters();  // dense/kernel, dense/bias, dense_1/kernel, dense_1/bias
+  const auto w = [&](int i, std::int64_t k) { return static_cast<double>(p[i]->value[k]); };
+  std::vector<double> y(static_cast<std::size_t>(batch * 2));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    double h[4], c[8];
+    for (int j = 0; j < 4; ++j) {
+      double z = w(1, j);
+      for (int i = 0; i < 4; ++i) z += x[static_cast<std::size_t>(b * 4 + i)] * w(0, i * 4 + j);
+      h[j] = std::tanh(z);
+    }
+    for (int j = 0; j < 4; ++j) c[j] = h[j] + x[static_cast<std::size_t>(b * 4 + j)];
+    for (int j = 0; j < 4; ++j) c[4 + j] = h[j];
+    for (int k = 0; k < 2; ++k) {
+      double z = w(3, k);
+      for (int j = 0; j < 8; ++j) z += c[j] * w(2, j * 2 + k);
+      y[static_cast<std::size_t>(b * 2 + k)] = z;
+    }
+  }
+  return y;
+}
+
+TEST(FunctionalModel, Keras2ToJsonRunsAsItsLayersSay) {
+  auto m = Model::from_config(keras2_model(), "model", 3);
+  EXPECT_TRUE(m->functional());
+  EXPECT_EQ(m->layer_count(), 4u);
+  EXPECT_EQ(m->output_shape(), (Shape{2}));
+  EXPECT_EQ(m->layer_inputs(1), (std::vector<int>{0, Model::kModelInput}));
+  const Tensor x = test::random_tensor({5, 4}, 11);
+  const Tensor& y = m->forward(x, false);
+  test::expect_close(test::to_double(y), reference(*m, test::to_double(x), 5), 1e-5, 1e-6,
+                     "outputs");
+}
+
+TEST(FunctionalModel, GradientsIncludeEveryPathAnInputTakes) {
+  // The input reaches the output through the Dense, the Add's skip and the Concatenate: its
+  // gradient (here, the first Dense kernel's, which sees all three) sums over the paths.
+  auto m = Model::from_config(keras2_model(), "model", 3);
+  const Tensor x = test::random_tensor({3, 4}, 12);
+  const Tensor dy = test::random_tensor({3, 2}, 13);
+  m->forward(x, true);
+  m->backward(dy);
+  for (std::size_t p = 0; p < 4; ++p) {
+    Parameter& param = *m->parameters()[p];
+    const std::vector<double> analytic = test::to_double(param.grad);
+    const std::vector<double> numeric = test::numeric_gradient(
+        [&](const std::vector<double>& v) {
+          const Tensor saved = param.value.clone();
+          for (std::size_t k = 0; k < v.size(); ++k)
+            param.value[static_cast<std::int64_t>(k)] = static_cast<float>(v[k]);
+          std::vector<double> y = reference(*m, test::to_double(x), 3);
+          param.value.copy_from(saved);
+          double loss = 0;
+          for (std::size_t k = 0; k < y.size(); ++k)
+            loss += y[k] * dy[static_cast<std::int64_t>(k)];
+          return loss;
+        },
+        test::to_double(param.value), 1e-3);
+    test::expect_close(analytic, numeric, 1e-3, 1e-4, m->parameter_names()[p]);
+  }
+}
+
+TEST(FunctionalModel, Keras3FormReadsAsKeras2FormAndConfigRoundTrips) {
+  auto two = Model::from_config(keras2_model(), "model", 3);
+  auto three = Model::from_config(keras3_model(), "model", 4);
+  ASSERT_EQ(three->layer_count(), 4u);
+  three->copy_weights_from(*two);
+  const Tensor x = test::random_tensor({6, 4}, 14);
+  const std::vector<double> a = test::to_double(two->forward(x, false));
+  const std::vector<double> b = test::to_double(three->forward(x, false));
+  EXPECT_EQ(a, b);
+  // What config() writes (Keras 2's form) builds the same model again.
+  auto again = Model::from_config(three->config(), "model", 5);
+  again->copy_weights_from(*two);
+  EXPECT_EQ(test::to_double(again->forward(x, false)), a);
+  EXPECT_EQ(three->config()["class_name"], "Functional");
+  EXPECT_EQ(three->config()["config"]["layers"][2]["inbound_nodes"],
+            json::parse(R"([[["dense", 0, 0, {}], ["input_layer", 0, 0, {}]]])"));
+}
+
+TEST(FunctionalModel, SummaryHasKerasConnectedToColumn) {
+  auto m = Model::from_config(keras2_model(), "model", 3);
+  const std::string s = m->summary();
+  EXPECT_NE(s.find("Connected to"), std::string::npos) << s;
+  EXPECT_NE(s.find(" input_1 (InputLayer)        (None, 4)                 0         []"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find(" add (Add)                   (None, 4)                 0         "
+                   "['dense[0][0]',\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("'input_1[0][0]']\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("Total params: 38"), std::string::npos) << s;  // 4*4+4 + 8*2+2
+}
+
+std::string error_of(const json& config) {
+  try {
+    Model::from_config(config, "model", 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
+  json unknown = keras2_model();
+  unknown["config"]["layers"][2]["inbound_nodes"][0][1][0] = "dense_9";
+  EXPECT_NE(error_of(unknown).find("model.config.layers[2].inbound_nodes[0]"), std::string::npos)
+      << error_of(unknown);
+  EXPECT_NE(error_of(unknown).find("'dense_9', which is not a layer"), std::string::npos);
+
+  json cycle = keras2_model();
+  cycle["config"]["layers"][1]["inbound_nodes"][0][0][0] = "concatenate";
+  EXPECT_NE(error_of(cycle).find("depends on itself"), std::string::npos) << error_of(cycle);
+
+  json shared = keras2_model();
+  shared["config"]["layers"][1]["inbound_nodes"].push_back(json::parse(R"([["add", 0, 0, {}]])"));
+  EXPECT_NE(error_of(shared).find("at 'model.config.layers[1].inbound_nodes': layer 'dense' is called "
+                                  "2 times (a shared layer)"),
+            std::string::npos)
+      << error_of(shared);
+
+  json two_inputs = keras2_model();
+  two_inputs["config"]["input_layers"].push_back({"input_2", 0, 0});
+  EXPECT_NE(error_of(two_inputs).find("one input and one output"), std::string::npos)
+      << error_of(two_inputs);
+
+  json dead = keras2_model();
+  dead["config"]["output_layers"] = json::parse(R"([["concatenate", 0, 0]])");
+  EXPECT_NE(error_of(dead).find("at 'model.config.layers[4]': layer 'dense_1' does not lead to the "
+                                "model's output 'concatenate'"),
+            std::string::npos)
+      << error_of(dead);
+
+  json mismatch = keras2_model();
+  mismatch["config"]["layers"][1]["config"]["units"] = 3;  // Add of (3) and (4)
+  EXPECT_NE(error_of(mismatch).find("at 'model.config.layers[2]': layer 'add' (Add) adds inputs of one "
+                                    "shape, got (None, 3) and (None, 4)"),
+            std::string::npos)
+      << error_of(mismatch);
+
+  json dense_on_two = keras2_model();
+  dense_on_two["config"]["layers"][4]["inbound_nodes"] =
+      json::parse(R"([[["add", 0, 0, {}], ["concatenate", 0, 0, {}]]])");
+  EXPECT_NE(error_of(dense_on_two)
+                .find("layer 'dense_1' (Dense) takes one input, but is called "
+                      "on 2"),
+            std::string::npos)
+      << error_of(dense_on_two);
+
+  json bad_axis = keras2_model();
+  bad_axis["config"]["layers"][3]["config"]["axis"] = 0;
+  EXPECT_NE(error_of(bad_axis).find("model.config.layers[3].config.axis"), std::string::npos)
+      << error_of(bad_axis);
+
+  const json add_in_sequential = json::parse(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Dense", "config": {"units": 2, "input_shape": [3]}},
+      {"class_name": "Add", "config": {}}]}})");
+  EXPECT_NE(error_of(add_in_sequential)
+                .find("at 'model.config.layers[1]': layer 'add' (Add) merges "
+                      "several inputs"),
+            std::string::npos)
+      << error_of(add_in_sequential);
+}
+
+}  // namespace
+}  // namespace tandem
