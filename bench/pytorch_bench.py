@@ -71,6 +71,38 @@ def fashion_cnn():
     )
 
 
+class ResidualBlock(nn.Module):
+    """Two 3x3 convolutions with batch norm, added to the (projected) input, then relu."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.project = None
+        if stride != 1 or cin != cout:
+            self.project = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                         nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1))
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return torch.relu(h + (x if self.project is None else self.project(x)))
+
+
+def fashion_resnet():
+    """resources/configs/fashion-resnet.json (resources/configs/fashion-resnet.py) in NCHW."""
+    layers = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    cin = 16
+    for filters, first_stride in ((16, 1), (32, 2), (64, 2)):
+        for block in range(3):
+            layers.append(ResidualBlock(cin, filters, first_stride if block == 0 else 1))
+            cin = filters
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    return nn.Sequential(*layers)
+
+
 def bench_steps(model, loss_fn, opt, batches, warmup, runs, per_run, batch):
     def step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -140,6 +172,20 @@ def run_cnn(args):
     return r
 
 
+def run_resnet(args):
+    torch.manual_seed(0)
+    batch = 128
+    model = fashion_resnet()
+    loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(4)]
+    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
+         "mkldnn_enabled": torch.backends.mkldnn.enabled,
+         "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
+    r["step"] = bench_steps(model, loss_fn, opt, batches, 3, 3 if args.quick else 8, 4, batch)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (0: leave torch's default)")
@@ -177,6 +223,9 @@ def main():
     if "fashion-cnn" in only:
         progress("fashion-cnn")
         out["workloads"]["fashion-cnn"] = run_cnn(args)
+    if "fashion-resnet" in only:  # not in the default set: bench/resnet_compare runs it
+        progress("fashion-resnet")
+        out["workloads"]["fashion-resnet"] = run_resnet(args)
     json.dump(out, sys.stdout, indent=2)
     print()
 

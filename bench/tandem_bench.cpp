@@ -17,7 +17,7 @@
 //   * "layers": per-layer forward/backward times, to split steps into GEMM and element-wise work.
 //   * fashion-cnn (resources/configs/fashion-cnn.json, batch 128): "step", "fit" and "layers" as
 //     above, plus the convolution/GEMM FLOPs a step executes (to read steps as GFLOP/s).
-// Usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,gemm,adam,elementwise]
+// Usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,fashion-resnet,gemm,adam,elementwise]
 //                     [--no-fit] [--no-step] [--no-long]
 //                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
 // Progress goes to stderr, the JSON object to stdout.
@@ -602,6 +602,22 @@ json run_cnn(const Options& o) {
   return r;
 }
 
+// fashion-resnet (resources/configs/fashion-resnet.json: a functional ResNet-20 with Add and
+// BatchNormalization) at batch 128: training steps only (the per-layer breakdown walks a chain).
+json run_resnet(const Options& o) {
+  progress("fashion-resnet: building");
+  Workload w = make_workload(o, "fashion-resnet", 128);
+  json r = model_info(w);
+  const Data data = random_data(*w.model, *w.loss, w.batch * 4, 33);
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  if (o.step) {
+    progress("fashion-resnet: timing steps");
+    r["step"] = bench_steps({{&w, false}}, xs, ys, 3, o.quick ? 3 : 8, 4)[0];
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // sgemm.
 
@@ -844,6 +860,7 @@ int main(int argc, char** argv) {
     if (o.only.count("fashion-mlp")) wl["fashion-mlp"] = run_fashion(o);
     if (o.only.count("seed-mlp")) wl["seed-mlp"] = run_seed(o);
     if (o.only.count("fashion-cnn")) wl["fashion-cnn"] = run_cnn(o);
+    if (o.only.count("fashion-resnet")) wl["fashion-resnet"] = run_resnet(o);
     out["workloads"] = wl;
     if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
     if (o.only.count("adam")) out["adam"] = run_adam(o);

@@ -173,9 +173,19 @@ std::string to_text(const json& d) {
   if (t["device_plan"].is_object()) {
     const json& plan = t["device_plan"];
     o << "  device plan: " << plan.value("plan", std::string("?"));
-    if (plan.contains("replicas") && plan["replicas"].is_array())
-      o << " (" << plan["replicas"].size() << " replica"
-        << (plan["replicas"].size() == 1 ? "" : "s") << ")";
+    // "replicas" are one rank's; "replicas_total" (since 0.1) every rank's.
+    const std::int64_t processes =
+        plan.contains("world_size") && plan["world_size"].is_number_integer()
+            ? plan["world_size"].get<std::int64_t>()
+            : 1;
+    std::int64_t replicas = -1;
+    if (plan.contains("replicas_total") && plan["replicas_total"].is_number_integer())
+      replicas = plan["replicas_total"].get<std::int64_t>();
+    else if (plan.contains("replicas") && plan["replicas"].is_array() && processes == 1)
+      replicas = static_cast<std::int64_t>(plan["replicas"].size());
+    if (replicas >= 0)
+      o << " (" << replicas << " replica" << (replicas == 1 ? "" : "s")
+        << (processes > 1 ? " in " + std::to_string(processes) + " processes" : "") << ")";
     o << "\n";
   }
   const json& opt = t["optimizer"];

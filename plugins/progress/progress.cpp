@@ -31,6 +31,7 @@ class Progress : public tandem::Callback {
       std::fprintf(stderr, "Epoch %d/%d\n", epoch + 1, st.epochs);
     bar_.emplace(verbose_, st.steps_per_epoch);
     samples_per_sec_ = 0;
+    done_ = st.batch;
   }
 
   void on_event(CallbackContext&, const std::string& event, const nlohmann::json& fields) override {
@@ -40,11 +41,13 @@ class Progress : public tandem::Callback {
 
   void on_train_batch_end(CallbackContext& ctx, std::int64_t batch, const Logs& logs) override {
     (void)ctx;
-    if (bar_) bar_->update(batch + 1, logs, samples_per_sec_);
+    done_ = batch + 1;
+    if (bar_) bar_->update(done_, logs, samples_per_sec_);
   }
 
-  void on_epoch_end(CallbackContext& ctx, int, const Logs& logs) override {
-    if (bar_) bar_->finish(ctx.state().steps_per_epoch, logs, samples_per_sec_);
+  void on_epoch_end(CallbackContext&, int, const Logs& logs) override {
+    // The batches this epoch ran: all of them, or fewer when a callback stopped the run.
+    if (bar_) bar_->finish(done_, logs, samples_per_sec_);
     bar_.reset();
   }
 
@@ -66,6 +69,7 @@ class Progress : public tandem::Callback {
   bool in_fit_ = false;
   std::optional<tandem::ProgressBar> bar_, test_bar_;
   double samples_per_sec_ = 0;
+  std::int64_t done_ = 0;  // batches of the current epoch done (counting a resume's skipped ones)
   std::int64_t test_batches_ = 0;
 };
 

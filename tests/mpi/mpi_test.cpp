@@ -247,6 +247,11 @@ TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
                   " --set epochs=2 --run-dir " + (dir / "three").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string ckpt = (dir / "three" / "model.h5").string();
+  // inspect counts the replicas of every rank, not rank 0's alone.
+  r = run_command(test::tandem_cli() + " inspect " + ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("device plan: 3x(cpu:1) (3 replicas in 3 processes)"), std::string::npos)
+      << r.out;
   r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() + " --resume " +
                   ckpt + " --run-dir " + (dir / "then-two").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -45,10 +45,17 @@ class TANDEM_EXPORT Model {
   const Shape& layer_output_shape(std::size_t i) const { return output_shapes_[i + 1]; }
   /// True for a functional model (its config and summary say how the layers connect).
   bool functional() const { return functional_; }
-  /// What layer i takes: the indices of the layers whose outputs it reads, in order, with
-  /// kModelInput for the model's input. Layers are in topological order, so each index is < i.
+  /// The calls of the layers, in the order they run (topological; the last gives the output).
+  /// A Sequential model calls layer i as call i; a functional model may call a layer more than
+  /// once (a shared layer: the same weights, the gradients of its calls summed). Layers are
+  /// numbered in the order of their first calls.
+  std::size_t call_count() const { return calls_.size(); }
+  /// The layer call k runs.
+  std::size_t call_layer(std::size_t k) const { return calls_[k].layer; }
+  /// What call k takes: the indices of the calls whose outputs it reads, in order, with
+  /// kModelInput for the model's input. Each index is < k.
   static constexpr int kModelInput = -1;
-  const std::vector<int>& layer_inputs(std::size_t i) const { return inputs_[i]; }
+  const std::vector<int>& call_inputs(std::size_t k) const { return calls_[k].inputs; }
 
   /// Runs the layers; the returned reference is owned by the last layer (valid until the next
   /// forward). `training` enables Dropout. `sample_offset`: where x's rows sit in the global
@@ -95,18 +102,34 @@ class TANDEM_EXPORT Model {
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
   void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
   nlohmann::json functional_config() const;
-  // The name of what a layer reads (kModelInput: the InputLayer's).
+  // Keras' name of what a call reads: "dense[1][0]" (kModelInput: the InputLayer's).
   std::string input_name_of(int input) const;
-  // Adds `grad` to the gradient of layer i's output in this backward pass.
+  // Adds `grad` to the gradient of call k's output in this backward pass.
   void add_output_grad(std::size_t i, const Tensor* grad);
+
+  // One call of a layer. A layer's first call runs the layer itself; a later call of a shared
+  // layer runs a twin (made from the same config) whose weights are the layer's own tensors.
+  struct Call {
+    std::size_t layer = 0;
+    Layer* runner = nullptr;  // layers_[layer], or a twin in twins_
+    std::vector<int> inputs;  // see call_inputs()
+    int number = 0;           // which of the layer's calls (Keras' node index)
+  };
+  // A twin's weights are the layer's own tensors and it computes on the layer's backend.
+  void sync_twin(const Call& call);
+  // Adds the gradients of layer l's later calls to its own, once all of them ran backward.
+  void sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran);
 
   bool functional_ = false;
   std::string input_name_;  // functional: the InputLayer's name
-  std::vector<std::unique_ptr<Layer>> layers_;  // in topological order
-  std::vector<std::vector<int>> inputs_;        // per layer: see layer_inputs()
-  std::vector<Shape> output_shapes_;  // [0] = input shape, [i+1] = output of layer i
-  // One step's working state: each layer's output (owned by the layer), each output's gradient
-  // (a layer's, or grad_sums_[i] where several layers read output i), the input list of a call.
+  std::vector<std::unique_ptr<Layer>> layers_;  // in the order of their first calls
+  std::vector<std::unique_ptr<Layer>> twins_;   // runners of shared layers' later calls
+  std::vector<Call> calls_;                     // topological
+  std::vector<std::vector<std::size_t>> calls_of_layer_;  // per layer, its calls in order
+  std::vector<Shape> output_shapes_;  // [0] = input shape, [i+1] = output of layer i's first call
+  std::vector<Shape> call_shapes_;    // per call, its output shape
+  // One step's working state: each call's output (owned by its runner), each output's gradient
+  // (a runner's, or grad_sums_[k] where several calls read output k), the input list of a call.
   std::vector<const Tensor*> outputs_, output_grads_;
   std::vector<Tensor> grad_sums_;
   std::vector<const Tensor*> call_inputs_;

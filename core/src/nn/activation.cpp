@@ -37,10 +37,12 @@ const Tensor& Activation::backward(const Tensor& grad_output, bool need_input_gr
 }
 
 nlohmann::json Activation::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"activation", activation_name(kind_)}};
+  nlohmann::json c = {{"name", name()}, {"trainable", trainable()}, {"dtype", "float32"}};
+  if (keras_keys_.is_null())
+    c["activation"] = activation_name(kind_);
+  else
+    c.update(keras_keys_);
+  return c;
 }
 
 }  // namespace tandem::nn

@@ -1,4 +1,6 @@
-// Activation: applies a named activation function (Keras `Activation` layer).
+// Activation: applies a named activation function — Keras' `Activation` layer, and the layers
+// Keras names after one activation (`ReLU`, `ELU`, `Softmax`), which are the same layer under
+// their own class name and config keys.
 #pragma once
 
 #include "nn/activation_fn.hpp"
@@ -12,7 +14,15 @@ namespace tandem::nn {
 class Activation : public Layer {
  public:
   Activation(std::string name, ActivationKind kind) : Layer(std::move(name)), kind_(kind) {}
-  std::string class_name() const override { return "Activation"; }
+  /// The layer Keras calls `keras_class`, whose config holds `keras_keys` besides the name,
+  /// trainable and dtype (ReLU: {"max_value": null, ...}).
+  Activation(std::string name, ActivationKind kind, std::string keras_class,
+             nlohmann::json keras_keys)
+      : Layer(std::move(name)),
+        kind_(kind),
+        keras_class_(std::move(keras_class)),
+        keras_keys_(std::move(keras_keys)) {}
+  std::string class_name() const override { return keras_class_; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
@@ -20,6 +30,8 @@ class Activation : public Layer {
 
  private:
   ActivationKind kind_;
+  std::string keras_class_ = "Activation";
+  nlohmann::json keras_keys_;  // null: {"activation": <name>}
   Tensor input_, output_, grad_input_;
 };
 

@@ -16,28 +16,24 @@ std::string at_index(const std::string& path, std::size_t i) {
 }
 
 // A reference to a layer's output: [name, node_index, tensor_index(, kwargs)] (Keras 2, and
-// Keras 3's input_layers/output_layers), whose node and tensor must be 0 (each layer is called
-// once and has one output).
-std::string read_history(const json& ref, const std::string& path) {
+// Keras 3's input_layers/output_layers): the node is the call, the tensor must be 0 (Tandem's
+// layers have one output).
+CallRef read_history(const json& ref, const std::string& path) {
   if (!ref.is_array() || ref.size() < 3 || !ref[0].is_string() || !ref[1].is_number_integer() ||
-      !ref[2].is_number_integer())
+      !ref[2].is_number_integer() || ref[1].get<std::int64_t>() < 0 ||
+      ref[1].get<std::int64_t>() > 1000000)
     throw ConfigError(path,
                       "expected [\"layer name\", node index, tensor index], got " + ref.dump());
-  if (ref[1].get<std::int64_t>() != 0)
-    throw ConfigError(path,
-                      "layer '" + ref[0].get<std::string>() +
-                          "' is called more than once "
-                          "(a shared layer): Tandem runs each layer of a functional model once");
   if (ref[2].get<std::int64_t>() != 0)
     throw ConfigError(path, "layer '" + ref[0].get<std::string>() + "' has one output, not " +
                                 std::to_string(ref[2].get<std::int64_t>() + 1));
   if (ref.size() > 3 && !(ref[3].is_object() && ref[3].empty()) && !ref[3].is_null())
     throw ConfigError(at_index(path, 3), "call arguments are not supported, got " + ref[3].dump());
-  return ref[0].get<std::string>();
+  return {ref[0].get<std::string>(), static_cast<int>(ref[1].get<std::int64_t>())};
 }
 
 // A Keras 3 tensor argument: {"class_name": "__keras_tensor__", "config": {"keras_history": ...}}.
-std::string read_keras_tensor(const json& arg, const std::string& path) {
+CallRef read_keras_tensor(const json& arg, const std::string& path) {
   if (!arg.is_object() || arg.value("class_name", "") != "__keras_tensor__" ||
       !arg.contains("config") || !arg["config"].is_object() ||
       !arg["config"].contains("keras_history"))
@@ -45,9 +41,9 @@ std::string read_keras_tensor(const json& arg, const std::string& path) {
   return read_history(arg["config"]["keras_history"], path + ".config.keras_history");
 }
 
-// The names one call (an inbound node) takes, in either form.
-std::vector<std::string> read_call(const json& node, const std::string& path) {
-  std::vector<std::string> names;
+// The outputs one call (an inbound node) takes, in either form.
+std::vector<CallRef> read_call(const json& node, const std::string& path) {
+  std::vector<CallRef> names;
   if (node.is_array()) {  // Keras 2: a list of references
     for (std::size_t i = 0; i < node.size(); ++i)
       names.push_back(read_history(node[i], at_index(path, i)));
@@ -79,7 +75,7 @@ std::vector<std::string> read_call(const json& node, const std::string& path) {
 }
 
 // input_layers / output_layers: one reference, as [[name, 0, 0]] or Keras 3's [name, 0, 0].
-std::string read_endpoint(ConfigObject& config, const char* key, const char* what) {
+CallRef read_endpoint(ConfigObject& config, const char* key, const char* what) {
   const json& v = config.at(key);
   const std::string path = config.path_of(key);
   if (v.is_array() && v.size() == 3 && v[0].is_string()) return read_history(v, path);
@@ -101,32 +97,56 @@ std::string entry_name(const json& entry, const std::string& path) {
                     "to layers by name)");
 }
 
-// Kahn's order, taking the first layer of the config whose inputs are ready each time.
-std::vector<FunctionalLayer> topological(std::vector<FunctionalLayer> layers,
-                                         const std::string& input_name) {
-  std::vector<FunctionalLayer> order;
-  std::set<std::string> ready{input_name};
-  std::vector<bool> placed(layers.size(), false);
-  while (order.size() < layers.size()) {
+// Kahn's order over the calls, taking the first ready call in config order each time.
+std::vector<FunctionalCall> topological(const std::vector<FunctionalLayer>& layers,
+                                        const std::string& input_name) {
+  std::vector<FunctionalCall> order;
+  std::map<CallRef, int> index_of{{{input_name, 0}, -1}};
+  std::vector<std::vector<bool>> placed;
+  std::size_t total = 0;
+  for (const auto& l : layers) {
+    placed.emplace_back(l.calls.size(), false);
+    total += l.calls.size();
+  }
+  while (order.size() < total) {
     bool progress = false;
-    for (std::size_t i = 0; i < layers.size(); ++i) {
-      if (placed[i]) continue;
-      bool inputs_ready = true;
-      for (const auto& n : layers[i].inbound) inputs_ready = inputs_ready && ready.count(n);
-      if (!inputs_ready) continue;
-      placed[i] = true;
-      ready.insert(layers[i].name);
-      order.push_back(layers[i]);
-      progress = true;
-      break;
-    }
+    for (std::size_t i = 0; i < layers.size() && !progress; ++i)
+      for (std::size_t k = 0; k < layers[i].calls.size() && !progress; ++k) {
+        if (placed[i][k]) continue;
+        std::vector<int> inputs;
+        for (const auto& ref : layers[i].calls[k]) {
+          auto it = index_of.find(ref);
+          if (it == index_of.end()) break;
+          inputs.push_back(it->second);
+        }
+        if (inputs.size() != layers[i].calls[k].size()) continue;
+        placed[i][k] = true;
+        index_of[{layers[i].name, static_cast<int>(k)}] = static_cast<int>(order.size());
+        order.push_back({i, static_cast<int>(k), std::move(inputs)});
+        progress = true;
+      }
     if (!progress)
       for (std::size_t i = 0; i < layers.size(); ++i)
-        if (!placed[i])
-          throw ConfigError(layers[i].path + ".inbound_nodes",
-                            "layer '" + layers[i].name + "' depends on itself (a cycle)");
+        for (std::size_t k = 0; k < layers[i].calls.size(); ++k)
+          if (!placed[i][k])
+            throw ConfigError(layers[i].path + ".inbound_nodes[" + std::to_string(k) + "]",
+                              "layer '" + layers[i].name + "' depends on itself (a cycle)");
   }
   return order;
+}
+
+// The calls ordered by first call: layers renumbered in the order their first calls run.
+void order_layers_by_first_call(FunctionalGraph& graph) {
+  std::vector<int> new_index(graph.layers.size(), -1);
+  std::vector<FunctionalLayer> ordered;
+  for (auto& call : graph.calls) {
+    if (new_index[call.layer] < 0) {
+      new_index[call.layer] = static_cast<int>(ordered.size());
+      ordered.push_back(graph.layers[call.layer]);
+    }
+    call.layer = static_cast<std::size_t>(new_index[call.layer]);
+  }
+  graph.layers = std::move(ordered);
 }
 
 }  // namespace
@@ -138,6 +158,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
     throw ConfigError(layers_path, "expected a non-empty list of layers");
   FunctionalGraph graph;
   std::map<std::string, std::string> path_of_name;
+  std::map<std::string, std::size_t> calls_of_name;
   std::vector<FunctionalLayer> called;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string path = at_index(layers_path, i);
@@ -151,48 +172,79 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
     if (entry.value("class_name", "") == "InputLayer") {
       if (!graph.input_name.empty())
         throw ConfigError(path,
-                          "a second InputLayer: Tandem runs functional models with one "
-                          "input");
+                          "a second InputLayer: Tandem runs functional models with one input");
       graph.input_name = name, graph.input_entry = &entry, graph.input_path = path;
+      calls_of_name[name] = 1;
       continue;
     }
     if (!nodes.is_array() || nodes.empty())
       throw ConfigError(path + ".inbound_nodes", "layer '" + name + "' is not called on anything");
-    if (nodes.size() > 1)
-      throw ConfigError(path + ".inbound_nodes",
-                        "layer '" + name + "' is called " + std::to_string(nodes.size()) +
-                            " times (a shared layer): Tandem runs each layer once");
-    called.push_back({&entry, path, name, read_call(nodes[0], path + ".inbound_nodes[0]")});
+    FunctionalLayer layer{&entry, path, name, {}};
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      layer.calls.push_back(read_call(nodes[k], path + ".inbound_nodes[" + std::to_string(k) + "]"));
+    calls_of_name[name] = nodes.size();
+    called.push_back(std::move(layer));
   }
   if (graph.input_name.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
   for (const auto& layer : called)
-    for (std::size_t j = 0; j < layer.inbound.size(); ++j)
-      if (!path_of_name.count(layer.inbound[j]))
-        throw ConfigError(layer.path + ".inbound_nodes[0]",
-                          "layer '" + layer.name + "' takes the output of '" + layer.inbound[j] +
-                              "', which is not a layer of the model");
-  const std::string input = read_endpoint(config, "input_layers", "inputs");
-  if (input != graph.input_name)
+    for (std::size_t k = 0; k < layer.calls.size(); ++k)
+      for (const auto& ref : layer.calls[k]) {
+        const std::string at = layer.path + ".inbound_nodes[" + std::to_string(k) + "]";
+        auto it = calls_of_name.find(ref.layer);
+        if (it == calls_of_name.end())
+          throw ConfigError(at, "layer '" + layer.name + "' takes the output of '" + ref.layer +
+                                    "', which is not a layer of the model");
+        if (static_cast<std::size_t>(ref.call) >= it->second)
+          throw ConfigError(at, "layer '" + layer.name + "' takes call " +
+                                    std::to_string(ref.call) + " of '" + ref.layer +
+                                    "', which is called " + std::to_string(it->second) +
+                                    " time" + (it->second == 1 ? "" : "s"));
+      }
+  const CallRef input = read_endpoint(config, "input_layers", "inputs");
+  if (input.layer != graph.input_name || input.call != 0)
     throw ConfigError(config.path_of("input_layers"),
-                      "names '" + input + "', but the InputLayer is '" + graph.input_name + "'");
-  const std::string output = read_endpoint(config, "output_layers", "outputs");
-  if (output == graph.input_name)
+                      "names '" + input.layer + "', but the InputLayer is '" + graph.input_name +
+                          "'");
+  const CallRef output = read_endpoint(config, "output_layers", "outputs");
+  if (output.layer == graph.input_name)
     throw ConfigError(config.path_of("output_layers"), "the output is the input: no layer runs");
-  graph.layers = topological(std::move(called), graph.input_name);
-  // Every layer must lead to the output: the output is then the one layer nobody reads.
-  std::set<std::string> useful{output};
-  for (std::size_t i = graph.layers.size(); i-- > 0;)
-    if (useful.count(graph.layers[i].name))
-      useful.insert(graph.layers[i].inbound.begin(), graph.layers[i].inbound.end());
-  for (const auto& layer : graph.layers)
-    if (!useful.count(layer.name))
-      throw ConfigError(layer.path, "layer '" + layer.name +
-                                        "' does not lead to the model's "
-                                        "output '" +
-                                        output + "' (output_layers)");
-  if (!useful.count(graph.input_name))
+  if (!calls_of_name.count(output.layer) ||
+      static_cast<std::size_t>(output.call) >= calls_of_name[output.layer])
+    throw ConfigError(config.path_of("output_layers"),
+                      "names call " + std::to_string(output.call) + " of '" + output.layer +
+                          "', which the model does not have");
+  graph.calls = topological(called, graph.input_name);
+  // Every call must lead to the output: the output is then the one call nobody reads.
+  std::vector<bool> useful(graph.calls.size(), false);
+  bool input_used = false;
+  for (std::size_t c = graph.calls.size(); c-- > 0;) {
+    const auto& call = graph.calls[c];
+    if (called[call.layer].name == output.layer && call.call == output.call) useful[c] = true;
+    if (!useful[c]) continue;
+    for (int in : call.inputs)
+      if (in < 0)
+        input_used = true;
+      else
+        useful[static_cast<std::size_t>(in)] = true;
+  }
+  for (std::size_t c = 0; c < graph.calls.size(); ++c)
+    if (!useful[c]) {
+      const auto& layer = called[graph.calls[c].layer];
+      throw ConfigError(layer.calls.size() == 1
+                            ? layer.path
+                            : layer.path + ".inbound_nodes[" +
+                                  std::to_string(graph.calls[c].call) + "]",
+                        (layer.calls.size() == 1
+                             ? "layer '" + layer.name + "'"
+                             : "call " + std::to_string(graph.calls[c].call) + " of layer '" +
+                                   layer.name + "'") +
+                            " does not lead to the model's output '" + output.layer +
+                            "' (output_layers)");
+    }
+  if (!input_used)
     throw ConfigError(graph.input_path, "the InputLayer does not lead to the output");
-  // Every other layer leads to the output, so the output comes last in topological order.
+  graph.layers = std::move(called);
+  order_layers_by_first_call(graph);
   return graph;
 }
 

@@ -1,9 +1,10 @@
 // Private (nn): reading the graph of a Keras functional model config ("Functional" or "Model"),
 // in Keras 2's form (inbound_nodes [[["dense", 0, 0, {}]]]) and Keras 3's ({"args":
 // [{"class_name": "__keras_tensor__", "config": {"keras_history": ["dense", 0, 0]}}]}), into the
-// layers' entries in topological order with the names of the layers each one takes. What Tandem
-// cannot run yet is refused at its JSON path: several inputs or outputs, a layer called more
-// than once (shared layers), a layer that does not lead to the output. Plain functions and data.
+// layers' calls in topological order, each with the calls whose outputs it takes (a layer
+// called more than once, a shared layer, has a call per inbound node). What Tandem cannot run
+// is refused at its JSON path: several inputs or outputs, a layer with several outputs, a call
+// that does not lead to the output, a cycle, a reference to nothing. Plain functions and data.
 #pragma once
 
 #include <string>
@@ -18,19 +19,36 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-/// A layer of a functional model and what it is called on.
+/// One call's output: the layer's name and which of its calls (Keras' node index).
+struct CallRef {
+  std::string layer;
+  int call = 0;
+  bool operator<(const CallRef& o) const {
+    return layer != o.layer ? layer < o.layer : call < o.call;
+  }
+};
+
+/// A layer of a functional model and its calls (a shared layer is called more than once).
 struct FunctionalLayer {
   const nlohmann::json* entry = nullptr;  // its entry in the config's "layers" (borrowed)
   std::string path;                       // that entry's JSON path
   std::string name;
-  std::vector<std::string> inbound;  // the layers whose outputs it takes, in order
+  std::vector<std::vector<CallRef>> calls;  // per call, the outputs it takes, in order
+};
+
+/// One call of a layer, in the order the model runs them.
+struct FunctionalCall {
+  std::size_t layer = 0;    // index into FunctionalGraph::layers
+  int call = 0;             // which of the layer's calls
+  std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1: the model's input
 };
 
 struct FunctionalGraph {
   std::string input_name;  // the InputLayer's
   const nlohmann::json* input_entry = nullptr;
   std::string input_path;
-  std::vector<FunctionalLayer> layers;  // topological (config order where free), no InputLayer
+  std::vector<FunctionalLayer> layers;  // in the order of their first calls, no InputLayer
+  std::vector<FunctionalCall> calls;    // topological (config order where free); output last
 };
 
 /// Reads `layers`, `input_layers` and `output_layers` of `config` (the functional config's

@@ -1,50 +1,64 @@
 #include "nn/global_average_pooling.hpp"
 
-#include "nn/spatial.hpp"
-
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
 
-Shape GlobalAveragePooling2D::build(const Shape& input_shape, Rng& /*init*/) {
-  check_image_shape(input_shape, "layer '" + name() + "' (GlobalAveragePooling2D)");
-  input_shape_ = input_shape;
-  if (keepdims_) return {1, 1, input_shape[2]};
-  return {input_shape[2]};
+std::string GlobalAveragePooling::class_name() const {
+  return spatial_axes_ == 1 ? "GlobalAveragePooling1D" : "GlobalAveragePooling2D";
 }
 
-const Tensor& GlobalAveragePooling2D::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
-      x.dim(3) != input_shape_[2])
-    throw ShapeError("layer '" + name() + "' (GlobalAveragePooling2D) expects inputs " +
+Shape GlobalAveragePooling::with_batch(std::int64_t batch, const Shape& shape) const {
+  Shape s{batch};
+  s.insert(s.end(), shape.begin(), shape.end());
+  return s;
+}
+
+Shape GlobalAveragePooling::build(const Shape& input_shape, Rng& /*init*/) {
+  const std::string what = "layer '" + name() + "' (" + class_name() + ")";
+  bool fits = static_cast<int>(input_shape.size()) == spatial_axes_ + 1;
+  for (std::int64_t d : input_shape) fits = fits && d > 0;
+  if (!fits)
+    throw ShapeError(what + " expects inputs of shape " +
+                     (spatial_axes_ == 1 ? "(batch, steps, features)"
+                                         : "(batch, rows, cols, channels)") +
+                     ", got " + shape_to_string(input_shape, true));
+  input_shape_ = input_shape;
+  channels_ = input_shape.back();
+  cells_ = shape_size(input_shape) / channels_;
+  output_shape_ = keepdims_ ? Shape(static_cast<std::size_t>(spatial_axes_), 1) : Shape{};
+  output_shape_.push_back(channels_);
+  return output_shape_;
+}
+
+const Tensor& GlobalAveragePooling::forward(const Tensor& x, bool /*training*/) {
+  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
+      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
+    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
-  const std::int64_t batch = x.dim(0), channels = input_shape_[2];
-  const std::int64_t cells = input_shape_[0] * input_shape_[1];
-  last_batch_ = batch;
-  ops().place(output_, keepdims_ ? Shape{batch, 1, 1, channels} : Shape{batch, channels});
-  ops().global_average_pool_forward(x, output_, cells, channels);
+  last_batch_ = x.dim(0);
+  ops().place(output_, with_batch(last_batch_, output_shape_));
+  ops().global_average_pool_forward(x, output_, cells_, channels_);
   return output_;
 }
 
-const Tensor& GlobalAveragePooling2D::backward(const Tensor& grad_output, bool need_input_grad) {
-  const std::int64_t batch = last_batch_, channels = input_shape_[2];
-  if (batch < 0 || grad_output.dim(0) != batch || grad_output.size() != batch * channels)
-    throw ShapeError("layer '" + name() + "' (GlobalAveragePooling2D): gradient of shape " +
+const Tensor& GlobalAveragePooling::backward(const Tensor& grad_output, bool need_input_grad) {
+  const std::int64_t batch = last_batch_;
+  if (batch < 0 || grad_output.dim(0) != batch || grad_output.size() != batch * channels_)
+    throw ShapeError("layer '" + name() + "' (" + class_name() + "): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output " +
                      shape_to_string(output_.shape()));
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;
   }
-  const std::int64_t cells = input_shape_[0] * input_shape_[1];
   ops().global_average_pool_backward(
-      grad_output, ops().place(grad_input_, {batch, input_shape_[0], input_shape_[1], channels}),
-      cells, channels);
+      grad_output, ops().place(grad_input_, with_batch(batch, input_shape_)), cells_, channels_);
   return grad_input_;
 }
 
-nlohmann::json GlobalAveragePooling2D::config() const {
+nlohmann::json GlobalAveragePooling::config() const {
   return {{"name", name()},
           {"trainable", trainable()},
           {"dtype", "float32"},

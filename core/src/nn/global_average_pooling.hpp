@@ -1,5 +1,7 @@
-// GlobalAveragePooling2D: the mean over rows and columns, channels_last:
-// (batch, rows, cols, channels) -> (batch, channels), or (batch, 1, 1, channels) with keepdims.
+// GlobalAveragePooling1D and GlobalAveragePooling2D: the mean over every position, channels_last:
+// (batch, steps, features) -> (batch, features) for 1D, (batch, rows, cols, channels) ->
+// (batch, channels) for 2D; with keepdims the pooled axes stay, of size 1. One class: the two
+// differ only in how many axes they pool.
 #pragma once
 
 #include "tandem/layer.hpp"
@@ -9,19 +11,25 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class GlobalAveragePooling2D : public Layer {
+class GlobalAveragePooling : public Layer {
  public:
-  GlobalAveragePooling2D(std::string name, bool keepdims)
-      : Layer(std::move(name)), keepdims_(keepdims) {}
-  std::string class_name() const override { return "GlobalAveragePooling2D"; }
+  /// `spatial_axes`: 1 (GlobalAveragePooling1D) or 2 (GlobalAveragePooling2D).
+  GlobalAveragePooling(std::string name, int spatial_axes, bool keepdims)
+      : Layer(std::move(name)), spatial_axes_(spatial_axes), keepdims_(keepdims) {}
+  std::string class_name() const override;
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
 
  private:
+  Shape with_batch(std::int64_t batch, const Shape& shape) const;
+
+  int spatial_axes_;
   bool keepdims_;
-  Shape input_shape_;  // (rows, cols, channels)
+  Shape input_shape_;   // (positions..., channels)
+  Shape output_shape_;  // (channels), or (1..., channels) with keepdims
+  std::int64_t cells_ = 0, channels_ = 0;
   std::int64_t last_batch_ = -1;
   Tensor output_, grad_input_;
 };

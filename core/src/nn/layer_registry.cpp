@@ -54,6 +54,41 @@ std::unique_ptr<Layer> make_activation(ConfigObject& c, const std::string& name)
       name, parse_activation(c.get_string("activation"), c.path_of("activation")));
 }
 
+// ReLU, ELU and Softmax: an Activation under Keras' class name. Only their plain forms for now:
+// a capped, leaky or thresholded relu, an ELU alpha other than 1 and a softmax over another axis
+// than the last are refused at their key.
+void require_number(ConfigObject& c, const char* key, double value, const char* what) {
+  const nlohmann::json* v = c.find(key);
+  if (v && !(v->is_number() && v->get<double>() == value))
+    throw ConfigError(c.path_of(key), std::string("only ") + what + " is supported, got " +
+                                          v->dump());
+}
+
+std::unique_ptr<Layer> make_relu(ConfigObject& c, const std::string& name) {
+  if (c.find("max_value"))
+    throw ConfigError(c.path_of("max_value"), "only an uncapped relu is supported (null)");
+  require_number(c, "negative_slope", 0.0, "negative_slope 0");
+  require_number(c, "threshold", 0.0, "threshold 0");
+  return std::make_unique<Activation>(
+      name, ActivationKind::relu, "ReLU",
+      nlohmann::json{{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}});
+}
+
+std::unique_ptr<Layer> make_elu(ConfigObject& c, const std::string& name) {
+  require_number(c, "alpha", 1.0, "alpha 1");
+  return std::make_unique<Activation>(name, ActivationKind::elu, "ELU",
+                                      nlohmann::json{{"alpha", 1.0}});
+}
+
+std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
+  if (const nlohmann::json* axis = c.find("axis"))
+    if (!(*axis == -1 || *axis == nlohmann::json::array({-1})))
+      throw ConfigError(c.path_of("axis"),
+                        "only the last axis (-1) is supported, got " + axis->dump());
+  return std::make_unique<Activation>(name, ActivationKind::softmax, "Softmax",
+                                      nlohmann::json{{"axis", -1}});
+}
+
 std::unique_ptr<Layer> make_flatten(ConfigObject& c, const std::string& name) {
   std::string fmt = c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<Flatten>(name);
@@ -165,9 +200,10 @@ std::unique_ptr<Layer> make_average_pooling2d(ConfigObject& c, const std::string
   return make_pooling2d(c, name, PoolKind::average);
 }
 
-std::unique_ptr<Layer> make_global_average_pooling2d(ConfigObject& c, const std::string& name) {
+template <int kSpatialAxes>
+std::unique_ptr<Layer> make_global_average_pooling(ConfigObject& c, const std::string& name) {
   c.one_of("data_format", "channels_last", {"channels_last"});
-  return std::make_unique<GlobalAveragePooling2D>(name, c.get_bool("keepdims", false));
+  return std::make_unique<GlobalAveragePooling>(name, kSpatialAxes, c.get_bool("keepdims", false));
 }
 
 // Keras 3 BatchNormalization, plus the tf.keras keys (axis as [n], renorm, fused, ...).
@@ -250,6 +286,9 @@ const std::map<std::string, LayerClass>& layer_registry() {
   static const std::map<std::string, LayerClass> registry = {
       {"Dense", {"dense", make_dense}},
       {"Activation", {"activation", make_activation}},
+      {"ReLU", {"re_lu", make_relu}},
+      {"ELU", {"elu", make_elu}},
+      {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},
       {"Add", {"add", make_add}},
       {"Concatenate", {"concatenate", make_concatenate}},
@@ -257,7 +296,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Conv2D", {"conv2d", make_conv2d}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
       {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
-      {"GlobalAveragePooling2D", {"global_average_pooling2d", make_global_average_pooling2d}},
+      {"GlobalAveragePooling1D", {"global_average_pooling1d", make_global_average_pooling<1>}},
+      {"GlobalAveragePooling2D", {"global_average_pooling2d", make_global_average_pooling<2>}},
       {"BatchNormalization", {"batch_normalization", make_batch_normalization}},
       {"Reshape", {"reshape", make_reshape}},
       {"Embedding", {"embedding", make_embedding}},

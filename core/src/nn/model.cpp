@@ -99,8 +99,9 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
   if (lc.has("name")) {
     name = lc.get_string("name");
   } else {
-    int n = name_counts[it->second.default_name]++;
-    name = it->second.default_name + (n == 0 ? "" : "_" + std::to_string(n));
+    const int n = name_counts[it->second.default_name]++;
+    name = it->second.default_name;
+    if (n > 0) name.append("_").append(std::to_string(n));  // (GCC 12 misjudges "_" + s)
   }
   if (name.empty() || name.find('/') != std::string::npos)
     throw ConfigError(lc.path_of("name"), "layer names must be non-empty and contain no '/'");
@@ -200,7 +201,9 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
       else if (!layers_.empty() || *declared != *input_shape)
         throw ConfigError(lpath + ".config", "only the first layer may give an input shape");
     }
-    inputs_.push_back({layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1});
+    const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
+    calls_.push_back({layers_.size(), layer.get(), {previous}, 0});
+    calls_of_layer_.push_back({layers_.size()});
     layers_.push_back(std::move(layer));
     layer_paths.push_back(lpath);
   }
@@ -213,7 +216,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
 }
 
 void Model::read_functional(const json& config, const std::string& path,
-                            std::vector<std::string>& layer_paths) {
+                            std::vector<std::string>& call_paths) {
   ConfigObject cfg(config.at("config"), path);
   cfg.ignore({"name", "trainable", "build_input_shape", "dtype"});
   const nn::FunctionalGraph graph = nn::read_functional_graph(cfg);
@@ -221,7 +224,6 @@ void Model::read_functional(const json& config, const std::string& path,
   input_name_ = graph.input_name;
   input_layer_config_ = config_of(*graph.input_entry);
   input_shape_ = read_input_layer(input_layer_config_, graph.input_path + ".config");
-  std::map<std::string, int> index_of{{graph.input_name, kModelInput}};
   std::map<std::string, int> name_counts;
   std::set<std::string> used_names{graph.input_name};
   for (const auto& entry : graph.layers) {
@@ -230,49 +232,83 @@ void Model::read_functional(const json& config, const std::string& path,
     if (layer->name() != entry.name)
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
                                                   "' but its config '" + layer->name() + "'");
-    std::vector<int> inputs;
-    for (const auto& n : entry.inbound) inputs.push_back(index_of.at(n));
-    if (inputs.size() > 1 && !layer->takes_several_inputs())
-      throw ConfigError(entry.path + ".inbound_nodes[0]", "layer '" + entry.name + "' (" +
-                                                              layer->class_name() +
-                                                              ") takes one input, "
-                                                              "but is called on " +
-                                                              std::to_string(inputs.size()));
-    index_of[entry.name] = static_cast<int>(layers_.size());
-    inputs_.push_back(std::move(inputs));
     layers_.push_back(std::move(layer));
-    layer_paths.push_back(entry.path);
+    calls_of_layer_.emplace_back();
+  }
+  for (const auto& call : graph.calls) {
+    const nn::FunctionalLayer& entry = graph.layers[call.layer];
+    const std::string at = entry.path + ".inbound_nodes[" + std::to_string(call.call) + "]";
+    Layer* runner = layers_[call.layer].get();
+    if (call.call > 0) {  // a shared layer's later call: a twin of the layer
+      std::map<std::string, int> counts;
+      std::set<std::string> names;
+      std::optional<Shape> declared;
+      twins_.push_back(make_layer(*entry.entry, entry.path, counts, names, declared));
+      runner = twins_.back().get();
+    }
+    if (call.inputs.size() > 1 && !runner->takes_several_inputs())
+      throw ConfigError(at, "layer '" + entry.name + "' (" + runner->class_name() +
+                                ") takes one input, but is called on " +
+                                std::to_string(call.inputs.size()));
+    calls_of_layer_[call.layer].push_back(calls_.size());
+    calls_.push_back({call.layer, runner, call.inputs, call.call});
+    call_paths.push_back(call.call == 0 && entry.calls.size() == 1 ? entry.path : at);
   }
 }
 
-void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths) {
+void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& call_paths) {
   Rng init(seed);
+  Rng twins_init(0);  // a twin's own initial weights are never used: keep `init`'s sequence
   output_shapes_ = {input_shape_};
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  call_shapes_.clear();
+  for (std::size_t k = 0; k < calls_.size(); ++k) {
+    const Call& call = calls_[k];
     std::vector<Shape> shapes;
-    for (int in : inputs_[i]) shapes.push_back(output_shapes_[static_cast<std::size_t>(in + 1)]);
+    for (int in : call.inputs)
+      shapes.push_back(in == kModelInput ? input_shape_ : call_shapes_[static_cast<std::size_t>(in)]);
     try {
-      output_shapes_.push_back(layers_[i]->build_inputs(shapes, init));
+      call_shapes_.push_back(call.runner->build_inputs(shapes, call.number == 0 ? init : twins_init));
     } catch (const ShapeError& e) {
-      throw ConfigError(layer_paths[i], e.what());
+      throw ConfigError(call_paths[k], e.what());
     }
+    if (call.number == 0) {
+      output_shapes_.push_back(call_shapes_.back());
+      continue;
+    }
+    const auto own = layers_[call.layer]->parameters(), twin = call.runner->parameters();
+    for (std::size_t j = 0; j < own.size(); ++j)
+      if (twin[j]->value.shape() != own[j]->value.shape())
+        throw ConfigError(call_paths[k],
+                          "call " + std::to_string(call.number) + " of layer '" +
+                              layers_[call.layer]->name() + "' needs weights of shape " +
+                              shape_to_string(twin[j]->value.shape()) + " for '" + own[j]->name +
+                              "', but its first call made them " +
+                              shape_to_string(own[j]->value.shape()));
+    if (!layers_[call.layer]->random_state().empty())
+      throw ConfigError(call_paths[k], "layer '" + layers_[call.layer]->name() + "' (" +
+                                           layers_[call.layer]->class_name() +
+                                           ") draws random numbers: Tandem does not call such a "
+                                           "layer more than once");
   }
+  grad_sums_.resize(calls_.size());
   // A relu moves into the layer that reads it where that layer applies it on a smaller tensor
   // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
-  // tensor fewer. Only where nothing else reads the relu's output.
-  std::vector<int> readers(layers_.size(), 0);
-  for (const auto& inputs : inputs_)
-    for (int in : inputs)
-      if (in != kModelInput) ++readers[static_cast<std::size_t>(in)];
-  for (std::size_t i = 0; i + 1 < layers_.size(); ++i) {
-    if (readers[i] != 1) continue;
-    std::size_t reader = i + 1;
-    while (reader < layers_.size() && std::find(inputs_[reader].begin(), inputs_[reader].end(),
-                                                static_cast<int>(i)) == inputs_[reader].end())
-      ++reader;
-    if (reader == layers_.size() || inputs_[reader].size() != 1) continue;
-    nn::ReluProducer* layer = nn::relu_producer_of(*layers_[i]);
-    nn::ReluConsumer* next = nn::relu_consumer_of(*layers_[reader]);
+  // tensor fewer. Only where one call of each layer is the other's only reader.
+  std::vector<int> readers(calls_.size(), 0), reader_of(calls_.size(), -1);
+  for (std::size_t k = 0; k < calls_.size(); ++k)
+    for (int in : calls_[k].inputs)
+      if (in != kModelInput) {
+        ++readers[static_cast<std::size_t>(in)];
+        reader_of[static_cast<std::size_t>(in)] = static_cast<int>(k);
+      }
+  for (std::size_t k = 0; k < calls_.size(); ++k) {
+    if (readers[k] != 1) continue;
+    const Call& reader = calls_[static_cast<std::size_t>(reader_of[k])];
+    if (reader.inputs.size() != 1 || calls_of_layer_[calls_[k].layer].size() != 1 ||
+        calls_of_layer_[reader.layer].size() != 1)
+      continue;
+    nn::ReluProducer* layer = nn::relu_producer_of(*calls_[k].runner);
+    nn::ReluConsumer* next = nn::relu_consumer_of(*reader.runner);
     if (layer && next && layer->has_output_relu() && next->can_apply_input_relu()) {
       layer->set_output_relu_external(true);
       next->set_apply_input_relu(true);
@@ -291,15 +327,28 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
       !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
     throw ShapeError("model '" + name_ + "' expects inputs " + shape_to_string(input_shape_, true) +
                      ", got " + shape_to_string(x.shape()));
-  outputs_.assign(layers_.size(), nullptr);
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  outputs_.assign(calls_.size(), nullptr);
+  for (std::size_t k = 0; k < calls_.size(); ++k) {
+    const Call& call = calls_[k];
+    if (call.number > 0) sync_twin(call);
     call_inputs_.clear();
-    for (int in : inputs_[i])
+    for (int in : call.inputs)
       call_inputs_.push_back(in == kModelInput ? &x : outputs_[static_cast<std::size_t>(in)]);
-    layers_[i]->set_sample_offset(sample_offset);
-    outputs_[i] = &layers_[i]->forward_inputs(call_inputs_, training);
+    call.runner->set_sample_offset(sample_offset);
+    outputs_[k] = &call.runner->forward_inputs(call_inputs_, training);
   }
   return *outputs_.back();
+}
+
+void Model::sync_twin(const Call& call) {
+  Layer& layer = *layers_[call.layer];
+  const auto own = layer.parameters(), twin = call.runner->parameters();
+  for (std::size_t j = 0; j < own.size(); ++j) {
+    twin[j]->value = own[j]->value;  // shares the storage, wherever it lives
+    twin[j]->trainable = own[j]->trainable;
+  }
+  call.runner->set_trainable(layer.trainable());
+  call.runner->set_backend(layer.ops());
 }
 
 void Model::backward(const Tensor& grad_output) {
@@ -308,45 +357,70 @@ void Model::backward(const Tensor& grad_output) {
 
 void Model::backward(const Tensor& grad_output,
                      const std::function<void(std::size_t layer)>& after_layer) {
-  // A layer runs its backward when it has trainable parameters or something before it has
-  // (needs_input_grad): the layers before the first trainable one need no gradient at all.
-  const std::size_t n = layers_.size();
-  std::vector<bool> trainable(n, false), needs_input_grad(n, false);
+  // A call runs its backward when its layer has trainable parameters or something before it
+  // has (needs_input_grad): the calls before the first trainable one need no gradient at all.
+  const std::size_t n = calls_.size();
+  std::vector<bool> trainable(n, false), needs_input_grad(n, false), ran(n, false);
   const auto leads_to_training = [&](int in) {
     return in != kModelInput && (trainable[static_cast<std::size_t>(in)] ||
                                  needs_input_grad[static_cast<std::size_t>(in)]);
   };
-  for (std::size_t i = 0; i < n; ++i) {
-    if (layers_[i]->trainable())
-      for (Parameter* p : layers_[i]->parameters()) trainable[i] = trainable[i] || p->trainable;
-    for (int in : inputs_[i]) needs_input_grad[i] = needs_input_grad[i] || leads_to_training(in);
+  for (std::size_t k = 0; k < n; ++k) {
+    const Layer& layer = *layers_[calls_[k].layer];
+    if (layer.trainable())
+      for (Parameter* p : layers_[calls_[k].layer]->parameters())
+        trainable[k] = trainable[k] || p->trainable;
+    for (int in : calls_[k].inputs) needs_input_grad[k] = needs_input_grad[k] || leads_to_training(in);
   }
   output_grads_.assign(n, nullptr);
   output_grads_[n - 1] = &grad_output;
-  for (std::size_t i = n; i-- > 0;) {
-    if (output_grads_[i] && (trainable[i] || needs_input_grad[i])) {
-      const auto grads = layers_[i]->backward_inputs(*output_grads_[i], needs_input_grad[i]);
-      for (std::size_t j = 0; j < grads.size() && j < inputs_[i].size(); ++j)
-        if (leads_to_training(inputs_[i][j]))
-          add_output_grad(static_cast<std::size_t>(inputs_[i][j]), grads[j]);
+  for (std::size_t k = n; k-- > 0;) {
+    const Call& call = calls_[k];
+    if (output_grads_[k] && (trainable[k] || needs_input_grad[k])) {
+      if (call.number > 0)  // a twin sets its own gradients, summed into the layer's below
+        for (Parameter* p : call.runner->parameters())
+          if (p->trainable) call.runner->ops().place(p->grad, p->value.shape());
+      const auto grads = call.runner->backward_inputs(*output_grads_[k], needs_input_grad[k]);
+      ran[k] = true;
+      for (std::size_t j = 0; j < grads.size() && j < call.inputs.size(); ++j)
+        if (leads_to_training(call.inputs[j]))
+          add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j]);
     }
-    after_layer(i);
+    // The layer's first call is its last in this pass: its gradient is complete now.
+    if (call.number == 0) {
+      sum_twin_gradients(call.layer, ran);
+      after_layer(call.layer);
+    }
   }
 }
 
-void Model::add_output_grad(std::size_t i, const Tensor* grad) {
-  // The first reader's gradient is used as it is; a second one sums into grad_sums_[i], in the
-  // order the readers ran backward (last layer first), the same on every replica.
-  if (!output_grads_[i]) {
-    output_grads_[i] = grad;
+void Model::sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran) {
+  const auto& calls = calls_of_layer_[layer];
+  if (calls.size() < 2 || !layers_[layer]->trainable() || !ran[calls[0]]) return;
+  // Every call of a trainable layer ran (each leads to the output, so a gradient reaches it);
+  // their gradients are added in call order, whatever order they ran backward in.
+  const auto own = layers_[layer]->parameters();
+  backend::Backend& ops = layers_[layer]->ops();
+  for (std::size_t c = 1; c < calls.size(); ++c) {
+    if (!ran[calls[c]]) continue;
+    const auto twin = calls_[calls[c]].runner->parameters();
+    for (std::size_t j = 0; j < own.size(); ++j)
+      if (own[j]->trainable) ops.add(own[j]->grad, twin[j]->grad, own[j]->grad);
+  }
+}
+
+void Model::add_output_grad(std::size_t k, const Tensor* grad) {
+  // The first reader's gradient is used as it is; a second one sums into grad_sums_[k], in the
+  // order the readers ran backward (last call first), the same on every replica.
+  if (!output_grads_[k]) {
+    output_grads_[k] = grad;
     return;
   }
-  if (grad_sums_.size() < layers_.size()) grad_sums_.resize(layers_.size());
-  Tensor& sum = grad_sums_[i];
-  backend::Backend& ops = layers_[i]->ops();
-  if (output_grads_[i] != &sum) ops.place(sum, output_grads_[i]->shape());
-  ops.add(*output_grads_[i], *grad, sum);
-  output_grads_[i] = &sum;
+  Tensor& sum = grad_sums_[k];
+  backend::Backend& ops = layers_[calls_[k].layer]->ops();
+  if (output_grads_[k] != &sum) ops.place(sum, output_grads_[k]->shape());
+  ops.add(*output_grads_[k], *grad, sum);
+  output_grads_[k] = &sum;
 }
 
 std::vector<Parameter*> Model::parameters() {
@@ -407,7 +481,9 @@ json Model::config() const {
 }
 
 std::string Model::input_name_of(int input) const {
-  return input == kModelInput ? input_name_ : layers_[static_cast<std::size_t>(input)]->name();
+  if (input == kModelInput) return input_name_ + "[0][0]";
+  const Call& call = calls_[static_cast<std::size_t>(input)];
+  return layers_[call.layer]->name() + "[" + std::to_string(call.number) + "][0]";
 }
 
 json Model::functional_config() const {
@@ -417,20 +493,31 @@ json Model::functional_config() const {
                     {"name", input_name_},
                     {"config", input_layer_config_},
                     {"inbound_nodes", json::array()}});
+  const auto reference = [&](int in) {
+    if (in == kModelInput) return json::array({input_name_, 0, 0, json::object()});
+    const Call& c = calls_[static_cast<std::size_t>(in)];
+    return json::array({layers_[c.layer]->name(), c.number, 0, json::object()});
+  };
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    json call = json::array();
-    for (int in : inputs_[i]) call.push_back({input_name_of(in), 0, 0, json::object()});
+    json nodes = json::array();
+    for (std::size_t k : calls_of_layer_[i]) {
+      json node = json::array();
+      for (int in : calls_[k].inputs) node.push_back(reference(in));
+      nodes.push_back(node);
+    }
     layers.push_back({{"class_name", layers_[i]->class_name()},
                       {"name", layers_[i]->name()},
                       {"config", layers_[i]->config()},
-                      {"inbound_nodes", json::array({call})}});
+                      {"inbound_nodes", nodes}});
   }
   return {{"class_name", "Functional"},
           {"config",
            {{"name", name_},
             {"layers", layers},
             {"input_layers", json::array({json::array({input_name_, 0, 0})})},
-            {"output_layers", json::array({json::array({layers_.back()->name(), 0, 0})})}}}};
+            {"output_layers",
+             json::array({json::array({layers_[calls_.back().layer]->name(),
+                                       calls_.back().number, 0})})}}}};
 }
 
 namespace {
@@ -468,8 +555,9 @@ std::string Model::summary() const {
       << double_rule << "\n";
   const auto row = [&](const std::string& name, const std::string& cls, const Shape& shape,
                        std::int64_t params, const std::vector<std::string>& connected) {
+    // Keras prints "multiple" for a shared layer whose calls give different shapes.
     const std::string head = pad(" " + name + " (" + cls + ")", name_width) +
-                             pad(shape_to_string(shape, true), shape_width);
+                             pad(shape.empty() ? "multiple" : shape_to_string(shape, true), shape_width);
     if (!functional_) {
       out << head << with_commas(params) << "\n\n";
       return;
@@ -485,9 +573,14 @@ std::string Model::summary() const {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     std::int64_t params = 0;
     for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
-    std::vector<std::string> connected;
-    for (int in : inputs_[i]) connected.push_back(input_name_of(in) + "[0][0]");
-    row(layers_[i]->name(), layers_[i]->class_name(), output_shapes_[i + 1], params, connected);
+    std::vector<std::string> connected;  // every call's inputs, as Keras lists a shared layer's
+    bool one_shape = true;
+    for (std::size_t k : calls_of_layer_[i]) {
+      for (int in : calls_[k].inputs) connected.push_back(input_name_of(in));
+      one_shape = one_shape && call_shapes_[k] == output_shapes_[i + 1];
+    }
+    row(layers_[i]->name(), layers_[i]->class_name(), one_shape ? output_shapes_[i + 1] : Shape{},
+        params, connected);
   }
   const std::int64_t total = count_params(), trainable = count_trainable_params();
   out << double_rule << "\n";

@@ -171,6 +171,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   }
   all_steps_ = last_step_;
   rank_plans_ = world_->all_gather_bytes(plan_.text);
+  const double mine = static_cast<double>(size());
+  for (double replicas : world_->all_gather(&mine, 1)) total_size_ += static_cast<int>(replicas);
   // Layers whose statistics span the global batch (synchronized BatchNormalization) share one
   // CrossReplicaSum over every replica of every rank.
   if (wants_cross_replica_sum(template_) && (size() > 1 || world_->size() > 1)) {

@@ -73,6 +73,8 @@ class ReplicaModel {
 
   /// Replicas in this process.
   int size() const { return static_cast<int>(replicas_.size()); }
+  /// Replicas of every rank of the run (size() in one process).
+  int total_size() const { return total_size_; }
   const DevicePlan& plan() const { return plan_; }
   Precision precision() const { return precision_; }
   World& world() const { return *world_; }
@@ -144,6 +146,7 @@ class ReplicaModel {
   std::vector<StepSums> shard_sums_;
   std::vector<ReplicaStep> last_step_;  // this process's replicas
   std::vector<ReplicaStep> all_steps_;  // every rank's
+  int total_size_ = 0;                  // replicas of every rank
   std::shared_ptr<World> world_;
   std::vector<std::string> rank_plans_;  // every rank's plan text
   std::unique_ptr<Workers> workers_;     // none when there is one replica

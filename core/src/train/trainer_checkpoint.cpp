@@ -61,6 +61,7 @@ CheckpointData Trainer::checkpoint(Target target) {
          json plan = meta_.plan().to_json();
          plan["plan"] = meta_.plan_text();  // "2x(cpu:1)" across two processes
          plan["world_size"] = meta_.world().size();
+         plan["replicas_total"] = meta_.total_size();  // of every rank
          return plan;
        }()},
       {"partial", {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},

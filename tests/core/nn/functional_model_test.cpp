@@ -126,7 +126,8 @@ TEST(FunctionalModel, Keras2ToJsonRunsAsItsLayersSay) {
   EXPECT_TRUE(m->functional());
   EXPECT_EQ(m->layer_count(), 4u);
   EXPECT_EQ(m->output_shape(), (Shape{2}));
-  EXPECT_EQ(m->layer_inputs(1), (std::vector<int>{0, Model::kModelInput}));
+  EXPECT_EQ(m->call_count(), 4u);
+  EXPECT_EQ(m->call_inputs(1), (std::vector<int>{0, Model::kModelInput}));
   const Tensor x = test::random_tensor({5, 4}, 11);
   const Tensor& y = m->forward(x, false);
   test::expect_close(test::to_double(y), reference(*m, test::to_double(x), 5), 1e-5, 1e-6,
@@ -194,6 +195,84 @@ TEST(FunctionalModel, SummaryHasKerasConnectedToColumn) {
   EXPECT_NE(s.find("Total params: 38"), std::string::npos) << s;  // 4*4+4 + 8*2+2
 }
 
+// A shared layer: h1 = d(x), h2 = d(h1) with the same Dense d, y = out(h1 + h2).
+json shared_model() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "shared", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 4]},
+       "inbound_nodes": []},
+      {"class_name": "Dense", "name": "d", "config": {"name": "d", "units": 4, "activation": "tanh"},
+       "inbound_nodes": [[["x", 0, 0, {}]], [["d", 0, 0, {}]]]},
+      {"class_name": "Add", "name": "add", "config": {"name": "add"},
+       "inbound_nodes": [[["d", 0, 0, {}], ["d", 1, 0, {}]]]},
+      {"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 2},
+       "inbound_nodes": [[["add", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]}})");
+}
+
+std::vector<double> shared_reference(Model& m, const std::vector<double>& x, std::int64_t batch) {
+  auto p = m.parameters();  // d/kernel, d/bias, out/kernel, out/bias
+  const auto w = [&](int i, std::int64_t k) { return static_cast<double>(p[i]->value[k]); };
+  std::vector<double> y(static_cast<std::size_t>(batch * 2));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    double h1[4], h2[4];
+    for (int j = 0; j < 4; ++j) {
+      double z = w(1, j);
+      for (int i = 0; i < 4; ++i) z += x[static_cast<std::size_t>(b * 4 + i)] * w(0, i * 4 + j);
+      h1[j] = std::tanh(z);
+    }
+    for (int j = 0; j < 4; ++j) {
+      double z = w(1, j);
+      for (int i = 0; i < 4; ++i) z += h1[i] * w(0, i * 4 + j);
+      h2[j] = std::tanh(z);
+    }
+    for (int k = 0; k < 2; ++k) {
+      double z = w(3, k);
+      for (int j = 0; j < 4; ++j) z += (h1[j] + h2[j]) * w(2, j * 2 + k);
+      y[static_cast<std::size_t>(b * 2 + k)] = z;
+    }
+  }
+  return y;
+}
+
+TEST(FunctionalModel, ASharedLayerHasOneSetOfWeightsAndSumsItsCallsGradients) {
+  auto m = Model::from_config(shared_model(), "model", 7);
+  EXPECT_EQ(m->layer_count(), 3u);
+  EXPECT_EQ(m->call_count(), 4u);
+  EXPECT_EQ(m->count_params(), 4 * 4 + 4 + 4 * 2 + 2);  // d counted once
+  const Tensor x = test::random_tensor({3, 4}, 15);
+  test::expect_close(test::to_double(m->forward(x, true)), shared_reference(*m, test::to_double(x), 3),
+                     1e-5, 1e-6, "outputs");
+  const Tensor dy = test::random_tensor({3, 2}, 16);
+  m->backward(dy);
+  for (std::size_t p = 0; p < 4; ++p) {
+    Parameter& param = *m->parameters()[p];
+    const std::vector<double> numeric = test::numeric_gradient(
+        [&](const std::vector<double>& v) {
+          const Tensor saved = param.value.clone();
+          for (std::size_t k = 0; k < v.size(); ++k)
+            param.value[static_cast<std::int64_t>(k)] = static_cast<float>(v[k]);
+          const std::vector<double> y = shared_reference(*m, test::to_double(x), 3);
+          param.value.copy_from(saved);
+          double loss = 0;
+          for (std::size_t k = 0; k < y.size(); ++k) loss += y[k] * dy[static_cast<std::int64_t>(k)];
+          return loss;
+        },
+        test::to_double(param.value), 1e-3);
+    test::expect_close(test::to_double(param.grad), numeric, 1e-3, 1e-4, m->parameter_names()[p]);
+  }
+  // Keras' form of the calls survives config(): d has two inbound nodes, add reads d's call 1.
+  const json c = m->config();
+  EXPECT_EQ(c["config"]["layers"][1]["inbound_nodes"].size(), 2u);
+  EXPECT_EQ(c["config"]["layers"][2]["inbound_nodes"],
+            json::parse(R"([[["d", 0, 0, {}], ["d", 1, 0, {}]]])"));
+  auto again = Model::from_config(c, "model", 8);
+  again->copy_weights_from(*m);
+  EXPECT_EQ(test::to_double(again->forward(x, false)), test::to_double(m->forward(x, false)));
+  const std::string s = m->summary();
+  EXPECT_NE(s.find("['x[0][0]',"), std::string::npos) << s;
+  EXPECT_NE(s.find("'d[0][0]']"), std::string::npos) << s;
+}
+
 std::string error_of(const json& config) {
   try {
     Model::from_config(config, "model", 0);
@@ -214,12 +293,21 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   cycle["config"]["layers"][1]["inbound_nodes"][0][0][0] = "concatenate";
   EXPECT_NE(error_of(cycle).find("depends on itself"), std::string::npos) << error_of(cycle);
 
-  json shared = keras2_model();
-  shared["config"]["layers"][1]["inbound_nodes"].push_back(json::parse(R"([["add", 0, 0, {}]])"));
-  EXPECT_NE(error_of(shared).find("at 'model.config.layers[1].inbound_nodes': layer 'dense' is called "
-                                  "2 times (a shared layer)"),
+  json shared_dropout = json::parse(R"({"class_name": "Functional", "config": {"layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 4]}},
+      {"class_name": "Dropout", "name": "drop", "config": {"name": "drop", "rate": 0.5},
+       "inbound_nodes": [[["x", 0, 0, {}]], [["drop", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["drop", 1, 0]]}})");
+  EXPECT_NE(error_of(shared_dropout).find("model.config.layers[1].inbound_nodes[1]': layer 'drop' "
+                                          "(Dropout) draws random numbers"),
             std::string::npos)
-      << error_of(shared);
+      << error_of(shared_dropout);
+
+  json no_such_call = keras2_model();
+  no_such_call["config"]["layers"][2]["inbound_nodes"][0][0][1] = 1;  // dense has one call
+  EXPECT_NE(error_of(no_such_call).find("takes call 1 of 'dense', which is called 1 time"),
+            std::string::npos)
+      << error_of(no_such_call);
 
   json two_inputs = keras2_model();
   two_inputs["config"]["input_layers"].push_back({"input_2", 0, 0});

@@ -28,7 +28,7 @@ double reference_loss(const std::vector<double>& x, const std::vector<double>& w
 
 TEST(GlobalAveragePooling2D, ForwardAndGradientMatchDoubleReference) {
   for (bool keepdims : {false, true}) {
-    GlobalAveragePooling2D gap("gap", keepdims);
+    GlobalAveragePooling gap("gap", 2, keepdims);
     Rng init(0);
     EXPECT_EQ(gap.build({7, 5, 3}, init), keepdims ? (Shape{1, 1, 3}) : (Shape{3}));
     EXPECT_TRUE(gap.parameters().empty());
@@ -50,8 +50,43 @@ TEST(GlobalAveragePooling2D, ForwardAndGradientMatchDoubleReference) {
   }
 }
 
+// GlobalAveragePooling1D: the mean over the steps of (batch, steps, features), the same sums.
+TEST(GlobalAveragePooling1D, ForwardAndGradientMatchDoubleReference) {
+  for (bool keepdims : {false, true}) {
+    GlobalAveragePooling gap("gap1d", 1, keepdims);
+    EXPECT_EQ(gap.class_name(), "GlobalAveragePooling1D");
+    Rng init(0);
+    EXPECT_EQ(gap.build({9, 4}, init), keepdims ? (Shape{1, 4}) : (Shape{4}));
+    Tensor x = test::random_tensor({3, 9, 4}, 3);
+    const Tensor& y = gap.forward(x, true);
+    EXPECT_EQ(y.shape(), keepdims ? (Shape{3, 1, 4}) : (Shape{3, 4}));
+    Tensor w = test::random_tensor(y.shape(), 4);
+    const auto xd = test::to_double(x), wd = test::to_double(w);
+    double tandem_loss = 0;
+    for (std::int64_t i = 0; i < y.size(); ++i) tandem_loss += static_cast<double>(y[i]) * w[i];
+    EXPECT_NEAR(tandem_loss, reference_loss(xd, wd, 3, 9, 4), 1e-5);
+    const Tensor& gx = gap.backward(w, true);
+    ASSERT_EQ(gx.shape(), x.shape());
+    test::expect_close(
+        test::to_double(gx),
+        test::numeric_gradient([&](const auto& v) { return reference_loss(v, wd, 3, 9, 4); }, xd),
+        1e-4, 1e-6, "d/dx");
+  }
+  GlobalAveragePooling image_input("gap1d", 1, false);
+  Rng init(0);
+  try {
+    image_input.build({4, 4, 8}, init);
+    FAIL() << "GlobalAveragePooling1D takes (batch, steps, features)";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("'gap1d' (GlobalAveragePooling1D) expects inputs of "
+                                         "shape (batch, steps, features), got (None, 4, 4, 8)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(GlobalAveragePooling2D, BadShapesNameTheLayer) {
-  GlobalAveragePooling2D gap("head", false);
+  GlobalAveragePooling gap("head", 2, false);
   Rng init(0);
   try {
     gap.build({64}, init);

@@ -2,12 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "gradient_check.hpp"
 #include "nn/activation.hpp"
 #include "nn/dropout.hpp"
 #include "nn/flatten.hpp"
 #include "tandem/error.hpp"
+#include "tandem/model.hpp"
 
 namespace tandem::nn {
 namespace {
@@ -118,6 +120,64 @@ TEST(ActivationLayer, AppliesSoftmaxPerRowWithGradient) {
   };
   test::expect_close(test::to_double(gx), test::numeric_gradient(loss, test::to_double(x)), 1e-4,
                      1e-5, "softmax layer gradient");
+}
+
+}  // namespace
+}  // namespace tandem::nn
+
+namespace tandem::nn {
+namespace {
+
+std::unique_ptr<Model> one_layer(const std::string& cls, const nlohmann::json& config) {
+  nlohmann::json c = config;
+  c["input_shape"] = {3, 5};
+  return Model::from_config({{"class_name", "Sequential"},
+                             {"config", {{"layers", {{{"class_name", cls}, {"config", c}}}}}}},
+                            "model", 0);
+}
+
+std::string refusal(const std::string& cls, const nlohmann::json& config) {
+  try {
+    one_layer(cls, config);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// ReLU, ELU and Softmax layers compute what the Activation layer of the same function does, and
+// keep Keras' class names, default names and config keys.
+TEST(ActivationLayers, KerasNamedActivationLayersAreTheirActivation) {
+  const Tensor x = test::random_tensor({2, 3, 5}, 21, -2, 2);
+  for (const auto& [cls, fn, name] :
+       {std::tuple{"ReLU", "relu", "re_lu"}, std::tuple{"ELU", "elu", "elu"},
+        std::tuple{"Softmax", "softmax", "softmax"}}) {
+    auto layer = one_layer(cls, nlohmann::json::object());
+    auto plain = one_layer("Activation", {{"activation", fn}});
+    EXPECT_EQ(layer->layer(0).class_name(), cls);
+    EXPECT_EQ(layer->layer(0).name(), name);
+    const Tensor& a = layer->forward(x, false);
+    const Tensor& b = plain->forward(x, false);
+    ASSERT_EQ(a.shape(), b.shape());
+    for (std::int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << cls << " " << i;
+    // The config is Keras' and builds the same layer again.
+    auto again = Model::from_config(layer->config(), "model", 0);
+    EXPECT_EQ(again->layer(0).class_name(), cls);
+  }
+  EXPECT_EQ(one_layer("ReLU", {})->layer(0).config()["negative_slope"], 0.0);
+  EXPECT_EQ(one_layer("Softmax", {})->layer(0).config()["axis"], -1);
+}
+
+TEST(ActivationLayers, VariantsNotYetSupportedAreRefusedAtTheirKey) {
+  EXPECT_NE(refusal("ReLU", {{"max_value", 6.0}}).find("'model.config.layers[0].config.max_value'"),
+            std::string::npos);
+  EXPECT_NE(refusal("ReLU", {{"negative_slope", 0.1}})
+                .find("'model.config.layers[0].config.negative_slope': only negative_slope 0"),
+            std::string::npos);
+  EXPECT_NE(refusal("ELU", {{"alpha", 0.5}}).find("only alpha 1 is supported, got 0.5"),
+            std::string::npos);
+  EXPECT_NE(refusal("Softmax", {{"axis", 1}}).find("only the last axis (-1)"), std::string::npos);
+  EXPECT_EQ(refusal("ReLU", {{"max_value", nullptr}, {"threshold", 0}}), "(no error)");
 }
 
 }  // namespace

@@ -50,6 +50,35 @@ TEST(Model, FashionMlpSummaryMatchesKeras) {
             std::string::npos);
 }
 
+TEST(Model, FashionResnetIsAResNet20WithKerasParameterCounts) {
+  auto doc = load_json_file(test::source_dir() / "resources/configs/fashion-resnet.json");
+  auto model = Model::from_config(doc["model"], "model", 0);
+  EXPECT_TRUE(model->functional());
+  // By hand: the stem conv 3*3*1*16 and its BatchNormalization (4 x 16); per stage, three blocks
+  // of two 3x3 convolutions and two BatchNormalizations, the first block of stages 2 and 3 with
+  // a 1x1 projection and its BatchNormalization; the Dense 64 -> 10.
+  const std::int64_t stem = 3 * 3 * 1 * 16 + 4 * 16;
+  const std::int64_t stage1 = 3 * (2 * 3 * 3 * 16 * 16 + 2 * 4 * 16);
+  const std::int64_t stage2 = (3 * 3 * 16 * 32 + 3 * 3 * 32 * 32 + 16 * 32 + 3 * 4 * 32) +
+                              2 * (2 * 3 * 3 * 32 * 32 + 2 * 4 * 32);
+  const std::int64_t stage3 = (3 * 3 * 32 * 64 + 3 * 3 * 64 * 64 + 32 * 64 + 3 * 4 * 64) +
+                              2 * (2 * 3 * 3 * 64 * 64 + 2 * 4 * 64);
+  const std::int64_t head = 64 * 10 + 10;
+  EXPECT_EQ(model->count_params(), stem + stage1 + stage2 + stage3 + head);
+  // The moving mean and variance of 16 + 6*16 + 7*32 + 7*64 channels are not trained.
+  EXPECT_EQ(model->count_params() - model->count_trainable_params(),
+            2 * (16 + 6 * 16 + 7 * 32 + 7 * 64));
+  int adds = 0;
+  EXPECT_EQ(model->call_count(), model->layer_count());  // no layer is called twice
+  for (std::size_t k = 0; k < model->call_count(); ++k)
+    if (model->layer(model->call_layer(k)).class_name() == "Add") {
+      ++adds;
+      EXPECT_EQ(model->call_inputs(k).size(), 2u) << model->layer(model->call_layer(k)).name();
+    }
+  EXPECT_EQ(adds, 9);
+  EXPECT_EQ(model->output_shape(), (Shape{10}));
+}
+
 TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
   auto a = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}})}),
                               "model", 0);
