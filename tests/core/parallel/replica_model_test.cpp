@@ -47,7 +47,9 @@ json residual_model_config() {
   const auto entry = [&](const char* cls, const char* name, json config,
                          std::initializer_list<const char*> inbound) {
     config["name"] = name;
-    return json{{"class_name", cls}, {"name", name}, {"config", config},
+    return json{{"class_name", cls},
+                {"name", name},
+                {"config", config},
                 {"inbound_nodes", inbound.size() ? call(inbound) : json::array()}};
   };
   return {{"class_name", "Functional"},
@@ -65,6 +67,21 @@ json residual_model_config() {
             {"output_layers", {{"logits", 0, 0}}}}},
           {"keras_version", "2.15.0"},
           {"backend", "tensorflow"}};
+}
+
+// A shared layer: the same Dense 6 tanh applied twice (to the input, then to its own output),
+// both calls added, -> Dense 5: the shared kernel's gradient is the sum of two calls'.
+json shared_model_config() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "shared", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 6]},
+       "inbound_nodes": []},
+      {"class_name": "Dense", "name": "twice", "config": {"name": "twice", "units": 6,
+       "activation": "tanh"}, "inbound_nodes": [[["x", 0, 0, {}]], [["twice", 0, 0, {}]]]},
+      {"class_name": "Add", "name": "both", "config": {"name": "both"},
+       "inbound_nodes": [[["twice", 0, 0, {}], ["twice", 1, 0, {}]]]},
+      {"class_name": "Dense", "name": "logits", "config": {"name": "logits", "units": 5},
+       "inbound_nodes": [[["both", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["logits", 0, 0]]}})");
 }
 
 struct Fixture {
@@ -152,20 +169,22 @@ TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
   EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
 }
 
-// Contract 1 on a functional graph: a residual connection (the input's gradient summed from two
-// readers), a Concatenate and Dropout, 10 Adam steps through the meta-model equal the template's.
+// Contract 1 on functional graphs: a residual connection (the input's gradient summed from two
+// readers), a Concatenate and Dropout; and a shared layer. 10 Adam steps through the meta-model
+// equal the template's.
 TEST(MetaEqualsTemplate, AResidualFunctionalModelTrainsAsTheTemplateDoes) {
-  for (int replicas : {2, 3, 7})
-    for (std::int64_t batch : {7, 130}) {
-      Fixture alone(residual_model_config()), through_meta(residual_model_config());
-      train_template_alone(alone, batch, 10);
-      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
-      train_meta(through_meta, meta, batch, 10);
-      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
-          << replicas << " replicas, batch " << batch;
-      Fixture untouched(residual_model_config());
-      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
-    }
+  for (const json& config : {residual_model_config(), shared_model_config()})
+    for (int replicas : {2, 3, 7})
+      for (std::int64_t batch : {7, 130}) {
+        Fixture alone(config), through_meta(config);
+        train_template_alone(alone, batch, 10);
+        ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+        train_meta(through_meta, meta, batch, 10);
+        EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+            << replicas << " replicas, batch " << batch;
+        Fixture untouched(config);
+        EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {
