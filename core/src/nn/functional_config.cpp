@@ -1,7 +1,6 @@
 #include "nn/functional_config.hpp"
 
 #include <map>
-#include <set>
 
 #include "tandem/error.hpp"
 
