@@ -158,32 +158,27 @@ def run_seed(args):
     return r
 
 
-def run_cnn(args):
-    torch.manual_seed(0)
+def run_fashion_images(model, args, batches, warmup, runs, per_run):
+    """A Fashion-MNIST image model in NCHW, batch 128, Adam 1e-3, on `batches` random batches."""
     batch = 128
-    model = fashion_cnn()
     loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(8)]
+    data = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(batches)]
     r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
          "mkldnn_enabled": torch.backends.mkldnn.enabled,
          "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
-    r["step"] = bench_steps(model, loss_fn, opt, batches, 10, 5 if args.quick else 20, 8, batch)
+    r["step"] = bench_steps(model, loss_fn, opt, data, warmup, 3 if args.quick else runs, per_run, batch)
     return r
+
+
+def run_cnn(args):
+    torch.manual_seed(0)
+    return run_fashion_images(fashion_cnn(), args, batches=8, warmup=10, runs=20, per_run=8)
 
 
 def run_resnet(args):
     torch.manual_seed(0)
-    batch = 128
-    model = fashion_resnet()
-    loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(4)]
-    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
-         "mkldnn_enabled": torch.backends.mkldnn.enabled,
-         "loss": "CrossEntropyLoss (logits)", "optimizer": "Adam(lr=1e-3)"}
-    r["step"] = bench_steps(model, loss_fn, opt, batches, 3, 3 if args.quick else 8, 4, batch)
-    return r
+    return run_fashion_images(fashion_resnet(), args, batches=4, warmup=3, runs=8, per_run=4)
 
 
 def main():
