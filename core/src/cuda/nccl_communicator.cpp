@@ -19,8 +19,7 @@ namespace tandem::detail {
 namespace {
 
 void check_nccl(ncclResult_t r, const std::string& what) {
-  if (r != ncclSuccess)
-    throw RunError("NCCL " + what + " failed: " + ncclGetErrorString(r));
+  if (r != ncclSuccess) throw RunError("NCCL " + what + " failed: " + ncclGetErrorString(r));
 }
 
 struct NcclCommDeleter {
@@ -55,24 +54,15 @@ class NcclCommunicator : public StreamCommunicator {
     if (participant < 0 || participant >= size())
       throw RunError("all_reduce_on_stream: participant " + std::to_string(participant) + " of " +
                      std::to_string(size()));
-    check_buffer(static_cast<std::size_t>(participant), slice);
     const auto i = static_cast<std::size_t>(participant);
+    require_buffer_on(i, slice, device_of(i));
     check_nccl(ncclAllReduce(slice.data(), slice.data(), static_cast<std::size_t>(slice.size()),
                              ncclFloat, ncclSum, comms_[i].get(), stream),
                "all-reduce of a gradient bucket");
   }
 
   void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
-    if (buffers.size() != devices_.size())
-      throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
-                     std::to_string(devices_.size()) + " participants");
-    for (std::size_t i = 0; i < buffers.size(); ++i) {
-      check_buffer(i, *buffers[i]);
-      if (buffers[i]->size() != buffers[0]->size())
-        throw RunError("all_reduce_sum: participant " + std::to_string(i) + " has " +
-                       std::to_string(buffers[i]->size()) + " elements, participant 0 " +
-                       std::to_string(buffers[0]->size()));
-    }
+    require_buffers(buffers, size(), [&](std::size_t i) { return device_of(i); });
     const auto count = static_cast<std::size_t>(buffers[0]->size());
     check_nccl(ncclGroupStart(), "group start");
     for (std::size_t i = 0; i < devices_.size(); ++i)
@@ -107,7 +97,7 @@ class NcclCommunicator : public StreamCommunicator {
       made = ncclCommInitRank(&comms[i], total, id, first + static_cast<int>(i));
       if (made != ncclSuccess)
         failure = "initialisation of rank " + std::to_string(first + i) + " of " +
-                        std::to_string(total) + " on " + plan.text;
+                  std::to_string(total) + " on " + plan.text;
     }
     const ncclResult_t ended = ncclGroupEnd();
     adopt(comms);
@@ -120,13 +110,8 @@ class NcclCommunicator : public StreamCommunicator {
     for (ncclComm_t c : comms) comms_.emplace_back(c);
   }
 
-  // The buffer of participant i must be on its GPU.
-  void check_buffer(std::size_t i, const Tensor& buffer) const {
-    const Device want{MemoryKind::cuda, devices_[i]};
-    if (buffer.device() != want)
-      throw RunError("NCCL all-reduce: participant " + std::to_string(i) + "'s buffer is on " +
-                     buffer.device().name() + ", not on " + want.name());
-  }
+  // Participant i's GPU.
+  Device device_of(std::size_t i) const { return {MemoryKind::cuda, devices_[i]}; }
 
   std::vector<int> devices_;
   std::vector<NcclComm> comms_;                             // per local GPU

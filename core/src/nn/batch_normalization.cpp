@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -61,10 +62,7 @@ backend::BatchNorm& BatchNormalization::normalization() {
 }
 
 const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
-  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
-      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
-    throw ShapeError("layer '" + name() + "' (BatchNormalization) expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (BatchNormalization)");
   input_ = x;
   ops().place(output_, x.shape());
   const Tensor* gamma = options_.scale ? &gamma_.value : nullptr;

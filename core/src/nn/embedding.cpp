@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -53,10 +54,7 @@ Shape Embedding::build(const Shape& input_shape, Rng& init) {
 }
 
 const Tensor& Embedding::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
-      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
-    throw ShapeError("layer '" + name() + "' (Embedding) expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (Embedding)");
   input_ = x;
   Shape out = x.shape();
   out.push_back(options_.output_dim);

@@ -1,5 +1,6 @@
 #include "nn/flatten.hpp"
 
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -22,9 +23,7 @@ const Tensor& Flatten::backward(const Tensor& grad_output, bool need_input_grad)
     grad_input_ = Tensor();
     return grad_input_;
   }
-  Shape s{grad_output.dim(0)};
-  s.insert(s.end(), input_shape_.begin(), input_shape_.end());
-  grad_input_ = grad_output.reshaped(s);
+  grad_input_ = grad_output.reshaped(with_batch(grad_output.dim(0), input_shape_));
   return grad_input_;
 }
 

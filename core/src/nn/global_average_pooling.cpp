@@ -1,6 +1,7 @@
 #include "nn/global_average_pooling.hpp"
 
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -9,21 +10,15 @@ std::string GlobalAveragePooling::class_name() const {
   return spatial_axes_ == 1 ? "GlobalAveragePooling1D" : "GlobalAveragePooling2D";
 }
 
-Shape GlobalAveragePooling::with_batch(std::int64_t batch, const Shape& shape) const {
-  Shape s{batch};
-  s.insert(s.end(), shape.begin(), shape.end());
-  return s;
-}
-
 Shape GlobalAveragePooling::build(const Shape& input_shape, Rng& /*init*/) {
   const std::string what = "layer '" + name() + "' (" + class_name() + ")";
   bool fits = static_cast<int>(input_shape.size()) == spatial_axes_ + 1;
   for (std::int64_t d : input_shape) fits = fits && d > 0;
   if (!fits)
-    throw ShapeError(what + " expects inputs of shape " +
-                     (spatial_axes_ == 1 ? "(batch, steps, features)"
-                                         : "(batch, rows, cols, channels)") +
-                     ", got " + shape_to_string(input_shape, true));
+    throw ShapeError(
+        what + " expects inputs of shape " +
+        (spatial_axes_ == 1 ? "(batch, steps, features)" : "(batch, rows, cols, channels)") +
+        ", got " + shape_to_string(input_shape, true));
   input_shape_ = input_shape;
   channels_ = input_shape.back();
   cells_ = shape_size(input_shape) / channels_;
@@ -33,10 +28,7 @@ Shape GlobalAveragePooling::build(const Shape& input_shape, Rng& /*init*/) {
 }
 
 const Tensor& GlobalAveragePooling::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
-      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
-    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (" + class_name() + ")");
   last_batch_ = x.dim(0);
   ops().place(output_, with_batch(last_batch_, output_shape_));
   ops().global_average_pool_forward(x, output_, cells_, channels_);

@@ -23,8 +23,6 @@ class GlobalAveragePooling : public Layer {
   nlohmann::json config() const override;
 
  private:
-  Shape with_batch(std::int64_t batch, const Shape& shape) const;
-
   int spatial_axes_;
   bool keepdims_;
   Shape input_shape_;   // (positions..., channels)

@@ -1,19 +1,10 @@
 #include "nn/merge.hpp"
 
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
-
-namespace {
-
-Shape with_batch(std::int64_t batch, const Shape& shape) {
-  Shape s{batch};
-  s.insert(s.end(), shape.begin(), shape.end());
-  return s;
-}
-
-}  // namespace
 
 void MergeLayer::refuse_one_input() const {
   throw ShapeError("layer '" + name() + "' (" + class_name() +
@@ -44,10 +35,7 @@ void MergeLayer::require_several(std::size_t inputs) const {
 }
 
 void MergeLayer::check_input(const Tensor& x, const Shape& shape) const {
-  if (x.rank() != static_cast<int>(shape.size()) + 1 ||
-      !std::equal(shape.begin(), shape.end(), x.shape().begin() + 1))
-    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
-                     shape_to_string(shape, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, shape, "layer '" + name() + "' (" + class_name() + ")");
 }
 
 Shape Add::build_inputs(const std::vector<Shape>& input_shapes, Rng&) {

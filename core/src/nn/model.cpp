@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
@@ -265,9 +266,11 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     const Call& call = calls_[k];
     std::vector<Shape> shapes;
     for (int in : call.inputs)
-      shapes.push_back(in == kModelInput ? input_shape_ : call_shapes_[static_cast<std::size_t>(in)]);
+      shapes.push_back(in == kModelInput ? input_shape_
+                                         : call_shapes_[static_cast<std::size_t>(in)]);
     try {
-      call_shapes_.push_back(call.runner->build_inputs(shapes, call.number == 0 ? init : twins_init));
+      call_shapes_.push_back(
+          call.runner->build_inputs(shapes, call.number == 0 ? init : twins_init));
     } catch (const ShapeError& e) {
       throw ConfigError(call_paths[k], e.what());
     }
@@ -278,12 +281,12 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     const auto own = layers_[call.layer]->parameters(), twin = call.runner->parameters();
     for (std::size_t j = 0; j < own.size(); ++j)
       if (twin[j]->value.shape() != own[j]->value.shape())
-        throw ConfigError(call_paths[k],
-                          "call " + std::to_string(call.number) + " of layer '" +
-                              layers_[call.layer]->name() + "' needs weights of shape " +
-                              shape_to_string(twin[j]->value.shape()) + " for '" + own[j]->name +
-                              "', but its first call made them " +
-                              shape_to_string(own[j]->value.shape()));
+        throw ConfigError(call_paths[k], "call " + std::to_string(call.number) + " of layer '" +
+                                             layers_[call.layer]->name() +
+                                             "' needs weights of shape " +
+                                             shape_to_string(twin[j]->value.shape()) + " for '" +
+                                             own[j]->name + "', but its first call made them " +
+                                             shape_to_string(own[j]->value.shape()));
     if (!layers_[call.layer]->random_state().empty())
       throw ConfigError(call_paths[k], "layer '" + layers_[call.layer]->name() + "' (" +
                                            layers_[call.layer]->class_name() +
@@ -323,10 +326,7 @@ std::unique_ptr<Model> Model::clone() const {
 }
 
 const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample_offset) {
-  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
-      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
-    throw ShapeError("model '" + name_ + "' expects inputs " + shape_to_string(input_shape_, true) +
-                     ", got " + shape_to_string(x.shape()));
+  nn::require_batch_of(x, input_shape_, "model '" + name_ + "'");
   outputs_.assign(calls_.size(), nullptr);
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     const Call& call = calls_[k];
@@ -366,11 +366,11 @@ void Model::backward(const Tensor& grad_output,
                                  needs_input_grad[static_cast<std::size_t>(in)]);
   };
   for (std::size_t k = 0; k < n; ++k) {
-    const Layer& layer = *layers_[calls_[k].layer];
+    Layer& layer = *layers_[calls_[k].layer];
     if (layer.trainable())
-      for (Parameter* p : layers_[calls_[k].layer]->parameters())
-        trainable[k] = trainable[k] || p->trainable;
-    for (int in : calls_[k].inputs) needs_input_grad[k] = needs_input_grad[k] || leads_to_training(in);
+      for (Parameter* p : layer.parameters()) trainable[k] = trainable[k] || p->trainable;
+    for (int in : calls_[k].inputs)
+      needs_input_grad[k] = needs_input_grad[k] || leads_to_training(in);
   }
   output_grads_.assign(n, nullptr);
   output_grads_[n - 1] = &grad_output;
@@ -515,9 +515,8 @@ json Model::functional_config() const {
            {{"name", name_},
             {"layers", layers},
             {"input_layers", json::array({json::array({input_name_, 0, 0})})},
-            {"output_layers",
-             json::array({json::array({layers_[calls_.back().layer]->name(),
-                                       calls_.back().number, 0})})}}}};
+            {"output_layers", json::array({json::array({layers_[calls_.back().layer]->name(),
+                                                        calls_.back().number, 0})})}}}};
 }
 
 namespace {
@@ -556,8 +555,9 @@ std::string Model::summary() const {
   const auto row = [&](const std::string& name, const std::string& cls, const Shape& shape,
                        std::int64_t params, const std::vector<std::string>& connected) {
     // Keras prints "multiple" for a shared layer whose calls give different shapes.
-    const std::string head = pad(" " + name + " (" + cls + ")", name_width) +
-                             pad(shape.empty() ? "multiple" : shape_to_string(shape, true), shape_width);
+    const std::string head =
+        pad(" " + name + " (" + cls + ")", name_width) +
+        pad(shape.empty() ? "multiple" : shape_to_string(shape, true), shape_width);
     if (!functional_) {
       out << head << with_commas(params) << "\n\n";
       return;

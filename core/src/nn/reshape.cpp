@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -41,13 +42,8 @@ Shape Reshape::build(const Shape& input_shape, Rng& /*init*/) {
 }
 
 const Tensor& Reshape::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != static_cast<int>(input_shape_.size()) + 1 ||
-      !std::equal(input_shape_.begin(), input_shape_.end(), x.shape().begin() + 1))
-    throw ShapeError("layer '" + name() + "' (Reshape) expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
-  Shape s{x.dim(0)};
-  s.insert(s.end(), output_shape_.begin(), output_shape_.end());
-  output_ = x.reshaped(s);
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (Reshape)");
+  output_ = x.reshaped(with_batch(x.dim(0), output_shape_));
   return output_;
 }
 
@@ -61,9 +57,7 @@ const Tensor& Reshape::backward(const Tensor& grad_output, bool need_input_grad)
     throw ShapeError("layer '" + name() + "' (Reshape): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output " +
                      shape_to_string(output_shape_, true));
-  Shape s{batch};
-  s.insert(s.end(), input_shape_.begin(), input_shape_.end());
-  grad_input_ = grad_output.reshaped(s);
+  grad_input_ = grad_output.reshaped(with_batch(batch, input_shape_));
   return grad_input_;
 }
 

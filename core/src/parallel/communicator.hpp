@@ -17,6 +17,7 @@
 // every participant's own thread concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,13 @@ class StreamCommunicator : public Communicator {
   /// participant or the slice's device is wrong or NCCL refuses.
   virtual void all_reduce_on_stream(int participant, Tensor& slice, CUstream_st* stream) = 0;
 };
+
+/// Throws RunError naming the participant unless `buffer` is on `device`.
+void require_buffer_on(std::size_t participant, const Tensor& buffer, const Device& device);
+/// Throws RunError unless there is one buffer per participant, all of participant 0's size, each
+/// on device_of(its participant): what every all_reduce_sum checks first.
+void require_buffers(const std::vector<Tensor*>& buffers, int participants,
+                     const std::function<Device(std::size_t participant)>& device_of);
 
 /// The communicator for a plan: "threads" for CPU plans, make_stream_communicator's for CUDA
 /// plans, "none" for one GPU in one process. Throws ConfigError when no backend can serve the

@@ -2,29 +2,13 @@
 #include <algorithm>
 
 #include "backend/cpu/parallel.hpp"
-#include "parallel/cuda_module.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/cuda_module.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
 
 namespace {
-
-// Every buffer: `count` elements on the host (a CPU replica's gradients).
-void check_host_buffers(const std::vector<Tensor*>& buffers, int participants) {
-  if (static_cast<int>(buffers.size()) != participants)
-    throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
-                   std::to_string(participants) + " participants");
-  for (std::size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i]->device().kind != MemoryKind::host)
-      throw RunError("all_reduce_sum: participant " + std::to_string(i) + "'s buffer is on " +
-                     buffers[i]->device().name() + ", not on the host");
-    if (buffers[i]->size() != buffers[0]->size())
-      throw RunError("all_reduce_sum: participant " + std::to_string(i) + " has " +
-                     std::to_string(buffers[i]->size()) + " elements, participant 0 " +
-                     std::to_string(buffers[0]->size()));
-  }
-}
 
 class ThreadCommunicator : public Communicator {
  public:
@@ -33,7 +17,7 @@ class ThreadCommunicator : public Communicator {
   int size() const override { return size_; }
 
   void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
-    check_host_buffers(buffers, size_);
+    require_buffers(buffers, size_, [](std::size_t) { return Device{}; });
     const std::int64_t n = buffers[0]->size();
     if (size_ == 1 || n == 0) return;
     // Element ranges in parallel; within an element always b0 + b1 + ... + b(N-1).
@@ -65,6 +49,27 @@ class NoCommunicator : public Communicator {
 };
 
 }  // namespace
+
+void require_buffer_on(std::size_t participant, const Tensor& buffer, const Device& device) {
+  if (buffer.device() != device)
+    throw RunError("all_reduce_sum: participant " + std::to_string(participant) +
+                   "'s buffer is on " + buffer.device().name() + ", not on " +
+                   (device.kind == MemoryKind::host ? "the host" : device.name()));
+}
+
+void require_buffers(const std::vector<Tensor*>& buffers, int participants,
+                     const std::function<Device(std::size_t participant)>& device_of) {
+  if (static_cast<int>(buffers.size()) != participants)
+    throw RunError("all_reduce_sum: " + std::to_string(buffers.size()) + " buffers for " +
+                   std::to_string(participants) + " participants");
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    require_buffer_on(i, *buffers[i], device_of(i));
+    if (buffers[i]->size() != buffers[0]->size())
+      throw RunError("all_reduce_sum: participant " + std::to_string(i) + " has " +
+                     std::to_string(buffers[i]->size()) + " elements, participant 0 " +
+                     std::to_string(buffers[0]->size()));
+  }
+}
 
 std::unique_ptr<StreamCommunicator> make_stream_communicator(const DevicePlan& plan, World& world) {
   for (const auto& d : plan.replicas)
