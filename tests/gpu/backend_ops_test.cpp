@@ -139,6 +139,80 @@ TEST_F(BackendOps, AddAndColumnBlocksAreTheCpusBitForBit) {
   EXPECT_THROW(gpu().copy_columns(up(x), 17, 5, c_gpu, 40, 0, 15), std::logic_error);
 }
 
+// The element-wise merging operations (Subtract, Average's scaling, Maximum and Minimum and
+// their gradient routing): kernel_math's float operations on both, so the same bits.
+TEST_F(BackendOps, ElementwiseMergingOperationsAreTheCpusBitForBit) {
+  const Tensor x = random_host({300, 17}, 21), y = random_host({300, 17}, 22);
+  const Tensor z = random_host({300, 17}, 23);
+  Tensor s_cpu({300, 17}), s_gpu = gpu_tensor({300, 17});
+  cpu().subtract(x, y, s_cpu);
+  gpu().subtract(up(x), up(y), s_gpu);
+  expect_same(s_cpu, down(s_gpu), "subtract");
+  cpu().affine(x, 1.0f / 3.0f, 0.25f, s_cpu);
+  gpu().affine(up(x), 1.0f / 3.0f, 0.25f, s_gpu);
+  expect_same(s_cpu, down(s_gpu), "affine");
+  for (bool maximum : {true, false}) {
+    Tensor m_cpu({300, 17}), w_cpu({300, 17}), m_gpu = gpu_tensor({300, 17}),
+                             w_gpu = gpu_tensor({300, 17});
+    int index = 0;
+    for (const Tensor* t : {&x, &y, &z}) {
+      cpu().extreme_update(maximum, *t, index, m_cpu, w_cpu);
+      gpu().extreme_update(maximum, up(*t), index, m_gpu, w_gpu);
+      ++index;
+    }
+    expect_same(m_cpu, down(m_gpu), maximum ? "maximum" : "minimum");
+    expect_same(w_cpu, down(w_gpu), "winners");
+    Tensor r_cpu({300, 17}), r_gpu = gpu_tensor({300, 17});
+    cpu().route_gradient(w_cpu, 1, z, r_cpu);
+    gpu().route_gradient(w_gpu, 1, up(z), r_gpu);
+    expect_same(r_cpu, down(r_gpu), "routed gradient");
+  }
+}
+
+// Attention's operations: batched GEMMs (cuBLASLt's sums: to rounding), the masked softmax and
+// the axis swap (the same bits where no transcendental differs), layer normalization.
+TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
+  const std::int64_t batch = 6, m = 9, n = 7, k = 5;
+  const Tensor a = random_host({batch, m, k}, 31), b = random_host({batch, n, k}, 32);
+  Tensor c_cpu({batch, m, n}), c_gpu = gpu_tensor({batch, m, n});
+  const backend::GemmDesc d{false, true, m, n, k, backend::GemmEpilogue::none, batch};
+  cpu().gemm(d, a, b, nullptr, c_cpu);
+  gpu().gemm(d, up(a), up(b), nullptr, c_gpu);
+  expect_close(c_cpu, down(c_gpu), 1e-5, "batched GEMM");
+
+  const backend::AttentionMaskDesc md{2, 3, n, true};  // (batch 3, heads 2, tq 3, tk 7)
+  const Tensor scores = random_host({3, 2, 3, n}, 33, -4, 4);
+  Tensor mask = random_host({3, 3, n}, 34, 0, 1);
+  for (float& v : mask.values()) v = v < 0.3f ? 0.0f : 1.0f;
+  Tensor p_cpu(scores.shape()), p_gpu = gpu_tensor(scores.shape());
+  cpu().masked_softmax(md, scores, &mask, p_cpu);
+  const Tensor mask_gpu = up(mask);
+  gpu().masked_softmax(md, up(scores), &mask_gpu, p_gpu);
+  expect_close(p_cpu, down(p_gpu), 1e-6, "masked softmax");
+
+  Tensor t_cpu({2, 4, 3, 5}), t_gpu = gpu_tensor({2, 4, 3, 5});
+  const Tensor x = random_host({2, 3, 4, 5}, 35);
+  cpu().swap_middle_axes(x, {2, 3, 4, 5}, t_cpu);
+  gpu().swap_middle_axes(up(x), {2, 3, 4, 5}, t_gpu);
+  expect_same(t_cpu, down(t_gpu), "swap_middle_axes");
+
+  const backend::LayerNormDesc ld{16, 1e-3};
+  const Tensor ln_x = random_host({40, 16}, 36), gamma = random_host({16}, 37),
+               beta = random_host({16}, 38), dy = random_host({40, 16}, 39);
+  Tensor y_cpu({40, 16}), stats_cpu, y_gpu = gpu_tensor({40, 16}), stats_gpu = gpu_tensor({0});
+  const Tensor gamma_gpu = up(gamma), beta_gpu = up(beta), x_gpu = up(ln_x);
+  cpu().layer_norm_forward(ld, ln_x, &gamma, &beta, y_cpu, stats_cpu);
+  gpu().layer_norm_forward(ld, x_gpu, &gamma_gpu, &beta_gpu, y_gpu, stats_gpu);
+  expect_close(y_cpu, down(y_gpu), 1e-6, "layer norm");
+  Tensor dx_cpu({40, 16}), dg_cpu({16}), db_cpu({16});
+  Tensor dx_gpu = gpu_tensor({40, 16}), dg_gpu = gpu_tensor({16}), db_gpu = gpu_tensor({16});
+  cpu().layer_norm_backward(ld, ln_x, dy, &gamma, stats_cpu, &dx_cpu, &dg_cpu, &db_cpu);
+  gpu().layer_norm_backward(ld, x_gpu, up(dy), &gamma_gpu, stats_gpu, &dx_gpu, &dg_gpu, &db_gpu);
+  expect_close(dx_cpu, down(dx_gpu), 1e-6, "layer norm dx");
+  expect_close(dg_cpu, down(dg_gpu), 1e-6, "layer norm d_gamma");
+  expect_close(db_cpu, down(db_gpu), 1e-6, "layer norm d_beta");
+}
+
 TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
   const std::int64_t rows = 23, cols = 19;
   const Tensor x = random_host({rows, cols}, 7, -4.0f, 4.0f);

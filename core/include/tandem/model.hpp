@@ -114,6 +114,10 @@ class TANDEM_EXPORT Model {
     Layer* runner = nullptr;  // layers_[layer], or a twin in twins_
     std::vector<int> inputs;  // see call_inputs()
     int number = 0;           // which of the layer's calls (Keras' node index)
+    // Per input after the first argument's: its call argument's name ("value"); empty for
+    // most layers. And the call's other keyword arguments (use_causal_mask).
+    std::vector<std::string> argument_names;
+    nlohmann::json options = nlohmann::json::object();
   };
   // A twin's weights are the layer's own tensors and it computes on the layer's backend.
   void sync_twin(const Call& call);

@@ -28,7 +28,7 @@
 /// 4: Layer without the engine's relu-handoff and cross-replica hooks, the SDK is these headers
 /// only and libtandem exports only what they declare; 5: functional models: Layer's list forms
 /// for several inputs, Model's graph).
-#define TANDEM_PLUGIN_ABI_VERSION 5
+#define TANDEM_PLUGIN_ABI_VERSION 6
 
 namespace tandem {
 

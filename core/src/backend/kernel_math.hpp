@@ -347,6 +347,87 @@ TANDEM_HD inline void softmax_row_backward(const float* y, const float* g, float
   for (std::int64_t c = 0; c < cols; ++c) gi[c] = fmul(y[c], fsub(g[c], d));
 }
 
+/// Whether x replaces the running maximum (minimum) m of Maximum (Minimum): strictly beyond it,
+/// or NaN (a NaN input wins, as std::fmax would not: it propagates like Keras' maximum).
+TANDEM_HD inline bool extreme_beats(bool maximum, float x, float m) {
+  return (maximum ? x > m : x < m) || (x != x && m == m);
+}
+
+/// One row of attention probabilities (AttentionMaskDesc): softmax over the keys j <= last
+/// with keep[j] != 0 (keep may be null: every key); hidden keys get 0, and a row with none kept
+/// is all zeros. The sum in double (y may be x).
+TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t cols,
+                                         const float* keep, std::int64_t last) {
+  bool any = false;
+  float mx = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const bool kept = c <= last && (keep == nullptr || keep[c] != 0.0f);
+    if (kept) mx = any ? std_max(mx, x[c]) : x[c];
+    any = any || kept;
+  }
+  double sum = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const bool kept = c <= last && (keep == nullptr || keep[c] != 0.0f);
+    y[c] = kept ? exp_f(fsub(x[c], mx)) : 0.0f;
+    sum = dadd(sum, f2d(y[c]));
+  }
+  if (!any) return;
+  const float inv = d2f(ddiv(1.0, sum));
+  for (std::int64_t c = 0; c < cols; ++c) y[c] = fmul(y[c], inv);
+}
+
+/// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
+/// passes in double.
+TANDEM_HD inline void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,
+                                           float* mean, float* inv_std) {
+  double sum = 0;
+  for (std::int64_t c = 0; c < cols; ++c) sum = dadd(sum, f2d(x[c]));
+  const double m = ddiv(sum, i2d(cols));
+  double squares = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const double d = dsub(f2d(x[c]), m);
+    squares = dadd(squares, dmul(d, d));
+  }
+  *mean = d2f(m);
+  *inv_std = d2f(ddiv(1.0, dsqrt(dadd(ddiv(squares, i2d(cols)), epsilon))));
+}
+
+/// The normalized value of x given its row's statistics.
+TANDEM_HD inline float layer_norm_hat(float x, float mean, float inv_std) {
+  return fmul(fsub(x, mean), inv_std);
+}
+
+/// y = x-hat * gamma + beta for one row (gamma, beta may be null: 1 and 0).
+TANDEM_HD inline void layer_norm_row(const float* x, float* y, std::int64_t cols, float mean,
+                                     float inv_std, const float* gamma, const float* beta) {
+  for (std::int64_t c = 0; c < cols; ++c) {
+    float v = layer_norm_hat(x[c], mean, inv_std);
+    if (gamma) v = fmul(v, gamma[c]);
+    if (beta) v = fadd(v, beta[c]);
+    y[c] = v;
+  }
+}
+
+/// dx of one row: inv_std (g - mean(g) - x-hat mean(g x-hat)), g = dy * gamma; the means in
+/// double (dx may be dy).
+TANDEM_HD inline void layer_norm_row_backward(const float* x, const float* dy, const float* gamma,
+                                              float mean, float inv_std, std::int64_t cols,
+                                              float* dx) {
+  double sum_g = 0, sum_gx = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const float g = gamma ? fmul(dy[c], gamma[c]) : dy[c];
+    sum_g = dadd(sum_g, f2d(g));
+    sum_gx = dadd(sum_gx, f2d(fmul(g, layer_norm_hat(x[c], mean, inv_std))));
+  }
+  const float k1 = d2f(ddiv(sum_g, i2d(cols)));
+  const float k2 = d2f(ddiv(sum_gx, i2d(cols)));
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const float g = gamma ? fmul(dy[c], gamma[c]) : dy[c];
+    const float hat = layer_norm_hat(x[c], mean, inv_std);
+    dx[c] = fmul(inv_std, fsub(fsub(g, k1), fmul(hat, k2)));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Losses (nn/losses.cpp). loss_row returns row r's loss as the CPU computes it in double (the
 // CPU's compute() returns the sum of these over the rows, added in row order) and, when grad is

@@ -21,6 +21,7 @@
 // keeps no state between calls, so its methods are safe from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,12 +49,15 @@ enum class GemmEpilogue {
 };
 
 /// C (m x n) = op(A) (m x k) · op(B) (k x n), row-major, op = transpose when asked. Leading
-/// dimensions are the row lengths of the matrices as stored.
+/// dimensions are the row lengths of the matrices as stored. With batch > 1, A, B and C each hold
+/// `batch` matrices one after the other (A's i-th at i·m·k, B's at i·k·n, C's at i·m·n) and every
+/// product is taken alike (attention's per-head products); no epilogue then.
 struct GemmDesc {
   bool trans_a = false;
   bool trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  std::int64_t batch = 1;
 };
 
 /// A 2-D convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
@@ -99,6 +103,21 @@ struct UpdateTensors {
   Tensor* value = nullptr;
   const Tensor* grad = nullptr;
   std::vector<Tensor>* slots = nullptr;
+};
+
+/// Layer normalization of rows of `cols` values: each row's mean and biased variance.
+struct LayerNormDesc {
+  std::int64_t cols = 0;
+  double epsilon = 1e-3;
+};
+
+/// Attention probabilities: softmax over rows of `tk` scores laid out (batch, heads, tq, tk),
+/// leaving out the keys a mask hides (mask[b, i, j] == 0, mask (batch, tq, tk)) and, causal, the
+/// keys after the query (j > i); a hidden key gets probability 0, a row with every key hidden
+/// all zeros (Keras 3's masked softmax).
+struct AttentionMaskDesc {
+  std::int64_t heads = 1, tq = 0, tk = 0;
+  bool causal = false;
 };
 
 /// Where an embedding lookup failed: the first input position (row-major) whose value is not an
@@ -203,6 +222,18 @@ class Backend {
   /// out = a + b element-wise, in float (out may be a or b): merging layers and the gradient
   /// sums where a tensor feeds several layers of a graph.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out = a - b element-wise (out may be a or b).
+  virtual void subtract(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out = x * scale + offset element-wise, in float (out may be x).
+  virtual void affine(const Tensor& x, float scale, float offset, Tensor& out) = 0;
+  /// One input of an element-wise maximum (or minimum) of several: input 0 sets out = x and
+  /// winner = 0; input `index` > 0 replaces the elements it beats strictly (x > out, or x < out),
+  /// recording `index` in winner (so a tie goes to the earliest input). All the same size.
+  virtual void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
+                              Tensor& winner) = 0;
+  /// dx = dy where winner == index, else 0: the gradient of the maximum (minimum) for input
+  /// `index`.
+  virtual void route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) = 0;
   /// Copies a block of columns between two row-major matrices with the same number of rows:
   /// dst[r, dst_offset + j] = src[r, src_offset + j] for j < width, where src has `src_cols`
   /// columns and dst `dst_cols` (Concatenate along its axis, and back for its gradient).
@@ -218,9 +249,29 @@ class Backend {
   virtual void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
                                    const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) = 0;
 
+  /// Softmax of attention scores with a mask (AttentionMaskDesc); mask may be null. probs may be
+  /// scores. The gradient is activation_backward's softmax over rows of tk.
+  virtual void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores,
+                              const Tensor* mask, Tensor& probs) = 0;
+  /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions dims (d0, d1, d2, d3): swaps the middle two
+  /// axes, as attention moves between (batch, time, heads, dim) and (batch, heads, time, dim).
+  virtual void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                                Tensor& y) = 0;
+
   /// mask = 1/(1-rate) or 0 per element (rows of `cols`), y = x * mask.
   virtual void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                                std::int64_t cols) = 0;
+
+  /// Layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta per row (gamma and
+  /// beta, `cols` values, may be null); `stats` (resized here to 2 x rows) keeps each row's mean
+  /// and 1 / sqrt(var + eps) for the backward.
+  virtual void layer_norm_forward(const LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
+                                  const Tensor* beta, Tensor& y, Tensor& stats) = 0;
+  /// The forward's gradients: dx (may be null), d_gamma and d_beta (may be null; the sums over
+  /// this shard's rows, in row order).
+  virtual void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
+                                   const Tensor* gamma, const Tensor& stats, Tensor* dx,
+                                   Tensor* d_gamma, Tensor* d_beta) = 0;
 
   // Spatial operations.
   virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
@@ -275,6 +326,18 @@ void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
 std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
                            const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
                            std::int64_t width);
+/// Throws std::logic_error unless a, b and c hold desc.batch products of desc's shapes, without
+/// an epilogue (gemm with batch > 1).
+void check_batched_gemm(const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c);
+/// Throws std::logic_error unless scores (and probs, and the mask when given) are laid out as
+/// masked_softmax's desc says; returns the rows of scores (batch x heads x tq).
+std::int64_t check_attention_scores(const AttentionMaskDesc& desc, const Tensor& scores,
+                                    const Tensor* mask, const Tensor& probs);
+/// Throws std::logic_error unless x holds dims' values, y as many, and y is not x.
+void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                            const Tensor& y);
+/// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.
+std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
 

@@ -75,13 +75,18 @@ std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset);
 
 // ---- synthetic --------------------------------------------------------------------------------
 
-enum class SyntheticTask { binary, classes, regression };
+/// binary, classes, regression: x uniform in [0, 1), y random labels or values (throughput
+/// and plumbing only: nothing to learn). repeated_token: a task that needs attention — x a
+/// sequence of token ids in [1, vocabulary), y 1 when the first token appears again later in
+/// the sequence, else 0 (half the samples each, at random).
+enum class SyntheticTask { binary, classes, regression, repeated_token };
 
 struct SyntheticSpec {
   std::int64_t samples = 0;
   Shape x_shape;
   SyntheticTask task = SyntheticTask::binary;
   std::int64_t classes = 10;
+  std::int64_t vocabulary = 0;  // repeated_token's token ids are in [1, vocabulary)
   Shape y_shape;  // {} for classes, default {1} otherwise
   std::uint64_t seed = 0;
 };

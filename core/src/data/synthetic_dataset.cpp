@@ -16,6 +16,8 @@ const char* task_name(SyntheticTask task) {
       return "binary";
     case SyntheticTask::classes:
       return "classes";
+    case SyntheticTask::repeated_token:
+      return "repeated_token";
     default:
       return "regression";
   }
@@ -38,8 +40,12 @@ class SyntheticDataset final : public Dataset {
                         std::to_string(s_.samples) + " samples)");
       Rng rng(Rng::derive(s_.seed, static_cast<std::uint64_t>(i)));
       float* xr = x + static_cast<std::int64_t>(k) * x_row_;
-      for (std::int64_t e = 0; e < x_row_; ++e) xr[e] = rng.uniform();
       float* yr = y + static_cast<std::int64_t>(k) * y_row_;
+      if (s_.task == SyntheticTask::repeated_token) {
+        repeated_token_sample(rng, xr, yr);
+        continue;
+      }
+      for (std::int64_t e = 0; e < x_row_; ++e) xr[e] = rng.uniform();
       for (std::int64_t e = 0; e < y_row_; ++e) {
         switch (s_.task) {
           case SyntheticTask::binary:
@@ -56,11 +62,29 @@ class SyntheticDataset final : public Dataset {
     }
   }
 
+  // A sequence whose first token is repeated later (y = 1) or not (y = 0): every other
+  // token differs from the first; a repeat, when drawn, goes to one random later position.
+  void repeated_token_sample(Rng& rng, float* x, float* y) const {
+    const bool repeated = rng.below(2) == 1;
+    const auto others = static_cast<std::uint64_t>(s_.vocabulary - 2);  // ids but 0 and first
+    const std::uint64_t first = 1 + rng.below(static_cast<std::uint64_t>(s_.vocabulary - 1));
+    x[0] = static_cast<float>(first);
+    for (std::int64_t t = 1; t < x_row_; ++t) {
+      std::uint64_t token = 1 + rng.below(others);
+      if (token >= first) ++token;
+      x[t] = static_cast<float>(token);
+    }
+    if (repeated)
+      x[1 + rng.below(static_cast<std::uint64_t>(x_row_ - 1))] = static_cast<float>(first);
+    y[0] = repeated ? 1.0f : 0.0f;
+  }
+
   std::string describe() const override {
     std::ostringstream out;
     out << "synthetic: " << s_.samples << " samples, x " << shape_to_string(s_.x_shape) << ", "
         << task_name(s_.task);
     if (s_.task == SyntheticTask::classes) out << " (" << s_.classes << " classes)";
+    if (s_.task == SyntheticTask::repeated_token) out << " (vocabulary " << s_.vocabulary << ")";
     out << " y " << shape_to_string(s_.y_shape) << ", seed " << s_.seed;
     return out.str();
   }
@@ -91,10 +115,26 @@ SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
   SyntheticSpec s;
   s.samples = spec.positive_int("samples");
   s.x_shape = positive_shape(spec, "x_shape", false);
-  const std::string task = spec.one_of("task", "binary", {"binary", "classes", "regression"});
-  s.task = task == "binary"    ? SyntheticTask::binary
-           : task == "classes" ? SyntheticTask::classes
-                               : SyntheticTask::regression;
+  const std::string task =
+      spec.one_of("task", "binary", {"binary", "classes", "regression", "repeated_token"});
+  s.task = task == "binary"           ? SyntheticTask::binary
+           : task == "classes"        ? SyntheticTask::classes
+           : task == "repeated_token" ? SyntheticTask::repeated_token
+                                      : SyntheticTask::regression;
+  if (s.task == SyntheticTask::repeated_token) {
+    if (s.x_shape.size() != 1 || s.x_shape[0] < 2)
+      throw ConfigError(spec.path_of("x_shape"),
+                        "task 'repeated_token' takes a sequence: x_shape [length], length >= 2, "
+                        "got " + shape_to_string(s.x_shape));
+    s.vocabulary = spec.positive_int("vocabulary");
+    if (s.vocabulary < 3 || s.vocabulary > (1 << 24))
+      throw ConfigError(spec.path_of("vocabulary"),
+                        "expected a vocabulary of 3 to 2^24 token ids, got " +
+                            std::to_string(s.vocabulary));
+  } else if (spec.has("vocabulary")) {
+    throw ConfigError(spec.path_of("vocabulary"), "only used with \"task\": \"repeated_token\"");
+  }
+  spec.ignore({"vocabulary"});
   if (s.task == SyntheticTask::classes) {
     s.classes = spec.positive_int("classes", 10);
     if (s.classes < 2)
@@ -108,6 +148,9 @@ SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
     if (spec.has("classes"))
       throw ConfigError(spec.path_of("classes"), "only used with \"task\": \"classes\"");
     s.y_shape = spec.has("y_shape") ? positive_shape(spec, "y_shape", true) : Shape{1};
+    if (s.task == SyntheticTask::repeated_token && s.y_shape != Shape{1})
+      throw ConfigError(spec.path_of("y_shape"),
+                        "task 'repeated_token' has one 0/1 label per sample: y_shape must be [1]");
     spec.ignore({"y_shape", "classes"});
   }
   const std::int64_t seed = spec.get_int("seed", 0);

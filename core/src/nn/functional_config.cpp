@@ -16,61 +16,116 @@ std::string at_index(const std::string& path, std::size_t i) {
 
 // A reference to a layer's output: [name, node_index, tensor_index(, kwargs)] (Keras 2, and
 // Keras 3's input_layers/output_layers): the node is the call, the tensor must be 0 (Tandem's
-// layers have one output).
+// layers have one output). The kwargs are read_call's.
 CallRef read_history(const json& ref, const std::string& path) {
-  if (!ref.is_array() || ref.size() < 3 || !ref[0].is_string() || !ref[1].is_number_integer() ||
-      !ref[2].is_number_integer() || ref[1].get<std::int64_t>() < 0 ||
-      ref[1].get<std::int64_t>() > 1000000)
+  if (!ref.is_array() || ref.size() < 3 || ref.size() > 4 || !ref[0].is_string() ||
+      !ref[1].is_number_integer() || !ref[2].is_number_integer() ||
+      ref[1].get<std::int64_t>() < 0 || ref[1].get<std::int64_t>() > 1000000)
     throw ConfigError(path,
                       "expected [\"layer name\", node index, tensor index], got " + ref.dump());
   if (ref[2].get<std::int64_t>() != 0)
     throw ConfigError(path, "layer '" + ref[0].get<std::string>() + "' has one output, not " +
                                 std::to_string(ref[2].get<std::int64_t>() + 1));
-  if (ref.size() > 3 && !(ref[3].is_object() && ref[3].empty()) && !ref[3].is_null())
-    throw ConfigError(at_index(path, 3), "call arguments are not supported, got " + ref[3].dump());
   return {ref[0].get<std::string>(), static_cast<int>(ref[1].get<std::int64_t>())};
+}
+
+bool is_history(const json& v) {
+  return v.is_array() && (v.size() == 3 || v.size() == 4) && v[0].is_string() &&
+         v[1].is_number_integer() && v[2].is_number_integer();
+}
+
+bool is_keras_tensor(const json& v) {
+  return v.is_object() && v.value("class_name", "") == "__keras_tensor__";
 }
 
 // A Keras 3 tensor argument: {"class_name": "__keras_tensor__", "config": {"keras_history": ...}}.
 CallRef read_keras_tensor(const json& arg, const std::string& path) {
-  if (!arg.is_object() || arg.value("class_name", "") != "__keras_tensor__" ||
-      !arg.contains("config") || !arg["config"].is_object() ||
+  if (!is_keras_tensor(arg) || !arg.contains("config") || !arg["config"].is_object() ||
       !arg["config"].contains("keras_history"))
     throw ConfigError(path, "expected a __keras_tensor__ with a keras_history, got " + arg.dump());
   return read_history(arg["config"]["keras_history"], path + ".config.keras_history");
 }
 
-// The outputs one call (an inbound node) takes, in either form.
-std::vector<CallRef> read_call(const json& node, const std::string& path) {
-  std::vector<CallRef> names;
-  if (node.is_array()) {  // Keras 2: a list of references
-    for (std::size_t i = 0; i < node.size(); ++i)
-      names.push_back(read_history(node[i], at_index(path, i)));
-  } else if (node.is_object() && node.contains("args")) {  // Keras 3
-    const json& args = node["args"];
-    if (!args.is_array() || args.size() != 1)
-      throw ConfigError(path + ".args",
-                        "expected one argument (a tensor, or a list of tensors "
-                        "for a merging layer), got " +
-                            args.dump());
-    const json& arg = args[0];
-    if (arg.is_array()) {
-      for (std::size_t i = 0; i < arg.size(); ++i)
-        names.push_back(read_keras_tensor(arg[i], at_index(path + ".args[0]", i)));
+// Keyword arguments: tensors (as `is_tensor` tells) become named inputs, nulls are left out,
+// anything else is an option.
+template <class IsTensor, class ReadTensor>
+void read_keywords(const json& kwargs, const std::string& path, CallSpec& spec,
+                   IsTensor is_tensor, ReadTensor read_tensor) {
+  if (kwargs.is_null()) return;
+  if (!kwargs.is_object())
+    throw ConfigError(path, "expected the call's keyword arguments (an object), got " +
+                                kwargs.dump());
+  for (const auto& [key, value] : kwargs.items()) {
+    if (value.is_null()) continue;
+    if (is_tensor(value)) {
+      spec.inputs.push_back(read_tensor(value, path + "." + key));
+      spec.names.push_back(key);
     } else {
-      names.push_back(read_keras_tensor(arg, path + ".args[0]"));
+      spec.options[key] = value;
     }
-    if (node.contains("kwargs") && !(node["kwargs"].is_object() && node["kwargs"].empty()))
-      throw ConfigError(path + ".kwargs",
-                        "call arguments are not supported, got " + node["kwargs"].dump());
+  }
+}
+
+// Keras 2: a list of references, the first argument's tensors, each carrying the call's
+// keyword arguments (the same object on each; the first one's is read).
+CallSpec read_keras2_call(const json& node, const std::string& path) {
+  CallSpec spec;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    spec.inputs.push_back(read_history(node[i], at_index(path, i)));
+    spec.names.emplace_back();
+  }
+  if (!node.empty() && node[0].is_array() && node[0].size() == 4)
+    read_keywords(node[0][3], at_index(at_index(path, 0), 3), spec, is_history, read_history);
+  return spec;
+}
+
+// Keras 3: {"args": [first, second, ...], "kwargs": {...}}; the first argument is a tensor or a
+// list of tensors (a merging layer's), later positional tensors are named "#1", "#2", ...
+CallSpec read_keras3_call(const json& node, const std::string& path) {
+  CallSpec spec;
+  const json& args = node["args"];
+  if (!args.is_array() || args.empty())
+    throw ConfigError(path + ".args", "expected the call's arguments (a non-empty list), got " +
+                                          args.dump());
+  const json& first = args[0];
+  const std::string first_path = path + ".args[0]";
+  if (first.is_array()) {
+    for (std::size_t i = 0; i < first.size(); ++i)
+      spec.inputs.push_back(read_keras_tensor(first[i], at_index(first_path, i)));
   } else {
+    spec.inputs.push_back(read_keras_tensor(first, first_path));
+  }
+  spec.names.assign(spec.inputs.size(), "");
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i].is_null()) continue;
+    if (!is_keras_tensor(args[i]))
+      throw ConfigError(at_index(path + ".args", i),
+                        "a positional argument that is not a tensor is not supported, got " +
+                            args[i].dump() + " (pass it by keyword)");
+    spec.inputs.push_back(read_keras_tensor(args[i], at_index(path + ".args", i)));
+    std::string name = "#";  // (GCC 12 misjudges "#" + s as an overlapping copy)
+    name += std::to_string(i);
+    spec.names.push_back(std::move(name));
+  }
+  if (node.contains("kwargs"))
+    read_keywords(node["kwargs"], path + ".kwargs", spec, is_keras_tensor, read_keras_tensor);
+  return spec;
+}
+
+// The arguments of one call (an inbound node), in either form.
+CallSpec read_call(const json& node, const std::string& path) {
+  CallSpec spec;
+  if (node.is_array())
+    spec = read_keras2_call(node, path);
+  else if (node.is_object() && node.contains("args"))
+    spec = read_keras3_call(node, path);
+  else
     throw ConfigError(path,
                       "expected a Keras inbound node (a list of [name, 0, 0, {}], or "
                       "{\"args\": [...]}), got " +
                           node.dump());
-  }
-  if (names.empty()) throw ConfigError(path, "the call takes no tensor");
-  return names;
+  if (spec.inputs.empty()) throw ConfigError(path, "the call takes no tensor");
+  return spec;
 }
 
 // input_layers / output_layers: one reference, as [[name, 0, 0]] or Keras 3's [name, 0, 0].
@@ -113,12 +168,12 @@ std::vector<FunctionalCall> topological(const std::vector<FunctionalLayer>& laye
       for (std::size_t k = 0; k < layers[i].calls.size() && !progress; ++k) {
         if (placed[i][k]) continue;
         std::vector<int> inputs;
-        for (const auto& ref : layers[i].calls[k]) {
+        for (const auto& ref : layers[i].calls[k].inputs) {
           auto it = index_of.find(ref);
           if (it == index_of.end()) break;
           inputs.push_back(it->second);
         }
-        if (inputs.size() != layers[i].calls[k].size()) continue;
+        if (inputs.size() != layers[i].calls[k].inputs.size()) continue;
         placed[i][k] = true;
         index_of[{layers[i].name, static_cast<int>(k)}] = static_cast<int>(order.size());
         order.push_back({i, static_cast<int>(k), std::move(inputs)});
@@ -187,7 +242,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
   if (graph.input_name.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
   for (const auto& layer : called)
     for (std::size_t k = 0; k < layer.calls.size(); ++k)
-      for (const auto& ref : layer.calls[k]) {
+      for (const auto& ref : layer.calls[k].inputs) {
         const std::string at = layer.path + ".inbound_nodes[" + std::to_string(k) + "]";
         auto it = calls_of_name.find(ref.layer);
         if (it == calls_of_name.end())

@@ -2,7 +2,8 @@
 // in Keras 2's form (inbound_nodes [[["dense", 0, 0, {}]]]) and Keras 3's ({"args":
 // [{"class_name": "__keras_tensor__", "config": {"keras_history": ["dense", 0, 0]}}]}), into the
 // layers' calls in topological order, each with the calls whose outputs it takes (a layer
-// called more than once, a shared layer, has a call per inbound node). What Tandem cannot run
+// called more than once, a shared layer, has a call per inbound node) and the arguments of each
+// call (MultiHeadAttention's value, key, use_causal_mask). What Tandem cannot run
 // is refused at its JSON path: several inputs or outputs, a layer with several outputs, a call
 // that does not lead to the output, a cycle, a reference to nothing. Plain functions and data.
 #pragma once
@@ -28,12 +29,22 @@ struct CallRef {
   }
 };
 
+/// What one call (an inbound node) passes: the tensors of its first argument, then its other
+/// tensor arguments by name, and its other keyword arguments.
+struct CallSpec {
+  std::vector<CallRef> inputs;
+  /// Per input: "" for the first argument's tensors; else the argument's keyword ("value"), or
+  /// "#i" for Keras 3's i-th positional argument (i >= 1; the layer knows its name).
+  std::vector<std::string> names;
+  nlohmann::json options = nlohmann::json::object();  // non-tensor keyword arguments, no nulls
+};
+
 /// A layer of a functional model and its calls (a shared layer is called more than once).
 struct FunctionalLayer {
   const nlohmann::json* entry = nullptr;  // its entry in the config's "layers" (borrowed)
   std::string path;                       // that entry's JSON path
   std::string name;
-  std::vector<std::vector<CallRef>> calls;  // per call, the outputs it takes, in order
+  std::vector<CallSpec> calls;
 };
 
 /// One call of a layer, in the order the model runs them.

@@ -7,6 +7,9 @@
 // Thread-safety: as the layer's (one thread at a time).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "backend/ops.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
@@ -45,6 +48,24 @@ class CrossReplicaStatistics {
   virtual void set_cross_replica_sum(backend::SumAcrossReplicas sum) = 0;
 };
 
+/// A layer whose calls in a functional model take tensor arguments after the first input, by
+/// name, and keyword options (MultiHeadAttention: value, key, attention_mask; use_causal_mask).
+/// The Model reads them from the call's inbound node and, before build_inputs, tells the layer
+/// (each call's runner: a shared layer's twins too) which named tensors follow the first input
+/// in its list forms, and the other keyword arguments.
+class CallArguments {
+ public:
+  virtual ~CallArguments() = default;
+  /// The names of the call's positional arguments after the first, in Keras' order (Keras 3
+  /// writes positional tensors by position only).
+  virtual std::vector<std::string> positional_arguments() const = 0;
+  /// `tensors`: the names of the inputs after the first, in the list forms' order; `options`:
+  /// the other keyword arguments (a JSON object; null values already dropped). Throws
+  /// ConfigError at `path` for a name or an option the layer does not take.
+  virtual void set_call_arguments(const std::vector<std::string>& tensors,
+                                  const nlohmann::json& options, const std::string& path) = 0;
+};
+
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
 inline ReluProducer* relu_producer_of(Layer& layer) {
   return dynamic_cast<ReluProducer*>(&layer);
@@ -54,6 +75,9 @@ inline ReluConsumer* relu_consumer_of(Layer& layer) {
 }
 inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
   return dynamic_cast<CrossReplicaStatistics*>(&layer);
+}
+inline CallArguments* call_arguments_of(Layer& layer) {
+  return dynamic_cast<CallArguments*>(&layer);
 }
 
 }  // namespace tandem::nn

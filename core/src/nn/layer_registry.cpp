@@ -10,8 +10,12 @@
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
 #include "nn/global_average_pooling.hpp"
+#include "nn/elementwise_merge.hpp"
+#include "nn/layer_normalization.hpp"
 #include "nn/merge.hpp"
+#include "nn/multi_head_attention.hpp"
 #include "nn/pooling.hpp"
+#include "nn/position_embedding.hpp"
 #include "nn/reshape.hpp"
 #include "tandem/error.hpp"
 
@@ -94,8 +98,107 @@ std::unique_ptr<Layer> make_flatten(ConfigObject& c, const std::string& name) {
   return std::make_unique<Flatten>(name);
 }
 
-std::unique_ptr<Layer> make_add(ConfigObject& /*c*/, const std::string& name) {
-  return std::make_unique<Add>(name);
+template <class Merge>
+std::unique_ptr<Layer> make_merge(ConfigObject& /*c*/, const std::string& name) {
+  return std::make_unique<Merge>(name);
+}
+
+template <bool kMaximum>
+std::unique_ptr<Layer> make_extremum(ConfigObject& /*c*/, const std::string& name) {
+  return std::make_unique<Extremum>(name, kMaximum);
+}
+
+// Keras' axis of a normalization: -1, [-1], or the positive last axis (checked in build()).
+std::int64_t read_last_axis(ConfigObject& c) {
+  const auto* a = c.find("axis");
+  if (!a) return -1;
+  const bool one = a->is_array() && a->size() == 1;
+  const nlohmann::json& v = one ? (*a)[0] : *a;
+  if (!v.is_number_integer())
+    throw ConfigError(c.path_of("axis"), "expected an integer axis, got " + a->dump());
+  const auto axis = v.get<std::int64_t>();
+  if (axis != -1 && axis < 1)
+    throw ConfigError(c.path_of("axis"),
+                      "only the last axis (-1) is supported, got " + std::to_string(axis));
+  return axis;
+}
+
+double read_epsilon(ConfigObject& c, double fallback) {
+  const double epsilon = c.get_number("epsilon", fallback);
+  if (!(epsilon > 0))
+    throw ConfigError(c.path_of("epsilon"),
+                      "expected a positive number, got " + c.at("epsilon").dump());
+  return epsilon;
+}
+
+std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::string& name) {
+  LayerNormalizationOptions o;
+  o.axis = read_last_axis(c);
+  o.epsilon = read_epsilon(c, 1e-3);
+  o.center = c.get_bool("center", true);
+  o.scale = c.get_bool("scale", true);
+  if (c.get_bool("rms_scaling", false))
+    throw ConfigError(c.path_of("rms_scaling"), "RMS scaling is not supported by Tandem");
+  if (const auto* v = c.find("beta_initializer"))
+    o.beta_initializer = parse_initializer(*v, c.path_of("beta_initializer"));
+  if (const auto* v = c.find("gamma_initializer"))
+    o.gamma_initializer = parse_initializer(*v, c.path_of("gamma_initializer"));
+  require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                   "gamma_constraint"});
+  return std::make_unique<LayerNormalization>(name, o);
+}
+
+// KerasHub's (keras_nlp's) PositionEmbedding.
+std::unique_ptr<Layer> make_position_embedding(ConfigObject& c, const std::string& name) {
+  const std::int64_t length = c.positive_int("sequence_length");
+  Initializer init{"glorot_uniform", std::nullopt, 0};
+  if (const auto* v = c.find("initializer")) init = parse_initializer(*v, c.path_of("initializer"));
+  return std::make_unique<PositionEmbedding>(name, length, init);
+}
+
+std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::string& name) {
+  MultiHeadAttentionOptions o;
+  o.num_heads = c.positive_int("num_heads");
+  o.key_dim = c.positive_int("key_dim");
+  if (c.has("value_dim"))
+    o.value_dim = c.positive_int("value_dim");
+  else
+    c.ignore({"value_dim"});
+  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
+  o.use_bias = c.get_bool("use_bias", true);
+  if (const auto* v = c.find("output_shape"); v && !v->is_null()) {
+    const bool one = v->is_array() && v->size() == 1;
+    const nlohmann::json& d = one ? (*v)[0] : *v;
+    if (!d.is_number_integer() || d.get<std::int64_t>() <= 0 || d.get<std::int64_t>() > (1 << 24))
+      throw ConfigError(c.path_of("output_shape"),
+                        "expected the output's features (a positive integer, or [n]), got " +
+                            v->dump());
+    o.output_dim = d.get<std::int64_t>();
+  } else {
+    c.ignore({"output_shape"});
+  }
+  if (const auto* v = c.find("attention_axes"); v && !v->is_null() && *v != nlohmann::json{1} &&
+                                                !(v->is_array() && *v == nlohmann::json::array({1})))
+    throw ConfigError(c.path_of("attention_axes"),
+                      "only attention over the time axis (null or [1]) is supported, got " +
+                          v->dump());
+  c.ignore({"attention_axes"});
+  if (const auto* k = c.find("kernel_initializer"))
+    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
+  if (const auto* b = c.find("bias_initializer"))
+    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
+  if (const auto* s = c.find("seed"); s && !s->is_null())
+    o.seed = static_cast<std::uint64_t>(c.get_int("seed"));
+  else
+    c.ignore({"seed"});
+  if (const auto* f = c.find("flash_attention"); f && !f->is_null() && !f->is_boolean())
+    throw ConfigError(c.path_of("flash_attention"), "expected null or a boolean");
+  // Keras 2 records the shapes it was built with; Tandem takes them from the graph. Flash
+  // attention is an implementation choice with the same result.
+  c.ignore({"query_shape", "key_shape", "value_shape", "flash_attention"});
+  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                   "kernel_constraint", "bias_constraint"});
+  return std::make_unique<MultiHeadAttention>(name, o);
 }
 
 std::unique_ptr<Layer> make_concatenate(ConfigObject& c, const std::string& name) {
@@ -209,23 +312,9 @@ std::unique_ptr<Layer> make_global_average_pooling(ConfigObject& c, const std::s
 // Keras 3 BatchNormalization, plus the tf.keras keys (axis as [n], renorm, fused, ...).
 std::unique_ptr<Layer> make_batch_normalization(ConfigObject& c, const std::string& name) {
   BatchNormalizationOptions o;
-  if (const auto* a = c.find("axis")) {
-    const bool one = a->is_array() && a->size() == 1;
-    const nlohmann::json& v = one ? (*a)[0] : *a;
-    if (!v.is_number_integer())
-      throw ConfigError(c.path_of("axis"), "expected an integer axis, got " + json_type_name(*a));
-    o.axis = v.get<std::int64_t>();
-    // A positive axis is checked against the input rank in build(): it must be the last one.
-    if (o.axis != -1 && o.axis < 1)
-      throw ConfigError(
-          c.path_of("axis"),
-          "only the last axis (-1, channels_last) is supported, got " + std::to_string(o.axis));
-  }
+  o.axis = read_last_axis(c);
   o.momentum = c.number_in("momentum", 0.99, 0.0, 1.0);
-  o.epsilon = c.get_number("epsilon", 1e-3);
-  if (!(o.epsilon > 0))
-    throw ConfigError(c.path_of("epsilon"),
-                      "expected a positive number, got " + c.at("epsilon").dump());
+  o.epsilon = read_epsilon(c, 1e-3);
   o.center = c.get_bool("center", true);
   o.scale = c.get_bool("scale", true);
   const std::pair<const char*, Initializer*> inits[] = {
@@ -290,7 +379,15 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"ELU", {"elu", make_elu}},
       {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},
-      {"Add", {"add", make_add}},
+      {"Add", {"add", make_merge<Add>}},
+      {"Subtract", {"subtract", make_merge<Subtract>}},
+      {"Multiply", {"multiply", make_merge<Multiply>}},
+      {"Average", {"average", make_merge<Average>}},
+      {"Maximum", {"maximum", make_extremum<true>}},
+      {"Minimum", {"minimum", make_extremum<false>}},
+      {"LayerNormalization", {"layer_normalization", make_layer_normalization}},
+      {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
+      {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dropout", {"dropout", make_dropout}},
       {"Conv2D", {"conv2d", make_conv2d}},

@@ -8,6 +8,9 @@
 
 #include "util/config_object.hpp"
 #include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
@@ -25,3 +28,5 @@ struct LayerClass {
 const std::map<std::string, LayerClass>& layer_registry();
 
 }  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END

@@ -38,36 +38,6 @@ void MergeLayer::check_input(const Tensor& x, const Shape& shape) const {
   require_batch_of(x, shape, "layer '" + name() + "' (" + class_name() + ")");
 }
 
-Shape Add::build_inputs(const std::vector<Shape>& input_shapes, Rng&) {
-  require_several(input_shapes.size());
-  for (std::size_t i = 1; i < input_shapes.size(); ++i)
-    if (input_shapes[i] != input_shapes[0])
-      throw ShapeError("layer '" + name() + "' (Add) adds inputs of one shape, got " +
-                       shape_to_string(input_shapes[0], true) + " and " +
-                       shape_to_string(input_shapes[i], true) + " (input " + std::to_string(i) +
-                       ")");
-  shape_ = input_shapes[0];
-  inputs_ = input_shapes.size();
-  return shape_;
-}
-
-const Tensor& Add::forward_inputs(const std::vector<const Tensor*>& inputs, bool) {
-  if (inputs.size() != inputs_)
-    throw ShapeError("layer '" + name() + "' (Add) was built for " + std::to_string(inputs_) +
-                     " inputs, got " + std::to_string(inputs.size()));
-  for (const Tensor* x : inputs) check_input(*x, shape_);
-  ops().place(output_, inputs[0]->shape());
-  // In input order, as Keras sums: ((x0 + x1) + x2) + ...
-  ops().add(*inputs[0], *inputs[1], output_);
-  for (std::size_t i = 2; i < inputs.size(); ++i) ops().add(output_, *inputs[i], output_);
-  return output_;
-}
-
-std::vector<const Tensor*> Add::backward_inputs(const Tensor& grad_output, bool need_input_grad) {
-  if (!need_input_grad) return {};
-  return std::vector<const Tensor*>(inputs_, &grad_output);
-}
-
 Shape Concatenate::build_inputs(const std::vector<Shape>& input_shapes, Rng&) {
   require_several(input_shapes.size());
   const auto rank = static_cast<int>(input_shapes[0].size());

@@ -1,8 +1,8 @@
-// The merging layers of functional models: Add (the inputs' element-wise sum, as in a residual
-// block) and Concatenate (the inputs side by side along one axis, as in a U-Net's skip path).
-// They take two or more inputs (Layer's list forms); in a Sequential model they have nothing to
-// merge and say so. Their gradients are the output's (Add: the same tensor for every input) or
-// its slices (Concatenate). Ownership and threads: as every layer's (tandem/layer.hpp).
+// The merging layers of functional models: what they share (MergeLayer: two or more inputs
+// through Layer's list forms; in a Sequential model they have nothing to merge and say so) and
+// Concatenate (the inputs side by side along one axis, as in a U-Net's skip path; its gradients
+// are the output gradient's slices). The element-wise ones (Add, Subtract, Multiply, ...) are in
+// nn/elementwise_merge.hpp. Ownership and threads: as every layer's (tandem/layer.hpp).
 #pragma once
 
 #include <vector>
@@ -32,21 +32,6 @@ class MergeLayer : public Layer {
 
  private:
   [[noreturn]] void refuse_one_input() const;
-};
-
-class Add : public MergeLayer {
- public:
-  using MergeLayer::MergeLayer;
-  std::string class_name() const override { return "Add"; }
-  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
-  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
-  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
-                                             bool need_input_grad) override;
-
- private:
-  Shape shape_;  // every input's and the output's, per sample
-  std::size_t inputs_ = 0;
-  Tensor output_;
 };
 
 class Concatenate : public MergeLayer {

@@ -203,7 +203,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
         throw ConfigError(lpath + ".config", "only the first layer may give an input shape");
     }
     const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
-    calls_.push_back({layers_.size(), layer.get(), {previous}, 0});
+    calls_.push_back({layers_.size(), layer.get(), {previous}, 0, {}, json::object()});
     calls_of_layer_.push_back({layers_.size()});
     layers_.push_back(std::move(layer));
     layer_paths.push_back(lpath);
@@ -215,6 +215,45 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
                       "layer \"input_shape\"");
   input_shape_ = *input_shape;
 }
+
+namespace {
+
+// Tells a layer that takes call arguments (nn::CallArguments) which named tensors follow its
+// first argument and the call's options; refuses them for any other layer. Returns the names
+// (Keras 3's positional ones named) and the options, as the call keeps them.
+std::pair<std::vector<std::string>, json> pass_call_arguments(Layer& runner,
+                                                              const nn::CallSpec& spec,
+                                                              const std::string& path) {
+  std::vector<std::string> names;
+  for (const std::string& n : spec.names)
+    if (!n.empty()) names.push_back(n);
+  nn::CallArguments* takes = nn::call_arguments_of(runner);
+  if (!takes) {
+    if (!names.empty() || !spec.options.empty())
+      throw ConfigError(path, "layer '" + runner.name() + "' (" + runner.class_name() +
+                                  ") takes no call arguments, got " +
+                                  (names.empty() ? spec.options.dump() : "the tensor '" + names[0] + "'"));
+    return {{}, json::object()};
+  }
+  if (spec.names.size() - names.size() != 1)
+    throw ConfigError(path, "layer '" + runner.name() + "' (" + runner.class_name() +
+                                ") takes one tensor as its first argument, got " +
+                                std::to_string(spec.names.size() - names.size()));
+  const std::vector<std::string> positional = takes->positional_arguments();
+  for (std::string& n : names)
+    if (n[0] == '#') {  // Keras 3's positional argument i: the layer's i-th after the first
+      const std::size_t i = std::stoul(n.substr(1));
+      if (i > positional.size())
+        throw ConfigError(path, "layer '" + runner.name() + "' (" + runner.class_name() +
+                                    ") takes at most " + std::to_string(positional.size() + 1) +
+                                    " positional arguments");
+      n = positional[i - 1];
+    }
+  takes->set_call_arguments(names, spec.options, path);
+  return {names, spec.options};
+}
+
+}  // namespace
 
 void Model::read_functional(const json& config, const std::string& path,
                             std::vector<std::string>& call_paths) {
@@ -247,12 +286,15 @@ void Model::read_functional(const json& config, const std::string& path,
       twins_.push_back(make_layer(*entry.entry, entry.path, counts, names, declared));
       runner = twins_.back().get();
     }
+    auto [names, options] =
+        pass_call_arguments(*runner, entry.calls[static_cast<std::size_t>(call.call)], at);
     if (call.inputs.size() > 1 && !runner->takes_several_inputs())
       throw ConfigError(at, "layer '" + entry.name + "' (" + runner->class_name() +
                                 ") takes one input, but is called on " +
                                 std::to_string(call.inputs.size()));
+    Call made{call.layer, runner, call.inputs, call.call, std::move(names), std::move(options)};
     calls_of_layer_[call.layer].push_back(calls_.size());
-    calls_.push_back({call.layer, runner, call.inputs, call.call});
+    calls_.push_back(std::move(made));
     call_paths.push_back(call.call == 0 && entry.calls.size() == 1 ? entry.path : at);
   }
 }
@@ -501,8 +543,21 @@ json Model::functional_config() const {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     json nodes = json::array();
     for (std::size_t k : calls_of_layer_[i]) {
+      const Call& call = calls_[k];
+      // The first argument's tensors, then the named ones in the first reference's kwargs.
+      const std::size_t first = call.inputs.size() - call.argument_names.size();
+      json kwargs = call.options;
+      for (std::size_t j = first; j < call.inputs.size(); ++j) {
+        json ref = reference(call.inputs[j]);
+        ref.erase(3);
+        kwargs[call.argument_names[j - first]] = ref;
+      }
       json node = json::array();
-      for (int in : calls_[k].inputs) node.push_back(reference(in));
+      for (std::size_t j = 0; j < first; ++j) {
+        json ref = reference(call.inputs[j]);
+        ref[3] = kwargs;
+        node.push_back(ref);
+      }
       nodes.push_back(node);
     }
     layers.push_back({{"class_name", layers_[i]->class_name()},

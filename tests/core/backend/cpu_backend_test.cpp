@@ -1,7 +1,9 @@
-// The CPU backend's data-movement operations for the merging layers, against hand-computed
-// values; a block that does not fit is refused.
+// The CPU backend's operations for the merging layers, attention and layer normalization,
+// against hand-computed values; arguments that do not fit are refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "backend/ops.hpp"
@@ -39,6 +41,110 @@ TEST(CpuBackend, CopyColumnsMovesABlockBetweenMatricesOfOneRowCount) {
   }
   Tensor three_rows({3, 5});
   EXPECT_THROW(cpu_backend().copy_columns(src, 3, 0, three_rows, 5, 0, 3), std::logic_error);
+}
+
+// Maximum/Minimum over three inputs: the winner of each element, the first on a tie, a NaN
+// propagates; the gradient goes to the winner only.
+TEST(CpuBackend, ExtremeUpdateKeepsTheWinnerAndRoutesItsGradient) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x0 = Tensor::from_vector({4}, {1, 5, 2, 0});
+  const Tensor x1 = Tensor::from_vector({4}, {3, 5, 1, nan});
+  const Tensor x2 = Tensor::from_vector({4}, {2, 4, 7, 9});
+  Tensor out({4}), winner({4});
+  int i = 0;
+  for (const Tensor* x : {&x0, &x1, &x2}) cpu_backend().extreme_update(true, *x, i++, out, winner);
+  EXPECT_EQ(out[0], 3);
+  EXPECT_EQ(out[1], 5);
+  EXPECT_EQ(out[2], 7);
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(values_of(winner), (std::vector<float>{1, 0, 2, 1}));  // the tie at [1]: input 0
+  const Tensor dy = Tensor::from_vector({4}, {10, 20, 30, 40});
+  Tensor dx({4});
+  cpu_backend().route_gradient(winner, 1, dy, dx);
+  EXPECT_EQ(values_of(dx), (std::vector<float>{10, 0, 0, 40}));
+  i = 0;
+  for (const Tensor* x : {&x0, &x2}) cpu_backend().extreme_update(false, *x, i++, out, winner);
+  EXPECT_EQ(values_of(out), (std::vector<float>{1, 4, 2, 0}));
+}
+
+TEST(CpuBackend, SubtractAndAffineAreElementWise) {
+  const Tensor a = Tensor::from_vector({3}, {1, 2, 3});
+  const Tensor b = Tensor::from_vector({3}, {0.5f, 4, -1});
+  Tensor out({3});
+  cpu_backend().subtract(a, b, out);
+  EXPECT_EQ(values_of(out), (std::vector<float>{0.5f, -2, 4}));
+  cpu_backend().affine(a, -2, 0.5f, out);
+  EXPECT_EQ(values_of(out), (std::vector<float>{-1.5f, -3.5f, -5.5f}));
+}
+
+// A batch of products equals the products one by one.
+TEST(CpuBackend, BatchedGemmIsEachProductOfTheBatch) {
+  const std::int64_t batch = 5, m = 3, n = 4, k = 6;
+  Tensor a({batch, m, k}), b({batch, n, k}), c({batch, m, n});
+  for (std::int64_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7) % 11) - 5;
+  for (std::int64_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 5) % 13) - 6;
+  cpu_backend().gemm({false, true, m, n, k, GemmEpilogue::none, batch}, a, b, nullptr, c);
+  for (std::int64_t s = 0; s < batch; ++s)
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (std::int64_t q = 0; q < k; ++q)
+          sum += a[(s * m + r) * k + q] * b[(s * n + j) * k + q];
+        EXPECT_EQ(c[(s * m + r) * n + j], static_cast<float>(sum)) << s << " " << r << " " << j;
+      }
+  Tensor wrong({batch, m, n + 1});
+  EXPECT_THROW(cpu_backend().gemm({false, true, m, n, k, GemmEpilogue::none, batch}, a, b, nullptr,
+                                  wrong),
+               std::logic_error);
+}
+
+// Softmax over the keys a mask keeps and (causal) the keys up to the query; a row with no key
+// kept is all zeros.
+TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
+  // batch 1, heads 2, tq 2, tk 3; every score 0, so the kept keys share the probability.
+  const Tensor scores({1, 2, 2, 3});
+  const Tensor mask = Tensor::from_vector({1, 2, 3}, {1, 0, 1, 0, 0, 0});
+  Tensor probs({1, 2, 2, 3});
+  cpu_backend().masked_softmax({2, 2, 3, false}, scores, &mask, probs);
+  EXPECT_EQ(values_of(probs), (std::vector<float>{0.5f, 0, 0.5f, 0, 0, 0, 0.5f, 0, 0.5f, 0, 0, 0}));
+  cpu_backend().masked_softmax({2, 2, 3, true}, scores, nullptr, probs);
+  EXPECT_EQ(values_of(probs),
+            (std::vector<float>{1, 0, 0, 0.5f, 0.5f, 0, 1, 0, 0, 0.5f, 0.5f, 0}));
+  const Tensor short_mask({1, 2, 2});
+  EXPECT_THROW(cpu_backend().masked_softmax({2, 2, 3, false}, scores, &short_mask, probs),
+               std::logic_error);
+}
+
+TEST(CpuBackend, SwapMiddleAxesTransposesTheMiddleTwo) {
+  // x (1, 2, 3, 1): x[0, b, c, 0] = 10 b + c; y (1, 3, 2, 1): y[0, c, b, 0] = x[0, b, c, 0].
+  const Tensor x = Tensor::from_vector({1, 2, 3, 1}, {0, 1, 2, 10, 11, 12});
+  Tensor y({1, 3, 2, 1});
+  cpu_backend().swap_middle_axes(x, {1, 2, 3, 1}, y);
+  EXPECT_EQ(values_of(y), (std::vector<float>{0, 10, 1, 11, 2, 12}));
+}
+
+// Layer normalization against double-precision arithmetic by hand: a row (1, 2, 3, 6) has mean
+// 3 and biased variance 3.5.
+TEST(CpuBackend, LayerNormNormalisesEachRow) {
+  const Tensor x = Tensor::from_vector({1, 4}, {1, 2, 3, 6});
+  const Tensor gamma = Tensor::from_vector({4}, {1, 2, 1, 1});
+  const Tensor beta = Tensor::from_vector({4}, {0, 0, 0, 1});
+  Tensor y({1, 4}), stats;
+  cpu_backend().layer_norm_forward({4, 0.5}, x, &gamma, &beta, y, stats);
+  const double inv = 1 / std::sqrt(3.5 + 0.5);
+  EXPECT_FLOAT_EQ(y[0], static_cast<float>(-2 * inv));
+  EXPECT_FLOAT_EQ(y[1], static_cast<float>(-2 * inv));
+  EXPECT_FLOAT_EQ(y[2], 0.0f);
+  EXPECT_FLOAT_EQ(y[3], static_cast<float>(3 * inv + 1));
+  EXPECT_FLOAT_EQ(stats[0], 3.0f);
+  EXPECT_FLOAT_EQ(stats[1], static_cast<float>(inv));
+  // The sum of dx over a row is 0 without gamma (the mean's gradient), and d_beta is dy.
+  const Tensor dy = Tensor::from_vector({1, 4}, {0.3f, -1, 2, 0.5f});
+  Tensor dx({1, 4}), d_gamma({4}), d_beta({4});
+  cpu_backend().layer_norm_backward({4, 0.5}, x, dy, nullptr, stats, &dx, &d_gamma, &d_beta);
+  EXPECT_NEAR(dx[0] + dx[1] + dx[2] + dx[3], 0.0, 1e-6);
+  EXPECT_EQ(values_of(d_beta), (std::vector<float>{0.3f, -1, 2, 0.5f}));
+  EXPECT_FLOAT_EQ(d_gamma[3], static_cast<float>(0.5 * 3 * inv));
 }
 
 }  // namespace

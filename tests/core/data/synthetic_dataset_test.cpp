@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "data/datasets.hpp"
+#include "util/config_object.hpp"
 #include "tandem/error.hpp"
 #include "tandem/rng.hpp"
 
@@ -133,6 +134,61 @@ TEST(SyntheticDataset, OutOfRangeIndexIsAnError) {
   auto ds = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}));
   EXPECT_THROW(read(*ds, {1000}), DataError);
   EXPECT_THROW(read(*ds, {-1}), DataError);
+}
+
+// repeated_token: every label says whether the first token appears again, checked by a scan of
+// the sequence; about half the samples are positive; every token is an id in [1, vocabulary).
+TEST(SyntheticDataset, RepeatedTokenLabelsSayWhetherTheFirstTokenComesBack) {
+  SyntheticSpec s;
+  s.samples = 4000;
+  s.x_shape = {12};
+  s.task = SyntheticTask::repeated_token;
+  s.vocabulary = 20;
+  s.y_shape = {1};
+  s.seed = 3;
+  auto ds = data::make_synthetic_dataset(s);
+  std::vector<std::int64_t> idx(4000);
+  std::iota(idx.begin(), idx.end(), 0);
+  const Read r = read(*ds, idx);
+  int positives = 0;
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    const float* seq = r.x.data() + i * 12;
+    bool again = false;
+    for (int t = 0; t < 12; ++t) {
+      EXPECT_EQ(seq[t], std::floor(seq[t]));
+      EXPECT_GE(seq[t], 1.0f);
+      EXPECT_LT(seq[t], 20.0f);
+      again = again || (t > 0 && seq[t] == seq[0]);
+    }
+    EXPECT_EQ(r.y[i], again ? 1.0f : 0.0f) << "sample " << i;
+    positives += again;
+  }
+  EXPECT_NEAR(positives, 2000, 150);
+}
+
+TEST(SyntheticDataset, RepeatedTokenSpecIsChecked) {
+  const auto error_of = [](const nlohmann::json& j) -> std::string {
+    try {
+      ConfigObject c(j, "data");
+      data::parse_synthetic_spec(c);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json good = {{"samples", 10}, {"x_shape", {8}}, {"task", "repeated_token"},
+                               {"vocabulary", 5}};
+  EXPECT_EQ(error_of(good), "");
+  nlohmann::json flat = good;
+  flat["x_shape"] = {2, 4};
+  EXPECT_NE(error_of(flat).find("data.x_shape"), std::string::npos) << error_of(flat);
+  nlohmann::json tiny = good;
+  tiny["vocabulary"] = 2;
+  EXPECT_NE(error_of(tiny).find("a vocabulary of 3 to 2^24"), std::string::npos) << error_of(tiny);
+  nlohmann::json stray = {{"samples", 10}, {"x_shape", {8}}, {"vocabulary", 5}};
+  EXPECT_NE(error_of(stray).find("only used with \"task\": \"repeated_token\""),
+            std::string::npos)
+      << error_of(stray);
 }
 
 }  // namespace

@@ -323,7 +323,7 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
 
   json mismatch = keras2_model();
   mismatch["config"]["layers"][1]["config"]["units"] = 3;  // Add of (3) and (4)
-  EXPECT_NE(error_of(mismatch).find("at 'model.config.layers[2]': layer 'add' (Add) adds inputs of one "
+  EXPECT_NE(error_of(mismatch).find("at 'model.config.layers[2]': layer 'add' (Add) merges inputs of one "
                                     "shape, got (None, 3) and (None, 4)"),
             std::string::npos)
       << error_of(mismatch);
@@ -350,6 +350,100 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
                       "several inputs"),
             std::string::npos)
       << error_of(add_in_sequential);
+}
+
+// Self-attention as Keras 2.15's to_json() writes it: the value (and the option) in the first
+// reference's kwargs,
+//   x = Input((3, 4)); a = MultiHeadAttention(2, 2)(x, x, use_causal_mask=True)
+//   n = LayerNormalization()(Add()([a, x])); y = GlobalAveragePooling1D()(n)
+json keras2_attention_model() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "model", "layers": [
+      {"class_name": "InputLayer", "name": "x", "inbound_nodes": [],
+       "config": {"batch_input_shape": [null, 3, 4], "dtype": "float32", "name": "x"}},
+      {"class_name": "MultiHeadAttention", "name": "mha", "config": {"name": "mha",
+       "trainable": true, "dtype": "float32", "num_heads": 2, "key_dim": 2, "value_dim": 2,
+       "dropout": 0.0, "use_bias": true, "output_shape": null, "attention_axes": [1],
+       "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
+       "bias_initializer": {"class_name": "Zeros", "config": {}}, "kernel_regularizer": null,
+       "bias_regularizer": null, "activity_regularizer": null, "kernel_constraint": null,
+       "bias_constraint": null, "query_shape": [null, 3, 4], "key_shape": [null, 3, 4],
+       "value_shape": [null, 3, 4]},
+       "inbound_nodes": [[["x", 0, 0, {"value": ["x", 0, 0], "use_causal_mask": true}]]]},
+      {"class_name": "Add", "name": "add", "config": {"name": "add"},
+       "inbound_nodes": [[["mha", 0, 0, {}], ["x", 0, 0, {}]]]},
+      {"class_name": "LayerNormalization", "name": "norm", "config": {"name": "norm",
+       "axis": [2], "epsilon": 0.001, "center": true, "scale": true,
+       "beta_initializer": {"class_name": "Zeros", "config": {}},
+       "gamma_initializer": {"class_name": "Ones", "config": {}}, "beta_regularizer": null,
+       "gamma_regularizer": null, "beta_constraint": null, "gamma_constraint": null},
+       "inbound_nodes": [[["add", 0, 0, {}]]]},
+      {"class_name": "GlobalAveragePooling1D", "name": "pool", "config": {"name": "pool",
+       "data_format": "channels_last", "keepdims": false},
+       "inbound_nodes": [[["norm", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["pool", 0, 0]]},
+      "keras_version": "2.15.0", "backend": "tensorflow"})");
+}
+
+// The same in Keras 3's form: the value as the second positional argument, the option a kwarg.
+json keras3_attention_model() {
+  json m = keras2_attention_model();
+  const auto tensor = [](const char* n) {
+    return json{{"class_name", "__keras_tensor__"}, {"config", {{"keras_history", {n, 0, 0}}}}};
+  };
+  json& layers = m["config"]["layers"];
+  layers[1]["inbound_nodes"] = json::array(
+      {{{"args", {tensor("x"), tensor("x")}}, {"kwargs", {{"use_causal_mask", true}}}}});
+  layers[2]["inbound_nodes"] =
+      json::array({{{"args", {json::array({tensor("mha"), tensor("x")})}}, {"kwargs", json::object()}}});
+  layers[3]["inbound_nodes"] = json::array({{{"args", {tensor("add")}}}});
+  layers[4]["inbound_nodes"] = json::array({{{"args", {tensor("norm")}}}});
+  return m;
+}
+
+TEST(FunctionalModel, AttentionCallArgumentsReadInBothFormsAndRoundTrip) {
+  auto k2 = Model::from_config(keras2_attention_model(), "model", 5);
+  auto k3 = Model::from_config(keras3_attention_model(), "model", 5);
+  EXPECT_EQ(k2->output_shape(), (Shape{4}));
+  EXPECT_EQ(k2->call_inputs(0), (std::vector<int>{Model::kModelInput, Model::kModelInput}));
+  const Tensor x = test::random_tensor({6, 3, 4}, 12);
+  const Tensor y2 = k2->forward(x, false).clone();
+  const Tensor y3 = k3->forward(x, false).clone();
+  EXPECT_EQ(test::to_double(y2), test::to_double(y3));
+  // The config Tandem writes carries the call's arguments in Keras 2's form, and reads back.
+  const json written = k2->config();
+  EXPECT_EQ(written["config"]["layers"][1]["inbound_nodes"],
+            json::parse(R"([[["x", 0, 0, {"value": ["x", 0, 0], "use_causal_mask": true}]]])"));
+  auto again = Model::from_config(written, "model", 5);
+  EXPECT_EQ(test::to_double(again->forward(x, false)), test::to_double(y2));
+  // The option is in force: without the causal mask the same weights give other outputs.
+  json open_config = keras2_attention_model();
+  open_config["config"]["layers"][1]["inbound_nodes"][0][0][3].erase("use_causal_mask");
+  auto open = Model::from_config(open_config, "model", 5);
+  EXPECT_NE(test::to_double(open->forward(x, false)), test::to_double(y2));
+}
+
+TEST(FunctionalModel, CallArgumentsALayerDoesNotTakeAreRefusedAtTheirPath) {
+  json dense_kwargs = keras2_model();
+  dense_kwargs["config"]["layers"][1]["inbound_nodes"][0][0][3] = {{"value", {"input_1", 0, 0}}};
+  EXPECT_NE(error_of(dense_kwargs).find("at 'model.config.layers[1].inbound_nodes[0]': layer "
+                                        "'dense' (Dense) takes no call arguments, got the tensor "
+                                        "'value'"),
+            std::string::npos)
+      << error_of(dense_kwargs);
+  json scores = keras2_attention_model();
+  scores["config"]["layers"][1]["inbound_nodes"][0][0][3]["return_attention_scores"] = true;
+  EXPECT_NE(error_of(scores).find("return_attention_scores=true is not supported"),
+            std::string::npos)
+      << error_of(scores);
+  json no_value = keras2_attention_model();
+  no_value["config"]["layers"][1]["inbound_nodes"][0][0][3].erase("value");
+  EXPECT_NE(error_of(no_value).find("needs a value tensor"), std::string::npos)
+      << error_of(no_value);
+  json positional = keras3_attention_model();
+  positional["config"]["layers"][1]["inbound_nodes"][0]["args"].push_back(3);
+  EXPECT_NE(error_of(positional).find("args[2]': a positional argument that is not a tensor"),
+            std::string::npos)
+      << error_of(positional);
 }
 
 }  // namespace

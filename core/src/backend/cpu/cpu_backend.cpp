@@ -47,40 +47,22 @@ void for_rows(std::int64_t rows, std::int64_t cols, F f) {
                     });
 }
 
+// A batch of products split across threads by the batch index (attention's are small; oneDNN
+// runs each on its caller's thread inside the parallel region).
+void batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
+  check_batched_gemm(d, a, b, c);
+  const std::int64_t flops = 2 * d.m * d.n * std::max<std::int64_t>(d.k, 1);
+  cpu::parallel_for(d.batch, std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(flops, 1)),
+                    [&](std::int64_t i0, std::int64_t i1) {
+                      for (std::int64_t i = i0; i < i1; ++i)
+                        cpu::gemm(d.trans_a, d.trans_b, d.m, d.n, d.k, 1.0f,
+                                  a.data() + i * d.m * d.k, d.trans_a ? d.m : d.k,
+                                  b.data() + i * d.k * d.n, d.trans_b ? d.k : d.n, 0.0f,
+                                  c.data() + i * d.m * d.n, d.n);
+                    });
+}
+
 }  // namespace
-
-void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
-                              const char* operation) {
-  if (a != b || a != out)
-    throw std::logic_error(std::string("backend operation ") + operation + ": sizes " +
-                           std::to_string(a) + ", " + std::to_string(b) + " and " +
-                           std::to_string(out) + " differ");
-}
-
-std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
-                           const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
-                           std::int64_t width) {
-  const std::int64_t rows = src_cols > 0 ? src.size() / src_cols : 0;
-  const bool fits = src_cols > 0 && dst_cols > 0 && width >= 0 && src_offset >= 0 &&
-                    dst_offset >= 0 && src_offset + width <= src_cols &&
-                    dst_offset + width <= dst_cols && rows * src_cols == src.size() &&
-                    rows * dst_cols == dst.size();
-  if (!fits)
-    throw std::logic_error("backend operation copy_columns: columns [" +
-                           std::to_string(src_offset) + ", +" + std::to_string(width) + ") of " +
-                           shape_to_string(src.shape()) + " (" + std::to_string(src_cols) +
-                           " per row) into [" + std::to_string(dst_offset) + ", +" +
-                           std::to_string(width) + ") of " + shape_to_string(dst.shape()) + " (" +
-                           std::to_string(dst_cols) + " per row) do not fit");
-  return rows;
-}
-
-void require_device(const Backend& backend, const Tensor& t, const char* operation) {
-  if (!(t.device() == backend.device()))
-    throw std::logic_error(std::string("backend operation ") + operation + ": a tensor in " +
-                           t.device().name() + " memory given to the " + backend.device().name() +
-                           " backend");
-}
 
 Backend& cpu_backend() {
   static CpuBackend backend;
@@ -103,6 +85,7 @@ void CpuBackend::gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const
   require_device(*this, a, "gemm");
   require_device(*this, b, "gemm");
   require_device(*this, c, "gemm");
+  if (d.batch != 1) return batched_gemm(d, a, b, c);
   float* cp = c.data();
   const bool with_bias = d.epilogue != GemmEpilogue::none;
   if (with_bias) {

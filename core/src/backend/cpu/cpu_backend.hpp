@@ -2,7 +2,8 @@
 // transcendental activations, OpenMP loops around backend/kernel_math.hpp for the rest.
 //
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
-// embedding, global pooling), convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
+// embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
+// layer_norm.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
 // metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
 // and sums in a fixed order: results never depend on the thread count.
 //
@@ -26,14 +27,28 @@ class CpuBackend final : public Backend {
   void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
   void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void subtract(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void affine(const Tensor& x, float scale, float offset, Tensor& out) override;
+  void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
+                      Tensor& winner) override;
+  void route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) override;
   void copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset, Tensor& dst,
                     std::int64_t dst_cols, std::int64_t dst_offset, std::int64_t width) override;
   void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
                           std::int64_t cols) override;
   void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
                            const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) override;
+  void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores, const Tensor* mask,
+                      Tensor& probs) override;
+  void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                        Tensor& y) override;
   void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                        std::int64_t cols) override;
+  void layer_norm_forward(const LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
+                          const Tensor* beta, Tensor& y, Tensor& stats) override;
+  void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
+                           const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
+                           Tensor* d_beta) override;
   std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
   std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) override;

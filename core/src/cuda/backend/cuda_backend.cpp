@@ -1,6 +1,7 @@
 // The CUDA backend's movement, GEMM, activation, dropout, embedding, global pooling, loss,
-// metric and optimizer operations (cuda_backend.hpp); convolution, pooling and batch
-// normalization are in their own files.
+// metric and optimizer operations (cuda_backend.hpp); convolution, pooling, batch
+// normalization and the merging, attention and layer normalization operations
+// (cuda_layer_ops.cpp) are in their own files.
 #include "cuda/backend/cuda_backend.hpp"
 
 #include <cuda_runtime_api.h>
@@ -181,7 +182,13 @@ void CudaBackend::gemm(const backend::GemmDesc& d, const Tensor& a, const Tensor
                         : d.epilogue == backend::GemmEpilogue::bias    ? DenseGemm::Epilogue::bias
                                                                        : DenseGemm::Epilogue::none;
   const float* bias_data = bias ? bias->data() : nullptr;
-  if (!d.trans_a && !d.trans_b) {  // y = x W (+ b): batch m, in k, out n
+  if (d.batch != 1) {
+    backend::check_batched_gemm(d, a, b, c);
+    // Row-major C_i = op(A_i) op(B_i) is column-major C_iᵀ = op(B_i)ᵀ op(A_i)ᵀ.
+    gemm_.matmul_batched(d.trans_b, d.trans_a, d.n, d.m, d.k, b.data(), d.trans_b ? d.k : d.n,
+                         d.k * d.n, a.data(), d.trans_a ? d.m : d.k, d.m * d.k, c.data(), d.n,
+                         d.m * d.n, d.batch);
+  } else if (!d.trans_a && !d.trans_b) {  // y = x W (+ b): batch m, in k, out n
     gemm_.forward(a.data(), b.data(), bias_data, c.data(), d.m, d.k, d.n, epilogue);
   } else if (d.trans_a && !d.trans_b && epilogue == DenseGemm::Epilogue::none) {
     // dW = xᵀ dy: W is in (m) x out (n), the batch k

@@ -55,6 +55,20 @@ class CudaBackend final : public backend::Backend {
   void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
   void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void subtract(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void affine(const Tensor& x, float scale, float offset, Tensor& out) override;
+  void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
+                      Tensor& winner) override;
+  void route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) override;
+  void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
+                      const Tensor* mask, Tensor& probs) override;
+  void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                        Tensor& y) override;
+  void layer_norm_forward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
+                          const Tensor* beta, Tensor& y, Tensor& stats) override;
+  void layer_norm_backward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
+                           const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
+                           Tensor* d_beta) override;
   void copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset, Tensor& dst,
                     std::int64_t dst_cols, std::int64_t dst_offset, std::int64_t width) override;
   void activation_forward(backend::ActivationKind kind, const Tensor& in, Tensor& out,

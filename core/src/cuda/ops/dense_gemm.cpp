@@ -1,6 +1,8 @@
 #include "cuda/ops/dense_gemm.hpp"
 
+#include <limits>
 #include <memory>
+#include <utility>
 #include <string>
 
 #include "cuda/ops/cuda_check.hpp"
@@ -41,7 +43,7 @@ DenseGemm::~DenseGemm() {
 
 DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, epilogue] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c] = key;
   auto plan = std::make_unique<Plan>();
   const cublasComputeType_t compute =
       precision_ == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -61,6 +63,19 @@ DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   check(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, ta ? k : m, ta ? m : k, lda), "layout A");
   check(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb), "layout B");
   check(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, m, n, ldc), "layout C");
+  if (batch > 1) {
+    const auto count = static_cast<std::int32_t>(batch);
+    const std::pair<cublasLtMatrixLayout_t, std::int64_t> strided[] = {
+        {plan->a, stride_a}, {plan->b, stride_b}, {plan->c, stride_c}};
+    for (const auto& [layout, stride] : strided) {
+      check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                             sizeof count),
+            "set BATCH_COUNT");
+      check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                             &stride, sizeof stride),
+            "set STRIDED_BATCH_OFFSET");
+    }
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -99,7 +114,8 @@ void DenseGemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t 
           "cudaMemsetAsync");
     return;
   }
-  Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc, static_cast<int>(epilogue)});
+  Plan& plan =
+      plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc, static_cast<int>(epilogue), 1, 0, 0, 0});
   if (epilogue != Epilogue::none)
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                          sizeof bias),
@@ -108,6 +124,29 @@ void DenseGemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t 
   check(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
                        &plan.algo, workspace_, workspace_bytes_, stream_),
         "cublasLtMatmul");
+}
+
+void DenseGemm::matmul_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                               std::int64_t k, const float* a, std::int64_t lda,
+                               std::int64_t stride_a, const float* b, std::int64_t ldb,
+                               std::int64_t stride_b, float* c, std::int64_t ldc,
+                               std::int64_t stride_c, std::int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (batch > std::numeric_limits<std::int32_t>::max())
+    throw RunError("cuBLASLt takes at most 2^31 - 1 products in a batch, got " +
+                   std::to_string(batch));
+  if (k == 0) {
+    check(cudaMemsetAsync(c, 0, static_cast<std::size_t>(stride_c * batch) * sizeof(float),
+                          stream_),
+          "cudaMemsetAsync");
+    return;
+  }
+  Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc,
+                         static_cast<int>(Epilogue::none), batch, stride_a, stride_b, stride_c});
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
+                       &plan.algo, workspace_, workspace_bytes_, stream_),
+        "cublasLtMatmul (batched)");
 }
 
 // Row-major X (batch x in) is column-major X^T (in x batch); likewise W -> W^T (out x in) and

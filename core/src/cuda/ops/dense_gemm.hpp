@@ -45,15 +45,23 @@ class DenseGemm {
   void backward_weights(const float* x, const float* dy, float* dw, std::int64_t batch,
                         std::int64_t in, std::int64_t out);
 
-  /// The general column-major product C (m x n) = op(A) op(B), for the benchmarks' cuBLAS floor.
+  /// The general column-major product C (m x n) = op(A) op(B) (for the benchmarks' cuBLAS
+  /// floor, and the backend's other products).
   void matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* c,
               std::int64_t ldc, Epilogue epilogue, const float* bias);
+  /// `batch` such products, without epilogue, the i-th matrices at a + i * stride_a (b, c alike).
+  void matmul_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                      const float* a, std::int64_t lda, std::int64_t stride_a, const float* b,
+                      std::int64_t ldb, std::int64_t stride_b, float* c, std::int64_t ldc,
+                      std::int64_t stride_c, std::int64_t batch);
 
  private:
   struct Plan;
+  // trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c
   using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t, int>;
+                         std::int64_t, std::int64_t, int, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t>;
   Plan& plan_for(const Key& key);
 
   DeviceAllocator& allocator_;

@@ -105,6 +105,44 @@ void batch_norm_input_gradient(const float* x, const float* dy, float* dx, std::
                                std::int64_t channels, bool batch_stats, const BatchNormState& state,
                                cudaStream_t stream);
 
+// ---- Merging layers and scaling (backend/kernel_math.hpp's arithmetic) ------------------------
+
+/// out = a - b.
+void subtract(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+/// out = x * scale + offset.
+void affine(const float* x, float* out, std::int64_t n, float scale, float offset,
+            cudaStream_t stream);
+/// Input `index` of an element-wise maximum (minimum): Backend::extreme_update.
+void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
+                    std::int64_t n, cudaStream_t stream);
+/// dx = dy where winner == index, else 0.
+void route_gradient(const float* winner, int index, const float* dy, float* dx, std::int64_t n,
+                    cudaStream_t stream);
+
+// ---- Attention -------------------------------------------------------------------------------
+
+/// Backend::masked_softmax over `rows` rows of tk scores (batch, heads, tq, tk); one thread per
+/// row, kernel_math's masked_softmax_row. mask (batch, tq, tk) may be null.
+void masked_softmax(const float* scores, const float* mask, float* probs, std::int64_t rows,
+                    std::int64_t heads, std::int64_t tq, std::int64_t tk, bool causal,
+                    cudaStream_t stream);
+/// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
+void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,
+                      std::int64_t d3, cudaStream_t stream);
+
+// ---- LayerNormalization ------------------------------------------------------------------------
+
+/// One thread per row: the row's mean and 1/sqrt(var + eps) into mean[r], inv_std[r], then y
+/// (kernel_math's layer_norm_row_stats and layer_norm_row). gamma / beta may be null.
+void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                        float* mean, float* inv_std, std::int64_t rows, std::int64_t cols,
+                        double epsilon, cudaStream_t stream);
+/// dx (may be null; one thread per row) and d_gamma / d_beta (each may be null; one thread per
+/// column summing its rows in order).
+void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
+                         const float* inv_std, float* dx, float* d_gamma, float* d_beta,
+                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
 // ---- Embedding -----------------------------------------------------------------------------
 
 /// Converts n index-valued floats to int32 indices (0 where invalid) and writes to *first_bad

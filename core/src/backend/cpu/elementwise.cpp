@@ -1,0 +1,73 @@
+// The CPU backend's element-wise arithmetic for the merging layers (Subtract, Average, Maximum,
+// Minimum) and the layers that scale their input (Rescaling, attention's query scaling).
+#include <stdexcept>
+#include <string>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/parallel.hpp"
+
+namespace tandem::backend {
+
+namespace {
+
+constexpr std::int64_t kChunk = 65536;  // as cpu_backend.cpp: memory-bound loops
+
+// f(i) for every i in [0, n), in parallel.
+template <class F>
+void each(std::int64_t n, F f) {
+  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+void require_all(const Backend& backend, std::initializer_list<const Tensor*> tensors,
+                 const char* operation) {
+  for (const Tensor* t : tensors) require_device(backend, *t, operation);
+}
+
+}  // namespace
+
+void CpuBackend::subtract(const Tensor& a, const Tensor& b, Tensor& out) {
+  require_all(*this, {&a, &b, &out}, "subtract");
+  check_same_sizes(a.size(), b.size(), out.size(), "subtract");
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* op = out.data();
+  each(out.size(), [&](std::int64_t i) { op[i] = math::fsub(ap[i], bp[i]); });
+}
+
+void CpuBackend::affine(const Tensor& x, float scale, float offset, Tensor& out) {
+  require_all(*this, {&x, &out}, "affine");
+  check_same_sizes(x.size(), out.size(), out.size(), "affine");
+  const float* xp = x.data();
+  float* op = out.data();
+  each(out.size(), [&](std::int64_t i) { op[i] = math::fadd(math::fmul(xp[i], scale), offset); });
+}
+
+void CpuBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
+                                Tensor& winner) {
+  require_all(*this, {&x, &out, &winner}, "extreme_update");
+  check_same_sizes(x.size(), out.size(), winner.size(), "extreme_update");
+  const float* xp = x.data();
+  float* op = out.data();
+  float* wp = winner.data();
+  const auto tag = static_cast<float>(index);
+  each(out.size(), [&](std::int64_t i) {
+    if (index == 0 || math::extreme_beats(maximum, xp[i], op[i])) {
+      op[i] = xp[i];
+      wp[i] = tag;
+    }
+  });
+}
+
+void CpuBackend::route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) {
+  require_all(*this, {&winner, &dy, &dx}, "route_gradient");
+  check_same_sizes(winner.size(), dy.size(), dx.size(), "route_gradient");
+  const float* wp = winner.data();
+  const float* g = dy.data();
+  float* gx = dx.data();
+  const auto tag = static_cast<float>(index);
+  each(dx.size(), [&](std::int64_t i) { gx[i] = wp[i] == tag ? g[i] : 0.0f; });
+}
+
+}  // namespace tandem::backend

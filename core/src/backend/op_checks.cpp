@@ -1,0 +1,87 @@
+// The argument checks every backend shares (backend/ops.hpp): each throws std::logic_error
+// naming the operation and the sizes that do not fit — a caller's bug, never a user's input.
+#include <stdexcept>
+#include <string>
+
+#include "backend/ops.hpp"
+
+namespace tandem::backend {
+
+void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
+                              const char* operation) {
+  if (a != b || a != out)
+    throw std::logic_error(std::string("backend operation ") + operation + ": sizes " +
+                           std::to_string(a) + ", " + std::to_string(b) + " and " +
+                           std::to_string(out) + " differ");
+}
+
+std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
+                           const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
+                           std::int64_t width) {
+  const std::int64_t rows = src_cols > 0 ? src.size() / src_cols : 0;
+  const bool fits = src_cols > 0 && dst_cols > 0 && width >= 0 && src_offset >= 0 &&
+                    dst_offset >= 0 && src_offset + width <= src_cols &&
+                    dst_offset + width <= dst_cols && rows * src_cols == src.size() &&
+                    rows * dst_cols == dst.size();
+  if (!fits)
+    throw std::logic_error("backend operation copy_columns: columns [" +
+                           std::to_string(src_offset) + ", +" + std::to_string(width) + ") of " +
+                           shape_to_string(src.shape()) + " (" + std::to_string(src_cols) +
+                           " per row) into [" + std::to_string(dst_offset) + ", +" +
+                           std::to_string(width) + ") of " + shape_to_string(dst.shape()) + " (" +
+                           std::to_string(dst_cols) + " per row) do not fit");
+  return rows;
+}
+
+void require_device(const Backend& backend, const Tensor& t, const char* operation) {
+  if (!(t.device() == backend.device()))
+    throw std::logic_error(std::string("backend operation ") + operation + ": a tensor in " +
+                           t.device().name() + " memory given to the " + backend.device().name() +
+                           " backend");
+}
+
+void check_batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (d.batch < 0 || d.epilogue != GemmEpilogue::none || a.size() != d.batch * d.m * d.k ||
+      b.size() != d.batch * d.k * d.n || c.size() != d.batch * d.m * d.n)
+    throw std::logic_error("backend operation gemm: a batch of " + std::to_string(d.batch) +
+                           " products " + std::to_string(d.m) + "x" + std::to_string(d.k) +
+                           " by " + std::to_string(d.k) + "x" + std::to_string(d.n) +
+                           " does not fit tensors of " + std::to_string(a.size()) + ", " +
+                           std::to_string(b.size()) + " and " + std::to_string(c.size()) +
+                           " values (or has an epilogue)");
+}
+
+std::int64_t check_attention_scores(const AttentionMaskDesc& d, const Tensor& scores,
+                                    const Tensor* mask, const Tensor& probs) {
+  const std::int64_t per_sample = d.heads * d.tq * d.tk;
+  const std::int64_t batch = per_sample > 0 ? scores.size() / per_sample : 0;
+  if (per_sample <= 0 || probs.size() != scores.size() || batch * per_sample != scores.size() ||
+      (mask && mask->size() != batch * d.tq * d.tk))
+    throw std::logic_error("backend operation masked_softmax: scores of " +
+                           std::to_string(scores.size()) + " values are not (batch, " +
+                           std::to_string(d.heads) + ", " + std::to_string(d.tq) + ", " +
+                           std::to_string(d.tk) + ")" +
+                           (mask ? " with a mask of " + std::to_string(mask->size()) : ""));
+  return batch * d.heads * d.tq;
+}
+
+void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                            const Tensor& y) {
+  const auto [d0, d1, d2, d3] = dims;
+  if (x.size() != d0 * d1 * d2 * d3 || y.size() != x.size() || x.data() == y.data())
+    throw std::logic_error("backend operation swap_middle_axes: dimensions (" +
+                           std::to_string(d0) + ", " + std::to_string(d1) + ", " +
+                           std::to_string(d2) + ", " + std::to_string(d3) + ") do not fit " +
+                           std::to_string(x.size()) + " values into " + std::to_string(y.size()) +
+                           " (in place is not supported)");
+}
+
+std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
+  const std::int64_t rows = d.cols > 0 ? x.size() / d.cols : 0;
+  if (d.cols <= 0 || rows * d.cols != x.size())
+    throw std::logic_error("backend operation layer_norm: " + std::to_string(x.size()) +
+                           " values are not rows of " + std::to_string(d.cols));
+  return rows;
+}
+
+}  // namespace tandem::backend

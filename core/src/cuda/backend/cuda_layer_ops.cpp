@@ -1,0 +1,85 @@
+// The CUDA backend's operations for the merging layers (Subtract, Average, Maximum, Minimum),
+// attention (masked softmax, axis swap) and layer normalization: argument checks shared with
+// the CPU backend (backend/op_checks.cpp), then the kernels of cuda/ops/layer_kernels.hpp.
+#include "cuda/backend/cuda_backend.hpp"
+#include "cuda/ops/layer_kernels.hpp"
+
+namespace tandem::cuda {
+
+void CudaBackend::subtract(const Tensor& a, const Tensor& b, Tensor& out) {
+  require(a, "subtract");
+  require(b, "subtract");
+  require(out, "subtract");
+  backend::check_same_sizes(a.size(), b.size(), out.size(), "subtract");
+  cuda::subtract(a.data(), b.data(), out.data(), out.size(), stream_);
+}
+
+void CudaBackend::affine(const Tensor& x, float scale, float offset, Tensor& out) {
+  require(x, "affine");
+  require(out, "affine");
+  backend::check_same_sizes(x.size(), out.size(), out.size(), "affine");
+  cuda::affine(x.data(), out.data(), out.size(), scale, offset, stream_);
+}
+
+void CudaBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
+                                 Tensor& winner) {
+  require(x, "extreme_update");
+  require(out, "extreme_update");
+  require(winner, "extreme_update");
+  backend::check_same_sizes(x.size(), out.size(), winner.size(), "extreme_update");
+  cuda::extreme_update(maximum, x.data(), index, out.data(), winner.data(), out.size(), stream_);
+}
+
+void CudaBackend::route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) {
+  require(winner, "route_gradient");
+  require(dy, "route_gradient");
+  require(dx, "route_gradient");
+  backend::check_same_sizes(winner.size(), dy.size(), dx.size(), "route_gradient");
+  cuda::route_gradient(winner.data(), index, dy.data(), dx.data(), dx.size(), stream_);
+}
+
+void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tensor& scores,
+                                 const Tensor* mask, Tensor& probs) {
+  require(scores, "masked_softmax");
+  require(probs, "masked_softmax");
+  if (mask) require(*mask, "masked_softmax");
+  const std::int64_t rows = backend::check_attention_scores(d, scores, mask, probs);
+  cuda::masked_softmax(scores.data(), mask ? mask->data() : nullptr, probs.data(), rows, d.heads,
+                       d.tq, d.tk, d.causal, stream_);
+}
+
+void CudaBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
+                                   Tensor& y) {
+  require(x, "swap_middle_axes");
+  require(y, "swap_middle_axes");
+  backend::check_swap_middle_axes(x, dims, y);
+  cuda::swap_middle_axes(x.data(), y.data(), dims[0], dims[1], dims[2], dims[3], stream_);
+}
+
+void CudaBackend::layer_norm_forward(const backend::LayerNormDesc& d, const Tensor& x,
+                                     const Tensor* gamma, const Tensor* beta, Tensor& y,
+                                     Tensor& stats) {
+  require(x, "layer_norm_forward");
+  require(y, "layer_norm_forward");
+  const std::int64_t rows = backend::layer_norm_rows(d, x);
+  place(stats, {2 * rows});
+  cuda::layer_norm_forward(x.data(), gamma ? gamma->data() : nullptr,
+                           beta ? beta->data() : nullptr, y.data(), stats.data(),
+                           stats.data() + rows, rows, d.cols, d.epsilon, stream_);
+}
+
+void CudaBackend::layer_norm_backward(const backend::LayerNormDesc& d, const Tensor& x,
+                                      const Tensor& dy, const Tensor* gamma, const Tensor& stats,
+                                      Tensor* dx, Tensor* d_gamma, Tensor* d_beta) {
+  require(x, "layer_norm_backward");
+  require(dy, "layer_norm_backward");
+  require(stats, "layer_norm_backward");
+  if (dx) require(*dx, "layer_norm_backward");
+  const std::int64_t rows = backend::layer_norm_rows(d, x);
+  cuda::layer_norm_backward(x.data(), dy.data(), gamma ? gamma->data() : nullptr, stats.data(),
+                            stats.data() + rows, dx ? dx->data() : nullptr,
+                            d_gamma ? d_gamma->data() : nullptr, d_beta ? d_beta->data() : nullptr,
+                            rows, d.cols, stream_);
+}
+
+}  // namespace tandem::cuda

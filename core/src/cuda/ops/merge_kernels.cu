@@ -1,0 +1,70 @@
+// Private (CUDA module): the merging layers' element-wise kernels (Subtract, Average, Maximum,
+// Minimum) and affine scaling, kernel_math's float operations one by one, as the CPU backend.
+// Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+#include "backend/kernel_math.hpp"
+#include "cuda/ops/launch.cuh"
+#include "cuda/ops/layer_kernels.hpp"
+
+namespace tandem::cuda {
+
+namespace math = backend::math;
+
+namespace {
+
+__global__ void subtract_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) out[i] = math::fsub(a[i], b[i]);
+}
+
+__global__ void affine_kernel(const float* x, float* out, std::int64_t n, float scale,
+                              float offset) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    out[i] = math::fadd(math::fmul(x[i], scale), offset);
+}
+
+__global__ void extreme_kernel(bool maximum, const float* x, int index, float* out,
+                               float* winner, std::int64_t n) {
+  const auto tag = static_cast<float>(index);
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    if (index == 0 || math::extreme_beats(maximum, x[i], out[i])) {
+      out[i] = x[i];
+      winner[i] = tag;
+    }
+}
+
+__global__ void route_kernel(const float* winner, int index, const float* dy, float* dx,
+                             std::int64_t n) {
+  const auto tag = static_cast<float>(index);
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    dx[i] = winner[i] == tag ? dy[i] : 0.0f;
+}
+
+}  // namespace
+
+void subtract(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  subtract_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  check_launch("subtract");
+}
+
+void affine(const float* x, float* out, std::int64_t n, float scale, float offset,
+            cudaStream_t stream) {
+  if (n <= 0) return;
+  affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, out, n, scale, offset);
+  check_launch("affine");
+}
+
+void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
+                    std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  extreme_kernel<<<blocks_for(n), kThreads, 0, stream>>>(maximum, x, index, out, winner, n);
+  check_launch("extreme_update");
+}
+
+void route_gradient(const float* winner, int index, const float* dy, float* dx, std::int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  route_kernel<<<blocks_for(n), kThreads, 0, stream>>>(winner, index, dy, dx, n);
+  check_launch("route_gradient");
+}
+
+}  // namespace tandem::cuda

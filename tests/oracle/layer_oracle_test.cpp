@@ -1,0 +1,229 @@
+// Layer oracle: each layer of a functional model, built by Tandem from its Keras config, against
+// the same layer written in PyTorch from Keras' documented semantics (layer_torch.py): the same
+// weights and inputs (random, seeded), the output and the gradients of sum(y * dy) for a random
+// dy with respect to every input and weight. Bar: max|tandem - torch| / max|torch| <= 1e-5 per
+// tensor — except where a gradient is zero by symmetry (attention's key bias: the softmax
+// cancels it), where both sides hold rounding noise: such a tensor (torch's largest value below
+// 1e-6 of the case's largest gradient) must be that small in Tandem too. A negative control per
+// run: a perturbed Tandem output must miss the bar.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/layer_extensions.hpp"
+#include "nn/layer_registry.hpp"
+#include "tandem/layer.hpp"
+#include "tandem/rng.hpp"
+#include "test_support.hpp"
+#include "util/config_object.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kBar = 1e-5;
+
+struct Input {
+  std::string name;  // "" for a plain input; the call argument's name otherwise
+  Shape shape;       // with the batch axis
+  bool mask = false;  // 0/1 values (an attention mask), else uniform in [-1, 1]
+};
+
+struct Case {
+  std::string label;
+  json layer;  // {"class_name": ..., "config": {...}}
+  std::vector<Input> inputs;
+  json options = json::object();  // the call's keyword options
+};
+
+void write_floats(const fs::path& path, const Tensor& t) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(t.data()),
+            static_cast<std::streamsize>(t.size() * sizeof(float)));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::vector<float> read_floats(const fs::path& path, std::int64_t count) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
+  EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(count * sizeof(float))) << path;
+  return v;
+}
+
+Tensor random_tensor(const Shape& shape, Rng& rng, bool mask) {
+  Tensor t(shape);
+  for (std::int64_t i = 0; i < t.size(); ++i)
+    t[i] = mask ? (rng.uniform() < 0.7 ? 1.0f : 0.0f) : static_cast<float>(2 * rng.uniform() - 1);
+  return t;
+}
+
+// max|a - b| / max|b| (b the reference).
+double relative_error(const Tensor& actual, const std::vector<float>& reference) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(actual[static_cast<std::int64_t>(i)]) -
+                                    reference[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(reference[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+double max_abs(const Tensor& t) {
+  return max_abs(std::vector<float>(t.data(), t.data() + t.size()));
+}
+
+std::unique_ptr<Layer> make(const json& entry) {
+  const std::string cls = entry.at("class_name").get<std::string>();
+  ConfigObject config(entry.at("config"), "layer.config");
+  config.ignore({"name", "trainable", "dtype"});
+  auto layer = nn::layer_registry().at(cls).make(config, entry["config"].value("name", "layer"));
+  config.finish();
+  return layer;
+}
+
+void check_against_torch(const Case& c) {
+  SCOPED_TRACE(c.label);
+  auto layer = make(c.layer);
+  std::vector<std::string> names;
+  for (std::size_t i = 1; i < c.inputs.size(); ++i) names.push_back(c.inputs[i].name);
+  if (auto* arguments = nn::call_arguments_of(*layer))
+    arguments->set_call_arguments(names, c.options, "call");
+  Rng rng(20261124);
+  std::vector<Shape> shapes;
+  std::vector<Tensor> inputs;
+  for (const auto& in : c.inputs) {
+    shapes.push_back(Shape(in.shape.begin() + 1, in.shape.end()));
+    inputs.push_back(random_tensor(in.shape, rng, in.mask));
+  }
+  Rng init(7);
+  layer->build_inputs(shapes, init);
+  // Weights drawn afresh (not the initializer's), so every parameter matters.
+  for (Parameter* p : layer->parameters()) p->value = random_tensor(p->value.shape(), rng, false);
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& t : inputs) pointers.push_back(&t);
+  const Tensor y = layer->forward_inputs(pointers, false).clone();
+  const Tensor dy = random_tensor(y.shape(), rng, false);
+  const std::vector<const Tensor*> grads = layer->backward_inputs(dy, true);
+  ASSERT_EQ(grads.size(), inputs.size());
+
+  const fs::path dir = test::scratch_dir("layer-oracle-" + c.label);
+  json manifest{{"class_name", c.layer["class_name"]},
+                {"config", c.layer["config"]},
+                {"options", c.options},
+                {"inputs", json::array()},
+                {"weights", json::array()}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string file = "in" + std::to_string(i) + ".bin";
+    write_floats(dir / file, inputs[i]);
+    manifest["inputs"].push_back({{"name", c.inputs[i].name.empty() ? (i == 0 ? "query" : "x" + std::to_string(i)) : c.inputs[i].name},
+                                  {"file", file},
+                                  {"shape", inputs[i].shape()}});
+  }
+  const auto params = layer->parameters();
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    const std::string file = "w" + std::to_string(j) + ".bin";
+    write_floats(dir / file, params[j]->value);
+    manifest["weights"].push_back(
+        {{"name", params[j]->name}, {"file", file}, {"shape", params[j]->value.shape()}});
+  }
+  write_floats(dir / "dy.bin", dy);
+  manifest["grad_output"] = {{"file", "dy.bin"}, {"shape", dy.shape()}};
+  test::write_text(dir / "case.json", manifest.dump(2));
+
+  const auto r = test::run_command(std::string(test::system_python()) + " " +
+                                   (test::source_dir() / "tests/oracle/layer_torch.py").string() +
+                                   " " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const double y_error = relative_error(y, read_floats(dir / "y.bin", y.size()));
+  EXPECT_LE(y_error, kBar) << "output";
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_LE(relative_error(*grads[i],
+                             read_floats(dir / ("dinput" + std::to_string(i) + ".bin"),
+                                         inputs[i].size())),
+              kBar)
+        << "gradient of input " << i;
+  std::vector<std::vector<float>> weight_grads;
+  double largest = 0;
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    weight_grads.push_back(read_floats(dir / ("dweight" + std::to_string(j) + ".bin"),
+                                       params[j]->value.size()));
+    largest = std::max(largest, max_abs(weight_grads.back()));
+  }
+  for (std::size_t j = 0; j < params.size(); ++j) {
+    if (max_abs(weight_grads[j]) < 1e-6 * largest) {  // zero by symmetry: rounding noise
+      EXPECT_LE(max_abs(params[j]->grad), 1e-5 * largest) << "gradient of " << params[j]->name;
+      continue;
+    }
+    EXPECT_LE(relative_error(params[j]->grad, weight_grads[j]), kBar)
+        << "gradient of " << params[j]->name;
+  }
+  // Negative control: one output value off by 1e-3 of the scale must miss the bar.
+  Tensor off = y.clone();
+  off[off.size() / 2] += 1e-3f * std::max(1.0f, std::fabs(off[off.size() / 2]));
+  EXPECT_GT(relative_error(off, read_floats(dir / "y.bin", y.size())), kBar);
+}
+
+json entry(const std::string& cls, json config = json::object()) {
+  config["name"] = "layer_under_test";
+  return {{"class_name", cls}, {"config", config}};
+}
+
+TEST(LayerOracle, MergingLayersMatchPyTorch) {
+  for (const char* cls : {"Add", "Multiply", "Average", "Maximum", "Minimum"})
+    check_against_torch({cls, entry(cls), {{"", {3, 4, 5}}, {"", {3, 4, 5}}, {"", {3, 4, 5}}}});
+  check_against_torch({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
+  check_against_torch({"Concatenate", entry("Concatenate", {{"axis", 1}}),
+                       {{"", {2, 3, 4}}, {"", {2, 5, 4}}}});
+}
+
+TEST(LayerOracle, LayerNormalizationMatchesPyTorch) {
+  check_against_torch({"LayerNormalization", entry("LayerNormalization", {{"epsilon", 1e-3}}),
+                       {{"", {4, 6, 16}}}});
+  check_against_torch({"LayerNormalizationNoCenter",
+                       entry("LayerNormalization", {{"center", false}, {"epsilon", 1e-5}}),
+                       {{"", {5, 8}}}});
+}
+
+TEST(LayerOracle, MultiHeadAttentionMatchesPyTorch) {
+  check_against_torch({"MhaSelf", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 4}}),
+                       {{"", {3, 5, 6}}, {"value", {3, 5, 6}}}});
+  check_against_torch({"MhaCross",
+                       entry("MultiHeadAttention", {{"num_heads", 3},
+                                                    {"key_dim", 2},
+                                                    {"value_dim", 5},
+                                                    {"output_shape", 7}}),
+                       {{"", {2, 4, 6}}, {"value", {2, 3, 5}}, {"key", {2, 3, 8}}}});
+  check_against_torch({"MhaCausal", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
+                       {{"", {2, 5, 4}}, {"value", {2, 5, 4}}},
+                       {{"use_causal_mask", true}}});
+  check_against_torch({"MhaMaskNoBias",
+                       entry("MultiHeadAttention",
+                             {{"num_heads", 2}, {"key_dim", 3}, {"use_bias", false}}),
+                       {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
+                       {{"use_causal_mask", false}}});
+}
+
+TEST(LayerOracle, OneInputLayersMatchPyTorch) {
+  check_against_torch({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});
+  check_against_torch({"ELU", entry("ELU"), {{"", {4, 9}}}});
+  check_against_torch({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
+  check_against_torch({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""PyTorch side of the layer oracle (tests/oracle/layer_oracle_test.cpp).
+
+Reads <dir>/case.json, written by the C++ test for one layer:
+  {"class_name": "MultiHeadAttention", "config": {...Keras config...},
+   "inputs": [{"name": "query"|"value"|..., "file": "in0.bin", "shape": [...]}],
+   "options": {"use_causal_mask": true}, "training": false,
+   "weights": [{"name": "query/kernel", "file": "w0.bin", "shape": [...]}],
+   "grad_output": {"file": "dy.bin", "shape": [...]}}
+(raw little-endian float32, C order, Keras layouts), computes the layer's output y in float32
+PyTorch autograd, then the gradients of sum(y * dy) with respect to every input and weight, and
+writes y.bin, dinput<i>.bin and dweight<j>.bin next to case.json. Each layer below is written from
+Keras' documented semantics with torch operations, never from Tandem's code.
+
+Exit code 3: torch/numpy missing. Exit code 4: a class this script does not know.
+"""
+
+import json
+import math
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    print(f"layer_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
+          "Install Debian's python3-torch (scripts/setup does).", file=sys.stderr)
+    sys.exit(3)
+
+torch.set_num_threads(1)
+
+
+def load(folder, spec):
+    data = np.fromfile(os.path.join(folder, spec["file"]), dtype="<f4")
+    return torch.tensor(data.reshape(spec["shape"]), dtype=torch.float32, requires_grad=True)
+
+
+def save(folder, name, tensor):
+    tensor.detach().numpy().astype("<f4").tofile(os.path.join(folder, name))
+
+
+def fold(xs, op):
+    out = xs[0]
+    for x in xs[1:]:
+        out = op(out, x)
+    return out
+
+
+def keras_axis(axis, rank):
+    """Keras' axis counts the batch axis; -1 is the last."""
+    return axis if axis >= 0 else rank + axis
+
+
+def elementwise(name):
+    ops = {
+        "Add": lambda xs: fold(xs, torch.add),
+        "Subtract": lambda xs: xs[0] - xs[1],
+        "Multiply": lambda xs: fold(xs, torch.mul),
+        "Average": lambda xs: fold(xs, torch.add) / len(xs),
+        "Maximum": lambda xs: fold(xs, torch.maximum),
+        "Minimum": lambda xs: fold(xs, torch.minimum),
+    }
+    return ops.get(name)
+
+
+def layer_norm(cfg, xs, w):
+    x = xs[0]
+    gamma = w.get("gamma")
+    beta = w.get("beta")
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, cfg.get("epsilon", 1e-3))
+
+
+def multi_head_attention(cfg, inputs, w, options):
+    query = inputs["query"]
+    value = inputs["value"]
+    key = inputs.get("key", value)
+    key_dim = cfg["key_dim"]
+
+    def project(x, prefix, pattern):
+        y = torch.einsum(pattern, x, w[prefix + "/kernel"])
+        if prefix + "/bias" in w:
+            y = y + w[prefix + "/bias"]
+        return y
+
+    q = project(query, "query", "btd,dhk->bthk") * (1.0 / math.sqrt(float(key_dim)))
+    k = project(key, "key", "bsd,dhk->bshk")
+    v = project(value, "value", "bsd,dhv->bshv")
+    scores = torch.einsum("bshk,bthk->bhts", k, q)
+    tq, tv = scores.shape[2], scores.shape[3]
+    keep = torch.ones(scores.shape[0], 1, tq, tv, dtype=torch.bool)
+    if "attention_mask" in inputs:
+        keep = keep & (inputs["attention_mask"].detach() != 0).unsqueeze(1)
+    if options.get("use_causal_mask", False):
+        keep = keep & torch.tril(torch.ones(tq, tv, dtype=torch.bool))
+    probs = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    context = torch.einsum("bhts,bshv->bthv", probs, v)
+    out = torch.einsum("bthv,hvo->bto", context, w["attention_output/kernel"])
+    if "attention_output/bias" in w:
+        out = out + w["attention_output/bias"]
+    return out
+
+
+def forward(case, inputs, weights):
+    cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
+    xs = [inputs[i["name"]] for i in case["inputs"]]
+    merge = elementwise(cls)
+    if merge:
+        return merge(xs)
+    if cls == "Concatenate":
+        return torch.cat(xs, dim=keras_axis(cfg.get("axis", -1), xs[0].dim()))
+    if cls == "LayerNormalization":
+        return layer_norm(cfg, xs, weights)
+    if cls == "MultiHeadAttention":
+        return multi_head_attention(cfg, inputs, weights, options)
+    if cls == "GlobalAveragePooling1D":
+        return xs[0].mean(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "ELU":
+        return torch.nn.functional.elu(xs[0], alpha=cfg.get("alpha", 1.0))
+    if cls == "ReLU":
+        return torch.relu(xs[0])
+    if cls == "Softmax":
+        return torch.softmax(xs[0], dim=-1)
+    print(f"layer_torch.py: no PyTorch version of {cls}", file=sys.stderr)
+    sys.exit(4)
+
+
+def main():
+    folder = sys.argv[1]
+    with open(os.path.join(folder, "case.json")) as f:
+        case = json.load(f)
+    inputs = {}
+    tensors = []
+    for spec in case["inputs"]:
+        t = load(folder, spec)
+        inputs[spec["name"]] = t
+        tensors.append(t)
+    weights = {spec["name"]: load(folder, spec) for spec in case["weights"]}
+    y = forward(case, inputs, weights)
+    dy = load(folder, case["grad_output"]).detach()
+    (y * dy).sum().backward()
+    save(folder, "y.bin", y)
+    for i, t in enumerate(tensors):
+        save(folder, f"dinput{i}.bin", t.grad if t.grad is not None else torch.zeros_like(t))
+    for j, spec in enumerate(case["weights"]):
+        g = weights[spec["name"]].grad
+        save(folder, f"dweight{j}.bin", g if g is not None else torch.zeros_like(weights[spec["name"]]))
+
+
+if __name__ == "__main__":
+    main()
