@@ -103,6 +103,39 @@ def fashion_resnet():
     return nn.Sequential(*layers)
 
 
+class EncoderBlock(nn.Module):
+    """One encoder block of tiny-transformer: self-attention and a feed-forward network, each
+    added back and layer-normalised (post-norm, as the Keras model)."""
+
+    def __init__(self, width, heads, hidden):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.norm1 = nn.LayerNorm(width, eps=1e-6)
+        self.ff = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, width))
+        self.norm2 = nn.LayerNorm(width, eps=1e-6)
+
+    def forward(self, h):
+        a, _ = self.attention(h, h, h, need_weights=False)
+        h = self.norm1(h + a)
+        return self.norm2(h + self.ff(h))
+
+
+class TinyTransformer(nn.Module):
+    """resources/configs/tiny-transformer.json (resources/configs/tiny-transformer.py): 16
+    tokens of a 32-word vocabulary, width 32, 4 heads of 8, 2 blocks, a sigmoid output."""
+
+    def __init__(self, sequence=16, vocabulary=32, width=32, heads=4, hidden=64, blocks=2):
+        super().__init__()
+        self.tokens = nn.Embedding(vocabulary, width)
+        self.positions = nn.Parameter(torch.randn(sequence, width) * 0.1)
+        self.blocks = nn.Sequential(*[EncoderBlock(width, heads, hidden) for _ in range(blocks)])
+        self.out = nn.Linear(width, 1)
+
+    def forward(self, x):
+        h = self.blocks(self.tokens(x) + self.positions)
+        return torch.sigmoid(self.out(h.mean(dim=1)))
+
+
 def bench_steps(model, loss_fn, opt, batches, warmup, runs, per_run, batch):
     def step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -181,6 +214,20 @@ def run_resnet(args):
     return run_fashion_images(fashion_resnet(), args, batches=4, warmup=3, runs=8, per_run=4)
 
 
+def run_transformer(args):
+    torch.manual_seed(0)
+    batch = 64
+    model = TinyTransformer()
+    loss_fn = nn.BCELoss()  # binary cross-entropy on the sigmoid's probabilities, batch mean
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data = [(torch.randint(1, 32, (batch, 16)), torch.randint(0, 2, (batch, 1)).float())
+            for _ in range(4)]
+    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch,
+         "loss": "BCELoss (after Sigmoid)", "optimizer": "Adam(lr=1e-3)"}
+    r["step"] = bench_steps(model, loss_fn, opt, data, 5, 3 if args.quick else 8, 8, batch)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (0: leave torch's default)")
@@ -218,9 +265,12 @@ def main():
     if "fashion-cnn" in only:
         progress("fashion-cnn")
         out["workloads"]["fashion-cnn"] = run_cnn(args)
-    if "fashion-resnet" in only:  # not in the default set: bench/resnet_compare runs it
+    if "fashion-resnet" in only:  # not in the default set: bench/workload_compare runs it
         progress("fashion-resnet")
         out["workloads"]["fashion-resnet"] = run_resnet(args)
+    if "tiny-transformer" in only:  # not in the default set: bench/transformer_compare runs it
+        progress("tiny-transformer")
+        out["workloads"]["tiny-transformer"] = run_transformer(args)
     json.dump(out, sys.stdout, indent=2)
     print()
 

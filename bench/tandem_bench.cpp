@@ -17,7 +17,8 @@
 //   * "layers": per-layer forward/backward times, to split steps into GEMM and element-wise work.
 //   * fashion-cnn (resources/configs/fashion-cnn.json, batch 128): "step", "fit" and "layers" as
 //     above, plus the convolution/GEMM FLOPs a step executes (to read steps as GFLOP/s).
-// Usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,fashion-resnet,gemm,adam,elementwise]
+// Usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,fashion-resnet,tiny-transformer,
+//                            gemm,adam,elementwise]
 //                     [--no-fit] [--no-step] [--no-long]
 //                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
 // Progress goes to stderr, the JSON object to stdout.
@@ -618,6 +619,24 @@ json run_resnet(const Options& o) {
   return r;
 }
 
+// tiny-transformer (resources/configs/tiny-transformer.json: Embedding, PositionEmbedding, two
+// encoder blocks of MultiHeadAttention, LayerNormalization and Dense) at batch 64, on random
+// token sequences: training steps only.
+json run_transformer(const Options& o) {
+  progress("tiny-transformer: building");
+  Workload w = make_workload(o, "tiny-transformer", 64);
+  json r = model_info(w);
+  Data data = random_data(*w.model, *w.loss, w.batch * 4, 35);
+  for (float& v : data.x) v = 1.0f + std::floor(v * 31.0f);  // token ids in [1, 32)
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  if (o.step) {
+    progress("tiny-transformer: timing steps");
+    r["step"] = bench_steps({{&w, false}}, xs, ys, 5, o.quick ? 3 : 8, 8)[0];
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // sgemm.
 
@@ -861,6 +880,7 @@ int main(int argc, char** argv) {
     if (o.only.count("seed-mlp")) wl["seed-mlp"] = run_seed(o);
     if (o.only.count("fashion-cnn")) wl["fashion-cnn"] = run_cnn(o);
     if (o.only.count("fashion-resnet")) wl["fashion-resnet"] = run_resnet(o);
+    if (o.only.count("tiny-transformer")) wl["tiny-transformer"] = run_transformer(o);
     out["workloads"] = wl;
     if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
     if (o.only.count("adam")) out["adam"] = run_adam(o);

@@ -115,6 +115,9 @@ def forward(case, inputs, weights):
         return multi_head_attention(cfg, inputs, weights, options)
     if cls == "GlobalAveragePooling1D":
         return xs[0].mean(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "PositionEmbedding":  # keras_hub: the first `time` rows, broadcast over the batch
+        x = xs[0]
+        return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
     if cls == "ELU":
         return torch.nn.functional.elu(xs[0], alpha=cfg.get("alpha", 1.0))
     if cls == "ReLU":
