@@ -220,7 +220,10 @@ TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
   for (auto kind : {ActivationKind::linear, ActivationKind::relu, ActivationKind::tanh,
                     ActivationKind::sigmoid, ActivationKind::softmax, ActivationKind::gelu,
                     ActivationKind::elu, ActivationKind::selu, ActivationKind::softplus,
-                    ActivationKind::softsign, ActivationKind::swish, ActivationKind::exponential}) {
+                    ActivationKind::softsign, ActivationKind::swish, ActivationKind::exponential,
+                    ActivationKind::leaky_relu, ActivationKind::hard_sigmoid,
+                    ActivationKind::hard_swish, ActivationKind::mish,
+                    ActivationKind::log_softmax}) {
     const std::string name = "activation " + std::to_string(static_cast<int>(kind));
     Tensor y_cpu({rows, cols}), y_gpu = gpu_tensor({rows, cols});
     cpu().activation_forward(kind, x, y_cpu, cols);

@@ -34,7 +34,8 @@ constexpr double kBar = 1e-5;
 struct Input {
   std::string name;  // "" for a plain input; the call argument's name otherwise
   Shape shape;       // with the batch axis
-  bool mask = false;  // 0/1 values (an attention mask), else uniform in [-1, 1]
+  bool mask = false;  // 0/1 values (an attention mask), else uniform in [-scale, scale]
+  float scale = 1;
 };
 
 struct Case {
@@ -59,10 +60,11 @@ std::vector<float> read_floats(const fs::path& path, std::int64_t count) {
   return v;
 }
 
-Tensor random_tensor(const Shape& shape, Rng& rng, bool mask) {
+Tensor random_tensor(const Shape& shape, Rng& rng, bool mask, float scale = 1) {
   Tensor t(shape);
   for (std::int64_t i = 0; i < t.size(); ++i)
-    t[i] = mask ? (rng.uniform() < 0.7 ? 1.0f : 0.0f) : static_cast<float>(2 * rng.uniform() - 1);
+    t[i] = mask ? (rng.uniform() < 0.7 ? 1.0f : 0.0f)
+                : scale * static_cast<float>(2 * rng.uniform() - 1);
   return t;
 }
 
@@ -104,73 +106,82 @@ std::unique_ptr<Layer> make(const json& entry) {
   return layer;
 }
 
-void check_against_torch(const Case& c) {
-  SCOPED_TRACE(c.label);
-  auto layer = make(c.layer);
+// One case run through Tandem, its inputs, weights and results written for layer_torch.py.
+struct Ran {
+  Case c;
+  std::unique_ptr<Layer> layer;
+  std::vector<Tensor> inputs;
+  Tensor y, dy;
+  std::vector<Tensor> grads;  // copies: a layer may hand back dy itself, or its own buffers
+  fs::path dir;
+};
+
+Ran run_in_tandem(const Case& c) {
+  Ran run{c, make(c.layer), {}, {}, {}, {}, test::scratch_dir("layer-oracle-" + c.label)};
+  Layer& layer = *run.layer;
   std::vector<std::string> names;
   for (std::size_t i = 1; i < c.inputs.size(); ++i) names.push_back(c.inputs[i].name);
-  if (auto* arguments = nn::call_arguments_of(*layer))
+  if (auto* arguments = nn::call_arguments_of(layer))
     arguments->set_call_arguments(names, c.options, "call");
   Rng rng(20261124);
   std::vector<Shape> shapes;
-  std::vector<Tensor> inputs;
   for (const auto& in : c.inputs) {
     shapes.push_back(Shape(in.shape.begin() + 1, in.shape.end()));
-    inputs.push_back(random_tensor(in.shape, rng, in.mask));
+    run.inputs.push_back(random_tensor(in.shape, rng, in.mask, in.scale));
   }
   Rng init(7);
-  layer->build_inputs(shapes, init);
+  layer.build_inputs(shapes, init);
   // Weights drawn afresh (not the initializer's), so every parameter matters.
-  for (Parameter* p : layer->parameters()) p->value = random_tensor(p->value.shape(), rng, false);
+  for (Parameter* p : layer.parameters()) p->value = random_tensor(p->value.shape(), rng, false);
   std::vector<const Tensor*> pointers;
-  for (const Tensor& t : inputs) pointers.push_back(&t);
-  const Tensor y = layer->forward_inputs(pointers, false).clone();
-  const Tensor dy = random_tensor(y.shape(), rng, false);
-  const std::vector<const Tensor*> grads = layer->backward_inputs(dy, true);
-  ASSERT_EQ(grads.size(), inputs.size());
+  for (const Tensor& t : run.inputs) pointers.push_back(&t);
+  run.y = layer.forward_inputs(pointers, false).clone();
+  run.dy = random_tensor(run.y.shape(), rng, false);
+  for (const Tensor* g : layer.backward_inputs(run.dy, true)) run.grads.push_back(g->clone());
 
-  const fs::path dir = test::scratch_dir("layer-oracle-" + c.label);
   json manifest{{"class_name", c.layer["class_name"]},
                 {"config", c.layer["config"]},
                 {"options", c.options},
                 {"inputs", json::array()},
                 {"weights", json::array()}};
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
+  for (std::size_t i = 0; i < run.inputs.size(); ++i) {
     const std::string file = numbered("in", i, ".bin");
-    write_floats(dir / file, inputs[i]);
+    write_floats(run.dir / file, run.inputs[i]);
     // The first input is the query for attention; the others are named by their argument.
     const std::string name =
         !c.inputs[i].name.empty() ? c.inputs[i].name : i == 0 ? "query" : numbered("x", i);
-    manifest["inputs"].push_back({{"name", name}, {"file", file}, {"shape", inputs[i].shape()}});
+    manifest["inputs"].push_back(
+        {{"name", name}, {"file", file}, {"shape", run.inputs[i].shape()}});
   }
-  const auto params = layer->parameters();
+  const auto params = layer.parameters();
   for (std::size_t j = 0; j < params.size(); ++j) {
     const std::string file = numbered("w", j, ".bin");
-    write_floats(dir / file, params[j]->value);
+    write_floats(run.dir / file, params[j]->value);
     manifest["weights"].push_back(
         {{"name", params[j]->name}, {"file", file}, {"shape", params[j]->value.shape()}});
   }
-  write_floats(dir / "dy.bin", dy);
-  manifest["grad_output"] = {{"file", "dy.bin"}, {"shape", dy.shape()}};
-  test::write_text(dir / "case.json", manifest.dump(2));
+  write_floats(run.dir / "dy.bin", run.dy);
+  manifest["grad_output"] = {{"file", "dy.bin"}, {"shape", run.dy.shape()}};
+  test::write_text(run.dir / "case.json", manifest.dump(2));
+  return run;
+}
 
-  const auto r = test::run_command(std::string(test::system_python()) + " " +
-                                   (test::source_dir() / "tests/oracle/layer_torch.py").string() +
-                                   " " + dir.string());
-  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  const double y_error = relative_error(y, read_floats(dir / "y.bin", y.size()));
-  EXPECT_LE(y_error, kBar) << "output";
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    EXPECT_LE(relative_error(*grads[i],
-                             read_floats(dir / numbered("dinput", i, ".bin"),
-                                         inputs[i].size())),
+void compare_with_torch(const Ran& run) {
+  SCOPED_TRACE(run.c.label);
+  ASSERT_EQ(run.grads.size(), run.inputs.size());
+  const fs::path& dir = run.dir;
+  EXPECT_LE(relative_error(run.y, read_floats(dir / "y.bin", run.y.size())), kBar) << "output";
+  for (std::size_t i = 0; i < run.inputs.size(); ++i)
+    EXPECT_LE(relative_error(run.grads[i], read_floats(dir / numbered("dinput", i, ".bin"),
+                                                        run.inputs[i].size())),
               kBar)
         << "gradient of input " << i;
+  const auto params = run.layer->parameters();
   std::vector<std::vector<float>> weight_grads;
   double largest = 0;
   for (std::size_t j = 0; j < params.size(); ++j) {
-    weight_grads.push_back(read_floats(dir / numbered("dweight", j, ".bin"),
-                                       params[j]->value.size()));
+    weight_grads.push_back(
+        read_floats(dir / numbered("dweight", j, ".bin"), params[j]->value.size()));
     largest = std::max(largest, max_abs(weight_grads.back()));
   }
   for (std::size_t j = 0; j < params.size(); ++j) {
@@ -182,9 +193,24 @@ void check_against_torch(const Case& c) {
         << "gradient of " << params[j]->name;
   }
   // Negative control: one output value off by 1e-3 of the scale must miss the bar.
-  Tensor off = y.clone();
+  Tensor off = run.y.clone();
   off[off.size() / 2] += 1e-3f * std::max(1.0f, std::fabs(off[off.size() / 2]));
-  EXPECT_GT(relative_error(off, read_floats(dir / "y.bin", y.size())), kBar);
+  EXPECT_GT(relative_error(off, read_floats(dir / "y.bin", run.y.size())), kBar);
+}
+
+// Runs every case in Tandem, then all of them in one PyTorch process (torch's start-up is about
+// a second), then compares.
+void check_against_torch(const std::vector<Case>& cases) {
+  std::vector<Ran> runs;
+  std::string command = std::string(test::system_python()) + " " +
+                        (test::source_dir() / "tests/oracle/layer_torch.py").string();
+  for (const Case& c : cases) {
+    runs.push_back(run_in_tandem(c));
+    command.append(" ").append(runs.back().dir.string());
+  }
+  const auto r = test::run_command(command);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (const Ran& run : runs) compare_with_torch(run);
 }
 
 json entry(const std::string& cls, json config = json::object()) {
@@ -193,47 +219,89 @@ json entry(const std::string& cls, json config = json::object()) {
 }
 
 TEST(LayerOracle, MergingLayersMatchPyTorch) {
+  std::vector<Case> cases;
   for (const char* cls : {"Add", "Multiply", "Average", "Maximum", "Minimum"})
-    check_against_torch({cls, entry(cls), {{"", {3, 4, 5}}, {"", {3, 4, 5}}, {"", {3, 4, 5}}}});
-  check_against_torch({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
-  check_against_torch({"Concatenate", entry("Concatenate", {{"axis", 1}}),
+    cases.push_back({cls, entry(cls), {{"", {3, 4, 5}}, {"", {3, 4, 5}}, {"", {3, 4, 5}}}});
+  cases.push_back({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
+  cases.push_back({"Concatenate", entry("Concatenate", {{"axis", 1}}),
                        {{"", {2, 3, 4}}, {"", {2, 5, 4}}}});
+  check_against_torch(cases);
 }
 
 TEST(LayerOracle, LayerNormalizationMatchesPyTorch) {
-  check_against_torch({"LayerNormalization", entry("LayerNormalization", {{"epsilon", 1e-3}}),
+  std::vector<Case> cases;
+  cases.push_back({"LayerNormalization", entry("LayerNormalization", {{"epsilon", 1e-3}}),
                        {{"", {4, 6, 16}}}});
-  check_against_torch({"LayerNormalizationNoCenter",
+  cases.push_back({"LayerNormalizationNoCenter",
                        entry("LayerNormalization", {{"center", false}, {"epsilon", 1e-5}}),
                        {{"", {5, 8}}}});
+  check_against_torch(cases);
 }
 
 TEST(LayerOracle, MultiHeadAttentionMatchesPyTorch) {
-  check_against_torch({"MhaSelf", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 4}}),
+  std::vector<Case> cases;
+  cases.push_back({"MhaSelf", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 4}}),
                        {{"", {3, 5, 6}}, {"value", {3, 5, 6}}}});
-  check_against_torch({"MhaCross",
+  cases.push_back({"MhaCross",
                        entry("MultiHeadAttention", {{"num_heads", 3},
                                                     {"key_dim", 2},
                                                     {"value_dim", 5},
                                                     {"output_shape", 7}}),
                        {{"", {2, 4, 6}}, {"value", {2, 3, 5}}, {"key", {2, 3, 8}}}});
-  check_against_torch({"MhaCausal", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
+  cases.push_back({"MhaCausal", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
                        {{"", {2, 5, 4}}, {"value", {2, 5, 4}}},
                        {{"use_causal_mask", true}}});
-  check_against_torch({"MhaMaskNoBias",
+  cases.push_back({"MhaMaskNoBias",
                        entry("MultiHeadAttention",
                              {{"num_heads", 2}, {"key_dim", 3}, {"use_bias", false}}),
                        {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
                        {{"use_causal_mask", false}}});
+  check_against_torch(cases);
+}
+
+TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"Conv1DValid",
+                       entry("Conv1D", {{"filters", 5}, {"kernel_size", 3}, {"activation", "tanh"}}),
+                       {{"", {2, 9, 4}}}});
+  cases.push_back({"Conv1DSameStrided",
+                       entry("Conv1D", {{"filters", 3}, {"kernel_size", {4}}, {"strides", 2},
+                                        {"padding", "same"}}),
+                       {{"", {2, 9, 4}}}});
+  cases.push_back({"Conv1DDilated",
+                       entry("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2},
+                                        {"padding", "same"}, {"use_bias", false}}),
+                       {{"", {2, 10, 2}}}});
+  cases.push_back({"MaxPooling1D", entry("MaxPooling1D", {{"pool_size", 3}, {"strides", 2}}),
+                       {{"", {2, 11, 3}}}});
+  cases.push_back({"AveragePooling1D", entry("AveragePooling1D", {{"pool_size", 2}}),
+                       {{"", {2, 8, 3}}}});
+  cases.push_back({"GlobalMaxPooling1D", entry("GlobalMaxPooling1D"), {{"", {3, 7, 4}}}});
+  cases.push_back({"GlobalMaxPooling2D", entry("GlobalMaxPooling2D", {{"keepdims", true}}),
+                       {{"", {2, 4, 5, 3}}}});
+  check_against_torch(cases);
+}
+
+TEST(LayerOracle, NewActivationsAndRescalingMatchPyTorch) {
+  std::vector<Case> cases;
+  for (const char* name : {"leaky_relu", "hard_sigmoid", "hard_swish", "mish", "log_softmax"})
+    cases.push_back({std::string("Activation_") + name,
+                         entry("Activation", {{"activation", name}}),
+                         {{"", {4, 25}, false, 5.0f}}});  // [-5, 5]: both sides of the kinks
+  cases.push_back({"Rescaling", entry("Rescaling", {{"scale", 0.25}, {"offset", -1.5}}),
+                       {{"", {3, 4, 2}}}});
+  check_against_torch(cases);
 }
 
 TEST(LayerOracle, OneInputLayersMatchPyTorch) {
-  check_against_torch({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});
-  check_against_torch({"ELU", entry("ELU"), {{"", {4, 9}}}});
-  check_against_torch({"PositionEmbedding", entry("PositionEmbedding", {{"sequence_length", 7}}),
+  std::vector<Case> cases;
+  cases.push_back({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});
+  cases.push_back({"ELU", entry("ELU"), {{"", {4, 9}}}});
+  cases.push_back({"PositionEmbedding", entry("PositionEmbedding", {{"sequence_length", 7}}),
                        {{"", {3, 5, 4}}}});  // 5 of its 7 positions in use
-  check_against_torch({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
-  check_against_torch({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
+  cases.push_back({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
+  cases.push_back({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
+  check_against_torch(cases);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch side of the layer oracle (tests/oracle/layer_oracle_test.cpp).
 
-Reads <dir>/case.json, written by the C++ test for one layer:
+For each folder on the command line, reads <dir>/case.json, written by the C++ test for one layer:
   {"class_name": "MultiHeadAttention", "config": {...Keras config...},
    "inputs": [{"name": "query"|"value"|..., "file": "in0.bin", "shape": [...]}],
    "options": {"use_causal_mask": true}, "training": false,
@@ -101,6 +101,50 @@ def multi_head_attention(cfg, inputs, w, options):
     return out
 
 
+def tf_same_pads(size, window, stride, dilation=1):
+    """TensorFlow's SAME padding (before, after) along one axis."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (window - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def one(v):
+    return v[0] if isinstance(v, list) else v
+
+
+def conv1d(cfg, x, w):
+    k, s, d = one(cfg["kernel_size"]), one(cfg.get("strides", 1)), one(cfg.get("dilation_rate", 1))
+    h = x.permute(0, 2, 1)  # (batch, channels, steps)
+    if cfg.get("padding", "valid") == "same":
+        h = torch.nn.functional.pad(h, tf_same_pads(h.shape[2], k, s, d))
+    y = torch.nn.functional.conv1d(h, w["kernel"].permute(2, 1, 0), w.get("bias"), stride=s,
+                                   dilation=d)
+    y = y.permute(0, 2, 1)
+    return activation(cfg.get("activation", "linear"), y)
+
+
+def pool1d(cfg, x, kind):
+    p = one(cfg.get("pool_size", 2))
+    s = one(cfg.get("strides") or p)
+    h = x.permute(0, 2, 1)
+    if kind == "max":
+        y = torch.nn.functional.max_pool1d(h, p, s)
+    else:
+        y = torch.nn.functional.avg_pool1d(h, p, s)
+    return y.permute(0, 2, 1)
+
+
+def activation(name, x):
+    f = torch.nn.functional
+    table = {
+        "linear": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+        "leaky_relu": lambda v: f.leaky_relu(v, 0.2), "hard_sigmoid": f.hardsigmoid,
+        "hard_swish": f.hardswish, "mish": f.mish, "log_softmax": lambda v: f.log_softmax(v, -1),
+        "softmax": lambda v: torch.softmax(v, -1), "elu": f.elu, "gelu": f.gelu,
+    }
+    return table[name](x)
+
+
 def forward(case, inputs, weights):
     cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
     xs = [inputs[i["name"]] for i in case["inputs"]]
@@ -118,6 +162,20 @@ def forward(case, inputs, weights):
     if cls == "PositionEmbedding":  # keras_hub: the first `time` rows, broadcast over the batch
         x = xs[0]
         return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
+    if cls == "Activation":
+        return activation(cfg["activation"], xs[0])
+    if cls == "Conv1D":
+        return conv1d(cfg, xs[0], weights)
+    if cls == "MaxPooling1D":
+        return pool1d(cfg, xs[0], "max")
+    if cls == "AveragePooling1D":
+        return pool1d(cfg, xs[0], "average")
+    if cls == "GlobalMaxPooling1D":
+        return xs[0].amax(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "GlobalMaxPooling2D":
+        return xs[0].amax(dim=(1, 2), keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "Rescaling":
+        return xs[0] * cfg["scale"] + cfg.get("offset", 0.0)
     if cls == "ELU":
         return torch.nn.functional.elu(xs[0], alpha=cfg.get("alpha", 1.0))
     if cls == "ReLU":
@@ -129,7 +187,11 @@ def forward(case, inputs, weights):
 
 
 def main():
-    folder = sys.argv[1]
+    for folder in sys.argv[1:]:
+        run_case(folder)
+
+
+def run_case(folder):
     with open(os.path.join(folder, "case.json")) as f:
         case = json.load(f)
     inputs = {}

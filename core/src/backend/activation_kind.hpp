@@ -19,7 +19,12 @@ enum class ActivationKind {
   softplus,
   softsign,
   swish,
-  exponential
+  exponential,
+  leaky_relu,     // Keras 3's activations.leaky_relu: negative_slope 0.2
+  hard_sigmoid,   // Keras 3's: relu6(x + 3) / 6
+  hard_swish,     // x * hard_sigmoid(x)
+  mish,           // x * tanh(softplus(x))
+  log_softmax     // per row, like softmax
 };
 
 }  // namespace tandem::backend

@@ -247,6 +247,18 @@ TANDEM_HD inline float sigmoid(float x) {
   return fdiv(z, fadd(1.0f, z));
 }
 
+/// A stable log(1 + e^x).
+TANDEM_HD inline float softplus(float x) {
+  return fadd(std_max(x, 0.0f), log1p_f(exp_f(-fabs_(x))));
+}
+
+constexpr float kLeakyReluSlope = 0.2f;  // Keras 3's activations.leaky_relu default
+
+/// relu6(x + 3) / 6, Keras 3's (and PyTorch's) hard sigmoid.
+TANDEM_HD inline float hard_sigmoid(float x) {
+  return fdiv(std_clamp(fadd(x, 3.0f), 0.0f, 6.0f), 6.0f);
+}
+
 /// f(x) for every kind but softmax (softmax_row). linear, relu, selu, softsign: the CPU's own
 /// expressions, bit for bit. tanh, sigmoid, gelu, elu, softplus, swish and exponential: the CPU
 /// computes them with oneDNN's approximations, which cannot be repeated here; these are the
@@ -270,15 +282,24 @@ TANDEM_HD inline float activation_value(ActivationKind kind, float x) {
     case ActivationKind::selu:
       return fmul(kSeluScale, x > 0 ? x : fmul(kSeluAlpha, expm1_f(x)));
     case ActivationKind::softplus:
-      return fadd(std_max(x, 0.0f), log1p_f(exp_f(-fabs_(x))));
+      return softplus(x);
     case ActivationKind::softsign:
       return fdiv(x, fadd(1.0f, fabs_(x)));
     case ActivationKind::swish:
       return fmul(x, sigmoid(x));
     case ActivationKind::exponential:
       return exp_f(x);
+    case ActivationKind::leaky_relu:
+      return x > 0 ? x : fmul(kLeakyReluSlope, x);
+    case ActivationKind::hard_sigmoid:
+      return hard_sigmoid(x);
+    case ActivationKind::hard_swish:
+      return fmul(x, hard_sigmoid(x));
+    case ActivationKind::mish:
+      return fmul(x, tanh_f(softplus(x)));
     case ActivationKind::linear:
-    case ActivationKind::softmax:  // (per row: softmax_row)
+    case ActivationKind::softmax:      // (per row: softmax_row)
+    case ActivationKind::log_softmax:  // (per row: log_softmax_row)
       break;
   }
   return x;
@@ -312,8 +333,19 @@ TANDEM_HD inline float activation_derivative(ActivationKind kind, float x, float
     }
     case ActivationKind::exponential:
       return y;
+    case ActivationKind::leaky_relu:
+      return x > 0 ? 1.0f : kLeakyReluSlope;
+    case ActivationKind::hard_sigmoid:
+      return x > -3.0f && x < 3.0f ? fdiv(1.0f, 6.0f) : 0.0f;
+    case ActivationKind::hard_swish:  // hard_sigmoid(x) + x hard_sigmoid'(x)
+      return x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : fdiv(fadd(fmul(2.0f, x), 3.0f), 6.0f);
+    case ActivationKind::mish: {  // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)
+      const float t = tanh_f(softplus(x));
+      return fadd(t, fmul(fmul(x, sigmoid(x)), fsub(1.0f, fmul(t, t))));
+    }
     case ActivationKind::linear:
     case ActivationKind::softmax:
+    case ActivationKind::log_softmax:
       break;
   }
   return 1.0f;
@@ -426,6 +458,26 @@ TANDEM_HD inline void layer_norm_row_backward(const float* x, const float* dy, c
     const float hat = layer_norm_hat(x[c], mean, inv_std);
     dx[c] = fmul(inv_std, fsub(fsub(g, k1), fmul(hat, k2)));
   }
+}
+
+/// One row of log-softmax: y = x - max - log(sum e^(x - max)), the sum in double (y may be x).
+TANDEM_HD inline void log_softmax_row(const float* x, float* y, std::int64_t cols) {
+  if (cols <= 0) return;
+  float mx = x[0];
+  for (std::int64_t c = 1; c < cols; ++c) mx = std_max(mx, x[c]);
+  double sum = 0;
+  for (std::int64_t c = 0; c < cols; ++c) sum = dadd(sum, f2d(exp_f(fsub(x[c], mx))));
+  const float shift = fadd(mx, d2f(log_d(sum)));
+  for (std::int64_t c = 0; c < cols; ++c) y[c] = fsub(x[c], shift);
+}
+
+/// One row of log-softmax's backward: gi = g - e^y sum(g), the sum in double (gi may be g).
+TANDEM_HD inline void log_softmax_row_backward(const float* y, const float* g, float* gi,
+                                               std::int64_t cols) {
+  double total = 0;
+  for (std::int64_t c = 0; c < cols; ++c) total = dadd(total, f2d(g[c]));
+  const float t = d2f(total);
+  for (std::int64_t c = 0; c < cols; ++c) gi[c] = fsub(g[c], fmul(exp_f(y[c]), t));
 }
 
 // ---------------------------------------------------------------------------------------------

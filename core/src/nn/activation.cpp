@@ -15,8 +15,10 @@ std::int64_t last_axis(const Tensor& x) {
 }  // namespace
 
 Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
-  if (kind_ == ActivationKind::softmax && input_shape.empty())
-    throw ShapeError("layer '" + name() + "' (Activation softmax) needs an axis to normalise over");
+  if ((kind_ == ActivationKind::softmax || kind_ == ActivationKind::log_softmax) &&
+      input_shape.empty())
+    throw ShapeError("layer '" + name() + "' (Activation " + activation_name(kind_) +
+                     ") needs an axis to normalise over");
   return input_shape;
 }
 

@@ -23,7 +23,13 @@ constexpr NamedKind kNames[] = {{"linear", ActivationKind::linear},
                                 {"softsign", ActivationKind::softsign},
                                 {"swish", ActivationKind::swish},
                                 {"silu", ActivationKind::swish},
-                                {"exponential", ActivationKind::exponential}};
+                                {"exponential", ActivationKind::exponential},
+                                {"leaky_relu", ActivationKind::leaky_relu},
+                                {"hard_sigmoid", ActivationKind::hard_sigmoid},
+                                {"hard_swish", ActivationKind::hard_swish},
+                                {"hard_silu", ActivationKind::hard_swish},
+                                {"mish", ActivationKind::mish},
+                                {"log_softmax", ActivationKind::log_softmax}};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include "nn/layer_registry.hpp"
 
 #include <cctype>
+#include <cmath>
 
 #include "nn/activation.hpp"
 #include "nn/batch_normalization.hpp"
@@ -16,6 +17,8 @@
 #include "nn/multi_head_attention.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
+#include "nn/rescaling.hpp"
+#include "nn/reshaped_2d.hpp"
 #include "nn/reshape.hpp"
 #include "tandem/error.hpp"
 
@@ -295,6 +298,83 @@ std::unique_ptr<Layer> make_pooling2d(ConfigObject& c, const std::string& name, 
   return std::make_unique<Pooling2D>(name, o);
 }
 
+// Keras' 1-D size arguments: 3 or [3], > 0; as the (1, n) pair of the 2-D layer computing it.
+Pair read_single(ConfigObject& c, const std::string& key, std::optional<std::int64_t> fallback) {
+  const nlohmann::json* v = c.find(key);
+  if ((!v || v->is_null()) && fallback) {
+    c.ignore({key.c_str()});
+    return {1, *fallback};
+  }
+  const nlohmann::json& e = v && v->is_array() && v->size() == 1 ? (*v)[0] : c.at(key);
+  if (!e.is_number_integer() || e.get<std::int64_t>() <= 0)
+    throw ConfigError(c.path_of(key),
+                      "expected a positive integer or a list of 1, got " + c.at(key).dump());
+  return {1, e.get<std::int64_t>()};
+}
+
+Padding read_padding_1d(ConfigObject& c) {
+  if (const auto* p = c.find("padding"); p && p->is_string() && *p == "causal")
+    throw ConfigError(c.path_of("padding"),
+                      "causal padding is not supported by Tandem yet (valid or same are)");
+  return read_padding(c);
+}
+
+std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  o.filters = c.positive_int("filters");
+  o.kernel_size = read_single(c, "kernel_size", std::nullopt);
+  o.strides = read_single(c, "strides", 1);
+  o.padding = read_padding_1d(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = read_single(c, "dilation_rate", 1);
+  if (o.strides[1] > 1 && o.dilation_rate[1] > 1)
+    throw ConfigError(c.path_of("dilation_rate"),
+                      "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+  if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
+    throw ConfigError(c.path_of("groups"),
+                      "only groups=1 is supported by Tandem, got " + std::to_string(groups));
+  o.activation = read_activation(c, "activation");
+  o.use_bias = c.get_bool("use_bias", true);
+  if (const auto* k = c.find("kernel_initializer"))
+    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
+  if (const auto* b = c.find("bias_initializer"))
+    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
+  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                   "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"});
+  return std::make_unique<Conv1D>(name, o);
+}
+
+template <PoolKind kKind>
+std::unique_ptr<Layer> make_pooling1d(ConfigObject& c, const std::string& name) {
+  Pooling2DOptions o;
+  o.kind = kKind;
+  o.pool_size = read_single(c, "pool_size", 2);
+  o.strides = read_single(c, "strides", o.pool_size[1]);
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<Pooling1D>(name, o);
+}
+
+template <int kSpatialAxes>
+std::unique_ptr<Layer> make_global_max_pooling(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<GlobalMaxPooling>(name, kSpatialAxes, c.get_bool("keepdims", false));
+}
+
+std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) {
+  const auto scalar = [&](const char* key, double fallback) {
+    const nlohmann::json* v = c.find(key);
+    if (!v) return fallback;
+    if (!v->is_number() || !std::isfinite(v->get<double>()))
+      throw ConfigError(c.path_of(key),
+                        "expected a finite number (Tandem takes a scalar), got " + v->dump());
+    return v->get<double>();
+  };
+  const double scale = scalar("scale", 1.0);
+  if (!c.has("scale")) throw ConfigError(c.path_of("scale"), "required key is missing");
+  return std::make_unique<Rescaling>(name, scale, scalar("offset", 0.0));
+}
+
 std::unique_ptr<Layer> make_max_pooling2d(ConfigObject& c, const std::string& name) {
   return make_pooling2d(c, name, PoolKind::max);
 }
@@ -390,7 +470,13 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dropout", {"dropout", make_dropout}},
+      {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
+      {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},
+      {"AveragePooling1D", {"average_pooling1d", make_pooling1d<PoolKind::average>}},
+      {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},
+      {"GlobalMaxPooling2D", {"global_max_pooling2d", make_global_max_pooling<2>}},
+      {"Rescaling", {"rescaling", make_rescaling}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
       {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
       {"GlobalAveragePooling1D", {"global_average_pooling1d", make_global_average_pooling<1>}},

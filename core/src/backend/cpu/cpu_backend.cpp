@@ -192,9 +192,25 @@ void CpuBackend::activation_forward(ActivationKind kind, const Tensor& in_t, Ten
       return cpu::eltwise_forward(cpu::Eltwise::swish, in, out, n);
     case ActivationKind::exponential:
       return cpu::eltwise_forward(cpu::Eltwise::exp, in, out, n);
+    case ActivationKind::leaky_relu:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::leaky_relu, x); });
+      return;
+    case ActivationKind::hard_sigmoid:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_sigmoid, x); });
+      return;
+    case ActivationKind::hard_swish:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_swish, x); });
+      return;
+    case ActivationKind::mish:
+      map(in, out, n, [](float x) { return math::activation_value(ActivationKind::mish, x); });
+      return;
     case ActivationKind::softmax:
       for_rows(rows_of(n, cols), cols,
                [&](std::int64_t r) { math::softmax_row(in + r * cols, out + r * cols, cols); });
+      return;
+    case ActivationKind::log_softmax:
+      for_rows(rows_of(n, cols), cols,
+               [&](std::int64_t r) { math::log_softmax_row(in + r * cols, out + r * cols, cols); });
       return;
   }
 }
@@ -234,9 +250,22 @@ void CpuBackend::activation_backward(ActivationKind kind, const Tensor& in_t, co
       return chain<K::swish>(x, y, go, gi, n);
     case K::exponential:
       return chain<K::exponential>(x, y, go, gi, n);
+    case K::leaky_relu:
+      return chain<K::leaky_relu>(x, y, go, gi, n);
+    case K::hard_sigmoid:
+      return chain<K::hard_sigmoid>(x, y, go, gi, n);
+    case K::hard_swish:
+      return chain<K::hard_swish>(x, y, go, gi, n);
+    case K::mish:
+      return chain<K::mish>(x, y, go, gi, n);
     case K::softmax:
       for_rows(rows_of(n, cols), cols, [&](std::int64_t r) {
         math::softmax_row_backward(y + r * cols, go + r * cols, gi + r * cols, cols);
+      });
+      return;
+    case K::log_softmax:
+      for_rows(rows_of(n, cols), cols, [&](std::int64_t r) {
+        math::log_softmax_row_backward(y + r * cols, go + r * cols, gi + r * cols, cols);
       });
       return;
   }

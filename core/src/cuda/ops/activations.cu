@@ -32,6 +32,19 @@ __global__ void backward_kernel(nn::ActivationKind kind, const float* in, const 
     grad_in[i] = backend::math::activation_grad(kind, in ? in[i] : 0.0f, out ? out[i] : 0.0f, grad_out[i]);
 }
 
+__global__ void log_softmax_kernel(const float* in, float* out, std::int64_t rows,
+                                   std::int64_t cols) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride())
+    backend::math::log_softmax_row(in + r * cols, out + r * cols, cols);
+}
+
+__global__ void log_softmax_backward_kernel(const float* out, const float* grad_out,
+                                            float* grad_in, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride())
+    backend::math::log_softmax_row_backward(out + r * cols, grad_out + r * cols,
+                                            grad_in + r * cols, cols);
+}
+
 // One thread per row: each row's sums are added in column order, as the CPU adds them.
 __global__ void softmax_kernel(const float* in, float* out, std::int64_t rows, std::int64_t cols) {
   for (std::int64_t r = first_index(); r < rows; r += grid_stride())
@@ -90,6 +103,11 @@ void activation_forward(nn::ActivationKind kind, const float* in, float* out, st
     check(cudaGetLastError(), "softmax");
     return;
   }
+  if (kind == nn::ActivationKind::log_softmax) {
+    log_softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(in, out, rows, cols);
+    check(cudaGetLastError(), "log_softmax");
+    return;
+  }
   forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind, in, out, n);
   check(cudaGetLastError(), "activation_forward");
 }
@@ -104,6 +122,12 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
     softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(out, grad_out, grad_in, rows,
                                                                        cols);
     check(cudaGetLastError(), "softmax backward");
+    return;
+  }
+  if (kind == nn::ActivationKind::log_softmax) {
+    log_softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(out, grad_out, grad_in,
+                                                                           rows, cols);
+    check(cudaGetLastError(), "log_softmax backward");
     return;
   }
   backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(kind, in, out, grad_out, grad_in, n);

@@ -1,0 +1,119 @@
+#include "nn/reshaped_2d.hpp"
+
+#include "nn/batch_shape.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+Shape Reshaped2D::build_inner(std::unique_ptr<Layer> inner, const Shape& input_shape,
+                              const Shape& inner_input, std::optional<Shape> output_shape,
+                              Rng& init) {
+  inner_ = std::move(inner);
+  input_shape_ = input_shape;
+  inner_input_ = inner_input;
+  try {
+    inner_output_ = inner_->build(inner_input, init);
+  } catch (const ShapeError& e) {
+    throw ShapeError(label() + " on inputs " + shape_to_string(input_shape, true) +
+                     ", computed as a " + inner_->class_name() + " on " +
+                     shape_to_string(inner_input, true) + ": " + e.what());
+  }
+  output_shape_ = output_shape ? *output_shape
+                               : Shape(inner_output_.begin() + 1, inner_output_.end());
+  return output_shape_;
+}
+
+const Tensor& Reshaped2D::forward(const Tensor& x, bool training) {
+  require_batch_of(x, input_shape_, label());
+  const std::int64_t batch = x.dim(0);
+  inner_->set_backend(ops());
+  inner_->set_sample_offset(sample_offset());
+  const Tensor& y = inner_->forward(x.reshaped(with_batch(batch, inner_input_)), training);
+  output_ = y.reshaped(with_batch(batch, output_shape_));
+  return output_;
+}
+
+const Tensor& Reshaped2D::backward(const Tensor& grad_output, bool need_input_grad) {
+  const std::int64_t batch = grad_output.rank() > 0 ? grad_output.dim(0) : 0;
+  if (grad_output.size() != batch * shape_size(output_shape_))
+    throw ShapeError(label() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
+                     " does not match its output");
+  const Tensor& dx =
+      inner_->backward(grad_output.reshaped(with_batch(batch, inner_output_)), need_input_grad);
+  grad_input_ = need_input_grad ? dx.reshaped(with_batch(batch, input_shape_)) : Tensor();
+  return grad_input_;
+}
+
+nlohmann::json Reshaped2D::one_dimensional_config(nlohmann::json c) const {
+  for (const char* key : {"kernel_size", "strides", "dilation_rate", "pool_size"})
+    if (c.contains(key) && c[key].is_array() && c[key].size() == 2)
+      c[key] = nlohmann::json::array({c[key][1]});
+  c.erase("groups");
+  return c;
+}
+
+namespace {
+
+void require_sequence(const Shape& input_shape, const std::string& who) {
+  if (input_shape.size() != 2)
+    throw ShapeError(who + " expects inputs (None, steps, channels), got " +
+                     shape_to_string(input_shape, true));
+}
+
+}  // namespace
+
+Shape Conv1D::build(const Shape& input_shape, Rng& init) {
+  require_sequence(input_shape, label());
+  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), input_shape,
+                                {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+  // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
+  Parameter& kernel = *inner_->parameters()[0];
+  const Shape kernel_shape{options_.kernel_size[1], input_shape[1], options_.filters};
+  kernel.value = kernel.value.reshaped(kernel_shape);
+  kernel.grad = kernel.grad.reshaped(kernel_shape);
+  return out;
+}
+
+nlohmann::json Conv1D::config() const {
+  nlohmann::json c = one_dimensional_config(Conv2D(name(), options_).config());
+  c["trainable"] = trainable();
+  c["groups"] = 1;
+  return c;
+}
+
+Shape Pooling1D::build(const Shape& input_shape, Rng& init) {
+  require_sequence(input_shape, label());
+  return build_inner(std::make_unique<Pooling2D>(name(), options_), input_shape,
+                     {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+}
+
+nlohmann::json Pooling1D::config() const {
+  return one_dimensional_config(Pooling2D(name(), options_).config());
+}
+
+Shape GlobalMaxPooling::build(const Shape& input_shape, Rng& init) {
+  const bool fits = static_cast<int>(input_shape.size()) == spatial_axes_ + 1;
+  if (!fits)
+    throw ShapeError(label() + " expects inputs " +
+                     (spatial_axes_ == 1 ? std::string("(None, steps, channels)")
+                                         : std::string("(None, rows, cols, channels)")) +
+                     ", got " + shape_to_string(input_shape, true));
+  const Shape image = spatial_axes_ == 1 ? Shape{1, input_shape[0], input_shape[1]} : input_shape;
+  Pooling2DOptions o;
+  o.kind = PoolKind::max;
+  o.pool_size = o.strides = {image[0], image[1]};
+  const std::int64_t channels = input_shape.back();
+  Shape out{channels};
+  if (keepdims_) out = spatial_axes_ == 1 ? Shape{1, channels} : Shape{1, 1, channels};
+  return build_inner(std::make_unique<Pooling2D>(name(), o), input_shape, image, out, init);
+}
+
+nlohmann::json GlobalMaxPooling::config() const {
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"data_format", "channels_last"},
+          {"keepdims", keepdims_}};
+}
+
+}  // namespace tandem::nn

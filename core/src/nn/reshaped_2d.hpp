@@ -1,0 +1,101 @@
+// Layers computed by a 2-D layer on a view of their input with other axes, so that each sliding
+// window is written once (Conv2D, Pooling2D) and these layers are shapes and names around it:
+//   Conv1D             (steps, channels) seen as (1, steps, channels); kernel (k, in, filters),
+//                      the memory of Conv2D's (1, k, in, filters)
+//   MaxPooling1D,      (steps, channels) as (1, steps, channels), windows (1, pool)
+//   AveragePooling1D
+//   GlobalMaxPooling1D one window over every step (a Pooling2D of (1, steps));
+//   GlobalMaxPooling2D one over every cell (rows, cols); keepdims keeps the pooled axes as 1
+// Each answers to its Keras class name and config (1-D sizes as one-element lists); the inner
+// layer has the same name, and a shape error it raises says which 2-D view it saw. The views
+// share storage (no copies). Ownership and threads: as every layer's; the inner layer is owned
+// and runs on this layer's backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/conv2d.hpp"
+#include "nn/pooling.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+class Reshaped2D : public Layer {
+ public:
+  using Layer::Layer;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override {
+    return inner_ ? inner_->parameters() : std::vector<Parameter*>{};
+  }
+
+ protected:
+  /// Builds `inner` on the per-sample view `inner_input` of `input_shape`; its output is seen
+  /// as `output_shape` (nullopt: the inner output without its leading 1, a 1-D layer's).
+  /// Returns the per-sample output shape.
+  Shape build_inner(std::unique_ptr<Layer> inner, const Shape& input_shape,
+                    const Shape& inner_input, std::optional<Shape> output_shape, Rng& init);
+  /// The inner layer's config with its 2-D sizes (kernel_size, strides, dilation_rate,
+  /// pool_size) as Keras' 1-D one-element lists (the second of each pair).
+  nlohmann::json one_dimensional_config(nlohmann::json inner_config) const;
+  std::string label() const { return "layer '" + name() + "' (" + class_name() + ")"; }
+
+  std::unique_ptr<Layer> inner_;
+
+ private:
+  Shape input_shape_, inner_input_, inner_output_, output_shape_;
+  Tensor output_, grad_input_;
+};
+
+class Conv1D : public Reshaped2D {
+ public:
+  /// `options` as a Conv2D's of kernel (1, k), strides (1, s), dilation (1, d).
+  Conv1D(std::string name, Conv2DOptions options)
+      : Reshaped2D(std::move(name)), options_(std::move(options)) {}
+  std::string class_name() const override { return "Conv1D"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  Conv2DOptions options_;
+};
+
+/// MaxPooling1D / AveragePooling1D.
+class Pooling1D : public Reshaped2D {
+ public:
+  /// `options` as a Pooling2D's of windows (1, pool), strides (1, s).
+  Pooling1D(std::string name, Pooling2DOptions options)
+      : Reshaped2D(std::move(name)), options_(options) {}
+  std::string class_name() const override {
+    return options_.kind == PoolKind::max ? "MaxPooling1D" : "AveragePooling1D";
+  }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  Pooling2DOptions options_;
+};
+
+/// GlobalMaxPooling1D (spatial_axes 1) / GlobalMaxPooling2D (2).
+class GlobalMaxPooling : public Reshaped2D {
+ public:
+  GlobalMaxPooling(std::string name, int spatial_axes, bool keepdims)
+      : Reshaped2D(std::move(name)), spatial_axes_(spatial_axes), keepdims_(keepdims) {}
+  std::string class_name() const override {
+    return spatial_axes_ == 1 ? "GlobalMaxPooling1D" : "GlobalMaxPooling2D";
+  }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  int spatial_axes_;
+  bool keepdims_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
