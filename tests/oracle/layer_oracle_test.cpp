@@ -1,4 +1,8 @@
-// Layer oracle: each layer of a functional model, built by Tandem from its Keras config, against
+// Layer and loss oracle. Losses: each of Keras' losses built by Tandem from its config against
+// its Keras 3 formula in PyTorch, on random predictions and targets from the loss' domain: the
+// batch mean and its gradient, to the same bar.
+//
+// Layers: each layer of a functional model, built by Tandem from its Keras config, against
 // the same layer written in PyTorch from Keras' documented semantics (layer_torch.py): the same
 // weights and inputs (random, seeded), the output and the gradients of sum(y * dy) for a random
 // dy with respect to every input and weight. Bar: max|tandem - torch| / max|torch| <= 1e-5 per
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/layer_extensions.hpp"
+#include "nn/loss.hpp"
 #include "nn/layer_registry.hpp"
 #include "tandem/layer.hpp"
 #include "tandem/rng.hpp"
@@ -213,6 +218,10 @@ void check_against_torch(const std::vector<Case>& cases) {
   for (const Ran& run : runs) compare_with_torch(run);
 }
 
+std::string c_str_of(const json& j) {
+  return j.dump();
+}
+
 json entry(const std::string& cls, json config = json::object()) {
   config["name"] = "layer_under_test";
   return {{"class_name", cls}, {"config", config}};
@@ -302,6 +311,70 @@ TEST(LayerOracle, OneInputLayersMatchPyTorch) {
   cases.push_back({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
   cases.push_back({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
   check_against_torch(cases);
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+struct LossCase {
+  json spec;            // the loss as a config gives it
+  float pred_lo, pred_hi, target_lo, target_hi;
+  bool labels = false;  // targets drawn from {-1, 0, 1} (hinge labels)
+};
+
+TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
+  const std::vector<LossCase> cases = {
+      {{{"class_name", "Huber"}, {"config", {{"delta", 0.7}}}}, -2, 2, -2, 2},
+      {json("hinge"), -2, 2, 0, 0, true},
+      {{{"class_name", "SquaredHinge"}, {"config", json::object()}}, -2, 2, 0, 0, true},
+      {json("kl_divergence"), 0.01f, 1, 0.01f, 1},
+      {json("log_cosh"), -3, 3, -3, 3},
+      {json("poisson"), 0.1f, 4, 0, 5},
+      {{{"class_name", "CosineSimilarity"}, {"config", {{"axis", -1}}}}, -1, 1, -1, 1},
+  };
+  std::vector<fs::path> dirs;
+  std::vector<Tensor> grads;
+  std::vector<double> values;
+  std::string command = std::string(test::system_python()) + " " +
+                        (test::source_dir() / "tests/oracle/layer_torch.py").string();
+  Rng rng(11);
+  const Shape shape{6, 5};
+  for (const LossCase& c : cases) {
+    const auto loss = make_loss(c.spec, "loss");
+    Tensor pred(shape), target(shape);
+    for (std::int64_t i = 0; i < pred.size(); ++i) {
+      pred[i] = c.pred_lo + (c.pred_hi - c.pred_lo) * static_cast<float>(rng.uniform());
+      target[i] = c.labels ? static_cast<float>(rng.below(3)) - 1.0f
+                           : c.target_lo + (c.target_hi - c.target_lo) * static_cast<float>(rng.uniform());
+    }
+    Tensor grad(shape);
+    values.push_back(loss->compute(pred, target, 1.0f / 6, &grad) / 6);
+    grads.push_back(grad);
+    dirs.push_back(test::scratch_dir("loss-oracle-" + loss->name()));
+    write_floats(dirs.back() / "pred.bin", pred);
+    write_floats(dirs.back() / "target.bin", target);
+    const json config = c.spec.is_object() ? c.spec["config"] : json::object();
+    test::write_text(dirs.back() / "case.json",
+                     json{{"loss", loss->name()},
+                          {"config", config},
+                          {"pred", {{"file", "pred.bin"}, {"shape", shape}}},
+                          {"target", {{"file", "target.bin"}, {"shape", shape}}}}
+                         .dump());
+    command.append(" ").append(dirs.back().string());
+  }
+  const auto r = test::run_command(command);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE(c_str_of(cases[k].spec));
+    const double torch_value = read_floats(dirs[k] / "loss.bin", 1)[0];
+    EXPECT_LE(std::fabs(values[k] - torch_value), kBar * std::max(1.0, std::fabs(torch_value)))
+        << "loss " << values[k] << ", torch " << torch_value;
+    EXPECT_LE(relative_error(grads[k], read_floats(dirs[k] / "dpred.bin", grads[k].size())), kBar)
+        << "gradient";
+  }
 }
 
 }  // namespace

@@ -186,6 +186,38 @@ def forward(case, inputs, weights):
     sys.exit(4)
 
 
+def keras_loss(name, cfg, p, t):
+    """Per-sample losses, Keras 3's formulas written with torch operations."""
+    eps = 1e-7
+    f = torch.nn.functional
+    if name == "huber":
+        return f.huber_loss(p, t, reduction="none", delta=cfg.get("delta", 1.0)).mean(-1)
+    if name in ("hinge", "squared_hinge"):
+        label = torch.where(t == 0, -torch.ones_like(t), t)
+        margin = torch.clamp(1 - label * p, min=0)
+        return (margin if name == "hinge" else margin * margin).mean(-1)
+    if name == "kl_divergence":
+        tc, pc = torch.clamp(t, eps, 1), torch.clamp(p, eps, 1)
+        return (tc * torch.log(tc / pc)).sum(-1)
+    if name == "log_cosh":
+        return torch.log(torch.cosh(p - t)).mean(-1)
+    if name == "poisson":
+        return (p - t * torch.log(p + eps)).mean(-1)
+    if name == "cosine_similarity":
+        return -(f.normalize(t, dim=-1, eps=1e-6) * f.normalize(p, dim=-1, eps=1e-6)).sum(-1)
+    print(f"layer_torch.py: no PyTorch version of loss {name}", file=sys.stderr)
+    sys.exit(4)
+
+
+def run_loss_case(folder, case):
+    p = load(folder, case["pred"])
+    t = load(folder, case["target"]).detach()
+    loss = keras_loss(case["loss"], case.get("config", {}), p, t).mean()
+    loss.backward()
+    save(folder, "loss.bin", loss.reshape(1))
+    save(folder, "dpred.bin", p.grad)
+
+
 def main():
     for folder in sys.argv[1:]:
         run_case(folder)
@@ -194,6 +226,9 @@ def main():
 def run_case(folder):
     with open(os.path.join(folder, "case.json")) as f:
         case = json.load(f)
+    if "loss" in case:
+        run_loss_case(folder, case)
+        return
     inputs = {}
     tensors = []
     for spec in case["inputs"]:

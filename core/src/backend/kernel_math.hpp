@@ -32,10 +32,24 @@ namespace tandem::backend {
 
 /// A loss as the backends compute it (Loss::desc()).
 struct LossDesc {
-  enum class Kind { mse, mae, bce, cce, scce };
+  enum class Kind {
+    mse,
+    mae,
+    bce,
+    cce,
+    scce,
+    huber,
+    hinge,
+    squared_hinge,
+    kl_divergence,
+    log_cosh,
+    poisson,
+    cosine_similarity
+  };
   Kind kind = Kind::mse;
   bool from_logits = false;
   float label_smoothing = 0;  // bce and cce only (the CPU keeps it as a float too)
+  float delta = 1;            // huber only
 };
 
 /// A metric as the backends compute it (Metric::desc()).
@@ -608,6 +622,102 @@ TANDEM_HD inline double categorical_crossentropy_row(bool sparse, bool from_logi
   return loss;
 }
 
+/// The element-wise losses of row r, Keras' formulas, each the mean over the row's values (the
+/// CPU's double sum, then / cols); grad (may be null) = grad_scale * d(row loss)/d(pred).
+///   huber          0.5 d^2 where |d| <= delta, else delta |d| - 0.5 delta^2   (d = pred - target)
+///   hinge          max(1 - t p, 0)       t: a 0 label is read as -1 (Keras converts 0/1 labels)
+///   squared_hinge  max(1 - t p, 0)^2
+///   log_cosh       log(cosh(d)) = d + softplus(-2d) - log 2
+///   poisson        p - t log(p + eps)
+TANDEM_HD inline double elementwise_loss_row(const LossDesc& loss, const float* pred,
+                                             const float* target, float* grad, std::int64_t r,
+                                             std::int64_t cols, float grad_scale) {
+  using Kind = LossDesc::Kind;
+  const float gs = fdiv(grad_scale, i2f(cols));
+  double s = 0;
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    const float p = pred[c], t = target[c];
+    float value = 0, slope = 0;  // the element's loss and d(loss)/d(pred)
+    switch (loss.kind) {
+      case Kind::huber: {
+        const float d = fsub(p, t), a = fabs_(d);
+        const bool quadratic = a <= loss.delta;
+        value = quadratic ? fmul(0.5f, fmul(d, d))
+                          : fsub(fmul(loss.delta, a), fmul(0.5f, fmul(loss.delta, loss.delta)));
+        slope = quadratic ? d : (d > 0 ? loss.delta : -loss.delta);
+        break;
+      }
+      case Kind::hinge:
+      case Kind::squared_hinge: {
+        const float label = t == 0.0f ? -1.0f : t;
+        const float margin = std_max(fsub(1.0f, fmul(label, p)), 0.0f);
+        const bool squared = loss.kind == Kind::squared_hinge;
+        value = squared ? fmul(margin, margin) : margin;
+        slope = margin > 0 ? (squared ? fmul(-2.0f, fmul(label, margin)) : -label) : 0.0f;
+        break;
+      }
+      case Kind::log_cosh: {
+        const float d = fsub(p, t);
+        value = fsub(fadd(d, softplus(fmul(-2.0f, d))), 0.69314718055994531f);
+        slope = tanh_f(d);
+        break;
+      }
+      case Kind::poisson: {
+        const float q = fadd(p, kEpsilon);
+        value = fsub(p, fmul(t, log_f(q)));
+        slope = fsub(1.0f, fdiv(t, q));
+        break;
+      }
+      default:
+        break;
+    }
+    s = dadd(s, f2d(value));
+    if (grad) grad[c] = fmul(slope, gs);
+  }
+  return ddiv(s, i2d(cols));
+}
+
+/// kl_divergence of row r: sum over the row of t log(t / p), t and p clipped to [eps, 1] (a
+/// sum, not a mean, as Keras); d/dp = -t / p where p is inside the clip, else 0.
+TANDEM_HD inline double kl_divergence_row(const float* pred, const float* target, float* grad,
+                                          std::int64_t r, std::int64_t cols, float grad_scale) {
+  double s = 0;
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    const float t = std_clamp(target[c], kEpsilon, 1.0f);
+    const float p = std_clamp(pred[c], kEpsilon, 1.0f);
+    s = dadd(s, f2d(fmul(t, log_f(fdiv(t, p)))));
+    if (grad) grad[c] = pred[c] >= kEpsilon && pred[c] <= 1.0f ? fmul(fdiv(-t, p), grad_scale) : 0.0f;
+  }
+  return s;
+}
+
+/// cosine_similarity of row r: -(t / |t|) · (p / |p|), each norm sqrt(max(sum x^2, 1e-12))
+/// (Keras' l2_normalize); d/dp = -(u_t - (u_t · u_p) u_p) / |p| (without the projection where
+/// the norm is clamped), the sums in double.
+TANDEM_HD inline double cosine_similarity_row(const float* pred, const float* target, float* grad,
+                                              std::int64_t r, std::int64_t cols,
+                                              float grad_scale) {
+  const float* p = pred + r * cols;
+  const float* t = target + r * cols;
+  double pp = 0, tt = 0, tp = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    pp = dadd(pp, dmul(f2d(p[c]), f2d(p[c])));
+    tt = dadd(tt, dmul(f2d(t[c]), f2d(t[c])));
+    tp = dadd(tp, dmul(f2d(t[c]), f2d(p[c])));
+  }
+  constexpr double kFloor = 1e-12;
+  const bool p_clamped = pp < kFloor;
+  const double np = dsqrt(p_clamped ? kFloor : pp), nt = dsqrt(tt < kFloor ? kFloor : tt);
+  const double cosine = ddiv(tp, dmul(np, nt));
+  if (grad)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double ut = ddiv(f2d(t[c]), nt), up = ddiv(f2d(p[c]), np);
+      const double d = p_clamped ? ut : dsub(ut, dmul(cosine, up));
+      grad[r * cols + c] = fmul(d2f(ddiv(-d, np)), grad_scale);
+    }
+  return -cosine;
+}
+
 /// Row r of any loss; cols = values per row (classes for cce/scce). grad may be null.
 TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const float* target,
                                  float* grad, std::int64_t r, std::int64_t cols, float grad_scale) {
@@ -625,6 +735,16 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
     case LossDesc::Kind::scce:
       return categorical_crossentropy_row(true, loss.from_logits, 0.0f, pred, target, grad, r, cols,
                                           grad_scale);
+    case LossDesc::Kind::huber:
+    case LossDesc::Kind::hinge:
+    case LossDesc::Kind::squared_hinge:
+    case LossDesc::Kind::log_cosh:
+    case LossDesc::Kind::poisson:
+      return elementwise_loss_row(loss, pred, target, grad, r, cols, grad_scale);
+    case LossDesc::Kind::kl_divergence:
+      return kl_divergence_row(pred, target, grad, r, cols, grad_scale);
+    case LossDesc::Kind::cosine_similarity:
+      return cosine_similarity_row(pred, target, grad, r, cols, grad_scale);
   }
   return 0.0;
 }

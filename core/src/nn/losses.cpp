@@ -1,6 +1,9 @@
-// Keras losses: mean_squared_error, mean_absolute_error, binary_crossentropy,
-// categorical_crossentropy, sparse_categorical_crossentropy (from probabilities or logits).
+// Keras losses (the table in losses() below): what differs between them is data, a
+// backend::LossDesc; their arithmetic is backend/kernel_math.hpp's loss_row on every device.
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
 
 #include "backend/ops.hpp"
 #include "util/config_object.hpp"
@@ -17,50 +20,72 @@ std::int64_t rows_of(const Tensor& t) {
   return t.rank() > 0 ? t.dim(0) : 1;
 }
 
-std::string loss_name(backend::LossDesc::Kind kind) {
-  switch (kind) {
-    case backend::LossDesc::Kind::mse:
-      return "mean_squared_error";
-    case backend::LossDesc::Kind::mae:
-      return "mean_absolute_error";
-    case backend::LossDesc::Kind::bce:
-      return "binary_crossentropy";
-    case backend::LossDesc::Kind::cce:
-      return "categorical_crossentropy";
-    case backend::LossDesc::Kind::scce:
-      return "sparse_categorical_crossentropy";
-  }
-  return "";
+using Kind = backend::LossDesc::Kind;
+
+// Every loss Tandem knows: its Keras function name (what the history and config say), class
+// name, other accepted names, and which config keys it takes beyond reduction and name.
+struct LossInfo {
+  Kind kind;
+  const char* name;
+  const char* class_name;
+  std::vector<const char*> aliases;
+  bool logits = false;     // from_logits
+  bool smoothing = false;  // label_smoothing
+  bool delta = false;      // Huber's delta
+  bool axis = false;       // CosineSimilarity's axis (the last only)
+};
+
+const std::vector<LossInfo>& losses() {
+  static const std::vector<LossInfo> table = {
+      {Kind::mse, "mean_squared_error", "MeanSquaredError", {"mse"}},
+      {Kind::mae, "mean_absolute_error", "MeanAbsoluteError", {"mae"}},
+      {Kind::bce, "binary_crossentropy", "BinaryCrossentropy", {}, true, true},
+      {Kind::cce, "categorical_crossentropy", "CategoricalCrossentropy", {}, true, true},
+      {Kind::scce, "sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", {}, true},
+      {Kind::huber, "huber", "Huber", {"huber_loss"}, false, false, true},
+      {Kind::hinge, "hinge", "Hinge", {}},
+      {Kind::squared_hinge, "squared_hinge", "SquaredHinge", {}},
+      {Kind::kl_divergence, "kl_divergence", "KLDivergence",
+       {"kld", "KLD", "kullback_leibler_divergence"}},
+      {Kind::log_cosh, "log_cosh", "LogCosh", {"logcosh"}},
+      {Kind::poisson, "poisson", "Poisson", {}},
+      {Kind::cosine_similarity, "cosine_similarity", "CosineSimilarity", {}, false, false, false,
+       true},
+  };
+  return table;
 }
 
-// Every Keras loss Tandem knows: what differs is data (the descriptor); the arithmetic is the
-// backend's (backend/kernel_math.hpp's loss_row on every device).
+const LossInfo* find_loss(const std::string& n) {
+  for (const LossInfo& info : losses()) {
+    if (n == info.name || n == info.class_name) return &info;
+    for (const char* alias : info.aliases)
+      if (n == alias) return &info;
+  }
+  return nullptr;
+}
+
+const LossInfo& info_of(Kind kind) {
+  for (const LossInfo& info : losses())
+    if (info.kind == kind) return info;
+  throw std::logic_error("a loss kind without an entry in losses()");
+}
+
 class KerasLoss : public Loss {
  public:
   explicit KerasLoss(const backend::LossDesc& desc) : desc_(desc) {}
-  std::string name() const override { return loss_name(desc_.kind); }
+  std::string name() const override { return info_of(desc_.kind).name; }
   bool from_logits() const override { return desc_.from_logits; }
   backend::LossDesc desc() const override { return desc_; }
 
   json config() const override {
-    using Kind = backend::LossDesc::Kind;
-    switch (desc_.kind) {
-      case Kind::mse:
-      case Kind::mae:
-        return name();
-      case Kind::bce:
-        return {{"class_name", "BinaryCrossentropy"},
-                {"config",
-                 {{"from_logits", desc_.from_logits}, {"label_smoothing", desc_.label_smoothing}}}};
-      case Kind::cce:
-        return {{"class_name", "CategoricalCrossentropy"},
-                {"config",
-                 {{"from_logits", desc_.from_logits}, {"label_smoothing", desc_.label_smoothing}}}};
-      case Kind::scce:
-        return {{"class_name", "SparseCategoricalCrossentropy"},
-                {"config", {{"from_logits", desc_.from_logits}}}};
-    }
-    return name();
+    const LossInfo& info = info_of(desc_.kind);
+    if (desc_.kind == Kind::mse || desc_.kind == Kind::mae) return name();
+    json c = json::object();
+    if (info.logits) c["from_logits"] = desc_.from_logits;
+    if (info.smoothing) c["label_smoothing"] = desc_.label_smoothing;
+    if (info.delta) c["delta"] = desc_.delta;
+    if (info.axis) c["axis"] = -1;
+    return {{"class_name", info.class_name}, {"config", c}};
   }
 
   void check_shapes(const Shape& output, const Shape& target) const override {
@@ -107,61 +132,54 @@ class KerasLoss : public Loss {
   backend::LossDesc desc_;
 };
 
-std::string canonical_loss_name(const std::string& n) {
-  if (n == "mse" || n == "mean_squared_error" || n == "MeanSquaredError") return "mse";
-  if (n == "mae" || n == "mean_absolute_error" || n == "MeanAbsoluteError") return "mae";
-  if (n == "binary_crossentropy" || n == "BinaryCrossentropy") return "bce";
-  if (n == "categorical_crossentropy" || n == "CategoricalCrossentropy") return "cce";
-  if (n == "sparse_categorical_crossentropy" || n == "SparseCategoricalCrossentropy") return "scce";
-  return "";
-}
-
 }  // namespace
 
 std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
-  std::string name;
-  bool from_logits = false;
-  double smoothing = 0.0;
-  std::string name_path = path;
+  std::string name, name_path = path;
+  const json* config = nullptr;
+  std::unique_ptr<ConfigObject> obj;
   if (spec.is_string()) {
     name = spec.get<std::string>();
   } else if (spec.is_object()) {
-    ConfigObject obj(spec, path);
-    name = obj.get_string("class_name");
-    name_path = obj.path_of("class_name");
-    obj.ignore({"module", "registered_name"});
-    if (obj.has("config")) {
-      ConfigObject cfg = obj.get_object("config");
-      from_logits = cfg.get_bool("from_logits", false);
-      const std::string canon = canonical_loss_name(name);
-      if (canon == "bce" || canon == "cce")
-        smoothing = cfg.number_in("label_smoothing", 0.0, 0.0, 1.0);
-      if (canon == "mse" || canon == "mae") cfg.ignore({"from_logits"});
-      cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
-      cfg.ignore({"name", "axis"});
-      cfg.finish();
-    }
-    obj.finish();
+    obj = std::make_unique<ConfigObject>(spec, path);
+    name = obj->get_string("class_name");
+    name_path = obj->path_of("class_name");
+    obj->ignore({"module", "registered_name"});
+    config = obj->find("config");
   } else {
     throw ConfigError(path,
                       "expected a loss name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
-  const std::string canon = canonical_loss_name(name);
-  using Kind = backend::LossDesc::Kind;
+  const LossInfo* info = find_loss(name);
+  if (!info) {
+    std::string known;
+    for (const LossInfo& i : losses()) known += (known.empty() ? "" : ", ") + std::string(i.name);
+    throw ConfigError(name_path, "unknown loss '" + name + "' (known: " + known + ")");
+  }
   backend::LossDesc desc;
-  desc.from_logits = from_logits;
-  desc.label_smoothing = static_cast<float>(smoothing);
-  if (canon == "mse") desc.kind = Kind::mse;
-  if (canon == "mae") desc.kind = Kind::mae;
-  if (canon == "bce") desc.kind = Kind::bce;
-  if (canon == "cce") desc.kind = Kind::cce;
-  if (canon == "scce") desc.kind = Kind::scce;
-  if (canon == "mse" || canon == "mae") desc.from_logits = false;
-  if (!canon.empty()) return std::make_unique<KerasLoss>(desc);
-  throw ConfigError(name_path,
-                    "unknown loss '" + name +
-                        "' (known: mean_squared_error, mean_absolute_error, binary_crossentropy, "
-                        "categorical_crossentropy, sparse_categorical_crossentropy)");
+  desc.kind = info->kind;
+  if (config) {
+    ConfigObject cfg = obj->get_object("config");
+    if (info->logits) desc.from_logits = cfg.get_bool("from_logits", false);
+    if (info->smoothing)
+      desc.label_smoothing = static_cast<float>(cfg.number_in("label_smoothing", 0.0, 0.0, 1.0));
+    if (info->delta) {
+      desc.delta = static_cast<float>(cfg.get_number("delta", 1.0));
+      if (!(desc.delta > 0) || !std::isfinite(desc.delta))
+        throw ConfigError(cfg.path_of("delta"),
+                          "expected a positive number, got " + cfg.at("delta").dump());
+    }
+    if (info->axis)
+      if (const json* axis = cfg.find("axis"); axis && *axis != -1)
+        throw ConfigError(cfg.path_of("axis"), "only the last axis (-1) is supported, got " +
+                                                   axis->dump());
+    if (desc.kind == Kind::mse || desc.kind == Kind::mae) cfg.ignore({"from_logits"});
+    cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
+    cfg.ignore({"name", "axis", "dtype"});
+    cfg.finish();
+  }
+  if (obj) obj->finish();
+  return std::make_unique<KerasLoss>(desc);
 }
 
 }  // namespace tandem
