@@ -53,7 +53,7 @@ TEST(OptimizerCatalog, EveryNameAndAliasBuildsThatOptimizerWithTheListedDefaults
     EXPECT_DOUBLE_EQ(by_class->learning_rate(), entry.config["learning_rate"].get<double>());
   }
   // The order users are offered them in; AdamW differs from Adam by its weight decay.
-  ASSERT_EQ(catalog.size(), 4u);
+  ASSERT_EQ(catalog.size(), 9u);  // SGD, Adam, AdamW, RMSprop, then Adagrad ... Lion
   EXPECT_EQ(catalog[0].class_name, "SGD");
   EXPECT_DOUBLE_EQ(catalog[0].config["learning_rate"].get<double>(), 0.01);
   EXPECT_DOUBLE_EQ(catalog[2].config["weight_decay"].get<double>(), 0.004);

@@ -45,7 +45,8 @@ TEST(OptimizersCli, JsonListsEveryOptimizerWithItsDefaults) {
     EXPECT_GT(o["config"]["learning_rate"].get<double>(), 0) << o.dump();
     EXPECT_EQ(o["config"]["name"], o["class_name"]);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"SGD", "Adam", "AdamW", "RMSprop"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"SGD", "Adam", "AdamW", "RMSprop", "Adagrad",
+                                             "Adadelta", "Adamax", "Nadam", "Lion"}));
   EXPECT_EQ(doc["optimizers"][0]["aliases"], json::array({"sgd"}));
   EXPECT_DOUBLE_EQ(doc["optimizers"][0]["config"]["learning_rate"].get<double>(), 0.01);
   EXPECT_DOUBLE_EQ(doc["optimizers"][2]["config"]["weight_decay"].get<double>(), 0.004);

@@ -213,6 +213,29 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
   expect_close(db_cpu, down(db_gpu), 1e-6, "layer norm d_beta");
 }
 
+// Padding, cropping and upsampling move whole cells: the same bits (the upsampling gradient
+// sums each block in the same order).
+TEST_F(BackendOps, ImageBlocksAndUpsamplingAreTheCpusBitForBit) {
+  const Tensor x = random_host({2, 4, 5, 3}, 41);
+  backend::ImageBlock b{2, 3, 4, 5, 7, 9, 0, 0, 1, 3, 4, 5};  // pad by (1, 2) rows, (3, 1) cols
+  Tensor y_cpu({2, 7, 9, 3}), y_gpu = gpu_tensor({2, 7, 9, 3});
+  cpu().fill(y_cpu, 0.0f);
+  gpu().fill(y_gpu, 0.0f);
+  cpu().copy_image_block(b, x, y_cpu);
+  gpu().copy_image_block(b, up(x), y_gpu);
+  expect_same(y_cpu, down(y_gpu), "copy_image_block");
+  const backend::UpsampleDesc d{2, 4, 5, 3, 2, 3};
+  Tensor u_cpu({2, 8, 15, 3}), u_gpu = gpu_tensor({2, 8, 15, 3});
+  cpu().upsample_forward(d, x, u_cpu);
+  gpu().upsample_forward(d, up(x), u_gpu);
+  expect_same(u_cpu, down(u_gpu), "upsample_forward");
+  const Tensor g = random_host({2, 8, 15, 3}, 42);
+  Tensor dx_cpu({2, 4, 5, 3}), dx_gpu = gpu_tensor({2, 4, 5, 3});
+  cpu().upsample_backward(d, g, dx_cpu);
+  gpu().upsample_backward(d, up(g), dx_gpu);
+  expect_same(dx_cpu, down(dx_gpu), "upsample_backward");
+}
+
 TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
   const std::int64_t rows = 23, cols = 19;
   const Tensor x = random_host({rows, cols}, 7, -4.0f, 4.0f);

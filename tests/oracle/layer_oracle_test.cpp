@@ -1,9 +1,13 @@
-// Layer and loss oracle. Losses: each of Keras' losses built by Tandem from its config against
+// Layer, loss and optimizer oracle. Optimizers: Adagrad, Adadelta, Adamax, Nadam and Lion
+// from their Keras configs, six steps on CPU over random gradients, against their Keras 3 rules
+// written out in float32 PyTorch (and Adadelta also against torch.optim.Adadelta, the same
+// rule): the weights' moves agree to 1e-4 of the largest move (a weight's own float rounding is
+// ~1e-5 of such a move). Losses: each of Keras' losses built by Tandem from its config against
 // its Keras 3 formula in PyTorch, on random predictions and targets from the loss' domain: the
 // batch mean and its gradient, to the same bar.
 //
 // Layers: each layer of a functional model, built by Tandem from its Keras config, against
-// the same layer written in PyTorch from Keras' documented semantics (layer_torch.py): the same
+// the same layer written in PyTorch from Keras' documented semantics (keras_torch.py): the same
 // weights and inputs (random, seeded), the output and the gradients of sum(y * dy) for a random
 // dy with respect to every input and weight. Bar: max|tandem - torch| / max|torch| <= 1e-5 per
 // tensor — except where a gradient is zero by symmetry (attention's key bias: the softmax
@@ -22,6 +26,7 @@
 
 #include "nn/layer_extensions.hpp"
 #include "nn/loss.hpp"
+#include "optim/optimizer.hpp"
 #include "nn/layer_registry.hpp"
 #include "tandem/layer.hpp"
 #include "tandem/rng.hpp"
@@ -111,7 +116,7 @@ std::unique_ptr<Layer> make(const json& entry) {
   return layer;
 }
 
-// One case run through Tandem, its inputs, weights and results written for layer_torch.py.
+// One case run through Tandem, its inputs, weights and results written for keras_torch.py.
 struct Ran {
   Case c;
   std::unique_ptr<Layer> layer;
@@ -208,7 +213,7 @@ void compare_with_torch(const Ran& run) {
 void check_against_torch(const std::vector<Case>& cases) {
   std::vector<Ran> runs;
   std::string command = std::string(test::system_python()) + " " +
-                        (test::source_dir() / "tests/oracle/layer_torch.py").string();
+                        (test::source_dir() / "tests/oracle/keras_torch.py").string();
   for (const Case& c : cases) {
     runs.push_back(run_in_tandem(c));
     command.append(" ").append(runs.back().dir.string());
@@ -291,6 +296,17 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+TEST(LayerOracle, ImageBorderAndUpsamplingLayersMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"ZeroPadding2D", entry("ZeroPadding2D", {{"padding", {{1, 2}, {0, 3}}}}),
+                   {{"", {2, 4, 5, 3}}}});
+  cases.push_back({"Cropping2D", entry("Cropping2D", {{"cropping", {{1, 0}, {2, 1}}}}),
+                   {{"", {2, 4, 6, 3}}}});
+  cases.push_back({"UpSampling2D", entry("UpSampling2D", {{"size", {2, 3}}}),
+                   {{"", {2, 3, 4, 2}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, NewActivationsAndRescalingMatchPyTorch) {
   std::vector<Case> cases;
   for (const char* name : {"leaky_relu", "hard_sigmoid", "hard_swish", "mish", "log_softmax"})
@@ -339,7 +355,7 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
   std::vector<Tensor> grads;
   std::vector<double> values;
   std::string command = std::string(test::system_python()) + " " +
-                        (test::source_dir() / "tests/oracle/layer_torch.py").string();
+                        (test::source_dir() / "tests/oracle/keras_torch.py").string();
   Rng rng(11);
   const Shape shape{6, 5};
   for (const LossCase& c : cases) {
@@ -374,6 +390,78 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
         << "loss " << values[k] << ", torch " << torch_value;
     EXPECT_LE(relative_error(grads[k], read_floats(dirs[k] / "dpred.bin", grads[k].size())), kBar)
         << "gradient";
+  }
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
+  const std::vector<json> specs = {
+      {{"class_name", "Adagrad"}, {"config", {{"learning_rate", 0.05}}}},
+      {{"class_name", "Adadelta"}, {"config", {{"learning_rate", 1.0}, {"rho", 0.9}}}},
+      {{"class_name", "Adamax"}, {"config", {{"learning_rate", 0.01}}}},
+      {{"class_name", "Nadam"}, {"config", {{"learning_rate", 0.01}}}},
+      {{"class_name", "Lion"}, {"config", {{"learning_rate", 0.001}}}},
+  };
+  constexpr int kSteps = 6;
+  const Shape shape{40};
+  std::vector<fs::path> dirs;
+  std::vector<Tensor> start, finish;
+  std::string command = std::string(test::system_python()) + " " +
+                        (test::source_dir() / "tests/oracle/keras_torch.py").string();
+  Rng rng(5);
+  for (const json& spec : specs) {
+    const auto optimizer = make_optimizer(spec, "optimizer");
+    Parameter p;
+    p.name = "w";
+    p.value = random_tensor(shape, rng, false);
+    start.push_back(p.value.clone());
+    p.grad = Tensor(shape);
+    Tensor grads({kSteps, 40});
+    for (int step = 0; step < kSteps; ++step) {
+      const float scale = 0.1f * static_cast<float>(step + 1);
+      for (std::int64_t i = 0; i < 40; ++i) {
+        p.grad[i] = scale * static_cast<float>(2 * rng.uniform() - 1);
+        grads[step * 40 + i] = p.grad[i];
+      }
+      optimizer->apply({&p});
+    }
+    finish.push_back(p.value.clone());
+    dirs.push_back(test::scratch_dir("optimizer-oracle-" + optimizer->class_name()));
+    write_floats(dirs.back() / "w.bin", start.back());
+    write_floats(dirs.back() / "g.bin", grads);
+    test::write_text(dirs.back() / "case.json",
+                     json{{"optimizer", optimizer->class_name()},
+                          {"config", spec["config"]},
+                          {"weights", {{"file", "w.bin"}, {"shape", shape}}},
+                          {"grads", {{"file", "g.bin"}, {"shape", {kSteps, 40}}}}}
+                         .dump());
+    command.append(" ").append(dirs.back().string());
+  }
+  const auto r = test::run_command(command);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    SCOPED_TRACE(specs[k].dump());
+    // Against the moves, not the weights: the bar is on what the optimizer did.
+    const std::vector<float> keras = read_floats(dirs[k] / "w_keras.bin", 40);
+    Tensor ours_moved(shape);
+    std::vector<float> keras_moved(40);
+    for (std::int64_t i = 0; i < 40; ++i) {
+      ours_moved[i] = finish[k][i] - start[k][i];
+      keras_moved[static_cast<std::size_t>(i)] = keras[static_cast<std::size_t>(i)] - start[k][i];
+    }
+    EXPECT_GT(max_abs(keras_moved), 1e-4) << "the steps must move the weights";
+    EXPECT_LE(relative_error(ours_moved, keras_moved), 1e-4) << "weights after " << kSteps << " steps";
+    if (fs::exists(dirs[k] / "w_torch_optim.bin")) {
+      const std::vector<float> torch_optim = read_floats(dirs[k] / "w_torch_optim.bin", 40);
+      std::vector<float> moved(40);
+      for (std::size_t i = 0; i < 40; ++i) moved[i] = torch_optim[i] - start[k][static_cast<std::int64_t>(i)];
+      EXPECT_LE(relative_error(ours_moved, moved), 1e-4) << "against torch.optim";
+    }
   }
 }
 

@@ -68,17 +68,18 @@ struct MetricDesc {
 /// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
 /// step. AdamW is kind adam (the CPU's AdamW is Adam with a default weight decay of 0.004).
 struct OptimizerDesc {
-  enum class Kind { sgd, adam, rmsprop };
+  enum class Kind { sgd, adam, rmsprop, adagrad, adadelta, adamax, nadam, lion };
   Kind kind = Kind::sgd;
   bool adamw = false;  // only for the name in messages: the update is Adam's
   double weight_decay = 0;
   double clipnorm = 0, clipvalue = 0, global_clipnorm = 0;  // 0: off
   double momentum = 0;                                      // sgd, rmsprop
   bool nesterov = false;                                    // sgd
-  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;      // adam (epsilon: rmsprop too)
-  bool amsgrad = false;                                     // adam
-  double rho = 0.9;                                         // rmsprop
-  bool centered = false;                                    // rmsprop
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam, adamax, nadam, lion (betas)
+  bool amsgrad = false;                                 // adam
+  double rho = 0.9;                                     // rmsprop, adadelta
+  bool centered = false;                                // rmsprop
+  double initial_accumulator_value = 0.1;               // adagrad
 };
 
 namespace math {
@@ -807,6 +808,13 @@ TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
       return o.amsgrad ? 3 : 2;
     case OptimizerDesc::Kind::rmsprop:
       return 1 + (o.momentum > 0 ? 1 : 0) + (o.centered ? 1 : 0);
+    case OptimizerDesc::Kind::adagrad:
+    case OptimizerDesc::Kind::lion:
+      return 1;
+    case OptimizerDesc::Kind::adadelta:
+    case OptimizerDesc::Kind::adamax:
+    case OptimizerDesc::Kind::nadam:
+      return 2;
   }
   return 0;
 }
@@ -816,7 +824,11 @@ TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
 struct OptimizerStep {
   OptimizerDesc::Kind kind = OptimizerDesc::Kind::sgd;
   float lr = 0;     // float(learning rate): sgd, rmsprop
-  float alpha = 0;  // adam: the bias-corrected rate
+  float alpha = 0;  // adam: the bias-corrected rate; adamax: lr / (1 - beta_1^t)
+  // nadam: the momentum schedule's factors (Keras 3's u_t, u_{t+1}, and 1 - their running
+  // products), and 1 - beta_2^t
+  float nadam_u = 0, nadam_u_next = 0, nadam_one_minus_product = 0,
+        nadam_one_minus_product_next = 0, nadam_one_minus_beta_2_power = 0;
   float beta_1 = 0, beta_2 = 0, epsilon = 0, momentum = 0, rho = 0;
   bool use_momentum = false;  // sgd, rmsprop: momentum > 0
   bool nesterov = false, amsgrad = false, centered = false;
@@ -841,10 +853,23 @@ inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, d
   s.beta_2 = static_cast<float>(o.beta_2);
   s.epsilon = static_cast<float>(o.epsilon);
   s.rho = static_cast<float>(o.rho);
-  if (o.kind == OptimizerDesc::Kind::adam) {
-    const double t = static_cast<double>(step);
+  const double t = static_cast<double>(step);
+  if (o.kind == OptimizerDesc::Kind::adam)
     s.alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(o.beta_2, t)) /
                                  (1.0 - std::pow(o.beta_1, t)));
+  if (o.kind == OptimizerDesc::Kind::adamax)
+    s.alpha = static_cast<float>(lr / (1.0 - std::pow(o.beta_1, t)));
+  if (o.kind == OptimizerDesc::Kind::nadam) {
+    // u_i = beta_1 (1 - 0.5 * 0.96^i); Keras keeps their product in a variable, which is the
+    // product of u_1 ... u_t: a function of the step, so computed here.
+    const auto u = [&](double i) { return o.beta_1 * (1.0 - 0.5 * std::pow(0.96, i)); };
+    double product = 1.0;
+    for (std::int64_t i = 1; i <= step; ++i) product *= u(static_cast<double>(i));
+    s.nadam_u = static_cast<float>(u(t));
+    s.nadam_u_next = static_cast<float>(u(t + 1));
+    s.nadam_one_minus_product = static_cast<float>(1.0 - product);
+    s.nadam_one_minus_product_next = static_cast<float>(1.0 - product * u(t + 1));
+    s.nadam_one_minus_beta_2_power = static_cast<float>(1.0 - std::pow(o.beta_2, t));
   }
   s.decay = o.weight_decay > 0;
   s.decay_factor = static_cast<float>(1.0 - lr * o.weight_decay);
@@ -887,6 +912,9 @@ TANDEM_HD inline float clipped_gradient(const OptimizerStep& s, float g, double 
 /// One element's update, weight decay included: w, and the element's slots in slot_names()
 /// order (s0, s1, s2; null where the optimizer has fewer). g is the clipped gradient.
 ///   sgd: [momentum]   adam: m, v, [vhat]   rmsprop: velocity, [momentum], [average_gradient]
+///   adagrad: accumulator   adadelta: accumulated_grad, accumulated_delta_var   adamax: m, u
+///   nadam: m, v   lion: m
+/// Keras 3's rules, operation by operation.
 TANDEM_HD inline void update_element(const OptimizerStep& s, float* w, float g, float* s0,
                                      float* s1, float* s2) {
   float wk = *w;
@@ -935,6 +963,51 @@ TANDEM_HD inline void update_element(const OptimizerStep& s, float* w, float g, 
       } else {
         wk = fsub(wk, inc);
       }
+      break;
+    }
+    case OptimizerDesc::Kind::adagrad: {  // acc += g^2; w -= lr g / sqrt(acc + eps)
+      const float acc = fadd(*s0, fmul(g, g));
+      *s0 = acc;
+      wk = fsub(wk, fdiv(fmul(s.lr, g), fsqrt(fadd(acc, s.epsilon))));
+      break;
+    }
+    case OptimizerDesc::Kind::adadelta: {
+      // E[g^2] = rho E[g^2] + (1 - rho) g^2; d = -sqrt(E[d^2] + eps) g / sqrt(E[g^2] + eps);
+      // E[d^2] = rho E[d^2] + (1 - rho) d^2; w += lr d
+      const float one_minus_rho = fsub(1.0f, s.rho);
+      const float acc_g = fadd(fmul(s.rho, *s0), fmul(one_minus_rho, fmul(g, g)));
+      *s0 = acc_g;
+      const float delta = fdiv(fmul(-fsqrt(fadd(*s1, s.epsilon)), g), fsqrt(fadd(acc_g, s.epsilon)));
+      *s1 = fadd(fmul(s.rho, *s1), fmul(one_minus_rho, fmul(delta, delta)));
+      wk = fadd(wk, fmul(s.lr, delta));
+      break;
+    }
+    case OptimizerDesc::Kind::adamax: {
+      // m += (g - m)(1 - b1); u = max(b2 u, |g|); w -= lr m / ((1 - b1^t)(u + eps))
+      const float m = fadd(*s0, fmul(fsub(g, *s0), fsub(1.0f, s.beta_1)));
+      const float u = std_max(fmul(s.beta_2, *s1), fabs_(g));
+      *s0 = m;
+      *s1 = u;
+      wk = fsub(wk, fdiv(fmul(s.alpha, m), fadd(u, s.epsilon)));
+      break;
+    }
+    case OptimizerDesc::Kind::nadam: {
+      const float m = fadd(*s0, fmul(fsub(g, *s0), fsub(1.0f, s.beta_1)));
+      const float v = fadd(*s1, fmul(fsub(fmul(g, g), *s1), fsub(1.0f, s.beta_2)));
+      *s0 = m;
+      *s1 = v;
+      const float m_hat = fadd(fdiv(fmul(s.nadam_u_next, m), s.nadam_one_minus_product_next),
+                               fdiv(fmul(fsub(1.0f, s.nadam_u), g), s.nadam_one_minus_product));
+      const float v_hat = fdiv(v, s.nadam_one_minus_beta_2_power);
+      wk = fsub(wk, fdiv(fmul(m_hat, s.lr), fadd(fsqrt(v_hat), s.epsilon)));
+      break;
+    }
+    case OptimizerDesc::Kind::lion: {
+      // w -= lr sign(b1 m + (1 - b1) g); m = b2 m + (1 - b2) g
+      const float c = fadd(fmul(*s0, s.beta_1), fmul(g, fsub(1.0f, s.beta_1)));
+      const float sign = c > 0 ? 1.0f : (c < 0 ? -1.0f : 0.0f);
+      wk = fsub(wk, fmul(s.lr, sign));
+      *s0 = fadd(fmul(*s0, s.beta_2), fmul(g, fsub(1.0f, s.beta_2)));
       break;
     }
   }

@@ -76,6 +76,37 @@ void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& 
                            " (in place is not supported)");
 }
 
+void check_image_block(const ImageBlock& b, const Tensor& src, const Tensor& dst) {
+  const bool inside = b.rows >= 0 && b.cols >= 0 && b.src_row >= 0 && b.src_col >= 0 &&
+                      b.dst_row >= 0 && b.dst_col >= 0 && b.src_row + b.rows <= b.src_rows &&
+                      b.src_col + b.cols <= b.src_cols && b.dst_row + b.rows <= b.dst_rows &&
+                      b.dst_col + b.cols <= b.dst_cols &&
+                      src.size() == b.batch * b.src_rows * b.src_cols * b.channels &&
+                      dst.size() == b.batch * b.dst_rows * b.dst_cols * b.channels;
+  if (!inside)
+    throw std::logic_error("backend operation copy_image_block: a block of " +
+                           std::to_string(b.rows) + "x" + std::to_string(b.cols) + " from (" +
+                           std::to_string(b.src_row) + ", " + std::to_string(b.src_col) +
+                           ") of " + std::to_string(b.src_rows) + "x" +
+                           std::to_string(b.src_cols) + " images to (" +
+                           std::to_string(b.dst_row) + ", " + std::to_string(b.dst_col) +
+                           ") of " + std::to_string(b.dst_rows) + "x" +
+                           std::to_string(b.dst_cols) + " does not fit (tensors of " +
+                           std::to_string(src.size()) + " and " + std::to_string(dst.size()) +
+                           " values)");
+}
+
+void check_upsample(const UpsampleDesc& d, const Tensor& x, const Tensor& y) {
+  const std::int64_t in = d.batch * d.rows * d.cols * d.channels;
+  if (d.row_factor < 1 || d.col_factor < 1 || x.size() != in ||
+      y.size() != in * d.row_factor * d.col_factor)
+    throw std::logic_error("backend operation upsample: " + std::to_string(x.size()) + " and " +
+                           std::to_string(y.size()) + " values are not images of " +
+                           std::to_string(d.rows) + "x" + std::to_string(d.cols) + "x" +
+                           std::to_string(d.channels) + " upsampled by " +
+                           std::to_string(d.row_factor) + "x" + std::to_string(d.col_factor));
+}
+
 std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   const std::int64_t rows = d.cols > 0 ? x.size() / d.cols : 0;
   if (d.cols <= 0 || rows * d.cols != x.size())

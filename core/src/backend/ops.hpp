@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backend/activation_kind.hpp"
+#include "backend/image_geometry.hpp"
 #include "backend/kernel_math.hpp"
 #include "backend/window_math.hpp"
 #include "tandem/tensor.hpp"
@@ -274,6 +275,14 @@ class Backend {
                                    Tensor* d_gamma, Tensor* d_beta) = 0;
 
   // Spatial operations.
+  /// Copies an ImageBlock from src to dst (the cells of dst outside the block are left as they
+  /// are).
+  virtual void copy_image_block(const ImageBlock& block, const Tensor& src, Tensor& dst) = 0;
+  /// y (batch, rows x row_factor, cols x col_factor, channels) = each input cell repeated over
+  /// its factor block.
+  virtual void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) = 0;
+  /// dx = the sum of dy over each cell's block (in row-major order within the block).
+  virtual void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) = 0;
   virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
   virtual std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) = 0;
   virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) = 0;
@@ -336,6 +345,10 @@ std::int64_t check_attention_scores(const AttentionMaskDesc& desc, const Tensor&
 /// Throws std::logic_error unless x holds dims' values, y as many, and y is not x.
 void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                             const Tensor& y);
+/// Throws std::logic_error unless the block lies inside both images and the tensors hold them.
+void check_image_block(const ImageBlock& block, const Tensor& src, const Tensor& dst);
+/// Throws std::logic_error unless x and y hold the input and output images of desc.
+void check_upsample(const UpsampleDesc& desc, const Tensor& x, const Tensor& y);
 /// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.

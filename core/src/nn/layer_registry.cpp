@@ -11,6 +11,7 @@
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
 #include "nn/global_average_pooling.hpp"
+#include "nn/image_layers.hpp"
 #include "nn/elementwise_merge.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/merge.hpp"
@@ -375,6 +376,52 @@ std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) 
   return std::make_unique<Rescaling>(name, scale, scalar("offset", 0.0));
 }
 
+// ZeroPadding2D's padding and Cropping2D's cropping: n, [rows, cols] or [[top, bottom],
+// [left, right]], each >= 0.
+Borders read_borders(ConfigObject& c, const char* key, std::int64_t fallback) {
+  const nlohmann::json* v = c.find(key);
+  if (!v) return {fallback, fallback, fallback, fallback};
+  const std::string path = c.path_of(key);
+  auto amount = [&](const nlohmann::json& e, const std::string& at) {
+    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 20))
+      throw ConfigError(at, "expected a non-negative integer, got " + e.dump());
+    return e.get<std::int64_t>();
+  };
+  if (v->is_number()) {
+    const std::int64_t n = amount(*v, path);
+    return {n, n, n, n};
+  }
+  if (v->is_array() && v->size() == 2) {
+    const nlohmann::json &rows = (*v)[0], &cols = (*v)[1];
+    if (rows.is_array() && cols.is_array() && rows.size() == 2 && cols.size() == 2)
+      return {amount(rows[0], path + "[0][0]"), amount(rows[1], path + "[0][1]"),
+              amount(cols[0], path + "[1][0]"), amount(cols[1], path + "[1][1]")};
+    if (!rows.is_array() && !cols.is_array()) {
+      const std::int64_t r = amount(rows, path + "[0]"), k = amount(cols, path + "[1]");
+      return {r, r, k, k};
+    }
+  }
+  throw ConfigError(path, "expected n, [rows, cols] or [[top, bottom], [left, right]], got " +
+                              v->dump());
+}
+
+std::unique_ptr<Layer> make_zero_padding2d(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<ImageBorder>(name, true, read_borders(c, "padding", 1));
+}
+
+std::unique_ptr<Layer> make_cropping2d(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<ImageBorder>(name, false, read_borders(c, "cropping", 0));
+}
+
+std::unique_ptr<Layer> make_up_sampling2d(ConfigObject& c, const std::string& name) {
+  const Pair size = read_pair(c, "size", Pair{2, 2});
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  c.one_of("interpolation", "nearest", {"nearest"});
+  return std::make_unique<UpSampling2D>(name, size[0], size[1]);
+}
+
 std::unique_ptr<Layer> make_max_pooling2d(ConfigObject& c, const std::string& name) {
   return make_pooling2d(c, name, PoolKind::max);
 }
@@ -477,6 +524,9 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},
       {"GlobalMaxPooling2D", {"global_max_pooling2d", make_global_max_pooling<2>}},
       {"Rescaling", {"rescaling", make_rescaling}},
+      {"ZeroPadding2D", {"zero_padding2d", make_zero_padding2d}},
+      {"Cropping2D", {"cropping2d", make_cropping2d}},
+      {"UpSampling2D", {"up_sampling2d", make_up_sampling2d}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
       {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
       {"GlobalAveragePooling1D", {"global_average_pooling1d", make_global_average_pooling<1>}},

@@ -28,7 +28,10 @@ void Optimizer::create_slots(const std::vector<Parameter*>& params) {
   slots_.clear();
   for (Parameter* p : params) {
     std::vector<Tensor> s;
-    for (std::size_t i = 0; i < per_param; ++i) s.emplace_back(p->value.shape());
+    for (std::size_t i = 0; i < per_param; ++i) {
+      s.emplace_back(p->value.shape());
+      s.back().fill(slot_initial_value(i));
+    }
     slots_.push_back(std::move(s));
   }
 }

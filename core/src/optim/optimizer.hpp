@@ -47,6 +47,8 @@ class Optimizer {
   virtual backend::OptimizerDesc desc() const = 0;
 
   /// State slots per parameter, e.g. {"m", "v"} for Adam; slot(i, s) has parameter i's shape.
+  /// The value a slot starts from (Adagrad's accumulator: initial_accumulator_value; 0 else).
+  virtual float slot_initial_value(std::size_t /*slot*/) const { return 0.0f; }
   virtual std::vector<std::string> slot_names() const = 0;
   std::vector<Tensor>& slots(std::size_t param_index) { return slots_.at(param_index); }
   std::size_t slotted_params() const { return slots_.size(); }

@@ -1,4 +1,5 @@
-// SGD, Adam, AdamW and RMSprop with Keras 3 update rules and defaults.
+// SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam and Lion with Keras 3 update rules
+// and defaults.
 #include "backend/kernel_math.hpp"
 #include "optim/optimizer_catalog.hpp"
 #include "util/config_object.hpp"
@@ -11,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-// SGD, Adam, AdamW and RMSprop: what differs is data (the descriptor); the update is the
+// Every optimizer: what differs is data (the descriptor); the update is the
 // backend's (backend/kernel_math.hpp's update_element on every device).
 class KerasOptimizer : public Optimizer {
  public:
@@ -42,8 +43,32 @@ class KerasOptimizer : public Optimizer {
         c["epsilon"] = desc_.epsilon;
         c["centered"] = desc_.centered;
         break;
+      case backend::OptimizerDesc::Kind::adagrad:
+        c["initial_accumulator_value"] = desc_.initial_accumulator_value;
+        c["epsilon"] = desc_.epsilon;
+        break;
+      case backend::OptimizerDesc::Kind::adadelta:
+        c["rho"] = desc_.rho;
+        c["epsilon"] = desc_.epsilon;
+        break;
+      case backend::OptimizerDesc::Kind::adamax:
+      case backend::OptimizerDesc::Kind::nadam:
+        c["beta_1"] = desc_.beta_1;
+        c["beta_2"] = desc_.beta_2;
+        c["epsilon"] = desc_.epsilon;
+        break;
+      case backend::OptimizerDesc::Kind::lion:
+        c["beta_1"] = desc_.beta_1;
+        c["beta_2"] = desc_.beta_2;
+        break;
     }
     return c;
+  }
+
+  float slot_initial_value(std::size_t slot) const override {
+    return desc_.kind == backend::OptimizerDesc::Kind::adagrad && slot == 0
+               ? static_cast<float>(desc_.initial_accumulator_value)
+               : 0.0f;
   }
 
   std::vector<std::string> slot_names() const override {
@@ -60,6 +85,16 @@ class KerasOptimizer : public Optimizer {
         if (desc_.centered) s.emplace_back("average_gradient");
         return s;
       }
+      case backend::OptimizerDesc::Kind::adagrad:
+        return {"accumulator"};
+      case backend::OptimizerDesc::Kind::adadelta:
+        return {"accumulated_grad", "accumulated_delta_var"};
+      case backend::OptimizerDesc::Kind::adamax:
+        return {"m", "u"};
+      case backend::OptimizerDesc::Kind::nadam:
+        return {"m", "v"};
+      case backend::OptimizerDesc::Kind::lion:
+        return {"m"};
     }
     return {};
   }
@@ -79,7 +114,9 @@ std::string canonical(const std::string& n) {
 
 const std::vector<std::pair<std::string, std::string>>& optimizer_names() {
   static const std::vector<std::pair<std::string, std::string>> names = {
-      {"SGD", "sgd"}, {"Adam", "adam"}, {"AdamW", "adamw"}, {"RMSprop", "rmsprop"}};
+      {"SGD", "sgd"},         {"Adam", "adam"},     {"AdamW", "adamw"},
+      {"RMSprop", "rmsprop"}, {"Adagrad", "adagrad"}, {"Adadelta", "adadelta"},
+      {"Adamax", "adamax"},   {"Nadam", "nadam"},   {"Lion", "lion"}};
   return names;
 }
 
@@ -104,9 +141,11 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
         path, "expected an optimizer name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
   const std::string cls = canonical(name);
-  if (cls.empty())
-    throw ConfigError(name_path,
-                      "unknown optimizer '" + name + "' (known: SGD, Adam, AdamW, RMSprop)");
+  if (cls.empty()) {
+    std::string known;
+    for (const auto& [n, alias] : optimizer_names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError(name_path, "unknown optimizer '" + name + "' (known: " + known + ")");
+  }
   ConfigObject cfg(*cfg_json, cfg_path);
   const double default_lr = cls == "SGD" ? 0.01 : 0.001;
   const double learning_rate = cfg.number_in("learning_rate", default_lr, 0.0, 1e9, true);
@@ -128,12 +167,30 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.beta_2 = cfg.number_in("beta_2", 0.999, 0.0, 1.0, false, true);
     d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
     d.amsgrad = cfg.get_bool("amsgrad", false);
-  } else {
+  } else if (cls == "RMSprop") {
     d.kind = backend::OptimizerDesc::Kind::rmsprop;
     d.rho = cfg.number_in("rho", 0.9, 0.0, 1.0, false, true);
     d.momentum = cfg.number_in("momentum", 0.0, 0.0, 1.0, false, true);
     d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
     d.centered = cfg.get_bool("centered", false);
+  } else if (cls == "Adagrad") {
+    d.kind = backend::OptimizerDesc::Kind::adagrad;
+    d.initial_accumulator_value = cfg.number_in("initial_accumulator_value", 0.1, 0.0, 1e9);
+    d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
+  } else if (cls == "Adadelta") {
+    d.kind = backend::OptimizerDesc::Kind::adadelta;
+    d.rho = cfg.number_in("rho", 0.95, 0.0, 1.0, false, true);
+    d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
+  } else if (cls == "Adamax" || cls == "Nadam") {
+    d.kind = cls == "Adamax" ? backend::OptimizerDesc::Kind::adamax
+                             : backend::OptimizerDesc::Kind::nadam;
+    d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);
+    d.beta_2 = cfg.number_in("beta_2", 0.999, 0.0, 1.0, false, true);
+    d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
+  } else {  // Lion
+    d.kind = backend::OptimizerDesc::Kind::lion;
+    d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);
+    d.beta_2 = cfg.number_in("beta_2", 0.99, 0.0, 1.0, false, true);
   }
   auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate, d);
   cfg.finish();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gradient_check.hpp"
@@ -40,7 +41,16 @@ double reference(ActivationKind kind, double x) {
       return x / (1 + std::exp(-x));
     case ActivationKind::exponential:
       return std::exp(x);
+    case ActivationKind::leaky_relu:
+      return x > 0 ? x : 0.2 * x;
+    case ActivationKind::hard_sigmoid:
+      return std::clamp((x + 3) / 6, 0.0, 1.0);
+    case ActivationKind::hard_swish:
+      return x * std::clamp((x + 3) / 6, 0.0, 1.0);
+    case ActivationKind::mish:
+      return x * std::tanh(std::log1p(std::exp(x)));
     case ActivationKind::softmax:
+    case ActivationKind::log_softmax:
       break;
   }
   return 0;
@@ -49,14 +59,16 @@ double reference(ActivationKind kind, double x) {
 std::vector<double> reference_rows(ActivationKind kind, const std::vector<double>& x,
                                    std::int64_t cols) {
   std::vector<double> y(x.size());
-  if (kind != ActivationKind::softmax) {
+  const bool log = kind == ActivationKind::log_softmax;
+  if (kind != ActivationKind::softmax && !log) {
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = reference(kind, x[i]);
     return y;
   }
   for (std::size_t r = 0; r < x.size() / static_cast<std::size_t>(cols); ++r) {
     double sum = 0;
     for (std::int64_t c = 0; c < cols; ++c) sum += std::exp(x[r * cols + c]);
-    for (std::int64_t c = 0; c < cols; ++c) y[r * cols + c] = std::exp(x[r * cols + c]) / sum;
+    for (std::int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = log ? x[r * cols + c] - std::log(sum) : std::exp(x[r * cols + c]) / sum;
   }
   return y;
 }
@@ -67,9 +79,10 @@ TEST_P(ActivationFunctionTest, ForwardMatchesReferenceAndBackwardMatchesFiniteDi
   const ActivationKind kind = GetParam();
   const std::int64_t rows = 4, cols = 7;
   Tensor x = test::random_tensor({rows, cols}, 11, -3, 3);
-  // Keep relu/elu/selu away from the kink at 0, where the derivative is not defined.
+  // Keep relu/elu/selu away from the kink at 0 and the hard ones from theirs at +-3, where the
+  // derivative is not defined.
   for (std::int64_t i = 0; i < x.size(); ++i)
-    if (std::fabs(x[i]) < 0.05f) x[i] = 0.3f;
+    if (std::fabs(x[i]) < 0.05f || std::fabs(std::fabs(x[i]) - 3.0f) < 0.05f) x[i] = 0.3f;
   Tensor y({rows, cols});
   backend::cpu_backend().activation_forward(kind, x, y, cols);
   expect_close(test::to_double(y), reference_rows(kind, test::to_double(x), cols), 1e-5, 1e-6,
@@ -95,7 +108,11 @@ INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationFunctionTest,
                                            ActivationKind::softmax, ActivationKind::gelu,
                                            ActivationKind::elu, ActivationKind::selu,
                                            ActivationKind::softplus, ActivationKind::softsign,
-                                           ActivationKind::swish, ActivationKind::exponential),
+                                           ActivationKind::swish, ActivationKind::exponential,
+                                           ActivationKind::leaky_relu,
+                                           ActivationKind::hard_sigmoid,
+                                           ActivationKind::hard_swish, ActivationKind::mish,
+                                           ActivationKind::log_softmax),
                          [](const auto& info) { return activation_name(info.param); });
 
 TEST(ActivationFunction, SigmoidAndSoftmaxStayFiniteForExtremeInputs) {

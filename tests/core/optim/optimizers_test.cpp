@@ -169,7 +169,7 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
       EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
     }
   };
-  expect_path(json{{"class_name", "Adamax"}}, "optimizer.class_name");
+  expect_path(json{{"class_name", "Adamx"}}, "optimizer.class_name");
   expect_path(json{{"class_name", "Adam"}, {"config", {{"learning_rate", -1}}}},
               "optimizer.config.learning_rate");
   expect_path(json{{"class_name", "Adam"}, {"config", {{"beta_1", 1.5}}}},

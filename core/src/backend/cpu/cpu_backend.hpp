@@ -3,7 +3,7 @@
 //
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
 // embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
-// layer_norm.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
+// layer_norm.cpp, image_blocks.cpp (padding, cropping, upsampling), convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
 // metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
 // and sums in a fixed order: results never depend on the thread count.
 //
@@ -49,6 +49,9 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
                            const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
                            Tensor* d_beta) override;
+  void copy_image_block(const ImageBlock& block, const Tensor& src, Tensor& dst) override;
+  void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
+  void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) override;
   std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
   std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) override;

@@ -24,14 +24,17 @@ using Kind = OptimizerDesc::Kind;
 
 // One tensor's update with the step's switches as compile-time constants: each combination is a
 // straight loop the compiler vectorises (kernel_math's update_element, its branches folded).
-// kVariant is the kind's own switch: nesterov (SGD), amsgrad (Adam), centered (RMSprop).
+// kVariant is the kind's own switch: nesterov (SGD), amsgrad (Adam), centered (RMSprop); the
+// other kinds have none (false).
 template <Kind K, bool kMomentum, bool kVariant, bool kDecay, bool kClip>
 void update_tensor(const math::OptimizerStep& step, double scale, float* w, const float* g,
                    float* s0, float* s1, float* s2, std::int64_t n) {
   // The slots this combination has (kernel_math.hpp's update_element order).
-  constexpr int kSlots = K == Kind::sgd    ? (kMomentum ? 1 : 0)
-                         : K == Kind::adam ? (kVariant ? 3 : 2)
-                                           : 1 + (kMomentum ? 1 : 0) + (kVariant ? 1 : 0);
+  constexpr int kSlots = K == Kind::sgd       ? (kMomentum ? 1 : 0)
+                         : K == Kind::adam    ? (kVariant ? 3 : 2)
+                         : K == Kind::rmsprop ? 1 + (kMomentum ? 1 : 0) + (kVariant ? 1 : 0)
+                         : K == Kind::adagrad || K == Kind::lion ? 1
+                                                                 : 2;
   cpu::parallel_for(n, 1 << 16, [=](std::int64_t b, std::int64_t e) {
     // The switches set here, where the compiler sees them (the closure reaches this code through
     // OpenMP by pointer), and everything in locals: a float store through w or a slot could
@@ -124,6 +127,21 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
         break;
       case Kind::rmsprop:
         update_kind<Kind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::adagrad:
+        update_kind<Kind::adagrad>(s, false, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::adadelta:
+        update_kind<Kind::adadelta>(s, false, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::adamax:
+        update_kind<Kind::adamax>(s, false, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::nadam:
+        update_kind<Kind::nadam>(s, false, clip, scale, w, g, s0, s1, s2, n);
+        break;
+      case Kind::lion:
+        update_kind<Kind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
     }
   }

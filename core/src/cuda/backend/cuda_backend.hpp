@@ -64,6 +64,11 @@ class CudaBackend final : public backend::Backend {
                       const Tensor* mask, Tensor& probs) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
+  void copy_image_block(const backend::ImageBlock& block, const Tensor& src,
+                        Tensor& dst) override;
+  void upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
+  void upsample_backward(const backend::UpsampleDesc& desc, const Tensor& dy,
+                         Tensor& dx) override;
   void layer_norm_forward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
                           const Tensor* beta, Tensor& y, Tensor& stats) override;
   void layer_norm_backward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor& dy,

@@ -1,5 +1,6 @@
 // The CUDA backend's operations for the merging layers (Subtract, Average, Maximum, Minimum),
-// attention (masked softmax, axis swap) and layer normalization: argument checks shared with
+// attention (masked softmax, axis swap), layer normalization and image blocks (padding,
+// cropping, upsampling): argument checks shared with
 // the CPU backend (backend/op_checks.cpp), then the kernels of cuda/ops/layer_kernels.hpp.
 #include "cuda/backend/cuda_backend.hpp"
 #include "cuda/ops/layer_kernels.hpp"
@@ -54,6 +55,30 @@ void CudaBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_
   require(y, "swap_middle_axes");
   backend::check_swap_middle_axes(x, dims, y);
   cuda::swap_middle_axes(x.data(), y.data(), dims[0], dims[1], dims[2], dims[3], stream_);
+}
+
+void CudaBackend::copy_image_block(const backend::ImageBlock& block, const Tensor& src,
+                                   Tensor& dst) {
+  require(src, "copy_image_block");
+  require(dst, "copy_image_block");
+  backend::check_image_block(block, src, dst);
+  cuda::copy_image_block(block, src.data(), dst.data(), stream_);
+}
+
+void CudaBackend::upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x,
+                                   Tensor& y) {
+  require(x, "upsample_forward");
+  require(y, "upsample_forward");
+  backend::check_upsample(desc, x, y);
+  cuda::upsample_forward(desc, x.data(), y.data(), stream_);
+}
+
+void CudaBackend::upsample_backward(const backend::UpsampleDesc& desc, const Tensor& dy,
+                                    Tensor& dx) {
+  require(dy, "upsample_backward");
+  require(dx, "upsample_backward");
+  backend::check_upsample(desc, dx, dy);
+  cuda::upsample_backward(desc, dy.data(), dx.data(), stream_);
 }
 
 void CudaBackend::layer_norm_forward(const backend::LayerNormDesc& d, const Tensor& x,

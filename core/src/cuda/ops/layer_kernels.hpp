@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/image_geometry.hpp"
 #include "backend/window_math.hpp"
 
 namespace tandem::cuda {
@@ -129,6 +130,18 @@ void masked_softmax(const float* scores, const float* mask, float* probs, std::i
 /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                       std::int64_t d3, cudaStream_t stream);
+
+// ---- ZeroPadding2D, Cropping2D, UpSampling2D ----------------------------------------------------
+
+/// Backend::copy_image_block: one thread per copied value.
+void copy_image_block(const backend::ImageBlock& block, const float* src, float* dst,
+                      cudaStream_t stream);
+/// Backend::upsample_forward (one thread per output value) and upsample_backward (one thread
+/// per input value, summing its block in row-major order as the CPU).
+void upsample_forward(const backend::UpsampleDesc& desc, const float* x, float* y,
+                      cudaStream_t stream);
+void upsample_backward(const backend::UpsampleDesc& desc, const float* dy, float* dx,
+                       cudaStream_t stream);
 
 // ---- LayerNormalization ------------------------------------------------------------------------
 

@@ -77,7 +77,8 @@ void DeviceParameters::push(Model& host, Optimizer& optimizer, cudaStream_t stre
     copy_to_device(values_.data() + layout_.offsets[i], params[i]->value.data(),
                    params[i]->value.size(), stream);
   const auto trainable = host.trainable_parameters();
-  for (Tensor& s : slots_) backend_.fill(s, 0.0f);
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    backend_.fill(slots_[s], optimizer.slot_initial_value(s));
   if (optimizer.slotted_params() != trainable.size() || trainable.empty()) return;
   for (std::size_t i = 0; i < trainable.size(); ++i)
     for (std::size_t s = 0; s < slots_.size(); ++s)

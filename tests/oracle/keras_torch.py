@@ -1,5 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch side of the layer oracle (tests/oracle/layer_oracle_test.cpp).
+"""PyTorch side of the layer, loss and optimizer oracle (tests/oracle/layer_oracle_test.cpp): Keras'
+semantics written with torch operations, never from Tandem's code. A case folder's case.json says
+which: a layer (below), a loss ("loss": per-sample losses, their mean and its gradient) or an
+optimizer ("optimizer": steps over given gradients).
 
 For each folder on the command line, reads <dir>/case.json, written by the C++ test for one layer:
   {"class_name": "MultiHeadAttention", "config": {...Keras config...},
@@ -24,7 +27,7 @@ try:
     import numpy as np
     import torch
 except ImportError as e:
-    print(f"layer_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
+    print(f"keras_torch.py: cannot import {e.name} with {sys.executable}: {e}. "
           "Install Debian's python3-torch (scripts/setup does).", file=sys.stderr)
     sys.exit(3)
 
@@ -174,6 +177,16 @@ def forward(case, inputs, weights):
         return xs[0].amax(dim=1, keepdim=bool(cfg.get("keepdims", False)))
     if cls == "GlobalMaxPooling2D":
         return xs[0].amax(dim=(1, 2), keepdim=bool(cfg.get("keepdims", False)))
+    if cls in ("ZeroPadding2D", "Cropping2D"):
+        key = "padding" if cls == "ZeroPadding2D" else "cropping"
+        (top, bottom), (left, right) = cfg[key]
+        x = xs[0]
+        if cls == "ZeroPadding2D":
+            return torch.nn.functional.pad(x, (0, 0, left, right, top, bottom))
+        return x[:, top:x.shape[1] - bottom, left:x.shape[2] - right, :]
+    if cls == "UpSampling2D":
+        rows, cols = cfg["size"]
+        return xs[0].repeat_interleave(rows, dim=1).repeat_interleave(cols, dim=2)
     if cls == "Rescaling":
         return xs[0] * cfg["scale"] + cfg.get("offset", 0.0)
     if cls == "ELU":
@@ -182,7 +195,7 @@ def forward(case, inputs, weights):
         return torch.relu(xs[0])
     if cls == "Softmax":
         return torch.softmax(xs[0], dim=-1)
-    print(f"layer_torch.py: no PyTorch version of {cls}", file=sys.stderr)
+    print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)
     sys.exit(4)
 
 
@@ -205,7 +218,7 @@ def keras_loss(name, cfg, p, t):
         return (p - t * torch.log(p + eps)).mean(-1)
     if name == "cosine_similarity":
         return -(f.normalize(t, dim=-1, eps=1e-6) * f.normalize(p, dim=-1, eps=1e-6)).sum(-1)
-    print(f"layer_torch.py: no PyTorch version of loss {name}", file=sys.stderr)
+    print(f"keras_torch.py: no PyTorch version of loss {name}", file=sys.stderr)
     sys.exit(4)
 
 
@@ -218,6 +231,64 @@ def run_loss_case(folder, case):
     save(folder, "dpred.bin", p.grad)
 
 
+def keras_optimizer_step(name, cfg, w, g, slots, t):
+    """One step of a Keras 3 optimizer, its rule written out in float32 torch (t from 1)."""
+    lr = torch.tensor(cfg.get("learning_rate", 0.001), dtype=torch.float32)
+    eps = cfg.get("epsilon", 1e-7)
+    b1, b2 = cfg.get("beta_1", 0.9), cfg.get("beta_2", 0.999 if name != "Lion" else 0.99)
+    if name == "Adagrad":
+        slots[0] += g * g
+        return w - lr * g / torch.sqrt(slots[0] + eps)
+    if name == "Adadelta":
+        rho = cfg.get("rho", 0.95)
+        slots[0] = rho * slots[0] + (1 - rho) * g * g
+        delta = -torch.sqrt(slots[1] + eps) * g / torch.sqrt(slots[0] + eps)
+        slots[1] = rho * slots[1] + (1 - rho) * delta * delta
+        return w + lr * delta
+    if name == "Adamax":
+        slots[0] += (g - slots[0]) * (1 - b1)
+        slots[1] = torch.maximum(b2 * slots[1], torch.abs(g))
+        return w - lr * slots[0] / ((1 - b1 ** t) * (slots[1] + eps))
+    if name == "Nadam":
+        u = lambda i: b1 * (1.0 - 0.5 * (0.96 ** i))
+        product = 1.0
+        for i in range(1, t + 1):
+            product *= u(i)
+        slots[0] += (g - slots[0]) * (1 - b1)
+        slots[1] += (g * g - slots[1]) * (1 - b2)
+        m_hat = u(t + 1) * slots[0] / (1 - product * u(t + 1)) + (1 - u(t)) * g / (1 - product)
+        v_hat = slots[1] / (1 - b2 ** t)
+        return w - m_hat * lr / (torch.sqrt(v_hat) + eps)
+    if name == "Lion":
+        w = w - lr * torch.sign(slots[0] * b1 + g * (1 - b1))
+        slots[0] = slots[0] * b2 + g * (1 - b2)
+        return w
+    print(f"keras_torch.py: no PyTorch version of optimizer {name}", file=sys.stderr)
+    sys.exit(4)
+
+
+def run_optimizer_case(folder, case):
+    """Steps over the gradients Tandem saw; with --torch-optim also torch.optim's own Adadelta."""
+    w = load(folder, case["weights"]).detach()
+    grads = np.fromfile(os.path.join(folder, case["grads"]["file"]), dtype="<f4").reshape(
+        case["grads"]["shape"])
+    name, cfg = case["optimizer"], case.get("config", {})
+    slots = [torch.full_like(w, cfg.get("initial_accumulator_value", 0.1) if name == "Adagrad"
+                             else 0.0) for _ in range(2)]
+    ours = w.clone()
+    for t, g in enumerate(grads, start=1):
+        ours = keras_optimizer_step(name, cfg, ours, torch.tensor(g), slots, t)
+    save(folder, "w_keras.bin", ours)
+    if name == "Adadelta":  # torch.optim's Adadelta is Keras' rule: a second, independent check
+        p = torch.nn.Parameter(w.clone())
+        opt = torch.optim.Adadelta([p], lr=cfg.get("learning_rate", 0.001),
+                                   rho=cfg.get("rho", 0.95), eps=cfg.get("epsilon", 1e-7))
+        for g in grads:
+            p.grad = torch.tensor(g)
+            opt.step()
+        save(folder, "w_torch_optim.bin", p)
+
+
 def main():
     for folder in sys.argv[1:]:
         run_case(folder)
@@ -228,6 +299,9 @@ def run_case(folder):
         case = json.load(f)
     if "loss" in case:
         run_loss_case(folder, case)
+        return
+    if "optimizer" in case:
+        run_optimizer_case(folder, case)
         return
     inputs = {}
     tensors = []
