@@ -169,6 +169,29 @@ TEST_F(BackendOps, ElementwiseMergingOperationsAreTheCpusBitForBit) {
   }
 }
 
+// The ReLU family with parameters: kernel_math's pieces; ELU's exp may differ by an ulp.
+TEST_F(BackendOps, ShapedActivationsFollowTheCpu) {
+  const Tensor x = random_host({300, 17}, 51, -8, 8), g = random_host({300, 17}, 52);
+  backend::ShapedActivation relu6;
+  relu6.capped = true;
+  relu6.max_value = 6;
+  relu6.negative_slope = 0.1f;
+  relu6.threshold = 0.5f;
+  backend::ShapedActivation elu;
+  elu.elu = true;
+  elu.alpha = 0.7f;
+  for (const auto& a : {relu6, elu}) {
+    Tensor y_cpu({300, 17}), y_gpu = gpu_tensor({300, 17});
+    cpu().shaped_activation_forward(a, x, y_cpu);
+    gpu().shaped_activation_forward(a, up(x), y_gpu);
+    expect_close(y_cpu, down(y_gpu), 1e-6, a.elu ? "elu" : "relu");
+    Tensor d_cpu({300, 17}), d_gpu = gpu_tensor({300, 17});
+    cpu().shaped_activation_backward(a, x, g, d_cpu);
+    gpu().shaped_activation_backward(a, up(x), up(g), d_gpu);
+    expect_close(d_cpu, down(d_gpu), 1e-6, a.elu ? "elu gradient" : "relu gradient");
+  }
+}
+
 // Attention's operations: batched GEMMs (cuBLASLt's sums: to rounding), the masked softmax and
 // the axis swap (the same bits where no transcendental differs), layer normalization.
 TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {

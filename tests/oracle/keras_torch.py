@@ -189,6 +189,15 @@ def forward(case, inputs, weights):
         return xs[0].repeat_interleave(rows, dim=1).repeat_interleave(cols, dim=2)
     if cls == "Rescaling":
         return xs[0] * cfg["scale"] + cfg.get("offset", 0.0)
+    if cls in ("ReLU", "LeakyReLU") and (cls == "LeakyReLU" or any(
+            cfg.get(k) for k in ("max_value", "negative_slope", "threshold"))):
+        slope = cfg.get("negative_slope", 0.3 if cls == "LeakyReLU" else 0.0)
+        t = cfg.get("threshold", 0.0)
+        x = xs[0]
+        positive = torch.where(x > t, x, torch.zeros_like(x))
+        if cfg.get("max_value") is not None:
+            positive = torch.clamp(positive, 0.0, cfg["max_value"])
+        return positive - slope * torch.relu(t - x)
     if cls == "ELU":
         return torch.nn.functional.elu(xs[0], alpha=cfg.get("alpha", 1.0))
     if cls == "ReLU":

@@ -84,10 +84,14 @@ class TANDEM_EXPORT Model {
 
   /// Copies weights from another model of the same architecture.
   void copy_weights_from(const Model& other);
-  /// Layer weights as plain data for a checkpoint, and back. load_weights checks that layer
-  /// names, counts and shapes match and names the first mismatch (DataError).
+  /// Layer weights as plain data for a checkpoint, and back. load_weights pairs the file's
+  /// layers with weights with the model's by name when the names are the same set (in any
+  /// order), else — a Keras multi_gpu_model file, the template nested as one layer whose
+  /// weights are named "<layer>/<weight>" — by the nested names, else by order as Keras does;
+  /// it checks counts and shapes and names the first mismatch (DataError). Returns the name of
+  /// the wrapper layer it unwrapped the template from, or "".
   void save_weights(CheckpointData& out) const;
-  void load_weights(const CheckpointData& in, const std::string& source);
+  std::string load_weights(const CheckpointData& in, const std::string& source);
 
  private:
   Model() = default;

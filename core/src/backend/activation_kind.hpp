@@ -1,5 +1,5 @@
 // The element-wise (and row-wise softmax) activation functions every backend implements, by
-// their Keras meaning. Parsing Keras names is nn's (nn/activation_fn.hpp); the arithmetic is
+// their Keras meaning, and the parameters of Keras' ReLU-family layers. Parsing Keras names is nn's (nn/activation_fn.hpp); the arithmetic is
 // backend/kernel_math.hpp's, written once for the host and the device.
 //
 // Header rules: no includes beyond the standard library's; compiles with nvcc -std=c++17.
@@ -25,6 +25,16 @@ enum class ActivationKind {
   hard_swish,     // x * hard_sigmoid(x)
   mish,           // x * tanh(softplus(x))
   log_softmax     // per row, like softmax
+};
+
+/// Keras' ReLU layer with its parameters (LeakyReLU is a ReLU with a negative slope), or its ELU
+/// layer with an alpha: kernel_math's shaped_activation_value says what each computes.
+struct ShapedActivation {
+  bool elu = false;
+  float negative_slope = 0, threshold = 0;  // ReLU, LeakyReLU
+  bool capped = false;                      // ReLU: max_value given
+  float max_value = 0;
+  float alpha = 1;  // ELU
 };
 
 }  // namespace tandem::backend

@@ -320,6 +320,29 @@ TANDEM_HD inline float activation_value(ActivationKind kind, float x) {
   return x;
 }
 
+/// Keras 3's ReLU layer (ReLU.static_call) with its parameters: the positive part is x where
+/// x > threshold (relu(x) for threshold 0), clipped to [0, max_value] when capped; minus
+/// negative_slope * relu(threshold - x). ELU: x for x > 0, else alpha (e^x - 1).
+TANDEM_HD inline float shaped_activation_value(const ShapedActivation& a, float x) {
+  if (a.elu) return x > 0 ? x : fmul(a.alpha, expm1_f(x));
+  float positive = a.threshold != 0 ? (x > a.threshold ? x : 0.0f) : std_max(x, 0.0f);
+  if (a.capped) positive = std_clamp(positive, 0.0f, a.max_value);
+  if (a.negative_slope == 0) return positive;
+  return fsub(positive, fmul(a.negative_slope, std_max(fsub(a.threshold, x), 0.0f)));
+}
+
+/// d shaped_activation_value / dx (0 at the kinks' far side, as the pieces say).
+TANDEM_HD inline float shaped_activation_derivative(const ShapedActivation& a, float x) {
+  if (a.elu) return x > 0 ? 1.0f : fmul(a.alpha, exp_f(x));
+  float slope = (a.threshold != 0 ? x > a.threshold : x > 0) ? 1.0f : 0.0f;
+  if (a.capped) {
+    const float positive = a.threshold != 0 ? (x > a.threshold ? x : 0.0f) : std_max(x, 0.0f);
+    if (!(positive > 0 && positive < a.max_value)) slope = 0.0f;
+  }
+  if (a.negative_slope != 0 && x < a.threshold) slope = fadd(slope, a.negative_slope);
+  return slope;
+}
+
 /// f'(x) given x and y = f(x), as activation_backward's lambdas (every kind but softmax).
 TANDEM_HD inline float activation_derivative(ActivationKind kind, float x, float y) {
   switch (kind) {

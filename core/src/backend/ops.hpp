@@ -250,6 +250,12 @@ class Backend {
   virtual void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
                                    const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) = 0;
 
+  /// Keras' ReLU (with max_value, negative_slope, threshold), LeakyReLU and ELU (alpha) layers:
+  /// y = f(x), and dx = dy * f'(x) (dx may be dy).
+  virtual void shaped_activation_forward(const ShapedActivation& a, const Tensor& x,
+                                         Tensor& y) = 0;
+  virtual void shaped_activation_backward(const ShapedActivation& a, const Tensor& x,
+                                          const Tensor& dy, Tensor& dx) = 0;
   /// Softmax of attention scores with a mask (AttentionMaskDesc); mask may be null. probs may be
   /// scores. The gradient is activation_backward's softmax over rows of tk.
   virtual void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores,

@@ -20,6 +20,7 @@
 #include "nn/position_embedding.hpp"
 #include "nn/rescaling.hpp"
 #include "nn/reshaped_2d.hpp"
+#include "nn/shaped_activation.hpp"
 #include "nn/reshape.hpp"
 #include "tandem/error.hpp"
 
@@ -62,30 +63,57 @@ std::unique_ptr<Layer> make_activation(ConfigObject& c, const std::string& name)
       name, parse_activation(c.get_string("activation"), c.path_of("activation")));
 }
 
-// ReLU, ELU and Softmax: an Activation under Keras' class name. Only their plain forms for now:
-// a capped, leaky or thresholded relu, an ELU alpha other than 1 and a softmax over another axis
-// than the last are refused at their key.
-void require_number(ConfigObject& c, const char* key, double value, const char* what) {
+// ReLU, LeakyReLU and ELU: with their plain activation's parameters an Activation under Keras'
+// class name; otherwise a ShapedActivationLayer (nn/shaped_activation.hpp).
+float read_finite(ConfigObject& c, const char* key, double fallback, bool non_negative) {
   const nlohmann::json* v = c.find(key);
-  if (v && !(v->is_number() && v->get<double>() == value))
-    throw ConfigError(c.path_of(key), std::string("only ") + what + " is supported, got " +
-                                          v->dump());
+  if (!v || v->is_null()) {
+    c.ignore({key});
+    return static_cast<float>(fallback);
+  }
+  if (!v->is_number() || !std::isfinite(v->get<double>()) ||
+      (non_negative && v->get<double>() < 0))
+    throw ConfigError(c.path_of(key), std::string("expected a ") +
+                                          (non_negative ? "non-negative" : "finite") +
+                                          " number, got " + v->dump());
+  return static_cast<float>(v->get<double>());
 }
 
 std::unique_ptr<Layer> make_relu(ConfigObject& c, const std::string& name) {
-  if (c.find("max_value"))
-    throw ConfigError(c.path_of("max_value"), "only an uncapped relu is supported (null)");
-  require_number(c, "negative_slope", 0.0, "negative_slope 0");
-  require_number(c, "threshold", 0.0, "threshold 0");
-  return std::make_unique<Activation>(
-      name, ActivationKind::relu, "ReLU",
-      nlohmann::json{{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}});
+  backend::ShapedActivation a;
+  if (const nlohmann::json* m = c.find("max_value"); m && !m->is_null()) {
+    a.capped = true;
+    a.max_value = read_finite(c, "max_value", 0, true);
+  } else {
+    c.ignore({"max_value"});
+  }
+  a.negative_slope = read_finite(c, "negative_slope", 0, true);
+  a.threshold = read_finite(c, "threshold", 0, false);
+  if (!a.capped && a.negative_slope == 0 && a.threshold == 0)
+    return std::make_unique<Activation>(
+        name, ActivationKind::relu, "ReLU",
+        nlohmann::json{{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}});
+  return std::make_unique<ShapedActivationLayer>(name, "ReLU", a);
+}
+
+std::unique_ptr<Layer> make_leaky_relu(ConfigObject& c, const std::string& name) {
+  if (c.has("negative_slope") && c.has("alpha"))
+    throw ConfigError(c.path_of("alpha"),
+                      "give negative_slope (Keras 3) or alpha (Keras 2's name), not both");
+  backend::ShapedActivation a;
+  a.negative_slope = read_finite(c, c.has("alpha") ? "alpha" : "negative_slope", 0.3, true);
+  c.ignore({"alpha", "negative_slope"});
+  return std::make_unique<ShapedActivationLayer>(name, "LeakyReLU", a);
 }
 
 std::unique_ptr<Layer> make_elu(ConfigObject& c, const std::string& name) {
-  require_number(c, "alpha", 1.0, "alpha 1");
-  return std::make_unique<Activation>(name, ActivationKind::elu, "ELU",
-                                      nlohmann::json{{"alpha", 1.0}});
+  backend::ShapedActivation a;
+  a.elu = true;
+  a.alpha = read_finite(c, "alpha", 1.0, false);
+  if (a.alpha == 1.0f)
+    return std::make_unique<Activation>(name, ActivationKind::elu, "ELU",
+                                        nlohmann::json{{"alpha", 1.0}});
+  return std::make_unique<ShapedActivationLayer>(name, "ELU", a);
 }
 
 std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
@@ -504,6 +532,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Activation", {"activation", make_activation}},
       {"ReLU", {"re_lu", make_relu}},
       {"ELU", {"elu", make_elu}},
+      {"LeakyReLU", {"leaky_re_lu", make_leaky_relu}},
       {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},
       {"Add", {"add", make_merge<Add>}},

@@ -671,21 +671,88 @@ void Model::save_weights(CheckpointData& out) const {
   }
 }
 
-void Model::load_weights(const CheckpointData& in, const std::string& source) {
-  // Pair layers that have weights, in order, as Keras does; names must agree too.
-  std::vector<const LayerWeights*> file_layers;
+namespace {
+
+// The file's layers that hold weights, each paired with a model layer with weights:
+//   by name, when the two sets of names are the same (Keras' by_name; a functional model's
+//     layers may be listed in another order);
+//   unwrapped, when the file holds one layer whose weights are named "<inner layer>/<weight>"
+//     for exactly the model's layers: a model saved from Keras' multi_gpu_model, the template
+//     nested as one layer of the wrapper (the regrouped layers are kept in `regrouped`);
+//   else by order, as Keras' load_weights pairs them, when the counts agree.
+struct WeightPairing {
+  std::vector<LayerWeights> regrouped;
+  std::vector<const LayerWeights*> file_layer;  // per model layer with weights
+  std::string unwrapped_from;                   // the wrapper's layer, when unwrapped
+};
+
+std::vector<const LayerWeights*> by_name(const std::vector<const LayerWeights*>& file,
+                                         const std::vector<Layer*>& model) {
+  std::map<std::string, const LayerWeights*> named;
+  for (const LayerWeights* lw : file) named[lw->layer] = lw;
+  if (named.size() != file.size() || file.size() != model.size()) return {};
+  std::vector<const LayerWeights*> paired;
+  for (Layer* layer : model) {
+    auto it = named.find(layer->name());
+    if (it == named.end()) return {};
+    paired.push_back(it->second);
+  }
+  return paired;
+}
+
+// The nested template's weights regrouped by their inner layer, or nothing when the file is
+// not such a wrapper.
+std::vector<LayerWeights> unwrap_nested(const std::vector<const LayerWeights*>& file) {
+  if (file.size() != 1) return {};
+  std::vector<LayerWeights> inner;
+  for (const NamedTensor& w : file[0]->weights) {
+    const std::size_t slash = w.name.find('/');
+    if (slash == std::string::npos || slash == 0) return {};
+    const std::string layer = w.name.substr(0, slash);
+    if (inner.empty() || inner.back().layer != layer) inner.push_back({layer, {}});
+    inner.back().weights.push_back({w.name.substr(slash + 1), w.value});
+  }
+  return inner;
+}
+
+WeightPairing pair_weights(const CheckpointData& in, const std::vector<Layer*>& model) {
+  WeightPairing p;
+  std::vector<const LayerWeights*> file;
   for (const auto& lw : in.layers)
-    if (!lw.weights.empty()) file_layers.push_back(&lw);
+    if (!lw.weights.empty()) file.push_back(&lw);
+  p.file_layer = by_name(file, model);
+  if (!p.file_layer.empty()) return p;
+  p.regrouped = unwrap_nested(file);
+  std::vector<const LayerWeights*> inner;
+  for (const LayerWeights& lw : p.regrouped) inner.push_back(&lw);
+  p.file_layer = by_name(inner, model);
+  if (!p.file_layer.empty()) {
+    p.unwrapped_from = file[0]->layer;
+    return p;
+  }
+  p.regrouped.clear();
+  if (file.size() == model.size()) p.file_layer = file;
+  return p;
+}
+
+}  // namespace
+
+std::string Model::load_weights(const CheckpointData& in, const std::string& source) {
   std::vector<Layer*> model_layers;
   for (const auto& layer : layers_)
     if (!layer->parameters().empty()) model_layers.push_back(layer.get());
-  if (file_layers.size() != model_layers.size())
-    throw DataError(source + ": holds weights for " + std::to_string(file_layers.size()) +
+  const WeightPairing pairing = pair_weights(in, model_layers);
+  if (pairing.file_layer.size() != model_layers.size()) {
+    std::size_t file_layers = 0;
+    for (const auto& lw : in.layers) file_layers += lw.weights.empty() ? 0 : 1;
+    throw DataError(source + ": holds weights for " + std::to_string(file_layers) +
                     " layers, but model '" + name_ + "' has " +
-                    std::to_string(model_layers.size()) + " layers with weights");
+                    std::to_string(model_layers.size()) +
+                    " layers with weights (and their names do not pair them either)");
+  }
   for (std::size_t i = 0; i < model_layers.size(); ++i) {
     auto params = model_layers[i]->parameters();
-    const auto& lw = *file_layers[i];
+    const auto& lw = *pairing.file_layer[i];
     if (lw.weights.size() != params.size())
       throw DataError(source + ": layer '" + lw.layer + "' has " +
                       std::to_string(lw.weights.size()) + " weights, model layer '" +
@@ -701,8 +768,9 @@ void Model::load_weights(const CheckpointData& in, const std::string& source) {
   for (std::size_t i = 0; i < model_layers.size(); ++i) {
     auto params = model_layers[i]->parameters();
     for (std::size_t j = 0; j < params.size(); ++j)
-      params[j]->value.copy_from(file_layers[i]->weights[j].value);
+      params[j]->value.copy_from(pairing.file_layer[i]->weights[j].value);
   }
+  return pairing.unwrapped_from;
 }
 
 }  // namespace tandem

@@ -35,6 +35,17 @@ using nlohmann::json;
 
 namespace {
 
+// --weights: the file's weights into `model`, saying so when they came from a template nested
+// in a Keras multi_gpu_model file.
+void load_weights_file(Model& model, const std::filesystem::path& file) {
+  const std::string wrapper = model.load_weights(read_checkpoint_file(file), file.string());
+  if (!wrapper.empty())
+    spdlog::info("{}: a multi_gpu_model file: loaded the weights of the template model nested "
+                 "as its layer '{}'",
+                 file.string(), wrapper);
+}
+
+
 struct Datasets {
   std::shared_ptr<Dataset> train, validation, test;
 };
@@ -193,8 +204,7 @@ TrainResult run_training(const TrainRequest& request) {
   Datasets data = open_datasets(rc, true);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
-  if (request.weights)
-    b.model->load_weights(read_checkpoint_file(*request.weights), request.weights->string());
+  if (request.weights) load_weights_file(*b.model, *request.weights);
 
   // Every rank walks the same global order and reads its shard of each batch.
   DataLoaderOptions train_opts{
@@ -365,7 +375,7 @@ struct Inference {
     const RunConfig& rc = request.config;
     const DevicePlan plan = plan_for(rc);
     Datasets d = open_datasets(rc, request.split == "train");
-    built.model->load_weights(read_checkpoint_file(request.weights), request.weights.string());
+    load_weights_file(*built.model, request.weights);
     DataLoaderOptions options{rc.global_batch_size(plan.size()), false, 0, rc.data.prefetch};
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
     loader = std::make_unique<DataLoader>(pick_split(request, d), options);

@@ -168,14 +168,41 @@ TEST(ActivationLayers, KerasNamedActivationLayersAreTheirActivation) {
   EXPECT_EQ(one_layer("Softmax", {})->layer(0).config()["axis"], -1);
 }
 
-TEST(ActivationLayers, VariantsNotYetSupportedAreRefusedAtTheirKey) {
-  EXPECT_NE(refusal("ReLU", {{"max_value", 6.0}}).find("'model.config.layers[0].config.max_value'"),
+// With parameters, ReLU, LeakyReLU and ELU compute Keras 3's formulas (values checked against
+// PyTorch in tests/oracle); their configs round-trip; impossible parameters are refused at their
+// key.
+TEST(ActivationLayers, ParametrisedFormsComputeKerasFormulasAndBadValuesAreRefused) {
+  // one_layer's models take (3, 5) samples: the six values of interest first, zeros after.
+  Tensor x({1, 3, 5});
+  const float probes[] = {-3, -1, 0.5f, 2, 5, 8};
+  for (int i = 0; i < 6; ++i) x[i] = probes[i];
+  const auto values = [&](const char* cls, nlohmann::json config) {
+    auto m = one_layer(cls, config);
+    const Tensor& y = m->forward(x, false);
+    auto again = Model::from_config(m->config(), "model", 0);
+    EXPECT_EQ(again->layer(0).config(), m->layer(0).config());
+    return std::vector<float>(y.data(), y.data() + 6);
+  };
+  // relu6 with a leak below 0: -0.1 * relu(-x) + clip(relu(x), 0, 6)
+  EXPECT_EQ(values("ReLU", {{"max_value", 6.0}, {"negative_slope", 0.1}}),
+            (std::vector<float>{-0.3f, -0.1f, 0.5f, 2, 5, 6}));
+  // a threshold of 1: x where x > 1, else 0 (no leak)
+  EXPECT_EQ(values("ReLU", {{"threshold", 1.0}}), (std::vector<float>{0, 0, 0, 2, 5, 8}));
+  EXPECT_EQ(values("LeakyReLU", nlohmann::json::object()),  // Keras' default slope 0.3
+            (std::vector<float>{0.3f * -3, 0.3f * -1, 0.5f, 2, 5, 8}));
+  EXPECT_EQ(values("LeakyReLU", {{"alpha", 0.5}}),  // Keras 2's key
+            (std::vector<float>{-1.5f, -0.5f, 0.5f, 2, 5, 8}));
+  const auto elu = values("ELU", {{"alpha", 0.5}});
+  EXPECT_FLOAT_EQ(elu[0], static_cast<float>(0.5 * std::expm1(-3.0)));
+  EXPECT_FLOAT_EQ(elu[3], 2.0f);
+
+  EXPECT_NE(refusal("ReLU", {{"max_value", -1.0}})
+                .find("'model.config.layers[0].config.max_value': expected a non-negative number"),
+            std::string::npos)
+      << refusal("ReLU", {{"max_value", -1.0}});
+  EXPECT_NE(refusal("LeakyReLU", {{"alpha", 0.1}, {"negative_slope", 0.1}}).find("not both"),
             std::string::npos);
-  EXPECT_NE(refusal("ReLU", {{"negative_slope", 0.1}})
-                .find("'model.config.layers[0].config.negative_slope': only negative_slope 0"),
-            std::string::npos);
-  EXPECT_NE(refusal("ELU", {{"alpha", 0.5}}).find("only alpha 1 is supported, got 0.5"),
-            std::string::npos);
+  EXPECT_NE(refusal("ELU", {{"alpha", "x"}}).find("expected a finite number"), std::string::npos);
   EXPECT_NE(refusal("Softmax", {{"axis", 1}}).find("only the last axis (-1)"), std::string::npos);
   EXPECT_EQ(refusal("ReLU", {{"max_value", nullptr}, {"threshold", 0}}), "(no error)");
 }

@@ -38,6 +38,9 @@ class CpuBackend final : public Backend {
                           std::int64_t cols) override;
   void activation_backward(ActivationKind kind, const Tensor& in, const Tensor& out,
                            const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) override;
+  void shaped_activation_forward(const ShapedActivation& a, const Tensor& x, Tensor& y) override;
+  void shaped_activation_backward(const ShapedActivation& a, const Tensor& x, const Tensor& dy,
+                                  Tensor& dx) override;
   void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores, const Tensor* mask,
                       Tensor& probs) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

@@ -1,5 +1,6 @@
 // The CPU backend's element-wise arithmetic for the merging layers (Subtract, Average, Maximum,
-// Minimum) and the layers that scale their input (Rescaling, attention's query scaling).
+// Minimum), the layers that scale their input (Rescaling, attention's query scaling) and the
+// ReLU-family layers with parameters.
 #include <stdexcept>
 #include <string>
 
@@ -68,6 +69,27 @@ void CpuBackend::route_gradient(const Tensor& winner, int index, const Tensor& d
   float* gx = dx.data();
   const auto tag = static_cast<float>(index);
   each(dx.size(), [&](std::int64_t i) { gx[i] = wp[i] == tag ? g[i] : 0.0f; });
+}
+
+void CpuBackend::shaped_activation_forward(const ShapedActivation& a, const Tensor& x,
+                                           Tensor& y) {
+  require_all(*this, {&x, &y}, "shaped_activation_forward");
+  check_same_sizes(x.size(), y.size(), y.size(), "shaped_activation_forward");
+  const float* xp = x.data();
+  float* yp = y.data();
+  each(y.size(), [&](std::int64_t i) { yp[i] = math::shaped_activation_value(a, xp[i]); });
+}
+
+void CpuBackend::shaped_activation_backward(const ShapedActivation& a, const Tensor& x,
+                                            const Tensor& dy, Tensor& dx) {
+  require_all(*this, {&x, &dy, &dx}, "shaped_activation_backward");
+  check_same_sizes(x.size(), dy.size(), dx.size(), "shaped_activation_backward");
+  const float* xp = x.data();
+  const float* g = dy.data();
+  float* gx = dx.data();
+  each(dx.size(), [&](std::int64_t i) {
+    gx[i] = math::fmul(g[i], math::shaped_activation_derivative(a, xp[i]));
+  });
 }
 
 }  // namespace tandem::backend

@@ -60,6 +60,10 @@ class CudaBackend final : public backend::Backend {
   void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                       Tensor& winner) override;
   void route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) override;
+  void shaped_activation_forward(const backend::ShapedActivation& a, const Tensor& x,
+                                 Tensor& y) override;
+  void shaped_activation_backward(const backend::ShapedActivation& a, const Tensor& x,
+                                  const Tensor& dy, Tensor& dx) override;
   void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
                       const Tensor* mask, Tensor& probs) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

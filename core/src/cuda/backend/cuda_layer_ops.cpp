@@ -39,6 +39,23 @@ void CudaBackend::route_gradient(const Tensor& winner, int index, const Tensor& 
   cuda::route_gradient(winner.data(), index, dy.data(), dx.data(), dx.size(), stream_);
 }
 
+void CudaBackend::shaped_activation_forward(const backend::ShapedActivation& a, const Tensor& x,
+                                            Tensor& y) {
+  require(x, "shaped_activation_forward");
+  require(y, "shaped_activation_forward");
+  backend::check_same_sizes(x.size(), y.size(), y.size(), "shaped_activation_forward");
+  cuda::shaped_activation_forward(a, x.data(), y.data(), y.size(), stream_);
+}
+
+void CudaBackend::shaped_activation_backward(const backend::ShapedActivation& a,
+                                             const Tensor& x, const Tensor& dy, Tensor& dx) {
+  require(x, "shaped_activation_backward");
+  require(dy, "shaped_activation_backward");
+  require(dx, "shaped_activation_backward");
+  backend::check_same_sizes(x.size(), dy.size(), dx.size(), "shaped_activation_backward");
+  cuda::shaped_activation_backward(a, x.data(), dy.data(), dx.data(), dx.size(), stream_);
+}
+
 void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tensor& scores,
                                  const Tensor* mask, Tensor& probs) {
   require(scores, "masked_softmax");

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/activation_kind.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/window_math.hpp"
 
@@ -119,6 +120,12 @@ void extreme_update(bool maximum, const float* x, int index, float* out, float* 
 /// dx = dy where winner == index, else 0.
 void route_gradient(const float* winner, int index, const float* dy, float* dx, std::int64_t n,
                     cudaStream_t stream);
+
+/// Backend::shaped_activation_forward / _backward (kernel_math's shaped_activation_*).
+void shaped_activation_forward(const backend::ShapedActivation& a, const float* x, float* y,
+                               std::int64_t n, cudaStream_t stream);
+void shaped_activation_backward(const backend::ShapedActivation& a, const float* x,
+                                const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
 
 // ---- Attention -------------------------------------------------------------------------------
 

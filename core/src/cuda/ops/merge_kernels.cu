@@ -1,5 +1,5 @@
 // Private (CUDA module): the merging layers' element-wise kernels (Subtract, Average, Maximum,
-// Minimum) and affine scaling, kernel_math's float operations one by one, as the CPU backend.
+// Minimum), affine scaling and the ReLU-family layers with parameters, kernel_math's float operations one by one, as the CPU backend.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
@@ -38,7 +38,33 @@ __global__ void route_kernel(const float* winner, int index, const float* dy, fl
     dx[i] = winner[i] == tag ? dy[i] : 0.0f;
 }
 
+__global__ void shaped_forward_kernel(backend::ShapedActivation a, const float* x, float* y,
+                                      std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    y[i] = math::shaped_activation_value(a, x[i]);
+}
+
+__global__ void shaped_backward_kernel(backend::ShapedActivation a, const float* x,
+                                       const float* dy, float* dx, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    dx[i] = math::fmul(dy[i], math::shaped_activation_derivative(a, x[i]));
+}
+
 }  // namespace
+
+void shaped_activation_forward(const backend::ShapedActivation& a, const float* x, float* y,
+                               std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  shaped_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, x, y, n);
+  check_launch("shaped_activation_forward");
+}
+
+void shaped_activation_backward(const backend::ShapedActivation& a, const float* x,
+                                const float* dy, float* dx, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  shaped_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, x, dy, dx, n);
+  check_launch("shaped_activation_backward");
+}
 
 void subtract(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
