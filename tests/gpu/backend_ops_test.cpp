@@ -151,6 +151,11 @@ TEST_F(BackendOps, ElementwiseMergingOperationsAreTheCpusBitForBit) {
   cpu().affine(x, 1.0f / 3.0f, 0.25f, s_cpu);
   gpu().affine(up(x), 1.0f / 3.0f, 0.25f, s_gpu);
   expect_same(s_cpu, down(s_gpu), "affine");
+  const Tensor scale = random_host({17}, 24), shift = random_host({17}, 25);
+  const Tensor shift_gpu = up(shift);
+  cpu().column_affine(x, scale, &shift, s_cpu, 17);
+  gpu().column_affine(up(x), up(scale), &shift_gpu, s_gpu, 17);
+  expect_same(s_cpu, down(s_gpu), "column_affine");
   for (bool maximum : {true, false}) {
     Tensor m_cpu({300, 17}), w_cpu({300, 17}), m_gpu = gpu_tensor({300, 17}),
                              w_gpu = gpu_tensor({300, 17});

@@ -187,6 +187,13 @@ def forward(case, inputs, weights):
     if cls == "UpSampling2D":
         rows, cols = cfg["size"]
         return xs[0].repeat_interleave(rows, dim=1).repeat_interleave(cols, dim=2)
+    if cls == "Normalization":
+        mean = torch.tensor(cfg["mean"], dtype=torch.float32)
+        deviation = torch.clamp(torch.sqrt(torch.tensor(cfg["variance"], dtype=torch.float32)),
+                                min=1e-7)
+        if cfg.get("invert", False):
+            return mean + xs[0] * deviation
+        return (xs[0] - mean) / deviation
     if cls == "Rescaling":
         return xs[0] * cfg["scale"] + cfg.get("offset", 0.0)
     if cls in ("ReLU", "LeakyReLU") and (cls == "LeakyReLU" or any(

@@ -202,9 +202,9 @@ void compare_with_torch(const Ran& run) {
     EXPECT_LE(relative_error(params[j]->grad, weight_grads[j]), kBar)
         << "gradient of " << params[j]->name;
   }
-  // Negative control: one output value off by 1e-3 of the scale must miss the bar.
+  // Negative control: one output value off by 1e-3 of the output's scale must miss the bar.
   Tensor off = run.y.clone();
-  off[off.size() / 2] += 1e-3f * std::max(1.0f, std::fabs(off[off.size() / 2]));
+  off[off.size() / 2] += static_cast<float>(1e-3 * std::max(1.0, max_abs(run.y)));
   EXPECT_GT(relative_error(off, read_floats(dir / "y.bin", run.y.size())), kBar);
 }
 
@@ -319,6 +319,12 @@ TEST(LayerOracle, NewActivationsAndRescalingMatchPyTorch) {
                    {{"", {4, 25}, false, 3.0f}}});
   cases.push_back({"LeakyReLU", entry("LeakyReLU", {{"negative_slope", 0.25}}), {{"", {4, 25}}}});
   cases.push_back({"ELUAlpha", entry("ELU", {{"alpha", 0.7}}), {{"", {4, 25}, false, 3.0f}}});
+  cases.push_back({"Normalization",
+                   entry("Normalization", {{"mean", {0.5, -1, 2}}, {"variance", {4, 0.25, 1e-20}}}),
+                   {{"", {4, 2, 3}, false, 3.0f}}});  // the third variance under the 1e-7 floor
+  cases.push_back({"NormalizationInvert",
+                   entry("Normalization", {{"mean", 1.5}, {"variance", 9}, {"invert", true}}),
+                   {{"", {4, 5}}}});
   cases.push_back({"Rescaling", entry("Rescaling", {{"scale", 0.25}, {"offset", -1.5}}),
                        {{"", {3, 4, 2}}}});
   check_against_torch(cases);

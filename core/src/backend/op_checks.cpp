@@ -40,6 +40,16 @@ void require_device(const Backend& backend, const Tensor& t, const char* operati
                            " backend");
 }
 
+void check_column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
+                         const Tensor& y, std::int64_t cols) {
+  if (cols <= 0 || x.size() % cols != 0 || y.size() != x.size() || scale.size() != cols ||
+      (shift && shift->size() != cols))
+    throw std::logic_error("backend operation column_affine: " + std::to_string(x.size()) +
+                           " values are not rows of " + std::to_string(cols) + " matching " +
+                           std::to_string(scale.size()) + " scales" +
+                           (shift ? " and " + std::to_string(shift->size()) + " shifts" : ""));
+}
+
 void check_batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
   if (d.batch < 0 || d.epilogue != GemmEpilogue::none || a.size() != d.batch * d.m * d.k ||
       b.size() != d.batch * d.k * d.n || c.size() != d.batch * d.m * d.n)

@@ -227,6 +227,10 @@ class Backend {
   virtual void subtract(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   /// out = x * scale + offset element-wise, in float (out may be x).
   virtual void affine(const Tensor& x, float scale, float offset, Tensor& out) = 0;
+  /// y[r, c] = x[r, c] * scale[c] + shift[c] over rows of `cols` values (shift may be null: 0):
+  /// Normalization with its fixed statistics, and its gradient (dy * scale). y may be x.
+  virtual void column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
+                             Tensor& y, std::int64_t cols) = 0;
   /// One input of an element-wise maximum (or minimum) of several: input 0 sets out = x and
   /// winner = 0; input `index` > 0 replaces the elements it beats strictly (x > out, or x < out),
   /// recording `index` in winner (so a tie goes to the earliest input). All the same size.
@@ -341,6 +345,10 @@ void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,
 std::int64_t check_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
                            const Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
                            std::int64_t width);
+/// Throws std::logic_error unless x and y are whole rows of `cols` values and scale (and shift)
+/// hold one value per column.
+void check_column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
+                         const Tensor& y, std::int64_t cols);
 /// Throws std::logic_error unless a, b and c hold desc.batch products of desc's shapes, without
 /// an epilogue (gemm with batch > 1).
 void check_batched_gemm(const GemmDesc& desc, const Tensor& a, const Tensor& b, const Tensor& c);

@@ -15,6 +15,7 @@
 #include "nn/elementwise_merge.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/merge.hpp"
+#include "nn/normalization.hpp"
 #include "nn/multi_head_attention.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
@@ -390,6 +391,38 @@ std::unique_ptr<Layer> make_global_max_pooling(ConfigObject& c, const std::strin
   return std::make_unique<GlobalMaxPooling>(name, kSpatialAxes, c.get_bool("keepdims", false));
 }
 
+// Normalization's mean / variance: a number or a list of numbers (variances >= 0).
+std::vector<double> read_statistics(ConfigObject& c, const char* key, bool non_negative) {
+  const nlohmann::json* v = c.find(key);
+  if (!v || v->is_null())
+    throw ConfigError(c.path_of(key),
+                      "give the statistics adapt() computed (Tandem takes them from the config: "
+                      "a number or one per feature)");
+  std::vector<double> out;
+  const nlohmann::json list = v->is_array() ? *v : nlohmann::json::array({*v});
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& e = list[i];
+    if (!e.is_number() || !std::isfinite(e.get<double>()) || (non_negative && e.get<double>() < 0))
+      throw ConfigError(c.path_of(key) + (v->is_array() ? "[" + std::to_string(i) + "]" : ""),
+                        std::string("expected a ") + (non_negative ? "non-negative" : "finite") +
+                            " number, got " + e.dump());
+    out.push_back(e.get<double>());
+  }
+  if (out.empty()) throw ConfigError(c.path_of(key), "expected at least one value");
+  return out;
+}
+
+std::unique_ptr<Layer> make_normalization(ConfigObject& c, const std::string& name) {
+  if (const nlohmann::json* a = c.find("axis"); a && !(*a == -1 || *a == nlohmann::json{-1}))
+    throw ConfigError(c.path_of("axis"),
+                      "only the last axis (-1) is supported, got " + a->dump());
+  c.ignore({"axis"});
+  std::vector<double> mean = read_statistics(c, "mean", false);
+  std::vector<double> variance = read_statistics(c, "variance", true);
+  return std::make_unique<Normalization>(name, std::move(mean), std::move(variance),
+                                         c.get_bool("invert", false));
+}
+
 std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) {
   const auto scalar = [&](const char* key, double fallback) {
     const nlohmann::json* v = c.find(key);
@@ -553,6 +586,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},
       {"GlobalMaxPooling2D", {"global_max_pooling2d", make_global_max_pooling<2>}},
       {"Rescaling", {"rescaling", make_rescaling}},
+      {"Normalization", {"normalization", make_normalization}},
       {"ZeroPadding2D", {"zero_padding2d", make_zero_padding2d}},
       {"Cropping2D", {"cropping2d", make_cropping2d}},
       {"UpSampling2D", {"up_sampling2d", make_up_sampling2d}},

@@ -45,6 +45,21 @@ void CpuBackend::affine(const Tensor& x, float scale, float offset, Tensor& out)
   each(out.size(), [&](std::int64_t i) { op[i] = math::fadd(math::fmul(xp[i], scale), offset); });
 }
 
+void CpuBackend::column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
+                               Tensor& y, std::int64_t cols) {
+  require_all(*this, {&x, &scale, &y}, "column_affine");
+  if (shift) require_device(*this, *shift, "column_affine");
+  check_column_affine(x, scale, shift, y, cols);
+  const float* xp = x.data();
+  const float* a = scale.data();
+  const float* b = shift ? shift->data() : nullptr;
+  float* yp = y.data();
+  each(y.size(), [&](std::int64_t i) {
+    const std::int64_t c = i % cols;
+    yp[i] = b ? math::fadd(math::fmul(xp[i], a[c]), b[c]) : math::fmul(xp[i], a[c]);
+  });
+}
+
 void CpuBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                                 Tensor& winner) {
   require_all(*this, {&x, &out, &winner}, "extreme_update");

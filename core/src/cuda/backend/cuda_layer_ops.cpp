@@ -22,6 +22,17 @@ void CudaBackend::affine(const Tensor& x, float scale, float offset, Tensor& out
   cuda::affine(x.data(), out.data(), out.size(), scale, offset, stream_);
 }
 
+void CudaBackend::column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
+                                Tensor& y, std::int64_t cols) {
+  require(x, "column_affine");
+  require(scale, "column_affine");
+  require(y, "column_affine");
+  if (shift) require(*shift, "column_affine");
+  backend::check_column_affine(x, scale, shift, y, cols);
+  cuda::column_affine(x.data(), scale.data(), shift ? shift->data() : nullptr, y.data(),
+                      y.size(), cols, stream_);
+}
+
 void CudaBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                                  Tensor& winner) {
   require(x, "extreme_update");

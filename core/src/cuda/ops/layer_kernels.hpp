@@ -114,6 +114,9 @@ void subtract(const float* a, const float* b, float* out, std::int64_t n, cudaSt
 /// out = x * scale + offset.
 void affine(const float* x, float* out, std::int64_t n, float scale, float offset,
             cudaStream_t stream);
+/// y[i] = x[i] * scale[i % cols] (+ shift[i % cols]).
+void column_affine(const float* x, const float* scale, const float* shift, float* y,
+                   std::int64_t n, std::int64_t cols, cudaStream_t stream);
 /// Input `index` of an element-wise maximum (minimum): Backend::extreme_update.
 void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
                     std::int64_t n, cudaStream_t stream);

@@ -21,6 +21,14 @@ __global__ void affine_kernel(const float* x, float* out, std::int64_t n, float 
     out[i] = math::fadd(math::fmul(x[i], scale), offset);
 }
 
+__global__ void column_affine_kernel(const float* x, const float* scale, const float* shift,
+                                     float* y, std::int64_t n, std::int64_t cols) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const std::int64_t c = i % cols;
+    y[i] = shift ? math::fadd(math::fmul(x[i], scale[c]), shift[c]) : math::fmul(x[i], scale[c]);
+  }
+}
+
 __global__ void extreme_kernel(bool maximum, const float* x, int index, float* out,
                                float* winner, std::int64_t n) {
   const auto tag = static_cast<float>(index);
@@ -77,6 +85,13 @@ void affine(const float* x, float* out, std::int64_t n, float scale, float offse
   if (n <= 0) return;
   affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, out, n, scale, offset);
   check_launch("affine");
+}
+
+void column_affine(const float* x, const float* scale, const float* shift, float* y,
+                   std::int64_t n, std::int64_t cols, cudaStream_t stream) {
+  if (n <= 0) return;
+  column_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, shift, y, n, cols);
+  check_launch("column_affine");
 }
 
 void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
