@@ -290,14 +290,9 @@ Padding read_padding(ConfigObject& c) {
                     "expected one of 'valid', 'same', got '" + c.get_string("padding") + "'");
 }
 
-std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
-  Conv2DOptions o;
-  o.filters = c.positive_int("filters");
-  o.kernel_size = read_pair(c, "kernel_size", std::nullopt);
-  o.strides = read_pair(c, "strides", Pair{1, 1});
-  o.padding = read_padding(c);
-  c.one_of("data_format", "channels_last", {"channels_last"});
-  o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+// What Conv1D and Conv2D read alike, after their sizes (a 1-D size is the pair (1, n)): the
+// strides/dilation check, groups, activation, bias and initializers.
+void read_convolution_rest(ConfigObject& c, Conv2DOptions& o) {
   if (std::max(o.strides[0], o.strides[1]) > 1 &&
       std::max(o.dilation_rate[0], o.dilation_rate[1]) > 1)
     throw ConfigError(
@@ -314,6 +309,17 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
   require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
                    "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"});
+}
+
+std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  o.filters = c.positive_int("filters");
+  o.kernel_size = read_pair(c, "kernel_size", std::nullopt);
+  o.strides = read_pair(c, "strides", Pair{1, 1});
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  read_convolution_rest(c, o);
   return std::make_unique<Conv2D>(name, o);
 }
 
@@ -357,20 +363,7 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   o.padding = read_padding_1d(c);
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = read_single(c, "dilation_rate", 1);
-  if (o.strides[1] > 1 && o.dilation_rate[1] > 1)
-    throw ConfigError(c.path_of("dilation_rate"),
-                      "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
-  if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
-    throw ConfigError(c.path_of("groups"),
-                      "only groups=1 is supported by Tandem, got " + std::to_string(groups));
-  o.activation = read_activation(c, "activation");
-  o.use_bias = c.get_bool("use_bias", true);
-  if (const auto* k = c.find("kernel_initializer"))
-    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
-  if (const auto* b = c.find("bias_initializer"))
-    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"});
+  read_convolution_rest(c, o);
   return std::make_unique<Conv1D>(name, o);
 }
 
