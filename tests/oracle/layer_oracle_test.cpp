@@ -223,10 +223,6 @@ void check_against_torch(const std::vector<Case>& cases) {
   for (const Ran& run : runs) compare_with_torch(run);
 }
 
-std::string c_str_of(const json& j) {
-  return j.dump();
-}
-
 json entry(const std::string& cls, json config = json::object()) {
   config["name"] = "layer_under_test";
   return {{"class_name", cls}, {"config", config}};
@@ -396,7 +392,7 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
   const auto r = test::run_command(command);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   for (std::size_t k = 0; k < cases.size(); ++k) {
-    SCOPED_TRACE(c_str_of(cases[k].spec));
+    SCOPED_TRACE(cases[k].spec.dump());
     const double torch_value = read_floats(dirs[k] / "loss.bin", 1)[0];
     EXPECT_LE(std::fabs(values[k] - torch_value), kBar * std::max(1.0, std::fabs(torch_value)))
         << "loss " << values[k] << ", torch " << torch_value;

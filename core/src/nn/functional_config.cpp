@@ -83,12 +83,23 @@ CallSpec read_keras2_call(const json& node, const std::string& path) {
 // list of tensors (a merging layer's), later positional tensors are named "#1", "#2", ...
 CallSpec read_keras3_call(const json& node, const std::string& path) {
   CallSpec spec;
-  const json& args = node["args"];
+  json args = node["args"];
+  json kwargs = node.value("kwargs", json::object());
+  std::string first_path = path + ".args[0]";
+  // A call made with keywords only (mha(query=x, value=x)): the first argument is the one Keras
+  // names `inputs` (most layers) or `query` (attention).
+  if (args.is_array() && args.empty() && kwargs.is_object())
+    for (const char* key : {"inputs", "query"})
+      if (kwargs.contains(key) && !kwargs[key].is_null()) {
+        args.push_back(kwargs[key]);
+        kwargs.erase(key);
+        first_path = path + ".kwargs." + key;
+        break;
+      }
   if (!args.is_array() || args.empty())
     throw ConfigError(path + ".args", "expected the call's arguments (a non-empty list), got " +
-                                          args.dump());
+                                          node["args"].dump());
   const json& first = args[0];
-  const std::string first_path = path + ".args[0]";
   if (first.is_array()) {
     for (std::size_t i = 0; i < first.size(); ++i)
       spec.inputs.push_back(read_keras_tensor(first[i], at_index(first_path, i)));
@@ -107,8 +118,7 @@ CallSpec read_keras3_call(const json& node, const std::string& path) {
     name += std::to_string(i);
     spec.names.push_back(std::move(name));
   }
-  if (node.contains("kwargs"))
-    read_keywords(node["kwargs"], path + ".kwargs", spec, is_keras_tensor, read_keras_tensor);
+  read_keywords(kwargs, path + ".kwargs", spec, is_keras_tensor, read_keras_tensor);
   return spec;
 }
 

@@ -413,6 +413,14 @@ TEST(FunctionalModel, AttentionCallArgumentsReadInBothFormsAndRoundTrip) {
   const json written = k2->config();
   EXPECT_EQ(written["config"]["layers"][1]["inbound_nodes"],
             json::parse(R"([[["x", 0, 0, {"value": ["x", 0, 0], "use_causal_mask": true}]]])"));
+  // Keras 3, called with keywords only: mha(query=x, value=x, use_causal_mask=True).
+  json keywords = keras3_attention_model();
+  json& node = keywords["config"]["layers"][1]["inbound_nodes"][0];
+  node["kwargs"]["query"] = node["args"][0];
+  node["kwargs"]["value"] = node["args"][1];
+  node["args"] = json::array();
+  EXPECT_EQ(test::to_double(Model::from_config(keywords, "model", 5)->forward(x, false)),
+            test::to_double(y2));
   auto again = Model::from_config(written, "model", 5);
   EXPECT_EQ(test::to_double(again->forward(x, false)), test::to_double(y2));
   // The option is in force: without the causal mask the same weights give other outputs.
