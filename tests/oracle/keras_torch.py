@@ -154,6 +154,16 @@ def forward(case, inputs, weights):
     merge = elementwise(cls)
     if merge:
         return merge(xs)
+    if cls == "Dot":
+        axes = cfg["axes"] if isinstance(cfg["axes"], list) else [cfg["axes"], cfg["axes"]]
+        a, b = xs
+        axes = [ax if ax >= 0 else a.dim() + ax for ax in axes]
+        if a.dim() == 2:  # (batch, n) . (batch, n) -> (batch, 1)
+            return (a * b).sum(dim=1, keepdim=True)
+        # batch_dot: contract a's axes[0] with b's axes[1]; free axes in order (a's, then b's)
+        return torch.einsum("bij,bik->bjk" if axes == [1, 1] else
+                            "bij,bkj->bik" if axes == [2, 2] else
+                            "bij,bjk->bik" if axes == [2, 1] else "bij,bki->bjk", a, b)
     if cls == "Concatenate":
         return torch.cat(xs, dim=keras_axis(cfg.get("axis", -1), xs[0].dim()))
     if cls == "LayerNormalization":

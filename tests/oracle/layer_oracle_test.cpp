@@ -233,6 +233,12 @@ TEST(LayerOracle, MergingLayersMatchPyTorch) {
   for (const char* cls : {"Add", "Multiply", "Average", "Maximum", "Minimum"})
     cases.push_back({cls, entry(cls), {{"", {3, 4, 5}}, {"", {3, 4, 5}}, {"", {3, 4, 5}}}});
   cases.push_back({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
+  cases.push_back({"DotVectors", entry("Dot", {{"axes", -1}}), {{"", {3, 7}}, {"", {3, 7}}}});
+  cases.push_back({"DotLastAxes", entry("Dot", {{"axes", 2}}), {{"", {2, 4, 5}}, {"", {2, 3, 5}}}});
+  cases.push_back({"DotFirstAxes", entry("Dot", {{"axes", 1}}), {{"", {2, 4, 5}}, {"", {2, 4, 3}}}});
+  cases.push_back({"DotMixed", entry("Dot", {{"axes", {2, 1}}}), {{"", {2, 4, 5}}, {"", {2, 5, 3}}}});
+  cases.push_back({"DotMixedOther", entry("Dot", {{"axes", {1, 2}}}),
+                   {{"", {2, 4, 5}}, {"", {2, 3, 4}}}});
   cases.push_back({"Concatenate", entry("Concatenate", {{"axis", 1}}),
                        {{"", {2, 3, 4}}, {"", {2, 5, 4}}}});
   check_against_torch(cases);

@@ -5,6 +5,7 @@
 
 #include "nn/activation.hpp"
 #include "nn/batch_normalization.hpp"
+#include "nn/dot.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
@@ -240,6 +241,28 @@ std::unique_ptr<Layer> make_concatenate(ConfigObject& c, const std::string& name
     throw ConfigError(c.path_of("axis"), "expected a non-batch axis (-1 for the last, 1 for the "
                                          "first after the batch axis), got " + std::to_string(axis));
   return std::make_unique<Concatenate>(name, static_cast<int>(axis));
+}
+
+std::unique_ptr<Layer> make_dot(ConfigObject& c, const std::string& name) {
+  const nlohmann::json& v = c.at("axes");
+  auto axis = [&](const nlohmann::json& e, const std::string& at) {
+    if (!e.is_number_integer() || e.get<std::int64_t>() == 0 || e.get<std::int64_t>() < -2 ||
+        e.get<std::int64_t>() > 2)
+      throw ConfigError(at, "expected a non-batch axis (1, 2, or -1, -2), got " + e.dump());
+    return static_cast<int>(e.get<std::int64_t>());
+  };
+  std::array<int, 2> axes{};
+  if (v.is_array() && v.size() == 2) {
+    axes = {axis(v[0], c.path_of("axes") + "[0]"), axis(v[1], c.path_of("axes") + "[1]")};
+  } else if (!v.is_array()) {
+    axes[0] = axes[1] = axis(v, c.path_of("axes"));
+  } else {
+    throw ConfigError(c.path_of("axes"), "expected an axis or a pair of axes, got " + v.dump());
+  }
+  if (c.get_bool("normalize", false))
+    throw ConfigError(c.path_of("normalize"),
+                      "normalize (cosine proximity) is not supported by Tandem yet");
+  return std::make_unique<Dot>(name, axes);
 }
 
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
@@ -571,6 +594,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
+      {"Dot", {"dot", make_dot}},
       {"Dropout", {"dropout", make_dropout}},
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
