@@ -120,6 +120,8 @@ def conv1d(cfg, x, w):
     h = x.permute(0, 2, 1)  # (batch, channels, steps)
     if cfg.get("padding", "valid") == "same":
         h = torch.nn.functional.pad(h, tf_same_pads(h.shape[2], k, s, d))
+    if cfg.get("padding") == "causal":  # Keras: (k - 1) * dilation zeros on the left
+        h = torch.nn.functional.pad(h, ((k - 1) * d, 0))
     y = torch.nn.functional.conv1d(h, w["kernel"].permute(2, 1, 0), w.get("bias"), stride=s,
                                    dilation=d)
     y = y.permute(0, 2, 1)

@@ -288,6 +288,14 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
                        entry("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2},
                                         {"padding", "same"}, {"use_bias", false}}),
                        {{"", {2, 10, 2}}}});
+  cases.push_back({"Conv1DCausalDilated",
+                   entry("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2},
+                                    {"padding", "causal"}}),
+                   {{"", {2, 9, 4}}}});
+  cases.push_back({"Conv1DCausalStrided",
+                   entry("Conv1D", {{"filters", 2}, {"kernel_size", 4}, {"strides", 3},
+                                    {"padding", "causal"}, {"activation", "relu"}}),
+                   {{"", {2, 10, 3}}}});
   cases.push_back({"MaxPooling1D", entry("MaxPooling1D", {{"pool_size", 3}, {"strides", 2}}),
                        {{"", {2, 11, 3}}}});
   cases.push_back({"AveragePooling1D", entry("AveragePooling1D", {{"pool_size", 2}}),

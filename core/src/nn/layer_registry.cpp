@@ -371,23 +371,20 @@ Pair read_single(ConfigObject& c, const std::string& key, std::optional<std::int
   return {1, e.get<std::int64_t>()};
 }
 
-Padding read_padding_1d(ConfigObject& c) {
-  if (const auto* p = c.find("padding"); p && p->is_string() && *p == "causal")
-    throw ConfigError(c.path_of("padding"),
-                      "causal padding is not supported by Tandem yet (valid or same are)");
-  return read_padding(c);
-}
 
 std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   Conv2DOptions o;
   o.filters = c.positive_int("filters");
   o.kernel_size = read_single(c, "kernel_size", std::nullopt);
   o.strides = read_single(c, "strides", 1);
-  o.padding = read_padding_1d(c);
+  // "causal": left zeros, then no padding (Conv1D pads them itself).
+  const nlohmann::json* padding = c.find("padding");
+  const bool causal = padding && padding->is_string() && *padding == "causal";
+  o.padding = causal ? Padding::valid : read_padding(c);
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = read_single(c, "dilation_rate", 1);
   read_convolution_rest(c, o);
-  return std::make_unique<Conv1D>(name, o);
+  return std::make_unique<Conv1D>(name, o, causal);
 }
 
 template <PoolKind kKind>

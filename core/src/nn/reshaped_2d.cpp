@@ -1,5 +1,7 @@
 #include "nn/reshaped_2d.hpp"
 
+#include <utility>
+
 #include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
@@ -64,8 +66,11 @@ void require_sequence(const Shape& input_shape, const std::string& who) {
 
 Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
-  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), input_shape,
-                                {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+  input_shape_ = input_shape;
+  left_pad_ = causal_ ? (options_.kernel_size[1] - 1) * options_.dilation_rate[1] : 0;
+  const Shape seen{input_shape[0] + left_pad_, input_shape[1]};  // what the convolution sees
+  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), seen,
+                                {1, seen[0], seen[1]}, std::nullopt, init);
   // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
   Parameter& kernel = *inner_->parameters()[0];
   const Shape kernel_shape{options_.kernel_size[1], input_shape[1], options_.filters};
@@ -74,10 +79,45 @@ Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   return out;
 }
 
+backend::ImageBlock Conv1D::steps_block(std::int64_t batch) const {
+  const std::int64_t steps = input_shape_[0];
+  backend::ImageBlock b;
+  b.batch = batch;
+  b.channels = input_shape_[1];
+  b.src_rows = b.dst_rows = b.rows = 1;
+  b.src_cols = steps;
+  b.dst_cols = steps + left_pad_;
+  b.dst_col = left_pad_;
+  b.cols = steps;
+  return b;
+}
+
+const Tensor& Conv1D::forward(const Tensor& x, bool training) {
+  if (!causal_) return Reshaped2D::forward(x, training);
+  require_batch_of(x, input_shape_, label());
+  const std::int64_t batch = x.dim(0);
+  Tensor& padded = ops().place(padded_, {batch, input_shape_[0] + left_pad_, input_shape_[1]});
+  ops().fill(padded, 0.0f);
+  ops().copy_image_block(steps_block(batch), x, padded);
+  return Reshaped2D::forward(padded, training);
+}
+
+const Tensor& Conv1D::backward(const Tensor& grad_output, bool need_input_grad) {
+  const Tensor& dx = Reshaped2D::backward(grad_output, need_input_grad);
+  if (!causal_ || !need_input_grad) return dx;
+  const std::int64_t batch = grad_output.dim(0);
+  backend::ImageBlock back = steps_block(batch);  // the input's steps out of the padded gradient
+  std::swap(back.src_cols, back.dst_cols);
+  std::swap(back.src_col, back.dst_col);
+  ops().copy_image_block(back, dx, ops().place(grad_input_, with_batch(batch, input_shape_)));
+  return grad_input_;
+}
+
 nlohmann::json Conv1D::config() const {
   nlohmann::json c = one_dimensional_config(Conv2D(name(), options_).config());
   c["trainable"] = trainable();
   c["groups"] = 1;
+  if (causal_) c["padding"] = "causal";
   return c;
 }
 
