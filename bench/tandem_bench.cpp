@@ -383,7 +383,7 @@ json bench_fit(Workload& w, Data data, std::int64_t warm_samples, int epochs) {
   plan.replicas.push_back({tandem::DeviceKind::cpu, 0});
   plan.text = "cpu:1";
   tandem::ReplicaModel meta(*w.model, *w.optimizer, plan);
-  tandem::Trainer trainer(meta, *w.loss, {});
+  tandem::Trainer trainer(meta, tandem::Objective::borrowing(*w.loss, {}));
   tandem::FitOptions fo;
   fo.epochs = 1;
   trainer.fit(warm_loader, nullptr, fo);

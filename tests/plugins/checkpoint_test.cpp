@@ -691,7 +691,8 @@ TEST(CheckpointPlugin, AFashionMlpCheckpointOpensInH5py) {
   auto loss = make_loss(config["loss"], "loss");
   auto optimizer = make_optimizer(config["optimizer"], "optimizer");
   ReplicaModel meta(*model, *optimizer, DevicePlan::cpus(1));
-  Trainer trainer(meta, *loss, make_metrics(config["metrics"], "metrics", *loss, {10}));
+  const auto metrics = make_metrics(config["metrics"], "metrics", *loss, {10});
+  Trainer trainer(meta, Objective::borrowing(*loss, metrics));
   const fs::path dir = scratch_dir("checkpoint-h5py");
   trainer.set_run_dir(dir);
   PluginHost host;

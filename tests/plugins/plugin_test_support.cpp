@@ -38,8 +38,8 @@ PluginRun::PluginRun(const std::string& plan_text, double learning_rate, std::ui
       json{{"class_name", "Adam"}, {"config", {{"learning_rate", learning_rate}}}}, "optimizer");
   const int n = std::stoi(plan_text.substr(plan_text.find(':') + 1));
   meta = std::make_unique<ReplicaModel>(*model, *optimizer, DevicePlan::cpus(n));
-  trainer = std::make_unique<Trainer>(
-      *meta, *loss, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3}));
+  metrics = make_metrics(json::array({"accuracy"}), "metrics", *loss, {3});
+  trainer = std::make_unique<Trainer>(*meta, Objective::borrowing(*loss, metrics));
   events = std::make_unique<EventSink>();
   events->open_file(run_dir / "events.jsonl");
   trainer->set_event_sink(events.get());

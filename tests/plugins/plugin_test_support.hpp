@@ -44,6 +44,7 @@ struct PluginRun {
   std::filesystem::path run_dir;
   std::unique_ptr<Model> model;
   std::unique_ptr<Loss> loss;
+  std::vector<std::unique_ptr<Metric>> metrics;  // the trainer borrows them
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<ReplicaModel> meta;
   std::unique_ptr<Trainer> trainer;

@@ -2,6 +2,11 @@
 // config ("Sequential"; "Functional" or "Model" with input_layers, output_layers and each layer's
 // inbound_nodes). A Sequential model is the graph whose every layer takes the one before it.
 //
+// A functional model may have several inputs and outputs. The data then comes packed: a sample's
+// x is one row holding every input's values, flattened, in input_layers order, and forward()
+// gives one row per sample holding every output's values in output_layers order (forward_outputs
+// gives them apart). With one input and one output, x and the output have their own shapes.
+//
 // The model owns its layers and their parameters. It is the "template" of docs/design.md: device
 // agnostic, savable, the thing every replica is a copy of. Not thread-safe: one thread drives a
 // model at a time (replicas are separate Model objects).
@@ -27,8 +32,8 @@ class TANDEM_EXPORT Model {
  public:
   /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
   /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`, or
-  /// from a functional config in Keras 2's or Keras 3's form (one input, one output; each layer
-  /// called once).
+  /// from a functional config in Keras 2's or Keras 3's form (any number of inputs and outputs;
+  /// a shared layer is called more than once).
   /// Initial weights are drawn from `seed`. Throws ConfigError naming the JSON path (`path` is
   /// the path of `config` itself, e.g. "model").
   static std::unique_ptr<Model> from_config(const nlohmann::json& config, const std::string& path,
@@ -37,8 +42,19 @@ class TANDEM_EXPORT Model {
   std::unique_ptr<Model> clone() const;
 
   const std::string& name() const { return name_; }
-  const Shape& input_shape() const { return input_shape_; }
-  const Shape& output_shape() const { return output_shapes_.back(); }
+  /// A sample's x as forward() takes it: the input's shape, or {total values} for several
+  /// inputs (packed, see above).
+  const Shape& input_shape() const { return packed_input_shape_; }
+  /// A sample's row of forward(): the output's shape, or {total values} for several outputs.
+  const Shape& output_shape() const { return packed_output_shape_; }
+  /// The inputs (InputLayers, in input_layers order; a Sequential model's one input is named
+  /// "") and outputs (the output layers, in output_layers order), each with its sample shape.
+  std::size_t input_count() const { return inputs_.size(); }
+  const std::string& input_name(std::size_t i) const { return inputs_[i].name; }
+  const Shape& input_shape(std::size_t i) const { return inputs_[i].shape; }
+  std::size_t output_count() const { return output_calls_.size(); }
+  const std::string& output_name(std::size_t j) const;
+  const Shape& output_shape(std::size_t j) const { return call_shapes_[output_calls_[j]]; }
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
   const Layer& layer(std::size_t i) const { return *layers_[i]; }
@@ -53,20 +69,30 @@ class TANDEM_EXPORT Model {
   /// The layer call k runs.
   std::size_t call_layer(std::size_t k) const { return calls_[k].layer; }
   /// What call k takes: the indices of the calls whose outputs it reads, in order, with
-  /// kModelInput for the model's input. Each index is < k.
+  /// model_input(i) for the model's input i (kModelInput for the first). Each index is < k.
   static constexpr int kModelInput = -1;
+  static constexpr int model_input(std::size_t i) { return -1 - static_cast<int>(i); }
   const std::vector<int>& call_inputs(std::size_t k) const { return calls_[k].inputs; }
 
-  /// Runs the layers; the returned reference is owned by the last layer (valid until the next
-  /// forward). `training` enables Dropout. `sample_offset`: where x's rows sit in the global
-  /// batch when this model is one replica of several (see Layer::set_sample_offset).
+  /// Runs the layers on x (see input_shape()); the returned reference is owned by the output
+  /// layer or, with several outputs, by the model (valid until the next forward). `training`
+  /// enables Dropout. `sample_offset`: where x's rows sit in the global batch when this model
+  /// is one replica of several (see Layer::set_sample_offset).
   const Tensor& forward(const Tensor& x, bool training, std::int64_t sample_offset = 0);
-  /// Back-propagates dL/d(output), setting every parameter's grad.
+  /// The same, giving each output apart, in output_layers order (owned by their layers).
+  const std::vector<const Tensor*>& forward_outputs(const Tensor& x, bool training,
+                                                    std::int64_t sample_offset = 0);
+  /// Back-propagates dL/d(output) (shaped as forward()'s result), setting every parameter's
+  /// grad.
   void backward(const Tensor& grad_output);
   /// The same, calling after_layer(i) for every layer from the last back, once layer i's
   /// gradients are set (a device replica starts summing them across replicas then).
   void backward(const Tensor& grad_output,
                 const std::function<void(std::size_t layer)>& after_layer);
+  /// The same from each output's gradient apart (as forward_outputs() gives the outputs; the
+  /// tensors stay borrowed until it returns).
+  void backward_outputs(const std::vector<const Tensor*>& grad_outputs,
+                        const std::function<void(std::size_t layer)>& after_layer);
 
   /// All parameters in layer order, trainable ones of each layer first (Keras weight order).
   std::vector<Parameter*> parameters();
@@ -96,8 +122,16 @@ class TANDEM_EXPORT Model {
  private:
   Model() = default;
   std::string name_;
-  nlohmann::json input_layer_config_;
-  Shape input_shape_;
+  // An InputLayer: its name, config (null for a Sequential model given a shape by its first
+  // layer) and sample shape.
+  struct Input {
+    std::string name;
+    nlohmann::json config;
+    Shape shape;
+  };
+  std::vector<Input> inputs_;
+  std::vector<std::size_t> output_calls_;  // the calls giving the outputs, in order
+  Shape packed_input_shape_, packed_output_shape_;
   // Reads the layers of a Sequential or a functional config (into layers_ and inputs_).
   void read_sequential(const nlohmann::json& layers, const std::string& layers_path,
                        std::vector<std::string>& layer_paths);
@@ -106,7 +140,9 @@ class TANDEM_EXPORT Model {
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
   void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
   nlohmann::json functional_config() const;
-  // Keras' name of what a call reads: "dense[1][0]" (kModelInput: the InputLayer's).
+  // Runs every call on x (split into inputs_ first when there are several).
+  void run_calls(const Tensor& x, bool training, std::int64_t sample_offset);
+  // Keras' name of what a call reads: "dense[1][0]" (model_input(i): InputLayer i's).
   std::string input_name_of(int input) const;
   // Adds `grad` to the gradient of call k's output in this backward pass.
   void add_output_grad(std::size_t i, const Tensor* grad);
@@ -129,18 +165,22 @@ class TANDEM_EXPORT Model {
   void sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran);
 
   bool functional_ = false;
-  std::string input_name_;  // functional: the InputLayer's name
   std::vector<std::unique_ptr<Layer>> layers_;  // in the order of their first calls
   std::vector<std::unique_ptr<Layer>> twins_;   // runners of shared layers' later calls
   std::vector<Call> calls_;                     // topological
   std::vector<std::vector<std::size_t>> calls_of_layer_;  // per layer, its calls in order
-  std::vector<Shape> output_shapes_;  // [0] = input shape, [i+1] = output of layer i's first call
+  std::vector<Shape> output_shapes_;  // [0] = input 0's shape, [i+1] = layer i's first call's output
   std::vector<Shape> call_shapes_;    // per call, its output shape
   // One step's working state: each call's output (owned by its runner), each output's gradient
   // (a runner's, or grad_sums_[k] where several calls read output k), the input list of a call.
   std::vector<const Tensor*> outputs_, output_grads_;
   std::vector<Tensor> grad_sums_;
   std::vector<const Tensor*> call_inputs_;
+  // Several inputs or outputs: each input's rows split from x, the outputs and their packed
+  // rows, the packed gradient split per output.
+  std::vector<Tensor> input_parts_, output_grad_parts_;
+  std::vector<const Tensor*> model_outputs_;
+  Tensor packed_output_;
   std::uint64_t seed_ = 0;
   nlohmann::json source_config_;
 };

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,11 @@ class Dataset {
   /// Per-sample shapes, without the batch dimension; y of a class-index dataset is {} (a scalar).
   virtual Shape x_shape() const = 0;
   virtual Shape y_shape() const = 0;
+  /// A dataset of several arrays per sample (a model's several inputs, or targets of its several
+  /// outputs) packs them, flattened, into one row: x_shape() is then {total values}, and
+  /// x_parts() gives each array's per-sample shape in order. One array: {x_shape()}.
+  virtual std::vector<Shape> x_parts() const { return {x_shape()}; }
+  virtual std::vector<Shape> y_parts() const { return {y_shape()}; }
   /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
   /// and y (rows of shape_size(y_shape())), in the order given.
   virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;

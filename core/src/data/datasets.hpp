@@ -51,8 +51,9 @@ std::shared_ptr<Dataset> open_idx_dataset(const IdxSpec& spec);
 
 struct Hdf5Spec {
   std::string file;
-  std::string x_name = "x";
-  std::string y_name = "y";
+  // Several names: one array per model input (or output), packed in this order (Dataset).
+  std::vector<std::string> x_names{"x"};
+  std::vector<std::string> y_names{"y"};
 };
 /// How the reader trades memory for I/O.
 struct Hdf5ReadOptions {

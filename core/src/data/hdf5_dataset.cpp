@@ -75,6 +75,22 @@ struct Column {
   Shape row_shape() const { return Shape(dims.begin() + 1, dims.end()); }
 };
 
+// The columns a sample's x (or y) packs, in order.
+struct ColumnGroup {
+  std::vector<Column> columns;
+  std::int64_t row = 0;  // floats per sample, all columns
+
+  Shape shape() const { return columns.size() == 1 ? columns[0].row_shape() : Shape{row}; }
+  std::vector<Shape> parts() const {
+    std::vector<Shape> p;
+    for (const Column& c : columns) p.push_back(c.row_shape());
+    return p;
+  }
+  void close() {
+    for (Column& c : columns) c.dset.close();
+  }
+};
+
 Column open_column(hid_t file, const std::string& path, const std::string& name) {
   Column c;
   c.name = name;
@@ -134,8 +150,10 @@ class Hdf5Dataset final : public Dataset {
   }
 
   std::int64_t size() const override { return n_; }
-  Shape x_shape() const override { return x_.row_shape(); }
-  Shape y_shape() const override { return y_.row_shape(); }
+  Shape x_shape() const override { return x_.shape(); }
+  Shape y_shape() const override { return y_.shape(); }
+  std::vector<Shape> x_parts() const override { return x_.parts(); }
+  std::vector<Shape> y_parts() const override { return y_.parts(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     for (std::int64_t i : indices)
@@ -187,8 +205,10 @@ class Hdf5Dataset final : public Dataset {
   }
 
   std::string describe() const override {
-    return "hdf5: " + path_ + " ['" + x_.name + "', '" + y_.name + "'] (" + std::to_string(n_) +
-           " samples)";
+    std::string names;
+    for (const ColumnGroup* g : {&x_, &y_})
+      for (const Column& c : g->columns) names += (names.empty() ? "'" : ", '") + c.name + "'";
+    return "hdf5: " + path_ + " [" + names + "] (" + std::to_string(n_) + " samples)";
   }
 
   Hdf5Stats stats() const {
@@ -214,13 +234,16 @@ class Hdf5Dataset final : public Dataset {
     file_ = H5Handle(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file_.valid()) throw DataError(path_ + ": cannot open (" + hdf5_error_text() + ")");
 
-    x_ = open_column(file_.get(), path_, spec.x_name);
-    y_ = open_column(file_.get(), path_, spec.y_name);
-    if (x_.dims[0] != y_.dims[0])
-      throw DataError(path_ + ": dataset '" + x_.name + "' has " + std::to_string(x_.dims[0]) +
-                      " samples (first dimension) but '" + y_.name + "' has " +
-                      std::to_string(y_.dims[0]) + "; they must match");
-    n_ = x_.dims[0];
+    x_ = open_group(spec.x_names);
+    y_ = open_group(spec.y_names);
+    const Column& first = x_.columns[0];
+    for (const ColumnGroup* g : {&x_, &y_})
+      for (const Column& c : g->columns)
+        if (c.dims[0] != first.dims[0])
+          throw DataError(path_ + ": dataset '" + first.name + "' has " +
+                          std::to_string(first.dims[0]) + " samples (first dimension) but '" +
+                          c.name + "' has " + std::to_string(c.dims[0]) + "; they must match");
+    n_ = first.dims[0];
 
     const std::int64_t row_bytes = (x_.row + y_.row) * std::int64_t{sizeof(float)};
     if (row_bytes * n_ <= options_.whole_limit_bytes) {
@@ -231,15 +254,25 @@ class Hdf5Dataset final : public Dataset {
       stats_.whole = true;
     } else {
       std::int64_t rows = std::max<std::int64_t>(1, options_.block_bytes / row_bytes);
-      if (x_.chunk_rows > 0) rows = std::max(x_.chunk_rows, rows / x_.chunk_rows * x_.chunk_rows);
+      const std::int64_t chunk = first.chunk_rows;
+      if (chunk > 0) rows = std::max(chunk, rows / chunk * chunk);
       stats_.block_rows = std::min(rows, std::max<std::int64_t>(n_, 1));
     }
   }
 
+  ColumnGroup open_group(const std::vector<std::string>& names) const {
+    ColumnGroup g;
+    for (const std::string& name : names) {
+      g.columns.push_back(open_column(file_.get(), path_, name));
+      g.row += g.columns.back().row;
+    }
+    return g;
+  }
+
   // Datasets before the file. Callers hold hdf5_mutex().
   void close_handles() {
-    x_.dset.close();
-    y_.dset.close();
+    x_.close();
+    y_.close();
     file_.close();
   }
 
@@ -250,6 +283,23 @@ class Hdf5Dataset final : public Dataset {
                 static_cast<std::size_t>(x_.row) * sizeof(float));
     std::memcpy(y + kk * y_.row, ys.data() + row * y_.row,
                 static_cast<std::size_t>(y_.row) * sizeof(float));
+  }
+
+  // Reads samples [first, first + count) of a group into `out` (count * row floats, packed).
+  void read_rows(const ColumnGroup& g, std::int64_t first, std::int64_t count, float* out) const {
+    if (g.columns.size() == 1) {
+      read_rows(g.columns[0], first, count, out);
+      return;
+    }
+    std::int64_t offset = 0;
+    for (const Column& c : g.columns) {
+      part_.resize(static_cast<std::size_t>(count * c.row));
+      read_rows(c, first, count, part_.data());
+      for (std::int64_t r = 0; r < count; ++r)
+        std::memcpy(out + r * g.row + offset, part_.data() + r * c.row,
+                    static_cast<std::size_t>(c.row) * sizeof(float));
+      offset += c.row;
+    }
   }
 
   // Reads samples [first, first + count) of a column into `out` (count * row floats).
@@ -320,15 +370,44 @@ class Hdf5Dataset final : public Dataset {
   std::string path_;
   Hdf5ReadOptions options_;
   H5Handle file_;
-  Column x_, y_;
+  ColumnGroup x_, y_;
   std::int64_t n_ = 0;
   std::vector<float> x_all_, y_all_;  // whole data, when small
   // Read state: read() is called from one thread at a time (see Dataset).
   mutable std::list<Block> cache_;
-  mutable std::vector<float> run_x_, run_y_;
+  mutable std::vector<float> run_x_, run_y_, part_;
   mutable std::int64_t last_block_ = -2;
   mutable Hdf5Stats stats_;
 };
+
+}  // namespace
+
+namespace {
+
+using nlohmann::json;
+
+// "x": "name", or a list of names (one per model input or output, packed in order).
+std::vector<std::string> dataset_names(ConfigObject& spec, const char* key) {
+  const json* v = spec.find(key);
+  if (!v) return {key};
+  const std::string path = spec.path_of(key);
+  std::vector<std::string> names;
+  if (v->is_string()) {
+    names.push_back(v->get<std::string>());
+  } else if (v->is_array() && !v->empty()) {
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      if (!(*v)[i].is_string()) throw ConfigError(at, "expected a dataset name, got " + (*v)[i].dump());
+      names.push_back((*v)[i].get<std::string>());
+      if (names.back().empty()) throw ConfigError(at, "expected a dataset name, got ''");
+    }
+  } else {
+    throw ConfigError(path, "expected a dataset name, or a list of them (one per model input "
+                            "or output), got " + v->dump());
+  }
+  if (names[0].empty()) throw ConfigError(path, "expected a dataset name, got ''");
+  return names;
+}
 
 }  // namespace
 
@@ -337,10 +416,8 @@ Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir) {
   s.file = spec.get_string("path");
   if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
   s.file = resolve_path(base_dir, s.file);
-  s.x_name = spec.get_string("x", "x");
-  s.y_name = spec.get_string("y", "y");
-  if (s.x_name.empty()) throw ConfigError(spec.path_of("x"), "expected a dataset name, got ''");
-  if (s.y_name.empty()) throw ConfigError(spec.path_of("y"), "expected a dataset name, got ''");
+  s.x_names = dataset_names(spec, "x");
+  s.y_names = dataset_names(spec, "y");
   return s;
 }
 

@@ -17,6 +17,8 @@ class SubsetDataset final : public Dataset {
   std::int64_t size() const override { return count_; }
   Shape x_shape() const override { return parent_->x_shape(); }
   Shape y_shape() const override { return parent_->y_shape(); }
+  std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
+  std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     mapped_.resize(indices.size());

@@ -138,17 +138,23 @@ CallSpec read_call(const json& node, const std::string& path) {
   return spec;
 }
 
-// input_layers / output_layers: one reference, as [[name, 0, 0]] or Keras 3's [name, 0, 0].
-CallRef read_endpoint(ConfigObject& config, const char* key, const char* what) {
+// input_layers / output_layers: a list of references [[name, 0, 0], ...], or Keras 3's single
+// [name, 0, 0].
+std::vector<CallRef> read_endpoints(ConfigObject& config, const char* key, const char* what) {
   const json& v = config.at(key);
   const std::string path = config.path_of(key);
-  if (v.is_array() && v.size() == 3 && v[0].is_string()) return read_history(v, path);
+  if (v.is_array() && v.size() == 3 && v[0].is_string()) return {read_history(v, path)};
   if (!v.is_array() || v.empty())
     throw ConfigError(path, std::string("expected a list of the model's ") + what);
-  if (v.size() != 1)
-    throw ConfigError(path, "the model has " + std::to_string(v.size()) + " " + what +
-                                "; Tandem runs functional models with one input and one output");
-  return read_history(v[0], at_index(path, 0));
+  std::vector<CallRef> refs;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    refs.push_back(read_history(v[i], at_index(path, i)));
+    for (std::size_t j = 0; j < i; ++j)
+      if (refs[j].layer == refs[i].layer && refs[j].call == refs[i].call)
+        throw ConfigError(at_index(path, i), "names '" + refs[i].layer + "' a second time (also [" +
+                                                 std::to_string(j) + "])");
+  }
+  return refs;
 }
 
 std::string entry_name(const json& entry, const std::string& path) {
@@ -163,9 +169,11 @@ std::string entry_name(const json& entry, const std::string& path) {
 
 // Kahn's order over the calls, taking the first ready call in config order each time.
 std::vector<FunctionalCall> topological(const std::vector<FunctionalLayer>& layers,
-                                        const std::string& input_name) {
+                                        const std::vector<FunctionalInput>& inputs) {
   std::vector<FunctionalCall> order;
-  std::map<CallRef, int> index_of{{{input_name, 0}, -1}};
+  std::map<CallRef, int> index_of;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    index_of[{inputs[i].name, 0}] = -1 - static_cast<int>(i);
   std::vector<std::vector<bool>> placed;
   std::size_t total = 0;
   for (const auto& l : layers) {
@@ -213,43 +221,9 @@ void order_layers_by_first_call(FunctionalGraph& graph) {
   graph.layers = std::move(ordered);
 }
 
-}  // namespace
-
-FunctionalGraph read_functional_graph(ConfigObject& config) {
-  const json& layers = config.at("layers");
-  const std::string layers_path = config.path_of("layers");
-  if (!layers.is_array() || layers.empty())
-    throw ConfigError(layers_path, "expected a non-empty list of layers");
-  FunctionalGraph graph;
-  std::map<std::string, std::string> path_of_name;
-  std::map<std::string, std::size_t> calls_of_name;
-  std::vector<FunctionalLayer> called;
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    const std::string path = at_index(layers_path, i);
-    const json& entry = layers[i];
-    if (!entry.is_object()) throw ConfigError(path, "expected a layer object");
-    const std::string name = entry_name(entry, path);
-    if (!path_of_name.emplace(name, path).second)
-      throw ConfigError(path,
-                        "duplicate layer name '" + name + "' (also " + path_of_name[name] + ")");
-    const json nodes = entry.value("inbound_nodes", json::array());
-    if (entry.value("class_name", "") == "InputLayer") {
-      if (!graph.input_name.empty())
-        throw ConfigError(path,
-                          "a second InputLayer: Tandem runs functional models with one input");
-      graph.input_name = name, graph.input_entry = &entry, graph.input_path = path;
-      calls_of_name[name] = 1;
-      continue;
-    }
-    if (!nodes.is_array() || nodes.empty())
-      throw ConfigError(path + ".inbound_nodes", "layer '" + name + "' is not called on anything");
-    FunctionalLayer layer{&entry, path, name, {}};
-    for (std::size_t k = 0; k < nodes.size(); ++k)
-      layer.calls.push_back(read_call(nodes[k], path + ".inbound_nodes[" + std::to_string(k) + "]"));
-    calls_of_name[name] = nodes.size();
-    called.push_back(std::move(layer));
-  }
-  if (graph.input_name.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
+// Every reference of every call names a layer of the model and one of its calls.
+void check_references(const std::vector<FunctionalLayer>& called,
+                      const std::map<std::string, std::size_t>& calls_of_name) {
   for (const auto& layer : called)
     for (std::size_t k = 0; k < layer.calls.size(); ++k)
       for (const auto& ref : layer.calls[k].inputs) {
@@ -264,49 +238,118 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
                                     "', which is called " + std::to_string(it->second) +
                                     " time" + (it->second == 1 ? "" : "s"));
       }
-  const CallRef input = read_endpoint(config, "input_layers", "inputs");
-  if (input.layer != graph.input_name || input.call != 0)
-    throw ConfigError(config.path_of("input_layers"),
-                      "names '" + input.layer + "', but the InputLayer is '" + graph.input_name +
-                          "'");
-  const CallRef output = read_endpoint(config, "output_layers", "outputs");
-  if (output.layer == graph.input_name)
-    throw ConfigError(config.path_of("output_layers"), "the output is the input: no layer runs");
-  if (!calls_of_name.count(output.layer) ||
-      static_cast<std::size_t>(output.call) >= calls_of_name[output.layer])
-    throw ConfigError(config.path_of("output_layers"),
-                      "names call " + std::to_string(output.call) + " of '" + output.layer +
-                          "', which the model does not have");
-  graph.calls = topological(called, graph.input_name);
-  // Every call must lead to the output: the output is then the one call nobody reads.
-  std::vector<bool> useful(graph.calls.size(), false);
-  bool input_used = false;
+}
+
+// The InputLayers in input_layers' order; each InputLayer of the config must be named there.
+std::vector<FunctionalInput> read_inputs(ConfigObject& config,
+                                         const std::vector<FunctionalInput>& input_layers) {
+  const std::vector<CallRef> refs = read_endpoints(config, "input_layers", "inputs");
+  std::vector<FunctionalInput> inputs;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const FunctionalInput* found = nullptr;
+    for (const auto& input : input_layers)
+      if (input.name == refs[i].layer) found = &input;
+    if (!found || refs[i].call != 0)
+      throw ConfigError(at_index(config.path_of("input_layers"), i),
+                        "names '" + refs[i].layer + "', which is no InputLayer of the model");
+    inputs.push_back(*found);
+  }
+  for (const auto& input : input_layers) {
+    bool named = false;
+    for (const auto& ref : refs) named = named || ref.layer == input.name;
+    if (!named)
+      throw ConfigError(input.path, "InputLayer '" + input.name +
+                                        "' is not among the model's input_layers");
+  }
+  return inputs;
+}
+
+// Every call leads to an output, and every input is read on the way to one.
+void check_everything_used(const FunctionalGraph& graph,
+                           const std::vector<FunctionalLayer>& called,
+                           const std::string& outputs_path) {
+  std::vector<bool> useful(graph.calls.size(), false), input_used(graph.inputs.size(), false);
+  for (std::size_t out : graph.outputs) useful[out] = true;
   for (std::size_t c = graph.calls.size(); c-- > 0;) {
-    const auto& call = graph.calls[c];
-    if (called[call.layer].name == output.layer && call.call == output.call) useful[c] = true;
     if (!useful[c]) continue;
-    for (int in : call.inputs)
+    for (int in : graph.calls[c].inputs)
       if (in < 0)
-        input_used = true;
+        input_used[static_cast<std::size_t>(-1 - in)] = true;
       else
         useful[static_cast<std::size_t>(in)] = true;
   }
   for (std::size_t c = 0; c < graph.calls.size(); ++c)
     if (!useful[c]) {
       const auto& layer = called[graph.calls[c].layer];
-      throw ConfigError(layer.calls.size() == 1
-                            ? layer.path
-                            : layer.path + ".inbound_nodes[" +
-                                  std::to_string(graph.calls[c].call) + "]",
-                        (layer.calls.size() == 1
-                             ? "layer '" + layer.name + "'"
-                             : "call " + std::to_string(graph.calls[c].call) + " of layer '" +
-                                   layer.name + "'") +
-                            " does not lead to the model's output '" + output.layer +
-                            "' (output_layers)");
+      const bool several = layer.calls.size() > 1;
+      throw ConfigError(several ? layer.path + ".inbound_nodes[" +
+                                      std::to_string(graph.calls[c].call) + "]"
+                                : layer.path,
+                        (several ? "call " + std::to_string(graph.calls[c].call) + " of layer '" +
+                                       layer.name + "'"
+                                 : "layer '" + layer.name + "'") +
+                            " does not lead to an output of the model (" + outputs_path + ")");
     }
-  if (!input_used)
-    throw ConfigError(graph.input_path, "the InputLayer does not lead to the output");
+  for (std::size_t i = 0; i < graph.inputs.size(); ++i)
+    if (!input_used[i])
+      throw ConfigError(graph.inputs[i].path,
+                        "InputLayer '" + graph.inputs[i].name + "' does not lead to an output");
+}
+
+}  // namespace
+
+FunctionalGraph read_functional_graph(ConfigObject& config) {
+  const json& layers = config.at("layers");
+  const std::string layers_path = config.path_of("layers");
+  if (!layers.is_array() || layers.empty())
+    throw ConfigError(layers_path, "expected a non-empty list of layers");
+  FunctionalGraph graph;
+  std::map<std::string, std::string> path_of_name;
+  std::map<std::string, std::size_t> calls_of_name;
+  std::vector<FunctionalLayer> called;
+  std::vector<FunctionalInput> input_layers;  // in config order
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = at_index(layers_path, i);
+    const json& entry = layers[i];
+    if (!entry.is_object()) throw ConfigError(path, "expected a layer object");
+    const std::string name = entry_name(entry, path);
+    if (!path_of_name.emplace(name, path).second)
+      throw ConfigError(path,
+                        "duplicate layer name '" + name + "' (also " + path_of_name[name] + ")");
+    const json nodes = entry.value("inbound_nodes", json::array());
+    if (entry.value("class_name", "") == "InputLayer") {
+      input_layers.push_back({name, &entry, path});
+      calls_of_name[name] = 1;
+      continue;
+    }
+    if (!nodes.is_array() || nodes.empty())
+      throw ConfigError(path + ".inbound_nodes", "layer '" + name + "' is not called on anything");
+    FunctionalLayer layer{&entry, path, name, {}};
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      layer.calls.push_back(read_call(nodes[k], path + ".inbound_nodes[" + std::to_string(k) + "]"));
+    calls_of_name[name] = nodes.size();
+    called.push_back(std::move(layer));
+  }
+  if (input_layers.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
+  check_references(called, calls_of_name);
+  graph.inputs = read_inputs(config, input_layers);
+  const std::vector<CallRef> outputs = read_endpoints(config, "output_layers", "outputs");
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const std::string at = at_index(config.path_of("output_layers"), j);
+    for (const auto& input : input_layers)
+      if (outputs[j].layer == input.name)
+        throw ConfigError(at, "output '" + input.name + "' is an input: no layer computes it");
+    if (!calls_of_name.count(outputs[j].layer) ||
+        static_cast<std::size_t>(outputs[j].call) >= calls_of_name[outputs[j].layer])
+      throw ConfigError(at, "names call " + std::to_string(outputs[j].call) + " of '" +
+                                outputs[j].layer + "', which the model does not have");
+  }
+  graph.calls = topological(called, graph.inputs);
+  for (const CallRef& out : outputs)
+    for (std::size_t c = 0; c < graph.calls.size(); ++c)
+      if (called[graph.calls[c].layer].name == out.layer && graph.calls[c].call == out.call)
+        graph.outputs.push_back(c);
+  check_everything_used(graph, called, config.path_of("output_layers"));
   graph.layers = std::move(called);
   order_layers_by_first_call(graph);
   return graph;

@@ -4,8 +4,9 @@
 // layers' calls in topological order, each with the calls whose outputs it takes (a layer
 // called more than once, a shared layer, has a call per inbound node) and the arguments of each
 // call (MultiHeadAttention's value, key, use_causal_mask). What Tandem cannot run
-// is refused at its JSON path: several inputs or outputs, a layer with several outputs, a call
-// that does not lead to the output, a cycle, a reference to nothing. Plain functions and data.
+// is refused at its JSON path: a layer with several outputs, a call that leads to no output of
+// the model, an input that leads to none, a cycle, a reference to nothing. A model may have
+// several inputs and outputs. Plain functions and data.
 #pragma once
 
 #include <string>
@@ -51,15 +52,21 @@ struct FunctionalLayer {
 struct FunctionalCall {
   std::size_t layer = 0;    // index into FunctionalGraph::layers
   int call = 0;             // which of the layer's calls
-  std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1: the model's input
+  std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1 - i: the model's input i
+};
+
+/// An InputLayer of the model.
+struct FunctionalInput {
+  std::string name;
+  const nlohmann::json* entry = nullptr;  // borrowed, as FunctionalLayer::entry
+  std::string path;
 };
 
 struct FunctionalGraph {
-  std::string input_name;  // the InputLayer's
-  const nlohmann::json* input_entry = nullptr;
-  std::string input_path;
+  std::vector<FunctionalInput> inputs;  // in input_layers order
   std::vector<FunctionalLayer> layers;  // in the order of their first calls, no InputLayer
-  std::vector<FunctionalCall> calls;    // topological (config order where free); output last
+  std::vector<FunctionalCall> calls;    // topological (config order where free)
+  std::vector<std::size_t> outputs;     // the calls output_layers names, in its order
 };
 
 /// Reads `layers`, `input_layers` and `output_layers` of `config` (the functional config's

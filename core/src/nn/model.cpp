@@ -175,6 +175,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   std::map<std::string, int> name_counts;
   std::set<std::string> used_names;
   std::optional<Shape> input_shape;
+  json input_config;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string lpath = indexed(layers_path, i);
     if (layers[i].is_object() && layers[i].value("class_name", "") == "InputLayer") {
@@ -187,7 +188,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
       entry.finish();
       const json& lc = config_of(layers[i]);
       input_shape = read_input_layer(lc, entry.path_of("config"));
-      input_layer_config_ = lc;
+      input_config = lc;
       continue;
     }
     std::optional<Shape> declared;
@@ -213,7 +214,8 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
     throw ConfigError(layers_path,
                       "the input shape is unknown: start with an InputLayer or give the first "
                       "layer \"input_shape\"");
-  input_shape_ = *input_shape;
+  inputs_ = {{"", input_config, *input_shape}};
+  output_calls_ = {calls_.size() - 1};
 }
 
 namespace {
@@ -261,11 +263,14 @@ void Model::read_functional(const json& config, const std::string& path,
   cfg.ignore({"name", "trainable", "build_input_shape", "dtype"});
   const nn::FunctionalGraph graph = nn::read_functional_graph(cfg);
   cfg.finish();
-  input_name_ = graph.input_name;
-  input_layer_config_ = config_of(*graph.input_entry);
-  input_shape_ = read_input_layer(input_layer_config_, graph.input_path + ".config");
+  std::set<std::string> used_names;
+  for (const nn::FunctionalInput& input : graph.inputs) {
+    const json& lc = config_of(*input.entry);
+    inputs_.push_back({input.name, lc, read_input_layer(lc, input.path + ".config")});
+    used_names.insert(input.name);
+  }
+  output_calls_ = graph.outputs;
   std::map<std::string, int> name_counts;
-  std::set<std::string> used_names{graph.input_name};
   for (const auto& entry : graph.layers) {
     std::optional<Shape> declared;  // Keras ignores a shape on a layer of a functional model
     auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared);
@@ -302,14 +307,14 @@ void Model::read_functional(const json& config, const std::string& path,
 void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& call_paths) {
   Rng init(seed);
   Rng twins_init(0);  // a twin's own initial weights are never used: keep `init`'s sequence
-  output_shapes_ = {input_shape_};
+  output_shapes_ = {inputs_[0].shape};
   call_shapes_.clear();
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     const Call& call = calls_[k];
     std::vector<Shape> shapes;
     for (int in : call.inputs)
-      shapes.push_back(in == kModelInput ? input_shape_
-                                         : call_shapes_[static_cast<std::size_t>(in)]);
+      shapes.push_back(in < 0 ? inputs_[static_cast<std::size_t>(-1 - in)].shape
+                              : call_shapes_[static_cast<std::size_t>(in)]);
     try {
       call_shapes_.push_back(
           call.runner->build_inputs(shapes, call.number == 0 ? init : twins_init));
@@ -336,16 +341,29 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
                                            "layer more than once");
   }
   grad_sums_.resize(calls_.size());
+  packed_input_shape_ = inputs_[0].shape;
+  if (inputs_.size() > 1) {
+    std::int64_t total = 0;
+    for (const Input& in : inputs_) total += shape_size(in.shape);
+    packed_input_shape_ = {total};
+  }
+  packed_output_shape_ = call_shapes_[output_calls_[0]];
+  if (output_calls_.size() > 1) {
+    std::int64_t total = 0;
+    for (std::size_t k : output_calls_) total += shape_size(call_shapes_[k]);
+    packed_output_shape_ = {total};
+  }
   // A relu moves into the layer that reads it where that layer applies it on a smaller tensor
   // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
   // tensor fewer. Only where one call of each layer is the other's only reader.
   std::vector<int> readers(calls_.size(), 0), reader_of(calls_.size(), -1);
   for (std::size_t k = 0; k < calls_.size(); ++k)
     for (int in : calls_[k].inputs)
-      if (in != kModelInput) {
+      if (in >= 0) {
         ++readers[static_cast<std::size_t>(in)];
         reader_of[static_cast<std::size_t>(in)] = static_cast<int>(k);
       }
+  for (std::size_t k : output_calls_) readers[k] = -1;  // an output keeps its own relu
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     if (readers[k] != 1) continue;
     const Call& reader = calls_[static_cast<std::size_t>(reader_of[k])];
@@ -367,19 +385,58 @@ std::unique_ptr<Model> Model::clone() const {
   return copy;
 }
 
-const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample_offset) {
-  nn::require_batch_of(x, input_shape_, "model '" + name_ + "'");
+const std::string& Model::output_name(std::size_t j) const {
+  return layers_[calls_[output_calls_[j]].layer]->name();
+}
+
+void Model::run_calls(const Tensor& x, bool training, std::int64_t sample_offset) {
+  nn::require_batch_of(x, packed_input_shape_, "model '" + name_ + "'");
+  backend::Backend& ops = layers_.front()->ops();
+  const std::int64_t rows = x.dim(0), total = shape_size(packed_input_shape_);
+  input_parts_.resize(inputs_.size());
+  for (std::size_t i = 0, offset = 0; i < inputs_.size() && inputs_.size() > 1; ++i) {
+    Shape shape{rows};
+    shape.insert(shape.end(), inputs_[i].shape.begin(), inputs_[i].shape.end());
+    ops.place(input_parts_[i], shape);
+    const std::int64_t width = shape_size(inputs_[i].shape);
+    ops.copy_columns(x, total, static_cast<std::int64_t>(offset), input_parts_[i], width, 0, width);
+    offset += static_cast<std::size_t>(width);
+  }
   outputs_.assign(calls_.size(), nullptr);
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     const Call& call = calls_[k];
     if (call.number > 0) sync_twin(call);
     call_inputs_.clear();
     for (int in : call.inputs)
-      call_inputs_.push_back(in == kModelInput ? &x : outputs_[static_cast<std::size_t>(in)]);
+      call_inputs_.push_back(in >= 0                ? outputs_[static_cast<std::size_t>(in)]
+                             : inputs_.size() == 1 ? &x
+                                                   : &input_parts_[static_cast<std::size_t>(-1 - in)]);
     call.runner->set_sample_offset(sample_offset);
     outputs_[k] = &call.runner->forward_inputs(call_inputs_, training);
   }
-  return *outputs_.back();
+}
+
+const std::vector<const Tensor*>& Model::forward_outputs(const Tensor& x, bool training,
+                                                         std::int64_t sample_offset) {
+  run_calls(x, training, sample_offset);
+  model_outputs_.clear();
+  for (std::size_t k : output_calls_) model_outputs_.push_back(outputs_[k]);
+  return model_outputs_;
+}
+
+const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample_offset) {
+  forward_outputs(x, training, sample_offset);
+  if (model_outputs_.size() == 1) return *model_outputs_[0];
+  backend::Backend& ops = layers_.front()->ops();
+  const std::int64_t rows = x.dim(0), total = shape_size(packed_output_shape_);
+  ops.place(packed_output_, {rows, total});
+  std::int64_t offset = 0;
+  for (const Tensor* out : model_outputs_) {
+    const std::int64_t width = rows > 0 ? out->size() / rows : 0;
+    ops.copy_columns(*out, width, 0, packed_output_, total, offset, width);
+    offset += width;
+  }
+  return packed_output_;
 }
 
 void Model::sync_twin(const Call& call) {
@@ -399,12 +456,45 @@ void Model::backward(const Tensor& grad_output) {
 
 void Model::backward(const Tensor& grad_output,
                      const std::function<void(std::size_t layer)>& after_layer) {
+  if (output_calls_.size() == 1) {
+    backward_outputs({&grad_output}, after_layer);
+    return;
+  }
+  // The packed gradient apart, per output.
+  backend::Backend& ops = layers_.front()->ops();
+  const std::int64_t rows = grad_output.rank() > 0 ? grad_output.dim(0) : 0;
+  const std::int64_t total = shape_size(packed_output_shape_);
+  if (grad_output.size() != rows * total)
+    throw ShapeError("model '" + name_ + "': a gradient of shape " +
+                     shape_to_string(grad_output.shape()) + " for outputs of " +
+                     std::to_string(total) + " values per sample");
+  output_grad_parts_.resize(output_calls_.size());
+  std::vector<const Tensor*> parts;
+  std::int64_t offset = 0;
+  for (std::size_t j = 0; j < output_calls_.size(); ++j) {
+    Shape shape{rows};
+    for (auto d : output_shape(j)) shape.push_back(d);
+    ops.place(output_grad_parts_[j], shape);
+    const std::int64_t width = shape_size(output_shape(j));
+    ops.copy_columns(grad_output, total, offset, output_grad_parts_[j], width, 0, width);
+    offset += width;
+    parts.push_back(&output_grad_parts_[j]);
+  }
+  backward_outputs(parts, after_layer);
+}
+
+void Model::backward_outputs(const std::vector<const Tensor*>& grad_outputs,
+                             const std::function<void(std::size_t layer)>& after_layer) {
+  if (grad_outputs.size() != output_calls_.size())
+    throw ShapeError("model '" + name_ + "': " + std::to_string(grad_outputs.size()) +
+                     " output gradients for " + std::to_string(output_calls_.size()) +
+                     " outputs");
   // A call runs its backward when its layer has trainable parameters or something before it
   // has (needs_input_grad): the calls before the first trainable one need no gradient at all.
   const std::size_t n = calls_.size();
   std::vector<bool> trainable(n, false), needs_input_grad(n, false), ran(n, false);
   const auto leads_to_training = [&](int in) {
-    return in != kModelInput && (trainable[static_cast<std::size_t>(in)] ||
+    return in >= 0 && (trainable[static_cast<std::size_t>(in)] ||
                                  needs_input_grad[static_cast<std::size_t>(in)]);
   };
   for (std::size_t k = 0; k < n; ++k) {
@@ -415,7 +505,8 @@ void Model::backward(const Tensor& grad_output,
       needs_input_grad[k] = needs_input_grad[k] || leads_to_training(in);
   }
   output_grads_.assign(n, nullptr);
-  output_grads_[n - 1] = &grad_output;
+  for (std::size_t j = 0; j < output_calls_.size(); ++j)
+    add_output_grad(output_calls_[j], grad_outputs[j]);
   for (std::size_t k = n; k-- > 0;) {
     const Call& call = calls_[k];
     if (output_grads_[k] && (trainable[k] || needs_input_grad[k])) {
@@ -507,14 +598,15 @@ std::int64_t Model::count_trainable_params() const {
 json Model::config() const {
   if (functional_) return functional_config();
   json layers = json::array();
-  if (!input_layer_config_.is_null()) {
-    layers.push_back({{"class_name", "InputLayer"}, {"config", input_layer_config_}});
+  const Input& input = inputs_[0];
+  if (!input.config.is_null()) {
+    layers.push_back({{"class_name", "InputLayer"}, {"config", input.config}});
   }
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     json c = layers_[i]->config();
-    if (i == 0 && input_layer_config_.is_null()) {
+    if (i == 0 && input.config.is_null()) {
       json shape = json::array({nullptr});
-      for (auto d : input_shape_) shape.push_back(d);
+      for (auto d : input.shape) shape.push_back(d);
       c["batch_input_shape"] = shape;
     }
     layers.push_back({{"class_name", layers_[i]->class_name()}, {"config", c}});
@@ -523,20 +615,26 @@ json Model::config() const {
 }
 
 std::string Model::input_name_of(int input) const {
-  if (input == kModelInput) return input_name_ + "[0][0]";
+  if (input < 0) return inputs_[static_cast<std::size_t>(-1 - input)].name + "[0][0]";
   const Call& call = calls_[static_cast<std::size_t>(input)];
   return layers_[call.layer]->name() + "[" + std::to_string(call.number) + "][0]";
 }
 
 json Model::functional_config() const {
   // Keras 2's form, which Keras 2 and Keras 3 both read.
-  json layers = json::array();
-  layers.push_back({{"class_name", "InputLayer"},
-                    {"name", input_name_},
-                    {"config", input_layer_config_},
-                    {"inbound_nodes", json::array()}});
+  json layers = json::array(), input_layers = json::array(), output_layers = json::array();
+  for (const Input& input : inputs_) {
+    layers.push_back({{"class_name", "InputLayer"},
+                      {"name", input.name},
+                      {"config", input.config},
+                      {"inbound_nodes", json::array()}});
+    input_layers.push_back(json::array({input.name, 0, 0}));
+  }
+  for (std::size_t k : output_calls_)
+    output_layers.push_back(json::array({layers_[calls_[k].layer]->name(), calls_[k].number, 0}));
   const auto reference = [&](int in) {
-    if (in == kModelInput) return json::array({input_name_, 0, 0, json::object()});
+    if (in < 0)
+      return json::array({inputs_[static_cast<std::size_t>(-1 - in)].name, 0, 0, json::object()});
     const Call& c = calls_[static_cast<std::size_t>(in)];
     return json::array({layers_[c.layer]->name(), c.number, 0, json::object()});
   };
@@ -569,9 +667,8 @@ json Model::functional_config() const {
           {"config",
            {{"name", name_},
             {"layers", layers},
-            {"input_layers", json::array({json::array({input_name_, 0, 0})})},
-            {"output_layers", json::array({json::array({layers_[calls_.back().layer]->name(),
-                                                        calls_.back().number, 0})})}}}};
+            {"input_layers", input_layers},
+            {"output_layers", output_layers}}}};
 }
 
 namespace {
@@ -624,7 +721,8 @@ std::string Model::summary() const {
           << connected[c] << (c + 1 == connected.size() ? "']" : "',") << "\n";
     out << "\n";
   };
-  if (functional_) row(input_name_, "InputLayer", input_shape_, 0, {});
+  if (functional_)
+    for (const Input& input : inputs_) row(input.name, "InputLayer", input.shape, 0, {});
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     std::int64_t params = 0;
     for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
@@ -662,7 +760,8 @@ void Model::save_weights(CheckpointData& out) const {
   out.model_config = config();
   out.layers.clear();
   // Keras lists a functional model's InputLayer among its layers (with no weights).
-  if (functional_) out.layers.push_back(LayerWeights{input_name_, {}});
+  if (functional_)
+    for (const Input& input : inputs_) out.layers.push_back(LayerWeights{input.name, {}});
   for (const auto& layer : layers_) {
     LayerWeights lw;
     lw.layer = layer->name();

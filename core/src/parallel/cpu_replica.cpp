@@ -1,5 +1,6 @@
 // A replica that trains its host model on the CPU: the model's own layers (oneDNN), its
 // parameters' gradients bound to one flat arena so the Communicator sums them in one call.
+#include "backend/ops.hpp"
 #include "parallel/replica.hpp"
 
 namespace tandem::detail {
@@ -26,22 +27,18 @@ class CpuReplica : public Replica {
   Optimizer& optimizer() override { return optimizer_; }
 
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
-                 const Loss& loss, const Metrics& metrics, const NextRows* /*next*/) override {
-    const Tensor& out = model_.forward(x, true, sample_offset);
-    StepSums sums;
-    sums.loss = {loss.compute(out, y, loss_scale, &loss_grad_), static_cast<double>(x.dim(0))};
-    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
-    model_.backward(loss_grad_);
-    return sums;
+                 const Objective& objective, const NextRows* /*next*/) override {
+    const auto& outputs = model_.forward_outputs(x, true, sample_offset);
+    objective.enqueue(backend::cpu_backend(), outputs, y, loss_scale, true, scratch_, *sums_);
+    model_.backward_outputs(scratch_.grad_views, [](std::size_t) {});
+    return objective.read(*sums_, x.dim(0));
   }
 
-  StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset, const Loss& loss,
-                    const Metrics& metrics) override {
-    const Tensor& out = model_.forward(x, false, sample_offset);
-    StepSums sums;
-    sums.loss = {loss.compute(out, y, 1.0f, nullptr), static_cast<double>(x.dim(0))};
-    for (const auto& m : metrics) sums.metrics.push_back(m->evaluate(out, y));
-    return sums;
+  StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
+                    const Objective& objective) override {
+    const auto& outputs = model_.forward_outputs(x, false, sample_offset);
+    objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, false, scratch_, *sums_);
+    return objective.read(*sums_, x.dim(0));
   }
 
   void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
@@ -58,7 +55,8 @@ class CpuReplica : public Replica {
   Optimizer& optimizer_;
   DeviceSpec device_;
   Tensor arena_;      // every trainable parameter's gradient, flat
-  Tensor loss_grad_;  // dLoss/dOutput of the last train()
+  ObjectiveScratch scratch_;  // the loss gradients of the last train(), and targets apart
+  std::unique_ptr<backend::Sums> sums_ = backend::cpu_backend().sums();
 };
 
 }  // namespace

@@ -19,8 +19,7 @@
 #include <vector>
 
 #include "tandem/device_plan.hpp"
-#include "nn/loss.hpp"
-#include "nn/metric.hpp"
+#include "nn/objective.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/replica_model.hpp"
@@ -30,8 +29,6 @@
 TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::detail {
-
-using Metrics = std::vector<std::unique_ptr<Metric>>;
 
 /// This replica's rows of the batch the next train() will get, when the caller knows them. The
 /// caller promises their contents stay unchanged until then (a device replica copies them to the
@@ -52,14 +49,13 @@ class Replica {
 
   /// Forward, loss and backward on `x`/`y` (host tensors, this replica's rows, the first at
   /// `sample_offset` of the global batch); the loss gradient is scaled by `loss_scale`. Returns
-  /// the loss and metric sums; the gradients wait in gradients() until apply_update() (summed
+  /// the objective's sums; the gradients wait in gradients() until apply_update() (summed
   /// across replicas already when sums_gradients()). `next`: see NextRows; may be null.
   virtual StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
-                         float loss_scale, const Loss& loss, const Metrics& metrics,
-                         const NextRows* next) = 0;
-  /// Loss and metric sums in inference mode.
+                         float loss_scale, const Objective& objective, const NextRows* next) = 0;
+  /// The objective's sums in inference mode.
   virtual StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
-                            const Loss& loss, const Metrics& metrics) = 0;
+                            const Objective& objective) = 0;
   /// Inference outputs for `x`, written to `out` (x.dim(0) rows of the output size).
   virtual void predict(const Tensor& x, std::int64_t sample_offset, float* out) = 0;
 

@@ -227,13 +227,12 @@ std::string ReplicaModel::plan_text() const {
 
 // This process's sums (replicas in order), then every rank's in rank order: the same totals, to
 // the bit, on every rank. With `with_steps`, also every rank's per-replica step facts.
-StepSums ReplicaModel::combine(const std::vector<std::unique_ptr<Metric>>& metrics,
-                               bool with_steps) {
+StepSums ReplicaModel::combine(std::size_t metric_count, bool with_steps) {
   StepSums local;
-  local.metrics.resize(metrics.size());
+  local.metrics.resize(metric_count);
   for (const auto& s : shard_sums_) {
     local.loss.add(s.loss);
-    for (std::size_t m = 0; m < metrics.size(); ++m) local.metrics[m].add(s.metrics[m]);
+    for (std::size_t m = 0; m < metric_count; ++m) local.metrics[m].add(s.metrics[m]);
   }
   if (world_->size() == 1) {
     if (with_steps) all_steps_ = last_step_;
@@ -252,16 +251,16 @@ StepSums ReplicaModel::combine(const std::vector<std::unique_ptr<Metric>>& metri
   const auto ranks = world_->all_gather_bytes(
       std::string(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(double)));
   StepSums total;
-  total.metrics.resize(metrics.size());
+  total.metrics.resize(metric_count);
   if (with_steps) all_steps_.clear();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     std::vector<double> v(ranks[r].size() / sizeof(double));
     std::memcpy(v.data(), ranks[r].data(), v.size() * sizeof(double));
     total.loss.add({v[0], v[1]});
-    for (std::size_t m = 0; m < metrics.size(); ++m)
+    for (std::size_t m = 0; m < metric_count; ++m)
       total.metrics[m].add({v[2 + 2 * m], v[3 + 2 * m]});
     if (!with_steps) continue;
-    std::size_t k = 2 + 2 * metrics.size();
+    std::size_t k = 2 + 2 * metric_count;
     for (std::size_t i = 0; k + 1 < v.size(); ++i, k += 2) {
       ReplicaStep step;
       step.rank = static_cast<int>(r);
@@ -276,6 +275,11 @@ StepSums ReplicaModel::combine(const std::vector<std::unique_ptr<Metric>>& metri
 
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
                                         const std::vector<std::unique_ptr<Metric>>& metrics,
+                                        const Batch* next) {
+  return forward_backward(batch, Objective::borrowing(loss, metrics), next);
+}
+
+StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& objective,
                                         const Batch* next) {
   const std::int64_t total = batch.size();
   const auto sizes = split(total, size());
@@ -299,12 +303,12 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
     const std::int64_t local = offsets[i] - batch.global_offset;
     shard_sums_[i] =
         replicas_[i]->train(rows_of(batch.x, local, sizes[i]), rows_of(batch.y, local, sizes[i]),
-                            offsets[i], scale, loss, metrics, next ? &ahead[i] : nullptr);
+                            offsets[i], scale, objective, next ? &ahead[i] : nullptr);
     last_step_[i].samples = sizes[i];
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
-  return combine(metrics, true);
+  return combine(objective.metric_names().size(), true);
 }
 
 void ReplicaModel::apply_update() {
@@ -326,6 +330,10 @@ void ReplicaModel::apply_update() {
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
                                 const std::vector<std::unique_ptr<Metric>>& metrics) {
+  return evaluate(batch, Objective::borrowing(loss, metrics));
+}
+
+StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) {
   const auto sizes = split(batch.size(), size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -333,9 +341,9 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
     const auto i = static_cast<std::size_t>(r);
     shard_sums_[i] =
         replicas_[i]->evaluate(rows_of(batch.x, offsets[i], sizes[i]),
-                               rows_of(batch.y, offsets[i], sizes[i]), offsets[i], loss, metrics);
+                               rows_of(batch.y, offsets[i], sizes[i]), offsets[i], objective);
   });
-  return combine(metrics, false);
+  return combine(objective.metric_names().size(), false);
 }
 
 void ReplicaModel::broadcast_from_rank0() {

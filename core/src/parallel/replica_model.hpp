@@ -31,6 +31,7 @@
 #include "tandem/device_plan.hpp"
 #include "nn/loss.hpp"
 #include "nn/metric.hpp"
+#include "nn/objective.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
 #include "util/internal_api.hpp"
@@ -44,12 +45,6 @@ namespace tandem {
 namespace detail {
 class Replica;
 }
-
-/// Loss and metric sums over a batch (means are sum / count).
-struct StepSums {
-  MetricSum loss;
-  std::vector<MetricSum> metrics;
-};
 
 /// Per-replica facts of the last step (the meta view of callbacks and replica_stats events).
 struct ReplicaStep {
@@ -101,6 +96,9 @@ class ReplicaModel {
   /// time; when `next` is `batch` itself (the same tensors), the device copy is kept and nothing
   /// is copied again. The caller promises that next's tensors do not change until that step;
   /// next may be anything else, or null, at no cost but the copy.
+  StepSums forward_backward(const Batch& batch, const Objective& objective,
+                            const Batch* next = nullptr);
+  /// The same for a model with one output: its loss and metrics.
   StepSums forward_backward(const Batch& batch, const Loss& loss,
                             const std::vector<std::unique_ptr<Metric>>& metrics,
                             const Batch* next = nullptr);
@@ -111,6 +109,7 @@ class ReplicaModel {
   /// 0 changed them, e.g. restored a backup). Collective; nothing to do in one process.
   void broadcast_from_rank0();
   /// Loss and metrics of the batch without training (inference mode).
+  StepSums evaluate(const Batch& batch, const Objective& objective);
   StepSums evaluate(const Batch& batch, const Loss& loss,
                     const std::vector<std::unique_ptr<Metric>>& metrics);
   /// Outputs for x, gathered in order into `out` (rows of the model's output size).
@@ -133,7 +132,7 @@ class ReplicaModel {
   class Workers;
   template <class F>
   void on_replicas(F&& f);
-  StepSums combine(const std::vector<std::unique_ptr<Metric>>& metrics, bool with_steps);
+  StepSums combine(std::size_t metric_count, bool with_steps);
 
   Model& template_;
   Optimizer& optimizer_;

@@ -52,17 +52,16 @@ struct Datasets {
 
 struct Built {
   std::unique_ptr<Model> model;
-  std::unique_ptr<Loss> loss;
+  std::unique_ptr<Objective> objective;
   std::unique_ptr<Optimizer> optimizer;
-  std::vector<std::unique_ptr<Metric>> metrics;
 };
 
 Built build_model(const RunConfig& rc) {
   Built b;
   b.model = Model::from_config(rc.model, "model", rc.seed);
-  b.loss = make_loss(rc.loss, "loss");
+  b.objective = std::make_unique<Objective>(
+      make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model));
   b.optimizer = make_optimizer(rc.optimizer, "optimizer");
-  b.metrics = make_metrics(rc.metrics, "metrics", *b.loss, b.model->output_shape());
   return b;
 }
 
@@ -245,7 +244,7 @@ TrainResult run_training(const TrainRequest& request) {
 
   share_cores_between_local_ranks(*world);
   ReplicaModel meta(*b.model, *b.optimizer, plan, world, rc.precision);
-  Trainer trainer(meta, *b.loss, std::move(b.metrics));
+  Trainer trainer(meta, std::move(*b.objective));
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
@@ -381,7 +380,7 @@ struct Inference {
     loader = std::make_unique<DataLoader>(pick_split(request, d), options);
     meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
                                           single_process_world(), rc.precision);
-    trainer = std::make_unique<Trainer>(*meta, *built.loss, std::move(built.metrics));
+    trainer = std::make_unique<Trainer>(*meta, std::move(*built.objective));
     if (rc.verbose > 0) {
       CallbackBus bus;
       bus.add(PluginHost(rc.plugin_paths)

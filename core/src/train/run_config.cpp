@@ -126,6 +126,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.model = c.at("model");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");
+  rc.loss_weights = c.find("loss_weights") ? c.at("loss_weights") : json();
   rc.metrics = c.find("metrics") ? c.at("metrics") : json::array();
 
   if (const json* cbs = c.find("callbacks")) {
@@ -186,6 +187,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.resolved["precision"] = precision_name(rc.precision);
   rc.resolved["optimizer"] = rc.optimizer;
   rc.resolved["metrics"] = rc.metrics;
+  if (!rc.loss_weights.is_null()) rc.resolved["loss_weights"] = rc.loss_weights;
   rc.resolved["data"]["train"] = rc.data.train;
   if (!rc.data.validation.is_null()) rc.resolved["data"]["validation"] = rc.data.validation;
   if (!rc.data.test.is_null()) rc.resolved["data"]["test"] = rc.data.test;

@@ -56,8 +56,9 @@ struct RunConfig {
   }
   nlohmann::json model;
   nlohmann::json optimizer;
-  nlohmann::json loss;
-  nlohmann::json metrics;
+  nlohmann::json loss;          // one loss, or per output: a list or an object by output name
+  nlohmann::json loss_weights;  // null, or per output: a list or an object by output name
+  nlohmann::json metrics;       // a list, or per output: a list of lists or an object
   DataConfig data;
   std::vector<CallbackConfig> callbacks;
   std::vector<std::filesystem::path> plugin_paths;  // searched before the standard places

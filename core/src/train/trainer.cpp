@@ -53,20 +53,47 @@ class LookaheadLoader {
 
 }  // namespace
 
-Trainer::Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics)
-    : meta_(meta), loss_(loss), metrics_(std::move(metrics)) {
+Trainer::Trainer(ReplicaModel& meta, Objective objective)
+    : meta_(meta), objective_(std::move(objective)), metric_names_(objective_.metric_names()) {
   partial_ = empty_totals();
 }
 
+namespace {
+
+// The data's samples against the model's inputs: one array per input, or the inputs packed.
+void check_inputs(const Model& model, const Dataset& d, const std::string& role) {
+  const std::vector<Shape> parts = d.x_parts();
+  const std::string where = " (" + d.describe() + ")";
+  if (parts.size() == 1 || model.input_count() == 1) {
+    if (d.x_shape() != model.input_shape())
+      throw ShapeError("the " + role + " data has samples of shape " +
+                       shape_to_string(d.x_shape(), true) + " but model '" + model.name() +
+                       "' expects " + shape_to_string(model.input_shape(), true) +
+                       (model.input_count() > 1 ? " (its " + std::to_string(model.input_count()) +
+                                                      " inputs packed)"
+                                                : "") +
+                       where);
+    return;
+  }
+  if (parts.size() != model.input_count())
+    throw ShapeError("the " + role + " data has " + std::to_string(parts.size()) +
+                     " input arrays, but model '" + model.name() + "' has " +
+                     std::to_string(model.input_count()) + " inputs" + where);
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    if (parts[i] != model.input_shape(i))
+      throw ShapeError("the " + role + " data's input array " + std::to_string(i) +
+                       " has samples of shape " + shape_to_string(parts[i], true) +
+                       " but input '" + model.input_name(i) + "' expects " +
+                       shape_to_string(model.input_shape(i), true) + where);
+}
+
+}  // namespace
+
 void Trainer::check_data(const DataLoader& data, const std::string& role) const {
   const Dataset& d = data.dataset();
-  if (d.x_shape() != meta_.template_model().input_shape())
-    throw ShapeError(
-        "the " + role + " data has samples of shape " + shape_to_string(d.x_shape(), true) +
-        " but model '" + meta_.template_model().name() + "' expects " +
-        shape_to_string(meta_.template_model().input_shape(), true) + " (" + d.describe() + ")");
+  check_inputs(meta_.template_model(), d, role);
   try {
-    loss_.check_shapes(meta_.template_model().output_shape(), d.y_shape());
+    objective_.check_targets(meta_.template_model(), d.y_parts());
   } catch (const ShapeError& e) {
     throw ShapeError("the " + role + " data does not fit the model: " + e.what() + " (" +
                      d.describe() + ")");
@@ -75,15 +102,15 @@ void Trainer::check_data(const DataLoader& data, const std::string& role) const 
 
 Trainer::EpochTotals Trainer::empty_totals() const {
   EpochTotals t;
-  t.metrics.resize(metrics_.size());
+  t.metrics.resize(metric_names_.size());
   return t;
 }
 
 Logs Trainer::logs_of(const EpochTotals& totals) const {
   Logs logs;
   logs.set("loss", totals.loss.mean());
-  for (std::size_t i = 0; i < metrics_.size(); ++i)
-    logs.set(metrics_[i]->name(), totals.metrics[i].mean());
+  for (std::size_t i = 0; i < metric_names_.size(); ++i)
+    logs.set(metric_names_[i], totals.metrics[i].mean());
   return logs;
 }
 
@@ -131,7 +158,7 @@ bool Trainer::sync_ranks() {
 }
 
 bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* next) {
-  const StepSums sums = meta_.forward_backward(batch, loss_, metrics_, next);
+  const StepSums sums = meta_.forward_backward(batch, objective_, next);
   const double loss_sum = sums.loss.sum;
   if (!std::isfinite(loss_sum)) {
     // Callbacks see the bad batch (Keras passes the NaN loss to on_train_batch_end): one of them
@@ -149,7 +176,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
                    "check the data for NaN or extreme values, or clip gradients (clipnorm).");
   }
   totals.loss.add(sums.loss);
-  for (std::size_t i = 0; i < metrics_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
+  for (std::size_t i = 0; i < metric_names_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
   meta_.apply_update();
   return true;
 }
@@ -282,9 +309,9 @@ Logs Trainer::evaluate(DataLoader& data) {
   std::int64_t i = 0;
   while (data.next(batch)) {
     callbacks_.test_batch_begin(*this, i, Logs{});
-    const StepSums sums = meta_.evaluate(batch, loss_, metrics_);
+    const StepSums sums = meta_.evaluate(batch, objective_);
     totals.loss.add(sums.loss);
-    for (std::size_t m = 0; m < metrics_.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
+    for (std::size_t m = 0; m < metric_names_.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
     Logs logs = logs_of(totals);
     callbacks_.test_batch_end(*this, i, logs);
     ++i;
@@ -295,10 +322,7 @@ Logs Trainer::evaluate(DataLoader& data) {
 }
 
 Tensor Trainer::predict(DataLoader& data) {
-  if (data.dataset().x_shape() != meta_.template_model().input_shape())
-    throw ShapeError("the prediction data has samples of shape " +
-                     shape_to_string(data.dataset().x_shape(), true) + " but the model expects " +
-                     shape_to_string(meta_.template_model().input_shape(), true));
+  check_inputs(meta_.template_model(), data.dataset(), "prediction");
   Shape shape{data.dataset().size()};
   for (auto d : meta_.template_model().output_shape()) shape.push_back(d);
   Tensor out(shape);

@@ -22,8 +22,7 @@
 #include "data/data_loader.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/logs.hpp"
-#include "nn/loss.hpp"
-#include "nn/metric.hpp"
+#include "nn/objective.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/replica_model.hpp"
@@ -40,7 +39,7 @@ struct FitOptions {
 
 class Trainer : public CallbackContext {
  public:
-  Trainer(ReplicaModel& meta, const Loss& loss, std::vector<std::unique_ptr<Metric>> metrics);
+  Trainer(ReplicaModel& meta, Objective objective);
   ~Trainer() override;
 
   void set_callbacks(CallbackBus bus) { callbacks_ = std::move(bus); }
@@ -107,10 +106,10 @@ class Trainer : public CallbackContext {
 
   class View;
   ReplicaModel& meta_;
-  const Loss& loss_;
+  Objective objective_;
+  std::vector<std::string> metric_names_;  // objective_'s
   std::unique_ptr<View> template_view_, meta_view_;
   Target current_target_ = Target::template_model;
-  std::vector<std::unique_ptr<Metric>> metrics_;
   CallbackBus callbacks_;
   EventSink* events_ = nullptr;
   std::filesystem::path run_dir_;

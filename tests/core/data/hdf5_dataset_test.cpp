@@ -90,7 +90,7 @@ class Hdf5Dataset : public ::testing::Test {
 
   static std::shared_ptr<Dataset> open(const std::string& x, const std::string& y,
                                        data::Hdf5ReadOptions options = {}) {
-    return data::open_hdf5_dataset({file_, x, y}, options);
+    return data::open_hdf5_dataset({file_, {x}, {y}}, options);
   }
 
   static data::Hdf5ReadOptions small_cache() {
@@ -203,11 +203,11 @@ TEST_F(Hdf5Dataset, NonNumericDataset) {
 
 TEST_F(Hdf5Dataset, MissingOrForeignFile) {
   const std::string missing = (dir_ / "missing.h5").string();
-  std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, "x", "y"}); });
+  std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}}); });
   EXPECT_NE(msg.find(missing + ": file not found"), std::string::npos) << msg;
   const std::string text = (dir_ / "text.h5").string();
   test::write_text(text, "this is not HDF5\n");
-  msg = data_error_of([&] { data::open_hdf5_dataset({text, "x", "y"}); });
+  msg = data_error_of([&] { data::open_hdf5_dataset({text, {"x"}, {"y"}}); });
   EXPECT_NE(msg.find(text + ": not an HDF5 file"), std::string::npos) << msg;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -232,6 +233,86 @@ TEST(MetaEqualsTemplate, AResidualFunctionalModelTrainsAsTheTemplateDoes) {
         Fixture untouched(config);
         EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
       }
+}
+
+// Two inputs and two outputs: make_batch's 6 values as inputs a (4) and b (2), packed; a Dense 6
+// relu of a, concatenated with b, -> logits (sparse cross-entropy) and, from the Dense alone, a
+// regression head (mse, loss weight 0.25). Targets packed: [class index, value].
+json two_io_model_config() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "two_io", "layers": [
+      {"class_name": "InputLayer", "name": "a", "config": {"batch_input_shape": [null, 4]},
+       "inbound_nodes": []},
+      {"class_name": "InputLayer", "name": "b", "config": {"batch_input_shape": [null, 2]},
+       "inbound_nodes": []},
+      {"class_name": "Dense", "name": "hidden", "config": {"name": "hidden", "units": 6,
+       "activation": "relu"}, "inbound_nodes": [[["a", 0, 0, {}]]]},
+      {"class_name": "Dropout", "name": "drop", "config": {"name": "drop", "rate": 0.25},
+       "inbound_nodes": [[["hidden", 0, 0, {}]]]},
+      {"class_name": "Concatenate", "name": "join", "config": {"name": "join"},
+       "inbound_nodes": [[["drop", 0, 0, {}], ["b", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "logits", "config": {"name": "logits", "units": 5},
+       "inbound_nodes": [[["join", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "value", "config": {"name": "value", "units": 1},
+       "inbound_nodes": [[["hidden", 0, 0, {}]]]}],
+      "input_layers": [["a", 0, 0], ["b", 0, 0]],
+      "output_layers": [["logits", 0, 0], ["value", 0, 0]]}})");
+}
+
+Objective two_io_objective(const Model& model) {
+  return make_objective(json::parse(R"({"logits": {"class_name":
+                          "SparseCategoricalCrossentropy", "config": {"from_logits": true}},
+                          "value": "mse"})"),
+                        json::parse(R"({"value": 0.25})"),
+                        json::parse(R"({"logits": ["accuracy"]})"), model);
+}
+
+Batch make_two_io_batch(std::int64_t n, std::uint64_t seed) {
+  Batch b = make_batch(n, seed);
+  Tensor y({n, 2});
+  for (std::int64_t i = 0; i < n; ++i) {
+    y[2 * i] = b.y[i];
+    y[2 * i + 1] = b.x[6 * i] - b.x[6 * i + 5];
+  }
+  b.y = y;
+  return b;
+}
+
+// Contract 1 with several inputs and outputs: the packed rows are split per replica as any
+// rows are, and 10 Adam steps of the weighted two-output loss equal the template's.
+TEST(MetaEqualsTemplate, TwoInputsAndTwoOutputsTrainAsTheTemplateDoes) {
+  for (int replicas : {2, 3, 7})
+    for (std::int64_t batch : {7, 130}) {
+      Fixture alone(two_io_model_config()), through_meta(two_io_model_config());
+      const Objective objective = two_io_objective(*alone.model);
+      ObjectiveScratch scratch;
+      auto sums = backend::cpu_backend().sums();
+      std::vector<double> alone_losses, meta_losses;
+      for (int step = 0; step < 10; ++step) {
+        const Batch b = make_two_io_batch(batch, 300 + static_cast<std::uint64_t>(step));
+        const auto& outputs = alone.model->forward_outputs(b.x, true);
+        objective.enqueue(backend::cpu_backend(), outputs, b.y,
+                          1.0f / static_cast<float>(batch), true, scratch, *sums);
+        alone.model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+        alone_losses.push_back(objective.read(*sums, batch).loss.sum);
+        alone.opt->apply(alone.model->trainable_parameters());
+      }
+      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+      for (int step = 0; step < 10; ++step) {
+        const Batch b = make_two_io_batch(batch, 300 + static_cast<std::uint64_t>(step));
+        const StepSums s = meta.forward_backward(b, objective);
+        ASSERT_EQ(s.metrics.size(), 3u);  // logits_loss, value_loss, logits_accuracy
+        EXPECT_NEAR(s.loss.sum, s.metrics[0].sum + 0.25 * s.metrics[1].sum,
+                    1e-9 * std::fabs(s.loss.sum));
+        meta_losses.push_back(s.loss.sum);
+        meta.apply_update();
+      }
+      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+          << replicas << " replicas, batch " << batch;
+      for (std::size_t k = 0; k < alone_losses.size(); ++k)
+        EXPECT_NEAR(meta_losses[k], alone_losses[k], 1e-5 * std::fabs(alone_losses[k]));
+      Fixture untouched(two_io_model_config());
+      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {

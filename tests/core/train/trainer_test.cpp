@@ -55,7 +55,9 @@ struct Harness {
   std::unique_ptr<Optimizer> opt =
       make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
   ReplicaModel meta{*model, *opt, DevicePlan::cpus(1)};
-  Trainer trainer{meta, *loss, make_metrics(json::array({"accuracy"}), "metrics", *loss, {3})};
+  std::vector<std::unique_ptr<Metric>> metrics =
+      make_metrics(json::array({"accuracy"}), "metrics", *loss, {3});
+  Trainer trainer{meta, Objective::borrowing(*loss, metrics)};
 };
 
 class Recorder : public Callback {

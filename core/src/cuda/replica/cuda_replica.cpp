@@ -49,9 +49,10 @@ void use_device(int device) {
   cuda::check(cudaSetDevice(device), "cudaSetDevice");
 }
 
-std::vector<const Metric*> metric_keys(const Metrics& metrics) {
+std::vector<const Metric*> metric_keys(const Objective& objective) {
   std::vector<const Metric*> keys;
-  for (const auto& m : metrics) keys.push_back(m.get());
+  for (std::size_t j = 0; j < objective.output_count(); ++j)
+    for (const Metric* m : objective.output(j).metrics) keys.push_back(m);
   return keys;
 }
 
@@ -86,10 +87,10 @@ class CudaReplica : public Replica {
   Optimizer& optimizer() override { return optimizer_; }
 
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
-                 const Loss& loss, const Metrics& metrics, const NextRows* next) override {
+                 const Objective& objective, const NextRows* next) override {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
-    place_batch(x, y, &loss);
+    place_batch(x, y, &objective);
     host_current_ = false;
     if (rows == 0) {
       // No rows here: zero gradients, still summed with the other replicas' (every participant
@@ -101,41 +102,39 @@ class CudaReplica : public Replica {
       reduction_.join(stream());
       staging_.stage_next(x, y, next, stream());
       finish_step();
-      StepSums sums;
-      sums.metrics.resize(metrics.size());
-      return sums;
+      return objective.zero();
     }
-    const cuda::StepKey key{rows,         sample_offset,        loss_scale,        &loss,
-                            metric_keys(metrics), staging_.x().data(), staging_.y().data()};
-    const backend::LossDesc loss_desc = loss.desc();
+    const cuda::StepKey key{rows,
+                            sample_offset,
+                            loss_scale,
+                            &objective.loss(),
+                            metric_keys(objective),
+                            staging_.x().data(),
+                            staging_.y().data()};
     graphs_.run(
         key,
         [&] {
-          const Tensor& out = device_model_->forward(staging_.x(), true, sample_offset);
-          enqueue_sums(out, loss_desc, loss_scale, &loss_grad_, metrics);
-          device_model_->backward(loss_grad_, [&](std::size_t l) {
+          const auto& outputs = device_model_->forward_outputs(staging_.x(), true, sample_offset);
+          objective.enqueue(backend_, outputs, staging_.y(), loss_scale, true, scratch_, *sums_);
+          device_model_->backward_outputs(scratch_.grad_views, [&](std::size_t l) {
             reduction_.after_backward_of(l, stream());
           });
           reduction_.join(stream());
         },
         [&] { reduction_.abandon(); });
     staging_.stage_next(x, y, next, stream());  // while the step computes
-    return read_sums(rows, metrics.size());
+    return objective.read(*sums_, rows);  // the step's one synchronization
   }
 
-  StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset, const Loss& loss,
-                    const Metrics& metrics) override {
+  StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
+                    const Objective& objective) override {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
-    place_batch(x, y, &loss);
-    if (rows == 0) {
-      StepSums sums;
-      sums.metrics.resize(metrics.size());
-      return sums;
-    }
-    const Tensor& out = device_model_->forward(staging_.x(), false, sample_offset);
-    enqueue_sums(out, loss.desc(), 1.0f, nullptr, metrics);
-    return read_sums(rows, metrics.size());
+    place_batch(x, y, &objective);
+    if (rows == 0) return objective.zero();
+    const auto& outputs = device_model_->forward_outputs(staging_.x(), false, sample_offset);
+    objective.enqueue(backend_, outputs, staging_.y(), 1.0f, false, scratch_, *sums_);
+    return objective.read(*sums_, rows);
   }
 
   void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
@@ -211,35 +210,18 @@ class CudaReplica : public Replica {
     return device_model;
   }
 
-  // The batch to the device (and with a loss, its targets: sparse labels checked on the host
-  // first, as the CPU loss does).
-  void place_batch(const Tensor& x, const Tensor& y, const Loss* loss) {
+  // The batch to the device (and with an objective, its targets: sparse labels checked on the
+  // host first, as the CPU loss does).
+  void place_batch(const Tensor& x, const Tensor& y, const Objective* objective) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     allocator_->set_context("a batch of " + std::to_string(rows) + " samples on this replica");
-    if (loss && rows > 0 && loss->desc().kind == backend::LossDesc::Kind::scce)
-      backend::check_sparse_labels(y, shape_size(model_.output_shape()));
-    staging_.place(x, y, loss != nullptr, stream());
-  }
-
-  // The loss and metric sums of the last forward, in double on the device (queued only).
-  void enqueue_sums(const Tensor& out, const backend::LossDesc& loss, float loss_scale,
-                    Tensor* loss_grad, const Metrics& metrics) {
-    const std::int64_t cols = shape_size(model_.output_shape());
-    sums_->reset(1 + metrics.size());
-    backend_.loss_sum(loss, out, staging_.y(), cols, loss_scale, loss_grad, *sums_, 0);
-    for (std::size_t m = 0; m < metrics.size(); ++m)
-      backend_.metric_sum(metrics[m]->desc(), out, staging_.y(), cols, *sums_, 1 + m);
-  }
-
-  // One copy of the sums back: the step's one synchronization.
-  StepSums read_sums(std::int64_t rows, std::size_t metric_count) {
-    const std::vector<double> values = sums_->read();
-    StepSums sums;
-    sums.loss = {values[0], static_cast<double>(rows)};
-    sums.metrics.resize(metric_count);
-    for (std::size_t m = 0; m < metric_count; ++m)
-      sums.metrics[m] = {values[1 + m], static_cast<double>(rows)};
-    return sums;
+    if (objective && rows > 0) {
+      std::vector<std::int64_t> widths;
+      for (std::size_t j = 0; j < model_.output_count(); ++j)
+        widths.push_back(shape_size(model_.output_shape(j)));
+      objective->check_labels(y, widths);
+    }
+    staging_.place(x, y, objective != nullptr, stream());
   }
 
   void finish_step() { cuda::check(cudaStreamSynchronize(stream()), "the training step"); }
@@ -257,7 +239,7 @@ class CudaReplica : public Replica {
   cuda::BatchStaging staging_;
   cuda::StepGraphs graphs_;
   std::unique_ptr<backend::Sums> sums_;
-  Tensor loss_grad_;
+  ObjectiveScratch scratch_;  // the loss gradients and targets apart (the graphs point into it)
   bool host_current_ = false;
 };
 

@@ -1,0 +1,270 @@
+#include "nn/objective.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "backend/ops.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+
+namespace tandem {
+
+namespace {
+
+using nlohmann::json;
+
+bool sparse(const Loss& loss) {
+  return loss.desc().kind == backend::LossDesc::Kind::scce;
+}
+
+// Values per sample of an output's targets: one class index for the sparse loss.
+std::int64_t target_width(const Loss& loss, std::int64_t output_width) {
+  return sparse(loss) ? 1 : output_width;
+}
+
+// Values per sample of a batch tensor (every axis but the first).
+std::int64_t row_width(const Tensor& t) {
+  std::int64_t w = 1;
+  for (int a = 1; a < t.rank(); ++a) w *= t.dim(a);
+  return w;
+}
+
+std::string at_index(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::string output_list(const Model& model) {
+  std::string names;
+  for (std::size_t j = 0; j < model.output_count(); ++j)
+    names += (j ? ", '" : "'") + model.output_name(j) + "'";
+  return names;
+}
+
+// A per-output setting: `spec` as it is for every output, or (`per_output` true) its entry for
+// each output, by position in a list or by name in an object. Every name of an object must be
+// an output's; an output an object leaves out gets nullptr. Returns (value, JSON path) pairs.
+std::vector<std::pair<const json*, std::string>> per_output_entries(const json& spec,
+                                                                    bool per_output,
+                                                                    const std::string& path,
+                                                                    const Model& model) {
+  const std::size_t n = model.output_count();
+  std::vector<std::pair<const json*, std::string>> out(n, {nullptr, path});
+  if (!per_output) {
+    for (auto& e : out) e.first = &spec;
+    return out;
+  }
+  if (spec.is_array()) {
+    if (spec.size() != n)
+      throw ConfigError(path, "has " + std::to_string(spec.size()) + " entries for the model's " +
+                                  std::to_string(n) + " outputs (" + output_list(model) + ")");
+    for (std::size_t j = 0; j < n; ++j) out[j] = {&spec[j], at_index(path, j)};
+    return out;
+  }
+  for (const auto& [name, value] : spec.items()) {
+    std::size_t j = 0;
+    while (j < n && model.output_name(j) != name) ++j;
+    if (j == n)
+      throw ConfigError(path + "." + name, "the model has no output '" + name +
+                                               "' (its outputs: " + output_list(model) + ")");
+    out[j] = {&value, path + "." + name};
+  }
+  return out;
+}
+
+double read_weight(const json& w, const std::string& path) {
+  if (!w.is_number() || !std::isfinite(w.get<double>()) || w.get<double>() < 0)
+    throw ConfigError(path, "expected a finite weight >= 0, got " + w.dump());
+  return w.get<double>();
+}
+
+}  // namespace
+
+Objective Objective::borrowing(const Loss& loss,
+                               const std::vector<std::unique_ptr<Metric>>& metrics) {
+  Objective o;
+  Output out;
+  out.loss = &loss;
+  for (const auto& m : metrics) out.metrics.push_back(m.get());
+  o.outputs_.push_back(std::move(out));
+  return o;
+}
+
+Objective::Objective(std::vector<Output> outputs, std::vector<std::unique_ptr<Loss>> losses,
+                     std::vector<std::unique_ptr<Metric>> metrics)
+    : outputs_(std::move(outputs)), losses_(std::move(losses)), metrics_(std::move(metrics)) {
+  if (outputs_.empty()) throw std::logic_error("an objective without outputs");
+  for (const Output& o : outputs_)
+    if (!o.loss) throw std::logic_error("an objective output without a loss");
+}
+
+std::size_t Objective::slot_count() const {
+  std::size_t n = outputs_.size();
+  for (const Output& o : outputs_) n += o.metrics.size();
+  return n;
+}
+
+std::vector<std::string> Objective::metric_names() const {
+  std::vector<std::string> names;
+  const bool several = outputs_.size() > 1;
+  if (several)
+    for (const Output& o : outputs_) names.push_back(o.name + "_loss");
+  for (const Output& o : outputs_)
+    for (const Metric* m : o.metrics) names.push_back(several ? o.name + "_" + m->name() : m->name());
+  return names;
+}
+
+void Objective::check_targets(const Model& model, const std::vector<Shape>& targets) const {
+  const std::size_t n = outputs_.size();
+  if (model.output_count() != n)
+    throw std::logic_error("an objective for another model");
+  if (targets.size() == n) {
+    for (std::size_t j = 0; j < n; ++j) try {
+        outputs_[j].loss->check_shapes(model.output_shape(j), targets[j]);
+      } catch (const ShapeError& e) {
+        if (n == 1) throw;
+        throw ShapeError("output '" + outputs_[j].name + "': " + e.what());
+      }
+    return;
+  }
+  if (targets.size() != 1)
+    throw ShapeError("the data has " + std::to_string(targets.size()) +
+                     " target arrays for the model's " + std::to_string(n) + " outputs (" +
+                     output_list(model) + ")");
+  std::int64_t total = 0;
+  std::string parts;
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::int64_t w = target_width(*outputs_[j].loss, shape_size(model.output_shape(j)));
+    total += w;
+    parts += (j ? ", " : "") + outputs_[j].name + ": " + std::to_string(w);
+  }
+  if (targets[0].size() != 1 || targets[0][0] != total)
+    throw ShapeError("targets of shape " + shape_to_string(targets[0], true) +
+                     " for the model's " + std::to_string(n) + " outputs, which take " +
+                     std::to_string(total) + " values per sample, packed (" + parts + ")");
+}
+
+void Objective::check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const {
+  const std::int64_t rows = y.rank() > 0 ? y.dim(0) : 0;
+  std::int64_t cols = 0;
+  for (std::size_t j = 0; j < outputs_.size(); ++j)
+    cols += target_width(*outputs_[j].loss, widths[j]);
+  std::int64_t offset = 0;
+  for (std::size_t j = 0; j < outputs_.size(); ++j) {
+    const Loss& loss = *outputs_[j].loss;
+    if (sparse(loss)) {
+      Tensor labels({rows});
+      for (std::int64_t r = 0; r < rows; ++r) labels[r] = y[r * cols + offset];
+      backend::check_sparse_labels(labels, widths[j]);
+    }
+    offset += target_width(loss, widths[j]);
+  }
+}
+
+void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs,
+                        const Tensor& y, float grad_scale, bool gradients,
+                        ObjectiveScratch& scratch, backend::Sums& sums) const {
+  const std::size_t n = outputs_.size();
+  if (outputs.size() != n)
+    throw std::logic_error("objective: " + std::to_string(outputs.size()) + " outputs for " +
+                           std::to_string(n));
+  const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
+  std::int64_t cols = 0;
+  for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, row_width(*outputs[j]));
+  if (y.size() != rows * cols)
+    throw ShapeError(outputs_[0].loss->name() + ": targets " + shape_to_string(y.shape()) +
+                     " do not fit predictions of " + std::to_string(rows) + " samples (" +
+                     std::to_string(cols) + " target values each)");
+  sums.reset(slot_count());
+  scratch.targets.resize(n);
+  scratch.grads.resize(n);
+  scratch.grad_views.clear();
+  std::size_t slot = n;
+  std::int64_t offset = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const Output& o = outputs_[j];
+    const std::int64_t width = row_width(*outputs[j]);
+    const std::int64_t tw = target_width(*o.loss, width);
+    const Tensor* target = &y;
+    if (n > 1) {
+      ops.place(scratch.targets[j], {rows, tw});
+      ops.copy_columns(y, cols, offset, scratch.targets[j], tw, 0, tw);
+      target = &scratch.targets[j];
+    }
+    offset += tw;
+    ops.loss_sum(o.loss->desc(), *outputs[j], *target, width,
+                 grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
+                 sums, j);
+    for (const Metric* m : o.metrics) ops.metric_sum(m->desc(), *outputs[j], *target, width, sums, slot++);
+    scratch.grad_views.push_back(&scratch.grads[j]);
+  }
+}
+
+StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
+  const std::vector<double> v = sums.read();
+  const auto count = static_cast<double>(rows);
+  StepSums s;
+  s.loss.count = count;
+  for (std::size_t j = 0; j < outputs_.size(); ++j) {
+    s.loss.sum += outputs_[j].weight * v[j];
+    if (outputs_.size() > 1) s.metrics.push_back({v[j], count});
+  }
+  for (std::size_t k = outputs_.size(); k < v.size(); ++k) s.metrics.push_back({v[k], count});
+  return s;
+}
+
+StepSums Objective::zero() const {
+  StepSums s;
+  s.metrics.resize(metric_names().size());
+  return s;
+}
+
+Objective make_objective(const json& loss, const json& loss_weights, const json& metrics,
+                         const Model& model) {
+  const std::size_t n = model.output_count();
+  std::vector<Objective::Output> outputs(n);
+  std::vector<std::unique_ptr<Loss>> losses;
+  std::vector<std::unique_ptr<Metric>> owned;
+  const bool loss_per_output =
+      loss.is_array() || (loss.is_object() && !loss.contains("class_name"));
+  const auto loss_entries = per_output_entries(loss, loss_per_output, "loss", model);
+  for (std::size_t j = 0; j < n; ++j) {
+    outputs[j].name = model.output_name(j);
+    if (!loss_entries[j].first)
+      throw ConfigError("loss", "gives no loss for output '" + outputs[j].name +
+                                    "' (every output needs one; its outputs: " +
+                                    output_list(model) + ")");
+    losses.push_back(make_loss(*loss_entries[j].first, loss_entries[j].second));
+    outputs[j].loss = losses.back().get();
+  }
+  if (!loss_weights.is_null()) {
+    if (!loss_weights.is_array() && !loss_weights.is_object())
+      throw ConfigError("loss_weights", "expected a list of weights in output order, or an "
+                                        "object of weights by output name, got " +
+                                            loss_weights.dump());
+    const auto weights = per_output_entries(loss_weights, true, "loss_weights", model);
+    for (std::size_t j = 0; j < n; ++j)
+      if (weights[j].first) outputs[j].weight = read_weight(*weights[j].first, weights[j].second);
+  }
+  // A list of lists gives each output its list; a plain list is every output's.
+  bool metrics_per_output = metrics.is_object();
+  if (metrics.is_array() && n > 1 && !metrics.empty()) {
+    metrics_per_output = true;
+    for (const json& m : metrics) metrics_per_output = metrics_per_output && m.is_array();
+  }
+  if (!metrics.is_null() && !metrics.is_array() && !metrics.is_object())
+    throw ConfigError("metrics", "expected a list of metric names, or lists by output, got " +
+                                     metrics.dump());
+  const auto metric_entries = per_output_entries(metrics, metrics_per_output, "metrics", model);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (!metric_entries[j].first) continue;
+    auto made = make_metrics(*metric_entries[j].first, metric_entries[j].second,
+                             *outputs[j].loss, model.output_shape(j));
+    for (auto& m : made) {
+      outputs[j].metrics.push_back(m.get());
+      owned.push_back(std::move(m));
+    }
+  }
+  return Objective(std::move(outputs), std::move(losses), std::move(owned));
+}
+
+}  // namespace tandem

@@ -1,0 +1,113 @@
+// Objective: what a training step minimizes and reports for a model — per output, a loss, its
+// weight and metrics — computed on whichever backend the model's outputs live on, as sums over
+// the batch's rows.
+//
+// The loss of a step is the weighted sum of the outputs' losses (Keras' loss_weights). With
+// several outputs each output's own loss is reported too, as "<output>_loss", and its metrics as
+// "<output>_<metric>" (Keras 2's names: dense_1_loss, dense_1_accuracy); with one output the
+// names are the metrics' own. Targets come packed as the model's outputs do (tandem/model.hpp):
+// a sample's y holds each output's targets in output order, flattened (one class index for a
+// sparse loss, else as many values as the output has).
+//
+// Ownership: an Objective owns its losses and metrics, or borrows them (borrowing(): they must
+// outlive it). Immutable once made, so replicas on several threads share one; the tensors of a
+// step live in an ObjectiveScratch each replica owns (and keeps: a device replica's captured
+// step graphs point into them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/loss.hpp"
+#include "nn/metric.hpp"
+#include "tandem/tensor.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem {
+
+class Model;
+
+namespace backend {
+class Backend;
+class Sums;
+}  // namespace backend
+
+/// Loss and metric sums over a batch (means are sum / count), metrics in metric_names() order.
+struct StepSums {
+  MetricSum loss;
+  std::vector<MetricSum> metrics;
+};
+
+/// One replica's working tensors for an Objective (see above). Used by one thread at a time.
+struct ObjectiveScratch {
+  std::vector<Tensor> targets;  // per output, its targets apart (several outputs only)
+  std::vector<Tensor> grads;    // per output, the loss gradient
+  std::vector<const Tensor*> grad_views;
+};
+
+class Objective {
+ public:
+  struct Output {
+    std::string name;  // the output layer's name ("" for a borrowing() objective)
+    const Loss* loss = nullptr;
+    double weight = 1.0;
+    std::vector<const Metric*> metrics;
+  };
+
+  /// One output; `loss` and `metrics` stay the caller's and must outlive the objective.
+  static Objective borrowing(const Loss& loss, const std::vector<std::unique_ptr<Metric>>& metrics);
+  /// `outputs` point into `losses` and `metrics`, which the objective keeps.
+  Objective(std::vector<Output> outputs, std::vector<std::unique_ptr<Loss>> losses,
+            std::vector<std::unique_ptr<Metric>> metrics);
+  Objective(Objective&&) noexcept = default;
+  Objective& operator=(Objective&&) noexcept = default;
+
+  std::size_t output_count() const { return outputs_.size(); }
+  const Output& output(std::size_t j) const { return outputs_[j]; }
+  /// The loss of output 0 (the loss, for a model with one output).
+  const Loss& loss() const { return *outputs_[0].loss; }
+  /// The keys of StepSums::metrics in logs (see above).
+  std::vector<std::string> metric_names() const;
+
+  /// Throws ShapeError naming the output when targets of per-sample shape `targets` (one shape,
+  /// packed; or one per output) cannot go with the model's outputs.
+  void check_targets(const Model& model, const std::vector<Shape>& targets) const;
+  /// Throws DataError for a sparse label that is no class index, in host targets `y` of a model
+  /// whose outputs have `widths` values per sample (a device replica checks before it copies).
+  void check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const;
+
+  /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
+  /// packed targets `y`, both in ops' memory. With `gradients`, scratch.grad_views[j] is then
+  /// grad_scale * weight_j * d(loss_j sum)/d(output j). `sums` is reset.
+  void enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs, const Tensor& y,
+               float grad_scale, bool gradients, ObjectiveScratch& scratch,
+               backend::Sums& sums) const;
+  /// The sums enqueue() queued (on a device: waits for them), over `rows` samples.
+  StepSums read(backend::Sums& sums, std::int64_t rows) const;
+  /// StepSums with every sum zero (a replica without rows).
+  StepSums zero() const;
+
+ private:
+  Objective() = default;
+  std::size_t slot_count() const;
+  std::vector<Output> outputs_;
+  std::vector<std::unique_ptr<Loss>> losses_;
+  std::vector<std::unique_ptr<Metric>> metrics_;
+};
+
+/// The objective of a run config for `model`: `loss` is one loss for every output, a list in
+/// output order, or an object by output name; `loss_weights` null, a list or an object; `metrics`
+/// a list for every output, or an object (or a list of lists) by output. Throws ConfigError at
+/// "loss", "loss_weights" or "metrics".
+Objective make_objective(const nlohmann::json& loss, const nlohmann::json& loss_weights,
+                         const nlohmann::json& metrics, const Model& model);
+
+}  // namespace tandem
+
+TANDEM_INTERNAL_API_END

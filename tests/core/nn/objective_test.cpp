@@ -1,0 +1,310 @@
+// A model with two inputs and two outputs under one Objective: the packed inputs reach the right
+// layers, the loss is the weighted sum of each output's (Keras' loss_weights), each output's own
+// loss and metrics are reported under Keras 2's names, and every gradient is the derivative of
+// that weighted sum — all against a reference written independently in double precision, and
+// central differences of it. Then what a config can get wrong, refused at its path.
+#include "nn/objective.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend/ops.hpp"
+#include "gradient_check.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// a (3) -> trunk Dense 4 tanh; [trunk, b (2)] -> join -> cls Dense 3 (logits);
+// trunk -> reg Dense 1. Outputs [cls, reg]. Keras 2's form.
+json two_heads_config() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "two_heads", "layers": [
+    {"class_name": "InputLayer", "name": "a", "config": {"batch_input_shape": [null, 3],
+     "name": "a"}, "inbound_nodes": []},
+    {"class_name": "InputLayer", "name": "b", "config": {"batch_input_shape": [null, 2],
+     "name": "b"}, "inbound_nodes": []},
+    {"class_name": "Dense", "name": "trunk", "config": {"name": "trunk", "units": 4,
+     "activation": "tanh"}, "inbound_nodes": [[["a", 0, 0, {}]]]},
+    {"class_name": "Concatenate", "name": "join", "config": {"name": "join", "axis": -1},
+     "inbound_nodes": [[["trunk", 0, 0, {}], ["b", 0, 0, {}]]]},
+    {"class_name": "Dense", "name": "cls", "config": {"name": "cls", "units": 3},
+     "inbound_nodes": [[["join", 0, 0, {}]]]},
+    {"class_name": "Dense", "name": "reg", "config": {"name": "reg", "units": 1},
+     "inbound_nodes": [[["trunk", 0, 0, {}]]]}],
+    "input_layers": [["a", 0, 0], ["b", 0, 0]],
+    "output_layers": [["cls", 0, 0], ["reg", 0, 0]]},
+    "keras_version": "2.15.0", "backend": "tensorflow"})");
+}
+
+const json kLoss = json::parse(R"({"cls": {"class_name": "SparseCategoricalCrossentropy",
+  "config": {"from_logits": true}}, "reg": "mse"})");
+const json kWeights = json::parse(R"({"cls": 1.0, "reg": 0.5})");
+const json kMetrics = json::parse(R"({"cls": ["accuracy"], "reg": ["mae"]})");
+
+constexpr std::int64_t kRows = 5;
+
+// Packed rows: x = [a (3), b (2)], y = [class index, regression target].
+Tensor packed_x() {
+  return test::random_tensor({kRows, 5}, 7);
+}
+Tensor packed_y() {
+  Tensor y({kRows, 2});
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    y[2 * r] = static_cast<float>(r % 3);
+    y[2 * r + 1] = 0.3f * static_cast<float>(r) - 0.5f;
+  }
+  return y;
+}
+
+// The parameters in one double vector: trunk kernel (3x4), bias (4); cls kernel (6x3), bias (3);
+// reg kernel (4x1), bias (1); read by name so the layout is the reference's own.
+const std::vector<std::string> kParams = {"trunk/kernel", "trunk/bias", "cls/kernel",
+                                          "cls/bias",     "reg/kernel", "reg/bias"};
+
+Parameter* parameter(Model& m, const std::string& name) {
+  const auto names = m.parameter_names();
+  const auto params = m.parameters();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return params[i];
+  ADD_FAILURE() << "no parameter " << name;
+  return nullptr;
+}
+
+std::vector<double> flat_parameters(Model& m, bool grads) {
+  std::vector<double> v;
+  for (const auto& n : kParams) {
+    const Tensor& t = grads ? parameter(m, n)->grad : parameter(m, n)->value;
+    v.insert(v.end(), t.data(), t.data() + t.size());
+  }
+  return v;
+}
+
+struct Reference {
+  std::vector<std::vector<double>> cls, reg;  // per row
+  double cls_loss = 0, reg_loss = 0;          // sums over rows
+  double cls_hits = 0, reg_abs = 0;
+};
+
+// Written from Keras' definitions in double: Dense is x·K + b, sparse categorical
+// cross-entropy from logits is logsumexp(z) - z[label], mse the mean squared difference.
+Reference reference(const std::vector<double>& p, const Tensor& x, const Tensor& y) {
+  const double* tk = p.data();
+  const double* tb = tk + 12;
+  const double* ck = tb + 4;
+  const double* cb = ck + 18;
+  const double* rk = cb + 3;
+  const double* rb = rk + 4;
+  Reference ref;
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    double trunk[4], join[6];
+    for (int j = 0; j < 4; ++j) {
+      double s = tb[j];
+      for (int i = 0; i < 3; ++i) s += x[r * 5 + i] * tk[i * 4 + j];
+      trunk[j] = join[j] = std::tanh(s);
+    }
+    join[4] = x[r * 5 + 3], join[5] = x[r * 5 + 4];
+    std::vector<double> z(3);
+    for (int j = 0; j < 3; ++j) {
+      z[j] = cb[j];
+      for (int i = 0; i < 6; ++i) z[j] += join[i] * ck[i * 3 + j];
+    }
+    double reg = rb[0];
+    for (int i = 0; i < 4; ++i) reg += trunk[i] * rk[i];
+    const double top = std::max({z[0], z[1], z[2]});
+    const double lse = top + std::log(std::exp(z[0] - top) + std::exp(z[1] - top) +
+                                      std::exp(z[2] - top));
+    const auto label = static_cast<int>(y[2 * r]);
+    ref.cls_loss += lse - z[static_cast<std::size_t>(label)];
+    const int best = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+    ref.cls_hits += best == label ? 1 : 0;
+    const double d = reg - y[2 * r + 1];
+    ref.reg_loss += d * d;
+    ref.reg_abs += std::fabs(d);
+    ref.cls.push_back(z);
+    ref.reg.push_back({reg});
+  }
+  return ref;
+}
+
+struct Step {
+  std::unique_ptr<Model> model = Model::from_config(two_heads_config(), "model", 11);
+  Objective objective = make_objective(kLoss, kWeights, kMetrics, *model);
+  ObjectiveScratch scratch;
+  std::unique_ptr<backend::Sums> sums = backend::cpu_backend().sums();
+
+  StepSums train(const Tensor& x, const Tensor& y) {
+    const auto& outputs = model->forward_outputs(x, true);
+    objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, true, scratch, *sums);
+    model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+    return objective.read(*sums, x.dim(0));
+  }
+};
+
+TEST(Objective, TwoInputsAndTwoOutputsFollowTheDoubleReference) {
+  Step s;
+  ASSERT_EQ(s.model->input_count(), 2u);
+  ASSERT_EQ(s.model->output_count(), 2u);
+  EXPECT_EQ(s.model->input_shape(), (Shape{5}));   // a (3) and b (2), packed
+  EXPECT_EQ(s.model->output_shape(), (Shape{4}));  // cls (3) and reg (1), packed
+  EXPECT_EQ(s.model->output_name(1), "reg");
+  const Tensor x = packed_x(), y = packed_y();
+  const Reference ref = reference(flat_parameters(*s.model, false), x, y);
+
+  // Forward: each output apart, and packed in output order.
+  const Tensor packed = s.model->forward(x, false).clone();
+  ASSERT_EQ(packed.shape(), (Shape{kRows, 4}));
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (int j = 0; j < 3; ++j)
+      EXPECT_NEAR(packed[r * 4 + j], ref.cls[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)], 1e-5);
+    EXPECT_NEAR(packed[r * 4 + 3], ref.reg[static_cast<std::size_t>(r)][0], 1e-5);
+  }
+
+  // The loss is the weighted sum; each output's loss and metrics under its name.
+  const StepSums sums = s.train(x, y);
+  EXPECT_EQ(s.objective.metric_names(),
+            (std::vector<std::string>{"cls_loss", "reg_loss", "cls_accuracy", "reg_mae"}));
+  EXPECT_NEAR(sums.loss.sum, ref.cls_loss + 0.5 * ref.reg_loss, 1e-5 * (1 + ref.cls_loss));
+  EXPECT_EQ(sums.loss.count, kRows);
+  ASSERT_EQ(sums.metrics.size(), 4u);
+  EXPECT_NEAR(sums.metrics[0].sum, ref.cls_loss, 1e-5 * (1 + ref.cls_loss));
+  EXPECT_NEAR(sums.metrics[1].sum, ref.reg_loss, 1e-5 * (1 + ref.reg_loss));
+  EXPECT_EQ(sums.metrics[2].sum, ref.cls_hits);
+  EXPECT_NEAR(sums.metrics[3].sum, ref.reg_abs, 1e-5 * (1 + ref.reg_abs));
+
+  // Every gradient is d(weighted sum)/d(parameter), by central differences of the reference.
+  const std::vector<double> analytic = flat_parameters(*s.model, true);
+  const std::vector<double> numeric = test::numeric_gradient(
+      [&](const std::vector<double>& p) {
+        const Reference r = reference(p, x, y);
+        return r.cls_loss + 0.5 * r.reg_loss;
+      },
+      flat_parameters(*s.model, false));
+  test::expect_close(analytic, numeric, 1e-4, 1e-5, "gradients of the weighted loss");
+  // A negative control: the unweighted sum's gradient is another one.
+  const std::vector<double> unweighted = test::numeric_gradient(
+      [&](const std::vector<double>& p) {
+        const Reference r = reference(p, x, y);
+        return r.cls_loss + r.reg_loss;
+      },
+      flat_parameters(*s.model, false));
+  double apart = 0;
+  for (std::size_t i = 0; i < analytic.size(); ++i)
+    apart = std::max(apart, std::fabs(analytic[i] - unweighted[i]));
+  EXPECT_GT(apart, 1e-3);
+}
+
+TEST(Objective, TheGraphRoundTripsThroughItsConfig) {
+  auto m = Model::from_config(two_heads_config(), "model", 11);
+  const json config = m->config();
+  EXPECT_EQ(config["config"]["input_layers"], json::parse(R"([["a", 0, 0], ["b", 0, 0]])"));
+  EXPECT_EQ(config["config"]["output_layers"], json::parse(R"([["cls", 0, 0], ["reg", 0, 0]])"));
+  auto again = Model::from_config(config, "model", 11);
+  EXPECT_EQ(again->input_count(), 2u);
+  EXPECT_EQ(again->output_name(0), "cls");
+  const std::string summary = m->summary();
+  EXPECT_NE(summary.find(" a (InputLayer)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(" b (InputLayer)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("'b[0][0]'"), std::string::npos) << summary;
+}
+
+TEST(Objective, OneOutputKeepsTheMetricsOwnNames) {
+  auto m = Model::from_config(
+      json::parse(R"({"class_name": "Sequential", "config": {"layers": [{"class_name": "Dense",
+        "config": {"units": 3, "input_shape": [2]}}]}})"),
+      "model", 1);
+  const Objective o = make_objective("mse", json(), json::array({"mae"}), *m);
+  EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"mae"}));
+  // The same loss spelled per output, by the output's name.
+  const Objective named =
+      make_objective(json{{m->output_name(0), "mse"}}, json(), json::array({"mae"}), *m);
+  EXPECT_EQ(named.output(0).loss->name(), "mean_squared_error");
+}
+
+std::string config_error(const json& loss, const json& weights, const json& metrics) {
+  auto m = Model::from_config(two_heads_config(), "model", 11);
+  try {
+    make_objective(loss, weights, metrics, *m);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Objective, BadLossesWeightsAndMetricsAreRefusedAtTheirPath) {
+  EXPECT_NE(config_error(json{{"cls", "mse"}, {"nope", "mse"}}, json(), json())
+                .find("at 'loss.nope': the model has no output 'nope' (its outputs: 'cls', "
+                      "'reg')"),
+            std::string::npos);
+  EXPECT_NE(config_error(json{{"cls", "mse"}}, json(), json())
+                .find("gives no loss for output 'reg'"),
+            std::string::npos);
+  EXPECT_NE(config_error(json::array({"mse"}), json(), json())
+                .find("at 'loss': has 1 entries for the model's 2 outputs"),
+            std::string::npos);
+  EXPECT_NE(config_error(json::array({"mse", "not_a_loss"}), json(), json())
+                .find("at 'loss[1]': unknown loss 'not_a_loss'"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", json::array({1.0, -2.0}), json())
+                .find("at 'loss_weights[1]': expected a finite weight >= 0, got -2.0"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", json{{"cls", "heavy"}}, json())
+                .find("at 'loss_weights.cls': expected a finite weight >= 0"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", json::array({1.0}), json())
+                .find("at 'loss_weights': has 1 entries for the model's 2 outputs"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", 3, json()).find("at 'loss_weights': expected a list of weights"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", json(), json{{"head", json::array({"mae"})}})
+                .find("at 'metrics.head': the model has no output 'head'"),
+            std::string::npos);
+  EXPECT_NE(config_error("mse", json(), "mae").find("at 'metrics': expected a list"),
+            std::string::npos);
+  // A list of lists is per output; a plain list is every output's.
+  auto m = Model::from_config(two_heads_config(), "model", 11);
+  const Objective lists = make_objective(
+      "mse", json(), json::parse(R"([["mae"], ["mse", "mae"]])"), *m);
+  EXPECT_EQ(lists.metric_names(), (std::vector<std::string>{"cls_loss", "reg_loss", "cls_mae",
+                                                            "reg_mse", "reg_mae"}));
+  const Objective shared = make_objective("mse", json(), json::array({"mae"}), *m);
+  EXPECT_EQ(shared.metric_names(),
+            (std::vector<std::string>{"cls_loss", "reg_loss", "cls_mae", "reg_mae"}));
+}
+
+TEST(Objective, TargetsThatDoNotFitTheOutputsAreNamed) {
+  auto m = Model::from_config(two_heads_config(), "model", 11);
+  const Objective o = make_objective(kLoss, kWeights, kMetrics, *m);
+  o.check_targets(*m, {{2}});          // packed: one class index and one value
+  o.check_targets(*m, {{}, {1}});      // apart
+  try {
+    o.check_targets(*m, {{3}});
+    ADD_FAILURE() << "packed targets of 3 values accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("take 2 values per sample, packed (cls: 1, reg: 1)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    o.check_targets(*m, {{}, {2}});
+    ADD_FAILURE() << "regression targets of 2 values accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("output 'reg': "), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(o.check_targets(*m, {{}, {1}, {1}}), ShapeError);
+  // A label that is no class index, found on the host before a device would see it.
+  Tensor y = packed_y();
+  y[4] = 7;
+  try {
+    o.check_labels(y, {3, 1});
+    ADD_FAILURE() << "label 7 of 3 classes accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem
