@@ -245,6 +245,7 @@ TrainResult run_training(const TrainRequest& request) {
   share_cores_between_local_ranks(*world);
   ReplicaModel meta(*b.model, *b.optimizer, plan, world, rc.precision);
   Trainer trainer(meta, std::move(*b.objective));
+  trainer.check_fit_data(train_loader, val_loader.get());
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;

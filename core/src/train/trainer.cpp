@@ -100,6 +100,11 @@ void Trainer::check_data(const DataLoader& data, const std::string& role) const 
   }
 }
 
+void Trainer::check_fit_data(const DataLoader& train, const DataLoader* validation) const {
+  check_data(train, "training");
+  if (validation) check_data(*validation, "validation");
+}
+
 Trainer::EpochTotals Trainer::empty_totals() const {
   EpochTotals t;
   t.metrics.resize(metric_names_.size());
@@ -183,8 +188,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
 
 const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
-  check_data(train, "training");
-  if (validation) check_data(*validation, "validation");
+  check_fit_data(train, validation);
   const auto check_resume_position = [&] {
     if (state_.batch > 0 && state_.steps_per_epoch != train.batches_per_epoch())
       throw ConfigError("batch_size", "the run was saved in the middle of an epoch of " +

@@ -57,6 +57,9 @@ class Trainer : public CallbackContext {
   /// Throws RunError on a non-finite loss, naming the epoch and step.
   const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation,
                                const FitOptions& options);
+  /// Throws ShapeError when the data does not fit the model's inputs and outputs (fit() checks
+  /// it too; run() asks before it creates the run folder).
+  void check_fit_data(const DataLoader& train, const DataLoader* validation) const;
   /// Loss and metrics over one pass of `data` (test hooks), without the `val_` prefix.
   Logs evaluate(DataLoader& data);
   /// Model outputs for every sample of `data`, in loader order: (samples, output_shape...).
