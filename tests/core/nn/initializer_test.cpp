@@ -123,5 +123,137 @@ TEST(Initializer, KerasAliasesAndRandomDistributionArguments) {
                ConfigError);
 }
 
+
+Tensor draw_json(const nlohmann::json& spec, const Shape& shape, std::int64_t fan_in,
+                 std::int64_t fan_out, std::uint64_t seed = 3) {
+  Tensor t(shape);
+  Rng rng(seed);
+  parse_initializer(spec, "init").fill(t, fan_in, fan_out, rng);
+  return t;
+}
+
+TEST(Initializer, VarianceScalingHasScaleOverFanInEveryModeAndDistribution) {
+  // Keras: variance = scale / fan, fan = fan_in, fan_out or their mean; the truncated normal
+  // is rescaled to keep that variance, the uniform's limit is sqrt(3 variance).
+  for (const char* mode : {"fan_in", "fan_out", "fan_avg"})
+    for (const char* distribution : {"truncated_normal", "untruncated_normal", "uniform"}) {
+      const nlohmann::json spec = {
+          {"class_name", "VarianceScaling"},
+          {"config", {{"scale", 3.0}, {"mode", mode}, {"distribution", distribution},
+                      {"seed", nullptr}}}};
+      const Tensor t = draw_json(spec, {300, 200}, 300, 200);
+      const double fan = std::string(mode) == "fan_in"    ? 300.0
+                         : std::string(mode) == "fan_out" ? 200.0
+                                                          : 250.0;
+      const double stddev = std::sqrt(3.0 / fan);
+      const Moments m = moments_of(t);
+      EXPECT_NEAR(m.stddev, stddev, 0.015 * stddev) << mode << " " << distribution;
+      EXPECT_NEAR(m.mean, 0.0, 0.01 * stddev) << mode << " " << distribution;
+      const std::string d = distribution;
+      if (d == "uniform") {
+        EXPECT_LE(m.max_abs, std::sqrt(3.0) * stddev + 1e-7);
+      } else if (d == "truncated_normal") {
+        EXPECT_LE(m.max_abs, 2.0 * stddev / .87962566103423978 + 1e-6);
+      } else {
+        EXPECT_GT(m.max_abs, 3.0 * stddev);  // tails a truncated normal never has
+      }
+      EXPECT_EQ(parse_initializer(spec, "i").config(), spec) << "round trip";
+    }
+  // glorot_uniform is VarianceScaling(1, fan_avg, uniform) to the bit.
+  const Tensor named = draw("glorot_uniform", 40, 30, 9);
+  const Tensor spelled = draw_json(
+      {{"class_name", "VarianceScaling"},
+       {"config", {{"scale", 1.0}, {"mode", "fan_avg"}, {"distribution", "uniform"}}}},
+      {40, 30}, 40, 30, 9);
+  for (std::int64_t i = 0; i < named.size(); ++i) ASSERT_EQ(named[i], spelled[i]) << i;
+}
+
+TEST(Initializer, TruncatedNormalStaysWithinTwoStandardDeviations) {
+  const nlohmann::json spec = {{"class_name", "TruncatedNormal"},
+                               {"config", {{"mean", 0.5}, {"stddev", 0.02}, {"seed", 4}}}};
+  const Tensor t = draw_json(spec, {200, 100}, 200, 100);
+  const Moments m = moments_of(t);
+  EXPECT_NEAR(m.mean, 0.5, 0.001);
+  // A standard normal cut at +-2 has standard deviation 0.8796.
+  EXPECT_NEAR(m.stddev, 0.02 * .87962566103423978, 0.0003);
+  for (float v : t.values()) {
+    ASSERT_LE(v, 0.54f + 1e-6f);
+    ASSERT_GE(v, 0.46f - 1e-6f);
+  }
+  EXPECT_EQ(parse_initializer(spec, "i").config()["config"]["stddev"], 0.02);
+}
+
+// max |W^T W - gain^2 I| (tall) or |W W^T - gain^2 I| (wide) over a rows x cols weight.
+double orthogonality_error(const Tensor& w, std::int64_t rows, std::int64_t cols, double gain) {
+  const bool tall = rows >= cols;
+  const std::int64_t n = tall ? cols : rows, len = tall ? rows : cols;
+  double worst = 0;
+  for (std::int64_t a = 0; a < n; ++a)
+    for (std::int64_t b = 0; b < n; ++b) {
+      double dot = 0;
+      for (std::int64_t k = 0; k < len; ++k)
+        dot += tall ? static_cast<double>(w[k * cols + a]) * w[k * cols + b]
+                    : static_cast<double>(w[a * cols + k]) * w[b * cols + k];
+      worst = std::max(worst, std::fabs(dot - (a == b ? gain * gain : 0.0)));
+    }
+  return worst;
+}
+
+TEST(Initializer, OrthogonalGivesOrthonormalRowsOrColumnsTimesGain) {
+  const nlohmann::json spec = {{"class_name", "Orthogonal"},
+                               {"config", {{"gain", 1.5}, {"seed", nullptr}}}};
+  const Tensor tall = draw_json(spec, {40, 12}, 40, 12);
+  EXPECT_LT(orthogonality_error(tall, 40, 12, 1.5), 1e-5);
+  const Tensor wide = draw_json(spec, {7, 30}, 7, 30);
+  EXPECT_LT(orthogonality_error(wide, 7, 30, 1.5), 1e-5);
+  // A convolution kernel (3, 3, 4, 8) is flattened to (36, 8) as Keras does.
+  const Tensor kernel = draw_json(spec, {3, 3, 4, 8}, 36, 72);
+  EXPECT_LT(orthogonality_error(kernel, 36, 8, 1.5), 1e-5);
+  // A negative control: a random normal matrix is far from orthogonal.
+  const Tensor random = draw_json("random_normal", {40, 12}, 40, 12);
+  EXPECT_GT(orthogonality_error(random, 40, 12, 1.5), 0.5);
+  EXPECT_EQ(parse_initializer(spec, "i").config(), spec);
+}
+
+TEST(Initializer, IdentityIsGainOnTheDiagonalOfA2dWeight) {
+  const nlohmann::json spec = {{"class_name", "Identity"}, {"config", {{"gain", 2.0}}}};
+  const Tensor t = draw_json(spec, {3, 4}, 3, 4);
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t c = 0; c < 4; ++c) EXPECT_EQ(t[r * 4 + c], r == c ? 2.0f : 0.0f);
+  EXPECT_THROW(draw_json(spec, {3, 3, 2, 2}, 18, 18), ShapeError);
+  EXPECT_EQ(parse_initializer(spec, "i").config(), spec);
+}
+
+TEST(Initializer, BadVarianceScalingAndOrthogonalArgumentsNameTheirPath) {
+  const auto error_of = [](const nlohmann::json& config) {
+    try {
+      parse_initializer({{"class_name", "VarianceScaling"}, {"config", config}}, "init");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of({{"scale", 0}}).find("'init.config.scale': expected a positive number"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"mode", "fan_max"}}).find("'init.config.mode'"), std::string::npos);
+  EXPECT_NE(error_of({{"distribution", "cauchy"}}).find("'init.config.distribution'"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"gain", 2}}).find("'init.config.gain'"), std::string::npos);
+  // Keras 2's "normal" distribution is the truncated normal.
+  EXPECT_EQ(parse_initializer({{"class_name", "VarianceScaling"},
+                               {"config", {{"distribution", "normal"}}}},
+                              "i")
+                .distribution,
+            "truncated_normal");
+  try {
+    parse_initializer({{"class_name", "Xavier"}}, "init");
+    ADD_FAILURE() << "Xavier accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'init.class_name': unknown initializer 'Xavier'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::nn
