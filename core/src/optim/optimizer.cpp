@@ -15,12 +15,20 @@ Optimizer::Optimizer(double learning_rate, double weight_decay, double clipnorm,
 
 nlohmann::json Optimizer::base_config(const std::string& name) const {
   auto opt = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return {{"name", name},
-          {"learning_rate", learning_rate_},
-          {"weight_decay", weight_decay_},
-          {"clipnorm", opt(clipnorm_)},
-          {"clipvalue", opt(clipvalue_)},
-          {"global_clipnorm", opt(global_clipnorm_)}};
+  nlohmann::json c = {{"name", name},
+                      {"learning_rate", learning_rate_},
+                      {"weight_decay", weight_decay_},
+                      {"clipnorm", opt(clipnorm_)},
+                      {"clipvalue", opt(clipvalue_)},
+                      {"global_clipnorm", opt(global_clipnorm_)}};
+  if (decay_ > 0) c["decay"] = decay_;
+  return c;
+}
+
+double Optimizer::step_learning_rate() const {
+  if (decay_ <= 0) return learning_rate_;
+  const auto before = static_cast<double>(std::max<std::int64_t>(iterations_ - 1, 0));
+  return learning_rate_ / (1.0 + decay_ * before);
 }
 
 void Optimizer::create_slots(const std::vector<Parameter*>& params) {
@@ -55,7 +63,7 @@ void Optimizer::apply(const std::vector<Parameter*>& params, backend::Backend& b
       throw RunError("optimizer " + class_name() + ": parameter '" + p.name + "' has no gradient");
     tensors.push_back({&p.value, &p.grad, &slots_[i]});
   }
-  backend.optimizer_update(desc(), iterations_, learning_rate_, tensors);
+  backend.optimizer_update(desc(), iterations_, step_learning_rate(), tensors);
 }
 
 }  // namespace tandem

@@ -35,6 +35,12 @@ class Optimizer {
 
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double lr) { learning_rate_ = lr; }
+  /// Keras 2's time-based decay (its legacy optimizers' `decay`): step t (1-based) uses
+  /// learning_rate() / (1 + decay * (t - 1)). 0 (the default): no decay.
+  double decay() const { return decay_; }
+  void set_decay(double decay) { decay_ = decay; }
+  /// The learning rate of the step iterations() counts (the last one, or the one under way).
+  double step_learning_rate() const;
   /// Steps taken so far (Keras `iterations`).
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
@@ -65,12 +71,15 @@ class Optimizer {
 
  private:
   double clipnorm_, clipvalue_, global_clipnorm_;
+  double decay_ = 0;
   std::int64_t iterations_ = 0;
   std::vector<std::vector<Tensor>> slots_;
 };
 
 /// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,
-/// AdamW, RMSprop. Throws ConfigError naming the JSON path.
+/// AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam, Lion. Keras 2's legacy `lr` is read as
+/// `learning_rate` and its `decay` as set_decay(), each with a warning naming Keras 3's way.
+/// Throws ConfigError naming the JSON path.
 std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& spec, const std::string& path);
 
 }  // namespace tandem

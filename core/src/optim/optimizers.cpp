@@ -1,5 +1,7 @@
 // SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam and Lion with Keras 3 update rules
 // and defaults.
+#include <spdlog/spdlog.h>
+
 #include "backend/kernel_math.hpp"
 #include "optim/optimizer_catalog.hpp"
 #include "util/config_object.hpp"
@@ -120,6 +122,35 @@ const std::vector<std::pair<std::string, std::string>>& optimizer_names() {
   return names;
 }
 
+namespace {
+
+// `learning_rate`, or Keras 2's `lr` (with a warning; not both).
+double read_learning_rate(ConfigObject& cfg, double default_lr) {
+  if (!cfg.has("lr")) {
+    cfg.ignore({"lr"});
+    return cfg.number_in("learning_rate", default_lr, 0.0, 1e9, true);
+  }
+  if (cfg.has("learning_rate"))
+    throw ConfigError(cfg.path_of("lr"), "gives the learning rate a second time (Keras 2's "
+                                         "name for learning_rate, which is given too)");
+  spdlog::warn("{}: Keras 2's name for the learning rate; read as learning_rate, Keras 3's name",
+               cfg.path_of("lr"));
+  return cfg.number_in("lr", default_lr, 0.0, 1e9, true);
+}
+
+// Keras 2's legacy `decay` (learning_rate / (1 + decay * iterations)); 0 when absent.
+double read_decay(ConfigObject& cfg) {
+  const double decay = cfg.number_in("decay", 0.0, 0.0, 1e9);
+  if (decay > 0)
+    spdlog::warn("{}: Keras 2's time-based learning rate decay, applied as Keras 2 did "
+                 "(learning_rate / (1 + decay * iterations)); Keras 3 spells it "
+                 "InverseTimeDecay(learning_rate, decay_steps=1, decay_rate=decay)",
+                 cfg.path_of("decay"));
+  return decay;
+}
+
+}  // namespace
+
 std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& path) {
   std::string name;
   std::string name_path = path;
@@ -148,7 +179,8 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   }
   ConfigObject cfg(*cfg_json, cfg_path);
   const double default_lr = cls == "SGD" ? 0.01 : 0.001;
-  const double learning_rate = cfg.number_in("learning_rate", default_lr, 0.0, 1e9, true);
+  const double learning_rate = read_learning_rate(cfg, default_lr);
+  const double decay = read_decay(cfg);
   backend::OptimizerDesc d;
   d.weight_decay = cfg.number_in("weight_decay", cls == "AdamW" ? 0.004 : 0.0, 0.0, 1e9);
   d.clipnorm = cfg.number_in("clipnorm", 0.0, 0.0, 1e30);
@@ -193,6 +225,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.beta_2 = cfg.number_in("beta_2", 0.99, 0.0, 1.0, false, true);
   }
   auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate, d);
+  opt->set_decay(decay);
   cfg.finish();
   return opt;
 }

@@ -160,6 +160,37 @@ TEST(Optimizers, LearningRateCanChangeBetweenSteps) {
   EXPECT_FLOAT_EQ(f.p.value[0], 0.5f);
 }
 
+TEST(Optimizers, Keras2LegacyLrAndTimeBasedDecay) {
+  // SGD(lr=0.1, decay=0.5), as Keras 2 wrote it: step t uses 0.1 / (1 + 0.5 (t - 1)).
+  auto opt = make_optimizer(
+      json::parse(R"({"class_name": "SGD", "config": {"name": "SGD", "lr": 0.1, "decay": 0.5,
+                      "momentum": 0.0, "nesterov": false}})"),
+      "optimizer");
+  EXPECT_DOUBLE_EQ(opt->learning_rate(), 0.1);
+  EXPECT_DOUBLE_EQ(opt->decay(), 0.5);
+  Fixture f;
+  f.step(*opt, 1.0f, 0.0f);  // lr 0.1
+  EXPECT_FLOAT_EQ(f.p.value[0], 0.9f);
+  f.step(*opt, 1.0f, 0.0f);  // lr 0.1 / 1.5
+  EXPECT_FLOAT_EQ(f.p.value[0], 0.9f - static_cast<float>(0.1 / 1.5));
+  f.step(*opt, 1.0f, 0.0f);  // lr 0.1 / 2
+  EXPECT_FLOAT_EQ(f.p.value[0], 0.9f - static_cast<float>(0.1 / 1.5) - 0.05f);
+  EXPECT_DOUBLE_EQ(opt->step_learning_rate(), 0.05);
+  EXPECT_EQ(opt->config()["decay"], 0.5);
+  // Keras 2's usual decay 0.0 is no decay; lr and learning_rate together are refused.
+  auto plain = make_optimizer(
+      json::parse(R"({"class_name": "Adam", "config": {"lr": 0.002, "decay": 0.0}})"), "o");
+  EXPECT_DOUBLE_EQ(plain->learning_rate(), 0.002);
+  EXPECT_FALSE(plain->config().contains("decay"));
+  EXPECT_THROW(make_optimizer(json::parse(R"({"class_name": "Adam", "config": {"lr": 0.002,
+                                             "learning_rate": 0.001}})"),
+                              "o"),
+               ConfigError);
+  EXPECT_THROW(make_optimizer(json::parse(R"({"class_name": "SGD", "config": {"decay": -1}})"),
+                              "o"),
+               ConfigError);
+}
+
 TEST(Optimizers, ConfigErrorsNameThePath) {
   auto expect_path = [](const json& spec, const std::string& path) {
     try {

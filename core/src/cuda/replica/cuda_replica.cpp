@@ -156,7 +156,7 @@ class CudaReplica : public Replica {
     // The host optimizer's counters are the truth (Optimizer::apply's order: count, then step).
     optimizer_.set_iterations(optimizer_.iterations() + 1);
     backend_.optimizer_update(optimizer_.desc(), optimizer_.iterations(),
-                              optimizer_.learning_rate(), parameters_.update_tensors());
+                              optimizer_.step_learning_rate(), parameters_.update_tensors());
     // Left in flight: the next step's work queues behind it on this stream, and pull() and the
     // next step's sums synchronize.
     cuda::check(cudaGetLastError(), "the optimizer update");
