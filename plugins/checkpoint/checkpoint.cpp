@@ -404,6 +404,12 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
           {"minimum", 1},
           {"default", 1},
           {"description", "With save_freq \"epoch\": save every n-th epoch"}}},
+        {"period",
+         {{"type", json::array({"integer", "null"})},
+          {"minimum", 1},
+          {"default", nullptr},
+          {"description",
+           "Keras 2's name for every_n_epochs, read as it (with a warning); null = not given"}}},
         {"train_time_interval",
          {{"type", json::array({"number", "null"})},
           {"exclusiveMinimum", 0},
@@ -449,6 +455,16 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
     o.save_top_k = options.at("save_top_k").get<int>();
     o.save_last = options.at("save_last").get<bool>();
     o.every_n_epochs = options.at("every_n_epochs").get<int>();
+    if (!options.at("period").is_null()) {
+      if (o.every_n_epochs != 1)
+        throw tandem::ConfigError(at + "period", "gives every_n_epochs a second time (period is "
+                                                 "Keras 2's name for it)");
+      o.every_n_epochs = options.at("period").get<int>();
+      std::fprintf(stderr,
+                   "checkpoint: warning: %speriod: Keras 2's name; read as every_n_epochs, "
+                   "its name since\n",
+                   at.c_str());
+    }
     if (!options.at("train_time_interval").is_null())
       o.train_time_interval = options.at("train_time_interval").get<double>();
     o.async = options.at("async").get<bool>();

@@ -147,6 +147,7 @@ TEST(CheckpointPlugin, SchemaListsEveryOptionWithTypeDefaultAndDescription) {
                                           "save_top_k",
                                           "save_last",
                                           "every_n_epochs",
+                                          "period",
                                           "train_time_interval",
                                           "async"};
   std::set<std::string> names;
@@ -186,6 +187,9 @@ TEST(CheckpointPlugin, BadOptionsAreConfigErrorsNamingTheOption) {
   EXPECT_EQ(message({{"filepath", "{epoch}-{batch}.h5"}, {"save_freq", 3}}), "no error");
   // One trigger per callback.
   EXPECT_NE(message({{"save_freq", 3}, {"every_n_epochs", 2}}).find("exclusive"),
+            std::string::npos);
+  // Keras 2's period is every_n_epochs, once.
+  EXPECT_NE(message({{"period", 2}, {"every_n_epochs", 3}}).find("options.period"),
             std::string::npos);
   EXPECT_NE(message({{"save_freq", 3}, {"train_time_interval", 1.5}}).find("exclusive"),
             std::string::npos);
@@ -435,10 +439,12 @@ TEST(CheckpointPlugin, SaveLastKeepsTheNewestCheckpointNextToTheOthers) {
 }
 
 TEST(CheckpointPlugin, EveryNEpochsSavesEveryNthEpoch) {
-  Driver d(json{{"filepath", "n/{epoch}.h5"}, {"every_n_epochs", 2}});
-  for (int e = 0; e < 5; ++e) d.epoch_end(e, make_logs({{"loss", 1.0}}));
-  d.train_end();
-  EXPECT_EQ(h5_files(d.run.run_dir / "n"), (std::set<std::string>{"2.h5", "4.h5"}));
+  for (const char* key : {"every_n_epochs", "period"}) {  // period: Keras 2's name for it
+    Driver d(json{{"filepath", "n/{epoch}.h5"}, {key, 2}});
+    for (int e = 0; e < 5; ++e) d.epoch_end(e, make_logs({{"loss", 1.0}}));
+    d.train_end();
+    EXPECT_EQ(h5_files(d.run.run_dir / "n"), (std::set<std::string>{"2.h5", "4.h5"})) << key;
+  }
 }
 
 // A dataset whose reads take `ms` milliseconds per batch.

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/layer_extensions.hpp"
@@ -74,13 +76,19 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
   return shape;
 }
 
+// A shape a layer's config declares: input_shape and the batch forms, or Keras 2's legacy
+// `input_dim` of a layer that reads vectors (Embedding's input_dim is its vocabulary).
+struct DeclaredShape {
+  std::optional<Shape> shape;
+  bool by_input_dim = false;  // only input_dim declared it
+};
+
 // Makes one (non-input) layer from its config entry: the registry's factory, a name (the
 // entry's, or the class's default numbered as Keras numbers them), `trainable`, the dtype check.
-// `input_shape` receives a shape the entry's config declares, if any.
+// `declared` receives a shape the entry's config declares, if any.
 std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& path,
                                   std::map<std::string, int>& name_counts,
-                                  std::set<std::string>& used_names,
-                                  std::optional<Shape>& input_shape) {
+                                  std::set<std::string>& used_names, DeclaredShape& declared) {
   ConfigObject entry(entry_json, path);
   const std::string cls = entry.get_string("class_name");
   entry.ignore({"module", "registered_name", "build_config", "inbound_nodes", "name"});
@@ -110,7 +118,14 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
     throw ConfigError(lc.path_of("name"), "duplicate layer name '" + name + "'");
   const bool trainable = lc.get_bool("trainable", true);
   check_dtype(lc);
-  input_shape = read_input_shape(lc);
+  declared.shape = read_input_shape(lc);
+  declared.by_input_dim = false;
+  if (cls != "Embedding" && lc.has("input_dim")) {
+    const std::int64_t dim = lc.positive_int("input_dim");
+    if (!declared.shape) declared = {Shape{dim}, true};
+  } else if (cls != "Embedding") {
+    lc.ignore({"input_dim"});
+  }
   auto layer = it->second.make(lc, name);
   lc.finish();
   layer->set_trainable(trainable);
@@ -191,16 +206,21 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
       input_config = lc;
       continue;
     }
-    std::optional<Shape> declared;
+    DeclaredShape declared;
     auto layer = make_layer(layers[i], lpath, name_counts, used_names, declared);
     if (layer->takes_several_inputs())
       throw ConfigError(lpath, "layer '" + layer->name() + "' (" + layer->class_name() +
                                    ") merges several inputs: it belongs in a functional model, "
                                    "where its inbound_nodes name them, not in a Sequential stack");
-    if (declared) {
+    if (declared.shape && declared.by_input_dim && !layers_.empty()) {
+      spdlog::warn("{}.config.input_dim: ignored, as Keras ignores it on any layer but the "
+                   "first (the input shape is the InputLayer's or the first layer's "
+                   "input_shape)",
+                   lpath);
+    } else if (declared.shape) {
       if (layers_.empty() && !input_shape)
-        input_shape = declared;
-      else if (!layers_.empty() || *declared != *input_shape)
+        input_shape = declared.shape;
+      else if (!layers_.empty() || *declared.shape != *input_shape)
         throw ConfigError(lpath + ".config", "only the first layer may give an input shape");
     }
     const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
@@ -272,7 +292,7 @@ void Model::read_functional(const json& config, const std::string& path,
   output_calls_ = graph.outputs;
   std::map<std::string, int> name_counts;
   for (const auto& entry : graph.layers) {
-    std::optional<Shape> declared;  // Keras ignores a shape on a layer of a functional model
+    DeclaredShape declared;  // Keras ignores a shape on a layer of a functional model
     auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared);
     if (layer->name() != entry.name)
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
@@ -287,7 +307,7 @@ void Model::read_functional(const json& config, const std::string& path,
     if (call.call > 0) {  // a shared layer's later call: a twin of the layer
       std::map<std::string, int> counts;
       std::set<std::string> names;
-      std::optional<Shape> declared;
+      DeclaredShape declared;
       twins_.push_back(make_layer(*entry.entry, entry.path, counts, names, declared));
       runner = twins_.back().get();
     }

@@ -93,6 +93,20 @@ TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
   EXPECT_EQ(b->input_shape(), (Shape{4}));
   EXPECT_EQ(c->input_shape(), (Shape{4}));
   EXPECT_EQ(a->count_params(), 15);
+  // Keras 2's input_dim: the first layer's is the input shape; a later layer's is ignored, as
+  // Keras ignores it (with a warning); Embedding's input_dim stays its vocabulary.
+  auto d = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_dim", 4}}),
+                                          layer("Dense", {{"units", 2}, {"input_dim", 9}})}),
+                              "model", 0);
+  EXPECT_EQ(d->input_shape(), (Shape{4}));
+  EXPECT_EQ(d->count_params(), 15 + 8);
+  auto e = Model::from_config(
+      sequential({layer("Embedding", {{"input_dim", 10}, {"output_dim", 2}, {"input_shape", {5}}})}),
+      "model", 0);
+  EXPECT_EQ(e->input_shape(), (Shape{5}));
+  EXPECT_THROW(Model::from_config(
+                   sequential({layer("Dense", {{"units", 3}, {"input_dim", 0}})}), "model", 0),
+               ConfigError);
 }
 
 TEST(Model, DefaultLayerNamesFollowKeras) {
