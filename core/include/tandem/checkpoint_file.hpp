@@ -50,6 +50,7 @@ struct TANDEM_EXPORT TrainingStateData {
 
 struct TANDEM_EXPORT CheckpointData {
   nlohmann::json model_config;                // {"class_name": "Sequential", "config": {...}}
+  nlohmann::json training_config;             // Keras' compile() settings, when the file has them
   std::vector<LayerWeights> layers;           // every layer of the model, in model order
   std::optional<TrainingStateData> training;  // absent in a weights-only file
 };

@@ -343,6 +343,8 @@ FileImage build_image(const CheckpointData& data) {
     write_string_attr(root, "backend", kBackend);
     if (!data.model_config.is_null())
       write_string_attr(root, "model_config", data.model_config.dump(-1, ' ', true));
+    if (!data.training_config.is_null())
+      write_string_attr(root, "training_config", data.training_config.dump(-1, ' ', true));
 
     H5Handle weights = create_group(root, "model_weights", props);
     std::vector<std::string> layer_names;
@@ -635,6 +637,9 @@ CheckpointData read_contents(hid_t root) {
   }
   if (attr_exists(root, "model_config"))
     data.model_config = parse_json(read_string_attr(root, "model_config"), "model_config");
+  if (attr_exists(root, "training_config"))
+    data.training_config =
+        parse_json(read_string_attr(root, "training_config"), "training_config");
 
   for (const auto& layer : *layer_names) {
     H5Handle group = open_group(weights_loc, layer, prefix + layer);

@@ -175,7 +175,11 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
                                                    axis->dump());
     if (desc.kind == Kind::mse || desc.kind == Kind::mae) cfg.ignore({"from_logits"});
     cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
-    cfg.ignore({"name", "axis", "dtype"});
+    if (cfg.has("ignore_class"))
+      throw ConfigError(cfg.path_of("ignore_class"),
+                        "a label class the loss skips is not supported; give null (Keras' "
+                        "default) or leave it out");
+    cfg.ignore({"name", "axis", "dtype", "ignore_class"});
     cfg.finish();
   }
   if (obj) obj->finish();

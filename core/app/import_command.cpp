@@ -1,0 +1,84 @@
+#include "app/import_command.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "tandem/atomic_file.hpp"
+#include "tandem/error.hpp"
+#include "train/keras_import.hpp"
+#include "train/run_config.hpp"
+
+namespace tandem::app {
+
+namespace {
+
+struct ImportOptions {
+  std::string file;
+  std::string output;
+  std::vector<std::string> overrides;
+};
+
+// Whether `path` (a.b.c) is set in `config`.
+bool has_key(const nlohmann::json& config, const std::string& path) {
+  const nlohmann::json* at = &config;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const std::size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (!at->is_object() || !at->contains(key)) return false;
+    at = &(*at)[key];
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+  return true;
+}
+
+int run_import(const ImportOptions& o) {
+  KerasImport made = import_keras_file(o.file);
+  for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
+  std::vector<std::string> still_missing;
+  for (const auto& key : made.missing)
+    if (!has_key(made.config, key)) still_missing.push_back(key);
+  // With nothing missing, the whole config must read as `tandem train` reads it.
+  if (still_missing.empty()) parse_run_config(made.config, std::filesystem::current_path());
+  write_file_atomically(o.output, made.config.dump(2) + "\n");
+  std::string next = "tandem train " + o.output + " --weights " + o.file;
+  if (still_missing.empty()) {
+    spdlog::info("{}: {} -> {}; train it with: {}", o.file, made.model_summary, o.output, next);
+  } else {
+    std::string keys;
+    for (const auto& k : still_missing) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("{}: {} -> {}; the file does not say {}: add them (--set KEY=VALUE, or edit "
+                 "the file) before: {}",
+                 o.file, made.model_summary, o.output, keys, next);
+  }
+  return static_cast<int>(ExitCode::ok);
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app, std::function<int()>& selected) {
+  auto o = std::make_shared<ImportOptions>();
+  auto* cmd = app.add_subcommand("import", "Make a run config from a Keras HDF5 model file");
+  cmd->footer(
+      "Reads the file's model_config (the model) and training_config (what Keras' compile() "
+      "was given: optimizer, loss, loss_weights, metrics) and writes a run config. The data "
+      "is not in the file: add it with --set data.train=... (or edit the file) and train with "
+      "--weights MODEL.h5 to start from the file's weights. Everything imported is checked "
+      "as `tandem train` checks it.\nExit codes: 0 written; 2 for a file or config Tandem "
+      "cannot read (nothing is written).");
+  cmd->add_option("model", o->file, "Keras model file (.h5) with a model_config")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->output, "The run config to write (JSON)")->required();
+  cmd->add_option("--set", o->overrides, "Set a config value: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->callback([o, &selected] {
+    selected = [o] { return run_import(*o); };
+  });
+}
+
+}  // namespace tandem::app

@@ -1,0 +1,111 @@
+#include "train/keras_import.hpp"
+
+#include "nn/objective.hpp"
+#include "optim/optimizer.hpp"
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+
+namespace tandem {
+
+namespace {
+
+using nlohmann::json;
+
+// Keras' serialized metrics as names: "accuracy" stays; {"class_name": "MeanMetricWrapper",
+// "config": {"name": "accuracy", "fn": ...}} (TensorFlow 2's form) becomes its name; lists keep
+// their nesting (per output).
+json metric_names(const json& metrics) {
+  if (metrics.is_array()) {
+    json out = json::array();
+    for (const json& m : metrics) out.push_back(metric_names(m));
+    return out;
+  }
+  if (metrics.is_object() && metrics.contains("config") && metrics["config"].is_object() &&
+      metrics["config"].contains("name"))
+    return metrics["config"]["name"];
+  if (metrics.is_object()) {  // by output name
+    json out = json::object();
+    for (const auto& [k, v] : metrics.items()) out[k] = metric_names(v);
+    return out;
+  }
+  return metrics;
+}
+
+// A model with one output: Keras 2 lists its metrics per output, [[...]].
+json for_outputs(json metrics, std::size_t outputs) {
+  if (outputs == 1 && metrics.is_array() && metrics.size() == 1 && metrics[0].is_array())
+    return metrics[0];
+  return metrics;
+}
+
+std::string with_commas(std::int64_t v) {
+  std::string digits = std::to_string(v), s;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s.push_back(',');
+    s.push_back(digits[i]);
+  }
+  return s;
+}
+
+// The compile() settings into `config`, checked against `model`.
+void import_training(const json& training, const Model& model, KerasImport& out) {
+  json& config = out.config;
+  if (!training.is_object())
+    throw ConfigError("training_config", "expected Keras' compile settings (an object), got " +
+                                             training.dump());
+  if (training.contains("optimizer_config") && !training["optimizer_config"].is_null()) {
+    config["optimizer"] = training["optimizer_config"];
+    // TensorFlow 2.11 to 2.15 name their optimizers as registered objects: "Custom>Adam".
+    json& optimizer = config["optimizer"];
+    const std::string registered = "Custom>";
+    if (optimizer.is_object() && optimizer.contains("class_name") &&
+        optimizer["class_name"].is_string() &&
+        optimizer["class_name"].get<std::string>().rfind(registered, 0) == 0)
+      optimizer["class_name"] = optimizer["class_name"].get<std::string>().substr(registered.size());
+    make_optimizer(config["optimizer"], "optimizer");
+  } else {
+    out.missing.push_back("optimizer");
+  }
+  if (!training.contains("loss") || training["loss"].is_null()) {
+    out.missing.push_back("loss");
+    return;
+  }
+  config["loss"] = training["loss"];
+  if (training.contains("loss_weights") && !training["loss_weights"].is_null())
+    config["loss_weights"] = training["loss_weights"];
+  json metrics = json::array();
+  if (training.contains("metrics") && !training["metrics"].is_null())
+    metrics = for_outputs(metric_names(training["metrics"]), model.output_count());
+  config["metrics"] = metrics;
+  make_objective(config["loss"], config.value("loss_weights", json()), config["metrics"], model);
+}
+
+}  // namespace
+
+KerasImport import_keras_configs(const json& model_config, const json& training_config,
+                                 const std::string& name) {
+  KerasImport out;
+  out.config = {{"name", name}, {"model", model_config}};
+  const auto model = Model::from_config(model_config, "model", 0);
+  out.model_summary = std::string(model->functional() ? "Functional" : "Sequential") +
+                      " model '" + model->name() + "', " + with_commas(model->count_params()) +
+                      " parameters";
+  if (training_config.is_null())
+    out.missing.insert(out.missing.end(), {"optimizer", "loss"});
+  else
+    import_training(training_config, *model, out);
+  out.missing.push_back("data.train");
+  return out;
+}
+
+KerasImport import_keras_file(const std::filesystem::path& file) {
+  const CheckpointData data = read_checkpoint_file(file);
+  if (data.model_config.is_null())
+    throw DataError(file.string() +
+                    ": holds weights but no model_config (saved with save_weights, not "
+                    "save): there is no model to import");
+  return import_keras_configs(data.model_config, data.training_config, file.stem().string());
+}
+
+}  // namespace tandem

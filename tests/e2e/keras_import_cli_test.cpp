@@ -1,0 +1,130 @@
+// `tandem import`: a Keras HDF5 model file with its training_config (as TensorFlow 2.15 writes
+// it: a serialized loss, MeanMetricWrapper metrics per output, "Custom>Adam") becomes a run config
+// that trains from the file's weights; Keras 2's legacy optimizer keys come through with
+// warnings; what cannot be imported is exit code 2 with nothing written. The files are written
+// by h5py (training_config set on a Tandem checkpoint, which has Keras' layout).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using test::run_command;
+
+constexpr const char* kSetAttr = R"PY(
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    if sys.argv[2] == "-":
+        del f.attrs[sys.argv[3]]
+    else:
+        f.attrs[sys.argv[2]] = sys.argv[3]
+)PY";
+
+const char* kTf215 = R"({"loss": {"class_name": "SparseCategoricalCrossentropy", "config":
+  {"reduction": "auto", "name": "sparse_categorical_crossentropy", "from_logits": false,
+   "ignore_class": null}},
+  "metrics": [[{"class_name": "MeanMetricWrapper", "config": {"name": "accuracy",
+   "dtype": "float32", "fn": "sparse_categorical_accuracy"}}]],
+  "weighted_metrics": null, "loss_weights": null,
+  "optimizer_config": {"class_name": "Custom>Adam", "config": {"name": "Adam",
+   "weight_decay": null, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
+   "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null, "jit_compile": true,
+   "is_legacy_optimizer": false, "learning_rate": 0.0005, "beta_1": 0.9, "beta_2": 0.999,
+   "epsilon": 1e-07, "amsgrad": false}}})";
+
+const char* kSynthetic =
+    R"('{"type": "synthetic", "samples": 256, "x_shape": [28, 28], "task": "classes", )"
+    R"("classes": 10, "seed": 3}')";
+
+struct KerasImportCli : ::testing::Test {
+  void SetUp() override {
+    dir = test::scratch_dir("keras-import");
+    auto r = run_command(test::tandem_cli() + " train --set epochs=1 --set data.train=" +
+                         kSynthetic + " --run-dir " + (dir / "run").string() + " -q");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    model = dir / "run" / "model.h5";
+    test::write_text(dir / "set_attr.py", kSetAttr);
+  }
+  void set_attr(const std::string& name, const std::string& value) {
+    auto r = run_command(std::string(test::system_python()) + " " +
+                         (dir / "set_attr.py").string() + " " + model.string() + " " + name +
+                         " '" + value + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  test::CommandResult import(const std::string& extra = "") {
+    return run_command(test::tandem_cli() + " import " + model.string() + " -o " +
+                       (dir / "imported.json").string() + extra);
+  }
+  fs::path dir, model;
+};
+
+TEST_F(KerasImportCli, ATensorFlow215FileBecomesARunConfigThatTrainsFromItsWeights) {
+  set_attr("training_config", kTf215);
+  auto r = import(" --set data.train=" + std::string(kSynthetic) + " --set epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Sequential model 'fashion_mlp', 235,146 parameters"), std::string::npos)
+      << r.err;
+  std::ifstream in(dir / "imported.json");
+  const json config = json::parse(in);
+  EXPECT_EQ(config["name"], "model");
+  EXPECT_EQ(config["model"]["class_name"], "Sequential");
+  EXPECT_EQ(config["optimizer"]["class_name"], "Adam");
+  EXPECT_EQ(config["optimizer"]["config"]["learning_rate"], 0.0005);
+  EXPECT_EQ(config["loss"]["class_name"], "SparseCategoricalCrossentropy");
+  EXPECT_EQ(config["metrics"], json::array({"accuracy"}));
+  // It trains, starting from the file's weights.
+  auto fresh = run_command(test::tandem_cli() + " train " + (dir / "imported.json").string() +
+                           " --weights " + model.string() + " --run-dir " +
+                           (dir / "again").string() + " -q");
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+}
+
+TEST_F(KerasImportCli, Keras2LegacyOptimizerKeysComeThroughWithWarnings) {
+  set_attr("training_config",
+           R"({"loss": "sparse_categorical_crossentropy", "metrics": ["acc"],
+               "optimizer_config": {"class_name": "SGD", "config": {"lr": 0.01, "decay": 1e-6,
+               "momentum": 0.9, "nesterov": true}}})");
+  auto r = import();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("optimizer.config.lr: Keras 2's name for the learning rate"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("optimizer.config.decay: Keras 2's time-based learning rate decay"),
+            std::string::npos)
+      << r.err;
+  // Without data the config is written, and the warning says what to add.
+  EXPECT_NE(r.err.find("the file does not say data.train"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "imported.json"));
+}
+
+TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
+  const auto refused = [&](const std::string& expected) {
+    fs::remove(dir / "imported.json");
+    auto r = import();
+    EXPECT_EQ(r.exit_code, 2) << expected << "\n" << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "imported.json")) << expected;
+  };
+  set_attr("training_config", R"({"loss": "focal_loss", "optimizer_config": "adam"})");
+  refused("at 'loss': unknown loss 'focal_loss'");
+  set_attr("training_config", R"({"loss": "mse", "metrics": [["auc_roc"]],
+                                  "optimizer_config": "adam"})");
+  refused("'metrics[0]'");
+  set_attr("training_config", "{not json");
+  refused("training_config");
+  set_attr("training_config", kTf215);
+  set_attr("-", "model_config");
+  refused("holds weights but no model_config");
+  test::write_text(model, "not hdf5");
+  refused("not an HDF5 file");
+}
+
+}  // namespace
+}  // namespace tandem
