@@ -59,10 +59,16 @@ struct MetricDesc {
     categorical_accuracy,
     sparse_categorical_accuracy,
     mean_squared_error,
-    mean_absolute_error
+    mean_absolute_error,
+    top_k_categorical_accuracy,         // the one-hot target's class among the k largest
+    sparse_top_k_categorical_accuracy,  // the label's class among the k largest
+    true_positives,                     // per element: pred > threshold and target != 0
+    predicted_positives,                // per element: pred > threshold
+    actual_positives                    // per element: target != 0
   };
   Kind kind = Kind::binary_accuracy;
-  float threshold = 0.5f;  // binary_accuracy: pred > threshold means 1
+  float threshold = 0.5f;  // binary_accuracy and the positives: pred > threshold means 1
+  int k = 5;               // the top-k accuracies
 };
 
 /// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
@@ -793,6 +799,31 @@ TANDEM_HD inline std::int64_t truncated_label(float value) {
 }
 
 /// Row r's contribution to the metric's sum (its count contribution is 1).
+/// Whether class `label` is among the k largest of p[0, n): fewer than k classes score strictly
+/// higher (so classes tied at the boundary all count as in, as tf.math.in_top_k has it). A label
+/// that is no class is never in.
+TANDEM_HD inline bool in_top_k(const float* p, std::int64_t n, std::int64_t label, int k) {
+  if (label < 0 || label >= n) return false;
+  std::int64_t higher = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (p[i] > p[label]) ++higher;
+  return higher < k;
+}
+
+/// A row's count of true, predicted or actual positives (Keras' Precision and Recall).
+TANDEM_HD inline double positives_row(const MetricDesc& metric, const float* p, const float* t,
+                                      std::int64_t cols) {
+  double n = 0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const bool predicted = p[c] > metric.threshold, actual = t[c] != 0.0f;
+    const bool counted = metric.kind == MetricDesc::Kind::true_positives  ? predicted && actual
+                         : metric.kind == MetricDesc::Kind::predicted_positives ? predicted
+                                                                                : actual;
+    if (counted) n = dadd(n, 1.0);
+  }
+  return n;
+}
+
 TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
                                    const float* target, std::int64_t r, std::int64_t cols) {
   const float* p = pred;
@@ -802,6 +833,14 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
       return argmax(p + r * cols, cols) == truncated_label(t[r]) ? 1.0 : 0.0;
     case MetricDesc::Kind::categorical_accuracy:
       return argmax(p + r * cols, cols) == argmax(t + r * cols, cols) ? 1.0 : 0.0;
+    case MetricDesc::Kind::top_k_categorical_accuracy:
+      return in_top_k(p + r * cols, cols, argmax(t + r * cols, cols), metric.k) ? 1.0 : 0.0;
+    case MetricDesc::Kind::sparse_top_k_categorical_accuracy:
+      return in_top_k(p + r * cols, cols, truncated_label(t[r]), metric.k) ? 1.0 : 0.0;
+    case MetricDesc::Kind::true_positives:
+    case MetricDesc::Kind::predicted_positives:
+    case MetricDesc::Kind::actual_positives:
+      return positives_row(metric, p + r * cols, t + r * cols, cols);
     case MetricDesc::Kind::binary_accuracy:
     case MetricDesc::Kind::mean_squared_error:
     case MetricDesc::Kind::mean_absolute_error:

@@ -40,13 +40,20 @@ class Metric {
   /// reads logits), {} for the others.
   virtual nlohmann::json config() const = 0;
   virtual MetricSum evaluate(const Tensor& pred, const Tensor& target) const = 0;
-  /// The metric as the backends compute it (backend/kernel_math.hpp), for device replicas.
+  /// The metric as the backends compute it (backend/kernel_math.hpp): the sum of its rows.
   virtual backend::MetricDesc desc() const = 0;
+  /// Whether the metric is a ratio of two sums (Precision: true over predicted positives); its
+  /// count is then the sum of count_desc()'s rows, else the number of samples.
+  virtual bool ratio() const { return false; }
+  virtual backend::MetricDesc count_desc() const = 0;
 };
 
-/// Builds the metrics of a config's "metrics" list. "accuracy"/"acc" resolve the way Keras does:
-/// binary accuracy when the output has one unit or the loss is binary cross-entropy, sparse
-/// categorical accuracy for the sparse loss, categorical accuracy otherwise.
+/// Builds the metrics of a config's "metrics" list: names, or Keras' class form
+/// ({"class_name": "TopKCategoricalAccuracy", "config": {"k": 3}}). "accuracy"/"acc" resolve the
+/// way Keras does: binary accuracy when the output has one unit or the loss is binary
+/// cross-entropy, sparse categorical accuracy for the sparse loss, categorical accuracy
+/// otherwise. Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
+/// predicted positives and non-zero targets as actual ones.
 std::vector<std::unique_ptr<Metric>> make_metrics(const nlohmann::json& list,
                                                   const std::string& path, const Loss& loss,
                                                   const Shape& output_shape);

@@ -1,6 +1,10 @@
 // Keras metrics: accuracy (binary / categorical / sparse categorical, chosen as Keras chooses),
-// mean squared and mean absolute error.
+// mean squared and mean absolute error, top-k accuracies, Precision and Recall. What differs
+// between them is data (backend::MetricDesc); their arithmetic is kernel_math.hpp's metric_row.
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
 
 #include "backend/ops.hpp"
 #include "util/config_object.hpp"
@@ -15,47 +19,127 @@ using nlohmann::json;
 
 using Kind = backend::MetricDesc::Kind;
 
+// Every metric Tandem knows by name: its Keras function (or default) name, class name, other
+// spellings, the denominator of a ratio metric, and which config keys its class form takes.
+struct MetricInfo {
+  Kind kind;
+  const char* name;
+  const char* class_name;
+  std::vector<const char*> aliases;
+  std::optional<Kind> count;  // a ratio: the sums of `kind` over the sums of `count`
+  bool k = false;             // TopK: k
+  bool thresholds = false;    // Precision and Recall: thresholds
+  bool threshold = false;     // BinaryAccuracy: threshold
+};
+
+const std::vector<MetricInfo>& metrics() {
+  static const std::vector<MetricInfo> table = {
+      {Kind::binary_accuracy, "binary_accuracy", "BinaryAccuracy", {}, {}, false, false, true},
+      {Kind::categorical_accuracy, "categorical_accuracy", "CategoricalAccuracy", {}, {}},
+      {Kind::sparse_categorical_accuracy, "sparse_categorical_accuracy",
+       "SparseCategoricalAccuracy", {}, {}},
+      {Kind::mean_squared_error, "mean_squared_error", "MeanSquaredError", {"mse"}, {}},
+      {Kind::mean_absolute_error, "mean_absolute_error", "MeanAbsoluteError", {"mae"}, {}},
+      {Kind::top_k_categorical_accuracy, "top_k_categorical_accuracy", "TopKCategoricalAccuracy",
+       {}, {}, true},
+      {Kind::sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy",
+       "SparseTopKCategoricalAccuracy", {}, {}, true},
+      {Kind::true_positives, "precision", "Precision", {}, Kind::predicted_positives, false, true},
+      {Kind::true_positives, "recall", "Recall", {}, Kind::actual_positives, false, true},
+  };
+  return table;
+}
+
+const MetricInfo* find_metric(const std::string& n) {
+  for (const MetricInfo& info : metrics()) {
+    if (n == info.name || n == info.class_name) return &info;
+    for (const char* alias : info.aliases)
+      if (n == alias) return &info;
+  }
+  return nullptr;
+}
+
 class BuiltinMetric : public Metric {
  public:
-  BuiltinMetric(std::string name, Kind kind, float threshold)
-      : name_(std::move(name)), desc_{kind, threshold} {}
+  BuiltinMetric(std::string name, const MetricInfo& info, backend::MetricDesc desc)
+      : name_(std::move(name)), info_(info), desc_(desc) {}
   std::string name() const override { return name_; }
-  std::string kind() const override {
-    switch (desc_.kind) {
-      case Kind::binary_accuracy:
-        return "binary_accuracy";
-      case Kind::categorical_accuracy:
-        return "categorical_accuracy";
-      case Kind::sparse_categorical_accuracy:
-        return "sparse_categorical_accuracy";
-      case Kind::mean_squared_error:
-        return "mean_squared_error";
-      case Kind::mean_absolute_error:
-        return "mean_absolute_error";
-    }
-    return "";
-  }
+  std::string kind() const override { return info_.name; }
   json config() const override {
-    if (desc_.kind == Kind::binary_accuracy) return {{"threshold", desc_.threshold}};
+    if (info_.threshold || info_.thresholds) return {{"threshold", desc_.threshold}};
+    if (info_.k) return {{"k", desc_.k}};
     return json::object();
   }
 
   backend::MetricDesc desc() const override { return desc_; }
+  bool ratio() const override { return info_.count.has_value(); }
+  backend::MetricDesc count_desc() const override {
+    backend::MetricDesc d = desc_;
+    if (info_.count) d.kind = *info_.count;
+    return d;
+  }
 
   MetricSum evaluate(const Tensor& pred, const Tensor& target) const override {
     const std::int64_t rows = pred.rank() > 0 ? pred.dim(0) : 1;
     const std::int64_t cols = pred.size() / std::max<std::int64_t>(rows, 1);
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
-    sums->reset(1);
+    sums->reset(2);
     ops.metric_sum(desc_, pred, target, cols, *sums, 0);
-    return {sums->read()[0], static_cast<double>(rows)};
+    if (ratio()) ops.metric_sum(count_desc(), pred, target, cols, *sums, 1);
+    const std::vector<double> v = sums->read();
+    return {v[0], info_.count ? v[1] : static_cast<double>(rows)};
   }
 
  private:
   std::string name_;
+  const MetricInfo& info_;
   backend::MetricDesc desc_;
 };
+
+std::string known_metrics() {
+  std::string known = "accuracy";
+  for (const MetricInfo& info : metrics()) known += std::string(", ") + info.name;
+  return known;
+}
+
+// "accuracy" as Keras resolves it for this loss and output.
+Kind resolved_accuracy(const Loss& loss, const Shape& output_shape) {
+  if (loss.name() == "binary_crossentropy" || (!output_shape.empty() && output_shape.back() == 1))
+    return Kind::binary_accuracy;
+  if (loss.name() == "sparse_categorical_crossentropy") return Kind::sparse_categorical_accuracy;
+  return Kind::categorical_accuracy;
+}
+
+// A class form's config: the log name (Keras' default unless `name` is given), k, thresholds.
+std::string read_class_config(ConfigObject& cfg, const MetricInfo& info,
+                              backend::MetricDesc& desc) {
+  const std::string name = cfg.get_string("name", info.name);
+  if (info.k) {
+    const std::int64_t k = cfg.get_int("k", 5);
+    if (k < 1 || k > 1000000) throw ConfigError(cfg.path_of("k"), "expected k >= 1");
+    desc.k = static_cast<int>(k);
+  }
+  if (info.threshold || info.thresholds) {
+    const char* key = info.threshold ? "threshold" : "thresholds";
+    if (cfg.has(key))
+      desc.threshold = static_cast<float>(cfg.number_in(key, 0.5, 0.0, 1.0));
+    else
+      cfg.ignore({key});
+  }
+  if (info.thresholds) {
+    for (const char* key : {"top_k", "class_id"}) {
+      if (cfg.has(key))
+        throw ConfigError(cfg.path_of(key), std::string(info.class_name) +
+                                                " counts every output element; " + key +
+                                                " must be null");
+      cfg.ignore({key});
+    }
+  }
+  cfg.ignore({"dtype"});
+  cfg.finish();
+  return name;
+}
 
 }  // namespace
 
@@ -68,35 +152,41 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
   const float threshold = loss.from_logits() ? 0.0f : 0.5f;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (!list[i].is_string()) throw ConfigError(p, "expected a metric name");
-    const std::string name = list[i].get<std::string>();
-    Kind kind;
-    if (name == "accuracy" || name == "acc") {
-      if (loss.name() == "binary_crossentropy" ||
-          (!output_shape.empty() && output_shape.back() == 1))
-        kind = Kind::binary_accuracy;
-      else if (loss.name() == "sparse_categorical_crossentropy")
-        kind = Kind::sparse_categorical_accuracy;
-      else
-        kind = Kind::categorical_accuracy;
-    } else if (name == "binary_accuracy") {
-      kind = Kind::binary_accuracy;
-    } else if (name == "categorical_accuracy") {
-      kind = Kind::categorical_accuracy;
-    } else if (name == "sparse_categorical_accuracy") {
-      kind = Kind::sparse_categorical_accuracy;
-    } else if (name == "mse" || name == "mean_squared_error") {
-      kind = Kind::mean_squared_error;
-    } else if (name == "mae" || name == "mean_absolute_error") {
-      kind = Kind::mean_absolute_error;
+    std::string name, name_path = p;
+    std::optional<ConfigObject> obj;
+    if (list[i].is_string()) {
+      name = list[i].get<std::string>();
+    } else if (list[i].is_object()) {
+      obj.emplace(list[i], p);
+      name = obj->get_string("class_name");
+      name_path = obj->path_of("class_name");
     } else {
-      throw ConfigError(p, "unknown metric '" + name +
-                               "' (known: accuracy, binary_accuracy, categorical_accuracy, "
-                               "sparse_categorical_accuracy, mse, mae)");
+      throw ConfigError(p, "expected a metric name or {\"class_name\": ...}, got " +
+                               list[i].dump());
+    }
+    const MetricInfo* info = find_metric(name);
+    backend::MetricDesc desc;
+    desc.threshold = threshold;
+    if (name == "accuracy" || name == "acc") {
+      desc.kind = resolved_accuracy(loss, output_shape);
+      for (const MetricInfo& m : metrics())
+        if (m.kind == desc.kind && !m.count) info = &m;
+    } else if (!info) {
+      throw ConfigError(name_path, "unknown metric '" + name + "' (known: " + known_metrics() + ")");
+    }
+    desc.kind = info->kind;
+    std::string log_name = name;
+    if (obj) {
+      obj->ignore({"module", "registered_name"});
+      static const json empty = json::object();
+      const json* config = obj->find("config");
+      ConfigObject cfg(config ? *config : empty, p + ".config");
+      log_name = read_class_config(cfg, *info, desc);
+      obj->finish();
     }
     for (const auto& m : out)
-      if (m->name() == name) throw ConfigError(p, "metric '" + name + "' is listed twice");
-    out.push_back(std::make_unique<BuiltinMetric>(name, kind, threshold));
+      if (m->name() == log_name) throw ConfigError(p, "metric '" + log_name + "' is listed twice");
+    out.push_back(std::make_unique<BuiltinMetric>(log_name, *info, desc));
   }
   return out;
 }

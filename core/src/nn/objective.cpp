@@ -99,7 +99,8 @@ Objective::Objective(std::vector<Output> outputs, std::vector<std::unique_ptr<Lo
 
 std::size_t Objective::slot_count() const {
   std::size_t n = outputs_.size();
-  for (const Output& o : outputs_) n += o.metrics.size();
+  for (const Output& o : outputs_)
+    for (const Metric* m : o.metrics) n += m->ratio() ? 2 : 1;
   return n;
 }
 
@@ -194,7 +195,10 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
     ops.loss_sum(o.loss->desc(), *outputs[j], *target, width,
                  grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
                  sums, j);
-    for (const Metric* m : o.metrics) ops.metric_sum(m->desc(), *outputs[j], *target, width, sums, slot++);
+    for (const Metric* m : o.metrics) {
+      ops.metric_sum(m->desc(), *outputs[j], *target, width, sums, slot++);
+      if (m->ratio()) ops.metric_sum(m->count_desc(), *outputs[j], *target, width, sums, slot++);
+    }
     scratch.grad_views.push_back(&scratch.grads[j]);
   }
 }
@@ -208,7 +212,12 @@ StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
     s.loss.sum += outputs_[j].weight * v[j];
     if (outputs_.size() > 1) s.metrics.push_back({v[j], count});
   }
-  for (std::size_t k = outputs_.size(); k < v.size(); ++k) s.metrics.push_back({v[k], count});
+  std::size_t k = outputs_.size();
+  for (const Output& o : outputs_)
+    for (const Metric* m : o.metrics) {
+      const double sum = v[k++];
+      s.metrics.push_back({sum, m->ratio() ? v[k++] : count});
+    }
   return s;
 }
 

@@ -55,5 +55,88 @@ TEST(Metrics, UnknownOrDuplicateMetricIsAPathError) {
   EXPECT_THROW(make_metrics(json("accuracy"), "metrics", *l, {1}), ConfigError);
 }
 
+
+TEST(Metrics, TopKAccuraciesCountTheTargetAmongTheKLargest) {
+  auto l = make_loss("categorical_crossentropy", "loss");
+  // Rows: target class 2 is 2nd largest; 4th largest; tied with the 2nd and 3rd (in, as
+  // tf.math.in_top_k counts ties at the boundary).
+  Tensor p = Tensor::from_vector({3, 4}, {0.1f, 0.5f, 0.3f, 0.1f,    //
+                                          0.4f, 0.3f, 0.05f, 0.25f,  //
+                                          0.4f, 0.2f, 0.2f, 0.2f});
+  Tensor onehot = Tensor::from_vector({3, 4}, {0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0});
+  auto two = make_metrics(json::parse(R"([{"class_name": "TopKCategoricalAccuracy",
+                                           "config": {"k": 2, "name": "top2"}}])"),
+                          "metrics", *l, {4});
+  EXPECT_EQ(two[0]->name(), "top2");
+  MetricSum s = two[0]->evaluate(p, onehot);
+  EXPECT_DOUBLE_EQ(s.sum, 2);  // rows 0 and 2
+  EXPECT_DOUBLE_EQ(s.count, 3);
+  auto sparse = make_metrics(json::parse(R"([{"class_name": "SparseTopKCategoricalAccuracy",
+                                              "config": {"k": 1}}])"),
+                             "metrics", *l, {4});
+  EXPECT_EQ(sparse[0]->name(), "sparse_top_k_categorical_accuracy");
+  // k = 1 with labels: plain accuracy but for ties (row 2: class 0 wins outright).
+  EXPECT_DOUBLE_EQ(sparse[0]->evaluate(p, Tensor::from_vector({3}, {1, 0, 0})).sum, 3);
+  // The function name takes Keras' default k = 5: every class of 4 is in.
+  auto five = make_metrics(json::array({"top_k_categorical_accuracy"}), "metrics", *l, {4});
+  EXPECT_DOUBLE_EQ(five[0]->evaluate(p, onehot).sum, 3);
+}
+
+TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {
+  auto l = make_loss("binary_crossentropy", "loss");
+  auto m = make_metrics(json::array({"precision", "Recall"}), "metrics", *l, {2});
+  // Elements (pred > 0.5, target): TP (0.9,1) (0.7,1); FP (0.6,0); FN (0.2,1) (0.4,1); TN (0.1,0)
+  Tensor p = Tensor::from_vector({3, 2}, {0.9f, 0.6f, 0.2f, 0.7f, 0.1f, 0.4f});
+  Tensor t = Tensor::from_vector({3, 2}, {1, 0, 1, 1, 0, 1});
+  const MetricSum precision = m[0]->evaluate(p, t), recall = m[1]->evaluate(p, t);
+  EXPECT_DOUBLE_EQ(precision.sum, 2);
+  EXPECT_DOUBLE_EQ(precision.count, 3);  // predicted positives
+  EXPECT_DOUBLE_EQ(recall.sum, 2);
+  EXPECT_DOUBLE_EQ(recall.count, 4);  // actual positives
+  EXPECT_EQ(m[1]->name(), "Recall");
+  // Batches combine as Keras' stateful metrics do: a ratio of totals, not a mean of ratios.
+  MetricSum a = m[0]->evaluate(Tensor::from_vector({1, 2}, {0.9f, 0.8f}),
+                               Tensor::from_vector({1, 2}, {1, 0}));
+  a.add(m[0]->evaluate(Tensor::from_vector({1, 2}, {0.9f, 0.1f}),
+                       Tensor::from_vector({1, 2}, {1, 0})));
+  EXPECT_DOUBLE_EQ(a.mean(), 2.0 / 3.0);
+  // Nothing predicted positive: 0, as Keras' divide_no_nan gives.
+  EXPECT_DOUBLE_EQ(m[0]->evaluate(Tensor::from_vector({1, 2}, {0.1f, 0.2f}),
+                                  Tensor::from_vector({1, 2}, {1, 0}))
+                       .mean(),
+                   0.0);
+  // A custom threshold.
+  auto strict = make_metrics(json::parse(R"([{"class_name": "Precision",
+                                              "config": {"thresholds": 0.8, "top_k": null}}])"),
+                             "metrics", *l, {2});
+  EXPECT_DOUBLE_EQ(strict[0]->evaluate(p, t).count, 1);
+}
+
+TEST(Metrics, BadClassFormsNameTheirPath) {
+  auto l = make_loss("mse", "loss");
+  const auto error_of = [&](const char* text) {
+    try {
+      make_metrics(json::parse(text), "metrics", *l, {3});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(R"([{"class_name": "TopKCategoricalAccuracy", "config": {"k": 0}}])")
+                .find("'metrics[0].config.k'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"class_name": "Precision", "config": {"class_id": 1}}])")
+                .find("'metrics[0].config.class_id'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"class_name": "Precision", "config": {"thresholds": 1.5}}])")
+                .find("'metrics[0].config.thresholds'"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"class_name": "AUCX"}])").find("'metrics[0].class_name': unknown metric"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([3])").find("'metrics[0]'"), std::string::npos);
+  EXPECT_NE(error_of(R"(["precision", {"class_name": "Precision"}])").find("listed twice"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -224,6 +224,33 @@ TEST(Objective, OneOutputKeepsTheMetricsOwnNames) {
   EXPECT_EQ(named.output(0).loss->name(), "mean_squared_error");
 }
 
+TEST(Objective, ARatioMetricReportsItsOwnCount) {
+  auto m = Model::from_config(two_heads_config(), "model", 11);
+  const Objective o = make_objective(
+      kLoss, kWeights,
+      json::parse(R"({"reg": [{"class_name": "Precision", "config": {"thresholds": 0.0}}]})"), *m);
+  const Tensor x = packed_x();
+  Tensor y = packed_y();
+  y[2 * 2 + 1] = 0;  // one actual negative
+  const Reference ref = reference(flat_parameters(*m, false), x, y);
+  // Counted by hand from the reference's outputs: above 0 is a predicted positive.
+  double tp = 0, predicted = 0;
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    const bool positive = ref.reg[static_cast<std::size_t>(r)][0] > 0.0;
+    predicted += positive ? 1 : 0;
+    tp += positive && y[2 * r + 1] != 0.0f ? 1 : 0;
+  }
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  o.enqueue(backend::cpu_backend(), m->forward_outputs(x, false), y, 1.0f, false, scratch, *sums);
+  const StepSums s = o.read(*sums, kRows);
+  ASSERT_EQ(o.metric_names(), (std::vector<std::string>{"cls_loss", "reg_loss", "reg_precision"}));
+  EXPECT_EQ(s.metrics[2].sum, tp);
+  EXPECT_EQ(s.metrics[2].count, predicted);
+  EXPECT_GT(predicted, 0);  // not a comparison of two zeros
+  EXPECT_EQ(s.metrics[0].count, kRows);
+}
+
 std::string config_error(const json& loss, const json& weights, const json& metrics) {
   auto m = Model::from_config(two_heads_config(), "model", 11);
   try {
