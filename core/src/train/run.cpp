@@ -175,6 +175,8 @@ json check_run_config(const RunConfig& rc) {
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
   json plugins = add_configured_callbacks(rc, host, bus, false, 0);
+  const DataLoader train(data.train, {rc.global_batch_size(plan.size()), false, 0, 0});
+  Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
           {"devices", plan.to_json()},
@@ -246,6 +248,7 @@ TrainResult run_training(const TrainRequest& request) {
   ReplicaModel meta(*b.model, *b.optimizer, plan, world, rc.precision);
   Trainer trainer(meta, std::move(*b.objective));
   trainer.check_fit_data(train_loader, val_loader.get());
+  Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch});
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
@@ -301,7 +304,8 @@ TrainResult run_training(const TrainRequest& request) {
   }
 
   try {
-    result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs});
+    result.history =
+        trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
     result.interrupted = trainer.interrupted();
     result.stop_reason = trainer.state().stop_reason;
 

@@ -119,6 +119,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
                       "give batch_size (the global batch) or batch_size_per_replica, not both");
   rc.batch_size = c.positive_int("batch_size", 32);
   rc.batch_size_per_replica = c.positive_int("batch_size_per_replica", 0);
+  rc.steps_per_epoch = c.positive_int("steps_per_epoch", 0);
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
   rc.devices = c.get_string("devices", "cpu");
@@ -182,6 +183,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
     rc.resolved["batch_size_per_replica"] = rc.batch_size_per_replica;
   else
     rc.resolved["batch_size"] = rc.batch_size;
+  if (rc.steps_per_epoch > 0) rc.resolved["steps_per_epoch"] = rc.steps_per_epoch;
   rc.resolved["verbose"] = rc.verbose;
   rc.resolved["devices"] = rc.devices;
   rc.resolved["precision"] = precision_name(rc.precision);

@@ -56,6 +56,7 @@ struct RunConfig {
   }
   nlohmann::json model;
   nlohmann::json optimizer;
+  std::int64_t steps_per_epoch = 0;  // 0: every batch of the data
   nlohmann::json loss;          // one loss, or per output: a list or an object by output name
   nlohmann::json loss_weights;  // null, or per output: a list or an object by output name
   nlohmann::json metrics;       // a list, or per output: a list of lists or an object

@@ -100,6 +100,19 @@ void Trainer::check_data(const DataLoader& data, const std::string& role) const 
   }
 }
 
+std::int64_t Trainer::steps_per_epoch(const DataLoader& train, const FitOptions& options) {
+  const std::int64_t batches = train.batches_per_epoch();
+  if (options.steps_per_epoch <= 0) return batches;
+  if (options.steps_per_epoch > batches)
+    throw ConfigError("steps_per_epoch",
+                      std::to_string(options.steps_per_epoch) + " steps, but the data gives " +
+                          std::to_string(batches) + " batches of " +
+                          std::to_string(train.options().batch_size) +
+                          " per epoch; give at most " + std::to_string(batches) +
+                          " (each epoch takes the first steps of its own shuffled order)");
+  return options.steps_per_epoch;
+}
+
 void Trainer::check_fit_data(const DataLoader& train, const DataLoader* validation) const {
   check_data(train, "training");
   if (validation) check_data(*validation, "validation");
@@ -189,14 +202,16 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
 const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
   check_fit_data(train, validation);
+  const std::int64_t steps = steps_per_epoch(train, options);
   const auto check_resume_position = [&] {
-    if (state_.batch > 0 && state_.steps_per_epoch != train.batches_per_epoch())
-      throw ConfigError("batch_size", "the run was saved in the middle of an epoch of " +
-                                          std::to_string(state_.steps_per_epoch) +
-                                          " batches, but this data and batch size give " +
-                                          std::to_string(train.batches_per_epoch()) +
-                                          "; resume with the same data and batch_size");
-    state_.steps_per_epoch = train.batches_per_epoch();
+    if (state_.batch > 0 && state_.steps_per_epoch != steps)
+      throw ConfigError(options.steps_per_epoch > 0 ? "steps_per_epoch" : "batch_size",
+                        "the run was saved in the middle of an epoch of " +
+                            std::to_string(state_.steps_per_epoch) +
+                            " batches, but this data, batch size and steps_per_epoch give " +
+                            std::to_string(steps) +
+                            "; resume with the same data, batch_size and steps_per_epoch");
+    state_.steps_per_epoch = steps;
   };
   check_resume_position();
   state_.epochs = options.epochs;
@@ -239,7 +254,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     std::int64_t samples = 0;
     Batch batch;
     LookaheadLoader batches(train);
-    while (batches.next(batch)) {
+    while (state_.batch < state_.steps_per_epoch && batches.next(batch)) {
       callbacks_.train_batch_begin(*this, state_.batch, Logs{});
       if (meta_.world().size() > 1) sync_ranks();  // the learning rate a scheduler just set
       if (!train_batch(batch, partial_, batches.peek())) {

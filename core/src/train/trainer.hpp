@@ -35,6 +35,9 @@ namespace tandem {
 
 struct FitOptions {
   int epochs = 1;  // train up to this epoch count (a restored state continues towards it)
+  /// Batches per epoch (Keras' steps_per_epoch): the first N of each epoch's shuffled order;
+  /// 0 = every batch of the data.
+  std::int64_t steps_per_epoch = 0;
 };
 
 class Trainer : public CallbackContext {
@@ -60,6 +63,9 @@ class Trainer : public CallbackContext {
   /// Throws ShapeError when the data does not fit the model's inputs and outputs (fit() checks
   /// it too; run() asks before it creates the run folder).
   void check_fit_data(const DataLoader& train, const DataLoader* validation) const;
+  /// The batches each epoch trains: options.steps_per_epoch, or every batch of `train`.
+  /// Throws ConfigError ("steps_per_epoch") when the data has fewer.
+  static std::int64_t steps_per_epoch(const DataLoader& train, const FitOptions& options);
   /// Loss and metrics over one pass of `data` (test hooks), without the `val_` prefix.
   Logs evaluate(DataLoader& data);
   /// Model outputs for every sample of `data`, in loader order: (samples, output_shape...).

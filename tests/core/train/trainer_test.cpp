@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -172,6 +174,34 @@ TEST(Trainer, StopRequestEndsTheRunAfterTheEpochBookkeeping) {
   EXPECT_FALSE(s.trainer.interrupted());
 }
 
+TEST(Trainer, StepsPerEpochTrainsTheFirstStepsOfEachEpochsOrder) {
+  Harness s;
+  auto rec = std::make_shared<Recorder>();
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(40), {4, true, 1, 0});  // 10 batches
+  auto history = s.trainer.fit(train, nullptr, {3, 4});
+  EXPECT_EQ(history.size(), 3u);
+  EXPECT_EQ(s.trainer.state().step, 12);
+  EXPECT_EQ(s.trainer.state().steps_per_epoch, 4);
+  std::int64_t batch_ends = 0;
+  for (const auto& c : rec->calls) batch_ends += c == "e3" ? 1 : 0;
+  EXPECT_EQ(batch_ends, 3);
+  EXPECT_EQ(std::count(rec->calls.begin(), rec->calls.end(), "e4"), 0);
+  // More steps than the data has batches is refused, naming the key.
+  Harness t;
+  DataLoader small(std::make_shared<TableDataset>(8), {4, true, 1, 0});
+  try {
+    t.trainer.fit(small, nullptr, {1, 3});
+    ADD_FAILURE() << "3 steps of 2 batches accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "steps_per_epoch");
+    EXPECT_NE(std::string(e.what()).find("the data gives 2 batches of 4"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Trainer, LearningRateSetByACallbackIsUsed) {
   Harness s;
   auto rec = std::make_shared<Recorder>();
@@ -241,7 +271,9 @@ TEST(Trainer, ResumingMidEpochWithAnotherBatchSizeIsRefused) {
     second.trainer.fit(l2, nullptr, {2});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("same data and batch_size"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "resume with the same data, batch_size and steps_per_epoch"),
+              std::string::npos)
         << e.what();
   }
 }
