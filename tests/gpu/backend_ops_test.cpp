@@ -197,6 +197,28 @@ TEST_F(BackendOps, ShapedActivationsFollowTheCpu) {
   }
 }
 
+// PReLU with an alpha per channel of (4, 5, 3) samples: outputs and input gradients the same
+// bits, alpha's gradient summed in the same order in double.
+TEST_F(BackendOps, PReLUFollowsTheCpu) {
+  backend::PreluDesc d;
+  d.rank = 3;
+  d.dims[0] = 4, d.dims[1] = 5, d.dims[2] = 3;
+  d.shared[0] = d.shared[1] = true;
+  d.sample = 60, d.alphas = 3, d.per_alpha = 20;
+  const Tensor x = random_host({7, 4, 5, 3}, 61), g = random_host({7, 4, 5, 3}, 62),
+               alpha = random_host({1, 1, 3}, 63);
+  Tensor y_cpu({7, 4, 5, 3}), y_gpu = gpu_tensor({7, 4, 5, 3});
+  cpu().prelu_forward(d, x, alpha, y_cpu);
+  gpu().prelu_forward(d, up(x), up(alpha), y_gpu);
+  expect_close(y_cpu, down(y_gpu), 0, "prelu");
+  Tensor dx_cpu({7, 4, 5, 3}), dx_gpu = gpu_tensor({7, 4, 5, 3});
+  Tensor da_cpu({1, 1, 3}), da_gpu = gpu_tensor({1, 1, 3});
+  cpu().prelu_backward(d, x, alpha, g, &dx_cpu, &da_cpu);
+  gpu().prelu_backward(d, up(x), up(alpha), up(g), &dx_gpu, &da_gpu);
+  expect_close(dx_cpu, down(dx_gpu), 0, "prelu input gradient");
+  expect_close(da_cpu, down(da_gpu), 0, "prelu alpha gradient");
+}
+
 // Attention's operations: batched GEMMs (cuBLASLt's sums: to rounding), the masked softmax and
 // the axis swap (the same bits where no transcendental differs), layer normalization.
 TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {

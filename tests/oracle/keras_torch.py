@@ -219,6 +219,8 @@ def forward(case, inputs, weights):
         return positive - slope * torch.relu(t - x)
     if cls == "ELU":
         return torch.nn.functional.elu(xs[0], alpha=cfg.get("alpha", 1.0))
+    if cls == "PReLU":  # Keras: relu(x) - alpha * relu(-x), alpha broadcast over shared axes
+        return torch.relu(xs[0]) - weights["alpha"] * torch.relu(-xs[0])
     if cls == "ReLU":
         return torch.relu(xs[0])
     if cls == "Softmax":

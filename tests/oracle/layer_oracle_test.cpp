@@ -317,7 +317,7 @@ TEST(LayerOracle, ImageBorderAndUpsamplingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
-TEST(LayerOracle, NewActivationsAndRescalingMatchPyTorch) {
+TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
   std::vector<Case> cases;
   for (const char* name : {"leaky_relu", "hard_sigmoid", "hard_swish", "mish", "log_softmax"})
     cases.push_back({std::string("Activation_") + name,
@@ -329,6 +329,11 @@ TEST(LayerOracle, NewActivationsAndRescalingMatchPyTorch) {
                    {{"", {4, 25}, false, 3.0f}}});
   cases.push_back({"LeakyReLU", entry("LeakyReLU", {{"negative_slope", 0.25}}), {{"", {4, 25}}}});
   cases.push_back({"ELUAlpha", entry("ELU", {{"alpha", 0.7}}), {{"", {4, 25}, false, 3.0f}}});
+  cases.push_back({"PReLU", entry("PReLU"), {{"", {4, 3, 5}}}});  // an alpha per value
+  cases.push_back({"PReLUPerChannel", entry("PReLU", {{"shared_axes", {1, 2}}}),
+                   {{"", {2, 4, 5, 3}}}});  // after a Conv2D: an alpha per channel
+  cases.push_back({"PReLUSharedMiddle", entry("PReLU", {{"shared_axes", 2}}),
+                   {{"", {3, 4, 2, 3}}}});
   cases.push_back({"Normalization",
                    entry("Normalization", {{"mean", {0.5, -1, 2}}, {"variance", {4, 0.25, 1e-20}}}),
                    {{"", {4, 2, 3}, false, 3.0f}}});  // the third variance under the 1e-7 floor

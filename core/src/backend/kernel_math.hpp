@@ -859,6 +859,57 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
 }
 
 // ---------------------------------------------------------------------------------------------
+// PReLU (nn/prelu.cpp): y = x where x > 0, else alpha·x, with one alpha per sample value except
+// along the shared axes, where one alpha serves every position.
+
+/// The alpha index of a sample's value e (row-major over dims).
+TANDEM_HD inline std::int64_t prelu_alpha_of(const PreluDesc& d, std::int64_t e) {
+  std::int64_t a = 0, stride = 1;
+  for (int axis = d.rank - 1; axis >= 0; --axis) {
+    const std::int64_t coord = e % d.dims[axis];
+    e /= d.dims[axis];
+    if (!d.shared[axis]) {
+      a += coord * stride;
+      stride *= d.dims[axis];
+    }
+  }
+  return a;
+}
+
+/// The m-th (0 <= m < per_alpha) sample value that alpha a serves.
+TANDEM_HD inline std::int64_t prelu_value_of(const PreluDesc& d, std::int64_t a, std::int64_t m) {
+  std::int64_t e = 0, stride = 1;
+  for (int axis = d.rank - 1; axis >= 0; --axis) {
+    std::int64_t& from = d.shared[axis] ? m : a;
+    const std::int64_t coord = from % d.dims[axis];
+    from /= d.dims[axis];
+    e += coord * stride;
+    stride *= d.dims[axis];
+  }
+  return e;
+}
+
+/// Keras' relu(x) - alpha·relu(-x), and its gradients (both 0 at x = 0, as TensorFlow's relu).
+TANDEM_HD inline float prelu_value(float x, float alpha) {
+  return x > 0.0f ? x : (x < 0.0f ? fmul(alpha, x) : 0.0f);
+}
+TANDEM_HD inline float prelu_input_slope(float x, float alpha) {
+  return x > 0.0f ? 1.0f : (x < 0.0f ? alpha : 0.0f);
+}
+/// Alpha a's gradient over `rows` samples: the sum of dy·min(x, 0) over the values it serves,
+/// in double, rows first, then the values in order (the same order on every device).
+TANDEM_HD inline double prelu_alpha_gradient(const PreluDesc& d, const float* x, const float* dy,
+                                             std::int64_t rows, std::int64_t a) {
+  double s = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t m = 0; m < d.per_alpha; ++m) {
+      const std::int64_t i = r * d.sample + prelu_value_of(d, a, m);
+      if (x[i] < 0.0f) s = dadd(s, f2d(fmul(dy[i], x[i])));
+    }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Optimizers (optim/optimizer.cpp: clipping and weight decay; optim/optimizers.cpp: updates).
 
 /// The number of state slots per parameter (the host Optimizer's slot_names().size()).

@@ -117,6 +117,20 @@ void check_upsample(const UpsampleDesc& d, const Tensor& x, const Tensor& y) {
                            std::to_string(d.row_factor) + "x" + std::to_string(d.col_factor));
 }
 
+std::int64_t prelu_rows(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
+                        const Tensor* same_as_x, const Tensor* also_same_as_x) {
+  const std::int64_t rows = d.sample > 0 ? x.size() / d.sample : 0;
+  const bool ok = d.sample > 0 && rows * d.sample == x.size() && alpha.size() == d.alphas &&
+                  (!same_as_x || same_as_x->size() == x.size()) &&
+                  (!also_same_as_x || also_same_as_x->size() == x.size());
+  if (!ok)
+    throw std::logic_error("backend operation prelu: " + std::to_string(x.size()) +
+                           " values are not samples of " + std::to_string(d.sample) +
+                           " with " + std::to_string(d.alphas) + " alphas (alpha holds " +
+                           std::to_string(alpha.size()) + ")");
+  return rows;
+}
+
 std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   const std::int64_t rows = d.cols > 0 ? x.size() / d.cols : 0;
   if (d.cols <= 0 || rows * d.cols != x.size())

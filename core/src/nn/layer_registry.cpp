@@ -20,6 +20,7 @@
 #include "nn/multi_head_attention.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
+#include "nn/prelu.hpp"
 #include "nn/rescaling.hpp"
 #include "nn/reshaped_2d.hpp"
 #include "nn/shaped_activation.hpp"
@@ -180,6 +181,24 @@ std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::stri
   require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                    "gamma_constraint"});
   return std::make_unique<LayerNormalization>(name, o);
+}
+
+std::unique_ptr<Layer> make_prelu(ConfigObject& c, const std::string& name) {
+  Initializer init{"zeros", std::nullopt, 0};
+  if (const auto* v = c.find("alpha_initializer"))
+    init = parse_initializer(*v, c.path_of("alpha_initializer"));
+  std::vector<std::int64_t> shared;
+  if (const auto* v = c.find("shared_axes")) {
+    const nlohmann::json list = v->is_array() ? *v : nlohmann::json::array({*v});
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer())
+        throw ConfigError(c.path_of("shared_axes"),
+                          "expected an axis or a list of axes (integers), got " + v->dump());
+      shared.push_back(list[i].get<std::int64_t>());
+    }
+  }
+  require_null(c, {"alpha_regularizer", "alpha_constraint"});
+  return std::make_unique<PReLU>(name, init, shared);
 }
 
 // KerasHub's (keras_nlp's) PositionEmbedding.
@@ -578,6 +597,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Activation", {"activation", make_activation}},
       {"ReLU", {"re_lu", make_relu}},
       {"ELU", {"elu", make_elu}},
+      {"PReLU", {"p_re_lu", make_prelu}},
       {"LeakyReLU", {"leaky_re_lu", make_leaky_relu}},
       {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},

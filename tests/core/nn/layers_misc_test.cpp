@@ -207,5 +207,34 @@ TEST(ActivationLayers, ParametrisedFormsComputeKerasFormulasAndBadValuesAreRefus
   EXPECT_EQ(refusal("ReLU", {{"max_value", nullptr}, {"threshold", 0}}), "(no error)");
 }
 
+// PReLU: Keras' default (alpha 0, so relu), an alpha per value or shared along axes, its
+// config round-trips, and axes that are not the input's are refused at build (values and
+// gradients against PyTorch: tests/oracle).
+TEST(ActivationLayers, PReLUSharesAlphaAlongItsSharedAxes) {
+  Tensor x({1, 3, 5});
+  for (std::int64_t i = 0; i < 15; ++i) x[i] = static_cast<float>(i % 2 ? -1 - i : i);
+  auto plain = one_layer("PReLU", nlohmann::json::object());
+  EXPECT_EQ(plain->layer(0).name(), "p_re_lu");
+  EXPECT_EQ(plain->layer(0).parameters()[0]->value.shape(), (Shape{3, 5}));
+  const Tensor& y = plain->forward(x, false);
+  for (std::int64_t i = 0; i < 15; ++i) EXPECT_EQ(y[i], std::max(0.0f, x[i])) << i;
+  auto shared = one_layer("PReLU", {{"shared_axes", {1}},
+                                    {"alpha_initializer",
+                                     {{"class_name", "Constant"}, {"config", {{"value", 0.25}}}}}});
+  EXPECT_EQ(shared->layer(0).parameters()[0]->value.shape(), (Shape{1, 5}));
+  const Tensor& z = shared->forward(x, false);
+  for (std::int64_t i = 0; i < 15; ++i) EXPECT_EQ(z[i], x[i] > 0 ? x[i] : 0.25f * x[i]) << i;
+  auto again = Model::from_config(shared->config(), "model", 0);
+  EXPECT_EQ(again->layer(0).config(), shared->layer(0).config());
+  EXPECT_NE(refusal("PReLU", {{"shared_axes", {3}}}).find("shared axis 3 is not an axis"),
+            std::string::npos)
+      << refusal("PReLU", {{"shared_axes", {3}}});
+  EXPECT_NE(refusal("PReLU", {{"shared_axes", {"1"}}}).find("config.shared_axes'"),
+            std::string::npos);
+  EXPECT_NE(refusal("PReLU", {{"alpha_regularizer", {{"class_name", "L2"}}}})
+                .find("alpha_regularizer"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::nn

@@ -107,4 +107,40 @@ void CpuBackend::shaped_activation_backward(const ShapedActivation& a, const Ten
   });
 }
 
+void CpuBackend::prelu_forward(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
+                               Tensor& y) {
+  require_all(*this, {&x, &alpha, &y}, "prelu_forward");
+  prelu_rows(d, x, alpha, &y, nullptr);
+  const float* xp = x.data();
+  const float* ap = alpha.data();
+  float* yp = y.data();
+  each(y.size(), [&](std::int64_t i) {
+    yp[i] = math::prelu_value(xp[i], ap[math::prelu_alpha_of(d, i % d.sample)]);
+  });
+}
+
+void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
+                                const Tensor& dy, Tensor* dx, Tensor* d_alpha) {
+  require_all(*this, {&x, &alpha, &dy}, "prelu_backward");
+  if (dx) require_device(*this, *dx, "prelu_backward");
+  if (d_alpha) require_device(*this, *d_alpha, "prelu_backward");
+  const std::int64_t rows = prelu_rows(d, x, alpha, &dy, dx);
+  if (d_alpha && d_alpha->size() != d.alphas)
+    throw std::logic_error("prelu_backward: d_alpha's size");
+  const float* xp = x.data();
+  const float* ap = alpha.data();
+  const float* g = dy.data();
+  if (dx) {
+    float* gx = dx->data();
+    each(dx->size(), [&](std::int64_t i) {
+      gx[i] = math::fmul(g[i], math::prelu_input_slope(xp[i], ap[math::prelu_alpha_of(d, i % d.sample)]));
+    });
+  }
+  if (!d_alpha) return;
+  float* ga = d_alpha->data();
+  each(d.alphas, [&](std::int64_t a) {
+    ga[a] = math::d2f(math::prelu_alpha_gradient(d, xp, g, rows, a));
+  });
+}
+
 }  // namespace tandem::backend

@@ -66,6 +66,10 @@ class CudaBackend final : public backend::Backend {
                                  Tensor& y) override;
   void shaped_activation_backward(const backend::ShapedActivation& a, const Tensor& x,
                                   const Tensor& dy, Tensor& dx) override;
+  void prelu_forward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
+                     Tensor& y) override;
+  void prelu_backward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
+                      const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
                       const Tensor* mask, Tensor& probs) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

@@ -2,6 +2,8 @@
 // attention (masked softmax, axis swap), layer normalization and image blocks (padding,
 // cropping, upsampling): argument checks shared with
 // the CPU backend (backend/op_checks.cpp), then the kernels of cuda/ops/layer_kernels.hpp.
+#include <stdexcept>
+
 #include "cuda/backend/cuda_backend.hpp"
 #include "cuda/ops/layer_kernels.hpp"
 
@@ -65,6 +67,30 @@ void CudaBackend::shaped_activation_backward(const backend::ShapedActivation& a,
   require(dx, "shaped_activation_backward");
   backend::check_same_sizes(x.size(), dy.size(), dx.size(), "shaped_activation_backward");
   cuda::shaped_activation_backward(a, x.data(), dy.data(), dx.data(), dx.size(), stream_);
+}
+
+void CudaBackend::prelu_forward(const backend::PreluDesc& d, const Tensor& x, const Tensor& alpha,
+                                Tensor& y) {
+  require(x, "prelu_forward");
+  require(alpha, "prelu_forward");
+  require(y, "prelu_forward");
+  backend::prelu_rows(d, x, alpha, &y, nullptr);
+  cuda::prelu_forward(d, x.data(), alpha.data(), y.data(), y.size(), stream_);
+}
+
+void CudaBackend::prelu_backward(const backend::PreluDesc& d, const Tensor& x,
+                                 const Tensor& alpha, const Tensor& dy, Tensor* dx,
+                                 Tensor* d_alpha) {
+  require(x, "prelu_backward");
+  require(alpha, "prelu_backward");
+  require(dy, "prelu_backward");
+  if (d_alpha) require(*d_alpha, "prelu_backward");
+  if (dx) require(*dx, "prelu_backward");
+  const std::int64_t rows = backend::prelu_rows(d, x, alpha, &dy, dx);
+  if (d_alpha && d_alpha->size() != d.alphas)
+    throw std::logic_error("prelu_backward: d_alpha's size");
+  cuda::prelu_backward(d, x.data(), alpha.data(), dy.data(), dx ? dx->data() : nullptr,
+                       d_alpha ? d_alpha->data() : nullptr, rows, stream_);
 }
 
 void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tensor& scores,

@@ -130,6 +130,14 @@ void shaped_activation_forward(const backend::ShapedActivation& a, const float* 
 void shaped_activation_backward(const backend::ShapedActivation& a, const float* x,
                                 const float* dy, float* dx, std::int64_t n, cudaStream_t stream);
 
+/// Backend::prelu_forward / _backward over `rows` samples (kernel_math's prelu_*); dx may be
+/// null; d_alpha (may be null): one thread per alpha, in kernel_math's order.
+void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alpha, float* y,
+                   std::int64_t n, cudaStream_t stream);
+void prelu_backward(const backend::PreluDesc& d, const float* x, const float* alpha,
+                    const float* dy, float* dx, float* d_alpha, std::int64_t rows,
+                    cudaStream_t stream);
+
 // ---- Attention -------------------------------------------------------------------------------
 
 /// Backend::masked_softmax over `rows` rows of tk scores (batch, heads, tq, tk); one thread per

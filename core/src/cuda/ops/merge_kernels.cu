@@ -58,7 +58,46 @@ __global__ void shaped_backward_kernel(backend::ShapedActivation a, const float*
     dx[i] = math::fmul(dy[i], math::shaped_activation_derivative(a, x[i]));
 }
 
+__global__ void prelu_forward_kernel(backend::PreluDesc d, const float* x, const float* alpha,
+                                     float* y, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    y[i] = math::prelu_value(x[i], alpha[math::prelu_alpha_of(d, i % d.sample)]);
+}
+
+__global__ void prelu_input_kernel(backend::PreluDesc d, const float* x, const float* alpha,
+                                   const float* dy, float* dx, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    dx[i] = math::fmul(dy[i],
+                       math::prelu_input_slope(x[i], alpha[math::prelu_alpha_of(d, i % d.sample)]));
+}
+
+__global__ void prelu_alpha_kernel(backend::PreluDesc d, const float* x, const float* dy,
+                                   float* d_alpha, std::int64_t rows) {
+  for (std::int64_t a = grid_first(); a < d.alphas; a += grid_step())
+    d_alpha[a] = math::d2f(math::prelu_alpha_gradient(d, x, dy, rows, a));
+}
+
 }  // namespace
+
+void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alpha, float* y,
+                   std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  prelu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, x, alpha, y, n);
+  check_launch("prelu_forward");
+}
+
+void prelu_backward(const backend::PreluDesc& d, const float* x, const float* alpha,
+                    const float* dy, float* dx, float* d_alpha, std::int64_t rows,
+                    cudaStream_t stream) {
+  const std::int64_t n = rows * d.sample;
+  if (dx && n > 0) {
+    prelu_input_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, x, alpha, dy, dx, n);
+    check_launch("prelu_backward (input)");
+  }
+  if (!d_alpha) return;
+  prelu_alpha_kernel<<<blocks_for(d.alphas), kThreads, 0, stream>>>(d, x, dy, d_alpha, rows);
+  check_launch("prelu_backward (alpha)");
+}
 
 void shaped_activation_forward(const backend::ShapedActivation& a, const float* x, float* y,
                                std::int64_t n, cudaStream_t stream) {
