@@ -203,14 +203,17 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
   check_fit_data(train, validation);
   const std::int64_t steps = steps_per_epoch(train, options);
+  const bool limited = options.steps_per_epoch > 0;
   const auto check_resume_position = [&] {
     if (state_.batch > 0 && state_.steps_per_epoch != steps)
-      throw ConfigError(options.steps_per_epoch > 0 ? "steps_per_epoch" : "batch_size",
+      throw ConfigError(limited ? "steps_per_epoch" : "batch_size",
                         "the run was saved in the middle of an epoch of " +
-                            std::to_string(state_.steps_per_epoch) +
-                            " batches, but this data, batch size and steps_per_epoch give " +
-                            std::to_string(steps) +
-                            "; resume with the same data, batch_size and steps_per_epoch");
+                            std::to_string(state_.steps_per_epoch) + " batches, but this " +
+                            (limited ? "data, batch size and steps_per_epoch give "
+                                     : "data and batch size give ") +
+                            std::to_string(steps) + "; resume with the same " +
+                            (limited ? "data, batch_size and steps_per_epoch"
+                                     : "data and batch_size"));
     state_.steps_per_epoch = steps;
   };
   check_resume_position();

@@ -271,9 +271,7 @@ TEST(Trainer, ResumingMidEpochWithAnotherBatchSizeIsRefused) {
     second.trainer.fit(l2, nullptr, {2});
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(
-                  "resume with the same data, batch_size and steps_per_epoch"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("same data and batch_size"), std::string::npos)
         << e.what();
   }
 }
