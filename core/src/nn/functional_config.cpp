@@ -35,7 +35,7 @@ bool is_history(const json& v) {
 }
 
 bool is_keras_tensor(const json& v) {
-  return v.is_object() && v.value("class_name", "") == "__keras_tensor__";
+  return string_field(v, "class_name") == "__keras_tensor__";
 }
 
 // A Keras 3 tensor argument: {"class_name": "__keras_tensor__", "config": {"keras_history": ...}}.
@@ -317,7 +317,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
       throw ConfigError(path,
                         "duplicate layer name '" + name + "' (also " + path_of_name[name] + ")");
     const json nodes = entry.value("inbound_nodes", json::array());
-    if (entry.value("class_name", "") == "InputLayer") {
+    if (string_field(entry, "class_name") == "InputLayer") {
       input_layers.push_back({name, &entry, path});
       calls_of_name[name] = 1;
       continue;

@@ -193,7 +193,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   json input_config;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string lpath = indexed(layers_path, i);
-    if (layers[i].is_object() && layers[i].value("class_name", "") == "InputLayer") {
+    if (string_field(layers[i], "class_name") == "InputLayer") {
       if (i != 0 || input_shape)
         throw ConfigError(lpath + ".class_name", "an InputLayer must be the first layer");
       ConfigObject entry(layers[i], lpath);

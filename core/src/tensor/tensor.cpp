@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -15,12 +16,19 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 
+// Host memory for `count` floats, zeroed. A count beyond what memory holds is a ShapeError naming
+// the size (a model config asking for a layer of 10^18 units is refused, not a crash).
 std::shared_ptr<float[]> allocate(std::int64_t count) {
   if (count == 0) return {};
+  constexpr auto kMaxCount = static_cast<std::int64_t>(std::numeric_limits<std::size_t>::max() /
+                                                        sizeof(float) / 2);
   std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, bytes);
-  if (!p) throw std::bad_alloc();
+  void* p = count < kMaxCount ? std::aligned_alloc(kAlignment, bytes) : nullptr;
+  if (!p)
+    throw ShapeError("a tensor of " + std::to_string(count) + " values (" +
+                     std::to_string(count / (std::int64_t{1} << 18)) +
+                     " MiB) does not fit in host memory");
   std::memset(p, 0, bytes);
   return std::shared_ptr<float[]>(static_cast<float*>(p), [](float* q) { std::free(q); });
 }
@@ -31,7 +39,8 @@ std::int64_t shape_size(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) {
     if (d < 0) throw ShapeError("negative dimension in shape " + shape_to_string(shape));
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError("shape " + shape_to_string(shape) + " has more values than a tensor holds");
   }
   return n;
 }

@@ -9,6 +9,12 @@ namespace tandem {
 
 using nlohmann::json;
 
+std::string string_field(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return "";
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::string json_type_name(const json& value) {
   switch (value.type()) {
     case json::value_t::null:

@@ -22,6 +22,9 @@ namespace tandem {
 
 /// "a string", "an integer", ... for error messages.
 std::string json_type_name(const nlohmann::json& value);
+/// The string at `key` of `object`, or "" when `object` is no object, or the key is missing or
+/// not a string (for peeking at a field before a ConfigObject reads it with its checks).
+std::string string_field(const nlohmann::json& object, const char* key);
 /// Joins a parent path and a key: ("", "epochs") -> "epochs"; ("model", "config") ->
 /// "model.config".
 std::string json_path_join(const std::string& parent, const std::string& key);

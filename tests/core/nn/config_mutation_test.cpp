@@ -1,0 +1,176 @@
+// Mutation fuzzing of the model and objective readers: real configs (the resources' Keras 2
+// Sequential and ResNet, the Keras 3 transformer, a two-input two-output graph) with one or two
+// random edits each — a value replaced by another type, an extreme number, a key removed, a list
+// entry duplicated or dropped — must either build, or be refused with Tandem's own error (which
+// names a place). Anything else (a crash, a bare std::exception from the JSON library or the
+// standard library) fails, printing the edited config. A model that builds also runs a forward
+// pass on zeros. Seeded: the same edits on every run.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+
+#include "nn/objective.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "tandem/rng.hpp"
+#include "train/run_config.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+
+// Every node of a document, as pointers into it (objects' values and arrays' entries).
+void collect(json& node, std::vector<json*>& out) {
+  out.push_back(&node);
+  if (node.is_object())
+    for (auto& [key, value] : node.items()) collect(value, out);
+  if (node.is_array())
+    for (auto& value : node) collect(value, out);
+}
+
+json replacement(Rng& rng) {
+  switch (rng.below(12)) {
+    case 0: return nullptr;
+    case 1: return -1;
+    case 2: return 0;
+    case 3: return std::numeric_limits<std::int64_t>::max();
+    case 4: return 1e308;
+    case 5: return -0.5;
+    case 6: return "";
+    case 7: return "relu";
+    case 8: return json::array();
+    case 9: return json::object();
+    case 10: return json::array({nullptr, 3});
+    default: return true;
+  }
+}
+
+// One random edit somewhere in `doc`.
+void mutate(json& doc, Rng& rng) {
+  std::vector<json*> nodes;
+  collect(doc, nodes);
+  json& node = *nodes[rng.below(nodes.size())];
+  const auto how = rng.below(4);
+  if (how == 0 && node.is_object() && !node.empty()) {
+    auto it = node.begin();
+    std::advance(it, static_cast<long>(rng.below(node.size())));
+    node.erase(it);
+  } else if (how == 1 && node.is_array() && !node.empty()) {
+    const auto i = rng.below(node.size());
+    if (rng.below(2) == 0)
+      node.erase(i);
+    else
+      node.push_back(node[i]);
+  } else {
+    node = replacement(rng);
+  }
+}
+
+struct Outcome {
+  bool built = false;
+  std::string failure;  // empty: built, or refused with a Tandem error
+};
+
+Outcome try_config(const std::function<void()>& build) {
+  Outcome o;
+  try {
+    build();
+    o.built = true;
+  } catch (const Error&) {
+  } catch (const std::exception& e) {
+    o.failure = std::string("a ") + typeid(e).name() + ": " + e.what();
+  }
+  return o;
+}
+
+void fuzz_model(const json& original, std::uint64_t seed, int rounds) {
+  Rng rng(seed);
+  int built = 0, refused = 0;
+  for (int round = 0; round < rounds; ++round) {
+    json doc = original;
+    const auto edits = 1 + rng.below(2);
+    for (std::uint64_t e = 0; e < edits; ++e) mutate(doc, rng);
+    const Outcome o = try_config([&] {
+      auto model = Model::from_config(doc, "model", 1);
+      Shape shape{2};
+      for (auto d : model->input_shape()) shape.push_back(d);
+      Tensor x(shape);
+      x.fill(0.0f);
+      model->forward(x, true);
+    });
+    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ", config:\n"
+                                   << doc.dump();
+    (o.built ? built : refused) += 1;
+  }
+  // The edits hit both ways: not every config refused, not every edit harmless.
+  EXPECT_GT(built, 0);
+  EXPECT_GT(refused, rounds / 10);
+}
+
+json resource_model(const char* name) {
+  return load_json_file(test::source_dir() / "resources/configs" / name)["model"];
+}
+
+TEST(ConfigMutation, KerasSequentialConfigsNeverFailButWithTheirPlace) {
+  fuzz_model(resource_model("fashion-mlp.json"), 1, 3000);
+  fuzz_model(resource_model("fashion-cnn.json"), 2, 1000);
+}
+
+TEST(ConfigMutation, FunctionalGraphsNeverFailButWithTheirPlace) {
+  fuzz_model(resource_model("tiny-transformer.json"), 3, 2000);
+  fuzz_model(resource_model("fashion-resnet.json"), 4, 400);
+}
+
+const char* kTwoHeads = R"({"class_name": "Functional", "config": {"name": "two_heads",
+  "layers": [
+  {"class_name": "InputLayer", "name": "a", "config": {"batch_input_shape": [null, 3]},
+   "inbound_nodes": []},
+  {"class_name": "InputLayer", "name": "b", "config": {"batch_input_shape": [null, 2]},
+   "inbound_nodes": []},
+  {"class_name": "Dense", "name": "trunk", "config": {"name": "trunk", "units": 4,
+   "activation": "tanh"}, "inbound_nodes": [[["a", 0, 0, {}]]]},
+  {"class_name": "Concatenate", "name": "join", "config": {"name": "join", "axis": -1},
+   "inbound_nodes": [[["trunk", 0, 0, {}], ["b", 0, 0, {}]]]},
+  {"class_name": "Dense", "name": "cls", "config": {"name": "cls", "units": 3},
+   "inbound_nodes": [[["join", 0, 0, {}]]]},
+  {"class_name": "Dense", "name": "reg", "config": {"name": "reg", "units": 1},
+   "inbound_nodes": [[["trunk", 0, 0, {}]]]}],
+  "input_layers": [["a", 0, 0], ["b", 0, 0]], "output_layers": [["cls", 0, 0], ["reg", 0, 0]]}})";
+
+TEST(ConfigMutation, SeveralInputsAndOutputsNeverFailButWithTheirPlace) {
+  fuzz_model(json::parse(kTwoHeads), 5, 3000);
+}
+
+TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
+  const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
+  const json original = {
+      {"loss",
+       {{"cls", {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}},
+        {"reg", "huber"}}},
+      {"loss_weights", {{"cls", 1.0}, {"reg", 0.5}}},
+      {"metrics",
+       {{"cls", {"accuracy", {{"class_name", "TopKCategoricalAccuracy"}, {"config", {{"k", 2}}}}}},
+        {"reg", {"mae", {{"class_name", "Precision"}, {"config", {{"thresholds", 0.3}}}}}}}}};
+  Rng rng(6);
+  int built = 0;
+  for (int round = 0; round < 4000; ++round) {
+    json doc = original;
+    mutate(doc, rng);
+    const auto field = [&](const char* key) {
+      return doc.is_object() && doc.contains(key) ? doc[key] : json();
+    };
+    const Outcome o = try_config([&] {
+      make_objective(field("loss"), field("loss_weights"), field("metrics"), *model);
+    });
+    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ":\n" << doc.dump();
+    built += o.built ? 1 : 0;
+  }
+  EXPECT_GT(built, 0);
+  EXPECT_LT(built, 4000);
+}
+
+}  // namespace
+}  // namespace tandem
