@@ -1,4 +1,4 @@
-// Mutation fuzzing of the model and objective readers: real configs (the resources' Keras 2
+// Mutation fuzzing of the model, objective and run-config readers: real configs (the resources' Keras 2
 // Sequential and ResNet, the Keras 3 transformer, a two-input two-output graph) with one or two
 // random edits each — a value replaced by another type, an extreme number, a key removed, a list
 // entry duplicated or dropped — must either build, or be refused with Tandem's own error (which
@@ -10,7 +10,9 @@
 #include <functional>
 #include <limits>
 
+#include "data/dataset.hpp"
 #include "nn/objective.hpp"
+#include "optim/optimizer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "tandem/rng.hpp"
@@ -170,6 +172,39 @@ TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   }
   EXPECT_GT(built, 0);
   EXPECT_LT(built, 4000);
+}
+
+// A whole run config (the resources' MLP with a synthetic dataset): the run-config reader, the
+// model, objective and optimizer made from it, and the dataset spec.
+TEST(ConfigMutation, RunConfigsNeverFailButWithTheirPlace) {
+  json original = load_json_file(test::source_dir() / "resources/configs/fashion-mlp.json");
+  original["data"] = {{"train",
+                       {{"type", "synthetic"}, {"samples", 64}, {"x_shape", {28, 28}},
+                        {"task", "classes"}, {"classes", 10}, {"seed", 1}}},
+                      {"validation_split", 0.25}};
+  original["optimizer"] = {{"class_name", "SGD"},
+                           {"config", {{"lr", 0.01}, {"decay", 0.001}, {"momentum", 0.9}}}};
+  Rng rng(7);
+  int built = 0;
+  const int rounds = 1500;
+  for (int round = 0; round < rounds; ++round) {
+    json doc = original;
+    mutate(doc, rng);
+    const Outcome o = try_config([&] {
+      const RunConfig rc = parse_run_config(doc, test::source_dir());
+      const auto model = Model::from_config(rc.model, "model", rc.seed);
+      make_objective(rc.loss, rc.loss_weights, rc.metrics, *model);
+      make_optimizer(rc.optimizer, "optimizer");
+      const auto data = make_dataset(rc.data.train, "data.train", test::source_dir().string());
+      Tensor x(Shape{1, shape_size(data->x_shape())}), y(Shape{1, shape_size(data->y_shape())});
+      const std::int64_t first = 0;
+      data->read({&first, 1}, x.data(), y.data());
+    });
+    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ":\n" << doc.dump();
+    built += o.built ? 1 : 0;
+  }
+  EXPECT_GT(built, 0);
+  EXPECT_LT(built, rounds);
 }
 
 }  // namespace
