@@ -203,8 +203,8 @@ TEST_F(BackendOps, PReLUFollowsTheCpu) {
   backend::PreluDesc d;
   d.rank = 3;
   d.dims[0] = 4, d.dims[1] = 5, d.dims[2] = 3;
-  d.shared[0] = d.shared[1] = true;
-  d.sample = 60, d.alphas = 3, d.per_alpha = 20;
+  d.grouped[0] = d.grouped[1] = true;
+  d.size = 60, d.groups = 3, d.per_group = 20;
   const Tensor x = random_host({7, 4, 5, 3}, 61), g = random_host({7, 4, 5, 3}, 62),
                alpha = random_host({1, 1, 3}, 63);
   Tensor y_cpu({7, 4, 5, 3}), y_gpu = gpu_tensor({7, 4, 5, 3});
@@ -217,6 +217,26 @@ TEST_F(BackendOps, PReLUFollowsTheCpu) {
   gpu().prelu_backward(d, up(x), up(alpha), up(g), &dx_gpu, &da_gpu);
   expect_close(dx_cpu, down(dx_gpu), 0, "prelu input gradient");
   expect_close(da_cpu, down(da_gpu), 0, "prelu alpha gradient");
+}
+
+// A MaxNorm over a (12, 9) kernel's columns and a NonNeg: the same bits (norms in double).
+TEST_F(BackendOps, ConstraintsFollowTheCpu) {
+  for (const auto kind : {backend::ConstraintDesc::Kind::max_norm,
+                          backend::ConstraintDesc::Kind::non_neg,
+                          backend::ConstraintDesc::Kind::min_max_norm}) {
+    backend::ConstraintDesc c;
+    c.kind = kind;
+    c.max_value = 1.5f, c.min_value = 0.5f, c.rate = 0.7f;
+    c.axes.rank = 2;
+    c.axes.dims[0] = 12, c.axes.dims[1] = 9;
+    c.axes.grouped[0] = true;
+    c.axes.size = 108, c.axes.groups = 9, c.axes.per_group = 12;
+    Tensor w_cpu = random_host({12, 9}, 71);
+    Tensor w_gpu = up(w_cpu);
+    cpu().apply_constraint(c, w_cpu);
+    gpu().apply_constraint(c, w_gpu);
+    expect_close(w_cpu, down(w_gpu), 0, "constraint");
+  }
 }
 
 // Attention's operations: batched GEMMs (cuBLASLt's sums: to rounding), the masked softmax and

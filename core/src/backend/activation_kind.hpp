@@ -39,16 +39,4 @@ struct ShapedActivation {
   float alpha = 1;  // ELU
 };
 
-/// Keras' PReLU layer: a sample of shape dims[0, rank) and which of its axes share their alpha
-/// (kernel_math's prelu_* compute it).
-struct PreluDesc {
-  static constexpr int kMaxRank = 8;
-  int rank = 0;
-  std::int64_t dims[kMaxRank] = {};
-  bool shared[kMaxRank] = {};
-  std::int64_t sample = 1;     // values per sample
-  std::int64_t alphas = 1;     // values of alpha (the product of the unshared dims)
-  std::int64_t per_alpha = 1;  // sample values one alpha serves (the product of the shared dims)
-};
-
 }  // namespace tandem::backend

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.hpp"
+#include "backend/axis_groups.hpp"
 
 #ifdef __CUDACC__
 #define TANDEM_HD __host__ __device__
@@ -859,16 +860,15 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
 }
 
 // ---------------------------------------------------------------------------------------------
-// PReLU (nn/prelu.cpp): y = x where x > 0, else alpha·x, with one alpha per sample value except
-// along the shared axes, where one alpha serves every position.
+// Axis groups (backend/axis_groups.hpp): which group a value belongs to, and a group's values.
 
-/// The alpha index of a sample's value e (row-major over dims).
-TANDEM_HD inline std::int64_t prelu_alpha_of(const PreluDesc& d, std::int64_t e) {
+/// The group of value e (row-major over dims).
+TANDEM_HD inline std::int64_t group_of(const AxisGroups& d, std::int64_t e) {
   std::int64_t a = 0, stride = 1;
   for (int axis = d.rank - 1; axis >= 0; --axis) {
     const std::int64_t coord = e % d.dims[axis];
     e /= d.dims[axis];
-    if (!d.shared[axis]) {
+    if (!d.grouped[axis]) {
       a += coord * stride;
       stride *= d.dims[axis];
     }
@@ -876,11 +876,11 @@ TANDEM_HD inline std::int64_t prelu_alpha_of(const PreluDesc& d, std::int64_t e)
   return a;
 }
 
-/// The m-th (0 <= m < per_alpha) sample value that alpha a serves.
-TANDEM_HD inline std::int64_t prelu_value_of(const PreluDesc& d, std::int64_t a, std::int64_t m) {
+/// The m-th (0 <= m < per_group) value of group g (row-major over dims).
+TANDEM_HD inline std::int64_t member_of(const AxisGroups& d, std::int64_t a, std::int64_t m) {
   std::int64_t e = 0, stride = 1;
   for (int axis = d.rank - 1; axis >= 0; --axis) {
-    std::int64_t& from = d.shared[axis] ? m : a;
+    std::int64_t& from = d.grouped[axis] ? m : a;
     const std::int64_t coord = from % d.dims[axis];
     from /= d.dims[axis];
     e += coord * stride;
@@ -888,6 +888,9 @@ TANDEM_HD inline std::int64_t prelu_value_of(const PreluDesc& d, std::int64_t a,
   }
   return e;
 }
+
+// PReLU (nn/prelu.cpp): y = x where x > 0, else alpha·x, with one alpha per group (the shared
+// axes grouped).
 
 /// Keras' relu(x) - alpha·relu(-x), and its gradients (both 0 at x = 0, as TensorFlow's relu).
 TANDEM_HD inline float prelu_value(float x, float alpha) {
@@ -902,11 +905,39 @@ TANDEM_HD inline double prelu_alpha_gradient(const PreluDesc& d, const float* x,
                                              std::int64_t rows, std::int64_t a) {
   double s = 0;
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t m = 0; m < d.per_alpha; ++m) {
-      const std::int64_t i = r * d.sample + prelu_value_of(d, a, m);
+    for (std::int64_t m = 0; m < d.per_group; ++m) {
+      const std::int64_t i = r * d.size + member_of(d, a, m);
       if (x[i] < 0.0f) s = dadd(s, f2d(fmul(dy[i], x[i])));
     }
   return s;
+}
+
+// Weight constraints (nn/constraint.cpp), as Keras computes them with its epsilon 1e-7: a group's
+// norm (over the grouped axes) in double, the scale that takes it to the wanted norm.
+
+/// The factor group g's values are multiplied by (not used for non_neg).
+TANDEM_HD inline float constraint_scale(const ConstraintDesc& c, const float* w, std::int64_t g) {
+  double sum = 0;
+  for (std::int64_t m = 0; m < c.axes.per_group; ++m) {
+    const float v = w[member_of(c.axes, g, m)];
+    sum = dadd(sum, f2d(fmul(v, v)));
+  }
+  const float norm = d2f(dsqrt(sum));
+  float wanted = norm;
+  if (c.kind == ConstraintDesc::Kind::unit_norm) {
+    wanted = 1.0f;
+  } else if (c.kind != ConstraintDesc::Kind::non_neg) {
+    const float lo = c.kind == ConstraintDesc::Kind::max_norm ? 0.0f : c.min_value;
+    const float clipped = norm < lo ? lo : (norm > c.max_value ? c.max_value : norm);
+    wanted = fadd(fmul(c.rate, clipped), fmul(fsub(1.0f, c.rate), norm));
+  }
+  return fdiv(wanted, fadd(kEpsilon, norm));
+}
+
+/// Value e constrained, given its group's factor.
+TANDEM_HD inline float constrained_value(const ConstraintDesc& c, float w, float scale) {
+  if (c.kind == ConstraintDesc::Kind::non_neg) return w >= 0.0f ? w : 0.0f;
+  return fmul(w, scale);
 }
 
 // ---------------------------------------------------------------------------------------------

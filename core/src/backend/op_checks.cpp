@@ -119,14 +119,14 @@ void check_upsample(const UpsampleDesc& d, const Tensor& x, const Tensor& y) {
 
 std::int64_t prelu_rows(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x) {
-  const std::int64_t rows = d.sample > 0 ? x.size() / d.sample : 0;
-  const bool ok = d.sample > 0 && rows * d.sample == x.size() && alpha.size() == d.alphas &&
+  const std::int64_t rows = d.size > 0 ? x.size() / d.size : 0;
+  const bool ok = d.size > 0 && rows * d.size == x.size() && alpha.size() == d.groups &&
                   (!same_as_x || same_as_x->size() == x.size()) &&
                   (!also_same_as_x || also_same_as_x->size() == x.size());
   if (!ok)
     throw std::logic_error("backend operation prelu: " + std::to_string(x.size()) +
-                           " values are not samples of " + std::to_string(d.sample) +
-                           " with " + std::to_string(d.alphas) + " alphas (alpha holds " +
+                           " values are not samples of " + std::to_string(d.size) +
+                           " with " + std::to_string(d.groups) + " alphas (alpha holds " +
                            std::to_string(alpha.size()) + ")");
   return rows;
 }

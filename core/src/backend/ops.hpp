@@ -262,11 +262,14 @@ class Backend {
                                           const Tensor& dy, Tensor& dx) = 0;
   /// Keras' PReLU over samples of desc's shape (kernel_math's prelu_*): y = x where x > 0, else
   /// alpha·x, alpha broadcast along the shared axes. Backward: dx = dy · slope, and d_alpha
-  /// (desc.alphas values) the sum over the batch of dy·min(x, 0), in double; each may be null.
+  /// (desc.groups values) the sum over the batch of dy·min(x, 0), in double; each may be null.
   virtual void prelu_forward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                              Tensor& y) = 0;
   virtual void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                               const Tensor& dy, Tensor* dx, Tensor* d_alpha) = 0;
+  /// Keras' weight constraint on w in place (kernel_math's constraint_*): each group's factor
+  /// from its norm, then every value.
+  virtual void apply_constraint(const ConstraintDesc& desc, Tensor& w) = 0;
   /// Softmax of attention scores with a mask (AttentionMaskDesc); mask may be null. probs may be
   /// scores. The gradient is activation_backward's softmax over rows of tk.
   virtual void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores,
@@ -371,7 +374,7 @@ void check_image_block(const ImageBlock& block, const Tensor& src, const Tensor&
 /// Throws std::logic_error unless x and y hold the input and output images of desc.
 void check_upsample(const UpsampleDesc& desc, const Tensor& x, const Tensor& y);
 /// The samples of x for prelu; throws std::logic_error unless x is whole samples of desc, alpha
-/// holds desc.alphas values and the other tensors (may be null) as many as x.
+/// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x);
 /// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.

@@ -38,10 +38,12 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   // Keras: fan_in = receptive field * input channels, fan_out = receptive field * filters.
   const std::int64_t field = k[0] * k[1];
   options_.kernel_initializer.fill(kernel_.value, field * in, field * filters, init);
+  options_.kernel_constraint.build(kernel_.value.shape());
   if (options_.use_bias) {
     bias_.value = Tensor({filters});
     bias_.grad = Tensor({filters});
     options_.bias_initializer.fill(bias_.value, field * in, field * filters, init);
+    options_.bias_constraint.build(bias_.value.shape());
   }
   geometry_ = {{input_shape[0], rows_.out, k[0], s[0], d[0], rows_.pad_before},
                {input_shape[1], cols_.out, k[1], s[1], d[1], cols_.pad_before},
@@ -136,8 +138,14 @@ nlohmann::json Conv2D::config() const {
           {"kernel_regularizer", nullptr},
           {"bias_regularizer", nullptr},
           {"activity_regularizer", nullptr},
-          {"kernel_constraint", nullptr},
-          {"bias_constraint", nullptr}};
+          {"kernel_constraint", options_.kernel_constraint.config()},
+          {"bias_constraint", options_.bias_constraint.config()}};
+}
+
+void Conv2D::apply_constraints() {
+  if (!trainable()) return;
+  if (kernel_.trainable) options_.kernel_constraint.apply(ops(), kernel_.value);
+  if (options_.use_bias && bias_.trainable) options_.bias_constraint.apply(ops(), bias_.value);
 }
 
 }  // namespace tandem::nn

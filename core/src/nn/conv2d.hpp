@@ -13,6 +13,7 @@
 
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
+#include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
 #include "nn/spatial.hpp"
 #include "nn/layer_extensions.hpp"
@@ -33,9 +34,10 @@ struct Conv2DOptions {
   bool use_bias = true;
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer bias_initializer{"zeros", std::nullopt, 0};
+  WeightConstraint kernel_constraint, bias_constraint;
 };
 
-class Conv2D : public Layer, public ReluProducer {
+class Conv2D : public Layer, public ReluProducer, public Constrained {
  public:
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
@@ -50,6 +52,7 @@ class Conv2D : public Layer, public ReluProducer {
   /// A relu Conv2D lets the next layer apply its relu (nn/layer_extensions.hpp).
   bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
   void set_output_relu_external(bool external) override { relu_external_ = external; }
+  void apply_constraints() override;
 
  private:
   /// The backend's convolution for this layer's geometry (made again after a backend change).

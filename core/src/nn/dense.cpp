@@ -19,10 +19,12 @@ Shape Dense::build(const Shape& input_shape, Rng& init) {
   kernel_.value = Tensor({in_features_, options_.units});
   kernel_.grad = Tensor({in_features_, options_.units});
   options_.kernel_initializer.fill(kernel_.value, in_features_, options_.units, init);
+  options_.kernel_constraint.build(kernel_.value.shape());
   if (options_.use_bias) {
     bias_.value = Tensor({options_.units});
     bias_.grad = Tensor({options_.units});
     options_.bias_initializer.fill(bias_.value, in_features_, options_.units, init);
+    options_.bias_constraint.build(bias_.value.shape());
   }
   Shape out = input_shape;
   out.back() = options_.units;
@@ -107,8 +109,14 @@ nlohmann::json Dense::config() const {
           {"kernel_regularizer", nullptr},
           {"bias_regularizer", nullptr},
           {"activity_regularizer", nullptr},
-          {"kernel_constraint", nullptr},
-          {"bias_constraint", nullptr}};
+          {"kernel_constraint", options_.kernel_constraint.config()},
+          {"bias_constraint", options_.bias_constraint.config()}};
+}
+
+void Dense::apply_constraints() {
+  if (!trainable()) return;
+  if (kernel_.trainable) options_.kernel_constraint.apply(ops(), kernel_.value);
+  if (options_.use_bias && bias_.trainable) options_.bias_constraint.apply(ops(), bias_.value);
 }
 
 }  // namespace tandem::nn

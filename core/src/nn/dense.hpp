@@ -5,7 +5,9 @@
 
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
+#include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -19,9 +21,10 @@ struct DenseOptions {
   bool use_bias = true;
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer bias_initializer{"zeros", std::nullopt, 0};
+  WeightConstraint kernel_constraint, bias_constraint;
 };
 
-class Dense : public Layer {
+class Dense : public Layer, public Constrained {
  public:
   Dense(std::string name, DenseOptions options);
   std::string class_name() const override { return "Dense"; }
@@ -30,6 +33,7 @@ class Dense : public Layer {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
+  void apply_constraints() override;
 
  private:
   DenseOptions options_;

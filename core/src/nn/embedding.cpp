@@ -48,6 +48,7 @@ Shape Embedding::build(const Shape& input_shape, Rng& init) {
   embeddings_.value = Tensor({rows, dim});
   embeddings_.grad = Tensor({rows, dim});
   options_.embeddings_initializer.fill(embeddings_.value, rows, dim, init);
+  options_.embeddings_constraint.build(embeddings_.value.shape());
   Shape out = input_shape;
   out.push_back(dim);
   return out;
@@ -90,8 +91,13 @@ nlohmann::json Embedding::config() const {
           {"embeddings_initializer", options_.embeddings_initializer.config()},
           {"embeddings_regularizer", nullptr},
           {"activity_regularizer", nullptr},
-          {"embeddings_constraint", nullptr},
+          {"embeddings_constraint", options_.embeddings_constraint.config()},
           {"mask_zero", false}};
+}
+
+void Embedding::apply_constraints() {
+  if (trainable() && embeddings_.trainable)
+    options_.embeddings_constraint.apply(ops(), embeddings_.value);
 }
 
 }  // namespace tandem::nn

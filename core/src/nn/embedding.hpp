@@ -17,7 +17,9 @@
 #include <optional>
 #include <vector>
 
+#include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -31,6 +33,7 @@ struct EmbeddingOptions {
   Initializer embeddings_initializer{"random_uniform", std::nullopt, 0};
   /// tf.keras' `input_length`: when given, the first per-sample axis must have this length.
   std::optional<std::int64_t> input_length;
+  WeightConstraint embeddings_constraint;
 };
 
 /// The DataError for element `i` (flat, within this layer's rows) of an Embedding input whose
@@ -40,7 +43,7 @@ struct EmbeddingOptions {
                                             std::int64_t sample_offset, std::int64_t i, float v,
                                             std::int64_t vocab);
 
-class Embedding : public Layer {
+class Embedding : public Layer, public Constrained {
  public:
   Embedding(std::string name, EmbeddingOptions options);
   std::string class_name() const override { return "Embedding"; }
@@ -51,6 +54,7 @@ class Embedding : public Layer {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return {&embeddings_}; }
   nlohmann::json config() const override;
+  void apply_constraints() override;
 
  private:
   EmbeddingOptions options_;

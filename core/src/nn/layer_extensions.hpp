@@ -12,6 +12,7 @@
 
 #include "backend/ops.hpp"
 #include "tandem/layer.hpp"
+#include "tandem/model.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -66,6 +67,15 @@ class CallArguments {
                                   const nlohmann::json& options, const std::string& path) = 0;
 };
 
+/// A layer with Keras constraints on its weights (kernel_constraint, ...): the replicas call
+/// apply_constraints() after every optimizer step; it constrains the weights in place on the
+/// layer's backend (nothing for a frozen layer, or one without constraints).
+class Constrained {
+ public:
+  virtual ~Constrained() = default;
+  virtual void apply_constraints() = 0;
+};
+
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
 inline ReluProducer* relu_producer_of(Layer& layer) {
   return dynamic_cast<ReluProducer*>(&layer);
@@ -78,6 +88,14 @@ inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
 }
 inline CallArguments* call_arguments_of(Layer& layer) {
   return dynamic_cast<CallArguments*>(&layer);
+}
+inline Constrained* constrained_of(Layer& layer) {
+  return dynamic_cast<Constrained*>(&layer);
+}
+/// Every layer's constraints, after an optimizer step of `model`.
+inline void apply_constraints(Model& model) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    if (Constrained* c = constrained_of(model.layer(l))) c->apply_constraints();
 }
 
 }  // namespace tandem::nn

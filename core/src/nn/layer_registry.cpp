@@ -20,6 +20,7 @@
 #include "nn/multi_head_attention.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
+#include "nn/constraint.hpp"
 #include "nn/prelu.hpp"
 #include "nn/rescaling.hpp"
 #include "nn/reshaped_2d.hpp"
@@ -47,6 +48,14 @@ void require_null(ConfigObject& c, std::initializer_list<const char*> keys) {
   }
 }
 
+// kernel_constraint and bias_constraint (Dense and Conv2D).
+void read_constraints(ConfigObject& c, WeightConstraint& kernel, WeightConstraint& bias) {
+  if (const auto* k = c.find("kernel_constraint"))
+    kernel = WeightConstraint(parse_constraint(*k, c.path_of("kernel_constraint")));
+  if (const auto* b = c.find("bias_constraint"))
+    bias = WeightConstraint(parse_constraint(*b, c.path_of("bias_constraint")));
+}
+
 std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
   DenseOptions o;
   o.units = c.positive_int("units");
@@ -57,7 +66,8 @@ std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
   require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "kernel_constraint", "bias_constraint", "lora_rank"});
+                   "lora_rank"});
+  read_constraints(c, o.kernel_constraint, o.bias_constraint);
   return std::make_unique<Dense>(name, o);
 }
 
@@ -350,8 +360,9 @@ void read_convolution_rest(ConfigObject& c, Conv2DOptions& o) {
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
   require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"});
+                   "lora_rank", "lora_alpha"});
 }
+
 
 std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   Conv2DOptions o;
@@ -362,6 +373,7 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
   read_convolution_rest(c, o);
+  read_constraints(c, o.kernel_constraint, o.bias_constraint);
   return std::make_unique<Conv2D>(name, o);
 }
 
@@ -403,6 +415,8 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = read_single(c, "dilation_rate", 1);
   read_convolution_rest(c, o);
+  // Conv1D's kernel is a Conv2D's (1, k, in, out) inside: Keras' axes would not be its own.
+  require_null(c, {"kernel_constraint", "bias_constraint"});
   return std::make_unique<Conv1D>(name, o, causal);
 }
 
@@ -584,8 +598,11 @@ std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) 
     o.input_length = c.positive_int("input_length");
   else
     c.ignore({"input_length"});
-  require_null(c, {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
-                   "lora_rank", "lora_alpha", "quantization_config"});
+  require_null(c, {"embeddings_regularizer", "activity_regularizer", "lora_rank", "lora_alpha",
+                   "quantization_config"});
+  if (const auto* v = c.find("embeddings_constraint"))
+    o.embeddings_constraint =
+        WeightConstraint(parse_constraint(*v, c.path_of("embeddings_constraint")));
   return std::make_unique<Embedding>(name, o);
 }
 

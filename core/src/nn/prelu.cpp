@@ -16,9 +16,9 @@ PReLU::PReLU(std::string name, Initializer alpha_initializer,
 Shape PReLU::build(const Shape& input_shape, Rng& init) {
   const auto rank = static_cast<int>(input_shape.size());
   const std::string who = "layer '" + name() + "' (PReLU)";
-  if (rank == 0 || rank > backend::PreluDesc::kMaxRank)
+  if (rank == 0 || rank > backend::AxisGroups::kMaxRank)
     throw ShapeError(who + " takes inputs of 1 to " +
-                     std::to_string(backend::PreluDesc::kMaxRank) +
+                     std::to_string(backend::AxisGroups::kMaxRank) +
                      " axes after the batch axis, got " + shape_to_string(input_shape, true));
   backend::PreluDesc d;
   d.rank = rank;
@@ -29,18 +29,18 @@ Shape PReLU::build(const Shape& input_shape, Rng& init) {
       throw ShapeError(who + ": shared axis " + std::to_string(axis) + " is not an axis of inputs " +
                        shape_to_string(input_shape, true) + " (1 to " + std::to_string(rank) +
                        ", the batch axis being 0)");
-    d.shared[axis - 1] = true;
+    d.grouped[axis - 1] = true;
   }
   for (int a = 0; a < rank; ++a) {
-    d.sample *= d.dims[a];
-    (d.shared[a] ? d.per_alpha : d.alphas) *= d.dims[a];
-    alpha_shape.push_back(d.shared[a] ? 1 : d.dims[a]);
+    d.size *= d.dims[a];
+    (d.grouped[a] ? d.per_group : d.groups) *= d.dims[a];
+    alpha_shape.push_back(d.grouped[a] ? 1 : d.dims[a]);
   }
   desc_ = d;
   input_shape_ = input_shape;
   alpha_.value = Tensor(alpha_shape);
   alpha_.grad = Tensor(alpha_shape);
-  alpha_initializer_.fill(alpha_.value, d.alphas, d.alphas, init);
+  alpha_initializer_.fill(alpha_.value, d.groups, d.groups, init);
   return input_shape;
 }
 

@@ -1,6 +1,7 @@
 // A replica that trains its host model on the CPU: the model's own layers (oneDNN), its
 // parameters' gradients bound to one flat arena so the Communicator sums them in one call.
 #include "backend/ops.hpp"
+#include "nn/layer_extensions.hpp"
 #include "parallel/replica.hpp"
 
 namespace tandem::detail {
@@ -47,7 +48,10 @@ class CpuReplica : public Replica {
   }
 
   Tensor& gradients() override { return arena_; }
-  void apply_update() override { optimizer_.apply(model_.trainable_parameters()); }
+  void apply_update() override {
+    optimizer_.apply(model_.trainable_parameters());
+    nn::apply_constraints(model_);  // Keras' kernel_constraint and kin, after the step
+  }
   void set_learning_rate(double lr) override { optimizer_.set_learning_rate(lr); }
 
  private:

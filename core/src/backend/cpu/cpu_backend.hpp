@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
                                   Tensor& dx) override;
   void prelu_forward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                      Tensor& y) override;
+  void apply_constraint(const ConstraintDesc& desc, Tensor& w) override;
   void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores, const Tensor* mask,

@@ -115,7 +115,7 @@ void CpuBackend::prelu_forward(const PreluDesc& d, const Tensor& x, const Tensor
   const float* ap = alpha.data();
   float* yp = y.data();
   each(y.size(), [&](std::int64_t i) {
-    yp[i] = math::prelu_value(xp[i], ap[math::prelu_alpha_of(d, i % d.sample)]);
+    yp[i] = math::prelu_value(xp[i], ap[math::group_of(d, i % d.size)]);
   });
 }
 
@@ -125,7 +125,7 @@ void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tenso
   if (dx) require_device(*this, *dx, "prelu_backward");
   if (d_alpha) require_device(*this, *d_alpha, "prelu_backward");
   const std::int64_t rows = prelu_rows(d, x, alpha, &dy, dx);
-  if (d_alpha && d_alpha->size() != d.alphas)
+  if (d_alpha && d_alpha->size() != d.groups)
     throw std::logic_error("prelu_backward: d_alpha's size");
   const float* xp = x.data();
   const float* ap = alpha.data();
@@ -133,13 +133,29 @@ void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tenso
   if (dx) {
     float* gx = dx->data();
     each(dx->size(), [&](std::int64_t i) {
-      gx[i] = math::fmul(g[i], math::prelu_input_slope(xp[i], ap[math::prelu_alpha_of(d, i % d.sample)]));
+      gx[i] = math::fmul(g[i], math::prelu_input_slope(xp[i], ap[math::group_of(d, i % d.size)]));
     });
   }
   if (!d_alpha) return;
   float* ga = d_alpha->data();
-  each(d.alphas, [&](std::int64_t a) {
+  each(d.groups, [&](std::int64_t a) {
     ga[a] = math::d2f(math::prelu_alpha_gradient(d, xp, g, rows, a));
+  });
+}
+
+void CpuBackend::apply_constraint(const ConstraintDesc& c, Tensor& w) {
+  require_device(*this, w, "apply_constraint");
+  if (w.size() != c.axes.size)
+    throw std::logic_error("apply_constraint: " + std::to_string(w.size()) + " values for " +
+                           std::to_string(c.axes.size));
+  float* p = w.data();
+  std::vector<float> scales(static_cast<std::size_t>(c.axes.groups), 1.0f);
+  if (c.kind != ConstraintDesc::Kind::non_neg)
+    each(c.axes.groups, [&](std::int64_t g) {
+      scales[static_cast<std::size_t>(g)] = math::constraint_scale(c, p, g);
+    });
+  each(w.size(), [&](std::int64_t i) {
+    p[i] = math::constrained_value(c, p[i], scales[static_cast<std::size_t>(math::group_of(c.axes, i))]);
   });
 }
 

@@ -68,6 +68,7 @@ class CudaBackend final : public backend::Backend {
                                   const Tensor& dy, Tensor& dx) override;
   void prelu_forward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                      Tensor& y) override;
+  void apply_constraint(const backend::ConstraintDesc& desc, Tensor& w) override;
   void prelu_backward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
@@ -126,7 +127,7 @@ class CudaBackend final : public backend::Backend {
   bool captured_safely_ = true;
   std::map<std::uint64_t, DeviceBuffer> dropout_calls_;  // random stream -> its device counter
   DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
-      embedding_sort_, row_values_, row_counts_, optimizer_scratch_;
+      embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_;
 };
 
 }  // namespace tandem::cuda

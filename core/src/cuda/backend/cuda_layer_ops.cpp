@@ -87,10 +87,18 @@ void CudaBackend::prelu_backward(const backend::PreluDesc& d, const Tensor& x,
   if (d_alpha) require(*d_alpha, "prelu_backward");
   if (dx) require(*dx, "prelu_backward");
   const std::int64_t rows = backend::prelu_rows(d, x, alpha, &dy, dx);
-  if (d_alpha && d_alpha->size() != d.alphas)
+  if (d_alpha && d_alpha->size() != d.groups)
     throw std::logic_error("prelu_backward: d_alpha's size");
   cuda::prelu_backward(d, x.data(), alpha.data(), dy.data(), dx ? dx->data() : nullptr,
                        d_alpha ? d_alpha->data() : nullptr, rows, stream_);
+}
+
+void CudaBackend::apply_constraint(const backend::ConstraintDesc& c, Tensor& w) {
+  require(w, "apply_constraint");
+  if (w.size() != c.axes.size)
+    throw std::logic_error("apply_constraint: " + std::to_string(w.size()) + " values for " +
+                           std::to_string(c.axes.size));
+  cuda::apply_constraint(c, w.data(), scratch(constraint_scales_, c.axes.groups), stream_);
 }
 
 void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tensor& scores,

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.hpp"
+#include "backend/axis_groups.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/window_math.hpp"
 
@@ -137,6 +138,10 @@ void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alp
 void prelu_backward(const backend::PreluDesc& d, const float* x, const float* alpha,
                     const float* dy, float* dx, float* d_alpha, std::int64_t rows,
                     cudaStream_t stream);
+
+/// Backend::apply_constraint: `scales` (c.axes.groups floats of scratch) first, then w in place.
+void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
+                      cudaStream_t stream);
 
 // ---- Attention -------------------------------------------------------------------------------
 

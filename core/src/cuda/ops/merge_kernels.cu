@@ -61,23 +61,47 @@ __global__ void shaped_backward_kernel(backend::ShapedActivation a, const float*
 __global__ void prelu_forward_kernel(backend::PreluDesc d, const float* x, const float* alpha,
                                      float* y, std::int64_t n) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step())
-    y[i] = math::prelu_value(x[i], alpha[math::prelu_alpha_of(d, i % d.sample)]);
+    y[i] = math::prelu_value(x[i], alpha[math::group_of(d, i % d.size)]);
 }
 
 __global__ void prelu_input_kernel(backend::PreluDesc d, const float* x, const float* alpha,
                                    const float* dy, float* dx, std::int64_t n) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step())
     dx[i] = math::fmul(dy[i],
-                       math::prelu_input_slope(x[i], alpha[math::prelu_alpha_of(d, i % d.sample)]));
+                       math::prelu_input_slope(x[i], alpha[math::group_of(d, i % d.size)]));
 }
 
 __global__ void prelu_alpha_kernel(backend::PreluDesc d, const float* x, const float* dy,
                                    float* d_alpha, std::int64_t rows) {
-  for (std::int64_t a = grid_first(); a < d.alphas; a += grid_step())
+  for (std::int64_t a = grid_first(); a < d.groups; a += grid_step())
     d_alpha[a] = math::d2f(math::prelu_alpha_gradient(d, x, dy, rows, a));
 }
 
+__global__ void constraint_scale_kernel(backend::ConstraintDesc c, const float* w,
+                                        float* scales) {
+  for (std::int64_t g = grid_first(); g < c.axes.groups; g += grid_step())
+    scales[g] = math::constraint_scale(c, w, g);
+}
+
+__global__ void constrain_kernel(backend::ConstraintDesc c, float* w, const float* scales) {
+  for (std::int64_t i = grid_first(); i < c.axes.size; i += grid_step())
+    w[i] = math::constrained_value(c, w[i], scales ? scales[math::group_of(c.axes, i)] : 1.0f);
+}
+
 }  // namespace
+
+void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
+                      cudaStream_t stream) {
+  if (c.axes.size <= 0) return;
+  const bool scaled = c.kind != backend::ConstraintDesc::Kind::non_neg;
+  if (scaled) {
+    constraint_scale_kernel<<<blocks_for(c.axes.groups), kThreads, 0, stream>>>(c, w, scales);
+    check_launch("apply_constraint (norms)");
+  }
+  constrain_kernel<<<blocks_for(c.axes.size), kThreads, 0, stream>>>(c, w,
+                                                                       scaled ? scales : nullptr);
+  check_launch("apply_constraint");
+}
 
 void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alpha, float* y,
                    std::int64_t n, cudaStream_t stream) {
@@ -89,13 +113,13 @@ void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alp
 void prelu_backward(const backend::PreluDesc& d, const float* x, const float* alpha,
                     const float* dy, float* dx, float* d_alpha, std::int64_t rows,
                     cudaStream_t stream) {
-  const std::int64_t n = rows * d.sample;
+  const std::int64_t n = rows * d.size;
   if (dx && n > 0) {
     prelu_input_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, x, alpha, dy, dx, n);
     check_launch("prelu_backward (input)");
   }
   if (!d_alpha) return;
-  prelu_alpha_kernel<<<blocks_for(d.alphas), kThreads, 0, stream>>>(d, x, dy, d_alpha, rows);
+  prelu_alpha_kernel<<<blocks_for(d.groups), kThreads, 0, stream>>>(d, x, dy, d_alpha, rows);
   check_launch("prelu_backward (alpha)");
 }
 

@@ -33,6 +33,7 @@
 #include "cuda/replica/device_parameters.hpp"
 #include "cuda/replica/host_copies.hpp"
 #include "cuda/replica/step_graphs.hpp"
+#include "nn/layer_extensions.hpp"
 #include "parallel/cuda_module_api.hpp"
 #include "tandem/error.hpp"
 
@@ -157,6 +158,7 @@ class CudaReplica : public Replica {
     optimizer_.set_iterations(optimizer_.iterations() + 1);
     backend_.optimizer_update(optimizer_.desc(), optimizer_.iterations(),
                               optimizer_.step_learning_rate(), parameters_.update_tensors());
+    nn::apply_constraints(*device_model_);  // on the device, behind the step
     // Left in flight: the next step's work queues behind it on this stream, and pull() and the
     // next step's sums synchronize.
     cuda::check(cudaGetLastError(), "the optimizer update");

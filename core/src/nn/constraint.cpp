@@ -1,0 +1,157 @@
+#include "nn/constraint.hpp"
+
+#include <cmath>
+#include <memory>
+
+#include "backend/ops.hpp"
+#include "tandem/error.hpp"
+#include "util/config_object.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+using nlohmann::json;
+using Kind = backend::ConstraintDesc::Kind;
+
+struct Known {
+  Kind kind;
+  const char* class_name;
+  std::vector<const char*> names;
+};
+
+const std::vector<Known>& known() {
+  static const std::vector<Known> table = {
+      {Kind::max_norm, "MaxNorm", {"max_norm", "maxnorm"}},
+      {Kind::non_neg, "NonNeg", {"non_neg", "nonneg"}},
+      {Kind::unit_norm, "UnitNorm", {"unit_norm", "unitnorm"}},
+      {Kind::min_max_norm, "MinMaxNorm", {"min_max_norm"}},
+  };
+  return table;
+}
+
+const Known& info_of(Kind kind) {
+  for (const Known& k : known())
+    if (k.kind == kind) return k;
+  return known().front();
+}
+
+std::vector<std::int64_t> read_axes(ConfigObject& cfg) {
+  const json* v = cfg.find("axis");
+  if (!v) return {0};
+  std::vector<std::int64_t> axes;
+  const json list = v->is_array() ? *v : json::array({*v});
+  for (const json& a : list) {
+    if (!a.is_number_integer())
+      throw ConfigError(cfg.path_of("axis"), "expected an axis or a list of axes, got " + v->dump());
+    axes.push_back(a.get<std::int64_t>());
+  }
+  if (axes.empty()) throw ConfigError(cfg.path_of("axis"), "expected at least one axis");
+  return axes;
+}
+
+void read_config(ConfigObject& cfg, Constraint& c) {
+  if (c.kind == Kind::non_neg) {
+    cfg.finish();
+    return;
+  }
+  c.axes = read_axes(cfg);
+  if (c.kind == Kind::max_norm) c.max_value = cfg.number_in("max_value", 2.0, 0.0, 1e30);
+  if (c.kind == Kind::min_max_norm) {
+    c.min_value = cfg.number_in("min_value", 0.0, 0.0, 1e30);
+    c.max_value = cfg.number_in("max_value", 1.0, 0.0, 1e30);
+    c.rate = cfg.number_in("rate", 1.0, 0.0, 1.0);
+    if (c.max_value < c.min_value)
+      throw ConfigError(cfg.path_of("max_value"), "must not be below min_value");
+  }
+  cfg.finish();
+}
+
+}  // namespace
+
+std::optional<Constraint> parse_constraint(const json& spec, const std::string& path) {
+  if (spec.is_null()) return std::nullopt;
+  std::string name, name_path = path;
+  std::unique_ptr<ConfigObject> obj;
+  const json* config = nullptr;
+  if (spec.is_string()) {
+    name = spec.get<std::string>();
+  } else if (spec.is_object()) {
+    obj = std::make_unique<ConfigObject>(spec, path);
+    name = obj->get_string("class_name");
+    name_path = obj->path_of("class_name");
+    config = obj->find("config");
+    obj->ignore({"module", "registered_name"});
+    obj->finish();
+  } else {
+    throw ConfigError(path, "expected a constraint name or {\"class_name\": ...}, got " +
+                                json_type_name(spec));
+  }
+  Constraint c;
+  const Known* found = nullptr;
+  for (const Known& k : known()) {
+    if (name == k.class_name) found = &k;
+    for (const char* n : k.names)
+      if (name == n) found = &k;
+  }
+  if (!found)
+    throw ConfigError(name_path, "unknown constraint '" + name +
+                                     "' (known: MaxNorm, NonNeg, UnitNorm, MinMaxNorm)");
+  c.kind = found->kind;
+  static const json empty = json::object();
+  ConfigObject cfg(config ? *config : empty, path + ".config");
+  read_config(cfg, c);
+  return c;
+}
+
+json Constraint::config() const {
+  json cfg = json::object();
+  if (kind != Kind::non_neg) cfg["axis"] = axes.size() == 1 ? json(axes[0]) : json(axes);
+  if (kind == Kind::max_norm) cfg["max_value"] = max_value;
+  if (kind == Kind::min_max_norm) {
+    cfg["min_value"] = min_value;
+    cfg["max_value"] = max_value;
+    cfg["rate"] = rate;
+  }
+  return {{"class_name", info_of(kind).class_name}, {"config", cfg}};
+}
+
+backend::ConstraintDesc Constraint::desc_for(const Shape& shape) const {
+  backend::ConstraintDesc d;
+  d.kind = kind;
+  d.max_value = static_cast<float>(max_value);
+  d.min_value = static_cast<float>(min_value);
+  d.rate = static_cast<float>(rate);
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  if (rank < 1 || rank > backend::AxisGroups::kMaxRank)
+    throw ShapeError("a constraint on a weight of shape " + shape_to_string(shape));
+  d.axes.rank = static_cast<int>(rank);
+  for (std::int64_t a = 0; a < rank; ++a) d.axes.dims[a] = shape[static_cast<std::size_t>(a)];
+  if (kind != Kind::non_neg)
+    for (std::int64_t axis : axes) {
+      const std::int64_t a = axis < 0 ? axis + rank : axis;
+      if (a < 0 || a >= rank)
+        throw ShapeError("constraint axis " + std::to_string(axis) +
+                         " is not an axis of its weight, of shape " + shape_to_string(shape));
+      d.axes.grouped[a] = true;
+    }
+  for (std::int64_t a = 0; a < rank; ++a) {
+    d.axes.size *= d.axes.dims[a];
+    (d.axes.grouped[a] ? d.axes.per_group : d.axes.groups) *= d.axes.dims[a];
+  }
+  return d;
+}
+
+void WeightConstraint::build(const Shape& weight_shape) {
+  if (constraint_) desc_ = constraint_->desc_for(weight_shape);
+}
+
+void WeightConstraint::apply(backend::Backend& ops, Tensor& weight) const {
+  if (constraint_) ops.apply_constraint(desc_, weight);
+}
+
+json WeightConstraint::config() const {
+  return constraint_ ? constraint_->config() : json(nullptr);
+}
+
+}  // namespace tandem::nn
