@@ -912,6 +912,17 @@ TANDEM_HD inline double prelu_alpha_gradient(const PreluDesc& d, const float* x,
   return s;
 }
 
+// Weight penalties (nn/regularizer.cpp): Keras' l1·|w| + l2·w², and its gradient
+// l1·sign(w) + 2·l2·w (sign(0) = 0, as TensorFlow's).
+
+TANDEM_HD inline float penalty_value(float w, float l1, float l2) {
+  return fadd(fmul(l1, fabs_(w)), fmul(l2, fmul(w, w)));
+}
+TANDEM_HD inline float penalty_derivative(float w, float l1, float l2) {
+  const float sign = w > 0.0f ? 1.0f : (w < 0.0f ? -1.0f : 0.0f);
+  return fadd(fmul(l1, sign), fmul(fmul(2.0f, l2), w));
+}
+
 // Weight constraints (nn/constraint.cpp), as Keras computes them with its epsilon 1e-7: a group's
 // norm (over the grouped axes) in double, the scale that takes it to the wanted norm.
 

@@ -267,6 +267,11 @@ class Backend {
                              Tensor& y) = 0;
   virtual void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                               const Tensor& dy, Tensor* dx, Tensor* d_alpha) = 0;
+  /// Keras' weight penalty (kernel_math's penalty_*): sums[slot] = Σ l1·|w| + l2·w², and
+  /// grad += its gradient.
+  virtual void penalty_sum(const Tensor& w, float l1, float l2, Sums& sums,
+                           std::size_t slot) = 0;
+  virtual void add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) = 0;
   /// Keras' weight constraint on w in place (kernel_math's constraint_*): each group's factor
   /// from its norm, then every value.
   virtual void apply_constraint(const ConstraintDesc& desc, Tensor& w) = 0;

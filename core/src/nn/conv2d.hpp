@@ -15,6 +15,7 @@
 #include "nn/activation_fn.hpp"
 #include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
+#include "nn/regularizer.hpp"
 #include "nn/spatial.hpp"
 #include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
@@ -35,9 +36,10 @@ struct Conv2DOptions {
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer bias_initializer{"zeros", std::nullopt, 0};
   WeightConstraint kernel_constraint, bias_constraint;
+  WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
-class Conv2D : public Layer, public ReluProducer, public Constrained {
+class Conv2D : public Layer, public ReluProducer, public Constrained, public Regularized {
  public:
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
@@ -53,6 +55,7 @@ class Conv2D : public Layer, public ReluProducer, public Constrained {
   bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
   void set_output_relu_external(bool external) override { relu_external_ = external; }
   void apply_constraints() override;
+  std::vector<RegularizedWeight> regularized_weights() override;
 
  private:
   /// The backend's convolution for this layer's geometry (made again after a backend change).

@@ -106,8 +106,8 @@ nlohmann::json Dense::config() const {
           {"use_bias", options_.use_bias},
           {"kernel_initializer", options_.kernel_initializer.config()},
           {"bias_initializer", options_.bias_initializer.config()},
-          {"kernel_regularizer", nullptr},
-          {"bias_regularizer", nullptr},
+          {"kernel_regularizer", options_.kernel_regularizer.config()},
+          {"bias_regularizer", options_.bias_regularizer.config()},
           {"activity_regularizer", nullptr},
           {"kernel_constraint", options_.kernel_constraint.config()},
           {"bias_constraint", options_.bias_constraint.config()}};
@@ -117,6 +117,14 @@ void Dense::apply_constraints() {
   if (!trainable()) return;
   if (kernel_.trainable) options_.kernel_constraint.apply(ops(), kernel_.value);
   if (options_.use_bias && bias_.trainable) options_.bias_constraint.apply(ops(), bias_.value);
+}
+
+std::vector<RegularizedWeight> Dense::regularized_weights() {
+  std::vector<RegularizedWeight> out;
+  if (options_.kernel_regularizer.active()) out.push_back({&options_.kernel_regularizer, &kernel_});
+  if (options_.use_bias && options_.bias_regularizer.active())
+    out.push_back({&options_.bias_regularizer, &bias_});
+  return out;
 }
 
 }  // namespace tandem::nn

@@ -7,6 +7,7 @@
 #include "nn/activation_fn.hpp"
 #include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
+#include "nn/regularizer.hpp"
 #include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
@@ -22,9 +23,10 @@ struct DenseOptions {
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer bias_initializer{"zeros", std::nullopt, 0};
   WeightConstraint kernel_constraint, bias_constraint;
+  WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
-class Dense : public Layer, public Constrained {
+class Dense : public Layer, public Constrained, public Regularized {
  public:
   Dense(std::string name, DenseOptions options);
   std::string class_name() const override { return "Dense"; }
@@ -34,6 +36,7 @@ class Dense : public Layer, public Constrained {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   void apply_constraints() override;
+  std::vector<RegularizedWeight> regularized_weights() override;
 
  private:
   DenseOptions options_;

@@ -89,7 +89,7 @@ nlohmann::json Embedding::config() const {
           {"input_dim", options_.input_dim},
           {"output_dim", options_.output_dim},
           {"embeddings_initializer", options_.embeddings_initializer.config()},
-          {"embeddings_regularizer", nullptr},
+          {"embeddings_regularizer", options_.embeddings_regularizer.config()},
           {"activity_regularizer", nullptr},
           {"embeddings_constraint", options_.embeddings_constraint.config()},
           {"mask_zero", false}};

@@ -19,6 +19,7 @@
 
 #include "nn/constraint.hpp"
 #include "nn/initializer.hpp"
+#include "nn/regularizer.hpp"
 #include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
@@ -34,6 +35,7 @@ struct EmbeddingOptions {
   /// tf.keras' `input_length`: when given, the first per-sample axis must have this length.
   std::optional<std::int64_t> input_length;
   WeightConstraint embeddings_constraint;
+  WeightRegularizer embeddings_regularizer;
 };
 
 /// The DataError for element `i` (flat, within this layer's rows) of an Embedding input whose
@@ -43,7 +45,7 @@ struct EmbeddingOptions {
                                             std::int64_t sample_offset, std::int64_t i, float v,
                                             std::int64_t vocab);
 
-class Embedding : public Layer, public Constrained {
+class Embedding : public Layer, public Constrained, public Regularized {
  public:
   Embedding(std::string name, EmbeddingOptions options);
   std::string class_name() const override { return "Embedding"; }
@@ -55,6 +57,10 @@ class Embedding : public Layer, public Constrained {
   std::vector<Parameter*> parameters() override { return {&embeddings_}; }
   nlohmann::json config() const override;
   void apply_constraints() override;
+  std::vector<RegularizedWeight> regularized_weights() override {
+    if (!options_.embeddings_regularizer.active()) return {};
+    return {{&options_.embeddings_regularizer, &embeddings_}};
+  }
 
  private:
   EmbeddingOptions options_;

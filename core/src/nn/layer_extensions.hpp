@@ -76,6 +76,23 @@ class Constrained {
   virtual void apply_constraints() = 0;
 };
 
+class WeightRegularizer;
+
+/// One of a layer's regularized weights and its regularizer (both the layer's).
+struct RegularizedWeight {
+  const WeightRegularizer* regularizer = nullptr;
+  Parameter* weight = nullptr;
+};
+
+/// A layer with Keras regularizers on its weights (kernel_regularizer, ...): the replicas add
+/// their penalties to the loss and their gradients before the optimizer step
+/// (nn/regularizer.hpp). Only the weights whose regularizer is set.
+class Regularized {
+ public:
+  virtual ~Regularized() = default;
+  virtual std::vector<RegularizedWeight> regularized_weights() = 0;
+};
+
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
 inline ReluProducer* relu_producer_of(Layer& layer) {
   return dynamic_cast<ReluProducer*>(&layer);
@@ -91,6 +108,9 @@ inline CallArguments* call_arguments_of(Layer& layer) {
 }
 inline Constrained* constrained_of(Layer& layer) {
   return dynamic_cast<Constrained*>(&layer);
+}
+inline Regularized* regularized_of(Layer& layer) {
+  return dynamic_cast<Regularized*>(&layer);
 }
 /// Every layer's constraints, after an optimizer step of `model`.
 inline void apply_constraints(Model& model) {

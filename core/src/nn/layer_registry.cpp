@@ -48,6 +48,14 @@ void require_null(ConfigObject& c, std::initializer_list<const char*> keys) {
   }
 }
 
+// kernel_regularizer and bias_regularizer (Dense and Conv2D).
+void read_regularizers(ConfigObject& c, WeightRegularizer& kernel, WeightRegularizer& bias) {
+  if (const auto* k = c.find("kernel_regularizer"))
+    kernel = WeightRegularizer(parse_regularizer(*k, c.path_of("kernel_regularizer")));
+  if (const auto* b = c.find("bias_regularizer"))
+    bias = WeightRegularizer(parse_regularizer(*b, c.path_of("bias_regularizer")));
+}
+
 // kernel_constraint and bias_constraint (Dense and Conv2D).
 void read_constraints(ConfigObject& c, WeightConstraint& kernel, WeightConstraint& bias) {
   if (const auto* k = c.find("kernel_constraint"))
@@ -65,9 +73,9 @@ std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
     o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "lora_rank"});
+  require_null(c, {"activity_regularizer", "lora_rank"});
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
+  read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Dense>(name, o);
 }
 
@@ -359,8 +367,7 @@ void read_convolution_rest(ConfigObject& c, Conv2DOptions& o) {
     o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "lora_rank", "lora_alpha"});
+  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha"});
 }
 
 
@@ -374,6 +381,7 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
   read_convolution_rest(c, o);
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
+  read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Conv2D>(name, o);
 }
 
@@ -416,7 +424,8 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   o.dilation_rate = read_single(c, "dilation_rate", 1);
   read_convolution_rest(c, o);
   // Conv1D's kernel is a Conv2D's (1, k, in, out) inside: Keras' axes would not be its own.
-  require_null(c, {"kernel_constraint", "bias_constraint"});
+  require_null(c, {"kernel_constraint", "bias_constraint", "kernel_regularizer",
+                   "bias_regularizer"});
   return std::make_unique<Conv1D>(name, o, causal);
 }
 
@@ -598,8 +607,10 @@ std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) 
     o.input_length = c.positive_int("input_length");
   else
     c.ignore({"input_length"});
-  require_null(c, {"embeddings_regularizer", "activity_regularizer", "lora_rank", "lora_alpha",
-                   "quantization_config"});
+  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha", "quantization_config"});
+  if (const auto* v = c.find("embeddings_regularizer"))
+    o.embeddings_regularizer =
+        WeightRegularizer(parse_regularizer(*v, c.path_of("embeddings_regularizer")));
   if (const auto* v = c.find("embeddings_constraint"))
     o.embeddings_constraint =
         WeightConstraint(parse_constraint(*v, c.path_of("embeddings_constraint")));

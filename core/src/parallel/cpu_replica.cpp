@@ -2,6 +2,7 @@
 // parameters' gradients bound to one flat arena so the Communicator sums them in one call.
 #include "backend/ops.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/regularizer.hpp"
 #include "parallel/replica.hpp"
 
 namespace tandem::detail {
@@ -32,14 +33,14 @@ class CpuReplica : public Replica {
     const auto& outputs = model_.forward_outputs(x, true, sample_offset);
     objective.enqueue(backend::cpu_backend(), outputs, y, loss_scale, true, scratch_, *sums_);
     model_.backward_outputs(scratch_.grad_views, [](std::size_t) {});
-    return objective.read(*sums_, x.dim(0));
+    return with_penalty(objective.read(*sums_, x.dim(0)));
   }
 
   StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
                     const Objective& objective) override {
     const auto& outputs = model_.forward_outputs(x, false, sample_offset);
     objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, false, scratch_, *sums_);
-    return objective.read(*sums_, x.dim(0));
+    return with_penalty(objective.read(*sums_, x.dim(0)));
   }
 
   void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
@@ -49,18 +50,27 @@ class CpuReplica : public Replica {
 
   Tensor& gradients() override { return arena_; }
   void apply_update() override {
+    nn::add_penalty_gradients(model_);  // Keras' kernel_regularizer and kin
     optimizer_.apply(model_.trainable_parameters());
     nn::apply_constraints(model_);  // Keras' kernel_constraint and kin, after the step
   }
   void set_learning_rate(double lr) override { optimizer_.set_learning_rate(lr); }
 
  private:
+  // The loss with the weights' penalties (Keras' regularization losses): each row carries it,
+  // so the batch mean has it once, however the rows are split.
+  StepSums with_penalty(StepSums sums) {
+    sums.loss.sum += nn::weight_penalty(model_, *penalty_sums_) * sums.loss.count;
+    return sums;
+  }
+
   Model& model_;
   Optimizer& optimizer_;
   DeviceSpec device_;
   Tensor arena_;      // every trainable parameter's gradient, flat
   ObjectiveScratch scratch_;  // the loss gradients of the last train(), and targets apart
   std::unique_ptr<backend::Sums> sums_ = backend::cpu_backend().sums();
+  std::unique_ptr<backend::Sums> penalty_sums_ = backend::cpu_backend().sums();
 };
 
 }  // namespace

@@ -382,8 +382,10 @@ TEST(Conv2D, ConfigErrorsNameTheJsonPath) {
                "dilation_rate", "strides > 1");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"activation", "relu6x"}}, "activation",
                "relu6x");
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"kernel_regularizer", "l2"}},
-               "kernel_regularizer", "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"activity_regularizer", "l2"}},
+               "activity_regularizer", "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"kernel_regularizer", "l3"}},
+               "kernel_regularizer", "unknown regularizer 'l3'");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"filter", 2}}, "filter", "unknown key");
   // A kernel larger than the input is a shape error, reported at the layer's path.
   const std::string e = config_error(conv_model({{"filters", 2}, {"kernel_size", 9}}));

@@ -46,6 +46,8 @@ class CpuBackend final : public Backend {
   void prelu_forward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                      Tensor& y) override;
   void apply_constraint(const ConstraintDesc& desc, Tensor& w) override;
+  void penalty_sum(const Tensor& w, float l1, float l2, Sums& sums, std::size_t slot) override;
+  void add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) override;
   void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores, const Tensor* mask,

@@ -143,6 +143,16 @@ void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tenso
   });
 }
 
+void CpuBackend::add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) {
+  require_all(*this, {&w, &grad}, "add_penalty_gradient");
+  check_same_sizes(w.size(), grad.size(), grad.size(), "add_penalty_gradient");
+  const float* p = w.data();
+  float* g = grad.data();
+  each(grad.size(), [&](std::int64_t i) {
+    g[i] = math::fadd(g[i], math::penalty_derivative(p[i], l1, l2));
+  });
+}
+
 void CpuBackend::apply_constraint(const ConstraintDesc& c, Tensor& w) {
   require_device(*this, w, "apply_constraint");
   if (w.size() != c.axes.size)

@@ -71,6 +71,14 @@ void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor
   });
 }
 
+void CpuBackend::penalty_sum(const Tensor& w, float l1, float l2, Sums& sums, std::size_t slot) {
+  require_device(*this, w, "penalty_sum");
+  const float* p = w.data();
+  double total = 0;
+  for (std::int64_t i = 0; i < w.size(); ++i) total += math::f2d(math::penalty_value(p[i], l1, l2));
+  static_cast<HostSums&>(sums).at(slot) = total;
+}
+
 void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
                             std::int64_t cols, Sums& sums, std::size_t slot) {
   require_device(*this, pred, "metric_sum");

@@ -353,6 +353,14 @@ void CudaBackend::loss_sum(const backend::LossDesc& desc, const Tensor& pred, co
   sum(row_loss, rows, static_cast<DeviceSums&>(sums).slot(slot), stream_);
 }
 
+void CudaBackend::penalty_sum(const Tensor& w, float l1, float l2, backend::Sums& sums,
+                              std::size_t slot) {
+  require(w, "penalty_sum");
+  float* values = scratch(penalty_values_, w.size());
+  cuda::penalty_values(w.data(), l1, l2, values, w.size(), stream_);
+  sum(values, w.size(), static_cast<DeviceSums&>(sums).slot(slot), stream_);
+}
+
 void CudaBackend::metric_sum(const backend::MetricDesc& desc, const Tensor& pred,
                              const Tensor& target, std::int64_t cols, backend::Sums& sums,
                              std::size_t slot) {

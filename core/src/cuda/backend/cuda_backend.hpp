@@ -69,6 +69,9 @@ class CudaBackend final : public backend::Backend {
   void prelu_forward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                      Tensor& y) override;
   void apply_constraint(const backend::ConstraintDesc& desc, Tensor& w) override;
+  void penalty_sum(const Tensor& w, float l1, float l2, backend::Sums& sums,
+                   std::size_t slot) override;
+  void add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) override;
   void prelu_backward(const backend::PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
@@ -127,7 +130,8 @@ class CudaBackend final : public backend::Backend {
   bool captured_safely_ = true;
   std::map<std::uint64_t, DeviceBuffer> dropout_calls_;  // random stream -> its device counter
   DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
-      embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_;
+      embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_,
+      penalty_values_;
 };
 
 }  // namespace tandem::cuda

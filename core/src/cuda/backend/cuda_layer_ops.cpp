@@ -93,6 +93,13 @@ void CudaBackend::prelu_backward(const backend::PreluDesc& d, const Tensor& x,
                        d_alpha ? d_alpha->data() : nullptr, rows, stream_);
 }
 
+void CudaBackend::add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) {
+  require(w, "add_penalty_gradient");
+  require(grad, "add_penalty_gradient");
+  backend::check_same_sizes(w.size(), grad.size(), grad.size(), "add_penalty_gradient");
+  cuda::add_penalty_gradient(w.data(), l1, l2, grad.data(), grad.size(), stream_);
+}
+
 void CudaBackend::apply_constraint(const backend::ConstraintDesc& c, Tensor& w) {
   require(w, "apply_constraint");
   if (w.size() != c.axes.size)

@@ -139,6 +139,12 @@ void prelu_backward(const backend::PreluDesc& d, const float* x, const float* al
                     const float* dy, float* dx, float* d_alpha, std::int64_t rows,
                     cudaStream_t stream);
 
+/// Weight penalties: out[i] = penalty_value(w[i]) (summed by the caller); grad += the gradient.
+void penalty_values(const float* w, float l1, float l2, float* out, std::int64_t n,
+                    cudaStream_t stream);
+void add_penalty_gradient(const float* w, float l1, float l2, float* grad, std::int64_t n,
+                          cudaStream_t stream);
+
 /// Backend::apply_constraint: `scales` (c.axes.groups floats of scratch) first, then w in place.
 void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
                       cudaStream_t stream);

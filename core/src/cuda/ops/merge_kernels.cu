@@ -77,6 +77,18 @@ __global__ void prelu_alpha_kernel(backend::PreluDesc d, const float* x, const f
     d_alpha[a] = math::d2f(math::prelu_alpha_gradient(d, x, dy, rows, a));
 }
 
+__global__ void penalty_values_kernel(const float* w, float l1, float l2, float* out,
+                                      std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    out[i] = math::penalty_value(w[i], l1, l2);
+}
+
+__global__ void penalty_gradient_kernel(const float* w, float l1, float l2, float* grad,
+                                        std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    grad[i] = math::fadd(grad[i], math::penalty_derivative(w[i], l1, l2));
+}
+
 __global__ void constraint_scale_kernel(backend::ConstraintDesc c, const float* w,
                                         float* scales) {
   for (std::int64_t g = grid_first(); g < c.axes.groups; g += grid_step())
@@ -89,6 +101,20 @@ __global__ void constrain_kernel(backend::ConstraintDesc c, float* w, const floa
 }
 
 }  // namespace
+
+void penalty_values(const float* w, float l1, float l2, float* out, std::int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  penalty_values_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, l1, l2, out, n);
+  check_launch("penalty_values");
+}
+
+void add_penalty_gradient(const float* w, float l1, float l2, float* grad, std::int64_t n,
+                          cudaStream_t stream) {
+  if (n <= 0) return;
+  penalty_gradient_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, l1, l2, grad, n);
+  check_launch("add_penalty_gradient");
+}
 
 void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
                       cudaStream_t stream) {

@@ -34,6 +34,7 @@
 #include "cuda/replica/host_copies.hpp"
 #include "cuda/replica/step_graphs.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/regularizer.hpp"
 #include "parallel/cuda_module_api.hpp"
 #include "tandem/error.hpp"
 
@@ -74,7 +75,8 @@ class CudaReplica : public Replica {
                    parameters_.gradients()),
         staging_(backend_, device.index),
         graphs_(backend_, *allocator_, stream(), device.index),
-        sums_(backend_.sums()) {
+        sums_(backend_.sums()),
+        penalty_sums_(backend_.sums()) {
     push();
   }
 
@@ -124,7 +126,7 @@ class CudaReplica : public Replica {
         },
         [&] { reduction_.abandon(); });
     staging_.stage_next(x, y, next, stream());  // while the step computes
-    return objective.read(*sums_, rows);  // the step's one synchronization
+    return with_penalty(objective.read(*sums_, rows));  // the step's one synchronization
   }
 
   StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
@@ -135,7 +137,7 @@ class CudaReplica : public Replica {
     if (rows == 0) return objective.zero();
     const auto& outputs = device_model_->forward_outputs(staging_.x(), false, sample_offset);
     objective.enqueue(backend_, outputs, staging_.y(), 1.0f, false, scratch_, *sums_);
-    return objective.read(*sums_, rows);
+    return with_penalty(objective.read(*sums_, rows));
   }
 
   void predict(const Tensor& x, std::int64_t sample_offset, float* out) override {
@@ -156,6 +158,7 @@ class CudaReplica : public Replica {
     if (parameters_.layout().trainable_floats == 0) return;
     // The host optimizer's counters are the truth (Optimizer::apply's order: count, then step).
     optimizer_.set_iterations(optimizer_.iterations() + 1);
+    nn::add_penalty_gradients(*device_model_);  // Keras' kernel_regularizer and kin
     backend_.optimizer_update(optimizer_.desc(), optimizer_.iterations(),
                               optimizer_.step_learning_rate(), parameters_.update_tensors());
     nn::apply_constraints(*device_model_);  // on the device, behind the step
@@ -201,6 +204,13 @@ class CudaReplica : public Replica {
  private:
   cudaStream_t stream() const { return stream_.get(); }
 
+  // The loss with the weights' penalties (as the CPU replica: per row); a second read of sums
+  // only for a model with regularizers.
+  StepSums with_penalty(StepSums sums) {
+    sums.loss.sum += nn::weight_penalty(*device_model_, *penalty_sums_) * sums.loss.count;
+    return sums;
+  }
+
   // The device model: a clone of the host model whose layers compute on `backend` (its
   // parameters become views into the flat tensors: DeviceParameters).
   std::unique_ptr<Model> device_model_on(cuda::CudaBackend& backend) {
@@ -241,6 +251,7 @@ class CudaReplica : public Replica {
   cuda::BatchStaging staging_;
   cuda::StepGraphs graphs_;
   std::unique_ptr<backend::Sums> sums_;
+  std::unique_ptr<backend::Sums> penalty_sums_;  // the weights' penalties (regularizers)
   ObjectiveScratch scratch_;  // the loss gradients and targets apart (the graphs point into it)
   bool host_current_ = false;
 };

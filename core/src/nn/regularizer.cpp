@@ -1,0 +1,115 @@
+#include "nn/regularizer.hpp"
+
+#include <cmath>
+#include <memory>
+
+#include "backend/ops.hpp"
+#include "nn/layer_extensions.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "util/config_object.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+using nlohmann::json;
+
+double read_factor(ConfigObject& cfg, const char* key, double fallback) {
+  const double v = cfg.get_number(key, fallback);
+  if (!(v >= 0) || !std::isfinite(v))
+    throw ConfigError(cfg.path_of(key), "expected a finite factor >= 0, got " + cfg.at(key).dump());
+  return v;
+}
+
+}  // namespace
+
+std::optional<Regularizer> parse_regularizer(const json& spec, const std::string& path) {
+  if (spec.is_null()) return std::nullopt;
+  Regularizer r;
+  std::string name, name_path = path;
+  std::unique_ptr<ConfigObject> obj;
+  const json* config = nullptr;
+  if (spec.is_string()) {
+    name = spec.get<std::string>();
+  } else if (spec.is_object()) {
+    obj = std::make_unique<ConfigObject>(spec, path);
+    name = obj->get_string("class_name");
+    name_path = obj->path_of("class_name");
+    config = obj->find("config");
+    obj->ignore({"module", "registered_name"});
+    obj->finish();
+  } else {
+    throw ConfigError(path, "expected a regularizer name or {\"class_name\": ...}, got " +
+                                json_type_name(spec));
+  }
+  // Keras 3's defaults: l1(0.01), l2(0.01), L1L2(0, 0).
+  if (name == "L1" || name == "l1") {
+    r.class_name = "L1", r.l1 = 0.01;
+  } else if (name == "L2" || name == "l2") {
+    r.class_name = "L2", r.l2 = 0.01;
+  } else if (name == "L1L2" || name == "l1_l2") {
+    r.class_name = "L1L2";
+  } else {
+    throw ConfigError(name_path, "unknown regularizer '" + name + "' (known: L1, L2, L1L2)");
+  }
+  static const json empty = json::object();
+  ConfigObject cfg(config ? *config : empty, path + ".config");
+  if (r.class_name != "L2") r.l1 = read_factor(cfg, "l1", r.l1);
+  if (r.class_name != "L1") r.l2 = read_factor(cfg, "l2", r.l2);
+  cfg.finish();
+  return r;
+}
+
+json Regularizer::config() const {
+  json cfg = json::object();
+  if (class_name != "L2") cfg["l1"] = l1;
+  if (class_name != "L1") cfg["l2"] = l2;
+  return {{"class_name", class_name}, {"config", cfg}};
+}
+
+void WeightRegularizer::enqueue_penalty(backend::Backend& ops, const Tensor& weight,
+                                        backend::Sums& sums, std::size_t slot) const {
+  if (regularizer_)
+    ops.penalty_sum(weight, static_cast<float>(regularizer_->l1),
+                    static_cast<float>(regularizer_->l2), sums, slot);
+}
+
+void WeightRegularizer::add_gradient(backend::Backend& ops, const Tensor& weight,
+                                     Tensor& grad) const {
+  if (regularizer_)
+    ops.add_penalty_gradient(weight, static_cast<float>(regularizer_->l1),
+                             static_cast<float>(regularizer_->l2), grad);
+}
+
+json WeightRegularizer::config() const {
+  return regularizer_ ? regularizer_->config() : json(nullptr);
+}
+
+double weight_penalty(Model& model, backend::Sums& sums) {
+  std::vector<std::pair<Layer*, RegularizedWeight>> all;
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    if (Regularized* r = regularized_of(model.layer(l)))
+      for (const RegularizedWeight& w : r->regularized_weights())
+        all.emplace_back(&model.layer(l), w);
+  if (all.empty()) return 0.0;
+  sums.reset(all.size());
+  for (std::size_t k = 0; k < all.size(); ++k)
+    all[k].second.regularizer->enqueue_penalty(all[k].first->ops(), all[k].second.weight->value,
+                                               sums, k);
+  double total = 0;
+  for (double v : sums.read()) total += v;
+  return total;
+}
+
+void add_penalty_gradients(Model& model) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l) {
+    Layer& layer = model.layer(l);
+    Regularized* r = regularized_of(layer);
+    if (!r || !layer.trainable()) continue;
+    for (const RegularizedWeight& w : r->regularized_weights())
+      if (w.weight->trainable) w.regularizer->add_gradient(layer.ops(), w.weight->value, w.weight->grad);
+  }
+}
+
+}  // namespace tandem::nn
