@@ -158,7 +158,7 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
       std::string::npos);
   EXPECT_NE(config_error(
                 sequential({layer(
-                    "Dense", {{"units", 3}, {"input_shape", {4}}, {"kernel_regularizer", "l2"}})}))
+                    "Dense", {{"units", 3}, {"input_shape", {4}}, {"kernel_regularizer", "l5"}})}))
                 .find("'model.config.layers[0].config.kernel_regularizer'"),
             std::string::npos);
   EXPECT_NE(
