@@ -71,22 +71,8 @@ void read_config(ConfigObject& cfg, Constraint& c) {
 
 std::optional<Constraint> parse_constraint(const json& spec, const std::string& path) {
   if (spec.is_null()) return std::nullopt;
-  std::string name, name_path = path;
-  std::unique_ptr<ConfigObject> obj;
-  const json* config = nullptr;
-  if (spec.is_string()) {
-    name = spec.get<std::string>();
-  } else if (spec.is_object()) {
-    obj = std::make_unique<ConfigObject>(spec, path);
-    name = obj->get_string("class_name");
-    name_path = obj->path_of("class_name");
-    config = obj->find("config");
-    obj->ignore({"module", "registered_name"});
-    obj->finish();
-  } else {
-    throw ConfigError(path, "expected a constraint name or {\"class_name\": ...}, got " +
-                                json_type_name(spec));
-  }
+  const KerasObject o = read_keras_object(spec, path, "a constraint name");
+  const std::string& name = o.name;
   Constraint c;
   const Known* found = nullptr;
   for (const Known& k : known()) {
@@ -95,11 +81,11 @@ std::optional<Constraint> parse_constraint(const json& spec, const std::string& 
       if (name == n) found = &k;
   }
   if (!found)
-    throw ConfigError(name_path, "unknown constraint '" + name +
+    throw ConfigError(o.name_path, "unknown constraint '" + name +
                                      "' (known: MaxNorm, NonNeg, UnitNorm, MinMaxNorm)");
   c.kind = found->kind;
   static const json empty = json::object();
-  ConfigObject cfg(config ? *config : empty, path + ".config");
+  ConfigObject cfg(o.config ? *o.config : empty, o.config_path);
   read_config(cfg, c);
   return c;
 }

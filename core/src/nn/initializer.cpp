@@ -152,21 +152,8 @@ void fill_identity(Tensor& t, double gain) {
 
 Initializer parse_initializer(const nlohmann::json& spec, const std::string& path) {
   Initializer init;
-  std::string name;
-  const json* config = nullptr;
-  std::unique_ptr<ConfigObject> obj;
-  if (spec.is_string()) {
-    name = spec.get<std::string>();
-  } else if (spec.is_object()) {
-    obj = std::make_unique<ConfigObject>(spec, path);
-    name = obj->get_string("class_name");
-    config = obj->find("config");
-    obj->ignore({"module", "registered_name"});
-    obj->finish();
-  } else {
-    throw ConfigError(
-        path, "expected an initializer name or {\"class_name\": ...}, got " + json_type_name(spec));
-  }
+  const KerasObject o = read_keras_object(spec, path, "an initializer name");
+  std::string name = o.name;
   for (const auto& a : kAliases)
     if (name == a.snake) name = a.camel;
   for (const auto& k : kKnown)
@@ -174,11 +161,10 @@ Initializer parse_initializer(const nlohmann::json& spec, const std::string& pat
   if (init.name.empty()) {
     std::string list;
     for (const auto& k : kKnown) list += (list.empty() ? "" : ", ") + std::string(k.snake);
-    throw ConfigError(obj ? obj->path_of("class_name") : path,
-                      "unknown initializer '" + name + "' (known: " + list + ")");
+    throw ConfigError(o.name_path, "unknown initializer '" + name + "' (known: " + list + ")");
   }
-  if (config) {
-    ConfigObject cfg = obj->get_object("config");
+  if (o.config) {
+    ConfigObject cfg(*o.config, o.config_path);
     read_config(init.name, cfg, init);
   }
   return init;

@@ -135,31 +135,18 @@ class KerasLoss : public Loss {
 }  // namespace
 
 std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
-  std::string name, name_path = path;
-  const json* config = nullptr;
-  std::unique_ptr<ConfigObject> obj;
-  if (spec.is_string()) {
-    name = spec.get<std::string>();
-  } else if (spec.is_object()) {
-    obj = std::make_unique<ConfigObject>(spec, path);
-    name = obj->get_string("class_name");
-    name_path = obj->path_of("class_name");
-    obj->ignore({"module", "registered_name"});
-    config = obj->find("config");
-  } else {
-    throw ConfigError(path,
-                      "expected a loss name or {\"class_name\": ...}, got " + json_type_name(spec));
-  }
+  const KerasObject o = read_keras_object(spec, path, "a loss name");
+  const std::string& name = o.name;
   const LossInfo* info = find_loss(name);
   if (!info) {
     std::string known;
     for (const LossInfo& i : losses()) known += (known.empty() ? "" : ", ") + std::string(i.name);
-    throw ConfigError(name_path, "unknown loss '" + name + "' (known: " + known + ")");
+    throw ConfigError(o.name_path, "unknown loss '" + name + "' (known: " + known + ")");
   }
   backend::LossDesc desc;
   desc.kind = info->kind;
-  if (config) {
-    ConfigObject cfg = obj->get_object("config");
+  if (o.config) {
+    ConfigObject cfg(*o.config, o.config_path);
     if (info->logits) desc.from_logits = cfg.get_bool("from_logits", false);
     if (info->smoothing)
       desc.label_smoothing = static_cast<float>(cfg.number_in("label_smoothing", 0.0, 0.0, 1.0));
@@ -182,7 +169,6 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
     cfg.ignore({"name", "axis", "dtype", "ignore_class"});
     cfg.finish();
   }
-  if (obj) obj->finish();
   return std::make_unique<KerasLoss>(desc);
 }
 

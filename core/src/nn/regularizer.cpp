@@ -27,22 +27,8 @@ double read_factor(ConfigObject& cfg, const char* key, double fallback) {
 std::optional<Regularizer> parse_regularizer(const json& spec, const std::string& path) {
   if (spec.is_null()) return std::nullopt;
   Regularizer r;
-  std::string name, name_path = path;
-  std::unique_ptr<ConfigObject> obj;
-  const json* config = nullptr;
-  if (spec.is_string()) {
-    name = spec.get<std::string>();
-  } else if (spec.is_object()) {
-    obj = std::make_unique<ConfigObject>(spec, path);
-    name = obj->get_string("class_name");
-    name_path = obj->path_of("class_name");
-    config = obj->find("config");
-    obj->ignore({"module", "registered_name"});
-    obj->finish();
-  } else {
-    throw ConfigError(path, "expected a regularizer name or {\"class_name\": ...}, got " +
-                                json_type_name(spec));
-  }
+  const KerasObject o = read_keras_object(spec, path, "a regularizer name");
+  const std::string& name = o.name;
   // Keras 3's defaults: l1(0.01), l2(0.01), L1L2(0, 0).
   if (name == "L1" || name == "l1") {
     r.class_name = "L1", r.l1 = 0.01;
@@ -51,10 +37,10 @@ std::optional<Regularizer> parse_regularizer(const json& spec, const std::string
   } else if (name == "L1L2" || name == "l1_l2") {
     r.class_name = "L1L2";
   } else {
-    throw ConfigError(name_path, "unknown regularizer '" + name + "' (known: L1, L2, L1L2)");
+    throw ConfigError(o.name_path, "unknown regularizer '" + name + "' (known: L1, L2, L1L2)");
   }
   static const json empty = json::object();
-  ConfigObject cfg(config ? *config : empty, path + ".config");
+  ConfigObject cfg(o.config ? *o.config : empty, o.config_path);
   if (r.class_name != "L2") r.l1 = read_factor(cfg, "l1", r.l1);
   if (r.class_name != "L1") r.l2 = read_factor(cfg, "l2", r.l2);
   cfg.finish();

@@ -9,6 +9,25 @@ namespace tandem {
 
 using nlohmann::json;
 
+KerasObject read_keras_object(const nlohmann::json& spec, const std::string& path,
+                              const char* noun) {
+  KerasObject o{"", path, nullptr, path + ".config"};
+  if (spec.is_string()) {
+    o.name = spec.get<std::string>();
+    return o;
+  }
+  if (!spec.is_object())
+    throw ConfigError(path, std::string("expected ") + noun + " or {\"class_name\": ...}, got " +
+                                json_type_name(spec));
+  ConfigObject obj(spec, path);
+  o.name = obj.get_string("class_name");
+  o.name_path = obj.path_of("class_name");
+  o.config = obj.find("config");
+  obj.ignore({"module", "registered_name"});
+  obj.finish();
+  return o;
+}
+
 std::string string_field(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return "";
   const auto it = object.find(key);

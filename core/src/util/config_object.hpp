@@ -22,6 +22,18 @@ namespace tandem {
 
 /// "a string", "an integer", ... for error messages.
 std::string json_type_name(const nlohmann::json& value);
+/// A Keras object in a config, given by name ("l2") or in class form ({"class_name": "L2",
+/// "config": {...}}, with the "module" and "registered_name" keys Keras 3 writes beside).
+struct KerasObject {
+  std::string name;
+  std::string name_path;                   // where the name stands, for "unknown ..." errors
+  const nlohmann::json* config = nullptr;  // the class form's config (borrowed), if given
+  std::string config_path;
+};
+/// Reads one; throws ConfigError at `path` for anything else ("expected <noun> or
+/// {"class_name": ...}, got a number").
+KerasObject read_keras_object(const nlohmann::json& spec, const std::string& path,
+                              const char* noun);
 /// The string at `key` of `object`, or "" when `object` is no object, or the key is missing or
 /// not a string (for peeking at a field before a ConfigObject reads it with its checks).
 std::string string_field(const nlohmann::json& object, const char* key);
