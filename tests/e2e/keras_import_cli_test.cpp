@@ -1,8 +1,8 @@
-// `tandem import`: a Keras HDF5 model file with its training_config (as TensorFlow 2.15 writes
-// it: a serialized loss, MeanMetricWrapper metrics per output, "Custom>Adam") becomes a run config
-// that trains from the file's weights; Keras 2's legacy optimizer keys come through with
-// warnings; what cannot be imported is exit code 2 with nothing written. The files are written
-// by h5py (training_config set on a Tandem checkpoint, which has Keras' layout).
+// `tandem import`: a Keras HDF5 model file with its training_config (in TensorFlow 2's form: a
+// serialized loss, MeanMetricWrapper metrics per output, a registered "Custom>Adam") becomes a
+// run config that trains from the file's weights; Keras 2's legacy optimizer keys come through
+// with warnings; what cannot be imported is exit code 2 with nothing written. The files are
+// written by h5py (training_config set on a Tandem checkpoint, which has Keras' layout).
 #include <gtest/gtest.h>
 
 #include <fstream>

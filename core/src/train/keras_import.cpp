@@ -56,7 +56,7 @@ void import_training(const json& training, const Model& model, KerasImport& out)
                                              training.dump());
   if (training.contains("optimizer_config") && !training["optimizer_config"].is_null()) {
     config["optimizer"] = training["optimizer_config"];
-    // TensorFlow 2.11 to 2.15 name their optimizers as registered objects: "Custom>Adam".
+    // An optimizer saved as a registered object carries its package: "Custom>Adam".
     json& optimizer = config["optimizer"];
     const std::string registered = "Custom>";
     if (optimizer.is_object() && optimizer.contains("class_name") &&
