@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "backend/ops.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
 
@@ -16,16 +17,17 @@ using Kind = backend::ConstraintDesc::Kind;
 
 struct Known {
   Kind kind;
+  const char* name;
   const char* class_name;
-  std::vector<const char*> names;
+  std::vector<const char*> aliases;  // Keras 2's
 };
 
 const std::vector<Known>& known() {
   static const std::vector<Known> table = {
-      {Kind::max_norm, "MaxNorm", {"max_norm", "maxnorm"}},
-      {Kind::non_neg, "NonNeg", {"non_neg", "nonneg"}},
-      {Kind::unit_norm, "UnitNorm", {"unit_norm", "unitnorm"}},
-      {Kind::min_max_norm, "MinMaxNorm", {"min_max_norm"}},
+      {Kind::max_norm, "max_norm", "MaxNorm", {"maxnorm"}},
+      {Kind::non_neg, "non_neg", "NonNeg", {"nonneg"}},
+      {Kind::unit_norm, "unit_norm", "UnitNorm", {"unitnorm"}},
+      {Kind::min_max_norm, "min_max_norm", "MinMaxNorm", {}},
   };
   return table;
 }
@@ -74,12 +76,7 @@ std::optional<Constraint> parse_constraint(const json& spec, const std::string& 
   const KerasObject o = read_keras_object(spec, path, "a constraint name");
   const std::string& name = o.name;
   Constraint c;
-  const Known* found = nullptr;
-  for (const Known& k : known()) {
-    if (name == k.class_name) found = &k;
-    for (const char* n : k.names)
-      if (name == n) found = &k;
-  }
+  const Known* found = find_keras_name(known(), name);
   if (!found)
     throw ConfigError(o.name_path, "unknown constraint '" + name +
                                      "' (known: MaxNorm, NonNeg, UnitNorm, MinMaxNorm)");
@@ -138,6 +135,16 @@ void WeightConstraint::apply(backend::Backend& ops, Tensor& weight) const {
 
 json WeightConstraint::config() const {
   return constraint_ ? constraint_->config() : json(nullptr);
+}
+
+void apply_constraints(Model& model) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l) {
+    Layer& layer = model.layer(l);
+    WeightRules* rules = weight_rules_of(layer);
+    if (!rules || !layer.trainable()) continue;
+    for (const RuledWeight& w : rules->ruled_weights())
+      if (w.constraint && w.weight->trainable) w.constraint->apply(layer.ops(), w.weight->value);
+  }
 }
 
 }  // namespace tandem::nn

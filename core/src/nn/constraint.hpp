@@ -17,6 +17,7 @@
 TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
+class Model;
 namespace backend {
 class Backend;
 }  // namespace backend
@@ -58,6 +59,10 @@ class WeightConstraint {
 /// "min_max_norm" and Keras 2's "maxnorm", "nonneg", "unitnorm"); nothing for null. Throws
 /// ConfigError naming `path`.
 std::optional<Constraint> parse_constraint(const nlohmann::json& spec, const std::string& path);
+
+/// Applies every trainable layer's constraints to its trainable weights, in place on the
+/// layers' backend (after an optimizer step of `model`).
+void apply_constraints(Model& model);
 
 }  // namespace tandem::nn
 

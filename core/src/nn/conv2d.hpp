@@ -39,7 +39,7 @@ struct Conv2DOptions {
   WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
-class Conv2D : public Layer, public ReluProducer, public Constrained, public Regularized {
+class Conv2D : public Layer, public ReluProducer, public WeightRules {
  public:
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
@@ -54,8 +54,7 @@ class Conv2D : public Layer, public ReluProducer, public Constrained, public Reg
   /// A relu Conv2D lets the next layer apply its relu (nn/layer_extensions.hpp).
   bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
   void set_output_relu_external(bool external) override { relu_external_ = external; }
-  void apply_constraints() override;
-  std::vector<RegularizedWeight> regularized_weights() override;
+  std::vector<RuledWeight> ruled_weights() override;
 
  private:
   /// The backend's convolution for this layer's geometry (made again after a backend change).

@@ -113,17 +113,9 @@ nlohmann::json Dense::config() const {
           {"bias_constraint", options_.bias_constraint.config()}};
 }
 
-void Dense::apply_constraints() {
-  if (!trainable()) return;
-  if (kernel_.trainable) options_.kernel_constraint.apply(ops(), kernel_.value);
-  if (options_.use_bias && bias_.trainable) options_.bias_constraint.apply(ops(), bias_.value);
-}
-
-std::vector<RegularizedWeight> Dense::regularized_weights() {
-  std::vector<RegularizedWeight> out;
-  if (options_.kernel_regularizer.active()) out.push_back({&options_.kernel_regularizer, &kernel_});
-  if (options_.use_bias && options_.bias_regularizer.active())
-    out.push_back({&options_.bias_regularizer, &bias_});
+std::vector<RuledWeight> Dense::ruled_weights() {
+  std::vector<RuledWeight> out{{&kernel_, &options_.kernel_constraint, &options_.kernel_regularizer}};
+  if (options_.use_bias) out.push_back({&bias_, &options_.bias_constraint, &options_.bias_regularizer});
   return out;
 }
 

@@ -26,7 +26,7 @@ struct DenseOptions {
   WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
-class Dense : public Layer, public Constrained, public Regularized {
+class Dense : public Layer, public WeightRules {
  public:
   Dense(std::string name, DenseOptions options);
   std::string class_name() const override { return "Dense"; }
@@ -35,8 +35,7 @@ class Dense : public Layer, public Constrained, public Regularized {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
-  void apply_constraints() override;
-  std::vector<RegularizedWeight> regularized_weights() override;
+  std::vector<RuledWeight> ruled_weights() override;
 
  private:
   DenseOptions options_;

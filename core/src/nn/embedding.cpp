@@ -95,9 +95,4 @@ nlohmann::json Embedding::config() const {
           {"mask_zero", false}};
 }
 
-void Embedding::apply_constraints() {
-  if (trainable() && embeddings_.trainable)
-    options_.embeddings_constraint.apply(ops(), embeddings_.value);
-}
-
 }  // namespace tandem::nn

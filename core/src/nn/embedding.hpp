@@ -45,7 +45,7 @@ struct EmbeddingOptions {
                                             std::int64_t sample_offset, std::int64_t i, float v,
                                             std::int64_t vocab);
 
-class Embedding : public Layer, public Constrained, public Regularized {
+class Embedding : public Layer, public WeightRules {
  public:
   Embedding(std::string name, EmbeddingOptions options);
   std::string class_name() const override { return "Embedding"; }
@@ -56,10 +56,8 @@ class Embedding : public Layer, public Constrained, public Regularized {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return {&embeddings_}; }
   nlohmann::json config() const override;
-  void apply_constraints() override;
-  std::vector<RegularizedWeight> regularized_weights() override {
-    if (!options_.embeddings_regularizer.active()) return {};
-    return {{&options_.embeddings_regularizer, &embeddings_}};
+  std::vector<RuledWeight> ruled_weights() override {
+    return {{&embeddings_, &options_.embeddings_constraint, &options_.embeddings_regularizer}};
   }
 
  private:

@@ -67,30 +67,26 @@ class CallArguments {
                                   const nlohmann::json& options, const std::string& path) = 0;
 };
 
-/// A layer with Keras constraints on its weights (kernel_constraint, ...): the replicas call
-/// apply_constraints() after every optimizer step; it constrains the weights in place on the
-/// layer's backend (nothing for a frozen layer, or one without constraints).
-class Constrained {
- public:
-  virtual ~Constrained() = default;
-  virtual void apply_constraints() = 0;
-};
-
+class WeightConstraint;
 class WeightRegularizer;
 
-/// One of a layer's regularized weights and its regularizer (both the layer's).
-struct RegularizedWeight {
-  const WeightRegularizer* regularizer = nullptr;
+/// One of a layer's weights and the Keras rules on it, all the layer's: its constraint (null
+/// for none), applied in place after every optimizer step, and its regularizer (null for none),
+/// whose penalty joins the loss and whose gradient joins the weight's before the step.
+struct RuledWeight {
   Parameter* weight = nullptr;
+  const WeightConstraint* constraint = nullptr;
+  const WeightRegularizer* regularizer = nullptr;
 };
 
-/// A layer with Keras regularizers on its weights (kernel_regularizer, ...): the replicas add
-/// their penalties to the loss and their gradients before the optimizer step
-/// (nn/regularizer.hpp). Only the weights whose regularizer is set.
-class Regularized {
+/// A layer whose weights may carry Keras constraints and regularizers (kernel_constraint,
+/// bias_regularizer, ...): the replicas apply them (nn/constraint.hpp, nn/regularizer.hpp), on
+/// the layer's backend, to its trainable weights only.
+class WeightRules {
  public:
-  virtual ~Regularized() = default;
-  virtual std::vector<RegularizedWeight> regularized_weights() = 0;
+  virtual ~WeightRules() = default;
+  /// The weights the layer uses, each with its rules (a bias only with use_bias).
+  virtual std::vector<RuledWeight> ruled_weights() = 0;
 };
 
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
@@ -106,16 +102,8 @@ inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
 inline CallArguments* call_arguments_of(Layer& layer) {
   return dynamic_cast<CallArguments*>(&layer);
 }
-inline Constrained* constrained_of(Layer& layer) {
-  return dynamic_cast<Constrained*>(&layer);
-}
-inline Regularized* regularized_of(Layer& layer) {
-  return dynamic_cast<Regularized*>(&layer);
-}
-/// Every layer's constraints, after an optimizer step of `model`.
-inline void apply_constraints(Model& model) {
-  for (std::size_t l = 0; l < model.layer_count(); ++l)
-    if (Constrained* c = constrained_of(model.layer(l))) c->apply_constraints();
+inline WeightRules* weight_rules_of(Layer& layer) {
+  return dynamic_cast<WeightRules*>(&layer);
 }
 
 }  // namespace tandem::nn

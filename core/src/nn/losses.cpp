@@ -55,14 +55,7 @@ const std::vector<LossInfo>& losses() {
   return table;
 }
 
-const LossInfo* find_loss(const std::string& n) {
-  for (const LossInfo& info : losses()) {
-    if (n == info.name || n == info.class_name) return &info;
-    for (const char* alias : info.aliases)
-      if (n == alias) return &info;
-  }
-  return nullptr;
-}
+const LossInfo* find_loss(const std::string& n) { return find_keras_name(losses(), n); }
 
 const LossInfo& info_of(Kind kind) {
   for (const LossInfo& info : losses())

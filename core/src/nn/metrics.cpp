@@ -50,14 +50,7 @@ const std::vector<MetricInfo>& metrics() {
   return table;
 }
 
-const MetricInfo* find_metric(const std::string& n) {
-  for (const MetricInfo& info : metrics()) {
-    if (n == info.name || n == info.class_name) return &info;
-    for (const char* alias : info.aliases)
-      if (n == alias) return &info;
-  }
-  return nullptr;
-}
+const MetricInfo* find_metric(const std::string& n) { return find_keras_name(metrics(), n); }
 
 class BuiltinMetric : public Metric {
  public:

@@ -72,30 +72,42 @@ json WeightRegularizer::config() const {
   return regularizer_ ? regularizer_->config() : json(nullptr);
 }
 
-double weight_penalty(Model& model, backend::Sums& sums) {
-  std::vector<std::pair<Layer*, RegularizedWeight>> all;
+namespace {
+
+// Every regularized weight the layers use, with its layer.
+struct Penalized {
+  Layer* layer;
+  const WeightRegularizer* regularizer;
+  Parameter* weight;
+};
+
+std::vector<Penalized> penalized_weights(Model& model) {
+  std::vector<Penalized> all;
   for (std::size_t l = 0; l < model.layer_count(); ++l)
-    if (Regularized* r = regularized_of(model.layer(l)))
-      for (const RegularizedWeight& w : r->regularized_weights())
-        all.emplace_back(&model.layer(l), w);
+    if (WeightRules* rules = weight_rules_of(model.layer(l)))
+      for (const RuledWeight& w : rules->ruled_weights())
+        if (w.regularizer && w.regularizer->active())
+          all.push_back({&model.layer(l), w.regularizer, w.weight});
+  return all;
+}
+
+}  // namespace
+
+double weight_penalty(Model& model, backend::Sums& sums) {
+  const std::vector<Penalized> all = penalized_weights(model);
   if (all.empty()) return 0.0;
   sums.reset(all.size());
   for (std::size_t k = 0; k < all.size(); ++k)
-    all[k].second.regularizer->enqueue_penalty(all[k].first->ops(), all[k].second.weight->value,
-                                               sums, k);
+    all[k].regularizer->enqueue_penalty(all[k].layer->ops(), all[k].weight->value, sums, k);
   double total = 0;
   for (double v : sums.read()) total += v;
   return total;
 }
 
 void add_penalty_gradients(Model& model) {
-  for (std::size_t l = 0; l < model.layer_count(); ++l) {
-    Layer& layer = model.layer(l);
-    Regularized* r = regularized_of(layer);
-    if (!r || !layer.trainable()) continue;
-    for (const RegularizedWeight& w : r->regularized_weights())
-      if (w.weight->trainable) w.regularizer->add_gradient(layer.ops(), w.weight->value, w.weight->grad);
-  }
+  for (const Penalized& w : penalized_weights(model))
+    if (w.layer->trainable() && w.weight->trainable)
+      w.regularizer->add_gradient(w.layer->ops(), w.weight->value, w.weight->grad);
 }
 
 }  // namespace tandem::nn

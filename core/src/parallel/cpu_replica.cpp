@@ -1,7 +1,7 @@
 // A replica that trains its host model on the CPU: the model's own layers (oneDNN), its
 // parameters' gradients bound to one flat arena so the Communicator sums them in one call.
 #include "backend/ops.hpp"
-#include "nn/layer_extensions.hpp"
+#include "nn/constraint.hpp"
 #include "nn/regularizer.hpp"
 #include "parallel/replica.hpp"
 

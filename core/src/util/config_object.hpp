@@ -34,6 +34,18 @@ struct KerasObject {
 /// {"class_name": ...}, got a number").
 KerasObject read_keras_object(const nlohmann::json& spec, const std::string& path,
                               const char* noun);
+/// The entry of a table of Keras objects (losses, metrics, constraints) that `name` names: its
+/// `name`, its `class_name` or one of its `aliases` (members of Entry, C strings); null for
+/// none. Borrowed from `table`.
+template <class Entry>
+const Entry* find_keras_name(const std::vector<Entry>& table, const std::string& name) {
+  for (const Entry& entry : table) {
+    if (name == entry.name || name == entry.class_name) return &entry;
+    for (const char* alias : entry.aliases)
+      if (name == alias) return &entry;
+  }
+  return nullptr;
+}
 /// The string at `key` of `object`, or "" when `object` is no object, or the key is missing or
 /// not a string (for peeking at a field before a ConfigObject reads it with its checks).
 std::string string_field(const nlohmann::json& object, const char* key);

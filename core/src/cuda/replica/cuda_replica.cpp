@@ -33,7 +33,7 @@
 #include "cuda/replica/device_parameters.hpp"
 #include "cuda/replica/host_copies.hpp"
 #include "cuda/replica/step_graphs.hpp"
-#include "nn/layer_extensions.hpp"
+#include "nn/constraint.hpp"
 #include "nn/regularizer.hpp"
 #include "parallel/cuda_module_api.hpp"
 #include "tandem/error.hpp"
