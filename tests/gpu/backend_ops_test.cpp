@@ -334,9 +334,19 @@ TEST_F(BackendOps, ActivationsAndTheirGradientsFollowTheCpu) {
   }
 }
 
+backend::DropoutDesc dropout_desc(std::uint64_t stream, std::uint64_t call, double rate,
+                                  std::int64_t first_sample) {
+  backend::DropoutDesc d;
+  d.stream = stream;
+  d.call = call;
+  d.rate = rate;
+  d.first_sample = first_sample;
+  return d;
+}
+
 TEST_F(BackendOps, DropoutMasksAreTheCpusBitForBit) {
   const Tensor x = random_host({64, 33}, 9);
-  const backend::DropoutDesc d{12345, 7, 0.3, 1000};
+  const backend::DropoutDesc d = dropout_desc(12345, 7, 0.3, 1000);
   Tensor y_cpu({64, 33}), m_cpu({64, 33});
   cpu().dropout_forward(d, x, y_cpu, m_cpu, 33);
   Tensor y_gpu = gpu_tensor({64, 33}), m_gpu = gpu_tensor({64, 33});
@@ -344,10 +354,38 @@ TEST_F(BackendOps, DropoutMasksAreTheCpusBitForBit) {
   expect_same(m_cpu, down(m_gpu), "dropout mask");
   expect_same(y_cpu, down(y_gpu), "dropout output");
   // The device counts the call: the next forward draws the CPU's call 8.
-  cpu().dropout_forward({12345, 8, 0.3, 1000}, x, y_cpu, m_cpu, 33);
+  cpu().dropout_forward(dropout_desc(12345, 8, 0.3, 1000), x, y_cpu, m_cpu, 33);
   gpu().dropout_forward(d, up(x), y_gpu, m_gpu, 33);
   expect_same(m_cpu, down(m_gpu), "dropout mask of the next call");
   EXPECT_EQ(gpu_->dropout_calls().at(12345), 9u);
+}
+
+// Keras' noise_shape: samples of (3, 11) with the 11-axis shared (one mask value per row of 11),
+// as SpatialDropout1D draws them.
+TEST_F(BackendOps, SharedNoiseMasksAndNormalNoiseFollowTheCpu) {
+  const Tensor x = random_host({16, 33}, 10);
+  backend::DropoutDesc d = dropout_desc(777, 2, 0.5, 40);
+  d.noise.rank = 2;
+  d.noise.dims[0] = 3;
+  d.noise.dims[1] = 11;
+  d.noise.grouped[1] = true;
+  d.noise.size = 33;
+  d.noise.groups = 3;
+  d.noise.per_group = 11;
+  Tensor y_cpu({16, 33}), m_cpu({16, 33});
+  cpu().dropout_forward(d, x, y_cpu, m_cpu, 33);
+  Tensor y_gpu = gpu_tensor({16, 33}), m_gpu = gpu_tensor({16, 33});
+  gpu().dropout_forward(d, up(x), y_gpu, m_gpu, 33);
+  expect_same(m_cpu, down(m_gpu), "shared dropout mask");
+
+  // Normal noise: the same hash, only log and cos from another library.
+  const backend::DropoutDesc n = dropout_desc(4242, 0, 0.0, 7);
+  Tensor noise_cpu({128, 50});
+  cpu().normal_noise(n, noise_cpu, 50);
+  Tensor noise_gpu = gpu_tensor({128, 50});
+  gpu().normal_noise(n, noise_gpu, 50);
+  expect_close(noise_cpu, down(noise_gpu), 1e-5, "normal noise");
+  EXPECT_EQ(gpu_->dropout_calls().at(4242), 1u);
 }
 
 TEST_F(BackendOps, PoolingAndGlobalPoolingFollowTheCpu) {

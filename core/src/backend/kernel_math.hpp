@@ -250,6 +250,7 @@ TANDEM_MATH(float, erfc_f, erfcf, std::erfc)
 TANDEM_MATH(float, floor_f, floorf, std::floor)
 TANDEM_MATH(double, exp_d, ::exp, std::exp)
 TANDEM_MATH(double, log_d, ::log, std::log)
+TANDEM_MATH(double, cos_d, ::cos, std::cos)
 #undef TANDEM_MATH
 
 // ---------------------------------------------------------------------------------------------
@@ -1209,6 +1210,21 @@ TANDEM_HD inline float dropout_mask(std::uint64_t row_key, std::int64_t col,
                                     std::uint64_t keep_below, float scale) {
   const std::uint64_t h = mix(row_key + static_cast<std::uint64_t>(col));
   return (h >> 40) < keep_below ? scale : 0.0f;
+}
+/// The column of a sample whose mask value element c takes: c itself, or with Keras' noise_shape
+/// (`noise`, rank > 0: the sample's axes, those where noise_shape is 1 grouped) its group, one
+/// value shared along the grouped axes (SpatialDropout2D: one per channel).
+TANDEM_HD inline std::int64_t dropout_column(const AxisGroups& noise, std::int64_t c) {
+  return noise.rank == 0 ? c : group_of(noise, c);
+}
+/// A standard normal value keyed as a dropout mask value (GaussianNoise, GaussianDropout):
+/// Box-Muller on two 24-bit uniforms from the hash of (row key, column), u1 in (0, 1] and u2 in
+/// [0, 1). Only log and cos differ between the host and the device.
+TANDEM_HD inline float normal_noise(std::uint64_t row_key, std::int64_t col) {
+  const std::uint64_t h = mix(row_key + static_cast<std::uint64_t>(col));
+  const double u1 = ddiv(i2d(static_cast<std::int64_t>(h >> 40) + 1), 16777216.0);
+  const double u2 = ddiv(i2d(static_cast<std::int64_t>((h >> 16) & 0xffffffULL)), 16777216.0);
+  return d2f(dmul(dsqrt(dmul(-2.0, log_d(u1))), cos_d(dmul(6.283185307179586, u2))));
 }
 /// Everything at once: the mask value of (global sample, column) at one training forward.
 TANDEM_HD inline float dropout_mask_value(std::uint64_t stream, std::uint64_t call,

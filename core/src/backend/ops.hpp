@@ -89,13 +89,17 @@ struct BatchNormDesc {
   bool center = true;  // beta
 };
 
-/// One training forward of Dropout: the key of the call and the rate; the mask of row r is drawn
-/// from sample index first_sample + r of the global batch (kernel_math.hpp's dropout_*).
+/// One training forward of a random layer (Dropout, GaussianNoise, ...): the key of the call and
+/// the rate; the values of row r are drawn from sample index first_sample + r of the global batch
+/// (kernel_math.hpp's dropout_* and normal_noise). `noise`: Keras' noise_shape as axis groups
+/// of a sample (its 1-axes grouped: one value shared along them); rank 0 for one value per
+/// element.
 struct DropoutDesc {
   std::uint64_t stream = 0;  // the layer's random stream
   std::uint64_t call = 0;    // its training forwards before this one
   double rate = 0;
   std::int64_t first_sample = 0;
+  AxisGroups noise;
 };
 
 /// One parameter tensor of an optimizer step: its value, gradient and state slots (in the
@@ -287,6 +291,9 @@ class Backend {
   /// mask = 1/(1-rate) or 0 per element (rows of `cols`), y = x * mask.
   virtual void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                                std::int64_t cols) = 0;
+  /// noise = a standard normal value per element (rows of `cols`; desc's rate unused), keyed as
+  /// dropout's mask; counts as one of the stream's calls, as dropout_forward does.
+  virtual void normal_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) = 0;
 
   /// Layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta per row (gamma and
   /// beta, `cols` values, may be null); `stats` (resized here to 2 x rows) keeps each row's mean

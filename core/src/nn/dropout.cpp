@@ -1,37 +1,78 @@
 #include "nn/dropout.hpp"
 
-#include "backend/kernel_math.hpp"
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
 
-using backend::math::mix;
+namespace {
 
-Dropout::Dropout(std::string name, double rate, std::optional<std::uint64_t> seed)
-    : Layer(std::move(name)), rate_(rate), seed_(seed) {}
+// The axis groups of a sample of `shape` under the noise shape (its 1-axes grouped).
+backend::AxisGroups noise_groups(const Shape& shape,
+                                 const std::vector<std::optional<std::int64_t>>& noise,
+                                 const std::string& who) {
+  if (noise.size() != shape.size())
+    throw ShapeError(who + ": noise_shape has " + std::to_string(noise.size() + 1) +
+                     " entries, its input " + shape_to_string(shape, true) + " " +
+                     std::to_string(shape.size() + 1) + " axes");
+  if (shape.size() > static_cast<std::size_t>(backend::AxisGroups::kMaxRank))
+    throw ShapeError(who + ": noise_shape supports inputs of at most " +
+                     std::to_string(backend::AxisGroups::kMaxRank) + " axes per sample");
+  backend::AxisGroups g;
+  g.rank = static_cast<int>(shape.size());
+  g.size = g.groups = g.per_group = 1;
+  for (std::size_t a = 0; a < shape.size(); ++a) {
+    const std::optional<std::int64_t>& n = noise[a];
+    if (n && *n != 1 && *n != shape[a])
+      throw ShapeError(who + ": noise_shape[" + std::to_string(a + 1) + "] is " +
+                       std::to_string(*n) + "; expected null, 1 or the input's " +
+                       std::to_string(shape[a]));
+    g.dims[a] = shape[a];
+    g.grouped[a] = n && *n == 1;
+    g.size *= shape[a];
+    (g.grouped[a] ? g.per_group : g.groups) *= shape[a];
+  }
+  return g;
+}
+
+}  // namespace
+
+Dropout::Dropout(std::string name, DropoutOptions options)
+    : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {}
+
+std::string Dropout::class_name() const {
+  if (options_.spatial_rank == 0) return "Dropout";
+  return "SpatialDropout" + std::to_string(options_.spatial_rank) + "D";
+}
 
 Shape Dropout::build(const Shape& input_shape, Rng& init) {
-  stream_ = seed_ ? mix(*seed_ + 0x9e3779b97f4a7c15ULL) : init.next_u64();
+  const std::string who = "layer '" + name() + "' (" + class_name() + ")";
+  random_.build(init);
+  noise_ = backend::AxisGroups{};
+  if (options_.spatial_rank > 0) {
+    const auto rank = static_cast<std::size_t>(options_.spatial_rank) + 1;
+    if (input_shape.size() != rank)
+      throw ShapeError(who + " expects inputs of " + std::to_string(rank) +
+                       " axes per sample (spatial axes, then channels), got " +
+                       shape_to_string(input_shape, true));
+    std::vector<std::optional<std::int64_t>> noise(rank, 1);
+    noise.back() = std::nullopt;
+    noise_ = noise_groups(input_shape, noise, who);
+  } else if (options_.noise_shape) {
+    noise_ = noise_groups(input_shape, *options_.noise_shape, who);
+  }
   return input_shape;
 }
 
-void Dropout::set_random_state(const std::vector<std::uint64_t>& state) {
-  if (state.size() != 2)
-    throw DataError("layer '" + name() + "': a Dropout random state has 2 numbers, got " +
-                    std::to_string(state.size()));
-  stream_ = state[0];
-  calls_ = state[1];
-}
-
 const Tensor& Dropout::forward(const Tensor& x, bool training) {
-  masked_ = training && rate_ > 0.0;
+  masked_ = training && options_.rate > 0.0;
   if (!masked_) return x;
-  const std::uint64_t call = calls_++;
+  backend::DropoutDesc desc = random_.next_call(options_.rate, sample_offset());
+  desc.noise = noise_;
   const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 1;
   const std::int64_t cols = rows > 0 ? x.size() / rows : 0;
-  ops().dropout_forward({stream_, call, rate_, sample_offset()}, x,
-                        ops().place(output_, x.shape()), ops().place(mask_, x.shape()), cols);
+  ops().dropout_forward(desc, x, ops().place(output_, x.shape()), ops().place(mask_, x.shape()),
+                        cols);
   return output_;
 }
 
@@ -46,10 +87,23 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
 }
 
 nlohmann::json Dropout::config() const {
-  return {
-      {"name", name()},         {"trainable", trainable()},
-      {"dtype", "float32"},     {"rate", rate_},
-      {"noise_shape", nullptr}, {"seed", seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr)}};
+  const std::optional<std::uint64_t> seed = random_.seed();
+  nlohmann::json c = {{"name", name()},
+                      {"trainable", trainable()},
+                      {"dtype", "float32"},
+                      {"rate", options_.rate},
+                      {"seed", seed ? nlohmann::json(*seed) : nlohmann::json(nullptr)}};
+  if (options_.spatial_rank > 0) {
+    c["data_format"] = "channels_last";
+  } else if (options_.noise_shape) {
+    nlohmann::json shape = nlohmann::json::array({nullptr});
+    for (const auto& n : *options_.noise_shape)
+      shape.push_back(n ? nlohmann::json(*n) : nlohmann::json(nullptr));
+    c["noise_shape"] = shape;
+  } else {
+    c["noise_shape"] = nullptr;
+  }
+  return c;
 }
 
 }  // namespace tandem::nn

@@ -1,13 +1,16 @@
 // Dropout: during training zeroes each value with probability `rate` and scales the rest by
-// 1/(1-rate) (inverted dropout, as Keras); the identity at inference.
+// 1/(1-rate) (inverted dropout, as Keras); the identity at inference. Keras' noise_shape shares
+// one mask value along the axes where it is 1; SpatialDropout1D/2D/3D are Dropout with the
+// noise shape (batch, 1, ..., channels): whole feature maps are dropped.
 //
-// The mask is a counter-based hash of (seed, training step, global sample index, element), not a
-// sequential stream: a replica holding rows [offset, offset + n) of a batch draws exactly the
-// masks the whole-batch model draws for those rows, so dropout never depends on the device plan.
+// The mask comes from the layer's RandomStream (nn/random_stream.hpp), so it never depends on
+// the device plan.
 #pragma once
 
 #include <optional>
+#include <vector>
 
+#include "nn/random_stream.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -15,24 +18,39 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
+struct DropoutOptions {
+  double rate = 0;
+  std::optional<std::uint64_t> seed;
+  /// Keras' noise_shape without its batch entry (which must be null: one mask per sample): per
+  /// sample axis null (the input's size), 1 (one value shared along it) or the input's size.
+  /// Empty: one value per element.
+  std::optional<std::vector<std::optional<std::int64_t>>> noise_shape;
+  /// 1, 2 or 3 for SpatialDropout1D/2D/3D (channels_last; noise_shape then implied); 0 for
+  /// Dropout.
+  int spatial_rank = 0;
+};
+
 class Dropout : public Layer {
  public:
-  Dropout(std::string name, double rate, std::optional<std::uint64_t> seed);
-  std::string class_name() const override { return "Dropout"; }
+  Dropout(std::string name, DropoutOptions options);
+  std::string class_name() const override;
+  /// Throws ShapeError naming the layer for a noise_shape that does not fit the input, or a
+  /// spatial form given an input of another rank.
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
   /// {stream seed, training forwards so far}.
-  std::vector<std::uint64_t> random_state() const override { return {stream_, calls_}; }
-  void set_random_state(const std::vector<std::uint64_t>& state) override;
+  std::vector<std::uint64_t> random_state() const override { return random_.state(); }
+  void set_random_state(const std::vector<std::uint64_t>& state) override {
+    random_.set_state(state, name());
+  }
 
  private:
-  double rate_;
-  std::optional<std::uint64_t> seed_;
-  std::uint64_t stream_ = 0;  // from the config seed, else from the model's init stream
-  std::uint64_t calls_ = 0;   // training forwards so far: the same on every replica
-  bool masked_ = false;       // whether the last forward applied a mask
+  DropoutOptions options_;
+  RandomStream random_;
+  backend::AxisGroups noise_;  // rank 0: one value per element
+  bool masked_ = false;        // whether the last forward applied a mask
   Tensor mask_, output_, grad_input_;
 };
 

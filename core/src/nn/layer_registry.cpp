@@ -9,6 +9,7 @@
 #include "nn/conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
+#include "nn/gaussian_noise.hpp"
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
 #include "nn/global_average_pooling.hpp"
@@ -302,16 +303,65 @@ std::unique_ptr<Layer> make_dot(ConfigObject& c, const std::string& name) {
   return std::make_unique<Dot>(name, axes);
 }
 
+// A random layer's optional seed.
+std::optional<std::uint64_t> read_seed(ConfigObject& c) {
+  if (c.has("seed")) return static_cast<std::uint64_t>(c.get_int("seed"));
+  c.ignore({"seed"});
+  return std::nullopt;
+}
+
+// Keras' noise_shape: [null | batch, d1, ...], each sample entry null or a positive integer.
+std::vector<std::optional<std::int64_t>> read_noise_shape(const nlohmann::json& v,
+                                                           const std::string& path) {
+  if (!v.is_array() || v.empty())
+    throw ConfigError(path, "expected a list (null or an integer per axis, the batch's first), got " +
+                                v.dump());
+  if (!v[0].is_null())
+    throw ConfigError(path + "[0]", "Tandem draws one mask per sample; the batch entry must be "
+                                    "null, got " + v[0].dump());
+  std::vector<std::optional<std::int64_t>> shape;
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    if (v[i].is_null()) {
+      shape.emplace_back();
+    } else if (v[i].is_number_integer() && v[i].get<std::int64_t>() > 0) {
+      shape.emplace_back(v[i].get<std::int64_t>());
+    } else {
+      throw ConfigError(path + "[" + std::to_string(i) + "]",
+                        "expected null or a positive integer, got " + v[i].dump());
+    }
+  }
+  return shape;
+}
+
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
-  double rate = c.number_in("rate", 0.0, 0.0, 1.0, false, true);
+  DropoutOptions o;
+  o.rate = c.number_in("rate", 0.0, 0.0, 1.0, false, true);
   if (!c.has("rate")) throw ConfigError(c.path_of("rate"), "required key is missing");
-  std::optional<std::uint64_t> seed;
-  if (c.has("seed"))
-    seed = static_cast<std::uint64_t>(c.get_int("seed"));
-  else
-    c.ignore({"seed"});
+  o.seed = read_seed(c);
+  if (const auto* v = c.find("noise_shape")) o.noise_shape = read_noise_shape(*v, c.path_of("noise_shape"));
+  return std::make_unique<Dropout>(name, o);
+}
+
+template <int Rank>
+std::unique_ptr<Layer> make_spatial_dropout(ConfigObject& c, const std::string& name) {
+  DropoutOptions o;
+  o.rate = c.number_in("rate", 0.0, 0.0, 1.0, false, true);
+  if (!c.has("rate")) throw ConfigError(c.path_of("rate"), "required key is missing");
+  o.seed = read_seed(c);
+  o.spatial_rank = Rank;
+  c.one_of("data_format", "channels_last", {"channels_last"});
   require_null(c, {"noise_shape"});
-  return std::make_unique<Dropout>(name, rate, seed);
+  return std::make_unique<Dropout>(name, o);
+}
+
+template <GaussianNoise::Kind kind>
+std::unique_ptr<Layer> make_gaussian_noise(ConfigObject& c, const std::string& name) {
+  const bool additive = kind == GaussianNoise::Kind::additive;
+  const char* key = additive ? "stddev" : "rate";
+  if (!c.has(key)) throw ConfigError(c.path_of(key), "required key is missing");
+  const double amount = additive ? c.number_in(key, 0.0, 0.0, 1e30)
+                                 : c.number_in(key, 0.0, 0.0, 1.0, false, true);
+  return std::make_unique<GaussianNoise>(name, kind, amount, read_seed(c));
 }
 
 // Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3], each > 0.
@@ -641,6 +691,12 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dot", {"dot", make_dot}},
       {"Dropout", {"dropout", make_dropout}},
+      {"SpatialDropout1D", {"spatial_dropout1d", make_spatial_dropout<1>}},
+      {"SpatialDropout2D", {"spatial_dropout2d", make_spatial_dropout<2>}},
+      {"SpatialDropout3D", {"spatial_dropout3d", make_spatial_dropout<3>}},
+      {"GaussianNoise", {"gaussian_noise", make_gaussian_noise<GaussianNoise::Kind::additive>}},
+      {"GaussianDropout",
+       {"gaussian_dropout", make_gaussian_noise<GaussianNoise::Kind::multiplicative>}},
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},

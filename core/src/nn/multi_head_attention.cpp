@@ -30,9 +30,12 @@ MultiHeadAttention::MultiHeadAttention(std::string name, MultiHeadAttentionOptio
   value_.bias.name = "value/bias";
   output_kernel_.name = "attention_output/kernel";
   output_bias_.name = "attention_output/bias";
-  if (options_.dropout > 0)
-    dropout_ = std::make_unique<Dropout>(this->name() + "/dropout", options_.dropout,
-                                         options_.seed);
+  if (options_.dropout > 0) {
+    DropoutOptions dropout;
+    dropout.rate = options_.dropout;
+    dropout.seed = options_.seed;
+    dropout_ = std::make_unique<Dropout>(this->name() + "/dropout", dropout);
+  }
 }
 
 void MultiHeadAttention::set_call_arguments(const std::vector<std::string>& tensors,

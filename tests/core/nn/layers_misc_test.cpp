@@ -14,6 +14,13 @@
 namespace tandem::nn {
 namespace {
 
+DropoutOptions dropout_options(double rate, std::uint64_t seed) {
+  DropoutOptions o;
+  o.rate = rate;
+  o.seed = seed;
+  return o;
+}
+
 TEST(Flatten, ReshapesWithoutCopyAndBackPropagatesTheSameValues) {
   Flatten f("flatten");
   Rng init(0);
@@ -30,7 +37,7 @@ TEST(Flatten, ReshapesWithoutCopyAndBackPropagatesTheSameValues) {
 
 TEST(Dropout, IdentityAtInferenceAndInvertedScalingInTraining) {
   const double rate = 0.3;
-  Dropout d("dropout", rate, 123);
+  Dropout d("dropout", dropout_options(rate, 123));
   Rng init(0);
   d.build({1000}, init);
   Tensor x({20, 1000});
@@ -56,7 +63,7 @@ TEST(Dropout, IdentityAtInferenceAndInvertedScalingInTraining) {
 }
 
 TEST(Dropout, SameSeedSameMaskAndStateRoundTrips) {
-  Dropout a("d", 0.5, 7), b("d", 0.5, 7);
+  Dropout a("d", dropout_options(0.5, 7)), b("d", dropout_options(0.5, 7));
   Rng init(0);
   a.build({64}, init);
   b.build({64}, init);
@@ -76,7 +83,8 @@ TEST(Dropout, SameSeedSameMaskAndStateRoundTrips) {
 // The mask of a row depends on its place in the global batch, not on how the batch was split:
 // two replicas holding rows [0, 3) and [3, 8) draw exactly the masks of one model holding all 8.
 TEST(Dropout, MasksDoNotDependOnHowTheBatchIsSplit) {
-  Dropout whole("d", 0.4, 11), first("d", 0.4, 11), second("d", 0.4, 11);
+  Dropout whole("d", dropout_options(0.4, 11)), first("d", dropout_options(0.4, 11)),
+      second("d", dropout_options(0.4, 11));
   Rng init(0);
   for (Dropout* d : {&whole, &first, &second}) d->build({50}, init);
   Tensor x = test::random_tensor({8, 50}, 3, 0.5f, 1.5f);

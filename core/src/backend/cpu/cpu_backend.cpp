@@ -285,9 +285,21 @@ void CpuBackend::dropout_forward(const DropoutDesc& d, const Tensor& x, Tensor& 
     const std::uint64_t row_key = math::dropout_row_key(step_key, d.first_sample + r);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t i = r * cols + c;
-      m[i] = math::dropout_mask(row_key, c, keep_below, scale);
+      m[i] = math::dropout_mask(row_key, math::dropout_column(d.noise, c), keep_below, scale);
       yp[i] = xp[i] * m[i];
     }
+  });
+}
+
+void CpuBackend::normal_noise(const DropoutDesc& d, Tensor& noise, std::int64_t cols) {
+  require_device(*this, noise, "normal_noise");
+  const std::int64_t rows = rows_of(noise.size(), cols);
+  const std::uint64_t step_key = math::dropout_step_key(d.stream, d.call);
+  float* n = noise.data();
+  for_rows(rows, cols, [&](std::int64_t r) {
+    const std::uint64_t row_key = math::dropout_row_key(step_key, d.first_sample + r);
+    for (std::int64_t c = 0; c < cols; ++c)
+      n[r * cols + c] = math::normal_noise(row_key, math::dropout_column(d.noise, c));
   });
 }
 

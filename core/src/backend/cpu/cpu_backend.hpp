@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
                         Tensor& y) override;
   void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                        std::int64_t cols) override;
+  void normal_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
   void layer_norm_forward(const LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
                           const Tensor* beta, Tensor& y, Tensor& stats) override;
   void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,

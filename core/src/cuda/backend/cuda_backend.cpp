@@ -263,10 +263,19 @@ void CudaBackend::dropout_forward(const backend::DropoutDesc& d, const Tensor& x
   require(x, "dropout_forward");
   require(y, "dropout_forward");
   require(mask, "dropout_forward");
-  if (dropout_calls_.find(d.stream) == dropout_calls_.end()) set_dropout_calls(d.stream, d.call);
-  auto* calls = reinterpret_cast<std::uint64_t*>(dropout_calls_.at(d.stream).data());
   cuda::dropout_forward(x.data(), y.data(), mask.data(), rows_of(x.size(), cols), cols, d.stream,
-                        calls, d.first_sample, d.rate, stream_);
+                        call_counter(d), d.first_sample, d.rate, d.noise, stream_);
+}
+
+void CudaBackend::normal_noise(const backend::DropoutDesc& d, Tensor& noise, std::int64_t cols) {
+  require(noise, "normal_noise");
+  cuda::normal_noise(noise.data(), rows_of(noise.size(), cols), cols, d.stream, call_counter(d),
+                     d.first_sample, stream_);
+}
+
+std::uint64_t* CudaBackend::call_counter(const backend::DropoutDesc& d) {
+  if (dropout_calls_.find(d.stream) == dropout_calls_.end()) set_dropout_calls(d.stream, d.call);
+  return reinterpret_cast<std::uint64_t*>(dropout_calls_.at(d.stream).data());
 }
 
 void CudaBackend::global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,

@@ -96,6 +96,7 @@ class CudaBackend final : public backend::Backend {
                            const Tensor& grad_out, Tensor& grad_in, std::int64_t cols) override;
   void dropout_forward(const backend::DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                        std::int64_t cols) override;
+  void normal_noise(const backend::DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
   std::unique_ptr<backend::Convolution2D> convolution(
       const backend::ConvolutionDesc& desc) override;
   std::unique_ptr<backend::Pooling2D> pooling(const backend::PoolingDesc& desc) override;
@@ -118,6 +119,8 @@ class CudaBackend final : public backend::Backend {
                         const std::vector<backend::UpdateTensors>& params) override;
 
  private:
+  /// The device counter of desc's random stream, made at desc.call on its first use.
+  std::uint64_t* call_counter(const backend::DropoutDesc& desc);
   /// A device scratch buffer of at least `floats` floats, reused across calls.
   float* scratch(DeviceBuffer& buffer, std::int64_t floats);
   void require(const Tensor& t, const char* operation) const;

@@ -60,15 +60,28 @@ __global__ void softmax_backward_kernel(const float* out, const float* grad_out,
 __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64_t rows,
                                std::int64_t cols, std::uint64_t stream_key,
                                const std::uint64_t* calls, std::int64_t offset,
-                               std::uint64_t keep_below, float scale) {
+                               std::uint64_t keep_below, float scale, backend::AxisGroups noise) {
   const std::int64_t n = rows * cols;
   const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const std::int64_t r = i / cols, c = i - r * cols;
-    const float m =
-        backend::math::dropout_mask(backend::math::dropout_row_key(step_key, offset + r), c, keep_below, scale);
+    const float m = backend::math::dropout_mask(backend::math::dropout_row_key(step_key, offset + r),
+                                                backend::math::dropout_column(noise, c),
+                                                keep_below, scale);
     mask[i] = m;
     y[i] = backend::math::fmul(x[i], m);
+  }
+}
+
+__global__ void normal_noise_kernel(float* noise, std::int64_t rows, std::int64_t cols,
+                                    std::uint64_t stream_key, const std::uint64_t* calls,
+                                    std::int64_t offset) {
+  const std::int64_t n = rows * cols;
+  const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    noise[i] =
+        backend::math::normal_noise(backend::math::dropout_row_key(step_key, offset + r), c);
   }
 }
 
@@ -136,15 +149,26 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
 
 void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
                      std::uint64_t stream_key, std::uint64_t* calls, std::int64_t offset,
-                     double rate, cudaStream_t stream) {
+                     double rate, const backend::AxisGroups& noise, cudaStream_t stream) {
   const std::int64_t n = rows * cols;
   if (n > 0) {
     dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
         x, y, mask, rows, cols, stream_key, calls, offset, backend::math::dropout_keep_below(rate),
-        backend::math::dropout_scale(rate));
+        backend::math::dropout_scale(rate), noise);
     check(cudaGetLastError(), "dropout_forward");
   }
   // Counted even for an empty shard, as the host layer counts every training forward.
+  count_dropout_call(calls, stream);
+}
+
+void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
+                  std::uint64_t* calls, std::int64_t offset, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n > 0) {
+    normal_noise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
+                                                                calls, offset);
+    check(cudaGetLastError(), "normal_noise");
+  }
   count_dropout_call(calls, stream);
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backend/axis_groups.hpp"
 #include "nn/activation_fn.hpp"
 
 namespace tandem::cuda {
@@ -28,9 +29,14 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
 /// second number), read by the mask and then incremented on the device, as Dropout::forward
 /// counts its calls: so a captured step replayed from a CUDA graph draws a new mask each time.
 /// y may be x. Only for training with rate > 0 (the layer is the identity otherwise).
+/// `noise`: Keras' noise_shape (backend::DropoutDesc::noise).
 void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, std::int64_t cols,
                      std::uint64_t stream_key, std::uint64_t* calls, std::int64_t offset,
-                     double rate, cudaStream_t stream);
+                     double rate, const backend::AxisGroups& noise, cudaStream_t stream);
+/// noise = standard normal values over rows x cols, bit for bit the host's but for log and cos
+/// (kernel_math's normal_noise), keyed and counted in `calls` as dropout_forward.
+void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
+                  std::uint64_t* calls, std::int64_t offset, cudaStream_t stream);
 /// ++*calls on the device: a training forward of Dropout that had no rows to mask.
 void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 
