@@ -178,6 +178,27 @@ std::vector<LayerCase> layer_cases() {
                    {7},
                    json::array({layer("Dense", {{"units", 6}}),
                                 layer("BatchNormalization", {{"center", false}})})});
+  cases.push_back({"conv2d_transpose_same_stride2",
+                   {5, 4, 3},
+                   json::array({layer("Conv2DTranspose", {{"filters", 4},
+                                                          {"kernel_size", 3},
+                                                          {"strides", 2},
+                                                          {"padding", "same"},
+                                                          {"activation", "relu"}})})});
+  cases.push_back({"conv2d_transpose_valid_output_padding",
+                   {4, 4, 2},
+                   json::array({layer("Conv2DTranspose", {{"filters", 3},
+                                                          {"kernel_size", 2},
+                                                          {"strides", 3},
+                                                          {"output_padding", 1}})})});
+  cases.push_back({"spatial_dropout",
+                   {6, 5, 4},
+                   json::array({layer("SpatialDropout2D", {{"rate", 0.4}})})});
+  cases.push_back({"gaussian_noise_and_dropout",
+                   {9},
+                   json::array({layer("GaussianNoise", {{"stddev", 0.3}}),
+                                layer("Dense", {{"units", 8}}),
+                                layer("GaussianDropout", {{"rate", 0.2}})})});
   cases.push_back({"embedding",
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),
@@ -189,7 +210,7 @@ class CudaLayer : public ::testing::TestWithParam<LayerCase> {};
 
 // One SGD step (learning rate 1: the weights move by the gradient) and a prediction, on the CPU
 // and on cuda:0 from the same initial weights: outputs, loss, accuracy, updated weights and
-// BatchNormalization's moving statistics agree to float32 rounding.
+// BatchNormalization's moving statistics agree to float32 rounding; then the second step's loss.
 TEST_P(CudaLayer, OneStepMatchesTheCpu) {
   REQUIRE_GPU();
   const LayerCase& c = GetParam();
@@ -228,6 +249,10 @@ TEST_P(CudaLayer, OneStepMatchesTheCpu) {
     const double worst =
         worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where);
     EXPECT_LE(worst, 10 * tolerance) << "weights after one step, worst at " << where;
+    // A second step sees the updated weights on both sides (no operation keeps a stale copy).
+    const StepSums t_cpu = cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    const StepSums t_gpu = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    EXPECT_LE(relative(t_gpu.loss.sum, t_cpu.loss.sum), 10 * tolerance) << "second step's loss";
   }
 }
 

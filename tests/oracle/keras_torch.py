@@ -128,6 +128,41 @@ def conv1d(cfg, x, w):
     return activation(cfg.get("activation", "linear"), y)
 
 
+def pair(v):
+    return list(v) if isinstance(v, list) else [v, v]
+
+
+def conv2d_transpose(cfg, x, w):
+    """TensorFlow's conv2d_transpose: the gradient of conv2d with respect to its input, whose
+    input (this layer's output) has Keras' deconv_output_length. torch's conv_transpose2d gives
+    the whole transposed convolution; TF's output is its window from the forward conv's SAME
+    padding before (zeros where no tap reaches)."""
+    k, s = pair(cfg["kernel_size"]), pair(cfg.get("strides", 1))
+    d = pair(cfg.get("dilation_rate", 1))
+    same = cfg.get("padding", "valid") == "same"
+    extra = cfg.get("output_padding")
+    h = x.permute(0, 3, 1, 2)
+    full = torch.nn.functional.conv_transpose2d(h, w["kernel"].permute(3, 2, 0, 1), None,
+                                                stride=s, dilation=d)
+    for a in range(2):
+        n, span = x.shape[1 + a], (k[a] - 1) * d[a] + 1
+        if extra is None:
+            length = n * s[a] if same else n * s[a] + max(span - s[a], 0)
+        else:
+            length = (n - 1) * s[a] + span - 2 * (span // 2 if same else 0) + pair(extra)[a]
+        before = tf_same_pads(length, k[a], s[a], d[a])[0] if same else 0
+        axis = 2 + a
+        short = before + length - full.shape[axis]
+        if short > 0:
+            pad = [0, 0, 0, short] if a == 0 else [0, short, 0, 0]
+            full = torch.nn.functional.pad(full, pad)
+        full = full.narrow(axis, before, length)
+    y = full.permute(0, 2, 3, 1)
+    if "bias" in w:
+        y = y + w["bias"]
+    return activation(cfg.get("activation", "linear"), y)
+
+
 def pool1d(cfg, x, kind):
     p = one(cfg.get("pool_size", 2))
     s = one(cfg.get("strides") or p)
@@ -179,6 +214,8 @@ def forward(case, inputs, weights):
         return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
     if cls == "Activation":
         return activation(cfg["activation"], xs[0])
+    if cls == "Conv2DTranspose":
+        return conv2d_transpose(cfg, xs[0], weights)
     if cls == "Conv1D":
         return conv1d(cfg, xs[0], weights)
     if cls == "MaxPooling1D":

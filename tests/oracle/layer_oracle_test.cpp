@@ -306,6 +306,35 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+TEST(LayerOracle, Conv2DTransposeMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"Conv2DTransposeValidStrided",
+                   entry("Conv2DTranspose", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}}),
+                   {{"", {2, 4, 5, 3}}}});
+  cases.push_back({"Conv2DTransposeSameStrided",
+                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", {3, 2}},
+                                             {"strides", {2, 3}}, {"padding", "same"},
+                                             {"activation", "tanh"}}),
+                   {{"", {2, 3, 4, 5}}}});
+  cases.push_back({"Conv2DTransposeEvenKernelSame",
+                   entry("Conv2DTranspose", {{"filters", 3}, {"kernel_size", 4}, {"strides", 2},
+                                             {"padding", "same"}, {"activation", "relu"}}),
+                   {{"", {2, 4, 4, 2}}}});
+  cases.push_back({"Conv2DTransposeOutputPadding",
+                   entry("Conv2DTranspose", {{"filters", 3}, {"kernel_size", 3}, {"strides", 2},
+                                             {"padding", "same"}, {"output_padding", {1, 0}}}),
+                   {{"", {2, 3, 4, 2}}}});
+  cases.push_back({"Conv2DTransposeValidOutputPadding",
+                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", 2}, {"strides", 3},
+                                             {"output_padding", 2}, {"use_bias", false}}),
+                   {{"", {2, 3, 3, 2}}}});
+  cases.push_back({"Conv2DTransposeDilated",
+                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", 3},
+                                             {"dilation_rate", 2}, {"padding", "same"}}),
+                   {{"", {2, 5, 6, 3}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, ImageBorderAndUpsamplingLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"ZeroPadding2D", entry("ZeroPadding2D", {{"padding", {{1, 2}, {0, 3}}}}),

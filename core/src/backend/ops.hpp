@@ -134,12 +134,16 @@ struct BadIndex {
 
 // ---- Stateful operations (made once per layer, for fixed geometry) ---------------------------
 
+/// Each call stands alone: the three may come in any order, with any operands of the geometry
+/// (Conv2D calls forward, backward_weights, backward_data; Conv2DTranspose backward_data as its
+/// forward, then backward_weights and forward as its backward). An implementation may reuse what
+/// a forward computed only for the same x.
 class Convolution2D {
  public:
   virtual ~Convolution2D() = default;
   /// y = conv(x, kernel) (+ bias). y is resized.
   virtual void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) = 0;
-  /// d_kernel (and d_bias when use_bias) from the forward's x and dy; set, not accumulated.
+  /// d_kernel (and d_bias when use_bias) of conv(x, kernel) given dy; set, not accumulated.
   virtual void backward_weights(const Tensor& x, const Tensor& dy, Tensor& d_kernel,
                                 Tensor* d_bias) = 0;
   /// dx from dy. dx is resized to x's shape.

@@ -7,6 +7,7 @@
 #include "nn/batch_normalization.hpp"
 #include "nn/dot.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/conv2d_transpose.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
 #include "nn/gaussian_noise.hpp"
@@ -435,6 +436,39 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   return std::make_unique<Conv2D>(name, o);
 }
 
+std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string& name) {
+  Conv2DTransposeOptions o;
+  Conv2DOptions& conv = o.conv;
+  conv.filters = c.positive_int("filters");
+  conv.kernel_size = read_pair(c, "kernel_size", std::nullopt);
+  conv.strides = read_pair(c, "strides", Pair{1, 1});
+  conv.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  conv.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  if (const auto* v = c.find("output_padding")) {
+    // Keras: n or [rows, cols], each >= 0 and below its stride.
+    const bool single = v->is_number_integer();
+    const bool pair = v->is_array() && v->size() == 2 && (*v)[0].is_number_integer() &&
+                      (*v)[1].is_number_integer();
+    if (!single && !pair)
+      throw ConfigError(c.path_of("output_padding"),
+                        "expected null, an integer or a pair of integers, got " + v->dump());
+    const Pair p = single ? Pair{v->get<std::int64_t>(), v->get<std::int64_t>()}
+                          : Pair{(*v)[0].get<std::int64_t>(), (*v)[1].get<std::int64_t>()};
+    for (int a = 0; a < 2; ++a)
+      if (p[a] < 0 || p[a] >= conv.strides[a])
+        throw ConfigError(c.path_of("output_padding"),
+                          "each output padding must be at least 0 and less than its stride " +
+                              shape_to_string({conv.strides[0], conv.strides[1]}) + ", got " +
+                              v->dump());
+    o.output_padding = p;
+  }
+  read_convolution_rest(c, conv);
+  read_constraints(c, conv.kernel_constraint, conv.bias_constraint);
+  read_regularizers(c, conv.kernel_regularizer, conv.bias_regularizer);
+  return std::make_unique<Conv2DTranspose>(name, o);
+}
+
 // MaxPooling2D / AveragePooling2D: pool_size (default 2), strides (default: pool_size).
 std::unique_ptr<Layer> make_pooling2d(ConfigObject& c, const std::string& name, PoolKind kind) {
   Pooling2DOptions o;
@@ -699,6 +733,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
        {"gaussian_dropout", make_gaussian_noise<GaussianNoise::Kind::multiplicative>}},
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
+      {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
       {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},
       {"AveragePooling1D", {"average_pooling1d", make_pooling1d<PoolKind::average>}},
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},

@@ -139,6 +139,11 @@ class CudaConvolution final : public backend::Convolution2D {
   void copy(float* dst, const float* src, std::int64_t n);
   void zero(float* p, std::int64_t n);
   std::int64_t batch_of(const Tensor& t) const { return t.rank() > 0 ? t.dim(0) : 0; }
+  /// The path chosen for `batch` by its first forward (im2col before one ran).
+  Path path_of(std::int64_t batch) const {
+    const auto it = paths_.find(batch);
+    return it == paths_.end() ? Path::im2col : it->second;
+  }
 
   CudaBackend& ops_;
   DeviceAllocator& allocator_;
@@ -157,8 +162,9 @@ class CudaConvolution final : public backend::Convolution2D {
   Mode mode_ = Mode::automatic;
   std::unique_ptr<CudnnConvolution> cudnn_;  // null when only im2col may run
   std::map<std::int64_t, Path> paths_;       // batch size -> its path, once chosen
-  Path path_ = Path::im2col;                 // the last forward's
-  bool cols_hold_x_ = false;  // cols_ holds the im2col matrix of the whole last input
+  bool cols_hold_x_ = false;  // cols_ holds the im2col matrix of the whole last forward's input,
+  const float* cols_x_ = nullptr;  // which was this
+
   DeviceBuffer cols_, dk_part_, db_part_, sums_scratch_;
   DeviceBuffer stage_a_, stage_b_, stage_kernel_, stage_bias_, stage_out_;
   DeviceBuffer kernel_krsc_, kernel_grad_krsc_;  // the cuDNN path's kernel and its gradient
@@ -294,6 +300,7 @@ void CudaConvolution::forward_im2col(const float* x, const float* kernel_in, con
     gemm_forward(cols_.data(), kernel, bias, y + b0 * out_size_, n * out_pixels_);
   }
   cols_hold_x_ = batch <= chunk_;
+  cols_x_ = x;
 }
 
 const float* CudaConvolution::kernel_krsc(const float* kernel) {
@@ -366,13 +373,14 @@ Path CudaConvolution::decide(const float* x, const float* kernel, const float* b
 // exist (searched on its first backward, on stand-ins: dy itself, scratch for dx, the kernel
 // gradient's own buffer). A batch size without them goes to im2col for good.
 bool CudaConvolution::backward_on_cudnn(const float* x, const float* dy, std::int64_t batch) {
-  if (path_ != Path::cudnn) return false;
+  if (path_of(batch) != Path::cudnn) return false;
   if (cudnn_->backward_searched(batch)) return true;
   std::string why;
   try {
     const float* xs = operand(x, batch * in_size_, stage_a_);
     const float* d = operand(dy, batch * out_size_, stage_b_);
     DeviceBuffer dx_scratch(allocator_, batch * in_size_);
+    kernel_krsc_.resize(allocator_, kernel_size_);  // a stand-in: the search times, whatever it holds
     kernel_grad_krsc_.resize(allocator_, kernel_size_);
     if (!cudnn_->find_backward_data(d, kernel_krsc_.data(), dx_scratch.data(), batch) ||
         !cudnn_->find_backward_filter(xs, d, kernel_grad_krsc_.data(), batch))
@@ -385,8 +393,6 @@ bool CudaConvolution::backward_on_cudnn(const float* x, const float* dy, std::in
   if (mode_ == Mode::cudnn) refuse_cudnn(batch, why);
   spdlog::debug("{}, batch {}: no cuDNN backward ({}); im2col", who_, batch, why);
   paths_[batch] = Path::im2col;
-  path_ = Path::im2col;
-  cols_hold_x_ = false;
   return false;
 }
 
@@ -395,7 +401,6 @@ void CudaConvolution::forward(const Tensor& x, const Tensor& kernel, const Tenso
   const std::int64_t batch = batch_of(x);
   ops_.place(y, {batch, geom_.rows.out, geom_.cols.out, filters_});
   cols_hold_x_ = false;
-  path_ = Path::im2col;
   if (batch == 0) return;
   const float* b = use_bias_ && bias ? bias->data() : nullptr;
   auto known = paths_.find(batch);
@@ -403,8 +408,7 @@ void CudaConvolution::forward(const Tensor& x, const Tensor& kernel, const Tenso
     known = paths_.emplace(batch, decide(x.data(), kernel.data(), b, batch, y.data())).first;
     cols_hold_x_ = false;  // auto's timing may have left it set
   }
-  path_ = known->second;
-  if (path_ == Path::cudnn)
+  if (known->second == Path::cudnn)
     forward_cudnn(x.data(), kernel.data(), b, batch, y.data());
   else
     forward_im2col(x.data(), kernel.data(), b, batch, y.data());
@@ -433,12 +437,15 @@ void CudaConvolution::backward_weights(const Tensor& x, const Tensor& dy, Tensor
                  operand(dy.data(), rows * filters_, stage_b_), d_kernel.data(), rows);
     return;
   }
+  // The last forward's im2col matrix serves when it was of this very x (Conv2D's order: forward,
+  // then backward); Conv2DTranspose calls the operation in another order.
+  const bool reuse_cols = cols_hold_x_ && cols_x_ == x.data();
   cols_.resize(allocator_, std::min(batch, chunk_) * out_pixels_ * patch_);
   for (std::int64_t b0 = 0; b0 < batch; b0 += chunk_) {
     const std::int64_t n = std::min(chunk_, batch - b0);
     const std::int64_t chunk_rows = n * out_pixels_;
     const float* d = operand(dy.data() + b0 * out_size_, chunk_rows * filters_, stage_b_);
-    if (!cols_hold_x_) im2col(x.data() + b0 * in_size_, cols_.data(), n, geom_, stream_);
+    if (!reuse_cols) im2col(x.data() + b0 * in_size_, cols_.data(), n, geom_, stream_);
     if (b0 == 0) {
       gemm_weights(cols_.data(), d, d_kernel.data(), chunk_rows);
     } else {  // later chunks add their part, in chunk order
@@ -453,11 +460,15 @@ void CudaConvolution::backward_weights(const Tensor& x, const Tensor& dy, Tensor
 void CudaConvolution::backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) {
   const std::int64_t batch = batch_of(dy);
   ops_.place(dx, {batch, geom_.rows.in, geom_.cols.in, geom_.channels});
+  cols_hold_x_ = false;  // the im2col path overwrites cols_
   if (batch == 0) return;
   const std::int64_t rows = batch * out_pixels_;
-  if (path_ == Path::cudnn) {  // backward_weights ran first and kept cuDNN for this batch
-    cudnn_->backward_data(operand(dy.data(), batch * out_size_, stage_b_), kernel_krsc_.data(),
-                          dx.data(), batch);
+  // cuDNN where this batch size's forward chose it and its backward algorithms were found (by a
+  // backward_weights); the kernel transposed again, as the weights may have changed since the
+  // last forward (Conv2DTranspose's forward is this call, after the optimizer step).
+  if (cudnn_ && path_of(batch) == Path::cudnn && cudnn_->backward_searched(batch)) {
+    cudnn_->backward_data(operand(dy.data(), batch * out_size_, stage_b_),
+                          kernel_krsc(kernel.data()), dx.data(), batch);
     return;
   }
   const float* k = operand(kernel.data(), kernel_size_, stage_kernel_);
@@ -475,7 +486,6 @@ void CudaConvolution::backward_data(const Tensor& dy, const Tensor& kernel, Tens
     ops_.gemm_engine().backward_data(d, k, cols_.data(), chunk_rows, patch_, filters_);
     col2im(cols_.data(), dx.data() + b0 * in_size_, n, geom_, stream_);
   }
-  cols_hold_x_ = false;
 }
 
 }  // namespace
