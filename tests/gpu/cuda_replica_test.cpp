@@ -191,6 +191,25 @@ std::vector<LayerCase> layer_cases() {
                                                           {"kernel_size", 2},
                                                           {"strides", 3},
                                                           {"output_padding", 1}})})});
+  cases.push_back({"depthwise_multiplier_same_stride2",
+                   {7, 6, 3},
+                   json::array({layer("DepthwiseConv2D", {{"kernel_size", 3},
+                                                          {"strides", 2},
+                                                          {"padding", "same"},
+                                                          {"depth_multiplier", 2},
+                                                          {"activation", "relu"}})})});
+  cases.push_back({"separable_dilated",
+                   {8, 8, 2},
+                   json::array({layer("SeparableConv2D", {{"filters", 4},
+                                                          {"kernel_size", 3},
+                                                          {"dilation_rate", 2},
+                                                          {"activation", "tanh"}})})});
+  cases.push_back({"conv2d_groups",
+                   {6, 5, 4},
+                   json::array({layer("Conv2D", {{"filters", 6},
+                                                 {"kernel_size", 3},
+                                                 {"groups", 2},
+                                                 {"padding", "same"}})})});
   cases.push_back({"spatial_dropout",
                    {6, 5, 4},
                    json::array({layer("SpatialDropout2D", {{"rate", 0.4}})})});

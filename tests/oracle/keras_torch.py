@@ -163,6 +163,33 @@ def conv2d_transpose(cfg, x, w):
     return activation(cfg.get("activation", "linear"), y)
 
 
+def conv2d_tf(cfg, x, kernel, groups=1):
+    """TensorFlow's conv2d (channels_last, SAME or VALID) of x with a torch-layout kernel
+    (out, in / groups, kh, kw), without bias."""
+    k, s = pair(cfg["kernel_size"]), pair(cfg.get("strides", 1))
+    d = pair(cfg.get("dilation_rate", 1))
+    h = x.permute(0, 3, 1, 2)
+    if cfg.get("padding", "valid") == "same":
+        rows = tf_same_pads(h.shape[2], k[0], s[0], d[0])
+        cols = tf_same_pads(h.shape[3], k[1], s[1], d[1])
+        h = torch.nn.functional.pad(h, (cols[0], cols[1], rows[0], rows[1]))
+    y = torch.nn.functional.conv2d(h, kernel, None, stride=s, dilation=d, groups=groups)
+    return y.permute(0, 2, 3, 1)
+
+
+def depthwise(cfg, x, w):
+    """Keras' depthwise kernel (kh, kw, in, multiplier): output channel c * multiplier + m."""
+    kh, kw, channels, multiplier = w["depthwise_kernel"].shape
+    kernel = w["depthwise_kernel"].permute(2, 3, 0, 1).reshape(channels * multiplier, 1, kh, kw)
+    return conv2d_tf(cfg, x, kernel, groups=channels)
+
+
+def biased(cfg, y, w):
+    if "bias" in w:
+        y = y + w["bias"]
+    return activation(cfg.get("activation", "linear"), y)
+
+
 def pool1d(cfg, x, kind):
     p = one(cfg.get("pool_size", 2))
     s = one(cfg.get("strides") or p)
@@ -214,6 +241,16 @@ def forward(case, inputs, weights):
         return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
     if cls == "Activation":
         return activation(cfg["activation"], xs[0])
+    if cls == "Conv2D":
+        return biased(cfg, conv2d_tf(cfg, xs[0], weights["kernel"].permute(3, 2, 0, 1),
+                                     cfg.get("groups", 1)), weights)
+    if cls == "DepthwiseConv2D":
+        return biased(cfg, depthwise(cfg, xs[0], weights), weights)
+    if cls == "SeparableConv2D":
+        pointwise = weights["pointwise_kernel"].permute(3, 2, 0, 1)
+        y = depthwise(cfg, xs[0], weights)
+        return biased(cfg, torch.nn.functional.conv2d(y.permute(0, 3, 1, 2), pointwise)
+                      .permute(0, 2, 3, 1), weights)
     if cls == "Conv2DTranspose":
         return conv2d_transpose(cfg, xs[0], weights)
     if cls == "Conv1D":

@@ -335,6 +335,34 @@ TEST(LayerOracle, Conv2DTransposeMatchesPyTorch) {
   check_against_torch(cases);
 }
 
+TEST(LayerOracle, GroupedDepthwiseAndSeparableConvolutionsMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"Conv2DGroups",
+                   entry("Conv2D", {{"filters", 6}, {"kernel_size", 3}, {"groups", 2},
+                                    {"padding", "same"}, {"activation", "tanh"}}),
+                   {{"", {2, 5, 4, 4}}}});
+  cases.push_back({"DepthwiseConv2D",
+                   entry("DepthwiseConv2D", {{"kernel_size", 3}}), {{"", {2, 5, 6, 3}}}});
+  cases.push_back({"DepthwiseConv2DMultiplierStridedSame",
+                   entry("DepthwiseConv2D", {{"kernel_size", {3, 2}}, {"strides", 2},
+                                             {"padding", "same"}, {"depth_multiplier", 2},
+                                             {"activation", "relu"}}),
+                   {{"", {2, 6, 5, 3}}}});
+  cases.push_back({"DepthwiseConv2DDilatedWithoutBias",
+                   entry("DepthwiseConv2D", {{"kernel_size", 3}, {"dilation_rate", 2},
+                                             {"use_bias", false}, {"padding", "same"}}),
+                   {{"", {2, 6, 6, 2}}}});
+  cases.push_back({"SeparableConv2D",
+                   entry("SeparableConv2D", {{"filters", 4}, {"kernel_size", 3},
+                                             {"activation", "relu"}}),
+                   {{"", {2, 6, 5, 3}}}});
+  cases.push_back({"SeparableConv2DMultiplierStridedSame",
+                   entry("SeparableConv2D", {{"filters", 5}, {"kernel_size", 3}, {"strides", 2},
+                                             {"padding", "same"}, {"depth_multiplier", 2}}),
+                   {{"", {2, 7, 6, 2}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, ImageBorderAndUpsamplingLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"ZeroPadding2D", entry("ZeroPadding2D", {{"padding", {{1, 2}, {0, 3}}}}),

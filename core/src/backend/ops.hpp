@@ -63,11 +63,17 @@ struct GemmDesc {
 
 /// A 2-D convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
 /// (kh, kw, channels, filters), output (batch, out_rows, out_cols, filters).
+///
+/// With groups G > 1 (Keras' Conv2D `groups`; DepthwiseConv2D has G = channels) the channels
+/// and the filters split into G groups, filter f of group f / (filters / G) seeing only its
+/// group's channels; the kernel is then (kh, kw, channels / G, filters), in the same memory
+/// order as DepthwiseConv2D's (kh, kw, channels, multiplier) when G = channels.
 struct ConvolutionDesc {
   std::string label;            // who, in error messages: "layer 'conv2d' (Conv2D)"
   window::Geometry2D geometry;  // input rows/cols/channels, taps, strides, dilation, padding
   std::int64_t filters = 0;
   bool use_bias = true;
+  std::int64_t groups = 1;  // divides channels and filters
 };
 
 enum class PoolKind { max, average };

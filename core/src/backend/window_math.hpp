@@ -159,6 +159,86 @@ TANDEM_HD inline float col2im_element(const Geometry2D& g, const float* dcols, s
   return s;
 }
 
+// ---- Grouped convolution, computed directly (the CUDA backend's groups > 1) --------------------
+// `filters` filters in `groups` groups over an NHWC input of g.channels channels; kernel
+// (kh, kw, channels / groups, filters), filter f reading channels [group · cg, (group + 1) · cg),
+// group = f / (filters / groups), cg = channels / groups. No bias.
+
+/// Output element e (NHWC, samples one after another): the sum over the taps inside the input,
+/// in (row tap, col tap) order, and over the group's channels in order.
+TANDEM_HD inline float grouped_conv_output(const Geometry2D& g, std::int64_t filters,
+                                           std::int64_t groups, const float* x, const float* k,
+                                           std::int64_t e) {
+  const std::int64_t f = e % filters;
+  const std::int64_t ox = (e / filters) % g.cols.out;
+  const std::int64_t oy = (e / (filters * g.cols.out)) % g.rows.out;
+  const std::int64_t sample = e / (filters * g.cols.out * g.rows.out);
+  const std::int64_t cg = g.channels / groups;
+  const std::int64_t c0 = f / (filters / groups) * cg;
+  const float* xs = x + sample * g.rows.in * g.cols.in * g.channels;
+  std::int64_t ky0, ky1, kx0, kx1;
+  valid_taps(g.rows, oy, &ky0, &ky1);
+  valid_taps(g.cols, ox, &kx0, &kx1);
+  float s = 0.0f;
+  for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+    const std::int64_t iy = tap_position(g.rows, oy, ky);
+    for (std::int64_t kx = kx0; kx < kx1; ++kx) {
+      const std::int64_t ix = tap_position(g.cols, ox, kx);
+      const float* xp = xs + (iy * g.cols.in + ix) * g.channels + c0;
+      const float* kp = k + (ky * g.cols.kernel + kx) * cg * filters + f;
+      for (std::int64_t ci = 0; ci < cg; ++ci) s += xp[ci] * kp[ci * filters];
+    }
+  }
+  return s;
+}
+
+/// dL/dx at input element e: over the (row tap, col tap) pairs whose output reads it, in order,
+/// the sum over its group's filters of dy · kernel.
+TANDEM_HD inline float grouped_conv_input_grad(const Geometry2D& g, std::int64_t filters,
+                                               std::int64_t groups, const float* dy,
+                                               const float* k, std::int64_t e) {
+  const std::int64_t c = e % g.channels;
+  const std::int64_t ix = (e / g.channels) % g.cols.in;
+  const std::int64_t iy = (e / (g.channels * g.cols.in)) % g.rows.in;
+  const std::int64_t sample = e / (g.channels * g.cols.in * g.rows.in);
+  const std::int64_t cg = g.channels / groups, per_group = filters / groups;
+  const std::int64_t f0 = c / cg * per_group, ci = c % cg;
+  float s = 0.0f;
+  for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
+    const std::int64_t oy = output_of_tap(g.rows, iy, ky);
+    if (oy < 0) continue;
+    for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
+      const std::int64_t ox = output_of_tap(g.cols, ix, kx);
+      if (ox < 0) continue;
+      const float* d = dy + ((sample * g.rows.out + oy) * g.cols.out + ox) * filters + f0;
+      const float* kp = k + ((ky * g.cols.kernel + kx) * cg + ci) * filters + f0;
+      for (std::int64_t f = 0; f < per_group; ++f) s += d[f] * kp[f];
+    }
+  }
+  return s;
+}
+
+/// One term of dL/dkernel at kernel element w = (ky, kx, ci, f): x at the tap of output row
+/// `row` (= (sample, oy, ox), samples one after another) times dy there; 0 where the tap reads
+/// padding. The gradient is the sum over every row.
+TANDEM_HD inline float grouped_conv_kernel_term(const Geometry2D& g, std::int64_t filters,
+                                                std::int64_t groups, const float* x,
+                                                const float* dy, std::int64_t w,
+                                                std::int64_t row) {
+  const std::int64_t cg = g.channels / groups;
+  const std::int64_t f = w % filters;
+  const std::int64_t ci = (w / filters) % cg;
+  const std::int64_t tap = w / (filters * cg);
+  const std::int64_t kx = tap % g.cols.kernel, ky = tap / g.cols.kernel;
+  const std::int64_t ox = row % g.cols.out;
+  const std::int64_t oy = (row / g.cols.out) % g.rows.out;
+  const std::int64_t sample = row / (g.cols.out * g.rows.out);
+  const std::int64_t iy = tap_position(g.rows, oy, ky), ix = tap_position(g.cols, ox, kx);
+  if (!inside(g.rows, iy) || !inside(g.cols, ix)) return 0.0f;
+  const std::int64_t c = f / (filters / groups) * cg + ci;
+  return x[((sample * g.rows.in + iy) * g.cols.in + ix) * g.channels + c] * dy[row * filters + f];
+}
+
 // ---- Pooling -----------------------------------------------------------------------------------
 
 /// The lowest float, max pooling's starting value (as oneDNN's; a window whose cells are all

@@ -14,14 +14,23 @@ Conv2D::Conv2D(std::string name, Conv2DOptions options)
 Conv2D::~Conv2D() = default;
 
 Shape Conv2D::build(const Shape& input_shape, Rng& init) {
-  const std::string who = "layer '" + name() + "' (Conv2D)";
+  const std::string who = "layer '" + name() + "' (" + class_name() + ")";
   check_image_shape(input_shape, who);
+  if (options_.depth_multiplier > 0) {
+    options_.groups = input_shape[2];
+    options_.filters = input_shape[2] * options_.depth_multiplier;
+  }
   const Pair& k = options_.kernel_size;
   const Pair& s = options_.strides;
   const Pair& d = options_.dilation_rate;
   if (options_.filters <= 0 || k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 ||
       d[1] <= 0)
     throw ShapeError(who + " needs positive filters, kernel_size, strides and dilation_rate");
+  const std::int64_t groups = options_.groups;
+  if (groups <= 0 || input_shape[2] % groups != 0 || options_.filters % groups != 0)
+    throw ShapeError(who + ": groups " + std::to_string(groups) +
+                     " must divide the input channels (" + std::to_string(input_shape[2]) +
+                     ") and the filters (" + std::to_string(options_.filters) + ")");
   rows_ = window_along(input_shape[0], k[0], s[0], d[0], options_.padding);
   cols_ = window_along(input_shape[1], k[1], s[1], d[1], options_.padding);
   if (rows_.out <= 0 || cols_.out <= 0)
@@ -33,16 +42,22 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   input_shape_ = input_shape;
   const std::int64_t in = input_shape[2], filters = options_.filters;
   output_shape_ = {rows_.out, cols_.out, filters};
-  kernel_.value = Tensor({k[0], k[1], in, filters});
-  kernel_.grad = Tensor({k[0], k[1], in, filters});
-  // Keras: fan_in = receptive field * input channels, fan_out = receptive field * filters.
+  // Keras' shape; DepthwiseConv2D's (kh, kw, in, multiplier) holds the grouped kernel's
+  // (kh, kw, 1, in · multiplier) in the same order.
+  const Shape kernel_shape = options_.depth_multiplier > 0
+                                 ? Shape{k[0], k[1], in, options_.depth_multiplier}
+                                 : Shape{k[0], k[1], in / groups, filters};
+  kernel_.value = Tensor(kernel_shape);
+  kernel_.grad = Tensor(kernel_shape);
+  // Keras' fans from the kernel's shape: field · shape[-2] in, field · shape[-1] out.
   const std::int64_t field = k[0] * k[1];
-  options_.kernel_initializer.fill(kernel_.value, field * in, field * filters, init);
+  const std::int64_t fan_in = field * kernel_shape[2], fan_out = field * kernel_shape[3];
+  options_.kernel_initializer.fill(kernel_.value, fan_in, fan_out, init);
   options_.kernel_constraint.build(kernel_.value.shape());
   if (options_.use_bias) {
     bias_.value = Tensor({filters});
     bias_.grad = Tensor({filters});
-    options_.bias_initializer.fill(bias_.value, field * in, field * filters, init);
+    options_.bias_initializer.fill(bias_.value, fan_in, fan_out, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
   geometry_ = {{input_shape[0], rows_.out, k[0], s[0], d[0], rows_.pad_before},
@@ -55,10 +70,11 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
 backend::Convolution2D& Conv2D::convolution() {
   if (!convolution_ || convolution_backend_ != &ops()) {
     backend::ConvolutionDesc desc;
-    desc.label = "layer '" + name() + "' (Conv2D)";
+    desc.label = "layer '" + name() + "' (" + class_name() + ")";
     desc.geometry = geometry_;
     desc.filters = options_.filters;
     desc.use_bias = options_.use_bias;
+    desc.groups = options_.groups;
     convolution_ = ops().convolution(desc);
     convolution_backend_ = &ops();
   }
@@ -68,7 +84,7 @@ backend::Convolution2D& Conv2D::convolution() {
 const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
   if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
       x.dim(3) != input_shape_[2])
-    throw ShapeError("layer '" + name() + "' (Conv2D) expects inputs " +
+    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
                      shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
   backend::Backend& ops = this->ops();
   input_ = x;
@@ -91,7 +107,7 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
   if (input_.rank() != 4 || grad_output.rank() != 4 || grad_output.dim(0) != batch ||
       grad_output.dim(1) != out_rows || grad_output.dim(2) != out_cols ||
       grad_output.dim(3) != filters)
-    throw ShapeError("layer '" + name() + "' (Conv2D): gradient of shape " +
+    throw ShapeError("layer '" + name() + "' (" + class_name() + "): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output " +
                      shape_to_string({batch, out_rows, out_cols, filters}));
   backend::Backend& ops = this->ops();
@@ -120,26 +136,45 @@ std::vector<Parameter*> Conv2D::parameters() {
   return {&kernel_};
 }
 
-nlohmann::json Conv2D::config() const {
+nlohmann::json Conv2D::common_config() const {
   return {{"name", name()},
           {"trainable", trainable()},
           {"dtype", "float32"},
-          {"filters", options_.filters},
           {"kernel_size", pair_json(options_.kernel_size)},
           {"strides", pair_json(options_.strides)},
           {"padding", padding_name(options_.padding)},
           {"data_format", "channels_last"},
           {"dilation_rate", pair_json(options_.dilation_rate)},
-          {"groups", 1},
           {"activation", activation_name(options_.activation)},
           {"use_bias", options_.use_bias},
-          {"kernel_initializer", options_.kernel_initializer.config()},
           {"bias_initializer", options_.bias_initializer.config()},
-          {"kernel_regularizer", options_.kernel_regularizer.config()},
           {"bias_regularizer", options_.bias_regularizer.config()},
           {"activity_regularizer", nullptr},
-          {"kernel_constraint", options_.kernel_constraint.config()},
           {"bias_constraint", options_.bias_constraint.config()}};
+}
+
+nlohmann::json Conv2D::config() const {
+  nlohmann::json c = common_config();
+  c["filters"] = options_.filters;
+  c["groups"] = options_.groups;
+  c["kernel_initializer"] = options_.kernel_initializer.config();
+  c["kernel_regularizer"] = options_.kernel_regularizer.config();
+  c["kernel_constraint"] = options_.kernel_constraint.config();
+  return c;
+}
+
+DepthwiseConv2D::DepthwiseConv2D(std::string name, Conv2DOptions options)
+    : Conv2D(std::move(name), std::move(options)) {
+  parameters()[0]->name = "depthwise_kernel";
+}
+
+nlohmann::json DepthwiseConv2D::config() const {
+  nlohmann::json c = common_config();
+  c["depth_multiplier"] = options_.depth_multiplier;
+  c["depthwise_initializer"] = options_.kernel_initializer.config();
+  c["depthwise_regularizer"] = options_.kernel_regularizer.config();
+  c["depthwise_constraint"] = options_.kernel_constraint.config();
+  return c;
 }
 
 std::vector<RuledWeight> Conv2D::ruled_weights() {

@@ -1,6 +1,8 @@
 // Conv2D: y = activation(conv(x, kernel) + bias), Keras semantics, channels_last:
 // (batch, rows, cols, in) -> (batch, out_rows, out_cols, filters), kernel (kh, kw, in, filters),
-// bias (filters,). padding "valid" or "same" (TensorFlow's SAME), strides, dilation_rate.
+// bias (filters,). padding "valid" or "same" (TensorFlow's SAME), strides, dilation_rate, and
+// Keras' `groups`: channels and filters in G groups, kernel (kh, kw, in / G, filters).
+// DepthwiseConv2D (below) is the grouped convolution with one group per channel.
 //
 // Computes on its backend's Convolution2D (oneDNN on the CPU), made once per backend for the
 // layer's geometry; the activation runs as one operation after it (a relu in place, on its
@@ -37,6 +39,8 @@ struct Conv2DOptions {
   Initializer bias_initializer{"zeros", std::nullopt, 0};
   WeightConstraint kernel_constraint, bias_constraint;
   WeightRegularizer kernel_regularizer, bias_regularizer;
+  std::int64_t groups = 1;            // divides the input channels and the filters
+  std::int64_t depth_multiplier = 0;  // > 0: depthwise (groups = channels, filters = in · it)
 };
 
 class Conv2D : public Layer, public ReluProducer, public WeightRules {
@@ -56,11 +60,15 @@ class Conv2D : public Layer, public ReluProducer, public WeightRules {
   void set_output_relu_external(bool external) override { relu_external_ = external; }
   std::vector<RuledWeight> ruled_weights() override;
 
+ protected:
+  /// The keys Conv2D and DepthwiseConv2D share in their Keras configs.
+  nlohmann::json common_config() const;
+  Conv2DOptions options_;
+
  private:
   /// The backend's convolution for this layer's geometry (made again after a backend change).
   backend::Convolution2D& convolution();
 
-  Conv2DOptions options_;
   Shape input_shape_;   // (rows, cols, in)
   Shape output_shape_;  // (out_rows, out_cols, filters)
   Window rows_, cols_;
@@ -73,6 +81,17 @@ class Conv2D : public Layer, public ReluProducer, public WeightRules {
   backend::window::Geometry2D geometry_;
   std::unique_ptr<backend::Convolution2D> convolution_;
   const backend::Backend* convolution_backend_ = nullptr;  // the backend that made it
+};
+
+/// Keras' DepthwiseConv2D: each input channel convolved with its own depth_multiplier filters,
+/// output channel c · multiplier + m; weights depthwise_kernel (kh, kw, in, multiplier) and bias
+/// (in · multiplier).
+class DepthwiseConv2D : public Conv2D {
+ public:
+  /// options.depth_multiplier > 0; filters and groups follow from the input at build().
+  DepthwiseConv2D(std::string name, Conv2DOptions options);
+  std::string class_name() const override { return "DepthwiseConv2D"; }
+  nlohmann::json config() const override;
 };
 
 }  // namespace tandem::nn

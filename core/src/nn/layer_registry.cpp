@@ -8,6 +8,7 @@
 #include "nn/dot.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/conv2d_transpose.hpp"
+#include "nn/separable_conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
 #include "nn/gaussian_noise.hpp"
@@ -64,6 +65,18 @@ void read_constraints(ConfigObject& c, WeightConstraint& kernel, WeightConstrain
     kernel = WeightConstraint(parse_constraint(*k, c.path_of("kernel_constraint")));
   if (const auto* b = c.find("bias_constraint"))
     bias = WeightConstraint(parse_constraint(*b, c.path_of("bias_constraint")));
+}
+
+// One weight's Keras keys <weight>_initializer, <weight>_regularizer and <weight>_constraint
+// (DepthwiseConv2D's and SeparableConv2D's depthwise and pointwise kernels).
+void read_weight_keys(ConfigObject& c, const std::string& weight, Initializer& initializer,
+                      WeightRegularizer& regularizer, WeightConstraint& constraint) {
+  if (const auto* v = c.find(weight + "_initializer"))
+    initializer = parse_initializer(*v, c.path_of(weight + "_initializer"));
+  if (const auto* v = c.find(weight + "_regularizer"))
+    regularizer = WeightRegularizer(parse_regularizer(*v, c.path_of(weight + "_regularizer")));
+  if (const auto* v = c.find(weight + "_constraint"))
+    constraint = WeightConstraint(parse_constraint(*v, c.path_of(weight + "_constraint")));
 }
 
 std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
@@ -402,34 +415,59 @@ Padding read_padding(ConfigObject& c) {
 }
 
 // What Conv1D and Conv2D read alike, after their sizes (a 1-D size is the pair (1, n)): the
-// strides/dilation check, groups, activation, bias and initializers.
-void read_convolution_rest(ConfigObject& c, Conv2DOptions& o) {
+void check_dilation_with_strides(ConfigObject& c, const Conv2DOptions& o) {
   if (std::max(o.strides[0], o.strides[1]) > 1 &&
       std::max(o.dilation_rate[0], o.dilation_rate[1]) > 1)
     throw ConfigError(
         c.path_of("dilation_rate"),
         "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
-  if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
-    throw ConfigError(c.path_of("groups"),
-                      "only groups=1 is supported by Tandem, got " + std::to_string(groups));
+}
+
+// activation and use_bias; no activity regularizer.
+void read_activation_and_bias(ConfigObject& c, Conv2DOptions& o) {
   o.activation = read_activation(c, "activation");
   o.use_bias = c.get_bool("use_bias", true);
+  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha"});
+}
+
+// activation, bias and initializers.
+void read_convolution_rest(ConfigObject& c, Conv2DOptions& o) {
+  read_activation_and_bias(c, o);
   if (const auto* k = c.find("kernel_initializer"))
     o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha"});
+}
+
+// Keras' `groups` where Tandem takes only 1 (Conv1D; Keras 2 writes it into Conv2DTranspose's
+// config too).
+void require_one_group(ConfigObject& c) {
+  if (const std::int64_t groups = c.get_int("groups", 1); groups != 1)
+    throw ConfigError(c.path_of("groups"),
+                      "only groups=1 is supported for this layer, got " + std::to_string(groups));
+}
+
+// The sliding window of the 2-D convolutions: kernel_size, strides, padding, data_format,
+// dilation_rate.
+void read_window(ConfigObject& c, Conv2DOptions& o) {
+  o.kernel_size = read_pair(c, "kernel_size", std::nullopt);
+  o.strides = read_pair(c, "strides", Pair{1, 1});
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  check_dilation_with_strides(c, o);
 }
 
 
 std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   Conv2DOptions o;
   o.filters = c.positive_int("filters");
-  o.kernel_size = read_pair(c, "kernel_size", std::nullopt);
-  o.strides = read_pair(c, "strides", Pair{1, 1});
-  o.padding = read_padding(c);
-  c.one_of("data_format", "channels_last", {"channels_last"});
-  o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  read_window(c, o);
+  o.groups = c.positive_int("groups", 1);
+  if (o.filters % o.groups != 0)
+    throw ConfigError(c.path_of("groups"), "groups " + std::to_string(o.groups) +
+                                               " must divide filters (" +
+                                               std::to_string(o.filters) + ")");
   read_convolution_rest(c, o);
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
@@ -440,11 +478,8 @@ std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string&
   Conv2DTransposeOptions o;
   Conv2DOptions& conv = o.conv;
   conv.filters = c.positive_int("filters");
-  conv.kernel_size = read_pair(c, "kernel_size", std::nullopt);
-  conv.strides = read_pair(c, "strides", Pair{1, 1});
-  conv.padding = read_padding(c);
-  c.one_of("data_format", "channels_last", {"channels_last"});
-  conv.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
+  read_window(c, conv);
+  require_one_group(c);
   if (const auto* v = c.find("output_padding")) {
     // Keras: n or [rows, cols], each >= 0 and below its stride.
     const bool single = v->is_number_integer();
@@ -467,6 +502,35 @@ std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string&
   read_constraints(c, conv.kernel_constraint, conv.bias_constraint);
   read_regularizers(c, conv.kernel_regularizer, conv.bias_regularizer);
   return std::make_unique<Conv2DTranspose>(name, o);
+}
+
+std::unique_ptr<Layer> make_depthwise_conv2d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  read_window(c, o);
+  o.depth_multiplier = c.positive_int("depth_multiplier", 1);
+  read_activation_and_bias(c, o);
+  read_weight_keys(c, "depthwise", o.kernel_initializer, o.kernel_regularizer,
+                   o.kernel_constraint);
+  read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+  return std::make_unique<DepthwiseConv2D>(name, o);
+}
+
+std::unique_ptr<Layer> make_separable_conv2d(ConfigObject& c, const std::string& name) {
+  SeparableConv2DOptions o;
+  Conv2DOptions& depthwise = o.depthwise;
+  Conv2DOptions& pointwise = o.pointwise;
+  pointwise.filters = c.positive_int("filters");
+  read_window(c, depthwise);
+  depthwise.depth_multiplier = c.positive_int("depth_multiplier", 1);
+  read_activation_and_bias(c, pointwise);  // the activation and the bias are the pointwise part's
+  depthwise.use_bias = false;
+  read_weight_keys(c, "depthwise", depthwise.kernel_initializer, depthwise.kernel_regularizer,
+                   depthwise.kernel_constraint);
+  read_weight_keys(c, "pointwise", pointwise.kernel_initializer, pointwise.kernel_regularizer,
+                   pointwise.kernel_constraint);
+  read_weight_keys(c, "bias", pointwise.bias_initializer, pointwise.bias_regularizer,
+                   pointwise.bias_constraint);
+  return std::make_unique<SeparableConv2D>(name, o);
 }
 
 // MaxPooling2D / AveragePooling2D: pool_size (default 2), strides (default: pool_size).
@@ -506,6 +570,8 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   o.padding = causal ? Padding::valid : read_padding(c);
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = read_single(c, "dilation_rate", 1);
+  require_one_group(c);
+  check_dilation_with_strides(c, o);
   read_convolution_rest(c, o);
   // Conv1D's kernel is a Conv2D's (1, k, in, out) inside: Keras' axes would not be its own.
   require_null(c, {"kernel_constraint", "bias_constraint", "kernel_regularizer",
@@ -734,6 +800,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
+      {"DepthwiseConv2D", {"depthwise_conv2d", make_depthwise_conv2d}},
+      {"SeparableConv2D", {"separable_conv2d", make_separable_conv2d}},
       {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},
       {"AveragePooling1D", {"average_pooling1d", make_pooling1d<PoolKind::average>}},
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},

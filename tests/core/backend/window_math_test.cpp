@@ -497,5 +497,58 @@ TEST(WindowMath, Im2colGemmEqualsTheCpuConv2D) {
   }
 }
 
+// The direct grouped convolution (the CUDA backend's groups > 1) against the CPU layer
+// nn::Conv2D with groups (oneDNN's grouped convolution): two groups of each case's channels, and
+// depthwise (a group per channel, two filters each).
+TEST(WindowMath, GroupedConvolutionEqualsTheCpuConv2D) {
+  std::mt19937 rng(11);
+  for (const Case& base : cases(true, 23, 60)) {
+    for (const bool depthwise : {false, true}) {
+      Case c = base;
+      c.g.channels = base.g.channels * 2;
+      const std::int64_t groups = depthwise ? c.g.channels : 2;
+      const std::int64_t filters = depthwise ? c.g.channels * 2 : 4;
+      nn::Conv2DOptions o;
+      o.filters = filters;
+      o.groups = groups;
+      o.kernel_size = {c.g.rows.kernel, c.g.cols.kernel};
+      o.strides = {c.g.rows.stride, c.g.cols.stride};
+      o.padding = c.padding;
+      o.dilation_rate = {c.g.rows.dilation, c.g.cols.dilation};
+      nn::Conv2D conv("conv", o);
+      Rng init(0);
+      ASSERT_EQ(conv.build({c.g.rows.in, c.g.cols.in, c.g.channels}, init),
+                (Shape{c.g.rows.out, c.g.cols.out, filters}));
+      const std::vector<Parameter*> params = conv.parameters();
+      Tensor& kernel = params[0]->value;  // (kh, kw, channels / groups, filters)
+      ASSERT_EQ(kernel.shape(), (Shape{c.g.rows.kernel, c.g.cols.kernel, c.g.channels / groups,
+                                       filters}));
+      kernel = random_tensor(kernel.shape(), rng, false);
+      params[1]->value = random_tensor(params[1]->value.shape(), rng, false);
+      const Tensor x =
+          random_tensor({c.samples, c.g.rows.in, c.g.cols.in, c.g.channels}, rng, false);
+      const Tensor y = conv.forward(x, true).clone();
+      const std::int64_t rows = output_pixels(c);
+      for (std::int64_t e = 0; e < rows * filters; ++e) {
+        const float v = grouped_conv_output(c.g, filters, groups, x.data(), kernel.data(), e) +
+                        params[1]->value[e % filters];
+        ASSERT_NEAR(v, y[e], 1e-5f * (1.0f + std::fabs(v))) << e;
+      }
+      const Tensor dy = random_tensor(y.shape(), rng, false);
+      const Tensor dx = conv.backward(dy, true).clone();
+      for (std::int64_t e = 0; e < dx.size(); ++e) {
+        const float v = grouped_conv_input_grad(c.g, filters, groups, dy.data(), kernel.data(), e);
+        ASSERT_NEAR(v, dx[e], 1e-5f * (1.0f + std::fabs(v))) << e;
+      }
+      for (std::int64_t w = 0; w < kernel.size(); ++w) {
+        double g = 0;
+        for (std::int64_t r = 0; r < rows; ++r)
+          g += grouped_conv_kernel_term(c.g, filters, groups, x.data(), dy.data(), w, r);
+        ASSERT_NEAR(g, params[0]->grad[w], 1e-5 * (1 + std::fabs(g))) << w;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::backend::window

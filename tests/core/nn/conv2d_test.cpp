@@ -377,7 +377,9 @@ TEST(Conv2D, ConfigErrorsNameTheJsonPath) {
                "'valid', 'same'");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"data_format", "channels_first"}},
                "data_format", "channels_last");
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"groups", 2}}, "groups", "groups=1");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"groups", 3}}, "groups",
+               "must divide filters (2)");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"groups", 0}}, "groups", "positive");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"strides", 2}, {"dilation_rate", 2}},
                "dilation_rate", "strides > 1");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"activation", "relu6x"}}, "activation",
@@ -391,6 +393,9 @@ TEST(Conv2D, ConfigErrorsNameTheJsonPath) {
   const std::string e = config_error(conv_model({{"filters", 2}, {"kernel_size", 9}}));
   EXPECT_NE(e.find("'model.config.layers[0]'"), std::string::npos) << e;
   EXPECT_NE(e.find("layer 'conv2d' (Conv2D)"), std::string::npos) << e;
+  // Groups that do not divide the input's channels: a shape error naming both counts.
+  const std::string g = config_error(conv_model({{"filters", 2}, {"kernel_size", 3}, {"groups", 2}}));
+  EXPECT_NE(g.find("groups 2 must divide the input channels (3)"), std::string::npos) << g;
 }
 
 // docs/design.md's fashion-cnn, as Keras would save it. Keras' count, by hand:

@@ -159,8 +159,16 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     // oneDNN's logical dims are always (N, C, H, W) / (O, I, H, W); the tags give the layouts.
     p->src_md = memory::desc({batch, in, g.rows.in, g.cols.in}, kF32, Tag::nhwc);
     p->dst_md = memory::desc({batch, filters, g.rows.out, g.cols.out}, kF32, Tag::nhwc);
-    p->kernel_md = memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::hwio);
-    p->weights_any_md = memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::any);
+    if (desc_.groups == 1) {
+      p->kernel_md = memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::hwio);
+      p->weights_any_md =
+          memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::any);
+    } else {  // (G, O/G, I/G, H, W); Keras' (kh, kw, I/G, O) is hwigo, O = g·(O/G) + o
+      const memory::dims dims = {desc_.groups, filters / desc_.groups, in / desc_.groups,
+                                 g.rows.kernel, g.cols.kernel};
+      p->kernel_md = memory::desc(dims, kF32, Tag::hwigo);
+      p->weights_any_md = memory::desc(dims, kF32, Tag::any);
+    }
     if (desc_.use_bias) p->bias_md = memory::desc({filters}, kF32, Tag::a);
     p->strides = {g.rows.stride, g.cols.stride};
     p->dilates = {g.rows.dilation - 1, g.cols.dilation - 1};

@@ -44,6 +44,7 @@
 #include <string>
 
 #include "cuda/backend/cuda_backend.hpp"
+#include "cuda/backend/cuda_grouped_convolution.hpp"
 #include "cuda/ops/conv2d_layout.hpp"
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/cudnn_convolution.hpp"
@@ -492,6 +493,7 @@ void CudaConvolution::backward_data(const Tensor& dy, const Tensor& kernel, Tens
 
 std::unique_ptr<backend::Convolution2D> CudaBackend::convolution(
     const backend::ConvolutionDesc& desc) {
+  if (desc.groups > 1) return make_grouped_convolution(desc, *this);
   return std::make_unique<CudaConvolution>(desc, *this);
 }
 

@@ -35,6 +35,25 @@ void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::
 /// acc[i] += x[i].
 void add_in_place(float* acc, const float* x, std::int64_t n, cudaStream_t stream);
 
+// ---- Grouped Conv2D (groups > 1, DepthwiseConv2D), computed directly ----------------------------
+// backend::window::grouped_conv_*: one thread per output or input element; the kernel and bias
+// gradients one block per value, its threads' partial sums over rows in a fixed stride order
+// reduced in a fixed tree, so the same bits every run.
+
+/// y = the grouped convolution of `samples` inputs (+ bias[f] when bias is not null).
+void grouped_conv_forward(const float* x, const float* kernel, const float* bias, float* y,
+                          std::int64_t samples, const backend::window::Geometry2D& g,
+                          std::int64_t filters, std::int64_t groups, cudaStream_t stream);
+/// dx from dy.
+void grouped_conv_backward_data(const float* dy, const float* kernel, float* dx,
+                                std::int64_t samples, const backend::window::Geometry2D& g,
+                                std::int64_t filters, std::int64_t groups, cudaStream_t stream);
+/// d_kernel (and d_bias, the column sums of dy, when not null), set.
+void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel,
+                                   float* d_bias, std::int64_t samples,
+                                   const backend::window::Geometry2D& g, std::int64_t filters,
+                                   std::int64_t groups, cudaStream_t stream);
+
 // ---- MaxPooling2D, AveragePooling2D ----------------------------------------------------------
 
 /// y = the window maxima of `samples` NHWC inputs, argmax = each one's input cell (or -1).
