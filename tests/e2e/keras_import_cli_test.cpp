@@ -104,6 +104,24 @@ TEST_F(KerasImportCli, Keras2LegacyOptimizerKeysComeThroughWithWarnings) {
   EXPECT_TRUE(fs::exists(dir / "imported.json"));
 }
 
+TEST_F(KerasImportCli, WeightedMetricsComeThroughAndAreLoggedUnderKerasNames) {
+  json training = json::parse(kTf215);
+  training["weighted_metrics"] = training["metrics"];
+  set_attr("training_config", training.dump());
+  auto r = import(" --set data.train=" + std::string(kSynthetic) + " --set epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir / "imported.json");
+  const json config = json::parse(in);
+  EXPECT_EQ(config["weighted_metrics"], json::array({"accuracy"}));
+  auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "imported.json").string() +
+                        " --weights " + model.string() + " --split train -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  const json logs = json::parse(ev.out);
+  // Without sample weights every weight is 1: the weighted mean is the plain one.
+  ASSERT_TRUE(logs.contains("weighted_accuracy")) << logs.dump();
+  EXPECT_EQ(logs["weighted_accuracy"], logs["accuracy"]);
+}
+
 TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
   const auto refused = [&](const std::string& expected) {
     fs::remove(dir / "imported.json");

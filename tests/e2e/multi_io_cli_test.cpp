@@ -206,6 +206,13 @@ TEST_F(MultiIoCli, DataAndConfigThatDoNotFitAreRefusedWithTheirPlace) {
   json unknown_output = run_config(data);
   unknown_output["loss"]["means"] = "mse";
   refused(unknown_output, "loss.means': the model has no output 'means'");
+  json class_weight = run_config(data);
+  class_weight["class_weight"] = {{"1", 2.0}};
+  refused(class_weight, "class_weight': is for a model with one output (as in Keras), but model "
+                        "'two_heads' has 2");
+  json weighted_metrics = run_config(data);
+  weighted_metrics["weighted_metrics"] = {{"means", {"mae"}}};
+  refused(weighted_metrics, "weighted_metrics.means': the model has no output 'means'");
 }
 
 }  // namespace

@@ -497,6 +497,7 @@ TEST_F(BackendOps, EmbeddingGatherAndGradientAreTheCpusAndBadIndicesAreFound) {
 TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   const std::int64_t rows = 50, classes = 6;
   const Tensor logits = random_host({rows, classes}, 22, -3.0f, 3.0f);
+  const Tensor weights = random_host({rows}, 25, 0.0f, 3.0f);
   Tensor labels({rows});
   for (std::int64_t r = 0; r < rows; ++r) labels[r] = static_cast<float>(r % classes);
   backend::LossDesc loss;
@@ -504,20 +505,26 @@ TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   loss.from_logits = true;
   backend::MetricDesc metric;
   metric.kind = backend::MetricDesc::Kind::sparse_categorical_accuracy;
-  auto sums_cpu = cpu().sums();
-  auto sums_gpu = gpu().sums();
-  sums_cpu->reset(2);
-  sums_gpu->reset(2);
-  Tensor grad_cpu, grad_gpu = gpu_->tensor();
-  cpu().loss_sum(loss, logits, labels, classes, 0.02f, &grad_cpu, *sums_cpu, 0);
-  cpu().metric_sum(metric, logits, labels, classes, *sums_cpu, 1);
-  const Tensor logits_gpu = up(logits), labels_gpu = up(labels);
-  gpu().loss_sum(loss, logits_gpu, labels_gpu, classes, 0.02f, &grad_gpu, *sums_gpu, 0);
-  gpu().metric_sum(metric, logits_gpu, labels_gpu, classes, *sums_gpu, 1);
-  const auto c = sums_cpu->read(), g = sums_gpu->read();
-  EXPECT_NEAR(g[0], c[0], 1e-6 * std::fabs(c[0]));
-  EXPECT_EQ(g[1], c[1]);
-  expect_close(grad_cpu, down(grad_gpu), 1e-6, "loss gradient");
+  const Tensor logits_gpu = up(logits), labels_gpu = up(labels), weights_gpu = up(weights);
+  // Unweighted, then weighted by the samples' weights.
+  for (const bool weighted : {false, true}) {
+    SCOPED_TRACE(weighted ? "weighted" : "unweighted");
+    auto sums_cpu = cpu().sums();
+    auto sums_gpu = gpu().sums();
+    sums_cpu->reset(2);
+    sums_gpu->reset(2);
+    Tensor grad_cpu, grad_gpu = gpu_->tensor();
+    const Tensor* w_cpu = weighted ? &weights : nullptr;
+    const Tensor* w_gpu = weighted ? &weights_gpu : nullptr;
+    cpu().loss_sum(loss, logits, labels, w_cpu, classes, 0.02f, &grad_cpu, *sums_cpu, 0);
+    cpu().metric_sum(metric, logits, labels, w_cpu, classes, *sums_cpu, 1);
+    gpu().loss_sum(loss, logits_gpu, labels_gpu, w_gpu, classes, 0.02f, &grad_gpu, *sums_gpu, 0);
+    gpu().metric_sum(metric, logits_gpu, labels_gpu, w_gpu, classes, *sums_gpu, 1);
+    const auto c = sums_cpu->read(), g = sums_gpu->read();
+    EXPECT_NEAR(g[0], c[0], 1e-6 * std::fabs(c[0]));
+    EXPECT_NEAR(g[1], c[1], 1e-6 * std::fabs(c[1]));
+    expect_close(grad_cpu, down(grad_gpu), 1e-6, "loss gradient");
+  }
 }
 
 TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {

@@ -65,7 +65,8 @@ struct MetricDesc {
     sparse_top_k_categorical_accuracy,  // the label's class among the k largest
     true_positives,                     // per element: pred > threshold and target != 0
     predicted_positives,                // per element: pred > threshold
-    actual_positives                    // per element: target != 0
+    actual_positives,                   // per element: target != 0
+    samples                             // 1 per row: weighted, the rows' weight sum
   };
   Kind kind = Kind::binary_accuracy;
   float threshold = 0.5f;  // binary_accuracy and the positives: pred > threshold means 1
@@ -781,6 +782,20 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
   return 0.0;
 }
 
+/// Row r's weight (Keras' sample_weight): weights[r], or 1 without weights.
+TANDEM_HD inline float row_weight(const float* weights, std::int64_t r) {
+  return weights ? weights[r] : 1.0f;
+}
+
+/// loss_row weighted by the row's weight: w times the row's loss, and the gradient w times the
+/// row's (grad_scale * w). Without weights, loss_row's values bit for bit.
+TANDEM_HD inline double weighted_loss_row(const LossDesc& loss, const float* pred,
+                                          const float* target, const float* weights, float* grad,
+                                          std::int64_t r, std::int64_t cols, float grad_scale) {
+  const float w = row_weight(weights, r);
+  return dmul(f2d(w), loss_row(loss, pred, target, grad, r, cols, fmul(grad_scale, w)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Metrics (nn/metrics.cpp). Metric::evaluate returns {sum of metric_row over the rows (added in
 // row order, in double), count = rows}.
@@ -843,6 +858,8 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
     case MetricDesc::Kind::predicted_positives:
     case MetricDesc::Kind::actual_positives:
       return positives_row(metric, p + r * cols, t + r * cols, cols);
+    case MetricDesc::Kind::samples:
+      return 1.0;
     case MetricDesc::Kind::binary_accuracy:
     case MetricDesc::Kind::mean_squared_error:
     case MetricDesc::Kind::mean_absolute_error:
@@ -858,6 +875,13 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
       s = dadd(s, f2d(fabs_(fsub(p[c], t[c]))));
   }
   return ddiv(s, i2d(cols));
+}
+
+/// metric_row times the row's weight (Keras' weighted_metrics); without weights, metric_row.
+TANDEM_HD inline double weighted_metric_row(const MetricDesc& metric, const float* pred,
+                                            const float* target, const float* weights,
+                                            std::int64_t r, std::int64_t cols) {
+  return dmul(f2d(row_weight(weights, r)), metric_row(metric, pred, target, r, cols));
 }
 
 // ---------------------------------------------------------------------------------------------

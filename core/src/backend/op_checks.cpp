@@ -40,6 +40,17 @@ void require_device(const Backend& backend, const Tensor& t, const char* operati
                            " backend");
 }
 
+const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,
+                         const char* operation) {
+  if (!weights) return nullptr;
+  require_device(backend, *weights, operation);
+  if (weights->size() != rows)
+    throw std::logic_error(std::string("backend operation ") + operation + ": " +
+                           std::to_string(weights->size()) + " weights for " +
+                           std::to_string(rows) + " rows");
+  return weights->data();
+}
+
 void check_column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
                          const Tensor& y, std::int64_t cols) {
   if (cols <= 0 || x.size() % cols != 0 || y.size() != x.size() || scale.size() != cols ||

@@ -346,14 +346,17 @@ class Backend {
   // Losses and metrics: per-step sums in double, kept where the backend computes them.
   virtual std::unique_ptr<Sums> sums() = 0;
   /// Sets sums[slot] to the sum over the rows of the loss of each row (cols = values per row,
-  /// classes for the categorical losses); with grad, sets it (resized to pred's shape) to
+  /// classes for the categorical losses), each times its weight when `weights` (one per row;
+  /// Keras' sample_weight) is given; with grad, sets it (resized to pred's shape) to
   /// grad_scale * d(sum)/d(pred). Sparse labels that are not class indices throw DataError.
   virtual void loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
-                        std::int64_t cols, float grad_scale, Tensor* grad, Sums& sums,
-                        std::size_t slot) = 0;
-  /// Sets sums[slot] to the sum over the rows of the metric of each row.
+                        const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
+                        Sums& sums, std::size_t slot) = 0;
+  /// Sets sums[slot] to the sum over the rows of the metric of each row, each times its weight
+  /// when `weights` (one per row) is given.
   virtual void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                          std::int64_t cols, Sums& sums, std::size_t slot) = 0;
+                          const Tensor* weights, std::int64_t cols, Sums& sums,
+                          std::size_t slot) = 0;
 
   /// One optimizer step over `params` (in parameter order): global and per-tensor gradient
   /// clipping, decoupled weight decay, then the update (kernel_math.hpp's update_element).
@@ -403,6 +406,10 @@ std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& al
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
+/// The row weights of loss_sum and metric_sum (null when not given); throws std::logic_error
+/// unless they are on `backend`'s device, one per row.
+const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,
+                         const char* operation);
 
 }  // namespace tandem::backend
 

@@ -2,11 +2,13 @@
 // bounded queue. Errors in the prefetch thread are handed to the consumer through next().
 #include "data/data_loader.hpp"
 
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -39,6 +41,8 @@ struct DataLoader::Impl {
   Impl(const Dataset& d, DataLoaderOptions o)
       : dataset(d), options(o), x_shape(d.x_shape()), y_shape(d.y_shape()), size(d.size()) {
     batches = (size + options.batch_size - 1) / options.batch_size;
+    // A weighted dataset's rows carry the sample's weight after its targets (Dataset::read).
+    if (d.weighted()) y_shape = {shape_size(y_shape) + 1};
   }
 
   ~Impl() { stop_worker(); }
@@ -60,11 +64,24 @@ struct DataLoader::Impl {
       batch.global_size = whole;
       batch.global_offset = shard.offset;
     }
-    if (n > 0)
-      dataset.read(std::span<const std::int64_t>(order.data() + first + shard.offset,
-                                                 static_cast<std::size_t>(n)),
-                   batch.x.data(), batch.y.data());
+    const std::span<const std::int64_t> samples(order.data() + first + shard.offset,
+                                                static_cast<std::size_t>(n));
+    if (n > 0) dataset.read(samples, batch.x.data(), batch.y.data());
+    if (dataset.weighted()) check_weights(samples, batch.y);
     return batch;
+  }
+
+  // A weight that is negative, NaN or infinite would turn the loss into nonsense, silently.
+  void check_weights(std::span<const std::int64_t> samples, const Tensor& y) const {
+    const std::int64_t width = y_shape[0];
+    for (std::size_t k = 0; k < samples.size(); ++k) {
+      const float w = y[static_cast<std::int64_t>(k) * width + width - 1];
+      if (std::isfinite(w) && w >= 0) continue;
+      std::ostringstream text;
+      text << w;
+      throw DataError(dataset.describe() + ": sample " + std::to_string(samples[k]) +
+                      " has weight " + text.str() + "; expected a finite weight >= 0");
+    }
   }
 
   void stop_worker() {

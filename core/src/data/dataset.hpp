@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,8 +33,11 @@ class Dataset {
   /// x_parts() gives each array's per-sample shape in order. One array: {x_shape()}.
   virtual std::vector<Shape> x_parts() const { return {x_shape()}; }
   virtual std::vector<Shape> y_parts() const { return {y_shape()}; }
+  /// Whether each sample has a weight (Keras' sample_weight): read() then writes it into y,
+  /// after the sample's targets.
+  virtual bool weighted() const { return false; }
   /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
-  /// and y (rows of shape_size(y_shape())), in the order given.
+  /// and y (rows of shape_size(y_shape()), one more value when weighted()), in the order given.
   virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;
   /// One line for logs and the run_started event: "idx: /path/train-images... (60000 samples)".
   virtual std::string describe() const = 0;
@@ -48,6 +52,14 @@ std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::str
 /// Samples [begin, begin + count) of another dataset, as a dataset (validation splits).
 std::shared_ptr<Dataset> make_subset(std::shared_ptr<const Dataset> parent, std::int64_t begin,
                                      std::int64_t count);
+
+/// `parent` with each sample weighted by its class, as Keras' fit(class_weight=...): the class
+/// is the target's argmax when a sample has several target values, else the value rounded; a
+/// class `weights` leaves out weighs 1; a sample's own weight (a weighted parent) is multiplied
+/// in. Throws ConfigError at `path` unless the samples have one target array of rank 0 or 1.
+std::shared_ptr<Dataset> make_class_weighted(std::shared_ptr<const Dataset> parent,
+                                             std::map<std::int64_t, double> weights,
+                                             const std::string& path);
 
 }  // namespace tandem
 

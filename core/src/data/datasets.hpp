@@ -54,6 +54,7 @@ struct Hdf5Spec {
   // Several names: one array per model input (or output), packed in this order (Dataset).
   std::vector<std::string> x_names{"x"};
   std::vector<std::string> y_names{"y"};
+  std::string weight_name;  // "sample_weight": one weight per sample; empty: none
 };
 /// How the reader trades memory for I/O.
 struct Hdf5ReadOptions {

@@ -4,10 +4,12 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <list>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "data/datasets.hpp"
@@ -151,9 +153,10 @@ class Hdf5Dataset final : public Dataset {
 
   std::int64_t size() const override { return n_; }
   Shape x_shape() const override { return x_.shape(); }
-  Shape y_shape() const override { return y_.shape(); }
+  Shape y_shape() const override { return y_shape_; }
   std::vector<Shape> x_parts() const override { return x_.parts(); }
-  std::vector<Shape> y_parts() const override { return y_.parts(); }
+  std::vector<Shape> y_parts() const override { return y_parts_; }
+  bool weighted() const override { return weighted_; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     for (std::int64_t i : indices)
@@ -236,6 +239,9 @@ class Hdf5Dataset final : public Dataset {
 
     x_ = open_group(spec.x_names);
     y_ = open_group(spec.y_names);
+    y_shape_ = y_.shape();
+    y_parts_ = y_.parts();
+    if (!spec.weight_name.empty()) add_weights(spec.weight_name);
     const Column& first = x_.columns[0];
     for (const ColumnGroup* g : {&x_, &y_})
       for (const Column& c : g->columns)
@@ -244,6 +250,7 @@ class Hdf5Dataset final : public Dataset {
                           std::to_string(first.dims[0]) + " samples (first dimension) but '" +
                           c.name + "' has " + std::to_string(c.dims[0]) + "; they must match");
     n_ = first.dims[0];
+    if (weighted_) check_weights(y_.columns.back());
 
     const std::int64_t row_bytes = (x_.row + y_.row) * std::int64_t{sizeof(float)};
     if (row_bytes * n_ <= options_.whole_limit_bytes) {
@@ -267,6 +274,38 @@ class Hdf5Dataset final : public Dataset {
       g.row += g.columns.back().row;
     }
     return g;
+  }
+
+  // The samples' weights become y's last column (Dataset::read puts them after the targets).
+  void add_weights(const std::string& name) {
+    Column w = open_column(file_.get(), path_, name);
+    if (w.row != 1)
+      throw DataError(path_ + ": sample_weight dataset '" + name + "' has samples of shape " +
+                      shape_to_string(w.row_shape(), true) +
+                      "; expected one weight per sample (shape (samples,) or (samples, 1))");
+    y_.columns.push_back(std::move(w));
+    y_.row += 1;
+    weighted_ = true;
+  }
+
+  // Every weight finite and >= 0, checked before training starts (one pass over one column).
+  void check_weights(const Column& w) const {
+    constexpr std::int64_t kBlock = std::int64_t{1} << 20;
+    std::vector<float> values;
+    for (std::int64_t first = 0; first < n_; first += kBlock) {
+      const std::int64_t count = std::min(kBlock, n_ - first);
+      values.resize(static_cast<std::size_t>(count));
+      read_rows(w, first, count, values.data());
+      for (std::int64_t i = 0; i < count; ++i) {
+        const float v = values[static_cast<std::size_t>(i)];
+        if (std::isfinite(v) && v >= 0) continue;
+        std::ostringstream text;
+        text << v;
+        throw DataError(path_ + ": sample_weight dataset '" + w.name + "' gives sample " +
+                        std::to_string(first + i) + " the weight " + text.str() +
+                        "; expected a finite weight >= 0");
+      }
+    }
   }
 
   // Datasets before the file. Callers hold hdf5_mutex().
@@ -370,7 +409,10 @@ class Hdf5Dataset final : public Dataset {
   std::string path_;
   Hdf5ReadOptions options_;
   H5Handle file_;
-  ColumnGroup x_, y_;
+  ColumnGroup x_, y_;  // y_: the targets, then the weights when weighted_
+  Shape y_shape_;      // the targets'
+  std::vector<Shape> y_parts_;
+  bool weighted_ = false;
   std::int64_t n_ = 0;
   std::vector<float> x_all_, y_all_;  // whole data, when small
   // Read state: read() is called from one thread at a time (see Dataset).
@@ -418,6 +460,11 @@ Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir) {
   s.file = resolve_path(base_dir, s.file);
   s.x_names = dataset_names(spec, "x");
   s.y_names = dataset_names(spec, "y");
+  if (spec.has("sample_weight")) {
+    s.weight_name = spec.get_string("sample_weight");
+    if (s.weight_name.empty())
+      throw ConfigError(spec.path_of("sample_weight"), "expected a dataset name, got ''");
+  }
   return s;
 }
 

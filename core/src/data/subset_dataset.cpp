@@ -19,6 +19,7 @@ class SubsetDataset final : public Dataset {
   Shape y_shape() const override { return parent_->y_shape(); }
   std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
   std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
+  bool weighted() const override { return parent_->weighted(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     mapped_.resize(indices.size());

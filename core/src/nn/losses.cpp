@@ -113,7 +113,7 @@ class KerasLoss : public Loss {
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(1);
-    ops.loss_sum(desc_, pred, target, cols, grad_scale, grad, *sums, 0);
+    ops.loss_sum(desc_, pred, target, nullptr, cols, grad_scale, grad, *sums, 0);
     return sums->read()[0];
   }
 

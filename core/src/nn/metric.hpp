@@ -53,10 +53,12 @@ class Metric {
 /// way Keras does: binary accuracy when the output has one unit or the loss is binary
 /// cross-entropy, sparse categorical accuracy for the sparse loss, categorical accuracy
 /// otherwise. Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
-/// predicted positives and non-zero targets as actual ones.
-std::vector<std::unique_ptr<Metric>> make_metrics(const nlohmann::json& list,
-                                                  const std::string& path, const Loss& loss,
-                                                  const Shape& output_shape);
+/// predicted positives and non-zero targets as actual ones. Metrics made for "weighted_metrics"
+/// pass the same output's plain ones as `plain`: a name one of them has is logged as
+/// "weighted_<name>" (Keras 2's rule).
+std::vector<std::unique_ptr<Metric>> make_metrics(
+    const nlohmann::json& list, const std::string& path, const Loss& loss,
+    const Shape& output_shape, const std::vector<std::unique_ptr<Metric>>* plain = nullptr);
 
 }  // namespace tandem
 

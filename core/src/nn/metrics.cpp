@@ -78,8 +78,8 @@ class BuiltinMetric : public Metric {
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(2);
-    ops.metric_sum(desc_, pred, target, cols, *sums, 0);
-    if (ratio()) ops.metric_sum(count_desc(), pred, target, cols, *sums, 1);
+    ops.metric_sum(desc_, pred, target, nullptr, cols, *sums, 0);
+    if (ratio()) ops.metric_sum(count_desc(), pred, target, nullptr, cols, *sums, 1);
     const std::vector<double> v = sums->read();
     return {v[0], info_.count ? v[1] : static_cast<double>(rows)};
   }
@@ -136,8 +136,9 @@ std::string read_class_config(ConfigObject& cfg, const MetricInfo& info,
 
 }  // namespace
 
-std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::string& path,
-                                                  const Loss& loss, const Shape& output_shape) {
+std::vector<std::unique_ptr<Metric>> make_metrics(
+    const json& list, const std::string& path, const Loss& loss, const Shape& output_shape,
+    const std::vector<std::unique_ptr<Metric>>* plain) {
   std::vector<std::unique_ptr<Metric>> out;
   if (list.is_null()) return out;
   if (!list.is_array()) throw ConfigError(path, "expected a list of metric names");
@@ -177,6 +178,9 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
       log_name = read_class_config(cfg, *info, desc);
       obj->finish();
     }
+    if (plain)
+      for (const auto& m : *plain)
+        if (m->name() == log_name) log_name = "weighted_" + log_name;
     for (const auto& m : out)
       if (m->name() == log_name) throw ConfigError(p, "metric '" + log_name + "' is listed twice");
     out.push_back(std::make_unique<BuiltinMetric>(log_name, *info, desc));

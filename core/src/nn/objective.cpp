@@ -71,6 +71,32 @@ std::vector<std::pair<const json*, std::string>> per_output_entries(const json& 
   return out;
 }
 
+// Each output's metric list of `metrics` (at `key`): a plain list is every output's; a list of
+// lists (several outputs) or an object gives each output its own.
+std::vector<std::pair<const json*, std::string>> metric_lists(const json& metrics,
+                                                              const std::string& key,
+                                                              const Model& model) {
+  bool per_output = metrics.is_object();
+  if (metrics.is_array() && model.output_count() > 1 && !metrics.empty()) {
+    per_output = true;
+    for (const json& m : metrics) per_output = per_output && m.is_array();
+  }
+  if (!metrics.is_null() && !metrics.is_array() && !metrics.is_object())
+    throw ConfigError(key, "expected a list of metric names, or lists by output, got " +
+                               metrics.dump());
+  return per_output_entries(metrics, per_output, key, model);
+}
+
+// 1 when `y` holds a weight after the `cols` target values of each of its `rows` rows, 0
+// when it holds the targets alone; ShapeError otherwise.
+std::int64_t weight_columns(const Tensor& y, std::int64_t rows, std::int64_t cols) {
+  if (y.size() == rows * cols) return 0;
+  if (y.size() == rows * (cols + 1)) return 1;
+  throw ShapeError("targets " + shape_to_string(y.shape()) + " do not fit predictions of " +
+                   std::to_string(rows) + " samples (" + std::to_string(cols) +
+                   " target values each, or one more with the sample's weight)");
+}
+
 double read_weight(const json& w, const std::string& path) {
   if (!w.is_number() || !std::isfinite(w.get<double>()) || w.get<double>() < 0)
     throw ConfigError(path, "expected a finite weight >= 0, got " + w.dump());
@@ -97,11 +123,21 @@ Objective::Objective(std::vector<Output> outputs, std::vector<std::unique_ptr<Lo
     if (!o.loss) throw std::logic_error("an objective output without a loss");
 }
 
+bool Objective::has_weighted_metrics() const {
+  for (const Output& o : outputs_)
+    if (!o.weighted_metrics.empty()) return true;
+  return false;
+}
+
+// Slots: the outputs' losses; every output's metrics, then every output's weighted metrics (a
+// ratio metric takes two); the weights' sum when there are weighted metrics.
 std::size_t Objective::slot_count() const {
   std::size_t n = outputs_.size();
-  for (const Output& o : outputs_)
+  for (const Output& o : outputs_) {
     for (const Metric* m : o.metrics) n += m->ratio() ? 2 : 1;
-  return n;
+    for (const Metric* m : o.weighted_metrics) n += m->ratio() ? 2 : 1;
+  }
+  return n + (has_weighted_metrics() ? 1 : 0);
 }
 
 std::vector<std::string> Objective::metric_names() const {
@@ -109,8 +145,13 @@ std::vector<std::string> Objective::metric_names() const {
   const bool several = outputs_.size() > 1;
   if (several)
     for (const Output& o : outputs_) names.push_back(o.name + "_loss");
+  auto add = [&](const Output& o, const Metric* m) {
+    names.push_back(several ? o.name + "_" + m->name() : m->name());
+  };
   for (const Output& o : outputs_)
-    for (const Metric* m : o.metrics) names.push_back(several ? o.name + "_" + m->name() : m->name());
+    for (const Metric* m : o.metrics) add(o, m);
+  for (const Output& o : outputs_)
+    for (const Metric* m : o.weighted_metrics) add(o, m);
   return names;
 }
 
@@ -149,6 +190,7 @@ void Objective::check_labels(const Tensor& y, const std::vector<std::int64_t>& w
   std::int64_t cols = 0;
   for (std::size_t j = 0; j < outputs_.size(); ++j)
     cols += target_width(*outputs_[j].loss, widths[j]);
+  cols += weight_columns(y, rows, cols);
   std::int64_t offset = 0;
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
     const Loss& loss = *outputs_[j].loss;
@@ -171,41 +213,60 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::int64_t cols = 0;
   for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, row_width(*outputs[j]));
-  if (y.size() != rows * cols)
-    throw ShapeError(outputs_[0].loss->name() + ": targets " + shape_to_string(y.shape()) +
-                     " do not fit predictions of " + std::to_string(rows) + " samples (" +
-                     std::to_string(cols) + " target values each)");
+  const bool weighted = weight_columns(y, rows, cols) == 1;
+  const std::int64_t y_cols = cols + (weighted ? 1 : 0);
+  const Tensor* weights = nullptr;
+  if (weighted) {
+    ops.place(scratch.weights, {rows});
+    ops.copy_columns(y, y_cols, cols, scratch.weights, 1, 0, 1);
+    weights = &scratch.weights;
+  }
   sums.reset(slot_count());
   scratch.targets.resize(n);
   scratch.grads.resize(n);
   scratch.grad_views.clear();
-  std::size_t slot = n;
+  std::vector<const Tensor*> targets(n, &y);
   std::int64_t offset = 0;
   for (std::size_t j = 0; j < n; ++j) {
     const Output& o = outputs_[j];
     const std::int64_t width = row_width(*outputs[j]);
     const std::int64_t tw = target_width(*o.loss, width);
-    const Tensor* target = &y;
-    if (n > 1) {
+    if (y_cols != tw) {
       ops.place(scratch.targets[j], {rows, tw});
-      ops.copy_columns(y, cols, offset, scratch.targets[j], tw, 0, tw);
-      target = &scratch.targets[j];
+      ops.copy_columns(y, y_cols, offset, scratch.targets[j], tw, 0, tw);
+      targets[j] = &scratch.targets[j];
     }
     offset += tw;
-    ops.loss_sum(o.loss->desc(), *outputs[j], *target, width,
+    ops.loss_sum(o.loss->desc(), *outputs[j], *targets[j], weights, width,
                  grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
                  sums, j);
-    for (const Metric* m : o.metrics) {
-      ops.metric_sum(m->desc(), *outputs[j], *target, width, sums, slot++);
-      if (m->ratio()) ops.metric_sum(m->count_desc(), *outputs[j], *target, width, sums, slot++);
-    }
     scratch.grad_views.push_back(&scratch.grads[j]);
+  }
+  std::size_t slot = n;
+  auto queue_metrics = [&](bool weigh) {
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::int64_t width = row_width(*outputs[j]);
+      const Tensor* w = weigh ? weights : nullptr;
+      for (const Metric* m : weigh ? outputs_[j].weighted_metrics : outputs_[j].metrics) {
+        ops.metric_sum(m->desc(), *outputs[j], *targets[j], w, width, sums, slot++);
+        if (m->ratio())
+          ops.metric_sum(m->count_desc(), *outputs[j], *targets[j], w, width, sums, slot++);
+      }
+    }
+  };
+  queue_metrics(false);
+  queue_metrics(true);
+  if (has_weighted_metrics()) {
+    backend::MetricDesc samples;
+    samples.kind = backend::MetricDesc::Kind::samples;
+    ops.metric_sum(samples, *outputs[0], *targets[0], weights, row_width(*outputs[0]), sums, slot);
   }
 }
 
 StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
   const std::vector<double> v = sums.read();
   const auto count = static_cast<double>(rows);
+  const double weight_sum = has_weighted_metrics() ? v.back() : count;
   StepSums s;
   s.loss.count = count;
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
@@ -213,11 +274,12 @@ StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
     if (outputs_.size() > 1) s.metrics.push_back({v[j], count});
   }
   std::size_t k = outputs_.size();
-  for (const Output& o : outputs_)
-    for (const Metric* m : o.metrics) {
-      const double sum = v[k++];
-      s.metrics.push_back({sum, m->ratio() ? v[k++] : count});
-    }
+  for (const bool weighted : {false, true})
+    for (const Output& o : outputs_)
+      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics) {
+        const double sum = v[k++];
+        s.metrics.push_back({sum, m->ratio() ? v[k++] : weighted ? weight_sum : count});
+      }
   return s;
 }
 
@@ -228,7 +290,7 @@ StepSums Objective::zero() const {
 }
 
 Objective make_objective(const json& loss, const json& loss_weights, const json& metrics,
-                         const Model& model) {
+                         const Model& model, const json& weighted_metrics) {
   const std::size_t n = model.output_count();
   std::vector<Objective::Output> outputs(n);
   std::vector<std::unique_ptr<Loss>> losses;
@@ -254,24 +316,20 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
     for (std::size_t j = 0; j < n; ++j)
       if (weights[j].first) outputs[j].weight = read_weight(*weights[j].first, weights[j].second);
   }
-  // A list of lists gives each output its list; a plain list is every output's.
-  bool metrics_per_output = metrics.is_object();
-  if (metrics.is_array() && n > 1 && !metrics.empty()) {
-    metrics_per_output = true;
-    for (const json& m : metrics) metrics_per_output = metrics_per_output && m.is_array();
-  }
-  if (!metrics.is_null() && !metrics.is_array() && !metrics.is_object())
-    throw ConfigError("metrics", "expected a list of metric names, or lists by output, got " +
-                                     metrics.dump());
-  const auto metric_entries = per_output_entries(metrics, metrics_per_output, "metrics", model);
+  const auto plain = metric_lists(metrics, "metrics", model);
+  const auto weighted = metric_lists(weighted_metrics, "weighted_metrics", model);
   for (std::size_t j = 0; j < n; ++j) {
-    if (!metric_entries[j].first) continue;
-    auto made = make_metrics(*metric_entries[j].first, metric_entries[j].second,
-                             *outputs[j].loss, model.output_shape(j));
-    for (auto& m : made) {
-      outputs[j].metrics.push_back(m.get());
-      owned.push_back(std::move(m));
-    }
+    std::vector<std::unique_ptr<Metric>> made, made_weighted;
+    if (plain[j].first)
+      made = make_metrics(*plain[j].first, plain[j].second, *outputs[j].loss,
+                          model.output_shape(j));
+    if (weighted[j].first)
+      made_weighted = make_metrics(*weighted[j].first, weighted[j].second, *outputs[j].loss,
+                                   model.output_shape(j), &made);
+    for (auto& m : made) outputs[j].metrics.push_back(m.get());
+    for (auto& m : made_weighted) outputs[j].weighted_metrics.push_back(m.get());
+    for (auto* list : {&made, &made_weighted})
+      for (auto& m : *list) owned.push_back(std::move(m));
   }
   return Objective(std::move(outputs), std::move(losses), std::move(owned));
 }

@@ -7,7 +7,14 @@
 // "<output>_<metric>" (Keras 2's names: dense_1_loss, dense_1_accuracy); with one output the
 // names are the metrics' own. Targets come packed as the model's outputs do (tandem/model.hpp):
 // a sample's y holds each output's targets in output order, flattened (one class index for a
-// sparse loss, else as many values as the output has).
+// sparse loss, else as many values as the output has), then, for weighted data (Dataset's
+// weighted()), one more value: the sample's weight (Keras' sample_weight).
+//
+// Weights, as Keras applies them: the loss is the sum over samples of weight × loss divided by
+// the number of samples (not the weights' sum); "weighted_metrics" are weighted means (sums of
+// weight × value over the sum of the weights; a ratio metric weighs both of its sums); plain
+// "metrics" ignore the weights. A weighted metric named as a plain one of the same output is
+// logged as "weighted_<name>" (Keras 2's rule).
 //
 // Ownership: an Objective owns its losses and metrics, or borrows them (borrowing(): they must
 // outlive it). Immutable once made, so replicas on several threads share one; the tensors of a
@@ -46,7 +53,8 @@ struct StepSums {
 
 /// One replica's working tensors for an Objective (see above). Used by one thread at a time.
 struct ObjectiveScratch {
-  std::vector<Tensor> targets;  // per output, its targets apart (several outputs only)
+  std::vector<Tensor> targets;  // per output, its targets apart (several outputs, or weighted)
+  Tensor weights;               // the samples' weights, apart (weighted data)
   std::vector<Tensor> grads;    // per output, the loss gradient
   std::vector<const Tensor*> grad_views;
 };
@@ -58,6 +66,7 @@ class Objective {
     const Loss* loss = nullptr;
     double weight = 1.0;
     std::vector<const Metric*> metrics;
+    std::vector<const Metric*> weighted_metrics;
   };
 
   /// One output; `loss` and `metrics` stay the caller's and must outlive the objective.
@@ -78,13 +87,16 @@ class Objective {
   /// Throws ShapeError naming the output when targets of per-sample shape `targets` (one shape,
   /// packed; or one per output) cannot go with the model's outputs.
   void check_targets(const Model& model, const std::vector<Shape>& targets) const;
-  /// Throws DataError for a sparse label that is no class index, in host targets `y` of a model
-  /// whose outputs have `widths` values per sample (a device replica checks before it copies).
+  /// Throws DataError for a sparse label that is no class index, in host targets `y` (weighted
+  /// or not) of a model whose outputs have `widths` values per sample (a device replica checks
+  /// before it copies).
   void check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const;
 
   /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
-  /// packed targets `y`, both in ops' memory. With `gradients`, scratch.grad_views[j] is then
-  /// grad_scale * weight_j * d(loss_j sum)/d(output j). `sums` is reset.
+  /// packed targets `y`, both in ops' memory; y's rows hold one value more than the targets when
+  /// the data is weighted (its last: the sample's weight). With `gradients`,
+  /// scratch.grad_views[j] is then grad_scale * weight_j * d(loss_j sum)/d(output j). `sums` is
+  /// reset. Throws ShapeError when y fits the outputs neither way.
   void enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs, const Tensor& y,
                float grad_scale, bool gradients, ObjectiveScratch& scratch,
                backend::Sums& sums) const;
@@ -96,6 +108,7 @@ class Objective {
  private:
   Objective() = default;
   std::size_t slot_count() const;
+  bool has_weighted_metrics() const;
   std::vector<Output> outputs_;
   std::vector<std::unique_ptr<Loss>> losses_;
   std::vector<std::unique_ptr<Metric>> metrics_;
@@ -103,10 +116,11 @@ class Objective {
 
 /// The objective of a run config for `model`: `loss` is one loss for every output, a list in
 /// output order, or an object by output name; `loss_weights` null, a list or an object; `metrics`
-/// a list for every output, or an object (or a list of lists) by output. Throws ConfigError at
-/// "loss", "loss_weights" or "metrics".
+/// and `weighted_metrics` a list for every output, or an object (or a list of lists) by output.
+/// Throws ConfigError at "loss", "loss_weights", "metrics" or "weighted_metrics".
 Objective make_objective(const nlohmann::json& loss, const nlohmann::json& loss_weights,
-                         const nlohmann::json& metrics, const Model& model);
+                         const nlohmann::json& metrics, const Model& model,
+                         const nlohmann::json& weighted_metrics = nlohmann::json());
 
 }  // namespace tandem
 

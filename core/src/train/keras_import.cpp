@@ -78,7 +78,11 @@ void import_training(const json& training, const Model& model, KerasImport& out)
   if (training.contains("metrics") && !training["metrics"].is_null())
     metrics = for_outputs(metric_names(training["metrics"]), model.output_count());
   config["metrics"] = metrics;
-  make_objective(config["loss"], config.value("loss_weights", json()), config["metrics"], model);
+  if (training.contains("weighted_metrics") && !training["weighted_metrics"].is_null())
+    config["weighted_metrics"] =
+        for_outputs(metric_names(training["weighted_metrics"]), model.output_count());
+  make_objective(config["loss"], config.value("loss_weights", json()), config["metrics"], model,
+                 config.value("weighted_metrics", json()));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ Built build_model(const RunConfig& rc) {
   Built b;
   b.model = Model::from_config(rc.model, "model", rc.seed);
   b.objective = std::make_unique<Objective>(
-      make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model));
+      make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model, rc.weighted_metrics));
   b.optimizer = make_optimizer(rc.optimizer, "optimizer");
   return b;
 }
@@ -85,6 +85,20 @@ Datasets open_datasets(const RunConfig& rc, bool need_train) {
     d.validation = make_subset(parent, split_at, n - split_at);
     d.train = make_subset(parent, 0, split_at);
   }
+  return d;
+}
+
+// The datasets of a training run: class_weight, as Keras' fit applies it, weighs the training
+// samples only (validation and evaluation data keep their own sample weights, if any).
+Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
+  Datasets d = open_datasets(rc, true);
+  if (rc.class_weight.empty()) return d;
+  if (model.output_count() > 1)
+    throw ConfigError("class_weight", "is for a model with one output (as in Keras), but model '" +
+                                          model.name() + "' has " +
+                                          std::to_string(model.output_count()) +
+                                          "; give the data a sample_weight instead");
+  d.train = make_class_weighted(d.train, rc.class_weight, "class_weight");
   return d;
 }
 
@@ -171,7 +185,7 @@ json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus
 json check_run_config(const RunConfig& rc) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
-  Datasets data = open_datasets(rc, true);
+  Datasets data = open_training_datasets(rc, *b.model);
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
   json plugins = add_configured_callbacks(rc, host, bus, false, 0);
@@ -202,7 +216,7 @@ TrainResult run_training(const TrainRequest& request) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc, *world);
   const std::int64_t batch_size = rc.global_batch_size(plan.size() * ranks);
-  Datasets data = open_datasets(rc, true);
+  Datasets data = open_training_datasets(rc, *b.model);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
   if (request.weights) load_weights_file(*b.model, *request.weights);

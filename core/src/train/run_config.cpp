@@ -1,5 +1,7 @@
 #include "train/run_config.hpp"
 
+#include <cctype>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -101,6 +103,32 @@ json resolve_path(const json& spec, const std::filesystem::path& base_dir) {
   return out;
 }
 
+// "class_weight": {"0": 1.0, "3": 2.5}: class indices (JSON keys are strings) to weights.
+std::map<std::int64_t, double> parse_class_weight(const json& spec) {
+  if (!spec.is_object())
+    throw ConfigError("class_weight", "expected an object of weights by class index ({\"0\": "
+                                      "1.0, \"1\": 5.0}), got " + spec.dump());
+  std::map<std::int64_t, double> weights;
+  for (const auto& [key, value] : spec.items()) {
+    const std::string path = "class_weight." + key;
+    std::size_t used = 0;
+    long long index = -1;
+    try {
+      index = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || used != key.size() || index < 0 || !std::isdigit(key[0]))
+      throw ConfigError(path, "expected a class index (an integer >= 0) as the key, got '" +
+                                  key + "'");
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+      throw ConfigError(path, "expected a finite weight >= 0, got " + value.dump());
+    if (!weights.emplace(index, value.get<double>()).second)
+      throw ConfigError(path, "class " + std::to_string(index) + " is given twice");
+  }
+  return weights;
+}
+
 }  // namespace
 
 RunConfig parse_run_config(const json& config, const std::filesystem::path& base_dir) {
@@ -129,6 +157,8 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.loss = c.at("loss");
   rc.loss_weights = c.find("loss_weights") ? c.at("loss_weights") : json();
   rc.metrics = c.find("metrics") ? c.at("metrics") : json::array();
+  rc.weighted_metrics = c.find("weighted_metrics") ? c.at("weighted_metrics") : json();
+  if (const json* weights = c.find("class_weight")) rc.class_weight = parse_class_weight(*weights);
 
   if (const json* cbs = c.find("callbacks")) {
     if (!cbs->is_array()) throw ConfigError("callbacks", "expected a list of callbacks");
@@ -190,6 +220,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.resolved["optimizer"] = rc.optimizer;
   rc.resolved["metrics"] = rc.metrics;
   if (!rc.loss_weights.is_null()) rc.resolved["loss_weights"] = rc.loss_weights;
+  if (!rc.weighted_metrics.is_null()) rc.resolved["weighted_metrics"] = rc.weighted_metrics;
   rc.resolved["data"]["train"] = rc.data.train;
   if (!rc.data.validation.is_null()) rc.resolved["data"]["validation"] = rc.data.validation;
   if (!rc.data.test.is_null()) rc.resolved["data"]["test"] = rc.data.test;

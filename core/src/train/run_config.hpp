@@ -1,13 +1,15 @@
 // RunConfig: the run file (`tandem train run.json`), validated, with every default filled in.
 //
 // The file is JSON with top-level keys: name, seed, epochs, batch_size, verbose, devices, model
-// (Keras Sequential config), optimizer, loss, metrics, data, callbacks, plugin_paths.
+// (a Keras Sequential or functional config), optimizer, loss, metrics, weighted_metrics,
+// class_weight, data, callbacks, plugin_paths.
 // docs/config.md lists them. Every error is a ConfigError naming the JSON path. Plain data;
 // copyable.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,9 @@ struct RunConfig {
   nlohmann::json loss;          // one loss, or per output: a list or an object by output name
   nlohmann::json loss_weights;  // null, or per output: a list or an object by output name
   nlohmann::json metrics;       // a list, or per output: a list of lists or an object
+  nlohmann::json weighted_metrics;  // null, or as metrics: weighted by the samples' weights
+  /// Keras' fit(class_weight=...): a training sample's weight by its class (absent classes: 1).
+  std::map<std::int64_t, double> class_weight;
   DataConfig data;
   std::vector<CallbackConfig> callbacks;
   std::vector<std::filesystem::path> plugin_paths;  // searched before the standard places

@@ -90,7 +90,7 @@ class Hdf5Dataset : public ::testing::Test {
 
   static std::shared_ptr<Dataset> open(const std::string& x, const std::string& y,
                                        data::Hdf5ReadOptions options = {}) {
-    return data::open_hdf5_dataset({file_, {x}, {y}}, options);
+    return data::open_hdf5_dataset({file_, {x}, {y}, ""}, options);
   }
 
   static data::Hdf5ReadOptions small_cache() {
@@ -203,11 +203,11 @@ TEST_F(Hdf5Dataset, NonNumericDataset) {
 
 TEST_F(Hdf5Dataset, MissingOrForeignFile) {
   const std::string missing = (dir_ / "missing.h5").string();
-  std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}}); });
+  std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}, ""}); });
   EXPECT_NE(msg.find(missing + ": file not found"), std::string::npos) << msg;
   const std::string text = (dir_ / "text.h5").string();
   test::write_text(text, "this is not HDF5\n");
-  msg = data_error_of([&] { data::open_hdf5_dataset({text, {"x"}, {"y"}}); });
+  msg = data_error_of([&] { data::open_hdf5_dataset({text, {"x"}, {"y"}, ""}); });
   EXPECT_NE(msg.find(text + ": not an HDF5 file"), std::string::npos) << msg;
 }
 
@@ -231,6 +231,39 @@ TEST_F(Hdf5Dataset, OutOfRangeIndexIsAnError) {
   std::vector<float> x(5), y(1);
   const std::int64_t bad = kRows;
   EXPECT_THROW(ds->read({&bad, 1}, x.data(), y.data()), DataError);
+}
+
+// "sample_weight": one weight per sample, read after the sample's targets, whole or through the
+// block cache; the targets' shapes do not count it.
+TEST_F(Hdf5Dataset, SampleWeightsFollowEachSamplesTargets) {
+  for (const bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "whole" : "block cache");
+    auto ds = data::open_hdf5_dataset({file_, {"x"}, {"y"}, "y1"},
+                                      whole ? data::Hdf5ReadOptions{} : small_cache());
+    EXPECT_TRUE(ds->weighted());
+    EXPECT_EQ(ds->y_shape(), Shape{});
+    EXPECT_EQ(ds->y_parts(), std::vector<Shape>{Shape{}});
+    const std::vector<std::int64_t> idx{4, 11999, 3000, 4};
+    std::vector<float> x(idx.size() * 5), y(idx.size() * 2);
+    ds->read(idx, x.data(), y.data());
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      EXPECT_EQ(y[2 * k], y_value(idx[k])) << idx[k];
+      EXPECT_EQ(y[2 * k + 1], static_cast<float>(idx[k] % 3)) << idx[k];
+      EXPECT_EQ(x[5 * k + 1], x_value(idx[k], 1)) << idx[k];
+    }
+  }
+  EXPECT_FALSE(open("x", "y")->weighted());
+}
+
+TEST_F(Hdf5Dataset, SampleWeightsOfAnotherShapeOrCountAreRefused) {
+  std::string msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"y"}, {"y"}, "x"}); });
+  EXPECT_NE(msg.find("sample_weight dataset 'x' has samples of shape (None, 5)"),
+            std::string::npos)
+      << msg;
+  msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "short"}); });
+  EXPECT_NE(msg.find("'short' has 11999"), std::string::npos) << msg;
+  msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "weights"}); });
+  EXPECT_NE(msg.find("no dataset 'weights'"), std::string::npos) << msg;
 }
 
 }  // namespace

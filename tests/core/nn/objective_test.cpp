@@ -87,6 +87,7 @@ struct Reference {
   std::vector<std::vector<double>> cls, reg;  // per row
   double cls_loss = 0, reg_loss = 0;          // sums over rows
   double cls_hits = 0, reg_abs = 0;
+  std::vector<double> cls_row_loss, reg_row_loss, row_hits;  // per row
 };
 
 // Written from Keras' definitions in double: Dense is x·K + b, sparse categorical
@@ -117,11 +118,15 @@ Reference reference(const std::vector<double>& p, const Tensor& x, const Tensor&
     const double top = std::max({z[0], z[1], z[2]});
     const double lse = top + std::log(std::exp(z[0] - top) + std::exp(z[1] - top) +
                                       std::exp(z[2] - top));
-    const auto label = static_cast<int>(y[2 * r]);
-    ref.cls_loss += lse - z[static_cast<std::size_t>(label)];
+    const std::int64_t cols = y.size() / kRows;  // 2 targets, and a weight when weighted
+    const auto label = static_cast<int>(y[cols * r]);
+    ref.cls_row_loss.push_back(lse - z[static_cast<std::size_t>(label)]);
+    ref.cls_loss += ref.cls_row_loss.back();
     const int best = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
-    ref.cls_hits += best == label ? 1 : 0;
-    const double d = reg - y[2 * r + 1];
+    ref.row_hits.push_back(best == label ? 1 : 0);
+    ref.cls_hits += ref.row_hits.back();
+    const double d = reg - y[cols * r + 1];
+    ref.reg_row_loss.push_back(d * d);
     ref.reg_loss += d * d;
     ref.reg_abs += std::fabs(d);
     ref.cls.push_back(z);
@@ -195,6 +200,89 @@ TEST(Objective, TwoInputsAndTwoOutputsFollowTheDoubleReference) {
   for (std::size_t i = 0; i < analytic.size(); ++i)
     apart = std::max(apart, std::fabs(analytic[i] - unweighted[i]));
   EXPECT_GT(apart, 1e-3);
+}
+
+// Keras' sample weights (the last value of each row of y): the loss sums weight x loss (read
+// as a mean over the rows, not over the weights), its gradient is that sum's, plain metrics
+// ignore the weights and weighted_metrics are weighted means, a name taken by a plain metric
+// logged as weighted_<name>.
+TEST(Objective, SampleWeightsWeighTheLossItsGradientsAndTheWeightedMetrics) {
+  auto model = Model::from_config(two_heads_config(), "model", 11);
+  const Objective o = make_objective(kLoss, kWeights, kMetrics, *model,
+                                     json::parse(R"({"cls": ["accuracy"], "reg": ["mse"]})"));
+  EXPECT_EQ(o.metric_names(),
+            (std::vector<std::string>{"cls_loss", "reg_loss", "cls_accuracy", "reg_mae",
+                                      "cls_weighted_accuracy", "reg_mse"}));
+  const Tensor x = packed_x(), targets = packed_y();
+  const std::vector<double> w = {0.5, 2.0, 0.0, 1.25, 3.0};
+  Tensor y({kRows, 3});
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    y[3 * r] = targets[2 * r];
+    y[3 * r + 1] = targets[2 * r + 1];
+    y[3 * r + 2] = static_cast<float>(w[static_cast<std::size_t>(r)]);
+  }
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch,
+            *sums);
+  model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+  const StepSums s = o.read(*sums, kRows);
+
+  auto weighted = [&](const Reference& ref, auto row) {
+    double total = 0;
+    for (std::size_t r = 0; r < w.size(); ++r) total += w[r] * row(ref, r);
+    return total;
+  };
+  auto loss = [&](const Reference& ref, std::size_t r) {
+    return ref.cls_row_loss[r] + 0.5 * ref.reg_row_loss[r];
+  };
+  const Reference ref = reference(flat_parameters(*model, false), x, y);
+  const double weight_sum = 6.75;
+  EXPECT_NEAR(s.loss.sum, weighted(ref, loss), 1e-5 * weighted(ref, loss));
+  EXPECT_EQ(s.loss.count, kRows);
+  ASSERT_EQ(s.metrics.size(), 6u);
+  const auto cls = [](const Reference& r, std::size_t i) { return r.cls_row_loss[i]; };
+  const auto reg = [](const Reference& r, std::size_t i) { return r.reg_row_loss[i]; };
+  const auto hit = [](const Reference& r, std::size_t i) { return r.row_hits[i]; };
+  EXPECT_NEAR(s.metrics[0].sum, weighted(ref, cls), 1e-5 * weighted(ref, cls));
+  EXPECT_NEAR(s.metrics[1].sum, weighted(ref, reg), 1e-5 * weighted(ref, reg));
+  EXPECT_EQ(s.metrics[2].sum, ref.cls_hits);  // plain: unweighted
+  EXPECT_EQ(s.metrics[2].count, kRows);
+  EXPECT_NEAR(s.metrics[3].sum, ref.reg_abs, 1e-5 * ref.reg_abs);
+  EXPECT_DOUBLE_EQ(s.metrics[4].sum, weighted(ref, hit));
+  EXPECT_DOUBLE_EQ(s.metrics[4].count, weight_sum);
+  EXPECT_NEAR(s.metrics[5].sum, weighted(ref, reg), 1e-5 * weighted(ref, reg));
+  EXPECT_DOUBLE_EQ(s.metrics[5].count, weight_sum);
+  EXPECT_NE(weighted(ref, hit) / weight_sum, ref.cls_hits / kRows);  // the weights matter
+
+  const std::vector<double> analytic = flat_parameters(*model, true);
+  const std::vector<double> numeric = test::numeric_gradient(
+      [&](const std::vector<double>& p) { return weighted(reference(p, x, y), loss); },
+      flat_parameters(*model, false));
+  test::expect_close(analytic, numeric, 1e-4, 1e-5, "gradients of the weighted loss");
+
+  // A device replica's label check reads past the weights.
+  o.check_labels(y, {3, 1});
+  y[3] = 9;  // row 1's class
+  EXPECT_THROW(o.check_labels(y, {3, 1}), DataError);
+}
+
+TEST(Objective, TargetsWithNeitherTheirOwnWidthNorOneWeightMoreAreRefused) {
+  auto model = Model::from_config(two_heads_config(), "model", 11);
+  const Objective o = make_objective(kLoss, kWeights, kMetrics, *model);
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  const Tensor x = packed_x();
+  try {
+    o.enqueue(backend::cpu_backend(), model->forward_outputs(x, false), Tensor({kRows, 4}), 1.0f,
+              false, scratch, *sums);
+    ADD_FAILURE() << "4 values per row accepted for 2 targets";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 target values each, or one more with the sample's "
+                                         "weight"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Objective, TheGraphRoundTripsThroughItsConfig) {

@@ -56,18 +56,19 @@ std::unique_ptr<Sums> CpuBackend::sums() {
 }
 
 void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
-                          std::int64_t cols, float grad_scale, Tensor* grad, Sums& sums,
-                          std::size_t slot) {
+                          const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
+                          Sums& sums, std::size_t slot) {
   require_device(*this, pred, "loss_sum");
   require_device(*this, target, "loss_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
+  const float* w = row_weights(*this, weights, rows, "loss_sum");
   if (desc.kind == LossDesc::Kind::scce) check_sparse_labels(target, cols);
   if (grad) place(*grad, pred.shape());
   const float* p = pred.data();
   const float* t = target.data();
   float* g = grad ? grad->data() : nullptr;
   static_cast<HostSums&>(sums).at(slot) = sum_rows(rows, cols, [&](std::int64_t r) {
-    return math::loss_row(desc, p, t, g, r, cols, grad_scale);
+    return math::weighted_loss_row(desc, p, t, w, g, r, cols, grad_scale);
   });
 }
 
@@ -80,14 +81,17 @@ void CpuBackend::penalty_sum(const Tensor& w, float l1, float l2, Sums& sums, st
 }
 
 void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                            std::int64_t cols, Sums& sums, std::size_t slot) {
+                            const Tensor* weights, std::int64_t cols, Sums& sums,
+                            std::size_t slot) {
   require_device(*this, pred, "metric_sum");
   require_device(*this, target, "metric_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
+  const float* w = row_weights(*this, weights, rows, "metric_sum");
   const float* p = pred.data();
   const float* t = target.data();
   double total = 0;
-  for (std::int64_t r = 0; r < rows; ++r) total += math::metric_row(desc, p, t, r, cols);
+  for (std::int64_t r = 0; r < rows; ++r)
+    total += math::weighted_metric_row(desc, p, t, w, r, cols);
   static_cast<HostSums&>(sums).at(slot) = total;
 }
 

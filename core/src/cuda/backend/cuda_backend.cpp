@@ -350,14 +350,15 @@ std::unique_ptr<backend::Sums> CudaBackend::sums() {
 }
 
 void CudaBackend::loss_sum(const backend::LossDesc& desc, const Tensor& pred, const Tensor& target,
-                           std::int64_t cols, float grad_scale, Tensor* grad, backend::Sums& sums,
-                           std::size_t slot) {
+                           const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
+                           backend::Sums& sums, std::size_t slot) {
   require(pred, "loss_sum");
   require(target, "loss_sum");
   const std::int64_t rows = rows_of(pred.size(), cols);
+  const float* w = backend::row_weights(*this, weights, rows, "loss_sum");
   if (grad) place(*grad, pred.shape());
   float* row_loss = scratch(row_values_, rows);
-  loss_rows(desc, pred.data(), target.data(), rows, cols, grad_scale, row_loss,
+  loss_rows(desc, pred.data(), target.data(), w, rows, cols, grad_scale, row_loss,
             grad ? grad->data() : nullptr, stream_);
   sum(row_loss, rows, static_cast<DeviceSums&>(sums).slot(slot), stream_);
 }
@@ -371,13 +372,14 @@ void CudaBackend::penalty_sum(const Tensor& w, float l1, float l2, backend::Sums
 }
 
 void CudaBackend::metric_sum(const backend::MetricDesc& desc, const Tensor& pred,
-                             const Tensor& target, std::int64_t cols, backend::Sums& sums,
-                             std::size_t slot) {
+                             const Tensor& target, const Tensor* weights, std::int64_t cols,
+                             backend::Sums& sums, std::size_t slot) {
   require(pred, "metric_sum");
   require(target, "metric_sum");
   const std::int64_t rows = rows_of(pred.size(), cols);
+  const float* w = backend::row_weights(*this, weights, rows, "metric_sum");
   float* values = scratch(row_values_, rows);
-  metric_rows(desc, pred.data(), target.data(), rows, cols, values, nullptr, stream_);
+  metric_rows(desc, pred.data(), target.data(), w, rows, cols, values, stream_);
   sum(values, rows, static_cast<DeviceSums&>(sums).slot(slot), stream_);
 }
 

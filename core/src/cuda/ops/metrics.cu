@@ -8,24 +8,24 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void metric_rows_kernel(backend::MetricDesc metric, const float* pred, const float* target,
-                                   std::int64_t rows, std::int64_t cols, float* row_sum,
-                                   float* row_count) {
+                                   const float* weights, std::int64_t rows, std::int64_t cols,
+                                   float* row_sum) {
   for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    row_sum[r] = backend::math::d2f(backend::math::metric_row(metric, pred, target, r, cols));
-    if (row_count) row_count[r] = 1.0f;
+    row_sum[r] = backend::math::d2f(
+        backend::math::weighted_metric_row(metric, pred, target, weights, r, cols));
   }
 }
 
 }  // namespace
 
 void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
-                 std::int64_t rows, std::int64_t cols, float* row_sum, float* row_count,
+                 const float* weights, std::int64_t rows, std::int64_t cols, float* row_sum,
                  cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t blocks = (rows + kThreads - 1) / kThreads;
   metric_rows_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,
-                       stream>>>(metric, pred, target, rows, cols, row_sum, row_count);
+                       stream>>>(metric, pred, target, weights, rows, cols, row_sum);
   check(cudaGetLastError(), "metric_rows");
 }
 

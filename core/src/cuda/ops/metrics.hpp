@@ -13,13 +13,13 @@
 
 namespace tandem::cuda {
 
-/// row_sum[r] = row r's contribution to Metric::evaluate's sum (computed in double as the CPU
-/// does, rounded to float here: exact for the accuracies of one-column or categorical outputs),
-/// row_count[r] = its contribution to the count (1); add them with kernels.hpp's sum(). pred is
-/// rows x cols; target rows x cols, or rows class indices for sparse_categorical_accuracy.
-/// row_count may be null.
+/// row_sum[r] = row r's contribution to the metric's sum, times its weight when `weights` (rows
+/// values) is not null: kernel_math's weighted_metric_row, computed in double as the CPU does,
+/// rounded to float here (exact for the accuracies of one-column or categorical outputs); add
+/// them with kernels.hpp's sum(). pred is rows x cols; target rows x cols, or rows class indices
+/// for the sparse metrics.
 void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
-                 std::int64_t rows, std::int64_t cols, float* row_sum, float* row_count,
+                 const float* weights, std::int64_t rows, std::int64_t cols, float* row_sum,
                  cudaStream_t stream);
 
 }  // namespace tandem::cuda
