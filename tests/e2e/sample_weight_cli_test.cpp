@@ -180,6 +180,79 @@ TEST_F(SampleWeightCli, EvaluateReportsKerasWeightedLossAndMetricsAsPyTorchCompu
             1e-4);
 }
 
+// AUC and MeanIoU of an evaluation over several batches on three replicas: Keras' formulas on
+// the whole set's histogram (written again here in NumPy from PyTorch's predictions), not a
+// mean of the batches' values; the ROC area is close to the exact share of ranked pairs.
+TEST_F(SampleWeightCli, AucAndMeanIouOfAnEvaluationAreKerasFormulasOverTheWholeSet) {
+  auto onehot = run_command(std::string(test::system_python()) + " -c '\n"
+                            "import h5py, numpy as np, sys\n"
+                            "with h5py.File(sys.argv[1], \"a\") as f:\n"
+                            "  f[\"onehot\"] = np.eye(3, dtype=np.float32)[f[\"label\"][()]]\n' " +
+                            data.string());
+  ASSERT_EQ(onehot.exit_code, 0) << onehot.err;
+  json config = run_config(data);
+  config["loss"] = "categorical_crossentropy";
+  config["epochs"] = 1;
+  config["data"]["train"]["y"] = "onehot";
+  config["data"]["test"] = config["data"]["train"];
+  config["data"]["test"]["sample_weight"] = "w_rand";
+  config["metrics"] = json::parse(R"(["AUC",
+      {"class_name": "AUC", "config": {"curve": "PR", "name": "pr_auc"}},
+      {"class_name": "OneHotMeanIoU", "config": {"num_classes": 3}}])");
+  config["weighted_metrics"] = json::parse(R"(["AUC"])");
+  auto r = train("run", config);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "run.json").string() +
+                        " --weights " + (dir / "run" / "model.h5").string() +
+                        " --split test --devices cpu:3 -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  const json logs = json::parse(ev.out);
+
+  const std::string reference = std::string(test::system_python()) + " -c '\n"
+      "import h5py, json, sys, torch, numpy as np\n"
+      "d = h5py.File(sys.argv[1], \"r\")\n"
+      "m = h5py.File(sys.argv[2], \"r\")[\"model_weights\"]\n"
+      "t = lambda a: torch.tensor(a[()])\n"
+      "h = torch.relu(t(d[\"x\"]) @ t(m[\"hidden/hidden/kernel:0\"]) + t(m[\"hidden/hidden/bias:0\"]))\n"
+      "p = torch.softmax(h @ t(m[\"out/out/kernel:0\"]) + t(m[\"out/out/bias:0\"]), dim=1).numpy()\n"
+      "y = d[\"onehot\"][()]; w = d[\"w_rand\"][()].astype(np.float64)\n"
+      "T = 200\n"
+      "def counts(w_rows):\n"
+      "  b = np.maximum(np.ceil(np.clip(p, 0, 1) * np.float32(T - 1)) - 1, 0).astype(int).ravel()\n"
+      "  ww = np.repeat(w_rows, 3); lab = y.ravel().astype(np.float64)\n"
+      "  pos, neg = np.zeros(T), np.zeros(T)\n"
+      "  np.add.at(pos, b, ww * lab); np.add.at(neg, b, ww * (1 - lab))\n"
+      "  tp, fp = np.cumsum(pos[::-1])[::-1], np.cumsum(neg[::-1])[::-1]\n"
+      "  return tp, fp, tp[0] - tp, fp[0] - fp\n"
+      "div = lambda a, b: np.divide(a, b, out=np.zeros_like(a), where=b != 0)\n"
+      "def roc(w_rows):\n"
+      "  tp, fp, fn, tn = counts(w_rows); x, r = div(fp, fp + tn), div(tp, tp + fn)\n"
+      "  return float(np.sum((x[:-1] - x[1:]) * (r[:-1] + r[1:]) / 2))\n"
+      "def pr():\n"
+      "  tp, fp, fn, tn = counts(np.ones(len(p))); q = tp + fp\n"
+      "  dtp = tp[:-1] - tp[1:]; slope = div(dtp, np.maximum(q[:-1] - q[1:], 0))\n"
+      "  icpt = tp[1:] - slope * q[1:]\n"
+      "  ratio = np.where((q[:-1] > 0) & (q[1:] > 0), div(q[:-1], np.maximum(q[1:], 0)), 1.0)\n"
+      "  return float(np.sum(div(slope * (dtp + icpt * np.log(ratio)), np.maximum(tp[1:] + fn[1:], 0))))\n"
+      "cm = np.zeros((3, 3)); np.add.at(cm, (y.argmax(1), p.argmax(1)), 1)\n"
+      "union = cm.sum(0) + cm.sum(1) - np.diag(cm)\n"
+      "miou = float(np.sum(div(np.diag(cm), union)) / np.count_nonzero(union))\n"
+      "s, lab = p.ravel(), y.ravel()\n"
+      "exact = float(np.mean((s[lab == 1][:, None] > s[lab == 0][None, :]) + 0.5 * (s[lab == 1][:, None] == s[lab == 0][None, :])))\n"
+      "print(json.dumps({\"auc\": roc(np.ones(len(p))), \"pr_auc\": pr(), \"one_hot_mean_io_u\": miou,\n"
+      "  \"weighted_auc\": roc(w), \"exact\": exact}))\n' " +
+      data.string() + " " + (dir / "run" / "model.h5").string();
+  auto ref = run_command(reference);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const json want = json::parse(ref.out);
+  for (const char* key : {"auc", "pr_auc", "one_hot_mean_io_u", "weighted_auc"}) {
+    ASSERT_TRUE(logs.contains(key)) << key << " in " << logs.dump();
+    EXPECT_NEAR(logs[key].get<double>(), want[key].get<double>(), 1e-6) << key;
+  }
+  EXPECT_NEAR(want["auc"].get<double>(), want["exact"].get<double>(), 0.01);
+  EXPECT_GT(std::fabs(want["auc"].get<double>() - want["weighted_auc"].get<double>()), 1e-4);
+}
+
 TEST_F(SampleWeightCli, BadWeightsAndWeightSettingsExitTwoNamingThePlace) {
   struct Case {
     const char* what;

@@ -527,6 +527,53 @@ TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   }
 }
 
+TEST_F(BackendOps, MetricHistogramsAreTheCpusBitForBit) {
+  const std::int64_t rows = 70, classes = 4;
+  const Tensor scores = random_host({rows, classes}, 26, -0.2f, 1.2f);  // some clipped
+  const Tensor weights = random_host({rows}, 27, 0.0f, 2.0f);
+  Tensor one_hot({rows, classes}), labels({rows});
+  for (std::int64_t r = 0; r < rows; ++r) {
+    labels[r] = static_cast<float>((r * 7) % classes);
+    one_hot[r * classes + (r * 7) % classes] = 1.0f;
+  }
+  backend::MetricDesc auc;
+  auc.kind = backend::MetricDesc::Kind::auc_buckets;
+  auc.bins = 200;
+  backend::MetricDesc logits_auc = auc;
+  logits_auc.from_logits = true;
+  backend::MetricDesc iou;
+  iou.kind = backend::MetricDesc::Kind::confusion_matrix;
+  iou.bins = static_cast<int>(classes);
+  iou.ignore_class = 2;
+  const Tensor scores_gpu = up(scores), weights_gpu = up(weights), one_hot_gpu = up(one_hot),
+               labels_gpu = up(labels);
+  struct Case {
+    const char* what;
+    backend::MetricDesc desc;
+    const Tensor *target, *target_gpu;
+  };
+  for (const Case& c : {Case{"auc", auc, &one_hot, &one_hot_gpu},
+                        Case{"auc from logits", logits_auc, &one_hot, &one_hot_gpu},
+                        Case{"confusion matrix", iou, &labels, &labels_gpu}})
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(c.what) + (weighted ? ", weighted" : ""));
+      const std::size_t bins = static_cast<std::size_t>(backend::math::histogram_bins(c.desc));
+      auto sums_cpu = cpu().sums();
+      auto sums_gpu = gpu().sums();
+      sums_cpu->reset(bins + 1);
+      sums_gpu->reset(bins + 1);
+      cpu().metric_histogram(c.desc, scores, *c.target, weighted ? &weights : nullptr, classes,
+                             *sums_cpu, 1);
+      gpu().metric_histogram(c.desc, scores_gpu, *c.target_gpu,
+                             weighted ? &weights_gpu : nullptr, classes, *sums_gpu, 1);
+      const auto cpu_bins = sums_cpu->read();
+      EXPECT_EQ(sums_gpu->read(), cpu_bins);
+      double total = 0;
+      for (double v : cpu_bins) total += v;
+      EXPECT_GT(total, 0);  // not two empty histograms
+    }
+}
+
 TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
   backend::OptimizerDesc adam;
   adam.kind = backend::OptimizerDesc::Kind::adam;

@@ -66,11 +66,19 @@ struct MetricDesc {
     true_positives,                     // per element: pred > threshold and target != 0
     predicted_positives,                // per element: pred > threshold
     actual_positives,                   // per element: target != 0
-    samples                             // 1 per row: weighted, the rows' weight sum
+    samples,                            // 1 per row: weighted, the rows' weight sum
+    // Histograms (metric_histogram), summed over the epoch before a metric's value is read:
+    auc_buckets,       // per element: its label's weight in its threshold bucket (AUC)
+    confusion_matrix   // per row: 1 in cell true class x predicted class (MeanIoU)
   };
   Kind kind = Kind::binary_accuracy;
   float threshold = 0.5f;  // binary_accuracy and the positives: pred > threshold means 1
   int k = 5;               // the top-k accuracies
+  int bins = 0;            // auc_buckets: thresholds; confusion_matrix: classes
+  bool from_logits = false;   // auc_buckets: a sigmoid first
+  bool sparse_true = true;    // confusion_matrix: the target is a class index, else its argmax
+  bool sparse_pred = false;   // confusion_matrix: the output is a class index, else its argmax
+  int ignore_class = -1;      // confusion_matrix: rows of this true class count nowhere
 };
 
 /// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
@@ -249,6 +257,7 @@ TANDEM_MATH(float, tanh_f, tanhf, std::tanh)
 TANDEM_MATH(float, erf_f, erff, std::erf)
 TANDEM_MATH(float, erfc_f, erfcf, std::erfc)
 TANDEM_MATH(float, floor_f, floorf, std::floor)
+TANDEM_MATH(float, ceil_f, ceilf, std::ceil)
 TANDEM_MATH(double, exp_d, ::exp, std::exp)
 TANDEM_MATH(double, log_d, ::log, std::log)
 TANDEM_MATH(double, cos_d, ::cos, std::cos)
@@ -860,6 +869,9 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
       return positives_row(metric, p + r * cols, t + r * cols, cols);
     case MetricDesc::Kind::samples:
       return 1.0;
+    case MetricDesc::Kind::auc_buckets:
+    case MetricDesc::Kind::confusion_matrix:
+      return 0.0;  // histograms: histogram_row
     case MetricDesc::Kind::binary_accuracy:
     case MetricDesc::Kind::mean_squared_error:
     case MetricDesc::Kind::mean_absolute_error:
@@ -882,6 +894,67 @@ TANDEM_HD inline double weighted_metric_row(const MetricDesc& metric, const floa
                                             const float* target, const float* weights,
                                             std::int64_t r, std::int64_t cols) {
   return dmul(f2d(row_weight(weights, r)), metric_row(metric, pred, target, r, cols));
+}
+
+// Histogram metrics (metric_histogram): each row adds values to bins; summed in row order, then
+// element order, every bin in double.
+
+/// The number of bins of a histogram metric: AUC's positive and negative weight per threshold
+/// bucket, or MeanIoU's classes x classes confusion matrix.
+TANDEM_HD inline std::int64_t histogram_bins(const MetricDesc& metric) {
+  const std::int64_t n = metric.bins;
+  return metric.kind == MetricDesc::Kind::auc_buckets ? 2 * n : n * n;
+}
+
+/// Keras' AUC bucket of a prediction among `thresholds` evenly spread ones (-eps, 1/(T-1), ...,
+/// 1 + eps): the bucket b whose thresholds 0..b the prediction exceeds, the prediction clipped to
+/// [0, 1] (keras.src.metrics.metrics_utils, the thresholds_distributed_evenly path).
+TANDEM_HD inline std::int64_t auc_bucket(float p, int thresholds) {
+  const float clipped = std_clamp(p, 0.0f, 1.0f);
+  const float b = fsub(ceil_f(fmul(clipped, i2f(thresholds - 1))), 1.0f);
+  return b > 0.0f ? static_cast<std::int64_t>(b) : 0;  // NaN: bucket 0
+}
+
+/// A class as the confusion matrix reads it: the index `v` truncated, -1 when it is no class.
+TANDEM_HD inline std::int64_t class_cell(float v, int classes) {
+  const std::int64_t c = truncated_label(v);
+  return c >= 0 && c < classes ? c : -1;
+}
+
+/// Row r's cell of the confusion matrix (true class x classes + predicted class), or -1 when
+/// the row counts nowhere (its true class is ignore_class, or a class is out of range).
+TANDEM_HD inline std::int64_t confusion_cell(const MetricDesc& metric, const float* pred,
+                                             const float* target, std::int64_t r,
+                                             std::int64_t cols) {
+  const std::int64_t t = metric.sparse_true ? class_cell(target[r], metric.bins)
+                                            : argmax(target + r * cols, cols);
+  const std::int64_t p = metric.sparse_pred ? class_cell(pred[r * cols], metric.bins)
+                                            : argmax(pred + r * cols, cols);
+  if (t < 0 || p < 0 || t >= metric.bins || p >= metric.bins || t == metric.ignore_class)
+    return -1;
+  return t * metric.bins + p;
+}
+
+/// Row r's contributions to a histogram metric: add(bin, value) in the order they are summed.
+/// AUC: each element's label weight (t, and 1 - t after the first `bins` bins) in its bucket;
+/// MeanIoU: the row's weight in its cell.
+template <class Add>
+TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
+                                    const float* target, const float* weights, std::int64_t r,
+                                    std::int64_t cols, Add add) {
+  const double w = f2d(row_weight(weights, r));
+  if (metric.kind == MetricDesc::Kind::confusion_matrix) {
+    const std::int64_t cell = confusion_cell(metric, pred, target, r, cols);
+    if (cell >= 0) add(cell, w);
+    return;
+  }
+  for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
+    const float p = metric.from_logits ? sigmoid(pred[c]) : pred[c];
+    const std::int64_t b = auc_bucket(p, metric.bins);
+    const double t = f2d(target[c]);
+    add(b, dmul(w, t));
+    add(metric.bins + b, dmul(w, dsub(1.0, t)));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -357,6 +357,12 @@ class Backend {
   virtual void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
                           const Tensor* weights, std::int64_t cols, Sums& sums,
                           std::size_t slot) = 0;
+  /// Sets sums[first_slot + b] for every bin b < histogram_bins(desc) to the sum of the rows'
+  /// contributions to it (kernel_math.hpp's histogram_row: AUC's buckets, MeanIoU's confusion
+  /// matrix), each bin added in row order, then element order (so the same on every backend).
+  virtual void metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                                const Tensor* weights, std::int64_t cols, Sums& sums,
+                                std::size_t first_slot) = 0;
 
   /// One optimizer step over `params` (in parameter order): global and per-tensor gradient
   /// clipping, decoupled weight decay, then the update (kernel_math.hpp's update_element).

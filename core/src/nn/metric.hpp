@@ -1,8 +1,11 @@
 // Metrics, evaluated per batch as (sum, count) pairs so that results from replicas, batches and
-// ranks combine by plain addition. Stateless and thread-safe.
+// ranks combine by plain addition; a metric that is no mean (AUC, MeanIoU) keeps several sums
+// (its histogram's bins) and computes its value from their epoch totals. Stateless and
+// thread-safe.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,7 @@ class Metric {
   /// The metric's parameters: {"threshold": t} for binary_accuracy (0.5, or 0 when the loss
   /// reads logits), {} for the others.
   virtual nlohmann::json config() const = 0;
+  /// The metric of one batch on the CPU: (sum, count), or for a histogram metric (its value, 1).
   virtual MetricSum evaluate(const Tensor& pred, const Tensor& target) const = 0;
   /// The metric as the backends compute it (backend/kernel_math.hpp): the sum of its rows.
   virtual backend::MetricDesc desc() const = 0;
@@ -46,6 +50,15 @@ class Metric {
   /// count is then the sum of count_desc()'s rows, else the number of samples.
   virtual bool ratio() const { return false; }
   virtual backend::MetricDesc count_desc() const = 0;
+  /// Whether the metric is a histogram (AUC's buckets, MeanIoU's confusion matrix): its sums are
+  /// parts() bins that the backends' metric_histogram fills, and value() reads them.
+  virtual bool histogram() const { return false; }
+  /// How many (sum, count) pairs the metric keeps in StepSums: 1, or a histogram's bins (their
+  /// counts unused).
+  virtual std::size_t parts() const { return 1; }
+  /// The metric's value from its parts summed over an epoch (or a batch): the mean, unless a
+  /// histogram metric computes it otherwise.
+  virtual double value(std::span<const MetricSum> parts) const { return parts[0].mean(); }
 };
 
 /// Builds the metrics of a config's "metrics" list: names, or Keras' class form
@@ -53,7 +66,8 @@ class Metric {
 /// way Keras does: binary accuracy when the output has one unit or the loss is binary
 /// cross-entropy, sparse categorical accuracy for the sparse loss, categorical accuracy
 /// otherwise. Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
-/// predicted positives and non-zero targets as actual ones. Metrics made for "weighted_metrics"
+/// predicted positives and non-zero targets as actual ones. AUC, MeanIoU and OneHotMeanIoU are
+/// nn/histogram_metrics.hpp's. Metrics made for "weighted_metrics"
 /// pass the same output's plain ones as `plain`: a name one of them has is logged as
 /// "weighted_<name>" (Keras 2's rule).
 std::vector<std::unique_ptr<Metric>> make_metrics(

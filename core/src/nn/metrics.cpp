@@ -9,6 +9,7 @@
 #include "backend/ops.hpp"
 #include "util/config_object.hpp"
 #include "tandem/error.hpp"
+#include "nn/histogram_metrics.hpp"
 #include "nn/metric.hpp"
 
 namespace tandem {
@@ -93,7 +94,7 @@ class BuiltinMetric : public Metric {
 std::string known_metrics() {
   std::string known = "accuracy";
   for (const MetricInfo& info : metrics()) known += std::string(", ") + info.name;
-  return known;
+  return known + ", AUC, MeanIoU, OneHotMeanIoU";
 }
 
 // "accuracy" as Keras resolves it for this loss and output.
@@ -140,6 +141,12 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
     const json& list, const std::string& path, const Loss& loss, const Shape& output_shape,
     const std::vector<std::unique_ptr<Metric>>* plain) {
   std::vector<std::unique_ptr<Metric>> out;
+  const auto add = [&](std::unique_ptr<Metric> metric, const std::string& at) {
+    for (const auto& m : out)
+      if (m->name() == metric->name())
+        throw ConfigError(at, "metric '" + metric->name() + "' is listed twice");
+    out.push_back(std::move(metric));
+  };
   if (list.is_null()) return out;
   if (!list.is_array()) throw ConfigError(path, "expected a list of metric names");
   // A logits model's binary decision boundary is 0, not 0.5 (Keras would threshold logits at 0.5).
@@ -158,6 +165,24 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
       throw ConfigError(p, "expected a metric name or {\"class_name\": ...}, got " +
                                list[i].dump());
     }
+    // A weighted metric named as a plain one of the output is logged as weighted_<name>.
+    const auto log_name_of = [&](const std::string& n) {
+      if (plain)
+        for (const auto& m : *plain)
+          if (m->name() == n) return "weighted_" + n;
+      return n;
+    };
+    if (is_histogram_metric(name)) {
+      static const json empty = json::object();
+      const json* config = obj ? obj->find("config") : nullptr;
+      ConfigObject cfg(config ? *config : empty, p + ".config");
+      if (obj) {
+        obj->ignore({"module", "registered_name"});
+        obj->finish();
+      }
+      add(make_histogram_metric(name, cfg, loss, output_shape, log_name_of), p);
+      continue;
+    }
     const MetricInfo* info = find_metric(name);
     backend::MetricDesc desc;
     desc.threshold = threshold;
@@ -169,7 +194,8 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
       throw ConfigError(name_path, "unknown metric '" + name + "' (known: " + known_metrics() + ")");
     }
     desc.kind = info->kind;
-    std::string log_name = name;
+    // Named by its class (Keras makes the object): logged under the class's default name.
+    std::string log_name = name == info->class_name ? info->name : name;
     if (obj) {
       obj->ignore({"module", "registered_name"});
       static const json empty = json::object();
@@ -178,12 +204,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
       log_name = read_class_config(cfg, *info, desc);
       obj->finish();
     }
-    if (plain)
-      for (const auto& m : *plain)
-        if (m->name() == log_name) log_name = "weighted_" + log_name;
-    for (const auto& m : out)
-      if (m->name() == log_name) throw ConfigError(p, "metric '" + log_name + "' is listed twice");
-    out.push_back(std::make_unique<BuiltinMetric>(log_name, *info, desc));
+    add(std::make_unique<BuiltinMetric>(log_name_of(log_name), *info, desc), p);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "nn/objective.hpp"
 
 #include <cmath>
+#include <span>
 #include <stdexcept>
 
 #include "backend/ops.hpp"
@@ -129,15 +130,28 @@ bool Objective::has_weighted_metrics() const {
   return false;
 }
 
+std::vector<std::pair<const Metric*, bool>> Objective::metrics_in_order() const {
+  std::vector<std::pair<const Metric*, bool>> all;
+  for (const bool weighted : {false, true})
+    for (const Output& o : outputs_)
+      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics) all.push_back({m, weighted});
+  return all;
+}
+
 // Slots: the outputs' losses; every output's metrics, then every output's weighted metrics (a
-// ratio metric takes two); the weights' sum when there are weighted metrics.
+// ratio metric takes two, a histogram its bins); the weights' sum when there are weighted
+// metrics.
 std::size_t Objective::slot_count() const {
   std::size_t n = outputs_.size();
-  for (const Output& o : outputs_) {
-    for (const Metric* m : o.metrics) n += m->ratio() ? 2 : 1;
-    for (const Metric* m : o.weighted_metrics) n += m->ratio() ? 2 : 1;
-  }
+  for (const auto& [m, weighted] : metrics_in_order())
+    n += m->histogram() ? m->parts() : m->ratio() ? 2 : 1;
   return n + (has_weighted_metrics() ? 1 : 0);
+}
+
+std::size_t Objective::part_count() const {
+  std::size_t n = outputs_.size() > 1 ? outputs_.size() : 0;
+  for (const auto& [m, weighted] : metrics_in_order()) n += m->parts();
+  return n;
 }
 
 std::vector<std::string> Objective::metric_names() const {
@@ -145,14 +159,26 @@ std::vector<std::string> Objective::metric_names() const {
   const bool several = outputs_.size() > 1;
   if (several)
     for (const Output& o : outputs_) names.push_back(o.name + "_loss");
-  auto add = [&](const Output& o, const Metric* m) {
-    names.push_back(several ? o.name + "_" + m->name() : m->name());
-  };
-  for (const Output& o : outputs_)
-    for (const Metric* m : o.metrics) add(o, m);
-  for (const Output& o : outputs_)
-    for (const Metric* m : o.weighted_metrics) add(o, m);
+  for (const bool weighted : {false, true})
+    for (const Output& o : outputs_)
+      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics)
+        names.push_back(several ? o.name + "_" + m->name() : m->name());
   return names;
+}
+
+std::vector<double> Objective::values(const std::vector<MetricSum>& parts) const {
+  if (parts.size() != part_count())
+    throw std::logic_error("objective: " + std::to_string(parts.size()) + " metric parts for " +
+                           std::to_string(part_count()));
+  std::vector<double> out;
+  std::size_t k = 0;
+  if (outputs_.size() > 1)
+    for (; k < outputs_.size(); ++k) out.push_back(parts[k].mean());
+  for (const auto& [m, weighted] : metrics_in_order()) {
+    out.push_back(m->value(std::span<const MetricSum>(parts).subspan(k, m->parts())));
+    k += m->parts();
+  }
+  return out;
 }
 
 void Objective::check_targets(const Model& model, const std::vector<Shape>& targets) const {
@@ -243,19 +269,21 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
     scratch.grad_views.push_back(&scratch.grads[j]);
   }
   std::size_t slot = n;
-  auto queue_metrics = [&](bool weigh) {
+  for (const bool weigh : {false, true})
     for (std::size_t j = 0; j < n; ++j) {
       const std::int64_t width = row_width(*outputs[j]);
       const Tensor* w = weigh ? weights : nullptr;
       for (const Metric* m : weigh ? outputs_[j].weighted_metrics : outputs_[j].metrics) {
+        if (m->histogram()) {
+          ops.metric_histogram(m->desc(), *outputs[j], *targets[j], w, width, sums, slot);
+          slot += m->parts();
+          continue;
+        }
         ops.metric_sum(m->desc(), *outputs[j], *targets[j], w, width, sums, slot++);
         if (m->ratio())
           ops.metric_sum(m->count_desc(), *outputs[j], *targets[j], w, width, sums, slot++);
       }
     }
-  };
-  queue_metrics(false);
-  queue_metrics(true);
   if (has_weighted_metrics()) {
     backend::MetricDesc samples;
     samples.kind = backend::MetricDesc::Kind::samples;
@@ -274,18 +302,20 @@ StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
     if (outputs_.size() > 1) s.metrics.push_back({v[j], count});
   }
   std::size_t k = outputs_.size();
-  for (const bool weighted : {false, true})
-    for (const Output& o : outputs_)
-      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics) {
-        const double sum = v[k++];
-        s.metrics.push_back({sum, m->ratio() ? v[k++] : weighted ? weight_sum : count});
-      }
+  for (const auto& [m, weighted] : metrics_in_order()) {
+    if (m->histogram()) {
+      for (std::size_t b = 0; b < m->parts(); ++b) s.metrics.push_back({v[k++], 0});
+      continue;
+    }
+    const double sum = v[k++];
+    s.metrics.push_back({sum, m->ratio() ? v[k++] : weighted ? weight_sum : count});
+  }
   return s;
 }
 
 StepSums Objective::zero() const {
   StepSums s;
-  s.metrics.resize(metric_names().size());
+  s.metrics.resize(part_count());
   return s;
 }
 

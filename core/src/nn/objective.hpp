@@ -45,7 +45,8 @@ class Backend;
 class Sums;
 }  // namespace backend
 
-/// Loss and metric sums over a batch (means are sum / count), metrics in metric_names() order.
+/// Loss and metric sums over a batch (means are sum / count): the metrics' parts in
+/// metric_names() order (one each, or a histogram metric's bins; Objective::values reads them).
 struct StepSums {
   MetricSum loss;
   std::vector<MetricSum> metrics;
@@ -81,8 +82,12 @@ class Objective {
   const Output& output(std::size_t j) const { return outputs_[j]; }
   /// The loss of output 0 (the loss, for a model with one output).
   const Loss& loss() const { return *outputs_[0].loss; }
-  /// The keys of StepSums::metrics in logs (see above).
+  /// The keys of the metrics in logs (see above).
   std::vector<std::string> metric_names() const;
+  /// How many parts StepSums::metrics holds (metric_names().size() without histogram metrics).
+  std::size_t part_count() const;
+  /// The metrics' values, in metric_names() order, from their parts (summed over any batches).
+  std::vector<double> values(const std::vector<MetricSum>& parts) const;
 
   /// Throws ShapeError naming the output when targets of per-sample shape `targets` (one shape,
   /// packed; or one per output) cannot go with the model's outputs.
@@ -109,6 +114,9 @@ class Objective {
   Objective() = default;
   std::size_t slot_count() const;
   bool has_weighted_metrics() const;
+  /// Every metric in metric_names() order after the per-output losses, with whether it is
+  /// weighted.
+  std::vector<std::pair<const Metric*, bool>> metrics_in_order() const;
   std::vector<Output> outputs_;
   std::vector<std::unique_ptr<Loss>> losses_;
   std::vector<std::unique_ptr<Metric>> metrics_;

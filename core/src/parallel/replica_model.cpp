@@ -308,7 +308,7 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& obj
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
-  return combine(objective.metric_names().size(), true);
+  return combine(objective.part_count(), true);
 }
 
 void ReplicaModel::apply_update() {
@@ -343,7 +343,7 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) 
         replicas_[i]->evaluate(rows_of(batch.x, offsets[i], sizes[i]),
                                rows_of(batch.y, offsets[i], sizes[i]), offsets[i], objective);
   });
-  return combine(objective.metric_names().size(), false);
+  return combine(objective.part_count(), false);
 }
 
 void ReplicaModel::broadcast_from_rank0() {

@@ -120,15 +120,15 @@ void Trainer::check_fit_data(const DataLoader& train, const DataLoader* validati
 
 Trainer::EpochTotals Trainer::empty_totals() const {
   EpochTotals t;
-  t.metrics.resize(metric_names_.size());
+  t.metrics.resize(objective_.part_count());
   return t;
 }
 
 Logs Trainer::logs_of(const EpochTotals& totals) const {
   Logs logs;
   logs.set("loss", totals.loss.mean());
-  for (std::size_t i = 0; i < metric_names_.size(); ++i)
-    logs.set(metric_names_[i], totals.metrics[i].mean());
+  const std::vector<double> values = objective_.values(totals.metrics);
+  for (std::size_t i = 0; i < metric_names_.size(); ++i) logs.set(metric_names_[i], values[i]);
   return logs;
 }
 
@@ -194,7 +194,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
                    "check the data for NaN or extreme values, or clip gradients (clipnorm).");
   }
   totals.loss.add(sums.loss);
-  for (std::size_t i = 0; i < metric_names_.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
+  for (std::size_t i = 0; i < totals.metrics.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
   meta_.apply_update();
   return true;
 }
@@ -333,7 +333,7 @@ Logs Trainer::evaluate(DataLoader& data) {
     callbacks_.test_batch_begin(*this, i, Logs{});
     const StepSums sums = meta_.evaluate(batch, objective_);
     totals.loss.add(sums.loss);
-    for (std::size_t m = 0; m < metric_names_.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
+    for (std::size_t m = 0; m < totals.metrics.size(); ++m) totals.metrics[m].add(sums.metrics[m]);
     Logs logs = logs_of(totals);
     callbacks_.test_batch_end(*this, i, logs);
     ++i;

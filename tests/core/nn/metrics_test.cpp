@@ -93,7 +93,7 @@ TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {
   EXPECT_DOUBLE_EQ(precision.count, 3);  // predicted positives
   EXPECT_DOUBLE_EQ(recall.sum, 2);
   EXPECT_DOUBLE_EQ(recall.count, 4);  // actual positives
-  EXPECT_EQ(m[1]->name(), "Recall");
+  EXPECT_EQ(m[1]->name(), "recall");  // a class named as a string: Keras' default name
   // Batches combine as Keras' stateful metrics do: a ratio of totals, not a mean of ratios.
   MetricSum a = m[0]->evaluate(Tensor::from_vector({1, 2}, {0.9f, 0.8f}),
                                Tensor::from_vector({1, 2}, {1, 0}));

@@ -83,6 +83,9 @@ class CpuBackend final : public Backend {
   void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
                   const Tensor* weights, std::int64_t cols, Sums& sums,
                   std::size_t slot) override;
+  void metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                        const Tensor* weights, std::int64_t cols, Sums& sums,
+                        std::size_t first_slot) override;
   void optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
                         const std::vector<UpdateTensors>& params) override;
 };

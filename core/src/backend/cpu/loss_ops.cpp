@@ -1,5 +1,6 @@
 // The CPU backend's losses, metrics and step sums: kernel_math.hpp's per-row functions, rows in
 // parallel into per-row doubles that are then added in row order (deterministic).
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -93,6 +94,24 @@ void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Te
   for (std::int64_t r = 0; r < rows; ++r)
     total += math::weighted_metric_row(desc, p, t, w, r, cols);
   static_cast<HostSums&>(sums).at(slot) = total;
+}
+
+void CpuBackend::metric_histogram(const MetricDesc& desc, const Tensor& pred,
+                                  const Tensor& target, const Tensor* weights, std::int64_t cols,
+                                  Sums& sums, std::size_t first_slot) {
+  require_device(*this, pred, "metric_histogram");
+  require_device(*this, target, "metric_histogram");
+  const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
+  const float* w = row_weights(*this, weights, rows, "metric_histogram");
+  auto& host = static_cast<HostSums&>(sums);
+  const auto bins = static_cast<std::size_t>(math::histogram_bins(desc));
+  if (bins == 0) return;
+  host.at(first_slot + bins - 1);  // the range is there
+  double* out = &host.at(first_slot);
+  std::fill(out, out + bins, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    math::histogram_row(desc, pred.data(), target.data(), w, r, cols,
+                        [&](std::int64_t bin, double v) { out[bin] += v; });
 }
 
 }  // namespace tandem::backend

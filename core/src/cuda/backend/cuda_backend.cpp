@@ -383,6 +383,21 @@ void CudaBackend::metric_sum(const backend::MetricDesc& desc, const Tensor& pred
   sum(values, rows, static_cast<DeviceSums&>(sums).slot(slot), stream_);
 }
 
+void CudaBackend::metric_histogram(const backend::MetricDesc& desc, const Tensor& pred,
+                                   const Tensor& target, const Tensor* weights, std::int64_t cols,
+                                   backend::Sums& sums, std::size_t first_slot) {
+  require(pred, "metric_histogram");
+  require(target, "metric_histogram");
+  const std::int64_t rows = rows_of(pred.size(), cols);
+  const float* w = backend::row_weights(*this, weights, rows, "metric_histogram");
+  const std::int64_t bins = backend::math::histogram_bins(desc);
+  if (bins <= 0) return;
+  auto& device_sums = static_cast<DeviceSums&>(sums);
+  device_sums.slot(first_slot + static_cast<std::size_t>(bins) - 1);  // the range is there
+  cuda::metric_histogram(desc, pred.data(), target.data(), w, rows, cols,
+                         device_sums.slot(first_slot), stream_);
+}
+
 void CudaBackend::optimizer_update(const backend::OptimizerDesc& desc, std::int64_t step,
                                    double lr, const std::vector<backend::UpdateTensors>& params) {
   if (params.empty()) return;

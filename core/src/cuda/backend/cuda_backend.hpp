@@ -116,6 +116,9 @@ class CudaBackend final : public backend::Backend {
   void metric_sum(const backend::MetricDesc& desc, const Tensor& pred, const Tensor& target,
                   const Tensor* weights, std::int64_t cols, backend::Sums& sums,
                   std::size_t slot) override;
+  void metric_histogram(const backend::MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                        const Tensor* weights, std::int64_t cols, backend::Sums& sums,
+                        std::size_t first_slot) override;
   void optimizer_update(const backend::OptimizerDesc& desc, std::int64_t step, double lr,
                         const std::vector<backend::UpdateTensors>& params) override;
 

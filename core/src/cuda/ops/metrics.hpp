@@ -22,4 +22,11 @@ void metric_rows(const backend::MetricDesc& metric, const float* pred, const flo
                  const float* weights, std::int64_t rows, std::int64_t cols, float* row_sum,
                  cudaStream_t stream);
 
+/// out[b] for every bin b < histogram_bins(metric) = the sum of the rows' contributions to bin b
+/// (kernel_math's histogram_row), added in the CPU's order: the CPU's values bit for bit. out is
+/// device memory of that many doubles; weights (rows values) may be null.
+void metric_histogram(const backend::MetricDesc& metric, const float* pred, const float* target,
+                      const float* weights, std::int64_t rows, std::int64_t cols, double* out,
+                      cudaStream_t stream);
+
 }  // namespace tandem::cuda
