@@ -218,6 +218,17 @@ std::vector<LayerCase> layer_cases() {
                    json::array({layer("GaussianNoise", {{"stddev", 0.3}}),
                                 layer("Dense", {{"units", 8}}),
                                 layer("GaussianDropout", {{"rate", 0.2}})})});
+  cases.push_back(
+      {"activity_regularizers",
+       {6, 5, 2},
+       json::array({layer("Conv2D", {{"filters", 3},
+                                     {"kernel_size", 3},
+                                     {"activation", "relu"},
+                                     {"activity_regularizer", {{"class_name", "L1L2"},
+                                                               {"config", {{"l1", 0.01}, {"l2", 0.02}}}}}}),
+                    layer("MaxPooling2D", {{"pool_size", 2}}),
+                    layer("Dense", {{"units", 5},
+                                    {"activity_regularizer", "l2"}})})});
   cases.push_back({"embedding",
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),

@@ -26,6 +26,10 @@
 
 namespace tandem {
 
+namespace backend {
+class Sums;
+}  // namespace backend
+
 struct CheckpointData;
 
 class TANDEM_EXPORT Model {
@@ -93,6 +97,16 @@ class TANDEM_EXPORT Model {
   /// tensors stay borrowed until it returns).
   void backward_outputs(const std::vector<const Tensor*>& grad_outputs,
                         const std::function<void(std::size_t layer)>& after_layer);
+
+  /// Keras' activity regularizers (a layer's `activity_regularizer`): after a forward, queues
+  /// each regularized call's penalty of its output, l1·Σ|y| + l2·Σy² over the rows it ran on,
+  /// into `sums` (reset to that many slots, on the layers' backend, when there are any; the
+  /// caller adds them to the loss sum). With `loss_scale` > 0 it also keeps loss_scale times the penalty's gradient,
+  /// which the next backward adds to the output's gradient (the trainer's loss_scale is 1/B,
+  /// so the penalty counts as Keras counts it: its sum over the batch divided by B).
+  void enqueue_activity_penalties(backend::Sums& sums, float loss_scale);
+  /// Whether any layer has an activity regularizer.
+  bool has_activity_regularizers() const;
 
   /// All parameters in layer order, trainable ones of each layer first (Keras weight order).
   std::vector<Parameter*> parameters();
@@ -183,6 +197,17 @@ class TANDEM_EXPORT Model {
   Tensor packed_output_;
   std::uint64_t seed_ = 0;
   nlohmann::json source_config_;
+  // Per layer, Keras' activity regularizer (config null: none); per call, the penalty gradient
+  // the next backward adds (pending after enqueue_activity_penalties with a loss scale).
+  struct ActivityRegularizer {
+    float l1 = 0, l2 = 0;
+    nlohmann::json config;
+  };
+  std::vector<ActivityRegularizer> activity_;
+  std::vector<Tensor> activity_grads_;
+  bool activity_grads_pending_ = false;
+  // A layer's config as written back: its own, with its activity regularizer.
+  nlohmann::json layer_config(std::size_t i) const;
 };
 
 }  // namespace tandem

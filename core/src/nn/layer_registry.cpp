@@ -88,7 +88,7 @@ std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
     o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
   if (const auto* b = c.find("bias_initializer"))
     o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  require_null(c, {"activity_regularizer", "lora_rank"});
+  require_null(c, {"lora_rank"});
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Dense>(name, o);
@@ -282,8 +282,8 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
   // Keras 2 records the shapes it was built with; Tandem takes them from the graph. Flash
   // attention is an implementation choice with the same result.
   c.ignore({"query_shape", "key_shape", "value_shape", "flash_attention"});
-  require_null(c, {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                   "kernel_constraint", "bias_constraint"});
+  require_null(c, {"kernel_regularizer", "bias_regularizer", "kernel_constraint",
+                   "bias_constraint"});
   return std::make_unique<MultiHeadAttention>(name, o);
 }
 
@@ -423,11 +423,11 @@ void check_dilation_with_strides(ConfigObject& c, const Conv2DOptions& o) {
         "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
 }
 
-// activation and use_bias; no activity regularizer.
+// activation and use_bias (no LoRA).
 void read_activation_and_bias(ConfigObject& c, Conv2DOptions& o) {
   o.activation = read_activation(c, "activation");
   o.use_bias = c.get_bool("use_bias", true);
-  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha"});
+  require_null(c, {"lora_rank", "lora_alpha"});
 }
 
 // activation, bias and initializers.
@@ -757,7 +757,7 @@ std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) 
     o.input_length = c.positive_int("input_length");
   else
     c.ignore({"input_length"});
-  require_null(c, {"activity_regularizer", "lora_rank", "lora_alpha", "quantization_config"});
+  require_null(c, {"lora_rank", "lora_alpha", "quantization_config"});
   if (const auto* v = c.find("embeddings_regularizer"))
     o.embeddings_regularizer =
         WeightRegularizer(parse_regularizer(*v, c.path_of("embeddings_regularizer")));

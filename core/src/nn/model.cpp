@@ -13,6 +13,8 @@
 #include "nn/functional_config.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
+#include "nn/regularizer.hpp"
+#include "backend/ops.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
@@ -81,6 +83,11 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
 struct DeclaredShape {
   std::optional<Shape> shape;
   bool by_input_dim = false;  // only input_dim declared it
+  // The layer's activity_regularizer (config null: none).
+  struct {
+    float l1 = 0, l2 = 0;
+    json config;
+  } activity;
 };
 
 // Makes one (non-input) layer from its config entry: the registry's factory, a name (the
@@ -122,10 +129,17 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
   declared.by_input_dim = false;
   if (cls != "Embedding" && lc.has("input_dim")) {
     const std::int64_t dim = lc.positive_int("input_dim");
-    if (!declared.shape) declared = {Shape{dim}, true};
+    if (!declared.shape) {
+      declared.shape = Shape{dim};
+      declared.by_input_dim = true;
+    }
   } else if (cls != "Embedding") {
     lc.ignore({"input_dim"});
   }
+  const json* activity = lc.find("activity_regularizer");
+  if (const auto r = nn::parse_regularizer(activity ? *activity : json(),
+                                           lc.path_of("activity_regularizer")))
+    declared.activity = {static_cast<float>(r->l1), static_cast<float>(r->l2), r->config()};
   auto layer = it->second.make(lc, name);
   lc.finish();
   layer->set_trainable(trainable);
@@ -227,6 +241,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
     calls_.push_back({layers_.size(), layer.get(), {previous}, 0, {}, json::object()});
     calls_of_layer_.push_back({layers_.size()});
     layers_.push_back(std::move(layer));
+    activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});
     layer_paths.push_back(lpath);
   }
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
@@ -298,6 +313,7 @@ void Model::read_functional(const json& config, const std::string& path,
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
                                                   "' but its config '" + layer->name() + "'");
     layers_.push_back(std::move(layer));
+    activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});
     calls_of_layer_.emplace_back();
   }
   for (const auto& call : graph.calls) {
@@ -392,7 +408,8 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
       continue;
     nn::ReluProducer* layer = nn::relu_producer_of(*calls_[k].runner);
     nn::ReluConsumer* next = nn::relu_consumer_of(*reader.runner);
-    if (layer && next && layer->has_output_relu() && next->can_apply_input_relu()) {
+    const bool regularized = !activity_[calls_[k].layer].config.is_null();  // sees its relu
+    if (layer && next && !regularized && layer->has_output_relu() && next->can_apply_input_relu()) {
       layer->set_output_relu_external(true);
       next->set_apply_input_relu(true);
     }
@@ -527,6 +544,11 @@ void Model::backward_outputs(const std::vector<const Tensor*>& grad_outputs,
   output_grads_.assign(n, nullptr);
   for (std::size_t j = 0; j < output_calls_.size(); ++j)
     add_output_grad(output_calls_[j], grad_outputs[j]);
+  // An activity regularizer reads its call's output: one more gradient into it.
+  if (activity_grads_pending_)
+    for (std::size_t k = 0; k < n; ++k)
+      if (!activity_[calls_[k].layer].config.is_null()) add_output_grad(k, &activity_grads_[k]);
+  activity_grads_pending_ = false;
   for (std::size_t k = n; k-- > 0;) {
     const Call& call = calls_[k];
     if (output_grads_[k] && (trainable[k] || needs_input_grad[k])) {
@@ -615,6 +637,41 @@ std::int64_t Model::count_trainable_params() const {
   return n;
 }
 
+json Model::layer_config(std::size_t i) const {
+  json c = layers_[i]->config();
+  if (!activity_[i].config.is_null()) c["activity_regularizer"] = activity_[i].config;
+  return c;
+}
+
+bool Model::has_activity_regularizers() const {
+  for (const ActivityRegularizer& a : activity_)
+    if (!a.config.is_null()) return true;
+  return false;
+}
+
+void Model::enqueue_activity_penalties(backend::Sums& sums, float loss_scale) {
+  std::size_t count = 0;
+  for (const Call& call : calls_) count += activity_[call.layer].config.is_null() ? 0 : 1;
+  activity_grads_pending_ = false;
+  if (count == 0) return;  // nothing queued: the caller's sums stay as they were
+  sums.reset(count);
+  activity_grads_.resize(calls_.size());
+  std::size_t slot = 0;
+  for (std::size_t k = 0; k < calls_.size(); ++k) {
+    const ActivityRegularizer& a = activity_[calls_[k].layer];
+    if (a.config.is_null()) continue;
+    backend::Backend& ops = calls_[k].runner->ops();
+    ops.penalty_sum(*outputs_[k], a.l1, a.l2, sums, slot++);
+    if (loss_scale <= 0) continue;
+    // loss_scale · (l1·sign(y) + 2·l2·y): the penalty's gradient with scaled coefficients.
+    Tensor& grad = activity_grads_[k];
+    ops.place(grad, outputs_[k]->shape());
+    ops.fill(grad, 0.0f);
+    ops.add_penalty_gradient(*outputs_[k], a.l1 * loss_scale, a.l2 * loss_scale, grad);
+  }
+  activity_grads_pending_ = loss_scale > 0 && count > 0;
+}
+
 json Model::config() const {
   if (functional_) return functional_config();
   json layers = json::array();
@@ -623,7 +680,7 @@ json Model::config() const {
     layers.push_back({{"class_name", "InputLayer"}, {"config", input.config}});
   }
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    json c = layers_[i]->config();
+    json c = layer_config(i);
     if (i == 0 && input.config.is_null()) {
       json shape = json::array({nullptr});
       for (auto d : input.shape) shape.push_back(d);
@@ -680,7 +737,7 @@ json Model::functional_config() const {
     }
     layers.push_back({{"class_name", layers_[i]->class_name()},
                       {"name", layers_[i]->name()},
-                      {"config", layers_[i]->config()},
+                      {"config", layer_config(i)},
                       {"inbound_nodes", nodes}});
   }
   return {{"class_name", "Functional"},

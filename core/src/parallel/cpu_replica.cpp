@@ -31,6 +31,7 @@ class CpuReplica : public Replica {
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
                  const Objective& objective, const NextRows* /*next*/) override {
     const auto& outputs = model_.forward_outputs(x, true, sample_offset);
+    model_.enqueue_activity_penalties(*activity_sums_, loss_scale);
     objective.enqueue(backend::cpu_backend(), outputs, y, loss_scale, true, scratch_, *sums_);
     model_.backward_outputs(scratch_.grad_views, [](std::size_t) {});
     return with_penalty(objective.read(*sums_, x.dim(0)));
@@ -39,6 +40,7 @@ class CpuReplica : public Replica {
   StepSums evaluate(const Tensor& x, const Tensor& y, std::int64_t sample_offset,
                     const Objective& objective) override {
     const auto& outputs = model_.forward_outputs(x, false, sample_offset);
+    model_.enqueue_activity_penalties(*activity_sums_, 0.0f);
     objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, false, scratch_, *sums_);
     return with_penalty(objective.read(*sums_, x.dim(0)));
   }
@@ -58,9 +60,12 @@ class CpuReplica : public Replica {
 
  private:
   // The loss with the weights' penalties (Keras' regularization losses): each row carries it,
-  // so the batch mean has it once, however the rows are split.
+  // so the batch mean has it once, however the rows are split. The activity penalties are sums
+  // over these rows already.
   StepSums with_penalty(StepSums sums) {
     sums.loss.sum += nn::weight_penalty(model_, *penalty_sums_) * sums.loss.count;
+    if (model_.has_activity_regularizers())
+      for (double p : activity_sums_->read()) sums.loss.sum += p;
     return sums;
   }
 
@@ -71,6 +76,7 @@ class CpuReplica : public Replica {
   ObjectiveScratch scratch_;  // the loss gradients of the last train(), and targets apart
   std::unique_ptr<backend::Sums> sums_ = backend::cpu_backend().sums();
   std::unique_ptr<backend::Sums> penalty_sums_ = backend::cpu_backend().sums();
+  std::unique_ptr<backend::Sums> activity_sums_ = backend::cpu_backend().sums();
 };
 
 }  // namespace

@@ -384,8 +384,10 @@ TEST(Conv2D, ConfigErrorsNameTheJsonPath) {
                "dilation_rate", "strides > 1");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"activation", "relu6x"}}, "activation",
                "relu6x");
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"activity_regularizer", "l2"}},
-               "activity_regularizer", "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"lora_rank", 4}}, "lora_rank",
+               "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"activity_regularizer", "l3"}},
+               "activity_regularizer", "unknown regularizer 'l3'");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"kernel_regularizer", "l3"}},
                "kernel_regularizer", "unknown regularizer 'l3'");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"filter", 2}}, "filter", "unknown key");

@@ -116,7 +116,9 @@ TEST(DepthwiseAndSeparable, BadConfigsAreRefusedAtTheirKeys) {
   expect("SeparableConv2D", {{"filters", 2}, {"kernel_size", 3}, {"strides", 2},
                              {"dilation_rate", 2}},
          "strides > 1");
-  expect("SeparableConv2D", {{"filters", 2}, {"kernel_size", 3}, {"activity_regularizer", "l2"}},
+  expect("SeparableConv2D", {{"filters", 2}, {"kernel_size", 3}, {"lora_rank", 4}},
+         "lora_rank'");
+  expect("SeparableConv2D", {{"filters", 2}, {"kernel_size", 3}, {"activity_regularizer", 2}},
          "activity_regularizer'");
 }
 

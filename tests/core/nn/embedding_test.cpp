@@ -236,7 +236,10 @@ TEST(Embedding, ReadsKerasConfigsAndNamesConfigErrorPaths) {
   EXPECT_NE(config_error({{"input_dim", 100}, {"output_dim", 8}, {"output_dims", 8}})
                 .find(p + "output_dims': unknown key"),
             std::string::npos);
-  EXPECT_NE(config_error({{"input_dim", 100}, {"output_dim", 8}, {"activity_regularizer", "l2"}})
+  EXPECT_NE(config_error({{"input_dim", 100}, {"output_dim", 8}, {"lora_rank", 2}})
+                .find(p + "lora_rank'"),
+            std::string::npos);
+  EXPECT_NE(config_error({{"input_dim", 100}, {"output_dim", 8}, {"activity_regularizer", "l9"}})
                 .find(p + "activity_regularizer'"),
             std::string::npos);
   EXPECT_NE(config_error({{"input_dim", 100}, {"output_dim", 8}, {"embeddings_regularizer", 3}})

@@ -76,7 +76,8 @@ class CudaReplica : public Replica {
         staging_(backend_, device.index),
         graphs_(backend_, *allocator_, stream(), device.index),
         sums_(backend_.sums()),
-        penalty_sums_(backend_.sums()) {
+        penalty_sums_(backend_.sums()),
+        activity_sums_(backend_.sums()) {
     push();
   }
 
@@ -118,6 +119,7 @@ class CudaReplica : public Replica {
         key,
         [&] {
           const auto& outputs = device_model_->forward_outputs(staging_.x(), true, sample_offset);
+          device_model_->enqueue_activity_penalties(*activity_sums_, loss_scale);
           objective.enqueue(backend_, outputs, staging_.y(), loss_scale, true, scratch_, *sums_);
           device_model_->backward_outputs(scratch_.grad_views, [&](std::size_t l) {
             reduction_.after_backward_of(l, stream());
@@ -136,6 +138,7 @@ class CudaReplica : public Replica {
     place_batch(x, y, &objective);
     if (rows == 0) return objective.zero();
     const auto& outputs = device_model_->forward_outputs(staging_.x(), false, sample_offset);
+    device_model_->enqueue_activity_penalties(*activity_sums_, 0.0f);
     objective.enqueue(backend_, outputs, staging_.y(), 1.0f, false, scratch_, *sums_);
     return with_penalty(objective.read(*sums_, rows));
   }
@@ -208,6 +211,8 @@ class CudaReplica : public Replica {
   // only for a model with regularizers.
   StepSums with_penalty(StepSums sums) {
     sums.loss.sum += nn::weight_penalty(*device_model_, *penalty_sums_) * sums.loss.count;
+    if (device_model_->has_activity_regularizers())
+      for (double p : activity_sums_->read()) sums.loss.sum += p;  // sums over these rows
     return sums;
   }
 
@@ -252,6 +257,7 @@ class CudaReplica : public Replica {
   cuda::StepGraphs graphs_;
   std::unique_ptr<backend::Sums> sums_;
   std::unique_ptr<backend::Sums> penalty_sums_;  // the weights' penalties (regularizers)
+  std::unique_ptr<backend::Sums> activity_sums_;  // the outputs' penalties (activity_regularizer)
   ObjectiveScratch scratch_;  // the loss gradients and targets apart (the graphs point into it)
   bool host_current_ = false;
 };
