@@ -80,15 +80,18 @@ std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset);
 /// binary, classes, regression: x uniform in [0, 1), y random labels or values (throughput
 /// and plumbing only: nothing to learn). repeated_token: a task that needs attention — x a
 /// sequence of token ids in [1, vocabulary), y 1 when the first token appears again later in
-/// the sequence, else 0 (half the samples each, at random).
-enum class SyntheticTask { binary, classes, regression, repeated_token };
+/// the sequence, else 0 (half the samples each, at random). sentence_pair: BERT's two-segment
+/// input — two arrays per sample, the tokens and their segment ids (0 for segment A, 1 for B,
+/// split at random) — y 1 when A's first token appears in B; repeats inside A do not count.
+enum class SyntheticTask { binary, classes, regression, repeated_token, sentence_pair };
 
 struct SyntheticSpec {
   std::int64_t samples = 0;
   Shape x_shape;
   SyntheticTask task = SyntheticTask::binary;
   std::int64_t classes = 10;
-  std::int64_t vocabulary = 0;  // repeated_token's token ids are in [1, vocabulary)
+  std::int64_t vocabulary = 0;  // the token tasks' ids are in [1, vocabulary)
+  // x_shape: per array; a sentence pair's two arrays are packed into 2 x_shape[0] values.
   Shape y_shape;  // {} for classes, default {1} otherwise
   std::uint64_t seed = 0;
 };

@@ -18,6 +18,8 @@ const char* task_name(SyntheticTask task) {
       return "classes";
     case SyntheticTask::repeated_token:
       return "repeated_token";
+    case SyntheticTask::sentence_pair:
+      return "sentence_pair";
     default:
       return "regression";
   }
@@ -26,10 +28,16 @@ const char* task_name(SyntheticTask task) {
 class SyntheticDataset final : public Dataset {
  public:
   explicit SyntheticDataset(SyntheticSpec spec)
-      : s_(std::move(spec)), x_row_(shape_size(s_.x_shape)), y_row_(shape_size(s_.y_shape)) {}
+      : s_(std::move(spec)), x_row_(shape_size(x_shape())), y_row_(shape_size(s_.y_shape)) {}
 
   std::int64_t size() const override { return s_.samples; }
-  Shape x_shape() const override { return s_.x_shape; }
+  // A sentence pair is two arrays per sample, packed: the tokens, then their segment ids.
+  Shape x_shape() const override {
+    return pair() ? Shape{2 * s_.x_shape[0]} : s_.x_shape;
+  }
+  std::vector<Shape> x_parts() const override {
+    return pair() ? std::vector<Shape>{s_.x_shape, s_.x_shape} : std::vector<Shape>{s_.x_shape};
+  }
   Shape y_shape() const override { return s_.y_shape; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
@@ -43,6 +51,10 @@ class SyntheticDataset final : public Dataset {
       float* yr = y + static_cast<std::int64_t>(k) * y_row_;
       if (s_.task == SyntheticTask::repeated_token) {
         repeated_token_sample(rng, xr, yr);
+        continue;
+      }
+      if (pair()) {
+        sentence_pair_sample(rng, xr, yr);
         continue;
       }
       for (std::int64_t e = 0; e < x_row_; ++e) xr[e] = rng.uniform();
@@ -79,12 +91,38 @@ class SyntheticDataset final : public Dataset {
     y[0] = repeated ? 1.0f : 0.0f;
   }
 
+  // Segment A (segment id 0) is positions [0, split), segment B (id 1) the rest, split at
+  // random with at least two tokens in each. y = 1 when A's first token appears in B; half the
+  // samples also repeat it inside A, which does not count: telling the two apart takes the
+  // segment ids. Every other token differs from the first.
+  void sentence_pair_sample(Rng& rng, float* x, float* y) const {
+    const std::int64_t length = s_.x_shape[0];
+    const auto split = 2 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(length - 3)));
+    const bool in_b = rng.below(2) == 1, in_a = rng.below(2) == 1;
+    const auto others = static_cast<std::uint64_t>(s_.vocabulary - 2);
+    const std::uint64_t first = 1 + rng.below(static_cast<std::uint64_t>(s_.vocabulary - 1));
+    x[0] = static_cast<float>(first);
+    for (std::int64_t t = 1; t < length; ++t) {
+      std::uint64_t token = 1 + rng.below(others);
+      if (token >= first) ++token;
+      x[t] = static_cast<float>(token);
+    }
+    if (in_a) x[1 + rng.below(static_cast<std::uint64_t>(split - 1))] = static_cast<float>(first);
+    if (in_b)
+      x[split + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(length - split)))] =
+          static_cast<float>(first);
+    for (std::int64_t t = 0; t < length; ++t) x[length + t] = t < split ? 0.0f : 1.0f;
+    y[0] = in_b ? 1.0f : 0.0f;
+  }
+
+  bool pair() const { return s_.task == SyntheticTask::sentence_pair; }
+
   std::string describe() const override {
     std::ostringstream out;
     out << "synthetic: " << s_.samples << " samples, x " << shape_to_string(s_.x_shape) << ", "
         << task_name(s_.task);
     if (s_.task == SyntheticTask::classes) out << " (" << s_.classes << " classes)";
-    if (s_.task == SyntheticTask::repeated_token) out << " (vocabulary " << s_.vocabulary << ")";
+    if (s_.vocabulary > 0) out << " (vocabulary " << s_.vocabulary << ")";
     out << " y " << shape_to_string(s_.y_shape) << ", seed " << s_.seed;
     return out.str();
   }
@@ -115,24 +153,29 @@ SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
   SyntheticSpec s;
   s.samples = spec.positive_int("samples");
   s.x_shape = positive_shape(spec, "x_shape", false);
-  const std::string task =
-      spec.one_of("task", "binary", {"binary", "classes", "regression", "repeated_token"});
+  const std::string task = spec.one_of(
+      "task", "binary", {"binary", "classes", "regression", "repeated_token", "sentence_pair"});
   s.task = task == "binary"           ? SyntheticTask::binary
            : task == "classes"        ? SyntheticTask::classes
            : task == "repeated_token" ? SyntheticTask::repeated_token
+           : task == "sentence_pair"  ? SyntheticTask::sentence_pair
                                       : SyntheticTask::regression;
-  if (s.task == SyntheticTask::repeated_token) {
-    if (s.x_shape.size() != 1 || s.x_shape[0] < 2)
+  const bool tokens =
+      s.task == SyntheticTask::repeated_token || s.task == SyntheticTask::sentence_pair;
+  if (tokens) {
+    const std::int64_t shortest = s.task == SyntheticTask::sentence_pair ? 4 : 2;
+    if (s.x_shape.size() != 1 || s.x_shape[0] < shortest)
       throw ConfigError(spec.path_of("x_shape"),
-                        "task 'repeated_token' takes a sequence: x_shape [length], length >= 2, "
-                        "got " + shape_to_string(s.x_shape));
+                        "task '" + task + "' takes a sequence: x_shape [length], length >= " +
+                            std::to_string(shortest) + ", got " + shape_to_string(s.x_shape));
     s.vocabulary = spec.positive_int("vocabulary");
     if (s.vocabulary < 3 || s.vocabulary > (1 << 24))
       throw ConfigError(spec.path_of("vocabulary"),
                         "expected a vocabulary of 3 to 2^24 token ids, got " +
                             std::to_string(s.vocabulary));
   } else if (spec.has("vocabulary")) {
-    throw ConfigError(spec.path_of("vocabulary"), "only used with \"task\": \"repeated_token\"");
+    throw ConfigError(spec.path_of("vocabulary"),
+                      "only used with \"task\": \"repeated_token\" or \"sentence_pair\"");
   }
   spec.ignore({"vocabulary"});
   if (s.task == SyntheticTask::classes) {
@@ -148,9 +191,10 @@ SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
     if (spec.has("classes"))
       throw ConfigError(spec.path_of("classes"), "only used with \"task\": \"classes\"");
     s.y_shape = spec.has("y_shape") ? positive_shape(spec, "y_shape", true) : Shape{1};
-    if (s.task == SyntheticTask::repeated_token && s.y_shape != Shape{1})
-      throw ConfigError(spec.path_of("y_shape"),
-                        "task 'repeated_token' has one 0/1 label per sample: y_shape must be [1]");
+    if (tokens && s.y_shape != Shape{1})
+      throw ConfigError(spec.path_of("y_shape"), "task '" + task +
+                                                     "' has one 0/1 label per sample: y_shape "
+                                                     "must be [1]");
     spec.ignore({"y_shape", "classes"});
   }
   const std::int64_t seed = spec.get_int("seed", 0);

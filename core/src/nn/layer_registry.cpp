@@ -573,9 +573,8 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   require_one_group(c);
   check_dilation_with_strides(c, o);
   read_convolution_rest(c, o);
-  // Conv1D's kernel is a Conv2D's (1, k, in, out) inside: Keras' axes would not be its own.
-  require_null(c, {"kernel_constraint", "bias_constraint", "kernel_regularizer",
-                   "bias_regularizer"});
+  read_constraints(c, o.kernel_constraint, o.bias_constraint);  // Keras' axes of (k, in, filters)
+  read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Conv1D>(name, o, causal);
 }
 

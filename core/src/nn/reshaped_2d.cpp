@@ -64,6 +64,14 @@ void require_sequence(const Shape& input_shape, const std::string& who) {
 
 }  // namespace
 
+Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
+    : Reshaped2D(std::move(name)), options_(std::move(options)), causal_(causal) {
+  kernel_constraint_ = std::exchange(options_.kernel_constraint, WeightConstraint());
+  bias_constraint_ = std::exchange(options_.bias_constraint, WeightConstraint());
+  kernel_regularizer_ = std::exchange(options_.kernel_regularizer, WeightRegularizer());
+  bias_regularizer_ = std::exchange(options_.bias_regularizer, WeightRegularizer());
+}
+
 Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
   input_shape_ = input_shape;
@@ -76,6 +84,19 @@ Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   const Shape kernel_shape{options_.kernel_size[1], input_shape[1], options_.filters};
   kernel.value = kernel.value.reshaped(kernel_shape);
   kernel.grad = kernel.grad.reshaped(kernel_shape);
+  try {
+    kernel_constraint_.build(kernel_shape);
+    bias_constraint_.build({options_.filters});
+  } catch (const ShapeError& e) {
+    throw ShapeError(label() + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<RuledWeight> Conv1D::ruled_weights() {
+  const std::vector<Parameter*> weights = inner_->parameters();
+  std::vector<RuledWeight> out{{weights[0], &kernel_constraint_, &kernel_regularizer_}};
+  if (options_.use_bias) out.push_back({weights[1], &bias_constraint_, &bias_regularizer_});
   return out;
 }
 
@@ -117,6 +138,10 @@ nlohmann::json Conv1D::config() const {
   nlohmann::json c = one_dimensional_config(Conv2D(name(), options_).config());
   c["trainable"] = trainable();
   c["groups"] = 1;
+  c["kernel_constraint"] = kernel_constraint_.config();
+  c["bias_constraint"] = bias_constraint_.config();
+  c["kernel_regularizer"] = kernel_regularizer_.config();
+  c["bias_regularizer"] = bias_regularizer_.config();
   if (causal_) c["padding"] = "causal";
   return c;
 }

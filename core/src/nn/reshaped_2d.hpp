@@ -53,22 +53,26 @@ class Reshaped2D : public Layer {
 
 /// Conv1D; with `causal` padding the steps are padded on the left by (k - 1) * dilation zeros
 /// and convolved without padding, so output step t sees input steps up to t only (Keras').
-class Conv1D : public Reshaped2D {
+/// Its constraints and regularizers are its own, built for Keras' kernel (k, in, filters) (the
+/// inner Conv2D has none), so a constraint's `axis` means what it means in Keras.
+class Conv1D : public Reshaped2D, public WeightRules {
  public:
   /// `options` as a Conv2D's of kernel (1, k), strides (1, s), dilation (1, d).
-  Conv1D(std::string name, Conv2DOptions options, bool causal)
-      : Reshaped2D(std::move(name)), options_(std::move(options)), causal_(causal) {}
+  Conv1D(std::string name, Conv2DOptions options, bool causal);
   std::string class_name() const override { return "Conv1D"; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
 
  private:
   /// The block of the input's steps inside the left-padded sequence, for a batch.
   backend::ImageBlock steps_block(std::int64_t batch) const;
 
-  Conv2DOptions options_;
+  Conv2DOptions options_;  // the inner Conv2D's: without the rules below
+  WeightConstraint kernel_constraint_, bias_constraint_;
+  WeightRegularizer kernel_regularizer_, bias_regularizer_;
   bool causal_;
   Shape input_shape_;            // (steps, channels), before any causal padding
   std::int64_t left_pad_ = 0;    // causal: (k - 1) * dilation

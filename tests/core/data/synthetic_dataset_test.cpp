@@ -186,9 +186,77 @@ TEST(SyntheticDataset, RepeatedTokenSpecIsChecked) {
   tiny["vocabulary"] = 2;
   EXPECT_NE(error_of(tiny).find("a vocabulary of 3 to 2^24"), std::string::npos) << error_of(tiny);
   nlohmann::json stray = {{"samples", 10}, {"x_shape", {8}}, {"vocabulary", 5}};
-  EXPECT_NE(error_of(stray).find("only used with \"task\": \"repeated_token\""),
+  EXPECT_NE(error_of(stray).find("only used with \"task\": \"repeated_token\" or"),
             std::string::npos)
       << error_of(stray);
+}
+
+// sentence_pair: two arrays per sample (tokens, then segment ids: zeros then ones, at least two
+// of each); every label says whether segment A's first token appears in segment B, by a scan;
+// half are positive, and a repeat inside A (the distractor) is in about half the samples of
+// either label, so the tokens alone cannot tell.
+TEST(SyntheticDataset, SentencePairLabelsSayWhetherTheFirstTokenOfAIsInB) {
+  SyntheticSpec s;
+  s.samples = 4000;
+  s.x_shape = {10};
+  s.task = SyntheticTask::sentence_pair;
+  s.vocabulary = 20;
+  s.y_shape = {1};
+  s.seed = 4;
+  auto ds = data::make_synthetic_dataset(s);
+  EXPECT_EQ(ds->x_shape(), Shape{20});
+  EXPECT_EQ(ds->x_parts(), (std::vector<Shape>{{10}, {10}}));
+  std::vector<std::int64_t> idx(4000);
+  std::iota(idx.begin(), idx.end(), 0);
+  const Read r = read(*ds, idx);
+  int positives = 0, repeats_in_a[2] = {0, 0}, labels[2] = {0, 0};
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    const float* tokens = r.x.data() + i * 20;
+    const float* segments = tokens + 10;
+    int split = 0;
+    while (split < 10 && segments[split] == 0.0f) ++split;
+    for (int t = split; t < 10; ++t) ASSERT_EQ(segments[t], 1.0f) << "sample " << i;
+    ASSERT_GE(split, 2);
+    ASSERT_LE(split, 8);
+    bool in_a = false, in_b = false;
+    for (int t = 1; t < 10; ++t) {
+      EXPECT_GE(tokens[t], 1.0f);
+      EXPECT_LT(tokens[t], 20.0f);
+      (t < split ? in_a : in_b) |= tokens[t] == tokens[0];
+    }
+    EXPECT_EQ(r.y[i], in_b ? 1.0f : 0.0f) << "sample " << i;
+    positives += in_b;
+    ++labels[in_b];
+    repeats_in_a[in_b] += in_a;
+  }
+  EXPECT_NEAR(positives, 2000, 150);
+  for (int label : {0, 1}) EXPECT_NEAR(repeats_in_a[label], labels[label] / 2, 120) << label;
+}
+
+TEST(SyntheticDataset, SentencePairSpecIsChecked) {
+  const auto error_of = [](const nlohmann::json& j) -> std::string {
+    try {
+      ConfigObject c(j, "data");
+      data::parse_synthetic_spec(c);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json good = {{"samples", 10}, {"x_shape", {4}}, {"task", "sentence_pair"},
+                               {"vocabulary", 5}};
+  EXPECT_EQ(error_of(good), "");
+  nlohmann::json short_pair = good;
+  short_pair["x_shape"] = {3};
+  EXPECT_NE(error_of(short_pair).find("at 'data.x_shape': task 'sentence_pair' takes a sequence"),
+            std::string::npos)
+      << error_of(short_pair);
+  nlohmann::json two_labels = good;
+  two_labels["y_shape"] = {2};
+  EXPECT_NE(error_of(two_labels).find("data.y_shape"), std::string::npos) << error_of(two_labels);
+  nlohmann::json no_vocabulary = good;
+  no_vocabulary.erase("vocabulary");
+  EXPECT_NE(error_of(no_vocabulary).find("data.vocabulary"), std::string::npos);
 }
 
 }  // namespace

@@ -124,6 +124,7 @@ TEST(ConfigMutation, KerasSequentialConfigsNeverFailButWithTheirPlace) {
 TEST(ConfigMutation, FunctionalGraphsNeverFailButWithTheirPlace) {
   fuzz_model(resource_model("tiny-transformer.json"), 3, 2000);
   fuzz_model(resource_model("fashion-resnet.json"), 4, 400);
+  fuzz_model(resource_model("tiny-bert.json"), 5, 1000);
 }
 
 const char* kTwoHeads = R"({"class_name": "Functional", "config": {"name": "two_heads",

@@ -131,6 +131,60 @@ TEST(Constraint, TrainingKeepsEveryStepsWeightsConstrainedOnAnyReplicaCount) {
   EXPECT_GT(std::sqrt(norm), 1.0);
 }
 
+// Conv1D: Keras' kernel (k, in, filters) and its axes — MaxNorm over [0, 1] is one norm per
+// filter — though a Conv2D computes it; its L2 penalty is in the loss; both written back.
+TEST(Constraint, Conv1DRulesUseKerasKernelAxes) {
+  const json conv1d = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "Conv1D"},
+           {"config",
+            {{"filters", 3},
+             {"kernel_size", 2},
+             {"input_shape", {5, 4}},
+             {"kernel_constraint",
+              {{"class_name", "MaxNorm"}, {"config", {{"max_value", 0.3}, {"axis", {0, 1}}}}}},
+             {"kernel_regularizer", {{"class_name", "L2"}, {"config", {{"l2", 0.1}}}}},
+             {"kernel_initializer",
+              {{"class_name", "RandomNormal"}, {"config", {{"stddev", 1.0}}}}}}}},
+          {{"class_name", "Flatten"}, {"config", json::object()}}}}}}};
+  auto model = Model::from_config(conv1d, "model", 8);
+  const json written = model->config()["config"]["layers"][0]["config"];
+  EXPECT_EQ(written["kernel_constraint"]["config"]["axis"], json({0, 1}));
+  EXPECT_EQ(written["kernel_regularizer"]["config"]["l2"], 0.1);
+  const Tensor& w = model->layer(0).parameters()[0]->value;
+  ASSERT_EQ(w.shape(), (Shape{2, 4, 3}));
+  auto filter_norm = [&](int f) {
+    double n = 0;
+    for (int i = 0; i < 8; ++i) n += static_cast<double>(w[i * 3 + f]) * w[i * 3 + f];
+    return std::sqrt(n);
+  };
+  double penalty = 0;
+  for (std::int64_t i = 0; i < w.size(); ++i) penalty += 0.1 * w[i] * w[i];
+  auto loss = make_loss("mse", "loss");
+  auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.01}}}},
+                            "optimizer");
+  ReplicaModel meta(*model, *opt, DevicePlan::cpus(2));
+  Batch b;
+  b.x = Tensor({4, 5, 4});
+  b.y = Tensor({4, 12});
+  for (std::int64_t i = 0; i < b.x.size(); ++i) b.x[i] = std::sin(0.3f * i);
+  json without = conv1d;
+  without["config"]["layers"][0]["config"].erase("kernel_regularizer");
+  auto unregularized = Model::from_config(without, "model", 8);
+  unregularized->copy_weights_from(*model);
+  auto opt2 = make_optimizer("sgd", "o");
+  ReplicaModel plain(*unregularized, *opt2, DevicePlan::cpus(1));
+  const double with_penalty = meta.evaluate(b, *loss, {}).loss.mean();
+  EXPECT_NEAR(with_penalty - plain.evaluate(b, *loss, {}).loss.mean(), penalty, 1e-5 * penalty);
+  EXPECT_GT(filter_norm(0), 0.3);  // the initial weights break the constraint
+  meta.forward_backward(b, *loss, {});
+  meta.apply_update();
+  meta.sync_template();
+  for (int f = 0; f < 3; ++f) EXPECT_NEAR(filter_norm(f), 0.3, 1e-5) << f;
+}
+
 TEST(Constraint, ConfigsRoundTripAndBadOnesNameTheirPath) {
   auto m = Model::from_config(
       dense_model({{"class_name", "MinMaxNorm"},
