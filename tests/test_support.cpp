@@ -50,4 +50,23 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
+CommandResult train_in(const std::filesystem::path& dir, const std::string& name,
+                       const nlohmann::json& config, const std::string& extra) {
+  const std::filesystem::path path = dir / (name + ".json");
+  write_text(path, config.dump(2));
+  return run_command(tandem_cli() + " train " + path.string() + " --run-dir " +
+                     (dir / name).string() + " -q " + extra);
+}
+
+nlohmann::json run_history(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "events.jsonl");
+  std::string line;
+  nlohmann::json history;
+  while (std::getline(in, line)) {
+    const nlohmann::json event = nlohmann::json::parse(line);
+    if (event.value("event", "") == "run_finished") history = event["history"];
+  }
+  return history;
+}
+
 }  // namespace tandem::test

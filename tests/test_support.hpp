@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace tandem::test {
 
 /// A fresh, empty folder under the build tree, unique to this test and process.
@@ -34,5 +36,13 @@ inline std::filesystem::path fashion_mnist_dir() {
 
 std::string read_text(const std::filesystem::path& path);
 void write_text(const std::filesystem::path& path, const std::string& text);
+
+/// Writes `config` to dir/<name>.json and runs `tandem train` on it into the run folder
+/// dir/<name>, quietly, with `extra` arguments.
+CommandResult train_in(const std::filesystem::path& dir, const std::string& name,
+                       const nlohmann::json& config, const std::string& extra = "");
+/// The history (one logs object per epoch) of the finished run in folder `run_dir`, from its
+/// events.jsonl; null when no run finished there.
+nlohmann::json run_history(const std::filesystem::path& run_dir);
 
 }  // namespace tandem::test

@@ -16,17 +16,10 @@ Keras 2 functional config (what `model.to_json()` writes for the same Keras code
 
 Layer names follow Keras' numbering (conv2d, conv2d_1, ...). Run: resources/configs/fashion-resnet.py
 """
-import json
-import os
+from keras_config import Names, write_beside
 
-counts = {}
+name_for = Names()
 layers = []
-
-
-def name_for(base):
-    n = counts.get(base, 0)
-    counts[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"
 
 
 def call(cls, base, config, *inputs):
@@ -89,8 +82,5 @@ run = {
                        "y": fashion + "t10k-labels-idx1-ubyte.gz"},
     },
 }
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fashion-resnet.json")
-with open(out, "w") as f:
-    json.dump(run, f, indent=1)
-    f.write("\n")
+out = write_beside(__file__, "fashion-resnet.json", run)
 print(f"wrote {out}: {len(layers)} layers")

@@ -18,84 +18,31 @@ in segment B (a repeat inside A does not count)?
 
 Run: resources/configs/tiny-bert.py
 """
-import json
-import os
+from keras_config import Keras3Graph, normal, tensor, write_beside
 
 SEQUENCE, VOCABULARY, WIDTH, HEADS, KEY_DIM, HIDDEN, BLOCKS = 24, 32, 32, 4, 8, 64, 2
 
-counts = {}
-layers = []
-
-
-def name_for(base):
-    n = counts.get(base, 0)
-    counts[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"
-
-
-def tensor(name):
-    return {"class_name": "__keras_tensor__",
-            "config": {"shape": None, "dtype": "float32", "keras_history": [name, 0, 0]}}
-
-
-def call(cls, base, config, args, kwargs=None, module="keras.layers"):
-    name = name_for(base)
-    layers.append({"module": module, "class_name": cls, "name": name,
-                   "config": dict(config, name=name, trainable=True, dtype="float32"),
-                   "inbound_nodes": [{"args": args, "kwargs": kwargs or {}}]})
-    return name
-
-
-def normal(stddev):
-    return {"class_name": "RandomNormal", "config": {"mean": 0.0, "stddev": stddev, "seed": None}}
-
-
-def dense(x, units, activation="linear"):
-    return call("Dense", "dense", {"units": units, "activation": activation, "use_bias": True},
-                [tensor(x)])
-
-
-def add(*xs):
-    return call("Add", "add", {}, [[tensor(x) for x in xs]])
-
-
-def norm(x):
-    return call("LayerNormalization", "layer_normalization",
-                {"axis": -1, "epsilon": 1e-12, "center": True, "scale": True}, [tensor(x)])
-
-
-def model_input(name):
-    layers.append({"module": "keras.layers", "class_name": "InputLayer", "name": name,
-                   "config": {"batch_shape": [None, SEQUENCE], "dtype": "float32",
-                              "sparse": False, "name": name}, "inbound_nodes": []})
-
-
-model_input("tokens")
-model_input("segments")
-t = call("Embedding", "embedding",
-         {"input_dim": VOCABULARY, "output_dim": WIDTH, "embeddings_initializer": normal(1.0)},
-         [tensor("tokens")])
-s = call("Embedding", "embedding",
-         {"input_dim": 2, "output_dim": WIDTH, "embeddings_initializer": normal(1.0)},
-         [tensor("segments")])
-p = call("PositionEmbedding", "position_embedding",
-         {"sequence_length": SEQUENCE, "initializer": normal(0.1)},
-         [tensor(t)], module="keras_hub.layers")
-h = norm(add(t, s, p))
+g = Keras3Graph()
+g.input("tokens", [SEQUENCE])
+g.input("segments", [SEQUENCE])
+t = g.call("Embedding", "embedding",
+           {"input_dim": VOCABULARY, "output_dim": WIDTH, "embeddings_initializer": normal(1.0)},
+           [tensor("tokens")])
+s = g.call("Embedding", "embedding",
+           {"input_dim": 2, "output_dim": WIDTH, "embeddings_initializer": normal(1.0)},
+           [tensor("segments")])
+p = g.call("PositionEmbedding", "position_embedding",
+           {"sequence_length": SEQUENCE, "initializer": normal(0.1)},
+           [tensor(t)], module="keras_hub.layers")
+h = g.norm(g.add(t, s, p), 1e-12)
 for _ in range(BLOCKS):
-    a = call("MultiHeadAttention", "multi_head_attention",
-             {"num_heads": HEADS, "key_dim": KEY_DIM, "value_dim": KEY_DIM, "dropout": 0.0,
-              "use_bias": True, "output_shape": None, "attention_axes": None},
-             [tensor(h), tensor(h)])
-    h = norm(add(h, a))
-    f = dense(dense(h, HIDDEN, "gelu"), WIDTH)
-    h = norm(add(h, f))
-g = call("GlobalAveragePooling1D", "global_average_pooling1d",
-         {"data_format": "channels_last", "keepdims": False}, [tensor(h)])
-y = dense(g, 1, "sigmoid")
+    h = g.encoder_block(h, HEADS, KEY_DIM, HIDDEN, WIDTH, "gelu", 1e-12)
+pooled = g.call("GlobalAveragePooling1D", "global_average_pooling1d",
+                {"data_format": "channels_last", "keepdims": False}, [tensor(h)])
+y = g.dense(pooled, 1, "sigmoid")
 
 model = {"module": "keras", "class_name": "Functional",
-         "config": {"name": "tiny_bert", "trainable": True, "layers": layers,
+         "config": {"name": "tiny_bert", "trainable": True, "layers": g.layers,
                     "input_layers": [["tokens", 0, 0], ["segments", 0, 0]],
                     "output_layers": [y, 0, 0]}}
 
@@ -109,7 +56,4 @@ run = {"name": "tiny-bert", "seed": 42, "epochs": 10, "batch_size": 64, "devices
        "optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
        "loss": "binary_crossentropy", "metrics": ["accuracy"], "model": model,
        "data": {"train": synthetic(20000, 1), "validation": synthetic(2000, 2)}}
-
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny-bert.json"), "w") as f:
-    json.dump(run, f, indent=1)
-    f.write("\n")
+write_beside(__file__, "tiny-bert.json", run)

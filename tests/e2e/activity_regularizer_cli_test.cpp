@@ -94,10 +94,7 @@ struct ActivityRegularizerCli : ::testing::Test {
   }
   test::CommandResult train(const std::string& name, const json& config,
                             const std::string& extra = "") {
-    const fs::path path = dir / (name + ".json");
-    std::ofstream(path) << config.dump(2);
-    return run_command(test::tandem_cli() + " train " + path.string() + " --run-dir " +
-                       (dir / name).string() + " -q " + extra);
+    return test::train_in(dir, name, config, extra);
   }
   fs::path dir, data;
 };
@@ -125,11 +122,7 @@ TEST_F(ActivityRegularizerCli, PenaltiesCountInTheLossAndTheStepAsPyTorchCompute
   auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "start.json").string() +
                         weights + " --split train -q");
   ASSERT_EQ(ev.exit_code, 0) << ev.err;
-  std::ifstream in(dir / "start" / "events.jsonl");
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find("\"run_finished\"") != std::string::npos) last = line;
-  const double trained = json::parse(last)["history"][0]["loss"].get<double>();
+  const double trained = test::run_history(dir / "start")[0]["loss"].get<double>();
   EXPECT_NEAR(json::parse(ev.out)["loss"].get<double>(), trained, 1e-6 * trained);
 }
 

@@ -88,16 +88,6 @@ fs::path write_config(const fs::path& dir, const json& config) {
   return path;
 }
 
-json history_of(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "events.jsonl");
-  std::string line;
-  json history;
-  while (std::getline(in, line)) {
-    const json e = json::parse(line);
-    if (e.value("event", "") == "run_finished") history = e["history"];
-  }
-  return history;
-}
 
 struct MultiIoCli : ::testing::Test {
   void SetUp() override {
@@ -126,7 +116,7 @@ TEST_F(MultiIoCli, TrainsReportsEachOutputAndPredictsPacked) {
                            (dir / "three").string() + " -q");
   ASSERT_EQ(three.exit_code, 0) << three.err;
 
-  const json history = history_of(dir / "one");
+  const json history = test::run_history(dir / "one");
   ASSERT_EQ(history.size(), 2u) << history.dump();
   for (const char* key : {"loss", "repeat_loss", "mean_loss", "repeat_accuracy", "val_loss",
                           "val_repeat_loss", "val_mean_loss", "val_repeat_accuracy"})
@@ -139,7 +129,7 @@ TEST_F(MultiIoCli, TrainsReportsEachOutputAndPredictsPacked) {
   }
   EXPECT_LT(history[1]["loss"].get<double>(), history[0]["loss"].get<double>()) << history.dump();
   // The device layout does not show in the result (contract 1).
-  const json again = history_of(dir / "three");
+  const json again = test::run_history(dir / "three");
   ASSERT_EQ(again.size(), 2u);
   EXPECT_NEAR(again[1]["val_loss"].get<double>(), history[1]["val_loss"].get<double>(), 1e-5);
 

@@ -74,13 +74,18 @@ struct SampleWeightCli : ::testing::Test {
     ASSERT_EQ(w.exit_code, 0) << w.err;
   }
 
-  // Trains `config` into dir/<name>; returns the command's result.
   test::CommandResult train(const std::string& name, const json& config,
                             const std::string& extra = "") {
-    const fs::path path = dir / (name + ".json");
-    std::ofstream(path) << config.dump(2);
-    return run_command(test::tandem_cli() + " train " + path.string() + " --run-dir " +
-                       (dir / name).string() + " -q " + extra);
+    return test::train_in(dir, name, config, extra);
+  }
+  // A one-hot copy of the labels, "onehot", in the data file.
+  void add_one_hot_targets() {
+    auto r = run_command(std::string(test::system_python()) + " -c '\n"
+                         "import h5py, numpy as np, sys\n"
+                         "with h5py.File(sys.argv[1], \"a\") as f:\n"
+                         "  f[\"onehot\"] = np.eye(3, dtype=np.float32)[f[\"label\"][()]]\n' " +
+                         data.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
   fs::path dir, data;
@@ -132,13 +137,7 @@ TEST_F(SampleWeightCli, EvaluateReportsKerasWeightedLossAndMetricsAsPyTorchCompu
   config["weighted_metrics"] = {"accuracy", "mse"};
   config["metrics"] = {"accuracy"};
   config["loss"] = "categorical_crossentropy";
-  // One-hot targets for mse: write them next to the labels.
-  auto onehot = run_command(std::string(test::system_python()) + " -c '\n"
-                            "import h5py, numpy as np, sys\n"
-                            "with h5py.File(sys.argv[1], \"a\") as f:\n"
-                            "  f[\"onehot\"] = np.eye(3, dtype=np.float32)[f[\"label\"][()]]\n' " +
-                            data.string());
-  ASSERT_EQ(onehot.exit_code, 0) << onehot.err;
+  add_one_hot_targets();  // for mse
   config["data"]["train"]["y"] = "onehot";
   config["data"]["test"] = config["data"]["train"];
   config["data"]["test"]["sample_weight"] = "w_rand";
@@ -184,12 +183,7 @@ TEST_F(SampleWeightCli, EvaluateReportsKerasWeightedLossAndMetricsAsPyTorchCompu
 // the whole set's histogram (written again here in NumPy from PyTorch's predictions), not a
 // mean of the batches' values; the ROC area is close to the exact share of ranked pairs.
 TEST_F(SampleWeightCli, AucAndMeanIouOfAnEvaluationAreKerasFormulasOverTheWholeSet) {
-  auto onehot = run_command(std::string(test::system_python()) + " -c '\n"
-                            "import h5py, numpy as np, sys\n"
-                            "with h5py.File(sys.argv[1], \"a\") as f:\n"
-                            "  f[\"onehot\"] = np.eye(3, dtype=np.float32)[f[\"label\"][()]]\n' " +
-                            data.string());
-  ASSERT_EQ(onehot.exit_code, 0) << onehot.err;
+  add_one_hot_targets();
   json config = run_config(data);
   config["loss"] = "categorical_crossentropy";
   config["epochs"] = 1;

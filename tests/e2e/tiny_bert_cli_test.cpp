@@ -46,14 +46,8 @@ TEST(TinyBertCli, ThreeReplicasTrainItAsOneDoes) {
       "print(worst)\n' " +
       (dir / "cpu:1" / "model.h5").string() + " " + (dir / "cpu:3" / "model.h5").string();
   // The same losses, epoch by epoch (a replica's loss is its rows' sum: the sums add up).
-  const auto history = [&](const char* devices) {
-    std::ifstream in(dir / devices / "events.jsonl");
-    std::string line, last;
-    while (std::getline(in, line))
-      if (line.find("\"run_finished\"") != std::string::npos) last = line;
-    return json::parse(last)["history"][0];
-  };
-  const json one = history("cpu:1"), three = history("cpu:3");
+  const json one = test::run_history(dir / "cpu:1")[0];
+  const json three = test::run_history(dir / "cpu:3")[0];
   for (const char* key : {"loss", "val_loss"})
     EXPECT_NEAR(three[key].get<double>(), one[key].get<double>(), 1e-6 * one[key].get<double>())
         << key;

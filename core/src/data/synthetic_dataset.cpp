@@ -74,18 +74,25 @@ class SyntheticDataset final : public Dataset {
     }
   }
 
-  // A sequence whose first token is repeated later (y = 1) or not (y = 0): every other
-  // token differs from the first; a repeat, when drawn, goes to one random later position.
-  void repeated_token_sample(Rng& rng, float* x, float* y) const {
-    const bool repeated = rng.below(2) == 1;
+  // `length` token ids in [1, vocabulary): a random first one, then ones that all differ from
+  // it. Returns the first.
+  std::uint64_t draw_tokens(Rng& rng, float* x, std::int64_t length) const {
     const auto others = static_cast<std::uint64_t>(s_.vocabulary - 2);  // ids but 0 and first
     const std::uint64_t first = 1 + rng.below(static_cast<std::uint64_t>(s_.vocabulary - 1));
     x[0] = static_cast<float>(first);
-    for (std::int64_t t = 1; t < x_row_; ++t) {
+    for (std::int64_t t = 1; t < length; ++t) {
       std::uint64_t token = 1 + rng.below(others);
       if (token >= first) ++token;
       x[t] = static_cast<float>(token);
     }
+    return first;
+  }
+
+  // A sequence whose first token is repeated later (y = 1) or not (y = 0): every other
+  // token differs from the first; a repeat, when drawn, goes to one random later position.
+  void repeated_token_sample(Rng& rng, float* x, float* y) const {
+    const bool repeated = rng.below(2) == 1;
+    const std::uint64_t first = draw_tokens(rng, x, x_row_);
     if (repeated)
       x[1 + rng.below(static_cast<std::uint64_t>(x_row_ - 1))] = static_cast<float>(first);
     y[0] = repeated ? 1.0f : 0.0f;
@@ -99,14 +106,7 @@ class SyntheticDataset final : public Dataset {
     const std::int64_t length = s_.x_shape[0];
     const auto split = 2 + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(length - 3)));
     const bool in_b = rng.below(2) == 1, in_a = rng.below(2) == 1;
-    const auto others = static_cast<std::uint64_t>(s_.vocabulary - 2);
-    const std::uint64_t first = 1 + rng.below(static_cast<std::uint64_t>(s_.vocabulary - 1));
-    x[0] = static_cast<float>(first);
-    for (std::int64_t t = 1; t < length; ++t) {
-      std::uint64_t token = 1 + rng.below(others);
-      if (token >= first) ++token;
-      x[t] = static_cast<float>(token);
-    }
+    const std::uint64_t first = draw_tokens(rng, x, length);
     if (in_a) x[1 + rng.below(static_cast<std::uint64_t>(split - 1))] = static_cast<float>(first);
     if (in_b)
       x[split + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(length - split)))] =

@@ -136,6 +136,17 @@ TEST(SyntheticDataset, OutOfRangeIndexIsAnError) {
   EXPECT_THROW(read(*ds, {-1}), DataError);
 }
 
+// The ConfigError a synthetic spec gets, or "" when it is accepted.
+std::string error_of(const nlohmann::json& spec) {
+  try {
+    ConfigObject c(spec, "data");
+    data::parse_synthetic_spec(c);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // repeated_token: every label says whether the first token appears again, checked by a scan of
 // the sequence; about half the samples are positive; every token is an id in [1, vocabulary).
 TEST(SyntheticDataset, RepeatedTokenLabelsSayWhetherTheFirstTokenComesBack) {
@@ -167,15 +178,6 @@ TEST(SyntheticDataset, RepeatedTokenLabelsSayWhetherTheFirstTokenComesBack) {
 }
 
 TEST(SyntheticDataset, RepeatedTokenSpecIsChecked) {
-  const auto error_of = [](const nlohmann::json& j) -> std::string {
-    try {
-      ConfigObject c(j, "data");
-      data::parse_synthetic_spec(c);
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   const nlohmann::json good = {{"samples", 10}, {"x_shape", {8}}, {"task", "repeated_token"},
                                {"vocabulary", 5}};
   EXPECT_EQ(error_of(good), "");
@@ -234,15 +236,6 @@ TEST(SyntheticDataset, SentencePairLabelsSayWhetherTheFirstTokenOfAIsInB) {
 }
 
 TEST(SyntheticDataset, SentencePairSpecIsChecked) {
-  const auto error_of = [](const nlohmann::json& j) -> std::string {
-    try {
-      ConfigObject c(j, "data");
-      data::parse_synthetic_spec(c);
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   const nlohmann::json good = {{"samples", 10}, {"x_shape", {4}}, {"task", "sentence_pair"},
                                {"vocabulary", 5}};
   EXPECT_EQ(error_of(good), "");
