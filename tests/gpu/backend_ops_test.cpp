@@ -574,6 +574,27 @@ TEST_F(BackendOps, MetricHistogramsAreTheCpusBitForBit) {
     }
 }
 
+TEST_F(BackendOps, UniformDrawsAndFlipsAreTheCpusBitForBit) {
+  backend::DropoutDesc d;
+  d.stream = 77;
+  d.call = 3;
+  d.first_sample = 40;
+  Tensor draws_cpu({9, 2});
+  Tensor draws_gpu = gpu_tensor({9, 2});
+  cpu().uniform_noise(d, draws_cpu, 2);
+  gpu().uniform_noise(d, draws_gpu, 2);
+  const Tensor draws = down(draws_gpu);
+  for (std::int64_t i = 0; i < draws.size(); ++i) ASSERT_EQ(draws[i], draws_cpu[i]) << i;
+  backend::FlipDesc flip{9, 5, 4, 3, true, true};
+  const Tensor x = random_host({9, 5, 4, 3}, 28);
+  Tensor y_cpu({9, 5, 4, 3});
+  Tensor y_gpu = gpu_tensor({9, 5, 4, 3});
+  cpu().flip_images(flip, draws_cpu, x, y_cpu);
+  gpu().flip_images(flip, draws_gpu, up(x), y_gpu);
+  const Tensor y = down(y_gpu);
+  for (std::int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_cpu[i]) << i;
+}
+
 TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
   backend::OptimizerDesc adam;
   adam.kind = backend::OptimizerDesc::Kind::adam;

@@ -229,6 +229,10 @@ std::vector<LayerCase> layer_cases() {
                     layer("MaxPooling2D", {{"pool_size", 2}}),
                     layer("Dense", {{"units", 5},
                                     {"activity_regularizer", "l2"}})})});
+  cases.push_back({"random_flip",
+                   {5, 4, 2},
+                   json::array({layer("RandomFlip", {{"seed", 3}}),
+                                layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}})})});
   cases.push_back({"embedding",
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),

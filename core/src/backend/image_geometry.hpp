@@ -26,4 +26,12 @@ struct UpsampleDesc {
   std::int64_t row_factor = 1, col_factor = 1;
 };
 
+/// Random flips of images (batch, rows, cols, channels), RandomFlip: sample n is mirrored
+/// left-right when `horizontal` and its first draw is <= 0.5, upside down when `vertical` and
+/// its second draw is <= 0.5 (the draws: two uniform values per sample, Backend::uniform_noise).
+struct FlipDesc {
+  std::int64_t batch = 0, rows = 0, cols = 0, channels = 0;
+  bool horizontal = false, vertical = false;
+};
+
 }  // namespace tandem::backend

@@ -22,6 +22,7 @@
 
 #include "backend/activation_kind.hpp"
 #include "backend/axis_groups.hpp"
+#include "backend/image_geometry.hpp"
 
 #ifdef __CUDACC__
 #define TANDEM_HD __host__ __device__
@@ -1322,6 +1323,23 @@ TANDEM_HD inline float normal_noise(std::uint64_t row_key, std::int64_t col) {
   const double u1 = ddiv(i2d(static_cast<std::int64_t>(h >> 40) + 1), 16777216.0);
   const double u2 = ddiv(i2d(static_cast<std::int64_t>((h >> 16) & 0xffffffULL)), 16777216.0);
   return d2f(dmul(dsqrt(dmul(-2.0, log_d(u1))), cos_d(dmul(6.283185307179586, u2))));
+}
+/// A uniform value in [0, 1) keyed as a dropout mask value (RandomFlip's draws): the hash's top
+/// 24 bits as a fraction.
+TANDEM_HD inline float uniform_noise(std::uint64_t row_key, std::int64_t col) {
+  const std::uint64_t h = mix(row_key + static_cast<std::uint64_t>(col));
+  return d2f(ddiv(i2d(static_cast<std::int64_t>(h >> 40)), 16777216.0));
+}
+/// The element of x that element e of flip_images' output takes (FlipDesc; `draws`: two per
+/// sample). A flip is its own inverse, so the gradient flips back through the same map.
+TANDEM_HD inline std::int64_t flip_source(const FlipDesc& d, const float* draws, std::int64_t e) {
+  const std::int64_t c = e % d.channels, j = (e / d.channels) % d.cols,
+                     i = (e / (d.channels * d.cols)) % d.rows, n = e / (d.channels * d.cols * d.rows);
+  const bool mirror = d.horizontal && draws[2 * n] <= 0.5f;
+  const bool upside_down = d.vertical && draws[2 * n + 1] <= 0.5f;
+  const std::int64_t from_i = upside_down ? d.rows - 1 - i : i;
+  const std::int64_t from_j = mirror ? d.cols - 1 - j : j;
+  return ((n * d.rows + from_i) * d.cols + from_j) * d.channels + c;
 }
 /// Everything at once: the mask value of (global sample, column) at one training forward.
 TANDEM_HD inline float dropout_mask_value(std::uint64_t stream, std::uint64_t call,

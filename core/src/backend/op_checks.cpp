@@ -128,6 +128,17 @@ void check_upsample(const UpsampleDesc& d, const Tensor& x, const Tensor& y) {
                            std::to_string(d.row_factor) + "x" + std::to_string(d.col_factor));
 }
 
+void check_flip(const FlipDesc& d, const Tensor& draws, const Tensor& x, const Tensor& y) {
+  const std::int64_t n = d.batch * d.rows * d.cols * d.channels;
+  if (x.size() != n || y.size() != n || draws.size() != 2 * d.batch ||
+      (n > 0 && x.data() == y.data()))
+    throw std::logic_error("backend operation flip_images: " + std::to_string(x.size()) + " and " +
+                           std::to_string(y.size()) + " values (apart) with " +
+                           std::to_string(draws.size()) + " draws are not " +
+                           std::to_string(d.batch) + " images of " + std::to_string(d.rows) +
+                           "x" + std::to_string(d.cols) + "x" + std::to_string(d.channels));
+}
+
 std::int64_t prelu_rows(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x) {
   const std::int64_t rows = d.size > 0 ? x.size() / d.size : 0;

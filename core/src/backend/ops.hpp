@@ -304,6 +304,9 @@ class Backend {
   /// noise = a standard normal value per element (rows of `cols`; desc's rate unused), keyed as
   /// dropout's mask; counts as one of the stream's calls, as dropout_forward does.
   virtual void normal_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) = 0;
+  /// noise = a uniform value in [0, 1) per element (rows of `cols`), keyed and counted as
+  /// normal_noise.
+  virtual void uniform_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) = 0;
 
   /// Layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta per row (gamma and
   /// beta, `cols` values, may be null); `stats` (resized here to 2 x rows) keeps each row's mean
@@ -325,6 +328,10 @@ class Backend {
   virtual void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) = 0;
   /// dx = the sum of dy over each cell's block (in row-major order within the block).
   virtual void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) = 0;
+  /// y = x with each sample flipped as its two `draws` say (FlipDesc); y must not be x. Also the
+  /// gradient: a flip is its own inverse.
+  virtual void flip_images(const FlipDesc& desc, const Tensor& draws, const Tensor& x,
+                           Tensor& y) = 0;
   virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
   virtual std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) = 0;
   virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) = 0;
@@ -404,6 +411,8 @@ void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& 
 void check_image_block(const ImageBlock& block, const Tensor& src, const Tensor& dst);
 /// Throws std::logic_error unless x and y hold the input and output images of desc.
 void check_upsample(const UpsampleDesc& desc, const Tensor& x, const Tensor& y);
+/// Throws std::logic_error unless x and y are desc's images (apart) and draws has two per sample.
+void check_flip(const FlipDesc& desc, const Tensor& draws, const Tensor& x, const Tensor& y);
 /// The samples of x for prelu; throws std::logic_error unless x is whole samples of desc, alpha
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,

@@ -12,6 +12,7 @@
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
 #include "nn/gaussian_noise.hpp"
+#include "nn/random_flip.hpp"
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
 #include "nn/global_average_pooling.hpp"
@@ -319,9 +320,14 @@ std::unique_ptr<Layer> make_dot(ConfigObject& c, const std::string& name) {
 
 // A random layer's optional seed.
 std::optional<std::uint64_t> read_seed(ConfigObject& c) {
-  if (c.has("seed")) return static_cast<std::uint64_t>(c.get_int("seed"));
-  c.ignore({"seed"});
-  return std::nullopt;
+  if (!c.has("seed")) {
+    c.ignore({"seed"});
+    return std::nullopt;
+  }
+  const std::int64_t seed = c.get_int("seed");
+  if (seed < 0)
+    throw ConfigError(c.path_of("seed"), "expected an integer >= 0, got " + std::to_string(seed));
+  return static_cast<std::uint64_t>(seed);
 }
 
 // Keras' noise_shape: [null | batch, d1, ...], each sample entry null or a positive integer.
@@ -376,6 +382,13 @@ std::unique_ptr<Layer> make_gaussian_noise(ConfigObject& c, const std::string& n
   const double amount = additive ? c.number_in(key, 0.0, 0.0, 1e30)
                                  : c.number_in(key, 0.0, 0.0, 1.0, false, true);
   return std::make_unique<GaussianNoise>(name, kind, amount, read_seed(c));
+}
+
+std::unique_ptr<Layer> make_random_flip(ConfigObject& c, const std::string& name) {
+  const std::string mode = c.one_of("mode", "horizontal_and_vertical",
+                                    {"horizontal", "vertical", "horizontal_and_vertical"});
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomFlip>(name, mode, read_seed(c));
 }
 
 // Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3], each > 0.
@@ -796,6 +809,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GaussianNoise", {"gaussian_noise", make_gaussian_noise<GaussianNoise::Kind::additive>}},
       {"GaussianDropout",
        {"gaussian_dropout", make_gaussian_noise<GaussianNoise::Kind::multiplicative>}},
+      {"RandomFlip", {"random_flip", make_random_flip}},
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},

@@ -303,6 +303,17 @@ void CpuBackend::normal_noise(const DropoutDesc& d, Tensor& noise, std::int64_t 
   });
 }
 
+void CpuBackend::uniform_noise(const DropoutDesc& d, Tensor& noise, std::int64_t cols) {
+  require_device(*this, noise, "uniform_noise");
+  const std::int64_t rows = rows_of(noise.size(), cols);
+  const std::uint64_t step_key = math::dropout_step_key(d.stream, d.call);
+  float* n = noise.data();
+  for_rows(rows, cols, [&](std::int64_t r) {
+    const std::uint64_t row_key = math::dropout_row_key(step_key, d.first_sample + r);
+    for (std::int64_t c = 0; c < cols; ++c) n[r * cols + c] = math::uniform_noise(row_key, c);
+  });
+}
+
 void CpuBackend::global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
                                              std::int64_t channels) {
   require_device(*this, x, "global_average_pool_forward");

@@ -57,6 +57,7 @@ class CpuBackend final : public Backend {
   void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                        std::int64_t cols) override;
   void normal_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
+  void uniform_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
   void layer_norm_forward(const LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
                           const Tensor* beta, Tensor& y, Tensor& stats) override;
   void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
@@ -64,6 +65,8 @@ class CpuBackend final : public Backend {
                            Tensor* d_beta) override;
   void copy_image_block(const ImageBlock& block, const Tensor& src, Tensor& dst) override;
   void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
+  void flip_images(const FlipDesc& desc, const Tensor& draws, const Tensor& x,
+                   Tensor& y) override;
   void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) override;
   std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
   std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;

@@ -1,10 +1,11 @@
-// The CPU backend's image block copies (ZeroPadding2D, Cropping2D) and nearest-neighbour
-// upsampling (UpSampling2D), split across threads by output rows.
+// The CPU backend's image block copies (ZeroPadding2D, Cropping2D), nearest-neighbour
+// upsampling (UpSampling2D) and random flips (RandomFlip), split across threads by output rows.
 #include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::backend {
 
@@ -66,6 +67,21 @@ void CpuBackend::upsample_backward(const UpsampleDesc& d, const Tensor& dy, Tens
           }
       }
     }
+  });
+}
+
+void CpuBackend::flip_images(const FlipDesc& d, const Tensor& draws, const Tensor& x,
+                             Tensor& y) {
+  require_device(*this, draws, "flip_images");
+  require_device(*this, x, "flip_images");
+  require_device(*this, y, "flip_images");
+  check_flip(d, draws, x, y);
+  const float* in = x.data();
+  const float* u = draws.data();
+  float* out = y.data();
+  const std::int64_t row = d.cols * d.channels;
+  cpu::parallel_for(d.batch * d.rows, 16, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t e = r0 * row; e < r1 * row; ++e) out[e] = in[math::flip_source(d, u, e)];
   });
 }
 

@@ -273,6 +273,12 @@ void CudaBackend::normal_noise(const backend::DropoutDesc& d, Tensor& noise, std
                      d.first_sample, stream_);
 }
 
+void CudaBackend::uniform_noise(const backend::DropoutDesc& d, Tensor& noise, std::int64_t cols) {
+  require(noise, "uniform_noise");
+  cuda::uniform_noise(noise.data(), rows_of(noise.size(), cols), cols, d.stream, call_counter(d),
+                      d.first_sample, stream_);
+}
+
 std::uint64_t* CudaBackend::call_counter(const backend::DropoutDesc& d) {
   if (dropout_calls_.find(d.stream) == dropout_calls_.end()) set_dropout_calls(d.stream, d.call);
   return reinterpret_cast<std::uint64_t*>(dropout_calls_.at(d.stream).data());

@@ -81,6 +81,8 @@ class CudaBackend final : public backend::Backend {
   void copy_image_block(const backend::ImageBlock& block, const Tensor& src,
                         Tensor& dst) override;
   void upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
+  void flip_images(const backend::FlipDesc& desc, const Tensor& draws, const Tensor& x,
+                   Tensor& y) override;
   void upsample_backward(const backend::UpsampleDesc& desc, const Tensor& dy,
                          Tensor& dx) override;
   void layer_norm_forward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
@@ -97,6 +99,7 @@ class CudaBackend final : public backend::Backend {
   void dropout_forward(const backend::DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,
                        std::int64_t cols) override;
   void normal_noise(const backend::DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
+  void uniform_noise(const backend::DropoutDesc& desc, Tensor& noise, std::int64_t cols) override;
   std::unique_ptr<backend::Convolution2D> convolution(
       const backend::ConvolutionDesc& desc) override;
   std::unique_ptr<backend::Pooling2D> pooling(const backend::PoolingDesc& desc) override;

@@ -134,6 +134,15 @@ void CudaBackend::copy_image_block(const backend::ImageBlock& block, const Tenso
   cuda::copy_image_block(block, src.data(), dst.data(), stream_);
 }
 
+void CudaBackend::flip_images(const backend::FlipDesc& desc, const Tensor& draws, const Tensor& x,
+                              Tensor& y) {
+  require(draws, "flip_images");
+  require(x, "flip_images");
+  require(y, "flip_images");
+  backend::check_flip(desc, draws, x, y);
+  cuda::flip_images(desc, draws.data(), x.data(), y.data(), stream_);
+}
+
 void CudaBackend::upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x,
                                    Tensor& y) {
   require(x, "upsample_forward");

@@ -85,6 +85,18 @@ __global__ void normal_noise_kernel(float* noise, std::int64_t rows, std::int64_
   }
 }
 
+__global__ void uniform_noise_kernel(float* noise, std::int64_t rows, std::int64_t cols,
+                                     std::uint64_t stream_key, const std::uint64_t* calls,
+                                     std::int64_t offset) {
+  const std::int64_t n = rows * cols;
+  const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
+  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    noise[i] =
+        backend::math::uniform_noise(backend::math::dropout_row_key(step_key, offset + r), c);
+  }
+}
+
 // After dropout_kernel on the same stream: the next call draws the next mask.
 __global__ void count_call_kernel(std::uint64_t* calls) {
   ++*calls;
@@ -168,6 +180,17 @@ void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint6
     normal_noise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
                                                                 calls, offset);
     check(cudaGetLastError(), "normal_noise");
+  }
+  count_dropout_call(calls, stream);
+}
+
+void uniform_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
+                   std::uint64_t* calls, std::int64_t offset, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n > 0) {
+    uniform_noise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
+                                                                 calls, offset);
+    check(cudaGetLastError(), "uniform_noise");
   }
   count_dropout_call(calls, stream);
 }

@@ -37,6 +37,10 @@ void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, s
 /// (kernel_math's normal_noise), keyed and counted in `calls` as dropout_forward.
 void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
                   std::uint64_t* calls, std::int64_t offset, cudaStream_t stream);
+/// noise = uniform values in [0, 1) over rows x cols, bit for bit the host's (kernel_math's
+/// uniform_noise), keyed and counted in `calls` as dropout_forward.
+void uniform_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
+                   std::uint64_t* calls, std::int64_t offset, cudaStream_t stream);
 /// ++*calls on the device: a training forward of Dropout that had no rows to mask.
 void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 

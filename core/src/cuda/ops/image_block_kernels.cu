@@ -1,7 +1,8 @@
-// Private (CUDA module): ZeroPadding2D's and Cropping2D's block copies and UpSampling2D's
-// kernels, one thread per value; the upsampling gradient sums each block in row-major order, as
-// the CPU backend does, so both give the same bits.
+// Private (CUDA module): ZeroPadding2D's and Cropping2D's block copies, UpSampling2D's and
+// RandomFlip's kernels, one thread per value; the upsampling gradient sums each block in
+// row-major order, as the CPU backend does, so both give the same bits.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+#include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
 
@@ -47,6 +48,12 @@ __global__ void upsample_backward_kernel(backend::UpsampleDesc d, const float* d
   }
 }
 
+__global__ void flip_kernel(backend::FlipDesc d, const float* draws, const float* x, float* y) {
+  const std::int64_t n = d.batch * d.rows * d.cols * d.channels;
+  for (std::int64_t e = grid_first(); e < n; e += grid_step())
+    y[e] = x[backend::math::flip_source(d, draws, e)];
+}
+
 }  // namespace
 
 void copy_image_block(const backend::ImageBlock& block, const float* src, float* dst,
@@ -71,6 +78,14 @@ void upsample_backward(const backend::UpsampleDesc& d, const float* dy, float* d
   if (n <= 0) return;
   upsample_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, dy, dx);
   check_launch("upsample_backward");
+}
+
+void flip_images(const backend::FlipDesc& d, const float* draws, const float* x, float* y,
+                 cudaStream_t stream) {
+  const std::int64_t n = d.batch * d.rows * d.cols * d.channels;
+  if (n <= 0) return;
+  flip_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, draws, x, y);
+  check_launch("flip_images");
 }
 
 }  // namespace tandem::cuda

@@ -190,6 +190,9 @@ void upsample_forward(const backend::UpsampleDesc& desc, const float* x, float* 
                       cudaStream_t stream);
 void upsample_backward(const backend::UpsampleDesc& desc, const float* dy, float* dx,
                        cudaStream_t stream);
+/// Backend::flip_images: one thread per output value (kernel_math's flip_source).
+void flip_images(const backend::FlipDesc& desc, const float* draws, const float* x, float* y,
+                 cudaStream_t stream);
 
 // ---- LayerNormalization ------------------------------------------------------------------------
 
