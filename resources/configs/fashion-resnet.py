@@ -68,7 +68,12 @@ run = {
     "epochs": 15,
     "batch_size": 128,
     "devices": "cpu",
-    "optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
+    # AdamW with a cosine decay per step: 0.9308 after 11 epochs, where plain Adam at a constant
+    # 1e-3 plateaus near 0.92 (docs/benchmarks.md, "fashion-resnet's accuracy").
+    "optimizer": {"class_name": "AdamW",
+                  "config": {"learning_rate": 0.002, "weight_decay": 0.05}},
+    "callbacks": [{"plugin": "lr_scheduler",
+                   "options": {"schedule": "cosine", "interval": "step"}}],
     "loss": {"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": True}},
     "metrics": ["accuracy"],
     "model": {"class_name": "Functional",
