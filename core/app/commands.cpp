@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "app/options_command.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
+#include "util/json_text.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run.hpp"
@@ -105,9 +107,14 @@ fs::path resume_checkpoint(const fs::path& arg) {
   for (const auto& dir : folders) {
     std::ifstream in(dir / "checkpoints.json");
     if (!in) continue;
-    const auto index = nlohmann::json::parse(in, nullptr, false);
-    if (!index.is_object() || !index.contains("checkpoints") || !index["checkpoints"].is_array())
+    nlohmann::json index;
+    try {
+      index = parse_json_text(std::string(std::istreambuf_iterator<char>(in), {}));
+    } catch (const std::exception&) {
       continue;  // being rewritten is atomic; a damaged index is simply not used
+    }
+    if (!index.is_object() || !index.contains("checkpoints") || !index["checkpoints"].is_array())
+      continue;
     for (const auto& entry : index["checkpoints"])
       if (entry.is_object() && entry.value("resumable", false) && entry.contains("file"))
         consider(dir / entry["file"].get<std::string>());

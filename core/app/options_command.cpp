@@ -12,6 +12,7 @@
 
 #include "tandem/error.hpp"
 #include "plugin/options_schema.hpp"
+#include "util/json_text.hpp"
 
 namespace tandem::app {
 
@@ -39,7 +40,9 @@ std::string read_request(const std::string& source) {
 std::pair<json, json> parse_request(const std::string& text) {
   json request;
   try {
-    request = json::parse(text);
+    request = parse_json_text(text);
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError("<request>", std::string("not a request: ") + e.what());
   } catch (const json::exception& e) {
     throw ConfigError("<request>", std::string("not valid JSON: ") + e.what());
   }

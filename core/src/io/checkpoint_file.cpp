@@ -16,6 +16,7 @@
 #include "io/hdf5_lock.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
+#include "util/json_text.hpp"
 
 namespace tandem {
 
@@ -569,7 +570,9 @@ std::string read_text_dataset(hid_t loc, const std::string& path, const std::str
 
 nlohmann::json parse_json(const std::string& text, const std::string& where) {
   try {
-    return nlohmann::json::parse(text);
+    return parse_json_text(text);
+  } catch (const JsonTooDeep& e) {
+    throw std::runtime_error(where + " is " + e.what());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(where + " is not valid JSON: " + e.what());
   }

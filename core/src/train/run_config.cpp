@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "util/config_object.hpp"
+#include "util/json_text.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -21,7 +22,9 @@ json load_json_file(const std::filesystem::path& path) {
   buffer << in.rdbuf();
   const std::string text = buffer.str();
   try {
-    return json::parse(text);
+    return parse_json_text(text);
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError(path.string(), std::string("not a config: ") + e.what());
   } catch (const json::parse_error& e) {
     // Turn the byte offset into a line and column.
     std::size_t line = 1, col = 1;
@@ -46,7 +49,9 @@ void apply_override(json& config, const std::string& assignment) {
   const std::string text = assignment.substr(eq + 1);
   json value;
   try {
-    value = json::parse(text);
+    value = parse_json_text(text);
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError("--set " + key, std::string("the value is ") + e.what());
   } catch (const json::parse_error&) {
     value = text;
   }
