@@ -13,6 +13,7 @@
 #include "tandem/error.hpp"
 #include "plugin/options_schema.hpp"
 #include "util/json_text.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem::app {
 
@@ -31,6 +32,8 @@ std::string read_request(const std::string& source) {
     text << std::cin.rdbuf();
     return text.str();
   }
+  if (const std::string why = not_a_regular_file(source); !why.empty())
+    throw DataError("cannot read " + source + ": it " + why);
   std::ifstream in(source, std::ios::binary);
   if (!in) throw DataError("cannot read " + source);
   return {std::istreambuf_iterator<char>(in), {}};

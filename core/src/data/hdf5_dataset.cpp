@@ -16,6 +16,7 @@
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
 #include "tandem/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem::data {
 
@@ -227,10 +228,8 @@ class Hdf5Dataset final : public Dataset {
   };
 
   void open(const Hdf5Spec& spec) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path_, ec)) throw DataError(path_ + ": file not found");
-    if (std::filesystem::is_directory(path_, ec))
-      throw DataError(path_ + ": is a folder, not an HDF5 file");
+    if (const std::string why = not_a_regular_file(path_); !why.empty())
+      throw DataError(path_ + ": " + why);
     const htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
     if (is_hdf5 == 0) throw DataError(path_ + ": not an HDF5 file");
     if (is_hdf5 < 0) throw DataError(path_ + ": cannot read the file (" + hdf5_error_text() + ")");

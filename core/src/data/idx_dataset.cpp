@@ -11,6 +11,7 @@
 
 #include "data/datasets.hpp"
 #include "tandem/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem::data {
 
@@ -24,9 +25,7 @@ namespace {
 class GzReader {
  public:
   explicit GzReader(const std::string& file) : file_(file) {
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) fail(file, "file not found");
-    if (std::filesystem::is_directory(file, ec)) fail(file, "is a folder, not an IDX file");
+    if (const std::string why = not_a_regular_file(file); !why.empty()) fail(file, why);
     errno = 0;
     gz_ = gzopen(file.c_str(), "rb");
     if (!gz_) fail(file, std::string("cannot open: ") + (errno ? std::strerror(errno) : "?"));

@@ -17,6 +17,7 @@
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "util/json_text.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem {
 
@@ -690,10 +691,8 @@ void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
 
 CheckpointData read_checkpoint_file(const fs::path& path) {
   const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) throw DataError(failed + "no such file");
-  if (fs::is_directory(status)) throw DataError(failed + "it is a folder, not a file");
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    throw DataError(failed + (why == "file not found" ? "no such file" : "it " + why));
 
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   htri_t is_hdf5 = H5Fis_hdf5(path.c_str());

@@ -7,6 +7,7 @@
 
 #include "util/config_object.hpp"
 #include "util/json_text.hpp"
+#include "util/regular_file.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -14,6 +15,13 @@ namespace tandem {
 using nlohmann::json;
 
 json load_json_file(const std::filesystem::path& path) {
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    throw ConfigError(path.string(), "cannot read the config: it " + why);
+  std::error_code ec;
+  constexpr std::uintmax_t kMaxConfigBytes = std::uintmax_t{64} << 20;
+  if (const auto bytes = std::filesystem::file_size(path, ec); !ec && bytes > kMaxConfigBytes)
+    throw ConfigError(path.string(), "a config of " + std::to_string(bytes) +
+                                         " bytes, more than 64 MiB: not a config");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError(path.string(),
