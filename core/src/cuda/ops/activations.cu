@@ -73,28 +73,35 @@ __global__ void dropout_kernel(const float* x, float* y, float* mask, std::int64
   }
 }
 
-__global__ void normal_noise_kernel(float* noise, std::int64_t rows, std::int64_t cols,
-                                    std::uint64_t stream_key, const std::uint64_t* calls,
-                                    std::int64_t offset) {
+// The values of one noise draw: value(row key, column) per element (kernel_math's normal_noise
+// or uniform_noise), keyed as dropout's masks.
+enum class Noise { normal, uniform };
+
+template <Noise kNoise>
+__global__ void noise_kernel(float* noise, std::int64_t rows, std::int64_t cols,
+                             std::uint64_t stream_key, const std::uint64_t* calls,
+                             std::int64_t offset) {
   const std::int64_t n = rows * cols;
   const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
     const std::int64_t r = i / cols, c = i - r * cols;
-    noise[i] =
-        backend::math::normal_noise(backend::math::dropout_row_key(step_key, offset + r), c);
+    const std::uint64_t row_key = backend::math::dropout_row_key(step_key, offset + r);
+    noise[i] = kNoise == Noise::normal ? backend::math::normal_noise(row_key, c)
+                                       : backend::math::uniform_noise(row_key, c);
   }
 }
 
-__global__ void uniform_noise_kernel(float* noise, std::int64_t rows, std::int64_t cols,
-                                     std::uint64_t stream_key, const std::uint64_t* calls,
-                                     std::int64_t offset) {
+// Queues one draw and counts the call.
+template <Noise kNoise>
+void draw_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
+                std::uint64_t* calls, std::int64_t offset, cudaStream_t stream, const char* what) {
   const std::int64_t n = rows * cols;
-  const std::uint64_t step_key = backend::math::dropout_step_key(stream_key, *calls);
-  for (std::int64_t i = first_index(); i < n; i += grid_stride()) {
-    const std::int64_t r = i / cols, c = i - r * cols;
-    noise[i] =
-        backend::math::uniform_noise(backend::math::dropout_row_key(step_key, offset + r), c);
+  if (n > 0) {
+    noise_kernel<kNoise><<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
+                                                                 calls, offset);
+    check(cudaGetLastError(), what);
   }
+  count_dropout_call(calls, stream);
 }
 
 // After dropout_kernel on the same stream: the next call draws the next mask.
@@ -175,24 +182,12 @@ void dropout_forward(const float* x, float* y, float* mask, std::int64_t rows, s
 
 void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
                   std::uint64_t* calls, std::int64_t offset, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n > 0) {
-    normal_noise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
-                                                                calls, offset);
-    check(cudaGetLastError(), "normal_noise");
-  }
-  count_dropout_call(calls, stream);
+  draw_noise<Noise::normal>(noise, rows, cols, stream_key, calls, offset, stream, "normal_noise");
 }
 
 void uniform_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
                    std::uint64_t* calls, std::int64_t offset, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n > 0) {
-    uniform_noise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(noise, rows, cols, stream_key,
-                                                                 calls, offset);
-    check(cudaGetLastError(), "uniform_noise");
-  }
-  count_dropout_call(calls, stream);
+  draw_noise<Noise::uniform>(noise, rows, cols, stream_key, calls, offset, stream, "uniform_noise");
 }
 
 void count_dropout_call(std::uint64_t* calls, cudaStream_t stream) {
