@@ -1,0 +1,30 @@
+// libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
+// config's validation (parse_run_config), then the model and objective it names
+// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight).
+// Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
+// any other exception, a crash or a sanitizer report is a finding.
+// Build: cmake -DTANDEM_BUILD_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ (clang's libFuzzer), then
+//   build/tests/fuzz/run_config_fuzz tests/fuzz/corpus/run_config -max_total_time=60
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nn/objective.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "train/run_config.hpp"
+#include "util/json_text.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    const nlohmann::json config = tandem::parse_json_text(text);
+    const tandem::RunConfig rc = tandem::parse_run_config(config, {});
+    const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
+    tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
+  } catch (const tandem::Error&) {
+  } catch (const tandem::JsonTooDeep&) {
+  } catch (const nlohmann::json::parse_error&) {
+  }
+  return 0;
+}
