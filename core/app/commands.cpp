@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/devices_command.hpp"
+#include "app/export_command.hpp"
 #include "app/import_command.hpp"
 #include "app/inspect_command.hpp"
 #include "app/optimizers_command.hpp"
@@ -296,6 +297,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_plugins_command(app, selected_);
   add_optimizers_command(app, selected_);
   add_import_command(app, selected_);
+  add_export_command(app, selected_);
   add_check_options_command(app, selected_);
 }
 

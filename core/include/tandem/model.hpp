@@ -77,6 +77,17 @@ class TANDEM_EXPORT Model {
   static constexpr int kModelInput = -1;
   static constexpr int model_input(std::size_t i) { return -1 - static_cast<int>(i); }
   const std::vector<int>& call_inputs(std::size_t k) const { return calls_[k].inputs; }
+  /// Call k's output shape (per sample), which of its layer's calls it is (0 for the first),
+  /// the names of its arguments after the first input (MultiHeadAttention's "value", ...; empty
+  /// for most layers) and its other keyword options (a JSON object).
+  const Shape& call_output_shape(std::size_t k) const { return call_shapes_[k]; }
+  int call_number(std::size_t k) const { return calls_[k].number; }
+  const std::vector<std::string>& call_argument_names(std::size_t k) const {
+    return calls_[k].argument_names;
+  }
+  const nlohmann::json& call_options(std::size_t k) const { return calls_[k].options; }
+  /// The call giving output j.
+  std::size_t output_call(std::size_t j) const { return output_calls_[j]; }
 
   /// Runs the layers on x (see input_shape()); the returned reference is owned by the output
   /// layer or, with several outputs, by the model (valid until the next forward). `training`

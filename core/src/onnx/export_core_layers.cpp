@@ -1,0 +1,399 @@
+// Exporters of the layers that act on the last axis or on no axis in particular: Dense, the
+// activation layers, shapes, the normalizations, the embeddings, and the layers that are the
+// identity at inference (dropout, noise, augmentation).
+#include <cmath>
+
+#include "onnx/layer_export.hpp"
+
+namespace tandem::onnx_export {
+
+namespace {
+
+const nlohmann::json& key(const LayerCall& call, const char* name) {
+  static const nlohmann::json null;
+  const auto it = call.config.find(name);
+  return it == call.config.end() ? null : *it;
+}
+
+// Keras' `axis` of a normalization must be the last one: -1, or its index counting the batch.
+void require_last_axis(const LayerCall& call) {
+  const nlohmann::json& a = key(call, "axis");
+  const auto last = static_cast<std::int64_t>(call.inputs[0].shape.size());
+  const auto is_last = [&](const nlohmann::json& v) {
+    return v.is_number_integer() && (v.get<std::int64_t>() == -1 || v.get<std::int64_t>() == last);
+  };
+  if (a.is_null() || is_last(a) || (a.is_array() && a.size() == 1 && is_last(a[0]))) return;
+  call.refuse("only the last axis is exported, got axis " + a.dump());
+}
+
+OnnxValue identity(LayerCall& call) { return call.inputs[0]; }
+
+OnnxValue export_dense(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const Tensor& kernel = call.weight("kernel");
+  const std::int64_t in = kernel.dim(0), units = kernel.dim(1);
+  const bool bias = call.has_weight("bias");
+  OnnxValue y{"", call.output_shape, false};
+  if (x.shape.size() == 1) {
+    // Gemm with the kernel stored (units, in) and transB: what every runtime maps to its
+    // fully-connected layer.
+    std::vector<float> transposed(static_cast<std::size_t>(in * units));
+    for (std::int64_t i = 0; i < in; ++i)
+      for (std::int64_t u = 0; u < units; ++u) transposed[u * in + i] = kernel[i * units + u];
+    std::vector<std::string> inputs{x.name, g.constant(call.prefix + "/kernel", {units, in},
+                                                       transposed)};
+    if (bias) inputs.push_back(g.constant(call.prefix + "/bias", {units},
+                                          values_of(call.weight("bias"))));
+    y.name = g.node("Gemm", inputs, call.prefix).attr("transB", std::int64_t{1}).output();
+  } else {
+    y.name = g.node("MatMul",
+                    {x.name, g.constant(call.prefix + "/kernel", {in, units}, values_of(kernel))},
+                    call.prefix)
+                 .output();
+    if (bias)
+      y.name = g.node("Add",
+                      {y.name, g.constant(call.prefix + "/bias", {units},
+                                          values_of(call.weight("bias")))},
+                      call.prefix)
+                   .output();
+  }
+  const nlohmann::json& act = key(call, "activation");
+  if (!act.is_string()) return y;
+  return apply_activation(g, y, nn::parse_activation(act, "activation"), call.prefix);
+}
+
+OnnxValue export_activation(LayerCall& call) {
+  const nlohmann::json& act = key(call, "activation");
+  const nn::ActivationKind kind = call.layer.class_name() == "Softmax"
+                                      ? nn::ActivationKind::softmax
+                                      : nn::parse_activation(act.is_string() ? act.get<std::string>()
+                                                                             : "linear",
+                                                             "activation");
+  return apply_activation(call.graph, call.inputs[0], kind, call.prefix);
+}
+
+// Keras' ReLU (max_value, negative_slope, threshold), LeakyReLU and ELU layers, as
+// kernel_math's shaped_activation_value computes them.
+OnnxValue export_shaped_activation(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue& x = call.inputs[0];
+  const std::string& cls = call.layer.class_name();
+  const auto number = [&](const char* k, float fallback) {
+    const nlohmann::json& v = key(call, k);
+    return v.is_number() ? v.get<float>() : fallback;
+  };
+  if (cls == "ELU")
+    return g.like(x, g.node("Elu", {x.name}, call.prefix).attr("alpha", number("alpha", 1)).output());
+  const float slope = number("negative_slope", 0);
+  if (cls == "LeakyReLU")
+    return g.like(x, g.node("LeakyRelu", {x.name}, call.prefix).attr("alpha", slope).output());
+  const float threshold = number("threshold", 0);
+  const nlohmann::json& max_value = key(call, "max_value");
+  if (threshold == 0 && max_value.is_null())
+    return g.like(x, slope == 0 ? g.node("Relu", {x.name}, call.prefix).output()
+                                : g.node("LeakyRelu", {x.name}, call.prefix)
+                                      .attr("alpha", slope)
+                                      .output());
+  // positive = x > threshold ? x : 0 (max(x, 0) for threshold 0), clamped to [0, max_value]
+  std::string positive;
+  if (threshold == 0) {
+    positive = g.node("Relu", {x.name}, call.prefix).output();
+  } else {
+    const std::string above =
+        g.node("Greater", {x.name, g.scalar(call.prefix + "/threshold", threshold)}, call.prefix)
+            .output();
+    const std::string mask =
+        g.node("Cast", {above}, call.prefix).attr("to", std::int64_t{onnx::TensorProto::FLOAT})
+            .output();
+    positive = g.node("Mul", {x.name, mask}, call.prefix).output();
+  }
+  if (!max_value.is_null())
+    positive = g.node("Clip",
+                      {positive, g.scalar(call.prefix + "/min", 0),
+                       g.scalar(call.prefix + "/max", max_value.get<float>())},
+                      call.prefix)
+                   .output();
+  if (slope == 0) return g.like(x, positive);
+  // - slope * max(threshold - x, 0)
+  const std::string below =
+      g.node("Relu",
+             {g.node("Sub", {g.scalar(call.prefix + "/threshold", threshold), x.name}, call.prefix)
+                  .output()},
+             call.prefix)
+          .output();
+  const std::string leak =
+      g.node("Mul", {below, g.scalar(call.prefix + "/negative_slope", slope)}, call.prefix)
+          .output();
+  return g.like(x, g.node("Sub", {positive, leak}, call.prefix).output());
+}
+
+// PReLU: alpha has the input's per-sample shape with size 1 on the shared axes.
+OnnxValue export_prelu(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const Tensor& alpha = call.weight("alpha");
+  return g.like(x, g.node("PRelu", {x.name, g.constant(call.prefix + "/alpha", alpha.shape(),
+                                                       values_of(alpha))},
+                          call.prefix)
+                       .output());
+}
+
+OnnxValue export_flatten(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);  // Keras flattens channels last
+  return {g.node("Flatten", {x.name}, call.prefix).attr("axis", std::int64_t{1}).output(),
+          call.output_shape, false};
+}
+
+OnnxValue export_reshape(LayerCall& call) {
+  return reshape_to(call.graph, call.inputs[0], call.output_shape, call.prefix);
+}
+
+// y = x * scale + offset per channel, as a Mul and an Add (skipped when they are 1 and 0).
+OnnxValue affine(LayerCall& call, const std::vector<float>& scale,
+                 const std::vector<float>& shift) {
+  OnnxGraph& g = call.graph;
+  OnnxValue y = call.inputs[0];
+  const auto all = [](const std::vector<float>& v, float c) {
+    for (float f : v)
+      if (f != c) return false;
+    return true;
+  };
+  if (!all(scale, 1))
+    y = g.like(y, g.node("Mul", {y.name, channel_constant(g, y, call.prefix + "/scale", scale)},
+                         call.prefix)
+                      .output());
+  if (!all(shift, 0))
+    y = g.like(y, g.node("Add", {y.name, channel_constant(g, y, call.prefix + "/offset", shift)},
+                         call.prefix)
+                      .output());
+  return y;
+}
+
+OnnxValue export_rescaling(LayerCall& call) {
+  const auto one = [&](const char* k, float fallback) {
+    const nlohmann::json& v = key(call, k);
+    if (v.is_number()) return std::vector<float>{v.get<float>()};
+    if (v.is_null()) return std::vector<float>{fallback};
+    return v.get<std::vector<float>>();
+  };
+  return affine(call, one("scale", 1), one("offset", 0));
+}
+
+// Normalization: (x - mean) / max(sqrt(variance), 1e-7), or its inverse; the scale and shift
+// computed in double as the layer computes them.
+OnnxValue export_normalization(LayerCall& call) {
+  const auto stats = [&](const char* k) {
+    const nlohmann::json& v = key(call, k);
+    return v.is_number() ? std::vector<double>{v.get<double>()} : v.get<std::vector<double>>();
+  };
+  const std::vector<double> mean = stats("mean"), variance = stats("variance");
+  const bool invert = key(call, "invert").is_boolean() && key(call, "invert").get<bool>();
+  std::vector<float> scale(mean.size()), shift(mean.size());
+  for (std::size_t c = 0; c < mean.size(); ++c) {
+    const double deviation = std::max(std::sqrt(variance[c]), 1e-7);
+    scale[c] = static_cast<float>(invert ? deviation : 1.0 / deviation);
+    shift[c] = static_cast<float>(invert ? mean[c] : -mean[c] / deviation);
+  }
+  return affine(call, scale, shift);
+}
+
+// BatchNormalization with its moving statistics: ONNX's BatchNormalization, channels first.
+OnnxValue export_batch_normalization(LayerCall& call) {
+  require_last_axis(call);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], true);
+  const std::int64_t channels = x.shape.back();
+  const auto weight_or = [&](const char* name, float fallback) {
+    return call.has_weight(name) ? values_of(call.weight(name))
+                                 : std::vector<float>(static_cast<std::size_t>(channels), fallback);
+  };
+  const auto c = [&](const char* name, float fallback) {
+    return g.constant(call.prefix + "/" + name, {channels}, weight_or(name, fallback));
+  };
+  const nlohmann::json& eps = key(call, "epsilon");
+  return g.like(x, g.node("BatchNormalization",
+                          {x.name, c("gamma", 1), c("beta", 0), c("moving_mean", 0),
+                           c("moving_variance", 1)},
+                          call.prefix)
+                       .attr("epsilon", eps.is_number() ? eps.get<float>() : 1e-3f)
+                       .output());
+}
+
+// LayerNormalization over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta,
+// written with ReduceMean (ONNX's own LayerNormalization needs opset 17).
+OnnxValue export_layer_normalization(LayerCall& call) {
+  require_last_axis(call);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const std::string& p = call.prefix;
+  const auto mean_of = [&](const std::string& v) {
+    return g.node("ReduceMean", {v}, p).attr("axes", std::vector<std::int64_t>{-1})
+        .attr("keepdims", std::int64_t{1}).output();
+  };
+  const std::string centered = g.node("Sub", {x.name, mean_of(x.name)}, p).output();
+  const std::string variance =
+      mean_of(g.node("Mul", {centered, centered}, p).output());
+  const nlohmann::json& eps = key(call, "epsilon");
+  const std::string deviation =
+      g.node("Sqrt",
+             {g.node("Add", {variance, g.scalar(p + "/epsilon", eps.is_number() ? eps.get<float>()
+                                                                               : 1e-3f)},
+                     p)
+                  .output()},
+             p)
+          .output();
+  std::string y = g.node("Div", {centered, deviation}, p).output();
+  const std::int64_t features = x.shape.back();
+  if (call.has_weight("gamma"))
+    y = g.node("Mul", {y, g.constant(p + "/gamma", {features}, values_of(call.weight("gamma")))}, p)
+            .output();
+  if (call.has_weight("beta"))
+    y = g.node("Add", {y, g.constant(p + "/beta", {features}, values_of(call.weight("beta")))}, p)
+            .output();
+  return g.like(x, y);
+}
+
+// Embedding: the indices (float, as Tandem's data) cast to int64 and gathered from the table.
+OnnxValue export_embedding(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const Tensor& table = call.weight("embeddings");
+  const std::string indices =
+      g.node("Cast", {x.name}, call.prefix).attr("to", std::int64_t{onnx::TensorProto::INT64})
+          .output();
+  return {g.node("Gather",
+                 {g.constant(call.prefix + "/embeddings", table.shape(), values_of(table)),
+                  indices},
+                 call.prefix)
+              .attr("axis", std::int64_t{0})
+              .output(),
+          call.output_shape, false};
+}
+
+// PositionEmbedding (keras_nlp): the table's first sequence_length rows, for every sample.
+OnnxValue export_position_embedding(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const Tensor& table = call.weight("embeddings");
+  const std::int64_t steps = x.shape[0], width = x.shape[1];
+  const std::vector<float> rows(table.data(), table.data() + steps * width);
+  const std::string shape = g.node("Shape", {x.name}, call.prefix).output();
+  return g.like(x, g.node("Expand", {g.constant(call.prefix + "/embeddings", {steps, width}, rows),
+                                     shape},
+                          call.prefix)
+                       .output());
+}
+
+}  // namespace
+
+std::string channel_constant(OnnxGraph& graph, const OnnxValue& like, const std::string& prefix,
+                             const std::vector<float>& per_channel) {
+  if (per_channel.size() == 1) return graph.scalar(prefix, per_channel[0]);
+  std::vector<std::int64_t> dims{static_cast<std::int64_t>(per_channel.size())};
+  if (like.channels_first) dims.resize(like.shape.size(), 1);
+  return graph.constant(prefix, dims, per_channel);
+}
+
+OnnxValue reshape_to(OnnxGraph& graph, const OnnxValue& x, const Shape& shape,
+                     const std::string& prefix) {
+  const OnnxValue in = graph.in_layout(x, false);
+  std::vector<std::int64_t> dims{-1};
+  dims.insert(dims.end(), shape.begin(), shape.end());
+  return {graph.node("Reshape", {in.name, graph.int64s(prefix + "/shape", dims)}, prefix).output(),
+          shape, false};
+}
+
+OnnxValue apply_activation(OnnxGraph& graph, const OnnxValue& x, nn::ActivationKind kind,
+                           const std::string& prefix) {
+  using K = nn::ActivationKind;
+  const auto unary = [&](const char* op, const OnnxValue& v) {
+    return graph.node(op, {v.name}, prefix).output();
+  };
+  const auto times_x = [&](const std::string& f) {
+    return graph.like(x, graph.node("Mul", {x.name, f}, prefix).output());
+  };
+  const auto hard_sigmoid = [&] {  // relu6(x + 3) / 6
+    return graph.node("HardSigmoid", {x.name}, prefix)
+        .attr("alpha", 1.0f / 6.0f)
+        .attr("beta", 0.5f)
+        .output();
+  };
+  switch (kind) {
+    case K::linear:
+      return x;
+    case K::relu:
+      return graph.like(x, unary("Relu", x));
+    case K::tanh:
+      return graph.like(x, unary("Tanh", x));
+    case K::sigmoid:
+      return graph.like(x, unary("Sigmoid", x));
+    case K::softmax:
+    case K::log_softmax: {
+      const OnnxValue last = graph.in_layout(x, false);
+      return graph.like(last, graph.node(kind == K::softmax ? "Softmax" : "LogSoftmax",
+                                         {last.name}, prefix)
+                                  .attr("axis", std::int64_t{-1})
+                                  .output());
+    }
+    case K::gelu: {  // x/2 (1 + erf(x/sqrt 2))
+      const std::string scaled =
+          graph.node("Mul", {x.name, graph.scalar(prefix + "/inv_sqrt2", 0.70710678118654752f)},
+                     prefix)
+              .output();
+      const std::string one_plus =
+          graph.node("Add", {graph.node("Erf", {scaled}, prefix).output(),
+                             graph.scalar(prefix + "/one", 1)},
+                     prefix)
+              .output();
+      return times_x(
+          graph.node("Mul", {one_plus, graph.scalar(prefix + "/half", 0.5f)}, prefix).output());
+    }
+    case K::elu:
+      return graph.like(x, graph.node("Elu", {x.name}, prefix).attr("alpha", 1.0f).output());
+    case K::selu:
+      return graph.like(x, unary("Selu", x));  // ONNX's defaults are Keras' constants
+    case K::softplus:
+      return graph.like(x, unary("Softplus", x));
+    case K::softsign:
+      return graph.like(x, unary("Softsign", x));
+    case K::swish:
+      return times_x(unary("Sigmoid", x));
+    case K::exponential:
+      return graph.like(x, unary("Exp", x));
+    case K::leaky_relu:
+      return graph.like(x, graph.node("LeakyRelu", {x.name}, prefix).attr("alpha", 0.2f).output());
+    case K::hard_sigmoid:
+      return graph.like(x, hard_sigmoid());
+    case K::hard_swish:  // HardSwish needs opset 14
+      return times_x(hard_sigmoid());
+    case K::mish:
+      return times_x(graph.node("Tanh", {unary("Softplus", x)}, prefix).output());
+  }
+  return x;
+}
+
+void add_core_exporters(ExporterTable& table) {
+  table["Dense"] = export_dense;
+  table["Activation"] = export_activation;
+  table["Softmax"] = export_activation;
+  table["ReLU"] = export_shaped_activation;
+  table["LeakyReLU"] = export_shaped_activation;
+  table["ELU"] = export_shaped_activation;
+  table["PReLU"] = export_prelu;
+  table["Flatten"] = export_flatten;
+  table["Reshape"] = export_reshape;
+  table["Rescaling"] = export_rescaling;
+  table["Normalization"] = export_normalization;
+  table["BatchNormalization"] = export_batch_normalization;
+  table["LayerNormalization"] = export_layer_normalization;
+  table["Embedding"] = export_embedding;
+  table["PositionEmbedding"] = export_position_embedding;
+  for (const char* inference_identity :
+       {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
+        "GaussianDropout", "RandomFlip"})
+    table[inference_identity] = identity;
+}
+
+}  // namespace tandem::onnx_export

@@ -1,0 +1,191 @@
+// Exporters of the layers that take several inputs: the element-wise merges (folded in input
+// order, as the layers fold them, so the rounding is the same), Concatenate, Dot and
+// MultiHeadAttention (projections, scaled scores, masked softmax, heads joined, output
+// projection — the steps of nn/multi_head_attention.hpp, in ONNX operators of opset 13).
+#include <cmath>
+
+#include "onnx/layer_export.hpp"
+
+namespace tandem::onnx_export {
+
+namespace {
+
+// Every input in the first one's layout.
+std::vector<OnnxValue> aligned_inputs(LayerCall& call) {
+  std::vector<OnnxValue> in;
+  for (const OnnxValue& v : call.inputs)
+    in.push_back(call.graph.in_layout(v, call.inputs[0].channels_first));
+  return in;
+}
+
+OnnxValue fold(LayerCall& call, const char* op) {
+  const std::vector<OnnxValue> in = aligned_inputs(call);
+  std::string acc = in[0].name;
+  for (std::size_t i = 1; i < in.size(); ++i)
+    acc = call.graph.node(op, {acc, in[i].name}, call.prefix).output();
+  return OnnxGraph::like(in[0], acc);
+}
+
+OnnxValue export_average(LayerCall& call) {
+  OnnxValue sum = fold(call, "Add");
+  const float inv = 1.0f / static_cast<float>(call.inputs.size());
+  sum.name = call.graph.node("Mul", {sum.name, call.graph.scalar(call.prefix + "/inverse_count", inv)},
+                             call.prefix)
+                 .output();
+  return sum;
+}
+
+// Keras' axis (-1 the last; 1 the first after the batch) as a per-sample axis.
+int per_sample_axis(int keras_axis, std::size_t rank) {
+  return keras_axis < 0 ? keras_axis + static_cast<int>(rank) : keras_axis - 1;
+}
+
+OnnxValue export_concatenate(LayerCall& call) {
+  const std::vector<OnnxValue> in = aligned_inputs(call);
+  const auto it = call.config.find("axis");
+  const int axis = per_sample_axis(it != call.config.end() ? it->get<int>() : -1, in[0].shape.size());
+  std::vector<std::string> names;
+  for (const OnnxValue& v : in) names.push_back(v.name);
+  return {call.graph.node("Concat", names, call.prefix)
+              .attr("axis", static_cast<std::int64_t>(in[0].stored_axis(axis)))
+              .output(),
+          call.output_shape, in[0].channels_first};
+}
+
+std::string transposed(OnnxGraph& g, const std::string& x, const std::vector<std::int64_t>& perm,
+                       const std::string& prefix) {
+  return g.node("Transpose", {x}, prefix).attr("perm", perm).output();
+}
+
+// Dot: vectors give (1) = sum(a * b); matrices a batched product contracting axes[0] of a with
+// axes[1] of b.
+OnnxValue export_dot(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue a = g.in_layout(call.inputs[0], false), b = g.in_layout(call.inputs[1], false);
+  const std::string& p = call.prefix;
+  if (a.shape.size() == 1) {
+    const std::string product = g.node("Mul", {a.name, b.name}, p).output();
+    return {g.node("ReduceSum", {product, g.int64s(p + "/axes", {1})}, p)
+                .attr("keepdims", std::int64_t{1})
+                .output(),
+            call.output_shape, false};
+  }
+  const nlohmann::json& axes = call.config.at("axes");
+  const int ax = per_sample_axis(axes.is_array() ? axes[0].get<int>() : axes.get<int>(), 2);
+  const int bx = per_sample_axis(axes.is_array() ? axes[1].get<int>() : axes.get<int>(), 2);
+  // a contracts its last axis, b its first (per sample).
+  const std::string left = ax == 1 ? a.name : transposed(g, a.name, {0, 2, 1}, p);
+  const std::string right = bx == 0 ? b.name : transposed(g, b.name, {0, 2, 1}, p);
+  return {g.node("MatMul", {left, right}, p).output(), call.output_shape, false};
+}
+
+// MultiHeadAttention.
+struct Projection {
+  std::string name;
+  std::int64_t heads, width;  // per head
+};
+
+// x (batch, T, D) · kernel (D, H, W) + bias (H, W), as (batch, H, T, W).
+std::string project(LayerCall& call, const OnnxValue& x, const std::string& which) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix + "/" + which;
+  const Tensor& kernel = call.weight(which + "/kernel");
+  const std::int64_t d = kernel.dim(0), h = kernel.dim(1), w = kernel.dim(2), t = x.shape[0];
+  std::string y =
+      g.node("MatMul", {x.name, g.constant(p + "/kernel", {d, h * w}, values_of(kernel))}, p)
+          .output();
+  if (call.has_weight(which + "/bias"))
+    y = g.node("Add", {y, g.constant(p + "/bias", {h * w}, values_of(call.weight(which + "/bias")))},
+               p)
+            .output();
+  y = g.node("Reshape", {y, g.int64s(p + "/shape", {-1, t, h, w})}, p).output();
+  return transposed(g, y, {0, 2, 1, 3}, p);
+}
+
+OnnxValue export_multi_head_attention(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const OnnxValue query = g.in_layout(call.inputs[0], false);
+  OnnxValue value = query, key_input;
+  std::optional<OnnxValue> key, mask;
+  for (std::size_t i = 1; i < call.inputs.size(); ++i) {
+    const std::string& arg = call.argument_names.at(i - 1);
+    const OnnxValue v = g.in_layout(call.inputs[i], false);
+    if (arg == "value") value = v;
+    else if (arg == "key") key = v;
+    else if (arg == "attention_mask") mask = v;
+    else call.refuse("unknown call argument '" + arg + "'");
+  }
+  const std::int64_t tq = query.shape[0], tv = value.shape[0];
+  const Tensor& qk = call.weight("query/kernel");
+  const std::int64_t heads = qk.dim(1), key_dim = qk.dim(2);
+  std::string q = project(call, query, "query");
+  q = g.node("Mul", {q, g.scalar(p + "/scale", static_cast<float>(
+                                                  1.0 / std::sqrt(static_cast<double>(key_dim))))},
+             p)
+          .output();
+  const std::string k = project(call, key ? *key : value, "key");
+  const std::string v = project(call, value, "value");
+  const std::string scores =
+      g.node("MatMul", {q, transposed(g, k, {0, 1, 3, 2}, p)}, p).output();  // (b, H, Tq, Tv)
+  // keep (b or 1, 1, Tq, Tv): 1 where a key is seen; masked scores get -1e9 before the softmax
+  // and the probabilities are multiplied by keep, so a row with every key hidden is all zeros.
+  std::string keep;
+  if (mask) {
+    const std::string as_bool =
+        g.node("Cast", {mask->name}, p).attr("to", std::int64_t{onnx::TensorProto::BOOL}).output();
+    const std::string binary =
+        g.node("Cast", {as_bool}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
+    keep = g.node("Unsqueeze", {binary, g.int64s(p + "/head_axis", {1})}, p).output();
+  }
+  const auto causal = call.options.find("use_causal_mask");
+  if (causal != call.options.end() && causal->is_boolean() && causal->get<bool>()) {
+    std::vector<float> lower(static_cast<std::size_t>(tq * tv), 0.0f);
+    for (std::int64_t r = 0; r < tq; ++r)
+      for (std::int64_t c = 0; c <= r && c < tv; ++c) lower[r * tv + c] = 1.0f;
+    const std::string tri = g.constant(p + "/causal_mask", {1, 1, tq, tv}, lower);
+    keep = keep.empty() ? tri : g.node("Mul", {keep, tri}, p).output();
+  }
+  std::string logits = scores;
+  if (!keep.empty()) {
+    const std::string hidden = g.node("Sub", {keep, g.scalar(p + "/one", 1)}, p).output();
+    logits = g.node("Add", {scores, g.node("Mul", {hidden, g.scalar(p + "/large", 1e9f)}, p).output()},
+                    p)
+                 .output();
+  }
+  std::string probs = g.node("Softmax", {logits}, p).attr("axis", std::int64_t{-1}).output();
+  if (!keep.empty()) probs = g.node("Mul", {probs, keep}, p).output();
+  const std::string context = g.node("MatMul", {probs, v}, p).output();  // (b, H, Tq, Vd)
+  const Tensor& ok = call.weight("attention_output/kernel");
+  const std::int64_t value_dim = ok.dim(1), out = ok.dim(2);
+  std::string joined = g.node("Reshape", {transposed(g, context, {0, 2, 1, 3}, p),
+                                          g.int64s(p + "/joined_shape", {-1, tq, heads * value_dim})},
+                              p)
+                           .output();
+  std::string y = g.node("MatMul", {joined, g.constant(p + "/attention_output/kernel",
+                                                       {heads * value_dim, out}, values_of(ok))},
+                         p)
+                      .output();
+  if (call.has_weight("attention_output/bias"))
+    y = g.node("Add", {y, g.constant(p + "/attention_output/bias", {out},
+                                     values_of(call.weight("attention_output/bias")))},
+               p)
+            .output();
+  return {y, call.output_shape, false};
+}
+
+}  // namespace
+
+void add_merge_exporters(ExporterTable& table) {
+  table["Add"] = [](LayerCall& call) { return fold(call, "Add"); };
+  table["Subtract"] = [](LayerCall& call) { return fold(call, "Sub"); };
+  table["Multiply"] = [](LayerCall& call) { return fold(call, "Mul"); };
+  table["Maximum"] = [](LayerCall& call) { return fold(call, "Max"); };
+  table["Minimum"] = [](LayerCall& call) { return fold(call, "Min"); };
+  table["Average"] = export_average;
+  table["Concatenate"] = export_concatenate;
+  table["Dot"] = export_dot;
+  table["MultiHeadAttention"] = export_multi_head_attention;
+}
+
+}  // namespace tandem::onnx_export

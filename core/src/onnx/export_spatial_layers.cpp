@@ -1,0 +1,301 @@
+// Exporters of the sliding-window and image-geometry layers: convolutions (Conv1D, Conv2D with
+// groups, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose), pooling (1-D, 2-D, global) and
+// ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first; paddings are
+// explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same" (one extra
+// row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a
+// (1, steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
+#include <array>
+
+#include "nn/spatial.hpp"
+#include "onnx/layer_export.hpp"
+
+namespace tandem::onnx_export {
+
+namespace {
+
+using Pair = std::array<std::int64_t, 2>;
+
+// A 2-D sliding window along (rows, cols), with ONNX's explicit pads.
+struct Window2D {
+  Pair kernel{1, 1}, strides{1, 1}, dilation{1, 1};
+  std::vector<std::int64_t> pads{0, 0, 0, 0};  // top, left, bottom, right
+
+  std::vector<std::int64_t> kernel_shape() const { return {kernel[0], kernel[1]}; }
+  std::vector<std::int64_t> stride_list() const { return {strides[0], strides[1]}; }
+  std::vector<std::int64_t> dilation_list() const { return {dilation[0], dilation[1]}; }
+};
+
+// Keras' 1- or 2-element size list (a 1-D layer's sizes go along the cols of its view).
+Pair pair_of(const LayerCall& call, const char* key, std::int64_t fallback) {
+  const auto it = call.config.find(key);
+  if (it == call.config.end() || it->is_null()) return {fallback, fallback};
+  if (it->is_number_integer()) return {it->get<std::int64_t>(), it->get<std::int64_t>()};
+  if (it->size() == 1) return {1, (*it)[0].get<std::int64_t>()};
+  return {(*it)[0].get<std::int64_t>(), (*it)[1].get<std::int64_t>()};
+}
+
+std::string padding_of(const LayerCall& call) {
+  const auto it = call.config.find("padding");
+  return it != call.config.end() && it->is_string() ? it->get<std::string>() : "valid";
+}
+
+// The window of a convolution or pooling layer on the (rows, cols) image `image`.
+Window2D window_of(const LayerCall& call, const Shape& image, const char* size_key, bool pooling) {
+  Window2D w;
+  w.kernel = pair_of(call, size_key, 1);
+  w.strides = pair_of(call, "strides", 1);
+  if (pooling && call.config.contains("strides") && call.config["strides"].is_null())
+    w.strides = w.kernel;
+  w.dilation = pair_of(call, "dilation_rate", 1);
+  const std::string padding = padding_of(call);
+  if (padding == "causal") {  // Conv1D: (k - 1) * dilation zeros before the steps
+    w.pads[1] = (w.kernel[1] - 1) * w.dilation[1];
+    return w;
+  }
+  const nn::Padding p = padding == "same" ? nn::Padding::same : nn::Padding::valid;
+  for (int a = 0; a < 2; ++a) {
+    const nn::Window along = nn::window_along(image[a], w.kernel[a], w.strides[a], w.dilation[a], p);
+    w.pads[a] = along.pad_before;
+    w.pads[a + 2] = along.pad_after;
+  }
+  return w;
+}
+
+// A 1-D layer's input (steps, channels) seen as the image (1, steps, channels), and its output
+// seen back as Keras' shape; a 2-D layer's input and output as they are.
+bool one_dimensional(const LayerCall& call) { return call.inputs[0].shape.size() == 2; }
+
+OnnxValue image_view(LayerCall& call) {
+  const OnnxValue& x = call.inputs[0];
+  if (!one_dimensional(call)) return call.graph.in_layout(x, true);
+  const OnnxValue view = reshape_to(call.graph, x, {1, x.shape[0], x.shape[1]}, call.prefix);
+  return call.graph.in_layout(view, true);
+}
+
+OnnxValue from_image(LayerCall& call, const OnnxValue& image) {
+  if (!one_dimensional(call)) return image;
+  return reshape_to(call.graph, image, call.output_shape, call.prefix);
+}
+
+// Keras' kernel (kh, kw, in/groups, out) as ONNX's (out, in/groups, kh, kw).
+std::vector<float> oihw_from_hwio(const Tensor& kernel, Pair k) {
+  const std::int64_t in = kernel.dim(kernel.rank() - 2), out = kernel.dim(kernel.rank() - 1);
+  std::vector<float> w(static_cast<std::size_t>(kernel.size()));
+  for (std::int64_t y = 0; y < k[0]; ++y)
+    for (std::int64_t x = 0; x < k[1]; ++x)
+      for (std::int64_t i = 0; i < in; ++i)
+        for (std::int64_t o = 0; o < out; ++o)
+          w[((o * in + i) * k[0] + y) * k[1] + x] = kernel[((y * k[1] + x) * in + i) * out + o];
+  return w;
+}
+
+// A Conv node on the channels-first image `x` with ONNX weights `oihw` of (out, in/g, kh, kw).
+OnnxValue conv(LayerCall& call, const OnnxValue& x, const std::string& tag,
+               const std::vector<float>& oihw, std::int64_t out, std::int64_t in_per_group,
+               const Window2D& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
+  OnnxGraph& g = call.graph;
+  std::vector<std::string> inputs{
+      x.name, g.constant(call.prefix + "/" + tag, {out, in_per_group, w.kernel[0], w.kernel[1]},
+                         oihw)};
+  if (bias && call.has_weight(bias))
+    inputs.push_back(g.constant(call.prefix + "/bias", {out}, values_of(call.weight(bias))));
+  return {g.node("Conv", inputs, call.prefix)
+              .attr("kernel_shape", w.kernel_shape())
+              .attr("strides", w.stride_list())
+              .attr("dilations", w.dilation_list())
+              .attr("pads", w.pads)
+              .attr("group", groups)
+              .output(),
+          out_shape, true};
+}
+
+// The image shape (rows, cols, channels) of a 1-D layer's output view.
+Shape image_output(const LayerCall& call) {
+  const Shape& s = call.output_shape;
+  return one_dimensional(call) ? Shape{1, s[0], s[1]} : s;
+}
+
+OnnxValue activated(LayerCall& call, const OnnxValue& y) {
+  const auto it = call.config.find("activation");
+  if (it == call.config.end() || !it->is_string()) return y;
+  return apply_activation(call.graph, y, nn::parse_activation(it->get<std::string>(), "activation"),
+                          call.prefix);
+}
+
+OnnxValue export_conv(LayerCall& call) {  // Conv1D and Conv2D
+  const OnnxValue x = image_view(call);
+  const Tensor& kernel = call.weight("kernel");
+  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  const std::int64_t in_per_group = kernel.dim(kernel.rank() - 2);
+  const std::int64_t out = kernel.dim(kernel.rank() - 1);
+  const OnnxValue y = conv(call, x, "kernel", oihw_from_hwio(kernel, w.kernel), out, in_per_group,
+                           w, x.shape[2] / in_per_group, "bias", image_output(call));
+  return activated(call, from_image(call, y));
+}
+
+// DepthwiseConv2D: kernel (kh, kw, in, multiplier); output channel c * multiplier + m.
+OnnxValue depthwise(LayerCall& call, const OnnxValue& x, const Window2D& w, const char* bias,
+                    const Shape& out_shape) {
+  const Tensor& kernel = call.weight("depthwise_kernel");
+  const std::int64_t in = kernel.dim(2), multiplier = kernel.dim(3);
+  // (kh, kw, in, mult) read as (kh, kw, 1, in * mult) is exactly ONNX's grouped layout.
+  return conv(call, x, "depthwise_kernel", oihw_from_hwio(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier}), w.kernel),
+              in * multiplier, 1, w, in, bias, out_shape);
+}
+
+OnnxValue export_depthwise_conv(LayerCall& call) {
+  const OnnxValue x = image_view(call);
+  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  return activated(call, depthwise(call, x, w, "bias", call.output_shape));
+}
+
+// SeparableConv2D: its depthwise part, then a 1x1 convolution with the bias.
+OnnxValue export_separable_conv(LayerCall& call) {
+  const OnnxValue x = image_view(call);
+  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  const Tensor& pointwise = call.weight("pointwise_kernel");
+  const std::int64_t mid = pointwise.dim(2), out = pointwise.dim(3);
+  Shape mid_shape = call.output_shape;
+  mid_shape.back() = mid;
+  const OnnxValue d = depthwise(call, x, w, nullptr, mid_shape);
+  const OnnxValue y = conv(call, d, "pointwise_kernel", oihw_from_hwio(pointwise, {1, 1}), out,
+                           mid, Window2D{}, 1, "bias", call.output_shape);
+  return activated(call, y);
+}
+
+// Conv2DTranspose: ONNX's ConvTranspose with weights (in, out, kh, kw) from Keras' (kh, kw,
+// out, in). The layer is the gradient of a convolution from its output to its input, with that
+// convolution's paddings; ONNX's output size s(in-1) + span - pads + output_padding then gives
+// Keras' size, the missing rows and cols (if any) as output_padding.
+OnnxValue export_conv_transpose(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], true);
+  const Tensor& kernel = call.weight("kernel");
+  const Pair k{kernel.dim(0), kernel.dim(1)};
+  const std::int64_t out = kernel.dim(2), in = kernel.dim(3);
+  Window2D w = window_of(call, call.output_shape, "kernel_size", false);
+  std::vector<std::int64_t> output_padding{0, 0};
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t span = (k[a] - 1) * w.dilation[a] + 1;
+    const std::int64_t full = w.strides[a] * (x.shape[a] - 1) + span - w.pads[a];
+    const std::int64_t after = full - call.output_shape[a];
+    w.pads[a + 2] = std::max<std::int64_t>(after, 0);
+    output_padding[a] = std::max<std::int64_t>(-after, 0);
+  }
+  std::vector<float> iohw(static_cast<std::size_t>(kernel.size()));
+  for (std::int64_t y = 0; y < k[0]; ++y)
+    for (std::int64_t c = 0; c < k[1]; ++c)
+      for (std::int64_t o = 0; o < out; ++o)
+        for (std::int64_t i = 0; i < in; ++i)
+          iohw[((i * out + o) * k[0] + y) * k[1] + c] = kernel[((y * k[1] + c) * out + o) * in + i];
+  std::vector<std::string> inputs{x.name,
+                                  g.constant(call.prefix + "/kernel", {in, out, k[0], k[1]}, iohw)};
+  if (call.has_weight("bias"))
+    inputs.push_back(g.constant(call.prefix + "/bias", {out}, values_of(call.weight("bias"))));
+  const OnnxValue y{g.node("ConvTranspose", inputs, call.prefix)
+                        .attr("kernel_shape", w.kernel_shape())
+                        .attr("strides", w.stride_list())
+                        .attr("dilations", w.dilation_list())
+                        .attr("pads", w.pads)
+                        .attr("output_padding", output_padding)
+                        .output(),
+                    call.output_shape, true};
+  return activated(call, y);
+}
+
+OnnxValue export_pooling(LayerCall& call, const char* op) {
+  const OnnxValue x = image_view(call);
+  const Window2D w = window_of(call, x.shape, "pool_size", true);
+  auto node = call.graph.node(op, {x.name}, call.prefix);
+  node.attr("kernel_shape", w.kernel_shape()).attr("strides", w.stride_list()).attr("pads", w.pads);
+  if (std::string(op) == "AveragePool") node.attr("count_include_pad", std::int64_t{0});
+  return from_image(call, {node.output(), image_output(call), true});
+}
+
+// Global pooling: ONNX's over the channels-first image, then Keras' shape ((channels), or
+// keepdims' (1, channels) / (1, 1, channels)).
+OnnxValue export_global_pooling(LayerCall& call, const char* op) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = image_view(call);
+  const std::string pooled = g.node(op, {x.name}, call.prefix).output();
+  const std::int64_t channels = x.shape.back();
+  const OnnxValue flat{g.node("Flatten", {pooled}, call.prefix).attr("axis", std::int64_t{1}).output(),
+                       {channels}, false};
+  if (call.output_shape.size() == 1) return flat;
+  return reshape_to(g, flat, call.output_shape, call.prefix);
+}
+
+// ZeroPadding2D and Cropping2D: ((top, bottom), (left, right)) on the rows and cols, in the
+// input's own layout.
+std::array<std::int64_t, 4> borders_of(const LayerCall& call, const char* key) {
+  const nlohmann::json& b = call.config.at(key);
+  return {b[0][0].get<std::int64_t>(), b[0][1].get<std::int64_t>(), b[1][0].get<std::int64_t>(),
+          b[1][1].get<std::int64_t>()};
+}
+
+OnnxValue export_zero_padding(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue& x = call.inputs[0];
+  const auto [top, bottom, left, right] = borders_of(call, "padding");
+  std::vector<std::int64_t> pads(8, 0);
+  pads[x.stored_axis(0)] = top;
+  pads[x.stored_axis(1)] = left;
+  pads[4 + x.stored_axis(0)] = bottom;
+  pads[4 + x.stored_axis(1)] = right;
+  return {g.node("Pad", {x.name, g.int64s(call.prefix + "/pads", pads)}, call.prefix).output(),
+          call.output_shape, x.channels_first};
+}
+
+OnnxValue export_cropping(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue& x = call.inputs[0];
+  const auto [top, bottom, left, right] = borders_of(call, "cropping");
+  const std::string& p = call.prefix;
+  const std::string sliced =
+      g.node("Slice",
+             {x.name, g.int64s(p + "/starts", {top, left}),
+              g.int64s(p + "/ends", {x.shape[0] - bottom, x.shape[1] - right}),
+              g.int64s(p + "/axes", {x.stored_axis(0), x.stored_axis(1)})},
+             p)
+          .output();
+  return {sliced, call.output_shape, x.channels_first};
+}
+
+// UpSampling2D (nearest): each cell repeated size[0] x size[1] times.
+OnnxValue export_upsampling(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], true);
+  const Pair size = pair_of(call, "size", 2);
+  const std::string scales = g.constant(
+      call.prefix + "/scales", {4},
+      {1.0f, 1.0f, static_cast<float>(size[0]), static_cast<float>(size[1])});
+  return {g.node("Resize", {x.name, "", scales}, call.prefix)
+              .attr("mode", std::string("nearest"))
+              .attr("coordinate_transformation_mode", std::string("asymmetric"))
+              .attr("nearest_mode", std::string("floor"))
+              .output(),
+          call.output_shape, true};
+}
+
+}  // namespace
+
+void add_spatial_exporters(ExporterTable& table) {
+  table["Conv1D"] = export_conv;
+  table["Conv2D"] = export_conv;
+  table["DepthwiseConv2D"] = export_depthwise_conv;
+  table["SeparableConv2D"] = export_separable_conv;
+  table["Conv2DTranspose"] = export_conv_transpose;
+  for (const char* cls : {"MaxPooling1D", "MaxPooling2D"})
+    table[cls] = [](LayerCall& call) { return export_pooling(call, "MaxPool"); };
+  for (const char* cls : {"AveragePooling1D", "AveragePooling2D"})
+    table[cls] = [](LayerCall& call) { return export_pooling(call, "AveragePool"); };
+  for (const char* cls : {"GlobalAveragePooling1D", "GlobalAveragePooling2D"})
+    table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalAveragePool"); };
+  for (const char* cls : {"GlobalMaxPooling1D", "GlobalMaxPooling2D"})
+    table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalMaxPool"); };
+  table["ZeroPadding2D"] = export_zero_padding;
+  table["Cropping2D"] = export_cropping;
+  table["UpSampling2D"] = export_upsampling;
+}
+
+}  // namespace tandem::onnx_export
