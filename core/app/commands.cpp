@@ -226,20 +226,23 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   });
 
   auto* predict = app.add_subcommand("predict", "Model outputs of saved weights on a dataset");
-  predict->footer("Writes one row per sample: CSV (default, to stdout) or .npy by extension.");
+  predict->footer(
+      "Writes one row per sample: CSV (default, to stdout), NumPy .npy or JSON Lines (one array "
+      "per line), chosen by --format or the output's extension.");
   add_config_options(predict, config_, overrides_);
   predict->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
       ->required()
       ->check(CLI::ExistingFile);
   predict->add_option("--split", split_, "validation (default), test or train");
-  predict->add_option("-o,--output", output_, "Output file (.csv or .npy); '-' = CSV on stdout");
+  predict->add_option("-o,--output", output_, "Output file (.csv, .npy, .jsonl); '-' = stdout");
+  predict->add_option("--format", format_, "csv, npy or jsonl (default: by the output's extension)");
   predict->callback([this] {
     selected_ = [this] {
       if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
       RunConfig rc = resolve_config({config_, weights_, false}, overrides_, true);
-      check_prediction_output(output_);
+      const PredictionFormat format = prediction_format(format_, output_);
       Tensor out = run_prediction({rc, weights_, split_});
-      write_predictions(out, output_);
+      write_predictions(out, output_, format);
       return static_cast<int>(ExitCode::ok);
     };
   });

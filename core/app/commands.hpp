@@ -30,6 +30,7 @@ class Commands {
   std::string weights_;
   std::string split_ = "validation";
   std::string output_ = "-";
+  std::string format_;
   bool quiet_ = false;
   bool json_ = false;
 };

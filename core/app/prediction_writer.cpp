@@ -1,6 +1,7 @@
 #include "app/prediction_writer.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -33,6 +34,24 @@ void write_csv(const Tensor& t, std::ostream& out) {
   }
 }
 
+void write_jsonl(const Tensor& t, std::ostream& out) {
+  const std::int64_t rows = t.rank() > 0 ? t.dim(0) : 1;
+  const std::int64_t cols = rows > 0 ? t.size() / rows : 0;
+  char buffer[32];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    out << '[';
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = t[r * cols + c];
+      // JSON has no NaN or infinity: they are written as null.
+      if (std::isfinite(v)) std::snprintf(buffer, sizeof buffer, "%.9g", v);
+      else std::snprintf(buffer, sizeof buffer, "null");
+      if (c) out << ',';
+      out << buffer;
+    }
+    out << "]\n";
+  }
+}
+
 void write_npy(const Tensor& t, std::ostream& out) {
   std::string shape = "(";
   for (int i = 0; i < t.rank(); ++i)
@@ -52,15 +71,32 @@ void write_npy(const Tensor& t, std::ostream& out) {
 
 }  // namespace
 
-void check_prediction_output(const std::string& path) {
-  if (path == "-" || ends_with(path, ".csv") || ends_with(path, ".npy")) return;
-  throw ConfigError("--output", "expected '-', a .csv or a .npy file name, got '" + path + "'");
+PredictionFormat prediction_format(const std::string& format, const std::string& path) {
+  if (format == "csv") return PredictionFormat::csv;
+  if (format == "npy") return PredictionFormat::npy;
+  if (format == "jsonl") return PredictionFormat::jsonl;
+  if (!format.empty())
+    throw ConfigError("--format", "expected csv, npy or jsonl, got '" + format + "'");
+  if (path == "-" || ends_with(path, ".csv")) return PredictionFormat::csv;
+  if (ends_with(path, ".npy")) return PredictionFormat::npy;
+  if (ends_with(path, ".jsonl")) return PredictionFormat::jsonl;
+  throw ConfigError("--output", "expected '-', a .csv, .npy or .jsonl file name, or --format, got '" +
+                                    path + "'");
 }
 
-void write_predictions(const Tensor& predictions, const std::string& path) {
-  check_prediction_output(path);
+void write_predictions(const Tensor& predictions, const std::string& path, PredictionFormat format) {
+  const auto write = [&](std::ostream& out) {
+    switch (format) {
+      case PredictionFormat::csv:
+        return write_csv(predictions, out);
+      case PredictionFormat::npy:
+        return write_npy(predictions, out);
+      case PredictionFormat::jsonl:
+        return write_jsonl(predictions, out);
+    }
+  };
   if (path == "-") {
-    write_csv(predictions, std::cout);
+    write(std::cout);
     std::cout.flush();
     return;
   }
@@ -72,10 +108,7 @@ void write_predictions(const Tensor& predictions, const std::string& path) {
     errno = 0;
     std::ofstream out(file.temp_path(), std::ios::binary | std::ios::trunc);
     if (out) {
-      if (ends_with(path, ".npy"))
-        write_npy(predictions, out);
-      else
-        write_csv(predictions, out);
+      write(out);
       out.close();
     }
     if (!out) {

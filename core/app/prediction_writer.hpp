@@ -1,4 +1,5 @@
-// Writing predictions: CSV (one row per sample) or NumPy .npy (float32, the tensor's shape).
+// Writing predictions: CSV (one row per sample), NumPy .npy (float32, the tensor's shape) or
+// JSON Lines (one JSON array of a sample's values per line).
 #pragma once
 
 #include <string>
@@ -7,10 +8,14 @@
 
 namespace tandem::app {
 
-/// Throws ConfigError for an unsupported extension (before any work is done).
-void check_prediction_output(const std::string& path);
-/// "-" writes CSV to stdout. Files are replaced atomically (tandem/atomic_file.hpp): a failure
+enum class PredictionFormat { csv, npy, jsonl };
+
+/// The format `format` names ("csv", "npy", "jsonl"), or when it is empty the one of `path`'s
+/// extension (.csv, .npy, .jsonl; "-", stdout, is CSV). Throws ConfigError naming --format or
+/// --output (before any work is done).
+PredictionFormat prediction_format(const std::string& format, const std::string& path);
+/// "-" writes to stdout. Files are replaced atomically (tandem/atomic_file.hpp): a failure
 /// leaves the previous file, if any, whole. Throws RunError naming the path.
-void write_predictions(const Tensor& predictions, const std::string& path);
+void write_predictions(const Tensor& predictions, const std::string& path, PredictionFormat format);
 
 }  // namespace tandem::app

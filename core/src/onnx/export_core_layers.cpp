@@ -155,6 +155,9 @@ OnnxValue affine(LayerCall& call, const std::vector<float>& scale,
                  const std::vector<float>& shift) {
   OnnxGraph& g = call.graph;
   OnnxValue y = call.inputs[0];
+  // Images: per-channel constants broadcast channels first, (C, 1, 1), as runtimes expect
+  // (OpenCV cannot broadcast over the last axis of a 4-D blob).
+  if (y.shape.size() == 3 && (scale.size() > 1 || shift.size() > 1)) y = g.in_layout(y, true);
   const auto all = [](const std::vector<float>& v, float c) {
     for (float f : v)
       if (f != c) return false;

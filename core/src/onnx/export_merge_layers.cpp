@@ -79,12 +79,6 @@ OnnxValue export_dot(LayerCall& call) {
   return {g.node("MatMul", {left, right}, p).output(), call.output_shape, false};
 }
 
-// MultiHeadAttention.
-struct Projection {
-  std::string name;
-  std::int64_t heads, width;  // per head
-};
-
 // x (batch, T, D) · kernel (D, H, W) + bias (H, W), as (batch, H, T, W).
 std::string project(LayerCall& call, const OnnxValue& x, const std::string& which) {
   OnnxGraph& g = call.graph;
@@ -106,7 +100,7 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
   const OnnxValue query = g.in_layout(call.inputs[0], false);
-  OnnxValue value = query, key_input;
+  OnnxValue value = query;
   std::optional<OnnxValue> key, mask;
   for (std::size_t i = 1; i < call.inputs.size(); ++i) {
     const std::string& arg = call.argument_names.at(i - 1);
@@ -128,31 +122,36 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   const std::string v = project(call, value, "value");
   const std::string scores =
       g.node("MatMul", {q, transposed(g, k, {0, 1, 3, 2}, p)}, p).output();  // (b, H, Tq, Tv)
-  // keep (b or 1, 1, Tq, Tv): 1 where a key is seen; masked scores get -1e9 before the softmax
-  // and the probabilities are multiplied by keep, so a row with every key hidden is all zeros.
-  std::string keep;
+  // keep (b or 1, 1, Tq, Tv): 1 where a key is seen. Hidden scores get -1e9 before the softmax
+  // and the probabilities are multiplied by keep, so a row with every key hidden is all zeros,
+  // as the layer computes it. Without an attention_mask both are constants.
+  std::vector<float> causal_keep;
+  const auto causal = call.options.find("use_causal_mask");
+  if (causal != call.options.end() && causal->is_boolean() && causal->get<bool>()) {
+    causal_keep.assign(static_cast<std::size_t>(tq * tv), 0.0f);
+    for (std::int64_t r = 0; r < tq; ++r)
+      for (std::int64_t c = 0; c <= r && c < tv; ++c) causal_keep[r * tv + c] = 1.0f;
+  }
+  std::string keep, hidden_bias;
   if (mask) {
     const std::string as_bool =
         g.node("Cast", {mask->name}, p).attr("to", std::int64_t{onnx::TensorProto::BOOL}).output();
     const std::string binary =
         g.node("Cast", {as_bool}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
     keep = g.node("Unsqueeze", {binary, g.int64s(p + "/head_axis", {1})}, p).output();
-  }
-  const auto causal = call.options.find("use_causal_mask");
-  if (causal != call.options.end() && causal->is_boolean() && causal->get<bool>()) {
-    std::vector<float> lower(static_cast<std::size_t>(tq * tv), 0.0f);
-    for (std::int64_t r = 0; r < tq; ++r)
-      for (std::int64_t c = 0; c <= r && c < tv; ++c) lower[r * tv + c] = 1.0f;
-    const std::string tri = g.constant(p + "/causal_mask", {1, 1, tq, tv}, lower);
-    keep = keep.empty() ? tri : g.node("Mul", {keep, tri}, p).output();
-  }
-  std::string logits = scores;
-  if (!keep.empty()) {
-    const std::string hidden = g.node("Sub", {keep, g.scalar(p + "/one", 1)}, p).output();
-    logits = g.node("Add", {scores, g.node("Mul", {hidden, g.scalar(p + "/large", 1e9f)}, p).output()},
-                    p)
+    if (!causal_keep.empty())
+      keep = g.node("Mul", {keep, g.constant(p + "/causal_mask", {1, 1, tq, tv}, causal_keep)}, p)
                  .output();
+    const std::string hidden = g.node("Sub", {keep, g.scalar(p + "/one", 1)}, p).output();
+    hidden_bias = g.node("Mul", {hidden, g.scalar(p + "/large", 1e9f)}, p).output();
+  } else if (!causal_keep.empty()) {
+    std::vector<float> bias(causal_keep.size());
+    for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = (causal_keep[i] - 1.0f) * 1e9f;
+    keep = g.constant(p + "/causal_mask", {1, 1, tq, tv}, causal_keep);
+    hidden_bias = g.constant(p + "/causal_bias", {1, 1, tq, tv}, bias);
   }
+  const std::string logits =
+      keep.empty() ? scores : g.node("Add", {scores, hidden_bias}, p).output();
   std::string probs = g.node("Softmax", {logits}, p).attr("axis", std::int64_t{-1}).output();
   if (!keep.empty()) probs = g.node("Mul", {probs, keep}, p).output();
   const std::string context = g.node("MatMul", {probs, v}, p).output();  // (b, H, Tq, Vd)

@@ -164,23 +164,26 @@ OnnxValue export_separable_conv(LayerCall& call) {
 }
 
 // Conv2DTranspose: ONNX's ConvTranspose with weights (in, out, kh, kw) from Keras' (kh, kw,
-// out, in). The layer is the gradient of a convolution from its output to its input, with that
-// convolution's paddings; ONNX's output size s(in-1) + span - pads + output_padding then gives
-// Keras' size, the missing rows and cols (if any) as output_padding.
+// out, in). The layer is the gradient of a convolution from its output to its input: its full
+// result s(in - 1) + span (plus output_padding rows where Keras' output is longer) is cropped
+// by that convolution's paddings, here a Slice after an unpadded ConvTranspose (runtimes such
+// as OpenCV refuse the asymmetric paddings "same" needs).
 OnnxValue export_conv_transpose(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], true);
   const Tensor& kernel = call.weight("kernel");
   const Pair k{kernel.dim(0), kernel.dim(1)};
   const std::int64_t out = kernel.dim(2), in = kernel.dim(3);
-  Window2D w = window_of(call, call.output_shape, "kernel_size", false);
-  std::vector<std::int64_t> output_padding{0, 0};
+  const Window2D w = window_of(call, call.output_shape, "kernel_size", false);
+  std::vector<std::int64_t> output_padding{0, 0}, starts{0, 0}, ends{0, 0};
+  bool crop = false;
   for (int a = 0; a < 2; ++a) {
     const std::int64_t span = (k[a] - 1) * w.dilation[a] + 1;
-    const std::int64_t full = w.strides[a] * (x.shape[a] - 1) + span - w.pads[a];
-    const std::int64_t after = full - call.output_shape[a];
-    w.pads[a + 2] = std::max<std::int64_t>(after, 0);
-    output_padding[a] = std::max<std::int64_t>(-after, 0);
+    const std::int64_t full = w.strides[a] * (x.shape[a] - 1) + span;
+    starts[a] = w.pads[a];
+    ends[a] = w.pads[a] + call.output_shape[a];
+    output_padding[a] = std::max<std::int64_t>(ends[a] - full, 0);
+    crop = crop || starts[a] > 0 || ends[a] < full + output_padding[a];
   }
   std::vector<float> iohw(static_cast<std::size_t>(kernel.size()));
   for (std::int64_t y = 0; y < k[0]; ++y)
@@ -192,15 +195,19 @@ OnnxValue export_conv_transpose(LayerCall& call) {
                                   g.constant(call.prefix + "/kernel", {in, out, k[0], k[1]}, iohw)};
   if (call.has_weight("bias"))
     inputs.push_back(g.constant(call.prefix + "/bias", {out}, values_of(call.weight("bias"))));
-  const OnnxValue y{g.node("ConvTranspose", inputs, call.prefix)
-                        .attr("kernel_shape", w.kernel_shape())
-                        .attr("strides", w.stride_list())
-                        .attr("dilations", w.dilation_list())
-                        .attr("pads", w.pads)
-                        .attr("output_padding", output_padding)
-                        .output(),
-                    call.output_shape, true};
-  return activated(call, y);
+  std::string y = g.node("ConvTranspose", inputs, call.prefix)
+                      .attr("kernel_shape", w.kernel_shape())
+                      .attr("strides", w.stride_list())
+                      .attr("dilations", w.dilation_list())
+                      .attr("output_padding", output_padding)
+                      .output();
+  if (crop)
+    y = g.node("Slice", {y, g.int64s(call.prefix + "/starts", starts),
+                         g.int64s(call.prefix + "/ends", ends),
+                         g.int64s(call.prefix + "/axes", {2, 3})},
+               call.prefix)
+            .output();
+  return activated(call, {y, call.output_shape, true});
 }
 
 OnnxValue export_pooling(LayerCall& call, const char* op) {

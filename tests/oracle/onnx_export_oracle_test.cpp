@@ -1,0 +1,367 @@
+// ONNX export oracle: small models covering every layer class Tandem builds (and the settings
+// that change their ONNX form: padding, strides, dilation, groups, causal, keepdims, masks,
+// shared layers, several inputs and outputs), with every weight random (moving statistics too),
+// exported by onnx_export::export_onnx and checked by others' code (onnx_runtime_check.py):
+// onnx.checker with full shape inference on every case, and OpenCV's DNN module running the
+// cases it can import, whose outputs must equal Tandem's forward() on the same random inputs
+// within 1e-4 of max(1, |output|). A negative control (a perturbed expected output) must miss
+// that bar, so the comparison can fail.
+//
+// OpenCV 4.6 (Debian 12) cannot run some of the graphs: ONNX 13's Clip (capped ReLU), Gather of
+// computed indices (Embedding), ReduceSum with an axes input (Dot of vectors) and 3-D blobs
+// through Softmax and ReduceMean (LayerNormalization and MultiHeadAttention on sequences).
+// Those cases are checked by onnx.checker only; which cases must run in OpenCV is fixed here, so
+// that a case cannot silently drop out of the numeric check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/layer_registry.hpp"
+#include "onnx/onnx_export.hpp"
+#include "tandem/model.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr double kBar = 1e-4;
+constexpr std::int64_t kBatch = 3;
+
+struct InputSpec {
+  Shape shape;               // per sample
+  std::int64_t ids = 0;      // > 0: integer ids in [0, ids) (Embedding)
+  bool mask = false;         // 0/1 values (an attention mask)
+};
+
+struct Case {
+  std::string label;
+  json model;
+  std::vector<InputSpec> inputs;
+  bool opencv = true;  // OpenCV 4.6 imports and runs it
+};
+
+json input_layer(const std::string& name, const Shape& shape) {
+  json batch_shape = json::array({nullptr});
+  for (auto d : shape) batch_shape.push_back(d);
+  return {{"class_name", "InputLayer"}, {"name", name}, {"inbound_nodes", json::array()},
+          {"config", {{"name", name}, {"batch_input_shape", batch_shape}}}};
+}
+
+json sequential(const Shape& input, std::vector<json> layers) {
+  layers.insert(layers.begin(), input_layer("x", input));
+  return {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}};
+}
+
+json layer(const std::string& cls, json config = json::object()) {
+  return {{"class_name", cls}, {"config", config}};
+}
+
+// A functional layer called on `inputs` (Keras 2's form; kwargs on the first reference).
+json call(const std::string& cls, const std::string& name, json config,
+          const std::vector<std::string>& inputs, json kwargs = json::object()) {
+  config["name"] = name;
+  json refs = json::array();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    refs.push_back({inputs[i], 0, 0, i == 0 ? kwargs : json::object()});
+  return {{"class_name", cls}, {"name", name}, {"config", config},
+          {"inbound_nodes", json::array({refs})}};
+}
+
+json functional(std::vector<json> layers, const std::vector<std::string>& ins,
+                const std::vector<std::string>& outs) {
+  json in = json::array(), out = json::array();
+  for (const auto& n : ins) in.push_back({n, 0, 0});
+  for (const auto& n : outs) out.push_back({n, 0, 0});
+  return {{"class_name", "Functional"},
+          {"config", {{"name", "f"}, {"layers", layers}, {"input_layers", in},
+                      {"output_layers", out}}}};
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  const Shape image{6, 6, 3};
+  c.push_back({"conv_same_stride_bn_pool_dense",
+               sequential(image, {layer("Conv2D", {{"filters", 4}, {"kernel_size", {3, 3}},
+                                                   {"strides", {2, 2}}, {"padding", "same"},
+                                                   {"activation", "relu"}}),
+                                  layer("BatchNormalization"),
+                                  layer("MaxPooling2D", {{"pool_size", {2, 2}}, {"padding", "same"}}),
+                                  layer("Flatten"),
+                                  layer("Dense", {{"units", 5}, {"activation", "softmax"}})}),
+               {{image}}});
+  c.push_back({"conv_dilated_average_pool_same",
+               sequential({7, 7, 2}, {layer("Conv2D", {{"filters", 3}, {"kernel_size", {2, 3}},
+                                                      {"dilation_rate", {2, 1}}}),
+                                      layer("AveragePooling2D", {{"pool_size", {2, 2}},
+                                                                 {"strides", {1, 2}},
+                                                                 {"padding", "same"}}),
+                                      layer("GlobalAveragePooling2D")}),
+               {{{7, 7, 2}}}});
+  c.push_back({"conv_groups_global_max_keepdims",
+               sequential(image, {layer("Conv2D", {{"filters", 6}, {"kernel_size", {3, 3}},
+                                                   {"groups", 3}, {"padding", "same"}}),
+                                  layer("GlobalMaxPooling2D", {{"keepdims", true}})}),
+               {{image}}});
+  c.push_back({"depthwise_separable",
+               sequential(image, {layer("DepthwiseConv2D", {{"kernel_size", {3, 3}},
+                                                            {"depth_multiplier", 2},
+                                                            {"padding", "same"}}),
+                                  layer("SeparableConv2D", {{"filters", 4}, {"kernel_size", {3, 3}},
+                                                            {"depth_multiplier", 2},
+                                                            {"activation", "tanh"}})}),
+               {{image}}});
+  for (const char* padding : {"same", "valid"})
+    c.push_back({std::string("conv_transpose_") + padding,
+                 sequential({4, 5, 2}, {layer("Conv2DTranspose", {{"filters", 3},
+                                                                  {"kernel_size", {3, 2}},
+                                                                  {"strides", {2, 2}},
+                                                                  {"padding", padding}})}),
+                 {{{4, 5, 2}}}});
+  c.push_back({"pad_crop_upsample",
+               sequential(image, {layer("ZeroPadding2D", {{"padding", {{1, 2}, {0, 1}}}}),
+                                  layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}}),
+                                  layer("Cropping2D", {{"cropping", {{1, 0}, {0, 1}}}}),
+                                  layer("UpSampling2D", {{"size", {2, 3}}})}),
+               {{image}}});
+  c.push_back({"inference_identities_rescale_normalize",
+               sequential(image, {layer("Rescaling", {{"scale", 0.5}, {"offset", -0.25}}),
+                                  layer("Normalization", {{"mean", {0.1, -0.2, 0.3}},
+                                                          {"variance", {1.5, 0.25, 4.0}}}),
+                                  layer("RandomFlip", {{"seed", 3}}),
+                                  layer("GaussianNoise", {{"stddev", 0.5}}),
+                                  layer("SpatialDropout2D", {{"rate", 0.5}}),
+                                  layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}}),
+                                  layer("GaussianDropout", {{"rate", 0.3}}),
+                                  layer("Dropout", {{"rate", 0.5}}),
+                                  layer("Reshape", {{"target_shape", {12, 6}}}),
+                                  layer("Flatten")}),
+               {{image}}});
+  for (const char* act : {"relu", "tanh", "sigmoid", "softmax", "gelu", "elu", "selu", "softplus",
+                          "softsign", "swish", "exponential", "leaky_relu", "hard_sigmoid",
+                          "hard_swish", "mish", "log_softmax"})
+    c.push_back({std::string("dense_") + act,
+                 sequential({7}, {layer("Dense", {{"units", 5}, {"activation", act}})}), {{{7}}}});
+  c.push_back({"dense_batch_norm_prelu_softmax",
+               sequential({7}, {layer("Dense", {{"units", 6}}), layer("BatchNormalization"),
+                                layer("PReLU"), layer("Softmax")}),
+               {{{7}}}});
+  c.push_back({"relu_family",
+               sequential({7}, {layer("ReLU", {{"negative_slope", 0.1}}),
+                                layer("LeakyReLU", {{"negative_slope", 0.2}}),
+                                layer("ELU", {{"alpha", 0.5}}),
+                                layer("Activation", {{"activation", "swish"}})}),
+               {{{7}}}});
+  c.push_back({"relu_capped_threshold",
+               sequential({7}, {layer("ReLU", {{"max_value", 0.3}, {"threshold", 0.1},
+                                               {"negative_slope", 0.2}})}),
+               {{{7}}}, false});
+  c.push_back({"volume_spatial_dropout",
+               sequential({2, 3, 2, 2}, {layer("SpatialDropout3D", {{"rate", 0.5}}), layer("Flatten")}),
+               {{{2, 3, 2, 2}}}});
+  c.push_back({"conv1d_causal_pools",
+               sequential({9, 3}, {layer("Conv1D", {{"filters", 4}, {"kernel_size", 3},
+                                                    {"dilation_rate", 2}, {"padding", "causal"}}),
+                                   layer("MaxPooling1D", {{"pool_size", 2}}),
+                                   layer("AveragePooling1D", {{"pool_size", 2}, {"padding", "same"}}),
+                                   layer("GlobalMaxPooling1D")}),
+               {{{9, 3}}}});
+  c.push_back({"conv1d_same_stride_global_average",
+               sequential({8, 2}, {layer("Conv1D", {{"filters", 3}, {"kernel_size", 3},
+                                                    {"strides", 2}, {"padding", "same"}}),
+                                   layer("GlobalAveragePooling1D", {{"keepdims", true}})}),
+               {{{8, 2}}}});
+  c.push_back({"sequence_dense_layer_norm",
+               sequential({4, 5}, {layer("Dense", {{"units", 6}, {"activation", "gelu"}}),
+                                   layer("LayerNormalization"),
+                                   layer("SpatialDropout1D", {{"rate", 0.5}})}),
+               {{{4, 5}}}, false});
+  c.push_back({"embedding_position",
+               functional({input_layer("ids", {5}),
+                           call("Embedding", "emb", {{"input_dim", 11}, {"output_dim", 4}}, {"ids"}),
+                           call("PositionEmbedding", "pos", {{"sequence_length", 8}}, {"emb"}),
+                           call("Add", "sum", json::object(), {"emb", "pos"})},
+                          {"ids"}, {"sum"}),
+               {{{5}, 11}}, false});
+  c.push_back({"self_attention_causal",
+               functional({input_layer("x", {4, 6}),
+                           call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},
+                                {"x"}, {{"value", {"x", 0, 0}}, {"use_causal_mask", true}})},
+                          {"x"}, {"mha"}),
+               {{{4, 6}}}, false});
+  c.push_back({"cross_attention_mask",
+               functional({input_layer("q", {3, 4}), input_layer("v", {5, 2}),
+                           input_layer("k", {5, 3}), input_layer("m", {3, 5}),
+                           call("MultiHeadAttention", "mha",
+                                {{"num_heads", 2}, {"key_dim", 3}, {"value_dim", 2},
+                                 {"output_shape", 7}},
+                                {"q"},
+                                {{"value", {"v", 0, 0}}, {"key", {"k", 0, 0}},
+                                 {"attention_mask", {"m", 0, 0}}})},
+                          {"q", "v", "k", "m"}, {"mha"}),
+               {{{3, 4}}, {{5, 2}}, {{5, 3}}, {{3, 5}, 0, true}}, false});
+  c.push_back({"dot_vectors_and_matrices",
+               functional({input_layer("a", {4}), input_layer("b", {4}), input_layer("s", {3, 4}),
+                           input_layer("t", {2, 4}),
+                           call("Dot", "dv", {{"axes", 1}}, {"a", "b"}),
+                           call("Dot", "dm", {{"axes", {2, 2}}}, {"s", "t"}),
+                           call("Dot", "dn", {{"axes", {1, 1}}}, {"s", "s"})},
+                          {"a", "b", "s", "t"}, {"dv", "dm", "dn"}),
+               {{{4}}, {{4}}, {{3, 4}}, {{2, 4}}}, false});
+  // Merges of channels-first values (convolution outputs), a shared convolution (called on a
+  // and on b: one set of weights) and two outputs.
+  json shared = call("Conv2D", "conv", {{"filters", 3}, {"kernel_size", {3, 3}}, {"padding", "same"}},
+                     {"a"});
+  shared["inbound_nodes"].push_back(json::array({{"b", 0, 0, json::object()}}));
+  std::vector<json> merges{input_layer("a", {4, 4, 2}), input_layer("b", {4, 4, 2}), shared,
+                           call("Conv2D", "other", {{"filters", 3}, {"kernel_size", {1, 1}}}, {"b"})};
+  for (auto [cls, name] : std::vector<std::pair<const char*, const char*>>{
+           {"Add", "add"}, {"Multiply", "mul"}, {"Average", "avg"}, {"Maximum", "max"},
+           {"Minimum", "min"}, {"Concatenate", "cat"}}) {
+    json l = call(cls, name, json::object(), {"conv"});
+    l["inbound_nodes"] = json::array({json::array({{"conv", 0, 0, json::object()},
+                                                   {"conv", 1, 0, json::object()},
+                                                   {"other", 0, 0, json::object()}})});
+    merges.push_back(l);
+  }
+  merges.push_back(call("Subtract", "sub", json::object(), {"add", "mul"}));
+  merges.push_back(call("Concatenate", "all", {{"axis", -1}}, {"sub", "avg", "max", "min", "cat"}));
+  merges.push_back(call("GlobalAveragePooling2D", "pool", json::object(), {"all"}));
+  c.push_back({"merges_shared_two_outputs", functional(merges, {"a", "b"}, {"all", "pool"}),
+               {{{4, 4, 2}}, {{4, 4, 2}}}});
+  return c;
+}
+
+void write_floats(const fs::path& path, const float* data, std::int64_t n) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data), n * static_cast<std::int64_t>(sizeof(float)));
+}
+
+json shape_with_batch(const Shape& s) {
+  json j = json::array({kBatch});
+  for (auto d : s) j.push_back(d);
+  return j;
+}
+
+// Builds, randomizes, runs and exports one case into `dir`; returns its manifest entry.
+json prepare(const Case& c, const fs::path& dir, std::mt19937& rng) {
+  auto model = Model::from_config(c.model, "model", 7);
+  std::uniform_real_distribution<float> u(-1, 1), positive(0.5f, 1.5f);
+  for (Parameter* p : model->parameters())
+    for (float& v : p->value.values())
+      v = p->name.find("variance") != std::string::npos ? positive(rng) : 0.5f * u(rng);
+  std::vector<std::vector<float>> inputs;
+  std::int64_t row = 0;
+  for (const InputSpec& in : c.inputs) {
+    std::vector<float> values(static_cast<std::size_t>(kBatch * shape_size(in.shape)));
+    for (float& v : values) {
+      if (in.ids > 0) v = static_cast<float>(rng() % static_cast<std::uint32_t>(in.ids));
+      else if (in.mask) v = rng() % 3 == 0 ? 0.0f : 1.0f;
+      else v = u(rng);
+    }
+    row += shape_size(in.shape);
+    inputs.push_back(std::move(values));
+  }
+  if (c.label == "cross_attention_mask")  // one query that sees no key at all
+    for (std::int64_t k = 0; k < 5; ++k) inputs[3][static_cast<std::size_t>(5 + k)] = 0;
+  Tensor x(c.inputs.size() == 1 ? [&] { Shape s{kBatch}; s.insert(s.end(), c.inputs[0].shape.begin(), c.inputs[0].shape.end()); return s; }()
+                                : Shape{kBatch, row});
+  std::int64_t at = 0;
+  for (std::int64_t b = 0; b < kBatch; ++b)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::int64_t n = shape_size(c.inputs[i].shape);
+      std::copy_n(inputs[i].begin() + b * n, n, x.data() + at);
+      at += n;
+    }
+  const std::vector<const Tensor*>& outputs = model->forward_outputs(x, false);
+  json entry{{"label", c.label}, {"onnx", (dir / (c.label + ".onnx")).string()},
+             {"opencv", c.opencv}, {"inputs", json::array()}, {"outputs", json::array()}};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const fs::path f = dir / (c.label + ".in" + std::to_string(i));
+    write_floats(f, inputs[i].data(), static_cast<std::int64_t>(inputs[i].size()));
+    const std::string name = model->input_name(i).empty() ? "input" : model->input_name(i);
+    entry["inputs"].push_back({{"name", name}, {"file", f.string()},
+                               {"shape", shape_with_batch(c.inputs[i].shape)}});
+  }
+  double largest = 1;
+  for (const Tensor* out : outputs)
+    for (float v : out->values()) largest = std::max(largest, static_cast<double>(std::fabs(v)));
+  entry["scale"] = largest;
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const fs::path f = dir / (c.label + ".out" + std::to_string(j));
+    write_floats(f, outputs[j]->data(), outputs[j]->size());
+    entry["outputs"].push_back({{"file", f.string()},
+                                {"shape", shape_with_batch(model->output_shape(j))}});
+  }
+  test::write_text(dir / (c.label + ".onnx"), onnx_export::export_onnx(*model, {}));
+  return entry;
+}
+
+TEST(OnnxExportOracle, EveryLayerClassIsExportable) {
+  const std::vector<std::string> known = onnx_export::exportable_classes();
+  const std::set<std::string> exportable(known.begin(), known.end());
+  for (const auto& [cls, made] : nn::layer_registry())
+    EXPECT_TRUE(exportable.count(cls)) << cls << " has no ONNX exporter";
+  // ... and every class is in some case below.
+  std::set<std::string> covered;
+  for (const Case& c : cases())
+    for (const auto& l : c.model["config"]["layers"]) covered.insert(l["class_name"].get<std::string>());
+  for (const auto& [cls, made] : nn::layer_registry())
+    EXPECT_TRUE(covered.count(cls)) << cls << " is in no export case";
+}
+
+TEST(OnnxExportOracle, CheckedByOnnxAndRunByOpenCvAsTandemComputes) {
+  const fs::path dir = test::scratch_dir("onnx-export-oracle");
+  std::mt19937 rng(20261126);
+  json manifest = json::array();
+  for (const Case& c : cases()) manifest.push_back(prepare(c, dir, rng));
+  // The negative control: the first OpenCV case again, expecting its outputs plus 1e-3.
+  json control = manifest[0];
+  ASSERT_TRUE(control["opencv"].get<bool>());
+  control["label"] = "negative_control";
+  for (auto& out : control["outputs"]) {
+    const std::string bytes = test::read_text(out["file"].get<std::string>());
+    std::vector<float> values(bytes.size() / sizeof(float));
+    std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+    for (float& f : values) f += 1e-3f;
+    const std::string moved = out["file"].get<std::string>() + ".moved";
+    write_floats(moved, values.data(), static_cast<std::int64_t>(values.size()));
+    out["file"] = moved;
+  }
+  manifest.push_back(control);
+  test::write_text(dir / "manifest.json", manifest.dump());
+  const auto r = test::run_command(std::string(test::system_python()) + " " +
+                                   (test::source_dir() / "tests/oracle/onnx_runtime_check.py").string() +
+                                   " " + (dir / "manifest.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json results = json::parse(r.out);
+  for (const json& entry : manifest) {
+    const std::string label = entry["label"];
+    const json& got = results.at(label);
+    EXPECT_EQ(got["checker"], "ok") << label;
+    if (!entry["opencv"].get<bool>()) continue;
+    if (!got["opencv"].is_number()) {
+      ADD_FAILURE() << label << ": " << got["opencv"];
+      continue;
+    }
+    const double diff = got["opencv"].get<double>();
+    if (label == "negative_control") {
+      EXPECT_GT(diff, 5e-4) << "the comparison did not see a perturbed output";
+    } else {
+      EXPECT_LE(diff, kBar * entry["scale"].get<double>()) << label;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
