@@ -345,6 +345,11 @@ TEST(OnnxExportOracle, CheckedByOnnxAndRunByOpenCvAsTandemComputes) {
                                    " " + (dir / "manifest.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json results = json::parse(r.out);
+  // The shared convolution (two calls) is stored once, and both calls read it.
+  int shared_kernels = 0;
+  for (const auto& name : results.at("merges_shared_two_outputs")["initializers"])
+    shared_kernels += name.get<std::string>().rfind("conv/kernel", 0) == 0;
+  EXPECT_EQ(shared_kernels, 1);
   for (const json& entry : manifest) {
     const std::string label = entry["label"];
     const json& got = results.at(label);

@@ -6,7 +6,7 @@ usage: onnx_runtime_check.py MANIFEST.json
 The manifest is a list of cases: {"label", "onnx", "inputs": [{"name", "file", "shape"}],
 "outputs": [{"file", "shape"}], "opencv": bool}; files hold float32 values, row-major.
 Prints one JSON object: {label: {"checker": "ok" | error, "opencv": max abs difference over the
-outputs | error text | null when not asked}}.
+outputs | error text | null when not asked, "initializers": the initializers' names}}.
 
 OpenCV's Python binding reads a 3-D NumPy array as an image with channels; a 3-D input is
 therefore given as 4-D with a trailing axis of 1 (the same values in the same order).
@@ -54,7 +54,8 @@ def main():
     cases = json.load(open(sys.argv[1]))
     results = {}
     for case in cases:
-        result = {"checker": check(case), "opencv": None}
+        result = {"checker": check(case), "opencv": None,
+                  "initializers": [t.name for t in onnx.load(case["onnx"]).graph.initializer]}
         if case.get("opencv"):
             try:
                 result["opencv"] = run_opencv(case)

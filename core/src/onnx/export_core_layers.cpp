@@ -41,19 +41,19 @@ OnnxValue export_dense(LayerCall& call) {
     std::vector<float> transposed(static_cast<std::size_t>(in * units));
     for (std::int64_t i = 0; i < in; ++i)
       for (std::int64_t u = 0; u < units; ++u) transposed[u * in + i] = kernel[i * units + u];
-    std::vector<std::string> inputs{x.name, g.constant(call.prefix + "/kernel", {units, in},
+    std::vector<std::string> inputs{x.name, call.constant("kernel", {units, in},
                                                        transposed)};
-    if (bias) inputs.push_back(g.constant(call.prefix + "/bias", {units},
+    if (bias) inputs.push_back(call.constant("bias", {units},
                                           values_of(call.weight("bias"))));
     y.name = g.node("Gemm", inputs, call.prefix).attr("transB", std::int64_t{1}).output();
   } else {
     y.name = g.node("MatMul",
-                    {x.name, g.constant(call.prefix + "/kernel", {in, units}, values_of(kernel))},
+                    {x.name, call.constant("kernel", {in, units}, values_of(kernel))},
                     call.prefix)
                  .output();
     if (bias)
       y.name = g.node("Add",
-                      {y.name, g.constant(call.prefix + "/bias", {units},
+                      {y.name, call.constant("bias", {units},
                                           values_of(call.weight("bias")))},
                       call.prefix)
                    .output();
@@ -133,7 +133,7 @@ OnnxValue export_prelu(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], false);
   const Tensor& alpha = call.weight("alpha");
-  return g.like(x, g.node("PRelu", {x.name, g.constant(call.prefix + "/alpha", alpha.shape(),
+  return g.like(x, g.node("PRelu", {x.name, call.constant("alpha", alpha.shape(),
                                                        values_of(alpha))},
                           call.prefix)
                        .output());
@@ -213,7 +213,7 @@ OnnxValue export_batch_normalization(LayerCall& call) {
                                  : std::vector<float>(static_cast<std::size_t>(channels), fallback);
   };
   const auto c = [&](const char* name, float fallback) {
-    return g.constant(call.prefix + "/" + name, {channels}, weight_or(name, fallback));
+    return call.constant(name, {channels}, weight_or(name, fallback));
   };
   const nlohmann::json& eps = key(call, "epsilon");
   return g.like(x, g.node("BatchNormalization",
@@ -250,10 +250,10 @@ OnnxValue export_layer_normalization(LayerCall& call) {
   std::string y = g.node("Div", {centered, deviation}, p).output();
   const std::int64_t features = x.shape.back();
   if (call.has_weight("gamma"))
-    y = g.node("Mul", {y, g.constant(p + "/gamma", {features}, values_of(call.weight("gamma")))}, p)
+    y = g.node("Mul", {y, call.constant("gamma", {features}, values_of(call.weight("gamma")))}, p)
             .output();
   if (call.has_weight("beta"))
-    y = g.node("Add", {y, g.constant(p + "/beta", {features}, values_of(call.weight("beta")))}, p)
+    y = g.node("Add", {y, call.constant("beta", {features}, values_of(call.weight("beta")))}, p)
             .output();
   return g.like(x, y);
 }
@@ -267,7 +267,7 @@ OnnxValue export_embedding(LayerCall& call) {
       g.node("Cast", {x.name}, call.prefix).attr("to", std::int64_t{onnx::TensorProto::INT64})
           .output();
   return {g.node("Gather",
-                 {g.constant(call.prefix + "/embeddings", table.shape(), values_of(table)),
+                 {call.constant("embeddings", table.shape(), values_of(table)),
                   indices},
                  call.prefix)
               .attr("axis", std::int64_t{0})
@@ -283,7 +283,7 @@ OnnxValue export_position_embedding(LayerCall& call) {
   const std::int64_t steps = x.shape[0], width = x.shape[1];
   const std::vector<float> rows(table.data(), table.data() + steps * width);
   const std::string shape = g.node("Shape", {x.name}, call.prefix).output();
-  return g.like(x, g.node("Expand", {g.constant(call.prefix + "/embeddings", {steps, width}, rows),
+  return g.like(x, g.node("Expand", {call.constant("embeddings", {steps, width}, rows),
                                      shape},
                           call.prefix)
                        .output());

@@ -86,10 +86,10 @@ std::string project(LayerCall& call, const OnnxValue& x, const std::string& whic
   const Tensor& kernel = call.weight(which + "/kernel");
   const std::int64_t d = kernel.dim(0), h = kernel.dim(1), w = kernel.dim(2), t = x.shape[0];
   std::string y =
-      g.node("MatMul", {x.name, g.constant(p + "/kernel", {d, h * w}, values_of(kernel))}, p)
+      g.node("MatMul", {x.name, call.constant(which + "/kernel", {d, h * w}, values_of(kernel))}, p)
           .output();
   if (call.has_weight(which + "/bias"))
-    y = g.node("Add", {y, g.constant(p + "/bias", {h * w}, values_of(call.weight(which + "/bias")))},
+    y = g.node("Add", {y, call.constant(which + "/bias", {h * w}, values_of(call.weight(which + "/bias")))},
                p)
             .output();
   y = g.node("Reshape", {y, g.int64s(p + "/shape", {-1, t, h, w})}, p).output();
@@ -140,15 +140,15 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
         g.node("Cast", {as_bool}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
     keep = g.node("Unsqueeze", {binary, g.int64s(p + "/head_axis", {1})}, p).output();
     if (!causal_keep.empty())
-      keep = g.node("Mul", {keep, g.constant(p + "/causal_mask", {1, 1, tq, tv}, causal_keep)}, p)
+      keep = g.node("Mul", {keep, call.constant("causal_mask", {1, 1, tq, tv}, causal_keep)}, p)
                  .output();
     const std::string hidden = g.node("Sub", {keep, g.scalar(p + "/one", 1)}, p).output();
     hidden_bias = g.node("Mul", {hidden, g.scalar(p + "/large", 1e9f)}, p).output();
   } else if (!causal_keep.empty()) {
     std::vector<float> bias(causal_keep.size());
     for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = (causal_keep[i] - 1.0f) * 1e9f;
-    keep = g.constant(p + "/causal_mask", {1, 1, tq, tv}, causal_keep);
-    hidden_bias = g.constant(p + "/causal_bias", {1, 1, tq, tv}, bias);
+    keep = call.constant("causal_mask", {1, 1, tq, tv}, causal_keep);
+    hidden_bias = call.constant("causal_bias", {1, 1, tq, tv}, bias);
   }
   const std::string logits =
       keep.empty() ? scores : g.node("Add", {scores, hidden_bias}, p).output();
@@ -161,12 +161,12 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
                                           g.int64s(p + "/joined_shape", {-1, tq, heads * value_dim})},
                               p)
                            .output();
-  std::string y = g.node("MatMul", {joined, g.constant(p + "/attention_output/kernel",
+  std::string y = g.node("MatMul", {joined, call.constant("attention_output/kernel",
                                                        {heads * value_dim, out}, values_of(ok))},
                          p)
                       .output();
   if (call.has_weight("attention_output/bias"))
-    y = g.node("Add", {y, g.constant(p + "/attention_output/bias", {out},
+    y = g.node("Add", {y, call.constant("attention_output/bias", {out},
                                      values_of(call.weight("attention_output/bias")))},
                p)
             .output();

@@ -95,10 +95,10 @@ OnnxValue conv(LayerCall& call, const OnnxValue& x, const std::string& tag,
                const Window2D& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
   OnnxGraph& g = call.graph;
   std::vector<std::string> inputs{
-      x.name, g.constant(call.prefix + "/" + tag, {out, in_per_group, w.kernel[0], w.kernel[1]},
+      x.name, call.constant(tag, {out, in_per_group, w.kernel[0], w.kernel[1]},
                          oihw)};
   if (bias && call.has_weight(bias))
-    inputs.push_back(g.constant(call.prefix + "/bias", {out}, values_of(call.weight(bias))));
+    inputs.push_back(call.constant("bias", {out}, values_of(call.weight(bias))));
   return {g.node("Conv", inputs, call.prefix)
               .attr("kernel_shape", w.kernel_shape())
               .attr("strides", w.stride_list())
@@ -192,9 +192,9 @@ OnnxValue export_conv_transpose(LayerCall& call) {
         for (std::int64_t i = 0; i < in; ++i)
           iohw[((i * out + o) * k[0] + y) * k[1] + c] = kernel[((y * k[1] + c) * out + o) * in + i];
   std::vector<std::string> inputs{x.name,
-                                  g.constant(call.prefix + "/kernel", {in, out, k[0], k[1]}, iohw)};
+                                  call.constant("kernel", {in, out, k[0], k[1]}, iohw)};
   if (call.has_weight("bias"))
-    inputs.push_back(g.constant(call.prefix + "/bias", {out}, values_of(call.weight("bias"))));
+    inputs.push_back(call.constant("bias", {out}, values_of(call.weight("bias"))));
   std::string y = g.node("ConvTranspose", inputs, call.prefix)
                       .attr("kernel_shape", w.kernel_shape())
                       .attr("strides", w.stride_list())
@@ -273,8 +273,7 @@ OnnxValue export_upsampling(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], true);
   const Pair size = pair_of(call, "size", 2);
-  const std::string scales = g.constant(
-      call.prefix + "/scales", {4},
+  const std::string scales = call.constant("scales", {4},
       {1.0f, 1.0f, static_cast<float>(size[0]), static_cast<float>(size[1])});
   return {g.node("Resize", {x.name, "", scales}, call.prefix)
               .attr("mode", std::string("nearest"))

@@ -38,6 +38,13 @@ struct LayerCall {
 
   /// The layer's weight `name` ("kernel") as an initializer in Keras' layout, or its values.
   const Tensor& weight(const std::string& name) const;
+  /// A float initializer of this layer (its weight `tag` in ONNX's layout, or a constant made
+  /// from its config), named "<layer>/<tag>": every call of a shared layer reads the same one
+  /// (a new one only if a call needs other values).
+  std::string constant(const std::string& tag, const std::vector<std::int64_t>& dims,
+                       const std::vector<float>& values) const {
+    return graph.shared_constant(layer.name() + "/" + tag, dims, values);
+  }
   bool has_weight(const std::string& name) const;
   /// Throws UnexportableLayer with `why`.
   [[noreturn]] void refuse(const std::string& why) const { throw UnexportableLayer(layer, why); }

@@ -66,6 +66,17 @@ std::string OnnxGraph::constant(const std::string& prefix, const std::vector<std
   return t->name();
 }
 
+std::string OnnxGraph::shared_constant(const std::string& prefix,
+                                       const std::vector<std::int64_t>& dims,
+                                       const std::vector<float>& values) {
+  const auto [first, last] = shared_.equal_range(prefix);
+  for (auto it = first; it != last; ++it)
+    if (it->second.dims == dims && it->second.values == values) return it->second.name;
+  const std::string name = constant(prefix, dims, values);
+  shared_.insert({prefix, {name, dims, values}});
+  return name;
+}
+
 std::string OnnxGraph::scalar(const std::string& prefix, float value) {
   return constant(prefix, {}, {value});
 }

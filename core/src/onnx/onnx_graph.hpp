@@ -61,6 +61,9 @@ class OnnxGraph {
   /// Adds a float initializer of `dims` holding `values` (row-major); returns its name.
   std::string constant(const std::string& prefix, const std::vector<std::int64_t>& dims,
                        const std::vector<float>& values);
+  /// The same, but an initializer made before with this prefix, dims and values is reused.
+  std::string shared_constant(const std::string& prefix, const std::vector<std::int64_t>& dims,
+                              const std::vector<float>& values);
   /// A float scalar (rank 0) and a 1-D int64 initializer (shapes, axes, pads).
   std::string scalar(const std::string& prefix, float value);
   std::string int64s(const std::string& prefix, const std::vector<std::int64_t>& values);
@@ -79,6 +82,12 @@ class OnnxGraph {
  private:
   onnx::GraphProto& graph_;
   std::set<std::string> names_;  // every name handed out
+  struct Shared {
+    std::string name;
+    std::vector<std::int64_t> dims;
+    std::vector<float> values;
+  };
+  std::multimap<std::string, Shared> shared_;  // prefix -> initializers made for it
   std::map<std::pair<std::string, bool>, std::string> layouts_;  // (value, channels_first) -> copy
 };
 
