@@ -77,15 +77,18 @@ OnnxValue from_image(LayerCall& call, const OnnxValue& image) {
   return reshape_to(call.graph, image, call.output_shape, call.prefix);
 }
 
-// Keras' kernel (kh, kw, in/groups, out) as ONNX's (out, in/groups, kh, kw).
-std::vector<float> oihw_from_hwio(const Tensor& kernel, Pair k) {
-  const std::int64_t in = kernel.dim(kernel.rank() - 2), out = kernel.dim(kernel.rank() - 1);
+// Keras' kernel (kh, kw, a, b) as ONNX's (b, a, kh, kw): a convolution's (kh, kw, in/groups,
+// out) as Conv's (out, in/groups, kh, kw), a transposed one's (kh, kw, out, in) as
+// ConvTranspose's (in, out, kh, kw).
+std::vector<float> onnx_kernel(const Tensor& kernel, Pair k) {
+  const std::int64_t a_size = kernel.dim(kernel.rank() - 2), b_size = kernel.dim(kernel.rank() - 1);
   std::vector<float> w(static_cast<std::size_t>(kernel.size()));
   for (std::int64_t y = 0; y < k[0]; ++y)
     for (std::int64_t x = 0; x < k[1]; ++x)
-      for (std::int64_t i = 0; i < in; ++i)
-        for (std::int64_t o = 0; o < out; ++o)
-          w[((o * in + i) * k[0] + y) * k[1] + x] = kernel[((y * k[1] + x) * in + i) * out + o];
+      for (std::int64_t a = 0; a < a_size; ++a)
+        for (std::int64_t b = 0; b < b_size; ++b)
+          w[((b * a_size + a) * k[0] + y) * k[1] + x] =
+              kernel[((y * k[1] + x) * a_size + a) * b_size + b];
   return w;
 }
 
@@ -128,7 +131,7 @@ OnnxValue export_conv(LayerCall& call) {  // Conv1D and Conv2D
   const Window2D w = window_of(call, x.shape, "kernel_size", false);
   const std::int64_t in_per_group = kernel.dim(kernel.rank() - 2);
   const std::int64_t out = kernel.dim(kernel.rank() - 1);
-  const OnnxValue y = conv(call, x, "kernel", oihw_from_hwio(kernel, w.kernel), out, in_per_group,
+  const OnnxValue y = conv(call, x, "kernel", onnx_kernel(kernel, w.kernel), out, in_per_group,
                            w, x.shape[2] / in_per_group, "bias", image_output(call));
   return activated(call, from_image(call, y));
 }
@@ -139,7 +142,7 @@ OnnxValue depthwise(LayerCall& call, const OnnxValue& x, const Window2D& w, cons
   const Tensor& kernel = call.weight("depthwise_kernel");
   const std::int64_t in = kernel.dim(2), multiplier = kernel.dim(3);
   // (kh, kw, in, mult) read as (kh, kw, 1, in * mult) is exactly ONNX's grouped layout.
-  return conv(call, x, "depthwise_kernel", oihw_from_hwio(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier}), w.kernel),
+  return conv(call, x, "depthwise_kernel", onnx_kernel(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier}), w.kernel),
               in * multiplier, 1, w, in, bias, out_shape);
 }
 
@@ -158,7 +161,7 @@ OnnxValue export_separable_conv(LayerCall& call) {
   Shape mid_shape = call.output_shape;
   mid_shape.back() = mid;
   const OnnxValue d = depthwise(call, x, w, nullptr, mid_shape);
-  const OnnxValue y = conv(call, d, "pointwise_kernel", oihw_from_hwio(pointwise, {1, 1}), out,
+  const OnnxValue y = conv(call, d, "pointwise_kernel", onnx_kernel(pointwise, {1, 1}), out,
                            mid, Window2D{}, 1, "bias", call.output_shape);
   return activated(call, y);
 }
@@ -185,14 +188,8 @@ OnnxValue export_conv_transpose(LayerCall& call) {
     output_padding[a] = std::max<std::int64_t>(ends[a] - full, 0);
     crop = crop || starts[a] > 0 || ends[a] < full + output_padding[a];
   }
-  std::vector<float> iohw(static_cast<std::size_t>(kernel.size()));
-  for (std::int64_t y = 0; y < k[0]; ++y)
-    for (std::int64_t c = 0; c < k[1]; ++c)
-      for (std::int64_t o = 0; o < out; ++o)
-        for (std::int64_t i = 0; i < in; ++i)
-          iohw[((i * out + o) * k[0] + y) * k[1] + c] = kernel[((y * k[1] + c) * out + o) * in + i];
-  std::vector<std::string> inputs{x.name,
-                                  call.constant("kernel", {in, out, k[0], k[1]}, iohw)};
+  std::vector<std::string> inputs{
+      x.name, call.constant("kernel", {in, out, k[0], k[1]}, onnx_kernel(kernel, k))};
   if (call.has_weight("bias"))
     inputs.push_back(call.constant("bias", {out}, values_of(call.weight("bias"))));
   std::string y = g.node("ConvTranspose", inputs, call.prefix)
