@@ -289,8 +289,12 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       } catch (const Error& e) {
         out = {{"ok", false}, {"error", e.what()}, {"path", nullptr}};
         code = static_cast<int>(e.code());
+      } catch (const std::exception& e) {  // not Tandem's: still one JSON object
+        out = {{"ok", false}, {"error", e.what()}, {"path", nullptr}};
+        code = static_cast<int>(ExitCode::run_failed);
       }
-      std::cout << out.dump() << std::endl;
+      // An error may quote the user's bytes, valid UTF-8 or not: those become U+FFFD.
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
       return code;
     };
   });

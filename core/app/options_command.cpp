@@ -44,7 +44,7 @@ std::pair<json, json> parse_request(const std::string& text) {
   json request;
   try {
     request = parse_json_text(text);
-  } catch (const JsonTooDeep& e) {
+  } catch (const JsonTextRefused& e) {
     throw ConfigError("<request>", std::string("not a request: ") + e.what());
   } catch (const json::exception& e) {
     throw ConfigError("<request>", std::string("not valid JSON: ") + e.what());

@@ -85,5 +85,28 @@ TEST(ConfigObject, NonObjectRootIsAnError) {
   EXPECT_THROW(ConfigObject(j, "model"), ConfigError);
 }
 
+TEST(ConfigObject, IntegersOutOfRangeNameThePath) {
+  json j = json::parse(R"({"epochs": 2147483648, "seed": 18446744073709551615, "ok": 7})");
+  ConfigObject c(j, "run");
+  EXPECT_EQ(c.int_in("ok", 1, 1, 10), 7);
+  EXPECT_EQ(c.int_in("absent", 3, 1, 10), 3);
+  try {
+    c.int_in("epochs", 1, 1, 2147483647);
+    ADD_FAILURE() << "2^31 epochs taken";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "run.epochs");
+    EXPECT_NE(std::string(e.what()).find("from 1 to 2147483647, got 2147483648"), std::string::npos)
+        << e.what();
+  }
+  // An unsigned value beyond int64 no longer wraps to -1.
+  try {
+    c.get_int("seed");
+    ADD_FAILURE() << "2^64 - 1 taken";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "run.seed");
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tandem

@@ -246,7 +246,7 @@ TEST(Cli, CheckValidatesEverythingWithoutTraining) {
   const std::vector<Case> cases = {
       {(dir / "bad.json").string(), "bad.json", "line 1"},
       {(dir / "list.json").string(), "", "object"},
-      {config + " --set epochs=0", "epochs", "positive"},
+      {config + " --set epochs=0", "epochs", "from 1 to 2147483647, got 0"},
       {config + " --set model.config.layers[2].config.units=ten",
        "model.config.layers[2].config.units", "integer"},
       {config + R"( --set 'callbacks=[{"plugin": "no_such_plugin"}]')", "", "no_such_plugin"},

@@ -40,7 +40,8 @@ struct DataLoader::Impl {
 
   Impl(const Dataset& d, DataLoaderOptions o)
       : dataset(d), options(o), x_shape(d.x_shape()), y_shape(d.y_shape()), size(d.size()) {
-    batches = (size + options.batch_size - 1) / options.batch_size;
+    // (size + batch - 1) / batch would overflow for a batch near 2^63.
+    batches = size / options.batch_size + (size % options.batch_size != 0 ? 1 : 0);
     // A weighted dataset's rows carry the sample's weight after its targets (Dataset::read).
     if (d.weighted()) y_shape = {shape_size(y_shape) + 1};
   }

@@ -215,11 +215,19 @@ IdxArray read_idx_file(const std::string& file) {
   const std::size_t es = element_size(a.type_code);
   const std::uint64_t promised = count * es;
 
-  std::vector<std::uint8_t> raw(static_cast<std::size_t>(promised));
-  const std::size_t have = in.read(raw.data(), raw.size());
-  if (have < raw.size())
-    fail(file, "truncated: header promises " + std::to_string(promised) +
-                   " bytes of data, file has " + std::to_string(have));
+  // Read in chunks: a header that promises more than the file holds fails having allocated no
+  // more than the file gave (a 116-byte file may claim 8 GB).
+  constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;
+  std::vector<std::uint8_t> raw;
+  while (raw.size() < promised) {
+    const std::size_t at = raw.size();
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, promised - at));
+    raw.resize(at + want);
+    const std::size_t have = in.read(raw.data() + at, want);
+    if (have < want)
+      fail(file, "truncated: header promises " + std::to_string(promised) +
+                     " bytes of data, file has " + std::to_string(at + have));
+  }
   unsigned char extra;
   if (in.read(&extra, 1) != 0)
     fail(file, "trailing data: header promises " + std::to_string(promised) +

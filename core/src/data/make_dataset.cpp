@@ -16,7 +16,9 @@ std::string resolve_path(const std::string& base_dir, const std::string& file) {
 
 }  // namespace data
 
-std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::string& path,
+namespace {
+
+std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::string& path,
                                       const std::string& base_dir) {
   ConfigObject c(spec, path);
   const std::string type = c.get_string("type");
@@ -38,6 +40,17 @@ std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::str
   }
   throw ConfigError(c.path_of("type"),
                     "unknown dataset type '" + type + "'; expected 'idx', 'hdf5' or 'synthetic'");
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> make_dataset(const nlohmann::json& spec, const std::string& path,
+                                      const std::string& base_dir) {
+  std::shared_ptr<Dataset> d = open_dataset(spec, path, base_dir);
+  // Nothing to train on or to evaluate: a loss of 0.0 would look like a result.
+  if (d->size() == 0)
+    throw ConfigError(path, d->describe() + ": a dataset needs at least one sample");
+  return d;
 }
 
 }  // namespace tandem

@@ -572,7 +572,7 @@ std::string read_text_dataset(hid_t loc, const std::string& path, const std::str
 nlohmann::json parse_json(const std::string& text, const std::string& where) {
   try {
     return parse_json_text(text);
-  } catch (const JsonTooDeep& e) {
+  } catch (const JsonTextRefused& e) {
     throw std::runtime_error(where + " is " + e.what());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(where + " is not valid JSON: " + e.what());

@@ -31,7 +31,7 @@ json load_json_file(const std::filesystem::path& path) {
   const std::string text = buffer.str();
   try {
     return parse_json_text(text);
-  } catch (const JsonTooDeep& e) {
+  } catch (const JsonTextRefused& e) {
     throw ConfigError(path.string(), std::string("not a config: ") + e.what());
   } catch (const json::parse_error& e) {
     // Turn the byte offset into a line and column.
@@ -55,11 +55,15 @@ void apply_override(json& config, const std::string& assignment) {
     throw ConfigError("--set " + assignment, "expected key.path=value");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
+  if (const std::size_t bad = invalid_utf8_at(assignment); bad != std::string::npos)
+    throw ConfigError(bad < eq ? std::string("--set") : "--set " + assignment.substr(0, eq),
+                      std::string("the ") + (bad < eq ? "key" : "value") +
+                          " is not valid UTF-8 (byte " + std::to_string(bad < eq ? bad : bad - eq - 1) + ")");
   json value;
   try {
     value = parse_json_text(text);
-  } catch (const JsonTooDeep& e) {
-    throw ConfigError("--set " + key, std::string("the value is ") + e.what());
+  } catch (const JsonTextRefused& e) {
+    throw ConfigError("--set " + key, std::string("the value: ") + e.what());
   } catch (const json::parse_error&) {
     value = text;
   }
@@ -154,12 +158,15 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   const std::int64_t seed = c.get_int("seed", 0);
   if (seed < 0) throw ConfigError("seed", "expected a non-negative integer");
   rc.seed = static_cast<std::uint64_t>(seed);
-  rc.epochs = static_cast<int>(c.positive_int("epochs", 1));
+  // Epochs and batch sizes as the engine counts them (int epochs; a batch's rows in an int).
+  constexpr std::int64_t kMaxCount = INT32_MAX;
+  rc.epochs = static_cast<int>(c.int_in("epochs", 1, 1, kMaxCount));
   if (c.has("batch_size") && c.has("batch_size_per_replica"))
     throw ConfigError("batch_size_per_replica",
                       "give batch_size (the global batch) or batch_size_per_replica, not both");
-  rc.batch_size = c.positive_int("batch_size", 32);
-  rc.batch_size_per_replica = c.positive_int("batch_size_per_replica", 0);
+  rc.batch_size = c.int_in("batch_size", 32, 1, kMaxCount);
+  rc.batch_size_per_replica =
+      c.has("batch_size_per_replica") ? c.int_in("batch_size_per_replica", 0, 1, kMaxCount) : 0;
   rc.steps_per_epoch = c.positive_int("steps_per_epoch", 0);
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");

@@ -1,4 +1,6 @@
 // Trainer::checkpoint / restore: the complete state needed to resume a run exactly.
+#include <cstdint>
+
 #include "tandem/error.hpp"
 #include "train/trainer.hpp"
 
@@ -121,6 +123,8 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     const auto params = model.trainable_parameters();
     const auto slot_names = optimizer.slot_names();
     const auto iterations = opt.at("iterations").get<std::int64_t>();
+    if (iterations < 0)
+      throw DataError(source + ": the optimizer's iterations is " + std::to_string(iterations));
     optimizer.create_slots(params);
     if (!t.optimizer_slots.empty() || (!slot_names.empty() && iterations > 0)) {
       if (t.optimizer_slots.size() != params.size() * slot_names.size())
@@ -139,12 +143,25 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     }
     optimizer.set_iterations(iterations);
     optimizer.set_learning_rate(opt.at("config").at("learning_rate").get<double>());
-    state_.epoch = s.at("epoch").get<int>();
-    state_.batch = s.at("batch").get<std::int64_t>();
-    state_.step = s.at("step").get<std::int64_t>();
-    state_.steps_per_epoch = s.at("steps_per_epoch").get<std::int64_t>();
+    // Every counter in the range the engine runs in, before any is used.
+    const auto counter = [&](const char* key, std::int64_t hi) {
+      const json& v = s.at(key);
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(hi)) ||
+          v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > hi)
+        throw DataError(source + ": the training state's " + key + " is " + v.dump() +
+                        ", not an integer from 0 to " + std::to_string(hi));
+      return v.get<std::int64_t>();
+    };
+    state_.epoch = static_cast<int>(counter("epoch", INT32_MAX));
+    state_.steps_per_epoch = counter("steps_per_epoch", INT64_MAX);
+    state_.batch = counter("batch", state_.steps_per_epoch);
+    state_.step = counter("step", INT64_MAX);
     state_.history.clear();
     for (const auto& h : s.at("history")) state_.history.push_back(logs_from_json(h));
+    if (state_.history.size() > static_cast<std::size_t>(state_.epoch) + 1)
+      throw DataError(source + ": the training state has the logs of " +
+                      std::to_string(state_.history.size()) + " epochs at epoch " +
+                      std::to_string(state_.epoch));
     partial_ = empty_totals();
     const json& partial = s.at("partial");
     partial_.loss = sum_of(partial.at("loss"));

@@ -1,5 +1,7 @@
 #include "util/config_object.hpp"
 
+#include <cstdint>
+
 #include <cmath>
 #include <sstream>
 
@@ -111,6 +113,9 @@ std::string ConfigObject::get_string(const std::string& key, const std::string& 
 
 std::int64_t ConfigObject::get_int(const std::string& key) {
   const json& v = at(key);
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX})
+    throw ConfigError(path_of(key), "the integer " + v.dump() + " is out of range (at most " +
+                                        std::to_string(INT64_MAX) + ")");
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_number_float()) {
     double d = v.get<double>();
@@ -156,7 +161,8 @@ std::vector<std::optional<std::int64_t>> ConfigObject::get_int_list(const std::s
     const std::string p = path_of(key) + "[" + std::to_string(i) + "]";
     if (e.is_null() && allow_null) {
       out.emplace_back(std::nullopt);
-    } else if (e.is_number_integer()) {
+    } else if (e.is_number_integer() &&
+               !(e.is_number_unsigned() && e.get<std::uint64_t>() > std::uint64_t{INT64_MAX})) {
       out.emplace_back(e.get<std::int64_t>());
     } else {
       wrong_type(p, allow_null ? "an integer or null" : "an integer", e);
@@ -180,6 +186,15 @@ std::int64_t ConfigObject::positive_int(const std::string& key) {
 
 std::int64_t ConfigObject::positive_int(const std::string& key, std::int64_t fallback) {
   return has(key) ? positive_int(key) : (read_.insert(key), fallback);
+}
+
+std::int64_t ConfigObject::int_in(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                                  std::int64_t hi) {
+  const std::int64_t v = get_int(key, fallback);
+  if (v < lo || v > hi)
+    throw ConfigError(path_of(key), "expected an integer from " + std::to_string(lo) + " to " +
+                                        std::to_string(hi) + ", got " + std::to_string(v));
+  return v;
 }
 
 double ConfigObject::number_in(const std::string& key, double fallback, double lo, double hi,

@@ -80,6 +80,9 @@ class ConfigObject {
   /// Range checks that produce path-naming errors.
   std::int64_t positive_int(const std::string& key);
   std::int64_t positive_int(const std::string& key, std::int64_t fallback);
+  /// An integer in [lo, hi] (`fallback` when absent).
+  std::int64_t int_in(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                      std::int64_t hi);
   double number_in(const std::string& key, double fallback, double lo, double hi,
                    bool lo_open = false, bool hi_open = false);
   std::string one_of(const std::string& key, const std::string& fallback,

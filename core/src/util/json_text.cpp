@@ -1,5 +1,7 @@
 #include "util/json_text.hpp"
 
+#include <cstdint>
+
 namespace tandem {
 
 nlohmann::json parse_json_text(const std::string& text) {
@@ -12,7 +14,32 @@ nlohmann::json parse_json_text(const std::string& text) {
                         " levels of objects and lists");
     return true;
   };
-  return json::parse(text, bound);
+  try {
+    return json::parse(text, bound);
+  } catch (const json::out_of_range& e) {  // 406: a number that overflows a double
+    throw JsonTextRefused(std::string("a number out of range: ") + e.what());
+  }
+}
+
+std::size_t invalid_utf8_at(const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // The sequence length and the smallest code point of that length (no overlong forms).
+    const std::size_t length = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    std::uint32_t code = length == 1 ? c : c & (0x7f >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next >> 6) != 2) return i;
+      code = (code << 6) | (next & 0x3f);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+      return i;
+    i += length;
+  }
+  return std::string::npos;
 }
 
 }  // namespace tandem

@@ -18,16 +18,26 @@ namespace tandem {
 
 constexpr int kMaxJsonDepth = 512;
 
-/// Thrown by parse_json_text for a document nested deeper than kMaxJsonDepth; what() says so
-/// and where (the byte offset).
-class JsonTooDeep : public std::runtime_error {
+/// Thrown by parse_json_text for well-formed text it will not read: what() says why.
+class JsonTextRefused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
+/// A document nested deeper than kMaxJsonDepth (what() says so).
+class JsonTooDeep : public JsonTextRefused {
+ public:
+  using JsonTextRefused::JsonTextRefused;
+};
+
 /// nlohmann::json::parse(text) with the depth bound: throws nlohmann::json::parse_error for a
-/// syntax error (as parse does) and JsonTooDeep for a document nested too deep.
+/// syntax error (as parse does), JsonTooDeep for a document nested too deep and JsonTextRefused
+/// for a number no double holds (1e400).
 nlohmann::json parse_json_text(const std::string& text);
+
+/// Where `text` is not valid UTF-8: the offset of its first bad byte, else npos. JSON text must
+/// be UTF-8 (RFC 8259); a string that is not cannot be written back as JSON.
+std::size_t invalid_utf8_at(const std::string& text);
 
 }  // namespace tandem
 

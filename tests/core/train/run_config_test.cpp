@@ -92,7 +92,7 @@ TEST(RunConfig, OverridesSetNestedValuesAndListItems) {
 TEST(RunConfig, ErrorsNameThePath) {
   json c = minimal();
   c["epochs"] = 0;
-  EXPECT_NE(error_of(c).find("'epochs': expected a positive integer, got 0"), std::string::npos);
+  EXPECT_NE(error_of(c).find("'epochs': expected an integer from 1 to 2147483647, got 0"), std::string::npos);
   c = minimal();
   c["batch_size"] = "big";
   EXPECT_NE(error_of(c).find("'batch_size': expected an integer, got a string"), std::string::npos);
@@ -115,7 +115,7 @@ TEST(RunConfig, ErrorsNameThePath) {
   EXPECT_NE(error_of(c).find("'batch_size_per_replica': give batch_size"), std::string::npos);
   c = minimal();
   c["batch_size_per_replica"] = 0;
-  EXPECT_NE(error_of(c).find("'batch_size_per_replica': expected a positive integer"),
+  EXPECT_NE(error_of(c).find("'batch_size_per_replica': expected an integer from 1 to 2147483647, got 0"),
             std::string::npos);
   EXPECT_NE(error_of(json::array()).find("expected an object"), std::string::npos);
 }

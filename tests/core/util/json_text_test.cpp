@@ -58,5 +58,21 @@ TEST(JsonText, DeepConfigsAndSetValuesAreConfigErrors) {
   EXPECT_EQ(config["model"]["config"], nlohmann::json::parse(nested(3)));
 }
 
+TEST(JsonText, NumbersNoDoubleHoldsAreRefusedNotLeaked) {
+  EXPECT_THROW(parse_json_text("{\"learning_rate\": 1e400}"), JsonTextRefused);
+  EXPECT_EQ(parse_json_text("1e300").get<double>(), 1e300);
+}
+
+TEST(JsonText, FindsTheFirstByteThatIsNotUtf8) {
+  EXPECT_EQ(invalid_utf8_at("plain ascii"), std::string::npos);
+  EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
+  EXPECT_EQ(invalid_utf8_at("a\xff"), 1u);             // never in UTF-8
+  EXPECT_EQ(invalid_utf8_at("ab\xc3"), 2u);            // cut short
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("x\xed\xa0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("\xe2\x28\xa1"), 0u);      // a bad continuation byte
+}
+
 }  // namespace
 }  // namespace tandem
