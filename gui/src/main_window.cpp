@@ -11,9 +11,11 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTimer>
 
 #include "checkpoints_panel.hpp"
 #include "devices_panel.hpp"
@@ -21,6 +23,7 @@
 #include "launch_panel.hpp"
 #include "live_run_panel.hpp"
 #include "log_panel.hpp"
+#include "run_folder.hpp"
 #include "runs_panel.hpp"
 
 // The resources are compiled into the static library: register them explicitly (outside any
@@ -253,11 +256,19 @@ bool MainWindow::open_run(const QString& run_dir) {
   EventFile file;
   auto run = load_run(run_dir, &file);
   if (!run) return false;
-  if (run->status() == RunHistory::Status::running &&
-      !(engine_ && engine_->running() && engine_->history()->run_dir() == run->run_dir()))
-    run->mark_ended_abnormally(
-        "the stream ends without run_finished (the engine was killed, or "
-        "it is still running elsewhere)");
+  const bool ours = engine_ && engine_->running() && engine_->history()->run_dir() == run->run_dir();
+  if (run->status() == RunHistory::Status::running && !ours) {
+    // The engine's folder lock says whether it still runs (in another window or a terminal).
+    const std::optional<bool> elsewhere = engine_running_in(run_dir);
+    if (!elsewhere)
+      run->mark_ended_abnormally(
+          "the stream ends without run_finished (the engine was killed, or "
+          "it is still running elsewhere)");
+    else if (!*elsewhere)
+      run->mark_ended_abnormally(
+          "interrupted: the engine ended without finishing (killed or crashed); resume from "
+          "its last checkpoint");
+  }
   show_run(run.get(), false);
   opened_ = std::move(run);
   status_->setText(QString("Opened %1 (%2 events%3)")
@@ -290,19 +301,46 @@ void MainWindow::save_settings() const {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (engine_ && engine_->running()) {
+  if (engine_ && engine_->running() && !quit_anyway_) {
+    event->ignore();
+    if (quit_dialog_) return;  // already waiting for the engine
     const auto answer = QMessageBox::question(
         this, "A run is in progress",
         "Stop the run and quit? The engine saves a resumable checkpoint before it exits.",
         QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-    if (answer != QMessageBox::Yes) {
-      event->ignore();
-      return;
-    }
-    engine_->stop(10000);
+    if (answer == QMessageBox::Yes) quit_after_engine();
+    return;
   }
   save_settings();
   event->accept();
+}
+
+void MainWindow::quit_after_engine() {
+  quit_dialog_ = new QProgressDialog(
+      "Stopping the run: the engine finishes its batch and saves a resumable checkpoint…",
+      "Quit anyway", 0, 0, this);
+  quit_dialog_->setWindowTitle("Quitting");
+  quit_dialog_->setWindowModality(Qt::WindowModal);
+  quit_dialog_->setMinimumDuration(0);
+  quit_dialog_->setAutoReset(false);
+  quit_dialog_->setAutoClose(false);
+  // "Quit anyway" (which loses the checkpoint the engine is writing) only after a while.
+  auto* quit_anyway = new QPushButton("Quit anyway", quit_dialog_);
+  quit_anyway->setEnabled(false);
+  quit_anyway->setToolTip("Stops the engine at once: the checkpoint it is saving is lost");
+  quit_dialog_->setCancelButton(quit_anyway);
+  QTimer::singleShot(kQuitPatienceMs, quit_anyway, [quit_anyway] { quit_anyway->setEnabled(true); });
+  connect(quit_dialog_, &QProgressDialog::canceled, this, [this] {
+    quit_anyway_ = true;
+    close();
+  });
+  // The engine's own escalation (SIGTERM, then SIGKILL) starts after a minute.
+  engine_->stop();
+  connect(engine_.get(), &EngineRun::ended, this, [this] {
+    quit_dialog_->hide();
+    close();
+  });
+  quit_dialog_->show();
 }
 
 }  // namespace tandem::gui

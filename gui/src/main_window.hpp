@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QProgressDialog>
 #include <memory>
 
 #include "device_monitor.hpp"
@@ -57,6 +58,10 @@ class MainWindow : public QMainWindow {
   QDockWidget* devices_dock() const { return devices_dock_; }
   QTabWidget* tabs() const { return tabs_; }
   void show_tab(Tab tab);
+  /// While quitting during a run: the dialog that waits for the engine to save its checkpoint
+  /// (null otherwise). Its button, "Quit anyway", is enabled after kQuitPatienceMs.
+  QProgressDialog* quit_dialog() const { return quit_dialog_; }
+  static constexpr int kQuitPatienceMs = 15000;
 
  Q_SIGNALS:
   void run_ended(int exit_code);
@@ -71,6 +76,9 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<RunHistory> load_run(const QString& run_dir, EventFile* file);
   void save_settings() const;
   void on_run_ended(int exit_code, bool crashed, const QString& summary);
+  /// Closing during a run: stops the engine (SIGINT: it saves a resumable checkpoint) and closes
+  /// the window when it has ended, or at once when the user chooses "Quit anyway".
+  void quit_after_engine();
 
   PluginCatalog catalog_;
   DeviceMonitor monitor_;
@@ -87,6 +95,8 @@ class MainWindow : public QMainWindow {
   DevicesPanel* devices_;
   QDockWidget* devices_dock_;
   QLabel* status_;
+  QProgressDialog* quit_dialog_ = nullptr;
+  bool quit_anyway_ = false;
 };
 
 }  // namespace tandem::gui

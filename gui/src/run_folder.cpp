@@ -7,6 +7,9 @@
 #include <QJsonDocument>
 #include <algorithm>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "event_stream.hpp"
 
 namespace tandem::gui {
@@ -16,6 +19,18 @@ namespace {
 constexpr qint64 kTailBytes = 64 * 1024;
 
 }  // namespace
+
+std::optional<bool> engine_running_in(const QString& folder) {
+  const QByteArray file = QFile::encodeName(QDir(folder).filePath(".tandem.lock"));
+  const int fd = ::open(file.constData(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct flock l {};
+  l.l_type = F_WRLCK;  // any lock conflicts with a write lock: F_GETLK reports the engine's
+  l.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+  ::close(fd);
+  return held;
+}
 
 RunFolderSummary summarize_run_folder(const QString& path) {
   RunFolderSummary s;
@@ -61,9 +76,12 @@ RunFolderSummary summarize_run_folder(const QString& path) {
       s.error = e.fields.value("error").toString();
     }
   }
-  // A stream still being written (modified in the last minute) is a run in progress.
-  if (s.status == "incomplete" &&
-      QFileInfo(file).lastModified().secsTo(QDateTime::currentDateTime()) < 60)
+  if (s.status != "incomplete") return s;
+  // The engine says whether it still runs (its folder lock); an older run folder has no lock,
+  // and a stream modified in the last minute is then taken for a run in progress.
+  if (const std::optional<bool> running = engine_running_in(path))
+    s.status = *running ? "running" : "interrupted";
+  else if (QFileInfo(file).lastModified().secsTo(QDateTime::currentDateTime()) < 60)
     s.status = "running";
   return s;
 }

@@ -1,7 +1,9 @@
 // tandem-gui end to end against the real engine: a live run fills the charts and the checkpoint
-// table, Stop saves a resumable checkpoint, a finished run reopens from the Runs panel, and a
+// table, Stop saves a resumable checkpoint, quitting during a run waits for that checkpoint, a finished run reopens from the Runs panel, and a
 // crashing engine leaves the dashboard alive with the error shown.
 #include <QDirIterator>
+#include <QMessageBox>
+#include <QProgressDialog>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -13,6 +15,7 @@
 #include "live_run_panel.hpp"
 #include "log_panel.hpp"
 #include "main_window.hpp"
+#include "run_folder.hpp"
 #include "runs_panel.hpp"
 
 using namespace tandem::gui;
@@ -136,6 +139,39 @@ class MainWindowTest : public QObject {
     window.stop_run();
     QVERIFY(ended.wait(30000));
     QCOMPARE(resumed->status(), RunHistory::Status::stopped);
+  }
+
+  void quitting_during_a_run_waits_for_the_checkpoint() {
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-quit"));
+    window.show();
+    TrainLaunch launch;
+    launch.config_path = config_;
+    launch.overrides = {"epochs=100000", "callbacks=[]"};
+    QVERIFY(window.start_run(launch));
+    RunHistory* run = window.shown_run();
+    QTRY_VERIFY_WITH_TIMEOUT(run->step() >= 20, 30000);
+    const QString run_dir = run->run_dir();  // from run_started
+    QVERIFY(!run_dir.isEmpty());
+    QCOMPARE(engine_running_in(run_dir), std::optional<bool>(true));
+    // Ctrl+Q, "Stop the run and quit?" -> Yes.
+    QTimer::singleShot(200, [] {
+      auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+      QVERIFY(box);
+      box->button(QMessageBox::Yes)->click();
+    });
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    QVERIFY(!window.close());  // not yet: the engine is saving
+    QVERIFY(window.isVisible());
+    QVERIFY(window.quit_dialog());
+    QVERIFY(window.quit_dialog()->isVisible());
+    QVERIFY(ended.wait(30000));
+    // The window closed itself once the engine had saved its resumable checkpoint.
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isVisible(), 5000);
+    QCOMPARE(run->status(), RunHistory::Status::stopped);
+    QVERIFY(QFileInfo::exists(QDir(run_dir).filePath("model.h5")));
+    QCOMPARE(engine_running_in(run_dir), std::optional<bool>(false));
+    QCOMPARE(summarize_run_folder(run_dir).status, QString("stopped"));
   }
 
   void a_finished_run_reopens_from_the_runs_panel_with_an_overlay() {

@@ -78,6 +78,34 @@ class RunFolderTest : public QObject {
     QCOMPARE(summarize_run_folder(dir).status, QString("running"));
   }
 
+  void the_engines_folder_lock_tells_running_from_interrupted() {
+    // An engine holds a write lock (fcntl) on .tandem.lock while it runs; here a stand-in
+    // process holds one the same way (Python's fcntl.lockf).
+    const QString folder = tmp_.filePath("locked");
+    write(folder + "/events.jsonl", line(kStarted));
+    write(folder + "/.tandem.lock", "4242\n");
+    QProcess holder;
+    holder.start("/usr/bin/python3",
+                 {"-c",
+                  "import fcntl, sys, time\n"
+                  "f = open(sys.argv[1], 'r+')\n"
+                  "fcntl.lockf(f, fcntl.LOCK_EX)\n"
+                  "print('locked', flush=True)\n"
+                  "time.sleep(60)\n",
+                  folder + "/.tandem.lock"});
+    QVERIFY(holder.waitForReadyRead(10000));
+    QCOMPARE(holder.readAllStandardOutput().trimmed(), QByteArray("locked"));
+    QCOMPARE(engine_running_in(folder), std::optional<bool>(true));
+    QCOMPARE(summarize_run_folder(folder).status, QString("running"));
+    holder.kill();  // as kill -9 does to an engine: the kernel drops the lock
+    QVERIFY(holder.waitForFinished(10000));
+    QCOMPARE(engine_running_in(folder), std::optional<bool>(false));
+    // The stream is fresh (written a moment ago), yet the run is known to be over.
+    QCOMPARE(summarize_run_folder(folder).status, QString("interrupted"));
+    // A folder of an older Tandem has no lock: nothing to ask.
+    QCOMPARE(engine_running_in(tmp_.filePath("ws/finished")), std::optional<bool>());
+  }
+
   void a_long_stream_is_read_at_its_ends_only() {
     const QString dir = tmp_.filePath("long");
     QByteArray bytes = line(kStarted);

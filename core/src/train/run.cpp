@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
@@ -17,6 +18,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
+#include "io/run_folder_lock.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
@@ -266,6 +268,7 @@ TrainResult run_training(const TrainRequest& request) {
   if (resume) trainer.restore(*resume, request.resume->string());
 
   TrainResult result;
+  std::optional<RunFolderLock> folder_lock;  // held by the writing rank until the run ends
   // Absolute, so that paths in the event stream stay valid for readers in other folders. Rank 0
   // names it (a default name holds the time) and the others take its name.
   std::string run_dir = std::filesystem::absolute(request.run_dir  ? *request.run_dir
@@ -281,6 +284,8 @@ TrainResult run_training(const TrainRequest& request) {
     if (ec)
       throw RunError("cannot create the run folder " + result.run_dir.string() + ": " +
                      ec.message());
+    // Before anything is written: a folder another engine is running in is left alone.
+    folder_lock.emplace(result.run_dir);
     write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
   }
 
