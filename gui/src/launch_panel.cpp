@@ -120,22 +120,32 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
       options_(new SchemaForm),
       editor_(new QPlainTextEdit),
       validation_(new QLabel),
-      start_(new QPushButton("Start")) {
+      start_(new QPushButton("Start")),
+      start_action_(new QAction("&Start", this)),
+      save_action_(new QAction("&Save config", this)),
+      new_action_(new QAction("&New config…", this)) {
+  start_action_->setShortcut(QKeySequence("Ctrl+R"));
+  save_action_->setShortcut(QKeySequence::Save);
+  new_action_->setShortcut(QKeySequence::New);
+  connect(start_action_, &QAction::triggered, this, &LaunchPanel::start);
+  connect(save_action_, &QAction::triggered, this, &LaunchPanel::save);
   // File bar.
   auto* new_button = new QToolButton;
   new_button->setText("New");
   new_button->setToolTip("A new run config from an example (Ctrl+N)");
   new_button->setPopupMode(QToolButton::InstantPopup);
-  auto* new_menu = new QMenu(new_button);
+  new_menu_ = new QMenu(new_button);
   for (const QString& example : example_configs())
-    new_menu->addAction(QFileInfo(example).completeBaseName(), this,
-                        [this, example] { new_from_template(example); });
-  new_button->setMenu(new_menu);
+    new_menu_->addAction(QFileInfo(example).completeBaseName(), this,
+                         [this, example] { new_from_template(example); });
+  new_button->setMenu(new_menu_);
+  // Queued: whoever shows the Launch tab on Ctrl+N does so before the menu opens at the button.
+  connect(new_action_, &QAction::triggered, new_button, &QToolButton::showMenu,
+          Qt::QueuedConnection);
   auto* open_button = new QPushButton("Open…");
   open_button->setToolTip("Open a run config (Ctrl+O)");
   auto* save_button = new QPushButton("Save");
   save_button->setToolTip("Save the config (Ctrl+S)");
-  save_button->setShortcut(QKeySequence::Save);
   auto* save_as_button = new QPushButton("Save as…");
   path_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* file_bar = new QHBoxLayout;
@@ -173,7 +183,6 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
   splitter->setStretchFactor(1, 3);
 
   start_->setToolTip("Save the config and start `tandem train` (Ctrl+R)");
-  start_->setShortcut(QKeySequence("Ctrl+R"));
   start_->setMinimumWidth(120);
   QFont start_font = start_->font();
   start_font.setBold(true);
@@ -188,9 +197,9 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
   layout->addLayout(bottom);
 
   connect(open_button, &QPushButton::clicked, this, &LaunchPanel::open_dialog);
-  connect(save_button, &QPushButton::clicked, this, &LaunchPanel::save);
+  connect(save_button, &QPushButton::clicked, save_action_, &QAction::trigger);
   connect(save_as_button, &QPushButton::clicked, this, &LaunchPanel::save_as_dialog);
-  connect(start_, &QPushButton::clicked, this, &LaunchPanel::start);
+  connect(start_, &QPushButton::clicked, start_action_, &QAction::trigger);
   connect(editor_, &QPlainTextEdit::textChanged, this, &LaunchPanel::editor_changed);
   connect(&checker_, &ConfigChecker::checked, this, &LaunchPanel::show_check);
   if (catalog_)

@@ -3,7 +3,9 @@
 // callbacks with their target and a form generated from each plugin's option schema, and Start.
 #pragma once
 
+#include <QAction>
 #include <QJsonObject>
+#include <QMenu>
 #include <QPointer>
 #include <QWidget>
 
@@ -75,6 +77,14 @@ class LaunchPanel : public QWidget {
   QComboBox* target_box() const { return target_; }
   SchemaForm* options_form() const { return options_; }
   QPushButton* start_button() const { return start_; }
+  /// The commands of this panel, one action each: its button triggers it and the main window's
+  /// menu shows it, with the shortcut (Ctrl+R, Ctrl+S, Ctrl+N: the examples menu). A shortcut
+  /// lives on the action only, so it works on every tab, this one included.
+  QAction* start_action() const { return start_action_; }
+  QAction* save_action() const { return save_action_; }
+  QAction* new_action() const { return new_action_; }
+  /// The menu of example configs under the New button.
+  QMenu* new_menu() const { return new_menu_; }
 
  public Q_SLOTS:
   /// Saves the config (asking where when it has no file yet) and emits start_requested.
@@ -143,6 +153,10 @@ class LaunchPanel : public QWidget {
   QPlainTextEdit* editor_;
   QLabel* validation_;
   QPushButton* start_;
+  QAction* start_action_;
+  QAction* save_action_;
+  QAction* new_action_;
+  QMenu* new_menu_ = nullptr;
 };
 
 }  // namespace tandem::gui

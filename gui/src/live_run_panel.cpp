@@ -47,8 +47,9 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   progress_->setFormat("epoch %p%");
   progress_->setMaximumWidth(220);
   stop_->setToolTip("Stop the run: the engine saves a resumable checkpoint and exits (Ctrl+.)");
-  stop_->setShortcut(QKeySequence("Ctrl+."));
-  stop_->setEnabled(false);
+  stop_action_ = new QAction("S&top (saves a checkpoint)", this);
+  stop_action_->setShortcut(QKeySequence("Ctrl+."));
+  set_stop_enabled(false);
   axis_box_->addItem("Per batch (step)");
   axis_box_->addItem("Per epoch");
   smoothing_slider_->setRange(0, 999);
@@ -90,7 +91,8 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   layout->addLayout(controls);
   layout->addWidget(scroll, 1);
 
-  connect(stop_, &QPushButton::clicked, this, &LiveRunPanel::stop_requested);
+  connect(stop_action_, &QAction::triggered, this, &LiveRunPanel::stop_requested);
+  connect(stop_, &QPushButton::clicked, stop_action_, &QAction::trigger);
   connect(axis_box_, &QComboBox::currentIndexChanged, this,
           [this](int i) { set_x_axis(i == 0 ? XAxis::step : XAxis::epoch); });
   connect(smoothing_slider_, &QSlider::valueChanged, this,
@@ -135,6 +137,11 @@ void LiveRunPanel::set_smoothing(double weight) {
   if (smoothing_slider_->value() != v) smoothing_slider_->setValue(v);
   smoothing_label_->setText(QString::number(smoothing_, 'f', 3));
   for (MetricChart* c : charts_) c->set_smoothing(axis_ == XAxis::step ? smoothing_ : 0);
+}
+
+void LiveRunPanel::set_stop_enabled(bool enabled) {
+  stop_->setEnabled(enabled);
+  stop_action_->setEnabled(enabled);
 }
 
 MetricChart* LiveRunPanel::chart(const QString& title) const {
@@ -263,7 +270,7 @@ void LiveRunPanel::update_header() {
     title_->setText("No run");
     status_->setText("Start a run from the Launch panel, or open one from the Runs panel.");
     progress_->setValue(0);
-    stop_->setEnabled(false);
+    set_stop_enabled(false);
     return;
   }
   title_->setText(run_->name().isEmpty() ? QString("Run") : run_->name());
@@ -287,7 +294,7 @@ void LiveRunPanel::update_header() {
   const int steps = run_->steps_per_epoch();
   progress_->setRange(0, std::max(steps, 1));
   progress_->setValue(std::min(run_->batch(), std::max(steps, 1)));
-  stop_->setEnabled(live_ && run_->status() == RunHistory::Status::running);
+  set_stop_enabled(live_ && run_->status() == RunHistory::Status::running);
 }
 
 }  // namespace tandem::gui

@@ -3,6 +3,7 @@
 // finished run read back from disk, optionally overlaid with a second run.
 #pragma once
 
+#include <QAction>
 #include <QPointer>
 #include <QTimer>
 #include <QWidget>
@@ -44,6 +45,9 @@ class LiveRunPanel : public QWidget {
   MetricChart* chart(const QString& title) const;
   QString status_line() const;
   QPushButton* stop_button() const { return stop_; }
+  /// Stop, one action: the button triggers it, the main window's menu shows it with Ctrl+.;
+  /// enabled while the shown run is live and running.
+  QAction* stop_action() const { return stop_action_; }
 
   /// Redraws now what changed (the panel also does it 4 times a second).
   void refresh();
@@ -66,6 +70,8 @@ class LiveRunPanel : public QWidget {
   QLabel* status_;
   QProgressBar* progress_;
   QPushButton* stop_;
+  QAction* stop_action_;
+  void set_stop_enabled(bool enabled);
   QComboBox* axis_box_;
   QSlider* smoothing_slider_;
   QLabel* smoothing_label_;

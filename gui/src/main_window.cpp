@@ -122,11 +122,14 @@ void MainWindow::build_menus() {
       launch_->new_from_template(example);
       show_tab(launch_tab);
     });
+  // Ctrl+N: the Launch tab's New button opens its examples menu.
+  connect(launch_->new_action(), &QAction::triggered, this, [this] { show_tab(launch_tab); });
+  file->addAction(launch_->new_action());
   file->addAction("&Open config…", QKeySequence::Open, this, [this] {
     launch_->open_dialog();
     show_tab(launch_tab);
   });
-  file->addAction("&Save config", QKeySequence::Save, launch_, &LaunchPanel::save);
+  file->addAction(launch_->save_action());
   file->addAction("Save config &as…", QKeySequence::SaveAs, launch_, &LaunchPanel::save_as_dialog);
   file->addSeparator();
   file->addAction("Set &workspace…", QKeySequence("Ctrl+Shift+W"), this, [this] {
@@ -141,8 +144,8 @@ void MainWindow::build_menus() {
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* run = menuBar()->addMenu("&Run");
-  run->addAction("&Start", QKeySequence("Ctrl+R"), launch_, &LaunchPanel::start);
-  run->addAction("S&top (saves a checkpoint)", QKeySequence("Ctrl+."), this, &MainWindow::stop_run);
+  run->addAction(launch_->start_action());
+  run->addAction(live_->stop_action());
 
   QMenu* view = menuBar()->addMenu("&View");
   const QStringList names = {"&Launch", "&Run", "&Checkpoints", "R&uns", "L&og"};

@@ -2,6 +2,9 @@
 // table, Stop saves a resumable checkpoint, quitting during a run waits for that checkpoint, a finished run reopens from the Runs panel, and a
 // crashing engine leaves the dashboard alive with the error shown.
 #include <QDirIterator>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMenu>
 #include <QMessageBox>
 #include <QProgressDialog>
 #include <QPushButton>
@@ -27,6 +30,11 @@ QSet<QString> h5_files_under(const QString& dir) {
   QDirIterator it(dir, {"*.h5"}, QDir::Files, QDirIterator::Subdirectories);
   while (it.hasNext()) files.insert(QFileInfo(it.next()).absoluteFilePath());
   return files;
+}
+
+QString read_file(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
 }
 
 QSet<QString> table_paths(CheckpointsPanel* panel) {
@@ -172,6 +180,60 @@ class MainWindowTest : public QObject {
     QVERIFY(QFileInfo::exists(QDir(run_dir).filePath("model.h5")));
     QCOMPARE(engine_running_in(run_dir), std::optional<bool>(false));
     QCOMPARE(summarize_run_folder(run_dir).status, QString("stopped"));
+  }
+
+  void shortcuts_work_on_the_tab_of_their_button() {
+    // Ctrl+R, Ctrl+S and Ctrl+. were bound twice (button and menu) and did nothing on the very
+    // tab holding the button; Ctrl+N, promised by a tooltip, did nothing at all.
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-keys"));
+    window.show();
+    window.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    // The tiny run without its callbacks (early stopping would end it on its own); this test
+    // edits and saves it.
+    const QString config = tmp_.filePath("keys-run.json");
+    QJsonObject json = QJsonDocument::fromJson(read_file(config_).toUtf8()).object();
+    json.remove("callbacks");
+    QFile out(config);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(QJsonDocument(json).toJson());
+    out.close();
+    QVERIFY(window.launch_panel()->open_config(config));
+    QTRY_VERIFY_WITH_TIMEOUT(window.launch_panel()->config_valid(), 30000);
+    window.show_tab(MainWindow::launch_tab);
+
+    // Edits to save: a long run, so that it is still running when Ctrl+. comes.
+    const int epochs = window.launch_panel()->epochs_box()->maximum();
+    window.launch_panel()->epochs_box()->setValue(epochs);
+    QTRY_VERIFY(window.launch_panel()->modified());
+    QVERIFY(!read_file(config).contains(QString("\"epochs\": %1").arg(epochs)));
+    QTest::keyClick(&window, Qt::Key_S, Qt::ControlModifier);
+    QVERIFY(!window.launch_panel()->modified());
+    QVERIFY(read_file(config).contains(QString("\"epochs\": %1").arg(epochs)));
+
+    QTimer::singleShot(300, [&window] {
+      QVERIFY(window.launch_panel()->new_menu()->isVisible());
+      window.launch_panel()->new_menu()->close();
+    });
+    window.show_tab(MainWindow::runs_tab);
+    QTest::keyClick(&window, Qt::Key_N, Qt::ControlModifier);
+    QCOMPARE(window.tabs()->currentIndex(), int(MainWindow::launch_tab));
+    QTest::qWait(600);  // the menu opened (queued) and was closed by the check above
+
+    window.show_tab(MainWindow::launch_tab);
+    QTest::keyClick(&window, Qt::Key_R, Qt::ControlModifier);
+    QVERIFY(window.engine_run());
+    QVERIFY(window.engine_run()->running());
+    QTRY_VERIFY_WITH_TIMEOUT(window.shown_run()->step() >= 1, 30000);
+    window.show_tab(MainWindow::run_tab);
+    QTRY_VERIFY(window.live_panel()->stop_action()->isEnabled());
+    QSignalSpy ended(&window, &MainWindow::run_ended);
+    QSignalSpy stop(window.live_panel(), &LiveRunPanel::stop_requested);
+    QTest::keyClick(&window, Qt::Key_Period, Qt::ControlModifier);
+    QCOMPARE(stop.count(), 1);
+    QVERIFY(ended.wait(30000));
+    QCOMPARE(window.shown_run()->status(), RunHistory::Status::stopped);
   }
 
   void a_finished_run_reopens_from_the_runs_panel_with_an_overlay() {
