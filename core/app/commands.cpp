@@ -308,6 +308,12 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_check_options_command(app, selected_);
 }
 
+bool Commands::reads_interrupts(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands())
+    if (sub->get_name() == "train" || sub->get_name() == "devices") return true;
+  return false;
+}
+
 int Commands::run() {
   return selected_ ? selected_() : static_cast<int>(ExitCode::bad_input);
 }

@@ -17,6 +17,9 @@ class Commands {
   void register_all(CLI::App& app, const std::atomic<bool>* interrupt);
   /// Runs the subcommand that was parsed; returns the exit code.
   int run();
+  /// Whether the subcommand `app` parsed reads the interrupt flag (train, devices --watch);
+  /// every other one is ended by the first SIGINT or SIGTERM.
+  static bool reads_interrupts(const CLI::App& app);
 
  private:
   std::function<int()> selected_;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <pthread.h>
+#include <unistd.h>
 #include <atomic>
 
 #include <csignal>
@@ -24,22 +25,27 @@ std::atomic<bool> g_interrupted{false};
 
 // SIGINT and SIGTERM are blocked in every thread (compute threads inherit the mask) and received
 // here, synchronously, by one thread: a signal never interrupts oneDNN's JIT kernels or a malloc
-// in a worker. The first one asks training to stop at the next batch boundary; a second one
-// exits at once (the user really wants out).
-void start_signal_thread() {
+// in a worker. For a command that reads the flag (`graceful`: train stops at the next batch
+// boundary with a resumable checkpoint, devices --watch ends its table), the first one raises
+// it and a second one exits at once (the user really wants out). Every other command (loading,
+// evaluating, predicting, exporting: nothing to save, and outputs are written atomically) ends
+// on the first, exit 128 + the signal (130 for SIGINT), whatever its main thread is blocked in.
+void start_signal_thread(bool graceful) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
+  std::thread([set, graceful] {
     int received = 0;
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      if (++received == 1) {
+      if (++received == 1 && graceful) {
         g_interrupted.store(true);
       } else {
+        static const char kMessage[] = "tandem: interrupted\n";
+        (void)!::write(2, kMessage, sizeof kMessage - 1);
         std::_Exit(128 + sig);
       }
     }
@@ -94,7 +100,7 @@ int main(int argc, char** argv) {
     return static_cast<int>(tandem::ExitCode::bad_input);
   }
 
-  start_signal_thread();
+  start_signal_thread(commands.reads_interrupts(app));
   int code = 0;
   try {
     return commands.run();

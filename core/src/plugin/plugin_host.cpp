@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "plugin/elf_check.hpp"
 #include "plugin/options_schema.hpp"
 #include "util/library_location.hpp"
 
@@ -42,6 +43,9 @@ LoadedPlugin PluginHost::load_file(const fs::path& path) const {
   LoadedPlugin out;
   out.record.path = path;
   if (!fs::exists(path)) throw PluginError("plugin file " + path.string() + " does not exist");
+  // dlopen trusts the headers: a truncated file would end the process with SIGBUS.
+  if (const std::string problem = elf_problem(path); !problem.empty())
+    throw PluginError("cannot load plugin " + path.string() + ": " + problem);
   auto lib = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
   lib->load(path.string(), boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local,
