@@ -177,6 +177,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       ->check(CLI::ExistingPath);
   train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")
       ->check(CLI::ExistingFile);
+  train->add_flag("--overwrite", overwrite_,
+                  "Replace the run a --run-dir folder holds (default: refuse it)");
   train->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
   train->callback([this] {
     selected_ = [this] {
@@ -196,6 +198,9 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
         spdlog::info("resuming from {}", resume.string());
       }
       if (!weights_.empty()) req.weights = weights_;
+      if (overwrite_ && !resume_.empty())
+        throw ConfigError("--overwrite", "give --resume or --overwrite, not both");
+      req.overwrite = overwrite_;
       req.events_to_stdout = events_ == "-";
       req.interrupt = interrupt_;
       req.world = process_world();  // the ranks of an MPI job, or this process alone

@@ -35,6 +35,7 @@ class Commands {
   std::string output_ = "-";
   std::string format_;
   bool quiet_ = false;
+  bool overwrite_ = false;
   bool json_ = false;
 };
 

@@ -1,7 +1,8 @@
-// One engine per run folder (issue 23, item 6, in part): `tandem train` holds a write lock on
-// <run>/.tandem.lock (fcntl) for the whole run, so a second run in the same folder exits 2 naming
-// the first one's pid instead of overwriting its model.h5 and appending to its events; the lock
-// goes with the process (even kill -9), and the folder then resumes.
+// One engine per run folder, one run per folder (issue 23, item 6, in part): `tandem train` holds
+// a write lock on <run>/.tandem.lock (fcntl) for the whole run, so a second run in the same
+// folder exits 2 naming the first one's pid instead of overwriting its model.h5 and appending to
+// its events; the lock goes with the process (even kill -9). A folder holding another run's
+// record is refused too, unless --resume continues it or --overwrite replaces it.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -54,9 +55,49 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
   ASSERT_EQ(::kill(first, SIGKILL), 0);
   for (int i = 0; i < 100 && ::kill(first, 0) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The folder is free now, but it holds the killed run's record: not replaced unless asked.
   second = run_command(test::tandem_cli() + " train " + (dir / "long.json").string() +
                        " -q --set epochs=1 --run-dir " + run.string());
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find("holds another run (events.jsonl, config.json); continue it with "
+                            "--resume"),
+            std::string::npos)
+      << second.err;
+  second = run_command(test::tandem_cli() + " train " + (dir / "long.json").string() +
+                       " -q --set epochs=1 --overwrite --run-dir " + run.string());
   EXPECT_EQ(second.exit_code, 0) << second.err;
+}
+
+TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {
+  const fs::path dir = test::scratch_dir("run-folder-reuse");
+  json config = json::parse(R"({"name": "again", "seed": 1, "epochs": 1, "batch_size": 8,
+      "model": {"class_name": "Sequential", "config": {"name": "s", "layers": [
+          {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
+          {"class_name": "Dense", "config": {"units": 3}}]}},
+      "optimizer": "sgd", "loss": "mse",
+      "data": {"train": {"type": "synthetic", "task": "regression", "samples": 16,
+                         "x_shape": [4], "y_shape": [3]}}})");
+  ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
+  const fs::path run = dir / "run";
+  const std::string model_before = test::read_text(run / "model.h5");
+  const std::string train = test::tandem_cli() + " train " + (dir / "run.json").string() + " -q";
+  auto r = run_command(train + " --set seed=2 --run-dir " + run.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds another run (events.jsonl, model.h5, config.json)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::read_text(run / "model.h5"), model_before);  // untouched
+  r = run_command(train + " --overwrite --resume " + run.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  // --overwrite: a new run, its own stream from the start.
+  r = run_command(train + " --set seed=2 --overwrite --run-dir " + run.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(test::read_text(run / "model.h5"), model_before);
+  const std::string events = test::read_text(run / "events.jsonl");
+  EXPECT_EQ(events.find("\"run_started\""), events.rfind("\"run_started\"")) << "one run in the stream";
+  // --resume continues it in place, as before.
+  r = run_command(train + " --resume " + run.string() + " --set epochs=2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

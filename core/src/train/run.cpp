@@ -104,6 +104,26 @@ Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
   return d;
 }
 
+// A new run in `dir`: refused when the folder holds another run's record, unless `overwrite`
+// (then the old stream is removed, so that the new one does not continue it).
+void claim_run_folder(const std::filesystem::path& dir, bool overwrite) {
+  std::vector<std::string> found;
+  for (const char* file : {"events.jsonl", "model.h5", "config.json"})
+    if (std::filesystem::exists(dir / file)) found.push_back(file);
+  if (found.empty()) return;
+  if (!overwrite) {
+    std::string files;
+    for (const auto& f : found) files += (files.empty() ? "" : ", ") + f;
+    throw ConfigError("--run-dir", "the run folder " + dir.string() + " holds another run (" +
+                                       files + "); continue it with --resume " + dir.string() +
+                                       ", replace it with --overwrite, or give another --run-dir");
+  }
+  std::error_code ec;
+  std::filesystem::remove(dir / "events.jsonl", ec);
+  if (ec)
+    throw RunError("cannot remove the old event stream in " + dir.string() + ": " + ec.message());
+}
+
 std::filesystem::path default_run_dir(const std::string& name) {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -284,8 +304,10 @@ TrainResult run_training(const TrainRequest& request) {
     if (ec)
       throw RunError("cannot create the run folder " + result.run_dir.string() + ": " +
                      ec.message());
-    // Before anything is written: a folder another engine is running in is left alone.
+    // Before anything is written: a folder another engine is running in is left alone, and so
+    // is the record of a finished run unless the user says to continue or replace it.
     folder_lock.emplace(result.run_dir);
+    if (!request.resume) claim_run_folder(result.run_dir, request.overwrite);
     write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
   }
 

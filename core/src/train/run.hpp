@@ -33,6 +33,10 @@ struct TrainRequest {
   bool events_to_stdout = false;
   std::optional<std::filesystem::path> resume;       // a checkpoint with training state
   std::optional<std::filesystem::path> weights;      // initial weights only
+  /// A run folder that holds another run (its events.jsonl, model.h5 or config.json) is refused
+  /// unless the run resumes it or this is set: then its stream starts afresh and its files are
+  /// replaced.
+  bool overwrite = false;
   const std::atomic<bool>* interrupt = nullptr;      // raised by SIGINT/SIGTERM handlers
   std::vector<std::shared_ptr<Callback>> callbacks;  // in-process callbacks (tests, embedding)
   /// The processes of the run (an MPI job: process_world()); null: this process alone.
