@@ -21,6 +21,7 @@ using nlohmann::json;
 struct InspectOptions {
   std::string path;
   bool json = false;
+  bool verify = false;
 };
 
 json shape_json(const Shape& shape) {
@@ -132,6 +133,13 @@ std::string to_text(const json& d) {
   std::ostringstream o;
   o << d["path"].get<std::string>() << " (" << grouped(d["bytes"].get<std::int64_t>())
     << " bytes)\n";
+  if (d.contains("verified")) {
+    const auto n = d["verified"]["checksummed"].get<std::size_t>();
+    o << "verified: " << d["verified"]["datasets"].get<std::size_t>() << " datasets read, "
+      << (n == 0 ? std::string("none with a checksum (an older Tandem or Keras file)")
+                 : std::to_string(n) + " checksums match")
+      << "\n";
+  }
   if (d["model"].is_object())
     o << "model: " << d["model"]["name"].get<std::string>() << " ("
       << d["model"]["class_name"].get<std::string>() << ")\n";
@@ -217,7 +225,11 @@ std::string to_text(const json& d) {
 
 int run_inspect(const InspectOptions& opt) {
   const CheckpointData data = read_checkpoint_file(opt.path);
-  const json d = describe(opt.path, data);
+  json d = describe(opt.path, data);
+  if (opt.verify) {
+    const CheckpointVerification v = verify_checkpoint_file(opt.path);
+    d["verified"] = {{"datasets", v.datasets}, {"checksummed", v.checksummed}};
+  }
   const std::string text = opt.json ? d.dump(2) + "\n" : to_text(d);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -232,10 +244,13 @@ void add_inspect_command(CLI::App& app, std::function<int()>& selected) {
   auto* cmd = app.add_subcommand("inspect", "Show what a checkpoint holds");
   cmd->footer(
       "Prints the layers, weight shapes, parameter count and training state (epoch, step, "
-      "target, device plan, optimizer and its slots, history) of a Tandem or Keras .h5 file.\n"
+      "target, device plan, optimizer and its slots, history) of a Tandem or Keras .h5 file. "
+      "--verify also reads every dataset and checks its checksum.\n"
       "Exit codes: 0 done, 2 missing, truncated or not a checkpoint.");
   cmd->add_option("checkpoint", opt->path, "Checkpoint (.h5)")->required();
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of text");
+  cmd->add_flag("--verify", opt->verify,
+                "Read every dataset and verify its checksum (exit 2 naming a damaged one)");
   cmd->callback([opt, &selected] { selected = [opt] { return run_inspect(*opt); }; });
 }
 

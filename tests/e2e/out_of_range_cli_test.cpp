@@ -47,6 +47,7 @@ TEST(OutOfRangeCli, IntegersBeyondWhatTheEngineRunsAreConfigErrors) {
       {"batch_size=9223372036854775807", "batch_size"},
       {"batch_size_per_replica=4294967296", "batch_size_per_replica"},
       {"seed=18446744073709551615", "seed"},  // wrapped to -1 once
+      {"data.train.samples=1099511627776", "data.train.samples"},  // std::bad_alloc at train
   };
   for (const auto& [set, path] : cases) {
     const auto [code, out] = check_json(dir / "tiny.json", "--set '" + set + "'");
@@ -64,6 +65,17 @@ TEST(OutOfRangeCli, IntegersBeyondWhatTheEngineRunsAreConfigErrors) {
   const json history = test::run_history(dir / "wide");
   ASSERT_EQ(history.size(), 1u);
   EXPECT_GT(history[0]["loss"].get<double>(), 0.0);
+}
+
+TEST(OutOfRangeCli, CheckFindsDataThatDoesNotFitTheModelAsTrainDoes) {
+  // `check` said ok to samples of 5 values for a model of 4 inputs, which train refuses.
+  const fs::path dir = test::scratch_dir("check-data-fit");
+  test::write_text(dir / "tiny.json", tiny_config().dump());
+  const auto [code, out] = check_json(dir / "tiny.json", "--set 'data.train.x_shape=[5]'");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out["error"].get<std::string>().find("samples of shape (None, 5) but model 's' expects (None, 4)"),
+            std::string::npos)
+      << out;
 }
 
 TEST(OutOfRangeCli, HugeNumbersAndBytesThatAreNotUtf8AreConfigErrors) {

@@ -8,6 +8,8 @@
 // Tandem's own training state sits beside it in /tandem (format_version, a JSON document with
 // epoch/step/history/config, optimizer slots, RNG states). Strings are fixed-length ASCII.
 //
+// Every non-empty array dataset is written with HDF5's Fletcher32 checksum, which HDF5 verifies
+// on every read: a damaged byte is an error naming the dataset, never weights loaded silently.
 // Writes are crash-safe: the file is written to a temporary name in the same folder, flushed to
 // disk, then renamed over the target, so a crash at any moment leaves the previous file whole.
 // Functions here are thread-compatible: call them from one thread at a time (HDF5 is serial).
@@ -64,5 +66,17 @@ TANDEM_EXPORT void write_checkpoint_file(const std::filesystem::path& path,
 /// Throws DataError naming the path and the problem (missing, not HDF5, truncated, wrong layout,
 /// newer format version).
 TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path);
+
+/// What verify_checkpoint_file found: every dataset, and those carrying a checksum (HDF5's
+/// Fletcher32 filter, on every non-empty array Tandem writes; none in older files and Keras').
+struct TANDEM_EXPORT CheckpointVerification {
+  std::size_t datasets = 0;
+  std::size_t checksummed = 0;
+};
+
+/// Reads the whole checkpoint as read_checkpoint_file does, and every checksummed dataset in
+/// it, so that each checksum is verified. Throws DataError naming the path and the first
+/// damaged dataset.
+TANDEM_EXPORT CheckpointVerification verify_checkpoint_file(const std::filesystem::path& path);
 
 }  // namespace tandem

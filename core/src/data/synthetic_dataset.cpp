@@ -1,5 +1,6 @@
 // Synthetic data: sample i is generated on demand from Rng(Rng::derive(seed, i)), so nothing is
 // stored and any sample reads the same whatever the order or batch it is read in.
+#include <cstdint>
 #include <sstream>
 
 #include "data/datasets.hpp"
@@ -151,7 +152,8 @@ Shape positive_shape(ConfigObject& spec, const std::string& key, bool allow_empt
 
 SyntheticSpec parse_synthetic_spec(ConfigObject& spec) {
   SyntheticSpec s;
-  s.samples = spec.positive_int("samples");
+  // Each epoch's sample order is held in memory (8 bytes a sample): up to 2^31 - 1 samples.
+  s.samples = spec.int_in("samples", 1, 1, INT32_MAX);
   s.x_shape = positive_shape(spec, "x_shape", false);
   const std::string task = spec.one_of(
       "task", "binary", {"binary", "classes", "regression", "repeated_token", "sentence_pair"});

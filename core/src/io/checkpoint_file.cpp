@@ -169,14 +169,40 @@ H5Handle create_group(hid_t loc, const std::string& name, const WriteProps& prop
                 H5Gclose, "cannot create group '" + name + "'");
 }
 
+// The creation properties of a non-empty array of `dims` elements of `element_bytes`: chunked
+// (one chunk, halved along its largest axis while it is over 1 GiB; HDF5 allows 4) with HDF5's
+// Fletcher32 filter, so a damaged byte fails the read instead of loading silently. h5py and
+// Keras read such datasets as any other.
+H5Handle checksummed_dcpl(const WriteProps& props, const std::vector<hsize_t>& dims,
+                          std::size_t element_bytes) {
+  H5Handle dcpl = handle(H5Pcopy(props.dcpl.get()), H5Pclose, "cannot copy property list");
+  std::vector<hsize_t> chunk = dims;
+  const auto bytes = [&] {
+    hsize_t n = element_bytes;
+    for (hsize_t d : chunk) n *= d;
+    return n;
+  };
+  while (bytes() > (hsize_t{1} << 30)) {
+    auto largest = std::max_element(chunk.begin(), chunk.end());
+    *largest = (*largest + 1) / 2;
+  }
+  checked(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
+          "cannot set dataset chunks");
+  checked(H5Pset_fletcher32(dcpl.get()), "cannot set the dataset checksum");
+  return dcpl;
+}
+
 // A dataset of `dims` at `path` under `loc`, written from `values` (may be null when empty).
 void write_dataset(hid_t loc, const std::string& path, hid_t file_type, hid_t mem_type,
                    const std::vector<hsize_t>& dims, const void* values, bool is_empty,
                    const WriteProps& props) {
   create_parent_groups(loc, path, props);
   H5Handle space = simple_space(dims);
+  const bool checksum = !is_empty && !dims.empty();
+  H5Handle dcpl = checksum ? checksummed_dcpl(props, dims, H5Tget_size(file_type))
+                           : handle(H5Pcopy(props.dcpl.get()), H5Pclose, "cannot copy property list");
   H5Handle dataset = handle(H5Dcreate2(loc, path.c_str(), file_type, space.get(), props.lcpl.get(),
-                                       props.dcpl.get(), H5P_DEFAULT),
+                                       dcpl.get(), H5P_DEFAULT),
                             H5Dclose, "cannot create dataset '" + path + "'");
   if (!is_empty)
     checked(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values),
@@ -474,6 +500,24 @@ struct DatasetInfo {
   std::size_t count = 1;
 };
 
+// Whether `dataset` carries HDF5's Fletcher32 checksum.
+bool has_checksum(hid_t dataset) {
+  H5Handle dcpl = handle(H5Dget_create_plist(dataset), H5Pclose, "cannot read dataset properties");
+  unsigned flags = 0;
+  std::size_t n = 0;
+  unsigned config = 0;
+  return H5Pget_filter_by_id2(dcpl.get(), H5Z_FILTER_FLETCHER32, &flags, &n, nullptr, 0, nullptr,
+                              &config) >= 0;
+}
+
+// Why reading `dataset` failed: its checksum, when it has one (HDF5 checks it on every read).
+std::string read_failure(hid_t dataset, const std::string& where) {
+  if (has_checksum(dataset))
+    return "dataset '" + where +
+           "' fails its Fletcher32 checksum (or cannot be read): the file is damaged";
+  return "cannot read dataset '" + where + "'";
+}
+
 DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& where) {
   // Check each step so a missing link is reported as such, not as an HDF5 failure.
   for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
@@ -518,7 +562,7 @@ Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where)
   Tensor t(Shape(info.dims.begin(), info.dims.end()));
   if (!t.empty())
     checked(H5Dread(info.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()),
-            "cannot read dataset '" + where + "'");
+            read_failure(info.dataset.get(), where));
   return t;
 }
 
@@ -530,7 +574,7 @@ std::vector<std::uint64_t> read_u64(hid_t loc, const std::string& path, const st
   if (!words.empty())
     checked(
         H5Dread(info.dataset.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, words.data()),
-        "cannot read dataset '" + where + "'");
+        read_failure(info.dataset.get(), where));
   return words;
 }
 
@@ -543,7 +587,7 @@ std::string read_text_dataset(hid_t loc, const std::string& path, const std::str
     if (!text.empty())
       checked(
           H5Dread(info.dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
-          "cannot read dataset '" + where + "'");
+          read_failure(info.dataset.get(), where));
     return text;
   }
   if (kind == H5T_STRING && info.count == 1) {
@@ -720,6 +764,56 @@ CheckpointData read_checkpoint_file(const fs::path& path) {
   } catch (const std::exception& e) {
     throw DataError(failed + e.what());
   }
+}
+
+namespace {
+
+struct VerifyWalk {
+  CheckpointVerification counts;
+  std::string error;  // the first damaged dataset
+};
+
+herr_t verify_object(hid_t loc, const char* name, const H5O_info_t* info, void* data) {
+  auto& walk = *static_cast<VerifyWalk*>(data);
+  if (info->type != H5O_TYPE_DATASET || !walk.error.empty()) return 0;
+  ++walk.counts.datasets;
+  try {
+    H5Handle dataset = handle(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose,
+                              std::string("cannot open dataset '") + name + "'");
+    if (!has_checksum(dataset.get())) return 0;
+    ++walk.counts.checksummed;
+    H5Handle type = handle(H5Dget_type(dataset.get()), H5Tclose, "cannot read a dataset type");
+    H5Handle native = handle(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose,
+                             "cannot read a dataset type");
+    H5Handle space = handle(H5Dget_space(dataset.get()), H5Sclose, "cannot read a dataset shape");
+    const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+    std::vector<unsigned char> buffer(static_cast<std::size_t>(count) * H5Tget_size(native.get()));
+    if (H5Dread(dataset.get(), native.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0)
+      walk.error = read_failure(dataset.get(), name);
+  } catch (const std::exception& e) {
+    walk.error = e.what();
+  }
+  return 0;
+}
+
+}  // namespace
+
+CheckpointVerification verify_checkpoint_file(const fs::path& path) {
+  read_checkpoint_file(path);  // the layout, the weights and the state, as a load reads them
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  VerifyWalk walk;
+  try {
+    H5Handle file = handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                           "cannot open the file");
+    checked(H5Ovisit2(file.get(), H5_INDEX_NAME, H5_ITER_NATIVE, verify_object, &walk,
+                      H5O_INFO_BASIC),
+            "cannot walk the file");
+  } catch (const std::exception& e) {
+    throw DataError("cannot verify checkpoint '" + path.string() + "': " + e.what());
+  }
+  if (!walk.error.empty())
+    throw DataError("checkpoint '" + path.string() + "': " + walk.error);
+  return walk.counts;
 }
 
 }  // namespace tandem

@@ -208,6 +208,9 @@ json check_run_config(const RunConfig& rc) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
   Datasets data = open_training_datasets(rc, *b.model);
+  // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
+  Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
+  if (data.validation) Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
   json plugins = add_configured_callbacks(rc, host, bus, false, 0);

@@ -90,10 +90,14 @@ void check_inputs(const Model& model, const Dataset& d, const std::string& role)
 }  // namespace
 
 void Trainer::check_data(const DataLoader& data, const std::string& role) const {
-  const Dataset& d = data.dataset();
-  check_inputs(meta_.template_model(), d, role);
+  check_data_fits(meta_.template_model(), objective_, data.dataset(), role);
+}
+
+void Trainer::check_data_fits(const Model& model, const Objective& objective, const Dataset& d,
+                              const std::string& role) {
+  check_inputs(model, d, role);
   try {
-    objective_.check_targets(meta_.template_model(), d.y_parts());
+    objective.check_targets(model, d.y_parts());
   } catch (const ShapeError& e) {
     throw ShapeError("the " + role + " data does not fit the model: " + e.what() + " (" +
                      d.describe() + ")");

@@ -63,6 +63,10 @@ class Trainer : public CallbackContext {
   /// Throws ShapeError when the data does not fit the model's inputs and outputs (fit() checks
   /// it too; run() asks before it creates the run folder).
   void check_fit_data(const DataLoader& train, const DataLoader* validation) const;
+  /// The same check for one dataset `d` of `role` ("training", "validation"), before any
+  /// trainer exists (`tandem check`).
+  static void check_data_fits(const Model& model, const Objective& objective, const Dataset& d,
+                              const std::string& role);
   /// The batches each epoch trains: options.steps_per_epoch, or every batch of `train`.
   /// Throws ConfigError ("steps_per_epoch") when the data has fewer.
   static std::int64_t steps_per_epoch(const DataLoader& train, const FitOptions& options);

@@ -91,7 +91,7 @@ TEST(MakeDataset, WrongTypesAndRanges) {
                   "'data.train.samples': expected an integer, got a string"));
   spec["samples"] = -5;
   EXPECT_TRUE(has(config_error_of([&] { make_dataset(spec, "data.train", ""); }),
-                  "'data.train.samples': expected a positive integer, got -5"));
+                  "'data.train.samples': expected an integer from 1 to 2147483647, got -5"));
   spec = synthetic();
   spec["x_shape"] = {8, 0};
   EXPECT_TRUE(has(config_error_of([&] { make_dataset(spec, "d", ""); }), "'d.x_shape[1]'"));
