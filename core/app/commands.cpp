@@ -31,6 +31,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The exit code of a run stopped by SIGINT or SIGTERM, as shells report a signal's end.
+constexpr int kInterruptedExit = 130;
+
 fs::path executable_dir() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -165,7 +168,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   train->footer(
       "Without CONFIG, trains resources/configs/fashion-mlp.json. Writes <run-dir>/config.json, "
       "events.jsonl and model.h5. Ctrl-C stops at the next batch and saves a resumable "
-      "checkpoint.\nExit codes: 0 done, 1 run failed, 2 bad usage, config or data.");
+      "checkpoint.\nExit codes: 0 done, 1 run failed, 2 bad usage, config or data, 130 "
+      "stopped by a signal (the checkpoint resumes).");
   add_config_options(train, config_, overrides_);
   train->add_option("--run-dir", run_dir_, "Run folder (default runs/<name>-<UTC time>)");
   train->add_option("--events", events_, "'-' also writes the event stream to stdout");
@@ -205,6 +209,10 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       req.interrupt = interrupt_;
       req.world = process_world();  // the ranks of an MPI job, or this process alone
       TrainResult result = run_training(req);
+      // Stopped by a signal (with a resumable checkpoint): 130, so that scripts can tell it
+      // from a finished run. Under MPI only rank 0 says so, after it has written the
+      // checkpoint: a rank ending non-zero first would make mpirun end the others.
+      if (result.interrupted && on_rank_zero()) return kInterruptedExit;
       return static_cast<int>(ExitCode::ok);
     };
   });

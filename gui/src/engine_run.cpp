@@ -131,17 +131,20 @@ void EngineRun::on_finished(int exit_code, QProcess::ExitStatus status) {
   history_.apply_all(parser_.finish());
   const bool crashed = status == QProcess::CrashExit;
   exit_code_ = crashed ? -1 : exit_code;
+  // The engine ends a run stopped by a signal with 130, after its run_finished (interrupted).
+  const bool clean = !crashed && (exit_code == 0 || (exit_code == kStoppedExit &&
+                                                      history_.status() == RunHistory::Status::stopped));
   QString summary;
   if (crashed) {
     summary = "the engine crashed (" + process_.errorString() + ")";
-  } else if (exit_code == 0) {
+  } else if (clean) {
     summary = "the engine finished: " + history_.status_text();
   } else {
     summary = QString("the engine exited with code %1").arg(exit_code);
   }
   // A run that never reported its end (a crash, a config error before run_started) becomes a
   // failed run carrying the engine's last words.
-  if (crashed || exit_code != 0) {
+  if (!clean) {
     QString last;
     for (auto it = stderr_tail_.crbegin(); it != stderr_tail_.crend(); ++it)
       if (it->contains("error")) {

@@ -22,6 +22,9 @@ struct TrainLaunch {
   int processes = 1;      // > 1: under `mpirun -np N` (rank 0's event stream is read)
 };
 
+/// `tandem train`'s exit code for a run stopped by SIGINT/SIGTERM with a resumable checkpoint.
+inline constexpr int kStoppedExit = 130;
+
 /// The MPI launcher for multi-process runs: $TANDEM_MPIRUN, else `mpirun` on PATH; empty if none.
 QString mpirun_path();
 
