@@ -2,13 +2,17 @@
 // a write lock on <run>/.tandem.lock (fcntl) for the whole run, so a second run in the same
 // folder exits 2 naming the first one's pid instead of overwriting its model.h5 and appending to
 // its events; the lock goes with the process (even kill -9). A folder holding another run's
-// record is refused too, unless --resume continues it or --overwrite replaces it.
+// record is refused too, unless --resume continues it or --overwrite replaces it; the engine
+// that takes a folder removes the temporary files of writers that died mid-write.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
 #include <chrono>
 #include <thread>
+#include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -63,9 +67,21 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
                             "--resume"),
             std::string::npos)
       << second.err;
+  // Temporary files of writers that died mid-write go when the next engine takes the folder;
+  // a live writer's stays.
+  const std::string dead = run_command("sh -c 'echo $$'").out;  // that shell has exited
+  const std::string dead_pid = dead.substr(0, dead.find('\n'));
+  fs::create_directories(run / "checkpoints");
+  const std::vector<fs::path> stray{run / (".model.h5.tmp-" + dead_pid + "-0"),
+                                    run / "checkpoints" / (".epoch_1.h5.tmp-" + dead_pid + "-3")};
+  for (const auto& f : stray) test::write_text(f, "half a file");
+  const fs::path live = run / (".notes.txt.tmp-" + std::to_string(::getpid()) + "-0");
+  test::write_text(live, "being written");
   second = run_command(test::tandem_cli() + " train " + (dir / "long.json").string() +
                        " -q --set epochs=1 --overwrite --run-dir " + run.string());
   EXPECT_EQ(second.exit_code, 0) << second.err;
+  for (const auto& f : stray) EXPECT_FALSE(fs::exists(f)) << f;
+  EXPECT_TRUE(fs::exists(live));
 }
 
 TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {

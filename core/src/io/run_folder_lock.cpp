@@ -1,6 +1,7 @@
 #include "io/run_folder_lock.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,45 @@ RunFolderLock::RunFolderLock(const std::filesystem::path& folder) {
 
 RunFolderLock::~RunFolderLock() {
   if (fd_ >= 0) ::close(fd_);  // closing drops the lock
+}
+
+namespace {
+
+// The writer's pid in ".<name>.tmp-<pid>-<n>", or 0 when `name` is not such a file.
+pid_t temporary_writer(const std::string& name) {
+  const std::size_t tag = name.rfind(".tmp-");
+  if (name.empty() || name[0] != '.' || tag == std::string::npos || tag == 0) return 0;
+  const std::string rest = name.substr(tag + 5);
+  const std::size_t dash = rest.find('-');
+  if (dash == 0 || dash == std::string::npos) return 0;
+  pid_t pid = 0;
+  for (std::size_t i = 0; i < dash; ++i) {
+    if (rest[i] < '0' || rest[i] > '9' || pid > 1000000000) return 0;
+    pid = pid * 10 + (rest[i] - '0');
+  }
+  return pid;
+}
+
+int remove_dead_writers_files(const std::filesystem::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const pid_t pid = temporary_writer(entry.path().filename().string());
+    if (pid <= 0 || !entry.is_regular_file(ec)) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
+}  // namespace
+
+int remove_stray_temporaries(const std::filesystem::path& folder) {
+  int removed = remove_dead_writers_files(folder);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec))
+    if (entry.is_directory(ec)) removed += remove_dead_writers_files(entry.path());
+  return removed;
 }
 
 }  // namespace tandem

@@ -32,6 +32,12 @@ class RunFolderLock {
   int fd_ = -1;
 };
 
+/// Removes the temporary files that atomic writers (tandem/atomic_file.hpp: ".<name>.tmp-<pid>-<n>")
+/// left in `folder` and its direct subfolders when they died mid-write, those whose pid is no
+/// longer a process. Call it holding the folder's lock (no other engine writes there then).
+/// Returns how many it removed; a file it cannot remove is left.
+int remove_stray_temporaries(const std::filesystem::path& folder);
+
 }  // namespace tandem
 
 TANDEM_INTERNAL_API_END

@@ -311,6 +311,9 @@ TrainResult run_training(const TrainRequest& request) {
     // is the record of a finished run unless the user says to continue or replace it.
     folder_lock.emplace(result.run_dir);
     if (!request.resume) claim_run_folder(result.run_dir, request.overwrite);
+    if (const int stray = remove_stray_temporaries(result.run_dir); stray > 0)
+      spdlog::info("removed {} temporary file{} left by writers that died mid-write", stray,
+                   stray == 1 ? "" : "s");
     write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
   }
 
