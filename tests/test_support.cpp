@@ -69,4 +69,14 @@ nlohmann::json run_history(const std::filesystem::path& run_dir) {
   return history;
 }
 
+nlohmann::json tiny_regression_config() {
+  return nlohmann::json::parse(R"({"name": "tiny", "seed": 1, "epochs": 1, "batch_size": 8,
+      "model": {"class_name": "Sequential", "config": {"name": "s", "layers": [
+          {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
+          {"class_name": "Dense", "config": {"units": 3}}]}},
+      "optimizer": "sgd", "loss": "mse",
+      "data": {"train": {"type": "synthetic", "task": "regression", "samples": 16,
+                         "x_shape": [4], "y_shape": [3]}}})");
+}
+
 }  // namespace tandem::test

@@ -45,4 +45,8 @@ CommandResult train_in(const std::filesystem::path& dir, const std::string& name
 /// events.jsonl; null when no run finished there.
 nlohmann::json run_history(const std::filesystem::path& run_dir);
 
+/// The smallest run config: Dense(3) on 4 features, SGD on mse, one epoch of 16 synthetic
+/// regression samples in batches of 8 (name "tiny", seed 1). Tests change what they need.
+nlohmann::json tiny_regression_config();
+
 }  // namespace tandem::test

@@ -68,17 +68,6 @@ print(json.dumps({
     "rows": len(ref)}))
 )";
 
-// A Dense(3) on 4 features, trained on 16 synthetic samples.
-json tiny_regression() {
-  return {{"name", "tiny"}, {"seed", 1}, {"epochs", 1}, {"batch_size", 8},
-          {"model", json::parse(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
-              {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
-              {"class_name": "Dense", "config": {"units": 3}}]}})")},
-          {"optimizer", "sgd"}, {"loss", "mse"},
-          {"data", {{"train", {{"type", "synthetic"}, {"task", "regression"}, {"samples", 16},
-                               {"x_shape", {4}}, {"y_shape", {3}}}}}}};
-}
-
 // The Python packages the export checks read with (Debian's python3-onnx, python3-opencv,
 // installed by scripts/setup); empty when present, else why not.
 std::string missing_onnx_packages() {
@@ -127,7 +116,7 @@ TEST(ExportCli, FashionModelsPredictInOpenCvAsInTandem) {
 
 TEST(ExportCli, PredictWritesCsvNpyAndJsonLines) {
   const fs::path dir = test::scratch_dir("cli-predict-formats");
-  const json config = tiny_regression();
+  const json config = test::tiny_regression_config();
   auto r = test::train_in(dir, "tiny", config);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string weights = (dir / "tiny" / "model.h5").string();
@@ -165,7 +154,7 @@ TEST(ExportCli, PredictWritesCsvNpyAndJsonLines) {
 
 TEST(ExportCli, BadInputsExitTwoAndWriteNothing) {
   const fs::path dir = test::scratch_dir("cli-export-bad");
-  const json config = tiny_regression();
+  const json config = test::tiny_regression_config();
   ASSERT_EQ(test::train_in(dir, "tiny", config).exit_code, 0);
   const std::string model = (dir / "tiny" / "model.h5").string();
   const fs::path out = dir / "out.onnx";

@@ -22,16 +22,6 @@ using nlohmann::json;
 using test::run_command;
 namespace fs = std::filesystem;
 
-json tiny_config() {
-  return {{"name", "tiny"}, {"seed", 1}, {"epochs", 1}, {"batch_size", 8},
-          {"model", json::parse(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
-              {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
-              {"class_name": "Dense", "config": {"units": 3}}]}})")},
-          {"optimizer", "sgd"}, {"loss", "mse"},
-          {"data", {{"train", {{"type", "synthetic"}, {"task", "regression"}, {"samples", 16},
-                               {"x_shape", {4}}, {"y_shape", {3}}}}}}};
-}
-
 // Whether process `pid`'s main thread blocks SIGINT (/proc/PID/status, SigBlk: a hex mask).
 bool blocks_sigint(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -44,7 +34,7 @@ bool blocks_sigint(pid_t pid) {
 
 TEST(InterruptsCli, TheFirstSigintEndsAnEvaluationWithExit130) {
   const fs::path dir = test::scratch_dir("interrupt-evaluate");
-  ASSERT_EQ(test::train_in(dir, "tiny", tiny_config()).exit_code, 0);
+  ASSERT_EQ(test::train_in(dir, "tiny", test::tiny_regression_config()).exit_code, 0);
   // An evaluation of 2^30 samples: minutes of work.
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -84,7 +74,7 @@ TEST(PluginFilesCli, ATruncatedPluginIsAnErrorNotASigbus) {
   const fs::path cut = dir / "plugins" / "tandem-cut.so";
   fs::copy_file(whole, cut);
   fs::resize_file(cut, fs::file_size(whole) / 2);
-  json config = tiny_config();
+  json config = test::tiny_regression_config();
   config["plugin_paths"] = {"plugins"};
   config["callbacks"] = {{{"plugin", "cut"}}};
   test::write_text(dir / "run.json", config.dump());

@@ -17,16 +17,6 @@ using nlohmann::json;
 using test::run_command;
 namespace fs = std::filesystem;
 
-json tiny_config() {
-  return {{"name", "tiny"}, {"seed", 1}, {"epochs", 1}, {"batch_size", 8},
-          {"model", json::parse(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
-              {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
-              {"class_name": "Dense", "config": {"units": 3}}]}})")},
-          {"optimizer", "sgd"}, {"loss", "mse"},
-          {"data", {{"train", {{"type", "synthetic"}, {"task", "regression"}, {"samples", 16},
-                               {"x_shape", {4}}, {"y_shape", {3}}}}}}};
-}
-
 // `tandem check CONFIG --json ARGS`: its exit code and the one JSON object it must print.
 std::pair<int, json> check_json(const fs::path& config, const std::string& args) {
   const auto r = run_command(test::tandem_cli() + " check " + config.string() + " --json " + args);
@@ -41,7 +31,7 @@ std::pair<int, json> check_json(const fs::path& config, const std::string& args)
 
 TEST(OutOfRangeCli, IntegersBeyondWhatTheEngineRunsAreConfigErrors) {
   const fs::path dir = test::scratch_dir("out-of-range-ints");
-  test::write_text(dir / "tiny.json", tiny_config().dump());
+  test::write_text(dir / "tiny.json", test::tiny_regression_config().dump());
   const std::vector<std::pair<std::string, std::string>> cases{
       {"epochs=2147483648", "epochs"},
       {"batch_size=9223372036854775807", "batch_size"},
@@ -57,7 +47,7 @@ TEST(OutOfRangeCli, IntegersBeyondWhatTheEngineRunsAreConfigErrors) {
   }
   // The largest batch the engine takes is fine, and trains one batch of all 16 samples.
   const auto r = test::train_in(dir, "wide", [] {
-    json c = tiny_config();
+    json c = test::tiny_regression_config();
     c["batch_size"] = 2147483647;
     return c;
   }());
@@ -70,7 +60,7 @@ TEST(OutOfRangeCli, IntegersBeyondWhatTheEngineRunsAreConfigErrors) {
 TEST(OutOfRangeCli, CheckFindsDataThatDoesNotFitTheModelAsTrainDoes) {
   // `check` said ok to samples of 5 values for a model of 4 inputs, which train refuses.
   const fs::path dir = test::scratch_dir("check-data-fit");
-  test::write_text(dir / "tiny.json", tiny_config().dump());
+  test::write_text(dir / "tiny.json", test::tiny_regression_config().dump());
   const auto [code, out] = check_json(dir / "tiny.json", "--set 'data.train.x_shape=[5]'");
   EXPECT_EQ(code, 2);
   EXPECT_NE(out["error"].get<std::string>().find("samples of shape (None, 5) but model 's' expects (None, 4)"),
@@ -80,14 +70,14 @@ TEST(OutOfRangeCli, CheckFindsDataThatDoesNotFitTheModelAsTrainDoes) {
 
 TEST(OutOfRangeCli, HugeNumbersAndBytesThatAreNotUtf8AreConfigErrors) {
   const fs::path dir = test::scratch_dir("out-of-range-text");
-  std::string text = tiny_config().dump();
+  std::string text = test::tiny_regression_config().dump();
   text.replace(text.find("\"epochs\":1"), 10, "\"epochs\":1e400");
   test::write_text(dir / "huge.json", text);
   auto [code, out] = check_json(dir / "huge.json", "");
   EXPECT_EQ(code, 2);
   EXPECT_NE(out["error"].get<std::string>().find("number out of range"), std::string::npos) << out;
 
-  test::write_text(dir / "tiny.json", tiny_config().dump());
+  test::write_text(dir / "tiny.json", test::tiny_regression_config().dump());
   std::tie(code, out) = check_json(
       dir / "tiny.json", R"(--set 'optimizer={"class_name": "SGD", "config": {"learning_rate": 1e400}}')");
   EXPECT_EQ(code, 2);
@@ -99,7 +89,7 @@ TEST(OutOfRangeCli, HugeNumbersAndBytesThatAreNotUtf8AreConfigErrors) {
   EXPECT_NE(out["error"].get<std::string>().find("not valid UTF-8"), std::string::npos) << out;
 
   // A config file with such a byte: the error quotes it, and the JSON still prints.
-  std::string bad = tiny_config().dump();
+  std::string bad = test::tiny_regression_config().dump();
   bad.replace(bad.find("\"tiny\""), 6, "\"ti\xffy\"");
   test::write_text(dir / "bad-utf8.json", bad);
   std::tie(code, out) = check_json(dir / "bad-utf8.json", "");
@@ -118,7 +108,7 @@ TEST(OutOfRangeCli, EmptyDatasetsAndOverpromisingIdxHeadersAreRefused) {
       "open(d + \"/labels.idx\", \"wb\").write(struct.pack(\">BBBBI\", 0, 0, 8, 1, 100000000) + bytes(10))\n' " +
       dir.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  test::write_text(dir / "tiny.json", tiny_config().dump());
+  test::write_text(dir / "tiny.json", test::tiny_regression_config().dump());
   auto [code, out] = check_json(
       dir / "tiny.json", "--set 'data.train={\"type\": \"hdf5\", \"path\": \"" +
                              (dir / "empty.h5").string() + "\", \"x\": \"x\", \"y\": \"y\"}'");
@@ -138,7 +128,7 @@ TEST(OutOfRangeCli, EmptyDatasetsAndOverpromisingIdxHeadersAreRefused) {
 
 TEST(OutOfRangeCli, ACheckpointWhoseCountersDoNotFitIsNotResumed) {
   const fs::path dir = test::scratch_dir("out-of-range-resume");
-  ASSERT_EQ(test::train_in(dir, "run", tiny_config()).exit_code, 0);
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
   const fs::path model = dir / "run" / "model.h5";
   // The training state with epoch 2^40 (it used to resume into "4 of 3 epochs").
   const auto edited = run_command(std::string(test::system_python()) + " -c '\n"

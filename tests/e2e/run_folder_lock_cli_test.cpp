@@ -27,14 +27,9 @@ namespace fs = std::filesystem;
 
 TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
   const fs::path dir = test::scratch_dir("run-folder-lock");
-  const json config = {
-      {"name", "long"}, {"seed", 1}, {"epochs", 100000}, {"batch_size", 8},
-      {"model", json::parse(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
-          {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
-          {"class_name": "Dense", "config": {"units": 3}}]}})")},
-      {"optimizer", "sgd"}, {"loss", "mse"},
-      {"data", {{"train", {{"type", "synthetic"}, {"task", "regression"}, {"samples", 16},
-                           {"x_shape", {4}}, {"y_shape", {3}}}}}}};
+  json config = test::tiny_regression_config();
+  config["name"] = "long";
+  config["epochs"] = 100000;
   test::write_text(dir / "long.json", config.dump());
   const fs::path run = dir / "run";
   // The first engine, in the background; its pid on stdout.
@@ -86,13 +81,8 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
 
 TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {
   const fs::path dir = test::scratch_dir("run-folder-reuse");
-  json config = json::parse(R"({"name": "again", "seed": 1, "epochs": 1, "batch_size": 8,
-      "model": {"class_name": "Sequential", "config": {"name": "s", "layers": [
-          {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4]}},
-          {"class_name": "Dense", "config": {"units": 3}}]}},
-      "optimizer": "sgd", "loss": "mse",
-      "data": {"train": {"type": "synthetic", "task": "regression", "samples": 16,
-                         "x_shape": [4], "y_shape": [3]}}})");
+  json config = test::tiny_regression_config();
+  config["name"] = "again";
   ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
   const fs::path run = dir / "run";
   const std::string model_before = test::read_text(run / "model.h5");
