@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QFont>
 #include <QHash>
+#include <algorithm>
 
 namespace tandem::gui {
 
@@ -44,12 +45,17 @@ void CheckpointTable::refresh() {
       }
     }
   }
-  int best = -1;
+  // One best per checkpoint callback: its monitor, target and the folder it writes to.
+  QHash<QString, int> best_of;
   for (qsizetype i = 0; i < rows.size(); ++i)
-    if (rows[i].best) best = static_cast<int>(i);
+    if (rows[i].best)
+      best_of[rows[i].monitor + '\n' + rows[i].target + '\n' + QFileInfo(rows[i].path).absolutePath()] =
+          static_cast<int>(i);
+  QList<int> best = best_of.values();
+  std::sort(best.begin(), best.end());
   beginResetModel();
   rows_ = rows;
-  best_row_ = best;
+  best_rows_ = best;
   endResetModel();
 }
 
@@ -64,7 +70,7 @@ int CheckpointTable::columnCount(const QModelIndex& parent) const {
 QVariant CheckpointTable::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rows_.size()) return {};
   const CheckpointRecord& r = rows_[index.row()];
-  const bool is_best = index.row() == best_row_;
+  const bool is_best = best_rows_.contains(index.row());
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
       case time: {
@@ -84,6 +90,28 @@ QVariant CheckpointTable::data(const QModelIndex& index, int role) const {
         return r.target;
       case size:
         return human_bytes(r.bytes);
+      case path:
+        return r.path;
+      default:
+        return {};
+    }
+  }
+  if (role == sort_role) {
+    switch (index.column()) {
+      case time:
+        return r.time;  // ISO 8601, UTC: sorts as it reads
+      case epoch:
+        return r.epoch;
+      case step:
+        return static_cast<qlonglong>(r.step);
+      case monitored:
+        return r.value ? QVariant(*r.value) : QVariant(r.reason);
+      case best:
+        return is_best;
+      case target:
+        return r.target;
+      case size:
+        return static_cast<qlonglong>(r.bytes);
       case path:
         return r.path;
       default:

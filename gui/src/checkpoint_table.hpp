@@ -22,8 +22,13 @@ class CheckpointTable : public QAbstractTableModel {
   /// Re-reads the run's records and drops rows whose file is gone.
   void refresh();
   const CheckpointRecord& record(int row) const { return rows_.at(row); }
-  /// The newest checkpoint that was the best of its monitor and target when saved, if it exists.
-  int best_row() const { return best_row_; }
+  /// The rows marked best: for each checkpoint callback — its monitor, target and folder —
+  /// the newest of its files that was its best when saved (each callback keeps its own best),
+  /// in row order.
+  QList<int> best_rows() const { return best_rows_; }
+  bool is_best(int row) const { return best_rows_.contains(row); }
+  /// The role of the values the view sorts by (times, numbers and sizes as such).
+  static constexpr int sort_role = Qt::UserRole;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -33,7 +38,7 @@ class CheckpointTable : public QAbstractTableModel {
  private:
   QPointer<RunHistory> run_;
   QList<CheckpointRecord> rows_;
-  int best_row_ = -1;
+  QList<int> best_rows_;
 };
 
 /// "12.3 KiB", "4.0 MiB".

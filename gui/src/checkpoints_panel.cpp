@@ -27,7 +27,11 @@ CheckpointsPanel::CheckpointsPanel(QWidget* parent)
       evaluate_(new QPushButton("Evaluate")),
       resume_(new QPushButton("Resume from here")),
       copy_(new QPushButton("Copy path")) {
-  view_->setModel(&table_);
+  sorted_.setSourceModel(&table_);
+  sorted_.setSortRole(CheckpointTable::sort_role);
+  view_->setModel(&sorted_);
+  view_->setSortingEnabled(true);
+  view_->sortByColumn(CheckpointTable::time, Qt::AscendingOrder);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setSelectionMode(QAbstractItemView::SingleSelection);
   view_->setAlternatingRowColors(true);
@@ -74,13 +78,27 @@ CheckpointsPanel::~CheckpointsPanel() {
 }
 
 void CheckpointsPanel::set_run(RunHistory* run) {
+  // An evaluation of the previous run's checkpoint does not belong under this run's table.
+  if (evaluator_ && evaluator_->state() != QProcess::NotRunning) {
+    evaluator_->disconnect();
+    evaluator_->kill();
+  }
+  evaluation_->clear();
   table_.set_run(run);
 }
 
-QString CheckpointsPanel::selected_path() const {
+int CheckpointsPanel::selected_row() const {
   const QModelIndexList rows = view_->selectionModel()->selectedRows();
-  if (rows.isEmpty()) return {};
-  return table_.record(rows.front().row()).path;
+  return rows.isEmpty() ? -1 : sorted_.mapToSource(rows.front()).row();
+}
+
+void CheckpointsPanel::select(int row) {
+  view_->selectRow(sorted_.mapFromSource(table_.index(row, 0)).row());
+}
+
+QString CheckpointsPanel::selected_path() const {
+  const int row = selected_row();
+  return row < 0 ? QString() : table_.record(row).path;
 }
 
 QString CheckpointsPanel::evaluation_text() const {
@@ -90,9 +108,8 @@ QString CheckpointsPanel::evaluation_text() const {
 void CheckpointsPanel::update_actions() {
   const bool selected = !selected_path().isEmpty();
   for (QPushButton* b : {open_, evaluate_, copy_}) b->setEnabled(selected);
-  bool resumable = false;
-  const QModelIndexList rows = view_->selectionModel()->selectedRows();
-  if (!rows.isEmpty()) resumable = table_.record(rows.front().row()).resumable;
+  const int row = selected_row();
+  const bool resumable = row >= 0 && table_.record(row).resumable;
   resume_->setEnabled(resumable);
   const int n = table_.rowCount();
   summary_->setText(n == 0 ? "No checkpoints yet"

@@ -1,6 +1,8 @@
 // The Checkpoints panel: the table of a run's checkpoints and what to do with one.
 #pragma once
 
+#include <QSortFilterProxyModel>
+
 #include <QPointer>
 #include <QProcess>
 #include <QWidget>
@@ -26,6 +28,8 @@ class CheckpointsPanel : public QWidget {
   QTableView* view() const { return view_; }
   /// The selected checkpoint's path, or empty.
   QString selected_path() const;
+  /// Selects the checkpoint of table row `row` (the model's row, whatever the view's sorting).
+  void select(int row);
   /// The last evaluation's result text ("loss 0.31, accuracy 0.89") or error.
   QString evaluation_text() const;
 
@@ -44,7 +48,10 @@ class CheckpointsPanel : public QWidget {
  private:
   void update_actions();
 
+  /// The selected row of the table (the model's, not the sorted view's), or -1.
+  int selected_row() const;
   CheckpointTable table_;
+  QSortFilterProxyModel sorted_;  // the view's order: any column, by header click
   QTableView* view_;
   QLabel* summary_;
   QLabel* evaluation_;

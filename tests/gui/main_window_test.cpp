@@ -101,10 +101,10 @@ class MainWindowTest : public QObject {
     const QSet<QString> on_disk = h5_files_under(first_run_);
     QVERIFY(on_disk.size() >= 2);
     QCOMPARE(table_paths(window.checkpoints_panel()), on_disk);
-    QVERIFY(window.checkpoints_panel()->table()->best_row() >= 0);
+    QVERIFY(!window.checkpoints_panel()->table()->best_rows().isEmpty());
 
     // Evaluate the best checkpoint through the engine.
-    window.checkpoints_panel()->view()->selectRow(window.checkpoints_panel()->table()->best_row());
+    window.checkpoints_panel()->select(window.checkpoints_panel()->table()->best_rows().back());
     QSignalSpy evaluated(window.checkpoints_panel(), &CheckpointsPanel::evaluation_finished);
     window.checkpoints_panel()->evaluate_selected();
     QVERIFY(evaluated.wait(30000));
@@ -136,7 +136,7 @@ class MainWindowTest : public QObject {
     QVERIFY(window.checkpoints_panel()->table()->record(0).resumable);
 
     // Resume from the table's checkpoint: the run continues past where it stopped.
-    window.checkpoints_panel()->view()->selectRow(0);
+    window.checkpoints_panel()->select(0);
     window.checkpoints_panel()->resume_selected();
     QVERIFY(window.engine_run()->running());
     QVERIFY(window.engine_run()->arguments().contains("--resume"));
