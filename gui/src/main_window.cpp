@@ -207,7 +207,15 @@ bool MainWindow::start_run(TrainLaunch launch) {
     // The config's own devices key is what the form shows; nothing to override.
   }
   auto engine = std::make_unique<EngineRun>();
-  log_->clear();
+  if (launch.resume.isEmpty()) {
+    log_->clear();
+  } else {
+    // A resumed run is the same run: its charts start from the stream so far (the resumed
+    // timeline replaces what came after the checkpoint) and its log goes on.
+    const EventFile so_far = read_event_file(QDir(launch.run_dir).filePath("events.jsonl"));
+    if (so_far.error.isEmpty()) engine->history()->apply_all(so_far.events);
+    log_->append_line("tandem-gui: resuming from " + launch.resume);
+  }
   connect(engine.get(), &EngineRun::log_line, log_, &LogPanel::append_line);
   connect(engine.get(), &EngineRun::ended, this, &MainWindow::on_run_ended);
   if (!engine->start(launch)) {

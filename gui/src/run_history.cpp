@@ -76,9 +76,29 @@ void RunHistory::note_metric(const QString& key) {
   if (!metric_names_.contains(base)) metric_names_.push_back(base);
 }
 
+namespace {
+
+// Drops the points at x >= `from` (a series runs in x order).
+void drop_from(QList<QPointF>& series, double from) {
+  while (!series.isEmpty() && series.back().x() >= from) series.pop_back();
+}
+
+}  // namespace
+
+void RunHistory::rewind_steps(double from) {
+  for (auto& s : batch_points_) drop_from(s, from);
+  for (auto& s : replica_ms_) drop_from(s, from);
+  drop_from(lr_series_, from);
+  drop_from(throughput_, from);
+}
+
 void RunHistory::on_batch_ended(const QJsonObject& f) {
   batch_ = f.value("batch").toInt();
+  const qint64 before_step = step_;
   step_ = f.value("step").toInteger();
+  // A resumed run continues from its checkpoint's step: what the stream holds from there on
+  // (the part after that checkpoint, abandoned) gives way to the resumed timeline.
+  if (step_ <= before_step) rewind_steps(static_cast<double>(step_));
   epoch_ = f.value("epoch").toInt(epoch_);
   const double size = f.value("size").toDouble();
   const double x = static_cast<double>(step_);
@@ -133,7 +153,11 @@ void RunHistory::apply_one(const Event& event) {
   } else if (name == "batch_ended") {
     on_batch_ended(f);
   } else if (name == "epoch_ended") {
+    const int before_epoch = last_epoch_ended_;
     epoch_ = f.value("epoch").toInt();
+    last_epoch_ended_ = epoch_;
+    if (epoch_ <= before_epoch)  // a resumed run redoes this epoch (see on_batch_ended)
+      for (auto& series : epoch_points_) drop_from(series, epoch_);
     const QJsonObject logs = f.value("logs").toObject();
     last_epoch_logs_ = logs;
     for (auto it = logs.begin(); it != logs.end(); ++it) {

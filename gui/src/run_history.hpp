@@ -114,6 +114,9 @@ class RunHistory : public QObject {
   QList<QPointF> lr_series_, throughput_;
   QStringList replica_labels_;
   QMap<int, QList<QPointF>> replica_ms_;
+  int last_epoch_ended_ = 0;
+  // Drops the step-indexed points at x >= `from` (a resumed run's timeline replaces them).
+  void rewind_steps(double from);
   QList<CheckpointRecord> checkpoints_;
   QStringList utilisation_devices_;
   QMap<QString, QList<QPointF>> utilisation_;

@@ -143,6 +143,11 @@ class MainWindowTest : public QObject {
     RunHistory* resumed = window.shown_run();
     QVERIFY(resumed != run);
     QTRY_VERIFY_WITH_TIMEOUT(resumed->step() > stopped_at + 20, 30000);
+    // The same run goes on: its charts from step 1, and the log of the first part kept.
+    QCOMPARE(resumed->batch_series("loss").front().x(), 1.0);
+    QVERIFY(resumed->batch_series("loss").size() > stopped_at);
+    QVERIFY(window.log_panel()->text().contains("sending SIGINT"));
+    QVERIFY(window.log_panel()->text().contains("tandem-gui: resuming from"));
     ended.clear();
     window.stop_run();
     QVERIFY(ended.wait(30000));

@@ -8,7 +8,7 @@ using namespace tandem::gui;
 
 namespace {
 
-Event make_event(const char* json) {
+Event make_event(const QByteArray& json) {
   const QJsonObject o = QJsonDocument::fromJson(json).object();
   return {o.value("event").toString(), o};
 }
@@ -84,6 +84,34 @@ class RunHistoryTest : public QObject {
         make_event(R"({"schema":1,"event":"batch_ended","time":"t","epoch":2,"batch":1,"step":2,
                         "size":10,"logs":{"loss":1.0}})"));
     QCOMPARE(run.batch_series("loss")[1], QPointF(2, 1.0));
+  }
+
+  void a_resumed_run_continues_the_timeline_from_its_checkpoint() {
+    // One stream: steps 1-3 over epochs 1-3, stopped; resumed from the checkpoint of epoch 1
+    // (step 1): what came after it gives way, and the series go on from there.
+    RunHistory run;
+    const auto epoch = [&run](int e, double loss) {
+      run.apply(make_event(QString(R"({"schema":1,"event":"epoch_started","time":"t","epoch":%1,"steps":1})")
+                               .arg(e).toUtf8()));
+      run.apply(make_event(QString(R"({"schema":1,"event":"batch_ended","time":"t","epoch":%1,"batch":1,
+                                       "step":%1,"size":10,"logs":{"loss":%2}})")
+                               .arg(e).arg(loss).toUtf8()));
+      run.apply(make_event(QString(R"({"schema":1,"event":"epoch_ended","time":"t","epoch":%1,
+                                       "logs":{"loss":%2,"val_loss":%2}})")
+                               .arg(e).arg(loss).toUtf8()));
+    };
+    run.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"r","config":{"epochs":3}})"));
+    epoch(1, 4.0);
+    epoch(2, 3.0);
+    epoch(3, 2.0);
+    run.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"r","config":{"epochs":3}})"));
+    epoch(2, 2.5);
+    QCOMPARE(run.batch_series("loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
+    QCOMPARE(run.epoch_series("loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
+    QCOMPARE(run.epoch_series("val_loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
+    epoch(3, 1.5);
+    QCOMPARE(run.epoch_series("loss").size(), 3);
+    QCOMPARE(run.epoch_series("loss").back(), QPointF(3, 1.5));
   }
 
   void failed_and_abnormal_ends() {
