@@ -144,9 +144,8 @@ int main(int argc, char** argv) {
   }
   settle(800);
   window.show_tab(MainWindow::checkpoints_tab);
-  auto* table = window.checkpoints_panel()->view();
-  const int best = window.checkpoints_panel()->table()->best_row();
-  table->selectRow(best >= 0 ? best : 0);
+  const QList<int> best = window.checkpoints_panel()->table()->best_rows();
+  window.checkpoints_panel()->select(best.isEmpty() ? 0 : best.back());
   window.checkpoints_panel()->evaluate_selected();
   wait_until([&] { return !window.checkpoints_panel()->evaluation_text().endsWith("…"); }, 60);
   settle(300);
