@@ -518,6 +518,13 @@ std::string read_failure(hid_t dataset, const std::string& where) {
   return "cannot read dataset '" + where + "'";
 }
 
+// Reads all of `dataset` as `mem_type` into `out`; on failure names the dataset (and its
+// checksum, asked only then).
+void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where) {
+  if (H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    fail(read_failure(dataset, where));
+}
+
 DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& where) {
   // Check each step so a missing link is reported as such, not as an HDF5 failure.
   for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
@@ -561,8 +568,7 @@ Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where)
     throw std::runtime_error("dataset '" + where + "' is not numeric");
   Tensor t(Shape(info.dims.begin(), info.dims.end()));
   if (!t.empty())
-    checked(H5Dread(info.dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data()),
-            read_failure(info.dataset.get(), where));
+    read_all(info.dataset.get(), H5T_NATIVE_FLOAT, t.data(), where);
   return t;
 }
 
@@ -572,9 +578,7 @@ std::vector<std::uint64_t> read_u64(hid_t loc, const std::string& path, const st
     throw std::runtime_error("dataset '" + where + "' is not a 1-D integer array");
   std::vector<std::uint64_t> words(info.count);
   if (!words.empty())
-    checked(
-        H5Dread(info.dataset.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, words.data()),
-        read_failure(info.dataset.get(), where));
+    read_all(info.dataset.get(), H5T_NATIVE_UINT64, words.data(), where);
   return words;
 }
 
@@ -585,9 +589,7 @@ std::string read_text_dataset(hid_t loc, const std::string& path, const std::str
   if (kind == H5T_INTEGER && info.dims.size() == 1) {
     std::string text(info.count, '\0');
     if (!text.empty())
-      checked(
-          H5Dread(info.dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
-          read_failure(info.dataset.get(), where));
+      read_all(info.dataset.get(), H5T_NATIVE_UINT8, text.data(), where);
     return text;
   }
   if (kind == H5T_STRING && info.count == 1) {
@@ -788,8 +790,7 @@ herr_t verify_object(hid_t loc, const char* name, const H5O_info_t* info, void* 
     H5Handle space = handle(H5Dget_space(dataset.get()), H5Sclose, "cannot read a dataset shape");
     const hssize_t count = H5Sget_simple_extent_npoints(space.get());
     std::vector<unsigned char> buffer(static_cast<std::size_t>(count) * H5Tget_size(native.get()));
-    if (H5Dread(dataset.get(), native.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0)
-      walk.error = read_failure(dataset.get(), name);
+    read_all(dataset.get(), native.get(), buffer.data(), name);
   } catch (const std::exception& e) {
     walk.error = e.what();
   }
