@@ -28,7 +28,7 @@ function(tandem_add_plugin name)
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE tandem_core)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/plugins)
-  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  target_link_options(${target} PRIVATE ${TANDEM_MODULE_LINK_CHECK})
   set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME "tandem-${name}"
                         LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/plugins)
   set_property(GLOBAL APPEND PROPERTY TANDEM_PLUGIN_TARGETS ${target})

@@ -17,12 +17,14 @@
 #include "app/inspect_command.hpp"
 #include "app/optimizers_command.hpp"
 #include "app/options_command.hpp"
+#include "app/plugin_child.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "util/json_text.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run.hpp"
+#include "train/stored_config.hpp"
 #include "parallel/world.hpp"
 
 namespace tandem::app {
@@ -55,7 +57,24 @@ struct ConfigSource {
   std::string config;
   std::string checkpoint;  // a checkpoint whose stored run config may be used
   bool use_default = false;
+  bool trust_checkpoint = false;  // --trust-checkpoint-config: use the stored config as it is
 };
+
+// The stored run config of `checkpoint`, less what could run code or write files outside the
+// run folder unless the user trusts the file (train/stored_config.hpp); says what it left out.
+nlohmann::json stored_config_to_use(const std::string& checkpoint, const nlohmann::json& stored,
+                                    bool trusted) {
+  if (trusted) return stored;
+  ReviewedConfig reviewed = untrusted_stored_config(stored);
+  if (reviewed.left_out.empty()) return reviewed.config;
+  for (const auto& line : reviewed.left_out)
+    spdlog::warn("left out of the run config stored in {}: {}", checkpoint, line);
+  spdlog::warn(
+      "a checkpoint's stored run config is used as data: its plugin libraries and paths "
+      "outside the run folder only with --trust-checkpoint-config (for checkpoints you trust), "
+      "or give the run config file");
+  return reviewed.config;
+}
 
 RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>& overrides,
                          bool quiet) {
@@ -70,7 +89,7 @@ RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>
       throw ConfigError("<config>", src.checkpoint +
                                         " holds no run config (not written by tandem train); "
                                         "pass the run config file as well");
-    doc = *stored;
+    doc = stored_config_to_use(src.checkpoint, *stored, src.trust_checkpoint);
   } else if (src.use_default) {
     fs::path path = default_config();
     doc = load_json_file(path);
@@ -147,6 +166,13 @@ bool on_rank_zero() {
   return !launched_by_mpi() || process_world()->rank() == 0;
 }
 
+// For the commands that may use the run config stored in a checkpoint (without CONFIG).
+void add_trust_option(CLI::App* cmd, bool& trust) {
+  cmd->add_flag("--trust-checkpoint-config", trust,
+                "Use the checkpoint's stored run config as it is, plugin libraries and file paths "
+                "included (default: those are left out; only for checkpoints you trust)");
+}
+
 void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides) {
   cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
   cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
@@ -184,6 +210,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   train->add_flag("--overwrite", overwrite_,
                   "Replace the run a --run-dir folder holds (default: refuse it)");
   train->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
+  add_trust_option(train, trust_checkpoint_);
   train->callback([this] {
     selected_ = [this] {
       if (!events_.empty() && events_ != "-")
@@ -194,7 +221,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
         throw ConfigError("--weights", "give --resume or --weights, not both");
       TrainRequest req;
       const fs::path resume = resume_.empty() ? fs::path() : resume_checkpoint(resume_);
-      req.config = resolve_config({config_, resume.string(), true}, overrides_, quiet_);
+      req.config = resolve_config({config_, resume.string(), true, trust_checkpoint_}, overrides_,
+                                  quiet_);
       if (!run_dir_.empty()) req.run_dir = run_dir_;
       if (!resume_.empty()) {
         req.resume = resume;
@@ -227,11 +255,13 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       ->check(CLI::ExistingFile);
   evaluate->add_option("--split", split_, "validation (default), test or train");
   evaluate->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
+  add_trust_option(evaluate, trust_checkpoint_);
   evaluate->callback([this] {
     selected_ = [this] {
       if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
-      InferenceRequest req{resolve_config({config_, weights_, false}, overrides_, quiet_), weights_,
-                           split_};
+      InferenceRequest req{
+          resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, quiet_),
+          weights_, split_};
       Logs logs = run_evaluation(req);
       std::cout << logs.to_json().dump() << std::endl;
       return static_cast<int>(ExitCode::ok);
@@ -249,10 +279,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   predict->add_option("--split", split_, "validation (default), test or train");
   predict->add_option("-o,--output", output_, "Output file (.csv, .npy, .jsonl); '-' = stdout");
   predict->add_option("--format", format_, "csv, npy or jsonl (default: by the output's extension)");
+  add_trust_option(predict, trust_checkpoint_);
   predict->callback([this] {
     selected_ = [this] {
       if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
-      RunConfig rc = resolve_config({config_, weights_, false}, overrides_, true);
+      RunConfig rc = resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, true);
       const PredictionFormat format = prediction_format(format_, output_);
       Tensor out = run_prediction({rc, weights_, split_});
       write_predictions(out, output_, format);
@@ -283,7 +314,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
     selected_ = [this] {
       if (!json_) {
         const nlohmann::json summary =
-            check_run_config(resolve_config({config_, "", true}, overrides_, true));
+            check_run_config(resolve_config({config_, "", true}, overrides_, true),
+                             check_plugins_in_child);
         std::cout << "ok: " << summary["name"].get<std::string>() << ", " << summary["parameters"]
                   << " parameters, devices " << summary["devices"]["plan"].get<std::string>()
                   << ", batch " << summary["batch_size"] << ", " << summary["train_samples"]
@@ -295,7 +327,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       try {
         out = {
             {"ok", true},
-            {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true))}};
+            {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true),
+                                         check_plugins_in_child)}};
       } catch (const ConfigError& e) {
         out = {{"ok", false}, {"error", e.what()}, {"path", e.path()}};
         code = static_cast<int>(e.code());
@@ -315,6 +348,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_devices_command(app, selected_, interrupt_);
   add_inspect_command(app, selected_);
   add_plugins_command(app, selected_);
+  add_plugin_child_command(app, selected_);
   add_optimizers_command(app, selected_);
   add_import_command(app, selected_);
   add_export_command(app, selected_);

@@ -36,6 +36,7 @@ class Commands {
   std::string format_;
   bool quiet_ = false;
   bool overwrite_ = false;
+  bool trust_checkpoint_ = false;
   bool json_ = false;
 };
 

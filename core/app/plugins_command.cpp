@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/error.hpp"
+#include "app/plugin_child.hpp"
 #include "plugin/plugin_host.hpp"
 
 namespace tandem::app {
@@ -87,10 +88,13 @@ std::string to_table(const PluginHost& host, const std::vector<PluginRecord>& re
     any_broken = true;
     out += "  " + r.info.name + ": " + r.error + "\n";
   }
-  out += "\nSearch path (first match of a name wins):\n";
-  for (const auto& d : host.search_path()) {
+  out += "\nSearch path (first match of a name wins; built-in names load from a built-in "
+         "folder):\n";
+  const auto& dirs = host.search_path();
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
     std::error_code ec;
-    out += "  " + d.string() + (fs::is_directory(d, ec) ? "" : "  (missing)") + "\n";
+    out += "  " + dirs[i].string() + (host.is_builtin_folder(i) ? "  (built-in)" : "") +
+           (fs::is_directory(dirs[i], ec) ? "" : "  (missing)") + "\n";
   }
   return out;
 }
@@ -99,7 +103,7 @@ int run_plugins(const PluginsOptions& opt) {
   std::vector<fs::path> dirs;
   for (const auto& p : opt.paths) dirs.push_back(fs::absolute(p).lexically_normal());
   const PluginHost host(std::move(dirs));
-  const std::vector<PluginRecord> records = host.list();
+  const std::vector<PluginRecord> records = host.list(probe_plugin_in_child);
   write_out(opt.json ? to_json(host, records).dump(2) + "\n" : to_table(host, records));
   return static_cast<int>(ExitCode::ok);
 }
@@ -111,8 +115,10 @@ void add_plugins_command(CLI::App& app, std::function<int()>& selected) {
   auto* cmd = app.add_subcommand("plugins", "List the callback plugins that run configs can name");
   cmd->footer(
       "Loads and checks every tandem-<name>.so on the search path: --path folders, then "
-      "$TANDEM_PLUGIN_PATH (colon-separated), then the plugins installed with Tandem. Broken "
-      "plugins are listed with their error. --json adds each plugin's options schema.\n"
+      "$TANDEM_PLUGIN_PATH (colon-separated), then the plugins installed with Tandem (built-in "
+      "names always load from there). Each file is loaded in a child process, so a broken one "
+      "cannot end the listing. Broken plugins are listed with their error. --json adds each "
+      "plugin's options schema.\n"
       "Exit codes: 0 (also when some plugins are broken).");
   cmd->add_flag("--json", opt->json, "Print one JSON document, with each plugin's options schema");
   cmd->add_option("--path", opt->paths, "Also search this folder first (repeatable)")

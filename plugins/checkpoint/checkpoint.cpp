@@ -283,6 +283,21 @@ class ModelCheckpoint : public tandem::Callback {
     writer_.submit(std::move(job));
   }
 
+  // The file an index entry of folder `dir` describes, when it is in `dir`: its "file" (a name in
+  // the folder, which survives moving the folder), else its "path" when that is in the folder.
+  static std::optional<fs::path> file_in(const fs::path& dir, const json& entry) {
+    const json file = entry.value("file", json());
+    if (file.is_string()) {
+      const fs::path name(file.get<std::string>());
+      if (name.has_filename() && name == name.filename() && name != "." && name != "..")
+        return dir / name;
+      return std::nullopt;
+    }
+    const fs::path path = fs::path(entry["path"].get<std::string>()).lexically_normal();
+    if (path.parent_path() == dir.lexically_normal() && path.has_filename()) return path;
+    return std::nullopt;
+  }
+
   // Resuming (the state is past step 0): the checkpoints this callback kept before, listed in the
   // index of its folder, count again for top-k and for the best value.
   void adopt_previous(const tandem::CallbackContext& ctx) {
@@ -302,8 +317,16 @@ class ModelCheckpoint : public tandem::Callback {
           e.value("last", false) || e.value("step", std::int64_t{0}) > ctx.state().step)
         continue;
       if (!e.contains("value") || !e["value"].is_number()) continue;
+      // Only files of this folder: an index is data, and top-k deletes what it adopts.
+      const std::optional<fs::path> file = file_in(dir, e);
+      if (!file) {
+        std::fprintf(stderr, "checkpoint: warning: ignored an entry of %s/checkpoints.json that "
+                             "names a file outside the folder: %s\n",
+                     dir.c_str(), e["path"].dump().c_str());
+        continue;
+      }
       const double v = e["value"].get<double>();
-      if (o_.save_top_k > 0) kept_.push_back({e["path"].get<std::string>(), v});
+      if (o_.save_top_k > 0) kept_.push_back({file->string(), v});
       if (better(v, best_)) best_ = v;
     }
   }

@@ -332,17 +332,42 @@ TEST(PluginHost, ListShowsGoodAndBrokenPluginsWithTheirErrors) {
 }
 
 TEST(PluginHost, ListSkipsLaterCopiesOfANameAndIgnoresOtherFiles) {
-  const fs::path dir = scratch_dir("plugin-list");
-  fs::copy_file(builtin_plugin("terminate_on_nan"), dir / "tandem-terminate_on_nan.so");
-  write_text(dir / "README.txt", "not a plugin\n");
-  write_text(dir / "libtandem-something.so", "not a plugin either\n");
+  const fs::path first = scratch_dir("plugin-list-1"), second = scratch_dir("plugin-list-2");
+  fs::copy_file(test_plugin("lifetime"), first / "tandem-lifetime.so");
+  fs::copy_file(test_plugin("lifetime"), second / "tandem-lifetime.so");
+  write_text(first / "README.txt", "not a plugin\n");
+  write_text(first / "libtandem-something.so", "not a plugin either\n");
   std::size_t count = 0;
-  for (const auto& r : PluginHost({dir}).list())
-    if (r.info.name == "terminate_on_nan") {
+  for (const auto& r : PluginHost({first, second}).list())
+    if (r.info.name == "lifetime") {
       ++count;
-      EXPECT_EQ(r.path, dir / "tandem-terminate_on_nan.so");  // the first folder wins
+      EXPECT_EQ(r.path, first / "tandem-lifetime.so");  // the first folder wins
+      EXPECT_EQ(r.error, "");
     }
   EXPECT_EQ(count, 1u);
+}
+
+// A plugin folder of the config or the environment cannot replace a built-in plugin: the name
+// loads the built-in, and the listing says why the other file is not used.
+TEST(PluginHost, APluginFolderCannotReplaceABuiltinPlugin) {
+  const fs::path dir = scratch_dir("plugin-shadow");
+  // Any library will do: it is never loaded.
+  fs::copy_file(test_plugin("lifetime"), dir / "tandem-events.so");
+  EnvGuard env("TANDEM_PLUGIN_PATH", dir.string());
+  for (const PluginHost& host : {PluginHost({dir}), PluginHost()}) {
+    EXPECT_EQ(host.load("events").record.path, builtin_plugin("events"));
+    std::vector<PluginRecord> events;
+    for (const auto& r : host.list())
+      if (r.info.name == "events") events.push_back(r);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0].path, dir / "tandem-events.so");
+    EXPECT_THAT(events[0].error, HasSubstr("not used: 'events' is a built-in plugin"));
+    EXPECT_THAT(events[0].error, HasSubstr("name this file by path"));
+    EXPECT_EQ(events[1].path, builtin_plugin("events"));
+    EXPECT_EQ(events[1].error, "");
+  }
+  // By path it is the user's file, loaded as asked (here: a library that calls itself otherwise).
+  EXPECT_EQ(PluginHost().load((dir / "tandem-events.so").string()).record.info.name, "lifetime");
 }
 
 // --- lifetime: what a plugin creates keeps its library loaded ----------------------------------

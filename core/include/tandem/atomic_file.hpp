@@ -22,15 +22,22 @@
 // process and across processes, so any number of threads and processes may replace files at
 // once (concurrent replacements of the same target each land whole; the last rename wins); one
 // AtomicFile object is used by one thread at a time.
+//
+// Every step goes through the engine's file-system seam (core/src/io/file_system.hpp), so that
+// tests can fail each write, fsync and rename in turn (docs/reliability.md).
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "tandem/export.hpp"
 
 namespace tandem {
+
+class WritableFile;  // the engine's file-system seam: opaque to plugins
 
 class TANDEM_EXPORT AtomicFile {
  public:
@@ -60,11 +67,11 @@ class TANDEM_EXPORT AtomicFile {
 
  private:
   /// Removes the temporary file, then throws RunError("cannot write '<target>': <step>: <why>").
-  [[noreturn]] void fail(const std::string& step, int error);
+  [[noreturn]] void fail(const std::string& step, std::error_code error);
 
   std::filesystem::path target_;
   std::filesystem::path temp_;
-  int fd_ = -1;
+  std::unique_ptr<WritableFile> file_;  // open from construction until commit() or a failure
   bool committed_ = false;
 };
 

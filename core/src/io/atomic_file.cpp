@@ -1,15 +1,13 @@
 // Atomic file replacement: temporary file, fsync, rename, fsync of the folder (atomic_file.hpp).
 #include "tandem/atomic_file.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "io/file_system.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -44,12 +42,12 @@ AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
   if (target_.filename().empty() || target_.filename() == "." || target_.filename() == "..")
     throw RunError("cannot write " + quoted(target_) + ": the path names no file");
   // A temporary name left behind by a process that died with the same pid is skipped (O_EXCL).
+  FileSystem& disk = FileSystem::current();
   for (int attempt = 0;; ++attempt) {
     temp_ = temp_name(target_);
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) break;
-    if (errno != EEXIST || attempt == 100) {
-      const int error = errno;
+    const std::error_code error = disk.create_new(temp_, file_);
+    if (!error) break;
+    if (error != std::errc::file_exists || attempt == 100) {
       temp_.clear();  // nothing of ours to remove
       fail("cannot create a temporary file in " + quoted(folder_of(target_)), error);
     }
@@ -57,75 +55,47 @@ AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
 }
 
 AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+  file_.reset();
+  if (!committed_ && !temp_.empty()) FileSystem::current().remove(temp_);
 }
 
-void AtomicFile::fail(const std::string& step, int error) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  if (!temp_.empty()) ::unlink(temp_.c_str());
+void AtomicFile::fail(const std::string& step, std::error_code error) {
+  file_.reset();
+  if (!temp_.empty()) FileSystem::current().remove(temp_);
   temp_.clear();
-  throw RunError("cannot write " + quoted(target_) + ": " + step + ": " + std::strerror(error));
+  throw RunError("cannot write " + quoted(target_) + ": " + step + ": " + error.message());
 }
 
 void AtomicFile::write(std::string_view bytes) {
-  if (committed_ || temp_.empty())
+  if (committed_ || !file_)
     throw std::logic_error("AtomicFile::write after commit or failure: " + target_.string());
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      fail("cannot write the temporary file " + quoted(temp_), error);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  if (const std::error_code error = file_->append(bytes))
+    fail("cannot write the temporary file " + quoted(temp_), error);
 }
 
 void AtomicFile::commit() {
   if (committed_ || temp_.empty())
     throw std::logic_error("AtomicFile::commit after commit or failure: " + target_.string());
-  if (fd_ >= 0) {
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) {
-      const int error = errno;
+  FileSystem& disk = FileSystem::current();
+  if (file_) {
+    const std::unique_ptr<WritableFile> file = std::move(file_);
+    if (const std::error_code error = file->close())
       fail("cannot close the temporary file " + quoted(temp_), error);
-    }
   }
-  // Reopened by name: whoever wrote the content may have replaced the file we created.
-  const int fd = ::open(temp_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    fail("cannot reopen the temporary file " + quoted(temp_), error);
-  }
-  if (::fsync(fd) != 0) {
-    const int error = errno;
-    ::close(fd);
+  // Synced by name: whoever wrote the content may have replaced the file we created.
+  if (const std::error_code error = disk.sync_file(temp_))
     fail("cannot flush the temporary file " + quoted(temp_) + " to disk", error);
-  }
-  ::close(fd);
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
-    const int error = errno;
+  if (const std::error_code error = disk.rename(temp_, target_))
     fail("cannot rename the temporary file " + quoted(temp_) + " over it", error);
-  }
   committed_ = true;
 
   // The rename is on disk once the folder is: until then a crash may bring back the old file.
+  // File systems that cannot flush a folder at all (EINVAL, ENOTSUP) are let pass.
   const fs::path folder = folder_of(target_);
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int error = dir < 0 ? errno : 0;
-  if (dir >= 0) {
-    if (::fsync(dir) != 0) error = errno;
-    ::close(dir);
-  }
-  if (error != 0 && error != EINVAL && error != ENOTSUP)
+  const std::error_code error = disk.sync_folder(folder);
+  if (error && error != std::errc::invalid_argument && error != std::errc::not_supported)
     throw RunError(quoted(target_) + " was written but its folder " + quoted(folder) +
-                   " cannot be flushed to disk: " + std::strerror(error));
+                   " cannot be flushed to disk: " + error.message());
 }
 
 void write_file_atomically(const fs::path& target, std::string_view bytes) {

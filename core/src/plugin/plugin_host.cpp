@@ -1,7 +1,9 @@
 #include "plugin/plugin_host.hpp"
 
 #include <boost/dll/shared_library.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -22,6 +24,18 @@ std::string where(const fs::path& path) {
   return " (" + path.string() + ")";
 }
 
+// "tandem-<name>.so" -> name.
+std::string name_of(const fs::path& file) {
+  const std::string f = file.filename().string();
+  return f.substr(7, f.size() - 7 - 3);
+}
+
+std::string misnamed(const fs::path& file, const std::string& calls_itself,
+                     const std::string& expected) {
+  return file.string() + " calls itself '" + calls_itself + "', not '" + expected +
+         "'; rename the file tandem-" + calls_itself + ".so";
+}
+
 }  // namespace
 
 PluginHost::PluginHost(std::vector<fs::path> extra_dirs) : dirs_(std::move(extra_dirs)) {
@@ -31,6 +45,13 @@ PluginHost::PluginHost(std::vector<fs::path> extra_dirs) : dirs_(std::move(extra
     while (std::getline(ss, item, ':'))
       if (!item.empty()) dirs_.emplace_back(item);
   }
+  // A folder named twice (in the config and the environment) is searched once, where it first
+  // comes.
+  std::vector<fs::path> user;
+  for (auto& dir : dirs_)
+    if (std::find(user.begin(), user.end(), dir) == user.end()) user.push_back(std::move(dir));
+  dirs_ = std::move(user);
+  builtin_from_ = dirs_.size();
   const fs::path lib = detail::tandem_library_dir();
   if (!lib.empty()) dirs_.push_back(lib / "tandem" / "plugins");
 #ifdef TANDEM_BUILD_PLUGIN_DIR
@@ -96,13 +117,15 @@ LoadedPlugin PluginHost::load(const std::string& name_or_path) const {
   if (name_or_path.find('/') != std::string::npos ||
       (name_or_path.size() > 3 && name_or_path.ends_with(kSuffix)))
     return load_file(name_or_path);
-  for (const auto& dir : dirs_) {
+  // The built-in folders first: a user folder cannot replace a built-in plugin.
+  std::vector<fs::path> order(dirs_.begin() + static_cast<std::ptrdiff_t>(builtin_from_), dirs_.end());
+  order.insert(order.end(), dirs_.begin(), dirs_.begin() + static_cast<std::ptrdiff_t>(builtin_from_));
+  for (const auto& dir : order) {
     const fs::path file = dir / (kPrefix + name_or_path + kSuffix);
     if (!fs::exists(file)) continue;
     LoadedPlugin p = load_file(file);
     if (p.record.info.name != name_or_path)
-      throw PluginError(file.string() + " calls itself '" + p.record.info.name + "', not '" +
-                        name_or_path + "'; rename the file tandem-" + p.record.info.name + ".so");
+      throw PluginError(misnamed(file, p.record.info.name, name_or_path));
     return p;
   }
   std::string searched;
@@ -113,35 +136,55 @@ LoadedPlugin PluginHost::load(const std::string& name_or_path) const {
                     "TANDEM_PLUGIN_PATH or the config's \"plugin_paths\".");
 }
 
-std::vector<PluginRecord> PluginHost::list() const {
-  std::vector<PluginRecord> out;
-  std::set<std::string> seen;
-  for (const auto& dir : dirs_) {
+std::vector<PluginCandidate> PluginHost::candidates() const {
+  std::vector<std::vector<fs::path>> files_of(dirs_.size());
+  std::map<std::string, fs::path> builtin;  // name -> its file in the first built-in folder
+  for (std::size_t i = 0; i < dirs_.size(); ++i) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!fs::is_directory(dirs_[i], ec)) continue;
+    for (const auto& entry : fs::directory_iterator(dirs_[i], ec)) {
       const std::string f = entry.path().filename().string();
-      if (f.starts_with(kPrefix) && f.ends_with(kSuffix)) files.push_back(entry.path());
+      if (f.starts_with(kPrefix) && f.ends_with(kSuffix) && f.size() > 10)
+        files_of[i].push_back(entry.path());
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      const std::string stem = file.filename().string();
-      const std::string name = stem.substr(7, stem.size() - 7 - 3);
-      if (!seen.insert(name).second) continue;
-      try {
-        PluginRecord record = load_file(file).record;
-        if (record.info.name != name)
-          throw PluginError(file.string() + " calls itself '" + record.info.name + "', not '" +
-                            name + "'; rename the file tandem-" + record.info.name + ".so");
-        out.push_back(std::move(record));
-      } catch (const std::exception& e) {
-        PluginRecord broken;
-        broken.info.name = name;
-        broken.path = file;
-        broken.error = e.what();
-        out.push_back(broken);
+    std::sort(files_of[i].begin(), files_of[i].end());
+    if (is_builtin_folder(i))
+      for (const auto& file : files_of[i]) builtin.try_emplace(name_of(file), file);
+  }
+  std::vector<PluginCandidate> out;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < dirs_.size(); ++i) {
+    for (const auto& file : files_of[i]) {
+      const std::string name = name_of(file);
+      if (!is_builtin_folder(i) && builtin.count(name)) {
+        out.push_back({name, file,
+                       "not used: '" + name + "' is a built-in plugin (" +
+                           builtin[name].string() +
+                           "), which a plugin folder cannot replace; name this file by path in "
+                           "\"plugin\" to use it"});
+        continue;
       }
+      if (seen.insert(name).second) out.push_back({name, file, ""});
+    }
+  }
+  return out;
+}
+
+std::vector<PluginRecord> PluginHost::list(const Probe& probe) const {
+  std::vector<PluginRecord> out;
+  for (const auto& candidate : candidates()) {
+    try {
+      if (!candidate.refused.empty()) throw PluginError(candidate.refused);
+      PluginRecord record = probe ? probe(candidate.path) : load_file(candidate.path).record;
+      if (record.info.name != candidate.name)
+        throw PluginError(misnamed(candidate.path, record.info.name, candidate.name));
+      out.push_back(std::move(record));
+    } catch (const std::exception& e) {
+      PluginRecord broken;
+      broken.info.name = candidate.name;
+      broken.path = candidate.path;
+      broken.error = e.what();
+      out.push_back(broken);
     }
   }
   return out;

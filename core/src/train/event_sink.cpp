@@ -4,8 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <fstream>
 
+#include "io/file_system.hpp"
 #include "tandem/error.hpp"
 #include "util/utc_time.hpp"
 
@@ -13,42 +14,50 @@ namespace tandem {
 
 namespace {
 
-void write_all(int fd, const std::string& line) {
+void write_to_stdout(const std::string& line) {
   const char* p = line.data();
   std::size_t left = line.size();
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    ssize_t n = ::write(STDOUT_FILENO, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return;  // the stream is best effort once training runs; never kill a run over it
+      return;  // a reader that went away never stops a run
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
 }
 
+// Whether the file at `path` is non-empty and its last byte is not a newline (a run that was
+// killed mid-line).
+bool ends_mid_line(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) return false;
+  in.seekg(-1, std::ios::end);
+  char last = '\n';
+  return in.get(last) && last != '\n';
+}
+
 }  // namespace
 
-EventSink::~EventSink() {
-  if (fd_ >= 0) ::close(fd_);
-}
+EventSink::EventSink() = default;
+EventSink::~EventSink() = default;
 
 void EventSink::open_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw RunError("cannot open the event stream " + path.string() + ": " + std::strerror(errno));
+  std::unique_ptr<WritableFile> file;
+  if (const std::error_code error = FileSystem::current().open_append(path, file))
+    throw RunError("cannot open the event stream " + path.string() + ": " + error.message());
   // A run that was killed may have left a partial last line: start on a fresh line so that
   // the partial one stays a single skippable line instead of merging with the next event.
-  const off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size > 0) {
-    char last = '\n';
-    if (::pread(fd, &last, 1, size - 1) == 1 && last != '\n') write_all(fd, "\n");
+  if (ends_mid_line(path)) {
+    if (const std::error_code error = file->append("\n"))
+      throw RunError("cannot write to the event stream " + path.string() + ": " + error.message());
   }
   std::lock_guard lock(mutex_);
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
+  path_ = path;
+  file_ = std::move(file);
 }
 
 std::string EventSink::utc_now() { return detail::utc_now(); }
@@ -60,8 +69,13 @@ void EventSink::emit(const std::string& event, const nlohmann::json& fields) {
   // Invalid UTF-8 in a user string must not break the stream: replace it.
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::lock_guard lock(mutex_);
-  if (fd_ >= 0) write_all(fd_, text);
-  if (to_stdout_) write_all(STDOUT_FILENO, text);
+  if (to_stdout_) write_to_stdout(text);
+  if (!file_) return;
+  if (const std::error_code error = file_->append(text)) {
+    file_.reset();
+    throw RunError("cannot write to the event stream " + path_.string() + ": " + error.message() +
+                   " (from '" + event + "' on, events are not in the file)");
+  }
 }
 
 }  // namespace tandem

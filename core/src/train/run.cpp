@@ -8,13 +8,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <optional>
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
 #include "parallel/cuda_module.hpp"
 #include "parallel/pinned_memory.hpp"
+#include "tandem/atomic_file.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
@@ -136,12 +136,6 @@ std::filesystem::path default_run_dir(const std::string& name) {
   return dir;
 }
 
-void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw RunError("cannot write " + path.string());
-}
-
 // Whether CUDA plans can train: the CUDA module is there and has its backend. When not, a CUDA
 // plan is refused with the reason (device_plan.cpp, replica_model.cpp).
 bool cuda_trainable() {
@@ -204,16 +198,23 @@ json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus
 
 }  // namespace
 
-json check_run_config(const RunConfig& rc) {
+json check_plugins(const std::vector<CallbackConfig>& callbacks,
+                   const std::vector<std::filesystem::path>& plugin_paths) {
+  RunConfig rc;
+  rc.callbacks = callbacks;
+  PluginHost host(plugin_paths);
+  CallbackBus bus;
+  return add_configured_callbacks(rc, host, bus, false, 0);
+}
+
+json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
   Datasets data = open_training_datasets(rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
   if (data.validation) Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
-  PluginHost host(rc.plugin_paths);
-  CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus, false, 0);
+  json plugins = check_plugins_of(rc.callbacks, rc.plugin_paths);
   const DataLoader train(data.train, {rc.global_batch_size(plan.size()), false, 0, 0});
   Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
   return {{"name", rc.name},
@@ -314,7 +315,7 @@ TrainResult run_training(const TrainRequest& request) {
     if (const int stray = remove_stray_temporaries(result.run_dir); stray > 0)
       spdlog::info("removed {} temporary file{} left by writers that died mid-write", stray,
                    stray == 1 ? "" : "s");
-    write_text_file(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
+    write_file_atomically(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
   }
 
   trainer.set_run_dir(result.run_dir);

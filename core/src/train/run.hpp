@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,7 +55,16 @@ struct TrainResult {
 /// Everything run_training checks before it creates the run folder (model, device plan, datasets,
 /// plugins and their options), without training. Throws the error a run would; returns a summary:
 /// name, parameters, devices, batch_size, train_samples, validation_samples, plugins.
-nlohmann::json check_run_config(const RunConfig& config);
+/// `plugins` checks the callbacks: check_plugins, or a checker that runs it in another process.
+using PluginChecker = std::function<nlohmann::json(const std::vector<CallbackConfig>&,
+                                                   const std::vector<std::filesystem::path>&)>;
+nlohmann::json check_run_config(const RunConfig& config, const PluginChecker& plugins);
+
+/// Loads the plugin of each callback (searching `plugin_paths` first, built-in names from the
+/// built-in folders) and checks its options by making its callback, in this process: plugin code
+/// runs here. Throws the error a run would; returns the plugins part of check_run_config's summary.
+nlohmann::json check_plugins(const std::vector<CallbackConfig>& callbacks,
+                             const std::vector<std::filesystem::path>& plugin_paths);
 
 /// Trains as the config says. On failure emits run_failed and rethrows.
 TrainResult run_training(const TrainRequest& request);

@@ -148,6 +148,40 @@ std::map<std::int64_t, double> parse_class_weight(const json& spec) {
 
 }  // namespace
 
+std::vector<CallbackConfig> parse_callbacks(const json& callbacks) {
+  if (!callbacks.is_array()) throw ConfigError("callbacks", "expected a list of callbacks");
+  std::vector<CallbackConfig> out;
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    const std::string p = "callbacks[" + std::to_string(i) + "]";
+    ConfigObject cb(callbacks[i], p);
+    CallbackConfig cc;
+    cc.path = p;
+    cc.plugin = cb.get_string("plugin");
+    if (cc.plugin.empty()) throw ConfigError(cb.path_of("plugin"), "must not be empty");
+    cc.target = cb.one_of("target", "template", {"template", "meta"}) == "meta"
+                    ? Target::meta
+                    : Target::template_model;
+    cc.all_ranks = cb.one_of("ranks", "zero", {"zero", "all"}) == "all";
+    if (const json* o = cb.find("options")) {
+      if (!o->is_object()) throw ConfigError(cb.path_of("options"), "expected an object");
+      cc.options = *o;
+    }
+    cb.finish();
+    out.push_back(std::move(cc));
+  }
+  return out;
+}
+
+json callbacks_json(const std::vector<CallbackConfig>& callbacks) {
+  json out = json::array();
+  for (const auto& cc : callbacks)
+    out.push_back({{"plugin", cc.plugin},
+                   {"target", cc.target == Target::meta ? "meta" : "template"},
+                   {"ranks", cc.all_ranks ? "all" : "zero"},
+                   {"options", cc.options}});
+  return out;
+}
+
 RunConfig parse_run_config(const json& config, const std::filesystem::path& base_dir) {
   RunConfig rc;
   rc.base_dir = base_dir;
@@ -180,27 +214,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.weighted_metrics = c.find("weighted_metrics") ? c.at("weighted_metrics") : json();
   if (const json* weights = c.find("class_weight")) rc.class_weight = parse_class_weight(*weights);
 
-  if (const json* cbs = c.find("callbacks")) {
-    if (!cbs->is_array()) throw ConfigError("callbacks", "expected a list of callbacks");
-    for (std::size_t i = 0; i < cbs->size(); ++i) {
-      const std::string p = "callbacks[" + std::to_string(i) + "]";
-      ConfigObject cb((*cbs)[i], p);
-      CallbackConfig cc;
-      cc.path = p;
-      cc.plugin = cb.get_string("plugin");
-      if (cc.plugin.empty()) throw ConfigError(cb.path_of("plugin"), "must not be empty");
-      cc.target = cb.one_of("target", "template", {"template", "meta"}) == "meta"
-                      ? Target::meta
-                      : Target::template_model;
-      cc.all_ranks = cb.one_of("ranks", "zero", {"zero", "all"}) == "all";
-      if (const json* o = cb.find("options")) {
-        if (!o->is_object()) throw ConfigError(cb.path_of("options"), "expected an object");
-        cc.options = *o;
-      }
-      cb.finish();
-      rc.callbacks.push_back(std::move(cc));
-    }
-  }
+  if (const json* cbs = c.find("callbacks")) rc.callbacks = parse_callbacks(*cbs);
   if (const json* paths = c.find("plugin_paths")) {
     if (!paths->is_array()) throw ConfigError("plugin_paths", "expected a list of folders");
     for (std::size_t i = 0; i < paths->size(); ++i) {

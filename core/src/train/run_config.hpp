@@ -84,6 +84,11 @@ void apply_override(nlohmann::json& config, const std::string& assignment);
 /// Validates and fills in defaults. `base_dir` resolves relative data paths.
 RunConfig parse_run_config(const nlohmann::json& config, const std::filesystem::path& base_dir);
 
+/// The "callbacks" list of a run config, checked (paths "callbacks[i]..."), and back to JSON
+/// (every key written, defaults included): parse_callbacks(callbacks_json(x)) == x.
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& callbacks);
+nlohmann::json callbacks_json(const std::vector<CallbackConfig>& callbacks);
+
 }  // namespace tandem
 
 TANDEM_INTERNAL_API_END

@@ -32,7 +32,7 @@ void CpuBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t
   require_device(*this, x, "swap_middle_axes");
   require_device(*this, y, "swap_middle_axes");
   check_swap_middle_axes(x, dims, y);
-  const auto [d0, d1, d2, d3] = dims;
+  const std::int64_t d0 = dims[0], d1 = dims[1], d2 = dims[2], d3 = dims[3];
   const float* in = x.data();
   float* out = y.data();
   const auto bytes = static_cast<std::size_t>(d3) * sizeof(float);
