@@ -57,12 +57,17 @@ TEST(ConfigObject, MissingRequiredKey) {
 }
 
 TEST(ConfigObject, RangeChecks) {
-  json j = {{"rate", 1.5}, {"n", -3}, {"mode", "sideways"}};
+  json j = {{"rate", 1.5}, {"n", -3}, {"mode", "sideways"}, {"big", 2147483648LL},
+            {"most", 2147483647LL}};
   ConfigObject c(j, "x");
   EXPECT_NE(error_of([&] { c.number_in("rate", 0, 0, 1, false, true); }).find("[0, 1)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { c.positive_int("n"); }).find("positive integer, got -3"),
+  EXPECT_NE(error_of([&] { c.positive_int("n"); })
+                .find("positive integer up to 2147483647, got -3"),
             std::string::npos);
+  // A size beyond 2^31 - 1 is refused before any arithmetic can overflow with it.
+  EXPECT_NE(error_of([&] { c.positive_int("big"); }).find("got 2147483648"), std::string::npos);
+  EXPECT_EQ(c.positive_int("most"), 2147483647);
   EXPECT_NE(error_of([&] {
               c.one_of("mode", "min", {"min", "max"});
             }).find("'sideways'"),

@@ -3,8 +3,8 @@
 // (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
 // any other exception, a crash or a sanitizer report is a finding.
-// Build: cmake -DTANDEM_BUILD_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ (clang's libFuzzer), then
-//   build/tests/fuzz/run_config_fuzz tests/fuzz/corpus/run_config -max_total_time=60
+// Build and run (clang's libFuzzer, an ASan+UBSan build in build-fuzz/):
+//   scripts/fuzz run_config_fuzz 60
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
     tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
   } catch (const tandem::Error&) {
-  } catch (const tandem::JsonTooDeep&) {
+  } catch (const tandem::JsonTextRefused&) {  // too deep, not UTF-8, a number out of range
   } catch (const nlohmann::json::parse_error&) {
   }
   return 0;

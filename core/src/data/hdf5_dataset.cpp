@@ -120,9 +120,22 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
                     "' is a scalar; expected samples along its first dimension");
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  // Samples of at least one and at most 2^31 - 1 values each, at most 2^62 samples: the sizes the
+  // reader computes from them cannot overflow.
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    c.dims.push_back(static_cast<std::int64_t>(dims[i]));
-    if (i > 0) c.row *= static_cast<std::int64_t>(dims[i]);
+    const bool fits = i == 0 ? dims[i] <= (hsize_t{1} << 62)
+                             : dims[i] > 0 && dims[i] <= static_cast<hsize_t>(kMaxConfigSize) &&
+                                   !__builtin_mul_overflow(c.row, static_cast<std::int64_t>(dims[i]), &c.row) &&
+                                   c.row <= kMaxConfigSize;
+    c.dims.push_back(static_cast<std::int64_t>(std::min<hsize_t>(dims[i], hsize_t{1} << 62)));
+    if (!fits) {
+      std::string shape;
+      for (std::size_t j = 0; j < dims.size(); ++j)
+        shape += (j ? ", " : "") + std::to_string(dims[j]);
+      throw DataError(path + ": dataset '" + name + "' has the shape (" + shape + "); expected " +
+                      (i == 0 ? "at most 2^62 samples"
+                              : "samples of 1 to " + std::to_string(kMaxConfigSize) + " values"));
+    }
   }
   H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
@@ -252,7 +265,7 @@ class Hdf5Dataset final : public Dataset {
     if (weighted_) check_weights(y_.columns.back());
 
     const std::int64_t row_bytes = (x_.row + y_.row) * std::int64_t{sizeof(float)};
-    if (row_bytes * n_ <= options_.whole_limit_bytes) {
+    if (n_ <= options_.whole_limit_bytes / row_bytes) {
       x_all_.resize(static_cast<std::size_t>(n_ * x_.row));
       y_all_.resize(static_cast<std::size_t>(n_ * y_.row));
       read_rows(x_, 0, n_, x_all_.data());

@@ -24,8 +24,9 @@ CallRef read_history(const json& ref, const std::string& path) {
     throw ConfigError(path,
                       "expected [\"layer name\", node index, tensor index], got " + ref.dump());
   if (ref[2].get<std::int64_t>() != 0)
-    throw ConfigError(path, "layer '" + ref[0].get<std::string>() + "' has one output, not " +
-                                std::to_string(ref[2].get<std::int64_t>() + 1));
+    throw ConfigError(path, "layer '" + ref[0].get<std::string>() +
+                                "' has one output (tensor index 0), not tensor index " +
+                                ref[2].dump());
   return {ref[0].get<std::string>(), static_cast<int>(ref[1].get<std::int64_t>())};
 }
 

@@ -403,7 +403,9 @@ Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fall
     if (!e.is_number_integer())
       throw ConfigError(path, "expected a positive integer, got " + json_type_name(e));
     const auto n = e.get<std::int64_t>();
-    if (n <= 0) throw ConfigError(path, "expected a positive integer, got " + std::to_string(n));
+    if (n <= 0 || n > kMaxConfigSize)
+      throw ConfigError(path, "expected a positive integer up to " +
+                                  std::to_string(kMaxConfigSize) + ", got " + e.dump());
     return n;
   };
   if (v.is_number_integer()) {

@@ -53,9 +53,11 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
     }
     Shape s;
     for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (!dims[i] || *dims[i] <= 0)
+      if (!dims[i] || *dims[i] <= 0 || *dims[i] > kMaxConfigSize)
         throw ConfigError(indexed(c.path_of(key), i + (has_batch ? 1 : 0)),
-                          "expected a positive dimension (only the batch axis may be null)");
+                          "expected a positive dimension up to " +
+                              std::to_string(kMaxConfigSize) +
+                              " (only the batch axis may be null)");
       s.push_back(*dims[i]);
     }
     return s;

@@ -23,8 +23,9 @@ Shape Reshape::build(const Shape& input_shape, Rng& /*init*/) {
     } else if (target_shape_[i] <= 0) {
       throw ShapeError("layer '" + name() + "' (Reshape): target_shape " +
                        shape_to_string(target_shape_) + " has a dimension that is not positive");
-    } else {
-      known *= target_shape_[i];
+    } else if (__builtin_mul_overflow(known, target_shape_[i], &known)) {
+      throw ShapeError("layer '" + name() + "' (Reshape): target_shape " +
+                       shape_to_string(target_shape_) + " has more values than a tensor can hold");
     }
   }
   const bool fits = unknown >= 0 ? total % known == 0 : total == known;

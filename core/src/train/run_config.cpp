@@ -193,14 +193,13 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   if (seed < 0) throw ConfigError("seed", "expected a non-negative integer");
   rc.seed = static_cast<std::uint64_t>(seed);
   // Epochs and batch sizes as the engine counts them (int epochs; a batch's rows in an int).
-  constexpr std::int64_t kMaxCount = INT32_MAX;
-  rc.epochs = static_cast<int>(c.int_in("epochs", 1, 1, kMaxCount));
+  rc.epochs = static_cast<int>(c.int_in("epochs", 1, 1, kMaxConfigSize));
   if (c.has("batch_size") && c.has("batch_size_per_replica"))
     throw ConfigError("batch_size_per_replica",
                       "give batch_size (the global batch) or batch_size_per_replica, not both");
-  rc.batch_size = c.int_in("batch_size", 32, 1, kMaxCount);
+  rc.batch_size = c.int_in("batch_size", 32, 1, kMaxConfigSize);
   rc.batch_size_per_replica =
-      c.has("batch_size_per_replica") ? c.int_in("batch_size_per_replica", 0, 1, kMaxCount) : 0;
+      c.has("batch_size_per_replica") ? c.int_in("batch_size_per_replica", 0, 1, kMaxConfigSize) : 0;
   rc.steps_per_epoch = c.positive_int("steps_per_epoch", 0);
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");

@@ -179,8 +179,10 @@ ConfigObject ConfigObject::get_object(const std::string& key) {
 
 std::int64_t ConfigObject::positive_int(const std::string& key) {
   std::int64_t v = get_int(key);
-  if (v <= 0)
-    throw ConfigError(path_of(key), "expected a positive integer, got " + std::to_string(v));
+  if (v <= 0 || v > kMaxConfigSize)
+    throw ConfigError(path_of(key), "expected a positive integer up to " +
+                                        std::to_string(kMaxConfigSize) + ", got " +
+                                        std::to_string(v));
   return v;
 }
 

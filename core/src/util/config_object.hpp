@@ -20,6 +20,11 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
+/// The largest count or size a config may give (a dimension, units, epochs, a batch): 2^31 - 1.
+/// Products of two such sizes cannot overflow 64 bits; larger products are checked where they
+/// are made (shape_size).
+inline constexpr std::int64_t kMaxConfigSize = 2147483647;
+
 /// "a string", "an integer", ... for error messages.
 std::string json_type_name(const nlohmann::json& value);
 /// A Keras object in a config, given by name ("l2") or in class form ({"class_name": "L2",
@@ -77,7 +82,8 @@ class ConfigObject {
   std::vector<std::optional<std::int64_t>> get_int_list(const std::string& key, bool allow_null);
   ConfigObject get_object(const std::string& key);
 
-  /// Range checks that produce path-naming errors.
+  /// Range checks that produce path-naming errors. positive_int is a count or a size (units,
+  /// filters, heads, steps): from 1 to kMaxConfigSize.
   std::int64_t positive_int(const std::string& key);
   std::int64_t positive_int(const std::string& key, std::int64_t fallback);
   /// An integer in [lo, hi] (`fallback` when absent).

@@ -201,6 +201,37 @@ TEST_F(Hdf5Dataset, NonNumericDataset) {
   EXPECT_NE(msg.find("'names' has a non-numeric type (string)"), std::string::npos) << msg;
 }
 
+// Found by hdf5_dataset_fuzz: samples of no values (a (n, 0) dataset) were copied from a null
+// pointer. Samples must hold 1 to 2^31 - 1 values, so that no size computed from them overflows.
+TEST_F(Hdf5Dataset, SamplesWithNoValuesOrTooManyAreRefused) {
+  const std::string file = (dir_ / "odd-shapes.h5").string();
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    hid_t f = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const std::vector<float> four(4, 1.0f);
+    write_dataset(f, "empty_rows", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {4, 0}, four.data(), 0);
+    write_dataset(f, "y", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {4}, four.data(), 0);
+    // Declared, never written: 4 samples of 2^32 values each (HDF5 allocates nothing).
+    const hsize_t dims[2] = {4, hsize_t{1} << 32};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t chunk[2] = {1, 1024};
+    H5Pset_chunk(dcpl, 2, chunk);
+    hid_t dset = H5Dcreate2(f, "huge_rows", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(dset, 0);
+    H5Dclose(dset);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  for (const char* x : {"empty_rows", "huge_rows"}) {
+    const std::string msg = data_error_of([&] { data::open_hdf5_dataset({file, {x}, {"y"}, ""}); });
+    EXPECT_NE(msg.find(std::string("'") + x + "' has the shape (4, "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected samples of 1 to 2147483647 values"), std::string::npos) << msg;
+  }
+}
+
 TEST_F(Hdf5Dataset, MissingOrForeignFile) {
   const std::string missing = (dir_ / "missing.h5").string();
   std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}, ""}); });

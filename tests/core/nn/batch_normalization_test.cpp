@@ -293,7 +293,7 @@ TEST(BatchNormalization, WrongInputOrAxisNamesTheLayer) {
 json layer(const std::string& cls, json cfg) {
   return {{"class_name", cls}, {"config", cfg}};
 }
-json sequential(json layers) {
+json sequential(std::vector<json> layers) {
   return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
 }
 std::string config_error(const json& model) {

@@ -15,7 +15,7 @@ using nlohmann::json;
 json layer(const std::string& cls, json cfg) {
   return {{"class_name", cls}, {"config", cfg}};
 }
-json sequential(json layers) {
+json sequential(std::vector<json> layers) {
   return {{"class_name", "Sequential"}, {"config", {{"layers", layers}}}};
 }
 
@@ -232,7 +232,7 @@ TEST(Model, ReluGradientHandedToMaxPoolingGivesTheSameGradients) {
     return json{{"class_name", cls}, {"config", cfg}};
   };
   auto model = [&](bool fused) {
-    json layers = {layer("InputLayer", {{"batch_shape", {nullptr, 9, 8, 3}}})};
+    json layers = json::array({layer("InputLayer", {{"batch_shape", {nullptr, 9, 8, 3}}})});
     layers.push_back(layer("Conv2D", {{"name", "conv"},
                                       {"filters", 5},
                                       {"kernel_size", {3, 3}},

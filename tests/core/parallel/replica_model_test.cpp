@@ -92,13 +92,15 @@ json attention_model_config() {
   const auto tensor = [](const char* n) {
     return json{{"class_name", "__keras_tensor__"}, {"config", {{"keras_history", {n, 0, 0}}}}};
   };
-  const auto entry = [&](const char* cls, const char* name, json config, json args,
+  // args as a vector: a braced list of one json would be that json itself under clang (CWG 2137)
+  // and a one-element array under GCC.
+  const auto entry = [&](const char* cls, const char* name, json config, std::vector<json> args,
                          json kwargs = json::object()) {
     config["name"] = name;
     return json{{"class_name", cls},
                 {"name", name},
                 {"config", config},
-                {"inbound_nodes", json::array({{{"args", args}, {"kwargs", kwargs}}})}};
+                {"inbound_nodes", json::array({{{"args", json(args)}, {"kwargs", kwargs}}})}};
   };
   json input{{"class_name", "InputLayer"},
              {"name", "x"},

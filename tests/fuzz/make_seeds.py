@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz targets that need made inputs (run once; the seeds are
+committed). FuzzedDataProvider takes its choices (integers, booleans) from the END of an input
+and its byte strings from the front, so each seed is laid out as: strings..., then the choice
+bytes in reverse order of consumption."""
+import gzip
+import os
+import random
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def write(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def idx_head(path, samples):
+    """The header and first `samples` records of a gzip IDX file, with the count set to them."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    record = 1
+    for d in dims[1:]:
+        record *= d
+    head = bytearray(data[:4 + 4 * ndim])
+    head[4:8] = samples.to_bytes(4, "big")
+    return bytes(head) + data[4 + 4 * ndim:4 + 4 * ndim + samples * record]
+
+
+def idx_seed(x, y, gzip_x, gzip_y):
+    # Consumed: gzip_x (last byte), gzip_y, then len(y) over two bytes (high byte first).
+    return y + x + bytes([len(y) & 0xFF, len(y) >> 8, gzip_y, gzip_x])
+
+
+x = idx_head(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz"), 3)
+y = idx_head(os.path.join(FASHION, "t10k-labels-idx1-ubyte.gz"), 3)
+write("idx_fuzz", "fashion-3-plain", idx_seed(x, y, 0, 0))
+write("idx_fuzz", "fashion-3-gzip", idx_seed(x, y, 1, 1))
+write("idx_fuzz", "short-header", idx_seed(x[:6], y[:9], 0, 1))
+
+rng = random.Random(7)
+for i in range(8):
+    write("hdf5_dataset_fuzz", "random-%d" % i, bytes(rng.randrange(256) for _ in range(96)))
+    write("checkpoint_fuzz", "random-%d" % i, bytes(rng.randrange(256) for _ in range(160)))
