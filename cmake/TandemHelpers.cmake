@@ -9,6 +9,12 @@ function(tandem_add_gtest name)
   target_compile_definitions(${name} PRIVATE
     TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TANDEM_BINARY_DIR="${PROJECT_BINARY_DIR}"
     TANDEM_CLI="$<TARGET_FILE:tandem>")
+  # Test code checks the engine; it is not what is timed. -O1 compiles it about a third faster
+  # than the build type's -O3 (the engine it calls keeps its own optimisation), and the headers
+  # every test file includes are compiled once per executable.
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
+  target_precompile_headers(${name} PRIVATE <gtest/gtest.h> <nlohmann/json.hpp> <filesystem>
+                            <string> <vector>)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

@@ -151,6 +151,13 @@ RunConfig faults_config() {
   return parse_run_config(config, fs::current_path());
 }
 
+TrainRequest request_for(const RunConfig& config, const fs::path& run_dir) {
+  TrainRequest request;
+  request.config = config;
+  request.run_dir = run_dir;
+  return request;
+}
+
 // The checkpoint files (relative to the run folder) that a rename over their name committed.
 std::set<fs::path> committed_checkpoints(const std::vector<Step>& steps) {
   std::set<fs::path> out;
@@ -175,7 +182,9 @@ void expect_index_consistent(const fs::path& run_dir, const std::string& context
   for (const auto& entry : doc.at("checkpoints")) {
     const fs::path file = run_dir / entry.at("path").get<std::string>();
     EXPECT_TRUE(fs::exists(file)) << context << ": the index names " << file << ", which is gone";
-    if (fs::exists(file)) EXPECT_NO_THROW(verify_checkpoint_file(file)) << context << ": " << file;
+    if (fs::exists(file)) {
+      EXPECT_NO_THROW(verify_checkpoint_file(file)) << context << ": " << file;
+    }
   }
 }
 
@@ -187,7 +196,7 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
   FaultyFileSystem recorder(base / "clean");
   {
     ScopedFileSystem installed(recorder);
-    run_training(TrainRequest{config, base / "clean"});
+    run_training(request_for(config, base / "clean"));
   }
   const std::vector<Step> steps = recorder.steps();
   ASSERT_GT(steps.size(), 20u);
@@ -208,7 +217,7 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
     {
       ScopedFileSystem installed(faults);
       try {
-        run_training(TrainRequest{config, run_dir});
+        run_training(request_for(config, run_dir));
       } catch (const Error& e) {
         error = e.what();
       }
@@ -229,8 +238,9 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
 
     for (const fs::path& ckpt : committed_checkpoints(before)) {
       EXPECT_TRUE(fs::exists(run_dir / ckpt)) << context << ": " << ckpt << " is gone";
-      if (fs::exists(run_dir / ckpt))
+      if (fs::exists(run_dir / ckpt)) {
         EXPECT_NO_THROW(verify_checkpoint_file(run_dir / ckpt)) << context << ": " << ckpt;
+      }
     }
     expect_index_consistent(run_dir, context);
     EXPECT_EQ(temporaries_in(run_dir), std::vector<fs::path>()) << context;
@@ -247,7 +257,7 @@ TEST(WriteFaults, FullDiskWhileAppendingEventsNamesTheStream) {
   {
     ScopedFileSystem installed(faults);
     try {
-      run_training(TrainRequest{faults_config(), run_dir});
+      run_training(request_for(faults_config(), run_dir));
     } catch (const Error& e) {
       error = e.what();
     }
