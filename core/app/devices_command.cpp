@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tandem/devices.hpp"
+#include "app/standard_output.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::app {
@@ -34,12 +35,6 @@ bool wait_for(std::chrono::milliseconds duration, const std::atomic<bool>* inter
   return !interrupted(interrupt);
 }
 
-void write_out(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  if (std::ferror(stdout)) throw RunError("cannot write to standard output");
-}
-
 int run_devices(const DevicesOptions& opt, const std::atomic<bool>* interrupt) {
   const DeviceReport report = discover_devices();
   // CPU utilisation is measured between two samples: take a baseline a moment before the first
@@ -52,12 +47,12 @@ int run_devices(const DevicesOptions& opt, const std::atomic<bool>* interrupt) {
   while (true) {
     const DeviceSample sample = sample_devices(report);
     if (opt.json) {
-      write_out(to_json(report, &sample).dump() + "\n");
+      write_stdout(to_json(report, &sample).dump() + "\n");
     } else if (clear_screen) {
-      write_out("\x1b[H\x1b[2J" + to_table(report, &sample));
+      write_stdout("\x1b[H\x1b[2J" + to_table(report, &sample));
     } else {
       // Not a terminal (a pipe, a file): tables one after another, a blank line between.
-      write_out(to_table(report, &sample) + (opt.watch ? "\n" : ""));
+      write_stdout(to_table(report, &sample) + (opt.watch ? "\n" : ""));
     }
     if (!opt.watch) break;
     next += std::chrono::seconds(1);

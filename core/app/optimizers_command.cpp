@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "optim/optimizer_catalog.hpp"
+#include "app/standard_output.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::app {
@@ -14,12 +15,6 @@ namespace tandem::app {
 namespace {
 
 using nlohmann::json;
-
-void write_out(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  if (std::ferror(stdout)) throw RunError("cannot write to standard output");
-}
 
 json to_json(const std::vector<OptimizerCatalogEntry>& catalog) {
   json list = json::array();
@@ -58,7 +53,7 @@ void add_optimizers_command(CLI::App& app, std::function<int()>& selected) {
   cmd->callback([json_output, &selected] {
     selected = [json_output] {
       const auto catalog = optimizer_catalog();
-      write_out(*json_output ? to_json(catalog).dump(2) + "\n" : to_table(catalog));
+      write_stdout(*json_output ? to_json(catalog).dump(2) + "\n" : to_table(catalog));
       return static_cast<int>(ExitCode::ok);
     };
   });

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/standard_output.hpp"
 #include "tandem/error.hpp"
 #include "app/plugin_child.hpp"
 #include "plugin/plugin_host.hpp"
@@ -24,12 +25,6 @@ struct PluginsOptions {
   bool json = false;
   std::vector<std::string> paths;
 };
-
-void write_out(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  if (std::ferror(stdout)) throw RunError("cannot write to standard output");
-}
 
 json to_json(const PluginHost& host, const std::vector<PluginRecord>& records) {
   json plugins = json::array();
@@ -104,7 +99,7 @@ int run_plugins(const PluginsOptions& opt) {
   for (const auto& p : opt.paths) dirs.push_back(fs::absolute(p).lexically_normal());
   const PluginHost host(std::move(dirs));
   const std::vector<PluginRecord> records = host.list(probe_plugin_in_child);
-  write_out(opt.json ? to_json(host, records).dump(2) + "\n" : to_table(host, records));
+  write_stdout(opt.json ? to_json(host, records).dump(2) + "\n" : to_table(host, records));
   return static_cast<int>(ExitCode::ok);
 }
 

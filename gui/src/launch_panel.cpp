@@ -17,6 +17,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMenu>
+#include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -29,6 +30,7 @@
 #include <QVBoxLayout>
 
 #include "json_locator.hpp"
+#include "json_text_patch.hpp"
 #include "schema_form.hpp"
 
 namespace tandem::gui {
@@ -137,7 +139,9 @@ LaunchPanel::LaunchPanel(PluginCatalog* catalog, QWidget* parent)
   new_menu_ = new QMenu(new_button);
   for (const QString& example : example_configs())
     new_menu_->addAction(QFileInfo(example).completeBaseName(), this,
-                         [this, example] { new_from_template(example); });
+                         [this, example] {
+                           if (may_discard_edits()) new_from_template(example);
+                         });
   new_button->setMenu(new_menu_);
   // Queued: whoever shows the Launch tab on Ctrl+N does so before the menu opens at the button.
   connect(new_action_, &QAction::triggered, new_button, &QToolButton::showMenu,
@@ -435,7 +439,27 @@ bool LaunchPanel::save_as_dialog() {
   return !path.isEmpty() && save_config(path);
 }
 
+bool LaunchPanel::may_discard_edits() {
+  if (!modified_) return true;
+  QMessageBox box(QMessageBox::Warning, "Unsaved changes",
+                  path_.isEmpty() ? QString("The new config has not been saved.")
+                                  : QString("%1 has unsaved changes.").arg(QFileInfo(path_).fileName()),
+                  QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, this);
+  box.setObjectName("unsaved_changes");
+  box.setInformativeText("Save them before you leave this config?");
+  box.setDefaultButton(QMessageBox::Save);
+  switch (box.exec()) {
+    case QMessageBox::Save:
+      return save();
+    case QMessageBox::Discard:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void LaunchPanel::open_dialog() {
+  if (!may_discard_edits()) return;
   const QString path = QFileDialog::getOpenFileName(
       this, "Open run config", path_.isEmpty() ? QDir::currentPath() : QFileInfo(path_).path(),
       "Run configs (*.json);;All files (*)");
@@ -644,7 +668,8 @@ void LaunchPanel::apply_form_to_config() {
 
 void LaunchPanel::write_config_to_editor() {
   updating_ = true;
-  const QString text = QString::fromUtf8(QJsonDocument(config_).toJson(QJsonDocument::Indented));
+  // Only the values the form changed: the user's formatting and key order stay.
+  const QString text = patch_json_text(editor_->toPlainText(), config_);
   // Keep the cursor's line when the text is rewritten from the form.
   const int block = editor_->textCursor().blockNumber();
   editor_->setPlainText(text);

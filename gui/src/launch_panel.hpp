@@ -41,6 +41,10 @@ class LaunchPanel : public QWidget {
   bool open_config(const QString& path);
   /// Starts a new, unsaved config from a bundled example (a path to one of them).
   bool new_from_template(const QString& template_path);
+  /// Whether the editor's unsaved edits may go: true when there are none; otherwise asks (Save,
+  /// Discard or Cancel) and says whether the user saved or discarded them. The New menu and Open
+  /// ask this first.
+  bool may_discard_edits();
   /// Writes the editor's text to `path` and makes it the config's file.
   bool save_config(const QString& path);
   QString config_path() const { return path_; }

@@ -6,7 +6,11 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
+#include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QPushButton>
+#include <QTimer>
 #include <QSpinBox>
 #include <QtTest>
 
@@ -269,7 +273,52 @@ esac
     QVERIFY(!panel.modified());
     QFile saved(config_);
     QVERIFY(saved.open(QIODevice::ReadOnly));
-    QCOMPARE(QJsonDocument::fromJson(saved.readAll()).object().value("epochs").toInt(), 2);
+    const QString text = QString::fromUtf8(saved.readAll());
+    QCOMPARE(QJsonDocument::fromJson(text.toUtf8()).object().value("epochs").toInt(), 2);
+    // The user's formatting is kept: the file is the original with only "epochs" changed (Qt's
+    // writer would have sorted the keys and put every member on a line of its own).
+    QString expected = tiny_text();
+    expected.replace("\"epochs\": 3,", "\"epochs\": 2,");
+    QCOMPARE(text, expected);
+  }
+
+  // Leaving a config with unsaved edits (New from an example, Open) asks first: Cancel keeps the
+  // edits, Discard drops them.
+  void leaving_unsaved_edits_asks_first() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    panel.epochs_box()->setValue(7);
+    QVERIFY(panel.modified());
+    const QString edited = panel.editor_text();
+    const QStringList examples = LaunchPanel::example_configs();
+    QVERIFY(!examples.isEmpty());
+    QAction* example = panel.new_menu()->actions().front();
+
+    auto answer_with = [](QMessageBox::StandardButton button, bool* asked) {
+      QTimer::singleShot(0, [button, asked] {
+        auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+        *asked = box && box->objectName() == "unsaved_changes";
+        if (box) box->button(button)->click();
+      });
+    };
+    bool asked = false;
+    answer_with(QMessageBox::Cancel, &asked);
+    example->trigger();
+    QVERIFY(asked);
+    QCOMPARE(panel.editor_text(), edited);
+    QCOMPARE(panel.config_path(), QFileInfo(config_).absoluteFilePath());
+
+    asked = false;
+    answer_with(QMessageBox::Discard, &asked);
+    example->trigger();
+    QVERIFY(asked);
+    QVERIFY(panel.editor_text() != edited);
+    QVERIFY(panel.config_path().isEmpty());  // the example, unsaved
+    // The file on disk never saw the discarded edit.
+    QFile file(config_);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QVERIFY(!QString::fromUtf8(file.readAll()).contains("\"epochs\": 7"));
   }
 };
 

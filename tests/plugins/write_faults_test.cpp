@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -205,6 +206,7 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
   for (const char* kind : {"create", "append", "close", "sync_file", "rename", "sync_folder",
                            "open_append"})
     EXPECT_TRUE(kinds.count(kind)) << "the recorded run has no '" << kind << "' step";
+  std::cout << "[ faults   ] " << steps.size() << " write steps; each is failed in a run of its own\n";
   ASSERT_EQ(committed_checkpoints(steps),
             (std::set<fs::path>{"checkpoints/epoch01.h5", "checkpoints/epoch02.h5", "model.h5"}));
 

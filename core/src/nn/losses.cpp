@@ -20,12 +20,12 @@ std::int64_t rows_of(const Tensor& t) {
   return t.rank() > 0 ? t.dim(0) : 1;
 }
 
-using Kind = backend::LossDesc::Kind;
+using LossKind = backend::LossDesc::Kind;
 
 // Every loss Tandem knows: its Keras function name (what the history and config say), class
 // name, other accepted names, and which config keys it takes beyond reduction and name.
 struct LossInfo {
-  Kind kind;
+  LossKind kind;
   const char* name;
   const char* class_name;
   std::vector<const char*> aliases;
@@ -37,19 +37,19 @@ struct LossInfo {
 
 const std::vector<LossInfo>& losses() {
   static const std::vector<LossInfo> table = {
-      {Kind::mse, "mean_squared_error", "MeanSquaredError", {"mse"}},
-      {Kind::mae, "mean_absolute_error", "MeanAbsoluteError", {"mae"}},
-      {Kind::bce, "binary_crossentropy", "BinaryCrossentropy", {}, true, true},
-      {Kind::cce, "categorical_crossentropy", "CategoricalCrossentropy", {}, true, true},
-      {Kind::scce, "sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", {}, true},
-      {Kind::huber, "huber", "Huber", {"huber_loss"}, false, false, true},
-      {Kind::hinge, "hinge", "Hinge", {}},
-      {Kind::squared_hinge, "squared_hinge", "SquaredHinge", {}},
-      {Kind::kl_divergence, "kl_divergence", "KLDivergence",
+      {LossKind::mse, "mean_squared_error", "MeanSquaredError", {"mse"}},
+      {LossKind::mae, "mean_absolute_error", "MeanAbsoluteError", {"mae"}},
+      {LossKind::bce, "binary_crossentropy", "BinaryCrossentropy", {}, true, true},
+      {LossKind::cce, "categorical_crossentropy", "CategoricalCrossentropy", {}, true, true},
+      {LossKind::scce, "sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", {}, true},
+      {LossKind::huber, "huber", "Huber", {"huber_loss"}, false, false, true},
+      {LossKind::hinge, "hinge", "Hinge", {}},
+      {LossKind::squared_hinge, "squared_hinge", "SquaredHinge", {}},
+      {LossKind::kl_divergence, "kl_divergence", "KLDivergence",
        {"kld", "KLD", "kullback_leibler_divergence"}},
-      {Kind::log_cosh, "log_cosh", "LogCosh", {"logcosh"}},
-      {Kind::poisson, "poisson", "Poisson", {}},
-      {Kind::cosine_similarity, "cosine_similarity", "CosineSimilarity", {}, false, false, false,
+      {LossKind::log_cosh, "log_cosh", "LogCosh", {"logcosh"}},
+      {LossKind::poisson, "poisson", "Poisson", {}},
+      {LossKind::cosine_similarity, "cosine_similarity", "CosineSimilarity", {}, false, false, false,
        true},
   };
   return table;
@@ -57,7 +57,7 @@ const std::vector<LossInfo>& losses() {
 
 const LossInfo* find_loss(const std::string& n) { return find_keras_name(losses(), n); }
 
-const LossInfo& info_of(Kind kind) {
+const LossInfo& info_of(LossKind kind) {
   for (const LossInfo& info : losses())
     if (info.kind == kind) return info;
   throw std::logic_error("a loss kind without an entry in losses()");
@@ -72,7 +72,7 @@ class KerasLoss : public Loss {
 
   json config() const override {
     const LossInfo& info = info_of(desc_.kind);
-    if (desc_.kind == Kind::mse || desc_.kind == Kind::mae) return name();
+    if (desc_.kind == LossKind::mse || desc_.kind == LossKind::mae) return name();
     json c = json::object();
     if (info.logits) c["from_logits"] = desc_.from_logits;
     if (info.smoothing) c["label_smoothing"] = desc_.label_smoothing;
@@ -153,7 +153,7 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
       if (const json* axis = cfg.find("axis"); axis && *axis != -1)
         throw ConfigError(cfg.path_of("axis"), "only the last axis (-1) is supported, got " +
                                                    axis->dump());
-    if (desc.kind == Kind::mse || desc.kind == Kind::mae) cfg.ignore({"from_logits"});
+    if (desc.kind == LossKind::mse || desc.kind == LossKind::mae) cfg.ignore({"from_logits"});
     cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
     if (cfg.has("ignore_class"))
       throw ConfigError(cfg.path_of("ignore_class"),

@@ -18,16 +18,16 @@ namespace {
 
 using nlohmann::json;
 
-using Kind = backend::MetricDesc::Kind;
+using MetricKind = backend::MetricDesc::Kind;
 
 // Every metric Tandem knows by name: its Keras function (or default) name, class name, other
 // spellings, the denominator of a ratio metric, and which config keys its class form takes.
 struct MetricInfo {
-  Kind kind;
+  MetricKind kind;
   const char* name;
   const char* class_name;
   std::vector<const char*> aliases;
-  std::optional<Kind> count;  // a ratio: the sums of `kind` over the sums of `count`
+  std::optional<MetricKind> count;  // a ratio: the sums of `kind` over the sums of `count`
   bool k = false;             // TopK: k
   bool thresholds = false;    // Precision and Recall: thresholds
   bool threshold = false;     // BinaryAccuracy: threshold
@@ -35,18 +35,18 @@ struct MetricInfo {
 
 const std::vector<MetricInfo>& metrics() {
   static const std::vector<MetricInfo> table = {
-      {Kind::binary_accuracy, "binary_accuracy", "BinaryAccuracy", {}, {}, false, false, true},
-      {Kind::categorical_accuracy, "categorical_accuracy", "CategoricalAccuracy", {}, {}},
-      {Kind::sparse_categorical_accuracy, "sparse_categorical_accuracy",
+      {MetricKind::binary_accuracy, "binary_accuracy", "BinaryAccuracy", {}, {}, false, false, true},
+      {MetricKind::categorical_accuracy, "categorical_accuracy", "CategoricalAccuracy", {}, {}},
+      {MetricKind::sparse_categorical_accuracy, "sparse_categorical_accuracy",
        "SparseCategoricalAccuracy", {}, {}},
-      {Kind::mean_squared_error, "mean_squared_error", "MeanSquaredError", {"mse"}, {}},
-      {Kind::mean_absolute_error, "mean_absolute_error", "MeanAbsoluteError", {"mae"}, {}},
-      {Kind::top_k_categorical_accuracy, "top_k_categorical_accuracy", "TopKCategoricalAccuracy",
+      {MetricKind::mean_squared_error, "mean_squared_error", "MeanSquaredError", {"mse"}, {}},
+      {MetricKind::mean_absolute_error, "mean_absolute_error", "MeanAbsoluteError", {"mae"}, {}},
+      {MetricKind::top_k_categorical_accuracy, "top_k_categorical_accuracy", "TopKCategoricalAccuracy",
        {}, {}, true},
-      {Kind::sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy",
+      {MetricKind::sparse_top_k_categorical_accuracy, "sparse_top_k_categorical_accuracy",
        "SparseTopKCategoricalAccuracy", {}, {}, true},
-      {Kind::true_positives, "precision", "Precision", {}, Kind::predicted_positives, false, true},
-      {Kind::true_positives, "recall", "Recall", {}, Kind::actual_positives, false, true},
+      {MetricKind::true_positives, "precision", "Precision", {}, MetricKind::predicted_positives, false, true},
+      {MetricKind::true_positives, "recall", "Recall", {}, MetricKind::actual_positives, false, true},
   };
   return table;
 }
@@ -98,11 +98,11 @@ std::string known_metrics() {
 }
 
 // "accuracy" as Keras resolves it for this loss and output.
-Kind resolved_accuracy(const Loss& loss, const Shape& output_shape) {
+MetricKind resolved_accuracy(const Loss& loss, const Shape& output_shape) {
   if (loss.name() == "binary_crossentropy" || (!output_shape.empty() && output_shape.back() == 1))
-    return Kind::binary_accuracy;
-  if (loss.name() == "sparse_categorical_crossentropy") return Kind::sparse_categorical_accuracy;
-  return Kind::categorical_accuracy;
+    return MetricKind::binary_accuracy;
+  if (loss.name() == "sparse_categorical_crossentropy") return MetricKind::sparse_categorical_accuracy;
+  return MetricKind::categorical_accuracy;
 }
 
 // A class form's config: the log name (Keras' default unless `name` is given), k, thresholds.

@@ -14,9 +14,6 @@ namespace tandem::backend {
 
 namespace {
 
-// Below ~64k floats a second thread costs more than it saves (these loops are memory bound).
-constexpr std::int64_t kChunk = 65536;
-
 std::int64_t rows_of(std::int64_t size, std::int64_t cols) {
   return cols > 0 ? size / cols : 0;
 }
@@ -24,7 +21,7 @@ std::int64_t rows_of(std::int64_t size, std::int64_t cols) {
 // out[i] = f(in[i]) over n values, in parallel.
 template <class F>
 void map(const float* in, float* out, std::int64_t n, F f) {
-  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+  cpu::parallel_for(n, cpu::kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) out[i] = f(in[i]);
   });
 }
@@ -33,7 +30,7 @@ void map(const float* in, float* out, std::int64_t n, F f) {
 // kind's loop is specialised (and vectorised) on its own.
 template <ActivationKind kKind>
 void chain(const float* x, const float* y, const float* go, float* gi, std::int64_t n) {
-  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+  cpu::parallel_for(n, cpu::kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) gi[i] = math::activation_grad(kKind, x[i], y[i], go[i]);
   });
 }
@@ -41,7 +38,7 @@ void chain(const float* x, const float* y, const float* go, float* gi, std::int6
 // f(row r) for every row, rows split by threads in contiguous ranges.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t cols, F f) {
-  cpu::parallel_for(rows, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(cols, 1)),
+  cpu::parallel_for(rows, std::max<std::int64_t>(1, cpu::kMemoryBoundChunk / std::max<std::int64_t>(cols, 1)),
                     [&](std::int64_t b, std::int64_t e) {
                       for (std::int64_t r = b; r < e; ++r) f(r);
                     });
@@ -125,7 +122,7 @@ void CpuBackend::multiply(const Tensor& a, const Tensor& b, Tensor& out) {
   const float* ap = a.data();
   const float* bp = b.data();
   float* op = out.data();
-  cpu::parallel_for(out.size(), kChunk, [&](std::int64_t s, std::int64_t e) {
+  cpu::parallel_for(out.size(), cpu::kMemoryBoundChunk, [&](std::int64_t s, std::int64_t e) {
     for (std::int64_t i = s; i < e; ++i) op[i] = ap[i] * bp[i];
   });
 }
@@ -138,7 +135,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const float* ap = a.data();
   const float* bp = b.data();
   float* op = out.data();
-  cpu::parallel_for(out.size(), kChunk, [&](std::int64_t s, std::int64_t e) {
+  cpu::parallel_for(out.size(), cpu::kMemoryBoundChunk, [&](std::int64_t s, std::int64_t e) {
     for (std::int64_t i = s; i < e; ++i) op[i] = math::fadd(ap[i], bp[i]);
   });
 }

@@ -11,12 +11,10 @@ namespace tandem::backend {
 
 namespace {
 
-constexpr std::int64_t kChunk = 65536;  // as cpu_backend.cpp: memory-bound loops
-
 // f(i) for every i in [0, n), in parallel.
 template <class F>
 void each(std::int64_t n, F f) {
-  cpu::parallel_for(n, kChunk, [&](std::int64_t b, std::int64_t e) {
+  cpu::parallel_for(n, cpu::kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) f(i);
   });
 }

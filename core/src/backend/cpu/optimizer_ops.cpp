@@ -20,20 +20,20 @@ float* slot_data(std::vector<Tensor>* slots, std::size_t i) {
   return slots && i < slots->size() ? (*slots)[i].data() : nullptr;
 }
 
-using Kind = OptimizerDesc::Kind;
+using OptimizerKind = OptimizerDesc::Kind;
 
 // One tensor's update with the step's switches as compile-time constants: each combination is a
 // straight loop the compiler vectorises (kernel_math's update_element, its branches folded).
 // kVariant is the kind's own switch: nesterov (SGD), amsgrad (Adam), centered (RMSprop); the
 // other kinds have none (false).
-template <Kind K, bool kMomentum, bool kVariant, bool kDecay, bool kClip>
+template <OptimizerKind K, bool kMomentum, bool kVariant, bool kDecay, bool kClip>
 void update_tensor(const math::OptimizerStep& step, double scale, float* w, const float* g,
                    float* s0, float* s1, float* s2, std::int64_t n) {
   // The slots this combination has (kernel_math.hpp's update_element order).
-  constexpr int kSlots = K == Kind::sgd       ? (kMomentum ? 1 : 0)
-                         : K == Kind::adam    ? (kVariant ? 3 : 2)
-                         : K == Kind::rmsprop ? 1 + (kMomentum ? 1 : 0) + (kVariant ? 1 : 0)
-                         : K == Kind::adagrad || K == Kind::lion ? 1
+  constexpr int kSlots = K == OptimizerKind::sgd       ? (kMomentum ? 1 : 0)
+                         : K == OptimizerKind::adam    ? (kVariant ? 3 : 2)
+                         : K == OptimizerKind::rmsprop ? 1 + (kMomentum ? 1 : 0) + (kVariant ? 1 : 0)
+                         : K == OptimizerKind::adagrad || K == OptimizerKind::lion ? 1
                                                                  : 2;
   cpu::parallel_for(n, 1 << 16, [=](std::int64_t b, std::int64_t e) {
     // The switches set here, where the compiler sees them (the closure reaches this code through
@@ -44,9 +44,9 @@ void update_tensor(const math::OptimizerStep& step, double scale, float* w, cons
     s.use_momentum = kMomentum;
     s.decay = kDecay;
     s.clip_value = s.clip_value && kClip;
-    if constexpr (K == Kind::sgd) s.nesterov = kVariant;
-    if constexpr (K == Kind::adam) s.amsgrad = kVariant;
-    if constexpr (K == Kind::rmsprop) s.centered = kVariant;
+    if constexpr (K == OptimizerKind::sgd) s.nesterov = kVariant;
+    if constexpr (K == OptimizerKind::adam) s.amsgrad = kVariant;
+    if constexpr (K == OptimizerKind::rmsprop) s.centered = kVariant;
     float* __restrict wr = w;
     float* __restrict r0 = s0;
     float* __restrict r1 = s1;
@@ -60,7 +60,7 @@ void update_tensor(const math::OptimizerStep& step, double scale, float* w, cons
   });
 }
 
-template <Kind K, bool kMomentum, bool kVariant, bool kDecay>
+template <OptimizerKind K, bool kMomentum, bool kVariant, bool kDecay>
 void update_with_decay(const math::OptimizerStep& s, bool clip, double scale, float* w,
                        const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
   if (clip)
@@ -69,7 +69,7 @@ void update_with_decay(const math::OptimizerStep& s, bool clip, double scale, fl
     update_tensor<K, kMomentum, kVariant, kDecay, false>(s, scale, w, g, s0, s1, s2, n);
 }
 
-template <Kind K, bool kMomentum, bool kVariant>
+template <OptimizerKind K, bool kMomentum, bool kVariant>
 void update_with_variant(const math::OptimizerStep& s, bool clip, double scale, float* w,
                          const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
   if (s.decay)
@@ -78,7 +78,7 @@ void update_with_variant(const math::OptimizerStep& s, bool clip, double scale, 
     update_with_decay<K, kMomentum, kVariant, false>(s, clip, scale, w, g, s0, s1, s2, n);
 }
 
-template <Kind K, bool kMomentum>
+template <OptimizerKind K, bool kMomentum>
 void update_with_momentum(const math::OptimizerStep& s, bool variant, bool clip, double scale,
                           float* w, const float* g, float* s0, float* s1, float* s2,
                           std::int64_t n) {
@@ -88,7 +88,7 @@ void update_with_momentum(const math::OptimizerStep& s, bool variant, bool clip,
     update_with_variant<K, kMomentum, false>(s, clip, scale, w, g, s0, s1, s2, n);
 }
 
-template <Kind K>
+template <OptimizerKind K>
 void update_kind(const math::OptimizerStep& s, bool variant, bool clip, double scale, float* w,
                  const float* g, float* s0, float* s1, float* s2, std::int64_t n) {
   if (s.use_momentum)
@@ -119,29 +119,29 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
     const std::int64_t n = p.value->size();
     const bool clip = scale != 1.0 || s.clip_value;
     switch (s.kind) {
-      case Kind::sgd:
-        update_kind<Kind::sgd>(s, s.nesterov, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::sgd:
+        update_kind<OptimizerKind::sgd>(s, s.nesterov, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::adam:
-        update_kind<Kind::adam>(s, s.amsgrad, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::adam:
+        update_kind<OptimizerKind::adam>(s, s.amsgrad, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::rmsprop:
-        update_kind<Kind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::rmsprop:
+        update_kind<OptimizerKind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::adagrad:
-        update_kind<Kind::adagrad>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::adagrad:
+        update_kind<OptimizerKind::adagrad>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::adadelta:
-        update_kind<Kind::adadelta>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::adadelta:
+        update_kind<OptimizerKind::adadelta>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::adamax:
-        update_kind<Kind::adamax>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::adamax:
+        update_kind<OptimizerKind::adamax>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::nadam:
-        update_kind<Kind::nadam>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::nadam:
+        update_kind<OptimizerKind::nadam>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
-      case Kind::lion:
-        update_kind<Kind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      case OptimizerKind::lion:
+        update_kind<OptimizerKind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
     }
   }

@@ -26,6 +26,10 @@ void set_compute_threads(int threads);
 /// Subnormal floats become zero in this thread (FTZ/DAZ); see parallel.cpp.
 void flush_denormals_in_this_thread();
 
+/// The smallest share of a memory-bound loop (copies, element-wise arithmetic) worth a thread of
+/// its own: below about 64k floats a second thread costs more than it saves.
+inline constexpr std::int64_t kMemoryBoundChunk = 65536;
+
 /// Calls f(begin, end) over [0, n) split in at most compute_threads() contiguous ranges of at
 /// least `min_chunk` elements; runs inline when the work is too small to be worth a fork.
 template <class F>
