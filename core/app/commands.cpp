@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -200,6 +201,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   train->add_option("--run-dir", run_dir_, "Run folder (default runs/<name>-<UTC time>)");
   train->add_option("--events", events_, "'-' also writes the event stream to stdout");
   train
+      ->add_option("--device-stats", device_stats_,
+                   "Sample CPU/GPU utilisation into the event stream every SECONDS (0 = never; "
+                   "default: the events plugin's device_stats_seconds, 10)")
+      ->type_name("SECONDS");
+  train
       ->add_option("--resume", resume_,
                    "Continue from a checkpoint with training state, or from the newest one of a "
                    "run folder")
@@ -234,6 +240,12 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
         throw ConfigError("--overwrite", "give --resume or --overwrite, not both");
       req.overwrite = overwrite_;
       req.events_to_stdout = events_ == "-";
+      if (device_stats_) {
+        if (!std::isfinite(*device_stats_) || *device_stats_ < 0 || *device_stats_ > 86400)
+          throw ConfigError("--device-stats", "expected seconds from 0 to 86400, got " +
+                                                  std::to_string(*device_stats_));
+        req.device_stats_seconds = *device_stats_;
+      }
       req.interrupt = interrupt_;
       req.world = process_world();  // the ranks of an MPI job, or this process alone
       TrainResult result = run_training(req);

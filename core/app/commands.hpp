@@ -37,6 +37,7 @@ class Commands {
   bool quiet_ = false;
   bool overwrite_ = false;
   bool trust_checkpoint_ = false;
+  std::optional<double> device_stats_;
   bool json_ = false;
 };
 

@@ -13,6 +13,9 @@
 
 namespace tandem::gui {
 
+/// How often a run the dashboard launches samples device utilisation (`--device-stats`).
+inline constexpr int kDeviceStatsSeconds = 2;
+
 struct TrainLaunch {
   QString config_path;    // the run config file (relative data paths resolve against its folder)
   QString run_dir;        // passed as --run-dir when not empty

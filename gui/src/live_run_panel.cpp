@@ -198,6 +198,7 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines = lines_for(metric, "train", true);
     lines.append(lines_for("val_" + metric, "validation", false));
     chart->set_lines(lines);
+    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   {
@@ -209,6 +210,7 @@ void LiveRunPanel::rebuild_charts() {
     lines.push_back({run_, "lr", kTrain, false, false, lr});
     if (overlay_) lines.push_back({overlay_, "lr (overlay)", kOtherTrain, true, false, lr});
     chart->set_lines(lines);
+    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   {
@@ -220,6 +222,7 @@ void LiveRunPanel::rebuild_charts() {
     lines.push_back({run_, "samples/s", kTrain, false, false, sps});
     if (overlay_) lines.push_back({overlay_, "samples/s (overlay)", kOtherTrain, true, false, sps});
     chart->set_lines(lines);
+    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   if (!run_->utilisation_devices().isEmpty()) {
@@ -231,6 +234,7 @@ void LiveRunPanel::rebuild_charts() {
           {run_, devices[i], kReplicaColors[i % kReplicaColors.size()], false, false,
            [device = devices[i]](const RunHistory& r) { return r.utilisation(device); }});
     chart->set_lines(lines);
+    chart->set_markers(run_, false);  // per step whatever the axis choice
     charts_.push_back(chart);
   }
   if (!run_->replica_labels().isEmpty()) {
@@ -241,6 +245,7 @@ void LiveRunPanel::rebuild_charts() {
       lines.push_back({run_, "replica " + labels[i], kReplicaColors[i % kReplicaColors.size()],
                        false, true, [i](const RunHistory& r) { return r.replica_step_ms(i); }});
     chart->set_lines(lines);
+    chart->set_markers(run_, false);  // per step whatever the axis choice
     charts_.push_back(chart);
   }
   const int columns = 2;
@@ -282,6 +287,7 @@ void LiveRunPanel::update_header() {
     parts << run_->device_plan();
   if (run_->epochs() > 0) parts << QString("epoch %1/%2").arg(run_->epoch()).arg(run_->epochs());
   parts << QString("step %1").arg(run_->step());
+  if (auto eta = run_->eta_seconds()) parts << "ETA " + format_duration(*eta);
   const QLocale locale;
   if (auto sps = run_->samples_per_sec())
     parts << QString("%1 samples/s").arg(locale.toString(*sps, 'f', 0));

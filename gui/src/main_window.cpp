@@ -217,6 +217,11 @@ bool MainWindow::start_run(TrainLaunch launch) {
     log_->append_line("tandem-gui: resuming from " + launch.resume);
   }
   connect(engine.get(), &EngineRun::log_line, log_, &LogPanel::append_line);
+  // Checkpoints and callback decisions go to the Log as they happen (those of the stream read
+  // back for a resume were told before).
+  connect(engine->history(), &RunHistory::marker_added, log_, [this](const RunMarker& m) {
+    log_->append_line(QString("tandem-gui: epoch %1, step %2: %3").arg(m.epoch).arg(m.step).arg(m.text));
+  });
   connect(engine.get(), &EngineRun::ended, this, &MainWindow::on_run_ended);
   if (!engine->start(launch)) {
     log_->show_failure("Cannot start the engine: " + engine->error());

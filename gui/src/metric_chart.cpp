@@ -1,10 +1,13 @@
 #include "metric_chart.hpp"
 
 #include <QChart>
+#include <QCursor>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QPen>
+#include <QScatterSeries>
+#include <QToolTip>
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
@@ -15,6 +18,8 @@
 namespace tandem::gui {
 
 namespace {
+
+constexpr int kPointsVisibleBelow = 40;
 
 void set_range_with_round_ticks(QValueAxis* axis, double low, double high) {
   axis->setRange(low, high);
@@ -34,7 +39,11 @@ void set_range_with_round_ticks(QValueAxis* axis, double low, double high) {
 }  // namespace
 
 MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* parent)
-    : QChartView(parent), title_(title), x_axis_(new QValueAxis), y_axis_(new QValueAxis) {
+    : QChartView(parent),
+      title_(title),
+      x_axis_(new QValueAxis),
+      y_axis_(new QValueAxis),
+      markers_(new QScatterSeries) {
   auto* chart = new QChart;
   chart->setTitle(title);
   chart->legend()->setAlignment(Qt::AlignBottom);
@@ -48,6 +57,48 @@ MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* 
   setChart(chart);
   setRenderHint(QPainter::Antialiasing);
   setMinimumSize(260, 200);
+  // Checkpoints and callback decisions: small grey triangles along the top edge.
+  markers_->setMarkerShape(QScatterSeries::MarkerShapeTriangle);
+  markers_->setMarkerSize(9);
+  markers_->setColor(QColor("#555555"));
+  markers_->setBorderColor(Qt::transparent);
+  chart->addSeries(markers_);
+  markers_->attachAxis(x_axis_);
+  markers_->attachAxis(y_axis_);
+  connect(markers_, &QScatterSeries::hovered, this, [this](const QPointF& point, bool entered) {
+    if (entered)
+      QToolTip::showText(QCursor::pos(), marker_text_at(point.x()), this);
+    else
+      QToolTip::hideText();
+  });
+}
+
+void MetricChart::set_markers(QPointer<RunHistory> run, bool by_epoch) {
+  marker_run_ = run;
+  markers_by_epoch_ = by_epoch;
+  refresh(true);
+}
+
+QString MetricChart::marker_text_at(double x) const {
+  const auto it = marker_texts_.constFind(x);
+  if (it == marker_texts_.constEnd()) return {};
+  return QString("%1 %2\n%3")
+      .arg(markers_by_epoch_ ? "epoch" : "step")
+      .arg(x, 0, 'g', 12)
+      .arg(it->join('\n'));
+}
+
+void MetricChart::place_markers() {
+  marker_texts_.clear();
+  if (const RunHistory* run = marker_run_.data())
+    for (const RunMarker& m : run->markers())
+      marker_texts_[markers_by_epoch_ ? m.epoch : static_cast<double>(m.step)] << m.text;
+  QList<QPointF> points;
+  // Just inside the top edge, so that the whole triangle shows.
+  const double top = y_axis_->max() - 0.04 * (y_axis_->max() - y_axis_->min());
+  for (auto it = marker_texts_.constBegin(); it != marker_texts_.constEnd(); ++it)
+    if (it.key() >= x_axis_->min() && it.key() <= x_axis_->max()) points.push_back({it.key(), top});
+  markers_->replace(points);
 }
 
 void MetricChart::set_lines(const QList<ChartLine>& lines) {
@@ -88,7 +139,7 @@ void MetricChart::set_lines(const QList<ChartLine>& lines) {
     lines_.push_back(slot);
     revisions_.push_back(-1);
   }
-  // Only the main lines get a legend entry.
+  // Only the main lines get a legend entry (not the faint raw lines, not the markers).
   for (QLegendMarker* marker : chart()->legend()->markers())
     marker->setVisible(marker->series()->name().size() > 0);
   refresh(true);
@@ -106,6 +157,10 @@ int MetricChart::max_drawn_points() const {
 
 void MetricChart::refresh(bool force) {
   bool changed = force;
+  if (const RunHistory* run = marker_run_.data(); run && run->revision() != marker_revision_) {
+    marker_revision_ = run->revision();
+    changed = true;
+  }
   for (qsizetype i = 0; i < lines_.size(); ++i) {
     const RunHistory* run = lines_[i].line.run.data();
     const qint64 revision = run ? run->revision() : -2;
@@ -123,6 +178,9 @@ void MetricChart::refresh(bool force) {
     const bool smoothing = slot.line.smoothed && smoothing_ > 0;
     const QList<QPointF> shown = decimate(smoothing ? smooth(full, smoothing_) : full, max_points);
     slot.main->replace(shown);
+    // A series of a few points (per epoch, a short run, device samples) shows them: a single
+    // point would draw no line at all.
+    slot.main->setPointsVisible(shown.size() <= kPointsVisibleBelow);
     if (slot.raw) slot.raw->replace(smoothing ? decimate(full, max_points) : QList<QPointF>{});
     for (const QPointF& p : smoothing ? decimate(full, max_points) : shown) {
       if (!std::isfinite(p.y())) continue;
@@ -135,6 +193,7 @@ void MetricChart::refresh(bool force) {
   if (!std::isfinite(x_min)) {
     x_axis_->setRange(0, 1);
     y_axis_->setRange(0, 1);
+    place_markers();
     return;
   }
   if (x_max <= x_min) x_max = x_min + 1;
@@ -145,6 +204,7 @@ void MetricChart::refresh(bool force) {
   set_range_with_round_ticks(x_axis_, x_min, x_max);
   const double low = y_min >= 0 ? std::max(0.0, y_min - pad) : y_min - pad;
   set_range_with_round_ticks(y_axis_, low, y_max + pad);
+  place_markers();
 }
 
 int MetricChart::drawn_points(int line) const {

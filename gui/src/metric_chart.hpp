@@ -6,6 +6,7 @@
 #include <QChartView>
 #include <QColor>
 #include <QList>
+#include <QMap>
 #include <QPointer>
 #include <QString>
 #include <functional>
@@ -13,6 +14,7 @@
 #include "run_history.hpp"
 
 class QLineSeries;
+class QScatterSeries;
 class QValueAxis;
 
 namespace tandem::gui {
@@ -36,6 +38,9 @@ class MetricChart : public QChartView {
   void set_lines(const QList<ChartLine>& lines);
   /// Smoothing weight in [0, 1) for lines with `smoothed` (TensorBoard's slider).
   void set_smoothing(double weight);
+  /// Marks `run`'s checkpoints and callback decisions (RunHistory::markers) along the top of the
+  /// plot, at their step or, with `by_epoch`, their epoch; hovering one shows what happened.
+  void set_markers(QPointer<RunHistory> run, bool by_epoch);
   /// Pushes new data to the series when a run's revision changed (or always with `force`).
   void refresh(bool force = false);
 
@@ -45,6 +50,10 @@ class MetricChart : public QChartView {
   int drawn_points(int line) const;
   qsizetype history_points(int line) const;
   QLineSeries* series(int line) const;
+  /// The marker series (one point per x that has markers; empty without set_markers) and the
+  /// text its hover shows for the point at `x`.
+  QScatterSeries* marker_series() const { return markers_; }
+  QString marker_text_at(double x) const;
   /// Most points one line draws: about two per horizontal pixel.
   int max_drawn_points() const;
 
@@ -58,8 +67,15 @@ class MetricChart : public QChartView {
 
   QString title_;
   QList<Slot> lines_;
+  void place_markers();
+
   QValueAxis* x_axis_;
   QValueAxis* y_axis_;
+  QScatterSeries* markers_;
+  QPointer<RunHistory> marker_run_;
+  bool markers_by_epoch_ = false;
+  qint64 marker_revision_ = -1;
+  QMap<double, QStringList> marker_texts_;  // x -> what happened there
   double smoothing_ = 0;
   QList<qint64> revisions_;
 };

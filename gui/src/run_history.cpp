@@ -1,5 +1,6 @@
 #include "run_history.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tandem::gui {
@@ -15,7 +16,55 @@ QString base_metric(const QString& key) {
   return key.startsWith("val_") ? key.mid(4) : key;
 }
 
+// A value as the Log shows it: 4 significant digits, "n/a" for null (a non-finite value).
+QString shown(const QJsonValue& v) {
+  return v.isDouble() ? QString::number(v.toDouble(), 'g', 4) : QString("n/a");
+}
+
+// "monitor value" when the event names a monitor, else "".
+QString monitored(const QJsonObject& f, const char* value_key = "value") {
+  const QString monitor = f.value("monitor").toString();
+  return monitor.isEmpty() ? QString() : monitor + " " + shown(f.value(value_key));
+}
+
+// The one-line account of a callback event, or "" for events that are not decisions.
+QString marker_text(const QString& name, const QJsonObject& f) {
+  if (name == "checkpoint_saved") {
+    const QString file = f.value("path").toString().section('/', -1);
+    QStringList details;
+    if (const QString m = monitored(f); !m.isEmpty()) details << m;
+    if (f.value("best").toBool()) details << "best";
+    if (f.contains("reason")) details << f.value("reason").toString();
+    return "checkpoint " + file + (details.isEmpty() ? "" : " (" + details.join(", ") + ")");
+  }
+  if (name == "early_stopping") {
+    if (f.value("action").toString() == "restore_best_weights")
+      return QString("early_stopping: restored the weights of epoch %1 (%2)")
+          .arg(f.value("best_epoch").toInt())
+          .arg(monitored(f, "best"));
+    return "early_stopping: stop — " +
+           f.value("message").toString(f.value("reason").toString("no reason given"));
+  }
+  if (name == "reduce_lr_on_plateau")
+    return QString("reduce_lr_on_plateau: learning rate %1 → %2 (%3)")
+        .arg(shown(f.value("old_lr")), shown(f.value("new_lr")), monitored(f));
+  if (name == "backup_saved") return "backup saved: " + f.value("path").toString().section('/', -1);
+  if (name == "backup_restored")
+    return QString("backup restored: resuming at epoch %1, batch %2")
+        .arg(f.value("epoch").toInt())
+        .arg(f.value("batch").toInt());
+  if (name == "stopped") return "stopped: " + f.value("reason").toString();
+  return {};
+}
+
 }  // namespace
+
+QString format_duration(double seconds) {
+  const auto s = static_cast<qint64>(std::llround(std::max(0.0, seconds)));
+  if (s < 60) return QString("%1 s").arg(s);
+  if (s < 3600) return QString("%1 min %2 s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
+  return QString("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60, 2, 10, QChar('0'));
+}
 
 CheckpointRecord checkpoint_record(const QJsonObject& f) {
   CheckpointRecord r;
@@ -92,7 +141,32 @@ void RunHistory::rewind_steps(double from) {
   drop_from(throughput_, from);
 }
 
-void RunHistory::on_batch_ended(const QJsonObject& f) {
+void RunHistory::add_marker(const QString& kind, const QString& text, const QJsonObject& f) {
+  // The event's own step and epoch when it has them (the checkpoint plugin publishes a few
+  // batches after it saved), else where the run is.
+  const int epoch = f.value("epoch").toInt();
+  RunMarker marker{f.value("step").isDouble() ? f.value("step").toInteger() : step_,
+                   epoch > 0 ? epoch : epoch_, kind, text};
+  markers_.push_back(marker);
+  Q_EMIT marker_added(marker);
+}
+
+std::optional<double> RunHistory::eta_seconds() const {
+  if (status_ != Status::running || epochs_ <= 0 || steps_per_epoch_ <= 0) return std::nullopt;
+  const qint64 total = static_cast<qint64>(epochs_) * steps_per_epoch_;
+  const qint64 left = std::max<qint64>(0, total - last_batch_done_);
+  if (!epoch_seconds_.isEmpty()) {
+    double sum = 0;
+    for (double s : epoch_seconds_) sum += s;
+    return left * (sum / epoch_seconds_.size()) / steps_per_epoch_;
+  }
+  const qint64 batches = last_batch_done_ - first_batch_done_;
+  if (batches <= 0 || !first_batch_time_.isValid()) return std::nullopt;
+  const double seconds = first_batch_time_.msecsTo(last_batch_time_) / 1000.0;
+  return seconds > 0 ? std::optional<double>(left * seconds / batches) : std::nullopt;
+}
+
+void RunHistory::on_batch_ended(const QJsonObject& f, const QString& time) {
   batch_ = f.value("batch").toInt();
   const qint64 before_step = step_;
   step_ = f.value("step").toInteger();
@@ -121,6 +195,16 @@ void RunHistory::on_batch_ended(const QJsonObject& f) {
   if (lr_) lr_series_.push_back({x, *lr_});
   samples_per_sec_ = number(f.value("samples_per_sec"));
   if (samples_per_sec_) throughput_.push_back({x, *samples_per_sec_});
+  const qint64 done = static_cast<qint64>(std::max(epoch_ - 1, 0)) * steps_per_epoch_ + batch_;
+  const QDateTime at = QDateTime::fromString(time, Qt::ISODateWithMs);
+  if (at.isValid()) {
+    if (!first_batch_time_.isValid()) {
+      first_batch_time_ = at;
+      first_batch_done_ = done;
+    }
+    last_batch_time_ = at;
+  }
+  last_batch_done_ = done;
 }
 
 void RunHistory::apply_one(const Event& event) {
@@ -139,6 +223,9 @@ void RunHistory::apply_one(const Event& event) {
     started_at_ = event.time();
     epochs_ = config_.value("epochs").toInt();
     status_ = Status::running;
+    // A new segment of the run (a resume): its own pace.
+    first_batch_time_ = last_batch_time_ = QDateTime();
+    epoch_seconds_.clear();
   } else if (name == "epoch_started") {
     epoch_ = f.value("epoch").toInt();
     epochs_ = f.value("epochs").toInt(epochs_);
@@ -151,7 +238,7 @@ void RunHistory::apply_one(const Event& event) {
     previous_means_ = {};
     status_ = Status::running;
   } else if (name == "batch_ended") {
-    on_batch_ended(f);
+    on_batch_ended(f, event.time());
   } else if (name == "epoch_ended") {
     const int before_epoch = last_epoch_ended_;
     epoch_ = f.value("epoch").toInt();
@@ -174,10 +261,13 @@ void RunHistory::apply_one(const Event& event) {
     }
     if (auto sps = number(f.value("samples_per_sec")))
       epoch_points_["samples_per_sec"].push_back({static_cast<double>(epoch_), *sps});
+    if (auto seconds = number(f.value("seconds")); seconds && *seconds > 0)
+      epoch_seconds_.push_back(*seconds);
   } else if (name == "checkpoint_saved") {
     CheckpointRecord record = checkpoint_record(f);
     checkpoints_.push_back(record);
     Q_EMIT checkpoint_added(record);
+    add_marker(name, marker_text(name, f), f);
   } else if (name == "replica_stats") {
     const double x = f.value("step").toDouble();
     const QJsonArray replicas = f.value("replicas").toArray();
@@ -206,8 +296,12 @@ void RunHistory::apply_one(const Event& event) {
       const QJsonObject gpu = g.toObject();
       add(QString("cuda:%1").arg(gpu.value("index").toInt()), gpu.value("utilization_percent"));
     }
+  } else if (name == "early_stopping" || name == "reduce_lr_on_plateau" ||
+             name == "backup_saved" || name == "backup_restored") {
+    add_marker(name, marker_text(name, f), f);
   } else if (name == "stopped") {
     stop_reason_ = f.value("reason").toString();
+    add_marker(name, marker_text(name, f), f);
   } else if (name == "run_finished") {
     stop_reason_ = f.value("stop_reason").toString(stop_reason_);
     status_ = f.value("interrupted").toBool() ? Status::stopped : Status::finished;

@@ -2,6 +2,7 @@
 // child engine and a finished run read back from <run_dir>/events.jsonl are the same model.
 #pragma once
 
+#include <QDateTime>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QList>
@@ -29,6 +30,14 @@ struct CheckpointRecord {
   QString path;    // absolute
   QString reason;  // epoch, batch, final, interrupted, ...
   bool resumable = false;
+};
+
+/// A callback's decision or a checkpoint, as the charts mark it and the Log tells it.
+struct RunMarker {
+  qint64 step = 0;  // the optimizer step it came after
+  int epoch = 0;    // 1-based
+  QString kind;     // checkpoint_saved, early_stopping, reduce_lr_on_plateau, backup_saved, ...
+  QString text;     // one line: "reduce_lr_on_plateau: learning rate 0.001 → 0.0005 (val_loss 0.41)"
 };
 
 /// Series and state of one run. Points are appended as events arrive and never dropped: the
@@ -90,17 +99,26 @@ class RunHistory : public QObject {
   QList<QPointF> utilisation(const QString& device) const { return utilisation_.value(device); }
   /// Epoch logs of the last finished epoch (train and val_).
   QJsonObject last_epoch_logs() const { return last_epoch_logs_; }
+  /// Checkpoints and callback decisions, in stream order.
+  QList<RunMarker> markers() const { return markers_; }
+  /// Seconds left until the last epoch ends, from the pace of this run so far (its epochs'
+  /// durations once one has ended, validation included; its batches' before); nullopt while it
+  /// is not running or the pace is not known yet.
+  std::optional<double> eta_seconds() const;
+
   /// Counts every applied event; charts compare it to know when to redraw.
   qint64 revision() const { return revision_; }
 
  Q_SIGNALS:
   void updated();
   void checkpoint_added(const tandem::gui::CheckpointRecord& record);
+  void marker_added(const tandem::gui::RunMarker& marker);
 
  private:
   void apply_one(const Event& event);
   void note_metric(const QString& key);
-  void on_batch_ended(const QJsonObject& f);
+  void on_batch_ended(const QJsonObject& f, const QString& time);
+  void add_marker(const QString& kind, const QString& text, const QJsonObject& fields);
 
   QString name_, run_dir_, started_at_, error_, stop_reason_, device_plan_;
   QJsonObject config_, devices_, last_epoch_logs_;
@@ -125,8 +143,17 @@ class RunHistory : public QObject {
   QJsonObject previous_means_;
   double samples_in_epoch_ = 0, batch_size_ = 0;
   bool means_known_ = false;
+  QList<RunMarker> markers_;
+  // Pace of this run segment (since its run_started): the first and last batch seen (time and
+  // batches done since the run began), and the duration of each epoch that ended.
+  QDateTime first_batch_time_, last_batch_time_;
+  qint64 first_batch_done_ = 0, last_batch_done_ = 0;
+  QList<double> epoch_seconds_;
   qint64 revision_ = 0;
 };
+
+/// A duration as people read it: "45 s", "4 min 12 s", "2 h 05 min".
+QString format_duration(double seconds);
 
 /// Parses a checkpoint_saved event's fields.
 CheckpointRecord checkpoint_record(const QJsonObject& fields);

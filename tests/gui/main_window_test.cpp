@@ -11,6 +11,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableView>
+#include <QScatterSeries>
 #include <QtTest>
 
 #include "checkpoints_panel.hpp"
@@ -94,6 +95,16 @@ class MainWindowTest : public QObject {
     QCOMPARE(loss->history_points(0), steps);
     QCOMPARE(loss->history_points(1), epochs);
     QVERIFY(loss->drawn_points(0) > 0);
+    // Checkpoints are marked on the charts at their step, and told in the Log as they happen;
+    // device utilisation was sampled every 2 s from the start (the dashboard asks for it).
+    QVERIFY(!run->markers().isEmpty());
+    QVERIFY(loss->marker_series()->count() > 0);
+    QVERIFY2(loss->marker_text_at(double(run->markers().front().step)).contains("checkpoint"),
+             qPrintable(loss->marker_text_at(double(run->markers().front().step))));
+    QVERIFY2(window.log_panel()->text().contains(QRegularExpression(
+                 "tandem-gui: epoch \\d+, step \\d+: checkpoint [^ ]+\\.h5 \\(val_loss")),
+             qPrintable(window.log_panel()->text()));
+    QVERIFY(window.engine_run()->arguments().join(' ').contains("--device-stats 2"));
     window.live_panel()->set_x_axis(LiveRunPanel::XAxis::epoch);
     QCOMPARE(window.live_panel()->chart("loss")->history_points(0), epochs);
 

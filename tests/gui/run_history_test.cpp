@@ -151,6 +151,80 @@ class RunHistoryTest : public QObject {
     QCOMPARE(run.utilisation("cuda:1"), QList<QPointF>({{20, 97}}));
   }
 
+  // Checkpoints and callback decisions become markers (step, epoch, one line each), announced
+  // one by one with marker_added.
+  void callback_decisions_become_markers() {
+    RunHistory run;
+    QSignalSpy added(&run, &RunHistory::marker_added);
+    run.apply_all({
+        make_event(R"({"event": "run_started", "config": {"epochs": 5}})"),
+        make_event(R"({"event": "epoch_started", "epoch": 1, "epochs": 5, "steps": 10})"),
+        make_event(R"({"event": "batch_ended", "epoch": 1, "batch": 10, "step": 10, "size": 4,
+                       "logs": {"loss": 1.0}})"),
+        make_event(R"({"event": "batch_ended", "epoch": 2, "batch": 2, "step": 12, "size": 4,
+                       "logs": {"loss": 1.0}})"),
+        // Published two batches after it was saved at step 10: marked at 10.
+        make_event(R"({"event": "checkpoint_saved", "path": "/r/ckpt/epoch01.h5", "epoch": 1,
+                       "step": 10, "monitor": "val_loss", "value": 0.5, "best": true})"),
+        make_event(R"({"event": "reduce_lr_on_plateau", "epoch": 1, "monitor": "val_loss",
+                       "value": 0.5, "old_lr": 0.001, "new_lr": 0.0005})"),
+        make_event(R"({"event": "early_stopping", "action": "stop", "epoch": 1,
+                       "message": "val_loss did not improve for 2 epochs"})"),
+        make_event(R"({"event": "early_stopping", "action": "restore_best_weights",
+                       "monitor": "val_loss", "best": 0.25, "best_epoch": 1})"),
+        make_event(R"({"event": "stopped", "reason": "early_stopping: done", "epoch": 1})"),
+    });
+    const QList<RunMarker> markers = run.markers();
+    QCOMPARE(markers.size(), 5);
+    QCOMPARE(added.count(), 5);
+    QCOMPARE(markers[0].step, 10);
+    for (int i : {0, 1, 2, 4}) QCOMPARE(markers[i].epoch, 1);
+    QCOMPARE(markers[3].epoch, 2);  // restore_best_weights names no epoch: where the run is
+    for (qsizetype i = 1; i < markers.size(); ++i) QCOMPARE(markers[i].step, 12);  // no step
+    QCOMPARE(markers[0].kind, QString("checkpoint_saved"));
+    QCOMPARE(markers[0].text, QString("checkpoint epoch01.h5 (val_loss 0.5, best)"));
+    QCOMPARE(markers[1].text,
+             QString("reduce_lr_on_plateau: learning rate 0.001 → 0.0005 (val_loss 0.5)"));
+    QCOMPARE(markers[2].text,
+             QString("early_stopping: stop — val_loss did not improve for 2 epochs"));
+    QCOMPARE(markers[3].text,
+             QString("early_stopping: restored the weights of epoch 1 (val_loss 0.25)"));
+    QCOMPARE(markers[4].text, QString("stopped: early_stopping: done"));
+  }
+
+  // ETA: from the batches' pace within the first epoch, then from whole epochs (validation
+  // included); none once the run is over.
+  void the_eta_follows_the_pace_of_the_run() {
+    RunHistory run;
+    QList<Event> events = {
+        make_event(R"({"event": "run_started", "config": {"epochs": 4}})"),
+        make_event(R"({"event": "epoch_started", "epoch": 1, "epochs": 4, "steps": 10})")};
+    QVERIFY(!run.eta_seconds());
+    for (int b = 1; b <= 5; ++b)
+      events << make_event(QString(R"({"event": "batch_ended", "time": "2026-11-27T10:00:%1.000Z",
+                                       "epoch": 1, "batch": %2, "step": %2, "size": 1,
+                                       "logs": {"loss": 1.0}})")
+                               .arg(2 * b, 2, 10, QChar('0'))
+                               .arg(b)
+                               .toUtf8());
+    run.apply_all(events);
+    // 4 batches in 8 s: 2 s a batch, 35 batches left.
+    QVERIFY(run.eta_seconds());
+    QCOMPARE(*run.eta_seconds(), 70.0);
+    run.apply_all({make_event(R"({"event": "batch_ended", "time": "2026-11-27T10:00:30.000Z",
+                                  "epoch": 1, "batch": 10, "step": 10, "size": 1,
+                                  "logs": {"loss": 1.0}})"),
+                   make_event(R"({"event": "epoch_ended", "epoch": 1, "seconds": 50,
+                                  "logs": {"loss": 1.0}})")});
+    // An epoch took 50 s with its validation: 3 epochs left.
+    QCOMPARE(*run.eta_seconds(), 150.0);
+    run.apply(make_event(R"({"event": "run_finished", "interrupted": false})"));
+    QVERIFY(!run.eta_seconds());
+    QCOMPARE(format_duration(45.4), QString("45 s"));
+    QCOMPARE(format_duration(252), QString("4 min 12 s"));
+    QCOMPARE(format_duration(7500), QString("2 h 05 min"));
+  }
+
   void unknown_events_change_nothing_but_the_revision() {
     RunHistory run;
     const qint64 before = run.revision();

@@ -174,18 +174,18 @@ json device_plan_json(const DevicePlan& plan) {
 }
 
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
-// Returns the plugin records for run_started.
-// `events_to_stdout` (--events -) also applies to an events plugin the config lists itself.
+// Returns the plugin records for run_started. `events_options` (from the command line: --events
+// -, --device-stats) also apply to an events plugin the config lists itself.
 json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus,
-                              bool events_to_stdout, int rank) {
+                              const json& events_options, int rank) {
   json plugins = json::array();
   for (const auto& cc : rc.callbacks) {
     LoadedPlugin loaded = host.load(cc.plugin);  // every rank checks every plugin
     if (rank != 0 && !cc.all_ranks) continue;
     json options = cc.options;
-    if (events_to_stdout && cc.plugin == "events") {
+    if (cc.plugin == "events" && !events_options.empty()) {
       if (!options.is_object()) options = json::object();
-      options["stdout"] = true;
+      options.update(events_options);
     }
     bus.add(loaded.create(options, {cc.target, cc.path}), cc.target);
     plugins.push_back({{"plugin", loaded.record.info.name},
@@ -204,7 +204,7 @@ json check_plugins(const std::vector<CallbackConfig>& callbacks,
   rc.callbacks = callbacks;
   PluginHost host(plugin_paths);
   CallbackBus bus;
-  return add_configured_callbacks(rc, host, bus, false, 0);
+  return add_configured_callbacks(rc, host, bus, json::object(), 0);
 }
 
 json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
@@ -261,7 +261,11 @@ TrainResult run_training(const TrainRequest& request) {
   // rank 0, or on every rank when their config says "ranks": "all".
   PluginHost host(rc.plugin_paths);
   CallbackBus bus;
-  json plugins = add_configured_callbacks(rc, host, bus, request.events_to_stdout, rank);
+  json events_options = json::object();
+  if (request.events_to_stdout) events_options["stdout"] = true;
+  if (request.device_stats_seconds)
+    events_options["device_stats_seconds"] = *request.device_stats_seconds;
+  json plugins = add_configured_callbacks(rc, host, bus, events_options, rank);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).
@@ -280,7 +284,9 @@ TrainResult run_training(const TrainRequest& request) {
                        {"target", "template"}});
   };
   if (writer) {
-    add_standard("events", {{"stdout", request.events_to_stdout}});
+    json events = {{"stdout", request.events_to_stdout}};
+    events.update(events_options);
+    add_standard("events", events);
     if (rc.verbose > 0) add_standard("progress", {{"verbose", rc.verbose}});
   }
 

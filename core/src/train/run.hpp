@@ -32,6 +32,9 @@ struct TrainRequest {
   RunConfig config;
   std::optional<std::filesystem::path> run_dir;  // default: runs/<name>-<UTC time>
   bool events_to_stdout = false;
+  /// The events plugin's device_stats_seconds (`--device-stats`), for the standard events plugin
+  /// and one the config lists; unset: the plugin's option or default (10 s).
+  std::optional<double> device_stats_seconds;
   std::optional<std::filesystem::path> resume;       // a checkpoint with training state
   std::optional<std::filesystem::path> weights;      // initial weights only
   /// A run folder that holds another run (its events.jsonl, model.h5 or config.json) is refused
