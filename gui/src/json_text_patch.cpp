@@ -3,123 +3,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonValue>
-#include <memory>
-#include <vector>
+#include <QStringList>
+
+#include "json_spans.hpp"
 
 namespace tandem::gui {
 
 namespace {
-
-// Where one value sits in the text: [start, end). Containers also know their members or
-// elements; an object member knows where its key starts (its opening quote).
-struct Node {
-  int start = 0;
-  int end = 0;
-  bool object = false;
-  bool array = false;
-  struct Child {
-    int key_start = -1;  // objects only
-    QString key;         // objects only, unescaped
-    std::unique_ptr<Node> value;
-  };
-  std::vector<Child> children;
-};
-
-// Scans valid JSON into Nodes; `ok` is false when the text is not.
-class Scanner {
- public:
-  explicit Scanner(const QString& text) : text_(text) {}
-
-  std::unique_ptr<Node> run() {
-    skip_space();
-    auto root = value();
-    skip_space();
-    if (pos_ != text_.size()) ok_ = false;
-    return ok_ ? std::move(root) : nullptr;
-  }
-
- private:
-  bool at_end() const { return pos_ >= text_.size(); }
-  QChar peek() const { return at_end() ? QChar() : text_[pos_]; }
-  void skip_space() {
-    while (!at_end() && peek().isSpace()) ++pos_;
-  }
-
-  std::unique_ptr<Node> value() {
-    auto node = std::make_unique<Node>();
-    node->start = static_cast<int>(pos_);
-    const QChar c = peek();
-    if (c == '{' || c == '[') {
-      node->object = c == '{';
-      node->array = !node->object;
-      container(*node);
-    } else if (c == '"') {
-      string();
-    } else {
-      while (!at_end() && !QString(",]} \t\r\n").contains(peek())) ++pos_;
-      if (static_cast<int>(pos_) == node->start) ok_ = false;
-    }
-    node->end = static_cast<int>(pos_);
-    return node;
-  }
-
-  void string() {
-    ++pos_;
-    while (!at_end() && peek() != '"') pos_ += peek() == '\\' ? 2 : 1;
-    if (at_end()) ok_ = false;
-    ++pos_;
-  }
-
-  void container(Node& node) {
-    const QChar close = node.object ? '}' : ']';
-    ++pos_;
-    skip_space();
-    if (peek() == close) {
-      ++pos_;
-      return;
-    }
-    while (ok_) {
-      skip_space();
-      Node::Child child;
-      if (node.object) {
-        if (peek() != '"') {
-          ok_ = false;
-          return;
-        }
-        child.key_start = static_cast<int>(pos_);
-        string();
-        child.key = QJsonDocument::fromJson(
-                        ("[" + text_.mid(child.key_start, pos_ - child.key_start) + "]").toUtf8())
-                        .array()
-                        .at(0)
-                        .toString();
-        skip_space();
-        if (peek() != ':') {
-          ok_ = false;
-          return;
-        }
-        ++pos_;
-        skip_space();
-      }
-      child.value = value();
-      node.children.push_back(std::move(child));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == close) {
-        ++pos_;
-        return;
-      }
-      ok_ = false;
-    }
-  }
-
-  const QString& text_;
-  qsizetype pos_ = 0;
-  bool ok_ = true;
-};
 
 QString compact(const QJsonValue& v) {
   const QByteArray doc = QJsonDocument(QJsonArray{v}).toJson(QJsonDocument::Compact);
@@ -138,7 +28,7 @@ class Patcher {
 
   // The new text of `node` so that it parses to `target`; `indent` is the indentation of the line
   // the value is on (for what has to be written anew).
-  QString render(const Node& node, const QJsonValue& target, const QString& indent) const {
+  QString render(const JsonSpan& node, const QJsonValue& target, const QString& indent) const {
     if (parsed(node) == target) return slice(node.start, node.end);
     if (node.object && target.isObject()) return render_object(node, target.toObject(), indent);
     if (node.array && target.isArray()) return render_array(node, target.toArray(), indent);
@@ -148,7 +38,7 @@ class Patcher {
  private:
   QString slice(int from, int to) const { return text_.mid(from, to - from); }
 
-  QJsonValue parsed(const Node& node) const {
+  QJsonValue parsed(const JsonSpan& node) const {
     return QJsonDocument::fromJson(("[" + slice(node.start, node.end) + "]").toUtf8())
         .array()
         .at(0);
@@ -179,10 +69,10 @@ class Patcher {
   struct Layout {
     QString lead, separator, trail;
   };
-  static int child_start(const Node::Child& c) {
+  static int child_start(const JsonSpan::Child& c) {
     return c.key_start >= 0 ? c.key_start : c.value->start;
   }
-  Layout layout_of(const Node& node, const QString& indent) const {
+  Layout layout_of(const JsonSpan& node, const QString& indent) const {
     const auto& c = node.children;
     if (c.empty()) return {"\n" + indent + unit_, ",\n" + indent + unit_, "\n" + indent};
     Layout l;
@@ -198,14 +88,14 @@ class Patcher {
     return l;
   }
   // The text between child i - 1 and child i as the user wrote it (blank lines included).
-  QString separator_before(const Node& node, std::size_t i) const {
+  QString separator_before(const JsonSpan& node, std::size_t i) const {
     return slice(node.children[i - 1].value->end, child_start(node.children[i]));
   }
 
   // Joins the kept children (by their index in `node`, -1 for one that is added) with the text
   // the user had between them: a kept child keeps the separator before it; an added one, or one
   // that follows what was removed at the front, gets the layout's.
-  QString join(const Node& node, const Layout& l, const std::vector<int>& from,
+  QString join(const JsonSpan& node, const Layout& l, const std::vector<int>& from,
                const QStringList& parts) const {
     QString out = l.lead;
     for (qsizetype k = 0; k < parts.size(); ++k) {
@@ -216,7 +106,7 @@ class Patcher {
     return out + l.trail;
   }
 
-  QString render_object(const Node& node, const QJsonObject& target, const QString& indent) const {
+  QString render_object(const JsonSpan& node, const QJsonObject& target, const QString& indent) const {
     const Layout l = layout_of(node, indent);
     const QString inner =
         node.children.empty() ? indent + unit_ : line_indent(node.children[0].key_start);
@@ -239,7 +129,7 @@ class Patcher {
     return "{" + join(node, l, from, members) + "}";
   }
 
-  QString render_array(const Node& node, const QJsonArray& target, const QString& indent) const {
+  QString render_array(const JsonSpan& node, const QJsonArray& target, const QString& indent) const {
     if (target.isEmpty()) return "[]";
     if (node.children.empty()) return write(target, indent);
     const Layout l = layout_of(node, indent);
@@ -288,11 +178,12 @@ class Patcher {
 
 QString patch_json_text(const QString& text, const QJsonObject& target) {
   const QString rewritten = QString::fromUtf8(QJsonDocument(target).toJson(QJsonDocument::Indented));
-  const std::unique_ptr<Node> root = Scanner(text).run();
-  if (!root || !root->object) return rewritten;
+  const JsonScan scan = scan_json(text);
+  if (!scan.complete || !scan.root->object) return rewritten;
   const Patcher patcher(text);
-  const QString patched = text.left(root->start) +
-                          patcher.render(*root, target, QString()) + text.mid(root->end);
+  const JsonSpan& root = *scan.root;
+  const QString patched =
+      text.left(root.start) + patcher.render(root, target, QString()) + text.mid(root.end);
   // Whatever the text held, the result must be the config the form made.
   if (QJsonDocument::fromJson(patched.toUtf8()).object() != target) return rewritten;
   return patched;

@@ -66,18 +66,10 @@ class FaultyFileSystem final : public FileSystem {
   }
 
   std::error_code create_new(const fs::path& path, std::unique_ptr<WritableFile>& file) override {
-    if (auto e = step("create", path)) return e;
-    std::unique_ptr<WritableFile> real;
-    if (auto e = posix().create_new(path, real)) return e;
-    file = std::make_unique<File>(*this, path, std::move(real));
-    return {};
+    return open("create", path, file, &FileSystem::create_new);
   }
   std::error_code open_append(const fs::path& path, std::unique_ptr<WritableFile>& file) override {
-    if (auto e = step("open_append", path)) return e;
-    std::unique_ptr<WritableFile> real;
-    if (auto e = posix().open_append(path, real)) return e;
-    file = std::make_unique<File>(*this, path, std::move(real));
-    return {};
+    return open("open_append", path, file, &FileSystem::open_append);
   }
   std::error_code sync_file(const fs::path& path) override {
     if (auto e = step("sync_file", path)) return e;
@@ -123,6 +115,17 @@ class FaultyFileSystem final : public FileSystem {
     fs::path path_;
     std::unique_ptr<WritableFile> real_;
   };
+
+  using Opener = std::error_code (FileSystem::*)(const fs::path&, std::unique_ptr<WritableFile>&);
+  // A step that opens a file: the real file, wrapped so that its writes are steps too.
+  std::error_code open(const char* kind, const fs::path& path, std::unique_ptr<WritableFile>& file,
+                       Opener opener) {
+    if (auto e = step(kind, path)) return e;
+    std::unique_ptr<WritableFile> real;
+    if (auto e = (posix().*opener)(path, real)) return e;
+    file = std::make_unique<File>(*this, path, std::move(real));
+    return {};
+  }
 
   std::error_code step(const char* kind, const fs::path& path) {
     std::lock_guard lock(mutex_);
