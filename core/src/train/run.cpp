@@ -176,10 +176,10 @@ json device_plan_json(const DevicePlan& plan) {
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
 // Returns the plugin records for run_started. `events_options` (from the command line: --events
 // -, --device-stats) also apply to an events plugin the config lists itself.
-json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus& bus,
-                              const json& events_options, int rank) {
+json add_configured_callbacks(const std::vector<CallbackConfig>& callbacks, PluginHost& host,
+                              CallbackBus& bus, const json& events_options, int rank) {
   json plugins = json::array();
-  for (const auto& cc : rc.callbacks) {
+  for (const auto& cc : callbacks) {
     LoadedPlugin loaded = host.load(cc.plugin);  // every rank checks every plugin
     if (rank != 0 && !cc.all_ranks) continue;
     json options = cc.options;
@@ -200,11 +200,9 @@ json add_configured_callbacks(const RunConfig& rc, PluginHost& host, CallbackBus
 
 json check_plugins(const std::vector<CallbackConfig>& callbacks,
                    const std::vector<std::filesystem::path>& plugin_paths) {
-  RunConfig rc;
-  rc.callbacks = callbacks;
   PluginHost host(plugin_paths);
   CallbackBus bus;
-  return add_configured_callbacks(rc, host, bus, json::object(), 0);
+  return add_configured_callbacks(callbacks, host, bus, json::object(), 0);
 }
 
 json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
@@ -265,7 +263,7 @@ TrainResult run_training(const TrainRequest& request) {
   if (request.events_to_stdout) events_options["stdout"] = true;
   if (request.device_stats_seconds)
     events_options["device_stats_seconds"] = *request.device_stats_seconds;
-  json plugins = add_configured_callbacks(rc, host, bus, events_options, rank);
+  json plugins = add_configured_callbacks(rc.callbacks, host, bus, events_options, rank);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).
