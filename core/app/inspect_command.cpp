@@ -104,7 +104,8 @@ json describe(const fs::path& path, const CheckpointData& data) {
   for (const char* key : {"epoch", "batch", "step", "epochs", "steps_per_epoch", "target"})
     t[key] = s.contains(key) ? s[key] : json(nullptr);
   t["device_plan"] = s.contains("device_plan") ? s["device_plan"] : json(nullptr);
-  json optimizer = s.contains("optimizer") ? s["optimizer"] : json::object();
+  json optimizer =
+      s.contains("optimizer") && s["optimizer"].is_object() ? s["optimizer"] : json::object();
   json slots = json::array();
   for (const auto& slot : data.training->optimizer_slots)
     slots.push_back({{"name", slot.name}, {"shape", shape_json(slot.value.shape())}});
@@ -113,10 +114,15 @@ json describe(const fs::path& path, const CheckpointData& data) {
   json rng = json::array();
   for (const auto& [name, words] : data.training->rng_states) rng.push_back(name);
   t["rng"] = rng;
-  t["history"] = s.contains("history") ? s["history"] : json::array();
+  t["history"] = s.contains("history") && s["history"].is_array() ? s["history"] : json::array();
   t["has_run_config"] = s.contains("run_config");
   out["training"] = t;
   return out;
+}
+
+// The string at `key` of object `o`, or "?" where the file holds none (a checkpoint is data).
+std::string string_at(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : "?";
 }
 
 std::string number(const json& v) {
@@ -180,7 +186,7 @@ std::string to_text(const json& d) {
   o << "  target: " << (t["target"].is_string() ? t["target"].get<std::string>() : "?") << "\n";
   if (t["device_plan"].is_object()) {
     const json& plan = t["device_plan"];
-    o << "  device plan: " << plan.value("plan", std::string("?"));
+    o << "  device plan: " << string_at(plan, "plan");
     // "replicas" are one rank's; "replicas_total" (since 0.1) every rank's.
     const std::int64_t processes =
         plan.contains("world_size") && plan["world_size"].is_number_integer()
@@ -197,7 +203,7 @@ std::string to_text(const json& d) {
     o << "\n";
   }
   const json& opt = t["optimizer"];
-  o << "  optimizer: " << opt.value("class_name", std::string("?"));
+  o << "  optimizer: " << string_at(opt, "class_name");
   if (opt.contains("iterations")) o << ", iterations " << number(opt["iterations"]);
   if (opt.contains("config")) o << ", config " << opt["config"].dump();
   o << "\n  optimizer slots: " << opt["slots"].size() << "\n";
@@ -213,6 +219,10 @@ std::string to_text(const json& d) {
   for (std::size_t i = 0; i < t["history"].size(); ++i) {
     o << "    epoch " << i + 1 << ":";
     const json& h = t["history"][i];
+    if (!h.is_object()) {
+      o << " " << h.dump() << "\n";
+      continue;
+    }
     bool first = true;
     for (auto it = h.begin(); it != h.end(); ++it) {
       o << (first ? " " : " - ") << it.key() << " " << number(it.value());

@@ -126,20 +126,60 @@ TEST(OutOfRangeCli, EmptyDatasetsAndOverpromisingIdxHeadersAreRefused) {
       << out;
 }
 
+// Replaces the /tandem/state JSON of checkpoint `model` with what the Python expression `edit`
+// makes of `state` (the stored JSON).
+void edit_training_state(const fs::path& model, const std::string& edit) {
+  const auto edited = run_command(std::string(test::system_python()) + " -c '\n"
+      "import h5py, json, numpy as np, sys\n"
+      "with h5py.File(sys.argv[1], \"r+\") as f:\n"
+      "  state = json.loads(bytes(f[\"tandem/state\"][()]).decode())\n"
+      "  state = " + edit + "\n"
+      "  del f[\"tandem/state\"]\n"
+      "  f[\"tandem/state\"] = np.frombuffer(json.dumps(state).encode(), np.uint8)\n' " +
+      model.string());
+  ASSERT_EQ(edited.exit_code, 0) << edited.err;
+}
+
+TEST(OutOfRangeCli, ATrainingStateOfTheWrongShapeIsAnErrorNamingItNotACrash) {
+  const fs::path dir = test::scratch_dir("malformed-state");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const fs::path model = dir / "run" / "model.h5";
+  fs::copy_file(model, dir / "original.h5");
+
+  // Found by checkpoint_fuzz: a state that is a number aborted in Trainer::restore.
+  edit_training_state(model, "7");
+  auto r = run_command(test::tandem_cli() + " train --resume " + model.string() + " -q");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/tandem/state is a JSON number, not an object"), std::string::npos)
+      << r.err;
+
+  // A meta-model state whose device_plan is not an object.
+  fs::copy_file(dir / "original.h5", model, fs::copy_options::overwrite_existing);
+  edit_training_state(model, "dict(state, target=\"meta\", device_plan=[1, 2])");
+  r = run_command(test::tandem_cli() + " train --resume " + model.string() + " -q");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the training state's target or device_plan is malformed"),
+            std::string::npos)
+      << r.err;
+
+  // inspect shows what it can of a state whose parts have the wrong types.
+  fs::copy_file(dir / "original.h5", model, fs::copy_options::overwrite_existing);
+  edit_training_state(model,
+                      "dict(state, optimizer=3, history=[5, {\"loss\": 1.5}], "
+                      "device_plan={\"plan\": 4})");
+  r = run_command(test::tandem_cli() + " inspect " + model.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("optimizer: ?"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device plan: ?"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 1: 5\n    epoch 2: loss 1.5000"), std::string::npos) << r.out;
+}
+
 TEST(OutOfRangeCli, ACheckpointWhoseCountersDoNotFitIsNotResumed) {
   const fs::path dir = test::scratch_dir("out-of-range-resume");
   ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
   const fs::path model = dir / "run" / "model.h5";
   // The training state with epoch 2^40 (it used to resume into "4 of 3 epochs").
-  const auto edited = run_command(std::string(test::system_python()) + " -c '\n"
-      "import h5py, json, numpy as np, sys\n"
-      "with h5py.File(sys.argv[1], \"r+\") as f:\n"
-      "  state = json.loads(bytes(f[\"tandem/state\"][()]).decode())\n"
-      "  state[\"epoch\"] = 2 ** 40\n"
-      "  del f[\"tandem/state\"]\n"
-      "  f[\"tandem/state\"] = np.frombuffer(json.dumps(state).encode(), np.uint8)\n' " +
-      model.string());
-  ASSERT_EQ(edited.exit_code, 0) << edited.err;
+  edit_training_state(model, "dict(state, epoch=2 ** 40)");
   const auto r = run_command(test::tandem_cli() + " train --resume " + model.string() +
                              " --set epochs=3 -q");
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -639,6 +639,9 @@ std::string plain_weight_name(const std::string& layer, std::string name) {
 TrainingStateData read_training(hid_t tandem) {
   TrainingStateData training;
   training.state = parse_json(read_text_dataset(tandem, "state", "/tandem/state"), "/tandem/state");
+  if (!training.state.is_object())
+    throw std::runtime_error("/tandem/state is a JSON " + std::string(training.state.type_name()) +
+                             ", not an object");
   if (link_exists(tandem, "optimizer")) {
     H5Handle optimizer = open_group(tandem, "optimizer", "/tandem/optimizer");
     for (const auto& name :

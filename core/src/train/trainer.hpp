@@ -102,6 +102,9 @@ class Trainer : public CallbackContext {
   std::filesystem::path run_dir() const override { return run_dir_; }
 
  private:
+  // DataError when `state` is a meta-model checkpoint's state of another device plan than this
+  // run's; json::exception when its target or device_plan has the wrong type.
+  void refuse_other_plan(const nlohmann::json& state, const std::string& source) const;
   struct EpochTotals {
     MetricSum loss;
     std::vector<MetricSum> metrics;

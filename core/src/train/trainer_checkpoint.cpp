@@ -90,6 +90,19 @@ CheckpointData Trainer::checkpoint(Target target) {
   return data;
 }
 
+void Trainer::refuse_other_plan(const json& state, const std::string& source) const {
+  if (!state.is_object() || !state.contains("target") || state.at("target") != "meta" ||
+      !state.contains("device_plan"))
+    return;
+  const std::string saved = state.at("device_plan").value("plan", std::string("?"));
+  if (saved != meta_.plan_text())
+    throw DataError(source + ": is a checkpoint of the meta-model on device plan '" + saved +
+                    "', and this run's plan is '" + meta_.plan_text() + "'. Resume it on '" +
+                    saved +
+                    "', or load its template part (the same weights) on any plan with "
+                    "--weights, or checkpoint with target \"template\".");
+}
+
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
   if (restore_locked_)
     throw RunError(source +
@@ -99,15 +112,11 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     throw DataError(source +
                     ": holds weights only, no training state to resume from; load it "
                     "with --weights to start a new run from these weights");
-  if (data.training->state.value("target", "template") == "meta" &&
-      data.training->state.contains("device_plan")) {
-    const std::string saved = data.training->state["device_plan"].value("plan", std::string("?"));
-    if (saved != meta_.plan_text())
-      throw DataError(source + ": is a checkpoint of the meta-model on device plan '" + saved +
-                      "', and this run's plan is '" + meta_.plan_text() + "'. Resume it on '" +
-                      saved +
-                      "', or load its template part (the same weights) on any plan with "
-                      "--weights, or checkpoint with target \"template\".");
+  try {
+    refuse_other_plan(data.training->state, source);
+  } catch (const json::exception& e) {
+    throw DataError(source + ": the training state's target or device_plan is malformed (" +
+                    std::string(e.what()) + ")");
   }
   Model& model = meta_.template_model();
   Optimizer& optimizer = meta_.optimizer();
