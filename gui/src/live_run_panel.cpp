@@ -1,5 +1,6 @@
 #include "live_run_panel.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
 #include <QFileInfo>
@@ -31,6 +32,7 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
       progress_(new QProgressBar),
       stop_(new QPushButton("Stop")),
       axis_box_(new QComboBox),
+      log_y_(new QCheckBox("Log y")),
       smoothing_slider_(new QSlider(Qt::Horizontal)),
       smoothing_label_(new QLabel),
       overlay_label_(new QLabel),
@@ -52,6 +54,8 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   set_stop_enabled(false);
   axis_box_->addItem("Per batch (step)");
   axis_box_->addItem("Per epoch");
+  axis_box_->addItem("Wall time");
+  log_y_->setToolTip("Log-scale y on every chart (a chart's right-click menu switches its own)");
   smoothing_slider_->setRange(0, 999);
   smoothing_slider_->setValue(600);
   smoothing_slider_->setMaximumWidth(220);
@@ -76,6 +80,8 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   controls->addWidget(smoothing_slider_);
   controls->addWidget(smoothing_label_);
   controls->addSpacing(16);
+  controls->addWidget(log_y_);
+  controls->addSpacing(16);
   controls->addWidget(overlay_label_);
   controls->addWidget(clear_overlay_);
   controls->addStretch(1);
@@ -94,7 +100,8 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   connect(stop_action_, &QAction::triggered, this, &LiveRunPanel::stop_requested);
   connect(stop_, &QPushButton::clicked, stop_action_, &QAction::trigger);
   connect(axis_box_, &QComboBox::currentIndexChanged, this,
-          [this](int i) { set_x_axis(i == 0 ? XAxis::step : XAxis::epoch); });
+          [this](int i) { set_x_axis(static_cast<XAxis>(i)); });
+  connect(log_y_, &QCheckBox::toggled, this, &LiveRunPanel::set_log_y);
   connect(smoothing_slider_, &QSlider::valueChanged, this,
           [this](int v) { set_smoothing(v / 1000.0); });
   connect(clear_overlay_, &QPushButton::clicked, this, [this] { set_overlay(nullptr); });
@@ -126,7 +133,7 @@ void LiveRunPanel::set_overlay(RunHistory* other) {
 void LiveRunPanel::set_x_axis(XAxis axis) {
   if (axis == axis_) return;
   axis_ = axis;
-  axis_box_->setCurrentIndex(axis == XAxis::step ? 0 : 1);
+  axis_box_->setCurrentIndex(static_cast<int>(axis));
   layout_key_.clear();
   refresh();
 }
@@ -136,7 +143,29 @@ void LiveRunPanel::set_smoothing(double weight) {
   const int v = static_cast<int>(std::lround(smoothing_ * 1000));
   if (smoothing_slider_->value() != v) smoothing_slider_->setValue(v);
   smoothing_label_->setText(QString::number(smoothing_, 'f', 3));
-  for (MetricChart* c : charts_) c->set_smoothing(axis_ == XAxis::step ? smoothing_ : 0);
+  for (MetricChart* c : charts_) c->set_smoothing(axis_ != XAxis::epoch ? smoothing_ : 0);
+}
+
+void LiveRunPanel::set_log_y(bool on) {
+  if (log_y_->isChecked() != on) log_y_->setChecked(on);  // comes back here through toggled
+  for (MetricChart* c : charts_)
+    c->set_y_scale(on ? MetricChart::YScale::log : MetricChart::YScale::linear);
+}
+
+void LiveRunPanel::choose_wall_unit() {
+  double seconds = 0;
+  for (const RunHistory* r : {run_.data(), overlay_.data()})
+    if (r) seconds = std::max(seconds, r->elapsed_seconds());
+  if (seconds < 3 * 60) {
+    wall_unit_ = 1;
+    wall_unit_name_ = "s";
+  } else if (seconds < 3 * 3600) {
+    wall_unit_ = 60;
+    wall_unit_name_ = "min";
+  } else {
+    wall_unit_ = 3600;
+    wall_unit_name_ = "h";
+  }
 }
 
 void LiveRunPanel::set_stop_enabled(bool enabled) {
@@ -161,6 +190,7 @@ QString LiveRunPanel::layout_key() const {
           << QString::number(r->utilisation_devices().size());
   }
   parts << QString::number(static_cast<int>(axis_));
+  if (axis_ == XAxis::wall_time) parts << wall_unit_name_;
   return parts.join('|');
 }
 
@@ -168,8 +198,30 @@ void LiveRunPanel::rebuild_charts() {
   for (MetricChart* c : charts_) delete c;
   charts_.clear();
   if (!run_) return;
-  const bool by_step = axis_ == XAxis::step;
-  const QString x_title = by_step ? "step" : "epoch";
+  const bool by_epoch = axis_ == XAxis::epoch;
+  const bool wall = axis_ == XAxis::wall_time;
+  const double unit = wall_unit_;
+  const QString x_title = by_epoch ? "epoch" : wall ? "wall time (" + wall_unit_name_ + ")" : "step";
+  // Step-indexed points on this panel's x axis (step, or wall time since the run began).
+  auto on_x = [wall, unit](const RunHistory& r, QList<QPointF> step_points) {
+    if (!wall) return step_points;
+    QList<QPointF> timed = r.at_wall_time(step_points);
+    for (QPointF& p : timed) p.setX(p.x() / unit);
+    return timed;
+  };
+  auto step_to_x = [on_x](const RunHistory& r, qint64 step) {
+    const QList<QPointF> p = on_x(r, {QPointF(static_cast<double>(step), 0)});
+    return p.isEmpty() ? static_cast<double>(step) : p[0].x();
+  };
+  auto new_chart = [&](const QString& title, bool per_step_only) {
+    auto* chart = new MetricChart(title, per_step_only && by_epoch ? "step" : x_title, nullptr,
+                                  by_epoch && !per_step_only);
+    if (per_step_only || !by_epoch)
+      chart->set_markers(run_, false, step_to_x);
+    else
+      chart->set_markers(run_, true);
+    return chart;
+  };
 
   QStringList metrics = run_->metric_names();
   if (overlay_)
@@ -178,9 +230,9 @@ void LiveRunPanel::rebuild_charts() {
   // The loss first, then the metrics in the order the engine reports them.
   if (metrics.removeAll("loss") > 0) metrics.prepend("loss");
 
-  auto series_of = [by_step](const QString& key) {
-    return [key, by_step](const RunHistory& r) {
-      return by_step ? r.batch_series(key) : r.epoch_series(key);
+  auto series_of = [by_epoch, on_x](const QString& key) {
+    return [key, by_epoch, on_x](const RunHistory& r) {
+      return by_epoch ? r.epoch_series(key) : on_x(r, r.batch_series(key));
     };
   };
   auto lines_for = [&](const QString& key, const QString& label, bool smoothed) {
@@ -194,69 +246,69 @@ void LiveRunPanel::rebuild_charts() {
   };
 
   for (const QString& metric : metrics) {
-    auto* chart = new MetricChart(metric, x_title);
+    auto* chart = new_chart(metric, false);
     QList<ChartLine> lines = lines_for(metric, "train", true);
     lines.append(lines_for("val_" + metric, "validation", false));
     chart->set_lines(lines);
-    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   {
-    auto* chart = new MetricChart("learning rate", x_title);
+    auto* chart = new_chart("learning rate", false);
     QList<ChartLine> lines;
-    auto lr = [by_step](const RunHistory& r) {
-      return by_step ? r.learning_rate_series() : r.epoch_series("lr");
+    auto lr = [by_epoch, on_x](const RunHistory& r) {
+      return by_epoch ? r.epoch_series("lr") : on_x(r, r.learning_rate_series());
     };
     lines.push_back({run_, "lr", kTrain, false, false, lr});
     if (overlay_) lines.push_back({overlay_, "lr (overlay)", kOtherTrain, true, false, lr});
     chart->set_lines(lines);
-    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   {
-    auto* chart = new MetricChart("samples/s", x_title);
+    auto* chart = new_chart("samples/s", false);
     QList<ChartLine> lines;
-    auto sps = [by_step](const RunHistory& r) {
-      return by_step ? r.samples_per_sec_series() : r.epoch_series("samples_per_sec");
+    auto sps = [by_epoch, on_x](const RunHistory& r) {
+      return by_epoch ? r.epoch_series("samples_per_sec") : on_x(r, r.samples_per_sec_series());
     };
     lines.push_back({run_, "samples/s", kTrain, false, false, sps});
     if (overlay_) lines.push_back({overlay_, "samples/s (overlay)", kOtherTrain, true, false, sps});
     chart->set_lines(lines);
-    chart->set_markers(run_, !by_step);
     charts_.push_back(chart);
   }
   if (!run_->utilisation_devices().isEmpty()) {
-    auto* chart = new MetricChart("device utilisation (%)", "step");
+    auto* chart = new_chart("device utilisation (%)", true);
     QList<ChartLine> lines;
     const QStringList devices = run_->utilisation_devices();
     for (int i = 0; i < devices.size(); ++i)
       lines.push_back(
           {run_, devices[i], kReplicaColors[i % kReplicaColors.size()], false, false,
-           [device = devices[i]](const RunHistory& r) { return r.utilisation(device); }});
+           [device = devices[i], on_x](const RunHistory& r) {
+             return on_x(r, r.utilisation(device));
+           }});
     chart->set_lines(lines);
-    chart->set_markers(run_, false);  // per step whatever the axis choice
     charts_.push_back(chart);
   }
   if (!run_->replica_labels().isEmpty()) {
-    auto* chart = new MetricChart("replica step time (ms)", "step");
+    auto* chart = new_chart("replica step time (ms)", true);
     QList<ChartLine> lines;
     const QStringList labels = run_->replica_labels();
     for (int i = 0; i < labels.size(); ++i)
       lines.push_back({run_, "replica " + labels[i], kReplicaColors[i % kReplicaColors.size()],
-                       false, true, [i](const RunHistory& r) { return r.replica_step_ms(i); }});
+                       false, true,
+                       [i, on_x](const RunHistory& r) { return on_x(r, r.replica_step_ms(i)); }});
     chart->set_lines(lines);
-    chart->set_markers(run_, false);  // per step whatever the axis choice
     charts_.push_back(chart);
   }
   const int columns = 2;
   for (int i = 0; i < charts_.size(); ++i) {
     charts_[i]->setMinimumHeight(260);
-    charts_[i]->set_smoothing(by_step ? smoothing_ : 0);
+    charts_[i]->set_smoothing(by_epoch ? 0 : smoothing_);
+    if (log_y_->isChecked()) charts_[i]->set_y_scale(MetricChart::YScale::log);
     grid_->addWidget(charts_[i], i / columns, i % columns);
   }
 }
 
 void LiveRunPanel::refresh() {
+  if (axis_ == XAxis::wall_time) choose_wall_unit();
   const QString key = layout_key();
   if (key != layout_key_) {
     layout_key_ = key;

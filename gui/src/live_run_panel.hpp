@@ -11,6 +11,7 @@
 #include "metric_chart.hpp"
 #include "run_history.hpp"
 
+class QCheckBox;
 class QComboBox;
 class QGridLayout;
 class QLabel;
@@ -23,7 +24,7 @@ namespace tandem::gui {
 class LiveRunPanel : public QWidget {
   Q_OBJECT
  public:
-  enum class XAxis { step, epoch };
+  enum class XAxis { step, epoch, wall_time };
 
   explicit LiveRunPanel(QWidget* parent = nullptr);
 
@@ -35,6 +36,9 @@ class LiveRunPanel : public QWidget {
   RunHistory* overlay() const { return overlay_; }
 
   void set_x_axis(XAxis axis);
+  XAxis x_axis() const { return axis_; }
+  /// Log-scale y on every chart (each chart's context menu also switches its own).
+  void set_log_y(bool on);
   /// TensorBoard-style smoothing weight in [0, 0.999].
   void set_smoothing(double weight);
   double smoothing() const { return smoothing_; }
@@ -73,6 +77,11 @@ class LiveRunPanel : public QWidget {
   QAction* stop_action_;
   void set_stop_enabled(bool enabled);
   QComboBox* axis_box_;
+  QCheckBox* log_y_;
+  // Seconds per unit of the wall-time axis (1, 60 or 3600) and its name.
+  double wall_unit_ = 1;
+  QString wall_unit_name_ = "s";
+  void choose_wall_unit();
   QSlider* smoothing_slider_;
   QLabel* smoothing_label_;
   QLabel* overlay_label_;

@@ -139,6 +139,31 @@ void RunHistory::rewind_steps(double from) {
   for (auto& s : replica_ms_) drop_from(s, from);
   drop_from(lr_series_, from);
   drop_from(throughput_, from);
+  drop_from(clock_, from);
+}
+
+QList<QPointF> RunHistory::at_wall_time(const QList<QPointF>& step_points) const {
+  QList<QPointF> out;
+  if (clock_.isEmpty()) return out;
+  out.reserve(step_points.size());
+  for (const QPointF& p : step_points) {
+    const auto after = std::lower_bound(clock_.begin(), clock_.end(), p.x(),
+                                        [](const QPointF& c, double x) { return c.x() < x; });
+    double seconds;
+    if (after == clock_.begin())
+      seconds = after->y();
+    else if (after == clock_.end())
+      seconds = clock_.back().y();
+    else if (after->x() == p.x())
+      seconds = after->y();
+    else {
+      const QPointF& before = *(after - 1);
+      seconds = before.y() + (p.x() - before.x()) / (after->x() - before.x()) *
+                                 (after->y() - before.y());
+    }
+    out.push_back({seconds, p.y()});
+  }
+  return out;
 }
 
 void RunHistory::add_marker(const QString& kind, const QString& text, const QJsonObject& f) {
@@ -198,6 +223,8 @@ void RunHistory::on_batch_ended(const QJsonObject& f, const QString& time) {
   const qint64 done = static_cast<qint64>(std::max(epoch_ - 1, 0)) * steps_per_epoch_ + batch_;
   const QDateTime at = QDateTime::fromString(time, Qt::ISODateWithMs);
   if (at.isValid()) {
+    if (!clock_origin_.isValid()) clock_origin_ = at;
+    clock_.push_back({x, clock_origin_.msecsTo(at) / 1000.0});
     if (!first_batch_time_.isValid()) {
       first_batch_time_ = at;
       first_batch_done_ = done;
@@ -221,6 +248,8 @@ void RunHistory::apply_one(const Event& event) {
     device_plan_ = devices_.value("plan").toString();
     batch_size_ = f.value("batch_size").toDouble(config_.value("batch_size").toDouble());
     started_at_ = event.time();
+    if (!clock_origin_.isValid())
+      clock_origin_ = QDateTime::fromString(started_at_, Qt::ISODateWithMs);
     epochs_ = config_.value("epochs").toInt();
     status_ = Status::running;
     // A new segment of the run (a resume): its own pace.

@@ -106,6 +106,13 @@ class RunHistory : public QObject {
   /// is not running or the pace is not known yet.
   std::optional<double> eta_seconds() const;
 
+  /// `step_points` (x = optimizer step) against wall-clock seconds since the run first started
+  /// instead: each step at the time its batch ended (interpolated between batches; a resumed run's
+  /// pause included, as the clock saw it). Steps before the first batch map to its time.
+  QList<QPointF> at_wall_time(const QList<QPointF>& step_points) const;
+  /// Wall-clock seconds from the run's first start to its last batch (0 before one).
+  double elapsed_seconds() const { return clock_.isEmpty() ? 0 : clock_.back().y(); }
+
   /// Counts every applied event; charts compare it to know when to redraw.
   qint64 revision() const { return revision_; }
 
@@ -149,6 +156,9 @@ class RunHistory : public QObject {
   QDateTime first_batch_time_, last_batch_time_;
   qint64 first_batch_done_ = 0, last_batch_done_ = 0;
   QList<double> epoch_seconds_;
+  // (step, seconds since clock_origin_) of each batch, in step order.
+  QDateTime clock_origin_;
+  QList<QPointF> clock_;
   qint64 revision_ = 0;
 };
 

@@ -37,7 +37,25 @@ class LiveRunPanelTest : public QObject {
     QCOMPARE(panel.chart("loss")->history_points(0), 48);
     panel.set_x_axis(LiveRunPanel::XAxis::epoch);
     QCOMPARE(panel.chart("loss")->history_points(0), 3);
+    QCOMPARE(panel.chart("loss")->x_title(), QString("epoch"));
+    QCOMPARE(panel.chart("loss")->x_ticks().interval, 1.0);  // whole epochs
+    // Wall time: the same points against seconds since the start (the recorded run took < 1 s).
+    panel.set_x_axis(LiveRunPanel::XAxis::wall_time);
+    QCOMPARE(panel.chart("loss")->x_title(), QString("wall time (s)"));
+    QCOMPARE(panel.chart("loss")->history_points(0), 48);
+    const QList<QPointF> timed = panel.chart("loss")->series(0)->points();
+    QVERIFY(timed.front().x() >= 0 && timed.back().x() < 5 && timed.back().x() > timed.front().x());
+    QCOMPARE(panel.chart("loss")->x_range().high, run->elapsed_seconds());
     panel.set_x_axis(LiveRunPanel::XAxis::step);
+
+    // Log y on every chart, and on the charts rebuilt afterwards.
+    panel.set_log_y(true);
+    for (MetricChart* c : panel.charts()) QCOMPARE(c->y_scale(), MetricChart::YScale::log);
+    panel.set_x_axis(LiveRunPanel::XAxis::epoch);
+    for (MetricChart* c : panel.charts()) QCOMPARE(c->y_scale(), MetricChart::YScale::log);
+    panel.set_log_y(false);
+    panel.set_x_axis(LiveRunPanel::XAxis::step);
+    QCOMPARE(panel.chart("loss")->y_scale(), MetricChart::YScale::linear);
 
     // Smoothing changes what is drawn, not the history.
     panel.set_smoothing(0);

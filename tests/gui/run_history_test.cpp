@@ -225,6 +225,31 @@ class RunHistoryTest : public QObject {
     QCOMPARE(format_duration(7500), QString("2 h 05 min"));
   }
 
+  // Wall time since the run first started, per step: each step at the time its batch ended,
+  // interpolated between batches; a resumed run continues the clock (its pause included).
+  void steps_map_to_wall_time_since_the_first_start() {
+    RunHistory run;
+    auto batch = [](int step, const char* time) {
+      return make_event(QString(R"({"event": "batch_ended", "time": "%1", "epoch": 1,
+                                    "batch": %2, "step": %2, "size": 1, "logs": {"loss": 1.0}})")
+                            .arg(time)
+                            .arg(step)
+                            .toUtf8());
+    };
+    QVERIFY(run.at_wall_time({{1, 0.5}}).isEmpty());  // no batch yet: no clock
+    run.apply_all({make_event(R"({"event": "run_started", "time": "2026-11-27T10:00:00.000Z"})"),
+                   batch(1, "2026-11-27T10:00:01.000Z"), batch(2, "2026-11-27T10:00:02.000Z"),
+                   batch(3, "2026-11-27T10:00:04.000Z")});
+    QCOMPARE(run.at_wall_time({{1, 0.5}, {2.5, 0.6}, {3, 0.7}, {0, 0.8}, {9, 0.9}}),
+             QList<QPointF>({{1, 0.5}, {3, 0.6}, {4, 0.7}, {1, 0.8}, {4, 0.9}}));
+    QCOMPARE(run.elapsed_seconds(), 4.0);
+    // Resumed 96 s later from the checkpoint at step 2: step 3 again, on the same clock.
+    run.apply_all({make_event(R"({"event": "run_started", "time": "2026-11-27T10:01:40.000Z"})"),
+                   batch(3, "2026-11-27T10:01:41.500Z")});
+    QCOMPARE(run.at_wall_time({{3, 0.7}}), QList<QPointF>({{101.5, 0.7}}));
+    QCOMPARE(run.elapsed_seconds(), 101.5);
+  }
+
   void unknown_events_change_nothing_but_the_revision() {
     RunHistory run;
     const qint64 before = run.revision();
