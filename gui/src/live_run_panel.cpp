@@ -12,16 +12,18 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSlider>
+#include <QSplitter>
 #include <QVBoxLayout>
 
 namespace tandem::gui {
 
 namespace {
 
-// Train, validation; the overlaid run's train, validation.
-const QColor kTrain("#1f77b4"), kVal("#ff7f0e"), kOtherTrain("#2ca02c"), kOtherVal("#9467bd");
-const QList<QColor> kReplicaColors = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                      "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+// One run: train, validation. Compared runs, replicas, devices: one colour each (Tableau 10).
+const QColor kTrain("#1f77b4"), kVal("#ff7f0e");
+const QList<QColor> kPalette = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+const QList<QColor>& kReplicaColors = kPalette;
 
 }  // namespace
 
@@ -35,8 +37,9 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
       log_y_(new QCheckBox("Log y")),
       smoothing_slider_(new QSlider(Qt::Horizontal)),
       smoothing_label_(new QLabel),
-      overlay_label_(new QLabel),
-      clear_overlay_(new QPushButton("Remove overlay")),
+      compare_label_(new QLabel),
+      stop_comparing_(new QPushButton("Stop comparing")),
+      comparison_(new RunComparisonTable),
       chart_area_(new QWidget),
       grid_(new QGridLayout(chart_area_)) {
   QFont title_font = title_->font();
@@ -61,8 +64,11 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   smoothing_slider_->setMaximumWidth(220);
   smoothing_slider_->setToolTip("Smoothing of per-batch curves (TensorBoard's debiased EMA)");
   smoothing_label_->setMinimumWidth(40);
-  overlay_label_->hide();
-  clear_overlay_->hide();
+  compare_label_->hide();
+  compare_label_->setTextFormat(Qt::RichText);
+  stop_comparing_->hide();
+  stop_comparing_->setToolTip("Show the first run alone again");
+  comparison_->hide();
 
   auto* header = new QHBoxLayout;
   auto* titles = new QVBoxLayout;
@@ -82,8 +88,8 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   controls->addSpacing(16);
   controls->addWidget(log_y_);
   controls->addSpacing(16);
-  controls->addWidget(overlay_label_);
-  controls->addWidget(clear_overlay_);
+  controls->addWidget(compare_label_);
+  controls->addWidget(stop_comparing_);
   controls->addStretch(1);
 
   grid_->setContentsMargins(0, 0, 0, 0);
@@ -92,10 +98,17 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   scroll->setFrameShape(QFrame::NoFrame);
   scroll->setWidget(chart_area_);
 
+  // While comparing, the hyperparameter table sits above the charts (the user sets the split).
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(comparison_);
+  split->addWidget(scroll);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 3);
+  split->setChildrenCollapsible(false);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(header);
   layout->addLayout(controls);
-  layout->addWidget(scroll, 1);
+  layout->addWidget(split, 1);
 
   connect(stop_action_, &QAction::triggered, this, &LiveRunPanel::stop_requested);
   connect(stop_, &QPushButton::clicked, stop_action_, &QAction::trigger);
@@ -104,7 +117,7 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   connect(log_y_, &QCheckBox::toggled, this, &LiveRunPanel::set_log_y);
   connect(smoothing_slider_, &QSlider::valueChanged, this,
           [this](int v) { set_smoothing(v / 1000.0); });
-  connect(clear_overlay_, &QPushButton::clicked, this, [this] { set_overlay(nullptr); });
+  connect(stop_comparing_, &QPushButton::clicked, this, [this] { set_compared({}); });
   connect(&timer_, &QTimer::timeout, this, &LiveRunPanel::refresh);
   timer_.start(250);
   smoothing_label_->setText(QString::number(smoothing_, 'f', 3));
@@ -114,20 +127,78 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
 void LiveRunPanel::set_run(RunHistory* run, bool live) {
   run_ = run;
   live_ = live;
+  compared_.clear();  // a comparison never outlives the run it was made with
+  update_comparison();
   layout_key_.clear();
   refresh();
 }
 
-void LiveRunPanel::set_overlay(RunHistory* other) {
-  overlay_ = other;
-  const bool on = other != nullptr;
-  overlay_label_->setVisible(on);
-  clear_overlay_->setVisible(on);
-  if (on)
-    overlay_label_->setText(QString("Compared with <b>%1</b> (dashed)")
-                                .arg(QFileInfo(other->run_dir()).fileName().toHtmlEscaped()));
+void LiveRunPanel::set_compared(const QList<RunHistory*>& others) {
+  compared_.clear();
+  for (RunHistory* r : others)
+    if (r && r != run_) compared_.push_back(r);
+  update_comparison();
   layout_key_.clear();
   refresh();
+}
+
+QList<RunHistory*> LiveRunPanel::compared() const {
+  QList<RunHistory*> out;
+  for (const QPointer<RunHistory>& r : compared_)
+    if (r) out << r.data();
+  return out;
+}
+
+QList<RunHistory*> LiveRunPanel::shown_runs() const {
+  QList<RunHistory*> out;
+  if (run_) out << run_.data();
+  return out + compared();
+}
+
+QColor LiveRunPanel::run_color(int k) {
+  return kPalette[k % kPalette.size()];
+}
+
+QStringList LiveRunPanel::run_labels() const {
+  const QList<RunHistory*> runs = shown_runs();
+  QStringList names;
+  for (const RunHistory* r : runs) names << (r->name().isEmpty() ? QString("run") : r->name());
+  QStringList out;
+  for (qsizetype i = 0; i < runs.size(); ++i)
+    out << (names.count(names[i]) > 1 && !runs[i]->run_dir().isEmpty()
+                ? QFileInfo(runs[i]->run_dir()).fileName()
+                : names[i]);
+  // The same folder name twice (copies of a run): numbered from the second on.
+  for (qsizetype i = 0; i < out.size(); ++i)
+    if (out.indexOf(out[i]) < i) out[i] += QString(" #%1").arg(i + 1);
+  return out;
+}
+
+// The comparison's header line and table, from the runs as they are now.
+void LiveRunPanel::update_comparison() {
+  const bool on = comparing() && run_;
+  compare_label_->setVisible(on);
+  stop_comparing_->setVisible(on);
+  comparison_->setVisible(on);
+  if (!on) return;
+  const QList<RunHistory*> runs = shown_runs();
+  const QStringList labels = run_labels();
+  QStringList names;
+  QList<ComparedRun> rows;
+  qint64 revision = 0;
+  for (qsizetype k = 0; k < runs.size(); ++k) {
+    const RunHistory* r = runs[k];
+    names << QString("<span style='color:%1'>&#9632;</span> %2")
+                 .arg(run_color(static_cast<int>(k)).name(), labels[k].toHtmlEscaped());
+    rows << ComparedRun{labels[k],         run_color(static_cast<int>(k)), r->config(),
+                        r->last_epoch_logs(), r->status_text(), r->epoch(), r->epochs()};
+    revision += r->revision();
+  }
+  compare_label_->setText(QString("Comparing %1 runs: %2 (validation dashed)")
+                              .arg(runs.size())
+                              .arg(names.join(", ")));
+  comparison_->set_runs(rows);
+  compared_revision_ = revision;
 }
 
 void LiveRunPanel::set_x_axis(XAxis axis) {
@@ -154,8 +225,7 @@ void LiveRunPanel::set_log_y(bool on) {
 
 void LiveRunPanel::choose_wall_unit() {
   double seconds = 0;
-  for (const RunHistory* r : {run_.data(), overlay_.data()})
-    if (r) seconds = std::max(seconds, r->elapsed_seconds());
+  for (const RunHistory* r : shown_runs()) seconds = std::max(seconds, r->elapsed_seconds());
   if (seconds < 3 * 60) {
     wall_unit_ = 1;
     wall_unit_name_ = "s";
@@ -181,11 +251,7 @@ MetricChart* LiveRunPanel::chart(const QString& title) const {
 
 QString LiveRunPanel::layout_key() const {
   QStringList parts;
-  for (const RunHistory* r : {run_.data(), overlay_.data()}) {
-    if (!r) {
-      parts << "-";
-      continue;
-    }
+  for (const RunHistory* r : shown_runs()) {
     parts << r->metric_names().join(',') << QString::number(r->replica_labels().size())
           << QString::number(r->utilisation_devices().size());
   }
@@ -223,9 +289,12 @@ void LiveRunPanel::rebuild_charts() {
     return chart;
   };
 
-  QStringList metrics = run_->metric_names();
-  if (overlay_)
-    for (const QString& m : overlay_->metric_names())
+  const QList<RunHistory*> runs = shown_runs();
+  const QStringList labels = run_labels();
+  const bool comparing = runs.size() > 1;
+  QStringList metrics;
+  for (const RunHistory* r : runs)
+    for (const QString& m : r->metric_names())
       if (!metrics.contains(m)) metrics << m;
   // The loss first, then the metrics in the order the engine reports them.
   if (metrics.removeAll("loss") > 0) metrics.prepend("loss");
@@ -235,43 +304,47 @@ void LiveRunPanel::rebuild_charts() {
       return by_epoch ? r.epoch_series(key) : on_x(r, r.batch_series(key));
     };
   };
-  auto lines_for = [&](const QString& key, const QString& label, bool smoothed) {
+  // One run: train blue, validation orange. Compared runs: a colour per run, validation dashed.
+  auto metric_lines = [&](const QString& metric) {
     QList<ChartLine> lines;
-    const bool val = key.startsWith("val_");
-    lines.push_back({run_, label, val ? kVal : kTrain, false, smoothed && !val, series_of(key)});
-    if (overlay_)
-      lines.push_back({overlay_, label + " (overlay)", val ? kOtherVal : kOtherTrain, true,
-                       smoothed && !val, series_of(key)});
+    for (qsizetype k = 0; k < runs.size(); ++k) {
+      const QColor color = run_color(static_cast<int>(k));
+      lines.push_back({runs[k], comparing ? labels[k] : "train", comparing ? color : kTrain, false,
+                       true, series_of(metric)});
+      lines.push_back({runs[k], comparing ? labels[k] + " val" : "validation",
+                       comparing ? color : kVal, comparing, false, series_of("val_" + metric)});
+    }
+    return lines;
+  };
+  // A quantity with one line per run.
+  auto run_lines = [&](const QString& label,
+                       const std::function<QList<QPointF>(const RunHistory&)>& points) {
+    QList<ChartLine> lines;
+    for (qsizetype k = 0; k < runs.size(); ++k)
+      lines.push_back({runs[k], comparing ? labels[k] : label,
+                       comparing ? run_color(static_cast<int>(k)) : kTrain, false, false, points});
     return lines;
   };
 
   for (const QString& metric : metrics) {
     auto* chart = new_chart(metric, false);
-    QList<ChartLine> lines = lines_for(metric, "train", true);
-    lines.append(lines_for("val_" + metric, "validation", false));
-    chart->set_lines(lines);
+    chart->set_lines(metric_lines(metric));
     charts_.push_back(chart);
   }
   {
     auto* chart = new_chart("learning rate", false);
-    QList<ChartLine> lines;
     auto lr = [by_epoch, on_x](const RunHistory& r) {
       return by_epoch ? r.epoch_series("lr") : on_x(r, r.learning_rate_series());
     };
-    lines.push_back({run_, "lr", kTrain, false, false, lr});
-    if (overlay_) lines.push_back({overlay_, "lr (overlay)", kOtherTrain, true, false, lr});
-    chart->set_lines(lines);
+    chart->set_lines(run_lines("lr", lr));
     charts_.push_back(chart);
   }
   {
     auto* chart = new_chart("samples/s", false);
-    QList<ChartLine> lines;
     auto sps = [by_epoch, on_x](const RunHistory& r) {
       return by_epoch ? r.epoch_series("samples_per_sec") : on_x(r, r.samples_per_sec_series());
     };
-    lines.push_back({run_, "samples/s", kTrain, false, false, sps});
-    if (overlay_) lines.push_back({overlay_, "samples/s (overlay)", kOtherTrain, true, false, sps});
-    chart->set_lines(lines);
+    chart->set_lines(run_lines("samples/s", sps));
     charts_.push_back(chart);
   }
   if (!run_->utilisation_devices().isEmpty()) {
@@ -315,6 +388,11 @@ void LiveRunPanel::refresh() {
     rebuild_charts();
   }
   for (MetricChart* c : charts_) c->refresh();
+  if (comparing()) {
+    qint64 revision = 0;
+    for (const RunHistory* r : shown_runs()) revision += r->revision();
+    if (revision != compared_revision_) update_comparison();
+  }
   update_header();
 }
 

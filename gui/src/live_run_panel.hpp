@@ -1,6 +1,7 @@
 // The Live run panel: a run's charts (every metric train vs validation, learning rate,
 // throughput, per-replica step times), its progress, and Stop. Shows a live engine run or a
-// finished run read back from disk, optionally overlaid with a second run.
+// finished run read back from disk, or compares it with other runs: each run its own colour
+// (train solid, validation dashed) and a table of the config values that differ.
 #pragma once
 
 #include <QAction>
@@ -9,6 +10,7 @@
 #include <QWidget>
 
 #include "metric_chart.hpp"
+#include "run_comparison_table.hpp"
 #include "run_history.hpp"
 
 class QCheckBox;
@@ -30,10 +32,19 @@ class LiveRunPanel : public QWidget {
 
   /// Shows `run` (not owned; may be null). `live`: it belongs to a running engine (Stop applies).
   void set_run(RunHistory* run, bool live);
-  /// Draws `other` (not owned) dashed on every chart beside the run; null removes it.
-  void set_overlay(RunHistory* other);
+  /// Compares the run with `others` (not owned; empty ends the comparison): every chart draws
+  /// each run in its own colour, and the hyperparameter table shows what differs. set_run()
+  /// ends a comparison.
+  void set_compared(const QList<RunHistory*>& others);
   RunHistory* run() const { return run_; }
-  RunHistory* overlay() const { return overlay_; }
+  QList<RunHistory*> compared() const;
+  bool comparing() const { return !compared_.isEmpty(); }
+  RunComparisonTable* comparison_table() const { return comparison_; }
+  /// Each shown run's name in the legend and the table: its name, or its folder's where two
+  /// runs share a name; the shown run first.
+  QStringList run_labels() const;
+  /// The colour of the k-th shown run while comparing.
+  static QColor run_color(int k);
 
   void set_x_axis(XAxis axis);
   XAxis x_axis() const { return axis_; }
@@ -64,7 +75,12 @@ class LiveRunPanel : public QWidget {
   QString layout_key() const;
   void update_header();
 
-  QPointer<RunHistory> run_, overlay_;
+  QList<RunHistory*> shown_runs() const;  // the run, then the compared ones (live pointers)
+  void update_comparison();
+
+  QPointer<RunHistory> run_;
+  QList<QPointer<RunHistory>> compared_;
+  qint64 compared_revision_ = -1;
   bool live_ = false;
   XAxis axis_ = XAxis::step;
   double smoothing_ = 0.6;
@@ -84,8 +100,9 @@ class LiveRunPanel : public QWidget {
   void choose_wall_unit();
   QSlider* smoothing_slider_;
   QLabel* smoothing_label_;
-  QLabel* overlay_label_;
-  QPushButton* clear_overlay_;
+  QLabel* compare_label_;
+  QPushButton* stop_comparing_;
+  RunComparisonTable* comparison_;
   QWidget* chart_area_;
   QGridLayout* grid_;
   QTimer timer_;

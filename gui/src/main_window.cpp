@@ -79,8 +79,8 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
   connect(runs_, &RunsPanel::open_requested, this, [this](const QString& dir) {
     if (open_run(dir)) show_tab(run_tab);
   });
-  connect(runs_, &RunsPanel::overlay_requested, this, [this](const QString& dir) {
-    if (overlay_run(dir)) show_tab(run_tab);
+  connect(runs_, &RunsPanel::compare_requested, this, [this](const QStringList& dirs) {
+    if (compare_runs(dirs)) show_tab(run_tab);
   });
   connect(runs_, &RunsPanel::workspace_changed, this, [this] { save_settings(); });
   connect(&monitor_, &DeviceMonitor::snapshot, this, [this](const DeviceSnapshot& s) {
@@ -184,7 +184,8 @@ RunHistory* MainWindow::shown_run() const {
 }
 
 void MainWindow::show_run(RunHistory* run, bool live) {
-  live_->set_run(run, live);
+  live_->set_run(run, live);  // ends a comparison
+  compared_.clear();
   checkpoints_->set_run(run);
 }
 
@@ -296,12 +297,21 @@ bool MainWindow::open_run(const QString& run_dir) {
   return true;
 }
 
-bool MainWindow::overlay_run(const QString& run_dir) {
-  EventFile file;
-  auto run = load_run(run_dir, &file);
-  if (!run) return false;
-  live_->set_overlay(run.get());
-  overlay_ = std::move(run);
+bool MainWindow::compare_runs(const QStringList& run_dirs) {
+  if (run_dirs.isEmpty()) return false;
+  std::vector<std::unique_ptr<RunHistory>> others;
+  for (qsizetype i = 1; i < run_dirs.size(); ++i) {
+    EventFile file;
+    auto run = load_run(run_dirs[i], &file);
+    if (!run) return false;
+    others.push_back(std::move(run));
+  }
+  if (!open_run(run_dirs.front())) return false;
+  QList<RunHistory*> shown;
+  for (const auto& run : others) shown << run.get();
+  live_->set_compared(shown);
+  compared_ = std::move(others);
+  status_->setText(QString("Comparing %1 runs").arg(run_dirs.size()));
   return true;
 }
 

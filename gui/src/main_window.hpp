@@ -5,6 +5,7 @@
 #include <QMainWindow>
 #include <QProgressDialog>
 #include <memory>
+#include <vector>
 
 #include "device_monitor.hpp"
 #include "engine_run.hpp"
@@ -42,8 +43,9 @@ class MainWindow : public QMainWindow {
   bool start_run(TrainLaunch launch);
   /// Shows a finished run read from its folder's events.jsonl.
   bool open_run(const QString& run_dir);
-  /// Draws another run dashed on the charts of the one shown.
-  bool overlay_run(const QString& run_dir);
+  /// Opens the first run folder and compares the others with it (Run tab: a colour per run and
+  /// a table of what differs). False, with the reason shown, when one cannot be read.
+  bool compare_runs(const QStringList& run_dirs);
   void stop_run();
 
   EngineRun* engine_run() const { return engine_.get(); }
@@ -83,7 +85,8 @@ class MainWindow : public QMainWindow {
   PluginCatalog catalog_;
   DeviceMonitor monitor_;
   std::unique_ptr<EngineRun> engine_;
-  std::unique_ptr<RunHistory> opened_, overlay_;
+  std::unique_ptr<RunHistory> opened_;
+  std::vector<std::unique_ptr<RunHistory>> compared_;  // while the Run tab compares runs
   bool restore_settings_;
 
   QTabWidget* tabs_;

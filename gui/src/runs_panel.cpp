@@ -30,17 +30,19 @@ RunsPanel::RunsPanel(QWidget* parent)
       path_(new QLineEdit),
       table_(new QTableWidget),
       open_(new QPushButton("Open")),
-      overlay_(new QPushButton("Overlay on current")) {
+      compare_(new QPushButton("Compare")) {
   auto* browse = new QPushButton("Browse…");
   auto* refresh = new QPushButton("Refresh");
   refresh->setShortcut(QKeySequence::Refresh);
   path_->setPlaceholderText("Workspace: the folder that holds run folders");
   open_->setToolTip("Show this run's charts and checkpoints (double-click a row)");
-  overlay_->setToolTip("Draw this run dashed on the charts of the run shown now");
+  compare_->setToolTip(
+      "Charts of the selected runs together, each in its own colour, with a table of the "
+      "config values that differ (select several with Ctrl or Shift)");
   table_->setColumnCount(6);
   table_->setHorizontalHeaderLabels({"Run", "Started", "Status", "Epochs", "Last epoch", "Folder"});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setAlternatingRowColors(true);
   table_->verticalHeader()->hide();
@@ -55,7 +57,7 @@ RunsPanel::RunsPanel(QWidget* parent)
   auto* actions = new QHBoxLayout;
   actions->addStretch(1);
   actions->addWidget(open_);
-  actions->addWidget(overlay_);
+  actions->addWidget(compare_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(table_, 1);
@@ -75,9 +77,10 @@ RunsPanel::RunsPanel(QWidget* parent)
   connect(open_, &QPushButton::clicked, this, [this] {
     if (!selected_run().isEmpty()) Q_EMIT open_requested(selected_run());
   });
-  connect(overlay_, &QPushButton::clicked, this, [this] {
-    if (!selected_run().isEmpty()) Q_EMIT overlay_requested(selected_run());
+  connect(compare_, &QPushButton::clicked, this, [this] {
+    if (const QStringList runs = selected_runs(); runs.size() >= 2) Q_EMIT compare_requested(runs);
   });
+  connect(table_, &QTableWidget::itemSelectionChanged, this, &RunsPanel::update_buttons);
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (row >= 0 && row < runs_.size()) Q_EMIT open_requested(runs_[row].path);
   });
@@ -98,7 +101,7 @@ void RunsPanel::set_workspace(const QString& workspace) {
 }
 
 void RunsPanel::rescan() {
-  const QString selected = selected_run();
+  const QStringList selected = selected_runs();
   runs_ = workspace_.isEmpty() ? QList<RunFolderSummary>{} : scan_workspace(workspace_);
   table_->setRowCount(static_cast<int>(runs_.size()));
   for (int row = 0; row < runs_.size(); ++row) {
@@ -120,26 +123,41 @@ void RunsPanel::rescan() {
     }
   }
   table_->resizeColumnsToContents();
-  if (!selected.isEmpty()) select_run(selected);
-  const bool any = !runs_.isEmpty();
-  open_->setEnabled(any);
-  overlay_->setEnabled(any);
+  table_->clearSelection();
+  for (const QString& path : selected) select_run(path, true);
+  update_buttons();
 }
 
-bool RunsPanel::select_run(const QString& path) {
+void RunsPanel::update_buttons() {
+  const qsizetype n = selected_runs().size();
+  open_->setEnabled(n == 1);
+  compare_->setEnabled(n >= 2);
+  compare_->setText(n >= 2 ? QString("Compare %1 runs").arg(n) : QString("Compare"));
+}
+
+bool RunsPanel::select_run(const QString& path, bool add) {
   const QString absolute = QDir(path).absolutePath();
   for (int row = 0; row < runs_.size(); ++row)
     if (runs_[row].path == absolute) {
-      table_->selectRow(row);
+      const auto how = add ? QItemSelectionModel::Select : QItemSelectionModel::ClearAndSelect;
+      table_->selectionModel()->select(table_->model()->index(row, 0),
+                                       how | QItemSelectionModel::Rows);
+      table_->setCurrentItem(table_->item(row, 0), QItemSelectionModel::NoUpdate);
       return true;
     }
   return false;
 }
 
+QStringList RunsPanel::selected_runs() const {
+  QStringList out;
+  for (int row = 0; row < runs_.size(); ++row)
+    if (table_->selectionModel()->isRowSelected(row, QModelIndex())) out << runs_[row].path;
+  return out;
+}
+
 QString RunsPanel::selected_run() const {
-  const int row = table_->currentRow();
-  if (row < 0 || row >= runs_.size() || table_->selectedItems().isEmpty()) return {};
-  return runs_[row].path;
+  const QStringList selected = selected_runs();
+  return selected.size() == 1 ? selected.front() : QString();
 }
 
 }  // namespace tandem::gui

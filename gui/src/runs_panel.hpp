@@ -1,4 +1,4 @@
-// The Runs panel: every run folder of a workspace; open one, or overlay it on the shown run.
+// The Runs panel: every run folder of a workspace; open one, or select several and compare them.
 #pragma once
 
 #include <QFileSystemWatcher>
@@ -23,25 +23,30 @@ class RunsPanel : public QWidget {
   QString workspace() const { return workspace_; }
   const QList<RunFolderSummary>& runs() const { return runs_; }
   QTableWidget* table() const { return table_; }
-  /// Selects the row of a run folder; false if it is not listed.
-  bool select_run(const QString& path);
+  /// Selects the row of a run folder (adding it to the selection with `add`); false if it is not
+  /// listed.
+  bool select_run(const QString& path, bool add = false);
+  /// The selected run folders, in table order.
+  QStringList selected_runs() const;
 
  public Q_SLOTS:
   void rescan();
 
  Q_SIGNALS:
   void open_requested(const QString& run_dir);
-  void overlay_requested(const QString& run_dir);
+  /// Compare (≥ 2 selected): the first in table order is shown with the others beside it.
+  void compare_requested(const QStringList& run_dirs);
   void workspace_changed(const QString& workspace);
 
  private:
   QString selected_run() const;
+  void update_buttons();
 
   QString workspace_;
   QList<RunFolderSummary> runs_;
   QLineEdit* path_;
   QTableWidget* table_;
-  QPushButton *open_, *overlay_;
+  QPushButton *open_, *compare_;
   QFileSystemWatcher watcher_;
   QTimer rescan_later_;
 };

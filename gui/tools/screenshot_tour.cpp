@@ -155,23 +155,6 @@ int main(int argc, char** argv) {
   settle(300);
   failures += !save(&window, out.filePath("log.png"));
 
-  // Runs: both runs listed; reopen the second, overlay the first.
-  window.show_tab(MainWindow::runs_tab);
-  window.runs_panel()->rescan();
-  settle(300);
-  failures += !save(&window, out.filePath("runs.png"));
-  const auto runs = window.runs_panel()->runs();
-  if (runs.size() >= 2) {
-    window.open_run(runs[0].path);
-    window.overlay_run(runs[1].path);
-    window.show_tab(MainWindow::run_tab);
-    settle(800);
-    failures += !save(&window, out.filePath("run-overlay.png"));
-  } else {
-    std::fprintf(stderr, "expected two runs in %s, found %lld\n", qPrintable(workspace),
-                 static_cast<long long>(runs.size()));
-    ++failures;
-  }
   // A run of two MPI processes (mpirun -np 2), watched live from rank 0's stream.
   if (!tandem::gui::mpirun_path().isEmpty()) {
     window.launch_panel()->set_editor_text(original);
@@ -182,6 +165,44 @@ int main(int argc, char** argv) {
       settle(600);
       failures += !save(&window, out.filePath("run-mpi.png"));
       wait_until([&] { return !window.engine_run()->running(); }, 600);
+    } else {
+      ++failures;
+    }
+  }
+
+  // Runs: every run listed; all of them compared (a colour each, the table of what differs).
+  window.show_tab(MainWindow::runs_tab);
+  window.runs_panel()->rescan();
+  settle(300);
+  const auto runs = window.runs_panel()->runs();
+  for (const auto& r : runs) window.runs_panel()->select_run(r.path, true);
+  settle(200);
+  failures += !save(&window, out.filePath("runs.png"));
+  if (runs.size() >= 2) {
+    QStringList dirs;
+    for (const auto& r : runs) dirs << r.path;
+    window.compare_runs(dirs);
+    window.show_tab(MainWindow::run_tab);
+    settle(800);
+    failures += !save(&window, out.filePath("run-compare.png"));
+  } else {
+    std::fprintf(stderr, "expected two runs or more in %s, found %lld\n", qPrintable(workspace),
+                 static_cast<long long>(runs.size()));
+    ++failures;
+  }
+  // One run, its loss chart zoomed in around the second epoch, the read-out at the cursor.
+  if (!runs.isEmpty()) {
+    window.open_run(runs[runs.size() >= 2 ? runs.size() - 2 : 0].path);  // the config as it is
+    window.show_tab(MainWindow::run_tab);
+    settle(400);
+    if (auto* loss = window.live_panel()->chart("loss")) {
+      const tandem::gui::RunHistory* run = window.shown_run();
+      const double steps = std::max(run->steps_per_epoch(), 1);
+      loss->zoom_to(steps * 0.8, steps * 2.2);
+      loss->show_readout_at(steps * 1.5);
+      settle(300);
+      failures += !save(&window, out.filePath("run-zoom.png"));
+      failures += !save(loss, out.filePath("chart-zoom.png"));
     } else {
       ++failures;
     }

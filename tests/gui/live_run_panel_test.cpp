@@ -1,7 +1,8 @@
 // The Run panel on a recorded run: a chart per metric plus lr, samples/s and replica times, the
-// x axis and smoothing controls, the overlay, and Stop only for a live, running engine.
+// x axis and smoothing controls, comparing runs, and Stop only for a live, running engine.
 #include <QLineSeries>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QtTest>
 
 #include "live_run_panel.hpp"
@@ -19,7 +20,7 @@ class LiveRunPanelTest : public QObject {
   }
 
  private Q_SLOTS:
-  void charts_controls_and_overlay() {
+  void charts_controls_and_comparison() {
     LiveRunPanel panel;
     panel.resize(1200, 900);
     RunHistory* run = recorded(&panel);
@@ -68,10 +69,26 @@ class LiveRunPanelTest : public QObject {
     panel.set_smoothing(5);  // clamped
     QCOMPARE(panel.smoothing(), 0.999);
 
-    RunHistory* other = recorded(&panel);
-    panel.set_overlay(other);
-    QCOMPARE(panel.chart("loss")->line_count(), 4);
-    panel.set_overlay(nullptr);
+    // Three runs compared: a colour per run (validation dashed, same colour), unique labels,
+    // and the table; set_run() ends the comparison.
+    RunHistory* second = recorded(&panel);
+    RunHistory* third = recorded(&panel);
+    panel.set_compared({second, third});
+    QVERIFY(panel.comparing());
+    MetricChart* loss = panel.chart("loss");
+    QCOMPARE(loss->line_count(), 6);
+    const QStringList labels = panel.run_labels();
+    QCOMPARE(labels.size(), 3);
+    QCOMPARE(QSet<QString>(labels.begin(), labels.end()).size(), 3);
+    QCOMPARE(loss->series(2)->name(), labels[1]);
+    QCOMPARE(loss->series(3)->name(), labels[1] + " val");
+    QCOMPARE(loss->series(2)->pen().color(), LiveRunPanel::run_color(1));
+    QCOMPARE(loss->series(3)->pen().color(), LiveRunPanel::run_color(1));
+    QCOMPARE(loss->series(3)->pen().style(), Qt::DashLine);
+    QCOMPARE(panel.chart("learning rate")->line_count(), 3);
+    QCOMPARE(panel.comparison_table()->table()->rowCount(), 3);
+    panel.set_run(run, false);
+    QVERIFY(!panel.comparing());
     QCOMPARE(panel.chart("loss")->line_count(), 2);
   }
 

@@ -12,6 +12,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QScatterSeries>
+#include <QTableWidget>
 #include <QtTest>
 
 #include "checkpoints_panel.hpp"
@@ -252,7 +253,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(window.shown_run()->status(), RunHistory::Status::stopped);
   }
 
-  void a_finished_run_reopens_from_the_runs_panel_with_an_overlay() {
+  void a_finished_run_reopens_from_the_runs_panel_and_compares() {
     QVERIFY(!first_run_.isEmpty());
     MainWindow window(false);
     window.set_workspace(tmp_.filePath("ws"));
@@ -269,15 +270,23 @@ class MainWindowTest : public QObject {
     QCOMPARE(loss->history_points(0), run->step());
     QCOMPARE(table_paths(window.checkpoints_panel()), h5_files_under(first_run_));
 
-    // The stopped run of the other workspace, overlaid: train and validation of both.
+    // Compared with the stopped run of the other workspace: train and validation of both, and
+    // the table of what differs (that run trained for other epochs).
     QDir stop_ws(tmp_.filePath("ws-stop"));
     const QStringList other = stop_ws.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
     QVERIFY(!other.isEmpty());
-    QVERIFY(window.overlay_run(stop_ws.filePath(other.front())));
+    QVERIFY(window.compare_runs({first_run_, stop_ws.filePath(other.front())}));
     window.live_panel()->refresh();
+    QVERIFY(window.live_panel()->comparing());
     loss = window.live_panel()->chart("loss");
     QCOMPARE(loss->line_count(), 4);
-    QVERIFY(loss->history_points(1) > 0);
+    QVERIFY(loss->history_points(2) > 0);  // the second run's train line
+    QCOMPARE(window.live_panel()->comparison_table()->table()->rowCount(), 2);
+    // Opening a run shows it alone: a comparison never stays on by itself.
+    QVERIFY(window.open_run(first_run_));
+    QVERIFY(!window.live_panel()->comparing());
+    QCOMPARE(window.live_panel()->chart("loss")->line_count(), 2);
+    QVERIFY(!window.live_panel()->comparison_table()->isVisibleTo(window.live_panel()));
   }
 
   void window_state_workspace_and_last_config_are_remembered() {

@@ -1,4 +1,4 @@
-// The Runs panel: lists a workspace's run folders, notices new ones, opens and overlays.
+// The Runs panel: lists a workspace's run folders, notices new ones, opens one, compares several.
 #include <QPushButton>
 #include <QTableWidget>
 #include <QtTest>
@@ -28,7 +28,7 @@ void make_run(const QString& dir, const char* name, const char* started) {
 class RunsPanelTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
-  void lists_follows_opens_and_overlays() {
+  void lists_follows_opens_and_compares() {
     QTemporaryDir ws;
     make_run(ws.filePath("a"), "first", "2026-11-21T08:00:00.000Z");
     RunsPanel panel;
@@ -46,15 +46,32 @@ class RunsPanelTest : public QObject {
     QCOMPARE(panel.runs().front().name, QString("second"));  // newest first
 
     QSignalSpy open(&panel, &RunsPanel::open_requested);
-    QSignalSpy overlay(&panel, &RunsPanel::overlay_requested);
-    QVERIFY(panel.select_run(ws.filePath("a")));
+    QSignalSpy compare(&panel, &RunsPanel::compare_requested);
+    QPushButton *open_button = nullptr, *compare_button = nullptr;
     for (QPushButton* b : panel.findChildren<QPushButton*>()) {
-      if (b->text() == "Open") b->click();
-      if (b->text() == "Overlay on current") b->click();
+      if (b->text() == "Open") open_button = b;
+      if (b->text().startsWith("Compare")) compare_button = b;
     }
+    QVERIFY(open_button && compare_button);
+    QVERIFY(panel.select_run(ws.filePath("a")));
+    QVERIFY(!compare_button->isEnabled());  // one run: nothing to compare
+    open_button->click();
     QCOMPARE(open.count(), 1);
     QCOMPARE(open.front().front().toString(), QDir(ws.filePath("a")).absolutePath());
-    QCOMPARE(overlay.count(), 1);
+    // Two selected: Compare, in table order (newest first); Open is for one run.
+    QVERIFY(panel.select_run(ws.filePath("b"), true));
+    QCOMPARE(panel.selected_runs().size(), 2);
+    QVERIFY(!open_button->isEnabled());
+    QVERIFY(compare_button->isEnabled());
+    QCOMPARE(compare_button->text(), QString("Compare 2 runs"));
+    compare_button->click();
+    QCOMPARE(compare.count(), 1);
+    QCOMPARE(compare.front().front().toStringList(),
+             QStringList({QDir(ws.filePath("b")).absolutePath(),
+                          QDir(ws.filePath("a")).absolutePath()}));
+    // The selection survives a rescan.
+    panel.rescan();
+    QCOMPARE(panel.selected_runs().size(), 2);
     QVERIFY(!panel.select_run(ws.filePath("nope")));
   }
 };
