@@ -3,10 +3,12 @@
 #include <QCommandLineParser>
 #include <QFileInfo>
 #include <QIcon>
+#include <QSettings>
 #include <cstdio>
 
 #include "launch_panel.hpp"
 #include "main_window.hpp"
+#include "theme.hpp"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -34,6 +36,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-gui: %s: no such file\n", qPrintable(args.front()));
     return 2;
   }
+  // The look: $TANDEM_GUI_THEME (system, light, dark), else the one chosen in View > Theme.
+  const QString theme = qEnvironmentVariable(
+      "TANDEM_GUI_THEME", QSettings().value("view/theme", "system").toString());
+  tandem::gui::apply_theme(tandem::gui::theme_from_name(theme));
   tandem::gui::MainWindow window;
   if (parser.isSet(workspace)) window.set_workspace(parser.value(workspace));
   if (!args.isEmpty()) {

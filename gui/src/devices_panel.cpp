@@ -14,6 +14,8 @@
 #include <QScrollArea>
 #include <QVBoxLayout>
 
+#include "theme.hpp"
+
 namespace tandem::gui {
 
 namespace {
@@ -311,7 +313,8 @@ void DevicesPanel::set_status(const QString& text, bool is_error) {
   status_->setText(text);
   status_->setVisible(!text.isEmpty());
   if (text.isEmpty()) return;
-  const QString accent = is_error ? QStringLiteral("#c0392b") : QStringLiteral("#3d8ee0");
+  const SemanticColors colors = semantic_colors();
+  const QString accent = (is_error ? colors.error : colors.accent).name();
   const QString sheet = QStringLiteral(
                             "QLabel { border: 1px solid palette(mid); border-left: 4px solid %1; "
                             "border-radius: 3px; background-color: palette(alternate-base); }")

@@ -32,6 +32,7 @@
 #include "json_locator.hpp"
 #include "json_text_patch.hpp"
 #include "schema_form.hpp"
+#include "theme.hpp"
 
 namespace tandem::gui {
 
@@ -244,7 +245,7 @@ void LaunchPanel::build_form_panel(QWidget* host) {
   optimizer_->setEnabled(false);
   optimizer_->setToolTip("Listing the engine's optimizers…");
   optimizer_error_->setWordWrap(true);
-  optimizer_error_->setStyleSheet("color: #c62828;");
+  optimizer_error_->setStyleSheet(QString("color: %1;").arg(semantic_colors().error.name()));
   optimizer_error_->hide();
   learning_rate_->setValidator(new QDoubleValidator(0, 10, 12, learning_rate_));
   learning_rate_->setPlaceholderText("optimizer default");
@@ -520,12 +521,11 @@ void LaunchPanel::show_error(const QString& message, int line) {
   valid_ = false;
   error_line_ = line;
   validation_->setText(message);
-  validation_->setStyleSheet(
-      "QLabel { color: #8a1c12; background: #fdecea; padding: 4px; border-radius: 3px; }");
+  validation_->setStyleSheet(banner_style(true));
   QList<QTextEdit::ExtraSelection> marks;
   if (line > 0) {
     QTextEdit::ExtraSelection mark;
-    mark.format.setBackground(QColor("#f9d3ce"));
+    mark.format.setBackground(semantic_colors().error_mark);
     mark.format.setProperty(QTextFormat::FullWidthSelection, true);
     mark.cursor = QTextCursor(editor_->document()->findBlockByNumber(line - 1));
     marks << mark;
@@ -559,8 +559,7 @@ void LaunchPanel::show_check(const ConfigCheck& check) {
           .arg(s.value("train_samples").toInteger())
           .arg(s.value("validation_samples").toInteger())
           .arg(s.value("plugins").toArray().size()));
-  validation_->setStyleSheet(
-      "QLabel { color: #1e5e2b; background: #e6f4ea; padding: 4px; border-radius: 3px; }");
+  validation_->setStyleSheet(banner_style(false));
 }
 
 void LaunchPanel::fill_optimizer_choices() {

@@ -66,6 +66,7 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   smoothing_label_->setMinimumWidth(40);
   compare_label_->hide();
   compare_label_->setTextFormat(Qt::RichText);
+  compare_label_->setWordWrap(true);
   stop_comparing_->hide();
   stop_comparing_->setToolTip("Show the first run alone again");
   comparison_->hide();
@@ -88,9 +89,11 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   controls->addSpacing(16);
   controls->addWidget(log_y_);
   controls->addSpacing(16);
-  controls->addWidget(compare_label_);
-  controls->addWidget(stop_comparing_);
   controls->addStretch(1);
+  // While comparing: which runs, in which colours (wraps rather than widening the window).
+  auto* comparing = new QHBoxLayout;
+  comparing->addWidget(compare_label_, 1);
+  comparing->addWidget(stop_comparing_, 0, Qt::AlignTop);
 
   grid_->setContentsMargins(0, 0, 0, 0);
   auto* scroll = new QScrollArea;
@@ -108,6 +111,7 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(header);
   layout->addLayout(controls);
+  layout->addLayout(comparing);
   layout->addWidget(split, 1);
 
   connect(stop_action_, &QAction::triggered, this, &LiveRunPanel::stop_requested);
@@ -163,12 +167,15 @@ QStringList LiveRunPanel::run_labels() const {
   const QList<RunHistory*> runs = shown_runs();
   QStringList names;
   for (const RunHistory* r : runs) names << (r->name().isEmpty() ? QString("run") : r->name());
+  // Runs of one config share its name: their start time (local) tells them apart.
   QStringList out;
-  for (qsizetype i = 0; i < runs.size(); ++i)
-    out << (names.count(names[i]) > 1 && !runs[i]->run_dir().isEmpty()
-                ? QFileInfo(runs[i]->run_dir()).fileName()
+  for (qsizetype i = 0; i < runs.size(); ++i) {
+    const QDateTime started = QDateTime::fromString(runs[i]->started_at(), Qt::ISODateWithMs);
+    out << (names.count(names[i]) > 1 && started.isValid()
+                ? names[i] + " " + started.toLocalTime().toString("HH:mm:ss")
                 : names[i]);
-  // The same folder name twice (copies of a run): numbered from the second on.
+  }
+  // Still the same (copies of a run): numbered from the second on.
   for (qsizetype i = 0; i < out.size(); ++i)
     if (out.indexOf(out[i]) < i) out[i] += QString(" #%1").arg(i + 1);
   return out;
@@ -198,6 +205,8 @@ void LiveRunPanel::update_comparison() {
                               .arg(runs.size())
                               .arg(names.join(", ")));
   comparison_->set_runs(rows);
+  // The table as tall as its rows (the user may make it smaller); the charts get the rest.
+  comparison_->setMaximumHeight(comparison_->content_height());
   compared_revision_ = revision;
 }
 
@@ -378,6 +387,14 @@ void LiveRunPanel::rebuild_charts() {
     if (log_y_->isChecked()) charts_[i]->set_y_scale(MetricChart::YScale::log);
     grid_->addWidget(charts_[i], i / columns, i % columns);
   }
+}
+
+void LiveRunPanel::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  if (event->type() != QEvent::PaletteChange) return;
+  // Not now: Qt is still handing the palette to the charts this would delete.
+  layout_key_.clear();
+  QMetaObject::invokeMethod(this, &LiveRunPanel::refresh, Qt::QueuedConnection);
 }
 
 void LiveRunPanel::refresh() {

@@ -70,6 +70,10 @@ class LiveRunPanel : public QWidget {
  Q_SIGNALS:
   void stop_requested();
 
+ protected:
+  /// A theme change (PaletteChange) rebuilds the charts in the new shades.
+  void changeEvent(QEvent* event) override;
+
  private:
   void rebuild_charts();
   QString layout_key() const;

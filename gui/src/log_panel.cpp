@@ -6,15 +6,14 @@
 #include <QScrollBar>
 #include <QVBoxLayout>
 
+#include "theme.hpp"
+
 namespace tandem::gui {
 
 LogPanel::LogPanel(QWidget* parent)
     : QWidget(parent), banner_(new QLabel), log_(new QPlainTextEdit) {
   banner_->setWordWrap(true);
   banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  banner_->setStyleSheet(
-      "QLabel { background: #fdecea; color: #8a1c12; border: 1px solid #e0a39b; padding: 8px; "
-      "border-radius: 4px; }");
   banner_->hide();
   log_->setReadOnly(true);
   log_->setMaximumBlockCount(kMaxLines);
@@ -37,7 +36,8 @@ void LogPanel::append_line(const QString& line) {
   QScrollBar* bar = log_->verticalScrollBar();
   const bool at_end = bar->value() == bar->maximum();
   if (line.contains("error", Qt::CaseInsensitive) || line.startsWith("tandem-gui:")) {
-    const QString color = line.startsWith("tandem-gui:") ? "#1d5fa8" : "#b3261e";
+    const SemanticColors colors = semantic_colors();
+    const QString color = (line.startsWith("tandem-gui:") ? colors.accent : colors.error).name();
     log_->appendHtml(
         QString("<span style=\"color:%1\">%2</span>").arg(color, line.toHtmlEscaped()));
   } else {
@@ -47,6 +47,7 @@ void LogPanel::append_line(const QString& line) {
 }
 
 void LogPanel::show_failure(const QString& message) {
+  banner_->setStyleSheet(banner_style(true));  // in the shades of the theme in use now
   banner_->setText(message);
   banner_->setVisible(!message.isEmpty());
 }

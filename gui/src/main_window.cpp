@@ -1,6 +1,7 @@
 #include "main_window.hpp"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
@@ -58,7 +59,7 @@ MainWindow::MainWindow(bool restore_settings, QWidget* parent)
   setCentralWidget(tabs_);
   devices_dock_->setObjectName("devices_dock");
   devices_dock_->setWidget(devices_);
-  devices_dock_->setMinimumWidth(300);
+  devices_dock_->setMinimumWidth(230);
   addDockWidget(Qt::LeftDockWidgetArea, devices_dock_);
   statusBar()->addWidget(status_, 1);
   build_menus();
@@ -156,6 +157,18 @@ void MainWindow::build_menus() {
   QAction* dock = devices_dock_->toggleViewAction();
   dock->setShortcut(QKeySequence("Ctrl+D"));
   view->addAction(dock);
+  view->addSeparator();
+  QMenu* theme = view->addMenu("&Theme");
+  auto* themes = new QActionGroup(this);
+  for (const auto& [label, choice] :
+       {std::pair{"Follow the &system", Theme::system}, std::pair{"&Light", Theme::light},
+        std::pair{"&Dark", Theme::dark}}) {
+    QAction* action = theme->addAction(label, this, [this, choice] { set_theme(choice); });
+    action->setCheckable(true);
+    action->setChecked(current_theme() == choice);
+    action->setData(theme_name(choice));
+    themes->addAction(action);
+  }
 
   QMenu* help = menuBar()->addMenu("&Help");
   help->addAction("&About Tandem", this, [this] {
@@ -164,6 +177,14 @@ void MainWindow::build_menus() {
                                "model, many devices.</p><p>Engine: %2</p>")
                            .arg(TANDEM_VERSION, engine_path().toHtmlEscaped()));
   });
+}
+
+void MainWindow::set_theme(Theme theme) {
+  apply_theme(theme);  // every widget gets a PaletteChange; the charts rebuild in its shades
+  for (QAction* action : findChildren<QAction*>())
+    if (action->isCheckable() && action->data().toString() == theme_name(theme))
+      action->setChecked(true);
+  if (restore_settings_) QSettings().setValue("view/theme", theme_name(theme));
 }
 
 void MainWindow::show_tab(Tab tab) {

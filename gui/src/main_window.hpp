@@ -10,6 +10,7 @@
 #include "device_monitor.hpp"
 #include "engine_run.hpp"
 #include "plugin_catalog.hpp"
+#include "theme.hpp"
 
 class QTabWidget;
 class QDockWidget;
@@ -47,6 +48,8 @@ class MainWindow : public QMainWindow {
   /// a table of what differs). False, with the reason shown, when one cannot be read.
   bool compare_runs(const QStringList& run_dirs);
   void stop_run();
+  /// Switches the look (View > Theme) and remembers it (QSettings "view/theme").
+  void set_theme(Theme theme);
 
   EngineRun* engine_run() const { return engine_.get(); }
   /// The run the panels show: the live one or an opened one.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "series_math.hpp"
+#include "theme.hpp"
 
 namespace tandem::gui {
 
@@ -119,6 +120,12 @@ MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* 
       readout_back_(new QGraphicsRectItem),
       readout_text_(new QGraphicsTextItem) {
   auto* chart = new QChart;
+  // In the shades of the application's palette (light or dark), set before anything is added.
+  const bool dark = palette_is_dark();
+  chart->setTheme(dark ? QChart::ChartThemeDark : QChart::ChartThemeLight);
+  chart->setBackgroundBrush(palette().color(QPalette::Base));
+  chart->setTitleBrush(palette().color(QPalette::Text));
+  chart->legend()->setLabelColor(palette().color(QPalette::Text));
   chart->setTitle(title);
   chart->legend()->setAlignment(Qt::AlignBottom);
   chart->setMargins(QMargins(4, 4, 4, 4));
@@ -137,7 +144,7 @@ MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* 
   // Checkpoints and callback decisions: small grey triangles along the top edge.
   markers_->setMarkerShape(QScatterSeries::MarkerShapeTriangle);
   markers_->setMarkerSize(9);
-  markers_->setColor(QColor("#555555"));
+  markers_->setColor(semantic_colors().muted);
   markers_->setBorderColor(Qt::transparent);
   chart->addSeries(markers_);
   markers_->attachAxis(x_axis_);
@@ -153,7 +160,10 @@ MetricChart::MetricChart(const QString& title, const QString& x_title, QWidget* 
   cursor_pen.setStyle(Qt::DashLine);
   cursor_line_->setPen(cursor_pen);
   readout_back_->setPen(QPen(QColor(128, 128, 128, 200)));
-  readout_back_->setBrush(QColor(255, 255, 255, 235));
+  QColor back = palette().color(QPalette::ToolTipBase);
+  back.setAlpha(235);
+  readout_back_->setBrush(back);
+  readout_text_->setDefaultTextColor(palette().color(QPalette::ToolTipText));
   for (QGraphicsItem* item :
        std::initializer_list<QGraphicsItem*>{cursor_line_, readout_back_, readout_text_}) {
     item->setZValue(1000);

@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPixmap>
+#include <QScrollBar>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -80,7 +81,7 @@ void RunComparisonTable::set_runs(const QList<ComparedRun>& runs) {
   for (const ComparedRun& r : runs) flat << flatten_config(r.config);
   differing_ = differing_paths(flat, {"name"});
   const QStringList metrics = metric_columns(runs);
-  QStringList headers{"run", "status", "epochs"};
+  QStringList headers{"run", "status", "epochs done"};
   headers << differing_ << metrics;
 
   // The sort is kept by column name: the columns change with the runs.
@@ -131,6 +132,15 @@ void RunComparisonTable::set_filter(const QString& text) {
     const QString header = table_->horizontalHeaderItem(c)->text();
     table_->setColumnHidden(c, c > 0 && !header.contains(text.trimmed(), Qt::CaseInsensitive));
   }
+}
+
+int RunComparisonTable::content_height() const {
+  const int rows = std::min(table_->rowCount(), 12);
+  int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth();
+  for (int row = 0; row < rows; ++row) height += table_->rowHeight(row);
+  if (table_->horizontalScrollBar()->isVisible() || table_->columnCount() > 8)
+    height += table_->horizontalScrollBar()->sizeHint().height();
+  return height + summary_->sizeHint().height() + layout()->spacing();
 }
 
 QStringList RunComparisonTable::columns() const {

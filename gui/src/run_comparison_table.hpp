@@ -43,6 +43,8 @@ class RunComparisonTable : public QWidget {
   /// The headers of all columns, and of those the filter leaves visible.
   QStringList columns() const;
   QStringList visible_columns() const;
+  /// The height that shows every row without scrolling (at most 12 rows' worth).
+  int content_height() const;
   /// The config paths that differ between the runs shown.
   QStringList differing() const { return differing_; }
 

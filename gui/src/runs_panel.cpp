@@ -11,6 +11,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "theme.hpp"
+
 namespace tandem::gui {
 
 namespace {
@@ -118,7 +120,7 @@ void RunsPanel::rescan() {
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setToolTip(c == 2 && !r.error.isEmpty() ? r.error : r.path);
-      if (c == 2 && r.status == "failed") item->setForeground(QColor("#b3261e"));
+      if (c == 2 && r.status == "failed") item->setForeground(semantic_colors().error);
       table_->setItem(row, c, item);
     }
   }

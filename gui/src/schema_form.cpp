@@ -17,11 +17,15 @@
 #include <QVBoxLayout>
 #include <QVariant>
 
+#include "theme.hpp"
+
 namespace tandem::gui {
 
 namespace {
 
-const QString kProblemColor = QStringLiteral("#c62828");
+QString problem_color() {
+  return semantic_colors().error.name();
+}
 
 // ---- JSON helpers --------------------------------------------------------------------------
 
@@ -234,7 +238,7 @@ SchemaForm::SchemaForm(QWidget* parent) : QWidget(parent) {
   unknown_label_ = new QLabel(this);
   unknown_label_->setWordWrap(true);
   unknown_label_->setTextFormat(Qt::RichText);
-  unknown_label_->setStyleSheet(QStringLiteral("color: %1;").arg(kProblemColor));
+  unknown_label_->setStyleSheet(QStringLiteral("color: %1;").arg(problem_color()));
   unknown_label_->hide();
   connect(unknown_label_, &QLabel::linkActivated, this, [this] { remove_unknown_options(); });
   layout->addWidget(unknown_label_);
@@ -353,7 +357,7 @@ void SchemaForm::add_row(Field& field) {
   cell_layout->addWidget(field.input);
   field.problem_label = new QLabel(cell);
   make_small(field.problem_label);
-  field.problem_label->setStyleSheet(QStringLiteral("color: %1;").arg(kProblemColor));
+  field.problem_label->setStyleSheet(QStringLiteral("color: %1;").arg(problem_color()));
   field.problem_label->hide();
   cell_layout->addWidget(field.problem_label);
   if (!description.isEmpty()) {
@@ -584,7 +588,7 @@ void SchemaForm::show_problem(Field& field, const QString& message) {
   update_tooltip(field);
   field.input->setStyleSheet(
       invalid ? QStringLiteral("%1 { border: 1px solid %2; border-radius: 2px; }")
-                    .arg(QString::fromLatin1(field.input->metaObject()->className()), kProblemColor)
+                    .arg(QString::fromLatin1(field.input->metaObject()->className()), problem_color())
               : QString());
 }
 

@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
     } else {
       ++failures;
     }
+    // The same run in the dark theme (View > Theme > Dark).
+    window.set_theme(tandem::gui::Theme::dark);
+    settle(600);
+    failures += !save(&window, out.filePath("run-dark.png"));
+    window.set_theme(tandem::gui::Theme::system);
   }
   return failures == 0 ? 0 : 1;
 }

@@ -289,6 +289,44 @@ class MainWindowTest : public QObject {
     QVERIFY(!window.live_panel()->comparison_table()->isVisibleTo(window.live_panel()));
   }
 
+  // Every tab fits a 1280×720 screen, with three runs compared (long names, the table) and the
+  // devices dock open.
+  void every_tab_fits_1280_by_720() {
+    QVERIFY(!first_run_.isEmpty());
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws"));
+    QDir stop_ws(tmp_.filePath("ws-stop"));
+    const QStringList other = stop_ws.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QVERIFY(!other.isEmpty());
+    // A copy of the first run under a very long name.
+    const QString long_run = tmp_.filePath("ws-long/run");
+    QVERIFY(QDir().mkpath(long_run));
+    QFile events(QDir(first_run_).filePath("events.jsonl"));
+    QVERIFY(events.open(QIODevice::ReadOnly));
+    const QString name = window.runs_panel()->runs().front().name;
+    QByteArray text = events.readAll();
+    text.replace(("\"" + name + "\"").toUtf8(),
+                 ("\"" + QString(60, 'n') + "-" + QString(60, 'm') + "\"").toUtf8());
+    QFile copy(QDir(long_run).filePath("events.jsonl"));
+    QVERIFY(copy.open(QIODevice::WriteOnly));
+    copy.write(text);
+    copy.close();
+    QVERIFY(window.compare_runs({first_run_, stop_ws.filePath(other.front()), long_run}));
+    QVERIFY(window.live_panel()->run_labels().back().size() > 120);
+    window.resize(1280, 720);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    for (int tab = 0; tab < window.tabs()->count(); ++tab) {
+      window.show_tab(static_cast<MainWindow::Tab>(tab));
+      QTest::qWait(50);
+      const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
+      QVERIFY2(needed.width() <= 1280 && needed.height() <= 720,
+               qPrintable(QString("tab %1 needs %2×%3").arg(window.tabs()->tabText(tab))
+                              .arg(needed.width()).arg(needed.height())));
+      QCOMPARE(window.size(), QSize(1280, 720));
+    }
+  }
+
   void window_state_workspace_and_last_config_are_remembered() {
     QStandardPaths::setTestModeEnabled(true);  // QSettings in ~/.qttest, not the user's
     QSettings().clear();

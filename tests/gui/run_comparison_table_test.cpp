@@ -73,7 +73,7 @@ class RunComparisonTableTest : public QObject {
     });
     QCOMPARE(view.differing(), QStringList({"optimizer.config.learning_rate"}));
     QCOMPARE(view.columns(),
-             QStringList({"run", "status", "epochs", "optimizer.config.learning_rate", "loss",
+             QStringList({"run", "status", "epochs done", "optimizer.config.learning_rate", "loss",
                           "val_loss", "accuracy", "val_accuracy"}));
     QTableWidget* table = view.table();
     QCOMPARE(table->rowCount(), 3);
