@@ -89,7 +89,12 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   controls->addSpacing(16);
   controls->addWidget(log_y_);
   controls->addSpacing(16);
-  controls->addStretch(1);
+  auto* hint = new QLabel("Drag: zoom · Ctrl+wheel: zoom x · Shift+drag: pan · double-click: "
+                          "all · right-click: log scale, export");
+  hint->setEnabled(false);  // secondary text, in the palette's disabled shade
+  hint->setWordWrap(true);  // wraps in a narrow window rather than widening it
+  hint->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  controls->addWidget(hint, 1);
   // While comparing: which runs, in which colours (wraps rather than widening the window).
   auto* comparing = new QHBoxLayout;
   comparing->addWidget(compare_label_, 1);
@@ -318,10 +323,13 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines;
     for (qsizetype k = 0; k < runs.size(); ++k) {
       const QColor color = run_color(static_cast<int>(k));
+      // Compared runs are told apart by the colours of the line above the charts and of the
+      // table: a legend of long run names would squeeze every chart.
       lines.push_back({runs[k], comparing ? labels[k] : "train", comparing ? color : kTrain, false,
-                       true, series_of(metric)});
+                       true, series_of(metric), !comparing});
       lines.push_back({runs[k], comparing ? labels[k] + " val" : "validation",
-                       comparing ? color : kVal, comparing, false, series_of("val_" + metric)});
+                       comparing ? color : kVal, comparing, false, series_of("val_" + metric),
+                       !comparing});
     }
     return lines;
   };
@@ -331,7 +339,8 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines;
     for (qsizetype k = 0; k < runs.size(); ++k)
       lines.push_back({runs[k], comparing ? labels[k] : label,
-                       comparing ? run_color(static_cast<int>(k)) : kTrain, false, false, points});
+                       comparing ? run_color(static_cast<int>(k)) : kTrain, false, false, points,
+                       !comparing});
     return lines;
   };
 

@@ -256,9 +256,17 @@ void MetricChart::set_lines(const QList<ChartLine>& lines) {
     slot.main->setPen(pen);
     add(slot.main);
   }
-  // Only the main lines get a legend entry (not the faint raw lines, not the markers).
-  for (QLegendMarker* marker : chart()->legend()->markers())
-    marker->setVisible(marker->series()->name().size() > 0);
+  // Only the main lines get a legend entry (not the faint raw lines, not the markers), and only
+  // those that ask for one.
+  bool any = false;
+  for (QLegendMarker* marker : chart()->legend()->markers()) {
+    const auto it = std::find_if(lines_.begin(), lines_.end(),
+                                 [&](const Slot& s) { return s.main == marker->series(); });
+    const bool shown = it != lines_.end() && it->line.in_legend;
+    marker->setVisible(shown);
+    any |= shown;
+  }
+  chart()->legend()->setVisible(any);
   refresh(true);
 }
 

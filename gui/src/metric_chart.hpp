@@ -42,6 +42,7 @@ struct ChartLine {
   bool dashed = false;
   bool smoothed = true;  // apply the chart's smoothing (raw values drawn faint behind)
   std::function<QList<QPointF>(const RunHistory&)> points;
+  bool in_legend = true;  // a chart whose lines are all out of the legend shows none
 };
 
 class MetricChart : public QChartView {

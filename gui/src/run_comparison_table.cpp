@@ -56,7 +56,8 @@ QIcon swatch(const QColor& color) {
 
 RunComparisonTable::RunComparisonTable(QWidget* parent)
     : QWidget(parent), table_(new QTableWidget), filter_(new QLineEdit), summary_(new QLabel) {
-  filter_->setPlaceholderText("Filter columns (e.g. learning_rate, val_)");
+  filter_->setPlaceholderText("Filter columns…");
+  filter_->setToolTip("Show only the columns whose name contains this (e.g. learning_rate, val_)");
   filter_->setClearButtonEnabled(true);
   filter_->setMaximumWidth(320);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

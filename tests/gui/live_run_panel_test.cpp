@@ -1,5 +1,7 @@
 // The Run panel on a recorded run: a chart per metric plus lr, samples/s and replica times, the
 // x axis and smoothing controls, comparing runs, and Stop only for a live, running engine.
+#include <QChart>
+#include <QLegend>
 #include <QLineSeries>
 #include <QPushButton>
 #include <QTableWidget>
@@ -85,11 +87,13 @@ class LiveRunPanelTest : public QObject {
     QCOMPARE(loss->series(2)->pen().color(), LiveRunPanel::run_color(1));
     QCOMPARE(loss->series(3)->pen().color(), LiveRunPanel::run_color(1));
     QCOMPARE(loss->series(3)->pen().style(), Qt::DashLine);
+    QVERIFY(!loss->chart()->legend()->isVisible());  // the colours are named above the charts
     QCOMPARE(panel.chart("learning rate")->line_count(), 3);
     QCOMPARE(panel.comparison_table()->table()->rowCount(), 3);
     panel.set_run(run, false);
     QVERIFY(!panel.comparing());
     QCOMPARE(panel.chart("loss")->line_count(), 2);
+    QVERIFY(panel.chart("loss")->chart()->legend()->isVisible());
   }
 
   void stop_is_offered_while_a_live_run_runs() {
