@@ -89,8 +89,9 @@ LiveRunPanel::LiveRunPanel(QWidget* parent)
   controls->addSpacing(16);
   controls->addWidget(log_y_);
   controls->addSpacing(16);
-  auto* hint = new QLabel("Drag: zoom · Ctrl+wheel: zoom x · Shift+drag: pan · double-click: "
-                          "all · right-click: log scale, export");
+  auto* hint = new QLabel(
+      "Drag: zoom · Ctrl+wheel: zoom x · Shift+drag: pan · double-click: "
+      "all · right-click: log scale, export");
   hint->setEnabled(false);  // secondary text, in the palette's disabled shade
   hint->setWordWrap(true);  // wraps in a narrow window rather than widening it
   hint->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
@@ -168,22 +169,37 @@ QColor LiveRunPanel::run_color(int k) {
   return kPalette[k % kPalette.size()];
 }
 
-QStringList LiveRunPanel::run_labels() const {
-  const QList<RunHistory*> runs = shown_runs();
+namespace {
+
+// Labels of `runs`: the name where it is unique among them; else (runs of one config share its
+// name) the start time, local, after the name unless `short_form`. Labels still the same (copies
+// of a run) are numbered from the second on.
+QStringList labels_of(const QList<RunHistory*>& runs, bool short_form) {
   QStringList names;
   for (const RunHistory* r : runs) names << (r->name().isEmpty() ? QString("run") : r->name());
-  // Runs of one config share its name: their start time (local) tells them apart.
   QStringList out;
   for (qsizetype i = 0; i < runs.size(); ++i) {
     const QDateTime started = QDateTime::fromString(runs[i]->started_at(), Qt::ISODateWithMs);
-    out << (names.count(names[i]) > 1 && started.isValid()
-                ? names[i] + " " + started.toLocalTime().toString("HH:mm:ss")
-                : names[i]);
+    if (names.count(names[i]) == 1 || !started.isValid()) {
+      out << names[i];
+      continue;
+    }
+    const QString time = started.toLocalTime().toString("HH:mm:ss");
+    out << (short_form ? time : names[i] + " " + time);
   }
-  // Still the same (copies of a run): numbered from the second on.
   for (qsizetype i = 0; i < out.size(); ++i)
     if (out.indexOf(out[i]) < i) out[i] += QString(" #%1").arg(i + 1);
   return out;
+}
+
+}  // namespace
+
+QStringList LiveRunPanel::run_labels() const {
+  return labels_of(shown_runs(), false);
+}
+
+QStringList LiveRunPanel::legend_labels() const {
+  return labels_of(shown_runs(), true);
 }
 
 // The comparison's header line and table, from the runs as they are now.
@@ -202,13 +218,14 @@ void LiveRunPanel::update_comparison() {
     const RunHistory* r = runs[k];
     names << QString("<span style='color:%1'>&#9632;</span> %2")
                  .arg(run_color(static_cast<int>(k)).name(), labels[k].toHtmlEscaped());
-    rows << ComparedRun{labels[k],         run_color(static_cast<int>(k)), r->config(),
-                        r->last_epoch_logs(), r->status_text(), r->epoch(), r->epochs()};
+    rows << ComparedRun{labels[k],        run_color(static_cast<int>(k)),
+                        r->config(),      r->last_epoch_logs(),
+                        r->status_text(), r->epoch(),
+                        r->epochs()};
     revision += r->revision();
   }
-  compare_label_->setText(QString("Comparing %1 runs: %2 (validation dashed)")
-                              .arg(runs.size())
-                              .arg(names.join(", ")));
+  compare_label_->setText(
+      QString("Comparing %1 runs: %2 (validation dashed)").arg(runs.size()).arg(names.join(", ")));
   comparison_->set_runs(rows);
   // The table as tall as its rows (the user may make it smaller); the charts get the rest.
   comparison_->setMaximumHeight(comparison_->content_height());
@@ -281,7 +298,9 @@ void LiveRunPanel::rebuild_charts() {
   const bool by_epoch = axis_ == XAxis::epoch;
   const bool wall = axis_ == XAxis::wall_time;
   const double unit = wall_unit_;
-  const QString x_title = by_epoch ? "epoch" : wall ? "wall time (" + wall_unit_name_ + ")" : "step";
+  const QString x_title = by_epoch ? "epoch"
+                          : wall   ? "wall time (" + wall_unit_name_ + ")"
+                                   : "step";
   // Step-indexed points on this panel's x axis (step, or wall time since the run began).
   auto on_x = [wall, unit](const RunHistory& r, QList<QPointF> step_points) {
     if (!wall) return step_points;
@@ -304,7 +323,7 @@ void LiveRunPanel::rebuild_charts() {
   };
 
   const QList<RunHistory*> runs = shown_runs();
-  const QStringList labels = run_labels();
+  const QStringList labels = legend_labels();
   const bool comparing = runs.size() > 1;
   QStringList metrics;
   for (const RunHistory* r : runs)
@@ -323,10 +342,10 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines;
     for (qsizetype k = 0; k < runs.size(); ++k) {
       const QColor color = run_color(static_cast<int>(k));
-      // Compared runs are told apart by the colours of the line above the charts and of the
-      // table: a legend of long run names would squeeze every chart.
+      // Compared: the legend names each run once (its train line; "validation dashed" is said
+      // above the charts), in its short form so that it does not squeeze the chart.
       lines.push_back({runs[k], comparing ? labels[k] : "train", comparing ? color : kTrain, false,
-                       true, series_of(metric), !comparing});
+                       true, series_of(metric)});
       lines.push_back({runs[k], comparing ? labels[k] + " val" : "validation",
                        comparing ? color : kVal, comparing, false, series_of("val_" + metric),
                        !comparing});
@@ -339,8 +358,7 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines;
     for (qsizetype k = 0; k < runs.size(); ++k)
       lines.push_back({runs[k], comparing ? labels[k] : label,
-                       comparing ? run_color(static_cast<int>(k)) : kTrain, false, false, points,
-                       !comparing});
+                       comparing ? run_color(static_cast<int>(k)) : kTrain, false, false, points});
     return lines;
   };
 
@@ -370,11 +388,10 @@ void LiveRunPanel::rebuild_charts() {
     QList<ChartLine> lines;
     const QStringList devices = run_->utilisation_devices();
     for (int i = 0; i < devices.size(); ++i)
-      lines.push_back(
-          {run_, devices[i], kReplicaColors[i % kReplicaColors.size()], false, false,
-           [device = devices[i], on_x](const RunHistory& r) {
-             return on_x(r, r.utilisation(device));
-           }});
+      lines.push_back({run_, devices[i], kReplicaColors[i % kReplicaColors.size()], false, false,
+                       [device = devices[i], on_x](const RunHistory& r) {
+                         return on_x(r, r.utilisation(device));
+                       }});
     chart->set_lines(lines);
     charts_.push_back(chart);
   }

@@ -43,6 +43,9 @@ class LiveRunPanel : public QWidget {
   /// Each shown run's name in the legend and the table: its name, or its folder's where two
   /// runs share a name; the shown run first.
   QStringList run_labels() const;
+  /// The same, short, for the charts' legends: the name where it is unique among the shown runs,
+  /// else the start time (local, "14:03:27").
+  QStringList legend_labels() const;
   /// The colour of the k-th shown run while comparing.
   static QColor run_color(int k);
 

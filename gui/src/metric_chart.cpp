@@ -43,7 +43,9 @@ constexpr int kPointsVisibleBelow = 40;
 constexpr int kMinDragPixels = 6;
 constexpr double kWheelZoomPerNotch = 0.8;  // Ctrl+wheel: 20% closer per notch
 
-bool x_less(const QPointF& p, double x) { return p.x() < x; }
+bool x_less(const QPointF& p, double x) {
+  return p.x() < x;
+}
 
 // Index of the point nearest to `x` (points in x order when `sorted`); -1 when empty.
 qsizetype nearest_index(const QList<QPointF>& points, double x, bool sorted) {
@@ -199,7 +201,7 @@ void MetricChart::place_markers() {
   marker_texts_.clear();
   if (const RunHistory* run = marker_run_.data())
     for (const RunMarker& m : run->markers()) {
-      const double x = markers_by_epoch_     ? m.epoch
+      const double x = markers_by_epoch_   ? m.epoch
                        : marker_x_of_step_ ? marker_x_of_step_(*run, m.step)
                                            : static_cast<double>(m.step);
       marker_texts_[x] << m.text;

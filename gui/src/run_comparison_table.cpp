@@ -108,7 +108,8 @@ void RunComparisonTable::set_runs(const QList<ComparedRun>& runs) {
     table_->setItem(row, 2, epochs);
     int column = 3;
     for (const QString& path : differing_)
-      table_->setItem(row, column++, cell(flat[row].value(path, QJsonValue(QJsonValue::Undefined))));
+      table_->setItem(row, column++,
+                      cell(flat[row].value(path, QJsonValue(QJsonValue::Undefined))));
     for (const QString& metric : metrics)
       table_->setItem(row, column++, cell(r.final_logs.value(metric)));
   }
@@ -116,14 +117,12 @@ void RunComparisonTable::set_runs(const QList<ComparedRun>& runs) {
   if (const qsizetype c = headers.indexOf(sort_name); !sort_name.isEmpty() && c >= 0)
     table_->sortItems(static_cast<int>(c), order);
   table_->resizeColumnsToContents();
-  summary_->setText(
-      differing_.isEmpty()
-          ? QString("%1 runs, the same config").arg(runs.size())
-          : QString("%1 runs; %2 config value%3 differ%4")
-                .arg(runs.size())
-                .arg(differing_.size())
-                .arg(differing_.size() == 1 ? "" : "s")
-                .arg(differing_.size() == 1 ? "s" : ""));
+  summary_->setText(differing_.isEmpty() ? QString("%1 runs, the same config").arg(runs.size())
+                                         : QString("%1 runs; %2 config value%3 differ%4")
+                                               .arg(runs.size())
+                                               .arg(differing_.size())
+                                               .arg(differing_.size() == 1 ? "" : "s")
+                                               .arg(differing_.size() == 1 ? "s" : ""));
   set_filter(filter_->text());
 }
 

@@ -36,13 +36,21 @@ void fill(RunHistory& run, int n) {
 }
 
 ChartLine loss_line(RunHistory* run, bool smoothed) {
-  return {run, "train", Qt::blue, false, smoothed,
-          [](const RunHistory& r) { return r.batch_series("loss"); }};
+  return {run,   "train",  Qt::blue,
+          false, smoothed, [](const RunHistory& r) { return r.batch_series("loss"); }};
 }
 
-ChartLine fixed_line(const QString& label, QList<QPointF> points) {
-  return {nullptr, label, QColor("#ff7f0e"), false, false,
-          [points](const RunHistory&) { return points; }};
+// A line of fixed points. It needs a run (any) to be drawn: a line without one is empty.
+ChartLine fixed_line(RunHistory* run, const QString& label, QList<QPointF> points) {
+  return {run,   label, QColor("#ff7f0e"),
+          false, false, [points](const RunHistory&) { return points; }};
+}
+
+// Shows `chart` at `size` and waits until it is on screen.
+bool show_at(MetricChart& chart, QSize size) {
+  chart.resize(size);
+  chart.show();
+  return QTest::qWaitForWindowExposed(&chart);
 }
 
 // Runs /usr/bin/python3 (another reader than Qt) on `code` with `args`; its stdout.
@@ -76,9 +84,7 @@ class MetricChartTest : public QObject {
     for (int step = 1; step <= 100000; ++step) events.push_back(batch_event(step, step));
     run.apply_all(events);
     MetricChart chart("loss", "step");
-    chart.resize(900, 400);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(show_at(chart, QSize(900, 400)));
     chart.set_lines({{&run, "train", Qt::blue, false, true,
                       [](const RunHistory& r) { return r.batch_series("loss"); }}});
     QCOMPARE(chart.history_points(0), 100000);
@@ -129,11 +135,12 @@ class MetricChartTest : public QObject {
     QList<Event> events;
     for (int step = 1; step <= 20; ++step) events.push_back(batch_event(step, step));
     run.apply_all(events);
-    run.apply({"checkpoint_saved", QJsonObject{{"event", "checkpoint_saved"},
-                                               {"path", "/r/a.h5"}, {"epoch", 1}}});
-    run.apply({"reduce_lr_on_plateau",
-               QJsonObject{{"event", "reduce_lr_on_plateau"}, {"epoch", 1}, {"old_lr", 0.1},
-                           {"new_lr", 0.05}}});
+    run.apply({"checkpoint_saved",
+               QJsonObject{{"event", "checkpoint_saved"}, {"path", "/r/a.h5"}, {"epoch", 1}}});
+    run.apply(
+        {"reduce_lr_on_plateau",
+         QJsonObject{
+             {"event", "reduce_lr_on_plateau"}, {"epoch", 1}, {"old_lr", 0.1}, {"new_lr", 0.05}}});
     MetricChart chart("loss", "step");
     chart.set_lines({{&run, "train", Qt::blue, false, false,
                       [](const RunHistory& r) { return r.batch_series("loss"); }}});
@@ -159,8 +166,9 @@ class MetricChartTest : public QObject {
     // (hundred_thousand_points_are_drawn_decimated).
     QVERIFY(chart.series(0)->pointsVisible());
     MetricChart few("loss", "epoch");
-    few.set_lines({{&run, "train", Qt::blue, false, false,
-                    [](const RunHistory&) { return QList<QPointF>{{1, 0.5}}; }}});
+    few.set_lines({{&run, "train", Qt::blue, false, false, [](const RunHistory&) {
+                      return QList<QPointF>{{1, 0.5}};
+                    }}});
     QVERIFY(few.series(0)->pointsVisible());
   }
 
@@ -170,13 +178,9 @@ class MetricChartTest : public QObject {
     RunHistory run;
     fill(run, 10);
     MetricChart chart("loss", "step");
-    chart.resize(800, 400);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
-    // A line without a run is empty: the validation points come from a run-less line here.
-    ChartLine validation = fixed_line("validation", {{5, 0.5}, {10, 0.25}});
-    validation.run = &run;
-    chart.set_lines({loss_line(&run, true), validation});
+    QVERIFY(show_at(chart, QSize(800, 400)));
+    chart.set_lines(
+        {loss_line(&run, true), fixed_line(&run, "validation", {{5, 0.5}, {10, 0.25}})});
     chart.set_smoothing(0.5);
     // Debiased EMA (w = 0.5) of 1, 3, 5, 7: 1, 2.3333, 3.8571, 5.5333 (worked by hand).
     QCOMPARE(chart.readout_at(4.2),
@@ -198,9 +202,7 @@ class MetricChartTest : public QObject {
     RunHistory run;
     fill(run, 1000);
     MetricChart chart("loss", "step");
-    chart.resize(800, 400);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    QVERIFY(show_at(chart, QSize(800, 400)));
     chart.set_lines({loss_line(&run, false)});
     QCOMPARE(chart.x_range().low, 1.0);
     QCOMPARE(chart.x_range().high, 1000.0);
@@ -230,7 +232,8 @@ class MetricChartTest : public QObject {
     send_mouse(chart.viewport(), QEvent::MouseButtonRelease, to, Qt::LeftButton, Qt::NoButton);
     QVERIFY(chart.zoomed());
     const double quarter = 999.0 / 4;
-    QVERIFY2(std::abs(chart.x_range().low - (1 + quarter)) < 5, qPrintable(QString::number(chart.x_range().low)));
+    QVERIFY2(std::abs(chart.x_range().low - (1 + quarter)) < 5,
+             qPrintable(QString::number(chart.x_range().low)));
     QVERIFY(std::abs(chart.x_range().high - (1 + 3 * quarter)) < 5);
     // Double-click: everything again.
     send_mouse(chart.viewport(), QEvent::MouseButtonDblClick, plot.center(), Qt::LeftButton,
@@ -239,8 +242,9 @@ class MetricChartTest : public QObject {
 
     // Ctrl+wheel one notch: x 20% closer about the cursor; a plain wheel is the page's.
     auto wheel = [&](Qt::KeyboardModifiers modifiers) {
-      QWheelEvent event(QPointF(plot.center()), chart.viewport()->mapToGlobal(QPointF(plot.center())),
-                        QPoint(), QPoint(0, 120), Qt::NoButton, modifiers, Qt::NoScrollPhase, false);
+      QWheelEvent event(QPointF(plot.center()),
+                        chart.viewport()->mapToGlobal(QPointF(plot.center())), QPoint(),
+                        QPoint(0, 120), Qt::NoButton, modifiers, Qt::NoScrollPhase, false);
       QApplication::sendEvent(chart.viewport(), &event);
       return event.isAccepted();
     };
@@ -263,10 +267,8 @@ class MetricChartTest : public QObject {
 
   void log_scale_leaves_out_values_that_are_not_positive() {
     MetricChart chart("loss", "step");
-    RunHistory run;  // a line reads nothing without a run
-    ChartLine line = fixed_line("train", {{1, 0}, {2, 0.1}, {3, 10}, {4, -1}, {5, 1000}});
-    line.run = &run;
-    chart.set_lines({line});
+    RunHistory run;
+    chart.set_lines({fixed_line(&run, "train", {{1, 0}, {2, 0.1}, {3, 10}, {4, -1}, {5, 1000}})});
     QCOMPARE(chart.drawn_points(0), 5);
     chart.set_y_scale(MetricChart::YScale::log);
     QCOMPARE(chart.drawn_points(0), 3);
@@ -291,15 +293,11 @@ class MetricChartTest : public QObject {
     QCOMPARE(steps.x_ticks().label_format(), QString("%.0f"));
 
     MetricChart epochs("loss", "epoch", nullptr, true);
-    ChartLine three = fixed_line("train", {{1, 0.9}, {2, 0.5}, {3, 0.4}});
-    three.run = &run;
-    epochs.set_lines({three});
+    epochs.set_lines({fixed_line(&run, "train", {{1, 0.9}, {2, 0.5}, {3, 0.4}})});
     QCOMPARE(epochs.x_ticks().interval, 1.0);
 
     MetricChart lr("learning rate", "step");
-    ChartLine constant = fixed_line("lr", {{1, 0.001}, {2, 0.001}, {3, 0.001}});
-    constant.run = &run;
-    lr.set_lines({constant});
+    lr.set_lines({fixed_line(&run, "lr", {{1, 0.001}, {2, 0.001}, {3, 0.001}})});
     QCOMPARE(lr.y_range().low, 0.0);
     QCOMPARE(lr.y_range().high, 0.002);
     QCOMPARE(lr.y_ticks().interval, 0.0005);
@@ -311,12 +309,8 @@ class MetricChartTest : public QObject {
     RunHistory run;
     fill(run, 5);
     MetricChart chart("loss", "step");
-    chart.resize(640, 360);
-    chart.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&chart));
-    ChartLine validation = fixed_line("val, \"held out\"", {{5, 0.5}});
-    validation.run = &run;
-    chart.set_lines({loss_line(&run, true), validation});
+    QVERIFY(show_at(chart, QSize(640, 360)));
+    chart.set_lines({loss_line(&run, true), fixed_line(&run, "val, \"held out\"", {{5, 0.5}})});
     chart.set_smoothing(0.6);
     QTemporaryDir dir;
     const QString png = dir.filePath("loss.png"), svg = dir.filePath("loss.svg"),

@@ -28,14 +28,16 @@ class ThemeTest : public QObject {
     QVERIFY(QApplication::palette().color(QPalette::Text).lightness() > 200);
     const SemanticColors dark = semantic_colors();
     // Error text reads on the dark window: much lighter than it.
-    QVERIFY(dark.error.lightness() > QApplication::palette().color(QPalette::Window).lightness() + 80);
+    QVERIFY(dark.error.lightness() >
+            QApplication::palette().color(QPalette::Window).lightness() + 80);
     QVERIFY(banner_style(true).contains(dark.error_background.name()));
 
     QVERIFY(!apply_theme(Theme::light));
     QVERIFY(!palette_is_dark());
     const SemanticColors light = semantic_colors();
     QVERIFY(light.error != dark.error);
-    QVERIFY(light.error.lightness() < QApplication::palette().color(QPalette::Window).lightness() - 80);
+    QVERIFY(light.error.lightness() <
+            QApplication::palette().color(QPalette::Window).lightness() - 80);
     QVERIFY(banner_style(false).contains(light.ok_background.name()));
 
     apply_theme(Theme::system);
@@ -48,15 +50,19 @@ class ThemeTest : public QObject {
     LiveRunPanel panel;
     RunHistory run;
     run.apply({"run_started", QJsonObject{{"event", "run_started"}, {"name", "x"}}});
-    run.apply({"batch_ended", QJsonObject{{"event", "batch_ended"}, {"epoch", 1}, {"batch", 1},
-                                          {"step", 1}, {"size", 1},
+    run.apply({"batch_ended", QJsonObject{{"event", "batch_ended"},
+                                          {"epoch", 1},
+                                          {"batch", 1},
+                                          {"step", 1},
+                                          {"size", 1},
                                           {"logs", QJsonObject{{"loss", 0.5}}}}});
     panel.set_run(&run, false);
     MetricChart* before = panel.chart("loss");
     QVERIFY(before);
     QCOMPARE(before->chart()->theme(), QChart::ChartThemeLight);
     apply_theme(Theme::dark);
-    QTRY_VERIFY(panel.chart("loss") && panel.chart("loss")->chart()->theme() == QChart::ChartThemeDark);
+    QTRY_VERIFY(panel.chart("loss") &&
+                panel.chart("loss")->chart()->theme() == QChart::ChartThemeDark);
     QCOMPARE(panel.chart("loss")->chart()->backgroundBrush().color(),
              QApplication::palette().color(QPalette::Base));
     apply_theme(Theme::system);
