@@ -47,3 +47,31 @@ rng = random.Random(7)
 for i in range(8):
     write("hdf5_dataset_fuzz", "random-%d" % i, bytes(rng.randrange(256) for _ in range(96)))
     write("checkpoint_fuzz", "random-%d" % i, bytes(rng.randrange(256) for _ in range(160)))
+
+# npy_fuzz: .npy files of several dtypes and shapes, and .npz archives (stored and deflated)
+# holding x and y, as NumPy writes them.
+import io  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def npy_bytes(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def npz_bytes(compressed, **arrays):
+    buffer = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buffer, **arrays)
+    return buffer.getvalue()
+
+
+grid = np.arange(24).reshape(4, 6)
+for dtype in ["<f4", ">f8", "<f2", "|u1", "<i2", ">u4", "<i8", "|b1"]:
+    write("npy_fuzz", "npy-" + dtype.replace("<", "le-").replace(">", "be-").replace("|", ""),
+          npy_bytes((grid % 5 - 2).astype(dtype)))
+write("npy_fuzz", "npy-scalar", npy_bytes(np.float32(1.5)))
+write("npy_fuzz", "npy-fortran", npy_bytes(np.asfortranarray(grid.astype("<f4"))))
+labels = np.arange(4, dtype=np.int64)
+write("npy_fuzz", "npz-stored", npz_bytes(False, x=grid.astype(np.float32), y=labels))
+write("npy_fuzz", "npz-deflated", npz_bytes(True, x=grid.astype(np.uint8), y=labels))

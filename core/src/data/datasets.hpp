@@ -75,6 +75,18 @@ std::shared_ptr<Dataset> open_hdf5_dataset(const Hdf5Spec& spec, Hdf5ReadOptions
 /// Counters of a dataset made by open_hdf5_dataset(); nullopt for any other dataset.
 std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset);
 
+// ---- npy, npz (NumPy) -------------------------------------------------------------------------
+
+struct NpySpec {
+  bool npz = false;
+  std::string archive;  // npz: the .npz file
+  std::string x, y;     // npy: the .npy files; npz: the arrays' names (default "x", "y")
+  std::optional<double> scale;  // default: 1/255 for uint8 x, 1 otherwise
+};
+/// {"type": "npy", "x": FILE, "y": FILE} or {"type": "npz", "path": FILE, "x": NAME, "y": NAME}.
+NpySpec parse_npy_spec(ConfigObject& spec, const std::string& base_dir, bool npz);
+std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec);
+
 // ---- synthetic --------------------------------------------------------------------------------
 
 /// binary, classes, regression: x uniform in [0, 1), y random labels or values (throughput

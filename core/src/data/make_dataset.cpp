@@ -33,13 +33,19 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
     c.finish();
     return data::open_hdf5_dataset(s);
   }
+  if (type == "npy" || type == "npz") {
+    auto s = data::parse_npy_spec(c, base_dir, type == "npz");
+    c.finish();
+    return data::open_npy_dataset(s);
+  }
   if (type == "synthetic") {
     auto s = data::parse_synthetic_spec(c);
     c.finish();
     return data::make_synthetic_dataset(s);
   }
   throw ConfigError(c.path_of("type"),
-                    "unknown dataset type '" + type + "'; expected 'idx', 'hdf5' or 'synthetic'");
+                    "unknown dataset type '" + type +
+                                             "'; expected 'idx', 'hdf5', 'npy', 'npz' or 'synthetic'");
 }
 
 }  // namespace

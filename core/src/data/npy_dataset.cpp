@@ -1,0 +1,175 @@
+// The "npy" and "npz" dataset types: NumPy arrays, x and y, one sample per row of their first
+// dimension. .npy files and the stored members of a .npz (np.savez) are memory-mapped and read
+// row by row; deflated members (np.savez_compressed) are inflated into memory once.
+#include <limits>
+#include <memory>
+#include <variant>
+
+#include "data/datasets.hpp"
+#include "data/npy_format.hpp"
+#include "data/npz_archive.hpp"
+#include "io/mapped_file.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::data {
+
+namespace {
+
+// One array: its header and where its elements are (mapped or in memory).
+class NpyColumn {
+ public:
+  NpyColumn(std::shared_ptr<const MappedFile> file, std::uint64_t offset, std::uint64_t size,
+            std::string where)
+      : mapped_(std::move(file)), where_(std::move(where)) {
+    if (offset > mapped_->size() || size > mapped_->size() - offset)
+      throw DataError(where_ + ": the archive is truncated (the array lies past its end)");
+    init(mapped_->data() + offset, size);
+  }
+  NpyColumn(std::vector<std::uint8_t> bytes, std::string where)
+      : owned_(std::move(bytes)), where_(std::move(where)) {
+    init(owned_.data(), owned_.size());
+  }
+  // Moves keep owned_'s buffer (and so elements_); a copy would not.
+  NpyColumn(NpyColumn&&) = default;
+  NpyColumn(const NpyColumn&) = delete;
+  NpyColumn& operator=(const NpyColumn&) = delete;
+
+  std::int64_t rows() const { return header_.shape[0]; }
+  Shape row_shape() const { return Shape(header_.shape.begin() + 1, header_.shape.end()); }
+  std::int64_t row_size() const { return row_elements_; }
+  const NpyHeader& header() const { return header_; }
+  const std::string& where() const { return where_; }
+
+  void copy_row(std::int64_t row, float* out, double scale) const {
+    const std::uint8_t* at =
+        elements_ + static_cast<std::size_t>(row) * row_elements_ * header_.type.bytes;
+    npy_to_float(header_.type, at, static_cast<std::size_t>(row_elements_), out);
+    if (scale != 1.0)
+      for (std::int64_t i = 0; i < row_elements_; ++i) out[i] = static_cast<float>(out[i] * scale);
+  }
+
+ private:
+  void init(const std::uint8_t* bytes, std::uint64_t size) {
+    const std::string_view view(reinterpret_cast<const char*>(bytes),
+                                static_cast<std::size_t>(size));
+    header_ = parse_npy_header(view, where_);
+    if (header_.shape.empty())
+      throw DataError(where_ + ": a scalar, not an array of samples (its first dimension)");
+    if (header_.shape[0] < 1) throw DataError(where_ + ": no samples (its first dimension is 0)");
+    const std::uint64_t have = size - std::min<std::uint64_t>(size, header_.data_offset);
+    if (have < header_.data_bytes)
+      throw DataError(where_ + ": truncated: the header promises " +
+                      std::to_string(header_.data_bytes) + " bytes of data, there are " +
+                      std::to_string(have));
+    if (have > header_.data_bytes)
+      throw DataError(where_ + ": trailing data: the header promises " +
+                      std::to_string(header_.data_bytes) + " bytes of data, there are " +
+                      std::to_string(have));
+    if (header_.elements / static_cast<std::uint64_t>(header_.shape[0]) >
+        static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
+      throw DataError(where_ + ": more than 2^31 - 1 values per sample");
+    row_elements_ = static_cast<std::int64_t>(header_.elements / header_.shape[0]);
+    elements_ = bytes + header_.data_offset;
+  }
+
+  std::shared_ptr<const MappedFile> mapped_;
+  std::vector<std::uint8_t> owned_;
+  std::string where_;
+  NpyHeader header_;
+  const std::uint8_t* elements_ = nullptr;
+  std::int64_t row_elements_ = 0;
+};
+
+class NpyDataset final : public Dataset {
+ public:
+  NpyDataset(NpyColumn x, NpyColumn y, double scale, std::string description)
+      : x_(std::move(x)), y_(std::move(y)), scale_(scale), description_(std::move(description)) {}
+
+  std::int64_t size() const override { return x_.rows(); }
+  Shape x_shape() const override { return x_.row_shape(); }
+  Shape y_shape() const override { return y_.row_shape(); }
+
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const std::int64_t i = indices[k];
+      if (i < 0 || i >= size())
+        throw DataError(x_.where() + ": sample " + std::to_string(i) + " out of range (" +
+                        std::to_string(size()) + " samples)");
+      x_.copy_row(i, x + static_cast<std::int64_t>(k) * x_.row_size(), scale_);
+      y_.copy_row(i, y + static_cast<std::int64_t>(k) * y_.row_size(), 1.0);
+    }
+  }
+
+  std::string describe() const override { return description_; }
+
+ private:
+  NpyColumn x_, y_;
+  double scale_;
+  std::string description_;
+};
+
+NpyColumn npy_file(const std::string& file) {
+  auto mapped = std::make_shared<const MappedFile>(file);
+  const std::uint64_t size = mapped->size();
+  return NpyColumn(std::move(mapped), 0, size, "'" + file + "'");
+}
+
+NpyColumn npz_array(const std::shared_ptr<const MappedFile>& archive, const std::string& name) {
+  NpzMember m = read_npz_member(archive->path(), name);
+  const std::string where = "'" + archive->path() + "': array '" + name + "'";
+  if (m.stored) return NpyColumn(archive, m.offset, m.size, where);
+  return NpyColumn(std::move(m.inflated), where);
+}
+
+// A file or array name: required (no `fallback`) or defaulted, never empty.
+std::string name_at(ConfigObject& spec, const char* key, const char* fallback = nullptr) {
+  const std::string value = fallback ? spec.get_string(key, fallback) : spec.get_string(key);
+  if (value.empty()) throw ConfigError(spec.path_of(key), "expected a name, got ''");
+  return value;
+}
+
+}  // namespace
+
+NpySpec parse_npy_spec(ConfigObject& spec, const std::string& base_dir, bool npz) {
+  NpySpec s;
+  s.npz = npz;
+  if (npz) {
+    s.archive = resolve_path(base_dir, name_at(spec, "path"));
+    s.x = name_at(spec, "x", "x");
+    s.y = name_at(spec, "y", "y");
+  } else {
+    s.x = resolve_path(base_dir, name_at(spec, "x"));
+    s.y = resolve_path(base_dir, name_at(spec, "y"));
+  }
+  if (spec.has("scale"))
+    s.scale = spec.number_in("scale", 1.0, 0.0, std::numeric_limits<double>::max(), true);
+  else
+    spec.ignore({"scale"});
+  return s;
+}
+
+std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec) {
+  std::optional<NpyColumn> x, y;
+  std::string description;
+  if (spec.npz) {
+    auto archive = std::make_shared<const MappedFile>(spec.archive);
+    x.emplace(npz_array(archive, spec.x));
+    y.emplace(npz_array(archive, spec.y));
+    description = "npz: " + spec.archive + " [" + spec.x + ", " + spec.y + "]";
+  } else {
+    x.emplace(npy_file(spec.x));
+    y.emplace(npy_file(spec.y));
+    description = "npy: " + spec.x + ", " + spec.y;
+  }
+  if (x->rows() != y->rows())
+    throw DataError(x->where() + " has " + std::to_string(x->rows()) + " samples but " +
+                    y->where() + " has " + std::to_string(y->rows()) + "; they must match");
+  description += " (" + std::to_string(x->rows()) + " samples)";
+  // Like IDX: bytes 0-255 are pixels, scaled to [0, 1] unless the spec says otherwise.
+  const bool bytes =
+      x->header().type.kind == NpyType::Kind::unsigned_int && x->header().type.bytes == 1;
+  const double scale = spec.scale ? *spec.scale : (bytes ? 1.0 / 255.0 : 1.0);
+  return std::make_shared<NpyDataset>(std::move(*x), std::move(*y), scale, std::move(description));
+}
+
+}  // namespace tandem::data
