@@ -75,3 +75,8 @@ write("npy_fuzz", "npy-fortran", npy_bytes(np.asfortranarray(grid.astype("<f4"))
 labels = np.arange(4, dtype=np.int64)
 write("npy_fuzz", "npz-stored", npz_bytes(False, x=grid.astype(np.float32), y=labels))
 write("npy_fuzz", "npz-deflated", npz_bytes(True, x=grid.astype(np.uint8), y=labels))
+
+# csv_fuzz: tables with the target column y and the category column c.
+write("csv_fuzz", "plain", b"x1,x2,c,y\n1,2.5,a,0\n-3e2,0,b,1\n")
+write("csv_fuzz", "quoted-crlf", b"\"x, 1\",c,y\r\n\"1\",\"b\",\"2\"\r\n4,a,\"\"\"5\"\"\"\r\n")
+write("csv_fuzz", "ragged", b"x,c,y\n1,a\n2,b,3,4\n")

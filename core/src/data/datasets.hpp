@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,21 @@ struct NpySpec {
 /// {"type": "npy", "x": FILE, "y": FILE} or {"type": "npz", "path": FILE, "x": NAME, "y": NAME}.
 NpySpec parse_npy_spec(ConfigObject& spec, const std::string& base_dir, bool npz);
 std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec);
+
+// ---- csv ---------------------------------------------------------------------------------------
+
+struct CsvSpec {
+  std::string file;
+  std::vector<std::string> y;  // target columns
+  std::vector<std::string> x;  // feature columns; empty: every column not in y
+  char delimiter = ',';
+  // Columns of strings and their values, in index order: "red" → its position.
+  std::map<std::string, std::vector<std::string>> categories;
+};
+/// {"type": "csv", "path": FILE, "y": COLUMN(S), "x": [COLUMNS], "delimiter": ",",
+///  "categories": {COLUMN: [VALUES]}}.
+CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir);
+std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec);
 
 // ---- synthetic --------------------------------------------------------------------------------
 

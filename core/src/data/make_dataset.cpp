@@ -33,6 +33,11 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
     c.finish();
     return data::open_hdf5_dataset(s);
   }
+  if (type == "csv") {
+    auto s = data::parse_csv_spec(c, base_dir);
+    c.finish();
+    return data::open_csv_dataset(s);
+  }
   if (type == "npy" || type == "npz") {
     auto s = data::parse_npy_spec(c, base_dir, type == "npz");
     c.finish();
@@ -45,7 +50,7 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
   }
   throw ConfigError(c.path_of("type"),
                     "unknown dataset type '" + type +
-                                             "'; expected 'idx', 'hdf5', 'npy', 'npz' or 'synthetic'");
+                                             "'; expected 'idx', 'hdf5', 'npy', 'npz', 'csv' or 'synthetic'");
 }
 
 }  // namespace

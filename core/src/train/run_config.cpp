@@ -113,10 +113,10 @@ json resolve_path(const json& spec, const std::filesystem::path& base_dir) {
   json out = spec;
   for (const char* key : {"x", "y", "path"}) {
     if (!out.contains(key) || !out[key].is_string()) continue;
-    // hdf5 and npz name arrays inside the file with x and y.
+    // hdf5 and npz name arrays inside the file with x and y, csv its columns.
     const std::string type =
         out.contains("type") && out["type"].is_string() ? out["type"].get<std::string>() : "";
-    if (std::string(key) != "path" && (type == "hdf5" || type == "npz")) continue;
+    if (std::string(key) != "path" && (type == "hdf5" || type == "npz" || type == "csv")) continue;
     std::filesystem::path p = out[key].get<std::string>();
     if (p.is_relative() && !base_dir.empty()) out[key] = (base_dir / p).lexically_normal().string();
   }

@@ -1,4 +1,5 @@
-// Helpers for the data-module tests: gzip files through zlib, IDX file bytes.
+// Helpers for the data-module tests: gzip files through zlib, IDX file bytes, the text of the
+// DataError a reader throws.
 //
 // The test executable does not link zlib itself (only libtandem does), so zlib's functions are
 // looked up at run time in the libz that libtandem already loaded.
@@ -9,9 +10,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tandem/error.hpp"
 
 namespace tandem::test {
 
@@ -70,6 +74,16 @@ inline std::string idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>
     for (int shift = 24; shift >= 0; shift -= 8)
       out.push_back(static_cast<char>((d >> shift) & 0xff));
   return out + payload;
+}
+
+/// The message of the DataError `f` throws, or "(no DataError)".
+inline std::string data_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
 }
 
 }  // namespace tandem::test

@@ -9,6 +9,7 @@
 #include "data/datasets.hpp"
 #include "io/hdf5_lock.hpp"
 #include "tandem/error.hpp"
+#include "core/data/data_test_util.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -16,14 +17,7 @@ namespace {
 
 constexpr std::int64_t kRows = 12000;
 
-std::string data_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
-}
+using test::data_error_of;
 
 // Writes one dataset, chunked along the samples and deflate-compressed when chunk_rows > 0.
 void write_dataset(hid_t loc, const char* name, hid_t mem_type, hid_t file_type,

@@ -15,14 +15,7 @@ namespace {
 
 using data::IdxSpec;
 
-std::string data_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
-}
+using test::data_error_of;
 
 std::string fashion(const std::string& name) {
   return (test::fashion_mnist_dir() / name).string();

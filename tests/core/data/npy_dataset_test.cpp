@@ -10,6 +10,7 @@
 #include "data/datasets.hpp"
 #include "data/npy_format.hpp"
 #include "tandem/error.hpp"
+#include "core/data/data_test_util.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -39,14 +40,7 @@ std::vector<float> read_x(const Dataset& d) {
   return x;
 }
 
-std::string data_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
-}
+using test::data_error_of;
 
 TEST(NpyDataset, EveryNumberDtypeNumPyWritesReadsAsNumPyConvertsIt) {
   const fs::path dir = test::scratch_dir("npy-dtypes");

@@ -1,0 +1,295 @@
+// The "csv" dataset type: a table with a header row, read whole with libcsv (RFC 4180: quoted
+// fields, "" inside quotes, CRLF or LF). Columns are chosen by name: y names the target columns,
+// x the features (default: every other column, in file order). Cells are numbers; a column of
+// strings (categories) is read through the mapping the spec declares, "categories": {"colour":
+// ["blue", "green", "red"]} → 0, 1, 2, so that training, validation and a later evaluation map
+// them alike (the mapping is part of the run config, saved with every checkpoint). An undeclared
+// string column is an error that lists its values in the form to paste.
+#include <csv.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "data/datasets.hpp"
+#include "tandem/error.hpp"
+#include "util/regular_file.hpp"
+
+namespace tandem::data {
+
+namespace {
+
+constexpr std::size_t kReadChunk = std::size_t{1} << 16;
+constexpr std::size_t kMaxListedValues = 20;
+
+// Receives libcsv's fields and rows: the header first, then each row's fields as text. The
+// callbacks run inside C code, so they never throw: the first problem is kept in `error`.
+struct TableReader {
+  std::string file;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::int64_t line = 0;  // rows seen, header included
+  std::string error;
+
+  static void on_field(void* text, std::size_t size, void* self) noexcept {
+    auto* t = static_cast<TableReader*>(self);
+    if (t->error.empty()) t->row.emplace_back(text ? static_cast<const char*>(text) : "", size);
+  }
+  static void on_row(int, void* self) noexcept {
+    auto* t = static_cast<TableReader*>(self);
+    ++t->line;
+    if (!t->error.empty()) return;
+    if (t->line == 1) {
+      t->header = std::move(t->row);
+    } else if (t->row.size() != t->header.size()) {
+      t->error = "row " + std::to_string(t->line) + " has " + std::to_string(t->row.size()) +
+                 " fields, the header has " + std::to_string(t->header.size());
+    } else {
+      t->rows.push_back(std::move(t->row));
+    }
+    t->row.clear();
+  }
+};
+
+struct ParserFree {
+  void operator()(csv_parser* p) const { csv_free(p); }
+};
+
+TableReader read_table(const std::string& file, char delimiter) {
+  if (const std::string why = not_a_regular_file(file); !why.empty())
+    throw DataError("cannot read '" + file + "': " + why);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw DataError("cannot open '" + file + "'");
+  csv_parser parser;
+  if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
+    throw DataError("cannot read '" + file + "': out of memory");
+  const std::unique_ptr<csv_parser, ParserFree> freed(&parser);
+  csv_set_delim(&parser, static_cast<unsigned char>(delimiter));
+  TableReader t;
+  t.file = file;
+  std::vector<char> buffer(kReadChunk);
+  while (in && t.error.empty()) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (got == 0) break;
+    if (csv_parse(&parser, buffer.data(), got, TableReader::on_field, TableReader::on_row, &t) !=
+        got)
+      throw DataError("'" + file + "': not valid CSV after row " + std::to_string(t.line) + " (" +
+                      csv_strerror(csv_error(&parser)) + ")");
+  }
+  if (t.error.empty() && csv_fini(&parser, TableReader::on_field, TableReader::on_row, &t) != 0)
+    throw DataError("'" + file + "': not valid CSV at its end (" +
+                    csv_strerror(csv_error(&parser)) + ")");
+  if (!t.error.empty()) throw DataError("'" + file + "': " + t.error);
+  if (t.header.empty()) throw DataError("'" + file + "': empty (a CSV needs a header row)");
+  return t;
+}
+
+std::string trimmed(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// `text` as a JSON string literal; bytes that are not UTF-8 become U+FFFD (a file's cells are
+// anything).
+std::string quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<float> number(const std::string& text) {
+  const std::string t = trimmed(text);
+  if (t.empty()) return std::nullopt;
+  double v = 0;
+  const char* end = t.data() + t.size();
+  const auto r = std::from_chars(t.data() + (t[0] == '+' ? 1 : 0), end, v);
+  if (r.ec != std::errc() || r.ptr != end) return std::nullopt;
+  return static_cast<float>(v);
+}
+
+// "categories": {"colour": ["blue", "green", "red"]} for a column whose cells are strings.
+std::string categories_hint(const TableReader& t, std::size_t column) {
+  std::set<std::string> values;
+  for (const auto& row : t.rows) values.insert(trimmed(row[column]));
+  std::string list;
+  std::size_t n = 0;
+  for (const std::string& v : values) {
+    if (++n > kMaxListedValues) {
+      list += ", ...";
+      break;
+    }
+    list += (list.empty() ? "" : ", ") + quoted(v);
+  }
+  return "\"categories\": {" + quoted(t.header[column]) + ": [" + list + "]}";
+}
+
+class CsvDataset final : public Dataset {
+ public:
+  CsvDataset(std::vector<float> x, std::vector<float> y, std::int64_t rows, Shape x_shape,
+             Shape y_shape, std::string description)
+      : x_(std::move(x)),
+        y_(std::move(y)),
+        rows_(rows),
+        x_shape_(std::move(x_shape)),
+        y_shape_(std::move(y_shape)),
+        description_(std::move(description)) {}
+
+  std::int64_t size() const override { return rows_; }
+  Shape x_shape() const override { return x_shape_; }
+  Shape y_shape() const override { return y_shape_; }
+
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    const std::int64_t xs = shape_size(x_shape_), ys = shape_size(y_shape_);
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const std::int64_t i = indices[k];
+      if (i < 0 || i >= rows_)
+        throw DataError(description_ + ": sample " + std::to_string(i) + " out of range");
+      std::copy_n(x_.begin() + i * xs, xs, x + static_cast<std::int64_t>(k) * xs);
+      std::copy_n(y_.begin() + i * ys, ys, y + static_cast<std::int64_t>(k) * ys);
+    }
+  }
+
+  std::string describe() const override { return description_; }
+
+ private:
+  std::vector<float> x_, y_;
+  std::int64_t rows_;
+  Shape x_shape_, y_shape_;
+  std::string description_;
+};
+
+std::vector<std::string> column_names(ConfigObject& spec, const std::string& key) {
+  const nlohmann::json& v = spec.at(key);
+  std::vector<std::string> names;
+  if (v.is_string()) {
+    names.push_back(v.get<std::string>());
+  } else if (v.is_array() && !v.empty()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string())
+        throw ConfigError(spec.path_of(key) + "[" + std::to_string(i) + "]",
+                          "expected a column name, got " + v[i].dump());
+      names.push_back(v[i].get<std::string>());
+    }
+  } else {
+    throw ConfigError(spec.path_of(key),
+                      "expected a column name or a list of them, got " + v.dump());
+  }
+  for (const std::string& n : names)
+    if (n.empty()) throw ConfigError(spec.path_of(key), "expected a column name, got ''");
+  return names;
+}
+
+}  // namespace
+
+CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir) {
+  CsvSpec s;
+  s.file = spec.get_string("path");
+  if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
+  s.file = resolve_path(base_dir, s.file);
+  s.y = column_names(spec, "y");
+  if (spec.has("x")) s.x = column_names(spec, "x");
+  const std::string delimiter = spec.get_string("delimiter", ",");
+  if (delimiter.size() != 1 || delimiter == "\"" || delimiter == "\n" || delimiter == "\r")
+    throw ConfigError(
+        spec.path_of("delimiter"),
+        "expected one character (',', ';', '\\t', ...), got " + nlohmann::json(delimiter).dump());
+  s.delimiter = delimiter[0];
+  if (const nlohmann::json* categories = spec.find("categories")) {
+    if (!categories->is_object())
+      throw ConfigError(
+          spec.path_of("categories"),
+          "expected an object of each category column's values, got " + categories->dump());
+    for (const auto& [column, values] : categories->items()) {
+      const std::string at = json_path_join(spec.path_of("categories"), column);
+      if (!values.is_array() || values.empty())
+        throw ConfigError(at, "expected a list of the column's values, got " + values.dump());
+      std::vector<std::string>& list = s.categories[column];
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!values[i].is_string())
+          throw ConfigError(at + "[" + std::to_string(i) + "]",
+                            "expected a string, got " + values[i].dump());
+        list.push_back(values[i].get<std::string>());
+      }
+      if (std::set<std::string>(list.begin(), list.end()).size() != list.size())
+        throw ConfigError(at, "lists a value twice");
+    }
+  } else {
+    spec.ignore({"categories"});
+  }
+  return s;
+}
+
+std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec) {
+  const TableReader t = read_table(spec.file, spec.delimiter);
+  const std::string where = "'" + spec.file + "'";
+  std::map<std::string, std::size_t> index;
+  for (std::size_t c = 0; c < t.header.size(); ++c)
+    if (!index.emplace(trimmed(t.header[c]), c).second)
+      throw DataError(where + ": the column '" + trimmed(t.header[c]) + "' appears twice");
+  auto column = [&](const std::string& name) {
+    const auto it = index.find(name);
+    if (it != index.end()) return it->second;
+    std::string have;
+    for (const std::string& h : t.header) have += (have.empty() ? "'" : ", '") + trimmed(h) + "'";
+    throw DataError(where + ": no column '" + name + "' (it has " + have + ")");
+  };
+  for (const auto& [name, values] : spec.categories) column(name);
+  std::vector<std::size_t> y_cols, x_cols;
+  for (const std::string& n : spec.y) y_cols.push_back(column(n));
+  if (!spec.x.empty()) {
+    for (const std::string& n : spec.x) x_cols.push_back(column(n));
+  } else {
+    for (std::size_t c = 0; c < t.header.size(); ++c)
+      if (std::find(y_cols.begin(), y_cols.end(), c) == y_cols.end()) x_cols.push_back(c);
+  }
+  if (x_cols.empty()) throw DataError(where + ": no feature columns left besides y");
+  if (t.rows.empty()) throw DataError(where + ": no rows under the header");
+
+  auto value_of = [&](std::size_t row, std::size_t c) -> float {
+    const std::string& text = t.rows[row][c];
+    const std::string name = trimmed(t.header[c]);
+    const std::string place =
+        where + ": row " + std::to_string(row + 2) + ", column '" + name + "'";
+    if (const auto it = spec.categories.find(name); it != spec.categories.end()) {
+      const auto& values = it->second;
+      const auto at = std::find(values.begin(), values.end(), trimmed(text));
+      if (at == values.end())
+        throw DataError(place + ": " + quoted(trimmed(text)) +
+                        " is not one of the column's categories in the spec");
+      return static_cast<float>(at - values.begin());
+    }
+    const std::optional<float> v = number(text);
+    if (!v)
+      throw DataError(place +
+                      (trimmed(text).empty() ? std::string(": empty")
+                                             : ": " + quoted(text) + " is not a number") +
+                      (trimmed(text).empty() ? ""
+                                             : "; for a column of categories, declare them: " +
+                                                   categories_hint(t, c)));
+    if (!std::isfinite(*v))
+      throw DataError(place + ": " + trimmed(text) + " is not a finite number");
+    return *v;
+  };
+  const auto rows = static_cast<std::int64_t>(t.rows.size());
+  std::vector<float> x, y;
+  x.reserve(t.rows.size() * x_cols.size());
+  y.reserve(t.rows.size() * y_cols.size());
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    for (std::size_t c : x_cols) x.push_back(value_of(r, c));
+    for (std::size_t c : y_cols) y.push_back(value_of(r, c));
+  }
+  // One target column: a scalar per sample (a class index or a value), as Keras takes (n,).
+  const Shape y_shape =
+      y_cols.size() == 1 ? Shape{} : Shape{static_cast<std::int64_t>(y_cols.size())};
+  return std::make_shared<CsvDataset>(
+      std::move(x), std::move(y), rows, Shape{static_cast<std::int64_t>(x_cols.size())}, y_shape,
+      "csv: " + spec.file + " (" + std::to_string(rows) + " samples, " +
+          std::to_string(x_cols.size()) + " features)");
+}
+
+}  // namespace tandem::data
