@@ -138,7 +138,7 @@ int RunComparisonTable::content_height() const {
   const int rows = std::min(table_->rowCount(), 12);
   int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth();
   for (int row = 0; row < rows; ++row) height += table_->rowHeight(row);
-  if (table_->horizontalScrollBar()->isVisible() || table_->columnCount() > 8)
+  if (table_->horizontalHeader()->length() > table_->viewport()->width())  // a scroll bar
     height += table_->horizontalScrollBar()->sizeHint().height();
   return height + summary_->sizeHint().height() + layout()->spacing();
 }

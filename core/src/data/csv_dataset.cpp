@@ -163,27 +163,6 @@ class CsvDataset final : public Dataset {
   std::string description_;
 };
 
-std::vector<std::string> column_names(ConfigObject& spec, const std::string& key) {
-  const nlohmann::json& v = spec.at(key);
-  std::vector<std::string> names;
-  if (v.is_string()) {
-    names.push_back(v.get<std::string>());
-  } else if (v.is_array() && !v.empty()) {
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_string())
-        throw ConfigError(spec.path_of(key) + "[" + std::to_string(i) + "]",
-                          "expected a column name, got " + v[i].dump());
-      names.push_back(v[i].get<std::string>());
-    }
-  } else {
-    throw ConfigError(spec.path_of(key),
-                      "expected a column name or a list of them, got " + v.dump());
-  }
-  for (const std::string& n : names)
-    if (n.empty()) throw ConfigError(spec.path_of(key), "expected a column name, got ''");
-  return names;
-}
-
 }  // namespace
 
 CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir) {
@@ -191,8 +170,8 @@ CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir) {
   s.file = spec.get_string("path");
   if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
   s.file = resolve_path(base_dir, s.file);
-  s.y = column_names(spec, "y");
-  if (spec.has("x")) s.x = column_names(spec, "x");
+  s.y = name_list(spec, "y", "column name");
+  if (spec.has("x")) s.x = name_list(spec, "x", "column name");
   const std::string delimiter = spec.get_string("delimiter", ",");
   if (delimiter.size() != 1 || delimiter == "\"" || delimiter == "\n" || delimiter == "\r")
     throw ConfigError(

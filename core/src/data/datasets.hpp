@@ -24,6 +24,11 @@ namespace tandem::data {
 /// `file` resolved against `base_dir` when relative (and base_dir is not empty).
 std::string resolve_path(const std::string& base_dir, const std::string& file);
 
+/// The required `key` of a spec: one name (a string) or a non-empty list of them; ConfigError at
+/// the key (or the list item) otherwise, saying "expected a <what>, or a list of them<list_hint>".
+std::vector<std::string> name_list(ConfigObject& spec, const std::string& key,
+                                   const std::string& what, const std::string& list_hint = "");
+
 // ---- idx --------------------------------------------------------------------------------------
 
 /// A decoded IDX file. Bytes (type 0x08/0x09) stay as bytes; wider types are decoded to float.

@@ -438,29 +438,11 @@ class Hdf5Dataset final : public Dataset {
 
 namespace {
 
-using nlohmann::json;
-
-// "x": "name", or a list of names (one per model input or output, packed in order).
+// "x": "name", or a list of names (one per model input or output, packed in order); absent:
+// the dataset named like the key.
 std::vector<std::string> dataset_names(ConfigObject& spec, const char* key) {
-  const json* v = spec.find(key);
-  if (!v) return {key};
-  const std::string path = spec.path_of(key);
-  std::vector<std::string> names;
-  if (v->is_string()) {
-    names.push_back(v->get<std::string>());
-  } else if (v->is_array() && !v->empty()) {
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      const std::string at = path + "[" + std::to_string(i) + "]";
-      if (!(*v)[i].is_string()) throw ConfigError(at, "expected a dataset name, got " + (*v)[i].dump());
-      names.push_back((*v)[i].get<std::string>());
-      if (names.back().empty()) throw ConfigError(at, "expected a dataset name, got ''");
-    }
-  } else {
-    throw ConfigError(path, "expected a dataset name, or a list of them (one per model input "
-                            "or output), got " + v->dump());
-  }
-  if (names[0].empty()) throw ConfigError(path, "expected a dataset name, got ''");
-  return names;
+  if (!spec.find(key)) return {key};
+  return name_list(spec, key, "dataset name", " (one per model input or output)");
 }
 
 }  // namespace

@@ -14,6 +14,28 @@ std::string resolve_path(const std::string& base_dir, const std::string& file) {
   return (std::filesystem::path(base_dir) / p).lexically_normal().string();
 }
 
+std::vector<std::string> name_list(ConfigObject& spec, const std::string& key,
+                                   const std::string& what, const std::string& list_hint) {
+  const nlohmann::json& v = spec.at(key);
+  const std::string path = spec.path_of(key);
+  std::vector<std::string> names;
+  if (v.is_string()) {
+    names.push_back(v.get<std::string>());
+    if (names.back().empty()) throw ConfigError(path, "expected a " + what + ", got ''");
+  } else if (v.is_array() && !v.empty()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      if (!v[i].is_string()) throw ConfigError(at, "expected a " + what + ", got " + v[i].dump());
+      names.push_back(v[i].get<std::string>());
+      if (names.back().empty()) throw ConfigError(at, "expected a " + what + ", got ''");
+    }
+  } else {
+    throw ConfigError(
+        path, "expected a " + what + ", or a list of them" + list_hint + ", got " + v.dump());
+  }
+  return names;
+}
+
 }  // namespace data
 
 namespace {
@@ -50,7 +72,7 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
   }
   throw ConfigError(c.path_of("type"),
                     "unknown dataset type '" + type +
-                                             "'; expected 'idx', 'hdf5', 'npy', 'npz', 'csv' or 'synthetic'");
+                        "'; expected 'idx', 'hdf5', 'npy', 'npz', 'csv' or 'synthetic'");
 }
 
 }  // namespace
