@@ -94,6 +94,50 @@ struct ColumnGroup {
   }
 };
 
+// The chunks a chunked dataset of these dimensions has when every sample is written.
+hsize_t chunks_when_complete(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& chunk) {
+  hsize_t n = 1;
+  for (std::size_t i = 0; i < dims.size(); ++i) n *= (dims[i] + chunk[i] - 1) / chunk[i];
+  return n;
+}
+
+// A dataset whose storage HDF5 never (fully) allocated declares samples nobody wrote: they would
+// read as the fill value, so a 2 KB file could claim two billion samples of zeros. Such files
+// come from writers that preallocated and died, or from a shape set before the data. Chunked
+// data is judged by its chunk count: H5Dget_space_status compares bytes, and compressed chunks
+// are smaller than the data.
+void refuse_unwritten_storage(const Column& c, const std::string& path, hid_t dcpl,
+                              const std::vector<hsize_t>& dims) {
+  if (c.dims[0] == 0) return;
+  std::string unwritten;
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(dims.size());
+    hsize_t stored = 0;
+    H5Handle space(H5Dget_space(c.dset.get()), H5Sclose);  // HDF5 1.10 refuses H5S_ALL here
+    if (H5Pget_chunk(dcpl, static_cast<int>(dims.size()), chunk.data()) !=
+            static_cast<int>(dims.size()) ||
+        H5Dget_num_chunks(c.dset.get(), space.get(), &stored) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return;  // unknown: read and see
+    }
+    const hsize_t complete = chunks_when_complete(dims, chunk);
+    if (stored == 0)
+      unwritten = "none of them was ever written";
+    else if (stored < complete)
+      unwritten = "only part of it was written (" + std::to_string(stored) + " of its " +
+                  std::to_string(complete) + " chunks stored)";
+  } else {
+    H5D_space_status_t status{};
+    if (H5Dget_space_status(c.dset.get(), &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
+      unwritten = "none of them was ever written";
+  }
+  if (unwritten.empty()) return;
+  throw DataError(path + ": dataset '" + c.name + "' declares " + std::to_string(c.dims[0]) +
+                  " samples but " + unwritten +
+                  "; unwritten samples would read as the fill value. Write every sample, or shrink "
+                  "the dataset to the samples written (h5py: dataset.resize(n, axis=0))");
+}
+
 Column open_column(hid_t file, const std::string& path, const std::string& name) {
   Column c;
   c.name = name;
@@ -123,10 +167,11 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
   // Samples of at least one and at most 2^31 - 1 values each, at most 2^62 samples: the sizes the
   // reader computes from them cannot overflow.
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    const bool fits = i == 0 ? dims[i] <= (hsize_t{1} << 62)
-                             : dims[i] > 0 && dims[i] <= static_cast<hsize_t>(kMaxConfigSize) &&
-                                   !__builtin_mul_overflow(c.row, static_cast<std::int64_t>(dims[i]), &c.row) &&
-                                   c.row <= kMaxConfigSize;
+    const bool fits =
+        i == 0 ? dims[i] <= (hsize_t{1} << 62)
+               : dims[i] > 0 && dims[i] <= static_cast<hsize_t>(kMaxConfigSize) &&
+                     !__builtin_mul_overflow(c.row, static_cast<std::int64_t>(dims[i]), &c.row) &&
+                     c.row <= kMaxConfigSize;
     c.dims.push_back(static_cast<std::int64_t>(std::min<hsize_t>(dims[i], hsize_t{1} << 62)));
     if (!fits) {
       std::string shape;
@@ -138,6 +183,7 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
     }
   }
   H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
+  refuse_unwritten_storage(c, path, dcpl.get(), dims);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
     std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
     if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank)

@@ -6,10 +6,10 @@
 #include <numeric>
 #include <random>
 
+#include "core/data/data_test_util.hpp"
 #include "data/datasets.hpp"
 #include "io/hdf5_lock.hpp"
 #include "tandem/error.hpp"
-#include "core/data/data_test_util.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -226,6 +226,62 @@ TEST_F(Hdf5Dataset, SamplesWithNoValuesOrTooManyAreRefused) {
   }
 }
 
+// Datasets declared larger than what was written (a preallocating writer that died, a shape set
+// before the data) would train on fill values: a 2 KB file could claim 2^31 samples of zeros.
+TEST_F(Hdf5Dataset, SamplesDeclaredButNeverWrittenAreRefused) {
+  const std::string file = (dir_ / "unwritten.h5").string();
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    hid_t f = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const std::vector<float> ten(10, 1.0f);
+    write_dataset(f, "written", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, {10}, ten.data(), 0);
+    // "none": 2^31 - 1 samples of 784 values declared, nothing written.
+    const hsize_t none_dims[2] = {(hsize_t{1} << 31) - 1, 784};
+    hid_t none_space = H5Screate_simple(2, none_dims, nullptr);
+    hid_t none_dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t none_chunk[2] = {64, 784};
+    H5Pset_chunk(none_dcpl, 2, none_chunk);
+    hid_t none =
+        H5Dcreate2(f, "none", H5T_IEEE_F32LE, none_space, H5P_DEFAULT, none_dcpl, H5P_DEFAULT);
+    ASSERT_GE(none, 0);
+    H5Dclose(none);
+    H5Pclose(none_dcpl);
+    H5Sclose(none_space);
+    // "part": 10 samples in chunks of 2, only the first 4 written.
+    const hsize_t part_dims[1] = {10}, part_chunk[1] = {2}, start[1] = {0}, count[1] = {4};
+    hid_t part_space = H5Screate_simple(1, part_dims, nullptr);
+    hid_t part_dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(part_dcpl, 1, part_chunk);
+    hid_t part =
+        H5Dcreate2(f, "part", H5T_IEEE_F32LE, part_space, H5P_DEFAULT, part_dcpl, H5P_DEFAULT);
+    ASSERT_GE(part, 0);
+    H5Sselect_hyperslab(part_space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    ASSERT_GE(H5Dwrite(part, H5T_NATIVE_FLOAT, mem, part_space, H5P_DEFAULT, ten.data()), 0);
+    H5Sclose(mem);
+    H5Dclose(part);
+    H5Pclose(part_dcpl);
+    H5Sclose(part_space);
+    H5Fclose(f);
+  }
+  std::string msg = data_error_of([&] {
+    data::open_hdf5_dataset({file, {"none"}, {"written"}, ""});
+  });
+  EXPECT_NE(
+      msg.find(file +
+               ": dataset 'none' declares 2147483647 samples but none of them was ever written"),
+      std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("dataset.resize(n, axis=0)"), std::string::npos) << msg;
+  msg = data_error_of([&] { data::open_hdf5_dataset({file, {"written"}, {"part"}, ""}); });
+  EXPECT_NE(msg.find("dataset 'part' declares 10 samples but only part of it was written (2 of its "
+                     "5 chunks stored)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NO_THROW(data::open_hdf5_dataset({file, {"written"}, {"written"}, ""}));
+}
+
 TEST_F(Hdf5Dataset, MissingOrForeignFile) {
   const std::string missing = (dir_ / "missing.h5").string();
   std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}, ""}); });
@@ -282,8 +338,7 @@ TEST_F(Hdf5Dataset, SampleWeightsFollowEachSamplesTargets) {
 
 TEST_F(Hdf5Dataset, SampleWeightsOfAnotherShapeOrCountAreRefused) {
   std::string msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"y"}, {"y"}, "x"}); });
-  EXPECT_NE(msg.find("sample_weight dataset 'x' has samples of shape (None, 5)"),
-            std::string::npos)
+  EXPECT_NE(msg.find("sample_weight dataset 'x' has samples of shape (None, 5)"), std::string::npos)
       << msg;
   msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "short"}); });
   EXPECT_NE(msg.find("'short' has 11999"), std::string::npos) << msg;
