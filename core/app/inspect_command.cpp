@@ -104,6 +104,7 @@ json describe(const fs::path& path, const CheckpointData& data) {
   for (const char* key : {"epoch", "batch", "step", "epochs", "steps_per_epoch", "target"})
     t[key] = s.contains(key) ? s[key] : json(nullptr);
   t["device_plan"] = s.contains("device_plan") ? s["device_plan"] : json(nullptr);
+  t["class_names"] = s.contains("class_names") ? s["class_names"] : json(nullptr);
   json optimizer =
       s.contains("optimizer") && s["optimizer"].is_object() ? s["optimizer"] : json::object();
   json slots = json::array();
@@ -184,6 +185,13 @@ std::string to_text(const json& d) {
     << " epochs done, batch " << number(t["batch"]) << " of " << number(t["steps_per_epoch"])
     << " in the next; step " << number(t["step"]) << "\n";
   o << "  target: " << (t["target"].is_string() ? t["target"].get<std::string>() : "?") << "\n";
+  if (t["class_names"].is_array()) {
+    o << "  classes: " << t["class_names"].size();
+    std::string names;
+    for (const json& n : t["class_names"])
+      names += (names.empty() ? "" : ", ") + (n.is_string() ? n.get<std::string>() : "?");
+    o << " (" << names << ")\n";
+  }
   if (t["device_plan"].is_object()) {
     const json& plan = t["device_plan"];
     o << "  device plan: " << string_at(plan, "plan");

@@ -5,90 +5,22 @@
 // ["blue", "green", "red"]} → 0, 1, 2, so that training, validation and a later evaluation map
 // them alike (the mapping is part of the run config, saved with every checkpoint). An undeclared
 // string column is an error that lists its values in the form to paste.
-#include <csv.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "data/csv_table.hpp"
 #include "data/datasets.hpp"
 #include "tandem/error.hpp"
-#include "util/regular_file.hpp"
 
 namespace tandem::data {
 
 namespace {
 
-constexpr std::size_t kReadChunk = std::size_t{1} << 16;
 constexpr std::size_t kMaxListedValues = 20;
-
-// Receives libcsv's fields and rows: the header first, then each row's fields as text. The
-// callbacks run inside C code, so they never throw: the first problem is kept in `error`.
-struct TableReader {
-  std::string file;
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
-  std::int64_t line = 0;  // rows seen, header included
-  std::string error;
-
-  static void on_field(void* text, std::size_t size, void* self) noexcept {
-    auto* t = static_cast<TableReader*>(self);
-    if (t->error.empty()) t->row.emplace_back(text ? static_cast<const char*>(text) : "", size);
-  }
-  static void on_row(int, void* self) noexcept {
-    auto* t = static_cast<TableReader*>(self);
-    ++t->line;
-    if (!t->error.empty()) return;
-    if (t->line == 1) {
-      t->header = std::move(t->row);
-    } else if (t->row.size() != t->header.size()) {
-      t->error = "row " + std::to_string(t->line) + " has " + std::to_string(t->row.size()) +
-                 " fields, the header has " + std::to_string(t->header.size());
-    } else {
-      t->rows.push_back(std::move(t->row));
-    }
-    t->row.clear();
-  }
-};
-
-struct ParserFree {
-  void operator()(csv_parser* p) const { csv_free(p); }
-};
-
-TableReader read_table(const std::string& file, char delimiter) {
-  if (const std::string why = not_a_regular_file(file); !why.empty())
-    throw DataError("cannot read '" + file + "': " + why);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw DataError("cannot open '" + file + "'");
-  csv_parser parser;
-  if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
-    throw DataError("cannot read '" + file + "': out of memory");
-  const std::unique_ptr<csv_parser, ParserFree> freed(&parser);
-  csv_set_delim(&parser, static_cast<unsigned char>(delimiter));
-  TableReader t;
-  t.file = file;
-  std::vector<char> buffer(kReadChunk);
-  while (in && t.error.empty()) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const auto got = static_cast<std::size_t>(in.gcount());
-    if (got == 0) break;
-    if (csv_parse(&parser, buffer.data(), got, TableReader::on_field, TableReader::on_row, &t) !=
-        got)
-      throw DataError("'" + file + "': not valid CSV after row " + std::to_string(t.line) + " (" +
-                      csv_strerror(csv_error(&parser)) + ")");
-  }
-  if (t.error.empty() && csv_fini(&parser, TableReader::on_field, TableReader::on_row, &t) != 0)
-    throw DataError("'" + file + "': not valid CSV at its end (" +
-                    csv_strerror(csv_error(&parser)) + ")");
-  if (!t.error.empty()) throw DataError("'" + file + "': " + t.error);
-  if (t.header.empty()) throw DataError("'" + file + "': empty (a CSV needs a header row)");
-  return t;
-}
 
 std::string trimmed(const std::string& s) {
   const auto first = s.find_first_not_of(" \t");
@@ -113,7 +45,7 @@ std::optional<float> number(const std::string& text) {
 }
 
 // "categories": {"colour": ["blue", "green", "red"]} for a column whose cells are strings.
-std::string categories_hint(const TableReader& t, std::size_t column) {
+std::string categories_hint(const CsvTable& t, std::size_t column) {
   std::set<std::string> values;
   for (const auto& row : t.rows) values.insert(trimmed(row[column]));
   std::string list;
@@ -204,7 +136,7 @@ CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir) {
 }
 
 std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec) {
-  const TableReader t = read_table(spec.file, spec.delimiter);
+  const CsvTable t = read_csv_table(spec.file, spec.delimiter);
   const std::string where = "'" + spec.file + "'";
   std::map<std::string, std::size_t> index;
   for (std::size_t c = 0; c < t.header.size(); ++c)

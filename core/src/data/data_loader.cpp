@@ -2,6 +2,7 @@
 // bounded queue. Errors in the prefetch thread are handed to the consumer through next().
 #include "data/data_loader.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -27,6 +28,7 @@ struct DataLoader::Impl {
   bool started = false;
   std::vector<std::int64_t> order;  // this epoch's sample order
   std::int64_t next_batch = 0;      // synchronous mode: the next batch to read
+  double wait_seconds = 0;          // the consumer's, since start_epoch()
 
   // Prefetch state, guarded by `mutex`.
   std::thread worker;
@@ -174,8 +176,13 @@ void DataLoader::start_epoch(int epoch, std::int64_t first_batch) {
   s.done = false;
   s.error = nullptr;
   s.next_batch = first_batch;
+  s.wait_seconds = 0;
   s.started = true;
   if (options_.prefetch > 0) s.worker = std::thread([&s, first_batch] { s.run(first_batch); });
+}
+
+double DataLoader::wait_seconds() const {
+  return impl_->wait_seconds;
 }
 
 bool DataLoader::next(Batch& out) {
@@ -183,12 +190,20 @@ bool DataLoader::next(Batch& out) {
   if (!s.started) throw RunError("DataLoader::next() called before start_epoch()");
   if (options_.prefetch == 0) {
     if (s.next_batch >= s.batches) return false;
+    const auto start = std::chrono::steady_clock::now();
     out = s.make_batch(s.next_batch);
+    s.wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++s.next_batch;
     return true;
   }
   std::unique_lock<std::mutex> lock(s.mutex);
-  s.filled.wait(lock, [&] { return !s.ready.empty() || s.done; });
+  if (s.ready.empty() && !s.done) {
+    const auto start = std::chrono::steady_clock::now();
+    s.filled.wait(lock, [&] { return !s.ready.empty() || s.done; });
+    s.wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   if (!s.ready.empty()) {
     out = std::move(s.ready.front());
     s.ready.pop_front();

@@ -69,6 +69,9 @@ class DataLoader {
   /// Fills `out` with the next batch; false when the epoch is exhausted. Rethrows, in the
   /// caller's thread, any error the prefetch thread hit.
   bool next(Batch& out);
+  /// Seconds next() spent waiting for batches since start_epoch(): time the training step
+  /// stood idle because the input pipeline was behind (with prefetch 0, all reading time).
+  double wait_seconds() const;
 
  private:
   struct Impl;

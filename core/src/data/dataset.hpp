@@ -39,6 +39,12 @@ class Dataset {
   /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
   /// and y (rows of shape_size(y_shape()), one more value when weighted()), in the order given.
   virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;
+  /// What each class index stands for, in index order (image folders: the class sub-folders'
+  /// names, sorted), or empty when the data does not say.
+  virtual std::vector<std::string> class_names() const { return {}; }
+  /// Unreadable files left out so far (image folders with on_bad_file "skip"). Any thread may
+  /// ask while another reads.
+  virtual std::int64_t skipped_files() const { return 0; }
   /// One line for logs and the run_started event: "idx: /path/train-images... (60000 samples)".
   virtual std::string describe() const = 0;
 };

@@ -29,6 +29,10 @@ std::string resolve_path(const std::string& base_dir, const std::string& file);
 std::vector<std::string> name_list(ConfigObject& spec, const std::string& key,
                                    const std::string& what, const std::string& list_hint = "");
 
+/// `parent` keeping each sample in memory once read ("cache": true). Throws ConfigError at `path`
+/// when all samples would take more than 80% of the machine's memory.
+std::shared_ptr<Dataset> make_cached(std::shared_ptr<const Dataset> parent, const std::string& path);
+
 // ---- idx --------------------------------------------------------------------------------------
 
 /// A decoded IDX file. Bytes (type 0x08/0x09) stay as bytes; wider types are decoded to float.
@@ -107,6 +111,31 @@ struct CsvSpec {
 ///  "categories": {COLUMN: [VALUES]}}.
 CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir);
 std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec);
+
+// ---- images (JPEG, PNG) ------------------------------------------------------------------------
+
+enum class LabelMode { index, categorical, binary };
+enum class BadFilePolicy { error, skip };
+
+struct ImagesSpec {
+  std::string folder;     // one sub-folder per class; with `list`: where its paths start
+  std::string list;       // a CSV (path,label) or JSON list of files and labels; empty: folders
+  std::vector<std::string> class_names;  // given: these classes in this order; empty: sorted
+  int rows = 256, cols = 256;             // image_size
+  int color_mode = 1;     // ColorMode (data/image_decode.hpp): 0 grayscale, 1 rgb, 2 rgba
+  bool crop_to_aspect_ratio = false;
+  LabelMode label_mode = LabelMode::index;
+  bool shuffle = true;     // the files' order (validation_split takes its last fraction)
+  std::uint64_t seed = 0;
+  double scale = 1.0 / 255;
+  BadFilePolicy on_bad_file = BadFilePolicy::error;
+  int workers = 0;         // decoding threads; 0: one per core
+};
+/// {"type": "images", "path": FOLDER, "image_size": [rows, cols], "color_mode": ..., ...}
+/// (docs/data.md).
+ImagesSpec parse_images_spec(ConfigObject& spec, const std::string& base_dir);
+/// Lists the files (and checks each starts like a JPEG or PNG) without decoding them.
+std::shared_ptr<Dataset> open_images_dataset(const ImagesSpec& spec);
 
 // ---- synthetic --------------------------------------------------------------------------------
 

@@ -44,6 +44,11 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
                                       const std::string& base_dir) {
   ConfigObject c(spec, path);
   const std::string type = c.get_string("type");
+  if (c.get_bool("cache", false)) {
+    nlohmann::json uncached = spec;
+    uncached.erase("cache");
+    return data::make_cached(open_dataset(uncached, path, base_dir), c.path_of("cache"));
+  }
   // Keys are all read and checked before any file is touched.
   if (type == "idx") {
     auto s = data::parse_idx_spec(c, base_dir);
@@ -65,6 +70,11 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
     c.finish();
     return data::open_npy_dataset(s);
   }
+  if (type == "images") {
+    auto s = data::parse_images_spec(c, base_dir);
+    c.finish();
+    return data::open_images_dataset(s);
+  }
   if (type == "synthetic") {
     auto s = data::parse_synthetic_spec(c);
     c.finish();
@@ -72,7 +82,7 @@ std::shared_ptr<Dataset> open_dataset(const nlohmann::json& spec, const std::str
   }
   throw ConfigError(c.path_of("type"),
                     "unknown dataset type '" + type +
-                        "'; expected 'idx', 'hdf5', 'npy', 'npz', 'csv' or 'synthetic'");
+                        "'; expected 'idx', 'hdf5', 'npy', 'npz', 'csv', 'images' or 'synthetic'");
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ class SubsetDataset final : public Dataset {
   std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
   std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
   bool weighted() const override { return parent_->weighted(); }
+  std::vector<std::string> class_names() const override { return parent_->class_names(); }
+  std::int64_t skipped_files() const override { return parent_->skipped_files(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     mapped_.resize(indices.size());

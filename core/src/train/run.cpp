@@ -325,6 +325,7 @@ TrainResult run_training(const TrainRequest& request) {
   trainer.set_run_dir(result.run_dir);
   trainer.set_interrupt_flag(request.interrupt);
   trainer.set_run_config(rc.resolved);
+  trainer.set_class_names(data.train->class_names());
   trainer.set_callbacks(std::move(bus));
 
   // Every rank's device plan, in rank order.

@@ -111,7 +111,7 @@ namespace {
 json resolve_path(const json& spec, const std::filesystem::path& base_dir) {
   if (!spec.is_object()) return spec;
   json out = spec;
-  for (const char* key : {"x", "y", "path"}) {
+  for (const char* key : {"x", "y", "path", "list"}) {
     if (!out.contains(key) || !out[key].is_string()) continue;
     // hdf5 and npz name arrays inside the file with x and y, csv its columns.
     const std::string type =

@@ -308,7 +308,9 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                    {"logs", epoch_logs.to_json()},
                    {"lr", learning_rate()},
                    {"seconds", std::chrono::duration<double>(Clock::now() - epoch_start).count()},
-                   {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0}};
+                   {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0},
+                   {"data_wait_seconds", train.wait_seconds()},
+                   {"skipped_files", train.dataset().skipped_files()}};
     emit("epoch_ended", fields);
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     sync_ranks();

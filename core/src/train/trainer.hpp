@@ -54,6 +54,10 @@ class Trainer : public CallbackContext {
   /// config), so a checkpoint written by any callback resumes with `tandem train --resume CKPT`
   /// without the config file. Null (the default) stores nothing.
   void set_run_config(nlohmann::json config) { run_config_ = std::move(config); }
+  /// Stored as "class_names" in the training state of every checkpoint(): what the model's class
+  /// indices stand for (image folders' sub-folder names), for tandem inspect, export and
+  /// predict. Empty (the default) stores nothing.
+  void set_class_names(std::vector<std::string> names) { class_names_ = std::move(names); }
 
   /// Trains until `options.epochs` epochs are done (continuing from a restored state), a callback
   /// asks to stop, or the interrupt flag is raised. Returns the history (one Logs per epoch).
@@ -130,6 +134,7 @@ class Trainer : public CallbackContext {
   EventSink* events_ = nullptr;
   std::filesystem::path run_dir_;
   nlohmann::json run_config_;
+  std::vector<std::string> class_names_;
   const std::atomic<bool>* interrupt_ = nullptr;
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)

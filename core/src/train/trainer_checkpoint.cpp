@@ -72,6 +72,7 @@ CheckpointData Trainer::checkpoint(Target target) {
         {"config", optimizer.config()},
         {"iterations", optimizer.iterations()}}}};
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
+  if (!class_names_.empty()) t.state["class_names"] = class_names_;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
   const auto params = model.trainable_parameters();
   const auto names = trainable_names(model);
