@@ -56,6 +56,8 @@ tjscalingfactor jpeg_scaling(int rows, int cols, int target_rows, int target_col
   const tjscalingfactor* factors = tjGetScalingFactors(&count);
   for (int i = 0; i < count; ++i) {
     const tjscalingfactor f = factors[i];
+    // Only 1/2, 1/4 and 1/8, as PIL's draft mode: the other factors' scaled IDCTs are rarer.
+    if (f.num != 1 || (f.denom != 2 && f.denom != 4 && f.denom != 8)) continue;
     if (f.num * best.denom >= best.num * f.denom) continue;  // not smaller than the best so far
     const int r = TJSCALED(rows, f), c = TJSCALED(cols, f);
     const CropWindow w = centred_window(r, c, target_rows, target_cols, keep_aspect);
@@ -71,7 +73,7 @@ DecodedImage decode_jpeg(std::span<const std::uint8_t> bytes, ColorMode mode,
   int cols = 0, rows = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), &cols, &rows,
                           &subsampling, &colorspace) != 0)
-    throw DataError(name + ": not a readable JPEG (" + tjGetErrorStr2(tj) + ")");
+    throw DataError(name + ": a corrupt or truncated JPEG (" + tjGetErrorStr2(tj) + ")");
   check_dimensions(rows, cols, name);
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
     throw DataError(name +

@@ -34,7 +34,7 @@ struct DecodedImage {
 
 /// Decodes a whole JPEG or PNG file held in `bytes` into `mode`'s channels (colour images
 /// become grayscale by ITU-R 601 luma; alpha is dropped, or opaque where the file has none).
-/// A JPEG may be decoded smaller by its DCT scaling (1/2, 1/4, 1/8) as long as the window a
+/// A JPEG may be decoded smaller by its DCT scaling (1/2, 1/4 or 1/8) as long as the window a
 /// resize to target_rows x target_cols reads (centred_window) stays at least that large — the
 /// resize then reads fewer pixels, as PIL's draft mode; a target of 0 decodes full size.
 /// A truncated or corrupt file is a DataError, also where libjpeg would only warn and fill the

@@ -1,0 +1,357 @@
+// The images dataset type against other people's code: files written by PIL, pixels as PIL
+// decodes them and resized as PyTorch's interpolate (bilinear, align_corners=False) resizes
+// them, through /usr/bin/python3. Then folders, lists, label modes, the seeded order, caching,
+// and every kind of bad file and bad spec ending as an error that names it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/data/data_test_util.hpp"
+#include "data/datasets.hpp"
+#include "data/image_decode.hpp"
+#include "tandem/error.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::data_error_of;
+
+// Runs Python `code` (numpy as np, PIL's Image, torch imported) in `dir`; fails on an error.
+void python(const fs::path& dir, const std::string& code) {
+  test::write_text(dir / "make.py",
+                   "import json, os, numpy as np, torch\nfrom PIL import Image\n" + code);
+  const auto r =
+      test::run_command("cd " + dir.string() + " && " + test::system_python() + " make.py");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+std::shared_ptr<Dataset> open(const json& spec, const fs::path& dir) {
+  return make_dataset(spec, "data.train", dir.string());
+}
+
+struct Samples {
+  std::vector<float> x, y;
+};
+
+Samples read_all(const Dataset& d) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(d.size()));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
+  Samples s;
+  s.x.resize(all.size() * shape_size(d.x_shape()));
+  s.y.resize(all.size() * std::max<std::int64_t>(1, shape_size(d.y_shape())));
+  d.read(all, s.x.data(), s.y.data());
+  return s;
+}
+
+std::vector<float> read_floats(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::vector<float> v;
+  float f = 0;
+  while (in.read(reinterpret_cast<char*>(&f), sizeof f)) v.push_back(f);
+  return v;
+}
+
+// Images of every kind PIL writes that the reader must take: RGB, RGBA, grey, palette (with
+// transparency), 16-bit grey PNGs; colour and grey JPEGs; a JPEG four times the target size
+// (decoded DCT-scaled). The list gives them in order, without shuffling.
+constexpr const char* kMakeImages = R"(
+rng = np.random.default_rng(7)
+h, w = 37, 23
+rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+alpha = rng.integers(0, 256, (h, w, 1), dtype=np.uint8)
+files = {
+  'rgb.png': Image.fromarray(rgb, 'RGB'),
+  'rgba.png': Image.fromarray(np.concatenate([rgb, alpha], -1), 'RGBA'),
+  'grey.png': Image.fromarray(rgb[..., 0], 'L'),
+  'palette.png': Image.fromarray(rgb, 'RGB').quantize(16),
+  'colour.jpg': Image.fromarray(rgb, 'RGB'),
+  'grey.jpg': Image.fromarray(rgb[..., 1], 'L'),
+}
+for name, im in files.items():
+  im.save(name, quality=90) if name.endswith('.jpg') else im.save(name)
+big = np.kron(rgb[:16, :16], np.ones((4, 4, 1), dtype=np.uint8))
+Image.fromarray(big, 'RGB').save('big.jpg', quality=90)
+grey16 = (rng.integers(0, 65536, (h, w))).astype(np.uint16)
+Image.fromarray(grey16.astype(np.int32), 'I').save('grey16.png', bits=16)
+# PIL writes mode I as 16-bit when the values fit; read it back to be sure what the file holds.
+assert np.array(Image.open('grey16.png')).max() > 255
+names = list(files) + ['big.jpg', 'grey16.png']
+json.dump([[n, 'c' + str(i % 2)] for i, n in enumerate(names)], open('list.json', 'w'))
+
+def pil(name, mode, size):
+  im = Image.open(name)
+  if name == 'big.jpg':
+    im.draft(mode, size)                  # DCT scaling, as Tandem does
+  if name.endswith('.jpg') and mode == 'L':
+    im.draft('L', im.size)                # the decoder's own luma, as Tandem's
+  if name == 'grey16.png':
+    a = (np.array(im).astype(np.uint32) >> 8).astype(np.uint8)   # the high byte
+    a = a[..., None].repeat(4 if mode == 'RGBA' else 3 if mode == 'RGB' else 1, -1)
+    if mode == 'RGBA': a[..., 3] = 255
+  else:
+    a = np.array(im.convert(mode))
+  a = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float32)
+  t = torch.from_numpy(a).permute(2, 0, 1)[None]
+  t = torch.nn.functional.interpolate(t, size=size, mode='bilinear', align_corners=False,
+                                      antialias=False)
+  return (t[0].permute(1, 2, 0).numpy() / 255).astype(np.float32)
+
+for mode, cm in [('L', 'grayscale'), ('RGB', 'rgb'), ('RGBA', 'rgba')]:
+  for size in [(16, 16), (29, 17)]:
+    np.concatenate([pil(n, mode, size).ravel() for n in names]).tofile(
+        'expected-%s-%dx%d.f32' % (cm, size[0], size[1]))
+)";
+
+TEST(ImageDataset, PixelsAreAsPilDecodesThemAndResizedAsPyTorchResizes) {
+  const fs::path dir = test::scratch_dir("images-pixels");
+  python(dir, kMakeImages);
+  for (const char* mode : {"grayscale", "rgb", "rgba"})
+    for (const auto& [rows, cols] : {std::pair{16, 16}, std::pair{29, 17}}) {
+      SCOPED_TRACE(std::string(mode) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const auto d = open({{"type", "images"},
+                           {"list", "list.json"},
+                           {"image_size", {rows, cols}},
+                           {"color_mode", mode},
+                           {"shuffle", false},
+                           {"workers", 3}},
+                          dir);
+      const int channels = std::string(mode) == "grayscale" ? 1
+                           : mode == std::string("rgb")     ? 3
+                                                            : 4;
+      ASSERT_EQ(d->x_shape(), (Shape{rows, cols, channels}));
+      ASSERT_EQ(d->size(), 8);
+      const std::vector<float> expected =
+          read_floats(dir / ("expected-" + std::string(mode) + "-" + std::to_string(rows) + "x" +
+                             std::to_string(cols) + ".f32"));
+      const Samples got = read_all(*d);
+      ASSERT_EQ(got.x.size(), expected.size());
+      const std::size_t per = got.x.size() / 8;
+      for (std::size_t i = 0; i < got.x.size(); ++i)
+        ASSERT_NEAR(got.x[i], expected[i], 2e-6) << "image " << i / per << ", value " << i % per;
+      EXPECT_EQ(got.y, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1}));
+      EXPECT_EQ(d->class_names(), (std::vector<std::string>{"c0", "c1"}));
+    }
+}
+
+// Keras' smart_resize: the largest centred window of the target's aspect ratio, then resized.
+TEST(ImageDataset, CropToAspectRatioTakesTheCentredWindowAsKerasDoes) {
+  const fs::path dir = test::scratch_dir("images-crop");
+  python(dir,
+         "a = np.random.default_rng(3).integers(0, 256, (37, 23), dtype=np.uint8)\n"
+         "Image.fromarray(a, 'L').save('tall.png')\n"
+         "json.dump([['tall.png', 'x']], open('list.json', 'w'))\n"
+         "ch = min(37, int(23 * 10 / 20)); top = int((37 - ch) / 2)\n"
+         "t = torch.from_numpy(a[top:top + ch].astype(np.float32))[None, None]\n"
+         "t = torch.nn.functional.interpolate(t, size=(10, 20), mode='bilinear', "
+         "align_corners=False)\n"
+         "(t.numpy().ravel() / 255).astype(np.float32).tofile('expected.f32')\n");
+  const auto d = open({{"type", "images"},
+                       {"list", "list.json"},
+                       {"image_size", {10, 20}},
+                       {"color_mode", "grayscale"},
+                       {"crop_to_aspect_ratio", true}},
+                      dir);
+  const std::vector<float> expected = read_floats(dir / "expected.f32");
+  const Samples got = read_all(*d);
+  ASSERT_EQ(got.x.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(got.x[i], expected[i], 2e-6) << i;
+}
+
+// A folder per class: files found recursively, hidden ones and other kinds left out, classes
+// sorted (or in the order class_names gives), labels as indices, one-hot or binary.
+TEST(ImageDataset, ClassFoldersGiveSortedClassesAndEachLabelMode) {
+  const fs::path dir = test::scratch_dir("images-folders");
+  python(dir,
+         "for c, n in [('dog', 3), ('cat', 2), ('bird', 1)]:\n"
+         "  os.makedirs('pets/%s/more' % c, exist_ok=True)\n"
+         "  for i in range(n):\n"
+         "    sub = 'more/' if i == 0 else ''\n"
+         "    Image.fromarray(np.full((4, 4), 10 * len(c) + i, np.uint8), 'L')"
+         ".save('pets/%s/%s%d.png' % (c, sub, i))\n"
+         "open('pets/dog/notes.txt', 'w').write('not an image')\n"
+         "Image.fromarray(np.zeros((4, 4), np.uint8)).save('pets/dog/.hidden.png')\n"
+         "os.makedirs('pets/.cache')\n");
+  json spec = {{"type", "images"},
+               {"path", "pets"},
+               {"image_size", {4, 4}},
+               {"color_mode", "grayscale"},
+               {"shuffle", false}};
+  auto d = open(spec, dir);
+  EXPECT_EQ(d->class_names(), (std::vector<std::string>{"bird", "cat", "dog"}));
+  EXPECT_EQ(d->size(), 6);
+  EXPECT_EQ(d->y_shape(), Shape{});
+  EXPECT_NE(d->describe().find("6 files, 3 classes, 4x4 grayscale, 1 files of other kinds ignored"),
+            std::string::npos)
+      << d->describe();
+  Samples s = read_all(*d);
+  EXPECT_EQ(s.y, (std::vector<float>{0, 1, 1, 2, 2, 2}));
+  // Sorted paths inside a class: cat/1.png before cat/more/0.png.
+  EXPECT_FLOAT_EQ(s.x[16], 31.0f / 255);
+  EXPECT_FLOAT_EQ(s.x[32], 30.0f / 255);
+
+  spec["class_names"] = {"dog", "cat", "bird"};
+  spec["label_mode"] = "categorical";
+  d = open(spec, dir);
+  EXPECT_EQ(d->y_shape(), Shape{3});
+  s = read_all(*d);
+  EXPECT_EQ(std::vector<float>(s.y.begin(), s.y.begin() + 6),
+            (std::vector<float>{1, 0, 0, 1, 0, 0}));
+  EXPECT_EQ(std::vector<float>(s.y.end() - 3, s.y.end()), (std::vector<float>{0, 0, 1}));
+
+  spec["class_names"] = {"dog", "cat"};
+  std::string msg = data_error_of([&] { open(spec, dir); });
+  EXPECT_NE(
+      msg.find("class_names 'dog', 'cat' do not match its class folders 'bird', 'cat', 'dog'"),
+      std::string::npos)
+      << msg;
+  spec.erase("class_names");
+  spec["label_mode"] = "binary";
+  msg = data_error_of([&] { open(spec, dir); });
+  EXPECT_NE(msg.find("label_mode \"binary\" needs exactly 2 classes, there are 3"),
+            std::string::npos)
+      << msg;
+}
+
+// The files' order is a seeded shuffle: the same for a seed, another for another seed, and the
+// validation split (the last fraction) therefore holds every class.
+TEST(ImageDataset, TheOrderIsASeededShuffleAndCachingChangesNoValue) {
+  const fs::path dir = test::scratch_dir("images-order");
+  python(dir,
+         "for c in range(4):\n"
+         "  os.makedirs('d/c%d' % c)\n"
+         "  for i in range(25):\n"
+         "    Image.fromarray(np.full((3, 5), c * 25 + i, np.uint8), 'L').save('d/c%d/%02d.png' % "
+         "(c, i))\n");
+  const json spec = {{"type", "images"},
+                     {"path", "d"},
+                     {"image_size", {3, 5}},
+                     {"color_mode", "grayscale"},
+                     {"seed", 11}};
+  const Samples a = read_all(*open(spec, dir)), b = read_all(*open(spec, dir));
+  EXPECT_EQ(a.x, b.x);
+  json other = spec;
+  other["seed"] = 12;
+  EXPECT_NE(read_all(*open(other, dir)).x, a.x);
+  std::set<float> last_classes(a.y.end() - 20, a.y.end());
+  EXPECT_EQ(last_classes.size(), 4u);
+  json cached = spec;
+  cached["cache"] = true;
+  const auto c = open(cached, dir);
+  EXPECT_NE(c->describe().find("cached in memory"), std::string::npos);
+  // Twice, in another order: the second read comes from the cache.
+  std::vector<std::int64_t> idx = {5, 99, 0, 5};
+  std::vector<float> x1(4 * 15), y1(4), x2(4 * 15), y2(4);
+  c->read(idx, x1.data(), y1.data());
+  c->read(idx, x2.data(), y2.data());
+  EXPECT_EQ(x1, x2);
+  EXPECT_EQ(std::vector<float>(x1.begin(), x1.begin() + 15),
+            std::vector<float>(a.x.begin() + 5 * 15, a.x.begin() + 6 * 15));
+  EXPECT_EQ(y1[1], a.y[99]);
+}
+
+// Every kind of bad file: an error naming it, or under "skip" left out and counted.
+TEST(ImageDataset, BadFilesStopTheRunNamingThemOrAreSkippedAndCounted) {
+  const fs::path dir = test::scratch_dir("images-bad");
+  python(dir,
+         "os.makedirs('d/a'); os.makedirs('d/b')\n"
+         "for i in range(4):\n"
+         "  Image.fromarray(np.full((8, 8), 40 * i, np.uint8), 'L').save('d/a/%d.jpg' % i, "
+         "quality=95)\n"
+         "  Image.fromarray(np.full((8, 8), 40 * i + 1, np.uint8), 'L').save('d/b/%d.png' % i)\n"
+         "open('d/a/text.jpg', 'w').write('this is not an image')\n"
+         "Image.fromarray(np.zeros((8, 8), np.uint8), 'L').save('d/b/gif.png', format='GIF')\n"
+         "j = open('d/a/0.jpg', 'rb').read(); open('d/a/cut.jpg', 'wb').write(j[:len(j) // 2])\n"
+         "p = open('d/b/0.png', 'rb').read(); open('d/b/cut.png', 'wb').write(p[:len(p) - 20])\n"
+         "open('d/b/empty.png', 'w').close()\n");
+  json spec = {{"type", "images"},
+               {"path", "d"},
+               {"image_size", {8, 8}},
+               {"color_mode", "grayscale"},
+               {"shuffle", false}};
+  std::string msg = data_error_of([&] { open(spec, dir); });
+  EXPECT_NE(msg.find("d/a/text.jpg: neither JPEG nor PNG"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("on_bad_file \"skip\""), std::string::npos) << msg;
+
+  // Only truncated files: they open (their first bytes are right) and fail in the decoder.
+  fs::remove(dir / "d/a/text.jpg");
+  fs::remove(dir / "d/b/gif.png");
+  fs::remove(dir / "d/b/empty.png");
+  auto d = open(spec, dir);
+  msg = data_error_of([&] { read_all(*d); });
+  EXPECT_TRUE(msg.find("d/a/cut.jpg: a corrupt or truncated JPEG") != std::string::npos ||
+              msg.find("d/b/cut.png: a corrupt or truncated PNG") != std::string::npos)
+      << msg;
+
+  test::write_text(dir / "d/a/text.jpg", "this is not an image");
+  python(dir,
+         "Image.fromarray(np.zeros((8, 8), np.uint8), 'L').save('d/b/gif.png', format='GIF')\n"
+         "open('d/b/empty.png', 'w').close()\n");
+  spec["on_bad_file"] = "skip";
+  d = open(spec, dir);
+  // 12 files listed, 3 left out at once (text, GIF, empty), 2 when decoded (cut.jpg, cut.png).
+  EXPECT_EQ(d->size(), 10);
+  EXPECT_EQ(d->skipped_files(), 3);
+  EXPECT_NE(d->describe().find("3 unreadable files left out"), std::string::npos) << d->describe();
+  const Samples s = read_all(*d);
+  EXPECT_EQ(d->skipped_files(), 5);
+  // In sorted order: a/0 a/1 a/2 a/3 a/cut b/0 b/1 b/2 b/3 b/cut; cut.jpg's place takes b/0,
+  // cut.png's place wraps round to a/0 (the next samples that decode), labels with them.
+  EXPECT_EQ(s.y, (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 1, 0}));
+  EXPECT_FLOAT_EQ(s.x[4 * 64], 1.0f / 255);
+  EXPECT_NEAR(s.x[9 * 64], 0.0f, 2.0f / 255);  // a/0.jpg: 0 up to JPEG's rounding
+}
+
+TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
+  const fs::path dir = test::scratch_dir("images-specs");
+  python(dir,
+         "os.makedirs('d/a'); os.makedirs('flat'); os.makedirs('none/a')\n"
+         "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('d/a/0.png')\n"
+         "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('flat/0.png')\n"
+         "open('none/a/x.txt', 'w').write('x')\n"
+         "open('nolabel.csv', 'w').write('file,class\\nd/a/0.png,a\\n')\n"
+         "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/0.png,b\\n')\n"
+         "open('missing.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/gone.png,a\\n')\n"
+         "open('bad.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0.png\"]]')\n"
+         "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n");
+  const auto error_of = [&](json extra) {
+    json spec = {{"type", "images"}, {"image_size", {4, 4}}};
+    spec.update(extra);
+    try {
+      open(spec, dir);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"path", "flat"}}, "flat: no class folders in it"},
+      {{{"path", "none"}}, "none: no .jpg, .jpeg or .png files (1 files of other kinds)"},
+      {{{"path", "d/a/0.png"}}, "d/a/0.png: a file, not a folder of class folders"},
+      {{{"path", "gone"}}, "gone: file not found"},
+      {{{"list", "nolabel.csv"}}, "nolabel.csv: the header needs the columns 'path' and 'label'"},
+      {{{"list", "badlabel.csv"}, {"class_names", {"a"}}},
+       "badlabel.csv, row 3: the label 'b' is not one of class_names 'a'"},
+      {{{"list", "missing.csv"}}, "d/a/gone.png: file not found"},
+      {{{"list", "bad.json"}}, "bad.json[1]: expected [path, label]"},
+      {{{"list", "broken.json"}}, "broken.json: not valid JSON"},
+      {{{"path", "d"}, {"image_size", {0, 4}}}, "'data.train.image_size': expected [rows, cols]"},
+      {{{"path", "d"}, {"image_size", {4}}}, "'data.train.image_size': expected [rows, cols]"},
+      {{{"path", "d"}, {"color_mode", "cmyk"}}, "'data.train.color_mode'"},
+      {{{"path", "d"}, {"on_bad_file", "ignore"}}, "'data.train.on_bad_file'"},
+      {{{"path", "d"}, {"workers", -1}}, "'data.train.workers'"},
+      {{{"path", "d"}, {"class_names", {"a", "a"}}}, "'data.train.class_names': names a class twice"},
+      {{{"path", "d"}, {"interpolation", "lanczos"}}, "'data.train.interpolation'"},
+      {{{"path", "d"}, {"cache", "yes"}}, "'data.train.cache'"},
+  };
+  for (const auto& [extra, expected] : cases)
+    EXPECT_NE(error_of(extra).find(expected), std::string::npos)
+        << extra.dump() << " gave: " << error_of(extra);
+}
+
+}  // namespace
+}  // namespace tandem
