@@ -595,6 +595,53 @@ TEST_F(BackendOps, UniformDrawsAndFlipsAreTheCpusBitForBit) {
   for (std::int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_cpu[i]) << i;
 }
 
+// Warps and colour adjustments (Keras' preprocessing layers) and their gradients: the CPU's
+// bits, except rotations, whose cos and sin are the device's own (within float rounding).
+TEST_F(BackendOps, ImageWarpsAndAdjustmentsAreTheCpus) {
+  const Tensor x = random_host({5, 7, 6, 3}, 31);
+  const Tensor u = random_host({5, backend::WarpDesc::kDraws}, 32, 0.0f, 1.0f);
+  for (int kind : {backend::WarpDesc::translate, backend::WarpDesc::rotate, backend::WarpDesc::zoom,
+                   backend::WarpDesc::crop}) {
+    backend::WarpDesc d;
+    d.kind = kind;
+    d.batch = 5;
+    d.rows = d.src_rows = 7;
+    d.cols = d.src_cols = 6;
+    d.channels = 3;
+    d.out_rows = kind == backend::WarpDesc::crop ? 4 : 7;
+    d.out_cols = kind == backend::WarpDesc::crop ? 5 : 6;
+    d.lo0 = d.lo1 = -0.3f;
+    d.hi0 = d.hi1 = 0.3f;
+    const Shape out{5, d.out_rows, d.out_cols, 3};
+    Tensor y_cpu(out), y_gpu = gpu_tensor(out), dx_cpu(x.shape()), dx_gpu = gpu_tensor(x.shape());
+    const Tensor g = random_host(out, 33);
+    cpu().warp_images(d, u, x, y_cpu);
+    gpu().warp_images(d, up(u), up(x), y_gpu);
+    cpu().warp_images_backward(d, u, g, dx_cpu);
+    gpu().warp_images_backward(d, up(u), up(g), dx_gpu);
+    const Tensor y = down(y_gpu), dx = down(dx_gpu);
+    const float tolerance = kind == backend::WarpDesc::rotate ? 1e-5f : 0.0f;
+    for (std::int64_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], y_cpu[i], tolerance) << kind << " " << i;
+    for (std::int64_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(dx[i], dx_cpu[i], tolerance) << kind << " " << i;
+  }
+  const Tensor pixels = random_host({5, 7, 6, 3}, 34, 0.0f, 1.0f);
+  const Tensor one = random_host({5, 1}, 35, 0.0f, 1.0f);
+  for (int kind : {backend::AdjustDesc::contrast, backend::AdjustDesc::brightness}) {
+    backend::AdjustDesc d{5, 7, 6, 3, kind, 0.5f, 1.5f, 0.1f, 0.9f};
+    Tensor y_cpu(pixels.shape()), m_cpu({5, 3}), dx_cpu(pixels.shape());
+    Tensor y_gpu = gpu_tensor(pixels.shape()), m_gpu = gpu_tensor({5, 3}),
+           dx_gpu = gpu_tensor(pixels.shape());
+    const Tensor g = random_host(pixels.shape(), 36);
+    cpu().adjust_images(d, one, pixels, m_cpu, y_cpu);
+    gpu().adjust_images(d, up(one), up(pixels), m_gpu, y_gpu);
+    cpu().adjust_images_backward(d, one, pixels, m_cpu, g, dx_cpu);
+    gpu().adjust_images_backward(d, up(one), up(pixels), m_gpu, up(g), dx_gpu);
+    const Tensor y = down(y_gpu), dx = down(dx_gpu);
+    for (std::int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_cpu[i]) << kind << " " << i;
+    for (std::int64_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], dx_cpu[i]) << kind << " " << i;
+  }
+}
+
 TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
   backend::OptimizerDesc adam;
   adam.kind = backend::OptimizerDesc::Kind::adam;

@@ -1,5 +1,5 @@
-// Descriptors of the image operations that move whole cells (backend/ops.hpp: copy_image_block,
-// upsample_*), shared by the CPU backend and the CUDA kernels.
+// Descriptors of the image operations (backend/ops.hpp: copy_image_block, upsample_*,
+// flip_images, warp_images, adjust_images), shared by the CPU backend and the CUDA kernels.
 //
 // Header rules: no includes beyond the standard library's; compiles with nvcc -std=c++17.
 #pragma once
@@ -32,6 +32,43 @@ struct UpsampleDesc {
 struct FlipDesc {
   std::int64_t batch = 0, rows = 0, cols = 0, channels = 0;
   bool horizontal = false, vertical = false;
+};
+
+/// A random geometric transform of each sample's image (batch, rows, cols, channels) into
+/// (batch, out_rows, out_cols, channels): Keras' RandomTranslation, RandomRotation, RandomZoom
+/// and RandomCrop, and RandomCrop's inference resize. Each output pixel (i, j) — indices, not
+/// centres, as TensorFlow's ImageProjectiveTransformV3 — reads the input at the point a
+/// per-sample 3x3 projective matrix maps it to (math::warp_matrix, from the sample's `draws`:
+/// kDraws uniform values in [0, 1) per sample), interpolated and filled as Keras does.
+struct WarpDesc {
+  static constexpr int kDraws = 2;
+  enum Kind : int { translate, rotate, zoom, crop, resize };
+  enum Interpolation : int { bilinear, nearest };
+  enum Fill : int { reflect, wrap, constant, nearest_edge };
+  std::int64_t batch = 0, rows = 0, cols = 0, channels = 0, out_rows = 0, out_cols = 0;
+  // The region of each input image the transform reads (fill modes apply at its edges): the
+  // whole image, or for resize the centred window of the output's aspect ratio.
+  std::int64_t src_row = 0, src_col = 0, src_rows = 0, src_cols = 0;
+  int kind = translate;
+  // Factor ranges: translate, zoom (height, width); rotate (lo0, hi0) in turns; the width's
+  // range is unused when width_follows_height (RandomZoom without width_factor).
+  float lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+  bool width_follows_height = false;
+  int interpolation = bilinear;
+  int fill = reflect;
+  float fill_value = 0;
+};
+
+/// A random colour adjustment of each sample's image (batch, rows, cols, channels): Keras'
+/// RandomContrast (each channel's values pulled to or pushed from its mean by a factor drawn in
+/// [lo, hi]) and RandomBrightness (a delta drawn in [lo, hi] times the value range added), the
+/// result clipped to [value_lo, value_hi]. One draw per sample.
+struct AdjustDesc {
+  enum Kind : int { contrast, brightness };
+  std::int64_t batch = 0, rows = 0, cols = 0, channels = 0;
+  int kind = contrast;
+  float lo = 0, hi = 0;
+  float value_lo = 0, value_hi = 255;
 };
 
 }  // namespace tandem::backend

@@ -259,9 +259,11 @@ TANDEM_MATH(float, erf_f, erff, std::erf)
 TANDEM_MATH(float, erfc_f, erfcf, std::erfc)
 TANDEM_MATH(float, floor_f, floorf, std::floor)
 TANDEM_MATH(float, ceil_f, ceilf, std::ceil)
+TANDEM_MATH(float, round_f, roundf, std::round)
 TANDEM_MATH(double, exp_d, ::exp, std::exp)
 TANDEM_MATH(double, log_d, ::log, std::log)
 TANDEM_MATH(double, cos_d, ::cos, std::cos)
+TANDEM_MATH(double, sin_d, ::sin, std::sin)
 #undef TANDEM_MATH
 
 // ---------------------------------------------------------------------------------------------
@@ -1341,6 +1343,200 @@ TANDEM_HD inline std::int64_t flip_source(const FlipDesc& d, const float* draws,
   const std::int64_t from_j = mirror ? d.cols - 1 - j : j;
   return ((n * d.rows + from_i) * d.cols + from_j) * d.channels + c;
 }
+// ---------------------------------------------------------------------------------------------
+// Random image transforms (WarpDesc, AdjustDesc): Keras' preprocessing layers.
+
+/// The projective matrix a0..a7 (TensorFlow's order) of sample n of a warp: output pixel (x =
+/// column, y = row) reads the point ((a0 x + a1 y + a2) / k, (a3 x + a4 y + a5) / k) of the
+/// source region, k = a6 x + a7 y + 1 (k is 1 here: every transform is affine). Keras' formulas
+/// (get_translation_matrix, get_rotation_matrix, get_zoom_matrix); crop offsets are whole
+/// pixels; resize maps half-pixel centres as tf.image.resize does.
+TANDEM_HD inline void warp_matrix(const WarpDesc& d, const float* draws, std::int64_t n, float* m) {
+  const float u0 = draws[WarpDesc::kDraws * n], u1 = draws[WarpDesc::kDraws * n + 1];
+  const float h = static_cast<float>(d.src_rows), w = static_cast<float>(d.src_cols);
+  for (int k = 0; k < 8; ++k) m[k] = 0.0f;
+  m[0] = m[4] = 1.0f;
+  const float f0 = fadd(d.lo0, fmul(fsub(d.hi0, d.lo0), u0));
+  const float f1 = d.width_follows_height ? f0 : fadd(d.lo1, fmul(fsub(d.hi1, d.lo1), u1));
+  switch (d.kind) {
+    case WarpDesc::translate:
+      m[2] = -fmul(f1, w);
+      m[5] = -fmul(f0, h);
+      break;
+    case WarpDesc::rotate: {
+      const double angle = dmul(f2d(f0), 6.283185307179586);
+      const float c = static_cast<float>(cos_d(angle)), s = static_cast<float>(sin_d(angle));
+      const float w1 = fsub(w, 1.0f), h1 = fsub(h, 1.0f);
+      m[0] = c;
+      m[1] = -s;
+      m[2] = fdiv(fsub(w1, fsub(fmul(c, w1), fmul(s, h1))), 2.0f);
+      m[3] = s;
+      m[4] = c;
+      m[5] = fdiv(fsub(h1, fadd(fmul(s, w1), fmul(c, h1))), 2.0f);
+      break;
+    }
+    case WarpDesc::zoom: {
+      const float zy = fadd(1.0f, f0), zx = fadd(1.0f, f1);
+      m[0] = zx;
+      m[2] = fmul(fdiv(fsub(w, 1.0f), 2.0f), fsub(1.0f, zx));
+      m[4] = zy;
+      m[5] = fmul(fdiv(fsub(h, 1.0f), 2.0f), fsub(1.0f, zy));
+      break;
+    }
+    case WarpDesc::crop: {
+      const std::int64_t spare_rows = d.src_rows - d.out_rows, spare_cols = d.src_cols - d.out_cols;
+      const auto top = static_cast<std::int64_t>(fmul(u0, static_cast<float>(spare_rows + 1)));
+      const auto left = static_cast<std::int64_t>(fmul(u1, static_cast<float>(spare_cols + 1)));
+      m[2] = static_cast<float>(left < spare_cols ? left : spare_cols);
+      m[5] = static_cast<float>(top < spare_rows ? top : spare_rows);
+      break;
+    }
+    case WarpDesc::resize: {
+      const float sy = fdiv(h, static_cast<float>(d.out_rows));
+      const float sx = fdiv(w, static_cast<float>(d.out_cols));
+      m[0] = sx;
+      m[2] = fsub(fmul(0.5f, sx), 0.5f);
+      m[4] = sy;
+      m[5] = fsub(fmul(0.5f, sy), 0.5f);
+      break;
+    }
+  }
+}
+
+/// A source coordinate brought into [0, len - 1] as the fill mode says (TensorFlow's
+/// map_coordinate); constant leaves it as it is (what lies outside reads the fill value).
+TANDEM_HD inline float warp_map_coordinate(float v, std::int64_t len_i, int fill) {
+  const float len = static_cast<float>(len_i);
+  if (fill == WarpDesc::reflect) {
+    if (v < 0.0f) {
+      if (len_i <= 1) {
+        v = 0.0f;
+      } else {
+        const float size2 = fmul(2.0f, len);
+        if (v < -size2)
+          v = fadd(fmul(size2, static_cast<float>(static_cast<std::int64_t>(fdiv(-v, size2)))), v);
+        v = v < -len ? fadd(v, size2) : fsub(-v, 1.0f);
+      }
+    } else if (v > fsub(len, 1.0f)) {
+      if (len_i <= 1) {
+        v = 0.0f;
+      } else {
+        const float size2 = fmul(2.0f, len);
+        v = fsub(v, fmul(size2, static_cast<float>(static_cast<std::int64_t>(fdiv(v, size2)))));
+        if (v >= len) v = fsub(fsub(size2, v), 1.0f);
+      }
+    }
+  } else if (fill == WarpDesc::wrap) {
+    if (v < 0.0f) {
+      if (len_i <= 1) {
+        v = 0.0f;
+      } else {
+        const float size = fsub(len, 1.0f);
+        v = fadd(v, fmul(len, static_cast<float>(static_cast<std::int64_t>(fdiv(-v, size)) + 1)));
+      }
+    } else if (v > fsub(len, 1.0f)) {
+      if (len_i <= 1) {
+        v = 0.0f;
+      } else {
+        const float size = fsub(len, 1.0f);
+        v = fsub(v, fmul(len, static_cast<float>(static_cast<std::int64_t>(fdiv(v, size)))));
+      }
+    }
+  } else if (fill == WarpDesc::constant) {
+    return v;
+  }
+  return v < 0.0f ? 0.0f : v > fsub(len, 1.0f) ? fsub(len, 1.0f) : v;
+}
+
+/// The input pixels output pixel (i, j) of sample n reads and their weights: `at` a pixel index
+/// into the sample's image (row * cols + col), or -1 where the fill value is read.
+struct WarpTaps {
+  std::int64_t at[4];
+  float weight[4];
+  int count;
+};
+
+TANDEM_HD inline std::int64_t warp_pixel(const WarpDesc& d, float r, float c) {
+  if (r < 0.0f || c < 0.0f || r > static_cast<float>(d.src_rows - 1) ||
+      c > static_cast<float>(d.src_cols - 1))
+    return -1;
+  return (d.src_row + static_cast<std::int64_t>(r)) * d.cols + d.src_col +
+         static_cast<std::int64_t>(c);
+}
+
+TANDEM_HD inline WarpTaps warp_taps(const WarpDesc& d, const float* m, std::int64_t i,
+                                    std::int64_t j) {
+  const float x = static_cast<float>(j), y = static_cast<float>(i);
+  const float src_x =
+      warp_map_coordinate(fadd(fadd(fmul(m[0], x), fmul(m[1], y)), m[2]), d.src_cols, d.fill);
+  const float src_y =
+      warp_map_coordinate(fadd(fadd(fmul(m[3], x), fmul(m[4], y)), m[5]), d.src_rows, d.fill);
+  WarpTaps t;
+  if (d.interpolation == WarpDesc::nearest) {
+    t.count = 1;
+    t.at[0] = warp_pixel(d, round_f(src_y), round_f(src_x));
+    t.weight[0] = 1.0f;
+    return t;
+  }
+  const float y0 = floor_f(src_y), x0 = floor_f(src_x), y1 = fadd(y0, 1.0f), x1 = fadd(x0, 1.0f);
+  const float wy0 = fsub(y1, src_y), wy1 = fsub(src_y, y0), wx0 = fsub(x1, src_x),
+              wx1 = fsub(src_x, x0);
+  t.count = 4;
+  t.at[0] = warp_pixel(d, y0, x0);
+  t.at[1] = warp_pixel(d, y0, x1);
+  t.at[2] = warp_pixel(d, y1, x0);
+  t.at[3] = warp_pixel(d, y1, x1);
+  t.weight[0] = fmul(wy0, wx0);
+  t.weight[1] = fmul(wy0, wx1);
+  t.weight[2] = fmul(wy1, wx0);
+  t.weight[3] = fmul(wy1, wx1);
+  return t;
+}
+
+/// Output value e of warp_images (batch, out_rows, out_cols, channels) from x.
+TANDEM_HD inline float warp_value(const WarpDesc& d, const float* draws, const float* x,
+                                  std::int64_t e) {
+  const std::int64_t c = e % d.channels, j = (e / d.channels) % d.out_cols,
+                     i = (e / (d.channels * d.out_cols)) % d.out_rows,
+                     n = e / (d.channels * d.out_cols * d.out_rows);
+  float m[8];
+  warp_matrix(d, draws, n, m);
+  const WarpTaps t = warp_taps(d, m, i, j);
+  const float* image = x + n * d.rows * d.cols * d.channels;
+  float v = 0.0f;
+  for (int k = 0; k < t.count; ++k)
+    v = fadd(v, fmul(t.weight[k], t.at[k] < 0 ? d.fill_value : image[t.at[k] * d.channels + c]));
+  return v;
+}
+
+/// AdjustDesc: sample n's factor (contrast) or delta times the value range (brightness).
+TANDEM_HD inline float adjust_amount(const AdjustDesc& d, const float* draws, std::int64_t n) {
+  const float f = fadd(d.lo, fmul(fsub(d.hi, d.lo), draws[n]));
+  return d.kind == AdjustDesc::contrast ? f : fmul(f, fsub(d.value_hi, d.value_lo));
+}
+/// The adjusted value before clipping: (x - mean) f + mean, or x + delta.
+TANDEM_HD inline float adjust_unclipped(const AdjustDesc& d, float amount, float x, float mean) {
+  return d.kind == AdjustDesc::contrast ? fadd(fmul(fsub(x, mean), amount), mean) : fadd(x, amount);
+}
+TANDEM_HD inline float adjust_clip(const AdjustDesc& d, float v) {
+  return v < d.value_lo ? d.value_lo : v > d.value_hi ? d.value_hi : v;
+}
+/// Channel c's mean over an image's `cells` pixels, summed in pixel order in double.
+TANDEM_HD inline float adjust_channel_mean(std::int64_t cells, std::int64_t channels,
+                                           const float* image, std::int64_t c) {
+  double sum = 0.0;
+  for (std::int64_t p = 0; p < cells; ++p) sum = dadd(sum, f2d(image[p * channels + c]));
+  return static_cast<float>(ddiv(sum, i2d(cells)));
+}
+/// Contrast's input gradient from the gradient that passed the clip (g) and its channel mean.
+TANDEM_HD inline float adjust_input_grad(float amount, float g, float g_mean) {
+  return fadd(fmul(amount, g), fmul(fsub(1.0f, amount), g_mean));
+}
+/// Whether the gradient passes the clip at v (inside the range, ends included).
+TANDEM_HD inline bool adjust_passes(const AdjustDesc& d, float v) {
+  return v >= d.value_lo && v <= d.value_hi;
+}
+
 /// Everything at once: the mask value of (global sample, column) at one training forward.
 TANDEM_HD inline float dropout_mask_value(std::uint64_t stream, std::uint64_t call,
                                           std::int64_t sample, std::int64_t col, double rate) {

@@ -139,6 +139,34 @@ void check_flip(const FlipDesc& d, const Tensor& draws, const Tensor& x, const T
                            "x" + std::to_string(d.cols) + "x" + std::to_string(d.channels));
 }
 
+void check_warp(const WarpDesc& d, const Tensor& draws, const Tensor& x, const Tensor& y) {
+  const std::int64_t in = d.batch * d.rows * d.cols * d.channels;
+  const std::int64_t out = d.batch * d.out_rows * d.out_cols * d.channels;
+  const bool region = d.src_rows > 0 && d.src_cols > 0 && d.src_row >= 0 && d.src_col >= 0 &&
+                      d.src_row + d.src_rows <= d.rows && d.src_col + d.src_cols <= d.cols;
+  if (x.size() != in || y.size() != out || draws.size() != WarpDesc::kDraws * d.batch || !region ||
+      (out > 0 && x.data() == y.data()))
+    throw std::logic_error("backend operation warp_images: " + std::to_string(x.size()) + " and " +
+                           std::to_string(y.size()) + " values (apart) with " +
+                           std::to_string(draws.size()) + " draws are not " +
+                           std::to_string(d.batch) + " images of " + std::to_string(d.rows) + "x" +
+                           std::to_string(d.cols) + " to " + std::to_string(d.out_rows) + "x" +
+                           std::to_string(d.out_cols) + "x" + std::to_string(d.channels) +
+                           (region ? "" : " (the source region lies outside)"));
+}
+
+void check_adjust(const AdjustDesc& d, const Tensor& draws, const Tensor& x, const Tensor& means,
+                  const Tensor& y) {
+  const std::int64_t n = d.batch * d.rows * d.cols * d.channels;
+  if (x.size() != n || y.size() != n || means.size() != d.batch * d.channels ||
+      draws.size() != d.batch)
+    throw std::logic_error("backend operation adjust_images: " + std::to_string(x.size()) + ", " +
+                           std::to_string(y.size()) + " values, " + std::to_string(means.size()) +
+                           " means and " + std::to_string(draws.size()) + " draws are not " +
+                           std::to_string(d.batch) + " images of " + std::to_string(d.rows) + "x" +
+                           std::to_string(d.cols) + "x" + std::to_string(d.channels));
+}
+
 std::int64_t prelu_rows(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x) {
   const std::int64_t rows = d.size > 0 ? x.size() / d.size : 0;

@@ -332,6 +332,22 @@ class Backend {
   /// gradient: a flip is its own inverse.
   virtual void flip_images(const FlipDesc& desc, const Tensor& draws, const Tensor& x,
                            Tensor& y) = 0;
+  /// y (batch, out_rows, out_cols, channels) = each sample of x transformed as WarpDesc says,
+  /// with kDraws `draws` per sample (math::warp_value); y must not be x.
+  virtual void warp_images(const WarpDesc& desc, const Tensor& draws, const Tensor& x,
+                           Tensor& y) = 0;
+  /// dx (overwritten) = the gradient of warp_images: each dy value spread back over the input
+  /// pixels it was interpolated from, by the same weights.
+  virtual void warp_images_backward(const WarpDesc& desc, const Tensor& draws, const Tensor& dy,
+                                    Tensor& dx) = 0;
+  /// y = each sample of x adjusted as AdjustDesc says (one draw per sample); means (batch,
+  /// channels) receives each sample's channel means (contrast; zeros for brightness).
+  virtual void adjust_images(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
+                             Tensor& means, Tensor& y) = 0;
+  /// dx = the gradient of adjust_images through its clip and, for contrast, the means.
+  virtual void adjust_images_backward(const AdjustDesc& desc, const Tensor& draws,
+                                      const Tensor& x, const Tensor& means, const Tensor& dy,
+                                      Tensor& dx) = 0;
   virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
   virtual std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) = 0;
   virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) = 0;
@@ -413,6 +429,13 @@ void check_image_block(const ImageBlock& block, const Tensor& src, const Tensor&
 void check_upsample(const UpsampleDesc& desc, const Tensor& x, const Tensor& y);
 /// Throws std::logic_error unless x and y are desc's images (apart) and draws has two per sample.
 void check_flip(const FlipDesc& desc, const Tensor& draws, const Tensor& x, const Tensor& y);
+/// Throws std::logic_error unless x and y hold desc's input and output images (apart), the
+/// source region lies inside the input and draws has kDraws per sample.
+void check_warp(const WarpDesc& desc, const Tensor& draws, const Tensor& x, const Tensor& y);
+/// Throws std::logic_error unless x, y (and dx) hold desc's images, means (batch, channels)
+/// values and draws one per sample.
+void check_adjust(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
+                  const Tensor& means, const Tensor& y);
 /// The samples of x for prelu; throws std::logic_error unless x is whole samples of desc, alpha
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,

@@ -38,12 +38,26 @@ struct TjHandleDeleter {
   void operator()(void* h) const { tjDestroy(h); }
 };
 
-// One decompressor per thread, made on first use and kept for the thread's life.
+// One decompressor per thread, made on first use and kept for the thread's life; made anew
+// after a file it failed on (a TurboJPEG handle keeps state from a failed decode: the next
+// header may then read as 0x0).
+std::unique_ptr<void, TjHandleDeleter>& thread_handle() {
+  thread_local std::unique_ptr<void, TjHandleDeleter> handle;
+  return handle;
+}
+
 tjhandle thread_decompressor() {
-  thread_local std::unique_ptr<void, TjHandleDeleter> handle(tjInitDecompress());
+  auto& handle = thread_handle();
+  if (!handle) handle.reset(tjInitDecompress());
   if (!handle)
     throw DataError(std::string("cannot start a JPEG decoder: ") + tjGetErrorStr2(nullptr));
   return handle.get();
+}
+
+[[noreturn]] void jpeg_failed(tjhandle tj, const std::string& name) {
+  const std::string why = tjGetErrorStr2(tj);
+  thread_handle().reset();
+  throw DataError(name + ": a corrupt or truncated JPEG (" + why + ")");
 }
 
 // The smallest DCT scaling of a rows x cols image whose target window is still at least the
@@ -73,7 +87,7 @@ DecodedImage decode_jpeg(std::span<const std::uint8_t> bytes, ColorMode mode,
   int cols = 0, rows = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), &cols, &rows,
                           &subsampling, &colorspace) != 0)
-    throw DataError(name + ": a corrupt or truncated JPEG (" + tjGetErrorStr2(tj) + ")");
+    jpeg_failed(tj, name);
   check_dimensions(rows, cols, name);
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
     throw DataError(name +
@@ -90,7 +104,7 @@ DecodedImage decode_jpeg(std::span<const std::uint8_t> bytes, ColorMode mode,
   // A truncated file is only a warning to libjpeg (it fills the rest with grey): stop on it.
   if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), image.pixels.data(),
                     image.cols, 0, image.rows, format, TJFLAG_STOPONWARNING) != 0)
-    throw DataError(name + ": a corrupt or truncated JPEG (" + tjGetErrorStr2(tj) + ")");
+    jpeg_failed(tj, name);
   return image;
 }
 

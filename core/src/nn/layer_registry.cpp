@@ -26,6 +26,8 @@
 #include "nn/position_embedding.hpp"
 #include "nn/constraint.hpp"
 #include "nn/prelu.hpp"
+#include "nn/random_color.hpp"
+#include "nn/random_warp.hpp"
 #include "nn/rescaling.hpp"
 #include "nn/reshaped_2d.hpp"
 #include "nn/shaped_activation.hpp"
@@ -389,6 +391,163 @@ std::unique_ptr<Layer> make_random_flip(ConfigObject& c, const std::string& name
                                     {"horizontal", "vertical", "horizontal_and_vertical"});
   c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<RandomFlip>(name, mode, read_seed(c));
+}
+
+// Keras' factor arguments of the preprocessing layers: f means (-f, f) (or (f, f) where
+// `symmetric` is false), [lower, upper] as given; each bound in [lo, hi], lower <= upper.
+struct FactorRange {
+  double lower = 0, upper = 0;
+  nlohmann::json as_given;
+};
+
+FactorRange read_factor(ConfigObject& c, const std::string& key, double lo, double hi,
+                        bool symmetric) {
+  const nlohmann::json& v = c.at(key);
+  const std::string path = c.path_of(key);
+  const std::string wanted = "a number or [lower, upper], each from " +
+                             std::to_string(lo).substr(0, 4) + " to " +
+                             std::to_string(hi).substr(0, 4);
+  FactorRange r;
+  r.as_given = v;
+  if (v.is_number()) {
+    const double f = v.get<double>();
+    r.lower = symmetric ? -f : f;
+    r.upper = f;
+  } else if (v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number()) {
+    r.lower = v[0].get<double>();
+    r.upper = v[1].get<double>();
+  } else {
+    throw ConfigError(path, "expected " + wanted + ", got " + json_type_name(v));
+  }
+  if (!(r.lower >= lo && r.upper <= hi && r.lower <= r.upper) ||
+      (symmetric && v.is_number() && v.get<double>() < 0))
+    throw ConfigError(path, "expected " + wanted + " (lower <= upper), got " + v.dump());
+  return r;
+}
+
+// fill_mode, interpolation and fill_value of the warping layers, into `d` and `keys`.
+void read_warp_fill(ConfigObject& c, backend::WarpDesc& d, nlohmann::json& keys) {
+  using backend::WarpDesc;
+  const std::string fill =
+      c.one_of("fill_mode", "reflect", {"reflect", "wrap", "constant", "nearest"});
+  d.fill = fill == "reflect"    ? WarpDesc::reflect
+           : fill == "wrap"     ? WarpDesc::wrap
+           : fill == "constant" ? WarpDesc::constant
+                                : WarpDesc::nearest_edge;
+  const std::string interpolation = c.one_of("interpolation", "bilinear", {"bilinear", "nearest"});
+  d.interpolation = interpolation == "bilinear" ? WarpDesc::bilinear : WarpDesc::nearest;
+  d.fill_value = static_cast<float>(c.number_in("fill_value", 0.0, -3e38, 3e38));
+  keys["fill_mode"] = fill;
+  keys["interpolation"] = interpolation;
+  keys["fill_value"] = d.fill_value;
+}
+
+std::unique_ptr<Layer> make_random_translation(ConfigObject& c, const std::string& name) {
+  backend::WarpDesc d;
+  d.kind = backend::WarpDesc::translate;
+  const FactorRange h = read_factor(c, "height_factor", -1, 1, true);
+  const FactorRange w = read_factor(c, "width_factor", -1, 1, true);
+  d.lo0 = static_cast<float>(h.lower);
+  d.hi0 = static_cast<float>(h.upper);
+  d.lo1 = static_cast<float>(w.lower);
+  d.hi1 = static_cast<float>(w.upper);
+  nlohmann::json keys = {{"height_factor", h.as_given}, {"width_factor", w.as_given}};
+  read_warp_fill(c, d, keys);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomWarp>(name, d, 0, 0, read_seed(c), keys);
+}
+
+std::unique_ptr<Layer> make_random_rotation(ConfigObject& c, const std::string& name) {
+  backend::WarpDesc d;
+  d.kind = backend::WarpDesc::rotate;
+  const FactorRange f = read_factor(c, "factor", -1e6, 1e6, true);
+  d.lo0 = static_cast<float>(f.lower);
+  d.hi0 = static_cast<float>(f.upper);
+  nlohmann::json keys = {{"factor", f.as_given}};
+  read_warp_fill(c, d, keys);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomWarp>(name, d, 0, 0, read_seed(c), keys);
+}
+
+std::unique_ptr<Layer> make_random_zoom(ConfigObject& c, const std::string& name) {
+  backend::WarpDesc d;
+  d.kind = backend::WarpDesc::zoom;
+  // Keras: a zoom factor below -1 would flip the image; exactly -1 collapses it.
+  const FactorRange h = read_factor(c, "height_factor", -0.999999, 1e6, true);
+  d.lo0 = static_cast<float>(h.lower);
+  d.hi0 = static_cast<float>(h.upper);
+  nlohmann::json keys = {{"height_factor", h.as_given}, {"width_factor", nullptr}};
+  if (const nlohmann::json* w = c.find("width_factor")) {
+    (void)w;
+    const FactorRange wf = read_factor(c, "width_factor", -0.999999, 1e6, true);
+    d.lo1 = static_cast<float>(wf.lower);
+    d.hi1 = static_cast<float>(wf.upper);
+    keys["width_factor"] = wf.as_given;
+  } else {
+    c.ignore({"width_factor"});
+    d.width_follows_height = true;
+  }
+  read_warp_fill(c, d, keys);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomWarp>(name, d, 0, 0, read_seed(c), keys);
+}
+
+std::unique_ptr<Layer> make_random_crop(ConfigObject& c, const std::string& name) {
+  backend::WarpDesc d;
+  d.kind = backend::WarpDesc::crop;
+  d.interpolation = backend::WarpDesc::nearest;  // whole-pixel offsets
+  d.fill = backend::WarpDesc::constant;
+  const std::int64_t rows = c.positive_int("height"), cols = c.positive_int("width");
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomWarp>(name, d, rows, cols, read_seed(c),
+                                      nlohmann::json{{"height", rows}, {"width", cols}});
+}
+
+// value_range: [low, high], low < high (Keras' default [0, 255]).
+std::pair<float, float> read_value_range(ConfigObject& c) {
+  if (!c.has("value_range")) {
+    c.ignore({"value_range"});
+    return {0.0f, 255.0f};
+  }
+  const nlohmann::json& v = c.at("value_range");
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() ||
+      !(v[0].get<double>() < v[1].get<double>()))
+    throw ConfigError(c.path_of("value_range"),
+                      "expected [low, high] with low < high, got " + v.dump());
+  return {v[0].get<float>(), v[1].get<float>()};
+}
+
+std::unique_ptr<Layer> make_random_contrast(ConfigObject& c, const std::string& name) {
+  backend::AdjustDesc d;
+  d.kind = backend::AdjustDesc::contrast;
+  // Keras: factor f or (lower, upper), both in [0, 1]; the contrast factor is drawn in
+  // [1 - lower, 1 + upper].
+  const FactorRange f = read_factor(c, "factor", 0, 1e6, false);
+  if (f.lower > 1.0)
+    throw ConfigError(
+        c.path_of("factor"),
+        "expected lower <= 1 (a contrast factor of 1 - lower must not be negative), got " +
+            f.as_given.dump());
+  d.lo = static_cast<float>(1.0 - f.lower);
+  d.hi = static_cast<float>(1.0 + f.upper);
+  std::tie(d.value_lo, d.value_hi) = read_value_range(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomColor>(
+      name, d, read_seed(c),
+      nlohmann::json{{"factor", f.as_given}, {"value_range", {d.value_lo, d.value_hi}}});
+}
+
+std::unique_ptr<Layer> make_random_brightness(ConfigObject& c, const std::string& name) {
+  backend::AdjustDesc d;
+  d.kind = backend::AdjustDesc::brightness;
+  const FactorRange f = read_factor(c, "factor", -1, 1, true);
+  d.lo = static_cast<float>(f.lower);
+  d.hi = static_cast<float>(f.upper);
+  std::tie(d.value_lo, d.value_hi) = read_value_range(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<RandomColor>(
+      name, d, read_seed(c),
+      nlohmann::json{{"factor", f.as_given}, {"value_range", {d.value_lo, d.value_hi}}});
 }
 
 // Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3], each > 0.
@@ -812,6 +971,12 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GaussianDropout",
        {"gaussian_dropout", make_gaussian_noise<GaussianNoise::Kind::multiplicative>}},
       {"RandomFlip", {"random_flip", make_random_flip}},
+      {"RandomTranslation", {"random_translation", make_random_translation}},
+      {"RandomRotation", {"random_rotation", make_random_rotation}},
+      {"RandomZoom", {"random_zoom", make_random_zoom}},
+      {"RandomCrop", {"random_crop", make_random_crop}},
+      {"RandomContrast", {"random_contrast", make_random_contrast}},
+      {"RandomBrightness", {"random_brightness", make_random_brightness}},
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},

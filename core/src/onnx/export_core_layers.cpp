@@ -395,7 +395,8 @@ void add_core_exporters(ExporterTable& table) {
   table["PositionEmbedding"] = export_position_embedding;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-        "GaussianDropout", "RandomFlip"})
+        "GaussianDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",
+        "RandomContrast", "RandomBrightness"})
     table[inference_identity] = identity;
 }
 

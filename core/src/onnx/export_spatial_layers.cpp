@@ -280,6 +280,43 @@ OnnxValue export_upsampling(LayerCall& call) {
           call.output_shape, true};
 }
 
+// RandomCrop at inference (Keras' smart_resize): the centred window of the target's aspect
+// ratio, resized bilinearly with half-pixel centres (nn/random_warp.hpp); the identity when the
+// image already has the target's size. The output size is given whole (the batch from the
+// input's shape), so no float scale can round it.
+OnnxValue export_random_crop(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue& in = call.inputs[0];
+  const std::int64_t rows = in.shape[0], cols = in.shape[1];
+  const std::int64_t height = call.config.at("height").get<std::int64_t>();
+  const std::int64_t width = call.config.at("width").get<std::int64_t>();
+  if (rows == height && cols == width) return in;
+  const OnnxValue x = g.in_layout(in, true);
+  const std::int64_t window_rows = std::min(rows, cols * height / width);
+  const std::int64_t window_cols = std::min(cols, rows * width / height);
+  const std::int64_t top = (rows - window_rows) / 2, left = (cols - window_cols) / 2;
+  const std::string& p = call.prefix;
+  const std::string window = g.node("Slice",
+                                    {x.name, g.int64s(p + "/starts", {top, left}),
+                                     g.int64s(p + "/ends", {top + window_rows, left + window_cols}),
+                                     g.int64s(p + "/axes", {2, 3})},
+                                    p)
+                                 .output();
+  const std::string shape = g.node("Shape", {x.name}, p).output();
+  const std::string batch_channels =
+      g.node("Slice", {shape, g.int64s(p + "/nc_starts", {0}), g.int64s(p + "/nc_ends", {2})}, p)
+          .output();
+  const std::string sizes =
+      g.node("Concat", {batch_channels, g.int64s(p + "/size", {height, width})}, p)
+          .attr("axis", std::int64_t{0})
+          .output();
+  return {g.node("Resize", {window, "", "", sizes}, p)
+              .attr("mode", std::string("linear"))
+              .attr("coordinate_transformation_mode", std::string("half_pixel"))
+              .output(),
+          call.output_shape, true};
+}
+
 }  // namespace
 
 void add_spatial_exporters(ExporterTable& table) {
@@ -299,6 +336,7 @@ void add_spatial_exporters(ExporterTable& table) {
   table["ZeroPadding2D"] = export_zero_padding;
   table["Cropping2D"] = export_cropping;
   table["UpSampling2D"] = export_upsampling;
+  table["RandomCrop"] = export_random_crop;
 }
 
 }  // namespace tandem::onnx_export

@@ -67,6 +67,14 @@ class CpuBackend final : public Backend {
   void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
   void flip_images(const FlipDesc& desc, const Tensor& draws, const Tensor& x,
                    Tensor& y) override;
+  void warp_images(const WarpDesc& desc, const Tensor& draws, const Tensor& x,
+                   Tensor& y) override;
+  void warp_images_backward(const WarpDesc& desc, const Tensor& draws, const Tensor& dy,
+                            Tensor& dx) override;
+  void adjust_images(const AdjustDesc& desc, const Tensor& draws, const Tensor& x, Tensor& means,
+                     Tensor& y) override;
+  void adjust_images_backward(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
+                              const Tensor& means, const Tensor& dy, Tensor& dx) override;
   void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) override;
   std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
   std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;

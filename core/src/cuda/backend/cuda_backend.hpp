@@ -83,6 +83,15 @@ class CudaBackend final : public backend::Backend {
   void upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
   void flip_images(const backend::FlipDesc& desc, const Tensor& draws, const Tensor& x,
                    Tensor& y) override;
+  void warp_images(const backend::WarpDesc& desc, const Tensor& draws, const Tensor& x,
+                   Tensor& y) override;
+  void warp_images_backward(const backend::WarpDesc& desc, const Tensor& draws, const Tensor& dy,
+                            Tensor& dx) override;
+  void adjust_images(const backend::AdjustDesc& desc, const Tensor& draws, const Tensor& x,
+                     Tensor& means, Tensor& y) override;
+  void adjust_images_backward(const backend::AdjustDesc& desc, const Tensor& draws,
+                              const Tensor& x, const Tensor& means, const Tensor& dy,
+                              Tensor& dx) override;
   void upsample_backward(const backend::UpsampleDesc& desc, const Tensor& dy,
                          Tensor& dx) override;
   void layer_norm_forward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,

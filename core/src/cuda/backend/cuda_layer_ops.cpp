@@ -143,6 +143,47 @@ void CudaBackend::flip_images(const backend::FlipDesc& desc, const Tensor& draws
   cuda::flip_images(desc, draws.data(), x.data(), y.data(), stream_);
 }
 
+void CudaBackend::warp_images(const backend::WarpDesc& desc, const Tensor& draws, const Tensor& x,
+                              Tensor& y) {
+  require(draws, "warp_images");
+  require(x, "warp_images");
+  require(y, "warp_images");
+  backend::check_warp(desc, draws, x, y);
+  cuda::warp_images(desc, draws.data(), x.data(), y.data(), stream_);
+}
+
+void CudaBackend::warp_images_backward(const backend::WarpDesc& desc, const Tensor& draws,
+                                       const Tensor& dy, Tensor& dx) {
+  require(draws, "warp_images_backward");
+  require(dy, "warp_images_backward");
+  require(dx, "warp_images_backward");
+  backend::check_warp(desc, draws, dx, dy);
+  cuda::warp_images_backward(desc, draws.data(), dy.data(), dx.data(), stream_);
+}
+
+void CudaBackend::adjust_images(const backend::AdjustDesc& desc, const Tensor& draws,
+                                const Tensor& x, Tensor& means, Tensor& y) {
+  require(draws, "adjust_images");
+  require(x, "adjust_images");
+  require(means, "adjust_images");
+  require(y, "adjust_images");
+  backend::check_adjust(desc, draws, x, means, y);
+  cuda::adjust_images(desc, draws.data(), x.data(), means.data(), y.data(), stream_);
+}
+
+void CudaBackend::adjust_images_backward(const backend::AdjustDesc& desc, const Tensor& draws,
+                                         const Tensor& x, const Tensor& means, const Tensor& dy,
+                                         Tensor& dx) {
+  require(draws, "adjust_images_backward");
+  require(x, "adjust_images_backward");
+  require(dy, "adjust_images_backward");
+  require(dx, "adjust_images_backward");
+  backend::check_adjust(desc, draws, x, means, dy);
+  backend::check_adjust(desc, draws, x, means, dx);
+  cuda::adjust_images_backward(desc, draws.data(), x.data(), means.data(), dy.data(), dx.data(),
+                               stream_);
+}
+
 void CudaBackend::upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x,
                                    Tensor& y) {
   require(x, "upsample_forward");

@@ -193,6 +193,17 @@ void upsample_backward(const backend::UpsampleDesc& desc, const float* dy, float
 /// Backend::flip_images: one thread per output value (kernel_math's flip_source).
 void flip_images(const backend::FlipDesc& desc, const float* draws, const float* x, float* y,
                  cudaStream_t stream);
+/// Backend::warp_images (one thread per output value) and warp_images_backward (one thread per
+/// sample and channel, in the CPU's order: the same bits, no atomics).
+void warp_images(const backend::WarpDesc& desc, const float* draws, const float* x, float* y,
+                 cudaStream_t stream);
+void warp_images_backward(const backend::WarpDesc& desc, const float* draws, const float* dy,
+                          float* dx, cudaStream_t stream);
+/// Backend::adjust_images and adjust_images_backward: one thread per sample and channel.
+void adjust_images(const backend::AdjustDesc& desc, const float* draws, const float* x,
+                   float* means, float* y, cudaStream_t stream);
+void adjust_images_backward(const backend::AdjustDesc& desc, const float* draws, const float* x,
+                            const float* means, const float* dy, float* dx, cudaStream_t stream);
 
 // ---- LayerNormalization ------------------------------------------------------------------------
 
