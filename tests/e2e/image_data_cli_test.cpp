@@ -1,0 +1,90 @@
+// Image folders from the command line. Fashion-MNIST written out by PIL as PNG files trains
+// fashion-cnn to the accuracy the same samples give as IDX files (PNG is lossless: the pixels
+// are the same; only the files' order differs); the example config resources/configs/
+// fashion-photos.json, with its augmentation layers, trains on JPEG folders, and its checkpoint
+// names the classes (tandem inspect).
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kSamples = 12000;
+
+void write_folders(const fs::path& out, const std::string& split, int count,
+                   const std::string& format, const std::string& idx_prefix = "") {
+  const fs::path f = test::fashion_mnist_dir();
+  const auto r =
+      test::run_command(std::string(test::system_python()) + " " +
+                        (test::source_dir() / "scripts/fashion-image-folders").string() + " " +
+                        (f / (split + "-images-idx3-ubyte.gz")).string() + " " +
+                        (f / (split + "-labels-idx1-ubyte.gz")).string() + " " + out.string() +
+                        " --format " + format + " --count " + std::to_string(count) +
+                        (idx_prefix.empty() ? "" : " --idx " + idx_prefix));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+double final_val_accuracy(const fs::path& run) {
+  return test::run_history(run).back()["val_accuracy"].get<double>();
+}
+
+TEST(ImageDataCli, APngFolderTrainsFashionCnnAsTheSameSamplesInIdxFilesDo) {
+  const fs::path dir = test::scratch_dir("image-data-cli-png");
+  write_folders(dir / "png", "train", kSamples, "png", (dir / "subset").string());
+  json config =
+      json::parse(test::read_text(test::source_dir() / "resources/configs/fashion-cnn.json"));
+  config["epochs"] = 1;
+  config["data"]["train"] = {{"type", "idx"},
+                             {"x", (dir / "subset-images.gz").string()},
+                             {"y", (dir / "subset-labels.gz").string()}};
+  auto r = test::train_in(dir, "idx", config);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The folder gives (28, 28, 1) images; fashion-cnn's first layer reshapes (28, 28).
+  config["model"]["config"]["layers"][0]["config"]["batch_input_shape"] = {nullptr, 28, 28, 1};
+  config["data"]["train"] = {{"type", "images"},
+                             {"path", (dir / "png").string()},
+                             {"image_size", {28, 28}},
+                             {"color_mode", "grayscale"}};
+  // The same validation samples as PNG files too.
+  write_folders(dir / "png-test", "t10k", 10000, "png");
+  config["data"]["validation"] = {{"type", "images"},
+                                  {"path", (dir / "png-test").string()},
+                                  {"image_size", {28, 28}},
+                                  {"color_mode", "grayscale"}};
+  r = test::train_in(dir, "folder", config);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double idx = final_val_accuracy(dir / "idx"), folder = final_val_accuracy(dir / "folder");
+  EXPECT_GT(idx, 0.75);  // one epoch of 12,000 samples: about 0.79
+  // One epoch of 12,000 samples in another order: a point and a half apart at most.
+  EXPECT_NEAR(folder, idx, 0.015) << "IDX " << idx << ", PNG folder " << folder;
+}
+
+TEST(ImageDataCli, TheExampleConfigTrainsOnJpegFoldersWithAugmentation) {
+  const fs::path dir = test::scratch_dir("image-data-cli-jpeg");
+  write_folders(dir / "data/fashion-jpeg/train", "train", 3000, "jpeg");
+  write_folders(dir / "data/fashion-jpeg/test", "t10k", 1000, "jpeg");
+  // The example's relative paths resolve against the config's folder: copy it next to the data.
+  fs::copy_file(test::source_dir() / "resources/configs/fashion-photos.json",
+                dir / "fashion-photos.json");
+  const auto r =
+      test::run_command(test::tandem_cli() + " train " + (dir / "fashion-photos.json").string() +
+                        " --run-dir " + (dir / "run").string() + " --set epochs=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(final_val_accuracy(dir / "run"), 0.6);
+  const auto inspect =
+      test::run_command(test::tandem_cli() + " inspect " + (dir / "run/model.h5").string());
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("classes: 10 (0-t-shirt, 1-trouser, 2-pullover"), std::string::npos)
+      << inspect.out;
+  // Every epoch says how long training waited for data, and that no file was skipped.
+  const std::string events = test::read_text(dir / "run/events.jsonl");
+  EXPECT_NE(events.find("\"data_wait_seconds\""), std::string::npos);
+  EXPECT_NE(events.find("\"skipped_files\":0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem
