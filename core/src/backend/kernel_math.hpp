@@ -1493,6 +1493,15 @@ TANDEM_HD inline WarpTaps warp_taps(const WarpDesc& d, const float* m, std::int6
   return t;
 }
 
+/// Channel c of an output pixel from its taps into its sample's input `image`.
+TANDEM_HD inline float warp_tap_sum(const WarpDesc& d, const WarpTaps& t, const float* image,
+                                    std::int64_t c) {
+  float v = 0.0f;
+  for (int k = 0; k < t.count; ++k)
+    v = fadd(v, fmul(t.weight[k], t.at[k] < 0 ? d.fill_value : image[t.at[k] * d.channels + c]));
+  return v;
+}
+
 /// Output value e of warp_images (batch, out_rows, out_cols, channels) from x.
 TANDEM_HD inline float warp_value(const WarpDesc& d, const float* draws, const float* x,
                                   std::int64_t e) {
@@ -1501,12 +1510,7 @@ TANDEM_HD inline float warp_value(const WarpDesc& d, const float* draws, const f
                      n = e / (d.channels * d.out_cols * d.out_rows);
   float m[8];
   warp_matrix(d, draws, n, m);
-  const WarpTaps t = warp_taps(d, m, i, j);
-  const float* image = x + n * d.rows * d.cols * d.channels;
-  float v = 0.0f;
-  for (int k = 0; k < t.count; ++k)
-    v = fadd(v, fmul(t.weight[k], t.at[k] < 0 ? d.fill_value : image[t.at[k] * d.channels + c]));
-  return v;
+  return warp_tap_sum(d, warp_taps(d, m, i, j), x + n * d.rows * d.cols * d.channels, c);
 }
 
 /// AdjustDesc: sample n's factor (contrast) or delta times the value range (brightness).

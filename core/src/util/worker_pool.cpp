@@ -5,7 +5,7 @@
 namespace tandem {
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < std::max(threads, 1); ++i) threads_.emplace_back([this] { work(); });
+  for (int i = 1; i < threads; ++i) threads_.emplace_back([this] { work(); });
 }
 
 WorkerPool::~WorkerPool() {

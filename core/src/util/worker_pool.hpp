@@ -23,14 +23,14 @@ namespace tandem {
 
 class WorkerPool {
  public:
-  /// `threads` workers (at least 1); the caller's thread works too while it waits, so a pool of
-  /// 1 runs parts on two threads.
+  /// Parts run on `threads` threads (at least 1): the caller's, which works while it waits, and
+  /// threads - 1 of the pool's own.
   explicit WorkerPool(int threads);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  int threads() const { return static_cast<int>(threads_.size()); }
+  int threads() const { return static_cast<int>(threads_.size()) + 1; }
 
   /// Calls part(i) for every i in [0, parts), each exactly once, spread over the workers.
   void run(std::int64_t parts, const std::function<void(std::int64_t)>& part);

@@ -19,9 +19,19 @@ void CpuBackend::warp_images(const WarpDesc& d, const Tensor& draws, const Tenso
   const float* in = x.data();
   const float* u = draws.data();
   float* out = y.data();
-  const std::int64_t row = d.out_cols * d.channels;
+  // warp_value's arithmetic, with the matrix once per output row and the taps once per pixel.
   cpu::parallel_for(d.batch * d.out_rows, 4, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t e = r0 * row; e < r1 * row; ++e) out[e] = math::warp_value(d, u, in, e);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t n = r / d.out_rows, i = r % d.out_rows;
+      float m[8];
+      math::warp_matrix(d, u, n, m);
+      const float* image = in + n * d.rows * d.cols * d.channels;
+      float* to = out + r * d.out_cols * d.channels;
+      for (std::int64_t j = 0; j < d.out_cols; ++j) {
+        const math::WarpTaps t = math::warp_taps(d, m, i, j);
+        for (std::int64_t c = 0; c < d.channels; ++c) *to++ = math::warp_tap_sum(d, t, image, c);
+      }
+    }
   });
 }
 

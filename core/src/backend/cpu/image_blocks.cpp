@@ -80,8 +80,20 @@ void CpuBackend::flip_images(const FlipDesc& d, const Tensor& draws, const Tenso
   const float* u = draws.data();
   float* out = y.data();
   const std::int64_t row = d.cols * d.channels;
+  // flip_source's map, a row at a time: the source row, then each cell forwards or mirrored.
   cpu::parallel_for(d.batch * d.rows, 16, [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t e = r0 * row; e < r1 * row; ++e) out[e] = in[math::flip_source(d, u, e)];
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t first = math::flip_source(d, u, r * row);  // cell 0 of the output row
+      const std::int64_t last = math::flip_source(d, u, r * row + row - d.channels);
+      float* to = out + r * row;
+      if (first <= last) {
+        std::memcpy(to, in + first, static_cast<std::size_t>(row) * sizeof(float));
+        continue;
+      }
+      for (std::int64_t j = 0; j < d.cols; ++j)
+        std::memcpy(to + j * d.channels, in + first - j * d.channels,
+                    static_cast<std::size_t>(d.channels) * sizeof(float));
+    }
   });
 }
 
