@@ -168,6 +168,38 @@ bool on_rank_zero() {
 }
 
 // For the commands that may use the run config stored in a checkpoint (without CONFIG).
+// `tandem data bench`'s report: both rates and which one bounds the run.
+void print_data_bench(const DataBenchResult& r, bool as_json) {
+  const double pipeline = r.pipeline_rate(), step = r.step_rate();
+  if (as_json) {
+    std::cout << nlohmann::json{{"dataset", r.dataset},
+                                {"batch_size", r.batch_size},
+                                {"pipeline_samples_per_sec", pipeline},
+                                {"pipeline_samples", r.pipeline_samples},
+                                {"pipeline_seconds", r.pipeline_seconds},
+                                {"step_samples_per_sec", step},
+                                {"steps", r.steps},
+                                {"step_seconds", r.step_seconds},
+                                {"bound_by", pipeline < step ? "input pipeline" : "training step"}}
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return;
+  }
+  std::printf("data: %s\n", r.dataset.c_str());
+  std::printf("input pipeline alone: %12.0f samples/s (%lld samples in %.1f s)\n", pipeline,
+              static_cast<long long>(r.pipeline_samples), r.pipeline_seconds);
+  std::printf("training step alone:  %12.0f samples/s (%lld steps of %lld in %.1f s)\n", step,
+              static_cast<long long>(r.steps), static_cast<long long>(r.batch_size),
+              r.step_seconds);
+  if (pipeline >= step)
+    std::printf("the training step bounds the run: the input pipeline is %.1fx as fast\n",
+                step > 0 ? pipeline / step : 0.0);
+  else
+    std::printf("the input pipeline bounds the run: it delivers %.0f%% of what the step takes "
+                "(more workers, \"cache\": true or smaller images help)\n",
+                100.0 * pipeline / step);
+}
+
 void add_trust_option(CLI::App* cmd, bool& trust) {
   cmd->add_flag("--trust-checkpoint-config", trust,
                 "Use the checkpoint's stored run config as it is, plugin libraries and file paths "
@@ -310,6 +342,26 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
       auto model = Model::from_config(rc.model, "model", rc.seed);
       std::cout << model->summary();
+      return static_cast<int>(ExitCode::ok);
+    };
+  });
+
+  auto* data = app.add_subcommand("data", "Look at a run's data");
+  data->require_subcommand(1);
+  auto* bench = data->add_subcommand(
+      "bench", "Time the input pipeline alone and the training step alone: which bounds the run");
+  bench->footer(
+      "Reads the training data as a run would (shuffle, prefetch, workers, cache, mixing) for "
+      "--seconds and drops the batches, then trains the model on one batch of it held in memory "
+      "for --seconds. The slower of the two bounds the run.");
+  add_config_options(bench, config_, overrides_);
+  bench->add_option("--seconds", bench_seconds_, "Seconds for each of the two measurements")
+      ->check(CLI::Range(0.1, 3600.0));
+  bench->add_flag("--json", json_, "Print one JSON object");
+  bench->callback([this] {
+    selected_ = [this] {
+      const RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
+      print_data_bench(run_data_bench(rc, bench_seconds_), json_);
       return static_cast<int>(ExitCode::ok);
     };
   });

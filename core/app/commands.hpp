@@ -39,6 +39,7 @@ class Commands {
   bool trust_checkpoint_ = false;
   std::optional<double> device_stats_;
   bool json_ = false;
+  double bench_seconds_ = 10;
 };
 
 }  // namespace tandem::app

@@ -86,5 +86,42 @@ TEST(ImageDataCli, TheExampleConfigTrainsOnJpegFoldersWithAugmentation) {
   EXPECT_NE(events.find("\"skipped_files\":0"), std::string::npos);
 }
 
+// tandem data bench times the pipeline and the step; CutMix trains on one-hot folder labels and
+// refuses class indices with the way out.
+TEST(ImageDataCli, DataBenchTimesBothSidesAndCutMixTrainsOnOneHotLabels) {
+  const fs::path dir = test::scratch_dir("image-data-cli-bench");
+  write_folders(dir / "data/fashion-jpeg/train", "train", 1000, "jpeg");
+  write_folders(dir / "data/fashion-jpeg/test", "t10k", 500, "jpeg");
+  json config =
+      json::parse(test::read_text(test::source_dir() / "resources/configs/fashion-photos.json"));
+  config["epochs"] = 2;
+  test::write_text(dir / "photos.json", config.dump());
+  auto r = test::run_command(test::tandem_cli() + " data bench " + (dir / "photos.json").string() +
+                             " --seconds 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json bench = json::parse(r.out);
+  EXPECT_GT(bench["pipeline_samples_per_sec"].get<double>(), 0) << bench;
+  EXPECT_GT(bench["step_samples_per_sec"].get<double>(), 0) << bench;
+  EXPECT_GT(bench["steps"].get<std::int64_t>(), 0) << bench;
+  EXPECT_TRUE(bench["bound_by"] == "input pipeline" || bench["bound_by"] == "training step");
+
+  config["data"]["cutmix"] = {{"alpha", 1.0}};
+  test::write_text(dir / "indices.json", config.dump());
+  r = test::run_command(test::tandem_cli() + " check " + (dir / "indices.json").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("data.cutmix"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\"label_mode\": \"categorical\""), std::string::npos) << r.err;
+
+  for (const char* split : {"train", "validation"})
+    config["data"][split]["label_mode"] = "categorical";
+  config["loss"] = {{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}};
+  test::write_text(dir / "cutmix.json", config.dump());
+  r = test::run_command(test::tandem_cli() + " train " + (dir / "cutmix.json").string() +
+                        " --run-dir " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(final_val_accuracy(dir / "run"), 0.4);
+  EXPECT_EQ(json::parse(test::read_text(dir / "run/config.json"))["data"]["cutmix"]["alpha"], 1.0);
+}
+
 }  // namespace
 }  // namespace tandem

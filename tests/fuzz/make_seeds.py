@@ -80,3 +80,32 @@ write("npy_fuzz", "npz-deflated", npz_bytes(True, x=grid.astype(np.uint8), y=lab
 write("csv_fuzz", "plain", b"x1,x2,c,y\n1,2.5,a,0\n-3e2,0,b,1\n")
 write("csv_fuzz", "quoted-crlf", b"\"x, 1\",c,y\r\n\"1\",\"b\",\"2\"\r\n4,a,\"\"\"5\"\"\"\r\n")
 write("csv_fuzz", "ragged", b"x,c,y\n1,a\n2,b,3,4\n")
+
+# image_fuzz: small PNGs (grey, RGB, RGBA, palette with transparency, 16-bit, 1-bit, interlaced)
+# and JPEGs (grey, colour, progressive, 4:2:0), each 9x7 with a pattern.
+from PIL import Image  # noqa: E402
+
+pattern = (np.arange(63).reshape(9, 7) * 4).astype(np.uint8)
+rgb = np.stack([pattern, pattern[::-1], 255 - pattern], axis=-1)
+
+
+def image_bytes(image, fmt, **options):
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+write("image_fuzz", "png-grey", image_bytes(Image.fromarray(pattern, "L"), "PNG"))
+write("image_fuzz", "png-rgb", image_bytes(Image.fromarray(rgb, "RGB"), "PNG"))
+write("image_fuzz", "png-rgba", image_bytes(
+    Image.fromarray(np.concatenate([rgb, pattern[..., None]], -1), "RGBA"), "PNG"))
+palette = Image.fromarray(rgb, "RGB").quantize(8)
+write("image_fuzz", "png-palette-transparent", image_bytes(palette, "PNG", transparency=0))
+write("image_fuzz", "png-16bit", image_bytes(
+    Image.fromarray(pattern.astype(np.int32) * 257, "I"), "PNG", bits=16))
+write("image_fuzz", "png-1bit", image_bytes(Image.fromarray(pattern > 128), "PNG"))
+write("image_fuzz", "png-interlaced", image_bytes(Image.fromarray(rgb, "RGB"), "PNG", interlace=1))
+write("image_fuzz", "jpeg-grey", image_bytes(Image.fromarray(pattern, "L"), "JPEG", quality=90))
+write("image_fuzz", "jpeg-rgb", image_bytes(Image.fromarray(rgb, "RGB"), "JPEG", quality=90))
+write("image_fuzz", "jpeg-progressive", image_bytes(
+    Image.fromarray(rgb, "RGB"), "JPEG", quality=75, progressive=True, subsampling=2))

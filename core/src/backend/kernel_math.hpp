@@ -1464,34 +1464,68 @@ TANDEM_HD inline std::int64_t warp_pixel(const WarpDesc& d, float r, float c) {
          static_cast<std::int64_t>(c);
 }
 
-TANDEM_HD inline WarpTaps warp_taps(const WarpDesc& d, const float* m, std::int64_t i,
-                                    std::int64_t j) {
-  const float x = static_cast<float>(j), y = static_cast<float>(i);
-  const float src_x =
-      warp_map_coordinate(fadd(fadd(fmul(m[0], x), fmul(m[1], y)), m[2]), d.src_cols, d.fill);
-  const float src_y =
-      warp_map_coordinate(fadd(fadd(fmul(m[3], x), fmul(m[4], y)), m[5]), d.src_rows, d.fill);
+/// One axis of a source point: the two pixels it lies between and their weights (nearest: one
+/// pixel, weight 1).
+struct WarpAxis {
+  float lo, hi, w_lo, w_hi;
+};
+
+TANDEM_HD inline WarpAxis warp_axis(const WarpDesc& d, float src) {
+  WarpAxis a;
+  if (d.interpolation == WarpDesc::nearest) {
+    a.lo = a.hi = round_f(src);
+    a.w_lo = 1.0f;
+    a.w_hi = 0.0f;
+    return a;
+  }
+  a.lo = floor_f(src);
+  a.hi = fadd(a.lo, 1.0f);
+  a.w_lo = fsub(a.hi, src);
+  a.w_hi = fsub(src, a.lo);
+  return a;
+}
+
+/// The source column (x) and row (y) that output pixel (i, j) reads, mapped by the fill mode.
+TANDEM_HD inline float warp_source_x(const WarpDesc& d, const float* m, float x, float y) {
+  return warp_map_coordinate(fadd(fadd(fmul(m[0], x), fmul(m[1], y)), m[2]), d.src_cols, d.fill);
+}
+TANDEM_HD inline float warp_source_y(const WarpDesc& d, const float* m, float x, float y) {
+  return warp_map_coordinate(fadd(fadd(fmul(m[3], x), fmul(m[4], y)), m[5]), d.src_rows, d.fill);
+}
+
+/// The taps of a pixel from its row's and its column's axis.
+TANDEM_HD inline WarpTaps warp_taps_of(const WarpDesc& d, const WarpAxis& y, const WarpAxis& x) {
   WarpTaps t;
   if (d.interpolation == WarpDesc::nearest) {
     t.count = 1;
-    t.at[0] = warp_pixel(d, round_f(src_y), round_f(src_x));
+    t.at[0] = warp_pixel(d, y.lo, x.lo);
     t.weight[0] = 1.0f;
     return t;
   }
-  const float y0 = floor_f(src_y), x0 = floor_f(src_x), y1 = fadd(y0, 1.0f), x1 = fadd(x0, 1.0f);
-  const float wy0 = fsub(y1, src_y), wy1 = fsub(src_y, y0), wx0 = fsub(x1, src_x),
-              wx1 = fsub(src_x, x0);
   t.count = 4;
-  t.at[0] = warp_pixel(d, y0, x0);
-  t.at[1] = warp_pixel(d, y0, x1);
-  t.at[2] = warp_pixel(d, y1, x0);
-  t.at[3] = warp_pixel(d, y1, x1);
-  t.weight[0] = fmul(wy0, wx0);
-  t.weight[1] = fmul(wy0, wx1);
-  t.weight[2] = fmul(wy1, wx0);
-  t.weight[3] = fmul(wy1, wx1);
+  t.at[0] = warp_pixel(d, y.lo, x.lo);
+  t.at[1] = warp_pixel(d, y.lo, x.hi);
+  t.at[2] = warp_pixel(d, y.hi, x.lo);
+  t.at[3] = warp_pixel(d, y.hi, x.hi);
+  t.weight[0] = fmul(y.w_lo, x.w_lo);
+  t.weight[1] = fmul(y.w_lo, x.w_hi);
+  t.weight[2] = fmul(y.w_hi, x.w_lo);
+  t.weight[3] = fmul(y.w_hi, x.w_hi);
   return t;
 }
+
+TANDEM_HD inline WarpTaps warp_taps(const WarpDesc& d, const float* m, std::int64_t i,
+                                    std::int64_t j) {
+  const float x = static_cast<float>(j), y = static_cast<float>(i);
+  return warp_taps_of(d, warp_axis(d, warp_source_y(d, m, x, y)),
+                      warp_axis(d, warp_source_x(d, m, x, y)));
+}
+
+/// Whether a warp's source column depends on the output column only and its row on the row
+/// only (every kind but rotate): its axes can then be computed once per column and per row.
+/// Given m[1] = m[3] = +0, warp_source_x(d, m, x, 0) equals warp_source_x(d, m, x, y) for every
+/// row y >= 0, bit for bit, and likewise for rows.
+TANDEM_HD inline bool warp_separable(const WarpDesc& d) { return d.kind != WarpDesc::rotate; }
 
 /// Channel c of an output pixel from its taps into its sample's input `image`.
 TANDEM_HD inline float warp_tap_sum(const WarpDesc& d, const WarpTaps& t, const float* image,

@@ -27,6 +27,7 @@ struct DataLoader::Impl {
 
   bool started = false;
   std::vector<std::int64_t> order;  // this epoch's sample order
+  int epoch = 0;
   std::int64_t next_batch = 0;      // synchronous mode: the next batch to read
   double wait_seconds = 0;          // the consumer's, since start_epoch()
 
@@ -71,7 +72,24 @@ struct DataLoader::Impl {
                                                 static_cast<std::size_t>(n));
     if (n > 0) dataset.read(samples, batch.x.data(), batch.y.data());
     if (dataset.weighted()) check_weights(samples, batch.y);
+    if (options.mix.kind != MixOptions::Kind::none && n > 0)
+      mix(MixPlace{options.seed, epoch, b, whole, shard.offset}, first, batch);
     return batch;
+  }
+
+  // Mixup / CutMix: reads each row's partner (in the global batch) and blends it in.
+  void mix(const MixPlace& place, std::int64_t first, Batch& batch) const {
+    const std::int64_t n = batch.size();
+    std::vector<std::int64_t> partners(static_cast<std::size_t>(n));
+    for (std::int64_t k = 0; k < n; ++k)
+      partners[static_cast<std::size_t>(k)] = order[first + mix_partner(place, place.first_row + k)];
+    const std::int64_t y_row = shape_size(y_shape);
+    std::vector<float> px(static_cast<std::size_t>(n * shape_size(x_shape)));
+    std::vector<float> py(static_cast<std::size_t>(n * y_row));
+    dataset.read(partners, px.data(), py.data());
+    if (dataset.weighted()) check_weights(partners, Tensor::from_vector({n, y_row}, py));
+    mix_rows(options.mix, place, x_shape, n, batch.x.data(), batch.y.data(), px.data(), py.data(),
+             y_row);
   }
 
   // A weight that is negative, NaN or infinite would turn the loss into nonsense, silently.
@@ -144,6 +162,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (options_.prefetch < 0)
     throw ConfigError("prefetch",
                       "expected a non-negative integer, got " + std::to_string(options_.prefetch));
+  if (options_.mix.kind != MixOptions::Kind::none)
+    check_mixable(*dataset_, options_.mix,
+                  options_.mix.kind == MixOptions::Kind::mixup ? "data.mixup" : "data.cutmix");
   impl_ = std::make_unique<Impl>(*dataset_, options_);
 }
 
@@ -176,6 +197,7 @@ void DataLoader::start_epoch(int epoch, std::int64_t first_batch) {
   s.done = false;
   s.error = nullptr;
   s.next_batch = first_batch;
+  s.epoch = epoch;
   s.wait_seconds = 0;
   s.started = true;
   if (options_.prefetch > 0) s.worker = std::thread([&s, first_batch] { s.run(first_batch); });

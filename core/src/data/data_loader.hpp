@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "data/batch_mixing.hpp"
 #include "data/dataset.hpp"
 #include "tandem/tensor.hpp"
 #include "util/internal_api.hpp"
@@ -51,10 +52,14 @@ struct DataLoaderOptions {
   /// memory). GPU plans pass pinned memory, so copies to the device run at full speed without a
   /// staging copy. Called from the prefetch thread; must be thread-safe.
   std::function<std::shared_ptr<float[]>(std::int64_t count)> allocate = nullptr;
+  /// Mixup or CutMix of every batch (data/batch_mixing.hpp): training loaders only.
+  MixOptions mix{};
 };
 
 class DataLoader {
  public:
+  /// Throws ConfigError ("batch_size", "data.mixup", "data.cutmix") for options the dataset
+  /// cannot take.
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;

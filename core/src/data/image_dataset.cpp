@@ -105,6 +105,11 @@ std::vector<std::string> sorted_subfolders(const std::string& folder) {
   return names;
 }
 
+// "1 file", "2 files".
+std::string count_of(std::int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string name_list_text(const std::vector<std::string>& names) {
   std::string text;
   for (std::size_t i = 0; i < names.size() && i < kMaxNamed; ++i)
@@ -298,15 +303,15 @@ class ImageFolderDataset final : public Dataset {
 
   std::string describe() const override {
     std::string d = "images: " + (spec_.list.empty() ? spec_.folder : spec_.list) + " (" +
-                    std::to_string(files_.size()) + " files, " +
-                    std::to_string(class_names_.size()) + " classes, " +
+                    count_of(static_cast<std::int64_t>(files_.size()), "file") + ", " +
+                    std::to_string(class_names_.size()) +
+                    (class_names_.size() == 1 ? " class, " : " classes, ") +
                     std::to_string(spec_.rows) + "x" + std::to_string(spec_.cols) + " " +
                     (mode_ == ColorMode::grayscale ? "grayscale"
                      : mode_ == ColorMode::rgb     ? "rgb"
                                                    : "rgba");
-    if (dropped_ > 0) d += ", " + std::to_string(dropped_) + " unreadable files left out";
-    if (other_files_ > 0)
-      d += ", " + std::to_string(other_files_) + " files of other kinds ignored";
+    if (dropped_ > 0) d += ", " + count_of(dropped_, "unreadable file") + " left out";
+    if (other_files_ > 0) d += ", " + count_of(other_files_, "file") + " of other kinds ignored";
     return d + ")";
   }
 
@@ -461,7 +466,7 @@ std::shared_ptr<Dataset> open_images_dataset(const ImagesSpec& spec) {
   if (listing.files.empty())
     throw DataError(where + ": no .jpg, .jpeg or .png files" +
                     (listing.other_files > 0
-                         ? " (" + std::to_string(listing.other_files) + " files of other kinds)"
+                         ? " (" + count_of(listing.other_files, "file") + " of other kinds)"
                          : std::string()));
   for (const std::string& name : listing.class_names)
     if (invalid_utf8_at(name) != std::string::npos)

@@ -132,10 +132,12 @@ void png_record_error(png_structp png, png_const_charp message) {
 void png_ignore_warning(png_structp, png_const_charp) {}
 
 // Decodes into `pixels` (resized here) with 8 bits per channel: 1 (gray), 2 (gray, alpha),
-// 3 (RGB) or 4 (RGBA) channels as the file has them. Returns false with src->message set on
-// error. No object with a destructor lives in this frame: libpng leaves it by longjmp.
-bool read_png(PngSource* src, std::vector<std::uint8_t>* pixels, int* rows, int* cols,
-              int* channels) {
+// 3 (RGB) or 4 (RGBA) channels as the file has them; `rows` holds the row pointers. Returns
+// false with src->message set on error. libpng leaves this frame by longjmp, so every object
+// that owns memory (pixels, rows) is the caller's, and no local changes after setjmp but the
+// libpng structs, which libpng itself frees.
+bool read_png(PngSource* src, std::vector<std::uint8_t>* pixels, std::vector<png_bytep>* rows,
+              int* height, int* width, int* channels) {
   png_structp png =
       png_create_read_struct(PNG_LIBPNG_VER_STRING, src, png_record_error, png_ignore_warning);
   if (png == nullptr) {
@@ -143,9 +145,7 @@ bool read_png(PngSource* src, std::vector<std::uint8_t>* pixels, int* rows, int*
     return false;
   }
   png_infop info = png_create_info_struct(png);
-  std::vector<png_bytep>* row_pointers = nullptr;
   if (info == nullptr || setjmp(png_jmpbuf(png))) {
-    delete row_pointers;
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
@@ -162,19 +162,18 @@ bool read_png(PngSource* src, std::vector<std::uint8_t>* pixels, int* rows, int*
   if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
-  *rows = static_cast<int>(h);
-  *cols = static_cast<int>(w);
+  *height = static_cast<int>(h);
+  *width = static_cast<int>(w);
   *channels = png_get_channels(png, info);
   const std::size_t row_bytes = png_get_rowbytes(png, info);
   if (row_bytes != static_cast<std::size_t>(w) * static_cast<std::size_t>(*channels))
     png_error(png, "an unexpected pixel layout after conversion to 8 bits");
   pixels->resize(row_bytes * static_cast<std::size_t>(h));
-  row_pointers = new std::vector<png_bytep>(static_cast<std::size_t>(h));
+  rows->resize(static_cast<std::size_t>(h));
   for (std::int64_t r = 0; r < h; ++r)
-    (*row_pointers)[static_cast<std::size_t>(r)] = pixels->data() + r * row_bytes;
-  png_read_image(png, row_pointers->data());
+    (*rows)[static_cast<std::size_t>(r)] = pixels->data() + r * row_bytes;
+  png_read_image(png, rows->data());
   png_read_end(png, nullptr);
-  delete row_pointers;
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
 }
@@ -207,8 +206,9 @@ DecodedImage decode_png(std::span<const std::uint8_t> bytes, ColorMode mode,
                         const std::string& name) {
   PngSource src{bytes.data(), bytes.size(), 0, {}};
   std::vector<std::uint8_t> pixels;
+  std::vector<png_bytep> row_pointers;
   int rows = 0, cols = 0, channels = 0;
-  if (!read_png(&src, &pixels, &rows, &cols, &channels))
+  if (!read_png(&src, &pixels, &row_pointers, &rows, &cols, &channels))
     throw DataError(name + ": a corrupt or truncated PNG (" + src.message + ")");
   check_dimensions(rows, cols, name);
   if (channels == channels_of(mode))  // as the file has it: nothing to convert

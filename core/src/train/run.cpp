@@ -18,6 +18,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
+#include "data/datasets.hpp"
 #include "io/run_folder_lock.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
@@ -213,7 +214,9 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
   if (data.validation) Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
   json plugins = check_plugins_of(rc.callbacks, rc.plugin_paths);
-  const DataLoader train(data.train, {rc.global_batch_size(plan.size()), false, 0, 0});
+  DataLoaderOptions train_options{rc.global_batch_size(plan.size()), false, 0, 0};
+  train_options.mix = rc.data.mix;  // checks that the data can be mixed so
+  const DataLoader train(data.train, train_options);
   Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
@@ -248,6 +251,7 @@ TrainResult run_training(const TrainRequest& request) {
   // Every rank walks the same global order and reads its shard of each batch.
   DataLoaderOptions train_opts{
       batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1), rc.data.prefetch, rank, ranks};
+  train_opts.mix = rc.data.mix;
   DataLoaderOptions val_opts{batch_size, false, 0, rc.data.prefetch, rank, ranks};
   if (!plan.all_cpu())  // batches in pinned memory: full-speed, asynchronous copies to the GPUs
     train_opts.allocate = val_opts.allocate = detail::pinned_batch_storage();
@@ -450,6 +454,104 @@ struct Inference {
 };
 
 }  // namespace
+
+namespace {
+
+// The rows of `parent` over and over: sample i is parent's i % parent->size().
+class RepeatedDataset final : public Dataset {
+ public:
+  RepeatedDataset(std::shared_ptr<const Dataset> parent, std::int64_t size)
+      : parent_(std::move(parent)), size_(size) {}
+  std::int64_t size() const override { return size_; }
+  Shape x_shape() const override { return parent_->x_shape(); }
+  Shape y_shape() const override { return parent_->y_shape(); }
+  std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
+  std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
+  bool weighted() const override { return parent_->weighted(); }
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    mapped_.resize(indices.size());
+    for (std::size_t k = 0; k < indices.size(); ++k) mapped_[k] = indices[k] % parent_->size();
+    parent_->read(mapped_, x, y);
+  }
+  std::string describe() const override { return parent_->describe() + ", repeated"; }
+
+ private:
+  std::shared_ptr<const Dataset> parent_;
+  std::int64_t size_;
+  mutable std::vector<std::int64_t> mapped_;
+};
+
+// Stops a fit once `seconds` have passed since its first step ended, counting the steps since.
+class StepTimer final : public Callback {
+ public:
+  explicit StepTimer(double seconds) : seconds_(seconds) {}
+  std::string name() const override { return "data bench timer"; }
+  void on_train_batch_end(CallbackContext& context, std::int64_t, const Logs&) override {
+    const auto now = std::chrono::steady_clock::now();
+    if (steps_ < 0) {
+      start_ = now;
+      steps_ = 0;
+      return;
+    }
+    ++steps_;
+    elapsed_ = std::chrono::duration<double>(now - start_).count();
+    if (elapsed_ >= seconds_) context.request_stop("data bench: timed");
+  }
+  std::int64_t steps() const { return std::max<std::int64_t>(steps_, 0); }
+  double elapsed() const { return elapsed_; }
+
+ private:
+  double seconds_;
+  std::chrono::steady_clock::time_point start_;
+  std::int64_t steps_ = -1;
+  double elapsed_ = 0;
+};
+
+}  // namespace
+
+DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
+  Built b = build_model(rc);
+  const DevicePlan plan = plan_for(rc);
+  Datasets data = open_training_datasets(rc, *b.model);
+  DataBenchResult result;
+  result.dataset = data.train->describe();
+  result.batch_size = rc.global_batch_size(plan.size());
+
+  DataLoaderOptions pipeline{result.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
+                             rc.data.prefetch};
+  pipeline.mix = rc.data.mix;
+  {
+    DataLoader loader(data.train, pipeline);
+    const auto start = std::chrono::steady_clock::now();
+    int epoch = 0;
+    loader.start_epoch(epoch);
+    Batch batch;
+    while (result.pipeline_seconds < seconds) {
+      if (loader.next(batch))
+        result.pipeline_samples += batch.size();
+      else
+        loader.start_epoch(++epoch);
+      result.pipeline_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+
+  // One batch of the data, in memory, repeated for up to 10,000 steps.
+  const std::int64_t rows = std::min(result.batch_size, data.train->size());
+  const auto one_batch = data::make_cached(make_subset(data.train, 0, rows), "data.train");
+  const auto repeated = std::make_shared<RepeatedDataset>(one_batch, result.batch_size * 10000);
+  DataLoader steps(repeated, {result.batch_size, false, 0, rc.data.prefetch});
+  ReplicaModel meta(*b.model, *b.optimizer, plan, single_process_world(), rc.precision);
+  Trainer trainer(meta, std::move(*b.objective));
+  auto timer = std::make_shared<StepTimer>(seconds);
+  CallbackBus bus;
+  bus.add(timer);
+  trainer.set_callbacks(std::move(bus));
+  trainer.fit(steps, nullptr, {1, 0});
+  result.steps = timer->steps();
+  result.step_seconds = timer->elapsed();
+  return result;
+}
 
 Logs run_evaluation(const InferenceRequest& request) {
   Inference inference(request);

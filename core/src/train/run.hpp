@@ -84,6 +84,22 @@ Logs run_evaluation(const InferenceRequest& request);
 /// Returns (samples, outputs...) in dataset order.
 Tensor run_prediction(const InferenceRequest& request);
 
+/// `tandem data bench`: which one bounds a run, the input pipeline or the training step. The
+/// pipeline is timed alone (the training DataLoader as a run makes it — shuffle, prefetch,
+/// mixing — its batches taken and dropped), then the step alone (the model trained on one
+/// batch of the data held in memory, the first step not timed), each for about `seconds`.
+struct DataBenchResult {
+  std::string dataset;
+  std::int64_t batch_size = 0;
+  std::int64_t pipeline_samples = 0;
+  double pipeline_seconds = 0;
+  std::int64_t steps = 0;
+  double step_seconds = 0;
+  double pipeline_rate() const { return pipeline_seconds > 0 ? pipeline_samples / pipeline_seconds : 0; }
+  double step_rate() const { return step_seconds > 0 ? steps * batch_size / step_seconds : 0; }
+};
+DataBenchResult run_data_bench(const RunConfig& config, double seconds);
+
 /// The run config stored inside a checkpoint written by run_training, if any.
 std::optional<nlohmann::json> run_config_of_checkpoint(const std::filesystem::path& path);
 

@@ -123,6 +123,26 @@ json resolve_path(const json& spec, const std::filesystem::path& base_dir) {
   return out;
 }
 
+// "mixup": {"alpha": 0.2, "probability": 1.0} or "cutmix": {...} (not both).
+MixOptions parse_mix(ConfigObject& data) {
+  MixOptions mix;
+  for (const auto& [key, kind] : {std::pair{"mixup", MixOptions::Kind::mixup},
+                                  std::pair{"cutmix", MixOptions::Kind::cutmix}}) {
+    if (!data.find(key)) {
+      data.ignore({key});
+      continue;
+    }
+    if (mix.kind != MixOptions::Kind::none)
+      throw ConfigError("data.cutmix", "give either data.mixup or data.cutmix, not both");
+    ConfigObject m = data.get_object(key);
+    mix.kind = kind;
+    mix.alpha = m.number_in("alpha", 1.0, 0.0, 1e6, true);
+    mix.probability = m.number_in("probability", 1.0, 0.0, 1.0, true);
+    m.finish();
+  }
+  return mix;
+}
+
 // "class_weight": {"0": 1.0, "3": 2.5}: class indices (JSON keys are strings) to weights.
 std::map<std::int64_t, double> parse_class_weight(const json& spec) {
   if (!spec.is_object())
@@ -238,6 +258,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.data.prefetch = static_cast<int>(d.get_int("prefetch", 2));
   if (rc.data.prefetch < 0 || rc.data.prefetch > 64)
     throw ConfigError("data.prefetch", "expected 0..64 batches");
+  rc.data.mix = parse_mix(d);
   d.finish();
   c.finish();
 
@@ -263,6 +284,9 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.resolved["data"]["validation_split"] = rc.data.validation_split;
   rc.resolved["data"]["shuffle"] = rc.data.shuffle;
   rc.resolved["data"]["prefetch"] = rc.data.prefetch;
+  if (rc.data.mix.kind != MixOptions::Kind::none)
+    rc.resolved["data"][rc.data.mix.kind == MixOptions::Kind::mixup ? "mixup" : "cutmix"] = {
+        {"alpha", rc.data.mix.alpha}, {"probability", rc.data.mix.probability}};
   return rc;
 }
 

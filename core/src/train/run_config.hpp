@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/batch_mixing.hpp"
 #include "tandem/model_view.hpp"
 #include "util/internal_api.hpp"
 #include "util/precision.hpp"
@@ -30,6 +31,7 @@ struct DataConfig {
   double validation_split = 0.0;  // Keras: the last fraction of train, before shuffling
   bool shuffle = true;
   int prefetch = 2;
+  MixOptions mix{};  // "mixup" or "cutmix": {"alpha": ..., "probability": ...}
 };
 
 /// One entry of "callbacks": {"plugin": ..., "target": "template"|"meta", "ranks": "zero"|"all",

@@ -185,7 +185,7 @@ TEST(ImageDataset, ClassFoldersGiveSortedClassesAndEachLabelMode) {
   EXPECT_EQ(d->class_names(), (std::vector<std::string>{"bird", "cat", "dog"}));
   EXPECT_EQ(d->size(), 6);
   EXPECT_EQ(d->y_shape(), Shape{});
-  EXPECT_NE(d->describe().find("6 files, 3 classes, 4x4 grayscale, 1 files of other kinds ignored"),
+  EXPECT_NE(d->describe().find("6 files, 3 classes, 4x4 grayscale, 1 file of other kinds ignored"),
             std::string::npos)
       << d->describe();
   Samples s = read_all(*d);
@@ -330,7 +330,7 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
   };
   const std::vector<std::pair<json, std::string>> cases = {
       {{{"path", "flat"}}, "flat: no class folders in it"},
-      {{{"path", "none"}}, "none: no .jpg, .jpeg or .png files (1 files of other kinds)"},
+      {{{"path", "none"}}, "none: no .jpg, .jpeg or .png files (1 file of other kinds)"},
       {{{"path", "d/a/0.png"}}, "d/a/0.png: a file, not a folder of class folders"},
       {{{"path", "gone"}}, "gone: file not found"},
       {{{"list", "nolabel.csv"}}, "nolabel.csv: the header needs the columns 'path' and 'label'"},

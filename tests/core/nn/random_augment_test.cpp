@@ -282,7 +282,9 @@ TEST(RandomAugment, DrawsFollowTheSampleAndConfigsRoundTrip) {
     for (std::int64_t e = 0; !changed && e < x.size(); ++e) changed = all[e] != x[e];
     EXPECT_TRUE(changed);
     const Tensor& inference = a.forward(x, false);
-    if (layer["class_name"] != "RandomCrop") EXPECT_EQ(inference.data(), x.data());
+    if (layer["class_name"] != "RandomCrop") {
+      EXPECT_EQ(inference.data(), x.data());
+    }
     const json c = whole->config()["config"]["layers"][1]["config"];
     for (auto it = layer["config"].begin(); it != layer["config"].end(); ++it)
       EXPECT_EQ(c[it.key()], it.value()) << it.key();
