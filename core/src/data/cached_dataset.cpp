@@ -10,32 +10,22 @@
 #include <vector>
 
 #include "data/datasets.hpp"
+#include "data/wrapped_dataset.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::data {
 
 namespace {
 
-class CachedDataset final : public Dataset {
+class CachedDataset final : public WrappedDataset {
  public:
   CachedDataset(std::shared_ptr<const Dataset> parent, std::int64_t x_row, std::int64_t y_row)
-      : parent_(std::move(parent)),
+      : WrappedDataset(std::move(parent)),
         x_row_(x_row),
         y_row_(y_row),
-        x_(std::make_unique_for_overwrite<float[]>(
-            static_cast<std::size_t>(parent_->size() * x_row))),
-        y_(std::make_unique_for_overwrite<float[]>(
-            static_cast<std::size_t>(parent_->size() * y_row))),
-        cached_(static_cast<std::size_t>(parent_->size()), false) {}
-
-  std::int64_t size() const override { return parent_->size(); }
-  Shape x_shape() const override { return parent_->x_shape(); }
-  Shape y_shape() const override { return parent_->y_shape(); }
-  std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
-  std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
-  bool weighted() const override { return parent_->weighted(); }
-  std::vector<std::string> class_names() const override { return parent_->class_names(); }
-  std::int64_t skipped_files() const override { return parent_->skipped_files(); }
+        x_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(size() * x_row))),
+        y_(std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(size() * y_row))),
+        cached_(static_cast<std::size_t>(size()), false) {}
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     missing_.clear();
@@ -52,7 +42,7 @@ class CachedDataset final : public Dataset {
     }
   }
 
-  std::string describe() const override { return parent_->describe() + ", cached in memory"; }
+  std::string describe() const override { return parent().describe() + ", cached in memory"; }
 
  private:
   // Reads `samples` (not yet cached, possibly repeated) from the parent into the cache.
@@ -61,7 +51,7 @@ class CachedDataset final : public Dataset {
     samples.erase(std::unique(samples.begin(), samples.end()), samples.end());
     staging_x_.resize(samples.size() * x_row_);
     staging_y_.resize(samples.size() * y_row_);
-    parent_->read(samples, staging_x_.data(), staging_y_.data());
+    parent().read(samples, staging_x_.data(), staging_y_.data());
     for (std::size_t k = 0; k < samples.size(); ++k) {
       const std::int64_t i = samples[k];
       std::memcpy(x_.get() + i * x_row_, staging_x_.data() + k * x_row_, x_row_ * sizeof(float));
@@ -70,7 +60,6 @@ class CachedDataset final : public Dataset {
     }
   }
 
-  std::shared_ptr<const Dataset> parent_;
   std::int64_t x_row_, y_row_;
   // read() is never called concurrently (Dataset), so the cache needs no lock.
   std::unique_ptr<float[]> x_, y_;

@@ -3,37 +3,30 @@
 #include <cmath>
 #include <vector>
 
-#include "data/dataset.hpp"
+#include "data/wrapped_dataset.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
 
 namespace {
 
-class ClassWeightedDataset final : public Dataset {
+class ClassWeightedDataset final : public WrappedDataset {
  public:
   ClassWeightedDataset(std::shared_ptr<const Dataset> parent, std::map<std::int64_t, double> weights)
-      : parent_(std::move(parent)),
+      : WrappedDataset(std::move(parent)),
         weights_(std::move(weights)),
-        targets_(shape_size(parent_->y_shape())) {}
+        targets_(shape_size(this->parent().y_shape())) {}
 
-  std::int64_t size() const override { return parent_->size(); }
-  Shape x_shape() const override { return parent_->x_shape(); }
-  Shape y_shape() const override { return parent_->y_shape(); }
-  std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
-  std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
   bool weighted() const override { return true; }
-  std::vector<std::string> class_names() const override { return parent_->class_names(); }
-  std::int64_t skipped_files() const override { return parent_->skipped_files(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     const auto n = static_cast<std::int64_t>(indices.size());
-    if (parent_->weighted()) {
-      parent_->read(indices, x, y);
+    if (parent().weighted()) {
+      parent().read(indices, x, y);
     } else {
       // The parent's rows are one value shorter: read them apart, then widen.
       parent_rows_.resize(static_cast<std::size_t>(n * targets_));
-      parent_->read(indices, x, parent_rows_.data());
+      parent().read(indices, x, parent_rows_.data());
       for (std::int64_t r = 0; r < n; ++r) {
         for (std::int64_t c = 0; c < targets_; ++c)
           y[r * (targets_ + 1) + c] = parent_rows_[static_cast<std::size_t>(r * targets_ + c)];
@@ -47,7 +40,7 @@ class ClassWeightedDataset final : public Dataset {
   }
 
   std::string describe() const override {
-    return parent_->describe() + " weighted by class";
+    return parent().describe() + " weighted by class";
   }
 
  private:
@@ -68,7 +61,6 @@ class ClassWeightedDataset final : public Dataset {
     return it == weights_.end() ? 1.0 : it->second;
   }
 
-  std::shared_ptr<const Dataset> parent_;
   std::map<std::int64_t, double> weights_;
   std::int64_t targets_;                      // target values per sample
   mutable std::vector<float> parent_rows_;    // read() is never called concurrently

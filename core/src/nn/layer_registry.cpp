@@ -442,15 +442,22 @@ void read_warp_fill(ConfigObject& c, backend::WarpDesc& d, nlohmann::json& keys)
   keys["fill_value"] = d.fill_value;
 }
 
+// A warp's first draw range (height, or rotation) and, when given, its second (width).
+void set_warp_ranges(backend::WarpDesc& d, const FactorRange& first, const FactorRange* second) {
+  d.lo0 = static_cast<float>(first.lower);
+  d.hi0 = static_cast<float>(first.upper);
+  d.width_follows_height = second == nullptr;
+  if (second == nullptr) return;
+  d.lo1 = static_cast<float>(second->lower);
+  d.hi1 = static_cast<float>(second->upper);
+}
+
 std::unique_ptr<Layer> make_random_translation(ConfigObject& c, const std::string& name) {
   backend::WarpDesc d;
   d.kind = backend::WarpDesc::translate;
   const FactorRange h = read_factor(c, "height_factor", -1, 1, true);
   const FactorRange w = read_factor(c, "width_factor", -1, 1, true);
-  d.lo0 = static_cast<float>(h.lower);
-  d.hi0 = static_cast<float>(h.upper);
-  d.lo1 = static_cast<float>(w.lower);
-  d.hi1 = static_cast<float>(w.upper);
+  set_warp_ranges(d, h, &w);
   nlohmann::json keys = {{"height_factor", h.as_given}, {"width_factor", w.as_given}};
   read_warp_fill(c, d, keys);
   c.one_of("data_format", "channels_last", {"channels_last"});
@@ -461,8 +468,7 @@ std::unique_ptr<Layer> make_random_rotation(ConfigObject& c, const std::string& 
   backend::WarpDesc d;
   d.kind = backend::WarpDesc::rotate;
   const FactorRange f = read_factor(c, "factor", -1e6, 1e6, true);
-  d.lo0 = static_cast<float>(f.lower);
-  d.hi0 = static_cast<float>(f.upper);
+  set_warp_ranges(d, f, nullptr);  // one draw: the angle
   nlohmann::json keys = {{"factor", f.as_given}};
   read_warp_fill(c, d, keys);
   c.one_of("data_format", "channels_last", {"channels_last"});
@@ -474,19 +480,15 @@ std::unique_ptr<Layer> make_random_zoom(ConfigObject& c, const std::string& name
   d.kind = backend::WarpDesc::zoom;
   // Keras: a zoom factor below -1 would flip the image; exactly -1 collapses it.
   const FactorRange h = read_factor(c, "height_factor", -0.999999, 1e6, true);
-  d.lo0 = static_cast<float>(h.lower);
-  d.hi0 = static_cast<float>(h.upper);
   nlohmann::json keys = {{"height_factor", h.as_given}, {"width_factor", nullptr}};
-  if (const nlohmann::json* w = c.find("width_factor")) {
-    (void)w;
-    const FactorRange wf = read_factor(c, "width_factor", -0.999999, 1e6, true);
-    d.lo1 = static_cast<float>(wf.lower);
-    d.hi1 = static_cast<float>(wf.upper);
-    keys["width_factor"] = wf.as_given;
+  std::optional<FactorRange> w;
+  if (c.find("width_factor")) {
+    w = read_factor(c, "width_factor", -0.999999, 1e6, true);
+    keys["width_factor"] = w->as_given;
   } else {
-    c.ignore({"width_factor"});
-    d.width_follows_height = true;
+    c.ignore({"width_factor"});  // absent or null: the width zooms with the height
   }
+  set_warp_ranges(d, h, w ? &*w : nullptr);
   read_warp_fill(c, d, keys);
   c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<RandomWarp>(name, d, 0, 0, read_seed(c), keys);

@@ -19,6 +19,7 @@
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
 #include "data/datasets.hpp"
+#include "data/wrapped_dataset.hpp"
 #include "io/run_folder_lock.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
@@ -458,25 +459,19 @@ struct Inference {
 namespace {
 
 // The rows of `parent` over and over: sample i is parent's i % parent->size().
-class RepeatedDataset final : public Dataset {
+class RepeatedDataset final : public WrappedDataset {
  public:
   RepeatedDataset(std::shared_ptr<const Dataset> parent, std::int64_t size)
-      : parent_(std::move(parent)), size_(size) {}
+      : WrappedDataset(std::move(parent)), size_(size) {}
   std::int64_t size() const override { return size_; }
-  Shape x_shape() const override { return parent_->x_shape(); }
-  Shape y_shape() const override { return parent_->y_shape(); }
-  std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
-  std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
-  bool weighted() const override { return parent_->weighted(); }
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     mapped_.resize(indices.size());
-    for (std::size_t k = 0; k < indices.size(); ++k) mapped_[k] = indices[k] % parent_->size();
-    parent_->read(mapped_, x, y);
+    for (std::size_t k = 0; k < indices.size(); ++k) mapped_[k] = indices[k] % parent().size();
+    parent().read(mapped_, x, y);
   }
-  std::string describe() const override { return parent_->describe() + ", repeated"; }
+  std::string describe() const override { return parent().describe() + ", repeated"; }
 
  private:
-  std::shared_ptr<const Dataset> parent_;
   std::int64_t size_;
   mutable std::vector<std::int64_t> mapped_;
 };

@@ -101,13 +101,20 @@ def pil(name, mode, size):
                                       antialias=False)
   return (t[0].permute(1, 2, 0).numpy() / 255).astype(np.float32)
 
+# Keras' smart_resize of rgb.png's first channel to 10x20: its centred 11x23 window, resized.
+ch = min(h, int(w * 10 / 20)); top = int((h - ch) / 2)
+t = torch.from_numpy(rgb[top:top + ch, :, 0].astype(np.float32))[None, None]
+t = torch.nn.functional.interpolate(t, size=(10, 20), mode='bilinear', align_corners=False)
+(t.numpy().ravel() / 255).astype(np.float32).tofile('expected-crop.f32')
+json.dump([['grey.png', 'x']], open('crop.json', 'w'))
+
 for mode, cm in [('L', 'grayscale'), ('RGB', 'rgb'), ('RGBA', 'rgba')]:
   for size in [(16, 16), (29, 17)]:
     np.concatenate([pil(n, mode, size).ravel() for n in names]).tofile(
         'expected-%s-%dx%d.f32' % (cm, size[0], size[1]))
 )";
 
-TEST(ImageDataset, PixelsAreAsPilDecodesThemAndResizedAsPyTorchResizes) {
+TEST(ImageDataset, PixelsAreAsPilDecodesThemResizedAsPyTorchAndCroppedAsKeras) {
   const fs::path dir = test::scratch_dir("images-pixels");
   python(dir, kMakeImages);
   for (const char* mode : {"grayscale", "rgb", "rgba"})
@@ -136,28 +143,16 @@ TEST(ImageDataset, PixelsAreAsPilDecodesThemAndResizedAsPyTorchResizes) {
       EXPECT_EQ(got.y, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1}));
       EXPECT_EQ(d->class_names(), (std::vector<std::string>{"c0", "c1"}));
     }
-}
-
-// Keras' smart_resize: the largest centred window of the target's aspect ratio, then resized.
-TEST(ImageDataset, CropToAspectRatioTakesTheCentredWindowAsKerasDoes) {
-  const fs::path dir = test::scratch_dir("images-crop");
-  python(dir,
-         "a = np.random.default_rng(3).integers(0, 256, (37, 23), dtype=np.uint8)\n"
-         "Image.fromarray(a, 'L').save('tall.png')\n"
-         "json.dump([['tall.png', 'x']], open('list.json', 'w'))\n"
-         "ch = min(37, int(23 * 10 / 20)); top = int((37 - ch) / 2)\n"
-         "t = torch.from_numpy(a[top:top + ch].astype(np.float32))[None, None]\n"
-         "t = torch.nn.functional.interpolate(t, size=(10, 20), mode='bilinear', "
-         "align_corners=False)\n"
-         "(t.numpy().ravel() / 255).astype(np.float32).tofile('expected.f32')\n");
-  const auto d = open({{"type", "images"},
-                       {"list", "list.json"},
-                       {"image_size", {10, 20}},
-                       {"color_mode", "grayscale"},
-                       {"crop_to_aspect_ratio", true}},
-                      dir);
-  const std::vector<float> expected = read_floats(dir / "expected.f32");
-  const Samples got = read_all(*d);
+  // crop_to_aspect_ratio: Keras' smart_resize, the largest centred window of the target's
+  // aspect ratio, then resized.
+  const auto crop = open({{"type", "images"},
+                          {"list", "crop.json"},
+                          {"image_size", {10, 20}},
+                          {"color_mode", "grayscale"},
+                          {"crop_to_aspect_ratio", true}},
+                         dir);
+  const std::vector<float> expected = read_floats(dir / "expected-crop.f32");
+  const Samples got = read_all(*crop);
   ASSERT_EQ(got.x.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(got.x[i], expected[i], 2e-6) << i;
 }

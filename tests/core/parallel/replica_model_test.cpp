@@ -317,6 +317,41 @@ TEST(MetaEqualsTemplate, TwoInputsAndTwoOutputsTrainAsTheTemplateDoes) {
     }
 }
 
+// Contract 1 with every augmentation layer in front of the weights: each draws per sample, keyed
+// by the sample's place in the global batch, so a replica transforms its rows exactly as the
+// template transforms them in the whole batch.
+TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemplate) {
+  const auto layer = [](const char* cls, json config) {
+    return json{{"class_name", cls}, {"config", config}};
+  };
+  const json images = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2, 1}}}),
+          layer("RandomFlip", {{"seed", 1}}),
+          layer("RandomTranslation", {{"height_factor", 0.3}, {"width_factor", 0.3}, {"seed", 2}}),
+          layer("RandomRotation", {{"factor", 0.2}, {"fill_mode", "wrap"}, {"seed", 3}}),
+          layer("RandomZoom", {{"height_factor", 0.3}, {"seed", 4}}),
+          layer("RandomContrast", {{"factor", 0.4}, {"value_range", {-1, 1}}, {"seed", 5}}),
+          layer("RandomBrightness", {{"factor", 0.2}, {"value_range", {-1, 1}}, {"seed", 6}}),
+          layer("RandomCrop", {{"height", 2}, {"width", 2}, {"seed", 7}}),
+          layer("Flatten", json::object()),
+          layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) {
+      Fixture alone(images), through_meta(images);
+      train_template_alone(alone, batch, 10);
+      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+      train_meta(through_meta, meta, batch, 10);
+      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+          << replicas << " replicas, batch " << batch;
+      Fixture untouched(images);
+      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {
                            std::vector<Case> cases;
                            for (int n : {1, 2, 3, 4, 7})
