@@ -71,7 +71,7 @@ struct DataLoader::Impl {
     const std::span<const std::int64_t> samples(order.data() + first + shard.offset,
                                                 static_cast<std::size_t>(n));
     if (n > 0) dataset.read(samples, batch.x.data(), batch.y.data());
-    if (dataset.weighted()) check_weights(samples, batch.y);
+    if (dataset.weighted()) check_weights(samples, batch.y.data());
     if (options.mix.kind != MixOptions::Kind::none && n > 0)
       mix(MixPlace{options.seed, epoch, b, whole, shard.offset}, first, batch);
     return batch;
@@ -87,13 +87,14 @@ struct DataLoader::Impl {
     std::vector<float> px(static_cast<std::size_t>(n * shape_size(x_shape)));
     std::vector<float> py(static_cast<std::size_t>(n * y_row));
     dataset.read(partners, px.data(), py.data());
-    if (dataset.weighted()) check_weights(partners, Tensor::from_vector({n, y_row}, py));
+    if (dataset.weighted()) check_weights(partners, py.data());
     mix_rows(options.mix, place, x_shape, n, batch.x.data(), batch.y.data(), px.data(), py.data(),
              y_row);
   }
 
   // A weight that is negative, NaN or infinite would turn the loss into nonsense, silently.
-  void check_weights(std::span<const std::int64_t> samples, const Tensor& y) const {
+  // `y`: the samples' target rows, each ending with its weight.
+  void check_weights(std::span<const std::int64_t> samples, const float* y) const {
     const std::int64_t width = y_shape[0];
     for (std::size_t k = 0; k < samples.size(); ++k) {
       const float w = y[static_cast<std::int64_t>(k) * width + width - 1];
