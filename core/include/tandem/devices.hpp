@@ -25,6 +25,9 @@ struct TANDEM_EXPORT CpuInfo {
   std::string model_name;         // "AMD EPYC"
   int logical_cores = 0;          // usable by this process (sched_getaffinity)
   std::int64_t memory_bytes = 0;  // MemTotal
+  /// The run precisions Tandem computes in here (docs/config.md): "fp32", and "bf16" when
+  /// the CPU has AVX-512 BF16.
+  std::vector<std::string> precisions;
 };
 
 struct TANDEM_EXPORT GpuInfo {
@@ -34,6 +37,8 @@ struct TANDEM_EXPORT GpuInfo {
   int compute_capability_major = 0, compute_capability_minor = 0;
   int multiprocessors = 0;
   std::string pci_bus_id;  // "0000:3b:00.0"
+  /// The run precisions Tandem computes in here: "fp32", and "tf32" from compute capability 8.0.
+  std::vector<std::string> precisions;
 };
 
 struct TANDEM_EXPORT DeviceReport {

@@ -118,6 +118,9 @@ class TANDEM_EXPORT Model {
   void enqueue_activity_penalties(backend::Sums& sums, float loss_scale);
   /// Whether any layer has an activity regularizer.
   bool has_activity_regularizers() const;
+  /// Keras' mixed dtype policy of layer i as its config named it ("mixed_bfloat16",
+  /// "mixed_float16"), or "" when it computes in float32 (no dtype, or "float32").
+  std::string layer_dtype_policy(std::size_t i) const;
 
   /// All parameters in layer order, trainable ones of each layer first (Keras weight order).
   std::vector<Parameter*> parameters();
@@ -215,6 +218,7 @@ class TANDEM_EXPORT Model {
     nlohmann::json config;
   };
   std::vector<ActivityRegularizer> activity_;
+  std::vector<nlohmann::json> dtype_policies_;  // per layer, a mixed dtype policy (null: none)
   std::vector<Tensor> activity_grads_;
   bool activity_grads_pending_ = false;
   // A layer's config as written back: its own, with its activity regularizer.

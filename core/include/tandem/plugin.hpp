@@ -29,7 +29,7 @@
 /// only and libtandem exports only what they declare; 5: functional models: Layer's list forms
 /// for several inputs, Model's graph; 6: a model's calls carry their arguments; 7: models with
 /// several inputs and outputs; 8: a model keeps its layers' activity regularizers).
-#define TANDEM_PLUGIN_ABI_VERSION 9
+#define TANDEM_PLUGIN_ABI_VERSION 10
 
 namespace tandem {
 

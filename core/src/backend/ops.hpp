@@ -35,6 +35,7 @@
 #include "backend/window_math.hpp"
 #include "tandem/tensor.hpp"
 #include "util/internal_api.hpp"
+#include "util/precision.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
 
@@ -396,6 +397,16 @@ class Backend {
 
 /// The process-wide CPU backend. Thread-safe (its methods keep no state between calls).
 Backend& cpu_backend();
+
+/// The process-wide CPU backend whose matrix products and convolutions run in `precision`
+/// (util/precision.hpp): bf16 rounds their operands to bfloat16 and sums in float32 (it needs
+/// AVX-512 BF16: see cpu_precision_unavailable); fp32 and tf32 are cpu_backend() (a CPU has no
+/// TF32). Throws std::invalid_argument for fp16, which no CPU backend computes.
+Backend& cpu_backend(Precision precision);
+
+/// Why the CPU backend cannot compute in `precision` (a sentence naming what is missing), or ""
+/// when it can.
+std::string cpu_precision_unavailable(Precision precision);
 
 /// Throws DataError naming the first of the host tensor `target`'s values that is not a class
 /// index in [0, classes) (sparse categorical cross-entropy's labels; a device backend's loss

@@ -18,6 +18,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
+#include "util/precision.hpp"
 
 namespace tandem {
 
@@ -29,18 +30,29 @@ std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-// Accepts "float32", null, or a Keras 3 DTypePolicy object naming float32.
-void check_dtype(ConfigObject& c) {
+// A layer's `dtype`: absent, null, or a Keras dtype policy — its name ("float32",
+// "mixed_bfloat16", "mixed_float16"), Keras 2's {"class_name": "Policy", "config": {"name": ...}}
+// or Keras 3's DTypePolicy object. Returns the entry as given for a mixed policy, else null.
+json read_dtype_policy(ConfigObject& c) {
   const json* d = c.find("dtype");
-  if (!d) return;
+  if (!d || d->is_null()) return json();
   std::string name;
   if (d->is_string())
     name = d->get<std::string>();
-  else if (d->is_object() && d->contains("config") && (*d)["config"].contains("name") &&
-           (*d)["config"]["name"].is_string())
+  else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
+           (*d)["config"].contains("name") && (*d)["config"]["name"].is_string())
     name = (*d)["config"]["name"].get<std::string>();
-  if (name != "float32")
-    throw ConfigError(c.path_of("dtype"), "only float32 is supported, got " + d->dump());
+  else
+    throw ConfigError(c.path_of("dtype"), "expected a dtype policy name or a Keras policy "
+                                          "object with config.name, got " + d->dump());
+  return is_mixed(precision_of_policy(name, c.path_of("dtype"))) ? *d : json();
+}
+
+// The policy name of what read_dtype_policy() kept ("" for none).
+std::string policy_name_of(const json& policy) {
+  if (policy.is_null()) return "";
+  return policy.is_string() ? policy.get<std::string>()
+                            : policy["config"]["name"].get<std::string>();
 }
 
 // A per-sample shape from input_shape (no batch) or batch_input_shape/batch_shape (with batch).
@@ -90,6 +102,7 @@ struct DeclaredShape {
     float l1 = 0, l2 = 0;
     json config;
   } activity;
+  json dtype_policy;  // a mixed dtype policy as the config gave it (null: float32)
 };
 
 // Makes one (non-input) layer from its config entry: the registry's factory, a name (the
@@ -126,7 +139,7 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
   if (!used_names.insert(name).second)
     throw ConfigError(lc.path_of("name"), "duplicate layer name '" + name + "'");
   const bool trainable = lc.get_bool("trainable", true);
-  check_dtype(lc);
+  declared.dtype_policy = read_dtype_policy(lc);
   declared.shape = read_input_shape(lc);
   declared.by_input_dim = false;
   if (cls != "Embedding" && lc.has("input_dim")) {
@@ -154,7 +167,8 @@ Shape read_input_layer(const json& config_json, const std::string& path) {
   auto shape = read_input_shape(lc);
   if (!shape)
     throw ConfigError(lc.path(), "InputLayer needs batch_input_shape, batch_shape or shape");
-  check_dtype(lc);
+  if (!read_dtype_policy(lc).is_null())
+    throw ConfigError(lc.path_of("dtype"), "an InputLayer's dtype is its data's: float32");
   lc.ignore({"name", "sparse", "ragged", "input_tensor", "optional"});
   lc.finish();
   return *shape;
@@ -186,7 +200,7 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   model->functional_ = cls != "Sequential";
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
   cfg.ignore({"trainable", "build_input_shape"});
-  check_dtype(cfg);
+  read_dtype_policy(cfg);  // checked; each layer's own policy decides how it computes
   std::vector<std::string> layer_paths;
   if (model->functional_) {
     model->read_functional(config, cfg.path(), layer_paths);
@@ -244,6 +258,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
     calls_of_layer_.push_back({layers_.size()});
     layers_.push_back(std::move(layer));
     activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});
+    dtype_policies_.push_back(declared.dtype_policy);
     layer_paths.push_back(lpath);
   }
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
@@ -316,6 +331,7 @@ void Model::read_functional(const json& config, const std::string& path,
                                                   "' but its config '" + layer->name() + "'");
     layers_.push_back(std::move(layer));
     activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});
+    dtype_policies_.push_back(declared.dtype_policy);
     calls_of_layer_.emplace_back();
   }
   for (const auto& call : graph.calls) {
@@ -642,7 +658,12 @@ std::int64_t Model::count_trainable_params() const {
 json Model::layer_config(std::size_t i) const {
   json c = layers_[i]->config();
   if (!activity_[i].config.is_null()) c["activity_regularizer"] = activity_[i].config;
+  if (!dtype_policies_[i].is_null()) c["dtype"] = dtype_policies_[i];
   return c;
+}
+
+std::string Model::layer_dtype_policy(std::size_t i) const {
+  return policy_name_of(dtype_policies_[i]);
 }
 
 bool Model::has_activity_regularizers() const {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/ops.hpp"
 #include "parallel/cuda_module.hpp"
 #include "parallel/nvml.hpp"
 #include "tandem/devices.hpp"
@@ -170,6 +171,26 @@ const GpuSample* sample_for(const DeviceSample* sample, int index) {
   return nullptr;
 }
 
+// The precisions the CPU backend computes in on this machine.
+std::vector<std::string> cpu_precisions() {
+  std::vector<std::string> out{"fp32"};
+  if (backend::cpu_precision_unavailable(Precision::bf16).empty()) out.push_back("bf16");
+  return out;
+}
+
+// The precisions the CUDA backend computes in on a GPU: TF32 tensor cores from Ampere on.
+std::vector<std::string> gpu_precisions(const GpuInfo& g) {
+  std::vector<std::string> out{"fp32"};
+  if (g.compute_capability_major >= 8) out.push_back("tf32");
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 DeviceReport discover_devices() {
@@ -177,10 +198,12 @@ DeviceReport discover_devices() {
   report.cpu.model_name = cpu_model_name();
   report.cpu.logical_cores = usable_cores();
   report.cpu.memory_bytes = meminfo_bytes("MemTotal");
+  report.cpu.precisions = cpu_precisions();
   const detail::CudaModule& cuda = detail::cuda_module();
   report.cuda_built = cuda.api != nullptr;
   if (cuda.api) {
     cuda.api->discover(report);
+    for (GpuInfo& g : report.gpus) g.precisions = gpu_precisions(g);
   } else {
     report.gpus.clear();
     report.cuda_runtime_version = 0;
@@ -205,7 +228,8 @@ json to_json(const DeviceReport& report, const DeviceSample* sample) {
                 {"model_name", text_or_null(report.cpu.model_name)},
                 {"logical_cores",
                  report.cpu.logical_cores > 0 ? json(report.cpu.logical_cores) : json(nullptr)},
-                {"memory_bytes", positive_or_null(report.cpu.memory_bytes)}};
+                {"memory_bytes", positive_or_null(report.cpu.memory_bytes)},
+                {"precisions", report.cpu.precisions}};
   json gpus = json::array();
   for (const GpuInfo& g : report.gpus) {
     gpus.push_back({{"device", "cuda:" + std::to_string(g.index)},
@@ -215,7 +239,8 @@ json to_json(const DeviceReport& report, const DeviceSample* sample) {
                     {"compute_capability", std::to_string(g.compute_capability_major) + "." +
                                                std::to_string(g.compute_capability_minor)},
                     {"multiprocessors", g.multiprocessors},
-                    {"pci_bus_id", text_or_null(g.pci_bus_id)}});
+                    {"pci_bus_id", text_or_null(g.pci_bus_id)},
+                    {"precisions", g.precisions}});
   }
   out["gpus"] = std::move(gpus);
   out["cuda"] = {{"built", report.cuda_built},
@@ -248,8 +273,8 @@ json to_json(const DeviceReport& report, const DeviceSample* sample) {
 std::string to_table(const DeviceReport& report, const DeviceSample* sample) {
   using Row = std::vector<std::string>;
   std::vector<Row> rows;
-  rows.push_back({"device", "name", "memory", "compute capability", "SMs", "util", "mem used",
-                  "temp", "power"});
+  rows.push_back({"device", "name", "memory", "compute capability", "SMs", "precisions", "util",
+                  "mem used", "temp", "power"});
 
   std::string cpu_name = report.cpu.model_name.empty() ? "unknown CPU" : report.cpu.model_name;
   cpu_name += " (" + std::to_string(report.cpu.logical_cores) +
@@ -259,6 +284,7 @@ std::string to_table(const DeviceReport& report, const DeviceSample* sample) {
   if (sample && cpu_total && sample->memory_available_bytes > 0)
     cpu_used = *cpu_total - sample->memory_available_bytes;
   rows.push_back({"cpu", cpu_name, format_bytes(cpu_total), "-", "-",
+                  joined(report.cpu.precisions),
                   format_number(sample ? sample->cpu_utilization_percent : std::nullopt, "%.1f%%"),
                   format_bytes(cpu_used), "-", "-"});
 
@@ -268,7 +294,7 @@ std::string to_table(const DeviceReport& report, const DeviceSample* sample) {
                     format_bytes(g.memory_bytes > 0 ? std::optional(g.memory_bytes) : std::nullopt),
                     std::to_string(g.compute_capability_major) + "." +
                         std::to_string(g.compute_capability_minor),
-                    std::to_string(g.multiprocessors),
+                    std::to_string(g.multiprocessors), joined(g.precisions),
                     format_number(s ? s->utilization_percent : std::nullopt, "%.0f%%"),
                     format_bytes(s ? s->memory_used_bytes : std::nullopt),
                     format_number(s ? s->temperature_c : std::nullopt, "%.0f°C"),

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
+#include "nn/dtype_policy.hpp"
 #include "nn/layer_extensions.hpp"
 #include "parallel/cross_replica_sum.hpp"
 #include "parallel/cuda_module.hpp"
@@ -121,7 +122,26 @@ Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
   return Tensor::view(t, offset * row_size(t), shape);
 }
 
+// Places each layer of a CPU replica's model on the CPU backend of its precision.
+void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l)
+    model.layer(l).set_backend(backend::cpu_backend(precisions[l]));
+}
+
 }  // namespace
+
+void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
+                                   Precision precision) {
+  for (Precision p : nn::layer_precisions(model, precision)) {
+    if (!is_mixed(p)) continue;
+    if (!plan.all_cpu())
+      throw ConfigError("precision", precision_name(p) + " on CUDA devices is not built yet (plan '" +
+                                         plan.text + "'); train in bf16 on a CPU plan, or in "
+                                         "fp32 or tf32 on the GPUs");
+    const std::string why = backend::cpu_precision_unavailable(p);
+    if (!why.empty()) throw ConfigError("precision", precision_name(p) + ": " + why);
+  }
+}
 
 ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
                            std::shared_ptr<World> world, Precision precision)
@@ -131,6 +151,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       precision_(precision),
       world_(world ? std::move(world) : single_process_world()) {
   if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
+  check_precision(plan_, template_, precision_);
+  const std::vector<Precision> layer_precisions = nn::layer_precisions(template_, precision_);
   // CUDA plans: the replicas sum their gradients themselves through the stream communicator.
   std::unique_ptr<StreamCommunicator> streams;
   if (!plan_.all_cpu()) streams = make_stream_communicator(plan_, *world_);
@@ -157,6 +179,7 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       opt = owned_optimizers_.back().get();
     }
     const DeviceSpec& device = plan_.replicas[static_cast<std::size_t>(r)];
+    if (device.kind == DeviceKind::cpu) place_on_cpu(*model, layer_precisions);
     replicas_.push_back(
         device.kind == DeviceKind::cpu
             ? detail::make_cpu_replica(*model, *opt, device)

@@ -56,9 +56,10 @@ struct ReplicaStep {
 
 class ReplicaModel {
  public:
-  /// `precision` applies to the matrix products of CUDA replicas (precision.hpp). Throws
-  /// ConfigError when the plan's devices cannot train this model (no CUDA module, a layer without
-  /// a CUDA implementation, ...).
+  /// `precision` is the run's (util/precision.hpp): CPU replicas compute each layer in
+  /// nn::layer_precisions (the bf16 CPU backend for bf16), CUDA replicas their matrix products.
+  /// Throws ConfigError when the plan's devices cannot train this model (no CUDA module, a layer
+  /// without a CUDA implementation, a precision the devices lack: check_precision).
   ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
                std::shared_ptr<World> world = single_process_world(),
                Precision precision = Precision::fp32);
@@ -72,6 +73,10 @@ class ReplicaModel {
   int total_size() const { return total_size_; }
   const DevicePlan& plan() const { return plan_; }
   Precision precision() const { return precision_; }
+  /// Throws ConfigError at "precision" when a device of `plan` cannot compute `model`'s layers
+  /// in `precision` (nn::layer_precisions): a CPU without AVX-512 BF16 for bf16, fp16 on a CPU,
+  /// and — until the CUDA backend computes them — bf16 or fp16 on a CUDA device.
+  static void check_precision(const DevicePlan& plan, const Model& model, Precision precision);
   World& world() const { return *world_; }
   /// The plan as checkpoints record it: the plan itself in one process, "P×(plan)" across P.
   std::string plan_text() const;

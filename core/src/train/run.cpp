@@ -21,6 +21,7 @@
 #include "data/datasets.hpp"
 #include "data/wrapped_dataset.hpp"
 #include "io/run_folder_lock.hpp"
+#include "nn/dtype_policy.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
@@ -58,11 +59,13 @@ struct Built {
   std::unique_ptr<Model> model;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<Optimizer> optimizer;
+  Precision precision = Precision::fp32;  // the run's, with the layers' dtype policies
 };
 
 Built build_model(const RunConfig& rc) {
   Built b;
   b.model = Model::from_config(rc.model, "model", rc.seed);
+  b.precision = nn::effective_precision(*b.model, rc.precision, rc.precision_given);
   b.objective = std::make_unique<Objective>(
       make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model, rc.weighted_metrics));
   b.optimizer = make_optimizer(rc.optimizer, "optimizer");
@@ -210,6 +213,7 @@ json check_plugins(const std::vector<CallbackConfig>& callbacks,
 json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
+  ReplicaModel::check_precision(plan, *b.model, b.precision);
   Datasets data = open_training_datasets(rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
@@ -223,6 +227,7 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
           {"parameters", b.model->count_params()},
           {"devices", plan.to_json()},
           {"batch_size", rc.global_batch_size(plan.size())},
+          {"precision", precision_name(b.precision)},
           {"train_samples", data.train->size()},
           {"validation_samples", data.validation ? data.validation->size() : 0},
           {"plugins", plugins}};
@@ -294,11 +299,14 @@ TrainResult run_training(const TrainRequest& request) {
   }
 
   share_cores_between_local_ranks(*world);
-  ReplicaModel meta(*b.model, *b.optimizer, plan, world, rc.precision);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, world, b.precision);
   Trainer trainer(meta, std::move(*b.objective));
   trainer.check_fit_data(train_loader, val_loader.get());
   Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch});
   if (resume) trainer.restore(*resume, request.resume->string());
+  // The config as resolved, with the precision the layers' dtype policies chose.
+  json resolved = rc.resolved;
+  resolved["precision"] = precision_name(b.precision);
 
   TrainResult result;
   std::optional<RunFolderLock> folder_lock;  // held by the writing rank until the run ends
@@ -324,12 +332,12 @@ TrainResult run_training(const TrainRequest& request) {
     if (const int stray = remove_stray_temporaries(result.run_dir); stray > 0)
       spdlog::info("removed {} temporary file{} left by writers that died mid-write", stray,
                    stray == 1 ? "" : "s");
-    write_file_atomically(result.run_dir / "config.json", rc.resolved.dump(2) + "\n");
+    write_file_atomically(result.run_dir / "config.json", resolved.dump(2) + "\n");
   }
 
   trainer.set_run_dir(result.run_dir);
   trainer.set_interrupt_flag(request.interrupt);
-  trainer.set_run_config(rc.resolved);
+  trainer.set_run_config(resolved);
   trainer.set_class_names(data.train->class_names());
   trainer.set_callbacks(std::move(bus));
 
@@ -342,7 +350,7 @@ TrainResult run_training(const TrainRequest& request) {
   json started = {{"name", rc.name},
                   {"tandem_version", TANDEM_VERSION},
                   {"run_dir", result.run_dir.string()},
-                  {"config", rc.resolved},
+                  {"config", resolved},
                   {"devices", devices},
                   {"batch_size", batch_size},
                   {"plugins", plugins},
@@ -442,7 +450,7 @@ struct Inference {
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
     loader = std::make_unique<DataLoader>(pick_split(request, d), options);
     meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
-                                          single_process_world(), rc.precision);
+                                          single_process_world(), built.precision);
     trainer = std::make_unique<Trainer>(*meta, std::move(*built.objective));
     if (rc.verbose > 0) {
       CallbackBus bus;
@@ -536,7 +544,7 @@ DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
   const auto one_batch = data::make_cached(make_subset(data.train, 0, rows), "data.train");
   const auto repeated = std::make_shared<RepeatedDataset>(one_batch, result.batch_size * 10000);
   DataLoader steps(repeated, {result.batch_size, false, 0, rc.data.prefetch});
-  ReplicaModel meta(*b.model, *b.optimizer, plan, single_process_world(), rc.precision);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, single_process_world(), b.precision);
   Trainer trainer(meta, std::move(*b.objective));
   auto timer = std::make_shared<StepTimer>(seconds);
   CallbackBus bus;

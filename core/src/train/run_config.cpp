@@ -227,7 +227,8 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.verbose = static_cast<int>(c.get_int("verbose", 1));
   if (rc.verbose < 0 || rc.verbose > 2) throw ConfigError("verbose", "expected 0, 1 or 2");
   rc.devices = c.get_string("devices", "cpu");
-  rc.precision = parse_precision(c.one_of("precision", "fp32", {"fp32", "tf32"}), "precision");
+  rc.precision_given = c.has("precision");
+  rc.precision = parse_precision(c.get_string("precision", "fp32"), "precision");
   rc.model = c.at("model");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");

@@ -53,7 +53,8 @@ struct RunConfig {
   std::int64_t batch_size_per_replica = 0;
   int verbose = 1;
   std::string devices = "cpu";            // a device plan text, checked by parse_device_plan
-  Precision precision = Precision::fp32;  // "precision": of CUDA replicas' matrix products
+  Precision precision = Precision::fp32;  // "precision" (util/precision.hpp)
+  bool precision_given = false;           // the config set "precision" (nn/dtype_policy.hpp)
   /// batch_size, or batch_size_per_replica × replicas.
   std::int64_t global_batch_size(int replicas) const {
     return batch_size_per_replica > 0 ? batch_size_per_replica * replicas : batch_size;

@@ -11,7 +11,7 @@ DeviceReport machine(int gpus) {
   DeviceReport r;
   r.cpu.model_name = "Test CPU";
   r.cpu.logical_cores = 8;
-  for (int i = 0; i < gpus; ++i) r.gpus.push_back({i, "Test GPU", 80LL << 30, 9, 0, 132, ""});
+  for (int i = 0; i < gpus; ++i) r.gpus.push_back({i, "Test GPU", 80LL << 30, 9, 0, 132, "", {"fp32", "tf32"}});
   if (gpus == 0) r.gpu_status = "no CUDA GPU: no driver";
   return r;
 }

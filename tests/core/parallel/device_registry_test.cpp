@@ -1,7 +1,9 @@
 // The device registry on this machine: CPU facts, the no-GPU explanation, JSON and table forms.
 #include <gtest/gtest.h>
+
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -9,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/ops.hpp"
 #include "tandem/devices.hpp"
 
 namespace tandem {
@@ -83,8 +86,15 @@ TEST(DeviceRegistry, GpusOrAnExplanation) {
       EXPECT_GT(g.memory_bytes, 0);
       EXPECT_GT(g.compute_capability_major, 0);
       EXPECT_GT(g.multiprocessors, 0);
+      EXPECT_EQ(g.precisions.front(), "fp32");
     }
   }
+  // The CPU computes fp32 always, and bf16 exactly when its backend can.
+  ASSERT_FALSE(report.cpu.precisions.empty());
+  EXPECT_EQ(report.cpu.precisions.front(), "fp32");
+  const bool bf16 = std::find(report.cpu.precisions.begin(), report.cpu.precisions.end(),
+                              "bf16") != report.cpu.precisions.end();
+  EXPECT_EQ(bf16, backend::cpu_precision_unavailable(Precision::bf16).empty());
 }
 
 TEST(DeviceRegistry, SampleMeasuresCpuAndMemory) {
@@ -160,7 +170,7 @@ TEST(DeviceRegistry, JsonHasTheDocumentedKeysAndRoundTrips) {
 
 TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   DeviceReport report;
-  report.cpu = {"Test CPU", 4, 8LL << 30};
+  report.cpu = {"Test CPU", 4, 8LL << 30, {"fp32", "bf16"}};
   report.cuda_built = true;
   report.cuda_runtime_version = 13000;
   report.cuda_driver_version = 13000;
@@ -171,6 +181,7 @@ TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   g.compute_capability_major = 9;
   g.multiprocessors = 132;
   g.pci_bus_id = "0000:3b:00.0";
+  g.precisions = {"fp32", "tf32"};
   report.gpus.push_back(g);
   DeviceSample sample;
   sample.time = "2026-01-01T00:00:00.000Z";
@@ -184,6 +195,8 @@ TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   EXPECT_EQ(j["gpus"][0]["compute_capability"], "9.0");
   EXPECT_EQ(j["gpus"][0]["multiprocessors"], 132);
   EXPECT_EQ(j["gpus"][0]["pci_bus_id"], "0000:3b:00.0");
+  EXPECT_EQ(j["gpus"][0]["precisions"], json({"fp32", "tf32"}));
+  EXPECT_EQ(j["cpu"]["precisions"], json({"fp32", "bf16"}));
   EXPECT_EQ(j["cuda"]["driver_version"], 13000);
   EXPECT_TRUE(j["sample"]["cpu"]["utilization_percent"].is_null());
   EXPECT_EQ(j["sample"]["cpu"]["memory_used_bytes"], 2LL << 30);
@@ -198,6 +211,8 @@ TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   EXPECT_NE(lines[2].find("Test GPU"), std::string::npos);
   EXPECT_NE(lines[2].find("80.0 GiB"), std::string::npos);
   EXPECT_NE(lines[2].find("50%"), std::string::npos);
+  EXPECT_NE(lines[1].find("fp32 bf16"), std::string::npos) << table;
+  EXPECT_NE(lines[2].find("fp32 tf32"), std::string::npos) << table;
   EXPECT_NE(lines[2].find("40°C"), std::string::npos);
 }
 

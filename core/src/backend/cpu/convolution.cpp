@@ -11,6 +11,10 @@
 //
 // Primitives are created per (batch size, thread count) on first use and cached; the scratchpad
 // and reordered weights are owned by the operation, so a steady-state step allocates nothing.
+//
+// In bfloat16 (the bf16 CPU backend) the kernel's reorder also rounds it to bfloat16, the input
+// and the output gradient are rounded by one reorder each into buffers of the operation, and the
+// primitives write float32 (output, gradients): bf16 products, float32 sums.
 #include <map>
 #include <unordered_map>
 
@@ -26,6 +30,7 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
+constexpr auto kBf16 = memory::data_type::bf16;
 using Args = std::unordered_map<int, memory>;
 
 
@@ -37,6 +42,11 @@ struct Primitives {
   std::int64_t batch = 0;
   dnnl::stream stream;
   memory::desc src_md, dst_md, kernel_md, weights_any_md, bias_md;
+  // What the primitives read: src_md / dst_md themselves in float32; their bfloat16 twins, with
+  // `src_low` and `diff_dst_low` holding the rounded values, in bfloat16.
+  memory::desc src_low_md, diff_dst_low_md;
+  memory src_low, diff_dst_low;
+  dnnl::reorder src_rounding, diff_dst_rounding;
   memory::dims strides, dilates, pad_l, pad_r;
 
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -63,7 +73,7 @@ struct Primitives {
 
 class CpuConvolution final : public Convolution2D {
  public:
-  explicit CpuConvolution(ConvolutionDesc desc) : desc_(std::move(desc)) {}
+  CpuConvolution(ConvolutionDesc desc, bool bf16) : desc_(std::move(desc)), bf16_(bf16) {}
 
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
     const window::Geometry2D& g = desc_.geometry;
@@ -78,6 +88,7 @@ class CpuConvolution final : public Convolution2D {
       if (desc_.use_bias) p.bias.set_data_handle(const_cast<float*>(bias->data()));
       p.fwd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_weights) p.weights_reorder.execute(p.stream, p.weights_reorder_args);
+      if (bf16_) p.src_rounding.execute(p.stream, p.src, p.src_low);
       p.fwd.execute(p.stream, p.fwd_args);
       p.stream.wait();
     } catch (const dnnl::error& e) {
@@ -101,6 +112,10 @@ class CpuConvolution final : public Convolution2D {
       p.diff_kernel.set_data_handle(d_kernel.data());
       if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
       p.bwdw_scratch.set_data_handle(scratch_.data());
+      if (bf16_) {
+        p.src_rounding.execute(p.stream, p.src, p.src_low);
+        p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
+      }
       p.bwd_weights.execute(p.stream, p.bwdw_args);
       if (p.reorder_diff_weights)
         p.diff_weights_reorder.execute(p.stream, p.diff_weights_reorder_args);
@@ -124,6 +139,7 @@ class CpuConvolution final : public Convolution2D {
       p.bwdd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_data_weights)
         p.data_weights_reorder.execute(p.stream, p.data_weights_reorder_args);
+      if (bf16_) p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
       p.bwd_data.execute(p.stream, p.bwdd_args);
       p.stream.wait();
     } catch (const dnnl::error& e) {
@@ -134,6 +150,8 @@ class CpuConvolution final : public Convolution2D {
  private:
   Primitives& primitives(std::int64_t batch);
   void prepare_backward(Primitives& p, bool need_data);
+  // The output gradient's user memory and, in bfloat16, its rounded twin and their reorder.
+  void ensure_diff_dst(Primitives& p);
   [[noreturn]] void fail(const char* what, std::int64_t batch, const std::exception& e) const {
     const window::Geometry2D& g = desc_.geometry;
     throw RunError(desc_.label + ": oneDNN " + what + " failed for input " +
@@ -141,6 +159,7 @@ class CpuConvolution final : public Convolution2D {
   }
 
   ConvolutionDesc desc_;
+  bool bf16_;       // operands rounded to bfloat16
   Tensor scratch_;  // oneDNN scratchpad, shared by all primitives
   std::map<std::pair<std::int64_t, int>, std::unique_ptr<Primitives>> cache_;
 };
@@ -157,17 +176,20 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     const std::int64_t in = g.channels, filters = desc_.filters;
     p->stream = dnnl::stream(engine);
     // oneDNN's logical dims are always (N, C, H, W) / (O, I, H, W); the tags give the layouts.
+    const auto low = bf16_ ? kBf16 : kF32;  // the operands' type
     p->src_md = memory::desc({batch, in, g.rows.in, g.cols.in}, kF32, Tag::nhwc);
     p->dst_md = memory::desc({batch, filters, g.rows.out, g.cols.out}, kF32, Tag::nhwc);
+    p->src_low_md = memory::desc({batch, in, g.rows.in, g.cols.in}, low, Tag::nhwc);
+    p->diff_dst_low_md = memory::desc({batch, filters, g.rows.out, g.cols.out}, low, Tag::nhwc);
     if (desc_.groups == 1) {
       p->kernel_md = memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::hwio);
       p->weights_any_md =
-          memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::any);
+          memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, low, Tag::any);
     } else {  // (G, O/G, I/G, H, W); Keras' (kh, kw, I/G, O) is hwigo, O = g·(O/G) + o
       const memory::dims dims = {desc_.groups, filters / desc_.groups, in / desc_.groups,
                                  g.rows.kernel, g.cols.kernel};
       p->kernel_md = memory::desc(dims, kF32, Tag::hwigo);
-      p->weights_any_md = memory::desc(dims, kF32, Tag::any);
+      p->weights_any_md = memory::desc(dims, low, Tag::any);
     }
     if (desc_.use_bias) p->bias_md = memory::desc({filters}, kF32, Tag::a);
     p->strides = {g.rows.stride, g.cols.stride};
@@ -178,12 +200,13 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     auto desc =
         desc_.use_bias
             ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                              dnnl::algorithm::convolution_direct, p->src_md,
+                                              dnnl::algorithm::convolution_direct, p->src_low_md,
                                               p->weights_any_md, p->bias_md, p->dst_md, p->strides,
                                               p->dilates, p->pad_l, p->pad_r)
             : dnnl::convolution_forward::desc(
-                  dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p->src_md,
-                  p->weights_any_md, p->dst_md, p->strides, p->dilates, p->pad_l, p->pad_r);
+                  dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                  p->src_low_md, p->weights_any_md, p->dst_md, p->strides, p->dilates, p->pad_l,
+                  p->pad_r);
     // relu is not a oneDNN post-op here: oneDNN 2.6's fused relu turns NaN into 0, and a NaN
     // must survive relu (Tandem's NaN policy; tests/core/nn/conv2d_test.cpp checks it).
     p->fwd_pd =
@@ -191,6 +214,12 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
     p->src = cpu::dnnl_user_memory(p->src_md, nullptr);
     p->dst = cpu::dnnl_user_memory(p->dst_md, nullptr);
+    if (bf16_) {
+      p->src_low = memory(p->src_low_md, engine);
+      p->src_rounding = dnnl::reorder(p->src, p->src_low);
+    } else {
+      p->src_low = p->src;
+    }
     p->kernel = cpu::dnnl_user_memory(p->kernel_md, nullptr);
     p->reorder_weights = p->fwd_pd.weights_desc() != p->kernel_md;
     if (p->reorder_weights) {
@@ -201,7 +230,7 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
       p->weights = p->kernel;
     }
     p->fwd_scratch = cpu::dnnl_user_memory(p->fwd_pd.scratchpad_desc(), nullptr);
-    p->fwd_args = {{DNNL_ARG_SRC, p->src},
+    p->fwd_args = {{DNNL_ARG_SRC, p->src_low},
                    {DNNL_ARG_WEIGHTS, p->weights},
                    {DNNL_ARG_DST, p->dst},
                    {DNNL_ARG_SCRATCHPAD, p->fwd_scratch}};
@@ -218,21 +247,37 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
   return *cache_.emplace(key, std::move(p)).first->second;
 }
 
+void CpuConvolution::ensure_diff_dst(Primitives& p) {
+  if (p.diff_dst) return;
+  p.diff_dst = cpu::dnnl_user_memory(p.dst_md, nullptr);
+  if (bf16_) {
+    p.diff_dst_low = memory(p.diff_dst_low_md, cpu::dnnl_engine());
+    p.diff_dst_rounding = dnnl::reorder(p.diff_dst, p.diff_dst_low);
+  } else {
+    p.diff_dst_low = p.diff_dst;
+  }
+}
+
 void CpuConvolution::prepare_backward(Primitives& p, bool need_data) {
   const auto& engine = cpu::dnnl_engine();
   try {
+    ensure_diff_dst(p);
     if (!p.have_bwd_weights) {
+      // The kernel's gradient is a float32 sum, whatever the operands.
+      const memory::desc diff_weights_any_md(p.weights_any_md.dims(), kF32, Tag::any);
       auto desc = desc_.use_bias
                       ? dnnl::convolution_backward_weights::desc(
-                            dnnl::algorithm::convolution_direct, p.src_md, p.weights_any_md,
-                            p.bias_md, p.dst_md, p.strides, p.dilates, p.pad_l, p.pad_r)
+                            dnnl::algorithm::convolution_direct, p.src_low_md,
+                            diff_weights_any_md, p.bias_md, p.diff_dst_low_md, p.strides,
+                            p.dilates, p.pad_l, p.pad_r)
                       : dnnl::convolution_backward_weights::desc(
-                            dnnl::algorithm::convolution_direct, p.src_md, p.weights_any_md,
-                            p.dst_md, p.strides, p.dilates, p.pad_l, p.pad_r);
+                            dnnl::algorithm::convolution_direct, p.src_low_md,
+                            diff_weights_any_md, p.diff_dst_low_md, p.strides, p.dilates,
+                            p.pad_l, p.pad_r);
       dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::dnnl_user_scratchpad(),
                                                             engine, p.fwd_pd);
       p.bwd_weights = dnnl::convolution_backward_weights(pd);
-      p.diff_dst = cpu::dnnl_user_memory(p.dst_md, nullptr);
+      ensure_diff_dst(p);
       p.diff_kernel = cpu::dnnl_user_memory(p.kernel_md, nullptr);
       p.reorder_diff_weights = pd.diff_weights_desc() != p.kernel_md;
       if (p.reorder_diff_weights) {
@@ -244,8 +289,8 @@ void CpuConvolution::prepare_backward(Primitives& p, bool need_data) {
         p.diff_weights = p.diff_kernel;
       }
       p.bwdw_scratch = cpu::dnnl_user_memory(pd.scratchpad_desc(), nullptr);
-      p.bwdw_args = {{DNNL_ARG_SRC, p.src},
-                     {DNNL_ARG_DIFF_DST, p.diff_dst},
+      p.bwdw_args = {{DNNL_ARG_SRC, p.src_low},
+                     {DNNL_ARG_DIFF_DST, p.diff_dst_low},
                      {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
                      {DNNL_ARG_SCRATCHPAD, p.bwdw_scratch}};
       if (desc_.use_bias) {
@@ -259,16 +304,19 @@ void CpuConvolution::prepare_backward(Primitives& p, bool need_data) {
     }
     if (need_data && !p.have_bwd_data) {
       dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, p.src_md,
-                                                 p.weights_any_md, p.dst_md, p.strides, p.dilates,
-                                                 p.pad_l, p.pad_r);
+                                                 p.weights_any_md, p.diff_dst_low_md, p.strides,
+                                                 p.dilates, p.pad_l, p.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::dnnl_user_scratchpad(), engine,
                                                          p.fwd_pd);
       p.bwd_data = dnnl::convolution_backward_data(pd);
       p.diff_src = cpu::dnnl_user_memory(p.src_md, nullptr);
-      // The forward already holds the kernel in its layout; reorder again only if backward-data
-      // wants yet another one.
+      // The forward's layout of the kernel serves when backward-data wants the same one; it is
+      // reordered again there, since a Conv2DTranspose runs backward-data without a forward.
       if (pd.weights_desc() == p.weights.get_desc()) {
         p.data_weights = p.weights;
+        p.reorder_data_weights = p.reorder_weights;
+        p.data_weights_reorder = p.weights_reorder;
+        p.data_weights_reorder_args = p.weights_reorder_args;
       } else if (pd.weights_desc() == p.kernel_md) {
         p.data_weights = p.kernel;
       } else {
@@ -278,7 +326,7 @@ void CpuConvolution::prepare_backward(Primitives& p, bool need_data) {
         p.data_weights_reorder_args = {{DNNL_ARG_FROM, p.kernel}, {DNNL_ARG_TO, p.data_weights}};
       }
       p.bwdd_scratch = cpu::dnnl_user_memory(pd.scratchpad_desc(), nullptr);
-      p.bwdd_args = {{DNNL_ARG_DIFF_DST, p.diff_dst},
+      p.bwdd_args = {{DNNL_ARG_DIFF_DST, p.diff_dst_low},
                      {DNNL_ARG_WEIGHTS, p.data_weights},
                      {DNNL_ARG_DIFF_SRC, p.diff_src},
                      {DNNL_ARG_SCRATCHPAD, p.bwdd_scratch}};
@@ -295,7 +343,7 @@ void CpuConvolution::prepare_backward(Primitives& p, bool need_data) {
 }  // namespace
 
 std::unique_ptr<Convolution2D> CpuBackend::convolution(const ConvolutionDesc& desc) {
-  return std::make_unique<CpuConvolution>(desc);
+  return std::make_unique<CpuConvolution>(desc, bf16_products_);
 }
 
 }  // namespace tandem::backend

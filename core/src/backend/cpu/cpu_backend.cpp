@@ -45,9 +45,13 @@ void for_rows(std::int64_t rows, std::int64_t cols, F f) {
 }
 
 // A batch of products split across threads by the batch index (attention's are small; oneDNN
-// runs each on its caller's thread inside the parallel region).
-void batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
+// runs each on its caller's thread inside the parallel region); in bfloat16 one batched matmul.
+void batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
+                  bool bf16_products) {
   check_batched_gemm(d, a, b, c);
+  if (bf16_products)
+    return cpu::gemm_bf16(d.trans_a, d.trans_b, d.m, d.n, d.k, d.batch, a.data(), b.data(),
+                          nullptr, c.data());
   const std::int64_t flops = 2 * d.m * d.n * std::max<std::int64_t>(d.k, 1);
   cpu::parallel_for(d.batch, std::max<std::int64_t>(1, (1 << 18) / std::max<std::int64_t>(flops, 1)),
                     [&](std::int64_t i0, std::int64_t i1) {
@@ -59,11 +63,45 @@ void batched_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c
                     });
 }
 
+// C = op(A) op(B) (+ bias per column) in float32: the bias rows copied into C, then sgemm
+// adds the product.
+void gemm_fp32(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor* bias, float* cp) {
+  if (bias) {
+    const float* bp = bias->data();
+    const std::int64_t n = d.n;
+    cpu::parallel_for(d.m, 256, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) std::copy(bp, bp + n, cp + r * n);
+    });
+  }
+  cpu::gemm(d.trans_a, d.trans_b, d.m, d.n, d.k, 1.0f, a.data(), d.trans_a ? d.m : d.k, b.data(),
+            d.trans_b ? d.k : d.n, bias ? 1.0f : 0.0f, cp, d.n);
+}
+
 }  // namespace
 
 Backend& cpu_backend() {
-  static CpuBackend backend;
+  static CpuBackend backend(false);
   return backend;
+}
+
+Backend& cpu_backend(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+    case Precision::tf32: return cpu_backend();
+    case Precision::bf16: {
+      static CpuBackend backend(true);
+      return backend;
+    }
+    case Precision::fp16: break;
+  }
+  throw std::invalid_argument("no CPU backend computes in " + precision_name(precision));
+}
+
+std::string cpu_precision_unavailable(Precision precision) {
+  if (precision == Precision::bf16) return cpu::bf16_unavailable();
+  if (precision == Precision::fp16)
+    return "fp16 products run on CUDA GPUs only; a CPU computes bf16 (or fp32)";
+  return "";
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
@@ -82,18 +120,15 @@ void CpuBackend::gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const
   require_device(*this, a, "gemm");
   require_device(*this, b, "gemm");
   require_device(*this, c, "gemm");
-  if (d.batch != 1) return batched_gemm(d, a, b, c);
+  if (d.batch != 1) return batched_gemm(d, a, b, c, bf16_products_);
   float* cp = c.data();
   const bool with_bias = d.epilogue != GemmEpilogue::none;
-  if (with_bias) {
-    const float* bp = bias->data();
-    const std::int64_t n = d.n;
-    cpu::parallel_for(d.m, 256, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) std::copy(bp, bp + n, cp + r * n);
-    });
+  if (bf16_products_) {
+    cpu::gemm_bf16(d.trans_a, d.trans_b, d.m, d.n, d.k, 1, a.data(), b.data(),
+                   with_bias ? bias->data() : nullptr, cp);
+  } else {
+    gemm_fp32(d, a, b, with_bias ? bias : nullptr, cp);
   }
-  cpu::gemm(d.trans_a, d.trans_b, d.m, d.n, d.k, 1.0f, a.data(), d.trans_a ? d.m : d.k, b.data(),
-            d.trans_b ? d.k : d.n, with_bias ? 1.0f : 0.0f, cp, d.n);
   if (d.epilogue == GemmEpilogue::relu_bias)
     map(cp, cp, d.m * d.n, [](float x) { return math::activation_value(ActivationKind::relu, x); });
 }

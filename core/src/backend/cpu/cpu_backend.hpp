@@ -7,7 +7,10 @@
 // metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
 // and sums in a fixed order: results never depend on the thread count.
 //
-// Ownership: the process-wide instance is cpu_backend()'s. Thread-safety: no state between
+// Two instances exist, cpu_backend()'s (float32 products) and cpu_backend(Precision::bf16)'s
+// (bfloat16 operands for GEMMs and convolutions, float32 sums; everything else is the same).
+//
+// Ownership: the process-wide instances are cpu_backend()'s. Thread-safety: no state between
 // calls; any thread.
 #pragma once
 
@@ -17,6 +20,9 @@ namespace tandem::backend {
 
 class CpuBackend final : public Backend {
  public:
+  /// `bf16_products`: GEMMs and convolutions round their operands to bfloat16.
+  explicit CpuBackend(bool bf16_products) : bf16_products_(bf16_products) {}
+  bool bf16_products() const { return bf16_products_; }
   Device device() const override { return {}; }
   std::shared_ptr<DeviceMemory> memory() const override { return nullptr; }
 
@@ -99,6 +105,9 @@ class CpuBackend final : public Backend {
                         std::size_t first_slot) override;
   void optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
                         const std::vector<UpdateTensors>& params) override;
+
+ private:
+  bool bf16_products_;
 };
 
 }  // namespace tandem::backend

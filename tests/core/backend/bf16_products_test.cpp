@@ -1,0 +1,206 @@
+// bf16 products on the CPU backend: the rounding to bfloat16 against hand-computed bits, and
+// GEMMs and convolutions against a double-precision computation on operands rounded by an
+// independent rounding (frexp/nearbyint/ldexp, not the bit arithmetic under test).
+#include <gtest/gtest.h>
+
+#include <cfenv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/bfloat16.hpp"
+#include "backend/ops.hpp"
+#include "tandem/rng.hpp"
+
+namespace tandem::backend {
+namespace {
+
+float float_of(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// x rounded to 8 significant bits, ties to even, by the C library's rounding of the scaled
+// mantissa (normal numbers only, which is all the tests feed it).
+double reference_bf16(float x) {
+  if (x == 0.0f) return 0.0;
+  int exponent = 0;
+  const double mantissa = std::frexp(static_cast<double>(x), &exponent);  // [0.5, 1)
+  std::fesetround(FE_TONEAREST);
+  return std::ldexp(std::nearbyint(std::ldexp(mantissa, 8)), exponent - 8);
+}
+
+TEST(Bf16Rounding, RoundsToNearestWithTiesToEven) {
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(-2.0f), 0xc000);
+  EXPECT_EQ(bf16_bits(float_of(0x3f808000)), 0x3f80);  // 1 + 2^-8: halfway, to the even 1.0
+  EXPECT_EQ(bf16_bits(float_of(0x3f818000)), 0x3f82);  // 1 + 3·2^-8: halfway, to even (up)
+  EXPECT_EQ(bf16_bits(float_of(0x3f808001)), 0x3f81);  // just past halfway: up
+  EXPECT_EQ(bf16_bits(float_of(0x3f807fff)), 0x3f80);  // just short of it: down
+  EXPECT_EQ(bf16_bits(float_of(0xbf80c000)), 0xbf81);  // negative: the magnitude rounds
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // past the largest: inf
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(bf16_bits(-std::numeric_limits<float>::infinity()), 0xff80);
+  const std::uint16_t nan = bf16_bits(float_of(0x7f800001));  // a NaN whose payload is low bits
+  EXPECT_TRUE(std::isnan(bf16_value(nan)));
+  EXPECT_EQ(bf16_value(0x4049), 3.140625f);
+  Rng rng(5);
+  for (int i = 0; i < 10000; ++i) {
+    const float x = static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, i % 40 - 20));
+    ASSERT_EQ(static_cast<double>(round_to_bf16(x)), reference_bf16(x)) << x;
+  }
+}
+
+Tensor random_tensor(const Shape& shape, std::uint64_t seed) {
+  Tensor t(shape);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(rng.uniform() * 2 - 1);
+  return t;
+}
+
+#define SKIP_WITHOUT_BF16()                                               \
+  if (const std::string why = cpu_precision_unavailable(Precision::bf16); \
+      !why.empty())                                                       \
+  GTEST_SKIP() << why
+
+// Every layout of a GEMM, with the bias epilogue and with relu, and a batched product: equal to
+// the double-precision product of the rounded operands to float32 summation error, and not to
+// the float32 product (the test would pass on an fp32 GEMM otherwise).
+TEST(Bf16Products, GemmIsTheProductOfTheRoundedOperandsSummedInFloat32) {
+  SKIP_WITHOUT_BF16();
+  Backend& bf16 = cpu_backend(Precision::bf16);
+  const std::int64_t m = 37, n = 29, k = 300;
+  for (int layout = 0; layout < 4; ++layout)
+    for (GemmEpilogue epilogue : {GemmEpilogue::none, GemmEpilogue::bias, GemmEpilogue::relu_bias}) {
+      const bool ta = layout & 1, tb = layout & 2;
+      const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, 1 + layout);
+      const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, 11 + layout);
+      const Tensor bias = random_tensor({n}, 21);
+      Tensor c({m, n});
+      bf16.gemm({ta, tb, m, n, k, epilogue}, a, b, &bias, c);
+      double worst = 0, worst_fp32 = 0;
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double rounded = epilogue == GemmEpilogue::none ? 0.0 : bias[j];
+          double exact = rounded;
+          for (std::int64_t q = 0; q < k; ++q) {
+            const float av = ta ? a[q * m + i] : a[i * k + q];
+            const float bv = tb ? b[j * k + q] : b[q * n + j];
+            rounded += reference_bf16(av) * reference_bf16(bv);
+            exact += static_cast<double>(av) * bv;
+          }
+          if (epilogue == GemmEpilogue::relu_bias) {
+            rounded = std::max(rounded, 0.0);
+            exact = std::max(exact, 0.0);
+          }
+          worst = std::max(worst, std::fabs(c[i * n + j] - rounded));
+          worst_fp32 = std::max(worst_fp32, std::fabs(c[i * n + j] - exact));
+        }
+      EXPECT_LE(worst, 2e-5) << "layout " << layout;
+      EXPECT_GT(worst_fp32, 1e-3) << "layout " << layout;
+    }
+  const std::int64_t batch = 3;
+  const Tensor a = random_tensor({batch, m, k}, 31), b = random_tensor({batch, n, k}, 32);
+  Tensor c({batch, m, n});
+  bf16.gemm({false, true, m, n, k, GemmEpilogue::none, batch}, a, b, nullptr, c);
+  for (std::int64_t s = 0; s < batch; ++s)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (std::int64_t q = 0; q < k; ++q)
+          sum += reference_bf16(a[(s * m + i) * k + q]) * reference_bf16(b[(s * n + j) * k + q]);
+        ASSERT_NEAR(c[(s * m + i) * n + j], sum, 2e-5) << s << " " << i << " " << j;
+      }
+}
+
+// A convolution, 3x3 taps, stride 1, 'same' padding, NHWC / HWIO as the layers keep them.
+struct ConvCase {
+  std::int64_t batch = 2, rows = 6, cols = 5, channels = 3, filters = 4, taps = 3;
+  ConvolutionDesc desc() const {
+    ConvolutionDesc d;
+    d.label = "test conv";
+    d.geometry.channels = channels;
+    // 'same' with stride 1: as long as the input, padded by taps / 2 before
+    d.geometry.rows = {rows, rows, taps, 1, 1, taps / 2};
+    d.geometry.cols = {cols, cols, taps, 1, 1, taps / 2};
+    d.filters = filters;
+    d.use_bias = true;
+    return d;
+  }
+  // Visits every (sample, output cell, filter, tap, channel) with the input index inside it.
+  template <class F>
+  void each_term(F f) const {
+    const std::int64_t pad = taps / 2;
+    for (std::int64_t s = 0; s < batch; ++s)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          for (std::int64_t o = 0; o < filters; ++o)
+            for (std::int64_t kr = 0; kr < taps; ++kr)
+              for (std::int64_t kc = 0; kc < taps; ++kc) {
+                const std::int64_t ir = r + kr - pad, ic = c + kc - pad;
+                if (ir < 0 || ir >= rows || ic < 0 || ic >= cols) continue;
+                for (std::int64_t i = 0; i < channels; ++i)
+                  f(static_cast<std::size_t>(((s * rows + ir) * cols + ic) * channels + i),
+                    static_cast<std::size_t>(((kr * taps + kc) * channels + i) * filters + o),
+                    static_cast<std::size_t>(((s * rows + r) * cols + c) * filters + o));
+              }
+  }
+};
+
+// Forward, backward-data and backward-weights in bf16 against double sums of rounded operands.
+TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
+  SKIP_WITHOUT_BF16();
+  const ConvCase cc;
+  auto conv = cpu_backend(Precision::bf16).convolution(cc.desc());
+  const Tensor x = random_tensor({cc.batch, cc.rows, cc.cols, cc.channels}, 41);
+  const Tensor kernel = random_tensor({cc.taps, cc.taps, cc.channels, cc.filters}, 42);
+  const Tensor bias = random_tensor({cc.filters}, 43);
+  const Tensor dy = random_tensor({cc.batch, cc.rows, cc.cols, cc.filters}, 44);
+  Tensor y, dx, d_kernel(kernel.shape()), d_bias({cc.filters});
+  conv->forward(x, kernel, &bias, y);
+  conv->backward_weights(x, dy, d_kernel, &d_bias);
+  conv->backward_data(dy, kernel, dx);
+
+  const auto doubles = [](const Tensor& t) {
+    return std::vector<double>(static_cast<std::size_t>(t.size()), 0.0);
+  };
+  std::vector<double> want_y = doubles(y), exact_y = doubles(y), want_dx = doubles(x),
+                      want_dk = doubles(kernel);
+  for (std::int64_t i = 0; i < y.size(); ++i)
+    want_y[static_cast<std::size_t>(i)] = exact_y[static_cast<std::size_t>(i)] = bias[i % cc.filters];
+  cc.each_term([&](std::size_t xi, std::size_t ki, std::size_t yi) {
+    const auto at = [](const Tensor& t, std::size_t i) { return t[static_cast<std::int64_t>(i)]; };
+    want_y[yi] += reference_bf16(at(x, xi)) * reference_bf16(at(kernel, ki));
+    exact_y[yi] += static_cast<double>(at(x, xi)) * at(kernel, ki);
+    want_dx[xi] += reference_bf16(at(dy, yi)) * reference_bf16(at(kernel, ki));
+    want_dk[ki] += reference_bf16(at(dy, yi)) * reference_bf16(at(x, xi));
+  });
+  double off_fp32 = 0;
+  for (std::size_t i = 0; i < want_y.size(); ++i) {
+    const float got = y[static_cast<std::int64_t>(i)];
+    ASSERT_NEAR(got, want_y[i], 1e-5) << "y " << i;
+    off_fp32 = std::max(off_fp32, std::fabs(got - exact_y[i]));
+  }
+  EXPECT_GT(off_fp32, 1e-3);
+  for (std::size_t i = 0; i < want_dx.size(); ++i)
+    ASSERT_NEAR(dx[static_cast<std::int64_t>(i)], want_dx[i], 1e-5) << "dx " << i;
+  for (std::size_t i = 0; i < want_dk.size(); ++i)
+    ASSERT_NEAR(d_kernel[static_cast<std::int64_t>(i)], want_dk[i], 1e-5) << "d_kernel " << i;
+  for (std::int64_t o = 0; o < cc.filters; ++o) {  // the bias gradient sums the rounded dy
+    double sum = 0;
+    for (std::int64_t i = o; i < dy.size(); i += cc.filters) sum += reference_bf16(dy[i]);
+    EXPECT_NEAR(d_bias[o], sum, 1e-5);
+  }
+}
+
+TEST(Bf16Products, Fp16HasNoCpuBackendAndSaysSo) {
+  EXPECT_NE(cpu_precision_unavailable(Precision::fp16).find("CUDA"), std::string::npos);
+  EXPECT_THROW(cpu_backend(Precision::fp16), std::invalid_argument);
+  EXPECT_EQ(&cpu_backend(Precision::fp32), &cpu_backend());
+  EXPECT_EQ(&cpu_backend(Precision::tf32), &cpu_backend());
+  EXPECT_EQ(cpu_precision_unavailable(Precision::fp32), "");
+}
+
+}  // namespace
+}  // namespace tandem::backend
