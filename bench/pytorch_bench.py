@@ -13,7 +13,13 @@ batch is (128, 1, 28, 28), so no layout conversion is timed.
 
   /usr/bin/python3 bench/pytorch_bench.py [--threads 2] [--only fashion-mlp,seed-mlp,fashion-cnn]
                                           [--seed-steps 10] [--seed-batch 256] [--quick]
+                                          [--autocast bf16]
+
+--autocast bf16 runs each forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's
+mixed precision: bf16 matrix products and convolutions, float32 weights and optimizer), the loss
+on the output in float32; the backward follows the forward's types.
 """
+import contextlib
 import argparse
 import ctypes
 import datetime
@@ -136,10 +142,22 @@ class TinyTransformer(nn.Module):
         return torch.sigmoid(self.out(h.mean(dim=1)))
 
 
+AUTOCAST = None  # torch.bfloat16 with --autocast bf16
+
+
+def forward(model, x):
+    """model(x), under bf16 autocast when asked, as float32."""
+    context = (torch.autocast("cpu", dtype=AUTOCAST) if AUTOCAST is not None
+               else contextlib.nullcontext())
+    with context:
+        out = model(x)
+    return out.float()
+
+
 def bench_steps(model, loss_fn, opt, batches, warmup, runs, per_run, batch):
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        loss = loss_fn(forward(model, x), y)
         loss.backward()
         opt.step()
 
@@ -242,7 +260,12 @@ def main():
     ap.add_argument("--seed-steps", type=int, default=10)
     ap.add_argument("--seed-batch", type=int, default=256)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--autocast", choices=["bf16"], default=None,
+                    help="run forwards under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
     args = ap.parse_args()
+    global AUTOCAST
+    if args.autocast == "bf16":
+        AUTOCAST = torch.bfloat16
 
     default_threads = torch.get_num_threads()
     if args.threads > 0:
@@ -256,6 +279,7 @@ def main():
         "threads_note": ("torch.set_num_threads(%d)" % args.threads) if args.threads > 0
                         else "torch's default",
         "openblas": openblas_info(),
+        "autocast": args.autocast,
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                             "OPENBLAS_NUM_THREADS", "MALLOC_MMAP_THRESHOLD_",
                                             "MALLOC_TRIM_THRESHOLD_") if k in os.environ},

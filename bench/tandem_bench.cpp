@@ -21,6 +21,9 @@
 //                            gemm,adam,elementwise]
 //                     [--no-fit] [--no-step] [--no-long]
 //                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
+//                     [--precision fp32|bf16]
+// --precision bf16 computes every workload's layers on the bf16 CPU backend (bfloat16 operands
+// for GEMMs and convolutions, float32 sums), as `"precision": "bf16"` does.
 // Progress goes to stderr, the JSON object to stdout.
 #include <immintrin.h>
 
@@ -50,6 +53,7 @@
 #include "backend/cpu/parallel.hpp"
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
+#include "nn/dtype_policy.hpp"
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
 #include "nn/loss.hpp"
@@ -91,6 +95,7 @@ struct Options {
   int seed_steps = 10;
   std::int64_t seed_batch = 256;  // the issue fixes batch 256 for the benchmark
   bool quick = false;
+  tandem::Precision precision = tandem::Precision::fp32;
 };
 
 Options parse(int argc, char** argv) {
@@ -122,12 +127,15 @@ Options parse(int argc, char** argv) {
       o.seed_batch = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--precision") {
+      o.precision = tandem::parse_precision(value(), "--precision");
     } else {
       std::fprintf(stderr,
                    "usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,gemm,adam,"
                    "elementwise] "
                    "[--no-fit] [--no-step] [--no-long] "
-                   "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]\n");
+                   "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick] "
+                   "[--precision fp32|bf16]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
@@ -221,6 +229,9 @@ Workload make_workload(const Options& o, const std::string& name, std::int64_t b
   Workload w;
   w.name = name;
   w.model = tandem::Model::from_config(cfg.at("model"), "model", cfg.value("seed", 0));
+  const auto precisions = tandem::nn::layer_precisions(*w.model, o.precision);
+  for (std::size_t l = 0; l < w.model->layer_count(); ++l)
+    w.model->layer(l).set_backend(tandem::backend::cpu_backend(precisions[l]));
   w.loss = tandem::make_loss(cfg.at("loss"), "loss");
   w.optimizer = tandem::make_optimizer(cfg.at("optimizer"), "optimizer");
   w.batch = batch;
@@ -872,6 +883,7 @@ int main(int argc, char** argv) {
   out["tool"] = "tandem_bench";
   out["date"] = now_iso();
   out["threads"] = tandem::cpu::compute_threads();
+  out["precision"] = tandem::precision_name(o.precision);
   out["omp_wait_policy"] = wait ? wait : "(unset: libgomp default)";
   out["gemm_library"] = "oneDNN dnnl_sgemm";
   try {

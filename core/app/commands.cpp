@@ -382,7 +382,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
                              check_plugins_in_child);
         std::cout << "ok: " << summary["name"].get<std::string>() << ", " << summary["parameters"]
                   << " parameters, devices " << summary["devices"]["plan"].get<std::string>()
-                  << ", batch " << summary["batch_size"] << ", " << summary["train_samples"]
+                  << " in " << summary["precision"].get<std::string>() << ", batch "
+                  << summary["batch_size"] << ", " << summary["train_samples"]
                   << " training samples, " << summary["plugins"].size() << " plugins\n";
         return static_cast<int>(ExitCode::ok);
       }

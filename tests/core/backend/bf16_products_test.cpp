@@ -116,7 +116,7 @@ TEST(Bf16Products, GemmIsTheProductOfTheRoundedOperandsSummedInFloat32) {
 
 // A convolution, 3x3 taps, stride 1, 'same' padding, NHWC / HWIO as the layers keep them.
 struct ConvCase {
-  std::int64_t batch = 2, rows = 6, cols = 5, channels = 3, filters = 4, taps = 3;
+  std::int64_t batch = 2, rows = 6, cols = 5, channels = 8, filters = 4, taps = 3;
   ConvolutionDesc desc() const {
     ConvolutionDesc d;
     d.label = "test conv";
@@ -192,6 +192,22 @@ TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
     for (std::int64_t i = o; i < dy.size(); i += cc.filters) sum += reference_bf16(dy[i]);
     EXPECT_NEAR(d_bias[o], sum, 1e-5);
   }
+}
+
+// Below 8 input channels a convolution stays in float32 (too few products per value for
+// bfloat16 to pay): the bf16 backend's result is the float32 backend's, bit for bit.
+TEST(Bf16Products, AConvolutionOfFewChannelsStaysInFloat32) {
+  SKIP_WITHOUT_BF16();
+  ConvCase cc;
+  cc.channels = 7;
+  const Tensor x = random_tensor({cc.batch, cc.rows, cc.cols, cc.channels}, 51);
+  const Tensor kernel = random_tensor({cc.taps, cc.taps, cc.channels, cc.filters}, 52);
+  const Tensor bias = random_tensor({cc.filters}, 53);
+  Tensor low, full;
+  cpu_backend(Precision::bf16).convolution(cc.desc())->forward(x, kernel, &bias, low);
+  cpu_backend().convolution(cc.desc())->forward(x, kernel, &bias, full);
+  ASSERT_EQ(low.size(), full.size());
+  EXPECT_EQ(std::memcmp(low.data(), full.data(), static_cast<std::size_t>(low.size()) * 4), 0);
 }
 
 TEST(Bf16Products, Fp16HasNoCpuBackendAndSaysSo) {
