@@ -1,6 +1,8 @@
 // libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
 // config's validation (parse_run_config), then the model and objective it names
-// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight).
+// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight)
+// and the precision its layers' dtype policies and the run's "precision" give
+// (nn::effective_precision, nn::layer_precisions).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
 // any other exception, a crash or a sanitizer report is a finding.
 // Build and run (clang's libFuzzer, an ASan+UBSan build in build-fuzz/):
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "nn/dtype_policy.hpp"
 #include "nn/objective.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -22,6 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const tandem::RunConfig rc = tandem::parse_run_config(config, {});
     const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
     tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
+    const tandem::Precision precision =
+        tandem::nn::effective_precision(*model, rc.precision, rc.precision_given);
+    tandem::nn::layer_precisions(*model, precision);
   } catch (const tandem::Error&) {
   } catch (const tandem::JsonTextRefused&) {  // too deep, not UTF-8, a number out of range
   } catch (const nlohmann::json::parse_error&) {

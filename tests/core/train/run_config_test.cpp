@@ -44,7 +44,7 @@ TEST(RunConfig, BatchSizePerReplicaScalesWithThePlan) {
   EXPECT_FALSE(rc.resolved.contains("batch_size"));
 }
 
-TEST(RunConfig, PrecisionIsFp32UnlessTf32IsAskedFor) {
+TEST(RunConfig, PrecisionIsFp32UnlessAnotherIsAskedFor) {
   json cfg = minimal();
   RunConfig rc = parse_run_config(cfg, "/base");
   EXPECT_EQ(rc.precision, Precision::fp32);
@@ -53,13 +53,19 @@ TEST(RunConfig, PrecisionIsFp32UnlessTf32IsAskedFor) {
   rc = parse_run_config(cfg, "/base");
   EXPECT_EQ(rc.precision, Precision::tf32);
   EXPECT_EQ(rc.resolved["precision"], "tf32");
-  for (const json& bad : {json("fp16"), json("TF32"), json(""), json(32), json::array()}) {
+  EXPECT_TRUE(rc.precision_given);
+  for (const json& bad : {json("fp8"), json("TF32"), json("mixed_bfloat16"), json(""), json(32),
+                          json::array()}) {
     cfg["precision"] = bad;
     const std::string e = error_of(cfg);
     EXPECT_NE(e.find("'precision'"), std::string::npos) << bad << ": " << e;
   }
-  EXPECT_THROW(parse_precision("bf16", "precision"), ConfigError);
+  // Whether a device computes bf16 or fp16 is the device plan's question (ReplicaModel).
+  EXPECT_EQ(parse_precision("bf16", "x"), Precision::bf16);
+  EXPECT_EQ(parse_precision("fp16", "x"), Precision::fp16);
   EXPECT_EQ(parse_precision("tf32", "x"), Precision::tf32);
+  cfg.erase("precision");
+  EXPECT_FALSE(parse_run_config(cfg, "/base").precision_given);
 }
 
 TEST(RunConfig, RelativeDataPathsResolveAgainstTheConfigFolder) {
