@@ -74,9 +74,8 @@ struct PrecisionCli : ::testing::Test {
   fs::path dir, data;
 };
 
-#define SKIP_WITHOUT_BF16()                                                        \
-  if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); \
-      !why.empty())                                                                \
+#define SKIP_WITHOUT_BF16()                                                                      \
+  if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); !why.empty()) \
   GTEST_SKIP() << why
 
 TEST_F(PrecisionCli, Bf16KeepsFloat32WeightsResumesBitwiseAndEvaluatesOnRoundedOperands) {
@@ -96,7 +95,9 @@ TEST_F(PrecisionCli, Bf16KeepsFloat32WeightsResumesBitwiseAndEvaluatesOnRoundedO
                         (dir / "whole/model.h5").string() + " --split train -q");
   ASSERT_EQ(ev.exit_code, 0) << ev.err;
   const double loss = json::parse(ev.out)["loss"].get<double>();
-  const std::string reference = std::string(test::system_python()) + " -c '\n"
+  const std::string reference =
+      std::string(test::system_python()) +
+      " -c '\n"
       "import h5py, json, sys, numpy as np, torch\n"
       "a, b = (h5py.File(p, \"r\") for p in sys.argv[2:4])\n"
       "for layer in (\"hidden\", \"out\"):\n"
@@ -149,7 +150,9 @@ TEST_F(PrecisionCli, KerasMixedPolicyLayersSelectBf16AndAreWrittenBack) {
   c["precision"] = "bf16";  // agreeing with the layers is fine
   r = test::train_in(dir, "keras3", c, "--set epochs=1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto read = run_command(std::string(test::system_python()) + " -c '\n"
+  auto read = run_command(
+      std::string(test::system_python()) +
+      " -c '\n"
       "import h5py, json, sys\n"
       "c = json.loads(h5py.File(sys.argv[1], \"r\").attrs[\"model_config\"])\n"
       "print(json.dumps([l[\"config\"].get(\"dtype\") for l in c[\"config\"][\"layers\"]]))\n' " +
@@ -168,7 +171,7 @@ TEST_F(PrecisionCli, WrongPrecisionSettingsExitTwoNamingThePlace) {
     json config;
     const char* place;
     const char* message;
-    const char* env = "";
+    const char* env;  // variables to run the commands with
   };
   std::vector<Case> cases;
   const auto with = [&](const char* key, const json& value) {
@@ -176,26 +179,28 @@ TEST_F(PrecisionCli, WrongPrecisionSettingsExitTwoNamingThePlace) {
     c[key] = value;
     return c;
   };
-  cases.push_back({"unknown", with("precision", "bf8"), "precision", "unknown precision 'bf8'"});
-  cases.push_back({"number", with("precision", 16), "precision", "string"});
-  cases.push_back({"fp16-cpu", with("precision", "fp16"), "precision", "CUDA GPUs only"});
+  cases.push_back(
+      {"unknown", with("precision", "bf8"), "precision", "unknown precision 'bf8'", ""});
+  cases.push_back({"number", with("precision", 16), "precision", "string", ""});
+  cases.push_back({"fp16-cpu", with("precision", "fp16"), "precision", "CUDA GPUs only", ""});
   cases.push_back({"pure-policy", with("model", model("bfloat16")),
-                   "model.config.layers[1].config.dtype", "use 'mixed_bfloat16'"});
+                   "model.config.layers[1].config.dtype", "use 'mixed_bfloat16'", ""});
   cases.push_back({"unknown-policy", with("model", model("mixed_int8")),
-                   "model.config.layers[1].config.dtype", "unknown dtype policy"});
+                   "model.config.layers[1].config.dtype", "unknown dtype policy", ""});
   cases.push_back({"garbage-policy", with("model", model(json{{"config", 3}})),
-                   "model.config.layers[1].config.dtype", "dtype policy"});
+                   "model.config.layers[1].config.dtype", "dtype policy", ""});
   json fp16_policy = with("model", model("mixed_float16"));
   fp16_policy.erase("precision");
-  cases.push_back({"fp16-policy", fp16_policy, "precision", "CUDA GPUs only"});
+  cases.push_back({"fp16-policy", fp16_policy, "precision", "CUDA GPUs only", ""});
   json contradiction = with("model", model(policy));
   contradiction["precision"] = "fp32";
-  cases.push_back({"contradiction", contradiction, "precision", "contradicts the model"});
+  cases.push_back({"contradiction", contradiction, "precision", "contradicts the model", ""});
   cases.push_back({"two-policies", with("model", model(policy, "mixed_float16")), "model",
-                   "one mixed precision"});
+                   "one mixed precision", ""});
   // Without a GPU the plan is refused first; with one, bf16 on it (not built yet).
-  cases.push_back({"cuda", with("devices", "cuda:0"), "", "cuda:0"});
-  cases.push_back({"isa", config(), "precision", "AVX-512 BF16", "ONEDNN_MAX_CPU_ISA=AVX512_CORE "});
+  cases.push_back({"cuda", with("devices", "cuda:0"), "", "cuda:0", ""});
+  cases.push_back(
+      {"isa", config(), "precision", "AVX-512 BF16", "ONEDNN_MAX_CPU_ISA=AVX512_CORE "});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tag);
     const fs::path path = dir / (std::string(c.tag) + ".json");

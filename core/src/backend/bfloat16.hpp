@@ -43,7 +43,9 @@ TANDEM_BF16_HD inline float bf16_value(std::uint16_t bits) {
 }
 
 /// x rounded to the nearest bfloat16, as a float32.
-TANDEM_BF16_HD inline float round_to_bf16(float x) { return bf16_value(bf16_bits(x)); }
+TANDEM_BF16_HD inline float round_to_bf16(float x) {
+  return bf16_value(bf16_bits(x));
+}
 
 }  // namespace tandem::backend
 

@@ -20,8 +20,7 @@ Precision policy_of_layer(const Model& model, std::size_t i) {
 
 }  // namespace
 
-std::optional<Precision> model_policy_precision(const Model& model,
-                                                const std::string& model_path) {
+std::optional<Precision> model_policy_precision(const Model& model, const std::string& model_path) {
   const auto first = first_policy_layer(model);
   if (!first) return std::nullopt;
   const Precision p = policy_of_layer(model, *first);

@@ -135,9 +135,10 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
   for (Precision p : nn::layer_precisions(model, precision)) {
     if (!is_mixed(p)) continue;
     if (!plan.all_cpu())
-      throw ConfigError("precision", precision_name(p) + " on CUDA devices is not built yet (plan '" +
-                                         plan.text + "'); train in bf16 on a CPU plan, or in "
-                                         "fp32 or tf32 on the GPUs");
+      throw ConfigError("precision", precision_name(p) +
+                                         " on CUDA devices is not built yet (plan '" + plan.text +
+                                         "'); train in bf16 on a CPU plan, or in fp32 or tf32 "
+                                         "on the GPUs");
     const std::string why = backend::cpu_precision_unavailable(p);
     if (!why.empty()) throw ConfigError("precision", precision_name(p) + ": " + why);
   }

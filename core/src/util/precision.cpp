@@ -6,10 +6,14 @@ namespace tandem {
 
 std::string precision_name(Precision p) {
   switch (p) {
-    case Precision::tf32: return "tf32";
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::fp32: break;
+    case Precision::tf32:
+      return "tf32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp32:
+      break;
   }
   return "fp32";
 }
@@ -17,8 +21,8 @@ std::string precision_name(Precision p) {
 Precision parse_precision(const std::string& text, const std::string& path) {
   for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16, Precision::fp16})
     if (text == precision_name(p)) return p;
-  throw ConfigError(path, "unknown precision '" + text +
-                              "'; expected \"fp32\", \"tf32\", \"bf16\" or \"fp16\"");
+  throw ConfigError(
+      path, "unknown precision '" + text + "'; expected \"fp32\", \"tf32\", \"bf16\" or \"fp16\"");
 }
 
 Precision precision_of_policy(const std::string& policy, const std::string& path) {
@@ -29,8 +33,7 @@ Precision precision_of_policy(const std::string& policy, const std::string& path
     throw ConfigError(path, "the dtype policy '" + policy +
                                 "' keeps the weights in 16 bits; Tandem keeps float32 weights "
                                 "and computes products in 16 bits: use 'mixed_" +
-                                (policy == "bfloat16" ? std::string("bfloat16") : "float16") +
-                                "'");
+                                (policy == "bfloat16" ? std::string("bfloat16") : "float16") + "'");
   throw ConfigError(path, "unknown dtype policy '" + policy +
                               "'; expected \"float32\", \"mixed_bfloat16\" or \"mixed_float16\"");
 }

@@ -41,7 +41,9 @@ Precision precision_of_policy(const std::string& policy, const std::string& path
 std::string policy_name(Precision p);
 
 /// Whether products round their operands to a 16-bit float (bf16, fp16).
-inline bool is_mixed(Precision p) { return p == Precision::bf16 || p == Precision::fp16; }
+inline bool is_mixed(Precision p) {
+  return p == Precision::bf16 || p == Precision::fp16;
+}
 
 }  // namespace tandem
 

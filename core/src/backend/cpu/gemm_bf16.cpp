@@ -4,8 +4,8 @@
 #include <dnnl.h>
 
 #include <map>
-#include <unordered_map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/bfloat16.hpp"
@@ -35,7 +35,8 @@ memory::desc matrix_desc(std::int64_t batch, std::int64_t rows, std::int64_t col
   return memory::desc({batch, rows, cols}, type, {rows * cols, inner[0], inner[1]});
 }
 
-using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>;
+using Key =
+    std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>;
 
 struct Matmul {
   dnnl::matmul primitive;
@@ -81,8 +82,8 @@ Matmul& matmul_for(ThreadState& s, const Key& key) {
   const memory::desc c_md = matrix_desc(batch, m, n, false, T::f32);
   const memory::desc bias_md =
       with_bias ? memory::desc({1, n}, T::f32, memory::format_tag::ab) : memory::desc();
-  const dnnl::matmul::desc desc =
-      with_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md);
+  const dnnl::matmul::desc desc = with_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                                            : dnnl::matmul::desc(a_md, b_md, c_md);
   Matmul mm{dnnl::matmul(dnnl::matmul::primitive_desc(desc, dnnl_engine())),
             dnnl_user_memory(a_md, nullptr), dnnl_user_memory(b_md, nullptr),
             dnnl_user_memory(c_md, nullptr),
@@ -113,8 +114,8 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   const bool single = flops < kParallelGemmFlops && threads > 1;
   const OneThread one_thread(single ? threads : 0);
   try {
-    Matmul& mm = matmul_for(s, {trans_a, trans_b, m, n, k, batch, bias != nullptr,
-                                single ? 1 : threads});
+    Matmul& mm =
+        matmul_for(s, {trans_a, trans_b, m, n, k, batch, bias != nullptr, single ? 1 : threads});
     mm.a.set_data_handle(s.a.data());
     mm.b.set_data_handle(s.b.data());
     mm.c.set_data_handle(c);
