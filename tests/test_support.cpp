@@ -58,6 +58,12 @@ CommandResult train_in(const std::filesystem::path& dir, const std::string& name
                      (dir / name).string() + " -q " + extra);
 }
 
+CommandResult run_python(const std::filesystem::path& script, const std::string& code,
+                         const std::string& args) {
+  write_text(script, code);
+  return run_command(std::string(system_python()) + " " + script.string() + " " + args);
+}
+
 nlohmann::json run_history(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / "events.jsonl");
   std::string line;

@@ -23,6 +23,10 @@ CommandResult run_command(const std::string& command);
 inline const char* system_python() {
   return "/usr/bin/python3";
 }
+/// Writes the Python program `code` to `script` and runs it with system_python() and the
+/// arguments `args` (one string, as the shell splits it).
+CommandResult run_python(const std::filesystem::path& script, const std::string& code,
+                         const std::string& args);
 inline std::filesystem::path source_dir() {
   return TANDEM_SOURCE_DIR;
 }

@@ -86,10 +86,8 @@ struct ActivityRegularizerCli : ::testing::Test {
   void SetUp() override {
     dir = test::scratch_dir("activity-cli");
     data = dir / "data.h5";
-    test::write_text(dir / "write.py", kWriteData);
     test::write_text(dir / "check.py", kCheck);
-    auto w = run_command(std::string(test::system_python()) + " " + (dir / "write.py").string() +
-                         " " + data.string());
+    auto w = test::run_python(dir / "write.py", kWriteData, data.string());
     ASSERT_EQ(w.exit_code, 0) << w.err;
   }
   test::CommandResult train(const std::string& name, const json& config,

@@ -48,10 +48,9 @@ TEST(KerasWeightsCli, AMultiGpuModelFileLoadsItsNestedTemplate) {
   auto r = run_command(test::tandem_cli() + " train --set epochs=1" + data + " --run-dir " +
                        (dir / "run").string() + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  test::write_text(dir / "wrap.py", kWrap);
-  auto w = run_command(std::string(test::system_python()) + " " + (dir / "wrap.py").string() +
-                       " " + (dir / "run" / "model.h5").string() + " " +
-                       (dir / "wrapped.h5").string());
+  auto w = test::run_python(dir / "wrap.py", kWrap,
+                            (dir / "run" / "model.h5").string() + " " +
+                                (dir / "wrapped.h5").string());
   ASSERT_EQ(w.exit_code, 0) << w.err;
 
   const std::string evaluate =

@@ -93,9 +93,7 @@ struct MultiIoCli : ::testing::Test {
   void SetUp() override {
     dir = test::scratch_dir("multi-io-cli");
     data = dir / "two.h5";
-    test::write_text(dir / "write.py", kWriteData);
-    auto w = run_command(std::string(test::system_python()) + " " + (dir / "write.py").string() +
-                         " " + data.string());
+    auto w = test::run_python(dir / "write.py", kWriteData, data.string());
     ASSERT_EQ(w.exit_code, 0) << w.err;
   }
   fs::path dir, data;

@@ -51,9 +51,7 @@ struct PrecisionCli : ::testing::Test {
   void SetUp() override {
     dir = test::scratch_dir("precision-cli");
     data = dir / "data.h5";
-    test::write_text(dir / "write.py", kWriteData);
-    auto w = run_command(std::string(test::system_python()) + " " + (dir / "write.py").string() +
-                         " " + data.string());
+    auto w = test::run_python(dir / "write.py", kWriteData, data.string());
     ASSERT_EQ(w.exit_code, 0) << w.err;
   }
 

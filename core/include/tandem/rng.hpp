@@ -18,6 +18,9 @@ class TANDEM_EXPORT Rng {
   std::uint64_t next_u64();
   /// Uniform in [0, 1) with 24 random bits (exact in float32).
   float uniform();
+  /// `n` uniform() values into out[0..n), the same as n calls, in one loop (a synthetic
+  /// dataset's sample of 8,000 values: several times faster than the calls).
+  void fill_uniform(float* out, std::int64_t n);
   /// Uniform integer in [0, n), unbiased.
   std::uint64_t below(std::uint64_t n);
   /// Standard normal (Box-Muller, both values used).

@@ -155,6 +155,15 @@ class Convolution2D {
                                 Tensor* d_bias) = 0;
   /// dx from dy. dx is resized to x's shape.
   virtual void backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) = 0;
+  /// The gradients of the last forward, whose input `x` was (unchanged since): d_kernel and
+  /// d_bias as backward_weights sets them, and dx as backward_data when `dx` is not null. An
+  /// implementation may reuse what that forward prepared from x and prepare dy once for both
+  /// (the bf16 CPU backend rounds each once); this default calls the two.
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& kernel, Tensor& d_kernel,
+                        Tensor* d_bias, Tensor* dx) {
+    backward_weights(x, dy, d_kernel, d_bias);
+    if (dx) backward_data(dy, kernel, *dx);
+  }
 };
 
 class Pooling2D {

@@ -58,7 +58,7 @@ class SyntheticDataset final : public Dataset {
         sentence_pair_sample(rng, xr, yr);
         continue;
       }
-      for (std::int64_t e = 0; e < x_row_; ++e) xr[e] = rng.uniform();
+      rng.fill_uniform(xr, x_row_);
       for (std::int64_t e = 0; e < y_row_; ++e) {
         switch (s_.task) {
           case SyntheticTask::binary:

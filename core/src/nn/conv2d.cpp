@@ -120,14 +120,13 @@ const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) 
                             ops.place(grad_pre_, grad_output.shape()), filters);
     dz = &grad_pre_;
   }
+  if (!need_input_grad) grad_input_ = Tensor();
+  Tensor* dx = need_input_grad ? &grad_input_ : nullptr;
   if (!kernel_.grad.empty())  // a frozen layer on a device replica has no gradients
-    convolution().backward_weights(input_, *dz, kernel_.grad,
-                                   options_.use_bias ? &bias_.grad : nullptr);
-  if (!need_input_grad) {
-    grad_input_ = Tensor();
-    return grad_input_;
-  }
-  convolution().backward_data(*dz, kernel_.value, grad_input_);
+    convolution().backward(input_, *dz, kernel_.value, kernel_.grad,
+                           options_.use_bias ? &bias_.grad : nullptr, dx);
+  else if (dx)
+    convolution().backward_data(*dz, kernel_.value, *dx);
   return grad_input_;
 }
 

@@ -18,6 +18,22 @@ std::uint64_t rotl(std::uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
 
+// xoshiro256**'s step: the next output of state `s`, which it advances.
+inline std::uint64_t xoshiro_next(std::array<std::uint64_t, 4>& s) {
+  const std::uint64_t result = rotl(s[1] * 5, 7) * 9;
+  const std::uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+// 24 random bits of `bits` as a float in [0, 1).
+inline float to_uniform(std::uint64_t bits) { return static_cast<float>(bits >> 40) * 0x1.0p-24f; }
+
 }  // namespace
 
 void Rng::reseed(std::uint64_t seed) {
@@ -27,20 +43,14 @@ void Rng::reseed(std::uint64_t seed) {
   spare_ = 0.0f;
 }
 
-std::uint64_t Rng::next_u64() {
-  const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const std::uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
+std::uint64_t Rng::next_u64() { return xoshiro_next(s_); }
 
-float Rng::uniform() {
-  return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f;
+float Rng::uniform() { return to_uniform(next_u64()); }
+
+void Rng::fill_uniform(float* out, std::int64_t n) {
+  std::array<std::uint64_t, 4> s = s_;  // in registers for the loop
+  for (std::int64_t i = 0; i < n; ++i) out[i] = to_uniform(xoshiro_next(s));
+  s_ = s;
 }
 
 std::uint64_t Rng::below(std::uint64_t n) {

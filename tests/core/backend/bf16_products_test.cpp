@@ -190,6 +190,18 @@ TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
     ASSERT_NEAR(dx[static_cast<std::int64_t>(i)], want_dx[i], 1e-5) << "dx " << i;
   for (std::size_t i = 0; i < want_dk.size(); ++i)
     ASSERT_NEAR(d_kernel[static_cast<std::int64_t>(i)], want_dk[i], 1e-5) << "d_kernel " << i;
+  // Both gradients in one call after a forward (Conv2D's path: x and dy rounded once) are the
+  // same bits as the two calls.
+  Tensor dx2, d_kernel2(kernel.shape()), d_bias2({cc.filters});
+  conv->forward(x, kernel, &bias, y);
+  conv->backward(x, dy, kernel, d_kernel2, &d_bias2, &dx2);
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return a.size() == b.size() &&
+           std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * 4) == 0;
+  };
+  EXPECT_TRUE(same(dx2, dx));
+  EXPECT_TRUE(same(d_kernel2, d_kernel));
+  EXPECT_TRUE(same(d_bias2, d_bias));
   for (std::int64_t o = 0; o < cc.filters; ++o) {  // the bias gradient sums the rounded dy
     double sum = 0;
     for (std::int64_t i = o; i < dy.size(); i += cc.filters) sum += reference_bf16(dy[i]);

@@ -52,6 +52,7 @@ struct Primitives {
   memory::desc src_low_md, diff_dst_low_md;
   memory src_low, diff_dst_low;
   dnnl::reorder src_rounding, diff_dst_rounding;
+  bool src_low_from_forward = false;  // src_low holds the last forward's rounded input
   memory::dims strides, dilates, pad_l, pad_r;
 
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -96,6 +97,7 @@ class CpuConvolution final : public Convolution2D {
       p.fwd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_weights) p.weights_reorder.execute(p.stream, p.weights_reorder_args);
       if (bf16_) p.src_rounding.execute(p.stream, p.src, p.src_low);
+      p.src_low_from_forward = true;
       p.fwd.execute(p.stream, p.fwd_args);
       p.stream.wait();
     } catch (const dnnl::error& e) {
@@ -119,8 +121,9 @@ class CpuConvolution final : public Convolution2D {
       p.diff_kernel.set_data_handle(d_kernel.data());
       if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
       p.bwdw_scratch.set_data_handle(scratch_.data());
-      if (bf16_) {
+      if (bf16_) {  // x may not be the last forward's: src_low then no longer holds that
         p.src_rounding.execute(p.stream, p.src, p.src_low);
+        p.src_low_from_forward = false;
         p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
       }
       p.bwd_weights.execute(p.stream, p.bwdw_args);
@@ -129,6 +132,40 @@ class CpuConvolution final : public Convolution2D {
       p.stream.wait();
     } catch (const dnnl::error& e) {
       fail("backward convolution (weights)", batch, e);
+    }
+  }
+
+  // Rounds dy once for both gradients and, in bfloat16, reuses the forward's rounded input.
+  void backward(const Tensor& x, const Tensor& dy, const Tensor& kernel, Tensor& d_kernel,
+                Tensor* d_bias, Tensor* dx) override {
+    const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
+    if (batch == 0 || !bf16_) return Convolution2D::backward(x, dy, kernel, d_kernel, d_bias, dx);
+    const window::Geometry2D& g = desc_.geometry;
+    if (dx) cpu_backend().place(*dx, {batch, g.rows.in, g.cols.in, g.channels});
+    Primitives& p = primitives(batch);
+    prepare_backward(p, dx != nullptr);
+    try {
+      p.src.set_data_handle(const_cast<float*>(x.data()));
+      p.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
+      p.diff_kernel.set_data_handle(d_kernel.data());
+      if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
+      p.bwdw_scratch.set_data_handle(scratch_.data());
+      p.bwdd_scratch.set_data_handle(scratch_.data());
+      if (!p.src_low_from_forward) p.src_rounding.execute(p.stream, p.src, p.src_low);
+      p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
+      p.bwd_weights.execute(p.stream, p.bwdw_args);
+      if (p.reorder_diff_weights)
+        p.diff_weights_reorder.execute(p.stream, p.diff_weights_reorder_args);
+      if (dx) {
+        p.diff_src.set_data_handle(dx->data());
+        p.kernel.set_data_handle(const_cast<float*>(kernel.data()));
+        if (p.reorder_data_weights)
+          p.data_weights_reorder.execute(p.stream, p.data_weights_reorder_args);
+        p.bwd_data.execute(p.stream, p.bwdd_args);
+      }
+      p.stream.wait();
+    } catch (const dnnl::error& e) {
+      fail("backward convolution", batch, e);
     }
   }
 
