@@ -116,11 +116,7 @@ class CpuConvolution final : public Convolution2D {
     Primitives& p = primitives(batch);
     prepare_backward(p, false);
     try {
-      p.src.set_data_handle(const_cast<float*>(x.data()));
-      p.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
-      p.diff_kernel.set_data_handle(d_kernel.data());
-      if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
-      p.bwdw_scratch.set_data_handle(scratch_.data());
+      bind_weight_gradients(p, x, dy, d_kernel, d_bias);
       if (bf16_) {  // x may not be the last forward's: src_low then no longer holds that
         p.src_rounding.execute(p.stream, p.src, p.src_low);
         p.src_low_from_forward = false;
@@ -145,11 +141,7 @@ class CpuConvolution final : public Convolution2D {
     Primitives& p = primitives(batch);
     prepare_backward(p, dx != nullptr);
     try {
-      p.src.set_data_handle(const_cast<float*>(x.data()));
-      p.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
-      p.diff_kernel.set_data_handle(d_kernel.data());
-      if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
-      p.bwdw_scratch.set_data_handle(scratch_.data());
+      bind_weight_gradients(p, x, dy, d_kernel, d_bias);
       p.bwdd_scratch.set_data_handle(scratch_.data());
       if (!p.src_low_from_forward) p.src_rounding.execute(p.stream, p.src, p.src_low);
       p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
@@ -196,6 +188,15 @@ class CpuConvolution final : public Convolution2D {
   void prepare_backward(Primitives& p, bool need_data);
   // The output gradient's user memory and, in bfloat16, its rounded twin and their reorder.
   void ensure_diff_dst(Primitives& p);
+  // Points the backward-weights memories at the caller's x, dy, d_kernel and d_bias.
+  void bind_weight_gradients(Primitives& p, const Tensor& x, const Tensor& dy, Tensor& d_kernel,
+                             Tensor* d_bias) {
+    p.src.set_data_handle(const_cast<float*>(x.data()));
+    p.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
+    p.diff_kernel.set_data_handle(d_kernel.data());
+    if (desc_.use_bias) p.diff_bias.set_data_handle(d_bias->data());
+    p.bwdw_scratch.set_data_handle(scratch_.data());
+  }
   [[noreturn]] void fail(const char* what, std::int64_t batch, const std::exception& e) const {
     const window::Geometry2D& g = desc_.geometry;
     throw RunError(desc_.label + ": oneDNN " + what + " failed for input " +

@@ -22,7 +22,6 @@ class CpuBackend final : public Backend {
  public:
   /// `bf16_products`: GEMMs and convolutions round their operands to bfloat16.
   explicit CpuBackend(bool bf16_products) : bf16_products_(bf16_products) {}
-  bool bf16_products() const { return bf16_products_; }
   Device device() const override { return {}; }
   std::shared_ptr<DeviceMemory> memory() const override { return nullptr; }
 
