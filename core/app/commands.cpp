@@ -335,13 +335,14 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
     };
   });
 
-  auto* summary = app.add_subcommand("summary", "Print the model's layers and parameter counts");
+  auto* summary = app.add_subcommand(
+      "summary", "Print the model's layers and parameter counts, and what each device holds");
   add_config_options(summary, config_, overrides_);
   summary->callback([this] {
     selected_ = [this] {
       RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
       auto model = Model::from_config(rc.model, "model", rc.seed);
-      std::cout << model->summary();
+      std::cout << model->summary() << "\n" << placement_summary(rc);
       return static_cast<int>(ExitCode::ok);
     };
   });

@@ -109,6 +109,22 @@ class TANDEM_EXPORT Model {
   void backward_outputs(const std::vector<const Tensor*>& grad_outputs,
                         const std::function<void(std::size_t layer)>& after_layer);
 
+  /// One forward and backward in parts, for pipeline stages (parallel/pipeline_replica.cpp):
+  /// start_forward(x), then forward_calls() for each part in turn, then forward_results() (the
+  /// outputs, as forward_outputs() gives them); start_backward() with the outputs' gradients,
+  /// then backward_calls() for each part in reverse order. A part is a list of calls in
+  /// ascending order; together the parts hold every call once, and a call reads only the
+  /// model's inputs and calls of its own or an earlier part. The parts may run on different
+  /// threads, one at a time, each finished before the next begins; x and the gradients stay
+  /// borrowed until the last part's backward returns.
+  void start_forward(const Tensor& x);
+  void forward_calls(const std::vector<std::size_t>& calls, bool training,
+                     std::int64_t sample_offset);
+  const std::vector<const Tensor*>& forward_results();
+  void start_backward(const std::vector<const Tensor*>& grad_outputs);
+  void backward_calls(const std::vector<std::size_t>& calls,
+                      const std::function<void(std::size_t layer)>& after_layer);
+
   /// Keras' activity regularizers (a layer's `activity_regularizer`): after a forward, queues
   /// each regularized call's penalty of its output, l1·Σ|y| + l2·Σy² over the rows it ran on,
   /// into `sums` (reset to that many slots, on the layers' backend, when there are any; the
@@ -170,6 +186,8 @@ class TANDEM_EXPORT Model {
   nlohmann::json functional_config() const;
   // Runs every call on x (split into inputs_ first when there are several).
   void run_calls(const Tensor& x, bool training, std::int64_t sample_offset);
+  // Whether call `input`'s output needs a gradient in this backward pass.
+  bool leads_to_training(int input) const;
   // Keras' name of what a call reads: "dense[1][0]" (model_input(i): InputLayer i's).
   std::string input_name_of(int input) const;
   // Adds `grad` to the gradient of call k's output in this backward pass.
@@ -204,6 +222,10 @@ class TANDEM_EXPORT Model {
   std::vector<const Tensor*> outputs_, output_grads_;
   std::vector<Tensor> grad_sums_;
   std::vector<const Tensor*> call_inputs_;
+  std::vector<std::size_t> all_calls_;  // 0 .. call_count() - 1
+  Tensor forward_input_;                // x of this forward (shares its storage)
+  // Per call, in this backward pass: its layer trains, something before it trains, it ran.
+  std::vector<bool> backward_trainable_, backward_needs_input_grad_, backward_ran_;
   // Several inputs or outputs: each input's rows split from x, the outputs and their packed
   // rows, the packed gradient split per output.
   std::vector<Tensor> input_parts_, output_grad_parts_;

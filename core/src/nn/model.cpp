@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -395,6 +396,8 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
                                            "layer more than once");
   }
   grad_sums_.resize(calls_.size());
+  all_calls_.resize(calls_.size());
+  std::iota(all_calls_.begin(), all_calls_.end(), std::size_t{0});
   packed_input_shape_ = inputs_[0].shape;
   if (inputs_.size() > 1) {
     std::int64_t total = 0;
@@ -445,6 +448,11 @@ const std::string& Model::output_name(std::size_t j) const {
 }
 
 void Model::run_calls(const Tensor& x, bool training, std::int64_t sample_offset) {
+  start_forward(x);
+  forward_calls(all_calls_, training, sample_offset);
+}
+
+void Model::start_forward(const Tensor& x) {
   nn::require_batch_of(x, packed_input_shape_, "model '" + name_ + "'");
   backend::Backend& ops = layers_.front()->ops();
   const std::int64_t rows = x.dim(0), total = shape_size(packed_input_shape_);
@@ -457,26 +465,35 @@ void Model::run_calls(const Tensor& x, bool training, std::int64_t sample_offset
     ops.copy_columns(x, total, static_cast<std::int64_t>(offset), input_parts_[i], width, 0, width);
     offset += static_cast<std::size_t>(width);
   }
+  forward_input_ = x;
   outputs_.assign(calls_.size(), nullptr);
-  for (std::size_t k = 0; k < calls_.size(); ++k) {
+}
+
+void Model::forward_calls(const std::vector<std::size_t>& calls, bool training,
+                          std::int64_t sample_offset) {
+  for (std::size_t k : calls) {
     const Call& call = calls_[k];
     if (call.number > 0) sync_twin(call);
     call_inputs_.clear();
     for (int in : call.inputs)
       call_inputs_.push_back(in >= 0                ? outputs_[static_cast<std::size_t>(in)]
-                             : inputs_.size() == 1 ? &x
+                             : inputs_.size() == 1 ? &forward_input_
                                                    : &input_parts_[static_cast<std::size_t>(-1 - in)]);
     call.runner->set_sample_offset(sample_offset);
     outputs_[k] = &call.runner->forward_inputs(call_inputs_, training);
   }
 }
 
-const std::vector<const Tensor*>& Model::forward_outputs(const Tensor& x, bool training,
-                                                         std::int64_t sample_offset) {
-  run_calls(x, training, sample_offset);
+const std::vector<const Tensor*>& Model::forward_results() {
   model_outputs_.clear();
   for (std::size_t k : output_calls_) model_outputs_.push_back(outputs_[k]);
   return model_outputs_;
+}
+
+const std::vector<const Tensor*>& Model::forward_outputs(const Tensor& x, bool training,
+                                                         std::int64_t sample_offset) {
+  run_calls(x, training, sample_offset);
+  return forward_results();
 }
 
 const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample_offset) {
@@ -540,6 +557,16 @@ void Model::backward(const Tensor& grad_output,
 
 void Model::backward_outputs(const std::vector<const Tensor*>& grad_outputs,
                              const std::function<void(std::size_t layer)>& after_layer) {
+  start_backward(grad_outputs);
+  backward_calls(all_calls_, after_layer);
+}
+
+bool Model::leads_to_training(int input) const {
+  return input >= 0 && (backward_trainable_[static_cast<std::size_t>(input)] ||
+                        backward_needs_input_grad_[static_cast<std::size_t>(input)]);
+}
+
+void Model::start_backward(const std::vector<const Tensor*>& grad_outputs) {
   if (grad_outputs.size() != output_calls_.size())
     throw ShapeError("model '" + name_ + "': " + std::to_string(grad_outputs.size()) +
                      " output gradients for " + std::to_string(output_calls_.size()) +
@@ -547,17 +574,16 @@ void Model::backward_outputs(const std::vector<const Tensor*>& grad_outputs,
   // A call runs its backward when its layer has trainable parameters or something before it
   // has (needs_input_grad): the calls before the first trainable one need no gradient at all.
   const std::size_t n = calls_.size();
-  std::vector<bool> trainable(n, false), needs_input_grad(n, false), ran(n, false);
-  const auto leads_to_training = [&](int in) {
-    return in >= 0 && (trainable[static_cast<std::size_t>(in)] ||
-                                 needs_input_grad[static_cast<std::size_t>(in)]);
-  };
+  backward_trainable_.assign(n, false);
+  backward_needs_input_grad_.assign(n, false);
+  backward_ran_.assign(n, false);
   for (std::size_t k = 0; k < n; ++k) {
     Layer& layer = *layers_[calls_[k].layer];
     if (layer.trainable())
-      for (Parameter* p : layer.parameters()) trainable[k] = trainable[k] || p->trainable;
+      for (Parameter* p : layer.parameters())
+        backward_trainable_[k] = backward_trainable_[k] || p->trainable;
     for (int in : calls_[k].inputs)
-      needs_input_grad[k] = needs_input_grad[k] || leads_to_training(in);
+      backward_needs_input_grad_[k] = backward_needs_input_grad_[k] || leads_to_training(in);
   }
   output_grads_.assign(n, nullptr);
   for (std::size_t j = 0; j < output_calls_.size(); ++j)
@@ -567,21 +593,27 @@ void Model::backward_outputs(const std::vector<const Tensor*>& grad_outputs,
     for (std::size_t k = 0; k < n; ++k)
       if (!activity_[calls_[k].layer].config.is_null()) add_output_grad(k, &activity_grads_[k]);
   activity_grads_pending_ = false;
-  for (std::size_t k = n; k-- > 0;) {
+}
+
+void Model::backward_calls(const std::vector<std::size_t>& calls,
+                           const std::function<void(std::size_t layer)>& after_layer) {
+  for (auto it = calls.rbegin(); it != calls.rend(); ++it) {
+    const std::size_t k = *it;
     const Call& call = calls_[k];
-    if (output_grads_[k] && (trainable[k] || needs_input_grad[k])) {
+    const bool needs_input_grad = backward_needs_input_grad_[k];
+    if (output_grads_[k] && (backward_trainable_[k] || needs_input_grad)) {
       if (call.number > 0)  // a twin sets its own gradients, summed into the layer's below
         for (Parameter* p : call.runner->parameters())
           if (p->trainable) call.runner->ops().place(p->grad, p->value.shape());
-      const auto grads = call.runner->backward_inputs(*output_grads_[k], needs_input_grad[k]);
-      ran[k] = true;
+      const auto grads = call.runner->backward_inputs(*output_grads_[k], needs_input_grad);
+      backward_ran_[k] = true;
       for (std::size_t j = 0; j < grads.size() && j < call.inputs.size(); ++j)
         if (leads_to_training(call.inputs[j]))
           add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j]);
     }
     // The layer's first call is its last in this pass: its gradient is complete now.
     if (call.number == 0) {
-      sum_twin_gradients(call.layer, ran);
+      sum_twin_gradients(call.layer, backward_ran_);
       after_layer(call.layer);
     }
   }

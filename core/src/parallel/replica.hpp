@@ -22,6 +22,7 @@
 #include "nn/objective.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/pipeline_layout.hpp"
 #include "parallel/replica_model.hpp"
 #include "tandem/tensor.hpp"
 #include "util/internal_api.hpp"
@@ -70,6 +71,12 @@ class Replica {
   virtual void apply_update() = 0;
   virtual void set_learning_rate(double lr) = 0;
 
+  /// A pipeline replica's stages in the last train() (ReplicaStep::stages); empty otherwise.
+  virtual std::vector<StageStep> last_stages() const { return {}; }
+  /// The models whose layers compute train(): the host model, or a pipeline's micro-batch
+  /// copies (synchronized BatchNormalization is given its sums there).
+  virtual std::vector<Model*> training_models() { return {&model()}; }
+
   /// Device state into the host model and optimizer; nothing to do when they are current.
   virtual void pull() {}
   /// The host model's weights and random state and the host optimizer's state (learning rate,
@@ -80,6 +87,19 @@ class Replica {
 /// A replica that trains its host model on the CPU. Borrows `model` and `optimizer`. Ignores
 /// NextRows: its batches are read where they are.
 std::unique_ptr<Replica> make_cpu_replica(Model& model, Optimizer& optimizer, DeviceSpec device);
+
+/// A CPU replica whose train() runs `model` as a pipeline (docs/pipeline.md): `layout`'s stages
+/// on one worker thread each (stage s on devices[s] with threads[s] compute threads), the shard
+/// cut into `microbatches` that flow through them in `schedule`'s order, their gradients summed
+/// in micro-batch order. evaluate() and predict() run the whole model on the calling thread.
+/// Borrows `model` and `optimizer`.
+std::unique_ptr<Replica> make_cpu_pipeline_replica(Model& model, Optimizer& optimizer,
+                                                   std::vector<DeviceSpec> devices,
+                                                   std::vector<int> threads, PipelineLayout layout,
+                                                   int microbatches, PipelineSchedule schedule);
+
+/// Rows [offset, offset + n) of a batch tensor, without copying.
+Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n);
 
 }  // namespace tandem::detail
 

@@ -1,5 +1,6 @@
 #include "parallel/replica_model.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -96,10 +97,6 @@ std::unique_ptr<Optimizer> clone_optimizer(const Optimizer& o) {
                         "optimizer");
 }
 
-std::int64_t row_size(const Tensor& t) {
-  return shape_size(Shape(t.shape().begin() + 1, t.shape().end()));
-}
-
 // Whether a layer of `model` computes statistics over the global batch (nn/layer_extensions.hpp).
 bool wants_cross_replica_sum(Model& model) {
   for (std::size_t l = 0; l < model.layer_count(); ++l)
@@ -115,13 +112,6 @@ void set_cross_replica_sum(Model& model, const backend::SumAcrossReplicas& sum) 
       stats->set_cross_replica_sum(sum);
 }
 
-// Rows [offset, offset + n) of a batch tensor, without copying.
-Tensor rows_of(const Tensor& t, std::int64_t offset, std::int64_t n) {
-  Shape shape = t.shape();
-  shape[0] = n;
-  return Tensor::view(t, offset * row_size(t), shape);
-}
-
 // Places each layer of a CPU replica's model on the CPU backend of its precision.
 void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
   for (std::size_t l = 0; l < model.layer_count(); ++l)
@@ -129,6 +119,13 @@ void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
 }
 
 }  // namespace
+
+double ReplicaStep::bubble() const {
+  if (stages.empty() || seconds <= 0) return 0.0;
+  double busy = 0;
+  for (const StageStep& s : stages) busy += s.seconds;
+  return std::clamp(1.0 - busy / (static_cast<double>(stages.size()) * seconds), 0.0, 1.0);
+}
 
 void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
                                    Precision precision) {
@@ -144,21 +141,47 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
   }
 }
 
+namespace {
+
+// The replicas of a plan: one per device, or one per pipeline (its first stage's device).
+DevicePlan replica_plan(const DevicePlan& plan, int stages) {
+  DevicePlan replicas{{}, plan.text};
+  for (std::size_t d = 0; d < plan.replicas.size(); d += static_cast<std::size_t>(stages))
+    replicas.replicas.push_back(plan.replicas[d]);
+  return replicas;
+}
+
+// Each of `workers` worker threads' fair share of this process's compute threads.
+std::vector<int> core_shares(int workers) {
+  const int cores = cpu::compute_threads();
+  std::vector<int> shares;
+  for (int w = 0; w < workers; ++w)
+    shares.push_back(std::max(1, cores / workers + (w < cores % workers ? 1 : 0)));
+  return shares;
+}
+
+}  // namespace
+
 ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
-                           std::shared_ptr<World> world, Precision precision)
+                           std::shared_ptr<World> world, Precision precision,
+                           std::optional<PipelinePlan> pipeline)
     : template_(template_model),
       optimizer_(optimizer),
       plan_(std::move(plan)),
       precision_(precision),
+      pipeline_(std::move(pipeline)),
       world_(world ? std::move(world) : single_process_world()) {
   if (plan_.size() < 1) throw ConfigError("devices", "a device plan needs at least one replica");
   check_precision(plan_, template_, precision_);
+  const int stages = pipeline_ ? pipeline_->stage_count() : 1;
+  const int replica_count = pipeline_ ? pipeline_replicas(plan_, stages) : plan_.size();
+  const DevicePlan replicas = replica_plan(plan_, stages);
   const std::vector<Precision> layer_precisions = nn::layer_precisions(template_, precision_);
   // CUDA plans: the replicas sum their gradients themselves through the stream communicator.
   std::unique_ptr<StreamCommunicator> streams;
   if (!plan_.all_cpu()) streams = make_stream_communicator(plan_, *world_);
   StreamCommunicator* const stream_communicator = streams.get();
-  communicator_ = streams ? std::move(streams) : make_communicator(plan_, world_);
+  communicator_ = streams ? std::move(streams) : make_communicator(replicas, world_);
   const detail::CudaModule* cuda = nullptr;
   if (!plan_.all_cpu()) {
     cuda = &detail::cuda_module();
@@ -170,7 +193,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
                                        "' names CUDA devices, but this Tandem's CUDA module was "
                                        "built without the CUDA backend");
   }
-  for (int r = 0; r < plan_.size(); ++r) {
+  const std::vector<int> stage_threads = core_shares(plan_.size());
+  for (int r = 0; r < replica_count; ++r) {
     Model* model = &template_;
     Optimizer* opt = &optimizer_;
     if (r > 0) {
@@ -179,41 +203,52 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       model = owned_.back().get();
       opt = owned_optimizers_.back().get();
     }
-    const DeviceSpec& device = plan_.replicas[static_cast<std::size_t>(r)];
+    const DeviceSpec& device = replicas.replicas[static_cast<std::size_t>(r)];
     if (device.kind == DeviceKind::cpu) place_on_cpu(*model, layer_precisions);
-    replicas_.push_back(
-        device.kind == DeviceKind::cpu
-            ? detail::make_cpu_replica(*model, *opt, device)
-            : cuda->api->make_cuda_replica(*model, *opt, device, precision_,
-                                           stream_communicator, r));
+    if (pipeline_) {
+      const auto first = plan_.replicas.begin() + static_cast<std::ptrdiff_t>(r) * stages;
+      replicas_.push_back(detail::make_cpu_pipeline_replica(
+          *model, *opt, {first, first + stages},
+          {stage_threads.begin() + static_cast<std::ptrdiff_t>(r) * stages,
+           stage_threads.begin() + static_cast<std::ptrdiff_t>(r + 1) * stages},
+          pipeline_->layout, pipeline_->microbatches, pipeline_->schedule));
+    } else {
+      replicas_.push_back(device.kind == DeviceKind::cpu
+                              ? detail::make_cpu_replica(*model, *opt, device)
+                              : cuda->api->make_cuda_replica(*model, *opt, device, precision_,
+                                                             stream_communicator, r));
+    }
   }
   shard_sums_.resize(replicas_.size());
   last_step_.resize(replicas_.size());
   for (std::size_t r = 0; r < replicas_.size(); ++r) {
-    last_step_[r].device = plan_.replicas[r];
+    last_step_[r].device = replicas.replicas[r];
     last_step_[r].rank = world_->rank();
   }
   all_steps_ = last_step_;
   rank_plans_ = world_->all_gather_bytes(plan_.text);
   const double mine = static_cast<double>(size());
-  for (double replicas : world_->all_gather(&mine, 1)) total_size_ += static_cast<int>(replicas);
-  // Layers whose statistics span the global batch (synchronized BatchNormalization) share one
-  // CrossReplicaSum over every replica of every rank.
-  if (wants_cross_replica_sum(template_) && (size() > 1 || world_->size() > 1)) {
-    auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
-    for (int r = 0; r < size(); ++r) {
-      Model& m = replicas_[static_cast<std::size_t>(r)]->model();
-      set_cross_replica_sum(m, [sum, r](double* values, std::size_t count) {
-        sum->sum(r, values, count);
-      });
-    }
-  }
+  for (double n : world_->all_gather(&mine, 1)) total_size_ += static_cast<int>(n);
+  share_cross_replica_sums();
   broadcast_from_template();
-  if (replicas_.size() > 1) {
-    const int cores = cpu::compute_threads(), n = size();
-    std::vector<int> shares;
-    for (int r = 0; r < n; ++r) shares.push_back(std::max(1, cores / n + (r < cores % n ? 1 : 0)));
-    workers_ = std::make_unique<Workers>(shares);
+  if (replicas_.size() > 1) workers_ = std::make_unique<Workers>(core_shares(size()));
+}
+
+// Layers whose statistics span the global batch (synchronized BatchNormalization) share one
+// CrossReplicaSum over every replica of every rank — one per pipeline stage, whose workers
+// reach their layers' sums independently of the other stages'.
+void ReplicaModel::share_cross_replica_sums() {
+  if (!wants_cross_replica_sum(template_) || (size() == 1 && world_->size() == 1)) return;
+  const PipelineLayout layout =
+      pipeline_ ? pipeline_->layout : PipelineLayout::whole(template_);
+  for (const auto& stage_layers : layout.layers) {
+    auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
+    for (int r = 0; r < size(); ++r)
+      for (Model* m : replicas_[static_cast<std::size_t>(r)]->training_models())
+        for (std::size_t l : stage_layers)
+          if (auto* stats = nn::cross_replica_statistics_of(m->layer(l)))
+            stats->set_cross_replica_sum(
+                [sum, r](double* values, std::size_t count) { sum->sum(r, values, count); });
   }
 }
 
@@ -291,6 +326,8 @@ StepSums ReplicaModel::combine(std::size_t metric_count, bool with_steps) {
       step.device = i < last_step_.size() ? last_step_[i].device : last_step_.back().device;
       step.samples = static_cast<std::int64_t>(v[k]);
       step.seconds = v[k + 1];
+      if (static_cast<int>(r) == world_->rank() && i < last_step_.size())
+        step.stages = last_step_[i].stages;
       all_steps_.push_back(step);
     }
   }
@@ -315,7 +352,7 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& obj
   if (next) {
     std::int64_t at = 0;
     for (std::int64_t n : split(next->size(), size())) {
-      ahead.push_back({rows_of(next->x, at, n), rows_of(next->y, at, n)});
+      ahead.push_back({detail::rows_of(next->x, at, n), detail::rows_of(next->y, at, n)});
       at += n;
     }
   }
@@ -326,11 +363,12 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& obj
     const auto t0 = std::chrono::steady_clock::now();
     const std::int64_t local = offsets[i] - batch.global_offset;
     shard_sums_[i] =
-        replicas_[i]->train(rows_of(batch.x, local, sizes[i]), rows_of(batch.y, local, sizes[i]),
+        replicas_[i]->train(detail::rows_of(batch.x, local, sizes[i]), detail::rows_of(batch.y, local, sizes[i]),
                             offsets[i], scale, objective, next ? &ahead[i] : nullptr);
     last_step_[i].samples = sizes[i];
     last_step_[i].seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last_step_[i].stages = replicas_[i]->last_stages();
   });
   return combine(objective.part_count(), true);
 }
@@ -364,8 +402,8 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) 
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     shard_sums_[i] =
-        replicas_[i]->evaluate(rows_of(batch.x, offsets[i], sizes[i]),
-                               rows_of(batch.y, offsets[i], sizes[i]), offsets[i], objective);
+        replicas_[i]->evaluate(detail::rows_of(batch.x, offsets[i], sizes[i]),
+                               detail::rows_of(batch.y, offsets[i], sizes[i]), offsets[i], objective);
   });
   return combine(objective.part_count(), false);
 }
@@ -405,7 +443,7 @@ void ReplicaModel::predict(const Tensor& x, float* out) {
   }
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    replicas_[i]->predict(rows_of(x, offsets[i], sizes[i]), offsets[i], out + offsets[i] * out_row);
+    replicas_[i]->predict(detail::rows_of(x, offsets[i], sizes[i]), offsets[i], out + offsets[i] * out_row);
   });
 }
 

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "parallel/communicator.hpp"
@@ -34,6 +35,7 @@
 #include "nn/objective.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/pipeline_layout.hpp"
 #include "util/internal_api.hpp"
 #include "util/precision.hpp"
 #include "parallel/world.hpp"
@@ -46,12 +48,23 @@ namespace detail {
 class Replica;
 }
 
+/// One stage of a pipeline replica in the last step (parallel/pipeline_layout.hpp).
+struct StageStep {
+  DeviceSpec device;
+  std::vector<std::size_t> layers;  // the template's layers it computes
+  std::int64_t parameters = 0;
+  double seconds = 0;  // time its worker computed (the rest of the step it waited)
+};
+
 /// Per-replica facts of the last step (the meta view of callbacks and replica_stats events).
 struct ReplicaStep {
   int rank = 0;  // the process (MPI rank) it runs in
-  DeviceSpec device;
+  DeviceSpec device;  // a pipeline's first stage's
   std::int64_t samples = 0;
   double seconds = 0;  // forward + backward of this replica
+  std::vector<StageStep> stages;  // a pipeline replica's stages; empty for one device
+  /// The fraction of the step a pipeline's workers waited: 1 - Σ stage seconds / (S · seconds).
+  double bubble() const;
 };
 
 class ReplicaModel {
@@ -60,14 +73,19 @@ class ReplicaModel {
   /// nn::layer_precisions (the bf16 CPU backend for bf16), CUDA replicas their matrix products.
   /// Throws ConfigError when the plan's devices cannot train this model (no CUDA module, a layer
   /// without a CUDA implementation, a precision the devices lack: check_precision).
+  /// With `pipeline` (parallel/pipeline_layout.hpp), the plan's devices are pipelines of its
+  /// stage count, each a replica (pipeline_replicas() checks the plan; CPU only for now).
   ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePlan plan,
                std::shared_ptr<World> world = single_process_world(),
-               Precision precision = Precision::fp32);
+               Precision precision = Precision::fp32,
+               std::optional<PipelinePlan> pipeline = std::nullopt);
   ~ReplicaModel();
   ReplicaModel(const ReplicaModel&) = delete;
   ReplicaModel& operator=(const ReplicaModel&) = delete;
 
-  /// Replicas in this process.
+  /// The pipeline each replica runs, when there is one.
+  const std::optional<PipelinePlan>& pipeline() const { return pipeline_; }
+  /// Replicas in this process (pipelines, when the model runs in stages).
   int size() const { return static_cast<int>(replicas_.size()); }
   /// Replicas of every rank of the run (size() in one process).
   int total_size() const { return total_size_; }
@@ -138,11 +156,13 @@ class ReplicaModel {
   template <class F>
   void on_replicas(F&& f);
   StepSums combine(std::size_t metric_count, bool with_steps);
+  void share_cross_replica_sums();
 
   Model& template_;
   Optimizer& optimizer_;
   DevicePlan plan_;
   Precision precision_;
+  std::optional<PipelinePlan> pipeline_;
   std::unique_ptr<Communicator> communicator_;
   std::vector<std::unique_ptr<Model>> owned_;  // host models of replicas 1..N-1
   std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;

@@ -27,6 +27,7 @@
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
 #include "plugin/plugin_host.hpp"
+#include "parallel/placement.hpp"
 #include "parallel/replica_model.hpp"
 #include "train/trainer.hpp"
 
@@ -172,6 +173,38 @@ DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_wo
   return parse_device_plan(text, devices, "devices", cuda);
 }
 
+// How the plan's devices train the model: one replica each, or pipelines of the config's stages
+// (the time balance measures the model on one micro-batch of the global batch's split).
+struct Placement {
+  std::optional<PipelinePlan> pipeline;
+  int replicas = 1;  // in this process
+};
+
+Placement placement_for(const RunConfig& rc, const Model& model, const DevicePlan& plan,
+                        int ranks = 1) {
+  if (!rc.pipeline.active()) return {std::nullopt, plan.size()};
+  Placement placement;
+  placement.replicas = pipeline_replicas(plan, rc.pipeline.stages);
+  std::vector<double> seconds;
+  if (rc.pipeline.balance == PipelineBalance::time && rc.pipeline.stage_layers.empty()) {
+    const std::int64_t batch = rc.global_batch_size(placement.replicas * ranks);
+    seconds = measure_call_seconds(
+        model, std::max<std::int64_t>(1, batch / (placement.replicas * ranks) /
+                                             rc.pipeline.microbatches));
+  }
+  placement.pipeline = PipelinePlan{cut_into_stages(model, rc.pipeline, seconds),
+                                    rc.pipeline.microbatches, rc.pipeline.schedule};
+  return placement;
+}
+
+std::vector<DevicePlacement> placement_of(const RunConfig& rc, const Built& b,
+                                          const DevicePlan& plan, const Placement& placement,
+                                          int ranks = 1) {
+  return place_on_devices(*b.model, plan, placement.pipeline,
+                          rc.global_batch_size(placement.replicas * ranks) / ranks,
+                          static_cast<int>(b.optimizer->slot_names().size()));
+}
+
 json device_plan_json(const DevicePlan& plan) {
   json j = plan.to_json();
   j["threads"] = cpu::compute_threads();
@@ -214,23 +247,39 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
   ReplicaModel::check_precision(plan, *b.model, b.precision);
+  const Placement placement = placement_for(rc, *b.model, plan);
   Datasets data = open_training_datasets(rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
   if (data.validation) Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
   json plugins = check_plugins_of(rc.callbacks, rc.plugin_paths);
-  DataLoaderOptions train_options{rc.global_batch_size(plan.size()), false, 0, 0};
+  DataLoaderOptions train_options{rc.global_batch_size(placement.replicas), false, 0, 0};
   train_options.mix = rc.data.mix;  // checks that the data can be mixed so
   const DataLoader train(data.train, train_options);
   Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
           {"devices", plan.to_json()},
-          {"batch_size", rc.global_batch_size(plan.size())},
+          {"batch_size", rc.global_batch_size(placement.replicas)},
           {"precision", precision_name(b.precision)},
+          {"placement", placement_json(placement_of(rc, b, plan, placement))},
           {"train_samples", data.train->size()},
           {"validation_samples", data.validation ? data.validation->size() : 0},
           {"plugins", plugins}};
+}
+
+std::string placement_summary(const RunConfig& rc) {
+  Built b = build_model(rc);
+  const DevicePlan plan = plan_for(rc);
+  const Placement placement = placement_for(rc, *b.model, plan);
+  std::string head = "Placement on " + plan.text + ": " + std::to_string(placement.replicas) +
+                     (placement.replicas == 1 ? " replica" : " replicas");
+  if (placement.pipeline)
+    head += " of " + std::to_string(placement.pipeline->stage_count()) + " stages, " +
+            std::to_string(placement.pipeline->microbatches) + " micro-batches (" +
+            schedule_name(placement.pipeline->schedule) + ")";
+  head += ", global batch " + std::to_string(rc.global_batch_size(placement.replicas)) + "\n";
+  return head + placement_table(placement_of(rc, b, plan, placement));
 }
 
 std::optional<json> run_config_of_checkpoint(const std::filesystem::path& path) {
@@ -248,7 +297,8 @@ TrainResult run_training(const TrainRequest& request) {
   // Everything that can be wrong with the input is checked before the run folder exists.
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc, *world);
-  const std::int64_t batch_size = rc.global_batch_size(plan.size() * ranks);
+  const Placement placement = placement_for(rc, *b.model, plan, ranks);
+  const std::int64_t batch_size = rc.global_batch_size(placement.replicas * ranks);
   Datasets data = open_training_datasets(rc, *b.model);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
@@ -299,7 +349,7 @@ TrainResult run_training(const TrainRequest& request) {
   }
 
   share_cores_between_local_ranks(*world);
-  ReplicaModel meta(*b.model, *b.optimizer, plan, world, b.precision);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, world, b.precision, placement.pipeline);
   Trainer trainer(meta, std::move(*b.objective));
   trainer.check_fit_data(train_loader, val_loader.get());
   Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch});
@@ -357,7 +407,8 @@ TrainResult run_training(const TrainRequest& request) {
                   {"world_size", ranks},
                   {"train_samples", data.train->size()},
                   {"validation_samples", data.validation ? data.validation->size() : 0},
-                  {"parameters", b.model->count_params()}};
+                  {"parameters", b.model->count_params()},
+                  {"placement", placement_json(placement_of(rc, b, plan, placement, ranks))}};
   if (request.resume) started["resumed_from"] = request.resume->string();
   trainer.publish("run_started", started);
   if (writer) {
@@ -366,7 +417,7 @@ TrainResult run_training(const TrainRequest& request) {
                  data.validation ? data.validation->describe() : "nothing");
     if (ranks > 1)
       spdlog::info("{} processes (MPI ranks), {} replicas each; global batch {}", ranks,
-                   plan.size(), batch_size);
+                   placement.replicas, batch_size);
   }
 
   try {
@@ -446,11 +497,14 @@ struct Inference {
     const DevicePlan plan = plan_for(rc);
     Datasets d = open_datasets(rc, request.split == "train");
     load_weights_file(*built.model, request.weights);
-    DataLoaderOptions options{rc.global_batch_size(plan.size()), false, 0, rc.data.prefetch};
+    const Placement placement = placement_for(rc, *built.model, plan);
+    DataLoaderOptions options{rc.global_batch_size(placement.replicas), false, 0,
+                              rc.data.prefetch};
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
     loader = std::make_unique<DataLoader>(pick_split(request, d), options);
     meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
-                                          single_process_world(), built.precision);
+                                          single_process_world(), built.precision,
+                                          placement.pipeline);
     trainer = std::make_unique<Trainer>(*meta, std::move(*built.objective));
     if (rc.verbose > 0) {
       CallbackBus bus;
@@ -515,10 +569,11 @@ class StepTimer final : public Callback {
 DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc);
+  const Placement placement = placement_for(rc, *b.model, plan);
   Datasets data = open_training_datasets(rc, *b.model);
   DataBenchResult result;
   result.dataset = data.train->describe();
-  result.batch_size = rc.global_batch_size(plan.size());
+  result.batch_size = rc.global_batch_size(placement.replicas);
 
   DataLoaderOptions pipeline{result.batch_size, rc.data.shuffle, Rng::derive(rc.seed, 1),
                              rc.data.prefetch};
@@ -544,7 +599,8 @@ DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
   const auto one_batch = data::make_cached(make_subset(data.train, 0, rows), "data.train");
   const auto repeated = std::make_shared<RepeatedDataset>(one_batch, result.batch_size * 10000);
   DataLoader steps(repeated, {result.batch_size, false, 0, rc.data.prefetch});
-  ReplicaModel meta(*b.model, *b.optimizer, plan, single_process_world(), b.precision);
+  ReplicaModel meta(*b.model, *b.optimizer, plan, single_process_world(), b.precision,
+                    placement.pipeline);
   Trainer trainer(meta, std::move(*b.objective));
   auto timer = std::make_shared<StepTimer>(seconds);
   CallbackBus bus;

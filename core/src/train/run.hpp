@@ -57,11 +57,17 @@ struct TrainResult {
 
 /// Everything run_training checks before it creates the run folder (model, device plan, datasets,
 /// plugins and their options), without training. Throws the error a run would; returns a summary:
-/// name, parameters, devices, batch_size, train_samples, validation_samples, plugins.
+/// name, parameters, devices, batch_size, precision, placement (parallel/placement.hpp),
+/// train_samples, validation_samples, plugins.
 /// `plugins` checks the callbacks: check_plugins, or a checker that runs it in another process.
 using PluginChecker = std::function<nlohmann::json(const std::vector<CallbackConfig>&,
                                                    const std::vector<std::filesystem::path>&)>;
 nlohmann::json check_run_config(const RunConfig& config, const PluginChecker& plugins);
+
+/// The devices of the config's plan and what each holds (parallel/placement.hpp): a heading
+/// ("Placement on cpu:2: 1 replica of 2 stages, 4 micro-batches (1f1b), global batch 2048") and
+/// the table. Throws the config's errors as check_run_config does.
+std::string placement_summary(const RunConfig& config);
 
 /// Loads the plugin of each callback (searching `plugin_paths` first, built-in names from the
 /// built-in folders) and checks its options by making its callback, in this process: plugin code

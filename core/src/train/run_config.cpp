@@ -230,6 +230,8 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.precision_given = c.has("precision");
   rc.precision = parse_precision(c.get_string("precision", "fp32"), "precision");
   rc.model = c.at("model");
+  if (const json* pipeline = c.find("pipeline"))
+    rc.pipeline = parse_pipeline_config(*pipeline, "pipeline");
   rc.optimizer = c.find("optimizer") ? c.at("optimizer") : json("adam");
   rc.loss = c.at("loss");
   rc.loss_weights = c.find("loss_weights") ? c.at("loss_weights") : json();
@@ -275,6 +277,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   rc.resolved["verbose"] = rc.verbose;
   rc.resolved["devices"] = rc.devices;
   rc.resolved["precision"] = precision_name(rc.precision);
+  if (rc.pipeline.active()) rc.resolved["pipeline"] = pipeline_config_json(rc.pipeline);
   rc.resolved["optimizer"] = rc.optimizer;
   rc.resolved["metrics"] = rc.metrics;
   if (!rc.loss_weights.is_null()) rc.resolved["loss_weights"] = rc.loss_weights;

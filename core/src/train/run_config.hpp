@@ -1,7 +1,7 @@
 // RunConfig: the run file (`tandem train run.json`), validated, with every default filled in.
 //
 // The file is JSON with top-level keys: name, seed, epochs, batch_size, verbose, devices, model
-// (a Keras Sequential or functional config), optimizer, loss, metrics, weighted_metrics,
+// (a Keras Sequential or functional config), pipeline, optimizer, loss, metrics, weighted_metrics,
 // class_weight, data, callbacks, plugin_paths.
 // docs/config.md lists them. Every error is a ConfigError naming the JSON path. Plain data;
 // copyable.
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/batch_mixing.hpp"
+#include "parallel/pipeline_layout.hpp"
 #include "tandem/model_view.hpp"
 #include "util/internal_api.hpp"
 #include "util/precision.hpp"
@@ -55,7 +56,8 @@ struct RunConfig {
   std::string devices = "cpu";            // a device plan text, checked by parse_device_plan
   Precision precision = Precision::fp32;  // "precision" (util/precision.hpp)
   bool precision_given = false;           // the config set "precision" (nn/dtype_policy.hpp)
-  /// batch_size, or batch_size_per_replica × replicas.
+  PipelineConfig pipeline;  // "pipeline" (parallel/pipeline_layout.hpp): stages, micro-batches
+  /// batch_size, or batch_size_per_replica × replicas (a pipeline of stages is one replica).
   std::int64_t global_batch_size(int replicas) const {
     return batch_size_per_replica > 0 ? batch_size_per_replica * replicas : batch_size;
   }

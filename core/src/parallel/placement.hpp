@@ -1,0 +1,57 @@
+// Placement: what each device of a plan holds for a model — its replica and pipeline stage, its
+// layers, and the memory they take (weights, gradients, optimizer slots, activations), estimated
+// before training from the model's shapes (docs/pipeline.md "Memory"). `tandem summary
+// --devices`, `tandem check` and the run_started event show it.
+//
+// Activations count the outputs of the device's calls for every micro-batch its schedule keeps
+// in flight (GPipe: all M; 1F1B: min(M, S - s) on stage s); layers keep about as much again for
+// their backward passes, which the estimate leaves out. Plain data; pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "parallel/pipeline_layout.hpp"
+#include "tandem/device_plan.hpp"
+#include "tandem/model.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem {
+
+struct MemoryUse {
+  std::int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0;  // bytes
+  std::int64_t total() const { return weights + gradients + optimizer + activations; }
+};
+
+struct DevicePlacement {
+  DeviceSpec device;
+  int replica = 0;
+  int stage = 0;  // 0 without a pipeline
+  std::vector<std::string> layers;
+  std::int64_t parameters = 0;
+  MemoryUse memory;
+};
+
+/// The placement of `model` on `plan` (one replica per device, or `pipeline`'s stages), for a
+/// global batch of `batch` samples split over the replicas, with `optimizer_slots` slots per
+/// parameter (Optimizer::slot_names().size()).
+std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePlan& plan,
+                                              const std::optional<PipelinePlan>& pipeline,
+                                              std::int64_t batch, int optimizer_slots);
+
+/// [{"device": "cpu:1", "replica": 0, "stage": 1, "layers": [...], "parameters": n,
+///   "memory": {"weights": bytes, "gradients": ..., "optimizer": ..., "activations": ...,
+///   "total": ...}}, ...]
+nlohmann::json placement_json(const std::vector<DevicePlacement>& placement);
+/// A table, one row per device: device, replica, stage, layers, parameters, memory (MiB).
+std::string placement_table(const std::vector<DevicePlacement>& placement);
+
+}  // namespace tandem
+
+TANDEM_INTERNAL_API_END

@@ -1,0 +1,243 @@
+// Pipelines (parallel/pipeline_layout.hpp, pipeline_replica.cpp): stage layouts and their
+// errors, and contract 1 for a model trained in stages — 10 Adam steps through a pipeline equal
+// template-only training to float rounding, whatever the stages, micro-batches, schedule and
+// replicas.
+#include "parallel/pipeline_layout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "meta_test_models.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem {
+namespace {
+
+using namespace meta_test;
+
+PipelinePlan plan_of(const Model& model, const json& pipeline) {
+  const PipelineConfig config = parse_pipeline_config(pipeline, "pipeline");
+  return {cut_into_stages(model, config), config.microbatches, config.schedule};
+}
+
+std::vector<std::string> names_of(const Model& model, const std::vector<std::size_t>& layers) {
+  std::vector<std::string> names;
+  for (std::size_t l : layers) names.push_back(model.layer(l).name());
+  return names;
+}
+
+// The message of the ConfigError `f` throws (fails the test when it throws none).
+template <class F>
+std::string config_error(F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError";
+  return "";
+}
+
+TEST(PipelineLayout, CountedStagesBalanceTheParameters) {
+  // Dense 6->12 (84 parameters), Dropout (0), Dense 12->5 (65): {84} | {0, 65} is the best cut.
+  const auto model = Model::from_config(model_config(), "model", 1);
+  const PipelinePlan plan = plan_of(*model, {{"stages", 2}});
+  ASSERT_EQ(plan.stage_count(), 2);
+  EXPECT_EQ(names_of(*model, plan.layout.layers[0]), (std::vector<std::string>{"dense"}));
+  EXPECT_EQ(names_of(*model, plan.layout.layers[1]),
+            (std::vector<std::string>{"dropout", "dense_1"}));
+  EXPECT_EQ(plan.layout.parameters, (std::vector<std::int64_t>{84, 65}));
+  EXPECT_EQ(plan.schedule, PipelineSchedule::one_f_one_b);
+  // Balanced by measured time instead: still contiguous, every call once.
+  const auto seconds = measure_call_seconds(*model, 8, 1);
+  ASSERT_EQ(seconds.size(), model->call_count());
+  const PipelineLayout timed =
+      cut_into_stages(*model, parse_pipeline_config({{"stages", 3}}, "pipeline"), seconds);
+  EXPECT_EQ(timed.calls, (std::vector<std::vector<std::size_t>>{{0}, {1}, {2}}));
+}
+
+TEST(PipelineLayout, NamedStagesFollowTheDataFlow) {
+  const auto model = Model::from_config(residual_model_config(), "model", 1);
+  // The side branch may sit in the first stage although it comes later in the graph's order.
+  const PipelinePlan plan =
+      plan_of(*model, {{"stages", {{"inner", "drop", "side"}, {"skip", "join", "logits"}}},
+                       {"microbatches", 3}, {"schedule", "gpipe"}});
+  EXPECT_EQ(names_of(*model, plan.layout.layers[0]),
+            (std::vector<std::string>{"inner", "drop", "side"}));
+  EXPECT_EQ(plan.microbatches, 3);
+  EXPECT_EQ(plan.schedule, PipelineSchedule::gpipe);
+  const auto cut = [&](const json& stages) {
+    return config_error([&] { plan_of(*model, {{"stages", stages}}); });
+  };
+  {
+    const std::string e = cut({{"inner", "drop"}, {"skip", "nope", "side", "join", "logits"}});
+    EXPECT_NE(e.find("pipeline.stages[1][1]"), std::string::npos) << e;
+    EXPECT_NE(e.find("no layer 'nope'"), std::string::npos) << e;
+  }
+  EXPECT_NE(cut({{"inner", "drop", "side"}, {"skip", "join", "logits", "inner"}})
+                .find("'pipeline.stages[1][3]': layer 'inner' is named twice (first at "
+                      "pipeline.stages[0][0])"),
+            std::string::npos);
+  EXPECT_NE(cut({{"inner", "drop", "side"}, {"skip", "join"}}).find("names no stage for 'logits'"),
+            std::string::npos);
+  EXPECT_NE(cut({{"skip", "join", "logits", "side"}, {"inner", "drop"}})
+                .find("layer 'skip' (stage 0) reads 'drop' of the later stage 1"),
+            std::string::npos);
+  const auto shared = Model::from_config(shared_model_config(), "model", 1);
+  EXPECT_NE(config_error([&] { plan_of(*shared, {{"stages", 4}}); })
+                .find("4 stages for model 'shared', which can be cut in at most 3"),
+            std::string::npos);
+}
+
+TEST(PipelineLayout, ASharedLayerStaysInOneStage) {
+  const auto model = Model::from_config(shared_model_config(), "model", 1);
+  // Named stages place layers, so both calls go where the layer goes; counted stages never cut
+  // between the calls.
+  EXPECT_EQ(plan_of(*model, {{"stages", {{"twice"}, {"both", "logits"}}}}).layout.calls,
+            (std::vector<std::vector<std::size_t>>{{0, 1}, {2, 3}}));
+  const PipelinePlan plan = plan_of(*model, {{"stages", 3}});
+  EXPECT_EQ(plan.layout.calls, (std::vector<std::vector<std::size_t>>{{0, 1}, {2}, {3}}));
+}
+
+TEST(PipelineConfig, EveryWrongSettingNamesItsPlace) {
+  const auto error = [](const json& pipeline) {
+    return config_error([&] { parse_pipeline_config(pipeline, "pipeline"); });
+  };
+  EXPECT_NE(error({{"stages", "two"}}).find("'pipeline.stages': expected a stage count"),
+            std::string::npos);
+  EXPECT_NE(error({{"stages", json::array()}}).find("pipeline.stages"), std::string::npos);
+  EXPECT_NE(error({{"stages", {json::array()}}}).find("'pipeline.stages[0]': expected a non-empty"),
+            std::string::npos);
+  EXPECT_NE(error({{"stages", {{1}}}}).find("'pipeline.stages[0][0]': expected a layer name"),
+            std::string::npos);
+  EXPECT_NE(error({{"stages", 0}}).find("pipeline.stages"), std::string::npos);
+  EXPECT_NE(error({{"microbatches", 0}}).find("pipeline.microbatches"), std::string::npos);
+  EXPECT_NE(error({{"microbatches", 2.5}}).find("pipeline.microbatches"), std::string::npos);
+  EXPECT_NE(error({{"schedule", "zigzag"}}).find("pipeline.schedule"), std::string::npos);
+  EXPECT_NE(error({{"stages", {{"a"}}}, {"balance", "time"}}).find("pipeline.balance"),
+            std::string::npos);
+  EXPECT_NE(error({{"stages", 2}, {"stage", 2}}).find("pipeline.stage"), std::string::npos);
+  EXPECT_NE(error(json::array()).find("pipeline"), std::string::npos);
+  // And back: every key written, read again the same.
+  const PipelineConfig config = parse_pipeline_config(
+      {{"stages", 3}, {"microbatches", 5}, {"schedule", "gpipe"}, {"balance", "time"}}, "p");
+  const PipelineConfig again = parse_pipeline_config(pipeline_config_json(config), "p");
+  EXPECT_EQ(again.stages, 3);
+  EXPECT_EQ(again.microbatches, 5);
+  EXPECT_EQ(again.schedule, PipelineSchedule::gpipe);
+  EXPECT_EQ(again.balance, PipelineBalance::time);
+}
+
+TEST(PipelineConfig, ThePlanMustHoldWholePipelinesOfCpus) {
+  EXPECT_EQ(pipeline_replicas(DevicePlan::cpus(4), 2), 2);
+  EXPECT_NE(config_error([] { pipeline_replicas(DevicePlan::cpus(3), 2); })
+                .find("'pipeline.stages': 2 stages do not divide device plan 'cpu:3' (3 devices)"),
+            std::string::npos);
+  DevicePlan gpus{{{DeviceKind::cuda, 0}, {DeviceKind::cuda, 1}}, "cuda:0,1"};
+  EXPECT_NE(config_error([&] { pipeline_replicas(gpus, 2); })
+                .find("'pipeline': pipeline stages on CUDA devices are not built yet"),
+            std::string::npos);
+}
+
+// 10 Adam steps of `config` through pipelines on `devices` CPU workers, against the template
+// trained alone; returns the pipelined template.
+std::unique_ptr<Model> train_pipelined(const json& config, int devices, const json& pipeline,
+                                       std::int64_t batch) {
+  Fixture alone(config), piped(config);
+  train_template_alone(alone, batch, 10);
+  {
+    ReplicaModel meta(*piped.model, *piped.opt, DevicePlan::cpus(devices), single_process_world(),
+                      Precision::fp32, plan_of(*piped.model, pipeline));
+    train_meta(piped, meta, batch, 10);
+    const auto& stages = meta.last_step().front().stages;
+    EXPECT_EQ(static_cast<int>(stages.size()), meta.pipeline()->stage_count());
+    for (const StageStep& s : stages) EXPECT_GT(s.seconds, 0.0);
+    const double bubble = meta.last_step().front().bubble();
+    EXPECT_GE(bubble, 0.0);
+    EXPECT_LT(bubble, 1.0);
+  }
+  EXPECT_LE(max_relative_difference(*piped.model, *alone.model), 1e-5)
+      << devices << " devices, pipeline " << pipeline.dump() << ", batch " << batch;
+  const Batch probe = make_batch(9, 999);
+  const Tensor expected = alone.model->forward(probe.x, false).clone();
+  const Tensor& got = piped.model->forward(probe.x, false);
+  for (std::int64_t k = 0; k < expected.size(); ++k)
+    EXPECT_NEAR(got[k], expected[k], 1e-5 * std::max(1.0f, std::fabs(expected[k])))
+        << pipeline.dump() << ", output " << k;
+  Fixture untouched(config);
+  EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+  return std::move(piped.model);
+}
+
+TEST(PipelineEqualsTemplate, SequentialInTwoAndThreeStagesAnyMicrobatchCount) {
+  for (int stages : {2, 3})
+    for (int microbatches : {1, 2, 3, 4})
+      train_pipelined(model_config(), stages,
+                      {{"stages", stages}, {"microbatches", microbatches}}, 13);
+}
+
+TEST(PipelineEqualsTemplate, GraphsWithReplicasOfPipelines) {
+  // A residual graph cut by name, a shared layer, a transformer block (attention with dropout):
+  // two replicas of a two-stage pipeline, and one three-stage pipeline, each with 4 micro-batches.
+  train_pipelined(residual_model_config(), 4,
+                  {{"stages", {{"inner", "drop", "side"}, {"skip", "join", "logits"}}},
+                   {"microbatches", 4}},
+                  130);
+  train_pipelined(shared_model_config(), 3, {{"stages", 3}, {"microbatches", 4}}, 7);
+  train_pipelined(attention_model_config(), 4, {{"stages", 2}, {"microbatches", 4}}, 130);
+}
+
+TEST(PipelineEqualsTemplate, GpipeAndOneFOneBGiveTheSameBits) {
+  const json base = {{"stages", 3}, {"microbatches", 5}};
+  json gpipe = base;
+  gpipe["schedule"] = "gpipe";
+  const auto a = train_pipelined(residual_model_config(), 3, gpipe, 29);
+  const auto b = train_pipelined(residual_model_config(), 3, base, 29);
+  const auto c = train_pipelined(residual_model_config(), 3, base, 29);
+  EXPECT_TRUE(bitwise_equal(*a, *b));
+  EXPECT_TRUE(bitwise_equal(*b, *c));
+}
+
+TEST(PipelineEqualsTemplate, SynchronizedBatchNormSumsOverThePipelinesStageByStage) {
+  // Two replicas of a two-stage pipeline, one micro-batch each: the statistics span the batch.
+  Fixture alone, piped;
+  alone.model = Model::from_config(batch_norm_model(true), "model", 23);
+  piped.model = Model::from_config(batch_norm_model(true), "model", 23);
+  train_template_alone(alone, 16, 5);
+  {
+    ReplicaModel meta(*piped.model, *piped.opt, DevicePlan::cpus(4), single_process_world(),
+                      Precision::fp32, plan_of(*piped.model, {{"stages", 2}}));
+    train_meta(piped, meta, 16, 5);
+  }
+  EXPECT_LT(max_relative_difference(*piped.model, *alone.model), 1e-5);
+}
+
+TEST(PipelineReplica, AnErrorInAStageSurfacesAndThePipelineStaysUsable) {
+  Fixture s;
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(2), single_process_world(),
+                    Precision::fp32, plan_of(*s.model, {{"stages", 2}, {"microbatches", 3}}));
+  Batch bad = make_batch(9, 1);
+  bad.y[8] = 7;  // not a class index: the last micro-batch fails in the last stage
+  EXPECT_THROW(meta.forward_backward(bad, *s.loss, s.metrics), DataError);
+  EXPECT_NO_THROW(train_meta(s, meta, 9, 2));
+}
+
+TEST(PipelineReplica, LoadedWeightsReachEveryMicrobatch) {
+  // Weights loaded into the template (new tensors) after the pipeline was made: the next step
+  // trains them, as the template alone does.
+  Fixture piped, alone, source;
+  train_template_alone(source, 11, 3);
+  ReplicaModel meta(*piped.model, *piped.opt, DevicePlan::cpus(2), single_process_world(),
+                    Precision::fp32, plan_of(*piped.model, {{"stages", 2}, {"microbatches", 2}}));
+  for (Parameter* p : piped.model->parameters()) p->value = p->value.clone();
+  piped.model->copy_weights_from(*source.model);
+  meta.broadcast_from_template();
+  alone.model->copy_weights_from(*source.model);
+  train_meta(piped, meta, 11, 1);
+  train_template_alone(alone, 11, 1);
+  EXPECT_LE(max_relative_difference(*piped.model, *alone.model), 1e-5);
+}
+
+}  // namespace
+}  // namespace tandem
