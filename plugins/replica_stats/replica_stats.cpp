@@ -4,6 +4,7 @@
 // and where NVML does not answer). The replicas' samples add up to the global batch.
 //
 // Per-replica facts exist only on the meta-model, so this plugin refuses target "template".
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -41,12 +42,30 @@ class ReplicaStats : public tandem::Callback {
         for (const auto& g : sample->gpus)
           if (g.index == index && g.memory_used_bytes) memory = *g.memory_used_bytes;
       }
-      replicas.push_back({{"replica", f.replica},
-                          {"rank", f.rank},
-                          {"device", f.device},
-                          {"samples", f.samples},
-                          {"step_seconds", f.step_seconds},
-                          {"memory_used_bytes", memory}});
+      json entry = {{"replica", f.replica},
+                    {"rank", f.rank},
+                    {"device", f.device},
+                    {"samples", f.samples},
+                    {"step_seconds", f.step_seconds},
+                    {"memory_used_bytes", memory}};
+      if (!f.stages.empty()) {
+        // A pipeline: each stage's worker, layers and compute time, and the bubble — the
+        // fraction of the step its workers waited, 1 - sum(stage seconds) / (S * step).
+        json stages = json::array();
+        double busy = 0;
+        for (const auto& s : f.stages) {
+          stages.push_back({{"device", s.device},
+                            {"index", s.device_index},
+                            {"layers", s.layers},
+                            {"parameters", s.parameters},
+                            {"step_seconds", s.step_seconds}});
+          busy += s.step_seconds;
+        }
+        entry["stages"] = stages;
+        const double span = static_cast<double>(f.stages.size()) * f.step_seconds;
+        entry["bubble"] = span > 0 ? std::max(0.0, 1.0 - busy / span) : 0.0;
+      }
+      replicas.push_back(entry);
       total += f.samples;
     }
     ctx.publish("replica_stats", {{"epoch", st.epoch + 1},

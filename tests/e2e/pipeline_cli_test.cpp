@@ -60,7 +60,10 @@ TEST(PipelineCli, TwoStagesTrainAsOneDeviceAndTheCheckpointLoadsAnywhere) {
   const std::string cli = test::tandem_cli();
   auto single = test::train_in(dir, "single", mlp_config());
   ASSERT_EQ(single.exit_code, 0) << single.err;
-  auto piped = test::train_in(dir, "piped", mlp_config(), kPipeline);
+  json with_stats = mlp_config();
+  with_stats["callbacks"] = {
+      {{"plugin", "replica_stats"}, {"target", "meta"}, {"options", {{"every_n_batches", 5}}}}};
+  auto piped = test::train_in(dir, "piped", with_stats, kPipeline);
   ASSERT_EQ(piped.exit_code, 0) << piped.err;
   const json diff = compare_checkpoints(dir / "piped/model.h5", dir / "single/model.h5");
   EXPECT_EQ(diff["weights"], 6);
@@ -80,6 +83,18 @@ TEST(PipelineCli, TwoStagesTrainAsOneDeviceAndTheCheckpointLoadsAnywhere) {
   EXPECT_EQ(placement[1]["layers"], (json{"drop", "middle", "out"}));
   EXPECT_EQ(placement[1]["stage"], 1);
   EXPECT_EQ(placement[0]["memory"]["weights"], 672 * 4);
+  // The meta view shows the stages: replica_stats publishes each worker's layers and time.
+  const std::size_t at = events.find("\"event\":\"replica_stats\"");
+  ASSERT_NE(at, std::string::npos) << events;
+  const std::size_t line = events.rfind('\n', at) + 1;
+  const json stats = json::parse(events.substr(line, events.find('\n', at) - line));
+  const json& stages = stats["replicas"][0]["stages"];
+  ASSERT_EQ(stages.size(), 2u) << stats.dump();
+  EXPECT_EQ(stages[1]["layers"], (json{"drop", "middle", "out"}));
+  EXPECT_EQ(stages[1]["index"], 1);
+  EXPECT_GT(stages[0]["step_seconds"].get<double>(), 0.0);
+  const double bubble = stats["replicas"][0]["bubble"].get<double>();
+  EXPECT_TRUE(bubble >= 0.0 && bubble < 1.0) << bubble;
 
   // The pipelined checkpoint evaluates on one plain CPU replica, as cpu:1's own does.
   const auto evaluate = [&](const char* run) {

@@ -19,12 +19,24 @@ namespace tandem {
 enum class Target { template_model, meta };
 TANDEM_EXPORT std::string target_name(Target target);  // "template", "meta"
 
+/// One pipeline stage of a replica (docs/pipeline.md): the device computing it, its layers.
+struct TANDEM_EXPORT StageFacts {
+  std::string device;               // "cpu", "cuda:1"
+  int device_index = 0;             // the CPU worker's number, or the CUDA ordinal
+  std::vector<std::string> layers;  // the template's layers it computes, in order
+  std::int64_t parameters = 0;
+  double step_seconds = 0;  // time it computed in the last step (the rest it waited)
+};
+
 struct TANDEM_EXPORT ReplicaFacts {
   int replica = 0;           // numbered across every rank of the run, in rank order
-  std::string device;        // "cpu", "cuda:1"
+  std::string device;        // "cpu", "cuda:1" (a pipeline's: its first stage's)
   std::int64_t samples = 0;  // rows of the last batch this replica held
   double step_seconds = 0;   // its forward + backward time in the last step
   int rank = 0;              // the process (MPI rank) it runs in
+  /// A pipeline's stages, in order (the run's own rank only); empty when one device holds the
+  /// whole replica.
+  std::vector<StageFacts> stages;
 };
 
 class TANDEM_EXPORT ModelView {

@@ -28,8 +28,9 @@
 /// 4: Layer without the engine's relu-handoff and cross-replica hooks, the SDK is these headers
 /// only and libtandem exports only what they declare; 5: functional models: Layer's list forms
 /// for several inputs, Model's graph; 6: a model's calls carry their arguments; 7: models with
-/// several inputs and outputs; 8: a model keeps its layers' activity regularizers).
-#define TANDEM_PLUGIN_ABI_VERSION 10
+/// several inputs and outputs; 8: a model keeps its layers' activity regularizers; 10: dtype
+/// policies; 11: Model runs in parts for pipeline stages, ReplicaFacts::stages).
+#define TANDEM_PLUGIN_ABI_VERSION 11
 
 namespace tandem {
 

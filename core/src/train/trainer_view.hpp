@@ -15,9 +15,17 @@ class Trainer::View : public ModelView {
     std::vector<ReplicaFacts> out;
     if (target_ != Target::meta) return out;
     const auto& last = trainer_.meta_.last_step();
-    for (std::size_t r = 0; r < last.size(); ++r)
-      out.push_back({static_cast<int>(r), last[r].device.name(), last[r].samples, last[r].seconds,
-                     last[r].rank});
+    for (std::size_t r = 0; r < last.size(); ++r) {
+      ReplicaFacts facts{static_cast<int>(r), last[r].device.name(), last[r].samples,
+                         last[r].seconds, last[r].rank, {}};
+      const Model& model = trainer_.meta_.template_model();
+      for (const StageStep& stage : last[r].stages) {
+        StageFacts s{stage.device.name(), stage.device.index, {}, stage.parameters, stage.seconds};
+        for (std::size_t l : stage.layers) s.layers.push_back(model.layer(l).name());
+        facts.stages.push_back(std::move(s));
+      }
+      out.push_back(std::move(facts));
+    }
     return out;
   }
   CheckpointData checkpoint(bool with_training_state) override {
