@@ -220,6 +220,21 @@ DevicesPanel::DevicesPanel(QWidget* parent) : QWidget(parent) {
 
   updated_ = make_note(content);
   layout->addWidget(updated_);
+
+  placement_ = new QWidget(content);
+  auto* placement_layout = new QVBoxLayout(placement_);
+  placement_layout->setContentsMargins(0, 0, 0, 0);
+  placement_layout->addWidget(make_separator(placement_));
+  auto* placement_title = make_title(placement_);
+  placement_title->setText(title_html(tr("This run"), tr("what each device holds")));
+  placement_layout->addWidget(placement_title);
+  placement_list_ = new QLabel(placement_);
+  placement_list_->setWordWrap(true);
+  placement_list_->setTextFormat(Qt::PlainText);
+  placement_list_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  placement_layout->addWidget(placement_list_);
+  placement_->hide();
+  layout->addWidget(placement_);
   layout->addStretch(1);
 
   scroll->setWidget(content);
@@ -265,6 +280,17 @@ void DevicesPanel::show_error(const QString& message) {
 
 QString DevicesPanel::status_text() const {
   return status_->text();
+}
+
+void DevicesPanel::show_placement(const QStringList& lines) {
+  const QString text = lines.join('\n');
+  if (text == placement_list_->text() && placement_->isHidden() == lines.isEmpty()) return;
+  placement_list_->setText(text);
+  placement_->setVisible(!lines.isEmpty());
+}
+
+QString DevicesPanel::placement_text() const {
+  return placement_->isHidden() ? QString() : placement_list_->text();
 }
 
 QString DevicesPanel::nvml_note_text() const {

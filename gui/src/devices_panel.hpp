@@ -30,6 +30,9 @@ class DevicesPanel : public QWidget {
   /// Displays `message` (e.g. DeviceMonitor::failed) in the status box and greys out the last
   /// readings, which are now stale. The next show_snapshot() replaces it.
   void show_error(const QString& message);
+  /// Lists what each device holds in the shown run (RunHistory::placement_lines: its replica,
+  /// pipeline stage and layers) under the readings; hidden when `lines` is empty.
+  void show_placement(const QStringList& lines);
 
   // For tests and for callers that want to inspect what is shown.
   int gpu_row_count() const { return static_cast<int>(gpu_rows_.size()); }
@@ -37,6 +40,8 @@ class DevicesPanel : public QWidget {
   QString status_text() const;
   /// Why live GPU readings are missing (NVML), shown under the GPUs; empty when hidden.
   QString nvml_note_text() const;
+  /// The shown run's placement, one device per line; empty when hidden.
+  QString placement_text() const;
   QProgressBar* cpu_utilisation_bar() const { return cpu_utilisation_; }
   QProgressBar* cpu_memory_bar() const { return cpu_memory_; }
   /// The widgets of GPU row `row` (0-based, in the engine's order); nullptr when out of range.
@@ -73,6 +78,8 @@ class DevicesPanel : public QWidget {
   QLabel* status_ = nullptr;
   QLabel* nvml_note_ = nullptr;
   QLabel* updated_ = nullptr;
+  QWidget* placement_ = nullptr;  // title and list, hidden without a run
+  QLabel* placement_list_ = nullptr;
 };
 
 }  // namespace tandem::gui

@@ -453,10 +453,12 @@ void LiveRunPanel::update_header() {
   title_->setText(run_->name().isEmpty() ? QString("Run") : run_->name());
   QStringList parts;
   parts << run_->status_text();
+  QString plan = run_->device_plan();
+  if (!run_->pipeline_text().isEmpty()) plan += " in " + run_->pipeline_text();
   if (run_->world_size() > 1)
-    parts << QString("%1 processes × %2").arg(run_->world_size()).arg(run_->device_plan());
-  else if (!run_->device_plan().isEmpty())
-    parts << run_->device_plan();
+    parts << QString("%1 processes × %2").arg(run_->world_size()).arg(plan);
+  else if (!plan.isEmpty())
+    parts << plan;
   if (run_->epochs() > 0) parts << QString("epoch %1/%2").arg(run_->epoch()).arg(run_->epochs());
   parts << QString("step %1").arg(run_->step());
   if (auto eta = run_->eta_seconds()) parts << "ETA " + format_duration(*eta);

@@ -208,6 +208,13 @@ void MainWindow::show_run(RunHistory* run, bool live) {
   live_->set_run(run, live);  // ends a comparison
   compared_.clear();
   checkpoints_->set_run(run);
+  // The Devices dock lists what each device holds in the shown run (it arrives with run_started).
+  disconnect(placement_updates_);
+  devices_->show_placement(run ? run->placement_lines() : QStringList());
+  if (run)
+    placement_updates_ = connect(run, &RunHistory::updated, this, [this, run] {
+      devices_->show_placement(run->placement_lines());
+    });
 }
 
 bool MainWindow::start_run(TrainLaunch launch) {

@@ -90,6 +90,7 @@ class MainWindow : public QMainWindow {
   std::unique_ptr<EngineRun> engine_;
   std::unique_ptr<RunHistory> opened_;
   std::vector<std::unique_ptr<RunHistory>> compared_;  // while the Run tab compares runs
+  QMetaObject::Connection placement_updates_;  // the shown run's updates to the Devices dock
   bool restore_settings_;
 
   QTabWidget* tabs_;

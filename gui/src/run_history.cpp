@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QJsonArray>
+#include <QLocale>
+
 namespace tandem::gui {
 
 namespace {
@@ -55,6 +58,42 @@ QString marker_text(const QString& name, const QJsonObject& f) {
         .arg(f.value("batch").toInt());
   if (name == "stopped") return "stopped: " + f.value("reason").toString();
   return {};
+}
+
+// "cpu worker 1" for a CPU device of a plan (its number in the plan), else the device.
+QString device_label(const QJsonObject& device) {
+  const QString name = device.value("device").toString();
+  return name == "cpu" ? QString("cpu worker %1").arg(device.value("index").toInt()) : name;
+}
+
+QString pipeline_text_of(const QJsonObject& pipeline) {
+  if (pipeline.isEmpty()) return {};
+  const QJsonValue stages = pipeline.value("stages");
+  const int count = stages.isArray() ? static_cast<int>(stages.toArray().size()) : stages.toInt(1);
+  return QString("%1 stages × %2 micro-batches (%3)")
+      .arg(count)
+      .arg(pipeline.value("microbatches").toInt(1))
+      .arg(pipeline.value("schedule").toString());
+}
+
+QStringList placement_lines_of(const QJsonArray& placement) {
+  QStringList lines;
+  const QLocale locale;
+  for (const QJsonValue& v : placement) {
+    const QJsonObject d = v.toObject();
+    QStringList layers;
+    for (const QJsonValue& l : d.value("layers").toArray()) layers << l.toString();
+    const double mib =
+        d.value("memory").toObject().value("total").toDouble() / (1024.0 * 1024.0);
+    lines << QString("%1 · replica %2 · stage %3: %4 · %5 parameters · %6 MiB")
+                 .arg(device_label(d))
+                 .arg(d.value("replica").toInt())
+                 .arg(d.value("stage").toInt())
+                 .arg(layers.join(", "))
+                 .arg(locale.toString(d.value("parameters").toInteger()))
+                 .arg(mib, 0, 'f', 1);
+  }
+  return lines;
 }
 
 }  // namespace
@@ -234,6 +273,30 @@ void RunHistory::on_batch_ended(const QJsonObject& f, const QString& time) {
   last_batch_done_ = done;
 }
 
+void RunHistory::on_replica_stats(const QJsonObject& f) {
+  const double x = f.value("step").toDouble();
+  int series = 0;  // one per replica, or per stage of a pipeline
+  for (const QJsonValue& r : f.value("replicas").toArray()) {
+    const QJsonObject o = r.toObject();
+    const int replica = o.value("replica").toInt();
+    const QString rank = world_size_ > 1 ? QString(", rank %1").arg(o.value("rank").toInt()) : "";
+    const auto add = [&](const QString& label, const QJsonValue& seconds) {
+      while (replica_labels_.size() <= series) replica_labels_.push_back({});
+      replica_labels_[series] = label + rank;
+      if (auto secs = number(seconds)) replica_ms_[series].push_back({x, *secs * 1000.0});
+      ++series;
+    };
+    const QJsonArray stages = o.value("stages").toArray();
+    if (stages.isEmpty()) add(QString("%1: %2").arg(replica).arg(o.value("device").toString()),
+                              o.value("step_seconds"));
+    for (int s = 0; s < stages.size(); ++s) {
+      const QJsonObject stage = stages[s].toObject();
+      add(QString("%1/%2: %3").arg(replica).arg(s).arg(device_label(stage)),
+          stage.value("step_seconds"));
+    }
+  }
+}
+
 void RunHistory::apply_one(const Event& event) {
   ++revision_;
   const QJsonObject& f = event.fields;
@@ -246,6 +309,8 @@ void RunHistory::apply_one(const Event& event) {
     parameters_ = f.value("parameters").toInteger();
     world_size_ = f.value("world_size").toInt(1);
     device_plan_ = devices_.value("plan").toString();
+    pipeline_text_ = pipeline_text_of(config_.value("pipeline").toObject());
+    placement_lines_ = placement_lines_of(f.value("placement").toArray());
     batch_size_ = f.value("batch_size").toDouble(config_.value("batch_size").toDouble());
     started_at_ = event.time();
     if (!clock_origin_.isValid())
@@ -298,21 +363,7 @@ void RunHistory::apply_one(const Event& event) {
     Q_EMIT checkpoint_added(record);
     add_marker(name, marker_text(name, f), f);
   } else if (name == "replica_stats") {
-    const double x = f.value("step").toDouble();
-    const QJsonArray replicas = f.value("replicas").toArray();
-    for (const QJsonValue& r : replicas) {
-      const QJsonObject o = r.toObject();
-      const int index = o.value("replica").toInt();
-      while (replica_labels_.size() <= index) replica_labels_.push_back({});
-      replica_labels_[index] = world_size_ > 1
-                                   ? QString("%1: %2, rank %3")
-                                         .arg(index)
-                                         .arg(o.value("device").toString())
-                                         .arg(o.value("rank").toInt())
-                                   : QString("%1: %2").arg(index).arg(o.value("device").toString());
-      if (auto secs = number(o.value("step_seconds")))
-        replica_ms_[index].push_back({x, *secs * 1000.0});
-    }
+    on_replica_stats(f);
   } else if (name == "device_stats") {
     const double x = f.value("step").toDouble();
     auto add = [&](const QString& device, const QJsonValue& percent) {

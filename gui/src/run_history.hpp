@@ -78,6 +78,11 @@ class RunHistory : public QObject {
   /// Processes (MPI ranks) of the run, and each one's device plan ("cpu:2").
   int world_size() const { return world_size_; }
   QString device_plan() const { return device_plan_; }
+  /// The run's pipeline ("2 stages × 4 micro-batches (1f1b)"), or empty without one.
+  QString pipeline_text() const { return pipeline_text_; }
+  /// What each device of the run holds (run_started's placement), one line per device:
+  /// "cpu worker 1 · stage 1: drop, middle, out · 9,153,101 parameters · 180.1 MiB".
+  QStringList placement_lines() const { return placement_lines_; }
 
   /// Metric names without the val_ prefix, in order of first appearance ("loss", "accuracy").
   QStringList metric_names() const { return metric_names_; }
@@ -89,7 +94,9 @@ class RunHistory : public QObject {
   QList<QPointF> epoch_series(const QString& key) const { return epoch_points_.value(key); }
   QList<QPointF> learning_rate_series() const { return lr_series_; }     // x = step
   QList<QPointF> samples_per_sec_series() const { return throughput_; }  // x = step
-  /// replica_stats: step time (ms) of each replica against the step; labels "0: cpu", ...
+  /// replica_stats: step time (ms) of each replica against the step; labels "0: cpu", ...; a
+  /// pipeline's replica gives one series per stage instead ("0/1: cpu worker 1", replica 0's
+  /// stage 1: the time that stage's worker computed).
   QStringList replica_labels() const { return replica_labels_; }
   QList<QPointF> replica_step_ms(int replica) const { return replica_ms_.value(replica); }
   QList<CheckpointRecord> checkpoints() const { return checkpoints_; }
@@ -126,8 +133,10 @@ class RunHistory : public QObject {
   void note_metric(const QString& key);
   void on_batch_ended(const QJsonObject& f, const QString& time);
   void add_marker(const QString& kind, const QString& text, const QJsonObject& fields);
+  void on_replica_stats(const QJsonObject& f);
 
-  QString name_, run_dir_, started_at_, error_, stop_reason_, device_plan_;
+  QString name_, run_dir_, started_at_, error_, stop_reason_, device_plan_, pipeline_text_;
+  QStringList placement_lines_;
   QJsonObject config_, devices_, last_epoch_logs_;
   Status status_ = Status::waiting;
   int epoch_ = 0, epochs_ = 0, batch_ = 0, steps_per_epoch_ = 0;

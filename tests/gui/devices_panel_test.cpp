@@ -103,6 +103,18 @@ class DevicesPanelTest : public QObject {
  private Q_SLOTS:
   void initTestCase() { qRegisterMetaType<DeviceSnapshot>(); }
 
+  // The shown run's placement under the readings, and gone with the run.
+  void placement_of_the_shown_run() {
+    DevicesPanel panel;
+    QVERIFY(panel.placement_text().isEmpty());
+    const QStringList lines = {"cpu worker 0 · replica 0 · stage 0: hidden",
+                               "cpu worker 1 · replica 0 · stage 1: drop, middle, out"};
+    panel.show_placement(lines);
+    QCOMPARE(panel.placement_text(), lines.join('\n'));
+    panel.show_placement({});
+    QVERIFY(panel.placement_text().isEmpty());
+  }
+
   // (a) The real engine, as the dashboard runs it.
   void real_engine_reports_this_machine() {
     if (tandem::gui::engine_path().isEmpty())

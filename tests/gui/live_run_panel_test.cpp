@@ -23,6 +23,17 @@ class LiveRunPanelTest : public QObject {
   }
 
  private Q_SLOTS:
+  void header_names_a_pipeline() {
+    LiveRunPanel panel;
+    auto* run = new RunHistory(&panel);
+    const EventFile file =
+        read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/pipeline-events.jsonl");
+    run->apply_all(file.events);
+    panel.set_run(run, false);
+    QVERIFY2(panel.status_line().contains("cpu:2 in 2 stages × 4 micro-batches (1f1b)"),
+             qPrintable(panel.status_line()));
+  }
+
   void charts_controls_and_comparison() {
     LiveRunPanel panel;
     panel.resize(1200, 900);
@@ -37,6 +48,7 @@ class LiveRunPanelTest : public QObject {
     QVERIFY(panel.status_line().contains("epoch 3/3"));
     QVERIFY(panel.status_line().contains("finished"));
     QVERIFY(panel.status_line().contains("cpu:2"));
+    QVERIFY(!panel.status_line().contains("stages"));  // data parallel only
     QVERIFY(!panel.stop_button()->isEnabled());  // not a live engine
 
     // Per batch: 48 points; per epoch: 3 (the charts are rebuilt for the axis).

@@ -18,6 +18,27 @@ Event make_event(const QByteArray& json) {
 class RunHistoryTest : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // A recorded pipelined run (cpu:2, two stages, 4 micro-batches; replica_stats every 5 steps):
+  // the pipeline, what each worker held, and one step-time series per stage.
+  void pipelined_run_shows_its_stages() {
+    const EventFile file =
+        read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/pipeline-events.jsonl");
+    QVERIFY(file.error.isEmpty());
+    RunHistory run;
+    run.apply_all(file.events);
+    QCOMPARE(run.device_plan(), QString("cpu:2"));
+    QCOMPARE(run.pipeline_text(), QString("2 stages × 4 micro-batches (1f1b)"));
+    const QStringList placement = run.placement_lines();
+    QCOMPARE(placement.size(), 2);
+    QVERIFY2(placement[0].startsWith("cpu worker 0 · replica 0 · stage 0: hidden · "),
+             qPrintable(placement[0]));
+    QVERIFY2(placement[1].startsWith("cpu worker 1 · replica 0 · stage 1: drop, middle, out · "),
+             qPrintable(placement[1]));
+    QCOMPARE(run.replica_labels(), QStringList({"0/0: cpu worker 0", "0/1: cpu worker 1"}));
+    QCOMPARE(run.replica_step_ms(1).size(), 2);  // steps 5 and 10
+    QVERIFY(run.replica_step_ms(1)[0].y() > 0);
+  }
+
   void recorded_run_fills_every_series() {
     const EventFile file = read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/tiny-events.jsonl");
     QVERIFY(file.error.isEmpty());
