@@ -154,6 +154,12 @@ TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
       EXPECT_NE(r.err.find(c.place), std::string::npos) << c.args << ": " << r.err;
       EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
     }
+  // The GPU memory limit is checked on every plan: garbage in it is an error naming it.
+  auto r = run_command("TANDEM_CUDA_MEMORY_LIMIT=12X " + cli + " train " +
+                       (dir / "run.json").string() + " -q --run-dir " + (dir / "never").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("'TANDEM_CUDA_MEMORY_LIMIT': expected a memory size"), std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
 }
 

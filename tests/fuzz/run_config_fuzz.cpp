@@ -2,7 +2,8 @@
 // config's validation (parse_run_config), then the model and objective it names
 // (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight)
 // and the precision its layers' dtype policies and the run's "precision" give
-// (nn::effective_precision, nn::layer_precisions).
+// (nn::effective_precision, nn::layer_precisions), and the pipeline's stages cut from the model
+// with what each of four CPU workers holds (cut_into_stages, place_on_devices).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
 // any other exception, a crash or a sanitizer report is a finding.
 // Build and run (clang's libFuzzer, an ASan+UBSan build in build-fuzz/):
@@ -13,6 +14,7 @@
 
 #include "nn/dtype_policy.hpp"
 #include "nn/objective.hpp"
+#include "parallel/placement.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run_config.hpp"
@@ -28,6 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const tandem::Precision precision =
         tandem::nn::effective_precision(*model, rc.precision, rc.precision_given);
     tandem::nn::layer_precisions(*model, precision);
+    if (rc.pipeline.active() && rc.pipeline.stages <= 4 && 4 % rc.pipeline.stages == 0) {
+      const tandem::PipelinePlan pipeline{tandem::cut_into_stages(*model, rc.pipeline),
+                                          rc.pipeline.microbatches, rc.pipeline.schedule};
+      tandem::place_on_devices(*model, tandem::DevicePlan::cpus(4), pipeline,
+                               rc.global_batch_size(4 / rc.pipeline.stages), 2);
+    }
   } catch (const tandem::Error&) {
   } catch (const tandem::JsonTextRefused&) {  // too deep, not UTF-8, a number out of range
   } catch (const nlohmann::json::parse_error&) {

@@ -1,10 +1,15 @@
 #include "parallel/placement.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "parallel/replica_model.hpp"
+#include "tandem/error.hpp"
 
 namespace tandem {
 
@@ -73,6 +78,69 @@ std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePl
     }
   }
   return out;
+}
+
+std::int64_t parse_memory_size(const std::string& text, const std::string& where) {
+  const auto fail = [&] {
+    return ConfigError(where, "expected a memory size such as 512M, 1.5GiB or 80G (bytes with "
+                              "an optional K, M, G or T), got '" + text + "'");
+  };
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw fail();
+  }
+  std::string unit = text.substr(used);
+  for (const char* suffix : {"iB", "B"})
+    if (unit.size() > std::strlen(suffix) &&
+        unit.compare(unit.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+      unit.resize(unit.size() - std::strlen(suffix));
+      break;
+    }
+  const std::string units = "KMGT";
+  double scale = 1;
+  if (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) != std::string::npos)
+    scale = std::pow(1024.0, static_cast<double>(
+                                 units.find(static_cast<char>(std::toupper(unit[0]))) + 1));
+  else if (!unit.empty() && unit != "B")
+    throw fail();
+  const double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > std::ldexp(1.0, 60) ||
+      (unit.empty() && text.find_first_not_of("0123456789") != std::string::npos))
+    throw fail();
+  return static_cast<std::int64_t>(bytes);
+}
+
+std::optional<std::int64_t> cuda_memory_limit() {
+  const char* text = std::getenv("TANDEM_CUDA_MEMORY_LIMIT");
+  if (text == nullptr) return std::nullopt;
+  return parse_memory_size(text, "TANDEM_CUDA_MEMORY_LIMIT");
+}
+
+void check_placement_fits(const std::vector<DevicePlacement>& placement,
+                          const DeviceReport& report, std::optional<std::int64_t> limit) {
+  for (const DevicePlacement& d : placement) {
+    if (d.device.kind != DeviceKind::cuda) continue;
+    std::int64_t holds = limit.value_or(0);
+    std::string source = "TANDEM_CUDA_MEMORY_LIMIT";
+    for (const GpuInfo& gpu : report.gpus)
+      if (gpu.index == d.device.index && gpu.memory_bytes > 0 &&
+          (!limit || gpu.memory_bytes < *limit)) {
+        holds = gpu.memory_bytes;
+        source = gpu.name;
+      }
+    if (holds <= 0 || d.memory.total() <= holds) continue;
+    throw ConfigError(
+        "devices",
+        d.device.name() + " (replica " + std::to_string(d.replica) + ", stage " +
+            std::to_string(d.stage) + ") needs an estimated " + mib(d.memory.total()) +
+            " — weights " + mib(d.memory.weights) + ", gradients " + mib(d.memory.gradients) +
+            ", optimizer " + mib(d.memory.optimizer) + ", activations " +
+            mib(d.memory.activations) + " — but has " + mib(holds) + " (" + source +
+            "); use a smaller batch, more micro-batches, or more stages (docs/pipeline.md)");
+  }
 }
 
 nlohmann::json placement_json(const std::vector<DevicePlacement>& placement) {

@@ -17,6 +17,7 @@
 
 #include "parallel/pipeline_layout.hpp"
 #include "tandem/device_plan.hpp"
+#include "tandem/devices.hpp"
 #include "tandem/model.hpp"
 #include "util/internal_api.hpp"
 
@@ -44,6 +45,20 @@ struct DevicePlacement {
 std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePlan& plan,
                                               const std::optional<PipelinePlan>& pipeline,
                                               std::int64_t batch, int optimizer_slots);
+
+/// Bytes from a memory size as TANDEM_CUDA_MEMORY_LIMIT gives it: a whole number of bytes, or a
+/// number with a binary unit ("512M", "1.5GiB", "80G", "2T"; K, M, G, T with an optional "iB" or
+/// "B"). ConfigError at `where` for anything else, zero or more than 2^60.
+std::int64_t parse_memory_size(const std::string& text, const std::string& where);
+
+/// TANDEM_CUDA_MEMORY_LIMIT read (parse_memory_size); nullopt when it is not set.
+std::optional<std::int64_t> cuda_memory_limit();
+
+/// Throws ConfigError at "devices" when a CUDA device of `placement` needs more memory than it
+/// holds — its memory_bytes in `report`, or `limit` (TANDEM_CUDA_MEMORY_LIMIT) when that is
+/// smaller — naming the device, its replica and stage, the estimate's parts and the way out.
+void check_placement_fits(const std::vector<DevicePlacement>& placement,
+                          const DeviceReport& report, std::optional<std::int64_t> limit);
 
 /// [{"device": "cpu:1", "replica": 0, "stage": 1, "layers": [...], "parameters": n,
 ///   "memory": {"weights": bytes, "gradients": ..., "optimizer": ..., "activations": ...,

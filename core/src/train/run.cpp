@@ -205,6 +205,13 @@ std::vector<DevicePlacement> placement_of(const RunConfig& rc, const Built& b,
                           static_cast<int>(b.optimizer->slot_names().size()));
 }
 
+// Refuses a plan whose GPUs cannot hold their share (the estimate against each GPU's memory or
+// TANDEM_CUDA_MEMORY_LIMIT, which is checked on every plan).
+void check_memory(const std::vector<DevicePlacement>& placement, const DevicePlan& plan) {
+  const std::optional<std::int64_t> limit = cuda_memory_limit();
+  if (!plan.all_cpu()) check_placement_fits(placement, discover_devices(), limit);
+}
+
 json device_plan_json(const DevicePlan& plan) {
   json j = plan.to_json();
   j["threads"] = cpu::compute_threads();
@@ -248,6 +255,8 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
   const DevicePlan plan = plan_for(rc);
   ReplicaModel::check_precision(plan, *b.model, b.precision);
   const Placement placement = placement_for(rc, *b.model, plan);
+  const std::vector<DevicePlacement> placed = placement_of(rc, b, plan, placement);
+  check_memory(placed, plan);
   Datasets data = open_training_datasets(rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
@@ -262,7 +271,7 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
           {"devices", plan.to_json()},
           {"batch_size", rc.global_batch_size(placement.replicas)},
           {"precision", precision_name(b.precision)},
-          {"placement", placement_json(placement_of(rc, b, plan, placement))},
+          {"placement", placement_json(placed)},
           {"train_samples", data.train->size()},
           {"validation_samples", data.validation ? data.validation->size() : 0},
           {"plugins", plugins}};
@@ -298,6 +307,8 @@ TrainResult run_training(const TrainRequest& request) {
   Built b = build_model(rc);
   const DevicePlan plan = plan_for(rc, *world);
   const Placement placement = placement_for(rc, *b.model, plan, ranks);
+  const std::vector<DevicePlacement> placed = placement_of(rc, b, plan, placement, ranks);
+  check_memory(placed, plan);
   const std::int64_t batch_size = rc.global_batch_size(placement.replicas * ranks);
   Datasets data = open_training_datasets(rc, *b.model);
   std::optional<CheckpointData> resume;
@@ -408,7 +419,7 @@ TrainResult run_training(const TrainRequest& request) {
                   {"train_samples", data.train->size()},
                   {"validation_samples", data.validation ? data.validation->size() : 0},
                   {"parameters", b.model->count_params()},
-                  {"placement", placement_json(placement_of(rc, b, plan, placement, ranks))}};
+                  {"placement", placement_json(placed)}};
   if (request.resume) started["resumed_from"] = request.resume->string();
   trainer.publish("run_started", started);
   if (writer) {
