@@ -342,7 +342,15 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
     selected_ = [this] {
       RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
       auto model = Model::from_config(rc.model, "model", rc.seed);
-      std::cout << model->summary() << "\n" << placement_summary(rc);
+      std::cout << model->summary() << "\n";
+      // The placement needs the plan's devices: a plan this machine lacks (a GPU config on a
+      // laptop) still gets the model's summary. A wrong "pipeline" is the config's error.
+      try {
+        std::cout << placement_summary(rc);
+      } catch (const ConfigError& e) {
+        if (e.path() != "devices") throw;
+        std::cout << "Placement not shown on this machine: " << e.what() << "\n";
+      }
       return static_cast<int>(ExitCode::ok);
     };
   });

@@ -79,7 +79,7 @@ TEST(PipelineCli, TwoStagesTrainAsOneDeviceAndTheCheckpointLoadsAnywhere) {
   ASSERT_EQ(started["event"], "run_started") << started.dump();
   const json& placement = started["placement"];
   ASSERT_EQ(placement.size(), 2u) << placement.dump();
-  EXPECT_EQ(placement[0]["layers"], (json{"hidden"}));  // 672 parameters against 68 + 68
+  EXPECT_EQ(placement[0]["layers"], (json{"hidden"}));  // 672 parameters against 528 + 68
   EXPECT_EQ(placement[1]["layers"], (json{"drop", "middle", "out"}));
   EXPECT_EQ(placement[1]["stage"], 1);
   EXPECT_EQ(placement[0]["memory"]["weights"], 672 * 4);
@@ -121,6 +121,16 @@ TEST(PipelineCli, TwoStagesTrainAsOneDeviceAndTheCheckpointLoadsAnywhere) {
             std::string::npos)
       << summary.out;
   EXPECT_NE(summary.out.find("cpu worker 1"), std::string::npos) << summary.out;
+  // A plan this machine may lack still gets the model's summary; a wrong pipeline does not.
+  summary = run_command(cli + " summary " + (dir / "single.json").string() +
+                        " --devices cuda:7 2>&1");
+  EXPECT_EQ(summary.exit_code, 0) << summary.out;
+  EXPECT_NE(summary.out.find("Total params: 1,268"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("Placement not shown on this machine"), std::string::npos)
+      << summary.out;
+  summary = run_command(cli + " summary " + (dir / "single.json").string() +
+                        " --set pipeline.stages=9");
+  EXPECT_EQ(summary.exit_code, 2) << summary.out;
 }
 
 TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
