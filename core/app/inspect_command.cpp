@@ -214,6 +214,12 @@ std::string to_text(const json& d) {
   o << "  optimizer: " << string_at(opt, "class_name");
   if (opt.contains("iterations")) o << ", iterations " << number(opt["iterations"]);
   if (opt.contains("config")) o << ", config " << opt["config"].dump();
+  if (opt.contains("loss_scale") && opt["loss_scale"].is_object()) {
+    const json& ls = opt["loss_scale"];
+    o << "\n  loss scale: " << number(ls.value("scale", json(nullptr))) << " ("
+      << number(ls.value("good_steps", json(nullptr))) << " good steps since it last changed, "
+      << number(ls.value("skipped_steps", json(nullptr))) << " steps skipped)";
+  }
   o << "\n  optimizer slots: " << opt["slots"].size() << "\n";
   for (const auto& s : opt["slots"])
     o << "    " << s["name"].get<std::string>() << " " << shape_text(s["shape"]) << "\n";

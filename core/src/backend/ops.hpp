@@ -251,6 +251,10 @@ class Backend {
   virtual void subtract(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   /// out = x * scale + offset element-wise, in float (out may be x).
   virtual void affine(const Tensor& x, float scale, float offset, Tensor& out) = 0;
+  /// values *= factor element-wise, in place; returns whether every value was finite before
+  /// (dynamic loss scaling unscales a step's gradients and checks them in one pass; a device
+  /// backend synchronizes its stream to answer).
+  virtual bool scale_checking_finite(Tensor& values, float factor) = 0;
   /// y[r, c] = x[r, c] * scale[c] + shift[c] over rows of `cols` values (shift may be null: 0):
   /// Normalization with its fixed statistics, and its gradient (dy * scale). y may be x.
   virtual void column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,

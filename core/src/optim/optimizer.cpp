@@ -66,4 +66,32 @@ void Optimizer::apply(const std::vector<Parameter*>& params, backend::Backend& b
   backend.optimizer_update(desc(), iterations_, step_learning_rate(), tensors);
 }
 
+float Optimizer::loss_scale_factor() const {
+  return loss_scale_ ? static_cast<float>(loss_scale_->scale()) : 1.0f;
+}
+
+bool Optimizer::unscale_gradients(Tensor& grads, backend::Backend& backend) {
+  if (!loss_scale_) return true;
+  // 1 / scale is exact for a power-of-two scale: the unscaled gradients are the bits an
+  // unscaled backward pass would have given (short of overflow and subnormals).
+  const bool finite =
+      backend.scale_checking_finite(grads, static_cast<float>(1.0 / loss_scale_->scale()));
+  return loss_scale_->record(finite);
+}
+
+std::string Optimizer::keras_class_name() const {
+  return loss_scale_ ? "LossScaleOptimizer" : class_name();
+}
+
+nlohmann::json Optimizer::keras_config() const {
+  if (!loss_scale_) return config();
+  const LossScaleConfig& c = loss_scale_->config();
+  nlohmann::json out = {{"name", "loss_scale_optimizer"},
+                        {"inner_optimizer", {{"class_name", class_name()}, {"config", config()}}},
+                        {"initial_scale", c.initial_scale},
+                        {"dynamic_growth_steps", c.growth_steps}};
+  if (!c.dynamic) out["dynamic"] = false;  // Keras 2's fixed scale
+  return out;
+}
+
 }  // namespace tandem

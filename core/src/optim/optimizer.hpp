@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "optim/loss_scale.hpp"
 #include "tandem/parameter.hpp"
 #include "util/internal_api.hpp"
 
@@ -61,6 +63,24 @@ class Optimizer {
   /// Creates zeroed slots for `params` (apply() does this on its first call).
   void create_slots(const std::vector<Parameter*>& params);
 
+  /// Keras' LossScaleOptimizer around this optimizer (optim/loss_scale.hpp): the loss is scaled
+  /// by loss_scale_factor() before the backward pass, unscale_gradients() undoes it. Null when
+  /// the optimizer is not loss-scaled.
+  const LossScale* loss_scale() const { return loss_scale_ ? &*loss_scale_ : nullptr; }
+  LossScale* loss_scale() { return loss_scale_ ? &*loss_scale_ : nullptr; }
+  void set_loss_scale(const LossScaleConfig& config) { loss_scale_.emplace(config); }
+  /// What the loss gradient is multiplied by: the current loss scale, or 1.
+  float loss_scale_factor() const;
+  /// Divides `grads` (the step's gradients, flat, on `backend`'s device) by the loss scale and
+  /// records whether they were finite; returns whether the step is to be applied (false: a
+  /// dynamic loss scale skips it, and apply() must not be called). True, with `grads`
+  /// untouched, for an optimizer that is not loss-scaled. Throws LossScale::record's RunError.
+  bool unscale_gradients(Tensor& grads, backend::Backend& backend);
+  /// The class name and get_config() Keras would write for the whole optimizer:
+  /// "LossScaleOptimizer" around class_name()/config() when loss-scaled, else those two.
+  std::string keras_class_name() const;
+  nlohmann::json keras_config() const;
+
  protected:
   Optimizer(double learning_rate, double weight_decay, double clipnorm, double clipvalue,
             double global_clipnorm);
@@ -74,10 +94,13 @@ class Optimizer {
   double decay_ = 0;
   std::int64_t iterations_ = 0;
   std::vector<std::vector<Tensor>> slots_;
+  std::optional<LossScale> loss_scale_;
 };
 
 /// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,
-/// AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam, Lion. Keras 2's legacy `lr` is read as
+/// AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam, Lion, and Keras' LossScaleOptimizer
+/// around one of them ({"inner_optimizer": ..., "initial_scale", "dynamic_growth_steps", and
+/// Keras 2's "dynamic"}: the inner optimizer with set_loss_scale()). Keras 2's legacy `lr` is read as
 /// `learning_rate` and its `decay` as set_decay(), each with a warning naming Keras 3's way.
 /// Throws ConfigError naming the JSON path.
 std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& spec, const std::string& path);

@@ -1,5 +1,7 @@
 // SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam and Lion with Keras 3 update rules
 // and defaults.
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include "backend/kernel_math.hpp"
@@ -149,6 +151,33 @@ double read_decay(ConfigObject& cfg) {
   return decay;
 }
 
+// Keras' LossScaleOptimizer: Keras 3's {"inner_optimizer", "initial_scale",
+// "dynamic_growth_steps"} and Keras 2's, which adds "dynamic".
+std::unique_ptr<Optimizer> make_loss_scale_optimizer(const json& config, const std::string& path) {
+  ConfigObject cfg(config, path);
+  const json* inner = cfg.find("inner_optimizer");
+  if (!inner)
+    throw ConfigError(cfg.path_of("inner_optimizer"),
+                      "a LossScaleOptimizer needs the optimizer it wraps (e.g. \"adam\" or "
+                      "{\"class_name\": \"Adam\", \"config\": {...}})");
+  const std::string inner_path = cfg.path_of("inner_optimizer");
+  if (inner->is_object() && inner->contains("class_name") &&
+      inner->at("class_name") == "LossScaleOptimizer")
+    throw ConfigError(inner_path + ".class_name",
+                      "a LossScaleOptimizer cannot wrap another LossScaleOptimizer");
+  auto optimizer = make_optimizer(*inner, inner_path);
+  LossScaleConfig scale;
+  scale.initial_scale = cfg.number_in("initial_scale", scale.initial_scale,
+                                      static_cast<double>(std::numeric_limits<float>::min()),
+                                      static_cast<double>(std::numeric_limits<float>::max()));
+  scale.growth_steps = cfg.int_in("dynamic_growth_steps", scale.growth_steps, 1, 1'000'000'000);
+  scale.dynamic = cfg.get_bool("dynamic", true);
+  cfg.ignore({"name"});
+  cfg.finish();
+  optimizer->set_loss_scale(scale);
+  return optimizer;
+}
+
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& path) {
@@ -171,6 +200,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     throw ConfigError(
         path, "expected an optimizer name or {\"class_name\": ...}, got " + json_type_name(spec));
   }
+  if (name == "LossScaleOptimizer") return make_loss_scale_optimizer(*cfg_json, cfg_path);
   const std::string cls = canonical(name);
   if (cls.empty()) {
     std::string known;

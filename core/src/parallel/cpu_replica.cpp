@@ -45,6 +45,9 @@ void CpuReplica::predict(const Tensor& x, std::int64_t sample_offset, float* out
 }
 
 void CpuReplica::apply_update() {
+  // A loss-scaled step: unscaled first (the penalties' gradients are not scaled); skipped when
+  // they are not finite.
+  if (!optimizer_.unscale_gradients(arena_, backend::cpu_backend())) return;
   nn::add_penalty_gradients(model_);  // Keras' kernel_regularizer and kin
   optimizer_.apply(model_.trainable_parameters());
   nn::apply_constraints(model_);  // Keras' kernel_constraint and kin, after the step

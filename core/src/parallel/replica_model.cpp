@@ -93,7 +93,8 @@ class ReplicaModel::Workers {
 namespace {
 
 std::unique_ptr<Optimizer> clone_optimizer(const Optimizer& o) {
-  return make_optimizer(nlohmann::json{{"class_name", o.class_name()}, {"config", o.config()}},
+  return make_optimizer(nlohmann::json{{"class_name", o.keras_class_name()},
+                                       {"config", o.keras_config()}},
                         "optimizer");
 }
 
@@ -357,7 +358,10 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& obj
     }
   }
   // The gradient of the mean over the global batch, whichever process holds which rows.
-  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(batch.whole_size(), 1));
+  // Times the loss scale of a loss-scaled optimizer (optim/loss_scale.hpp): a power of two
+  // keeps the product exact.
+  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(batch.whole_size(), 1)) *
+                      optimizer_.loss_scale_factor();
   on_replicas([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     const auto t0 = std::chrono::steady_clock::now();
@@ -422,6 +426,14 @@ void ReplicaModel::broadcast_from_rank0() {
   world_->broadcast(&slotted, sizeof slotted, 0);
   optimizer_.set_learning_rate(lr);
   optimizer_.set_iterations(iterations);
+  if (LossScale* scale = optimizer_.loss_scale()) {
+    double value = scale->scale();
+    std::int64_t counts[2] = {scale->good_steps(), scale->skipped_steps()};
+    world_->broadcast(&value, sizeof value, 0);
+    world_->broadcast(counts, sizeof counts, 0);
+    scale->restore({{"scale", value}, {"good_steps", counts[0]}, {"skipped_steps", counts[1]}},
+                   "rank 0's loss scale");
+  }
   auto params = template_.trainable_parameters();
   if (slotted == params.size()) {
     if (optimizer_.slotted_params() != params.size()) optimizer_.create_slots(params);
@@ -461,6 +473,7 @@ void ReplicaModel::broadcast_from_template() {
     Optimizer& o = replicas_[r]->optimizer();
     o.set_learning_rate(optimizer_.learning_rate());
     o.set_iterations(optimizer_.iterations());
+    if (optimizer_.loss_scale()) o.loss_scale()->copy_state(*optimizer_.loss_scale());
     if (optimizer_.slotted_params() == template_params.size()) {
       auto params = m.trainable_parameters();
       o.create_slots(params);

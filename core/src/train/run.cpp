@@ -70,6 +70,12 @@ Built build_model(const RunConfig& rc) {
   b.objective = std::make_unique<Objective>(
       make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model, rc.weighted_metrics));
   b.optimizer = make_optimizer(rc.optimizer, "optimizer");
+  // Keras' compile under mixed_float16: float16 gradients need a dynamic loss scale.
+  if (b.precision == Precision::fp16 && !b.optimizer->loss_scale()) {
+    b.optimizer->set_loss_scale(LossScaleConfig{});
+    spdlog::info("precision fp16: the optimizer is wrapped in a LossScaleOptimizer (dynamic, "
+                 "initial scale 32768, doubled after 2000 good steps), as Keras does");
+  }
   return b;
 }
 

@@ -141,6 +141,14 @@ void Trainer::emit(const std::string& event, const json& fields) {
   callbacks_.event(*this, event, fields);
 }
 
+json Trainer::with_loss_scale(json fields) {
+  if (const LossScale* scale = meta_.optimizer().loss_scale()) {
+    fields["loss_scale"] = scale->scale();
+    fields["skipped_steps"] = scale->skipped_steps();
+  }
+  return fields;
+}
+
 void Trainer::publish(const std::string& event, const json& fields) {
   emit(event, fields);
 }
@@ -278,13 +286,13 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       Logs logs = logs_of(partial_);
       callbacks_.train_batch_end(*this, state_.batch - 1, logs);
       const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-      emit("batch_ended", {{"epoch", epoch + 1},
-                           {"batch", state_.batch},
-                           {"step", state_.step},
-                           {"size", batch.whole_size()},
-                           {"logs", logs.to_json()},
-                           {"lr", learning_rate()},
-                           {"samples_per_sec", secs > 0 ? samples / secs : 0.0}});
+      emit("batch_ended", with_loss_scale({{"epoch", epoch + 1},
+                                           {"batch", state_.batch},
+                                           {"step", state_.step},
+                                           {"size", batch.whole_size()},
+                                           {"logs", logs.to_json()},
+                                           {"lr", learning_rate()},
+                                           {"samples_per_sec", secs > 0 ? samples / secs : 0.0}}));
       if (sync_ranks()) {
         interrupted_ = true;
         break;
@@ -311,7 +319,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                    {"samples_per_sec", train_secs > 0 ? samples / train_secs : 0.0},
                    {"data_wait_seconds", train.wait_seconds()},
                    {"skipped_files", train.dataset().skipped_files()}};
-    emit("epoch_ended", fields);
+    emit("epoch_ended", with_loss_scale(std::move(fields)));
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     sync_ranks();
     last_logs = epoch_logs;

@@ -123,6 +123,8 @@ class Trainer : public CallbackContext {
   Logs logs_of(const EpochTotals& totals) const;
   EpochTotals empty_totals() const;
   void emit(const std::string& event, const nlohmann::json& fields);
+  /// `fields` with the optimizer's loss_scale and skipped_steps when it is loss-scaled.
+  nlohmann::json with_loss_scale(nlohmann::json fields);
 
   class View;
   ReplicaModel& meta_;

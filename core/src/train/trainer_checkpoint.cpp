@@ -68,9 +68,12 @@ CheckpointData Trainer::checkpoint(Target target) {
        }()},
       {"partial", {{"loss", {partial.loss.sum, partial.loss.count}}, {"metrics", partial_metrics}}},
       {"optimizer",
-       {{"class_name", optimizer.class_name()},
-        {"config", optimizer.config()},
+       {{"class_name", optimizer.keras_class_name()},
+        {"config", optimizer.keras_config()},
+        {"learning_rate", optimizer.learning_rate()},
         {"iterations", optimizer.iterations()}}}};
+  if (const LossScale* scale = optimizer.loss_scale())
+    t.state["optimizer"]["loss_scale"] = scale->state();
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
   if (!class_names_.empty()) t.state["class_names"] = class_names_;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
@@ -127,9 +130,9 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     const json& s = t.state;
     const json& opt = s.at("optimizer");
     const std::string cls = opt.at("class_name").get<std::string>();
-    if (cls != optimizer.class_name())
+    if (cls != optimizer.keras_class_name())
       throw DataError(source + ": was trained with optimizer " + cls + ", the config now says " +
-                      optimizer.class_name() + "; resume with the same optimizer");
+                      optimizer.keras_class_name() + "; resume with the same optimizer");
     const auto params = model.trainable_parameters();
     const auto slot_names = optimizer.slot_names();
     const auto iterations = opt.at("iterations").get<std::int64_t>();
@@ -152,7 +155,12 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
         }
     }
     optimizer.set_iterations(iterations);
-    optimizer.set_learning_rate(opt.at("config").at("learning_rate").get<double>());
+    // Format 1 files before the loss scale kept the rate in the config only.
+    optimizer.set_learning_rate(opt.contains("learning_rate")
+                                    ? opt.at("learning_rate").get<double>()
+                                    : opt.at("config").at("learning_rate").get<double>());
+    if (LossScale* scale = optimizer.loss_scale()) 
+      scale->restore(opt.contains("loss_scale") ? opt.at("loss_scale") : json(), source);
     // Every counter in the range the engine runs in, before any is used.
     const auto counter = [&](const char* key, std::int64_t hi) {
       const json& v = s.at(key);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "tandem/error.hpp"
@@ -49,13 +50,24 @@ json model_config() {
               {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
 }
 
+json adam() { return {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}; }
+
+// Keras' LossScaleOptimizer around adam(), starting at `initial_scale`.
+json loss_scaled_adam(double initial_scale, int growth_steps) {
+  return {{"class_name", "LossScaleOptimizer"},
+          {"config",
+           {{"inner_optimizer", adam()},
+            {"initial_scale", initial_scale},
+            {"dynamic_growth_steps", growth_steps}}}};
+}
+
 struct Harness {
+  explicit Harness(const json& optimizer = adam()) : opt(make_optimizer(optimizer, "o")) {}
   std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
   std::unique_ptr<Loss> loss = make_loss(
       json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
       "loss");
-  std::unique_ptr<Optimizer> opt =
-      make_optimizer(json{{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}, "o");
+  std::unique_ptr<Optimizer> opt;
   ReplicaModel meta{*model, *opt, DevicePlan::cpus(1)};
   std::vector<std::unique_ptr<Metric>> metrics =
       make_metrics(json::array({"accuracy"}), "metrics", *loss, {3});
@@ -218,17 +230,23 @@ TEST(Trainer, LearningRateSetByACallbackIsUsed) {
 // Interrupting mid-epoch, saving, and resuming in a new process-like setup gives bitwise the same
 // weights as never stopping (dropout RNG, optimizer slots, data order and partial metrics
 // included).
-TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
+// Interrupted at step 10 (epoch 1, batch 3 of 7), checkpointed to a file, resumed by a fresh
+// trainer: the same weights, to the bit, as three epochs in one go. Returns the two harnesses.
+struct ResumedRun {
+  std::unique_ptr<Harness> straight, resumed;
+  std::filesystem::path checkpoint;
+};
+ResumedRun interrupt_and_resume(const json& optimizer) {
   auto dataset = std::make_shared<TableDataset>(50);
-  Harness straight;
+  ResumedRun run{std::make_unique<Harness>(optimizer), std::make_unique<Harness>(optimizer), {}};
   DataLoader l1(dataset, {8, true, 5, 2});
-  auto h1 = straight.trainer.fit(l1, nullptr, {3});
+  auto h1 = run.straight->trainer.fit(l1, nullptr, {3});
 
   std::atomic<bool> flag{false};
-  Harness first;
+  Harness first(optimizer);
   auto rec = std::make_shared<Recorder>();
   rec->on_batch = [&](CallbackContext& c, std::int64_t) {
-    if (c.state().step == 10) flag = true;  // epoch 1 (0-based), batch 3 of 7
+    if (c.state().step == 10) flag = true;
   };
   CallbackBus bus;
   bus.add(rec);
@@ -236,24 +254,62 @@ TEST(Trainer, InterruptAndResumeIsBitwiseExact) {
   first.trainer.set_interrupt_flag(&flag);
   DataLoader l2(dataset, {8, true, 5, 2});
   first.trainer.fit(l2, nullptr, {3});
-  ASSERT_TRUE(first.trainer.interrupted());
+  EXPECT_TRUE(first.trainer.interrupted());
   EXPECT_EQ(first.trainer.state().step, 10);
-  auto path = test::scratch_dir("resume") / "ckpt.h5";
-  write_checkpoint_file(path, first.trainer.checkpoint());
+  run.checkpoint = test::scratch_dir("resume") / "ckpt.h5";
+  write_checkpoint_file(run.checkpoint, first.trainer.checkpoint());
 
-  Harness second;  // fresh weights and optimizer, as a new process would have
-  second.trainer.restore(read_checkpoint_file(path), path.string());
+  // Fresh weights and optimizer, as a new process would have.
+  run.resumed->trainer.restore(read_checkpoint_file(run.checkpoint), run.checkpoint.string());
   DataLoader l3(dataset, {8, true, 5, 2});
-  auto h2 = second.trainer.fit(l3, nullptr, {3});
-  ASSERT_EQ(h2.size(), 3u);
+  auto h2 = run.resumed->trainer.fit(l3, nullptr, {3});
+  EXPECT_EQ(h2.size(), 3u);
   EXPECT_EQ(*h2.back().get("loss"), *h1.back().get("loss"));
   EXPECT_EQ(*h2.back().get("accuracy"), *h1.back().get("accuracy"));
-  auto pa = straight.model->parameters(), pb = second.model->parameters();
+  auto pa = run.straight->model->parameters(), pb = run.resumed->model->parameters();
   for (std::size_t i = 0; i < pa.size(); ++i)
     EXPECT_EQ(
         std::memcmp(pa[i]->value.data(), pb[i]->value.data(), pa[i]->value.size() * sizeof(float)),
         0)
         << "parameter " << i;
+  return run;
+}
+
+TEST(Trainer, InterruptAndResumeIsBitwiseExact) { interrupt_and_resume(adam()); }
+
+// The loss scale moves during the run (doubling every 3 good steps from 1), so the resumed run
+// must take its scale and its count of good steps from the checkpoint to stay on the same bits.
+TEST(Trainer, LossScaledInterruptAndResumeIsBitwiseExactWithTheScale) {
+  const ResumedRun run = interrupt_and_resume(loss_scaled_adam(1.0, 3));
+  const LossScale* a = run.straight->opt->loss_scale();
+  const LossScale* b = run.resumed->opt->loss_scale();
+  EXPECT_EQ(a->scale(), 128.0);  // 21 good steps: doubled 7 times
+  EXPECT_EQ(b->state(), a->state());
+
+  CheckpointData data = read_checkpoint_file(run.checkpoint);
+  const json& saved = data.training->state.at("optimizer");
+  EXPECT_EQ(saved.at("class_name"), "LossScaleOptimizer");
+  EXPECT_EQ(saved.at("config").at("inner_optimizer").at("class_name"), "Adam");
+  EXPECT_EQ(saved.at("loss_scale").at("scale"), 8.0);  // after 10 steps
+  EXPECT_EQ(saved.at("loss_scale").at("good_steps"), 1);
+
+  const auto refused = [&](const CheckpointData& d, const json& optimizer,
+                           const std::string& words) {
+    Harness h(optimizer);
+    try {
+      h.trainer.restore(d, "ckpt.h5");
+      ADD_FAILURE() << "restored";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  CheckpointData no_scale = data;
+  no_scale.training->state["optimizer"].erase("loss_scale");
+  refused(no_scale, loss_scaled_adam(1.0, 3), "ckpt.h5: the training state's loss_scale is a JSON null");
+  CheckpointData bad_scale = data;
+  bad_scale.training->state["optimizer"]["loss_scale"]["scale"] = -4.0;
+  refused(bad_scale, loss_scaled_adam(1.0, 3), "not a positive normal float");
+  refused(data, adam(), "was trained with optimizer LossScaleOptimizer, the config now says Adam");
 }
 
 TEST(Trainer, ResumingMidEpochWithAnotherBatchSizeIsRefused) {
@@ -338,9 +394,38 @@ TEST(Trainer, EventsAreWellFormedJsonLines) {
       EXPECT_GT(j["lr"].get<double>(), 0);
       EXPECT_GE(j["samples_per_sec"].get<double>(), 0);
     }
+    EXPECT_FALSE(j.contains("loss_scale"));  // only a loss-scaled optimizer has one
   }
   EXPECT_EQ(events, (std::vector<std::string>{"epoch_started", "batch_ended", "batch_ended",
                                               "epoch_ended"}));
+}
+
+// Keras 3's rule with dynamic_growth_steps 2 from a scale of 1: each second good step in a row
+// doubles it. batch_ended and epoch_ended carry the scale after the step and the skipped steps.
+TEST(Trainer, LossScaleGrowsAfterGoodStepsAndShowsInTheEvents) {
+  Harness s(loss_scaled_adam(1.0, 2));
+  auto path = test::scratch_dir("loss-scale-events") / "events.jsonl";
+  EventSink sink;
+  sink.open_file(path);
+  s.trainer.set_event_sink(&sink);
+  DataLoader train(std::make_shared<TableDataset>(20), {4, true, 1, 0});
+  s.trainer.fit(train, nullptr, {1});
+  std::ifstream in(path);
+  std::string line;
+  std::vector<double> scales;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j["event"] == "batch_ended") {
+      scales.push_back(j.at("loss_scale").get<double>());
+      EXPECT_EQ(j.at("skipped_steps"), 0);
+    }
+    if (j["event"] == "epoch_ended") {
+      EXPECT_EQ(j.at("loss_scale"), 4.0);
+      EXPECT_EQ(j.at("skipped_steps"), 0);
+    }
+  }
+  EXPECT_EQ(scales, (std::vector<double>{1, 2, 2, 4, 4}));
+  EXPECT_EQ(s.opt->iterations(), 5);
 }
 
 }  // namespace

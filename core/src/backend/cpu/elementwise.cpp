@@ -1,6 +1,9 @@
 // The CPU backend's element-wise arithmetic for the merging layers (Subtract, Average, Maximum,
 // Minimum), the layers that scale their input (Rescaling, attention's query scaling) and the
 // ReLU-family layers with parameters.
+#include <atomic>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -41,6 +44,21 @@ void CpuBackend::affine(const Tensor& x, float scale, float offset, Tensor& out)
   const float* xp = x.data();
   float* op = out.data();
   each(out.size(), [&](std::int64_t i) { op[i] = math::fadd(math::fmul(xp[i], scale), offset); });
+}
+
+bool CpuBackend::scale_checking_finite(Tensor& values, float factor) {
+  require_device(*this, values, "scale_checking_finite");
+  float* p = values.data();
+  std::atomic<bool> finite{true};  // written once per thread's range, at its end
+  cpu::parallel_for(values.size(), cpu::kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
+    unsigned bad = 0;  // an OR over the range, which the compiler vectorises
+    for (std::int64_t i = b; i < e; ++i) {
+      bad |= static_cast<unsigned>(!(std::fabs(p[i]) <= std::numeric_limits<float>::max()));
+      p[i] = math::fmul(p[i], factor);
+    }
+    if (bad) finite.store(false, std::memory_order_relaxed);
+  });
+  return finite.load();
 }
 
 void CpuBackend::column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,

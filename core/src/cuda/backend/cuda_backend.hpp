@@ -57,6 +57,7 @@ class CudaBackend final : public backend::Backend {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void subtract(const Tensor& a, const Tensor& b, Tensor& out) override;
   void affine(const Tensor& x, float scale, float offset, Tensor& out) override;
+  bool scale_checking_finite(Tensor& values, float factor) override;
   void column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift, Tensor& y,
                      std::int64_t cols) override;
   void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
@@ -150,7 +151,7 @@ class CudaBackend final : public backend::Backend {
   std::map<std::uint64_t, DeviceBuffer> dropout_calls_;  // random stream -> its device counter
   DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
       embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_,
-      penalty_values_;
+      penalty_values_, finite_flag_;
 };
 
 }  // namespace tandem::cuda

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cuda/backend/cuda_backend.hpp"
+#include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/layer_kernels.hpp"
 
 namespace tandem::cuda {
@@ -22,6 +23,18 @@ void CudaBackend::affine(const Tensor& x, float scale, float offset, Tensor& out
   require(out, "affine");
   backend::check_same_sizes(x.size(), out.size(), out.size(), "affine");
   cuda::affine(x.data(), out.data(), out.size(), scale, offset, stream_);
+}
+
+bool CudaBackend::scale_checking_finite(Tensor& values, float factor) {
+  require(values, "scale_checking_finite");
+  float* flag = scratch(finite_flag_, 1);
+  check(cudaMemsetAsync(flag, 0, sizeof(float), stream_), "cudaMemsetAsync");
+  cuda::scale_checking_finite(values.data(), values.size(), factor, flag, stream_);
+  float nonfinite = 0;
+  check(cudaMemcpyAsync(&nonfinite, flag, sizeof nonfinite, cudaMemcpyDeviceToHost, stream_),
+        "copy of the gradients' finiteness to the host");
+  check(cudaStreamSynchronize(stream_), "the gradients' finiteness check");
+  return nonfinite == 0.0f;
 }
 
 void CudaBackend::column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,

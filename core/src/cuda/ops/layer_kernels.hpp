@@ -134,6 +134,10 @@ void subtract(const float* a, const float* b, float* out, std::int64_t n, cudaSt
 /// out = x * scale + offset.
 void affine(const float* x, float* out, std::int64_t n, float scale, float offset,
             cudaStream_t stream);
+/// x[i] *= factor in place; sets *nonfinite (device memory) to 1 when some x[i] was Inf or NaN
+/// before (and leaves it as it was otherwise).
+void scale_checking_finite(float* x, std::int64_t n, float factor, float* nonfinite,
+                           cudaStream_t stream);
 /// y[i] = x[i] * scale[i % cols] (+ shift[i % cols]).
 void column_affine(const float* x, const float* scale, const float* shift, float* y,
                    std::int64_t n, std::int64_t cols, cudaStream_t stream);

@@ -21,6 +21,17 @@ __global__ void affine_kernel(const float* x, float* out, std::int64_t n, float 
     out[i] = math::fadd(math::fmul(x[i], scale), offset);
 }
 
+__global__ void scale_checking_finite_kernel(float* x, std::int64_t n, float factor,
+                                             float* nonfinite) {
+  bool bad = false;
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const float v = x[i];
+    bad = bad || !isfinite(v);
+    x[i] = math::fmul(v, factor);
+  }
+  if (bad) *nonfinite = 1.0f;  // every writer stores the same value
+}
+
 __global__ void column_affine_kernel(const float* x, const float* scale, const float* shift,
                                      float* y, std::int64_t n, std::int64_t cols) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
@@ -174,6 +185,13 @@ void affine(const float* x, float* out, std::int64_t n, float scale, float offse
   if (n <= 0) return;
   affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, out, n, scale, offset);
   check_launch("affine");
+}
+
+void scale_checking_finite(float* x, std::int64_t n, float factor, float* nonfinite,
+                           cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_checking_finite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, factor, nonfinite);
+  check_launch("scale_checking_finite");
 }
 
 void column_affine(const float* x, const float* scale, const float* shift, float* y,

@@ -159,6 +159,9 @@ class CudaReplica : public Replica {
   void apply_update() override {
     use_device(device_.index);
     if (parameters_.layout().trainable_floats == 0) return;
+    // A loss-scaled step: unscaled on the device first (penalty gradients are not scaled), and
+    // skipped when they are not finite; the loss scale is the host optimizer's.
+    if (!optimizer_.unscale_gradients(gradients(), backend_)) return;
     // The host optimizer's counters are the truth (Optimizer::apply's order: count, then step).
     optimizer_.set_iterations(optimizer_.iterations() + 1);
     nn::add_penalty_gradients(*device_model_);  // Keras' kernel_regularizer and kin
