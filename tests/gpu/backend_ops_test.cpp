@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -672,6 +673,71 @@ TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
     gpu().optimizer_update(adam, step, 0.01, on_gpu);
   }
   expect_same(w_cpu, down(w_gpu), "weights after three Adam steps");
+}
+
+// Dynamic loss scaling's one pass over the gradients: the same bits as the CPU, and an Inf or NaN
+// anywhere (the flag is set by whichever thread saw it) answers false.
+TEST_F(BackendOps, ScaleCheckingFiniteIsTheCpusAndFindsEveryNonFiniteValue) {
+  const Tensor g = random_host({300'001}, 31, -1e4f, 1e4f);
+  Tensor on_cpu = g.clone();
+  Tensor on_gpu = up(g);
+  EXPECT_TRUE(cpu().scale_checking_finite(on_cpu, 1.0f / 1024));
+  EXPECT_TRUE(gpu().scale_checking_finite(on_gpu, 1.0f / 1024));
+  expect_same(on_cpu, down(on_gpu), "unscaled gradients");
+  for (std::int64_t at : {std::int64_t{0}, std::int64_t{150'000}, std::int64_t{300'000}})
+    for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+      Tensor h = g.clone();
+      h[at] = bad;
+      Tensor d = up(h);
+      EXPECT_FALSE(gpu().scale_checking_finite(d, 0.5f)) << at;
+    }
+}
+
+// The bf16 CUDA backend against the CPU's bf16 backend (the same operands, rounded to nearest
+// even, summed in float32 in another order): Dense's three products and a convolution on the
+// im2col path. The convolution's bias gradient is the one exception: oneDNN sums the rounded
+// output gradient, the im2col path the float32 one (bfloat16's 2^-9 relative per term).
+TEST_F(BackendOps, Bf16ProductsAndConvolutionsFollowTheCpusBf16) {
+  if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); !why.empty())
+    GTEST_SKIP() << "no CPU reference: " << why;
+  cuda::DenseGemm gemm(*allocator_, stream_->get(), cuda::Precision::bf16);
+  cuda::CudaBackend bf16(allocator_, stream_->get(), gemm, cuda::Precision::bf16);
+  backend::Backend& cpu16 = backend::cpu_backend(Precision::bf16);
+  const std::int64_t m = 64, n = 48, k = 96;
+  const Tensor a = random_host({m, k}, 41), b = random_host({k, n}, 42), bias = random_host({n}, 43);
+  const backend::GemmDesc forward{false, false, m, n, k, backend::GemmEpilogue::relu_bias};
+  Tensor c_cpu({m, n}), c_gpu = bf16.tensor({m, n});
+  const Tensor bias_gpu = up(bias);
+  cpu16.gemm(forward, a, b, &bias, c_cpu);
+  bf16.gemm(forward, up(a), up(b), &bias_gpu, c_gpu);
+  expect_close(c_cpu, down(c_gpu), 1e-5, "bf16 forward GEMM");
+  const Tensor g = random_host({m, n}, 44);
+  Tensor dw_cpu({k, n}), dw_gpu = bf16.tensor({k, n});
+  cpu16.gemm({true, false, k, n, m}, a, g, nullptr, dw_cpu);
+  bf16.gemm({true, false, k, n, m}, up(a), up(g), nullptr, dw_gpu);
+  expect_close(dw_cpu, down(dw_gpu), 1e-5, "bf16 weights GEMM");
+
+  backend::ConvolutionDesc desc;
+  desc.label = "bf16 convolution test";
+  desc.geometry = {{12, 12, 3, 1, 1, 1}, {10, 10, 3, 1, 1, 1}, 8};  // SAME 3x3, 8 channels
+  desc.filters = 16;
+  const Tensor x = random_host({4, 12, 10, 8}, 45);
+  const Tensor kernel = random_host({3, 3, 8, 16}, 46), kbias = random_host({16}, 47);
+  auto on_cpu = cpu16.convolution(desc);
+  auto on_gpu = bf16.convolution(desc);
+  const Tensor x_gpu = up(x), k_gpu = up(kernel), kb_gpu = up(kbias);
+  Tensor y_cpu, y_gpu = bf16.tensor();
+  on_cpu->forward(x, kernel, &kbias, y_cpu);
+  on_gpu->forward(x_gpu, k_gpu, &kb_gpu, y_gpu);
+  expect_close(y_cpu, down(y_gpu), 1e-5, "bf16 convolution");
+  const Tensor dy = random_host(y_cpu.shape(), 48);
+  Tensor dk_cpu(kernel.shape()), db_cpu({16}), dx_cpu;
+  Tensor dk_gpu = bf16.tensor(kernel.shape()), db_gpu = bf16.tensor({16}), dx_gpu = bf16.tensor();
+  on_cpu->backward(x, dy, kernel, dk_cpu, &db_cpu, &dx_cpu);
+  on_gpu->backward(x_gpu, up(dy), k_gpu, dk_gpu, &db_gpu, &dx_gpu);
+  expect_close(dk_cpu, down(dk_gpu), 1e-5, "bf16 kernel gradient");
+  expect_close(dx_cpu, down(dx_gpu), 1e-5, "bf16 input gradient");
+  expect_close(db_cpu, down(db_gpu), 1e-2, "bias gradient (rounded and float32 sums)");
 }
 
 }  // namespace

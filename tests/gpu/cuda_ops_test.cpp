@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,11 +50,32 @@ struct DenseCase {
   std::int64_t batch, in, out;
 };
 
-void dense_gemm_case(GpuTest& t, Precision precision, double tolerance, DenseCase c) {
+float unrounded(float v) { return v; }
+
+// To the nearest bfloat16, ties to even (finite values).
+float to_bf16(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  u &= 0xFFFF0000u;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+// To the nearest IEEE half, ties to even (GCC's _Float16 conversion).
+float to_fp16(float v) { return static_cast<float>(static_cast<_Float16>(v)); }
+
+// The three products of a Dense layer against a double-precision reference over the operands as
+// the precision rounds them (`round`: none for fp32 and tf32, whose rounding the tolerance covers).
+void dense_gemm_case(GpuTest& t, Precision precision, double tolerance, DenseCase c,
+                     float (*round)(float) = unrounded) {
   const auto x = random_vector(c.batch * c.in, 1), w = random_vector(c.in * c.out, 2),
              b = random_vector(c.out, 3), dy = random_vector(c.batch * c.out, 4);
   DenseGemm gemm(*t.allocator_, t.stream_, precision);
   float *dx_ = t.upload(x), *dw_ = t.upload(w), *db_ = t.upload(b), *ddy = t.upload(dy);
+  // The reference's operands: what the device multiplies (the bias stays float32).
+  std::vector<float> rx(x), rw(w), rdy(dy);
+  for (auto* v : {&rx, &rw, &rdy}) std::transform(v->begin(), v->end(), v->begin(), round);
   float* y = t.device_zeros(c.batch * c.out);
   float* y_relu = t.device_zeros(c.batch * c.out);
   float* gx = t.device_zeros(c.batch * c.in);
@@ -68,20 +90,20 @@ void dense_gemm_case(GpuTest& t, Precision precision, double tolerance, DenseCas
   for (std::int64_t r = 0; r < c.batch; ++r)
     for (std::int64_t o = 0; o < c.out; ++o) {
       double s = b[o];
-      for (std::int64_t i = 0; i < c.in; ++i) s += double(x[r * c.in + i]) * w[i * c.out + o];
+      for (std::int64_t i = 0; i < c.in; ++i) s += double(rx[r * c.in + i]) * rw[i * c.out + o];
       want_y[r * c.out + o] = s;
       want_relu[r * c.out + o] = std::max(s, 0.0);
     }
   for (std::int64_t r = 0; r < c.batch; ++r)
     for (std::int64_t i = 0; i < c.in; ++i) {
       double s = 0;
-      for (std::int64_t o = 0; o < c.out; ++o) s += double(dy[r * c.out + o]) * w[i * c.out + o];
+      for (std::int64_t o = 0; o < c.out; ++o) s += double(rdy[r * c.out + o]) * rw[i * c.out + o];
       want_gx[r * c.in + i] = s;
     }
   for (std::int64_t i = 0; i < c.in; ++i)
     for (std::int64_t o = 0; o < c.out; ++o) {
       double s = 0;
-      for (std::int64_t r = 0; r < c.batch; ++r) s += double(x[r * c.in + i]) * dy[r * c.out + o];
+      for (std::int64_t r = 0; r < c.batch; ++r) s += double(rx[r * c.in + i]) * rdy[r * c.out + o];
       want_gw[i * c.out + o] = s;
     }
   const std::string shape =
@@ -104,6 +126,48 @@ TEST_F(GpuTest, DenseGemmTf32MatchesTheCpuToTf32Rounding) {
   REQUIRE_DEVICE();
   for (DenseCase c : {DenseCase{128, 784, 256}, DenseCase{64, 500, 300}})
     dense_gemm_case(*this, Precision::tf32, 3e-3, c);
+}
+
+// Mixed precision: the device rounds both operands as the reference does and sums in float32, so
+// the products agree to float rounding (not to bfloat16's or half's); the unrounded products are
+// farther off than that (the rounding is really there).
+TEST_F(GpuTest, DenseGemmBf16AndFp16MultiplyTheRoundedOperandsInFloat) {
+  REQUIRE_DEVICE();
+  for (DenseCase c : {DenseCase{128, 784, 256}, DenseCase{37, 300, 1}, DenseCase{257, 129, 65}}) {
+    dense_gemm_case(*this, Precision::bf16, 1e-5, c, to_bf16);
+    dense_gemm_case(*this, Precision::fp16, 1e-5, c, to_fp16);
+  }
+  const DenseCase c{128, 784, 256};
+  const auto x = random_vector(c.batch * c.in, 1), w = random_vector(c.in * c.out, 2);
+  DenseGemm gemm(*allocator_, stream_, Precision::bf16);
+  float* y = device_zeros(c.batch * c.out);
+  gemm.forward(upload(x), upload(w), nullptr, y, c.batch, c.in, c.out, DenseGemm::Epilogue::none);
+  std::vector<double> exact(c.batch * c.out, 0.0);
+  for (std::int64_t r = 0; r < c.batch; ++r)
+    for (std::int64_t o = 0; o < c.out; ++o)
+      for (std::int64_t i = 0; i < c.in; ++i)
+        exact[r * c.out + o] += double(x[r * c.in + i]) * w[i * c.out + o];
+  EXPECT_GT(relative_error(download(y, exact.size()), exact), 1e-4);
+}
+
+// Batched products (attention's per-head scores) in bf16: every matrix of the batch rounded.
+TEST_F(GpuTest, BatchedBf16ProductsRoundEveryMatrix) {
+  REQUIRE_DEVICE();
+  const std::int64_t m = 7, n = 5, k = 33, batch = 6;
+  const auto a = random_vector(m * k * batch, 8), b = random_vector(k * n * batch, 9);
+  DenseGemm gemm(*allocator_, stream_, Precision::bf16);
+  float* c = device_zeros(m * n * batch);
+  // Column-major: A is m x k (ld m), B is k x n (ld k), C m x n (ld m).
+  gemm.matmul_batched(false, false, m, n, k, upload(a), m, m * k, upload(b), k, k * n, c, m, m * n,
+                      batch);
+  std::vector<double> want(m * n * batch, 0.0);
+  for (std::int64_t p = 0; p < batch; ++p)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t l = 0; l < k; ++l)
+          want[p * m * n + j * m + i] +=
+              double(to_bf16(a[p * m * k + l * m + i])) * to_bf16(b[p * k * n + j * k + l]);
+  EXPECT_LE(relative_error(download(c, want.size()), want), 1e-5);
 }
 
 TEST_F(GpuTest, DenseGemmIsTheSameBitsRunToRun) {

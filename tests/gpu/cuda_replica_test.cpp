@@ -13,6 +13,7 @@
 #include "gpu/gpu_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
+#include "backend/ops.hpp"
 #include "parallel/replica_model.hpp"
 
 namespace tandem {
@@ -451,6 +452,106 @@ TEST(CudaReplica, TrainingTrajectoryFollowsTheCpu) {
       worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
       1e-3)
       << where;
+}
+
+// Mixed precision on cuda:0 against the CPU's bf16 backend: the same rounded operands summed in
+// float32 in other orders, so the trajectories agree as fp32's do. The output layer is kept at
+// float32 by its Keras dtype policy (on the GPU: the replica's float32 sibling backend).
+TEST(CudaReplica, Bf16TrainingFollowsTheCpuInBf16WithAFloat32OutputLayer) {
+  REQUIRE_GPU();
+  if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); !why.empty())
+    GTEST_SKIP() << "no CPU reference: " << why;
+  const json model = sequential(
+      {28, 28},
+      json::array({layer("Flatten", json::object()),
+                   layer("Dense", {{"units", 64}, {"activation", "relu"}}),
+                   layer("Dropout", {{"rate", 0.2}}),
+                   layer("Dense", {{"units", 10}, {"dtype", "float32"}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.001}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side cpu(model, adam, loss, json::array({"accuracy"}), "cpu", Precision::bf16);
+  Side gpu(model, adam, loss, json::array({"accuracy"}), "cuda:0", Precision::bf16);
+  Side fp32(model, adam, loss, json::array({"accuracy"}), "cuda:0", Precision::fp32);
+  for (int step = 0; step < 20; ++step) {
+    Batch b =
+        make_batch({28, 28}, {10}, 64, Targets::sparse, 300 + static_cast<std::uint64_t>(step));
+    const StepSums s_cpu = cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    const StepSums s_gpu = gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    fp32.meta->forward_backward(b, *fp32.loss, fp32.metrics);
+    EXPECT_LE(relative(s_gpu.loss.sum, s_cpu.loss.sum), 1e-4) << "step " << step;
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+    fp32.meta->apply_update();
+  }
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-3)
+      << where;
+  // ... and it is bf16 indeed: float32 training went elsewhere.
+  EXPECT_GT(
+      worst_relative_difference(fp32.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-3);
+}
+
+// fp16 with Keras' dynamic loss scaling. From 2^15 nothing overflows: 20 steps follow float32
+// training to half's rounding. From 2^30 the scaled gradients exceed half's 65504 (the logits'
+// gradient is about scale·0.9/64, so about 2^22 is the largest scale that fits): the first steps
+// are skipped (weights untouched, the scale halved each time) until the scale fits, then the run
+// trains on, every weight finite.
+TEST(CudaReplica, Fp16TrainsWithDynamicLossScaling) {
+  REQUIRE_GPU();
+  const json model = sequential(
+      {28, 28}, json::array({layer("Flatten", json::object()),
+                             layer("Dense", {{"units", 64}, {"activation", "relu"}}),
+                             layer("Dense", {{"units", 10}})}));
+  const auto scaled_adam = [](double initial) {
+    return json{{"class_name", "LossScaleOptimizer"},
+                {"config",
+                 {{"inner_optimizer",
+                   {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.001}}}}},
+                  {"initial_scale", initial}}}};
+  };
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.001}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side cpu(model, adam, loss, json::array({"accuracy"}), "cpu", Precision::fp32);
+  Side gpu(model, scaled_adam(32768.0), loss, json::array({"accuracy"}), "cuda:0",
+           Precision::fp16);
+  Side overflow(model, scaled_adam(std::ldexp(1.0, 30)), loss, json::array({"accuracy"}),
+                "cuda:0", Precision::fp16);
+  std::int64_t applied_before = 0;
+  for (int step = 0; step < 20; ++step) {
+    Batch b =
+        make_batch({28, 28}, {10}, 64, Targets::sparse, 400 + static_cast<std::uint64_t>(step));
+    cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    gpu.meta->forward_backward(b, *gpu.loss, gpu.metrics);
+    overflow.meta->forward_backward(b, *overflow.loss, overflow.metrics);
+    cpu.meta->apply_update();
+    gpu.meta->apply_update();
+    const LossScale& s = *overflow.optimizer->loss_scale();
+    const std::int64_t skipped = s.skipped_steps();
+    const double scale = s.scale();
+    overflow.meta->apply_update();
+    if (s.skipped_steps() > skipped) {
+      EXPECT_EQ(s.scale(), scale / 2) << "step " << step;
+      EXPECT_EQ(overflow.optimizer->iterations(), applied_before) << "step " << step;
+    } else {
+      ++applied_before;
+    }
+  }
+  EXPECT_EQ(gpu.optimizer->loss_scale()->skipped_steps(), 0);
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+      2e-2)
+      << where;
+  const LossScale& s = *overflow.optimizer->loss_scale();
+  EXPECT_GE(s.skipped_steps(), 4);
+  EXPECT_LE(s.skipped_steps(), 12);
+  EXPECT_EQ(s.scale(), std::ldexp(1.0, 30 - static_cast<int>(s.skipped_steps())));
+  EXPECT_EQ(overflow.optimizer->iterations(), 20 - s.skipped_steps());
+  for (Parameter* p : overflow.meta->template_model().parameters())
+    for (float v : p->value.values()) ASSERT_TRUE(std::isfinite(v)) << p->name;
 }
 
 // A step replayed from a CUDA graph computes what the same step queued directly computes, bit

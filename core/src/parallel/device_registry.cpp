@@ -178,10 +178,15 @@ std::vector<std::string> cpu_precisions() {
   return out;
 }
 
-// The precisions the CUDA backend computes in on a GPU: TF32 tensor cores from Ampere on.
+// The precisions the CUDA backend computes in on a GPU: TF32 and bfloat16 tensor cores from
+// Ampere on (the module's kernels are built for sm_80 and later), half from Volta on.
 std::vector<std::string> gpu_precisions(const GpuInfo& g) {
   std::vector<std::string> out{"fp32"};
-  if (g.compute_capability_major >= 8) out.push_back("tf32");
+  if (g.compute_capability_major >= 8) {
+    out.push_back("tf32");
+    out.push_back("bf16");
+  }
+  if (g.compute_capability_major >= 7) out.push_back("fp16");
   return out;
 }
 

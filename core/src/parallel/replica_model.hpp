@@ -92,8 +92,8 @@ class ReplicaModel {
   const DevicePlan& plan() const { return plan_; }
   Precision precision() const { return precision_; }
   /// Throws ConfigError at "precision" when a device of `plan` cannot compute `model`'s layers
-  /// in `precision` (nn::layer_precisions): a CPU without AVX-512 BF16 for bf16, fp16 on a CPU,
-  /// and — until the CUDA backend computes them — bf16 or fp16 on a CUDA device.
+  /// in `precision` (nn::layer_precisions): a CPU without AVX-512 BF16 for bf16, fp16 on a CPU.
+  /// CUDA devices compute every precision.
   static void check_precision(const DevicePlan& plan, const Model& model, Precision precision);
   World& world() const { return *world_; }
   /// The plan as checkpoints record it: the plan itself in one process, "P×(plan)" across P.

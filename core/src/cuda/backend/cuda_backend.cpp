@@ -99,6 +99,12 @@ CudaBackend::CudaBackend(std::shared_ptr<DeviceAllocator> allocator, cudaStream_
 
 CudaBackend::~CudaBackend() = default;
 
+std::unique_ptr<CudaBackend> CudaBackend::sibling(DenseGemm& gemm, Precision precision) const {
+  auto other = std::make_unique<CudaBackend>(allocator_, stream_, gemm, precision);
+  other->step_ = step_;
+  return other;
+}
+
 Device CudaBackend::device() const {
   return {MemoryKind::cuda, allocator_->device()};
 }
@@ -114,7 +120,7 @@ float* CudaBackend::scratch(DeviceBuffer& buffer, std::int64_t floats) {
 
 std::map<std::uint64_t, std::uint64_t> CudaBackend::dropout_calls() {
   std::map<std::uint64_t, std::uint64_t> out;
-  for (auto& [stream, counter] : dropout_calls_) {
+  for (auto& [stream, counter] : step_->dropout_calls) {
     std::uint64_t calls = 0;
     check(cudaMemcpyAsync(&calls, counter.data(), sizeof calls, cudaMemcpyDeviceToHost, stream_),
           "copy of Dropout's call count to the host");
@@ -125,7 +131,7 @@ std::map<std::uint64_t, std::uint64_t> CudaBackend::dropout_calls() {
 }
 
 void CudaBackend::set_dropout_calls(std::uint64_t stream, std::uint64_t calls) {
-  DeviceBuffer& counter = dropout_calls_[stream];
+  DeviceBuffer& counter = step_->dropout_calls[stream];
   if (counter.size() == 0) counter.resize(*allocator_, 2);  // one uint64
   check(cudaMemcpyAsync(counter.data(), &calls, sizeof calls, cudaMemcpyHostToDevice, stream_),
         "copy of Dropout's call count to the device");
@@ -133,7 +139,7 @@ void CudaBackend::set_dropout_calls(std::uint64_t stream, std::uint64_t calls) {
 }
 
 void CudaBackend::count_dropout_calls() {
-  for (auto& [stream, counter] : dropout_calls_)
+  for (auto& [stream, counter] : step_->dropout_calls)
     count_dropout_call(reinterpret_cast<std::uint64_t*>(counter.data()), stream_);
 }
 
@@ -153,7 +159,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
           "cudaMemcpyAsync (tensor copy)");
   if (to_host) {
     check(cudaStreamSynchronize(stream_), "copy of a tensor to the host");
-    captured_safely_ = false;
+    step_->captured_safely = false;
   }
 }
 
@@ -280,8 +286,8 @@ void CudaBackend::uniform_noise(const backend::DropoutDesc& d, Tensor& noise, st
 }
 
 std::uint64_t* CudaBackend::call_counter(const backend::DropoutDesc& d) {
-  if (dropout_calls_.find(d.stream) == dropout_calls_.end()) set_dropout_calls(d.stream, d.call);
-  return reinterpret_cast<std::uint64_t*>(dropout_calls_.at(d.stream).data());
+  if (step_->dropout_calls.find(d.stream) == step_->dropout_calls.end()) set_dropout_calls(d.stream, d.call);
+  return reinterpret_cast<std::uint64_t*>(step_->dropout_calls.at(d.stream).data());
 }
 
 void CudaBackend::global_average_pool_forward(const Tensor& x, Tensor& y, std::int64_t cells,
@@ -319,7 +325,7 @@ std::optional<backend::BadIndex> CudaBackend::embedding_gather(const Tensor& tab
   check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync (Embedding index check)");
   check(cudaStreamSynchronize(stream_), "the Embedding index check");
-  captured_safely_ = false;
+  step_->captured_safely = false;
   if (first_bad < static_cast<unsigned long long>(n)) {
     const auto i = static_cast<std::int64_t>(first_bad);
     float value = 0;

@@ -31,6 +31,13 @@ class CudaBackend final : public backend::Backend {
               Precision precision);
   ~CudaBackend() override;
 
+  /// A backend on the same device, stream and allocator whose products run through `gemm` at
+  /// `precision` (for the layers a Keras dtype policy keeps at float32 in a mixed-precision
+  /// model). It shares this backend's step state — whether the step stayed capturable, Dropout's
+  /// call counters — so the replica sees one step across both. Borrows `gemm`, which must
+  /// outlive it; it keeps the shared state alive itself.
+  std::unique_ptr<CudaBackend> sibling(DenseGemm& gemm, Precision precision) const;
+
   Device device() const override;
   std::shared_ptr<DeviceMemory> memory() const override { return memory_; }
   cudaStream_t stream() const { return stream_; }
@@ -39,8 +46,8 @@ class CudaBackend final : public backend::Backend {
   DenseGemm& gemm_engine() { return gemm_; }
 
   /// False once an operation since the last reset needed the host (see above).
-  bool captured_safely() const { return captured_safely_; }
-  void reset_capture_check() { captured_safely_ = true; }
+  bool captured_safely() const { return step_->captured_safely; }
+  void reset_capture_check() { step_->captured_safely = true; }
 
   /// Dropout's call counts on the device, by random stream: read back (synchronizes) and set.
   std::map<std::uint64_t, std::uint64_t> dropout_calls();
@@ -147,8 +154,12 @@ class CudaBackend final : public backend::Backend {
   cudaStream_t stream_;
   DenseGemm& gemm_;
   Precision precision_;
-  bool captured_safely_ = true;
-  std::map<std::uint64_t, DeviceBuffer> dropout_calls_;  // random stream -> its device counter
+  // What the backends of one replica share (sibling()).
+  struct StepState {
+    bool captured_safely = true;
+    std::map<std::uint64_t, DeviceBuffer> dropout_calls;  // random stream -> its device counter
+  };
+  std::shared_ptr<StepState> step_ = std::make_shared<StepState>();
   DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
       embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_,
       penalty_values_, finite_flag_;

@@ -2,7 +2,7 @@
 // compute the same function:
 //
 // im2col: an implicit im2col and cuBLASLt GEMMs through the backend's DenseGemm (at the run's
-// precision, fp32 or tf32):
+// precision):
 //   forward   y = im2col(x) K + b, K the Keras HWIO kernel viewed as a (kh*kw*in) x filters
 //             row-major matrix (no transpose), the bias in the GEMM's epilogue;
 //   backward  dK = im2col(x)^T dy, db = column sums of dy, dx = col2im(dy K^T), col2im as a gather
@@ -17,6 +17,10 @@
 // forward (kept for the backward) and the kernel gradient KRSC -> HWIO after the backward filter;
 // the bias is added by our kernel and its gradient is the im2col path's column sums. cuDNN pads
 // symmetrically only, so a geometry whose SAME padding is asymmetric stays on im2col.
+//
+// In bf16 and fp16 (mixed precision) every convolution takes the im2col path: its DenseGemm
+// rounds the operands to 16 bits and writes float32, as mixed precision means it, where cuDNN's
+// 16-bit configurations would also round the output.
 //
 // Which path: the environment variable TANDEM_CONV2D, read when the operation is made: "im2col",
 // "cudnn" or "auto" (the default, also when empty; case-insensitive; anything else is a
@@ -196,6 +200,15 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
   // The cuDNN path, unless TANDEM_CONV2D says im2col or cuDNN cannot compute this geometry.
   mode_ = mode_from_environment();
   if (mode_ == Mode::im2col) return;
+  if (ops.precision() == Precision::bf16 || ops.precision() == Precision::fp16) {
+    // cuDNN's 16-bit convolutions write 16-bit outputs; mixed precision keeps them float32.
+    if (mode_ == Mode::cudnn)
+      throw ConfigError(kPathVariable, who_ + ": " + kPathVariable +
+                                           "=cudnn, but in bf16 and fp16 convolutions run on "
+                                           "im2col (cuDNN would round their outputs to 16 bits); "
+                                           "use " + kPathVariable + "=auto or im2col");
+    return;
+  }
   CudnnConvolution::Geometry g;
   g.in_rows = geom_.rows.in;
   g.in_cols = geom_.cols.in;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda/ops/cuda_check.hpp"
+#include "cuda/ops/low_precision.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::cuda {
@@ -13,6 +14,13 @@ namespace tandem::cuda {
 namespace {
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // Hopper's recommended minimum
+
+// Elements from a stored column-major matrix's first to its last (rows x cols, leading
+// dimension ld), over `batch` of them `stride` apart.
+std::int64_t extent(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t batch,
+                    std::int64_t stride) {
+  return (batch - 1) * stride + ld * (cols - 1) + rows;
+}
 
 }  // namespace
 
@@ -45,8 +53,12 @@ DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
   const auto [ta, tb, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c] = key;
   auto plan = std::make_unique<Plan>();
+  // Mixed precision: 16-bit operands, float32 sums (CUBLAS_COMPUTE_32F) and float32 output.
   const cublasComputeType_t compute =
       precision_ == Precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t operands = precision_ == Precision::bf16   ? CUDA_R_16BF
+                                  : precision_ == Precision::fp16 ? CUDA_R_16F
+                                                                  : CUDA_R_32F;
   check(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -60,8 +72,8 @@ DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   check(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
         "set EPILOGUE");
   // Stored shapes (column-major): A is m x k (k x m when transposed), B is k x n (n x k).
-  check(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, ta ? k : m, ta ? m : k, lda), "layout A");
-  check(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb), "layout B");
+  check(cublasLtMatrixLayoutCreate(&plan->a, operands, ta ? k : m, ta ? m : k, lda), "layout A");
+  check(cublasLtMatrixLayoutCreate(&plan->b, operands, tb ? n : k, tb ? k : n, ldb), "layout B");
   check(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, m, n, ldc), "layout C");
   if (batch > 1) {
     const auto count = static_cast<std::int32_t>(batch);
@@ -97,11 +109,24 @@ DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   check(st, "cublasLtMatmulAlgoGetHeuristic");
   if (found == 0)
     throw RunError("cuBLASLt has no algorithm for a " + std::to_string(m) + " x " +
-                   std::to_string(n) + " x " + std::to_string(k) + " float product");
+                   std::to_string(n) + " x " + std::to_string(k) + " product in " +
+                   (precision_ == Precision::bf16   ? "bf16"
+                    : precision_ == Precision::fp16 ? "fp16"
+                                                    : "float") +
+                   (epilogue != static_cast<int>(Epilogue::none) ? " with a bias epilogue" : ""));
   plan->algo = result.algo;
   Plan* raw = plan.release();
   plans_.emplace(key, raw);
   return *raw;
+}
+
+const void* DenseGemm::operand(const float* x, std::int64_t count, DeviceBuffer& buffer) {
+  if (!mixed()) return x;
+  buffer.resize(allocator_, (count + 1) / 2);  // two 16-bit values per float of the buffer
+  auto* low = reinterpret_cast<std::uint16_t*>(buffer.data());
+  round_to_low(x, low, count, precision_ == Precision::bf16 ? LowFloat::bf16 : LowFloat::fp16,
+               stream_);
+  return low;
 }
 
 void DenseGemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -120,9 +145,11 @@ void DenseGemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t 
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                          sizeof bias),
           "set BIAS_POINTER");
+  const void* op_a = operand(a, extent(trans_a ? k : m, trans_a ? m : k, lda, 1, 0), low_a_);
+  const void* op_b = operand(b, extent(trans_b ? n : k, trans_b ? k : n, ldb, 1, 0), low_b_);
   const float one = 1.0f, zero = 0.0f;
-  check(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
-                       &plan.algo, workspace_, workspace_bytes_, stream_),
+  check(cublasLtMatmul(handle_, plan.desc, &one, op_a, plan.a, op_b, plan.b, &zero, c, plan.c, c,
+                       plan.c, &plan.algo, workspace_, workspace_bytes_, stream_),
         "cublasLtMatmul");
 }
 
@@ -143,9 +170,13 @@ void DenseGemm::matmul_batched(bool trans_a, bool trans_b, std::int64_t m, std::
   }
   Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc,
                          static_cast<int>(Epilogue::none), batch, stride_a, stride_b, stride_c});
+  const void* op_a =
+      operand(a, extent(trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a), low_a_);
+  const void* op_b =
+      operand(b, extent(trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b), low_b_);
   const float one = 1.0f, zero = 0.0f;
-  check(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
-                       &plan.algo, workspace_, workspace_bytes_, stream_),
+  check(cublasLtMatmul(handle_, plan.desc, &one, op_a, plan.a, op_b, plan.b, &zero, c, plan.c, c,
+                       plan.c, &plan.algo, workspace_, workspace_bytes_, stream_),
         "cublasLtMatmul (batched)");
 }
 

@@ -4,7 +4,10 @@
 //
 // Precision: "fp32" computes in full float32; "tf32" lets the tensor cores round the inputs to
 // TF32 (10-bit mantissa) and accumulate in float32 - PyTorch's allow_tf32, Keras' default on
-// Ampere and later. Algorithms are chosen once per shape and kept; those whose split-K reduction
+// Ampere and later. "bf16" and "fp16" (mixed precision, util/precision.hpp) round both operands to
+// bfloat16 or half first (low_precision.hpp, into scratch of their own), multiply them on the
+// tensor cores, accumulate and write float32: the caller's matrices, bias and results stay
+// float32. Algorithms are chosen once per shape and kept; those whose split-K reduction
 // could add in a varying order are excluded, so results are the same bits run to run.
 //
 // Ownership: owns its cuBLASLt handle, layouts and workspace (from the allocator, which must
@@ -22,7 +25,7 @@
 
 namespace tandem::cuda {
 
-enum class Precision { fp32, tf32 };
+enum class Precision { fp32, tf32, bf16, fp16 };
 
 class DenseGemm {
  public:
@@ -63,6 +66,10 @@ class DenseGemm {
                          std::int64_t, std::int64_t, int, std::int64_t, std::int64_t, std::int64_t,
                          std::int64_t>;
   Plan& plan_for(const Key& key);
+  /// In bf16 or fp16: `count` floats from `x` rounded into `buffer` (grown as needed); the
+  /// rounded copy, which the product then reads. Else `x` itself.
+  const void* operand(const float* x, std::int64_t count, DeviceBuffer& buffer);
+  bool mixed() const { return precision_ == Precision::bf16 || precision_ == Precision::fp16; }
 
   DeviceAllocator& allocator_;
   cudaStream_t stream_;
@@ -71,6 +78,7 @@ class DenseGemm {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   std::map<Key, Plan*> plans_;
+  DeviceBuffer low_a_, low_b_;  // the rounded operands of the last mixed-precision product
 };
 
 }  // namespace tandem::cuda

@@ -34,6 +34,7 @@
 #include "cuda/replica/host_copies.hpp"
 #include "cuda/replica/step_graphs.hpp"
 #include "nn/constraint.hpp"
+#include "nn/dtype_policy.hpp"
 #include "nn/regularizer.hpp"
 #include "parallel/cuda_module_api.hpp"
 #include "tandem/error.hpp"
@@ -43,7 +44,13 @@ namespace tandem::detail {
 namespace {
 
 cuda::Precision device_precision(Precision p) {
-  return p == Precision::tf32 ? cuda::Precision::tf32 : cuda::Precision::fp32;
+  switch (p) {
+    case Precision::tf32: return cuda::Precision::tf32;
+    case Precision::bf16: return cuda::Precision::bf16;
+    case Precision::fp16: return cuda::Precision::fp16;
+    case Precision::fp32: break;
+  }
+  return cuda::Precision::fp32;
 }
 
 // Makes `device` current for the calling thread (each replica's worker thread drives one GPU).
@@ -69,7 +76,14 @@ class CudaReplica : public Replica {
         allocator_(std::make_shared<cuda::DeviceAllocator>(device.index)),
         gemm_(*allocator_, stream(), device_precision(precision)),
         backend_(allocator_, stream(), gemm_, device_precision(precision)),
-        device_model_(device_model_on(backend_)),
+        layer_precisions_(nn::layer_precisions(model, precision)),
+        float_gemm_(needs_float_layers(precision)
+                        ? std::make_unique<cuda::DenseGemm>(*allocator_, stream(),
+                                                            cuda::Precision::fp32)
+                        : nullptr),
+        float_backend_(float_gemm_ ? backend_.sibling(*float_gemm_, cuda::Precision::fp32)
+                                   : nullptr),
+        device_model_(device_model_on(precision)),
         parameters_(*device_model_, optimizer_.slot_names().size(), backend_),
         reduction_(communicator, participant, device.index, *device_model_, parameters_.layout(),
                    parameters_.gradients()),
@@ -219,13 +233,21 @@ class CudaReplica : public Replica {
     return sums;
   }
 
-  // The device model: a clone of the host model whose layers compute on `backend` (its
-  // parameters become views into the flat tensors: DeviceParameters).
-  std::unique_ptr<Model> device_model_on(cuda::CudaBackend& backend) {
+  // Whether a Keras dtype policy keeps some layer at float32 in a mixed-precision run.
+  bool needs_float_layers(Precision run) const {
+    for (Precision p : layer_precisions_)
+      if (p != run) return true;
+    return false;
+  }
+
+  // The device model: a clone of the host model whose layers compute on backend_ (in the run's
+  // precision) or float_backend_ (the layers kept at float32); its parameters become views into
+  // the flat tensors (DeviceParameters).
+  std::unique_ptr<Model> device_model_on(Precision run) {
     auto device_model = model_.clone();
     for (std::size_t l = 0; l < model_.layer_count(); ++l) {
       device_model->layer(l).set_trainable(model_.layer(l).trainable());
-      device_model->layer(l).set_backend(backend);
+      device_model->layer(l).set_backend(layer_precisions_[l] == run ? backend_ : *float_backend_);
     }
     return device_model;
   }
@@ -253,7 +275,10 @@ class CudaReplica : public Replica {
   std::shared_ptr<cuda::DeviceAllocator> allocator_;
   cuda::DenseGemm gemm_;
   cuda::CudaBackend backend_;
-  std::unique_ptr<Model> device_model_;  // the host model's clone, on backend_
+  std::vector<Precision> layer_precisions_;  // per layer of the model (nn/dtype_policy.hpp)
+  std::unique_ptr<cuda::DenseGemm> float_gemm_;         // for float_backend_: null without it
+  std::unique_ptr<cuda::CudaBackend> float_backend_;    // the float32 layers of a mixed model
+  std::unique_ptr<Model> device_model_;  // the host model's clone, on backend_ (and float_backend_)
   cuda::DeviceParameters parameters_;    // device_model_'s parameters and the optimizer's slots
   cuda::BucketedReduction reduction_;
   cuda::BatchStaging staging_;
