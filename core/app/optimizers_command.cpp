@@ -36,6 +36,10 @@ std::string to_table(const std::vector<OptimizerCatalogEntry>& catalog) {
       if (it.key() != "name") out += " " + it.key() + "=" + it.value().dump();
     out += "\n";
   }
+  out +=
+      "  LossScaleOptimizer wraps any of these (Keras' loss scaling; docs/config.md):\n"
+      "    {\"class_name\": \"LossScaleOptimizer\", \"config\": {\"inner_optimizer\": \"adam\", "
+      "\"initial_scale\": 32768.0, \"dynamic_growth_steps\": 2000}}\n";
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "optim/optimizer.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -64,6 +65,11 @@ TEST(OptimizersCli, TheTableNamesThemAndBadUsageIsExitCode2) {
   for (const char* name : {"SGD (sgd)", "Adam (adam)", "AdamW (adamw)", "RMSprop (rmsprop)"})
     EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("learning_rate=0.01"), std::string::npos) << r.out;
+  // The loss-scaling wrapper's example is a config the engine takes as it is printed.
+  const auto at = r.out.find("{\"class_name\": \"LossScaleOptimizer\"");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const json wrapper = json::parse(r.out.substr(at, r.out.find('\n', at) - at));
+  EXPECT_EQ(make_optimizer(wrapper, "optimizer")->keras_class_name(), "LossScaleOptimizer");
 
   r = run_command(cli() + " optimizers --frobnicate");
   EXPECT_EQ(r.exit_code, 2);
