@@ -171,6 +171,19 @@ TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
   EXPECT_NE(r.err.find("'TANDEM_CUDA_MEMORY_LIMIT': expected a memory size"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
+  // So is the host's (TANDEM_HOST_MEMORY_LIMIT); a limit below the model's weights refuses the
+  // run with the sizes, before anything is written.
+  r = run_command("TANDEM_HOST_MEMORY_LIMIT=lots " + cli + " train " +
+                  (dir / "run.json").string() + " -q --run-dir " + (dir / "never").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("'TANDEM_HOST_MEMORY_LIMIT': expected a memory size"), std::string::npos)
+      << r.err;
+  r = run_command("TANDEM_HOST_MEMORY_LIMIT=1K " + cli + " train " + (dir / "run.json").string() +
+                  " -q --run-dir " + (dir / "never").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("does not fit in host memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of 0 MiB (TANDEM_HOST_MEMORY_LIMIT)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
 }
 
 }  // namespace

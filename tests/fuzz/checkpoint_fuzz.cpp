@@ -46,9 +46,13 @@ const json kModel = json::parse(R"({"class_name": "Sequential", "config": {"name
     {"class_name": "Dense", "config": {"name": "out", "units": 3}}]}})");
 
 // A model, its optimizer and a trainer over them: what `tandem train --resume` restores into.
+// The optimizer is loss-scaled (Keras' LossScaleOptimizer), so the state's loss_scale is read too.
 struct Training {
   std::unique_ptr<tandem::Model> model = tandem::Model::from_config(kModel, "model", 1);
-  std::unique_ptr<tandem::Optimizer> optimizer = tandem::make_optimizer(json("adam"), "optimizer");
+  std::unique_ptr<tandem::Optimizer> optimizer = tandem::make_optimizer(
+      json::parse(R"({"class_name": "LossScaleOptimizer", "config": {"inner_optimizer": "adam",
+                      "initial_scale": 4.0, "dynamic_growth_steps": 3}})"),
+      "optimizer");
   tandem::ReplicaModel meta{*model, *optimizer, tandem::DevicePlan::cpus(1)};
   tandem::Trainer trainer{meta, tandem::make_objective(json("mse"), json(), json::array(), *model,
                                                        json())};

@@ -1,7 +1,7 @@
 // libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
 // config's validation (parse_run_config), then the model and objective it names
-// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight)
-// and the precision its layers' dtype policies and the run's "precision" give
+// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight),
+// its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision its layers' dtype policies and the run's "precision" give
 // (nn::effective_precision, nn::layer_precisions), and the pipeline's stages cut from the model
 // with what each of four CPU workers holds (cut_into_stages, place_on_devices).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
@@ -14,6 +14,7 @@
 
 #include "nn/dtype_policy.hpp"
 #include "nn/objective.hpp"
+#include "optim/optimizer.hpp"
 #include "parallel/placement.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -27,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const tandem::RunConfig rc = tandem::parse_run_config(config, {});
     const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
     tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
+    tandem::make_optimizer(rc.optimizer, "optimizer");
     const tandem::Precision precision =
         tandem::nn::effective_precision(*model, rc.precision, rc.precision_given);
     tandem::nn::layer_precisions(*model, precision);

@@ -20,6 +20,7 @@
 #include "tandem/devices.hpp"
 #include "tandem/model.hpp"
 #include "util/internal_api.hpp"
+#include "util/memory_size.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
 
@@ -46,12 +47,7 @@ std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePl
                                               const std::optional<PipelinePlan>& pipeline,
                                               std::int64_t batch, int optimizer_slots);
 
-/// Bytes from a memory size as TANDEM_CUDA_MEMORY_LIMIT gives it: a whole number of bytes, or a
-/// number with a binary unit ("512M", "1.5GiB", "80G", "2T"; K, M, G, T with an optional "iB" or
-/// "B"). ConfigError at `where` for anything else, zero or more than 2^60.
-std::int64_t parse_memory_size(const std::string& text, const std::string& where);
-
-/// TANDEM_CUDA_MEMORY_LIMIT read (parse_memory_size); nullopt when it is not set.
+/// TANDEM_CUDA_MEMORY_LIMIT read (util/memory_size.hpp); nullopt when it is not set.
 std::optional<std::int64_t> cuda_memory_limit();
 
 /// Throws ConfigError at "devices" when a CUDA device of `placement` needs more memory than it

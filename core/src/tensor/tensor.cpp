@@ -1,6 +1,7 @@
 #include "tandem/tensor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "tandem/error.hpp"
+#include "util/memory_size.hpp"
 
 namespace tandem {
 
@@ -16,21 +18,39 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 
-// Host memory for `count` floats, zeroed. A count beyond what memory holds is a ShapeError naming
-// the size (a model config asking for a layer of 10^18 units is refused, not a crash).
+// Bytes every live host tensor holds together (what host_memory_limit() bounds).
+std::atomic<std::int64_t> g_host_bytes{0};
+
+std::string mib_text(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// Host memory for `count` floats, zeroed. A tensor beyond what host memory holds — the
+// machine's, or TANDEM_HOST_MEMORY_LIMIT, less what live tensors take — is a ShapeError naming
+// the sizes (a model config asking for a layer of 10^12 weights is refused, not a crash or a
+// run killed by the kernel later).
 std::shared_ptr<float[]> allocate(std::int64_t count) {
   if (count == 0) return {};
-  constexpr auto kMaxCount = static_cast<std::int64_t>(std::numeric_limits<std::size_t>::max() /
-                                                        sizeof(float) / 2);
-  std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
-  bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = count < kMaxCount ? std::aligned_alloc(kAlignment, bytes) : nullptr;
+  static const std::int64_t limit = host_memory_limit();  // retried while it throws
+  constexpr std::int64_t kMaxCount = std::numeric_limits<std::int64_t>::max() / 8;
+  const std::int64_t bytes =
+      count < kMaxCount ? (count * std::int64_t{sizeof(float)} + kAlignment - 1) / kAlignment *
+                              kAlignment
+                        : std::numeric_limits<std::int64_t>::max();
+  const std::int64_t held = g_host_bytes.load(std::memory_order_relaxed);
+  void* p = bytes <= limit - held ? std::aligned_alloc(kAlignment, static_cast<std::size_t>(bytes))
+                                  : nullptr;
   if (!p)
     throw ShapeError("a tensor of " + std::to_string(count) + " values (" +
-                     std::to_string(count / (std::int64_t{1} << 18)) +
-                     " MiB) does not fit in host memory");
-  std::memset(p, 0, bytes);
-  return std::shared_ptr<float[]>(static_cast<float*>(p), [](float* q) { std::free(q); });
+                     mib_text(count < kMaxCount ? count * 4 : bytes) +
+                     ") does not fit in host memory: tensors hold " + mib_text(held) + " of " +
+                     mib_text(limit) +
+                     (std::getenv("TANDEM_HOST_MEMORY_LIMIT") ? " (TANDEM_HOST_MEMORY_LIMIT)"
+                                                              : " (the machine's memory)"));
+  std::memset(p, 0, static_cast<std::size_t>(bytes));
+  g_host_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes](float* q) {
+    g_host_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    std::free(q);
+  });
 }
 
 }  // namespace
