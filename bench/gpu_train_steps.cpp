@@ -1,14 +1,16 @@
 // gpu_train_steps: whole training steps of the engine on cuda:0 — ReplicaModel::forward_backward
 // and apply_update — for seed-mlp (batch 8192, Adam, binary cross-entropy), fashion-mlp and
-// fashion-cnn (batch 128, Adam, sparse categorical cross-entropy from logits), in fp32 and tf32,
-// two ways:
+// fashion-cnn (batch 128, Adam, sparse categorical cross-entropy from logits), in fp32, tf32,
+// bf16 and fp16 (Adam inside a dynamic LossScaleOptimizer, as Keras runs mixed_float16), two
+// ways:
 //   resident  one batch, named as its own next batch: the replica keeps its device copy, so the
 //             step has its data on the device, as PyTorch's has;
 //   host      three different batches in pinned host memory (as the loader hands them over to a
 //             GPU plan), each step naming the next: its copy to the device overlaps the step (the
 //             trainer's look-ahead). The issue asks host >= 90% of resident for seed-mlp.
 // Then PyTorch's whole step on the same GPU with its data already there
-// (bench/seed_mlp_torch_gpu.py), and the ratio. Median of 30 steps after 10 warm-up steps (which
+// (bench/seed_mlp_torch_gpu.py; bf16 and fp16 under autocast, fp16 with a GradScaler), and the
+// ratio. Median of 30 steps after 10 warm-up steps (which
 // include the CUDA graphs' capture).
 //
 // Run by scripts/gpu-check on a GPU machine; without a device it says so and measures nothing.
@@ -103,10 +105,16 @@ int main() {
   }
   std::vector<Row> rows;
   for (const Workload& w : workloads())
-    for (Precision precision : {Precision::fp32, Precision::tf32}) {
+    for (Precision precision : {Precision::fp32, Precision::tf32, Precision::bf16,
+                                Precision::fp16}) {
       auto model = Model::from_config(w.model, "model", 1);
+      const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}};
+      // fp16 as Keras (and `tandem train`) runs it: Adam inside a dynamic LossScaleOptimizer.
       auto optimizer = make_optimizer(
-          json{{"class_name", "Adam"}, {"config", {{"learning_rate", 1e-4}}}}, "optimizer");
+          precision == Precision::fp16
+              ? json{{"class_name", "LossScaleOptimizer"}, {"config", {{"inner_optimizer", adam}}}}
+              : adam,
+          "optimizer");
       auto loss = make_loss(w.loss, "loss");
       std::vector<std::unique_ptr<Metric>> metrics;
       ReplicaModel meta(*model, *optimizer, parse_device_plan("cuda:0", report, "devices", true),

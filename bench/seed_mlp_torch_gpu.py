@@ -1,6 +1,7 @@
 """PyTorch's side of bench/gpu_mlp_steps and bench/gpu_train_steps: full training steps (forward,
 loss, backward, Adam) of seed-mlp (batch 8192, binary cross-entropy), fashion-mlp and fashion-cnn
-(batch 128, sparse categorical cross-entropy from logits) with the data already on the GPU, in fp32 and tf32 (allow_tf32).
+(batch 128, sparse categorical cross-entropy from logits) with the data already on the GPU, in fp32,
+tf32 (allow_tf32), bf16 (autocast) and fp16 (autocast with a GradScaler).
 Prints one JSON line per measurement: the median of 30 timed steps after 10 warm-up steps,
 timed with CUDA events."""
 import json
@@ -37,11 +38,22 @@ def bench(name, widths, batch, hidden, loss_fn, targets, precision, net=None, x_
     x = torch.randn(batch, *(x_shape or [widths[0]]), device="cuda")
     y = targets(batch)
 
+    # Mixed precision as PyTorch's AMP recipe has it: autocast for the forward and the loss, and
+    # for float16 a GradScaler (dynamic loss scaling, as Tandem's LossScaleOptimizer).
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" else None
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
-        loss.backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=low, enabled=low is not None):
+            loss = loss_fn(net(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
     for _ in range(10):
         step()
@@ -62,7 +74,7 @@ def main():
     if not torch.cuda.is_available():
         print("seed_mlp_torch_gpu: no CUDA device for PyTorch")
         return
-    for precision in ("fp32", "tf32"):
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
         bench("seed-mlp", [8000, 4000, 2000, 500, 300, 1], 8192,
               [torch.nn.Tanh, torch.nn.ReLU, torch.nn.ReLU, torch.nn.ReLU],
               lambda out, y: torch.nn.functional.binary_cross_entropy_with_logits(out, y),
