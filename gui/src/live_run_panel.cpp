@@ -1,5 +1,7 @@
 #include "live_run_panel.hpp"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
@@ -283,7 +285,8 @@ QString LiveRunPanel::layout_key() const {
   QStringList parts;
   for (const RunHistory* r : shown_runs()) {
     parts << r->metric_names().join(',') << QString::number(r->replica_labels().size())
-          << QString::number(r->utilisation_devices().size());
+          << QString::number(r->utilisation_devices().size())
+          << QString::number(r->loss_scale().has_value());
   }
   parts << QString::number(static_cast<int>(axis_));
   if (axis_ == XAxis::wall_time) parts << wall_unit_name_;
@@ -382,6 +385,17 @@ void LiveRunPanel::rebuild_charts() {
     chart->set_lines(run_lines("samples/s", sps));
     charts_.push_back(chart);
   }
+  // Dynamic loss scaling: the scale moves by powers of two, so on a log axis.
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const RunHistory* r) { return r->loss_scale().has_value(); })) {
+    auto* chart = new_chart("loss scale", false);
+    auto scale = [by_epoch, on_x](const RunHistory& r) {
+      return by_epoch ? r.epoch_series("loss_scale") : on_x(r, r.loss_scale_series());
+    };
+    chart->set_lines(run_lines("loss scale", scale));
+    chart->set_y_scale(MetricChart::YScale::log);
+    charts_.push_back(chart);
+  }
   if (!run_->utilisation_devices().isEmpty()) {
     auto* chart = new_chart("device utilisation (%)", true);
     QList<ChartLine> lines;
@@ -466,6 +480,8 @@ void LiveRunPanel::update_header() {
   if (auto sps = run_->samples_per_sec())
     parts << QString("%1 samples/s").arg(locale.toString(*sps, 'f', 0));
   if (auto lr = run_->learning_rate()) parts << QString("lr %1").arg(*lr, 0, 'g', 4);
+  if (auto scale = run_->loss_scale())
+    parts << QString("loss scale %1 (%2 skipped)").arg(*scale, 0, 'g', 4).arg(run_->skipped_steps());
   const QJsonObject logs = run_->last_epoch_logs();
   for (const char* key : {"loss", "val_loss", "accuracy", "val_accuracy"})
     if (logs.value(key).isDouble())

@@ -178,6 +178,7 @@ void RunHistory::rewind_steps(double from) {
   for (auto& s : replica_ms_) drop_from(s, from);
   drop_from(lr_series_, from);
   drop_from(throughput_, from);
+  drop_from(loss_scale_series_, from);
   drop_from(clock_, from);
 }
 
@@ -259,6 +260,11 @@ void RunHistory::on_batch_ended(const QJsonObject& f, const QString& time) {
   if (lr_) lr_series_.push_back({x, *lr_});
   samples_per_sec_ = number(f.value("samples_per_sec"));
   if (samples_per_sec_) throughput_.push_back({x, *samples_per_sec_});
+  if (auto scale = number(f.value("loss_scale"))) {
+    loss_scale_ = scale;
+    loss_scale_series_.push_back({x, *scale});
+    skipped_steps_ = f.value("skipped_steps").toInteger(skipped_steps_);
+  }
   const qint64 done = static_cast<qint64>(std::max(epoch_ - 1, 0)) * steps_per_epoch_ + batch_;
   const QDateTime at = QDateTime::fromString(time, Qt::ISODateWithMs);
   if (at.isValid()) {
@@ -355,6 +361,8 @@ void RunHistory::apply_one(const Event& event) {
     }
     if (auto sps = number(f.value("samples_per_sec")))
       epoch_points_["samples_per_sec"].push_back({static_cast<double>(epoch_), *sps});
+    if (auto scale = number(f.value("loss_scale")))
+      epoch_points_["loss_scale"].push_back({static_cast<double>(epoch_), *scale});
     if (auto seconds = number(f.value("seconds")); seconds && *seconds > 0)
       epoch_seconds_.push_back(*seconds);
   } else if (name == "checkpoint_saved") {

@@ -94,6 +94,12 @@ class RunHistory : public QObject {
   QList<QPointF> epoch_series(const QString& key) const { return epoch_points_.value(key); }
   QList<QPointF> learning_rate_series() const { return lr_series_; }     // x = step
   QList<QPointF> samples_per_sec_series() const { return throughput_; }  // x = step
+  /// A loss-scaled optimizer's scale after each step (x = step; empty without loss scaling), the
+  /// last one, and the steps skipped for non-finite gradients so far (docs/config.md, Loss
+  /// scaling).
+  QList<QPointF> loss_scale_series() const { return loss_scale_series_; }
+  std::optional<double> loss_scale() const { return loss_scale_; }
+  qint64 skipped_steps() const { return skipped_steps_; }
   /// replica_stats: step time (ms) of each replica against the step; labels "0: cpu", ...; a
   /// pipeline's replica gives one series per stage instead ("0/1: cpu worker 1", replica 0's
   /// stage 1: the time that stage's worker computed).
@@ -142,10 +148,11 @@ class RunHistory : public QObject {
   int epoch_ = 0, epochs_ = 0, batch_ = 0, steps_per_epoch_ = 0;
   qint64 step_ = 0, parameters_ = 0;
   int world_size_ = 1;
-  std::optional<double> lr_, samples_per_sec_;
+  std::optional<double> lr_, samples_per_sec_, loss_scale_;
+  qint64 skipped_steps_ = 0;
   QStringList metric_names_;
   QMap<QString, QList<QPointF>> batch_points_, epoch_points_;
-  QList<QPointF> lr_series_, throughput_;
+  QList<QPointF> lr_series_, throughput_, loss_scale_series_;
   QStringList replica_labels_;
   QMap<int, QList<QPointF>> replica_ms_;
   int last_epoch_ended_ = 0;

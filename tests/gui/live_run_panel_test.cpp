@@ -34,6 +34,21 @@ class LiveRunPanelTest : public QObject {
              qPrintable(panel.status_line()));
   }
 
+  // A loss-scaled run: the header gives the scale and the skipped steps, a chart (log axis)
+  // follows the scale.
+  void loss_scale_in_the_header_and_its_chart() {
+    LiveRunPanel panel;
+    auto* run = new RunHistory(&panel);
+    run->apply_all(
+        read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/loss-scale-events.jsonl").events);
+    panel.set_run(run, false);
+    QVERIFY2(panel.status_line().contains("loss scale 3.323e+35 (12 skipped)"),
+             qPrintable(panel.status_line()));
+    MetricChart* chart = panel.chart("loss scale");
+    QVERIFY(chart != nullptr);
+    QCOMPARE(chart->history_points(0), 24);
+  }
+
   void charts_controls_and_comparison() {
     LiveRunPanel panel;
     panel.resize(1200, 900);

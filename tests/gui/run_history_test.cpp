@@ -1,6 +1,8 @@
 // RunHistory rebuilt from a recorded stream and from hand-written events.
 #include <QtTest>
 
+#include <cmath>
+
 #include "event_stream.hpp"
 #include "run_history.hpp"
 
@@ -37,6 +39,31 @@ class RunHistoryTest : public QObject {
     QCOMPARE(run.replica_labels(), QStringList({"0/0: cpu worker 0", "0/1: cpu worker 1"}));
     QCOMPARE(run.replica_step_ms(1).size(), 2);  // steps 5 and 10
     QVERIFY(run.replica_step_ms(1)[0].y() > 0);
+  }
+
+  // A recorded loss-scaled run (tests/gui/data/loss-scale-events.jsonl: targets near 1000 under
+  // mean squared error, initial scale 2^127, growth every 4 good steps): 9 overflows halve the
+  // scale down to 2^118, then each doubling overflows again and is taken back.
+  void loss_scaled_run_gives_its_scale_and_skipped_steps() {
+    const EventFile file =
+        read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/loss-scale-events.jsonl");
+    QVERIFY(file.error.isEmpty());
+    RunHistory run;
+    run.apply_all(file.events);
+    const QList<QPointF> scale = run.loss_scale_series();
+    QCOMPARE(scale.size(), 24);
+    QCOMPARE(scale[0], QPointF(1, std::ldexp(1.0, 126)));
+    QCOMPARE(scale[8], QPointF(9, std::ldexp(1.0, 118)));
+    QCOMPARE(scale[12], QPointF(13, std::ldexp(1.0, 119)));  // doubled after 4 good steps
+    QCOMPARE(scale[13], QPointF(14, std::ldexp(1.0, 118)));  // and overflowed again
+    QCOMPARE(run.skipped_steps(), 12);
+    QCOMPARE(run.loss_scale(), std::optional<double>(std::ldexp(1.0, 118)));
+    QCOMPARE(run.epoch_series("loss_scale").size(), 3);
+    QVERIFY(!run.metric_names().contains("loss_scale"));
+    RunHistory plain;  // a run without loss scaling has none
+    plain.apply_all(read_event_file(QString(TANDEM_GUI_TEST_DATA) + "/tiny-events.jsonl").events);
+    QVERIFY(!plain.loss_scale().has_value());
+    QVERIFY(plain.loss_scale_series().isEmpty());
   }
 
   void recorded_run_fills_every_series() {
