@@ -481,7 +481,9 @@ void LiveRunPanel::update_header() {
     parts << QString("%1 samples/s").arg(locale.toString(*sps, 'f', 0));
   if (auto lr = run_->learning_rate()) parts << QString("lr %1").arg(*lr, 0, 'g', 4);
   if (auto scale = run_->loss_scale())
-    parts << QString("loss scale %1 (%2 skipped)").arg(*scale, 0, 'g', 4).arg(run_->skipped_steps());
+    parts << QString("loss scale %1 (%2 skipped)")
+                 .arg(*scale, 0, 'g', 4)
+                 .arg(run_->skipped_steps());
   const QJsonObject logs = run_->last_epoch_logs();
   for (const char* key : {"loss", "val_loss", "accuracy", "val_accuracy"})
     if (logs.value(key).isDouble())

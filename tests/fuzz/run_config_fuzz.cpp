@@ -1,8 +1,9 @@
 // libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
 // config's validation (parse_run_config), then the model and objective it names
 // (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight),
-// its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision its layers' dtype policies and the run's "precision" give
-// (nn::effective_precision, nn::layer_precisions), and the pipeline's stages cut from the model
+// its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision
+// its layers' dtype policies and the run's "precision" give (nn::effective_precision,
+// nn::layer_precisions), and the pipeline's stages cut from the model
 // with what each of four CPU workers holds (cut_into_stages, place_on_devices).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
 // any other exception, a crash or a sanitizer report is a finding.

@@ -704,7 +704,8 @@ TEST_F(BackendOps, Bf16ProductsAndConvolutionsFollowTheCpusBf16) {
   cuda::CudaBackend bf16(allocator_, stream_->get(), gemm, cuda::Precision::bf16);
   backend::Backend& cpu16 = backend::cpu_backend(Precision::bf16);
   const std::int64_t m = 64, n = 48, k = 96;
-  const Tensor a = random_host({m, k}, 41), b = random_host({k, n}, 42), bias = random_host({n}, 43);
+  const Tensor a = random_host({m, k}, 41), b = random_host({k, n}, 42);
+  const Tensor bias = random_host({n}, 43);
   const backend::GemmDesc forward{false, false, m, n, k, backend::GemmEpilogue::relu_bias};
   Tensor c_cpu({m, n}), c_gpu = bf16.tensor({m, n});
   const Tensor bias_gpu = up(bias);

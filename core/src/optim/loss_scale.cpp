@@ -30,7 +30,8 @@ bool LossScale::record(bool finite) {
   if (halved < static_cast<double>(std::numeric_limits<float>::min()))
     throw RunError("dynamic loss scaling: " + std::to_string(skipped_in_a_row_) +
                    " steps in a row had non-finite gradients, and the loss scale cannot fall "
-                   "further (it would be " + std::to_string(halved) +
+                   "further (it would be " +
+                   std::to_string(halved) +
                    "); the gradients are not finite at any scale — look for NaN or Inf in the "
                    "data or in the model's outputs");
   scale_ = halved;
@@ -45,7 +46,8 @@ void LossScale::restore(const nlohmann::json& state, const std::string& source) 
   const auto bad = [&](const std::string& what) {
     return DataError(source + ": the training state's loss_scale " + what);
   };
-  if (!state.is_object()) throw bad("is a JSON " + std::string(state.type_name()) + ", not an object");
+  if (!state.is_object())
+    throw bad("is a JSON " + std::string(state.type_name()) + ", not an object");
   const auto number = [&](const char* key) -> const nlohmann::json& {
     if (!state.contains(key) || !state.at(key).is_number())
       throw bad("has no number '" + std::string(key) + "'");

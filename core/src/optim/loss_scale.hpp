@@ -5,10 +5,10 @@
 // Dynamic (the default, and Keras 3's only kind): the scale starts at `initial_scale` (2^15); a
 // step whose gradients hold an Inf or NaN is skipped (weights, optimizer state and the optimizer's
 // iterations stay as they were) and halves the scale; after `growth_steps` (2000) good steps in a
-// row the scale doubles (up to the largest float). Fixed (Keras 2's `"dynamic": false`): the scale never changes and every
-// step is applied. With a power-of-two scale, scaling and unscaling are exact in binary floating
-// point, so a float32 run trains to the same bits with or without it (unless values overflow or
-// become subnormal).
+// row the scale doubles (up to the largest float). Fixed (Keras 2's `"dynamic": false`): the scale
+// never changes and every step is applied. With a power-of-two scale, scaling and unscaling are
+// exact in binary floating point, so a float32 run trains to the same bits with or without it
+// (unless values overflow or become subnormal).
 //
 // Plain data and arithmetic; one thread at a time (the optimizer's owner).
 #pragma once

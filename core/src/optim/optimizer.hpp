@@ -100,9 +100,9 @@ class Optimizer {
 /// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,
 /// AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam, Lion, and Keras' LossScaleOptimizer
 /// around one of them ({"inner_optimizer": ..., "initial_scale", "dynamic_growth_steps", and
-/// Keras 2's "dynamic"}: the inner optimizer with set_loss_scale()). Keras 2's legacy `lr` is read as
-/// `learning_rate` and its `decay` as set_decay(), each with a warning naming Keras 3's way.
-/// Throws ConfigError naming the JSON path.
+/// Keras 2's "dynamic"}: the inner optimizer with set_loss_scale()). Keras 2's legacy `lr` is
+/// read as `learning_rate` and its `decay` as set_decay(), each with a warning naming Keras 3's
+/// way. Throws ConfigError naming the JSON path.
 std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& spec, const std::string& path);
 
 }  // namespace tandem

@@ -141,6 +141,9 @@ class ReplicaModel {
   void set_learning_rate(double lr);
   /// The current learning rate (without copying any device state back).
   double learning_rate() const { return optimizer_.learning_rate(); }
+  /// The optimizer's loss scale (null when it is not loss-scaled), as of the last step: kept on
+  /// the host by every replica, so reading it copies no device state back.
+  const LossScale* loss_scale() const { return optimizer_.loss_scale(); }
   /// Copies the template's weights and replica 0's optimizer state to every other replica
   /// (after loading weights or resuming).
   void broadcast_from_template();

@@ -142,7 +142,7 @@ void Trainer::emit(const std::string& event, const json& fields) {
 }
 
 json Trainer::with_loss_scale(json fields) {
-  if (const LossScale* scale = meta_.optimizer().loss_scale()) {
+  if (const LossScale* scale = meta_.loss_scale()) {
     fields["loss_scale"] = scale->scale();
     fields["skipped_steps"] = scale->skipped_steps();
   }

@@ -15,8 +15,10 @@ namespace tandem {
 
 std::int64_t parse_memory_size(const std::string& text, const std::string& where) {
   const auto fail = [&] {
-    return ConfigError(where, "expected a memory size such as 512M, 1.5GiB or 80G (bytes with "
-                              "an optional K, M, G or T), got '" + text + "'");
+    return ConfigError(where,
+                       "expected a memory size such as 512M, 1.5GiB or 80G (bytes with "
+                       "an optional K, M, G or T), got '" +
+                           text + "'");
   };
   std::size_t used = 0;
   double value = 0;
@@ -35,8 +37,8 @@ std::int64_t parse_memory_size(const std::string& text, const std::string& where
   const std::string units = "KMGT";
   double scale = 1;
   if (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) != std::string::npos)
-    scale = std::pow(1024.0, static_cast<double>(
-                                 units.find(static_cast<char>(std::toupper(unit[0]))) + 1));
+    scale = std::pow(1024.0,
+                     static_cast<double>(units.find(static_cast<char>(std::toupper(unit[0]))) + 1));
   else if (!unit.empty() && unit != "B")
     throw fail();
   const double bytes = value * scale;
@@ -48,8 +50,8 @@ std::int64_t parse_memory_size(const std::string& text, const std::string& where
 std::int64_t host_memory_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
-  std::int64_t physical = pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page
-                                                : std::int64_t{1} << 60;
+  std::int64_t physical =
+      pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : std::int64_t{1} << 60;
   const char* text = std::getenv("TANDEM_HOST_MEMORY_LIMIT");
   if (text == nullptr) return physical;
   return std::min(physical, parse_memory_size(text, "TANDEM_HOST_MEMORY_LIMIT"));

@@ -232,12 +232,11 @@ TEST(LossScaleOptimizer, ConfigErrorsNameThePath) {
     expect_path(std::string(R"({"inner_optimizer": "adam", "initial_scale": )") + scale + "}",
                 "optimizer.config.initial_scale");
   for (const char* steps : {"0", "1.5", "-3", "\"2000\""})
-    expect_path(std::string(R"({"inner_optimizer": "adam", "dynamic_growth_steps": )") + steps +
-                    "}",
-                "optimizer.config.dynamic_growth_steps");
+    expect_path(
+        std::string(R"({"inner_optimizer": "adam", "dynamic_growth_steps": )") + steps + "}",
+        "optimizer.config.dynamic_growth_steps");
   expect_path(R"({"inner_optimizer": "adam", "dynamic": "yes"})", "optimizer.config.dynamic");
-  expect_path(R"({"inner_optimizer": "adam", "initial_scal": 2})",
-              "optimizer.config.initial_scal");
+  expect_path(R"({"inner_optimizer": "adam", "initial_scal": 2})", "optimizer.config.initial_scal");
   expect_path("[1]", "optimizer.config");
 }
 

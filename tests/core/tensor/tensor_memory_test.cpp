@@ -36,7 +36,7 @@ TEST(TensorMemory, ATensorBeyondHostMemoryIsAShapeErrorAndLiveTensorsAreCounted)
     EXPECT_GE(held_mib_when_refused(), before + 64);
   }
   EXPECT_EQ(held_mib_when_refused(), before);  // given back
-  Tensor small({4});  // and allocation goes on
+  Tensor small({4});                           // and allocation goes on
   EXPECT_EQ(small[3], 0.0f);
 }
 

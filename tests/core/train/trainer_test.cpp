@@ -305,7 +305,8 @@ TEST(Trainer, LossScaledInterruptAndResumeIsBitwiseExactWithTheScale) {
   };
   CheckpointData no_scale = data;
   no_scale.training->state["optimizer"].erase("loss_scale");
-  refused(no_scale, loss_scaled_adam(1.0, 3), "ckpt.h5: the training state's loss_scale is a JSON null");
+  refused(no_scale, loss_scaled_adam(1.0, 3),
+          "ckpt.h5: the training state's loss_scale is a JSON null");
   CheckpointData bad_scale = data;
   bad_scale.training->state["optimizer"]["loss_scale"]["scale"] = -4.0;
   refused(bad_scale, loss_scaled_adam(1.0, 3), "not a positive normal float");

@@ -286,7 +286,8 @@ void CudaBackend::uniform_noise(const backend::DropoutDesc& d, Tensor& noise, st
 }
 
 std::uint64_t* CudaBackend::call_counter(const backend::DropoutDesc& d) {
-  if (step_->dropout_calls.find(d.stream) == step_->dropout_calls.end()) set_dropout_calls(d.stream, d.call);
+  if (step_->dropout_calls.find(d.stream) == step_->dropout_calls.end())
+    set_dropout_calls(d.stream, d.call);
   return reinterpret_cast<std::uint64_t*>(step_->dropout_calls.at(d.stream).data());
 }
 
