@@ -73,8 +73,8 @@ Built build_model(const RunConfig& rc) {
   // Keras' compile under mixed_float16: float16 gradients need a dynamic loss scale.
   if (b.precision == Precision::fp16 && !b.optimizer->loss_scale()) {
     b.optimizer->set_loss_scale(LossScaleConfig{});
-    spdlog::info("precision fp16: the optimizer is wrapped in a LossScaleOptimizer (dynamic, "
-                 "initial scale 32768, doubled after 2000 good steps), as Keras does");
+    spdlog::debug("precision fp16: the optimizer is wrapped in a LossScaleOptimizer (dynamic, "
+                  "initial scale 32768, doubled after 2000 good steps), as Keras does");
   }
   return b;
 }
