@@ -267,6 +267,45 @@ TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   expect_same_weights(dir / "straight" / "model.h5", dir / "then-one" / "model.h5");
 }
 
+// Keras' LossScaleOptimizer across ranks: every rank scales, unscales and moves its loss scale
+// alike (the summed gradients are the same everywhere), and a checkpoint of three ranks resumes
+// on two with the scale where it was: the same weights and the same scale at the end as one
+// process straight through (from 1, doubled after every 5 good steps: 68 steps, 13 doublings).
+TEST(Mpi, ALossScaledRunKeepsOneScaleOnEveryRankAndResumesWithIt) {
+  const fs::path dir = test::scratch_dir("mpi-loss-scale");
+  json c = tiny_config(30, 4);
+  c["optimizer"] = {{"class_name", "LossScaleOptimizer"},
+                    {"config",
+                     {{"inner_optimizer", c["optimizer"]},
+                      {"initial_scale", 1.0},
+                      {"dynamic_growth_steps", 5}}}};
+  const fs::path config = write_config(dir, c);
+  auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
+                       (dir / "straight").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(mpirun(3) + test::tandem_cli() + " train " + config.string() +
+                  " --set epochs=2 --run-dir " + (dir / "three").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() + " --resume " +
+                  (dir / "three" / "model.h5").string() + " --run-dir " +
+                  (dir / "then-two").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(dir / "straight" / "model.h5", dir / "then-two" / "model.h5");
+  const auto scale_at_the_end = [](const fs::path& run) {
+    json last;
+    for (const auto& e : read_events(run / "events.jsonl"))
+      if (e["event"] == "epoch_ended") last = e;
+    return std::make_pair(last["loss_scale"], last["skipped_steps"]);
+  };
+  EXPECT_EQ(scale_at_the_end(dir / "straight").first, 8192.0);  // 2^13
+  EXPECT_EQ(scale_at_the_end(dir / "then-two"), scale_at_the_end(dir / "straight"));
+  EXPECT_EQ(scale_at_the_end(dir / "three").first, 64.0);  // 34 steps: 2^6
+  const CheckpointData a = read_checkpoint_file(dir / "straight" / "model.h5");
+  const CheckpointData b = read_checkpoint_file(dir / "then-two" / "model.h5");
+  EXPECT_EQ(a.training->state["optimizer"]["loss_scale"],
+            b.training->state["optimizer"]["loss_scale"]);
+}
+
 TEST(Mpi, SigintStopsEveryRankAtTheSameBatchWithAResumableCheckpoint) {
   const fs::path dir = test::scratch_dir("mpi-sigint");
   const fs::path config = write_config(dir, tiny_config(25, 100000));
