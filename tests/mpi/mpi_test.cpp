@@ -267,6 +267,30 @@ TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   expect_same_weights(dir / "straight" / "model.h5", dir / "then-one" / "model.h5");
 }
 
+// Pipelines across ranks (docs/pipeline.md): each of two ranks runs its replica as a 2-stage
+// pipeline over two CPU workers with 2 micro-batches; the gradients are summed per stage across
+// the ranks, and the run trains to the weights of one process without pipelines.
+TEST(Mpi, TwoRanksOfTwoStagePipelinesTrainToTheWeightsOfOneProcess) {
+  const fs::path dir = test::scratch_dir("mpi-pipeline");
+  const fs::path config = write_config(dir, tiny_config(32, 2));
+  auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
+                       (dir / "one").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() +
+                  " --devices cpu:2 --set pipeline.stages=2 --set pipeline.microbatches=2" +
+                  " --run-dir " + (dir / "pipelined").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(dir / "one" / "model.h5", dir / "pipelined" / "model.h5");
+  const auto events = read_events(dir / "pipelined" / "events.jsonl");
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front()["world_size"], 2);
+  const json& placement = events.front()["placement"];  // rank 0's two workers, a stage each
+  ASSERT_EQ(placement.size(), 2u) << placement.dump();
+  EXPECT_EQ(placement[0]["stage"], 0);
+  EXPECT_EQ(placement[1]["stage"], 1);
+  EXPECT_EQ(rank_endings(r.err, 2), (std::vector<std::string>{"2/32", "2/32"})) << r.err;
+}
+
 // Keras' LossScaleOptimizer across ranks: every rank scales, unscales and moves its loss scale
 // alike (the summed gradients are the same everywhere), and a checkpoint of three ranks resumes
 // on two with the scale where it was: the same weights and the same scale at the end as one
