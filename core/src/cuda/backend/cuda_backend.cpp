@@ -101,6 +101,7 @@ CudaBackend::~CudaBackend() = default;
 
 std::unique_ptr<CudaBackend> CudaBackend::sibling(DenseGemm& gemm, Precision precision) const {
   auto other = std::make_unique<CudaBackend>(allocator_, stream_, gemm, precision);
+  other->memory_ = memory_;  // one memory: place() keeps a tensor either backend made
   other->step_ = step_;
   return other;
 }

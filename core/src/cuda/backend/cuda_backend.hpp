@@ -33,8 +33,9 @@ class CudaBackend final : public backend::Backend {
 
   /// A backend on the same device, stream and allocator whose products run through `gemm` at
   /// `precision` (for the layers a Keras dtype policy keeps at float32 in a mixed-precision
-  /// model). It shares this backend's step state — whether the step stayed capturable, Dropout's
-  /// call counters — so the replica sees one step across both. Borrows `gemm`, which must
+  /// model). It shares this backend's memory (tensors move between the two without copies) and
+  /// step state — whether the step stayed capturable, Dropout's call counters — so the replica
+  /// sees one step across both. Borrows `gemm`, which must
   /// outlive it; it keeps the shared state alive itself.
   std::unique_ptr<CudaBackend> sibling(DenseGemm& gemm, Precision precision) const;
 
