@@ -29,22 +29,21 @@ std::string mib_text(std::int64_t bytes) { return std::to_string(bytes >> 20) + 
 // run killed by the kernel later).
 std::shared_ptr<float[]> allocate(std::int64_t count) {
   if (count == 0) return {};
-  static const std::int64_t limit = host_memory_limit();  // retried while it throws
+  static const HostMemoryLimit limit = host_memory_limit();  // retried while it throws
   constexpr std::int64_t kMaxCount = std::numeric_limits<std::int64_t>::max() / 8;
   const std::int64_t bytes =
       count < kMaxCount ? (count * std::int64_t{sizeof(float)} + kAlignment - 1) / kAlignment *
                               kAlignment
                         : std::numeric_limits<std::int64_t>::max();
   const std::int64_t held = g_host_bytes.load(std::memory_order_relaxed);
-  void* p = bytes <= limit - held ? std::aligned_alloc(kAlignment, static_cast<std::size_t>(bytes))
-                                  : nullptr;
+  void* p = bytes <= limit.bytes - held
+                ? std::aligned_alloc(kAlignment, static_cast<std::size_t>(bytes))
+                : nullptr;
   if (!p)
     throw ShapeError("a tensor of " + std::to_string(count) + " values (" +
                      mib_text(count < kMaxCount ? count * 4 : bytes) +
                      ") does not fit in host memory: tensors hold " + mib_text(held) + " of " +
-                     mib_text(limit) +
-                     (std::getenv("TANDEM_HOST_MEMORY_LIMIT") ? " (TANDEM_HOST_MEMORY_LIMIT)"
-                                                              : " (the machine's memory)"));
+                     mib_text(limit.bytes) + " (" + limit.source + ")");
   std::memset(p, 0, static_cast<std::size_t>(bytes));
   g_host_bytes.fetch_add(bytes, std::memory_order_relaxed);
   return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes](float* q) {

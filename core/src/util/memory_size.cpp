@@ -47,14 +47,17 @@ std::int64_t parse_memory_size(const std::string& text, const std::string& where
     throw fail();
   return static_cast<std::int64_t>(bytes);
 }
-std::int64_t host_memory_limit() {
+HostMemoryLimit host_memory_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGE_SIZE);
-  std::int64_t physical =
-      pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : std::int64_t{1} << 60;
-  const char* text = std::getenv("TANDEM_HOST_MEMORY_LIMIT");
-  if (text == nullptr) return physical;
-  return std::min(physical, parse_memory_size(text, "TANDEM_HOST_MEMORY_LIMIT"));
+  HostMemoryLimit limit{pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page
+                                              : std::int64_t{1} << 60,
+                        "the machine's memory"};
+  if (const char* text = std::getenv("TANDEM_HOST_MEMORY_LIMIT")) {
+    const std::int64_t given = parse_memory_size(text, "TANDEM_HOST_MEMORY_LIMIT");
+    if (given < limit.bytes) limit = {given, "TANDEM_HOST_MEMORY_LIMIT"};
+  }
+  return limit;
 }
 
 }  // namespace tandem

@@ -16,10 +16,16 @@ namespace tandem {
 /// anything else, zero or more than 2^60.
 std::int64_t parse_memory_size(const std::string& text, const std::string& where);
 
-/// The most bytes host tensors may hold together: the machine's physical memory, or
-/// TANDEM_HOST_MEMORY_LIMIT (parse_memory_size) when that is set and smaller. Throws ConfigError
-/// naming the variable when it is set to something else than a memory size.
-std::int64_t host_memory_limit();
+/// The most bytes host tensors may hold together, and where that comes from.
+struct HostMemoryLimit {
+  std::int64_t bytes = 0;
+  std::string source;  // "the machine's memory" or "TANDEM_HOST_MEMORY_LIMIT"
+};
+
+/// The machine's physical memory, or TANDEM_HOST_MEMORY_LIMIT (parse_memory_size) when that is
+/// set and smaller. Throws ConfigError naming the variable when it is set to something else than
+/// a memory size.
+HostMemoryLimit host_memory_limit();
 
 }  // namespace tandem
 
