@@ -240,26 +240,37 @@ TEST(Mpi, EarlyStoppingOnRankZeroStopsEveryRankAtTheSameEpoch) {
   EXPECT_TRUE(saw_stats);
 }
 
+// `config` trained by one process straight through (dir/straight), by three ranks for its first
+// 2 epochs (dir/three), and on from that checkpoint by two ranks (dir/then-two). False, with the
+// failing command and its stderr reported, when one of them fails.
+bool straight_and_three_then_two(const fs::path& dir, const fs::path& config) {
+  const std::string train = test::tandem_cli() + " train " + config.string();
+  for (const std::string& command :
+       {train + " --run-dir " + (dir / "straight").string(),
+        mpirun(3) + train + " --set epochs=2 --run-dir " + (dir / "three").string(),
+        mpirun(2) + train + " --resume " + (dir / "three" / "model.h5").string() + " --run-dir " +
+            (dir / "then-two").string()}) {
+    const auto r = run_command(command);
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << command << " exited " << r.exit_code << ":\n" << r.err;
+      return false;
+    }
+  }
+  return true;
+}
+
 TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   const fs::path dir = test::scratch_dir("mpi-resume");
   const fs::path config = write_config(dir, tiny_config(30, 4));
-  // Reference: one process, 4 epochs straight.
-  auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
-                       (dir / "straight").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Three ranks for 2 epochs, then the rest on two ranks and, separately, on one process.
-  r = run_command(mpirun(3) + test::tandem_cli() + " train " + config.string() +
-                  " --set epochs=2 --run-dir " + (dir / "three").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Reference: one process, 4 epochs straight; three ranks for 2 epochs, then the rest on two
+  // ranks and, separately, on one process.
+  ASSERT_TRUE(straight_and_three_then_two(dir, config));
   const std::string ckpt = (dir / "three" / "model.h5").string();
   // inspect counts the replicas of every rank, not rank 0's alone.
-  r = run_command(test::tandem_cli() + " inspect " + ckpt);
+  auto r = run_command(test::tandem_cli() + " inspect " + ckpt);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("device plan: 3x(cpu:1) (3 replicas in 3 processes)"), std::string::npos)
       << r.out;
-  r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() + " --resume " +
-                  ckpt + " --run-dir " + (dir / "then-two").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_command(test::tandem_cli() + " train " + config.string() + " --resume " + ckpt +
                   " --run-dir " + (dir / "then-one").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -303,17 +314,7 @@ TEST(Mpi, ALossScaledRunKeepsOneScaleOnEveryRankAndResumesWithIt) {
                      {{"inner_optimizer", c["optimizer"]},
                       {"initial_scale", 1.0},
                       {"dynamic_growth_steps", 5}}}};
-  const fs::path config = write_config(dir, c);
-  auto r = run_command(test::tandem_cli() + " train " + config.string() + " --run-dir " +
-                       (dir / "straight").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_command(mpirun(3) + test::tandem_cli() + " train " + config.string() +
-                  " --set epochs=2 --run-dir " + (dir / "three").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_command(mpirun(2) + test::tandem_cli() + " train " + config.string() + " --resume " +
-                  (dir / "three" / "model.h5").string() + " --run-dir " +
-                  (dir / "then-two").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(straight_and_three_then_two(dir, write_config(dir, c)));
   expect_same_weights(dir / "straight" / "model.h5", dir / "then-two" / "model.h5");
   const auto scale_at_the_end = [](const fs::path& run) {
     json last;

@@ -1,11 +1,8 @@
 #include "parallel/placement.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <sstream>
 
 #include "parallel/replica_model.hpp"
