@@ -74,11 +74,4 @@ void LossScale::restore(const nlohmann::json& state, const std::string& source) 
   skipped_in_a_row_ = 0;
 }
 
-void LossScale::copy_state(const LossScale& other) {
-  scale_ = other.scale_;
-  good_steps_ = other.good_steps_;
-  skipped_steps_ = other.skipped_steps_;
-  skipped_in_a_row_ = other.skipped_in_a_row_;
-}
-
 }  // namespace tandem

@@ -52,8 +52,6 @@ class LossScale {
   nlohmann::json state() const;
   /// Restores state(); throws DataError naming `source` for a malformed one.
   void restore(const nlohmann::json& state, const std::string& source);
-  /// The state of another LossScale of the same config (replicas keep theirs in step).
-  void copy_state(const LossScale& other);
 
  private:
   LossScaleConfig config_;

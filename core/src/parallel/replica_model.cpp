@@ -472,7 +472,7 @@ void ReplicaModel::broadcast_from_template() {
     Optimizer& o = replicas_[r]->optimizer();
     o.set_learning_rate(optimizer_.learning_rate());
     o.set_iterations(optimizer_.iterations());
-    if (optimizer_.loss_scale()) o.loss_scale()->copy_state(*optimizer_.loss_scale());
+    if (optimizer_.loss_scale()) *o.loss_scale() = *optimizer_.loss_scale();  // same config
     if (optimizer_.slotted_params() == template_params.size()) {
       auto params = m.trainable_parameters();
       o.create_slots(params);
