@@ -15,6 +15,16 @@ function(tandem_add_gtest name)
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O1>)
   target_precompile_headers(${name} PRIVATE <gtest/gtest.h> <nlohmann/json.hpp> <filesystem>
                             <string> <vector>)
+  # Unity builds (TANDEM_UNITY_BUILD, as the engine's) batch 8 test files into one compilation.
+  # A test file's helpers live in `namespace TANDEM_TEST_FILE { ... }`: anonymous in a plain
+  # build, a namespace of the file's own in a unity batch (CMake's UNITY_BUILD_UNIQUE_ID), so
+  # two files' helpers of the same name never meet.
+  if(TANDEM_UNITY_BUILD)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8
+                          UNITY_BUILD_UNIQUE_ID TANDEM_TEST_FILE)
+  else()
+    target_compile_definitions(${name} PRIVATE TANDEM_TEST_FILE=)
+  endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()

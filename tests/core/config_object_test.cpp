@@ -5,7 +5,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -9,7 +9,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::run_command;

@@ -19,7 +19,7 @@
 extern char** environ;
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using test::run_command;
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using test::run_command;

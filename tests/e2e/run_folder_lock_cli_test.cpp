@@ -19,7 +19,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::run_command;

@@ -34,7 +34,7 @@
 #include "util/config_object.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -417,7 +417,7 @@ TEST(LayerOracle, OneInputLayersMatchPyTorch) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 struct LossCase {
   json spec;            // the loss as a config gives it
@@ -481,7 +481,7 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
   const std::vector<json> specs = {

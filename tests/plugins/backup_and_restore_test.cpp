@@ -9,7 +9,7 @@
 #include "test_support.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -25,7 +25,7 @@
 extern char** environ;
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using nlohmann::json;

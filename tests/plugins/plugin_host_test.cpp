@@ -20,7 +20,7 @@
 #include "test_support.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using nlohmann::json;

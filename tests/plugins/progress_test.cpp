@@ -5,7 +5,7 @@
 #include "plugins/plugin_test_support.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // Stops the run after the given batch (0-based) of the first epoch.
 class StopAfter : public Callback {

@@ -4,7 +4,7 @@
 #include "plugins/plugin_test_support.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

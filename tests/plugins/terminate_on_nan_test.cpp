@@ -6,7 +6,7 @@
 #include "plugins/plugin_test_support.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // Samples from index 40 on contain NaN; with a fixed order (shuffle on, seed 5) some batch of the
 // first epoch holds one, so the loss goes NaN there.

@@ -26,7 +26,7 @@
 #include "train/run.hpp"
 
 namespace tandem::test {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -13,7 +13,7 @@
 #include "tandem/rng.hpp"
 
 namespace tandem::backend {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 float float_of(std::uint32_t u) {
   float x;

@@ -9,7 +9,7 @@
 #include "backend/ops.hpp"
 
 namespace tandem::backend {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 std::vector<float> values_of(Tensor& t) {
   return {t.values().begin(), t.values().end()};

@@ -17,7 +17,7 @@
 #include "nn/loss.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using backend::ActivationKind;
 

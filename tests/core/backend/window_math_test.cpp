@@ -20,7 +20,7 @@
 #include "tandem/rng.hpp"
 
 namespace tandem::backend::window {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 Axis axis(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, nn::Padding p) {
   const nn::Window w = nn::window_along(in, k, s, d, p);

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace tandem::cuda {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
 

@@ -14,7 +14,7 @@
 #include "train/run_config.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 constexpr std::int64_t kRows = 4, kCols = 5, kClasses = 3;
 

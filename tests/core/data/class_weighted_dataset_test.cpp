@@ -11,7 +11,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // Samples whose x is their index and whose targets (and weights, when given) are listed.
 class ListedDataset final : public Dataset {

@@ -13,7 +13,7 @@
 #include "tandem/rng.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using namespace std::chrono_literals;
 
@@ -273,7 +273,7 @@ TEST(DataLoader, EmptyDatasetHasNoBatches) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(DataLoader, ShardOfSpreadsTheRemainderOverTheFirstParts) {
   // 31 over 3: 11, 10, 10 at offsets 0, 11, 21; 2 over 3: 1, 1, 0.

@@ -13,7 +13,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 constexpr std::int64_t kRows = 12000;
 

@@ -6,7 +6,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 std::shared_ptr<Dataset> parent() {
   data::SyntheticSpec s;

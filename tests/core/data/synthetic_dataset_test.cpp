@@ -10,7 +10,7 @@
 #include "tandem/rng.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using data::SyntheticSpec;
 using data::SyntheticTask;

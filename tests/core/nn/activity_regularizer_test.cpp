@@ -11,7 +11,7 @@
 #include "gradient_check.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -14,7 +14,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -10,7 +10,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::expect_close;
@@ -170,7 +170,12 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{8, 7, 2, 3, 3, 2, 2, 2, 2, 2, true, true, kLinear},   // stride and dilation 2
         ConvCase{4, 4, 2, 3, 1, 1, 1, 1, 1, 1, false, true, kRelu},    // 1x1
         ConvCase{5, 4, 3, 2, 4, 4, 3, 3, 1, 1, true, false, kLinear},  // even kernel, stride 3
-        ConvCase{3, 3, 2, 2, 3, 3, 1, 1, 1, 1, false, true, kTanh}));  // kernel == input
+        ConvCase{3, 3, 2, 2, 3, 3, 1, 1, 1, 1, false, true, kTanh},    // kernel == input
+        // 16 channels: given to oneDNN as its blocked layout (the same bytes as NHWC)
+        ConvCase{4, 3, 16, 16, 3, 3, 1, 1, 1, 1, true, true, kRelu},
+        ConvCase{5, 4, 16, 5, 3, 3, 2, 2, 1, 1, true, false, kLinear},  // only the input
+        ConvCase{4, 3, 3, 16, 3, 3, 1, 1, 1, 1, false, true, kTanh},    // only the output
+        ConvCase{5, 5, 16, 16, 3, 3, 1, 1, 2, 2, true, true, kLinear}));  // dilated: NHWC
 
 TEST(Conv2D, OutputShapesAsKerasComputesThem) {
   struct Case {
@@ -455,7 +460,7 @@ TEST(Conv2D, FashionCnnHasKerasParameterCountAndRuns) {
 }  // namespace tandem::nn
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // A NaN input must come out of a relu Conv2D as NaN, as relu does everywhere in Tandem, and never
 // silently become 0 (which oneDNN 2.6's relu post-op would do: it is not used for that reason).

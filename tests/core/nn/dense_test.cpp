@@ -8,7 +8,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using test::expect_close;
 using test::numeric_gradient;

@@ -8,7 +8,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

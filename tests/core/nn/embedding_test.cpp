@@ -17,7 +17,7 @@ void set_compute_threads(int threads);
 }  // namespace tandem::cpu
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -7,7 +7,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 struct Moments {
   double mean = 0, stddev = 0, max_abs = 0;

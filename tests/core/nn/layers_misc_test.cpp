@@ -12,7 +12,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 DropoutOptions dropout_options(double rate, std::uint64_t seed) {
   DropoutOptions o;
@@ -134,7 +134,7 @@ TEST(ActivationLayer, AppliesSoftmaxPerRowWithGradient) {
 }  // namespace tandem::nn
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 std::unique_ptr<Model> one_layer(const std::string& cls, const nlohmann::json& config) {
   nlohmann::json c = config;

@@ -7,7 +7,7 @@
 #include "nn/loss.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::expect_close;

@@ -4,7 +4,7 @@
 #include "nn/metric.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -8,7 +8,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 
@@ -222,7 +222,7 @@ TEST(Model, CloneCopiesWeightsIndependently) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // Conv2D(relu) → MaxPooling2D hands relu's gradient to the pooling (which masks the 4× smaller
 // pooled gradient); Conv2D → Activation(relu) → MaxPooling2D takes the unfused path. Same weights,

@@ -12,7 +12,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

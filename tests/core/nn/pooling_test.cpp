@@ -13,7 +13,7 @@
 #include "tandem/model.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::expect_close;

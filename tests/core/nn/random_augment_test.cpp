@@ -19,7 +19,7 @@
 #include "test_support.hpp"
 
 namespace tandem::nn {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using backend::AdjustDesc;
 using backend::WarpDesc;

@@ -7,7 +7,7 @@
 #include "optim/optimizer.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

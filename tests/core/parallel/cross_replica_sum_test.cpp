@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(CrossReplicaSum, EveryReplicaGetsTheSumInEveryRound) {
   constexpr int kReplicas = 4, kRounds = 500;

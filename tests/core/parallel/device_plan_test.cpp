@@ -5,7 +5,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 DeviceReport machine(int gpus) {
   DeviceReport r;

@@ -15,7 +15,7 @@
 #include "tandem/devices.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 

@@ -9,7 +9,7 @@
 #include "meta_test_models.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using meta_test::Fixture;
 using nlohmann::json;

@@ -6,7 +6,7 @@
 #include "parallel/nvml.hpp"
 
 namespace tandem::detail {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(Nvml, AMissingLibraryIsExplainedInOneSentence) {
   std::string status = nvml_probe("libtandem-no-such-nvml.so.1");

@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace tandem::detail {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 int live_blocks = 0;
 bool fail_next = false;

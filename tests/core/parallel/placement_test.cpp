@@ -9,7 +9,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using namespace meta_test;
 

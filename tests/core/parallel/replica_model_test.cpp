@@ -11,7 +11,7 @@
 #include "meta_test_models.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using namespace meta_test;
@@ -322,7 +322,7 @@ TEST(ReplicaModel, AnErrorInOneReplicaSurfacesAndTheModelStaysUsable) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using namespace meta_test;
 

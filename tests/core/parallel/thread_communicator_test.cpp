@@ -6,7 +6,7 @@
 #include "tandem/error.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(ThreadCommunicator, SumsInReplicaOrderIntoEveryBuffer) {
   auto comm = make_communicator(DevicePlan::cpus(3));

@@ -9,7 +9,7 @@
 #include "tandem/tensor.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 // The "tensors hold N MiB" of the error for a tensor far beyond any machine.
 long held_mib_when_refused() {

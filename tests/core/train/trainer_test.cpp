@@ -13,7 +13,7 @@
 #include "test_support.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 
@@ -433,7 +433,7 @@ TEST(Trainer, LossScaleGrowsAfterGoodStepsAndShowsInTheEvents) {
 }  // namespace tandem
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(EventSink, AppendingAfterAPartialLineStartsAFreshLine) {
   auto path = test::scratch_dir("events-append") / "events.jsonl";

@@ -11,7 +11,7 @@
 #include "train/run_config.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 std::string nested(int depth) {
   return std::string(static_cast<std::size_t>(depth), '[') + "1" +

@@ -9,7 +9,7 @@
 #include "tandem/rng.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 TEST(Rng, IsXoshiro256StarStarSeededBySplitmix64) {
   Rng rng(0);

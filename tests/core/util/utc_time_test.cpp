@@ -8,7 +8,7 @@
 #include "tandem/event_sink.hpp"
 
 namespace tandem {
-namespace {
+namespace TANDEM_TEST_FILE {
 
 using std::chrono::milliseconds;
 using std::chrono::system_clock;
