@@ -149,9 +149,7 @@ struct ConvCase {
 };
 
 // Forward, backward-data and backward-weights in bf16 against double sums of rounded operands.
-TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
-  SKIP_WITHOUT_BF16();
-  const ConvCase cc;
+void expect_bf16_convolution(const ConvCase& cc) {
   auto conv = cpu_backend(Precision::bf16).convolution(cc.desc());
   const Tensor x = random_tensor({cc.batch, cc.rows, cc.cols, cc.channels}, 41);
   const Tensor kernel = random_tensor({cc.taps, cc.taps, cc.channels, cc.filters}, 42);
@@ -207,6 +205,15 @@ TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
     for (std::int64_t i = o; i < dy.size(); i += cc.filters) sum += reference_bf16(dy[i]);
     EXPECT_NEAR(d_bias[o], sum, 1e-5);
   }
+}
+
+TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
+  SKIP_WITHOUT_BF16();
+  expect_bf16_convolution(ConvCase{});
+  // 16 channels in and out: oneDNN's blocked layout (the same bytes as NHWC there).
+  ConvCase sixteen;
+  sixteen.channels = sixteen.filters = 16;
+  expect_bf16_convolution(sixteen);
 }
 
 // Below 8 input channels a convolution stays in float32 (too few products per value for

@@ -12,7 +12,7 @@
 // A tensor of exactly 16 channels is handed to oneDNN as nChw16c, its blocked layout: for 16
 // channels that is NHWC's very bytes (one block of 16), and oneDNN's blocked kernels beat its NHWC
 // ones (fashion-resnet's 16-filter 3x3 convolutions, forward + both backwards, 35 steps: 1,267 ms
-// in NHWC, 1,066 ms so on an AVX-512 Xeon). Where oneDNN has only its reference kernel for that
+// in NHWC, 1,110 ms so on an AVX-512 Xeon). Where oneDNN has only its reference kernel for that
 // combination, the primitives are made again in NHWC.
 //
 // Primitives are created per (batch size, thread count) on first use and cached; the scratchpad
