@@ -885,6 +885,8 @@ int main(int argc, char** argv) {
   out["threads"] = tandem::cpu::compute_threads();
   out["precision"] = tandem::precision_name(o.precision);
   out["omp_wait_policy"] = wait ? wait : "(unset: libgomp default)";
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  out["gomp_spincount"] = spin ? spin : "(unset: libgomp default)";
   out["gemm_library"] = "oneDNN dnnl_sgemm";
   try {
     json wl = json::object();
