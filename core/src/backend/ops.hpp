@@ -94,6 +94,10 @@ struct BatchNormDesc {
   double epsilon = 1e-3;
   bool scale = true;   // gamma
   bool center = true;  // beta
+  /// The relu of the layer that reads the output, applied here (nn::ReluAbsorber): the forward
+  /// writes max(0, normalized) in the same pass, and the backward's dy is the gradient of that
+  /// output, masked by output > 0 (as activation_backward's relu) before the batch-norm gradient.
+  bool output_relu = false;
 };
 
 /// One training forward of a random layer (Dropout, GaussianNoise, ...): the key of the call and
@@ -196,9 +200,11 @@ class BatchNorm {
                                  Tensor& y) = 0;
   /// Gradients of the last forward: d_gamma, d_beta (may be null) get this shard's sums; dx (may
   /// be null) goes through the batch statistics when the forward used them (summed across
-  /// replicas with `sync`, which every participant then calls).
-  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor* gamma, Tensor* d_gamma,
-                        Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) = 0;
+  /// replicas with `sync`, which every participant then calls). `y`: that forward's output,
+  /// read only with output_relu (the mask).
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
+                        Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
+                        const SumAcrossReplicas& sync) = 0;
 };
 
 /// Accumulators in double for one step's loss and metric sums: reset, set by the backend's

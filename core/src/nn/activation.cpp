@@ -24,6 +24,10 @@ Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
 
 const Tensor& Activation::forward(const Tensor& x, bool /*training*/) {
   input_ = x;
+  if (relu_absorbed_) {
+    output_ = x;  // shares the storage
+    return output_;
+  }
   ops().activation_forward(kind_, x, ops().place(output_, x.shape()), last_axis(x));
   return output_;
 }
@@ -31,6 +35,10 @@ const Tensor& Activation::forward(const Tensor& x, bool /*training*/) {
 const Tensor& Activation::backward(const Tensor& grad_output, bool need_input_grad) {
   if (!need_input_grad) {
     grad_input_ = Tensor();
+    return grad_input_;
+  }
+  if (relu_absorbed_) {
+    grad_input_ = grad_output;  // shares the storage
     return grad_input_;
   }
   ops().activation_backward(kind_, input_, output_, grad_output,

@@ -1,9 +1,13 @@
 // Activation: applies a named activation function — Keras' `Activation` layer, and the layers
 // Keras names after one activation (`ReLU`, `ELU`, `Softmax`), which are the same layer under
 // their own class name and config keys.
+//
+// A relu whose input comes from a layer that can apply it (nn::ReluAbsorber, paired by the Model)
+// hands it over and becomes the identity: it outputs its input and passes the gradient on.
 #pragma once
 
 #include "nn/activation_fn.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -11,7 +15,7 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class Activation : public Layer {
+class Activation : public Layer, public PlainRelu {
  public:
   Activation(std::string name, ActivationKind kind) : Layer(std::move(name)), kind_(kind) {}
   /// The layer Keras calls `keras_class`, whose config holds `keras_keys` besides the name,
@@ -27,9 +31,12 @@ class Activation : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
+  bool is_plain_relu() const override { return kind_ == ActivationKind::relu; }
+  void set_relu_absorbed(bool absorbed) override { relu_absorbed_ = absorbed; }
 
  private:
   ActivationKind kind_;
+  bool relu_absorbed_ = false;  // the input's producer applies the relu: an identity
   std::string keras_class_ = "Activation";
   nlohmann::json keras_keys_;  // null: {"activation": <name>}
   Tensor input_, output_, grad_input_;

@@ -54,8 +54,8 @@ Shape BatchNormalization::build(const Shape& input_shape, Rng& init) {
 
 backend::BatchNorm& BatchNormalization::normalization() {
   if (!normalization_ || normalization_backend_ != &ops()) {
-    normalization_ = ops().batch_norm(
-        {channels_, options_.momentum, options_.epsilon, options_.scale, options_.center});
+    normalization_ = ops().batch_norm({channels_, options_.momentum, options_.epsilon,
+                                       options_.scale, options_.center, output_relu_});
     normalization_backend_ = &ops();
   }
   return *normalization_;
@@ -86,11 +86,16 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
     ops().place(grad_input_, input_.shape());
   else
     grad_input_ = Tensor();
-  normalization().backward(input_, grad_output, options_.scale ? &gamma_.value : nullptr,
+  normalization().backward(input_, output_, grad_output, options_.scale ? &gamma_.value : nullptr,
                            options_.scale && !gamma_.grad.empty() ? &gamma_.grad : nullptr,
                            options_.center && !beta_.grad.empty() ? &beta_.grad : nullptr,
                            need_input_grad ? &grad_input_ : nullptr, cross_replica_);
   return grad_input_;
+}
+
+void BatchNormalization::set_absorb_output_relu(bool absorb) {
+  if (absorb != output_relu_) normalization_.reset();
+  output_relu_ = absorb;
 }
 
 std::vector<Parameter*> BatchNormalization::parameters() {

@@ -24,6 +24,9 @@
 // statistics are not all-reduced (they have no gradient), so they drift apart per replica; the
 // template is replica 0 and holds the statistics of the first shard of each batch.
 //
+// Followed by a relu (an Activation layer that is its only reader, nn::ReluAbsorber) the layer
+// applies that relu itself: it outputs max(0, y) and its backward receives the gradient of that.
+//
 // All reductions use a fixed split of the rows into blocks, summed in block order: results are
 // bitwise the same whatever the number of threads.
 #pragma once
@@ -58,7 +61,7 @@ struct BatchNormalizationOptions {
   Initializer moving_variance_initializer{"ones", std::nullopt, 0};
 };
 
-class BatchNormalization : public Layer, public CrossReplicaStatistics {
+class BatchNormalization : public Layer, public CrossReplicaStatistics, public ReluAbsorber {
  public:
   BatchNormalization(std::string name, BatchNormalizationOptions options);
   std::string class_name() const override { return "BatchNormalization"; }
@@ -70,12 +73,15 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics {
   void set_cross_replica_sum(backend::SumAcrossReplicas sum) override {
     cross_replica_ = std::move(sum);
   }
+  void set_absorb_output_relu(bool absorb) override;
+  bool absorbs_output_relu() const { return output_relu_; }
   nlohmann::json config() const override;
 
  private:
   BatchNormalizationOptions options_;
   Shape input_shape_;
   std::int64_t channels_ = 0;
+  bool output_relu_ = false;  // applies the reading layer's relu (set_absorb_output_relu)
   Parameter gamma_, beta_, moving_mean_, moving_variance_;
   /// The backend's batch normalization (made again after a backend change).
   backend::BatchNorm& normalization();

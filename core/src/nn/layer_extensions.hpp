@@ -39,6 +39,27 @@ class ReluConsumer {
   virtual void set_apply_input_relu(bool apply) = 0;
 };
 
+/// A layer that can apply the relu of the layer that reads its output itself, in its own passes
+/// (BatchNormalization: max(0, normalized) as it writes the output, and the gradient it receives
+/// masked by output > 0 as it reads it). The reading layer — a PlainRelu with its relu
+/// absorbed, an identity then — is paired with it by the Model; values and gradients are the
+/// pair's own, bit for bit, with two passes over the tensor fewer each way.
+class ReluAbsorber {
+ public:
+  virtual ~ReluAbsorber() = default;
+  virtual void set_absorb_output_relu(bool absorb) = 0;
+};
+
+/// A layer that applies relu to its input and nothing else (Activation relu, Keras' plain ReLU):
+/// after set_relu_absorbed(true) its input's producer applies the relu (ReluAbsorber) and it
+/// passes its input and its gradient through unchanged.
+class PlainRelu {
+ public:
+  virtual ~PlainRelu() = default;
+  virtual bool is_plain_relu() const = 0;
+  virtual void set_relu_absorbed(bool absorbed) = 0;
+};
+
 /// A layer whose statistics span the whole global batch (synchronized BatchNormalization). The
 /// ReplicaModel gives every replica's layer a sum over every replica of the run (the function
 /// holds what it needs alive); an empty function makes the layer local again.
@@ -95,6 +116,12 @@ inline ReluProducer* relu_producer_of(Layer& layer) {
 }
 inline ReluConsumer* relu_consumer_of(Layer& layer) {
   return dynamic_cast<ReluConsumer*>(&layer);
+}
+inline ReluAbsorber* relu_absorber_of(Layer& layer) {
+  return dynamic_cast<ReluAbsorber*>(&layer);
+}
+inline PlainRelu* plain_relu_of(Layer& layer) {
+  return dynamic_cast<PlainRelu*>(&layer);
 }
 inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
   return dynamic_cast<CrossReplicaStatistics*>(&layer);

@@ -410,9 +410,11 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     for (std::size_t k : output_calls_) total += shape_size(call_shapes_[k]);
     packed_output_shape_ = {total};
   }
-  // A relu moves into the layer that reads it where that layer applies it on a smaller tensor
-  // (Conv2D relu -> MaxPooling2D): the same values and gradients, two passes over the large
-  // tensor fewer. Only where one call of each layer is the other's only reader.
+  // A relu moves into the layer that computes its input where that layer can apply it in its own
+  // passes (BatchNormalization -> Activation relu), or into the layer that reads it where that
+  // layer applies it on a smaller tensor (Conv2D relu -> MaxPooling2D): the same values and
+  // gradients, two passes over a tensor fewer. Only where one call of each layer is the other's
+  // only reader.
   std::vector<int> readers(calls_.size(), 0), reader_of(calls_.size(), -1);
   for (std::size_t k = 0; k < calls_.size(); ++k)
     for (int in : calls_[k].inputs)
@@ -427,10 +429,18 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     if (reader.inputs.size() != 1 || calls_of_layer_[calls_[k].layer].size() != 1 ||
         calls_of_layer_[reader.layer].size() != 1)
       continue;
+    const bool regularized = !activity_[calls_[k].layer].config.is_null();  // sees its output
+    if (regularized) continue;
+    nn::ReluAbsorber* absorber = nn::relu_absorber_of(*calls_[k].runner);
+    nn::PlainRelu* relu = nn::plain_relu_of(*reader.runner);
+    if (absorber && relu && relu->is_plain_relu()) {
+      relu->set_relu_absorbed(true);
+      absorber->set_absorb_output_relu(true);
+      continue;
+    }
     nn::ReluProducer* layer = nn::relu_producer_of(*calls_[k].runner);
     nn::ReluConsumer* next = nn::relu_consumer_of(*reader.runner);
-    const bool regularized = !activity_[calls_[k].layer].config.is_null();  // sees its relu
-    if (layer && next && !regularized && layer->has_output_relu() && next->can_apply_input_relu()) {
+    if (layer && next && layer->has_output_relu() && next->can_apply_input_relu()) {
       layer->set_output_relu_external(true);
       next->set_apply_input_relu(true);
     }

@@ -30,12 +30,13 @@ using test::numeric_gradient;
 constexpr double kEps = 1e-3;
 
 // Reference BatchNormalization in double over rows x channels: with `batch_stats` the batch mean
-// and biased variance of each channel, else the given moving statistics. L = sum w * y.
+// and biased variance of each channel, else the given moving statistics. L = sum w * y, or with
+// `relu` sum w * max(0, y).
 double reference_loss(const std::vector<double>& x, const std::vector<double>& gamma,
                       const std::vector<double>& beta, const std::vector<double>& w,
                       std::int64_t rows, std::int64_t channels, bool batch_stats,
                       const std::vector<double>& moving_mean = {},
-                      const std::vector<double>& moving_var = {}) {
+                      const std::vector<double>& moving_var = {}, bool relu = false) {
   double loss = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     double mean = 0, var = 0;
@@ -50,8 +51,10 @@ double reference_loss(const std::vector<double>& x, const std::vector<double>& g
       var = moving_var[c];
     }
     const double g = gamma.empty() ? 1.0 : gamma[c], b = beta.empty() ? 0.0 : beta[c];
-    for (std::int64_t r = 0; r < rows; ++r)
-      loss += w[r * channels + c] * ((x[r * channels + c] - mean) / std::sqrt(var + kEps) * g + b);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double y = (x[r * channels + c] - mean) / std::sqrt(var + kEps) * g + b;
+      loss += w[r * channels + c] * (relu ? std::max(y, 0.0) : y);
+    }
   }
   return loss;
 }
@@ -61,6 +64,7 @@ struct BnCase {
   std::int64_t batch;
   bool center, scale;
   bool training;
+  bool relu = false;  // the reading layer's relu absorbed
 };
 
 class BatchNormalizationGradientTest : public ::testing::TestWithParam<BnCase> {};
@@ -73,6 +77,7 @@ TEST_P(BatchNormalizationGradientTest, ForwardAndGradientsMatchDoubleReference) 
   BatchNormalization bn("bn", o);
   Rng init(3);
   EXPECT_EQ(bn.build(c.input, init), c.input);
+  bn.set_absorb_output_relu(c.relu);
   auto params = bn.parameters();
   Parameter* gamma = c.scale ? params[0] : nullptr;
   Parameter* beta = c.center ? params[c.scale ? 1 : 0] : nullptr;
@@ -97,11 +102,18 @@ TEST_P(BatchNormalizationGradientTest, ForwardAndGradientsMatchDoubleReference) 
   auto bd = beta ? test::to_double(beta->value) : std::vector<double>{};
   auto loss = [&](const std::vector<double>& xv, const std::vector<double>& gv,
                   const std::vector<double>& bv) {
-    return reference_loss(xv, gv, bv, wd, rows, channels, c.training, mm, mv);
+    return reference_loss(xv, gv, bv, wd, rows, channels, c.training, mm, mv, c.relu);
   };
 
   double tandem_loss = 0;
-  for (std::int64_t i = 0; i < y.size(); ++i) tandem_loss += static_cast<double>(y[i]) * w[i];
+  int clipped = 0;
+  for (std::int64_t i = 0; i < y.size(); ++i) {
+    tandem_loss += static_cast<double>(y[i]) * w[i];
+    clipped += y[i] == 0.0f;
+  }
+  if (c.relu) {
+    EXPECT_GT(clipped, 0) << "the relu cuts nothing: the case checks no mask";
+  }
   EXPECT_NEAR(tandem_loss, loss(xd, gd, bd), 1e-4 * (1 + std::fabs(tandem_loss)));
 
   const Tensor& gx = bn.backward(w, true);
@@ -128,13 +140,16 @@ INSTANTIATE_TEST_SUITE_P(
                       BnCase{{6}, 5, true, false, true},       // no gamma
                       BnCase{{6}, 5, false, false, true},      // neither
                       BnCase{{4}, 6, true, true, false},       // inference: an affine map
-                      BnCase{{2, 3}, 4, false, true, false}),
+                      BnCase{{2, 3}, 4, false, true, false},
+                      BnCase{{2, 2, 3}, 3, true, true, true, true},  // relu absorbed
+                      BnCase{{5}, 6, true, true, false, true}),
     [](const auto& info) {
       const BnCase& c = info.param;
       std::string name = c.training ? "training" : "inference";
       name += "_rank" + std::to_string(c.input.size() + 1) + "_batch" + std::to_string(c.batch);
       if (!c.center) name += "_nobeta";
       if (!c.scale) name += "_nogamma";
+      if (c.relu) name += "_relu";
       return name;
     });
 
@@ -380,6 +395,85 @@ TEST(BatchNormalizationModel, ReplicasKeepPerShardStatisticsTemplateHoldsReplica
   // The trainable weights stay identical across replicas (summed gradients).
   EXPECT_EQ(t[0]->value[0], r1[0]->value[0]);
   EXPECT_EQ(t[1]->value[1], r1[1]->value[1]);
+}
+
+// BatchNormalization -> Activation(relu) runs as one layer (the relu absorbed); the same model
+// exporting the normalization's output too keeps them apart (an output keeps what it computes).
+// Same weights, same batch: the same outputs, moving statistics and gradients, to the bit, in
+// training and in inference.
+json conv_bn_relu_model(bool export_bn) {
+  auto node = [](const char* from) {
+    return json::array({json::array({json::array({from, 0, 0, json::object()})})});
+  };
+  auto functional_layer = [](const std::string& cls, json cfg, json inbound) {
+    const std::string name = cfg["name"];
+    return json{{"class_name", cls}, {"config", cfg}, {"name", name}, {"inbound_nodes", inbound}};
+  };
+  json layers = json::array();
+  layers.push_back(functional_layer(
+      "InputLayer", {{"name", "in"}, {"batch_shape", {nullptr, 5, 4, 3}}}, json::array()));
+  layers.push_back(functional_layer(
+      "Conv2D", {{"name", "conv"}, {"filters", 6}, {"kernel_size", {3, 3}}, {"padding", "same"}},
+      node("in")));
+  layers.push_back(
+      functional_layer("BatchNormalization", {{"name", "bn"}, {"momentum", 0.5}}, node("conv")));
+  layers.push_back(
+      functional_layer("Activation", {{"name", "relu"}, {"activation", "relu"}}, node("bn")));
+  layers.push_back(functional_layer("Flatten", {{"name", "flat"}}, node("relu")));
+  layers.push_back(functional_layer("Dense", {{"name", "out"}, {"units", 3}}, node("flat")));
+  json outputs = json::array({json::array({"out", 0, 0})});
+  if (export_bn) outputs.push_back(json::array({"bn", 0, 0}));
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "m"},
+            {"layers", layers},
+            {"input_layers", json::array({json::array({"in", 0, 0})})},
+            {"output_layers", outputs}}}};
+}
+
+TEST(BatchNormalizationModel, ReluAbsorbedIntoTheNormalizationGivesTheSameBits) {
+  auto fused = Model::from_config(conv_bn_relu_model(false), "model", 5);
+  auto plain = Model::from_config(conv_bn_relu_model(true), "model", 5);
+  const auto bn_of = [](Model& m) -> BatchNormalization& {
+    return dynamic_cast<BatchNormalization&>(m.layer(1));
+  };
+  ASSERT_EQ(fused->layer(1).name(), "bn");
+  EXPECT_TRUE(bn_of(*fused).absorbs_output_relu());
+  EXPECT_FALSE(bn_of(*plain).absorbs_output_relu());  // its output is the model's too
+  auto fp = fused->parameters(), pp = plain->parameters();
+  ASSERT_EQ(fp.size(), pp.size());
+  for (std::size_t i = 0; i < fp.size(); ++i) pp[i]->value.copy_from(fp[i]->value);
+  // Shifted inputs: beta 0 and mean-free outputs would cut about half; a non-zero beta too.
+  fp[3]->value.copy_from(test::random_tensor(fp[3]->value.shape(), 8, -0.5f, 0.5f));
+  pp[3]->value.copy_from(fp[3]->value);
+
+  const Tensor x = test::random_tensor({4, 5, 4, 3}, 17);
+  const Tensor g = test::random_tensor({4, 3}, 18);
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    const Tensor yf = fused->forward_outputs(x, training)[0]->clone();
+    const auto& plain_outputs = plain->forward_outputs(x, training);
+    const Tensor yp = plain_outputs[0]->clone();
+    Tensor zeros(plain_outputs[1]->shape());
+    zeros.fill(0.0f);
+    int cut = 0;
+    for (float v : plain_outputs[1]->values()) cut += v <= 0.0f;
+    EXPECT_GT(cut, 0) << "the relu cuts nothing: the mask goes unchecked";
+    for (std::int64_t i = 0; i < yf.size(); ++i) ASSERT_EQ(yf[i], yp[i]) << i;
+    fused->backward_outputs({&g}, [](std::size_t) {});
+    plain->backward_outputs({&g, &zeros}, [](std::size_t) {});
+    double norm = 0;
+    for (std::size_t i = 0; i < fp.size(); ++i) {
+      for (std::int64_t k = 0; k < fp[i]->value.size(); ++k)
+        ASSERT_EQ(fp[i]->value[k], pp[i]->value[k]) << fp[i]->name << "[" << k << "]";
+      if (!fp[i]->trainable) continue;
+      for (std::int64_t k = 0; k < fp[i]->grad.size(); ++k) {
+        ASSERT_EQ(fp[i]->grad[k], pp[i]->grad[k]) << fp[i]->name << " gradient [" << k << "]";
+        norm += std::fabs(fp[i]->grad[k]);
+      }
+    }
+    EXPECT_GT(norm, 0);
+  }
 }
 
 TEST(BatchNormalizationModel, ReadsKerasConfigsAndNamesConfigErrorPaths) {

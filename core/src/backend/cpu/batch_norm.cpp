@@ -1,12 +1,15 @@
 // The CPU backend's batch normalization: per-channel sums in double over blocks of rows summed
 // in parallel, the blocks' partial sums then added in block order (bitwise deterministic); the
-// variance from squared deviations (two passes), not E[x²] - E[x]² (no cancellation).
+// variance from squared deviations (two passes), not E[x²] - E[x]² (no cancellation). With
+// output_relu the relu of the next layer is applied in the same passes: max(0, ·) as the output is
+// written, and the incoming gradient masked (activation_backward's relu arithmetic) as it is read.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
+#include "backend/kernel_math.hpp"
 
 namespace tandem::backend {
 
@@ -108,11 +111,32 @@ class CpuBatchNorm final : public BatchNorm {
     apply(x, gamma, beta, y);
   }
 
-  void backward(const Tensor& x, const Tensor& dy, const Tensor* gamma, Tensor* d_gamma,
-                Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) override {
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
+                Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
+                const SumAcrossReplicas& sync) override {
+    if (d_.output_relu)
+      backward_of<true>(x, y, dy, gamma, d_gamma, d_beta, dx, sync);
+    else
+      backward_of<false>(x, y, dy, gamma, d_gamma, d_beta, dx, sync);
+  }
+
+ private:
+  // The gradient that reaches the normalization: dy, or with output_relu dy masked by y > 0.
+  template <bool kRelu>
+  static float incoming(const float* dy, const float* y, std::int64_t i) {
+    if constexpr (kRelu)
+      return math::activation_grad(ActivationKind::relu, y[i], y[i], dy[i]);
+    else
+      return dy[i];
+  }
+
+  template <bool kRelu>
+  void backward_of(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
+                   Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     const float* g = dy.data();
+    const float* yp = kRelu ? y.data() : nullptr;
     const float* xp = x.data();
     const float* shift = shift_.data();
     const float* inv_std = inv_std_.data();
@@ -120,12 +144,11 @@ class CpuBatchNorm final : public BatchNorm {
     row_sums(rows, 2 * channels, partial_, sums_,
              [&](std::int64_t r0, std::int64_t r1, double* acc) {
                for (std::int64_t r = r0; r < r1; ++r) {
-                 const float* gr = g + r * channels;
                  const float* xr = xp + r * channels;
                  for (std::int64_t c = 0; c < channels; ++c) {
-                   acc[c] += gr[c];
-                   acc[channels + c] +=
-                       static_cast<double>(gr[c]) * ((xr[c] - shift[c]) * inv_std[c]);
+                   const float gc = incoming<kRelu>(g, yp, r * channels + c);
+                   acc[c] += gc;
+                   acc[channels + c] += static_cast<double>(gc) * ((xr[c] - shift[c]) * inv_std[c]);
                  }
                }
              });
@@ -161,22 +184,30 @@ class CpuBatchNorm final : public BatchNorm {
     const bool batch_stats = batch_stats_;
     cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {
-        const float* gr = g + r * channels;
         const float* xr = xp + r * channels;
         float* dr = dxp + r * channels;
         if (batch_stats) {
           for (std::int64_t c = 0; c < channels; ++c)
-            dr[c] = a[c] * (gr[c] - k1[c] - (xr[c] - shift[c]) * inv_std[c] * k2[c]);
+            dr[c] = a[c] * (incoming<kRelu>(g, yp, r * channels + c) - k1[c] -
+                            (xr[c] - shift[c]) * inv_std[c] * k2[c]);
         } else {
-          for (std::int64_t c = 0; c < channels; ++c) dr[c] = a[c] * gr[c];
+          for (std::int64_t c = 0; c < channels; ++c)
+            dr[c] = a[c] * incoming<kRelu>(g, yp, r * channels + c);
         }
       }
     });
   }
 
- private:
-  // y = (x - shift) * (gamma * inv_std) + beta
+  // y = (x - shift) * (gamma * inv_std) + beta, and with output_relu max(0, that).
   void apply(const Tensor& x, const Tensor* gamma, const Tensor* beta, Tensor& y) {
+    if (d_.output_relu)
+      apply_of<true>(x, gamma, beta, y);
+    else
+      apply_of<false>(x, gamma, beta, y);
+  }
+
+  template <bool kRelu>
+  void apply_of(const Tensor& x, const Tensor* gamma, const Tensor* beta, Tensor& y) {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     std::vector<float> a(static_cast<std::size_t>(channels)),
@@ -192,7 +223,10 @@ class CpuBatchNorm final : public BatchNorm {
       for (std::int64_t r = r0; r < r1; ++r) {
         const float* xr = xp + r * channels;
         float* yr = yp + r * channels;
-        for (std::int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - shift[c]) * a[c] + b[c];
+        for (std::int64_t c = 0; c < channels; ++c) {
+          const float z = (xr[c] - shift[c]) * a[c] + b[c];
+          yr[c] = kRelu ? math::activation_value(ActivationKind::relu, z) : z;
+        }
       }
     });
   }

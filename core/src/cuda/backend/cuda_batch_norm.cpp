@@ -43,7 +43,7 @@ class CudaBatchNorm final : public backend::BatchNorm {
                                    moving_mean.data(), moving_variance.data(), d_.momentum,
                                    d_.epsilon, state_, reinterpret_cast<double*>(partial_.data()),
                                    ops_.stream());
-    batch_norm_apply(x.data(), y.data(), rows, d_.channels, state_, ops_.stream());
+    batch_norm_apply(x.data(), y.data(), rows, d_.channels, d_.output_relu, state_, ops_.stream());
   }
 
   void forward_inference(const Tensor& x, const Tensor* gamma, const Tensor* beta,
@@ -52,28 +52,30 @@ class CudaBatchNorm final : public backend::BatchNorm {
     batch_stats_ = false;
     batch_norm_inference_statistics(d_.channels, data(gamma), data(beta), moving_mean.data(),
                                     moving_variance.data(), d_.epsilon, state_, ops_.stream());
-    batch_norm_apply(x.data(), y.data(), x.size() / d_.channels, d_.channels, state_,
-                     ops_.stream());
+    batch_norm_apply(x.data(), y.data(), x.size() / d_.channels, d_.channels, d_.output_relu,
+                     state_, ops_.stream());
   }
 
-  void backward(const Tensor& x, const Tensor& dy, const Tensor* /*gamma*/, Tensor* d_gamma,
-                Tensor* d_beta, Tensor* dx, const backend::SumAcrossReplicas& sync) override {
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* /*gamma*/,
+                Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
+                const backend::SumAcrossReplicas& sync) override {
     if (sync)
       throw ConfigError("model", "synchronized BatchNormalization is not available on CUDA "
                                  "replicas yet");
     const std::int64_t rows = x.size() / d_.channels;
     float* gamma_grad = d_gamma ? d_gamma->data() : nullptr;
     float* beta_grad = d_beta ? d_beta->data() : nullptr;
+    const float* relu_output = d_.output_relu ? y.data() : nullptr;  // the mask's
     // The sums feed gamma's and beta's gradients and, with batch statistics, dx.
     if (gamma_grad || beta_grad || (dx && batch_stats_)) {
       partial_.resize(ops_.allocator(), 2 * batch_norm_scratch_doubles(rows, d_.channels));
-      batch_norm_gradient_sums(x.data(), dy.data(), rows, d_.channels, batch_stats_, gamma_grad,
-                               beta_grad, state_, reinterpret_cast<double*>(partial_.data()),
-                               ops_.stream());
+      batch_norm_gradient_sums(x.data(), relu_output, dy.data(), rows, d_.channels, batch_stats_,
+                               gamma_grad, beta_grad, state_,
+                               reinterpret_cast<double*>(partial_.data()), ops_.stream());
     }
     if (dx)
-      batch_norm_input_gradient(x.data(), dy.data(), dx->data(), rows, d_.channels, batch_stats_,
-                                state_, ops_.stream());
+      batch_norm_input_gradient(x.data(), relu_output, dy.data(), dx->data(), rows, d_.channels,
+                                batch_stats_, state_, ops_.stream());
   }
 
  private:

@@ -3,6 +3,7 @@
 // every operation rounded on its own (__dadd_rn, __fmul_rn, ...: nvcc would otherwise fuse
 // multiply-adds the host's build does not), so the statistics and outputs equal the CPU's.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+#include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
 
@@ -39,6 +40,12 @@ __global__ void bn_partial_kernel(const float* x, const double* mean, double* pa
     }
     partial[t] = acc;
   }
+}
+
+// The gradient that reaches the normalization: dy, or with the absorbed relu (y non-null) dy
+// masked by y > 0 (activation_backward's relu arithmetic).
+__device__ float bn_incoming(const float* dy, const float* y, std::int64_t i) {
+  return y ? backend::math::activation_grad(backend::ActivationKind::relu, y[i], y[i], dy[i]) : dy[i];
 }
 
 // The sum of a channel's partials in block order.
@@ -93,15 +100,17 @@ __global__ void bn_inference_kernel(std::int64_t channels, const float* gamma, c
 }
 
 __global__ void bn_apply_kernel(const float* x, float* y, std::int64_t n, std::int64_t channels,
-                                BatchNormState s) {
+                                bool relu, BatchNormState s) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
     const std::int64_t c = i % channels;
-    y[i] = __fadd_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.a[c]), s.b[c]);
+    const float z = __fadd_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.a[c]), s.b[c]);
+    y[i] = relu ? backend::math::activation_value(backend::ActivationKind::relu, z) : z;
   }
 }
 
 // partial[blk * 2C + c] = sum of dy, partial[blk * 2C + C + c] = sum of dy * x-hat, row order.
-__global__ void bn_grad_partial_kernel(const float* x, const float* dy, double* partial,
+__global__ void bn_grad_partial_kernel(const float* x, const float* y, const float* dy,
+                                       double* partial,
                                        std::int64_t rows, std::int64_t channels, std::int64_t block,
                                        std::int64_t blocks, BatchNormState s) {
   const std::int64_t n = blocks * channels;
@@ -111,7 +120,7 @@ __global__ void bn_grad_partial_kernel(const float* x, const float* dy, double* 
     const float shift = s.shift[c], inv_std = s.inv_std[c];
     double sum_g = 0.0, sum_gx = 0.0;
     for (std::int64_t r = blk * block; r < r1; ++r) {
-      const float g = dy[r * channels + c];
+      const float g = bn_incoming(dy, y, r * channels + c);
       const float xhat = __fmul_rn(__fsub_rn(x[r * channels + c], shift), inv_std);
       sum_g = __dadd_rn(sum_g, static_cast<double>(g));
       sum_gx = __dadd_rn(sum_gx, __dmul_rn(static_cast<double>(g), static_cast<double>(xhat)));
@@ -137,16 +146,18 @@ __global__ void bn_grad_finish_kernel(const double* partial, std::int64_t blocks
   }
 }
 
-__global__ void bn_input_grad_kernel(const float* x, const float* dy, float* dx, std::int64_t n,
-                                     std::int64_t channels, bool batch_stats, BatchNormState s) {
+__global__ void bn_input_grad_kernel(const float* x, const float* y, const float* dy, float* dx,
+                                     std::int64_t n, std::int64_t channels, bool batch_stats,
+                                     BatchNormState s) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
     const std::int64_t c = i % channels;
+    const float g = bn_incoming(dy, y, i);
     if (batch_stats) {
       const float xhat_k2 =
           __fmul_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.inv_std[c]), s.k2[c]);
-      dx[i] = __fmul_rn(s.a[c], __fsub_rn(__fsub_rn(dy[i], s.k1[c]), xhat_k2));
+      dx[i] = __fmul_rn(s.a[c], __fsub_rn(__fsub_rn(g, s.k1[c]), xhat_k2));
     } else {
-      dx[i] = __fmul_rn(s.a[c], dy[i]);
+      dx[i] = __fmul_rn(s.a[c], g);
     }
   }
 }
@@ -200,14 +211,14 @@ void batch_norm_inference_statistics(std::int64_t channels, const float* gamma, 
 }
 
 void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t channels,
-                      const BatchNormState& state, cudaStream_t stream) {
+                      bool relu, const BatchNormState& state, cudaStream_t stream) {
   const std::int64_t n = rows * channels;
   if (n == 0) return;
-  bn_apply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, channels, state);
+  bn_apply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, channels, relu, state);
   check_launch("batch_norm (apply)");
 }
 
-void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows,
+void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
                               std::int64_t channels, bool batch_stats, float* gamma_grad,
                               float* beta_grad, const BatchNormState& state, double* partial,
                               cudaStream_t stream) {
@@ -216,7 +227,7 @@ void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows
   const std::int64_t blocks = blocks_of(rows, 2 * channels);
   if (blocks > 0) {
     bn_grad_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
-        x, dy, partial, rows, channels, block, blocks, state);
+        x, y, dy, partial, rows, channels, block, blocks, state);
     check_launch("batch_norm (gradient sums)");
   }
   bn_grad_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
@@ -225,13 +236,14 @@ void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows
   check_launch("batch_norm (gradient finish)");
 }
 
-void batch_norm_input_gradient(const float* x, const float* dy, float* dx, std::int64_t rows,
+void batch_norm_input_gradient(const float* x, const float* y, const float* dy, float* dx,
+                               std::int64_t rows,
                                std::int64_t channels, bool batch_stats, const BatchNormState& state,
                                cudaStream_t stream) {
   const std::int64_t n = rows * channels;
   if (n == 0) return;
-  bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, dy, dx, n, channels, batch_stats,
-                                                               state);
+  bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, channels,
+                                                               batch_stats, state);
   check_launch("batch_norm (input gradient)");
 }
 

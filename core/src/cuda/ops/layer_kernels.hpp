@@ -112,20 +112,21 @@ void batch_norm_inference_statistics(std::int64_t channels, const float* gamma, 
                                      const float* moving_mean, const float* moving_variance,
                                      double epsilon, const BatchNormState& state,
                                      cudaStream_t stream);
-/// y = (x - shift) * a + b per channel.
-void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t channels,
+/// y = (x - shift) * a + b per channel; with `relu`, max(0, that) (the absorbed relu).
+void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t channels, bool relu,
                       const BatchNormState& state, cudaStream_t stream);
-/// The gradient sums of dy and dy * x-hat (x-hat = (x - shift) * inv_std) into state.sums;
-/// gamma_grad / beta_grad (each may be null) get them; with batch_stats, k1 and k2 their means.
-void batch_norm_gradient_sums(const float* x, const float* dy, std::int64_t rows,
+/// The gradient sums of g and g * x-hat (x-hat = (x - shift) * inv_std) into state.sums, where g
+/// is dy or, given the forward's relu output y (non-null), dy masked by y > 0; gamma_grad /
+/// beta_grad (each may be null) get them; with batch_stats, k1 and k2 their means.
+void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
                               std::int64_t channels, bool batch_stats, float* gamma_grad,
                               float* beta_grad, const BatchNormState& state, double* partial,
                               cudaStream_t stream);
-/// dx: with batch_stats, a * (dy - k1 - x-hat * k2) (the gradient through the batch mean and
-/// variance; needs batch_norm_gradient_sums first); else a * dy.
-void batch_norm_input_gradient(const float* x, const float* dy, float* dx, std::int64_t rows,
-                               std::int64_t channels, bool batch_stats, const BatchNormState& state,
-                               cudaStream_t stream);
+/// dx: with batch_stats, a * (g - k1 - x-hat * k2) (the gradient through the batch mean and
+/// variance; needs batch_norm_gradient_sums first); else a * g (g as above).
+void batch_norm_input_gradient(const float* x, const float* y, const float* dy, float* dx,
+                               std::int64_t rows, std::int64_t channels, bool batch_stats,
+                               const BatchNormState& state, cudaStream_t stream);
 
 // ---- Merging layers and scaling (backend/kernel_math.hpp's arithmetic) ------------------------
 
