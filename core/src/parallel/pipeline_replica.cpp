@@ -2,51 +2,22 @@
 //
 // Every micro-batch in flight needs its own activations, so the replica keeps "slots": copies of
 // the model whose weights are the host model's own tensors (they share the storage) and whose
-// gradients go to one scratch arena. Micro-batch m runs in slot m mod slots; GPipe needs a slot
-// per micro-batch, 1F1B only min(M, S): stage 0 starts micro-batch m + S only after its backward
-// of m, the last thing m does. Stage s's worker runs its calls of each slot's model
+// gradients go to one scratch arena. Micro-batch m runs in slot m mod slots (pipeline_slots()).
+// The PipelineScheduler's worker for stage s runs its calls of each slot's model
 // (Model::forward_calls/backward_calls) and, after each backward, adds the scratch gradients of
 // its layers into the host model's arena in micro-batch order — so the sum is the same bits for
 // every schedule and stage layout. Only stage s's worker touches stage s's parameters, gradients
 // and arena range; a micro-batch's hand-off to the next stage is its slot's outputs, in memory.
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
-#include <exception>
-#include <mutex>
-#include <numeric>
-#include <thread>
 
 #include "backend/cpu/parallel.hpp"
 #include "parallel/cpu_replica.hpp"
+#include "parallel/pipeline_scheduler.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::detail {
 
 namespace {
-
-struct StageOp {
-  bool forward = true;
-  int microbatch = 0;
-};
-
-// What stage s of S does, in order, for M micro-batches.
-std::vector<StageOp> stage_ops(PipelineSchedule schedule, int s, int S, int M) {
-  std::vector<StageOp> ops;
-  if (schedule == PipelineSchedule::gpipe) {
-    for (int m = 0; m < M; ++m) ops.push_back({true, m});
-    for (int m = 0; m < M; ++m) ops.push_back({false, m});
-    return ops;
-  }
-  const int warmup = std::min(S - s - 1, M);
-  for (int m = 0; m < warmup; ++m) ops.push_back({true, m});
-  for (int m = 0; m + warmup < M; ++m) {
-    ops.push_back({true, m + warmup});
-    ops.push_back({false, m});
-  }
-  for (int m = M - warmup; m < M; ++m) ops.push_back({false, m});
-  return ops;
-}
 
 // A range of the gradient arena: one trainable parameter's.
 struct ArenaRange {
@@ -62,27 +33,15 @@ class CpuPipelineReplica : public CpuReplica {
         devices_(std::move(devices)),
         layout_(std::move(layout)),
         microbatches_(microbatches),
-        schedule_(schedule) {
-    const int S = layout_.stage_count();
-    const int slots = schedule == PipelineSchedule::gpipe ? microbatches : std::min(microbatches, S);
-    scratch_arena_ = Tensor({arena_.size()});
+        scratch_arena_({arena_.size()}),
+        scheduler_(schedule, layout_.stage_count(), microbatches, [threads](int s) {
+          cpu::set_compute_threads(threads.at(static_cast<std::size_t>(s)));  // its share
+        }) {
+    const int slots = pipeline_slots(schedule, layout_.stage_count(), microbatches);
     for (int i = 0; i < slots; ++i) slots_.push_back(make_slot());
     share_host_weights();
     stage_ranges_ = arena_ranges();
-    stage_seconds_.assign(static_cast<std::size_t>(S), 0.0);
-    for (int s = 0; s < S; ++s)
-      workers_.emplace_back([this, s, t = threads.at(static_cast<std::size_t>(s))] {
-        worker_loop(s, t);
-      });
-  }
-
-  ~CpuPipelineReplica() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    for (auto& w : workers_) w.join();
+    stage_seconds_.assign(static_cast<std::size_t>(layout_.stage_count()), 0.0);
   }
 
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
@@ -99,7 +58,12 @@ class CpuPipelineReplica : public CpuReplica {
     step.activity.assign(static_cast<std::size_t>(microbatches_), {});
     for (std::size_t l = 0; l < model_.layer_count(); ++l)
       step.random_states.push_back(model_.layer(l).random_state());
-    run(step);
+    stage_seconds_ = scheduler_.run([&](int s, const StageOperation& op) {
+      if (op.forward)
+        forward(s, op.microbatch, step);
+      else
+        backward(s, op.microbatch);
+    });
     // The host's random state moves on as one training forward moved every slot's.
     for (std::size_t l = 0; l < model_.layer_count(); ++l)
       if (!step.random_states[l].empty())
@@ -241,93 +205,15 @@ class CpuPipelineReplica : public CpuReplica {
     }
   }
 
-  // Runs the schedule on the stage workers and waits for them.
-  void run(Step& step) {
-    std::unique_lock lock(mutex_);
-    const int S = layout_.stage_count();
-    forward_done_.assign(static_cast<std::size_t>(S), std::vector<bool>(step.rows.size(), false));
-    backward_done_ = forward_done_;
-    error_ = nullptr;
-    step_ = &step;
-    pending_ = S;
-    ++generation_;
-    changed_.notify_all();
-    changed_.wait(lock, [this] { return pending_ == 0; });
-    step_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
-  }
-
-  // Whether stage s may run `op` now (called with mutex_ held).
-  bool ready(int s, const StageOp& op) const {
-    const auto m = static_cast<std::size_t>(op.microbatch);
-    if (op.forward) return s == 0 || forward_done_[static_cast<std::size_t>(s - 1)][m];
-    return s + 1 == layout_.stage_count() || backward_done_[static_cast<std::size_t>(s + 1)][m];
-  }
-
-  void worker_loop(int s, int threads) {
-    cpu::set_compute_threads(threads);  // this stage's share of the cores
-    const std::vector<StageOp> ops = stage_ops(schedule_, s, layout_.stage_count(), microbatches_);
-    std::uint64_t seen = 0;
-    for (;;) {
-      Step* step = nullptr;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        step = step_;
-      }
-      double busy = 0;
-      for (const StageOp& op : ops) {
-        {
-          std::unique_lock lock(mutex_);
-          changed_.wait(lock, [&] { return error_ || ready(s, op); });
-          if (error_) break;
-        }
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          if (op.forward)
-            forward(s, op.microbatch, *step);
-          else
-            backward(s, op.microbatch);
-        } catch (...) {
-          std::lock_guard lock(mutex_);
-          if (!error_) error_ = std::current_exception();
-          changed_.notify_all();
-          break;
-        }
-        busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::lock_guard lock(mutex_);
-        auto& done = op.forward ? forward_done_ : backward_done_;
-        done[static_cast<std::size_t>(s)][static_cast<std::size_t>(op.microbatch)] = true;
-        changed_.notify_all();
-      }
-      std::lock_guard lock(mutex_);
-      stage_seconds_[static_cast<std::size_t>(s)] = busy;
-      --pending_;
-      changed_.notify_all();
-    }
-  }
-
   std::vector<DeviceSpec> devices_;
   PipelineLayout layout_;
   int microbatches_;
-  PipelineSchedule schedule_;
   Tensor scratch_arena_;  // every slot's gradients of its last backward, flat as arena_
   std::vector<Slot> slots_;
   std::vector<std::vector<ArenaRange>> stage_ranges_;
   std::vector<double> stage_seconds_;  // per stage, its compute time in the last train()
-
-  // The schedule's state, guarded by mutex_; changed_ wakes everyone on every change.
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  Step* step_ = nullptr;
-  std::vector<std::vector<bool>> forward_done_, backward_done_;  // [stage][micro-batch]
-  std::exception_ptr error_;
-  int pending_ = 0;  // stages still running the step
-  std::uint64_t generation_ = 0;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;  // last: started once everything above exists
+  // Last: its workers start once everything above exists, and stop before it goes.
+  PipelineScheduler scheduler_;
 };
 
 }  // namespace
