@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpu/gpu_test_support.hpp"
+#include "gpu/replica_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "backend/ops.hpp"
@@ -24,79 +25,7 @@ using nlohmann::json;
 using gpu_test::layer;
 using gpu_test::plan;
 using gpu_test::sequential;
-
-// One side of a comparison: a model built from `config` with seed 7, its optimizer and loss.
-struct Side {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<Loss> loss;
-  std::vector<std::unique_ptr<Metric>> metrics;
-  std::unique_ptr<ReplicaModel> meta;
-
-  Side(const json& model_config, const json& optimizer_config, const json& loss_config,
-       const json& metrics_config, const std::string& devices, Precision precision) {
-    model = Model::from_config(model_config, "model", 7);
-    optimizer = make_optimizer(optimizer_config, "optimizer");
-    loss = make_loss(loss_config, "loss");
-    metrics = make_metrics(metrics_config, "metrics", *loss, model->output_shape());
-    meta = std::make_unique<ReplicaModel>(*model, *optimizer, plan(devices), single_process_world(),
-                                          precision);
-  }
-};
-
-// Inputs uniform in [-1, 1) (or integers in [0, vocabulary) for Embedding), targets for `loss`.
-enum class Targets { sparse, one_hot, binary, real };
-
-Batch make_batch(const Shape& input, const Shape& output, std::int64_t n, Targets targets,
-                 std::uint64_t seed, std::int64_t vocabulary = 0) {
-  Batch b;
-  Shape xs{n};
-  xs.insert(xs.end(), input.begin(), input.end());
-  b.x = Tensor(xs);
-  Rng rng(seed);
-  for (std::int64_t i = 0; i < b.x.size(); ++i)
-    b.x[i] = vocabulary > 0 ? static_cast<float>(rng.below(static_cast<std::uint64_t>(vocabulary)))
-                            : rng.uniform() * 2 - 1;
-  const std::int64_t classes = shape_size(output);
-  if (targets == Targets::sparse) {
-    b.y = Tensor({n});
-    for (std::int64_t i = 0; i < n; ++i)
-      b.y[i] = static_cast<float>(rng.below(static_cast<std::uint64_t>(classes)));
-  } else {
-    b.y = Tensor({n, classes});
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto hot = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(classes)));
-      for (std::int64_t c = 0; c < classes; ++c)
-        b.y[i * classes + c] = targets == Targets::one_hot  ? (c == hot ? 1.0f : 0.0f)
-                               : targets == Targets::binary ? static_cast<float>(rng.below(2))
-                                                            : rng.uniform() * 2 - 1;
-    }
-  }
-  return b;
-}
-
-// max |a - b| over max |b| (with a floor), per tensor, worst over the model's parameters.
-double worst_relative_difference(Model& a, Model& b, std::string* where) {
-  auto pa = a.parameters(), pb = b.parameters();
-  auto names = a.parameter_names();
-  double worst = 0;
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    double diff = 0, scale = 1e-6;
-    for (std::int64_t k = 0; k < pa[i]->value.size(); ++k) {
-      diff = std::max(diff, std::fabs(static_cast<double>(pa[i]->value[k]) - pb[i]->value[k]));
-      scale = std::max(scale, std::fabs(static_cast<double>(pb[i]->value[k])));
-    }
-    if (diff / scale > worst) {
-      worst = diff / scale;
-      if (where) *where = names[i];
-    }
-  }
-  return worst;
-}
-
-double relative(double a, double b) {
-  return std::fabs(a - b) / std::max(std::fabs(b), 1e-6);
-}
+using namespace replica_test;
 
 struct LayerCase {
   std::string name;
@@ -337,10 +266,6 @@ TEST_P(CudaLoss, SumsAndStepMatchTheCpu) {
       worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
       1e-4)
       << where;
-}
-
-json loss_spec(const std::string& cls, json config = json::object()) {
-  return {{"class_name", cls}, {"config", config}};
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -124,6 +124,17 @@ class TANDEM_EXPORT Model {
   void start_backward(const std::vector<const Tensor*>& grad_outputs);
   void backward_calls(const std::vector<std::size_t>& calls,
                       const std::function<void(std::size_t layer)>& after_layer);
+  /// Parts on different devices hand tensors over: call_output(k) is call k's output in this
+  /// forward (owned by its layer; null before the call ran), and after set_call_output(k, copy)
+  /// the calls that have not run yet read `copy` (on their device; borrowed until the backward
+  /// pass ends). In the backward pass, output_gradient(k) is the gradient of call k's output so
+  /// far (summed over the readers that ran backward; null when none did), and after
+  /// set_output_gradient(k, copy) call k and its other readers take `copy` (on call k's device,
+  /// borrowed likewise). A gradient from a second reader is added on that reader's backend.
+  const Tensor* call_output(std::size_t k) const { return outputs_.at(k); }
+  void set_call_output(std::size_t k, const Tensor* copy) { outputs_.at(k) = copy; }
+  const Tensor* output_gradient(std::size_t k) const { return output_grads_.at(k); }
+  void set_output_gradient(std::size_t k, const Tensor* copy) { output_grads_.at(k) = copy; }
 
   /// Keras' activity regularizers (a layer's `activity_regularizer`): after a forward, queues
   /// each regularized call's penalty of its output, l1·Σ|y| + l2·Σy² over the rows it ran on,
@@ -190,8 +201,9 @@ class TANDEM_EXPORT Model {
   bool leads_to_training(int input) const;
   // Keras' name of what a call reads: "dense[1][0]" (model_input(i): InputLayer i's).
   std::string input_name_of(int input) const;
-  // Adds `grad` to the gradient of call k's output in this backward pass.
-  void add_output_grad(std::size_t i, const Tensor* grad);
+  // Adds `grad` to the gradient of call k's output in this backward pass, on `ops` (the
+  // backend of the call the gradient came from: where it lives).
+  void add_output_grad(std::size_t i, const Tensor* grad, backend::Backend& ops);
 
   // One call of a layer. A layer's first call runs the layer itself; a later call of a shared
   // layer runs a twin (made from the same config) whose weights are the layer's own tensors.

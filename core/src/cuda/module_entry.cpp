@@ -9,6 +9,10 @@ std::unique_ptr<StreamCommunicator> make_nccl_communicator(const DevicePlan&, Wo
 std::unique_ptr<Replica> make_cuda_replica(Model&, Optimizer&, DeviceSpec, Precision,
                                            StreamCommunicator*,
                                            int);  // replica/cuda_replica.cpp
+std::unique_ptr<Replica> make_cuda_pipeline_replica(Model&, Optimizer&, std::vector<DeviceSpec>,
+                                                    Precision, std::vector<StreamCommunicator*>,
+                                                    int, PipelineLayout, int,
+                                                    PipelineSchedule);  // replica/cuda_pipeline_*
 void* allocate_pinned(std::size_t bytes);         // pinned_host.cpp
 void free_pinned(void* block);
 
@@ -25,6 +29,7 @@ tandem_cuda_module() {
       nullptr,
 #endif
       &tandem::detail::make_cuda_replica,
+      &tandem::detail::make_cuda_pipeline_replica,
       &tandem::detail::allocate_pinned,
       &tandem::detail::free_pinned,
   };

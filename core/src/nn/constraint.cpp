@@ -5,6 +5,7 @@
 
 #include "backend/ops.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/layer_indices.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
 
@@ -138,7 +139,11 @@ json WeightConstraint::config() const {
 }
 
 void apply_constraints(Model& model) {
-  for (std::size_t l = 0; l < model.layer_count(); ++l) {
+  apply_constraints(model, every_layer(model));
+}
+
+void apply_constraints(Model& model, const std::vector<std::size_t>& layers) {
+  for (std::size_t l : layers) {
     Layer& layer = model.layer(l);
     WeightRules* rules = weight_rules_of(layer);
     if (!rules || !layer.trainable()) continue;

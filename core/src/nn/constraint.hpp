@@ -61,8 +61,9 @@ class WeightConstraint {
 std::optional<Constraint> parse_constraint(const nlohmann::json& spec, const std::string& path);
 
 /// Applies every trainable layer's constraints to its trainable weights, in place on the
-/// layers' backend (after an optimizer step of `model`).
+/// layers' backend (after an optimizer step of `model`); with `layers`, theirs only.
 void apply_constraints(Model& model);
+void apply_constraints(Model& model, const std::vector<std::size_t>& layers);
 
 }  // namespace tandem::nn
 

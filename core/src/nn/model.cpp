@@ -597,11 +597,12 @@ void Model::start_backward(const std::vector<const Tensor*>& grad_outputs) {
   }
   output_grads_.assign(n, nullptr);
   for (std::size_t j = 0; j < output_calls_.size(); ++j)
-    add_output_grad(output_calls_[j], grad_outputs[j]);
+    add_output_grad(output_calls_[j], grad_outputs[j], calls_[output_calls_[j]].runner->ops());
   // An activity regularizer reads its call's output: one more gradient into it.
   if (activity_grads_pending_)
     for (std::size_t k = 0; k < n; ++k)
-      if (!activity_[calls_[k].layer].config.is_null()) add_output_grad(k, &activity_grads_[k]);
+      if (!activity_[calls_[k].layer].config.is_null())
+        add_output_grad(k, &activity_grads_[k], calls_[k].runner->ops());
   activity_grads_pending_ = false;
 }
 
@@ -619,7 +620,7 @@ void Model::backward_calls(const std::vector<std::size_t>& calls,
       backward_ran_[k] = true;
       for (std::size_t j = 0; j < grads.size() && j < call.inputs.size(); ++j)
         if (leads_to_training(call.inputs[j]))
-          add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j]);
+          add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j], call.runner->ops());
     }
     // The layer's first call is its last in this pass: its gradient is complete now.
     if (call.number == 0) {
@@ -644,7 +645,7 @@ void Model::sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran) 
   }
 }
 
-void Model::add_output_grad(std::size_t k, const Tensor* grad) {
+void Model::add_output_grad(std::size_t k, const Tensor* grad, backend::Backend& ops) {
   // The first reader's gradient is used as it is; a second one sums into grad_sums_[k], in the
   // order the readers ran backward (last call first), the same on every replica.
   if (!output_grads_[k]) {
@@ -652,7 +653,6 @@ void Model::add_output_grad(std::size_t k, const Tensor* grad) {
     return;
   }
   Tensor& sum = grad_sums_[k];
-  backend::Backend& ops = layers_[calls_[k].layer]->ops();
   if (output_grads_[k] != &sum) ops.place(sum, output_grads_[k]->shape());
   ops.add(*output_grads_[k], *grad, sum);
   output_grads_[k] = &sum;

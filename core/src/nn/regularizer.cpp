@@ -5,6 +5,7 @@
 
 #include "backend/ops.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/layer_indices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "util/config_object.hpp"
@@ -81,9 +82,9 @@ struct Penalized {
   Parameter* weight;
 };
 
-std::vector<Penalized> penalized_weights(Model& model) {
+std::vector<Penalized> penalized_weights(Model& model, const std::vector<std::size_t>& layers) {
   std::vector<Penalized> all;
-  for (std::size_t l = 0; l < model.layer_count(); ++l)
+  for (std::size_t l : layers)
     if (WeightRules* rules = weight_rules_of(model.layer(l)))
       for (const RuledWeight& w : rules->ruled_weights())
         if (w.regularizer && w.regularizer->active())
@@ -94,7 +95,11 @@ std::vector<Penalized> penalized_weights(Model& model) {
 }  // namespace
 
 double weight_penalty(Model& model, backend::Sums& sums) {
-  const std::vector<Penalized> all = penalized_weights(model);
+  return weight_penalty(model, sums, every_layer(model));
+}
+
+double weight_penalty(Model& model, backend::Sums& sums, const std::vector<std::size_t>& layers) {
+  const std::vector<Penalized> all = penalized_weights(model, layers);
   if (all.empty()) return 0.0;
   sums.reset(all.size());
   for (std::size_t k = 0; k < all.size(); ++k)
@@ -105,7 +110,11 @@ double weight_penalty(Model& model, backend::Sums& sums) {
 }
 
 void add_penalty_gradients(Model& model) {
-  for (const Penalized& w : penalized_weights(model))
+  add_penalty_gradients(model, every_layer(model));
+}
+
+void add_penalty_gradients(Model& model, const std::vector<std::size_t>& layers) {
+  for (const Penalized& w : penalized_weights(model, layers))
     if (w.layer->trainable() && w.weight->trainable)
       w.regularizer->add_gradient(w.layer->ops(), w.weight->value, w.weight->grad);
 }

@@ -57,9 +57,12 @@ class WeightRegularizer {
 
 /// The sum of every layer's weight penalties (Keras' regularization losses), computed on the
 /// layers' backend through `sums` (one of that backend's; reset here). 0 without regularizers.
+/// With `layers` (ascending indices; a pipeline stage's, all on one backend): theirs only.
 double weight_penalty(Model& model, backend::Sums& sums);
-/// Adds every trainable regularized weight's penalty gradient to its gradient.
+double weight_penalty(Model& model, backend::Sums& sums, const std::vector<std::size_t>& layers);
+/// Adds every trainable regularized weight's penalty gradient to its gradient (of `layers`).
 void add_penalty_gradients(Model& model);
+void add_penalty_gradients(Model& model, const std::vector<std::size_t>& layers);
 
 }  // namespace nn
 }  // namespace tandem

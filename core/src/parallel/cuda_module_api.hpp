@@ -48,6 +48,16 @@ struct CudaModuleApi {
   std::unique_ptr<Replica> (*make_cuda_replica)(Model& model, Optimizer& optimizer,
                                                 DeviceSpec device, Precision precision,
                                                 StreamCommunicator* communicator, int participant);
+  /// A replica training a copy of `model` as a pipeline (docs/pipeline.md): `layout`'s stage s
+  /// on the GPU devices[s], the shard cut into `microbatches` that flow through the stages in
+  /// `schedule`'s order, tensors copied between neighbouring GPUs; stage s is participant
+  /// `participant` of communicators[s] (the replicas' stage s; null when there is nothing to sum)
+  /// and sums its gradients itself. The layout must pass require_device_hand_offs. Borrows
+  /// everything. Null as a function when the module was built without the backend.
+  std::unique_ptr<Replica> (*make_cuda_pipeline_replica)(
+      Model& model, Optimizer& optimizer, std::vector<DeviceSpec> devices, Precision precision,
+      std::vector<StreamCommunicator*> communicators, int participant, PipelineLayout layout,
+      int microbatches, PipelineSchedule schedule);
   /// Page-locked host memory (cudaHostAlloc, usable by every GPU), null when it cannot be had;
   /// and its release. Thread-safe.
   void* (*allocate_pinned)(std::size_t bytes);

@@ -297,12 +297,80 @@ std::vector<double> measure_call_seconds(const Model& model, std::int64_t rows, 
   return best;
 }
 
+namespace {
+
+// Per call, its stage.
+std::vector<int> stage_of_calls(const Model& model, const PipelineLayout& layout) {
+  std::vector<int> stage(model.call_count(), 0);
+  for (std::size_t s = 0; s < layout.calls.size(); ++s)
+    for (std::size_t k : layout.calls[s]) stage[k] = static_cast<int>(s);
+  return stage;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> stage_hand_offs(const Model& model,
+                                                      const PipelineLayout& layout) {
+  const std::vector<int> stage = stage_of_calls(model, layout);
+  std::vector<std::vector<std::size_t>> hand_offs(
+      static_cast<std::size_t>(std::max(layout.stage_count() - 1, 0)));
+  for (std::size_t k = 0; k < model.call_count(); ++k)
+    for (int in : model.call_inputs(k)) {
+      if (in < 0) continue;
+      const int from = stage[static_cast<std::size_t>(in)];
+      if (from + 1 != stage[k]) continue;
+      auto& calls = hand_offs[static_cast<std::size_t>(from)];
+      if (std::find(calls.begin(), calls.end(), static_cast<std::size_t>(in)) == calls.end())
+        calls.push_back(static_cast<std::size_t>(in));
+    }
+  for (auto& calls : hand_offs) std::sort(calls.begin(), calls.end());
+  return hand_offs;
+}
+
+void require_device_hand_offs(const Model& model, const PipelineLayout& layout,
+                              const std::string& plan) {
+  const std::vector<int> stage = stage_of_calls(model, layout);
+  const auto name = [&](std::size_t k) { return model.layer(model.call_layer(k)).name(); };
+  const std::string why = " on plan '" + plan +
+                          "': stages on separate devices hand tensors only to the next stage; "
+                          "move the cut";
+  for (std::size_t k = 0; k < model.call_count(); ++k)
+    for (int in : model.call_inputs(k)) {
+      const int s = stage[k];
+      if (in < 0 && s > 0)
+        throw ConfigError("pipeline.stages", "layer '" + name(k) + "' (stage " +
+                                                 std::to_string(s) + ") reads a model input" +
+                                                 why);
+      if (in >= 0 && stage[static_cast<std::size_t>(in)] + 1 < s)
+        throw ConfigError("pipeline.stages",
+                          "layer '" + name(k) + "' (stage " + std::to_string(s) + ") reads '" +
+                              name(static_cast<std::size_t>(in)) + "' of stage " +
+                              std::to_string(stage[static_cast<std::size_t>(in)]) + why);
+    }
+  for (std::size_t j = 0; j < model.output_count(); ++j) {
+    const std::size_t k = model.output_call(j);
+    if (stage[k] + 1 < layout.stage_count())
+      throw ConfigError("pipeline.stages", "the model's output '" + name(k) + "' comes from stage " +
+                                               std::to_string(stage[k]) + ", not the last" + why);
+  }
+  // Readers per call, in its own stage and in the next.
+  std::vector<int> own(model.call_count(), 0), next(model.call_count(), 0);
+  for (std::size_t k = 0; k < model.call_count(); ++k)
+    for (int in : model.call_inputs(k)) {
+      if (in < 0) continue;
+      const auto i = static_cast<std::size_t>(in);
+      ++(stage[i] == stage[k] ? own : next)[i];
+    }
+  for (std::size_t k = 0; k < model.call_count(); ++k)
+    if (own[k] > 0 && next[k] > 1)
+      throw ConfigError("pipeline.stages",
+                        "'" + name(k) + "' (stage " + std::to_string(stage[k]) + ") is read by " +
+                            std::to_string(next[k]) +
+                            " layers of the next stage and by its own: its gradient would be "
+                            "summed on two GPUs" + why);
+}
+
 int pipeline_replicas(const DevicePlan& plan, int stages) {
-  if (!plan.all_cpu())
-    throw ConfigError("pipeline", "pipeline stages on CUDA devices are not built yet (plan '" +
-                                      plan.text + "'); use a CPU plan (\"cpu:" +
-                                      std::to_string(stages) +
-                                      "\") or train the GPUs data-parallel without stages");
   if (plan.size() % stages != 0)
     throw ConfigError("pipeline.stages",
                       std::to_string(stages) + " stages do not divide device plan '" + plan.text +

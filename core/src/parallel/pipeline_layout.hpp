@@ -81,9 +81,21 @@ PipelineLayout cut_into_stages(const Model& model, const PipelineConfig& config,
 /// samples of zeros (the fastest of `repeats` passes): what PipelineBalance::time balances.
 std::vector<double> measure_call_seconds(const Model& model, std::int64_t rows, int repeats = 3);
 
+/// Per stage boundary s (stage s to s + 1), the calls of stage s whose outputs stage s + 1
+/// reads, ascending: what stages on separate devices copy from the one to the other.
+std::vector<std::vector<std::size_t>> stage_hand_offs(const Model& model,
+                                                      const PipelineLayout& layout);
+
+/// Stages on separate devices (GPUs) hand tensors only from one stage to the next, and sum a
+/// tensor's gradient on one device: throws ConfigError at "pipeline.stages" naming the layer
+/// when a call reads a model input outside stage 0 or a call two or more stages back, when a
+/// model output comes from a stage before the last, or when a tensor is read by two or more
+/// calls of the next stage and by its own stage too. `plan`: the device plan's text.
+void require_device_hand_offs(const Model& model, const PipelineLayout& layout,
+                              const std::string& plan);
+
 /// The replicas of a plan whose devices are pipelines of `stages` each. Throws ConfigError at
-/// "pipeline.stages" when the plan's device count is not a multiple of `stages`, or at
-/// "pipeline" for CUDA devices (stages on GPUs are not built yet).
+/// "pipeline.stages" when the plan's device count is not a multiple of `stages`.
 int pipeline_replicas(const DevicePlan& plan, int stages);
 
 }  // namespace tandem

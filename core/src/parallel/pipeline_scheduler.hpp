@@ -66,7 +66,7 @@ class PipelineScheduler {
   // The schedule's state, guarded by mutex_; changed_ wakes everyone on every change.
   std::mutex mutex_;
   std::condition_variable changed_;
-  const Operation* operation_ = nullptr;  // the current run()'s
+  const Operation* operation_ = nullptr;                         // the current run()'s
   std::vector<std::vector<bool>> forward_done_, backward_done_;  // [stage][micro-batch]
   std::vector<double> seconds_;                                  // per stage, this run()'s
   std::exception_ptr error_;

@@ -143,11 +143,21 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
 
 namespace {
 
+// Stage s's devices of a plan of pipelines of `stages` each: one per replica, in replica order
+// (the whole plan without a pipeline).
+DevicePlan stage_plan(const DevicePlan& plan, int stages, int s) {
+  if (stages == 1) return plan;
+  DevicePlan devices{{}, plan.text + " (stage " + std::to_string(s) + ")"};
+  for (std::size_t d = static_cast<std::size_t>(s); d < plan.replicas.size();
+       d += static_cast<std::size_t>(stages))
+    devices.replicas.push_back(plan.replicas[d]);
+  return devices;
+}
+
 // The replicas of a plan: one per device, or one per pipeline (its first stage's device).
 DevicePlan replica_plan(const DevicePlan& plan, int stages) {
-  DevicePlan replicas{{}, plan.text};
-  for (std::size_t d = 0; d < plan.replicas.size(); d += static_cast<std::size_t>(stages))
-    replicas.replicas.push_back(plan.replicas[d]);
+  DevicePlan replicas = stage_plan(plan, stages, 0);
+  replicas.text = plan.text;
   return replicas;
 }
 
@@ -177,21 +187,32 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   const int replica_count = pipeline_ ? pipeline_replicas(plan_, stages) : plan_.size();
   const DevicePlan replicas = replica_plan(plan_, stages);
   const std::vector<Precision> layer_precisions = nn::layer_precisions(template_, precision_);
-  // CUDA plans: the replicas sum their gradients themselves through the stream communicator.
-  std::unique_ptr<StreamCommunicator> streams;
-  if (!plan_.all_cpu()) streams = make_stream_communicator(plan_, *world_);
-  StreamCommunicator* const stream_communicator = streams.get();
-  communicator_ = streams ? std::move(streams) : make_communicator(replicas, world_);
+  // CUDA plans: the replicas sum their gradients themselves through the stream communicator
+  // (a pipeline: one per stage, over the replicas' GPUs of that stage).
+  std::vector<StreamCommunicator*> stage_streams;
+  if (!plan_.all_cpu()) {
+    for (int s = 0; s < stages; ++s) {
+      auto streams = make_stream_communicator(stage_plan(plan_, stages, s), *world_);
+      stage_streams.push_back(streams.get());
+      if (s == 0 && streams)
+        communicator_ = std::move(streams);
+      else if (streams)
+        stage_communicators_.push_back(std::move(streams));
+    }
+  }
+  StreamCommunicator* const stream_communicator = stage_streams.empty() ? nullptr : stage_streams[0];
+  if (!communicator_) communicator_ = make_communicator(replicas, world_);
   const detail::CudaModule* cuda = nullptr;
   if (!plan_.all_cpu()) {
     cuda = &detail::cuda_module();
     if (!cuda->api)
       throw ConfigError("devices",
                         "device plan '" + plan_.text + "' needs CUDA, but " + cuda->why_not);
-    if (!cuda->api->make_cuda_replica)
+    if (!cuda->api->make_cuda_replica || !cuda->api->make_cuda_pipeline_replica)
       throw ConfigError("devices", "device plan '" + plan_.text +
                                        "' names CUDA devices, but this Tandem's CUDA module was "
                                        "built without the CUDA backend");
+    if (pipeline_) require_device_hand_offs(template_, pipeline_->layout, plan_.text);
   }
   const std::vector<int> stage_threads = core_shares(plan_.size());
   for (int r = 0; r < replica_count; ++r) {
@@ -205,8 +226,12 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
     }
     const DeviceSpec& device = replicas.replicas[static_cast<std::size_t>(r)];
     if (device.kind == DeviceKind::cpu) place_on_cpu(*model, layer_precisions);
-    if (pipeline_) {
-      const auto first = plan_.replicas.begin() + static_cast<std::ptrdiff_t>(r) * stages;
+    const auto first = plan_.replicas.begin() + static_cast<std::ptrdiff_t>(r) * stages;
+    if (pipeline_ && cuda) {
+      replicas_.push_back(cuda->api->make_cuda_pipeline_replica(
+          *model, *opt, {first, first + stages}, precision_, stage_streams, r, pipeline_->layout,
+          pipeline_->microbatches, pipeline_->schedule));
+    } else if (pipeline_) {
       replicas_.push_back(detail::make_cpu_pipeline_replica(
           *model, *opt, {first, first + stages},
           {stage_threads.begin() + static_cast<std::ptrdiff_t>(r) * stages,

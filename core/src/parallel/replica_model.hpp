@@ -167,6 +167,9 @@ class ReplicaModel {
   Precision precision_;
   std::optional<PipelinePlan> pipeline_;
   std::unique_ptr<Communicator> communicator_;
+  // A CUDA pipeline's: per stage after the first, the replicas' sum of that stage (the first
+  // stage's is communicator_); null where there is nothing to sum.
+  std::vector<std::unique_ptr<StreamCommunicator>> stage_communicators_;
   std::vector<std::unique_ptr<Model>> owned_;  // host models of replicas 1..N-1
   std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;
   std::vector<std::unique_ptr<detail::Replica>> replicas_;  // [0] holds the template

@@ -129,15 +129,76 @@ TEST(PipelineConfig, EveryWrongSettingNamesItsPlace) {
   EXPECT_EQ(again.balance, PipelineBalance::time);
 }
 
-TEST(PipelineConfig, ThePlanMustHoldWholePipelinesOfCpus) {
+TEST(PipelineConfig, ThePlanMustHoldWholePipelines) {
   EXPECT_EQ(pipeline_replicas(DevicePlan::cpus(4), 2), 2);
   EXPECT_NE(config_error([] { pipeline_replicas(DevicePlan::cpus(3), 2); })
                 .find("'pipeline.stages': 2 stages do not divide device plan 'cpu:3' (3 devices)"),
             std::string::npos);
-  DevicePlan gpus{{{DeviceKind::cuda, 0}, {DeviceKind::cuda, 1}}, "cuda:0,1"};
-  EXPECT_NE(config_error([&] { pipeline_replicas(gpus, 2); })
-                .find("'pipeline': pipeline stages on CUDA devices are not built yet"),
+  const DevicePlan gpus{
+      {{DeviceKind::cuda, 0}, {DeviceKind::cuda, 1}, {DeviceKind::cuda, 2}, {DeviceKind::cuda, 3}},
+      "cuda:0,1,2,3"};
+  EXPECT_EQ(pipeline_replicas(gpus, 2), 2);  // two replicas of a pipeline over two GPUs
+  EXPECT_NE(config_error([&] { pipeline_replicas(gpus, 3); })
+                .find("3 stages do not divide device plan 'cuda:0,1,2,3' (4 devices)"),
             std::string::npos);
+}
+
+// x -> a; b = Dense(a); c = Dense(a); d = Dense(a); e = Add(b, c, d) -> out; and the 3-stage
+// chain x -> p -> q -> r = Add(q, p) -> out2: what stages on separate GPUs can hand over.
+json fan_model_config() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "fan", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 3]},
+       "inbound_nodes": []},
+      {"class_name": "Dense", "name": "a", "config": {"name": "a", "units": 4},
+       "inbound_nodes": [[["x", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "b", "config": {"name": "b", "units": 4},
+       "inbound_nodes": [[["a", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "c", "config": {"name": "c", "units": 4},
+       "inbound_nodes": [[["a", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "d", "config": {"name": "d", "units": 4},
+       "inbound_nodes": [[["a", 0, 0, {}]]]},
+      {"class_name": "Add", "name": "e", "config": {"name": "e"},
+       "inbound_nodes": [[["b", 0, 0, {}], ["c", 0, 0, {}], ["d", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 2},
+       "inbound_nodes": [[["e", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]}})");
+}
+
+TEST(PipelineLayout, DeviceStagesHandOverOnlyToTheNextStage) {
+  const auto fan = Model::from_config(fan_model_config(), "model", 1);
+  const auto layout = [&](const Model& m, const json& stages) {
+    return plan_of(m, {{"stages", stages}}).layout;
+  };
+  const auto refused = [&](const Model& m, const json& stages) {
+    return config_error([&] { require_device_hand_offs(m, layout(m, stages), "cuda:0,1,2"); });
+  };
+  // a is read by b, c, d of stage 1: one copy of a over the boundary, its gradient summed there.
+  const PipelineLayout fanned = layout(*fan, {{"a"}, {"b", "c", "d", "e", "out"}});
+  EXPECT_EQ(stage_hand_offs(*fan, fanned), (std::vector<std::vector<std::size_t>>{{0}}));
+  EXPECT_NO_THROW(require_device_hand_offs(*fan, fanned, "cuda:0,1"));
+  // Three stages: b and a cross the first boundary, e the second.
+  const PipelineLayout three = layout(*fan, {{"a", "b"}, {"c", "d", "e"}, {"out"}});
+  EXPECT_EQ(stage_hand_offs(*fan, three), (std::vector<std::vector<std::size_t>>{{0, 1}, {4}}));
+  // ...but a is read by b in its own stage and by c and d in the next: summed on two GPUs.
+  EXPECT_NE(refused(*fan, {{"a", "b"}, {"c", "d", "e"}, {"out"}})
+                .find("'pipeline.stages': 'a' (stage 0) is read by 2 layers of the next stage "
+                      "and by its own: its gradient would be summed on two GPUs on plan "
+                      "'cuda:0,1,2'"),
+            std::string::npos);
+  // e (stage 2) reads b (stage 0) two stages back.
+  const std::string back = refused(  // (each pair spelled out: not a JSON object)
+      *fan, json::array({json::array({"a", "b"}), json::array({"c", "d"}),
+                         json::array({"e", "out"})}));
+  EXPECT_NE(back.find("layer 'e' (stage 2) reads 'b' of stage 0"), std::string::npos) << back;
+  // A later stage reads the model's input.
+  const auto residual = Model::from_config(residual_model_config(), "model", 1);
+  EXPECT_NE(refused(*residual, {{"inner", "drop"}, {"skip", "side", "join", "logits"}})
+                .find("layer 'skip' (stage 1) reads a model input on plan 'cuda:0,1,2': stages "
+                      "on separate devices hand tensors only to the next stage; move the cut"),
+            std::string::npos);
+  EXPECT_EQ(stage_hand_offs(*residual, layout(*residual, {{"inner", "drop", "skip", "side"},
+                                                          {"join", "logits"}})),
+            (std::vector<std::vector<std::size_t>>{{2, 3}}));
 }
 
 // 10 Adam steps of `config` through pipelines on `devices` CPU workers, against the template

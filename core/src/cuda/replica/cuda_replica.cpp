@@ -32,6 +32,7 @@
 #include "cuda/replica/bucketed_reduction.hpp"
 #include "cuda/replica/device_parameters.hpp"
 #include "cuda/replica/host_copies.hpp"
+#include "cuda/replica/replica_device.hpp"
 #include "cuda/replica/step_graphs.hpp"
 #include "nn/constraint.hpp"
 #include "nn/dtype_policy.hpp"
@@ -43,20 +44,8 @@ namespace tandem::detail {
 
 namespace {
 
-cuda::Precision device_precision(Precision p) {
-  switch (p) {
-    case Precision::tf32: return cuda::Precision::tf32;
-    case Precision::bf16: return cuda::Precision::bf16;
-    case Precision::fp16: return cuda::Precision::fp16;
-    case Precision::fp32: break;
-  }
-  return cuda::Precision::fp32;
-}
-
-// Makes `device` current for the calling thread (each replica's worker thread drives one GPU).
-void use_device(int device) {
-  cuda::check(cudaSetDevice(device), "cudaSetDevice");
-}
+using cuda::device_precision;
+using cuda::use_device;
 
 std::vector<const Metric*> metric_keys(const Objective& objective) {
   std::vector<const Metric*> keys;
