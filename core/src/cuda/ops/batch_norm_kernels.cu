@@ -18,27 +18,23 @@ std::int64_t blocks_of(std::int64_t rows, std::int64_t width) {
   return (rows + block - 1) / block;
 }
 
-// partial[blk * channels + c] = sum over the block's rows of x[r, c] (mean == null) or of
-// (x[r, c] - mean[c])^2, in row order.
-__global__ void bn_partial_kernel(const float* x, const double* mean, double* partial,
-                                  std::int64_t rows, std::int64_t channels, std::int64_t block,
-                                  std::int64_t blocks) {
+// partial[blk * 2C + c] = sum over the block's rows of d = x[r, c] - x[0, c], partial[blk * 2C +
+// C + c] = sum of d * d, in row order (the CPU's one-pass statistics).
+__global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t rows,
+                                  std::int64_t channels, std::int64_t block, std::int64_t blocks) {
   const std::int64_t n = blocks * channels;
   for (std::int64_t t = grid_first(); t < n; t += grid_step()) {
     const std::int64_t c = t % channels, blk = t / channels;
     const std::int64_t r1 = (blk + 1) * block < rows ? (blk + 1) * block : rows;
-    double acc = 0.0;
-    if (mean == nullptr) {
-      for (std::int64_t r = blk * block; r < r1; ++r)
-        acc = __dadd_rn(acc, static_cast<double>(x[r * channels + c]));
-    } else {
-      const double m = mean[c];
-      for (std::int64_t r = blk * block; r < r1; ++r) {
-        const double d = __dsub_rn(static_cast<double>(x[r * channels + c]), m);
-        acc = __dadd_rn(acc, __dmul_rn(d, d));
-      }
+    const double first = static_cast<double>(x[c]);
+    double sum = 0.0, squares = 0.0;
+    for (std::int64_t r = blk * block; r < r1; ++r) {
+      const double d = __dsub_rn(static_cast<double>(x[r * channels + c]), first);
+      sum = __dadd_rn(sum, d);
+      squares = __dadd_rn(squares, __dmul_rn(d, d));
     }
-    partial[t] = acc;
+    partial[blk * 2 * channels + c] = sum;
+    partial[blk * 2 * channels + channels + c] = squares;
   }
 }
 
@@ -56,12 +52,6 @@ __device__ double bn_total(const double* partial, std::int64_t blocks, std::int6
   return s;
 }
 
-__global__ void bn_mean_kernel(const double* partial, double* mean, std::int64_t blocks,
-                               std::int64_t channels, double count) {
-  for (std::int64_t c = grid_first(); c < channels; c += grid_step())
-    mean[c] = __ddiv_rn(bn_total(partial, blocks, channels, c), count);
-}
-
 // a and b of y = (x - shift) * a + b.
 __device__ void bn_affine(const BatchNormState& s, const float* gamma, const float* beta,
                           std::int64_t c) {
@@ -69,14 +59,18 @@ __device__ void bn_affine(const BatchNormState& s, const float* gamma, const flo
   s.b[c] = beta ? beta[c] : 0.0f;
 }
 
-__global__ void bn_training_finish_kernel(const double* partial, std::int64_t blocks,
-                                          std::int64_t channels, double count, const float* gamma,
-                                          const float* beta, float* moving_mean,
-                                          float* moving_variance, double momentum, double epsilon,
-                                          BatchNormState s) {
+__global__ void bn_training_finish_kernel(const float* x, const double* partial,
+                                          std::int64_t blocks, std::int64_t channels, double count,
+                                          const float* gamma, const float* beta,
+                                          float* moving_mean, float* moving_variance,
+                                          double momentum, double epsilon, BatchNormState s) {
   for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
-    const double mean = s.mean[c];
-    const double var = __ddiv_rn(bn_total(partial, blocks, channels, c), count);  // biased
+    const double m = __ddiv_rn(bn_total(partial, blocks, 2 * channels, c), count);
+    const double mean = __dadd_rn(static_cast<double>(x[c]), m);
+    const double squares = __ddiv_rn(bn_total(partial, blocks, 2 * channels, channels + c), count);
+    const double deviation = __dsub_rn(squares, __dmul_rn(m, m));
+    const double var = deviation < 0.0 ? 0.0 : deviation;  // biased; std::max(v, 0.0)
+    s.mean[c] = mean;
     s.shift[c] = static_cast<float>(mean);
     s.inv_std[c] = static_cast<float>(__ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, epsilon))));
     const double keep = __dsub_rn(1.0, momentum);
@@ -170,9 +164,8 @@ std::int64_t batch_norm_block_rows(std::int64_t width) {
 }
 
 std::int64_t batch_norm_scratch_doubles(std::int64_t rows, std::int64_t channels) {
-  const std::int64_t forward = blocks_of(rows, channels) * channels;
-  const std::int64_t backward = blocks_of(rows, 2 * channels) * 2 * channels;
-  const std::int64_t most = forward > backward ? forward : backward;
+  // The statistics and the gradient sums both keep two sums per channel per block.
+  const std::int64_t most = blocks_of(rows, 2 * channels) * 2 * channels;
   return most > 1 ? most : 1;
 }
 
@@ -182,20 +175,14 @@ void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int6
                                     const BatchNormState& state, double* partial,
                                     cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
-  const std::int64_t block = batch_norm_block_rows(channels);
-  const std::int64_t blocks = blocks_of(rows, channels);
+  const std::int64_t block = batch_norm_block_rows(2 * channels);
+  const std::int64_t blocks = blocks_of(rows, 2 * channels);
   const double count = static_cast<double>(rows);
-  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
-      x, nullptr, partial, rows, channels, block, blocks);
+  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(x, partial, rows,
+                                                                           channels, block, blocks);
   check_launch("batch_norm (sums)");
-  bn_mean_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(partial, state.mean, blocks,
-                                                                channels, count);
-  check_launch("batch_norm (mean)");
-  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
-      x, state.mean, partial, rows, channels, block, blocks);
-  check_launch("batch_norm (squared deviations)");
   bn_training_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
-      partial, blocks, channels, count, gamma, beta, moving_mean, moving_variance, momentum,
+      x, partial, blocks, channels, count, gamma, beta, moving_mean, moving_variance, momentum,
       epsilon, state);
   check_launch("batch_norm (statistics)");
 }

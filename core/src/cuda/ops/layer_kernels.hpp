@@ -99,9 +99,10 @@ struct BatchNormState {
   float* k2 = nullptr;       // the backward's mean(dy * x-hat) (batch statistics)
 };
 
-/// Training statistics: mean and biased variance of x (rows x channels), two passes (squared
-/// deviations); fills shift, inv_std, a, b and moves moving_mean / moving_variance by Keras 3's
-/// formula (momentum). rows > 0. gamma / beta may be null (scale / center off).
+/// Training statistics: mean and biased variance of x (rows x channels) in one pass (the sums of
+/// d = x - x[row 0] and of d², as the CPU's); fills mean, shift, inv_std, a, b and moves
+/// moving_mean / moving_variance by Keras 3's formula (momentum). rows > 0. gamma / beta may be
+/// null (scale / center off).
 void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int64_t channels,
                                     const float* gamma, const float* beta, float* moving_mean,
                                     float* moving_variance, double momentum, double epsilon,
