@@ -11,6 +11,7 @@
 #include "gpu/gpu_test_support.hpp"
 #include "gpu/replica_test_support.hpp"
 #include "tandem/devices.hpp"
+#include "tandem/error.hpp"
 
 namespace tandem {
 namespace {
@@ -124,6 +125,28 @@ TEST(CudaPipeline, EvaluateAndPredictCrossTheStages) {
   const StepSums e_cpu = cpu.meta->evaluate(b, *cpu.loss, cpu.metrics);
   EXPECT_LE(relative(e_gpu.loss.sum, e_cpu.loss.sum), 1e-5);
   EXPECT_EQ(e_gpu.loss.count, e_cpu.loss.count);
+}
+
+// Keras' global_clipnorm takes the norm of every gradient, whichever stage holds it; an
+// optimizer the stages cannot clip, or a model they cannot pipeline, is refused up front.
+TEST(CudaPipeline, GlobalClipnormSpansTheStages) {
+  REQUIRE_GPU();
+  const json clipped = {{"class_name", "SGD"},
+                        {"config", {{"learning_rate", 0.5}, {"global_clipnorm", 0.05}}}};
+  Side cpu(mlp(), clipped, kLoss, json::array(), "cpu", Precision::fp32);
+  Side piped(mlp(), clipped, kLoss, gpus({0, 0}, "cuda:0 twice"),
+             json{{"stages", 2}, {"microbatches", 2}});
+  expect_same_training(piped, cpu, 1e-3);
+  const json both = {
+      {"class_name", "SGD"},
+      {"config", {{"learning_rate", 0.5}, {"global_clipnorm", 0.05}, {"clipnorm", 0.1}}}};
+  try {
+    Side refused(mlp(), both, kLoss, gpus({0, 0}, "cuda:0 twice"), json{{"stages", 2}});
+    ADD_FAILURE() << "global_clipnorm with clipnorm was pipelined";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("global_clipnorm with clipnorm"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CudaPipeline, StagesOnTwoGpusComputeWhatStagesSharingOneDo) {

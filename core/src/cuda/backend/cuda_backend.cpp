@@ -134,9 +134,7 @@ std::map<std::uint64_t, std::uint64_t> CudaBackend::dropout_calls() {
 void CudaBackend::set_dropout_calls(std::uint64_t stream, std::uint64_t calls) {
   DeviceBuffer& counter = step_->dropout_calls[stream];
   if (counter.size() == 0) counter.resize(*allocator_, 2);  // one uint64
-  check(cudaMemcpyAsync(counter.data(), &calls, sizeof calls, cudaMemcpyHostToDevice, stream_),
-        "copy of Dropout's call count to the device");
-  check(cudaStreamSynchronize(stream_), "copy of Dropout's call count to the device");
+  cuda::set_dropout_calls(reinterpret_cast<std::uint64_t*>(counter.data()), calls, stream_);
 }
 
 void CudaBackend::count_dropout_calls() {

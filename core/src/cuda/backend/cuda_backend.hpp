@@ -50,7 +50,8 @@ class CudaBackend final : public backend::Backend {
   bool captured_safely() const { return step_->captured_safely; }
   void reset_capture_check() { step_->captured_safely = true; }
 
-  /// Dropout's call counts on the device, by random stream: read back (synchronizes) and set.
+  /// Dropout's call counts on the device, by random stream: read back (synchronizes), and set
+  /// (queued on the stream: a pipeline stage resets them before every micro-batch).
   std::map<std::uint64_t, std::uint64_t> dropout_calls();
   void set_dropout_calls(std::uint64_t stream, std::uint64_t calls);
   /// Counts one training call of every Dropout layer seen so far (a step with no rows here).

@@ -109,6 +109,10 @@ __global__ void count_call_kernel(std::uint64_t* calls) {
   ++*calls;
 }
 
+__global__ void set_calls_kernel(std::uint64_t* calls, std::uint64_t value) {
+  *calls = value;
+}
+
 __global__ void multiply_kernel(const float* a, const float* b, float* out, std::int64_t n) {
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = backend::math::fmul(a[i], b[i]);
 }
@@ -188,6 +192,11 @@ void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint6
 void uniform_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
                    std::uint64_t* calls, std::int64_t offset, cudaStream_t stream) {
   draw_noise<Noise::uniform>(noise, rows, cols, stream_key, calls, offset, stream, "uniform_noise");
+}
+
+void set_dropout_calls(std::uint64_t* calls, std::uint64_t value, cudaStream_t stream) {
+  set_calls_kernel<<<1, 1, 0, stream>>>(calls, value);
+  check(cudaGetLastError(), "Dropout's call count");
 }
 
 void count_dropout_call(std::uint64_t* calls, cudaStream_t stream) {

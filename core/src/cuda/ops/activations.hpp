@@ -41,6 +41,8 @@ void normal_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint6
 /// uniform_noise), keyed and counted in `calls` as dropout_forward.
 void uniform_noise(float* noise, std::int64_t rows, std::int64_t cols, std::uint64_t stream_key,
                    std::uint64_t* calls, std::int64_t offset, cudaStream_t stream);
+/// *calls = value on the device, queued on `stream` (no synchronization).
+void set_dropout_calls(std::uint64_t* calls, std::uint64_t value, cudaStream_t stream);
 /// ++*calls on the device: a training forward of Dropout that had no rows to mask.
 void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "backend/kernel_math.hpp"
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/replica/host_copies.hpp"
 #include "cuda/replica/pipeline_stage.hpp"
@@ -75,6 +76,12 @@ class CudaPipelineReplica : public Replica {
                         "a model with activity_regularizer layers cannot be "
                         "pipelined over GPUs (its penalties span the stages); "
                         "train it without stages or on a CPU plan");
+    const backend::OptimizerDesc rule = optimizer.desc();
+    if (rule.global_clipnorm > 0 && rule.clipnorm > 0)
+      throw ConfigError("optimizer",
+                        "global_clipnorm with clipnorm cannot be pipelined over GPUs (each "
+                        "tensor's clip reads its unscaled norm, which the stages' global scaling "
+                        "changes); give one of them");
     make_stages(precision);
     owner_ = model_.clone();
     place_layers(*owner_);
@@ -128,12 +135,17 @@ class CudaPipelineReplica : public Replica {
     }
     place_batch(x, y, &objective);
     step_ = &step;
-    stage_seconds_ = scheduler_->run([this](int s, const StageOperation& op) {
-      if (op.forward)
-        forward(static_cast<std::size_t>(s), op.microbatch);
-      else
-        backward(static_cast<std::size_t>(s), op.microbatch);
-    });
+    try {
+      stage_seconds_ = scheduler_->run([this](int s, const StageOperation& op) {
+        if (op.forward)
+          forward(static_cast<std::size_t>(s), op.microbatch);
+        else
+          backward(static_cast<std::size_t>(s), op.microbatch);
+      });
+    } catch (...) {
+      step_ = nullptr;
+      throw;
+    }
     step_ = nullptr;
     advance_random_states(step.rows.front() > 0);
     use_device(stages_.back()->device);
@@ -189,6 +201,9 @@ class CudaPipelineReplica : public Replica {
   bool sums_gradients() const override { return true; }
 
   void apply_update() override {
+    std::int64_t trainable = 0;
+    for (auto& stage : stages_) trainable += stage->parameters->layout().trainable_floats;
+    if (trainable == 0) return;
     if (LossScale* scale = optimizer_.loss_scale()) {
       // One verdict for the whole model: every stage unscaled, skipped together.
       bool finite = true;
@@ -202,12 +217,16 @@ class CudaPipelineReplica : public Replica {
     }
     optimizer_.set_iterations(optimizer_.iterations() + 1);
     for (std::size_t s = 0; s < stages_.size(); ++s) {
+      use_device(stages_[s]->device);
+      nn::add_penalty_gradients(*owner_, layout_.layers[s]);  // Keras' kernel_regularizer, ...
+    }
+    backend::OptimizerDesc rule = optimizer_.desc();
+    clip_globally(rule);
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
       cuda::PipelineStage& stage = *stages_[s];
       use_device(stage.device);
       if (stage.parameters->layout().trainable_floats == 0) continue;
-      nn::add_penalty_gradients(*owner_, layout_.layers[s]);
-      stage.backend.optimizer_update(optimizer_.desc(), optimizer_.iterations(),
-                                     optimizer_.step_learning_rate(),
+      stage.backend.optimizer_update(rule, optimizer_.iterations(), optimizer_.step_learning_rate(),
                                      stage.parameters->update_tensors());
       nn::apply_constraints(*owner_, layout_.layers[s]);
       cuda::check(cudaGetLastError(), "the optimizer update");
@@ -348,10 +367,11 @@ class CudaPipelineReplica : public Replica {
   void place_batch(const Tensor& x, const Tensor& y, const Objective* objective) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     if (rows == 0) return;
+    for (auto& stage : stages_)
+      stage->allocator->set_context("a batch of " + std::to_string(rows) +
+                                    " samples on this pipeline");
     cuda::PipelineStage& first = *stages_.front();
     use_device(first.device);
-    first.allocator->set_context("a batch of " + std::to_string(rows) +
-                                 " samples on this pipeline");
     first.backend.place(x_, x.shape());
     cuda::copy_to_device(x_.data(), x.data(), x.size(), first.stream.get());
     if (!objective) return;
@@ -414,37 +434,53 @@ class CudaPipelineReplica : public Replica {
   // Stage s pulls the activations it reads from stage s - 1 (its worker, or the caller's thread
   // in evaluate and predict).
   void receive_activations(std::size_t s, Slot& slot) {
-    cuda::PipelineStage& stage = *stages_[s];
     cuda::HandOff& h = slot.hand_offs[s - 1];
-    wait(stage.copy_stream, *h.forward_computed);
-    wait(stage.copy_stream, *slot.released[s]);  // the slot's last use of the copies
-    for (std::size_t j = 0; j < hand_offs_[s - 1].size(); ++j) {
-      const std::size_t k = hand_offs_[s - 1][j];
-      cuda::copy_between_devices(*slot.model->call_output(k), stages_[s - 1]->device,
-                                 h.activations[j], stage.device, stage.backend,
-                                 stage.copy_stream.get());
-      slot.model->set_call_output(k, &h.activations[j]);
-    }
-    record(*h.activations_received, stage.copy_stream);
-    wait(stage.stream, *h.activations_received);
+    std::vector<const Tensor*> sources;
+    for (std::size_t k : hand_offs_[s - 1]) sources.push_back(slot.model->call_output(k));
+    pull(s, s - 1, sources, h.activations, *h.forward_computed, *slot.released[s],
+         stages_[s]->activation_copies, *h.activations_received);
+    for (std::size_t j = 0; j < hand_offs_[s - 1].size(); ++j)
+      slot.model->set_call_output(hand_offs_[s - 1][j], &h.activations[j]);
   }
 
   // Stage s pulls the gradients of what it handed to stage s + 1 (its worker).
   void receive_gradients(std::size_t s, Slot& slot) {
-    cuda::PipelineStage& stage = *stages_[s];
     cuda::HandOff& h = slot.hand_offs[s];
-    wait(stage.copy_stream, *h.backward_computed);
-    wait(stage.copy_stream, *slot.released[s]);
-    for (std::size_t j = 0; j < hand_offs_[s].size(); ++j) {
-      const std::size_t k = hand_offs_[s][j];
-      const Tensor* grad = slot.model->output_gradient(k);
-      if (!grad) continue;  // nothing after it trains
-      cuda::copy_between_devices(*grad, stages_[s + 1]->device, h.gradients[j], stage.device,
-                                 stage.backend, stage.copy_stream.get());
-      slot.model->set_output_gradient(k, &h.gradients[j]);
+    std::vector<const Tensor*> sources;
+    for (std::size_t k : hand_offs_[s]) sources.push_back(slot.model->output_gradient(k));
+    pull(s, s + 1, sources, h.gradients, *h.backward_computed, *slot.released[s],
+         stages_[s]->gradient_copies, *h.gradients_received);
+    for (std::size_t j = 0; j < hand_offs_[s].size(); ++j)
+      if (sources[j]) slot.model->set_output_gradient(hand_offs_[s][j], &h.gradients[j]);
+  }
+
+  // Stage s copies `sources` (on stage `from`'s GPU; null: nothing after it trains) into
+  // `copies` on `copy_stream`, once `computed` (stage from's) and `released` (the slot's last use
+  // of the copies here) are reached; its compute stream then waits for `received`.
+  void pull(std::size_t s, std::size_t from, const std::vector<const Tensor*>& sources,
+            std::vector<Tensor>& copies, const cuda::CudaEvent& computed,
+            const cuda::CudaEvent& released, const cuda::CudaStream& copy_stream,
+            const cuda::CudaEvent& received) {
+    cuda::PipelineStage& stage = *stages_[s];
+    bool grown = false;
+    for (std::size_t j = 0; j < sources.size(); ++j) {
+      if (!sources[j]) continue;
+      const float* before = copies[j].data();
+      stage.backend.place(copies[j], sources[j]->shape());
+      grown = grown || copies[j].data() != before;
     }
-    record(*h.gradients_received, stage.copy_stream);
-    wait(stage.stream, *h.gradients_received);
+    if (grown) {  // a block from the allocator's cache: free only in the compute stream's order
+      record(stage.compute_tail, stage.stream);
+      wait(copy_stream, stage.compute_tail);
+    }
+    wait(copy_stream, computed);
+    wait(copy_stream, released);
+    for (std::size_t j = 0; j < sources.size(); ++j)
+      if (sources[j])
+        cuda::copy_between_devices(*sources[j], stages_[from]->device, copies[j], stage.device,
+                                   stage.backend, copy_stream.get());
+    record(received, copy_stream);
+    wait(stage.stream, received);
   }
 
   // Inference through every stage on the calling thread (evaluate, predict).
@@ -473,15 +509,46 @@ class CudaPipelineReplica : public Replica {
     }
   }
 
-  // After a step: a Dropout has made one more training call (rows or none, as CudaReplica
-  // counts); other random layers are where micro-batch 0's forward left them, if it ran.
+  // After a step, the layers' random states are where micro-batch 0's forward left them (each
+  // micro-batch starts from the step's), as on the CPU. With no rows here nothing ran: a Dropout
+  // whose counter exists on its stage's GPU counts one call more, as CudaReplica's do.
   void advance_random_states(bool first_ran) {
-    for (std::size_t l = 0; l < random_states_.size(); ++l) {
-      auto& state = random_states_[l];
-      if (state.size() == 2)
-        ++state[1];
-      else if (!state.empty() && first_ran)
-        state = slots_.front().model->layer(l).random_state();
+    if (first_ran) {
+      for (std::size_t l = 0; l < random_states_.size(); ++l)
+        if (!random_states_[l].empty())
+          random_states_[l] = slots_.front().model->layer(l).random_state();
+      return;
+    }
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      use_device(stages_[s]->device);
+      const auto counters = stages_[s]->backend.dropout_calls();
+      for (std::size_t l : layout_.layers[s]) {
+        auto& state = random_states_[l];
+        if (state.size() == 2 && counters.count(state[0])) ++state[1];
+      }
+    }
+  }
+
+  // Keras' global_clipnorm spans every stage: the norm of all the gradients (each stage's sum of
+  // squares in double, added in stage order), every stage's gradients scaled by
+  // kernel_math's global_clip_scale of it, and the update then told not to clip again.
+  void clip_globally(backend::OptimizerDesc& rule) {
+    if (!(rule.global_clipnorm > 0) || stages_.size() < 2) return;
+    double squares = 0;
+    for (auto& stage : stages_) {
+      use_device(stage->device);
+      stage->penalty_sums->reset(1);
+      stage->backend.penalty_sum(stage->parameters->gradients(), 0.0f, 1.0f, *stage->penalty_sums,
+                                 0);
+      squares += stage->penalty_sums->read()[0];
+    }
+    const double factor = backend::math::global_clip_scale(squares, rule.global_clipnorm);
+    rule.global_clipnorm = 0;
+    if (factor == 1.0) return;
+    for (auto& stage : stages_) {
+      use_device(stage->device);
+      stage->backend.scale_checking_finite(stage->parameters->gradients(),
+                                           static_cast<float>(factor));
     }
   }
 

@@ -8,7 +8,8 @@ namespace tandem::cuda {
 PipelineStage::PipelineStage(int device_index, Precision precision, bool float_layers)
     : device(device_index),
       stream(device_index),
-      copy_stream(device_index),
+      activation_copies(device_index),
+      gradient_copies(device_index),
       allocator(std::make_shared<DeviceAllocator>(device_index)),
       gemm(*allocator, stream.get(), precision),
       backend(allocator, stream.get(), gemm, precision),

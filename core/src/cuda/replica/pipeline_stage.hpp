@@ -4,10 +4,12 @@
 //
 // Hand-offs are pulled: the stage that needs a tensor (the next stage an activation, the
 // previous one a gradient) allocates the copy on its own GPU and queues cudaMemcpyPeerAsync on
-// its own copy stream, behind an event of the stage that computed the tensor and behind the last
-// use of the slot's buffer, and its compute stream waits for the copy's event. So every stage's
-// thread touches only its own GPU's allocator and streams, and copies overlap the compute of the
-// other micro-batches.
+// its own copy stream (one for activations, one for gradients, so neither waits behind the
+// other), behind an event of the stage that computed the tensor and behind the last use of the
+// slot's buffer, and its compute stream waits for the copy's event. A buffer that had to grow
+// (a block of the allocator's cache, which only the compute stream's order protects) also waits
+// for the compute queued so far. So every stage's thread touches only its own GPU's allocator
+// and streams, and copies overlap the compute of the other micro-batches.
 //
 // Ownership: a Stage owns its streams, allocator, backends, parameters and scratch (destroyed
 // after its streams drained); a HandOff owns its copies and events. Thread-safety: a stage's
@@ -36,8 +38,10 @@ struct PipelineStage {
   PipelineStage& operator=(const PipelineStage&) = delete;
 
   int device;
-  CudaStream stream;       // the stage's compute
-  CudaStream copy_stream;  // the copies it pulls from its neighbours
+  CudaStream stream;             // the stage's compute
+  CudaStream activation_copies;  // the activations it pulls from the previous stage
+  CudaStream gradient_copies;    // the gradients it pulls from the next stage
+  CudaEvent compute_tail;        // recorded where a copy must wait for the compute queued so far
   std::shared_ptr<DeviceAllocator> allocator;
   DenseGemm gemm;
   CudaBackend backend;
