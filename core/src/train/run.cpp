@@ -200,6 +200,8 @@ Placement placement_for(const RunConfig& rc, const Model& model, const DevicePla
   }
   placement.pipeline = PipelinePlan{cut_into_stages(model, rc.pipeline, seconds),
                                     rc.pipeline.microbatches, rc.pipeline.schedule};
+  // Stages on GPUs hand over only to the next stage: said by `tandem check` too, before training.
+  if (!plan.all_cpu()) require_device_hand_offs(model, placement.pipeline->layout, plan.text);
   return placement;
 }
 
