@@ -123,14 +123,18 @@ TEST_F(BackendOps, ColumnSumsMultiplyAndFillFollowTheCpu) {
   expect_same(f_cpu, down(f_gpu), "fill");
 }
 
-// The merging layers' operations: an element-wise sum, and a block of columns between matrices
-// (Concatenate's forward and its gradient's way back), bit for bit.
+// The merging layers' operations: an element-wise sum (and with the relu an Add absorbs), and a
+// block of columns between matrices (Concatenate's forward and its gradient's way back), bit for
+// bit.
 TEST_F(BackendOps, AddAndColumnBlocksAreTheCpusBitForBit) {
   const Tensor x = random_host({300, 17}, 7), y = random_host({300, 17}, 8);
   Tensor a_cpu({300, 17}), a_gpu = gpu_tensor({300, 17});
   cpu().add(x, y, a_cpu);
   gpu().add(up(x), up(y), a_gpu);
   expect_same(a_cpu, down(a_gpu), "add");
+  cpu().add_relu(x, y, a_cpu);
+  gpu().add_relu(up(x), up(y), a_gpu);
+  expect_same(a_cpu, down(a_gpu), "add_relu");
   Tensor c_cpu({300, 40}), c_gpu = gpu_tensor({300, 40});
   cpu().fill(c_cpu, -1.0f);
   gpu().fill(c_gpu, -1.0f);

@@ -253,6 +253,9 @@ class Backend {
   /// out = a + b element-wise, in float (out may be a or b): merging layers and the gradient
   /// sums where a tensor feeds several layers of a graph.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out = max(0, a + b) element-wise (kernel_math's relu of the float sum; out may be a or b):
+  /// an Add whose reader's relu it applies (nn::ReluAbsorber).
+  virtual void add_relu(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   /// out = a - b element-wise (out may be a or b).
   virtual void subtract(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   /// out = x * scale + offset element-wise, in float (out may be x).

@@ -43,12 +43,23 @@ std::vector<const Tensor*> ElementwiseMerge::backward_inputs(const Tensor& grad_
 }
 
 void Add::merge(const std::vector<const Tensor*>& inputs) {
-  ops().add(*inputs[0], *inputs[1], output_);
-  for (std::size_t i = 2; i < inputs.size(); ++i) ops().add(output_, *inputs[i], output_);
+  // (((x0 + x1) + x2) ...), the absorbed relu applied with the last addition.
+  const Tensor* sum = inputs[0];
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    if (output_relu_ && i + 1 == inputs.size())
+      ops().add_relu(*sum, *inputs[i], output_);
+    else
+      ops().add(*sum, *inputs[i], output_);
+    sum = &output_;
+  }
 }
 
 std::vector<const Tensor*> Add::gradients(const Tensor& dy) {
-  return std::vector<const Tensor*>(inputs_, &dy);
+  if (!output_relu_) return std::vector<const Tensor*>(inputs_, &dy);
+  // The relu's gradient (its own arithmetic: y > 0 exactly where its input was), shared by all.
+  ops().activation_backward(backend::ActivationKind::relu, output_, output_, dy,
+                            ops().place(grads_[0], dy.shape()), 1);
+  return std::vector<const Tensor*>(inputs_, &grads_[0]);
 }
 
 void Subtract::merge(const std::vector<const Tensor*>& inputs) {

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "nn/layer_extensions.hpp"
 #include "nn/merge.hpp"
 #include "util/internal_api.hpp"
 
@@ -42,14 +43,21 @@ class ElementwiseMerge : public MergeLayer {
   Shape shape_;  // every input's and the output's, per sample
 };
 
-class Add : public ElementwiseMerge {
+/// Followed by a relu that is its only reader (nn::ReluAbsorber, paired by the Model), Add writes
+/// max(0, sum) in its last addition and masks the gradient by it once for every input.
+class Add : public ElementwiseMerge, public ReluAbsorber {
  public:
   using ElementwiseMerge::ElementwiseMerge;
   std::string class_name() const override { return "Add"; }
+  void set_absorb_output_relu(bool absorb) override { output_relu_ = absorb; }
+  bool absorbs_output_relu() const { return output_relu_; }
 
  protected:
   void merge(const std::vector<const Tensor*>& inputs) override;
   std::vector<const Tensor*> gradients(const Tensor& dy) override;
+
+ private:
+  bool output_relu_ = false;
 };
 
 class Subtract : public ElementwiseMerge {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "gradient_check.hpp"
+#include "nn/elementwise_merge.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 
@@ -461,6 +462,73 @@ TEST(FunctionalModel, CallArgumentsALayerDoesNotTakeAreRefusedAtTheirPath) {
   EXPECT_NE(error_of(positional).find("args[2]': a positional argument that is not a tensor"),
             std::string::npos)
       << error_of(positional);
+}
+
+// x -> a, b, c (Dense 4 each); Add of two (or all three) -> Activation(relu) -> Dense 3. The
+// Add applies the relu that reads it (nn::ReluAbsorber); the same graph exporting the Add's
+// output keeps them apart. Same weights and batch: the same outputs and gradients, to the bit.
+json add_relu_model(int added, bool export_sum) {
+  auto node = [](std::vector<std::string> from) {
+    json inbound = json::array();
+    for (const auto& n : from) inbound.push_back(json::array({n, 0, 0, json::object()}));
+    return json::array({inbound});
+  };
+  auto entry = [](const std::string& cls, json cfg, json inbound) {
+    const std::string name = cfg["name"];
+    return json{{"class_name", cls}, {"config", cfg}, {"name", name}, {"inbound_nodes", inbound}};
+  };
+  json layers = json::array(
+      {entry("InputLayer", {{"name", "x"}, {"batch_input_shape", {nullptr, 5}}}, json::array())});
+  std::vector<std::string> terms{"a", "b", "c"};
+  terms.resize(static_cast<std::size_t>(added));
+  for (const auto& t : terms)
+    layers.push_back(entry("Dense", {{"name", t}, {"units", 4}}, node({"x"})));
+  layers.push_back(entry("Add", {{"name", "sum"}}, node(terms)));
+  layers.push_back(entry("Activation", {{"name", "relu"}, {"activation", "relu"}}, node({"sum"})));
+  layers.push_back(entry("Dense", {{"name", "out"}, {"units", 3}}, node({"relu"})));
+  json outputs = json::array({json::array({"out", 0, 0})});
+  if (export_sum) outputs.push_back(json::array({"sum", 0, 0}));
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "m"},
+            {"layers", layers},
+            {"input_layers", json::array({json::array({"x", 0, 0})})},
+            {"output_layers", outputs}}}};
+}
+
+TEST(FunctionalModel, AnAddAppliesTheReluThatReadsItWithTheSameBits) {
+  for (const int added : {2, 3}) {
+    SCOPED_TRACE(std::to_string(added) + " inputs");
+    auto fused = Model::from_config(add_relu_model(added, false), "model", 3);
+    auto plain = Model::from_config(add_relu_model(added, true), "model", 3);
+    const auto absorbs = [&](Model& m) {
+      return dynamic_cast<nn::Add&>(m.layer(static_cast<std::size_t>(added))).absorbs_output_relu();
+    };
+    EXPECT_TRUE(absorbs(*fused));
+    EXPECT_FALSE(absorbs(*plain));  // its output is the model's too
+    auto fp = fused->parameters(), pp = plain->parameters();
+    ASSERT_EQ(fp.size(), pp.size());
+    for (std::size_t i = 0; i < fp.size(); ++i) pp[i]->value.copy_from(fp[i]->value);
+    const Tensor x = test::random_tensor({6, 5}, 31);
+    const Tensor g = test::random_tensor({6, 3}, 32);
+    const Tensor yf = fused->forward_outputs(x, true)[0]->clone();
+    const auto& plain_outputs = plain->forward_outputs(x, true);
+    int cut = 0;
+    for (float v : plain_outputs[1]->values()) cut += v <= 0.0f;
+    EXPECT_GT(cut, 0) << "the relu cuts nothing: the mask goes unchecked";
+    for (std::int64_t i = 0; i < yf.size(); ++i) ASSERT_EQ(yf[i], (*plain_outputs[0])[i]) << i;
+    Tensor zeros(plain_outputs[1]->shape());
+    zeros.fill(0.0f);
+    fused->backward_outputs({&g}, [](std::size_t) {});
+    plain->backward_outputs({&g, &zeros}, [](std::size_t) {});
+    double norm = 0;
+    for (std::size_t i = 0; i < fp.size(); ++i)
+      for (std::int64_t k = 0; k < fp[i]->grad.size(); ++k) {
+        ASSERT_EQ(fp[i]->grad[k], pp[i]->grad[k]) << fp[i]->name << " gradient [" << k << "]";
+        norm += std::fabs(fp[i]->grad[k]);
+      }
+    EXPECT_GT(norm, 0);
+  }
 }
 
 }  // namespace

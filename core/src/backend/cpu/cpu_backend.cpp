@@ -35,6 +35,25 @@ void chain(const float* x, const float* y, const float* go, float* gi, std::int6
   });
 }
 
+// out = a + b, and with kRelu max(0, that), element-wise on the CPU backend's tensors.
+template <bool kRelu>
+void sum_elements(const Backend& cpu, const Tensor& a, const Tensor& b, Tensor& out,
+                  const char* operation) {
+  require_device(cpu, a, operation);
+  require_device(cpu, b, operation);
+  require_device(cpu, out, operation);
+  check_same_sizes(a.size(), b.size(), out.size(), operation);
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* op = out.data();
+  cpu::parallel_for(out.size(), cpu::kMemoryBoundChunk, [&](std::int64_t s, std::int64_t e) {
+    for (std::int64_t i = s; i < e; ++i) {
+      const float sum = math::fadd(ap[i], bp[i]);
+      op[i] = kRelu ? math::activation_value(ActivationKind::relu, sum) : sum;
+    }
+  });
+}
+
 // f(row r) for every row, rows split by threads in contiguous ranges.
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t cols, F f) {
@@ -163,16 +182,11 @@ void CpuBackend::multiply(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  require_device(*this, a, "add");
-  require_device(*this, b, "add");
-  require_device(*this, out, "add");
-  check_same_sizes(a.size(), b.size(), out.size(), "add");
-  const float* ap = a.data();
-  const float* bp = b.data();
-  float* op = out.data();
-  cpu::parallel_for(out.size(), cpu::kMemoryBoundChunk, [&](std::int64_t s, std::int64_t e) {
-    for (std::int64_t i = s; i < e; ++i) op[i] = math::fadd(ap[i], bp[i]);
-  });
+  sum_elements<false>(*this, a, b, out, "add");
+}
+
+void CpuBackend::add_relu(const Tensor& a, const Tensor& b, Tensor& out) {
+  sum_elements<true>(*this, a, b, out, "add_relu");
 }
 
 void CpuBackend::copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,

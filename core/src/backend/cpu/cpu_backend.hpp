@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   void column_sums(const Tensor& x, std::int64_t cols, Tensor& out) override;
   void multiply(const Tensor& a, const Tensor& b, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_relu(const Tensor& a, const Tensor& b, Tensor& out) override;
   void subtract(const Tensor& a, const Tensor& b, Tensor& out) override;
   void affine(const Tensor& x, float scale, float offset, Tensor& out) override;
   bool scale_checking_finite(Tensor& values, float factor) override;

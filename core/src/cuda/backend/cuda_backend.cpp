@@ -231,6 +231,14 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   cuda::add(a.data(), b.data(), out.data(), out.size(), stream_);
 }
 
+void CudaBackend::add_relu(const Tensor& a, const Tensor& b, Tensor& out) {
+  require(a, "add_relu");
+  require(b, "add_relu");
+  require(out, "add_relu");
+  backend::check_same_sizes(a.size(), b.size(), out.size(), "add_relu");
+  cuda::add_relu(a.data(), b.data(), out.data(), out.size(), stream_);
+}
+
 void CudaBackend::copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset,
                                Tensor& dst, std::int64_t dst_cols, std::int64_t dst_offset,
                                std::int64_t width) {

@@ -121,6 +121,12 @@ __global__ void add_kernel(const float* a, const float* b, float* out, std::int6
   for (std::int64_t i = first_index(); i < n; i += grid_stride()) out[i] = backend::math::fadd(a[i], b[i]);
 }
 
+__global__ void add_relu_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = first_index(); i < n; i += grid_stride())
+    out[i] = backend::math::activation_value(nn::ActivationKind::relu,
+                                             backend::math::fadd(a[i], b[i]));
+}
+
 }  // namespace
 
 void activation_forward(nn::ActivationKind kind, const float* in, float* out, std::int64_t rows,
@@ -214,6 +220,12 @@ void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_
   if (n <= 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
   check(cudaGetLastError(), "add");
+}
+
+void add_relu(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_relu_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  check(cudaGetLastError(), "add_relu");
 }
 
 }  // namespace tandem::cuda

@@ -50,5 +50,7 @@ void count_dropout_call(std::uint64_t* calls, cudaStream_t stream);
 void multiply(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
 /// out = a + b element-wise (out may be a or b).
 void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+/// out = max(0, a + b) (kernel_math's relu of the float sum).
+void add_relu(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
 
 }  // namespace tandem::cuda
