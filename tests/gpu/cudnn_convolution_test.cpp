@@ -40,6 +40,7 @@
 #include "cuda/ops/device_allocator.hpp"
 #include "gpu/device_scratch.hpp"
 #include "gpu/gpu_test_support.hpp"
+#include "gpu/replica_test_support.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "parallel/replica_model.hpp"
@@ -293,24 +294,20 @@ using gpu_test::layer;
 using gpu_test::plan;
 using gpu_test::sequential;
 
-// A model from `config` (weights from seed 7), its optimizer and loss, on `devices`, the replica
-// built with TANDEM_CONV2D = `path`.
-struct Side {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<Loss> loss;
-  std::vector<std::unique_ptr<Metric>> metrics;
-  std::unique_ptr<ReplicaModel> meta;
+// A model from `config` (weights from seed 7), its optimizer and a mean squared error, on
+// `devices` (replica_test::Side), the replica built with TANDEM_CONV2D = `path`.
+struct ConvSide : replica_test::Side {
+  ConvSide(const json& model_config, const json& optimizer_config, const std::string& devices,
+           Precision precision, const std::string& path)
+      : ConvSide(std::make_unique<ScopedConv2DPath>(path), model_config, optimizer_config,
+                 devices, precision) {}
 
-  Side(const json& model_config, const json& optimizer_config, const std::string& devices,
-       Precision precision, const std::string& path) {
-    model = Model::from_config(model_config, "model", 7);
-    optimizer = make_optimizer(optimizer_config, "optimizer");
-    loss = make_loss({{"class_name", "MeanSquaredError"}, {"config", json::object()}}, "loss");
-    ScopedConv2DPath scoped(path);
-    meta = std::make_unique<ReplicaModel>(*model, *optimizer, plan(devices), single_process_world(),
-                                          precision);
-  }
+ private:
+  // `scoped` keeps the path set until the Side is built.
+  ConvSide(std::unique_ptr<ScopedConv2DPath> /*scoped*/, const json& model_config,
+           const json& optimizer_config, const std::string& devices, Precision precision)
+      : Side(model_config, optimizer_config, replica_test::loss_spec("MeanSquaredError"),
+             json::array(), devices, precision) {}
 };
 
 struct ConvCase {
@@ -391,7 +388,7 @@ struct Observed {
 Observed observe(const ConvCase& c, const std::string& devices, Precision precision,
                  const std::string& path) {
   const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", kLearningRate}}}};
-  Side side(probe_model(c), sgd, devices, precision, path);
+  ConvSide side(probe_model(c), sgd, devices, precision, path);
   const std::int64_t out = shape_size(side.model->output_shape());
   Batch b;
   b.x = one_hot(kSamples);
@@ -465,7 +462,7 @@ TEST(CudnnConv2DChoice, UnexpressibleGeometryForcedOnCudnnIsAConfigError) {
       "even_kernel_same", {7, 7, 2}, {{"filters", 3}, {"kernel_size", 2}, {"padding", "same"}}};
   const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 0.1}}}};
   try {
-    Side side(probe_model(c), sgd, "cuda:0", Precision::fp32, "cudnn");
+    ConvSide side(probe_model(c), sgd, "cuda:0", Precision::fp32, "cudnn");
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -486,7 +483,7 @@ TEST(CudnnConv2DChoice, AValueThatIsNotAPathIsAConfigErrorNamingTheVariable) {
   const ConvCase c{"valid_3x3", {9, 8, 3}, {{"filters", 4}, {"kernel_size", 3}}};
   const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 0.1}}}};
   try {
-    Side side(probe_model(c), sgd, "cuda:0", Precision::fp32, "garbage");
+    ConvSide side(probe_model(c), sgd, "cuda:0", Precision::fp32, "garbage");
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -516,8 +513,8 @@ TEST(CudnnConv2DChoice, TrainingStepsOnCudnnFollowTheCpu) {
                                                     layer("Flatten", {{"name", "flatten"}}),
                                                     layer("Dense", {{"units", 4}})}));
   const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 0.05}}}};
-  Side cpu(model, sgd, "cpu", Precision::fp32, "");
-  Side gpu(model, sgd, "cuda:0", Precision::fp32, "cudnn");
+  ConvSide cpu(model, sgd, "cpu", Precision::fp32, "");
+  ConvSide gpu(model, sgd, "cuda:0", Precision::fp32, "cudnn");
   const std::int64_t per_sample = 10 * 10 * 3;
   const auto batch_of = [&](std::int64_t n, std::uint32_t seed) {
     Batch b;
