@@ -9,6 +9,7 @@
 #include <string>
 
 #include "meta_test_models.hpp"
+#include "parallel/pipeline_scheduler.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -199,6 +200,27 @@ TEST(PipelineLayout, DeviceStagesHandOverOnlyToTheNextStage) {
   EXPECT_EQ(stage_hand_offs(*residual, layout(*residual, {{"inner", "drop", "skip", "side"},
                                                           {"join", "logits"}})),
             (std::vector<std::vector<std::size_t>>{{2, 3}}));
+}
+
+// The schedules' order, written out: "F2" is micro-batch 2's forward, "B2" its backward.
+std::string order_of(PipelineSchedule schedule, int s, int S, int M) {
+  std::string order;
+  for (const auto& op : detail::stage_operations(schedule, s, S, M))
+    order += (order.empty() ? "" : " ") + std::string(op.forward ? "F" : "B") +
+             std::to_string(op.microbatch);
+  return order;
+}
+
+TEST(PipelineSchedule, OneFOneBWarmsUpThenAlternatesAndGpipeRunsAllForwardsFirst) {
+  EXPECT_EQ(order_of(PipelineSchedule::one_f_one_b, 0, 3, 4), "F0 F1 F2 B0 F3 B1 B2 B3");
+  EXPECT_EQ(order_of(PipelineSchedule::one_f_one_b, 1, 3, 4), "F0 F1 B0 F2 B1 F3 B2 B3");
+  EXPECT_EQ(order_of(PipelineSchedule::one_f_one_b, 2, 3, 4), "F0 B0 F1 B1 F2 B2 F3 B3");
+  EXPECT_EQ(order_of(PipelineSchedule::one_f_one_b, 0, 4, 2), "F0 F1 B0 B1");  // M < S
+  EXPECT_EQ(order_of(PipelineSchedule::gpipe, 1, 3, 3), "F0 F1 F2 B0 B1 B2");
+  // Micro-batches in flight, each with its own activations: M for GPipe, min(M, S) for 1F1B.
+  EXPECT_EQ(detail::pipeline_slots(PipelineSchedule::gpipe, 2, 5), 5);
+  EXPECT_EQ(detail::pipeline_slots(PipelineSchedule::one_f_one_b, 2, 5), 2);
+  EXPECT_EQ(detail::pipeline_slots(PipelineSchedule::one_f_one_b, 4, 3), 3);
 }
 
 // 10 Adam steps of `config` through pipelines on `devices` CPU workers, against the template
