@@ -350,8 +350,9 @@ void require_device_hand_offs(const Model& model, const PipelineLayout& layout,
   for (std::size_t j = 0; j < model.output_count(); ++j) {
     const std::size_t k = model.output_call(j);
     if (stage[k] + 1 < layout.stage_count())
-      throw ConfigError("pipeline.stages", "the model's output '" + name(k) + "' comes from stage " +
-                                               std::to_string(stage[k]) + ", not the last" + why);
+      throw ConfigError("pipeline.stages", "the model's output '" + name(k) +
+                                               "' comes from stage " + std::to_string(stage[k]) +
+                                               ", not the last" + why);
   }
   // Readers per call, in its own stage and in the next.
   std::vector<int> own(model.call_count(), 0), next(model.call_count(), 0);

@@ -190,6 +190,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   // CUDA plans: the replicas sum their gradients themselves through the stream communicator
   // (a pipeline: one per stage, over the replicas' GPUs of that stage).
   std::vector<StreamCommunicator*> stage_streams;
+  if (pipeline_ && !plan_.all_cpu())  // checked before any GPU is touched
+    require_device_hand_offs(template_, pipeline_->layout, plan_.text);
   if (!plan_.all_cpu()) {
     for (int s = 0; s < stages; ++s) {
       auto streams = make_stream_communicator(stage_plan(plan_, stages, s), *world_);
@@ -200,7 +202,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
         stage_communicators_.push_back(std::move(streams));
     }
   }
-  StreamCommunicator* const stream_communicator = stage_streams.empty() ? nullptr : stage_streams[0];
+  StreamCommunicator* const stream_communicator =
+      stage_streams.empty() ? nullptr : stage_streams[0];
   if (!communicator_) communicator_ = make_communicator(replicas, world_);
   const detail::CudaModule* cuda = nullptr;
   if (!plan_.all_cpu()) {
@@ -212,7 +215,6 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
       throw ConfigError("devices", "device plan '" + plan_.text +
                                        "' names CUDA devices, but this Tandem's CUDA module was "
                                        "built without the CUDA backend");
-    if (pipeline_) require_device_hand_offs(template_, pipeline_->layout, plan_.text);
   }
   const std::vector<int> stage_threads = core_shares(plan_.size());
   for (int r = 0; r < replica_count; ++r) {

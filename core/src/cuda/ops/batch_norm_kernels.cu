@@ -41,7 +41,8 @@ __global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t 
 // The gradient that reaches the normalization: dy, or with the absorbed relu (y non-null) dy
 // masked by y > 0 (activation_backward's relu arithmetic).
 __device__ float bn_incoming(const float* dy, const float* y, std::int64_t i) {
-  return y ? backend::math::activation_grad(backend::ActivationKind::relu, y[i], y[i], dy[i]) : dy[i];
+  if (!y) return dy[i];
+  return backend::math::activation_grad(backend::ActivationKind::relu, y[i], y[i], dy[i]);
 }
 
 // The sum of a channel's partials in block order.

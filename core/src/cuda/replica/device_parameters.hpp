@@ -25,9 +25,10 @@ namespace tandem::cuda {
 /// Offsets into the flat tensors (see above), for the parameters of some of the model's layers
 /// (all of them for a whole replica; a pipeline stage's for a stage).
 struct ParameterLayout {
-  std::vector<std::int64_t> offsets;   // per parameter, in Model::parameters() order; -1: not here
-  std::vector<bool> trainable;         // per parameter: among trainable_parameters() and here
-  std::vector<std::size_t> trainable_index;  // per trainable one here: its trainable_parameters() index
+  std::vector<std::int64_t> offsets;  // per parameter, in Model::parameters() order; -1: not here
+  std::vector<bool> trainable;        // per parameter: among trainable_parameters() and here
+  // Per trainable parameter here, its index in trainable_parameters().
+  std::vector<std::size_t> trainable_index;
   std::vector<std::int64_t> segments;  // those trainable tensors' offsets, then the trainable total
   std::int64_t trainable_floats = 0;   // the trainable part, with alignment gaps
   std::int64_t total_floats = 0;
