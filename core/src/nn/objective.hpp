@@ -50,6 +50,11 @@ class Sums;
 struct StepSums {
   MetricSum loss;
   std::vector<MetricSum> metrics;
+  /// Adds another part's sums (the same metrics, in order).
+  void add(const StepSums& other) {
+    loss.add(other.loss);
+    for (std::size_t m = 0; m < metrics.size(); ++m) metrics[m].add(other.metrics[m]);
+  }
 };
 
 /// One replica's working tensors for an Objective (see above). Used by one thread at a time.

@@ -47,13 +47,7 @@ class CpuPipelineReplica : public CpuReplica {
   StepSums train(const Tensor& x, const Tensor& y, std::int64_t sample_offset, float loss_scale,
                  const Objective& objective, const NextRows* /*next*/) override {
     Step step(x, y, sample_offset, loss_scale, objective);
-    const std::int64_t rows = x.dim(0);
-    std::int64_t at = 0;
-    for (std::int64_t n : ReplicaModel::split(rows, microbatches_)) {
-      step.starts.push_back(at);
-      step.rows.push_back(n);
-      at += n;
-    }
+    static_cast<MicroBatches&>(step) = microbatches_of(x.dim(0), microbatches_);
     step.sums.assign(static_cast<std::size_t>(microbatches_), objective.zero());
     step.activity.assign(static_cast<std::size_t>(microbatches_), {});
     for (std::size_t l = 0; l < model_.layer_count(); ++l)
@@ -71,9 +65,7 @@ class CpuPipelineReplica : public CpuReplica {
     StepSums total = objective.zero();
     std::vector<double> activity;
     for (std::size_t m = 0; m < step.sums.size(); ++m) {
-      total.loss.add(step.sums[m].loss);
-      for (std::size_t i = 0; i < total.metrics.size(); ++i)
-        total.metrics[i].add(step.sums[m].metrics[i]);
+      total.add(step.sums[m]);
       activity.resize(std::max(activity.size(), step.activity[m].size()), 0.0);
       for (std::size_t i = 0; i < step.activity[m].size(); ++i) activity[i] += step.activity[m][i];
     }
@@ -108,7 +100,7 @@ class CpuPipelineReplica : public CpuReplica {
   };
 
   // One train(): its inputs, each micro-batch's rows and results, and the schedule's progress.
-  struct Step {
+  struct Step : MicroBatches {
     Step(const Tensor& x_, const Tensor& y_, std::int64_t offset, float scale, const Objective& o)
         : x(x_), y(y_), sample_offset(offset), loss_scale(scale), objective(&o) {}
     const Tensor& x;
@@ -116,7 +108,6 @@ class CpuPipelineReplica : public CpuReplica {
     std::int64_t sample_offset;
     float loss_scale;
     const Objective* objective;
-    std::vector<std::int64_t> starts, rows;
     std::vector<StepSums> sums;
     std::vector<std::vector<double>> activity;
     std::vector<std::vector<std::uint64_t>> random_states;  // per layer, at the step's start

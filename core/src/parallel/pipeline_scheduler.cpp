@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "parallel/replica_model.hpp"
+
 namespace tandem::detail {
 
 std::vector<StageOperation> stage_operations(PipelineSchedule schedule, int s, int S, int M) {
@@ -20,6 +22,17 @@ std::vector<StageOperation> stage_operations(PipelineSchedule schedule, int s, i
   }
   for (int m = M - warmup; m < M; ++m) ops.push_back({false, m});
   return ops;
+}
+
+MicroBatches microbatches_of(std::int64_t rows, int microbatches) {
+  MicroBatches cut;
+  std::int64_t at = 0;
+  for (std::int64_t n : ReplicaModel::split(rows, microbatches)) {
+    cut.starts.push_back(at);
+    cut.rows.push_back(n);
+    at += n;
+  }
+  return cut;
 }
 
 int pipeline_slots(PipelineSchedule schedule, int stages, int microbatches) {

@@ -37,6 +37,13 @@ struct StageOperation {
 /// What stage s of S does, in order, for M micro-batches under `schedule`.
 std::vector<StageOperation> stage_operations(PipelineSchedule schedule, int s, int S, int M);
 
+/// A replica's shard cut into micro-batches, as ReplicaModel::split cuts a batch into shards:
+/// micro-batch m is rows [starts[m], starts[m] + rows[m]).
+struct MicroBatches {
+  std::vector<std::int64_t> starts, rows;
+};
+MicroBatches microbatches_of(std::int64_t rows, int microbatches);
+
 /// Micro-batches in flight at once, each needing its own activations: M for GPipe, min(M, S)
 /// for 1F1B (stage 0 starts micro-batch m + S only after its backward of m, m's last step).
 int pipeline_slots(PipelineSchedule schedule, int stages, int microbatches);

@@ -316,10 +316,7 @@ std::string ReplicaModel::plan_text() const {
 StepSums ReplicaModel::combine(std::size_t metric_count, bool with_steps) {
   StepSums local;
   local.metrics.resize(metric_count);
-  for (const auto& s : shard_sums_) {
-    local.loss.add(s.loss);
-    for (std::size_t m = 0; m < metric_count; ++m) local.metrics[m].add(s.metrics[m]);
-  }
+  for (const auto& s : shard_sums_) local.add(s);
   if (world_->size() == 1) {
     if (with_steps) all_steps_ = last_step_;
     return local;

@@ -122,13 +122,7 @@ class CudaPipelineReplica : public Replica {
     step.sample_offset = sample_offset;
     step.loss_scale = loss_scale;
     step.objective = &objective;
-    const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
-    std::int64_t at = 0;
-    for (std::int64_t n : ReplicaModel::split(rows, microbatches_)) {
-      step.starts.push_back(at);
-      step.rows.push_back(n);
-      at += n;
-    }
+    static_cast<MicroBatches&>(step) = microbatches_of(x.rank() > 0 ? x.dim(0) : 0, microbatches_);
     for (auto& stage : stages_) {
       use_device(stage->device);
       stage->backend.fill(stage->parameters->gradients(), 0.0f);
@@ -151,10 +145,7 @@ class CudaPipelineReplica : public Replica {
     use_device(stages_.back()->device);
     StepSums total = objective.zero();
     for (std::size_t m = 0; m < step.rows.size(); ++m) {
-      if (step.rows[m] == 0) continue;
-      const StepSums part = objective.read(*sums_[m], step.rows[m]);
-      total.loss.add(part.loss);
-      for (std::size_t i = 0; i < total.metrics.size(); ++i) total.metrics[i].add(part.metrics[i]);
+      if (step.rows[m] > 0) total.add(objective.read(*sums_[m], step.rows[m]));
     }
     return with_penalty(total);
   }
@@ -284,18 +275,16 @@ class CudaPipelineReplica : public Replica {
   };
 
   // One train(): its micro-batches and the objective.
-  struct Step {
+  struct Step : MicroBatches {
     std::int64_t sample_offset = 0;
     float loss_scale = 1.0f;
     const Objective* objective = nullptr;
-    std::vector<std::int64_t> starts, rows;
   };
 
   int stage_count() const { return static_cast<int>(stages_.size()); }
 
   void make_stages(Precision precision) {
-    bool float_layers = false;
-    for (Precision p : layer_precisions_) float_layers = float_layers || p != precision;
+    const bool float_layers = cuda::keeps_float_layers(layer_precisions_, precision);
     std::vector<int> indices;
     for (const DeviceSpec& d : devices_) {
       stages_.push_back(std::make_unique<cuda::PipelineStage>(

@@ -66,7 +66,7 @@ class CudaReplica : public Replica {
         gemm_(*allocator_, stream(), device_precision(precision)),
         backend_(allocator_, stream(), gemm_, device_precision(precision)),
         layer_precisions_(nn::layer_precisions(model, precision)),
-        float_gemm_(needs_float_layers(precision)
+        float_gemm_(cuda::keeps_float_layers(layer_precisions_, precision)
                         ? std::make_unique<cuda::DenseGemm>(*allocator_, stream(),
                                                             cuda::Precision::fp32)
                         : nullptr),
@@ -220,13 +220,6 @@ class CudaReplica : public Replica {
     if (device_model_->has_activity_regularizers())
       for (double p : activity_sums_->read()) sums.loss.sum += p;  // sums over these rows
     return sums;
-  }
-
-  // Whether a Keras dtype policy keeps some layer at float32 in a mixed-precision run.
-  bool needs_float_layers(Precision run) const {
-    for (Precision p : layer_precisions_)
-      if (p != run) return true;
-    return false;
   }
 
   // The device model: a clone of the host model whose layers compute on backend_ (in the run's

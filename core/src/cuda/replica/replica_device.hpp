@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/dense_gemm.hpp"
 #include "util/precision.hpp"
@@ -22,6 +24,15 @@ inline Precision device_precision(tandem::Precision p) {
       break;
   }
   return Precision::fp32;
+}
+
+/// Whether a Keras dtype policy keeps some layer at float32 in a run at `run` precision
+/// (`layers`: per layer, nn::layer_precisions): the replica then needs a float32 sibling backend.
+inline bool keeps_float_layers(const std::vector<tandem::Precision>& layers,
+                               tandem::Precision run) {
+  for (tandem::Precision p : layers)
+    if (p != run) return true;
+  return false;
 }
 
 /// Makes `device` current for the calling thread: a kernel may only be queued on a stream of the
