@@ -28,6 +28,10 @@ struct TANDEM_EXPORT CpuInfo {
   /// The run precisions Tandem computes in here (docs/config.md): "fp32", and "bf16" when
   /// the CPU has AVX-512 BF16.
   std::vector<std::string> precisions;
+  /// With "bf16": the FLOP rate of its bfloat16 products over its float32 ones, timed on one core
+  /// (2 where bf16 pays; 0.49 on an Intel Xeon without AMX, where bf16 trains slower than fp32);
+  /// nullopt otherwise, or where oneDNN multiplies bfloat16 on AMX tiles (not timed).
+  std::optional<double> bf16_product_rate;
 };
 
 struct TANDEM_EXPORT GpuInfo {

@@ -430,6 +430,15 @@ Backend& cpu_backend(Precision precision);
 /// when it can.
 std::string cpu_precision_unavailable(Precision precision);
 
+/// The FLOP rate of the CPU backend's bfloat16 products over its float32 ones on this machine,
+/// timed once per process (backend/cpu/bf16_rate.hpp), or nullopt when it is not timed (no
+/// AVX-512 BF16, or bfloat16 on AMX tiles). Any thread.
+std::optional<double> cpu_bf16_product_rate();
+
+/// What a run computing in `precision` on this machine's CPU should be warned of, as a sentence,
+/// or "": bf16 where its products run slower than float32 (cpu_bf16_product_rate() < 1).
+std::string cpu_precision_warning(Precision precision);
+
 /// Throws DataError naming the first of the host tensor `target`'s values that is not a class
 /// index in [0, classes) (sparse categorical cross-entropy's labels; a device backend's loss
 /// gives such a row NaN instead, so device replicas check the host rows first).

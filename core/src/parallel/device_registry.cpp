@@ -196,6 +196,15 @@ std::string joined(const std::vector<std::string>& words) {
   return out.empty() ? "-" : out;
 }
 
+// The CPU's precisions, with bf16's measured rate where bf16 is slower than fp32: "fp32 bf16
+// (0.49x fp32)".
+std::string cpu_precisions_column(const CpuInfo& cpu) {
+  std::string column = joined(cpu.precisions);
+  if (cpu.bf16_product_rate && *cpu.bf16_product_rate < 1.0)
+    column += format_number(cpu.bf16_product_rate, " (%.2fx fp32)");
+  return column;
+}
+
 }  // namespace
 
 DeviceReport discover_devices() {
@@ -204,6 +213,7 @@ DeviceReport discover_devices() {
   report.cpu.logical_cores = usable_cores();
   report.cpu.memory_bytes = meminfo_bytes("MemTotal");
   report.cpu.precisions = cpu_precisions();
+  report.cpu.bf16_product_rate = backend::cpu_bf16_product_rate();
   const detail::CudaModule& cuda = detail::cuda_module();
   report.cuda_built = cuda.api != nullptr;
   if (cuda.api) {
@@ -234,7 +244,8 @@ json to_json(const DeviceReport& report, const DeviceSample* sample) {
                 {"logical_cores",
                  report.cpu.logical_cores > 0 ? json(report.cpu.logical_cores) : json(nullptr)},
                 {"memory_bytes", positive_or_null(report.cpu.memory_bytes)},
-                {"precisions", report.cpu.precisions}};
+                {"precisions", report.cpu.precisions},
+                {"bf16_product_rate", or_null(report.cpu.bf16_product_rate)}};
   json gpus = json::array();
   for (const GpuInfo& g : report.gpus) {
     gpus.push_back({{"device", "cuda:" + std::to_string(g.index)},
@@ -289,7 +300,7 @@ std::string to_table(const DeviceReport& report, const DeviceSample* sample) {
   if (sample && cpu_total && sample->memory_available_bytes > 0)
     cpu_used = *cpu_total - sample->memory_available_bytes;
   rows.push_back({"cpu", cpu_name, format_bytes(cpu_total), "-", "-",
-                  joined(report.cpu.precisions),
+                  cpu_precisions_column(report.cpu),
                   format_number(sample ? sample->cpu_utilization_percent : std::nullopt, "%.1f%%"),
                   format_bytes(cpu_used), "-", "-"});
 

@@ -7,7 +7,10 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "backend/cpu/parallel.hpp"
 #include "nn/dtype_policy.hpp"
@@ -121,6 +124,20 @@ void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
 
 }  // namespace
 
+namespace {
+
+// Logs `warning` unless it is empty or was logged before in this process (a run checks its
+// precision when `tandem check` reads its config and again when its replicas are made).
+void warn_once_of(const std::string& warning) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  if (warning.empty()) return;
+  const std::lock_guard lock(mutex);
+  if (logged.insert(warning).second) spdlog::warn("{}", warning);
+}
+
+}  // namespace
+
 double ReplicaStep::bubble() const {
   if (stages.empty() || seconds <= 0) return 0.0;
   double busy = 0;
@@ -138,6 +155,7 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
     if (!is_mixed(p) || !has_cpu) continue;
     const std::string why = backend::cpu_precision_unavailable(p);
     if (!why.empty()) throw ConfigError("precision", precision_name(p) + ": " + why);
+    warn_once_of(backend::cpu_precision_warning(p));
   }
 }
 

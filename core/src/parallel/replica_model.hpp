@@ -93,7 +93,8 @@ class ReplicaModel {
   Precision precision() const { return precision_; }
   /// Throws ConfigError at "precision" when a device of `plan` cannot compute `model`'s layers
   /// in `precision` (nn::layer_precisions): a CPU without AVX-512 BF16 for bf16, fp16 on a CPU.
-  /// CUDA devices compute every precision.
+  /// CUDA devices compute every precision. Logs, once per process, a warning when a CPU device
+  /// computes bf16 slower than fp32 (backend::cpu_precision_warning). Any thread.
   static void check_precision(const DevicePlan& plan, const Model& model, Precision precision);
   World& world() const { return *world_; }
   /// The plan as checkpoints record it: the plan itself in one process, "P×(plan)" across P.

@@ -95,6 +95,10 @@ TEST(DeviceRegistry, GpusOrAnExplanation) {
   const bool bf16 = std::find(report.cpu.precisions.begin(), report.cpu.precisions.end(),
                               "bf16") != report.cpu.precisions.end();
   EXPECT_EQ(bf16, backend::cpu_precision_unavailable(Precision::bf16).empty());
+  EXPECT_EQ(report.cpu.bf16_product_rate, backend::cpu_bf16_product_rate());
+  if (!bf16) {
+    EXPECT_FALSE(report.cpu.bf16_product_rate.has_value());
+  }
 }
 
 TEST(DeviceRegistry, SampleMeasuresCpuAndMemory) {
@@ -170,7 +174,7 @@ TEST(DeviceRegistry, JsonHasTheDocumentedKeysAndRoundTrips) {
 
 TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   DeviceReport report;
-  report.cpu = {"Test CPU", 4, 8LL << 30, {"fp32", "bf16"}};
+  report.cpu = {"Test CPU", 4, 8LL << 30, {"fp32", "bf16"}, std::nullopt};
   report.cuda_built = true;
   report.cuda_runtime_version = 13000;
   report.cuda_driver_version = 13000;
@@ -197,6 +201,7 @@ TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   EXPECT_EQ(j["gpus"][0]["pci_bus_id"], "0000:3b:00.0");
   EXPECT_EQ(j["gpus"][0]["precisions"], json({"fp32", "tf32"}));
   EXPECT_EQ(j["cpu"]["precisions"], json({"fp32", "bf16"}));
+  EXPECT_TRUE(j["cpu"]["bf16_product_rate"].is_null());
   EXPECT_EQ(j["cuda"]["driver_version"], 13000);
   EXPECT_TRUE(j["sample"]["cpu"]["utilization_percent"].is_null());
   EXPECT_EQ(j["sample"]["cpu"]["memory_used_bytes"], 2LL << 30);
@@ -214,6 +219,22 @@ TEST(DeviceRegistry, JsonOfAFakeGpuUsesNullForUnknown) {
   EXPECT_NE(lines[1].find("fp32 bf16"), std::string::npos) << table;
   EXPECT_NE(lines[2].find("fp32 tf32"), std::string::npos) << table;
   EXPECT_NE(lines[2].find("40°C"), std::string::npos);
+}
+
+// A CPU whose bf16 products run at half its float32 rate says so in the JSON and the table; one
+// where bf16 pays shows only the precisions.
+TEST(DeviceRegistry, ShowsTheBf16RateWhereBf16IsSlower) {
+  DeviceReport report;
+  report.cpu = {"Test CPU", 2, 8LL << 30, {"fp32", "bf16"}, 0.49};
+  EXPECT_EQ(to_json(report, nullptr)["cpu"]["bf16_product_rate"], 0.49);
+  auto lines = lines_of(to_table(report, nullptr));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("fp32 bf16 (0.49x fp32)"), std::string::npos) << lines[1];
+  report.cpu.bf16_product_rate = 2.01;
+  lines = lines_of(to_table(report, nullptr));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("fp32 bf16"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("x fp32"), std::string::npos) << lines[1];
 }
 
 TEST(DeviceRegistry, TableHasACpuRowThenTheGpuStatus) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cpu/bf16_rate.hpp"
 #include "backend/cpu/eltwise.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -121,6 +122,14 @@ std::string cpu_precision_unavailable(Precision precision) {
   if (precision == Precision::fp16)
     return "fp16 products run on CUDA GPUs only; a CPU computes bf16 (or fp32)";
   return "";
+}
+
+std::optional<double> cpu_bf16_product_rate() { return cpu::bf16_product_rate(); }
+
+std::string cpu_precision_warning(Precision precision) {
+  if (precision != Precision::bf16) return "";
+  const std::optional<double> rate = cpu::bf16_product_rate();
+  return rate ? cpu::bf16_slower_warning(*rate) : "";
 }
 
 void CpuBackend::copy(const Tensor& src, Tensor& dst) {
