@@ -77,12 +77,14 @@ GemmSeconds time_gemms() {
   };
   GemmSeconds best;
   for (int round = 0; round < 6; ++round) {
-    best.fp32 = std::min(best.fp32, seconds([&] {
-      gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    }));
-    best.bf16 = std::min(best.bf16, seconds([&] {
-      gemm_bf16(false, false, n, n, n, 1, a.data(), b.data(), nullptr, c.data());
-    }));
+    best.fp32 =
+        std::min(best.fp32, seconds([&] {
+                   gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+                 }));
+    best.bf16 =
+        std::min(best.bf16, seconds([&] {
+                   gemm_bf16(false, false, n, n, n, 1, a.data(), b.data(), nullptr, c.data());
+                 }));
   }
   return best;
 }
@@ -94,11 +96,11 @@ TEST(Bf16Rate, PredictsWhetherBf16GemmsBeatFloat32Ones) {
   if (*rate >= 0.75 && *rate <= 1.5) GTEST_SKIP() << "rate " << *rate << ": no clear prediction";
   const GemmSeconds s = time_gemms();
   if (*rate < 0.75) {
-    EXPECT_GT(s.bf16, 1.2 * s.fp32) << "rate " << *rate << ": bf16 " << s.bf16 << " s, fp32 "
-                                    << s.fp32 << " s";
+    EXPECT_GT(s.bf16, 1.2 * s.fp32)
+        << "rate " << *rate << ": bf16 " << s.bf16 << " s, fp32 " << s.fp32 << " s";
   } else {
-    EXPECT_LT(s.bf16, s.fp32 / 1.2) << "rate " << *rate << ": bf16 " << s.bf16 << " s, fp32 "
-                                    << s.fp32 << " s";
+    EXPECT_LT(s.bf16, s.fp32 / 1.2)
+        << "rate " << *rate << ": bf16 " << s.bf16 << " s, fp32 " << s.fp32 << " s";
   }
 }
 

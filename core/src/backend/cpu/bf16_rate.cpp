@@ -25,6 +25,7 @@ constexpr int kTimings = 5;
 
 using Clock = std::chrono::steady_clock;
 
+// clang-format off
 // `insn zmm0, zmm0, zmmN` for the 16 accumulators.
 #define TANDEM_ON_ACCUMULATORS(insn)                                                             \
   insn " %%zmm0, %%zmm0, %%zmm16\n\t" insn " %%zmm0, %%zmm0, %%zmm17\n\t" insn                  \
@@ -50,12 +51,15 @@ using Clock = std::chrono::steady_clock;
                  "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30",       \
                  "xmm31");                                                                      \
   return std::chrono::duration<double>(Clock::now() - start).count()
+// clang-format on
 
 __attribute__((target("avx512f,avx512bf16"))) double time_bf16_dot_products() {
   TANDEM_TIME_LOOP("vdpbf16ps");
 }
 
-__attribute__((target("avx512f"))) double time_float_fmas() { TANDEM_TIME_LOOP("vfmadd231ps"); }
+__attribute__((target("avx512f"))) double time_float_fmas() {
+  TANDEM_TIME_LOOP("vfmadd231ps");
+}
 
 #undef TANDEM_TIME_LOOP
 #undef TANDEM_ON_ACCUMULATORS

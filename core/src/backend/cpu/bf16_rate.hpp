@@ -20,10 +20,10 @@ namespace tandem::cpu {
 
 /// The FLOP rate of this CPU's bfloat16 dot products (vdpbf16ps) over that of its float32 FMAs
 /// (vfmadd231ps), both 512 bits wide and independent, timed on the calling thread's core for a
-/// few milliseconds the first time it is called and then remembered for the process (0.48-0.50 on the
-/// Intel Xeon VMs above). nullopt when the CPU has no AVX-512 BF16
-/// (bf16_unavailable()) or when oneDNN multiplies bfloat16 on AMX tiles, which this does not
-/// time. Any thread; concurrent first calls wait for one measurement.
+/// few milliseconds the first time it is called and then remembered for the process (0.48-0.50 on
+/// the Intel Xeon VMs above). nullopt when the CPU has no AVX-512 BF16 (bf16_unavailable()) or when
+/// oneDNN multiplies bfloat16 on AMX tiles, which this does not time. Any thread; concurrent first
+/// calls wait for one measurement.
 std::optional<double> bf16_product_rate();
 
 /// The warning a bf16 run on a CPU whose bf16 products run at `rate` (bf16_product_rate()) times
