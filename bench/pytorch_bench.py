@@ -15,13 +15,18 @@ batch is (128, 1, 28, 28), so no layout conversion is timed.
                                           [--seed-steps 10] [--seed-batch 256] [--quick]
                                           [--autocast bf16]
 
+torch's fp32 GEMMs run on OpenBLAS (Debian's torch uses libblas.so.3): the script exits when
+libblas.so.3 is the reference BLAS, and when OpenBLAS took an AVX2/AVX-512 CPU for an older one
+(0.3.21 calls an Emerald Rapids Xeon "Prescott") and OPENBLAS_CORETYPE is unset, it reruns itself
+with the kernels the CPU's flags deserve; the JSON's "openblas_detected_core" then says what
+OpenBLAS had picked.
+
 --autocast bf16 runs each forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's
 mixed precision: bf16 matrix products and convolutions, float32 weights and optimizer), the loss
 on the output in float32; the backward follows the forward's types.
 """
 import contextlib
 import argparse
-import ctypes
 import datetime
 import json
 import os
@@ -32,24 +37,10 @@ import time
 import torch
 from torch import nn
 
+from torch_blas import openblas_info, require_openblas_with_the_cpus_kernels
 
 def progress(msg):
     print(f"[pytorch_bench] {msg}", file=sys.stderr, flush=True)
-
-
-def openblas_info():
-    """Which OpenBLAS kernels and thread count torch's GEMMs (BLAS_INFO=generic -> libblas.so.3) use."""
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        lib.openblas_get_config.restype = ctypes.c_char_p
-        return {
-            "corename": lib.openblas_get_corename().decode(),
-            "config": lib.openblas_get_config().decode(),
-            "threads": lib.openblas_get_num_threads(),
-        }
-    except OSError as e:
-        return {"error": str(e)}
 
 
 def fashion_mlp():
@@ -267,6 +258,7 @@ def main():
     if args.autocast == "bf16":
         AUTOCAST = torch.bfloat16
 
+    require_openblas_with_the_cpus_kernels("pytorch_bench")
     default_threads = torch.get_num_threads()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -279,6 +271,7 @@ def main():
         "threads_note": ("torch.set_num_threads(%d)" % args.threads) if args.threads > 0
                         else "torch's default",
         "openblas": openblas_info(),
+        "openblas_detected_core": os.environ.get("TORCH_BLAS_DETECTED_CORE"),
         "autocast": args.autocast,
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                             "OPENBLAS_NUM_THREADS", "MALLOC_MMAP_THRESHOLD_",

@@ -14,7 +14,8 @@ validation, as the "seconds" of Tandem's epoch_ended event do.
 
 Prints one JSON line per epoch on stdout: epoch, seconds (this epoch), cumulative_seconds, loss,
 accuracy, val_loss, val_accuracy. Threads: --threads N calls torch.set_num_threads(N) (0: torch's
-default); set OMP_WAIT_POLICY / OPENBLAS_CORETYPE in the environment (see bench/time_to_accuracy).
+default); set OMP_WAIT_POLICY / OPENBLAS_CORETYPE in the environment (see bench/time_to_accuracy;
+without OPENBLAS_CORETYPE, bench/torch_blas.py picks the CPU's kernels where OpenBLAS does not).
 
   /usr/bin/python3 bench/pytorch_fashion_cnn.py [--epochs 10] [--threads 2] [--seed 0]
                                                 [--data /usr/share/datasets/fashion-mnist]
@@ -30,6 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+from torch_blas import require_openblas_with_the_cpus_kernels
 
 
 def read_idx(path):
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = ap.parse_args()
+    require_openblas_with_the_cpus_kernels("pytorch_fashion_cnn")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
