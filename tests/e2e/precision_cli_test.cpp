@@ -77,6 +77,27 @@ struct PrecisionCli : ::testing::Test {
   if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); !why.empty()) \
   GTEST_SKIP() << why
 
+// A bf16 run on a CPU whose bf16 dot products are slower than its float32 FMAs (an Intel Xeon
+// without AMX) says so before it starts, even under -q; where bf16 pays, and in fp32, it does not.
+// The rate is timed again in this process: far from 1 on every CPU measured (0.49 or about 2).
+TEST_F(PrecisionCli, Bf16RunWarnsWhereThisCpuMultipliesBf16SlowerThanFloat32) {
+  SKIP_WITHOUT_BF16();
+  const std::optional<double> rate = backend::cpu_bf16_product_rate();
+  json c = config();
+  c["epochs"] = 1;
+  auto bf16 = test::train_in(dir, "bf16-rate", c);
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  const bool warned = bf16.err.find("this CPU multiplies bfloat16 at") != std::string::npos;
+  EXPECT_EQ(warned, rate && *rate < 1.0) << "rate " << rate.value_or(-1) << ": " << bf16.err;
+  if (warned) {
+    EXPECT_NE(bf16.err.find("slower than fp32 would"), std::string::npos) << bf16.err;
+  }
+  c["precision"] = "fp32";
+  auto fp32 = test::train_in(dir, "fp32-rate", c);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  EXPECT_EQ(fp32.err.find("multiplies bfloat16"), std::string::npos) << fp32.err;
+}
+
 TEST_F(PrecisionCli, Bf16KeepsFloat32WeightsResumesBitwiseAndEvaluatesOnRoundedOperands) {
   SKIP_WITHOUT_BF16();
   const std::string cli = test::tandem_cli();
