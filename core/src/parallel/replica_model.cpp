@@ -122,10 +122,6 @@ void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
     model.layer(l).set_backend(backend::cpu_backend(precisions[l]));
 }
 
-}  // namespace
-
-namespace {
-
 // Logs `warning` unless it is empty or was logged before in this process (a run checks its
 // precision when `tandem check` reads its config and again when its replicas are made).
 void warn_once_of(const std::string& warning) {
