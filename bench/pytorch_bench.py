@@ -8,8 +8,9 @@ learning rates, same batch sizes, random in-memory batches, no data loading: a s
 zero_grad + forward + loss + backward + optimizer.step(). Warm-up steps first, then timed runs;
 the median is reported. Prints one JSON object on stdout (progress on stderr).
 
-fashion-cnn runs in PyTorch's native NCHW layout (Tandem's config is channels-last); the input
-batch is (128, 1, 28, 28), so no layout conversion is timed.
+The image models (fashion-cnn, fashion-resnet) are timed in both of PyTorch's layouts, NCHW and
+channels_last (Tandem's configs are channels-last), and the faster one is the anchor: on the
+Intel Xeon VM of 2026-11-28 channels_last was 20-35% faster for both.
 
   /usr/bin/python3 bench/pytorch_bench.py [--threads 2] [--only fashion-mlp,seed-mlp,fashion-cnn]
                                           [--seed-steps 10] [--seed-batch 256] [--quick]
@@ -200,33 +201,43 @@ def run_seed(args):
     return r
 
 
-def run_fashion_images(model, args, batches, warmup, runs, per_run, adamw_decay=0.0):
-    """A Fashion-MNIST image model in NCHW, batch 128, on `batches` random batches: Adam 1e-3, or
-    with `adamw_decay` AdamW 2e-3 with that weight decay (the resource config's optimizer)."""
+def run_fashion_images(make_model, args, batches, warmup, runs, per_run, adamw_decay=0.0):
+    """A Fashion-MNIST image model, batch 128, on `batches` random batches: Adam 1e-3, or with
+    `adamw_decay` AdamW 2e-3 with that weight decay (the resource config's optimizer). Timed in
+    both of PyTorch's layouts, NCHW and channels_last (NHWC, Tandem's own: oneDNN convolutions
+    without activation reorders); "step" is the faster one's, the anchor, and "layouts" has both."""
     batch = 128
     loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
-    if adamw_decay:
-        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=adamw_decay)
-        name = f"AdamW(lr=2e-3, weight_decay={adamw_decay})"
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        name = "Adam(lr=1e-3)"
-    data = [(torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(batches)]
-    r = {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch, "layout": "NCHW",
-         "mkldnn_enabled": torch.backends.mkldnn.enabled,
-         "loss": "CrossEntropyLoss (logits)", "optimizer": name}
-    r["step"] = bench_steps(model, loss_fn, opt, data, warmup, 3 if args.quick else runs, per_run, batch)
-    return r
+    steps = {}
+    for layout, memory_format in (("NCHW", torch.contiguous_format),
+                                  ("NHWC", torch.channels_last)):
+        torch.manual_seed(0)
+        model = make_model().to(memory_format=memory_format)
+        if adamw_decay:
+            opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=adamw_decay)
+            name = f"AdamW(lr=2e-3, weight_decay={adamw_decay})"
+        else:
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            name = "Adam(lr=1e-3)"
+        data = [(torch.rand(batch, 1, 28, 28).contiguous(memory_format=memory_format),
+                 torch.randint(0, 10, (batch,))) for _ in range(batches)]
+        steps[layout] = bench_steps(model, loss_fn, opt, data, warmup, 3 if args.quick else runs,
+                                    per_run, batch)
+    fastest = max(steps, key=lambda layout: steps[layout]["samples_per_s"])
+    return {"parameters": sum(p.numel() for p in make_model().parameters()), "batch": batch,
+            "layout": fastest, "mkldnn_enabled": torch.backends.mkldnn.enabled,
+            "loss": "CrossEntropyLoss (logits)", "optimizer": name, "step": steps[fastest],
+            "layouts": {layout: step["samples_per_s"] for layout, step in steps.items()}}
 
 
 def run_cnn(args):
     torch.manual_seed(0)
-    return run_fashion_images(fashion_cnn(), args, batches=8, warmup=10, runs=20, per_run=8)
+    return run_fashion_images(fashion_cnn, args, batches=8, warmup=10, runs=20, per_run=8)
 
 
 def run_resnet(args):
     torch.manual_seed(0)
-    return run_fashion_images(fashion_resnet(), args, batches=4, warmup=3, runs=8, per_run=4,
+    return run_fashion_images(fashion_resnet, args, batches=4, warmup=3, runs=8, per_run=4,
                               adamw_decay=0.05)
 
 
