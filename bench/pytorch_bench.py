@@ -208,35 +208,33 @@ def run_fashion_images(make_model, args, batches, warmup, runs, per_run, adamw_d
     without activation reorders); "step" is the faster one's, the anchor, and "layouts" has both."""
     batch = 128
     loss_fn = nn.CrossEntropyLoss()  # sparse CE from logits, batch mean
+    if adamw_decay:
+        name = f"AdamW(lr=2e-3, weight_decay={adamw_decay})"
+        make_optimizer = lambda p: torch.optim.AdamW(p, lr=2e-3, weight_decay=adamw_decay)
+    else:
+        name = "Adam(lr=1e-3)"
+        make_optimizer = lambda p: torch.optim.Adam(p, lr=1e-3)
     steps = {}
     for layout, memory_format in (("NCHW", torch.contiguous_format),
                                   ("NHWC", torch.channels_last)):
         torch.manual_seed(0)
         model = make_model().to(memory_format=memory_format)
-        if adamw_decay:
-            opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=adamw_decay)
-            name = f"AdamW(lr=2e-3, weight_decay={adamw_decay})"
-        else:
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-            name = "Adam(lr=1e-3)"
         data = [(torch.rand(batch, 1, 28, 28).contiguous(memory_format=memory_format),
                  torch.randint(0, 10, (batch,))) for _ in range(batches)]
-        steps[layout] = bench_steps(model, loss_fn, opt, data, warmup, 3 if args.quick else runs,
-                                    per_run, batch)
+        steps[layout] = bench_steps(model, loss_fn, make_optimizer(model.parameters()), data, warmup,
+                                    3 if args.quick else runs, per_run, batch)
     fastest = max(steps, key=lambda layout: steps[layout]["samples_per_s"])
-    return {"parameters": sum(p.numel() for p in make_model().parameters()), "batch": batch,
+    return {"parameters": sum(p.numel() for p in model.parameters()), "batch": batch,
             "layout": fastest, "mkldnn_enabled": torch.backends.mkldnn.enabled,
             "loss": "CrossEntropyLoss (logits)", "optimizer": name, "step": steps[fastest],
             "layouts": {layout: step["samples_per_s"] for layout, step in steps.items()}}
 
 
 def run_cnn(args):
-    torch.manual_seed(0)
     return run_fashion_images(fashion_cnn, args, batches=8, warmup=10, runs=20, per_run=8)
 
 
 def run_resnet(args):
-    torch.manual_seed(0)
     return run_fashion_images(fashion_resnet, args, batches=4, warmup=3, runs=8, per_run=4,
                               adamw_decay=0.05)
 
