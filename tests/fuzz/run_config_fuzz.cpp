@@ -4,7 +4,8 @@
 // its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision
 // its layers' dtype policies and the run's "precision" give (nn::effective_precision,
 // nn::layer_precisions), and the pipeline's stages cut from the model
-// with what each of four CPU workers holds (cut_into_stages, place_on_devices).
+// with what each of four CPU workers holds (cut_into_stages, place_on_devices; each call taken
+// as 4 bytes a row: the call probe's forward pass is not fuzzed here).
 // Every bad input must end as a tandem::Error (exit code 2 in the CLI) or a JSON syntax error;
 // any other exception, a crash or a sanitizer report is a finding.
 // Build and run (clang's libFuzzer, an ASan+UBSan build in build-fuzz/):
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nn/dtype_policy.hpp"
 #include "nn/objective.hpp"
@@ -37,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const tandem::PipelinePlan pipeline{tandem::cut_into_stages(*model, rc.pipeline),
                                           rc.pipeline.microbatches, rc.pipeline.schedule};
       tandem::place_on_devices(*model, tandem::DevicePlan::cpus(4), pipeline,
-                               rc.global_batch_size(4 / rc.pipeline.stages), 2);
+                               rc.global_batch_size(4 / rc.pipeline.stages), 2,
+                               std::vector<std::int64_t>(model->call_count(), 4));
     }
   } catch (const tandem::Error&) {
   } catch (const tandem::JsonTextRefused&) {  // too deep, not UTF-8, a number out of range

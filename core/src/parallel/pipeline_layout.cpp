@@ -1,7 +1,6 @@
 #include "parallel/pipeline_layout.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 #include <map>
 
@@ -256,45 +255,6 @@ PipelineLayout cut_into_stages(const Model& model, const PipelineConfig& config,
   }
   return layout_of(model, balanced_stages(cost, cut_points(model), config.stages, model.name()),
                    config.stages, false);
-}
-
-std::vector<double> measure_call_seconds(const Model& model, std::int64_t rows, int repeats) {
-  std::unique_ptr<Model> copy = model.clone();
-  for (std::size_t l = 0; l < model.layer_count(); ++l)
-    copy->layer(l).set_backend(model.layer(l).ops());
-  const std::size_t n = copy->call_count();
-  Shape shape{std::max<std::int64_t>(rows, 1)};
-  for (auto d : copy->input_shape()) shape.push_back(d);
-  Tensor x(shape);
-  x.fill(0.0f);
-  std::vector<double> best(n, std::numeric_limits<double>::infinity());
-  std::vector<Tensor> grads;
-  using Clock = std::chrono::steady_clock;
-  for (int r = 0; r < repeats; ++r) {
-    std::vector<double> seconds(n, 0.0);
-    copy->start_forward(x);
-    for (std::size_t k = 0; k < n; ++k) {
-      const auto t0 = Clock::now();
-      copy->forward_calls({k}, true, 0);
-      seconds[k] += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    const auto& outputs = copy->forward_results();
-    grads.resize(outputs.size());
-    std::vector<const Tensor*> views;
-    for (std::size_t j = 0; j < outputs.size(); ++j) {
-      grads[j] = Tensor(outputs[j]->shape());
-      grads[j].fill(0.0f);
-      views.push_back(&grads[j]);
-    }
-    copy->start_backward(views);
-    for (std::size_t k = n; k-- > 0;) {
-      const auto t0 = Clock::now();
-      copy->backward_calls({k}, [](std::size_t) {});
-      seconds[k] += std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    for (std::size_t k = 0; k < n; ++k) best[k] = std::min(best[k], seconds[k]);
-  }
-  return best;
 }
 
 namespace {

@@ -77,10 +77,6 @@ struct PipelinePlan {
 PipelineLayout cut_into_stages(const Model& model, const PipelineConfig& config,
                                const std::vector<double>& call_seconds = {});
 
-/// Forward plus backward seconds of each call of a copy of `model` in training mode on `rows`
-/// samples of zeros (the fastest of `repeats` passes): what PipelineBalance::time balances.
-std::vector<double> measure_call_seconds(const Model& model, std::int64_t rows, int repeats = 3);
-
 /// Per stage boundary s (stage s to s + 1), the calls of stage s whose outputs stage s + 1
 /// reads, ascending: what stages on separate devices copy from the one to the other.
 std::vector<std::vector<std::size_t>> stage_hand_offs(const Model& model,

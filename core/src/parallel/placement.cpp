@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 #include "parallel/replica_model.hpp"
 #include "tandem/error.hpp"
@@ -42,7 +43,12 @@ std::string mib(std::int64_t bytes) {
 
 std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePlan& plan,
                                               const std::optional<PipelinePlan>& pipeline,
-                                              std::int64_t batch, int optimizer_slots) {
+                                              std::int64_t batch, int optimizer_slots,
+                                              const std::vector<std::int64_t>& call_bytes_per_row) {
+  if (call_bytes_per_row.size() != model.call_count())
+    throw std::invalid_argument("place_on_devices: " + std::to_string(call_bytes_per_row.size()) +
+                                " activation sizes for " + std::to_string(model.call_count()) +
+                                " calls");
   const PipelinePlan stages =
       pipeline ? *pipeline : PipelinePlan{PipelineLayout::whole(model), 1, {}};
   const int S = stages.stage_count();
@@ -64,13 +70,13 @@ std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePl
         d.layers.push_back(model.layer(l).name());
         trainable += trainable_count(model, l);
       }
-      std::int64_t outputs = 0;
-      for (std::size_t k : stages.layout.calls[i]) outputs += shape_size(model.call_output_shape(k));
+      std::int64_t bytes_per_row = 0;
+      for (std::size_t k : stages.layout.calls[i]) bytes_per_row += call_bytes_per_row[k];
       d.memory.weights = d.parameters * kFloat;
       // A pipeline keeps a second gradient buffer: each micro-batch's, added into the sum.
       d.memory.gradients = trainable * kFloat * (pipeline ? 2 : 1);
       d.memory.optimizer = trainable * kFloat * optimizer_slots;
-      d.memory.activations = outputs * rows * kFloat * in_flight(stages, s);
+      d.memory.activations = bytes_per_row * rows * in_flight(stages, s);
       out.push_back(std::move(d));
     }
   }

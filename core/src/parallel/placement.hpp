@@ -3,9 +3,10 @@
 // before training from the model's shapes (docs/pipeline.md "Memory"). `tandem summary
 // --devices`, `tandem check` and the run_started event show it.
 //
-// Activations count the outputs of the device's calls for every micro-batch its schedule keeps
-// in flight (GPipe: all M; 1F1B: min(M, S - s) on stage s); layers keep about as much again for
-// their backward passes, which the estimate leaves out. Plain data; pure functions.
+// Activations count, for every micro-batch the device's schedule keeps in flight (GPipe: all M;
+// 1F1B: min(M, S - s) on stage s), what its calls' layers hold for a micro-batch's rows: their
+// outputs, what they keep for the backward pass and the gradients they hand back, per row as
+// the call probe measured it (parallel/call_probe.hpp). Plain data; pure functions.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +43,12 @@ struct DevicePlacement {
 
 /// The placement of `model` on `plan` (one replica per device, or `pipeline`'s stages), for a
 /// global batch of `batch` samples split over the replicas, with `optimizer_slots` slots per
-/// parameter (Optimizer::slot_names().size()).
+/// parameter (Optimizer::slot_names().size()) and `call_bytes_per_row` bytes of activations per
+/// row for each call (measure_call_bytes_per_row; one per call of `model`).
 std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePlan& plan,
                                               const std::optional<PipelinePlan>& pipeline,
-                                              std::int64_t batch, int optimizer_slots);
+                                              std::int64_t batch, int optimizer_slots,
+                                              const std::vector<std::int64_t>& call_bytes_per_row);
 
 /// TANDEM_CUDA_MEMORY_LIMIT read (util/memory_size.hpp); nullopt when it is not set.
 std::optional<std::int64_t> cuda_memory_limit();

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tandem/error.hpp"
+#include "tensor/host_tensor_bytes.hpp"
 #include "util/memory_size.hpp"
 
 namespace tandem {
@@ -20,6 +21,9 @@ constexpr std::size_t kAlignment = 64;
 
 // Bytes every live host tensor holds together (what host_memory_limit() bounds).
 std::atomic<std::int64_t> g_host_bytes{0};
+// This thread's share, in values' bytes: what it allocated less what it freed
+// (host_tensor_bytes_on_this_thread).
+thread_local std::int64_t t_thread_bytes = 0;
 
 std::string mib_text(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
@@ -46,13 +50,18 @@ std::shared_ptr<float[]> allocate(std::int64_t count) {
                      mib_text(limit.bytes) + " (" + limit.source + ")");
   std::memset(p, 0, static_cast<std::size_t>(bytes));
   g_host_bytes.fetch_add(bytes, std::memory_order_relaxed);
-  return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes](float* q) {
+  const std::int64_t values_bytes = count * std::int64_t{sizeof(float)};
+  t_thread_bytes += values_bytes;
+  return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes, values_bytes](float* q) {
     g_host_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    t_thread_bytes -= values_bytes;
     std::free(q);
   });
 }
 
 }  // namespace
+
+std::int64_t host_tensor_bytes_on_this_thread() { return t_thread_bytes; }
 
 std::int64_t shape_size(const Shape& shape) {
   std::int64_t n = 1;

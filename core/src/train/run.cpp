@@ -27,6 +27,7 @@
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
 #include "plugin/plugin_host.hpp"
+#include "parallel/call_probe.hpp"
 #include "parallel/placement.hpp"
 #include "parallel/replica_model.hpp"
 #include "train/trainer.hpp"
@@ -210,7 +211,8 @@ std::vector<DevicePlacement> placement_of(const RunConfig& rc, const Built& b,
                                           int ranks = 1) {
   return place_on_devices(*b.model, plan, placement.pipeline,
                           rc.global_batch_size(placement.replicas * ranks) / ranks,
-                          static_cast<int>(b.optimizer->slot_names().size()));
+                          static_cast<int>(b.optimizer->slot_names().size()),
+                          measure_call_bytes_per_row(*b.model));
 }
 
 // Refuses a plan whose GPUs cannot hold their share (the estimate against each GPU's memory or

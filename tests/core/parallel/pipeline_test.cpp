@@ -9,6 +9,7 @@
 #include <string>
 
 #include "meta_test_models.hpp"
+#include "parallel/call_probe.hpp"
 #include "parallel/pipeline_scheduler.hpp"
 #include "tandem/error.hpp"
 

@@ -18,11 +18,14 @@ PipelinePlan two_stages(const Model& model, int microbatches) {
           microbatches, PipelineSchedule::one_f_one_b};
 }
 
+// Activation bytes per row of the three calls, as the call probe would give them.
+const std::vector<std::int64_t> kBytesPerRow{48, 100, 44};
+
 TEST(Placement, EachStageHoldsItsLayersAndTheirMemory) {
   // Dense 6->12 (84 parameters) | Dropout, Dense 12->5 (65); batch 10 in 2 micro-batches of 5
   // rows; Adam: 2 slots per weight; 1F1B: stage 0 holds 2 micro-batches in flight, stage 1 one.
   const auto model = Model::from_config(model_config(), "model", 1);
-  const auto placed = place_on_devices(*model, DevicePlan::cpus(2), two_stages(*model, 2), 10, 2);
+  const auto placed = place_on_devices(*model, DevicePlan::cpus(2), two_stages(*model, 2), 10, 2, kBytesPerRow);
   ASSERT_EQ(placed.size(), 2u);
   EXPECT_EQ(placed[0].layers, (std::vector<std::string>{"dense"}));
   EXPECT_EQ(placed[1].stage, 1);
@@ -30,15 +33,18 @@ TEST(Placement, EachStageHoldsItsLayersAndTheirMemory) {
   EXPECT_EQ(placed[0].memory.weights, 84 * 4);
   EXPECT_EQ(placed[0].memory.gradients, 84 * 4 * 2);  // the sum and the micro-batch's own
   EXPECT_EQ(placed[0].memory.optimizer, 84 * 4 * 2);
-  EXPECT_EQ(placed[0].memory.activations, 12 * 5 * 4 * 2);
-  EXPECT_EQ(placed[1].memory.activations, (12 + 5) * 5 * 4 * 1);
-  EXPECT_EQ(placed[1].memory.total(), 65 * 4 * 5 + 17 * 5 * 4);
+  EXPECT_EQ(placed[0].memory.activations, 48 * 5 * 2);
+  EXPECT_EQ(placed[1].memory.activations, (100 + 44) * 5 * 1);
+  EXPECT_EQ(placed[1].memory.total(), 65 * 4 * 5 + 144 * 5);
   // Without a pipeline: every device holds the whole model and its shard's activations.
-  const auto replicas = place_on_devices(*model, DevicePlan::cpus(2), std::nullopt, 11, 2);
+  const auto replicas = place_on_devices(*model, DevicePlan::cpus(2), std::nullopt, 11, 2, kBytesPerRow);
   ASSERT_EQ(replicas.size(), 2u);
   EXPECT_EQ(replicas[1].replica, 1);
   EXPECT_EQ(replicas[0].memory.gradients, 149 * 4);
-  EXPECT_EQ(replicas[0].memory.activations, (12 + 12 + 5) * 6 * 4);  // 6 of the 11 rows
+  EXPECT_EQ(replicas[0].memory.activations, (48 + 100 + 44) * 6);  // 6 of the 11 rows
+  // One size per call, or the caller mixed up its models.
+  EXPECT_THROW(place_on_devices(*model, DevicePlan::cpus(2), std::nullopt, 11, 2, {48, 100}),
+               std::invalid_argument);
   const json table = placement_json(replicas);
   EXPECT_EQ(table[0]["memory"]["total"], replicas[0].memory.total());
   EXPECT_EQ(table[0]["layers"], (json{"dense", "dropout", "dense_1"}));
@@ -64,7 +70,7 @@ TEST(Placement, MemorySizesReadAsPeopleWriteThem) {
 TEST(Placement, AGpuTooSmallForItsShareIsRefusedWithTheNumbers) {
   const auto model = Model::from_config(model_config(), "model", 1);
   DevicePlan gpus{{{DeviceKind::cuda, 0}, {DeviceKind::cuda, 1}}, "cuda:0,1"};
-  const auto placed = place_on_devices(*model, gpus, two_stages(*model, 1), 1000, 2);
+  const auto placed = place_on_devices(*model, gpus, two_stages(*model, 1), 1000, 2, kBytesPerRow);
   DeviceReport report;
   report.gpus = {{0, "NVIDIA H100 80GB HBM3", 80LL << 30, 9, 0, 132, "", {}},
                  {1, "NVIDIA H100 80GB HBM3", 80LL << 30, 9, 0, 132, "", {}}};
