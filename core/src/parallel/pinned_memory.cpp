@@ -7,21 +7,10 @@
 
 namespace tandem::detail {
 
-HostBlockPool::~HostBlockPool() {
-  for (auto& [bytes, block] : cache_) free_(block);
-}
-
 std::shared_ptr<float[]> HostBlockPool::take(std::int64_t count) {
   const std::size_t bytes =
       static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(float);
-  void* block = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(bytes); it != cache_.end()) {
-      block = it->second;
-      cache_.erase(it);
-    }
-  }
+  void* block = cache_.take(static_cast<std::int64_t>(bytes));
   if (!block) {
     block = allocate_(bytes);
     if (!block) return nullptr;
@@ -35,14 +24,7 @@ std::shared_ptr<float[]> HostBlockPool::take(std::int64_t count) {
 }
 
 void HostBlockPool::give_back(std::size_t bytes, void* block) {
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_.count(bytes) < max_cached_) {
-      cache_.emplace(bytes, block);
-      return;
-    }
-  }
-  free_(block);
+  if (!cache_.keep(block, static_cast<std::int64_t>(bytes))) cache_.free_block(block);
 }
 
 std::int64_t HostBlockPool::allocations() const {
@@ -50,10 +32,7 @@ std::int64_t HostBlockPool::allocations() const {
   return allocations_;
 }
 
-std::size_t HostBlockPool::cached() const {
-  std::lock_guard lock(mutex_);
-  return cache_.size();
-}
+std::size_t HostBlockPool::cached() const { return static_cast<std::size_t>(cache_.held_blocks()); }
 
 std::function<std::shared_ptr<float[]>(std::int64_t)> pinned_batch_storage() {
   const CudaModule& cuda = cuda_module();

@@ -3,8 +3,9 @@
 //
 // A GPU copies from pinned memory by DMA at full speed and truly asynchronously; from ordinary
 // memory the driver first copies through a staging buffer of its own. Pinning is slow (a system
-// call, milliseconds for large blocks), so released blocks are kept by size and handed out again:
-// a training loop that reads batches of one size pins a handful of blocks once.
+// call, milliseconds for large blocks), so released blocks are kept by size (a HostBlockCache)
+// and handed out again: a training loop that reads batches of one size pins a handful of blocks
+// once.
 //
 // Ownership: the pool is shared by the allocator function and every block it handed out, so it
 // lives until the last batch tensor is gone. Thread-safety: allocate and release from any thread.
@@ -13,10 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 
+#include "tensor/host_block_cache.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -27,9 +28,11 @@ class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
  public:
   using Allocate = void* (*)(std::size_t bytes);  // null on failure
   using Free = void (*)(void* block);
-  HostBlockPool(Allocate allocate, Free free, std::size_t max_cached_per_size = 8)
-      : allocate_(allocate), free_(free), max_cached_(max_cached_per_size) {}
-  ~HostBlockPool();
+  /// Keeps at most `max_cached_per_size` released blocks of one size, 4 GiB of them at most.
+  HostBlockPool(Allocate allocate, Free free, std::int64_t max_cached_per_size = 8)
+      : allocate_(allocate),
+        cache_({.capacity_bytes = std::int64_t{4} << 30, .max_blocks_per_size = max_cached_per_size},
+               free) {}
   HostBlockPool(const HostBlockPool&) = delete;
   HostBlockPool& operator=(const HostBlockPool&) = delete;
 
@@ -44,11 +47,9 @@ class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
   void give_back(std::size_t bytes, void* block);
 
   Allocate allocate_;
-  Free free_;
-  std::size_t max_cached_;
+  HostBlockCache cache_;          // released blocks; frees them with the pool's Free
   mutable std::mutex mutex_;
-  std::multimap<std::size_t, void*> cache_;  // bytes -> free blocks
-  std::int64_t allocations_ = 0;
+  std::int64_t allocations_ = 0;  // guarded by mutex_
 };
 
 /// Storage for DataLoaderOptions::allocate: pinned host memory through the CUDA module, falling

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tandem/error.hpp"
+#include "tensor/host_block_cache.hpp"
 #include "tensor/host_tensor_bytes.hpp"
 #include "util/memory_size.hpp"
 
@@ -27,6 +28,27 @@ thread_local std::int64_t t_thread_bytes = 0;
 
 std::string mib_text(std::int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+// Where freed host blocks of 1 MiB and more wait for the next tensor of their size: up to an
+// eighth of the host memory limit, 1 GiB at most. Never destroyed: tensors still alive when the
+// process exits (statics, other threads) give their blocks back to it then.
+HostBlockCache& block_cache(const HostMemoryLimit& limit) {
+  static HostBlockCache* const cache =
+      new HostBlockCache({.capacity_bytes = std::min<std::int64_t>(std::int64_t{1} << 30,
+                                                                   limit.bytes / 8),
+                          .min_block_bytes = std::int64_t{1} << 20});
+  return *cache;
+}
+
+// `bytes` of 64-byte aligned host memory: a kept block of that size, else a new one (after
+// freeing the kept ones, when the first try fails). nullptr when there is none.
+void* take_block(HostBlockCache& cache, std::int64_t bytes) {
+  if (void* p = cache.take(bytes)) return p;
+  const auto size = static_cast<std::size_t>(bytes);
+  if (void* p = std::aligned_alloc(kAlignment, size)) return p;
+  cache.release();
+  return std::aligned_alloc(kAlignment, size);
+}
+
 // Host memory for `count` floats, zeroed. A tensor beyond what host memory holds — the
 // machine's, or TANDEM_HOST_MEMORY_LIMIT, less what live tensors take — is a ShapeError naming
 // the sizes (a model config asking for a layer of 10^12 weights is refused, not a crash or a
@@ -34,15 +56,14 @@ std::string mib_text(std::int64_t bytes) { return std::to_string(bytes >> 20) + 
 std::shared_ptr<float[]> allocate(std::int64_t count) {
   if (count == 0) return {};
   static const HostMemoryLimit limit = host_memory_limit();  // retried while it throws
+  HostBlockCache& cache = block_cache(limit);
   constexpr std::int64_t kMaxCount = std::numeric_limits<std::int64_t>::max() / 8;
   const std::int64_t bytes =
       count < kMaxCount ? (count * std::int64_t{sizeof(float)} + kAlignment - 1) / kAlignment *
                               kAlignment
                         : std::numeric_limits<std::int64_t>::max();
   const std::int64_t held = g_host_bytes.load(std::memory_order_relaxed);
-  void* p = bytes <= limit.bytes - held
-                ? std::aligned_alloc(kAlignment, static_cast<std::size_t>(bytes))
-                : nullptr;
+  void* p = bytes <= limit.bytes - held ? take_block(cache, bytes) : nullptr;
   if (!p)
     throw ShapeError("a tensor of " + std::to_string(count) + " values (" +
                      mib_text(count < kMaxCount ? count * 4 : bytes) +
@@ -52,10 +73,10 @@ std::shared_ptr<float[]> allocate(std::int64_t count) {
   g_host_bytes.fetch_add(bytes, std::memory_order_relaxed);
   const std::int64_t values_bytes = count * std::int64_t{sizeof(float)};
   t_thread_bytes += values_bytes;
-  return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes, values_bytes](float* q) {
+  return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes, values_bytes, &cache](float* q) {
     g_host_bytes.fetch_sub(bytes, std::memory_order_relaxed);
     t_thread_bytes -= values_bytes;
-    std::free(q);
+    if (!cache.keep(q, bytes)) std::free(q);
   });
 }
 
