@@ -360,6 +360,49 @@ with h5py.File(sys.argv[1], 'r') as f:
                             names.back() + "\n3001\n");
 }
 
+// Large arrays are stored in checksummed chunks of at most 4 MiB (docs/checkpoint-format.md),
+// the array halved along its largest axis: a 1536 x 1000 kernel (6 MB) in chunks of 768 x 1000,
+// a 3 x 3 x 64 x 2048 one (4.7 MB) in 3 x 3 x 64 x 1024. h5py reads the same bits.
+TEST(CheckpointFile, LargeArraysAreStoredInChecksummedChunksOfAtMostFourMiB) {
+  auto dir = scratch_dir("ckpt-chunks");
+  auto path = dir / "model.h5";
+  CheckpointData data;
+  data.layers.push_back({"big",
+                         {{"kernel", random_tensor({1536, 1000}, 3)},
+                          {"conv", random_tensor({3, 3, 64, 2048}, 4)},
+                          {"bias", random_tensor({1000}, 5)}}});
+  write_checkpoint_file(path, data);
+  expect_same(data, read_checkpoint_file(path));
+  const std::string script = R"PY(
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], 'r') as f:
+    for name in ('kernel', 'conv', 'bias'):
+        d = f['model_weights/big/big/%s:0' % name]
+        assert d.fletcher32, name
+        v = d[()]
+        print('%s %s %s %016x' % (name, 'x'.join(map(str, d.chunks)), d.id.get_num_chunks(),
+              int(v.view(np.uint32).astype(np.uint64).sum())))
+)PY";
+  auto result = run_python(dir, script, path.string());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto bit_sum = [](const Tensor& t) {
+    std::uint64_t sum = 0;
+    for (float v : t.values()) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      sum += bits;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(sum));
+    return std::string(hex);
+  };
+  const auto& w = data.layers[0].weights;
+  EXPECT_EQ(result.out, "kernel 768x1000 2 " + bit_sum(w[0].value) + "\n" +
+                            "conv 3x3x64x1024 2 " + bit_sum(w[1].value) + "\n" +
+                            "bias 1000 1 " + bit_sum(w[2].value) + "\n");
+}
+
 TEST(CheckpointFile, FailedWriteLeavesPreviousFileWhole) {
   auto dir = scratch_dir("ckpt-failed-write");
   auto path = dir / "ckpt.h5";
