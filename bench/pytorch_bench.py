@@ -38,7 +38,8 @@ import time
 import torch
 from torch import nn
 
-from torch_blas import openblas_info, require_openblas_with_the_cpus_kernels
+from torch_blas import (KEEP_FREED_MEMORY, keep_freed_memory, openblas_info,
+                        require_openblas_with_the_cpus_kernels)
 
 def progress(msg):
     print(f"[pytorch_bench] {msg}", file=sys.stderr, flush=True)
@@ -267,6 +268,7 @@ def main():
     if args.autocast == "bf16":
         AUTOCAST = torch.bfloat16
 
+    keep_freed_memory("pytorch_bench")
     require_openblas_with_the_cpus_kernels("pytorch_bench")
     default_threads = torch.get_num_threads()
     if args.threads > 0:
@@ -281,6 +283,7 @@ def main():
                         else "torch's default",
         "openblas": openblas_info(),
         "openblas_detected_core": os.environ.get("TORCH_BLAS_DETECTED_CORE"),
+        "malloc_env": {k: os.environ.get(k) for k in KEEP_FREED_MEMORY},
         "autocast": args.autocast,
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                             "OPENBLAS_NUM_THREADS", "MALLOC_MMAP_THRESHOLD_",

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from torch_blas import require_openblas_with_the_cpus_kernels
+from torch_blas import keep_freed_memory, require_openblas_with_the_cpus_kernels
 
 
 def read_idx(path):
@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = ap.parse_args()
+    keep_freed_memory("pytorch_fashion_cnn")
     require_openblas_with_the_cpus_kernels("pytorch_fashion_cnn")
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -55,6 +55,26 @@ def require_openblas_with_the_cpus_kernels(tool):
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
+# glibc settings that keep freed memory in the process: blocks up to 32 MiB (the most glibc
+# allows) from the heap instead of fresh mappings, and the heap never trimmed. PyTorch's CPU
+# allocator hands each new tensor to malloc; with glibc's defaults its element-wise outputs land
+# in memory returned to the kernel and touched afresh, which on a VM where a first touch costs
+# 11 us a page (this project's 2026-11-28 Zen 5 VM) slowed its fashion-resnet step 2-3x
+# (295-617 samples/s against 875-995 with these). Tandem's allocator keeps such blocks itself.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "17179869184"}
+
+
+def keep_freed_memory(tool):
+    """Re-executes this script with KEEP_FREED_MEMORY unless the environment sets glibc's
+    thresholds itself (any of them): PyTorch at its best."""
+    if any(name in os.environ for name in KEEP_FREED_MEMORY):
+        return
+    print(f"[{tool}] rerunning with glibc keeping freed memory "
+          f"({' '.join(k + '=' + v for k, v in KEEP_FREED_MEMORY.items())})",
+          file=sys.stderr, flush=True)
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **KEEP_FREED_MEMORY))
+
+
 def openblas_info():
     """Which OpenBLAS kernels and thread count torch's GEMMs (BLAS_INFO=generic -> libblas.so.3) use."""
     try:
