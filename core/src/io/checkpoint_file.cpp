@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -280,9 +281,12 @@ void write_training(hid_t root, const TrainingStateData& training, const WritePr
                   words.empty(), props);
 }
 
-// A whole HDF5 file, built in memory.
+// A whole HDF5 file, built in memory: the first `size` bytes of a malloc'd buffer.
+struct FreeBytes {
+  void operator()(char* p) const { std::free(p); }
+};
 struct FileImage {
-  std::unique_ptr<char[]> bytes;
+  std::unique_ptr<char, FreeBytes> bytes;
   std::size_t size = 0;
 };
 
@@ -299,64 +303,70 @@ std::size_t estimated_size(const CheckpointData& data) {
   return bytes;
 }
 
-// Bob Jenkins' lookup3 hash (hashlittle), the checksum of HDF5 metadata (H5_checksum_lookup3).
-std::uint32_t lookup3(const unsigned char* k, std::size_t length) {
-  auto rot = [](std::uint32_t x, int r) { return (x << r) | (x >> (32 - r)); };
-  auto word = [](const unsigned char* p) {
-    return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 |
-           std::uint32_t{p[3]} << 24;
-  };
-  std::uint32_t a, b, c;
-  a = b = c = 0xdeadbeef + static_cast<std::uint32_t>(length);
-  while (length > 12) {
-    a += word(k);
-    b += word(k + 4);
-    c += word(k + 8);
-    a -= c, a ^= rot(c, 4), c += b;
-    b -= a, b ^= rot(a, 6), a += c;
-    c -= b, c ^= rot(b, 8), b += a;
-    a -= c, a ^= rot(c, 16), c += b;
-    b -= a, b ^= rot(a, 19), a += c;
-    c -= b, c ^= rot(b, 4), b += a;
-    length -= 12;
-    k += 12;
-  }
-  if (length == 0) return c;
-  unsigned char tail[12] = {};
-  std::memcpy(tail, k, length);
-  a += word(tail);
-  b += word(tail + 4);
-  c += word(tail + 8);
-  c ^= b, c -= rot(b, 14);
-  a ^= c, a -= rot(c, 11);
-  b ^= a, b -= rot(a, 25);
-  c ^= b, c -= rot(b, 16);
-  a ^= c, a -= rot(c, 4);
-  b ^= a, b -= rot(a, 14);
-  c ^= b, c -= rot(b, 24);
-  return c;
+// The core driver's buffer, taken over when the file closes instead of freed (HDF5's file image
+// callbacks), so the finished file is written to disk from it: no copy of the whole file
+// (H5Fget_file_image's) and half the memory at the peak. `capacity` is the buffer's size (the
+// file's size rounded up to the driver's increment).
+struct CoreBuffer {
+  std::unique_ptr<char, FreeBytes> kept;  // set by the close
+  std::size_t capacity = 0;
+};
+
+void* core_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  void* p = std::malloc(size);
+  if (p) static_cast<CoreBuffer*>(udata)->capacity = size;
+  return p;
 }
 
-// HDF5 1.10.8's H5Fget_file_image clears the superblock's "open for writing" flag in the image
-// but keeps the checksum computed with the flag set, so readers reject the image ("incorrect
-// metadata checksum"). Recompute it (superblock version 2 or 3: checksum after 12 + 4 offsets).
-void fix_superblock_checksum(FileImage& image) {
-  auto* bytes = reinterpret_cast<unsigned char*>(image.bytes.get());
+void* core_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, size);
+}
+
+void* core_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  void* p = std::realloc(ptr, size);
+  if (p) static_cast<CoreBuffer*>(udata)->capacity = size;
+  return p;
+}
+
+herr_t core_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* buffer = static_cast<CoreBuffer*>(udata);
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && !buffer->kept)
+    buffer->kept.reset(static_cast<char*>(ptr));
+  else
+    std::free(ptr);
+  return 0;
+}
+
+void* core_udata_copy(void* udata) { return udata; }  // one CoreBuffer, outliving the file
+herr_t core_udata_free(void*) { return 0; }
+
+// The file's size as its closed superblock states it (version 2 or 3, which the V18 format
+// bounds give: the end-of-file address after the signature, 4 bytes and two addresses).
+std::size_t closed_file_size(const CoreBuffer& buffer) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(buffer.kept.get());
   static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  if (image.size < 12 || std::memcmp(bytes, kSignature, 8) != 0 || bytes[8] < 2 || bytes[8] > 3)
-    return;
-  const std::size_t end = 12 + 4 * std::size_t{bytes[9]};
-  if (image.size < end + 4) return;
-  std::uint32_t sum = lookup3(bytes, end);
-  for (int i = 0; i < 4; ++i) bytes[end + i] = static_cast<unsigned char>(sum >> (8 * i));
+  if (!bytes || buffer.capacity < 12 || std::memcmp(bytes, kSignature, 8) != 0 || bytes[8] < 2 ||
+      bytes[8] > 3 || bytes[9] != 8)
+    fail("the file in memory has no version 2 superblock");
+  const std::size_t at = 12 + 2 * 8;
+  if (buffer.capacity < at + 8) fail("the file in memory is cut short");
+  std::uint64_t end = 0;
+  for (int i = 7; i >= 0; --i) end = end << 8 | bytes[at + static_cast<std::size_t>(i)];
+  if (end > buffer.capacity) fail("the file in memory ends beyond its buffer");
+  return static_cast<std::size_t>(end);
 }
 
 // Builds the file with HDF5's in-memory (core) driver. HDF5 then never touches the disk: a
 // write error inside H5Fclose leaves HDF5 1.10 with a half-closed file that crashes the
 // process at exit, so all disk I/O is done by write_file_atomically (tandem/atomic_file.hpp).
+// Returns the driver's buffer as the close left it (CoreBuffer).
 FileImage build_image(const CheckpointData& data) {
   H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
   checked(H5Pset_fapl_core(fapl.get(), estimated_size(data), false), "cannot set the core driver");
+  CoreBuffer buffer;
+  H5FD_file_image_callbacks_t callbacks{&core_malloc,    &core_memcpy,     &core_realloc, &core_free,
+                                        &core_udata_copy, &core_udata_free, &buffer};
+  checked(H5Pset_file_image_callbacks(fapl.get(), &callbacks), "cannot set the core driver");
   // v1.8 object headers: readable by every HDF5 >= 1.8 (h5py, Keras), and attributes larger than
   // 64 KiB (a big model_config) go to dense storage instead of failing.
   checked(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
@@ -393,16 +403,10 @@ FileImage build_image(const CheckpointData& data) {
     }
     if (data.training) write_training(root, *data.training, props);
   }
-  checked(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
-  ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
-  if (size <= 0) fail("cannot get the file image");
-  FileImage image{std::make_unique_for_overwrite<char[]>(static_cast<std::size_t>(size)),
-                  static_cast<std::size_t>(size)};
-  if (H5Fget_file_image(file.get(), image.bytes.get(), image.size) != size)
-    fail("cannot get the file image");
   checked(file.close(), "cannot close the file");
-  fix_superblock_checksum(image);
-  return image;
+  fapl.close();  // the property list's callbacks refer to `buffer`
+  const std::size_t size = closed_file_size(buffer);
+  return {std::move(buffer.kept), size};
 }
 
 // ---- reading ----
