@@ -337,8 +337,13 @@ herr_t core_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
   return 0;
 }
 
-void* core_udata_copy(void* udata) { return udata; }  // one CoreBuffer, outliving the file
-herr_t core_udata_free(void*) { return 0; }
+// One CoreBuffer, outliving the file, shared by the property lists' copies.
+void* core_udata_copy(void* udata) {
+  return udata;
+}
+herr_t core_udata_free(void*) {
+  return 0;
+}
 
 // The file's size as its closed superblock states it (version 2 or 3, which the V18 format
 // bounds give: the end-of-file address after the signature, 4 bytes and two addresses).
@@ -364,8 +369,9 @@ FileImage build_image(const CheckpointData& data) {
   H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
   checked(H5Pset_fapl_core(fapl.get(), estimated_size(data), false), "cannot set the core driver");
   CoreBuffer buffer;
-  H5FD_file_image_callbacks_t callbacks{&core_malloc,    &core_memcpy,     &core_realloc, &core_free,
-                                        &core_udata_copy, &core_udata_free, &buffer};
+  H5FD_file_image_callbacks_t callbacks{&core_malloc, &core_memcpy,     &core_realloc,
+                                        &core_free,   &core_udata_copy, &core_udata_free,
+                                        &buffer};
   checked(H5Pset_file_image_callbacks(fapl.get(), &callbacks), "cannot set the core driver");
   // v1.8 object headers: readable by every HDF5 >= 1.8 (h5py, Keras), and attributes larger than
   // 64 KiB (a big model_config) go to dense storage instead of failing.
