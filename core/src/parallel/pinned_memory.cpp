@@ -14,7 +14,6 @@ std::shared_ptr<float[]> HostBlockPool::take(std::int64_t count) {
   if (!block) {
     block = allocate_(bytes);
     if (!block) return nullptr;
-    std::lock_guard lock(mutex_);
     ++allocations_;
   }
   // The deleter keeps the pool alive and returns the block to it.
@@ -24,13 +23,10 @@ std::shared_ptr<float[]> HostBlockPool::take(std::int64_t count) {
 }
 
 void HostBlockPool::give_back(std::size_t bytes, void* block) {
-  if (!cache_.keep(block, static_cast<std::int64_t>(bytes))) cache_.free_block(block);
+  cache_.give_back(block, static_cast<std::int64_t>(bytes));
 }
 
-std::int64_t HostBlockPool::allocations() const {
-  std::lock_guard lock(mutex_);
-  return allocations_;
-}
+std::int64_t HostBlockPool::allocations() const { return allocations_; }
 
 std::size_t HostBlockPool::cached() const { return static_cast<std::size_t>(cache_.held_blocks()); }
 

@@ -11,11 +11,11 @@
 // lives until the last batch tensor is gone. Thread-safety: allocate and release from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "tensor/host_block_cache.hpp"
 #include "util/internal_api.hpp"
@@ -27,7 +27,7 @@ namespace tandem::detail {
 class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
  public:
   using Allocate = void* (*)(std::size_t bytes);  // null on failure
-  using Free = void (*)(void* block);
+  using Free = HostBlockCache::Free;
   /// Keeps at most `max_cached_per_size` released blocks of one size, 4 GiB of them at most.
   HostBlockPool(Allocate allocate, Free free, std::int64_t max_cached_per_size = 8)
       : allocate_(allocate),
@@ -47,9 +47,8 @@ class HostBlockPool : public std::enable_shared_from_this<HostBlockPool> {
   void give_back(std::size_t bytes, void* block);
 
   Allocate allocate_;
-  HostBlockCache cache_;          // released blocks; frees them with the pool's Free
-  mutable std::mutex mutex_;
-  std::int64_t allocations_ = 0;  // guarded by mutex_
+  HostBlockCache cache_;  // released blocks; frees them with the pool's Free
+  std::atomic<std::int64_t> allocations_{0};
 };
 
 /// Storage for DataLoaderOptions::allocate: pinned host memory through the CUDA module, falling

@@ -67,6 +67,10 @@ bool HostBlockCache::keep(void* block, std::int64_t bytes) {
   return true;
 }
 
+void HostBlockCache::give_back(void* block, std::int64_t bytes) {
+  if (!keep(block, bytes)) free_(block);
+}
+
 void HostBlockCache::release() {
   const std::lock_guard lock(mutex_);
   while (!blocks_.empty()) free_oldest();

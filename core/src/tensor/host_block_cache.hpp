@@ -52,8 +52,9 @@ class HostBlockCache {
   /// not kept (smaller than the minimum, larger than the capacity, or as many of its size kept
   /// already) and still the caller's to free.
   bool keep(void* block, std::int64_t bytes);
-  /// Gives `block` back for good with the cache's Free (one that keep refused).
-  void free_block(void* block) const { free_(block); }
+  /// keep(), and when that refuses `block`, gives it back for good with the cache's Free: what a
+  /// block's owner calls when it is done with it.
+  void give_back(void* block, std::int64_t bytes);
   /// Frees every block it holds: when an allocation failed, before it is tried again.
   void release();
   /// Bytes of the blocks it holds, and how many they are.

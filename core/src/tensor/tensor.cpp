@@ -76,7 +76,7 @@ std::shared_ptr<float[]> allocate(std::int64_t count) {
   return std::shared_ptr<float[]>(static_cast<float*>(p), [bytes, values_bytes, &cache](float* q) {
     g_host_bytes.fetch_sub(bytes, std::memory_order_relaxed);
     t_thread_bytes -= values_bytes;
-    if (!cache.keep(q, bytes)) std::free(q);
+    cache.give_back(q, bytes);
   });
 }
 
