@@ -5,6 +5,7 @@
 // it, safe to read from any thread while nobody writes it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,17 @@ struct TANDEM_EXPORT DevicePlan {
 /// `cuda_trainable` says whether this build can train on CUDA devices; "auto" uses GPUs only then.
 TANDEM_EXPORT DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report,
                                            const std::string& path, bool cuda_trainable);
+/// What a plan is checked against: the machine's devices, and whether this build trains on CUDA.
+struct TANDEM_EXPORT PlanDevices {
+  DeviceReport report;
+  bool cuda_trainable = false;
+};
+/// The same, looking at the machine only where the text needs it: a plan of CPU replicas
+/// ("cpu", "cpu:N") is taken without calling `discover` (finding GPUs loads the CUDA module and
+/// the CUDA libraries, about 0.4 s a process), unless it is refused: the error then lists every
+/// device. `discover` is called at most once, from the calling thread, before this returns.
+TANDEM_EXPORT DevicePlan parse_device_plan(const std::string& text,
+                                           const std::function<PlanDevices()>& discover,
+                                           const std::string& path);
 
 }  // namespace tandem

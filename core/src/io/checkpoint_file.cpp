@@ -15,6 +15,7 @@
 
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
+#include "tensor/huge_page_block.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "util/json_text.hpp"
@@ -313,7 +314,7 @@ struct CoreBuffer {
 };
 
 void* core_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
-  void* p = std::malloc(size);
+  void* p = allocate_huge_page_block(size);
   if (p) static_cast<CoreBuffer*>(udata)->capacity = size;
   return p;
 }

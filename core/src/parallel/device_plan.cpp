@@ -1,6 +1,7 @@
 #include "tandem/device_plan.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "tandem/error.hpp"
@@ -32,6 +33,23 @@ nlohmann::json DevicePlan::to_json() const {
 
 namespace {
 
+// What a parse knows of the machine, discovered at the first need (a plan of CPU replicas needs
+// it only for an error).
+class Machine {
+ public:
+  explicit Machine(const std::function<PlanDevices()>& discover) : discover_(discover) {}
+  const DeviceReport& report() { return devices().report; }
+  bool cuda_trainable() { return devices().cuda_trainable; }
+
+ private:
+  const PlanDevices& devices() {
+    if (!devices_) devices_ = discover_();
+    return *devices_;
+  }
+  const std::function<PlanDevices()>& discover_;
+  std::optional<PlanDevices> devices_;
+};
+
 std::string available(const DeviceReport& report) {
   std::string s = "cpu (" + std::to_string(report.cpu.logical_cores) + " cores)";
   for (const auto& g : report.gpus) s += ", cuda:" + std::to_string(g.index) + " (" + g.name + ")";
@@ -40,16 +58,17 @@ std::string available(const DeviceReport& report) {
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& text, const std::string& why,
-                       const DeviceReport& report) {
-  throw ConfigError(path, why + " in device plan '" + text + "'. This machine has: " +
-                              available(report) + ". Plans: auto, cpu, cpu:N, cuda:0,2, cuda:all.");
+                       Machine& machine) {
+  throw ConfigError(path, why + " in device plan '" + text +
+                              "'. This machine has: " + available(machine.report()) +
+                              ". Plans: auto, cpu, cpu:N, cuda:0,2, cuda:all.");
 }
 
 int parse_count(const std::string& digits, const std::string& path, const std::string& text,
-                const DeviceReport& report) {
+                Machine& machine) {
   if (digits.empty() || digits.size() > 6 ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    fail(path, text, "'" + digits + "' is not a number", report);
+    fail(path, text, "'" + digits + "' is not a number", machine);
   return std::stoi(digits);
 }
 
@@ -57,22 +76,35 @@ int parse_count(const std::string& digits, const std::string& path, const std::s
 
 DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report,
                              const std::string& path, bool cuda_trainable) {
+  return parse_device_plan(
+      text,
+      [&] {
+        return PlanDevices{report, cuda_trainable};
+      },
+      path);
+}
+
+DevicePlan parse_device_plan(const std::string& text, const std::function<PlanDevices()>& discover,
+                             const std::string& path) {
+  Machine machine(discover);
   DevicePlan plan;
   std::string t = text;
   t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == ' '; }), t.end());
-  if (t.empty()) fail(path, text, "empty", report);
-  if (t == "auto") t = (cuda_trainable && !report.gpus.empty()) ? "cuda:all" : "cpu";
+  if (t.empty()) fail(path, text, "empty", machine);
+  if (t == "auto")
+    t = (machine.cuda_trainable() && !machine.report().gpus.empty()) ? "cuda:all" : "cpu";
   if (t == "cpu") t = "cpu:1";
   if (t.rfind("cpu:", 0) == 0) {
-    const int n = parse_count(t.substr(4), path, text, report);
-    if (n < 1) fail(path, text, "cpu:N needs N >= 1", report);
-    if (n > 1024) fail(path, text, "at most 1024 CPU replicas", report);
+    const int n = parse_count(t.substr(4), path, text, machine);
+    if (n < 1) fail(path, text, "cpu:N needs N >= 1", machine);
+    if (n > 1024) fail(path, text, "at most 1024 CPU replicas", machine);
     return DevicePlan::cpus(n);
   }
-  if (t.rfind("cuda:", 0) != 0) fail(path, text, "unknown device '" + text + "'", report);
+  if (t.rfind("cuda:", 0) != 0) fail(path, text, "unknown device '" + text + "'", machine);
+  const DeviceReport& report = machine.report();
   std::vector<int> ordinals;
   if (t == "cuda:all") {
-    if (report.gpus.empty()) fail(path, text, "there is no CUDA GPU", report);
+    if (report.gpus.empty()) fail(path, text, "there is no CUDA GPU", machine);
     for (const auto& g : report.gpus) ordinals.push_back(g.index);
   } else {
     std::string list = t.substr(5);
@@ -81,7 +113,7 @@ DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report
       const auto comma = list.find(',', pos);
       ordinals.push_back(parse_count(
           list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos), path,
-          text, report));
+          text, machine));
       if (comma == std::string::npos) break;
       pos = comma + 1;
     }
@@ -90,12 +122,12 @@ DevicePlan parse_device_plan(const std::string& text, const DeviceReport& report
   for (int o : ordinals) {
     const bool exists = std::any_of(report.gpus.begin(), report.gpus.end(),
                                     [o](const GpuInfo& g) { return g.index == o; });
-    if (!exists) fail(path, text, "there is no device cuda:" + std::to_string(o), report);
+    if (!exists) fail(path, text, "there is no device cuda:" + std::to_string(o), machine);
     if (!seen.insert(o).second)
-      fail(path, text, "cuda:" + std::to_string(o) + " is listed twice", report);
+      fail(path, text, "cuda:" + std::to_string(o) + " is listed twice", machine);
     plan.replicas.push_back({DeviceKind::cuda, o});
   }
-  if (!cuda_trainable)
+  if (!machine.cuda_trainable())
     throw ConfigError(path, "device plan '" + text +
                                 "' names CUDA devices, but this Tandem build trains on the CPU "
                                 "only (no CUDA backend); use \"cpu\" or \"cpu:N\"");

@@ -11,6 +11,7 @@
 
 #include "tandem/error.hpp"
 #include "tensor/host_block_cache.hpp"
+#include "tensor/huge_page_block.hpp"
 #include "tensor/host_tensor_bytes.hpp"
 #include "util/memory_size.hpp"
 
@@ -39,14 +40,15 @@ HostBlockCache& block_cache(const HostMemoryLimit& limit) {
   return *cache;
 }
 
-// `bytes` of 64-byte aligned host memory: a kept block of that size, else a new one (after
-// freeing the kept ones, when the first try fails). nullptr when there is none.
+// `bytes` of 64-byte aligned host memory: a kept block of that size, else a new one, in huge
+// pages from 2 MiB (after freeing the kept ones, when the first try fails). nullptr when there
+// is none.
 void* take_block(HostBlockCache& cache, std::int64_t bytes) {
   if (void* p = cache.take(bytes)) return p;
   const auto size = static_cast<std::size_t>(bytes);
-  if (void* p = std::aligned_alloc(kAlignment, size)) return p;
+  if (void* p = allocate_huge_page_block(size)) return p;
   cache.release();
-  return std::aligned_alloc(kAlignment, size);
+  return allocate_huge_page_block(size);
 }
 
 // Host memory for `count` floats, zeroed. A tensor beyond what host memory holds — the

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -64,6 +66,37 @@ TEST(DevicePlan, BadPlansNameTheProblemAndListTheDevices) {
   EXPECT_NE(error_of("cuda:0,0", two).find("listed twice"), std::string::npos);
   EXPECT_NE(error_of("cuda:1,5", two).find("cuda:0 (Test GPU), cuda:1 (Test GPU)"),
             std::string::npos);
+}
+
+// The lazy form looks at the machine only when the text needs it: a CPU plan never finds the
+// GPUs (which loads the CUDA module), a refused CPU plan does once for its error, and "auto" and
+// CUDA plans do once each.
+TEST(DevicePlan, OnlyPlansThatNeedTheGpusLookForThem) {
+  int discovered = 0;
+  const std::function<PlanDevices()> discover = [&] {
+    ++discovered;
+    return PlanDevices{machine(2), true};
+  };
+  const auto parse = [&](const std::string& text) {
+    discovered = 0;
+    return parse_device_plan(text, discover, "devices");
+  };
+  EXPECT_EQ(parse("cpu").text, "cpu:1");
+  EXPECT_EQ(parse(" cpu:3 ").text, "cpu:3");
+  EXPECT_EQ(discovered, 0);
+
+  try {
+    parse("cpu:0");
+    ADD_FAILURE() << "cpu:0 was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:1 (Test GPU)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(discovered, 1);
+
+  EXPECT_EQ(parse("auto").text, "cuda:0,1");
+  EXPECT_EQ(discovered, 1);
+  EXPECT_EQ(parse("cuda:1").text, "cuda:1");
+  EXPECT_EQ(discovered, 1);
 }
 
 }  // namespace
