@@ -306,13 +306,15 @@ TEST(Cli, TrainsOnThreeCpuReplicasWithAPerReplicaBatch) {
   EXPECT_EQ(sizes, (std::vector<std::int64_t>{30, 30, 30, 5}));
 }
 
-// The "done when": every built-in plugin on cpu:2; its checkpoints load on cpu:1.
+// The "done when": every built-in plugin on cpu:2; its checkpoints load on cpu:1. Epochs
+// of 110 steps: past the learning rate's 200-step warm-up and replica_stats' 100-batch period.
 TEST(Cli, EveryBuiltInPluginOnTwoReplicasAndCheckpointsLoadOnOne) {
   const fs::path dir = test::scratch_dir("cli-all-plugins");
   const std::string config =
       (test::source_dir() / "resources/configs/fashion-mlp-plugins.json").string();
   auto r = run_command(cli() + " train " + config +
-                       " --set epochs=2 --set callbacks[7].options.backup_dir=" +
+                       " --set epochs=2 --set steps_per_epoch=110"
+                       " --set callbacks[7].options.backup_dir=" +
                        (dir / "backup").string() + " --run-dir " + (dir / "run").string() + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto index = json::parse(test::read_text(dir / "run" / "checkpoints" / "checkpoints.json"));
