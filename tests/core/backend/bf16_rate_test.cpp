@@ -58,7 +58,9 @@ TEST(Bf16Rate, TimedExactlyWhereBf16IsAvailable) {
   EXPECT_EQ(backend::cpu_precision_warning(Precision::fp32), "");
 }
 
-// Best of several interleaved timings of a 768^3 product in float32 and in bf16.
+// Best of 20 interleaved timings of a 768^3 product in float32 and in bf16 (about 3 ms each here).
+// Six were not enough under ctest -j2: once in a CI run every bf16 timing was disturbed by the
+// test beside it (bf16 2.99 ms against fp32 2.53 ms at a timed rate of 2.54).
 struct GemmSeconds {
   double fp32 = 1e9, bf16 = 1e9;
 };
@@ -76,7 +78,7 @@ GemmSeconds time_gemms() {
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
   GemmSeconds best;
-  for (int round = 0; round < 6; ++round) {
+  for (int round = 0; round < 20; ++round) {
     best.fp32 =
         std::min(best.fp32, seconds([&] {
                    gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
@@ -94,8 +96,15 @@ TEST(Bf16Rate, PredictsWhetherBf16GemmsBeatFloat32Ones) {
   if (!rate) GTEST_SKIP() << "bf16 products are not timed here";
   if (kInstrumented) GTEST_SKIP() << "a sanitizer build's GEMM timings say nothing";
   if (*rate >= 0.75 && *rate <= 1.5) GTEST_SKIP() << "rate " << *rate << ": no clear prediction";
-  const GemmSeconds s = time_gemms();
-  if (*rate < 0.75) {
+  // A test running beside this one (ctest -j2) can slow every bf16 timing of a measurement (its
+  // operands' rounding is memory-bound): up to three measurements, a wrong prediction fails all.
+  const bool slow = *rate < 0.75;
+  const auto holds = [slow](const GemmSeconds& s) {
+    return slow ? s.bf16 > 1.2 * s.fp32 : s.bf16 < s.fp32 / 1.2;
+  };
+  GemmSeconds s = time_gemms();
+  for (int attempt = 1; attempt < 3 && !holds(s); ++attempt) s = time_gemms();
+  if (slow) {
     EXPECT_GT(s.bf16, 1.2 * s.fp32)
         << "rate " << *rate << ": bf16 " << s.bf16 << " s, fp32 " << s.fp32 << " s";
   } else {
