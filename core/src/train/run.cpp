@@ -172,15 +172,19 @@ void share_cores_between_local_ranks(const World& world) {
 // Each rank of an MPI job takes the config's plan for itself; "auto" gives each rank the GPU of
 // its local rank when GPUs train (else the CPU).
 DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_world()) {
+  // The machine is looked at once, and only when needed: a plan of CPU replicas does not look for
+  // GPUs (parse_device_plan).
+  std::optional<PlanDevices> machine;
+  const auto devices = [&machine]() -> const PlanDevices& {
+    if (!machine) machine = PlanDevices{discover_devices(), cuda_trainable()};
+    return *machine;
+  };
   std::string text = rc.devices;
-  if (world.size() > 1 && text == "auto" && cuda_trainable()) {
-    const DeviceReport devices = discover_devices();
-    if (!devices.gpus.empty())
-      text = "cuda:" + std::to_string(world.local_rank() % static_cast<int>(devices.gpus.size()));
-  }
-  // A plan of CPU replicas does not look for GPUs (parse_device_plan).
-  return parse_device_plan(
-      text, [] { return PlanDevices{discover_devices(), cuda_trainable()}; }, "devices");
+  if (world.size() > 1 && text == "auto" && devices().cuda_trainable &&
+      !devices().report.gpus.empty())
+    text = "cuda:" + std::to_string(world.local_rank() %
+                                     static_cast<int>(devices().report.gpus.size()));
+  return parse_device_plan(text, devices, "devices");
 }
 
 // How the plan's devices train the model: one replica each, or pipelines of the config's stages

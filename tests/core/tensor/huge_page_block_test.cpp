@@ -67,15 +67,8 @@ TEST(HugePageBlock, SmallBlocksAreSixtyFourByteAlignedAndLargeOnesStartOnAHugePa
 }
 
 // Where the kernel offers huge pages on advice, a written block of several huge pages is backed by
-// at least one (the sanitizers' allocators map their own memory and are not checked).
+// at least one (under AddressSanitizer too: its allocator honours the alignment and the advice).
 TEST(HugePageBlock, AWrittenLargeBlockIsBackedByHugePagesWhereTheKernelOffersThem) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  GTEST_SKIP() << "AddressSanitizer's allocator maps its own memory";
-#endif
-#endif
   const std::string mode = huge_page_mode();
   if (mode != "madvise" && mode != "always")
     GTEST_SKIP() << "transparent huge pages are '" << mode << "' on this machine";
