@@ -37,7 +37,10 @@ class Events : public tandem::Callback {
     last_stats_ = Clock::now();
     const tandem::DeviceSample sample = tandem::sample_devices(*report_);
     nlohmann::json fields = tandem::to_json(*report_, &sample)["sample"];
-    fields.erase("time");  // the event's own time
+    // The reading's own time: the event's "time" is when it is written, after the reading and
+    // the JSON, so only "sampled_at" keeps the interval between readings.
+    fields["sampled_at"] = fields["time"];
+    fields.erase("time");
     fields["epoch"] = ctx.state().epoch + 1;
     fields["batch"] = batch + 1;
     fields["step"] = ctx.state().step;

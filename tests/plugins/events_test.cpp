@@ -45,21 +45,23 @@ TEST(EventsPlugin, PublishesDeviceStatsDuringTrainingAtTheInterval) {
   for (const auto& e : stream(run.run_dir / "ev.jsonl")) {
     if (e["event"] != "device_stats") continue;
     ++stats;
-    // "2026-11-21T09:55:25.697Z": consecutive readings are at least the interval apart.
+    // "2026-11-21T09:55:25.697Z": consecutive readings are at least the interval apart (each
+    // truncated to the millisecond). The event's "time" comes after the reading and the JSON.
     std::tm tm{};
     int ms = 0;
     ASSERT_EQ(
-        std::sscanf(e["time"].get<std::string>().c_str(), "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year,
-                    &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms),
+        std::sscanf(e["sampled_at"].get<std::string>().c_str(), "%d-%d-%dT%d:%d:%d.%dZ",
+                    &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms),
         7)
-        << e["time"];
+        << e.dump();
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     const double t = static_cast<double>(timegm(&tm)) + ms / 1000.0;
     if (last_time) {
-      EXPECT_GE(t - *last_time, 0.049) << e["time"];
+      EXPECT_GE(t - *last_time, 0.049) << e["sampled_at"];
     }
     last_time = t;
+    EXPECT_LE(e["sampled_at"].get<std::string>(), e["time"].get<std::string>());  // ISO 8601 UTC
     EXPECT_EQ(e["schema"], 1);
     ASSERT_TRUE(e.contains("cpu"));
     EXPECT_TRUE(e["cpu"]["utilization_percent"].is_number()) << e.dump();  // measured, not null
