@@ -53,6 +53,8 @@ class GtestBatches(unittest.TestCase):
         path.chmod(0o755)
         return path
 
+    # A test as gtest_discover_tests registers it: the executable, --gtest_filter naming the test
+    # and --gtest_also_run_disabled_tests (an argument the script passes on to each batch).
     def add(self, exe, name, label, timeout=300, env=None, gtest=True, cwd=None):
         filter_arg = f' "--gtest_filter={name}"' if gtest else ""
         self.lines.append(f'add_test({name} "{exe}"{filter_arg} "--gtest_also_run_disabled_tests")')
