@@ -702,9 +702,10 @@ TEST_F(BackendOps, ScaleCheckingFiniteIsTheCpusAndFindsEveryNonFiniteValue) {
 }
 
 // The bf16 CUDA backend against the CPU's bf16 backend (the same operands, rounded to nearest
-// even, summed in float32 in another order): Dense's three products and a convolution on the
-// im2col path. The convolution's bias gradient is the one exception: oneDNN sums the rounded
-// output gradient, the im2col path the float32 one (bfloat16's 2^-9 relative per term).
+// even, summed in float32 in another order): GEMMs, Dense's three products (DenseProducts) and
+// a convolution on the im2col path. The convolution's bias gradient is the one exception: oneDNN
+// sums the rounded output gradient, the im2col path the float32 one (bfloat16's 2^-9 relative
+// per term).
 TEST_F(BackendOps, Bf16ProductsAndConvolutionsFollowTheCpusBf16) {
   if (const std::string why = backend::cpu_precision_unavailable(Precision::bf16); !why.empty())
     GTEST_SKIP() << "no CPU reference: " << why;
@@ -725,6 +726,21 @@ TEST_F(BackendOps, Bf16ProductsAndConvolutionsFollowTheCpusBf16) {
   cpu16.gemm({true, false, k, n, m}, a, g, nullptr, dw_cpu);
   bf16.gemm({true, false, k, n, m}, up(a), up(g), nullptr, dw_gpu);
   expect_close(dw_cpu, down(dw_gpu), 1e-5, "bf16 weights GEMM");
+  // The same three products as Dense makes them (the CPU's kept, transposed roundings).
+  const backend::DenseProductDesc dense{k, n, backend::GemmEpilogue::relu_bias};
+  auto dense_cpu = cpu16.dense_products(dense);
+  auto dense_gpu = bf16.dense_products(dense);
+  const Tensor a_gpu = up(a), b_gpu = up(b);
+  Tensor y_dense_cpu({m, n}), y_dense_gpu = bf16.tensor({m, n});
+  dense_cpu->forward(a, b, &bias, y_dense_cpu);
+  dense_gpu->forward(a_gpu, b_gpu, &bias_gpu, y_dense_gpu);
+  expect_close(y_dense_cpu, down(y_dense_gpu), 1e-5, "bf16 dense forward");
+  Tensor dk_dense_cpu({k, n}), dx_dense_cpu({m, k});
+  Tensor dk_dense_gpu = bf16.tensor({k, n}), dx_dense_gpu = bf16.tensor({m, k});
+  dense_cpu->backward(a, g, b, &dk_dense_cpu, &dx_dense_cpu);
+  dense_gpu->backward(a_gpu, up(g), b_gpu, &dk_dense_gpu, &dx_dense_gpu);
+  expect_close(dk_dense_cpu, down(dk_dense_gpu), 1e-5, "bf16 dense kernel gradient");
+  expect_close(dx_dense_cpu, down(dx_dense_gpu), 1e-5, "bf16 dense input gradient");
 
   backend::ConvolutionDesc desc;
   desc.label = "bf16 convolution test";

@@ -16,9 +16,9 @@
 //
 // Ownership: a Backend is owned by whoever made it (cpu_backend() is a process-wide one; a CUDA
 // replica owns its CUDA backend) and must outlive the layers using it; the op objects it makes
-// (Convolution2D, Pooling2D, BatchNorm, Sums) belong to their caller and borrow the backend.
-// Thread-safety: one thread at a time per Backend object and per op object; the CPU backend
-// keeps no state between calls, so its methods are safe from any thread.
+// (DenseProducts, Convolution2D, Pooling2D, BatchNorm, Sums) belong to their caller and borrow the
+// backend. Thread-safety: one thread at a time per Backend object and per op object; the CPU
+// backend keeps no state between calls, so its methods are safe from any thread.
 #pragma once
 
 #include <array>
@@ -60,6 +60,13 @@ struct GemmDesc {
   std::int64_t m = 0, n = 0, k = 0;
   GemmEpilogue epilogue = GemmEpilogue::none;
   std::int64_t batch = 1;
+};
+
+/// A layer's product with its kernel: y (rows x units) = x (rows x in) · kernel (in x units,
+/// Keras' layout) with the epilogue; rows = x's size / in, whatever x's shape.
+struct DenseProductDesc {
+  std::int64_t in = 0, units = 0;
+  GemmEpilogue epilogue = GemmEpilogue::none;
 };
 
 /// A 2-D convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
@@ -168,6 +175,23 @@ class Convolution2D {
     backward_weights(x, dy, d_kernel, d_bias);
     if (dx) backward_data(dy, kernel, *dx);
   }
+};
+
+/// The products of a layer with a kernel (Dense, attention's projections) and their gradients.
+/// An op object so that an implementation may prepare an operand once for every product that
+/// reads it: the bf16 CPU backend rounds x and the kernel once in the forward and dy once for
+/// both gradients. Backend::dense_products' default runs each product as one gemm().
+class DenseProducts {
+ public:
+  virtual ~DenseProducts() = default;
+  /// y = x · kernel with the desc's epilogue (bias: `units` values). y is sized by the caller.
+  virtual void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) = 0;
+  /// The gradients of the last forward, whose x and kernel are unchanged since (the same tensors,
+  /// the same values): d_kernel = xᵀ · dy when not null, dx = dy · kernelᵀ when not null; both
+  /// set, not accumulated, and sized by the caller. Without a forward before, or with other
+  /// tensors than its, x and the kernel are read afresh.
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& kernel, Tensor* d_kernel,
+                        Tensor* dx) = 0;
 };
 
 class Pooling2D {
@@ -371,6 +395,8 @@ class Backend {
   virtual void adjust_images_backward(const AdjustDesc& desc, const Tensor& draws,
                                       const Tensor& x, const Tensor& means, const Tensor& dy,
                                       Tensor& dx) = 0;
+  /// A layer's products with its kernel. This default runs them as gemm() calls.
+  virtual std::unique_ptr<DenseProducts> dense_products(const DenseProductDesc& desc);
   virtual std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) = 0;
   virtual std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) = 0;
   virtual std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) = 0;

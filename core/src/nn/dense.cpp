@@ -26,6 +26,7 @@ Shape Dense::build(const Shape& input_shape, Rng& init) {
     options_.bias_initializer.fill(bias_.value, in_features_, options_.units, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
+  products_.reset();
   Shape out = input_shape;
   out.back() = options_.units;
   return out;
@@ -37,17 +38,15 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
                      std::to_string(in_features_) + "), got " + shape_to_string(x.shape()));
   backend::Backend& ops = this->ops();
   input_ = x;
-  const std::int64_t rows = x.size() / in_features_;
   Shape out_shape = x.shape();
   out_shape.back() = options_.units;
-  const backend::GemmDesc gemm{false, false, rows, options_.units, in_features_, epilogue()};
   const Tensor* bias = options_.use_bias ? &bias_.value : nullptr;
   if (fused()) {
-    ops.gemm(gemm, x, kernel_.value, bias, ops.place(output_, out_shape));
+    products().forward(x, kernel_.value, bias, ops.place(output_, out_shape));
     return output_;
   }
   // Any other activation: the product, kept for the activation's derivative, then the activation.
-  ops.gemm(gemm, x, kernel_.value, bias, ops.place(pre_, out_shape));
+  products().forward(x, kernel_.value, bias, ops.place(pre_, out_shape));
   ops.activation_forward(options_.activation, pre_, ops.place(output_, out_shape),
                          options_.units);
   return output_;
@@ -69,16 +68,20 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
     dz = &grad_pre_;
   }
   // dKernel = xᵀ · dz, dBias = column sums of dz, dx = dz · kernelᵀ
-  if (!kernel_.grad.empty())
-    ops.gemm({true, false, in_features_, units, rows}, input_, *dz, nullptr, kernel_.grad);
   if (options_.use_bias && !bias_.grad.empty()) ops.column_sums(*dz, units, bias_.grad);
+  Tensor* d_kernel = kernel_.grad.empty() ? nullptr : &kernel_.grad;
   if (!need_input_grad) {
     grad_input_ = Tensor();
+    products().backward(input_, *dz, kernel_.value, d_kernel, nullptr);
     return grad_input_;
   }
-  ops.gemm({false, true, rows, in_features_, units}, *dz, kernel_.value, nullptr,
-           ops.place(grad_input_, input_.shape()));
+  products().backward(input_, *dz, kernel_.value, d_kernel,
+                      &ops.place(grad_input_, input_.shape()));
   return grad_input_;
+}
+
+backend::DenseProducts& Dense::products() {
+  return products_.of(ops(), {in_features_, options_.units, epilogue()});
 }
 
 bool Dense::fused() const {

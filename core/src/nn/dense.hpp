@@ -6,9 +6,10 @@
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/constraint.hpp"
+#include "nn/dense_products_of.hpp"
 #include "nn/initializer.hpp"
-#include "nn/regularizer.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/regularizer.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -44,11 +45,14 @@ class Dense : public Layer, public WeightRules {
   /// Whether the activation runs in the GEMM's epilogue (linear; relu with a bias).
   bool fused() const;
   backend::GemmEpilogue epilogue() const;
+  /// The backend's op object for the products, made for the current backend.
+  backend::DenseProducts& products();
 
   Tensor input_;   // the last forward's input (shared storage, not a copy)
   Tensor pre_;     // x·W + b (kept only when the activation is not fused)
   Tensor output_;  // activation(pre_)
   Tensor grad_pre_, grad_input_;
+  DenseProductsOf products_;
 };
 
 }  // namespace tandem::nn

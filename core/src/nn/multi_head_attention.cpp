@@ -87,6 +87,7 @@ void MultiHeadAttention::build_projection(Projection& p, std::int64_t in,
                                           std::int64_t fan_out, Rng& init) {
   p.in = in;
   p.width = kernel_tail[0] * kernel_tail[1];
+  p.products.reset();
   const Shape kernel_shape{in, kernel_tail[0], kernel_tail[1]};
   p.kernel.value = Tensor(kernel_shape);
   p.kernel.grad = Tensor(kernel_shape);
@@ -143,6 +144,7 @@ Shape MultiHeadAttention::build_inputs(const std::vector<Shape>& shapes, Rng& in
   auto [vi, vo] = fans(value_shape_[1], h, v);
   build_projection(value_, value_shape_[1], {h, v}, vi, vo, init);
   const Shape out_kernel{h, v, output_dim()};
+  output_products_.reset();
   output_kernel_.value = Tensor(out_kernel);
   output_kernel_.grad = Tensor(out_kernel);
   const auto [oi, oo] = keras_fans(out_kernel);
@@ -174,12 +176,18 @@ void MultiHeadAttention::check_inputs(const std::vector<const Tensor*>& inputs) 
                        ")");
 }
 
+backend::DenseProducts& MultiHeadAttention::products(DenseProductsOf& of, std::int64_t in,
+                                                     std::int64_t width) {
+  return of.of(
+      ops(),
+      {in, width, options_.use_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none});
+}
+
 void MultiHeadAttention::project(Projection& p, const Tensor& x) {
   const std::int64_t rows = x.size() / p.in;
-  ops().gemm({false, false, rows, p.width, p.in,
-              options_.use_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
-             x, p.kernel.value, options_.use_bias ? &p.bias.value : nullptr,
-             ops().place(p.out, {rows, p.width}));
+  products(p.products, p.in, p.width)
+      .forward(x, p.kernel.value, options_.use_bias ? &p.bias.value : nullptr,
+               ops().place(p.out, {rows, p.width}));
 }
 
 const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*>& inputs,
@@ -215,22 +223,18 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   ops.gemm({false, false, tq_, v, tv_, backend::GemmEpilogue::none, b * h}, *attended_, vh_,
            nullptr, ops.place(context_, {b, h, tq_, v}));
   ops.swap_middle_axes(context_, {b, h, tq_, v}, ops.place(context_t_, {b, tq_, h, v}));
-  ops.gemm({false, false, b * tq_, output_dim(), h * v,
-            options_.use_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
-           context_t_, output_kernel_.value, options_.use_bias ? &output_bias_.value : nullptr,
-           ops.place(output_, {b, tq_, output_dim()}));
+  products(output_products_, h * v, output_dim())
+      .forward(context_t_, output_kernel_.value, options_.use_bias ? &output_bias_.value : nullptr,
+               ops.place(output_, {b, tq_, output_dim()}));
   return output_;
 }
 
 void MultiHeadAttention::project_backward(Projection& p, const Tensor& x, bool need_input_grad) {
   backend::Backend& ops = this->ops();
-  const std::int64_t rows = x.size() / p.in;
-  if (!p.kernel.grad.empty())
-    ops.gemm({true, false, p.in, p.width, rows}, x, p.grad_out, nullptr, p.kernel.grad);
   if (options_.use_bias && !p.bias.grad.empty()) ops.column_sums(p.grad_out, p.width, p.bias.grad);
-  if (need_input_grad)
-    ops.gemm({false, true, rows, p.in, p.width}, p.grad_out, p.kernel.value, nullptr,
-             ops.place(p.grad_in, x.shape()));
+  products(p.products, p.in, p.width)
+      .backward(x, p.grad_out, p.kernel.value, p.kernel.grad.empty() ? nullptr : &p.kernel.grad,
+                need_input_grad ? &ops.place(p.grad_in, x.shape()) : nullptr);
 }
 
 std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
@@ -245,11 +249,11 @@ std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
   const Tensor& value = *inputs_seen_[static_cast<std::size_t>(value_at_)];
   const Tensor& key = key_at_ >= 0 ? *inputs_seen_[static_cast<std::size_t>(key_at_)] : value;
   // The output projection.
-  if (!output_kernel_.grad.empty())
-    ops.gemm({true, false, h * v, out, b * tq_}, context_t_, dy, nullptr, output_kernel_.grad);
   if (options_.use_bias && !output_bias_.grad.empty()) ops.column_sums(dy, out, output_bias_.grad);
-  ops.gemm({false, true, b * tq_, h * v, out}, dy, output_kernel_.value, nullptr,
-           ops.place(d_context_t_, {b, tq_, h, v}));
+  products(output_products_, h * v, out)
+      .backward(context_t_, dy, output_kernel_.value,
+                output_kernel_.grad.empty() ? nullptr : &output_kernel_.grad,
+                &ops.place(d_context_t_, {b, tq_, h, v}));
   ops.swap_middle_axes(d_context_t_, {b, tq_, h, v}, ops.place(d_context_, {b, h, tq_, v}));
   // context = attended · V, per head.
   ops.gemm({false, true, tq_, tv_, v, backend::GemmEpilogue::none, b * h}, d_context_, vh_,

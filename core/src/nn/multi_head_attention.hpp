@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/dense_products_of.hpp"
 #include "nn/dropout.hpp"
 #include "nn/initializer.hpp"
 #include "nn/layer_extensions.hpp"
@@ -75,12 +76,15 @@ class MultiHeadAttention : public Layer, public CallArguments {
     Parameter kernel, bias;
     std::int64_t in = 0, width = 0;  // input features; heads x dim
     Tensor out, grad_out, grad_in;   // (rows, width); its gradient; the input's gradient
+    DenseProductsOf products;
   };
   void build_projection(Projection& p, std::int64_t in, const Shape& kernel_tail,
                         std::int64_t fan_in, std::int64_t fan_out, Rng& init);
   void project(Projection& p, const Tensor& x);
   /// Sets p's kernel and bias gradients from p.grad_out; with need_input_grad, p.grad_in.
   void project_backward(Projection& p, const Tensor& x, bool need_input_grad);
+  /// The products of x (rows x in) with a (in x width) kernel, with the bias when use_bias.
+  backend::DenseProducts& products(DenseProductsOf& of, std::int64_t in, std::int64_t width);
   std::int64_t output_dim() const;
   void check_inputs(const std::vector<const Tensor*>& inputs) const;
   std::string label() const { return "layer '" + name() + "' (MultiHeadAttention)"; }
@@ -95,6 +99,7 @@ class MultiHeadAttention : public Layer, public CallArguments {
   Shape query_shape_, value_shape_, key_shape_;
   Projection query_, key_, value_;
   Parameter output_kernel_, output_bias_;
+  DenseProductsOf output_products_;
   std::unique_ptr<Dropout> dropout_;  // only with a dropout rate
 
   std::vector<const Tensor*> inputs_seen_;  // borrowed from the last forward

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "backend/bfloat16.hpp"
 #include "backend/ops.hpp"
@@ -112,6 +114,117 @@ TEST(Bf16Products, GemmIsTheProductOfTheRoundedOperandsSummedInFloat32) {
           sum += reference_bf16(a[(s * m + i) * k + q]) * reference_bf16(b[(s * n + j) * k + q]);
         ASSERT_NEAR(c[(s * m + i) * n + j], sum, 2e-5) << s << " " << i << " " << j;
       }
+}
+
+// What a Dense layer's three products must give in bf16: double sums of rounded operands.
+struct DenseReference {
+  std::vector<double> y, y_exact, d_kernel, dx;
+};
+
+DenseReference dense_reference(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                               const Tensor& dy, std::int64_t in, std::int64_t units,
+                               GemmEpilogue epilogue) {
+  const std::int64_t rows = x.size() / in;
+  DenseReference r;
+  r.y.assign(static_cast<std::size_t>(rows * units), 0.0);
+  r.y_exact = r.y;
+  r.d_kernel.assign(static_cast<std::size_t>(in * units), 0.0);
+  r.dx.assign(static_cast<std::size_t>(rows * in), 0.0);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < units; ++j) {
+      const auto at = static_cast<std::size_t>(i * units + j);
+      double low = epilogue == GemmEpilogue::none ? 0.0 : bias[j], exact = low;
+      for (std::int64_t q = 0; q < in; ++q) {
+        const float xv = x[i * in + q], kv = kernel[q * units + j], g = dy[i * units + j];
+        low += reference_bf16(xv) * reference_bf16(kv);
+        exact += static_cast<double>(xv) * kv;
+        r.d_kernel[static_cast<std::size_t>(q * units + j)] +=
+            reference_bf16(xv) * reference_bf16(g);
+        r.dx[static_cast<std::size_t>(i * in + q)] += reference_bf16(g) * reference_bf16(kv);
+      }
+      const bool relu = epilogue == GemmEpilogue::relu_bias;
+      r.y[at] = relu ? std::max(low, 0.0) : low;
+      r.y_exact[at] = relu ? std::max(exact, 0.0) : exact;
+    }
+  return r;
+}
+
+void expect_near_all(const Tensor& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(static_cast<std::size_t>(got.size()), want.size()) << what;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[static_cast<std::int64_t>(i)], want[i], 2e-5) << what << " " << i;
+}
+
+// Dense's products (DenseProducts) in bf16: each of the three is the product of the rounded
+// operands summed in float32, x of rank 3 as Dense sees it, for every epilogue; the forward
+// differs from the float32 product (it would pass on an fp32 GEMM otherwise).
+TEST(Bf16Products, DenseProductsAreTheProductsOfTheRoundedOperands) {
+  SKIP_WITHOUT_BF16();
+  const std::int64_t in = 300, units = 29;
+  const Tensor x = random_tensor({3, 13, in}, 61), kernel = random_tensor({in, units}, 62);
+  const Tensor bias = random_tensor({units}, 63), dy = random_tensor({3, 13, units}, 64);
+  for (GemmEpilogue epilogue : {GemmEpilogue::none, GemmEpilogue::bias, GemmEpilogue::relu_bias}) {
+    const DenseReference want = dense_reference(x, kernel, bias, dy, in, units, epilogue);
+    auto products = cpu_backend(Precision::bf16).dense_products({in, units, epilogue});
+    Tensor y({3, 13, units}), d_kernel({in, units}), dx(x.shape());
+    products->forward(x, kernel, &bias, y);
+    products->backward(x, dy, kernel, &d_kernel, &dx);
+    expect_near_all(y, want.y, "y");
+    expect_near_all(d_kernel, want.d_kernel, "d_kernel");
+    expect_near_all(dx, want.dx, "dx");
+    double off_fp32 = 0;
+    for (std::size_t i = 0; i < want.y.size(); ++i)
+      off_fp32 = std::max(off_fp32, std::fabs(y[static_cast<std::int64_t>(i)] - want.y_exact[i]));
+    EXPECT_GT(off_fp32, 1e-3);
+  }
+}
+
+// The roundings a forward keeps serve only its own operands: a forward always reads its kernel
+// afresh (an optimizer step changes it in place between steps), and a backward given other
+// tensors than the last forward's — or called without a forward — rounds them itself.
+TEST(Bf16Products, DenseProductsReadChangedOrOtherOperandsAfresh) {
+  SKIP_WITHOUT_BF16();
+  const std::int64_t in = 64, units = 16, rows = 8;
+  const Tensor x1 = random_tensor({rows, in}, 71), x2 = random_tensor({rows, in}, 72);
+  Tensor kernel = random_tensor({in, units}, 73);
+  const Tensor other_kernel = random_tensor({in, units}, 74), dy = random_tensor({rows, units}, 75);
+  const Tensor bias = random_tensor({units}, 76);
+  auto products = cpu_backend(Precision::bf16).dense_products({in, units, GemmEpilogue::bias});
+  Tensor y({rows, units}), d_kernel({in, units}), dx({rows, in});
+
+  products->backward(x1, dy, kernel, &d_kernel, &dx);  // no forward yet
+  DenseReference want = dense_reference(x1, kernel, bias, dy, in, units, GemmEpilogue::bias);
+  expect_near_all(d_kernel, want.d_kernel, "d_kernel before any forward");
+  expect_near_all(dx, want.dx, "dx before any forward");
+
+  products->forward(x1, kernel, &bias, y);
+  for (std::int64_t i = 0; i < kernel.size(); ++i) kernel[i] *= -0.5f;  // a step, in place
+  products->forward(x1, kernel, &bias, y);
+  want = dense_reference(x1, kernel, bias, dy, in, units, GemmEpilogue::bias);
+  expect_near_all(y, want.y, "y after the kernel changed in place");
+
+  products->backward(x2, dy, other_kernel, &d_kernel, &dx);  // not the forward's tensors
+  want = dense_reference(x2, other_kernel, bias, dy, in, units, GemmEpilogue::bias);
+  expect_near_all(d_kernel, want.d_kernel, "d_kernel of another x");
+  expect_near_all(dx, want.dx, "dx of another kernel");
+}
+
+// The float32 backend's DenseProducts are its gemm() calls, bit for bit.
+TEST(CpuDenseProducts, Fp32AreTheGemmsBitForBit) {
+  Backend& fp32 = cpu_backend();
+  const std::int64_t in = 40, units = 24, rows = 17;
+  const Tensor x = random_tensor({rows, in}, 81), kernel = random_tensor({in, units}, 82);
+  const Tensor bias = random_tensor({units}, 83), dy = random_tensor({rows, units}, 84);
+  auto products = fp32.dense_products({in, units, GemmEpilogue::relu_bias});
+  Tensor y({rows, units}), d_kernel({in, units}), dx({rows, in});
+  products->forward(x, kernel, &bias, y);
+  products->backward(x, dy, kernel, &d_kernel, &dx);
+  Tensor y2({rows, units}), d_kernel2({in, units}), dx2({rows, in});
+  fp32.gemm({false, false, rows, units, in, GemmEpilogue::relu_bias}, x, kernel, &bias, y2);
+  fp32.gemm({true, false, in, units, rows}, x, dy, nullptr, d_kernel2);
+  fp32.gemm({false, true, rows, in, units}, dy, kernel, nullptr, dx2);
+  for (const auto& [a, b] : {std::pair{&y, &y2}, {&d_kernel, &d_kernel2}, {&dx, &dx2}})
+    EXPECT_EQ(std::memcmp(a->data(), b->data(), static_cast<std::size_t>(a->size()) * 4), 0);
 }
 
 // A convolution, 3x3 taps, stride 1, 'same' padding, NHWC / HWIO as the layers keep them.

@@ -3,15 +3,16 @@
 //
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
 // embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
-// layer_norm.cpp, image_blocks.cpp (padding, cropping, upsampling), convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses,
-// metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
+// layer_norm.cpp, image_blocks.cpp (padding, cropping, upsampling), dense_products.cpp,
+// convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses, metrics, sums) and
+// optimizer_ops.cpp. Every parallel loop splits its work by the shapes alone
 // and sums in a fixed order: results never depend on the thread count.
 //
 // Two instances exist, cpu_backend()'s (float32 products) and cpu_backend(Precision::bf16)'s
 // (bfloat16 operands for GEMMs and convolutions, float32 sums; everything else is the same).
 //
 // Ownership: the process-wide instances are cpu_backend()'s. Thread-safety: no state between
-// calls; any thread.
+// calls (the op objects it makes keep theirs); any thread.
 #pragma once
 
 #include "backend/ops.hpp"
@@ -83,6 +84,7 @@ class CpuBackend final : public Backend {
   void adjust_images_backward(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
                               const Tensor& means, const Tensor& dy, Tensor& dx) override;
   void upsample_backward(const UpsampleDesc& desc, const Tensor& dy, Tensor& dx) override;
+  std::unique_ptr<DenseProducts> dense_products(const DenseProductDesc& desc) override;
   std::unique_ptr<Convolution2D> convolution(const ConvolutionDesc& desc) override;
   std::unique_ptr<Pooling2D> pooling(const PoolingDesc& desc) override;
   std::unique_ptr<BatchNorm> batch_norm(const BatchNormDesc& desc) override;

@@ -30,6 +30,21 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                std::int64_t batch, const float* a, const float* b, const float* bias, float* c);
 
+/// Rounds n floats to bfloat16 bits (backend/bfloat16.hpp) into `to`, element by element, on the
+/// calling thread's team.
+void round_to_bf16(const float* from, std::int64_t n, std::uint16_t* to);
+
+/// `to` (cols x rows, row-major) = the bfloat16 bits of `from` (rows x cols, row-major)
+/// transposed, on the calling thread's team.
+void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t cols,
+                              std::uint16_t* to);
+
+/// gemm_bf16 of operands already rounded to bfloat16 bits (same layouts); reads a and b, which
+/// the caller keeps alive for the call. Any thread; keeps its primitives per thread.
+void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 std::int64_t batch, const std::uint16_t* a, const std::uint16_t* b,
+                 const float* bias, float* c);
+
 /// Why this CPU cannot run bfloat16 products at full speed (the missing instruction set, as a
 /// sentence), or "" when it can: oneDNN's effective ISA must include AVX-512 BF16 (which
 /// ONEDNN_MAX_CPU_ISA may lower).

@@ -3,6 +3,7 @@
 // kept per thread. Measured against dnnl_sgemm on the seed-mlp's products (2 threads): 1.8-2.0x.
 #include <dnnl.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -19,13 +20,6 @@ namespace tandem::cpu {
 namespace {
 
 using dnnl::memory;
-
-// Rounds n floats to bfloat16 bits (element-wise, so the split never changes a result).
-void round_into(const float* from, std::int64_t n, std::uint16_t* to) {
-  parallel_for(n, kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) to[i] = backend::bf16_bits(from[i]);
-  });
-}
 
 // A matrix of `rows` x `cols` (logical), stored transposed when `transposed`, `batch` of them.
 memory::desc matrix_desc(std::int64_t batch, std::int64_t rows, std::int64_t cols, bool transposed,
@@ -49,6 +43,12 @@ struct ThreadState {
   std::vector<std::uint16_t> a, b;
   std::map<Key, Matmul> primitives;
 };
+
+// Grows a thread's rounding buffer to hold n values (it keeps its largest size).
+std::uint16_t* buffer_of(std::vector<std::uint16_t>& buffer, std::int64_t n) {
+  if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
+  return buffer.data();
+}
 
 // Runs the calling thread's team on one thread while it lives (restore = the team size to go
 // back to; 0: leaves the team alone).
@@ -93,8 +93,36 @@ Matmul& matmul_for(ThreadState& s, const Key& key) {
 
 }  // namespace
 
-void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-               std::int64_t batch, const float* a, const float* b, const float* bias, float* c) {
+void round_to_bf16(const float* from, std::int64_t n, std::uint16_t* to) {
+  parallel_for(n, kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) to[i] = backend::bf16_bits(from[i]);
+  });
+}
+
+void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t cols,
+                              std::uint16_t* to) {
+  // Square tiles: a tile's source rows (64 floats each) stay in the L1 cache while its
+  // destination rows (64 values each) are written whole. Threads split the tile columns.
+  constexpr std::int64_t kTile = 64;
+  const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
+  const std::int64_t min_tiles = std::max<std::int64_t>(1, kMemoryBoundChunk / (kTile * rows));
+  parallel_for(col_tiles, min_tiles, [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t c0 = t0 * kTile; c0 < std::min(cols, t1 * kTile); c0 += kTile) {
+      const std::int64_t c1 = std::min(cols, c0 + kTile);
+      for (std::int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const std::int64_t r1 = std::min(rows, r0 + kTile);
+        for (std::int64_t c = c0; c < c1; ++c) {
+          std::uint16_t* out = to + c * rows;
+          for (std::int64_t r = r0; r < r1; ++r) out[r] = backend::bf16_bits(from[r * cols + c]);
+        }
+      }
+    }
+  });
+}
+
+void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 std::int64_t batch, const std::uint16_t* a, const std::uint16_t* b,
+                 const float* bias, float* c) {
   if (m == 0 || n == 0 || batch == 0) return;
   if (k == 0) {  // an empty sum
     for (std::int64_t i = 0; i < batch * m; ++i)
@@ -102,11 +130,6 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
     return;
   }
   ThreadState& s = thread_state();
-  const std::int64_t a_size = batch * m * k, b_size = batch * k * n;
-  if (static_cast<std::int64_t>(s.a.size()) < a_size) s.a.resize(static_cast<std::size_t>(a_size));
-  if (static_cast<std::int64_t>(s.b.size()) < b_size) s.b.resize(static_cast<std::size_t>(b_size));
-  round_into(a, a_size, s.a.data());
-  round_into(b, b_size, s.b.data());
   // Small products on one thread, as gemm() does (waking the team costs more than it saves).
   const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
                        static_cast<double>(n) * static_cast<double>(k);
@@ -116,8 +139,8 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   try {
     Matmul& mm =
         matmul_for(s, {trans_a, trans_b, m, n, k, batch, bias != nullptr, single ? 1 : threads});
-    mm.a.set_data_handle(s.a.data());
-    mm.b.set_data_handle(s.b.data());
+    mm.a.set_data_handle(const_cast<std::uint16_t*>(a));
+    mm.b.set_data_handle(const_cast<std::uint16_t*>(b));
     mm.c.set_data_handle(c);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
@@ -132,6 +155,17 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                    " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                    " batch=" + std::to_string(batch) + ": " + e.what());
   }
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               std::int64_t batch, const float* a, const float* b, const float* bias, float* c) {
+  ThreadState& s = thread_state();
+  const std::int64_t a_size = batch * m * k, b_size = batch * k * n;
+  std::uint16_t* a_low = buffer_of(s.a, a_size);
+  std::uint16_t* b_low = buffer_of(s.b, b_size);
+  round_to_bf16(a, a_size, a_low);
+  round_to_bf16(b, b_size, b_low);
+  matmul_bf16(trans_a, trans_b, m, n, k, batch, a_low, b_low, bias, c);
 }
 
 std::string bf16_unavailable() {
