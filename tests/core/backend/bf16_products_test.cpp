@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/bfloat16.hpp"
+#include "backend/cpu/gemm.hpp"
 #include "backend/ops.hpp"
 #include "tandem/rng.hpp"
 
@@ -51,6 +52,43 @@ TEST(Bf16Rounding, RoundsToNearestWithTiesToEven) {
   for (int i = 0; i < 10000; ++i) {
     const float x = static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, i % 40 - 20));
     ASSERT_EQ(static_cast<double>(round_to_bf16(x)), reference_bf16(x)) << x;
+  }
+}
+
+// Values every rounding path must treat as bf16_bits does: ties both ways, NaNs with low payload
+// bits, infinities, the largest float (to infinity), subnormals, zeros of both signs.
+std::vector<float> awkward_values(std::size_t n) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float max = std::numeric_limits<float>::max();
+  std::vector<float> v;
+  for (std::uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf80c000u,
+                             0x7f800001u, 0xffc00001u, 0x00018000u, 0x80008000u})
+    v.push_back(float_of(bits));
+  v.insert(v.end(), {inf, -inf, max, -max, 0.0f, -0.0f});
+  Rng rng(9);
+  while (v.size() < n)
+    v.push_back(static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, v.size() % 60 - 30)));
+  return v;
+}
+
+// The bulk roundings (whichever loop this CPU runs, AVX-512 or not) are bf16_bits value by
+// value, and the transposed one puts value (r, c) at (c, r), over sizes that leave partial
+// vectors, chunks and 64 x 64 tiles.
+TEST(Bf16Rounding, BulkRoundingsAreBf16BitsValueByValue) {
+  const std::vector<float> values = awkward_values(200003);
+  std::vector<std::uint16_t> got(values.size());
+  cpu::round_to_bf16(values.data(), static_cast<std::int64_t>(values.size()), got.data());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(got[i], bf16_bits(values[i])) << i << ": " << values[i];
+  for (const auto& [rows, cols] :
+       {std::pair<std::int64_t, std::int64_t>{130, 71}, {1, 9}, {64, 64}}) {
+    std::vector<std::uint16_t> t(static_cast<std::size_t>(rows * cols));
+    cpu::round_to_bf16_transposed(values.data(), rows, cols, t.data());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(t[static_cast<std::size_t>(c * rows + r)],
+                  bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
+            << rows << "x" << cols << " at " << r << ", " << c;
   }
 }
 
