@@ -10,6 +10,10 @@
 // transposed) and in the input gradient (kernelᵀ, then plain row-major), as PyTorch's Linear
 // (weights out x in) has them. Rounding is element-wise, so the results are the bits gemm() of
 // the same operands gives, to the order oneDNN sums them in.
+//
+// Memory: each layer keeps its rounded x and kernel (2 bytes a value) until it is destroyed,
+// where gemm() rounds into one buffer per thread sized to the largest operands; dy goes to one
+// buffer per thread. For seed-mlp at batch 2048 that is 158 MB kept against 97 MB (2.3 GB peak).
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
 
