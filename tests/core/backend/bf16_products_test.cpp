@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -245,6 +246,24 @@ TEST(Bf16Products, DenseProductsReadChangedOrOtherOperandsAfresh) {
   want = dense_reference(x2, other_kernel, bias, dy, in, units, GemmEpilogue::bias);
   expect_near_all(d_kernel, want.d_kernel, "d_kernel of another x");
   expect_near_all(dx, want.dx, "dx of another kernel");
+}
+
+// Operands that do not fit the desc are a caller's bug, named before anything is read.
+TEST(Bf16Products, DenseProductsRefuseOperandsThatDoNotFit) {
+  SKIP_WITHOUT_BF16();
+  auto products = cpu_backend(Precision::bf16).dense_products({8, 4, GemmEpilogue::bias});
+  const Tensor x = random_tensor({3, 8}, 91), kernel = random_tensor({8, 4}, 92);
+  const Tensor bias = random_tensor({4}, 93), dy = random_tensor({3, 4}, 94);
+  Tensor y({3, 4}), short_y({2, 4}), d_kernel({8, 4}), dx({3, 8}), wrong_dx({3, 7});
+  EXPECT_THROW(products->forward(random_tensor({3, 7}, 95), kernel, &bias, y), std::logic_error);
+  EXPECT_THROW(products->forward(x, random_tensor({8, 5}, 96), &bias, y), std::logic_error);
+  EXPECT_THROW(products->forward(x, kernel, &bias, short_y), std::logic_error);
+  EXPECT_THROW(products->forward(x, kernel, nullptr, y), std::logic_error);
+  EXPECT_THROW(products->backward(x, random_tensor({2, 4}, 97), kernel, &d_kernel, &dx),
+               std::logic_error);
+  EXPECT_THROW(products->backward(x, dy, kernel, &d_kernel, &wrong_dx), std::logic_error);
+  products->forward(x, kernel, &bias, y);
+  products->backward(x, dy, kernel, &d_kernel, &dx);
 }
 
 // The float32 backend's DenseProducts are its gemm() calls, bit for bit.
