@@ -70,8 +70,9 @@ class GtestBatches(unittest.TestCase):
                               env=env, timeout=120)
 
     def ran(self):
-        rows = [line.split() for line in self.ran_file.read_text().splitlines()] if self.ran_file.exists() else []
-        return rows
+        if not self.ran_file.exists():
+            return []
+        return [line.split() for line in self.ran_file.read_text().splitlines()]
 
     def test_every_selected_test_runs_once_in_the_batches_asked_for(self):
         a, b, c = self.fake("a_tests"), self.fake("b_tests"), self.fake("c_tests")

@@ -70,13 +70,9 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
   // dKernel = xᵀ · dz, dBias = column sums of dz, dx = dz · kernelᵀ
   if (options_.use_bias && !bias_.grad.empty()) ops.column_sums(*dz, units, bias_.grad);
   Tensor* d_kernel = kernel_.grad.empty() ? nullptr : &kernel_.grad;
-  if (!need_input_grad) {
-    grad_input_ = Tensor();
-    products().backward(input_, *dz, kernel_.value, d_kernel, nullptr);
-    return grad_input_;
-  }
-  products().backward(input_, *dz, kernel_.value, d_kernel,
-                      &ops.place(grad_input_, input_.shape()));
+  if (!need_input_grad) grad_input_ = Tensor();
+  Tensor* dx = need_input_grad ? &ops.place(grad_input_, input_.shape()) : nullptr;
+  products().backward(input_, *dz, kernel_.value, d_kernel, dx);
   return grad_input_;
 }
 

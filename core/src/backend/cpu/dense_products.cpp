@@ -60,7 +60,8 @@ class Bf16DenseProducts final : public DenseProducts {
     require("backward", "output gradient", dy, rows * desc_.units);
     if (d_kernel) require("backward", "kernel gradient", *d_kernel, desc_.in * desc_.units);
     if (dx) require("backward", "input gradient", *dx, rows * desc_.in);
-    std::uint16_t* dy_low = dy_buffer(dy.size());
+    thread_local std::vector<std::uint16_t> dy_buffer;  // one per thread, shared by every layer
+    std::uint16_t* dy_low = cpu::grown_to(dy_buffer, dy.size());
     cpu::round_to_bf16(dy.data(), dy.size(), dy_low);
     if (d_kernel) {
       if (!x_from_.same(x)) round_input(x);
@@ -106,14 +107,6 @@ class Bf16DenseProducts final : public DenseProducts {
     kernel_low_.resize(static_cast<std::size_t>(kernel.size()));
     cpu::round_to_bf16_transposed(kernel.data(), desc_.in, desc_.units, kernel_low_.data());
     kernel_from_ = {kernel.data(), kernel.size()};
-  }
-
-  // dy is needed only inside backward: one buffer per thread, shared by every layer.
-  static std::uint16_t* dy_buffer(std::int64_t size) {
-    thread_local std::vector<std::uint16_t> buffer;
-    if (static_cast<std::int64_t>(buffer.size()) < size)
-      buffer.resize(static_cast<std::size_t>(size));
-    return buffer.data();
   }
 
   Backend& ops_;

@@ -66,12 +66,6 @@ bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }
 
-// Grows a thread's rounding buffer to hold n values (it keeps its largest size).
-std::uint16_t* buffer_of(std::vector<std::uint16_t>& buffer, std::int64_t n) {
-  if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
-  return buffer.data();
-}
-
 // Runs the calling thread's team on one thread while it lives (restore = the team size to go
 // back to; 0: leaves the team alone).
 class OneThread {
@@ -131,7 +125,8 @@ void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t
   // destination rows (64 values each) are written whole. Threads split the tile columns.
   constexpr std::int64_t kTile = 64;
   const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
-  const std::int64_t min_tiles = std::max<std::int64_t>(1, kMemoryBoundChunk / (kTile * rows));
+  const std::int64_t min_tiles =
+      std::max<std::int64_t>(1, kMemoryBoundChunk / std::max<std::int64_t>(1, kTile * rows));
   parallel_for(col_tiles, min_tiles, [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t c0 = t0 * kTile; c0 < std::min(cols, t1 * kTile); c0 += kTile) {
       const std::int64_t c1 = std::min(cols, c0 + kTile);
@@ -187,8 +182,8 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                std::int64_t batch, const float* a, const float* b, const float* bias, float* c) {
   ThreadState& s = thread_state();
   const std::int64_t a_size = batch * m * k, b_size = batch * k * n;
-  std::uint16_t* a_low = buffer_of(s.a, a_size);
-  std::uint16_t* b_low = buffer_of(s.b, b_size);
+  std::uint16_t* a_low = grown_to(s.a, a_size);
+  std::uint16_t* b_low = grown_to(s.b, b_size);
   round_to_bf16(a, a_size, a_low);
   round_to_bf16(b, b_size, b_low);
   matmul_bf16(trans_a, trans_b, m, n, k, batch, a_low, b_low, bias, c);
