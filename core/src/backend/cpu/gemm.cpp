@@ -28,10 +28,12 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int threads = compute_threads();
   const bool single = flops < kParallelGemmFlops && threads > 1;
-  if (single) omp_set_num_threads(1);
-  dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
-                                    lda, b, ldb, beta, c, ldc);
-  if (single) omp_set_num_threads(threads);
+  dnnl_status_t status;
+  {
+    const OneThread one_thread(single ? threads : 0);
+    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                        beta, c, ldc);
+  }
   if (status != dnnl_success)
     throw RunError("oneDNN sgemm failed (status " + std::to_string(static_cast<int>(status)) +
                    ") for m=" + std::to_string(m) + " n=" + std::to_string(n) +

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "util/internal_api.hpp"
 
@@ -39,19 +38,6 @@ void round_to_bf16(const float* from, std::int64_t n, std::uint16_t* to);
 /// transposed, on the calling thread's team.
 void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t cols,
                               std::uint16_t* to);
-
-/// `buffer`'s data, after growing it to hold at least n values (it keeps its largest size): a
-/// reused rounding buffer.
-inline std::uint16_t* grown_to(std::vector<std::uint16_t>& buffer, std::int64_t n) {
-  if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
-  return buffer.data();
-}
-
-/// gemm_bf16 of operands already rounded to bfloat16 bits (same layouts); reads a and b, which
-/// the caller keeps alive for the call. Any thread; keeps its primitives per thread.
-void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                 std::int64_t batch, const std::uint16_t* a, const std::uint16_t* b,
-                 const float* bias, float* c);
 
 /// Why this CPU cannot run bfloat16 products at full speed (the missing instruction set, as a
 /// sentence), or "" when it can: oneDNN's effective ISA must include AVX-512 BF16 (which

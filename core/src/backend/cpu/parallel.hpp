@@ -26,6 +26,24 @@ void set_compute_threads(int threads);
 /// Subnormal floats become zero in this thread (FTZ/DAZ); see parallel.cpp.
 void flush_denormals_in_this_thread();
 
+/// Runs the calling thread's team on one thread while it lives, when `restore` (the team size to
+/// go back to) is positive; leaves the team alone otherwise. For work too small to be worth
+/// waking the team (a small GEMM). The calling thread only, on its stack.
+class OneThread {
+ public:
+  explicit OneThread(int restore) : restore_(restore) {
+    if (restore_ > 0) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (restore_ > 0) omp_set_num_threads(restore_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int restore_;
+};
+
 /// The smallest share of a memory-bound loop (copies, element-wise arithmetic) worth a thread of
 /// its own: below about 64k floats a second thread costs more than it saves.
 inline constexpr std::int64_t kMemoryBoundChunk = 65536;

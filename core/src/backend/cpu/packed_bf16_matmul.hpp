@@ -1,0 +1,65 @@
+// A bfloat16 matmul of one shape whose operands may be packed: stored in the blocked layout that
+// oneDNN's matmul picks for that shape, rather than as plain matrices.
+//
+// With plain operands, oneDNN's AMX matmul copies B (and for some shapes A) into its tile layout
+// inside every call. Given B already in that layout, seed-mlp's kernel-gradient product
+// (8000 x 2048 x 4000) ran in about half the time on the AMX VM (docs/benchmarks.md, "Mixed
+// precision"). Packing is a oneDNN reorder of bits already rounded to bfloat16, so the packed
+// operand holds the same values and the product sums the same terms.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::cpu {
+
+/// How an operand of a PackedBf16Matmul is stored.
+enum class Bf16Layout {
+  row_major,   ///< the matrix's rows one after the other
+  transposed,  ///< its columns one after the other (the transpose, row-major)
+  packed,      ///< the layout oneDNN picks for the product (pack() writes it)
+};
+
+/// Which operand of C = A · B.
+enum class Bf16Operand { a, b };
+
+/// C (m x n float32, row-major) = A (m x k) · B (k x n) (+ bias, n float32 values, when
+/// with_bias), the operands bfloat16 bits in the layouts given at construction. One object is
+/// used by one thread at a time; it plans the product for that thread's team as it was when the
+/// object was made (a single thread for products under kParallelGemmFlops) and keeps its
+/// primitives for its life. Methods throw RunError when oneDNN fails.
+class PackedBf16Matmul {
+ public:
+  PackedBf16Matmul(std::int64_t m, std::int64_t n, std::int64_t k, Bf16Layout a, Bf16Layout b,
+                   bool with_bias);
+  ~PackedBf16Matmul();
+  PackedBf16Matmul(const PackedBf16Matmul&) = delete;
+  PackedBf16Matmul& operator=(const PackedBf16Matmul&) = delete;
+
+  /// The bfloat16 values an operand takes in its layout (at least its m*k or k*n: blocks pad).
+  std::int64_t values(Bf16Operand which) const;
+
+  /// Whether `which` has the same layout here as in `other` (an operand packed for one of them
+  /// serves both).
+  bool same_layout(Bf16Operand which, const PackedBf16Matmul& other) const;
+
+  /// Writes into `to` (values(which) of them) the operand `from` holds plainly (row-major, or
+  /// transposed when `transposed`), in this product's layout for it.
+  void pack(Bf16Operand which, const std::uint16_t* from, bool transposed, std::uint16_t* to);
+
+  /// Runs the product. a and b are in this object's layouts; the caller keeps them, bias and c
+  /// alive for the call.
+  void run(const std::uint16_t* a, const std::uint16_t* b, const float* bias, float* c);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tandem::cpu
+
+TANDEM_INTERNAL_API_END
