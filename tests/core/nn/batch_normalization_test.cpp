@@ -142,11 +142,15 @@ INSTANTIATE_TEST_SUITE_P(
                       BnCase{{4}, 6, true, true, false},       // inference: an affine map
                       BnCase{{2, 3}, 4, false, true, false},
                       BnCase{{2, 2, 3}, 3, true, true, true, true},  // relu absorbed
-                      BnCase{{5}, 6, true, true, false, true}),
+                      BnCase{{5}, 6, true, true, false, true},
+                      // channels past the backend's 16-lane sums: one block of 16 and 3 more
+                      BnCase{{2, 19}, 4, true, true, true},
+                      BnCase{{2, 2, 35}, 3, true, true, true, true}),  // two blocks, relu
     [](const auto& info) {
       const BnCase& c = info.param;
       std::string name = c.training ? "training" : "inference";
       name += "_rank" + std::to_string(c.input.size() + 1) + "_batch" + std::to_string(c.batch);
+      name += "_channels" + std::to_string(c.input.back());
       if (!c.center) name += "_nobeta";
       if (!c.scale) name += "_nogamma";
       if (c.relu) name += "_relu";

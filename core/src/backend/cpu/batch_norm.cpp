@@ -38,6 +38,63 @@ void row_sums(std::int64_t rows, std::int64_t width, std::vector<double>& partia
     for (std::int64_t j = 0; j < width; ++j) out[j] += partial[b * width + j];
 }
 
+// Channels whose sums one pass over a block keeps in registers.
+constexpr std::int64_t kLanes = 16;
+
+// For rows [r0, r1) of `channels` values: acc[c] += a and acc[channels + c] += b, where
+// terms(i, c, a, b) gives the two terms of value i (= row * channels + c). The rows are summed
+// kLanes channels at a time into local sums the compiler keeps in vector registers across the
+// rows: added straight into acc, each row's sums waited on the previous row's store. The
+// channels past the last full kLanes go one by one.
+template <class F>
+[[gnu::always_inline]] inline void paired_sums_of(std::int64_t r0, std::int64_t r1,
+                                                  std::int64_t channels, double* acc, F&& terms) {
+  std::int64_t c0 = 0;
+  for (; c0 + kLanes <= channels; c0 += kLanes) {
+    double first[kLanes] = {}, second[kLanes] = {};
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t i0 = r * channels + c0;
+#pragma omp simd
+      for (std::int64_t j = 0; j < kLanes; ++j) {
+        double a, b;
+        terms(i0 + j, c0 + j, a, b);
+        first[j] += a;
+        second[j] += b;
+      }
+    }
+    for (std::int64_t j = 0; j < kLanes; ++j) {
+      acc[c0 + j] += first[j];
+      acc[channels + c0 + j] += second[j];
+    }
+  }
+  for (; c0 < channels; ++c0) {
+    double first = 0, second = 0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      double a, b;
+      terms(r * channels + c0, c0, a, b);
+      first += a;
+      second += b;
+    }
+    acc[c0] += first;
+    acc[channels + c0] += second;
+  }
+}
+
+template <class F>
+[[gnu::target("avx512f")]] void paired_sums_avx512(std::int64_t r0, std::int64_t r1,
+                                                   std::int64_t channels, double* acc, F&& terms) {
+  paired_sums_of(r0, r1, channels, acc, terms);
+}
+
+template <class F>
+void paired_sums(std::int64_t r0, std::int64_t r1, std::int64_t channels, double* acc, F&& terms) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512)
+    paired_sums_avx512(r0, r1, channels, acc, terms);
+  else
+    paired_sums_of(r0, r1, channels, acc, terms);
+}
+
 std::int64_t rows_per_chunk(std::int64_t channels) {
   return std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(channels, 1));
 }
@@ -106,14 +163,11 @@ class CpuBatchNorm final : public BatchNorm {
     const float* first = xp;
     row_sums(rows, 2 * channels, partial_, sums_,
              [&](std::int64_t r0, std::int64_t r1, double* acc) {
-               for (std::int64_t r = r0; r < r1; ++r) {
-                 const float* xr = xp + r * channels;
-                 for (std::int64_t c = 0; c < channels; ++c) {
-                   const double d = static_cast<double>(xr[c]) - first[c];
-                   acc[c] += d;
-                   acc[channels + c] += d * d;
-                 }
-               }
+               paired_sums(r0, r1, channels, acc,
+                           [&](std::int64_t i, std::int64_t c, double& sum, double& square) {
+                             sum = static_cast<double>(xp[i]) - first[c];
+                             square = sum * sum;
+                           });
              });
     const double count = static_cast<double>(rows);
     mean_.resize(static_cast<std::size_t>(channels));
@@ -181,14 +235,12 @@ class CpuBatchNorm final : public BatchNorm {
     // sums_[c] = sum of g, sums_[channels + c] = sum of g * x̂ with x̂ = (x - shift) * inv_std.
     row_sums(rows, 2 * channels, partial_, sums_,
              [&](std::int64_t r0, std::int64_t r1, double* acc) {
-               for (std::int64_t r = r0; r < r1; ++r) {
-                 const float* xr = xp + r * channels;
-                 for (std::int64_t c = 0; c < channels; ++c) {
-                   const float gc = incoming<kRelu>(g, yp, r * channels + c);
-                   acc[c] += gc;
-                   acc[channels + c] += static_cast<double>(gc) * ((xr[c] - shift[c]) * inv_std[c]);
-                 }
-               }
+               paired_sums(r0, r1, channels, acc,
+                           [&](std::int64_t i, std::int64_t c, double& sum, double& scaled) {
+                             const float gc = incoming<kRelu>(g, yp, i);
+                             sum = gc;
+                             scaled = static_cast<double>(gc) * ((xp[i] - shift[c]) * inv_std[c]);
+                           });
              });
     // gamma and beta get this shard's sums: the gradient all-reduce adds the other shards'.
     if (d_gamma)
