@@ -5,35 +5,27 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <tuple>
-#include <unordered_map>
 
 #include "backend/bfloat16.hpp"
 #include "backend/cpu/bf16_buffer.hpp"
-#include "backend/cpu/dnnl_engine.hpp"
 #include "backend/cpu/gemm.hpp"
+#include "backend/cpu/packed_bf16_matmul.hpp"
 #include "backend/cpu/parallel.hpp"
-#include "tandem/error.hpp"
 
 namespace tandem::cpu {
 
 namespace {
 
-using dnnl::memory;
-
+// A product's shape and operand layouts, and the team it was planned for.
 using Key =
     std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>;
 
-struct Matmul {
-  dnnl::matmul primitive;
-  memory a, b, c, bias;
-};
-
-// What one thread keeps: its stream, its bfloat16 operand buffers and its primitives.
+// What one thread keeps: its bfloat16 operand buffers and its products.
 struct ThreadState {
-  dnnl::stream stream{dnnl_engine()};
   Bf16Buffer a, b;
-  std::map<Key, Matmul> primitives;
+  std::map<Key, std::unique_ptr<PackedBf16Matmul>> products;
 };
 
 // bf16_bits over n values. The baseline build's SSE2 loop spends most of its time packing 32-bit
@@ -94,25 +86,6 @@ ThreadState& thread_state() {
   return state;
 }
 
-Matmul& matmul_for(ThreadState& s, const Key& key) {
-  if (auto it = s.primitives.find(key); it != s.primitives.end()) return it->second;
-  const auto& [ta, tb, m, n, k, batch, with_bias, threads] = key;
-  (void)threads;  // the primitive plans its work for the team it is created under
-  using T = memory::data_type;
-  const memory::desc a_md = dnnl_matrix_desc(batch, m, k, ta, T::bf16);
-  const memory::desc b_md = dnnl_matrix_desc(batch, k, n, tb, T::bf16);
-  const memory::desc c_md = dnnl_matrix_desc(batch, m, n, false, T::f32);
-  const memory::desc bias_md =
-      with_bias ? memory::desc({1, n}, T::f32, memory::format_tag::ab) : memory::desc();
-  const dnnl::matmul::desc desc = with_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                                            : dnnl::matmul::desc(a_md, b_md, c_md);
-  Matmul mm{dnnl::matmul(dnnl::matmul::primitive_desc(desc, dnnl_engine())),
-            dnnl_user_memory(a_md, nullptr), dnnl_user_memory(b_md, nullptr),
-            dnnl_user_memory(c_md, nullptr),
-            with_bias ? dnnl_user_memory(bias_md, nullptr) : memory()};
-  return s.primitives.emplace(key, std::move(mm)).first->second;
-}
-
 // gemm_bf16 of operands already rounded to bfloat16 bits (same layouts).
 void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                  std::int64_t batch, const std::uint16_t* a, const std::uint16_t* b,
@@ -123,32 +96,16 @@ void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std
       for (std::int64_t j = 0; j < n; ++j) c[i * n + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  ThreadState& s = thread_state();
-  // Small products on one thread, as gemm() does (waking the team costs more than it saves).
-  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
-                       static_cast<double>(n) * static_cast<double>(k);
-  const int threads = compute_threads();
-  const bool single = flops < kParallelGemmFlops && threads > 1;
-  const OneThread one_thread(single ? threads : 0);
-  try {
-    Matmul& mm =
-        matmul_for(s, {trans_a, trans_b, m, n, k, batch, bias != nullptr, single ? 1 : threads});
-    mm.a.set_data_handle(const_cast<std::uint16_t*>(a));
-    mm.b.set_data_handle(const_cast<std::uint16_t*>(b));
-    mm.c.set_data_handle(c);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
-    if (bias) {
-      mm.bias.set_data_handle(const_cast<float*>(bias));
-      args.emplace(DNNL_ARG_BIAS, mm.bias);
-    }
-    mm.primitive.execute(s.stream, args);
-    s.stream.wait();
-  } catch (const dnnl::error& e) {
-    throw RunError("oneDNN bf16 matmul failed for m=" + std::to_string(m) +
-                   " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                   " batch=" + std::to_string(batch) + ": " + e.what());
+  const Key key{trans_a, trans_b, m, n, k, batch, bias != nullptr, compute_threads()};
+  std::unique_ptr<PackedBf16Matmul>& product = thread_state().products[key];
+  if (!product) {
+    const auto layout = [](bool transposed) {
+      return transposed ? Bf16Layout::transposed : Bf16Layout::row_major;
+    };
+    product = std::make_unique<PackedBf16Matmul>(m, n, k, layout(trans_a), layout(trans_b),
+                                                 bias != nullptr, batch);
   }
+  product->run(a, b, bias, c);
 }
 
 }  // namespace

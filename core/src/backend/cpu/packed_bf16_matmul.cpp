@@ -16,7 +16,7 @@ namespace tandem::cpu {
 using dnnl::memory;
 
 struct PackedBf16Matmul::State {
-  std::int64_t m, n, k;
+  std::int64_t m, n, k, batch;
   int threads;  // the team the primitives were planned for
   bool single;  // run on one thread (a small product)
   bool with_bias;
@@ -30,39 +30,45 @@ struct PackedBf16Matmul::State {
     return which == Bf16Operand::a ? a_md : b_md;
   }
   std::string shape() const {
-    return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+    return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+           " batch=" + std::to_string(batch);
   }
 };
 
 namespace {
 
-memory::desc operand_desc(std::int64_t rows, std::int64_t cols, Bf16Layout layout) {
+memory::desc operand_desc(std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                          Bf16Layout layout) {
   if (layout == Bf16Layout::packed)
-    return memory::desc({rows, cols}, memory::data_type::bf16, memory::format_tag::any);
-  return dnnl_matrix_desc(1, rows, cols, layout == Bf16Layout::transposed, memory::data_type::bf16);
+    return memory::desc(batch == 1 ? memory::dims{rows, cols} : memory::dims{batch, rows, cols},
+                        memory::data_type::bf16, memory::format_tag::any);
+  return dnnl_matrix_desc(batch, rows, cols, layout == Bf16Layout::transposed,
+                          memory::data_type::bf16);
 }
 
 }  // namespace
 
 PackedBf16Matmul::PackedBf16Matmul(std::int64_t m, std::int64_t n, std::int64_t k, Bf16Layout a,
-                                   Bf16Layout b, bool with_bias)
+                                   Bf16Layout b, bool with_bias, std::int64_t batch)
     : state_(std::make_unique<State>()) {
+  if (with_bias && batch != 1) throw std::logic_error("a batched bf16 matmul takes no bias");
   State& s = *state_;
   s.m = m;
   s.n = n;
   s.k = k;
+  s.batch = batch;
   s.threads = compute_threads();
   s.with_bias = with_bias;
-  const double flops =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
+                       static_cast<double>(n) * static_cast<double>(k);
   s.single = flops < kParallelGemmFlops && s.threads > 1;
   const OneThread one_thread(s.single ? s.threads : 0);
   using T = memory::data_type;
   try {
-    const memory::desc c_md = dnnl_matrix_desc(1, m, n, false, T::f32);
+    const memory::desc c_md = dnnl_matrix_desc(batch, m, n, false, T::f32);
     const memory::desc bias_md =
         with_bias ? memory::desc({1, n}, T::f32, memory::format_tag::ab) : memory::desc();
-    const memory::desc a_any = operand_desc(m, k, a), b_any = operand_desc(k, n, b);
+    const memory::desc a_any = operand_desc(batch, m, k, a), b_any = operand_desc(batch, k, n, b);
     const dnnl::matmul::primitive_desc pd(with_bias
                                               ? dnnl::matmul::desc(a_any, b_any, bias_md, c_md)
                                               : dnnl::matmul::desc(a_any, b_any, c_md),
@@ -95,7 +101,8 @@ void PackedBf16Matmul::pack(Bf16Operand which, const std::uint16_t* from, bool t
   const OneThread one_thread(s.single ? s.threads : 0);
   const bool is_a = which == Bf16Operand::a;
   const std::int64_t rows = is_a ? s.m : s.k, cols = is_a ? s.k : s.n;
-  const memory::desc from_md = dnnl_matrix_desc(1, rows, cols, transposed, memory::data_type::bf16);
+  const memory::desc from_md =
+      dnnl_matrix_desc(s.batch, rows, cols, transposed, memory::data_type::bf16);
   try {
     auto it = s.packers.find({which, transposed});
     if (it == s.packers.end())

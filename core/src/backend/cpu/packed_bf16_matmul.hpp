@@ -28,19 +28,22 @@ enum class Bf16Layout {
 enum class Bf16Operand { a, b };
 
 /// C (m x n float32, row-major) = A (m x k) · B (k x n) (+ bias, n float32 values, when
-/// with_bias), the operands bfloat16 bits in the layouts given at construction. One object is
+/// with_bias), the operands bfloat16 bits in the layouts given at construction; with batch > 1,
+/// `batch` such products at once, each of A, B and C holding the matrices one after the other
+/// (no bias then: std::logic_error). One object is
 /// used by one thread at a time; it plans the product for that thread's team as it was when the
 /// object was made (a single thread for products under kParallelGemmFlops) and keeps its
 /// primitives for its life. Methods throw RunError when oneDNN fails.
 class PackedBf16Matmul {
  public:
   PackedBf16Matmul(std::int64_t m, std::int64_t n, std::int64_t k, Bf16Layout a, Bf16Layout b,
-                   bool with_bias);
+                   bool with_bias, std::int64_t batch = 1);
   ~PackedBf16Matmul();
   PackedBf16Matmul(const PackedBf16Matmul&) = delete;
   PackedBf16Matmul& operator=(const PackedBf16Matmul&) = delete;
 
-  /// The bfloat16 values an operand takes in its layout (at least its m*k or k*n: blocks pad).
+  /// The bfloat16 values an operand takes in its layout (at least batch*m*k or batch*k*n: blocks
+  /// pad).
   std::int64_t values(Bf16Operand which) const;
 
   /// Whether `which` has the same layout here as in `other` (an operand packed for one of them
