@@ -2,6 +2,7 @@
 // GEMMs and convolutions against a double-precision computation on operands rounded by an
 // independent rounding (frexp/nearbyint/ldexp, not the bit arithmetic under test).
 #include <gtest/gtest.h>
+#include <dnnl.hpp>
 
 #include <cfenv>
 #include <cmath>
@@ -74,9 +75,6 @@ std::vector<float> awkward_values(std::size_t n) {
   return v;
 }
 
-// The bulk roundings (whichever loop this CPU runs, AVX-512 or not) are bf16_bits value by
-// value, and the transposed one puts value (r, c) at (c, r), over sizes that leave partial
-// vectors, chunks and 64 x 64 tiles.
 // The rounded operands oneDNN's matmul reads start on a cache line, so that the 64-byte rows of
 // an AMX tile never straddle two (a std::vector's block starts 16 bytes past one); a buffer that
 // grows keeps that.
@@ -88,6 +86,9 @@ TEST(Bf16Rounding, BuffersStartOnACacheLine) {
   }
 }
 
+// The bulk roundings (whichever loop this CPU runs, AVX-512 or not) are bf16_bits value by
+// value, and the transposed one puts value (r, c) at (c, r), over sizes that leave partial
+// vectors, chunks and 64 x 64 tiles.
 TEST(Bf16Rounding, BulkRoundingsAreBf16BitsValueByValue) {
   const std::vector<float> values = awkward_values(200003);
   std::vector<std::uint16_t> got(values.size());
@@ -103,6 +104,51 @@ TEST(Bf16Rounding, BulkRoundingsAreBf16BitsValueByValue) {
         ASSERT_EQ(t[static_cast<std::size_t>(c * rows + r)],
                   bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
             << rows << "x" << cols << " at " << r << ", " << c;
+  }
+}
+
+// A K-slice of a row-major matrix rounded into a matrix of its own: value (r, c) of columns
+// [c0, c1) lands at (r, c - c0).
+TEST(Bf16Rounding, ColumnSlicesAreBf16BitsValueByValue) {
+  const std::vector<float> values = awkward_values(130 * 71);
+  const std::int64_t rows = 130, cols = 71;
+  for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 71}, {5, 38}, {70, 71}}) {
+    std::vector<std::uint16_t> got(static_cast<std::size_t>(rows * (c1 - c0)));
+    cpu::round_columns_to_bf16(values.data(), rows, cols, c0, c1, got.data());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = c0; c < c1; ++c)
+        ASSERT_EQ(got[static_cast<std::size_t>(r * (c1 - c0) + c - c0)],
+                  bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
+            << "columns " << c0 << ".." << c1 << " at " << r << ", " << c;
+  }
+}
+
+// Tandem's rounding straight into AMX's weights layout writes the bytes oneDNN's own reorder
+// writes from the rounded matrix (dnnl::memory::format_tag::BA16a64b2a, padding included), at
+// sizes with full blocks, ragged edges and a single value.
+TEST(Bf16Rounding, AmxBlockedRoundingIsOneDnnsLayout) {
+  const std::vector<float> values = awkward_values(333 * 197);
+  for (const auto& [rows, cols] :
+       {std::pair<std::int64_t, std::int64_t>{333, 197}, {64, 128}, {1, 1}, {33, 65}}) {
+    const std::size_t n = static_cast<std::size_t>(rows * cols);
+    std::vector<std::uint16_t> plain(n);
+    cpu::round_to_bf16(values.data(), rows * cols, plain.data());
+    const dnnl::memory::desc blocked({rows, cols}, dnnl::memory::data_type::bf16,
+                                     dnnl::memory::format_tag::BA16a64b2a);
+    const std::size_t blocked_values = blocked.get_size() / sizeof(std::uint16_t);
+    ASSERT_EQ(blocked_values,
+              static_cast<std::size_t>((cols + 63) / 64 * ((rows + 31) / 32) * 2048));
+    std::vector<std::uint16_t> want(blocked_values, 0xffff), got(blocked_values, 0xffff);
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    dnnl::memory from({{rows, cols}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab},
+                      engine, plain.data());
+    dnnl::memory to(blocked, engine, want.data());
+    dnnl::stream stream(engine);
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    cpu::round_to_bf16_ba16a64b2a(values.data(), rows, cols, got.data());
+    for (std::size_t i = 0; i < blocked_values; ++i)
+      ASSERT_EQ(got[i], want[i]) << rows << "x" << cols << " at " << i;
   }
 }
 
@@ -182,17 +228,26 @@ DenseReference dense_reference(const Tensor& x, const Tensor& kernel, const Tens
   r.y_exact = r.y;
   r.d_kernel.assign(static_cast<std::size_t>(in * units), 0.0);
   r.dx.assign(static_cast<std::size_t>(rows * in), 0.0);
+  // The operands rounded once each (reference_bf16 is slow).
+  const auto rounded = [](const Tensor& t) {
+    std::vector<double> v(static_cast<std::size_t>(t.size()));
+    for (std::int64_t i = 0; i < t.size(); ++i)
+      v[static_cast<std::size_t>(i)] = reference_bf16(t[i]);
+    return v;
+  };
+  const std::vector<double> xl = rounded(x), kl = rounded(kernel), gl = rounded(dy);
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < units; ++j) {
       const auto at = static_cast<std::size_t>(i * units + j);
       double low = epilogue == GemmEpilogue::none ? 0.0 : bias[j], exact = low;
+      const double g = gl[at];
       for (std::int64_t q = 0; q < in; ++q) {
-        const float xv = x[i * in + q], kv = kernel[q * units + j], g = dy[i * units + j];
-        low += reference_bf16(xv) * reference_bf16(kv);
-        exact += static_cast<double>(xv) * kv;
-        r.d_kernel[static_cast<std::size_t>(q * units + j)] +=
-            reference_bf16(xv) * reference_bf16(g);
-        r.dx[static_cast<std::size_t>(i * in + q)] += reference_bf16(g) * reference_bf16(kv);
+        const auto xi = static_cast<std::size_t>(i * in + q),
+                   ki = static_cast<std::size_t>(q * units + j);
+        low += xl[xi] * kl[ki];
+        exact += static_cast<double>(x[i * in + q]) * kernel[q * units + j];
+        r.d_kernel[ki] += xl[xi] * g;
+        r.dx[xi] += g * kl[ki];
       }
       const bool relu = epilogue == GemmEpilogue::relu_bias;
       r.y[at] = relu ? std::max(low, 0.0) : low;
@@ -210,34 +265,61 @@ void expect_near_all(const Tensor& got, const std::vector<double>& want, const c
 // Dense's products (DenseProducts) in bf16: each of the three is the product of the rounded
 // operands summed in float32, x of rank 3 as Dense sees it, for every epilogue; the forward
 // differs from the float32 product (it would pass on an fp32 GEMM otherwise). One products object
-// takes a batch of 257 rows, whose products (over 32 MFLOP) run on the thread team with packed
-// operands padded to oneDNN's blocks (333 and 197 are multiples of none), then one of 39 rows,
-// planned afresh on one thread.
+// of 333 -> 197 takes a batch of 257 rows, whose products (over 32 MFLOP) run on the thread team
+// with packed operands padded to oneDNN's blocks, then one of 39 rows, planned afresh on one
+// thread. One of 4200 -> 40 sums its forward in two slices (2112 and 2088 inputs: the bias with
+// the first, the second added to it); its kernel is scaled by 4 / sqrt(in), as initializers scale
+// a wide layer's, which keeps its sums as small as the first case's (float32's rounding of a sum
+// of 4200 terms near 55 would exceed the tolerance by itself).
 TEST(Bf16Products, DenseProductsAreTheProductsOfTheRoundedOperands) {
   SKIP_WITHOUT_BF16();
-  const std::int64_t in = 333, units = 197;
-  const Tensor kernel = random_tensor({in, units}, 62), bias = random_tensor({units}, 63);
-  for (GemmEpilogue epilogue : {GemmEpilogue::none, GemmEpilogue::bias, GemmEpilogue::relu_bias}) {
-    auto products = cpu_backend(Precision::bf16).dense_products({in, units, epilogue});
-    for (const Shape& rows : {Shape{257}, Shape{3, 13}}) {
-      Shape x_shape = rows, y_shape = rows;
-      x_shape.push_back(in);
-      y_shape.push_back(units);
-      const Tensor x = random_tensor(x_shape, 61), dy = random_tensor(y_shape, 64);
-      const DenseReference want = dense_reference(x, kernel, bias, dy, in, units, epilogue);
-      Tensor y(y_shape), d_kernel({in, units}), dx(x.shape());
-      products->forward(x, kernel, &bias, y);
-      products->backward(x, dy, kernel, &d_kernel, &dx);
-      SCOPED_TRACE(shape_to_string(x.shape()));
-      expect_near_all(y, want.y, "y");
-      expect_near_all(d_kernel, want.d_kernel, "d_kernel");
-      expect_near_all(dx, want.dx, "dx");
-      double off_fp32 = 0;
-      for (std::size_t i = 0; i < want.y.size(); ++i)
-        off_fp32 = std::max(off_fp32, std::fabs(y[static_cast<std::int64_t>(i)] - want.y_exact[i]));
-      EXPECT_GT(off_fp32, 1e-3);
+  struct Case {
+    std::int64_t in, units;
+    std::vector<Shape> batches;
+    float kernel_scale;
+  };
+  for (const Case& c : {Case{333, 197, {{257}, {3, 13}}, 1.0f},
+                        Case{4200, 40, {{30}}, 4.0f / std::sqrt(4200.0f)}}) {
+    Tensor kernel = random_tensor({c.in, c.units}, 62);
+    for (std::int64_t i = 0; i < kernel.size(); ++i) kernel[i] *= c.kernel_scale;
+    const Tensor bias = random_tensor({c.units}, 63);
+    for (GemmEpilogue epilogue :
+         {GemmEpilogue::none, GemmEpilogue::bias, GemmEpilogue::relu_bias}) {
+      auto products = cpu_backend(Precision::bf16).dense_products({c.in, c.units, epilogue});
+      for (const Shape& rows : c.batches) {
+        Shape x_shape = rows, y_shape = rows;
+        x_shape.push_back(c.in);
+        y_shape.push_back(c.units);
+        const Tensor x = random_tensor(x_shape, 61), dy = random_tensor(y_shape, 64);
+        const DenseReference want = dense_reference(x, kernel, bias, dy, c.in, c.units, epilogue);
+        Tensor y(y_shape), d_kernel({c.in, c.units}), dx(x.shape());
+        products->forward(x, kernel, &bias, y);
+        products->backward(x, dy, kernel, &d_kernel, &dx);
+        SCOPED_TRACE(shape_to_string(x.shape()));
+        expect_near_all(y, want.y, "y");
+        expect_near_all(d_kernel, want.d_kernel, "d_kernel");
+        expect_near_all(dx, want.dx, "dx");
+        double off_fp32 = 0;
+        for (std::size_t i = 0; i < want.y.size(); ++i)
+          off_fp32 =
+              std::max(off_fp32, std::fabs(y[static_cast<std::int64_t>(i)] - want.y_exact[i]));
+        EXPECT_GT(off_fp32, 1e-3);
+      }
     }
   }
+}
+
+// A shard of no rows (a meta-model's replica past a small batch's end): the forward writes
+// nothing and the kernel gradient is an empty sum, zero.
+TEST(Bf16Products, DenseProductsOfAnEmptyShard) {
+  SKIP_WITHOUT_BF16();
+  auto products = cpu_backend(Precision::bf16).dense_products({8, 4, GemmEpilogue::bias});
+  const Tensor x({0, 8}), kernel = random_tensor({8, 4}, 92), bias = random_tensor({4}, 93);
+  const Tensor dy({0, 4});
+  Tensor y({0, 4}), d_kernel = random_tensor({8, 4}, 94), dx({0, 8});
+  products->forward(x, kernel, &bias, y);
+  products->backward(x, dy, kernel, &d_kernel, &dx);
+  for (std::int64_t i = 0; i < d_kernel.size(); ++i) ASSERT_EQ(d_kernel[i], 0.0f) << i;
 }
 
 // The roundings a forward keeps serve only its own operands: a forward always reads its kernel

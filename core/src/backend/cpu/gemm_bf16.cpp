@@ -77,6 +77,73 @@ void round_columns(const float* from, std::int64_t rows, std::int64_t cols, std:
   transposed_tiles(from, rows, cols, c0, c1, to);
 }
 
+// Rows [r0, r1) of columns [c0, c1) of `from` (cols wide) into `to` ((c1 - c0) wide).
+[[gnu::always_inline]] inline void column_slice(const float* from, std::int64_t cols,
+                                                std::int64_t c0, std::int64_t c1, std::int64_t r0,
+                                                std::int64_t r1, std::uint16_t* to) {
+  for (std::int64_t r = r0; r < r1; ++r)
+    round_values(from + r * cols + c0, c1 - c0, to + r * (c1 - c0));
+}
+
+void column_slice_plain(const float* from, std::int64_t cols, std::int64_t c0, std::int64_t c1,
+                        std::int64_t r0, std::int64_t r1, std::uint16_t* to) {
+  column_slice(from, cols, c0, c1, r0, r1, to);
+}
+
+[[gnu::target("avx512f,avx512bw")]] void column_slice_avx512(const float* from, std::int64_t cols,
+                                                             std::int64_t c0, std::int64_t c1,
+                                                             std::int64_t r0, std::int64_t r1,
+                                                             std::uint16_t* to) {
+  column_slice(from, cols, c0, c1, r0, r1, to);
+}
+
+// BA16a64b2a's block: 32 rows (16 pairs) by 64 columns.
+constexpr std::int64_t kBlockRows = 32, kBlockCols = 64, kBlockValues = kBlockRows * kBlockCols;
+
+// Column blocks [b0, b1) of round_to_bf16_ba16a64b2a.
+[[gnu::always_inline]] inline void amx_blocks(const float* from, std::int64_t rows,
+                                              std::int64_t cols, std::int64_t b0, std::int64_t b1,
+                                              std::uint16_t* to) {
+  const std::int64_t row_blocks = (rows + kBlockRows - 1) / kBlockRows;
+  for (std::int64_t cb = b0; cb < b1; ++cb) {
+    const std::int64_t col0 = cb * kBlockCols;
+    const bool full_cols = col0 + kBlockCols <= cols;
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+      std::uint16_t* block = to + (cb * row_blocks + rb) * kBlockValues;
+      for (std::int64_t pair = 0; pair < kBlockRows / 2; ++pair) {
+        const std::int64_t r = rb * kBlockRows + 2 * pair;
+        std::uint16_t* out = block + pair * 2 * kBlockCols;
+        if (full_cols && r + 1 < rows) {
+          const float* even = from + r * cols + col0;
+          const float* odd = even + cols;
+          for (std::int64_t c = 0; c < kBlockCols; ++c) {
+            out[2 * c] = backend::bf16_bits(even[c]);
+            out[2 * c + 1] = backend::bf16_bits(odd[c]);
+          }
+          continue;
+        }
+        for (std::int64_t c = 0; c < kBlockCols; ++c) {  // an edge: zeros past the matrix
+          const bool in_col = col0 + c < cols;
+          out[2 * c] = in_col && r < rows ? backend::bf16_bits(from[r * cols + col0 + c]) : 0;
+          out[2 * c + 1] =
+              in_col && r + 1 < rows ? backend::bf16_bits(from[(r + 1) * cols + col0 + c]) : 0;
+        }
+      }
+    }
+  }
+}
+
+void amx_blocks_plain(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t b0,
+                      std::int64_t b1, std::uint16_t* to) {
+  amx_blocks(from, rows, cols, b0, b1, to);
+}
+
+[[gnu::target("avx512f,avx512bw")]] void amx_blocks_avx512(const float* from, std::int64_t rows,
+                                                           std::int64_t cols, std::int64_t b0,
+                                                           std::int64_t b1, std::uint16_t* to) {
+  amx_blocks(from, rows, cols, b0, b1, to);
+}
+
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 }
@@ -102,8 +169,8 @@ void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std
     const auto layout = [](bool transposed) {
       return transposed ? Bf16Layout::transposed : Bf16Layout::row_major;
     };
-    product = std::make_unique<PackedBf16Matmul>(m, n, k, layout(trans_a), layout(trans_b),
-                                                 bias != nullptr, batch);
+    product = std::make_unique<PackedBf16Matmul>(
+        Bf16MatmulDesc{m, n, k, layout(trans_a), layout(trans_b), bias != nullptr, false, batch});
   }
   product->run(a, b, bias, c);
 }
@@ -134,6 +201,33 @@ void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t
       round_columns_avx512(from, rows, cols, c0, c1, to);
     else
       round_columns(from, rows, cols, c0, c1, to);
+  });
+}
+
+void round_columns_to_bf16(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t c0,
+                           std::int64_t c1, std::uint16_t* to) {
+  static const bool avx512 = has_avx512();
+  const std::int64_t min_rows =
+      std::max<std::int64_t>(1, kMemoryBoundChunk / std::max<std::int64_t>(1, c1 - c0));
+  parallel_for(rows, min_rows, [&](std::int64_t r0, std::int64_t r1) {
+    if (avx512)
+      column_slice_avx512(from, cols, c0, c1, r0, r1, to);
+    else
+      column_slice_plain(from, cols, c0, c1, r0, r1, to);
+  });
+}
+
+void round_to_bf16_ba16a64b2a(const float* from, std::int64_t rows, std::int64_t cols,
+                              std::uint16_t* to) {
+  static const bool avx512 = has_avx512();
+  const std::int64_t col_blocks = (cols + kBlockCols - 1) / kBlockCols;
+  const std::int64_t min_blocks =
+      std::max<std::int64_t>(1, kMemoryBoundChunk / std::max<std::int64_t>(1, kBlockCols * rows));
+  parallel_for(col_blocks, min_blocks, [&](std::int64_t b0, std::int64_t b1) {
+    if (avx512)
+      amx_blocks_avx512(from, rows, cols, b0, b1, to);
+    else
+      amx_blocks_plain(from, rows, cols, b0, b1, to);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "backend/cpu/bf16_buffer.hpp"
 #include "backend/cpu/dnnl_engine.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -16,22 +17,24 @@ namespace tandem::cpu {
 using dnnl::memory;
 
 struct PackedBf16Matmul::State {
-  std::int64_t m, n, k, batch;
+  Bf16MatmulDesc d;
   int threads;  // the team the primitives were planned for
   bool single;  // run on one thread (a small product)
-  bool with_bias;
   dnnl::stream stream{dnnl_engine()};
   memory::desc a_md, b_md;
   dnnl::matmul primitive;
   memory a, b, c, bias;
   std::map<std::pair<Bf16Operand, bool>, dnnl::reorder> packers;  // by operand and transposed
+  Bf16Buffer rounded;  // round_and_pack's plain rounding, when the layout needs a reorder
 
   const memory::desc& desc_of(Bf16Operand which) const {
     return which == Bf16Operand::a ? a_md : b_md;
   }
+  std::int64_t rows_of(Bf16Operand which) const { return which == Bf16Operand::a ? d.m : d.k; }
+  std::int64_t cols_of(Bf16Operand which) const { return which == Bf16Operand::a ? d.k : d.n; }
   std::string shape() const {
-    return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-           " batch=" + std::to_string(batch);
+    return "m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) + " k=" + std::to_string(d.k) +
+           " batch=" + std::to_string(d.batch);
   }
 };
 
@@ -46,40 +49,46 @@ memory::desc operand_desc(std::int64_t batch, std::int64_t rows, std::int64_t co
                           memory::data_type::bf16);
 }
 
+// The primitive's attributes: C's old values added (a sum post-op) when accumulating.
+dnnl::primitive_attr attributes(const Bf16MatmulDesc& d) {
+  dnnl::primitive_attr attr;
+  if (d.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 }  // namespace
 
-PackedBf16Matmul::PackedBf16Matmul(std::int64_t m, std::int64_t n, std::int64_t k, Bf16Layout a,
-                                   Bf16Layout b, bool with_bias, std::int64_t batch)
-    : state_(std::make_unique<State>()) {
-  if (with_bias && batch != 1) throw std::logic_error("a batched bf16 matmul takes no bias");
+PackedBf16Matmul::PackedBf16Matmul(const Bf16MatmulDesc& d) : state_(std::make_unique<State>()) {
+  if (d.with_bias && d.batch != 1) throw std::logic_error("a batched bf16 matmul takes no bias");
   State& s = *state_;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.batch = batch;
+  s.d = d;
   s.threads = compute_threads();
-  s.with_bias = with_bias;
-  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) *
-                       static_cast<double>(n) * static_cast<double>(k);
+  const double flops = 2.0 * static_cast<double>(d.batch) * static_cast<double>(d.m) *
+                       static_cast<double>(d.n) * static_cast<double>(d.k);
   s.single = flops < kParallelGemmFlops && s.threads > 1;
   const OneThread one_thread(s.single ? s.threads : 0);
   using T = memory::data_type;
   try {
-    const memory::desc c_md = dnnl_matrix_desc(batch, m, n, false, T::f32);
+    const memory::desc c_md = dnnl_matrix_desc(d.batch, d.m, d.n, false, T::f32);
     const memory::desc bias_md =
-        with_bias ? memory::desc({1, n}, T::f32, memory::format_tag::ab) : memory::desc();
-    const memory::desc a_any = operand_desc(batch, m, k, a), b_any = operand_desc(batch, k, n, b);
-    const dnnl::matmul::primitive_desc pd(with_bias
+        d.with_bias ? memory::desc({1, d.n}, T::f32, memory::format_tag::ab) : memory::desc();
+    const memory::desc a_any = operand_desc(d.batch, d.m, d.k, d.a),
+                       b_any = operand_desc(d.batch, d.k, d.n, d.b);
+    const dnnl::matmul::primitive_desc pd(d.with_bias
                                               ? dnnl::matmul::desc(a_any, b_any, bias_md, c_md)
                                               : dnnl::matmul::desc(a_any, b_any, c_md),
-                                          dnnl_engine());
+                                          attributes(d), dnnl_engine());
     s.a_md = pd.src_desc();
     s.b_md = pd.weights_desc();
     s.primitive = dnnl::matmul(pd);
     s.a = dnnl_user_memory(s.a_md, nullptr);
     s.b = dnnl_user_memory(s.b_md, nullptr);
     s.c = dnnl_user_memory(c_md, nullptr);
-    if (with_bias) s.bias = dnnl_user_memory(bias_md, nullptr);
+    if (d.with_bias) s.bias = dnnl_user_memory(bias_md, nullptr);
   } catch (const dnnl::error& e) {
     throw RunError("oneDNN bf16 matmul cannot be planned for " + s.shape() + ": " + e.what());
   }
@@ -91,18 +100,12 @@ std::int64_t PackedBf16Matmul::values(Bf16Operand which) const {
   return static_cast<std::int64_t>(state_->desc_of(which).get_size() / sizeof(std::uint16_t));
 }
 
-bool PackedBf16Matmul::same_layout(Bf16Operand which, const PackedBf16Matmul& other) const {
-  return state_->desc_of(which) == other.state_->desc_of(which);
-}
-
 void PackedBf16Matmul::pack(Bf16Operand which, const std::uint16_t* from, bool transposed,
                             std::uint16_t* to) {
   State& s = *state_;
   const OneThread one_thread(s.single ? s.threads : 0);
-  const bool is_a = which == Bf16Operand::a;
-  const std::int64_t rows = is_a ? s.m : s.k, cols = is_a ? s.k : s.n;
-  const memory::desc from_md =
-      dnnl_matrix_desc(s.batch, rows, cols, transposed, memory::data_type::bf16);
+  const memory::desc from_md = dnnl_matrix_desc(s.d.batch, s.rows_of(which), s.cols_of(which),
+                                                transposed, memory::data_type::bf16);
   try {
     auto it = s.packers.find({which, transposed});
     if (it == s.packers.end())
@@ -116,17 +119,33 @@ void PackedBf16Matmul::pack(Bf16Operand which, const std::uint16_t* from, bool t
     it->second.execute(s.stream, src, dst);
     s.stream.wait();
   } catch (const dnnl::error& e) {
-    throw RunError("oneDNN cannot pack operand " + std::string(is_a ? "A" : "B") +
-                   " of the bf16 matmul " + s.shape() + ": " + e.what());
+    throw RunError("oneDNN cannot pack operand " +
+                   std::string(which == Bf16Operand::a ? "A" : "B") + " of the bf16 matmul " +
+                   s.shape() + ": " + e.what());
   }
+}
+
+void PackedBf16Matmul::round_and_pack(Bf16Operand which, const float* from, std::uint16_t* to) {
+  State& s = *state_;
+  const std::int64_t rows = s.rows_of(which), cols = s.cols_of(which);
+  const memory::desc amx_blocks({rows, cols}, memory::data_type::bf16,
+                                memory::format_tag::BA16a64b2a);
+  if (s.d.batch == 1 && s.desc_of(which) == amx_blocks) {
+    const OneThread one_thread(s.single ? s.threads : 0);
+    round_to_bf16_ba16a64b2a(from, rows, cols, to);
+    return;
+  }
+  std::uint16_t* rounded = s.rounded.grown_to(s.d.batch * rows * cols);
+  round_to_bf16(from, s.d.batch * rows * cols, rounded);
+  pack(which, rounded, false, to);
 }
 
 void PackedBf16Matmul::run(const std::uint16_t* a, const std::uint16_t* b, const float* bias,
                            float* c) {
   State& s = *state_;
-  if ((bias != nullptr) != s.with_bias)
+  if ((bias != nullptr) != s.d.with_bias)
     throw std::logic_error("bf16 matmul " + s.shape() + " was planned " +
-                           (s.with_bias ? "with" : "without") + " a bias");
+                           (s.d.with_bias ? "with" : "without") + " a bias");
   const OneThread one_thread(s.single ? s.threads : 0);
   try {
     s.a.set_data_handle(const_cast<std::uint16_t*>(a));

@@ -27,17 +27,26 @@ enum class Bf16Layout {
 /// Which operand of C = A · B.
 enum class Bf16Operand { a, b };
 
-/// C (m x n float32, row-major) = A (m x k) · B (k x n) (+ bias, n float32 values, when
-/// with_bias), the operands bfloat16 bits in the layouts given at construction; with batch > 1,
-/// `batch` such products at once, each of A, B and C holding the matrices one after the other
-/// (no bias then: std::logic_error). One object is
-/// used by one thread at a time; it plans the product for that thread's team as it was when the
-/// object was made (a single thread for products under kParallelGemmFlops) and keeps its
-/// primitives for its life. Methods throw RunError when oneDNN fails.
+/// What a PackedBf16Matmul computes: C (m x n float32, row-major) = A (m x k) · B (k x n)
+/// (+ bias, n float32 values, when with_bias; + C's old values, when accumulate), the operands
+/// bfloat16 bits in the given layouts. With batch > 1, `batch` such products at once, each of A,
+/// B and C holding the matrices one after the other (no bias then).
+struct Bf16MatmulDesc {
+  std::int64_t m = 0, n = 0, k = 0;
+  Bf16Layout a = Bf16Layout::row_major, b = Bf16Layout::row_major;
+  bool with_bias = false;
+  bool accumulate = false;
+  std::int64_t batch = 1;
+};
+
+/// One bfloat16 product planned by oneDNN. One object is used by one thread at a time; it plans
+/// the product for that thread's team as it was when the object was made (a single thread for
+/// products under kParallelGemmFlops) and keeps its primitives and a rounding buffer for its
+/// life. Methods throw RunError when oneDNN fails, std::logic_error for a desc it cannot take
+/// (a batched product with a bias).
 class PackedBf16Matmul {
  public:
-  PackedBf16Matmul(std::int64_t m, std::int64_t n, std::int64_t k, Bf16Layout a, Bf16Layout b,
-                   bool with_bias, std::int64_t batch = 1);
+  explicit PackedBf16Matmul(const Bf16MatmulDesc& desc);
   ~PackedBf16Matmul();
   PackedBf16Matmul(const PackedBf16Matmul&) = delete;
   PackedBf16Matmul& operator=(const PackedBf16Matmul&) = delete;
@@ -46,16 +55,17 @@ class PackedBf16Matmul {
   /// pad).
   std::int64_t values(Bf16Operand which) const;
 
-  /// Whether `which` has the same layout here as in `other` (an operand packed for one of them
-  /// serves both).
-  bool same_layout(Bf16Operand which, const PackedBf16Matmul& other) const;
-
   /// Writes into `to` (values(which) of them) the operand `from` holds plainly (row-major, or
   /// transposed when `transposed`), in this product's layout for it.
   void pack(Bf16Operand which, const std::uint16_t* from, bool transposed, std::uint16_t* to);
 
+  /// Writes into `to` (values(which) of them) the float32 operand `from` (row-major) rounded to
+  /// bfloat16, in this product's layout for it: in one pass when that layout is AMX's
+  /// (round_to_bf16_ba16a64b2a), else rounded and then packed.
+  void round_and_pack(Bf16Operand which, const float* from, std::uint16_t* to);
+
   /// Runs the product. a and b are in this object's layouts; the caller keeps them, bias and c
-  /// alive for the call.
+  /// alive for the call. bias must be given exactly when the desc says with_bias.
   void run(const std::uint16_t* a, const std::uint16_t* b, const float* bias, float* c);
 
  private:
