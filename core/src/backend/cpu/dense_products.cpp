@@ -17,7 +17,7 @@
 // them in (and, past kMaxSliceInputs inputs, slice after slice).
 //
 // Memory: nothing is kept between calls but the primitives; the rounded operands go to one set of
-// buffers per thread, sized to the largest operands seen (seed-mlp at batch 2048: about 230 MB),
+// buffers per thread, sized to the largest operands seen (seed-mlp at batch 2048: about 130 MB),
 // as gemm() has its own.
 #include <algorithm>
 #include <map>
