@@ -37,15 +37,6 @@ struct ThreadState {
   for (std::int64_t i = 0; i < n; ++i) to[i] = backend::bf16_bits(from[i]);
 }
 
-void round_span(const float* from, std::int64_t n, std::uint16_t* to) {
-  round_values(from, n, to);
-}
-
-[[gnu::target("avx512f,avx512bw")]] void round_span_avx512(const float* from, std::int64_t n,
-                                                           std::uint16_t* to) {
-  round_values(from, n, to);
-}
-
 // The tile edge of the transposed rounding.
 constexpr std::int64_t kTransposeTile = 64;
 
@@ -66,35 +57,12 @@ constexpr std::int64_t kTransposeTile = 64;
   }
 }
 
-void round_columns(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t c0,
-                   std::int64_t c1, std::uint16_t* to) {
-  transposed_tiles(from, rows, cols, c0, c1, to);
-}
-
-[[gnu::target("avx512f,avx512bw")]] void round_columns_avx512(const float* from, std::int64_t rows,
-                                                              std::int64_t cols, std::int64_t c0,
-                                                              std::int64_t c1, std::uint16_t* to) {
-  transposed_tiles(from, rows, cols, c0, c1, to);
-}
-
 // Rows [r0, r1) of columns [c0, c1) of `from` (cols wide) into `to` ((c1 - c0) wide).
 [[gnu::always_inline]] inline void column_slice(const float* from, std::int64_t cols,
                                                 std::int64_t c0, std::int64_t c1, std::int64_t r0,
                                                 std::int64_t r1, std::uint16_t* to) {
   for (std::int64_t r = r0; r < r1; ++r)
     round_values(from + r * cols + c0, c1 - c0, to + r * (c1 - c0));
-}
-
-void column_slice_plain(const float* from, std::int64_t cols, std::int64_t c0, std::int64_t c1,
-                        std::int64_t r0, std::int64_t r1, std::uint16_t* to) {
-  column_slice(from, cols, c0, c1, r0, r1, to);
-}
-
-[[gnu::target("avx512f,avx512bw")]] void column_slice_avx512(const float* from, std::int64_t cols,
-                                                             std::int64_t c0, std::int64_t c1,
-                                                             std::int64_t r0, std::int64_t r1,
-                                                             std::uint16_t* to) {
-  column_slice(from, cols, c0, c1, r0, r1, to);
 }
 
 // BA16a64b2a's block: 32 rows (16 pairs) by 64 columns.
@@ -133,19 +101,30 @@ constexpr std::int64_t kBlockRows = 32, kBlockCols = 64, kBlockValues = kBlockRo
   }
 }
 
-void amx_blocks_plain(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t b0,
-                      std::int64_t b1, std::uint16_t* to) {
-  amx_blocks(from, rows, cols, b0, b1, to);
-}
-
-[[gnu::target("avx512f,avx512bw")]] void amx_blocks_avx512(const float* from, std::int64_t rows,
-                                                           std::int64_t cols, std::int64_t b0,
-                                                           std::int64_t b1, std::uint16_t* to) {
-  amx_blocks(from, rows, cols, b0, b1, to);
-}
-
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+
+// The loops above compiled twice, for the baseline x86-64 and for AVX-512 (F and BW: every CPU
+// with AVX-512 BF16 has both), and run in the copy this CPU can take. `Loop` is one of the
+// always_inline functions above, a template argument so that each copy inlines it.
+template <auto Loop, class... Args>
+void baseline_copy(Args... args) {
+  Loop(args...);
+}
+
+template <auto Loop, class... Args>
+[[gnu::target("avx512f,avx512bw")]] void avx512_copy(Args... args) {
+  Loop(args...);
+}
+
+template <auto Loop, class... Args>
+void run_loop(Args... args) {
+  static const bool avx512 = has_avx512();
+  if (avx512)
+    avx512_copy<Loop>(args...);
+  else
+    baseline_copy<Loop>(args...);
 }
 
 ThreadState& thread_state() {
@@ -178,18 +157,13 @@ void matmul_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std
 }  // namespace
 
 void round_to_bf16(const float* from, std::int64_t n, std::uint16_t* to) {
-  static const bool avx512 = has_avx512();
   parallel_for(n, kMemoryBoundChunk, [&](std::int64_t b, std::int64_t e) {
-    if (avx512)
-      round_span_avx512(from + b, e - b, to + b);
-    else
-      round_span(from + b, e - b, to + b);
+    run_loop<round_values>(from + b, e - b, to + b);
   });
 }
 
 void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t cols,
                               std::uint16_t* to) {
-  static const bool avx512 = has_avx512();
   // Square tiles: a tile's source rows (64 floats each) stay in the L1 cache while its
   // destination rows (64 values each) are written whole. Threads split the tile columns.
   const std::int64_t col_tiles = (cols + kTransposeTile - 1) / kTransposeTile;
@@ -197,37 +171,26 @@ void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t
       1, kMemoryBoundChunk / std::max<std::int64_t>(1, kTransposeTile * rows));
   parallel_for(col_tiles, min_tiles, [&](std::int64_t t0, std::int64_t t1) {
     const std::int64_t c0 = t0 * kTransposeTile, c1 = std::min(cols, t1 * kTransposeTile);
-    if (avx512)
-      round_columns_avx512(from, rows, cols, c0, c1, to);
-    else
-      round_columns(from, rows, cols, c0, c1, to);
+    run_loop<transposed_tiles>(from, rows, cols, c0, c1, to);
   });
 }
 
 void round_columns_to_bf16(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t c0,
                            std::int64_t c1, std::uint16_t* to) {
-  static const bool avx512 = has_avx512();
   const std::int64_t min_rows =
       std::max<std::int64_t>(1, kMemoryBoundChunk / std::max<std::int64_t>(1, c1 - c0));
   parallel_for(rows, min_rows, [&](std::int64_t r0, std::int64_t r1) {
-    if (avx512)
-      column_slice_avx512(from, cols, c0, c1, r0, r1, to);
-    else
-      column_slice_plain(from, cols, c0, c1, r0, r1, to);
+    run_loop<column_slice>(from, cols, c0, c1, r0, r1, to);
   });
 }
 
 void round_to_bf16_ba16a64b2a(const float* from, std::int64_t rows, std::int64_t cols,
                               std::uint16_t* to) {
-  static const bool avx512 = has_avx512();
   const std::int64_t col_blocks = (cols + kBlockCols - 1) / kBlockCols;
   const std::int64_t min_blocks =
       std::max<std::int64_t>(1, kMemoryBoundChunk / std::max<std::int64_t>(1, kBlockCols * rows));
   parallel_for(col_blocks, min_blocks, [&](std::int64_t b0, std::int64_t b1) {
-    if (avx512)
-      amx_blocks_avx512(from, rows, cols, b0, b1, to);
-    else
-      amx_blocks_plain(from, rows, cols, b0, b1, to);
+    run_loop<amx_blocks>(from, rows, cols, b0, b1, to);
   });
 }
 
