@@ -7,8 +7,10 @@
 // written, and the incoming gradient masked (activation_backward's relu arithmetic) as it is read.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
+#include "backend/cpu/avx512_copy.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
 #include "backend/kernel_math.hpp"
@@ -80,19 +82,12 @@ template <class F>
   }
 }
 
+// paired_sums_of in the copy this CPU can take (AVX-512 keeps the 16 lanes of each sum in one
+// register pair; the baseline's SSE2 spills them).
 template <class F>
-[[gnu::target("avx512f")]] void paired_sums_avx512(std::int64_t r0, std::int64_t r1,
-                                                   std::int64_t channels, double* acc, F&& terms) {
-  paired_sums_of(r0, r1, channels, acc, terms);
-}
-
-template <class F>
-void paired_sums(std::int64_t r0, std::int64_t r1, std::int64_t channels, double* acc, F&& terms) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512)
-    paired_sums_avx512(r0, r1, channels, acc, terms);
-  else
-    paired_sums_of(r0, r1, channels, acc, terms);
+void paired_sums(std::int64_t r0, std::int64_t r1, std::int64_t channels, double* acc,
+                 const F& terms) {
+  cpu::run_loop<&paired_sums_of<const F&>>(r0, r1, channels, acc, std::cref(terms));
 }
 
 std::int64_t rows_per_chunk(std::int64_t channels) {

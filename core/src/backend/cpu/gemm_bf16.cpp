@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "backend/bfloat16.hpp"
+#include "backend/cpu/avx512_copy.hpp"
 #include "backend/cpu/bf16_buffer.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/packed_bf16_matmul.hpp"
@@ -99,32 +100,6 @@ constexpr std::int64_t kBlockRows = 32, kBlockCols = 64, kBlockValues = kBlockRo
       }
     }
   }
-}
-
-bool has_avx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-}
-
-// The loops above compiled twice, for the baseline x86-64 and for AVX-512 (F and BW: every CPU
-// with AVX-512 BF16 has both), and run in the copy this CPU can take. `Loop` is one of the
-// always_inline functions above, a template argument so that each copy inlines it.
-template <auto Loop, class... Args>
-void baseline_copy(Args... args) {
-  Loop(args...);
-}
-
-template <auto Loop, class... Args>
-[[gnu::target("avx512f,avx512bw")]] void avx512_copy(Args... args) {
-  Loop(args...);
-}
-
-template <auto Loop, class... Args>
-void run_loop(Args... args) {
-  static const bool avx512 = has_avx512();
-  if (avx512)
-    avx512_copy<Loop>(args...);
-  else
-    baseline_copy<Loop>(args...);
 }
 
 ThreadState& thread_state() {
