@@ -9,12 +9,15 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "backend/bfloat16.hpp"
+#include "backend/cpu/avx512_copy.hpp"
 #include "backend/cpu/bf16_buffer.hpp"
+#include "backend/cpu/bf16_rounding.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/ops.hpp"
 #include "tandem/rng.hpp"
@@ -64,15 +67,31 @@ TEST(Bf16Rounding, RoundsToNearestWithTiesToEven) {
 std::vector<float> awkward_values(std::size_t n) {
   const float inf = std::numeric_limits<float>::infinity();
   const float max = std::numeric_limits<float>::max();
-  std::vector<float> v;
+  std::vector<float> specials;
   for (std::uint32_t bits : {0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, 0xbf80c000u,
                              0x7f800001u, 0xffc00001u, 0x00018000u, 0x80008000u})
-    v.push_back(float_of(bits));
-  v.insert(v.end(), {inf, -inf, max, -max, 0.0f, -0.0f});
+    specials.push_back(float_of(bits));
+  specials.insert(specials.end(), {inf, -inf, max, -max, 0.0f, -0.0f});
+  // The specials first, then one in every 13 values (so that they reach every row and lane of
+  // the layouts below); random magnitudes over 2^-30 .. 2^30 between.
+  std::vector<float> v(specials);
   Rng rng(9);
-  while (v.size() < n)
+  while (v.size() < n) {
+    if (v.size() % 13 == 0) {
+      v.push_back(specials[(v.size() / 13) % specials.size()]);
+      continue;
+    }
     v.push_back(static_cast<float>((rng.uniform() * 2 - 1) * std::ldexp(1.0, v.size() % 60 - 30)));
+  }
+  v.resize(n);
   return v;
+}
+
+// The two versions of the CPU's loops (avx512_copy.hpp): the one this CPU takes, and the
+// baseline. On a CPU without AVX-512 both are the baseline.
+const std::vector<bool>& forced_baseline() {
+  static const std::vector<bool> both{false, true};
+  return both;
 }
 
 // The rounded operands oneDNN's matmul reads start on a cache line, so that the 64-byte rows of
@@ -91,19 +110,31 @@ TEST(Bf16Rounding, BuffersStartOnACacheLine) {
 // vectors, chunks and 64 x 64 tiles.
 TEST(Bf16Rounding, BulkRoundingsAreBf16BitsValueByValue) {
   const std::vector<float> values = awkward_values(200003);
-  std::vector<std::uint16_t> got(values.size());
-  cpu::round_to_bf16(values.data(), static_cast<std::int64_t>(values.size()), got.data());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    ASSERT_EQ(got[i], bf16_bits(values[i])) << i << ": " << values[i];
-  for (const auto& [rows, cols] :
-       {std::pair<std::int64_t, std::int64_t>{130, 71}, {1, 9}, {64, 64}}) {
-    std::vector<std::uint16_t> t(static_cast<std::size_t>(rows * cols));
-    cpu::round_to_bf16_transposed(values.data(), rows, cols, t.data());
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(t[static_cast<std::size_t>(c * rows + r)],
-                  bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
-            << rows << "x" << cols << " at " << r << ", " << c;
+  for (const bool baseline : forced_baseline()) {
+    std::optional<cpu::BaselineLoopsForced> forced;
+    if (baseline) forced.emplace();
+    std::vector<std::uint16_t> got(values.size());
+    cpu::round_to_bf16(values.data(), static_cast<std::int64_t>(values.size()), got.data());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(got[i], bf16_bits(values[i])) << i << ": " << values[i] << " baseline " << baseline;
+    for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{130, 71},
+                                     {1, 9},
+                                     {64, 64},
+                                     {33, 17},
+                                     {2, 16},
+                                     {31, 47},
+                                     {517, 300}}) {
+      std::vector<std::uint16_t> t(static_cast<std::size_t>(rows * cols) + 64, 0xabcd);
+      cpu::round_to_bf16_transposed(values.data(), rows, cols, t.data());
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(t[static_cast<std::size_t>(c * rows + r)],
+                    bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
+              << rows << "x" << cols << " at " << r << ", " << c << " baseline " << baseline;
+      for (std::size_t i = static_cast<std::size_t>(rows * cols); i < t.size(); ++i)
+        ASSERT_EQ(t[i], 0xabcd) << rows << "x" << cols << ": written past the end, baseline "
+                                << baseline;
+    }
   }
 }
 
@@ -112,24 +143,30 @@ TEST(Bf16Rounding, BulkRoundingsAreBf16BitsValueByValue) {
 TEST(Bf16Rounding, ColumnSlicesAreBf16BitsValueByValue) {
   const std::vector<float> values = awkward_values(130 * 71);
   const std::int64_t rows = 130, cols = 71;
-  for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 71}, {5, 38}, {70, 71}}) {
-    std::vector<std::uint16_t> got(static_cast<std::size_t>(rows * (c1 - c0)));
-    cpu::round_columns_to_bf16(values.data(), rows, cols, c0, c1, got.data());
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = c0; c < c1; ++c)
-        ASSERT_EQ(got[static_cast<std::size_t>(r * (c1 - c0) + c - c0)],
-                  bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
-            << "columns " << c0 << ".." << c1 << " at " << r << ", " << c;
+  for (const bool baseline : forced_baseline()) {
+    std::optional<cpu::BaselineLoopsForced> forced;
+    if (baseline) forced.emplace();
+    for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 71}, {5, 38}, {70, 71}}) {
+      std::vector<std::uint16_t> got(static_cast<std::size_t>(rows * (c1 - c0)));
+      cpu::round_columns_to_bf16(values.data(), rows, cols, c0, c1, got.data());
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = c0; c < c1; ++c)
+          ASSERT_EQ(got[static_cast<std::size_t>(r * (c1 - c0) + c - c0)],
+                    bf16_bits(values[static_cast<std::size_t>(r * cols + c)]))
+              << "columns " << c0 << ".." << c1 << " at " << r << ", " << c << " baseline "
+              << baseline;
+    }
   }
 }
 
 // Tandem's rounding straight into AMX's weights layout writes the bytes oneDNN's own reorder
-// writes from the rounded matrix (dnnl::memory::format_tag::BA16a64b2a, padding included), at
-// sizes with full blocks, ragged edges and a single value.
+// writes from the rounded matrix (dnnl::memory::format_tag::BA16a64b2a, padding included), from
+// the matrix stored plainly (tag ab) and transposed (tag ba), at sizes with full blocks, ragged
+// edges and a single value.
 TEST(Bf16Rounding, AmxBlockedRoundingIsOneDnnsLayout) {
   const std::vector<float> values = awkward_values(333 * 197);
   for (const auto& [rows, cols] :
-       {std::pair<std::int64_t, std::int64_t>{333, 197}, {64, 128}, {1, 1}, {33, 65}}) {
+       {std::pair<std::int64_t, std::int64_t>{333, 197}, {64, 128}, {1, 1}, {33, 65}, {96, 80}}) {
     const std::size_t n = static_cast<std::size_t>(rows * cols);
     std::vector<std::uint16_t> plain(n);
     cpu::round_to_bf16(values.data(), rows * cols, plain.data());
@@ -138,17 +175,27 @@ TEST(Bf16Rounding, AmxBlockedRoundingIsOneDnnsLayout) {
     const std::size_t blocked_values = blocked.get_size() / sizeof(std::uint16_t);
     ASSERT_EQ(blocked_values,
               static_cast<std::size_t>((cols + 63) / 64 * ((rows + 31) / 32) * 2048));
-    std::vector<std::uint16_t> want(blocked_values, 0xffff), got(blocked_values, 0xffff);
-    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    dnnl::memory from({{rows, cols}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab},
-                      engine, plain.data());
-    dnnl::memory to(blocked, engine, want.data());
-    dnnl::stream stream(engine);
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
-    cpu::round_to_bf16_ba16a64b2a(values.data(), rows, cols, got.data());
-    for (std::size_t i = 0; i < blocked_values; ++i)
-      ASSERT_EQ(got[i], want[i]) << rows << "x" << cols << " at " << i;
+    for (const bool transposed : {false, true}) {
+      std::vector<std::uint16_t> want(blocked_values, 0xffff);
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      dnnl::memory from({{rows, cols},
+                         dnnl::memory::data_type::bf16,
+                         transposed ? dnnl::memory::format_tag::ba : dnnl::memory::format_tag::ab},
+                        engine, plain.data());
+      dnnl::memory to(blocked, engine, want.data());
+      dnnl::stream stream(engine);
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+      for (const bool baseline : forced_baseline()) {
+        std::optional<cpu::BaselineLoopsForced> forced;
+        if (baseline) forced.emplace();
+        std::vector<std::uint16_t> got(blocked_values, 0xffff);
+        cpu::round_to_bf16_ba16a64b2a(values.data(), rows, cols, transposed, got.data());
+        for (std::size_t i = 0; i < blocked_values; ++i)
+          ASSERT_EQ(got[i], want[i]) << rows << "x" << cols << " at " << i << " transposed "
+                                     << transposed << " baseline " << baseline;
+      }
+    }
   }
 }
 

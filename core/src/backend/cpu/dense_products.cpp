@@ -10,11 +10,13 @@
 //   2048 x 8000 x 4000 take 92 ms where the whole took 110 on the kernel stored transposed;
 // - the kernel gradient reads xᵀ rounded row-major and dy packed: 70 ms against 148 for the plain
 //   operands;
-// - the input gradient reads dy rounded and the kernel packed: 18 against 33 ms for
+// - the input gradient reads dy rounded row-major and the kernel packed: 18 against 33 ms for
 //   2048 x 2000 x 4000.
-// dy is rounded once for both gradients. Rounding is element-wise and packing moves bits, so the
-// results are the products of the rounded operands summed in float32, to the order oneDNN sums
-// them in (and, past kMaxSliceInputs inputs, slice after slice).
+// The packed operands are rounded straight into AMX's layout where oneDNN picked it: dy as it is,
+// the kernel from its transpose (4000 x 2000: 1.2 against 5.6 ms for rounding, then oneDNN's
+// transposing reorder). Rounding is element-wise and packing moves bits, so the results are the
+// products of the rounded operands summed in float32, to the order oneDNN sums them in (and,
+// past kMaxSliceInputs inputs, slice after slice).
 //
 // Memory: nothing is kept between calls but the primitives; the rounded operands go to one set of
 // buffers per thread, sized to the largest operands seen (seed-mlp at batch 2048: about 130 MB),
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "backend/cpu/bf16_buffer.hpp"
+#include "backend/cpu/bf16_rounding.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/packed_bf16_matmul.hpp"
@@ -60,7 +63,6 @@ struct Scratch {
   cpu::Bf16Buffer a;       // x's slices, or xᵀ
   cpu::Bf16Buffer b;       // the kernel's slices, dy or kernelᵀ, packed
   cpu::Bf16Buffer dy;      // dy, row-major
-  cpu::Bf16Buffer kernel;  // the kernel, row-major
 };
 
 Scratch& thread_scratch() {
@@ -103,7 +105,7 @@ class Bf16DenseProducts final : public DenseProducts {
     for (std::size_t i = 0; i < slices_.size(); ++i) {
       const Slice& slice = slices_[i];
       cpu::round_columns_to_bf16(x.data(), rows, desc_.in, slice.begin, slice.end, x_low);
-      products[i]->round_and_pack(Bf16Operand::b, kernel.data() + slice.begin * desc_.units,
+      products[i]->round_and_pack(Bf16Operand::b, kernel.data() + slice.begin * desc_.units, false,
                                   kernel_packed);
       products[i]->run(x_low, kernel_packed, i == 0 && with_bias ? bias->data() : nullptr,
                        y.data());
@@ -126,8 +128,6 @@ class Bf16DenseProducts final : public DenseProducts {
       return;
     }
     Scratch& scratch = thread_scratch();
-    std::uint16_t* dy_low = scratch.dy.grown_to(dy.size());
-    cpu::round_to_bf16(dy.data(), dy.size(), dy_low);
     Plans& plans = plans_for(rows);
     if (d_kernel) {
       cpu::PackedBf16Matmul& product =
@@ -136,17 +136,17 @@ class Bf16DenseProducts final : public DenseProducts {
       std::uint16_t* x_low_transposed = scratch.a.grown_to(x.size());
       cpu::round_to_bf16_transposed(x.data(), rows, desc_.in, x_low_transposed);
       std::uint16_t* dy_packed = scratch.b.grown_to(product.values(Bf16Operand::b));
-      product.pack(Bf16Operand::b, dy_low, false, dy_packed);
+      product.round_and_pack(Bf16Operand::b, dy.data(), false, dy_packed);
       product.run(x_low_transposed, dy_packed, nullptr, d_kernel->data());
     }
     if (dx) {
       cpu::PackedBf16Matmul& product =
           plan(plans.input_gradient,
                {rows, desc_.in, desc_.units, Bf16Layout::row_major, Bf16Layout::packed});
-      std::uint16_t* kernel_low = scratch.kernel.grown_to(kernel.size());
-      cpu::round_to_bf16(kernel.data(), kernel.size(), kernel_low);
+      std::uint16_t* dy_low = scratch.dy.grown_to(dy.size());
+      cpu::round_to_bf16(dy.data(), dy.size(), dy_low);
       std::uint16_t* kernel_packed = scratch.b.grown_to(product.values(Bf16Operand::b));
-      product.pack(Bf16Operand::b, kernel_low, true, kernel_packed);  // kernelᵀ, in x units
+      product.round_and_pack(Bf16Operand::b, kernel.data(), true, kernel_packed);  // kernelᵀ
       product.run(dy_low, kernel_packed, nullptr, dx->data());
     }
   }

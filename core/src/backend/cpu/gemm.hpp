@@ -30,29 +30,6 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                std::int64_t batch, const float* a, const float* b, const float* bias, float* c);
 
-/// Rounds n floats to bfloat16 bits (backend/bfloat16.hpp) into `to`, element by element, on the
-/// calling thread's team.
-void round_to_bf16(const float* from, std::int64_t n, std::uint16_t* to);
-
-/// `to` (cols x rows, row-major) = the bfloat16 bits of `from` (rows x cols, row-major)
-/// transposed, on the calling thread's team.
-void round_to_bf16_transposed(const float* from, std::int64_t rows, std::int64_t cols,
-                              std::uint16_t* to);
-
-/// `to` (rows x (c1 - c0), row-major) = the bfloat16 bits of columns [c0, c1) of `from`
-/// (rows x cols, row-major), on the calling thread's team: one K-slice of a product's A.
-void round_columns_to_bf16(const float* from, std::int64_t rows, std::int64_t cols, std::int64_t c0,
-                           std::int64_t c1, std::uint16_t* to);
-
-/// The bfloat16 bits of `from` (rows x cols, row-major) in oneDNN's BA16a64b2a layout, the one
-/// its AMX matmul picks for a weights operand, on the calling thread's team. The matrix is cut
-/// into blocks of 32 rows by 64 columns (zero-padded at the edges), stored column-block by
-/// column-block and, within one, row-block by row-block; a block holds its 16 row pairs one
-/// after the other, each as 64 pairs (row 2i, row 2i + 1) of one column. `to` holds
-/// ceil(cols / 64) * ceil(rows / 32) * 2048 values.
-void round_to_bf16_ba16a64b2a(const float* from, std::int64_t rows, std::int64_t cols,
-                              std::uint16_t* to);
-
 /// Why this CPU cannot run bfloat16 products at full speed (the missing instruction set, as a
 /// sentence), or "" when it can: oneDNN's effective ISA must include AVX-512 BF16 (which
 /// ONEDNN_MAX_CPU_ISA may lower).

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/cpu/bf16_buffer.hpp"
+#include "backend/cpu/bf16_rounding.hpp"
 #include "backend/cpu/dnnl_engine.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -125,19 +126,20 @@ void PackedBf16Matmul::pack(Bf16Operand which, const std::uint16_t* from, bool t
   }
 }
 
-void PackedBf16Matmul::round_and_pack(Bf16Operand which, const float* from, std::uint16_t* to) {
+void PackedBf16Matmul::round_and_pack(Bf16Operand which, const float* from, bool transposed,
+                                      std::uint16_t* to) {
   State& s = *state_;
   const std::int64_t rows = s.rows_of(which), cols = s.cols_of(which);
   const memory::desc amx_blocks({rows, cols}, memory::data_type::bf16,
                                 memory::format_tag::BA16a64b2a);
   if (s.d.batch == 1 && s.desc_of(which) == amx_blocks) {
     const OneThread one_thread(s.single ? s.threads : 0);
-    round_to_bf16_ba16a64b2a(from, rows, cols, to);
+    round_to_bf16_ba16a64b2a(from, rows, cols, transposed, to);
     return;
   }
   std::uint16_t* rounded = s.rounded.grown_to(s.d.batch * rows * cols);
   round_to_bf16(from, s.d.batch * rows * cols, rounded);
-  pack(which, rounded, false, to);
+  pack(which, rounded, transposed, to);
 }
 
 void PackedBf16Matmul::run(const std::uint16_t* a, const std::uint16_t* b, const float* bias,

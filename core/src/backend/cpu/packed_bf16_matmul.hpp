@@ -59,10 +59,10 @@ class PackedBf16Matmul {
   /// transposed when `transposed`), in this product's layout for it.
   void pack(Bf16Operand which, const std::uint16_t* from, bool transposed, std::uint16_t* to);
 
-  /// Writes into `to` (values(which) of them) the float32 operand `from` (row-major) rounded to
-  /// bfloat16, in this product's layout for it: in one pass when that layout is AMX's
-  /// (round_to_bf16_ba16a64b2a), else rounded and then packed.
-  void round_and_pack(Bf16Operand which, const float* from, std::uint16_t* to);
+  /// Writes into `to` (values(which) of them) the float32 operand `from` (row-major, or
+  /// transposed when `transposed`) rounded to bfloat16, in this product's layout for it: in one
+  /// pass when that layout is AMX's (round_to_bf16_ba16a64b2a), else rounded and then packed.
+  void round_and_pack(Bf16Operand which, const float* from, bool transposed, std::uint16_t* to);
 
   /// Runs the product. a and b are in this object's layouts; the caller keeps them, bias and c
   /// alive for the call. bias must be given exactly when the desc says with_bias.
