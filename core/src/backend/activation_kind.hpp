@@ -29,6 +29,15 @@ enum class ActivationKind {
   log_softmax     // per row, like softmax
 };
 
+/// Whether f'(x) is a function of y = f(x) alone: kernel_math's activation_derivative reads no x
+/// for tanh, sigmoid and exponential, and relu's x > 0 is y > 0. A layer may then apply the
+/// activation in place and keep no pre-activation values (activation_backward given the output
+/// for both).
+constexpr bool derivative_from_output(ActivationKind kind) {
+  return kind == ActivationKind::relu || kind == ActivationKind::tanh ||
+         kind == ActivationKind::sigmoid || kind == ActivationKind::exponential;
+}
+
 /// Keras' ReLU layer with its parameters (LeakyReLU is a ReLU with a negative slope), or its ELU
 /// layer with an alpha: kernel_math's shaped_activation_value says what each computes.
 struct ShapedActivation {

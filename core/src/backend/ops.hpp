@@ -308,6 +308,7 @@ class Backend {
                             std::int64_t width) = 0;
 
   // Activations (rows of `cols` values; softmax is per row).
+  /// out = f(in); out may be in.
   virtual void activation_forward(ActivationKind kind, const Tensor& in, Tensor& out,
                                   std::int64_t cols) = 0;
   /// grad_in = grad_out * f'(in), given in (pre-activation) and out = f(in). grad_in may be

@@ -45,6 +45,12 @@ const Tensor& Dense::forward(const Tensor& x, bool /*training*/) {
     products().forward(x, kernel_.value, bias, ops.place(output_, out_shape));
     return output_;
   }
+  if (!keeps_product()) {  // the activation in place: its derivative reads only the output
+    pre_ = Tensor();
+    products().forward(x, kernel_.value, bias, ops.place(output_, out_shape));
+    ops.activation_forward(options_.activation, output_, output_, options_.units);
+    return output_;
+  }
   // Any other activation: the product, kept for the activation's derivative, then the activation.
   products().forward(x, kernel_.value, bias, ops.place(pre_, out_shape));
   ops.activation_forward(options_.activation, pre_, ops.place(output_, out_shape),
@@ -61,8 +67,8 @@ const Tensor& Dense::backward(const Tensor& grad_output, bool need_input_grad) {
   backend::Backend& ops = this->ops();
   const Tensor* dz = &grad_output;
   if (options_.activation != ActivationKind::linear) {
-    // A fused relu kept no product: relu'(z) reads its output (y > 0 exactly when z > 0).
-    const Tensor& pre = fused() ? output_ : pre_;
+    // Without a kept product the derivative reads the output (backend::derivative_from_output).
+    const Tensor& pre = keeps_product() ? pre_ : output_;
     ops.activation_backward(options_.activation, pre, output_, grad_output,
                             ops.place(grad_pre_, grad_output.shape()), units);
     dz = &grad_pre_;
@@ -83,6 +89,10 @@ backend::DenseProducts& Dense::products() {
 bool Dense::fused() const {
   return options_.activation == ActivationKind::linear ||
          (options_.use_bias && options_.activation == ActivationKind::relu);
+}
+
+bool Dense::keeps_product() const {
+  return !fused() && !backend::derivative_from_output(options_.activation);
 }
 
 backend::GemmEpilogue Dense::epilogue() const {

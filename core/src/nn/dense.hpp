@@ -44,12 +44,15 @@ class Dense : public Layer, public WeightRules {
   Parameter kernel_, bias_;
   /// Whether the activation runs in the GEMM's epilogue (linear; relu with a bias).
   bool fused() const;
+  /// Whether the forward keeps the product (pre_) for the activation's derivative: only when the
+  /// activation is neither fused nor differentiable from its output.
+  bool keeps_product() const;
   backend::GemmEpilogue epilogue() const;
   /// The backend's op object for the products, made for the current backend.
   backend::DenseProducts& products();
 
   Tensor input_;   // the last forward's input (shared storage, not a copy)
-  Tensor pre_;     // x·W + b (kept only when the activation is not fused)
+  Tensor pre_;     // x·W + b (only when keeps_product())
   Tensor output_;  // activation(pre_)
   Tensor grad_pre_, grad_input_;
   DenseProductsOf products_;

@@ -109,6 +109,30 @@ TEST(KernelMath, ActivationValuesMatchExactFunctionsAndTheCpuForwards) {
   }
 }
 
+// The kinds derivative_from_output names give the same derivative when the output stands in
+// for the input (what an in-place layer passes), and at least one other kind does not (the
+// check can tell them apart).
+TEST(KernelMath, DerivativesFromTheOutputAloneNeedNoInput) {
+  const std::vector<float> x = activation_inputs(41 * 23, 2);
+  int told_apart = 0;
+  for (ActivationKind kind : kElementwise) {
+    const std::string name = nn::activation_name(kind);
+    int differences = 0;
+    for (const float xi : x) {
+      const float y = backend::math::activation_value(kind, xi);
+      const float from_input = backend::math::activation_derivative(kind, xi, y);
+      const float from_output = backend::math::activation_derivative(kind, y, y);
+      if (!(from_input == from_output || (std::isnan(from_input) && std::isnan(from_output))))
+        ++differences;
+    }
+    if (backend::derivative_from_output(kind))
+      EXPECT_EQ(differences, 0) << name;
+    else if (differences > 0)
+      ++told_apart;
+  }
+  EXPECT_GT(told_apart, 0);
+}
+
 TEST(KernelMath, InvalidSparseLabelsAreNanInTheKernelAndADataErrorOnTheCpu) {
   const std::int64_t rows = 2, classes = 3;
   const std::vector<float> pred = {0.2f, 0.3f, 0.5f, 0.1f, 0.1f, 0.8f};

@@ -9,7 +9,8 @@
 //   AVX-512 with the source in the L3 cache, 7.8 against 10.5 from memory. Two rows are rounded
 //   into one vector of (even, odd) pairs of 16-bit values, 16 such vectors are transposed as 32-bit
 //   words, and each lands as 32 values of one output row;
-// - blocked (BA16a64b2a), 4000 x 4000: 2.0-2.8 ms against 7.0-7.8. The same pairs are the
+// - blocked (BA16a64b2a), 4000 x 4000: 2.0-2.8 ms against 7.0-7.8 in the L3 cache, 3.5 against
+//   8.5 from memory (28 GB/s, about what this VM's memory gives). The same pairs are the
 //   layout's own unit, so a block is 64 stores; and threads take row blocks, so each reads its
 //   rows front to back instead of 64-column strips down the whole matrix.
 #include "backend/cpu/bf16_rounding.hpp"
