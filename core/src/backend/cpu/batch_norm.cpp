@@ -210,7 +210,8 @@ class CpuBatchNorm final : public BatchNorm {
 
   // The gradient that reaches the normalization: dy, or with output_relu dy masked by y > 0.
   template <bool kRelu>
-  static float incoming(const float* dy, const float* y, std::int64_t i) {
+  [[gnu::always_inline]] static inline float incoming(const float* dy, const float* y,
+                                                      std::int64_t i) {
     if constexpr (kRelu)
       return math::activation_grad(ActivationKind::relu, y[i], y[i], dy[i]);
     else
@@ -265,22 +266,39 @@ class CpuBatchNorm final : public BatchNorm {
         k2[c] = static_cast<float>(stat_sums[channels + c] / count);
       }
     }
+    const InputGradient terms{g, yp, xp, shift, inv_std, a.data(), k1.data(), k2.data(), channels};
     float* dxp = dx->data();
-    const bool batch_stats = batch_stats_;
     cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const float* xr = xp + r * channels;
-        float* dr = dxp + r * channels;
-        if (batch_stats) {
-          for (std::int64_t c = 0; c < channels; ++c)
-            dr[c] = a[c] * (incoming<kRelu>(g, yp, r * channels + c) - k1[c] -
-                            (xr[c] - shift[c]) * inv_std[c] * k2[c]);
-        } else {
-          for (std::int64_t c = 0; c < channels; ++c)
-            dr[c] = a[c] * incoming<kRelu>(g, yp, r * channels + c);
-        }
-      }
+      if (batch_stats_)
+        cpu::run_loop<&input_gradient_rows<kRelu, true>>(&terms, r0, r1, dxp);
+      else
+        cpu::run_loop<&input_gradient_rows<kRelu, false>>(&terms, r0, r1, dxp);
     });
+  }
+
+  // What input_gradient_rows reads: per value g, y (with kRelu) and x; per channel the rest.
+  struct InputGradient {
+    const float *g, *y, *x, *shift, *inv_std, *a, *k1, *k2;
+    std::int64_t channels;
+  };
+
+  // dx for rows [r0, r1) (backward_of's formula). Compiled for AVX-512 as well
+  // (avx512_copy.hpp): the same operations on each value, so the same bits.
+  template <bool kRelu, bool kBatchStats>
+  [[gnu::always_inline]] static inline void input_gradient_rows(const InputGradient* t,
+                                                                std::int64_t r0, std::int64_t r1,
+                                                                float* dx) {
+    const std::int64_t channels = t->channels;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* xr = t->x + r * channels;
+      float* dr = dx + r * channels;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        const float gc = incoming<kRelu>(t->g, t->y, r * channels + c);
+        dr[c] = kBatchStats
+                    ? t->a[c] * (gc - t->k1[c] - (xr[c] - t->shift[c]) * t->inv_std[c] * t->k2[c])
+                    : t->a[c] * gc;
+      }
+    }
   }
 
   // y = (x - shift) * (gamma * inv_std) + beta, and with output_relu max(0, that).
@@ -305,15 +323,24 @@ class CpuBatchNorm final : public BatchNorm {
     float* yp = y.data();
     const float* shift = shift_.data();
     cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const float* xr = xp + r * channels;
-        float* yr = yp + r * channels;
-        for (std::int64_t c = 0; c < channels; ++c) {
-          const float z = (xr[c] - shift[c]) * a[c] + b[c];
-          yr[c] = kRelu ? math::activation_value(ActivationKind::relu, z) : z;
-        }
-      }
+      cpu::run_loop<&apply_rows<kRelu>>(xp, shift, a.data(), b.data(), channels, r0, r1, yp);
     });
+  }
+
+  // y for rows [r0, r1) (apply's formula), compiled for AVX-512 as well.
+  template <bool kRelu>
+  [[gnu::always_inline]] static inline void apply_rows(const float* x, const float* shift,
+                                                       const float* a, const float* b,
+                                                       std::int64_t channels, std::int64_t r0,
+                                                       std::int64_t r1, float* y) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * channels;
+      float* yr = y + r * channels;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        const float z = (xr[c] - shift[c]) * a[c] + b[c];
+        yr[c] = kRelu ? math::activation_value(ActivationKind::relu, z) : z;
+      }
+    }
   }
 
   BatchNormDesc d_;
