@@ -23,6 +23,9 @@ struct PackedBf16Matmul::State {
   bool single;  // run on one thread (a small product)
   dnnl::stream stream{dnnl_engine()};
   memory::desc a_md, b_md;
+  // Per operand (a, b): whether oneDNN picked AMX's BA16a64b2a, which Tandem's rounding writes
+  // straight (round_and_pack).
+  bool amx_blocked[2] = {false, false};
   dnnl::matmul primitive;
   memory a, b, c, bias;
   std::map<std::pair<Bf16Operand, bool>, dnnl::reorder> packers;  // by operand and transposed
@@ -85,6 +88,10 @@ PackedBf16Matmul::PackedBf16Matmul(const Bf16MatmulDesc& d) : state_(std::make_u
                                           attributes(d), dnnl_engine());
     s.a_md = pd.src_desc();
     s.b_md = pd.weights_desc();
+    for (const Bf16Operand which : {Bf16Operand::a, Bf16Operand::b})
+      s.amx_blocked[static_cast<int>(which)] =
+          d.batch == 1 && s.desc_of(which) == memory::desc({s.rows_of(which), s.cols_of(which)},
+                                                           T::bf16, memory::format_tag::BA16a64b2a);
     s.primitive = dnnl::matmul(pd);
     s.a = dnnl_user_memory(s.a_md, nullptr);
     s.b = dnnl_user_memory(s.b_md, nullptr);
@@ -130,9 +137,7 @@ void PackedBf16Matmul::round_and_pack(Bf16Operand which, const float* from, bool
                                       std::uint16_t* to) {
   State& s = *state_;
   const std::int64_t rows = s.rows_of(which), cols = s.cols_of(which);
-  const memory::desc amx_blocks({rows, cols}, memory::data_type::bf16,
-                                memory::format_tag::BA16a64b2a);
-  if (s.d.batch == 1 && s.desc_of(which) == amx_blocks) {
+  if (s.amx_blocked[static_cast<int>(which)]) {
     const OneThread one_thread(s.single ? s.threads : 0);
     round_to_bf16_ba16a64b2a(from, rows, cols, transposed, to);
     return;
