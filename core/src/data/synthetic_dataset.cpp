@@ -2,10 +2,12 @@
 // stored and any sample reads the same whatever the order or batch it is read in.
 #include <cstdint>
 #include <sstream>
+#include <vector>
 
 #include "data/datasets.hpp"
 #include "tandem/error.hpp"
 #include "tandem/rng.hpp"
+#include "util/uniform_rows.hpp"
 
 namespace tandem::data {
 
@@ -42,12 +44,19 @@ class SyntheticDataset final : public Dataset {
   Shape y_shape() const override { return s_.y_shape; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      const std::int64_t i = indices[k];
+    std::vector<Rng> rngs;
+    rngs.reserve(indices.size());
+    for (const std::int64_t i : indices) {
       if (i < 0 || i >= s_.samples)
         throw DataError("synthetic dataset: sample " + std::to_string(i) + " out of range (" +
                         std::to_string(s_.samples) + " samples)");
-      Rng rng(Rng::derive(s_.seed, static_cast<std::uint64_t>(i)));
+      rngs.emplace_back(Rng::derive(s_.seed, static_cast<std::uint64_t>(i)));
+    }
+    const bool tokens = s_.task == SyntheticTask::repeated_token || pair();
+    // The uniform x rows of all samples at once (each from its own stream, as one by one).
+    if (!tokens) fill_uniform_rows(rngs, x, x_row_, x_row_);
+    for (std::size_t k = 0; k < rngs.size(); ++k) {
+      Rng& rng = rngs[k];
       float* xr = x + static_cast<std::int64_t>(k) * x_row_;
       float* yr = y + static_cast<std::int64_t>(k) * y_row_;
       if (s_.task == SyntheticTask::repeated_token) {
@@ -58,7 +67,6 @@ class SyntheticDataset final : public Dataset {
         sentence_pair_sample(rng, xr, yr);
         continue;
       }
-      rng.fill_uniform(xr, x_row_);
       for (std::int64_t e = 0; e < y_row_; ++e) {
         switch (s_.task) {
           case SyntheticTask::binary:

@@ -70,6 +70,34 @@ TEST(SyntheticDataset, SampleFollowsDocumentedGenerator) {
   EXPECT_EQ(r.y[0], static_cast<float>(rng.below(2)));
 }
 
+// A batch of 19 samples of 37 values (two groups of eight streams and three more; on a CPU with
+// AVX-512 the x rows are filled eight at a time, 16 steps at a time, and the last 5 values of a
+// row one by one) reads every sample as the generator defines it, for each task whose x is
+// uniform: x's 37 values by uniform(), then y's from the same stream.
+TEST(SyntheticDataset, BatchesFollowTheDocumentedGeneratorSampleBySample) {
+  std::vector<std::int64_t> idx(19);
+  for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<std::int64_t>(997 - 37 * k);
+  for (const SyntheticTask task :
+       {SyntheticTask::binary, SyntheticTask::classes, SyntheticTask::regression}) {
+    const Shape y_shape = task == SyntheticTask::classes ? Shape{} : Shape{3};
+    SyntheticSpec s = spec(task, y_shape, 13);
+    s.x_shape = {37};
+    auto ds = data::make_synthetic_dataset(s);
+    const Read r = read(*ds, idx);
+    const std::size_t y_row = static_cast<std::size_t>(shape_size(y_shape));
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      Rng rng(Rng::derive(13, static_cast<std::uint64_t>(idx[k])));
+      for (std::size_t e = 0; e < 37; ++e) ASSERT_EQ(r.x[37 * k + e], rng.uniform()) << k;
+      for (std::size_t e = 0; e < y_row; ++e) {
+        const float want = task == SyntheticTask::binary    ? static_cast<float>(rng.below(2))
+                           : task == SyntheticTask::classes ? static_cast<float>(rng.below(7))
+                                                            : rng.uniform();
+        ASSERT_EQ(r.y[y_row * k + e], want) << k;
+      }
+    }
+  }
+}
+
 TEST(SyntheticDataset, BinaryLabels) {
   auto ds = data::make_synthetic_dataset(spec(SyntheticTask::binary, {1}));
   EXPECT_EQ(ds->y_shape(), Shape{1});
