@@ -13,11 +13,12 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "io/checksummed_chunks.hpp"
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
-#include "tensor/huge_page_block.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
+#include "tensor/huge_page_block.hpp"
 #include "util/json_text.hpp"
 #include "util/regular_file.hpp"
 
@@ -76,7 +77,8 @@ bool attr_exists(hid_t obj, const std::string& name) {
 
 // ---- writing ----
 
-// Object creation properties: no timestamps, so equal checkpoints are equal byte for byte.
+// What writing one file needs: the object creation properties (no timestamps, so equal
+// checkpoints are equal byte for byte) and the writer of its arrays' chunks.
 struct WriteProps {
   H5Handle gcpl = handle(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "cannot create property list");
   H5Handle dcpl = handle(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "cannot create property list");
@@ -86,6 +88,7 @@ struct WriteProps {
     checked(H5Pset_obj_track_times(dcpl.get(), false), "cannot set dataset properties");
     checked(H5Pset_create_intermediate_group(lcpl.get(), 1), "cannot set link properties");
   }
+  ChunkWriter chunks;
 };
 
 // A fixed-length, null-padded ASCII string type (numpy dtype 'S<size>').
@@ -172,25 +175,13 @@ H5Handle create_group(hid_t loc, const std::string& name, const WriteProps& prop
 }
 
 // The creation properties of a non-empty array of `dims` elements of `element_bytes`: chunked
-// (the whole array, halved along its largest axis while a chunk is over 4 MiB) with HDF5's
-// Fletcher32 filter, so a damaged byte fails the read instead of loading silently. h5py and
-// Keras read such datasets as any other. Small chunks keep HDF5's buffers small: it filters a
-// chunk in a buffer of its own and a copy, so one chunk of a 128 MiB kernel took 256 MiB of
-// fresh memory to write and to read (seed-mlp's checkpoint: saved in 11 s instead of 14, read
-// and verified in 5 s instead of 12.5 on this project's VMs).
-H5Handle checksummed_dcpl(const WriteProps& props, const std::vector<hsize_t>& dims,
-                          std::size_t element_bytes) {
+// (checkpoint_chunk_shape: at most 4 MiB a chunk) with HDF5's Fletcher32 filter, so a damaged byte
+// fails the read instead of loading silently. h5py and Keras read such datasets as any other.
+// Small chunks keep HDF5's buffers small when it reads them: one chunk of a 128 MiB kernel took
+// 256 MiB of fresh memory to read (seed-mlp's checkpoint read and verified in 5 s instead of 12.5
+// on this project's VMs).
+H5Handle checksummed_dcpl(const WriteProps& props, const std::vector<hsize_t>& chunk) {
   H5Handle dcpl = handle(H5Pcopy(props.dcpl.get()), H5Pclose, "cannot copy property list");
-  std::vector<hsize_t> chunk = dims;
-  const auto bytes = [&] {
-    hsize_t n = element_bytes;
-    for (hsize_t d : chunk) n *= d;
-    return n;
-  };
-  while (bytes() > (hsize_t{4} << 20)) {
-    auto largest = std::max_element(chunk.begin(), chunk.end());
-    *largest = (*largest + 1) / 2;
-  }
   checked(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
           "cannot set dataset chunks");
   checked(H5Pset_fletcher32(dcpl.get()), "cannot set the dataset checksum");
@@ -198,23 +189,33 @@ H5Handle checksummed_dcpl(const WriteProps& props, const std::vector<hsize_t>& d
 }
 
 // A dataset of `dims` at `path` under `loc`, written from `values` (may be null when empty).
+// Arrays are written chunk by chunk, each chunk checksummed here (io/checksummed_chunks.hpp),
+// where the memory type is the file's; through HDF5's conversion and filter otherwise.
 void write_dataset(hid_t loc, const std::string& path, hid_t file_type, hid_t mem_type,
                    const std::vector<hsize_t>& dims, const void* values, bool is_empty,
-                   const WriteProps& props) {
+                   WriteProps& props) {
   create_parent_groups(loc, path, props);
   H5Handle space = simple_space(dims);
   const bool checksum = !is_empty && !dims.empty();
-  H5Handle dcpl = checksum ? checksummed_dcpl(props, dims, H5Tget_size(file_type))
-                           : handle(H5Pcopy(props.dcpl.get()), H5Pclose, "cannot copy property list");
+  const std::size_t element_bytes = H5Tget_size(file_type);
+  const std::vector<hsize_t> chunk =
+      checksum ? checkpoint_chunk_shape(dims, element_bytes) : std::vector<hsize_t>{};
+  H5Handle dcpl = checksum
+                      ? checksummed_dcpl(props, chunk)
+                      : handle(H5Pcopy(props.dcpl.get()), H5Pclose, "cannot copy property list");
   H5Handle dataset = handle(H5Dcreate2(loc, path.c_str(), file_type, space.get(), props.lcpl.get(),
                                        dcpl.get(), H5P_DEFAULT),
                             H5Dclose, "cannot create dataset '" + path + "'");
-  if (!is_empty)
-    checked(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values),
-            "cannot write dataset '" + path + "'");
+  if (is_empty) return;
+  if (checksum && H5Tequal(file_type, mem_type) > 0) {
+    props.chunks.write(dataset.get(), dims, chunk, element_bytes, values, path);
+    return;
+  }
+  checked(H5Dwrite(dataset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values),
+          "cannot write dataset '" + path + "'");
 }
 
-void write_tensor(hid_t loc, const std::string& path, const Tensor& t, const WriteProps& props) {
+void write_tensor(hid_t loc, const std::string& path, const Tensor& t, WriteProps& props) {
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
   write_dataset(loc, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, t.data(), t.empty(), props);
 }
@@ -259,7 +260,7 @@ void validate(const CheckpointData& data) {
   for (const auto& [name, state] : data.training->rng_states) check_name(name, "RNG state", true);
 }
 
-void write_training(hid_t root, const TrainingStateData& training, const WriteProps& props) {
+void write_training(hid_t root, const TrainingStateData& training, WriteProps& props) {
   H5Handle tandem = create_group(root, "tandem", props);
   write_int_attr(tandem.get(), "format_version", kCheckpointFormatVersion);
   std::string state = training.state.dump(-1, ' ', true);
@@ -307,7 +308,10 @@ std::size_t estimated_size(const CheckpointData& data) {
 // The core driver's buffer, taken over when the file closes instead of freed (HDF5's file image
 // callbacks), so the finished file is written to disk from it: no copy of the whole file
 // (H5Fget_file_image's) and half the memory at the peak. `capacity` is the buffer's size (the
-// file's size rounded up to the driver's increment).
+// file's size rounded up to the driver's increment). The driver makes its buffer with realloc
+// (core_malloc serves only file images opened from memory), in ordinary pages: a huge-page
+// block saved a 384 MB checkpoint in 550 ms instead of 640 once warm, but its first save in a
+// process took 0.9-2.2 s instead of 0.6-1.5 while the kernel assembled the huge pages.
 struct CoreBuffer {
   std::unique_ptr<char, FreeBytes> kept;  // set by the close
   std::size_t capacity = 0;
