@@ -14,8 +14,10 @@
 // disk, then renamed over the target, so a crash at any moment leaves the previous file whole.
 // Functions here are thread-compatible: call them from one thread at a time (HDF5 is serial).
 //
-// Ownership: CheckpointData and its parts are plain values (copies own their tensors); nothing
-// here keeps a file open after a call returns.
+// Ownership: CheckpointData and its parts are plain values; their tensors share storage the way
+// Tensor's copies do. Model::save_weights and Trainer::checkpoint fill one with copies of the
+// model's tensors (Snapshot::copy) unless asked to share them (Snapshot::shared). Nothing here
+// keeps a file open after a call returns.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/export.hpp"
+#include "tandem/snapshot.hpp"
 #include "tandem/tensor.hpp"
 
 namespace tandem {

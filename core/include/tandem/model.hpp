@@ -22,6 +22,7 @@
 
 #include "tandem/export.hpp"
 #include "tandem/layer.hpp"
+#include "tandem/snapshot.hpp"
 #include "tandem/tensor.hpp"
 
 namespace tandem {
@@ -171,7 +172,8 @@ class TANDEM_EXPORT Model {
   /// weights are named "<layer>/<weight>" — by the nested names, else by order as Keras does;
   /// it checks counts and shapes and names the first mismatch (DataError). Returns the name of
   /// the wrapper layer it unwrapped the template from, or "".
-  void save_weights(CheckpointData& out) const;
+  void save_weights(CheckpointData& out) const;  // Snapshot::copy
+  void save_weights(CheckpointData& out, Snapshot snapshot) const;
   std::string load_weights(const CheckpointData& in, const std::string& source);
 
  private:

@@ -899,6 +899,10 @@ void Model::copy_weights_from(const Model& other) {
 }
 
 void Model::save_weights(CheckpointData& out) const {
+  save_weights(out, Snapshot::copy);
+}
+
+void Model::save_weights(CheckpointData& out, Snapshot snapshot) const {
   out.model_config = config();
   out.layers.clear();
   // Keras lists a functional model's InputLayer among its layers (with no weights).
@@ -907,7 +911,8 @@ void Model::save_weights(CheckpointData& out) const {
   for (const auto& layer : layers_) {
     LayerWeights lw;
     lw.layer = layer->name();
-    for (Parameter* p : layer->parameters()) lw.weights.push_back({p->name, p->value.clone()});
+    for (Parameter* p : layer->parameters())
+      lw.weights.push_back({p->name, snapshot == Snapshot::copy ? p->value.clone() : p->value});
     out.layers.push_back(std::move(lw));
   }
 }

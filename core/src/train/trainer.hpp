@@ -86,8 +86,10 @@ class Trainer : public CallbackContext {
   /// Taken in on_epoch_end (the epoch's logs already in the history), it resumes at the start
   /// of the next epoch. Syncs the template first (contract 2). A meta checkpoint records the
   /// device plan and is refused by restore() on another plan; a template checkpoint loads on any
-  /// plan.
-  CheckpointData checkpoint(Target target = Target::template_model);
+  /// plan. With Snapshot::shared its tensors are the template's and the optimizer's own, valid
+  /// until the next step or restore (the final checkpoint, written at once).
+  CheckpointData checkpoint(Target target = Target::template_model,
+                            Snapshot snapshot = Snapshot::copy);
   /// Restores what checkpoint() saved into the template and replica 0's optimizer, then copies
   /// them to every replica. Throws DataError naming `source` when it does not fit. Outside fit(),
   /// or from a callback's on_train_begin (CallbackContext::restore); RunError from other hooks.

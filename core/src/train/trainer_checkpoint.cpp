@@ -35,11 +35,11 @@ Logs logs_from_json(const json& j) {
 
 }  // namespace
 
-CheckpointData Trainer::checkpoint(Target target) {
+CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
   Model& model = meta_.template_model();
   Optimizer& optimizer = meta_.optimizer();
   CheckpointData data;
-  model.save_weights(data);
+  model.save_weights(data, snapshot);
   TrainingStateData t;
   json history = json::array();
   for (const auto& logs : state_.history) history.push_back(logs.to_json());
@@ -84,7 +84,8 @@ CheckpointData Trainer::checkpoint(Target target) {
     for (std::size_t i = 0; i < params.size(); ++i)
       for (std::size_t s = 0; s < slot_names.size(); ++s)
         t.optimizer_slots.push_back(
-            {names[i] + "/" + slot_names[s], optimizer.slots(i)[s].clone()});
+            {names[i] + "/" + slot_names[s],
+             snapshot == Snapshot::copy ? optimizer.slots(i)[s].clone() : optimizer.slots(i)[s]});
   }
   for (std::size_t li = 0; li < model.layer_count(); ++li) {
     auto state = model.layer(li).random_state();

@@ -169,6 +169,47 @@ TEST(Trainer, LearnsTheRule) {
   EXPECT_GT(*history.back().get("accuracy"), 0.85);
 }
 
+// A checkpoint holds copies of the weights and optimizer slots unless asked to share them: a
+// shared one reads the model's own storage (and so sees the next step's change), a copy keeps
+// the values it was taken with. Both hold the same values when taken.
+TEST(Trainer, ACheckpointCopiesTheTensorsUnlessAskedToShareThem) {
+  Harness s;
+  DataLoader train(std::make_shared<TableDataset>(64), {16, true, 1, 0});
+  s.trainer.fit(train, nullptr, {1});
+  const CheckpointData copied = s.trainer.checkpoint();
+  const CheckpointData shared = s.trainer.checkpoint(Target::template_model, Snapshot::shared);
+  ASSERT_TRUE(copied.training && shared.training);
+  ASSERT_EQ(copied.layers.size(), shared.layers.size());
+  std::vector<Parameter*> params;
+  for (std::size_t l = 0; l < s.model->layer_count(); ++l)
+    for (Parameter* p : s.model->layer(l).parameters()) params.push_back(p);
+  std::size_t weights = 0;
+  for (std::size_t l = 0; l < copied.layers.size(); ++l)
+    for (std::size_t w = 0; w < copied.layers[l].weights.size(); ++w, ++weights) {
+      const Tensor& c = copied.layers[l].weights[w].value;
+      const Tensor& sh = shared.layers[l].weights[w].value;
+      EXPECT_EQ(sh.data(), params.at(weights)->value.data());
+      EXPECT_NE(c.data(), params.at(weights)->value.data());
+      EXPECT_TRUE(std::equal(c.values().begin(), c.values().end(), sh.values().begin()));
+    }
+  EXPECT_EQ(weights, params.size());
+  ASSERT_EQ(copied.training->optimizer_slots.size(), shared.training->optimizer_slots.size());
+  ASSERT_FALSE(shared.training->optimizer_slots.empty());
+  for (std::size_t i = 0; i < shared.training->optimizer_slots.size(); ++i)
+    EXPECT_NE(copied.training->optimizer_slots[i].value.data(),
+              shared.training->optimizer_slots[i].value.data());
+  const Tensor& first_slot = s.opt->slots(0)[0];
+  EXPECT_EQ(shared.training->optimizer_slots[0].value.data(), first_slot.data());
+  // One more epoch: the shared weights move with the model, the copied ones do not.
+  const std::vector<float> before(copied.layers[0].weights[0].value.values().begin(),
+                                  copied.layers[0].weights[0].value.values().end());
+  s.trainer.fit(train, nullptr, {2});
+  const auto& now = shared.layers[0].weights[0].value;
+  EXPECT_FALSE(std::equal(before.begin(), before.end(), now.values().begin()));
+  EXPECT_TRUE(
+      std::equal(before.begin(), before.end(), copied.layers[0].weights[0].value.values().begin()));
+}
+
 TEST(Trainer, StopRequestEndsTheRunAfterTheEpochBookkeeping) {
   Harness s;
   auto rec = std::make_shared<Recorder>();
