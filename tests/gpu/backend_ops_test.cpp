@@ -121,6 +121,11 @@ TEST_F(BackendOps, ColumnSumsMultiplyAndFillFollowTheCpu) {
   cpu().fill(f_cpu, 2.5f);
   gpu().fill(f_gpu, 2.5f);
   expect_same(f_cpu, down(f_gpu), "fill");
+  cpu().fill(f_cpu, -0.0f);  // a kernel, not a memset: the sign bit kept
+  gpu().fill(f_gpu, -0.0f);
+  const Tensor negative_zeros = down(f_gpu);
+  for (std::int64_t i = 0; i < f_cpu.size(); ++i)
+    EXPECT_EQ(std::signbit(negative_zeros[i]), std::signbit(f_cpu[i])) << "fill(-0) [" << i << "]";
 }
 
 // The merging layers' operations: an element-wise sum (and with the relu an Add absorbs), and a

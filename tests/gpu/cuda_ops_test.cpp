@@ -228,6 +228,24 @@ TEST_F(GpuTest, ColumnSumsAreExactAndDeterministic) {
   }
 }
 
+// More chunks of 256 rows than a grid has block rows (65535): a 16,776,961-row column, of small
+// integers so that every partial and the total are exact in float.
+TEST_F(GpuTest, ColumnSumsOfMoreRowsThanTheGridHasBlockRows) {
+  REQUIRE_DEVICE();
+  const std::int64_t rows = std::int64_t{65535} * 256 + 1;
+  std::vector<float> x(static_cast<std::size_t>(rows));
+  std::int64_t want = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    x[static_cast<std::size_t>(r)] = static_cast<float>(r % 3 - 1);
+    want += r % 3 - 1;
+  }
+  float* dx = upload(x);
+  float* out = device_zeros(1);
+  float* scratch = device_zeros(column_sums_scratch(rows, 1));
+  column_sums(dx, out, rows, 1, scratch, stream_);
+  EXPECT_EQ(download(out, 1)[0], static_cast<float>(want));
+}
+
 TEST_F(GpuTest, BinaryCrossentropyFromProbabilitiesAndLogits) {
   REQUIRE_DEVICE();
   const std::int64_t rows = 300, cols = 2;

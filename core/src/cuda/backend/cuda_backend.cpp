@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -54,11 +55,18 @@ class AllocatorMemory final : public DeviceMemory {
   std::shared_ptr<DeviceAllocator> allocator_;
 };
 
-// One step's sums: `count` doubles on the device, read back in one copy.
+// One step's sums: `count` doubles on the device, read back in one copy into page-locked host
+// memory (a copy to pageable memory blocks the thread inside the driver until the step's
+// kernels, NCCL's included, are done, while other GPUs' threads may still be allocating).
 class DeviceSums final : public backend::Sums {
  public:
   DeviceSums(DeviceAllocator& allocator, cudaStream_t stream)
       : allocator_(allocator), stream_(stream) {}
+  DeviceSums(const DeviceSums&) = delete;
+  DeviceSums& operator=(const DeviceSums&) = delete;
+  ~DeviceSums() override {
+    if (host_) cudaFreeHost(host_);
+  }
   void reset(std::size_t count) override {
     count_ = count;
     values_.resize(allocator_, 2 * static_cast<std::int64_t>(std::max<std::size_t>(count, 1)));
@@ -66,12 +74,19 @@ class DeviceSums final : public backend::Sums {
           "cudaMemsetAsync (step sums)");
   }
   std::vector<double> read() override {
-    std::vector<double> out(count_);
-    check(cudaMemcpyAsync(out.data(), values_.data(), count_ * sizeof(double),
-                          cudaMemcpyDeviceToHost, stream_),
+    if (count_ > host_count_) {
+      if (host_) cudaFreeHost(host_);
+      host_ = nullptr;
+      host_count_ = 0;
+      check(cudaMallocHost(reinterpret_cast<void**>(&host_), count_ * sizeof(double)),
+            "cudaMallocHost (step sums)");
+      host_count_ = count_;
+    }
+    check(cudaMemcpyAsync(host_, values_.data(), count_ * sizeof(double), cudaMemcpyDeviceToHost,
+                          stream_),
           "copy of the step's sums to the host");
     check(cudaStreamSynchronize(stream_), "the training step");
-    return out;
+    return std::vector<double>(host_, host_ + count_);
   }
   double* slot(std::size_t i) {
     if (i >= count_)
@@ -85,6 +100,8 @@ class DeviceSums final : public backend::Sums {
   cudaStream_t stream_;
   std::size_t count_ = 0;
   DeviceBuffer values_;
+  double* host_ = nullptr;  // page-locked, host_count_ doubles
+  std::size_t host_count_ = 0;
 };
 
 }  // namespace
@@ -164,18 +181,16 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
 
 void CudaBackend::fill(Tensor& t, float value) {
   require(t, "fill");
-  check(cudaMemsetAsync(t.data(), 0, static_cast<std::size_t>(t.size()) * sizeof(float), stream_),
-        "cudaMemsetAsync (fill)");
-  if (value == 0.0f || t.empty()) return;
-  // Zeros plus `value` as the bias of a one-column matrix. (A pageable host source is copied
-  // before cudaMemcpyAsync returns, so `host` may go at once.)
-  Tensor host({1});
-  host[0] = value;
-  Tensor on_device({1}, memory_);
-  check(cudaMemcpyAsync(on_device.data(), host.data(), sizeof(float), cudaMemcpyHostToDevice,
-                        stream_),
-        "cudaMemcpyAsync (fill value)");
-  bias_activation(t.data(), on_device.data(), t.size(), 1, Activation::linear, stream_);
+  if (t.empty()) return;
+  // Every value by a kernel (nothing allocated, no host copy), so a step that fills — a
+  // Conv2DTranspose's column of ones — is captured in a CUDA graph like any other; +0 (all bits
+  // zero) as a memset.
+  if (value == 0.0f && !std::signbit(value)) {
+    check(cudaMemsetAsync(t.data(), 0, static_cast<std::size_t>(t.size()) * sizeof(float), stream_),
+          "cudaMemsetAsync (fill)");
+    return;
+  }
+  cuda::fill(t.data(), t.size(), value, stream_);
 }
 
 void CudaBackend::gemm(const backend::GemmDesc& d, const Tensor& a, const Tensor& b,

@@ -61,7 +61,6 @@ namespace tandem::cuda {
 namespace {
 
 constexpr std::int64_t kColsBudget = std::int64_t{64} << 20;  // floats (256 MiB) of im2col matrix
-constexpr std::int64_t kColumnSumRows = std::int64_t{65535} * 256;  // column_sums' most rows
 constexpr std::uintptr_t kGemmAlignment = 256;  // bytes, what DenseGemm's algorithms assume
 
 constexpr const char* kPathVariable = "TANDEM_CONV2D";
@@ -170,7 +169,7 @@ class CudaConvolution final : public backend::Convolution2D {
   bool cols_hold_x_ = false;  // cols_ holds the im2col matrix of the whole last forward's input,
   const float* cols_x_ = nullptr;  // which was this
 
-  DeviceBuffer cols_, dk_part_, db_part_, sums_scratch_;
+  DeviceBuffer cols_, dk_part_, sums_scratch_;
   DeviceBuffer stage_a_, stage_b_, stage_kernel_, stage_bias_, stage_out_;
   DeviceBuffer kernel_krsc_, kernel_grad_krsc_;  // the cuDNN path's kernel and its gradient
 };
@@ -282,20 +281,9 @@ void CudaConvolution::gemm_weights(const float* cols, const float* dy, float* dk
   if (!direct) copy(dk, target, kernel_size_);
 }
 
-// column_sums launches one block row per 256 rows (at most 65535): larger gradients are summed
-// in slabs, added in slab order.
 void CudaConvolution::bias_gradient(const float* dy, std::int64_t rows, float* db) {
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kColumnSumRows) {
-    const std::int64_t n = std::min(kColumnSumRows, rows - r0);
-    sums_scratch_.resize(allocator_, column_sums_scratch(n, filters_));
-    if (r0 == 0) {
-      column_sums(dy, db, n, filters_, sums_scratch_.data(), stream_);
-    } else {
-      db_part_.resize(allocator_, filters_);
-      column_sums(dy + r0 * filters_, db_part_.data(), n, filters_, sums_scratch_.data(), stream_);
-      add_in_place(db, db_part_.data(), filters_, stream_);
-    }
-  }
+  sums_scratch_.resize(allocator_, column_sums_scratch(rows, filters_));
+  column_sums(dy, db, rows, filters_, sums_scratch_.data(), stream_);
 }
 
 void CudaConvolution::forward_im2col(const float* x, const float* kernel_in, const float* bias_in,

@@ -159,7 +159,13 @@ void activation_backward(nn::ActivationKind kind, const float* in, const float* 
                          std::int64_t cols, cudaStream_t stream) {
   const std::int64_t n = rows * cols;
   if (n <= 0) return;
-  if (kind == nn::ActivationKind::linear && grad_in == grad_out) return;
+  if (kind == nn::ActivationKind::linear) {  // a copy, subnormals kept, as the CPU's memcpy
+    if (grad_in != grad_out)
+      check(cudaMemcpyAsync(grad_in, grad_out, static_cast<std::size_t>(n) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync (linear activation backward)");
+    return;
+  }
   if (kind == nn::ActivationKind::softmax) {
     softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(out, grad_out, grad_in, rows,
                                                                        cols);

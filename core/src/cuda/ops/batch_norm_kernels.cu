@@ -1,7 +1,8 @@
 // Private (CUDA module): BatchNormalization's kernels (see layer_kernels.hpp): per-channel sums in
 // double over blocks of rows split as the host layer splits them, the blocks added in order, and
-// every operation rounded on its own (__dadd_rn, __fmul_rn, ...: nvcc would otherwise fuse
-// multiply-adds the host's build does not), so the statistics and outputs equal the CPU's.
+// every operation rounded on its own (backend::math's fadd, fmul, f2d, ...: nvcc would otherwise
+// fuse multiply-adds the host's build does not, and its float operations and conversions would
+// keep the subnormals that the CPU flushes), so the statistics and outputs equal the CPU's.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
@@ -10,6 +11,8 @@
 namespace tandem::cuda {
 
 namespace {
+
+namespace math = backend::math;
 
 constexpr std::int64_t kBlockValues = 1 << 15;  // nn/batch_normalization.cpp's kBlockValues
 
@@ -26,12 +29,12 @@ __global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t 
   for (std::int64_t t = grid_first(); t < n; t += grid_step()) {
     const std::int64_t c = t % channels, blk = t / channels;
     const std::int64_t r1 = (blk + 1) * block < rows ? (blk + 1) * block : rows;
-    const double first = static_cast<double>(x[c]);
+    const double first = math::f2d(x[c]);
     double sum = 0.0, squares = 0.0;
     for (std::int64_t r = blk * block; r < r1; ++r) {
-      const double d = __dsub_rn(static_cast<double>(x[r * channels + c]), first);
-      sum = __dadd_rn(sum, d);
-      squares = __dadd_rn(squares, __dmul_rn(d, d));
+      const double d = math::dsub(math::f2d(x[r * channels + c]), first);
+      sum = math::dadd(sum, d);
+      squares = math::dadd(squares, math::dmul(d, d));
     }
     partial[blk * 2 * channels + c] = sum;
     partial[blk * 2 * channels + channels + c] = squares;
@@ -42,21 +45,21 @@ __global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t 
 // masked by y > 0 (activation_backward's relu arithmetic).
 __device__ float bn_incoming(const float* dy, const float* y, std::int64_t i) {
   if (!y) return dy[i];
-  return backend::math::activation_grad(backend::ActivationKind::relu, y[i], y[i], dy[i]);
+  return math::activation_grad(backend::ActivationKind::relu, y[i], y[i], dy[i]);
 }
 
 // The sum of a channel's partials in block order.
 __device__ double bn_total(const double* partial, std::int64_t blocks, std::int64_t width,
                            std::int64_t j) {
   double s = 0.0;
-  for (std::int64_t blk = 0; blk < blocks; ++blk) s = __dadd_rn(s, partial[blk * width + j]);
+  for (std::int64_t blk = 0; blk < blocks; ++blk) s = math::dadd(s, partial[blk * width + j]);
   return s;
 }
 
 // a and b of y = (x - shift) * a + b.
 __device__ void bn_affine(const BatchNormState& s, const float* gamma, const float* beta,
                           std::int64_t c) {
-  s.a[c] = gamma ? __fmul_rn(gamma[c], s.inv_std[c]) : s.inv_std[c];
+  s.a[c] = gamma ? math::fmul(gamma[c], s.inv_std[c]) : s.inv_std[c];
   s.b[c] = beta ? beta[c] : 0.0f;
 }
 
@@ -66,19 +69,19 @@ __global__ void bn_training_finish_kernel(const float* x, const double* partial,
                                           float* moving_mean, float* moving_variance,
                                           double momentum, double epsilon, BatchNormState s) {
   for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
-    const double m = __ddiv_rn(bn_total(partial, blocks, 2 * channels, c), count);
-    const double mean = __dadd_rn(static_cast<double>(x[c]), m);
-    const double squares = __ddiv_rn(bn_total(partial, blocks, 2 * channels, channels + c), count);
-    const double deviation = __dsub_rn(squares, __dmul_rn(m, m));
+    const double m = math::ddiv(bn_total(partial, blocks, 2 * channels, c), count);
+    const double mean = math::dadd(math::f2d(x[c]), m);
+    const double squares = math::ddiv(bn_total(partial, blocks, 2 * channels, channels + c), count);
+    const double deviation = math::dsub(squares, math::dmul(m, m));
     const double var = deviation < 0.0 ? 0.0 : deviation;  // biased; std::max(v, 0.0)
     s.mean[c] = mean;
-    s.shift[c] = static_cast<float>(mean);
-    s.inv_std[c] = static_cast<float>(__ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, epsilon))));
-    const double keep = __dsub_rn(1.0, momentum);
-    moving_mean[c] = static_cast<float>(
-        __dadd_rn(__dmul_rn(static_cast<double>(moving_mean[c]), momentum), __dmul_rn(mean, keep)));
-    moving_variance[c] = static_cast<float>(__dadd_rn(
-        __dmul_rn(static_cast<double>(moving_variance[c]), momentum), __dmul_rn(var, keep)));
+    s.shift[c] = math::d2f(mean);
+    s.inv_std[c] = math::d2f(math::ddiv(1.0, math::dsqrt(math::dadd(var, epsilon))));
+    const double keep = math::dsub(1.0, momentum);
+    moving_mean[c] = math::d2f(
+        math::dadd(math::dmul(math::f2d(moving_mean[c]), momentum), math::dmul(mean, keep)));
+    moving_variance[c] = math::d2f(
+        math::dadd(math::dmul(math::f2d(moving_variance[c]), momentum), math::dmul(var, keep)));
     bn_affine(s, gamma, beta, c);
   }
 }
@@ -88,8 +91,8 @@ __global__ void bn_inference_kernel(std::int64_t channels, const float* gamma, c
                                     double epsilon, BatchNormState s) {
   for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
     s.shift[c] = moving_mean[c];
-    s.inv_std[c] = static_cast<float>(
-        __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(static_cast<double>(moving_variance[c]), epsilon))));
+    s.inv_std[c] =
+        math::d2f(math::ddiv(1.0, math::dsqrt(math::dadd(math::f2d(moving_variance[c]), epsilon))));
     bn_affine(s, gamma, beta, c);
   }
 }
@@ -98,8 +101,8 @@ __global__ void bn_apply_kernel(const float* x, float* y, std::int64_t n, std::i
                                 bool relu, BatchNormState s) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
     const std::int64_t c = i % channels;
-    const float z = __fadd_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.a[c]), s.b[c]);
-    y[i] = relu ? backend::math::activation_value(backend::ActivationKind::relu, z) : z;
+    const float z = math::fadd(math::fmul(math::fsub(x[i], s.shift[c]), s.a[c]), s.b[c]);
+    y[i] = relu ? math::activation_value(backend::ActivationKind::relu, z) : z;
   }
 }
 
@@ -116,9 +119,9 @@ __global__ void bn_grad_partial_kernel(const float* x, const float* y, const flo
     double sum_g = 0.0, sum_gx = 0.0;
     for (std::int64_t r = blk * block; r < r1; ++r) {
       const float g = bn_incoming(dy, y, r * channels + c);
-      const float xhat = __fmul_rn(__fsub_rn(x[r * channels + c], shift), inv_std);
-      sum_g = __dadd_rn(sum_g, static_cast<double>(g));
-      sum_gx = __dadd_rn(sum_gx, __dmul_rn(static_cast<double>(g), static_cast<double>(xhat)));
+      const float xhat = math::fmul(math::fsub(x[r * channels + c], shift), inv_std);
+      sum_g = math::dadd(sum_g, math::f2d(g));
+      sum_gx = math::dadd(sum_gx, math::dmul(math::f2d(g), math::f2d(xhat)));
     }
     partial[blk * 2 * channels + c] = sum_g;
     partial[blk * 2 * channels + channels + c] = sum_gx;
@@ -133,11 +136,11 @@ __global__ void bn_grad_finish_kernel(const double* partial, std::int64_t blocks
     const double sum_gx = bn_total(partial, blocks, 2 * channels, channels + c);
     s.sums[c] = sum_g;
     s.sums[channels + c] = sum_gx;
-    if (gamma_grad) gamma_grad[c] = static_cast<float>(sum_gx);
-    if (beta_grad) beta_grad[c] = static_cast<float>(sum_g);
+    if (gamma_grad) gamma_grad[c] = math::d2f(sum_gx);
+    if (beta_grad) beta_grad[c] = math::d2f(sum_g);
     const bool means = batch_stats && count > 0;
-    s.k1[c] = means ? static_cast<float>(__ddiv_rn(sum_g, count)) : 0.0f;
-    s.k2[c] = means ? static_cast<float>(__ddiv_rn(sum_gx, count)) : 0.0f;
+    s.k1[c] = means ? math::d2f(math::ddiv(sum_g, count)) : 0.0f;
+    s.k2[c] = means ? math::d2f(math::ddiv(sum_gx, count)) : 0.0f;
   }
 }
 
@@ -149,10 +152,10 @@ __global__ void bn_input_grad_kernel(const float* x, const float* y, const float
     const float g = bn_incoming(dy, y, i);
     if (batch_stats) {
       const float xhat_k2 =
-          __fmul_rn(__fmul_rn(__fsub_rn(x[i], s.shift[c]), s.inv_std[c]), s.k2[c]);
-      dx[i] = __fmul_rn(s.a[c], __fsub_rn(__fsub_rn(g, s.k1[c]), xhat_k2));
+          math::fmul(math::fmul(math::fsub(x[i], s.shift[c]), s.inv_std[c]), s.k2[c]);
+      dx[i] = math::fmul(s.a[c], math::fsub(math::fsub(g, s.k1[c]), xhat_k2));
     } else {
-      dx[i] = __fmul_rn(s.a[c], g);
+      dx[i] = math::fmul(s.a[c], g);
     }
   }
 }
@@ -178,7 +181,7 @@ void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int6
   if (rows == 0 || channels == 0) return;
   const std::int64_t block = batch_norm_block_rows(2 * channels);
   const std::int64_t blocks = blocks_of(rows, 2 * channels);
-  const double count = static_cast<double>(rows);
+  const double count = math::f2d(rows);
   bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(x, partial, rows,
                                                                            channels, block, blocks);
   check_launch("batch_norm (sums)");
@@ -219,8 +222,7 @@ void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, s
     check_launch("batch_norm (gradient sums)");
   }
   bn_grad_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
-      partial, blocks, channels, static_cast<double>(rows), batch_stats, gamma_grad, beta_grad,
-      state);
+      partial, blocks, channels, math::f2d(rows), batch_stats, gamma_grad, beta_grad, state);
   check_launch("batch_norm (gradient finish)");
 }
 

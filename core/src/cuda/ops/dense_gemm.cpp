@@ -1,9 +1,11 @@
 #include "cuda/ops/dense_gemm.hpp"
 
+#include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "cuda/ops/cuda_check.hpp"
 #include "cuda/ops/low_precision.hpp"
@@ -20,6 +22,15 @@ constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // Hopper's reco
 std::int64_t extent(std::int64_t rows, std::int64_t cols, std::int64_t ld, std::int64_t batch,
                     std::int64_t stride) {
   return (batch - 1) * stride + ld * (cols - 1) + rows;
+}
+
+// The largest power of two, at most 256, that divides every address of `pointers` (null ones
+// aside).
+std::uint32_t common_alignment(std::initializer_list<const void*> pointers) {
+  std::uintptr_t bits = 256;
+  for (const void* p : pointers)
+    if (p) bits |= reinterpret_cast<std::uintptr_t>(p);
+  return static_cast<std::uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
 }  // namespace
@@ -51,7 +62,8 @@ DenseGemm::~DenseGemm() {
 
 DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c,
+              alignment] = key;
   auto plan = std::make_unique<Plan>();
   // Mixed precision: 16-bit operands, float32 sums (CUBLAS_COMPUTE_32F) and float32 output.
   const cublasComputeType_t compute =
@@ -101,13 +113,20 @@ DenseGemm::Plan& DenseGemm::plan_for(const Key& key) {
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                              &schemes, sizeof schemes),
         "set REDUCTION_SCHEME_MASK");
+  // Only algorithms that read and write at the pointers' alignment.
+  for (const cublasLtMatmulPreferenceAttributes_t which :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    check(cublasLtMatmulPreferenceSetAttribute(pref, which, &alignment, sizeof alignment),
+          "set MIN_ALIGNMENT");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  check(st, "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
+  // NOT_SUPPORTED: no heuristic for this configuration, which is no algorithm (said below).
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) check(st, "cublasLtMatmulAlgoGetHeuristic");
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || found == 0)
     throw RunError("cuBLASLt has no algorithm for a " + std::to_string(m) + " x " +
                    std::to_string(n) + " x " + std::to_string(k) + " product in " +
                    (precision_ == Precision::bf16   ? "bf16"
@@ -139,14 +158,16 @@ void DenseGemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t 
           "cudaMemsetAsync");
     return;
   }
-  Plan& plan =
-      plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc, static_cast<int>(epilogue), 1, 0, 0, 0});
+  const void* op_a = operand(a, extent(trans_a ? k : m, trans_a ? m : k, lda, 1, 0), low_a_);
+  const void* op_b = operand(b, extent(trans_b ? n : k, trans_b ? k : n, ldb, 1, 0), low_b_);
+  const std::uint32_t alignment =
+      common_alignment({op_a, op_b, c, epilogue != Epilogue::none ? bias : nullptr});
+  Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc, static_cast<int>(epilogue), 1, 0,
+                         0, 0, alignment});
   if (epilogue != Epilogue::none)
     check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                          sizeof bias),
           "set BIAS_POINTER");
-  const void* op_a = operand(a, extent(trans_a ? k : m, trans_a ? m : k, lda, 1, 0), low_a_);
-  const void* op_b = operand(b, extent(trans_b ? n : k, trans_b ? k : n, ldb, 1, 0), low_b_);
   const float one = 1.0f, zero = 0.0f;
   check(cublasLtMatmul(handle_, plan.desc, &one, op_a, plan.a, op_b, plan.b, &zero, c, plan.c, c,
                        plan.c, &plan.algo, workspace_, workspace_bytes_, stream_),
@@ -168,12 +189,12 @@ void DenseGemm::matmul_batched(bool trans_a, bool trans_b, std::int64_t m, std::
           "cudaMemsetAsync");
     return;
   }
-  Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc,
-                         static_cast<int>(Epilogue::none), batch, stride_a, stride_b, stride_c});
   const void* op_a =
       operand(a, extent(trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a), low_a_);
   const void* op_b =
       operand(b, extent(trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b), low_b_);
+  Plan& plan = plan_for({trans_a, trans_b, m, n, k, lda, ldb, ldc, static_cast<int>(Epilogue::none),
+                         batch, stride_a, stride_b, stride_c, common_alignment({op_a, op_b, c})});
   const float one = 1.0f, zero = 0.0f;
   check(cublasLtMatmul(handle_, plan.desc, &one, op_a, plan.a, op_b, plan.b, &zero, c, plan.c, c,
                        plan.c, &plan.algo, workspace_, workspace_bytes_, stream_),

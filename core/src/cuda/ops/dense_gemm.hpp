@@ -61,10 +61,13 @@ class DenseGemm {
 
  private:
   struct Plan;
-  // trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c
+  // trans_a, trans_b, m, n, k, lda, ldb, ldc, epilogue, batch, stride_a, stride_b, stride_c, and
+  // the alignment in bytes that every pointer of the product has (a power of two, at most 256:
+  // cuBLASLt's algorithms assume 256 unless told less, and a pipeline's micro-batch starts
+  // anywhere in its batch).
   using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                          std::int64_t, std::int64_t, int, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t>;
+                         std::int64_t, std::uint32_t>;
   Plan& plan_for(const Key& key);
   /// In bf16 or fp16: `count` floats from `x` rounded into `buffer` (grown as needed); the
   /// rounded copy, which the product then reads. Else `x` itself.

@@ -5,6 +5,7 @@
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include <cub/device/device_radix_sort.cuh>
 
+#include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
 
@@ -63,7 +64,7 @@ __global__ void row_sums_kernel(const float* dy, const std::int32_t* positions,
     const std::int64_t v = e / dim, c = e % dim;
     float s = 0.0f;
     for (std::int32_t p = starts[v]; p < starts[v + 1]; ++p)
-      s = __fadd_rn(s, dy[static_cast<std::int64_t>(positions[p]) * dim + c]);
+      s = backend::math::fadd(s, dy[static_cast<std::int64_t>(positions[p]) * dim + c]);
     grad[e] = s;
   }
 }

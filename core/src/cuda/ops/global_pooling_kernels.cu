@@ -2,6 +2,7 @@
 // the sample's cells in order and scales by 1 / cells, the host layer's float arithmetic
 // operation for operation (no fused multiply-add), so both give the same bits.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+#include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
 
@@ -16,8 +17,8 @@ __global__ void gap_forward_kernel(const float* x, float* y, std::int64_t batch,
     const std::int64_t c = e % channels, b = e / channels;
     const float* xb = x + b * cells * channels + c;
     float s = 0.0f;
-    for (std::int64_t i = 0; i < cells; ++i) s = __fadd_rn(s, xb[i * channels]);
-    y[e] = __fmul_rn(s, scale);
+    for (std::int64_t i = 0; i < cells; ++i) s = backend::math::fadd(s, xb[i * channels]);
+    y[e] = backend::math::fmul(s, scale);
   }
 }
 
@@ -26,7 +27,7 @@ __global__ void gap_backward_kernel(const float* dy, float* dx, std::int64_t bat
   const std::int64_t n = batch * cells * channels;
   for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
     const std::int64_t c = e % channels, b = e / (cells * channels);
-    dx[e] = __fmul_rn(dy[b * channels + c], scale);
+    dx[e] = backend::math::fmul(dy[b * channels + c], scale);
   }
 }
 

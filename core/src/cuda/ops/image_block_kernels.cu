@@ -42,8 +42,10 @@ __global__ void upsample_backward_kernel(backend::UpsampleDesc d, const float* d
     float sum = 0.0f;
     for (std::int64_t a = 0; a < d.row_factor; ++a)
       for (std::int64_t b = 0; b < d.col_factor; ++b)
-        sum = __fadd_rn(sum, dy[(((s * d.rows + i) * d.row_factor + a) * out_cols +
-                                 j * d.col_factor + b) * d.channels + c]);
+        sum = backend::math::fadd(
+            sum, dy[(((s * d.rows + i) * d.row_factor + a) * out_cols + j * d.col_factor + b) *
+                        d.channels +
+                    c]);
     dx[e] = sum;
   }
 }

@@ -9,6 +9,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr std::int64_t kColumnChunk = 256;  // rows per partial column sum
+constexpr std::int64_t kMaxGridRows = 65535;  // CUDA's limit on gridDim.y
 constexpr float kEpsilon = 1e-7f;           // Keras' backend epsilon
 
 int blocks_for(std::int64_t n) {
@@ -67,16 +68,20 @@ __global__ void activation_backward_kernel(const float* y, const float* dy, floa
 }
 
 // Stage 1: partial[chunk, c] = sum of x[r, c] over the chunk's rows, in row order.
+// Each block row takes chunks blockIdx.y, blockIdx.y + gridDim.y, ...: a grid has at most 65535
+// block rows, and a batch of 64 images of 512 x 512 has 65536 chunks of rows.
 __global__ void column_partials_kernel(const float* x, float* partial, std::int64_t rows,
                                        std::int64_t cols) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t chunk = blockIdx.y;
   if (c >= cols) return;
-  const std::int64_t begin = chunk * kColumnChunk;
-  const std::int64_t end = begin + kColumnChunk < rows ? begin + kColumnChunk : rows;
-  float s = 0.0f;
-  for (std::int64_t r = begin; r < end; ++r) s += x[r * cols + c];
-  partial[chunk * cols + c] = s;
+  const std::int64_t chunks = (rows + kColumnChunk - 1) / kColumnChunk;
+  for (std::int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+    const std::int64_t begin = chunk * kColumnChunk;
+    const std::int64_t end = begin + kColumnChunk < rows ? begin + kColumnChunk : rows;
+    float s = 0.0f;
+    for (std::int64_t r = begin; r < end; ++r) s += x[r * cols + c];
+    partial[chunk * cols + c] = s;
+  }
 }
 
 // Stage 2: out[c] = sum of the partials in chunk order.
@@ -223,6 +228,12 @@ __global__ void sgd_kernel(float* w, const float* g, float* m, std::int64_t n, f
   }
 }
 
+__global__ void fill_kernel(float* x, std::int64_t n, float value) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    x[i] = value;
+}
+
 __global__ void scale_kernel(float* x, std::int64_t n, float factor) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -261,8 +272,9 @@ void column_sums(const float* x, float* out, std::int64_t rows, std::int64_t col
           "cudaMemsetAsync");
     return;
   }
-  column_partials_kernel<<<dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, stream>>>(
-      x, scratch, rows, cols);
+  const auto block_rows = static_cast<unsigned>(chunks < kMaxGridRows ? chunks : kMaxGridRows);
+  column_partials_kernel<<<dim3(col_blocks, block_rows), kThreads, 0, stream>>>(x, scratch, rows,
+                                                                                cols);
   check_launch("column_sums (partials)");
   column_finish_kernel<<<col_blocks, kThreads, 0, stream>>>(scratch, out, chunks, cols);
   check_launch("column_sums (finish)");
@@ -327,6 +339,12 @@ void scale(float* x, std::int64_t n, float factor, cudaStream_t stream) {
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, factor);
   check_launch("scale");
+}
+
+void fill(float* x, std::int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, value);
+  check_launch("fill");
 }
 
 }  // namespace tandem::cuda

@@ -64,5 +64,7 @@ void sgd_update(float* w, const float* g, float* m, std::int64_t n, float lr, fl
 
 /// x *= factor.
 void scale(float* x, std::int64_t n, float factor, cudaStream_t stream);
+/// x[i] = value: the value is a kernel argument, so a captured graph replays it as it was.
+void fill(float* x, std::int64_t n, float value, cudaStream_t stream);
 
 }  // namespace tandem::cuda

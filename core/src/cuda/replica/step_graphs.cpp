@@ -38,6 +38,11 @@ void StepGraphs::run(const StepKey& key, const std::function<void()>& enqueue,
                     device_);
       on_ = false;
     }
+    // This first, uncaptured run allocates the buffers of its shape: graphs captured before it
+    // may use memory it moved, so they go; the count it leaves is the baseline of the next
+    // capture (the next run of this shape), which it would otherwise clear again.
+    if (allocator_.stats().allocations != allocations_at_capture_) graphs_.clear();
+    allocations_at_capture_ = allocator_.stats().allocations;
     return;
   }
   if (graphs_.size() >= kMaxGraphs) clear();  // e.g. a changing last batch
