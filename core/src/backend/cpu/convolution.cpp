@@ -13,13 +13,17 @@
 // channels that is NHWC's very bytes (one block of 16), and oneDNN's blocked kernels beat its NHWC
 // ones (fashion-resnet's 16-filter 3x3 convolutions, forward + both backwards, 35 steps: 1,267 ms
 // in NHWC, 1,110 ms so on an AVX-512 Xeon). Where oneDNN has only its reference kernel for that
-// combination, the primitives are made again in NHWC.
+// combination, the primitives are made again in NHWC. In float32 only: oneDNN 2.6's AMX kernels
+// take bfloat16 activations in NHWC, and for nChw16c it runs AVX-512 BF16 ones (fashion-resnet in
+// bf16 on an AMX Xeon: 1,085-1,132 samples/s blocked, 1,400-1,420 NHWC; not measured on CPUs
+// with AVX-512 BF16 and no AMX).
 //
 // Primitives are created per (batch size, thread count) on first use and cached; the scratchpad
 // and reordered weights are owned by the operation, so a steady-state step allocates nothing.
 //
 // In bfloat16 (the bf16 CPU backend) the kernel's reorder also rounds it to bfloat16, the input
-// and the output gradient are rounded by one reorder each into buffers of the operation, and the
+// and the output gradient are rounded value by value (cpu/bf16_rounding.hpp; oneDNN's reorder
+// took 12.8 ms of a 91 ms fashion-resnet step) into buffers of the operation, and the
 // primitives write float32 (output, gradients): bf16 products, float32 sums. A convolution over
 // fewer than kMinBf16Channels input channels per group (an image model's first layer, a
 // depthwise one) stays in float32: it does a few products per value, so rounding its output
@@ -29,6 +33,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/cpu/bf16_rounding.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/dnnl_engine.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -45,6 +50,13 @@ constexpr auto kBf16 = memory::data_type::bf16;
 constexpr std::int64_t kMinBf16Channels = 8;  // per group; see the header comment
 using Args = std::unordered_map<int, memory>;
 
+// `to` = `from` rounded to bfloat16 value by value: the two describe one layout, in float32 and
+// in bfloat16 (cpu/bf16_rounding.hpp's loop; oneDNN 2.6's reorder took twice as long here).
+void round_into(const memory& from, const memory& to) {
+  const auto n = static_cast<std::int64_t>(from.get_desc().get_size() / sizeof(float));
+  cpu::round_to_bf16(static_cast<const float*>(from.get_data_handle()), n,
+                     static_cast<std::uint16_t*>(to.get_data_handle()));
+}
 
 // Everything oneDNN needs for one batch size. The memories wrap the caller's tensors (their
 // data handles are set before each execution); `weights`, `diff_weights` and `data_weights` are
@@ -58,7 +70,6 @@ struct Primitives {
   // `src_low` and `diff_dst_low` holding the rounded values, in bfloat16.
   memory::desc src_low_md, diff_dst_low_md;
   memory src_low, diff_dst_low;
-  dnnl::reorder src_rounding, diff_dst_rounding;
   bool src_low_from_forward = false;  // src_low holds the last forward's rounded input
   memory::dims strides, dilates, pad_l, pad_r;
 
@@ -89,7 +100,7 @@ class CpuConvolution final : public Convolution2D {
   CpuConvolution(ConvolutionDesc desc, bool bf16)
       : desc_(std::move(desc)),
         bf16_(bf16 && desc_.geometry.channels / desc_.groups >= kMinBf16Channels),
-        blocked_16_(desc_.groups == 1 && desc_.geometry.rows.dilation == 1 &&
+        blocked_16_(!bf16_ && desc_.groups == 1 && desc_.geometry.rows.dilation == 1 &&
                     desc_.geometry.cols.dilation == 1) {}
 
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
@@ -105,7 +116,7 @@ class CpuConvolution final : public Convolution2D {
       if (desc_.use_bias) p.bias.set_data_handle(const_cast<float*>(bias->data()));
       p.fwd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_weights) p.weights_reorder.execute(p.stream, p.weights_reorder_args);
-      if (bf16_) p.src_rounding.execute(p.stream, p.src, p.src_low);
+      if (bf16_) round_into(p.src, p.src_low);
       p.src_low_from_forward = true;
       p.fwd.execute(p.stream, p.fwd_args);
       p.stream.wait();
@@ -127,9 +138,9 @@ class CpuConvolution final : public Convolution2D {
     try {
       bind_weight_gradients(p, x, dy, d_kernel, d_bias);
       if (bf16_) {  // x may not be the last forward's: src_low then no longer holds that
-        p.src_rounding.execute(p.stream, p.src, p.src_low);
+        round_into(p.src, p.src_low);
         p.src_low_from_forward = false;
-        p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
+        round_into(p.diff_dst, p.diff_dst_low);
       }
       p.bwd_weights.execute(p.stream, p.bwdw_args);
       if (p.reorder_diff_weights)
@@ -152,8 +163,8 @@ class CpuConvolution final : public Convolution2D {
     try {
       bind_weight_gradients(p, x, dy, d_kernel, d_bias);
       p.bwdd_scratch.set_data_handle(scratch_.data());
-      if (!p.src_low_from_forward) p.src_rounding.execute(p.stream, p.src, p.src_low);
-      p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
+      if (!p.src_low_from_forward) round_into(p.src, p.src_low);
+      round_into(p.diff_dst, p.diff_dst_low);
       p.bwd_weights.execute(p.stream, p.bwdw_args);
       if (p.reorder_diff_weights)
         p.diff_weights_reorder.execute(p.stream, p.diff_weights_reorder_args);
@@ -184,7 +195,7 @@ class CpuConvolution final : public Convolution2D {
       p.bwdd_scratch.set_data_handle(scratch_.data());
       if (p.reorder_data_weights)
         p.data_weights_reorder.execute(p.stream, p.data_weights_reorder_args);
-      if (bf16_) p.diff_dst_rounding.execute(p.stream, p.diff_dst, p.diff_dst_low);
+      if (bf16_) round_into(p.diff_dst, p.diff_dst_low);
       p.bwd_data.execute(p.stream, p.bwdd_args);
       p.stream.wait();
     } catch (const dnnl::error& e) {
@@ -284,7 +295,6 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
     p->dst = cpu::dnnl_user_memory(p->dst_md, nullptr);
     if (bf16_) {
       p->src_low = memory(p->src_low_md, engine);
-      p->src_rounding = dnnl::reorder(p->src, p->src_low);
     } else {
       p->src_low = p->src;
     }
@@ -320,7 +330,6 @@ void CpuConvolution::ensure_diff_dst(Primitives& p) {
   p.diff_dst = cpu::dnnl_user_memory(p.dst_md, nullptr);
   if (bf16_) {
     p.diff_dst_low = memory(p.diff_dst_low_md, cpu::dnnl_engine());
-    p.diff_dst_rounding = dnnl::reorder(p.diff_dst, p.diff_dst_low);
   } else {
     p.diff_dst_low = p.diff_dst;
   }
