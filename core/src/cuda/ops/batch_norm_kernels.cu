@@ -181,7 +181,7 @@ void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int6
   if (rows == 0 || channels == 0) return;
   const std::int64_t block = batch_norm_block_rows(2 * channels);
   const std::int64_t blocks = blocks_of(rows, 2 * channels);
-  const double count = math::f2d(rows);
+  const double count = math::i2d(rows);
   bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(x, partial, rows,
                                                                            channels, block, blocks);
   check_launch("batch_norm (sums)");
@@ -222,7 +222,7 @@ void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, s
     check_launch("batch_norm (gradient sums)");
   }
   bn_grad_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
-      partial, blocks, channels, math::f2d(rows), batch_stats, gamma_grad, beta_grad, state);
+      partial, blocks, channels, math::i2d(rows), batch_stats, gamma_grad, beta_grad, state);
   check_launch("batch_norm (gradient finish)");
 }
 
