@@ -42,6 +42,7 @@ std::vector<hsize_t> checkpoint_chunk_shape(const std::vector<hsize_t>& dims,
   std::vector<hsize_t> chunk = dims;
   while (product(chunk) * element_bytes > kMaxChunkBytes) {
     auto largest = std::max_element(chunk.begin(), chunk.end());
+    if (*largest <= 1) break;  // one element over the limit: a chunk of one element
     *largest = (*largest + 1) / 2;
   }
   return chunk;

@@ -531,7 +531,7 @@ void expect_bf16_convolution(const ConvCase& cc) {
 TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
   SKIP_WITHOUT_BF16();
   expect_bf16_convolution(ConvCase{});
-  // 16 channels in and out: oneDNN's blocked layout (the same bytes as NHWC there).
+  // 16 channels in and out: NHWC as every other width in bf16 (float32 hands oneDNN nChw16c).
   ConvCase sixteen;
   sixteen.channels = sixteen.filters = 16;
   expect_bf16_convolution(sixteen);

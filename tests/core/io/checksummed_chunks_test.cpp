@@ -65,6 +65,8 @@ TEST(ChecksummedChunks, WritesTheBytesHdf5sFilterWrites) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   const std::vector<Case> cases = {
       {{10}, {4}, H5T_NATIVE_FLOAT, 4},
+      {{1000}, {1000}, H5T_NATIVE_FLOAT, 4},  // 2,000 words: Fletcher32 folds every 360
+      {{37, 29}, {20, 16}, H5T_NATIVE_FLOAT, 4},
       {{7, 5}, {3, 2}, H5T_NATIVE_FLOAT, 4},
       {{6, 4}, {6, 4}, H5T_NATIVE_FLOAT, 4},
       {{5, 3, 4}, {2, 3, 3}, H5T_NATIVE_FLOAT, 4},

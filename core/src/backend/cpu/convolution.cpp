@@ -51,7 +51,9 @@ constexpr std::int64_t kMinBf16Channels = 8;  // per group; see the header comme
 using Args = std::unordered_map<int, memory>;
 
 // `to` = `from` rounded to bfloat16 value by value: the two describe one layout, in float32 and
-// in bfloat16 (cpu/bf16_rounding.hpp's loop; oneDNN 2.6's reorder took twice as long here).
+// in bfloat16 (cpu/bf16_rounding.hpp's loop, the bits the matmuls' operands get; oneDNN 2.6's
+// reorder took twice as long here). Its instruction would read a subnormal input as zero, which
+// bf16_bits rounds; none comes here from the compute threads, which flush them (parallel.cpp).
 void round_into(const memory& from, const memory& to) {
   const auto n = static_cast<std::int64_t>(from.get_desc().get_size() / sizeof(float));
   cpu::round_to_bf16(static_cast<const float*>(from.get_data_handle()), n,

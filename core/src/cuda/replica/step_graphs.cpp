@@ -47,6 +47,7 @@ void StepGraphs::run(const StepKey& key, const std::function<void()>& enqueue,
   }
   if (graphs_.size() >= kMaxGraphs) clear();  // e.g. a changing last batch
   std::string failure;
+  const std::int64_t before = allocator_.stats().allocations;
   GraphExec exec = capture(enqueue, failure);
   if (!exec) {
     on_failed_capture();
@@ -58,6 +59,8 @@ void StepGraphs::run(const StepKey& key, const std::function<void()>& enqueue,
     enqueue();
     return;
   }
+  // A capture that allocated may have moved buffers that graphs captured before it use.
+  if (allocator_.stats().allocations != before) graphs_.clear();
   check(cudaGraphLaunch(exec.get(), stream_), "cudaGraphLaunch (the training step)");
   graphs_.emplace(key, std::move(exec));
   allocations_at_capture_ = allocator_.stats().allocations;
