@@ -5,12 +5,21 @@
 //
 // Ownership: one NCCL communicator and one stream (for all_reduce_sum) per local GPU, each an
 // RAII handle. Buffers are borrowed for the call and must be on their participant's GPU.
+//
+// abort() (a replica failed mid-step): NCCL's reductions wait for every participant on the GPU,
+// so the others' kernels would spin, and their threads wait on them, forever. abort() revokes
+// every communicator (NCCL 2.28's ncclCommRevoke: in-flight operations stop, the communicator
+// stays allocated, so a participant's thread that is inside an NCCL call meanwhile reads no freed
+// memory; before 2.28, ncclCommAbort); the destructor then aborts them instead of destroying
+// them, which would wait for the revoked operations.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
 
 #include "cuda/ops/cuda_handles.hpp"
+#include "parallel/abandoned_step.hpp"
 #include "parallel/communicator.hpp"
 #include "tandem/error.hpp"
 
@@ -44,6 +53,14 @@ class NcclCommunicator : public StreamCommunicator {
     for (int device : devices_) streams_.push_back(std::make_unique<cuda::CudaStream>(device));
   }
 
+  ~NcclCommunicator() override {
+    if (!aborted_) return;  // the comms_' deleters destroy them
+    for (NcclComm& comm : comms_)
+      if (ncclComm_t c = comm.release()) ncclCommAbort(c);
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
   std::string name() const override { return "nccl"; }
   bool spans_world() const override { return spans_world_; }
   int size() const override { return static_cast<int>(devices_.size()); }
@@ -56,6 +73,7 @@ class NcclCommunicator : public StreamCommunicator {
                      std::to_string(size()));
     const auto i = static_cast<std::size_t>(participant);
     require_buffer_on(i, slice, device_of(i));
+    refuse_if_aborted();
     check_nccl(ncclAllReduce(slice.data(), slice.data(), static_cast<std::size_t>(slice.size()),
                              ncclFloat, ncclSum, comms_[i].get(), stream),
                "all-reduce of a gradient bucket");
@@ -63,6 +81,7 @@ class NcclCommunicator : public StreamCommunicator {
 
   void all_reduce_sum(const std::vector<Tensor*>& buffers) override {
     require_buffers(buffers, size(), [&](std::size_t i) { return device_of(i); });
+    refuse_if_aborted();
     const auto count = static_cast<std::size_t>(buffers[0]->size());
     check_nccl(ncclGroupStart(), "group start");
     for (std::size_t i = 0; i < devices_.size(); ++i)
@@ -76,7 +95,26 @@ class NcclCommunicator : public StreamCommunicator {
     }
   }
 
+  void abort() override {
+    if (aborted_.exchange(true)) return;
+    for (NcclComm& comm : comms_) {
+      if (!comm) continue;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+      ncclCommRevoke(comm.get(), NCCL_REVOKE_DEFAULT);
+#else
+      ncclCommAbort(comm.release());
+#endif
+    }
+  }
+
  private:
+  void refuse_if_aborted() const {
+    if (aborted_)
+      throw AbandonedStep(
+          "NCCL: the communicator was stopped when a replica failed during a step; it sums no "
+          "more gradients");
+  }
+
   // Every rank's GPU count, then one NCCL rank per GPU, numbered in MPI rank order.
   void init_across_ranks(const DevicePlan& plan, World& world, std::vector<ncclComm_t>& comms) {
     const double mine = static_cast<double>(devices_.size());
@@ -117,6 +155,7 @@ class NcclCommunicator : public StreamCommunicator {
   std::vector<NcclComm> comms_;                             // per local GPU
   std::vector<std::unique_ptr<cuda::CudaStream>> streams_;  // per local GPU, for all_reduce_sum
   bool spans_world_ = false;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace

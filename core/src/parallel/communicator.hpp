@@ -44,6 +44,12 @@ class Communicator {
   virtual void all_reduce_sum(const std::vector<Tensor*>& buffers) = 0;
   /// True when all_reduce_sum already sums over every rank of the World (nothing left to do).
   virtual bool spans_world() const { return false; }
+  /// A participant failed during the step and will not take its part in the reductions the
+  /// others queued or wait on: stops them (they complete without summing) and makes every later
+  /// call throw AbandonedStep (parallel/abandoned_step.hpp); the communicator sums nothing more.
+  /// From any thread, also while participants are inside a reduction; idempotent. Nothing to do
+  /// where one thread sums after the step ("threads", "none").
+  virtual void abort() {}
 };
 
 /// A communicator whose participants queue their own sums on their device's streams (NCCL): a

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tandem/error.hpp"
+#include "parallel/abandoned_step.hpp"
 
 namespace tandem {
 
@@ -11,8 +11,19 @@ CrossReplicaSum::CrossReplicaSum(int replicas, std::shared_ptr<World> world)
       world_(world ? std::move(world) : single_process_world()),
       slots_(static_cast<std::size_t>(replicas), nullptr) {}
 
+namespace {
+
+[[noreturn]] void throw_abandoned() {
+  throw AbandonedStep(
+      "synchronized statistics: another replica failed during this step and will not add its "
+      "share");
+}
+
+}  // namespace
+
 void CrossReplicaSum::sum(int replica, double* data, std::size_t n) {
   std::unique_lock lock(mutex_);
+  if (abandoned_) throw_abandoned();
   slots_[static_cast<std::size_t>(replica)] = data;
   const std::uint64_t generation = generation_;
   if (++arrived_ == replicas_) {
@@ -29,10 +40,26 @@ void CrossReplicaSum::sum(int replica, double* data, std::size_t n) {
     ++generation_;
     done_.notify_all();
   } else {
-    done_.wait(lock, [&] { return generation_ != generation; });
+    done_.wait(lock, [&] { return generation_ != generation || abandoned_; });
+    if (generation_ == generation) throw_abandoned();
   }
   // total_ stays until every replica has called again, which includes this one.
   std::copy(total_.begin(), total_.begin() + static_cast<std::ptrdiff_t>(n), data);
+}
+
+void CrossReplicaSum::abandon() {
+  {
+    std::lock_guard lock(mutex_);
+    abandoned_ = true;
+  }
+  done_.notify_all();
+}
+
+void CrossReplicaSum::reset() {
+  std::lock_guard lock(mutex_);
+  abandoned_ = false;
+  arrived_ = 0;
+  std::fill(slots_.begin(), slots_.end(), nullptr);
 }
 
 }  // namespace tandem

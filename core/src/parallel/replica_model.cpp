@@ -15,6 +15,7 @@
 #include "backend/cpu/parallel.hpp"
 #include "nn/dtype_policy.hpp"
 #include "nn/layer_extensions.hpp"
+#include "parallel/abandoned_step.hpp"
 #include "parallel/cross_replica_sum.hpp"
 #include "parallel/cuda_module.hpp"
 #include "parallel/replica.hpp"
@@ -23,10 +24,13 @@
 namespace tandem {
 
 // Persistent worker threads, one per replica. run(job) calls job(i) on worker i for every i and
-// returns when all are done, rethrowing the error of the lowest-numbered replica that failed.
+// returns when all are done, rethrowing the error of the lowest-numbered replica that failed on
+// its own (an AbandonedStep only when there is no other). The first failure of a run calls
+// on_failure, from the failing worker, so that no replica waits for the failed one.
 class ReplicaModel::Workers {
  public:
-  explicit Workers(const std::vector<int>& threads_per_worker) {
+  Workers(const std::vector<int>& threads_per_worker, std::function<void()> on_failure)
+      : on_failure_(std::move(on_failure)) {
     errors_.resize(threads_per_worker.size());
     for (std::size_t i = 0; i < threads_per_worker.size(); ++i)
       threads_.emplace_back([this, i, t = threads_per_worker[i]] { loop(static_cast<int>(i), t); });
@@ -49,13 +53,12 @@ class ReplicaModel::Workers {
     start_.notify_all();
     done_.wait(lock, [this] { return pending_ == 0; });
     job_ = nullptr;
-    for (auto& e : errors_) {
-      if (e) {
-        auto first = e;
-        for (auto& x : errors_) x = nullptr;
-        std::rethrow_exception(first);
-      }
-    }
+    failed_ = false;
+    std::exception_ptr cause;
+    for (const auto& e : errors_)
+      if (e && (!cause || (is_abandoned_step(cause) && !is_abandoned_step(e)))) cause = e;
+    std::fill(errors_.begin(), errors_.end(), nullptr);
+    if (cause) std::rethrow_exception(cause);
   }
 
  private:
@@ -75,6 +78,7 @@ class ReplicaModel::Workers {
         (*job)(index);
       } catch (...) {
         errors_[static_cast<std::size_t>(index)] = std::current_exception();
+        signal_failure();
       }
       {
         std::lock_guard lock(mutex_);
@@ -83,11 +87,23 @@ class ReplicaModel::Workers {
     }
   }
 
+  // Calls on_failure_ for the run's first failure (outside the lock: it wakes other workers).
+  void signal_failure() {
+    {
+      std::lock_guard lock(mutex_);
+      if (failed_) return;
+      failed_ = true;
+    }
+    if (on_failure_) on_failure_();
+  }
+
+  const std::function<void()> on_failure_;
   std::mutex mutex_;
   std::condition_variable start_, done_;
   std::uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
+  bool failed_ = false;  // this run's on_failure_ was called
   const std::function<void(int)>* job_ = nullptr;
   std::vector<std::exception_ptr> errors_;
   std::vector<std::thread> threads_;
@@ -272,7 +288,8 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   for (double n : world_->all_gather(&mine, 1)) total_size_ += static_cast<int>(n);
   share_cross_replica_sums();
   broadcast_from_template();
-  if (replicas_.size() > 1) workers_ = std::make_unique<Workers>(core_shares(size()));
+  if (replicas_.size() > 1)
+    workers_ = std::make_unique<Workers>(core_shares(size()), [this] { abandon_step(); });
 }
 
 // Layers whose statistics span the global batch (synchronized BatchNormalization) share one
@@ -284,6 +301,7 @@ void ReplicaModel::share_cross_replica_sums() {
       pipeline_ ? pipeline_->layout : PipelineLayout::whole(template_);
   for (const auto& stage_layers : layout.layers) {
     auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
+    cross_replica_sums_.push_back(sum);
     for (int r = 0; r < size(); ++r)
       for (Model* m : replicas_[static_cast<std::size_t>(r)]->training_models())
         for (std::size_t l : stage_layers)
@@ -291,6 +309,12 @@ void ReplicaModel::share_cross_replica_sums() {
             stats->set_cross_replica_sum(
                 [sum, r](double* values, std::size_t count) { sum->sum(r, values, count); });
   }
+}
+
+void ReplicaModel::abandon_step() {
+  for (const auto& sum : cross_replica_sums_) sum->abandon();
+  communicator_->abort();
+  for (const auto& stage : stage_communicators_) stage->abort();
 }
 
 ReplicaModel::~ReplicaModel() {
@@ -311,7 +335,14 @@ void ReplicaModel::on_replicas(F&& f) {
     return;
   }
   const std::function<void(int)> job = std::forward<F>(f);
-  workers_->run(job);
+  try {
+    workers_->run(job);
+  } catch (...) {
+    // Every worker is done: the abandoned sums may start over (a caller may go on, e.g. with
+    // evaluate()); an aborted NCCL communicator cannot.
+    for (const auto& sum : cross_replica_sums_) sum->reset();
+    throw;
+  }
 }
 
 std::string ReplicaModel::plan_text() const {

@@ -44,6 +44,8 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
 
+class CrossReplicaSum;
+
 namespace detail {
 class Replica;
 }
@@ -161,6 +163,10 @@ class ReplicaModel {
   void on_replicas(F&& f);
   StepSums combine(std::size_t metric_count, bool with_steps);
   void share_cross_replica_sums();
+  // A replica failed during a step: releases the others from every sum they wait on in it (from
+  // the worker that caught the failure). A pipeline replica's stages meet the other pipelines'
+  // in step order, so its failure reaches its worker without waiting on them (pipeline_test).
+  void abandon_step();
 
   Model& template_;
   Optimizer& optimizer_;
@@ -171,6 +177,8 @@ class ReplicaModel {
   // A CUDA pipeline's: per stage after the first, the replicas' sum of that stage (the first
   // stage's is communicator_); null where there is nothing to sum.
   std::vector<std::unique_ptr<StreamCommunicator>> stage_communicators_;
+  // Synchronized BatchNormalization's sums, one per pipeline stage (empty: nothing to sum).
+  std::vector<std::shared_ptr<CrossReplicaSum>> cross_replica_sums_;
   std::vector<std::unique_ptr<Model>> owned_;  // host models of replicas 1..N-1
   std::vector<std::unique_ptr<Optimizer>> owned_optimizers_;
   std::vector<std::unique_ptr<detail::Replica>> replicas_;  // [0] holds the template

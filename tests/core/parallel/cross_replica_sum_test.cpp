@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
+
+#include "parallel/abandoned_step.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -37,6 +40,35 @@ TEST(CrossReplicaSum, EveryReplicaGetsTheSumInEveryRound) {
       }
     }
   }
+}
+
+TEST(CrossReplicaSum, AbandonReleasesTheWaitingReplicasAndResetSumsAfresh) {
+  CrossReplicaSum sum(3, nullptr);
+  std::vector<std::thread> waiting;
+  std::atomic<int> released{0};
+  for (int r = 0; r < 2; ++r)  // replica 2 never arrives
+    waiting.emplace_back([&, r] {
+      double v = r;
+      try {
+        sum.sum(r, &v, 1);
+      } catch (const AbandonedStep&) {
+        ++released;
+      }
+    });
+  // Both may or may not be waiting yet: abandon() must release them either way.
+  sum.abandon();
+  for (auto& t : waiting) t.join();
+  EXPECT_EQ(released, 2);
+  double late = 1;
+  EXPECT_THROW(sum.sum(2, &late, 1), AbandonedStep);
+
+  sum.reset();
+  std::vector<double> values = {1, 10, 100};
+  std::vector<std::thread> round;
+  for (int r = 0; r < 3; ++r)
+    round.emplace_back([&, r] { sum.sum(r, &values[static_cast<std::size_t>(r)], 1); });
+  for (auto& t : round) t.join();
+  EXPECT_EQ(values, (std::vector<double>{111, 111, 111}));
 }
 
 TEST(CrossReplicaSum, OneReplicaKeepsItsValues) {

@@ -319,6 +319,21 @@ TEST(PipelineReplica, AnErrorInAStageSurfacesAndThePipelineStaysUsable) {
   EXPECT_NO_THROW(train_meta(s, meta, 9, 2));
 }
 
+// Pipelines with synchronized statistics meet stage by stage: a stage that fails in one pipeline
+// must release the other pipeline's stages waiting for it (they used to wait forever), and the
+// failed stage's own error surfaces.
+TEST(PipelineReplica, AFailedStageReleasesTheOtherPipelinesFromSynchronizedStatistics) {
+  Fixture s(batch_norm_model(true));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(4), single_process_world(),
+                    Precision::fp32, plan_of(*s.model, {{"stages", 2}, {"microbatches", 2}}));
+  for (const std::int64_t bad_row : {15, 0}) {  // the second pipeline's rows, then the first's
+    Batch bad = make_batch(16, 1);
+    bad.y[bad_row] = 7;  // not a class index: the last stage fails in its loss
+    EXPECT_THROW(meta.forward_backward(bad, *s.loss, s.metrics), DataError) << "row " << bad_row;
+  }
+  EXPECT_NO_THROW(train_meta(s, meta, 16, 2));
+}
+
 TEST(PipelineReplica, LoadedWeightsReachEveryMicrobatch) {
   // Weights loaded into the template (new tensors) after the pipeline was made: the next step
   // trains them, as the template alone does.

@@ -348,5 +348,26 @@ TEST(ReplicaModel, SynchronizedBatchNormMatchesTheTemplateOnAnyReplicaCount) {
   EXPECT_GT(batch_norm_meta_vs_template(false, 3, 10), 1e-3);
 }
 
+// Synchronized statistics make the replicas meet in the middle of the backward pass. A replica
+// that fails in its loss never arrives there: the others must be released (they used to wait for
+// it forever), the failed replica's own error must surface (not theirs, which only say that they
+// stopped waiting), and the next step must sum afresh.
+TEST(ReplicaModel, AReplicaThatFailsReleasesTheOthersFromSynchronizedStatistics) {
+  Fixture s(batch_norm_model(true));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(3));
+  for (const std::int64_t bad_row : {8, 0}) {  // replica 2's shard, then replica 0's
+    Batch bad = make_batch(9, 1);
+    bad.y[bad_row] = 7;  // not a class index
+    try {
+      meta.forward_backward(bad, *s.loss, s.metrics);
+      ADD_FAILURE() << "a label outside the classes trained";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("7"), std::string::npos) << e.what();
+    }
+  }
+  train_meta(s, meta, 9, 2);
+  EXPECT_TRUE(bitwise_equal(meta.replica(0), meta.replica(1)));
+}
+
 }  // namespace
 }  // namespace tandem
