@@ -15,8 +15,7 @@ bool LossScale::record(bool finite) {
     skipped_in_a_row_ = 0;
     // Keras 3: the growth_steps-th good step in a row doubles the scale.
     if (good_steps_ >= config_.growth_steps - 1) {
-      // Never beyond the largest float: the scale multiplies float losses.
-      if (scale_ * 2.0 <= static_cast<double>(std::numeric_limits<float>::max())) scale_ *= 2.0;
+      if (scale_ * 2.0 <= kMaxLossScale) scale_ *= 2.0;
       good_steps_ = 0;
     } else {
       ++good_steps_;
@@ -55,8 +54,9 @@ void LossScale::restore(const nlohmann::json& state, const std::string& source) 
   };
   const double scale = number("scale").get<double>();
   if (!std::isfinite(scale) || scale < static_cast<double>(std::numeric_limits<float>::min()) ||
-      scale > static_cast<double>(std::numeric_limits<float>::max()))
-    throw bad("has scale " + number("scale").dump() + ", not a positive normal float");
+      scale > kMaxLossScale)
+    throw bad("has scale " + number("scale").dump() +
+              ", not a positive normal float of at most 2^126");
   const auto counter = [&](const char* key) {
     const nlohmann::json& v = number(key);
     if (!v.is_number_integer() || v.get<double>() < 0)

@@ -5,7 +5,7 @@
 // Dynamic (the default, and Keras 3's only kind): the scale starts at `initial_scale` (2^15); a
 // step whose gradients hold an Inf or NaN is skipped (weights, optimizer state and the optimizer's
 // iterations stay as they were) and halves the scale; after `growth_steps` (2000) good steps in a
-// row the scale doubles (up to the largest float). Fixed (Keras 2's `"dynamic": false`): the scale
+// row the scale doubles (up to kMaxLossScale). Fixed (Keras 2's `"dynamic": false`): the scale
 // never changes and every step is applied. With a power-of-two scale, scaling and unscaling are
 // exact in binary floating point, so a float32 run trains to the same bits with or without it
 // (unless values overflow or become subnormal).
@@ -23,6 +23,11 @@
 TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem {
+
+/// The largest scale, 2^126: the gradients are unscaled by multiplying them by 1 / scale, which
+/// must be a normal float (the backends flush subnormals to zero: 1 / 2^127 would zero every
+/// gradient).
+inline constexpr double kMaxLossScale = 0x1p126;
 
 struct LossScaleConfig {
   double initial_scale = 32768.0;    // Keras' 2^15

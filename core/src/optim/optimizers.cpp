@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backend/kernel_math.hpp"
+#include "optim/loss_scale.hpp"
 #include "optim/optimizer_catalog.hpp"
 #include "util/config_object.hpp"
 #include "tandem/error.hpp"
@@ -169,7 +170,7 @@ std::unique_ptr<Optimizer> make_loss_scale_optimizer(const json& config, const s
   LossScaleConfig scale;
   scale.initial_scale = cfg.number_in("initial_scale", scale.initial_scale,
                                       static_cast<double>(std::numeric_limits<float>::min()),
-                                      static_cast<double>(std::numeric_limits<float>::max()));
+                                      kMaxLossScale);
   scale.growth_steps = cfg.int_in("dynamic_growth_steps", scale.growth_steps, 1, 1'000'000'000);
   scale.dynamic = cfg.get_bool("dynamic", true);
   cfg.ignore({"name"});

@@ -45,10 +45,13 @@ TEST(LossScale, AFixedScaleNeverMovesAndAppliesEveryStep) {
   EXPECT_EQ(s.skipped_steps(), 0);
 }
 
-TEST(LossScale, NeverGrowsBeyondTheLargestFloat) {
-  LossScale s({std::ldexp(1.0, 127), 1, true});
+// 2^126: the largest scale whose inverse, which the gradients are multiplied by, is a normal float.
+TEST(LossScale, NeverGrowsBeyondTwoToThe126) {
+  LossScale s({std::ldexp(1.0, 125), 1, true});
   EXPECT_TRUE(s.record(true));
-  EXPECT_EQ(s.scale(), std::ldexp(1.0, 127));
+  EXPECT_EQ(s.scale(), std::ldexp(1.0, 126));
+  EXPECT_TRUE(s.record(true));
+  EXPECT_EQ(s.scale(), std::ldexp(1.0, 126));
 }
 
 TEST(LossScale, GradientsThatAreNotFiniteAtAnyScaleStopTheRun) {
@@ -98,10 +101,10 @@ TEST(LossScale, StateRoundTripsAndMalformedStateIsADataErrorNamingTheSource) {
     text[key] = "1";
     refused(text, std::string("no number '") + key + "'");
   }
-  for (double scale : {0.0, -2.0, 1e-40, 1e39}) {
+  for (double scale : {0.0, -2.0, 1e-40, 1e39, std::ldexp(1.0, 127)}) {
     json bad = good;
     bad["scale"] = scale;
-    refused(bad, "not a positive normal float");
+    refused(bad, "not a positive normal float of at most 2^126");
   }
   json nan = good;
   nan["scale"] = std::nan("");
@@ -189,6 +192,17 @@ TEST(LossScaleOptimizer, UnscalingIsExactAndANonFiniteGradientSkipsTheStep) {
     EXPECT_EQ(opt->loss_scale()->scale(), before / 2);
   }
   EXPECT_EQ(opt->loss_scale()->skipped_steps(), 3);
+  // At the largest scale too: its inverse, 2^-126, is still a normal float (2^-127 would be
+  // flushed to zero, and every gradient with it).
+  auto largest = make_optimizer(
+      json::parse(R"({"class_name": "LossScaleOptimizer", "config": {"inner_optimizer": "sgd",
+          "initial_scale": 8.507059173023462e37}})"),
+      "optimizer");
+  ASSERT_EQ(largest->loss_scale()->scale(), std::ldexp(1.0, 126));
+  Tensor big = Tensor::from_vector({2}, {std::ldexp(0.1f, 126), std::ldexp(-3.75f, 126)});
+  EXPECT_TRUE(largest->unscale_gradients(big, backend::cpu_backend()));
+  EXPECT_EQ(big[0], 0.1f);
+  EXPECT_EQ(big[1], -3.75f);
   // Without a loss scale: nothing to undo, the gradients untouched.
   auto plain = make_optimizer(json("sgd"), "optimizer");
   Tensor h = Tensor::from_vector({1}, {std::nanf("")});
@@ -228,7 +242,7 @@ TEST(LossScaleOptimizer, ConfigErrorsNameThePath) {
   expect_path(R"({"inner_optimizer": {"class_name": "LossScaleOptimizer",
                   "config": {"inner_optimizer": "adam"}}})",
               "optimizer.config.inner_optimizer.class_name");
-  for (const char* scale : {"0", "-1", "1e39", "\"big\"", "1e-40"})
+  for (const char* scale : {"0", "-1", "1e39", "1.7014118346046923e38", "\"big\"", "1e-40"})
     expect_path(std::string(R"({"inner_optimizer": "adam", "initial_scale": )") + scale + "}",
                 "optimizer.config.initial_scale");
   for (const char* steps : {"0", "1.5", "-3", "\"2000\""})
