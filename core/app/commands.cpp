@@ -16,6 +16,7 @@
 #include "app/export_command.hpp"
 #include "app/import_command.hpp"
 #include "app/inspect_command.hpp"
+#include "app/output_over_input.hpp"
 #include "app/optimizers_command.hpp"
 #include "app/options_command.hpp"
 #include "app/plugin_child.hpp"
@@ -329,6 +330,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
       RunConfig rc = resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, true);
       const PredictionFormat format = prediction_format(format_, output_);
+      if (output_ != "-") refuse_output_over_input(output_, {weights_, config_}, "--output");
       Tensor out = run_prediction({rc, weights_, split_});
       write_predictions(out, output_, format);
       return static_cast<int>(ExitCode::ok);

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/output_over_input.hpp"
 #include "onnx/onnx_export.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/checkpoint_file.hpp"
@@ -52,6 +53,9 @@ std::vector<std::string> class_names_of(const ExportOptions& o, const Checkpoint
 }
 
 int run_export(const ExportOptions& o) {
+  const std::string output =
+      o.output.empty() ? fs::path(o.file).replace_extension(".onnx").string() : o.output;
+  refuse_output_over_input(output, {o.file, o.config}, "--output");
   const CheckpointData data = read_checkpoint_file(o.file);
   nlohmann::json model_config = data.model_config;
   std::string config_path = "model_config";
@@ -79,8 +83,6 @@ int run_export(const ExportOptions& o) {
     if (e.code() != ExitCode::bad_input) throw;
     throw DataError(o.file + ": " + e.what());  // a layer with no ONNX form
   }
-  const std::string output =
-      o.output.empty() ? fs::path(o.file).replace_extension(".onnx").string() : o.output;
   write_file_atomically(output, bytes);
   std::string ins, outs;
   for (std::size_t i = 0; i < model->input_count(); ++i)

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/output_over_input.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "train/keras_import.hpp"
@@ -37,6 +38,7 @@ bool has_key(const nlohmann::json& config, const std::string& path) {
 }
 
 int run_import(const ImportOptions& o) {
+  refuse_output_over_input(o.output, {o.file}, "--output");
   KerasImport made = import_keras_file(o.file);
   for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
   std::vector<std::string> still_missing;

@@ -1,5 +1,6 @@
 #include "app/inspect_command.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -129,8 +130,13 @@ std::string string_at(const json& o, const char* key) {
 std::string number(const json& v) {
   if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
   if (v.is_number()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4f", v.get<double>());
+    // Four decimals as Keras prints logs; in e-notation where they would hide the value (a
+    // diverging loss of 1e30, a loss scale of 2^120, a learning rate of 1e-6).
+    const double x = v.get<double>();
+    const double magnitude = std::fabs(x);
+    const bool fixed = !std::isfinite(x) || x == 0 || (magnitude >= 1e-3 && magnitude < 1e9);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fixed ? "%.4f" : "%.4e", x);
     return buf;
   }
   return v.is_null() ? "?" : v.dump();

@@ -29,8 +29,9 @@ std::string ProgressBar::line(std::int64_t done, const Logs& logs, double sample
   }
   char head[160];
   const double per_step_ms = done > 0 ? 1000.0 * secs / static_cast<double>(done) : 0.0;
-  std::snprintf(head, sizeof head, "%lld/%lld %s - %.0fs %.0fms/step", static_cast<long long>(done),
-                static_cast<long long>(total_), bar.c_str(), secs, per_step_ms);
+  const std::string total = total_ > 0 ? std::to_string(total_) : "Unknown";  // as Keras
+  std::snprintf(head, sizeof head, "%lld/%s %s - %.0fs %.0fms/step", static_cast<long long>(done),
+                total.c_str(), bar.c_str(), secs, per_step_ms);
   std::string text = head;
   if (eta && done > 0 && done < total_) {
     const double left = secs / static_cast<double>(done) * static_cast<double>(total_ - done);
@@ -47,7 +48,7 @@ std::string ProgressBar::line(std::int64_t done, const Logs& logs, double sample
 void ProgressBar::update(std::int64_t done, const Logs& logs, double samples_per_sec) {
   if (verbose_ != 1) return;
   auto now = std::chrono::steady_clock::now();
-  if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
+  if (now - last_draw_ < std::chrono::milliseconds(100) && (total_ <= 0 || done < total_)) return;
   last_draw_ = now;
   std::fprintf(stderr, "\r%s\033[K", line(done, logs, samples_per_sec, true).c_str());
   std::fflush(stderr);
@@ -55,6 +56,7 @@ void ProgressBar::update(std::int64_t done, const Logs& logs, double samples_per
 
 void ProgressBar::finish(std::int64_t done, const Logs& logs, double samples_per_sec) {
   if (verbose_ == 0) return;
+  if (total_ <= 0) total_ = done;  // an evaluation's steps are known once it ends
   std::fprintf(stderr, "%s%s\n", verbose_ == 1 ? "\r" : "",
                line(done, logs, samples_per_sec, false).c_str());
   std::fflush(stderr);

@@ -14,6 +14,7 @@ namespace tandem {
 
 class ProgressBar {
  public:
+  /// `total_steps` 0: not known beforehand (an evaluation); shown as "Unknown" until finish().
   ProgressBar(int verbose, std::int64_t total_steps);
   /// `samples_per_sec` <= 0 leaves it out. The ETA is shown while the epoch runs.
   void update(std::int64_t done, const Logs& logs, double samples_per_sec = 0);

@@ -86,6 +86,46 @@ TEST_F(KerasImportCli, ATensorFlow215FileBecomesARunConfigThatTrainsFromItsWeigh
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
 }
 
+// A metric saved as its class keeps its settings (k, thresholds) and its name: only TensorFlow's
+// MeanMetricWrapper, the form of compile(metrics=["accuracy"]), becomes a name. They used to
+// become their names, so k=3 computed k=5 and a renamed one was refused.
+TEST_F(KerasImportCli, MetricClassesKeepTheirSettingsAndNames) {
+  json training = json::parse(kTf215);
+  training["metrics"] = json::parse(
+      R"([[{"class_name": "SparseTopKCategoricalAccuracy", "config": {"name": "top3",
+            "dtype": "float32", "k": 3}},
+           {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy",
+            "dtype": "float32", "fn": "sparse_categorical_accuracy"}}]])");
+  set_attr("training_config", training.dump());
+  auto r = import(" --set data.train=" + std::string(kSynthetic));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir / "imported.json");
+  const json config = json::parse(in);
+  ASSERT_EQ(config["metrics"].size(), 2u) << config["metrics"].dump();
+  EXPECT_EQ(config["metrics"][0]["class_name"], "SparseTopKCategoricalAccuracy");
+  EXPECT_EQ(config["metrics"][0]["config"]["k"], 3);
+  EXPECT_EQ(config["metrics"][1], "accuracy");
+  auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "imported.json").string() +
+                        " --weights " + model.string() + " --split train -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  const json logs = json::parse(ev.out);
+  ASSERT_TRUE(logs.contains("top3")) << logs.dump();
+  EXPECT_GE(logs["top3"].get<double>(), logs["accuracy"].get<double>());
+}
+
+// -o naming the model file it reads would replace the model with its config.
+TEST_F(KerasImportCli, TheOutputCannotBeTheModelItReads) {
+  const std::string before = test::read_text(model);
+  auto r = run_command(test::tandem_cli() + " import " + model.string() + " -o " +
+                       (model.parent_path() / "." / model.filename()).string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+  EXPECT_EQ(test::read_text(model), before);
+  r = run_command(test::tandem_cli() + " export " + model.string() + " -o " + model.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::read_text(model), before);
+}
+
 TEST_F(KerasImportCli, Keras2LegacyOptimizerKeysComeThroughWithWarnings) {
   set_attr("training_config",
            R"({"loss": "sparse_categorical_crossentropy", "metrics": ["acc"],

@@ -172,6 +172,15 @@ TEST(OutOfRangeCli, ATrainingStateOfTheWrongShapeIsAnErrorNamingItNotACrash) {
   EXPECT_NE(r.out.find("optimizer: ?"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device plan: ?"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 1: 5\n    epoch 2: loss 1.5000"), std::string::npos) << r.out;
+
+  // Values far from 1 in e-notation: a diverging loss and a tiny rate were printed as 31 digits
+  // cut short (1e30 read as 10^5 too small) and as 0.0000.
+  fs::copy_file(dir / "original.h5", model, fs::copy_options::overwrite_existing);
+  edit_training_state(model, "dict(state, history=[{\"loss\": 1.5e30, \"lr\": 2e-6}])");
+  r = run_command(test::tandem_cli() + " inspect " + model.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss 1.5000e+30"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lr 2.0000e-06"), std::string::npos) << r.out;
 }
 
 TEST(OutOfRangeCli, ACheckpointWhoseCountersDoNotFitIsNotResumed) {

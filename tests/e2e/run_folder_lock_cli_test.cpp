@@ -106,5 +106,54 @@ TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// --resume writes into its checkpoint's own run folder, or into one that holds no run: resuming
+// into another run's folder used to replace that run's model.h5 and config.json and append to
+// its events. A resume with no epoch left to train is refused too (it only rewrote model.h5).
+TEST(RunFolderLockCli, AResumedRunDoesNotWriteOverAnotherRun) {
+  const fs::path dir = test::scratch_dir("run-folder-resume");
+  json config = test::tiny_regression_config();
+  ASSERT_EQ(test::train_in(dir, "mine", config).exit_code, 0);
+  config["seed"] = 2;
+  ASSERT_EQ(test::train_in(dir, "other", config).exit_code, 0);
+  const fs::path mine = dir / "mine", other = dir / "other";
+  const std::string other_model = test::read_text(other / "model.h5");
+  const std::string other_events = test::read_text(other / "events.jsonl");
+  const std::string train = test::tandem_cli() + " train -q --set epochs=2 --resume ";
+  auto r = run_command(train + (mine / "model.h5").string() + " --run-dir " + other.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds another run (events.jsonl, model.h5, config.json); a run resumed "
+                       "from " + (mine / "model.h5").string()),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::read_text(other / "model.h5"), other_model);
+  EXPECT_EQ(test::read_text(other / "events.jsonl"), other_events);
+
+  // A checkpoint copied next to an unrelated model.h5, resumed where it lies.
+  const fs::path loose = dir / "loose";
+  fs::create_directories(loose);
+  fs::copy_file(mine / "model.h5", loose / "ck.h5");
+  fs::copy_file(other / "model.h5", loose / "model.h5");
+  r = run_command(train + (loose / "ck.h5").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds another run (model.h5)"), std::string::npos) << r.err;
+  EXPECT_EQ(test::read_text(loose / "model.h5"), other_model);
+
+  // Nothing left to train: refused, the checkpoint untouched.
+  const std::string mine_model = test::read_text(mine / "model.h5");
+  r = run_command(test::tandem_cli() + " train -q --set epochs=1 --resume " + mine.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("has trained 1 epoch already, and epochs is 1: nothing is left to train; "
+                       "continue it with --set epochs=2 or more"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::read_text(mine / "model.h5"), mine_model);
+
+  // Into an empty folder, and in place: both go on.
+  r = run_command(train + (mine / "model.h5").string() + " --run-dir " + (dir / "fork").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(train + mine.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace tandem

@@ -1,5 +1,5 @@
 // The progress plugin's bar (stderr): an epoch that a callback stopped early ends at the batches
-// it ran, never at the epoch's full count.
+// it ran, never at the epoch's full count; an evaluation ends at the batches it ran.
 #include <gtest/gtest.h>
 
 #include "plugins/plugin_test_support.hpp"
@@ -39,6 +39,20 @@ TEST(ProgressPlugin, AWholeEpochEndsAtItsFullCount) {
   run.fit(std::make_shared<TableDataset>(64), nullptr, 1, 8);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("Epoch 1/1\n8/8 ["), std::string::npos) << err;
+}
+
+// An evaluation outside fit() does not know its batch count beforehand: the bar ends at the
+// batches it ran ("8/8", as Keras), never at "8/0".
+TEST(ProgressPlugin, AnEvaluationEndsAtTheBatchesItRan) {
+  PluginRun run;
+  run.add("progress", {{"verbose", 2}});
+  run.trainer->set_callbacks(run.bus);
+  DataLoader data(std::make_shared<TableDataset>(64), DataLoaderOptions{8, false, 0, 0});
+  testing::internal::CaptureStderr();
+  run.trainer->evaluate(data);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("8/8 ["), std::string::npos) << err;
+  EXPECT_EQ(err.find("/0 "), std::string::npos) << err;
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <set>
 #include <sstream>
 
-#include <spdlog/spdlog.h>
 
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
@@ -18,6 +17,7 @@
 #include "backend/ops.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
+#include "util/warn_once.hpp"
 #include "util/config_object.hpp"
 #include "util/precision.hpp"
 
@@ -29,6 +29,20 @@ using nlohmann::json;
 
 std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
+}
+
+// A layer's name is an HDF5 group of its checkpoints (Keras' layout): refused before training
+// when no file could hold it, not when the final checkpoint is written.
+constexpr std::size_t kMaxLayerNameBytes = 1024;
+void require_storable_layer_name(const std::string& name, const std::string& path) {
+  if (name.empty() || name == "." || name == ".." ||
+      name.find_first_of(std::string("/\0", 2)) != std::string::npos)
+    throw ConfigError(path, "layer names must be non-empty, not '.' or '..', and contain no '/' "
+                            "and no NUL character");
+  if (name.size() > kMaxLayerNameBytes)
+    throw ConfigError(path, "a layer name of " + std::to_string(name.size()) +
+                                " bytes; at most " + std::to_string(kMaxLayerNameBytes) +
+                                " (it names the layer's group in checkpoints)");
 }
 
 // A layer's `dtype`: absent, null, or a Keras dtype policy — its name ("float32",
@@ -135,8 +149,7 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
     name = it->second.default_name;
     if (n > 0) name.append("_").append(std::to_string(n));  // (GCC 12 misjudges "_" + s)
   }
-  if (name.empty() || name.find('/') != std::string::npos)
-    throw ConfigError(lc.path_of("name"), "layer names must be non-empty and contain no '/'");
+  require_storable_layer_name(name, lc.path_of("name"));
   if (!used_names.insert(name).second)
     throw ConfigError(lc.path_of("name"), "duplicate layer name '" + name + "'");
   const bool trainable = lc.get_bool("trainable", true);
@@ -162,13 +175,24 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
   return layer;
 }
 
+// Whether an InputLayer's `dtype` names an integer type, as Keras writes for token ids fed to an
+// Embedding ("int32"). Tandem reads every input as float32, which holds integers up to 2^24
+// exactly (an Embedding refuses an index outside its input_dim).
+bool is_integer_input_dtype(ConfigObject& c) {
+  const json* d = c.find("dtype");
+  if (!d || !d->is_string()) return false;
+  static const std::set<std::string> integers = {"int8",   "int16",  "int32",  "int64", "uint8",
+                                                 "uint16", "uint32", "uint64", "bool"};
+  return integers.count(d->get<std::string>()) > 0;
+}
+
 // An InputLayer's config: its per-sample shape (required), checked keys.
 Shape read_input_layer(const json& config_json, const std::string& path) {
   ConfigObject lc(config_json, path);
   auto shape = read_input_shape(lc);
   if (!shape)
     throw ConfigError(lc.path(), "InputLayer needs batch_input_shape, batch_shape or shape");
-  if (!read_dtype_policy(lc).is_null())
+  if (!is_integer_input_dtype(lc) && !read_dtype_policy(lc).is_null())
     throw ConfigError(lc.path_of("dtype"), "an InputLayer's dtype is its data's: float32");
   lc.ignore({"name", "sparse", "ragged", "input_tensor", "optional"});
   lc.finish();
@@ -243,16 +267,18 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
       throw ConfigError(lpath, "layer '" + layer->name() + "' (" + layer->class_name() +
                                    ") merges several inputs: it belongs in a functional model, "
                                    "where its inbound_nodes name them, not in a Sequential stack");
-    if (declared.shape && declared.by_input_dim && !layers_.empty()) {
-      spdlog::warn("{}.config.input_dim: ignored, as Keras ignores it on any layer but the "
-                   "first (the input shape is the InputLayer's or the first layer's "
-                   "input_shape)",
-                   lpath);
+    if (declared.shape && !layers_.empty()) {
+      warn_once(lpath + (declared.by_input_dim ? ".config.input_dim: ignored" : ".config: its input shape is ignored") +
+                ", as Keras ignores one on any layer but the first (the input shape is the "
+                "InputLayer's or the first layer's)");
     } else if (declared.shape) {
-      if (layers_.empty() && !input_shape)
+      if (!input_shape)
         input_shape = declared.shape;
-      else if (!layers_.empty() || *declared.shape != *input_shape)
-        throw ConfigError(lpath + ".config", "only the first layer may give an input shape");
+      else if (*declared.shape != *input_shape)
+        throw ConfigError(lpath + ".config", "gives the input shape " +
+                                                 shape_to_string(*declared.shape) +
+                                                 ", but the InputLayer gives " +
+                                                 shape_to_string(*input_shape));
     }
     const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
     calls_.push_back({layers_.size(), layer.get(), {previous}, 0, {}, json::object()});
@@ -319,6 +345,7 @@ void Model::read_functional(const json& config, const std::string& path,
   std::set<std::string> used_names;
   for (const nn::FunctionalInput& input : graph.inputs) {
     const json& lc = config_of(*input.entry);
+    require_storable_layer_name(input.name, input.path + ".name");
     inputs_.push_back({input.name, lc, read_input_layer(lc, input.path + ".config")});
     used_names.insert(input.name);
   }

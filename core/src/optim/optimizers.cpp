@@ -152,6 +152,28 @@ double read_decay(ConfigObject& cfg) {
   return decay;
 }
 
+// The options every Keras 3 optimizer's config carries that Tandem does not implement: accepted
+// at the values that turn them off (what to_json() writes by default), refused otherwise — a run
+// must not silently train without the moving average or the accumulation it asked for.
+void refuse_unsupported_keras_options(ConfigObject& cfg) {
+  const auto off_unless = [&](const char* key, bool on, const std::string& instead) {
+    if (on)
+      throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
+  };
+  const json* ema = cfg.find("use_ema");
+  off_unless("use_ema", ema && ema->is_boolean() ? ema->get<bool>() : ema != nullptr,
+             "remove the key or set it to false (a checkpoint callback can keep the best weights)");
+  const json* accumulate = cfg.find("gradient_accumulation_steps");
+  off_unless("gradient_accumulation_steps", accumulate && *accumulate != json(1),
+             "give a larger batch_size: replicas and pipeline micro-batches already sum their "
+             "gradients before one update");
+  const json* factor = cfg.find("loss_scale_factor");
+  off_unless("loss_scale_factor", factor && *factor != json(1) && *factor != json(1.0),
+             "wrap the optimizer in a LossScaleOptimizer to scale the loss");
+  // Only read with use_ema, which is refused above.
+  cfg.ignore({"ema_momentum", "ema_overwrite_frequency"});
+}
+
 // Keras' LossScaleOptimizer: Keras 3's {"inner_optimizer", "initial_scale",
 // "dynamic_growth_steps"} and Keras 2's, which adds "dynamic".
 std::unique_ptr<Optimizer> make_loss_scale_optimizer(const json& config, const std::string& path) {
@@ -217,8 +239,8 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   d.clipnorm = cfg.number_in("clipnorm", 0.0, 0.0, 1e30);
   d.clipvalue = cfg.number_in("clipvalue", 0.0, 0.0, 1e30);
   d.global_clipnorm = cfg.number_in("global_clipnorm", 0.0, 0.0, 1e30);
-  cfg.ignore({"name", "use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-              "gradient_accumulation_steps", "jit_compile", "is_legacy_optimizer"});
+  refuse_unsupported_keras_options(cfg);
+  cfg.ignore({"name", "jit_compile", "is_legacy_optimizer"});
   if (cls == "SGD") {
     d.kind = backend::OptimizerDesc::Kind::sgd;
     d.momentum = cfg.number_in("momentum", 0.0, 0.0, 1.0);

@@ -7,10 +7,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <set>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "backend/cpu/parallel.hpp"
 #include "nn/dtype_policy.hpp"
@@ -20,6 +17,7 @@
 #include "parallel/cuda_module.hpp"
 #include "parallel/replica.hpp"
 #include "tandem/error.hpp"
+#include "util/warn_once.hpp"
 
 namespace tandem {
 
@@ -138,15 +136,6 @@ void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
     model.layer(l).set_backend(backend::cpu_backend(precisions[l]));
 }
 
-// Logs `warning` unless it is empty or was logged before in this process (a run checks its
-// precision when `tandem check` reads its config and again when its replicas are made).
-void warn_once_of(const std::string& warning) {
-  static std::mutex mutex;
-  static std::set<std::string> logged;
-  if (warning.empty()) return;
-  const std::lock_guard lock(mutex);
-  if (logged.insert(warning).second) spdlog::warn("{}", warning);
-}
 
 }  // namespace
 
@@ -167,7 +156,7 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
     if (!is_mixed(p) || !has_cpu) continue;
     const std::string why = backend::cpu_precision_unavailable(p);
     if (!why.empty()) throw ConfigError("precision", precision_name(p) + ": " + why);
-    warn_once_of(backend::cpu_precision_warning(p));
+    warn_once(backend::cpu_precision_warning(p));  // checked by `tandem check` and the run
   }
 }
 

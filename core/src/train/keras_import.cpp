@@ -12,18 +12,24 @@ namespace {
 
 using nlohmann::json;
 
-// Keras' serialized metrics as names: "accuracy" stays; {"class_name": "MeanMetricWrapper",
-// "config": {"name": "accuracy", "fn": ...}} (TensorFlow 2's form) becomes its name; lists keep
-// their nesting (per output).
+// Keras' serialized metrics as a run config takes them: names stay; TensorFlow 2's
+// {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": ...}}, what
+// compile(metrics=["accuracy"]) saves, becomes its name (the one its logs carry); a metric class
+// stays in its class form, whose config holds its settings (k, thresholds, num_classes); lists
+// keep their nesting (per output).
 json metric_names(const json& metrics) {
   if (metrics.is_array()) {
     json out = json::array();
     for (const json& m : metrics) out.push_back(metric_names(m));
     return out;
   }
-  if (metrics.is_object() && metrics.contains("config") && metrics["config"].is_object() &&
-      metrics["config"].contains("name"))
-    return metrics["config"]["name"];
+  if (metrics.is_object() && metrics.contains("class_name") &&
+      metrics["class_name"] == "MeanMetricWrapper" && metrics.contains("config") &&
+      metrics["config"].is_object()) {
+    const json& c = metrics["config"];
+    if (c.contains("name")) return c["name"];
+  }
+  if (metrics.is_object() && metrics.contains("class_name")) return metrics;
   if (metrics.is_object()) {  // by output name
     json out = json::object();
     for (const auto& [k, v] : metrics.items()) out[k] = metric_names(v);

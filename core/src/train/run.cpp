@@ -117,9 +117,26 @@ Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
   return d;
 }
 
-// A new run in `dir`: refused when the folder holds another run's record, unless `overwrite`
-// (then the old stream is removed, so that the new one does not continue it).
-void claim_run_folder(const std::filesystem::path& dir, bool overwrite) {
+// Whether `dir` is the run folder `checkpoint` belongs to: the folder of its own model.h5, or a
+// run's folder (its config.json) that holds the checkpoint directly or one folder down
+// (run/checkpoints/x.h5, the checkpoint plugin's).
+bool is_run_folder_of(const std::filesystem::path& dir, const std::filesystem::path& checkpoint) {
+  const auto normal = [](const std::filesystem::path& p) {
+    return std::filesystem::absolute(p).lexically_normal();
+  };
+  const std::filesystem::path folder = normal(dir), file = normal(checkpoint);
+  if (file == folder / "model.h5") return true;
+  return std::filesystem::exists(folder / "config.json") &&
+         (file.parent_path() == folder || file.parent_path().parent_path() == folder);
+}
+
+// A run in `dir`: refused when the folder holds another run's record, unless `overwrite` (then
+// the old stream is removed, so that the new one does not continue it). A run resumed from
+// `resumed_from` (null: a new run) may write only into the checkpoint's own run folder or into
+// one that holds no run.
+void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
+                      const std::filesystem::path* resumed_from = nullptr) {
+  if (resumed_from && is_run_folder_of(dir, *resumed_from)) return;
   std::vector<std::string> found;
   for (const char* file : {"events.jsonl", "model.h5", "config.json"})
     if (std::filesystem::exists(dir / file)) found.push_back(file);
@@ -127,14 +144,31 @@ void claim_run_folder(const std::filesystem::path& dir, bool overwrite) {
   if (!overwrite) {
     std::string files;
     for (const auto& f : found) files += (files.empty() ? "" : ", ") + f;
-    throw ConfigError("--run-dir", "the run folder " + dir.string() + " holds another run (" +
-                                       files + "); continue it with --resume " + dir.string() +
+    const std::string held =
+        "the run folder " + dir.string() + " holds another run (" + files + "); ";
+    if (resumed_from)
+      throw ConfigError("--run-dir", held + "a run resumed from " + resumed_from->string() +
+                                         " continues in that checkpoint's own run folder or in "
+                                         "one that holds no run: give another --run-dir");
+    throw ConfigError("--run-dir", held + "continue it with --resume " + dir.string() +
                                        ", replace it with --overwrite, or give another --run-dir");
   }
   std::error_code ec;
   std::filesystem::remove(dir / "events.jsonl", ec);
   if (ec)
     throw RunError("cannot remove the old event stream in " + dir.string() + ": " + ec.message());
+}
+
+// A resumed run with no epoch left to train would only write its checkpoint again.
+void refuse_a_finished_resume(const TrainingState& state, int epochs,
+                              const std::filesystem::path& checkpoint) {
+  if (state.epoch < epochs) return;
+  throw ConfigError("epochs", "the checkpoint " + checkpoint.string() + " has trained " +
+                                  std::to_string(state.epoch) + " epoch" +
+                                  (state.epoch == 1 ? "" : "s") + " already, and epochs is " +
+                                  std::to_string(epochs) +
+                                  ": nothing is left to train; continue it with --set epochs=" +
+                                  std::to_string(state.epoch + 1) + " or more");
 }
 
 std::filesystem::path default_run_dir(const std::string& name) {
@@ -381,7 +415,10 @@ TrainResult run_training(const TrainRequest& request) {
   Trainer trainer(meta, std::move(*b.objective));
   trainer.check_fit_data(train_loader, val_loader.get());
   Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch});
-  if (resume) trainer.restore(*resume, request.resume->string());
+  if (resume) {
+    trainer.restore(*resume, request.resume->string());
+    refuse_a_finished_resume(trainer.state(), rc.epochs, *request.resume);
+  }
   // The config as resolved, with the precision the layers' dtype policies chose.
   json resolved = rc.resolved;
   resolved["precision"] = precision_name(b.precision);
@@ -406,7 +443,8 @@ TrainResult run_training(const TrainRequest& request) {
     // Before anything is written: a folder another engine is running in is left alone, and so
     // is the record of a finished run unless the user says to continue or replace it.
     folder_lock.emplace(result.run_dir);
-    if (!request.resume) claim_run_folder(result.run_dir, request.overwrite);
+    claim_run_folder(result.run_dir, request.overwrite,
+                     request.resume ? &*request.resume : nullptr);
     if (const int stray = remove_stray_temporaries(result.run_dir); stray > 0)
       spdlog::info("removed {} temporary file{} left by writers that died mid-write", stray,
                    stray == 1 ? "" : "s");

@@ -64,7 +64,17 @@ void apply_override(json& config, const std::string& assignment) {
     value = parse_json_text(text);
   } catch (const JsonTextRefused& e) {
     throw ConfigError("--set " + key, std::string("the value: ") + e.what());
-  } catch (const json::parse_error&) {
+  } catch (const json::parse_error& e) {
+    // Plain text is a string (--set name=run2); what opens as an object, a list or a quoted
+    // string was meant as JSON, so a typo there is an error, not a string.
+    const std::size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && std::string("{[\"").find(text[first]) != std::string::npos) {
+      const std::string what = e.what();
+      const std::size_t at = what.find("parse error");
+      throw ConfigError("--set " + key, "the value is not valid JSON (" +
+                                            (at == std::string::npos ? what : what.substr(at)) +
+                                            ")");
+    }
     value = text;
   }
   json* node = &config;

@@ -17,7 +17,14 @@ nlohmann::json parse_json_text(const std::string& text) {
   try {
     return json::parse(text, bound);
   } catch (const json::out_of_range& e) {  // 406: a number that overflows a double
-    throw JsonTextRefused(std::string("a number out of range: ") + e.what());
+    // The library's text ends "number overflow parsing '1e400'": quote the number alone.
+    const std::string what = e.what();
+    const std::size_t open = what.find('\''), close = what.rfind('\'');
+    const std::string number =
+        open != std::string::npos && close > open ? " " + what.substr(open + 1, close - open - 1)
+                                                  : "";
+    throw JsonTextRefused("a number out of range:" + number +
+                          " is beyond what a double holds (about 1.8e308)");
   }
 }
 

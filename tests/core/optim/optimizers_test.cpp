@@ -210,6 +210,25 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
   expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}},
               "optimizer.config.nesterov");
   expect_path(json(3), "optimizer");
+  // What Keras 3 writes into every optimizer's config, accepted at the values that turn it off
+  // and refused otherwise (they used to be ignored whatever they said).
+  EXPECT_NO_THROW(make_optimizer(
+      json::parse(R"({"class_name": "Adam", "config": {"use_ema": false, "ema_momentum": 0.99,
+          "ema_overwrite_frequency": null, "loss_scale_factor": null,
+          "gradient_accumulation_steps": null, "jit_compile": true}})"),
+      "optimizer"));
+  EXPECT_NO_THROW(make_optimizer(
+      json::parse(R"({"class_name": "SGD", "config": {"gradient_accumulation_steps": 1,
+          "loss_scale_factor": 1.0}})"),
+      "optimizer"));
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"use_ema", true}}}},
+              "optimizer.config.use_ema");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"use_ema", "no"}}}},
+              "optimizer.config.use_ema");
+  expect_path(json{{"class_name", "Adam"}, {"config", {{"gradient_accumulation_steps", 4}}}},
+              "optimizer.config.gradient_accumulation_steps");
+  expect_path(json{{"class_name", "SGD"}, {"config", {{"loss_scale_factor", 128.0}}}},
+              "optimizer.config.loss_scale_factor");
 }
 
 }  // namespace

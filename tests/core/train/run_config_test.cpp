@@ -93,6 +93,24 @@ TEST(RunConfig, OverridesSetNestedValuesAndListItems) {
   EXPECT_THROW(apply_override(cfg, "epochs"), ConfigError);
   EXPECT_THROW(apply_override(cfg, "model.config.layers[99].config.units=1"), ConfigError);
   EXPECT_THROW(apply_override(cfg, "epochs.deeper=1"), ConfigError);
+  // What opens as JSON must be JSON (a typo is not a string), and a number must fit a double.
+  const auto refused = [&](const std::string& assignment, const std::string& words) {
+    try {
+      apply_override(cfg, assignment);
+      ADD_FAILURE() << "accepted " << assignment;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused(R"(optimizer={"class_name":)", "'--set optimizer': the value is not valid JSON (parse "
+                                         "error at line 1, column 15");
+  refused("callbacks=[1, 2", "'--set callbacks': the value is not valid JSON");
+  refused(R"(name="run)", "'--set name': the value is not valid JSON");
+  refused("optimizer.config.learning_rate=1e400",
+          "'--set optimizer.config.learning_rate': the value: a number out of range: 1e400 is "
+          "beyond what a double holds");
+  apply_override(cfg, "name=run {2}");  // plain text, braces inside: a string
+  EXPECT_EQ(cfg["name"], "run {2}");
 }
 
 TEST(RunConfig, ErrorsNameThePath) {
