@@ -16,18 +16,18 @@
 #include "app/export_command.hpp"
 #include "app/import_command.hpp"
 #include "app/inspect_command.hpp"
-#include "app/output_over_input.hpp"
 #include "app/optimizers_command.hpp"
 #include "app/options_command.hpp"
+#include "app/output_over_input.hpp"
 #include "app/plugin_child.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
-#include "util/json_text.hpp"
+#include "parallel/world.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run.hpp"
 #include "train/stored_config.hpp"
-#include "parallel/world.hpp"
+#include "util/json_text.hpp"
 
 namespace tandem::app {
 

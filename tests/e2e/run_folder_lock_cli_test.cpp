@@ -122,7 +122,8 @@ TEST(RunFolderLockCli, AResumedRunDoesNotWriteOverAnotherRun) {
   auto r = run_command(train + (mine / "model.h5").string() + " --run-dir " + other.string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("holds another run (events.jsonl, model.h5, config.json); a run resumed "
-                       "from " + (mine / "model.h5").string()),
+                       "from " +
+                       (mine / "model.h5").string()),
             std::string::npos)
       << r.err;
   EXPECT_EQ(test::read_text(other / "model.h5"), other_model);

@@ -8,18 +8,17 @@
 #include <set>
 #include <sstream>
 
-
+#include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
 #include "nn/regularizer.hpp"
-#include "backend/ops.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
-#include "util/warn_once.hpp"
 #include "util/config_object.hpp"
 #include "util/precision.hpp"
+#include "util/warn_once.hpp"
 
 namespace tandem {
 
@@ -37,11 +36,12 @@ constexpr std::size_t kMaxLayerNameBytes = 1024;
 void require_storable_layer_name(const std::string& name, const std::string& path) {
   if (name.empty() || name == "." || name == ".." ||
       name.find_first_of(std::string("/\0", 2)) != std::string::npos)
-    throw ConfigError(path, "layer names must be non-empty, not '.' or '..', and contain no '/' "
-                            "and no NUL character");
+    throw ConfigError(path,
+                      "layer names must be non-empty, not '.' or '..', and contain no '/' "
+                      "and no NUL character");
   if (name.size() > kMaxLayerNameBytes)
-    throw ConfigError(path, "a layer name of " + std::to_string(name.size()) +
-                                " bytes; at most " + std::to_string(kMaxLayerNameBytes) +
+    throw ConfigError(path, "a layer name of " + std::to_string(name.size()) + " bytes; at most " +
+                                std::to_string(kMaxLayerNameBytes) +
                                 " (it names the layer's group in checkpoints)");
 }
 
@@ -268,17 +268,18 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
                                    ") merges several inputs: it belongs in a functional model, "
                                    "where its inbound_nodes name them, not in a Sequential stack");
     if (declared.shape && !layers_.empty()) {
-      warn_once(lpath + (declared.by_input_dim ? ".config.input_dim: ignored" : ".config: its input shape is ignored") +
+      warn_once(lpath +
+                (declared.by_input_dim ? ".config.input_dim: ignored"
+                                       : ".config: its input shape is ignored") +
                 ", as Keras ignores one on any layer but the first (the input shape is the "
                 "InputLayer's or the first layer's)");
     } else if (declared.shape) {
       if (!input_shape)
         input_shape = declared.shape;
       else if (*declared.shape != *input_shape)
-        throw ConfigError(lpath + ".config", "gives the input shape " +
-                                                 shape_to_string(*declared.shape) +
-                                                 ", but the InputLayer gives " +
-                                                 shape_to_string(*input_shape));
+        throw ConfigError(lpath + ".config",
+                          "gives the input shape " + shape_to_string(*declared.shape) +
+                              ", but the InputLayer gives " + shape_to_string(*input_shape));
     }
     const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
     calls_.push_back({layers_.size(), layer.get(), {previous}, 0, {}, json::object()});

@@ -6,10 +6,10 @@
 
 #include "backend/kernel_math.hpp"
 #include "optim/loss_scale.hpp"
-#include "optim/optimizer_catalog.hpp"
-#include "util/config_object.hpp"
-#include "tandem/error.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/optimizer_catalog.hpp"
+#include "tandem/error.hpp"
+#include "util/config_object.hpp"
 
 namespace tandem {
 
@@ -157,8 +157,7 @@ double read_decay(ConfigObject& cfg) {
 // must not silently train without the moving average or the accumulation it asked for.
 void refuse_unsupported_keras_options(ConfigObject& cfg) {
   const auto off_unless = [&](const char* key, bool on, const std::string& instead) {
-    if (on)
-      throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
+    if (on) throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
   };
   const json* ema = cfg.find("use_ema");
   off_unless("use_ema", ema && ema->is_boolean() ? ema->get<bool>() : ema != nullptr,
@@ -190,9 +189,9 @@ std::unique_ptr<Optimizer> make_loss_scale_optimizer(const json& config, const s
                       "a LossScaleOptimizer cannot wrap another LossScaleOptimizer");
   auto optimizer = make_optimizer(*inner, inner_path);
   LossScaleConfig scale;
-  scale.initial_scale = cfg.number_in("initial_scale", scale.initial_scale,
-                                      static_cast<double>(std::numeric_limits<float>::min()),
-                                      kMaxLossScale);
+  scale.initial_scale =
+      cfg.number_in("initial_scale", scale.initial_scale,
+                    static_cast<double>(std::numeric_limits<float>::min()), kMaxLossScale);
   scale.growth_steps = cfg.int_in("dynamic_growth_steps", scale.growth_steps, 1, 1'000'000'000);
   scale.dynamic = cfg.get_bool("dynamic", true);
   cfg.ignore({"name"});

@@ -136,7 +136,6 @@ void place_on_cpu(Model& model, const std::vector<Precision>& precisions) {
     model.layer(l).set_backend(backend::cpu_backend(precisions[l]));
 }
 
-
 }  // namespace
 
 double ReplicaStep::bubble() const {

@@ -20,9 +20,9 @@ nlohmann::json parse_json_text(const std::string& text) {
     // The library's text ends "number overflow parsing '1e400'": quote the number alone.
     const std::string what = e.what();
     const std::size_t open = what.find('\''), close = what.rfind('\'');
-    const std::string number =
-        open != std::string::npos && close > open ? " " + what.substr(open + 1, close - open - 1)
-                                                  : "";
+    const std::string number = open != std::string::npos && close > open
+                                   ? " " + what.substr(open + 1, close - open - 1)
+                                   : "";
     throw JsonTextRefused("a number out of range:" + number +
                           " is beyond what a double holds (about 1.8e308)");
   }

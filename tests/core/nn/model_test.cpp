@@ -109,10 +109,10 @@ TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
                ConfigError);
   // A later layer's input shape (Keras 2 writes batch_input_shape for `input_shape=`) is ignored
   // as Keras ignores it; the first layer's must agree with the InputLayer's.
-  auto f = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
-                                          layer("Dense", {{"units", 2}, {"batch_input_shape",
-                                                                         {nullptr, 16}}})}),
-                              "model", 0);
+  auto f = Model::from_config(
+      sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                  layer("Dense", {{"units", 2}, {"batch_input_shape", {nullptr, 16}}})}),
+      "model", 0);
   EXPECT_EQ(f->input_shape(), (Shape{4}));
   EXPECT_EQ(f->count_params(), 15 + 8);
   EXPECT_NE(config_error(sequential({layer("InputLayer", {{"batch_shape", {nullptr, 4}}}),
@@ -132,8 +132,8 @@ TEST(Model, AnInputLayerOfIntegersIsReadAsFloat32) {
         "model", 0);
     EXPECT_EQ(m->input_shape(), (Shape{5})) << dtype;
   }
-  EXPECT_NE(config_error(sequential({layer("InputLayer", {{"batch_shape", {nullptr, 5}},
-                                                          {"dtype", "float16"}}),
+  EXPECT_NE(config_error(sequential({layer("InputLayer",
+                                           {{"batch_shape", {nullptr, 5}}, {"dtype", "float16"}}),
                                      layer("Dense", {{"units", 2}})}))
                 .find("'model.config.layers[0].config.dtype'"),
             std::string::npos);
@@ -145,15 +145,16 @@ TEST(Model, LayerNamesNoCheckpointCouldHoldAreRefusedAtTheirPath) {
   for (const std::string& name :
        {std::string("."), std::string(".."), std::string("a/b"), std::string("a\0b", 3),
         std::string(""), std::string(1025, 'x')}) {
-    const std::string error = config_error(sequential(
-        {layer("Dense", {{"units", 3}, {"input_shape", {4}}}), layer("Dense", {{"units", 1},
-                                                                              {"name", name}})}));
+    const std::string error =
+        config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                                 layer("Dense", {{"units", 1}, {"name", name}})}));
     EXPECT_NE(error.find("'model.config.layers[1].config.name'"), std::string::npos)
         << name.size() << ": " << error;
   }
-  auto ok = Model::from_config(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}},
-                                                           {"name", std::string(1024, 'x')}})}),
-                               "model", 0);
+  auto ok = Model::from_config(
+      sequential(
+          {layer("Dense", {{"units", 3}, {"input_shape", {4}}, {"name", std::string(1024, 'x')}})}),
+      "model", 0);
   EXPECT_EQ(ok->layer(0).name().size(), 1024u);
 }
 

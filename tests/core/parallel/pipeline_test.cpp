@@ -324,8 +324,8 @@ TEST(PipelineReplica, AnErrorInAStageSurfacesAndThePipelineStaysUsable) {
 // failed stage's own error surfaces.
 TEST(PipelineReplica, AFailedStageReleasesTheOtherPipelinesFromSynchronizedStatistics) {
   Fixture s(batch_norm_model(true));
-  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(4), single_process_world(),
-                    Precision::fp32, plan_of(*s.model, {{"stages", 2}, {"microbatches", 2}}));
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(4), single_process_world(), Precision::fp32,
+                    plan_of(*s.model, {{"stages", 2}, {"microbatches", 2}}));
   for (const std::int64_t bad_row : {15, 0}) {  // the second pipeline's rows, then the first's
     Batch bad = make_batch(16, 1);
     bad.y[bad_row] = 7;  // not a class index: the last stage fails in its loss

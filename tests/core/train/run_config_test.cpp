@@ -102,8 +102,9 @@ TEST(RunConfig, OverridesSetNestedValuesAndListItems) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
-  refused(R"(optimizer={"class_name":)", "'--set optimizer': the value is not valid JSON (parse "
-                                         "error at line 1, column 15");
+  refused(R"(optimizer={"class_name":)",
+          "'--set optimizer': the value is not valid JSON (parse "
+          "error at line 1, column 15");
   refused("callbacks=[1, 2", "'--set callbacks': the value is not valid JSON");
   refused(R"(name="run)", "'--set name': the value is not valid JSON");
   refused("optimizer.config.learning_rate=1e400",
