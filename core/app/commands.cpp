@@ -10,6 +10,7 @@
 #include <iterator>
 #include <optional>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "app/devices_command.hpp"
@@ -276,7 +277,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (device_stats_) {
         if (!std::isfinite(*device_stats_) || *device_stats_ < 0 || *device_stats_ > 86400)
           throw ConfigError("--device-stats", "expected seconds from 0 to 86400, got " +
-                                                  std::to_string(*device_stats_));
+                                                  fmt::format("{:g}", *device_stats_));
         req.device_stats_seconds = *device_stats_;
       }
       req.interrupt = interrupt_;
@@ -330,7 +331,14 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
       RunConfig rc = resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, true);
       const PredictionFormat format = prediction_format(format_, output_);
-      if (output_ != "-") refuse_output_over_input(output_, {weights_, config_}, "--output");
+      if (output_ != "-") {
+        refuse_output_over_input(output_, {weights_, config_}, "--output");
+        // Before the predictions are computed, not after.
+        const fs::path folder = fs::absolute(output_).parent_path();
+        if (!fs::is_directory(folder))
+          throw ConfigError("--output", "the folder " + folder.string() + " of " + output_ +
+                                            " does not exist");
+      }
       Tensor out = run_prediction({rc, weights_, split_});
       write_predictions(out, output_, format);
       return static_cast<int>(ExitCode::ok);

@@ -485,7 +485,7 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
       o.every_n_epochs = options.at("period").get<int>();
       std::fprintf(stderr,
                    "checkpoint: warning: %speriod: Keras 2's name; read as every_n_epochs, "
-                   "its name since\n",
+                   "its name in Keras 3\n",
                    at.c_str());
     }
     if (!options.at("train_time_interval").is_null())

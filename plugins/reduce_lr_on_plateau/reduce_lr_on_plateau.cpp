@@ -137,6 +137,13 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
                     {"minimum", 0},
                     {"default", 1e-4},
                     {"description", "an improvement must be larger than this"}}},
+                  {"epsilon",
+                   {{"type", json::array({"number", "null"})},
+                    {"minimum", 0},
+                    {"default", nullptr},
+                    {"description",
+                     "tf.keras 2's name for min_delta, read as it (with a warning); null = not "
+                     "given"}}},
                   {"cooldown",
                    {{"type", "integer"},
                     {"minimum", 0},
@@ -169,6 +176,17 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
     const std::string mode = options.at("mode").get<std::string>();
     o.maximize = mode == "max" || (mode == "auto" && o.monitor.find("acc") != std::string::npos);
     o.min_delta = options.at("min_delta").get<double>();
+    if (!options.at("epsilon").is_null()) {
+      const std::string at = setup.config_path + ".options.";
+      if (options.at("min_delta").get<double>() != 1e-4)
+        throw tandem::ConfigError(at + "epsilon", "gives min_delta a second time (epsilon is "
+                                                  "tf.keras 2's name for it)");
+      o.min_delta = options.at("epsilon").get<double>();
+      std::fprintf(stderr,
+                   "reduce_lr_on_plateau: warning: %sepsilon: tf.keras 2's name; read as "
+                   "min_delta, its name in Keras 3\n",
+                   at.c_str());
+    }
     o.cooldown = static_cast<int>(options.at("cooldown").get<double>());
     o.min_lr = options.at("min_lr").get<double>();
     return std::make_shared<ReduceLrOnPlateau>(std::move(o));

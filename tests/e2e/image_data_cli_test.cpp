@@ -125,3 +125,47 @@ TEST(ImageDataCli, DataBenchTimesBothSidesAndCutMixTrainsOnOneHotLabels) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace TANDEM_TEST_FILE {
+
+// A validation folder without one of the training classes' sub-folders: its labels would shift
+// (zebra taking dog's index) and were used so, silently. Refused before the run folder exists.
+TEST(ImageDataCli, ValidationClassesMustBeTheTrainingClasses) {
+  const fs::path dir = test::scratch_dir("image-data-cli-classes");
+  const auto r = test::run_command(
+      "cd " + dir.string() + " && " + test::system_python() +
+      " -c 'import os, numpy as np\nfrom PIL import Image\n"
+      "for split, classes in [(\"train\", [\"cat\", \"dog\", \"zebra\"]), (\"val\", [\"cat\", \"zebra\"])]:\n"
+      "  for c in classes:\n"
+      "    os.makedirs(split + \"/\" + c)\n"
+      "    Image.fromarray(np.zeros((4, 4), np.uint8), \"L\").save(split + \"/\" + c + \"/0.png\")'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json config = test::tiny_regression_config();
+  const auto folder = [&](const std::string& split) {
+    return json{{"type", "images"},
+                {"path", (dir / split).string()},
+                {"image_size", {4, 4}},
+                {"color_mode", "grayscale"}};
+  };
+  config["data"] = {{"train", folder("train")}, {"validation", folder("val")}};
+  config["model"] = json::parse(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Flatten", "config": {"batch_input_shape": [null, 4, 4, 1]}},
+      {"class_name": "Dense", "config": {"units": 3}}]}})");
+  config["loss"] = {{"class_name", "SparseCategoricalCrossentropy"},
+                    {"config", {{"from_logits", true}}}};
+  auto t = test::train_in(dir, "run", config);
+  EXPECT_EQ(t.exit_code, 2) << t.err;
+  EXPECT_NE(t.err.find("'data.validation': its classes [cat, zebra] are not the training data's "
+                       "[cat, dog, zebra]"),
+            std::string::npos)
+      << t.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  // With the missing class as an empty folder, the indices agree and it trains.
+  fs::create_directories(dir / "val" / "dog");
+  t = test::train_in(dir, "run", config);
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+}
+
+}  // namespace
+}  // namespace tandem

@@ -113,6 +113,28 @@ TEST_F(KerasImportCli, MetricClassesKeepTheirSettingsAndNames) {
   EXPECT_GE(logs["top3"].get<double>(), logs["accuracy"].get<double>());
 }
 
+// Tandem's own checkpoints carry Keras' training_config (what compile() was given), so that
+// Keras' load_model compiles the model and `tandem import` gets the loss, optimizer and metrics
+// back (they used to be lost).
+TEST_F(KerasImportCli, ATandemCheckpointImportsWithItsCompileSettings) {
+  const json run = json::parse(test::read_text(dir / "run" / "config.json"));
+  auto r = import(" --set data.train=" + std::string(kSynthetic));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json config = json::parse(test::read_text(dir / "imported.json"));
+  EXPECT_EQ(config["loss"], run["loss"]);
+  EXPECT_EQ(config["metrics"], run["metrics"]);
+  ASSERT_TRUE(config["optimizer"].is_object()) << config.dump();
+  EXPECT_EQ(config["optimizer"]["class_name"], "Adam");
+  // As h5py (and Keras) read it: a JSON string attribute at the root.
+  auto py = run_command(std::string(test::system_python()) +
+                        " -c 'import h5py, json, sys; f = h5py.File(sys.argv[1], \"r\"); "
+                        "t = json.loads(f.attrs[\"training_config\"]); "
+                        "print(t[\"optimizer_config\"][\"class_name\"], t[\"loss\"])' " +
+                        model.string());
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_NE(py.out.find("Adam"), std::string::npos) << py.out;
+}
+
 // -o naming the model file it reads would replace the model with its config.
 TEST_F(KerasImportCli, TheOutputCannotBeTheModelItReads) {
   const std::string before = test::read_text(model);

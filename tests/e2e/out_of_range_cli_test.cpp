@@ -140,6 +140,25 @@ void edit_training_state(const fs::path& model, const std::string& edit) {
   ASSERT_EQ(edited.exit_code, 0) << edited.err;
 }
 
+// A config in a folder whose name is not UTF-8: its data paths, made absolute from there, could
+// not be written as JSON (config.json, every checkpoint), which ended `train` with the JSON
+// library's message and an empty run folder. Refused naming the key, before any folder exists.
+TEST(OutOfRangeCli, PathsThatAreNotUtf8AreRefusedNamingTheirKey) {
+  const fs::path dir = test::scratch_dir("out-of-range-path") / "odd\xff";
+  fs::create_directories(dir);
+  json config = test::tiny_regression_config();
+  config["data"]["train"] = {{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}};
+  test::write_text(dir / "c.json", config.dump());
+  auto [code, out] = check_json(dir / "c.json", "");
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(out["path"], "data.train.x") << out;
+  EXPECT_NE(out["error"].get<std::string>().find("is not valid UTF-8"), std::string::npos) << out;
+  const auto r = run_command(test::tandem_cli() + " train " + (dir / "c.json").string() +
+                             " -q --run-dir " + (dir / "run").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+}
+
 TEST(OutOfRangeCli, ATrainingStateOfTheWrongShapeIsAnErrorNamingItNotACrash) {
   const fs::path dir = test::scratch_dir("malformed-state");
   ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);

@@ -287,7 +287,13 @@ TEST_F(PrecisionCli, WrongPrecisionSettingsExitTwoNamingThePlace) {
                    "model.config.layers[1].config.dtype", "dtype policy", ""});
   json fp16_policy = with("model", model("mixed_float16"));
   fp16_policy.erase("precision");
-  cases.push_back({"fp16-policy", fp16_policy, "precision", "CUDA GPUs only", ""});
+  cases.push_back({"fp16-policy", fp16_policy, "at 'model': layer '",
+                   "has the dtype policy 'mixed_float16' (fp16): ", ""});
+  cases.push_back({"foreign-policy",
+                   with("model", model(json{{"class_name", "Foo"},
+                                            {"config", {{"name", "mixed_bfloat16"}}}})),
+                   "model.config.layers[1].config.dtype.class_name",
+                   "expected a Keras dtype policy", ""});
   json contradiction = with("model", model(policy));
   contradiction["precision"] = "fp32";
   cases.push_back({"contradiction", contradiction, "precision", "contradicts the model", ""});

@@ -46,6 +46,16 @@ TEST(PredictCli, ReplacesItsOutputWholeAndLeavesItOnFailure) {
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
   EXPECT_EQ(names, (std::set<std::string>{"p.csv", "run", "taken.csv"}));
   EXPECT_EQ(test::read_text(out), text);
+
+  // A folder that does not exist: a usage error before anything is computed; and the weights
+  // file itself is never the output.
+  r = run_command(cli() + " predict --weights " + weights + " -o " + (dir / "no" / "p.csv").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the folder " + (dir / "no").string() + " of "), std::string::npos) << r.err;
+  const std::string model = test::read_text(weights);
+  r = run_command(cli() + " predict --weights " + weights + " -o " + weights);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::read_text(weights), model);
 }
 
 }  // namespace

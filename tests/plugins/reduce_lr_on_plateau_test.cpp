@@ -93,6 +93,26 @@ TEST(ReduceLrOnPlateauPlugin, AnImprovementBeyondMinDeltaResetsTheWait) {
   EXPECT_EQ(lrs, (std::vector<double>{0.01, 0.01, 0.01, 0.01, 0.01, 0.01 * 0.1}));
 }
 
+// tf.keras 2 called min_delta epsilon: read as it, with a warning; both at once is an error.
+TEST(ReduceLrOnPlateauPlugin, Keras2EpsilonIsMinDelta) {
+  testing::internal::CaptureStderr();
+  const auto lrs =
+      lr_sequence({{"patience", 2}, {"epsilon", 0.01}}, {1.0, 0.995, 0.98, 0.975, 0.975, 0.975});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(lrs, (std::vector<double>{0.01, 0.01, 0.01, 0.01, 0.01, 0.01 * 0.1}));
+  EXPECT_NE(err.find("callbacks[0].options.epsilon: tf.keras 2's name; read as min_delta"),
+            std::string::npos)
+      << err;
+  PluginRun run;
+  try {
+    run.host.load("reduce_lr_on_plateau")
+        .create({{"epsilon", 0.01}, {"min_delta", 0.02}}, {Target::template_model, "callbacks[1]"});
+    ADD_FAILURE() << "epsilon and min_delta both accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "callbacks[1].options.epsilon");
+  }
+}
+
 TEST(ReduceLrOnPlateauPlugin, ModeMaxForAccuracy) {
   // auto on val_accuracy = max: 0.5, 0.4, 0.45 -> no improvement for 2 epochs -> reduce.
   const auto lrs = lr_sequence({{"monitor", "val_accuracy"}, {"patience", 2}, {"factor", 0.2}},

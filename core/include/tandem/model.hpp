@@ -54,6 +54,8 @@ class TANDEM_EXPORT Model {
   const Shape& output_shape() const { return packed_output_shape_; }
   /// The inputs (InputLayers, in input_layers order; a Sequential model's one input is named
   /// "") and outputs (the output layers, in output_layers order), each with its sample shape.
+  /// An output is named after its layer; where one layer gives several outputs (a shared layer's
+  /// calls), the later ones are named as Keras names them: name_1, name_2, ...
   std::size_t input_count() const { return inputs_.size(); }
   const std::string& input_name(std::size_t i) const { return inputs_[i].name; }
   const Shape& input_shape(std::size_t i) const { return inputs_[i].shape; }
@@ -259,6 +261,7 @@ class TANDEM_EXPORT Model {
   bool activity_grads_pending_ = false;
   // A layer's config as written back: its own, with its activity regularizer.
   nlohmann::json layer_config(std::size_t i) const;
+  std::vector<std::string> output_names_;  // per output, unique (output_name)
 };
 
 }  // namespace tandem

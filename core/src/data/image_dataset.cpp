@@ -88,6 +88,7 @@ void read_whole_file(const std::string& path, std::vector<std::uint8_t>& out) {
 // The first bytes of a file: enough to tell JPEG and PNG from anything else.
 std::vector<std::uint8_t> file_head(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<std::uint8_t> head(16);
   in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
   if (in.bad()) throw DataError(path + ": cannot read");
@@ -232,15 +233,29 @@ std::vector<ListEntry> read_json_list(const std::string& file) {
   return out;
 }
 
+// A list's classes, sorted: integer labels (class indices, as Keras takes them) by value, so that
+// 2 comes before 10; names as text.
+std::vector<std::string> classes_of_labels(const std::vector<ListEntry>& entries) {
+  std::set<std::string> labels;
+  for (const ListEntry& e : entries) labels.insert(e.label);
+  std::vector<std::string> names(labels.begin(), labels.end());
+  const auto integer = [](const std::string& t) {
+    return !t.empty() && t.size() < 19 && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (std::all_of(names.begin(), names.end(), integer))
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return std::make_pair(std::stoll(a), a) < std::make_pair(std::stoll(b), b);
+    });
+  return names;
+}
+
 Listing list_file(const ImagesSpec& spec) {
   const bool json = fs::path(spec.list).extension() == ".json";
   const std::vector<ListEntry> entries =
       json ? read_json_list(spec.list) : read_csv_list(spec.list);
   Listing l;
   if (spec.class_names.empty()) {
-    std::set<std::string> labels;
-    for (const ListEntry& e : entries) labels.insert(e.label);
-    l.class_names.assign(labels.begin(), labels.end());
+    l.class_names = classes_of_labels(entries);
   } else {
     l.class_names = spec.class_names;
   }

@@ -44,7 +44,8 @@ Precision effective_precision(const Model& model, Precision run, bool run_given)
                                        model.layer(i).name() + "' has the dtype policy '" +
                                        model.layer_dtype_policy(i) + "' (" +
                                        precision_name(*policy) +
-                                       "); drop the run's precision or the layers' policies");
+                                       "); drop the run's precision (--set precision=null) or the layers' "
+                                       "policies");
   }
   return *policy;
 }

@@ -33,6 +33,7 @@
 #include "nn/shaped_activation.hpp"
 #include "nn/reshape.hpp"
 #include "tandem/error.hpp"
+#include "util/warn_once.hpp"
 
 namespace tandem::nn {
 
@@ -141,6 +142,8 @@ std::unique_ptr<Layer> make_leaky_relu(ConfigObject& c, const std::string& name)
                       "give negative_slope (Keras 3) or alpha (Keras 2's name), not both");
   backend::ShapedActivation a;
   a.negative_slope = read_finite(c, c.has("alpha") ? "alpha" : "negative_slope", 0.3, true);
+  if (c.has("alpha"))
+    warn_once(c.path_of("alpha") + ": Keras 2's name; read as negative_slope, its name in Keras 3");
   c.ignore({"alpha", "negative_slope"});
   return std::make_unique<ShapedActivationLayer>(name, "LeakyReLU", a);
 }

@@ -149,10 +149,10 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
         throw ConfigError(cfg.path_of("delta"),
                           "expected a positive number, got " + cfg.at("delta").dump());
     }
-    if (info->axis)
-      if (const json* axis = cfg.find("axis"); axis && *axis != -1)
-        throw ConfigError(cfg.path_of("axis"), "only the last axis (-1) is supported, got " +
-                                                   axis->dump());
+    // Keras puts `axis` on some losses; on any, only the last axis is what Tandem computes.
+    if (const json* axis = cfg.find("axis"); axis && *axis != -1)
+      throw ConfigError(cfg.path_of("axis"), "only the last axis (-1) is supported, got " +
+                                                 axis->dump());
     if (desc.kind == LossKind::mse || desc.kind == LossKind::mae) cfg.ignore({"from_logits"});
     cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
     if (cfg.has("ignore_class"))

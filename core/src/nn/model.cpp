@@ -1,6 +1,7 @@
 #include "tandem/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <numeric>
@@ -45,6 +46,17 @@ void require_storable_layer_name(const std::string& name, const std::string& pat
                                 " (it names the layer's group in checkpoints)");
 }
 
+// A weight read from a file holds no NaN or Inf: such weights come from a run that diverged, and
+// training from them stops at once with a NaN loss that says nothing of the file.
+void require_finite_weight(const Tensor& w, const std::string& what) {
+  const float* v = w.data();
+  for (std::int64_t k = 0; k < w.size(); ++k)
+    if (!std::isfinite(v[k]))
+      throw DataError(what + " holds " + (std::isnan(v[k]) ? "NaN" : "Inf") + " (at value " +
+                      std::to_string(k) + " of " + std::to_string(w.size()) +
+                      "): the weights of a run that diverged; load a checkpoint from before");
+}
+
 // A layer's `dtype`: absent, null, or a Keras dtype policy — its name ("float32",
 // "mixed_bfloat16", "mixed_float16"), Keras 2's {"class_name": "Policy", "config": {"name": ...}}
 // or Keras 3's DTypePolicy object. Returns the entry as given for a mixed policy, else null.
@@ -52,12 +64,20 @@ json read_dtype_policy(ConfigObject& c) {
   const json* d = c.find("dtype");
   if (!d || d->is_null()) return json();
   std::string name;
-  if (d->is_string())
+  // Keras 2's Policy, Keras 3's DTypePolicy (FloatDTypePolicy before Keras 3.4).
+  static const std::set<std::string> policy_classes = {"Policy", "DTypePolicy",
+                                                       "FloatDTypePolicy"};
+  if (d->is_string()) {
     name = d->get<std::string>();
-  else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
-           (*d)["config"].contains("name") && (*d)["config"]["name"].is_string())
+  } else if (d->is_object() && d->contains("class_name") && (*d)["class_name"].is_string() &&
+             !policy_classes.count((*d)["class_name"].get<std::string>())) {
+    throw ConfigError(c.path_of("dtype") + ".class_name",
+                      "expected a Keras dtype policy (Policy, DTypePolicy or FloatDTypePolicy), "
+                      "got " + (*d)["class_name"].dump());
+  } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
+             (*d)["config"].contains("name") && (*d)["config"]["name"].is_string()) {
     name = (*d)["config"]["name"].get<std::string>();
-  else
+  } else
     throw ConfigError(c.path_of("dtype"), "expected a dtype policy name or a Keras policy "
                                           "object with config.name, got " + d->dump());
   return is_mixed(precision_of_policy(name, c.path_of("dtype"))) ? *d : json();
@@ -194,7 +214,12 @@ Shape read_input_layer(const json& config_json, const std::string& path) {
     throw ConfigError(lc.path(), "InputLayer needs batch_input_shape, batch_shape or shape");
   if (!is_integer_input_dtype(lc) && !read_dtype_policy(lc).is_null())
     throw ConfigError(lc.path_of("dtype"), "an InputLayer's dtype is its data's: float32");
-  lc.ignore({"name", "sparse", "ragged", "input_tensor", "optional"});
+  for (const char* kind : {"sparse", "ragged"})
+    if (lc.get_bool(kind, false))
+      throw ConfigError(lc.path_of(kind), std::string("Tandem feeds every input as a dense "
+                                                      "tensor; a ") +
+                                              kind + " input is not supported");
+  lc.ignore({"name", "input_tensor", "optional"});
   lc.finish();
   return *shape;
 }
@@ -432,6 +457,19 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     for (const Input& in : inputs_) total += shape_size(in.shape);
     packed_input_shape_ = {total};
   }
+  // Outputs are named after their layers; a layer's later outputs (a shared layer's calls) as
+  // tf.keras names them (Functional._set_output_names): name_1, name_2, ...
+  output_names_.clear();
+  std::map<std::string, int> next_suffix;
+  for (std::size_t k : output_calls_) {
+    const std::string& layer = layers_[calls_[k].layer]->name();
+    std::string name = layer;
+    while (std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end()) {
+      int& suffix = next_suffix.try_emplace(layer, 1).first->second;
+      name = layer + "_" + std::to_string(suffix++);
+    }
+    output_names_.push_back(name);
+  }
   packed_output_shape_ = call_shapes_[output_calls_[0]];
   if (output_calls_.size() > 1) {
     std::int64_t total = 0;
@@ -481,9 +519,7 @@ std::unique_ptr<Model> Model::clone() const {
   return copy;
 }
 
-const std::string& Model::output_name(std::size_t j) const {
-  return layers_[calls_[output_calls_[j]].layer]->name();
-}
+const std::string& Model::output_name(std::size_t j) const { return output_names_[j]; }
 
 void Model::run_calls(const Tensor& x, bool training, std::int64_t sample_offset) {
   start_forward(x);
@@ -1037,6 +1073,8 @@ std::string Model::load_weights(const CheckpointData& in, const std::string& sou
                         "' has shape " + shape_to_string(lw.weights[j].value.shape()) +
                         ", model expects " + shape_to_string(params[j]->value.shape()) + " for '" +
                         model_layers[i]->name() + "/" + params[j]->name + "'");
+      require_finite_weight(lw.weights[j].value, source + ": weight '" + lw.layer + "/" +
+                                                     lw.weights[j].name + "'");
     }
   }
   for (std::size_t i = 0; i < model_layers.size(); ++i) {

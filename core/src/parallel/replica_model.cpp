@@ -151,9 +151,17 @@ void ReplicaModel::check_precision(const DevicePlan& plan, const Model& model,
   // device needs the CPU backend's support.
   const bool has_cpu = std::any_of(plan.replicas.begin(), plan.replicas.end(),
                                    [](const DeviceSpec& d) { return d.kind == DeviceKind::cpu; });
+  // The layers' dtype policies choose the precision where they give one (nn/dtype_policy.hpp).
+  std::string policy_layer;
+  for (std::size_t i = 0; i < model.layer_count() && policy_layer.empty(); ++i)
+    if (!model.layer_dtype_policy(i).empty())
+      policy_layer = "layer '" + model.layer(i).name() + "' has the dtype policy '" +
+                     model.layer_dtype_policy(i) + "' (";
   for (Precision p : nn::layer_precisions(model, precision)) {
     if (!is_mixed(p) || !has_cpu) continue;
     const std::string why = backend::cpu_precision_unavailable(p);
+    if (!why.empty() && !policy_layer.empty())
+      throw ConfigError("model", policy_layer + precision_name(p) + "): " + why);
     if (!why.empty()) throw ConfigError("precision", precision_name(p) + ": " + why);
     warn_once(backend::cpu_precision_warning(p));  // checked by `tandem check` and the run
   }

@@ -80,6 +80,25 @@ Built build_model(const RunConfig& rc) {
   return b;
 }
 
+// Labels are class indices: data whose classes are named (image folders, CSV categories) must
+// name the training data's classes in the same order, else a label would mean another class
+// (a validation folder without one of the training classes' sub-folders shifted the others).
+void require_the_training_classes(const std::shared_ptr<Dataset>& train,
+                                  const std::shared_ptr<Dataset>& other, const std::string& where) {
+  if (!train || !other) return;
+  const std::vector<std::string> mine = other->class_names(), theirs = train->class_names();
+  if (mine.empty() || theirs.empty() || mine == theirs) return;
+  const auto text = [](const std::vector<std::string>& names) {
+    std::string t;
+    for (const std::string& n : names) t += (t.empty() ? "" : ", ") + n;
+    return "[" + t + "]";
+  };
+  throw ConfigError(where, "its classes " + text(mine) + " are not the training data's " +
+                               text(theirs) + ": a label would mean another class; give both "
+                               "the same classes (an empty sub-folder for a class it lacks, or "
+                               "class_names)");
+}
+
 Datasets open_datasets(const RunConfig& rc, bool need_train) {
   Datasets d;
   const std::string base = rc.base_dir.string();
@@ -88,6 +107,8 @@ Datasets open_datasets(const RunConfig& rc, bool need_train) {
   if (!rc.data.validation.is_null())
     d.validation = make_dataset(rc.data.validation, "data.validation", base);
   if (!rc.data.test.is_null()) d.test = make_dataset(rc.data.test, "data.test", base);
+  require_the_training_classes(d.train, d.validation, "data.validation");
+  require_the_training_classes(d.train, d.test, "data.test");
   if (rc.data.validation_split > 0) {
     // Keras: the validation samples are the last fraction, taken before any shuffling.
     const std::int64_t n = d.train->size();
@@ -436,6 +457,9 @@ TrainResult run_training(const TrainRequest& request) {
   result.run_dir = run_dir;
   if (writer) {
     std::error_code ec;
+    if (std::filesystem::exists(result.run_dir, ec) &&
+        !std::filesystem::is_directory(result.run_dir, ec))
+      throw ConfigError("--run-dir", result.run_dir.string() + " is a file, not a folder");
     std::filesystem::create_directories(result.run_dir, ec);
     if (ec)
       throw RunError("cannot create the run folder " + result.run_dir.string() + ": " +
@@ -475,7 +499,9 @@ TrainResult run_training(const TrainRequest& request) {
                   {"validation_samples", data.validation ? data.validation->size() : 0},
                   {"parameters", b.model->count_params()},
                   {"placement", placement_json(placed)}};
-  if (request.resume) started["resumed_from"] = request.resume->string();
+  if (request.resume)
+    started["resumed_from"] =
+        std::filesystem::absolute(*request.resume).lexically_normal().string();
   trainer.publish("run_started", started);
   if (writer) {
     spdlog::info("run folder: {}", result.run_dir.string());
@@ -507,8 +533,11 @@ TrainResult run_training(const TrainRequest& request) {
     write_checkpoint_file(result.checkpoint, ckpt);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // 1-based, as every event's: the epoch the run stopped in (an interrupt mid-epoch), else
+    // the last one it finished.
+    const TrainingState& at = trainer.state();
     trainer.publish("checkpoint_saved", {{"path", result.checkpoint.string()},
-                                         {"epoch", trainer.state().epoch},
+                                         {"epoch", at.batch > 0 ? at.epoch + 1 : at.epoch},
                                          {"step", trainer.state().step},
                                          {"monitor", nullptr},
                                          {"value", nullptr},

@@ -49,6 +49,29 @@ json load_json_file(const std::filesystem::path& path) {
   }
 }
 
+namespace {
+
+// Every string of the resolved config is UTF-8: it is written as JSON (the run folder's
+// config.json, every checkpoint). A path made absolute from a folder whose name is not UTF-8 is
+// the way one gets in (a config file's own text is checked when it is read).
+void require_utf8_strings(const json& node, const std::string& path) {
+  if (node.is_string()) {
+    const std::string& text = node.get_ref<const std::string&>();
+    if (const std::size_t bad = invalid_utf8_at(text); bad != std::string::npos)
+      throw ConfigError(path, json(text).dump(-1, ' ', false, json::error_handler_t::replace) +
+                                  " is not valid UTF-8 (byte " + std::to_string(bad) +
+                                  "), and a run config is kept as JSON text: rename the folder "
+                                  "or file, or give a path that is UTF-8");
+  } else if (node.is_object()) {
+    for (const auto& [key, value] : node.items()) require_utf8_strings(value, json_path_join(path, key));
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      require_utf8_strings(node[i], path + "[" + std::to_string(i) + "]");
+  }
+}
+
+}  // namespace
+
 void apply_override(json& config, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -301,6 +324,7 @@ RunConfig parse_run_config(const json& config, const std::filesystem::path& base
   if (rc.data.mix.kind != MixOptions::Kind::none)
     rc.resolved["data"][rc.data.mix.kind == MixOptions::Kind::mixup ? "mixup" : "cutmix"] = {
         {"alpha", rc.data.mix.alpha}, {"probability", rc.data.mix.probability}};
+  require_utf8_strings(rc.resolved, "");
   return rc;
 }
 

@@ -33,6 +33,22 @@ Logs logs_from_json(const json& j) {
   return logs;
 }
 
+// Keras' training_config attribute, what compile() was given, from the run config: Keras'
+// load_model compiles the model from it, and `tandem import` reads it back. Null without a run
+// config (a trainer driven from code).
+json training_config_of(const json& run_config, const Optimizer& optimizer) {
+  if (!run_config.is_object() || !run_config.contains("loss")) return json();
+  const auto value = [&](const char* key, const json& fallback) {
+    return run_config.contains(key) ? run_config.at(key) : fallback;
+  };
+  return {{"loss", run_config.at("loss")},
+          {"metrics", value("metrics", json::array())},
+          {"weighted_metrics", value("weighted_metrics", json())},
+          {"loss_weights", value("loss_weights", json())},
+          {"optimizer_config",
+           {{"class_name", optimizer.keras_class_name()}, {"config", optimizer.keras_config()}}}};
+}
+
 }  // namespace
 
 CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
@@ -75,6 +91,7 @@ CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
   if (const LossScale* scale = optimizer.loss_scale())
     t.state["optimizer"]["loss_scale"] = scale->state();
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
+  data.training_config = training_config_of(run_config_, optimizer);
   if (!class_names_.empty()) t.state["class_names"] = class_names_;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
   const auto params = model.trainable_parameters();

@@ -4,6 +4,8 @@
 // and every kind of bad file and bad spec ending as an error that names it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -210,6 +212,37 @@ TEST(ImageDataset, ClassFoldersGiveSortedClassesAndEachLabelMode) {
   EXPECT_NE(msg.find("label_mode \"binary\" needs exactly 2 classes, there are 3"),
             std::string::npos)
       << msg;
+}
+
+// Integer labels in a list are class indices, as Keras takes them: the classes sorted by value
+// (they used to sort as text, so label 2 trained as class 4 of 0, 1, 10, 11, 2, ...).
+TEST(ImageDataset, IntegerLabelsOfAListSortByValue) {
+  const fs::path dir = test::scratch_dir("images-int-labels");
+  python(dir,
+         "labels = [0, 1, 2, 10, 11, 2]\n"
+         "for i, l in enumerate(labels):\n"
+         "  Image.fromarray(np.full((2, 2), i, np.uint8), 'L').save('%d.png' % i)\n"
+         "json.dump([['%d.png' % i, l] for i, l in enumerate(labels)], open('list.json', 'w'))\n");
+  const json spec = {{"type", "images"},      {"path", "."},
+                     {"list", "list.json"},   {"image_size", {2, 2}},
+                     {"color_mode", "grayscale"}, {"shuffle", false}};
+  auto d = open(spec, dir);
+  EXPECT_EQ(d->class_names(), (std::vector<std::string>{"0", "1", "2", "10", "11"}));
+  EXPECT_EQ(read_all(*d).y, (std::vector<float>{0, 1, 2, 3, 4, 2}));
+}
+
+// An image that cannot be opened says so (it was called "an empty file").
+TEST(ImageDataset, AFileThatCannotBeOpenedSaysSo) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root opens every file";
+  const fs::path dir = test::scratch_dir("images-unreadable");
+  python(dir,
+         "os.makedirs('c/a')\n"
+         "Image.fromarray(np.zeros((2, 2), np.uint8), 'L').save('c/a/x.png')\n"
+         "os.chmod('c/a/x.png', 0)\n");
+  const std::string msg = data_error_of([&] {
+    open({{"type", "images"}, {"path", "c"}, {"image_size", {2, 2}}}, dir);
+  });
+  EXPECT_NE(msg.find("x.png: cannot open (Permission denied)"), std::string::npos) << msg;
 }
 
 // The files' order is a seeded shuffle: the same for a seed, another for another seed, and the

@@ -3,11 +3,13 @@
 // both Keras forms read the same, and what Tandem cannot run is refused at its JSON path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gradient_check.hpp"
 #include "nn/elementwise_merge.hpp"
 #include "tandem/error.hpp"
+#include "nn/objective.hpp"
 #include "tandem/model.hpp"
 
 namespace tandem {
@@ -233,6 +235,24 @@ std::vector<double> shared_reference(Model& m, const std::vector<double>& x, std
     }
   }
   return y;
+}
+
+// Both calls of a shared layer as outputs: named as tf.keras names them (d, d_1), so that each
+// has its own loss and logs (one used to hide the other's: both were 'd').
+TEST(FunctionalModel, TheOutputsOfOneLayerAreNamedAsKerasNamesThem) {
+  json config = shared_model();
+  config["config"]["output_layers"] = json::parse(R"([["d", 0, 0], ["d", 1, 0], ["out", 0, 0]])");
+  auto m = Model::from_config(config, "model", 7);
+  ASSERT_EQ(m->output_count(), 3u);
+  EXPECT_EQ(m->output_name(0), "d");
+  EXPECT_EQ(m->output_name(1), "d_1");
+  EXPECT_EQ(m->output_name(2), "out");
+  const Objective objective =
+      make_objective(json::parse(R"({"d": "mse", "d_1": "mae", "out": "mse"})"), json(),
+                     json::array(), *m);
+  const std::vector<std::string> names = objective.metric_names();
+  for (const char* loss : {"d_loss", "d_1_loss", "out_loss"})
+    EXPECT_NE(std::find(names.begin(), names.end(), loss), names.end()) << loss;
 }
 
 TEST(FunctionalModel, ASharedLayerHasOneSetOfWeightsAndSumsItsCallsGradients) {

@@ -189,6 +189,17 @@ TEST(Losses, ConfigErrorsNameThePath) {
                 "loss"),
       ConfigError);
   EXPECT_THROW(make_loss(42, "loss"), ConfigError);
+  // An axis other than the last is refused on every loss (it was ignored where Keras' class has
+  // no axis of its own, as SparseCategoricalCrossentropy).
+  for (const char* cls : {"SparseCategoricalCrossentropy", "CategoricalCrossentropy"}) {
+    try {
+      make_loss(json{{"class_name", cls}, {"config", {{"axis", 1}}}}, "loss");
+      ADD_FAILURE() << cls;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("'loss.config.axis'"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(make_loss(json{{"class_name", cls}, {"config", {{"axis", -1}}}}, "loss"));
+  }
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "train/run_config.hpp"
@@ -137,6 +140,18 @@ TEST(Model, AnInputLayerOfIntegersIsReadAsFloat32) {
                                      layer("Dense", {{"units", 2}})}))
                 .find("'model.config.layers[0].config.dtype'"),
             std::string::npos);
+  for (const char* kind : {"sparse", "ragged"}) {
+    EXPECT_NE(config_error(sequential({layer("InputLayer", {{"batch_shape", {nullptr, 5}},
+                                                            {kind, true}}),
+                                       layer("Dense", {{"units", 2}})}))
+                  .find(std::string("'model.config.layers[0].config.") + kind + "'"),
+              std::string::npos)
+        << kind;
+    EXPECT_NO_THROW(Model::from_config(
+        sequential({layer("InputLayer", {{"batch_shape", {nullptr, 5}}, {kind, false}}),
+                    layer("Dense", {{"units", 2}})}),
+        "model", 0));
+  }
 }
 
 // A layer's name is its group in checkpoints: one no HDF5 file can hold is refused before
@@ -254,6 +269,28 @@ TEST(Model, WeightsRoundTripAndMismatchesAreNamed) {
     EXPECT_NE(std::string(e.what()).find("ckpt.h5: weight 'dense/kernel' has shape (4, 3)"),
               std::string::npos)
         << e.what();
+  }
+
+  // Weights of a run that diverged: refused, naming the weight, and nothing is loaded.
+  const float before = b->parameters()[3]->value[0];
+  for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    CheckpointData diverged = data;
+    diverged.layers[2].weights[1].value = diverged.layers[2].weights[1].value.clone();
+    diverged.layers[2].weights[1].value[1] = bad;
+    diverged.layers[1].weights[0].value = diverged.layers[1].weights[0].value.clone();
+    diverged.layers[1].weights[0].value[0] = 7.0f;  // valid, and not loaded either
+    try {
+      b->load_weights(diverged, "nan.h5");
+      ADD_FAILURE() << "loaded " << bad;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("nan.h5: weight 'dense_1/bias' holds " +
+                                           std::string(std::isnan(bad) ? "NaN" : "Inf") +
+                                           " (at value 1 of 2)"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_NE(b->parameters()[0]->value[0], 7.0f);
+    EXPECT_EQ(b->parameters()[3]->value[0], before);
   }
 }
 
