@@ -414,6 +414,7 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
         {"save_top_k",
          {{"type", "integer"},
           {"minimum", -1},
+          {"maximum", 2147483647},  // read as an int
           {"default", -1},
           {"description",
            "-1: keep every checkpoint; 0: none (only last.h5 with save_last); k: the k best "
@@ -425,11 +426,13 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
         {"every_n_epochs",
          {{"type", "integer"},
           {"minimum", 1},
+          {"maximum", 2147483647},  // read as an int
           {"default", 1},
           {"description", "With save_freq \"epoch\": save every n-th epoch"}}},
         {"period",
          {{"type", json::array({"integer", "null"})},
           {"minimum", 1},
+          {"maximum", 2147483647},  // read as an int
           {"default", nullptr},
           {"description",
            "Keras 2's name for every_n_epochs, read as it (with a warning); null = not given"}}},

@@ -226,6 +226,7 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
         {"patience",
          {{"type", "integer"},
           {"minimum", 0},
+          {"maximum", 2147483647},  // read as an int
           {"default", 0},
           {"description", "epochs without improvement after which training stops"}}},
         {"verbose",
@@ -249,6 +250,7 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
         {"start_from_epoch",
          {{"type", "integer"},
           {"minimum", 0},
+          {"maximum", 2147483647},  // read as an int
           {"default", 0},
           {"description", "epochs (0-based) before this one are not monitored (warm-up)"}}},
         {"check_finite",

@@ -108,6 +108,7 @@ class EpochLoggerPlugin : public tandem::CallbackPlugin {
                {"every",
                 {{"type", "integer"},
                  {"minimum", 1},
+                 {"maximum", 2147483647},  // read as an int
                  {"default", 1},
                  {"description", "write a line every N epochs"}}},
                {"append",

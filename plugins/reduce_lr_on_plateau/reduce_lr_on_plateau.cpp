@@ -118,6 +118,7 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
                   {"patience",
                    {{"type", "integer"},
                     {"minimum", 0},
+                    {"maximum", 2147483647},  // read as an int
                     {"default", 10},
                     {"description", "epochs without improvement before the rate is reduced"}}},
                   {"verbose",
@@ -147,6 +148,7 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
                   {"cooldown",
                    {{"type", "integer"},
                     {"minimum", 0},
+                    {"maximum", 2147483647},  // read as an int
                     {"default", 0},
                     {"description", "epochs to wait after a reduction before counting again"}}},
                   {"min_lr",

@@ -108,8 +108,10 @@ class TANDEM_EXPORT CallbackBus {
   void event(CallbackContext& c, const std::string& name, const nlohmann::json& fields);
 
  private:
+  // Calls f on every callback in order; the first failure stops there and is thrown as a
+  // RunError naming the callback, or with `reach_every_callback` is thrown after the others ran.
   template <class F>
-  void each(CallbackContext& c, const char* hook, F&& f);
+  void each(CallbackContext& c, const char* hook, F&& f, bool reach_every_callback = false);
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::vector<Target> targets_;
 };

@@ -20,9 +20,10 @@ bool has_type(const json& value, const std::string& type) {
   if (type == "object") return value.is_object();
   if (type == "array") return value.is_array();
   if (type == "string") return value.is_string();
-  if (type == "integer")
+  if (type == "integer")  // a whole number a plugin can read as std::int64_t
     return value.is_number_integer() ||
-           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>());
+           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>() &&
+            std::abs(value.get<double>()) < 0x1p63);
   if (type == "number") return value.is_number();
   if (type == "boolean") return value.is_boolean();
   if (type == "null") return value.is_null();
@@ -155,6 +156,10 @@ json validate(const json& schema, const json& value, const std::string& path) {
     });
     if (characters < schema["minLength"].get<std::int64_t>()) fail();
   }
+  // 2.0 is an integer in JSON Schema: handed on as one, so that get<std::int64_t>() reads it.
+  if (value.is_number_float() && std::find(types.begin(), types.end(), "integer") != types.end() &&
+      std::find(types.begin(), types.end(), "number") == types.end())
+    return static_cast<std::int64_t>(value.get<double>());
   if (value.is_array() && schema.contains("items")) {
     json out = json::array();
     for (std::size_t i = 0; i < value.size(); ++i)
@@ -183,9 +188,11 @@ json validate(const json& schema, const json& value, const std::string& path) {
     for (const auto& r : schema.value("required", json::array()))
       if (!value.contains(r.get<std::string>()))
         throw Violation{json_path_join(path, r.get<std::string>()), "required option is missing"};
+    // A missing option takes its default, with the defaults inside it filled in too.
     for (auto p = props.begin(); p != props.end(); ++p)
       if (!out.contains(p.key()) && p.value().contains("default"))
-        out[p.key()] = p.value()["default"];
+        out[p.key()] =
+            validate(p.value(), p.value()["default"], json_path_join(path, p.key()));
     return out;
   }
   return value;
@@ -291,6 +298,17 @@ void check_schema(const json& schema, const std::string& where) {
   if (schema.contains("items")) check_schema(schema["items"], where + ".items");
   if (schema.contains("additionalProperties") && schema["additionalProperties"].is_object())
     check_schema(schema["additionalProperties"], where + ".additionalProperties");
+  // A default must be a value the schema accepts: create() is promised well-typed options.
+  if (schema.contains("default")) {
+    try {
+      validate(schema, schema["default"], "");
+    } catch (const Violation& v) {
+      throw ConfigError(where + ".default", "the default " + json_text(schema["default"]) +
+                                                " does not fit the schema" +
+                                                (v.path.empty() ? "" : " at " + v.path) + ": " +
+                                                v.what);
+    }
+  }
 }
 
 }  // namespace tandem

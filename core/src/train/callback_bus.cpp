@@ -1,5 +1,7 @@
 #include "tandem/callback.hpp"
 
+#include <optional>
+
 #include "tandem/error.hpp"
 
 namespace tandem {
@@ -8,22 +10,36 @@ void CallbackContext::restore(const CheckpointData&, const std::string& source) 
   throw RunError(source + ": this callback context cannot restore a checkpoint");
 }
 
+namespace {
+
+// The RunError for `name`'s failure in `hook`, from inside the catch.
+RunError failure_of(const std::string& name, const char* hook) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return RunError("callback '" + name + "' failed in " + hook + ": " + e.what());
+  } catch (...) {
+    return RunError("callback '" + name + "' failed in " + hook +
+                    ": it threw something that is not a std::exception");
+  }
+}
+
+}  // namespace
+
 template <class F>
-void CallbackBus::each(CallbackContext& c, const char* hook, F&& f) {
+void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_every_callback) {
+  std::optional<RunError> first;
   for (std::size_t i = 0; i < callbacks_.size(); ++i) {
     const auto& cb = callbacks_[i];
     try {
       c.select_target(targets_[i]);
       f(*cb);
-    } catch (const Error& e) {
-      throw RunError("callback '" + cb->name() + "' failed in " + hook + ": " + e.what());
-    } catch (const std::exception& e) {
-      throw RunError("callback '" + cb->name() + "' failed in " + hook + ": " + e.what());
     } catch (...) {
-      throw RunError("callback '" + cb->name() + "' failed in " + hook +
-                     ": it threw something that is not a std::exception");
+      if (!reach_every_callback) throw failure_of(cb->name(), hook);
+      if (!first) first = failure_of(cb->name(), hook);
     }
   }
+  if (first) throw *first;
 }
 
 // clang-format off
@@ -41,7 +57,8 @@ void CallbackBus::predict_begin(CallbackContext& c, const Logs& l) { each(c, "on
 void CallbackBus::predict_end(CallbackContext& c, const Logs& l) { each(c, "on_predict_end", [&](Callback& cb) { cb.on_predict_end(c, l); }); }
 void CallbackBus::predict_batch_begin(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_begin", [&](Callback& cb) { cb.on_predict_batch_begin(c, b, l); }); }
 void CallbackBus::predict_batch_end(CallbackContext& c, std::int64_t b, const Logs& l) { each(c, "on_predict_batch_end", [&](Callback& cb) { cb.on_predict_batch_end(c, b, l); }); }
-void CallbackBus::event(CallbackContext& c, const std::string& name, const nlohmann::json& fields) { each(c, "on_event", [&](Callback& cb) { cb.on_event(c, name, fields); }); }
+// An event reaches every callback, also after one failed: the stream writer records it.
+void CallbackBus::event(CallbackContext& c, const std::string& name, const nlohmann::json& fields) { each(c, "on_event", [&](Callback& cb) { cb.on_event(c, name, fields); }, true); }
 // clang-format on
 
 }  // namespace tandem

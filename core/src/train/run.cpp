@@ -502,7 +502,6 @@ TrainResult run_training(const TrainRequest& request) {
   if (request.resume)
     started["resumed_from"] =
         std::filesystem::absolute(*request.resume).lexically_normal().string();
-  trainer.publish("run_started", started);
   if (writer) {
     spdlog::info("run folder: {}", result.run_dir.string());
     spdlog::info("training on {}; validating on {}", data.train->describe(),
@@ -513,6 +512,8 @@ TrainResult run_training(const TrainRequest& request) {
   }
 
   try {
+    // Inside: a callback failing on it ends the run with run_failed after it in the stream.
+    trainer.publish("run_started", started);
     result.history =
         trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
     result.interrupted = trainer.interrupted();

@@ -108,6 +108,34 @@ TEST(OptionsSchema, ValidOptionsComeBackWithTheDefaults) {
   EXPECT_TRUE(option_problems(test_schema(), {{"name", "x"}, {"count", 4.0}}).empty());
 }
 
+// Found by an audit of the plugin SDK: create() is promised options of the declared types.
+TEST(OptionsSchema, IntegersComeAsIntegersDefaultsFitAndNestedDefaultsAreFilled) {
+  // 4.0 is an integer (JSON Schema) and comes back as one; 1e19 is beyond std::int64_t.
+  const json out = validate_options(test_schema(), {{"name", "x"}, {"count", 4.0}}, "options");
+  EXPECT_TRUE(out["count"].is_number_integer()) << out.dump();
+  EXPECT_EQ(out["count"].get<std::int64_t>(), 4);
+  EXPECT_NE(error_of({{"name", "x"}, {"count", 1e19}}).find("callbacks[0].options.count |"),
+            std::string::npos);
+  // A default inside an object option that takes its own default is filled in too.
+  const json nested = json::parse(R"({"type": "object", "properties": {"sub": {"type": "object",
+      "properties": {"k": {"type": "integer", "default": 7}}, "default": {}}}})");
+  EXPECT_EQ(validate_options(nested, json::object(), "options"),
+            json::parse(R"({"sub": {"k": 7}})"));
+  // A default the schema refuses is the plugin's error, found when it loads.
+  try {
+    check_schema(json::parse(R"({"type": "object", "properties": {"n": {"type": "integer",
+        "default": "abc"}}})"),
+                 "options schema");
+    ADD_FAILURE() << "a default of the wrong type accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "options schema.properties.n.default");
+    EXPECT_NE(std::string(e.what()).find("the default \"abc\" does not fit the schema"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(check_schema(test_schema(), "options schema"));
+}
+
 TEST(OptionsSchema, ProblemsListEveryBadOptionOnceThenTheMissingOnes) {
   EXPECT_EQ(problems_of(test_schema(), {{"count", "abc"},
                                         {"rate", 0},

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "tandem/error.hpp"
 #include "test_support.hpp"
@@ -101,6 +102,42 @@ class Recorder : public Callback {
   void on_test_begin(CallbackContext&, const Logs&) override { calls.push_back("test_begin"); }
   void on_test_end(CallbackContext&, const Logs&) override { calls.push_back("test_end"); }
 };
+
+// An event reaches every callback even when one before it fails (the stream writer records it;
+// a plugin failing on run_started used to leave the stream empty), and the failure still ends
+// the call, naming the callback that failed.
+TEST(Trainer, AnEventReachesEveryCallbackAndTheFirstFailureIsThrownAfter) {
+  struct OnEvent : Callback {
+    OnEvent(std::string n, bool fail) : name_(std::move(n)), fail_(fail) {}
+    std::string name() const override { return name_; }
+    void on_event(CallbackContext&, const std::string& event, const nlohmann::json&) override {
+      seen.push_back(event);
+      if (fail_) throw std::runtime_error("no " + event);
+    }
+    std::string name_;
+    bool fail_;
+    std::vector<std::string> seen;
+  };
+  Harness s;
+  auto first = std::make_shared<OnEvent>("first", true);
+  auto second = std::make_shared<OnEvent>("second", true);
+  auto writer = std::make_shared<OnEvent>("writer", false);
+  CallbackBus bus;
+  bus.add(first);
+  bus.add(second);
+  bus.add(writer);
+  s.trainer.set_callbacks(std::move(bus));
+  try {
+    s.trainer.publish("run_started", nlohmann::json::object());
+    ADD_FAILURE() << "no error";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("callback 'first' failed in on_event: no run_started"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(second->seen, std::vector<std::string>{"run_started"});
+  EXPECT_EQ(writer->seen, std::vector<std::string>{"run_started"});
+}
 
 TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
   Harness s;
