@@ -17,7 +17,7 @@ EngineRun::EngineRun(QObject* parent) : QObject(parent) {
   connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
     if (e != QProcess::FailedToStart) return;
     error_ = QString("cannot start %1: %2").arg(program_, process_.errorString());
-    history_.mark_ended_abnormally(error_);
+    history_.mark_failed(error_);
     Q_EMIT ended(-1, true, error_);
   });
   escalate_.setSingleShot(true);
@@ -155,7 +155,7 @@ void EngineRun::on_finished(int exit_code, QProcess::ExitStatus status) {
         break;
       }
     if (last.isEmpty() && !stderr_tail_.isEmpty()) last = stderr_tail_.back().trimmed();
-    history_.mark_ended_abnormally(last.isEmpty() ? summary : summary + ": " + last);
+    history_.mark_failed(last.isEmpty() ? summary : summary + ": " + last);
   }
   Q_EMIT ended(exit_code_.value_or(-1), crashed, summary);
 }

@@ -243,6 +243,7 @@ bool MainWindow::start_run(TrainLaunch launch) {
     // timeline replaces what came after the checkpoint) and its log goes on.
     const EventFile so_far = read_event_file(QDir(launch.run_dir).filePath("events.jsonl"));
     if (so_far.error.isEmpty()) engine->history()->apply_all(so_far.events);
+    log_->show_failure({});  // an earlier part's failure is not this engine's
     log_->append_line("tandem-gui: resuming from " + launch.resume);
   }
   connect(engine.get(), &EngineRun::log_line, log_, &LogPanel::append_line);
@@ -294,6 +295,7 @@ std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFi
   }
   auto run = std::make_unique<RunHistory>();
   run->apply_all(file->events);
+  run->relocate(run_dir);
   return run;
 }
 

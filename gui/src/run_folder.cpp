@@ -89,9 +89,14 @@ RunFolderSummary summarize_run_folder(const QString& path) {
 QList<RunFolderSummary> scan_workspace(const QString& workspace) {
   QList<RunFolderSummary> runs;
   const QDir dir(workspace);
-  for (const QFileInfo& entry : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot))
-    if (QFileInfo::exists(QDir(entry.absoluteFilePath()).filePath("events.jsonl")))
+  // A run folder holds the stream, or at least the config the engine writes before it (a run
+  // that failed or was killed before its first event: listed as "no events").
+  for (const QFileInfo& entry : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    const QDir folder(entry.absoluteFilePath());
+    if (QFileInfo::exists(folder.filePath("events.jsonl")) ||
+        QFileInfo::exists(folder.filePath("config.json")))
       runs.push_back(summarize_run_folder(entry.absoluteFilePath()));
+  }
   std::sort(runs.begin(), runs.end(), [](const RunFolderSummary& a, const RunFolderSummary& b) {
     return a.started != b.started ? a.started > b.started : a.path > b.path;
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QDir>
 #include <QJsonArray>
 #include <QLocale>
 
@@ -154,6 +155,24 @@ void RunHistory::mark_ended_abnormally(const QString& reason) {
     return;
   status_ = Status::failed;
   error_ = reason;
+  ++revision_;
+  Q_EMIT updated();
+}
+
+void RunHistory::mark_failed(const QString& reason) {
+  status_ = Status::failed;
+  error_ = reason;
+  ++revision_;
+  Q_EMIT updated();
+}
+
+void RunHistory::relocate(const QString& folder) {
+  const QString from = QDir::cleanPath(run_dir_);
+  const QString to = QDir::cleanPath(QDir(folder).absolutePath());
+  if (from.isEmpty() || from == to) return;
+  for (CheckpointRecord& c : checkpoints_)
+    if (c.path.startsWith(from + "/")) c.path = to + c.path.mid(from.size());
+  run_dir_ = to;
   ++revision_;
   Q_EMIT updated();
 }

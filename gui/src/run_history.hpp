@@ -56,6 +56,14 @@ class RunHistory : public QObject {
   /// The engine process ended without a run_finished / run_failed event (it crashed or was
   /// killed): the run becomes failed with `reason`.
   void mark_ended_abnormally(const QString& reason);
+  /// This history's engine process failed (a non-zero exit that is no signal's stop): the run
+  /// is failed with `reason`, whatever the stream said before — a resumed run starts from the
+  /// stream of its earlier part, which may have finished.
+  void mark_failed(const QString& reason);
+  /// The stream was read from `folder`, which may not be the folder it names (a copied or moved
+  /// run): the run folder and the checkpoints inside it become `folder`'s, so that no action on
+  /// this run reaches another run's files.
+  void relocate(const QString& folder);
 
   QString name() const { return name_; }
   QString run_dir() const { return run_dir_; }

@@ -177,8 +177,8 @@ class LaunchPanelTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel.validation_text().contains("patience"), 30000);
     QCOMPARE(patience_in_config(), 5);
     QCOMPARE(panel.options_form()->field_problem("patience"),
-             QString("patience: expected an integer >= 0, got -3"));
-    QVERIFY2(panel.validation_text().contains("expected an integer >= 0, got -3"),
+             QString("patience: expected an integer >= 0 and <= 2147483647, got -3"));
+    QVERIFY2(panel.validation_text().contains("expected an integer >= 0 and <= 2147483647, got -3"),
              qPrintable(panel.validation_text()));
     QSignalSpy started(&panel, &LaunchPanel::start_requested);
     QSignalSpy message(&panel, &LaunchPanel::message);

@@ -56,9 +56,11 @@ class RunFolderTest : public QObject {
                                QFileDevice::FileModificationTime));
     killed.close();
     write(ws + "/not-a-run/notes.txt", "hello");
+    // The engine wrote its config, then ended before its first event: a run, with no events.
+    write(ws + "/no-stream/config.json", "{}");
 
     const QList<RunFolderSummary> runs = scan_workspace(ws);
-    QCOMPARE(runs.size(), 4);  // not-a-run has no events.jsonl
+    QCOMPARE(runs.size(), 5);  // not-a-run has neither events.jsonl nor config.json
     QMap<QString, RunFolderSummary> by_folder;
     for (const auto& r : runs) by_folder[QFileInfo(r.path).fileName()] = r;
     QCOMPARE(by_folder["finished"].status, QString("finished"));
@@ -70,6 +72,7 @@ class RunFolderTest : public QObject {
     QCOMPARE(by_folder["failed"].status, QString("failed"));
     QCOMPARE(by_folder["failed"].error, QString("the loss became NaN"));
     QCOMPARE(by_folder["killed"].status, QString("incomplete"));
+    QCOMPARE(by_folder["no-stream"].status, QString("no events"));
   }
 
   void a_stream_being_written_is_running() {

@@ -184,6 +184,34 @@ class RunHistoryTest : public QObject {
     stopped.apply(
         make_event(R"({"schema":1,"event":"run_finished","time":"t","interrupted":true})"));
     QCOMPARE(stopped.status_text(), QString("stopped: interrupted by a signal"));
+
+    // A resume that fails starts from the stream of a finished run: the engine's failure still
+    // makes it failed, with this engine's error (it used to stay "finished").
+    RunHistory resumed;
+    resumed.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"x"})"));
+    resumed.apply(make_event(R"({"schema":1,"event":"run_finished","time":"t"})"));
+    resumed.mark_ended_abnormally("ignored: the stream says it finished");
+    QCOMPARE(resumed.status(), RunHistory::Status::finished);
+    resumed.mark_failed("nothing is left to train");
+    QCOMPARE(resumed.status(), RunHistory::Status::failed);
+    QCOMPARE(resumed.error(), QString("nothing is left to train"));
+  }
+
+  // A run folder copied or moved elsewhere: its checkpoints are the ones inside it, not the
+  // paths the stream recorded in the original folder.
+  void a_relocated_run_points_at_its_own_checkpoints() {
+    RunHistory run;
+    run.apply_all({
+        make_event(R"({"event": "run_started", "run_dir": "/old/run", "config": {"epochs": 1}})"),
+        make_event(R"({"event": "checkpoint_saved", "path": "/old/run/checkpoints/e1.h5",
+                       "epoch": 1, "step": 3})"),
+        make_event(R"({"event": "checkpoint_saved", "path": "/elsewhere/e1.h5", "epoch": 1,
+                       "step": 3})"),
+    });
+    run.relocate("/new/copy");
+    QCOMPARE(run.run_dir(), QString("/new/copy"));
+    QCOMPARE(run.checkpoints()[0].path, QString("/new/copy/checkpoints/e1.h5"));
+    QCOMPARE(run.checkpoints()[1].path, QString("/elsewhere/e1.h5"));  // not inside the run
   }
 
   void device_stats_give_utilisation_per_device() {

@@ -271,7 +271,7 @@ TEST(PluginHost, BadOptionsOfRealPluginsNameTheirJsonPath) {
   EXPECT_THAT(
       option_error("epoch_logger", {{"every", 0}}, 1),
       HasSubstr("callbacks[1].options.every | config error at 'callbacks[1].options.every': "
-                "expected an integer >= 1, got 0"));
+                "expected an integer >= 1 and <= 2147483647, got 0"));
   EXPECT_THAT(option_error("epoch_logger", {{"precision", 40}}, 1),
               HasSubstr("callbacks[1].options.precision | "));
   EXPECT_THAT(option_error("progress", {{"verbose", 3}}, 2),
