@@ -403,7 +403,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
                   << " parameters, devices " << summary["devices"]["plan"].get<std::string>()
                   << " in " << summary["precision"].get<std::string>() << ", batch "
                   << summary["batch_size"] << ", " << summary["train_samples"]
-                  << " training samples, " << summary["plugins"].size() << " plugins\n";
+                  << " training samples, " << summary["plugins"].size()
+                  << (summary["plugins"].size() == 1 ? " plugin\n" : " plugins\n");
         return static_cast<int>(ExitCode::ok);
       }
       nlohmann::json out;

@@ -552,13 +552,14 @@ void LaunchPanel::show_check(const ConfigCheck& check) {
   const QJsonObject s = check.summary;
   validation_->setText(
       QString("Valid: %1 parameters, devices %2, batch %3, %4 training and %5 validation samples, "
-              "%6 plugins")
+              "%6 %7")
           .arg(s.value("parameters").toInteger())
           .arg(s.value("devices").toObject().value("plan").toString())
           .arg(s.value("batch_size").toInteger())
           .arg(s.value("train_samples").toInteger())
           .arg(s.value("validation_samples").toInteger())
-          .arg(s.value("plugins").toArray().size()));
+          .arg(s.value("plugins").toArray().size())
+          .arg(s.value("plugins").toArray().size() == 1 ? "plugin" : "plugins"));
   validation_->setStyleSheet(banner_style(false));
 }
 

@@ -323,7 +323,9 @@ bool MainWindow::open_run(const QString& run_dir) {
                        .arg(file.events.size())
                        .arg(file.issues.isEmpty()
                                 ? QString()
-                                : QString(", %1 lines skipped").arg(file.issues.size())));
+                                : QString(", %1 %2 skipped")
+                                      .arg(file.issues.size())
+                                      .arg(file.issues.size() == 1 ? "line" : "lines")));
   return true;
 }
 

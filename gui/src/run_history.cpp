@@ -350,6 +350,7 @@ void RunHistory::apply_one(const Event& event) {
     epochs_ = f.value("epochs").toInt(epochs_);
     steps_per_epoch_ = f.value("steps").toInt();
     batch_ = f.value("resumed_at_batch").toInt();
+    epoch_resumed_at_ = batch_;
     // Each epoch starts its means afresh. A resumed epoch continues means over the batches done
     // before the interruption (all of them full batches); its first batch shows the running mean.
     samples_in_epoch_ = static_cast<double>(batch_) * batch_size_;
@@ -382,8 +383,13 @@ void RunHistory::apply_one(const Event& event) {
       epoch_points_["samples_per_sec"].push_back({static_cast<double>(epoch_), *sps});
     if (auto scale = number(f.value("loss_scale")))
       epoch_points_["loss_scale"].push_back({static_cast<double>(epoch_), *scale});
-    if (auto seconds = number(f.value("seconds")); seconds && *seconds > 0)
-      epoch_seconds_.push_back(*seconds);
+    // A resumed epoch ran only its remaining batches: its time as a whole epoch's, so that the
+    // ETA's pace is not twice too fast.
+    if (auto seconds = number(f.value("seconds")); seconds && *seconds > 0) {
+      const int ran = steps_per_epoch_ - epoch_resumed_at_;
+      epoch_seconds_.push_back(ran > 0 && epoch_resumed_at_ > 0 ? *seconds * steps_per_epoch_ / ran
+                                                                : *seconds);
+    }
   } else if (name == "checkpoint_saved") {
     CheckpointRecord record = checkpoint_record(f);
     checkpoints_.push_back(record);

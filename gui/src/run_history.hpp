@@ -179,7 +179,8 @@ class RunHistory : public QObject {
   // batches done since the run began), and the duration of each epoch that ended.
   QDateTime first_batch_time_, last_batch_time_;
   qint64 first_batch_done_ = 0, last_batch_done_ = 0;
-  QList<double> epoch_seconds_;
+  QList<double> epoch_seconds_;  // per whole epoch of this segment (a resumed one scaled up)
+  int epoch_resumed_at_ = 0;     // the batch the current epoch was resumed at (0: from its start)
   // (step, seconds since clock_origin_) of each batch, in step order.
   QDateTime clock_origin_;
   QList<QPointF> clock_;

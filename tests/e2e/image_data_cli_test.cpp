@@ -165,6 +165,22 @@ TEST(ImageDataCli, ValidationClassesMustBeTheTrainingClasses) {
   fs::create_directories(dir / "val" / "dog");
   t = test::train_in(dir, "run", config);
   EXPECT_EQ(t.exit_code, 0) << t.err;
+
+  // A file that starts as a PNG but does not decode: training skips it (on_bad_file "skip"
+  // replaces it by the next sample), but predict would give that sample's output in its row.
+  const std::string png = test::read_text(dir / "train" / "dog" / "0.png");
+  test::write_text(dir / "train" / "dog" / "1.png", png.substr(0, 40));
+  config["data"] = {{"train", folder("train")}};
+  config["data"]["train"]["on_bad_file"] = "skip";
+  t = test::train_in(dir, "skipping", config);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto p = test::run_command(
+      test::tandem_cli() + " predict " + (dir / "skipping.json").string() + " --weights " +
+      (dir / "skipping" / "model.h5").string() + " --split train -o " + (dir / "p.csv").string());
+  EXPECT_EQ(p.exit_code, 2) << p.err;
+  EXPECT_NE(p.err.find("1 file of"), std::string::npos) << p.err;
+  EXPECT_NE(p.err.find("the predictions would not follow the files"), std::string::npos) << p.err;
+  EXPECT_FALSE(fs::exists(dir / "p.csv"));
 }
 
 }  // namespace

@@ -278,7 +278,11 @@ TEST_F(SampleWeightCli, BadWeightsAndWeightSettingsExitTwoNamingThePlace) {
       {"class_weight negative key", with("class_weight", {{"-1", 1.0}}), {"class_weight.-1"}},
       {"class_weight negative", with("class_weight", {{"1", -0.5}}), {"class_weight.1", ">= 0"}},
       {"class_weight text", with("class_weight", {{"1", "high"}}), {"class_weight.1"}},
-      {"weighted_metrics unknown", with("weighted_metrics", {"acuracy"}),
+      {"class_weight of a class the model lacks",
+       with("class_weight", {{"7", 2.0}}),
+       {"'class_weight': class 7 is not a class of model", "which has 3 (0 to 2)"}},
+      {"weighted_metrics unknown",
+       with("weighted_metrics", {"acuracy"}),
        {"weighted_metrics[0]", "acuracy"}},
       {"weighted_metrics a string", with("weighted_metrics", "accuracy"), {"weighted_metrics"}},
   };

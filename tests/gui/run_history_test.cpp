@@ -296,6 +296,18 @@ class RunHistoryTest : public QObject {
     QCOMPARE(*run.eta_seconds(), 150.0);
     run.apply(make_event(R"({"event": "run_finished", "interrupted": false})"));
     QVERIFY(!run.eta_seconds());
+    // A resumed segment whose first epoch ran its last 5 of 10 batches in 25 s: a whole epoch
+    // takes 50 s at that pace (it used to count 25 s, an ETA half the time left).
+    run.apply_all({make_event(R"({"event": "run_started", "config": {"epochs": 4}})"),
+                   make_event(R"({"event": "epoch_started", "epoch": 2, "epochs": 4,
+                                  "steps": 10, "resumed_at_batch": 5})"),
+                   make_event(R"({"event": "batch_ended", "time": "2026-11-27T10:01:30.000Z",
+                                  "epoch": 2, "batch": 10, "step": 20, "size": 1,
+                                  "logs": {"loss": 1.0}})"),
+                   make_event(R"({"event": "epoch_ended", "epoch": 2, "seconds": 25,
+                                  "logs": {"loss": 1.0}})")});
+    QVERIFY(run.eta_seconds());
+    QCOMPARE(*run.eta_seconds(), 100.0);  // 2 epochs left at 50 s
     QCOMPARE(format_duration(45.4), QString("45 s"));
     QCOMPARE(format_duration(252), QString("4 min 12 s"));
     QCOMPARE(format_duration(7500), QString("2 h 05 min"));

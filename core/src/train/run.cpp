@@ -134,6 +134,14 @@ Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
                                           model.name() + "' has " +
                                           std::to_string(model.output_count()) +
                                           "; give the data a sample_weight instead");
+  // A class the model cannot output would weigh nothing: a typo, said so.
+  const std::int64_t classes = std::max<std::int64_t>(2, shape_size(model.output_shape(0)));
+  for (const auto& [cls, weight] : rc.class_weight)
+    if (cls >= classes)
+      throw ConfigError("class_weight", "class " + std::to_string(cls) +
+                                            " is not a class of model '" + model.name() +
+                                            "', which has " + std::to_string(classes) + " (0 to " +
+                                            std::to_string(classes - 1) + ")");
   d.train = make_class_weighted(d.train, rc.class_weight, "class_weight");
   return d;
 }
@@ -711,14 +719,35 @@ DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
   return result;
 }
 
+// Files that failed to decode while inference ran, each replaced in its batch by the next sample
+// that decodes (an image folder's on_bad_file "skip", made for training).
+std::string files_replaced_during(const Inference& inference, std::int64_t skipped_before) {
+  const Dataset& data = inference.loader->dataset();
+  const std::int64_t replaced = data.skipped_files() - skipped_before;
+  if (replaced <= 0) return "";
+  return std::to_string(replaced) + (replaced == 1 ? " file" : " files") + " of " +
+         data.describe() +
+         " could not be decoded and were replaced by the next samples (on_bad_file \"skip\"; "
+         "the warnings above name them)";
+}
+
 Logs run_evaluation(const InferenceRequest& request) {
   Inference inference(request);
-  return inference.trainer->evaluate(*inference.loader);
+  const std::int64_t skipped = inference.loader->dataset().skipped_files();
+  Logs logs = inference.trainer->evaluate(*inference.loader);
+  if (const std::string replaced = files_replaced_during(inference, skipped); !replaced.empty())
+    spdlog::warn("{}: those samples count twice in these logs", replaced);
+  return logs;
 }
 
 Tensor run_prediction(const InferenceRequest& request) {
   Inference inference(request);
-  return inference.trainer->predict(*inference.loader);
+  const std::int64_t skipped = inference.loader->dataset().skipped_files();
+  Tensor out = inference.trainer->predict(*inference.loader);
+  // A replaced row would give one file's output in another file's place, unseen.
+  if (const std::string replaced = files_replaced_during(inference, skipped); !replaced.empty())
+    throw DataError(replaced + ": the predictions would not follow the files; fix or remove them");
+  return out;
 }
 
 }  // namespace tandem
