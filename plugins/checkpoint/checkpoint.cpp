@@ -22,6 +22,7 @@
 #include "checkpoint/checkpoint_index.hpp"
 #include "checkpoint/checkpoint_writer.hpp"
 #include "checkpoint/filepath_template.hpp"
+#include "renamed_option.hpp"
 #include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
 
@@ -480,17 +481,9 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
     o.verbose = options.at("verbose").get<int>();
     o.save_top_k = options.at("save_top_k").get<int>();
     o.save_last = options.at("save_last").get<bool>();
-    o.every_n_epochs = options.at("every_n_epochs").get<int>();
-    if (!options.at("period").is_null()) {
-      if (o.every_n_epochs != 1)
-        throw tandem::ConfigError(at + "period", "gives every_n_epochs a second time (period is "
-                                                 "Keras 2's name for it)");
-      o.every_n_epochs = options.at("period").get<int>();
-      std::fprintf(stderr,
-                   "checkpoint: warning: %speriod: Keras 2's name; read as every_n_epochs, "
-                   "its name in Keras 3\n",
-                   at.c_str());
-    }
+    o.every_n_epochs =
+        tandem::plugins::read_renamed_option(options, at, "checkpoint", "period", "every_n_epochs",
+                                             "Keras 2", options.at("every_n_epochs").get<int>(), 1);
     if (!options.at("train_time_interval").is_null())
       o.train_time_interval = options.at("train_time_interval").get<double>();
     o.async = options.at("async").get<bool>();

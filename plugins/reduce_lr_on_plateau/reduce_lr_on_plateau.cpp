@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "renamed_option.hpp"
 #include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
 
@@ -177,18 +178,9 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
     o.verbose = static_cast<int>(options.at("verbose").get<double>());
     const std::string mode = options.at("mode").get<std::string>();
     o.maximize = mode == "max" || (mode == "auto" && o.monitor.find("acc") != std::string::npos);
-    o.min_delta = options.at("min_delta").get<double>();
-    if (!options.at("epsilon").is_null()) {
-      const std::string at = setup.config_path + ".options.";
-      if (options.at("min_delta").get<double>() != 1e-4)
-        throw tandem::ConfigError(at + "epsilon", "gives min_delta a second time (epsilon is "
-                                                  "tf.keras 2's name for it)");
-      o.min_delta = options.at("epsilon").get<double>();
-      std::fprintf(stderr,
-                   "reduce_lr_on_plateau: warning: %sepsilon: tf.keras 2's name; read as "
-                   "min_delta, its name in Keras 3\n",
-                   at.c_str());
-    }
+    o.min_delta = tandem::plugins::read_renamed_option(
+        options, setup.config_path + ".options.", "reduce_lr_on_plateau", "epsilon", "min_delta",
+        "tf.keras 2", options.at("min_delta").get<double>(), 1e-4);
     o.cooldown = static_cast<int>(options.at("cooldown").get<double>());
     o.min_lr = options.at("min_lr").get<double>();
     return std::make_shared<ReduceLrOnPlateau>(std::move(o));
