@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
 #include "parallel/world.hpp"
+#include "plugin/plugin_host.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run.hpp"
@@ -163,6 +165,24 @@ fs::path resumed_run_dir(const fs::path& arg, const fs::path& checkpoint) {
   return dir;
 }
 
+// Whether a callback of `rc` loads a plugin from outside Tandem's built-in folders: a path, or a
+// name found in a folder of plugin_paths or TANDEM_PLUGIN_PATH.
+bool uses_outside_plugins(const RunConfig& rc) {
+  const PluginHost host(rc.plugin_paths);
+  const std::vector<PluginCandidate> candidates = host.candidates();
+  const auto built_in = [&](const fs::path& file) {
+    for (std::size_t i = 0; i < host.search_path().size(); ++i)
+      if (host.is_builtin_folder(i) && file.parent_path() == host.search_path()[i]) return true;
+    return false;
+  };
+  for (const CallbackConfig& cb : rc.callbacks) {
+    const auto found = std::find_if(candidates.begin(), candidates.end(),
+                                    [&](const PluginCandidate& c) { return c.name == cb.plugin; });
+    if (found == candidates.end() || !built_in(found->path)) return true;
+  }
+  return false;
+}
+
 // evaluate and predict are single-process commands: under mpirun, rank 0 does the work and the
 // other ranks end at once.
 bool on_rank_zero() {
@@ -270,6 +290,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
         spdlog::info("resuming from {}", resume.string());
       }
       if (!weights_.empty()) req.weights = weights_;
+      // A plugin of the user's is loaded in a child process first, as `check` does: one that
+      // crashes while it loads (built against another C++ library) is then an error naming it,
+      // not an abort in the middle of the run.
+      if (uses_outside_plugins(req.config))
+        check_plugins_in_child(req.config.callbacks, req.config.plugin_paths);
       if (overwrite_ && !resume_.empty())
         throw ConfigError("--overwrite", "give --resume or --overwrite, not both");
       req.overwrite = overwrite_;

@@ -76,6 +76,15 @@ TEST(PluginIsolationCli, APluginThatCrashesWhileLoadingIsAnErrorOfCheckAndOfTheL
   EXPECT_THAT(error, HasSubstr(crashing_plugin().string()));
   EXPECT_THAT(error, HasSubstr("crashed the process (signal 6"));
 
+  // train loads such a plugin in a child first: the same error, exit 2, no run folder (it used
+  // to abort in the middle of the run without naming the plugin).
+  r = run_command(tandem_cli() + " train " + (dir / "run.json").string() + " -q --run-dir " +
+                  (dir / "run").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("crashed the process (signal 6"));
+  EXPECT_THAT(r.err, HasSubstr(crashing_plugin().string()));
+  EXPECT_FALSE(fs::exists(dir / "run"));
+
   r = run_command(tandem_cli() + " plugins --path " + crashing_plugin().parent_path().string());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("crashes_on_load"));
