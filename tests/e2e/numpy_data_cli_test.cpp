@@ -46,5 +46,63 @@ TEST(NumpyDataCli, AnNpzFromNumPyTrainsAndABadOneIsAnErrorNamingIt) {
   }
 }
 
+// New data comes without targets: x alone (an .npy file, an .npz with "y": null, a CSV without
+// "y" columns) is predicted, row for row what the same x gives with targets; training on it or
+// evaluating it is an error saying why.
+TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluation) {
+  const fs::path dir = test::scratch_dir("numpy-data-cli-unlabeled");
+  test::write_text(
+      dir / "make.py",
+      "import numpy as np\n"
+      "rng = np.random.default_rng(5)\n"
+      "x = rng.standard_normal((16, 4)).astype(np.float32)\n"
+      "np.save('x.npy', x)\n"
+      "np.save('y.npy', rng.standard_normal((16, 3)).astype(np.float32))\n"
+      "np.savez('x.npz', x=x)\n"
+      "open('x.csv', 'w').write('a,b,c,d\\n' + ''.join(','.join('%.9g' % v for v in r) + "
+      "'\\n' for r in x))\n");
+  const auto made =
+      test::run_command("cd " + dir.string() + " && " + test::system_python() + " make.py");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  json config = test::tiny_regression_config();
+  config["data"]["train"] = {
+      {"type", "npy"}, {"x", (dir / "x.npy").string()}, {"y", (dir / "y.npy").string()}};
+  ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
+  const std::string weights = (dir / "run" / "model.h5").string();
+  const auto predict = [&](const json& spec, const std::string& out) {
+    json c = config;
+    c["data"]["test"] = spec;
+    test::write_text(dir / (out + ".json"), c.dump());
+    return test::run_command(test::tandem_cli() + " predict " + (dir / (out + ".json")).string() +
+                             " --weights " + weights + " --split test -o " +
+                             (dir / (out + ".csv")).string());
+  };
+  auto r = predict(config["data"]["train"], "labeled");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected = test::read_text(dir / "labeled.csv");
+  for (const auto& [name, spec] : std::vector<std::pair<std::string, json>>{
+           {"npy", {{"type", "npy"}, {"x", (dir / "x.npy").string()}}},
+           {"npz", {{"type", "npz"}, {"path", (dir / "x.npz").string()}, {"y", nullptr}}},
+           {"csv", {{"type", "csv"}, {"path", (dir / "x.csv").string()}}}}) {
+    r = predict(spec, name);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(test::read_text(dir / (name + ".csv")), expected) << name;
+  }
+  // Evaluating or training on it says what is missing.
+  json c = config;
+  c["data"]["test"] = {{"type", "npy"}, {"x", (dir / "x.npy").string()}};
+  test::write_text(dir / "eval.json", c.dump());
+  r = test::run_command(test::tandem_cli() + " evaluate " + (dir / "eval.json").string() +
+                        " --weights " + weights + " --split test");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the evaluation data has no targets (no \"y\")"), std::string::npos)
+      << r.err;
+  c["data"]["train"] = c["data"]["test"];
+  r = test::train_in(dir, "unlabeled", c);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the training data has no targets"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "unlabeled"));
+}
+
 }  // namespace
 }  // namespace tandem

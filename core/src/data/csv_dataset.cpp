@@ -102,7 +102,7 @@ CsvSpec parse_csv_spec(ConfigObject& spec, const std::string& base_dir) {
   s.file = spec.get_string("path");
   if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
   s.file = resolve_path(base_dir, s.file);
-  s.y = name_list(spec, "y", "column name");
+  if (spec.has("y")) s.y = name_list(spec, "y", "column name");  // none: data to predict
   if (spec.has("x")) s.x = name_list(spec, "x", "column name");
   const std::string delimiter = spec.get_string("delimiter", ",");
   if (delimiter.size() != 1 || delimiter == "\"" || delimiter == "\n" || delimiter == "\r")

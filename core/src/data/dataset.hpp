@@ -36,6 +36,13 @@ class Dataset {
   /// Whether each sample has a weight (Keras' sample_weight): read() then writes it into y,
   /// after the sample's targets.
   virtual bool weighted() const { return false; }
+  /// False for data given without targets (a CSV without "y" columns, NumPy x alone): y_shape()
+  /// is then {0} and read() writes nothing into y. Such data can be predicted, not trained on or
+  /// evaluated (Trainer::check_data_fits says so).
+  bool labeled() const {
+    const Shape y = y_shape();
+    return !(y.size() == 1 && y[0] == 0);
+  }
   /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
   /// and y (rows of shape_size(y_shape()), one more value when weighted()), in the order given.
   virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;

@@ -90,7 +90,8 @@ std::optional<Hdf5Stats> hdf5_stats(const Dataset& dataset);
 struct NpySpec {
   bool npz = false;
   std::string archive;  // npz: the .npz file
-  std::string x, y;     // npy: the .npy files; npz: the arrays' names (default "x", "y")
+  std::string x, y;     // npy: the .npy files; npz: the arrays' names (default "x", "y");
+                        // y empty: no targets (data to predict)
   std::optional<double> scale;  // default: 1/255 for uint8 x, 1 otherwise
 };
 /// {"type": "npy", "x": FILE, "y": FILE} or {"type": "npz", "path": FILE, "x": NAME, "y": NAME}.

@@ -3,6 +3,7 @@
 // row by row; deflated members (np.savez_compressed) are inflated into memory once.
 #include <limits>
 #include <memory>
+#include <optional>
 #include <variant>
 
 #include "data/datasets.hpp"
@@ -80,14 +81,15 @@ class NpyColumn {
   std::int64_t row_elements_ = 0;
 };
 
+// x and, unless the data is to be predicted, y.
 class NpyDataset final : public Dataset {
  public:
-  NpyDataset(NpyColumn x, NpyColumn y, double scale, std::string description)
+  NpyDataset(NpyColumn x, std::optional<NpyColumn> y, double scale, std::string description)
       : x_(std::move(x)), y_(std::move(y)), scale_(scale), description_(std::move(description)) {}
 
   std::int64_t size() const override { return x_.rows(); }
   Shape x_shape() const override { return x_.row_shape(); }
-  Shape y_shape() const override { return y_.row_shape(); }
+  Shape y_shape() const override { return y_ ? y_->row_shape() : Shape{0}; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     for (std::size_t k = 0; k < indices.size(); ++k) {
@@ -96,14 +98,15 @@ class NpyDataset final : public Dataset {
         throw DataError(x_.where() + ": sample " + std::to_string(i) + " out of range (" +
                         std::to_string(size()) + " samples)");
       x_.copy_row(i, x + static_cast<std::int64_t>(k) * x_.row_size(), scale_);
-      y_.copy_row(i, y + static_cast<std::int64_t>(k) * y_.row_size(), 1.0);
+      if (y_) y_->copy_row(i, y + static_cast<std::int64_t>(k) * y_->row_size(), 1.0);
     }
   }
 
   std::string describe() const override { return description_; }
 
  private:
-  NpyColumn x_, y_;
+  NpyColumn x_;
+  std::optional<NpyColumn> y_;
   double scale_;
   std::string description_;
 };
@@ -136,10 +139,14 @@ NpySpec parse_npy_spec(ConfigObject& spec, const std::string& base_dir, bool npz
   if (npz) {
     s.archive = resolve_path(base_dir, name_at(spec, "path"));
     s.x = name_at(spec, "x", "x");
-    s.y = name_at(spec, "y", "y");
+    // "y": null: x alone, data to predict.
+    if (spec.given("y") && !spec.has("y"))
+      spec.ignore({"y"});
+    else
+      s.y = name_at(spec, "y", "y");
   } else {
     s.x = resolve_path(base_dir, name_at(spec, "x"));
-    s.y = resolve_path(base_dir, name_at(spec, "y"));
+    if (spec.has("y")) s.y = resolve_path(base_dir, name_at(spec, "y"));  // none: to predict
   }
   if (spec.has("scale"))
     s.scale = spec.number_in("scale", 1.0, 0.0, std::numeric_limits<double>::max(), true);
@@ -154,14 +161,15 @@ std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec) {
   if (spec.npz) {
     auto archive = std::make_shared<const MappedFile>(spec.archive);
     x.emplace(npz_array(archive, spec.x));
-    y.emplace(npz_array(archive, spec.y));
-    description = "npz: " + spec.archive + " [" + spec.x + ", " + spec.y + "]";
+    if (!spec.y.empty()) y.emplace(npz_array(archive, spec.y));
+    description =
+        "npz: " + spec.archive + " [" + spec.x + (spec.y.empty() ? "" : ", " + spec.y) + "]";
   } else {
     x.emplace(npy_file(spec.x));
-    y.emplace(npy_file(spec.y));
-    description = "npy: " + spec.x + ", " + spec.y;
+    if (!spec.y.empty()) y.emplace(npy_file(spec.y));
+    description = "npy: " + spec.x + (spec.y.empty() ? "" : ", " + spec.y);
   }
-  if (x->rows() != y->rows())
+  if (y && x->rows() != y->rows())
     throw DataError(x->where() + " has " + std::to_string(x->rows()) + " samples but " +
                     y->where() + " has " + std::to_string(y->rows()) + "; they must match");
   description += " (" + std::to_string(x->rows()) + " samples)";
@@ -169,7 +177,7 @@ std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec) {
   const bool bytes =
       x->header().type.kind == NpyType::Kind::unsigned_int && x->header().type.bytes == 1;
   const double scale = spec.scale ? *spec.scale : (bytes ? 1.0 / 255.0 : 1.0);
-  return std::make_shared<NpyDataset>(std::move(*x), std::move(*y), scale, std::move(description));
+  return std::make_shared<NpyDataset>(std::move(*x), std::move(y), scale, std::move(description));
 }
 
 }  // namespace tandem::data

@@ -96,6 +96,11 @@ void Trainer::check_data(const DataLoader& data, const std::string& role) const 
 void Trainer::check_data_fits(const Model& model, const Objective& objective, const Dataset& d,
                               const std::string& role) {
   check_inputs(model, d, role);
+  if (!d.labeled())
+    throw DataError("the " + role +
+                    " data has no targets (no \"y\"): data without them can be "
+                    "predicted (tandem predict), not used for " +
+                    role + " (" + d.describe() + ")");
   try {
     objective.check_targets(model, d.y_parts());
   } catch (const ShapeError& e) {

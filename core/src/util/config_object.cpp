@@ -87,6 +87,10 @@ bool ConfigObject::has(const std::string& key) const {
   return it != value_.end() && !it->is_null();
 }
 
+bool ConfigObject::given(const std::string& key) const {
+  return value_.contains(key);
+}
+
 const json& ConfigObject::at(const std::string& key) {
   read_.insert(key);
   auto it = value_.find(key);

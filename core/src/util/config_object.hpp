@@ -66,6 +66,8 @@ class ConfigObject {
   const std::string& path() const { return path_; }
   std::string path_of(const std::string& key) const { return json_path_join(path_, key); }
   bool has(const std::string& key) const;
+  /// Whether the object holds `key` at all, null included (has() is false for null).
+  bool given(const std::string& key) const;
   /// The raw value (marks the key as read). Throws ConfigError when absent.
   const nlohmann::json& at(const std::string& key);
   const nlohmann::json* find(const std::string& key);  // nullptr when absent or null
