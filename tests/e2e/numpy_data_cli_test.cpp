@@ -46,9 +46,9 @@ TEST(NumpyDataCli, AnNpzFromNumPyTrainsAndABadOneIsAnErrorNamingIt) {
   }
 }
 
-// New data comes without targets: x alone (an .npy file, an .npz with "y": null, a CSV without
-// "y" columns) is predicted, row for row what the same x gives with targets; training on it or
-// evaluating it is an error saying why.
+// New data comes without targets: x alone (an .npy file, an .npz or HDF5 file with "y": null, a
+// CSV without "y" columns) is predicted, row for row what the same x gives with targets; training
+// on it or evaluating it is an error saying why.
 TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluation) {
   const fs::path dir = test::scratch_dir("numpy-data-cli-unlabeled");
   test::write_text(
@@ -59,6 +59,8 @@ TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluati
       "np.save('x.npy', x)\n"
       "np.save('y.npy', rng.standard_normal((16, 3)).astype(np.float32))\n"
       "np.savez('x.npz', x=x)\n"
+      "import h5py\n"
+      "with h5py.File('x.h5', 'w') as f: f['x'] = x\n"
       "open('x.csv', 'w').write('a,b,c,d\\n' + ''.join(','.join('%.9g' % v for v in r) + "
       "'\\n' for r in x))\n");
   const auto made =
@@ -83,7 +85,8 @@ TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluati
   for (const auto& [name, spec] : std::vector<std::pair<std::string, json>>{
            {"npy", {{"type", "npy"}, {"x", (dir / "x.npy").string()}}},
            {"npz", {{"type", "npz"}, {"path", (dir / "x.npz").string()}, {"y", nullptr}}},
-           {"csv", {{"type", "csv"}, {"path", (dir / "x.csv").string()}}}}) {
+           {"csv", {{"type", "csv"}, {"path", (dir / "x.csv").string()}}},
+           {"hdf5", {{"type", "hdf5"}, {"path", (dir / "x.h5").string()}, {"y", nullptr}}}}) {
     r = predict(spec, name);
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     EXPECT_EQ(test::read_text(dir / (name + ".csv")), expected) << name;

@@ -63,7 +63,7 @@ struct Hdf5Spec {
   std::string file;
   // Several names: one array per model input (or output), packed in this order (Dataset).
   std::vector<std::string> x_names{"x"};
-  std::vector<std::string> y_names{"y"};
+  std::vector<std::string> y_names{"y"};  // none: no targets ("y": null, data to predict)
   std::string weight_name;  // "sample_weight": one weight per sample; empty: none
 };
 /// How the reader trades memory for I/O.

@@ -499,7 +499,15 @@ Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir) {
   if (s.file.empty()) throw ConfigError(spec.path_of("path"), "expected a file name, got ''");
   s.file = resolve_path(base_dir, s.file);
   s.x_names = dataset_names(spec, "x");
-  s.y_names = dataset_names(spec, "y");
+  if (spec.given("y") && !spec.has("y")) {  // "y": null: no targets, data to predict
+    spec.ignore({"y"});
+    s.y_names.clear();
+  } else {
+    s.y_names = dataset_names(spec, "y");
+  }
+  if (s.y_names.empty() && spec.has("sample_weight"))
+    throw ConfigError(spec.path_of("sample_weight"),
+                      "weighs the samples' targets, and with \"y\": null there are none");
   if (spec.has("sample_weight")) {
     s.weight_name = spec.get_string("sample_weight");
     if (s.weight_name.empty())
