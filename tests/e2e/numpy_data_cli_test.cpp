@@ -51,20 +51,18 @@ TEST(NumpyDataCli, AnNpzFromNumPyTrainsAndABadOneIsAnErrorNamingIt) {
 // on it or evaluating it is an error saying why.
 TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluation) {
   const fs::path dir = test::scratch_dir("numpy-data-cli-unlabeled");
-  test::write_text(
+  const auto made = test::run_python(
       dir / "make.py",
-      "import numpy as np\n"
-      "rng = np.random.default_rng(5)\n"
-      "x = rng.standard_normal((16, 4)).astype(np.float32)\n"
+      "import os, sys, h5py, numpy as np\n"
+      "os.chdir(sys.argv[1])\n"
+      "x = np.random.default_rng(5).standard_normal((16, 4)).astype(np.float32)\n"
       "np.save('x.npy', x)\n"
-      "np.save('y.npy', rng.standard_normal((16, 3)).astype(np.float32))\n"
+      "np.save('y.npy', np.random.default_rng(6).standard_normal((16, 3)).astype(np.float32))\n"
       "np.savez('x.npz', x=x)\n"
-      "import h5py\n"
       "with h5py.File('x.h5', 'w') as f: f['x'] = x\n"
       "open('x.csv', 'w').write('a,b,c,d\\n' + ''.join(','.join('%.9g' % v for v in r) + "
-      "'\\n' for r in x))\n");
-  const auto made =
-      test::run_command("cd " + dir.string() + " && " + test::system_python() + " make.py");
+      "'\\n' for r in x))\n",
+      dir.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   json config = test::tiny_regression_config();
   config["data"]["train"] = {
