@@ -378,8 +378,9 @@ class Hdf5Dataset final : public Dataset {
     const auto kk = static_cast<std::int64_t>(k);
     std::memcpy(x + kk * x_.row, xs.data() + row * x_.row,
                 static_cast<std::size_t>(x_.row) * sizeof(float));
-    std::memcpy(y + kk * y_.row, ys.data() + row * y_.row,
-                static_cast<std::size_t>(y_.row) * sizeof(float));
+    if (y_.row > 0)  // data without targets has none (and y may be null)
+      std::memcpy(y + kk * y_.row, ys.data() + row * y_.row,
+                  static_cast<std::size_t>(y_.row) * sizeof(float));
   }
 
   // Reads samples [first, first + count) of a group into `out` (count * row floats, packed).
