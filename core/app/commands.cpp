@@ -157,12 +157,7 @@ fs::path resume_checkpoint(const fs::path& arg) {
 // The run folder a resumed run continues in: RUN_DIR itself, else the checkpoint's folder, or its
 // parent when the checkpoint sits in a subfolder of a run (run/checkpoints/x.h5).
 fs::path resumed_run_dir(const fs::path& arg, const fs::path& checkpoint) {
-  if (fs::is_directory(arg)) return arg;
-  const fs::path dir = checkpoint.parent_path();
-  if (!fs::exists(dir / "config.json") && dir.has_parent_path() &&
-      fs::exists(dir.parent_path() / "config.json"))
-    return dir.parent_path();
-  return dir;
+  return fs::is_directory(arg) ? arg : run_folder_of_checkpoint(checkpoint);
 }
 
 // Whether a callback of `rc` loads a plugin from outside Tandem's built-in folders: a path, or a

@@ -154,9 +154,8 @@ bool is_run_folder_of(const std::filesystem::path& dir, const std::filesystem::p
     return std::filesystem::absolute(p).lexically_normal();
   };
   const std::filesystem::path folder = normal(dir), file = normal(checkpoint);
-  if (file == folder / "model.h5") return true;
-  return std::filesystem::exists(folder / "config.json") &&
-         (file.parent_path() == folder || file.parent_path().parent_path() == folder);
+  if (normal(run_folder_of_checkpoint(file)) != folder) return false;
+  return file == folder / "model.h5" || std::filesystem::exists(folder / "config.json");
 }
 
 // A run in `dir`: refused when the folder holds another run's record, unless `overwrite` (then
@@ -748,6 +747,14 @@ Tensor run_prediction(const InferenceRequest& request) {
   if (const std::string replaced = files_replaced_during(inference, skipped); !replaced.empty())
     throw DataError(replaced + ": the predictions would not follow the files; fix or remove them");
   return out;
+}
+
+std::filesystem::path run_folder_of_checkpoint(const std::filesystem::path& checkpoint) {
+  const std::filesystem::path dir = checkpoint.parent_path();
+  if (!std::filesystem::exists(dir / "config.json") && dir.has_parent_path() &&
+      std::filesystem::exists(dir.parent_path() / "config.json"))
+    return dir.parent_path();
+  return dir;
 }
 
 }  // namespace tandem

@@ -55,6 +55,11 @@ struct TrainResult {
   std::string stop_reason;
 };
 
+/// The run folder a checkpoint belongs to: the folder holding it, or that folder's parent when
+/// the parent is a run's folder (its config.json) and the folder is not (run/checkpoints/x.h5).
+/// A resumed run continues there unless given another folder.
+std::filesystem::path run_folder_of_checkpoint(const std::filesystem::path& checkpoint);
+
 /// Everything run_training checks before it creates the run folder (model, device plan, datasets,
 /// plugins and their options), without training. Throws the error a run would; returns a summary:
 /// name, parameters, devices, batch_size, precision, placement (parallel/placement.hpp),
