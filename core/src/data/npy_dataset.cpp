@@ -1,6 +1,7 @@
 // The "npy" and "npz" dataset types: NumPy arrays, x and y, one sample per row of their first
-// dimension. .npy files and the stored members of a .npz (np.savez) are memory-mapped and read
-// row by row; deflated members (np.savez_compressed) are inflated into memory once.
+// dimension. .npy files and the stored members of a .npz (np.savez) are read row by row from
+// disk as the run goes (a file rewritten meanwhile is a DataError, see RandomAccessFile);
+// deflated members (np.savez_compressed) are inflated into memory once.
 #include <limits>
 #include <memory>
 #include <optional>
@@ -9,28 +10,33 @@
 #include "data/datasets.hpp"
 #include "data/npy_format.hpp"
 #include "data/npz_archive.hpp"
-#include "io/mapped_file.hpp"
+#include "io/random_access_file.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::data {
 
 namespace {
 
-// One array: its header and where its elements are (mapped or in memory).
+// One array: its header and where its elements are (in a file or in memory).
 class NpyColumn {
  public:
-  NpyColumn(std::shared_ptr<const MappedFile> file, std::uint64_t offset, std::uint64_t size,
-            std::string where)
-      : mapped_(std::move(file)), where_(std::move(where)) {
-    if (offset > mapped_->size() || size > mapped_->size() - offset)
+  NpyColumn(std::shared_ptr<const RandomAccessFile> file, std::uint64_t offset,
+            std::uint64_t size, std::string where)
+      : file_(std::move(file)), where_(std::move(where)) {
+    if (offset > file_->size() || size > file_->size() - offset)
       throw DataError(where_ + ": the archive is truncated (the array lies past its end)");
-    init(mapped_->data() + offset, size);
+    std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(size, kHeadBytes)), '\0');
+    file_->read(offset, head.size(), head.data());
+    init(head, size);
+    elements_offset_ = offset + header_.data_offset;
   }
   NpyColumn(std::vector<std::uint8_t> bytes, std::string where)
       : owned_(std::move(bytes)), where_(std::move(where)) {
-    init(owned_.data(), owned_.size());
+    init(std::string_view(reinterpret_cast<const char*>(owned_.data()), owned_.size()),
+         owned_.size());
+    elements_offset_ = header_.data_offset;
   }
-  // Moves keep owned_'s buffer (and so elements_); a copy would not.
+  // Moves keep owned_'s buffer.
   NpyColumn(NpyColumn&&) = default;
   NpyColumn(const NpyColumn&) = delete;
   NpyColumn& operator=(const NpyColumn&) = delete;
@@ -41,19 +47,37 @@ class NpyColumn {
   const NpyHeader& header() const { return header_; }
   const std::string& where() const { return where_; }
 
-  void copy_row(std::int64_t row, float* out, double scale) const {
-    const std::uint8_t* at =
-        elements_ + static_cast<std::size_t>(row) * row_elements_ * header_.type.bytes;
-    npy_to_float(header_.type, at, static_cast<std::size_t>(row_elements_), out);
+  /// Converts row `row` into `out`; `scratch` holds a file's bytes on the way.
+  void copy_row(std::int64_t row, float* out, double scale,
+                std::vector<std::uint8_t>& scratch) const {
+    const std::size_t bytes = static_cast<std::size_t>(row_elements_) * header_.type.bytes;
+    const std::uint64_t at = elements_offset_ + static_cast<std::uint64_t>(row) * bytes;
+    const std::uint8_t* elements = nullptr;
+    if (file_) {
+      scratch.resize(bytes);
+      file_->read(at, bytes, scratch.data());
+      elements = scratch.data();
+    } else {
+      elements = owned_.data() + at;
+    }
+    npy_to_float(header_.type, elements, static_cast<std::size_t>(row_elements_), out);
     if (scale != 1.0)
       for (std::int64_t i = 0; i < row_elements_; ++i) out[i] = static_cast<float>(out[i] * scale);
   }
 
+  /// DataError when the file read from has changed since it was opened.
+  void check_unchanged() const {
+    if (file_) file_->check_unchanged();
+  }
+
  private:
-  void init(const std::uint8_t* bytes, std::uint64_t size) {
-    const std::string_view view(reinterpret_cast<const char*>(bytes),
-                                static_cast<std::size_t>(size));
-    header_ = parse_npy_header(view, where_);
+  // Enough of an array's bytes for any header Tandem reads.
+  static constexpr std::uint64_t kHeadBytes = 12 + kMaxNpyHeaderBytes;
+
+  // `head`: the array's first bytes (at least its header when the array is whole); `size`: all
+  // of its bytes.
+  void init(std::string_view head, std::uint64_t size) {
+    header_ = parse_npy_header(head, where_);
     if (header_.shape.empty())
       throw DataError(where_ + ": a scalar, not an array of samples (its first dimension)");
     if (header_.shape[0] < 1) throw DataError(where_ + ": no samples (its first dimension is 0)");
@@ -70,14 +94,13 @@ class NpyColumn {
         static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
       throw DataError(where_ + ": more than 2^31 - 1 values per sample");
     row_elements_ = static_cast<std::int64_t>(header_.elements / header_.shape[0]);
-    elements_ = bytes + header_.data_offset;
   }
 
-  std::shared_ptr<const MappedFile> mapped_;
+  std::shared_ptr<const RandomAccessFile> file_;  // null: the bytes are owned_
   std::vector<std::uint8_t> owned_;
   std::string where_;
   NpyHeader header_;
-  const std::uint8_t* elements_ = nullptr;
+  std::uint64_t elements_offset_ = 0;  // in the file or in owned_
   std::int64_t row_elements_ = 0;
 };
 
@@ -92,14 +115,18 @@ class NpyDataset final : public Dataset {
   Shape y_shape() const override { return y_ ? y_->row_shape() : Shape{0}; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    std::vector<std::uint8_t> scratch;
     for (std::size_t k = 0; k < indices.size(); ++k) {
       const std::int64_t i = indices[k];
       if (i < 0 || i >= size())
         throw DataError(x_.where() + ": sample " + std::to_string(i) + " out of range (" +
                         std::to_string(size()) + " samples)");
-      x_.copy_row(i, x + static_cast<std::int64_t>(k) * x_.row_size(), scale_);
-      if (y_) y_->copy_row(i, y + static_cast<std::int64_t>(k) * y_->row_size(), 1.0);
+      x_.copy_row(i, x + static_cast<std::int64_t>(k) * x_.row_size(), scale_, scratch);
+      if (y_) y_->copy_row(i, y + static_cast<std::int64_t>(k) * y_->row_size(), 1.0, scratch);
     }
+    // After the rows: a file rewritten while they were read has a new modification time.
+    x_.check_unchanged();
+    if (y_) y_->check_unchanged();
   }
 
   std::string describe() const override { return description_; }
@@ -112,12 +139,12 @@ class NpyDataset final : public Dataset {
 };
 
 NpyColumn npy_file(const std::string& file) {
-  auto mapped = std::make_shared<const MappedFile>(file);
-  const std::uint64_t size = mapped->size();
-  return NpyColumn(std::move(mapped), 0, size, "'" + file + "'");
+  auto opened = std::make_shared<const RandomAccessFile>(file);
+  const std::uint64_t size = opened->size();
+  return NpyColumn(std::move(opened), 0, size, "'" + file + "'");
 }
 
-NpyColumn npz_array(const std::shared_ptr<const MappedFile>& archive, const std::string& name) {
+NpyColumn npz_array(const std::shared_ptr<const RandomAccessFile>& archive, const std::string& name) {
   NpzMember m = read_npz_member(archive->path(), name);
   const std::string where = "'" + archive->path() + "': array '" + name + "'";
   if (m.stored) return NpyColumn(archive, m.offset, m.size, where);
@@ -159,7 +186,7 @@ std::shared_ptr<Dataset> open_npy_dataset(const NpySpec& spec) {
   std::optional<NpyColumn> x, y;
   std::string description;
   if (spec.npz) {
-    auto archive = std::make_shared<const MappedFile>(spec.archive);
+    auto archive = std::make_shared<const RandomAccessFile>(spec.archive);
     x.emplace(npz_array(archive, spec.x));
     if (!spec.y.empty()) y.emplace(npz_array(archive, spec.y));
     description =

@@ -3,6 +3,7 @@
 // and each kind of bad file ending as a DataError that names it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -164,6 +165,43 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
   EXPECT_TRUE(has(e, "corrupt.npz") && has(e, "corrupt")) << e;
   EXPECT_TRUE(has(npz_error_of("notzip.npz"), "not a .npz file"));
   EXPECT_TRUE(has(npz_error_of("y.npy"), "not a .npz file"));
+}
+
+// A data file rewritten in place during a run (np.save truncates the file it writes) used to be
+// memory-mapped: the next sample past the new end killed the run with SIGBUS, and a rewrite of
+// the same size mixed two versions' samples silently.
+TEST(NpyDataset, AFileRewrittenWhileARunReadsItIsADataErrorNotACrash) {
+  const fs::path dir = test::scratch_dir("npy-rewritten");
+  numpy(dir,
+        "np.save('x.npy', np.arange(4000, dtype=np.float32).reshape(1000, 4))\n"
+        "np.save('y.npy', np.arange(1000))\n"
+        "np.savez('stored.npz', x=np.ones((1000, 4), np.float32), y=np.arange(1000))\n");
+  const auto npy = open({{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}}, dir);
+  const auto npz = open({{"type", "npz"}, {"path", "stored.npz"}}, dir);
+  std::vector<float> x(4), y(1);
+  const std::int64_t last = 999;
+  npy->read(std::span(&last, 1), x.data(), y.data());
+  EXPECT_EQ(x, (std::vector<float>{3996, 3997, 3998, 3999}));
+  auto changed = [](const std::string& e, const std::string& file) {
+    return e.find("'" + file + "' changed while Tandem was reading it") != std::string::npos;
+  };
+  // Shorter: the rows past the new end are gone.
+  numpy(dir, "np.save('x.npy', np.zeros((10, 4), np.float32))\n");
+  std::string e = data_error_of([&] { npy->read(std::span(&last, 1), x.data(), y.data()); });
+  EXPECT_TRUE(changed(e, (dir / "x.npy").string())) << e;
+  npz->read(std::span(&last, 1), x.data(), y.data());  // untouched, still read
+  numpy(dir, "np.savez('stored.npz', x=np.ones((10, 4), np.float32), y=np.arange(10))\n");
+  e = data_error_of([&] { npz->read(std::span(&last, 1), x.data(), y.data()); });
+  EXPECT_TRUE(changed(e, (dir / "stored.npz").string())) << e;
+  // The same size, other values: the modification time tells.
+  numpy(dir, "np.save('x.npy', np.zeros((1000, 4), np.float32))\n");
+  const auto same = open({{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}}, dir);
+  const std::int64_t first = 0;
+  same->read(std::span(&first, 1), x.data(), y.data());
+  numpy(dir, "np.save('y.npy', np.arange(1000) + 1)\n");
+  fs::last_write_time(dir / "y.npy", fs::last_write_time(dir / "y.npy") + std::chrono::seconds(5));
+  e = data_error_of([&] { same->read(std::span(&first, 1), x.data(), y.data()); });
+  EXPECT_TRUE(changed(e, (dir / "y.npy").string())) << e;
 }
 
 TEST(NpyDataset, SpecsAreCheckedBeforeAnyFileIsTouched) {
