@@ -72,6 +72,7 @@ struct DataLoader::Impl {
                                                 static_cast<std::size_t>(n));
     if (n > 0) dataset.read(samples, batch.x.data(), batch.y.data());
     if (dataset.weighted()) check_weights(samples, batch.y.data());
+    if (options.check_targets && n > 0) options.check_targets(batch.y, samples);
     if (options.mix.kind != MixOptions::Kind::none && n > 0)
       mix(MixPlace{options.seed, epoch, b, whole, shard.offset}, first, batch);
     return batch;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "data/batch_mixing.hpp"
 #include "data/dataset.hpp"
@@ -54,6 +55,11 @@ struct DataLoaderOptions {
   std::function<std::shared_ptr<float[]>(std::int64_t count)> allocate = nullptr;
   /// Mixup or CutMix of every batch (data/batch_mixing.hpp): training loaders only.
   MixOptions mix{};
+  /// Checks each batch's (shard's) targets `y` as read, before any mixing; `samples` are the
+  /// dataset indices of its rows. Throws DataError naming the sample to end the epoch with it
+  /// (the trainer passes Objective::check_labels). Called from the prefetch thread.
+  std::function<void(const Tensor& y, std::span<const std::int64_t> samples)> check_targets =
+      nullptr;
 };
 
 class DataLoader {

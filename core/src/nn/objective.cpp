@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 
+#include "backend/kernel_math.hpp"
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
@@ -97,6 +99,40 @@ std::int64_t weight_columns(const Tensor& y, std::int64_t rows, std::int64_t col
                    std::to_string(rows) + " samples (" + std::to_string(cols) +
                    " target values each, or one more with the sample's weight)");
 }
+
+// Values per sample of the targets of `columns` (without a weight).
+std::int64_t target_columns(const std::vector<LabelColumn>& columns) {
+  std::int64_t cols = 0;
+  for (const LabelColumn& c : columns) cols += c.sparse ? 1 : c.width;
+  return cols;
+}
+
+// Objective::check_labels and label_check: the first sparse label of host targets `y` that is
+// no class index, named as sample samples[row] of `data`, or as the batch's row.
+void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& y,
+                         std::span<const std::int64_t> samples, const std::string& data) {
+  const std::int64_t rows = y.rank() > 0 ? y.dim(0) : 0;
+  std::int64_t cols = target_columns(columns);
+  cols += weight_columns(y, rows, cols);
+  std::int64_t offset = 0;
+  for (const LabelColumn& c : columns) {
+    for (std::int64_t r = 0; c.sparse && r < rows; ++r) {
+      const float label = y[r * cols + offset];
+      if (backend::math::sparse_label(label, c.width) >= 0) continue;
+      std::ostringstream value;
+      value << label;
+      const std::string where =
+          samples.empty() ? "row " + std::to_string(r) + " of the batch"
+                          : "sample " + std::to_string(samples[static_cast<std::size_t>(r)]) +
+                                (data.empty() ? "" : " of " + data);
+      const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
+      throw DataError(where + ": label " + value.str() + output + " is not a class index in [0, " +
+                      std::to_string(c.width) + ") (" + c.loss + " takes integer class indices)");
+    }
+    offset += c.sparse ? 1 : c.width;
+  }
+}
+
 
 double read_weight(const json& w, const std::string& path) {
   if (!w.is_number() || !std::isfinite(w.get<double>()) || w.get<double>() < 0)
@@ -212,21 +248,24 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
 }
 
 void Objective::check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const {
-  const std::int64_t rows = y.rank() > 0 ? y.dim(0) : 0;
-  std::int64_t cols = 0;
-  for (std::size_t j = 0; j < outputs_.size(); ++j)
-    cols += target_width(*outputs_[j].loss, widths[j]);
-  cols += weight_columns(y, rows, cols);
-  std::int64_t offset = 0;
+  check_label_columns(label_columns(widths), y, {}, "");
+}
+
+std::function<void(const Tensor&, std::span<const std::int64_t>)> Objective::label_check(
+    const std::vector<std::int64_t>& widths, const std::string& data) const {
+  return [columns = label_columns(widths), data](const Tensor& y,
+                                                 std::span<const std::int64_t> samples) {
+    check_label_columns(columns, y, samples, data);
+  };
+}
+
+std::vector<LabelColumn> Objective::label_columns(const std::vector<std::int64_t>& widths) const {
+  std::vector<LabelColumn> columns;
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
     const Loss& loss = *outputs_[j].loss;
-    if (sparse(loss)) {
-      Tensor labels({rows});
-      for (std::int64_t r = 0; r < rows; ++r) labels[r] = y[r * cols + offset];
-      backend::check_sparse_labels(labels, widths[j]);
-    }
-    offset += target_width(loss, widths[j]);
+    columns.push_back({outputs_[j].name, loss.name(), sparse(loss), widths[j]});
   }
+  return columns;
 }
 
 void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs,

@@ -23,7 +23,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,14 @@ struct ObjectiveScratch {
   std::vector<const Tensor*> grad_views;
 };
 
+/// One output's targets as the label checks see them (Objective::label_check).
+struct LabelColumn {
+  std::string output;  // its name
+  std::string loss;    // its loss's name
+  bool sparse = false;  // one class index per sample
+  std::int64_t width = 0;  // the output's values per sample (the classes, when sparse)
+};
+
 class Objective {
  public:
   struct Output {
@@ -98,9 +108,13 @@ class Objective {
   /// packed; or one per output) cannot go with the model's outputs.
   void check_targets(const Model& model, const std::vector<Shape>& targets) const;
   /// Throws DataError for a sparse label that is no class index, in host targets `y` (weighted
-  /// or not) of a model whose outputs have `widths` values per sample (a device replica checks
-  /// before it copies).
+  /// or not) of a model whose outputs have `widths` values per sample, naming the output and
+  /// the batch's row (a device replica checks before it copies).
   void check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const;
+  /// The same check for a data loader (DataLoaderOptions::check_targets), naming the sample of
+  /// `data` (the dataset's description). Holds copies of what it needs: it may outlive this.
+  std::function<void(const Tensor& y, std::span<const std::int64_t> samples)> label_check(
+      const std::vector<std::int64_t>& widths, const std::string& data) const;
 
   /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
   /// packed targets `y`, both in ops' memory; y's rows hold one value more than the targets when
@@ -118,6 +132,7 @@ class Objective {
  private:
   Objective() = default;
   std::size_t slot_count() const;
+  std::vector<LabelColumn> label_columns(const std::vector<std::int64_t>& widths) const;
   bool has_weighted_metrics() const;
   /// Every metric in metric_names() order after the per-output losses, with whether it is
   /// weighted.

@@ -297,6 +297,16 @@ json device_plan_json(const DevicePlan& plan) {
   return j;
 }
 
+// The loader's check of each batch's class indices (Objective::label_check), naming the sample
+// of `data` whose label is no class of `model`.
+void check_labels_of(DataLoaderOptions& options, const Model& model, const Objective& objective,
+                     const Dataset& data) {
+  std::vector<std::int64_t> widths;
+  for (std::size_t j = 0; j < model.output_count(); ++j)
+    widths.push_back(shape_size(model.output_shape(j)));
+  options.check_targets = objective.label_check(widths, data.describe());
+}
+
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
 // Returns the plugin records for run_started. `events_options` (from the command line: --events
 // -, --device-stats) also apply to an events plugin the config lists itself.
@@ -401,6 +411,8 @@ TrainResult run_training(const TrainRequest& request) {
   DataLoaderOptions val_opts{batch_size, false, 0, rc.data.prefetch, rank, ranks};
   if (!plan.all_cpu())  // batches in pinned memory: full-speed, asynchronous copies to the GPUs
     train_opts.allocate = val_opts.allocate = detail::pinned_batch_storage();
+  check_labels_of(train_opts, *b.model, *b.objective, *data.train);
+  if (data.validation) check_labels_of(val_opts, *b.model, *b.objective, *data.validation);
   DataLoader train_loader(data.train, train_opts);
   std::unique_ptr<DataLoader> val_loader;
   if (data.validation) val_loader = std::make_unique<DataLoader>(data.validation, val_opts);
@@ -598,7 +610,9 @@ struct Inference {
   std::unique_ptr<ReplicaModel> meta;
   std::unique_ptr<Trainer> trainer;
 
-  explicit Inference(const InferenceRequest& request) : built(build_model(request.config)) {
+  // `evaluating`: the targets are used, so their class indices are checked as batches are read.
+  Inference(const InferenceRequest& request, bool evaluating)
+      : built(build_model(request.config)) {
     const RunConfig& rc = request.config;
     const DevicePlan plan = plan_for(rc);
     Datasets d = open_datasets(rc, request.split == "train");
@@ -607,7 +621,9 @@ struct Inference {
     DataLoaderOptions options{rc.global_batch_size(placement.replicas), false, 0,
                               rc.data.prefetch};
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
-    loader = std::make_unique<DataLoader>(pick_split(request, d), options);
+    const std::shared_ptr<Dataset> data = pick_split(request, d);
+    if (evaluating) check_labels_of(options, *built.model, *built.objective, *data);
+    loader = std::make_unique<DataLoader>(data, options);
     meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
                                           single_process_world(), built.precision,
                                           placement.pipeline);
@@ -731,7 +747,7 @@ std::string files_replaced_during(const Inference& inference, std::int64_t skipp
 }
 
 Logs run_evaluation(const InferenceRequest& request) {
-  Inference inference(request);
+  Inference inference(request, true);
   const std::int64_t skipped = inference.loader->dataset().skipped_files();
   Logs logs = inference.trainer->evaluate(*inference.loader);
   if (const std::string replaced = files_replaced_during(inference, skipped); !replaced.empty())
@@ -740,7 +756,7 @@ Logs run_evaluation(const InferenceRequest& request) {
 }
 
 Tensor run_prediction(const InferenceRequest& request) {
-  Inference inference(request);
+  Inference inference(request, false);
   const std::int64_t skipped = inference.loader->dataset().skipped_files();
   Tensor out = inference.trainer->predict(*inference.loader);
   // A replaced row would give one file's output in another file's place, unseen.

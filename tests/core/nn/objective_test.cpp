@@ -7,6 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
+
+#include <functional>
+
 #include <cmath>
 
 #include "backend/ops.hpp"
@@ -280,6 +284,42 @@ TEST(Objective, TargetsWithNeitherTheirOwnWidthNorOneWeightMoreAreRefused) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("2 target values each, or one more with the sample's "
                                          "weight"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A data loader's check names the dataset's sample and the output, not a row of some batch on
+// some replica (the loss said only "label 7 is not a class index"), and outlives the objective.
+TEST(Objective, TheLabelCheckNamesTheSampleAndTheOutput) {
+  auto model = Model::from_config(two_heads_config(), "model", 11);
+  std::function<void(const Tensor&, std::span<const std::int64_t>)> check;
+  {
+    const Objective o = make_objective(kLoss, kWeights, kMetrics, *model);
+    check = o.label_check({3, 1}, "the test data");
+  }
+  // Rows: (class, regression target), then (class, target, weight).
+  Tensor y({3, 2});
+  for (std::int64_t r = 0; r < 3; ++r) y[2 * r] = static_cast<float>(r), y[2 * r + 1] = 9.5f;
+  const std::vector<std::int64_t> samples = {40, 7, 12};
+  EXPECT_NO_THROW(check(y, samples));  // 9.5 is a regression target, not a label
+  y[2] = 1.5f;
+  try {
+    check(y, samples);
+    ADD_FAILURE() << "label 1.5 accepted";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(),
+                 "sample 7 of the test data: label 1.5 for output 'cls' is not a class index in "
+                 "[0, 3) (sparse_categorical_crossentropy takes integer class indices)");
+  }
+  Tensor weighted({2, 3});
+  weighted[0] = 2, weighted[1] = 0.5f, weighted[2] = 1;
+  weighted[3] = 3, weighted[4] = 0.5f, weighted[5] = 1;
+  try {
+    check(weighted, std::span(samples).first(2));
+    ADD_FAILURE() << "label 3 of 3 classes accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 7 of the test data: label 3 for output 'cls'"),
               std::string::npos)
         << e.what();
   }
