@@ -353,6 +353,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       const PredictionFormat format = prediction_format(format_, output_);
       if (output_ != "-") {
         refuse_output_over_input(output_, {weights_, config_}, "--output");
+        refuse_output_over_data(output_, {rc.data.train, rc.data.validation, rc.data.test},
+                                rc.base_dir, "--output");
         // Before the predictions are computed, not after.
         const fs::path folder = fs::absolute(output_).parent_path();
         if (!fs::is_directory(folder))

@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace tandem::app {
 
 /// Throws ConfigError at `option` when `output` names the same file as one of `inputs` (the same
@@ -13,5 +15,11 @@ namespace tandem::app {
 void refuse_output_over_input(const std::filesystem::path& output,
                               std::initializer_list<std::filesystem::path> inputs,
                               const std::string& option);
+
+/// The same for the files that the data specs of a run config (its "data" object) name: every
+/// string in them, resolved against `base_dir` as the datasets resolve their paths.
+/// (`tandem predict -o x.npy` replaced the samples it was predicting with its predictions.)
+void refuse_output_over_data(const std::filesystem::path& output, const nlohmann::json& data,
+                             const std::filesystem::path& base_dir, const std::string& option);
 
 }  // namespace tandem::app

@@ -89,6 +89,18 @@ TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluati
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
     EXPECT_EQ(test::read_text(dir / (name + ".csv")), expected) << name;
   }
+  // An output over the data being predicted is refused, the data kept (it was replaced).
+  json over = config;
+  over["data"]["test"] = {{"type", "npy"}, {"x", "x.npy"}};
+  test::write_text(dir / "over.json", over.dump());
+  const std::string x_before = test::read_text(dir / "x.npy");
+  r = test::run_command("cd " + dir.string() + " && " + test::tandem_cli() +
+                        " predict over.json --weights " + weights + " --split test -o ./x.npy");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("./x.npy is the input file " + (dir / "x.npy").string()),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(test::read_text(dir / "x.npy"), x_before);
   // Evaluating or training on it says what is missing.
   json c = config;
   c["data"]["test"] = {{"type", "npy"}, {"x", (dir / "x.npy").string()}};
