@@ -259,6 +259,27 @@ bool straight_and_three_then_two(const fs::path& dir, const fs::path& config) {
   return true;
 }
 
+// backup_and_restore restores its backup on rank 0 only; rank 0's Dropout streams must reach the
+// other ranks with its weights (rank 1 kept its fresh stream: the weights ended 90% off).
+TEST(Mpi, ABackupRestoredOnRankZeroCarriesItsDropoutStreamToEveryRank) {
+  const fs::path dir = test::scratch_dir("mpi-backup");
+  const json callbacks = {{{"plugin", "backup_and_restore"},
+                           {"options",
+                            {{"backup_dir", (dir / "backup").string()},
+                             {"delete_checkpoint", false}}}}};
+  const fs::path config = write_config(dir, tiny_config(40, 3, callbacks));
+  const std::string train = mpirun(2) + test::tandem_cli() + " train " + config.string();
+  auto r = run_command(train + " --run-dir " + (dir / "straight").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  fs::remove_all(dir / "backup");
+  r = run_command(train + " --set epochs=1 --run-dir " + (dir / "first").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "backup"));
+  r = run_command(train + " --run-dir " + (dir / "then").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(dir / "straight" / "model.h5", dir / "then" / "model.h5");
+}
+
 TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   const fs::path dir = test::scratch_dir("mpi-resume");
   const fs::path config = write_config(dir, tiny_config(30, 4));

@@ -505,6 +505,14 @@ void ReplicaModel::broadcast_from_rank0() {
       for (Tensor& slot : optimizer_.slots(p))
         world_->broadcast(slot.data(), static_cast<std::size_t>(slot.size()) * sizeof(float), 0);
   }
+  // The layers' random streams (Dropout's): a backup restored on rank 0 holds rank 0's.
+  for (std::size_t li = 0; li < template_.layer_count(); ++li) {
+    Layer& layer = template_.layer(li);
+    std::vector<std::uint64_t> state = layer.random_state();
+    if (state.empty()) continue;
+    world_->broadcast(state.data(), state.size() * sizeof(std::uint64_t), 0);
+    layer.set_random_state(state);
+  }
   broadcast_from_template();
 }
 

@@ -131,8 +131,9 @@ class ReplicaModel {
   /// Sums the gradients across replicas and ranks (unless the replicas already did during
   /// forward_backward) and applies the optimizer on every replica.
   void apply_update();
-  /// Rank 0's weights, optimizer state and learning rate to every rank (after a callback on rank
-  /// 0 changed them, e.g. restored a backup). Collective; nothing to do in one process.
+  /// Rank 0's weights, optimizer state, learning rate and layers' random streams to every rank
+  /// (after a callback on rank 0 changed them, e.g. restored a backup). Collective; nothing to
+  /// do in one process.
   void broadcast_from_rank0();
   /// Loss and metrics of the batch without training (inference mode).
   StepSums evaluate(const Batch& batch, const Objective& objective);
