@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <numbers>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "tandem/error.hpp"
@@ -51,7 +52,12 @@ class LrScheduler : public tandem::Callback {
   std::string name() const override { return "lr_scheduler"; }
 
   void on_train_begin(CallbackContext& ctx, const Logs&) override {
-    lr0_ = o_.initial_lr ? *o_.initial_lr : ctx.learning_rate();
+    // Without initial_lr, the rate the run began with: a resumed run's optimizer holds the rate
+    // the schedule had reached, so lr0 comes back from the checkpoint (restore_state).
+    if (o_.initial_lr)
+      lr0_ = *o_.initial_lr;
+    else if (!restored_)
+      lr0_ = ctx.learning_rate();
     const auto& st = ctx.state();
     if (o_.kind != Kind::cosine) return;
     // The cosine clock's length, and a check that the rate stays > 0 over the whole run.
@@ -70,6 +76,18 @@ class LrScheduler : public tandem::Callback {
                             (o_.per_step ? " steps" : " epochs") + " but the run goes on (" +
                             std::to_string(run_length) +
                             "); the learning rate must stay > 0: set min_lr > 0 or a larger total");
+  }
+
+  json saved_state() const override { return {{"initial_lr", lr0_}}; }
+
+  void restore_state(const json& state) override {
+    const json* lr = state.is_object() && state.contains("initial_lr") ? &state["initial_lr"]
+                                                                      : nullptr;
+    if (!lr || !lr->is_number() || !std::isfinite(lr->get<double>()) || lr->get<double>() < 0)
+      throw std::runtime_error("expected {\"initial_lr\": a finite rate >= 0}, got " +
+                               state.dump());
+    lr0_ = lr->get<double>();
+    restored_ = true;
   }
 
   void on_epoch_begin(CallbackContext& ctx, int epoch, const Logs&) override {
@@ -119,6 +137,7 @@ class LrScheduler : public tandem::Callback {
 
   Options o_;
   double lr0_ = 0;
+  bool restored_ = false;  // lr0_ came from a checkpoint
   std::int64_t total_ = 1;
   int epoch_ = 0;
 };

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <stdexcept>
 
 #include "renamed_option.hpp"
 #include "tandem/error.hpp"
@@ -39,11 +40,36 @@ class ReduceLrOnPlateau : public tandem::Callback {
   std::string name() const override { return "reduce_lr_on_plateau"; }
 
   void on_train_begin(CallbackContext&, const Logs&) override {
-    best_ = o_.maximize ? -std::numeric_limits<double>::infinity()
-                        : std::numeric_limits<double>::infinity();
+    warned_missing_ = false;
+    if (restored_) return;  // a resumed run goes on from the checkpoint's best, wait and cooldown
+    best_ = worst();
     wait_ = 0;
     cooldown_counter_ = 0;
-    warned_missing_ = false;
+  }
+
+  // The best value (null while there is none: JSON has no infinity), wait and cooldown.
+  json saved_state() const override {
+    return {{"best", std::isfinite(best_) ? json(best_) : json()},
+            {"wait", wait_},
+            {"cooldown_counter", cooldown_counter_}};
+  }
+
+  void restore_state(const json& state) override {
+    const auto count = [&](const char* key) {
+      const json* v = state.is_object() && state.contains(key) ? &state[key] : nullptr;
+      if (!v || !v->is_number_integer() || v->get<std::int64_t>() < 0 ||
+          v->get<std::int64_t>() > std::numeric_limits<int>::max())
+        throw std::runtime_error(std::string("expected \"") + key +
+                                 "\": an integer >= 0, got " + state.dump());
+      return static_cast<int>(v->get<std::int64_t>());
+    };
+    const json* best = state.is_object() && state.contains("best") ? &state["best"] : nullptr;
+    if (!best || !(best->is_null() || (best->is_number() && std::isfinite(best->get<double>()))))
+      throw std::runtime_error("expected \"best\": a finite number or null, got " + state.dump());
+    best_ = best->is_null() ? worst() : best->get<double>();
+    wait_ = count("wait");
+    cooldown_counter_ = count("cooldown_counter");
+    restored_ = true;
   }
 
   void on_epoch_end(CallbackContext& ctx, int epoch, const Logs& logs) override {
@@ -93,6 +119,10 @@ class ReduceLrOnPlateau : public tandem::Callback {
 
  private:
   bool in_cooldown() const { return cooldown_counter_ > 0; }
+  double worst() const {
+    return o_.maximize ? -std::numeric_limits<double>::infinity()
+                       : std::numeric_limits<double>::infinity();
+  }
   bool improves(double current) const {
     return o_.maximize ? current > best_ + o_.min_delta : current < best_ - o_.min_delta;
   }
@@ -100,6 +130,7 @@ class ReduceLrOnPlateau : public tandem::Callback {
   Options o_;
   double best_ = 0;
   int wait_ = 0, cooldown_counter_ = 0;
+  bool restored_ = false;  // best_, wait_ and cooldown_counter_ came from a checkpoint
   bool warned_missing_ = false;
 };
 

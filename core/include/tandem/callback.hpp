@@ -78,6 +78,17 @@ class TANDEM_EXPORT Callback {
   /// "events" plugin writes them to events.jsonl.
   virtual void on_event(CallbackContext&, const std::string& /*event*/,
                         const nlohmann::json& /*fields*/) {}
+
+  /// What this callback must carry across a `--resume` (a schedule's base rate, a plateau's best
+  /// value and wait): saved in every checkpoint that holds a training state, and handed back to
+  /// the callback of the resumed run with the same name and the same place among the callbacks
+  /// of that name, through restore_state(), before its on_train_begin (or when a callback
+  /// restores a checkpoint, e.g. a backup, during on_train_begin). null (the default): nothing.
+  /// Called on the training thread.
+  virtual nlohmann::json saved_state() const { return nullptr; }
+  /// Takes back what saved_state() returned in the run that wrote the checkpoint; a state it
+  /// cannot read is an exception (the run stops naming the callback and the checkpoint).
+  virtual void restore_state(const nlohmann::json& /*state*/) {}
 };
 
 /// Calls every hook on each callback in order; wraps a callback's exception in a RunError that
@@ -106,6 +117,13 @@ class TANDEM_EXPORT CallbackBus {
   void predict_batch_begin(CallbackContext& c, std::int64_t batch, const Logs& l);
   void predict_batch_end(CallbackContext& c, std::int64_t batch, const Logs& l);
   void event(CallbackContext& c, const std::string& name, const nlohmann::json& fields);
+
+  /// Every callback's non-null saved_state(), keyed by its name, "#2", "#3"... appended to the
+  /// second and later callbacks of one name: {"lr_scheduler": {...}}.
+  nlohmann::json saved_states() const;
+  /// Hands each callback its entry of `states` (as saved_states() made it; a callback without
+  /// one is left as it is). A callback's failure is a RunError naming it and `source`.
+  void restore_states(const nlohmann::json& states, const std::string& source);
 
  private:
   // Calls f on every callback in order; the first failure stops there and is thrown as a

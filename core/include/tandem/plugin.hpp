@@ -30,7 +30,7 @@
 /// for several inputs, Model's graph; 6: a model's calls carry their arguments; 7: models with
 /// several inputs and outputs; 8: a model keeps its layers' activity regularizers; 10: dtype
 /// policies; 11: Model runs in parts for pipeline stages, ReplicaFacts::stages).
-#define TANDEM_PLUGIN_ABI_VERSION 11
+#define TANDEM_PLUGIN_ABI_VERSION 12
 
 namespace tandem {
 

@@ -24,7 +24,42 @@ RunError failure_of(const std::string& name, const char* hook) {
   }
 }
 
+// The key of callback i among `callbacks` in saved states: its name, numbered from its second.
+std::string state_key(const std::vector<std::shared_ptr<Callback>>& callbacks, std::size_t i) {
+  const std::string name = callbacks[i]->name();
+  int same = 0;
+  for (std::size_t j = 0; j < i; ++j) same += callbacks[j]->name() == name ? 1 : 0;
+  return same == 0 ? name : name + "#" + std::to_string(same + 1);
+}
+
 }  // namespace
+
+nlohmann::json CallbackBus::saved_states() const {
+  nlohmann::json states = nlohmann::json::object();
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    nlohmann::json state;
+    try {
+      state = callbacks_[i]->saved_state();
+    } catch (...) {
+      throw failure_of(callbacks_[i]->name(), "saved_state");
+    }
+    if (!state.is_null()) states[state_key(callbacks_, i)] = std::move(state);
+  }
+  return states;
+}
+
+void CallbackBus::restore_states(const nlohmann::json& states, const std::string& source) {
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    const auto it = states.find(state_key(callbacks_, i));
+    if (it == states.end()) continue;
+    try {
+      callbacks_[i]->restore_state(*it);
+    } catch (...) {
+      const RunError e = failure_of(callbacks_[i]->name(), "restore_state");
+      throw RunError(std::string(e.what()) + " (the state saved in " + source + ")");
+    }
+  }
+}
 
 template <class F>
 void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_every_callback) {

@@ -45,7 +45,8 @@ class Trainer : public CallbackContext {
   Trainer(ReplicaModel& meta, Objective objective);
   ~Trainer() override;
 
-  void set_callbacks(CallbackBus bus) { callbacks_ = std::move(bus); }
+  /// The run's callbacks. A checkpoint restored before (restore()) hands them their saved states.
+  void set_callbacks(CallbackBus bus);
   void set_event_sink(EventSink* sink) { events_ = sink; }
   void set_run_dir(std::filesystem::path dir) { run_dir_ = std::move(dir); }
   /// A flag that, once true, interrupts training at the next batch boundary.
@@ -135,6 +136,10 @@ class Trainer : public CallbackContext {
   std::unique_ptr<View> template_view_, meta_view_;
   Target current_target_ = Target::template_model;
   CallbackBus callbacks_;
+  // The callbacks' states of the checkpoint restored last, and where it came from (given to the
+  // callbacks when they are set, or at once when they already are).
+  nlohmann::json callback_states_;
+  std::string callback_states_source_;
   EventSink* events_ = nullptr;
   std::filesystem::path run_dir_;
   nlohmann::json run_config_;

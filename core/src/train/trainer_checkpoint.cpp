@@ -93,6 +93,7 @@ CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
   data.training_config = training_config_of(run_config_, optimizer);
   if (!class_names_.empty()) t.state["class_names"] = class_names_;
+  if (json states = callbacks_.saved_states(); !states.empty()) t.state["callbacks"] = states;
   // Optimizer slots, named "<layer>/<weight>/<slot>" after the parameters they serve.
   const auto params = model.trainable_parameters();
   const auto names = trainable_names(model);
@@ -140,10 +141,13 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     throw DataError(source + ": the training state's target or device_plan is malformed (" +
                     std::string(e.what()) + ")");
   }
+  const TrainingStateData& t = *data.training;
+  if (const auto it = t.state.find("callbacks"); it != t.state.end() && !it->is_object())
+    throw DataError(source + ": the training state's callbacks are " + it->dump() +
+                    ", not an object of callback states");
   Model& model = meta_.template_model();
   Optimizer& optimizer = meta_.optimizer();
   model.load_weights(data, source);
-  const TrainingStateData& t = *data.training;
   try {
     const json& s = t.state;
     const json& opt = s.at("optimizer");
@@ -219,6 +223,14 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     layer.set_random_state(it->second);
   }
   meta_.broadcast_from_template();
+  callback_states_ = t.state.value("callbacks", json::object());
+  callback_states_source_ = source;
+  callbacks_.restore_states(callback_states_, callback_states_source_);
+}
+
+void Trainer::set_callbacks(CallbackBus bus) {
+  callbacks_ = std::move(bus);
+  callbacks_.restore_states(callback_states_, callback_states_source_);
 }
 
 }  // namespace tandem
