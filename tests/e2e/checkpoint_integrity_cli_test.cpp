@@ -13,6 +13,7 @@ namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 using test::run_command;
+using test::run_python;
 namespace fs = std::filesystem;
 
 TEST(CheckpointIntegrityCli, AFlippedBitInTheWeightsIsFoundByEveryReader) {
@@ -51,6 +52,48 @@ TEST(CheckpointIntegrityCli, AFlippedBitInTheWeightsIsFoundByEveryReader) {
     EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
     EXPECT_NE(r.err.find("kernel:0' fails its Fletcher32 checksum"), std::string::npos)
         << command << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+}
+
+// Damage HDF5 reads without an error: a chunk index entry moved outside the array (the chunk is
+// not found, its values read as the fill value) and a weight created but never written. Both
+// loaded silently (every prediction the same constant) and `inspect --verify` said all was well.
+TEST(CheckpointIntegrityCli, WeightsNeverStoredAreDamageNotFillValues) {
+  const fs::path dir = test::scratch_dir("checkpoint-unstored");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const fs::path model = dir / "run" / "model.h5";
+  auto r = run_python(dir / "damage.py",
+      "import h5py, shutil, struct, sys\n"
+      "src, moved, unwritten = sys.argv[1:4]\n"
+      "p = 'model_weights/dense/dense/kernel:0'\n"
+      "with h5py.File(src, 'r') as f:\n"
+      "  d = f[p]; info = d.id.get_chunk_info(0); rank = len(d.shape)\n"
+      "key = struct.pack('<II', info.size, info.filter_mask) + b'\\0' * 8 * (rank + 1) + "
+      "struct.pack('<Q', info.byte_offset)\n"
+      "raw = bytearray(open(src, 'rb').read()); at = raw.find(key); assert at > 0\n"
+      "raw[at + 8:at + 16] = struct.pack('<Q', 1 << 20)\n"
+      "open(moved, 'wb').write(bytes(raw))\n"
+      "with h5py.File(moved, 'r') as f: assert (f[p][()] == 0).all()  # h5py reads zeros\n"
+      "shutil.copy(src, unwritten)\n"
+      "with h5py.File(unwritten, 'r+') as f:\n"
+      "  del f[p]; f.create_dataset(p, shape=(4, 3), dtype='f4', chunks=(4, 3), fillvalue=7.0)\n",
+      model.string() + " " + (dir / "moved.h5").string() + " " + (dir / "unwritten.h5").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string cli = test::tandem_cli();
+  for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
+           {"moved.h5", "its chunk index is damaged (it places a chunk at (1048576, 0), "},
+           {"unwritten.h5", "none of it was ever written"}}) {
+    const std::string path = (dir / file).string();
+    for (const std::string& command :
+         {cli + " inspect --verify " + path, cli + " evaluate --weights " + path +
+                                                 " --split train -q",
+          cli + " export " + path + " -o " + (dir / "x.onnx").string()}) {
+      r = run_command(command);
+      EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
+      EXPECT_NE(r.err.find("kernel:0' cannot be read whole: " + why), std::string::npos)
+          << command << "\n" << r.err;
+    }
   }
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }

@@ -14,6 +14,7 @@
 
 #include "data/datasets.hpp"
 #include "io/hdf5_handle.hpp"
+#include "io/hdf5_storage.hpp"
 #include "io/hdf5_lock.hpp"
 #include "tandem/error.hpp"
 #include "util/regular_file.hpp"
@@ -94,43 +95,11 @@ struct ColumnGroup {
   }
 };
 
-// The chunks a chunked dataset of these dimensions has when every sample is written.
-hsize_t chunks_when_complete(const std::vector<hsize_t>& dims, const std::vector<hsize_t>& chunk) {
-  hsize_t n = 1;
-  for (std::size_t i = 0; i < dims.size(); ++i) n *= (dims[i] + chunk[i] - 1) / chunk[i];
-  return n;
-}
-
-// A dataset whose storage HDF5 never (fully) allocated declares samples nobody wrote: they would
-// read as the fill value, so a 2 KB file could claim two billion samples of zeros. Such files
-// come from writers that preallocated and died, or from a shape set before the data. Chunked
-// data is judged by its chunk count: H5Dget_space_status compares bytes, and compressed chunks
-// are smaller than the data.
-void refuse_unwritten_storage(const Column& c, const std::string& path, hid_t dcpl,
-                              const std::vector<hsize_t>& dims) {
+// A dataset whose storage was never (fully) written declares samples nobody wrote: they would
+// read as the fill value, so a 2 KB file could claim two billion samples of zeros.
+void refuse_unwritten_storage(const Column& c, const std::string& path) {
   if (c.dims[0] == 0) return;
-  std::string unwritten;
-  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
-    std::vector<hsize_t> chunk(dims.size());
-    hsize_t stored = 0;
-    H5Handle space(H5Dget_space(c.dset.get()), H5Sclose);  // HDF5 1.10 refuses H5S_ALL here
-    if (H5Pget_chunk(dcpl, static_cast<int>(dims.size()), chunk.data()) !=
-            static_cast<int>(dims.size()) ||
-        H5Dget_num_chunks(c.dset.get(), space.get(), &stored) < 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return;  // unknown: read and see
-    }
-    const hsize_t complete = chunks_when_complete(dims, chunk);
-    if (stored == 0)
-      unwritten = "none of them was ever written";
-    else if (stored < complete)
-      unwritten = "only part of it was written (" + std::to_string(stored) + " of its " +
-                  std::to_string(complete) + " chunks stored)";
-  } else {
-    H5D_space_status_t status{};
-    if (H5Dget_space_status(c.dset.get(), &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
-      unwritten = "none of them was ever written";
-  }
+  const std::string unwritten = unwritten_storage(c.dset.get(), false);
   if (unwritten.empty()) return;
   throw DataError(path + ": dataset '" + c.name + "' declares " + std::to_string(c.dims[0]) +
                   " samples but " + unwritten +
@@ -183,7 +152,7 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
     }
   }
   H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
-  refuse_unwritten_storage(c, path, dcpl.get(), dims);
+  refuse_unwritten_storage(c, path);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
     std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
     if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) == rank)

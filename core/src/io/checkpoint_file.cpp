@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "io/checksummed_chunks.hpp"
+#include "io/hdf5_storage.hpp"
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
 #include "tandem/atomic_file.hpp"
@@ -539,6 +540,10 @@ std::string read_failure(hid_t dataset, const std::string& where) {
 // Reads all of `dataset` as `mem_type` into `out`; on failure names the dataset (and its
 // checksum, asked only then).
 void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where) {
+  if (const std::string unwritten = unwritten_storage(dataset, true); !unwritten.empty())
+    fail("dataset '" + where + "' cannot be read whole: " + unwritten +
+         "; the file is damaged or was never finished (the missing values would read as the "
+         "fill value)");
   if (H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
     fail(read_failure(dataset, where));
 }
