@@ -83,7 +83,7 @@ TEST(CheckpointIntegrityCli, WeightsNeverStoredAreDamageNotFillValues) {
   const std::string cli = test::tandem_cli();
   for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
            {"moved.h5", "its chunk index is damaged (it places a chunk at (1048576, 0), "},
-           {"unwritten.h5", "none of it was ever written"}}) {
+           {"unwritten.h5", "no value of it was ever written"}}) {
     const std::string path = (dir / file).string();
     for (const std::string& command :
          {cli + " inspect --verify " + path, cli + " evaluate --weights " + path +

@@ -62,7 +62,7 @@ std::string unwritten_storage(hid_t dataset, bool check_chunk_places) {
       return "";
     }
     const hsize_t complete = chunks_when_complete(dims, chunk);
-    if (stored == 0) return "none of it was ever written";
+    if (stored == 0) return "no value of it was ever written";
     if (check_chunk_places)
       if (std::string misplaced = misplaced_chunk(dataset, space.get(), dims, chunk, stored);
           !misplaced.empty())
@@ -74,7 +74,7 @@ std::string unwritten_storage(hid_t dataset, bool check_chunk_places) {
   }
   H5D_space_status_t status{};
   if (H5Dget_space_status(dataset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED)
-    return "none of it was ever written";
+    return "no value of it was ever written";
   H5Eclear2(H5E_DEFAULT);
   return "";
 }

@@ -270,7 +270,7 @@ TEST_F(Hdf5Dataset, SamplesDeclaredButNeverWrittenAreRefused) {
   });
   EXPECT_NE(
       msg.find(file +
-               ": dataset 'none' declares 2147483647 samples but none of them was ever written"),
+               ": dataset 'none' declares 2147483647 samples but no value of it was ever written"),
       std::string::npos)
       << msg;
   EXPECT_NE(msg.find("dataset.resize(n, axis=0)"), std::string::npos) << msg;
