@@ -163,6 +163,9 @@ class ModelCheckpoint : public tandem::Callback {
     if (trigger != Trigger::epoch) values["batch"] = std::int64_t{batch + 1};
     for (const auto& [k, v] : logs.items())
       if (!values.count(k)) values[k] = v;
+    // The rate in force, under Keras 2's and Keras 3's names, unless the logs carry them.
+    for (const char* name : {"lr", "learning_rate"})
+      if (!values.count(name)) values[name] = ctx.learning_rate();
     fs::path path;
     try {
       path = resolve(ctx, tpl_.format(values));

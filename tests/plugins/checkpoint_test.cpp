@@ -215,6 +215,12 @@ TEST(CheckpointPlugin, FilepathTemplatesFormatEpochStepAndLogValues) {
   EXPECT_EQ(h5_files(run.run_dir / "ck"), expected);
   EXPECT_EQ(index_files(run.run_dir / "ck"), expected);
 
+  // The learning rate in force, which the logs do not carry (it failed the run after an epoch).
+  PluginRun rated("cpu:1", 0.25);
+  rated.add("checkpoint", {{"filepath", "ck/{epoch}-{lr}-{learning_rate:.3f}.h5"}});
+  rated.fit(std::make_shared<TableDataset>(64), nullptr, 1);
+  EXPECT_EQ(h5_files(rated.run_dir / "ck"), std::set<std::string>{"1-0.25-0.250.h5"});
+
   // Python format specs: padding, hexadecimal, exponent, general, repr, alignment.
   Driver d(json{{"filepath",
                  "f/{epoch:03d}_{step:#x}_{loss:.2e}_{acc:g}_{acc}_{lr}_{epoch:*^5}_"
@@ -235,7 +241,7 @@ TEST(CheckpointPlugin, AMissingKeyIsAClearErrorNamingTheKey) {
     const std::string what = e.what();
     EXPECT_NE(what.find("callback 'checkpoint'"), std::string::npos) << what;
     EXPECT_NE(what.find("{val_loss}"), std::string::npos) << what;
-    EXPECT_NE(what.find("available: accuracy, epoch, loss, step"), std::string::npos) << what;
+    EXPECT_NE(what.find("available: accuracy, epoch, learning_rate, loss, lr, step"), std::string::npos) << what;
   }
   EXPECT_TRUE(h5_files(run.run_dir / "ck").empty());
 }
