@@ -107,6 +107,22 @@ void refuse_unwritten_storage(const Column& c, const std::string& path) {
                   "the dataset to the samples written (h5py: dataset.resize(n, axis=0))");
 }
 
+// Values kept in other files: a virtual dataset's missing source, or an external file shorter
+// than the data, reads as the fill value without an error. Such data is refused with the way to
+// make it ordinary.
+void refuse_borrowed_storage(const std::string& path, const std::string& name, hid_t dcpl) {
+  std::string kind;
+  if (H5Pget_layout(dcpl) == H5D_VIRTUAL)
+    kind = "a virtual dataset (its values live in other datasets";
+  else if (H5Pget_external_count(dcpl) > 0)
+    kind = "stored in external files (its values live outside this file";
+  if (kind.empty()) return;
+  throw DataError(path + ": dataset '" + name + "' is " + kind +
+                  ", and what is missing there would read as the fill value unnoticed); copy it "
+                  "into an ordinary dataset first (h5py: out['" + name + "'] = f['" + name +
+                  "'][()])");
+}
+
 Column open_column(hid_t file, const std::string& path, const std::string& name) {
   Column c;
   c.name = name;
@@ -152,6 +168,7 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
     }
   }
   H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
+  refuse_borrowed_storage(path, name, dcpl.get());
   refuse_unwritten_storage(c, path);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
     std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));

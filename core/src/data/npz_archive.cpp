@@ -87,6 +87,12 @@ NpzMember read_npz_member(const std::string& file, const std::string& name) {
     archive_error(file,
                   "has no array '" + name + "' (it has " + (have.empty() ? "none" : have) + ")");
   }
+  const std::vector<std::string> names = npz_array_names(file);
+  if (std::count(names.begin(), names.end(), name) > 1)
+    throw DataError(what + " is in the archive " +
+                    std::to_string(std::count(names.begin(), names.end(), name)) +
+                    " times; which one is meant is unclear (NumPy's np.load takes the last, a zip "
+                    "reader the first): write the archive again with np.savez");
   unz_file_info64 info{};
   current_name(zip.get(), &info, file);
   if (info.flag & 1) throw DataError(what + " is encrypted");

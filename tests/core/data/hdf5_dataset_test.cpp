@@ -282,6 +282,36 @@ TEST_F(Hdf5Dataset, SamplesDeclaredButNeverWrittenAreRefused) {
   EXPECT_NO_THROW(data::open_hdf5_dataset({file, {"written"}, {"written"}, ""}));
 }
 
+// Values kept in other files read as the fill value where they are missing, without an error:
+// a virtual dataset whose source file is gone, an external file shorter than the data.
+TEST_F(Hdf5Dataset, VirtualAndExternalStorageAreRefusedWithTheWayOut) {
+  const auto made = test::run_python(
+      dir_ / "borrowed.py",
+      "import h5py, numpy as np, os, sys\n"
+      "os.chdir(sys.argv[1])\n"
+      "x = np.ones((16, 4), np.float32)\n"
+      "with h5py.File('virtual.h5', 'w') as f:\n"
+      "    layout = h5py.VirtualLayout(shape=(16, 4), dtype='f4')\n"
+      "    layout[:] = h5py.VirtualSource('gone.h5', 'x', shape=(16, 4))\n"
+      "    f.create_virtual_dataset('x', layout, fillvalue=0)\n"
+      "    f['y'] = np.zeros(16, np.float32)\n"
+      "open('raw.bin', 'wb').write(x.tobytes()[:100])\n"
+      "with h5py.File('external.h5', 'w') as f:\n"
+      "    f.create_dataset('x', shape=(16, 4), dtype='f4', external=[('raw.bin', 0, "
+      "h5py.h5f.UNLIMITED)])\n"
+      "    f['y'] = np.zeros(16, np.float32)\n",
+      dir_.string());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const auto& [file, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"virtual.h5", "is a virtual dataset"}, {"external.h5", "is stored in external files"}}) {
+    const std::string path = (dir_ / file).string();
+    const std::string msg =
+        data_error_of([&] { data::open_hdf5_dataset({path, {"x"}, {"y"}, ""}); });
+    EXPECT_NE(msg.find(path + ": dataset 'x' " + kind), std::string::npos) << msg;
+    EXPECT_NE(msg.find("out['x'] = f['x'][()]"), std::string::npos) << msg;
+  }
+}
+
 TEST_F(Hdf5Dataset, MissingOrForeignFile) {
   const std::string missing = (dir_ / "missing.h5").string();
   std::string msg = data_error_of([&] { data::open_hdf5_dataset({missing, {"x"}, {"y"}, ""}); });

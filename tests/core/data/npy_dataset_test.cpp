@@ -130,7 +130,11 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
         "at = raw.find(b'x.npy') + 200\n"
         "raw[at:at + 8] = b'\\x00' * 8\n"
         "open('corrupt.npz', 'wb').write(bytes(raw))\n"
-        "open('notzip.npz', 'wb').write(b'PK this is no zip file at all')\n");
+        "open('notzip.npz', 'wb').write(b'PK this is no zip file at all')\n"
+        "import io, zipfile\n"
+        "with zipfile.ZipFile('twice.npz', 'w') as z:\n"
+        "    for name, a in (('x.npy', np.zeros(3)), ('x.npy', np.ones(3)), ('y.npy', np.arange(3))):\n"
+        "        b = io.BytesIO(); np.save(b, a); z.writestr(name, b.getvalue())\n");
   auto error_of = [&](const std::string& x, const std::string& y = "y.npy") {
     return data_error_of([&] { open({{"type", "npy"}, {"x", x}, {"y", y}}, dir); });
   };
@@ -164,6 +168,8 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
   e = npz_error_of("corrupt.npz");
   EXPECT_TRUE(has(e, "corrupt.npz") && has(e, "corrupt")) << e;
   EXPECT_TRUE(has(npz_error_of("notzip.npz"), "not a .npz file"));
+  e = npz_error_of("twice.npz");  // NumPy reads the last copy, a zip reader the first
+  EXPECT_TRUE(has(e, "twice.npz': array 'x' is in the archive 2 times")) << e;
   EXPECT_TRUE(has(npz_error_of("y.npy"), "not a .npz file"));
 }
 
