@@ -280,6 +280,38 @@ TEST(Mpi, ABackupRestoredOnRankZeroCarriesItsDropoutStreamToEveryRank) {
   expect_same_weights(dir / "straight" / "model.h5", dir / "then" / "model.h5");
 }
 
+// Ranks given different runs (a per-host config copy out of date) used to hang in a collective
+// (rank 1 finished its 2 epochs, rank 0 waited) or crash in one with an MPI message. They compare
+// first: exit 2 on every rank, naming the key and both values.
+TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
+  const fs::path dir = test::scratch_dir("mpi-disagree");
+  const fs::path config = write_config(dir, tiny_config(40, 3));
+  test::write_text(dir / "rank1.sh",
+                   "#!/bin/sh\n"
+                   "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + test::tandem_cli() +
+                       " \"$@\" $RANK1; fi\n"
+                       "exec " + test::tandem_cli() + " \"$@\"\n");
+  fs::permissions(dir / "rank1.sh", fs::perms::owner_all);
+  for (const auto& [rank1, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--set epochs=2",
+            "config error at 'epochs': rank 1 of the 2 was given another run than rank 0: it is 1 "
+            "on rank 0 and 2 on rank 1"},
+           {"--set data.train.samples=499",
+            "rank 1 of the 2 was given another run than rank 0: its data (/data/0/samples) is "
+            "500 on rank 0 and 499 on rank 1"},
+           {"--set verbose=2", ""}}) {  // each rank's own
+    const auto r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
+                               (dir / "rank1.sh").string() + " train " + config.string() +
+                               " --set epochs=1 --overwrite --run-dir " + (dir / "run").string());
+    if (expected.empty()) {
+      EXPECT_EQ(r.exit_code, 0) << rank1 << ": " << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 2) << rank1 << ": " << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << rank1 << ": " << r.err;
+  }
+}
+
 TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   const fs::path dir = test::scratch_dir("mpi-resume");
   const fs::path config = write_config(dir, tiny_config(30, 4));

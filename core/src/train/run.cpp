@@ -30,6 +30,7 @@
 #include "parallel/call_probe.hpp"
 #include "parallel/placement.hpp"
 #include "parallel/replica_model.hpp"
+#include "train/rank_agreement.hpp"
 #include "train/trainer.hpp"
 
 #ifndef TANDEM_VERSION
@@ -403,6 +404,13 @@ TrainResult run_training(const TrainRequest& request) {
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume);
   if (request.weights) load_weights_file(*b.model, *request.weights);
+  // The ranks of an MPI job compare what they were given before any other collective.
+  json position;
+  if (resume && resume->training)
+    for (const char* key : {"epoch", "batch", "step"})
+      position[key] = resume->training->state.value(key, json());
+  check_ranks_agree(*world, rank_fingerprint(rc.resolved, {data.train.get(), data.validation.get()},
+                                             position));
 
   // Every rank walks the same global order and reads its shard of each batch.
   DataLoaderOptions train_opts{

@@ -1,0 +1,36 @@
+// Ranks of an MPI job that were given different runs: every rank must train the same model on
+// data of the same sizes from the same position, or a collective waits forever for a rank that
+// finished (another `epochs`) or reads past a message of another size (another `batch_size`, a
+// training file with other samples). The ranks compare before the run starts instead.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem {
+
+class Dataset;
+class World;
+
+/// What the ranks must agree on: `resolved` (the run config as resolved) without what each
+/// process may hold on its own (the data specs' paths, verbosity, callbacks, name), the size and
+/// sample shapes of each of `data` (null entries skipped), and `resume_position` (null: a new
+/// run). Borrows its arguments for the call.
+nlohmann::json rank_fingerprint(const nlohmann::json& resolved,
+                                const std::vector<const Dataset*>& data,
+                                const nlohmann::json& resume_position);
+
+/// Collective: every rank's fingerprint against rank 0's. On every rank, throws ConfigError (a
+/// config key differs) or DataError (the data or the position differ) naming the first rank that
+/// differs and the first difference. Nothing to do in a world of one process.
+void check_ranks_agree(World& world, const nlohmann::json& fingerprint);
+
+}  // namespace tandem
+
+TANDEM_INTERNAL_API_END
