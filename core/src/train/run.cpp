@@ -298,6 +298,23 @@ json device_plan_json(const DevicePlan& plan) {
   return j;
 }
 
+// A resumed run goes on at the rate in force when its checkpoint was written (a schedule may have
+// moved it), unless the config's learning_rate differs from the one the checkpoint's own run was
+// given: then it was changed on purpose (`--set optimizer.config.learning_rate=...` after a
+// divergence) and applies.
+void adopt_a_changed_learning_rate(Trainer& trainer, const json& resolved,
+                                   const CheckpointData& checkpoint) {
+  const json::json_pointer at("/optimizer/config/learning_rate");
+  const json& saved = checkpoint.training->state.value("run_config", json());
+  if (!resolved.contains(at) || !saved.is_object() || !saved.contains(at)) return;
+  const json& now = resolved.at(at);
+  const json& then = saved.at(at);
+  if (!now.is_number() || !then.is_number() || now.get<double>() == then.get<double>()) return;
+  spdlog::info("learning rate {} from the config (the checkpoint's run was given {})",
+               now.get<double>(), then.get<double>());
+  trainer.set_learning_rate(now.get<double>());
+}
+
 // The loader's check of each batch's class indices (Objective::label_check), naming the sample
 // of `data` whose label is no class of `model`.
 void check_labels_of(DataLoaderOptions& options, const Model& model, const Objective& objective,
@@ -466,6 +483,7 @@ TrainResult run_training(const TrainRequest& request) {
   if (resume) {
     trainer.restore(*resume, request.resume->string());
     refuse_a_finished_resume(trainer.state(), rc.epochs, *request.resume);
+    adopt_a_changed_learning_rate(trainer, rc.resolved, *resume);
   }
   // The config as resolved, with the precision the layers' dtype policies chose.
   json resolved = rc.resolved;
@@ -571,9 +589,18 @@ TrainResult run_training(const TrainRequest& request) {
                                          {"value", nullptr},
                                          {"best", false},
                                          {"target", "template"},
-                                         {"reason", result.interrupted ? "interrupted" : "final"},
+                                         {"reason", !trainer.divergence().empty() ? "diverged"
+                                                    : result.interrupted      ? "interrupted"
+                                                                              : "final"},
                                          {"bytes", std::filesystem::file_size(result.checkpoint)},
                                          {"seconds", secs}});
+    if (!trainer.divergence().empty())
+      throw RunError(trainer.divergence() + "; the weights of the step before are saved in " +
+                     result.checkpoint.string() +
+                     ", resumable there with --resume (or resume an earlier checkpoint when "
+                     "they have grown too large already). Lower the learning rate (a --set at "
+                     "--resume applies), check the data for NaN or extreme values, or clip "
+                     "gradients (clipnorm).");
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {

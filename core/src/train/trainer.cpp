@@ -204,11 +204,12 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
     callbacks_.train_batch_end(*this, state_.batch, logs);
     sync_ranks();
     if (state_.stop_requested) return false;
-    throw RunError("the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
-                   " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
-                   std::to_string(state_.batch + 1) + " (step " + std::to_string(state_.step + 1) +
-                   "); the weights of the previous step are kept. Lower the learning rate, "
-                   "check the data for NaN or extreme values, or clip gradients (clipnorm).");
+    divergence_ = "the loss became " + std::string(std::isnan(loss_sum) ? "NaN" : "infinite") +
+                  " at epoch " + std::to_string(state_.epoch + 1) + ", batch " +
+                  std::to_string(state_.batch + 1) + " (step " + std::to_string(state_.step + 1) +
+                  ")";
+    request_stop(divergence_);
+    return false;
   }
   totals.loss.add(sums.loss);
   for (std::size_t i = 0; i < totals.metrics.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
@@ -238,6 +239,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   state_.stop_requested = false;
   state_.stop_reason.clear();
   interrupted_ = false;
+  divergence_.clear();
   // A callback may restore a checkpoint in on_train_begin (backup_and_restore); from then on the
   // position is fixed until fit() returns or throws.
   struct Unlock {

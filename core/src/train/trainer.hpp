@@ -82,6 +82,11 @@ class Trainer : public CallbackContext {
 
   /// True when the last fit() ended because the interrupt flag was raised.
   bool interrupted() const { return interrupted_; }
+  /// Why the last fit() stopped on a non-finite loss that no callback stopped the run for
+  /// (terminate_on_nan), "" otherwise. Such a fit skips the bad step and ends as a stopped one
+  /// (on_train_end: backups are written), with the previous step's weights; its caller saves
+  /// them and reports the failure.
+  const std::string& divergence() const { return divergence_; }
 
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
   /// Taken in on_epoch_end (the epoch's logs already in the history), it resumes at the start
@@ -148,6 +153,7 @@ class Trainer : public CallbackContext {
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
+  std::string divergence_;  // see divergence()
   bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };
 
