@@ -21,6 +21,7 @@
 #include "app/optimizers_command.hpp"
 #include "app/options_command.hpp"
 #include "app/output_over_input.hpp"
+#include "util/environment_settings.hpp"
 #include "app/plugin_child.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
@@ -83,6 +84,7 @@ nlohmann::json stored_config_to_use(const std::string& checkpoint, const nlohman
 
 RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>& overrides,
                          bool quiet) {
+  check_environment_settings();  // the machine's settings, before any work
   nlohmann::json doc;
   fs::path base_dir = fs::current_path();
   if (!src.config.empty()) {

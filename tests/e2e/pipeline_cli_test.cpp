@@ -184,6 +184,19 @@ TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
   EXPECT_NE(r.err.find("does not fit in host memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("of 0 MiB (TANDEM_HOST_MEMORY_LIMIT)"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
+  // The GPU settings too, on a machine without a GPU (they were read only by the CUDA module).
+  for (const auto& [setting, message] : std::vector<std::pair<std::string, std::string>>{
+           {"TANDEM_CONV2D=fast", "expected 'im2col', 'cudnn' or 'auto' (the default), got 'fast'"},
+           {"TANDEM_CUDA_GRAPHS=yes", "turns CUDA graphs off with '0' (on: '1' or unset)"}}) {
+    for (const std::string& command :
+         {" check " + (dir / "run.json").string(),
+          " train " + (dir / "run.json").string() + " -q --run-dir " + (dir / "never").string()}) {
+      r = run_command(setting + " " + cli + command);
+      EXPECT_EQ(r.exit_code, 2) << setting << command << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << setting << ": " << r.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
 }
 
 }  // namespace

@@ -83,12 +83,6 @@ std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePl
   return out;
 }
 
-std::optional<std::int64_t> cuda_memory_limit() {
-  const char* text = std::getenv("TANDEM_CUDA_MEMORY_LIMIT");
-  if (text == nullptr) return std::nullopt;
-  return parse_memory_size(text, "TANDEM_CUDA_MEMORY_LIMIT");
-}
-
 void check_placement_fits(const std::vector<DevicePlacement>& placement,
                           const DeviceReport& report, std::optional<std::int64_t> limit) {
   for (const DevicePlacement& d : placement) {

@@ -50,9 +50,6 @@ std::vector<DevicePlacement> place_on_devices(const Model& model, const DevicePl
                                               std::int64_t batch, int optimizer_slots,
                                               const std::vector<std::int64_t>& call_bytes_per_row);
 
-/// TANDEM_CUDA_MEMORY_LIMIT read (util/memory_size.hpp); nullopt when it is not set.
-std::optional<std::int64_t> cuda_memory_limit();
-
 /// Throws ConfigError at "devices" when a CUDA device of `placement` needs more memory than it
 /// holds — its memory_bytes in `report`, or `limit` (TANDEM_CUDA_MEMORY_LIMIT) when that is
 /// smaller — naming the device, its replica and stage, the estimate's parts and the way out.

@@ -31,6 +31,7 @@
 #include "parallel/placement.hpp"
 #include "parallel/replica_model.hpp"
 #include "train/rank_agreement.hpp"
+#include "util/environment_settings.hpp"
 #include "train/trainer.hpp"
 
 #ifndef TANDEM_VERSION
@@ -288,7 +289,7 @@ std::vector<DevicePlacement> placement_of(const RunConfig& rc, const Built& b,
 // Refuses a plan whose GPUs cannot hold their share (the estimate against each GPU's memory or
 // TANDEM_CUDA_MEMORY_LIMIT, which is checked on every plan).
 void check_memory(const std::vector<DevicePlacement>& placement, const DevicePlan& plan) {
-  const std::optional<std::int64_t> limit = cuda_memory_limit();
+  const std::optional<std::int64_t> limit = cuda_memory_limit_setting();
   if (!plan.all_cpu()) check_placement_fits(placement, discover_devices(), limit);
 }
 

@@ -55,15 +55,16 @@
 #include "cuda/ops/kernels.hpp"
 #include "cuda/ops/layer_kernels.hpp"
 #include "tandem/error.hpp"
+#include "util/environment_settings.hpp"
 
 namespace tandem::cuda {
 
 namespace {
 
+constexpr const char* kPathVariable = "TANDEM_CONV2D";  // util/environment_settings.hpp
 constexpr std::int64_t kColsBudget = std::int64_t{64} << 20;  // floats (256 MiB) of im2col matrix
 constexpr std::uintptr_t kGemmAlignment = 256;  // bytes, what DenseGemm's algorithms assume
 
-constexpr const char* kPathVariable = "TANDEM_CONV2D";
 constexpr int kTimedRuns = 3;  // auto's timing: the best of this many forwards, after a warm-up
 
 bool gemm_aligned(const void* p) {
@@ -103,20 +104,18 @@ float best_time_ms(cudaStream_t stream, const Run& run) {
 enum class Path { im2col, cudnn };
 enum class Mode { im2col, cudnn, automatic };  // TANDEM_CONV2D
 
-// TANDEM_CONV2D, or a ConfigError naming it and the values it takes.
+// TANDEM_CONV2D (util/environment_settings.hpp).
 Mode mode_from_environment() {
-  const char* env = std::getenv(kPathVariable);
-  std::string value = env ? env : "";
-  for (char& ch : value) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (value.empty() || value == "auto") return Mode::automatic;
-  if (value == "im2col") return Mode::im2col;
-  if (value == "cudnn") return Mode::cudnn;
-  throw ConfigError(kPathVariable, std::string("the environment variable ") + kPathVariable +
-                                       " picks Conv2D's GPU path: expected 'im2col', 'cudnn' or "
-                                       "'auto' (the default), got '" +
-                                       env + "'");
+  switch (conv2d_path_setting()) {
+    case Conv2DPathSetting::im2col:
+      return Mode::im2col;
+    case Conv2DPathSetting::cudnn:
+      return Mode::cudnn;
+    case Conv2DPathSetting::automatic:
+      break;
+  }
+  return Mode::automatic;
 }
-
 
 class CudaConvolution final : public backend::Convolution2D {
  public:

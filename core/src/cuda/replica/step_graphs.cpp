@@ -6,14 +6,14 @@
 #include <string>
 
 #include "cuda/ops/cuda_check.hpp"
+#include "util/environment_settings.hpp"
 
 namespace tandem::cuda {
 
 StepGraphs::StepGraphs(CudaBackend& backend, DeviceAllocator& allocator, cudaStream_t stream,
                        int device)
     : backend_(backend), allocator_(allocator), stream_(stream), device_(device) {
-  const char* env = std::getenv("TANDEM_CUDA_GRAPHS");
-  if (env && std::string(env) == "0") on_ = false;
+  on_ = cuda_graphs_setting();
   allocations_at_capture_ = allocator_.stats().allocations;
 }
 
