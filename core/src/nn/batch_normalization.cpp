@@ -68,10 +68,12 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   const Tensor* gamma = options_.scale ? &gamma_.value : nullptr;
   const Tensor* beta = options_.center ? &beta_.value : nullptr;
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
-  if (training && trainable())
+  if (training && trainable()) {
     normalization().forward_training(x, gamma, beta, moving_mean_.value, moving_variance_.value,
-                                     output_, cross_replica_);
-  else
+                                     output_, statistics_sum());
+    if (cross_replica_ && !options_.synchronized)
+      average_moving_statistics(x.size() / std::max<std::int64_t>(channels_, 1));
+  } else
     normalization().forward_inference(x, gamma, beta, moving_mean_.value, moving_variance_.value,
                                       output_);
   return output_;
@@ -89,8 +91,45 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
   normalization().backward(input_, output_, grad_output, options_.scale ? &gamma_.value : nullptr,
                            options_.scale && !gamma_.grad.empty() ? &gamma_.grad : nullptr,
                            options_.center && !beta_.grad.empty() ? &beta_.grad : nullptr,
-                           need_input_grad ? &grad_input_ : nullptr, cross_replica_);
+                           need_input_grad ? &grad_input_ : nullptr, statistics_sum());
   return grad_input_;
+}
+
+backend::SumAcrossReplicas BatchNormalization::statistics_sum() const {
+  return options_.synchronized ? cross_replica_ : backend::SumAcrossReplicas();
+}
+
+// Each replica moved its statistics by its own shard's mean and variance; their average,
+// weighted by the shards' rows, moves the mean as the whole batch's mean would (the variance by
+// the shards' pooled variance, as TensorFlow's MirroredStrategy reads replica-local moving
+// statistics), and leaves every replica with the same values: validation, checkpoints and the
+// template then agree (each replica used to keep its own, and checkpoints held replica 0's).
+void BatchNormalization::average_moving_statistics(std::int64_t rows) {
+  const std::int64_t c = channels_;
+  const bool on_host = moving_mean_.value.on_host();
+  Tensor mean = on_host ? moving_mean_.value : Tensor({c});
+  Tensor variance = on_host ? moving_variance_.value : Tensor({c});
+  if (!on_host) {
+    ops().copy(moving_mean_.value, mean);
+    ops().copy(moving_variance_.value, variance);
+  }
+  std::vector<double> sums(static_cast<std::size_t>(2 * c + 1));
+  for (std::int64_t k = 0; k < c; ++k) {
+    sums[static_cast<std::size_t>(k)] = static_cast<double>(rows) * mean[k];
+    sums[static_cast<std::size_t>(c + k)] = static_cast<double>(rows) * variance[k];
+  }
+  sums[static_cast<std::size_t>(2 * c)] = static_cast<double>(rows);
+  cross_replica_(sums.data(), sums.size());
+  const double total = sums[static_cast<std::size_t>(2 * c)];
+  if (total == 0) return;  // no replica had rows: nothing moved
+  for (std::int64_t k = 0; k < c; ++k) {
+    mean[k] = static_cast<float>(sums[static_cast<std::size_t>(k)] / total);
+    variance[k] = static_cast<float>(sums[static_cast<std::size_t>(c + k)] / total);
+  }
+  if (!on_host) {
+    ops().copy(mean, moving_mean_.value);
+    ops().copy(variance, moving_variance_.value);
+  }
 }
 
 void BatchNormalization::set_absorb_output_relu(bool absorb) {

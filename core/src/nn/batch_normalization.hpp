@@ -69,7 +69,9 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
-  bool wants_cross_replica_sum() const override { return options_.synchronized; }
+  /// Always: synchronized, the batch statistics are summed; otherwise the moving statistics are
+  /// averaged over the replicas after each training forward (see forward()).
+  bool wants_cross_replica_sum() const override { return true; }
   void set_cross_replica_sum(backend::SumAcrossReplicas sum) override {
     cross_replica_ = std::move(sum);
   }
@@ -88,7 +90,12 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
 
   std::unique_ptr<backend::BatchNorm> normalization_;  // keeps the last forward's statistics
   const backend::Backend* normalization_backend_ = nullptr;
-  backend::SumAcrossReplicas cross_replica_;  // set when synchronized across replicas
+  backend::SumAcrossReplicas cross_replica_;  // set on several replicas
+  /// The backend's sum for the batch statistics: cross_replica_ when synchronized, else none.
+  backend::SumAcrossReplicas statistics_sum() const;
+  /// Not synchronized, on several replicas: the moving statistics become their average over the
+  /// replicas weighted by each one's `rows`, the same on every replica.
+  void average_moving_statistics(std::int64_t rows);
   Tensor input_;  // the last forward's input (shared storage, not a copy)
   Tensor output_, grad_input_;
 };

@@ -60,9 +60,10 @@ class PlainRelu {
   virtual void set_relu_absorbed(bool absorbed) = 0;
 };
 
-/// A layer whose statistics span the whole global batch (synchronized BatchNormalization). The
-/// ReplicaModel gives every replica's layer a sum over every replica of the run (the function
-/// holds what it needs alive); an empty function makes the layer local again.
+/// A layer whose statistics span the whole global batch (synchronized BatchNormalization), or
+/// whose state must agree across replicas (BatchNormalization's moving statistics). The
+/// ReplicaModel gives every replica's layer a sum over every replica of the run when there are
+/// several (the function holds what it needs alive); an empty function makes the layer local.
 class CrossReplicaStatistics {
  public:
   virtual ~CrossReplicaStatistics() = default;

@@ -348,6 +348,43 @@ TEST(ReplicaModel, SynchronizedBatchNormMatchesTheTemplateOnAnyReplicaCount) {
   EXPECT_GT(batch_norm_meta_vs_template(false, 3, 10), 1e-3);
 }
 
+// Without synchronized statistics each replica moved its moving statistics by its own shard, so
+// replicas drifted apart: validation (each replica evaluates its shard with its own) and the
+// checkpoint (replica 0's) disagreed. They are averaged over the replicas after each forward: every
+// replica holds the same bits, and the moving mean is the whole batch's, as the template's.
+TEST(ReplicaModel, ReplicaLocalBatchNormKeepsOneSetOfMovingStatistics) {
+  const auto moving_mean_of = [](Model& m) -> const Tensor& {
+    for (std::size_t l = 0; l < m.layer_count(); ++l)
+      for (Parameter* p : m.layer(l).parameters())
+        if (p->name == "moving_mean") return p->value;
+    throw std::logic_error("no moving_mean");
+  };
+  for (const auto& [replicas, batch] :
+       std::vector<std::pair<int, std::int64_t>>{{2, 16}, {3, 10}, {4, 3}}) {
+    Fixture alone(batch_norm_model(false)), s(batch_norm_model(false));
+    alone.model = Model::from_config(batch_norm_model(false), "model", 23);
+    s.model = Model::from_config(batch_norm_model(false), "model", 23);
+    ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(replicas));
+    // One step from the same weights: the moving mean is the whole batch's, as the template's
+    // (each replica's own shard mean before).
+    train_template_alone(alone, batch, 1);
+    train_meta(s, meta, batch, 1);
+    const Tensor& mean = moving_mean_of(meta.template_model());
+    const Tensor& reference = moving_mean_of(*alone.model);
+    float scale = 0, diff = 0;
+    for (std::int64_t i = 0; i < mean.size(); ++i) {
+      scale = std::max(scale, std::abs(reference[i]));
+      diff = std::max(diff, std::abs(mean[i] - reference[i]));
+    }
+    EXPECT_GT(scale, 0.0f);
+    EXPECT_LE(diff, 1e-5f * scale) << replicas << " replicas, batch " << batch;
+    // Steps later, still one set of bits on every replica.
+    train_meta(s, meta, batch, 4);
+    for (int r = 1; r < replicas; ++r)
+      EXPECT_TRUE(bitwise_equal(meta.replica(0), meta.replica(r))) << replicas << " replicas";
+  }
+}
+
 // Synchronized statistics make the replicas meet in the middle of the backward pass. A replica
 // that fails in its loss never arrives there: the others must be released (they used to wait for
 // it forever), the failed replica's own error must surface (not theirs, which only say that they
