@@ -560,8 +560,14 @@ TrainResult run_training(const TrainRequest& request) {
   try {
     // Inside: a callback failing on it ends the run with run_failed after it in the stream.
     trainer.publish("run_started", started);
-    result.history =
-        trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
+    std::optional<DivergedRun> diverged;  // the run's failure, reported once its weights are saved
+    try {
+      result.history =
+          trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
+    } catch (const DivergedRun& e) {
+      diverged = e;
+      result.history = trainer.state().history;
+    }
     result.interrupted = trainer.interrupted();
     result.stop_reason = trainer.state().stop_reason;
 
@@ -571,7 +577,10 @@ TrainResult run_training(const TrainRequest& request) {
                    result.interrupted ? "interrupted" : "finished", trainer.state().epoch,
                    static_cast<long long>(trainer.state().step),
                    result.stop_reason.empty() ? "" : ": ", result.stop_reason.c_str());
-    if (!writer) return result;
+    if (!writer) {
+      if (diverged) throw *diverged;
+      return result;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     // Written at once, before anything trains again: the model's own tensors, not a copy of
     // them (a second copy of the weights and slots in memory, 494 MB for seed-mlp). Holds the
@@ -590,14 +599,14 @@ TrainResult run_training(const TrainRequest& request) {
                                          {"value", nullptr},
                                          {"best", false},
                                          {"target", "template"},
-                                         {"reason", !trainer.divergence().empty() ? "diverged"
-                                                    : result.interrupted      ? "interrupted"
-                                                                              : "final"},
+                                         {"reason", diverged                ? "diverged"
+                                                    : result.interrupted ? "interrupted"
+                                                                         : "final"},
                                          {"bytes", std::filesystem::file_size(result.checkpoint)},
                                          {"seconds", secs}});
-    if (!trainer.divergence().empty())
-      throw RunError(trainer.divergence() + "; the weights of the step before are saved in " +
-                     result.checkpoint.string() +
+    if (diverged)
+      throw RunError(diverged->where() +
+                     "; the weights of the step before are saved in " + result.checkpoint.string() +
                      ", resumable there with --resume (or resume an earlier checkpoint when "
                      "they have grown too large already). Lower the learning rate (a --set at "
                      "--resume applies), check the data for NaN or extreme values, or clip "

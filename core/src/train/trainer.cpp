@@ -10,6 +10,12 @@
 
 namespace tandem {
 
+DivergedRun::DivergedRun(const std::string& where)
+    : RunError(where +
+               "; the weights of the previous step are kept. Lower the learning rate, check the "
+               "data for NaN or extreme values, or clip gradients (clipnorm)."),
+      where_(where) {}
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -340,6 +346,8 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     }
   }
   callbacks_.train_end(*this, last_logs);
+  if (!divergence_.empty())
+    throw DivergedRun(divergence_);
   return state_.history;
 }
 

@@ -40,6 +40,20 @@ struct FitOptions {
   std::int64_t steps_per_epoch = 0;
 };
 
+/// What fit() throws when the loss became NaN or infinite and no callback stopped the run for it
+/// (terminate_on_nan): after on_train_end, as a stopped run ends (backups are written), the bad
+/// step skipped, so the weights are the step before's and the state is positioned at the step
+/// that diverged: a checkpoint taken now resumes there.
+class DivergedRun : public RunError {
+ public:
+  /// `where`: "the loss became NaN at epoch E, batch B (step S)".
+  explicit DivergedRun(const std::string& where);
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
 class Trainer : public CallbackContext {
  public:
   Trainer(ReplicaModel& meta, Objective objective);
@@ -82,11 +96,7 @@ class Trainer : public CallbackContext {
 
   /// True when the last fit() ended because the interrupt flag was raised.
   bool interrupted() const { return interrupted_; }
-  /// Why the last fit() stopped on a non-finite loss that no callback stopped the run for
-  /// (terminate_on_nan), "" otherwise. Such a fit skips the bad step and ends as a stopped one
-  /// (on_train_end: backups are written), with the previous step's weights; its caller saves
-  /// them and reports the failure.
-  const std::string& divergence() const { return divergence_; }
+
 
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
   /// Taken in on_epoch_end (the epoch's logs already in the history), it resumes at the start
@@ -153,7 +163,7 @@ class Trainer : public CallbackContext {
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
-  std::string divergence_;  // see divergence()
+  std::string divergence_;  // why the fit stopped on a non-finite loss: thrown as DivergedRun
   bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };
 

@@ -374,9 +374,10 @@ TEST(BatchNormalizationModel, OptimizerSkipsMovingStatsCheckpointsKeepThem) {
   }
 }
 
-// Each replica normalises with its own shard and moves its own statistics; the template is
-// replica 0, so it holds the statistics of the first shard of each batch.
-TEST(BatchNormalizationModel, ReplicasKeepPerShardStatisticsTemplateHoldsReplicaZeros) {
+// Each replica normalises with its own shard; the moving statistics each one moved are then
+// averaged over the replicas (weighted by their rows), so every replica and the template hold the
+// same: the whole batch's mean and the shards' pooled variance (hand-computed below).
+TEST(BatchNormalizationModel, ReplicasNormaliseTheirShardsAndShareTheAveragedMovingStatistics) {
   auto model = Model::from_config(
       sequential({layer("BatchNormalization", {{"momentum", 0.0}, {"input_shape", {2}}})}), "model",
       1);
@@ -388,17 +389,15 @@ TEST(BatchNormalizationModel, ReplicasKeepPerShardStatisticsTemplateHoldsReplica
   b.y = Tensor({4, 2});
   meta.forward_backward(b, *loss, {});
   meta.apply_update();
-  // momentum 0: the moving statistics are the last shard statistics. Shard 0 = rows 0-1.
+  // momentum 0: the moving statistics are the step's. Shards: rows {0, 1} and {2, 3}.
   auto t = meta.template_model().parameters();
-  EXPECT_FLOAT_EQ(t[2]->value[0], 2.0f);   // mean of {1, 3}, not 4.5 (the whole batch)
-  EXPECT_FLOAT_EQ(t[2]->value[1], 15.0f);  // mean of {10, 20}
-  EXPECT_FLOAT_EQ(t[3]->value[0], 1.0f);   // biased variance of {1, 3}
+  EXPECT_FLOAT_EQ(t[2]->value[0], 4.5f);   // (mean{1, 3} + mean{5, 9}) / 2 = (2 + 7) / 2
+  EXPECT_FLOAT_EQ(t[2]->value[1], 25.0f);  // (15 + 35) / 2
+  EXPECT_FLOAT_EQ(t[3]->value[0], 2.5f);   // (var{1, 3} + var{5, 9}) / 2 = (1 + 4) / 2
+  EXPECT_FLOAT_EQ(t[3]->value[1], 25.0f);  // (25 + 25) / 2
   auto r1 = meta.replica(1).parameters();
-  EXPECT_FLOAT_EQ(r1[2]->value[0], 7.0f);  // mean of {5, 9}
-  EXPECT_FLOAT_EQ(r1[3]->value[1], 25.0f);
-  // The trainable weights stay identical across replicas (summed gradients).
-  EXPECT_EQ(t[0]->value[0], r1[0]->value[0]);
-  EXPECT_EQ(t[1]->value[1], r1[1]->value[1]);
+  for (int p = 0; p < 4; ++p)
+    for (int c = 0; c < 2; ++c) EXPECT_EQ(t[p]->value[c], r1[p]->value[c]) << p << "/" << c;
 }
 
 // BatchNormalization -> Activation(relu) runs as one layer (the relu absorbed); the same model
