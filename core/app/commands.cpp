@@ -91,12 +91,17 @@ RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>
     doc = load_json_file(src.config);
     base_dir = fs::absolute(src.config).parent_path();
   } else if (!src.checkpoint.empty()) {
-    auto stored = run_config_of_checkpoint(src.checkpoint);
-    if (!stored)
+    const StoredRun stored = run_config_of_checkpoint(src.checkpoint);
+    if (!stored.has_training_state)
+      throw ConfigError("<config>", src.checkpoint +
+                                        " holds weights only (no training state, no run config): "
+                                        "pass the run config file as well; `tandem train CONFIG "
+                                        "--weights FILE` starts a new run from these weights");
+    if (!stored.config)
       throw ConfigError("<config>", src.checkpoint +
                                         " holds no run config (not written by tandem train); "
                                         "pass the run config file as well");
-    doc = stored_config_to_use(src.checkpoint, *stored, src.trust_checkpoint);
+    doc = stored_config_to_use(src.checkpoint, *stored.config, src.trust_checkpoint);
   } else if (src.use_default) {
     fs::path path = default_config();
     doc = load_json_file(path);
@@ -225,8 +230,12 @@ void add_trust_option(CLI::App* cmd, bool& trust) {
                 "included (default: those are left out; only for checkpoints you trust)");
 }
 
-void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides) {
-  cmd->add_option("config", config, "Run config (JSON)")->check(CLI::ExistingFile);
+// `config_must_exist`: CLI11 checks the file; otherwise the command reads it and reports a missing
+// one itself (check --json prints that as JSON too).
+void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::string>& overrides,
+                        bool config_must_exist = true) {
+  CLI::Option* file = cmd->add_option("config", config, "Run config (JSON)");
+  if (config_must_exist) file->check(CLI::ExistingFile);
   cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)")
       ->type_name("KEY=VALUE");
   // --devices PLAN is --set devices=PLAN, spelled the way users expect.
@@ -415,7 +424,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       "plugins and their options) and prints a summary, or the first error with its JSON path. "
       "--json prints one JSON object: {\"ok\": true, \"summary\": ...} or {\"ok\": false, "
       "\"error\": ..., \"path\": ...}.\nExit codes: 0 valid, 2 invalid.");
-  add_config_options(check, config_, overrides_);
+  add_config_options(check, config_, overrides_, false);
   check->add_flag("--json", json_, "Print one JSON object (for tandem-gui and scripts)");
   check->callback([this] {
     selected_ = [this] {

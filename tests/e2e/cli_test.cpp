@@ -133,6 +133,51 @@ TEST(Cli, SigintStopsAtABatchBoundaryAndLeavesAResumableCheckpoint) {
   EXPECT_EQ(rs.exit_code, 0) << rs.err;
 }
 
+// A callback's stop at an epoch end says where, as a signal's does: the batches the epoch ran.
+TEST(Cli, AStopAtAnEpochEndNamesItsBatch) {
+  const fs::path dir = test::scratch_dir("cli-stop-batch");
+  json config = test::tiny_regression_config();  // 16 samples in batches of 8: 2 a epoch
+  config["epochs"] = 5;
+  config["callbacks"] = {{{"plugin", "early_stopping"},
+                          {"options", {{"monitor", "loss"}, {"min_delta", 100}, {"patience", 0}}}}};
+  ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
+  int stops = 0;
+  for (const auto& e : read_events(dir / "run" / "events.jsonl"))
+    if (e["event"] == "stopped") {
+      ++stops;
+      EXPECT_EQ(e["epoch"], 2);
+      EXPECT_EQ(e["batch"], 2);
+      EXPECT_EQ(e["step"], 4);
+    }
+  EXPECT_EQ(stops, 1);
+}
+
+// What the first error said was misleading or not JSON: a weights-only file given to --resume
+// ("not written by tandem train"), a missing config for check --json (nothing on stdout).
+TEST(Cli, AWeightsOnlyResumeAndAMissingCheckedConfigSayWhatTheyAre) {
+  const fs::path dir = test::scratch_dir("cli-first-errors");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  fs::copy_file(dir / "run" / "model.h5", dir / "weights.h5");
+  const auto stripped = test::run_command(
+      std::string(test::system_python()) + " -c 'import h5py, sys\n"
+      "with h5py.File(sys.argv[1], \"r+\") as f: del f[\"tandem\"]' " +
+      (dir / "weights.h5").string());
+  ASSERT_EQ(stripped.exit_code, 0) << stripped.err;
+  auto r = run_command(cli() + " train -q --resume " + (dir / "weights.h5").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("weights.h5 holds weights only (no training state, no run config)"),
+            std::string::npos)
+      << r.err;
+  r = run_command(cli() + " check --json " + (dir / "missing.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["ok"], false);
+  EXPECT_EQ(out["path"], (dir / "missing.json").string());
+  EXPECT_NE(out["error"].get<std::string>().find("cannot read the config (file not found)"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Cli, TruncatedAndMissingDataAreExitCode2AndCreateNothing) {
   const fs::path dir = test::scratch_dir("cli-baddata");
   {

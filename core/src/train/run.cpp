@@ -399,11 +399,13 @@ std::string placement_summary(const RunConfig& rc) {
   return head + placement_table(placement_of(rc, b, plan, placement));
 }
 
-std::optional<json> run_config_of_checkpoint(const std::filesystem::path& path) {
+StoredRun run_config_of_checkpoint(const std::filesystem::path& path) {
   CheckpointData data = read_checkpoint_file(path);
+  StoredRun stored;
+  stored.has_training_state = data.training.has_value();
   if (data.training && data.training->state.contains("run_config"))
-    return data.training->state["run_config"];
-  return std::nullopt;
+    stored.config = data.training->state["run_config"];
+  return stored;
 }
 
 TrainResult run_training(const TrainRequest& request) {

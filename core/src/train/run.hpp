@@ -111,8 +111,13 @@ struct DataBenchResult {
 };
 DataBenchResult run_data_bench(const RunConfig& config, double seconds);
 
-/// The run config stored inside a checkpoint written by run_training, if any.
-std::optional<nlohmann::json> run_config_of_checkpoint(const std::filesystem::path& path);
+/// What a checkpoint says of its run: whether it holds a training state, and the run config
+/// run_training stored in it, if any.
+struct StoredRun {
+  bool has_training_state = false;
+  std::optional<nlohmann::json> config;
+};
+StoredRun run_config_of_checkpoint(const std::filesystem::path& path);
 
 }  // namespace tandem
 

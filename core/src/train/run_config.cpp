@@ -16,7 +16,7 @@ using nlohmann::json;
 
 json load_json_file(const std::filesystem::path& path) {
   if (const std::string why = not_a_regular_file(path); !why.empty())
-    throw ConfigError(path.string(), "cannot read the config: it " + why);
+    throw ConfigError(path.string(), "cannot read the config (" + why + ")");
   std::error_code ec;
   constexpr std::uintmax_t kMaxConfigBytes = std::uintmax_t{64} << 20;
   if (const auto bytes = std::filesystem::file_size(path, ec); !ec && bytes > kMaxConfigBytes)

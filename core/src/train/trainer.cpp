@@ -336,12 +336,15 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     callbacks_.epoch_end(*this, epoch, epoch_logs);
     sync_ranks();
     last_logs = epoch_logs;
+    const std::int64_t batches_done = state_.batch;
     state_.epoch = epoch + 1;
     state_.batch = 0;
     partial_ = empty_totals();
     if (state_.stop_requested) {
-      emit("stopped",
-           {{"reason", state_.stop_reason}, {"epoch", epoch + 1}, {"step", state_.step}});
+      emit("stopped", {{"reason", state_.stop_reason},
+                       {"epoch", epoch + 1},
+                       {"batch", batches_done},
+                       {"step", state_.step}});
       break;
     }
   }
