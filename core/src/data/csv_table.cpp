@@ -3,6 +3,7 @@
 #include <csv.h>
 
 #include <fstream>
+#include <string_view>
 #include <memory>
 
 #include "tandem/error.hpp"
@@ -60,12 +61,20 @@ CsvTable read_csv_table(const std::string& file, char delimiter) {
   csv_set_delim(&parser, static_cast<unsigned char>(delimiter));
   TableReader t;
   std::vector<char> buffer(kReadChunk);
+  // A UTF-8 byte order mark (Excel's "CSV UTF-8") is no part of the first column's name, as
+  // Python's utf-8-sig and pandas read it.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  bool first = true;
   while (in && t.error.empty()) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const auto got = static_cast<std::size_t>(in.gcount());
+    auto got = static_cast<std::size_t>(in.gcount());
     if (got == 0) break;
-    if (csv_parse(&parser, buffer.data(), got, TableReader::on_field, TableReader::on_row, &t) !=
-        got)
+    std::size_t skip = 0;
+    if (first && std::string_view(buffer.data(), got).starts_with(kBom)) skip = kBom.size();
+    first = false;
+    got -= skip;
+    if (csv_parse(&parser, buffer.data() + skip, got, TableReader::on_field, TableReader::on_row,
+                  &t) != got)
       throw DataError("'" + file + "': not valid CSV after row " + std::to_string(t.line) + " (" +
                       csv_strerror(csv_error(&parser)) + ")");
   }

@@ -74,6 +74,14 @@ TEST(CsvDataset, ColumnsByNameDeclaredCategoriesAndPythonsQuoting) {
   const auto [sx, sy] = read_all(*s);
   EXPECT_EQ(sx, (std::vector<float>{1, 2, 5, 6}));
   EXPECT_EQ(sy, (std::vector<float>{4, 3, 8, 7}));
+
+  // Excel's "CSV UTF-8" starts with a byte order mark, which is no part of the first name
+  // (Python's utf-8-sig, pandas). It was: "no column 'a' (it has '\ufeffa', ...)".
+  test::write_text(dir / "bom.csv", "\xEF\xBB\xBF" "a,b,t1,t2\n1,2,3,4\n5,6,7,8\n");
+  const auto bom = open({{"type", "csv"}, {"path", "bom.csv"}, {"y", {"t2", "t1"}},
+                         {"x", {"a", "b"}}},
+                        dir);
+  EXPECT_EQ(read_all(*bom), read_all(*s));
 }
 
 TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
