@@ -15,6 +15,7 @@
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run_config.hpp"
+#include "nn/keras_generation.hpp"
 
 namespace tandem::app {
 
@@ -57,7 +58,7 @@ int run_export(const ExportOptions& o) {
       o.output.empty() ? fs::path(o.file).replace_extension(".onnx").string() : o.output;
   refuse_output_over_input(output, {o.file, o.config}, "--output");
   const CheckpointData data = read_checkpoint_file(o.file);
-  nlohmann::json model_config = data.model_config;
+  nlohmann::json model_config = nn::with_file_keras_version(data.model_config, data.keras_version);
   std::string config_path = "model_config";
   if (!o.config.empty()) {
     model_config = parse_run_config(load_json_file(o.config),

@@ -161,6 +161,10 @@ std::vector<Case> cases() {
                           "hard_swish", "mish", "log_softmax"})
     c.push_back({std::string("dense_") + act,
                  sequential({7}, {layer("Dense", {{"units", 5}, {"activation", act}})}), {{{7}}}});
+  // A Keras 2 model's hard_sigmoid is Keras 2's, clip(0.2 x + 0.5, 0, 1), in ONNX too.
+  json keras2 = sequential({7}, {layer("Dense", {{"units", 5}, {"activation", "hard_sigmoid"}})});
+  keras2["keras_version"] = "2.15.0";
+  c.push_back({"dense_hard_sigmoid_keras2", keras2, {{{7}}}});
   c.push_back({"dense_batch_norm_prelu_softmax",
                sequential({7}, {layer("Dense", {{"units", 6}}), layer("BatchNormalization"),
                                 layer("PReLU"), layer("Softmax")}),

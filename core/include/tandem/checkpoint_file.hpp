@@ -56,6 +56,10 @@ struct TANDEM_EXPORT TrainingStateData {
 struct TANDEM_EXPORT CheckpointData {
   nlohmann::json model_config;                // {"class_name": "Sequential", "config": {...}}
   nlohmann::json training_config;             // Keras' compile() settings, when the file has them
+  /// Read: the file's root "keras_version" ("" when absent), the Keras whose definitions its
+  /// model follows when model_config names none (nn/keras_generation.hpp). Not written: the
+  /// writer stamps model_config's "keras_version", or Keras 3's.
+  std::string keras_version;
   std::vector<LayerWeights> layers;           // every layer of the model, in model order
   std::optional<TrainingStateData> training;  // absent in a weights-only file
 };

@@ -68,6 +68,10 @@ class TANDEM_EXPORT Model {
   const Shape& layer_output_shape(std::size_t i) const { return output_shapes_[i + 1]; }
   /// True for a functional model (its config and summary say how the layers connect).
   bool functional() const { return functional_; }
+  /// Whether the config names Keras 2 ("keras_version": "2.x"): its layers then follow Keras 2's
+  /// definitions where Keras 3 changed them (hard_sigmoid, MultiHeadAttention's fully masked
+  /// rows; nn/keras_generation.hpp).
+  bool keras2() const { return keras2_; }
   /// The calls of the layers, in the order they run (topological; the last gives the output).
   /// A Sequential model calls layer i as call i; a functional model may call a layer more than
   /// once (a shared layer: the same weights, the gradients of its calls summed). Layers are
@@ -199,6 +203,7 @@ class TANDEM_EXPORT Model {
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
   void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
   nlohmann::json functional_config() const;
+  nlohmann::json sequential_config() const;
   // Runs every call on x (split into inputs_ first when there are several).
   void run_calls(const Tensor& x, bool training, std::int64_t sample_offset);
   // Whether call `input`'s output needs a gradient in this backward pass.
@@ -227,6 +232,7 @@ class TANDEM_EXPORT Model {
   void sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran);
 
   bool functional_ = false;
+  bool keras2_ = false;  // see keras2()
   std::vector<std::unique_ptr<Layer>> layers_;  // in the order of their first calls
   std::vector<std::unique_ptr<Layer>> twins_;   // runners of shared layers' later calls
   std::vector<Call> calls_;                     // topological

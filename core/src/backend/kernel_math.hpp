@@ -295,6 +295,11 @@ TANDEM_HD inline float hard_sigmoid(float x) {
   return fdiv(std_clamp(fadd(x, 3.0f), 0.0f, 6.0f), 6.0f);
 }
 
+/// clip(0.2 x + 0.5, 0, 1), Keras 2's hard sigmoid (ONNX's HardSigmoid with its defaults).
+TANDEM_HD inline float hard_sigmoid_keras2(float x) {
+  return std_clamp(fadd(fmul(0.2f, x), 0.5f), 0.0f, 1.0f);
+}
+
 /// f(x) for every kind but softmax (softmax_row). linear, relu, selu, softsign: the CPU's own
 /// expressions, bit for bit. tanh, sigmoid, gelu, elu, softplus, swish and exponential: the CPU
 /// computes them with oneDNN's approximations, which cannot be repeated here; these are the
@@ -329,6 +334,8 @@ TANDEM_HD inline float activation_value(ActivationKind kind, float x) {
       return x > 0 ? x : fmul(kLeakyReluSlope, x);
     case ActivationKind::hard_sigmoid:
       return hard_sigmoid(x);
+    case ActivationKind::hard_sigmoid_keras2:
+      return hard_sigmoid_keras2(x);
     case ActivationKind::hard_swish:
       return fmul(x, hard_sigmoid(x));
     case ActivationKind::mish:
@@ -396,6 +403,8 @@ TANDEM_HD inline float activation_derivative(ActivationKind kind, float x, float
       return x > 0 ? 1.0f : kLeakyReluSlope;
     case ActivationKind::hard_sigmoid:
       return x > -3.0f && x < 3.0f ? fdiv(1.0f, 6.0f) : 0.0f;
+    case ActivationKind::hard_sigmoid_keras2:
+      return x > -2.5f && x < 2.5f ? 0.2f : 0.0f;
     case ActivationKind::hard_swish:  // hard_sigmoid(x) + x hard_sigmoid'(x)
       return x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : fdiv(fadd(fmul(2.0f, x), 3.0f), 6.0f);
     case ActivationKind::mish: {  // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)
@@ -446,9 +455,11 @@ TANDEM_HD inline bool extreme_beats(bool maximum, float x, float m) {
 
 /// One row of attention probabilities (AttentionMaskDesc): softmax over the keys j <= last
 /// with keep[j] != 0 (keep may be null: every key); hidden keys get 0, and a row with none kept
-/// is all zeros. The sum in double (y may be x).
+/// is all zeros, or with `keras2_hidden_rows` Keras 2's additive mask's result: the softmax of
+/// every x[j] - 1e9 in float. The sum in double (y may be x).
 TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t cols,
-                                         const float* keep, std::int64_t last) {
+                                         const float* keep, std::int64_t last,
+                                         bool keras2_hidden_rows = false) {
   bool any = false;
   float mx = 0;
   for (std::int64_t c = 0; c < cols; ++c) {
@@ -461,6 +472,17 @@ TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t 
     const bool kept = c <= last && (keep == nullptr || keep[c] != 0.0f);
     y[c] = kept ? exp_f(fsub(x[c], mx)) : 0.0f;
     sum = dadd(sum, f2d(y[c]));
+  }
+  if (!any && keras2_hidden_rows) {  // every key hidden: each score less 1e9, then softmax
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float shifted = fadd(x[c], -1e9f);
+      mx = c == 0 ? shifted : std_max(mx, shifted);
+    }
+    for (std::int64_t c = 0; c < cols; ++c) {
+      y[c] = exp_f(fsub(fadd(x[c], -1e9f), mx));
+      sum = dadd(sum, f2d(y[c]));
+    }
+    any = true;
   }
   if (!any) return;
   const float inv = d2f(ddiv(1.0, sum));

@@ -137,10 +137,12 @@ struct LayerNormDesc {
 /// Attention probabilities: softmax over rows of `tk` scores laid out (batch, heads, tq, tk),
 /// leaving out the keys a mask hides (mask[b, i, j] == 0, mask (batch, tq, tk)) and, causal, the
 /// keys after the query (j > i); a hidden key gets probability 0, a row with every key hidden
-/// all zeros (Keras 3's masked softmax).
+/// all zeros (Keras 3's masked softmax) or, `keras2_hidden_rows`, Keras 2's: the softmax of
+/// every score less 1e9 (near uniform).
 struct AttentionMaskDesc {
   std::int64_t heads = 1, tq = 0, tk = 0;
   bool causal = false;
+  bool keras2_hidden_rows = false;
 };
 
 /// Where an embedding lookup failed: the first input position (row-major) whose value is not an

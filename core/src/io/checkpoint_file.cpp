@@ -29,7 +29,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kKerasVersion = "2.15.0";
+// The Keras whose definitions a model follows, stamped at the root and on /model_weights (Keras
+// reads it only for Keras 1 files): the model config's own "keras_version" (a Keras 2 model keeps
+// Keras 2's definitions, nn/keras_generation.hpp), else Keras 3's, Tandem's own.
+constexpr const char* kOwnKerasVersion = "3.0.0";
 constexpr const char* kBackend = "tensorflow";
 // Keras's HDF5_OBJECT_HEADER_LIMIT: larger attribute arrays are split into name0, name1, ...
 constexpr std::size_t kAttributeLimit = 64512;
@@ -392,7 +395,12 @@ FileImage build_image(const CheckpointData& data) {
   {
     WriteProps props;
     hid_t root = file.get();
-    write_string_attr(root, "keras_version", kKerasVersion);
+    const std::string keras_version =
+        data.model_config.is_object() && data.model_config.contains("keras_version") &&
+                data.model_config["keras_version"].is_string()
+            ? data.model_config["keras_version"].get<std::string>()
+            : kOwnKerasVersion;
+    write_string_attr(root, "keras_version", keras_version);
     write_string_attr(root, "backend", kBackend);
     if (!data.model_config.is_null())
       write_string_attr(root, "model_config", data.model_config.dump(-1, ' ', true));
@@ -404,7 +412,7 @@ FileImage build_image(const CheckpointData& data) {
     for (const auto& layer : data.layers) layer_names.push_back(layer.layer);
     write_name_list(weights.get(), "layer_names", layer_names);
     write_string_attr(weights.get(), "backend", kBackend);
-    write_string_attr(weights.get(), "keras_version", kKerasVersion);
+    write_string_attr(weights.get(), "keras_version", keras_version);
     for (const auto& layer : data.layers) {
       H5Handle group = create_group(weights.get(), layer.layer, props);
       std::vector<std::string> weight_names;
@@ -713,6 +721,7 @@ CheckpointData read_contents(hid_t root) {
   }
   if (attr_exists(root, "model_config"))
     data.model_config = parse_json(read_string_attr(root, "model_config"), "model_config");
+  if (attr_exists(root, "keras_version")) data.keras_version = read_string_attr(root, "keras_version");
   if (attr_exists(root, "training_config"))
     data.training_config =
         parse_json(read_string_attr(root, "training_config"), "training_config");

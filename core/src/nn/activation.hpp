@@ -15,7 +15,7 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class Activation : public Layer, public PlainRelu {
+class Activation : public Layer, public PlainRelu, public KerasTwoDefinitions {
  public:
   Activation(std::string name, ActivationKind kind) : Layer(std::move(name)), kind_(kind) {}
   /// The layer Keras calls `keras_class`, whose config holds `keras_keys` besides the name,
@@ -33,6 +33,7 @@ class Activation : public Layer, public PlainRelu {
   nlohmann::json config() const override;
   bool is_plain_relu() const override { return kind_ == ActivationKind::relu; }
   void set_relu_absorbed(bool absorbed) override { relu_absorbed_ = absorbed; }
+  void use_keras2_definitions() override { kind_ = keras2_definition(kind_); }
 
  private:
   ActivationKind kind_;

@@ -42,6 +42,7 @@ ActivationKind parse_activation(const std::string& name, const std::string& path
 }
 
 std::string activation_name(ActivationKind kind) {
+  if (kind == ActivationKind::hard_sigmoid_keras2) return "hard_sigmoid";  // in a Keras 2 config
   for (const auto& n : kNames)
     if (n.kind == kind) return n.name;
   return "linear";

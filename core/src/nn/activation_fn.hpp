@@ -14,6 +14,12 @@ namespace tandem::nn {
 
 using ActivationKind = backend::ActivationKind;
 
+/// What `kind` is under Keras 2's definitions (hard_sigmoid: clip(0.2 x + 0.5, 0, 1); every
+/// other activation is the same in both).
+constexpr ActivationKind keras2_definition(ActivationKind kind) {
+  return kind == ActivationKind::hard_sigmoid ? ActivationKind::hard_sigmoid_keras2 : kind;
+}
+
 /// Parses a Keras activation name ("relu", "silu" = "swish", null/"linear"); throws ConfigError
 /// naming `path` and listing the known names.
 ActivationKind parse_activation(const std::string& name, const std::string& path);

@@ -43,7 +43,7 @@ struct Conv2DOptions {
   std::int64_t depth_multiplier = 0;  // > 0: depthwise (groups = channels, filters = in · it)
 };
 
-class Conv2D : public Layer, public ReluProducer, public WeightRules {
+class Conv2D : public Layer, public ReluProducer, public WeightRules, public KerasTwoDefinitions {
  public:
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
@@ -59,6 +59,10 @@ class Conv2D : public Layer, public ReluProducer, public WeightRules {
   bool has_output_relu() const override { return options_.activation == ActivationKind::relu; }
   void set_output_relu_external(bool external) override { relu_external_ = external; }
   std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.activation = keras2_definition(options_.activation);
+  }
 
  protected:
   /// The keys Conv2D and DepthwiseConv2D share in their Keras configs.

@@ -32,7 +32,7 @@ struct Conv2DTransposeOptions {
   std::optional<Pair> output_padding;  // each < its stride
 };
 
-class Conv2DTranspose : public Layer, public WeightRules {
+class Conv2DTranspose : public Layer, public WeightRules, public KerasTwoDefinitions {
  public:
   Conv2DTranspose(std::string name, Conv2DTransposeOptions options);
   ~Conv2DTranspose() override;
@@ -45,6 +45,10 @@ class Conv2DTranspose : public Layer, public WeightRules {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.conv.activation = keras2_definition(options_.conv.activation);
+  }
 
  private:
   /// The backend's convolution from this layer's output image to its input (made again after a

@@ -27,7 +27,7 @@ struct DenseOptions {
   WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
-class Dense : public Layer, public WeightRules {
+class Dense : public Layer, public WeightRules, public KerasTwoDefinitions {
  public:
   Dense(std::string name, DenseOptions options);
   std::string class_name() const override { return "Dense"; }
@@ -37,6 +37,10 @@ class Dense : public Layer, public WeightRules {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.activation = keras2_definition(options_.activation);
+  }
 
  private:
   DenseOptions options_;

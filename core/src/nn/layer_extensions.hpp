@@ -71,6 +71,17 @@ class CrossReplicaStatistics {
   virtual void set_cross_replica_sum(backend::SumAcrossReplicas sum) = 0;
 };
 
+/// A layer whose Keras definition changed in Keras 3: hard_sigmoid (Keras 2's clip(0.2 x + 0.5,
+/// 0, 1), Keras 3's relu6(x + 3) / 6) as its activation, MultiHeadAttention's query rows whose
+/// keys are all masked (Keras 2: the softmax of the scores less 1e9, near uniform; Keras 3:
+/// zeros). The Model calls use_keras2_definitions() before building it when the model config
+/// names Keras 2 (nn/keras_generation.hpp); the layer's config() stays as Keras 2 writes it.
+class KerasTwoDefinitions {
+ public:
+  virtual ~KerasTwoDefinitions() = default;
+  virtual void use_keras2_definitions() = 0;
+};
+
 /// A layer whose calls in a functional model take tensor arguments after the first input, by
 /// name, and keyword options (MultiHeadAttention: value, key, attention_mask; use_causal_mask).
 /// The Model reads them from the call's inbound node and, before build_inputs, tells the layer
@@ -123,6 +134,9 @@ inline ReluAbsorber* relu_absorber_of(Layer& layer) {
 }
 inline PlainRelu* plain_relu_of(Layer& layer) {
   return dynamic_cast<PlainRelu*>(&layer);
+}
+inline KerasTwoDefinitions* keras_two_definitions_of(Layer& layer) {
+  return dynamic_cast<KerasTwoDefinitions*>(&layer);
 }
 inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
   return dynamic_cast<CrossReplicaStatistics*>(&layer);

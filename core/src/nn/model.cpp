@@ -12,6 +12,7 @@
 #include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
+#include "nn/keras_generation.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
 #include "nn/regularizer.hpp"
@@ -143,9 +144,12 @@ struct DeclaredShape {
 // Makes one (non-input) layer from its config entry: the registry's factory, a name (the
 // entry's, or the class's default numbered as Keras numbers them), `trainable`, the dtype check.
 // `declared` receives a shape the entry's config declares, if any.
+// `keras2`: the model config names Keras 2, whose definitions the layer then follows
+// (nn/keras_generation.hpp).
 std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& path,
                                   std::map<std::string, int>& name_counts,
-                                  std::set<std::string>& used_names, DeclaredShape& declared) {
+                                  std::set<std::string>& used_names, DeclaredShape& declared,
+                                  bool keras2) {
   ConfigObject entry(entry_json, path);
   const std::string cls = entry.get_string("class_name");
   entry.ignore({"module", "registered_name", "build_config", "inbound_nodes", "name"});
@@ -191,6 +195,9 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
     declared.activity = {static_cast<float>(r->l1), static_cast<float>(r->l2), r->config()};
   auto layer = it->second.make(lc, name);
   lc.finish();
+  if (keras2)
+    if (auto* definitions = nn::keras_two_definitions_of(*layer))
+      definitions->use_keras2_definitions();
   layer->set_trainable(trainable);
   return layer;
 }
@@ -248,6 +255,7 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   model->seed_ = seed;
   model->source_config_ = config;
   model->functional_ = cls != "Sequential";
+  model->keras2_ = nn::uses_keras2_definitions(config);
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
   cfg.ignore({"trainable", "build_input_shape"});
   read_dtype_policy(cfg);  // checked; each layer's own policy decides how it computes
@@ -287,7 +295,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
       continue;
     }
     DeclaredShape declared;
-    auto layer = make_layer(layers[i], lpath, name_counts, used_names, declared);
+    auto layer = make_layer(layers[i], lpath, name_counts, used_names, declared, keras2_);
     if (layer->takes_several_inputs())
       throw ConfigError(lpath, "layer '" + layer->name() + "' (" + layer->class_name() +
                                    ") merges several inputs: it belongs in a functional model, "
@@ -379,7 +387,8 @@ void Model::read_functional(const json& config, const std::string& path,
   std::map<std::string, int> name_counts;
   for (const auto& entry : graph.layers) {
     DeclaredShape declared;  // Keras ignores a shape on a layer of a functional model
-    auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared);
+    auto layer =
+        make_layer(*entry.entry, entry.path, name_counts, used_names, declared, keras2_);
     if (layer->name() != entry.name)
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
                                                   "' but its config '" + layer->name() + "'");
@@ -396,7 +405,7 @@ void Model::read_functional(const json& config, const std::string& path,
       std::map<std::string, int> counts;
       std::set<std::string> names;
       DeclaredShape declared;
-      twins_.push_back(make_layer(*entry.entry, entry.path, counts, names, declared));
+      twins_.push_back(make_layer(*entry.entry, entry.path, counts, names, declared, keras2_));
       runner = twins_.back().get();
     }
     auto [names, options] =
@@ -802,7 +811,14 @@ void Model::enqueue_activity_penalties(backend::Sums& sums, float loss_scale) {
 }
 
 json Model::config() const {
-  if (functional_) return functional_config();
+  json out = functional_ ? functional_config() : sequential_config();
+  // The Keras whose definitions the model follows (nn/keras_generation.hpp), as to_json() writes.
+  if (const auto it = source_config_.find(nn::kKerasVersionKey); it != source_config_.end())
+    out[nn::kKerasVersionKey] = *it;
+  return out;
+}
+
+json Model::sequential_config() const {
   json layers = json::array();
   const Input& input = inputs_[0];
   if (!input.config.is_null()) {

@@ -213,7 +213,8 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   ops.swap_middle_axes(value_.out, {b, tv_, h, v}, ops.place(vh_, {b, h, tv_, v}));
   ops.gemm({false, true, tq_, tv_, k, backend::GemmEpilogue::none, b * h}, qh_, kh_, nullptr,
            ops.place(scores_, {b, h, tq_, tv_}));
-  ops.masked_softmax({h, tq_, tv_, causal_}, scores_, mask, ops.place(probs_, scores_.shape()));
+  ops.masked_softmax({h, tq_, tv_, causal_, keras2_hidden_rows_}, scores_, mask,
+                     ops.place(probs_, scores_.shape()));
   attended_ = &probs_;
   if (dropout_) {
     dropout_->set_backend(ops);

@@ -47,7 +47,7 @@ struct MultiHeadAttentionOptions {
   std::optional<std::uint64_t> seed;
 };
 
-class MultiHeadAttention : public Layer, public CallArguments {
+class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDefinitions {
  public:
   MultiHeadAttention(std::string name, MultiHeadAttentionOptions options);
   std::string class_name() const override { return "MultiHeadAttention"; }
@@ -69,6 +69,9 @@ class MultiHeadAttention : public Layer, public CallArguments {
   }
   void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
                           const std::string& path) override;
+
+  /// A query whose keys are all masked attends as in Keras 2: near uniformly (Keras 3: zeros).
+  void use_keras2_definitions() override { keras2_hidden_rows_ = true; }
 
  private:
   /// A projection's weights: kernel (in, heads, dim) and bias (heads, dim), named `prefix/...`.
@@ -93,6 +96,7 @@ class MultiHeadAttention : public Layer, public CallArguments {
   // Where value, key and the mask sit in the call's inputs (0 is the query; -1: absent).
   int value_at_ = -1, key_at_ = -1, mask_at_ = -1;
   bool causal_ = false;
+  bool keras2_hidden_rows_ = false;  // use_keras2_definitions()
   std::size_t inputs_ = 1;
 
   std::int64_t tq_ = 0, tv_ = 0, query_features_ = 0;

@@ -15,7 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "nn/activation_fn.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/layer_extensions.hpp"
 #include "nn/pooling.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
@@ -55,7 +57,7 @@ class Reshaped2D : public Layer {
 /// and convolved without padding, so output step t sees input steps up to t only (Keras').
 /// Its constraints and regularizers are its own, built for Keras' kernel (k, in, filters) (the
 /// inner Conv2D has none), so a constraint's `axis` means what it means in Keras.
-class Conv1D : public Reshaped2D, public WeightRules {
+class Conv1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions {
  public:
   /// `options` as a Conv2D's of kernel (1, k), strides (1, s), dilation (1, d).
   Conv1D(std::string name, Conv2DOptions options, bool causal);
@@ -65,6 +67,10 @@ class Conv1D : public Reshaped2D, public WeightRules {
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.activation = keras2_definition(options_.activation);
+  }
 
  private:
   /// The block of the input's steps inside the left-padded sequence, for a batch.

@@ -22,7 +22,7 @@ struct SeparableConv2DOptions {
   Conv2DOptions pointwise;  // filters, activation, use_bias and the pointwise kernel's and bias'
 };
 
-class SeparableConv2D : public Layer, public WeightRules {
+class SeparableConv2D : public Layer, public WeightRules, public KerasTwoDefinitions {
  public:
   SeparableConv2D(std::string name, SeparableConv2DOptions options);
   std::string class_name() const override { return "SeparableConv2D"; }
@@ -32,6 +32,8 @@ class SeparableConv2D : public Layer, public WeightRules {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override { pointwise_->use_keras2_definitions(); }
 
  private:
   /// The parts compute on this layer's backend, for this layer's rows.

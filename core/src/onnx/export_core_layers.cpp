@@ -60,16 +60,15 @@ OnnxValue export_dense(LayerCall& call) {
   }
   const nlohmann::json& act = key(call, "activation");
   if (!act.is_string()) return y;
-  return apply_activation(g, y, nn::parse_activation(act, "activation"), call.prefix);
+  return apply_activation(g, y, call.activation(act), call.prefix);
 }
 
 OnnxValue export_activation(LayerCall& call) {
   const nlohmann::json& act = key(call, "activation");
   const nn::ActivationKind kind = call.layer.class_name() == "Softmax"
                                       ? nn::ActivationKind::softmax
-                                      : nn::parse_activation(act.is_string() ? act.get<std::string>()
-                                                                             : "linear",
-                                                             "activation");
+                                      : call.activation(act.is_string() ? act.get<std::string>()
+                                                                        : "linear");
   return apply_activation(call.graph, call.inputs[0], kind, call.prefix);
 }
 
@@ -369,6 +368,11 @@ OnnxValue apply_activation(OnnxGraph& graph, const OnnxValue& x, nn::ActivationK
       return graph.like(x, graph.node("LeakyRelu", {x.name}, prefix).attr("alpha", 0.2f).output());
     case K::hard_sigmoid:
       return graph.like(x, hard_sigmoid());
+    case K::hard_sigmoid_keras2:  // clip(0.2 x + 0.5, 0, 1): ONNX's defaults
+      return graph.like(x, graph.node("HardSigmoid", {x.name}, prefix)
+                               .attr("alpha", 0.2f)
+                               .attr("beta", 0.5f)
+                               .output());
     case K::hard_swish:  // HardSwish needs opset 14
       return times_x(hard_sigmoid());
     case K::mish:

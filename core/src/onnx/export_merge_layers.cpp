@@ -153,7 +153,8 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   const std::string logits =
       keep.empty() ? scores : g.node("Add", {scores, hidden_bias}, p).output();
   std::string probs = g.node("Softmax", {logits}, p).attr("axis", std::int64_t{-1}).output();
-  if (!keep.empty()) probs = g.node("Mul", {probs, keep}, p).output();
+  // Keras 2 does not mask again: a row with every key hidden is the softmax of scores - 1e9.
+  if (!keep.empty() && !call.keras2) probs = g.node("Mul", {probs, keep}, p).output();
   const std::string context = g.node("MatMul", {probs, v}, p).output();  // (b, H, Tq, Vd)
   const Tensor& ok = call.weight("attention_output/kernel");
   const std::int64_t value_dim = ok.dim(1), out = ok.dim(2);

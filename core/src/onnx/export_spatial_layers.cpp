@@ -121,8 +121,7 @@ Shape image_output(const LayerCall& call) {
 OnnxValue activated(LayerCall& call, const OnnxValue& y) {
   const auto it = call.config.find("activation");
   if (it == call.config.end() || !it->is_string()) return y;
-  return apply_activation(call.graph, y, nn::parse_activation(it->get<std::string>(), "activation"),
-                          call.prefix);
+  return apply_activation(call.graph, y, call.activation(it->get<std::string>()), call.prefix);
 }
 
 OnnxValue export_conv(LayerCall& call) {  // Conv1D and Conv2D

@@ -35,6 +35,13 @@ struct LayerCall {
   std::vector<std::string> argument_names;  // per input after the first: its call argument
   nlohmann::json options;          // the call's keyword options (use_causal_mask)
   OnnxGraph& graph;
+  bool keras2 = false;             // the model follows Keras 2's definitions (Model::keras2())
+
+  /// The activation `name` names in this model (hard_sigmoid: Keras 2's in a Keras 2 model).
+  nn::ActivationKind activation(const std::string& name) const {
+    const nn::ActivationKind kind = nn::parse_activation(name, "activation");
+    return keras2 ? nn::keras2_definition(kind) : kind;
+  }
 
   /// The layer's weight `name` ("kernel") as an initializer in Keras' layout, or its values.
   const Tensor& weight(const std::string& name) const;

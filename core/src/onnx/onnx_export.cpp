@@ -108,7 +108,8 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
                    number == 0 ? layer.name() : layer.name() + "_" + std::to_string(number),
                    model.call_argument_names(k),
                    model.call_options(k),
-                   graph};
+                   graph,
+                   model.keras2()};
     for (int in : model.call_inputs(k))
       call.inputs.push_back(in < 0 ? inputs[static_cast<std::size_t>(-1 - in)]
                                    : outputs[static_cast<std::size_t>(in)]);

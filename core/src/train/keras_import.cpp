@@ -5,6 +5,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "nn/keras_generation.hpp"
 
 namespace tandem {
 
@@ -115,7 +116,8 @@ KerasImport import_keras_file(const std::filesystem::path& file) {
     throw DataError(file.string() +
                     ": holds weights but no model_config (saved with save_weights, not "
                     "save): there is no model to import");
-  return import_keras_configs(data.model_config, data.training_config, file.stem().string());
+  return import_keras_configs(nn::with_file_keras_version(data.model_config, data.keras_version),
+                              data.training_config, file.stem().string());
 }
 
 }  // namespace tandem

@@ -19,6 +19,7 @@
 
 #include "tandem/callback.hpp"
 #include "tandem/checkpoint_file.hpp"
+#include "tandem/error.hpp"
 #include "data/data_loader.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/logs.hpp"

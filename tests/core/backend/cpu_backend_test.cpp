@@ -119,6 +119,22 @@ TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
   const Tensor short_mask({1, 2, 2});
   EXPECT_THROW(cpu_backend().masked_softmax({2, 2, 3, false}, scores, &short_mask, probs),
                std::logic_error);
+  // Keras 2 adds -1e9 to hidden scores and does not mask again: a row with every key hidden is
+  // the softmax of the scores less 1e9 in float (uniform for scores this small), the other rows
+  // as Keras 3's (what -1e9 leaves of a hidden key underflows to 0).
+  const Tensor varied = Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 40, 200, -90});
+  cpu_backend().masked_softmax({2, 2, 3, false, true}, varied, &mask, probs);
+  const float third = 1.0f / 3.0f;
+  const std::vector<float> p = values_of(probs);
+  EXPECT_FLOAT_EQ(p[0] + p[2], 1.0f);
+  EXPECT_EQ(p[1], 0.0f);
+  for (int c = 3; c < 6; ++c) EXPECT_FLOAT_EQ(p[c], third) << c;
+  // 40 - 1e9 and 200 - 1e9 round to other floats than -90 - 1e9 (steps of 64): not uniform.
+  double expected[3], total = 0;
+  for (int c = 0; c < 3; ++c)
+    total += expected[c] = std::exp(static_cast<double>(static_cast<float>(varied[9 + c] - 1e9f) -
+                                                        static_cast<float>(200 - 1e9f)));
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(p[9 + c], expected[c] / total, 1e-6) << c;
 }
 
 TEST(CpuBackend, SwapMiddleAxesTransposesTheMiddleTwo) {

@@ -45,6 +45,8 @@ double reference(ActivationKind kind, double x) {
       return x > 0 ? x : 0.2 * x;
     case ActivationKind::hard_sigmoid:
       return std::clamp((x + 3) / 6, 0.0, 1.0);
+    case ActivationKind::hard_sigmoid_keras2:
+      return std::clamp(0.2 * x + 0.5, 0.0, 1.0);
     case ActivationKind::hard_swish:
       return x * std::clamp((x + 3) / 6, 0.0, 1.0);
     case ActivationKind::mish:
@@ -111,9 +113,14 @@ INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationFunctionTest,
                                            ActivationKind::swish, ActivationKind::exponential,
                                            ActivationKind::leaky_relu,
                                            ActivationKind::hard_sigmoid,
+                                           ActivationKind::hard_sigmoid_keras2,
                                            ActivationKind::hard_swish, ActivationKind::mish,
                                            ActivationKind::log_softmax),
-                         [](const auto& info) { return activation_name(info.param); });
+                         [](const auto& info) {
+                           return info.param == ActivationKind::hard_sigmoid_keras2
+                                      ? std::string("hard_sigmoid_keras2")
+                                      : activation_name(info.param);
+                         });
 
 TEST(ActivationFunction, SigmoidAndSoftmaxStayFiniteForExtremeInputs) {
   const Tensor x = Tensor::from_vector({1, 4}, {-1000.0f, 1000.0f, -88.0f, 88.0f});

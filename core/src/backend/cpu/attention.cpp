@@ -22,7 +22,7 @@ void CpuBackend::masked_softmax(const AttentionMaskDesc& d, const Tensor& scores
                         const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
                         math::masked_softmax_row(x + r * d.tk, y + r * d.tk, d.tk,
                                                  keep ? keep + (b * d.tq + i) * d.tk : nullptr,
-                                                 d.causal ? i : d.tk - 1);
+                                                 d.causal ? i : d.tk - 1, d.keras2_hidden_rows);
                       }
                     });
 }

@@ -274,6 +274,11 @@ void CpuBackend::activation_forward(ActivationKind kind, const Tensor& in_t, Ten
     case ActivationKind::hard_sigmoid:
       map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_sigmoid, x); });
       return;
+    case ActivationKind::hard_sigmoid_keras2:
+      map(in, out, n, [](float x) {
+        return math::activation_value(ActivationKind::hard_sigmoid_keras2, x);
+      });
+      return;
     case ActivationKind::hard_swish:
       map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_swish, x); });
       return;
@@ -330,6 +335,8 @@ void CpuBackend::activation_backward(ActivationKind kind, const Tensor& in_t, co
       return chain<K::leaky_relu>(x, y, go, gi, n);
     case K::hard_sigmoid:
       return chain<K::hard_sigmoid>(x, y, go, gi, n);
+    case K::hard_sigmoid_keras2:
+      return chain<K::hard_sigmoid_keras2>(x, y, go, gi, n);
     case K::hard_swish:
       return chain<K::hard_swish>(x, y, go, gi, n);
     case K::mish:

@@ -128,7 +128,7 @@ void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tens
   if (mask) require(*mask, "masked_softmax");
   const std::int64_t rows = backend::check_attention_scores(d, scores, mask, probs);
   cuda::masked_softmax(scores.data(), mask ? mask->data() : nullptr, probs.data(), rows, d.heads,
-                       d.tq, d.tk, d.causal, stream_);
+                       d.tq, d.tk, d.causal, d.keras2_hidden_rows, stream_);
 }
 
 void CudaBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

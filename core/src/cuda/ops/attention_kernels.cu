@@ -12,12 +12,12 @@ namespace {
 
 __global__ void masked_softmax_kernel(const float* scores, const float* mask, float* probs,
                                       std::int64_t rows, std::int64_t heads, std::int64_t tq,
-                                      std::int64_t tk, bool causal) {
+                                      std::int64_t tk, bool causal, bool keras2_hidden_rows) {
   for (std::int64_t r = grid_first(); r < rows; r += grid_step()) {
     const std::int64_t i = r % tq, b = r / (heads * tq);
     backend::math::masked_softmax_row(scores + r * tk, probs + r * tk, tk,
                                       mask ? mask + (b * tq + i) * tk : nullptr,
-                                      causal ? i : tk - 1);
+                                      causal ? i : tk - 1, keras2_hidden_rows);
   }
 }
 
@@ -36,10 +36,10 @@ __global__ void swap_kernel(const float* x, float* y, std::int64_t d0, std::int6
 
 void masked_softmax(const float* scores, const float* mask, float* probs, std::int64_t rows,
                     std::int64_t heads, std::int64_t tq, std::int64_t tk, bool causal,
-                    cudaStream_t stream) {
+                    bool keras2_hidden_rows, cudaStream_t stream) {
   if (rows <= 0) return;
-  masked_softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(scores, mask, probs, rows,
-                                                                   heads, tq, tk, causal);
+  masked_softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
+      scores, mask, probs, rows, heads, tq, tk, causal, keras2_hidden_rows);
   check_launch("masked_softmax");
 }
 

@@ -180,7 +180,7 @@ void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
 /// row, kernel_math's masked_softmax_row. mask (batch, tq, tk) may be null.
 void masked_softmax(const float* scores, const float* mask, float* probs, std::int64_t rows,
                     std::int64_t heads, std::int64_t tq, std::int64_t tk, bool causal,
-                    cudaStream_t stream);
+                    bool keras2_hidden_rows, cudaStream_t stream);
 /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                       std::int64_t d3, cudaStream_t stream);
