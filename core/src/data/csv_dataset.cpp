@@ -7,6 +7,7 @@
 // string column is an error that lists its values in the form to paste.
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -40,7 +41,16 @@ std::optional<float> number(const std::string& text) {
   double v = 0;
   const char* end = t.data() + t.size();
   const auto r = std::from_chars(t.data() + (t[0] == '+' ? 1 : 0), end, v);
-  if (r.ec != std::errc() || r.ptr != end) return std::nullopt;
+  if (r.ptr != end) return std::nullopt;
+  if (r.ec == std::errc::result_out_of_range) {
+    // A number beyond a double, as Python's float() reads it: 1e-400 is 0, 1e400 infinite (and
+    // then refused as such, like 1e39, which is beyond a float).
+    const std::size_t e = t.find_first_of("eE");
+    const bool tiny = e != std::string::npos && e + 1 < t.size() && t[e + 1] == '-';
+    const float sign = t[0] == '-' ? -1.0f : 1.0f;
+    return tiny ? sign * 0.0f : sign * std::numeric_limits<float>::infinity();
+  }
+  if (r.ec != std::errc()) return std::nullopt;
   return static_cast<float>(v);
 }
 

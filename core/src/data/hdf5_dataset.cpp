@@ -43,6 +43,39 @@ std::vector<std::string> dataset_names(hid_t file) {
   return names;
 }
 
+// Why `name` opens no dataset in `file`, when something is there: a group, a soft link to nothing,
+// an external link whose file or object cannot be opened. "" when nothing is there by that name.
+std::string not_a_dataset(hid_t file, const std::string& name) {
+  // Every group on the way must exist for H5Lexists to be asked about the next one.
+  for (std::size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
+    const std::string part = name.substr(0, slash);
+    if (H5Lexists(file, part.c_str(), H5P_DEFAULT) <= 0) return "";
+    if (slash == std::string::npos) break;
+  }
+  H5L_info_t link{};
+  if (H5Lget_info(file, name.c_str(), &link, H5P_DEFAULT) < 0) return "";
+  if (link.type == H5L_TYPE_SOFT || link.type == H5L_TYPE_EXTERNAL) {
+    std::vector<char> target(link.u.val_size + 1, '\0');
+    H5Lget_val(file, name.c_str(), target.data(), target.size(), H5P_DEFAULT);
+    std::string where = target.data();
+    if (link.type == H5L_TYPE_EXTERNAL) {
+      const char* ext_file = nullptr;
+      const char* ext_path = nullptr;
+      unsigned flags = 0;
+      if (H5Lunpack_elink_val(target.data(), target.size(), &flags, &ext_file, &ext_path) >= 0)
+        where = std::string(ext_file ? ext_file : "?") + ":" + (ext_path ? ext_path : "?");
+    }
+    if (H5Oexists_by_name(file, name.c_str(), H5P_DEFAULT) <= 0)
+      return std::string(link.type == H5L_TYPE_SOFT ? "a soft link" : "an external link") +
+             " to '" + where + "', which leads to nothing that can be opened";
+  }
+  H5O_info_t info{};
+  if (H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+      info.type == H5O_TYPE_GROUP)
+    return "a group, not a dataset (name a dataset inside it, e.g. '" + name + "/...')";
+  return "";
+}
+
 const char* class_name(H5T_class_t c) {
   switch (c) {
     case H5T_STRING:
@@ -132,6 +165,9 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
   c.dset = H5Handle(H5Dopen2(file, name.c_str(), dapl.get()), H5Dclose);
   if (!c.dset.valid()) {
     H5Eclear2(H5E_DEFAULT);
+    const std::string what = not_a_dataset(file, name);
+    H5Eclear2(H5E_DEFAULT);
+    if (!what.empty()) throw DataError(path + ": '" + name + "' is " + what);
     std::string list;
     for (const auto& n : dataset_names(file)) list += (list.empty() ? "'" : ", '") + n + "'";
     throw DataError(path + ": no dataset '" + name +
@@ -139,6 +175,10 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
   }
   H5Handle type(H5Dget_type(c.dset.get()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls == H5T_ENUM)  // h5py stores NumPy's bool arrays as an enum of FALSE and TRUE
+    throw DataError(path + ": dataset '" + name +
+                    "' has an enum type (h5py writes NumPy bool arrays so); expected integers or "
+                    "floats: store it as uint8 (h5py: f['" + name + "'] = a.astype(np.uint8))");
   if (cls != H5T_INTEGER && cls != H5T_FLOAT)
     throw DataError(path + ": dataset '" + name + "' has a non-numeric type (" + class_name(cls) +
                     "); expected integers or floats");

@@ -94,6 +94,8 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   test::write_text(dir / "empty.csv", "");
   test::write_text(dir / "header-only.csv", "x,y\n");
   test::write_text(dir / "inf.csv", "x,y\n1,inf\n");
+  test::write_text(dir / "huge.csv", "x,y\n1,2\n-1e400,3\n");  // beyond a double
+  test::write_text(dir / "tiny.csv", "x,y\n1e-400,2\n-1e-400,3\n");
   test::write_text(dir / "only-y.csv", "y\n1\n");
   auto error_of = [&](const std::string& file, const json& extra = json::object()) {
     json spec = {{"type", "csv"}, {"path", file}, {"y", "y"}};
@@ -119,6 +121,12 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   EXPECT_TRUE(has(error_of("quote.csv"), "not valid CSV")) << error_of("quote.csv");
   EXPECT_TRUE(has(error_of("empty.csv"), "empty (a CSV needs a header row)"));
   EXPECT_TRUE(has(error_of("header-only.csv"), "no rows under the header"));
+  // Beyond a double reads as Python's float() reads it (it was "not a number; declare its
+  // categories"): infinite, then refused as 1e39 is; 0 for what is too small.
+  e = error_of("huge.csv");
+  EXPECT_TRUE(has(e, "row 3, column 'x': -1e400 is not a finite number")) << e;
+  const auto [tiny_x, tiny_y] = read_all(*open({{"type", "csv"}, {"path", "tiny.csv"}, {"y", "y"}}, dir));
+  EXPECT_EQ(tiny_x, (std::vector<float>{0.0f, 0.0f}));
   EXPECT_TRUE(has(error_of("inf.csv"), "row 2, column 'y': inf is not a finite number"))
       << error_of("inf.csv");
   EXPECT_TRUE(has(error_of("only-y.csv"), "no feature columns"));

@@ -183,6 +183,43 @@ TEST_F(Hdf5Dataset, MissingDatasetListsExistingNames) {
     EXPECT_NE(msg.find(name), std::string::npos) << name << " in " << msg;
 }
 
+// Something by that name that is no dataset says what it is; every one of these said "no dataset
+// 'x'", listing the datasets there are.
+TEST_F(Hdf5Dataset, AGroupABrokenLinkOrABoolArraySaysWhatItIs) {
+  const auto made = test::run_python(
+      dir_ / "links.py",
+      "import h5py, numpy as np, os, sys\n"
+      "os.chdir(sys.argv[1])\n"
+      "with h5py.File('links.h5', 'w') as f:\n"
+      "    f['y'] = np.zeros(4, np.float32)\n"
+      "    f.create_group('grp')['inner'] = np.zeros((4, 2), np.float32)\n"
+      "    f['soft'] = h5py.SoftLink('/nowhere')\n"
+      "    f['ext'] = h5py.ExternalLink('gone.h5', '/x')\n"
+      "    f['flags'] = np.array([True, False, True, True])\n",
+      dir_.string());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string file = (dir_ / "links.h5").string();
+  const auto error_of = [&](const std::string& x) {
+    return data_error_of([&] { data::open_hdf5_dataset({file, {x}, {"y"}, ""}); });
+  };
+  std::string e = error_of("grp");
+  EXPECT_NE(e.find(file + ": 'grp' is a group, not a dataset"), std::string::npos) << e;
+  e = error_of("soft");
+  EXPECT_NE(e.find("'soft' is a soft link to '/nowhere', which leads to nothing"),
+            std::string::npos)
+      << e;
+  e = error_of("ext");
+  EXPECT_NE(e.find("'ext' is an external link to 'gone.h5:/x', which leads to nothing"),
+            std::string::npos)
+      << e;
+  e = error_of("flags");
+  EXPECT_NE(e.find("'flags' has an enum type (h5py writes NumPy bool arrays so)"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW(data::open_hdf5_dataset({file, {"grp/inner"}, {"y"}, ""}));
+  EXPECT_NE(error_of("none").find("no dataset 'none'"), std::string::npos);
+}
+
 TEST_F(Hdf5Dataset, MismatchedFirstDimensions) {
   const std::string msg = data_error_of([&] { open("x", "short"); });
   EXPECT_NE(msg.find("'x' has 12000 samples"), std::string::npos) << msg;

@@ -345,7 +345,8 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
          "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/0.png,b\\n')\n"
          "open('missing.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/gone.png,a\\n')\n"
          "open('bad.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0.png\"]]')\n"
-         "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n");
+         "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n"
+         "open('nul.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0\\\\u0000png\", \"a\"]]')\n");
   const auto error_of = [&](json extra) {
     json spec = {{"type", "images"}, {"image_size", {4, 4}}};
     spec.update(extra);
@@ -367,6 +368,7 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
       {{{"list", "missing.csv"}}, "d/a/gone.png: file not found"},
       {{{"list", "bad.json"}}, "bad.json[1]: expected [path, label]"},
       {{{"list", "broken.json"}}, "broken.json: not valid JSON"},
+      {{{"list", "nul.json"}}, "nul.json[1]: the path holds a NUL character"},
       {{{"path", "d"}, {"image_size", {0, 4}}}, "'data.train.image_size': expected [rows, cols]"},
       {{{"path", "d"}, {"image_size", {4}}}, "'data.train.image_size': expected [rows, cols]"},
       {{{"path", "d"}, {"color_mode", "cmyk"}}, "'data.train.color_mode'"},
