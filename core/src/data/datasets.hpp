@@ -93,6 +93,9 @@ struct NpySpec {
   std::string x, y;     // npy: the .npy files; npz: the arrays' names (default "x", "y");
                         // y empty: no targets (data to predict)
   std::optional<double> scale;  // default: 1/255 for uint8 x, 1 otherwise
+  /// Arrays up to this many bytes are read whole when the dataset opens (as np.load reads
+  /// them); larger ones row by row from disk as the run goes. Not a config key: tests set it.
+  std::uint64_t whole_limit_bytes = std::uint64_t{256} << 20;
 };
 /// {"type": "npy", "x": FILE, "y": FILE} or {"type": "npz", "path": FILE, "x": NAME, "y": NAME}.
 NpySpec parse_npy_spec(ConfigObject& spec, const std::string& base_dir, bool npz);

@@ -175,15 +175,29 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
 
 // A data file rewritten in place during a run (np.save truncates the file it writes) used to be
 // memory-mapped: the next sample past the new end killed the run with SIGBUS, and a rewrite of
-// the same size mixed two versions' samples silently.
+// the same size mixed two versions' samples silently. Files read row by row (those above the
+// whole-read limit, 0 here) now say the file changed; files read whole keep what they read.
 TEST(NpyDataset, AFileRewrittenWhileARunReadsItIsADataErrorNotACrash) {
   const fs::path dir = test::scratch_dir("npy-rewritten");
   numpy(dir,
         "np.save('x.npy', np.arange(4000, dtype=np.float32).reshape(1000, 4))\n"
         "np.save('y.npy', np.arange(1000))\n"
         "np.savez('stored.npz', x=np.ones((1000, 4), np.float32), y=np.arange(1000))\n");
-  const auto npy = open({{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}}, dir);
-  const auto npz = open({{"type", "npz"}, {"path", "stored.npz"}}, dir);
+  const auto row_by_row = [&](bool npz) {
+    data::NpySpec s;
+    s.npz = npz;
+    if (npz) {
+      s.archive = (dir / "stored.npz").string();
+      s.x = "x", s.y = "y";
+    } else {
+      s.x = (dir / "x.npy").string(), s.y = (dir / "y.npy").string();
+    }
+    s.whole_limit_bytes = 0;
+    return data::open_npy_dataset(s);
+  };
+  const auto npy = row_by_row(false);
+  const auto npz = row_by_row(true);
+  const auto whole = open({{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}}, dir);
   std::vector<float> x(4), y(1);
   const std::int64_t last = 999;
   npy->read(std::span(&last, 1), x.data(), y.data());
@@ -195,13 +209,15 @@ TEST(NpyDataset, AFileRewrittenWhileARunReadsItIsADataErrorNotACrash) {
   numpy(dir, "np.save('x.npy', np.zeros((10, 4), np.float32))\n");
   std::string e = data_error_of([&] { npy->read(std::span(&last, 1), x.data(), y.data()); });
   EXPECT_TRUE(changed(e, (dir / "x.npy").string())) << e;
+  whole->read(std::span(&last, 1), x.data(), y.data());  // read when it opened: as it was
+  EXPECT_EQ(x, (std::vector<float>{3996, 3997, 3998, 3999}));
   npz->read(std::span(&last, 1), x.data(), y.data());  // untouched, still read
   numpy(dir, "np.savez('stored.npz', x=np.ones((10, 4), np.float32), y=np.arange(10))\n");
   e = data_error_of([&] { npz->read(std::span(&last, 1), x.data(), y.data()); });
   EXPECT_TRUE(changed(e, (dir / "stored.npz").string())) << e;
   // The same size, other values: the modification time tells.
   numpy(dir, "np.save('x.npy', np.zeros((1000, 4), np.float32))\n");
-  const auto same = open({{"type", "npy"}, {"x", "x.npy"}, {"y", "y.npy"}}, dir);
+  const auto same = row_by_row(false);
   const std::int64_t first = 0;
   same->read(std::span(&first, 1), x.data(), y.data());
   numpy(dir, "np.save('y.npy', np.arange(1000) + 1)\n");
