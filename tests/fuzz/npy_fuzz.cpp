@@ -1,7 +1,8 @@
 // libFuzzer target for the NumPy readers (data/npy_format.cpp, data/npz_archive.cpp,
 // data/npy_dataset.cpp): the input is a .npz archive when it starts like a zip file ("PK"), else
 // a .npy file; it is opened as a dataset the way a run opens one (the .npy as both x and y; the
-// archive's arrays x and y) and every sample read. Every bad file must end as a tandem::Error
+// archive's arrays x and y) and every sample read, whole and row by row from the file (the
+// input's size picks which). Every bad file must end as a tandem::Error
 // (DataError, exit code 2) — any other exception, a crash, a sanitizer report or an allocation
 // beyond -rss_limit_mb (a size in a header trusted) is a finding.
 #include <cstdint>
@@ -18,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool archive = bytes.substr(0, 2) == "PK";
   tandem::data::NpySpec spec;
   spec.npz = archive;
+  if (size % 2 == 1) spec.whole_limit_bytes = 0;  // read row by row from the file
   if (archive) {
     spec.archive = npz.write(bytes).string();
     spec.x = "x";
