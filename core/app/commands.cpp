@@ -21,7 +21,6 @@
 #include "app/optimizers_command.hpp"
 #include "app/options_command.hpp"
 #include "app/output_over_input.hpp"
-#include "util/environment_settings.hpp"
 #include "app/plugin_child.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
@@ -31,6 +30,7 @@
 #include "tandem/model.hpp"
 #include "train/run.hpp"
 #include "train/stored_config.hpp"
+#include "util/environment_settings.hpp"
 #include "util/json_text.hpp"
 
 namespace tandem::app {

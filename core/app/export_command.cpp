@@ -9,13 +9,13 @@
 #include <spdlog/spdlog.h>
 
 #include "app/output_over_input.hpp"
+#include "nn/keras_generation.hpp"
 #include "onnx/onnx_export.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "train/run_config.hpp"
-#include "nn/keras_generation.hpp"
 
 namespace tandem::app {
 

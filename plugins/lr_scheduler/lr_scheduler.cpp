@@ -81,8 +81,8 @@ class LrScheduler : public tandem::Callback {
   json saved_state() const override { return {{"initial_lr", lr0_}}; }
 
   void restore_state(const json& state) override {
-    const json* lr = state.is_object() && state.contains("initial_lr") ? &state["initial_lr"]
-                                                                      : nullptr;
+    const json* lr =
+        state.is_object() && state.contains("initial_lr") ? &state["initial_lr"] : nullptr;
     if (!lr || !lr->is_number() || !std::isfinite(lr->get<double>()) || lr->get<double>() < 0)
       throw std::runtime_error("expected {\"initial_lr\": a finite rate >= 0}, got " +
                                state.dump());

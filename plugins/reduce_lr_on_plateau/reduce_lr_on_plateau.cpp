@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 #include "renamed_option.hpp"
 #include "tandem/error.hpp"
@@ -59,8 +59,8 @@ class ReduceLrOnPlateau : public tandem::Callback {
       const json* v = state.is_object() && state.contains(key) ? &state[key] : nullptr;
       if (!v || !v->is_number_integer() || v->get<std::int64_t>() < 0 ||
           v->get<std::int64_t>() > std::numeric_limits<int>::max())
-        throw std::runtime_error(std::string("expected \"") + key +
-                                 "\": an integer >= 0, got " + state.dump());
+        throw std::runtime_error(std::string("expected \"") + key + "\": an integer >= 0, got " +
+                                 state.dump());
       return static_cast<int>(v->get<std::int64_t>());
     };
     const json* best = state.is_object() && state.contains("best") ? &state["best"] : nullptr;

@@ -17,7 +17,8 @@ using nlohmann::json;
 
 // A classifier on seeded synthetic data, 40 steps of 8 per epoch, with `callbacks`.
 json config_with(const json& callbacks) {
-  json config = json::parse(R"({"name": "state", "seed": 3, "epochs": 4, "batch_size": 8, "verbose": 0,
+  json config =
+      json::parse(R"({"name": "state", "seed": 3, "epochs": 4, "batch_size": 8, "verbose": 0,
       "model": {"class_name": "Sequential", "config": {"name": "s", "layers": [
           {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 6]}},
           {"class_name": "Dense", "config": {"units": 16, "activation": "relu"}},
@@ -64,32 +65,31 @@ void expect_resume_equals_straight(const std::string& name, const json& callback
 
 TEST(CallbackStateResume, AWarmUpScheduleGoesOnFromTheRunsOwnBaseRate) {
   // The warm-up ends in epoch 2; the resumed run's optimizer starts at its ramp's rate.
-  expect_resume_equals_straight(
-      "warmup", json::array({{{"plugin", "lr_scheduler"},
-                              {"options",
-                               {{"schedule", "exponential"},
-                                {"decay_rate", 0.99},
-                                {"interval", "step"},
-                                {"warmup_steps", 60}}}}}));
+  expect_resume_equals_straight("warmup", json::array({{{"plugin", "lr_scheduler"},
+                                                        {"options",
+                                                         {{"schedule", "exponential"},
+                                                          {"decay_rate", 0.99},
+                                                          {"interval", "step"},
+                                                          {"warmup_steps", 60}}}}}));
 }
 
 TEST(CallbackStateResume, APlateauKeepsItsBestValueWaitAndCooldown) {
   // A reduction at the end of epoch 2 (the checkpoint), its cooldown over epoch 3, the next
   // reduction at the end of epoch 4: the lr of epoch 4 tells whether the cooldown came back.
-  expect_resume_equals_straight(
-      "plateau", json::array({{{"plugin", "reduce_lr_on_plateau"},
-                               {"options",
-                                {{"monitor", "val_loss"},
-                                 {"patience", 0},
-                                 {"min_delta", 0.05},
-                                 {"factor", 0.5},
-                                 {"cooldown", 2}}}}}));
+  expect_resume_equals_straight("plateau", json::array({{{"plugin", "reduce_lr_on_plateau"},
+                                                         {"options",
+                                                          {{"monitor", "val_loss"},
+                                                           {"patience", 0},
+                                                           {"min_delta", 0.05},
+                                                           {"factor", 0.5},
+                                                           {"cooldown", 2}}}}}));
 }
 
 TEST(CallbackStateResume, ACorruptSavedStateIsAnErrorNamingTheCallback) {
   const fs::path dir = test::scratch_dir("callback-state-corrupt");
-  const json callbacks = json::array(
-      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "exponential"}, {"decay_rate", 0.9}}}}});
+  const json callbacks =
+      json::array({{{"plugin", "lr_scheduler"},
+                    {"options", {{"schedule", "exponential"}, {"decay_rate", 0.9}}}}});
   const json config = config_with(callbacks);
   test::write_text(dir / "run.json", config.dump());
   auto r = test::run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
@@ -110,5 +110,5 @@ TEST(CallbackStateResume, ACorruptSavedStateIsAnErrorNamingTheCallback) {
       << r.err;
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

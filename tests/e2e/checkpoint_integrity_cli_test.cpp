@@ -63,7 +63,8 @@ TEST(CheckpointIntegrityCli, WeightsNeverStoredAreDamageNotFillValues) {
   const fs::path dir = test::scratch_dir("checkpoint-unstored");
   ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
   const fs::path model = dir / "run" / "model.h5";
-  auto r = run_python(dir / "damage.py",
+  auto r = run_python(
+      dir / "damage.py",
       "import h5py, shutil, struct, sys\n"
       "src, moved, unwritten = sys.argv[1:4]\n"
       "p = 'model_weights/dense/dense/kernel:0'\n"
@@ -86,13 +87,14 @@ TEST(CheckpointIntegrityCli, WeightsNeverStoredAreDamageNotFillValues) {
            {"unwritten.h5", "no value of it was ever written"}}) {
     const std::string path = (dir / file).string();
     for (const std::string& command :
-         {cli + " inspect --verify " + path, cli + " evaluate --weights " + path +
-                                                 " --split train -q",
+         {cli + " inspect --verify " + path,
+          cli + " evaluate --weights " + path + " --split train -q",
           cli + " export " + path + " -o " + (dir / "x.onnx").string()}) {
       r = run_command(command);
       EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
       EXPECT_NE(r.err.find("kernel:0' cannot be read whole: " + why), std::string::npos)
-          << command << "\n" << r.err;
+          << command << "\n"
+          << r.err;
     }
   }
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));

@@ -158,10 +158,11 @@ TEST(Cli, AWeightsOnlyResumeAndAMissingCheckedConfigSayWhatTheyAre) {
   const fs::path dir = test::scratch_dir("cli-first-errors");
   ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
   fs::copy_file(dir / "run" / "model.h5", dir / "weights.h5");
-  const auto stripped = test::run_command(
-      std::string(test::system_python()) + " -c 'import h5py, sys\n"
-      "with h5py.File(sys.argv[1], \"r+\") as f: del f[\"tandem\"]' " +
-      (dir / "weights.h5").string());
+  const auto stripped =
+      test::run_command(std::string(test::system_python()) +
+                        " -c 'import h5py, sys\n"
+                        "with h5py.File(sys.argv[1], \"r+\") as f: del f[\"tandem\"]' " +
+                        (dir / "weights.h5").string());
   ASSERT_EQ(stripped.exit_code, 0) << stripped.err;
   auto r = run_command(cli() + " train -q --resume " + (dir / "weights.h5").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -29,8 +29,8 @@ TEST(DivergenceCli, ADivergedRunSavesTheStepBeforeAndItsBackupAndFails) {
   config["epochs"] = 3;
   config["data"]["train"]["samples"] = 64;  // 8 steps an epoch
   config["optimizer"] = {{"class_name", "SGD"}, {"config", {{"learning_rate", 1e8}}}};
-  config["callbacks"] = {{{"plugin", "backup_and_restore"},
-                          {"options", {{"backup_dir", (dir / "backup").string()}}}}};
+  config["callbacks"] = {
+      {{"plugin", "backup_and_restore"}, {"options", {{"backup_dir", (dir / "backup").string()}}}}};
   const auto r = test::train_in(dir, "run", config);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("the loss became"), std::string::npos) << r.err;
@@ -53,8 +53,9 @@ TEST(DivergenceCli, ADivergedRunSavesTheStepBeforeAndItsBackupAndFails) {
   std::vector<std::string> tail;
   for (const json& e : events_of(dir / "run")) tail.push_back(e["event"]);
   ASSERT_GE(tail.size(), 4u);
-  EXPECT_EQ(std::vector<std::string>(tail.end() - 4, tail.end()),
-            (std::vector<std::string>{"stopped", "backup_saved", "checkpoint_saved", "run_failed"}));
+  EXPECT_EQ(
+      std::vector<std::string>(tail.end() - 4, tail.end()),
+      (std::vector<std::string>{"stopped", "backup_saved", "checkpoint_saved", "run_failed"}));
   const json saved_event = events_of(dir / "run").rbegin()[1];
   EXPECT_EQ(saved_event["reason"], "diverged");
   EXPECT_EQ(saved_event["step"], step);
@@ -86,5 +87,5 @@ TEST(DivergenceCli, ALearningRateChangedAtResumeApplies) {
   EXPECT_EQ(rates, (std::vector<double>{0.1, 0.1, 0.05}));
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

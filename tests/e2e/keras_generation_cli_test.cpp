@@ -76,5 +76,5 @@ TEST(KerasGenerationCli, AKeras2FilesHardSigmoidIsKeras2s) {
   }
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

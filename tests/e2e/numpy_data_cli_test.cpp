@@ -97,8 +97,7 @@ TEST(NumpyDataCli, DataWithoutTargetsIsPredictedAndRefusedForTrainingAndEvaluati
   r = test::run_command("cd " + dir.string() + " && " + test::tandem_cli() +
                         " predict over.json --weights " + weights + " --split test -o ./x.npy");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("./x.npy is the input file " + (dir / "x.npy").string()),
-            std::string::npos)
+  EXPECT_NE(r.err.find("./x.npy is the input file " + (dir / "x.npy").string()), std::string::npos)
       << r.err;
   EXPECT_EQ(test::read_text(dir / "x.npy"), x_before);
   // Evaluating or training on it says what is missing.

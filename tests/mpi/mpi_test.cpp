@@ -263,10 +263,9 @@ bool straight_and_three_then_two(const fs::path& dir, const fs::path& config) {
 // other ranks with its weights (rank 1 kept its fresh stream: the weights ended 90% off).
 TEST(Mpi, ABackupRestoredOnRankZeroCarriesItsDropoutStreamToEveryRank) {
   const fs::path dir = test::scratch_dir("mpi-backup");
-  const json callbacks = {{{"plugin", "backup_and_restore"},
-                           {"options",
-                            {{"backup_dir", (dir / "backup").string()},
-                             {"delete_checkpoint", false}}}}};
+  const json callbacks = {
+      {{"plugin", "backup_and_restore"},
+       {"options", {{"backup_dir", (dir / "backup").string()}, {"delete_checkpoint", false}}}}};
   const fs::path config = write_config(dir, tiny_config(40, 3, callbacks));
   const std::string train = mpirun(2) + test::tandem_cli() + " train " + config.string();
   auto r = run_command(train + " --run-dir " + (dir / "straight").string());
@@ -288,9 +287,11 @@ TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
   const fs::path config = write_config(dir, tiny_config(40, 3));
   test::write_text(dir / "rank1.sh",
                    "#!/bin/sh\n"
-                   "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + test::tandem_cli() +
+                   "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " +
+                       test::tandem_cli() +
                        " \"$@\" $RANK1; fi\n"
-                       "exec " + test::tandem_cli() + " \"$@\"\n");
+                       "exec " +
+                       test::tandem_cli() + " \"$@\"\n");
   fs::permissions(dir / "rank1.sh", fs::perms::owner_all);
   for (const auto& [rank1, expected] : std::vector<std::pair<std::string, std::string>>{
            {"--set epochs=2",

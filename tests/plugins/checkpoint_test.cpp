@@ -241,7 +241,9 @@ TEST(CheckpointPlugin, AMissingKeyIsAClearErrorNamingTheKey) {
     const std::string what = e.what();
     EXPECT_NE(what.find("callback 'checkpoint'"), std::string::npos) << what;
     EXPECT_NE(what.find("{val_loss}"), std::string::npos) << what;
-    EXPECT_NE(what.find("available: accuracy, epoch, learning_rate, loss, lr, step"), std::string::npos) << what;
+    EXPECT_NE(what.find("available: accuracy, epoch, learning_rate, loss, lr, step"),
+              std::string::npos)
+        << what;
   }
   EXPECT_TRUE(h5_files(run.run_dir / "ck").empty());
 }

@@ -232,7 +232,7 @@ class TANDEM_EXPORT Model {
   void sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran);
 
   bool functional_ = false;
-  bool keras2_ = false;  // see keras2()
+  bool keras2_ = false;                         // see keras2()
   std::vector<std::unique_ptr<Layer>> layers_;  // in the order of their first calls
   std::vector<std::unique_ptr<Layer>> twins_;   // runners of shared layers' later calls
   std::vector<Call> calls_;                     // topological

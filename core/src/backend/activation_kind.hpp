@@ -22,12 +22,12 @@ enum class ActivationKind {
   softsign,
   swish,
   exponential,
-  leaky_relu,     // Keras 3's activations.leaky_relu: negative_slope 0.2
-  hard_sigmoid,   // Keras 3's: relu6(x + 3) / 6
+  leaky_relu,           // Keras 3's activations.leaky_relu: negative_slope 0.2
+  hard_sigmoid,         // Keras 3's: relu6(x + 3) / 6
   hard_sigmoid_keras2,  // Keras 2's hard_sigmoid: clip(0.2 x + 0.5, 0, 1) (nn/keras_generation.hpp)
-  hard_swish,     // x * hard_sigmoid(x)
-  mish,           // x * tanh(softplus(x))
-  log_softmax     // per row, like softmax
+  hard_swish,           // x * hard_sigmoid(x)
+  mish,                 // x * tanh(softplus(x))
+  log_softmax           // per row, like softmax
 };
 
 /// Whether f'(x) is a function of y = f(x) alone: kernel_math's activation_derivative reads no x

@@ -7,8 +7,8 @@
 // string column is an error that lists its values in the form to paste.
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>

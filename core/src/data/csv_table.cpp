@@ -3,8 +3,8 @@
 #include <csv.h>
 
 #include <fstream>
-#include <string_view>
 #include <memory>
+#include <string_view>
 
 #include "tandem/error.hpp"
 #include "util/regular_file.hpp"

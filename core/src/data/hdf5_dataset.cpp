@@ -14,8 +14,8 @@
 
 #include "data/datasets.hpp"
 #include "io/hdf5_handle.hpp"
-#include "io/hdf5_storage.hpp"
 #include "io/hdf5_lock.hpp"
+#include "io/hdf5_storage.hpp"
 #include "tandem/error.hpp"
 #include "util/regular_file.hpp"
 
@@ -152,8 +152,8 @@ void refuse_borrowed_storage(const std::string& path, const std::string& name, h
   if (kind.empty()) return;
   throw DataError(path + ": dataset '" + name + "' is " + kind +
                   ", and what is missing there would read as the fill value unnoticed); copy it "
-                  "into an ordinary dataset first (h5py: out['" + name + "'] = f['" + name +
-                  "'][()])");
+                  "into an ordinary dataset first (h5py: out['" +
+                  name + "'] = f['" + name + "'][()])");
 }
 
 Column open_column(hid_t file, const std::string& path, const std::string& name) {
@@ -178,7 +178,8 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
   if (cls == H5T_ENUM)  // h5py stores NumPy's bool arrays as an enum of FALSE and TRUE
     throw DataError(path + ": dataset '" + name +
                     "' has an enum type (h5py writes NumPy bool arrays so); expected integers or "
-                    "floats: store it as uint8 (h5py: f['" + name + "'] = a.astype(np.uint8))");
+                    "floats: store it as uint8 (h5py: f['" +
+                    name + "'] = a.astype(np.uint8))");
   if (cls != H5T_INTEGER && cls != H5T_FLOAT)
     throw DataError(path + ": dataset '" + name + "' has a non-numeric type (" + class_name(cls) +
                     "); expected integers or floats");

@@ -266,8 +266,9 @@ Listing list_file(const ImagesSpec& spec) {
                       name_list_text(l.class_names));
     if (e.path.empty()) throw DataError(e.where + ": an empty path");
     if (e.path.find('\0') != std::string::npos)  // the file system would read it cut short
-      throw DataError(e.where + ": the path holds a NUL character (\\u0000), which no file name "
-                                "can hold");
+      throw DataError(e.where +
+                      ": the path holds a NUL character (\\u0000), which no file name "
+                      "can hold");
     l.files.push_back({resolve_path(spec.folder, e.path), it - l.class_names.begin()});
   }
   return l;

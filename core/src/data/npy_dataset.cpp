@@ -21,8 +21,8 @@ namespace {
 // One array: its header and where its elements are (in a file or in memory).
 class NpyColumn {
  public:
-  NpyColumn(std::shared_ptr<const RandomAccessFile> file, std::uint64_t offset,
-            std::uint64_t size, std::string where)
+  NpyColumn(std::shared_ptr<const RandomAccessFile> file, std::uint64_t offset, std::uint64_t size,
+            std::string where)
       : file_(std::move(file)), where_(std::move(where)) {
     if (offset > file_->size() || size > file_->size() - offset)
       throw DataError(where_ + ": the archive is truncated (the array lies past its end)");
@@ -63,7 +63,8 @@ class NpyColumn {
     } else {
       elements = owned_.data() + at;
     }
-    if (elements) npy_to_float(header_.type, elements, static_cast<std::size_t>(row_elements_), out);
+    if (elements)
+      npy_to_float(header_.type, elements, static_cast<std::size_t>(row_elements_), out);
     if (scale != 1.0)
       for (std::int64_t i = 0; i < row_elements_; ++i) out[i] = static_cast<float>(out[i] * scale);
   }

@@ -14,9 +14,9 @@
 #include <string_view>
 
 #include "io/checksummed_chunks.hpp"
-#include "io/hdf5_storage.hpp"
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_lock.hpp"
+#include "io/hdf5_storage.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "tensor/huge_page_block.hpp"
@@ -395,11 +395,11 @@ FileImage build_image(const CheckpointData& data) {
   {
     WriteProps props;
     hid_t root = file.get();
-    const std::string keras_version =
-        data.model_config.is_object() && data.model_config.contains("keras_version") &&
-                data.model_config["keras_version"].is_string()
-            ? data.model_config["keras_version"].get<std::string>()
-            : kOwnKerasVersion;
+    const std::string keras_version = data.model_config.is_object() &&
+                                              data.model_config.contains("keras_version") &&
+                                              data.model_config["keras_version"].is_string()
+                                          ? data.model_config["keras_version"].get<std::string>()
+                                          : kOwnKerasVersion;
     write_string_attr(root, "keras_version", keras_version);
     write_string_attr(root, "backend", kBackend);
     if (!data.model_config.is_null())
@@ -721,7 +721,8 @@ CheckpointData read_contents(hid_t root) {
   }
   if (attr_exists(root, "model_config"))
     data.model_config = parse_json(read_string_attr(root, "model_config"), "model_config");
-  if (attr_exists(root, "keras_version")) data.keras_version = read_string_attr(root, "keras_version");
+  if (attr_exists(root, "keras_version"))
+    data.keras_version = read_string_attr(root, "keras_version");
   if (attr_exists(root, "training_config"))
     data.training_config =
         parse_json(read_string_attr(root, "training_config"), "training_config");

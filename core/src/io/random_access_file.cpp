@@ -16,8 +16,7 @@ namespace {
 
 struct stat stat_of(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw DataError("cannot read '" + path + "': " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) throw DataError("cannot read '" + path + "': " + std::strerror(errno));
   return st;
 }
 
@@ -38,7 +37,9 @@ RandomAccessFile::RandomAccessFile(const std::string& path) : path_(path) {
   }
 }
 
-RandomAccessFile::~RandomAccessFile() { ::close(fd_); }
+RandomAccessFile::~RandomAccessFile() {
+  ::close(fd_);
+}
 
 void RandomAccessFile::check_unchanged() const {
   const struct stat st = stat_of(fd_, path_);
@@ -50,8 +51,8 @@ void RandomAccessFile::check_unchanged() const {
 void RandomAccessFile::read(std::uint64_t offset, std::size_t count, void* out) const {
   if (offset > size_ || count > size_ - offset)
     throw DataError("'" + path_ + "': bytes " + std::to_string(offset) + " to " +
-                    std::to_string(offset + count) + " lie past its end (" +
-                    std::to_string(size_) + " bytes)");
+                    std::to_string(offset + count) + " lie past its end (" + std::to_string(size_) +
+                    " bytes)");
   auto* to = static_cast<char*>(out);
   while (count > 0) {
     const ssize_t got = ::pread(fd_, to, count, static_cast<off_t>(offset));
@@ -65,8 +66,8 @@ void RandomAccessFile::read(std::uint64_t offset, std::size_t count, void* out) 
 }
 
 void RandomAccessFile::throw_changed(std::uint64_t now_size) const {
-  throw DataError("'" + path_ + "' changed while Tandem was reading it (" +
-                  std::to_string(size_) + " bytes when opened, " + std::to_string(now_size) +
+  throw DataError("'" + path_ + "' changed while Tandem was reading it (" + std::to_string(size_) +
+                  " bytes when opened, " + std::to_string(now_size) +
                   " now): samples are read from the file as the run goes, so write new data to "
                   "a new file, or to a temporary one renamed over this one, not into this one");
 }

@@ -1,9 +1,9 @@
 // A regular file read at offsets (pread), for datasets that read their samples from disk as
-// training goes instead of loading the file. A file rewritten in place while a run reads it (NumPy's
-// np.save truncates and refills the same file) ends in a DataError naming it, never in SIGBUS or in
-// samples silently mixed from two versions: every read checks that the file still has the size and
-// modification time it had when it was opened. Owns its descriptor until destroyed; not copyable;
-// read() and check_unchanged() may be called from any thread.
+// training goes instead of loading the file. A file rewritten in place while a run reads it
+// (NumPy's np.save truncates and refills the same file) ends in a DataError naming it, never in
+// SIGBUS or in samples silently mixed from two versions: every read checks that the file still has
+// the size and modification time it had when it was opened. Owns its descriptor until destroyed;
+// not copyable; read() and check_unchanged() may be called from any thread.
 #pragma once
 
 #include <cstddef>

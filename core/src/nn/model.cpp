@@ -387,8 +387,7 @@ void Model::read_functional(const json& config, const std::string& path,
   std::map<std::string, int> name_counts;
   for (const auto& entry : graph.layers) {
     DeclaredShape declared;  // Keras ignores a shape on a layer of a functional model
-    auto layer =
-        make_layer(*entry.entry, entry.path, name_counts, used_names, declared, keras2_);
+    auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared, keras2_);
     if (layer->name() != entry.name)
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
                                                   "' but its config '" + layer->name() + "'");

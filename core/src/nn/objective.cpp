@@ -133,7 +133,6 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
   }
 }
 
-
 double read_weight(const json& w, const std::string& path) {
   if (!w.is_number() || !std::isfinite(w.get<double>()) || w.get<double>() < 0)
     throw ConfigError(path, "expected a finite weight >= 0, got " + w.dump());

@@ -69,9 +69,9 @@ struct ObjectiveScratch {
 
 /// One output's targets as the label checks see them (Objective::label_check).
 struct LabelColumn {
-  std::string output;  // its name
-  std::string loss;    // its loss's name
-  bool sparse = false;  // one class index per sample
+  std::string output;      // its name
+  std::string loss;        // its loss's name
+  bool sparse = false;     // one class index per sample
   std::int64_t width = 0;  // the output's values per sample (the classes, when sparse)
 };
 

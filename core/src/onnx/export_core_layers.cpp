@@ -65,10 +65,10 @@ OnnxValue export_dense(LayerCall& call) {
 
 OnnxValue export_activation(LayerCall& call) {
   const nlohmann::json& act = key(call, "activation");
-  const nn::ActivationKind kind = call.layer.class_name() == "Softmax"
-                                      ? nn::ActivationKind::softmax
-                                      : call.activation(act.is_string() ? act.get<std::string>()
-                                                                        : "linear");
+  const nn::ActivationKind kind =
+      call.layer.class_name() == "Softmax"
+          ? nn::ActivationKind::softmax
+          : call.activation(act.is_string() ? act.get<std::string>() : "linear");
   return apply_activation(call.graph, call.inputs[0], kind, call.prefix);
 }
 

@@ -35,7 +35,7 @@ struct LayerCall {
   std::vector<std::string> argument_names;  // per input after the first: its call argument
   nlohmann::json options;          // the call's keyword options (use_causal_mask)
   OnnxGraph& graph;
-  bool keras2 = false;             // the model follows Keras 2's definitions (Model::keras2())
+  bool keras2 = false;  // the model follows Keras 2's definitions (Model::keras2())
 
   /// The activation `name` names in this model (hard_sigmoid: Keras 2's in a Keras 2 model).
   nn::ActivationKind activation(const std::string& name) const {

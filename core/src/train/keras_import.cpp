@@ -1,11 +1,11 @@
 #include "train/keras_import.hpp"
 
+#include "nn/keras_generation.hpp"
 #include "nn/objective.hpp"
 #include "optim/optimizer.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
-#include "nn/keras_generation.hpp"
 
 namespace tandem {
 

@@ -55,8 +55,9 @@ void check_ranks_agree(World& world, const json& fingerprint) {
         ": every rank must get the same config, data and checkpoint (check the per-host copies)";
     if (pointer.rfind("/config/", 0) == 0)
       throw ConfigError(config_path_of(pointer), ranks + ": it" + values + fix);
-    throw DataError(ranks + ": " + (pointer.rfind("/data", 0) == 0 ? "its data (" : "its resume (") +
-                    pointer + ")" + values + fix);
+    throw DataError(ranks + ": " +
+                    (pointer.rfind("/data", 0) == 0 ? "its data (" : "its resume (") + pointer +
+                    ")" + values + fix);
   }
 }
 

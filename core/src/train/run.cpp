@@ -12,27 +12,27 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
-#include "parallel/cuda_module.hpp"
-#include "parallel/pinned_memory.hpp"
-#include "tandem/atomic_file.hpp"
-#include "tandem/checkpoint_file.hpp"
 #include "data/data_loader.hpp"
 #include "data/dataset.hpp"
 #include "data/datasets.hpp"
 #include "data/wrapped_dataset.hpp"
 #include "io/run_folder_lock.hpp"
 #include "nn/dtype_policy.hpp"
+#include "parallel/call_probe.hpp"
+#include "parallel/cuda_module.hpp"
+#include "parallel/pinned_memory.hpp"
+#include "parallel/placement.hpp"
+#include "parallel/replica_model.hpp"
+#include "plugin/plugin_host.hpp"
+#include "tandem/atomic_file.hpp"
+#include "tandem/checkpoint_file.hpp"
 #include "tandem/device_plan.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
-#include "plugin/plugin_host.hpp"
-#include "parallel/call_probe.hpp"
-#include "parallel/placement.hpp"
-#include "parallel/replica_model.hpp"
 #include "train/rank_agreement.hpp"
-#include "util/environment_settings.hpp"
 #include "train/trainer.hpp"
+#include "util/environment_settings.hpp"
 
 #ifndef TANDEM_VERSION
 #define TANDEM_VERSION "0.0.0"
@@ -429,8 +429,8 @@ TrainResult run_training(const TrainRequest& request) {
   if (resume && resume->training)
     for (const char* key : {"epoch", "batch", "step"})
       position[key] = resume->training->state.value(key, json());
-  check_ranks_agree(*world, rank_fingerprint(rc.resolved, {data.train.get(), data.validation.get()},
-                                             position));
+  check_ranks_agree(
+      *world, rank_fingerprint(rc.resolved, {data.train.get(), data.validation.get()}, position));
 
   // Every rank walks the same global order and reads its shard of each batch.
   DataLoaderOptions train_opts{
@@ -564,8 +564,7 @@ TrainResult run_training(const TrainRequest& request) {
     trainer.publish("run_started", started);
     std::optional<DivergedRun> diverged;  // the run's failure, reported once its weights are saved
     try {
-      result.history =
-          trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
+      result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
     } catch (const DivergedRun& e) {
       diverged = e;
       result.history = trainer.state().history;
@@ -601,14 +600,14 @@ TrainResult run_training(const TrainRequest& request) {
                                          {"value", nullptr},
                                          {"best", false},
                                          {"target", "template"},
-                                         {"reason", diverged                ? "diverged"
+                                         {"reason", diverged             ? "diverged"
                                                     : result.interrupted ? "interrupted"
                                                                          : "final"},
                                          {"bytes", std::filesystem::file_size(result.checkpoint)},
                                          {"seconds", secs}});
     if (diverged)
-      throw RunError(diverged->where() +
-                     "; the weights of the step before are saved in " + result.checkpoint.string() +
+      throw RunError(diverged->where() + "; the weights of the step before are saved in " +
+                     result.checkpoint.string() +
                      ", resumable there with --resume (or resume an earlier checkpoint when "
                      "they have grown too large already). Lower the learning rate (a --set at "
                      "--resume applies), check the data for NaN or extreme values, or clip "
@@ -658,8 +657,7 @@ struct Inference {
   std::unique_ptr<Trainer> trainer;
 
   // `evaluating`: the targets are used, so their class indices are checked as batches are read.
-  Inference(const InferenceRequest& request, bool evaluating)
-      : built(build_model(request.config)) {
+  Inference(const InferenceRequest& request, bool evaluating) : built(build_model(request.config)) {
     const RunConfig& rc = request.config;
     const DevicePlan plan = plan_for(rc);
     Datasets d = open_datasets(rc, request.split == "train");

@@ -349,8 +349,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     }
   }
   callbacks_.train_end(*this, last_logs);
-  if (!divergence_.empty())
-    throw DivergedRun(divergence_);
+  if (!divergence_.empty()) throw DivergedRun(divergence_);
   return state_.history;
 }
 

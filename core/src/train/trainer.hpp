@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "data/data_loader.hpp"
+#include "nn/objective.hpp"
+#include "optim/optimizer.hpp"
+#include "parallel/replica_model.hpp"
 #include "tandem/callback.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
-#include "data/data_loader.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/logs.hpp"
-#include "nn/objective.hpp"
 #include "tandem/model.hpp"
-#include "optim/optimizer.hpp"
-#include "parallel/replica_model.hpp"
 #include "tandem/training_state.hpp"
 #include "util/internal_api.hpp"
 
@@ -98,7 +98,6 @@ class Trainer : public CallbackContext {
   /// True when the last fit() ended because the interrupt flag was raised.
   bool interrupted() const { return interrupted_; }
 
-
   /// Everything needed to resume exactly: weights, optimizer slots, state, RNG streams.
   /// Taken in on_epoch_end (the epoch's logs already in the history), it resumes at the start
   /// of the next epoch. Syncs the template first (contract 2). A meta checkpoint records the
@@ -164,7 +163,7 @@ class Trainer : public CallbackContext {
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
-  std::string divergence_;  // why the fit stopped on a non-finite loss: thrown as DivergedRun
+  std::string divergence_;       // why the fit stopped on a non-finite loss: thrown as DivergedRun
   bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };
 

@@ -122,7 +122,8 @@ TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
   // Keras 2 adds -1e9 to hidden scores and does not mask again: a row with every key hidden is
   // the softmax of the scores less 1e9 in float (uniform for scores this small), the other rows
   // as Keras 3's (what -1e9 leaves of a hidden key underflows to 0).
-  const Tensor varied = Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 40, 200, -90});
+  const Tensor varied =
+      Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 40, 200, -90});
   cpu_backend().masked_softmax({2, 2, 3, false, true}, varied, &mask, probs);
   const float third = 1.0f / 3.0f;
   const std::vector<float> p = values_of(probs);

@@ -77,10 +77,11 @@ TEST(CsvDataset, ColumnsByNameDeclaredCategoriesAndPythonsQuoting) {
 
   // Excel's "CSV UTF-8" starts with a byte order mark, which is no part of the first name
   // (Python's utf-8-sig, pandas). It was: "no column 'a' (it has '\ufeffa', ...)".
-  test::write_text(dir / "bom.csv", "\xEF\xBB\xBF" "a,b,t1,t2\n1,2,3,4\n5,6,7,8\n");
-  const auto bom = open({{"type", "csv"}, {"path", "bom.csv"}, {"y", {"t2", "t1"}},
-                         {"x", {"a", "b"}}},
-                        dir);
+  test::write_text(dir / "bom.csv",
+                   "\xEF\xBB\xBF"
+                   "a,b,t1,t2\n1,2,3,4\n5,6,7,8\n");
+  const auto bom =
+      open({{"type", "csv"}, {"path", "bom.csv"}, {"y", {"t2", "t1"}}, {"x", {"a", "b"}}}, dir);
   EXPECT_EQ(read_all(*bom), read_all(*s));
 }
 
@@ -125,7 +126,8 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   // categories"): infinite, then refused as 1e39 is; 0 for what is too small.
   e = error_of("huge.csv");
   EXPECT_TRUE(has(e, "row 3, column 'x': -1e400 is not a finite number")) << e;
-  const auto [tiny_x, tiny_y] = read_all(*open({{"type", "csv"}, {"path", "tiny.csv"}, {"y", "y"}}, dir));
+  const auto [tiny_x, tiny_y] =
+      read_all(*open({{"type", "csv"}, {"path", "tiny.csv"}, {"y", "y"}}, dir));
   EXPECT_EQ(tiny_x, (std::vector<float>{0.0f, 0.0f}));
   EXPECT_TRUE(has(error_of("inf.csv"), "row 2, column 'y': inf is not a finite number"))
       << error_of("inf.csv");

@@ -186,17 +186,17 @@ TEST_F(Hdf5Dataset, MissingDatasetListsExistingNames) {
 // Something by that name that is no dataset says what it is; every one of these said "no dataset
 // 'x'", listing the datasets there are.
 TEST_F(Hdf5Dataset, AGroupABrokenLinkOrABoolArraySaysWhatItIs) {
-  const auto made = test::run_python(
-      dir_ / "links.py",
-      "import h5py, numpy as np, os, sys\n"
-      "os.chdir(sys.argv[1])\n"
-      "with h5py.File('links.h5', 'w') as f:\n"
-      "    f['y'] = np.zeros(4, np.float32)\n"
-      "    f.create_group('grp')['inner'] = np.zeros((4, 2), np.float32)\n"
-      "    f['soft'] = h5py.SoftLink('/nowhere')\n"
-      "    f['ext'] = h5py.ExternalLink('gone.h5', '/x')\n"
-      "    f['flags'] = np.array([True, False, True, True])\n",
-      dir_.string());
+  const auto made =
+      test::run_python(dir_ / "links.py",
+                       "import h5py, numpy as np, os, sys\n"
+                       "os.chdir(sys.argv[1])\n"
+                       "with h5py.File('links.h5', 'w') as f:\n"
+                       "    f['y'] = np.zeros(4, np.float32)\n"
+                       "    f.create_group('grp')['inner'] = np.zeros((4, 2), np.float32)\n"
+                       "    f['soft'] = h5py.SoftLink('/nowhere')\n"
+                       "    f['ext'] = h5py.ExternalLink('gone.h5', '/x')\n"
+                       "    f['flags'] = np.array([True, False, True, True])\n",
+                       dir_.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string file = (dir_ / "links.h5").string();
   const auto error_of = [&](const std::string& x) {
@@ -340,10 +340,12 @@ TEST_F(Hdf5Dataset, VirtualAndExternalStorageAreRefusedWithTheWayOut) {
       dir_.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   for (const auto& [file, kind] : std::vector<std::pair<std::string, std::string>>{
-           {"virtual.h5", "is a virtual dataset"}, {"external.h5", "is stored in external files"}}) {
+           {"virtual.h5", "is a virtual dataset"},
+           {"external.h5", "is stored in external files"}}) {
     const std::string path = (dir_ / file).string();
-    const std::string msg =
-        data_error_of([&] { data::open_hdf5_dataset({path, {"x"}, {"y"}, ""}); });
+    const std::string msg = data_error_of([&] {
+      data::open_hdf5_dataset({path, {"x"}, {"y"}, ""});
+    });
     EXPECT_NE(msg.find(path + ": dataset 'x' " + kind), std::string::npos) << msg;
     EXPECT_NE(msg.find("out['x'] = f['x'][()]"), std::string::npos) << msg;
   }

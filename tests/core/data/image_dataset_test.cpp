@@ -336,17 +336,18 @@ TEST(ImageDataset, BadFilesStopTheRunNamingThemOrAreSkippedAndCounted) {
 
 TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
   const fs::path dir = test::scratch_dir("images-specs");
-  python(dir,
-         "os.makedirs('d/a'); os.makedirs('flat'); os.makedirs('none/a')\n"
-         "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('d/a/0.png')\n"
-         "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('flat/0.png')\n"
-         "open('none/a/x.txt', 'w').write('x')\n"
-         "open('nolabel.csv', 'w').write('file,class\\nd/a/0.png,a\\n')\n"
-         "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/0.png,b\\n')\n"
-         "open('missing.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/gone.png,a\\n')\n"
-         "open('bad.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0.png\"]]')\n"
-         "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n"
-         "open('nul.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0\\\\u0000png\", \"a\"]]')\n");
+  python(
+      dir,
+      "os.makedirs('d/a'); os.makedirs('flat'); os.makedirs('none/a')\n"
+      "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('d/a/0.png')\n"
+      "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('flat/0.png')\n"
+      "open('none/a/x.txt', 'w').write('x')\n"
+      "open('nolabel.csv', 'w').write('file,class\\nd/a/0.png,a\\n')\n"
+      "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/0.png,b\\n')\n"
+      "open('missing.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/gone.png,a\\n')\n"
+      "open('bad.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0.png\"]]')\n"
+      "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n"
+      "open('nul.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0\\\\u0000png\", \"a\"]]')\n");
   const auto error_of = [&](json extra) {
     json spec = {{"type", "images"}, {"image_size", {4, 4}}};
     spec.update(extra);
@@ -374,7 +375,8 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
       {{{"path", "d"}, {"color_mode", "cmyk"}}, "'data.train.color_mode'"},
       {{{"path", "d"}, {"on_bad_file", "ignore"}}, "'data.train.on_bad_file'"},
       {{{"path", "d"}, {"workers", -1}}, "'data.train.workers'"},
-      {{{"path", "d"}, {"class_names", {"a", "a"}}}, "'data.train.class_names': names a class twice"},
+      {{{"path", "d"}, {"class_names", {"a", "a"}}},
+       "'data.train.class_names': names a class twice"},
       {{{"path", "d"}, {"interpolation", "lanczos"}}, "'data.train.interpolation'"},
       {{{"path", "d"}, {"cache", "yes"}}, "'data.train.cache'"},
   };

@@ -133,7 +133,8 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
         "open('notzip.npz', 'wb').write(b'PK this is no zip file at all')\n"
         "import io, zipfile\n"
         "with zipfile.ZipFile('twice.npz', 'w') as z:\n"
-        "    for name, a in (('x.npy', np.zeros(3)), ('x.npy', np.ones(3)), ('y.npy', np.arange(3))):\n"
+        "    for name, a in (('x.npy', np.zeros(3)), ('x.npy', np.ones(3)), ('y.npy', "
+        "np.arange(3))):\n"
         "        b = io.BytesIO(); np.save(b, a); z.writestr(name, b.getvalue())\n");
   auto error_of = [&](const std::string& x, const std::string& y = "y.npy") {
     return data_error_of([&] { open({{"type", "npy"}, {"x", x}, {"y", y}}, dir); });

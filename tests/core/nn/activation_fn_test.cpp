@@ -104,23 +104,19 @@ TEST_P(ActivationFunctionTest, ForwardMatchesReferenceAndBackwardMatchesFiniteDi
                activation_name(kind) + " gradient");
 }
 
-INSTANTIATE_TEST_SUITE_P(AllActivations, ActivationFunctionTest,
-                         ::testing::Values(ActivationKind::linear, ActivationKind::relu,
-                                           ActivationKind::tanh, ActivationKind::sigmoid,
-                                           ActivationKind::softmax, ActivationKind::gelu,
-                                           ActivationKind::elu, ActivationKind::selu,
-                                           ActivationKind::softplus, ActivationKind::softsign,
-                                           ActivationKind::swish, ActivationKind::exponential,
-                                           ActivationKind::leaky_relu,
-                                           ActivationKind::hard_sigmoid,
-                                           ActivationKind::hard_sigmoid_keras2,
-                                           ActivationKind::hard_swish, ActivationKind::mish,
-                                           ActivationKind::log_softmax),
-                         [](const auto& info) {
-                           return info.param == ActivationKind::hard_sigmoid_keras2
-                                      ? std::string("hard_sigmoid_keras2")
-                                      : activation_name(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllActivations, ActivationFunctionTest,
+    ::testing::Values(ActivationKind::linear, ActivationKind::relu, ActivationKind::tanh,
+                      ActivationKind::sigmoid, ActivationKind::softmax, ActivationKind::gelu,
+                      ActivationKind::elu, ActivationKind::selu, ActivationKind::softplus,
+                      ActivationKind::softsign, ActivationKind::swish, ActivationKind::exponential,
+                      ActivationKind::leaky_relu, ActivationKind::hard_sigmoid,
+                      ActivationKind::hard_sigmoid_keras2, ActivationKind::hard_swish,
+                      ActivationKind::mish, ActivationKind::log_softmax),
+    [](const auto& info) {
+      return info.param == ActivationKind::hard_sigmoid_keras2 ? std::string("hard_sigmoid_keras2")
+                                                               : activation_name(info.param);
+    });
 
 TEST(ActivationFunction, SigmoidAndSoftmaxStayFiniteForExtremeInputs) {
   const Tensor x = Tensor::from_vector({1, 4}, {-1000.0f, 1000.0f, -88.0f, 88.0f});

@@ -275,9 +275,8 @@ void CpuBackend::activation_forward(ActivationKind kind, const Tensor& in_t, Ten
       map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_sigmoid, x); });
       return;
     case ActivationKind::hard_sigmoid_keras2:
-      map(in, out, n, [](float x) {
-        return math::activation_value(ActivationKind::hard_sigmoid_keras2, x);
-      });
+      map(in, out, n,
+          [](float x) { return math::activation_value(ActivationKind::hard_sigmoid_keras2, x); });
       return;
     case ActivationKind::hard_swish:
       map(in, out, n, [](float x) { return math::activation_value(ActivationKind::hard_swish, x); });
