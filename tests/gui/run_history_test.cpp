@@ -195,6 +195,18 @@ class RunHistoryTest : public QObject {
     resumed.mark_failed("nothing is left to train");
     QCOMPARE(resumed.status(), RunHistory::Status::failed);
     QCOMPARE(resumed.error(), QString("nothing is left to train"));
+
+    // A diverged run fails after saving the step before: that checkpoint resumes (an engine's
+    // event says so; an older stream's reason alone does too).
+    RunHistory diverged;
+    diverged.apply_all({
+        make_event(R"({"event": "run_started", "run_dir": "/r", "config": {"epochs": 3}})"),
+        make_event(R"({"event": "checkpoint_saved", "path": "/r/model.h5", "epoch": 1,
+                       "step": 3, "reason": "diverged"})"),
+        make_event(R"({"event": "run_failed", "error": "the loss became NaN"})"),
+    });
+    QCOMPARE(diverged.status(), RunHistory::Status::failed);
+    QVERIFY(diverged.checkpoints()[0].resumable);
   }
 
   // A run folder copied or moved elsewhere: its checkpoints are the ones inside it, not the

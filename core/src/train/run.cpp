@@ -603,6 +603,7 @@ TrainResult run_training(const TrainRequest& request) {
                                          {"reason", diverged             ? "diverged"
                                                     : result.interrupted ? "interrupted"
                                                                          : "final"},
+                                         {"resumable", true},
                                          {"bytes", std::filesystem::file_size(result.checkpoint)},
                                          {"seconds", secs}});
     if (diverged)
