@@ -11,7 +11,7 @@ namespace tandem {
 
 namespace {
 
-constexpr const char* kConv2D = "TANDEM_CONV2D";
+constexpr const char* kConv2D = kConv2DPathVariable;
 constexpr const char* kGraphs = "TANDEM_CUDA_GRAPHS";
 constexpr const char* kCudaMemory = "TANDEM_CUDA_MEMORY_LIMIT";
 

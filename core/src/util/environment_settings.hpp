@@ -14,6 +14,7 @@ namespace tandem {
 
 /// TANDEM_CONV2D: Conv2D's GPU path.
 enum class Conv2DPathSetting { automatic, im2col, cudnn };
+inline constexpr const char* kConv2DPathVariable = "TANDEM_CONV2D";
 
 /// TANDEM_CONV2D ("auto" when unset; any case). ConfigError naming the variable and the values
 /// it takes for anything else.

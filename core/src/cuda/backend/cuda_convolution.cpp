@@ -61,7 +61,7 @@ namespace tandem::cuda {
 
 namespace {
 
-constexpr const char* kPathVariable = "TANDEM_CONV2D";        // util/environment_settings.hpp
+constexpr const char* kPathVariable = kConv2DPathVariable;    // the setting it names
 constexpr std::int64_t kColsBudget = std::int64_t{64} << 20;  // floats (256 MiB) of im2col matrix
 constexpr std::uintptr_t kGemmAlignment = 256;  // bytes, what DenseGemm's algorithms assume
 
