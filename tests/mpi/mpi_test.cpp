@@ -182,6 +182,27 @@ TEST(Mpi, TwoAndThreeRanksTrainToTheWeightsOfOneProcess) {
   }
 }
 
+#ifdef TANDEM_TEST_PLUGIN_DIR
+// A callback on rank 0 that changes weights through ctx.model() (tests/plugins/bad_plugins/
+// scales_weights.cpp halves the first layer after step 5): rank 0's template reaches every rank
+// before the next step, so two ranks of two replicas each still train to one process's weights.
+// Before, the other rank kept its own weights and the ranks' sums mixed two models.
+TEST(Mpi, WeightsAHookChangesOnRankZeroReachEveryRank) {
+  const fs::path dir = test::scratch_dir("mpi-hook-weights");
+  json config = tiny_config(32, 2, {{{"plugin", "scales_weights"}, {"options", {{"step", 5}}}}});
+  const fs::path path = write_config(dir, config);
+  const std::string env = "TANDEM_PLUGIN_PATH=" + std::string(TANDEM_TEST_PLUGIN_DIR) + " ";
+  auto r = run_command(env + test::tandem_cli() + " train " + path.string() + " --run-dir " +
+                       (dir / "one").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(mpirun(2) + "-x TANDEM_PLUGIN_PATH=" + TANDEM_TEST_PLUGIN_DIR + " " +
+                  test::tandem_cli() + " train " + path.string() +
+                  " --set devices=cpu:2 --run-dir " + (dir / "many").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(dir / "one" / "model.h5", dir / "many" / "model.h5");
+}
+#endif
+
 TEST(Mpi, SynchronizedBatchNormAcrossRanksMatchesOneProcess) {
   const fs::path dir = test::scratch_dir("mpi-syncbn");
   json config = tiny_config(31, 3);

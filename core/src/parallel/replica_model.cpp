@@ -407,6 +407,7 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
 
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& objective,
                                         const Batch* next) {
+  send_lent_template(true);
   const std::int64_t total = batch.size();
   const auto sizes = split(total, size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
@@ -464,6 +465,7 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
 }
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) {
+  send_lent_template(true);
   const auto sizes = split(batch.size(), size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -517,6 +519,7 @@ void ReplicaModel::broadcast_from_rank0() {
 }
 
 void ReplicaModel::predict(const Tensor& x, float* out) {
+  send_lent_template(false);  // each rank predicts with its own replicas
   const auto sizes = split(x.rank() > 0 ? x.dim(0) : 0, size());
   const std::int64_t out_row = shape_size(template_.output_shape());
   std::int64_t offset = 0;
@@ -555,6 +558,17 @@ void ReplicaModel::broadcast_from_template() {
     }
   }
   for (auto& r : replicas_) r->push();
+  template_lent_ = false;
+}
+
+void ReplicaModel::send_lent_template(bool across_ranks) {
+  if (across_ranks && world_->size() > 1) {
+    const double mine = template_lent_ ? 1.0 : 0.0;
+    const std::vector<double> all = world_->all_gather(&mine, 1);
+    if (std::find(all.begin(), all.end(), 1.0) != all.end()) broadcast_from_rank0();
+    return;
+  }
+  if (template_lent_) broadcast_from_template();
 }
 
 void ReplicaModel::sync_template() {
@@ -563,6 +577,12 @@ void ReplicaModel::sync_template() {
 
 Model& ReplicaModel::template_model() {
   sync_template();
+  return template_;
+}
+
+Model& ReplicaModel::lend_template() {
+  sync_template();
+  template_lent_ = true;
   return template_;
 }
 

@@ -105,8 +105,15 @@ class ReplicaModel {
   /// Samples per replica for a global batch of `batch`: the first batch % n take one more.
   static std::vector<std::int64_t> split(std::int64_t batch, int n);
 
-  /// The template, current (contract 2).
+  /// The template, current (contract 2), for the engine's own reads and for code that sends
+  /// what it changes itself (load weights, then broadcast_from_template()).
   Model& template_model();
+  /// The template, current, lent to code that may change it without saying so (a callback's
+  /// hook, through CallbackContext::model() or its ModelView): whatever it changes reaches
+  /// every replica, and with several ranks rank 0's template reaches every rank, before the
+  /// next forward_backward(), evaluate() or predict() (send_lent_template()). The reference is
+  /// the template's; it stays valid as long as the template.
+  Model& lend_template();
   /// Replica 0's optimizer, current: the one checkpoints save.
   Optimizer& optimizer();
   /// Replica i's host model, current (replica 0's is the template).
@@ -149,7 +156,8 @@ class ReplicaModel {
   /// the host by every replica, so reading it copies no device state back.
   const LossScale* loss_scale() const { return optimizer_.loss_scale(); }
   /// Copies the template's weights and replica 0's optimizer state to every other replica
-  /// (after loading weights or resuming).
+  /// (after loading weights or resuming), and has every replica take its host model afresh
+  /// (Replica::push()). Ends any lending of the template: what was changed is sent.
   void broadcast_from_template();
   /// Replica 0's weights and optimizer state into the template and optimizer() when they live
   /// on a device and changed since the last sync.
@@ -168,6 +176,10 @@ class ReplicaModel {
   // the worker that caught the failure). A pipeline replica's stages meet the other pipelines'
   // in step order, so its failure reaches its worker without waiting on them (pipeline_test).
   void abandon_step();
+  // What a lent template's borrower changed (lend_template()), to every replica of this
+  // process, and `across_ranks` (collective: every rank calls it at the same point), rank 0's
+  // template to every rank when any rank lent its template.
+  void send_lent_template(bool across_ranks);
 
   Model& template_;
   Optimizer& optimizer_;
@@ -190,6 +202,7 @@ class ReplicaModel {
   std::shared_ptr<World> world_;
   std::vector<std::string> rank_plans_;  // every rank's plan text
   std::unique_ptr<Workers> workers_;     // none when there is one replica
+  bool template_lent_ = false;           // lend_template() since the last broadcast
 };
 
 }  // namespace tandem

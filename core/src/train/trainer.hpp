@@ -112,7 +112,7 @@ class Trainer : public CallbackContext {
   void restore(const CheckpointData& data, const std::string& source) override;
 
   // CallbackContext
-  Model& model() override { return meta_.template_model(); }
+  Model& model() override { return meta_.lend_template(); }
   ModelView& target() override;
   void select_target(Target target) override { current_target_ = target; }
   ReplicaModel& meta() { return meta_; }

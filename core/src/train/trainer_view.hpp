@@ -9,7 +9,7 @@ class Trainer::View : public ModelView {
  public:
   View(Trainer& trainer, Target target) : trainer_(trainer), target_(target) {}
   Target target() const override { return target_; }
-  Model& model() override { return trainer_.meta_.template_model(); }
+  Model& model() override { return trainer_.meta_.lend_template(); }
   const DevicePlan& plan() const override { return trainer_.meta_.plan(); }
   std::vector<ReplicaFacts> replicas() const override {
     std::vector<ReplicaFacts> out;

@@ -63,13 +63,14 @@ json loss_scaled_adam(double initial_scale, int growth_steps) {
 }
 
 struct Harness {
-  explicit Harness(const json& optimizer = adam()) : opt(make_optimizer(optimizer, "o")) {}
+  explicit Harness(const json& optimizer = adam(), int replicas = 1)
+      : opt(make_optimizer(optimizer, "o")), meta(*model, *opt, DevicePlan::cpus(replicas)) {}
   std::unique_ptr<Model> model = Model::from_config(model_config(), "model", 3);
   std::unique_ptr<Loss> loss = make_loss(
       json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
       "loss");
   std::unique_ptr<Optimizer> opt;
-  ReplicaModel meta{*model, *opt, DevicePlan::cpus(1)};
+  ReplicaModel meta;
   std::vector<std::unique_ptr<Metric>> metrics =
       make_metrics(json::array({"accuracy"}), "metrics", *loss, {3});
   Trainer trainer{meta, Objective::borrowing(*loss, metrics)};
@@ -303,6 +304,47 @@ TEST(Trainer, LearningRateSetByACallbackIsUsed) {
   s.trainer.fit(train, nullptr, {1});
   EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.123);
   EXPECT_THROW(s.trainer.set_learning_rate(-1), RunError);
+}
+
+// Weights a hook changes through ctx.model() reach every replica before the next step: three
+// replicas then train to what one does, and each holds the template's weights (contract 1).
+// Here a callback halves the first kernel after batch 2, through ctx.model() or through its
+// target view; without the broadcast the other replicas kept their own kernel and the runs
+// parted at the next step.
+std::vector<float> halved_after_batch_two(int replicas, bool through_view,
+                                          std::vector<std::vector<float>>* copies) {
+  Harness s(adam(), replicas);
+  auto rec = std::make_shared<Recorder>();
+  rec->on_batch = [through_view](CallbackContext& c, std::int64_t b) {
+    if (b != 2) return;
+    Model& model = through_view ? c.target().model() : c.model();
+    Tensor& kernel = model.trainable_parameters()[0]->value;
+    for (float& v : kernel.values()) v *= 0.5f;
+  };
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(48), {12, true, 5, 0});
+  s.trainer.fit(train, nullptr, {2});
+  if (copies)
+    for (int r = 0; r < replicas; ++r) {
+      const Tensor& k = s.meta.replica(r).trainable_parameters()[0]->value;
+      copies->emplace_back(k.data(), k.data() + k.size());
+    }
+  const Tensor& k = s.meta.template_model().trainable_parameters()[0]->value;
+  return {k.data(), k.data() + k.size()};
+}
+
+TEST(Trainer, WeightsAHookChangesReachEveryReplica) {
+  for (const bool through_view : {false, true}) {
+    SCOPED_TRACE(through_view ? "target().model()" : "model()");
+    const std::vector<float> one = halved_after_batch_two(1, through_view, nullptr);
+    std::vector<std::vector<float>> copies;
+    const std::vector<float> three = halved_after_batch_two(3, through_view, &copies);
+    ASSERT_EQ(one.size(), three.size());
+    for (std::size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(three[i], one[i], 1e-5) << i;
+    for (const auto& copy : copies) EXPECT_EQ(copy, three);
+  }
 }
 
 // Interrupting mid-epoch, saving, and resuming in a new process-like setup gives bitwise the same
