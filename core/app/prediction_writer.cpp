@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
@@ -20,11 +23,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void write_csv(const Tensor& t, std::ostream& out) {
+// A CSV field as RFC 4180 writes it: quoted, its quotes doubled, when it holds a comma, a quote
+// or a line break; as it is otherwise.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
+}
+
+void write_csv(const Tensor& t, const std::vector<std::string>& files, std::ostream& out) {
   const std::int64_t rows = t.rank() > 0 ? t.dim(0) : 1;
   const std::int64_t cols = rows > 0 ? t.size() / rows : 0;
   char buffer[32];
   for (std::int64_t r = 0; r < rows; ++r) {
+    if (!files.empty()) out << csv_field(files[static_cast<std::size_t>(r)]) << (cols ? "," : "");
     for (std::int64_t c = 0; c < cols; ++c) {
       std::snprintf(buffer, sizeof buffer, "%.9g", t[r * cols + c]);
       if (c) out << ',';
@@ -34,11 +50,17 @@ void write_csv(const Tensor& t, std::ostream& out) {
   }
 }
 
-void write_jsonl(const Tensor& t, std::ostream& out) {
+void write_jsonl(const Tensor& t, const std::vector<std::string>& files, std::ostream& out) {
   const std::int64_t rows = t.rank() > 0 ? t.dim(0) : 1;
   const std::int64_t cols = rows > 0 ? t.size() / rows : 0;
   char buffer[32];
   for (std::int64_t r = 0; r < rows; ++r) {
+    // A file name need not be UTF-8: bytes that are not become U+FFFD.
+    if (!files.empty())
+      out << "{\"path\":"
+          << nlohmann::json(files[static_cast<std::size_t>(r)])
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << ",\"outputs\":";
     out << '[';
     for (std::int64_t c = 0; c < cols; ++c) {
       const float v = t[r * cols + c];
@@ -48,7 +70,7 @@ void write_jsonl(const Tensor& t, std::ostream& out) {
       if (c) out << ',';
       out << buffer;
     }
-    out << "]\n";
+    out << (files.empty() ? "]\n" : "]}\n");
   }
 }
 
@@ -84,15 +106,20 @@ PredictionFormat prediction_format(const std::string& format, const std::string&
                                     path + "'");
 }
 
-void write_predictions(const Tensor& predictions, const std::string& path, PredictionFormat format) {
+void write_predictions(const Tensor& predictions, const std::vector<std::string>& files,
+                       const std::string& path, PredictionFormat format) {
+  const std::int64_t rows = predictions.rank() > 0 ? predictions.dim(0) : 1;
+  if (!files.empty() && static_cast<std::int64_t>(files.size()) != rows)
+    throw std::logic_error("write_predictions: " + std::to_string(files.size()) +
+                           " file names for " + std::to_string(rows) + " rows");
   const auto write = [&](std::ostream& out) {
     switch (format) {
       case PredictionFormat::csv:
-        return write_csv(predictions, out);
+        return write_csv(predictions, files, out);
       case PredictionFormat::npy:
         return write_npy(predictions, out);
       case PredictionFormat::jsonl:
-        return write_jsonl(predictions, out);
+        return write_jsonl(predictions, files, out);
     }
   };
   if (path == "-") {

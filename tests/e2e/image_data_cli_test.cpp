@@ -123,6 +123,71 @@ TEST(ImageDataCli, DataBenchTimesBothSidesAndCutMixTrainsOnOneHotLabels) {
   EXPECT_EQ(json::parse(test::read_text(dir / "run/config.json"))["data"]["cutmix"]["alpha"], 1.0);
 }
 
+// tandem predict on an image folder names each row's file (CSV: its first field; JSON Lines:
+// "path"), in the order the (shuffled) folder is read. The model's output is the image's mean
+// pixel (global average pooling into a frozen Dense of kernel 1, bias 0), so PIL's mean of the
+// file each row names is an independent check that the row belongs to that file.
+TEST(ImageDataCli, PredictionsOfAnImageFolderNameTheFileOfEachRow) {
+  const fs::path dir = test::scratch_dir("image-data-cli-predict-files");
+  write_folders(dir / "photos", "t10k", 40, "png");
+  fs::rename(dir / "photos" / "0-t-shirt", dir / "photos" / "0,t-shirt \"top\"");  // CSV quoting
+  const json folder = {{"type", "images"},
+                       {"path", (dir / "photos").string()},
+                       {"image_size", {28, 28}},
+                       {"color_mode", "grayscale"}};
+  const json config = {
+      {"epochs", 1},
+      {"batch_size", 16},
+      {"verbose", 0},
+      {"model",
+       {{"class_name", "Sequential"},
+        {"config",
+         {{"layers",
+           {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 28, 28, 1}}}}},
+            {{"class_name", "GlobalAveragePooling2D"}, {"config", json::object()}},
+            {{"class_name", "Dense"},
+             {"config",
+              {{"units", 1},
+               {"trainable", false},
+               {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}}}}}}}}},
+      {"optimizer", "sgd"},
+      {"loss", "mse"},
+      {"data", {{"train", folder}, {"validation", folder}}}};
+  auto r = test::train_in(dir, "run", config);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string predict = test::tandem_cli() + " predict " + (dir / "run.json").string() +
+                              " --weights " + (dir / "run" / "model.h5").string() + " -o ";
+  for (const char* name : {"p.csv", "p.jsonl", "p.npy"}) {
+    r = test::run_command(predict + (dir / name).string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // .npy holds values alone: the run says where the files are.
+  EXPECT_NE(r.err.find("--format csv or jsonl writes each row's file"), std::string::npos) << r.err;
+  const auto check = test::run_python(dir / "check.py", R"(
+import csv, json, sys, numpy as np
+from PIL import Image
+d = sys.argv[1]
+rows = list(csv.reader(open(d + "/p.csv", newline="")))
+lines = [json.loads(l) for l in open(d + "/p.jsonl")]
+values = np.load(d + "/p.npy")
+assert len(rows) == len(lines) == len(values) == 40, (len(rows), len(lines), values.shape)
+assert sorted(r[0] for r in rows) != [r[0] for r in rows], "rows in sorted order: not shuffled?"
+assert len(set(r[0] for r in rows)) == 40
+quoted = [r[0] for r in rows if '"top"' in r[0]]
+assert quoted and all(",t-shirt" in q for q in quoted), quoted
+worst = 0.0
+for row, line, value in zip(rows, lines, values):
+    assert line["path"] == row[0], (line, row)
+    mean = np.asarray(Image.open(row[0]).convert("L"), dtype=np.float64).mean() / 255
+    for got in (float(row[1]), line["outputs"][0], float(value[0])):
+        worst = max(worst, abs(got - mean))
+assert worst < 1e-5, worst
+print("ok", worst)
+)",
+                                      dir.string());
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
 }  // namespace
 }  // namespace tandem
 

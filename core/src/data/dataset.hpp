@@ -49,6 +49,9 @@ class Dataset {
   /// What each class index stands for, in index order (image folders: the class sub-folders'
   /// names, sorted), or empty when the data does not say.
   virtual std::vector<std::string> class_names() const { return {}; }
+  /// The file sample i (in [0, size())) is read from — an image folder's or list's image, its
+  /// path as found — or empty when the data's samples are not files of their own.
+  virtual std::string sample_file(std::int64_t /*i*/) const { return {}; }
   /// Unreadable files left out so far (image folders with on_bad_file "skip"). Any thread may
   /// ask while another reads.
   virtual std::int64_t skipped_files() const { return 0; }

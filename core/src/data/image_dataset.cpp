@@ -305,6 +305,9 @@ class ImageFolderDataset final : public Dataset {
     return {};
   }
   std::vector<std::string> class_names() const override { return class_names_; }
+  std::string sample_file(std::int64_t i) const override {
+    return i >= 0 && i < size() ? files_[static_cast<std::size_t>(i)].path : std::string();
+  }
   std::int64_t skipped_files() const override { return skipped_.load(); }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {

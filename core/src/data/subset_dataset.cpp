@@ -28,6 +28,10 @@ class SubsetDataset final : public WrappedDataset {
     parent().read(mapped_, x, y);
   }
 
+  std::string sample_file(std::int64_t i) const override {
+    return i >= 0 && i < count_ ? parent().sample_file(begin_ + i) : std::string();
+  }
+
   std::string describe() const override {
     return "samples [" + std::to_string(begin_) + ", " + std::to_string(begin_ + count_) + ") of " +
            parent().describe();

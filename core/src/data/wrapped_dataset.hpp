@@ -1,7 +1,7 @@
 // WrappedDataset: a dataset made from another one — a window of it (make_subset), its samples
 // weighted by class (make_class_weighted), kept in memory (make_cached), repeated (tandem data
 // bench). Everything it does not change is the parent's: size, shapes, parts, weights, class
-// names, skipped files; a subclass overrides what it changes, and read() and describe().
+// names, sample files, skipped files; a subclass overrides what it changes, and read() and describe().
 // Shares ownership of the parent; the same threading rules as Dataset.
 #pragma once
 
@@ -24,6 +24,7 @@ class WrappedDataset : public Dataset {
   std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
   bool weighted() const override { return parent_->weighted(); }
   std::vector<std::string> class_names() const override { return parent_->class_names(); }
+  std::string sample_file(std::int64_t i) const override { return parent_->sample_file(i); }
   std::int64_t skipped_files() const override { return parent_->skipped_files(); }
 
  protected:

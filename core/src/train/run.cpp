@@ -699,6 +699,9 @@ class RepeatedDataset final : public WrappedDataset {
     for (std::size_t k = 0; k < indices.size(); ++k) mapped_[k] = indices[k] % parent().size();
     parent().read(mapped_, x, y);
   }
+  std::string sample_file(std::int64_t i) const override {
+    return parent().sample_file(i % parent().size());
+  }
   std::string describe() const override { return parent().describe() + ", repeated"; }
 
  private:
@@ -801,13 +804,18 @@ Logs run_evaluation(const InferenceRequest& request) {
   return logs;
 }
 
-Tensor run_prediction(const InferenceRequest& request) {
+Predictions run_prediction(const InferenceRequest& request) {
   Inference inference(request, false);
-  const std::int64_t skipped = inference.loader->dataset().skipped_files();
-  Tensor out = inference.trainer->predict(*inference.loader);
+  const Dataset& data = inference.loader->dataset();
+  const std::int64_t skipped = data.skipped_files();
+  Predictions out{inference.trainer->predict(*inference.loader), {}};
   // A replaced row would give one file's output in another file's place, unseen.
   if (const std::string replaced = files_replaced_during(inference, skipped); !replaced.empty())
     throw DataError(replaced + ": the predictions would not follow the files; fix or remove them");
+  if (data.size() > 0 && !data.sample_file(0).empty()) {
+    out.files.reserve(static_cast<std::size_t>(data.size()));
+    for (std::int64_t i = 0; i < data.size(); ++i) out.files.push_back(data.sample_file(i));
+  }
   return out;
 }
 

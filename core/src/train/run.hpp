@@ -92,8 +92,14 @@ struct InferenceRequest {
 };
 
 Logs run_evaluation(const InferenceRequest& request);
-/// Returns (samples, outputs...) in dataset order.
-Tensor run_prediction(const InferenceRequest& request);
+/// A dataset's predictions: `values` is (samples, outputs...) in dataset order; `files` holds
+/// the file each row was read from (Dataset::sample_file), or is empty when the samples are
+/// not files of their own.
+struct Predictions {
+  Tensor values;
+  std::vector<std::string> files;
+};
+Predictions run_prediction(const InferenceRequest& request);
 
 /// `tandem data bench`: which one bounds a run, the input pipeline or the training step. The
 /// pipeline is timed alone (the training DataLoader as a run makes it — shuffle, prefetch,
