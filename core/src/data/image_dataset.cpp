@@ -128,11 +128,39 @@ struct Listing {
   std::int64_t other_files = 0;  // files of other kinds in the class folders, ignored
 };
 
+// The image files under `dir`, recursively, sorted; hidden files and folders left out, other
+// files counted in `other_files`. Paths as `dir` / what was found.
+std::vector<std::string> images_under(const fs::path& dir, std::int64_t& other_files) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (hidden(it->path())) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    if (is_image_name(it->path()))
+      paths.push_back(it->path().string());
+    else
+      ++other_files;
+  }
+  if (ec) throw DataError(dir.string() + ": cannot list the folder (" + ec.message() + ")");
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 Listing list_folders(const ImagesSpec& spec) {
   if (const std::string why = not_a_regular_file(spec.folder); why != "is a folder, not a file")
     throw DataError(spec.folder + ": " +
-                    (why.empty() ? "a file, not a folder of class folders" : why));
+                    (why.empty() ? spec.labeled ? "a file, not a folder of class folders"
+                                                : "a file, not a folder of images"
+                                 : why));
   Listing l;
+  if (!spec.labeled) {  // every image under the folder, its sub-folders included
+    for (auto& p : images_under(spec.folder, l.other_files)) l.files.push_back({std::move(p), 0});
+    return l;
+  }
   const std::vector<std::string> found = sorted_subfolders(spec.folder);
   if (found.empty())
     throw DataError(spec.folder +
@@ -146,26 +174,9 @@ Listing list_folders(const ImagesSpec& spec) {
       throw DataError(spec.folder + ": class_names " + name_list_text(spec.class_names) +
                       " do not match its class folders " + name_list_text(found));
   }
-  for (std::size_t c = 0; c < l.class_names.size(); ++c) {
-    const fs::path dir = fs::path(spec.folder) / l.class_names[c];
-    std::vector<std::string> paths;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-         it.increment(ec)) {
-      if (hidden(it->path())) {
-        if (it->is_directory()) it.disable_recursion_pending();
-        continue;
-      }
-      if (!it->is_regular_file()) continue;
-      if (is_image_name(it->path()))
-        paths.push_back(it->path().string());
-      else
-        ++l.other_files;
-    }
-    if (ec) throw DataError(dir.string() + ": cannot list the folder (" + ec.message() + ")");
-    std::sort(paths.begin(), paths.end());
-    for (auto& p : paths) l.files.push_back({std::move(p), static_cast<std::int64_t>(c)});
-  }
+  for (std::size_t c = 0; c < l.class_names.size(); ++c)
+    for (auto& p : images_under(fs::path(spec.folder) / l.class_names[c], l.other_files))
+      l.files.push_back({std::move(p), static_cast<std::int64_t>(c)});
   return l;
 }
 
@@ -294,6 +305,7 @@ class ImageFolderDataset final : public Dataset {
   std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
   Shape x_shape() const override { return {spec_.rows, spec_.cols, channels_of(mode_)}; }
   Shape y_shape() const override {
+    if (!spec_.labeled) return {0};  // data to predict
     switch (spec_.label_mode) {
       case LabelMode::categorical:
         return {static_cast<std::int64_t>(class_names_.size())};
@@ -319,15 +331,17 @@ class ImageFolderDataset final : public Dataset {
         throw DataError(describe() + ": sample " + std::to_string(i) + " out of range");
     pool_.run(n, [&](std::int64_t k) {
       const std::int64_t i = decode_into(indices[static_cast<std::size_t>(k)], x + k * x_row);
-      write_label(files_[static_cast<std::size_t>(i)].label, y + k * y_row);
+      if (spec_.labeled) write_label(files_[static_cast<std::size_t>(i)].label, y + k * y_row);
     });
   }
 
   std::string describe() const override {
     std::string d = "images: " + (spec_.list.empty() ? spec_.folder : spec_.list) + " (" +
                     count_of(static_cast<std::int64_t>(files_.size()), "file") + ", " +
-                    std::to_string(class_names_.size()) +
-                    (class_names_.size() == 1 ? " class, " : " classes, ") +
+                    (spec_.labeled ? std::to_string(class_names_.size()) +
+                                         (class_names_.size() == 1 ? " class" : " classes")
+                                   : std::string("unlabeled")) +
+                    ", " +
                     std::to_string(spec_.rows) + "x" + std::to_string(spec_.cols) + " " +
                     (mode_ == ColorMode::grayscale ? "grayscale"
                      : mode_ == ColorMode::rgb     ? "rgb"
@@ -450,6 +464,23 @@ ImagesSpec parse_images_spec(ConfigObject& spec, const std::string& base_dir) {
   } else {
     s.folder = resolve_path(base_dir, spec.get_string("path"));
   }
+  // Keras' `labels`: "inferred" (from the class folders, the default) or null (none: images to
+  // predict, every one under `path`).
+  if (spec.given("labels") && !spec.has("labels")) {
+    spec.ignore({"labels"});
+    if (listed)
+      throw ConfigError(spec.path_of("labels"),
+                        "null with a \"list\": a list gives each file's label; for images "
+                        "without labels leave out \"list\" and give the folder as \"path\"");
+    if (spec.has("class_names"))
+      throw ConfigError(spec.path_of("class_names"),
+                        "given with \"labels\": null; images without labels have no classes");
+    s.labeled = false;
+  } else if (spec.has("labels") && spec.get_string("labels") != "inferred") {
+    throw ConfigError(spec.path_of("labels"),
+                      "expected \"inferred\" (labels from the class folders) or null (no labels: "
+                      "images to predict); per-file labels go in a \"list\"");
+  }
   if (spec.has("image_size")) {
     const auto size = spec.get_int_list("image_size", false);
     if (size.size() != 2 || *size[0] < 1 || *size[1] < 1 || *size[0] > kMaxImageSide ||
@@ -496,7 +527,7 @@ std::shared_ptr<Dataset> open_images_dataset(const ImagesSpec& spec) {
           where + ": the class name '" +
           nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
           "' is not UTF-8 text; rename its folder (class names are saved as JSON)");
-  if (spec.label_mode == LabelMode::binary && listing.class_names.size() != 2)
+  if (spec.labeled && spec.label_mode == LabelMode::binary && listing.class_names.size() != 2)
     throw DataError(where + ": label_mode \"binary\" needs exactly 2 classes, there are " +
                     std::to_string(listing.class_names.size()) + " (" +
                     name_list_text(listing.class_names) + ")");

@@ -214,6 +214,41 @@ TEST(ImageDataset, ClassFoldersGiveSortedClassesAndEachLabelMode) {
       << msg;
 }
 
+// "labels": null (Keras' labels=None): every image under the folder, sub-folders included,
+// sorted (then shuffled when asked), as data without targets; "inferred" is the default.
+TEST(ImageDataset, AFolderWithoutLabelsIsEveryImageInItAsDataToPredict) {
+  const fs::path dir = test::scratch_dir("images-unlabeled");
+  python(dir,
+         "os.makedirs('new/more'); os.makedirs('new/.thumbs')\n"
+         "for i, name in enumerate(['b.png', 'a.png', 'more/c.png']):\n"
+         "  Image.fromarray(np.full((4, 4), 10 + i, np.uint8), 'L').save('new/' + name)\n"
+         "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('new/.thumbs/t.png')\n"
+         "open('new/readme.txt', 'w').write('x')\n");
+  json spec = {{"type", "images"},   {"path", "new"},  {"image_size", {4, 4}},
+               {"labels", nullptr}, {"shuffle", false}, {"color_mode", "grayscale"}};
+  auto d = open(spec, dir);
+  EXPECT_EQ(d->size(), 3);
+  EXPECT_FALSE(d->labeled());
+  EXPECT_TRUE(d->class_names().empty());
+  EXPECT_NE(d->describe().find("3 files, unlabeled, 4x4 grayscale, 1 file of other kinds ignored"),
+            std::string::npos)
+      << d->describe();
+  std::vector<std::string> files;
+  for (std::int64_t i = 0; i < d->size(); ++i)
+    files.push_back(fs::relative(d->sample_file(i), dir).string());
+  EXPECT_EQ(files, (std::vector<std::string>{"new/a.png", "new/b.png", "new/more/c.png"}));
+  std::vector<std::int64_t> all{0, 1, 2};
+  std::vector<float> x(3 * 16);
+  d->read(all, x.data(), nullptr);  // no targets: nothing is written into y
+  EXPECT_FLOAT_EQ(x[0], 11.0f / 255);
+  EXPECT_FLOAT_EQ(x[16], 10.0f / 255);
+  EXPECT_FLOAT_EQ(x[32], 12.0f / 255);
+  spec["labels"] = "inferred";  // Keras' default: the class folders, here "more" alone
+  d = open(spec, dir);
+  EXPECT_EQ(d->class_names(), std::vector<std::string>{"more"});
+  EXPECT_EQ(d->size(), 1);
+}
+
 // Integer labels in a list are class indices, as Keras takes them: the classes sorted by value
 // (they used to sort as text, so label 2 trained as class 4 of 0, 1, 10, 11, 2, ...).
 TEST(ImageDataset, IntegerLabelsOfAListSortByValue) {
@@ -379,6 +414,16 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
        "'data.train.class_names': names a class twice"},
       {{{"path", "d"}, {"interpolation", "lanczos"}}, "'data.train.interpolation'"},
       {{{"path", "d"}, {"cache", "yes"}}, "'data.train.cache'"},
+      {{{"path", "d"}, {"labels", 5}}, "'data.train.labels'"},
+      {{{"path", "d"}, {"labels", "folders"}},
+       "'data.train.labels': expected \"inferred\" (labels from the class folders) or null"},
+      {{{"list", "badlabel.csv"}, {"labels", nullptr}},
+       "'data.train.labels': null with a \"list\""},
+      {{{"path", "d"}, {"labels", nullptr}, {"class_names", {"a"}}},
+       "'data.train.class_names': given with \"labels\": null"},
+      {{{"path", "d/a/0.png"}, {"labels", nullptr}}, "d/a/0.png: a file, not a folder of images"},
+      {{{"path", "none"}, {"labels", nullptr}},
+       "none: no .jpg, .jpeg or .png files (1 file of other kinds)"},
   };
   for (const auto& [extra, expected] : cases)
     EXPECT_NE(error_of(extra).find(expected), std::string::npos)
