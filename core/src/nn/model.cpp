@@ -585,9 +585,9 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
   const std::int64_t rows = x.dim(0), total = shape_size(packed_output_shape_);
   ops.place(packed_output_, {rows, total});
   std::int64_t offset = 0;
-  for (const Tensor* out : model_outputs_) {
-    const std::int64_t width = rows > 0 ? out->size() / rows : 0;
-    ops.copy_columns(*out, width, 0, packed_output_, total, offset, width);
+  for (std::size_t j = 0; j < model_outputs_.size(); ++j) {
+    const std::int64_t width = shape_size(output_shape(j));  // per sample, even of no samples
+    ops.copy_columns(*model_outputs_[j], width, 0, packed_output_, total, offset, width);
     offset += width;
   }
   return packed_output_;

@@ -268,6 +268,25 @@ TEST(ReplicaModel, PredictReturnsTheTemplateOutputsInOrder) {
     ASSERT_NEAR(out[i], whole[i], 1e-5 * std::max(1.0f, std::fabs(whole[i]))) << "element " << i;
 }
 
+// A two-output model's predictions, packed in output order, when the batch leaves replicas with
+// no rows (2 rows over 3 and 7 replicas): the empty shards pack nothing (they failed, sizing
+// each output's columns from their zero rows).
+TEST(ReplicaModel, APredictionOfSeveralOutputsPacksThemWhenAReplicaHasNoRows) {
+  for (int replicas : {3, 7}) {
+    Fixture s(two_io_model_config());
+    ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(replicas));
+    const Batch b = make_two_io_batch(2, 17);
+    Tensor out({2, 6});
+    meta.predict(b.x, out.data());
+    const auto& outputs = meta.template_model().forward_outputs(b.x, false);
+    for (std::int64_t r = 0; r < 2; ++r) {
+      for (std::int64_t c = 0; c < 5; ++c)
+        EXPECT_NEAR(out[r * 6 + c], (*outputs[0])[r * 5 + c], 1e-6) << replicas << " " << r;
+      EXPECT_NEAR(out[r * 6 + 5], (*outputs[1])[r], 1e-6) << replicas << " " << r;
+    }
+  }
+}
+
 // Contract 2: whenever looked at, the template equals every replica.
 TEST(ReplicaModel, TemplateIsCurrentAfterAnyNumberOfSteps) {
   Fixture s;
