@@ -183,23 +183,34 @@ TEST(Mpi, TwoAndThreeRanksTrainToTheWeightsOfOneProcess) {
 }
 
 #ifdef TANDEM_TEST_PLUGIN_DIR
-// A callback on rank 0 that changes weights through ctx.model() (tests/plugins/bad_plugins/
-// scales_weights.cpp halves the first layer after step 5): rank 0's template reaches every rank
-// before the next step, so two ranks of two replicas each still train to one process's weights.
-// Before, the other rank kept its own weights and the ranks' sums mixed two models.
+// A callback on rank 0 that changes weights (tests/plugins/bad_plugins/scales_weights.cpp halves
+// the first layer after step 5), in place through ctx.model() or by loading a checkpoint of its
+// target: rank 0's template reaches every rank before the next step, so two ranks of two
+// replicas each still train to one process's weights. Before, the other rank kept its own
+// weights and the ranks' sums mixed two models. A callback on every rank learns its rank.
 TEST(Mpi, WeightsAHookChangesOnRankZeroReachEveryRank) {
   const fs::path dir = test::scratch_dir("mpi-hook-weights");
-  json config = tiny_config(32, 2, {{{"plugin", "scales_weights"}, {"options", {{"step", 5}}}}});
-  const fs::path path = write_config(dir, config);
   const std::string env = "TANDEM_PLUGIN_PATH=" + std::string(TANDEM_TEST_PLUGIN_DIR) + " ";
-  auto r = run_command(env + test::tandem_cli() + " train " + path.string() + " --run-dir " +
-                       (dir / "one").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_command(mpirun(2) + "-x TANDEM_PLUGIN_PATH=" + TANDEM_TEST_PLUGIN_DIR + " " +
-                  test::tandem_cli() + " train " + path.string() +
-                  " --set devices=cpu:2 --run-dir " + (dir / "many").string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_same_weights(dir / "one" / "model.h5", dir / "many" / "model.h5");
+  for (const char* how : {"in_place", "load_weights"}) {
+    SCOPED_TRACE(how);
+    json config = tiny_config(
+        32, 2,
+        {{{"plugin", "scales_weights"}, {"options", {{"step", 5}, {"how", how}}}},
+         {{"plugin", "scales_weights"},
+          {"ranks", "all"},
+          {"options", {{"step", 1000}, {"mark_rank", true}}}}});
+    const fs::path path = write_config(dir / how, config);
+    auto r = run_command(env + test::tandem_cli() + " train " + path.string() + " --run-dir " +
+                         (dir / how / "one").string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_command(mpirun(2) + "-x TANDEM_PLUGIN_PATH=" + TANDEM_TEST_PLUGIN_DIR + " " +
+                    test::tandem_cli() + " train " + path.string() +
+                    " --set devices=cpu:2 --run-dir " + (dir / how / "many").string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    expect_same_weights(dir / how / "one" / "model.h5", dir / how / "many" / "model.h5");
+    EXPECT_TRUE(fs::exists(dir / how / "many" / "rank-0"));
+    EXPECT_TRUE(fs::exists(dir / how / "many" / "rank-1"));  // ctx.rank() said 0 on every rank
+  }
 }
 #endif
 

@@ -484,6 +484,7 @@ void ReplicaModel::broadcast_from_rank0() {
   for (Parameter* p : template_.parameters())
     world_->broadcast(p->value.data(), static_cast<std::size_t>(p->value.size()) * sizeof(float),
                       0);
+  template_lent_ = false;  // every rank holds rank 0's template now
   double lr = optimizer_.learning_rate();
   std::int64_t iterations = optimizer_.iterations();
   std::uint64_t slotted = optimizer_.slotted_params();
@@ -558,7 +559,7 @@ void ReplicaModel::broadcast_from_template() {
     }
   }
   for (auto& r : replicas_) r->push();
-  template_lent_ = false;
+  replicas_stale_ = false;
 }
 
 void ReplicaModel::send_lent_template(bool across_ranks) {
@@ -566,9 +567,8 @@ void ReplicaModel::send_lent_template(bool across_ranks) {
     const double mine = template_lent_ ? 1.0 : 0.0;
     const std::vector<double> all = world_->all_gather(&mine, 1);
     if (std::find(all.begin(), all.end(), 1.0) != all.end()) broadcast_from_rank0();
-    return;
   }
-  if (template_lent_) broadcast_from_template();
+  if (replicas_stale_) broadcast_from_template();
 }
 
 void ReplicaModel::sync_template() {
@@ -582,7 +582,7 @@ Model& ReplicaModel::template_model() {
 
 Model& ReplicaModel::lend_template() {
   sync_template();
-  template_lent_ = true;
+  template_lent_ = replicas_stale_ = true;
   return template_;
 }
 
@@ -592,6 +592,7 @@ Optimizer& ReplicaModel::optimizer() {
 }
 
 Model& ReplicaModel::replica(int i) {
+  send_lent_template(false);
   auto& r = *replicas_.at(static_cast<std::size_t>(i));
   r.pull();
   return r.model();

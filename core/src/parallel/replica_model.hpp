@@ -116,7 +116,8 @@ class ReplicaModel {
   Model& lend_template();
   /// Replica 0's optimizer, current: the one checkpoints save.
   Optimizer& optimizer();
-  /// Replica i's host model, current (replica 0's is the template).
+  /// Replica i's host model, current (replica 0's is the template; a lent template is sent
+  /// to the replicas first).
   Model& replica(int i);
 
   /// Forward, loss and backward on every replica for its share of the batch (this process's
@@ -157,7 +158,8 @@ class ReplicaModel {
   const LossScale* loss_scale() const { return optimizer_.loss_scale(); }
   /// Copies the template's weights and replica 0's optimizer state to every other replica
   /// (after loading weights or resuming), and has every replica take its host model afresh
-  /// (Replica::push()). Ends any lending of the template: what was changed is sent.
+  /// (Replica::push()): what a lent template's borrower changed has reached them (the other
+  /// ranks still wait for the next forward_backward() or evaluate()).
   void broadcast_from_template();
   /// Replica 0's weights and optimizer state into the template and optimizer() when they live
   /// on a device and changed since the last sync.
@@ -202,7 +204,10 @@ class ReplicaModel {
   std::shared_ptr<World> world_;
   std::vector<std::string> rank_plans_;  // every rank's plan text
   std::unique_ptr<Workers> workers_;     // none when there is one replica
-  bool template_lent_ = false;           // lend_template() since the last broadcast
+  // lend_template() since the last broadcast_from_rank0() (what the ranks must agree on), and
+  // since the last broadcast_from_template() (what this process's replicas have not seen).
+  bool template_lent_ = false;
+  bool replicas_stale_ = false;
 };
 
 }  // namespace tandem

@@ -122,6 +122,7 @@ class Trainer : public CallbackContext {
   void set_learning_rate(double lr) override;
   void publish(const std::string& event, const nlohmann::json& fields) override;
   std::filesystem::path run_dir() const override { return run_dir_; }
+  int rank() const override { return meta_.world().rank(); }
 
  private:
   // DataError when `state` is a meta-model checkpoint's state of another device plan than this

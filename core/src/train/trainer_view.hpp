@@ -33,9 +33,10 @@ class Trainer::View : public ModelView {
     if (!with_training_state) data.training.reset();
     return data;
   }
+  // Lent, as any change a hook makes: before the next forward the template reaches every
+  // replica and, from rank 0, every rank.
   void load_weights(const CheckpointData& data, const std::string& source) override {
-    trainer_.meta_.template_model().load_weights(data, source);
-    trainer_.meta_.broadcast_from_template();
+    trainer_.meta_.lend_template().load_weights(data, source);
   }
 
  private:
