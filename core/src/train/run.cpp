@@ -561,7 +561,7 @@ TrainResult run_training(const TrainRequest& request) {
 
   try {
     // Inside: a callback failing on it ends the run with run_failed after it in the stream.
-    trainer.publish("run_started", started);
+    trainer.publish_run_event("run_started", started);
     std::optional<DivergedRun> diverged;  // the run's failure, reported once its weights are saved
     try {
       result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
@@ -593,7 +593,7 @@ TrainResult run_training(const TrainRequest& request) {
     // 1-based, as every event's: the epoch the run stopped in (an interrupt mid-epoch), else
     // the last one it finished.
     const TrainingState& at = trainer.state();
-    trainer.publish("checkpoint_saved", {{"path", result.checkpoint.string()},
+    trainer.publish_run_event("checkpoint_saved", {{"path", result.checkpoint.string()},
                                          {"epoch", at.batch > 0 ? at.epoch + 1 : at.epoch},
                                          {"step", trainer.state().step},
                                          {"monitor", nullptr},
@@ -616,15 +616,15 @@ TrainResult run_training(const TrainRequest& request) {
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {
-    trainer.publish("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
+    trainer.publish_run_event("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
     throw;
   } catch (const std::exception& e) {
-    trainer.publish("run_failed", {{"error", e.what()}, {"exit_code", 1}});
+    trainer.publish_run_event("run_failed", {{"error", e.what()}, {"exit_code", 1}});
     throw;
   }
   json history = json::array();
   for (const auto& h : result.history) history.push_back(h.to_json());
-  trainer.publish("run_finished", {{"epochs_done", trainer.state().epoch},
+  trainer.publish_run_event("run_finished", {{"epochs_done", trainer.state().epoch},
                                    {"steps", trainer.state().step},
                                    {"interrupted", result.interrupted},
                                    {"stop_reason", result.stop_reason},

@@ -1,6 +1,7 @@
 #include "train/trainer.hpp"
 
 #include <cmath>
+#include <set>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -161,7 +162,21 @@ json Trainer::with_loss_scale(json fields) {
 }
 
 void Trainer::publish(const std::string& event, const json& fields) {
-  emit(event, fields);
+  static const std::set<std::string> runs_own = {"run_started", "epoch_started", "batch_ended",
+                                                 "epoch_ended", "stopped",       "run_finished",
+                                                 "run_failed"};
+  if (event.empty()) throw RunError("publish: the event needs a name");
+  if (runs_own.count(event))
+    throw RunError("publish: '" + event +
+                   "' is one of the run's own events; give yours a name that says it is yours");
+  if (!fields.is_object() && !fields.is_null())
+    throw RunError("publish: the fields of '" + event + "' must be a JSON object, got " +
+                   std::string(fields.type_name()));
+  for (const char* key : {"schema", "event", "time"})
+    if (fields.is_object() && fields.contains(key))
+      throw RunError("publish: '" + event + "' has a field named '" + key +
+                     "', which every event line sets itself (docs/events.md)");
+  emit(event, fields.is_null() ? json::object() : fields);
 }
 
 void Trainer::request_stop(const std::string& reason) {

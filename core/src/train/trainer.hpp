@@ -120,7 +120,15 @@ class Trainer : public CallbackContext {
   void request_stop(const std::string& reason) override;
   double learning_rate() const override { return meta_.learning_rate(); }
   void set_learning_rate(double lr) override;
+  /// A callback's event (CallbackContext::publish): RunError when `event` is empty or one of
+  /// the run's own (run_started, epoch_started, batch_ended, epoch_ended, stopped, run_finished,
+  /// run_failed), or `fields` is neither an object nor null or holds schema, event or time.
   void publish(const std::string& event, const nlohmann::json& fields) override;
+  /// The run's own events, published by the code that runs the trainer (train/run.cpp):
+  /// run_started, run_finished, run_failed, its checkpoint_saved.
+  void publish_run_event(const std::string& event, const nlohmann::json& fields) {
+    emit(event, fields);
+  }
   std::filesystem::path run_dir() const override { return run_dir_; }
   int rank() const override { return meta_.world().rank(); }
 

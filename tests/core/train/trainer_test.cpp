@@ -129,7 +129,7 @@ TEST(Trainer, AnEventReachesEveryCallbackAndTheFirstFailureIsThrownAfter) {
   bus.add(writer);
   s.trainer.set_callbacks(std::move(bus));
   try {
-    s.trainer.publish("run_started", nlohmann::json::object());
+    s.trainer.publish_run_event("run_started", nlohmann::json::object());
     ADD_FAILURE() << "no error";
   } catch (const RunError& e) {
     EXPECT_NE(std::string(e.what()).find("callback 'first' failed in on_event: no run_started"),
@@ -138,6 +138,48 @@ TEST(Trainer, AnEventReachesEveryCallbackAndTheFirstFailureIsThrownAfter) {
   }
   EXPECT_EQ(second->seen, std::vector<std::string>{"run_started"});
   EXPECT_EQ(writer->seen, std::vector<std::string>{"run_started"});
+}
+
+// A callback's event keeps the line's own keys and the run's own events: a publish that would
+// overwrite "event", "schema" or "time", pass fields that are not an object, or fake one of the
+// run's events is refused naming the event (fields that were an array reached the events writer
+// as a nlohmann error blamed on it; a fake run_finished went into the stream).
+TEST(Trainer, ACallbacksEventCannotPoseAsTheRunsOwnOrOverwriteTheLinesKeys) {
+  struct OnEvent : Callback {
+    std::string name() const override { return "seen"; }
+    void on_event(CallbackContext&, const std::string& event, const nlohmann::json& f) override {
+      seen.push_back(event + f.dump());
+    }
+    std::vector<std::string> seen;
+  };
+  Harness s;
+  auto seen = std::make_shared<OnEvent>();
+  CallbackBus bus;
+  bus.add(seen);
+  s.trainer.set_callbacks(std::move(bus));
+  const auto refusal = [&](const std::string& event, const nlohmann::json& fields) {
+    try {
+      s.trainer.publish(event, fields);
+    } catch (const RunError& e) {
+      return std::string(e.what());
+    }
+    return std::string("published");
+  };
+  EXPECT_NE(refusal("mine", {{"event", "x"}, {"n", 1}}).find("a field named 'event'"),
+            std::string::npos);
+  EXPECT_NE(refusal("mine", {{"time", "yesterday"}}).find("a field named 'time'"),
+            std::string::npos);
+  EXPECT_NE(refusal("mine", {{"schema", 99}}).find("a field named 'schema'"), std::string::npos);
+  EXPECT_NE(refusal("mine", nlohmann::json::array({1, 2})).find("must be a JSON object, got array"),
+            std::string::npos);
+  EXPECT_NE(refusal("run_finished", nlohmann::json::object()).find("one of the run's own events"),
+            std::string::npos);
+  EXPECT_NE(refusal("", nlohmann::json::object()).find("needs a name"), std::string::npos);
+  EXPECT_TRUE(seen->seen.empty());
+  EXPECT_EQ(refusal("mine", {{"n", 1}}), "published");
+  EXPECT_EQ(refusal("checkpoint_saved", {{"path", "x.h5"}}), "published");  // a plugin's too
+  EXPECT_EQ(refusal("mine", nullptr), "published");
+  EXPECT_EQ(seen->seen, (std::vector<std::string>{"mine{\"n\":1}", "checkpoint_saved{\"path\":\"x.h5\"}", "mine{}"}));
 }
 
 TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {
