@@ -110,5 +110,26 @@ TEST(CallbackStateResume, ACorruptSavedStateIsAnErrorNamingTheCallback) {
       << r.err;
 }
 
+// A callback left out of the config since the checkpoint was saved: its state is unused, and the
+// resumed run says so (it was dropped without a word).
+TEST(CallbackStateResume, AStateNoCallbackTakesIsNamedInAWarning) {
+  const fs::path dir = test::scratch_dir("callback-state-orphan");
+  json config = config_with(json::array(
+      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "exponential"}, {"decay_rate", 0.9}}}}}));
+  test::write_text(dir / "run.json", config.dump());
+  auto r = test::run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
+                             " --set epochs=1 --run-dir " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  config["callbacks"] = json::array();
+  test::write_text(dir / "plain.json", config.dump());
+  r = test::run_command(test::tandem_cli() + " train " + (dir / "plain.json").string() +
+                        " --resume " + (dir / "run" / "model.h5").string() + " --set epochs=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("holds the saved state of callback 'lr_scheduler', which this run does not "
+                       "have: left unused"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

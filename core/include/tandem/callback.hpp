@@ -124,6 +124,9 @@ class TANDEM_EXPORT CallbackBus {
   /// Hands each callback its entry of `states` (as saved_states() made it; a callback without
   /// one is left as it is). A callback's failure is a RunError naming it and `source`.
   void restore_states(const nlohmann::json& states, const std::string& source);
+  /// The keys of `states` that name no callback of this bus (a callback left out of the config
+  /// since the checkpoint was saved), in the states' order.
+  std::vector<std::string> states_of_no_callback(const nlohmann::json& states) const;
 
  private:
   // Calls f on every callback in order; the first failure stops there and is thrown as a

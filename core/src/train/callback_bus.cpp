@@ -1,6 +1,7 @@
 #include "tandem/callback.hpp"
 
 #include <optional>
+#include <set>
 
 #include "tandem/error.hpp"
 
@@ -59,6 +60,16 @@ void CallbackBus::restore_states(const nlohmann::json& states, const std::string
       throw RunError(std::string(e.what()) + " (the state saved in " + source + ")");
     }
   }
+}
+
+std::vector<std::string> CallbackBus::states_of_no_callback(const nlohmann::json& states) const {
+  std::set<std::string> keys;
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) keys.insert(state_key(callbacks_, i));
+  std::vector<std::string> orphans;
+  if (states.is_object())
+    for (const auto& [key, value] : states.items())
+      if (!keys.count(key)) orphans.push_back(key);
+  return orphans;
 }
 
 template <class F>

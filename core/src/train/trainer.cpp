@@ -1,6 +1,7 @@
 #include "train/trainer.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <cstring>
 #include <exception>
@@ -186,7 +187,11 @@ void Trainer::request_stop(const std::string& reason) {
 
 void Trainer::set_learning_rate(double lr) {
   if (!(lr > 0) || !std::isfinite(lr))
-    throw RunError("learning rate must be a positive finite number, got " + std::to_string(lr));
+  {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g", lr);  // 0, -1, nan, 1e-30: as written
+    throw RunError(std::string("learning rate must be a positive finite number, got ") + text);
+  }
   meta_.set_learning_rate(lr);
 }
 

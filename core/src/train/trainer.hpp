@@ -164,6 +164,10 @@ class Trainer : public CallbackContext {
   // callbacks when they are set, or at once when they already are).
   nlohmann::json callback_states_;
   std::string callback_states_source_;
+  bool callbacks_set_ = false;  // set_callbacks() was called
+  // Hands the callbacks their states (once both are known); on rank 0, warns of states that
+  // no callback takes.
+  void restore_callback_states();
   EventSink* events_ = nullptr;
   std::filesystem::path run_dir_;
   nlohmann::json run_config_;

@@ -1,6 +1,8 @@
 // Trainer::checkpoint / restore: the complete state needed to resume a run exactly.
 #include <cstdint>
 
+#include <spdlog/spdlog.h>
+
 #include "tandem/error.hpp"
 #include "train/trainer.hpp"
 
@@ -225,12 +227,23 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
   meta_.broadcast_from_template();
   callback_states_ = t.state.value("callbacks", json::object());
   callback_states_source_ = source;
-  callbacks_.restore_states(callback_states_, callback_states_source_);
+  restore_callback_states();
 }
 
 void Trainer::set_callbacks(CallbackBus bus) {
   callbacks_ = std::move(bus);
+  callbacks_set_ = true;
+  restore_callback_states();
+}
+
+void Trainer::restore_callback_states() {
+  if (!callbacks_set_ || callback_states_.empty()) return;
   callbacks_.restore_states(callback_states_, callback_states_source_);
+  if (meta_.world().rank() != 0) return;  // other ranks run only some of the callbacks
+  for (const std::string& key : callbacks_.states_of_no_callback(callback_states_))
+    spdlog::warn("{} holds the saved state of callback '{}', which this run does not have: "
+                 "left unused",
+                 callback_states_source_, key);
 }
 
 }  // namespace tandem

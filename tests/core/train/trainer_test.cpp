@@ -345,7 +345,15 @@ TEST(Trainer, LearningRateSetByACallbackIsUsed) {
   DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
   s.trainer.fit(train, nullptr, {1});
   EXPECT_DOUBLE_EQ(s.opt->learning_rate(), 0.123);
-  EXPECT_THROW(s.trainer.set_learning_rate(-1), RunError);
+  for (const auto& [lr, text] : std::vector<std::pair<double, std::string>>{
+           {-1, "got -1"}, {0, "got 0"}, {std::nan(""), "got nan"}}) {
+    try {
+      s.trainer.set_learning_rate(lr);
+      ADD_FAILURE() << text;
+    } catch (const RunError& e) {
+      EXPECT_TRUE(std::string(e.what()).ends_with(text)) << e.what();  // not "-1.000000"
+    }
+  }
 }
 
 // Weights a hook changes through ctx.model() reach every replica before the next step: three
