@@ -138,6 +138,7 @@ struct ChildAnswer {
   std::optional<json> result;
   std::optional<json> error;
   std::string last_checking;  // the last {"checking": ...} line's subject, if any
+  std::string last_checking_path;  // its callback entry's JSON path: "callbacks[2]"
 };
 
 ChildAnswer parse_answer(const std::string& out) {
@@ -150,9 +151,11 @@ ChildAnswer parse_answer(const std::string& out) {
                                   out.begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
     start = end + 1;
     if (!line.is_object()) continue;  // a plugin that printed to stdout
-    if (line.contains("checking") && line["checking"].is_string())
-      answer.last_checking = line["checking"].get<std::string>() + " (plugin " +
+    if (line.contains("checking") && line["checking"].is_string()) {
+      answer.last_checking_path = line["checking"].get<std::string>();
+      answer.last_checking = answer.last_checking_path + " (plugin " +
                              line.value("plugin", json("")).dump() + ")";
+    }
     if (line.contains("result")) answer.result = line["result"];
     if (line.contains("error") && line["error"].is_object()) answer.error = line["error"];
   }
@@ -244,11 +247,13 @@ json check_plugins_in_child(const std::vector<CallbackConfig>& callbacks,
       run_child(json{{"callbacks", callbacks_json(callbacks)}, {"plugin_paths", paths}}.dump());
   const ChildAnswer answer = parse_answer(child.out);
   if (answer.error) rethrow(*answer.error);
-  if (!answer.result || !answer.result->is_array())
-    throw PluginError("cannot check " +
-                      (answer.last_checking.empty() ? std::string("the callbacks' plugins")
-                                                    : answer.last_checking) +
-                      ": " + how_it_ended(child));
+  if (!answer.result || !answer.result->is_array()) {
+    if (answer.last_checking_path.empty())
+      throw PluginError("cannot check the callbacks' plugins: " + how_it_ended(child));
+    // The entry whose plugin took the child down (check --json names its place).
+    throw ConfigError(answer.last_checking_path + ".plugin",
+                      "cannot check " + answer.last_checking + ": " + how_it_ended(child));
+  }
   return *answer.result;
 }
 

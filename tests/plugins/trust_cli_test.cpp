@@ -75,6 +75,17 @@ TEST(PluginIsolationCli, APluginThatCrashesWhileLoadingIsAnErrorOfCheckAndOfTheL
   EXPECT_THAT(error, HasSubstr("callbacks[1]"));
   EXPECT_THAT(error, HasSubstr(crashing_plugin().string()));
   EXPECT_THAT(error, HasSubstr("crashed the process (signal 6"));
+  EXPECT_EQ(out["path"], "callbacks[1].plugin");  // was null: a form could not point at it
+
+  // A plugin that is not there: the same place (was null too).
+  json missing = config;
+  missing["callbacks"][1]["plugin"] = "does_not_exist";
+  write_text(dir / "missing.json", missing.dump());
+  const auto m = run_command(tandem_cli() + " check " + (dir / "missing.json").string() + " --json");
+  EXPECT_EQ(m.exit_code, 2) << m.out << m.err;
+  const json missing_out = json::parse(m.out);
+  EXPECT_EQ(missing_out["path"], "callbacks[1].plugin");
+  EXPECT_THAT(missing_out["error"].get<std::string>(), HasSubstr("no plugin named 'does_not_exist'"));
 
   // train loads such a plugin in a child first: the same error, exit 2, no run folder (it used
   // to abort in the middle of the run without naming the plugin).

@@ -258,6 +258,18 @@ std::vector<OptionProblem> option_problems(const json& schema, const json& optio
   return problems;
 }
 
+void check_options_schema(const json& schema, const std::string& where) {
+  check_schema(schema, where);
+  if (!schema.contains("type")) return;
+  const json& t = schema["type"];
+  const bool object = t.is_string() ? t == "object"
+                                    : std::find(t.begin(), t.end(), json("object")) != t.end();
+  if (!object)
+    throw ConfigError(where + ".type",
+                      "the options are a JSON object, so the schema's type must be \"object\", "
+                      "got " + json_text(t));
+}
+
 void check_schema(const json& schema, const std::string& where) {
   if (!schema.is_object()) throw ConfigError(where, "a schema must be a JSON object");
   for (auto it = schema.begin(); it != schema.end(); ++it)

@@ -47,6 +47,9 @@ std::string describe_schema(const nlohmann::json& schema);
 
 /// Throws ConfigError when `schema` itself uses keywords or forms outside the subset above.
 void check_schema(const nlohmann::json& schema, const std::string& where);
+/// check_schema() for a plugin's options schema as a whole: it must also accept an object
+/// (a callback entry's "options" are one), so a "type" that does not name "object" is refused.
+void check_options_schema(const nlohmann::json& schema, const std::string& where);
 
 }  // namespace tandem
 

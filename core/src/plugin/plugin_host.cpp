@@ -96,7 +96,7 @@ LoadedPlugin PluginHost::load_file(const fs::path& path) const {
     raw = lib->get_alias<std::shared_ptr<CallbackPlugin>()>("tandem_plugin_factory")();
     if (!raw) throw std::runtime_error("the factory returned nothing");
     out.record.info = raw->info();
-    check_schema(out.record.info.options_schema, "options schema");
+    check_options_schema(out.record.info.options_schema, "options schema");
   } catch (const std::exception& e) {
     throw PluginError("plugin " + path.string() + " failed while starting: " + e.what());
   } catch (...) {

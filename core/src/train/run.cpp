@@ -333,7 +333,13 @@ json add_configured_callbacks(const std::vector<CallbackConfig>& callbacks, Plug
                               CallbackBus& bus, const json& events_options, int rank) {
   json plugins = json::array();
   for (const auto& cc : callbacks) {
-    LoadedPlugin loaded = host.load(cc.plugin);  // every rank checks every plugin
+    LoadedPlugin loaded = [&] {  // every rank checks every plugin
+      try {
+        return host.load(cc.plugin);
+      } catch (const PluginError& e) {
+        throw ConfigError(cc.path + ".plugin", e.what());  // check --json names the entry
+      }
+    }();
     if (rank != 0 && !cc.all_ranks) continue;
     json options = cc.options;
     if (cc.plugin == "events" && !events_options.empty()) {

@@ -134,6 +134,21 @@ TEST(OptionsSchema, IntegersComeAsIntegersDefaultsFitAndNestedDefaultsAreFilled)
         << e.what();
   }
   EXPECT_NO_THROW(check_schema(test_schema(), "options schema"));
+  // A plugin's schema as a whole must take an object (the options are one): a schema of
+  // another type loaded and listed as fine, then refused every config.
+  for (const char* type : {R"("array")", R"(["string", "null"])"})
+    try {
+      check_options_schema(json::parse(std::string(R"({"type": )") + type + "}"), "options schema");
+      ADD_FAILURE() << type;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "options schema.type");
+      EXPECT_NE(std::string(e.what()).find("the schema's type must be \"object\""),
+                std::string::npos)
+          << e.what();
+    }
+  EXPECT_NO_THROW(check_options_schema(test_schema(), "options schema"));
+  EXPECT_NO_THROW(check_options_schema(json::parse(R"({"type": ["object", "null"]})"), "s"));
+  EXPECT_NO_THROW(check_options_schema(json::object(), "s"));
 }
 
 TEST(OptionsSchema, ProblemsListEveryBadOptionOnceThenTheMissingOnes) {
