@@ -1,9 +1,11 @@
 // Keras' activity_regularizer through the `tandem` binary, against PyTorch: a hidden Dense with
 // L1L2 on its (relu) output and an output layer with L2 on its softmax. The step's reported loss
-// is Keras' (the cross-entropy mean plus each penalty's sum over the batch divided by its size),
-// one SGD step moves the weights as PyTorch's autograd of that loss does, on one replica and on
-// three, `evaluate` counts the penalties too, and the regularizer is written back into the
-// checkpoint's model_config. A bad regularizer is refused at its key.
+// is Keras' — the cross-entropy mean plus each penalty's sum over the batch, divided by the
+// batch size in a Keras 2 model (tf.keras' base layer divides) and undivided in a Keras 3 one
+// (Keras 3 adds the regularizer's value as it is) — one SGD step moves the weights as
+// PyTorch's autograd of that loss does, on one replica and on three, `evaluate` counts the
+// penalties too, and the regularizer is written back into the checkpoint's model_config. A bad
+// regularizer is refused at its key.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -28,13 +30,14 @@ with h5py.File(sys.argv[1], "w") as f:
     f["y"] = (x.sum(axis=1) > 0).astype(np.int64) + (x[:, 0] > 1).astype(np.int64)
 )PY";
 
-json run_config(const fs::path& data, double learning_rate) {
+json run_config(const fs::path& data, double learning_rate, bool keras2 = false) {
   json model = json::parse(R"({"class_name": "Sequential", "config": {"name": "act", "layers": [
     {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4], "name": "x"}},
     {"class_name": "Dense", "config": {"name": "hidden", "units": 6, "activation": "relu",
      "activity_regularizer": {"class_name": "L1L2", "config": {"l1": 0.01, "l2": 0.02}}}},
     {"class_name": "Dense", "config": {"name": "out", "units": 3, "activation": "softmax",
      "activity_regularizer": {"class_name": "L2", "config": {"l2": 0.05}}}}]}})");
+  if (keras2) model["keras_version"] = "2.15.0";
   return {{"name", "activity"},
           {"seed", 2},
           {"epochs", 1},
@@ -48,10 +51,12 @@ json run_config(const fs::path& data, double learning_rate) {
 }
 
 // Reads the history's loss and the weights of both checkpoints; computes with PyTorch the loss
-// at the first's weights and one SGD step of `lr` from them; prints what differs, or "ok".
+// at the first's weights and one SGD step of `lr` from them; prints what differs, or "ok". The
+// penalties are divided by the batch size when the last argument is "keras2".
 constexpr const char* kCheck = R"PY(
 import sys, json, h5py, torch
 data, before, after, events, lr = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+keras2 = sys.argv[6] == "keras2"
 d = h5py.File(data, "r")
 x = torch.tensor(d["x"][()], dtype=torch.float64)
 y = torch.tensor(d["y"][()])
@@ -62,7 +67,7 @@ def loss_of(w):
     h = torch.relu(x @ w[0] + w[1])
     p = torch.softmax(h @ w[2] + w[3], dim=1)
     ce = -torch.log(p.clamp(1e-7, 1 - 1e-7)[torch.arange(len(y)), y]).mean()
-    n = len(y)
+    n = len(y) if keras2 else 1
     return ce + (0.01 * h.abs().sum() + 0.02 * (h * h).sum()) / n + 0.05 * (p * p).sum() / n
 w0 = [t.clone().requires_grad_(True) for t in weights(before)]
 loss = loss_of(w0)
@@ -98,30 +103,35 @@ struct ActivityRegularizerCli : ::testing::Test {
 };
 
 TEST_F(ActivityRegularizerCli, PenaltiesCountInTheLossAndTheStepAsPyTorchComputesThem) {
-  // A learning rate of 1e-30 (0 is refused) moves no weight measurably: the checkpoint holds
-  // the initial weights, and its one step's loss is the loss at them.
-  auto start = train("start", run_config(data, 1e-30));
-  ASSERT_EQ(start.exit_code, 0) << start.err;
-  const std::string weights = " --weights " + (dir / "start" / "model.h5").string();
-  for (const char* devices : {"cpu:1", "cpu:3"}) {
-    SCOPED_TRACE(devices);
-    const std::string name = std::string("step-") + devices[4];
-    auto step = train(name, run_config(data, 0.5), weights + " --devices " + devices);
-    ASSERT_EQ(step.exit_code, 0) << step.err;
-    auto check = run_command(std::string(test::system_python()) + " " +
-                             (dir / "check.py").string() + " " + data.string() + " " +
-                             (dir / "start" / "model.h5").string() + " " +
-                             (dir / name / "model.h5").string() + " " +
-                             (dir / name / "events.jsonl").string() + " 0.5");
-    ASSERT_EQ(check.exit_code, 0) << check.err;
-    EXPECT_EQ(check.out, "ok\n");
+  for (const bool keras2 : {false, true}) {
+    const std::string generation = keras2 ? "keras2" : "keras3";
+    SCOPED_TRACE(generation);
+    // A learning rate of 1e-30 (0 is refused) moves no weight measurably: the checkpoint holds
+    // the initial weights, and its one step's loss is the loss at them.
+    const std::string start_name = "start-" + generation;
+    auto start = train(start_name, run_config(data, 1e-30, keras2));
+    ASSERT_EQ(start.exit_code, 0) << start.err;
+    const std::string weights = " --weights " + (dir / start_name / "model.h5").string();
+    for (const char* devices : {"cpu:1", "cpu:3"}) {
+      SCOPED_TRACE(devices);
+      const std::string name = "step-" + generation + "-" + devices[4];
+      auto step = train(name, run_config(data, 0.5, keras2), weights + " --devices " + devices);
+      ASSERT_EQ(step.exit_code, 0) << step.err;
+      auto check = run_command(std::string(test::system_python()) + " " +
+                               (dir / "check.py").string() + " " + data.string() + " " +
+                               (dir / start_name / "model.h5").string() + " " +
+                               (dir / name / "model.h5").string() + " " +
+                               (dir / name / "events.jsonl").string() + " 0.5 " + generation);
+      ASSERT_EQ(check.exit_code, 0) << check.err;
+      EXPECT_EQ(check.out, "ok\n");
+    }
+    // evaluate counts the penalties too: at the start's weights, the start's training loss.
+    auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / (start_name + ".json")).string() +
+                          weights + " --split train -q");
+    ASSERT_EQ(ev.exit_code, 0) << ev.err;
+    const double trained = test::run_history(dir / start_name)[0]["loss"].get<double>();
+    EXPECT_NEAR(json::parse(ev.out)["loss"].get<double>(), trained, 1e-6 * trained);
   }
-  // evaluate counts the penalties too: at the start's weights, the start's training loss.
-  auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "start.json").string() +
-                        weights + " --split train -q");
-  ASSERT_EQ(ev.exit_code, 0) << ev.err;
-  const double trained = test::run_history(dir / "start")[0]["loss"].get<double>();
-  EXPECT_NEAR(json::parse(ev.out)["loss"].get<double>(), trained, 1e-6 * trained);
 }
 
 TEST_F(ActivityRegularizerCli, ABadRegularizerIsRefusedAtItsKey) {

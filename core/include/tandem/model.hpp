@@ -146,10 +146,17 @@ class TANDEM_EXPORT Model {
   /// Keras' activity regularizers (a layer's `activity_regularizer`): after a forward, queues
   /// each regularized call's penalty of its output, l1·Σ|y| + l2·Σy² over the rows it ran on,
   /// into `sums` (reset to that many slots, on the layers' backend, when there are any; the
-  /// caller adds them to the loss sum). With `loss_scale` > 0 it also keeps loss_scale times the penalty's gradient,
-  /// which the next backward adds to the output's gradient (the trainer's loss_scale is 1/B,
-  /// so the penalty counts as Keras counts it: its sum over the batch divided by B).
+  /// caller adds them to the loss sum of the rows). With `loss_scale` > 0 it also keeps
+  /// loss_scale times the penalty's gradient, which the next backward adds to the output's
+  /// gradient. The trainer's loss sum is divided by the batch size B and its loss_scale is 1/B,
+  /// so the penalty counts as tf.keras 2 counts it: its sum over the batch divided by B. A
+  /// Keras 3 model (keras2() false) adds the sum undivided, as Keras 3 does: its penalties are
+  /// taken B times, B being set_penalty_batch_size()'s.
   void enqueue_activity_penalties(backend::Sums& sums, float loss_scale);
+  /// The global batch of the steps to come (the meta-model sets it before each forward_backward
+  /// and evaluate): a Keras 3 model's activity penalties are scaled by it (above). Default 1.
+  void set_penalty_batch_size(std::int64_t rows) { penalty_batch_size_ = rows; }
+  std::int64_t penalty_batch_size() const { return penalty_batch_size_; }
   /// Whether any layer has an activity regularizer.
   bool has_activity_regularizers() const;
   /// Keras' mixed dtype policy of layer i as its config named it ("mixed_bfloat16",
@@ -268,6 +275,7 @@ class TANDEM_EXPORT Model {
   // A layer's config as written back: its own, with its activity regularizer.
   nlohmann::json layer_config(std::size_t i) const;
   std::vector<std::string> output_names_;  // per output, unique (output_name)
+  std::int64_t penalty_batch_size_ = 1;    // set_penalty_batch_size()
 };
 
 }  // namespace tandem

@@ -793,18 +793,22 @@ void Model::enqueue_activity_penalties(backend::Sums& sums, float loss_scale) {
   if (count == 0) return;  // nothing queued: the caller's sums stay as they were
   sums.reset(count);
   activity_grads_.resize(calls_.size());
+  // Keras 3 adds the penalty to the batch's mean loss undivided: B times its share of a sum
+  // the trainer divides by B.
+  const float times = keras2_ ? 1.0f : static_cast<float>(penalty_batch_size_);
   std::size_t slot = 0;
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     const ActivityRegularizer& a = activity_[calls_[k].layer];
     if (a.config.is_null()) continue;
     backend::Backend& ops = calls_[k].runner->ops();
-    ops.penalty_sum(*outputs_[k], a.l1, a.l2, sums, slot++);
+    ops.penalty_sum(*outputs_[k], a.l1 * times, a.l2 * times, sums, slot++);
     if (loss_scale <= 0) continue;
     // loss_scale · (l1·sign(y) + 2·l2·y): the penalty's gradient with scaled coefficients.
     Tensor& grad = activity_grads_[k];
     ops.place(grad, outputs_[k]->shape());
     ops.fill(grad, 0.0f);
-    ops.add_penalty_gradient(*outputs_[k], a.l1 * loss_scale, a.l2 * loss_scale, grad);
+    ops.add_penalty_gradient(*outputs_[k], a.l1 * times * loss_scale, a.l2 * times * loss_scale,
+                             grad);
   }
   activity_grads_pending_ = loss_scale > 0 && count > 0;
 }

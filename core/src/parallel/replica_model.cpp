@@ -408,6 +408,7 @@ StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& objective,
                                         const Batch* next) {
   send_lent_template(true);
+  set_penalty_batch_size(batch.whole_size());
   const std::int64_t total = batch.size();
   const auto sizes = split(total, size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
@@ -466,6 +467,7 @@ StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) {
   send_lent_template(true);
+  set_penalty_batch_size(batch.whole_size());
   const auto sizes = split(batch.size(), size());
   std::vector<std::int64_t> offsets(sizes.size(), 0);
   for (std::size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -560,6 +562,13 @@ void ReplicaModel::broadcast_from_template() {
   }
   for (auto& r : replicas_) r->push();
   replicas_stale_ = false;
+}
+
+void ReplicaModel::set_penalty_batch_size(std::int64_t rows) {
+  for (auto& r : replicas_) {
+    r->model().set_penalty_batch_size(rows);
+    for (Model* m : r->training_models()) m->set_penalty_batch_size(rows);
+  }
 }
 
 void ReplicaModel::send_lent_template(bool across_ranks) {

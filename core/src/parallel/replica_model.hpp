@@ -182,6 +182,9 @@ class ReplicaModel {
   // process, and `across_ranks` (collective: every rank calls it at the same point), rank 0's
   // template to every rank when any rank lent its template.
   void send_lent_template(bool across_ranks);
+  // The global batch of the coming step, to every model a replica computes with
+  // (Model::set_penalty_batch_size: Keras 3's activity penalties).
+  void set_penalty_batch_size(std::int64_t rows);
 
   Model& template_;
   Optimizer& optimizer_;

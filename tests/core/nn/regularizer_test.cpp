@@ -69,6 +69,27 @@ TEST(Regularizer, TheLossCarriesThePenaltyOnceOnAnyReplicaCount) {
   }
 }
 
+// A frozen layer's penalties: Keras 3 leaves them out of the loss (it sums the trainable
+// weights' regularization losses), tf.keras 2 counts them. A model config naming keras_version
+// 2.x follows Keras 2; any other, Keras 3.
+TEST(Regularizer, AFrozenLayersPenaltyCountsInAKeras2ModelsLossAlone) {
+  auto loss = make_loss("mse", "loss");
+  for (const bool keras2 : {false, true}) {
+    json frozen = model_config(kL2, kL1);
+    frozen["config"]["layers"][0]["config"]["trainable"] = false;
+    json unregularized = model_config(nullptr, nullptr);
+    if (keras2) frozen["keras_version"] = unregularized["keras_version"] = "2.15.0";
+    auto plain = Model::from_config(unregularized, "model", 2);
+    auto regular = Model::from_config(frozen, "model", 2);
+    auto o1 = make_optimizer("sgd", "o"), o2 = make_optimizer("sgd", "o");
+    ReplicaModel a(*plain, *o1, DevicePlan::cpus(1)), b(*regular, *o2, DevicePlan::cpus(1));
+    const double penalty = hand_penalty(*regular);
+    const double expected = a.evaluate(batch(), *loss, {}).loss.mean() + (keras2 ? penalty : 0.0);
+    EXPECT_NEAR(b.evaluate(batch(), *loss, {}).loss.mean(), expected, 1e-6 * (1 + penalty))
+        << (keras2 ? "Keras 2" : "Keras 3");
+  }
+}
+
 TEST(Regularizer, AStepAddsThePenaltysGradient) {
   auto loss = make_loss("mse", "loss");
   auto plain = Model::from_config(model_config(nullptr, nullptr), "model", 2);

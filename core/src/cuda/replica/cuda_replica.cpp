@@ -122,6 +122,7 @@ class CudaReplica : public Replica {
         key,
         [&] {
           const auto& outputs = device_model_->forward_outputs(staging_.x(), true, sample_offset);
+          device_model_->set_penalty_batch_size(model_.penalty_batch_size());
           device_model_->enqueue_activity_penalties(*activity_sums_, loss_scale);
           objective.enqueue(backend_, outputs, staging_.y(), loss_scale, true, scratch_, *sums_);
           device_model_->backward_outputs(scratch_.grad_views, [&](std::size_t l) {
@@ -141,6 +142,7 @@ class CudaReplica : public Replica {
     place_batch(x, y, &objective);
     if (rows == 0) return objective.zero();
     const auto& outputs = device_model_->forward_outputs(staging_.x(), false, sample_offset);
+    device_model_->set_penalty_batch_size(model_.penalty_batch_size());
     device_model_->enqueue_activity_penalties(*activity_sums_, 0.0f);
     objective.enqueue(backend_, outputs, staging_.y(), 1.0f, false, scratch_, *sums_);
     return with_penalty(objective.read(*sums_, rows));
