@@ -18,6 +18,7 @@
 #include "tandem/error.hpp"
 #include "util/process_setup.hpp"
 #include "parallel/world.hpp"
+#include "train/hook_crash_report.hpp"
 
 namespace {
 
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   }
 
   start_signal_thread(commands.reads_interrupts(app));
+  tandem::report_crashes_in_hooks();  // a plugin that crashes the process is named
   int code = 0;
   try {
     return commands.run();

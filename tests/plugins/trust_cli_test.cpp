@@ -103,6 +103,50 @@ TEST(PluginIsolationCli, APluginThatCrashesWhileLoadingIsAnErrorOfCheckAndOfTheL
   EXPECT_THAT(r.out, HasSubstr("checkpoint"));  // the others are still listed
 }
 
+// A plugin that crashes the process in a hook of a training run (no child there: it runs in
+// the run's process) is named before the process dies of the signal, whatever the crash: a bad
+// memory access, an abort, a stack overflow (reported from the alternate stack). Before, the
+// shell's "Segmentation fault" was all, with nothing naming the plugin.
+TEST(PluginIsolationCli, APluginThatCrashesTheRunInAHookIsNamed) {
+  const fs::path dir = scratch_dir("hook-crash");
+  for (const auto& [how, signal] :
+       std::vector<std::pair<std::string, int>>{{"segv", 11}, {"abort", 6}, {"overflow", 11}}) {
+    SCOPED_TRACE(how);
+    json config = tiny_regression_config();
+    config["callbacks"] = {{{"plugin", test_plugin("crashes_in_hook").string()},
+                            {"options", {{"how", how}}}}};
+    write_text(dir / (how + ".json"), config.dump());
+    const auto r = run_command(tandem_cli() + " train " + (dir / (how + ".json")).string() +
+                               " -q --run-dir " + (dir / how).string());
+    EXPECT_EQ(r.exit_code, 128 + signal) << r.err;  // it still dies of the signal
+    EXPECT_THAT(r.err, HasSubstr("tandem: callback 'crashes_in_hook' crashed the process in "
+                                 "on_train_batch_end (SIG"));
+    EXPECT_THAT(r.err, HasSubstr(signal == 6 ? "SIGABRT" : "SIGSEGV"));
+  }
+}
+
+// A callback that fails after the training ended (in on_train_end: a report it could not send)
+// fails the run, but the trained weights are the run's result and are saved first: they were
+// lost, with nothing to resume.
+TEST(PluginIsolationCli, ACallbackFailingInOnTrainEndKeepsTheTrainedModel) {
+  const fs::path dir = scratch_dir("train-end-failure");
+  json config = tiny_regression_config();
+  config["callbacks"] = {{{"plugin", test_plugin("crashes_in_hook").string()},
+                          {"options", {{"how", "throw_at_end"}}}}};
+  write_text(dir / "run.json", config.dump());
+  const auto r = run_command(tandem_cli() + " train " + (dir / "run.json").string() +
+                             " -q --run-dir " + (dir / "run").string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("callback 'crashes_in_hook' failed in on_train_end: cannot upload "
+                               "the report (test) (training had ended: its weights are saved in"));
+  ASSERT_TRUE(fs::exists(dir / "run" / "model.h5"));
+  const std::string events = read_text(dir / "run" / "events.jsonl");
+  EXPECT_THAT(events, HasSubstr("\"reason\":\"final\""));
+  EXPECT_THAT(events, HasSubstr("\"event\":\"run_failed\""));
+  const auto inspect = run_command(tandem_cli() + " inspect " + (dir / "run" / "model.h5").string());
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
+}
+
 // --- a checkpoint's stored config is data -----------------------------------------------------
 
 // A run whose config holds everything a crafted checkpoint could use: a plugin named by path, a

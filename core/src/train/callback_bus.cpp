@@ -4,6 +4,7 @@
 #include <set>
 
 #include "tandem/error.hpp"
+#include "train/hook_crash_report.hpp"
 
 namespace tandem {
 
@@ -40,6 +41,7 @@ nlohmann::json CallbackBus::saved_states() const {
   for (std::size_t i = 0; i < callbacks_.size(); ++i) {
     nlohmann::json state;
     try {
+      const HookInProgress running(callbacks_[i]->name(), "saved_state");
       state = callbacks_[i]->saved_state();
     } catch (...) {
       throw failure_of(callbacks_[i]->name(), "saved_state");
@@ -54,6 +56,7 @@ void CallbackBus::restore_states(const nlohmann::json& states, const std::string
     const auto it = states.find(state_key(callbacks_, i));
     if (it == states.end()) continue;
     try {
+      const HookInProgress running(callbacks_[i]->name(), "restore_state");
       callbacks_[i]->restore_state(*it);
     } catch (...) {
       const RunError e = failure_of(callbacks_[i]->name(), "restore_state");
@@ -79,6 +82,7 @@ void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_e
     const auto& cb = callbacks_[i];
     try {
       c.select_target(targets_[i]);
+      const HookInProgress running(cb->name(), hook);
       f(*cb);
     } catch (...) {
       if (!reach_every_callback) throw failure_of(cb->name(), hook);

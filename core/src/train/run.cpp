@@ -568,11 +568,16 @@ TrainResult run_training(const TrainRequest& request) {
   try {
     // Inside: a callback failing on it ends the run with run_failed after it in the stream.
     trainer.publish_run_event("run_started", started);
-    std::optional<DivergedRun> diverged;  // the run's failure, reported once its weights are saved
+    // The run's failure, reported once its weights are saved.
+    std::optional<DivergedRun> diverged;
+    std::optional<FailedAfterTraining> failed_after;
     try {
       result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
     } catch (const DivergedRun& e) {
       diverged = e;
+      result.history = trainer.state().history;
+    } catch (const FailedAfterTraining& e) {
+      failed_after = e;
       result.history = trainer.state().history;
     }
     result.interrupted = trainer.interrupted();
@@ -586,6 +591,7 @@ TrainResult run_training(const TrainRequest& request) {
                    result.stop_reason.empty() ? "" : ": ", result.stop_reason.c_str());
     if (!writer) {
       if (diverged) throw *diverged;
+      if (failed_after) throw *failed_after;
       return result;
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -619,6 +625,9 @@ TrainResult run_training(const TrainRequest& request) {
                      "they have grown too large already). Lower the learning rate (a --set at "
                      "--resume applies), check the data for NaN or extreme values, or clip "
                      "gradients (clipnorm).");
+    if (failed_after)
+      throw RunError(std::string(failed_after->what()) + " (training had ended: its weights are "
+                     "saved in " + result.checkpoint.string() + ")");
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {

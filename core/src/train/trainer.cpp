@@ -368,7 +368,11 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       break;
     }
   }
-  callbacks_.train_end(*this, last_logs);
+  try {
+    callbacks_.train_end(*this, last_logs);
+  } catch (const RunError& e) {
+    throw FailedAfterTraining(e.what());
+  }
   if (!divergence_.empty()) throw DivergedRun(divergence_);
   return state_.history;
 }

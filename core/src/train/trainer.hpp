@@ -55,6 +55,13 @@ class DivergedRun : public RunError {
   std::string where_;
 };
 
+/// A callback failed in on_train_end: the training itself had ended, so its weights are the
+/// run's result (a caller saves them, then reports the failure). what(): the callback's error.
+class FailedAfterTraining : public RunError {
+ public:
+  using RunError::RunError;
+};
+
 class Trainer : public CallbackContext {
  public:
   Trainer(ReplicaModel& meta, Objective objective);
