@@ -387,8 +387,8 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
           {"enum", {"auto", "min", "max"}},
           {"default", "auto"},
           {"description",
-           "min or max: which direction of `monitor` is better; auto = max when the name "
-           "contains \"acc\" or starts with \"fmeasure\", else min"}}},
+           "min or max: which direction of `monitor` is better; auto = max for accuracies, auc, "
+           "precision, recall and IoU, else min (Keras 3's metric directions)"}}},
         {"save_best_only",
          option("boolean", false,
                 "Save only when `monitor` improves on the best value so far; skipped with a "
@@ -465,8 +465,7 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
     o.filepath = options.at("filepath").get<std::string>();
     o.monitor = options.at("monitor").get<std::string>();
     const std::string mode = options.at("mode").get<std::string>();
-    o.maximize = mode == "max" || (mode == "auto" && (o.monitor.find("acc") != std::string::npos ||
-                                                      o.monitor.rfind("fmeasure", 0) == 0));
+    o.maximize = mode == "max" || (mode == "auto" && tandem::higher_is_better(o.monitor));
     o.save_best_only = options.at("save_best_only").get<bool>();
     o.save_weights_only = options.at("save_weights_only").get<bool>();
     const json& freq = options.at("save_freq");

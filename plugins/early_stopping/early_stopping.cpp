@@ -55,13 +55,6 @@ std::optional<double> optional_number(const json& j) {
   return j.get<double>();
 }
 
-/// Keras 2 "auto": maximise accuracy-like metrics ("acc" in the name, or "fmeasure..."), minimise
-/// everything else (losses, mse, mae).
-bool auto_maximize(const std::string& monitor) {
-  const std::string bare = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
-  return monitor.find("acc") != std::string::npos || bare.rfind("fmeasure", 0) == 0;
-}
-
 class EarlyStopping : public tandem::Callback {
  public:
   explicit EarlyStopping(Options o) : o_(std::move(o)) {}
@@ -239,8 +232,8 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
           {"enum", {"auto", "min", "max"}},
           {"default", "auto"},
           {"description",
-           "min: lower is better; max: higher is better; auto: max for "
-           "accuracy-like names, else min"}}},
+           "min: lower is better; max: higher is better; auto: max for accuracies, auc, "
+           "precision, recall and IoU, else min (Keras 3's metric directions)"}}},
         {"baseline",
          number_or_null("the wait restarts only on values that also beat this baseline")},
         {"restore_best_weights",
@@ -276,7 +269,7 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
     o.patience = static_cast<int>(options.at("patience").get<double>());
     o.verbose = static_cast<int>(options.at("verbose").get<double>());
     const std::string mode = options.at("mode").get<std::string>();
-    o.maximize = mode == "max" || (mode == "auto" && auto_maximize(o.monitor));
+    o.maximize = mode == "max" || (mode == "auto" && tandem::higher_is_better(o.monitor));
     o.baseline = optional_number(options.at("baseline"));
     o.restore_best_weights = options.at("restore_best_weights").get<bool>();
     o.start_from_epoch = static_cast<int>(options.at("start_from_epoch").get<double>());

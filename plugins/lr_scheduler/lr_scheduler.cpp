@@ -92,24 +92,30 @@ class LrScheduler : public tandem::Callback {
 
   void on_epoch_begin(CallbackContext& ctx, int epoch, const Logs&) override {
     epoch_ = epoch;
+    // Keras prints the rate every epoch; a per-step schedule's changes every step, unprinted.
+    if (o_.verbose > 0 && !o_.per_step)
+      std::fprintf(stderr, "Epoch %d: lr_scheduler setting learning rate to %g.\n", epoch + 1,
+                   step_rate(ctx.state().step));
     if (o_.per_step || o_.warmup_steps > 0) return;  // set per batch
-    apply(ctx, rate(epoch), epoch);
+    ctx.set_learning_rate(rate(epoch));
   }
 
   void on_train_batch_begin(CallbackContext& ctx, std::int64_t, const Logs&) override {
-    const std::int64_t s = ctx.state().step;
-    if (s < o_.warmup_steps) {
-      apply(ctx,
-            o_.warmup_start_lr + (lr0_ - o_.warmup_start_lr) * static_cast<double>(s + 1) /
-                                     static_cast<double>(o_.warmup_steps),
-            -1);
-      return;
-    }
     if (!o_.per_step && o_.warmup_steps == 0) return;  // set per epoch
-    apply(ctx, rate(o_.per_step ? s - o_.warmup_steps : epoch_), -1);
+    const double lr = step_rate(ctx.state().step);
+    if (lr != ctx.learning_rate()) ctx.set_learning_rate(lr);
   }
 
  private:
+  // The rate of step `s` (0-based, counted over the run): the warm-up's ramp, then the schedule
+  // on its clock (steps after the warm-up, or the epoch).
+  double step_rate(std::int64_t s) const {
+    if (s < o_.warmup_steps)
+      return o_.warmup_start_lr + (lr0_ - o_.warmup_start_lr) * static_cast<double>(s + 1) /
+                                      static_cast<double>(o_.warmup_steps);
+    return rate(o_.per_step ? s - o_.warmup_steps : epoch_);
+  }
+
   double rate(std::int64_t t) const {
     const double td = static_cast<double>(t);
     switch (o_.kind) {
@@ -126,13 +132,6 @@ class LrScheduler : public tandem::Callback {
         return lr0_;
     }
     return lr0_;
-  }
-
-  void apply(CallbackContext& ctx, double lr, int epoch) {
-    if (lr == ctx.learning_rate()) return;
-    ctx.set_learning_rate(lr);
-    if (o_.verbose > 0 && epoch >= 0)
-      std::fprintf(stderr, "Epoch %d: lr_scheduler setting learning rate to %g.\n", epoch + 1, lr);
   }
 
   Options o_;
@@ -204,7 +203,7 @@ class LrSchedulerPlugin : public tandem::CallbackPlugin {
          {{"type", "integer"},
           {"enum", {0, 1}},
           {"default", 0},
-          {"description", "1 prints the rate at each epoch-interval change"}}}};
+          {"description", "1 prints the rate each epoch begins with (not for per-step schedules)"}}}};
     return {"lr_scheduler",
             "1.0.0",
             "Sets the learning rate from a step, exponential, cosine or linear-warmup schedule "

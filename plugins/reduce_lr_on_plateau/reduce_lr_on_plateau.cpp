@@ -163,8 +163,8 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
                     {"enum", {"auto", "min", "max"}},
                     {"default", "auto"},
                     {"description",
-                     "min: lower is better; max: higher is better; auto: max when the "
-                     "name contains \"acc\", else min"}}},
+                     "min: lower is better; max: higher is better; auto: max for accuracies, "
+                     "auc, precision, recall and IoU, else min (Keras 3's metric directions)"}}},
                   {"min_delta",
                    {{"type", "number"},
                     {"minimum", 0},
@@ -208,7 +208,7 @@ class ReduceLrOnPlateauPlugin : public tandem::CallbackPlugin {
     o.patience = static_cast<int>(options.at("patience").get<double>());
     o.verbose = static_cast<int>(options.at("verbose").get<double>());
     const std::string mode = options.at("mode").get<std::string>();
-    o.maximize = mode == "max" || (mode == "auto" && o.monitor.find("acc") != std::string::npos);
+    o.maximize = mode == "max" || (mode == "auto" && tandem::higher_is_better(o.monitor));
     o.min_delta = tandem::plugins::read_renamed_option(
         options, setup.config_path + ".options.", "reduce_lr_on_plateau", "epsilon", "min_delta",
         "tf.keras 2", options.at("min_delta").get<double>(), 1e-4);

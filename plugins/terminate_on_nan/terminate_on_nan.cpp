@@ -1,8 +1,10 @@
-// terminate_on_nan: Keras TerminateOnNaN — stops training when a batch's loss is NaN or infinite.
-// With "raise_error" (Keras 3) the run fails instead of stopping cleanly.
+// terminate_on_nan: Keras TerminateOnNaN — stops training when a batch's loss is NaN or infinite,
+// printing Keras' line. With "raise_error" (Keras 3) the run fails instead: the trainer's own
+// failure for a non-finite loss, which saves the step before as a resumable model.h5 (a failure
+// thrown from here would lose it).
 #include <cmath>
+#include <cstdio>
 
-#include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
 
 namespace {
@@ -14,11 +16,12 @@ class TerminateOnNan : public tandem::Callback {
   void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t batch,
                           const tandem::Logs& logs) override {
     const auto loss = logs.get("loss");
-    if (!loss || std::isfinite(*loss)) return;
+    if (!loss || std::isfinite(*loss) || raise_error_) return;
+    std::fprintf(stderr, "Batch %lld: Invalid loss, terminating training\n",
+                 static_cast<long long>(batch));  // Keras' words, its 0-based batch
     const std::string what = "batch " + std::to_string(batch + 1) + " of epoch " +
                              std::to_string(ctx.state().epoch + 1) + ": invalid loss " +
                              (std::isnan(*loss) ? "NaN" : "inf");
-    if (raise_error_) throw tandem::RunError("terminate_on_nan: " + what);
     ctx.request_stop("terminate_on_nan: " + what);
   }
 
@@ -38,7 +41,8 @@ class TerminateOnNanPlugin : public tandem::CallbackPlugin {
               {{"raise_error",
                 {{"type", "boolean"},
                  {"default", false},
-                 {"description", "fail the run instead of stopping it"}}}}}}};
+                 {"description",
+                  "fail the run (exit 1, the step before saved) instead of stopping it"}}}}}}};
   }
   std::shared_ptr<tandem::Callback> create(const nlohmann::json& options,
                                            const tandem::CallbackSetup&) const override {

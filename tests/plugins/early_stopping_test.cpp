@@ -142,6 +142,23 @@ TEST(EarlyStoppingPlugin, ModeDecidesTheDirectionAndAutoMaximisesAccuracy) {
   // auto on a loss = min.
   EXPECT_EQ(
       run_scripted({{"monitor", "loss"}, {"patience", 1}}, {1.0, 2.0, 3.0}, "loss").epochs_run, 2u);
+  // auto on AUC, precision, recall, IoU = max, as Keras 3's metric directions (it minimised
+  // them: a rising val_auc stopped the run after 2 epochs).
+  for (const char* key : {"val_auc", "val_precision", "recall_1", "val_out_mean_io_u"})
+    EXPECT_EQ(run_scripted({{"monitor", key}, {"patience", 1}}, {0.5, 0.6, 0.7, 0.8}, key)
+                  .epochs_run,
+              4u)
+        << key;
+}
+
+TEST(HigherIsBetter, KerasMetricNamesGoUpAndLossesAndErrorsGoDown) {
+  for (const char* up : {"accuracy", "val_accuracy", "acc", "val_cls_acc", "dense_1_accuracy",
+                         "top_k_categorical_accuracy", "auc", "val_auc_1", "precision",
+                         "val_recall", "mean_io_u", "val_one_hot_mean_io_u"})
+    EXPECT_TRUE(higher_is_better(up)) << up;
+  for (const char* down : {"loss", "val_loss", "dense_1_loss", "mae", "val_mse", "auc_loss",
+                           "val_mean_squared_error", "lr", "accuracy_loss", "_1", ""})
+    EXPECT_FALSE(higher_is_better(down)) << down;
 }
 
 TEST(EarlyStoppingPlugin, BaselineKeepsTheWaitGoingUntilItIsBeaten) {

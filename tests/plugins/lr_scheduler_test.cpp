@@ -137,19 +137,30 @@ TEST(LrSchedulerPlugin, WarmupHandsOverToAnEpochSchedule) {
                 {0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.03, 0.03, 0.015, 0.015, 0.015, 0.015});
 }
 
-TEST(LrSchedulerPlugin, VerbosePrintsEpochChanges) {
-  testing::internal::CaptureStderr();
-  fit_with({{"schedule", "step"},
-            {"initial_lr", 0.1},
-            {"drop_every", 1},
-            {"factor", 0.5},
-            {"verbose", 1}},
-           3);
-  const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("Epoch 1: lr_scheduler setting learning rate to 0.1."), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("Epoch 3: lr_scheduler setting learning rate to 0.025."), std::string::npos)
-      << err;
+// Every epoch's rate, as Keras prints it, with or without a warm-up before it (with one,
+// nothing was printed at all).
+TEST(LrSchedulerPlugin, VerbosePrintsTheRateEachEpochBeginsWith) {
+  for (const int warmup : {0, 4}) {
+    SCOPED_TRACE(warmup);
+    testing::internal::CaptureStderr();
+    fit_with({{"schedule", "step"},
+              {"initial_lr", 0.1},
+              {"drop_every", 2},
+              {"factor", 0.5},
+              {"warmup_steps", warmup},
+              {"verbose", 1}},
+             3);
+    const std::string err = testing::internal::GetCapturedStderr();
+    // Epoch 1's first step: the schedule's 0.1, or the ramp's first rate 0.1 / 4.
+    EXPECT_NE(err.find(warmup ? "Epoch 1: lr_scheduler setting learning rate to 0.025."
+                              : "Epoch 1: lr_scheduler setting learning rate to 0.1."),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("Epoch 2: lr_scheduler setting learning rate to 0.1."), std::string::npos)
+        << err;  // unchanged, printed as Keras does
+    EXPECT_NE(err.find("Epoch 3: lr_scheduler setting learning rate to 0.05."), std::string::npos)
+        << err;
+  }
   testing::internal::CaptureStderr();
   fit_with({{"schedule", "step"}, {"initial_lr", 0.1}, {"drop_every", 1}, {"factor", 0.5}}, 3);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");

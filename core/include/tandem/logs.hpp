@@ -31,4 +31,13 @@ class TANDEM_EXPORT Logs {
   std::vector<std::pair<std::string, double>> items_;
 };
 
+/// Whether a larger value of the logs key `key` is better — a monitor's `mode: "auto"`: Keras
+/// 3's direction of the metric the key names, told from the name as Keras names its metrics.
+/// True for accuracies (a name ending in "acc" or "accuracy": "val_accuracy", "cls_acc",
+/// "top_k_categorical_accuracy"), "auc", "precision", "recall", IoUs ("mean_io_u") and F-scores
+/// ("f1_score", "fbeta_score"), after a "val_" prefix, an output's name and a Keras number
+/// suffix ("auc_1"); false for everything else (losses, errors). A metric the config renamed ({"name": "roc"}) is not recognised:
+/// give its callbacks a mode. Stateless; any thread.
+TANDEM_EXPORT bool higher_is_better(const std::string& key);
+
 }  // namespace tandem

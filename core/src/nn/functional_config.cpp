@@ -77,6 +77,17 @@ CallSpec read_keras2_call(const json& node, const std::string& path) {
   }
   if (!node.empty() && node[0].is_array() && node[0].size() == 4)
     read_keywords(node[0][3], at_index(at_index(path, 0), 3), spec, is_history, read_history);
+  // Keras 2 writes the call's keyword arguments beside each of its tensors, the same ones; it
+  // reads them from the last. Read from the first, they must be the same everywhere.
+  const auto keywords = [&](std::size_t i) {
+    return node[i].is_array() && node[i].size() == 4 ? node[i][3] : json::object();
+  };
+  for (std::size_t i = 1; i < node.size(); ++i)
+    if (keywords(i) != keywords(0))
+      throw ConfigError(at_index(path, i),
+                        "the call's keyword arguments " + keywords(i).dump() +
+                            " differ from those beside its first tensor, " + keywords(0).dump() +
+                            " (Keras 2 writes the same ones beside each tensor of a call)");
   return spec;
 }
 
@@ -139,12 +150,27 @@ CallSpec read_call(const json& node, const std::string& path) {
   return spec;
 }
 
-// input_layers / output_layers: a list of references [[name, 0, 0], ...], or Keras 3's single
-// [name, 0, 0].
+// input_layers / output_layers: a list of references [[name, 0, 0], ...], Keras 3's single
+// [name, 0, 0], or Keras 3's dict {key: [name, 0, 0], ...} (a model built on dicts), whose
+// tensors Keras orders by key, as nlohmann's objects are. Tandem names inputs and outputs by
+// their layers, so a key must be its layer's name.
 std::vector<CallRef> read_endpoints(ConfigObject& config, const char* key, const char* what) {
   const json& v = config.at(key);
   const std::string path = config.path_of(key);
   if (v.is_array() && v.size() == 3 && v[0].is_string()) return {read_history(v, path)};
+  if (v.is_object() && !v.empty()) {
+    std::vector<CallRef> refs;
+    for (const auto& [name, ref] : v.items()) {
+      const std::string at = json_path_join(path, name);
+      refs.push_back(read_history(ref, at));
+      if (refs.back().layer != name)
+        throw ConfigError(at, "the key '" + name + "' names the layer '" + refs.back().layer +
+                                  "': Tandem names a model's " + what +
+                                  " by their layers, so rename the key '" + refs.back().layer +
+                                  "' (and the loss, metrics and data keyed by it)");
+    }
+    return refs;
+  }
   if (!v.is_array() || v.empty())
     throw ConfigError(path, std::string("expected a list of the model's ") + what);
   std::vector<CallRef> refs;
@@ -319,6 +345,10 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
                         "duplicate layer name '" + name + "' (also " + path_of_name[name] + ")");
     const json nodes = entry.value("inbound_nodes", json::array());
     if (string_field(entry, "class_name") == "InputLayer") {
+      if (!nodes.is_array() || !nodes.empty())
+        throw ConfigError(path + ".inbound_nodes",
+                          "InputLayer '" + name + "' is called on nothing (Keras writes []), got " +
+                              nodes.dump());
       input_layers.push_back({name, &entry, path});
       calls_of_name[name] = 1;
       continue;

@@ -5,6 +5,22 @@
 
 namespace tandem {
 
+bool higher_is_better(const std::string& key) {
+  std::string name = key;
+  // Keras numbers a second metric of one name: "auc_1".
+  const std::size_t last = name.find_last_not_of("0123456789");
+  if (last != std::string::npos && last + 1 < name.size() && name[last] == '_')
+    name.resize(last);
+  const auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (const char* suffix :
+       {"acc", "accuracy", "auc", "precision", "recall", "io_u", "iou", "f1_score", "fbeta_score"})
+    if (ends_with(suffix)) return true;
+  return false;
+}
+
 void Logs::set(const std::string& key, double value) {
   for (auto& [k, v] : items_) {
     if (k == key) {

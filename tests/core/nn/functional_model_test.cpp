@@ -183,6 +183,30 @@ TEST(FunctionalModel, Keras3FormReadsAsKeras2FormAndConfigRoundTrips) {
             json::parse(R"([[["dense", 0, 0, {}], ["input_layer", 0, 0, {}]]])"));
 }
 
+// Keras 3 writes input_layers and output_layers as dicts for a model built on dicts: read in
+// key order (Keras' tree order), the same model; a key that is not its layer's name is refused,
+// since Tandem names inputs and outputs by their layers.
+TEST(FunctionalModel, Keras3DictEndpointsReadByKeyAndKeysNameTheirLayers) {
+  auto listed = Model::from_config(keras3_model(), "model", 4);
+  json dicts = keras3_model();
+  dicts["config"]["input_layers"] = {{"input_layer", {"input_layer", 0, 0}}};
+  dicts["config"]["output_layers"] = {{"dense_1", {"dense_1", 0, 0}}};
+  auto keyed = Model::from_config(dicts, "model", 4);
+  keyed->copy_weights_from(*listed);
+  const Tensor x = test::random_tensor({3, 4}, 15);
+  EXPECT_EQ(test::to_double(keyed->forward(x, false)), test::to_double(listed->forward(x, false)));
+  dicts["config"]["output_layers"] = {{"logits", {"dense_1", 0, 0}}};
+  try {
+    Model::from_config(dicts, "model", 4);
+    ADD_FAILURE() << "a key naming another layer was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "model.config.output_layers.logits");
+    EXPECT_NE(std::string(e.what()).find("the key 'logits' names the layer 'dense_1'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(FunctionalModel, SummaryHasKerasConnectedToColumn) {
   auto m = Model::from_config(keras2_model(), "model", 3);
   const std::string s = m->summary();
@@ -366,6 +390,24 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
                       "on 2"),
             std::string::npos)
       << error_of(dense_on_two);
+
+  // Keras 2 writes a call's keyword arguments beside each of its tensors, alike; a later
+  // tensor's that differ were dropped unsaid (Keras 2 reads the last's).
+  json later_kwargs = keras2_model();
+  later_kwargs["config"]["layers"][2]["inbound_nodes"][0][1][3] = {{"foo", 1}};
+  EXPECT_NE(error_of(later_kwargs)
+                .find("at 'model.config.layers[2].inbound_nodes[0][1]': the call's keyword "
+                      "arguments {\"foo\":1} differ from those beside its first tensor, {}"),
+            std::string::npos)
+      << error_of(later_kwargs);
+
+  json called_input = keras2_model();
+  called_input["config"]["layers"][0]["inbound_nodes"] = json::parse(R"([[["dense", 0, 0, {}]]])");
+  EXPECT_NE(error_of(called_input)
+                .find("at 'model.config.layers[0].inbound_nodes': InputLayer 'input_1' is called "
+                      "on nothing"),
+            std::string::npos)
+      << error_of(called_input);
 
   json bad_axis = keras2_model();
   bad_axis["config"]["layers"][3]["config"]["axis"] = 0;
