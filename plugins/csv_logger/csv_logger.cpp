@@ -190,11 +190,12 @@ class CsvLoggerPlugin : public tandem::CallbackPlugin {
   std::shared_ptr<tandem::Callback> create(const json& options,
                                            const tandem::CallbackSetup& setup) const override {
     const std::string sep = options.at("separator").get<std::string>();
-    if (sep.find('"') != std::string::npos || sep.find('\n') != std::string::npos ||
-        sep.find('\r') != std::string::npos)
-      throw tandem::ConfigError(
-          setup.config_path + ".options.separator",
-          "must not contain a quote or a line break, got " + options.at("separator").dump());
+    // One character, as Python's csv module (Keras' CSVLogger writes with it) reads and writes.
+    if (sep.size() != 1 || sep == "\"" || sep == "\n" || sep == "\r")
+      throw tandem::ConfigError(setup.config_path + ".options.separator",
+                                "expected one character, not a quote or a line break (a CSV "
+                                "reader's delimiter), got " +
+                                    options.at("separator").dump());
     return std::make_shared<CsvLogger>(options.at("filename").get<std::string>(), sep,
                                        options.at("append").get<bool>());
   }

@@ -131,6 +131,8 @@ TEST(CsvLoggerPlugin, BadOptionsNameTheirPath) {
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"append", "yes"}}), "callbacks[3].options.append");
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"sep", ";"}}), "callbacks[3].options.sep");
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "\t"}}), "");
+  // Python's csv module takes a one-character delimiter: "::" wrote files nothing read back.
+  EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "::"}}), "callbacks[3].options.separator");
 }
 
 }  // namespace
