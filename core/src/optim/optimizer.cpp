@@ -16,7 +16,8 @@ Optimizer::Optimizer(double learning_rate, double weight_decay, double clipnorm,
 nlohmann::json Optimizer::base_config(const std::string& name) const {
   auto opt = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json c = {{"name", name},
-                      {"learning_rate", learning_rate_},
+                      {"learning_rate", schedule_ ? schedule_->keras_config()
+                                                  : nlohmann::json(learning_rate_)},
                       {"weight_decay", weight_decay_},
                       {"clipnorm", opt(clipnorm_)},
                       {"clipvalue", opt(clipvalue_)},
@@ -25,7 +26,20 @@ nlohmann::json Optimizer::base_config(const std::string& name) const {
   return c;
 }
 
+double Optimizer::learning_rate() const {
+  return schedule_ ? schedule_->at(iterations_) : learning_rate_;
+}
+
+void Optimizer::set_learning_rate(double lr) {
+  if (schedule_)
+    throw RunError("the learning rate follows the optimizer's " + schedule_->class_name() +
+                   " schedule (optimizer.config.learning_rate) and cannot be set, as Keras "
+                   "refuses too: give the optimizer a number to let a callback set it");
+  learning_rate_ = lr;
+}
+
 double Optimizer::step_learning_rate() const {
+  if (schedule_) return schedule_->at(std::max<std::int64_t>(iterations_ - 1, 0));
   if (decay_ <= 0) return learning_rate_;
   const auto before = static_cast<double>(std::max<std::int64_t>(iterations_ - 1, 0));
   return learning_rate_ / (1.0 + decay_ * before);

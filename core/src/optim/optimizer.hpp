@@ -3,7 +3,8 @@
 // apply() takes one step over a fixed list of parameters (the same list, in the same order,
 // every step; state slots are created on the first step). Weight decay is decoupled, as in
 // Keras 3: w -= lr * weight_decay * w before the update. The learning rate may be changed
-// between steps (callbacks do). Not thread-safe.
+// between steps (callbacks do), unless it follows a schedule (Keras' LearningRateSchedule as
+// the config's learning_rate), which sets it from the step count alone. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "optim/learning_rate_schedule.hpp"
 #include "optim/loss_scale.hpp"
 #include "tandem/parameter.hpp"
 #include "util/internal_api.hpp"
@@ -35,8 +37,15 @@ class Optimizer {
   /// Keras get_config(): {"name": "adam", "learning_rate": 0.001, ...}
   virtual nlohmann::json config() const = 0;
 
-  double learning_rate() const { return learning_rate_; }
-  void set_learning_rate(double lr) { learning_rate_ = lr; }
+  /// The rate of the next step: the one set, or the schedule's at iterations().
+  double learning_rate() const;
+  /// Throws RunError when the rate follows a schedule (Keras refuses to set it too).
+  void set_learning_rate(double lr);
+  /// The schedule the rate follows (null: none; the rate is set).
+  const LearningRateSchedule* schedule() const { return schedule_.get(); }
+  void set_schedule(std::shared_ptr<const LearningRateSchedule> schedule) {
+    schedule_ = std::move(schedule);
+  }
   /// Keras 2's time-based decay (its legacy optimizers' `decay`): step t (1-based) uses
   /// learning_rate() / (1 + decay * (t - 1)). 0 (the default): no decay.
   double decay() const { return decay_; }
@@ -92,6 +101,7 @@ class Optimizer {
  private:
   double clipnorm_, clipvalue_, global_clipnorm_;
   double decay_ = 0;
+  std::shared_ptr<const LearningRateSchedule> schedule_;  // shared with clones: immutable
   std::int64_t iterations_ = 0;
   std::vector<std::vector<Tensor>> slots_;
   std::optional<LossScale> loss_scale_;

@@ -127,18 +127,32 @@ const std::vector<std::pair<std::string, std::string>>& optimizer_names() {
 
 namespace {
 
-// `learning_rate`, or Keras 2's `lr` (with a warning; not both).
-double read_learning_rate(ConfigObject& cfg, double default_lr) {
-  if (!cfg.has("lr")) {
+// A learning rate: a number, or a Keras schedule (then `value` is its first step's).
+struct LearningRate {
+  double value = 0;
+  std::shared_ptr<const LearningRateSchedule> schedule;
+};
+
+// `learning_rate`, or Keras 2's `lr` (with a warning; not both): a number or a schedule.
+LearningRate read_learning_rate(ConfigObject& cfg, double default_lr) {
+  std::string key = "learning_rate";
+  if (cfg.has("lr")) {
+    if (cfg.has("learning_rate"))
+      throw ConfigError(cfg.path_of("lr"), "gives the learning rate a second time (Keras 2's "
+                                           "name for learning_rate, which is given too)");
+    spdlog::warn("{}: Keras 2's name for the learning rate; read as learning_rate, Keras 3's "
+                 "name",
+                 cfg.path_of("lr"));
+    key = "lr";
+  } else {
     cfg.ignore({"lr"});
-    return cfg.number_in("learning_rate", default_lr, 0.0, 1e9, true);
   }
-  if (cfg.has("learning_rate"))
-    throw ConfigError(cfg.path_of("lr"), "gives the learning rate a second time (Keras 2's "
-                                         "name for learning_rate, which is given too)");
-  spdlog::warn("{}: Keras 2's name for the learning rate; read as learning_rate, Keras 3's name",
-               cfg.path_of("lr"));
-  return cfg.number_in("lr", default_lr, 0.0, 1e9, true);
+  if (cfg.has(key) && is_learning_rate_schedule(cfg.at(key))) {
+    LearningRate lr{0, make_learning_rate_schedule(cfg.at(key), cfg.path_of(key))};
+    lr.value = lr.schedule->at(0);
+    return lr;
+  }
+  return {cfg.number_in(key, default_lr, 0.0, 1e9, true), nullptr};
 }
 
 // Keras 2's legacy `decay` (learning_rate / (1 + decay * iterations)); 0 when absent.
@@ -231,8 +245,12 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   }
   ConfigObject cfg(*cfg_json, cfg_path);
   const double default_lr = cls == "SGD" ? 0.01 : 0.001;
-  const double learning_rate = read_learning_rate(cfg, default_lr);
+  const LearningRate learning_rate = read_learning_rate(cfg, default_lr);
   const double decay = read_decay(cfg);
+  if (decay > 0 && learning_rate.schedule)
+    throw ConfigError(cfg.path_of("decay"),
+                      "Keras 2's decay and a learning rate schedule, both: give the schedule "
+                      "alone (InverseTimeDecay is what decay did)");
   backend::OptimizerDesc d;
   d.weight_decay = cfg.number_in("weight_decay", cls == "AdamW" ? 0.004 : 0.0, 0.0, 1e9);
   d.clipnorm = cfg.number_in("clipnorm", 0.0, 0.0, 1e30);
@@ -276,8 +294,9 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);
     d.beta_2 = cfg.number_in("beta_2", 0.99, 0.0, 1.0, false, true);
   }
-  auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate, d);
+  auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate.value, d);
   opt->set_decay(decay);
+  opt->set_schedule(learning_rate.schedule);
   cfg.finish();
   return opt;
 }

@@ -493,7 +493,7 @@ void ReplicaModel::broadcast_from_rank0() {
   world_->broadcast(&lr, sizeof lr, 0);
   world_->broadcast(&iterations, sizeof iterations, 0);
   world_->broadcast(&slotted, sizeof slotted, 0);
-  optimizer_.set_learning_rate(lr);
+  if (!optimizer_.schedule()) optimizer_.set_learning_rate(lr);  // else iterations give it
   optimizer_.set_iterations(iterations);
   if (LossScale* scale = optimizer_.loss_scale()) {
     double value = scale->scale();
@@ -549,7 +549,7 @@ void ReplicaModel::broadcast_from_template() {
     for (std::size_t l = 0; l < m.layer_count(); ++l)
       m.layer(l).set_random_state(template_.layer(l).random_state());
     Optimizer& o = replicas_[r]->optimizer();
-    o.set_learning_rate(optimizer_.learning_rate());
+    if (!o.schedule()) o.set_learning_rate(optimizer_.learning_rate());
     o.set_iterations(optimizer_.iterations());
     if (optimizer_.loss_scale()) *o.loss_scale() = *optimizer_.loss_scale();  // same config
     if (optimizer_.slotted_params() == template_params.size()) {

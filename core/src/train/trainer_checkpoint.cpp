@@ -179,10 +179,12 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
         }
     }
     optimizer.set_iterations(iterations);
-    // Format 1 files before the loss scale kept the rate in the config only.
-    optimizer.set_learning_rate(opt.contains("learning_rate")
-                                    ? opt.at("learning_rate").get<double>()
-                                    : opt.at("config").at("learning_rate").get<double>());
+    // Format 1 files before the loss scale kept the rate in the config only. A rate that
+    // follows a schedule follows it from the restored step count.
+    if (!optimizer.schedule())
+      optimizer.set_learning_rate(opt.contains("learning_rate")
+                                      ? opt.at("learning_rate").get<double>()
+                                      : opt.at("config").at("learning_rate").get<double>());
     if (LossScale* scale = optimizer.loss_scale()) 
       scale->restore(opt.contains("loss_scale") ? opt.at("loss_scale") : json(), source);
     // Every counter in the range the engine runs in, before any is used.

@@ -447,6 +447,53 @@ ResumedRun interrupt_and_resume(const json& optimizer) {
 
 TEST(Trainer, InterruptAndResumeIsBitwiseExact) { interrupt_and_resume(adam()); }
 
+// Adam whose rate follows Keras' CosineDecay with a warm-up (over the 21 steps of the runs).
+json scheduled_adam() {
+  return {{"class_name", "Adam"},
+          {"config",
+           {{"learning_rate",
+             {{"class_name", "CosineDecay"},
+              {"config",
+               {{"initial_learning_rate", 0.001},
+                {"decay_steps", 15},
+                {"warmup_target", 0.02},
+                {"warmup_steps", 4}}}}}}}};
+}
+
+// A rate that follows a schedule resumes from the step count: the same bits as never stopping,
+// on one replica and on three, and a callback that sets the rate is refused naming the schedule.
+TEST(Trainer, AScheduledRateResumesBitwiseAndIsTheSameOnThreeReplicas) {
+  interrupt_and_resume(scheduled_adam());
+  const auto weights_after = [](int replicas) {
+    Harness s(scheduled_adam(), replicas);
+    DataLoader train(std::make_shared<TableDataset>(50), {8, true, 5, 2});
+    s.trainer.fit(train, nullptr, {2});
+    EXPECT_NEAR(s.opt->learning_rate(),
+                0.02 * 0.5 * (1 + std::cos(3.14159265358979323846 * 10 / 15)), 1e-12);  // step 14
+    const Tensor& k = s.meta.template_model().trainable_parameters()[0]->value;
+    return std::vector<float>(k.data(), k.data() + k.size());
+  };
+  const std::vector<float> one = weights_after(1), three = weights_after(3);
+  for (std::size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(three[i], one[i], 1e-5) << i;
+
+  Harness s(scheduled_adam());
+  auto rec = std::make_shared<Recorder>();
+  rec->on_batch = [](CallbackContext& c, std::int64_t) { c.set_learning_rate(0.1); };
+  CallbackBus bus;
+  bus.add(rec);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(8), {4, true, 1, 0});
+  try {
+    s.trainer.fit(train, nullptr, {1});
+    ADD_FAILURE() << "a scheduled rate was set";
+  } catch (const RunError& e) {
+    EXPECT_NE(std::string(e.what()).find("callback 'recorder' failed in on_train_batch_end: the "
+                                         "learning rate follows the optimizer's CosineDecay"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The loss scale moves during the run (doubling every 3 good steps from 1), so the resumed run
 // must take its scale and its count of good steps from the checkpoint to stay on the same bits.
 TEST(Trainer, LossScaledInterruptAndResumeIsBitwiseExactWithTheScale) {
