@@ -5,6 +5,9 @@
 // written by h5py (training_config set on a Tandem checkpoint, which has Keras' layout).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <sstream>
+
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +87,33 @@ TEST_F(KerasImportCli, ATensorFlow215FileBecomesARunConfigThatTrainsFromItsWeigh
                            " --weights " + model.string() + " --run-dir " +
                            (dir / "again").string() + " -q");
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+}
+
+// An optimizer compiled with a learning rate schedule, as tf.keras 2.15 saves it: imported as it
+// is, and the run follows it (each step's rate in the events, the update after t updates at
+// the rate of t). It was refused: "expected a number, got an object".
+TEST_F(KerasImportCli, AnOptimizersLearningRateScheduleImportsAndTrains) {
+  json training = json::parse(kTf215);
+  training["optimizer_config"]["config"]["learning_rate"] = json::parse(
+      R"({"module": "keras.optimizers.schedules", "class_name": "ExponentialDecay",
+          "config": {"initial_learning_rate": 0.001, "decay_steps": 4, "decay_rate": 0.5,
+          "staircase": true, "name": null}, "registered_name": null})");
+  set_attr("training_config", training.dump());
+  auto r = import(" --set data.train=" + std::string(kSynthetic) + " --set epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json config = json::parse(test::read_text(dir / "imported.json"));
+  EXPECT_EQ(config["optimizer"]["config"]["learning_rate"]["class_name"], "ExponentialDecay");
+  auto t = run_command(test::tandem_cli() + " train " + (dir / "imported.json").string() +
+                       " --set batch_size=32 --run-dir " + (dir / "scheduled").string() + " -q");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  int steps = 0;
+  std::istringstream events(test::read_text(dir / "scheduled" / "events.jsonl"));
+  for (std::string line; std::getline(events, line);)
+    if (const json e = json::parse(line); e["event"] == "batch_ended") {
+      ++steps;  // after `steps` updates the next one's rate: 0.001 · 0.5^floor(steps / 4)
+      EXPECT_DOUBLE_EQ(e["lr"].get<double>(), 0.001 * std::pow(0.5, steps / 4)) << steps;
+    }
+  EXPECT_EQ(steps, 8);  // 256 samples in batches of 32
 }
 
 // A metric saved as its class keeps its settings (k, thresholds) and its name: only TensorFlow's
