@@ -603,6 +603,12 @@ void LaunchPanel::load_form_from_config() {
   show_optimizer(optimizer_name(opt));
   const QJsonValue lr = opt.toObject().value("config").toObject().value("learning_rate");
   learning_rate_->setText(lr.isDouble() ? QString::number(lr.toDouble(), 'g', 10) : QString());
+  // A Keras schedule is edited in the JSON: the field shows its name and leaves it alone.
+  learning_rate_->setEnabled(!lr.isObject());
+  learning_rate_->setPlaceholderText(
+      lr.isObject() ? QString("%1 schedule (edit it in the JSON)")
+                          .arg(lr.toObject().value("class_name").toString("a"))
+                    : QString("optimizer default"));
   const QJsonObject data = config_.value("data").toObject();
   const QJsonObject train = data.value("train").toObject();
   const QJsonObject val = data.value("validation").toObject();
@@ -643,7 +649,9 @@ void LaunchPanel::apply_form_to_config() {
   QJsonObject opt_config = opt_object.value("config").toObject();
   bool ok = false;
   const double lr = QLocale::c().toDouble(learning_rate_->text(), &ok);
-  if (ok)
+  if (!learning_rate_->isEnabled())
+    ;  // a schedule, kept as the JSON has it (an empty field removed it)
+  else if (ok)
     opt_config.insert("learning_rate", lr);
   else if (learning_rate_->text().isEmpty())
     opt_config.remove("learning_rate");

@@ -3,6 +3,8 @@
 // checked by the engine, optimizers from `tandem optimizers --json`.
 #include <QComboBox>
 #include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -110,6 +112,35 @@ class LaunchPanelTest : public QObject {
     panel.set_editor_text(text);
     QCOMPARE(panel.batch_box()->value(), 64);
     QCOMPARE(panel.epochs_box()->value(), 7);
+  }
+
+  // A learning rate that is a Keras schedule is shown by name and kept through form edits (the
+  // empty field removed it from the config when anything else on the form changed).
+  void a_learning_rate_schedule_survives_form_edits() {
+    PluginCatalog catalog;
+    LaunchPanel panel(&catalog);
+    QVERIFY(panel.open_config(config_));
+    QString text = panel.editor_text();
+    const QJsonObject schedule{{"class_name", "ExponentialDecay"},
+                               {"config", QJsonObject{{"initial_learning_rate", 0.1},
+                                                      {"decay_steps", 10},
+                                                      {"decay_rate", 0.5}}}};
+    QJsonObject config = QJsonDocument::fromJson(text.toUtf8()).object();
+    QJsonObject optimizer = config.value("optimizer").toObject();
+    QJsonObject optimizer_config = optimizer.value("config").toObject();
+    optimizer_config.insert("learning_rate", schedule);
+    optimizer.insert("config", optimizer_config);
+    config.insert("optimizer", optimizer);
+    panel.set_editor_text(QString::fromUtf8(QJsonDocument(config).toJson()));
+    QVERIFY(!panel.learning_rate_edit()->isEnabled());
+    QVERIFY(panel.learning_rate_edit()->placeholderText().startsWith("ExponentialDecay schedule"));
+    panel.epochs_box()->setValue(9);
+    const auto edited = panel.config();
+    QVERIFY(edited);
+    QCOMPARE(edited->value("epochs").toInt(), 9);
+    QCOMPARE(edited->value("optimizer").toObject().value("config").toObject().value(
+                 "learning_rate"),
+             QJsonValue(schedule));
   }
 
   void a_json_syntax_error_points_at_its_line() {
