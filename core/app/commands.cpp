@@ -375,9 +375,10 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       const Predictions out = run_prediction({rc, weights_, split_});
       write_predictions(out.values, out.files, output_, format);
       if (format == PredictionFormat::npy && !out.files.empty())
-        spdlog::warn("{} holds the predictions alone: its rows follow the data's {} files in "
-                     "the order it reads them (--format csv or jsonl writes each row's file)",
-                     output_, out.files.size());
+        spdlog::warn(
+            "{} holds the predictions alone: its rows follow the data's {} files in "
+            "the order it reads them (--format csv or jsonl writes each row's file)",
+            output_, out.files.size());
       return static_cast<int>(ExitCode::ok);
     };
   });

@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "app/commands.hpp"
-#include "tandem/error.hpp"
-#include "util/process_setup.hpp"
 #include "parallel/world.hpp"
+#include "tandem/error.hpp"
 #include "train/hook_crash_report.hpp"
+#include "util/process_setup.hpp"
 
 namespace {
 

@@ -153,8 +153,8 @@ ChildAnswer parse_answer(const std::string& out) {
     if (!line.is_object()) continue;  // a plugin that printed to stdout
     if (line.contains("checking") && line["checking"].is_string()) {
       answer.last_checking_path = line["checking"].get<std::string>();
-      answer.last_checking = answer.last_checking_path + " (plugin " +
-                             line.value("plugin", json("")).dump() + ")";
+      answer.last_checking =
+          answer.last_checking_path + " (plugin " + line.value("plugin", json("")).dump() + ")";
     }
     if (line.contains("result")) answer.result = line["result"];
     if (line.contains("error") && line["error"].is_object()) answer.error = line["error"];

@@ -605,10 +605,10 @@ void LaunchPanel::load_form_from_config() {
   learning_rate_->setText(lr.isDouble() ? QString::number(lr.toDouble(), 'g', 10) : QString());
   // A Keras schedule is edited in the JSON: the field shows its name and leaves it alone.
   learning_rate_->setEnabled(!lr.isObject());
-  learning_rate_->setPlaceholderText(
-      lr.isObject() ? QString("%1 schedule (edit it in the JSON)")
-                          .arg(lr.toObject().value("class_name").toString("a"))
-                    : QString("optimizer default"));
+  learning_rate_->setPlaceholderText(lr.isObject()
+                                         ? QString("%1 schedule (edit it in the JSON)")
+                                               .arg(lr.toObject().value("class_name").toString("a"))
+                                         : QString("optimizer default"));
   const QJsonObject data = config_.value("data").toObject();
   const QJsonObject train = data.value("train").toObject();
   const QJsonObject val = data.value("validation").toObject();

@@ -203,7 +203,8 @@ class LrSchedulerPlugin : public tandem::CallbackPlugin {
          {{"type", "integer"},
           {"enum", {0, 1}},
           {"default", 0},
-          {"description", "1 prints the rate each epoch begins with (not for per-step schedules)"}}}};
+          {"description",
+           "1 prints the rate each epoch begins with (not for per-step schedules)"}}}};
     return {"lr_scheduler",
             "1.0.0",
             "Sets the learning rate from a step, exponential, cosine or linear-warmup schedule "

@@ -117,17 +117,17 @@ TEST_F(ActivityRegularizerCli, PenaltiesCountInTheLossAndTheStepAsPyTorchCompute
       const std::string name = "step-" + generation + "-" + devices[4];
       auto step = train(name, run_config(data, 0.5, keras2), weights + " --devices " + devices);
       ASSERT_EQ(step.exit_code, 0) << step.err;
-      auto check = run_command(std::string(test::system_python()) + " " +
-                               (dir / "check.py").string() + " " + data.string() + " " +
-                               (dir / start_name / "model.h5").string() + " " +
-                               (dir / name / "model.h5").string() + " " +
-                               (dir / name / "events.jsonl").string() + " 0.5 " + generation);
+      auto check =
+          run_command(std::string(test::system_python()) + " " + (dir / "check.py").string() + " " +
+                      data.string() + " " + (dir / start_name / "model.h5").string() + " " +
+                      (dir / name / "model.h5").string() + " " +
+                      (dir / name / "events.jsonl").string() + " 0.5 " + generation);
       ASSERT_EQ(check.exit_code, 0) << check.err;
       EXPECT_EQ(check.out, "ok\n");
     }
     // evaluate counts the penalties too: at the start's weights, the start's training loss.
-    auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / (start_name + ".json")).string() +
-                          weights + " --split train -q");
+    auto ev = run_command(test::tandem_cli() + " evaluate " +
+                          (dir / (start_name + ".json")).string() + weights + " --split train -q");
     ASSERT_EQ(ev.exit_code, 0) << ev.err;
     const double trained = test::run_history(dir / start_name)[0]["loss"].get<double>();
     EXPECT_NEAR(json::parse(ev.out)["loss"].get<double>(), trained, 1e-6 * trained);

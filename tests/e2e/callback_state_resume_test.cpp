@@ -114,8 +114,9 @@ TEST(CallbackStateResume, ACorruptSavedStateIsAnErrorNamingTheCallback) {
 // resumed run says so (it was dropped without a word).
 TEST(CallbackStateResume, AStateNoCallbackTakesIsNamedInAWarning) {
   const fs::path dir = test::scratch_dir("callback-state-orphan");
-  json config = config_with(json::array(
-      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "exponential"}, {"decay_rate", 0.9}}}}}));
+  json config =
+      config_with(json::array({{{"plugin", "lr_scheduler"},
+                                {"options", {{"schedule", "exponential"}, {"decay_rate", 0.9}}}}}));
   test::write_text(dir / "run.json", config.dump());
   auto r = test::run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
                              " --set epochs=1 --run-dir " + (dir / "run").string());

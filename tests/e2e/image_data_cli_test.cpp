@@ -135,24 +135,25 @@ TEST(ImageDataCli, PredictionsOfAnImageFolderNameTheFileOfEachRow) {
                        {"path", (dir / "photos").string()},
                        {"image_size", {28, 28}},
                        {"color_mode", "grayscale"}};
-  const json config = {
-      {"epochs", 1},
-      {"batch_size", 16},
-      {"verbose", 0},
-      {"model",
-       {{"class_name", "Sequential"},
-        {"config",
-         {{"layers",
-           {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 28, 28, 1}}}}},
-            {{"class_name", "GlobalAveragePooling2D"}, {"config", json::object()}},
-            {{"class_name", "Dense"},
-             {"config",
-              {{"units", 1},
-               {"trainable", false},
-               {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}}}}}}}}},
-      {"optimizer", "sgd"},
-      {"loss", "mse"},
-      {"data", {{"train", folder}, {"validation", folder}}}};
+  const json config = {{"epochs", 1},
+                       {"batch_size", 16},
+                       {"verbose", 0},
+                       {"model",
+                        {{"class_name", "Sequential"},
+                         {"config",
+                          {{"layers",
+                            {{{"class_name", "InputLayer"},
+                              {"config", {{"batch_input_shape", {nullptr, 28, 28, 1}}}}},
+                             {{"class_name", "GlobalAveragePooling2D"}, {"config", json::object()}},
+                             {{"class_name", "Dense"},
+                              {"config",
+                               {{"units", 1},
+                                {"trainable", false},
+                                {"kernel_initializer",
+                                 {{"class_name", "Ones"}, {"config", json::object()}}}}}}}}}}}},
+                       {"optimizer", "sgd"},
+                       {"loss", "mse"},
+                       {"data", {{"train", folder}, {"validation", folder}}}};
   auto r = test::train_in(dir, "run", config);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string predict = test::tandem_cli() + " predict " + (dir / "run.json").string() +

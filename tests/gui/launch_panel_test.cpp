@@ -12,8 +12,8 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QTimer>
 #include <QSpinBox>
+#include <QTimer>
 #include <QtTest>
 
 #include "launch_panel.hpp"
@@ -121,10 +121,10 @@ class LaunchPanelTest : public QObject {
     LaunchPanel panel(&catalog);
     QVERIFY(panel.open_config(config_));
     QString text = panel.editor_text();
-    const QJsonObject schedule{{"class_name", "ExponentialDecay"},
-                               {"config", QJsonObject{{"initial_learning_rate", 0.1},
-                                                      {"decay_steps", 10},
-                                                      {"decay_rate", 0.5}}}};
+    const QJsonObject schedule{
+        {"class_name", "ExponentialDecay"},
+        {"config",
+         QJsonObject{{"initial_learning_rate", 0.1}, {"decay_steps", 10}, {"decay_rate", 0.5}}}};
     QJsonObject config = QJsonDocument::fromJson(text.toUtf8()).object();
     QJsonObject optimizer = config.value("optimizer").toObject();
     QJsonObject optimizer_config = optimizer.value("config").toObject();
@@ -138,9 +138,9 @@ class LaunchPanelTest : public QObject {
     const auto edited = panel.config();
     QVERIFY(edited);
     QCOMPARE(edited->value("epochs").toInt(), 9);
-    QCOMPARE(edited->value("optimizer").toObject().value("config").toObject().value(
-                 "learning_rate"),
-             QJsonValue(schedule));
+    QCOMPARE(
+        edited->value("optimizer").toObject().value("config").toObject().value("learning_rate"),
+        QJsonValue(schedule));
   }
 
   void a_json_syntax_error_points_at_its_line() {

@@ -193,12 +193,12 @@ TEST(Mpi, WeightsAHookChangesOnRankZeroReachEveryRank) {
   const std::string env = "TANDEM_PLUGIN_PATH=" + std::string(TANDEM_TEST_PLUGIN_DIR) + " ";
   for (const char* how : {"in_place", "load_weights"}) {
     SCOPED_TRACE(how);
-    json config = tiny_config(
-        32, 2,
-        {{{"plugin", "scales_weights"}, {"options", {{"step", 5}, {"how", how}}}},
-         {{"plugin", "scales_weights"},
-          {"ranks", "all"},
-          {"options", {{"step", 1000}, {"mark_rank", true}}}}});
+    json config =
+        tiny_config(32, 2,
+                    {{{"plugin", "scales_weights"}, {"options", {{"step", 5}, {"how", how}}}},
+                     {{"plugin", "scales_weights"},
+                      {"ranks", "all"},
+                      {"options", {{"step", 1000}, {"mark_rank", true}}}}});
     const fs::path path = write_config(dir / how, config);
     auto r = run_command(env + test::tandem_cli() + " train " + path.string() + " --run-dir " +
                          (dir / how / "one").string());

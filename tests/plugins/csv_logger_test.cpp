@@ -132,7 +132,8 @@ TEST(CsvLoggerPlugin, BadOptionsNameTheirPath) {
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"sep", ";"}}), "callbacks[3].options.sep");
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "\t"}}), "");
   // Python's csv module takes a one-character delimiter: "::" wrote files nothing read back.
-  EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "::"}}), "callbacks[3].options.separator");
+  EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "::"}}),
+            "callbacks[3].options.separator");
 }
 
 }  // namespace

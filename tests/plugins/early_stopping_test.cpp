@@ -145,9 +145,8 @@ TEST(EarlyStoppingPlugin, ModeDecidesTheDirectionAndAutoMaximisesAccuracy) {
   // auto on AUC, precision, recall, IoU = max, as Keras 3's metric directions (it minimised
   // them: a rising val_auc stopped the run after 2 epochs).
   for (const char* key : {"val_auc", "val_precision", "recall_1", "val_out_mean_io_u"})
-    EXPECT_EQ(run_scripted({{"monitor", key}, {"patience", 1}}, {0.5, 0.6, 0.7, 0.8}, key)
-                  .epochs_run,
-              4u)
+    EXPECT_EQ(
+        run_scripted({{"monitor", key}, {"patience", 1}}, {0.5, 0.6, 0.7, 0.8}, key).epochs_run, 4u)
         << key;
 }
 

@@ -81,11 +81,13 @@ TEST(PluginIsolationCli, APluginThatCrashesWhileLoadingIsAnErrorOfCheckAndOfTheL
   json missing = config;
   missing["callbacks"][1]["plugin"] = "does_not_exist";
   write_text(dir / "missing.json", missing.dump());
-  const auto m = run_command(tandem_cli() + " check " + (dir / "missing.json").string() + " --json");
+  const auto m =
+      run_command(tandem_cli() + " check " + (dir / "missing.json").string() + " --json");
   EXPECT_EQ(m.exit_code, 2) << m.out << m.err;
   const json missing_out = json::parse(m.out);
   EXPECT_EQ(missing_out["path"], "callbacks[1].plugin");
-  EXPECT_THAT(missing_out["error"].get<std::string>(), HasSubstr("no plugin named 'does_not_exist'"));
+  EXPECT_THAT(missing_out["error"].get<std::string>(),
+              HasSubstr("no plugin named 'does_not_exist'"));
 
   // train loads such a plugin in a child first: the same error, exit 2, no run folder (it used
   // to abort in the middle of the run without naming the plugin).
@@ -113,8 +115,8 @@ TEST(PluginIsolationCli, APluginThatCrashesTheRunInAHookIsNamed) {
        std::vector<std::pair<std::string, int>>{{"segv", 11}, {"abort", 6}, {"overflow", 11}}) {
     SCOPED_TRACE(how);
     json config = tiny_regression_config();
-    config["callbacks"] = {{{"plugin", test_plugin("crashes_in_hook").string()},
-                            {"options", {{"how", how}}}}};
+    config["callbacks"] = {
+        {{"plugin", test_plugin("crashes_in_hook").string()}, {"options", {{"how", how}}}}};
     write_text(dir / (how + ".json"), config.dump());
     const auto r = run_command(tandem_cli() + " train " + (dir / (how + ".json")).string() +
                                " -q --run-dir " + (dir / how).string());
@@ -143,7 +145,8 @@ TEST(PluginIsolationCli, ACallbackFailingInOnTrainEndKeepsTheTrainedModel) {
   const std::string events = read_text(dir / "run" / "events.jsonl");
   EXPECT_THAT(events, HasSubstr("\"reason\":\"final\""));
   EXPECT_THAT(events, HasSubstr("\"event\":\"run_failed\""));
-  const auto inspect = run_command(tandem_cli() + " inspect " + (dir / "run" / "model.h5").string());
+  const auto inspect =
+      run_command(tandem_cli() + " inspect " + (dir / "run" / "model.h5").string());
   EXPECT_EQ(inspect.exit_code, 0) << inspect.err;
 }
 

@@ -341,8 +341,7 @@ class ImageFolderDataset final : public Dataset {
                     (spec_.labeled ? std::to_string(class_names_.size()) +
                                          (class_names_.size() == 1 ? " class" : " classes")
                                    : std::string("unlabeled")) +
-                    ", " +
-                    std::to_string(spec_.rows) + "x" + std::to_string(spec_.cols) + " " +
+                    ", " + std::to_string(spec_.rows) + "x" + std::to_string(spec_.cols) + " " +
                     (mode_ == ColorMode::grayscale ? "grayscale"
                      : mode_ == ColorMode::rgb     ? "rgb"
                                                    : "rgba");

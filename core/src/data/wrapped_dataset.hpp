@@ -1,8 +1,8 @@
 // WrappedDataset: a dataset made from another one — a window of it (make_subset), its samples
 // weighted by class (make_class_weighted), kept in memory (make_cached), repeated (tandem data
 // bench). Everything it does not change is the parent's: size, shapes, parts, weights, class
-// names, sample files, skipped files; a subclass overrides what it changes, and read() and describe().
-// Shares ownership of the parent; the same threading rules as Dataset.
+// names, sample files, skipped files; a subclass overrides what it changes, and read() and
+// describe(). Shares ownership of the parent; the same threading rules as Dataset.
 #pragma once
 
 #include <memory>

@@ -103,9 +103,8 @@ double weight_penalty(Model& model, backend::Sums& sums, const std::vector<std::
   // Keras 3 sums the penalties of trainable weights (Layer._get_regularization_losses); tf.keras
   // 2 those of every regularized weight, a frozen layer's too.
   if (!model.keras2())
-    std::erase_if(all, [](const Penalized& w) {
-      return !(w.layer->trainable() && w.weight->trainable);
-    });
+    std::erase_if(
+        all, [](const Penalized& w) { return !(w.layer->trainable() && w.weight->trainable); });
   if (all.empty()) return 0.0;
   sums.reset(all.size());
   for (std::size_t k = 0; k < all.size(); ++k)

@@ -29,56 +29,38 @@ double required(ConfigObject& c, const char* key, double lo, double hi, bool lo_
   return c.number_in(key, 0, lo, hi, lo_open);
 }
 
-// initial_learning_rate · decay_rate ^ (step / decay_steps), the exponent floored with staircase.
-class ExponentialDecay final : public LearningRateSchedule {
+// ExponentialDecay, initial_learning_rate · decay_rate ^ p, and InverseTimeDecay,
+// initial_learning_rate / (1 + decay_rate · p): p = step / decay_steps, floored with staircase.
+class DecayOverSteps final : public LearningRateSchedule {
  public:
-  explicit ExponentialDecay(ConfigObject& c)
-      : initial_(required(c, "initial_learning_rate", 0, kMaxRate)),
+  enum class Kind { exponential, inverse_time };
+  DecayOverSteps(ConfigObject& c, Kind kind)
+      : kind_(kind),
+        initial_(required(c, "initial_learning_rate", 0, kMaxRate)),
         steps_(c.positive_int("decay_steps")),
-        rate_(required(c, "decay_rate", 0, kMaxRate)),
+        rate_(required(c, "decay_rate", 0, kMaxRate, kind == Kind::exponential)),
         staircase_(c.get_bool("staircase", false)) {}
   double at(std::int64_t step) const override {
     double p = static_cast<double>(step) / static_cast<double>(steps_);
     if (staircase_) p = std::floor(p);
-    return initial_ * std::pow(rate_, p);
+    return kind_ == Kind::exponential ? initial_ * std::pow(rate_, p)
+                                      : initial_ / (1.0 + rate_ * p);
   }
-  std::string class_name() const override { return "ExponentialDecay"; }
+  std::string class_name() const override {
+    return kind_ == Kind::exponential ? "ExponentialDecay" : "InverseTimeDecay";
+  }
 
  protected:
   json config() const override {
-    return {{"initial_learning_rate", initial_}, {"decay_steps", steps_},
-            {"decay_rate", rate_}, {"staircase", staircase_}, {"name", "ExponentialDecay"}};
+    return {{"initial_learning_rate", initial_},
+            {"decay_steps", steps_},
+            {"decay_rate", rate_},
+            {"staircase", staircase_},
+            {"name", class_name()}};
   }
 
  private:
-  double initial_;
-  std::int64_t steps_;
-  double rate_;
-  bool staircase_;
-};
-
-// initial_learning_rate / (1 + decay_rate · step / decay_steps), floored with staircase.
-class InverseTimeDecay final : public LearningRateSchedule {
- public:
-  explicit InverseTimeDecay(ConfigObject& c)
-      : initial_(required(c, "initial_learning_rate", 0, kMaxRate)),
-        steps_(c.positive_int("decay_steps")),
-        rate_(required(c, "decay_rate", 0, kMaxRate, false)),
-        staircase_(c.get_bool("staircase", false)) {}
-  double at(std::int64_t step) const override {
-    double p = static_cast<double>(step) / static_cast<double>(steps_);
-    if (staircase_) p = std::floor(p);
-    return initial_ / (1.0 + rate_ * p);
-  }
-  std::string class_name() const override { return "InverseTimeDecay"; }
-
- protected:
-  json config() const override {
-    return {{"initial_learning_rate", initial_}, {"decay_steps", steps_},
-            {"decay_rate", rate_}, {"staircase", staircase_}, {"name", "InverseTimeDecay"}};
-  }
-
- private:
+  Kind kind_;
   double initial_;
   std::int64_t steps_;
   double rate_;
@@ -101,9 +83,9 @@ class PiecewiseConstantDecay final : public LearningRateSchedule {
       boundaries_.push_back(b[i].get<double>());
     }
     if (!v.is_array() || v.size() != b.size() + 1)
-      throw ConfigError(c.path_of("values"),
-                        "expected " + std::to_string(b.size() + 1) +
-                            " rates (one more than the boundaries), got " + v.dump());
+      throw ConfigError(c.path_of("values"), "expected " + std::to_string(b.size() + 1) +
+                                                 " rates (one more than the boundaries), got " +
+                                                 v.dump());
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (!v[i].is_number() || !(v[i].get<double>() > 0) || v[i].get<double>() > kMaxRate)
         throw ConfigError(c.path_of("values") + "[" + std::to_string(i) + "]",
@@ -150,9 +132,12 @@ class PolynomialDecay final : public LearningRateSchedule {
 
  protected:
   json config() const override {
-    return {{"initial_learning_rate", initial_}, {"decay_steps", steps_},
-            {"end_learning_rate", end_},         {"power", power_},
-            {"cycle", cycle_},                   {"name", "PolynomialDecay"}};
+    return {{"initial_learning_rate", initial_},
+            {"decay_steps", steps_},
+            {"end_learning_rate", end_},
+            {"power", power_},
+            {"cycle", cycle_},
+            {"name", "PolynomialDecay"}};
   }
 
  private:
@@ -179,10 +164,9 @@ class CosineDecay final : public LearningRateSchedule {
         alpha_(c.number_in("alpha", 0.0, 0.0, 1.0)),
         warmup_steps_(c.int_in("warmup_steps", 0, 0, INT64_MAX)) {
     if (const json* target = c.find("warmup_target")) {
-      if (!target->is_number() || !(target->get<double>() > 0) ||
-          target->get<double>() > kMaxRate)
-        throw ConfigError(c.path_of("warmup_target"), "expected a rate > 0 or null, got " +
-                                                          target->dump());
+      if (!target->is_number() || !(target->get<double>() > 0) || target->get<double>() > kMaxRate)
+        throw ConfigError(c.path_of("warmup_target"),
+                          "expected a rate > 0 or null, got " + target->dump());
       warmup_target_ = target->get<double>();
     } else {
       c.ignore({"warmup_target"});
@@ -248,8 +232,12 @@ class CosineDecayRestarts final : public LearningRateSchedule {
 
  protected:
   json config() const override {
-    return {{"initial_learning_rate", initial_}, {"first_decay_steps", first_},
-            {"t_mul", t_mul_}, {"m_mul", m_mul_}, {"alpha", alpha_}, {"name", "SGDRDecay"}};
+    return {{"initial_learning_rate", initial_},
+            {"first_decay_steps", first_},
+            {"t_mul", t_mul_},
+            {"m_mul", m_mul_},
+            {"alpha", alpha_},
+            {"name", "SGDRDecay"}};
   }
 
  private:
@@ -258,9 +246,9 @@ class CosineDecayRestarts final : public LearningRateSchedule {
   double t_mul_, m_mul_, alpha_;
 };
 
-template <class Schedule>
-std::shared_ptr<const LearningRateSchedule> read(ConfigObject& c) {
-  auto s = std::make_shared<Schedule>(c);
+template <class Schedule, class... Args>
+std::shared_ptr<const LearningRateSchedule> read(ConfigObject& c, Args... args) {
+  auto s = std::make_shared<Schedule>(c, args...);
   c.ignore({"name"});
   c.finish();
   return s;
@@ -277,8 +265,9 @@ std::shared_ptr<const LearningRateSchedule> make_learning_rate_schedule(const js
   const json& options = outer.has("config") ? outer.at("config") : kNoOptions;  // c refers to it
   ConfigObject c(options, outer.path_of("config"));
   outer.finish();
-  if (name == "ExponentialDecay") return read<ExponentialDecay>(c);
-  if (name == "InverseTimeDecay") return read<InverseTimeDecay>(c);
+  if (name == "ExponentialDecay") return read<DecayOverSteps>(c, DecayOverSteps::Kind::exponential);
+  if (name == "InverseTimeDecay")
+    return read<DecayOverSteps>(c, DecayOverSteps::Kind::inverse_time);
   if (name == "PiecewiseConstantDecay") return read<PiecewiseConstantDecay>(c);
   if (name == "PolynomialDecay") return read<PolynomialDecay>(c);
   if (name == "CosineDecay") return read<CosineDecay>(c);

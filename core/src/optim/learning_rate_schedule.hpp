@@ -36,13 +36,15 @@ class LearningRateSchedule {
 };
 
 /// Whether `value` (an optimizer's learning_rate) is a schedule rather than a number: an object.
-inline bool is_learning_rate_schedule(const nlohmann::json& value) { return value.is_object(); }
+inline bool is_learning_rate_schedule(const nlohmann::json& value) {
+  return value.is_object();
+}
 
 /// Reads a Keras schedule ({"class_name": "ExponentialDecay", "config": {...}}, Keras 3's
 /// "module"/"registered_name" accepted) found at `path`. Throws ConfigError naming the key of
 /// anything missing, unknown or out of range.
-std::shared_ptr<const LearningRateSchedule> make_learning_rate_schedule(
-    const nlohmann::json& value, const std::string& path);
+std::shared_ptr<const LearningRateSchedule> make_learning_rate_schedule(const nlohmann::json& value,
+                                                                        const std::string& path);
 
 }  // namespace tandem
 

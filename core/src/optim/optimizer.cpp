@@ -15,13 +15,13 @@ Optimizer::Optimizer(double learning_rate, double weight_decay, double clipnorm,
 
 nlohmann::json Optimizer::base_config(const std::string& name) const {
   auto opt = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  nlohmann::json c = {{"name", name},
-                      {"learning_rate", schedule_ ? schedule_->keras_config()
-                                                  : nlohmann::json(learning_rate_)},
-                      {"weight_decay", weight_decay_},
-                      {"clipnorm", opt(clipnorm_)},
-                      {"clipvalue", opt(clipvalue_)},
-                      {"global_clipnorm", opt(global_clipnorm_)}};
+  nlohmann::json c = {
+      {"name", name},
+      {"learning_rate", schedule_ ? schedule_->keras_config() : nlohmann::json(learning_rate_)},
+      {"weight_decay", weight_decay_},
+      {"clipnorm", opt(clipnorm_)},
+      {"clipvalue", opt(clipvalue_)},
+      {"global_clipnorm", opt(global_clipnorm_)}};
   if (decay_ > 0) c["decay"] = decay_;
   return c;
 }

@@ -138,11 +138,13 @@ LearningRate read_learning_rate(ConfigObject& cfg, double default_lr) {
   std::string key = "learning_rate";
   if (cfg.has("lr")) {
     if (cfg.has("learning_rate"))
-      throw ConfigError(cfg.path_of("lr"), "gives the learning rate a second time (Keras 2's "
-                                           "name for learning_rate, which is given too)");
-    spdlog::warn("{}: Keras 2's name for the learning rate; read as learning_rate, Keras 3's "
-                 "name",
-                 cfg.path_of("lr"));
+      throw ConfigError(cfg.path_of("lr"),
+                        "gives the learning rate a second time (Keras 2's "
+                        "name for learning_rate, which is given too)");
+    spdlog::warn(
+        "{}: Keras 2's name for the learning rate; read as learning_rate, Keras 3's "
+        "name",
+        cfg.path_of("lr"));
     key = "lr";
   } else {
     cfg.ignore({"lr"});

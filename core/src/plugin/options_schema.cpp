@@ -262,12 +262,13 @@ void check_options_schema(const json& schema, const std::string& where) {
   check_schema(schema, where);
   if (!schema.contains("type")) return;
   const json& t = schema["type"];
-  const bool object = t.is_string() ? t == "object"
-                                    : std::find(t.begin(), t.end(), json("object")) != t.end();
+  const bool object =
+      t.is_string() ? t == "object" : std::find(t.begin(), t.end(), json("object")) != t.end();
   if (!object)
     throw ConfigError(where + ".type",
                       "the options are a JSON object, so the schema's type must be \"object\", "
-                      "got " + json_text(t));
+                      "got " +
+                          json_text(t));
 }
 
 void check_schema(const json& schema, const std::string& where) {

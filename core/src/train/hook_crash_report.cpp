@@ -32,12 +32,18 @@ std::string current_mark() {
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGSEGV: return "SIGSEGV, a bad memory access";
-    case SIGBUS: return "SIGBUS, a bad memory access";
-    case SIGFPE: return "SIGFPE, an arithmetic fault";
-    case SIGILL: return "SIGILL, an illegal instruction";
-    case SIGABRT: return "SIGABRT, an abort";
-    default: return "a fatal signal";
+    case SIGSEGV:
+      return "SIGSEGV, a bad memory access";
+    case SIGBUS:
+      return "SIGBUS, a bad memory access";
+    case SIGFPE:
+      return "SIGFPE, an arithmetic fault";
+    case SIGILL:
+      return "SIGILL, an illegal instruction";
+    case SIGABRT:
+      return "SIGABRT, an abort";
+    default:
+      return "a fatal signal";
   }
 }
 
@@ -54,8 +60,9 @@ void on_fatal_signal(int sig) {
     (void)!::write(2, g_mark, n);
     write_text(" (");
     write_text(signal_name(sig));
-    write_text("). The run ends here without its final model.h5; a checkpoint written before "
-               "it resumes the run.\n");
+    write_text(
+        "). The run ends here without its final model.h5; a checkpoint written before "
+        "it resumes the run.\n");
   }
   ::raise(sig);
 }

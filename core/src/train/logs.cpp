@@ -9,8 +9,7 @@ bool higher_is_better(const std::string& key) {
   std::string name = key;
   // Keras numbers a second metric of one name: "auc_1".
   const std::size_t last = name.find_last_not_of("0123456789");
-  if (last != std::string::npos && last + 1 < name.size() && name[last] == '_')
-    name.resize(last);
+  if (last != std::string::npos && last + 1 < name.size() && name[last] == '_') name.resize(last);
   const auto ends_with = [&](const std::string& suffix) {
     return name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;

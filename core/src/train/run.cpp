@@ -605,19 +605,20 @@ TrainResult run_training(const TrainRequest& request) {
     // 1-based, as every event's: the epoch the run stopped in (an interrupt mid-epoch), else
     // the last one it finished.
     const TrainingState& at = trainer.state();
-    trainer.publish_run_event("checkpoint_saved", {{"path", result.checkpoint.string()},
-                                         {"epoch", at.batch > 0 ? at.epoch + 1 : at.epoch},
-                                         {"step", trainer.state().step},
-                                         {"monitor", nullptr},
-                                         {"value", nullptr},
-                                         {"best", false},
-                                         {"target", "template"},
-                                         {"reason", diverged             ? "diverged"
-                                                    : result.interrupted ? "interrupted"
-                                                                         : "final"},
-                                         {"resumable", true},
-                                         {"bytes", std::filesystem::file_size(result.checkpoint)},
-                                         {"seconds", secs}});
+    trainer.publish_run_event("checkpoint_saved",
+                              {{"path", result.checkpoint.string()},
+                               {"epoch", at.batch > 0 ? at.epoch + 1 : at.epoch},
+                               {"step", trainer.state().step},
+                               {"monitor", nullptr},
+                               {"value", nullptr},
+                               {"best", false},
+                               {"target", "template"},
+                               {"reason", diverged             ? "diverged"
+                                          : result.interrupted ? "interrupted"
+                                                               : "final"},
+                               {"resumable", true},
+                               {"bytes", std::filesystem::file_size(result.checkpoint)},
+                               {"seconds", secs}});
     if (diverged)
       throw RunError(diverged->where() + "; the weights of the step before are saved in " +
                      result.checkpoint.string() +
@@ -626,12 +627,15 @@ TrainResult run_training(const TrainRequest& request) {
                      "--resume applies), check the data for NaN or extreme values, or clip "
                      "gradients (clipnorm).");
     if (failed_after)
-      throw RunError(std::string(failed_after->what()) + " (training had ended: its weights are "
-                     "saved in " + result.checkpoint.string() + ")");
+      throw RunError(std::string(failed_after->what()) +
+                     " (training had ended: its weights are "
+                     "saved in " +
+                     result.checkpoint.string() + ")");
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());
   } catch (const Error& e) {
-    trainer.publish_run_event("run_failed", {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
+    trainer.publish_run_event("run_failed",
+                              {{"error", e.what()}, {"exit_code", static_cast<int>(e.code())}});
     throw;
   } catch (const std::exception& e) {
     trainer.publish_run_event("run_failed", {{"error", e.what()}, {"exit_code", 1}});
@@ -640,11 +644,11 @@ TrainResult run_training(const TrainRequest& request) {
   json history = json::array();
   for (const auto& h : result.history) history.push_back(h.to_json());
   trainer.publish_run_event("run_finished", {{"epochs_done", trainer.state().epoch},
-                                   {"steps", trainer.state().step},
-                                   {"interrupted", result.interrupted},
-                                   {"stop_reason", result.stop_reason},
-                                   {"history", history},
-                                   {"checkpoint", result.checkpoint.string()}});
+                                             {"steps", trainer.state().step},
+                                             {"interrupted", result.interrupted},
+                                             {"stop_reason", result.stop_reason},
+                                             {"history", history},
+                                             {"checkpoint", result.checkpoint.string()}});
   return result;
 }
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <utility>
 
 #include "tandem/error.hpp"
@@ -186,8 +186,7 @@ void Trainer::request_stop(const std::string& reason) {
 }
 
 void Trainer::set_learning_rate(double lr) {
-  if (!(lr > 0) || !std::isfinite(lr))
-  {
+  if (!(lr > 0) || !std::isfinite(lr)) {
     char text[32];
     std::snprintf(text, sizeof text, "%.9g", lr);  // 0, -1, nan, 1e-30: as written
     throw RunError(std::string("learning rate must be a positive finite number, got ") + text);

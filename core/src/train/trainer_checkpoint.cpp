@@ -243,9 +243,10 @@ void Trainer::restore_callback_states() {
   callbacks_.restore_states(callback_states_, callback_states_source_);
   if (meta_.world().rank() != 0) return;  // other ranks run only some of the callbacks
   for (const std::string& key : callbacks_.states_of_no_callback(callback_states_))
-    spdlog::warn("{} holds the saved state of callback '{}', which this run does not have: "
-                 "left unused",
-                 callback_states_source_, key);
+    spdlog::warn(
+        "{} holds the saved state of callback '{}', which this run does not have: "
+        "left unused",
+        callback_states_source_, key);
 }
 
 }  // namespace tandem

@@ -224,7 +224,7 @@ TEST(ImageDataset, AFolderWithoutLabelsIsEveryImageInItAsDataToPredict) {
          "  Image.fromarray(np.full((4, 4), 10 + i, np.uint8), 'L').save('new/' + name)\n"
          "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('new/.thumbs/t.png')\n"
          "open('new/readme.txt', 'w').write('x')\n");
-  json spec = {{"type", "images"},   {"path", "new"},  {"image_size", {4, 4}},
+  json spec = {{"type", "images"},  {"path", "new"},    {"image_size", {4, 4}},
                {"labels", nullptr}, {"shuffle", false}, {"color_mode", "grayscale"}};
   auto d = open(spec, dir);
   EXPECT_EQ(d->size(), 3);

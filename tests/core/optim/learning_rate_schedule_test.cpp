@@ -31,8 +31,9 @@ double rate(const json& s, std::int64_t step) {
 }
 
 TEST(LearningRateSchedule, EachScheduleGivesKerasRatesAtItsSteps) {
-  const json exponential = schedule(
-      "ExponentialDecay", {{"initial_learning_rate", 0.1}, {"decay_steps", 10}, {"decay_rate", 0.5}});
+  const json exponential =
+      schedule("ExponentialDecay",
+               {{"initial_learning_rate", 0.1}, {"decay_steps", 10}, {"decay_rate", 0.5}});
   EXPECT_DOUBLE_EQ(rate(exponential, 0), 0.1);
   EXPECT_DOUBLE_EQ(rate(exponential, 5), 0.1 * std::sqrt(0.5));
   EXPECT_DOUBLE_EQ(rate(exponential, 20), 0.025);
@@ -53,34 +54,37 @@ TEST(LearningRateSchedule, EachScheduleGivesKerasRatesAtItsSteps) {
                                                  {"power", 2.0}});
   EXPECT_DOUBLE_EQ(rate(polynomial, 5), 0.9 * 0.25 + 0.1);
   EXPECT_DOUBLE_EQ(rate(polynomial, 20), 0.1);  // held at the end
-  polynomial["config"]["cycle"] = true;          // decay_steps 20 at step 15: (1 - 0.75)^2
+  polynomial["config"]["cycle"] = true;         // decay_steps 20 at step 15: (1 - 0.75)^2
   EXPECT_DOUBLE_EQ(rate(polynomial, 15), 0.9 * 0.0625 + 0.1);
   EXPECT_DOUBLE_EQ(rate(polynomial, 0), 1.0);
 
-  json inverse = schedule("InverseTimeDecay",
-                          {{"initial_learning_rate", 1.0}, {"decay_steps", 10}, {"decay_rate", 0.5}});
+  json inverse =
+      schedule("InverseTimeDecay",
+               {{"initial_learning_rate", 1.0}, {"decay_steps", 10}, {"decay_rate", 0.5}});
   EXPECT_DOUBLE_EQ(rate(inverse, 20), 0.5);
   inverse["config"]["staircase"] = true;
   EXPECT_DOUBLE_EQ(rate(inverse, 15), 1.0 / 1.5);
 
-  json cosine =
-      schedule("CosineDecay", {{"initial_learning_rate", 1.0}, {"decay_steps", 10}, {"alpha", 0.1}});
+  json cosine = schedule("CosineDecay",
+                         {{"initial_learning_rate", 1.0}, {"decay_steps", 10}, {"alpha", 0.1}});
   EXPECT_DOUBLE_EQ(rate(cosine, 5), 0.9 * 0.5 + 0.1);
   EXPECT_DOUBLE_EQ(rate(cosine, 20), 0.1);
   // A warm-up from 0 to 2 over 4 steps, then the decay from 2.
-  cosine["config"] = {{"initial_learning_rate", 0.0}, {"decay_steps", 10}, {"alpha", 0.1},
-                      {"warmup_target", 2.0},         {"warmup_steps", 4}};
+  cosine["config"] = {{"initial_learning_rate", 0.0},
+                      {"decay_steps", 10},
+                      {"alpha", 0.1},
+                      {"warmup_target", 2.0},
+                      {"warmup_steps", 4}};
   EXPECT_DOUBLE_EQ(rate(cosine, 2), 1.0);
   EXPECT_DOUBLE_EQ(rate(cosine, 4), 2.0);
   EXPECT_DOUBLE_EQ(rate(cosine, 9), 2.0 * (0.9 * 0.5 + 0.1));
 
-  const json restarts = schedule("CosineDecayRestarts", {{"initial_learning_rate", 1.0},
-                                                         {"first_decay_steps", 10},
-                                                         {"t_mul", 2.0},
-                                                         {"m_mul", 0.5}});
+  const json restarts = schedule(
+      "CosineDecayRestarts",
+      {{"initial_learning_rate", 1.0}, {"first_decay_steps", 10}, {"t_mul", 2.0}, {"m_mul", 0.5}});
   EXPECT_DOUBLE_EQ(rate(restarts, 0), 1.0);
   EXPECT_NEAR(rate(restarts, 5), 0.5, 1e-15);
-  EXPECT_NEAR(rate(restarts, 10), 0.5, 1e-15);  // the second period starts at half the height
+  EXPECT_NEAR(rate(restarts, 10), 0.5, 1e-15);   // the second period starts at half the height
   EXPECT_NEAR(rate(restarts, 20), 0.25, 1e-15);  // halfway through its 20 steps
 }
 
@@ -88,9 +92,9 @@ TEST(LearningRateSchedule, AnOptimizersUpdateAfterTUpdatesUsesTheRateAtT) {
   const json config = {
       {"class_name", "SGD"},
       {"config",
-       {{"learning_rate", schedule("ExponentialDecay", {{"initial_learning_rate", 0.1},
-                                                        {"decay_steps", 1},
-                                                        {"decay_rate", 0.5}})}}}};
+       {{"learning_rate",
+         schedule("ExponentialDecay",
+                  {{"initial_learning_rate", 0.1}, {"decay_steps", 1}, {"decay_rate", 0.5}})}}}};
   auto opt = make_optimizer(config, "optimizer");
   Parameter p{"w", Tensor({1}), Tensor({1})};
   p.value[0] = 1.0f;
@@ -131,37 +135,41 @@ TEST(LearningRateSchedule, BadSchedulesAreRefusedAtTheirKey) {
   EXPECT_EQ(path_of(schedule("StepDecay", json::object())), at + ".class_name");
   EXPECT_EQ(path_of(schedule("ExponentialDecay", {{"decay_steps", 1}, {"decay_rate", 0.5}})),
             at + ".config.initial_learning_rate");
-  EXPECT_EQ(path_of(schedule("ExponentialDecay",
-                             {{"initial_learning_rate", 0.1}, {"decay_steps", 0}, {"decay_rate", 0.5}})),
-            at + ".config.decay_steps");
+  EXPECT_EQ(
+      path_of(schedule("ExponentialDecay",
+                       {{"initial_learning_rate", 0.1}, {"decay_steps", 0}, {"decay_rate", 0.5}})),
+      at + ".config.decay_steps");
   EXPECT_EQ(path_of(schedule("ExponentialDecay", {{"initial_learning_rate", 0.1},
                                                   {"decay_steps", 1},
                                                   {"decay_rate", 0.5},
                                                   {"stairs", true}})),
             at + ".config.stairs");
-  EXPECT_EQ(path_of(schedule("PiecewiseConstantDecay", {{"boundaries", {10, 5}}, {"values", {1, 2, 3}}})),
-            at + ".config.boundaries[1]");
+  EXPECT_EQ(
+      path_of(schedule("PiecewiseConstantDecay", {{"boundaries", {10, 5}}, {"values", {1, 2, 3}}})),
+      at + ".config.boundaries[1]");
   EXPECT_EQ(path_of(schedule("PiecewiseConstantDecay", {{"boundaries", {10}}, {"values", {1}}})),
             at + ".config.values");
   EXPECT_EQ(path_of(schedule("CosineDecay", {{"initial_learning_rate", 0.0}, {"decay_steps", 5}})),
             at + ".config.initial_learning_rate");
-  EXPECT_EQ(path_of(schedule("CosineDecay", {{"initial_learning_rate", 0.1},
-                                             {"decay_steps", 5},
-                                             {"warmup_target", -1}})),
+  EXPECT_EQ(path_of(schedule(
+                "CosineDecay",
+                {{"initial_learning_rate", 0.1}, {"decay_steps", 5}, {"warmup_target", -1}})),
             at + ".config.warmup_target");
-  EXPECT_EQ(path_of(schedule("CosineDecayRestarts",
-                             {{"initial_learning_rate", 0.1}, {"first_decay_steps", 5}, {"alpha", 2}})),
-            at + ".config.alpha");
+  EXPECT_EQ(
+      path_of(schedule("CosineDecayRestarts",
+                       {{"initial_learning_rate", 0.1}, {"first_decay_steps", 5}, {"alpha", 2}})),
+      at + ".config.alpha");
   EXPECT_EQ(path_of(json::object()), at + ".class_name");
   // Keras 2's decay beside a schedule: two decays, refused.
   try {
-    make_optimizer({{"class_name", "SGD"},
-                    {"config",
-                     {{"learning_rate", schedule("ExponentialDecay", {{"initial_learning_rate", 0.1},
-                                                                      {"decay_steps", 1},
-                                                                      {"decay_rate", 0.5}})},
-                      {"decay", 0.01}}}},
-                   "optimizer");
+    make_optimizer(
+        {{"class_name", "SGD"},
+         {"config",
+          {{"learning_rate",
+            schedule("ExponentialDecay",
+                     {{"initial_learning_rate", 0.1}, {"decay_steps", 1}, {"decay_rate", 0.5}})},
+           {"decay", 0.01}}}},
+        "optimizer");
     ADD_FAILURE() << "decay and a schedule accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.path(), "optimizer.config.decay");

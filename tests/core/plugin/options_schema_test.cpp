@@ -136,8 +136,7 @@ TEST(OptionsSchema, IntegersComeAsIntegersDefaultsFitAndNestedDefaultsAreFilled)
   EXPECT_NO_THROW(check_schema(test_schema(), "options schema"));
   // A plugin's schema as a whole must take an object (the options are one): a schema of
   // another type loaded and listed as fine, then refused every config.
-  for (const char* type : {R"("array")", R"(["string", "null"])"})
-    try {
+  for (const char* type : {R"("array")", R"(["string", "null"])"}) try {
       check_options_schema(json::parse(std::string(R"({"type": )") + type + "}"), "options schema");
       ADD_FAILURE() << type;
     } catch (const ConfigError& e) {

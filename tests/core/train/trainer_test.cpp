@@ -179,7 +179,8 @@ TEST(Trainer, ACallbacksEventCannotPoseAsTheRunsOwnOrOverwriteTheLinesKeys) {
   EXPECT_EQ(refusal("mine", {{"n", 1}}), "published");
   EXPECT_EQ(refusal("checkpoint_saved", {{"path", "x.h5"}}), "published");  // a plugin's too
   EXPECT_EQ(refusal("mine", nullptr), "published");
-  EXPECT_EQ(seen->seen, (std::vector<std::string>{"mine{\"n\":1}", "checkpoint_saved{\"path\":\"x.h5\"}", "mine{}"}));
+  EXPECT_EQ(seen->seen, (std::vector<std::string>{
+                            "mine{\"n\":1}", "checkpoint_saved{\"path\":\"x.h5\"}", "mine{}"}));
 }
 
 TEST(Trainer, KerasHookOrderAndValPrefixedLogs) {

@@ -26,7 +26,8 @@ class CrashesInHook : public tandem::Callback {
  public:
   explicit CrashesInHook(std::string how) : how_(std::move(how)) {}
   std::string name() const override { return "crashes_in_hook"; }
-  void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t, const tandem::Logs&) override {
+  void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t,
+                          const tandem::Logs&) override {
     if (ctx.state().step != 2 || how_ == "throw_at_end") return;
     if (how_ == "abort") std::abort();
     if (how_ == "overflow") (void)overflow(0);
@@ -50,7 +51,8 @@ class CrashesInHookPlugin : public tandem::CallbackPlugin {
             {{"type", "object"},
              {"additionalProperties", false},
              {"properties",
-              {{"how", {{"enum", {"segv", "abort", "overflow", "throw_at_end"}}, {"default", "segv"}}}}}}};
+              {{"how",
+                {{"enum", {"segv", "abort", "overflow", "throw_at_end"}}, {"default", "segv"}}}}}}};
   }
   std::shared_ptr<tandem::Callback> create(const nlohmann::json& options,
                                            const tandem::CallbackSetup&) const override {

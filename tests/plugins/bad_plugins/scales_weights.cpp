@@ -2,8 +2,9 @@
 // training step numbered "step" (1-based, as events count), it multiplies every trainable
 // weight of the template's first layer by "factor" — in place through ctx.model() as a user's
 // callback would ("how": "in_place"), or in a checkpoint of its target loaded back
-// ("load_weights"; the checkpoint's first layer with weights). With "mark_rank" it also creates the file rank-R in the run folder when
-// training begins, R being ctx.rank(). Runs where its entry's "ranks" says (rank 0 by default).
+// ("load_weights"; the checkpoint's first layer with weights). With "mark_rank" it also creates the
+// file rank-R in the run folder when training begins, R being ctx.rank(). Runs where its entry's
+// "ranks" says (rank 0 by default).
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -20,7 +21,8 @@ class ScalesWeights : public tandem::Callback {
   void on_train_begin(tandem::CallbackContext& ctx, const tandem::Logs&) override {
     if (mark_rank_) std::ofstream(ctx.run_dir() / ("rank-" + std::to_string(ctx.rank())));
   }
-  void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t, const tandem::Logs&) override {
+  void on_train_batch_end(tandem::CallbackContext& ctx, std::int64_t,
+                          const tandem::Logs&) override {
     if (ctx.state().step != step_) return;  // steps done, this one included
     if (!load_weights_) {
       tandem::Model& model = ctx.model();
@@ -61,10 +63,10 @@ class ScalesWeightsPlugin : public tandem::CallbackPlugin {
   }
   std::shared_ptr<tandem::Callback> create(const nlohmann::json& options,
                                            const tandem::CallbackSetup&) const override {
-    return std::make_shared<ScalesWeights>(
-        options.at("step").get<std::int64_t>(), options.at("factor").get<float>(),
-        options.at("how").get<std::string>() == "load_weights",
-        options.at("mark_rank").get<bool>());
+    return std::make_shared<ScalesWeights>(options.at("step").get<std::int64_t>(),
+                                           options.at("factor").get<float>(),
+                                           options.at("how").get<std::string>() == "load_weights",
+                                           options.at("mark_rank").get<bool>());
   }
 };
 
