@@ -122,7 +122,7 @@ class TANDEM_EXPORT CallbackBus {
   /// second and later callbacks of one name: {"lr_scheduler": {...}}.
   nlohmann::json saved_states() const;
   /// Hands each callback its entry of `states` (as saved_states() made it; a callback without
-  /// one is left as it is). A callback's failure is a RunError naming it and `source`.
+  /// one is left as it is). A callback's failure is a DataError naming it and `source`.
   void restore_states(const nlohmann::json& states, const std::string& source);
   /// The keys of `states` that name no callback of this bus (a callback left out of the config
   /// since the checkpoint was saved), in the states' order.

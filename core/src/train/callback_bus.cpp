@@ -59,8 +59,10 @@ void CallbackBus::restore_states(const nlohmann::json& states, const std::string
       const HookInProgress running(callbacks_[i]->name(), "restore_state");
       callbacks_[i]->restore_state(*it);
     } catch (...) {
+      // The checkpoint holds a state its callback cannot take: bad input, as any other part of
+      // a checkpoint that does not fit (exit code 2).
       const RunError e = failure_of(callbacks_[i]->name(), "restore_state");
-      throw RunError(std::string(e.what()) + " (the state saved in " + source + ")");
+      throw DataError(std::string(e.what()) + " (the state saved in " + source + ")");
     }
   }
 }
