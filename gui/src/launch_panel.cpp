@@ -649,12 +649,13 @@ void LaunchPanel::apply_form_to_config() {
   QJsonObject opt_config = opt_object.value("config").toObject();
   bool ok = false;
   const double lr = QLocale::c().toDouble(learning_rate_->text(), &ok);
-  if (!learning_rate_->isEnabled())
-    ;  // a schedule, kept as the JSON has it (an empty field removed it)
-  else if (ok)
-    opt_config.insert("learning_rate", lr);
-  else if (learning_rate_->text().isEmpty())
-    opt_config.remove("learning_rate");
+  // A disabled field stands for a schedule, kept as the JSON has it (the empty field removed it).
+  if (learning_rate_->isEnabled()) {
+    if (ok)
+      opt_config.insert("learning_rate", lr);
+    else if (learning_rate_->text().isEmpty())
+      opt_config.remove("learning_rate");
+  }
   opt_object.insert("config", opt_config);
   config_.insert("optimizer", opt_object);
   const QString train_type = object_at(config_, {"data", "train"}).value("type").toString();

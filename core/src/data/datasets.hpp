@@ -125,8 +125,8 @@ struct ImagesSpec {
   std::string folder;     // one sub-folder per class; with `list`: where its paths start
   std::string list;       // a CSV (path,label) or JSON list of files and labels; empty: folders
   std::vector<std::string> class_names;  // given: these classes in this order; empty: sorted
-  bool labeled =
-      true;  // "labels": null (Keras' labels=None): every image under `folder`, no targets
+  // false for "labels": null (Keras' labels=None): every image under `folder`, no targets.
+  bool labeled = true;
   int rows = 256, cols = 256;             // image_size
   int color_mode = 1;     // ColorMode (data/image_decode.hpp): 0 grayscale, 1 rgb, 2 rgba
   bool crop_to_aspect_ratio = false;

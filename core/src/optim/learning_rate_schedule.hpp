@@ -35,11 +35,6 @@ class LearningRateSchedule {
   virtual nlohmann::json config() const = 0;
 };
 
-/// Whether `value` (an optimizer's learning_rate) is a schedule rather than a number: an object.
-inline bool is_learning_rate_schedule(const nlohmann::json& value) {
-  return value.is_object();
-}
-
 /// Reads a Keras schedule ({"class_name": "ExponentialDecay", "config": {...}}, Keras 3's
 /// "module"/"registered_name" accepted) found at `path`. Throws ConfigError naming the key of
 /// anything missing, unknown or out of range.

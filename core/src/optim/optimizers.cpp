@@ -149,7 +149,7 @@ LearningRate read_learning_rate(ConfigObject& cfg, double default_lr) {
   } else {
     cfg.ignore({"lr"});
   }
-  if (cfg.has(key) && is_learning_rate_schedule(cfg.at(key))) {
+  if (cfg.has(key) && cfg.at(key).is_object()) {  // a schedule, not a number
     LearningRate lr{0, make_learning_rate_schedule(cfg.at(key), cfg.path_of(key))};
     lr.value = lr.schedule->at(0);
     return lr;

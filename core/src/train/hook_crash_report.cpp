@@ -7,27 +7,26 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 namespace tandem {
 
 namespace {
 
-// The running hook's mark: "callback 'probe' crashed the process in on_train_batch_end", or
-// empty. Written by the training thread, read by a signal handler (async-signal-safe: a plain
-// buffer and its length, the length stored last).
-constexpr std::size_t kMarkBytes = 512;
-char g_mark[kMarkBytes];
-std::atomic<std::size_t> g_mark_length{0};
+// The running hooks' marks, innermost last: "callback 'probe' crashed the process in
+// on_train_batch_end". Written by the training thread, read by a signal handler
+// (async-signal-safe: plain buffers, and a depth stored after its mark is written).
+constexpr std::size_t kMarkBytes = 256;
+constexpr int kMaxDepth = 8;  // a hook inside a hook's publish is depth 2
+char g_marks[kMaxDepth][kMarkBytes];
+std::size_t g_lengths[kMaxDepth];
+std::atomic<int> g_depth{0};
 
-void set_mark(const std::string& mark) {
-  g_mark_length.store(0, std::memory_order_release);
-  const std::size_t n = std::min(mark.size(), kMarkBytes);
-  std::memcpy(g_mark, mark.data(), n);
-  g_mark_length.store(n, std::memory_order_release);
-}
-
-std::string current_mark() {
-  return std::string(g_mark, g_mark_length.load(std::memory_order_acquire));
+// Appends `text` at `at` of `mark`, as much as fits; returns the new length.
+std::size_t append(char* mark, std::size_t at, std::string_view text) {
+  const std::size_t n = std::min(text.size(), kMarkBytes - at);
+  std::memcpy(mark + at, text.data(), n);
+  return at + n;
 }
 
 const char* signal_name(int sig) {
@@ -54,10 +53,10 @@ void write_text(const char* text) {
 // Writes the mark, then dies of the signal: the handler was reset to the default on entry
 // (SA_RESETHAND), so re-raising it ends the process as the signal would have.
 void on_fatal_signal(int sig) {
-  const std::size_t n = g_mark_length.load(std::memory_order_acquire);
-  if (n > 0) {
+  const int depth = g_depth.load(std::memory_order_acquire);
+  if (depth > 0) {
     write_text("tandem: ");
-    (void)!::write(2, g_mark, n);
+    (void)!::write(2, g_marks[depth - 1], g_lengths[depth - 1]);
     write_text(" (");
     write_text(signal_name(sig));
     write_text(
@@ -70,12 +69,19 @@ void on_fatal_signal(int sig) {
 }  // namespace
 
 HookInProgress::HookInProgress(const std::string& callback, const char* hook)
-    : outer_(current_mark()) {
-  set_mark("callback '" + callback + "' crashed the process in " + hook);
+    : marked_(g_depth.load(std::memory_order_relaxed) < kMaxDepth) {
+  if (!marked_) return;
+  const int depth = g_depth.load(std::memory_order_relaxed);
+  char* mark = g_marks[depth];
+  std::size_t n = append(mark, 0, "callback '");
+  n = append(mark, n, callback);
+  n = append(mark, n, "' crashed the process in ");
+  g_lengths[depth] = append(mark, n, hook);
+  g_depth.store(depth + 1, std::memory_order_release);
 }
 
 HookInProgress::~HookInProgress() {
-  set_mark(outer_);
+  if (marked_) g_depth.fetch_sub(1, std::memory_order_release);
 }
 
 void report_crashes_in_hooks() {

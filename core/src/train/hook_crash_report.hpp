@@ -7,8 +7,8 @@
 // callback); report_crashes_in_hooks() installs the fatal-signal handlers that print the mark,
 // and is for the tandem binary: a program embedding the library keeps its own handlers, and the
 // marks then cost a few bytes copied per hook. Hooks run on one thread at a time (the training
-// thread), so one mark is kept; a hook that publishes an event runs others inside it (on_event),
-// and each restores the outer mark when it ends.
+// thread); a hook that publishes an event runs others inside it (on_event), so the marks are a
+// small stack, the innermost reported.
 #pragma once
 
 #include <string>
@@ -28,7 +28,7 @@ class HookInProgress {
   HookInProgress& operator=(const HookInProgress&) = delete;
 
  private:
-  std::string outer_;  // the mark of the hook this one runs inside, if any
+  bool marked_;  // false past the stack's depth: nested too deep to mark (the outer one stands)
 };
 
 /// Installs handlers of SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT (on an alternate stack, so a

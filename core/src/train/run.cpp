@@ -628,8 +628,7 @@ TrainResult run_training(const TrainRequest& request) {
                      "gradients (clipnorm).");
     if (failed_after)
       throw RunError(std::string(failed_after->what()) +
-                     " (training had ended: its weights are "
-                     "saved in " +
+                     " (training had ended: its weights are saved in " +
                      result.checkpoint.string() + ")");
     spdlog::info("{} checkpoint: {}", result.interrupted ? "resumable" : "final",
                  result.checkpoint.string());

@@ -11,20 +11,19 @@ namespace tandem {
 
 namespace {
 
-constexpr const char* kConv2D = kConv2DPathVariable;
 constexpr const char* kGraphs = "TANDEM_CUDA_GRAPHS";
 constexpr const char* kCudaMemory = "TANDEM_CUDA_MEMORY_LIMIT";
 
 }  // namespace
 
 Conv2DPathSetting conv2d_path_setting() {
-  const char* env = std::getenv(kConv2D);
+  const char* env = std::getenv(kConv2DPathVariable);
   std::string value = env ? env : "";
   for (char& ch : value) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (value.empty() || value == "auto") return Conv2DPathSetting::automatic;
   if (value == "im2col") return Conv2DPathSetting::im2col;
   if (value == "cudnn") return Conv2DPathSetting::cudnn;
-  throw ConfigError(kConv2D, std::string("the environment variable ") + kConv2D +
+  throw ConfigError(kConv2DPathVariable, std::string("the environment variable ") + kConv2DPathVariable +
                                  " picks Conv2D's GPU path: expected 'im2col', 'cudnn' or 'auto' "
                                  "(the default), got '" +
                                  env + "'");

@@ -61,7 +61,6 @@ namespace tandem::cuda {
 
 namespace {
 
-constexpr const char* kPathVariable = kConv2DPathVariable;    // the setting it names
 constexpr std::int64_t kColsBudget = std::int64_t{64} << 20;  // floats (256 MiB) of im2col matrix
 constexpr std::uintptr_t kGemmAlignment = 256;  // bytes, what DenseGemm's algorithms assume
 
@@ -201,10 +200,10 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
   if (ops.precision() == Precision::bf16 || ops.precision() == Precision::fp16) {
     // cuDNN's 16-bit convolutions write 16-bit outputs; mixed precision keeps them float32.
     if (mode_ == Mode::cudnn)
-      throw ConfigError(kPathVariable, who_ + ": " + kPathVariable +
+      throw ConfigError(kConv2DPathVariable, who_ + ": " + kConv2DPathVariable +
                                            "=cudnn, but in bf16 and fp16 convolutions run on "
                                            "im2col (cuDNN would round their outputs to 16 bits); "
-                                           "use " + kPathVariable + "=auto or im2col");
+                                           "use " + kConv2DPathVariable + "=auto or im2col");
     return;
   }
   CudnnConvolution::Geometry g;
@@ -229,10 +228,10 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
               std::to_string(geom_.cols.out);
   if (!refusal.empty()) {
     if (mode_ == Mode::cudnn)
-      throw ConfigError(kPathVariable,
-                        who_ + ": " + kPathVariable +
+      throw ConfigError(kConv2DPathVariable,
+                        who_ + ": " + kConv2DPathVariable +
                             "=cudnn, but cuDNN cannot compute this layer: " + refusal + ". Use " +
-                            kPathVariable + "=auto (im2col where cuDNN cannot) or im2col");
+                            kConv2DPathVariable + "=auto (im2col where cuDNN cannot) or im2col");
     return;  // auto: im2col
   }
   try {
@@ -319,9 +318,9 @@ void CudaConvolution::forward_cudnn(const float* x, const float* kernel, const f
 }
 
 void CudaConvolution::refuse_cudnn(std::int64_t batch, const std::string& why) const {
-  throw ConfigError(kPathVariable,
-                    who_ + ": " + kPathVariable + "=cudnn, but cuDNN cannot run a batch of " +
-                        std::to_string(batch) + " samples: " + why + ". Use " + kPathVariable +
+  throw ConfigError(kConv2DPathVariable,
+                    who_ + ": " + kConv2DPathVariable + "=cudnn, but cuDNN cannot run a batch of " +
+                        std::to_string(batch) + " samples: " + why + ". Use " + kConv2DPathVariable +
                         "=auto (im2col where cuDNN cannot) or im2col");
 }
 

@@ -118,11 +118,11 @@ class CudaReplica : public Replica {
                             metric_keys(objective),
                             staging_.x().data(),
                             staging_.y().data()};
+    device_model_->set_penalty_batch_size(model_.penalty_batch_size());  // host state, before capture
     graphs_.run(
         key,
         [&] {
           const auto& outputs = device_model_->forward_outputs(staging_.x(), true, sample_offset);
-          device_model_->set_penalty_batch_size(model_.penalty_batch_size());
           device_model_->enqueue_activity_penalties(*activity_sums_, loss_scale);
           objective.enqueue(backend_, outputs, staging_.y(), loss_scale, true, scratch_, *sums_);
           device_model_->backward_outputs(scratch_.grad_views, [&](std::size_t l) {
