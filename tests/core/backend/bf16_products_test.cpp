@@ -537,6 +537,27 @@ TEST(Bf16Products, ConvolutionRoundsItsOperandsAndSumsInFloat32) {
   expect_bf16_convolution(sixteen);
 }
 
+// A model's first convolution (or one behind frozen layers) asks for no input gradient: its
+// backward makes no backward-data primitive, and gives the two-call path's bits.
+TEST(Bf16Products, AConvolutionsBackwardWithoutAnInputGradient) {
+  SKIP_WITHOUT_BF16();
+  const ConvCase cc;
+  const Tensor x = random_tensor({cc.batch, cc.rows, cc.cols, cc.channels}, 61);
+  const Tensor kernel = random_tensor({cc.taps, cc.taps, cc.channels, cc.filters}, 62);
+  const Tensor bias = random_tensor({cc.filters}, 63);
+  const Tensor dy = random_tensor({cc.batch, cc.rows, cc.cols, cc.filters}, 64);
+  Tensor y, d_kernel(kernel.shape()), d_bias({cc.filters});
+  Tensor d_kernel2(kernel.shape()), d_bias2({cc.filters});
+  auto first = cpu_backend(Precision::bf16).convolution(cc.desc());
+  first->forward(x, kernel, &bias, y);
+  first->backward(x, dy, kernel, d_kernel, &d_bias, nullptr);
+  auto other = cpu_backend(Precision::bf16).convolution(cc.desc());
+  other->forward(x, kernel, &bias, y);
+  other->backward_weights(x, dy, d_kernel2, &d_bias2);
+  EXPECT_EQ(std::memcmp(d_kernel.data(), d_kernel2.data(), static_cast<std::size_t>(d_kernel.size()) * 4), 0);
+  EXPECT_EQ(std::memcmp(d_bias.data(), d_bias2.data(), static_cast<std::size_t>(d_bias.size()) * 4), 0);
+}
+
 // Below 8 input channels a convolution stays in float32 (too few products per value for
 // bfloat16 to pay): the bf16 backend's result is the float32 backend's, bit for bit.
 TEST(Bf16Products, AConvolutionOfFewChannelsStaysInFloat32) {

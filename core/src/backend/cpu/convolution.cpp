@@ -164,13 +164,13 @@ class CpuConvolution final : public Convolution2D {
     prepare_backward(p, dx != nullptr);
     try {
       bind_weight_gradients(p, x, dy, d_kernel, d_bias);
-      p.bwdd_scratch.set_data_handle(scratch_.data());
       if (!p.src_low_from_forward) round_into(p.src, p.src_low);
       round_into(p.diff_dst, p.diff_dst_low);
       p.bwd_weights.execute(p.stream, p.bwdw_args);
       if (p.reorder_diff_weights)
         p.diff_weights_reorder.execute(p.stream, p.diff_weights_reorder_args);
-      if (dx) {
+      if (dx) {  // its primitive exists only when asked for (a first layer has no dx)
+        p.bwdd_scratch.set_data_handle(scratch_.data());
         p.diff_src.set_data_handle(dx->data());
         p.kernel.set_data_handle(const_cast<float*>(kernel.data()));
         if (p.reorder_data_weights)
