@@ -135,6 +135,27 @@ std::string read_class_config(ConfigObject& cfg, const MetricInfo& info,
   return name;
 }
 
+// A metric reads the targets in the loss's form: one class index per sample for
+// sparse_categorical_crossentropy, the output's shape otherwise. The sparse metrics read the
+// former, every other one the latter (read in the other form, it would compare the wrong values).
+void check_target_form(const MetricInfo& info, const Loss& loss, const std::string& path) {
+  const bool sparse_metric = info.kind == MetricKind::sparse_categorical_accuracy ||
+                             info.kind == MetricKind::sparse_top_k_categorical_accuracy;
+  const bool sparse_targets = loss.desc().kind == backend::LossDesc::Kind::scce;
+  if (sparse_metric == sparse_targets) return;
+  if (sparse_targets)
+    throw ConfigError(path, std::string("metric '") + info.name +
+                                "' compares each output value with a target of its own, but the "
+                                "loss " + loss.name() +
+                                " gives one class index per sample (use sparse_categorical_accuracy "
+                                "or sparse_top_k_categorical_accuracy, or one-hot targets with "
+                                "categorical_crossentropy)");
+  throw ConfigError(path, std::string("metric '") + info.name +
+                              "' reads one class index per sample, but the loss " + loss.name() +
+                              " takes targets of the output's shape (use categorical_accuracy or "
+                              "top_k_categorical_accuracy)");
+}
+
 }  // namespace
 
 std::vector<std::unique_ptr<Metric>> make_metrics(
@@ -204,6 +225,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
       log_name = read_class_config(cfg, *info, desc);
       obj->finish();
     }
+    check_target_form(*info, loss, p);
     add(std::make_unique<BuiltinMetric>(log_name_of(log_name), *info, desc), p);
   }
   return out;

@@ -14,6 +14,17 @@ std::unique_ptr<Metric> accuracy_for(const json& loss, const Shape& out) {
   return std::move(m.at(0));
 }
 
+// The message of the ConfigError `f` throws ("" when it throws none).
+template <class F>
+std::string config_error_message(F f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Metrics, AccuracyIsChosenTheWayKerasChooses) {
   // Sparse labels with the sparse loss: argmax == label.
   Tensor p = Tensor::from_vector({3, 3}, {0.1f, 0.7f, 0.2f, 0.5f, 0.2f, 0.3f, 0.2f, 0.2f, 0.6f});
@@ -71,15 +82,42 @@ TEST(Metrics, TopKAccuraciesCountTheTargetAmongTheKLargest) {
   MetricSum s = two[0]->evaluate(p, onehot);
   EXPECT_DOUBLE_EQ(s.sum, 2);  // rows 0 and 2
   EXPECT_DOUBLE_EQ(s.count, 3);
+  auto labels = make_loss("sparse_categorical_crossentropy", "loss");
   auto sparse = make_metrics(json::parse(R"([{"class_name": "SparseTopKCategoricalAccuracy",
                                               "config": {"k": 1}}])"),
-                             "metrics", *l, {4});
+                             "metrics", *labels, {4});
   EXPECT_EQ(sparse[0]->name(), "sparse_top_k_categorical_accuracy");
   // k = 1 with labels: plain accuracy but for ties (row 2: class 0 wins outright).
   EXPECT_DOUBLE_EQ(sparse[0]->evaluate(p, Tensor::from_vector({3}, {1, 0, 0})).sum, 3);
   // The function name takes Keras' default k = 5: every class of 4 is in.
   auto five = make_metrics(json::array({"top_k_categorical_accuracy"}), "metrics", *l, {4});
   EXPECT_DOUBLE_EQ(five[0]->evaluate(p, onehot).sum, 3);
+}
+
+// Metrics read the targets in the loss's form: one class index per sample for
+// sparse_categorical_crossentropy (the sparse metrics), the output's shape for every other loss.
+// Read in the other form they compared the wrong values (a row's targets past its one label).
+TEST(Metrics, AMetricThatReadsTheTargetsInAnotherFormIsRefused) {
+  auto labels = make_loss("sparse_categorical_crossentropy", "loss");
+  auto onehot = make_loss("categorical_crossentropy", "loss");
+  for (const char* name : {"Precision", "recall", "mse", "mae", "binary_accuracy",
+                           "categorical_accuracy", "top_k_categorical_accuracy"}) {
+    const auto message = config_error_message(
+        [&] { make_metrics(json::array({"accuracy", name}), "metrics", *labels, {3}); });
+    EXPECT_NE(message.find("at 'metrics[1]'"), std::string::npos) << message;
+    EXPECT_NE(message.find("one class index per sample"), std::string::npos) << message;
+  }
+  for (const char* name : {"sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy"}) {
+    const auto message =
+        config_error_message([&] { make_metrics(json::array({name}), "metrics", *onehot, {3}); });
+    EXPECT_NE(message.find("at 'metrics[0]'"), std::string::npos) << message;
+    EXPECT_NE(message.find("categorical_accuracy"), std::string::npos) << message;
+  }
+  // "accuracy" resolves to the form the loss gives.
+  EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *labels, {3})[0]->kind(),
+            "sparse_categorical_accuracy");
+  EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *onehot, {3})[0]->kind(),
+            "categorical_accuracy");
 }
 
 TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {
