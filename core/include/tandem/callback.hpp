@@ -133,8 +133,12 @@ class TANDEM_EXPORT CallbackBus {
   // RunError naming the callback, or with `reach_every_callback` is thrown after the others ran.
   template <class F>
   void each(CallbackContext& c, const char* hook, F&& f, bool reach_every_callback = false);
+  void select(CallbackContext& c, Target target);
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::vector<Target> targets_;
+  // The target selected for the hook running now: a hook that publishes an event runs the
+  // other callbacks' on_event inside it, and gets its own target back after them.
+  Target selected_ = Target::template_model;
 };
 
 }  // namespace tandem

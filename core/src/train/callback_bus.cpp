@@ -79,11 +79,18 @@ std::vector<std::string> CallbackBus::states_of_no_callback(const nlohmann::json
 
 template <class F>
 void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_every_callback) {
+  // Called from inside a hook (an event it published), the hook's own target comes back after.
+  struct Reselect {
+    CallbackBus& bus;
+    CallbackContext& context;
+    const Target outer;
+    ~Reselect() { bus.select(context, outer); }
+  } reselect{*this, c, selected_};
   std::optional<RunError> first;
   for (std::size_t i = 0; i < callbacks_.size(); ++i) {
     const auto& cb = callbacks_[i];
     try {
-      c.select_target(targets_[i]);
+      select(c, targets_[i]);
       const HookInProgress running(cb->name(), hook);
       f(*cb);
     } catch (...) {
@@ -92,6 +99,11 @@ void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_e
     }
   }
   if (first) throw *first;
+}
+
+void CallbackBus::select(CallbackContext& c, Target target) {
+  selected_ = target;
+  c.select_target(target);
 }
 
 // clang-format off

@@ -140,6 +140,40 @@ TEST(Trainer, AnEventReachesEveryCallbackAndTheFirstFailureIsThrownAfter) {
   EXPECT_EQ(writer->seen, std::vector<std::string>{"run_started"});
 }
 
+// A hook that publishes an event runs every callback's on_event inside it, each under its own
+// target; the hook then sees its own target again (the meta checkpoint callback published
+// checkpoint_finished and then saved the template: its files were labelled "template").
+TEST(Trainer, AHookKeepsItsTargetAfterPublishingAnEvent) {
+  struct Publisher : Callback {
+    std::string name() const override { return "publisher"; }
+    void on_epoch_end(CallbackContext& c, int, const Logs&) override {
+      before.push_back(c.target().target());
+      c.publish("note", nlohmann::json::object());
+      after.push_back(c.target().target());
+    }
+    std::vector<Target> before, after;
+  };
+  struct Listener : Callback {
+    std::string name() const override { return "listener"; }
+    void on_event(CallbackContext& c, const std::string& event, const nlohmann::json&) override {
+      if (event == "note") seen.push_back(c.target().target());
+    }
+    std::vector<Target> seen;
+  };
+  Harness s;
+  auto publisher = std::make_shared<Publisher>();
+  auto listener = std::make_shared<Listener>();
+  CallbackBus bus;
+  bus.add(publisher, Target::meta);
+  bus.add(listener, Target::template_model);
+  s.trainer.set_callbacks(std::move(bus));
+  DataLoader train(std::make_shared<TableDataset>(32), {16, true, 1, 0});
+  s.trainer.fit(train, nullptr, {2});
+  EXPECT_EQ(publisher->before, (std::vector<Target>{Target::meta, Target::meta}));
+  EXPECT_EQ(publisher->after, (std::vector<Target>{Target::meta, Target::meta}));
+  EXPECT_EQ(listener->seen, (std::vector<Target>{Target::template_model, Target::template_model}));
+}
+
 // A callback's event keeps the line's own keys and the run's own events: a publish that would
 // overwrite "event", "schema" or "time", pass fields that are not an object, or fake one of the
 // run's events is refused naming the event (fields that were an array reached the events writer
