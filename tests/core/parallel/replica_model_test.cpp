@@ -367,6 +367,16 @@ TEST(ReplicaModel, SynchronizedBatchNormMatchesTheTemplateOnAnyReplicaCount) {
   EXPECT_GT(batch_norm_meta_vs_template(false, 3, 10), 1e-3);
 }
 
+// A replica without rows of a batch still takes the batch's statistics into its moving ones (it
+// kept stale ones, and validated its shard with them: a logged val_loss no saved model gave).
+TEST(ReplicaModel, SynchronizedBatchNormMovesAnEmptyReplicasStatisticsToo) {
+  Fixture s(batch_norm_model(true));
+  s.model = Model::from_config(batch_norm_model(true), "model", 23);
+  ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(4));
+  train_meta(s, meta, 3, 3);  // replica 3 holds no sample of any batch
+  for (int r = 1; r < 4; ++r) EXPECT_TRUE(bitwise_equal(meta.replica(0), meta.replica(r))) << r;
+}
+
 // Without synchronized statistics each replica moved its moving statistics by its own shard, so
 // replicas drifted apart: validation (each replica evaluates its shard with its own) and the
 // checkpoint (replica 0's) disagreed. They are averaged over the replicas after each forward: every

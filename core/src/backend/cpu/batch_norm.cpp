@@ -108,11 +108,12 @@ class CpuBatchNorm final : public BatchNorm {
     const std::int64_t rows = x.size() / channels;
     batch_stats_ = true;
     if (rows == 0 && !sync) return;  // an empty shard: no statistics
+    // Synchronized, an empty shard takes part in the sums and takes the whole batch's
+    // statistics into its moving ones as every replica does (else it validates with stale ones).
     if (sync)
       synchronized_statistics(x, sync);
     else
       local_statistics(x);
-    if (rows == 0) return;
     const double momentum = d_.momentum;
     float* mm = moving_mean.data();
     float* mv = moving_variance.data();
@@ -122,7 +123,7 @@ class CpuBatchNorm final : public BatchNorm {
       mm[c] = static_cast<float>(mm[c] * momentum + mean_[c] * (1.0 - momentum));
       mv[c] = static_cast<float>(mv[c] * momentum + var_[c] * (1.0 - momentum));
     }
-    apply(x, gamma, beta, y);
+    if (rows > 0) apply(x, gamma, beta, y);
   }
 
   void forward_inference(const Tensor& x, const Tensor* gamma, const Tensor* beta,
