@@ -330,8 +330,13 @@ TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
             "config error at 'epochs': rank 1 of the 2 was given another run than rank 0: it is 1 "
             "on rank 0 and 2 on rank 1"},
            {"--set data.train.samples=499",
-            "rank 1 of the 2 was given another run than rank 0: its data (/data/0/samples) is "
-            "500 on rank 0 and 499 on rank 1"},
+            "config error at 'data.train.samples': rank 1 of the 2 was given another run than "
+            "rank 0: it is 500 on rank 0 and 499 on rank 1"},
+           // The data section is compared but for the files' paths (it was skipped whole: one
+           // rank shuffling and the other not trained silently).
+           {"--set data.shuffle=false",
+            "config error at 'data.shuffle': rank 1 of the 2 was given another run than rank 0: "
+            "it is true on rank 0 and false on rank 1"},
            {"--set verbose=2", ""}}) {  // each rank's own
     const auto r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
                                (dir / "rank1.sh").string() + " train " + config.string() +

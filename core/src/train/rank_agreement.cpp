@@ -26,12 +26,31 @@ std::string value_at(const json& doc, const std::string& pointer) {
   return doc.contains(p) ? doc.at(p).dump() : "absent";
 }
 
+// The data section without what names files, which a host may keep elsewhere: `path` and
+// `list` of every spec, and the files `x` and `y` are for the npy and idx types. The rest (the
+// datasets named inside a file, weights, shuffle, scale, mixup...) is the same run's on every rank.
+json data_without_paths(json data) {
+  if (!data.is_object()) return data;
+  for (auto& [key, spec] : data.items()) {
+    if (!spec.is_object()) continue;
+    spec.erase("path");
+    spec.erase("list");
+    const json type = spec.value("type", json());
+    if (type == "npy" || type == "idx") {
+      spec.erase("x");
+      spec.erase("y");
+    }
+  }
+  return data;
+}
+
 }  // namespace
 
 json rank_fingerprint(const json& resolved, const std::vector<const Dataset*>& data,
                       const json& resume_position) {
   json config = resolved;
-  for (const char* own : {"data", "verbose", "callbacks", "name"}) config.erase(own);
+  for (const char* own : {"verbose", "callbacks", "name"}) config.erase(own);
+  if (config.contains("data")) config["data"] = data_without_paths(config["data"]);
   json sizes = json::array();
   for (const Dataset* d : data)
     if (d) sizes.push_back({{"samples", d->size()}, {"x", d->x_shape()}, {"y", d->y_shape()}});
