@@ -150,9 +150,14 @@ fs::path resume_checkpoint(const fs::path& arg) {
     }
     if (!index.is_object() || !index.contains("checkpoints") || !index["checkpoints"].is_array())
       continue;
-    for (const auto& entry : index["checkpoints"])
-      if (entry.is_object() && entry.value("resumable", false) && entry.contains("file"))
-        consider(dir / entry["file"].get<std::string>());
+    // "rewriting": files being written again when the run stopped, whole (the old save or the
+    // new one: the write replaces them atomically).
+    for (const char* list : {"checkpoints", "rewriting"})
+      if (index.contains(list) && index[list].is_array())
+        for (const auto& entry : index[list])
+          if (entry.is_object() && entry.value("resumable", false) && entry.contains("file") &&
+              entry["file"].is_string())
+            consider(dir / entry["file"].get<std::string>());
   }
   if (!newest)
     throw ConfigError("--resume", arg.string() +

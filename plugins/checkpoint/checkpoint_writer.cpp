@@ -107,14 +107,15 @@ void CheckpointWriter::run() {
 
 void CheckpointWriter::write(WriteJob& job) {
   std::vector<json> written;
-  // A file written again (last.h5, a constant filepath) first leaves the index: an entry never
-  // describes content its file no longer has, whenever the process dies.
+  // A file written again (last.h5, a constant filepath) first leaves the index's checkpoints for
+  // its "rewriting" list: no entry describes content its file no longer has, whenever the process
+  // dies, and `--resume RUN_DIR` still finds the file (whole: the write replaces it atomically).
   std::map<fs::path, std::vector<std::string>> rewritten;
   for (const auto& f : job.files) {
     std::error_code ec;
     if (fs::exists(f, ec)) rewritten[f.parent_path()].push_back(f.string());
   }
-  for (const auto& [dir, paths] : rewritten) update_index(dir, {}, paths);
+  for (const auto& [dir, paths] : rewritten) mark_rewriting(dir, paths);
   std::map<fs::path, std::vector<json>> adds;  // index folder -> its new entries
   for (std::size_t i = 0; i < job.files.size(); ++i) {
     const auto t0 = Clock::now();

@@ -178,13 +178,13 @@ std::vector<fs::path> temporaries_in(const fs::path& dir) {
   return out;
 }
 
-// Every file the index names is there and loads.
+// Every file the index names is there and loads (the index of the checkpoints' folder).
 void expect_index_consistent(const fs::path& run_dir, const std::string& context) {
-  const fs::path index = run_dir / "checkpoints.json";
+  const fs::path index = run_dir / "checkpoints" / "checkpoints.json";
   if (!fs::exists(index)) return;
   const json doc = json::parse(read_text(index));
   for (const auto& entry : doc.at("checkpoints")) {
-    const fs::path file = run_dir / entry.at("path").get<std::string>();
+    const fs::path file = index.parent_path() / entry.at("file").get<std::string>();
     EXPECT_TRUE(fs::exists(file)) << context << ": the index names " << file << ", which is gone";
     if (fs::exists(file)) {
       EXPECT_NO_THROW(verify_checkpoint_file(file)) << context << ": " << file;
@@ -250,6 +250,36 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
     expect_index_consistent(run_dir, context);
     EXPECT_EQ(temporaries_in(run_dir), std::vector<fs::path>()) << context;
   }
+}
+
+// A checkpoint file written again (a filepath without fields) whose new write fails stays
+// resumable through its run folder: its entry waits in the index's "rewriting" list (it left the
+// index before the write, and `--resume RUN_DIR` found nothing to resume).
+TEST(WriteFaults, AFileWrittenAgainStaysResumableFromTheRunFolderWhenItsWriteFails) {
+  const fs::path base = scratch_dir("write_faults_again");
+  json config = tiny_regression_config();
+  config["epochs"] = 2;
+  config["verbose"] = 0;
+  config["callbacks"] = json::array(
+      {{{"plugin", "checkpoint"},
+        {"options", {{"filepath", "checkpoints/ck.h5"}, {"monitor", "loss"}}}}});
+  const RunConfig run = parse_run_config(config, fs::current_path());
+  const fs::path run_dir = base / "run";
+  FaultyFileSystem faults(run_dir, "rename checkpoints/ck.h5 #2", EIO);
+  {
+    ScopedFileSystem installed(faults);
+    EXPECT_THROW(run_training(request_for(run, run_dir)), Error);
+  }
+  EXPECT_NO_THROW(verify_checkpoint_file(run_dir / "checkpoints" / "ck.h5"));
+  const json index = json::parse(read_text(run_dir / "checkpoints" / "checkpoints.json"));
+  EXPECT_TRUE(index.at("checkpoints").empty()) << index.dump();
+  ASSERT_EQ(index.value("rewriting", json::array()).size(), 1u) << index.dump();
+  EXPECT_EQ(index["rewriting"][0].at("file"), "ck.h5");
+  EXPECT_EQ(index["rewriting"][0].at("epoch"), 1);
+  fs::remove(run_dir / "model.h5");  // the index alone, whether or not the run saved one
+  const CommandResult r = run_command(tandem_cli() + " train --resume " + run_dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ck.h5"), std::string::npos) << r.err;
 }
 
 // A full disk reads as such in the message, and the stream that failed is not written to again
