@@ -118,10 +118,10 @@ CheckpointRecord checkpoint_record(const QJsonObject& f) {
   r.bytes = f.value("bytes").toInteger();
   r.path = f.value("path").toString();
   r.reason = f.contains("reason") ? f.value("reason").toString() : f.value("trigger").toString();
-  // The engine's own model.h5 (final, interrupted, or the step before a diverged loss) resumes.
-  r.resumable =
-      f.value("resumable")
-          .toBool(r.reason == "final" || r.reason == "interrupted" || r.reason == "diverged");
+  // The engine's own model.h5 (final, interrupted, the step before a diverged loss, the steps
+  // before a failure) resumes.
+  r.resumable = f.value("resumable").toBool(r.reason == "final" || r.reason == "interrupted" ||
+                                            r.reason == "diverged" || r.reason == "failed");
   return r;
 }
 

@@ -57,6 +57,11 @@ class Dataset {
   virtual std::int64_t skipped_files() const { return 0; }
   /// One line for logs and the run_started event: "idx: /path/train-images... (60000 samples)".
   virtual std::string describe() const = 0;
+  /// How an error names sample i: "sample 195 of npy: ... (200 samples)" — a subset (a
+  /// validation_split) names its parent's sample, the row of the file.
+  virtual std::string sample_place(std::int64_t i) const {
+    return "sample " + std::to_string(i) + " of " + describe();
+  }
 };
 
 /// Builds a dataset from its run-config spec ({"type": "idx" | "hdf5" | "synthetic", ...}).

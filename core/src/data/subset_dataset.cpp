@@ -32,6 +32,10 @@ class SubsetDataset final : public WrappedDataset {
     return i >= 0 && i < count_ ? parent().sample_file(begin_ + i) : std::string();
   }
 
+  std::string sample_place(std::int64_t i) const override {
+    return parent().sample_place(begin_ + i);
+  }
+
   std::string describe() const override {
     return "samples [" + std::to_string(begin_) + ", " + std::to_string(begin_ + count_) + ") of " +
            parent().describe();

@@ -26,6 +26,7 @@ class WrappedDataset : public Dataset {
   std::vector<std::string> class_names() const override { return parent_->class_names(); }
   std::string sample_file(std::int64_t i) const override { return parent_->sample_file(i); }
   std::int64_t skipped_files() const override { return parent_->skipped_files(); }
+  std::string sample_place(std::int64_t i) const override { return parent_->sample_place(i); }
 
  protected:
   const Dataset& parent() const { return *parent_; }

@@ -108,9 +108,9 @@ std::int64_t target_columns(const std::vector<LabelColumn>& columns) {
 }
 
 // Objective::check_labels and label_check: the first sparse label of host targets `y` that is
-// no class index, named as sample samples[row] of `data`, or as the batch's row.
+// no class index, named by place(samples[row]), or as the batch's row.
 void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& y,
-                         std::span<const std::int64_t> samples, const std::string& data) {
+                         std::span<const std::int64_t> samples, const SamplePlace& place) {
   const std::int64_t rows = y.rank() > 0 ? y.dim(0) : 0;
   std::int64_t cols = target_columns(columns);
   cols += weight_columns(y, rows, cols);
@@ -121,10 +121,9 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
       if (backend::math::sparse_label(label, c.width) >= 0) continue;
       std::ostringstream value;
       value << label;
-      const std::string where =
-          samples.empty() ? "row " + std::to_string(r) + " of the batch"
-                          : "sample " + std::to_string(samples[static_cast<std::size_t>(r)]) +
-                                (data.empty() ? "" : " of " + data);
+      const std::string where = samples.empty()
+                                    ? "row " + std::to_string(r) + " of the batch"
+                                    : place(samples[static_cast<std::size_t>(r)]);
       const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
       throw DataError(where + ": label " + value.str() + output + " is not a class index in [0, " +
                       std::to_string(c.width) + ") (" + c.loss + " takes integer class indices)");
@@ -247,14 +246,14 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
 }
 
 void Objective::check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const {
-  check_label_columns(label_columns(widths), y, {}, "");
+  check_label_columns(label_columns(widths), y, {}, {});
 }
 
 std::function<void(const Tensor&, std::span<const std::int64_t>)> Objective::label_check(
-    const std::vector<std::int64_t>& widths, const std::string& data) const {
-  return [columns = label_columns(widths), data](const Tensor& y,
-                                                 std::span<const std::int64_t> samples) {
-    check_label_columns(columns, y, samples, data);
+    const std::vector<std::int64_t>& widths, SamplePlace place) const {
+  return [columns = label_columns(widths), place = std::move(place)](
+             const Tensor& y, std::span<const std::int64_t> samples) {
+    check_label_columns(columns, y, samples, place);
   };
 }
 

@@ -67,6 +67,9 @@ struct ObjectiveScratch {
   std::vector<const Tensor*> grad_views;
 };
 
+/// How a label check names a sample of its data: "sample 7 of npy: ...".
+using SamplePlace = std::function<std::string(std::int64_t sample)>;
+
 /// One output's targets as the label checks see them (Objective::label_check).
 struct LabelColumn {
   std::string output;      // its name
@@ -111,10 +114,10 @@ class Objective {
   /// or not) of a model whose outputs have `widths` values per sample, naming the output and
   /// the batch's row (a device replica checks before it copies).
   void check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const;
-  /// The same check for a data loader (DataLoaderOptions::check_targets), naming the sample of
-  /// `data` (the dataset's description). Holds copies of what it needs: it may outlive this.
+  /// The same check for a data loader (DataLoaderOptions::check_targets), naming a sample as
+  /// `place` does (Dataset::sample_place). Holds copies of what it needs: it may outlive this.
   std::function<void(const Tensor& y, std::span<const std::int64_t> samples)> label_check(
-      const std::vector<std::int64_t>& widths, const std::string& data) const;
+      const std::vector<std::int64_t>& widths, SamplePlace place) const;
 
   /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
   /// packed targets `y`, both in ops' memory; y's rows hold one value more than the targets when

@@ -323,7 +323,9 @@ void check_labels_of(DataLoaderOptions& options, const Model& model, const Objec
   std::vector<std::int64_t> widths;
   for (std::size_t j = 0; j < model.output_count(); ++j)
     widths.push_back(shape_size(model.output_shape(j)));
-  options.check_targets = objective.label_check(widths, data.describe());
+  // The loader holds the dataset as long as its check.
+  options.check_targets =
+      objective.label_check(widths, [&data](std::int64_t i) { return data.sample_place(i); });
 }
 
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.
@@ -571,6 +573,7 @@ TrainResult run_training(const TrainRequest& request) {
     // The run's failure, reported once its weights are saved.
     std::optional<DivergedRun> diverged;
     std::optional<FailedAfterTraining> failed_after;
+    std::optional<Error> failed_mid_run;
     try {
       result.history = trainer.fit(train_loader, val_loader.get(), {rc.epochs, rc.steps_per_epoch});
     } catch (const DivergedRun& e) {
@@ -578,6 +581,10 @@ TrainResult run_training(const TrainRequest& request) {
       result.history = trainer.state().history;
     } catch (const FailedAfterTraining& e) {
       failed_after = e;
+      result.history = trainer.state().history;
+    } catch (const Error& e) {
+      if (!writer || !trainer.failed_between_steps()) throw;
+      failed_mid_run = e;  // reported once the weights of the steps done are saved
       result.history = trainer.state().history;
     }
     result.interrupted = trainer.interrupted();
@@ -614,6 +621,7 @@ TrainResult run_training(const TrainRequest& request) {
                                {"best", false},
                                {"target", "template"},
                                {"reason", diverged             ? "diverged"
+                                          : failed_mid_run     ? "failed"
                                           : result.interrupted ? "interrupted"
                                                                : "final"},
                                {"resumable", true},
@@ -626,6 +634,12 @@ TrainResult run_training(const TrainRequest& request) {
                      "they have grown too large already). Lower the learning rate (a --set at "
                      "--resume applies), check the data for NaN or extreme values, or clip "
                      "gradients (clipnorm).");
+    if (failed_mid_run)
+      throw Error(failed_mid_run->code(),
+                  std::string(failed_mid_run->what()) + " (the weights of the " +
+                      std::to_string(at.step) + " steps done are saved in " +
+                      result.checkpoint.string() +
+                      ", resumable there with --resume once the cause is fixed)");
     if (failed_after)
       throw RunError(std::string(failed_after->what()) +
                      " (training had ended: its weights are saved in " +

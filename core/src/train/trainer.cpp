@@ -238,6 +238,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
   }
   totals.loss.add(sums.loss);
   for (std::size_t i = 0; i < totals.metrics.size(); ++i) totals.metrics[i].add(sums.metrics[i]);
+  between_steps_ = false;  // until the step is counted (fit)
   meta_.apply_update();
   return true;
 }
@@ -285,6 +286,27 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   }
   check_resume_position();
   Logs last_logs;
+  failed_between_steps_ = false;
+  try {
+    between_steps_ = true;
+    last_logs = fit_epochs(train, validation);
+  } catch (const Error&) {
+    // A failure between steps leaves a state a checkpoint resumes exactly (the weights of the
+    // last step): the caller may save it. Under MPI the other ranks are stopped by the abort.
+    failed_between_steps_ = between_steps_ && meta_.world().size() == 1;
+    throw;
+  }
+  try {
+    callbacks_.train_end(*this, last_logs);
+  } catch (const RunError& e) {
+    throw FailedAfterTraining(e.what());
+  }
+  if (!divergence_.empty()) throw DivergedRun(divergence_);
+  return state_.history;
+}
+
+Logs Trainer::fit_epochs(DataLoader& train, DataLoader* validation) {
+  Logs last_logs;
   bool nan_stop = false;
   while (state_.epoch < state_.epochs) {
     const int epoch = state_.epoch;
@@ -315,6 +337,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       samples += batch.whole_size();
       ++state_.batch;
       ++state_.step;
+      between_steps_ = true;
       Logs logs = logs_of(partial_);
       callbacks_.train_batch_end(*this, state_.batch - 1, logs);
       const double secs = std::chrono::duration<double>(Clock::now() - epoch_start).count();
@@ -352,13 +375,21 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                    {"data_wait_seconds", train.wait_seconds()},
                    {"skipped_files", train.dataset().skipped_files()}};
     emit("epoch_ended", with_loss_scale(std::move(fields)));
-    callbacks_.epoch_end(*this, epoch, epoch_logs);
+    const std::int64_t batches_done = state_.batch;
+    const auto end_epoch = [&] {
+      state_.epoch = epoch + 1;
+      state_.batch = 0;
+      partial_ = empty_totals();
+    };
+    try {
+      callbacks_.epoch_end(*this, epoch, epoch_logs);
+    } catch (const Error&) {
+      end_epoch();  // its history is written: a resume goes on with the next epoch
+      throw;
+    }
     sync_ranks();
     last_logs = epoch_logs;
-    const std::int64_t batches_done = state_.batch;
-    state_.epoch = epoch + 1;
-    state_.batch = 0;
-    partial_ = empty_totals();
+    end_epoch();
     if (state_.stop_requested) {
       emit("stopped", {{"reason", state_.stop_reason},
                        {"epoch", epoch + 1},
@@ -367,13 +398,7 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
       break;
     }
   }
-  try {
-    callbacks_.train_end(*this, last_logs);
-  } catch (const RunError& e) {
-    throw FailedAfterTraining(e.what());
-  }
-  if (!divergence_.empty()) throw DivergedRun(divergence_);
-  return state_.history;
+  return last_logs;
 }
 
 Logs Trainer::evaluate(DataLoader& data) {

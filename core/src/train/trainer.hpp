@@ -84,9 +84,16 @@ class Trainer : public CallbackContext {
 
   /// Trains until `options.epochs` epochs are done (continuing from a restored state), a callback
   /// asks to stop, or the interrupt flag is raised. Returns the history (one Logs per epoch).
-  /// Throws RunError on a non-finite loss, naming the epoch and step.
+  /// Throws DivergedRun on a non-finite loss, naming the epoch and step; FailedAfterTraining
+  /// when a callback fails in on_train_end; any other failure as it came (see
+  /// failed_between_steps()).
   const std::vector<Logs>& fit(DataLoader& train, DataLoader* validation,
                                const FitOptions& options);
+  /// After fit() threw an Error other than those two: whether it failed between two steps of one
+  /// process (a batch of bad data, a callback's error, the validation data), so that the weights
+  /// are those of the last step done and the state is positioned where it stopped (a failed
+  /// on_epoch_end counts its epoch as done): a checkpoint taken now resumes there.
+  bool failed_between_steps() const { return failed_between_steps_; }
   /// Throws ShapeError when the data does not fit the model's inputs and outputs (fit() checks
   /// it too; run() asks before it creates the run folder).
   void check_fit_data(const DataLoader& train, const DataLoader* validation) const;
@@ -150,6 +157,8 @@ class Trainer : public CallbackContext {
   /// One step; false when the loss was not finite and a callback stopped the run (no update).
   /// `next`: the batch of the following step when known (copied to the devices meanwhile).
   bool train_batch(const Batch& batch, EpochTotals& totals, const Batch* next);
+  // fit()'s epochs from the current position; the last finished epoch's logs.
+  Logs fit_epochs(DataLoader& train, DataLoader* validation);
   /// Across the ranks of an MPI job: rank 0's learning rate and stop decision everywhere; true
   /// when any rank was interrupted (a signal). In one process: whether it was interrupted.
   bool sync_ranks();
@@ -184,6 +193,8 @@ class Trainer : public CallbackContext {
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
   std::string divergence_;       // why the fit stopped on a non-finite loss: thrown as DivergedRun
+  bool between_steps_ = true;    // false while an update is applied: a failure then is not resumable
+  bool failed_between_steps_ = false;
   bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };
 

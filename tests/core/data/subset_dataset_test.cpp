@@ -31,6 +31,9 @@ TEST(SubsetDataset, ReadsParentSamplesShiftedByBegin) {
   EXPECT_EQ(x, px);
   EXPECT_EQ(y, py);
   EXPECT_NE(sub->describe().find("[90, 100)"), std::string::npos) << sub->describe();
+  // An error names the parent's sample, the file's row (it said "sample 5 of samples [90, 100)
+  // of ...", which reads as row 5).
+  EXPECT_EQ(sub->sample_place(5), "sample 95 of " + p->describe());
 }
 
 TEST(SubsetDataset, TrainAndValidationPartsCoverTheParent) {
