@@ -24,6 +24,7 @@
 #include "app/plugin_child.hpp"
 #include "app/plugins_command.hpp"
 #include "app/prediction_writer.hpp"
+#include "io/indexed_checkpoints.hpp"
 #include "parallel/world.hpp"
 #include "plugin/plugin_host.hpp"
 #include "tandem/error.hpp"
@@ -135,30 +136,10 @@ fs::path resume_checkpoint(const fs::path& arg) {
     }
   };
   consider(arg / "model.h5");
-  std::vector<fs::path> folders{arg};
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(arg, ec))
-    if (e.is_directory(ec)) folders.push_back(e.path());
-  for (const auto& dir : folders) {
-    std::ifstream in(dir / "checkpoints.json");
-    if (!in) continue;
-    nlohmann::json index;
-    try {
-      index = parse_json_text(std::string(std::istreambuf_iterator<char>(in), {}));
-    } catch (const std::exception&) {
-      continue;  // being rewritten is atomic; a damaged index is simply not used
-    }
-    if (!index.is_object() || !index.contains("checkpoints") || !index["checkpoints"].is_array())
-      continue;
-    // "rewriting": files being written again when the run stopped, whole (the old save or the
-    // new one: the write replaces them atomically).
-    for (const char* list : {"checkpoints", "rewriting"})
-      if (index.contains(list) && index[list].is_array())
-        for (const auto& entry : index[list])
-          if (entry.is_object() && entry.value("resumable", false) && entry.contains("file") &&
-              entry["file"].is_string())
-            consider(dir / entry["file"].get<std::string>());
-  }
+  // "rewriting" entries too: files being written again when the run stopped, whole (the old save
+  // or the new one: the write replaces them atomically).
+  for (const IndexedCheckpoint& c : indexed_checkpoints(arg))
+    if (c.resumable) consider(c.file);
   if (!newest)
     throw ConfigError("--resume", arg.string() +
                                       " holds no resumable checkpoint: no model.h5 and no "
@@ -279,7 +260,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")
       ->check(CLI::ExistingFile);
   train->add_flag("--overwrite", overwrite_,
-                  "Replace the run a --run-dir folder holds (default: refuse it)");
+                  "Replace the run a --run-dir folder holds: its model.h5, config.json, events and "
+                  "the checkpoints its indexes list are removed (default: refuse it)");
   train->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
   add_trust_option(train, trust_checkpoint_);
   train->callback([this] {

@@ -106,6 +106,31 @@ TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// --overwrite removes what the old run left: its checkpoints, their index, its model.h5 (a
+// stale index listed the old run's epochs beside the new one's, and a new run that failed early
+// left the old model.h5 for --resume to take). Files of the user's in the folder stay.
+TEST(RunFolderLockCli, OverwriteRemovesTheOldRunsCheckpointsAndKeepsOtherFiles) {
+  const fs::path dir = test::scratch_dir("run-folder-overwrite");
+  json config = test::tiny_regression_config();
+  config["epochs"] = 3;
+  config["callbacks"] = {{{"plugin", "checkpoint"},
+                          {"options", {{"filepath", "ck/w-{epoch:02d}.h5"}, {"monitor", "loss"}}}}};
+  ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
+  const fs::path run = dir / "run";
+  ASSERT_TRUE(fs::exists(run / "ck" / "w-03.h5"));
+  test::write_text(run / "notes.txt", "mine");
+  const auto r = run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
+                             " -q --set epochs=1 --overwrite --run-dir " + run.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(run / "ck" / "w-01.h5"));
+  EXPECT_FALSE(fs::exists(run / "ck" / "w-02.h5"));
+  EXPECT_FALSE(fs::exists(run / "ck" / "w-03.h5"));
+  const json index = json::parse(test::read_text(run / "ck" / "checkpoints.json"));
+  ASSERT_EQ(index.at("checkpoints").size(), 1u) << index.dump();
+  EXPECT_EQ(index["checkpoints"][0].at("file"), "w-01.h5");
+  EXPECT_EQ(test::read_text(run / "notes.txt"), "mine");
+}
+
 // --resume writes into its checkpoint's own run folder, or into one that holds no run: resuming
 // into another run's folder used to replace that run's model.h5 and config.json and append to
 // its events. A resume with no epoch left to train is refused too (it only rewrote model.h5).

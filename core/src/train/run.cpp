@@ -16,6 +16,7 @@
 #include "data/dataset.hpp"
 #include "data/datasets.hpp"
 #include "data/wrapped_dataset.hpp"
+#include "io/indexed_checkpoints.hpp"
 #include "io/run_folder_lock.hpp"
 #include "nn/dtype_policy.hpp"
 #include "parallel/call_probe.hpp"
@@ -160,8 +161,30 @@ bool is_run_folder_of(const std::filesystem::path& dir, const std::filesystem::p
   return file == folder / "model.h5" || std::filesystem::exists(folder / "config.json");
 }
 
+// With --overwrite, what the run `dir` holds is removed before the new one starts: its stream
+// (the new one must not continue it), model.h5 and config.json, the checkpoints its indexes list
+// and the indexes (a stale checkpoints.json listed the old run's epochs as the new one's, and
+// --resume of the folder took the old model.h5). Other files are the user's and stay.
+void remove_old_run(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) files.push_back(c.file);
+  for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) files.push_back(c.index);
+  for (const char* own : {"events.jsonl", "model.h5", "config.json"}) files.push_back(dir / own);
+  int removed = 0;
+  for (const auto& file : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) continue;
+    std::filesystem::remove(file, ec);
+    if (ec)
+      throw RunError("--overwrite: cannot remove " + file.string() + " of the old run: " +
+                     ec.message());
+    ++removed;
+  }
+  spdlog::info("--overwrite: removed the {} files of the run {} held", removed, dir.string());
+}
+
 // A run in `dir`: refused when the folder holds another run's record, unless `overwrite` (then
-// the old stream is removed, so that the new one does not continue it). A run resumed from
+// the old run's files are removed: remove_old_run). A run resumed from
 // `resumed_from` (null: a new run) may write only into the checkpoint's own run folder or into
 // one that holds no run.
 void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
@@ -183,10 +206,7 @@ void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
     throw ConfigError("--run-dir", held + "continue it with --resume " + dir.string() +
                                        ", replace it with --overwrite, or give another --run-dir");
   }
-  std::error_code ec;
-  std::filesystem::remove(dir / "events.jsonl", ec);
-  if (ec)
-    throw RunError("cannot remove the old event stream in " + dir.string() + ": " + ec.message());
+  remove_old_run(dir);
 }
 
 // A resumed run with no epoch left to train would only write its checkpoint again.
