@@ -1,5 +1,6 @@
 #include "app/export_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -27,30 +28,67 @@ struct ExportOptions {
   std::string file;
   std::string output;
   std::string config;
-  std::vector<std::string> class_names;
+  std::string class_names;  // as given: comma-separated
 };
 
+// --class-names split at commas, empty names refused (a doubled comma is a slip, not a class).
+std::vector<std::string> given_class_names(const std::string& text) {
+  std::vector<std::string> names;
+  if (text.empty()) return names;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    names.push_back(text.substr(at, comma - at));
+    if (names.back().empty())
+      throw ConfigError("--class-names", "name " + std::to_string(names.size()) + " of \"" +
+                                             text + "\" is empty");
+    if (comma == text.size()) return names;
+    at = comma + 1;
+  }
+}
+
+// Whether `count` class names describe the model's output: one name per unit of its single
+// output, or two names for a single unit (a binary classifier, whose output is the second's
+// probability or logit, as Keras' label_mode "binary" has it).
+bool names_fit(const Model& model, std::size_t count) {
+  if (model.output_count() != 1) return false;
+  const Shape& out = model.output_shape(0);
+  if (out.size() != 1) return false;
+  return out[0] == static_cast<std::int64_t>(count) || (out[0] == 1 && count == 2);
+}
+
+std::string outputs_text(const Model& model) {
+  if (model.output_count() == 1) return "whose output is " + shape_to_string(model.output_shape(0), true);
+  std::string shapes;
+  for (std::size_t j = 0; j < model.output_count(); ++j)
+    shapes += (j ? ", " : "") + shape_to_string(model.output_shape(j), true);
+  return "of " + std::to_string(model.output_count()) + " outputs (" + shapes + ")";
+}
+
 // The class names for the metadata: --class-names, else the checkpoint's (its training state's
-// "class_names", written for image-folder datasets), else none. Their number must be the
-// output's width.
+// "class_names", written for image-folder datasets), else none. Given names that do not fit the
+// output are an error; the checkpoint's are left out with a warning.
 std::vector<std::string> class_names_of(const ExportOptions& o, const CheckpointData& data,
                                         const Model& model) {
-  std::vector<std::string> names = o.class_names;
-  if (names.empty() && data.training) {
-    const auto it = data.training->state.find("class_names");
-    if (it != data.training->state.end() && it->is_array())
-      for (const auto& n : *it)
-        if (n.is_string()) names.push_back(n.get<std::string>());
+  std::vector<std::string> names = given_class_names(o.class_names);
+  if (!names.empty()) {
+    if (!names_fit(model, names.size()))
+      throw ConfigError("--class-names",
+                        std::to_string(names.size()) + " class names for a model " +
+                            outputs_text(model) +
+                            "; give one name per output unit of a single-output model (or two "
+                            "for a single sigmoid unit)");
+    return names;
   }
-  if (names.empty()) return names;
-  const Shape& out = model.output_shape(0);
-  if (model.output_count() != 1 || out.size() != 1 ||
-      out[0] != static_cast<std::int64_t>(names.size()))
-    throw ConfigError("--class-names",
-                      std::to_string(names.size()) + " class names for a model whose output is " +
-                          shape_to_string(model.output_shape(), true) +
-                          "; give one name per output unit of a single-output model");
-  return names;
+  if (!data.training) return names;
+  const auto it = data.training->state.find("class_names");
+  if (it != data.training->state.end() && it->is_array())
+    for (const auto& n : *it)
+      if (n.is_string()) names.push_back(n.get<std::string>());
+  if (names.empty() || names_fit(model, names.size())) return names;
+  spdlog::warn("the checkpoint's {} class names do not fit a model {}: the ONNX file gets none "
+               "(give --class-names)",
+               names.size(), outputs_text(model));
+  return {};
 }
 
 int run_export(const ExportOptions& o) {
@@ -106,8 +144,9 @@ void add_export_command(CLI::App& app, std::function<int()>& selected) {
       "Dropout, noise and augmentation layers left out, BatchNormalization with its moving "
       "statistics. Inputs and outputs keep the model's layer names and shapes (channels last) "
       "with a dynamic batch dimension; the class names go into the metadata (class_names). "
-      "See docs/export.md.\nExit codes: 0 written; 2 for a file Tandem cannot read or a layer "
-      "with no ONNX form (nothing is written).");
+      "See docs/export.md.\nExit codes: 0 written; 2 for a file Tandem cannot read, a run "
+      "config with an error, class names that do not fit the output or a layer with no ONNX "
+      "form (nothing is written); 1 when the file cannot be written.");
   cmd->add_option("model", o->file, "Checkpoint or Keras .h5 model file")
       ->required()
       ->check(CLI::ExistingFile);
@@ -116,8 +155,8 @@ void add_export_command(CLI::App& app, std::function<int()>& selected) {
                   "Run config whose model to use (for a weights-only .h5 file)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--class-names", o->class_names,
-                  "One name per output unit, for the metadata (default: the checkpoint's)")
-      ->delimiter(',');
+                  "One name per output unit, comma-separated, for the metadata (two for a single "
+                  "sigmoid unit; default: the checkpoint's)");
   cmd->callback([o, &selected] {
     selected = [o] { return run_export(*o); };
   });

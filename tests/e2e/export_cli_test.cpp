@@ -152,6 +152,31 @@ TEST(ExportCli, PredictWritesCsvNpyAndJsonLines) {
   }
 }
 
+// A binary classifier (one sigmoid unit, Keras' label_mode "binary") takes two class names: its
+// output is the second's probability (an image folder's two classes were refused as 2 names
+// for 1 unit, blamed on a --class-names never given).
+TEST(ExportCli, ABinaryClassifierTakesTwoClassNames) {
+  if (const std::string why = missing_onnx_packages(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = test::scratch_dir("cli-export-binary");
+  json config = test::tiny_regression_config();
+  config["model"]["config"]["layers"][1]["config"] = {{"units", 1}, {"activation", "sigmoid"}};
+  config["data"]["train"]["y_shape"] = {1};
+  ASSERT_EQ(test::train_in(dir, "tiny", config).exit_code, 0);
+  const fs::path out = dir / "binary.onnx";
+  auto r = run_command(cli() + " export " + (dir / "tiny" / "model.h5").string() + " -o " +
+                       out.string() + " --class-names cat,dog");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(python() + " -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+                             "print({p.key: p.value for p in m.metadata_props}[\"class_names\"])' " +
+                  out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[\"cat\",\"dog\"]\n");
+  r = run_command(cli() + " export " + (dir / "tiny" / "model.h5").string() + " -o " +
+                  out.string() + " --class-names cat,dog,bird");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("or two for a single sigmoid unit"), std::string::npos) << r.err;
+}
+
 TEST(ExportCli, BadInputsExitTwoAndWriteNothing) {
   const fs::path dir = test::scratch_dir("cli-export-bad");
   const json config = test::tiny_regression_config();
@@ -165,6 +190,8 @@ TEST(ExportCli, BadInputsExitTwoAndWriteNothing) {
   const std::vector<Bad> bad{
       {(dir / "not.h5").string() + " -o " + out.string(), "not.h5"},
       {model + " -o " + out.string() + " --class-names a,b", "2 class names for a model whose output is (None, 3)"},
+      // A doubled comma is a slip (it read as two names, "a" and "b").
+      {model + " -o " + out.string() + " --class-names a,,b", "name 2 of \"a,,b\" is empty"},
       {model + " -o " + out.string() + " --config " + (dir / "not.h5").string(), "not.h5"},
   };
   for (const Bad& b : bad) {

@@ -128,6 +128,20 @@ std::vector<Case> cases() {
                                                                   {"strides", {2, 2}},
                                                                   {"padding", padding}})}),
                  {{{4, 5, 2}}}});
+  c.push_back({"conv_transpose_output_padding",
+               sequential({4, 5, 2}, {layer("Conv2DTranspose", {{"filters", 3},
+                                                                {"kernel_size", {3, 3}},
+                                                                {"strides", {2, 3}},
+                                                                {"output_padding", {1, 2}}})}),
+               {{{4, 5, 2}}}});
+  // OpenCV 4.6 runs a dilated ConvTranspose without an error and wrong (1.38 relative here):
+  // checker and shape inference only.
+  c.push_back({"conv_transpose_dilated",
+               sequential({4, 5, 2}, {layer("Conv2DTranspose", {{"filters", 3},
+                                                                {"kernel_size", {3, 3}},
+                                                                {"dilation_rate", {2, 2}},
+                                                                {"padding", "same"}})}),
+               {{{4, 5, 2}}}, false});
   c.push_back({"pad_crop_upsample",
                sequential(image, {layer("ZeroPadding2D", {{"padding", {{1, 2}, {0, 1}}}}),
                                   layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}}),
