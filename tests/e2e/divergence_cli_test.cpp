@@ -85,6 +85,25 @@ TEST(DivergenceCli, ALearningRateChangedAtResumeApplies) {
   for (const json& e : events_of(dir / "run"))
     if (e["event"] == "epoch_ended") rates.push_back(e["lr"]);
   EXPECT_EQ(rates, (std::vector<double>{0.1, 0.1, 0.05}));
+  // Neither the epochs nor the rate is a change to warn of (a resume changes them on purpose).
+  EXPECT_EQ(r.err.find("resuming with settings"), std::string::npos) << r.err;
+}
+
+// Other settings changed at --resume apply too, but the resumed run is no longer the one an
+// uninterrupted run would have been: a warning names each change (they applied silently).
+TEST(DivergenceCli, OtherSettingsChangedAtResumeAreNamed) {
+  const fs::path dir = test::scratch_dir("resume-changed");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const auto r = test::run_command(test::tandem_cli() + " train --resume " +
+                                   (dir / "run" / "model.h5").string() +
+                                   " -q --set epochs=2 --set seed=99 --set loss=mae");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resuming with settings other than the checkpoint's run had"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("loss: \"mse\" before, \"mae\" now"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("seed: 1 before, 99 now"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("epochs"), std::string::npos) << r.err;
 }
 
 }  // namespace TANDEM_TEST_FILE

@@ -10,12 +10,15 @@ using nlohmann::json;
 
 namespace {
 
-// "/config/optimizer/config/learning_rate" -> "optimizer.config.learning_rate".
-std::string config_path_of(const std::string& pointer) {
+// A JSON pointer's tokens after `prefix` as a config path: "/config/optimizer/config/beta_1" ->
+// "optimizer.config.beta_1"; array indices in brackets ("model.config.layers[1].config").
+std::string config_path_of(const std::string& pointer, const std::string& prefix = "/config/") {
   std::string path;
-  for (std::size_t at = std::string("/config/").size(); at <= pointer.size();) {
+  for (std::size_t at = prefix.size(); at <= pointer.size();) {
     const std::size_t slash = std::min(pointer.find('/', at), pointer.size());
-    path += (path.empty() ? "" : ".") + pointer.substr(at, slash - at);
+    const std::string token = pointer.substr(at, slash - at);
+    const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+    path += index ? "[" + token + "]" : (path.empty() ? "" : ".") + token;
     at = slash + 1;
   }
   return path;
@@ -46,11 +49,31 @@ json data_without_paths(json data) {
 
 }  // namespace
 
+json same_run_settings(json resolved) {
+  for (const char* own : {"verbose", "callbacks", "name"}) resolved.erase(own);
+  if (resolved.contains("data")) resolved["data"] = data_without_paths(resolved["data"]);
+  return resolved;
+}
+
+std::vector<std::string> changes_since_checkpoint(const json& saved, const json& resolved) {
+  json before = same_run_settings(saved), after = same_run_settings(resolved);
+  for (json* side : {&before, &after}) {
+    for (const char* free : {"epochs", "devices", "batch_size_per_replica"}) side->erase(free);
+    const json::json_pointer rate("/optimizer/config/learning_rate");
+    if (side->contains(rate)) side->at(rate) = nullptr;
+  }
+  std::vector<std::string> changes;
+  for (const auto& op : json::diff(before, after)) {
+    const std::string pointer = op.at("path").get<std::string>();
+    changes.push_back(config_path_of(pointer, "/") + ": " + value_at(before, pointer) +
+                      " before, " + value_at(after, pointer) + " now");
+  }
+  return changes;
+}
+
 json rank_fingerprint(const json& resolved, const std::vector<const Dataset*>& data,
                       const json& resume_position) {
-  json config = resolved;
-  for (const char* own : {"verbose", "callbacks", "name"}) config.erase(own);
-  if (config.contains("data")) config["data"] = data_without_paths(config["data"]);
+  json config = same_run_settings(resolved);
   json sizes = json::array();
   for (const Dataset* d : data)
     if (d) sizes.push_back({{"samples", d->size()}, {"x", d->x_shape()}, {"y", d->y_shape()}});

@@ -18,8 +18,20 @@ namespace tandem {
 class Dataset;
 class World;
 
-/// What the ranks must agree on: `resolved` (the run config as resolved) without what each
-/// process may hold on its own (the data specs' paths, verbosity, callbacks, name), the size and
+/// The settings that make a run what it is: `resolved` (the run config as resolved) without what
+/// each process, or each leg of a resumed run, may hold on its own — verbosity, callbacks, name
+/// and the files the data specs name (`path`, `list`, and `x`/`y` of the npy and idx types).
+nlohmann::json same_run_settings(nlohmann::json resolved);
+
+/// What a resumed run changes of its checkpoint's run: for each setting of same_run_settings()
+/// that differs — but `epochs`, `devices`, `batch_size_per_replica` and the optimizer's
+/// `learning_rate`, which a resume may change on purpose — its config path and both values
+/// ("loss: \"mse\" before, \"mae\" now"), in config order. `saved`: the checkpoint's resolved run
+/// config; `resolved`: this run's.
+std::vector<std::string> changes_since_checkpoint(const nlohmann::json& saved,
+                                                  const nlohmann::json& resolved);
+
+/// What the ranks must agree on: same_run_settings(resolved), the size and
 /// sample shapes of each of `data` (null entries skipped), and `resume_position` (null: a new
 /// run). Borrows its arguments for the call.
 nlohmann::json rank_fingerprint(const nlohmann::json& resolved,

@@ -336,6 +336,21 @@ void adopt_a_changed_learning_rate(Trainer& trainer, const json& resolved,
   trainer.set_learning_rate(now.get<double>());
 }
 
+// A resumed run given other settings than its checkpoint's run goes on with them, but is no
+// longer the run an uninterrupted one would have been: said once, each change named.
+void warn_of_changed_settings(const json& resolved, const CheckpointData& checkpoint) {
+  const json& saved = checkpoint.training->state.value("run_config", json());
+  if (!saved.is_object()) return;
+  const std::vector<std::string> changes = changes_since_checkpoint(saved, resolved);
+  if (changes.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < changes.size() && i < 8; ++i) list += "\n  " + changes[i];
+  if (changes.size() > 8) list += "\n  ... and " + std::to_string(changes.size() - 8) + " more";
+  spdlog::warn("resuming with settings other than the checkpoint's run had: the run goes on with "
+               "them, no longer the run an uninterrupted one would have been:{}",
+               list);
+}
+
 // The loader's check of each batch's class indices (Objective::label_check), naming the sample
 // of `data` whose label is no class of `model`.
 void check_labels_of(DataLoaderOptions& options, const Model& model, const Objective& objective,
@@ -519,6 +534,7 @@ TrainResult run_training(const TrainRequest& request) {
   // The config as resolved, with the precision the layers' dtype policies chose.
   json resolved = rc.resolved;
   resolved["precision"] = precision_name(b.precision);
+  if (resume && rank == 0) warn_of_changed_settings(resolved, *resume);
 
   TrainResult result;
   std::optional<RunFolderLock> folder_lock;  // held by the writing rank until the run ends
