@@ -100,5 +100,39 @@ TEST(CheckpointIntegrityCli, WeightsNeverStoredAreDamageNotFillValues) {
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }
 
+// Damage a checksum cannot see, named with the file and the place: a random state of another
+// length (it named only the layer), a float64 weight beyond float32's range (it read as Inf and
+// was called a diverged run's).
+TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
+  const fs::path dir = test::scratch_dir("checkpoint-malformed");
+  json config = test::tiny_regression_config();
+  config["model"]["config"]["layers"].push_back(
+      {{"class_name", "Dropout"}, {"config", {{"rate", 0.5}, {"name", "drop"}}}});
+  ASSERT_EQ(test::train_in(dir, "run", config).exit_code, 0);
+  const fs::path model = dir / "run" / "model.h5";
+  auto r = run_python(
+      dir / "damage.py",
+      "import h5py, numpy as np, shutil, sys\n"
+      "src, rng, wide = sys.argv[1:4]\n"
+      "shutil.copy(src, rng); shutil.copy(src, wide)\n"
+      "with h5py.File(rng, 'r+') as f:\n"
+      "  del f['tandem/rng/drop']; f['tandem/rng/drop'] = np.arange(5, dtype='u8')\n"
+      "p = 'model_weights/dense/dense/kernel:0'\n"
+      "with h5py.File(wide, 'r+') as f:\n"
+      "  k = f[p][()].astype('f8'); k[0, 0] = 1e300; del f[p]; f[p] = k\n",
+      model.string() + " " + (dir / "rng.h5").string() + " " + (dir / "wide.h5").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string train = test::tandem_cli() + " train -q --set epochs=2 --resume ";
+  r = run_command(train + (dir / "rng.h5").string() + " --run-dir " + (dir / "a").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find((dir / "rng.h5").string() + ": /tandem/rng/drop: layer 'drop': a random "
+                       "state has 2 numbers, got 5"),
+            std::string::npos)
+      << r.err;
+  r = run_command(train + (dir / "wide.h5").string() + " --run-dir " + (dir / "b").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("or a value beyond float32's range"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tandem

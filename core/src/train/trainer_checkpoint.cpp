@@ -224,7 +224,11 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
     auto it = t.rng_states.find(layer.name());
     if (it == t.rng_states.end())
       throw DataError(source + ": has no random state for layer '" + layer.name() + "'");
-    layer.set_random_state(it->second);
+    try {
+      layer.set_random_state(it->second);
+    } catch (const DataError& e) {
+      throw DataError(source + ": /tandem/rng/" + layer.name() + ": " + e.what());
+    }
   }
   meta_.broadcast_from_template();
   callback_states_ = t.state.value("callbacks", json::object());
