@@ -82,10 +82,17 @@ class KerasLoss : public Loss {
   }
 
   void check_shapes(const Shape& output, const Shape& target) const override {
+    // One value per sample against several outputs: most often class indices given to a loss
+    // that wants one-hot targets (Keras users' usual slip).
+    const std::string hint =
+        shape_size(target) == 1 && shape_size(output) > 1
+            ? " (class indices? sparse_categorical_crossentropy takes them; this loss wants "
+              "targets of the output's shape, one-hot for classes)"
+            : "";
     if (!categorical()) {
       if (shape_size(output) != shape_size(target))
         throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
-                         " do not match model outputs " + shape_to_string(output, true));
+                         " do not match model outputs " + shape_to_string(output, true) + hint);
       return;
     }
     const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
@@ -95,7 +102,8 @@ class KerasLoss : public Loss {
     if (sparse ? shape_size(target) != 1 : target != output)
       throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
                        (sparse ? " must hold one class index per sample"
-                               : " do not match model outputs " + shape_to_string(output, true)));
+                               : " do not match model outputs " + shape_to_string(output, true) +
+                                     hint));
   }
 
   double compute(const Tensor& pred, const Tensor& target, float grad_scale,

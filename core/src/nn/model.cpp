@@ -55,8 +55,9 @@ void require_finite_weight(const Tensor& w, const std::string& what) {
     if (!std::isfinite(v[k]))
       throw DataError(what + " holds " + (std::isnan(v[k]) ? "NaN" : "Inf") + " (at value " +
                       std::to_string(k) + " of " + std::to_string(w.size()) +
+                      "): the weights of a run that diverged" +
                       std::string(std::isnan(v[k]) ? "" : ", or a value beyond float32's range") +
-                      "): the weights of a run that diverged; load a checkpoint from before");
+                      "; load a checkpoint from before");
 }
 
 // A layer's `dtype`: absent, null, or a Keras dtype policy — its name ("float32",

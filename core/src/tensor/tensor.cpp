@@ -109,7 +109,7 @@ std::string shape_to_string(const Shape& shape, bool batch_dim) {
     out << d;
     first = false;
   }
-  if (shape.size() == 1 && !batch_dim) out << ',';
+  if (shape.size() + (batch_dim ? 1 : 0) == 1) out << ',';  // Python's one-element tuple
   out << ')';
   return out.str();
 }

@@ -166,6 +166,18 @@ TEST(Losses, BadLabelsAndShapesAreClearErrors) {
   EXPECT_NO_THROW(scce->check_shapes({3}, {}));
   EXPECT_NO_THROW(scce->check_shapes({3}, {1}));
   EXPECT_THROW(make_loss("mse", "loss")->compute(x, Tensor({2, 2}), 1, nullptr), ShapeError);
+  // Class indices given to a loss that wants one-hot targets: the message says what to use.
+  for (const char* name : {"categorical_crossentropy", "mse"}) {
+    try {
+      make_loss(name, "loss")->check_shapes({3}, {});
+      ADD_FAILURE() << name << " took one value per sample for 3 outputs";
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("targets (None,) do not match model outputs (None, 3) "
+                                           "(class indices? sparse_categorical_crossentropy"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Losses, ConfigErrorsNameThePath) {
