@@ -44,8 +44,14 @@ json load_json_file(const std::filesystem::path& path) {
         ++col;
       }
     }
+    // The library's text repeats the place ("[json.exception.parse_error.101] parse error at
+    // line 1, column 1: syntax error ..."): its reason alone.
+    std::string why = e.what();
+    if (const std::size_t at = why.find("parse error"); at != std::string::npos)
+      if (const std::size_t colon = why.find(": ", at); colon != std::string::npos)
+        why = why.substr(colon + 2);
     throw ConfigError(path.string(), "invalid JSON at line " + std::to_string(line) + ", column " +
-                                         std::to_string(col) + ": " + e.what());
+                                         std::to_string(col) + ": " + why);
   }
 }
 
@@ -107,11 +113,18 @@ void apply_override(json& config, const std::string& assignment) {
     std::size_t end = key.find_first_of(".[", pos);
     std::string part = key.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     if (part.empty()) throw ConfigError("--set " + key, "empty key segment");
-    walked = json_path_join(walked, part);
     if (!node->is_object()) {
-      if (!node->is_null()) throw ConfigError(walked, "cannot set a key inside a non-object value");
+      if (!node->is_null()) {
+        std::string why = "is " + node->dump() + ", not an object: --set " + key +
+                          " has no '" + part + "' to set in it";
+        if (node->is_string())  // "optimizer": "adam", "loss": "mse"
+          why += " (write it in Keras' object form, {\"class_name\": \"...\", \"config\": "
+                 "{...}}, to set its settings)";
+        throw ConfigError(walked.empty() ? "--set " + key : walked, why);
+      }
       *node = json::object();
     }
+    walked = json_path_join(walked, part);
     node = &(*node)[part];
     pos = end == std::string::npos ? key.size() + 1 : end;
     // list indices: [3][0]...
@@ -135,6 +148,9 @@ void apply_override(json& config, const std::string& assignment) {
       ++pos;
     else if (pos >= key.size())
       break;
+    else  // "layers[1]config": a dot forgotten after the index
+      throw ConfigError("--set " + key, "expected '.' or '[' after '" + walked + "', got '" +
+                                            key.substr(pos) + "'");
   }
   *node = value;
 }

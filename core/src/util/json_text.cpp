@@ -1,17 +1,30 @@
 #include "util/json_text.hpp"
 
 #include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace tandem {
 
 nlohmann::json parse_json_text(const std::string& text) {
   using json = nlohmann::json;
+  using Event = json::parse_event_t;
+  // The keys of each object being read, innermost last (a key given twice is refused: the parser
+  // would keep the last value silently, and a config's "epochs": 1, "epochs": 3 trains 3).
+  std::vector<std::set<std::string>> keys;
   // The callback sees every value as it starts; `depth` counts the objects and lists around it.
-  const json::parser_callback_t bound = [&](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
+  const json::parser_callback_t bound = [&](int depth, Event event, json& parsed) {
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
       throw JsonTooDeep("nested deeper than " + std::to_string(kMaxJsonDepth) +
                         " levels of objects and lists");
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end) keys.pop_back();
+    if (event == Event::key && !keys.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second)
+      throw JsonTextRefused("the key " + parsed.dump() +
+                            " appears twice in one object (JSON readers keep one of the two "
+                            "values): give it once");
     return true;
   };
   try {

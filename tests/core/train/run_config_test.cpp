@@ -106,6 +106,22 @@ TEST(RunConfig, OverridesSetNestedValuesAndListItems) {
           "'--set optimizer': the value is not valid JSON (parse "
           "error at line 1, column 15");
   refused("callbacks=[1, 2", "'--set callbacks': the value is not valid JSON");
+  // A dot forgotten after an index (it was read as if there; the path said something else).
+  refused("model.config.layers[1]config.units=3",
+          "'--set model.config.layers[1]config.units': expected '.' or '[' after "
+          "'model.config.layers[1]', got 'config.units'");
+  // A setting inside a string form names the string and the object form that has settings.
+  json short_form = cfg;
+  short_form["optimizer"] = "adam";
+  try {
+    apply_override(short_form, "optimizer.config.learning_rate=3e-4");
+    ADD_FAILURE() << "set inside a string";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("config error at 'optimizer': is \"adam\", not an object"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("{\"class_name\""), std::string::npos) << e.what();
+  }
   refused(R"(name="run)", "'--set name': the value is not valid JSON");
   refused("optimizer.config.learning_rate=1e400",
           "'--set optimizer.config.learning_rate': the value: a number out of range: 1e400 is "

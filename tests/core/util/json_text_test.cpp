@@ -63,6 +63,21 @@ TEST(JsonText, NumbersNoDoubleHoldsAreRefusedNotLeaked) {
   EXPECT_EQ(parse_json_text("1e300").get<double>(), 1e300);
 }
 
+// A key given twice in one object is refused (the last value won silently: "epochs": 1, then
+// "epochs": 3 trained 3); the same key in different objects is fine.
+TEST(JsonText, AKeyGivenTwiceInOneObjectIsRefused) {
+  try {
+    parse_json_text(R"({"epochs": 1, "model": {"a": 1}, "epochs": 3})");
+    ADD_FAILURE() << "a doubled key accepted";
+  } catch (const JsonTextRefused& e) {
+    EXPECT_NE(std::string(e.what()).find("the key \"epochs\" appears twice in one object"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(parse_json_text(R"([{"x": {"k": 1, "k": 2}}])"), JsonTextRefused);
+  EXPECT_EQ(parse_json_text(R"({"k": {"k": 1}, "l": [{"k": 2}, {"k": 3}]})")["l"][1]["k"], 3);
+}
+
 TEST(JsonText, FindsTheFirstByteThatIsNotUtf8) {
   EXPECT_EQ(invalid_utf8_at("plain ascii"), std::string::npos);
   EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
