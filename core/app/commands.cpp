@@ -83,6 +83,9 @@ nlohmann::json stored_config_to_use(const std::string& checkpoint, const nlohman
   return reviewed.config;
 }
 
+// How --devices PLAN goes into the overrides: --set devices=PLAN whose errors name the flag.
+constexpr const char* kDevicesFlag = "--devices=";
+
 RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>& overrides,
                          bool quiet) {
   check_environment_settings();  // the machine's settings, before any work
@@ -110,8 +113,14 @@ RunConfig resolve_config(const ConfigSource& src, const std::vector<std::string>
   } else {
     throw ConfigError("<config>", "a run config file is required");
   }
-  for (const auto& o : overrides) apply_override(doc, o);
+  bool devices_from_flag = false;  // the last plan given came from --devices (kDevicesFlag)
+  for (const auto& o : overrides) {
+    const bool flag = o.rfind(kDevicesFlag, 0) == 0;
+    if (flag || o.rfind("devices=", 0) == 0) devices_from_flag = flag;
+    apply_override(doc, flag ? "devices=" + o.substr(std::string(kDevicesFlag).size()) : o);
+  }
   RunConfig rc = parse_run_config(doc, base_dir);
+  if (devices_from_flag) rc.devices_path = "--devices";
   if (quiet) {
     rc.verbose = 0;
     spdlog::set_level(spdlog::level::warn);
@@ -227,7 +236,7 @@ void add_config_options(CLI::App* cmd, std::string& config, std::vector<std::str
   // --devices PLAN is --set devices=PLAN, spelled the way users expect.
   cmd->add_option_function<std::string>(
          "--devices",
-         [&overrides](const std::string& plan) { overrides.push_back("devices=" + plan); },
+         [&overrides](const std::string& plan) { overrides.push_back(kDevicesFlag + plan); },
          "Device plan: auto, cpu, cpu:N, cuda:0,2, cuda:all (overrides the config's \"devices\")")
       ->type_name("PLAN");
 }
@@ -383,7 +392,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       try {
         std::cout << placement_summary(rc);
       } catch (const ConfigError& e) {
-        if (e.path() != "devices") throw;
+        if (e.path() != rc.devices_path) throw;
         std::cout << "Placement not shown on this machine: " << e.what() << "\n";
       }
       return static_cast<int>(ExitCode::ok);

@@ -76,6 +76,21 @@ void abort_job_if_mpi(int code) {
   }
 }
 
+// The message for a first argument that names no subcommand ("tandem bogus": CLI11 says only
+// that a subcommand is required), else "".
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string given = argv[1];
+  std::string known;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(given)) return "";
+    if (sub->get_group().empty()) continue;  // hidden (the plugin host's child)
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "tandem: error: unknown subcommand '" + given + "' (the subcommands: " + known +
+         "; tandem --help says what each does)";
+}
+
 int main(int argc, char** argv) {
   tandem::configure_process(argc, argv);
   auto logger = spdlog::stderr_color_mt("tandem");
@@ -97,6 +112,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+      std::fprintf(stderr, "%s\n", unknown.c_str());
+      return static_cast<int>(tandem::ExitCode::bad_input);
+    }
     app.exit(e);
     return static_cast<int>(tandem::ExitCode::bad_input);
   }

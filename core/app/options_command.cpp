@@ -33,7 +33,7 @@ std::string read_request(const std::string& source) {
     return text.str();
   }
   if (const std::string why = not_a_regular_file(source); !why.empty())
-    throw DataError("cannot read " + source + ": it " + why);
+    throw DataError("cannot read " + source + " (" + why + ")");
   std::ifstream in(source, std::ios::binary);
   if (!in) throw DataError("cannot read " + source);
   return {std::istreambuf_iterator<char>(in), {}};

@@ -300,7 +300,8 @@ TEST(Cli, CheckValidatesEverythingWithoutTraining) {
            R"( --set 'callbacks=[{"plugin": "early_stopping", "options": {"patience": "x"}}]')",
        "", "patience"},
       {config + " --set data.train.x=/nonexistent.gz", "", "/nonexistent.gz"},
-      {config + " --devices cpu:0", "", "cpu:0"},
+      {config + " --devices cpu:0", "--devices", "cpu:0"},  // the flag, not the config's key
+      {config + " --set devices=cpu:0", "devices", "cpu:0"},
   };
   for (const Case& c : cases) {
     r = run_command(cd + cli() + " check " + c.args + " --json");
@@ -398,6 +399,13 @@ TEST(Cli, HelpAndSummary) {
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("--set"), std::string::npos) << cmd;
   }
+  // A first argument that names no subcommand is named (CLI11 said "A subcommand is required").
+  auto u = run_command(cli() + " trian run.json");
+  EXPECT_EQ(u.exit_code, 2);
+  EXPECT_NE(u.err.find("unknown subcommand 'trian' (the subcommands: train, evaluate,"),
+            std::string::npos)
+      << u.err;
+  EXPECT_EQ(u.err.find("plugin-child"), std::string::npos) << u.err;
   auto v = run_command(cli() + " --version");
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("tandem 0.1"), std::string::npos);

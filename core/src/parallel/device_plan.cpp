@@ -66,9 +66,13 @@ std::string available(const DeviceReport& report) {
 
 int parse_count(const std::string& digits, const std::string& path, const std::string& text,
                 Machine& machine) {
-  if (digits.empty() || digits.size() > 6 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    fail(path, text, "'" + digits + "' is not a number", machine);
+  const auto all_digits = [](const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (digits.size() > 1 && digits[0] == '-' && all_digits(digits.substr(1)))
+    fail(path, text, "'" + digits + "' is negative", machine);
+  if (!all_digits(digits)) fail(path, text, "'" + digits + "' is not a number", machine);
+  if (digits.size() > 6) fail(path, text, "'" + digits + "' is too large", machine);
   return std::stoi(digits);
 }
 
@@ -95,6 +99,9 @@ DevicePlan parse_device_plan(const std::string& text, const std::function<PlanDe
     t = (machine.cuda_trainable() && !machine.report().gpus.empty()) ? "cuda:all" : "cpu";
   if (t == "cpu") t = "cpu:1";
   if (t.rfind("cpu:", 0) == 0) {
+    if (t.find(',') != std::string::npos)  // cpu:1,cpu:1
+      fail(path, text, "the CPU is one entry, cpu:N for N replicas (cpu:2, not cpu:1,cpu:1)",
+           machine);
     const int n = parse_count(t.substr(4), path, text, machine);
     if (n < 1) fail(path, text, "cpu:N needs N >= 1", machine);
     if (n > 1024) fail(path, text, "at most 1024 CPU replicas", machine);

@@ -268,7 +268,7 @@ DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_wo
       !devices().report.gpus.empty())
     text = "cuda:" + std::to_string(world.local_rank() %
                                      static_cast<int>(devices().report.gpus.size()));
-  return parse_device_plan(text, devices, "devices");
+  return parse_device_plan(text, devices, rc.devices_path);
 }
 
 // How the plan's devices train the model: one replica each, or pipelines of the config's stages

@@ -54,6 +54,7 @@ struct RunConfig {
   std::int64_t batch_size_per_replica = 0;
   int verbose = 1;
   std::string devices = "cpu";            // a device plan text, checked by parse_device_plan
+  std::string devices_path = "devices";   // where errors in it point: the key, or "--devices"
   Precision precision = Precision::fp32;  // "precision" (util/precision.hpp)
   bool precision_given = false;           // the config set "precision" (nn/dtype_policy.hpp)
   PipelineConfig pipeline;  // "pipeline" (parallel/pipeline_layout.hpp): stages, micro-batches

@@ -62,6 +62,9 @@ TEST(DevicePlan, BadPlansNameTheProblemAndListTheDevices) {
   EXPECT_NE(error_of("gpu:1", none).find("unknown device 'gpu:1'"), std::string::npos);
   EXPECT_NE(error_of("cpu:0", none).find("N >= 1"), std::string::npos);
   EXPECT_NE(error_of("", none).find("empty"), std::string::npos);
+  EXPECT_NE(error_of("cpu:-1", none).find("'-1' is negative"), std::string::npos);
+  EXPECT_NE(error_of("cpu:999999999999", none).find("is too large"), std::string::npos);
+  EXPECT_NE(error_of("cpu:1,cpu:1", none).find("cpu:2, not cpu:1,cpu:1"), std::string::npos);
   auto two = machine(2);
   EXPECT_NE(error_of("cuda:0,0", two).find("listed twice"), std::string::npos);
   EXPECT_NE(error_of("cuda:1,5", two).find("cuda:0 (Test GPU), cuda:1 (Test GPU)"),
