@@ -299,6 +299,12 @@ TEST_F(SampleWeightCli, BadWeightsAndWeightSettingsExitTwoNamingThePlace) {
     // Refused before anything is written.
     EXPECT_FALSE(fs::exists(dir / ("bad-" + std::to_string(i)))) << c.what;
   }
+  // null is no weights, as absent (it was an "unknown key").
+  json unweighted = with_weights("w_rand");
+  unweighted["data"]["train"]["sample_weight"] = nullptr;
+  std::ofstream(dir / "null.json") << unweighted.dump(2);
+  const auto r = run_command(test::tandem_cli() + " check " + (dir / "null.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace

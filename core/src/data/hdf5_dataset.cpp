@@ -540,6 +540,8 @@ Hdf5Spec parse_hdf5_spec(ConfigObject& spec, const std::string& base_dir) {
     s.weight_name = spec.get_string("sample_weight");
     if (s.weight_name.empty())
       throw ConfigError(spec.path_of("sample_weight"), "expected a dataset name, got ''");
+  } else {
+    spec.ignore({"sample_weight"});  // null: none, as absent
   }
   return s;
 }

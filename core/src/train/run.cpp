@@ -627,11 +627,11 @@ TrainResult run_training(const TrainRequest& request) {
     result.stop_reason = trainer.state().stop_reason;
 
     result.checkpoint = result.run_dir / "model.h5";
-    if (ranks > 1)
-      std::fprintf(stderr, "tandem: [rank %d/%d] %s after epoch %d, step %lld%s%s\n", rank, ranks,
+    if (ranks > 1)  // each rank's own line (quiet under -q: the run's error says the rest)
+      spdlog::info("[rank {}/{}] {} after epoch {}, step {}{}{}", rank, ranks,
                    result.interrupted ? "interrupted" : "finished", trainer.state().epoch,
-                   static_cast<long long>(trainer.state().step),
-                   result.stop_reason.empty() ? "" : ": ", result.stop_reason.c_str());
+                   trainer.state().step, result.stop_reason.empty() ? "" : ": ",
+                   result.stop_reason);
     if (!writer) {
       if (diverged) throw *diverged;
       if (failed_after) throw *failed_after;
