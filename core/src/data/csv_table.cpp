@@ -78,9 +78,16 @@ CsvTable read_csv_table(const std::string& file, char delimiter) {
       throw DataError("'" + file + "': not valid CSV after row " + std::to_string(t.line) + " (" +
                       csv_strerror(csv_error(&parser)) + ")");
   }
-  if (t.error.empty() && csv_fini(&parser, TableReader::on_field, TableReader::on_row, &t) != 0)
-    throw DataError("'" + file + "': not valid CSV at its end (" +
-                    csv_strerror(csv_error(&parser)) + ")");
+  if (t.error.empty() && csv_fini(&parser, TableReader::on_field, TableReader::on_row, &t) != 0) {
+    // Strict, the end fails only inside a quoted field: the field after those of the row so far.
+    const std::size_t field = t.row.size();
+    const std::string column = field < t.table.header.size()
+                                   ? "column '" + t.table.header[field] + "'"
+                                   : "field " + std::to_string(field + 1);
+    throw DataError("'" + file + "': row " + std::to_string(t.line + 1) + ", " + column +
+                    ": a quote is opened and never closed (the rest of the file reads as inside "
+                    "it; " + csv_strerror(csv_error(&parser)) + ")");
+  }
   if (!t.error.empty()) throw DataError("'" + file + "': " + t.error);
   if (t.table.header.empty()) throw DataError("'" + file + "': empty (a CSV needs a header row)");
   return std::move(t.table);
