@@ -214,12 +214,13 @@ void print_data_bench(const DataBenchResult& r, bool as_json) {
     std::printf("the training step bounds the run: the input pipeline is %.1fx as fast\n",
                 step > 0 ? pipeline / step : 0.0);
   else  // what helps depends on what reads: decoding images, or a file from disk
-    std::printf("the input pipeline bounds the run: it delivers %.0f%% of what the step takes "
-                "(%s help)\n",
-                100.0 * pipeline / step,
-                r.dataset.rfind("images", 0) == 0
-                    ? "more workers, \"cache\": true or smaller images"
-                    : "data small enough to be read whole, a faster disk or a larger \"prefetch\"");
+    std::printf(
+        "the input pipeline bounds the run: it delivers %.0f%% of what the step takes "
+        "(%s help)\n",
+        100.0 * pipeline / step,
+        r.dataset.rfind("images", 0) == 0
+            ? "more workers, \"cache\": true or smaller images"
+            : "data small enough to be read whole, a faster disk or a larger \"prefetch\"");
 }
 
 void add_trust_option(CLI::App* cmd, bool& trust) {

@@ -39,8 +39,8 @@ std::vector<std::string> given_class_names(const std::string& text) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
     names.push_back(text.substr(at, comma - at));
     if (names.back().empty())
-      throw ConfigError("--class-names", "name " + std::to_string(names.size()) + " of \"" +
-                                             text + "\" is empty");
+      throw ConfigError("--class-names",
+                        "name " + std::to_string(names.size()) + " of \"" + text + "\" is empty");
     if (comma == text.size()) return names;
     at = comma + 1;
   }
@@ -57,7 +57,8 @@ bool names_fit(const Model& model, std::size_t count) {
 }
 
 std::string outputs_text(const Model& model) {
-  if (model.output_count() == 1) return "whose output is " + shape_to_string(model.output_shape(0), true);
+  if (model.output_count() == 1)
+    return "whose output is " + shape_to_string(model.output_shape(0), true);
   std::string shapes;
   for (std::size_t j = 0; j < model.output_count(); ++j)
     shapes += (j ? ", " : "") + shape_to_string(model.output_shape(j), true);
@@ -85,9 +86,10 @@ std::vector<std::string> class_names_of(const ExportOptions& o, const Checkpoint
     for (const auto& n : *it)
       if (n.is_string()) names.push_back(n.get<std::string>());
   if (names.empty() || names_fit(model, names.size())) return names;
-  spdlog::warn("the checkpoint's {} class names do not fit a model {}: the ONNX file gets none "
-               "(give --class-names)",
-               names.size(), outputs_text(model));
+  spdlog::warn(
+      "the checkpoint's {} class names do not fit a model {}: the ONNX file gets none "
+      "(give --class-names)",
+      names.size(), outputs_text(model));
   return {};
 }
 

@@ -120,8 +120,9 @@ CheckpointRecord checkpoint_record(const QJsonObject& f) {
   r.reason = f.contains("reason") ? f.value("reason").toString() : f.value("trigger").toString();
   // The engine's own model.h5 (final, interrupted, the step before a diverged loss, the steps
   // before a failure) resumes.
-  r.resumable = f.value("resumable").toBool(r.reason == "final" || r.reason == "interrupted" ||
-                                            r.reason == "diverged" || r.reason == "failed");
+  r.resumable = f.value("resumable")
+                    .toBool(r.reason == "final" || r.reason == "interrupted" ||
+                            r.reason == "diverged" || r.reason == "failed");
   return r;
 }
 

@@ -55,7 +55,7 @@ Index read_locked(const fs::path& dir) {
 // folder), else its absolute "path".
 fs::path file_of(const fs::path& dir, const json& e) {
   return e.contains("file") && e["file"].is_string() ? dir / e["file"].get<std::string>()
-                                                      : fs::path(e["path"].get<std::string>());
+                                                     : fs::path(e["path"].get<std::string>());
 }
 
 // Read-modify-write of <dir>'s index under the process-wide lock: `change` edits the lists;

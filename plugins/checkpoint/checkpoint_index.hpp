@@ -32,9 +32,9 @@ void mark_rewriting(const std::filesystem::path& dir, const std::vector<std::str
 
 /// Rewrites <dir>/checkpoints.json: keeps the entries already there (in either list) except those
 /// whose "path" is in `remove` or is the path of an entry in `add` (a file written again), and
-/// those whose file is gone; then appends `add` to "checkpoints". Does not touch the file when nothing changes. Throws
-/// RunError (a std::runtime_error) naming the file on I/O failure (the previous index is
-/// untouched then).
+/// those whose file is gone; then appends `add` to "checkpoints". Does not touch the file when
+/// nothing changes. Throws RunError (a std::runtime_error) naming the file on I/O failure (the
+/// previous index is untouched then).
 void update_index(const std::filesystem::path& dir, const std::vector<nlohmann::json>& add,
                   const std::vector<std::string>& remove);
 

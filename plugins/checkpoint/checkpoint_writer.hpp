@@ -2,10 +2,11 @@
 //
 // The training thread captures a checkpoint (a deep copy: CheckpointData owns its tensors) and
 // submits it; the writer thread writes the file(s) (crash-safe, write_checkpoint_file; a file
-// written again moves to the index's "rewriting" list first), then the index, then deletes the files the job evicts. At
-// most one job is in flight: submit() waits only while the previous write is still running. Results
-// and errors come back to the training thread through take_finished(), which the callback calls
-// from its hooks (the CallbackContext, and so ctx.publish, belongs to the training thread).
+// written again moves to the index's "rewriting" list first), then the index, then deletes the
+// files the job evicts. At most one job is in flight: submit() waits only while the previous write
+// is still running. Results and errors come back to the training thread through take_finished(),
+// which the callback calls from its hooks (the CallbackContext, and so ctx.publish, belongs to the
+// training thread).
 #pragma once
 
 #include <condition_variable>

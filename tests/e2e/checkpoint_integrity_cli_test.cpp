@@ -126,7 +126,7 @@ TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
   r = run_command(train + (dir / "rng.h5").string() + " --run-dir " + (dir / "a").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find((dir / "rng.h5").string() + ": /tandem/rng/drop: layer 'drop': a random "
-                       "state has 2 numbers, got 5"),
+                                                   "state has 2 numbers, got 5"),
             std::string::npos)
       << r.err;
   r = run_command(train + (dir / "wide.h5").string() + " --run-dir " + (dir / "b").string());

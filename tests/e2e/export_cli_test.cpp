@@ -166,8 +166,9 @@ TEST(ExportCli, ABinaryClassifierTakesTwoClassNames) {
   auto r = run_command(cli() + " export " + (dir / "tiny" / "model.h5").string() + " -o " +
                        out.string() + " --class-names cat,dog");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_command(python() + " -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
-                             "print({p.key: p.value for p in m.metadata_props}[\"class_names\"])' " +
+  r = run_command(python() +
+                  " -c 'import onnx, sys; m = onnx.load(sys.argv[1]); "
+                  "print({p.key: p.value for p in m.metadata_props}[\"class_names\"])' " +
                   out.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[\"cat\",\"dog\"]\n");
@@ -189,7 +190,8 @@ TEST(ExportCli, BadInputsExitTwoAndWriteNothing) {
   test::write_text(dir / "not.h5", "this is not HDF5\n");
   const std::vector<Bad> bad{
       {(dir / "not.h5").string() + " -o " + out.string(), "not.h5"},
-      {model + " -o " + out.string() + " --class-names a,b", "2 class names for a model whose output is (None, 3)"},
+      {model + " -o " + out.string() + " --class-names a,b",
+       "2 class names for a model whose output is (None, 3)"},
       // A doubled comma is a slip (it read as two names, "a" and "b").
       {model + " -o " + out.string() + " --class-names a,,b", "name 2 of \"a,,b\" is empty"},
       {model + " -o " + out.string() + " --config " + (dir / "not.h5").string(), "not.h5"},

@@ -69,8 +69,8 @@ TEST(FailureResumeCli, ABadLabelInALateBatchSavesTheStepsDoneAndResumesBitwise) 
   EXPECT_EQ(saved.training->state.at("step"), 3) << saved.training->state.dump();
 
   write_table(dir / "table.csv");  // the row fixed
-  const auto resumed = test::run_command(test::tandem_cli() + " train --resume " +
-                                         (dir / "run").string() + " -q");
+  const auto resumed =
+      test::run_command(test::tandem_cli() + " train --resume " + (dir / "run").string() + " -q");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   expect_same_weights(dir / "run" / "model.h5", dir / "straight" / "model.h5");
 }
@@ -94,9 +94,9 @@ TEST(FailureResumeCli, ACallbackFailingAtAnEpochsEndKeepsThatEpoch) {
       << failed.err;
 
   test::write_text(dir / "run.json", config.dump());  // the callback left out
-  const auto resumed = test::run_command(test::tandem_cli() + " train " +
-                                         (dir / "run.json").string() + " --resume " +
-                                         (dir / "run").string() + " -q");
+  const auto resumed =
+      test::run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
+                        " --resume " + (dir / "run").string() + " -q");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   const json history = test::run_history(dir / "run");
   const json straight = test::run_history(dir / "straight");
@@ -105,5 +105,5 @@ TEST(FailureResumeCli, ACallbackFailingAtAnEpochsEndKeepsThatEpoch) {
   expect_same_weights(dir / "run" / "model.h5", dir / "straight" / "model.h5");
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

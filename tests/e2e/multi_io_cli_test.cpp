@@ -180,8 +180,9 @@ TEST_F(MultiIoCli, DataAndConfigThatDoNotFitAreRefusedWithTheirPlace) {
   refused(three, "has 3 input arrays, but model 'two_heads' has 2 inputs");
   json no_value = run_config(data);
   no_value["data"]["train"]["y"] = {"label"};
-  refused(no_value, "targets of shape (None,) for the model's 2 outputs, which take 2 values per "
-                    "sample, packed (repeat: 1, mean: 1)");
+  refused(no_value,
+          "targets of shape (None,) for the model's 2 outputs, which take 2 values per "
+          "sample, packed (repeat: 1, mean: 1)");
   json missing = run_config(data);
   missing["data"]["train"]["x"] = {"tokens", "flags"};
   refused(missing, "no dataset 'flags'");

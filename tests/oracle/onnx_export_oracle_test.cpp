@@ -141,7 +141,8 @@ std::vector<Case> cases() {
                                                                 {"kernel_size", {3, 3}},
                                                                 {"dilation_rate", {2, 2}},
                                                                 {"padding", "same"}})}),
-               {{{4, 5, 2}}}, false});
+               {{{4, 5, 2}}},
+               false});
   c.push_back({"pad_crop_upsample",
                sequential(image, {layer("ZeroPadding2D", {{"padding", {{1, 2}, {0, 1}}}}),
                                   layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}}),

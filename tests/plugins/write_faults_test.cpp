@@ -260,9 +260,9 @@ TEST(WriteFaults, AFileWrittenAgainStaysResumableFromTheRunFolderWhenItsWriteFai
   json config = tiny_regression_config();
   config["epochs"] = 2;
   config["verbose"] = 0;
-  config["callbacks"] = json::array(
-      {{{"plugin", "checkpoint"},
-        {"options", {{"filepath", "checkpoints/ck.h5"}, {"monitor", "loss"}}}}});
+  config["callbacks"] =
+      json::array({{{"plugin", "checkpoint"},
+                    {"options", {{"filepath", "checkpoints/ck.h5"}, {"monitor", "loss"}}}}});
   const RunConfig run = parse_run_config(config, fs::current_path());
   const fs::path run_dir = base / "run";
   FaultyFileSystem faults(run_dir, "rename checkpoints/ck.h5 #2", EIO);

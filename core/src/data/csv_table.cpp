@@ -86,7 +86,8 @@ CsvTable read_csv_table(const std::string& file, char delimiter) {
                                    : "field " + std::to_string(field + 1);
     throw DataError("'" + file + "': row " + std::to_string(t.line + 1) + ", " + column +
                     ": a quote is opened and never closed (the rest of the file reads as inside "
-                    "it; " + csv_strerror(csv_error(&parser)) + ")");
+                    "it; " +
+                    csv_strerror(csv_error(&parser)) + ")");
   }
   if (!t.error.empty()) throw DataError("'" + file + "': " + t.error);
   if (t.table.header.empty()) throw DataError("'" + file + "': empty (a CSV needs a header row)");

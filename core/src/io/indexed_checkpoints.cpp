@@ -30,8 +30,7 @@ void add_listed(const fs::path& index_file, std::vector<IndexedCheckpoint>& out)
     for (const auto& entry : index[list]) {
       if (!entry.is_object() || !entry.contains("file") || !entry["file"].is_string()) continue;
       const fs::path name(entry["file"].get<std::string>());
-      if (!name.has_filename() || name != name.filename() || name == "." || name == "..")
-        continue;
+      if (!name.has_filename() || name != name.filename() || name == "." || name == "..") continue;
       const nlohmann::json resumable = entry.value("resumable", nlohmann::json(false));
       out.push_back({index_file, index_file.parent_path() / name,
                      resumable.is_boolean() && resumable.get<bool>()});

@@ -100,10 +100,10 @@ class KerasLoss : public Loss {
       throw ShapeError(name() + " needs model outputs (None, classes), got " +
                        shape_to_string(output, true));
     if (sparse ? shape_size(target) != 1 : target != output)
-      throw ShapeError(name() + ": targets " + shape_to_string(target, true) +
-                       (sparse ? " must hold one class index per sample"
-                               : " do not match model outputs " + shape_to_string(output, true) +
-                                     hint));
+      throw ShapeError(
+          name() + ": targets " + shape_to_string(target, true) +
+          (sparse ? " must hold one class index per sample"
+                  : " do not match model outputs " + shape_to_string(output, true) + hint));
   }
 
   double compute(const Tensor& pred, const Tensor& target, float grad_scale,

@@ -144,12 +144,14 @@ void check_target_form(const MetricInfo& info, const Loss& loss, const std::stri
   const bool sparse_targets = loss.desc().kind == backend::LossDesc::Kind::scce;
   if (sparse_metric == sparse_targets) return;
   if (sparse_targets)
-    throw ConfigError(path, std::string("metric '") + info.name +
-                                "' compares each output value with a target of its own, but the "
-                                "loss " + loss.name() +
-                                " gives one class index per sample (use sparse_categorical_accuracy "
-                                "or sparse_top_k_categorical_accuracy, or one-hot targets with "
-                                "categorical_crossentropy)");
+    throw ConfigError(path,
+                      std::string("metric '") + info.name +
+                          "' compares each output value with a target of its own, but the "
+                          "loss " +
+                          loss.name() +
+                          " gives one class index per sample (use sparse_categorical_accuracy "
+                          "or sparse_top_k_categorical_accuracy, or one-hot targets with "
+                          "categorical_crossentropy)");
   throw ConfigError(path, std::string("metric '") + info.name +
                               "' reads one class index per sample, but the loss " + loss.name() +
                               " takes targets of the output's shape (use categorical_accuracy or "

@@ -121,9 +121,8 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
       if (backend::math::sparse_label(label, c.width) >= 0) continue;
       std::ostringstream value;
       value << label;
-      const std::string where = samples.empty()
-                                    ? "row " + std::to_string(r) + " of the batch"
-                                    : place(samples[static_cast<std::size_t>(r)]);
+      const std::string where = samples.empty() ? "row " + std::to_string(r) + " of the batch"
+                                                : place(samples[static_cast<std::size_t>(r)]);
       const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
       throw DataError(where + ": label " + value.str() + output + " is not a class index in [0, " +
                       std::to_string(c.width) + ") (" + c.loss + " takes integer class indices)");

@@ -67,7 +67,8 @@ std::string available(const DeviceReport& report) {
 int parse_count(const std::string& digits, const std::string& path, const std::string& text,
                 Machine& machine) {
   const auto all_digits = [](const std::string& s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (digits.size() > 1 && digits[0] == '-' && all_digits(digits.substr(1)))
     fail(path, text, "'" + digits + "' is negative", machine);

@@ -176,8 +176,8 @@ void remove_old_run(const std::filesystem::path& dir) {
     if (!std::filesystem::exists(file, ec)) continue;
     std::filesystem::remove(file, ec);
     if (ec)
-      throw RunError("--overwrite: cannot remove " + file.string() + " of the old run: " +
-                     ec.message());
+      throw RunError("--overwrite: cannot remove " + file.string() +
+                     " of the old run: " + ec.message());
     ++removed;
   }
   spdlog::info("--overwrite: removed the {} files of the run {} held", removed, dir.string());
@@ -346,9 +346,10 @@ void warn_of_changed_settings(const json& resolved, const CheckpointData& checkp
   std::string list;
   for (std::size_t i = 0; i < changes.size() && i < 8; ++i) list += "\n  " + changes[i];
   if (changes.size() > 8) list += "\n  ... and " + std::to_string(changes.size() - 8) + " more";
-  spdlog::warn("resuming with settings other than the checkpoint's run had: the run goes on with "
-               "them, no longer the run an uninterrupted one would have been:{}",
-               list);
+  spdlog::warn(
+      "resuming with settings other than the checkpoint's run had: the run goes on with "
+      "them, no longer the run an uninterrupted one would have been:{}",
+      list);
 }
 
 // The loader's check of each batch's class indices (Objective::label_check), naming the sample

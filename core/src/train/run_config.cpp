@@ -115,11 +115,12 @@ void apply_override(json& config, const std::string& assignment) {
     if (part.empty()) throw ConfigError("--set " + key, "empty key segment");
     if (!node->is_object()) {
       if (!node->is_null()) {
-        std::string why = "is " + node->dump() + ", not an object: --set " + key +
-                          " has no '" + part + "' to set in it";
+        std::string why = "is " + node->dump() + ", not an object: --set " + key + " has no '" +
+                          part + "' to set in it";
         if (node->is_string())  // "optimizer": "adam", "loss": "mse"
-          why += " (write it in Keras' object form, {\"class_name\": \"...\", \"config\": "
-                 "{...}}, to set its settings)";
+          why +=
+              " (write it in Keras' object form, {\"class_name\": \"...\", \"config\": "
+              "{...}}, to set its settings)";
         throw ConfigError(walked.empty() ? "--set " + key : walked, why);
       }
       *node = json::object();

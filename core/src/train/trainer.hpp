@@ -193,7 +193,7 @@ class Trainer : public CallbackContext {
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
   std::string divergence_;       // why the fit stopped on a non-finite loss: thrown as DivergedRun
-  bool between_steps_ = true;    // false while an update is applied: a failure then is not resumable
+  bool between_steps_ = true;  // false while an update is applied: a failure then is not resumable
   bool failed_between_steps_ = false;
   bool restore_locked_ = false;  // inside fit(), past on_train_begin: restore() is refused
 };

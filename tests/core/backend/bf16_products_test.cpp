@@ -554,8 +554,11 @@ TEST(Bf16Products, AConvolutionsBackwardWithoutAnInputGradient) {
   auto other = cpu_backend(Precision::bf16).convolution(cc.desc());
   other->forward(x, kernel, &bias, y);
   other->backward_weights(x, dy, d_kernel2, &d_bias2);
-  EXPECT_EQ(std::memcmp(d_kernel.data(), d_kernel2.data(), static_cast<std::size_t>(d_kernel.size()) * 4), 0);
-  EXPECT_EQ(std::memcmp(d_bias.data(), d_bias2.data(), static_cast<std::size_t>(d_bias.size()) * 4), 0);
+  EXPECT_EQ(
+      std::memcmp(d_kernel.data(), d_kernel2.data(), static_cast<std::size_t>(d_kernel.size()) * 4),
+      0);
+  EXPECT_EQ(std::memcmp(d_bias.data(), d_bias2.data(), static_cast<std::size_t>(d_bias.size()) * 4),
+            0);
 }
 
 // Below 8 input channels a convolution stays in float32 (too few products per value for

@@ -119,8 +119,9 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   EXPECT_TRUE(has(error_of("ragged.csv"), "row 3 has 1 fields, the header has 2"))
       << error_of("ragged.csv");
   EXPECT_TRUE(has(error_of("twice.csv"), "the column 'x' appears twice"));
-  EXPECT_TRUE(has(error_of("quote.csv"), "quote.csv': row 2, column 'y': a quote is opened and "
-                                         "never closed"))
+  EXPECT_TRUE(has(error_of("quote.csv"),
+                  "quote.csv': row 2, column 'y': a quote is opened and "
+                  "never closed"))
       << error_of("quote.csv");
   EXPECT_TRUE(has(error_of("empty.csv"), "empty (a CSV needs a header row)"));
   EXPECT_TRUE(has(error_of("header-only.csv"), "no rows under the header"));

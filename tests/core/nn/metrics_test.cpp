@@ -102,8 +102,9 @@ TEST(Metrics, AMetricThatReadsTheTargetsInAnotherFormIsRefused) {
   auto onehot = make_loss("categorical_crossentropy", "loss");
   for (const char* name : {"Precision", "recall", "mse", "mae", "binary_accuracy",
                            "categorical_accuracy", "top_k_categorical_accuracy"}) {
-    const auto message = config_error_message(
-        [&] { make_metrics(json::array({"accuracy", name}), "metrics", *labels, {3}); });
+    const auto message = config_error_message([&] {
+      make_metrics(json::array({"accuracy", name}), "metrics", *labels, {3});
+    });
     EXPECT_NE(message.find("at 'metrics[1]'"), std::string::npos) << message;
     EXPECT_NE(message.find("one class index per sample"), std::string::npos) << message;
   }

@@ -296,8 +296,8 @@ TEST(Objective, TheLabelCheckNamesTheSampleAndTheOutput) {
   std::function<void(const Tensor&, std::span<const std::int64_t>)> check;
   {
     const Objective o = make_objective(kLoss, kWeights, kMetrics, *model);
-    check = o.label_check({3, 1},
-                          [](std::int64_t i) { return "sample " + std::to_string(i) + " of the test data"; });
+    check = o.label_check(
+        {3, 1}, [](std::int64_t i) { return "sample " + std::to_string(i) + " of the test data"; });
   }
   // Rows: (class, regression target), then (class, target, weight).
   Tensor y({3, 2});
