@@ -282,6 +282,33 @@ TEST(WriteFaults, AFileWrittenAgainStaysResumableFromTheRunFolderWhenItsWriteFai
   EXPECT_NE(r.err.find("ck.h5"), std::string::npos) << r.err;
 }
 
+// A run that failed between steps saves its weights; when that save fails too, the run's own
+// failure is the error, the save's added to it (the save's alone hid why the run had stopped).
+TEST(WriteFaults, ARunThatFailedAndCannotSaveReportsItsOwnFailureFirst) {
+  const fs::path base = scratch_dir("write_faults_twice");
+  json config = tiny_regression_config();
+  config["epochs"] = 2;
+  config["verbose"] = 0;
+  config["callbacks"] = json::array(
+      {{{"plugin", "checkpoint"}, {"options", {{"filepath", "ck/{no_such_key}.h5"}}}}});
+  const RunConfig run = parse_run_config(config, fs::current_path());
+  const fs::path run_dir = base / "run";
+  FaultyFileSystem faults(run_dir, "rename model.h5 #1", EIO);
+  std::string error;
+  {
+    ScopedFileSystem installed(faults);
+    try {
+      run_training(request_for(run, run_dir));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find("{no_such_key}"), std::string::npos) << error;
+  EXPECT_NE(error.find("and its weights could not be saved"), std::string::npos) << error;
+  EXPECT_NE(error.find("Input/output error"), std::string::npos) << error;
+  EXPECT_LT(error.find("{no_such_key}"), error.find("Input/output error")) << error;
+}
+
 // A full disk reads as such in the message, and the stream that failed is not written to again
 // (the run's last events go nowhere rather than into the middle of a torn line).
 TEST(WriteFaults, FullDiskWhileAppendingEventsNamesTheStream) {

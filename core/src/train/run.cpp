@@ -167,8 +167,10 @@ bool is_run_folder_of(const std::filesystem::path& dir, const std::filesystem::p
 // --resume of the folder took the old model.h5). Other files are the user's and stay.
 void remove_old_run(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
-  for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) files.push_back(c.file);
-  for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) files.push_back(c.index);
+  for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) {
+    files.push_back(c.file);
+    files.push_back(c.index);  // once removed, later entries of the same index find it gone
+  }
   for (const char* own : {"events.jsonl", "model.h5", "config.json"}) files.push_back(dir / own);
   int removed = 0;
   for (const auto& file : files) {
@@ -643,7 +645,19 @@ TrainResult run_training(const TrainRequest& request) {
     // them (a second copy of the weights and slots in memory, 494 MB for seed-mlp). Holds the
     // run config (set_run_config).
     CheckpointData ckpt = trainer.checkpoint(Target::template_model, Snapshot::shared);
-    write_checkpoint_file(result.checkpoint, ckpt);
+    try {
+      write_checkpoint_file(result.checkpoint, ckpt);
+    } catch (const Error& e) {
+      // A run that failed already (a full disk fails the checkpoint callback, then this) is
+      // reported by its own failure first.
+      const Error* first = diverged         ? static_cast<const Error*>(&*diverged)
+                           : failed_after   ? &*failed_after
+                           : failed_mid_run ? &*failed_mid_run
+                                            : nullptr;
+      if (!first) throw;
+      throw Error(first->code(), std::string(first->what()) +
+                                     " (and its weights could not be saved: " + e.what() + ")");
+    }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // 1-based, as every event's: the epoch the run stopped in (an interrupt mid-epoch), else

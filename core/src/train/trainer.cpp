@@ -245,6 +245,7 @@ bool Trainer::train_batch(const Batch& batch, EpochTotals& totals, const Batch* 
 
 const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
                                       const FitOptions& options) {
+  failed_between_steps_ = false;
   check_fit_data(train, validation);
   const std::int64_t steps = steps_per_epoch(train, options);
   const bool limited = options.steps_per_epoch > 0;
@@ -286,7 +287,6 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   }
   check_resume_position();
   Logs last_logs;
-  failed_between_steps_ = false;
   try {
     between_steps_ = true;
     last_logs = fit_epochs(train, validation);
