@@ -289,8 +289,8 @@ TEST(WriteFaults, ARunThatFailedAndCannotSaveReportsItsOwnFailureFirst) {
   json config = tiny_regression_config();
   config["epochs"] = 2;
   config["verbose"] = 0;
-  config["callbacks"] = json::array(
-      {{{"plugin", "checkpoint"}, {"options", {{"filepath", "ck/{no_such_key}.h5"}}}}});
+  config["callbacks"] =
+      json::array({{{"plugin", "checkpoint"}, {"options", {{"filepath", "ck/{no_such_key}.h5"}}}}});
   const RunConfig run = parse_run_config(config, fs::current_path());
   const fs::path run_dir = base / "run";
   FaultyFileSystem faults(run_dir, "rename model.h5 #1", EIO);
