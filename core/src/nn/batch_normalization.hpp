@@ -75,6 +75,10 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
   void set_cross_replica_sum(backend::SumAcrossReplicas sum) override {
     cross_replica_ = std::move(sum);
   }
+  std::vector<Parameter*> moving_state() override { return {&moving_mean_, &moving_variance_}; }
+  void average_moving_state(std::int64_t rows) override {
+    if (cross_replica_) average_moving_statistics(rows);
+  }
   void set_absorb_output_relu(bool absorb) override;
   bool absorbs_output_relu() const { return output_relu_; }
   nlohmann::json config() const override;

@@ -69,6 +69,12 @@ class CrossReplicaStatistics {
   virtual ~CrossReplicaStatistics() = default;
   virtual bool wants_cross_replica_sum() const = 0;
   virtual void set_cross_replica_sum(backend::SumAcrossReplicas sum) = 0;
+  /// The state a training forward moves (BatchNormalization's moving mean and variance): a
+  /// pipeline keeps it per micro-batch and combines it once a step, as replicas are combined.
+  virtual std::vector<Parameter*> moving_state() = 0;
+  /// Makes the moving state the average over every replica of the run, weighted by `rows`
+  /// (this replica's); nothing without a cross-replica sum. Every replica calls it (a collective).
+  virtual void average_moving_state(std::int64_t rows) = 0;
 };
 
 /// A layer whose Keras definition changed in Keras 3: hard_sigmoid (Keras 2's clip(0.2 x + 0.5,

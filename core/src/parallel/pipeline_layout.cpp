@@ -336,7 +336,9 @@ int pipeline_replicas(const DevicePlan& plan, int stages) {
     throw ConfigError("pipeline.stages",
                       std::to_string(stages) + " stages do not divide device plan '" + plan.text +
                           "' (" + std::to_string(plan.size()) + " devices); give " +
-                          std::to_string(stages) + " devices per replica");
+                          std::to_string(stages) +
+                          " devices per replica, or --set pipeline=null to run the model "
+                          "unstaged (a pipelined run's checkpoint loads either way)");
   return plan.size() / stages;
 }
 

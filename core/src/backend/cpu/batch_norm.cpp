@@ -110,10 +110,12 @@ class CpuBatchNorm final : public BatchNorm {
     if (rows == 0 && !sync) return;  // an empty shard: no statistics
     // Synchronized, an empty shard takes part in the sums and takes the whole batch's
     // statistics into its moving ones as every replica does (else it validates with stale ones).
-    if (sync)
-      synchronized_statistics(x, sync);
-    else
+    if (sync) {
+      // No replica had rows (a pipeline's micro-batch past a short batch's end): no statistics.
+      if (synchronized_statistics(x, sync) == 0) return;
+    } else {
       local_statistics(x);
+    }
     const double momentum = d_.momentum;
     float* mm = moving_mean.data();
     float* mv = moving_variance.data();
@@ -178,7 +180,8 @@ class CpuBatchNorm final : public BatchNorm {
   // The global batch's mean and biased variance over every replica (into mean_, var_): two passes,
   // each summed across the replicas (the mean, then the squared deviations from it), so every
   // replica normalises with the same numbers. Every participant calls, an empty shard too.
-  void synchronized_statistics(const Tensor& x, const SumAcrossReplicas& sync) {
+  // Returns the rows of every replica together.
+  double synchronized_statistics(const Tensor& x, const SumAcrossReplicas& sync) {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     const float* xp = x.data();
@@ -207,6 +210,7 @@ class CpuBatchNorm final : public BatchNorm {
     sync(global_.data(), global_.size());
     var_.assign(global_.begin(), global_.end());
     for (double& v : var_) v /= count;  // biased, as Keras
+    return count;
   }
 
   // The gradient that reaches the normalization: dy, or with output_relu dy masked by y > 0.
