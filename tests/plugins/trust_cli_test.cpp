@@ -169,15 +169,21 @@ struct StoredConfigRun {
         {{"plugin", "checkpoint"},
          {"options", {{"filepath", victim.string()}, {"monitor", "loss"}}}},
         {{"plugin", "checkpoint"},
-         {"options", {{"filepath", "kept/epoch{epoch}.h5"}, {"monitor", "loss"}}}}};
+         {"options", {{"filepath", "kept/epoch{epoch}.h5"}, {"monitor", "loss"}}}},
+        // By name, from a plugin folder of the user's; a field formatting a slash ("../2").
+        {{"plugin", "announces_load"}},
+        {{"plugin", "checkpoint"},
+         {"options", {{"filepath", "..{epoch:/>2}_escaped.h5"}, {"monitor", "loss"}}}}};
     const CommandResult r = train_in(dir, "run", config);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     checkpoint = dir / "run" / "model.h5";
     EXPECT_TRUE(fs::exists(victim));
     fs::remove(victim);
+    fs::remove(marker);
   }
   CommandResult resume(const std::string& extra) const {
-    return run_command("TANDEM_TEST_LOAD_MARKER=" + marker.string() + " " + tandem_cli() +
+    return run_command("TANDEM_TEST_LOAD_MARKER=" + marker.string() +
+                       " TANDEM_PLUGIN_PATH=" + TANDEM_TEST_PLUGIN_DIR + " " + tandem_cli() +
                        " train --resume " + checkpoint.string() + " --set epochs=2 -q " + extra);
   }
 };
@@ -196,6 +202,10 @@ TEST(StoredConfigTrust, ResumingFromACheckpointAloneLeavesOutItsPluginLibrariesA
   EXPECT_THAT(r.err, HasSubstr(run.victim.string()));
   EXPECT_THAT(r.err, HasSubstr("--trust-checkpoint-config"));
   EXPECT_THAT(r.err, Not(HasSubstr("callbacks[2]")));
+  EXPECT_THAT(r.err, HasSubstr("callbacks[3] (plugin \"announces_load\"): not a plugin Tandem "
+                               "ships"));
+  EXPECT_THAT(r.err, HasSubstr("callbacks[4]"));
+  EXPECT_FALSE(fs::exists(run.dir / "2_escaped.h5")) << "a formatted slash left the run folder";
   // The callback writing inside the run folder was kept: epoch 2 has its checkpoint.
   EXPECT_TRUE(fs::exists(run.dir / "run" / "kept" / "epoch2.h5"));
 }

@@ -727,11 +727,22 @@ CheckpointData read_contents(hid_t root) {
     data.training_config =
         parse_json(read_string_attr(root, "training_config"), "training_config");
 
+  // Names unique in their lists (checkpoint-format.md): a name listed again would read its
+  // weights again — 600 times one 4 MiB kernel is 2.4 GB from a 49 KB file.
+  const auto require_unique = [](const std::vector<std::string>& names, const std::string& list) {
+    std::set<std::string> seen;
+    for (const auto& n : names)
+      if (!seen.insert(n).second)
+        throw std::runtime_error(list + " lists '" + n + "' twice (names are unique in it)");
+  };
+  require_unique(*layer_names, prefix + "layer_names");
   for (const auto& layer : *layer_names) {
     H5Handle group = open_group(weights_loc, layer, prefix + layer);
     LayerWeights lw{layer, {}};
-    for (const auto& name :
-         read_name_list(group.get(), "weight_names").value_or(std::vector<std::string>{}))
+    const std::vector<std::string> weight_names =
+        read_name_list(group.get(), "weight_names").value_or(std::vector<std::string>{});
+    require_unique(weight_names, prefix + layer + "/weight_names");
+    for (const auto& name : weight_names)
       lw.weights.push_back(
           NamedTensor{plain_weight_name(layer, name),
                       read_tensor(group.get(), name, prefix + layer + "/" + name)});

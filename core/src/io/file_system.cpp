@@ -72,7 +72,8 @@ class PosixFileSystem final : public FileSystem {
     return open_file(path, O_WRONLY | O_CREAT | O_EXCL, 0666, file);
   }
   std::error_code open_append(const fs::path& path, std::unique_ptr<WritableFile>& file) override {
-    return open_file(path, O_WRONLY | O_CREAT | O_APPEND, 0644, file);
+    // Never through a symbolic link, never blocking on a FIFO (ELOOP, ENXIO instead).
+    return open_file(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0644, file);
   }
   std::error_code sync_file(const fs::path& path) override { return sync_path(path, O_RDONLY); }
   std::error_code rename(const fs::path& from, const fs::path& to) override {

@@ -45,7 +45,7 @@ std::vector<IndexedCheckpoint> indexed_checkpoints(const fs::path& run_dir) {
   std::vector<fs::path> folders{run_dir};
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run_dir, ec))
-    if (e.is_directory(ec)) folders.push_back(e.path());
+    if (e.is_directory(ec) && !e.is_symlink(ec)) folders.push_back(e.path());  // its own only
   for (const auto& dir : folders) add_listed(dir / "checkpoints.json", out);
   return out;
 }

@@ -1,6 +1,7 @@
 // The checkpoint files a run folder's checkpoint indexes list (docs/checkpoint-format.md "The
 // checkpoint index"): <run>/checkpoints.json and those of its immediate subfolders
-// (<run>/checkpoints/checkpoints.json, the checkpoint plugin's default), both of their lists
+// (<run>/checkpoints/checkpoints.json, the checkpoint plugin's default; not a subfolder that is
+// a symbolic link to another folder: --overwrite deletes what they list), both of their lists
 // ("checkpoints" and "rewriting"). Read by `tandem train --resume RUN_DIR` (the newest resumable
 // one) and by --overwrite (what the old run left). The engine reads the indexes only; the
 // checkpoint plugin writes them.

@@ -1,6 +1,7 @@
 #include "io/run_folder_lock.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,10 +36,19 @@ std::optional<pid_t> holder_of(int fd) {
 
 RunFolderLock::RunFolderLock(const std::filesystem::path& folder) {
   const std::filesystem::path file = folder / kRunFolderLockName;
-  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Not through a symbolic link (the pid written below would truncate its target), nor
+  // blocking on a FIFO.
+  fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd_ < 0)
     throw RunError("cannot create the run folder's lock " + file.string() + ": " +
-                   std::strerror(errno));
+                   std::strerror(errno) +
+                   (errno == ELOOP ? " (it is a symbolic link: remove it)" : ""));
+  struct stat info{};
+  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw RunError("the run folder's lock " + file.string() + " is not a regular file: remove it");
+  }
   struct flock l = whole_file(F_WRLCK);
   if (::fcntl(fd_, F_SETLK, &l) != 0) {
     const int error = errno;
@@ -97,7 +107,9 @@ int remove_stray_temporaries(const std::filesystem::path& folder) {
   int removed = remove_dead_writers_files(folder);
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec))
-    if (entry.is_directory(ec)) removed += remove_dead_writers_files(entry.path());
+    // Its own subfolders only: not through a symbolic link to another folder.
+    if (entry.is_directory(ec) && !entry.is_symlink(ec))
+      removed += remove_dead_writers_files(entry.path());
   return removed;
 }
 

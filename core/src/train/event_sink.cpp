@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "io/file_system.hpp"
+#include "util/regular_file.hpp"
 #include "tandem/error.hpp"
 #include "util/utc_time.hpp"
 
@@ -46,6 +47,14 @@ EventSink::~EventSink() = default;
 void EventSink::open_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  // An existing stream must be a file of its own: a symbolic link would append elsewhere, and a
+  // FIFO or a device would block the run or take the events (open_append follows neither).
+  if (std::filesystem::is_symlink(path, ec))
+    throw RunError("cannot open the event stream " + path.string() +
+                   ": it is a symbolic link, and the stream is written only as a file of its own");
+  if (std::filesystem::exists(path, ec))
+    if (const std::string why = not_a_regular_file(path); !why.empty())
+      throw RunError("cannot open the event stream " + path.string() + ": it " + why);
   std::unique_ptr<WritableFile> file;
   if (const std::error_code error = FileSystem::current().open_append(path, file))
     throw RunError("cannot open the event stream " + path.string() + ": " + error.message());

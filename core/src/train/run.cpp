@@ -903,7 +903,9 @@ Predictions run_prediction(const InferenceRequest& request) {
 }
 
 std::filesystem::path run_folder_of_checkpoint(const std::filesystem::path& checkpoint) {
-  const std::filesystem::path dir = checkpoint.parent_path();
+  // Absolute first: "model.h5" in the working folder has no parent to name ("" made every
+  // caller's absolute() fail).
+  const std::filesystem::path dir = std::filesystem::absolute(checkpoint).parent_path();
   if (!std::filesystem::exists(dir / "config.json") && dir.has_parent_path() &&
       std::filesystem::exists(dir.parent_path() / "config.json"))
     return dir.parent_path();

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 
 namespace tandem {
 
@@ -10,13 +11,33 @@ namespace {
 
 using nlohmann::json;
 
+// The plugins Tandem ships (plugins/): a stored config names no other (by name, a plugin folder
+// of the user's — TANDEM_PLUGIN_PATH — would have the checkpoint pick which of its libraries
+// runs). tests/plugins checks the list against the built-in folder.
+const std::set<std::string>& shipped_plugins() {
+  static const std::set<std::string> names = {
+      "backup_and_restore", "checkpoint",           "csv_logger",    "early_stopping",
+      "events",             "lr_scheduler",         "progress",      "reduce_lr_on_plateau",
+      "replica_stats",      "terminate_on_nan"};
+  return names;
+}
+
 // Whether `text`, read as a path, leaves the folder it is relative to: absolute ("/etc/x",
-// "~/x" is not expanded and stays inside) or with a ".." component ("../x", "a/../../x").
+// "~/x" is not expanded and stays inside), with a ".." component ("../x", "a/../../x"), or with a
+// template field whose format spec holds a slash ("..{epoch:/>2}" formats to "../2": the text is
+// checked, not what it formats to).
 bool leaves_the_folder(const std::string& text) {
   const std::filesystem::path path(text);
   if (path.is_absolute()) return true;
   for (const auto& part : path)
     if (part == "..") return true;
+  for (std::size_t open = text.find('{'); open != std::string::npos;
+       open = text.find('{', open + 1)) {
+    const std::size_t close = text.find('}', open);
+    if (close == std::string::npos) break;
+    const std::string field = text.substr(open, close - open);
+    if (field.find('/') != std::string::npos || field.find('\\') != std::string::npos) return true;
+  }
   return false;
 }
 
@@ -49,6 +70,13 @@ std::optional<std::string> reason_to_leave_out(const json& cc, std::size_t index
   const json plugin = cc.value("plugin", json());
   if (plugin.is_string() && named_by_path(plugin.get<std::string>()))
     return where + " (plugin " + plugin.dump() + "): a plugin named by path runs that library";
+  if (plugin.is_string() && !shipped_plugins().count(plugin.get<std::string>()))
+    return where + " (plugin " + plugin.dump() +
+           "): not a plugin Tandem ships; loading it runs a library of your plugin folders";
+  // Keras' BackupAndRestore resolves backup_dir against the working folder, not the run folder.
+  if (plugin == "backup_and_restore")
+    return where + " (plugin \"backup_and_restore\"): its backup_dir is relative to the working "
+                   "folder, outside the run folder";
   if (cc.contains("options")) {
     if (auto option = option_leaving_the_folder(cc["options"], where + ".options"))
       return where + (plugin.is_string() ? " (plugin " + plugin.dump() + ")" : "") + ": " +

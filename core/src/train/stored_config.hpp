@@ -24,9 +24,11 @@ struct ReviewedConfig {
 };
 
 /// Leaves out of the stored run config `stored`: "plugin_paths"; each callback whose plugin is
-/// named by a path (a built-in plugin is named by its name); each callback with an option (at any
-/// depth) whose string value is an absolute path or climbs out of the run folder with "..".
-/// Everything else (model, data, optimizer, callbacks of built-in plugins writing inside the run
+/// not one Tandem ships (named by a path, or by a name a plugin folder of the user's would
+/// resolve); backup_and_restore (its backup_dir is relative to the working folder); each
+/// callback with an option (at any depth) whose string value is an absolute path, climbs out of
+/// the run folder with "..", or holds a template field with a slash in its format spec.
+/// Everything else (model, data, optimizer, callbacks of shipped plugins writing inside the run
 /// folder) is kept as it is.
 ReviewedConfig untrusted_stored_config(const nlohmann::json& stored);
 

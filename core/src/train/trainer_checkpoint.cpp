@@ -197,9 +197,12 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
       return v.get<std::int64_t>();
     };
     state_.epoch = static_cast<int>(counter("epoch", INT32_MAX));
-    state_.steps_per_epoch = counter("steps_per_epoch", INT64_MAX);
+    // Steps are counted on and kept in doubles elsewhere (events, schedules): at most 2^53, far
+    // beyond any run, and no count of them can overflow (INT64_MAX wrapped to negative steps).
+    constexpr std::int64_t kMaxSteps = std::int64_t{1} << 53;
+    state_.steps_per_epoch = counter("steps_per_epoch", kMaxSteps);
     state_.batch = counter("batch", state_.steps_per_epoch);
-    state_.step = counter("step", INT64_MAX);
+    state_.step = counter("step", kMaxSteps);
     state_.history.clear();
     for (const auto& h : s.at("history")) state_.history.push_back(logs_from_json(h));
     if (state_.history.size() > static_cast<std::size_t>(state_.epoch) + 1)
