@@ -112,15 +112,24 @@ TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
   const fs::path model = dir / "run" / "model.h5";
   auto r = run_python(
       dir / "damage.py",
-      "import h5py, numpy as np, shutil, sys\n"
+      "import h5py, json, numpy as np, shutil, sys\n"
       "src, rng, wide = sys.argv[1:4]\n"
       "shutil.copy(src, rng); shutil.copy(src, wide)\n"
       "with h5py.File(rng, 'r+') as f:\n"
       "  del f['tandem/rng/drop']; f['tandem/rng/drop'] = np.arange(5, dtype='u8')\n"
       "p = 'model_weights/dense/dense/kernel:0'\n"
       "with h5py.File(wide, 'r+') as f:\n"
-      "  k = f[p][()].astype('f8'); k[0, 0] = 1e300; del f[p]; f[p] = k\n",
-      model.string() + " " + (dir / "rng.h5").string() + " " + (dir / "wide.h5").string());
+      "  k = f[p][()].astype('f8'); k[0, 0] = 1e300; del f[p]; f[p] = k\n"
+      "twice, step = sys.argv[4:6]\n"
+      "shutil.copy(src, twice); shutil.copy(src, step)\n"
+      "with h5py.File(twice, 'r+') as f:\n"
+      "  g = f['model_weights']; g.attrs['layer_names'] = np.array([b'dense'] * 600)\n"
+      "with h5py.File(step, 'r+') as f:\n"
+      "  s = json.loads(bytes(f['tandem/state'][()]).decode()); s['step'] = 2**63 - 1\n"
+      "  raw = np.frombuffer(json.dumps(s).encode(), dtype=np.uint8); del f['tandem/state']\n"
+      "  f.create_dataset('tandem/state', data=raw, chunks=(len(raw),), fletcher32=True)\n",
+      model.string() + " " + (dir / "rng.h5").string() + " " + (dir / "wide.h5").string() + " " +
+          (dir / "twice.h5").string() + " " + (dir / "step.h5").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string train = test::tandem_cli() + " train -q --set epochs=2 --resume ";
   r = run_command(train + (dir / "rng.h5").string() + " --run-dir " + (dir / "a").string());
@@ -132,6 +141,15 @@ TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
   r = run_command(train + (dir / "wide.h5").string() + " --run-dir " + (dir / "b").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("or a value beyond float32's range"), std::string::npos) << r.err;
+  // A layer listed 600 times (it read the same kernel 600 times: 2.4 GB from 49 KB of file).
+  r = run_command(test::tandem_cli() + " inspect " + (dir / "twice.h5").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("lists 'dense' twice"), std::string::npos) << r.err;
+  // A step no run reaches (INT64_MAX wrapped to negative steps, and a checkpoint no resume took).
+  r = run_command(train + (dir / "step.h5").string() + " --run-dir " + (dir / "c").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("step is 9223372036854775807, not an integer from 0 to"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

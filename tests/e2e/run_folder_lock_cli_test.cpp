@@ -131,6 +131,58 @@ TEST(RunFolderLockCli, OverwriteRemovesTheOldRunsCheckpointsAndKeepsOtherFiles) 
   EXPECT_EQ(test::read_text(run / "notes.txt"), "mine");
 }
 
+// A crafted run folder cannot make the engine write elsewhere or hang: a lock or a stream that
+// is a symbolic link is refused (the lock's pid truncated the link's target; the stream was
+// appended to it), a stream that is a FIFO is refused (the engine waited for a reader forever),
+// and --overwrite stays out of a subfolder that links to another run (it deleted that run's
+// checkpoints).
+TEST(RunFolderLockCli, ACraftedRunFolderIsRefusedNotFollowed) {
+  const fs::path dir = test::scratch_dir("run-folder-crafted");
+  const json config = test::tiny_regression_config();
+  json with_checkpoints = config;
+  with_checkpoints["callbacks"] = {{{"plugin", "checkpoint"}, {"options", {{"monitor", "loss"}}}}};
+  ASSERT_EQ(test::train_in(dir, "victim", with_checkpoints).exit_code, 0);
+  test::write_text(dir / "precious.txt", "precious");
+  const std::string train = test::tandem_cli() + " train " + (dir / "victim.json").string() + " -q";
+  for (const char* crafted : {".tandem.lock", "events.jsonl"}) {
+    const fs::path run = dir / (std::string("link") + crafted);
+    ASSERT_EQ(test::train_in(dir, run.filename().string(), config).exit_code, 0);
+    fs::remove(run / crafted);
+    fs::create_symlink(dir / "precious.txt", run / crafted);
+    const auto r = test::run_command("timeout 60 " + test::tandem_cli() + " train --resume " +
+                                     run.string() + " --set epochs=2 -q");
+    EXPECT_NE(r.exit_code, 0) << crafted;
+    EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << crafted << ": " << r.err;
+    EXPECT_EQ(test::read_text(dir / "precious.txt"), "precious") << crafted;
+  }
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(test::train_in(dir, "fifo", config).exit_code, 0);
+  fs::remove(fifo / "events.jsonl");
+  ASSERT_EQ(test::run_command("mkfifo " + (fifo / "events.jsonl").string()).exit_code, 0);
+  auto r = test::run_command("timeout 60 " + test::tandem_cli() + " train --resume " +
+                             fifo.string() + " --set epochs=2 -q");
+  EXPECT_NE(r.exit_code, 124) << "hung on the FIFO";
+  EXPECT_NE(r.err.find("FIFO"), std::string::npos) << r.err;
+  const fs::path linking = dir / "linking";
+  ASSERT_EQ(test::train_in(dir, "linking", config).exit_code, 0);
+  fs::create_directory_symlink(dir / "victim" / "checkpoints", linking / "c");
+  r = test::run_command(train + " --overwrite --run-dir " + linking.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "victim" / "checkpoints" / "checkpoints.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "victim" / "checkpoints"),
+                          fs::directory_iterator{}),
+            2);  // its checkpoint and index
+}
+
+// --resume of a checkpoint named from its own folder ("model.h5": no parent path) resumes.
+TEST(RunFolderLockCli, ResumingACheckpointInTheWorkingFolder) {
+  const fs::path dir = test::scratch_dir("run-folder-here");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const auto r = test::run_command("cd " + (dir / "run").string() + " && " + test::tandem_cli() +
+                                   " train --resume model.h5 --set epochs=2 -q");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // --resume writes into its checkpoint's own run folder, or into one that holds no run: resuming
 // into another run's folder used to replace that run's model.h5 and config.json and append to
 // its events. A resume with no epoch left to train is refused too (it only rewrote model.h5).
