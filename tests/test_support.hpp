@@ -49,6 +49,20 @@ CommandResult train_in(const std::filesystem::path& dir, const std::string& name
 /// events.jsonl; null when no run finished there.
 nlohmann::json run_history(const std::filesystem::path& run_dir);
 
+/// Whether this build (the tests and the binaries they run) is instrumented by AddressSanitizer,
+/// whose shadow memory needs terabytes of address space and whose timings say nothing.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 /// The smallest run config: Dense(3) on 4 features, SGD on mse, one epoch of 16 synthetic
 /// regression samples in batches of 8 (name "tiny", seed 1). Tests change what they need.
 nlohmann::json tiny_regression_config();

@@ -4,6 +4,8 @@
 // (above 1.5), faster. And the warning a bf16 run gets, for hand-picked rates.
 #include <gtest/gtest.h>
 
+#include "test_support.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,17 +21,7 @@ namespace TANDEM_TEST_FILE {
 
 // Timings of a build instrumented by AddressSanitizer say nothing about the CPU (its rounding
 // loops run several times slower, oneDNN's kernels do not).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kInstrumented = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kInstrumented = true;
-#else
-constexpr bool kInstrumented = false;
-#endif
-#else
-constexpr bool kInstrumented = false;
-#endif
+constexpr bool kInstrumented = test::kAddressSanitizer;
 
 TEST(Bf16Rate, WarnsOnlyWhereBf16IsSlowerThanFloat32) {
   const std::string slow = bf16_slower_warning(0.49);
