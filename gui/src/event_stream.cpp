@@ -1,6 +1,7 @@
 #include "event_stream.hpp"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonParseError>
 
@@ -75,6 +76,11 @@ void EventStreamParser::parse_line(const QByteArray& raw, QList<Event>& out) {
 
 EventFile read_event_file(const QString& path) {
   EventFile result;
+  // A stream is a file of its own: a FIFO would block the GUI, a device never end.
+  if (!QFileInfo(path).isFile()) {
+    result.error = QString("cannot read %1: not a regular file").arg(path);
+    return result;
+  }
   QFile file(path);
   if (!file.open(QIODevice::ReadOnly)) {
     result.error = QString("cannot read %1: %2").arg(path, file.errorString());

@@ -22,7 +22,7 @@ constexpr qint64 kTailBytes = 64 * 1024;
 
 std::optional<bool> engine_running_in(const QString& folder) {
   const QByteArray file = QFile::encodeName(QDir(folder).filePath(".tandem.lock"));
-  const int fd = ::open(file.constData(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(file.constData(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO: no wait
   if (fd < 0) return std::nullopt;
   struct flock l {};
   l.l_type = F_WRLCK;  // any lock conflicts with a write lock: F_GETLK reports the engine's
@@ -37,7 +37,8 @@ RunFolderSummary summarize_run_folder(const QString& path) {
   s.path = QDir(path).absolutePath();
   s.name = QFileInfo(path).fileName();
   QFile file(QDir(path).filePath("events.jsonl"));
-  if (!file.open(QIODevice::ReadOnly)) {
+  // A stream is a file of its own: a FIFO would block the scan of the workspace.
+  if (!QFileInfo(file.fileName()).isFile() || !file.open(QIODevice::ReadOnly)) {
     s.status = "no events";
     return s;
   }

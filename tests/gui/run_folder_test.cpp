@@ -2,6 +2,9 @@
 // only at its ends, and folders that are not runs.
 #include <QtTest>
 
+#include <sys/stat.h>
+
+#include "event_stream.hpp"
 #include "run_folder.hpp"
 
 using namespace tandem::gui;
@@ -138,6 +141,17 @@ class RunFolderTest : public QObject {
     QCOMPARE(s.epochs_done, 0);
     QCOMPARE(summarize_run_folder(tmp_.filePath("nothing-here")).status, QString("no events"));
     QVERIFY(scan_workspace(tmp_.filePath("no-such-workspace")).isEmpty());
+  }
+
+  // A FIFO where a stream or a lock should be is not waited on (the workspace scan blocked in
+  // open() forever); the folder lists as having no events.
+  void special_files_in_a_run_folder_do_not_block_the_scan() {
+    const QString dir = tmp_.filePath("fifo");
+    QVERIFY(QDir().mkpath(dir));
+    for (const char* name : {"/events.jsonl", "/.tandem.lock"})
+      QCOMPARE(::mkfifo(QFile::encodeName(dir + name).constData(), 0600), 0);
+    QCOMPARE(summarize_run_folder(dir).status, QString("no events"));
+    QVERIFY(!read_event_file(dir + "/events.jsonl").error.isEmpty());
   }
 };
 
