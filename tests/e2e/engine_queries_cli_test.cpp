@@ -147,6 +147,24 @@ TEST(CheckOptionsCli, ABadRequestIsExitCode2WithAClearMessage) {
   r = run_command(cli() + " check-options --json --bogus");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+
+  // Defaults of ten objects, each with such a default, seven levels down: 10^7 values from a
+  // 1 KB request (it grew to gigabytes). Refused within a bound.
+  json level = {{"type", "object"}};
+  for (int depth = 0; depth < 7; ++depth)
+    level = {{"type", "object"},
+             {"properties",
+              {{"p", {{"type", "array"}, {"default", json::array({json::object(), json::object(),
+                                                                  json::object(), json::object(),
+                                                                  json::object(), json::object(),
+                                                                  json::object(), json::object(),
+                                                                  json::object(), json::object()})},
+                      {"items", level}}}}}};
+  r = run_command("ulimit -v " + std::string(test::kAddressSanitizer ? "unlimited" : "1500000") +
+                  " && printf %s " + quoted(json{{"schema", level}}.dump()) + " | " + cli() +
+                  " check-options - --json");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.out.find("hold more than 1000000 values"), std::string::npos) << r.out;
 }
 
 }  // namespace

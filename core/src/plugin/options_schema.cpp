@@ -124,9 +124,19 @@ struct Violation {
   std::string what;
 };
 
+// How many values one check may visit, defaults filled in included: defaults holding arrays of
+// objects with defaults grow tenfold a level (a 1 KB schema asked for 30 GB).
+constexpr std::size_t kMaxCheckedValues = 1'000'000;
+
 // Checks `value` against `schema` (keywords in this order: type, enum, bounds, minLength, items,
-// properties) and returns it with the defaults of missing properties filled in. Throws Violation.
-json validate(const json& schema, const json& value, const std::string& path) {
+// properties) and returns it with the defaults of missing properties filled in. `budget`: values
+// it may still visit. Throws Violation.
+json validate(const json& schema, const json& value, const std::string& path,
+              std::size_t& budget) {
+  if (budget == 0)
+    throw Violation{path, "the options and the defaults filled into them hold more than " +
+                              std::to_string(kMaxCheckedValues) + " values"};
+  --budget;
   const auto fail = [&] {
     throw Violation{path, "expected " + describe_schema(schema) + ", got " + json_text(value)};
   };
@@ -163,7 +173,8 @@ json validate(const json& schema, const json& value, const std::string& path) {
   if (value.is_array() && schema.contains("items")) {
     json out = json::array();
     for (std::size_t i = 0; i < value.size(); ++i)
-      out.push_back(validate(schema["items"], value[i], path + "[" + std::to_string(i) + "]"));
+      out.push_back(
+          validate(schema["items"], value[i], path + "[" + std::to_string(i) + "]", budget));
     return out;
   }
   if (value.is_object() &&
@@ -173,7 +184,7 @@ json validate(const json& schema, const json& value, const std::string& path) {
     for (auto it = value.begin(); it != value.end(); ++it) {
       const std::string child = json_path_join(path, it.key());
       if (props.contains(it.key())) {
-        out[it.key()] = validate(props[it.key()], it.value(), child);
+        out[it.key()] = validate(props[it.key()], it.value(), child, budget);
       } else if (schema.contains("additionalProperties")) {
         const json& extra = schema["additionalProperties"];
         if (extra.is_boolean() && !extra.get<bool>()) {
@@ -182,7 +193,7 @@ json validate(const json& schema, const json& value, const std::string& path) {
             known += (known.empty() ? "" : ", ") + p.key();
           throw Violation{child, "unknown option (known: " + known + ")"};
         }
-        if (extra.is_object()) out[it.key()] = validate(extra, it.value(), child);
+        if (extra.is_object()) out[it.key()] = validate(extra, it.value(), child, budget);
       }
     }
     for (const auto& r : schema.value("required", json::array()))
@@ -192,10 +203,15 @@ json validate(const json& schema, const json& value, const std::string& path) {
     for (auto p = props.begin(); p != props.end(); ++p)
       if (!out.contains(p.key()) && p.value().contains("default"))
         out[p.key()] =
-            validate(p.value(), p.value()["default"], json_path_join(path, p.key()));
+            validate(p.value(), p.value()["default"], json_path_join(path, p.key()), budget);
     return out;
   }
   return value;
+}
+
+json validate(const json& schema, const json& value, const std::string& path) {
+  std::size_t budget = kMaxCheckedValues;
+  return validate(schema, value, path, budget);
 }
 
 const std::set<std::string>& known_keywords() {
