@@ -152,14 +152,15 @@ TEST(CheckOptionsCli, ABadRequestIsExitCode2WithAClearMessage) {
   // 1 KB request (it grew to gigabytes). Refused within a bound.
   json level = {{"type", "object"}};
   for (int depth = 0; depth < 7; ++depth)
-    level = {{"type", "object"},
-             {"properties",
-              {{"p", {{"type", "array"}, {"default", json::array({json::object(), json::object(),
-                                                                  json::object(), json::object(),
-                                                                  json::object(), json::object(),
-                                                                  json::object(), json::object(),
-                                                                  json::object(), json::object()})},
-                      {"items", level}}}}}};
+    level = {
+        {"type", "object"},
+        {"properties",
+         {{"p",
+           {{"type", "array"},
+            {"default", json::array({json::object(), json::object(), json::object(), json::object(),
+                                     json::object(), json::object(), json::object(), json::object(),
+                                     json::object(), json::object()})},
+            {"items", level}}}}}};
   r = run_command("ulimit -v " + std::string(test::kAddressSanitizer ? "unlimited" : "1500000") +
                   " && printf %s " + quoted(json{{"schema", level}}.dump()) + " | " + cli() +
                   " check-options - --json");

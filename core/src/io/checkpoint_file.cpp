@@ -591,8 +591,7 @@ DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& 
   info.count = static_cast<std::size_t>(count);
   // Before any reader allocates what the header declares: a dataset declared large and never
   // written (42 KB of file declaring 3 GiB) is damage, not a buffer to fill.
-  if (const std::string unwritten = unwritten_storage(info.dataset.get(), true);
-      !unwritten.empty())
+  if (const std::string unwritten = unwritten_storage(info.dataset.get(), true); !unwritten.empty())
     fail("dataset '" + where + "' cannot be read whole: " + unwritten +
          "; the file is damaged or was never finished (the missing values would read as the "
          "fill value)");

@@ -1,8 +1,8 @@
 #include "io/run_folder_lock.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,7 +43,7 @@ RunFolderLock::RunFolderLock(const std::filesystem::path& folder) {
     throw RunError("cannot create the run folder's lock " + file.string() + ": " +
                    std::strerror(errno) +
                    (errno == ELOOP ? " (it is a symbolic link: remove it)" : ""));
-  struct stat info{};
+  struct stat info {};
   if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd_);
     fd_ = -1;

@@ -281,7 +281,7 @@ class CpuPipelineReplica : public CpuReplica {
   Tensor scratch_arena_;  // every slot's gradients of its last backward, flat as arena_
   std::vector<Slot> slots_;
   std::vector<std::vector<ArenaRange>> stage_ranges_;
-  std::vector<MovingState> moving_;  // every layer's with a moving state, in layer order
+  std::vector<MovingState> moving_;    // every layer's with a moving state, in layer order
   std::vector<double> stage_seconds_;  // per stage, its compute time in the last train()
   // Last: its workers start once everything above exists, and stop before it goes.
   PipelineScheduler scheduler_;

@@ -131,8 +131,7 @@ constexpr std::size_t kMaxCheckedValues = 1'000'000;
 // Checks `value` against `schema` (keywords in this order: type, enum, bounds, minLength, items,
 // properties) and returns it with the defaults of missing properties filled in. `budget`: values
 // it may still visit. Throws Violation.
-json validate(const json& schema, const json& value, const std::string& path,
-              std::size_t& budget) {
+json validate(const json& schema, const json& value, const std::string& path, std::size_t& budget) {
   if (budget == 0)
     throw Violation{path, "the options and the defaults filled into them hold more than " +
                               std::to_string(kMaxCheckedValues) + " values"};

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "io/file_system.hpp"
-#include "util/regular_file.hpp"
 #include "tandem/error.hpp"
+#include "util/regular_file.hpp"
 #include "util/utc_time.hpp"
 
 namespace tandem {

@@ -15,10 +15,16 @@ using nlohmann::json;
 // of the user's — TANDEM_PLUGIN_PATH — would have the checkpoint pick which of its libraries
 // runs). tests/plugins checks the list against the built-in folder.
 const std::set<std::string>& shipped_plugins() {
-  static const std::set<std::string> names = {
-      "backup_and_restore", "checkpoint",           "csv_logger",    "early_stopping",
-      "events",             "lr_scheduler",         "progress",      "reduce_lr_on_plateau",
-      "replica_stats",      "terminate_on_nan"};
+  static const std::set<std::string> names = {"backup_and_restore",
+                                              "checkpoint",
+                                              "csv_logger",
+                                              "early_stopping",
+                                              "events",
+                                              "lr_scheduler",
+                                              "progress",
+                                              "reduce_lr_on_plateau",
+                                              "replica_stats",
+                                              "terminate_on_nan"};
   return names;
 }
 
@@ -75,8 +81,9 @@ std::optional<std::string> reason_to_leave_out(const json& cc, std::size_t index
            "): not a plugin Tandem ships; loading it runs a library of your plugin folders";
   // Keras' BackupAndRestore resolves backup_dir against the working folder, not the run folder.
   if (plugin == "backup_and_restore")
-    return where + " (plugin \"backup_and_restore\"): its backup_dir is relative to the working "
-                   "folder, outside the run folder";
+    return where +
+           " (plugin \"backup_and_restore\"): its backup_dir is relative to the working "
+           "folder, outside the run folder";
   if (cc.contains("options")) {
     if (auto option = option_leaving_the_folder(cc["options"], where + ".options"))
       return where + (plugin.is_string() ? " (plugin " + plugin.dump() + ")" : "") + ": " +

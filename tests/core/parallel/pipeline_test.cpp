@@ -318,8 +318,7 @@ TEST(PipelineEqualsTemplate, MovingStatisticsMoveOncePerStepAsWithAReplicaPerMic
   parallel.model = Model::from_config(batch_norm_model(false), "model", 23);
   {
     ReplicaModel meta(*piped.model, *piped.opt, DevicePlan::cpus(2), single_process_world(),
-                      Precision::fp32,
-                      plan_of(*piped.model, {{"stages", 2}, {"microbatches", 4}}));
+                      Precision::fp32, plan_of(*piped.model, {{"stages", 2}, {"microbatches", 4}}));
     train_meta(piped, meta, 16, 5);
   }
   {
