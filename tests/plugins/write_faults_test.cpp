@@ -143,23 +143,37 @@ class FaultyFileSystem final : public FileSystem {
   std::map<std::string, int> seen_;
 };
 
-// Two epochs of a small classifier, a checkpoint (kept, every one) after each epoch plus the
-// engine's final model.h5, and the event stream.
-RunConfig faults_config() {
+// Two epochs of a small classifier, a checkpoint callback writing to `filepath` after each
+// epoch, the engine's final model.h5 and the event stream.
+RunConfig checkpointing_config(const std::string& filepath) {
   json config = tiny_regression_config();
   config["epochs"] = 2;
   config["verbose"] = 0;
   config["callbacks"] = json::array(
-      {{{"plugin", "checkpoint"},
-        {"options", {{"filepath", "checkpoints/epoch{epoch:02d}.h5"}, {"monitor", "loss"}}}}});
+      {{{"plugin", "checkpoint"}, {"options", {{"filepath", filepath}, {"monitor", "loss"}}}}});
   return parse_run_config(config, fs::current_path());
 }
+
+// Every checkpoint kept.
+RunConfig faults_config() { return checkpointing_config("checkpoints/epoch{epoch:02d}.h5"); }
 
 TrainRequest request_for(const RunConfig& config, const fs::path& run_dir) {
   TrainRequest request;
   request.config = config;
   request.run_dir = run_dir;
   return request;
+}
+
+// The error `config` ends with in `run_dir` on `faults` ("" when it trains).
+std::string error_of_run(const RunConfig& config, const fs::path& run_dir,
+                         FaultyFileSystem& faults) {
+  ScopedFileSystem installed(faults);
+  try {
+    run_training(request_for(config, run_dir));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // The checkpoint files (relative to the run folder) that a rename over their name committed.
@@ -218,15 +232,7 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
     const fs::path run_dir = base / ("fault-" + std::to_string(n));
     const std::string context = "fault at " + faulty.key();
     FaultyFileSystem faults(run_dir, faulty.key(), EIO);
-    std::string error;
-    {
-      ScopedFileSystem installed(faults);
-      try {
-        run_training(request_for(config, run_dir));
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    }
+    const std::string error = error_of_run(config, run_dir, faults);
     // Where the run had got to when the step failed.
     std::vector<Step> before;
     for (const auto& s : faults.steps()) {
@@ -256,20 +262,9 @@ TEST(WriteFaults, EveryFailedWriteStepEndsTheRunWithAClearErrorAndKeepsEarlierCh
 // resumable through its run folder: its entry waits in the index's "rewriting" list (it left the
 // index before the write, and `--resume RUN_DIR` found nothing to resume).
 TEST(WriteFaults, AFileWrittenAgainStaysResumableFromTheRunFolderWhenItsWriteFails) {
-  const fs::path base = scratch_dir("write_faults_again");
-  json config = tiny_regression_config();
-  config["epochs"] = 2;
-  config["verbose"] = 0;
-  config["callbacks"] =
-      json::array({{{"plugin", "checkpoint"},
-                    {"options", {{"filepath", "checkpoints/ck.h5"}, {"monitor", "loss"}}}}});
-  const RunConfig run = parse_run_config(config, fs::current_path());
-  const fs::path run_dir = base / "run";
+  const fs::path run_dir = scratch_dir("write_faults_again") / "run";
   FaultyFileSystem faults(run_dir, "rename checkpoints/ck.h5 #2", EIO);
-  {
-    ScopedFileSystem installed(faults);
-    EXPECT_THROW(run_training(request_for(run, run_dir)), Error);
-  }
+  EXPECT_FALSE(error_of_run(checkpointing_config("checkpoints/ck.h5"), run_dir, faults).empty());
   EXPECT_NO_THROW(verify_checkpoint_file(run_dir / "checkpoints" / "ck.h5"));
   const json index = json::parse(read_text(run_dir / "checkpoints" / "checkpoints.json"));
   EXPECT_TRUE(index.at("checkpoints").empty()) << index.dump();
@@ -285,24 +280,9 @@ TEST(WriteFaults, AFileWrittenAgainStaysResumableFromTheRunFolderWhenItsWriteFai
 // A run that failed between steps saves its weights; when that save fails too, the run's own
 // failure is the error, the save's added to it (the save's alone hid why the run had stopped).
 TEST(WriteFaults, ARunThatFailedAndCannotSaveReportsItsOwnFailureFirst) {
-  const fs::path base = scratch_dir("write_faults_twice");
-  json config = tiny_regression_config();
-  config["epochs"] = 2;
-  config["verbose"] = 0;
-  config["callbacks"] =
-      json::array({{{"plugin", "checkpoint"}, {"options", {{"filepath", "ck/{no_such_key}.h5"}}}}});
-  const RunConfig run = parse_run_config(config, fs::current_path());
-  const fs::path run_dir = base / "run";
+  const fs::path run_dir = scratch_dir("write_faults_twice") / "run";
   FaultyFileSystem faults(run_dir, "rename model.h5 #1", EIO);
-  std::string error;
-  {
-    ScopedFileSystem installed(faults);
-    try {
-      run_training(request_for(run, run_dir));
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
+  const std::string error = error_of_run(checkpointing_config("ck/{no_such_key}.h5"), run_dir, faults);
   EXPECT_NE(error.find("{no_such_key}"), std::string::npos) << error;
   EXPECT_NE(error.find("and its weights could not be saved"), std::string::npos) << error;
   EXPECT_NE(error.find("Input/output error"), std::string::npos) << error;
