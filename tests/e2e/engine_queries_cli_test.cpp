@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "optim/optimizer.hpp"
+#include "train/stored_config.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -86,6 +88,21 @@ json options_schema() {
       "mode": {"type": "string", "enum": ["min", "max"], "default": "min"},
       "monitor": {"type": "string", "minLength": 1}},
     "required": ["monitor"], "additionalProperties": false})");
+}
+
+// A stored run config keeps the plugins Tandem ships and no other: the list it keeps them by is
+// the plugins installed in the built-in folder, every one (a plugin added and not listed would be
+// left out of every checkpoint's stored config).
+TEST(PluginsCli, TheShippedPluginsAreTheBuiltInFoldersPlugins) {
+  const auto r = run_command("env -u TANDEM_PLUGIN_PATH " + cli() + " plugins --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json listing = json::parse(r.out);
+  const std::string builtin = listing.at("search_path").back().get<std::string>();
+  std::set<std::string> installed;
+  for (const json& p : listing.at("plugins"))
+    if (p.at("path").get<std::string>().rfind(builtin, 0) == 0)
+      installed.insert(p.at("name").get<std::string>());
+  EXPECT_EQ(installed, shipped_plugins()) << listing.dump(1);
 }
 
 TEST(CheckOptionsCli, ValidOptionsComeBackWithDefaultsAndWhatEachOptionExpects) {

@@ -7,13 +7,6 @@
 
 namespace tandem {
 
-namespace {
-
-using nlohmann::json;
-
-// The plugins Tandem ships (plugins/): a stored config names no other (by name, a plugin folder
-// of the user's — TANDEM_PLUGIN_PATH — would have the checkpoint pick which of its libraries
-// runs). tests/plugins checks the list against the built-in folder.
 const std::set<std::string>& shipped_plugins() {
   static const std::set<std::string> names = {"backup_and_restore",
                                               "checkpoint",
@@ -27,6 +20,10 @@ const std::set<std::string>& shipped_plugins() {
                                               "terminate_on_nan"};
   return names;
 }
+
+namespace {
+
+using nlohmann::json;
 
 // Whether `text`, read as a path, leaves the folder it is relative to: absolute ("/etc/x",
 // "~/x" is not expanded and stays inside), with a ".." component ("../x", "a/../../x"), or with a

@@ -7,6 +7,7 @@
 // passes --trust-checkpoint-config. Stateless; thread-safe.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct ReviewedConfig {
   nlohmann::json config;              // what may be used: the stored config less what was left out
   std::vector<std::string> left_out;  // one line per part left out, naming it and why
 };
+
+/// The plugins Tandem ships (plugins/, installed in its built-in folder): a stored config names
+/// no other (by name, a plugin folder of the user's — TANDEM_PLUGIN_PATH — would have the
+/// checkpoint pick which of its libraries runs). tests/e2e checks it against the built-in folder.
+const std::set<std::string>& shipped_plugins();
 
 /// Leaves out of the stored run config `stored`: "plugin_paths"; each callback whose plugin is
 /// not one Tandem ships (named by a path, or by a name a plugin folder of the user's would
