@@ -6,9 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -32,7 +30,6 @@
 #include "train/run.hpp"
 #include "train/stored_config.hpp"
 #include "util/environment_settings.hpp"
-#include "util/json_text.hpp"
 
 namespace tandem::app {
 

@@ -112,11 +112,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+    if (const std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty())
       std::fprintf(stderr, "%s\n", unknown.c_str());
-      return static_cast<int>(tandem::ExitCode::bad_input);
-    }
-    app.exit(e);
+    else
+      app.exit(e);
     return static_cast<int>(tandem::ExitCode::bad_input);
   }
 

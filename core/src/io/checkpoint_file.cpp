@@ -545,13 +545,18 @@ std::string read_failure(hid_t dataset, const std::string& where) {
   return "cannot read dataset '" + where + "'";
 }
 
-// Reads all of `dataset` as `mem_type` into `out`; on failure names the dataset (and its
-// checksum, asked only then).
-void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where) {
+// Refuses `dataset` when not all of it was ever written: damage, not values. Called before a
+// reader allocates what the header declares (42 KB of file may declare 3 GiB never written).
+void require_written(hid_t dataset, const std::string& where) {
   if (const std::string unwritten = unwritten_storage(dataset, true); !unwritten.empty())
     fail("dataset '" + where + "' cannot be read whole: " + unwritten +
          "; the file is damaged or was never finished (the missing values would read as the "
          "fill value)");
+}
+
+// Reads all of `dataset` (require_written() passed) as `mem_type` into `out`; on failure names
+// the dataset (and its checksum, asked only then).
+void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where) {
   if (H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
     fail(read_failure(dataset, where));
 }
@@ -589,12 +594,7 @@ DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& 
     count *= d;
   }
   info.count = static_cast<std::size_t>(count);
-  // Before any reader allocates what the header declares: a dataset declared large and never
-  // written (42 KB of file declaring 3 GiB) is damage, not a buffer to fill.
-  if (const std::string unwritten = unwritten_storage(info.dataset.get(), true); !unwritten.empty())
-    fail("dataset '" + where + "' cannot be read whole: " + unwritten +
-         "; the file is damaged or was never finished (the missing values would read as the "
-         "fill value)");
+  require_written(info.dataset.get(), where);  // before any reader allocates info.count values
   return info;
 }
 
@@ -842,6 +842,7 @@ herr_t verify_object(hid_t loc, const char* name, const H5O_info_t* info, void* 
                              "cannot read a dataset type");
     H5Handle space = handle(H5Dget_space(dataset.get()), H5Sclose, "cannot read a dataset shape");
     const hssize_t count = H5Sget_simple_extent_npoints(space.get());
+    require_written(dataset.get(), name);
     std::vector<unsigned char> buffer(static_cast<std::size_t>(count) * H5Tget_size(native.get()));
     read_all(dataset.get(), native.get(), buffer.data(), name);
   } catch (const std::exception& e) {

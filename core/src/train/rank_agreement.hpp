@@ -1,7 +1,8 @@
 // Ranks of an MPI job that were given different runs: every rank must train the same model on
 // data of the same sizes from the same position, or a collective waits forever for a rank that
 // finished (another `epochs`) or reads past a message of another size (another `batch_size`, a
-// training file with other samples). The ranks compare before the run starts instead.
+// training file with other samples). The ranks compare before the run starts instead. A resumed
+// run compares its settings with its checkpoint's run the same way (changes_since_checkpoint).
 #pragma once
 
 #include <string>
