@@ -54,6 +54,14 @@ json residual() {
       "input_layers": [["x", 0, 0]], "output_layers": [["logits", 0, 0]]}})");
 }
 
+// Dense 8 -> BatchNormalization (replica-local statistics) -> Dense 5: the moving statistics a
+// training forward moves.
+json batch_norm_mlp() {
+  return sequential({12}, json::array({layer("Dense", {{"units", 8}}),
+                                       layer("BatchNormalization", {{"momentum", 0.9}}),
+                                       layer("Dense", {{"units", 5}})}));
+}
+
 const json kAdam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
 const json kLoss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
 
@@ -101,6 +109,29 @@ TEST(CudaPipeline, AResidualGraphCutAtItsJoinTrainsAsTheCpuTemplate) {
              json{{"stages", {{"inner", "drop", "skip", "side"}, {"join", "logits"}}},
                   {"microbatches", 4}});
   expect_same_training(piped, cpu, 1e-3);
+}
+
+// BatchNormalization's moving statistics move once a step, each micro-batch from the step's
+// starting values (pipeline_moving_state.hpp), as the CPU pipeline moves them — they moved once
+// per micro-batch when the slots shared the owner's — and a checkpoint's statistics pushed to
+// the stages reach evaluate.
+TEST(CudaPipeline, MovingStatisticsMoveOncePerStepAsOnTheCpu) {
+  REQUIRE_GPU();
+  const json pipeline = {{"stages", 2}, {"microbatches", 4}};
+  Side cpu(batch_norm_mlp(), kAdam, kLoss, DevicePlan::cpus(2), pipeline);
+  Side piped(batch_norm_mlp(), kAdam, kLoss, gpus({0, 0}, "cuda:0 twice"), pipeline);
+  expect_same_training(piped, cpu, 1e-4);
+  Model& t = piped.meta->template_model();
+  for (Parameter* p : t.parameters())
+    if (p->name == "moving_mean" || p->name == "moving_variance")
+      for (std::int64_t k = 0; k < p->value.size(); ++k) p->value[k] = 0.25f + 0.01f * k;
+  piped.meta->broadcast_from_template();
+  cpu.meta->template_model().copy_weights_from(t);
+  cpu.meta->broadcast_from_template();
+  const Batch b = make_batch({12}, {5}, 21, Targets::sparse, 9);
+  const StepSums e_gpu = piped.meta->evaluate(b, *piped.loss, piped.metrics);
+  const StepSums e_cpu = cpu.meta->evaluate(b, *cpu.loss, cpu.metrics);
+  EXPECT_LE(relative(e_gpu.loss.sum, e_cpu.loss.sum), 1e-5);
 }
 
 // Weights set on the host template reach every stage; evaluate and predict run through them.

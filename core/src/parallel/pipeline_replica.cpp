@@ -9,16 +9,13 @@
 // every schedule and stage layout. Only stage s's worker touches stage s's parameters, gradients
 // and arena range; a micro-batch's hand-off to the next stage is its slot's outputs, in memory.
 //
-// A training forward's moving state (BatchNormalization's moving statistics) is the slots' own:
-// each micro-batch moves the step's starting values by its rows, as a replica moves them by its
-// shard, and the step ends with their row-weighted average — then averaged over the replicas of
-// the run — as the host's, so that a step moves them once, as data parallelism does with one
-// replica per micro-batch (shared with the host, they moved once per micro-batch).
+// A training forward's moving state (BatchNormalization's moving statistics) is the slots' own,
+// combined once a step (parallel/pipeline_moving_state.hpp).
 #include <algorithm>
 
 #include "backend/cpu/parallel.hpp"
-#include "nn/layer_extensions.hpp"
 #include "parallel/cpu_replica.hpp"
+#include "parallel/pipeline_moving_state.hpp"
 #include "parallel/pipeline_scheduler.hpp"
 #include "tandem/error.hpp"
 
@@ -46,7 +43,7 @@ class CpuPipelineReplica : public CpuReplica {
         }) {
     const int slots = pipeline_slots(schedule, layout_.stage_count(), microbatches);
     for (int i = 0; i < slots; ++i) slots_.push_back(make_slot());
-    find_moving_state();
+    moving_ = PipelineMovingState::of(model_, layout_);
     share_host_weights();
     stage_ranges_ = arena_ranges();
     stage_seconds_.assign(static_cast<std::size_t>(layout_.stage_count()), 0.0);
@@ -60,14 +57,14 @@ class CpuPipelineReplica : public CpuReplica {
     step.activity.assign(static_cast<std::size_t>(microbatches_), {});
     for (std::size_t l = 0; l < model_.layer_count(); ++l)
       step.random_states.push_back(model_.layer(l).random_state());
-    for (MovingState& state : moving_) state.start();
+    for (PipelineMovingState& state : moving_) state.start();
     stage_seconds_ = scheduler_.run([&](int s, const StageOperation& op) {
       if (op.forward)
         forward(s, op.microbatch, step);
       else
         backward(s, op.microbatch);
     });
-    for (MovingState& state : moving_) state.finish(*slots_[0].model, x.dim(0));
+    for (PipelineMovingState& state : moving_) state.finish(*slots_[0].model, x.dim(0));
     // The host's random state moves on as one training forward moved every slot's.
     for (std::size_t l = 0; l < model_.layer_count(); ++l)
       if (!step.random_states[l].empty())
@@ -101,53 +98,6 @@ class CpuPipelineReplica : public CpuReplica {
   void push() override { share_host_weights(); }
 
  private:
-  // One layer's moving state: the host's values, and the step's row-weighted sums of the values
-  // each micro-batch left (in micro-batch order: one stage's worker adds them).
-  struct MovingState {
-    std::size_t layer = 0;
-    int stage = 0;
-    std::vector<Parameter*> host;
-    std::vector<std::vector<double>> sums;
-    double rows = 0;
-
-    void start() {
-      for (auto& s : sums) std::fill(s.begin(), s.end(), 0.0);
-      rows = 0;
-    }
-    // Before a micro-batch's forward: the slot starts from the step's values.
-    void reset(Model& slot) const {
-      const auto values = state_of(slot);
-      for (std::size_t j = 0; j < host.size(); ++j) values[j]->value.copy_from(host[j]->value);
-    }
-    // After it: its values, weighted by its rows.
-    void add(Model& slot, std::int64_t micro_rows) {
-      const auto values = state_of(slot);
-      for (std::size_t j = 0; j < host.size(); ++j)
-        for (std::int64_t k = 0; k < values[j]->value.size(); ++k)
-          sums[j][static_cast<std::size_t>(k)] +=
-              static_cast<double>(micro_rows) * values[j]->value[k];
-      rows += static_cast<double>(micro_rows);
-    }
-    // The step's values into the host: the micro-batches' average, then the replicas' (through
-    // `slot`'s layer, which holds the cross-replica sum; every replica calls, rows or not).
-    void finish(Model& slot, std::int64_t replica_rows) {
-      const auto values = state_of(slot);
-      for (std::size_t j = 0; j < host.size(); ++j) {
-        Tensor& v = values[j]->value;
-        if (rows > 0)
-          for (std::int64_t k = 0; k < v.size(); ++k)
-            v[k] = static_cast<float>(sums[j][static_cast<std::size_t>(k)] / rows);
-        else
-          v.copy_from(host[j]->value);
-      }
-      nn::cross_replica_statistics_of(slot.layer(layer))->average_moving_state(replica_rows);
-      for (std::size_t j = 0; j < host.size(); ++j) host[j]->value.copy_from(values[j]->value);
-    }
-    std::vector<Parameter*> state_of(Model& model) const {
-      return nn::cross_replica_statistics_of(model.layer(layer))->moving_state();
-    }
-  };
-
   // A micro-batch's model copy and its working state.
   struct Slot {
     std::unique_ptr<Model> model;
@@ -184,30 +134,13 @@ class CpuPipelineReplica : public CpuReplica {
     return slot;
   }
 
-  void find_moving_state() {
-    for (int s = 0; s < layout_.stage_count(); ++s)
-      for (std::size_t l : layout_.layers[static_cast<std::size_t>(s)])
-        if (auto* stats = nn::cross_replica_statistics_of(model_.layer(l))) {
-          MovingState state{l, s, stats->moving_state(), {}, 0};
-          for (Parameter* p : state.host)
-            state.sums.emplace_back(static_cast<std::size_t>(p->value.size()), 0.0);
-          moving_.push_back(std::move(state));
-        }
-  }
-
-  bool is_moving_state(const Parameter* p) const {
-    for (const MovingState& state : moving_)
-      if (std::find(state.host.begin(), state.host.end(), p) != state.host.end()) return true;
-    return false;
-  }
-
   void share_host_weights() {
     const auto host = model_.parameters();
     for (Slot& slot : slots_) {
       const auto copy = slot.model->parameters();
       for (std::size_t j = 0; j < host.size(); ++j) {
         // The same storage, but for the moving state: the slot's own (see the header).
-        copy[j]->value = is_moving_state(host[j]) ? host[j]->value.clone() : host[j]->value;
+        copy[j]->value = is_moving_state(moving_, host[j]) ? host[j]->value.clone() : host[j]->value;
         copy[j]->trainable = host[j]->trainable;
       }
       for (std::size_t l = 0; l < model_.layer_count(); ++l)
@@ -245,11 +178,11 @@ class CpuPipelineReplica : public CpuReplica {
     for (std::size_t l : layout_.layers[static_cast<std::size_t>(s)])
       if (!step.random_states[l].empty()) model.layer(l).set_random_state(step.random_states[l]);
     if (s == 0) model.start_forward(rows_of(step.x, step.starts[i], step.rows[i]));
-    for (const MovingState& state : moving_)
-      if (state.stage == s) state.reset(model);
+    for (const PipelineMovingState& state : moving_)
+      if (state.stage() == s) state.reset(model);
     model.forward_calls(layout_.calls[static_cast<std::size_t>(s)], true, offset);
-    for (MovingState& state : moving_)
-      if (state.stage == s) state.add(model, step.rows[i]);
+    for (PipelineMovingState& state : moving_)
+      if (state.stage() == s) state.add(model, step.rows[i]);
     if (s + 1 < layout_.stage_count()) return;
     const auto& outputs = model.forward_results();
     model.enqueue_activity_penalties(*slot.activity_sums, step.loss_scale);
@@ -281,7 +214,7 @@ class CpuPipelineReplica : public CpuReplica {
   Tensor scratch_arena_;  // every slot's gradients of its last backward, flat as arena_
   std::vector<Slot> slots_;
   std::vector<std::vector<ArenaRange>> stage_ranges_;
-  std::vector<MovingState> moving_;    // every layer's with a moving state, in layer order
+  std::vector<PipelineMovingState> moving_;  // every layer's with a moving state, in layer order
   std::vector<double> stage_seconds_;  // per stage, its compute time in the last train()
   // Last: its workers start once everything above exists, and stop before it goes.
   PipelineScheduler scheduler_;

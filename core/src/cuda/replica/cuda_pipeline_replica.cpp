@@ -11,7 +11,8 @@
 // stage's communicator). Tensors cross a stage boundary as device-to-device copies the
 // receiving stage pulls (HandOff). Every micro-batch draws its Dropout masks as the whole
 // batch's forward would for its rows (contract 1): each stage resets its layers' counters to the
-// step's before every micro-batch.
+// step's before every micro-batch. BatchNormalization's moving statistics move once a step, as on
+// the CPU (parallel/pipeline_moving_state.hpp): each slot holds its own copy on its stage's GPU.
 //
 // The host model and optimizer are a mirror (as CudaReplica's): pull() copies every stage's state
 // back. Ownership: owns its stages, slots and scheduler; borrows the host model, optimizer and
@@ -30,6 +31,7 @@
 #include "nn/regularizer.hpp"
 #include "optim/loss_scale.hpp"
 #include "parallel/cuda_module_api.hpp"
+#include "parallel/pipeline_moving_state.hpp"
 #include "parallel/pipeline_scheduler.hpp"
 #include "tandem/error.hpp"
 
@@ -85,6 +87,7 @@ class CudaPipelineReplica : public Replica {
     make_stages(precision);
     owner_ = model_.clone();
     place_layers(*owner_);
+    moving_ = PipelineMovingState::of(*owner_, layout_);
     for (std::size_t s = 0; s < stages_.size(); ++s) {
       use_device(stages_[s]->device);
       stages_[s]->parameters = std::make_unique<cuda::DeviceParameters>(
@@ -128,6 +131,7 @@ class CudaPipelineReplica : public Replica {
       stage->backend.fill(stage->parameters->gradients(), 0.0f);
     }
     place_batch(x, y, &objective);
+    for (PipelineMovingState& state : moving_) state.start();
     step_ = &step;
     try {
       stage_seconds_ = scheduler_->run([this](int s, const StageOperation& op) {
@@ -141,6 +145,7 @@ class CudaPipelineReplica : public Replica {
       throw;
     }
     step_ = nullptr;
+    finish_moving_state(x.rank() > 0 ? x.dim(0) : 0);
     advance_random_states(step.rows.front() > 0);
     use_device(stages_.back()->device);
     StepSums total = objective.zero();
@@ -316,7 +321,14 @@ class CudaPipelineReplica : public Replica {
     for (std::size_t i = 0; i < mine.size(); ++i) {
       cuda::PipelineStage& stage = *stages_[stage_of[i]];
       const cuda::ParameterLayout& layout = stage.parameters->layout();
-      mine[i]->value = owner[i]->value;  // the same storage
+      // The same storage, but for the moving state: the slot's own (pipeline_moving_state.hpp).
+      if (is_moving_state(moving_, owner[i])) {
+        use_device(stage.device);
+        mine[i]->value = stage.backend.tensor(owner[i]->value.shape());
+        stage.backend.copy(owner[i]->value, mine[i]->value);
+      } else {
+        mine[i]->value = owner[i]->value;
+      }
       mine[i]->grad = layout.trainable[i]
                           ? Tensor::view(stage.scratch, layout.offsets[i], owner[i]->value.shape())
                           : Tensor();
@@ -386,7 +398,10 @@ class CudaPipelineReplica : public Replica {
       model.start_forward(rows_of(x_, step_->starts[i], step_->rows[i]));
     else
       receive_activations(s, slot);
+    reset_moving_state(s, model);
     model.forward_calls(layout_.calls[s], true, step_->sample_offset + step_->starts[i]);
+    for (PipelineMovingState& state : moving_)
+      if (state.stage() == static_cast<int>(s)) state.add(model, step_->rows[i]);
     if (s + 1 < stages_.size()) {
       record(*slot.hand_offs[s].forward_computed, stage.stream);
       return;
@@ -481,10 +496,27 @@ class CudaPipelineReplica : public Replica {
         model.start_forward(x_);
       else
         receive_activations(s, slot);
+      reset_moving_state(s, model);  // the owner's: a checkpoint may have been pushed since
       model.forward_calls(layout_.calls[s], false, offset);
       if (s + 1 < stages_.size()) record(*slot.hand_offs[s].forward_computed, stages_[s]->stream);
     }
     return model.forward_results();
+  }
+
+  // Stage s's layers of `slot` start from the owner's moving state (its worker, or the caller's
+  // thread in evaluate and predict).
+  void reset_moving_state(std::size_t s, Model& slot) {
+    for (const PipelineMovingState& state : moving_)
+      if (state.stage() == static_cast<int>(s)) state.reset(slot);
+  }
+
+  // After the schedule: the owner's moving state moves once for the step, through slot 0 (every
+  // replica takes part in the average across replicas, rows or not).
+  void finish_moving_state(std::int64_t replica_rows) {
+    for (PipelineMovingState& state : moving_) {
+      use_device(stages_[static_cast<std::size_t>(state.stage())]->device);
+      state.finish(*slots_.front().model, replica_rows);
+    }
   }
 
   // Every micro-batch draws as the step's whole forward does: the layers of stage s start from
@@ -564,6 +596,7 @@ class CudaPipelineReplica : public Replica {
   Precision run_precision_ = Precision::fp32;
   std::vector<std::unique_ptr<cuda::PipelineStage>> stages_;
   std::unique_ptr<Model> owner_;  // holds the device parameters (views), as the optimizer sees them
+  std::vector<PipelineMovingState> moving_;  // the owner's layers with a moving state, in order
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<backend::Sums>> sums_;       // per micro-batch, on the last stage
   std::vector<std::vector<std::uint64_t>> random_states_;  // per layer, at the next step's start
