@@ -595,6 +595,36 @@ TEST(CudaReplica, TwoGpusEqualOne) {
       << where;
 }
 
+// Replica-local BatchNormalization on two GPUs keeps one set of moving statistics, averaged over
+// the replicas after each forward as on two CPU replicas (docs/meta-model.md) — the device
+// models' layers meet the average, not the host mirrors' — and a batch of one row, which leaves
+// the second GPU without rows, still meets it instead of hanging the first.
+TEST(CudaReplica, TwoGpusKeepOneSetOfMovingStatisticsAsTwoCpuReplicas) {
+  REQUIRE_GPU();
+  if (discover_devices().gpus.size() < 2) GTEST_SKIP() << "one GPU";
+  const json model =
+      sequential({12}, json::array({layer("Dense", {{"units", 8}}),
+                                    layer("BatchNormalization", {{"momentum", 0.9}}),
+                                    layer("Dense", {{"units", 5}})}));
+  const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
+  const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
+  Side cpu(model, adam, loss, json::array(), "cpu:2", Precision::fp32);
+  Side gpus(model, adam, loss, json::array(), "cuda:0,1", Precision::fp32);
+  for (int step = 0; step < 6; ++step) {
+    const std::int64_t rows = step == 5 ? 1 : 45;
+    Batch b = make_batch({12}, {5}, rows, Targets::sparse, 900 + static_cast<std::uint64_t>(step));
+    cpu.meta->forward_backward(b, *cpu.loss, cpu.metrics);
+    gpus.meta->forward_backward(b, *gpus.loss, gpus.metrics);
+    cpu.meta->apply_update();
+    gpus.meta->apply_update();
+  }
+  std::string where;
+  EXPECT_LE(
+      worst_relative_difference(gpus.meta->template_model(), cpu.meta->template_model(), &where),
+      1e-4)
+      << where;
+}
+
 // Contract 2 both ways: weights set on the host template reach the device (predictions equal the
 // CPU's forward of the template), and trained device weights reach the template.
 TEST(CudaReplica, TemplateMirrorsTheDeviceBothWays) {

@@ -79,6 +79,10 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
   void average_moving_state(std::int64_t rows) override {
     if (cross_replica_) average_moving_statistics(rows);
   }
+  /// As forward() with rows would: the moving statistics' average (not synchronized, training).
+  void forward_without_rows() override {
+    if (trainable() && cross_replica_ && !options_.synchronized) average_moving_statistics(0);
+  }
   void set_absorb_output_relu(bool absorb) override;
   bool absorbs_output_relu() const { return output_relu_; }
   nlohmann::json config() const override;

@@ -75,6 +75,10 @@ class CrossReplicaStatistics {
   /// Makes the moving state the average over every replica of the run, weighted by `rows`
   /// (this replica's); nothing without a cross-replica sum. Every replica calls it (a collective).
   virtual void average_moving_state(std::int64_t rows) = 0;
+  /// A training forward on a replica without rows, which runs no kernels (a GPU replica's): takes
+  /// part, with no rows, in the averages over the replicas that a training forward with rows
+  /// takes part in, so that the other replicas' forwards do not wait for it.
+  virtual void forward_without_rows() = 0;
 };
 
 /// A layer whose Keras definition changed in Keras 3: hard_sigmoid (Keras 2's clip(0.2 x + 0.5,
@@ -146,6 +150,19 @@ inline KerasTwoDefinitions* keras_two_definitions_of(Layer& layer) {
 }
 inline CrossReplicaStatistics* cross_replica_statistics_of(Layer& layer) {
   return dynamic_cast<CrossReplicaStatistics*>(&layer);
+}
+/// forward_without_rows() of every call's layer with cross-replica statistics, in the order of
+/// `calls` (a model's forward order, as a forward with rows meets the other replicas).
+inline void forward_without_rows(Model& model, const std::vector<std::size_t>& calls) {
+  for (std::size_t k : calls)
+    if (auto* stats = cross_replica_statistics_of(model.layer(model.call_layer(k))))
+      stats->forward_without_rows();
+}
+/// The same for every call of `model`.
+inline void forward_without_rows(Model& model) {
+  std::vector<std::size_t> calls(model.call_count());
+  for (std::size_t k = 0; k < calls.size(); ++k) calls[k] = k;
+  forward_without_rows(model, calls);
 }
 inline CallArguments* call_arguments_of(Layer& layer) {
   return dynamic_cast<CallArguments*>(&layer);

@@ -4,12 +4,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "gradient_check.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
+#include "parallel/cross_replica_sum.hpp"
 #include "parallel/replica_model.hpp"
 #include "test_support.hpp"
 
@@ -263,6 +266,44 @@ TEST(BatchNormalization, BatchOfOneNormalisesToBetaAndEmptyBatchIsANoOp) {
     EXPECT_EQ(p[0]->grad[c], 0.0f);
     EXPECT_EQ(p[1]->grad[c], 0.0f);
   }
+}
+
+// A GPU replica without rows runs no kernels, yet its BatchNormalization must meet the other
+// replicas' average of the moving statistics, or their forwards wait for it forever
+// (forward_without_rows): both replicas end with what a forward of an empty shard gives them —
+// the moved statistics of the replica with rows.
+TEST(BatchNormalization, AReplicaWithoutRowsMeetsTheMovingStatisticsAverage) {
+  auto train_two = [](bool without_rows) {
+    BatchNormalizationOptions o;
+    o.momentum = 0.9;
+    auto sum = std::make_shared<CrossReplicaSum>(2, nullptr);
+    std::vector<std::unique_ptr<BatchNormalization>> replicas;
+    for (int r = 0; r < 2; ++r) {
+      replicas.push_back(std::make_unique<BatchNormalization>("bn", o));
+      Rng init(1);
+      replicas.back()->build({2}, init);
+      replicas.back()->set_cross_replica_sum(
+          [sum, r](double* values, std::size_t n) { sum->sum(r, values, n); });
+    }
+    std::thread empty([&] {
+      if (without_rows)
+        replicas[1]->forward_without_rows();
+      else
+        replicas[1]->forward(Tensor({0, 2}), true);
+    });
+    replicas[0]->forward(Tensor::from_vector({2, 2}, {1, 2, 3, 6}), true);
+    empty.join();
+    std::vector<float> moving;
+    for (auto& bn : replicas)
+      for (Parameter* p : bn->moving_state())
+        for (std::int64_t k = 0; k < p->value.size(); ++k) moving.push_back(p->value[k]);
+    return moving;
+  };
+  const std::vector<float> met = train_two(true);
+  EXPECT_EQ(met, train_two(false));
+  // Replica 0's shard moved them (the single-layer test's step 1), replica 1 took its values.
+  const std::vector<float> expected = {0.2f, 0.4f, 1.0f, 1.3f};
+  for (std::size_t k = 0; k < met.size(); ++k) EXPECT_NEAR(met[k], expected[k % 4], 1e-6) << k;
 }
 
 TEST(BatchNormalization, ResultsDoNotDependOnTheThreadCount) {

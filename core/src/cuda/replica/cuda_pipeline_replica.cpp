@@ -28,6 +28,7 @@
 #include "cuda/replica/replica_device.hpp"
 #include "nn/constraint.hpp"
 #include "nn/dtype_policy.hpp"
+#include "nn/layer_extensions.hpp"
 #include "nn/regularizer.hpp"
 #include "optim/loss_scale.hpp"
 #include "parallel/cuda_module_api.hpp"
@@ -389,7 +390,10 @@ class CudaPipelineReplica : public Replica {
   // Stage s's forward of micro-batch m (its worker).
   void forward(std::size_t s, int m) {
     const auto i = static_cast<std::size_t>(m);
-    if (step_->rows[i] == 0) return;
+    if (step_->rows[i] == 0) {  // no kernels; the averages over the replicas still met
+      nn::forward_without_rows(*slot_of(m).model, layout_.calls[s]);
+      return;
+    }
     Slot& slot = slot_of(m);
     Model& model = *slot.model;
     cuda::PipelineStage& stage = *stages_[s];

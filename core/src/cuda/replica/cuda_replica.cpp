@@ -36,6 +36,7 @@
 #include "cuda/replica/step_graphs.hpp"
 #include "nn/constraint.hpp"
 #include "nn/dtype_policy.hpp"
+#include "nn/layer_extensions.hpp"
 #include "nn/regularizer.hpp"
 #include "parallel/cuda_module_api.hpp"
 #include "tandem/error.hpp"
@@ -101,9 +102,11 @@ class CudaReplica : public Replica {
     host_current_ = false;
     if (rows == 0) {
       // No rows here: zero gradients, still summed with the other replicas' (every participant
-      // queues the same reductions), and Dropout's training calls counted.
+      // queues the same reductions), Dropout's training calls counted, and the averages of
+      // BatchNormalization's moving statistics over the replicas met.
       backend_.fill(parameters_.gradients(), 0.0f);
       backend_.count_dropout_calls();
+      nn::forward_without_rows(*device_model_);
       for (std::size_t l = device_model_->layer_count(); l-- > 0;)
         reduction_.after_backward_of(l, stream());
       reduction_.join(stream());
@@ -157,6 +160,11 @@ class CudaReplica : public Replica {
     cuda::copy_to_host(out, y.data(), y.size(), stream());
     finish_step();
   }
+
+  /// The host mirror (the meta-model sets its penalty batch size, which a step reads) and the
+  /// device model, whose BatchNormalization layers average their moving statistics over the
+  /// replicas in the forward (docs/meta-model.md).
+  std::vector<Model*> training_models() override { return {&model_, device_model_.get()}; }
 
   Tensor& gradients() override { return parameters_.gradients(); }
   bool sums_gradients() const override { return reduction_.active(); }
