@@ -66,6 +66,8 @@ tjscalingfactor jpeg_scaling(int rows, int cols, int target_rows, int target_col
                              bool keep_aspect) {
   tjscalingfactor best{1, 1};
   if (target_rows <= 0 || target_cols <= 0) return best;
+  // PIL's draft rule: 1/n when the image (its window) is at least n times the target each way.
+  const CropWindow full = centred_window(rows, cols, target_rows, target_cols, keep_aspect);
   int count = 0;
   const tjscalingfactor* factors = tjGetScalingFactors(&count);
   for (int i = 0; i < count; ++i) {
@@ -73,6 +75,7 @@ tjscalingfactor jpeg_scaling(int rows, int cols, int target_rows, int target_col
     // Only 1/2, 1/4 and 1/8, as PIL's draft mode: the other factors' scaled IDCTs are rarer.
     if (f.num != 1 || (f.denom != 2 && f.denom != 4 && f.denom != 8)) continue;
     if (f.num * best.denom >= best.num * f.denom) continue;  // not smaller than the best so far
+    if (full.rows / f.denom < target_rows || full.cols / f.denom < target_cols) continue;
     const int r = TJSCALED(rows, f), c = TJSCALED(cols, f);
     const CropWindow w = centred_window(r, c, target_rows, target_cols, keep_aspect);
     if (w.rows >= target_rows && w.cols >= target_cols) best = f;

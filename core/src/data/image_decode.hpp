@@ -34,9 +34,10 @@ struct DecodedImage {
 
 /// Decodes a whole JPEG or PNG file held in `bytes` into `mode`'s channels (colour images
 /// become grayscale by ITU-R 601 luma; alpha is dropped, or opaque where the file has none).
-/// A JPEG may be decoded smaller by its DCT scaling (1/2, 1/4 or 1/8) as long as the window a
-/// resize to target_rows x target_cols reads (centred_window) stays at least that large — the
-/// resize then reads fewer pixels, as PIL's draft mode; a target of 0 decodes full size.
+/// A JPEG is decoded smaller by its DCT scaling, 1/n for the largest n of 8, 4 and 2 for which
+/// the window a resize to target_rows x target_cols reads (centred_window) is at least n times
+/// the target each way — PIL's draft mode's rule — so the resize reads fewer pixels; a target of
+/// 0 decodes full size.
 /// A truncated or corrupt file is a DataError, also where libjpeg would only warn and fill the
 /// rest with grey.
 DecodedImage decode_image(std::span<const std::uint8_t> bytes, ColorMode mode,

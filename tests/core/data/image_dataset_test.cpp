@@ -59,8 +59,9 @@ std::vector<float> read_floats(const fs::path& file) {
 }
 
 // Images of every kind PIL writes that the reader must take: RGB, RGBA, grey, palette (with
-// transparency), 16-bit grey PNGs; colour and grey JPEGs; a JPEG four times the target size
-// (decoded DCT-scaled). The list gives them in order, without shuffling.
+// transparency), 16-bit grey PNGs; colour and grey JPEGs; a JPEG four times the target size and
+// one just under (decoded DCT-scaled, at the scale PIL's draft picks). The list gives them in
+// order, without shuffling.
 constexpr const char* kMakeImages = R"(
 rng = np.random.default_rng(7)
 h, w = 37, 23
@@ -78,19 +79,20 @@ for name, im in files.items():
   im.save(name, quality=90) if name.endswith('.jpg') else im.save(name)
 big = np.kron(rgb[:16, :16], np.ones((4, 4, 1), dtype=np.uint8))
 Image.fromarray(big, 'RGB').save('big.jpg', quality=90)
+# Under four times 16 but over twice: PIL's draft decodes it at 1/2 (63 // 16 = 3), not at 1/4
+# (whose 16 x 16 would cover the target too).
+Image.fromarray(np.ascontiguousarray(big[:63, :63]), 'RGB').save('edge.jpg', quality=90)
 grey16 = (rng.integers(0, 65536, (h, w))).astype(np.uint16)
 Image.fromarray(grey16.astype(np.int32), 'I').save('grey16.png', bits=16)
 # PIL writes mode I as 16-bit when the values fit; read it back to be sure what the file holds.
 assert np.array(Image.open('grey16.png')).max() > 255
-names = list(files) + ['big.jpg', 'grey16.png']
+names = list(files) + ['big.jpg', 'edge.jpg', 'grey16.png']
 json.dump([[n, 'c' + str(i % 2)] for i, n in enumerate(names)], open('list.json', 'w'))
 
 def pil(name, mode, size):
   im = Image.open(name)
-  if name == 'big.jpg':
-    im.draft(mode, size)                  # DCT scaling, as Tandem does
-  if name.endswith('.jpg') and mode == 'L':
-    im.draft('L', im.size)                # the decoder's own luma, as Tandem's
+  if name.endswith('.jpg'):               # DCT scaling (PIL's size is width, height); in
+    im.draft('L' if mode == 'L' else 'RGB', (size[1], size[0]))  # grey, the decoder's own luma
   if name == 'grey16.png':
     a = (np.array(im).astype(np.uint32) >> 8).astype(np.uint8)   # the high byte
     a = a[..., None].repeat(4 if mode == 'RGBA' else 3 if mode == 'RGB' else 1, -1)
@@ -133,16 +135,16 @@ TEST(ImageDataset, PixelsAreAsPilDecodesThemResizedAsPyTorchAndCroppedAsKeras) {
                            : mode == std::string("rgb")     ? 3
                                                             : 4;
       ASSERT_EQ(d->x_shape(), (Shape{rows, cols, channels}));
-      ASSERT_EQ(d->size(), 8);
+      ASSERT_EQ(d->size(), 9);
       const std::vector<float> expected =
           read_floats(dir / ("expected-" + std::string(mode) + "-" + std::to_string(rows) + "x" +
                              std::to_string(cols) + ".f32"));
       const Samples got = read_all(*d);
       ASSERT_EQ(got.x.size(), expected.size());
-      const std::size_t per = got.x.size() / 8;
+      const std::size_t per = got.x.size() / 9;
       for (std::size_t i = 0; i < got.x.size(); ++i)
         ASSERT_NEAR(got.x[i], expected[i], 2e-6) << "image " << i / per << ", value " << i % per;
-      EXPECT_EQ(got.y, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1}));
+      EXPECT_EQ(got.y, (std::vector<float>{0, 1, 0, 1, 0, 1, 0, 1, 0}));
       EXPECT_EQ(d->class_names(), (std::vector<std::string>{"c0", "c1"}));
     }
   // crop_to_aspect_ratio: Keras' smart_resize, the largest centred window of the target's
