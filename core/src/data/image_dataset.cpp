@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -180,9 +181,9 @@ Listing list_folders(const ImagesSpec& spec) {
   return l;
 }
 
-// Rows of a list file: (path, label text, where in the file).
+// Rows of a list file: (path, label text, where: the file and `at`, the place in it).
 struct ListEntry {
-  std::string path, label, where;
+  std::string path, label, where, at;
 };
 
 std::vector<ListEntry> read_csv_list(const std::string& file) {
@@ -196,9 +197,10 @@ std::vector<ListEntry> read_csv_list(const std::string& file) {
     throw DataError(file + ": the header needs the columns 'path' and 'label', it has " +
                     name_list_text(t.header));
   std::vector<ListEntry> out;
-  for (std::size_t r = 0; r < t.rows.size(); ++r)
-    out.push_back(
-        {t.rows[r][path_col], t.rows[r][label_col], file + ", row " + std::to_string(r + 2)});
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    const std::string at = "row " + std::to_string(r + 2);
+    out.push_back({t.rows[r][path_col], t.rows[r][label_col], file + ", " + at, at});
+  }
   return out;
 }
 
@@ -221,7 +223,7 @@ std::vector<ListEntry> read_json_list(const std::string& file) {
                     "\"label\": ...} objects");
   std::vector<ListEntry> out;
   for (std::size_t i = 0; i < j.size(); ++i) {
-    const std::string where = file + "[" + std::to_string(i) + "]";
+    const std::string at = "[" + std::to_string(i) + "]", where = file + at;
     const nlohmann::json& e = j[i];
     const nlohmann::json* path = nullptr;
     const nlohmann::json* label = nullptr;
@@ -239,7 +241,7 @@ std::vector<ListEntry> read_json_list(const std::string& file) {
                       "a path string and a label string or integer, got " +
                       e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     out.push_back({path->get<std::string>(),
-                   label->is_string() ? label->get<std::string>() : label->dump(), where});
+                   label->is_string() ? label->get<std::string>() : label->dump(), where, at});
   }
   return out;
 }
@@ -260,10 +262,27 @@ std::vector<std::string> classes_of_labels(const std::vector<ListEntry>& entries
   return names;
 }
 
+// Every entry has a label, and a file listed twice has the same one both times (an empty label
+// became a class named "", shifting the other classes' indices).
+void check_list_labels(const std::vector<ListEntry>& entries) {
+  std::map<std::string, const ListEntry*> first;
+  for (const ListEntry& e : entries) {
+    if (e.label.empty())
+      throw DataError(e.where + ": an empty label; every file of a list needs its class");
+    const auto [it, added] = first.emplace(fs::path(e.path).lexically_normal().string(), &e);
+    if (!added && it->second->label != e.label)
+      throw DataError(e.where + ": '" + e.path + "' has the label '" + e.label + "', but '" +
+                      it->second->label + "' at " + it->second->at +
+                      "; a file belongs to one class (list it again with the same label to "
+                      "repeat it)");
+  }
+}
+
 Listing list_file(const ImagesSpec& spec) {
   const bool json = fs::path(spec.list).extension() == ".json";
   const std::vector<ListEntry> entries =
       json ? read_json_list(spec.list) : read_csv_list(spec.list);
+  check_list_labels(entries);
   Listing l;
   if (spec.class_names.empty()) {
     l.class_names = classes_of_labels(entries);

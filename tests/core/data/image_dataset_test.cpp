@@ -380,7 +380,10 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
       "Image.fromarray(np.zeros((4, 4), np.uint8), 'L').save('flat/0.png')\n"
       "open('none/a/x.txt', 'w').write('x')\n"
       "open('nolabel.csv', 'w').write('file,class\\nd/a/0.png,a\\n')\n"
-      "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/0.png,b\\n')\n"
+      "open('badlabel.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/1.png,b\\n')\n"
+      "open('nolabel2.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/1.png,\\n')\n"
+      "open('nolabel.json', 'w').write('[[\"d/a/0.png\", \"\"]]')\n"
+      "open('twice.csv', 'w').write('path,label\\nd/a/0.png,a\\n./d/a/0.png,b\\n')\n"
       "open('missing.csv', 'w').write('path,label\\nd/a/0.png,a\\nd/a/gone.png,a\\n')\n"
       "open('bad.json', 'w').write('[[\"d/a/0.png\", \"a\"], [\"d/a/0.png\"]]')\n"
       "open('broken.json', 'w').write('[[\"d/a/0.png\", ')\n"
@@ -404,6 +407,10 @@ TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
       {{{"list", "badlabel.csv"}, {"class_names", {"a"}}},
        "badlabel.csv, row 3: the label 'b' is not one of class_names 'a'"},
       {{{"list", "missing.csv"}}, "d/a/gone.png: file not found"},
+      {{{"list", "nolabel2.csv"}}, "nolabel2.csv, row 3: an empty label"},
+      {{{"list", "nolabel.json"}}, "nolabel.json[0]: an empty label"},
+      {{{"list", "twice.csv"}},
+       "twice.csv, row 3: './d/a/0.png' has the label 'b', but 'a' at row 2;"},
       {{{"list", "bad.json"}}, "bad.json[1]: expected [path, label]"},
       {{{"list", "broken.json"}}, "broken.json: not valid JSON"},
       {{{"list", "nul.json"}}, "nul.json[1]: the path holds a NUL character"},
