@@ -164,5 +164,50 @@ TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
   EXPECT_NE(r.err.find("cannot be read whole"), std::string::npos) << r.err;
 }
 
+// Weights kept outside the checkpoint are refused, not read: external storage (it read
+// /etc/passwd's bytes into a bias; a FIFO blocked the read for ever), an external link to another
+// file's group, a virtual dataset over another file; and an empty weight name names its place.
+TEST(CheckpointIntegrityCli, WeightsKeptInOtherFilesAreRefusedNotRead) {
+  const fs::path dir = test::scratch_dir("checkpoint-borrowed");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const fs::path model = dir / "run" / "model.h5";
+  const auto r = run_python(
+      dir / "borrow.py",
+      "import h5py, numpy as np, os, shutil, sys\n"
+      "src, d = sys.argv[1:3]\n"
+      "os.chdir(d); os.mkfifo('fifo')\n"
+      "p = 'model_weights/dense/dense/kernel:0'\n"
+      "for name in ['fifo.h5', 'link.h5', 'virtual.h5', 'other.h5', 'empty.h5']:\n"
+      "  shutil.copy(src, name)\n"
+      "with h5py.File('fifo.h5', 'r+') as f:\n"
+      "  shape = f[p].shape; del f[p]\n"
+      "  f.create_dataset(p, shape=shape, dtype='f4', external=[('fifo', 0, h5py.h5f.UNLIMITED)])\n"
+      "with h5py.File('link.h5', 'r+') as f:\n"
+      "  del f['model_weights/dense']\n"
+      "  f['model_weights/dense'] = h5py.ExternalLink('other.h5', '/model_weights/dense')\n"
+      "with h5py.File('virtual.h5', 'r+') as f:\n"
+      "  shape = f[p].shape; del f[p]\n"
+      "  layout = h5py.VirtualLayout(shape=shape, dtype='f4')\n"
+      "  layout[:] = h5py.VirtualSource('other.h5', p, shape=shape)\n"
+      "  f.create_virtual_dataset(p, layout)\n"
+      "with h5py.File('empty.h5', 'r+') as f:\n"
+      "  f['model_weights/dense'].attrs['weight_names'] = np.array([b''])\n",
+      model.string() + " " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [file, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"fifo.h5", "dataset '/model_weights/dense/dense/kernel:0' is stored in external files"},
+           {"link.h5",
+            "'/model_weights/dense' leads through an external link to "
+            "'other.h5:/model_weights/dense', which Tandem does not follow"},
+           {"virtual.h5", "dataset '/model_weights/dense/dense/kernel:0' is a virtual dataset"},
+           {"empty.h5", "dataset '/model_weights/dense/': an empty name"}}) {
+    SCOPED_TRACE(file);
+    const auto got =
+        run_command("timeout 60 " + test::tandem_cli() + " inspect " + (dir / file).string());
+    EXPECT_EQ(got.exit_code, 2) << got.err;
+    EXPECT_NE(got.err.find(expected), std::string::npos) << got.err;
+  }
+}
+
 }  // namespace
 }  // namespace tandem

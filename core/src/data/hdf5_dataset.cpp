@@ -14,6 +14,7 @@
 
 #include "data/datasets.hpp"
 #include "io/hdf5_handle.hpp"
+#include "io/hdf5_links.hpp"
 #include "io/hdf5_lock.hpp"
 #include "io/hdf5_storage.hpp"
 #include "tandem/error.hpp"
@@ -49,11 +50,11 @@ std::string not_a_dataset(hid_t file, const std::string& name) {
   // Every group on the way must exist for H5Lexists to be asked about the next one.
   for (std::size_t slash = name.find('/', 1);; slash = name.find('/', slash + 1)) {
     const std::string part = name.substr(0, slash);
-    if (H5Lexists(file, part.c_str(), H5P_DEFAULT) <= 0) return "";
+    if (H5Lexists(file, part.c_str(), local_link_access()) <= 0) return "";
     if (slash == std::string::npos) break;
   }
   H5L_info_t link{};
-  if (H5Lget_info(file, name.c_str(), &link, H5P_DEFAULT) < 0) return "";
+  if (H5Lget_info(file, name.c_str(), &link, local_link_access()) < 0) return "";
   if (link.type == H5L_TYPE_SOFT || link.type == H5L_TYPE_EXTERNAL) {
     std::vector<char> target(link.u.val_size + 1, '\0');
     H5Lget_val(file, name.c_str(), target.data(), target.size(), H5P_DEFAULT);
@@ -65,12 +66,12 @@ std::string not_a_dataset(hid_t file, const std::string& name) {
       if (H5Lunpack_elink_val(target.data(), target.size(), &flags, &ext_file, &ext_path) >= 0)
         where = std::string(ext_file ? ext_file : "?") + ":" + (ext_path ? ext_path : "?");
     }
-    if (H5Oexists_by_name(file, name.c_str(), H5P_DEFAULT) <= 0)
+    if (H5Oexists_by_name(file, name.c_str(), local_link_access()) <= 0)
       return std::string(link.type == H5L_TYPE_SOFT ? "a soft link" : "an external link") +
              " to '" + where + "', which leads to nothing that can be opened";
   }
   H5O_info_t info{};
-  if (H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0 &&
+  if (H5Oget_info_by_name2(file, name.c_str(), &info, H5O_INFO_BASIC, local_link_access()) >= 0 &&
       info.type == H5O_TYPE_GROUP)
     return "a group, not a dataset (name a dataset inside it, e.g. '" + name + "/...')";
   return "";
@@ -140,20 +141,20 @@ void refuse_unwritten_storage(const Column& c, const std::string& path) {
                   "the dataset to the samples written (h5py: dataset.resize(n, axis=0))");
 }
 
-// Values kept in other files: a virtual dataset's missing source, or an external file shorter
-// than the data, reads as the fill value without an error. Such data is refused with the way to
-// make it ordinary.
-void refuse_borrowed_storage(const std::string& path, const std::string& name, hid_t dcpl) {
-  std::string kind;
-  if (H5Pget_layout(dcpl) == H5D_VIRTUAL)
-    kind = "a virtual dataset (its values live in other datasets";
-  else if (H5Pget_external_count(dcpl) > 0)
-    kind = "stored in external files (its values live outside this file";
-  if (kind.empty()) return;
-  throw DataError(path + ": dataset '" + name + "' is " + kind +
-                  ", and what is missing there would read as the fill value unnoticed); copy it "
-                  "into an ordinary dataset first (h5py: out['" +
-                  name + "'] = f['" + name + "'][()])");
+// The way to make borrowed values (io/hdf5_storage.hpp, io/hdf5_links.hpp) the file's own.
+std::string copy_advice(const std::string& name) {
+  return "; copy it into an ordinary dataset first (h5py: out['" + name + "'] = f['" + name +
+         "'][()])";
+}
+
+// Values kept in other files are refused with the way to make them ordinary.
+void refuse_borrowed_storage(const std::string& path, const std::string& name, hid_t dataset) {
+  const std::string where = borrowed_storage(dataset);
+  if (where.empty()) return;
+  throw DataError(path + ": dataset '" + name + "' is " + where +
+                  ", which may be any file, and what is missing there would read as the fill "
+                  "value unnoticed" +
+                  copy_advice(name));
 }
 
 Column open_column(hid_t file, const std::string& path, const std::string& name) {
@@ -162,9 +163,15 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
   H5Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
   // A larger chunk cache than HDF5's 1 MiB default, for scattered reads of chunked data.
   H5Pset_chunk_cache(dapl.get(), 10007, std::size_t{32} << 20, 1.0);
+  refuse_external_links(dapl.get());
+  take_refused_external_link();
   c.dset = H5Handle(H5Dopen2(file, name.c_str(), dapl.get()), H5Dclose);
   if (!c.dset.valid()) {
     H5Eclear2(H5E_DEFAULT);
+    if (const std::string target = take_refused_external_link(); !target.empty())
+      throw DataError(path + ": '" + name + "' leads through an external link to '" + target +
+                      "', which Tandem does not follow (it may name any file)" +
+                      copy_advice(name));
     const std::string what = not_a_dataset(file, name);
     H5Eclear2(H5E_DEFAULT);
     if (!what.empty()) throw DataError(path + ": '" + name + "' is " + what);
@@ -209,7 +216,7 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
     }
   }
   H5Handle dcpl(H5Dget_create_plist(c.dset.get()), H5Pclose);
-  refuse_borrowed_storage(path, name, dcpl.get());
+  refuse_borrowed_storage(path, name, c.dset.get());
   refuse_unwritten_storage(c, path);
   if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
     std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));

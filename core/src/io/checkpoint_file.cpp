@@ -15,6 +15,7 @@
 
 #include "io/checksummed_chunks.hpp"
 #include "io/hdf5_handle.hpp"
+#include "io/hdf5_links.hpp"
 #include "io/hdf5_lock.hpp"
 #include "io/hdf5_storage.hpp"
 #include "tandem/atomic_file.hpp"
@@ -67,9 +68,23 @@ H5Handle simple_space(const std::vector<hsize_t>& dims) {
                 "cannot create dataspace");
 }
 
+// Fails naming `where` when the lookup just failed crossed an external link: a checkpoint holds
+// its own objects, and the other file may be any file (io/hdf5_links.hpp).
+void refuse_crossed_external_link(const std::string& where) {
+  if (const std::string target = take_refused_external_link(); !target.empty())
+    throw std::runtime_error("'" + where + "' leads through an external link to '" + target +
+                             "', which Tandem does not follow: a checkpoint holds its own "
+                             "weights");
+}
+
 bool link_exists(hid_t loc, const std::string& name) {
-  htri_t exists = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
-  if (exists < 0) fail("cannot look up '" + name + "'");
+  if (name.empty()) throw std::runtime_error("an empty name where a group or dataset is named");
+  take_refused_external_link();
+  htri_t exists = H5Lexists(loc, name.c_str(), local_link_access());
+  if (exists < 0) {
+    refuse_crossed_external_link(name);
+    fail("cannot look up '" + name + "'");
+  }
   return exists > 0;
 }
 
@@ -490,15 +505,29 @@ std::string read_string_attr(hid_t obj, const std::string& name) {
 }
 
 // Keras's load_attributes_from_hdf5_group: `name`, or name0, name1, ...; nullopt when absent.
+// The path of an open object in its file ("/model_weights/dense"), for messages.
+std::string object_path(hid_t obj) {
+  const ssize_t size = H5Iget_name(obj, nullptr, 0);
+  if (size <= 0) return "?";
+  std::string path(static_cast<std::size_t>(size) + 1, '\0');
+  H5Iget_name(obj, path.data(), path.size());
+  path.resize(static_cast<std::size_t>(size));
+  return path;
+}
+
 std::optional<std::vector<std::string>> read_name_list(hid_t obj, const std::string& name) {
-  if (attr_exists(obj, name)) return read_string_attr_values(obj, name);
-  std::optional<std::vector<std::string>> out;
-  for (int chunk = 0; attr_exists(obj, name + std::to_string(chunk)); ++chunk) {
-    if (!out) out.emplace();
-    auto part = read_string_attr_values(obj, name + std::to_string(chunk));
-    out->insert(out->end(), part.begin(), part.end());
+  try {
+    if (attr_exists(obj, name)) return read_string_attr_values(obj, name);
+    std::optional<std::vector<std::string>> out;
+    for (int chunk = 0; attr_exists(obj, name + std::to_string(chunk)); ++chunk) {
+      if (!out) out.emplace();
+      auto part = read_string_attr_values(obj, name + std::to_string(chunk));
+      out->insert(out->end(), part.begin(), part.end());
+    }
+    return out;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(object_path(obj) + ": " + e.what());
   }
-  return out;
 }
 
 long long read_int_attr(hid_t obj, const std::string& name) {
@@ -515,8 +544,18 @@ long long read_int_attr(hid_t obj, const std::string& name) {
 
 H5Handle open_group(hid_t loc, const std::string& name, const std::string& where) {
   if (!link_exists(loc, name)) throw std::runtime_error("missing group '" + where + "'");
-  return handle(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose,
-                "cannot open group '" + where + "'");
+  const hid_t group = H5Gopen2(loc, name.c_str(), local_group_access());
+  if (group < 0) refuse_crossed_external_link(where);
+  return handle(group, H5Gclose, "cannot open group '" + where + "'");
+}
+
+// A checkpoint's values are in the file itself: external storage or a virtual dataset may read
+// any file (a FIFO blocks the read, /dev/zero fills any size), and what is missing there reads as
+// the fill value.
+void require_own_storage(hid_t dataset, const std::string& where) {
+  if (const std::string borrowed = borrowed_storage(dataset); !borrowed.empty())
+    throw std::runtime_error("dataset '" + where + "' is " + borrowed +
+                             ", which may be any file: a checkpoint holds its own weights");
 }
 
 // An open dataset and its shape.
@@ -562,6 +601,7 @@ void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where
 }
 
 DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& where) {
+  if (path.empty()) throw std::runtime_error("dataset '" + where + "': an empty name");
   // Check each step so a missing link is reported as such, not as an HDF5 failure.
   for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
     if (!link_exists(loc, path.substr(0, slash)))
@@ -569,8 +609,10 @@ DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& 
     if (slash == std::string::npos) break;
   }
   DatasetInfo info;
-  info.dataset = handle(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), H5Dclose,
-                        "cannot open dataset '" + where + "'");
+  const hid_t dataset = H5Dopen2(loc, path.c_str(), local_dataset_access());
+  if (dataset < 0) refuse_crossed_external_link(where);
+  info.dataset = handle(dataset, H5Dclose, "cannot open dataset '" + where + "'");
+  require_own_storage(info.dataset.get(), where);
   info.type = handle(H5Dget_type(info.dataset.get()), H5Tclose, "cannot read '" + where + "'");
   H5Handle space =
       handle(H5Dget_space(info.dataset.get()), H5Sclose, "cannot read '" + where + "'");
@@ -833,8 +875,9 @@ herr_t verify_object(hid_t loc, const char* name, const H5O_info_t* info, void* 
   if (info->type != H5O_TYPE_DATASET || !walk.error.empty()) return 0;
   ++walk.counts.datasets;
   try {
-    H5Handle dataset = handle(H5Dopen2(loc, name, H5P_DEFAULT), H5Dclose,
+    H5Handle dataset = handle(H5Dopen2(loc, name, local_dataset_access()), H5Dclose,
                               std::string("cannot open dataset '") + name + "'");
+    require_own_storage(dataset.get(), name);
     if (!has_checksum(dataset.get())) return 0;
     ++walk.counts.checksummed;
     H5Handle type = handle(H5Dget_type(dataset.get()), H5Tclose, "cannot read a dataset type");

@@ -79,4 +79,17 @@ std::string unwritten_storage(hid_t dataset, bool check_chunk_places) {
   return "";
 }
 
+std::string borrowed_storage(hid_t dataset) {
+  H5Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (!dcpl.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return "";
+  }
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL)
+    return "a virtual dataset (its values live in other datasets)";
+  if (H5Pget_external_count(dcpl.get()) > 0)
+    return "stored in external files (its values live outside this file)";
+  return "";
+}
+
 }  // namespace tandem

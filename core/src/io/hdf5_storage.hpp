@@ -1,4 +1,4 @@
-// Whether an HDF5 dataset's values were ever written. A dataset whose storage HDF5 never (fully)
+// Whether an HDF5 dataset's values were ever written, and whether they are in its file. A dataset whose storage HDF5 never (fully)
 // allocated reads as its fill value where nothing was written, without an error: such files come
 // from writers that preallocated and died, from a shape set before the data, or from damage to
 // the chunk index (a chunk whose key points outside the dataset is not found, and its values read
@@ -22,6 +22,12 @@ namespace tandem {
 /// index lookup per chunk: for checkpoints, whose arrays have few chunks, not for data sets of
 /// many thousands). "" also when HDF5 cannot tell: the read then fails or succeeds.
 std::string unwritten_storage(hid_t dataset, bool check_chunk_places);
+
+/// "" when `dataset` keeps its values in its own file; else where they are, as a phrase: "a
+/// virtual dataset (its values live in other datasets)", "stored in external files (its values
+/// live outside this file)". Such values may come from any file (a FIFO, /dev/zero), and what is
+/// missing there reads as the fill value without an error.
+std::string borrowed_storage(hid_t dataset);
 
 }  // namespace tandem
 
