@@ -37,6 +37,18 @@ bool has_key(const nlohmann::json& config, const std::string& path) {
   return true;
 }
 
+// `config` with each of the `missing` keys standing in as a placeholder any model takes, so that
+// the rest can be checked now as `tandem train` will check it (only these keys are missing).
+nlohmann::json with_placeholders(nlohmann::json config, const std::vector<std::string>& missing) {
+  for (const auto& key : missing) {
+    if (key == "optimizer") config["optimizer"] = "adam";
+    if (key == "loss") config["loss"] = "mse";
+    if (key == "data.train")
+      config["data"]["train"] = {{"type", "synthetic"}, {"samples", 1}, {"x_shape", {1}}};
+  }
+  return config;
+}
+
 int run_import(const ImportOptions& o) {
   refuse_output_over_input(o.output, {o.file}, "--output");
   KerasImport made = import_keras_file(o.file);
@@ -44,8 +56,8 @@ int run_import(const ImportOptions& o) {
   std::vector<std::string> still_missing;
   for (const auto& key : made.missing)
     if (!has_key(made.config, key)) still_missing.push_back(key);
-  // With nothing missing, the whole config must read as `tandem train` reads it.
-  if (still_missing.empty()) parse_run_config(made.config, std::filesystem::current_path());
+  // The whole config must read as `tandem train` reads it, the keys still missing aside.
+  parse_run_config(with_placeholders(made.config, still_missing), std::filesystem::current_path());
   write_file_atomically(o.output, made.config.dump(2) + "\n");
   std::string next = "tandem train " + o.output + " --weights " + o.file;
   if (still_missing.empty()) {

@@ -214,6 +214,27 @@ TEST_F(KerasImportCli, WeightedMetricsComeThroughAndAreLoggedUnderKerasNames) {
   EXPECT_EQ(logs["weighted_accuracy"], logs["accuracy"]);
 }
 
+// Import reads the configs only: a file whose weights cannot be read (4 GiB declared, never
+// written; or crafted to allocate gigabytes) imports, and the weights' error waits for
+// --weights, which reads them.
+TEST_F(KerasImportCli, ImportReadsTheConfigsNotTheWeights) {
+  const auto r = run_command(std::string(test::system_python()) +
+                             " -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+                             "p='model_weights/dense/dense/kernel:0'; del f[p]; "
+                             "f.create_dataset(p, shape=(1 << 30,), dtype='f4', "
+                             "chunks=(1 << 20,))\" " +
+                             model.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto imported = import(" --set data.train=" + std::string(kSynthetic));
+  EXPECT_EQ(imported.exit_code, 0) << imported.err;
+  auto trained = run_command(test::tandem_cli() + " train " + (dir / "imported.json").string() +
+                             " --weights " + model.string() + " --run-dir " +
+                             (dir / "again").string() + " -q");
+  EXPECT_EQ(trained.exit_code, 2) << trained.err;
+  EXPECT_NE(trained.err.find("/model_weights/dense/dense/kernel:0"), std::string::npos)
+      << trained.err;
+}
+
 TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
   const auto refused = [&](const std::string& expected) {
     fs::remove(dir / "imported.json");
@@ -222,14 +243,33 @@ TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
     EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir / "imported.json")) << expected;
   };
+  // With the data still to add, the rest is checked all the same (it was written, exit 0).
+  set_attr("training_config", kTf215);
+  fs::remove(dir / "imported.json");
+  const auto bad_epochs = import(" --set epochs=-5");
+  EXPECT_EQ(bad_epochs.exit_code, 2) << bad_epochs.err;
+  EXPECT_NE(bad_epochs.err.find("at 'epochs': expected an integer from 1"), std::string::npos)
+      << bad_epochs.err;
+  EXPECT_FALSE(fs::exists(dir / "imported.json"));
   set_attr("training_config", R"({"loss": "focal_loss", "optimizer_config": "adam"})");
-  refused("at 'loss': unknown loss 'focal_loss'");
+  refused(model.string() +
+          ": its training_config does not import: config error at 'loss': unknown loss "
+          "'focal_loss'");
   set_attr("training_config", R"({"loss": "mse", "metrics": [["auc_roc"]],
                                   "optimizer_config": "adam"})");
   refused("'metrics[0]'");
   set_attr("training_config", "{not json");
   refused("training_config");
   set_attr("training_config", kTf215);
+  json layer_nested = json::parse(run_command(std::string(test::system_python()) +
+                                              " -c \"import h5py,sys; a=h5py.File(sys.argv[1]).attrs['model_config']; "
+                                              "print(a if isinstance(a, str) else a.decode())\" " +
+                                              model.string())
+                                      .out);
+  layer_nested["config"]["layers"][0]["class_name"] = "Lambda";
+  set_attr("model_config", layer_nested.dump());
+  refused(model.string() + ": its model_config does not import: config error at "
+                           "'model.config.layers[0].class_name'");
   set_attr("-", "model_config");
   refused("holds weights but no model_config");
   test::write_text(model, "not hdf5");

@@ -74,6 +74,11 @@ TANDEM_EXPORT void write_checkpoint_file(const std::filesystem::path& path,
 /// newer format version).
 TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path);
 
+/// The same, but only the file's configs (model_config, training_config, keras_version): no
+/// weights are read, so a file whose arrays are large (or crafted to declare huge ones) costs
+/// only its attributes. `layers` and `training` are empty. Errors as read_checkpoint_file's.
+TANDEM_EXPORT CheckpointData read_checkpoint_configs(const std::filesystem::path& path);
+
 /// What verify_checkpoint_file found: every dataset, and those carrying a checksum (HDF5's
 /// Fletcher32 filter, on every non-empty array Tandem writes; none in older files and Keras').
 struct TANDEM_EXPORT CheckpointVerification {

@@ -736,7 +736,10 @@ TrainingStateData read_training(hid_t tandem) {
   return training;
 }
 
-CheckpointData read_contents(hid_t root) {
+// What to read besides the configs.
+enum class Parts { configs, everything };
+
+CheckpointData read_contents(hid_t root, Parts parts) {
   CheckpointData data;
   // The version first: a newer format may lay out anything else differently.
   H5Handle tandem;
@@ -774,6 +777,7 @@ CheckpointData read_contents(hid_t root) {
   if (attr_exists(root, "training_config"))
     data.training_config =
         parse_json(read_string_attr(root, "training_config"), "training_config");
+  if (parts == Parts::configs) return data;
 
   // Names unique in their lists (checkpoint-format.md): a name listed again would read its
   // weights again — 600 times one 4 MiB kernel is 2.4 GB from a 49 KB file.
@@ -830,7 +834,9 @@ void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
   write_file_atomically(path, std::string_view(image.bytes.get(), image.size));
 }
 
-CheckpointData read_checkpoint_file(const fs::path& path) {
+namespace {
+
+CheckpointData read_file(const fs::path& path, Parts parts) {
   const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
   if (const std::string why = not_a_regular_file(path); !why.empty())
     throw DataError(failed + (why == "file not found" ? "no such file" : "it " + why));
@@ -855,12 +861,22 @@ CheckpointData read_checkpoint_file(const fs::path& path) {
                                std::string(" (HDF5: ") + detail + ")");
     }
     H5Handle file(id, H5Fclose);
-    return read_contents(file.get());
+    return read_contents(file.get(), parts);
   } catch (const std::bad_alloc&) {
     throw DataError(failed + "the file is corrupt (a dataset too large to load)");
   } catch (const std::exception& e) {
     throw DataError(failed + e.what());
   }
+}
+
+}  // namespace
+
+CheckpointData read_checkpoint_file(const fs::path& path) {
+  return read_file(path, Parts::everything);
+}
+
+CheckpointData read_checkpoint_configs(const fs::path& path) {
+  return read_file(path, Parts::configs);
 }
 
 namespace {

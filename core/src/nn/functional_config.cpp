@@ -325,6 +325,26 @@ void check_everything_used(const FunctionalGraph& graph,
 
 }  // namespace
 
+void refuse_unbuildable_layer(const json& entry, const std::string& path) {
+  if (!entry.is_object()) return;  // the caller says what is wrong
+  const std::string cls = string_field(entry, "class_name");
+  const auto config = entry.find("config");
+  const std::string name = config == entry.end() ? "" : string_field(*config, "name");
+  const std::string layer = name.empty() ? "this layer" : "layer '" + name + "'";
+  if (cls == "Sequential" || cls == "Functional" || cls == "Model")
+    throw ConfigError(path + ".class_name",
+                      layer + " is a whole " + cls +
+                          " model nested in this one, which Tandem does not build (its models "
+                          "are made of layers): give the nested model's config (" + path +
+                          ".config) as the model. A Keras multi_gpu_model file is such a "
+                          "wrapper: its template is the nested model, and --weights FILE loads "
+                          "the template's weights from it");
+  if (cls == "Lambda")
+    throw ConfigError(path + ".class_name",
+                      layer + " is a Lambda: Python code, which Tandem does not run; write it "
+                              "with Tandem's layers (docs/config.md lists them)");
+}
+
 FunctionalGraph read_functional_graph(ConfigObject& config) {
   const json& layers = config.at("layers");
   const std::string layers_path = config.path_of("layers");
@@ -339,6 +359,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
     const std::string path = at_index(layers_path, i);
     const json& entry = layers[i];
     if (!entry.is_object()) throw ConfigError(path, "expected a layer object");
+    refuse_unbuildable_layer(entry, path);
     const std::string name = entry_name(entry, path);
     if (!path_of_name.emplace(name, path).second)
       throw ConfigError(path,

@@ -73,6 +73,11 @@ struct FunctionalGraph {
 /// "config" object; the entries stay owned by it). Throws ConfigError naming the path.
 FunctionalGraph read_functional_graph(ConfigObject& config);
 
+/// Throws ConfigError at `path`.class_name when the layer entry is one Tandem cannot build for a
+/// known reason: a whole model nested as a layer (Sequential, Functional, Model: a Keras
+/// multi_gpu_model file's template), a Lambda (Python code), saying what to do instead.
+void refuse_unbuildable_layer(const nlohmann::json& entry, const std::string& path);
+
 }  // namespace tandem::nn
 
 TANDEM_INTERNAL_API_END

@@ -152,6 +152,7 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
                                   std::map<std::string, int>& name_counts,
                                   std::set<std::string>& used_names, DeclaredShape& declared,
                                   bool keras2) {
+  nn::refuse_unbuildable_layer(entry_json, path);
   ConfigObject entry(entry_json, path);
   const std::string cls = entry.get_string("class_name");
   entry.ignore({"module", "registered_name", "build_config", "inbound_nodes", "name"});

@@ -111,13 +111,20 @@ KerasImport import_keras_configs(const json& model_config, const json& training_
 }
 
 KerasImport import_keras_file(const std::filesystem::path& file) {
-  const CheckpointData data = read_checkpoint_file(file);
+  const CheckpointData data = read_checkpoint_configs(file);
   if (data.model_config.is_null())
     throw DataError(file.string() +
                     ": holds weights but no model_config (saved with save_weights, not "
                     "save): there is no model to import");
-  return import_keras_configs(nn::with_file_keras_version(data.model_config, data.keras_version),
-                              data.training_config, file.stem().string());
+  try {
+    return import_keras_configs(nn::with_file_keras_version(data.model_config, data.keras_version),
+                                data.training_config, file.stem().string());
+  } catch (const ConfigError& e) {
+    // The path is the run config's being made; the file's attribute is what the user has.
+    const bool model = e.path() == "model" || e.path().starts_with("model.");
+    throw DataError(file.string() + ": its " + (model ? "model_config" : "training_config") +
+                    " does not import: " + e.what());
+  }
 }
 
 }  // namespace tandem

@@ -354,6 +354,20 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
             std::string::npos)
       << error_of(no_such_call);
 
+  // A whole model nested as a layer (a Keras multi_gpu_model file's template, whose calls Keras
+  // numbers from 1) or a Lambda: named as what they are, not as a call or class error.
+  json nested = keras2_model();
+  nested["config"]["layers"][1]["class_name"] = "Sequential";
+  nested["config"]["layers"][1]["inbound_nodes"][0][0][1] = 1;
+  EXPECT_NE(error_of(nested).find("'model.config.layers[1].class_name': layer 'dense' is a whole "
+                                  "Sequential model nested in this one"),
+            std::string::npos)
+      << error_of(nested);
+  json lambda = keras2_model();
+  lambda["config"]["layers"][1]["class_name"] = "Lambda";
+  EXPECT_NE(error_of(lambda).find("layer 'dense' is a Lambda: Python code"), std::string::npos)
+      << error_of(lambda);
+
   json no_such_input = keras2_model();
   no_such_input["config"]["input_layers"].push_back({"input_2", 0, 0});
   EXPECT_NE(error_of(no_such_input)

@@ -206,6 +206,11 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
                                      layer("Conv9D", json::object())}))
                 .find("'model.config.layers[1].class_name': unknown layer class 'Conv9D'"),
             std::string::npos);
+  EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
+                                     layer("Functional", json::object())}))
+                .find("'model.config.layers[1].class_name': this layer is a whole Functional "
+                      "model nested in this one"),
+            std::string::npos);
   EXPECT_NE(config_error(sequential({layer("Dense", {{"units", "3"}, {"input_shape", {4}}})}))
                 .find("'model.config.layers[0].config.units': expected an integer, got a string"),
             std::string::npos);
