@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "optim/optimizer.hpp"
-#include "train/stored_config.hpp"
 #include "test_support.hpp"
+#include "train/stored_config.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {

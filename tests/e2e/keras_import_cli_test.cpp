@@ -261,15 +261,17 @@ TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
   set_attr("training_config", "{not json");
   refused("training_config");
   set_attr("training_config", kTf215);
-  json layer_nested = json::parse(run_command(std::string(test::system_python()) +
-                                              " -c \"import h5py,sys; a=h5py.File(sys.argv[1]).attrs['model_config']; "
-                                              "print(a if isinstance(a, str) else a.decode())\" " +
-                                              model.string())
-                                      .out);
+  json layer_nested = json::parse(
+      run_command(std::string(test::system_python()) +
+                  " -c \"import h5py,sys; a=h5py.File(sys.argv[1]).attrs['model_config']; "
+                  "print(a if isinstance(a, str) else a.decode())\" " +
+                  model.string())
+          .out);
   layer_nested["config"]["layers"][0]["class_name"] = "Lambda";
   set_attr("model_config", layer_nested.dump());
-  refused(model.string() + ": its model_config does not import: config error at "
-                           "'model.config.layers[0].class_name'");
+  refused(model.string() +
+          ": its model_config does not import: config error at "
+          "'model.config.layers[0].class_name'");
   set_attr("-", "model_config");
   refused("holds weights but no model_config");
   test::write_text(model, "not hdf5");

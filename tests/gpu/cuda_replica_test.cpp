@@ -602,10 +602,9 @@ TEST(CudaReplica, TwoGpusEqualOne) {
 TEST(CudaReplica, TwoGpusKeepOneSetOfMovingStatisticsAsTwoCpuReplicas) {
   REQUIRE_GPU();
   if (discover_devices().gpus.size() < 2) GTEST_SKIP() << "one GPU";
-  const json model =
-      sequential({12}, json::array({layer("Dense", {{"units", 8}}),
-                                    layer("BatchNormalization", {{"momentum", 0.9}}),
-                                    layer("Dense", {{"units", 5}})}));
+  const json model = sequential({12}, json::array({layer("Dense", {{"units", 8}}),
+                                                   layer("BatchNormalization", {{"momentum", 0.9}}),
+                                                   layer("Dense", {{"units", 5}})}));
   const json adam = {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}};
   const json loss = loss_spec("SparseCategoricalCrossentropy", {{"from_logits", true}});
   Side cpu(model, adam, loss, json::array(), "cpu:2", Precision::fp32);

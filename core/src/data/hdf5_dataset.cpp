@@ -170,8 +170,7 @@ Column open_column(hid_t file, const std::string& path, const std::string& name)
     H5Eclear2(H5E_DEFAULT);
     if (const std::string target = take_refused_external_link(); !target.empty())
       throw DataError(path + ": '" + name + "' leads through an external link to '" + target +
-                      "', which Tandem does not follow (it may name any file)" +
-                      copy_advice(name));
+                      "', which Tandem does not follow (it may name any file)" + copy_advice(name));
     const std::string what = not_a_dataset(file, name);
     H5Eclear2(H5E_DEFAULT);
     if (!what.empty()) throw DataError(path + ": '" + name + "' is " + what);

@@ -1,6 +1,5 @@
 #include "io/hdf5_links.hpp"
 
-
 namespace tandem {
 
 namespace {

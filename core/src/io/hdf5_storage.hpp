@@ -1,8 +1,9 @@
-// Whether an HDF5 dataset's values were ever written, and whether they are in its file. A dataset whose storage HDF5 never (fully)
-// allocated reads as its fill value where nothing was written, without an error: such files come
-// from writers that preallocated and died, from a shape set before the data, or from damage to
-// the chunk index (a chunk whose key points outside the dataset is not found, and its values read
-// as the fill value). Use only while holding hdf5_mutex(); any thread.
+// Whether an HDF5 dataset's values were ever written, and whether they are in its file. A dataset
+// whose storage HDF5 never (fully) allocated reads as its fill value where nothing was written,
+// without an error: such files come from writers that preallocated and died, from a shape set
+// before the data, or from damage to the chunk index (a chunk whose key points outside the dataset
+// is not found, and its values read as the fill value). Use only while holding hdf5_mutex(); any
+// thread.
 #pragma once
 
 #include <hdf5.h>

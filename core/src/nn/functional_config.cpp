@@ -335,14 +335,16 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
     throw ConfigError(path + ".class_name",
                       layer + " is a whole " + cls +
                           " model nested in this one, which Tandem does not build (its models "
-                          "are made of layers): give the nested model's config (" + path +
+                          "are made of layers): give the nested model's config (" +
+                          path +
                           ".config) as the model. A Keras multi_gpu_model file is such a "
                           "wrapper: its template is the nested model, and --weights FILE loads "
                           "the template's weights from it");
   if (cls == "Lambda")
     throw ConfigError(path + ".class_name",
-                      layer + " is a Lambda: Python code, which Tandem does not run; write it "
-                              "with Tandem's layers (docs/config.md lists them)");
+                      layer +
+                          " is a Lambda: Python code, which Tandem does not run; write it "
+                          "with Tandem's layers (docs/config.md lists them)");
 }
 
 FunctionalGraph read_functional_graph(ConfigObject& config) {

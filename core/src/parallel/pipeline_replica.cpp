@@ -140,7 +140,8 @@ class CpuPipelineReplica : public CpuReplica {
       const auto copy = slot.model->parameters();
       for (std::size_t j = 0; j < host.size(); ++j) {
         // The same storage, but for the moving state: the slot's own (see the header).
-        copy[j]->value = is_moving_state(moving_, host[j]) ? host[j]->value.clone() : host[j]->value;
+        copy[j]->value =
+            is_moving_state(moving_, host[j]) ? host[j]->value.clone() : host[j]->value;
         copy[j]->trainable = host[j]->trainable;
       }
       for (std::size_t l = 0; l < model_.layer_count(); ++l)

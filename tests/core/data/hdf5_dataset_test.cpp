@@ -214,8 +214,7 @@ TEST_F(Hdf5Dataset, AGroupABrokenLinkOrABoolArraySaysWhatItIs) {
       << e;
   // External links are not followed, to a file that is there or not, directly or through a
   // soft link: they may name any file (a FIFO would block the open).
-  for (const auto& [name, target] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [name, target] : std::vector<std::pair<std::string, std::string>>{
            {"ext", "gone.h5:/x"}, {"out", "other.h5:/x"}, {"via", "other.h5:/x"}}) {
     e = error_of(name);
     EXPECT_NE(e.find("'" + name + "' leads through an external link to '" + target +

@@ -8,12 +8,12 @@
 #include <thread>
 
 #include "gradient_check.hpp"
-#include "tandem/checkpoint_file.hpp"
-#include "tandem/error.hpp"
-#include "tandem/model.hpp"
 #include "optim/optimizer.hpp"
 #include "parallel/cross_replica_sum.hpp"
 #include "parallel/replica_model.hpp"
+#include "tandem/checkpoint_file.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
 #include "test_support.hpp"
 
 // From backend/cpu/parallel.hpp, which the tests do not include: they are built without OpenMP and
