@@ -253,6 +253,14 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
       {"module", "registered_name", "build_config", "compile_config", "keras_version", "backend"});
   ConfigObject cfg = top.get_object("config");
   top.finish();
+  // Each layer costs kilobytes to build: a config of millions (100 MB of text, in a file's
+  // model_config) would take gigabytes and minutes before an error in its last layer showed.
+  constexpr std::size_t kMaxLayers = 100000;
+  if (const json* layers = cfg.find("layers"); layers && layers->size() > kMaxLayers)
+    throw ConfigError(cfg.path_of("layers"),
+                      std::to_string(layers->size()) + " layers; a model has at most " +
+                          std::to_string(kMaxLayers) +
+                          " (the largest Keras applications have about a thousand)");
 
   std::unique_ptr<Model> model(new Model());
   model->seed_ = seed;

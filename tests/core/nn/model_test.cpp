@@ -211,6 +211,11 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
                 .find("'model.config.layers[1].class_name': this layer is a whole Functional "
                       "model nested in this one"),
             std::string::npos);
+  // A config of more layers than any model has (100 MB of them took gigabytes): refused first.
+  const std::vector<json> too_many(100001, layer("Dense", {{"units", 1}}));
+  EXPECT_NE(config_error(sequential(too_many))
+                .find("'model.config.layers': 100001 layers; a model has at most 100000"),
+            std::string::npos);
   EXPECT_NE(config_error(sequential({layer("Dense", {{"units", "3"}, {"input_shape", {4}}})}))
                 .find("'model.config.layers[0].config.units': expected an integer, got a string"),
             std::string::npos);
