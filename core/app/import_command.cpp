@@ -1,5 +1,6 @@
 #include "app/import_command.hpp"
 
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,7 +51,8 @@ nlohmann::json with_placeholders(nlohmann::json config, const std::vector<std::s
 }
 
 int run_import(const ImportOptions& o) {
-  refuse_output_over_input(o.output, {o.file}, "--output");
+  const bool to_stdout = o.output == "-";
+  if (!to_stdout) refuse_output_over_input(o.output, {o.file}, "--output");
   KerasImport made = import_keras_file(o.file);
   for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
   std::vector<std::string> still_missing;
@@ -58,16 +60,21 @@ int run_import(const ImportOptions& o) {
     if (!has_key(made.config, key)) still_missing.push_back(key);
   // The whole config must read as `tandem train` reads it, the keys still missing aside.
   parse_run_config(with_placeholders(made.config, still_missing), std::filesystem::current_path());
-  write_file_atomically(o.output, made.config.dump(2) + "\n");
-  std::string next = "tandem train " + o.output + " --weights " + o.file;
+  if (to_stdout)
+    std::cout << made.config.dump(2) << std::endl;
+  else
+    write_file_atomically(o.output, made.config.dump(2) + "\n");
+  const std::string written = to_stdout ? "stdout" : o.output;
+  std::string next =
+      "tandem train " + (to_stdout ? std::string("RUN.json") : o.output) + " --weights " + o.file;
   if (still_missing.empty()) {
-    spdlog::info("{}: {} -> {}; train it with: {}", o.file, made.model_summary, o.output, next);
+    spdlog::info("{}: {} -> {}; train it with: {}", o.file, made.model_summary, written, next);
   } else {
     std::string keys;
     for (const auto& k : still_missing) keys += (keys.empty() ? "" : ", ") + k;
     spdlog::warn("{}: {} -> {}; the file does not say {}: add them (--set KEY=VALUE, or edit "
                  "the file) before: {}",
-                 o.file, made.model_summary, o.output, keys, next);
+                 o.file, made.model_summary, written, keys, next);
   }
   return static_cast<int>(ExitCode::ok);
 }
@@ -82,12 +89,13 @@ void add_import_command(CLI::App& app, std::function<int()>& selected) {
       "was given: optimizer, loss, loss_weights, metrics) and writes a run config. The data "
       "is not in the file: add it with --set data.train=... (or edit the file) and train with "
       "--weights MODEL.h5 to start from the file's weights. Everything imported is checked "
-      "as `tandem train` checks it.\nExit codes: 0 written; 2 for a file or config Tandem "
-      "cannot read (nothing is written).");
+      "as `tandem train` checks it.\nExit codes: 0 written; 1 when the output cannot be "
+      "written; 2 for a file or config Tandem cannot read (nothing is written).");
   cmd->add_option("model", o->file, "Keras model file (.h5) with a model_config")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", o->output, "The run config to write (JSON)")->required();
+  cmd->add_option("-o,--output", o->output, "The run config to write (JSON); '-' = stdout")
+      ->required();
   cmd->add_option("--set", o->overrides, "Set a config value: key.path=value (repeatable)")
       ->type_name("KEY=VALUE");
   cmd->callback([o, &selected] {

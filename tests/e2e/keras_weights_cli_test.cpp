@@ -66,6 +66,16 @@ TEST(KerasWeightsCli, AMultiGpuModelFileLoadsItsNestedTemplate) {
   const json a = json::parse(own.out), b = json::parse(wrapped.out.substr(wrapped.out.find('{')));
   EXPECT_EQ(a["loss"], b["loss"]);
   EXPECT_EQ(a["accuracy"], b["accuracy"]);
+  // predict (always quiet but for warnings) says so too.
+  auto predicted = run_command(test::tandem_cli() + " predict " +
+                               (dir / "run" / "config.json").string() + " --weights " +
+                               (dir / "wrapped.h5").string() + " -o " +
+                               (dir / "p.npy").string());
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  EXPECT_NE(predicted.err.find("loaded the weights of the template model nested as its layer "
+                               "'sequential_1'"),
+            std::string::npos)
+      << predicted.err;
 
   // A wrapper whose template lacks one of the model's layers is refused, naming the file.
   auto cut = run_command(std::string(test::system_python()) + " -c \"import h5py; f = h5py.File('" +

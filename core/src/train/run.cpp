@@ -46,11 +46,11 @@ using nlohmann::json;
 namespace {
 
 // --weights: the file's weights into `model`, saying so when they came from a template nested
-// in a Keras multi_gpu_model file.
+// in a Keras multi_gpu_model file (a warning: predict and -q show no info).
 void load_weights_file(Model& model, const std::filesystem::path& file) {
   const std::string wrapper = model.load_weights(read_checkpoint_file(file), file.string());
   if (!wrapper.empty())
-    spdlog::info("{}: a multi_gpu_model file: loaded the weights of the template model nested "
+    spdlog::warn("{}: a multi_gpu_model file: loaded the weights of the template model nested "
                  "as its layer '{}'",
                  file.string(), wrapper);
 }
