@@ -209,5 +209,37 @@ TEST(CheckpointIntegrityCli, WeightsKeptInOtherFilesAreRefusedNotRead) {
   }
 }
 
+// A weights file declaring more values than the model has is refused before they are read: a
+// 4 GiB kernel of compressed zeros (4 MB of file) was read whole before its shape was compared.
+TEST(CheckpointIntegrityCli, WeightsBeyondTheModelsSizeAreRefusedBeforeTheyAreRead) {
+  const fs::path dir = test::scratch_dir("checkpoint-bomb");
+  ASSERT_EQ(test::train_in(dir, "run", test::tiny_regression_config()).exit_code, 0);
+  const fs::path model = dir / "run" / "model.h5", bomb = dir / "bomb.h5";
+  const auto r = run_python(
+      dir / "bomb.py",
+      "import h5py, numpy as np, shutil, sys, zlib\n"
+      "shutil.copy(sys.argv[1], sys.argv[2])\n"
+      "p = 'model_weights/dense/dense/kernel:0'\n"
+      "zero = zlib.compress(bytes(16 * 65536 * 4))\n"
+      "with h5py.File(sys.argv[2], 'r+') as f:\n"
+      "  del f[p]\n"
+      "  d = f.create_dataset(p, shape=(1024, 1 << 20), dtype='f4', chunks=(16, 65536),\n"
+      "                       compression='gzip')\n"
+      "  for r in range(0, 1024, 16):\n"
+      "    for c in range(0, 1 << 20, 65536):\n"
+      "      d.id.write_direct_chunk((r, c), zero)\n",
+      model.string() + " " + bomb.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string limit = test::kAddressSanitizer ? "" : "ulimit -v 3000000 && ";
+  const auto got = run_command(limit + test::tandem_cli() + " evaluate " +
+                               (dir / "run" / "config.json").string() + " --weights " +
+                               bomb.string() + " -q");
+  EXPECT_EQ(got.exit_code, 2) << got.err;
+  EXPECT_NE(got.err.find("dataset '/model_weights/dense/dense/kernel:0' (shape (1024, 1048576)) "
+                         "takes the file's weights past the"),
+            std::string::npos)
+      << got.err;
+}
+
 }  // namespace
 }  // namespace tandem

@@ -74,6 +74,13 @@ TANDEM_EXPORT void write_checkpoint_file(const std::filesystem::path& path,
 /// newer format version).
 TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path);
 
+/// The most weight values (those of the layers, not the training state) a checkpoint may hold
+/// for the model it is read for: its count_params(). A file declaring more is refused naming the
+/// weight that goes past it, before that weight is read — a few kilobytes of file can declare
+/// gigabytes of compressed or never-written arrays.
+TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path,
+                                                  std::int64_t max_weight_values);
+
 /// The same, but only the file's configs (model_config, training_config, keras_version): no
 /// weights are read, so a file whose arrays are large (or crafted to declare huge ones) costs
 /// only its attributes. `layers` and `training` are empty. Errors as read_checkpoint_file's.

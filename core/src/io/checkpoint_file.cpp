@@ -640,11 +640,29 @@ DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& 
   return info;
 }
 
-Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where) {
+// The weight values a reader still takes (read_checkpoint_file's max_weight_values).
+struct WeightBudget {
+  std::int64_t bound = -1;  // -1: none
+  std::int64_t left = 0;
+  void spend(const DatasetInfo& info, const std::string& where) {
+    if (bound < 0) return;
+    left -= static_cast<std::int64_t>(std::min<std::size_t>(info.count, std::size_t{1} << 62));
+    if (left >= 0) return;
+    std::string shape;
+    for (const hsize_t d : info.dims) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw std::runtime_error("dataset '" + where + "' (shape (" + shape +
+                             ")) takes the file's weights past the " + std::to_string(bound) +
+                             " values of the model they are read for: not its weights");
+  }
+};
+
+Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where,
+                   WeightBudget* budget = nullptr) {
   DatasetInfo info = open_dataset(loc, path, where);
   H5T_class_t kind = H5Tget_class(info.type.get());
   if (kind != H5T_FLOAT && kind != H5T_INTEGER)
     throw std::runtime_error("dataset '" + where + "' is not numeric");
+  if (budget) budget->spend(info, where);
   Tensor t(Shape(info.dims.begin(), info.dims.end()));
   if (!t.empty())
     read_all(info.dataset.get(), H5T_NATIVE_FLOAT, t.data(), where);
@@ -739,7 +757,7 @@ TrainingStateData read_training(hid_t tandem) {
 // What to read besides the configs.
 enum class Parts { configs, everything };
 
-CheckpointData read_contents(hid_t root, Parts parts) {
+CheckpointData read_contents(hid_t root, Parts parts, WeightBudget budget) {
   CheckpointData data;
   // The version first: a newer format may lay out anything else differently.
   H5Handle tandem;
@@ -797,7 +815,7 @@ CheckpointData read_contents(hid_t root, Parts parts) {
     for (const auto& name : weight_names)
       lw.weights.push_back(
           NamedTensor{plain_weight_name(layer, name),
-                      read_tensor(group.get(), name, prefix + layer + "/" + name)});
+                      read_tensor(group.get(), name, prefix + layer + "/" + name, &budget)});
     data.layers.push_back(std::move(lw));
   }
   if (tandem.valid()) data.training = read_training(tandem.get());
@@ -836,7 +854,7 @@ void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
 
 namespace {
 
-CheckpointData read_file(const fs::path& path, Parts parts) {
+CheckpointData read_file(const fs::path& path, Parts parts, WeightBudget budget) {
   const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
   if (const std::string why = not_a_regular_file(path); !why.empty())
     throw DataError(failed + (why == "file not found" ? "no such file" : "it " + why));
@@ -861,7 +879,7 @@ CheckpointData read_file(const fs::path& path, Parts parts) {
                                std::string(" (HDF5: ") + detail + ")");
     }
     H5Handle file(id, H5Fclose);
-    return read_contents(file.get(), parts);
+    return read_contents(file.get(), parts, budget);
   } catch (const std::bad_alloc&) {
     throw DataError(failed + "the file is corrupt (a dataset too large to load)");
   } catch (const std::exception& e) {
@@ -872,11 +890,15 @@ CheckpointData read_file(const fs::path& path, Parts parts) {
 }  // namespace
 
 CheckpointData read_checkpoint_file(const fs::path& path) {
-  return read_file(path, Parts::everything);
+  return read_file(path, Parts::everything, {});
+}
+
+CheckpointData read_checkpoint_file(const fs::path& path, std::int64_t max_weight_values) {
+  return read_file(path, Parts::everything, {max_weight_values, max_weight_values});
 }
 
 CheckpointData read_checkpoint_configs(const fs::path& path) {
-  return read_file(path, Parts::configs);
+  return read_file(path, Parts::configs, {});
 }
 
 namespace {

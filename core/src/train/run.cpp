@@ -48,7 +48,8 @@ namespace {
 // --weights: the file's weights into `model`, saying so when they came from a template nested
 // in a Keras multi_gpu_model file (a warning: predict and -q show no info).
 void load_weights_file(Model& model, const std::filesystem::path& file) {
-  const std::string wrapper = model.load_weights(read_checkpoint_file(file), file.string());
+  const std::string wrapper =
+      model.load_weights(read_checkpoint_file(file, model.count_params()), file.string());
   if (!wrapper.empty())
     spdlog::warn("{}: a multi_gpu_model file: loaded the weights of the template model nested "
                  "as its layer '{}'",
@@ -468,7 +469,7 @@ TrainResult run_training(const TrainRequest& request) {
   const std::int64_t batch_size = rc.global_batch_size(placement.replicas * ranks);
   Datasets data = open_training_datasets(rc, *b.model);
   std::optional<CheckpointData> resume;
-  if (request.resume) resume = read_checkpoint_file(*request.resume);
+  if (request.resume) resume = read_checkpoint_file(*request.resume, b.model->count_params());
   if (request.weights) load_weights_file(*b.model, *request.weights);
   // The ranks of an MPI job compare what they were given before any other collective.
   json position;
