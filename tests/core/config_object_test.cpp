@@ -47,6 +47,24 @@ TEST(ConfigObject, UnknownKeyIsAnError) {
   EXPECT_NE(msg.find("unknown key"), std::string::npos) << msg;
 }
 
+// A null where an optional key is asked about is the key left out (it was "unknown key"), and a
+// null where a value is required says it got null, once.
+TEST(ConfigObject, ANullIsTheKeyLeftOut) {
+  const nlohmann::json v = {{"y", nullptr}, {"path", nullptr}};
+  ConfigObject c(v, "data.test");
+  EXPECT_FALSE(c.has("y"));
+  try {
+    c.get_string("path");
+    ADD_FAILURE() << "null taken as a string";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'data.test.path': expected a string, got null"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("null null"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(c.finish());
+}
+
 TEST(ConfigObject, MissingRequiredKey) {
   json j = json::object();
   ConfigObject c(j, "optimizer.config");

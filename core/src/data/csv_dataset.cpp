@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
+
+#include <spdlog/spdlog.h>
 
 #include "data/csv_table.hpp"
 #include "data/datasets.hpp"
@@ -31,8 +34,18 @@ std::string trimmed(const std::string& s) {
 
 // `text` as a JSON string literal; bytes that are not UTF-8 become U+FFFD (a file's cells are
 // anything).
+// Long cells are cut: a message quotes what identifies the cell, not its megabytes.
 std::string quoted(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  constexpr std::size_t kShown = 60;
+  const bool cut = text.size() > kShown;
+  const std::string json = nlohmann::json(cut ? text.substr(0, kShown) : text)
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return cut ? json + "... (" + std::to_string(text.size()) + " characters)" : json;
+}
+
+// Whether `text` (trimmed) spells infinity or NaN, which from_chars reads: not a value.
+bool names_a_non_number(const std::string& text) {
+  return text.find_first_of("iInN") != std::string::npos;
 }
 
 std::optional<float> number(const std::string& text) {
@@ -43,10 +56,10 @@ std::optional<float> number(const std::string& text) {
   const auto r = std::from_chars(t.data() + (t[0] == '+' ? 1 : 0), end, v);
   if (r.ptr != end) return std::nullopt;
   if (r.ec == std::errc::result_out_of_range) {
-    // A number beyond a double, as Python's float() reads it: 1e-400 is 0, 1e400 infinite (and
-    // then refused as such, like 1e39, which is beyond a float).
-    const std::size_t e = t.find_first_of("eE");
-    const bool tiny = e != std::string::npos && e + 1 < t.size() && t[e + 1] == '-';
+    // A number beyond a double, as Python's float() reads it: 1e-400 (or 0.000...1 with 400
+    // zeros) is 0, 1e400 infinite (and then refused as beyond float32, like 1e39). strtod tells
+    // which (the engine runs in the "C" locale).
+    const bool tiny = std::fabs(std::strtod(t.c_str(), nullptr)) < 1.0;
     const float sign = t[0] == '-' ? -1.0f : 1.0f;
     return tiny ? sign * 0.0f : sign * std::numeric_limits<float>::infinity();
   }
@@ -169,6 +182,13 @@ std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec) {
       if (std::find(y_cols.begin(), y_cols.end(), c) == y_cols.end()) x_cols.push_back(c);
   }
   if (x_cols.empty()) throw DataError(where + ": no feature columns left besides y");
+  // A file without a header row would lose its first row to the column names unseen (pandas'
+  // to_csv of unnamed columns writes 0, 1, 2, ... on purpose, so it is only said).
+  if (std::all_of(t.header.begin(), t.header.end(),
+                  [](const std::string& h) { return number(h).has_value(); }))
+    spdlog::warn("{}: the header row, {}{}, is all numbers: if the file has no header, its first "
+                 "row is read as the column names, not as a sample (add a header row)",
+                 where, quoted(t.header.front()), t.header.size() > 1 ? ", ..." : "");
   if (t.rows.empty()) throw DataError(where + ": no rows under the header");
 
   auto value_of = [&](std::size_t row, std::size_t c) -> float {
@@ -193,7 +213,10 @@ std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec) {
                                              : "; for a column of categories, declare them: " +
                                                    categories_hint(t, c)));
     if (!std::isfinite(*v))
-      throw DataError(place + ": " + trimmed(text) + " is not a finite number");
+      throw DataError(place + ": " + quoted(trimmed(text)) +
+                      (names_a_non_number(trimmed(text))
+                           ? " is not a finite number"
+                           : " is beyond float32's range (at most 3.4e38 in magnitude)"));
     return *v;
   };
   const auto rows = static_cast<std::int64_t>(t.rows.size());

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -21,18 +22,22 @@ namespace {
   throw DataError(file + ": " + what);
 }
 
-// A gzFile closed on scope exit.
+// An IDX file's bytes: plain, or gzip (one member or several, as gzip -c a b > c writes) read
+// with zlib's inflate, which checks each member's CRC and length. A member cut short, or bytes
+// after the last member that start no other, are errors (gzread took both silently: it stops
+// where the caller stops reading, and ignores what follows a member).
 class GzReader {
  public:
   explicit GzReader(const std::string& file) : file_(file) {
     if (const std::string why = not_a_regular_file(file); !why.empty()) fail(file, why);
-    errno = 0;
-    gz_ = gzopen(file.c_str(), "rb");
-    if (!gz_) fail(file, std::string("cannot open: ") + (errno ? std::strerror(errno) : "?"));
-    gzbuffer(gz_, 1u << 18);
+    in_.open(file, std::ios::binary);
+    if (!in_) fail(file, std::string("cannot open: ") + std::strerror(errno));
+    fill();
+    gzip_ = have_ >= 2 && buffer_[0] == 0x1f && buffer_[1] == 0x8b;
+    if (gzip_ && inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) fail(file, "out of memory");
   }
   ~GzReader() {
-    if (gz_) gzclose(gz_);
+    if (gzip_) inflateEnd(&z_);
   }
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
@@ -40,24 +45,75 @@ class GzReader {
   /// Reads up to `n` bytes; fewer only at the end of the data. Corrupt data is an error.
   std::size_t read(void* out, std::size_t n) {
     auto* p = static_cast<unsigned char*>(out);
+    return gzip_ ? inflate_into(p, n) : copy_into(p, n);
+  }
+
+ private:
+  // Keeps the unread bytes, then reads more of the file after them; false when none came.
+  bool fill() {
+    const std::size_t left = have_ - next_;
+    std::memmove(buffer_.data(), buffer_.data() + next_, left);
+    in_.read(reinterpret_cast<char*>(buffer_.data() + left),
+             static_cast<std::streamsize>(buffer_.size() - left));
+    const auto got = static_cast<std::size_t>(in_.gcount());
+    have_ = left + got;
+    next_ = 0;
+    return got > 0;
+  }
+
+  std::size_t copy_into(unsigned char* p, std::size_t n) {
     std::size_t done = 0;
-    while (done < n) {
-      const auto want = static_cast<unsigned>(std::min<std::size_t>(n - done, 1u << 24));
-      const int got = gzread(gz_, p + done, want);
-      if (got < 0) {
-        int code = 0;
-        const char* msg = gzerror(gz_, &code);
-        fail(file_, std::string("corrupt gzip data (") + (msg ? msg : "?") + ")");
-      }
-      if (got == 0) break;
-      done += static_cast<std::size_t>(got);
+    while (done < n && (next_ < have_ || fill())) {
+      const std::size_t k = std::min(n - done, have_ - next_);
+      std::memcpy(p + done, buffer_.data() + next_, k);
+      next_ += k;
+      done += k;
     }
     return done;
   }
 
- private:
+  std::size_t inflate_into(unsigned char* p, std::size_t n) {
+    std::size_t done = 0;
+    while (done < n) {
+      if (next_ == have_ && !fill()) {
+        // Cut short: what came is returned (the caller names the sizes); asked for more, or for
+        // the end past data that was all there (a lost CRC), it is an error.
+        if (in_member_ && done == 0)
+          fail(file_, "truncated gzip data (its last member is cut short before its end)");
+        break;
+      }
+      if (!in_member_) start_member();
+      z_.next_in = buffer_.data() + next_;
+      z_.avail_in = static_cast<uInt>(have_ - next_);
+      z_.next_out = p + done;
+      z_.avail_out = static_cast<uInt>(std::min<std::size_t>(n - done, 1u << 30));
+      const int ret = inflate(&z_, Z_NO_FLUSH);
+      next_ = have_ - z_.avail_in;
+      done = static_cast<std::size_t>(z_.next_out - p);
+      if (ret == Z_STREAM_END)
+        in_member_ = false;
+      else if (ret != Z_OK && ret != Z_BUF_ERROR)
+        fail(file_, std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "?") + ")");
+    }
+    return done;
+  }
+
+  // Bytes after a member start another member, or they are trailing garbage.
+  void start_member() {
+    if (have_ - next_ < 2) fill();
+    if (have_ - next_ < 2 || buffer_[next_] != 0x1f || buffer_[next_ + 1] != 0x8b)
+      fail(file_, "data after the gzip stream that is no gzip member (trailing garbage)");
+    if (started_) inflateReset(&z_);
+    started_ = in_member_ = true;
+  }
+
   std::string file_;
-  gzFile gz_ = nullptr;
+  std::ifstream in_;
+  std::vector<unsigned char> buffer_ = std::vector<unsigned char>(std::size_t{1} << 18);
+  std::size_t have_ = 0, next_ = 0;  // bytes in buffer_, and the next unread one
+  bool gzip_ = false;
+  z_stream z_{};
+  bool started_ = false, in_member_ = false;
 };
 
 std::size_t element_size(int type_code) {

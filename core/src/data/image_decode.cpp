@@ -117,6 +117,7 @@ struct PngSource {
   const std::uint8_t* data;
   std::size_t size, at;
   char message[200];
+  std::int64_t rows = 0, cols = 0;  // set when the header declares too many pixels
 };
 
 void png_read_from_memory(png_structp png, png_bytep out, png_size_t count) {
@@ -156,7 +157,11 @@ bool read_png(PngSource* src, std::vector<std::uint8_t>* pixels, std::vector<png
   png_set_user_limits(png, 1u << 20, 1u << 20);
   png_read_info(png, info);
   const std::int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
-  if (w * h > kMaxPixels) png_error(png, "the image has more than 2^28 pixels");
+  if (w * h > kMaxPixels) {  // not damage: decode_png names the size as JPEGs' is named
+    src->rows = h;
+    src->cols = w;
+    png_error(png, "too many pixels");
+  }
   const int color = png_get_color_type(png, info);
   if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -211,8 +216,10 @@ DecodedImage decode_png(std::span<const std::uint8_t> bytes, ColorMode mode,
   std::vector<std::uint8_t> pixels;
   std::vector<png_bytep> row_pointers;
   int rows = 0, cols = 0, channels = 0;
-  if (!read_png(&src, &pixels, &row_pointers, &rows, &cols, &channels))
+  if (!read_png(&src, &pixels, &row_pointers, &rows, &cols, &channels)) {
+    if (src.rows > 0) check_dimensions(src.rows, src.cols, name);
     throw DataError(name + ": a corrupt or truncated PNG (" + src.message + ")");
+  }
   check_dimensions(rows, cols, name);
   if (channels == channels_of(mode))  // as the file has it: nothing to convert
     return DecodedImage{rows, cols, channels, std::move(pixels)};

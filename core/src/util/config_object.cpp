@@ -72,7 +72,7 @@ std::string brief(const json& value) {
 
 [[noreturn]] void wrong_type(const std::string& path, const char* expected, const json& got) {
   throw ConfigError(path, std::string("expected ") + expected + ", got " + json_type_name(got) +
-                              " " + brief(got));
+                              (got.is_null() ? "" : " " + brief(got)));
 }
 
 }  // namespace
@@ -84,7 +84,9 @@ ConfigObject::ConfigObject(const json& value, std::string path)
 
 bool ConfigObject::has(const std::string& key) const {
   auto it = value_.find(key);
-  return it != value_.end() && !it->is_null();
+  if (it == value_.end()) return false;
+  if (it->is_null()) read_.insert(key);  // asked about: null is the key left out, not unknown
+  return !it->is_null();
 }
 
 bool ConfigObject::given(const std::string& key) const {

@@ -65,6 +65,8 @@ class ConfigObject {
 
   const std::string& path() const { return path_; }
   std::string path_of(const std::string& key) const { return json_path_join(path_, key); }
+  /// Whether `key` holds a value; a null is the key left out (and counts as read: `"y": null`
+  /// where y is optional is no unknown key).
   bool has(const std::string& key) const;
   /// Whether the object holds `key` at all, null included (has() is false for null).
   bool given(const std::string& key) const;
@@ -104,7 +106,7 @@ class ConfigObject {
  private:
   const nlohmann::json& value_;
   std::string path_;
-  std::set<std::string> read_;
+  mutable std::set<std::string> read_;  // has() marks a null it was asked about
 };
 
 }  // namespace tandem

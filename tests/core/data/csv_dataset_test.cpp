@@ -96,7 +96,10 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   test::write_text(dir / "header-only.csv", "x,y\n");
   test::write_text(dir / "inf.csv", "x,y\n1,inf\n");
   test::write_text(dir / "huge.csv", "x,y\n1,2\n-1e400,3\n");  // beyond a double
-  test::write_text(dir / "tiny.csv", "x,y\n1e-400,2\n-1e-400,3\n");
+  test::write_text(dir / "tiny.csv",
+                   "x,y\n1e-400,2\n-0." + std::string(400, '0') + "1,3\n");  // both 0
+  test::write_text(dir / "wide.csv", "x,y\n1e39,2\n");  // a double, beyond a float
+  test::write_text(dir / "long.csv", "x,y\n1,2\n" + std::string(100000, 'z') + ",3\n");
   test::write_text(dir / "only-y.csv", "y\n1\n");
   auto error_of = [&](const std::string& file, const json& extra = json::object()) {
     json spec = {{"type", "csv"}, {"path", file}, {"y", "y"}};
@@ -128,11 +131,18 @@ TEST(CsvDataset, EachKindOfBadTableIsADataErrorNamingTheRowAndColumn) {
   // Beyond a double reads as Python's float() reads it (it was "not a number; declare its
   // categories"): infinite, then refused as 1e39 is; 0 for what is too small.
   e = error_of("huge.csv");
-  EXPECT_TRUE(has(e, "row 3, column 'x': -1e400 is not a finite number")) << e;
+  EXPECT_TRUE(has(e, "row 3, column 'x': \"-1e400\" is beyond float32's range")) << e;
+  e = error_of("wide.csv");
+  EXPECT_TRUE(has(e, "row 2, column 'x': \"1e39\" is beyond float32's range")) << e;
+  // A long cell is quoted cut (the whole 5 MB cell was the message).
+  e = error_of("long.csv");
+  EXPECT_TRUE(has(e, "row 3, column 'x': \"" + std::string(60, 'z') + "\"... (100000 characters)"))
+      << e.substr(0, 300);
+  EXPECT_LT(e.size(), 1000u);
   const auto [tiny_x, tiny_y] =
       read_all(*open({{"type", "csv"}, {"path", "tiny.csv"}, {"y", "y"}}, dir));
   EXPECT_EQ(tiny_x, (std::vector<float>{0.0f, 0.0f}));
-  EXPECT_TRUE(has(error_of("inf.csv"), "row 2, column 'y': inf is not a finite number"))
+  EXPECT_TRUE(has(error_of("inf.csv"), "row 2, column 'y': \"inf\" is not a finite number"))
       << error_of("inf.csv");
   EXPECT_TRUE(has(error_of("only-y.csv"), "no feature columns"));
   e = error_of("colours.csv", {{"y", "label"}});

@@ -182,6 +182,29 @@ TEST_F(IdxFiles, CutCompressedFileIsTruncated) {
   EXPECT_NE(msg.find("header promises 24000 bytes"), std::string::npos) << msg;
 }
 
+// gzip as Python's gzip module reads it: several members are one stream; a member whose CRC and
+// length were cut off, or bytes after the last member that start no other, are errors (zlib's
+// gzread took both: it stopped where the reader stopped, and skipped what followed a member).
+TEST_F(IdxFiles, GzipMembersAreCheckedToTheirEnd) {
+  const std::string idx = test::idx_bytes(0x08, {10, 3, 4}, image_payload());
+  test::write_gz(path("a.gz"), idx.substr(0, 50));
+  test::write_gz(path("b.gz"), idx.substr(50));
+  test::write_text(path("two.gz"), test::read_text(path("a.gz")) + test::read_text(path("b.gz")));
+  const data::IdxArray two = data::read_idx_file(path("two.gz"));
+  EXPECT_EQ(std::string(two.bytes.begin(), two.bytes.end()), image_payload());
+  test::write_gz(path("x.gz"), idx);
+  const std::string gz = test::read_text(path("x.gz"));
+  test::write_text(path("no-trailer.gz"), gz.substr(0, gz.size() - 8));
+  std::string msg = data_error_of([&] { data::read_idx_file(path("no-trailer.gz")); });
+  EXPECT_NE(msg.find(path("no-trailer.gz") + ": truncated gzip data"), std::string::npos) << msg;
+  test::write_text(path("garbage.gz"), gz + "garbage!");
+  msg = data_error_of([&] { data::read_idx_file(path("garbage.gz")); });
+  EXPECT_NE(msg.find("trailing garbage"), std::string::npos) << msg;
+  test::write_text(path("bad-crc.gz"), gz.substr(0, gz.size() - 8) + std::string(8, '\x01'));
+  msg = data_error_of([&] { data::read_idx_file(path("bad-crc.gz")); });
+  EXPECT_NE(msg.find("corrupt gzip data (incorrect data check)"), std::string::npos) << msg;
+}
+
 TEST_F(IdxFiles, TruncatedHeaderAndEmptyFile) {
   test::write_text(path("empty"), "");
   EXPECT_NE(data_error_of([&] { data::read_idx_file(path("empty")); }).find("empty file"),

@@ -371,6 +371,29 @@ TEST(ImageDataset, BadFilesStopTheRunNamingThemOrAreSkippedAndCounted) {
   EXPECT_NEAR(s.x[9 * 64], 0.0f, 2.0f / 255);  // a/0.jpg: 0 up to JPEG's rounding
 }
 
+// A PNG declaring more pixels than Tandem decodes says its size, as a JPEG's does (it was "a
+// corrupt or truncated PNG"): it is neither.
+TEST(ImageDataset, AnImageTooLargeToDecodeSaysItsSize) {
+  const fs::path dir = test::scratch_dir("images-large");
+  python(dir,
+         "import struct, zlib\n"
+         "def chunk(kind, body):\n"
+         "  return struct.pack('>I', len(body)) + kind + body + "
+         "struct.pack('>I', zlib.crc32(kind + body))\n"
+         "ihdr = struct.pack('>IIBBBBB', 30000, 30000, 8, 0, 0, 0, 0)\n"
+         "open('big.png', 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', ihdr) + "
+         "chunk(b'IDAT', zlib.compress(b'\\0' * 30001)) + chunk(b'IEND', b''))\n");
+  std::ifstream in(dir / "big.png", std::ios::binary);
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                        std::istreambuf_iterator<char>());
+  const std::string msg =
+      data_error_of([&] { data::decode_image(bytes, data::ColorMode::grayscale, "big.png"); });
+  EXPECT_NE(msg.find("big.png: the image is 30000x30000 pixels; expected at least 1x1 and at "
+                     "most 268435456 pixels"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(ImageDataset, BadSpecsAndListsAreErrorsNamingThePlace) {
   const fs::path dir = test::scratch_dir("images-specs");
   python(

@@ -148,7 +148,10 @@ TEST(NpyDataset, EachKindOfBadFileIsADataErrorNamingIt) {
   EXPECT_TRUE(has(e, "fortran.npy") && has(e, "Fortran order") && has(e, "ascontiguousarray")) << e;
   EXPECT_TRUE(has(error_of("strings.npy"), "an array of strings")) << error_of("strings.npy");
   EXPECT_TRUE(has(error_of("complex.npy"), "complex numbers"));
-  EXPECT_TRUE(has(error_of("structured.npy"), "structured dtype"));
+  EXPECT_TRUE(has(error_of("structured.npy"),
+                  "a structured dtype (a list of fields), which Tandem does not read; save one "
+                  "numeric array per file instead"))
+      << error_of("structured.npy");
   EXPECT_TRUE(has(error_of("scalar.npy"), "a scalar"));
   EXPECT_TRUE(has(error_of("empty.npy"), "no samples"));
   e = error_of("truncated.npy", "four.npy");
