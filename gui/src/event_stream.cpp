@@ -74,7 +74,7 @@ void EventStreamParser::parse_line(const QByteArray& raw, QList<Event>& out) {
   out.push_back({name.toString(), object});
 }
 
-EventFile read_event_file(const QString& path) {
+EventFile read_event_file(const QString& path, bool whole_lines_only) {
   EventFile result;
   // A stream is a file of its own: a FIFO would block the GUI, a device never end.
   if (!QFileInfo(path).isFile()) {
@@ -87,8 +87,11 @@ EventFile read_event_file(const QString& path) {
     return result;
   }
   EventStreamParser parser;
-  result.events = parser.feed(file.readAll());
-  result.events.append(parser.finish());
+  QByteArray bytes = file.readAll();
+  result.whole = bytes.lastIndexOf('\n') + 1;
+  if (whole_lines_only) bytes.truncate(result.whole);
+  result.events = parser.feed(bytes);
+  if (!whole_lines_only) result.events.append(parser.finish());
   result.issues = parser.issues();
   return result;
 }

@@ -52,8 +52,11 @@ class EventStreamParser {
 struct EventFile {
   QList<Event> events;
   QList<StreamIssue> issues;
-  QString error;  // non-empty when the file cannot be read
+  QString error;        // non-empty when the file cannot be read
+  qint64 whole = 0;     // bytes up to the end of the last whole line read
 };
-EventFile read_event_file(const QString& path);
+/// With `whole_lines_only` (a stream an engine is still writing) a last line without its newline
+/// is left for a later read from `whole` on, neither applied nor reported.
+EventFile read_event_file(const QString& path, bool whole_lines_only = false);
 
 }  // namespace tandem::gui

@@ -261,6 +261,7 @@ bool MainWindow::start_run(TrainLaunch launch) {
   // The previous run's history goes with its engine; panels switch to the new one first.
   show_run(engine->history(), true);
   engine_ = std::move(engine);
+  follower_.reset();
   opened_.reset();
   status_->setText(QString("Running: %1 (pid %2)").arg(launch.run_dir).arg(engine_->pid()));
   show_tab(run_tab);
@@ -287,8 +288,9 @@ void MainWindow::on_run_ended(int exit_code, bool crashed, const QString& summar
   Q_EMIT run_ended(exit_code);
 }
 
-std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFile* file) {
-  *file = read_event_file(QDir(run_dir).filePath("events.jsonl"));
+std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFile* file,
+                                                 bool whole_lines_only) {
+  *file = read_event_file(QDir(run_dir).filePath("events.jsonl"), whole_lines_only);
   if (!file->error.isEmpty()) {
     statusBar()->showMessage(file->error, 8000);
     return nullptr;
@@ -300,11 +302,18 @@ std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFi
 }
 
 bool MainWindow::open_run(const QString& run_dir) {
+  const QString folder = QDir::cleanPath(QDir(run_dir).absolutePath());
+  const bool ours = engine_ && engine_->running() &&
+                    QDir::cleanPath(engine_->history()->run_dir()) == folder;
+  // An engine elsewhere (a terminal's, another window's) writing it: followed from here on.
+  const bool followed = !ours && engine_running_in(run_dir) == std::optional<bool>(true);
   EventFile file;
-  auto run = load_run(run_dir, &file);
+  auto run = load_run(run_dir, &file, followed);
   if (!run) return false;
-  const bool ours = engine_ && engine_->running() && engine_->history()->run_dir() == run->run_dir();
-  if (run->status() == RunHistory::Status::running && !ours) {
+  follower_.reset();
+  if (followed) {
+    follower_ = std::make_unique<RunFollower>(run_dir, file.whole, run.get());
+  } else if (run->status() == RunHistory::Status::running && !ours) {
     // The engine's folder lock says whether it still runs (in another window or a terminal).
     const std::optional<bool> elsewhere = engine_running_in(run_dir);
     if (!elsewhere)

@@ -9,6 +9,7 @@
 
 #include "device_monitor.hpp"
 #include "engine_run.hpp"
+#include "run_follower.hpp"
 #include "plugin_catalog.hpp"
 #include "theme.hpp"
 
@@ -78,7 +79,8 @@ class MainWindow : public QMainWindow {
   void build_menus();
   void show_run(RunHistory* run, bool live);
   /// A run rebuilt from its folder's events.jsonl; null (with the reason shown) when unreadable.
-  std::unique_ptr<RunHistory> load_run(const QString& run_dir, EventFile* file);
+  std::unique_ptr<RunHistory> load_run(const QString& run_dir, EventFile* file,
+                                       bool whole_lines_only = false);
   void save_settings() const;
   void on_run_ended(int exit_code, bool crashed, const QString& summary);
   /// Closing during a run: stops the engine (SIGINT: it saves a resumable checkpoint) and closes
@@ -89,6 +91,7 @@ class MainWindow : public QMainWindow {
   DeviceMonitor monitor_;
   std::unique_ptr<EngineRun> engine_;
   std::unique_ptr<RunHistory> opened_;
+  std::unique_ptr<RunFollower> follower_;  // reads on into opened_ while an engine elsewhere writes
   std::vector<std::unique_ptr<RunHistory>> compared_;  // while the Run tab compares runs
   QMetaObject::Connection placement_updates_;  // the shown run's updates to the Devices dock
   bool restore_settings_;

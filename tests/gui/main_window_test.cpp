@@ -15,6 +15,8 @@
 #include <QTableWidget>
 #include <QtTest>
 
+#include <signal.h>
+
 #include "checkpoints_panel.hpp"
 #include "launch_panel.hpp"
 #include "live_run_panel.hpp"
@@ -197,6 +199,38 @@ class MainWindowTest : public QObject {
     QVERIFY(QFileInfo::exists(QDir(run_dir).filePath("model.h5")));
     QCOMPARE(engine_running_in(run_dir), std::optional<bool>(false));
     QCOMPARE(summarize_run_folder(run_dir).status, QString("stopped"));
+  }
+
+  // A run a terminal's engine is writing, opened from its folder: followed as it goes (it stayed
+  // at the moment it was opened, "running" with a stale ETA, after the engine had finished), and
+  // its end is seen.
+  void a_run_started_elsewhere_is_followed_to_its_end() {
+    MainWindow window(false);
+    window.set_workspace(tmp_.filePath("ws-follow"));
+    window.show();
+    const QString run_dir = tmp_.filePath("ws-follow/terminal-run");
+    QProcess engine;
+    engine.start(qEnvironmentVariable("TANDEM_ENGINE"),
+                 {"train", config_, "--run-dir", run_dir, "-q", "--set", "epochs=100000",
+                  "--set", "callbacks=[]"});
+    QVERIFY(engine.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(engine_running_in(run_dir) == std::optional<bool>(true), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(summarize_run_folder(run_dir).status == "running", 30000);
+    QVERIFY(window.open_run(run_dir));
+    RunHistory* run = window.shown_run();
+    QVERIFY(run);
+    const qint64 opened_at = run->step();
+    QTRY_VERIFY_WITH_TIMEOUT(run->step() > opened_at + 20, 30000);
+    QCOMPARE(run->status(), RunHistory::Status::running);
+    ::kill(static_cast<pid_t>(engine.processId()), SIGINT);  // it saves, then ends the stream
+    QVERIFY(engine.waitForFinished(30000));
+    QTRY_VERIFY_WITH_TIMEOUT(run->status() == RunHistory::Status::stopped, 10000);
+    // Every event of the file was applied once: the steps shown are the file's.
+    EventFile file = read_event_file(QDir(run_dir).filePath("events.jsonl"));
+    RunHistory reread;
+    reread.apply_all(file.events);
+    QCOMPARE(run->step(), reread.step());
+    QCOMPARE(run->batch_series("loss").size(), reread.batch_series("loss").size());
   }
 
   void shortcuts_work_on_the_tab_of_their_button() {
