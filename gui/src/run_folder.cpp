@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <algorithm>
 
@@ -32,6 +33,27 @@ std::optional<bool> engine_running_in(const QString& folder) {
   return held;
 }
 
+namespace {
+
+// The last epoch_ended event before byte `end` of `file`, looked for in the kBackScanBytes
+// before it (a long epoch's batch lines can fill the whole tail); none when not found there.
+std::optional<Event> last_epoch_ended_before(QFile& file, qint64 end) {
+  constexpr qint64 kBackScanBytes = qint64{8} << 20;
+  const qint64 from = std::max<qint64>(0, end - kBackScanBytes);
+  file.seek(from);
+  const QByteArray bytes = file.read(end - from);
+  const qsizetype hit = bytes.lastIndexOf("\"event\":\"epoch_ended\"");
+  if (hit < 0) return std::nullopt;
+  const qsizetype start = bytes.lastIndexOf('\n', hit) + 1;
+  const qsizetype stop = bytes.indexOf('\n', hit);
+  EventStreamParser parser;
+  const QList<Event> events = parser.feed(bytes.mid(start, stop < 0 ? -1 : stop - start + 1));
+  if (events.size() != 1 || events.front().name != "epoch_ended") return std::nullopt;
+  return events.front();
+}
+
+}  // namespace
+
 RunFolderSummary summarize_run_folder(const QString& path) {
   RunFolderSummary s;
   s.path = QDir(path).absolutePath();
@@ -57,10 +79,16 @@ RunFolderSummary summarize_run_folder(const QString& path) {
   } else {
     file.seek(0);
   }
+  const qint64 tail_start = file.pos();
   EventStreamParser tail;
   events = tail.feed(file.readAll());
   events.append(tail.finish());
   s.status = "incomplete";
+  const bool epoch_in_tail = std::any_of(events.begin(), events.end(),
+                                         [](const Event& e) { return e.name == "epoch_ended"; });
+  if (!epoch_in_tail && tail_start > 0)
+    if (const std::optional<Event> last = last_epoch_ended_before(file, tail_start))
+      events.prepend(*last);
   for (const Event& e : events) {
     if (e.name == "epoch_started") {
       s.epochs = e.fields.value("epochs").toInt(s.epochs);
@@ -72,6 +100,9 @@ RunFolderSummary summarize_run_folder(const QString& path) {
     } else if (e.name == "run_finished") {
       s.status = e.fields.value("interrupted").toBool() ? "stopped" : "finished";
       s.epochs_done = e.fields.value("epochs_done").toInt(s.epochs_done);
+      const QJsonArray history = e.fields.value("history").toArray();
+      if (!history.isEmpty() && history.last().isObject())
+        s.last_logs = history.last().toObject();
     } else if (e.name == "run_failed") {
       s.status = "failed";
       s.error = e.fields.value("error").toString();

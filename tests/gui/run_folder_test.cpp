@@ -133,6 +133,30 @@ class RunFolderTest : public QObject {
     QCOMPARE(s.last_logs.value("loss").toDouble(), 0.25);
   }
 
+  // An epoch longer than the tail: its batch lines hide the last epoch_ended (the row said 0
+  // epochs and no metrics for a run killed 29 epochs in), found further back; a run_finished's
+  // history gives the last epoch's logs.
+  void the_last_epoch_is_found_behind_a_long_epochs_batches() {
+    const QString dir = tmp_.filePath("long-epoch");
+    QByteArray bytes = line(kStarted);
+    bytes +=
+        line(R"({"schema":1,"event":"epoch_ended","time":"t","epoch":3,"logs":{"loss":0.5}})");
+    const QByteArray batch = line(
+        R"({"schema":1,"event":"batch_ended","time":"t","epoch":4,"batch":1,"step":1,"size":1,"logs":{"loss":1.0}})");
+    while (bytes.size() < 1024 * 1024) bytes += batch;
+    write(dir + "/events.jsonl", bytes);
+    RunFolderSummary s = summarize_run_folder(dir);
+    QCOMPARE(s.epochs_done, 3);
+    QCOMPARE(s.last_logs.value("loss").toDouble(), 0.5);
+    bytes += line(
+        R"({"schema":1,"event":"run_finished","time":"t","epochs_done":3,"interrupted":true,"history":[{"loss":0.7},{"loss":0.6},{"loss":0.5}]})");
+    write(dir + "/events.jsonl", bytes);
+    s = summarize_run_folder(dir);
+    QCOMPARE(s.status, QString("stopped"));
+    QCOMPARE(s.epochs_done, 3);
+    QCOMPARE(s.last_logs.value("loss").toDouble(), 0.5);
+  }
+
   void garbage_and_missing_streams_do_not_break_the_list() {
     const QString dir = tmp_.filePath("garbage");
     write(dir + "/events.jsonl", QByteArray("\x00\x01\x02 not json\n{\"event\": 3}\n[]\n", 32));
