@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "engine_locator.hpp"
+#include "engine_run.hpp"
 
 namespace tandem::gui {
 
@@ -161,7 +162,9 @@ void CheckpointsPanel::evaluate_selected() {
           text = QString("%1: %2").arg(QFileInfo(path).fileName(), parts.join(", "));
         } else {
           text =
-              QString("Evaluation failed (exit code %1): %2").arg(code).arg(err.section('\n', -1));
+              QString("Evaluation failed (exit code %1): %2")
+                  .arg(code)
+                  .arg(engine_error_line(err.split('\n', Qt::SkipEmptyParts)));
         }
         evaluation_->setText(text);
         Q_EMIT evaluation_finished(text);

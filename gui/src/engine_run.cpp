@@ -9,6 +9,16 @@
 
 namespace tandem::gui {
 
+QString engine_error_line(const QStringList& stderr_lines) {
+  for (auto it = stderr_lines.crbegin(); it != stderr_lines.crend(); ++it)
+    if (it->contains("error")) return it->trimmed();
+  for (auto it = stderr_lines.crbegin(); it != stderr_lines.crend(); ++it) {
+    const QString line = it->trimmed();
+    if (!line.isEmpty() && !line.startsWith("Run with --help")) return line;
+  }
+  return {};
+}
+
 EngineRun::EngineRun(QObject* parent) : QObject(parent) {
   process_.setProcessChannelMode(QProcess::SeparateChannels);
   connect(&process_, &QProcess::readyReadStandardOutput, this, &EngineRun::read_stdout);
@@ -148,13 +158,7 @@ void EngineRun::on_finished(int exit_code, QProcess::ExitStatus status) {
   // A run that never reported its end (a crash, a config error before run_started) becomes a
   // failed run carrying the engine's last words.
   if (!clean) {
-    QString last;
-    for (auto it = stderr_tail_.crbegin(); it != stderr_tail_.crend(); ++it)
-      if (it->contains("error")) {
-        last = it->trimmed();
-        break;
-      }
-    if (last.isEmpty() && !stderr_tail_.isEmpty()) last = stderr_tail_.back().trimmed();
+    const QString last = engine_error_line(stderr_tail_);
     history_.mark_failed(last.isEmpty() ? summary : summary + ": " + last);
   }
   Q_EMIT ended(exit_code_.value_or(-1), crashed, summary);

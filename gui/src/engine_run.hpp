@@ -31,6 +31,11 @@ inline constexpr int kStoppedExit = 130;
 /// The MPI launcher for multi-process runs: $TANDEM_MPIRUN, else `mpirun` on PATH; empty if none.
 QString mpirun_path();
 
+/// What an engine that failed said, from its stderr lines: the last one that reports an error
+/// ("tandem: error: ..."), else the last one that is not CLI11's "Run with --help for more
+/// information." hint (its usage errors say what is wrong on the line before); empty for none.
+QString engine_error_line(const QStringList& stderr_lines);
+
 /// Owns the child process and the RunHistory it fills. Lives on the GUI thread.
 class EngineRun : public QObject {
   Q_OBJECT
