@@ -26,6 +26,7 @@
 #include "log_panel.hpp"
 #include "run_folder.hpp"
 #include "runs_panel.hpp"
+#include "theme.hpp"
 
 // The resources are compiled into the static library: register them explicitly (outside any
 // namespace, as Q_INIT_RESOURCE requires).
@@ -340,6 +341,12 @@ bool MainWindow::open_run(const QString& run_dir) {
 
 bool MainWindow::compare_runs(const QStringList& run_dirs) {
   if (run_dirs.isEmpty()) return false;
+  if (run_dirs.size() > kMaxComparedRuns) {
+    statusBar()->showMessage(
+        QString("Compare at most %1 runs at once (%2 selected)").arg(kMaxComparedRuns).arg(run_dirs.size()),
+        8000);
+    return false;
+  }
   std::vector<std::unique_ptr<RunHistory>> others;
   for (qsizetype i = 1; i < run_dirs.size(); ++i) {
     EventFile file;
