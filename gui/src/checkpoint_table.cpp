@@ -2,6 +2,7 @@
 
 #include <QBrush>
 #include <QDateTime>
+#include <QFile>
 #include <QFileInfo>
 #include <QFont>
 #include <QHash>
@@ -29,13 +30,26 @@ void CheckpointTable::set_run(RunHistory* run) {
   refresh();
 }
 
+namespace {
+
+// Whether `path` is an HDF5 file (its signature at the start, where Tandem and Keras write it): a
+// stream names its checkpoints, and a crafted one may name any file (/etc/passwd).
+bool is_hdf5_file(const QString& path) {
+  QFile file(path);
+  if (!QFileInfo(path).isFile() || !file.open(QIODevice::ReadOnly)) return false;
+  return file.read(8) == QByteArray("\x89HDF\r\n\x1a\n", 8);
+}
+
+}  // namespace
+
 void CheckpointTable::refresh() {
   QList<CheckpointRecord> rows;
   if (run_) {
     // The newest record of a path wins (a file may be rewritten, e.g. save_last).
     QHash<QString, qsizetype> index_of;
-    for (const CheckpointRecord& r : run_->checkpoints()) {
-      if (!QFileInfo::exists(r.path)) continue;
+    for (CheckpointRecord r : run_->checkpoints()) {
+      if (!is_hdf5_file(r.path)) continue;
+      r.bytes = QFileInfo(r.path).size();  // what is on disk, not what the stream says
       auto it = index_of.find(r.path);
       if (it != index_of.end()) {
         rows[*it] = r;

@@ -29,9 +29,13 @@ Event saved(const QString& path, int epoch, bool best, double value) {
   return {"checkpoint_saved", o};
 }
 
-void touch(const QString& path) {
+// An HDF5 file as far as the table looks: the signature, then `size` bytes in all.
+void touch(const QString& path, qint64 size = 2048) {
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly)) qFatal("cannot write %s", qPrintable(path));
+  QByteArray bytes("\x89HDF\r\n\x1a\n", 8);
+  bytes.resize(size, '\0');
+  f.write(bytes);
 }
 
 }  // namespace
@@ -66,6 +70,28 @@ class CheckpointTableTest : public QObject {
     QCOMPARE(table.rowCount(), 1);
     QCOMPARE(table.record(0).epoch, 4);
     QCOMPARE(table.best_rows(), QList<int>{0});
+  }
+
+  // A stream names its checkpoints, and a crafted one may name any file: only HDF5 files are
+  // listed, with their size on disk (/etc/passwd was listed as a checkpoint of the event's size).
+  void rows_are_hdf5_files_with_their_size_on_disk() {
+    QTemporaryDir dir;
+    const QString real = dir.filePath("e1.h5"), text = dir.filePath("passwd");
+    touch(real, 3 * 1024);
+    QFile f(text);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("root:x:0:0:root:/root:/bin/bash\n");
+    f.close();
+    RunHistory run;
+    CheckpointTable table;
+    table.set_run(&run);
+    run.apply(saved(real, 1, true, 0.5));  // the event says 2048 bytes
+    run.apply(saved(text, 2, false, 0.4));
+    run.apply(saved(dir.path(), 3, false, 0.4));  // a folder
+    QCOMPARE(table.rowCount(), 1);
+    QCOMPARE(table.record(0).path, real);
+    QCOMPARE(table.data(table.index(0, CheckpointTable::size), Qt::DisplayRole).toString(),
+             QString("3.0 KiB"));
   }
 
   void each_checkpoint_callback_keeps_its_own_best() {
