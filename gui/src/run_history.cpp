@@ -203,6 +203,8 @@ void RunHistory::rewind_steps(double from) {
   drop_from(throughput_, from);
   drop_from(loss_scale_series_, from);
   drop_from(clock_, from);
+  for (auto& s : utilisation_) drop_from(s, from);
+  markers_.removeIf([from](const RunMarker& m) { return static_cast<double>(m.step) >= from; });
 }
 
 QList<QPointF> RunHistory::at_wall_time(const QList<QPointF>& step_points) const {
@@ -355,6 +357,11 @@ void RunHistory::apply_one(const Event& event) {
     steps_per_epoch_ = f.value("steps").toInt();
     batch_ = f.value("resumed_at_batch").toInt();
     epoch_resumed_at_ = batch_;
+    if (epoch_ <= last_epoch_ended_) {  // a resume redoes this epoch: the epochs from it give way
+      for (auto& series : epoch_points_) drop_from(series, epoch_);
+      last_epoch_ended_ = epoch_ - 1;
+      last_epoch_logs_ = epoch_logs_.value(last_epoch_ended_);
+    }
     // Each epoch starts its means afresh. A resumed epoch continues means over the batches done
     // before the interruption (all of them full batches); its first batch shows the running mean.
     samples_in_epoch_ = static_cast<double>(batch_) * batch_size_;
@@ -371,6 +378,7 @@ void RunHistory::apply_one(const Event& event) {
       for (auto& series : epoch_points_) drop_from(series, epoch_);
     const QJsonObject logs = f.value("logs").toObject();
     last_epoch_logs_ = logs;
+    epoch_logs_[epoch_] = logs;
     for (auto it = logs.begin(); it != logs.end(); ++it) {
       if (!it.value().isDouble()) continue;
       note_metric(it.key());

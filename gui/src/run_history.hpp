@@ -164,6 +164,7 @@ class RunHistory : public QObject {
   QStringList replica_labels_;
   QMap<int, QList<QPointF>> replica_ms_;
   int last_epoch_ended_ = 0;
+  QMap<int, QJsonObject> epoch_logs_;  // each ended epoch's logs, of the timeline shown
   // Drops the step-indexed points at x >= `from` (a resumed run's timeline replaces them).
   void rewind_steps(double from);
   QList<CheckpointRecord> checkpoints_;

@@ -152,8 +152,20 @@ class RunHistoryTest : public QObject {
     epoch(1, 4.0);
     epoch(2, 3.0);
     epoch(3, 2.0);
+    run.apply(make_event(R"({"schema":1,"event":"device_stats","time":"t","step":3,
+                             "cpu":{"utilization_percent":90}})"));
+    run.apply(make_event(R"({"schema":1,"event":"checkpoint_saved","time":"t","epoch":3,"step":3,
+                             "path":"/r/model.h5","trigger":"interrupted"})"));
+    QCOMPARE(run.markers().size(), 1);
     run.apply(make_event(R"({"schema":1,"event":"run_started","time":"t","name":"r","config":{"epochs":3}})"));
+    // Resumed into epoch 2: the last epoch shown is epoch 1 again, not the abandoned epoch 3
+    // (the header kept its values), before any batch of the resumed timeline.
+    run.apply(make_event(R"({"schema":1,"event":"epoch_started","time":"t","epoch":2,"steps":1})"));
+    QCOMPARE(run.last_epoch_logs().value("val_loss").toDouble(), 4.0);
     epoch(2, 2.5);
+    // The abandoned timeline's utilisation and markers go too.
+    QVERIFY(run.utilisation("cpu").isEmpty());
+    QVERIFY(run.markers().isEmpty());
     QCOMPARE(run.batch_series("loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
     QCOMPARE(run.epoch_series("loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
     QCOMPARE(run.epoch_series("val_loss"), (QList<QPointF>{{1, 4.0}, {2, 2.5}}));
