@@ -12,6 +12,8 @@ constexpr int kMaxDecimals = 12;
 }  // namespace
 
 QString AxisTicks::label_format() const {
+  // A diverged loss of 1e30 printed all its 31 digits: beyond a billion, significant digits.
+  if (std::max(std::abs(low), std::abs(high)) >= 1e9) return "%.3g";
   return QString("%.%1f").arg(decimals);
 }
 

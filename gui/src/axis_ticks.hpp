@@ -1,6 +1,6 @@
 // Axis ranges and ticks people can read: round steps (1, 2 or 5 × 10^k), whole numbers where
-// the quantity counts something (epochs), labels without exponents, and a sensible range for a
-// series that never changes.
+// the quantity counts something (epochs), labels without exponents below a billion, and a
+// sensible range for a series that never changes.
 #pragma once
 
 #include <QString>
@@ -12,7 +12,8 @@ struct AxisTicks {
   double low = 0, high = 1;
   double interval = 0.2;
   int decimals = 1;  // digits after the point that tell the ticks apart
-  /// printf format for the labels ("%.3f"): never an exponent, as many decimals as needed.
+  /// printf format for the labels ("%.3f"): as many decimals as needed, an exponent only beyond
+  /// a billion ("%.3g": a diverged loss).
   QString label_format() const;
 };
 

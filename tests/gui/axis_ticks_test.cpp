@@ -25,6 +25,9 @@ class AxisTicksTest : public QObject {
     QCOMPARE(QString::asprintf(qPrintable(t.label_format()), 0.00098), QString("0.00098"));
     t = round_ticks(0, 2.5, 10);  // 0.25 → 0.5 (1, 2, 5 only)
     QCOMPARE(t.interval, 0.5);
+    // A diverged loss: its labels were 31 digits wide ("9999999999999999873517636949...").
+    t = round_ticks(0, 1e30, 5);
+    QCOMPARE(QString::asprintf(qPrintable(t.label_format()), 6e29), QString("6e+29"));
   }
 
   void epoch_axes_tick_whole_numbers() {
