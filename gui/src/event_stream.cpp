@@ -1,5 +1,7 @@
 #include "event_stream.hpp"
 
+#include <algorithm>
+
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
@@ -74,7 +76,8 @@ void EventStreamParser::parse_line(const QByteArray& raw, QList<Event>& out) {
   out.push_back({name.toString(), object});
 }
 
-EventFile read_event_file(const QString& path, bool whole_lines_only) {
+EventFile read_event_file(const QString& path, bool whole_lines_only,
+                          const std::function<void(const QList<Event>&)>& take) {
   EventFile result;
   // A stream is a file of its own: a FIFO would block the GUI, a device never end.
   if (!QFileInfo(path).isFile()) {
@@ -87,11 +90,24 @@ EventFile read_event_file(const QString& path, bool whole_lines_only) {
     return result;
   }
   EventStreamParser parser;
-  QByteArray bytes = file.readAll();
-  result.whole = bytes.lastIndexOf('\n') + 1;
-  if (whole_lines_only) bytes.truncate(result.whole);
-  result.events = parser.feed(bytes);
-  if (!whole_lines_only) result.events.append(parser.finish());
+  const auto hand_over = [&](QList<Event> events) {
+    result.event_count += events.size();
+    if (take)
+      take(events);
+    else
+      result.events.append(std::move(events));
+  };
+  constexpr qint64 kPiece = qint64{8} << 20;
+  while (true) {
+    QByteArray bytes = file.read(kPiece);
+    if (bytes.isEmpty()) break;
+    const qint64 start = file.pos() - bytes.size();
+    if (const qsizetype newline = bytes.lastIndexOf('\n'); newline >= 0)
+      result.whole = start + newline + 1;
+    if (whole_lines_only && file.atEnd()) bytes.truncate(std::max<qint64>(0, result.whole - start));
+    hand_over(parser.feed(bytes));
+  }
+  if (!whole_lines_only) hand_over(parser.finish());
   result.issues = parser.issues();
   return result;
 }

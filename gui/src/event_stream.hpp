@@ -6,6 +6,7 @@
 #include <QJsonObject>
 #include <QList>
 #include <QString>
+#include <functional>
 
 namespace tandem::gui {
 
@@ -50,13 +51,17 @@ class EventStreamParser {
 
 /// Everything in a file (e.g. <run_dir>/events.jsonl), read as the parser reads a stream.
 struct EventFile {
-  QList<Event> events;
+  QList<Event> events;  // empty when they were handed to a `take` instead
+  qint64 event_count = 0;
   QList<StreamIssue> issues;
-  QString error;        // non-empty when the file cannot be read
-  qint64 whole = 0;     // bytes up to the end of the last whole line read
+  QString error;     // non-empty when the file cannot be read
+  qint64 whole = 0;  // bytes up to the end of the last whole line read
 };
 /// With `whole_lines_only` (a stream an engine is still writing) a last line without its newline
-/// is left for a later read from `whole` on, neither applied nor reported.
-EventFile read_event_file(const QString& path, bool whole_lines_only = false);
+/// is left for a later read from `whole` on, neither applied nor reported. With `take`, the file
+/// is read in pieces and each piece's events go to it as they are parsed, none kept (a 200 MB
+/// stream held whole as events took 1.4 GB).
+EventFile read_event_file(const QString& path, bool whole_lines_only = false,
+                          const std::function<void(const QList<Event>&)>& take = {});
 
 }  // namespace tandem::gui

@@ -291,13 +291,13 @@ void MainWindow::on_run_ended(int exit_code, bool crashed, const QString& summar
 
 std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFile* file,
                                                  bool whole_lines_only) {
-  *file = read_event_file(QDir(run_dir).filePath("events.jsonl"), whole_lines_only);
+  auto run = std::make_unique<RunHistory>();
+  *file = read_event_file(QDir(run_dir).filePath("events.jsonl"), whole_lines_only,
+                          [&run](const QList<Event>& events) { run->apply_all(events); });
   if (!file->error.isEmpty()) {
     statusBar()->showMessage(file->error, 8000);
     return nullptr;
   }
-  auto run = std::make_unique<RunHistory>();
-  run->apply_all(file->events);
   run->relocate(run_dir);
   return run;
 }
@@ -330,7 +330,7 @@ bool MainWindow::open_run(const QString& run_dir) {
   opened_ = std::move(run);
   status_->setText(QString("Opened %1 (%2 events%3)")
                        .arg(run_dir)
-                       .arg(file.events.size())
+                       .arg(file.event_count)
                        .arg(file.issues.isEmpty()
                                 ? QString()
                                 : QString(", %1 %2 skipped")
