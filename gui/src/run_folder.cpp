@@ -125,9 +125,17 @@ QList<RunFolderSummary> scan_workspace(const QString& workspace) {
   // that failed or was killed before its first event: listed as "no events").
   for (const QFileInfo& entry : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
     const QDir folder(entry.absoluteFilePath());
-    if (QFileInfo::exists(folder.filePath("events.jsonl")) ||
-        QFileInfo::exists(folder.filePath("config.json")))
+    if (!entry.isReadable() || !entry.isExecutable()) {  // a run or not: it cannot be told
+      RunFolderSummary s;
+      s.path = entry.absoluteFilePath();
+      s.name = entry.fileName();
+      s.status = "unreadable";
+      s.error = "permission denied";
+      runs.push_back(s);
+    } else if (QFileInfo::exists(folder.filePath("events.jsonl")) ||
+               QFileInfo::exists(folder.filePath("config.json"))) {
       runs.push_back(summarize_run_folder(entry.absoluteFilePath()));
+    }
   }
   std::sort(runs.begin(), runs.end(), [](const RunFolderSummary& a, const RunFolderSummary& b) {
     return a.started != b.started ? a.started > b.started : a.path > b.path;

@@ -31,6 +31,7 @@ RunsPanel::RunsPanel(QWidget* parent)
     : QWidget(parent),
       path_(new QLineEdit),
       table_(new QTableWidget),
+      problem_(new QLabel),
       open_(new QPushButton("Open")),
       compare_(new QPushButton("Compare")) {
   auto* browse = new QPushButton("Browse…");
@@ -62,6 +63,9 @@ RunsPanel::RunsPanel(QWidget* parent)
   actions->addWidget(compare_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
+  problem_->setWordWrap(true);
+  problem_->hide();
+  layout->addWidget(problem_);
   layout->addWidget(table_, 1);
   layout->addLayout(actions);
 
@@ -102,9 +106,29 @@ void RunsPanel::set_workspace(const QString& workspace) {
   Q_EMIT workspace_changed(workspace_);
 }
 
+QString RunsPanel::problem() const {
+  if (workspace_.isEmpty()) return {};
+  const QFileInfo info(workspace_);
+  if (!info.exists()) return "No such folder: " + workspace_;
+  if (!info.isDir()) return "Not a folder: " + workspace_;
+  if (!info.isReadable() || !info.isExecutable())
+    return "Cannot read " + workspace_ + " (permission denied): its runs cannot be listed";
+  qsizetype unreadable = 0;
+  for (const RunFolderSummary& r : runs_) unreadable += r.status == "unreadable";
+  if (unreadable > 0)
+    return QString("%1 %2 cannot be read (permission denied)")
+        .arg(unreadable)
+        .arg(unreadable == 1 ? "folder" : "folders");
+  return {};
+}
+
 void RunsPanel::rescan() {
   const QStringList selected = selected_runs();
   runs_ = workspace_.isEmpty() ? QList<RunFolderSummary>{} : scan_workspace(workspace_);
+  const QString why = problem();
+  problem_->setText(why);
+  problem_->setStyleSheet(QString("color: %1").arg(semantic_colors().error.name()));
+  problem_->setVisible(!why.isEmpty());
   table_->setRowCount(static_cast<int>(runs_.size()));
   for (int row = 0; row < runs_.size(); ++row) {
     const RunFolderSummary& r = runs_[row];

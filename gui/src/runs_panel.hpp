@@ -2,6 +2,7 @@
 #pragma once
 
 #include <QFileSystemWatcher>
+#include <QLabel>
 #include <QTimer>
 #include <QWidget>
 
@@ -23,6 +24,8 @@ class RunsPanel : public QWidget {
   QString workspace() const { return workspace_; }
   const QList<RunFolderSummary>& runs() const { return runs_; }
   QTableWidget* table() const { return table_; }
+  /// Why the workspace lists nothing it could (a folder missing or unreadable); empty when none.
+  QString problem() const;
   /// Selects the row of a run folder (adding it to the selection with `add`); false if it is not
   /// listed.
   bool select_run(const QString& path, bool add = false);
@@ -46,6 +49,7 @@ class RunsPanel : public QWidget {
   QList<RunFolderSummary> runs_;
   QLineEdit* path_;
   QTableWidget* table_;
+  QLabel* problem_;  // problem(), shown above the table
   QPushButton *open_, *compare_;
   QFileSystemWatcher watcher_;
   QTimer rescan_later_;

@@ -82,6 +82,21 @@ class RunsPanelTest : public QObject {
     QVERIFY(!compare_button->isEnabled());
     QCOMPARE(compare_button->text(), QString("Compare (at most 10 runs)"));
   }
+
+  // A workspace that is missing or no folder says so (the list was empty without a word).
+  void a_workspace_that_cannot_be_listed_says_why() {
+    QTemporaryDir tmp;
+    RunsPanel panel;
+    panel.set_workspace(tmp.filePath("missing"));
+    QVERIFY2(panel.problem().startsWith("No such folder: "), qPrintable(panel.problem()));
+    QFile file(tmp.filePath("a-file"));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.close();
+    panel.set_workspace(tmp.filePath("a-file"));
+    QVERIFY2(panel.problem().startsWith("Not a folder: "), qPrintable(panel.problem()));
+    panel.set_workspace(tmp.path());
+    QCOMPARE(panel.problem(), QString());
+  }
 };
 
 QTEST_MAIN(RunsPanelTest)
