@@ -72,9 +72,10 @@ int run_import(const ImportOptions& o) {
   } else {
     std::string keys;
     for (const auto& k : still_missing) keys += (keys.empty() ? "" : ", ") + k;
-    spdlog::warn("{}: {} -> {}; the file does not say {}: add them (--set KEY=VALUE, or edit "
-                 "the file) before: {}",
-                 o.file, made.model_summary, written, keys, next);
+    spdlog::warn(
+        "{}: {} -> {}; the file does not say {}: add them (--set KEY=VALUE, or edit "
+        "the file) before: {}",
+        o.file, made.model_summary, written, keys, next);
   }
   return static_cast<int>(ExitCode::ok);
 }

@@ -39,8 +39,7 @@ void parse(QCommandLineParser& parser, const QCoreApplication& app) {
 bool asks_for_text_only(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "-h" || arg == "--help" || arg == "--help-all" || arg == "-v" ||
-        arg == "--version")
+    if (arg == "-h" || arg == "--help" || arg == "--help-all" || arg == "-v" || arg == "--version")
       return true;
   }
   return false;

@@ -161,10 +161,9 @@ void CheckpointsPanel::evaluate_selected() {
             parts << QString("%1 %2").arg(it.key()).arg(it.value().toDouble(), 0, 'g', 5);
           text = QString("%1: %2").arg(QFileInfo(path).fileName(), parts.join(", "));
         } else {
-          text =
-              QString("Evaluation failed (exit code %1): %2")
-                  .arg(code)
-                  .arg(engine_error_line(err.split('\n', Qt::SkipEmptyParts)));
+          text = QString("Evaluation failed (exit code %1): %2")
+                     .arg(code)
+                     .arg(engine_error_line(err.split('\n', Qt::SkipEmptyParts)));
         }
         evaluation_->setText(text);
         Q_EMIT evaluation_finished(text);

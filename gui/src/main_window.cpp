@@ -304,8 +304,8 @@ std::unique_ptr<RunHistory> MainWindow::load_run(const QString& run_dir, EventFi
 
 bool MainWindow::open_run(const QString& run_dir) {
   const QString folder = QDir::cleanPath(QDir(run_dir).absolutePath());
-  const bool ours = engine_ && engine_->running() &&
-                    QDir::cleanPath(engine_->history()->run_dir()) == folder;
+  const bool ours =
+      engine_ && engine_->running() && QDir::cleanPath(engine_->history()->run_dir()) == folder;
   // An engine elsewhere (a terminal's, another window's) writing it: followed from here on.
   const bool followed = !ours && engine_running_in(run_dir) == std::optional<bool>(true);
   EventFile file;
@@ -342,9 +342,10 @@ bool MainWindow::open_run(const QString& run_dir) {
 bool MainWindow::compare_runs(const QStringList& run_dirs) {
   if (run_dirs.isEmpty()) return false;
   if (run_dirs.size() > kMaxComparedRuns) {
-    statusBar()->showMessage(
-        QString("Compare at most %1 runs at once (%2 selected)").arg(kMaxComparedRuns).arg(run_dirs.size()),
-        8000);
+    statusBar()->showMessage(QString("Compare at most %1 runs at once (%2 selected)")
+                                 .arg(kMaxComparedRuns)
+                                 .arg(run_dirs.size()),
+                             8000);
     return false;
   }
   std::vector<std::unique_ptr<RunHistory>> others;

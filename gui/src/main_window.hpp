@@ -9,8 +9,8 @@
 
 #include "device_monitor.hpp"
 #include "engine_run.hpp"
-#include "run_follower.hpp"
 #include "plugin_catalog.hpp"
+#include "run_follower.hpp"
 #include "theme.hpp"
 
 class QTabWidget;

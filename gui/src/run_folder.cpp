@@ -101,8 +101,7 @@ RunFolderSummary summarize_run_folder(const QString& path) {
       s.status = e.fields.value("interrupted").toBool() ? "stopped" : "finished";
       s.epochs_done = e.fields.value("epochs_done").toInt(s.epochs_done);
       const QJsonArray history = e.fields.value("history").toArray();
-      if (!history.isEmpty() && history.last().isObject())
-        s.last_logs = history.last().toObject();
+      if (!history.isEmpty() && history.last().isObject()) s.last_logs = history.last().toObject();
     } else if (e.name == "run_failed") {
       s.status = "failed";
       s.error = e.fields.value("error").toString();

@@ -158,9 +158,10 @@ void RunsPanel::update_buttons() {
   const qsizetype n = selected_runs().size();
   open_->setEnabled(n == 1);
   compare_->setEnabled(n >= 2 && n <= kMaxComparedRuns);
-  compare_->setText(n > kMaxComparedRuns ? QString("Compare (at most %1 runs)").arg(kMaxComparedRuns)
-                    : n >= 2             ? QString("Compare %1 runs").arg(n)
-                                         : QString("Compare"));
+  compare_->setText(n > kMaxComparedRuns
+                        ? QString("Compare (at most %1 runs)").arg(kMaxComparedRuns)
+                    : n >= 2 ? QString("Compare %1 runs").arg(n)
+                             : QString("Compare"));
 }
 
 bool RunsPanel::select_run(const QString& path, bool add) {

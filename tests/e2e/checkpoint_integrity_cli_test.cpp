@@ -231,9 +231,9 @@ TEST(CheckpointIntegrityCli, WeightsBeyondTheModelsSizeAreRefusedBeforeTheyAreRe
       model.string() + " " + bomb.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string limit = test::kAddressSanitizer ? "" : "ulimit -v 3000000 && ";
-  const auto got = run_command(limit + test::tandem_cli() + " evaluate " +
-                               (dir / "run" / "config.json").string() + " --weights " +
-                               bomb.string() + " -q");
+  const auto got =
+      run_command(limit + test::tandem_cli() + " evaluate " +
+                  (dir / "run" / "config.json").string() + " --weights " + bomb.string() + " -q");
   EXPECT_EQ(got.exit_code, 2) << got.err;
   EXPECT_NE(got.err.find("dataset '/model_weights/dense/dense/kernel:0' (shape (1024, 1048576)) "
                          "takes the file's weights past the"),

@@ -177,8 +177,8 @@ TEST_F(KerasImportCli, TheOutputCannotBeTheModelItReads) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(test::read_text(model), before);
   // '-' is stdout (it wrote a file named '-'), as predict's.
-  r = run_command("cd " + dir.string() + " && " + test::tandem_cli() + " import " +
-                  model.string() + " -o -");
+  r = run_command("cd " + dir.string() + " && " + test::tandem_cli() + " import " + model.string() +
+                  " -o -");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["model"]["class_name"], "Sequential");
   EXPECT_FALSE(fs::exists(dir / "-"));

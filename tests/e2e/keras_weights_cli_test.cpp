@@ -69,8 +69,7 @@ TEST(KerasWeightsCli, AMultiGpuModelFileLoadsItsNestedTemplate) {
   // predict (always quiet but for warnings) says so too.
   auto predicted = run_command(test::tandem_cli() + " predict " +
                                (dir / "run" / "config.json").string() + " --weights " +
-                               (dir / "wrapped.h5").string() + " -o " +
-                               (dir / "p.npy").string());
+                               (dir / "wrapped.h5").string() + " -o " + (dir / "p.npy").string());
   ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
   EXPECT_NE(predicted.err.find("loaded the weights of the template model nested as its layer "
                                "'sequential_1'"),

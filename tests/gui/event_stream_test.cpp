@@ -132,8 +132,8 @@ class EventStreamTest : public QObject {
     QCOMPARE(kept.events.size(), lines);
     QCOMPARE(kept.issues.size(), 1);  // the cut last line
     qint64 taken = 0;
-    const EventFile handed =
-        read_event_file(path, true, [&taken](const QList<Event>& events) { taken += events.size(); });
+    const EventFile handed = read_event_file(
+        path, true, [&taken](const QList<Event>& events) { taken += events.size(); });
     QCOMPARE(taken, lines);
     QCOMPARE(handed.event_count, lines);
     QVERIFY(handed.events.isEmpty());

@@ -211,8 +211,8 @@ class MainWindowTest : public QObject {
     const QString run_dir = tmp_.filePath("ws-follow/terminal-run");
     QProcess engine;
     engine.start(qEnvironmentVariable("TANDEM_ENGINE"),
-                 {"train", config_, "--run-dir", run_dir, "-q", "--set", "epochs=100000",
-                  "--set", "callbacks=[]"});
+                 {"train", config_, "--run-dir", run_dir, "-q", "--set", "epochs=100000", "--set",
+                  "callbacks=[]"});
     QVERIFY(engine.waitForStarted(10000));
     QTRY_VERIFY_WITH_TIMEOUT(engine_running_in(run_dir) == std::optional<bool>(true), 30000);
     QTRY_VERIFY_WITH_TIMEOUT(summarize_run_folder(run_dir).status == "running", 30000);

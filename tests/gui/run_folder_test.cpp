@@ -139,8 +139,7 @@ class RunFolderTest : public QObject {
   void the_last_epoch_is_found_behind_a_long_epochs_batches() {
     const QString dir = tmp_.filePath("long-epoch");
     QByteArray bytes = line(kStarted);
-    bytes +=
-        line(R"({"schema":1,"event":"epoch_ended","time":"t","epoch":3,"logs":{"loss":0.5}})");
+    bytes += line(R"({"schema":1,"event":"epoch_ended","time":"t","epoch":3,"logs":{"loss":0.5}})");
     const QByteArray batch = line(
         R"({"schema":1,"event":"batch_ended","time":"t","epoch":4,"batch":1,"step":1,"size":1,"logs":{"loss":1.0}})");
     while (bytes.size() < 1024 * 1024) bytes += batch;

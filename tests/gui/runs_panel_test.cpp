@@ -77,7 +77,8 @@ class RunsPanelTest : public QObject {
     for (int i = 0; i < 10; ++i)
       make_run(ws.filePath(QString("more%1").arg(i)), "more", "2026-11-21T07:00:00.000Z");
     panel.rescan();
-    for (int i = 0; i < 9; ++i) QVERIFY(panel.select_run(ws.filePath(QString("more%1").arg(i)), true));
+    for (int i = 0; i < 9; ++i)
+      QVERIFY(panel.select_run(ws.filePath(QString("more%1").arg(i)), true));
     QCOMPARE(panel.selected_runs().size(), 11);
     QVERIFY(!compare_button->isEnabled());
     QCOMPARE(compare_button->text(), QString("Compare (at most 10 runs)"));

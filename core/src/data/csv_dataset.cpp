@@ -186,9 +186,10 @@ std::shared_ptr<Dataset> open_csv_dataset(const CsvSpec& spec) {
   // to_csv of unnamed columns writes 0, 1, 2, ... on purpose, so it is only said).
   if (std::all_of(t.header.begin(), t.header.end(),
                   [](const std::string& h) { return number(h).has_value(); }))
-    spdlog::warn("{}: the header row, {}{}, is all numbers: if the file has no header, its first "
-                 "row is read as the column names, not as a sample (add a header row)",
-                 where, quoted(t.header.front()), t.header.size() > 1 ? ", ..." : "");
+    spdlog::warn(
+        "{}: the header row, {}{}, is all numbers: if the file has no header, its first "
+        "row is read as the column names, not as a sample (add a header row)",
+        where, quoted(t.header.front()), t.header.size() > 1 ? ", ..." : "");
   if (t.rows.empty()) throw DataError(where + ": no rows under the header");
 
   auto value_of = [&](std::size_t row, std::size_t c) -> float {

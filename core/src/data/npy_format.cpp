@@ -117,8 +117,9 @@ class HeaderParser {
       }
       ++at_;
     } else if (c == '[') {
-      refuse(where_, "a structured dtype (a list of fields), which Tandem does not read; save "
-                     "one numeric array per file instead");
+      refuse(where_,
+             "a structured dtype (a list of fields), which Tandem does not read; save "
+             "one numeric array per file instead");
     } else {
       fail("an unexpected value");
     }

@@ -51,9 +51,10 @@ void load_weights_file(Model& model, const std::filesystem::path& file) {
   const std::string wrapper =
       model.load_weights(read_checkpoint_file(file, model.count_params()), file.string());
   if (!wrapper.empty())
-    spdlog::warn("{}: a multi_gpu_model file: loaded the weights of the template model nested "
-                 "as its layer '{}'",
-                 file.string(), wrapper);
+    spdlog::warn(
+        "{}: a multi_gpu_model file: loaded the weights of the template model nested "
+        "as its layer '{}'",
+        file.string(), wrapper);
 }
 
 
