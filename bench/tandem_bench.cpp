@@ -21,9 +21,11 @@
 //                            gemm,adam,elementwise]
 //                     [--no-fit] [--no-step] [--no-long]
 //                     [--configs DIR] [--seed-steps N] [--seed-batch N] [--quick]
-//                     [--precision fp32|bf16]
+//                     [--precision fp32|bf16] [--config FILE [--batch N]]
 // --precision bf16 computes every workload's layers on the bf16 CPU backend (bfloat16 operands
 // for GEMMs and convolutions, float32 sums), as `"precision": "bf16"` does.
+// --config FILE times the training step of any run config at --batch N (default 64) on random
+// inputs, as workload "config" (bench/layer_compare), instead of the reference workloads.
 // Progress goes to stderr, the JSON object to stdout.
 #include <immintrin.h>
 
@@ -96,6 +98,8 @@ struct Options {
   std::int64_t seed_batch = 256;  // the issue fixes batch 256 for the benchmark
   bool quick = false;
   tandem::Precision precision = tandem::Precision::fp32;
+  std::string config;  // --config: any run config's training step, at --batch
+  std::int64_t batch = 64;
 };
 
 Options parse(int argc, char** argv) {
@@ -129,13 +133,18 @@ Options parse(int argc, char** argv) {
       o.quick = true;
     } else if (a == "--precision") {
       o.precision = tandem::parse_precision(value(), "--precision");
+    } else if (a == "--config") {
+      o.config = value();
+      o.only.clear();
+    } else if (a == "--batch") {
+      o.batch = std::max(1, std::atoi(value().c_str()));
     } else {
       std::fprintf(stderr,
                    "usage: tandem_bench [--only fashion-mlp,seed-mlp,fashion-cnn,gemm,adam,"
                    "elementwise] "
                    "[--no-fit] [--no-step] [--no-long] "
                    "[--configs DIR] [--seed-steps N] [--seed-batch N] [--quick] "
-                   "[--precision fp32|bf16]\n");
+                   "[--precision fp32|bf16] [--config FILE [--batch N]]\n");
       std::exit(a == "--help" || a == "-h" ? 0 : 2);
     }
   }
@@ -223,8 +232,8 @@ struct Workload {
   std::int64_t batch = 0;
 };
 
-Workload make_workload(const Options& o, const std::string& name, std::int64_t batch) {
-  const std::string file = o.configs + "/" + name + ".json";
+Workload make_workload_of(const Options& o, const std::string& file, const std::string& name,
+                          std::int64_t batch) {
   const json cfg = load_json(file);
   Workload w;
   w.name = name;
@@ -236,6 +245,10 @@ Workload make_workload(const Options& o, const std::string& name, std::int64_t b
   w.optimizer = tandem::make_optimizer(cfg.at("optimizer"), "optimizer");
   w.batch = batch;
   return w;
+}
+
+Workload make_workload(const Options& o, const std::string& name, std::int64_t batch) {
+  return make_workload_of(o, o.configs + "/" + name + ".json", name, batch);
 }
 
 // Index of the first layer with trainable parameters: no layer before it needs an input grad.
@@ -648,6 +661,20 @@ json run_transformer(const Options& o) {
   return r;
 }
 
+// Any run config (--config FILE) at --batch, on random inputs in [0, 1) (a model that embeds
+// token ids is not for this): training steps only, as bench/layer_compare times single layers.
+json run_config(const Options& o) {
+  progress(o.config + ": building");
+  Workload w = make_workload_of(o, o.config, o.config, o.batch);
+  json r = model_info(w);
+  Data data = random_data(*w.model, *w.loss, w.batch * 4, 37);
+  std::vector<Tensor> xs, ys;
+  batches(data, w.batch, xs, ys);
+  progress(o.config + ": timing steps");
+  r["step"] = bench_steps({{&w, false}}, xs, ys, 5, o.quick ? 3 : 8, 8)[0];
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // sgemm.
 
@@ -895,6 +922,7 @@ int main(int argc, char** argv) {
     if (o.only.count("fashion-cnn")) wl["fashion-cnn"] = run_cnn(o);
     if (o.only.count("fashion-resnet")) wl["fashion-resnet"] = run_resnet(o);
     if (o.only.count("tiny-transformer")) wl["tiny-transformer"] = run_transformer(o);
+    if (!o.config.empty()) wl["config"] = run_config(o);
     out["workloads"] = wl;
     if (o.only.count("gemm")) out["gemm"] = run_gemm(o);
     if (o.only.count("adam")) out["adam"] = run_adam(o);

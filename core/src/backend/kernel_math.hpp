@@ -26,8 +26,12 @@
 
 #ifdef __CUDACC__
 #define TANDEM_HD __host__ __device__
+#define TANDEM_HD_INLINED __host__ __device__ __forceinline__
 #else
 #define TANDEM_HD
+// A row function the CPU backend's AVX-512 copies (avx512_copy.hpp) must inline: called out of
+// line, it would run its baseline code.
+#define TANDEM_HD_INLINED [[gnu::always_inline]] inline
 #endif
 
 namespace tandem::backend {
@@ -489,29 +493,74 @@ TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t 
   for (std::int64_t c = 0; c < cols; ++c) y[c] = fmul(y[c], inv);
 }
 
-/// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
-/// passes in double.
-TANDEM_HD inline void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,
-                                           float* mean, float* inv_std) {
-  double sum = 0;
-  for (std::int64_t c = 0; c < cols; ++c) sum = dadd(sum, f2d(x[c]));
-  const double m = ddiv(sum, i2d(cols));
-  double squares = 0;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const double d = dsub(f2d(x[c]), m);
-    squares = dadd(squares, dmul(d, d));
+// Row sums in kRowLanes double partial sums: value c goes to lane c % kRowLanes, and the lanes
+// are combined pairwise in a fixed order (lane k with k + 4, then with k + 2, then lane 0 with lane 1). The independent
+// chains let the CPU add a vector of values at a time (one chain waited on each add); the fixed
+// order makes a sum the same bits on any thread count, in either CPU copy (avx512_copy.hpp) and
+// in the CUDA kernels.
+inline constexpr int kRowLanes = 8;
+
+#if defined(__CUDA_ARCH__)
+#define TANDEM_UNROLL_LANES _Pragma("unroll")
+#elif defined(__CUDACC__)  // the host pass of a .cu file: its kernels' host stubs sum no rows
+#define TANDEM_UNROLL_LANES
+#else
+#define TANDEM_UNROLL_LANES _Pragma("GCC unroll 8")
+#endif
+
+/// body(c, lane) for c in [0, cols), lane = c % kRowLanes, a full block of lanes at a time.
+template <class Body>
+TANDEM_HD_INLINED void for_each_in_lanes(std::int64_t cols, const Body& body) {
+  const std::int64_t full = cols - cols % kRowLanes;
+  for (std::int64_t c = 0; c < full; c += kRowLanes) {
+    TANDEM_UNROLL_LANES
+    for (int k = 0; k < kRowLanes; ++k) body(c + k, k);
   }
+  for (std::int64_t c = full; c < cols; ++c) body(c, static_cast<int>(c - full));
+}
+
+/// The sum of the lanes in the fixed order above (the lanes are overwritten).
+TANDEM_HD_INLINED double lanes_total(double (&lanes)[kRowLanes]) {
+  for (int width = kRowLanes / 2; width > 0; width /= 2) {
+    TANDEM_UNROLL_LANES
+    for (int k = 0; k < width; ++k) lanes[k] = dadd(lanes[k], lanes[k + width]);
+  }
+  return lanes[0];
+}
+
+/// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
+/// passes in double, each summed in lanes.
+TANDEM_HD_INLINED void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,
+                                           float* mean, float* inv_std) {
+  double sums[kRowLanes] = {};
+  for_each_in_lanes(cols, [&](std::int64_t c, int k) { sums[k] = dadd(sums[k], f2d(x[c])); });
+  const double m = ddiv(lanes_total(sums), i2d(cols));
+  double squares[kRowLanes] = {};
+  for_each_in_lanes(cols, [&](std::int64_t c, int k) {
+    const double d = dsub(f2d(x[c]), m);
+    squares[k] = dadd(squares[k], dmul(d, d));
+  });
   *mean = d2f(m);
-  *inv_std = d2f(ddiv(1.0, dsqrt(dadd(ddiv(squares, i2d(cols)), epsilon))));
+  *inv_std = d2f(ddiv(1.0, dsqrt(dadd(ddiv(lanes_total(squares), i2d(cols)), epsilon))));
 }
 
 /// The normalized value of x given its row's statistics.
-TANDEM_HD inline float layer_norm_hat(float x, float mean, float inv_std) {
+TANDEM_HD_INLINED float layer_norm_hat(float x, float mean, float inv_std) {
   return fmul(fsub(x, mean), inv_std);
 }
 
+/// LayerNormalization's gamma and beta gradients add the rows in blocks of this many: each
+/// block's sum in row order, then the blocks' sums in block order, so that the CPU can split the
+/// rows across threads and still add as the CUDA kernel (one thread per column) does.
+inline constexpr std::int64_t kLayerNormRowBlock = 128;
+
+/// The gamma gradient's term of one value: dy * x-hat.
+TANDEM_HD_INLINED float layer_norm_gamma_term(float dy, float x, float mean, float inv_std) {
+  return fmul(dy, layer_norm_hat(x, mean, inv_std));
+}
+
 /// y = x-hat * gamma + beta for one row (gamma, beta may be null: 1 and 0).
-TANDEM_HD inline void layer_norm_row(const float* x, float* y, std::int64_t cols, float mean,
+TANDEM_HD_INLINED void layer_norm_row(const float* x, float* y, std::int64_t cols, float mean,
                                      float inv_std, const float* gamma, const float* beta) {
   for (std::int64_t c = 0; c < cols; ++c) {
     float v = layer_norm_hat(x[c], mean, inv_std);
@@ -522,18 +571,21 @@ TANDEM_HD inline void layer_norm_row(const float* x, float* y, std::int64_t cols
 }
 
 /// dx of one row: inv_std (g - mean(g) - x-hat mean(g x-hat)), g = dy * gamma; the means in
-/// double (dx may be dy).
-TANDEM_HD inline void layer_norm_row_backward(const float* x, const float* dy, const float* gamma,
+/// double, summed in lanes (dx may be dy).
+TANDEM_HD_INLINED void layer_norm_row_backward(const float* x, const float* dy, const float* gamma,
                                               float mean, float inv_std, std::int64_t cols,
                                               float* dx) {
-  double sum_g = 0, sum_gx = 0;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const float g = gamma ? fmul(dy[c], gamma[c]) : dy[c];
-    sum_g = dadd(sum_g, f2d(g));
-    sum_gx = dadd(sum_gx, f2d(fmul(g, layer_norm_hat(x[c], mean, inv_std))));
-  }
-  const float k1 = d2f(ddiv(sum_g, i2d(cols)));
-  const float k2 = d2f(ddiv(sum_gx, i2d(cols)));
+  double sum_g[kRowLanes] = {}, sum_gx[kRowLanes] = {};
+  const auto add = [&](std::int64_t c, int k, float g) {
+    sum_g[k] = dadd(sum_g[k], f2d(g));
+    sum_gx[k] = dadd(sum_gx[k], f2d(fmul(g, layer_norm_hat(x[c], mean, inv_std))));
+  };
+  if (gamma)  // tested outside the loop, so that the loop has no branch to vectorise around
+    for_each_in_lanes(cols, [&](std::int64_t c, int k) { add(c, k, fmul(dy[c], gamma[c])); });
+  else
+    for_each_in_lanes(cols, [&](std::int64_t c, int k) { add(c, k, dy[c]); });
+  const float k1 = d2f(ddiv(lanes_total(sum_g), i2d(cols)));
+  const float k2 = d2f(ddiv(lanes_total(sum_gx), i2d(cols)));
   for (std::int64_t c = 0; c < cols; ++c) {
     const float g = gamma ? fmul(dy[c], gamma[c]) : dy[c];
     const float hat = layer_norm_hat(x[c], mean, inv_std);

@@ -2,6 +2,7 @@
 // against hand-computed values; arguments that do not fit are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -170,6 +171,44 @@ TEST(CpuBackend, LayerNormNormalisesEachRow) {
   EXPECT_FLOAT_EQ(d_gamma[3], static_cast<float>(0.5 * 3 * inv));
 }
 
+// A long row far from zero, its statistics against long double by hand: the row sums (in 8
+// double lanes) lose nothing a float result would show. The values are 1000 + k/4099 - 0.5 for
+// k = i * 7 mod 4099, so their mean is 1000 + 2049/4099 - 0.5.
+TEST(CpuBackend, LayerNormStatisticsOfALongRowAreExactToFloat) {
+  const std::int64_t cols = 4099;
+  Tensor x({2, cols}), y({2, cols}), stats;
+  long double sum = 0;
+  for (std::int64_t i = 0; i < cols; ++i) {
+    x[i] = static_cast<float>(1000.0 + static_cast<double>(i * 7 % cols) / cols - 0.5);
+    x[cols + i] = -x[i];
+    sum += x[i];
+  }
+  const long double mean = sum / cols;
+  long double squares = 0;
+  for (std::int64_t i = 0; i < cols; ++i) squares += (x[i] - mean) * (x[i] - mean);
+  const long double inv_std = 1 / std::sqrt(squares / cols + 1e-5L);
+  cpu_backend().layer_norm_forward({cols, 1e-5}, x, nullptr, nullptr, y, stats);
+  EXPECT_EQ(stats[0], static_cast<float>(mean));
+  EXPECT_EQ(stats[1], static_cast<float>(-mean));
+  EXPECT_EQ(stats[2], static_cast<float>(inv_std));
+  EXPECT_EQ(stats[3], static_cast<float>(inv_std));
+  // dx for dy = x-hat + 1 against the formula in long double: inv_std (g - mean(g) - x-hat
+  // mean(g x-hat)) almost cancels (to about 7e-4), so the sums' rounding would show.
+  Tensor dy({2, cols}), dx({2, cols});
+  for (std::int64_t i = 0; i < 2 * cols; ++i) dy[i] = y[i] + 1.0f;
+  cpu_backend().layer_norm_backward({cols, 1e-5}, x, dy, nullptr, stats, &dx, nullptr, nullptr);
+  long double sum_g = 0, sum_gx = 0;
+  const auto hat = [&](std::int64_t i) { return (x[i] - mean) * inv_std; };
+  for (std::int64_t i = 0; i < cols; ++i) {
+    sum_g += dy[i];
+    sum_gx += dy[i] * hat(i);
+  }
+  for (std::int64_t i = 0; i < cols; ++i) {
+    const long double expected = inv_std * (dy[i] - sum_g / cols - hat(i) * (sum_gx / cols));
+    ASSERT_NEAR(dx[i], static_cast<double>(expected), 1e-5) << i;
+  }
+}
+
 // The element-wise loops compiled twice (avx512_copy.hpp: activation gradients, Add,
 // BatchNormalization's apply and input gradient) give the same bits in the AVX-512 copy as in
 // the baseline: the CUDA kernels mirror the host's arithmetic bit for bit, whichever copy ran.
@@ -217,6 +256,19 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
       out.push_back(bn_y);
       out.push_back(dx);
       out.push_back(inference);
+    }
+    // Layer normalization over 19 columns: two blocks of 8 lanes and 3 left over (kernel_math).
+    Tensor ln_y({rows, channels}), stats, ln_dx({rows, channels}), d_gamma({channels}),
+        d_beta({channels});
+    ops.layer_norm_forward({channels, 1e-3}, x, &gamma, &beta, ln_y, stats);
+    ops.layer_norm_backward({channels, 1e-3}, x, dy, &gamma, stats, &ln_dx, &d_gamma, &d_beta);
+    out.push_back(ln_y);
+    out.push_back(ln_dx);
+    for (const Tensor* small : {&stats, &d_gamma, &d_beta}) {  // padded to n values to compare
+      Tensor padded({rows, channels});
+      padded.fill(0.0f);
+      std::copy(small->data(), small->data() + small->size(), padded.data());
+      out.push_back(padded);
     }
     return out;
   };

@@ -1,6 +1,6 @@
 // Private (CUDA module): LayerNormalization's kernels, kernel_math's row functions as the CPU
 // backend runs them: one thread per row for the statistics, the output and dx; one thread per
-// column for the gamma and beta gradients, adding the rows in order (no atomics).
+// column for the gamma and beta gradients, adding the rows in kernel_math's blocks (no atomics).
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
@@ -35,10 +35,17 @@ __global__ void parameter_gradient_kernel(const float* x, const float* dy, const
                                           std::int64_t rows, std::int64_t cols) {
   for (std::int64_t c = grid_first(); c < cols; c += grid_step()) {
     float g = 0.0f, b = 0.0f;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float gy = dy[r * cols + c];
-      g = math::fadd(g, math::fmul(gy, math::layer_norm_hat(x[r * cols + c], mean[r], inv_std[r])));
-      b = math::fadd(b, gy);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += math::kLayerNormRowBlock) {
+      const std::int64_t r1 = r0 + math::kLayerNormRowBlock < rows ? r0 + math::kLayerNormRowBlock : rows;
+      float block_g = 0.0f, block_b = 0.0f;
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float gy = dy[r * cols + c];
+        block_g = math::fadd(block_g,
+                             math::layer_norm_gamma_term(gy, x[r * cols + c], mean[r], inv_std[r]));
+        block_b = math::fadd(block_b, gy);
+      }
+      g = math::fadd(g, block_g);
+      b = math::fadd(b, block_b);
     }
     if (d_gamma) d_gamma[c] = g;
     if (d_beta) d_beta[c] = b;

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""Single-layer training steps, Tandem's run config and PyTorch's twin of each (bench/layer_compare).
+
+Each case is a small model around the layer being timed, written once as Keras layer configs
+(for `tandem_bench --config`) and once as a torch.nn module with the same shapes, initial weights
+aside: a step is zero_grad + forward + loss + backward + Adam, on random inputs in [0, 1) and
+random class labels, as bench/pytorch_bench.py times the reference workloads. A `*_base` case is
+its case without the layer, to tell the layer's own time from the model's around it.
+
+  /usr/bin/python3 bench/layer_cases.py --list
+  /usr/bin/python3 bench/layer_cases.py --config CASE > run.json   # Tandem's run config
+  /usr/bin/python3 bench/layer_cases.py --torch CASE [--threads 2]  # PyTorch: one JSON line
+
+Image cases are channels-last in Tandem; PyTorch runs them in both of its layouts and reports the
+faster (as pytorch_bench.py does).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+CASES = {}
+
+
+def case(name, batch, input_shape, layers, torch_layers, image=False):
+    CASES[name] = dict(batch=batch, input_shape=input_shape, layers=layers,
+                       torch_layers=torch_layers, image=image)
+
+
+def keras(class_name, **config):
+    return {"class_name": class_name, "config": config}
+
+
+# A sequence of 64 steps of 128 features through two Dense layers, each followed by a
+# LayerNormalization over the features (Keras' epsilon 1e-3), then pooled to 10 logits.
+def _sequence_layers(norm):
+    layers = [keras("Dense", units=128, activation="relu")]
+    if norm:
+        layers.append(keras("LayerNormalization", epsilon=1e-3))
+    layers.append(keras("Dense", units=128, activation="relu"))
+    if norm:
+        layers.append(keras("LayerNormalization", epsilon=1e-3))
+    return layers + [keras("GlobalAveragePooling1D"), keras("Dense", units=10)]
+
+
+def _sequence_torch(norm):
+    def build(nn):
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x.mean(dim=1)
+        layers = [nn.Linear(128, 128), nn.ReLU()]
+        if norm:
+            layers.append(nn.LayerNorm(128, eps=1e-3))
+        layers += [nn.Linear(128, 128), nn.ReLU()]
+        if norm:
+            layers.append(nn.LayerNorm(128, eps=1e-3))
+        return layers + [Pool(), nn.Linear(128, 10)]
+    return build
+
+
+case("layernorm", 64, [64, 128], _sequence_layers(True), _sequence_torch(True))
+case("layernorm_base", 64, [64, 128], _sequence_layers(False), _sequence_torch(False))
+
+
+# Two 3x3 convolutions of 32 channels on a 32x32x16 image, each followed by a
+# LayerNormalization over the channels (ConvNeXt's use: many short rows), then pooled.
+def _image_norm_layers(norm):
+    layers = []
+    for _ in range(2):
+        layers.append(keras("Conv2D", filters=32, kernel_size=[3, 3], padding="same",
+                            activation="relu"))
+        if norm:
+            layers.append(keras("LayerNormalization", epsilon=1e-3))
+    return layers + [keras("GlobalAveragePooling2D"), keras("Dense", units=10)]
+
+
+def _image_norm_torch(norm):
+    def build(nn):
+        class ChannelNorm(nn.Module):  # LayerNorm over the channels of an NCHW tensor
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(32, eps=1e-3)
+
+            def forward(self, x):
+                return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x.mean(dim=(2, 3))
+        layers = []
+        for c in (16, 32):
+            layers += [nn.Conv2d(c, 32, 3, padding=1), nn.ReLU()]
+            if norm:
+                layers.append(ChannelNorm())
+        return layers + [Pool(), nn.Linear(32, 10)]
+    return build
+
+
+case("layernorm_image", 64, [32, 32, 16], _image_norm_layers(True), _image_norm_torch(True),
+     image=True)
+case("layernorm_image_base", 64, [32, 32, 16], _image_norm_layers(False),
+     _image_norm_torch(False), image=True)
+
+
+# 1x1 convolutions on a 32x32x64 image, stride 2 or 1, then pooled to 10 logits.
+def _pointwise_layers(strides):
+    return [keras("Conv2D", filters=128, kernel_size=[1, 1], strides=[strides, strides],
+                  activation="relu"),
+            keras("GlobalAveragePooling2D"), keras("Dense", units=10)]
+
+
+def _pointwise_torch(strides):
+    def build(nn):
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x.mean(dim=(2, 3))
+        return [nn.Conv2d(64, 128, 1, stride=strides), nn.ReLU(), Pool(), nn.Linear(128, 10)]
+    return build
+
+
+case("conv1x1_s2", 64, [32, 32, 64], _pointwise_layers(2), _pointwise_torch(2), image=True)
+case("conv1x1", 64, [32, 32, 64], _pointwise_layers(1), _pointwise_torch(1), image=True)
+
+
+def run_config(name):
+    c = CASES[name]
+    layers = [keras("InputLayer", batch_input_shape=[None] + c["input_shape"], name="x")]
+    for i, layer in enumerate(c["layers"]):
+        layers.append({"class_name": layer["class_name"],
+                       "config": dict(layer["config"], name=f"layer_{i}")})
+    return {
+        "name": name, "seed": 1, "batch_size": c["batch"], "devices": "cpu",
+        "model": {"class_name": "Sequential", "config": {"name": name, "layers": layers}},
+        "optimizer": keras("Adam", learning_rate=0.001),
+        "loss": keras("SparseCategoricalCrossentropy", from_logits=True),
+        "data": {"train": {"type": "synthetic", "samples": 1024, "x_shape": c["input_shape"],
+                           "task": "classes", "classes": 10, "seed": 0}},
+    }
+
+
+def torch_samples_per_s(name, channels_last, steps=64, warmup=5):
+    import torch
+    from torch import nn
+    c = CASES[name]
+    model = nn.Sequential(*c["torch_layers"](nn))
+    shape = list(c["input_shape"])
+    if c["image"]:
+        shape = [shape[2], shape[0], shape[1]]
+    xs = [torch.rand([c["batch"]] + shape) for _ in range(4)]
+    ys = [torch.randint(0, 10, (c["batch"],)) for _ in range(4)]
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(i):
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(xs[i % 4]), ys[i % 4]).backward()
+        optimizer.step()
+
+    for i in range(warmup):
+        step(i)
+    rates = []
+    for chunk in range(8):
+        t0 = time.perf_counter()
+        for i in range(steps // 8):
+            step(i)
+        rates.append(c["batch"] * (steps // 8) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--config")
+    p.add_argument("--torch")
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    if a.list:
+        print("\n".join(CASES))
+        return 0
+    if a.config:
+        if a.config not in CASES:
+            sys.exit(f"layer_cases.py: no case {a.config!r} (--list names them)")
+        json.dump(run_config(a.config), sys.stdout, indent=1)
+        print()
+        return 0
+    if a.torch:
+        if a.torch not in CASES:
+            sys.exit(f"layer_cases.py: no case {a.torch!r} (--list names them)")
+        import torch
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_blas import keep_freed_memory, require_openblas_with_the_cpus_kernels
+        keep_freed_memory("layer_cases")
+        require_openblas_with_the_cpus_kernels("layer_cases")
+        torch.set_num_threads(a.threads)
+        layouts = [False, True] if CASES[a.torch]["image"] else [False]
+        best = max(torch_samples_per_s(a.torch, layout) for layout in layouts)
+        print(json.dumps({"case": a.torch, "threads": a.threads, "samples_per_s": best}))
+        return 0
+    p.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
