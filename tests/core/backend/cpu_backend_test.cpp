@@ -8,12 +8,19 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
 #include "backend/cpu/avx512_copy.hpp"
 #include "backend/ops.hpp"
 #include "tandem/rng.hpp"
+
+// From backend/cpu/parallel.hpp, which the tests do not include (its `#pragma omp` would warn).
+namespace tandem::cpu {
+int compute_threads();
+void set_compute_threads(int threads);
+}  // namespace tandem::cpu
 
 namespace tandem::backend {
 namespace TANDEM_TEST_FILE {
@@ -206,6 +213,45 @@ TEST(CpuBackend, LayerNormStatisticsOfALongRowAreExactToFloat) {
   for (std::int64_t i = 0; i < cols; ++i) {
     const long double expected = inv_std * (dy[i] - sum_g / cols - hat(i) * (sum_gx / cols));
     ASSERT_NEAR(dx[i], static_cast<double>(expected), 1e-5) << i;
+  }
+}
+
+// The gamma and beta gradients add rows in blocks that the threads split: 1,000 rows (8 blocks,
+// the last partial) of 300 columns (two ranges of columns) give the same bits on 1, 2 and 3
+// threads, and sums within float rounding of double ones.
+TEST(CpuBackend, LayerNormParameterGradientsDoNotDependOnTheThreadCount) {
+  const std::int64_t rows = 1000, cols = 300;
+  Rng rng(11);
+  Tensor x({rows, cols}), dy({rows, cols});
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(rng.uniform() * 4 - 1);
+    dy[i] = static_cast<float>(rng.uniform() * 2 - 1);
+  }
+  const int saved = cpu::compute_threads();
+  const auto gradients = [&](int threads) {
+    cpu::set_compute_threads(threads);
+    Tensor y({rows, cols}), stats, d_gamma({cols}), d_beta({cols});
+    cpu_backend().layer_norm_forward({cols, 1e-3}, x, nullptr, nullptr, y, stats);
+    cpu_backend().layer_norm_backward({cols, 1e-3}, x, dy, nullptr, stats, nullptr, &d_gamma,
+                                      &d_beta);
+    std::vector<float> out = values_of(d_gamma);
+    const std::vector<float> beta = values_of(d_beta);
+    out.insert(out.end(), beta.begin(), beta.end());
+    return std::make_pair(out, values_of(y));
+  };
+  const auto [one, y] = gradients(1);
+  const auto two = gradients(2).first, three = gradients(3).first;
+  cpu::set_compute_threads(saved);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    double gamma = 0, beta = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      gamma += static_cast<double>(dy[r * cols + c]) * y[static_cast<std::size_t>(r * cols + c)];
+      beta += dy[r * cols + c];
+    }
+    ASSERT_NEAR(one[c], gamma, 1e-4) << c;
+    ASSERT_NEAR(one[cols + c], beta, 1e-4) << c;
   }
 }
 
