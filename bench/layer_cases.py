@@ -124,6 +124,33 @@ case("conv1x1_s2", 64, [32, 32, 64], _pointwise_layers(2), _pointwise_torch(2), 
 case("conv1x1", 64, [32, 32, 64], _pointwise_layers(1), _pointwise_torch(1), image=True)
 
 
+# A 3x3 convolution of 32 channels on a 32x32x3 image, flattened straight into 10 logits (a
+# 32,768 x 10 Dense: skinny products), or max-pooled 2x2 first.
+def _flatten_layers(pool):
+    layers = [keras("Conv2D", filters=32, kernel_size=[3, 3], padding="same", activation="relu")]
+    if pool:
+        layers.append(keras("MaxPooling2D", pool_size=[2, 2]))
+    return layers + [keras("Flatten"), keras("Dense", units=10)]
+
+
+def _flatten_torch(pool):
+    def build(nn):
+        class ChannelsLastFlatten(nn.Module):  # Keras flattens (h, w, c)
+            def forward(self, x):
+                return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+        layers = [nn.Conv2d(3, 32, 3, padding=1), nn.ReLU()]
+        if pool:
+            layers.append(nn.MaxPool2d(2))
+        side = 16 if pool else 32
+        return layers + [ChannelsLastFlatten(), nn.Linear(side * side * 32, 10)]
+    return build
+
+
+case("flatten_dense", 64, [32, 32, 3], _flatten_layers(False), _flatten_torch(False), image=True)
+case("maxpool_flatten_dense", 64, [32, 32, 3], _flatten_layers(True), _flatten_torch(True),
+     image=True)
+
+
 def run_config(name):
     c = CASES[name]
     layers = [keras("InputLayer", batch_input_shape=[None] + c["input_shape"], name="x")]

@@ -25,6 +25,7 @@
 #include "renamed_option.hpp"
 #include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
+#include "tandem/run_files.hpp"
 
 namespace {
 
@@ -41,6 +42,7 @@ constexpr const char* kLastFile = "last.h5";
 
 struct Options {
   std::string filepath;
+  std::string filepath_option;  // its config path ("callbacks[1].options.filepath"), for errors
   std::string monitor;
   bool maximize = false;
   bool save_best_only = false;
@@ -169,6 +171,7 @@ class ModelCheckpoint : public tandem::Callback {
     fs::path path;
     try {
       path = resolve(ctx, tpl_.format(values));
+      tandem::refuse_run_file(ctx.run_dir(), path, o_.filepath_option);
     } catch (const std::out_of_range& e) {
       std::string available;
       for (const auto& [k, v] : values) available += (available.empty() ? "" : ", ") + k;
@@ -511,6 +514,9 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
       throw tandem::ConfigError(at + "filepath",
                                 std::string(tandem::checkpoint::kIndexFile) +
                                     " is the checkpoint index; choose another file name");
+    o.filepath_option = at + "filepath";
+    if (tpl->constant() && file.is_relative())  // else checked at each save, in the run folder
+      tandem::refuse_run_file(".", file, o.filepath_option);
     return std::make_shared<ModelCheckpoint>(std::move(o), setup.target);
   }
 };

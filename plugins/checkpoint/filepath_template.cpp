@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace tandem::checkpoint {
@@ -41,6 +42,29 @@ std::string printf_double(const char* conv, int precision, bool alternate, doubl
   if (n < 0 || static_cast<std::size_t>(n) >= sizeof buf)
     throw std::invalid_argument("the value " + python_repr(v) + " is too long to format");
   return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// Python's format of a float with a precision and no type ("{lr:.3}"): 'g' with p significant
+// digits (0 read as 1), except that scientific notation starts at an exponent of p - 1 (not p)
+// and fixed notation keeps one digit after the point: 1.0 -> "1.0" at .3, "1e+00" at .0.
+std::string python_general(int precision, bool alternate, double v) {
+  const int p = precision == 0 ? 1 : precision;
+  if (!std::isfinite(v)) return printf_double("g", p, alternate, v);
+  const std::string sci = printf_double("e", p - 1, alternate, v);
+  const int exponent = std::atoi(sci.c_str() + sci.find('e') + 1);
+  const auto strip = [&](std::string digits) {  // trailing zeros of the fraction, as 'g' does
+    if (alternate || digits.find('.') == std::string::npos) return digits;
+    digits.erase(digits.find_last_not_of('0') + 1);
+    if (digits.back() == '.') digits.pop_back();
+    return digits;
+  };
+  if (exponent < -4 || exponent >= p - 1) {
+    const std::size_t e = sci.find('e');
+    return strip(sci.substr(0, e)) + sci.substr(e);
+  }
+  std::string fixed = strip(printf_double("f", p - 1 - exponent, alternate, v));
+  if (fixed.find('.') == std::string::npos) fixed += ".0";
+  return fixed;
 }
 
 std::string to_base(std::uint64_t v, int base, bool upper) {
@@ -250,8 +274,7 @@ std::string FilepathTemplate::apply(const Spec& spec, const FieldValue& value,
         body = printf_double("f", p, spec.alternate, mag * 100) + "%";
         break;
       default:
-        body = spec.precision ? printf_double("g", p == 0 ? 1 : p, spec.alternate, mag)
-                              : python_repr(mag);
+        body = spec.precision ? python_general(p, spec.alternate, mag) : python_repr(mag);
     }
   }
   const std::string core = sign + prefix + body;

@@ -17,8 +17,16 @@
 
 #include "tandem/error.hpp"
 #include "tandem/plugin.hpp"
+#include "tandem/run_files.hpp"
 
 namespace {
+
+// The characters of UTF-8 text: its bytes less the continuation bytes (10xxxxxx).
+std::size_t utf8_characters(const std::string& text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
 
 using nlohmann::json;
 using tandem::CallbackContext;
@@ -62,13 +70,17 @@ std::string python_float(double v) {
 
 class CsvLogger : public tandem::Callback {
  public:
-  CsvLogger(std::string filename, std::string separator, bool append)
-      : filename_(std::move(filename)), sep_(std::move(separator)), append_(append) {}
+  CsvLogger(std::string filename, std::string separator, bool append, std::string option)
+      : filename_(std::move(filename)),
+        sep_(std::move(separator)),
+        append_(append),
+        option_(std::move(option)) {}
   std::string name() const override { return "csv_logger"; }
 
   void on_train_begin(CallbackContext& ctx, const Logs&) override {
     if (ctx.rank() != 0) return;
     path_ = filename_;
+    tandem::refuse_run_file(ctx.run_dir(), path_, option_);
     if (path_.is_relative() && !ctx.run_dir().empty()) path_ = ctx.run_dir() / path_;
     keys_.clear();
     write_header_ = true;
@@ -96,15 +108,17 @@ class CsvLogger : public tandem::Callback {
       have_keys_ = true;
     }
     if (write_header_) {
-      std::string header = "epoch";
+      std::string header = quote("epoch");
       for (const auto& k : keys_) header += sep_ + quote(k);
       out_ << header << '\n';
       write_header_ = false;
     }
-    std::string row = std::to_string(epoch);
+    // Every field quoted where it must be, as Python's csv module writes (QUOTE_MINIMAL): with
+    // the separator "." a value 0.40625 is "0.40625".
+    std::string row = quote(std::to_string(epoch));
     for (const auto& k : keys_) {
       const auto v = logs.get(k);
-      row += sep_ + (v ? python_float(*v) : std::string("NA"));
+      row += sep_ + quote(v ? python_float(*v) : std::string("NA"));
     }
     out_ << row << '\n';
     out_.flush();
@@ -156,6 +170,7 @@ class CsvLogger : public tandem::Callback {
 
   std::string filename_, sep_;
   bool append_;
+  std::string option_;  // the filename option's config path, for errors
   std::filesystem::path path_;
   std::ofstream out_;
   std::vector<std::string> keys_;
@@ -190,14 +205,18 @@ class CsvLoggerPlugin : public tandem::CallbackPlugin {
   std::shared_ptr<tandem::Callback> create(const json& options,
                                            const tandem::CallbackSetup& setup) const override {
     const std::string sep = options.at("separator").get<std::string>();
-    // One character, as Python's csv module (Keras' CSVLogger writes with it) reads and writes.
-    if (sep.size() != 1 || sep == "\"" || sep == "\n" || sep == "\r")
+    // One character (one UTF-8 sequence: "é" too), as Python's csv module (Keras' CSVLogger
+    // writes with it) reads and writes.
+    if (utf8_characters(sep) != 1 || sep == "\"" || sep == "\n" || sep == "\r")
       throw tandem::ConfigError(setup.config_path + ".options.separator",
                                 "expected one character, not a quote or a line break (a CSV "
                                 "reader's delimiter), got " +
                                     options.at("separator").dump());
-    return std::make_shared<CsvLogger>(options.at("filename").get<std::string>(), sep,
-                                       options.at("append").get<bool>());
+    const std::string filename = options.at("filename").get<std::string>();
+    const std::string option = setup.config_path + ".options.filename";
+    if (std::filesystem::path(filename).is_relative())  // the run folder is known at train begin
+      tandem::refuse_run_file(".", filename, option);
+    return std::make_shared<CsvLogger>(filename, sep, options.at("append").get<bool>(), option);
   }
 };
 

@@ -10,16 +10,18 @@
 #include "tandem/devices.hpp"
 #include "tandem/event_sink.hpp"
 #include "tandem/plugin.hpp"
+#include "tandem/run_files.hpp"
 
 namespace {
 
 class Events : public tandem::Callback {
  public:
   using Clock = std::chrono::steady_clock;
-  Events(std::string path, bool to_stdout, double device_stats_seconds)
+  Events(std::string path, bool to_stdout, double device_stats_seconds, std::string option)
       : path_(std::move(path)),
         to_stdout_(to_stdout),
-        device_stats_seconds_(device_stats_seconds) {}
+        device_stats_seconds_(device_stats_seconds),
+        option_(std::move(option)) {}
   std::string name() const override { return "events"; }
 
   void on_train_begin(tandem::CallbackContext&, const tandem::Logs&) override {
@@ -52,6 +54,7 @@ class Events : public tandem::Callback {
     if (!sink_) {
       sink_ = std::make_unique<tandem::EventSink>();
       std::filesystem::path file = path_;
+      if (!path_.empty()) tandem::refuse_run_file(ctx.run_dir(), file, option_, kOwnFile);
       if (file.is_relative() && !ctx.run_dir().empty()) file = ctx.run_dir() / file;
       if (!path_.empty()) sink_->open_file(file);
       sink_->also_stdout(to_stdout_);
@@ -60,9 +63,11 @@ class Events : public tandem::Callback {
   }
 
  private:
+  static constexpr tandem::RunFile kOwnFile = tandem::RunFile::event_stream;
   std::string path_;
   bool to_stdout_;
   double device_stats_seconds_;
+  std::string option_;  // the path option's config path, for errors
   std::optional<tandem::DeviceReport> report_;
   Clock::time_point last_stats_;
   std::unique_ptr<tandem::EventSink> sink_;
@@ -94,10 +99,13 @@ class EventsPlugin : public tandem::CallbackPlugin {
                   "during training; 0: never"}}}}}}};
   }
   std::shared_ptr<tandem::Callback> create(const nlohmann::json& options,
-                                           const tandem::CallbackSetup&) const override {
-    return std::make_shared<Events>(options.at("path").get<std::string>(),
-                                    options.at("stdout").get<bool>(),
-                                    options.at("device_stats_seconds").get<double>());
+                                           const tandem::CallbackSetup& setup) const override {
+    const std::string path = options.at("path").get<std::string>();
+    const std::string option = setup.config_path + ".options.path";
+    if (!path.empty() && std::filesystem::path(path).is_relative())
+      tandem::refuse_run_file(".", path, option, tandem::RunFile::event_stream);
+    return std::make_shared<Events>(path, options.at("stdout").get<bool>(),
+                                    options.at("device_stats_seconds").get<double>(), option);
   }
 };
 

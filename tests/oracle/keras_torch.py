@@ -321,7 +321,8 @@ def keras_loss(name, cfg, p, t):
     if name == "poisson":
         return (p - t * torch.log(p + eps)).mean(-1)
     if name == "cosine_similarity":
-        return -(f.normalize(t, dim=-1, eps=1e-6) * f.normalize(p, dim=-1, eps=1e-6)).sum(-1)
+        # Keras 3's normalize: x * min(1 / |x|, 1 / epsilon)
+        return -(f.normalize(t, dim=-1, eps=eps) * f.normalize(p, dim=-1, eps=eps)).sum(-1)
     print(f"keras_torch.py: no PyTorch version of loss {name}", file=sys.stderr)
     sys.exit(4)
 

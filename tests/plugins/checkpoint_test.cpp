@@ -231,6 +231,43 @@ TEST(CheckpointPlugin, FilepathTemplatesFormatEpochStepAndLogValues) {
             std::set<std::string>{"007_0x0_1.23e-04_0.5_0.5_2.0_**7**_+0.0.h5"});
 }
 
+// A precision without a type is Python's general format, not printf's %g (values checked with
+// /usr/bin/python3's format()): 1.0 at .3 is "1.0" and at .0 "1e+00", 12.0 at .2 "1.2e+01",
+// 100.0 at .6 "100.0" and at .3 "1e+02".
+TEST(CheckpointPlugin, APrecisionWithoutATypeFormatsAsPythonsGeneralFormat) {
+  Driver d(json{{"filepath", "g/{lr:.3}_{lr:.0}_{acc:.2}_{big:.6}_{big:.3}_{small:.2}.h5"}});
+  d.epoch_end(0, make_logs({{"acc", 12.0}, {"big", 100.0}, {"small", 0.000123}, {"lr", 1.0}}));
+  d.train_end();
+  EXPECT_EQ(h5_files(d.run.run_dir / "g"),
+            std::set<std::string>{"1.0_1e+00_1.2e+01_100.0_1e+02_0.00012.h5"});
+  const CommandResult python = run_python(
+      d.run.run_dir / "fmt.py",
+      "print('{lr:.3}_{lr:.0}_{acc:.2}_{big:.6}_{big:.3}_{small:.2}'.format(lr=1.0, acc=12.0, "
+      "big=100.0, small=0.000123))",
+      "");
+  EXPECT_EQ(python.out, "1.0_1e+00_1.2e+01_100.0_1e+02_0.00012\n") << python.err;
+}
+
+// A checkpoint named as one of the run's own files would replace it (the event stream became an
+// HDF5 file, exit 0): refused at its option, before training for a fixed name, at the save for a
+// template that formats to one.
+TEST(CheckpointPlugin, TheRunsOwnFilesAreRefusedAsCheckpointNames) {
+  PluginRun run;
+  for (const char* own : {"events.jsonl", "config.json", "model.h5", ".tandem.lock"}) {
+    try {
+      run.host.load("checkpoint").create({{"filepath", own}}, {Target::template_model, "callbacks[1]"});
+      ADD_FAILURE() << own << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "callbacks[1].options.filepath") << own;
+      EXPECT_NE(std::string(e.what()).find("choose another file name"), std::string::npos);
+    }
+  }
+  PluginRun templated;
+  templated.add("checkpoint", {{"filepath", "{epoch}/../model.h5"}});
+  EXPECT_THROW(templated.fit(std::make_shared<TableDataset>(32), nullptr, 1), std::exception);
+  EXPECT_FALSE(std::filesystem::exists(templated.run_dir / "model.h5"));
+}
+
 TEST(CheckpointPlugin, AMissingKeyIsAClearErrorNamingTheKey) {
   PluginRun run;
   run.add("checkpoint", {{"filepath", "ck/{epoch}-{val_loss:.3f}.h5"}});

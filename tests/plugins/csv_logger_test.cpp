@@ -85,6 +85,23 @@ TEST(CsvLoggerPlugin, QuotesFieldsHoldingTheSeparator) {
   EXPECT_EQ(read_text(run.run_dir / "q.csv"), "epoch,\"a,b\",\"say \"\"hi\"\"\"\n0,1.0,2.0\n");
 }
 
+// Python's csv module (QUOTE_MINIMAL) quotes any field holding the separator, values included:
+// with "." the value 0.75 must be "0.75" or a reader splits it (read back with Python below).
+TEST(CsvLoggerPlugin, ValuesHoldingTheSeparatorAreQuotedAsPythonQuotesThem) {
+  PluginRun run;
+  drive(run, {{"filename", "dot.csv"}, {"separator", "."}},
+        {logs_of({{"loss", 0.75}, {"accuracy", 1.0}})});
+  EXPECT_EQ(read_text(run.run_dir / "dot.csv"), "epoch.accuracy.loss\n0.\"1.0\".\"0.75\"\n");
+  drive(run, {{"filename", "e.csv"}, {"separator", "e"}}, {logs_of({{"loss", 1e-05}})});
+  EXPECT_EQ(read_text(run.run_dir / "e.csv"), "\"epoch\"eloss\n0e\"1e-05\"\n");
+  const CommandResult read_back = run_python(
+      run.run_dir / "read.py",
+      "import csv,sys; print(list(csv.reader(open(sys.argv[1]), delimiter='.')))",
+      (run.run_dir / "dot.csv").string());
+  EXPECT_EQ(read_back.out, "[['epoch', 'accuracy', 'loss'], ['0', '1.0', '0.75']]\n")
+      << read_back.err;
+}
+
 TEST(CsvLoggerPlugin, LogsARealFitRowByRowAndAnAbsolutePath) {
   PluginRun run;
   const auto file = scratch_dir("csv-abs") / "fit.csv";
@@ -134,6 +151,12 @@ TEST(CsvLoggerPlugin, BadOptionsNameTheirPath) {
   // Python's csv module takes a one-character delimiter: "::" wrote files nothing read back.
   EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "::"}}),
             "callbacks[3].options.separator");
+  EXPECT_EQ(path_of({{"filename", "a.csv"}, {"separator", "\u00e9"}}), "");  // é: one character
+  // The run's own files: a CSV there would replace the event stream, the config, ...
+  for (const char* own : {"events.jsonl", "config.json", "model.h5", "./checkpoints.json",
+                          "ck/checkpoints.json", ".tandem.lock"})
+    EXPECT_EQ(path_of({{"filename", own}}), "callbacks[3].options.filename") << own;
+  EXPECT_EQ(path_of({{"filename", "ck/events.jsonl"}}), "");  // not the run's stream
 }
 
 }  // namespace

@@ -153,10 +153,13 @@ TEST(EarlyStoppingPlugin, ModeDecidesTheDirectionAndAutoMaximisesAccuracy) {
 TEST(HigherIsBetter, KerasMetricNamesGoUpAndLossesAndErrorsGoDown) {
   for (const char* up : {"accuracy", "val_accuracy", "acc", "val_cls_acc", "dense_1_accuracy",
                          "top_k_categorical_accuracy", "auc", "val_auc_1", "precision",
-                         "val_recall", "mean_io_u", "val_one_hot_mean_io_u"})
+                         "val_recall", "mean_io_u", "val_one_hot_mean_io_u",
+                         // Keras 3 logs a metric named by a string under it: "AUC", "Recall".
+                         "AUC", "val_AUC", "val_Recall", "Precision", "BinaryAccuracy", "MeanIoU"})
     EXPECT_TRUE(higher_is_better(up)) << up;
   for (const char* down : {"loss", "val_loss", "dense_1_loss", "mae", "val_mse", "auc_loss",
-                           "val_mean_squared_error", "lr", "accuracy_loss", "_1", ""})
+                           "val_mean_squared_error", "lr", "accuracy_loss", "_1", "",
+                           "MeanSquaredError", "AUC_loss"})
     EXPECT_FALSE(higher_is_better(down)) << down;
 }
 

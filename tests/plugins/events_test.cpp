@@ -89,5 +89,23 @@ TEST(EventsPlugin, ZeroSecondsMeansNoDeviceStatsAndBadValuesAreRefused) {
   }
 }
 
+// The stream may go to events.jsonl (its own file) or elsewhere, not over the run's other files
+// (events appended to config.json, exit 0, before).
+TEST(EventsPlugin, TheRunsOtherFilesAreRefusedAsItsPath) {
+  for (const char* own : {"config.json", "model.h5", "checkpoints/checkpoints.json"}) {
+    PluginRun run;
+    try {
+      run.add("events", {{"path", own}});
+      ADD_FAILURE() << own << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(".options.path"), std::string::npos) << e.what();
+    }
+  }
+  PluginRun own;
+  own.add("events", {{"path", "events.jsonl"}, {"device_stats_seconds", 0}});
+  own.fit(std::make_shared<TableDataset>(32), nullptr, 1, 8);
+  EXPECT_FALSE(stream(own.run_dir / "events.jsonl").empty());
+}
+
 }  // namespace
 }  // namespace tandem::test

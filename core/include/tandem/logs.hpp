@@ -36,7 +36,8 @@ class TANDEM_EXPORT Logs {
 /// True for accuracies (a name ending in "acc" or "accuracy": "val_accuracy", "cls_acc",
 /// "top_k_categorical_accuracy"), "auc", "precision", "recall", IoUs ("mean_io_u") and F-scores
 /// ("f1_score", "fbeta_score"), after a "val_" prefix, an output's name and a Keras number
-/// suffix ("auc_1"); false for everything else (losses, errors). A metric the config renamed
+/// suffix ("auc_1"), in any case ("val_AUC", "Recall": Keras 3 logs a metric named by a string
+/// under that string); false for everything else (losses, errors). A metric the config renamed
 /// ({"name": "roc"}) is not recognised: give its callbacks a mode. Stateless; any thread.
 TANDEM_EXPORT bool higher_is_better(const std::string& key);
 

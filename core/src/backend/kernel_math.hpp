@@ -56,6 +56,10 @@ struct LossDesc {
   bool from_logits = false;
   float label_smoothing = 0;  // bce and cce only (the CPU keeps it as a float too)
   float delta = 1;            // huber only
+  // The model follows Keras 2's definitions (nn/keras_generation.hpp): bce from probabilities
+  // takes log(q + ε) where Keras 3 takes log(q); cosine_similarity floors a norm at 1e-6 (tf's
+  // l2_normalize) where Keras 3 floors it at ε.
+  bool keras2 = false;
 };
 
 /// A metric as the backends compute it (Metric::desc()).
@@ -516,7 +520,9 @@ TANDEM_HD_INLINED void for_each_in_lanes(std::int64_t cols, const Body& body) {
     TANDEM_UNROLL_LANES
     for (int k = 0; k < kRowLanes; ++k) body(c + k, k);
   }
-  for (std::int64_t c = full; c < cols; ++c) body(c, static_cast<int>(c - full));
+  TANDEM_UNROLL_LANES  // lanes named by constants alone, so that a GPU keeps them in registers
+  for (int k = 0; k < kRowLanes; ++k)
+    if (full + k < cols) body(full + k, k);
 }
 
 /// The sum of the lanes in the fixed order above (the lanes are overwritten).
@@ -647,10 +653,11 @@ TANDEM_HD inline double regression_row(bool squared, const float* pred, const fl
 }
 
 /// binary_crossentropy of row r, from probabilities (Keras' clipping) or logits.
-TANDEM_HD inline double binary_crossentropy_row(bool from_logits, float smoothing,
+TANDEM_HD inline double binary_crossentropy_row(bool from_logits, bool keras2, float smoothing,
                                                 const float* pred, const float* target, float* grad,
                                                 std::int64_t r, std::int64_t cols,
                                                 float grad_scale) {
+  const float log_offset = keras2 ? kEpsilon : 0.0f;
   const float gs = fdiv(grad_scale, i2f(cols));
   double s = 0;
   for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
@@ -667,13 +674,11 @@ TANDEM_HD inline double binary_crossentropy_row(bool from_logits, float smoothin
     } else {
       const bool clipped = x < kEpsilon || x > kOneMinusEpsilon;
       const float q = std_clamp(x, kEpsilon, kOneMinusEpsilon);
-      s = dadd(s, f2d(-fadd(fmul(t, log_f(fadd(q, kEpsilon))),
-                            fmul(fsub(1.0f, t), log_f(fadd(fsub(1.0f, q), kEpsilon))))));
+      const float positive = fadd(q, log_offset), negative = fadd(fsub(1.0f, q), log_offset);
+      s = dadd(s, f2d(-fadd(fmul(t, log_f(positive)), fmul(fsub(1.0f, t), log_f(negative)))));
       if (grad)
         grad[c] = clipped ? 0.0f
-                          : fmul(fadd(fdiv(-t, fadd(q, kEpsilon)),
-                                      fdiv(fsub(1.0f, t), fadd(fsub(1.0f, q), kEpsilon))),
-                                 gs);
+                          : fmul(fadd(fdiv(-t, positive), fdiv(fsub(1.0f, t), negative)), gs);
     }
   }
   return ddiv(s, i2d(cols));
@@ -810,11 +815,11 @@ TANDEM_HD inline double kl_divergence_row(const float* pred, const float* target
   return s;
 }
 
-/// cosine_similarity of row r: -(t / |t|) · (p / |p|), each norm sqrt(max(sum x^2, 1e-12))
-/// (Keras' l2_normalize); d/dp = -(u_t - (u_t · u_p) u_p) / |p| (without the projection where
+/// cosine_similarity of row r: -(t / |t|) · (p / |p|), each norm sqrt(max(sum x^2, floor)):
+/// floor ε² (Keras 3's normalize), or 1e-12 with `keras2` (tf.math.l2_normalize); d/dp = -(u_t - (u_t · u_p) u_p) / |p| (without the projection where
 /// the norm is clamped), the sums in double.
-TANDEM_HD inline double cosine_similarity_row(const float* pred, const float* target, float* grad,
-                                              std::int64_t r, std::int64_t cols,
+TANDEM_HD inline double cosine_similarity_row(bool keras2, const float* pred, const float* target,
+                                              float* grad, std::int64_t r, std::int64_t cols,
                                               float grad_scale) {
   const float* p = pred + r * cols;
   const float* t = target + r * cols;
@@ -824,7 +829,7 @@ TANDEM_HD inline double cosine_similarity_row(const float* pred, const float* ta
     tt = dadd(tt, dmul(f2d(t[c]), f2d(t[c])));
     tp = dadd(tp, dmul(f2d(t[c]), f2d(p[c])));
   }
-  constexpr double kFloor = 1e-12;
+  const double kFloor = keras2 ? 1e-12 : dmul(kEpsilonD, kEpsilonD);
   const bool p_clamped = pp < kFloor;
   const double np = dsqrt(p_clamped ? kFloor : pp), nt = dsqrt(tt < kFloor ? kFloor : tt);
   const double cosine = ddiv(tp, dmul(np, nt));
@@ -846,8 +851,8 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
     case LossDesc::Kind::mae:
       return regression_row(false, pred, target, grad, r, cols, grad_scale);
     case LossDesc::Kind::bce:
-      return binary_crossentropy_row(loss.from_logits, loss.label_smoothing, pred, target, grad, r,
-                                     cols, grad_scale);
+      return binary_crossentropy_row(loss.from_logits, loss.keras2, loss.label_smoothing, pred,
+                                     target, grad, r, cols, grad_scale);
     case LossDesc::Kind::cce:
       return categorical_crossentropy_row(false, loss.from_logits, loss.label_smoothing, pred,
                                           target, grad, r, cols, grad_scale);
@@ -863,7 +868,7 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
     case LossDesc::Kind::kl_divergence:
       return kl_divergence_row(pred, target, grad, r, cols, grad_scale);
     case LossDesc::Kind::cosine_similarity:
-      return cosine_similarity_row(pred, target, grad, r, cols, grad_scale);
+      return cosine_similarity_row(loss.keras2, pred, target, grad, r, cols, grad_scale);
   }
   return 0.0;
 }
@@ -1013,7 +1018,8 @@ TANDEM_HD inline std::int64_t confusion_cell(const MetricDesc& metric, const flo
 }
 
 /// Row r's contributions to a histogram metric: add(bin, value) in the order they are summed.
-/// AUC: each element's label weight (t, and 1 - t after the first `bins` bins) in its bucket;
+/// AUC: each element's label weight (1 when t is non-zero, else 0; and 1 minus that after the
+/// first `bins` bins) in its bucket;
 /// MeanIoU: the row's weight in its cell.
 template <class Add>
 TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
@@ -1028,7 +1034,7 @@ TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
   for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {
     const float p = metric.from_logits ? sigmoid(pred[c]) : pred[c];
     const std::int64_t b = auc_bucket(p, metric.bins);
-    const double t = f2d(target[c]);
+    const double t = target[c] != 0.0f ? 1.0 : 0.0;  // Keras casts the label to bool
     add(b, dmul(w, t));
     add(metric.bins + b, dmul(w, dsub(1.0, t)));
   }

@@ -1,6 +1,7 @@
 #include "nn/histogram_metrics.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <vector>
 
@@ -176,9 +177,14 @@ std::unique_ptr<Metric> make_auc(ConfigObject& cfg, const Loss& loss,
                                                          std::to_string(thresholds));
   desc.bins = static_cast<int>(thresholds);
   desc.from_logits = cfg.get_bool("from_logits", false);
-  const Curve curve = cfg.one_of("curve", "ROC", {"ROC", "PR"}) == "PR" ? Curve::pr : Curve::roc;
-  const std::string summation =
-      cfg.one_of("summation_method", "interpolation", {"interpolation", "minoring", "majoring"});
+  // Keras' from_str takes both spellings of each (AUCCurve, AUCSummationMethod).
+  const std::string curve_name =
+      cfg.one_of("curve", "ROC", {"ROC", "PR", "roc", "pr"});
+  const Curve curve = curve_name == "PR" || curve_name == "pr" ? Curve::pr : Curve::roc;
+  std::string summation = cfg.one_of(
+      "summation_method", "interpolation",
+      {"interpolation", "minoring", "majoring", "Interpolation", "Minoring", "Majoring"});
+  summation[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(summation[0])));
   require_default(cfg, "multi_label", false,
                   "one curve over every output value; a curve per label is not computed");
   for (const char* key : {"num_labels", "label_weights", "thresholds"})
@@ -242,11 +248,14 @@ std::unique_ptr<Metric> make_mean_iou(const Setting& setting, ConfigObject& cfg,
     throw ConfigError(cfg.path_of("num_classes"),
                       "expected 2 to 4096 classes, got " + std::to_string(classes));
   desc.bins = static_cast<int>(classes);
-  if (const json* ignored = cfg.find("ignore_class")) {
-    if (!ignored->is_number_integer())
+  if (const json* ignored = cfg.find("ignore_class"); ignored && !ignored->is_null()) {
+    // A class index; a whole float (1.0, as Python may write it) is that index. A class
+    // outside [0, num_classes) (Keras' -1 or 255 for unlabelled pixels) counts nowhere anyway.
+    const double v = ignored->is_number() ? ignored->get<double>() : 0.5;
+    if (std::floor(v) != v || std::fabs(v) > 1e9)
       throw ConfigError(cfg.path_of("ignore_class"), "expected a class index or null, got " +
                                                          ignored->dump());
-    desc.ignore_class = ignored->get<int>();
+    desc.ignore_class = static_cast<int>(v);
   }
   desc.sparse_true = one_hot ? false : cfg.get_bool("sparse_y_true", true);
   desc.sparse_pred = cfg.get_bool("sparse_y_pred", !one_hot);

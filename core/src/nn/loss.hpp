@@ -40,9 +40,14 @@ class Loss {
   virtual backend::LossDesc desc() const = 0;
 };
 
+/// Which Keras a loss follows where Keras 2 and 3 define it differently (backend::LossDesc's
+/// keras2): the model's (Model::keras2()).
+enum class KerasDefinitions { keras3, keras2 };
+
 /// "mse" or "sparse_categorical_crossentropy" or
 /// {"class_name": "BinaryCrossentropy", "config": {"from_logits": true}}. Throws ConfigError.
-std::unique_ptr<Loss> make_loss(const nlohmann::json& spec, const std::string& path);
+std::unique_ptr<Loss> make_loss(const nlohmann::json& spec, const std::string& path,
+                                KerasDefinitions definitions = KerasDefinitions::keras3);
 
 }  // namespace tandem
 

@@ -135,7 +135,8 @@ class KerasLoss : public Loss {
 
 }  // namespace
 
-std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
+std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path,
+                                KerasDefinitions definitions) {
   const KerasObject o = read_keras_object(spec, path, "a loss name");
   const std::string& name = o.name;
   const LossInfo* info = find_loss(name);
@@ -146,6 +147,7 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path) {
   }
   backend::LossDesc desc;
   desc.kind = info->kind;
+  desc.keras2 = definitions == KerasDefinitions::keras2;
   if (o.config) {
     ConfigObject cfg(*o.config, o.config_path);
     if (info->logits) desc.from_logits = cfg.get_bool("from_logits", false);

@@ -63,16 +63,18 @@ class Metric {
 
 /// Builds the metrics of a config's "metrics" list: names, or Keras' class form
 /// ({"class_name": "TopKCategoricalAccuracy", "config": {"k": 3}}). "accuracy"/"acc" resolve the
-/// way Keras does: binary accuracy when the output has one unit or the loss is binary
-/// cross-entropy, sparse categorical accuracy for the sparse loss, categorical accuracy
-/// otherwise. Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
+/// way Keras does, by shapes alone: binary accuracy when the output has one unit, sparse
+/// categorical accuracy when the targets are class indices (the sparse loss), categorical
+/// accuracy otherwise. A metric given as a plain string is logged under that string in Keras 3
+/// ("AUC" as AUC); Keras 2 logged a class name under the class's default name (auc). Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
 /// predicted positives and non-zero targets as actual ones. AUC, MeanIoU and OneHotMeanIoU are
 /// nn/histogram_metrics.hpp's. Metrics made for "weighted_metrics"
 /// pass the same output's plain ones as `plain`: a name one of them has is logged as
 /// "weighted_<name>" (Keras 2's rule).
 std::vector<std::unique_ptr<Metric>> make_metrics(
     const nlohmann::json& list, const std::string& path, const Loss& loss,
-    const Shape& output_shape, const std::vector<std::unique_ptr<Metric>>* plain = nullptr);
+    const Shape& output_shape, const std::vector<std::unique_ptr<Metric>>* plain = nullptr,
+    KerasDefinitions definitions = KerasDefinitions::keras3);
 
 }  // namespace tandem
 

@@ -97,10 +97,11 @@ std::string known_metrics() {
   return known + ", AUC, MeanIoU, OneHotMeanIoU";
 }
 
-// "accuracy" as Keras resolves it for this loss and output.
+// "accuracy" as Keras (tf.keras 2 and Keras 3 alike) resolves it, from shapes alone: binary
+// when the output's last axis has one unit, sparse when the targets are class indices (the
+// sparse loss takes them), categorical otherwise (binary cross-entropy over several units too).
 MetricKind resolved_accuracy(const Loss& loss, const Shape& output_shape) {
-  if (loss.name() == "binary_crossentropy" || (!output_shape.empty() && output_shape.back() == 1))
-    return MetricKind::binary_accuracy;
+  if (!output_shape.empty() && output_shape.back() == 1) return MetricKind::binary_accuracy;
   if (loss.name() == "sparse_categorical_crossentropy") return MetricKind::sparse_categorical_accuracy;
   return MetricKind::categorical_accuracy;
 }
@@ -162,7 +163,7 @@ void check_target_form(const MetricInfo& info, const Loss& loss, const std::stri
 
 std::vector<std::unique_ptr<Metric>> make_metrics(
     const json& list, const std::string& path, const Loss& loss, const Shape& output_shape,
-    const std::vector<std::unique_ptr<Metric>>* plain) {
+    const std::vector<std::unique_ptr<Metric>>* plain, KerasDefinitions definitions) {
   std::vector<std::unique_ptr<Metric>> out;
   const auto add = [&](std::unique_ptr<Metric> metric, const std::string& at) {
     for (const auto& m : out)
@@ -188,8 +189,12 @@ std::vector<std::unique_ptr<Metric>> make_metrics(
       throw ConfigError(p, "expected a metric name or {\"class_name\": ...}, got " +
                                list[i].dump());
     }
+    // Keras 3 logs a metric given as a plain string under that string (compile_utils'
+    // get_metric), whatever the class's own default name.
+    const bool named_by_string = !obj && definitions == KerasDefinitions::keras3;
     // A weighted metric named as a plain one of the output is logged as weighted_<name>.
-    const auto log_name_of = [&](const std::string& n) {
+    const auto log_name_of = [&](const std::string& default_name) {
+      const std::string n = named_by_string ? name : default_name;
       if (plain)
         for (const auto& m : *plain)
           if (m->name() == n) return "weighted_" + n;

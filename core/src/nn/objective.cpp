@@ -358,6 +358,8 @@ StepSums Objective::zero() const {
 Objective make_objective(const json& loss, const json& loss_weights, const json& metrics,
                          const Model& model, const json& weighted_metrics) {
   const std::size_t n = model.output_count();
+  const KerasDefinitions definitions =
+      model.keras2() ? KerasDefinitions::keras2 : KerasDefinitions::keras3;
   std::vector<Objective::Output> outputs(n);
   std::vector<std::unique_ptr<Loss>> losses;
   std::vector<std::unique_ptr<Metric>> owned;
@@ -370,10 +372,12 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
       throw ConfigError("loss", "gives no loss for output '" + outputs[j].name +
                                     "' (every output needs one; its outputs: " +
                                     output_list(model) + ")");
-    losses.push_back(make_loss(*loss_entries[j].first, loss_entries[j].second));
+    losses.push_back(make_loss(*loss_entries[j].first, loss_entries[j].second, definitions));
     outputs[j].loss = losses.back().get();
   }
-  if (!loss_weights.is_null()) {
+  if (loss_weights.is_number() && n == 1) {  // Keras 3 takes one number for a single output
+    outputs[0].weight = read_weight(loss_weights, "loss_weights");
+  } else if (!loss_weights.is_null()) {
     if (!loss_weights.is_array() && !loss_weights.is_object())
       throw ConfigError("loss_weights", "expected a list of weights in output order, or an "
                                         "object of weights by output name, got " +
@@ -388,10 +392,10 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
     std::vector<std::unique_ptr<Metric>> made, made_weighted;
     if (plain[j].first)
       made = make_metrics(*plain[j].first, plain[j].second, *outputs[j].loss,
-                          model.output_shape(j));
+                          model.output_shape(j), nullptr, definitions);
     if (weighted[j].first)
       made_weighted = make_metrics(*weighted[j].first, weighted[j].second, *outputs[j].loss,
-                                   model.output_shape(j), &made);
+                                   model.output_shape(j), &made, definitions);
     for (auto& m : made) outputs[j].metrics.push_back(m.get());
     for (auto& m : made_weighted) outputs[j].weighted_metrics.push_back(m.get());
     for (auto* list : {&made, &made_weighted})

@@ -1,12 +1,15 @@
 #include "tandem/logs.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
 namespace tandem {
 
 bool higher_is_better(const std::string& key) {
+  // Case aside: Keras 3 logs a metric named by the string "AUC" or "Recall" under that string.
   std::string name = key;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   // Keras numbers a second metric of one name: "auc_1".
   const std::size_t last = name.find_last_not_of("0123456789");
   if (last != std::string::npos && last + 1 < name.size() && name[last] == '_') name.resize(last);

@@ -48,6 +48,15 @@ TEST(HistogramMetrics, RocAucIsTheTrapezoidsUnderTheCurve) {
   EXPECT_NEAR(auc(json::object())->evaluate(logits, kLabels).sum, 0.5, 1e-12);
 }
 
+// Keras casts each label to bool before counting it: a soft or count label is a positive one
+// (it was counted as t positives and 1 - t negatives: an AUC above 1 for counts).
+TEST(HistogramMetrics, AucCountsEveryNonZeroLabelAsAPositive) {
+  const Tensor soft = Tensor::from_vector({4, 1}, {0, 0, 0.3f, 2});
+  EXPECT_NEAR(auc(json::object())->evaluate(kScores, soft).sum, 0.75, 1e-12);
+  EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, soft).sum,
+              (1 - std::log(1.5)) / 2 + 0.5, 1e-12);
+}
+
 TEST(HistogramMetrics, PrecisionRecallAucSumsItsSteps) {
   // (recall, precision) from the lowest threshold up: (1, 1/2), (1, 2/3), (1/2, 1/2), (1/2, 1),
   // (0, 0). Minoring takes the lower precision of each step, majoring the higher.
@@ -62,6 +71,9 @@ TEST(HistogramMetrics, PrecisionRecallAucSumsItsSteps) {
   // 1 / 2.
   EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, kLabels).sum,
               (1 - std::log(1.5)) / 2 + 0.5, 1e-12);
+  // Keras' from_str spellings: "pr", "Minoring".
+  EXPECT_NEAR(auc({{"curve", "pr"}, {"summation_method", "Minoring"}})->evaluate(kScores, kLabels).sum,
+              0.25, 1e-12);
   // ROC with minoring and majoring bound the interpolated area.
   EXPECT_NEAR(auc({{"summation_method", "minoring"}})->evaluate(kScores, kLabels).sum, 0.75, 1e-12);
   EXPECT_NEAR(auc({{"summation_method", "majoring"}})->evaluate(kScores, kLabels).sum, 0.75, 1e-12);
@@ -104,6 +116,12 @@ TEST(HistogramMetrics, MeanIouAveragesTheClassesIntersectionOverUnion) {
                              "sparse_categorical_crossentropy", {3});
   EXPECT_EQ(ignoring->name(), "miou");
   EXPECT_NEAR(ignoring->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
+  // 2.0, as Python may write the index, is class 2.
+  auto ignoring_float = metric_for({{"class_name", "MeanIoU"},
+                                    {"config", {{"num_classes", 3}, {"sparse_y_pred", false},
+                                                {"ignore_class", 2.0}}}},
+                                   "sparse_categorical_crossentropy", {3});
+  EXPECT_NEAR(ignoring_float->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
   // One-hot targets: the same matrix.
   Tensor one_hot({5, 3});
   for (std::int64_t r = 0; r < 5; ++r) one_hot[r * 3 + static_cast<std::int64_t>(kClassLabels[r])] = 1;
@@ -120,8 +138,17 @@ TEST(HistogramMetrics, AnEpochsValueComesFromItsSummedHistogramNotTheBatchesMean
       "model", 3);
   const Objective o = make_objective("binary_crossentropy", json(), json::array({"AUC", "accuracy"}),
                                      *model);
-  // Named by its class, a metric is logged under Keras' default name.
-  EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"auc", "accuracy"}));
+  // Named by a string, a metric is logged under that string in Keras 3 (compile_utils'
+  // get_metric); a Keras 2 model logs a class name under the class's default name.
+  EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"AUC", "accuracy"}));
+  auto keras2 = Model::from_config(
+      json::parse(R"({"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers":
+        [{"class_name": "Dense", "config": {"units": 1, "input_shape": [1]}}]}})"),
+      "model", 3);
+  EXPECT_EQ(make_objective("binary_crossentropy", json(), json::array({"AUC", "Recall", "acc"}),
+                           *keras2)
+                .metric_names(),
+            (std::vector<std::string>{"auc", "recall", "acc"}));
   EXPECT_EQ(o.part_count(), 401u);
   const Tensor x = Tensor::from_vector({6, 1}, {-2, 1, 0.5f, 2, -1, 3});
   const Tensor y = Tensor::from_vector({6, 1}, {0, 1, 0, 1, 1, 0});
@@ -177,6 +204,9 @@ TEST(HistogramMetrics, ConfigsTandemCannotComputeAreRefusedAtTheirKeys) {
   expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", "cat"}}),
                             sparse, {3}),
                "at 'metrics[0].config.ignore_class'");
+  expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", 1.5}}),
+                            sparse, {3}),
+               "at 'metrics[0].config.ignore_class': expected a class index or null, got 1.5");
   expect_error(config_error("AUC", sparse, {3}), "AUC compares every output value");
   expect_error(config_error(with("AUC", {{"multi_label", true}}), "binary_crossentropy", {2}),
                "at 'metrics[0].config.multi_label'");

@@ -33,7 +33,7 @@ double ref_bce_probs(const std::vector<double>& p, const std::vector<double>& t,
   double s = 0;
   for (std::size_t i = 0; i < p.size(); ++i) {
     const double q = std::clamp(p[i], kEps, 1 - kEps);
-    s += -(t[i] * std::log(q + kEps) + (1 - t[i]) * std::log(1 - q + kEps));
+    s += -(t[i] * std::log(q) + (1 - t[i]) * std::log(1 - q));  // Keras 3: no ε in the log
   }
   return s / cols;
 }
@@ -119,10 +119,31 @@ TEST(Losses, BinaryCrossentropyIsStableForExtremeLogits) {
   Tensor wrong = Tensor::from_vector({2, 1}, {1.0f, 0.0f});
   const double pv = probs->compute(p, wrong, 1.0f, &grad);
   EXPECT_TRUE(std::isfinite(pv));
-  // Keras' float32 arithmetic: 1 - 1e-7 rounds to 0.99999988f, so the second term is log(2.19e-7).
+  // Keras' float32 arithmetic: 1 - 1e-7 rounds to 0.99999988f. Keras 3 takes the log of the
+  // clipped value itself (log(1e-7) + log(1.19e-7)); Keras 2 added ε inside the log
+  // (log(2e-7) + log(2.19e-7)).
   const float hi = 1.0f - 1e-7f;
-  const double expected = -std::log(1e-7f + 1e-7f) - std::log(1.0f - hi + 1e-7f);
-  EXPECT_NEAR(pv, expected, 1e-4);
+  EXPECT_NEAR(pv, -std::log(1e-7f) - std::log(1.0f - hi), 1e-4);
+  const double keras2 = make_loss("binary_crossentropy", "loss", KerasDefinitions::keras2)
+                            ->compute(p, wrong, 1.0f, nullptr);
+  EXPECT_NEAR(keras2, -std::log(1e-7f + 1e-7f) - std::log(1.0f - hi + 1e-7f), 1e-4);
+  // Inside the clip, each definition's gradient is its own log's: -1/q (Keras 3), -1/(q + ε).
+  Tensor q = Tensor::from_vector({1, 1}, {1e-6f}), one = Tensor::from_vector({1, 1}, {1.0f});
+  probs->compute(q, one, 1.0f, &grad);
+  EXPECT_FLOAT_EQ(grad[0], -1.0f / 1e-6f);
+  make_loss("binary_crossentropy", "loss", KerasDefinitions::keras2)->compute(q, one, 1.0f, &grad);
+  EXPECT_FLOAT_EQ(grad[0], -1.0f / (1e-6f + 1e-7f));
+}
+
+// A prediction whose norm is below the floor is divided by the floor: Keras 3's normalize
+// floors a norm at ε = 1e-7, tf.keras 2's l2_normalize at 1e-6 (sqrt of 1e-12).
+TEST(Losses, CosineSimilarityFloorsTinyNormsAsEachKerasDoes) {
+  const Tensor p = Tensor::from_vector({1, 2}, {3e-7f, 4e-7f});  // norm 5e-7
+  const Tensor t = Tensor::from_vector({1, 2}, {0.6f, 0.8f});    // unit, along p
+  EXPECT_NEAR(make_loss("cosine_similarity", "loss")->compute(p, t, 1.0f, nullptr), -1.0, 1e-6);
+  EXPECT_NEAR(make_loss("cosine_similarity", "loss", KerasDefinitions::keras2)
+                  ->compute(p, t, 1.0f, nullptr),
+              -0.5, 1e-6);
 }
 
 TEST(Losses, CategoricalAndSparseCategoricalAgree) {

@@ -119,6 +119,16 @@ TEST(Metrics, AMetricThatReadsTheTargetsInAnotherFormIsRefused) {
             "sparse_categorical_accuracy");
   EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *onehot, {3})[0]->kind(),
             "categorical_accuracy");
+  // By shapes alone, as Keras' is_binary_or_sparse_categorical: binary cross-entropy over 3
+  // units (multi-label) is categorical accuracy; one unit is binary accuracy, whatever the loss.
+  auto binary = make_loss("binary_crossentropy", "loss");
+  EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *binary, {3})[0]->kind(),
+            "categorical_accuracy");
+  EXPECT_EQ(make_metrics(json::array({"acc"}), "metrics", *binary, {1})[0]->kind(),
+            "binary_accuracy");
+  EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *make_loss("mse", "loss"), {1})[0]
+                ->kind(),
+            "binary_accuracy");
 }
 
 TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {
@@ -132,7 +142,11 @@ TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {
   EXPECT_DOUBLE_EQ(precision.count, 3);  // predicted positives
   EXPECT_DOUBLE_EQ(recall.sum, 2);
   EXPECT_DOUBLE_EQ(recall.count, 4);  // actual positives
-  EXPECT_EQ(m[1]->name(), "recall");  // a class named as a string: Keras' default name
+  EXPECT_EQ(m[1]->name(), "Recall");  // a class named as a string: Keras 3 logs the string
+  EXPECT_EQ(make_metrics(json::array({"Recall"}), "metrics", *l, {2}, nullptr,
+                         KerasDefinitions::keras2)[0]
+                ->name(),
+            "recall");  // Keras 2: the class's default name
   // Batches combine as Keras' stateful metrics do: a ratio of totals, not a mean of ratios.
   MetricSum a = m[0]->evaluate(Tensor::from_vector({1, 2}, {0.9f, 0.8f}),
                                Tensor::from_vector({1, 2}, {1, 0}));

@@ -351,6 +351,9 @@ TEST(Objective, OneOutputKeepsTheMetricsOwnNames) {
   const Objective named =
       make_objective(json{{m->output_name(0), "mse"}}, json(), json::array({"mae"}), *m);
   EXPECT_EQ(named.output(0).loss->name(), "mean_squared_error");
+  // One output takes one number for loss_weights (Keras 3's CompileLoss takes a float).
+  EXPECT_EQ(make_objective("mse", 2.5, json(), *m).output(0).weight, 2.5);
+  EXPECT_THROW(make_objective("mse", -1.0, json(), *m), ConfigError);
 }
 
 TEST(Objective, ARatioMetricReportsItsOwnCount) {
