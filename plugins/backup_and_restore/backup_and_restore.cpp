@@ -106,6 +106,8 @@ class BackupAndRestorePlugin : public tandem::CallbackPlugin {
                      "use one folder per run"}}},
                   {"save_freq",
                    {{"type", json::array({"string", "integer"})},
+                    {"minimum", 1},
+                    {"maximum", std::int64_t{1} << 53},
                     {"default", "epoch"},
                     {"description", "\"epoch\", or N: back up after every N-th optimizer step"}}},
                   {"delete_checkpoint",

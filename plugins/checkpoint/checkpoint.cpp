@@ -193,10 +193,11 @@ class ModelCheckpoint : public tandem::Callback {
     std::optional<std::size_t> evict;
     if (o_.save_best_only) {
       if (!value) {
+        // Keras 3 saves then (model_checkpoint.py, _should_save_model): a misspelt monitor
+        // loses no checkpoint (tf.keras 2.15 skipped every save).
         warn_once(warned_best_only_, "can save best model only with " + o_.monitor +
-                                         " available, skipping (the logs have: " + keys_of(logs) +
-                                         ")");
-        write_main = false;
+                                         " available; saving every time, as Keras 3 does (the "
+                                         "logs have: " + keys_of(logs) + ")");
       } else if (!improved) {
         if (o_.verbose > 0)
           std::fprintf(stderr, "%s: %s did not improve from %s\n", where.c_str(),
@@ -402,6 +403,7 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
         {"save_freq",
          {{"type", json::array({"string", "integer"})},
           {"minimum", 1},
+          {"maximum", std::int64_t{1} << 53},  // steps a double counts exactly
           {"default", "epoch"},
           {"description",
            "\"epoch\": save at epoch ends; an integer N: every N training batches (steps since "
@@ -510,6 +512,23 @@ class CheckpointPlugin : public tandem::CallbackPlugin {
                                 "{batch} is known only when saving by batch (save_freq N or "
                                 "train_time_interval); at epoch ends use {epoch} or {step}");
     const fs::path file(o.filepath);
+    if (file.filename().empty() || file.filename() == "." || file.filename() == "..")
+      throw tandem::ConfigError(at + "filepath", "\"" + o.filepath +
+                                                     "\" names a folder; give a file name "
+                                                     "(\"ck/{epoch:02d}.h5\")");
+    // Formatted once with stand-ins (epoch, step and batch 1, log values 1.0), so that a spec
+    // that cannot format them ({epoch:.2}: a precision on an integer) fails here, not after
+    // the first epoch.
+    std::map<std::string, FieldValue> stand_ins;
+    for (const std::string& field : tpl->fields())
+      stand_ins[field] = field == "epoch" || field == "step" || field == "batch"
+                             ? FieldValue{std::int64_t{1}}
+                             : FieldValue{1.0};
+    try {
+      tpl->format(stand_ins);
+    } catch (const std::invalid_argument& e) {
+      throw tandem::ConfigError(at + "filepath", "\"" + o.filepath + "\": " + e.what());
+    }
     if (file.filename() == tandem::checkpoint::kIndexFile)
       throw tandem::ConfigError(at + "filepath",
                                 std::string(tandem::checkpoint::kIndexFile) +

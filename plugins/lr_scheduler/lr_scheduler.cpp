@@ -24,6 +24,10 @@
 
 namespace {
 
+// The most epochs or steps an option may count: 2^53, every count a double holds exactly (the
+// schedules compute in double), far past any run.
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
+
 using nlohmann::json;
 using tandem::CallbackContext;
 using tandem::ConfigError;
@@ -169,6 +173,7 @@ class LrSchedulerPlugin : public tandem::CallbackPlugin {
         {"drop_every",
          {{"type", "integer"},
           {"minimum", 1},
+          {"maximum", kMaxCount},
           {"description", "step: epochs or steps between drops (required)"}}},
         {"decay_rate",
          {{"type", "number"},
@@ -182,12 +187,14 @@ class LrSchedulerPlugin : public tandem::CallbackPlugin {
         {"total",
          {{"type", "integer"},
           {"minimum", 1},
+          {"maximum", kMaxCount},
           {"description",
            "cosine: epochs or steps from lr0 to min_lr (default: the run's "
            "length, less the warm-up)"}}},
         {"warmup_steps",
          {{"type", "integer"},
           {"minimum", 0},
+          {"maximum", kMaxCount},
           {"default", 0},
           {"description",
            "optimizer steps of linear ramp before the schedule; required (>= 1) "

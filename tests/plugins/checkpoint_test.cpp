@@ -195,6 +195,14 @@ TEST(CheckpointPlugin, BadOptionsAreConfigErrorsNamingTheOption) {
             std::string::npos);
   EXPECT_NE(message({{"train_time_interval", 0}}).find("options.train_time_interval"),
             std::string::npos);
+  // Found before training, not at the first save: a spec the epoch cannot take, a folder.
+  EXPECT_NE(message({{"filepath", "a/{epoch:.2}.h5"}}).find("options.filepath"), std::string::npos);
+  for (const char* folder : {"ck/", ".", "ck/..", "/"})
+    EXPECT_NE(message({{"filepath", folder}}).find("names a folder"), std::string::npos) << folder;
+  EXPECT_EQ(message({{"filepath", "ck/{epoch:02d}-{val_loss:.2f}-{lr:.0e}.h5"}}), "no error");
+  // Beyond what std::int64_t holds (9223372036854775808 was taken, and saved every epoch).
+  EXPECT_NE(message({{"save_freq", json::parse("9223372036854775808")}}).find("options.save_freq"),
+            std::string::npos);
 }
 
 TEST(CheckpointPlugin, FilepathTemplatesFormatEpochStepAndLogValues) {
@@ -313,16 +321,19 @@ TEST(CheckpointPlugin, SaveBestOnlySavesExactlyWhenTheMonitoredValueImproves) {
             (std::vector<int>{2, 4}));
 }
 
-TEST(CheckpointPlugin, SaveBestOnlyWithoutTheMonitoredKeyWarnsOnceAndSkips) {
+// Keras 3 saves when the monitor is missing (a misspelt monitor lost every checkpoint under
+// tf.keras 2.15's rule, which Tandem followed before), warning; Tandem warns once.
+TEST(CheckpointPlugin, SaveBestOnlyWithoutTheMonitoredKeyWarnsOnceAndSavesAsKeras3) {
   testing::internal::CaptureStderr();
   {
     Driver d(json{{"filepath", "w/{epoch}.h5"}, {"save_best_only", true}});
     for (int e = 0; e < 3; ++e) d.epoch_end(e, make_logs({{"loss", 0.5}, {"accuracy", 0.1}}));
     d.train_end();
-    EXPECT_TRUE(h5_files(d.run.run_dir / "w").empty());
+    EXPECT_EQ(h5_files(d.run.run_dir / "w"), (std::set<std::string>{"1.h5", "2.h5", "3.h5"}));
   }
   const std::string err = testing::internal::GetCapturedStderr();
-  const std::string warning = "can save best model only with val_loss available, skipping";
+  const std::string warning =
+      "can save best model only with val_loss available; saving every time, as Keras 3 does";
   const auto first = err.find(warning);
   ASSERT_NE(first, std::string::npos) << err;
   EXPECT_EQ(err.find(warning, first + 1), std::string::npos) << "warned more than once:\n" << err;

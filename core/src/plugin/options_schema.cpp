@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,7 +22,11 @@ bool has_type(const json& value, const std::string& type) {
   if (type == "array") return value.is_array();
   if (type == "string") return value.is_string();
   if (type == "integer")  // a whole number a plugin can read as std::int64_t
-    return value.is_number_integer() ||
+    return value.is_number_integer()
+               ? !value.is_number_unsigned() ||
+                     value.get<std::uint64_t>() <=
+                         static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
+               :
            (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>() &&
             std::abs(value.get<double>()) < 0x1p63);
   if (type == "number") return value.is_number();
