@@ -108,10 +108,15 @@ class EarlyStopping : public tandem::Callback {
       if (!o_.baseline || improves(current, *o_.baseline)) wait_ = 0;
       return;
     }
+    // With a baseline, what ran out may be epochs that improved without beating it: say so.
+    const bool short_of_baseline = o_.baseline && !improves(best_, *o_.baseline);
     if (wait_ >= o_.patience && epoch > 0)
       stop(ctx, epoch, current, "patience_exhausted",
-           o_.monitor + " did not improve for " + std::to_string(wait_) +
-               (wait_ == 1 ? " epoch" : " epochs") + "; the best value was " + best_text());
+           o_.monitor + (short_of_baseline ? " did not beat the baseline " + num(*o_.baseline) +
+                                                 " for "
+                                           : " did not improve for ") +
+               std::to_string(wait_) + (wait_ == 1 ? " epoch" : " epochs") +
+               "; the best value was " + best_text());
   }
 
   void on_train_end(CallbackContext& ctx, const Logs&) override {
@@ -262,7 +267,7 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
   }
 
   std::shared_ptr<tandem::Callback> create(const json& options,
-                                           const tandem::CallbackSetup&) const override {
+                                           const tandem::CallbackSetup& setup) const override {
     Options o;
     o.monitor = options.at("monitor").get<std::string>();
     o.min_delta = options.at("min_delta").get<double>();
@@ -276,6 +281,17 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
     o.check_finite = options.at("check_finite").get<bool>();
     o.stopping_threshold = optional_number(options.at("stopping_threshold"));
     o.divergence_threshold = optional_number(options.at("divergence_threshold"));
+    // Stopping as good and as diverged at once: a value between them would end the run either
+    // way, and which reason it gives would depend on the order of the checks.
+    if (o.stopping_threshold && o.divergence_threshold &&
+        (o.maximize ? *o.stopping_threshold <= *o.divergence_threshold
+                    : *o.stopping_threshold >= *o.divergence_threshold))
+      throw tandem::ConfigError(
+          setup.config_path + ".options.divergence_threshold",
+          "must be " + std::string(o.maximize ? "below" : "above") + " stopping_threshold (" +
+              options.at("stopping_threshold").dump() + ") when " + o.monitor + " is " +
+              (o.maximize ? "maximised" : "minimised") + ", got " +
+              options.at("divergence_threshold").dump());
     return std::make_shared<EarlyStopping>(std::move(o));
   }
 };

@@ -173,6 +173,9 @@ TEST(EarlyStoppingPlugin, BaselineKeepsTheWaitGoingUntilItIsBeaten) {
   EXPECT_EQ(run_scripted({{"patience", 2}}, script).epochs_run, 5u);
   // Beating the baseline resets the wait as usual.
   EXPECT_EQ(run_scripted({{"patience", 2}, {"baseline", 0.95}}, script).epochs_run, 5u);
+  // The reason names the baseline when the values improved without beating it.
+  EXPECT_NE(with.stop_reason.find("did not beat the baseline 0.5 for 4 epochs"), std::string::npos)
+      << with.stop_reason;
 }
 
 TEST(EarlyStoppingPlugin, StartFromEpochIgnoresTheWarmUpEpochs) {
@@ -224,13 +227,11 @@ TEST(EarlyStoppingPlugin, DivergenceThresholdStopsOnceTheValueIsHopeless) {
 
 TEST(EarlyStoppingPlugin, ChecksRunInLightningsOrder) {
   // NaN first, before the thresholds.
-  EXPECT_EQ(run_scripted({{"stopping_threshold", 0.5}, {"divergence_threshold", 0.3}}, {kNaN})
+  EXPECT_EQ(run_scripted({{"stopping_threshold", 0.3}, {"divergence_threshold", 0.5}}, {kNaN})
                 .early_event["reason"],
             "non_finite_metric");
-  // 0.4 is past both thresholds: the stopping threshold is checked first.
-  EXPECT_EQ(run_scripted({{"stopping_threshold", 0.5}, {"divergence_threshold", 0.3}}, {0.4})
-                .early_event["reason"],
-            "stopping_threshold");
+  // Thresholds that overlap (every value between them both good enough and hopeless) are
+  // refused rather than ordered.
   // 3.0 diverges and also exhausts patience 1: divergence is checked first.
   EXPECT_EQ(run_scripted({{"patience", 1}, {"divergence_threshold", 2.5}}, {1.0, 3.0})
                 .early_event["reason"],
@@ -326,6 +327,14 @@ TEST(EarlyStoppingPlugin, BadOptionsNameTheirPath) {
   EXPECT_EQ(path_of({{"verbose", 2}}), "callbacks[4].options.verbose");
   EXPECT_EQ(path_of({{"patiense", 3}}), "callbacks[4].options.patiense");
   EXPECT_EQ(path_of({{"stopping_threshold", 0.1}, {"divergence_threshold", 5}}), "");
+  EXPECT_EQ(path_of({{"stopping_threshold", 0.5}, {"divergence_threshold", 0.3}}),
+            "callbacks[4].options.divergence_threshold");
+  EXPECT_EQ(path_of({{"monitor", "val_accuracy"}, {"stopping_threshold", 0.5},
+                     {"divergence_threshold", 0.7}}),
+            "callbacks[4].options.divergence_threshold");
+  EXPECT_EQ(path_of({{"monitor", "val_accuracy"}, {"stopping_threshold", 0.9},
+                     {"divergence_threshold", 0.2}}),
+            "");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ fi
 
 step "the installed headers are the SDK, and each compiles on its own"
 sdk_headers="atomic_file callback checkpoint_file device_plan devices error event_sink export layer logs
-  model model_view parameter plugin rng snapshot tensor training_state"
+  model model_view parameter plugin rng run_files snapshot tensor training_state"
 installed=$(cd "$prefix/include/tandem" && ls | sed 's/\.hpp$//' | sort | tr '\n' ' ')
 expected=$(printf '%s\n' $sdk_headers | sort | tr '\n' ' ')
 [ "$installed" = "$expected" ] ||
