@@ -197,7 +197,8 @@ class ModelCheckpoint : public tandem::Callback {
         // loses no checkpoint (tf.keras 2.15 skipped every save).
         warn_once(warned_best_only_, "can save best model only with " + o_.monitor +
                                          " available; saving every time, as Keras 3 does (the "
-                                         "logs have: " + keys_of(logs) + ")");
+                                         "logs have: " +
+                                         keys_of(logs) + ")");
       } else if (!improved) {
         if (o_.verbose > 0)
           std::fprintf(stderr, "%s: %s did not improve from %s\n", where.c_str(),

@@ -112,9 +112,9 @@ class EarlyStopping : public tandem::Callback {
     const bool short_of_baseline = o_.baseline && !improves(best_, *o_.baseline);
     if (wait_ >= o_.patience && epoch > 0)
       stop(ctx, epoch, current, "patience_exhausted",
-           o_.monitor + (short_of_baseline ? " did not beat the baseline " + num(*o_.baseline) +
-                                                 " for "
-                                           : " did not improve for ") +
+           o_.monitor +
+               (short_of_baseline ? " did not beat the baseline " + num(*o_.baseline) + " for "
+                                  : " did not improve for ") +
                std::to_string(wait_) + (wait_ == 1 ? " epoch" : " epochs") +
                "; the best value was " + best_text());
   }
@@ -286,12 +286,12 @@ class EarlyStoppingPlugin : public tandem::CallbackPlugin {
     if (o.stopping_threshold && o.divergence_threshold &&
         (o.maximize ? *o.stopping_threshold <= *o.divergence_threshold
                     : *o.stopping_threshold >= *o.divergence_threshold))
-      throw tandem::ConfigError(
-          setup.config_path + ".options.divergence_threshold",
-          "must be " + std::string(o.maximize ? "below" : "above") + " stopping_threshold (" +
-              options.at("stopping_threshold").dump() + ") when " + o.monitor + " is " +
-              (o.maximize ? "maximised" : "minimised") + ", got " +
-              options.at("divergence_threshold").dump());
+      throw tandem::ConfigError(setup.config_path + ".options.divergence_threshold",
+                                "must be " + std::string(o.maximize ? "below" : "above") +
+                                    " stopping_threshold (" +
+                                    options.at("stopping_threshold").dump() + ") when " +
+                                    o.monitor + " is " + (o.maximize ? "maximised" : "minimised") +
+                                    ", got " + options.at("divergence_threshold").dump());
     return std::make_shared<EarlyStopping>(std::move(o));
   }
 };

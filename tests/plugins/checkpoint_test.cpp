@@ -263,7 +263,8 @@ TEST(CheckpointPlugin, TheRunsOwnFilesAreRefusedAsCheckpointNames) {
   PluginRun run;
   for (const char* own : {"events.jsonl", "config.json", "model.h5", ".tandem.lock"}) {
     try {
-      run.host.load("checkpoint").create({{"filepath", own}}, {Target::template_model, "callbacks[1]"});
+      run.host.load("checkpoint")
+          .create({{"filepath", own}}, {Target::template_model, "callbacks[1]"});
       ADD_FAILURE() << own << " was taken";
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.path(), "callbacks[1].options.filepath") << own;

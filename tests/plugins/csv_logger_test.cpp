@@ -94,10 +94,10 @@ TEST(CsvLoggerPlugin, ValuesHoldingTheSeparatorAreQuotedAsPythonQuotesThem) {
   EXPECT_EQ(read_text(run.run_dir / "dot.csv"), "epoch.accuracy.loss\n0.\"1.0\".\"0.75\"\n");
   drive(run, {{"filename", "e.csv"}, {"separator", "e"}}, {logs_of({{"loss", 1e-05}})});
   EXPECT_EQ(read_text(run.run_dir / "e.csv"), "\"epoch\"eloss\n0e\"1e-05\"\n");
-  const CommandResult read_back = run_python(
-      run.run_dir / "read.py",
-      "import csv,sys; print(list(csv.reader(open(sys.argv[1]), delimiter='.')))",
-      (run.run_dir / "dot.csv").string());
+  const CommandResult read_back =
+      run_python(run.run_dir / "read.py",
+                 "import csv,sys; print(list(csv.reader(open(sys.argv[1]), delimiter='.')))",
+                 (run.run_dir / "dot.csv").string());
   EXPECT_EQ(read_back.out, "[['epoch', 'accuracy', 'loss'], ['0', '1.0', '0.75']]\n")
       << read_back.err;
 }

@@ -157,9 +157,9 @@ TEST(HigherIsBetter, KerasMetricNamesGoUpAndLossesAndErrorsGoDown) {
                          // Keras 3 logs a metric named by a string under it: "AUC", "Recall".
                          "AUC", "val_AUC", "val_Recall", "Precision", "BinaryAccuracy", "MeanIoU"})
     EXPECT_TRUE(higher_is_better(up)) << up;
-  for (const char* down : {"loss", "val_loss", "dense_1_loss", "mae", "val_mse", "auc_loss",
-                           "val_mean_squared_error", "lr", "accuracy_loss", "_1", "",
-                           "MeanSquaredError", "AUC_loss"})
+  for (const char* down :
+       {"loss", "val_loss", "dense_1_loss", "mae", "val_mse", "auc_loss", "val_mean_squared_error",
+        "lr", "accuracy_loss", "_1", "", "MeanSquaredError", "AUC_loss"})
     EXPECT_FALSE(higher_is_better(down)) << down;
 }
 
@@ -329,10 +329,12 @@ TEST(EarlyStoppingPlugin, BadOptionsNameTheirPath) {
   EXPECT_EQ(path_of({{"stopping_threshold", 0.1}, {"divergence_threshold", 5}}), "");
   EXPECT_EQ(path_of({{"stopping_threshold", 0.5}, {"divergence_threshold", 0.3}}),
             "callbacks[4].options.divergence_threshold");
-  EXPECT_EQ(path_of({{"monitor", "val_accuracy"}, {"stopping_threshold", 0.5},
+  EXPECT_EQ(path_of({{"monitor", "val_accuracy"},
+                     {"stopping_threshold", 0.5},
                      {"divergence_threshold", 0.7}}),
             "callbacks[4].options.divergence_threshold");
-  EXPECT_EQ(path_of({{"monitor", "val_accuracy"}, {"stopping_threshold", 0.9},
+  EXPECT_EQ(path_of({{"monitor", "val_accuracy"},
+                     {"stopping_threshold", 0.9},
                      {"divergence_threshold", 0.2}}),
             "");
 }

@@ -199,7 +199,8 @@ TEST(LrSchedulerPlugin, BadOptionsNameTheirPath) {
             "callbacks[2].options.warmup_steps");
   EXPECT_EQ(path_of({{"schedule", "cosine"}, {"gamma", 0.1}}), "callbacks[2].options.gamma");
   // Counts beyond 2^53 (they went through a double: a warm-up of INT64_MAX steps ran none).
-  EXPECT_EQ(path_of({{"schedule", "cosine"}, {"interval", "step"},
+  EXPECT_EQ(path_of({{"schedule", "cosine"},
+                     {"interval", "step"},
                      {"warmup_steps", json::parse("9223372036854775807")}}),
             "callbacks[2].options.warmup_steps");
   EXPECT_EQ(path_of({{"schedule", "cosine"}, {"total", json::parse("9223372036854775807")}}),

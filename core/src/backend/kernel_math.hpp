@@ -498,10 +498,10 @@ TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t 
 }
 
 // Row sums in kRowLanes double partial sums: value c goes to lane c % kRowLanes, and the lanes
-// are combined pairwise in a fixed order (lane k with k + 4, then with k + 2, then lane 0 with lane 1). The independent
-// chains let the CPU add a vector of values at a time (one chain waited on each add); the fixed
-// order makes a sum the same bits on any thread count, in either CPU copy (avx512_copy.hpp) and
-// in the CUDA kernels.
+// are combined pairwise in a fixed order (lane k with k + 4, then with k + 2, then lane 0 with lane
+// 1). The independent chains let the CPU add a vector of values at a time (one chain waited on each
+// add); the fixed order makes a sum the same bits on any thread count, in either CPU copy
+// (avx512_copy.hpp) and in the CUDA kernels.
 inline constexpr int kRowLanes = 8;
 
 #if defined(__CUDA_ARCH__)
@@ -521,8 +521,7 @@ TANDEM_HD_INLINED void for_each_in_lanes(std::int64_t cols, const Body& body) {
     for (int k = 0; k < kRowLanes; ++k) body(c + k, k);
   }
   TANDEM_UNROLL_LANES  // lanes named by constants alone, so that a GPU keeps them in registers
-  for (int k = 0; k < kRowLanes; ++k)
-    if (full + k < cols) body(full + k, k);
+      for (int k = 0; k < kRowLanes; ++k) if (full + k < cols) body(full + k, k);
 }
 
 /// The sum of the lanes in the fixed order above (the lanes are overwritten).
@@ -537,7 +536,7 @@ TANDEM_HD_INLINED double lanes_total(double (&lanes)[kRowLanes]) {
 /// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
 /// passes in double, each summed in lanes.
 TANDEM_HD_INLINED void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,
-                                           float* mean, float* inv_std) {
+                                            float* mean, float* inv_std) {
   double sums[kRowLanes] = {};
   for_each_in_lanes(cols, [&](std::int64_t c, int k) { sums[k] = dadd(sums[k], f2d(x[c])); });
   const double m = ddiv(lanes_total(sums), i2d(cols));
@@ -567,7 +566,7 @@ TANDEM_HD_INLINED float layer_norm_gamma_term(float dy, float x, float mean, flo
 
 /// y = x-hat * gamma + beta for one row (gamma, beta may be null: 1 and 0).
 TANDEM_HD_INLINED void layer_norm_row(const float* x, float* y, std::int64_t cols, float mean,
-                                     float inv_std, const float* gamma, const float* beta) {
+                                      float inv_std, const float* gamma, const float* beta) {
   for (std::int64_t c = 0; c < cols; ++c) {
     float v = layer_norm_hat(x[c], mean, inv_std);
     if (gamma) v = fmul(v, gamma[c]);
@@ -579,8 +578,8 @@ TANDEM_HD_INLINED void layer_norm_row(const float* x, float* y, std::int64_t col
 /// dx of one row: inv_std (g - mean(g) - x-hat mean(g x-hat)), g = dy * gamma; the means in
 /// double, summed in lanes (dx may be dy).
 TANDEM_HD_INLINED void layer_norm_row_backward(const float* x, const float* dy, const float* gamma,
-                                              float mean, float inv_std, std::int64_t cols,
-                                              float* dx) {
+                                               float mean, float inv_std, std::int64_t cols,
+                                               float* dx) {
   double sum_g[kRowLanes] = {}, sum_gx[kRowLanes] = {};
   const auto add = [&](std::int64_t c, int k, float g) {
     sum_g[k] = dadd(sum_g[k], f2d(g));
@@ -677,8 +676,8 @@ TANDEM_HD inline double binary_crossentropy_row(bool from_logits, bool keras2, f
       const float positive = fadd(q, log_offset), negative = fadd(fsub(1.0f, q), log_offset);
       s = dadd(s, f2d(-fadd(fmul(t, log_f(positive)), fmul(fsub(1.0f, t), log_f(negative)))));
       if (grad)
-        grad[c] = clipped ? 0.0f
-                          : fmul(fadd(fdiv(-t, positive), fdiv(fsub(1.0f, t), negative)), gs);
+        grad[c] =
+            clipped ? 0.0f : fmul(fadd(fdiv(-t, positive), fdiv(fsub(1.0f, t), negative)), gs);
     }
   }
   return ddiv(s, i2d(cols));
@@ -816,8 +815,8 @@ TANDEM_HD inline double kl_divergence_row(const float* pred, const float* target
 }
 
 /// cosine_similarity of row r: -(t / |t|) · (p / |p|), each norm sqrt(max(sum x^2, floor)):
-/// floor ε² (Keras 3's normalize), or 1e-12 with `keras2` (tf.math.l2_normalize); d/dp = -(u_t - (u_t · u_p) u_p) / |p| (without the projection where
-/// the norm is clamped), the sums in double.
+/// floor ε² (Keras 3's normalize), or 1e-12 with `keras2` (tf.math.l2_normalize); d/dp = -(u_t -
+/// (u_t · u_p) u_p) / |p| (without the projection where the norm is clamped), the sums in double.
 TANDEM_HD inline double cosine_similarity_row(bool keras2, const float* pred, const float* target,
                                               float* grad, std::int64_t r, std::int64_t cols,
                                               float grad_scale) {

@@ -178,8 +178,7 @@ std::unique_ptr<Metric> make_auc(ConfigObject& cfg, const Loss& loss,
   desc.bins = static_cast<int>(thresholds);
   desc.from_logits = cfg.get_bool("from_logits", false);
   // Keras' from_str takes both spellings of each (AUCCurve, AUCSummationMethod).
-  const std::string curve_name =
-      cfg.one_of("curve", "ROC", {"ROC", "PR", "roc", "pr"});
+  const std::string curve_name = cfg.one_of("curve", "ROC", {"ROC", "PR", "roc", "pr"});
   const Curve curve = curve_name == "PR" || curve_name == "pr" ? Curve::pr : Curve::roc;
   std::string summation = cfg.one_of(
       "summation_method", "interpolation",

@@ -66,11 +66,11 @@ class Metric {
 /// way Keras does, by shapes alone: binary accuracy when the output has one unit, sparse
 /// categorical accuracy when the targets are class indices (the sparse loss), categorical
 /// accuracy otherwise. A metric given as a plain string is logged under that string in Keras 3
-/// ("AUC" as AUC); Keras 2 logged a class name under the class's default name (auc). Precision and Recall count elements above 0.5 (0 when the loss reads logits) as
-/// predicted positives and non-zero targets as actual ones. AUC, MeanIoU and OneHotMeanIoU are
-/// nn/histogram_metrics.hpp's. Metrics made for "weighted_metrics"
-/// pass the same output's plain ones as `plain`: a name one of them has is logged as
-/// "weighted_<name>" (Keras 2's rule).
+/// ("AUC" as AUC); Keras 2 logged a class name under the class's default name (auc). Precision and
+/// Recall count elements above 0.5 (0 when the loss reads logits) as predicted positives and
+/// non-zero targets as actual ones. AUC, MeanIoU and OneHotMeanIoU are nn/histogram_metrics.hpp's.
+/// Metrics made for "weighted_metrics" pass the same output's plain ones as `plain`: a name one of
+/// them has is logged as "weighted_<name>" (Keras 2's rule).
 std::vector<std::unique_ptr<Metric>> make_metrics(
     const nlohmann::json& list, const std::string& path, const Loss& loss,
     const Shape& output_shape, const std::vector<std::unique_ptr<Metric>>* plain = nullptr,

@@ -161,9 +161,10 @@ void check_target_form(const MetricInfo& info, const Loss& loss, const std::stri
 
 }  // namespace
 
-std::vector<std::unique_ptr<Metric>> make_metrics(
-    const json& list, const std::string& path, const Loss& loss, const Shape& output_shape,
-    const std::vector<std::unique_ptr<Metric>>* plain, KerasDefinitions definitions) {
+std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::string& path,
+                                                  const Loss& loss, const Shape& output_shape,
+                                                  const std::vector<std::unique_ptr<Metric>>* plain,
+                                                  KerasDefinitions definitions) {
   std::vector<std::unique_ptr<Metric>> out;
   const auto add = [&](std::unique_ptr<Metric> metric, const std::string& at) {
     for (const auto& m : out)

@@ -391,8 +391,8 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
   for (std::size_t j = 0; j < n; ++j) {
     std::vector<std::unique_ptr<Metric>> made, made_weighted;
     if (plain[j].first)
-      made = make_metrics(*plain[j].first, plain[j].second, *outputs[j].loss,
-                          model.output_shape(j), nullptr, definitions);
+      made = make_metrics(*plain[j].first, plain[j].second, *outputs[j].loss, model.output_shape(j),
+                          nullptr, definitions);
     if (weighted[j].first)
       made_weighted = make_metrics(*weighted[j].first, weighted[j].second, *outputs[j].loss,
                                    model.output_shape(j), &made, definitions);

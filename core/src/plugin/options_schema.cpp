@@ -26,9 +26,9 @@ bool has_type(const json& value, const std::string& type) {
                ? !value.is_number_unsigned() ||
                      value.get<std::uint64_t>() <=
                          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
-               :
-           (value.is_number_float() && std::floor(value.get<double>()) == value.get<double>() &&
-            std::abs(value.get<double>()) < 0x1p63);
+               : (value.is_number_float() &&
+                  std::floor(value.get<double>()) == value.get<double>() &&
+                  std::abs(value.get<double>()) < 0x1p63);
   if (type == "number") return value.is_number();
   if (type == "boolean") return value.is_boolean();
   if (type == "null") return value.is_null();

@@ -8,8 +8,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/avx512_copy.hpp"

@@ -53,8 +53,8 @@ TEST(HistogramMetrics, RocAucIsTheTrapezoidsUnderTheCurve) {
 TEST(HistogramMetrics, AucCountsEveryNonZeroLabelAsAPositive) {
   const Tensor soft = Tensor::from_vector({4, 1}, {0, 0, 0.3f, 2});
   EXPECT_NEAR(auc(json::object())->evaluate(kScores, soft).sum, 0.75, 1e-12);
-  EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, soft).sum,
-              (1 - std::log(1.5)) / 2 + 0.5, 1e-12);
+  EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, soft).sum, (1 - std::log(1.5)) / 2 + 0.5,
+              1e-12);
 }
 
 TEST(HistogramMetrics, PrecisionRecallAucSumsItsSteps) {
@@ -72,8 +72,9 @@ TEST(HistogramMetrics, PrecisionRecallAucSumsItsSteps) {
   EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, kLabels).sum,
               (1 - std::log(1.5)) / 2 + 0.5, 1e-12);
   // Keras' from_str spellings: "pr", "Minoring".
-  EXPECT_NEAR(auc({{"curve", "pr"}, {"summation_method", "Minoring"}})->evaluate(kScores, kLabels).sum,
-              0.25, 1e-12);
+  EXPECT_NEAR(
+      auc({{"curve", "pr"}, {"summation_method", "Minoring"}})->evaluate(kScores, kLabels).sum,
+      0.25, 1e-12);
   // ROC with minoring and majoring bound the interpolated area.
   EXPECT_NEAR(auc({{"summation_method", "minoring"}})->evaluate(kScores, kLabels).sum, 0.75, 1e-12);
   EXPECT_NEAR(auc({{"summation_method", "majoring"}})->evaluate(kScores, kLabels).sum, 0.75, 1e-12);
@@ -117,10 +118,10 @@ TEST(HistogramMetrics, MeanIouAveragesTheClassesIntersectionOverUnion) {
   EXPECT_EQ(ignoring->name(), "miou");
   EXPECT_NEAR(ignoring->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
   // 2.0, as Python may write the index, is class 2.
-  auto ignoring_float = metric_for({{"class_name", "MeanIoU"},
-                                    {"config", {{"num_classes", 3}, {"sparse_y_pred", false},
-                                                {"ignore_class", 2.0}}}},
-                                   "sparse_categorical_crossentropy", {3});
+  auto ignoring_float = metric_for(
+      {{"class_name", "MeanIoU"},
+       {"config", {{"num_classes", 3}, {"sparse_y_pred", false}, {"ignore_class", 2.0}}}},
+      "sparse_categorical_crossentropy", {3});
   EXPECT_NEAR(ignoring_float->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
   // One-hot targets: the same matrix.
   Tensor one_hot({5, 3});
@@ -145,10 +146,10 @@ TEST(HistogramMetrics, AnEpochsValueComesFromItsSummedHistogramNotTheBatchesMean
       json::parse(R"({"class_name": "Sequential", "keras_version": "2.15.0", "config": {"layers":
         [{"class_name": "Dense", "config": {"units": 1, "input_shape": [1]}}]}})"),
       "model", 3);
-  EXPECT_EQ(make_objective("binary_crossentropy", json(), json::array({"AUC", "Recall", "acc"}),
-                           *keras2)
-                .metric_names(),
-            (std::vector<std::string>{"auc", "recall", "acc"}));
+  EXPECT_EQ(
+      make_objective("binary_crossentropy", json(), json::array({"AUC", "Recall", "acc"}), *keras2)
+          .metric_names(),
+      (std::vector<std::string>{"auc", "recall", "acc"}));
   EXPECT_EQ(o.part_count(), 401u);
   const Tensor x = Tensor::from_vector({6, 1}, {-2, 1, 0.5f, 2, -1, 3});
   const Tensor y = Tensor::from_vector({6, 1}, {0, 1, 0, 1, 1, 0});
@@ -204,9 +205,9 @@ TEST(HistogramMetrics, ConfigsTandemCannotComputeAreRefusedAtTheirKeys) {
   expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", "cat"}}),
                             sparse, {3}),
                "at 'metrics[0].config.ignore_class'");
-  expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", 1.5}}),
-                            sparse, {3}),
-               "at 'metrics[0].config.ignore_class': expected a class index or null, got 1.5");
+  expect_error(
+      config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", 1.5}}), sparse, {3}),
+      "at 'metrics[0].config.ignore_class': expected a class index or null, got 1.5");
   expect_error(config_error("AUC", sparse, {3}), "AUC compares every output value");
   expect_error(config_error(with("AUC", {{"multi_label", true}}), "binary_crossentropy", {2}),
                "at 'metrics[0].config.multi_label'");

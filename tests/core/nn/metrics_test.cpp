@@ -126,9 +126,9 @@ TEST(Metrics, AMetricThatReadsTheTargetsInAnotherFormIsRefused) {
             "categorical_accuracy");
   EXPECT_EQ(make_metrics(json::array({"acc"}), "metrics", *binary, {1})[0]->kind(),
             "binary_accuracy");
-  EXPECT_EQ(make_metrics(json::array({"accuracy"}), "metrics", *make_loss("mse", "loss"), {1})[0]
-                ->kind(),
-            "binary_accuracy");
+  EXPECT_EQ(
+      make_metrics(json::array({"accuracy"}), "metrics", *make_loss("mse", "loss"), {1})[0]->kind(),
+      "binary_accuracy");
 }
 
 TEST(Metrics, PrecisionAndRecallAreRatiosOfSumsOverEveryElement) {

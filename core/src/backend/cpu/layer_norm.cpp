@@ -46,10 +46,10 @@ struct LayerNormRows {
 // The gamma and beta gradients' sums over rows [r0, r1) (one of kernel_math's row blocks) for
 // columns [c0, c1), in row order, into block_g and block_b (indexed by column; either may be
 // null).
-[[gnu::always_inline]] inline void parameter_gradient_block(const LayerNormRows* t,
-                                                            std::int64_t r0, std::int64_t r1,
-                                                            std::int64_t c0, std::int64_t c1,
-                                                            float* block_g, float* block_b) {
+[[gnu::always_inline]] inline void parameter_gradient_block(const LayerNormRows* t, std::int64_t r0,
+                                                            std::int64_t r1, std::int64_t c0,
+                                                            std::int64_t c1, float* block_g,
+                                                            float* block_b) {
   const std::int64_t cols = t->cols;
   for (std::int64_t c = c0; c < c1; ++c) {
     if (block_g) block_g[c] = 0.0f;
@@ -89,10 +89,10 @@ void parameter_gradients(const LayerNormRows& t, std::int64_t rows) {
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t b = p / column_parts, c0 = p % column_parts * kColumnsPerPart;
       const std::int64_t c1 = std::min(cols, c0 + kColumnsPerPart);
-      cpu::run_loop<&parameter_gradient_block>(
-          &t, b * block_rows, std::min(rows, (b + 1) * block_rows), c0, c1,
-          t.d_gamma ? block_g.data() + b * cols : nullptr,
-          t.d_beta ? block_b.data() + b * cols : nullptr);
+      cpu::run_loop<&parameter_gradient_block>(&t, b * block_rows,
+                                               std::min(rows, (b + 1) * block_rows), c0, c1,
+                                               t.d_gamma ? block_g.data() + b * cols : nullptr,
+                                               t.d_beta ? block_b.data() + b * cols : nullptr);
     }
   });
   cpu::parallel_for(cols, 64, [&](std::int64_t c0, std::int64_t c1) {

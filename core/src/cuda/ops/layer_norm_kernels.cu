@@ -36,7 +36,8 @@ __global__ void parameter_gradient_kernel(const float* x, const float* dy, const
   for (std::int64_t c = grid_first(); c < cols; c += grid_step()) {
     float g = 0.0f, b = 0.0f;
     for (std::int64_t r0 = 0; r0 < rows; r0 += math::kLayerNormRowBlock) {
-      const std::int64_t r1 = r0 + math::kLayerNormRowBlock < rows ? r0 + math::kLayerNormRowBlock : rows;
+      const std::int64_t r1 =
+          r0 + math::kLayerNormRowBlock < rows ? r0 + math::kLayerNormRowBlock : rows;
       float block_g = 0.0f, block_b = 0.0f;
       for (std::int64_t r = r0; r < r1; ++r) {
         const float gy = dy[r * cols + c];
