@@ -214,8 +214,11 @@ TEST(LrSchedulerPlugin, ACosineThatWouldReachZeroBeforeTheEndIsRefused) {
   try {
     run.fit(std::make_shared<TableDataset>(32), nullptr, 4, 8);
     FAIL() << "a learning rate of 0 was accepted";
-  } catch (const RunError& e) {
-    EXPECT_NE(std::string(e.what()).find("callbacks[0].options.total"), std::string::npos)
+  } catch (const ConfigError& e) {  // before the first step: a config error (exit code 2)
+    EXPECT_EQ(e.path(), "callbacks[0].options.total") << e.what();
+    EXPECT_EQ(e.code(), ExitCode::bad_input);
+    EXPECT_NE(std::string(e.what()).find("(callback 'lr_scheduler', at train begin)"),
+              std::string::npos)
         << e.what();
   }
 }

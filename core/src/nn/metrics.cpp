@@ -97,6 +97,30 @@ std::string known_metrics() {
   return known + ", AUC, MeanIoU, OneHotMeanIoU";
 }
 
+// A metric logged under another name (Keras' numbering of a name listed twice: auc_1), all else
+// its own.
+class RenamedMetric : public Metric {
+ public:
+  RenamedMetric(std::unique_ptr<Metric> metric, std::string name)
+      : metric_(std::move(metric)), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  std::string kind() const override { return metric_->kind(); }
+  json config() const override { return metric_->config(); }
+  MetricSum evaluate(const Tensor& pred, const Tensor& target) const override {
+    return metric_->evaluate(pred, target);
+  }
+  backend::MetricDesc desc() const override { return metric_->desc(); }
+  bool ratio() const override { return metric_->ratio(); }
+  backend::MetricDesc count_desc() const override { return metric_->count_desc(); }
+  bool histogram() const override { return metric_->histogram(); }
+  std::size_t parts() const override { return metric_->parts(); }
+  double value(std::span<const MetricSum> parts) const override { return metric_->value(parts); }
+
+ private:
+  std::unique_ptr<Metric> metric_;
+  std::string name_;
+};
+
 // "accuracy" as Keras (tf.keras 2 and Keras 3 alike) resolves it, from shapes alone: binary
 // when the output's last axis has one unit, sparse when the targets are class indices (the
 // sparse loss takes them), categorical otherwise (binary cross-entropy over several units too).
@@ -166,10 +190,17 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
                                                   const std::vector<std::unique_ptr<Metric>>* plain,
                                                   KerasDefinitions definitions) {
   std::vector<std::unique_ptr<Metric>> out;
-  const auto add = [&](std::unique_ptr<Metric> metric, const std::string& at) {
+  // A name already taken is numbered as Keras numbers it (compile_utils' unique_name_counters):
+  // two AUCs log auc and auc_1.
+  const auto taken = [&](const std::string& name) {
     for (const auto& m : out)
-      if (m->name() == metric->name())
-        throw ConfigError(at, "metric '" + metric->name() + "' is listed twice");
+      if (m->name() == name) return true;
+    return false;
+  };
+  const auto add = [&](std::unique_ptr<Metric> metric, const std::string&) {
+    std::string name = metric->name();
+    for (int n = 1; taken(name); ++n) name = metric->name() + "_" + std::to_string(n);
+    if (name != metric->name()) metric = std::make_unique<RenamedMetric>(std::move(metric), name);
     out.push_back(std::move(metric));
   };
   if (list.is_null()) return out;

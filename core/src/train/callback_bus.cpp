@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "tandem/error.hpp"
 #include "train/hook_crash_report.hpp"
@@ -23,6 +24,22 @@ RunError failure_of(const std::string& name, const char* hook) {
   } catch (...) {
     return RunError("callback '" + name + "' failed in " + hook +
                     ": it threw something that is not a std::exception");
+  }
+}
+
+// Inside a catch of `name`'s failure in `hook`: a ConfigError in on_train_begin, before the first
+// step, is the run's config error (exit code 2, as when the plugin was made: a schedule that
+// cannot fit the run's length, say), rethrown naming its callback. Any other failure returns.
+void rethrow_config_error_before_training(const std::string& name, const char* hook) {
+  if (std::string_view(hook) != "on_train_begin") return;
+  try {
+    throw;
+  } catch (const ConfigError& e) {
+    const std::string prefix = "config error at '" + e.path() + "': ";
+    std::string message = e.what();
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+    throw ConfigError(e.path(), message + " (callback '" + name + "', at train begin)");
+  } catch (...) {
   }
 }
 
@@ -94,6 +111,7 @@ void CallbackBus::each(CallbackContext& c, const char* hook, F&& f, bool reach_e
       const HookInProgress running(cb->name(), hook);
       f(*cb);
     } catch (...) {
+      rethrow_config_error_before_training(cb->name(), hook);
       if (!reach_every_callback) throw failure_of(cb->name(), hook);
       if (!first) first = failure_of(cb->name(), hook);
     }
