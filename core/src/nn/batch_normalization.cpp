@@ -37,17 +37,17 @@ Shape BatchNormalization::build(const Shape& input_shape, Rng& init) {
   if (options_.scale) {
     gamma_.value = Tensor({c});
     gamma_.grad = Tensor({c});
-    options_.gamma_initializer.fill(gamma_.value, c, c, init);
+    options_.gamma_initializer.fill(gamma_.value, init);
   }
   if (options_.center) {
     beta_.value = Tensor({c});
     beta_.grad = Tensor({c});
-    options_.beta_initializer.fill(beta_.value, c, c, init);
+    options_.beta_initializer.fill(beta_.value, init);
   }
   moving_mean_.value = Tensor({c});
-  options_.moving_mean_initializer.fill(moving_mean_.value, c, c, init);
+  options_.moving_mean_initializer.fill(moving_mean_.value, init);
   moving_variance_.value = Tensor({c});
-  options_.moving_variance_initializer.fill(moving_variance_.value, c, c, init);
+  options_.moving_variance_initializer.fill(moving_variance_.value, init);
   normalization_.reset();
   return input_shape;
 }

@@ -49,15 +49,12 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
                                  : Shape{k[0], k[1], in / groups, filters};
   kernel_.value = Tensor(kernel_shape);
   kernel_.grad = Tensor(kernel_shape);
-  // Keras' fans from the kernel's shape: field · shape[-2] in, field · shape[-1] out.
-  const std::int64_t field = k[0] * k[1];
-  const std::int64_t fan_in = field * kernel_shape[2], fan_out = field * kernel_shape[3];
-  options_.kernel_initializer.fill(kernel_.value, fan_in, fan_out, init);
+  options_.kernel_initializer.fill(kernel_.value, init);
   options_.kernel_constraint.build(kernel_.value.shape());
   if (options_.use_bias) {
     bias_.value = Tensor({filters});
     bias_.grad = Tensor({filters});
-    options_.bias_initializer.fill(bias_.value, fan_in, fan_out, init);
+    options_.bias_initializer.fill(bias_.value, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
   geometry_ = {{input_shape[0], rows_.out, k[0], s[0], d[0], rows_.pad_before},

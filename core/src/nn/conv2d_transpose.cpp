@@ -58,14 +58,12 @@ Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
   output_shape_ = {out[0], out[1], filters};
   kernel_.value = Tensor({k[0], k[1], filters, in});
   kernel_.grad = Tensor({k[0], k[1], filters, in});
-  // Keras' fans from the kernel's shape: fan_in = field · shape[-2], fan_out = field · shape[-1].
-  const std::int64_t field = k[0] * k[1];
-  options_.conv.kernel_initializer.fill(kernel_.value, field * filters, field * in, init);
+  options_.conv.kernel_initializer.fill(kernel_.value, init);
   options_.conv.kernel_constraint.build(kernel_.value.shape());
   if (o.use_bias) {
     bias_.value = Tensor({filters});
     bias_.grad = Tensor({filters});
-    options_.conv.bias_initializer.fill(bias_.value, field * filters, field * in, init);
+    options_.conv.bias_initializer.fill(bias_.value, init);
     options_.conv.bias_constraint.build(bias_.value.shape());
   }
   geometry_ = {axes[0], axes[1], filters};

@@ -18,12 +18,12 @@ Shape Dense::build(const Shape& input_shape, Rng& init) {
   in_features_ = input_shape.back();
   kernel_.value = Tensor({in_features_, options_.units});
   kernel_.grad = Tensor({in_features_, options_.units});
-  options_.kernel_initializer.fill(kernel_.value, in_features_, options_.units, init);
+  options_.kernel_initializer.fill(kernel_.value, init);
   options_.kernel_constraint.build(kernel_.value.shape());
   if (options_.use_bias) {
     bias_.value = Tensor({options_.units});
     bias_.grad = Tensor({options_.units});
-    options_.bias_initializer.fill(bias_.value, in_features_, options_.units, init);
+    options_.bias_initializer.fill(bias_.value, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
   products_.reset();

@@ -47,7 +47,7 @@ Shape Embedding::build(const Shape& input_shape, Rng& init) {
   const std::int64_t rows = options_.input_dim, dim = options_.output_dim;
   embeddings_.value = Tensor({rows, dim});
   embeddings_.grad = Tensor({rows, dim});
-  options_.embeddings_initializer.fill(embeddings_.value, rows, dim, init);
+  options_.embeddings_initializer.fill(embeddings_.value, init);
   options_.embeddings_constraint.build(embeddings_.value.shape());
   Shape out = input_shape;
   out.push_back(dim);

@@ -196,7 +196,15 @@ nlohmann::json Initializer::config() const {
   return name;
 }
 
-void Initializer::fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng& model_rng) const {
+std::pair<std::int64_t, std::int64_t> keras_fans(const Shape& shape) {
+  if (shape.empty()) return {1, 1};
+  if (shape.size() == 1) return {shape[0], shape[0]};
+  std::int64_t receptive = 1;
+  for (std::size_t i = 0; i + 2 < shape.size(); ++i) receptive *= shape[i];
+  return {shape[shape.size() - 2] * receptive, shape.back() * receptive};
+}
+
+void Initializer::fill(Tensor& t, Rng& model_rng) const {
   Rng own(seed ? *seed : 0);
   Rng& rng = seed ? own : model_rng;
   float* p = t.data();
@@ -227,6 +235,7 @@ void Initializer::fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng
     // variance = scale * k / d: 1 / fan_in, 1 / fan_out, or 2 / (fan_in + fan_out) for the
     // average (multiplied out in this order, Keras' named schemes give their usual limits
     // exactly: sqrt(6 / (fan_in + fan_out)) for glorot_uniform).
+    const auto [fan_in, fan_out] = keras_fans(t.shape());
     const double fin = static_cast<double>(std::max<std::int64_t>(fan_in, 1));
     const double fout = static_cast<double>(std::max<std::int64_t>(fan_out, 1));
     const double k = mode == "fan_avg" ? 2.0 : 1.0;

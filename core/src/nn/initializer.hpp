@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,11 @@
 TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
+
+/// Keras' fans of a weight of this shape (keras.initializers' compute_fans): 1 and 1 for a
+/// scalar, n and n for a vector (a bias), the two axes of a matrix, and for a higher rank the last
+/// two axes each times the product of the others (a kernel's receptive field).
+std::pair<std::int64_t, std::int64_t> keras_fans(const Shape& shape);
 
 struct Initializer {
   std::string name;                      // "glorot_uniform"
@@ -29,8 +35,10 @@ struct Initializer {
   std::string mode = "fan_in";
   std::string distribution = "truncated_normal";
   double gain = 1.0;  // for "orthogonal" and "identity"
-  /// Fills `t`; fan_in/fan_out as Keras computes them for this weight.
-  void fill(Tensor& t, std::int64_t fan_in, std::int64_t fan_out, Rng& model_rng) const;
+  /// Fills `t`, a weight in Keras' own shape: the variance-scaling schemes take the fans of that
+  /// shape (keras_fans), as Keras does for every weight, a bias included. Draws from the
+  /// initializer's own seed when it has one, else from `model_rng`.
+  void fill(Tensor& t, Rng& model_rng) const;
   nlohmann::json config() const;  // {"class_name": "GlorotUniform", "config": {"seed": null}}
 };
 

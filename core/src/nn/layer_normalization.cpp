@@ -27,12 +27,12 @@ Shape LayerNormalization::build(const Shape& input_shape, Rng& init) {
   if (options_.scale) {
     gamma_.value = Tensor({features_});
     gamma_.grad = Tensor({features_});
-    options_.gamma_initializer.fill(gamma_.value, features_, features_, init);
+    options_.gamma_initializer.fill(gamma_.value, init);
   }
   if (options_.center) {
     beta_.value = Tensor({features_});
     beta_.grad = Tensor({features_});
-    options_.beta_initializer.fill(beta_.value, features_, features_, init);
+    options_.beta_initializer.fill(beta_.value, init);
   }
   return input_shape;
 }

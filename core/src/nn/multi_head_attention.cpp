@@ -8,17 +8,6 @@
 
 namespace tandem::nn {
 
-namespace {
-
-// Keras' fans for a kernel of rank > 2: every axis but the last two is receptive field.
-std::pair<std::int64_t, std::int64_t> keras_fans(const Shape& shape) {
-  std::int64_t receptive = 1;
-  for (std::size_t i = 0; i + 2 < shape.size(); ++i) receptive *= shape[i];
-  return {shape[shape.size() - 2] * receptive, shape.back() * receptive};
-}
-
-}  // namespace
-
 MultiHeadAttention::MultiHeadAttention(std::string name, MultiHeadAttentionOptions options)
     : Layer(std::move(name)), options_(std::move(options)) {
   if (options_.value_dim == 0) options_.value_dim = options_.key_dim;
@@ -82,20 +71,19 @@ const Tensor& MultiHeadAttention::backward(const Tensor&, bool) {
   throw ShapeError(label() + " takes a query and a value");
 }
 
-void MultiHeadAttention::build_projection(Projection& p, std::int64_t in,
-                                          const Shape& kernel_tail, std::int64_t fan_in,
-                                          std::int64_t fan_out, Rng& init) {
+void MultiHeadAttention::build_projection(Projection& p, std::int64_t in, const Shape& kernel_tail,
+                                          Rng& init) {
   p.in = in;
   p.width = kernel_tail[0] * kernel_tail[1];
   p.products.reset();
   const Shape kernel_shape{in, kernel_tail[0], kernel_tail[1]};
   p.kernel.value = Tensor(kernel_shape);
   p.kernel.grad = Tensor(kernel_shape);
-  options_.kernel_initializer.fill(p.kernel.value, fan_in, fan_out, init);
+  options_.kernel_initializer.fill(p.kernel.value, init);
   if (options_.use_bias) {
     p.bias.value = Tensor(kernel_tail);
     p.bias.grad = Tensor(kernel_tail);
-    options_.bias_initializer.fill(p.bias.value, fan_in, fan_out, init);
+    options_.bias_initializer.fill(p.bias.value, init);
   }
 }
 
@@ -133,26 +121,19 @@ Shape MultiHeadAttention::build_inputs(const std::vector<Shape>& shapes, Rng& in
                      ", " + std::to_string(tv_) + "), got " +
                      shape_to_string(shapes[static_cast<std::size_t>(mask_at_)], true));
   const std::int64_t h = options_.num_heads, k = options_.key_dim, v = options_.value_dim;
-  const auto fans = [](std::int64_t in, std::int64_t a, std::int64_t b) {
-    return keras_fans({in, a, b});
-  };
   // Keras builds query, key, value, then the output projection.
-  auto [qi, qo] = fans(query_features_, h, k);
-  build_projection(query_, query_features_, {h, k}, qi, qo, init);
-  auto [ki, ko] = fans(key_shape_[1], h, k);
-  build_projection(key_, key_shape_[1], {h, k}, ki, ko, init);
-  auto [vi, vo] = fans(value_shape_[1], h, v);
-  build_projection(value_, value_shape_[1], {h, v}, vi, vo, init);
+  build_projection(query_, query_features_, {h, k}, init);
+  build_projection(key_, key_shape_[1], {h, k}, init);
+  build_projection(value_, value_shape_[1], {h, v}, init);
   const Shape out_kernel{h, v, output_dim()};
   output_products_.reset();
   output_kernel_.value = Tensor(out_kernel);
   output_kernel_.grad = Tensor(out_kernel);
-  const auto [oi, oo] = keras_fans(out_kernel);
-  options_.kernel_initializer.fill(output_kernel_.value, oi, oo, init);
+  options_.kernel_initializer.fill(output_kernel_.value, init);
   if (options_.use_bias) {
     output_bias_.value = Tensor({output_dim()});
     output_bias_.grad = Tensor({output_dim()});
-    options_.bias_initializer.fill(output_bias_.value, oi, oo, init);
+    options_.bias_initializer.fill(output_bias_.value, init);
   }
   if (dropout_) dropout_->build({h, tq_, tv_}, init);
   return {tq_, output_dim()};

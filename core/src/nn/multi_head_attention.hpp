@@ -81,8 +81,7 @@ class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDe
     Tensor out, grad_out, grad_in;   // (rows, width); its gradient; the input's gradient
     DenseProductsOf products;
   };
-  void build_projection(Projection& p, std::int64_t in, const Shape& kernel_tail,
-                        std::int64_t fan_in, std::int64_t fan_out, Rng& init);
+  void build_projection(Projection& p, std::int64_t in, const Shape& kernel_tail, Rng& init);
   void project(Projection& p, const Tensor& x);
   /// Sets p's kernel and bias gradients from p.grad_out; with need_input_grad, p.grad_in.
   void project_backward(Projection& p, const Tensor& x, bool need_input_grad);

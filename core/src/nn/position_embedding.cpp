@@ -24,7 +24,7 @@ Shape PositionEmbedding::build(const Shape& input_shape, Rng& init) {
   width_ = input_shape[0] * features;
   embeddings_.value = Tensor({sequence_length_, features});
   embeddings_.grad = Tensor({sequence_length_, features});
-  initializer_.fill(embeddings_.value, sequence_length_, features, init);
+  initializer_.fill(embeddings_.value, init);
   return input_shape;
 }
 

@@ -40,7 +40,7 @@ Shape PReLU::build(const Shape& input_shape, Rng& init) {
   input_shape_ = input_shape;
   alpha_.value = Tensor(alpha_shape);
   alpha_.grad = Tensor(alpha_shape);
-  alpha_initializer_.fill(alpha_.value, d.groups, d.groups, init);
+  alpha_initializer_.fill(alpha_.value, init);
   return input_shape;
 }
 

@@ -30,13 +30,15 @@ std::optional<Regularizer> parse_regularizer(const json& spec, const std::string
   Regularizer r;
   const KerasObject o = read_keras_object(spec, path, "a regularizer name");
   const std::string& name = o.name;
-  // Keras 3's defaults: l1(0.01), l2(0.01), L1L2(0, 0).
+  // Keras 3's defaults: l1(0.01), l2(0.01), L1L2(0, 0) (also by its snake-case name "l1l2").
+  // tf.keras 2's deserialize() takes the string "l1_l2" as L1L2(0.01, 0.01).
   if (name == "L1" || name == "l1") {
     r.class_name = "L1", r.l1 = 0.01;
   } else if (name == "L2" || name == "l2") {
     r.class_name = "L2", r.l2 = 0.01;
-  } else if (name == "L1L2" || name == "l1_l2") {
+  } else if (name == "L1L2" || name == "l1l2" || name == "l1_l2") {
     r.class_name = "L1L2";
+    if (name == "l1_l2" && !o.config) r.l1 = r.l2 = 0.01;
   } else {
     throw ConfigError(o.name_path, "unknown regularizer '" + name + "' (known: L1, L2, L1L2)");
   }

@@ -61,6 +61,8 @@ class KerasOptimizer : public Optimizer {
         c["beta_1"] = desc_.beta_1;
         c["beta_2"] = desc_.beta_2;
         c["epsilon"] = desc_.epsilon;
+        if (desc_.kind == backend::OptimizerDesc::Kind::nadam && desc_.nadam_schedule_decay != 1.0)
+          c["decay"] = desc_.nadam_schedule_decay;  // read back as Keras 2's legacy Nadam
         break;
       case backend::OptimizerDesc::Kind::lion:
         c["beta_1"] = desc_.beta_1;
@@ -157,6 +159,41 @@ LearningRate read_learning_rate(ConfigObject& cfg, double default_lr) {
   return {cfg.number_in(key, default_lr, 0.0, 1e9, true), nullptr};
 }
 
+// Keras 3's optimizers take one of clipnorm, clipvalue and global_clipnorm ("Only one of ... can
+// be set"); tf.keras 2 refused two norms and, given clipnorm and clipvalue, applied clipnorm alone.
+// Tandem applied every one given: refused, as Keras 3 does, naming the second.
+void refuse_two_clippings(const ConfigObject& cfg, const backend::OptimizerDesc& d) {
+  const std::pair<const char*, double> clips[] = {
+      {"clipnorm", d.clipnorm}, {"clipvalue", d.clipvalue}, {"global_clipnorm", d.global_clipnorm}};
+  const char* first = nullptr;
+  for (const auto& [key, value] : clips) {
+    if (value <= 0) continue;
+    if (first)
+      throw ConfigError(cfg.path_of(key), std::string("only one of clipnorm, clipvalue and "
+                                                      "global_clipnorm can be set, as in Keras; "
+                                                      "this optimizer also sets ") +
+                                              first);
+    first = key;
+  }
+}
+
+// Keras 2's legacy Nadam: its `decay` (standalone Keras' `schedule_decay`, 0.004 by default and
+// always in its config) is the momentum schedule's, u_t = beta_1 (1 - 0.5 * 0.96^(decay t)), and
+// its learning rate is never decayed (tf-keras' legacy/nadam.py). Keras 3's Nadam has neither key
+// and takes 0.96^t: 1 here.
+double read_nadam_schedule_decay(ConfigObject& cfg) {
+  for (const char* key : {"decay", "schedule_decay"})
+    if (cfg.has(key)) {
+      const double decay = cfg.number_in(key, 0.004, 0.0, 1e9);
+      spdlog::info(
+          "{}: Keras 2's legacy Nadam: the momentum schedule decays as 0.96^({} t), the "
+          "learning rate is not decayed",
+          cfg.path_of(key), decay);
+      return decay;
+    }
+  return 1.0;
+}
+
 // Keras 2's legacy `decay` (learning_rate / (1 + decay * iterations)); 0 when absent.
 double read_decay(ConfigObject& cfg) {
   const double decay = cfg.number_in("decay", 0.0, 0.0, 1e9);
@@ -248,7 +285,8 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   ConfigObject cfg(*cfg_json, cfg_path);
   const double default_lr = cls == "SGD" ? 0.01 : 0.001;
   const LearningRate learning_rate = read_learning_rate(cfg, default_lr);
-  const double decay = read_decay(cfg);
+  const double nadam_schedule_decay = cls == "Nadam" ? read_nadam_schedule_decay(cfg) : 1.0;
+  const double decay = cls == "Nadam" ? 0.0 : read_decay(cfg);
   if (decay > 0 && learning_rate.schedule)
     throw ConfigError(cfg.path_of("decay"),
                       "Keras 2's decay and a learning rate schedule, both: give the schedule "
@@ -258,6 +296,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   d.clipnorm = cfg.number_in("clipnorm", 0.0, 0.0, 1e30);
   d.clipvalue = cfg.number_in("clipvalue", 0.0, 0.0, 1e30);
   d.global_clipnorm = cfg.number_in("global_clipnorm", 0.0, 0.0, 1e30);
+  refuse_two_clippings(cfg, d);
   refuse_unsupported_keras_options(cfg);
   cfg.ignore({"name", "jit_compile", "is_legacy_optimizer"});
   if (cls == "SGD") {
@@ -291,6 +330,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);
     d.beta_2 = cfg.number_in("beta_2", 0.999, 0.0, 1.0, false, true);
     d.epsilon = cfg.number_in("epsilon", 1e-7, 0.0, 1.0, true);
+    d.nadam_schedule_decay = nadam_schedule_decay;
   } else {  // Lion
     d.kind = backend::OptimizerDesc::Kind::lion;
     d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);

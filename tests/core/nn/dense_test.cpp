@@ -133,6 +133,23 @@ TEST(Dense, KerasWeightLayoutAndConfig) {
   EXPECT_EQ(cfg["kernel_initializer"]["class_name"], "GlorotUniform");
 }
 
+TEST(Dense, AVarianceScalingBiasTakesTheFansOfItsOwnShape) {
+  // Keras' compute_fans(bias.shape): a bias of 2,000 units has fans 2,000 and 2,000, whatever
+  // the kernel's (10, 2000). he_uniform's limit is then sqrt(6 / 2000) = 0.055 (it was
+  // sqrt(6 / 10) = 0.77 when the bias took the kernel's fans).
+  DenseOptions o;
+  o.units = 2000;
+  o.bias_initializer.name = "he_uniform";
+  Dense dense("dense", o);
+  Rng init(1);
+  dense.build({10}, init);
+  double max_abs = 0;
+  for (float b : dense.parameters()[1]->value.values())
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(b)));
+  EXPECT_LE(max_abs, std::sqrt(6.0 / 2000.0));
+  EXPECT_GT(max_abs, 0.9 * std::sqrt(6.0 / 2000.0));
+}
+
 TEST(Dense, WrongInputWidthNamesTheLayer) {
   DenseOptions o;
   o.units = 2;

@@ -29,7 +29,7 @@ Tensor draw(const std::string& spec, std::int64_t fan_in, std::int64_t fan_out,
             std::uint64_t seed = 1) {
   Tensor t({fan_in, fan_out});
   Rng rng(seed);
-  parse_initializer(spec, "init").fill(t, fan_in, fan_out, rng);
+  parse_initializer(spec, "init").fill(t, rng);
   return t;
 }
 
@@ -67,8 +67,8 @@ TEST(Initializer, ConstantsAndSeeds) {
   nlohmann::json seeded = {{"class_name", "GlorotUniform"}, {"config", {{"seed", 42}}}};
   Tensor s1({4, 4}), s2({4, 4});
   Rng r1(1), r2(2);
-  parse_initializer(seeded, "init").fill(s1, 4, 4, r1);
-  parse_initializer(seeded, "init").fill(s2, 4, 4, r2);
+  parse_initializer(seeded, "init").fill(s1, r1);
+  parse_initializer(seeded, "init").fill(s2, r2);
   for (std::int64_t i = 0; i < s1.size(); ++i) EXPECT_EQ(s1[i], s2[i]);
   EXPECT_EQ(parse_initializer(seeded, "init").config()["config"]["seed"], 42);
 }
@@ -104,7 +104,7 @@ TEST(Initializer, KerasAliasesAndRandomDistributionArguments) {
       {"config", {{"minval", 1.0}, {"maxval", 3.0}, {"seed", nullptr}}}};
   Tensor u({100, 100});
   Rng rng(1);
-  parse_initializer(shifted, "i").fill(u, 100, 100, rng);
+  parse_initializer(shifted, "i").fill(u, rng);
   Moments mu = moments_of(u);
   EXPECT_NEAR(mu.mean, 2.0, 0.02);
   EXPECT_LE(mu.max_abs, 3.0);
@@ -112,7 +112,7 @@ TEST(Initializer, KerasAliasesAndRandomDistributionArguments) {
   const nlohmann::json normal = {{"class_name", "RandomNormal"},
                                  {"config", {{"mean", -1.0}, {"stddev", 0.5}}}};
   Tensor n({100, 100});
-  parse_initializer(normal, "i").fill(n, 100, 100, rng);
+  parse_initializer(normal, "i").fill(n, rng);
   Moments mn = moments_of(n);
   EXPECT_NEAR(mn.mean, -1.0, 0.02);
   EXPECT_NEAR(mn.stddev, 0.5, 0.02);
@@ -123,12 +123,10 @@ TEST(Initializer, KerasAliasesAndRandomDistributionArguments) {
                ConfigError);
 }
 
-
-Tensor draw_json(const nlohmann::json& spec, const Shape& shape, std::int64_t fan_in,
-                 std::int64_t fan_out, std::uint64_t seed = 3) {
+Tensor draw_json(const nlohmann::json& spec, const Shape& shape, std::uint64_t seed = 3) {
   Tensor t(shape);
   Rng rng(seed);
-  parse_initializer(spec, "init").fill(t, fan_in, fan_out, rng);
+  parse_initializer(spec, "init").fill(t, rng);
   return t;
 }
 
@@ -141,7 +139,7 @@ TEST(Initializer, VarianceScalingHasScaleOverFanInEveryModeAndDistribution) {
           {"class_name", "VarianceScaling"},
           {"config", {{"scale", 3.0}, {"mode", mode}, {"distribution", distribution},
                       {"seed", nullptr}}}};
-      const Tensor t = draw_json(spec, {300, 200}, 300, 200);
+      const Tensor t = draw_json(spec, {300, 200});
       const double fan = std::string(mode) == "fan_in"    ? 300.0
                          : std::string(mode) == "fan_out" ? 200.0
                                                           : 250.0;
@@ -161,17 +159,17 @@ TEST(Initializer, VarianceScalingHasScaleOverFanInEveryModeAndDistribution) {
     }
   // glorot_uniform is VarianceScaling(1, fan_avg, uniform) to the bit.
   const Tensor named = draw("glorot_uniform", 40, 30, 9);
-  const Tensor spelled = draw_json(
-      {{"class_name", "VarianceScaling"},
-       {"config", {{"scale", 1.0}, {"mode", "fan_avg"}, {"distribution", "uniform"}}}},
-      {40, 30}, 40, 30, 9);
+  const Tensor spelled =
+      draw_json({{"class_name", "VarianceScaling"},
+                 {"config", {{"scale", 1.0}, {"mode", "fan_avg"}, {"distribution", "uniform"}}}},
+                {40, 30}, 9);
   for (std::int64_t i = 0; i < named.size(); ++i) ASSERT_EQ(named[i], spelled[i]) << i;
 }
 
 TEST(Initializer, TruncatedNormalStaysWithinTwoStandardDeviations) {
   const nlohmann::json spec = {{"class_name", "TruncatedNormal"},
                                {"config", {{"mean", 0.5}, {"stddev", 0.02}, {"seed", 4}}}};
-  const Tensor t = draw_json(spec, {200, 100}, 200, 100);
+  const Tensor t = draw_json(spec, {200, 100});
   const Moments m = moments_of(t);
   EXPECT_NEAR(m.mean, 0.5, 0.001);
   // A standard normal cut at +-2 has standard deviation 0.8796.
@@ -181,6 +179,23 @@ TEST(Initializer, TruncatedNormalStaysWithinTwoStandardDeviations) {
     ASSERT_GE(v, 0.46f - 1e-6f);
   }
   EXPECT_EQ(parse_initializer(spec, "i").config()["config"]["stddev"], 0.02);
+}
+
+TEST(Initializer, FansAreKerasComputeFansOfTheWeightsOwnShape) {
+  // keras/src/initializers/random_initializers.py compute_fans, by hand.
+  EXPECT_EQ(keras_fans({}), std::make_pair(std::int64_t{1}, std::int64_t{1}));
+  EXPECT_EQ(keras_fans({7}), std::make_pair(std::int64_t{7}, std::int64_t{7}));
+  EXPECT_EQ(keras_fans({5, 3}), std::make_pair(std::int64_t{5}, std::int64_t{3}));
+  EXPECT_EQ(keras_fans({3, 3, 4, 8}), std::make_pair(std::int64_t{36}, std::int64_t{72}));
+  EXPECT_EQ(keras_fans({4, 4, 8}), std::make_pair(std::int64_t{16}, std::int64_t{32}));
+  // A bias of 2,000 units drawn by he_uniform: limit sqrt(6 / 2000) from its own shape, not from
+  // the kernel's fan-in (a Dense layer on 10 features drew it within sqrt(6 / 10), 14x too wide).
+  const Tensor bias = draw_json("he_uniform", {2000});
+  const double limit = std::sqrt(6.0 / 2000.0);
+  const Moments m = moments_of(bias);
+  EXPECT_LE(m.max_abs, limit);
+  EXPECT_GT(m.max_abs, 0.95 * limit);
+  EXPECT_NEAR(m.stddev, limit / std::sqrt(3.0), 0.05 * limit);
 }
 
 // max |W^T W - gain^2 I| (tall) or |W W^T - gain^2 I| (wide) over a rows x cols weight.
@@ -202,25 +217,25 @@ double orthogonality_error(const Tensor& w, std::int64_t rows, std::int64_t cols
 TEST(Initializer, OrthogonalGivesOrthonormalRowsOrColumnsTimesGain) {
   const nlohmann::json spec = {{"class_name", "Orthogonal"},
                                {"config", {{"gain", 1.5}, {"seed", nullptr}}}};
-  const Tensor tall = draw_json(spec, {40, 12}, 40, 12);
+  const Tensor tall = draw_json(spec, {40, 12});
   EXPECT_LT(orthogonality_error(tall, 40, 12, 1.5), 1e-5);
-  const Tensor wide = draw_json(spec, {7, 30}, 7, 30);
+  const Tensor wide = draw_json(spec, {7, 30});
   EXPECT_LT(orthogonality_error(wide, 7, 30, 1.5), 1e-5);
   // A convolution kernel (3, 3, 4, 8) is flattened to (36, 8) as Keras does.
-  const Tensor kernel = draw_json(spec, {3, 3, 4, 8}, 36, 72);
+  const Tensor kernel = draw_json(spec, {3, 3, 4, 8});
   EXPECT_LT(orthogonality_error(kernel, 36, 8, 1.5), 1e-5);
   // A negative control: a random normal matrix is far from orthogonal.
-  const Tensor random = draw_json("random_normal", {40, 12}, 40, 12);
+  const Tensor random = draw_json("random_normal", {40, 12});
   EXPECT_GT(orthogonality_error(random, 40, 12, 1.5), 0.5);
   EXPECT_EQ(parse_initializer(spec, "i").config(), spec);
 }
 
 TEST(Initializer, IdentityIsGainOnTheDiagonalOfA2dWeight) {
   const nlohmann::json spec = {{"class_name", "Identity"}, {"config", {{"gain", 2.0}}}};
-  const Tensor t = draw_json(spec, {3, 4}, 3, 4);
+  const Tensor t = draw_json(spec, {3, 4});
   for (std::int64_t r = 0; r < 3; ++r)
     for (std::int64_t c = 0; c < 4; ++c) EXPECT_EQ(t[r * 4 + c], r == c ? 2.0f : 0.0f);
-  EXPECT_THROW(draw_json(spec, {3, 3, 2, 2}, 18, 18), ShapeError);
+  EXPECT_THROW(draw_json(spec, {3, 3, 2, 2}), ShapeError);
   EXPECT_EQ(parse_initializer(spec, "i").config(), spec);
 }
 

@@ -121,6 +121,15 @@ TEST(Regularizer, ConfigsRoundTripAndBadOnesNameTheirPath) {
   EXPECT_EQ(c["kernel_regularizer"], json::parse(R"({"class_name": "L2", "config": {"l2": 0.01}})"));
   EXPECT_EQ(c["bias_regularizer"]["config"]["l2"], 0.02);
   EXPECT_EQ(Model::from_config(m->config(), "model", 1)->layer(0).config(), c);
+  // The string "l1_l2" is tf.keras 2's L1L2(0.01, 0.01) (it gave no penalty); "l1l2", Keras 3's
+  // snake-case name of the class, is L1L2() with its zero defaults.
+  const auto factors_of = [](const char* name) {
+    const json c = Model::from_config(model_config(name, nullptr), "model", 1)->layer(0).config();
+    return std::make_pair(c["kernel_regularizer"]["config"]["l1"].get<double>(),
+                          c["kernel_regularizer"]["config"]["l2"].get<double>());
+  };
+  EXPECT_EQ(factors_of("l1_l2"), std::make_pair(0.01, 0.01));
+  EXPECT_EQ(factors_of("l1l2"), std::make_pair(0.0, 0.0));
   const auto error_of = [](const json& r) {
     try {
       Model::from_config(model_config(r, nullptr), "model", 1);

@@ -103,6 +103,31 @@ TEST(Optimizers, AdamWDecaysWeightsDecoupled) {
   EXPECT_DOUBLE_EQ(make_optimizer("adamw", "o")->config()["weight_decay"].get<double>(), 0.004);
 }
 
+TEST(Optimizers, WeightDecayIsKerasFloatProductsAtASmallRate) {
+  // Keras' _apply_weight_decay: w - w * wd * lr in float32, each product rounded. At lr wd = 1e-7
+  // rounding 1 - lr wd to float instead (torch's AdamW factor: 1.19e-7) decayed a weight of 0.05
+  // twice as much as Keras over 2,000 steps; Keras' own float arithmetic is the reference, bit
+  // for bit.
+  const float lr = 1e-3f, wd = 1e-4f;
+  auto opt = make_optimizer(
+      json{{"class_name", "SGD"}, {"config", {{"learning_rate", 1e-3}, {"weight_decay", 1e-4}}}},
+      "optimizer");
+  Fixture f;
+  f.p.value[0] = 0.05f;
+  f.p.value[1] = -1.5f;
+  float keras[2] = {0.05f, -1.5f};
+  for (int step = 0; step < 2000; ++step) {
+    f.step(*opt, 0.0f, 0.0f);
+    for (float& w : keras) w = w - (w * wd) * lr;
+  }
+  EXPECT_EQ(f.p.value[0], keras[0]);
+  EXPECT_EQ(f.p.value[1], keras[1]);
+  const float factor = static_cast<float>(1.0 - 1e-3 * 1e-4);  // the old rule, for contrast
+  float old = 0.05f;
+  for (int step = 0; step < 2000; ++step) old = old - old * (1.0f - factor);
+  EXPECT_NE(old, keras[0]);
+}
+
 TEST(Optimizers, RmspropPlainCenteredAndMomentum) {
   const double lr = 0.01, rho = 0.9, eps = 1e-7, mu = 0.5;
   for (int variant = 0; variant < 3; ++variant) {
@@ -149,6 +174,26 @@ TEST(Optimizers, GradientClipping) {
   h.step(*cv, 0.6f, -0.8f);
   EXPECT_NEAR(h.p.value[0], 0.9f, 1e-6);
   EXPECT_NEAR(h.p.value[1], -1.9f, 1e-6);
+  // Two of them are refused at the second, as Keras 3 refuses them (Tandem applied both).
+  for (const auto& [first, second] :
+       {std::pair{"clipnorm", "clipvalue"}, std::pair{"clipnorm", "global_clipnorm"},
+        std::pair{"clipvalue", "global_clipnorm"}}) {
+    try {
+      make_optimizer(json{{"class_name", "SGD"}, {"config", {{first, 0.3}, {second, 0.05}}}},
+                     "optimizer");
+      ADD_FAILURE() << first << " and " << second << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'optimizer.config.") + second + "'"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(first), std::string::npos) << e.what();
+    }
+  }
+  // Keras' own serialisation writes the others as null: one set is taken.
+  EXPECT_NO_THROW(make_optimizer(
+      json::parse(R"({"class_name": "SGD", "config": {"clipnorm": 1.0, "clipvalue": null,
+                      "global_clipnorm": null}})"),
+      "optimizer"));
 }
 
 TEST(Optimizers, LearningRateCanChangeBetweenSteps) {
@@ -189,6 +234,52 @@ TEST(Optimizers, Keras2LegacyLrAndTimeBasedDecay) {
   EXPECT_THROW(make_optimizer(json::parse(R"({"class_name": "SGD", "config": {"decay": -1}})"),
                               "o"),
                ConfigError);
+}
+
+TEST(Optimizers, Keras2LegacyNadamDecayIsItsMomentumSchedule) {
+  // tf-keras' legacy/nadam.py: `decay` (0.004 in every config it writes) decays the momentum
+  // schedule, m_t = beta_1 (1 - 0.5 * 0.96^(decay t)), and the learning rate stays; Keras 3's
+  // Nadam (no decay key) takes 0.96^t. Reference: the legacy update written out in double.
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
+  const float grads[3][2] = {{0.5f, -1.0f}, {0.1f, 0.4f}, {-0.3f, 0.2f}};
+  for (const double decay : {0.004, 0.5}) {
+    auto opt = make_optimizer(
+        json{{"class_name", "Nadam"}, {"config", {{"learning_rate", lr}, {"decay", decay}}}},
+        "optimizer");
+    Fixture f;
+    double w[2] = {1.0, -2.0}, m[2] = {0, 0}, v[2] = {0, 0}, cache = 1.0;
+    for (int t = 1; t <= 3; ++t) {
+      const double mt = b1 * (1 - 0.5 * std::pow(0.96, decay * t));
+      const double mt1 = b1 * (1 - 0.5 * std::pow(0.96, decay * (t + 1)));
+      const double schedule = cache * mt, schedule_next = schedule * mt1;
+      cache = schedule;
+      for (int i = 0; i < 2; ++i) {
+        const double g = grads[t - 1][i];
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        const double m_bar = (1 - mt) * g / (1 - schedule) + mt1 * m[i] / (1 - schedule_next);
+        w[i] -= lr * m_bar / (std::sqrt(v[i] / (1 - std::pow(b2, t))) + eps);
+      }
+      f.step(*opt, grads[t - 1][0], grads[t - 1][1]);
+      EXPECT_NEAR(f.p.value[0], w[0], 2e-6) << "decay " << decay << ", step " << t;
+      EXPECT_NEAR(f.p.value[1], w[1], 2e-6) << "decay " << decay << ", step " << t;
+    }
+    EXPECT_DOUBLE_EQ(opt->step_learning_rate(), lr);  // not Keras 2's lr / (1 + decay t)
+    EXPECT_EQ(opt->config()["decay"], decay);         // and so it resumes
+  }
+  // The schedules differ: after 3 steps of the same gradients, Keras 3's Nadam is elsewhere.
+  auto keras3 = make_optimizer(json{{"class_name", "Nadam"}, {"config", {{"learning_rate", lr}}}},
+                               "optimizer");
+  auto legacy = make_optimizer(
+      json{{"class_name", "Nadam"}, {"config", {{"learning_rate", lr}, {"decay", 0.004}}}},
+      "optimizer");
+  Fixture a, b;
+  for (const auto& g : grads) {
+    a.step(*keras3, g[0], g[1]);
+    b.step(*legacy, g[0], g[1]);
+  }
+  EXPECT_GT(std::fabs(a.p.value[0] - b.p.value[0]), 1e-4);
+  EXPECT_FALSE(keras3->config().contains("decay"));
 }
 
 TEST(Optimizers, ConfigErrorsNameThePath) {
