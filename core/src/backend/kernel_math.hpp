@@ -523,8 +523,10 @@ TANDEM_HD_INLINED void for_each_in_lanes(std::int64_t cols, const Body& body) {
     TANDEM_UNROLL_LANES
     for (int k = 0; k < kRowLanes; ++k) body(c + k, k);
   }
-  TANDEM_UNROLL_LANES  // lanes named by constants alone, so that a GPU keeps them in registers
-      for (int k = 0; k < kRowLanes; ++k) if (full + k < cols) body(full + k, k);
+  // The lanes named by constants alone, so that a GPU keeps them in registers.
+  TANDEM_UNROLL_LANES
+  for (int k = 0; k < kRowLanes; ++k)
+    if (full + k < cols) body(full + k, k);
 }
 
 /// The sum of the lanes in the fixed order above (the lanes are overwritten).

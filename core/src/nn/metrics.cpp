@@ -197,7 +197,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
       if (m->name() == name) return true;
     return false;
   };
-  const auto add = [&](std::unique_ptr<Metric> metric, const std::string&) {
+  const auto add = [&](std::unique_ptr<Metric> metric) {
     std::string name = metric->name();
     for (int n = 1; taken(name); ++n) name = metric->name() + "_" + std::to_string(n);
     if (name != metric->name()) metric = std::make_unique<RenamedMetric>(std::move(metric), name);
@@ -240,7 +240,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
         obj->ignore({"module", "registered_name"});
         obj->finish();
       }
-      add(make_histogram_metric(name, cfg, loss, output_shape, log_name_of), p);
+      add(make_histogram_metric(name, cfg, loss, output_shape, log_name_of));
       continue;
     }
     const MetricInfo* info = find_metric(name);
@@ -265,7 +265,7 @@ std::vector<std::unique_ptr<Metric>> make_metrics(const json& list, const std::s
       obj->finish();
     }
     check_target_form(*info, loss, p);
-    add(std::make_unique<BuiltinMetric>(log_name_of(log_name), *info, desc), p);
+    add(std::make_unique<BuiltinMetric>(log_name_of(log_name), *info, desc));
   }
   return out;
 }
