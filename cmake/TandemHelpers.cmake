@@ -41,6 +41,24 @@ function(tandem_add_gtest name)
                        DISCOVERY_TIMEOUT 60)
 endfunction()
 
+# tandem_reuse_plugin_pch(<target>)
+# <target> (a plugin module of this build) compiles with one precompiled tandem/plugin.hpp: its
+# nlohmann/json and Boost.DLL take about 2 of the 3 s a small plugin file compiles in, paid once
+# here instead of in each of the build's 25 plugin files. Plugins built out of tree against an
+# installed Tandem (TandemConfig.cmake's tandem_add_plugin) include it as written.
+function(tandem_reuse_plugin_pch target)
+  if(NOT TARGET tandem_plugin_pch)
+    set(source ${PROJECT_BINARY_DIR}/tandem_plugin_pch.cpp)
+    file(GENERATE OUTPUT ${source}
+         CONTENT "// Compiled only to build the plugins' precompiled header.\n")
+    add_library(tandem_plugin_pch OBJECT ${source})
+    target_link_libraries(tandem_plugin_pch PRIVATE tandem_core)
+    target_precompile_headers(tandem_plugin_pch PRIVATE <string> <stdexcept>
+                              <tandem/error.hpp> <tandem/plugin.hpp>)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM tandem_plugin_pch)
+endfunction()
+
 # tandem_add_plugin(<name> SOURCES <files...>)
 # A callback plugin: a shared module "tandem-<name>.so" in the build tree's plugins/ folder,
 # where the host finds it without any environment variable.
@@ -51,6 +69,7 @@ function(tandem_add_plugin name)
   target_link_libraries(${target} PRIVATE tandem_core)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/plugins)
   target_link_options(${target} PRIVATE ${TANDEM_MODULE_LINK_CHECK})
+  tandem_reuse_plugin_pch(${target})
   set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME "tandem-${name}"
                         LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/plugins)
   set_property(GLOBAL APPEND PROPERTY TANDEM_PLUGIN_TARGETS ${target})
