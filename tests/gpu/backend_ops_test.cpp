@@ -260,15 +260,25 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
   gpu().gemm(d, up(a), up(b), nullptr, c_gpu);
   expect_close(c_cpu, down(c_gpu), 1e-5, "batched GEMM");
 
-  const backend::AttentionMaskDesc md{2, 3, n, true};  // (batch 3, heads 2, tq 3, tk 7)
+  // (batch 3, heads 2, tq 3, tk 7), causal; sample 0's first query sees no key.
   const Tensor scores = random_host({3, 2, 3, n}, 33, -4, 4);
+  const Tensor d_probs = random_host({3, 2, 3, n}, 40);
   Tensor mask = random_host({3, 3, n}, 34, 0, 1);
   for (float& v : mask.values()) v = v < 0.3f ? 0.0f : 1.0f;
-  Tensor p_cpu(scores.shape()), p_gpu = gpu_tensor(scores.shape());
-  cpu().masked_softmax(md, scores, &mask, p_cpu);
+  mask[0] = 0;
   const Tensor mask_gpu = up(mask);
-  gpu().masked_softmax(md, up(scores), &mask_gpu, p_gpu);
-  expect_close(p_cpu, down(p_gpu), 1e-6, "masked softmax");
+  for (const backend::HiddenRows hidden : {backend::HiddenRows::zeros, backend::HiddenRows::uniform,
+                                           backend::HiddenRows::keras2_additive}) {
+    const backend::AttentionMaskDesc md{2, 3, n, true, hidden};
+    Tensor p_cpu(scores.shape()), p_gpu = gpu_tensor(scores.shape());
+    cpu().masked_softmax(md, scores, &mask, p_cpu);
+    gpu().masked_softmax(md, up(scores), &mask_gpu, p_gpu);
+    expect_close(p_cpu, down(p_gpu), 1e-6, "masked softmax");
+    Tensor g_cpu(scores.shape()), g_gpu = gpu_tensor(scores.shape());
+    cpu().masked_softmax_backward(md, p_cpu, &mask, d_probs, g_cpu);
+    gpu().masked_softmax_backward(md, up(p_cpu), &mask_gpu, up(d_probs), g_gpu);
+    expect_close(g_cpu, down(g_gpu), 1e-6, "masked softmax backward");
+  }
 
   Tensor t_cpu({2, 4, 3, 5}), t_gpu = gpu_tensor({2, 4, 3, 5});
   const Tensor x = random_host({2, 3, 4, 5}, 35);

@@ -96,7 +96,15 @@ def multi_head_attention(cfg, inputs, w, options):
         keep = keep & (inputs["attention_mask"].detach() != 0).unsqueeze(1)
     if options.get("use_causal_mask", False):
         keep = keep & torch.tril(torch.ones(tq, tv, dtype=torch.bool))
-    probs = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+    # Keras 3's two paths: without dropout its fused dot_product_attention replaces each hidden
+    # score by -0.7 * the float maximum (TensorFlow and JAX backends), so a query that sees no
+    # key attends uniformly; with dropout its Softmax layer puts -1e9 there and zeros the hidden
+    # probabilities after (where(mask, p, 0)): such a query attends to nothing. torch.where
+    # passes no gradient to the replaced scores, as Keras' where.
+    large_negative = -1e9 if cfg.get("dropout", 0) > 0 else -0.7 * torch.finfo(torch.float32).max
+    probs = torch.softmax(torch.where(keep, scores, torch.tensor(large_negative)), dim=-1)
+    if cfg.get("dropout", 0) > 0:
+        probs = torch.where(keep, probs, torch.tensor(0.0))
     context = torch.einsum("bhts,bshv->bthv", probs, v)
     out = torch.einsum("bthv,hvo->bto", context, w["attention_output/kernel"])
     if "attention_output/bias" in w:

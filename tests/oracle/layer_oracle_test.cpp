@@ -46,6 +46,7 @@ struct Input {
   Shape shape;       // with the batch axis
   bool mask = false;  // 0/1 values (an attention mask), else uniform in [-scale, scale]
   float scale = 1;
+  float kept = 0.7f;  // a mask's share of ones
 };
 
 struct Case {
@@ -70,12 +71,22 @@ std::vector<float> read_floats(const fs::path& path, std::int64_t count) {
   return v;
 }
 
-Tensor random_tensor(const Shape& shape, Rng& rng, bool mask, float scale = 1) {
+Tensor random_tensor(const Shape& shape, Rng& rng, bool mask, float scale = 1, float kept = 0.7f) {
   Tensor t(shape);
   for (std::int64_t i = 0; i < t.size(); ++i)
-    t[i] = mask ? (rng.uniform() < 0.7 ? 1.0f : 0.0f)
+    t[i] = mask ? (rng.uniform() < kept ? 1.0f : 0.0f)
                 : scale * static_cast<float>(2 * rng.uniform() - 1);
   return t;
+}
+
+// How many rows of the last axis of `mask` are all zeros.
+std::int64_t zero_rows(const Tensor& mask) {
+  const std::int64_t cols = mask.shape().back();
+  std::int64_t count = 0;
+  for (std::int64_t r = 0; r < mask.size() / cols; ++r)
+    count += std::all_of(mask.data() + r * cols, mask.data() + (r + 1) * cols,
+                         [](float v) { return v == 0.0f; });
+  return count;
 }
 
 // max|a - b| / max|b| (b the reference).
@@ -137,7 +148,7 @@ Ran run_in_tandem(const Case& c) {
   std::vector<Shape> shapes;
   for (const auto& in : c.inputs) {
     shapes.push_back(Shape(in.shape.begin() + 1, in.shape.end()));
-    run.inputs.push_back(random_tensor(in.shape, rng, in.mask, in.scale));
+    run.inputs.push_back(random_tensor(in.shape, rng, in.mask, in.scale, in.kept));
   }
   Rng init(7);
   layer.build_inputs(shapes, init);
@@ -273,6 +284,29 @@ TEST(LayerOracle, MultiHeadAttentionMatchesPyTorch) {
                        {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
                        {{"use_causal_mask", false}}});
   check_against_torch(cases);
+}
+
+// A query whose keys the mask hides every one of: Keras 3 attends uniformly without dropout
+// (its fused dot_product_attention) and to nothing with dropout (its masked softmax), neither
+// passing a gradient to the scores. A mask of 30% ones over 3 keys hides whole rows.
+TEST(LayerOracle, MultiHeadAttentionQueriesThatSeeNoKeyAreKeras3s) {
+  std::vector<Case> cases;
+  const std::vector<Input> inputs{
+      {"", {3, 4, 4}}, {"value", {3, 3, 4}}, {"attention_mask", {3, 4, 3}, true, 1, 0.3f}};
+  cases.push_back({"MhaHiddenRowsFused",
+                   entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}), inputs});
+  cases.push_back(
+      {"MhaHiddenRowsDropout",
+       entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}, {"dropout", 0.25}}), inputs});
+  cases.push_back(
+      {"MhaHiddenRowsCausal",
+       entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
+       {{"", {3, 4, 4}}, {"value", {3, 4, 4}}, {"attention_mask", {3, 4, 4}, true, 1, 0.4f}},
+       {{"use_causal_mask", true}}});
+  check_against_torch(cases);
+  // The cases do hold such rows (Rng's draws are fixed): a mask row of zeros.
+  const Ran fused = run_in_tandem(cases[0]);
+  EXPECT_GE(zero_rows(fused.inputs[2]), 2);
 }
 
 TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {

@@ -1,21 +1,27 @@
 """Runs ONNX files exported by Tandem through code nobody here wrote: onnx.checker (full check,
 with ONNX's shape inference) and OpenCV's DNN module, and compares OpenCV's outputs with the
-outputs Tandem computed.
+outputs Tandem computed. Graphs OpenCV cannot run (attention, embeddings) go through NumPy
+instead: each node by its operator's definition in the ONNX specification (float32, as ONNX
+runtimes compute), which shares nothing with Tandem's C++ but the graph.
 
 usage: onnx_runtime_check.py MANIFEST.json
 The manifest is a list of cases: {"label", "onnx", "inputs": [{"name", "file", "shape"}],
 "outputs": [{"file", "shape"}], "opencv": bool}; files hold float32 values, row-major.
 Prints one JSON object: {label: {"checker": "ok" | error, "opencv": max abs difference over the
-outputs | error text | null when not asked, "initializers": the initializers' names}}.
+outputs | error text | null when not asked, "numpy": the same by NumPy for a case not run by
+OpenCV ("unsupported: <operator>" when the graph uses one not below), "initializers": the
+initializers' names}}.
 
 OpenCV's Python binding reads a 3-D NumPy array as an image with channels; a 3-D input is
 therefore given as 4-D with a trailing axis of 1 (the same values in the same order).
 """
 import json
+import math
 import sys
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 
 
 def load(entry):
@@ -50,17 +56,120 @@ def run_opencv(case):
     return worst
 
 
+def attribute(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def reshape(x, shape):
+    shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape.astype(np.int64))]
+    return x.reshape(shape)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def slice_(x, starts, ends, axes=None, steps=None):
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        index[int(axis)] = slice(int(start), int(end), int(step))
+    return x[tuple(index)]
+
+
+def conv_transpose(node, x, w, b=None):
+    """ConvTranspose (2-D, group 1, no pads attribute): each input pixel scatters its kernel,
+    dilated, at stride steps; output_padding extends the end."""
+    assert attribute(node, "group", 1) == 1 and attribute(node, "pads") is None
+    stride = attribute(node, "strides", [1, 1])
+    dilation = attribute(node, "dilations", [1, 1])
+    extra = attribute(node, "output_padding", [0, 0])
+    n, _, h, wd = x.shape
+    kh, kw = w.shape[2], w.shape[3]
+    out = np.zeros((n, w.shape[1], (h - 1) * stride[0] + (kh - 1) * dilation[0] + 1 + extra[0],
+                    (wd - 1) * stride[1] + (kw - 1) * dilation[1] + 1 + extra[1]), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            r, c = i * dilation[0], j * dilation[1]
+            out[:, :, r:r + (h - 1) * stride[0] + 1:stride[0],
+                c:c + (wd - 1) * stride[1] + 1:stride[1]] += np.einsum("nchw,co->nohw", x,
+                                                                       w[:, :, i, j])
+    return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.BOOL: np.bool_,
+                 onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
+
+# Opset 13's operators as the specification defines them (inputs, then the node).
+OPERATORS = {
+    "Add": lambda n, a, b: a + b,
+    "Sub": lambda n, a, b: a - b,
+    "Mul": lambda n, a, b: a * b,
+    "Div": lambda n, a, b: a / b,
+    "MatMul": lambda n, a, b: np.matmul(a, b),
+    "Sqrt": lambda n, x: np.sqrt(x),
+    "Relu": lambda n, x: np.maximum(x, 0),
+    "Erf": lambda n, x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
+    "Greater": lambda n, a, b: a > b,
+    "Identity": lambda n, x: x,
+    "Clip": lambda n, x, lo=None, hi=None: np.clip(x, lo, hi),
+    "Cast": lambda n, x: x.astype(ONNX_TO_NUMPY[attribute(n, "to")]),
+    "Transpose": lambda n, x: np.transpose(x, attribute(n, "perm")),
+    "Reshape": lambda n, x, shape: reshape(x, shape),
+    "Unsqueeze": lambda n, x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
+    "Softmax": lambda n, x: softmax(x, attribute(n, "axis", -1)),
+    "ReduceMean": lambda n, x: x.mean(axis=tuple(attribute(n, "axes")),
+                                      keepdims=bool(attribute(n, "keepdims", 1))),
+    "ReduceSum": lambda n, x, axes: x.sum(axis=tuple(int(a) for a in axes),
+                                          keepdims=bool(attribute(n, "keepdims", 1))),
+    "Gather": lambda n, x, i: np.take(x, i, axis=attribute(n, "axis", 0)),
+    "Shape": lambda n, x: np.array(x.shape, dtype=np.int64),
+    "Expand": lambda n, x, shape: x * np.ones(shape.astype(np.int64), dtype=x.dtype),
+    "Slice": lambda n, x, *rest: slice_(x, *rest),
+    "ConvTranspose": conv_transpose,
+}
+
+
+def run_numpy(case):
+    model = onnx.load(case["onnx"])
+    for node in model.graph.node:
+        if node.op_type not in OPERATORS:
+            return "unsupported: " + node.op_type
+    values = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for entry in case["inputs"]:
+        values[entry["name"]] = load(entry)
+    for node in model.graph.node:
+        args = [values[name] if name else None for name in node.input]
+        values[node.output[0]] = np.asarray(OPERATORS[node.op_type](node, *args))
+    worst = 0.0
+    for output, entry in zip(model.graph.output, case["outputs"]):
+        expected = load(entry)
+        value = values[output.name].astype(np.float32).reshape(expected.shape)
+        worst = max(worst, float(np.abs(value - expected).max()))
+    return worst
+
+
 def main():
     cases = json.load(open(sys.argv[1]))
     results = {}
     for case in cases:
-        result = {"checker": check(case), "opencv": None,
+        result = {"checker": check(case), "opencv": None, "numpy": None,
                   "initializers": [t.name for t in onnx.load(case["onnx"]).graph.initializer]}
         if case.get("opencv"):
             try:
                 result["opencv"] = run_opencv(case)
             except Exception as e:
                 result["opencv"] = f"{type(e).__name__}: {str(e)[-600:]}"
+        else:
+            try:
+                result["numpy"] = run_numpy(case)
+            except Exception as e:
+                result["numpy"] = f"{type(e).__name__}: {str(e)[-600:]}"
         results[case["label"]] = result
     print(json.dumps(results))
 

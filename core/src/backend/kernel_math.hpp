@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.hpp"
+#include "backend/attention_mask.hpp"
 #include "backend/axis_groups.hpp"
 #include "backend/image_geometry.hpp"
 
@@ -464,40 +465,71 @@ TANDEM_HD inline bool extreme_beats(bool maximum, float x, float m) {
   return (maximum ? x > m : x < m) || (x != x && m == m);
 }
 
-/// One row of attention probabilities (AttentionMaskDesc): softmax over the keys j <= last
-/// with keep[j] != 0 (keep may be null: every key); hidden keys get 0, and a row with none kept
-/// is all zeros, or with `keras2_hidden_rows` Keras 2's additive mask's result: the softmax of
-/// every x[j] - 1e9 in float. The sum in double (y may be x).
+/// Whether key c of a row of attention scores is kept: c <= last (the causal limit) and not
+/// hidden by the row's mask (keep may be null: every key).
+TANDEM_HD inline bool attention_key_kept(const float* keep, std::int64_t c, std::int64_t last) {
+  return c <= last && (keep == nullptr || keep[c] != 0.0f);
+}
+
+/// Whether a row of attention scores keeps any key (attention_key_kept).
+TANDEM_HD inline bool attention_row_keeps_any(const float* keep, std::int64_t cols,
+                                              std::int64_t last) {
+  for (std::int64_t c = 0; c < cols; ++c)
+    if (attention_key_kept(keep, c, last)) return true;
+  return false;
+}
+
+/// One row of attention probabilities (AttentionMaskDesc): softmax over the kept keys
+/// (attention_key_kept), hidden keys 0, and a row with none kept as `hidden_rows` says. The sum
+/// in double (y may be x).
 TANDEM_HD inline void masked_softmax_row(const float* x, float* y, std::int64_t cols,
                                          const float* keep, std::int64_t last,
-                                         bool keras2_hidden_rows = false) {
-  bool any = false;
-  float mx = 0;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const bool kept = c <= last && (keep == nullptr || keep[c] != 0.0f);
-    if (kept) mx = any ? std_max(mx, x[c]) : x[c];
-    any = any || kept;
+                                         HiddenRows hidden_rows) {
+  if (cols <= 0) return;
+  if (!attention_row_keeps_any(keep, cols, last)) {
+    if (hidden_rows == HiddenRows::keras2_additive) {  // every score less 1e9, then softmax
+      float mx = fadd(x[0], -1e9f);
+      for (std::int64_t c = 1; c < cols; ++c) mx = std_max(mx, fadd(x[c], -1e9f));
+      double sum = 0;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        y[c] = exp_f(fsub(fadd(x[c], -1e9f), mx));
+        sum = dadd(sum, f2d(y[c]));
+      }
+      const float inv = d2f(ddiv(1.0, sum));
+      for (std::int64_t c = 0; c < cols; ++c) y[c] = fmul(y[c], inv);
+    } else {
+      const float each = hidden_rows == HiddenRows::uniform ? fdiv(1.0f, i2f(cols)) : 0.0f;
+      for (std::int64_t c = 0; c < cols; ++c) y[c] = each;
+    }
+    return;
   }
+  float mx = 0;
+  bool any = false;
+  for (std::int64_t c = 0; c < cols; ++c)
+    if (attention_key_kept(keep, c, last)) {
+      mx = any ? std_max(mx, x[c]) : x[c];
+      any = true;
+    }
   double sum = 0;
   for (std::int64_t c = 0; c < cols; ++c) {
-    const bool kept = c <= last && (keep == nullptr || keep[c] != 0.0f);
-    y[c] = kept ? exp_f(fsub(x[c], mx)) : 0.0f;
+    y[c] = attention_key_kept(keep, c, last) ? exp_f(fsub(x[c], mx)) : 0.0f;
     sum = dadd(sum, f2d(y[c]));
   }
-  if (!any && keras2_hidden_rows) {  // every key hidden: each score less 1e9, then softmax
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const float shifted = fadd(x[c], -1e9f);
-      mx = c == 0 ? shifted : std_max(mx, shifted);
-    }
-    for (std::int64_t c = 0; c < cols; ++c) {
-      y[c] = exp_f(fsub(fadd(x[c], -1e9f), mx));
-      sum = dadd(sum, f2d(y[c]));
-    }
-    any = true;
-  }
-  if (!any) return;
   const float inv = d2f(ddiv(1.0, sum));
   for (std::int64_t c = 0; c < cols; ++c) y[c] = fmul(y[c], inv);
+}
+
+/// The gradient of masked_softmax_row: softmax_row_backward, except that a row whose keys are
+/// all hidden gets 0 unless `hidden_rows` is Keras 2's (whose scores still shift its softmax).
+/// gi may be g.
+TANDEM_HD inline void masked_softmax_row_backward(const float* y, const float* g, float* gi,
+                                                  std::int64_t cols, const float* keep,
+                                                  std::int64_t last, HiddenRows hidden_rows) {
+  if (hidden_rows != HiddenRows::keras2_additive && !attention_row_keeps_any(keep, cols, last)) {
+    for (std::int64_t c = 0; c < cols; ++c) gi[c] = 0.0f;
+    return;
+  }
+  softmax_row_backward(y, g, gi, cols);
 }
 
 // Row sums in kRowLanes double partial sums: value c goes to lane c % kRowLanes, and the lanes

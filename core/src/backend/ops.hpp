@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backend/activation_kind.hpp"
+#include "backend/attention_mask.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/kernel_math.hpp"
 #include "backend/window_math.hpp"
@@ -132,17 +133,6 @@ struct UpdateTensors {
 struct LayerNormDesc {
   std::int64_t cols = 0;
   double epsilon = 1e-3;
-};
-
-/// Attention probabilities: softmax over rows of `tk` scores laid out (batch, heads, tq, tk),
-/// leaving out the keys a mask hides (mask[b, i, j] == 0, mask (batch, tq, tk)) and, causal, the
-/// keys after the query (j > i); a hidden key gets probability 0, a row with every key hidden
-/// all zeros (Keras 3's masked softmax) or, `keras2_hidden_rows`, Keras 2's: the softmax of
-/// every score less 1e9 (near uniform).
-struct AttentionMaskDesc {
-  std::int64_t heads = 1, tq = 0, tk = 0;
-  bool causal = false;
-  bool keras2_hidden_rows = false;
 };
 
 /// Where an embedding lookup failed: the first input position (row-major) whose value is not an
@@ -340,9 +330,15 @@ class Backend {
   /// from its norm, then every value.
   virtual void apply_constraint(const ConstraintDesc& desc, Tensor& w) = 0;
   /// Softmax of attention scores with a mask (AttentionMaskDesc); mask may be null. probs may be
-  /// scores. The gradient is activation_backward's softmax over rows of tk.
+  /// scores.
   virtual void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores,
                               const Tensor* mask, Tensor& probs) = 0;
+  /// Its gradient: d_scores = probs · (d_probs − Σ d_probs · probs) per row, the sum in double,
+  /// and 0 across a row whose keys the mask and desc hide every one of (HiddenRows: their
+  /// probabilities do not depend on the scores). d_scores may be d_probs.
+  virtual void masked_softmax_backward(const AttentionMaskDesc& desc, const Tensor& probs,
+                                       const Tensor* mask, const Tensor& d_probs,
+                                       Tensor& d_scores) = 0;
   /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions dims (d0, d1, d2, d3): swaps the middle two
   /// axes, as attention moves between (batch, time, heads, dim) and (batch, heads, time, dim).
   virtual void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

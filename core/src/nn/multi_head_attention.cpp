@@ -157,6 +157,16 @@ void MultiHeadAttention::check_inputs(const std::vector<const Tensor*>& inputs) 
                        ")");
 }
 
+backend::HiddenRows hidden_attention_rows(bool keras2, double dropout) {
+  if (keras2) return backend::HiddenRows::keras2_additive;
+  return dropout > 0 ? backend::HiddenRows::zeros : backend::HiddenRows::uniform;
+}
+
+backend::AttentionMaskDesc MultiHeadAttention::attention_desc() const {
+  return {options_.num_heads, tq_, tv_, causal_,
+          hidden_attention_rows(keras2_hidden_rows_, options_.dropout)};
+}
+
 backend::DenseProducts& MultiHeadAttention::products(DenseProductsOf& of, std::int64_t in,
                                                      std::int64_t width) {
   return of.of(
@@ -194,8 +204,7 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   ops.swap_middle_axes(value_.out, {b, tv_, h, v}, ops.place(vh_, {b, h, tv_, v}));
   ops.gemm({false, true, tq_, tv_, k, backend::GemmEpilogue::none, b * h}, qh_, kh_, nullptr,
            ops.place(scores_, {b, h, tq_, tv_}));
-  ops.masked_softmax({h, tq_, tv_, causal_, keras2_hidden_rows_}, scores_, mask,
-                     ops.place(probs_, scores_.shape()));
+  ops.masked_softmax(attention_desc(), scores_, mask, ops.place(probs_, scores_.shape()));
   attended_ = &probs_;
   if (dropout_) {
     dropout_->set_backend(ops);
@@ -244,8 +253,9 @@ std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
            nullptr, ops.place(d_vh_, {b, h, tv_, v}));
   const Tensor* d_probs = &d_probs_;
   if (dropout_) d_probs = &dropout_->backward(d_probs_, true);
-  ops.activation_backward(backend::ActivationKind::softmax, probs_, probs_, *d_probs,
-                          ops.place(d_scores_, probs_.shape()), tv_);
+  const Tensor* mask = mask_at_ >= 0 ? inputs_seen_[static_cast<std::size_t>(mask_at_)] : nullptr;
+  ops.masked_softmax_backward(attention_desc(), probs_, mask, *d_probs,
+                              ops.place(d_scores_, probs_.shape()));
   // scores = Q Kᵀ, per head (Q already scaled).
   ops.gemm({false, false, tq_, k, tv_, backend::GemmEpilogue::none, b * h}, d_scores_, kh_,
            nullptr, ops.place(d_qh_, {b, h, tq_, k}));

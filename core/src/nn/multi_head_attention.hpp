@@ -9,7 +9,8 @@
 // (H, value_dim, out), attention_output/bias (out); initialised with Keras' fans for these
 // shapes. The call takes the query first and then, by name (functional models' call
 // arguments), value (required), key (default: value) and attention_mask (optional), plus the
-// option use_causal_mask. Gradients go to query, value, key and (zeros) to the mask.
+// option use_causal_mask. Gradients go to query, value, key and (zeros) to the mask. A query
+// whose keys are all hidden gets what the Keras version gives (hidden_attention_rows).
 //
 // Computes on its backend: projections as GEMMs with the bias in the epilogue, the heads'
 // products as batched GEMMs over (batch x heads), the masked softmax, axis swaps between
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/attention_mask.hpp"
 #include "nn/dense_products_of.hpp"
 #include "nn/dropout.hpp"
 #include "nn/initializer.hpp"
@@ -46,6 +48,13 @@ struct MultiHeadAttentionOptions {
   Initializer bias_initializer{"zeros", std::nullopt, 0};
   std::optional<std::uint64_t> seed;
 };
+
+/// What a query whose keys are all hidden attends to in a MultiHeadAttention layer of this Keras
+/// version and dropout rate (backend::HiddenRows): in a Keras 2 model the softmax of its scores
+/// less 1e9 (tf.keras' additive mask); in Keras 3 uniformly without dropout (its fused
+/// dot_product_attention, which replaces every hidden score by the same large negative number)
+/// and nothing with dropout (its masked softmax), neither with a gradient to the scores.
+backend::HiddenRows hidden_attention_rows(bool keras2, double dropout);
 
 class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDefinitions {
  public:
@@ -70,7 +79,7 @@ class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDe
   void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
                           const std::string& path) override;
 
-  /// A query whose keys are all masked attends as in Keras 2: near uniformly (Keras 3: zeros).
+  /// A query whose keys are all masked attends as in Keras 2 (hidden_attention_rows).
   void use_keras2_definitions() override { keras2_hidden_rows_ = true; }
 
  private:
@@ -90,6 +99,8 @@ class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDe
   std::int64_t output_dim() const;
   void check_inputs(const std::vector<const Tensor*>& inputs) const;
   std::string label() const { return "layer '" + name() + "' (MultiHeadAttention)"; }
+  /// The masked softmax of this layer's scores (hidden_attention_rows).
+  backend::AttentionMaskDesc attention_desc() const;
 
   MultiHeadAttentionOptions options_;
   // Where value, key and the mask sit in the call's inputs (0 is the query; -1: absent).

@@ -4,6 +4,7 @@
 // projection — the steps of nn/multi_head_attention.hpp, in ONNX operators of opset 13).
 #include <cmath>
 
+#include "nn/multi_head_attention.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -122,9 +123,12 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   const std::string v = project(call, value, "value");
   const std::string scores =
       g.node("MatMul", {q, transposed(g, k, {0, 1, 3, 2}, p)}, p).output();  // (b, H, Tq, Tv)
-  // keep (b or 1, 1, Tq, Tv): 1 where a key is seen. Hidden scores get -1e9 before the softmax
-  // and the probabilities are multiplied by keep, so a row with every key hidden is all zeros,
-  // as the layer computes it. Without an attention_mask both are constants.
+  // keep (b or 1, 1, Tq, Tv): 1 where a key is seen, and hidden_bias -1e9 where it is not
+  // (without an attention_mask both are constants). A row with every key hidden gets what the
+  // layer gives it (nn::hidden_attention_rows): Keras 2's adds the bias to the scores (the
+  // softmax of the scores less 1e9); Keras 3's without dropout replaces the hidden scores by the
+  // bias (scores · keep + bias: uniform), with dropout adds it and multiplies the probabilities
+  // by keep (zeros).
   std::vector<float> causal_keep;
   const auto causal = call.options.find("use_causal_mask");
   if (causal != call.options.end() && causal->is_boolean() && causal->get<bool>()) {
@@ -150,11 +154,17 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
     keep = call.constant("causal_mask", {1, 1, tq, tv}, causal_keep);
     hidden_bias = call.constant("causal_bias", {1, 1, tq, tv}, bias);
   }
-  const std::string logits =
-      keep.empty() ? scores : g.node("Add", {scores, hidden_bias}, p).output();
+  const backend::HiddenRows hidden_rows =
+      nn::hidden_attention_rows(call.keras2, call.config.value("dropout", 0.0));
+  std::string logits = scores;
+  if (!keep.empty()) {
+    if (hidden_rows == backend::HiddenRows::uniform)
+      logits = g.node("Mul", {logits, keep}, p).output();
+    logits = g.node("Add", {logits, hidden_bias}, p).output();
+  }
   std::string probs = g.node("Softmax", {logits}, p).attr("axis", std::int64_t{-1}).output();
-  // Keras 2 does not mask again: a row with every key hidden is the softmax of scores - 1e9.
-  if (!keep.empty() && !call.keras2) probs = g.node("Mul", {probs, keep}, p).output();
+  if (!keep.empty() && hidden_rows == backend::HiddenRows::zeros)
+    probs = g.node("Mul", {probs, keep}, p).output();
   const std::string context = g.node("MatMul", {probs, v}, p).output();  // (b, H, Tq, Vd)
   const Tensor& ok = call.weight("attention_output/kernel");
   const std::int64_t value_dim = ok.dim(1), out = ok.dim(2);

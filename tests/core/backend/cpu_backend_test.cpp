@@ -113,13 +113,13 @@ TEST(CpuBackend, BatchedGemmIsEachProductOfTheBatch) {
 }
 
 // Softmax over the keys a mask keeps and (causal) the keys up to the query; a row with no key
-// kept is all zeros.
+// kept is what HiddenRows says.
 TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
   // batch 1, heads 2, tq 2, tk 3; every score 0, so the kept keys share the probability.
   const Tensor scores({1, 2, 2, 3});
   const Tensor mask = Tensor::from_vector({1, 2, 3}, {1, 0, 1, 0, 0, 0});
   Tensor probs({1, 2, 2, 3});
-  cpu_backend().masked_softmax({2, 2, 3, false}, scores, &mask, probs);
+  cpu_backend().masked_softmax({2, 2, 3, false, HiddenRows::zeros}, scores, &mask, probs);
   EXPECT_EQ(values_of(probs), (std::vector<float>{0.5f, 0, 0.5f, 0, 0, 0, 0.5f, 0, 0.5f, 0, 0, 0}));
   cpu_backend().masked_softmax({2, 2, 3, true}, scores, nullptr, probs);
   EXPECT_EQ(values_of(probs),
@@ -127,14 +127,21 @@ TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
   const Tensor short_mask({1, 2, 2});
   EXPECT_THROW(cpu_backend().masked_softmax({2, 2, 3, false}, scores, &short_mask, probs),
                std::logic_error);
+  const Tensor varied =
+      Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 40, 200, -90});
+  // Keras 3 without dropout: every hidden score the same large negative number, so a row with
+  // every key hidden is uniform whatever its scores.
+  cpu_backend().masked_softmax({2, 2, 3, false, HiddenRows::uniform}, varied, &mask, probs);
+  const float third = 1.0f / 3.0f;
+  std::vector<float> p = values_of(probs);
+  for (int c : {3, 4, 5, 9, 10, 11}) EXPECT_EQ(p[c], third) << c;
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_FLOAT_EQ(p[0], static_cast<float>(1 / (1 + std::exp(2.0))));
   // Keras 2 adds -1e9 to hidden scores and does not mask again: a row with every key hidden is
   // the softmax of the scores less 1e9 in float (uniform for scores this small), the other rows
   // as Keras 3's (what -1e9 leaves of a hidden key underflows to 0).
-  const Tensor varied =
-      Tensor::from_vector({1, 2, 2, 3}, {1, 2, 3, 1, 2, 3, 1, 2, 3, 40, 200, -90});
-  cpu_backend().masked_softmax({2, 2, 3, false, true}, varied, &mask, probs);
-  const float third = 1.0f / 3.0f;
-  const std::vector<float> p = values_of(probs);
+  cpu_backend().masked_softmax({2, 2, 3, false, HiddenRows::keras2_additive}, varied, &mask, probs);
+  p = values_of(probs);
   EXPECT_FLOAT_EQ(p[0] + p[2], 1.0f);
   EXPECT_EQ(p[1], 0.0f);
   for (int c = 3; c < 6; ++c) EXPECT_FLOAT_EQ(p[c], third) << c;
@@ -144,6 +151,69 @@ TEST(CpuBackend, MaskedSoftmaxLeavesOutHiddenKeys) {
     total += expected[c] = std::exp(static_cast<double>(static_cast<float>(varied[9 + c] - 1e9f) -
                                                         static_cast<float>(200 - 1e9f)));
   for (int c = 0; c < 3; ++c) EXPECT_NEAR(p[9 + c], expected[c] / total, 1e-6) << c;
+}
+
+// The gradient of the masked softmax against central differences of the forward, for each
+// HiddenRows: a row with every key hidden passes no gradient to its scores unless it is Keras
+// 2's (whose shifted scores still move its probabilities).
+TEST(CpuBackend, MaskedSoftmaxBackwardIsTheForwardsDerivative) {
+  const AttentionMaskDesc base{2, 3, 4, true};  // batch 2, heads 2, tq 3, tk 4
+  Tensor scores({2, 2, 3, 4}), mask({2, 3, 4}), d_probs({2, 2, 3, 4});
+  for (std::int64_t i = 0; i < scores.size(); ++i) {
+    scores[i] = static_cast<float>((i * 37) % 19) / 4.0f - 2.0f;
+    d_probs[i] = static_cast<float>((i * 11) % 7) / 3.0f - 1.0f;
+  }
+  for (std::int64_t i = 0; i < mask.size(); ++i) mask[i] = (i * 5) % 3 == 0 ? 0.0f : 1.0f;
+  for (std::int64_t k = 0; k < 4; ++k) mask[4 + k] = 0;  // sample 0's second query sees nothing
+  // Whether row r (batch, head, query) keeps no key: none of keys 0..query unmasked.
+  const auto row_hidden = [&](std::int64_t r) {
+    const std::int64_t i = r % 3, b = r / 6;
+    for (std::int64_t k = 0; k <= i; ++k)
+      if (mask[(b * 3 + i) * 4 + k] != 0) return false;
+    return true;
+  };
+  ASSERT_TRUE(row_hidden(1) && row_hidden(4) && !row_hidden(2));
+  for (const HiddenRows hidden :
+       {HiddenRows::zeros, HiddenRows::uniform, HiddenRows::keras2_additive}) {
+    AttentionMaskDesc d = base;
+    d.hidden_rows = hidden;
+    Tensor probs(scores.shape()), d_scores(scores.shape()), plus(scores.shape()),
+        minus(scores.shape());
+    cpu_backend().masked_softmax(d, scores, &mask, probs);
+    cpu_backend().masked_softmax_backward(d, probs, &mask, d_probs, d_scores);
+    // Keras 2's hidden row shifts its scores by 1e9 in float, whose steps (64) no small
+    // difference can resolve: its derivative is checked where the shift is not applied.
+    for (std::int64_t i = 0; i < scores.size(); ++i) {
+      const bool hidden_row = row_hidden(i / 4);
+      if (hidden_row && hidden == HiddenRows::keras2_additive) continue;
+      const float h = 1e-2f;
+      Tensor shifted = scores.clone();
+      shifted[i] = scores[i] + h;
+      cpu_backend().masked_softmax(d, shifted, &mask, plus);
+      shifted[i] = scores[i] - h;
+      cpu_backend().masked_softmax(d, shifted, &mask, minus);
+      double numeric = 0;
+      for (std::int64_t j = 0; j < scores.size(); ++j)
+        numeric += d_probs[j] * (static_cast<double>(plus[j]) - minus[j]) / (2.0 * h);
+      EXPECT_NEAR(d_scores[i], numeric, 2e-3) << static_cast<int>(hidden) << " at " << i;
+      if (hidden_row) {
+        EXPECT_EQ(d_scores[i], 0.0f) << static_cast<int>(hidden) << " at " << i;
+      }
+    }
+    if (hidden == HiddenRows::uniform) {
+      EXPECT_EQ(probs[4], 0.25f);
+    }
+  }
+  // Keras 2's hidden row has the softmax's gradient at its probabilities, which are not constant.
+  AttentionMaskDesc d = base;
+  d.hidden_rows = HiddenRows::keras2_additive;
+  Tensor probs(scores.shape()), d_scores(scores.shape());
+  cpu_backend().masked_softmax(d, scores, &mask, probs);
+  cpu_backend().masked_softmax_backward(d, probs, &mask, d_probs, d_scores);
+  double dot = 0;
+  for (int c = 4; c < 8; ++c) dot += static_cast<double>(d_probs[c]) * probs[c];
+  for (int c = 4; c < 8; ++c) EXPECT_NEAR(d_scores[c], probs[c] * (d_probs[c] - dot), 1e-6) << c;
+  EXPECT_NE(d_scores[4], 0.0f);
 }
 
 TEST(CpuBackend, SwapMiddleAxesTransposesTheMiddleTwo) {

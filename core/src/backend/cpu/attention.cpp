@@ -1,4 +1,5 @@
-// The CPU backend's attention operations: the masked softmax of attention scores and the axis
+// The CPU backend's attention operations: the masked softmax of attention scores (and its
+// gradient) and the axis
 // swap between (batch, time, heads, dim) and (batch, heads, time, dim).
 #include <algorithm>
 #include <cstring>
@@ -6,6 +7,26 @@
 #include "backend/cpu/parallel.hpp"
 
 namespace tandem::backend {
+
+namespace {
+
+// row(r, keep, last) for each row r of attention scores (batch, heads, tq, tk), in parallel:
+// keep the row's mask (null: none), last its last key the causal limit leaves.
+template <class Row>
+void for_each_attention_row(const AttentionMaskDesc& d, std::int64_t rows, const Tensor* mask,
+                            const Row& row) {
+  const float* keep = mask ? mask->data() : nullptr;
+  cpu::parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(d.tk, 1)),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
+                        row(r, keep ? keep + (b * d.tq + i) * d.tk : nullptr,
+                            d.causal ? i : d.tk - 1);
+                      }
+                    });
+}
+
+}  // namespace
 
 void CpuBackend::masked_softmax(const AttentionMaskDesc& d, const Tensor& scores,
                                 const Tensor* mask, Tensor& probs) {
@@ -15,16 +36,27 @@ void CpuBackend::masked_softmax(const AttentionMaskDesc& d, const Tensor& scores
   const std::int64_t rows = check_attention_scores(d, scores, mask, probs);
   const float* x = scores.data();
   float* y = probs.data();
-  const float* keep = mask ? mask->data() : nullptr;
-  cpu::parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(d.tk, 1)),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r) {
-                        const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
-                        math::masked_softmax_row(x + r * d.tk, y + r * d.tk, d.tk,
-                                                 keep ? keep + (b * d.tq + i) * d.tk : nullptr,
-                                                 d.causal ? i : d.tk - 1, d.keras2_hidden_rows);
-                      }
-                    });
+  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const float* keep, std::int64_t last) {
+    math::masked_softmax_row(x + r * d.tk, y + r * d.tk, d.tk, keep, last, d.hidden_rows);
+  });
+}
+
+void CpuBackend::masked_softmax_backward(const AttentionMaskDesc& d, const Tensor& probs,
+                                         const Tensor* mask, const Tensor& d_probs,
+                                         Tensor& d_scores) {
+  require_device(*this, probs, "masked_softmax_backward");
+  require_device(*this, d_probs, "masked_softmax_backward");
+  require_device(*this, d_scores, "masked_softmax_backward");
+  if (mask) require_device(*this, *mask, "masked_softmax_backward");
+  const std::int64_t rows = check_attention_scores(d, probs, mask, d_probs);
+  check_attention_scores(d, probs, mask, d_scores);
+  const float* y = probs.data();
+  const float* g = d_probs.data();
+  float* gi = d_scores.data();
+  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const float* keep, std::int64_t last) {
+    math::masked_softmax_row_backward(y + r * d.tk, g + r * d.tk, gi + r * d.tk, d.tk, keep, last,
+                                      d.hidden_rows);
+  });
 }
 
 void CpuBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

@@ -60,6 +60,8 @@ class CpuBackend final : public Backend {
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const AttentionMaskDesc& desc, const Tensor& scores, const Tensor* mask,
                       Tensor& probs) override;
+  void masked_softmax_backward(const AttentionMaskDesc& d, const Tensor& probs, const Tensor* mask,
+                               const Tensor& d_probs, Tensor& d_scores) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
   void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,

@@ -87,6 +87,9 @@ class CudaBackend final : public backend::Backend {
                       const Tensor& dy, Tensor* dx, Tensor* d_alpha) override;
   void masked_softmax(const backend::AttentionMaskDesc& desc, const Tensor& scores,
                       const Tensor* mask, Tensor& probs) override;
+  void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const Tensor& probs,
+                               const Tensor* mask, const Tensor& d_probs,
+                               Tensor& d_scores) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
   void copy_image_block(const backend::ImageBlock& block, const Tensor& src,

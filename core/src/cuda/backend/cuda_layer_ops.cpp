@@ -127,8 +127,21 @@ void CudaBackend::masked_softmax(const backend::AttentionMaskDesc& d, const Tens
   require(probs, "masked_softmax");
   if (mask) require(*mask, "masked_softmax");
   const std::int64_t rows = backend::check_attention_scores(d, scores, mask, probs);
-  cuda::masked_softmax(scores.data(), mask ? mask->data() : nullptr, probs.data(), rows, d.heads,
-                       d.tq, d.tk, d.causal, d.keras2_hidden_rows, stream_);
+  cuda::masked_softmax(d, scores.data(), mask ? mask->data() : nullptr, probs.data(), rows,
+                       stream_);
+}
+
+void CudaBackend::masked_softmax_backward(const backend::AttentionMaskDesc& d, const Tensor& probs,
+                                          const Tensor* mask, const Tensor& d_probs,
+                                          Tensor& d_scores) {
+  require(probs, "masked_softmax_backward");
+  require(d_probs, "masked_softmax_backward");
+  require(d_scores, "masked_softmax_backward");
+  if (mask) require(*mask, "masked_softmax_backward");
+  const std::int64_t rows = backend::check_attention_scores(d, probs, mask, d_probs);
+  backend::check_attention_scores(d, probs, mask, d_scores);
+  cuda::masked_softmax_backward(d, probs.data(), mask ? mask->data() : nullptr, d_probs.data(),
+                                d_scores.data(), rows, stream_);
 }
 
 void CudaBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

@@ -1,7 +1,7 @@
-// Private (CUDA module): attention's kernels — the masked softmax (one thread per row,
-// kernel_math's masked_softmax_row, as the CPU backend) and the axis swap between (batch, time,
-// heads, dim) and (batch, heads, time, dim) (one thread per element).
-// Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+// Private (CUDA module): attention's kernels — the masked softmax and its gradient (one thread
+// per row, kernel_math's masked_softmax_row and masked_softmax_row_backward, as the CPU backend)
+// and the axis swap between (batch, time, heads, dim) and (batch, heads, time, dim) (one thread per
+// element). Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
@@ -11,13 +11,23 @@ namespace tandem::cuda {
 namespace {
 
 __global__ void masked_softmax_kernel(const float* scores, const float* mask, float* probs,
-                                      std::int64_t rows, std::int64_t heads, std::int64_t tq,
-                                      std::int64_t tk, bool causal, bool keras2_hidden_rows) {
+                                      std::int64_t rows, backend::AttentionMaskDesc d) {
   for (std::int64_t r = grid_first(); r < rows; r += grid_step()) {
-    const std::int64_t i = r % tq, b = r / (heads * tq);
-    backend::math::masked_softmax_row(scores + r * tk, probs + r * tk, tk,
-                                      mask ? mask + (b * tq + i) * tk : nullptr,
-                                      causal ? i : tk - 1, keras2_hidden_rows);
+    const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
+    backend::math::masked_softmax_row(scores + r * d.tk, probs + r * d.tk, d.tk,
+                                      mask ? mask + (b * d.tq + i) * d.tk : nullptr,
+                                      d.causal ? i : d.tk - 1, d.hidden_rows);
+  }
+}
+
+__global__ void masked_softmax_backward_kernel(const float* probs, const float* mask,
+                                               const float* d_probs, float* d_scores,
+                                               std::int64_t rows, backend::AttentionMaskDesc d) {
+  for (std::int64_t r = grid_first(); r < rows; r += grid_step()) {
+    const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
+    backend::math::masked_softmax_row_backward(
+        probs + r * d.tk, d_probs + r * d.tk, d_scores + r * d.tk, d.tk,
+        mask ? mask + (b * d.tq + i) * d.tk : nullptr, d.causal ? i : d.tk - 1, d.hidden_rows);
   }
 }
 
@@ -34,13 +44,20 @@ __global__ void swap_kernel(const float* x, float* y, std::int64_t d0, std::int6
 
 }  // namespace
 
-void masked_softmax(const float* scores, const float* mask, float* probs, std::int64_t rows,
-                    std::int64_t heads, std::int64_t tq, std::int64_t tk, bool causal,
-                    bool keras2_hidden_rows, cudaStream_t stream) {
+void masked_softmax(const backend::AttentionMaskDesc& desc, const float* scores, const float* mask,
+                    float* probs, std::int64_t rows, cudaStream_t stream) {
   if (rows <= 0) return;
-  masked_softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(
-      scores, mask, probs, rows, heads, tq, tk, causal, keras2_hidden_rows);
+  masked_softmax_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(scores, mask, probs, rows, desc);
   check_launch("masked_softmax");
+}
+
+void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const float* probs,
+                             const float* mask, const float* d_probs, float* d_scores,
+                             std::int64_t rows, cudaStream_t stream) {
+  if (rows <= 0) return;
+  masked_softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(probs, mask, d_probs,
+                                                                            d_scores, rows, desc);
+  check_launch("masked_softmax_backward");
 }
 
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.hpp"
+#include "backend/attention_mask.hpp"
 #include "backend/axis_groups.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/window_math.hpp"
@@ -176,11 +177,14 @@ void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
 
 // ---- Attention -------------------------------------------------------------------------------
 
-/// Backend::masked_softmax over `rows` rows of tk scores (batch, heads, tq, tk); one thread per
-/// row, kernel_math's masked_softmax_row. mask (batch, tq, tk) may be null.
-void masked_softmax(const float* scores, const float* mask, float* probs, std::int64_t rows,
-                    std::int64_t heads, std::int64_t tq, std::int64_t tk, bool causal,
-                    bool keras2_hidden_rows, cudaStream_t stream);
+/// Backend::masked_softmax over `rows` rows of desc.tk scores (batch, heads, tq, tk); one thread
+/// per row, kernel_math's masked_softmax_row. mask (batch, tq, tk) may be null.
+void masked_softmax(const backend::AttentionMaskDesc& desc, const float* scores, const float* mask,
+                    float* probs, std::int64_t rows, cudaStream_t stream);
+/// Backend::masked_softmax_backward over the same rows: kernel_math's masked_softmax_row_backward.
+void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const float* probs,
+                             const float* mask, const float* d_probs, float* d_scores,
+                             std::int64_t rows, cudaStream_t stream);
 /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                       std::int64_t d3, cudaStream_t stream);
