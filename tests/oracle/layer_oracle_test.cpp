@@ -416,7 +416,8 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
                          {{"", {4, 25}, false, 5.0f}}});  // [-5, 5]: both sides of the kinks
   cases.push_back({"ReLU6Leaky", entry("ReLU", {{"max_value", 6.0}, {"negative_slope", 0.1}}),
                    {{"", {4, 25}, false, 8.0f}}});
-  cases.push_back({"ReLUThreshold", entry("ReLU", {{"threshold", -0.5}, {"negative_slope", 0.2}}),
+  cases.push_back({"ReLUThreshold",
+                   entry("ReLU", {{"threshold", 0.5}, {"negative_slope", 0.2}}),
                    {{"", {4, 25}, false, 3.0f}}});
   cases.push_back({"LeakyReLU", entry("LeakyReLU", {{"negative_slope", 0.25}}), {{"", {4, 25}}}});
   cases.push_back({"ELUAlpha", entry("ELU", {{"alpha", 0.7}}), {{"", {4, 25}, false, 3.0f}}});

@@ -19,6 +19,18 @@ Shape Activation::build(const Shape& input_shape, Rng& /*init*/) {
       input_shape.empty())
     throw ShapeError("layer '" + name() + "' (Activation " + activation_name(kind_) +
                      ") needs an axis to normalise over");
+  // Keras' Softmax layer names its axis (nn/layer_registry.cpp): -1, or the last axis's index
+  // counting the batch axis, which only the input's rank can confirm.
+  if (keras_keys_.is_object() && keras_keys_.contains("axis")) {
+    const nlohmann::json& given = keras_keys_["axis"];
+    const std::int64_t axis = (given.is_array() ? given[0] : given).get<std::int64_t>();
+    const auto last = static_cast<std::int64_t>(input_shape.size());
+    if (axis != -1 && axis != last)
+      throw ShapeError("layer '" + name() + "' (" + keras_class_ + "): axis " +
+                       std::to_string(axis) + " is not the last axis of inputs " +
+                       shape_to_string(input_shape, true) + " (-1 or " + std::to_string(last) +
+                       "; Tandem normalises over the last axis only)");
+  }
   return input_shape;
 }
 

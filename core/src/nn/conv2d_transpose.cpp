@@ -46,11 +46,22 @@ Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
                            : std::nullopt;
     out[a] = transposed_length(input_shape[a], k[a], s[a], d[a], o.padding, extra);
     const Window w = window_along(out[a], k[a], s[a], d[a], o.padding);
-    if (out[a] <= 0 || w.out != input_shape[a])
-      throw ShapeError(who + ": kernel " + shape_to_string({k[0], k[1]}) + ", strides " +
-                       shape_to_string({s[0], s[1]}) + " and " + padding_name(o.padding) +
-                       " padding give no output for the input " +
+    const std::string geometry = "kernel " + shape_to_string({k[0], k[1]}) + ", strides " +
+                                 shape_to_string({s[0], s[1]}) + ", dilation_rate " +
+                                 shape_to_string({d[0], d[1]}) + " and " + padding_name(o.padding) +
+                                 " padding";
+    if (out[a] <= 0)
+      throw ShapeError(who + ": " + geometry + " give no output for the input " +
                        shape_to_string(input_shape, true));
+    // Only an output_padding can make an output length that the convolution this layer
+    // transposes would not map back to the input's (TensorFlow's conv2d_transpose refuses it).
+    if (w.out != input_shape[a])
+      throw ShapeError(who + ": output_padding " + std::to_string(extra.value_or(0)) + " along " +
+                       (a == 0 ? "the height" : "the width") + " with " + geometry +
+                       " makes an output of " + std::to_string(out[a]) +
+                       ", which that convolution maps to " + std::to_string(w.out) +
+                       ", not to the input's " + std::to_string(input_shape[a]) +
+                       " (TensorFlow refuses it too)");
     axes[a] = {out[a], input_shape[a], k[a], s[a], d[a], w.pad_before};
   }
   input_shape_ = input_shape;

@@ -128,7 +128,7 @@ std::unique_ptr<Layer> make_relu(ConfigObject& c, const std::string& name) {
     c.ignore({"max_value"});
   }
   a.negative_slope = read_finite(c, "negative_slope", 0, true);
-  a.threshold = read_finite(c, "threshold", 0, false);
+  a.threshold = read_finite(c, "threshold", 0, true);  // Keras refuses a negative one
   if (!a.capped && a.negative_slope == 0 && a.threshold == 0)
     return std::make_unique<Activation>(
         name, ActivationKind::relu, "ReLU",
@@ -158,13 +158,21 @@ std::unique_ptr<Layer> make_elu(ConfigObject& c, const std::string& name) {
   return std::make_unique<ShapedActivationLayer>(name, "ELU", a);
 }
 
+// Softmax over the last axis: -1, or its index counting the batch axis (checked against the
+// input when the layer is built), alone or as a list of one.
 std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
-  if (const nlohmann::json* axis = c.find("axis"))
-    if (!(*axis == -1 || *axis == nlohmann::json::array({-1})))
+  nlohmann::json axis = -1;
+  if (const nlohmann::json* given = c.find("axis")) {
+    const nlohmann::json& one = given->is_array() && given->size() == 1 ? (*given)[0] : *given;
+    if (!one.is_number_integer() || (one != -1 && one.get<std::int64_t>() < 1))
       throw ConfigError(c.path_of("axis"),
-                        "only the last axis (-1) is supported, got " + axis->dump());
+                        "only the last axis is supported (-1, or its index counting the batch "
+                        "axis), got " +
+                            given->dump());
+    axis = *given;
+  }
   return std::make_unique<Activation>(name, ActivationKind::softmax, "Softmax",
-                                      nlohmann::json{{"axis", -1}});
+                                      nlohmann::json{{"axis", axis}});
 }
 
 std::unique_ptr<Layer> make_flatten(ConfigObject& c, const std::string& name) {
@@ -269,11 +277,16 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
   } else {
     c.ignore({"output_shape"});
   }
-  if (const auto* v = c.find("attention_axes"); v && !v->is_null() && *v != nlohmann::json{1} &&
-                                                !(v->is_array() && *v == nlohmann::json::array({1})))
-    throw ConfigError(c.path_of("attention_axes"),
-                      "only attention over the time axis (null or [1]) is supported, got " +
-                          v->dump());
+  // Keras' attention_axes: an axis or a list of them, counting the batch axis; on the sequences
+  // this layer takes (batch, time, features) the time axis is 1, or -2 from the end.
+  if (const auto* v = c.find("attention_axes"); v && !v->is_null()) {
+    const nlohmann::json& one = v->is_array() && v->size() == 1 ? (*v)[0] : *v;
+    if (!one.is_number_integer() || (one != 1 && one != -2))
+      throw ConfigError(c.path_of("attention_axes"),
+                        "only attention over the time axis (null, 1 or -2, or a list of one of "
+                        "them) is supported, got " +
+                            v->dump());
+  }
   c.ignore({"attention_axes"});
   if (const auto* k = c.find("kernel_initializer"))
     o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));

@@ -81,6 +81,29 @@ TEST(Conv2DTranspose, ConfigRoundTripsAndBadConfigsAreRefused) {
                 .find("data_format"),
             std::string::npos);
   EXPECT_NE(error({{"kernel_size", 3}}).find("filters"), std::string::npos);
+  // An output_padding that makes a length the convolution would not map back to the input's:
+  // same padding, an even kernel and stride 1 give (4 − 1) + 2 − 2·1 + 0 = 3 rows, not 4.
+  const std::string unmapped =
+      error({{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}, {"output_padding", 0}});
+  EXPECT_NE(
+      unmapped.find("(Conv2DTranspose): output_padding 0 along the height with kernel (2, 2), "
+                    "strides (1, 1), dilation_rate (1, 1) and same padding makes an output "
+                    "of 3, which that convolution maps to 3, not to the input's 4"),
+      std::string::npos)
+      << unmapped;
+  // ... and one that leaves no output at all: a 1×1 input, the same settings: 0 rows.
+  try {
+    Model::from_config(
+        model_with({{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}, {"output_padding", 0}},
+                   {1, 1, 2}),
+        "model", 0);
+    ADD_FAILURE() << "a Conv2DTranspose of no output was built";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("same padding give no output for the input (None, 1, 1, 2)"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 // <conv_transpose(x), g> = <x, conv(g)>: the transposed convolution is the adjoint of Conv2D

@@ -514,6 +514,22 @@ TEST(FunctionalModel, AttentionCallArgumentsReadInBothFormsAndRoundTrip) {
   open_config["config"]["layers"][1]["inbound_nodes"][0][0][3].erase("use_causal_mask");
   auto open = Model::from_config(open_config, "model", 5);
   EXPECT_NE(test::to_double(open->forward(x, false)), test::to_double(y2));
+  // attention_axes names the time axis however Keras lets it be written; another is refused.
+  for (const json& time_axis : {json(1), json(-2), json::array({-2}), json(nullptr)}) {
+    json same = keras2_attention_model();
+    same["config"]["layers"][1]["config"]["attention_axes"] = time_axis;
+    EXPECT_EQ(test::to_double(Model::from_config(same, "model", 5)->forward(x, false)),
+              test::to_double(y2))
+        << time_axis;
+  }
+  for (const json& other : {json(2), json::array({1, 2}), json::array({0}), json("time")}) {
+    json refused = keras2_attention_model();
+    refused["config"]["layers"][1]["config"]["attention_axes"] = other;
+    EXPECT_NE(error_of(refused).find("'model.config.layers[1].config.attention_axes': only "
+                                     "attention over the time axis"),
+              std::string::npos)
+        << other << ": " << error_of(refused);
+  }
 }
 
 TEST(FunctionalModel, CallArgumentsALayerDoesNotTakeAreRefusedAtTheirPath) {

@@ -208,10 +208,40 @@ TEST(ActivationLayers, ParametrisedFormsComputeKerasFormulasAndBadValuesAreRefus
                 .find("'model.config.layers[0].config.max_value': expected a non-negative number"),
             std::string::npos)
       << refusal("ReLU", {{"max_value", -1.0}});
+  EXPECT_NE(refusal("ReLU", {{"threshold", -0.5}})
+                .find("'model.config.layers[0].config.threshold': expected a non-negative number"),
+            std::string::npos)
+      << refusal("ReLU", {{"threshold", -0.5}});
   EXPECT_NE(refusal("LeakyReLU", {{"alpha", 0.1}, {"negative_slope", 0.1}}).find("not both"),
             std::string::npos);
   EXPECT_NE(refusal("ELU", {{"alpha", "x"}}).find("expected a finite number"), std::string::npos);
-  EXPECT_NE(refusal("Softmax", {{"axis", 1}}).find("only the last axis (-1)"), std::string::npos);
+  // Softmax's axis: -1, or the last axis counting the batch axis (2 for these (3, 5) samples),
+  // alone or in a list; another axis is refused when the input shows it is not the last.
+  for (const nlohmann::json& last :
+       {nlohmann::json(2), nlohmann::json::array({2}), nlohmann::json::array({-1})}) {
+    auto m = one_layer("Softmax", {{"axis", last}});
+    EXPECT_EQ(m->layer(0).config()["axis"], last);
+    const Tensor& y = m->forward(x, false);
+    double row = 0;
+    for (int i = 10; i < 15; ++i) row += y[i];
+    EXPECT_NEAR(row, 1.0, 1e-6) << last;
+  }
+  try {
+    one_layer("Softmax", {{"axis", 1}});
+    ADD_FAILURE() << "Softmax over axis 1 of (batch, 3, 5) was built";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("at 'model.config.layers[0]': layer 'softmax' (Softmax): "
+                                         "axis 1 is not the last axis of inputs (None, 3, 5) "
+                                         "(-1 or 2;"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(-2), nlohmann::json(1.5),
+                                    nlohmann::json::array({1, 2}), nlohmann::json("last")})
+    EXPECT_NE(refusal("Softmax", {{"axis", bad}})
+                  .find("'model.config.layers[0].config.axis': only the last axis is supported"),
+              std::string::npos)
+        << bad << ": " << refusal("Softmax", {{"axis", bad}});
   EXPECT_EQ(refusal("ReLU", {{"max_value", nullptr}, {"threshold", 0}}), "(no error)");
 }
 
