@@ -1210,6 +1210,29 @@ struct OptimizerStep {
   float clipvalue = 0;
 };
 
+/// Nadam's momentum at step i (from 1): beta_1 (1 − ½·0.96^(e·i)), e the schedule decay (1 in
+/// Keras 3, the config's `decay` in Keras 2's legacy Nadam).
+inline double nadam_momentum(const OptimizerDesc& o, std::int64_t i) {
+  return o.beta_1 * (1.0 - 0.5 * std::pow(0.96, o.nadam_schedule_decay * static_cast<double>(i)));
+}
+
+/// Their product u_1 ··· u_step, multiplied in that order in double (Keras keeps it in a
+/// variable; here it is a function of the step). Remembered per thread: a later step extends the
+/// last product asked for (the same multiplications, so the same bits), so a run pays one
+/// multiplication a step, not `step` of them; an earlier step or other settings start again.
+inline double nadam_momentum_product(const OptimizerDesc& o, std::int64_t step) {
+  struct Memo {
+    double beta_1 = 0, schedule_decay = 0, product = 1;
+    std::int64_t step = 0;
+  };
+  thread_local Memo memo;
+  if (memo.beta_1 != o.beta_1 || memo.schedule_decay != o.nadam_schedule_decay || memo.step > step)
+    memo = {o.beta_1, o.nadam_schedule_decay, 1.0, 0};
+  for (std::int64_t i = memo.step + 1; i <= step; ++i) memo.product *= nadam_momentum(o, i);
+  memo.step = step;
+  return memo.product;
+}
+
 /// The step's constants, computed exactly as the CPU computes them (host only: pow, sqrt of
 /// doubles). `step` counts from 1; `lr` is the current learning rate.
 inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, double lr) {
@@ -1232,17 +1255,11 @@ inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, d
   if (o.kind == OptimizerDesc::Kind::adamax)
     s.alpha = static_cast<float>(lr / (1.0 - std::pow(o.beta_1, t)));
   if (o.kind == OptimizerDesc::Kind::nadam) {
-    // u_i = beta_1 (1 - 0.5 * 0.96^(e i)); Keras keeps their product in a variable, which is
-    // the product of u_1 ... u_t: a function of the step, so computed here.
-    const auto u = [&](double i) {
-      return o.beta_1 * (1.0 - 0.5 * std::pow(0.96, o.nadam_schedule_decay * i));
-    };
-    double product = 1.0;
-    for (std::int64_t i = 1; i <= step; ++i) product *= u(static_cast<double>(i));
-    s.nadam_u = static_cast<float>(u(t));
-    s.nadam_u_next = static_cast<float>(u(t + 1));
+    const double product = nadam_momentum_product(o, step), next = nadam_momentum(o, step + 1);
+    s.nadam_u = static_cast<float>(nadam_momentum(o, step));
+    s.nadam_u_next = static_cast<float>(next);
     s.nadam_one_minus_product = static_cast<float>(1.0 - product);
-    s.nadam_one_minus_product_next = static_cast<float>(1.0 - product * u(t + 1));
+    s.nadam_one_minus_product_next = static_cast<float>(1.0 - product * next);
     s.nadam_one_minus_beta_2_power = static_cast<float>(1.0 - std::pow(o.beta_2, t));
   }
   s.decay = o.weight_decay > 0;
