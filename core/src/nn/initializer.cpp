@@ -70,9 +70,10 @@ void read_variance_scaling(ConfigObject& cfg, Initializer& init) {
     throw ConfigError(cfg.path_of("scale"), "expected a positive number, got " +
                                                 cfg.at("scale").dump());
   init.mode = cfg.one_of("mode", init.mode, {"fan_in", "fan_out", "fan_avg"});
-  // Keras 2 also took "normal" for the truncated normal.
-  std::string d = cfg.one_of("distribution", init.distribution,
-                             {"truncated_normal", "untruncated_normal", "uniform", "normal"});
+  // Keras lowercases it, and takes "normal" for the truncated normal.
+  std::string d =
+      cfg.one_of_any_case("distribution", init.distribution,
+                          {"truncated_normal", "untruncated_normal", "uniform", "normal"});
   init.distribution = d == "normal" ? "truncated_normal" : d;
 }
 

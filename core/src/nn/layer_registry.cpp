@@ -598,12 +598,8 @@ Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fall
 
 // "valid" or "same", case-insensitive as in Keras.
 Padding read_padding(ConfigObject& c) {
-  std::string p = c.get_string("padding", "valid");
-  for (char& ch : p) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (p == "valid") return Padding::valid;
-  if (p == "same") return Padding::same;
-  throw ConfigError(c.path_of("padding"),
-                    "expected one of 'valid', 'same', got '" + c.get_string("padding") + "'");
+  return c.one_of_any_case("padding", "valid", {"valid", "same"}) == "same" ? Padding::same
+                                                                            : Padding::valid;
 }
 
 // What Conv1D and Conv2D read alike, after their sizes (a 1-D size is the pair (1, n)): the

@@ -333,7 +333,8 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.nadam_schedule_decay = nadam_schedule_decay;
   } else {  // Lion
     d.kind = backend::OptimizerDesc::Kind::lion;
-    d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, false, true);
+    // Keras takes (0, 1]: 0 would make it SignSGD, 1 steps by the sign of the momentum alone.
+    d.beta_1 = cfg.number_in("beta_1", 0.9, 0.0, 1.0, true, false);
     d.beta_2 = cfg.number_in("beta_2", 0.99, 0.0, 1.0, false, true);
   }
   auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate.value, d);

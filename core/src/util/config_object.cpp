@@ -1,5 +1,6 @@
 #include "util/config_object.hpp"
 
+#include <cctype>
 #include <cstdint>
 
 #include <cmath>
@@ -226,6 +227,19 @@ std::string ConfigObject::one_of(const std::string& key, const std::string& fall
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("'" + c + "'");
   throw ConfigError(path_of(key), "expected one of " + list + ", got '" + v + "'");
+}
+
+std::string ConfigObject::one_of_any_case(const std::string& key, const std::string& fallback,
+                                          const std::vector<std::string>& choices) {
+  const std::string given = get_string(key, fallback);
+  std::string lower = given;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const auto& c : choices)
+    if (c == lower) return c;
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("'" + c + "'");
+  throw ConfigError(path_of(key),
+                    "expected one of " + list + " (in any case), got '" + given + "'");
 }
 
 void ConfigObject::ignore(std::initializer_list<const char*> keys) {

@@ -97,6 +97,10 @@ class ConfigObject {
                    bool lo_open = false, bool hi_open = false);
   std::string one_of(const std::string& key, const std::string& fallback,
                      const std::vector<std::string>& choices);
+  /// one_of with the value compared in lower case, as Keras reads `padding` or a
+  /// VarianceScaling `distribution`: returns the choice it matched.
+  std::string one_of_any_case(const std::string& key, const std::string& fallback,
+                              const std::vector<std::string>& choices);
 
   /// Marks keys as read without reading them (accepted for Keras compatibility, no effect).
   void ignore(std::initializer_list<const char*> keys);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "tandem/error.hpp"
 
@@ -254,12 +256,22 @@ TEST(Initializer, BadVarianceScalingAndOrthogonalArgumentsNameTheirPath) {
   EXPECT_NE(error_of({{"distribution", "cauchy"}}).find("'init.config.distribution'"),
             std::string::npos);
   EXPECT_NE(error_of({{"gain", 2}}).find("'init.config.gain'"), std::string::npos);
-  // Keras 2's "normal" distribution is the truncated normal.
-  EXPECT_EQ(parse_initializer({{"class_name", "VarianceScaling"},
-                               {"config", {{"distribution", "normal"}}}},
-                              "i")
-                .distribution,
-            "truncated_normal");
+  // Keras' "normal" distribution is the truncated normal, and Keras lowercases the name.
+  for (const auto& [given, read] : std::vector<std::pair<const char*, const char*>>{
+           {"normal", "truncated_normal"},
+           {"Normal", "truncated_normal"},
+           {"UNIFORM", "uniform"},
+           {"Untruncated_Normal", "untruncated_normal"}})
+    EXPECT_EQ(parse_initializer(
+                  {{"class_name", "VarianceScaling"}, {"config", {{"distribution", given}}}}, "i")
+                  .distribution,
+              read)
+        << given;
+  EXPECT_NE(error_of({{"distribution", "Cauchy"}})
+                .find("'init.config.distribution': expected one of 'truncated_normal', "
+                      "'untruncated_normal', 'uniform', 'normal' (in any case), got 'Cauchy'"),
+            std::string::npos)
+      << error_of({{"distribution", "Cauchy"}});
   try {
     parse_initializer({{"class_name", "Xavier"}}, "init");
     ADD_FAILURE() << "Xavier accepted";

@@ -338,6 +338,11 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
               "optimizer.config.learning_rate");
   expect_path(json{{"class_name", "Adam"}, {"config", {{"beta_1", 1.5}}}},
               "optimizer.config.beta_1");
+  // Lion's beta_1 is in Keras' (0, 1]: 0 is refused, 1 taken.
+  expect_path(json{{"class_name", "Lion"}, {"config", {{"beta_1", 0.0}}}},
+              "optimizer.config.beta_1");
+  EXPECT_NO_THROW(
+      make_optimizer(json{{"class_name", "Lion"}, {"config", {{"beta_1", 1.0}}}}, "optimizer"));
   expect_path(json{{"class_name", "SGD"}, {"config", {{"momentun", 0.9}}}},
               "optimizer.config.momentun");
   expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}},
