@@ -50,18 +50,25 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
   // It wrote nothing there: the first run's config stands.
   EXPECT_EQ(json::parse(test::read_text(run / "config.json"))["epochs"], 100000);
 
-  // kill -9: no checkpoint from the first run, and the kernel drops its lock with it.
+  // kill -9 once it has trained: no checkpoint from the first run, and the kernel drops its
+  // lock with it.
+  for (int i = 0; i < 300 && test::read_text(run / "events.jsonl").find("\"batch_ended\"") ==
+                                 std::string::npos;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(::kill(first, SIGKILL), 0);
   for (int i = 0; i < 100 && ::kill(first, 0) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // The folder is free now, but it holds the killed run's record: not replaced unless asked.
+  // The folder is free now, but it holds the killed run's record: not replaced unless asked,
+  // and, with no checkpoint to resume, --resume is not offered.
   second = run_command(test::tandem_cli() + " train " + (dir / "long.json").string() +
                        " -q --set epochs=1 --run-dir " + run.string());
   EXPECT_EQ(second.exit_code, 2) << second.err;
-  EXPECT_NE(second.err.find("holds another run (events.jsonl, config.json); continue it with "
-                            "--resume"),
+  EXPECT_NE(second.err.find("holds another run (events.jsonl, config.json); it left no "
+                            "checkpoint to resume"),
             std::string::npos)
       << second.err;
+  EXPECT_EQ(second.err.find("--resume"), std::string::npos) << second.err;
   // Temporary files of writers that died mid-write go when the next engine takes the folder;
   // a live writer's stays.
   const std::string dead = run_command("sh -c 'echo $$'").out;  // that shell has exited
@@ -77,6 +84,29 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
   EXPECT_EQ(second.exit_code, 0) << second.err;
   for (const auto& f : stray) EXPECT_FALSE(fs::exists(f)) << f;
   EXPECT_TRUE(fs::exists(live));
+}
+
+// A run refused as it began (a callback's check at on_train_begin: a cosine schedule that would
+// reach a rate of 0 before the run ends) trained nothing: the same command, corrected, takes its
+// folder without --overwrite, and the stream holds the new run alone.
+TEST(RunFolderLockCli, ARunThatNeverTrainedIsReplacedByTheNextOne) {
+  const fs::path dir = test::scratch_dir("run-folder-never-trained");
+  json config = test::tiny_regression_config();
+  config["epochs"] = 3;
+  config["callbacks"] = json::array(
+      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "cosine"}, {"total", 1}}}}});
+  auto r = test::train_in(dir, "run", config);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("callbacks[0].options.total"), std::string::npos) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "run" / "events.jsonl"));
+  config["callbacks"][0]["options"]["total"] = 3;
+  r = test::train_in(dir, "run", config);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string events = test::read_text(dir / "run" / "events.jsonl");
+  EXPECT_EQ(events.find("\"run_started\""), events.rfind("\"run_started\""))
+      << "one run in the stream";
+  EXPECT_EQ(events.find("\"run_failed\""), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
 }
 
 TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -163,11 +164,12 @@ bool is_run_folder_of(const std::filesystem::path& dir, const std::filesystem::p
   return file == folder / "model.h5" || std::filesystem::exists(folder / "config.json");
 }
 
-// With --overwrite, what the run `dir` holds is removed before the new one starts: its stream
+// With --overwrite (or when it never trained), what the run `dir` holds is removed before the new
+// one starts, `why` saying which in the log and errors: its stream
 // (the new one must not continue it), model.h5 and config.json, the checkpoints its indexes list
 // and the indexes (a stale checkpoints.json listed the old run's epochs as the new one's, and
 // --resume of the folder took the old model.h5). Other files are the user's and stay.
-void remove_old_run(const std::filesystem::path& dir) {
+void remove_old_run(const std::filesystem::path& dir, const std::string& why) {
   std::vector<std::filesystem::path> files;
   for (const IndexedCheckpoint& c : indexed_checkpoints(dir)) {
     files.push_back(c.file);
@@ -180,17 +182,39 @@ void remove_old_run(const std::filesystem::path& dir) {
     if (!std::filesystem::exists(file, ec)) continue;
     std::filesystem::remove(file, ec);
     if (ec)
-      throw RunError("--overwrite: cannot remove " + file.string() +
-                     " of the old run: " + ec.message());
+      throw RunError(why + ": cannot remove " + file.string() + " of the old run: " + ec.message());
     ++removed;
   }
-  spdlog::info("--overwrite: removed the {} files of the run {} held", removed, dir.string());
+  spdlog::info("{}: removed the {} files of the run {} held", why, removed, dir.string());
+}
+
+// Whether the run `dir` holds left something to resume: its model.h5 or a checkpoint its
+// indexes list.
+bool holds_a_checkpoint(const std::filesystem::path& dir) {
+  return std::filesystem::exists(dir / "model.h5") || !indexed_checkpoints(dir).empty();
+}
+
+// Whether the run `dir` holds never took a step: no checkpoint, and its event stream (if any)
+// records no batch — a run refused as it began (a callback's check at on_train_begin, say) or
+// killed before its first batch. Its record holds nothing a new run could lose.
+bool holds_a_run_that_never_trained(const std::filesystem::path& dir) {
+  if (holds_a_checkpoint(dir)) return false;
+  if (!std::filesystem::exists(dir / "events.jsonl")) return true;
+  std::ifstream in(dir / "events.jsonl");
+  std::string line;
+  while (in && std::getline(in, line)) {
+    const json event = json::parse(line, nullptr, false);
+    if (!event.is_object()) return false;  // not a stream Tandem wrote: left alone
+    const json* name = event.contains("event") ? &event["event"] : nullptr;
+    if (name && (*name == "batch_ended" || *name == "epoch_ended")) return false;
+  }
+  return !in.bad();
 }
 
 // A run in `dir`: refused when the folder holds another run's record, unless `overwrite` (then
-// the old run's files are removed: remove_old_run). A run resumed from
-// `resumed_from` (null: a new run) may write only into the checkpoint's own run folder or into
-// one that holds no run.
+// the old run's files are removed: remove_old_run) or that run never trained (its record is
+// replaced). A run resumed from `resumed_from` (null: a new run) may write only into the
+// checkpoint's own run folder or into one that holds no run.
 void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
                       const std::filesystem::path* resumed_from = nullptr) {
   if (resumed_from && is_run_folder_of(dir, *resumed_from)) return;
@@ -198,19 +222,25 @@ void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
   for (const char* file : {"events.jsonl", "model.h5", "config.json"})
     if (std::filesystem::exists(dir / file)) found.push_back(file);
   if (found.empty()) return;
-  if (!overwrite) {
-    std::string files;
-    for (const auto& f : found) files += (files.empty() ? "" : ", ") + f;
-    const std::string held =
-        "the run folder " + dir.string() + " holds another run (" + files + "); ";
-    if (resumed_from)
-      throw ConfigError("--run-dir", held + "a run resumed from " + resumed_from->string() +
-                                         " continues in that checkpoint's own run folder or in "
-                                         "one that holds no run: give another --run-dir");
-    throw ConfigError("--run-dir", held + "continue it with --resume " + dir.string() +
-                                       ", replace it with --overwrite, or give another --run-dir");
-  }
-  remove_old_run(dir);
+  if (overwrite) return remove_old_run(dir, "--overwrite");
+  if (holds_a_run_that_never_trained(dir))
+    return remove_old_run(dir, "a run that never trained, replaced");
+  std::string files;
+  for (const auto& f : found) files += (files.empty() ? "" : ", ") + f;
+  const std::string held =
+      "the run folder " + dir.string() + " holds another run (" + files + "); ";
+  if (resumed_from)
+    throw ConfigError("--run-dir", held + "a run resumed from " + resumed_from->string() +
+                                       " continues in that checkpoint's own run folder or in one "
+                                       "that holds no run: give another --run-dir");
+  if (!holds_a_checkpoint(dir))
+    throw ConfigError("--run-dir", held +
+                                       "it left no checkpoint to resume (a backup in a "
+                                       "backup_and_restore backup_dir is restored by the run "
+                                       "that replaces it): replace it with --overwrite, or "
+                                       "give another --run-dir");
+  throw ConfigError("--run-dir", held + "continue it with --resume " + dir.string() +
+                                     ", replace it with --overwrite, or give another --run-dir");
 }
 
 // A resumed run with no epoch left to train would only write its checkpoint again.
