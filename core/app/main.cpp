@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "app/commands.hpp"
@@ -91,6 +93,15 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
          "; tandem --help says what each does)";
 }
 
+// Whether the command line is `tandem check ... --json ...`, whose output is one JSON object
+// whatever went wrong, a bad command line included.
+bool json_check(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) != "check") return false;
+  for (int i = 2; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--json") return true;
+  return false;
+}
+
 int main(int argc, char** argv) {
   tandem::configure_process(argc, argv);
   auto logger = spdlog::stderr_color_mt("tandem");
@@ -116,6 +127,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", unknown.c_str());
     else
       app.exit(e);
+    if (json_check(argc, argv))
+      std::printf("%s\n", nlohmann::json{{"ok", false}, {"error", e.what()}, {"path", nullptr}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
     return static_cast<int>(tandem::ExitCode::bad_input);
   }
 

@@ -177,6 +177,18 @@ TEST(Cli, AWeightsOnlyResumeAndAMissingCheckedConfigSayWhatTheyAre) {
   EXPECT_NE(out["error"].get<std::string>().find("cannot read the config (file not found)"),
             std::string::npos)
       << out;
+  // A command line CLI11 refuses is one JSON object too (and CLI11's words on stderr).
+  for (const std::string& args :
+       {std::string("check --json --bogus"), std::string("check --json one.json two.json")}) {
+    r = run_command(cli() + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    const json refused = json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(refused.is_object()) << args << ": " << r.out;
+    EXPECT_EQ(refused["ok"], false) << args;
+    EXPECT_TRUE(refused["path"].is_null()) << args;
+    EXPECT_FALSE(refused["error"].get<std::string>().empty()) << args;
+    EXPECT_FALSE(r.err.empty()) << args;
+  }
 }
 
 TEST(Cli, TruncatedAndMissingDataAreExitCode2AndCreateNothing) {
