@@ -82,6 +82,13 @@ TEST(PipelineCli, TwoStagesTrainAsOneDeviceAndTheCheckpointLoadsAnywhere) {
   EXPECT_EQ(placement[0]["layers"], (json{"hidden"}));  // 672 parameters against 528 + 68
   EXPECT_EQ(placement[1]["layers"], (json{"drop", "middle", "out"}));
   EXPECT_EQ(placement[1]["stage"], 1);
+  // The plan's devices say the same: one replica of two stages.
+  const json& devices = started["devices"]["replicas"];
+  ASSERT_EQ(devices.size(), 2u) << devices.dump();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(devices[i]["replica"], 0) << devices.dump();
+    EXPECT_EQ(devices[i]["stage"], i) << devices.dump();
+  }
   EXPECT_EQ(placement[0]["memory"]["weights"], 672 * 4);
   // The meta view shows the stages: replica_stats publishes each worker's layers and time.
   const std::size_t at = events.find("\"event\":\"replica_stats\"");

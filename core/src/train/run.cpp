@@ -347,8 +347,17 @@ void check_memory(const std::vector<DevicePlacement>& placement, const DevicePla
   if (!plan.all_cpu()) check_placement_fits(placement, discover_devices(), limit);
 }
 
-json device_plan_json(const DevicePlan& plan) {
+// The plan as `check` and run_started give it: each device with the replica it serves (several
+// devices make one replica when they are a pipeline's stages) and, in a pipeline, its stage —
+// the placement's numbers — and the compute threads.
+json device_plan_json(const DevicePlan& plan, const std::vector<DevicePlacement>& placed,
+                      bool pipeline) {
   json j = plan.to_json();
+  json& devices = j["replicas"];
+  for (std::size_t i = 0; i < devices.size() && i < placed.size(); ++i) {
+    devices[i]["replica"] = placed[i].replica;
+    if (pipeline) devices[i]["stage"] = placed[i].stage;
+  }
   j["threads"] = cpu::compute_threads();
   return j;
 }
@@ -454,7 +463,7 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
   Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
-          {"devices", plan.to_json()},
+          {"devices", device_plan_json(plan, placed, placement.pipeline.has_value())},
           {"batch_size", rc.global_batch_size(placement.replicas)},
           {"precision", precision_name(b.precision)},
           {"placement", placement_json(placed)},
@@ -610,7 +619,8 @@ TrainResult run_training(const TrainRequest& request) {
 
   // Every rank's device plan, in rank order.
   json rank_plans = json::array();
-  for (const auto& text : world->all_gather_bytes(device_plan_json(plan).dump()))
+  for (const auto& text : world->all_gather_bytes(
+           device_plan_json(plan, placed, placement.pipeline.has_value()).dump()))
     rank_plans.push_back(json::parse(text));
   json devices = rank_plans.front();
   if (ranks > 1) devices["ranks"] = rank_plans;
