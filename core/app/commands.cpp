@@ -345,7 +345,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   auto* predict = app.add_subcommand("predict", "Model outputs of saved weights on a dataset");
   predict->footer(
       "Writes one row per sample: CSV (default, to stdout), NumPy .npy or JSON Lines (one array "
-      "per line), chosen by --format or the output's extension.");
+      "per line, or {\"path\": file, \"outputs\": array} for samples read from files of "
+      "their own), chosen by --format or the output's extension.");
   add_config_options(predict, config_, overrides_);
   predict->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
       ->required()
@@ -410,7 +411,8 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       "for --seconds. The slower of the two bounds the run.");
   add_config_options(bench, config_, overrides_);
   bench->add_option("--seconds", bench_seconds_, "Seconds for each of the two measurements")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   bench->add_flag("--json", json_, "Print one JSON object");
   bench->callback([this] {
     selected_ = [this] {
