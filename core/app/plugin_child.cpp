@@ -202,10 +202,12 @@ json check_here(const json& request) {
   const std::vector<CallbackConfig> callbacks = parse_callbacks(request.at("callbacks"));
   std::vector<fs::path> plugin_paths;
   for (const auto& p : request.at("plugin_paths")) plugin_paths.emplace_back(p.get<std::string>());
+  const RunLength length{request.at("epochs").get<int>(),
+                         request.at("steps_per_epoch").get<std::int64_t>()};
   json plugins = json::array();
   for (const auto& cc : callbacks) {
     answer_line({{"checking", cc.path}, {"plugin", cc.plugin}});
-    for (auto& p : check_plugins({cc}, plugin_paths)) plugins.push_back(std::move(p));
+    for (auto& p : check_plugins({cc}, plugin_paths, length)) plugins.push_back(std::move(p));
   }
   return plugins;
 }
@@ -239,12 +241,16 @@ PluginRecord probe_plugin_in_child(const fs::path& path) {
 }
 
 json check_plugins_in_child(const std::vector<CallbackConfig>& callbacks,
-                            const std::vector<fs::path>& plugin_paths) {
+                            const std::vector<fs::path>& plugin_paths, const RunLength& length) {
   if (callbacks.empty()) return json::array();
   json paths = json::array();
   for (const auto& p : plugin_paths) paths.push_back(p.string());
-  const ChildOutput child =
-      run_child(json{{"callbacks", callbacks_json(callbacks)}, {"plugin_paths", paths}}.dump());
+  const ChildOutput child = run_child(json{
+      {"callbacks", callbacks_json(callbacks)},
+      {"plugin_paths", paths},
+      {"epochs", length.epochs},
+      {"steps_per_epoch",
+       length.steps_per_epoch}}.dump());
   const ChildAnswer answer = parse_answer(child.out);
   if (answer.error) rethrow(*answer.error);
   if (!answer.result || !answer.result->is_array()) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugin/plugin_host.hpp"
+#include "train/run.hpp"
 #include "train/run_config.hpp"
 
 namespace tandem::app {
@@ -32,7 +33,8 @@ PluginRecord probe_plugin_in_child(const std::filesystem::path& path);
 /// reports (a ConfigError or PluginError, exit code 2, as in-process), or a PluginError naming the
 /// callback whose plugin crashed the child.
 nlohmann::json check_plugins_in_child(const std::vector<CallbackConfig>& callbacks,
-                                      const std::vector<std::filesystem::path>& plugin_paths);
+                                      const std::vector<std::filesystem::path>& plugin_paths,
+                                      const RunLength& length = {});
 
 /// The hidden `tandem plugin-child` command that answers both.
 void add_plugin_child_command(CLI::App& app, std::function<int()>& selected);

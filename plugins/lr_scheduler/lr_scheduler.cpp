@@ -50,6 +50,22 @@ struct Options {
   int verbose = 0;
 };
 
+// The cosine clock's length for a run of `epochs` epochs of `steps_per_epoch` steps: `total`, or
+// the run's length less the warm-up. Throws when min_lr is 0 and the rate would reach it before
+// the run ends (the learning rate must stay > 0).
+std::int64_t cosine_length(const Options& o, int epochs, std::int64_t steps_per_epoch) {
+  const std::int64_t run_length =
+      o.per_step ? static_cast<std::int64_t>(epochs) * steps_per_epoch - o.warmup_steps : epochs;
+  const std::int64_t total = o.total ? *o.total : std::max<std::int64_t>(run_length, 1);
+  if (o.min_lr == 0 && run_length - 1 >= total)
+    throw ConfigError(o.path + ".total",
+                      "the cosine schedule reaches min_lr = 0 after " + std::to_string(total) +
+                          (o.per_step ? " steps" : " epochs") + " but the run goes on (" +
+                          std::to_string(run_length) +
+                          "); the learning rate must stay > 0: set min_lr > 0 or a larger total");
+  return total;
+}
+
 class LrScheduler : public tandem::Callback {
  public:
   explicit LrScheduler(Options o) : o_(std::move(o)) {}
@@ -64,22 +80,14 @@ class LrScheduler : public tandem::Callback {
       lr0_ = ctx.learning_rate();
     const auto& st = ctx.state();
     if (o_.kind != Kind::cosine) return;
-    // The cosine clock's length, and a check that the rate stays > 0 over the whole run.
-    const std::int64_t run_length =
-        o_.per_step ? static_cast<std::int64_t>(st.epochs) * st.steps_per_epoch - o_.warmup_steps
-                    : st.epochs;
-    total_ = o_.total ? *o_.total : std::max<std::int64_t>(run_length, 1);
+    // The cosine clock's length (checked already when the callback was made for a run of known
+    // length), and a check that the rate starts above min_lr.
+    total_ = cosine_length(o_, st.epochs, st.steps_per_epoch);
     if (lr0_ < o_.min_lr)
       throw ConfigError(o_.path + ".min_lr", "is above the initial learning rate " +
                                                  std::to_string(lr0_) +
                                                  "; a cosine schedule "
                                                  "decays towards min_lr");
-    if (o_.min_lr == 0 && run_length - 1 >= total_)
-      throw ConfigError(o_.path + ".total",
-                        "the cosine schedule reaches min_lr = 0 after " + std::to_string(total_) +
-                            (o_.per_step ? " steps" : " epochs") + " but the run goes on (" +
-                            std::to_string(run_length) +
-                            "); the learning rate must stay > 0: set min_lr > 0 or a larger total");
   }
 
   json saved_state() const override { return {{"initial_lr", lr0_}}; }
@@ -269,6 +277,9 @@ class LrSchedulerPlugin : public tandem::CallbackPlugin {
           throw ConfigError(o.path + ".min_lr",
                             "is above initial_lr; a cosine schedule decays "
                             "towards min_lr");
+        // `tandem check` and `tandem train` say how long the run is: a clock too short for it
+        // is refused before the run folder exists.
+        if (setup.epochs > 0) cosine_length(o, setup.epochs, setup.steps_per_epoch);
         break;
       case Kind::linear_warmup:
         if (o.warmup_steps < 1)

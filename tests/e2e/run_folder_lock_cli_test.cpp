@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -86,20 +87,21 @@ TEST(RunFolderLockCli, ASecondEngineInTheSameFolderIsRefused) {
   EXPECT_TRUE(fs::exists(live));
 }
 
-// A run refused as it began (a callback's check at on_train_begin: a cosine schedule that would
-// reach a rate of 0 before the run ends) trained nothing: the same command, corrected, takes its
-// folder without --overwrite, and the stream holds the new run alone.
+// A run refused as it began (a callback's check at on_train_begin: a cosine schedule whose floor
+// is above the optimizer's rate, which only the start of training knows) trained nothing: the
+// same command, corrected, takes its folder without --overwrite, and the stream holds the new
+// run alone.
 TEST(RunFolderLockCli, ARunThatNeverTrainedIsReplacedByTheNextOne) {
   const fs::path dir = test::scratch_dir("run-folder-never-trained");
   json config = test::tiny_regression_config();
   config["epochs"] = 3;
   config["callbacks"] = json::array(
-      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "cosine"}, {"total", 1}}}}});
+      {{{"plugin", "lr_scheduler"}, {"options", {{"schedule", "cosine"}, {"min_lr", 0.5}}}}});
   auto r = test::train_in(dir, "run", config);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("callbacks[0].options.total"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("callbacks[0].options.min_lr"), std::string::npos) << r.err;
   ASSERT_TRUE(fs::exists(dir / "run" / "events.jsonl"));
-  config["callbacks"][0]["options"]["total"] = 3;
+  config["callbacks"][0]["options"]["min_lr"] = 0.001;
   r = test::train_in(dir, "run", config);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   const std::string events = test::read_text(dir / "run" / "events.jsonl");
@@ -107,6 +109,37 @@ TEST(RunFolderLockCli, ARunThatNeverTrainedIsReplacedByTheNextOne) {
       << "one run in the stream";
   EXPECT_EQ(events.find("\"run_failed\""), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+}
+
+// A cosine schedule that would reach a rate of 0 before the run ends is refused by `tandem
+// check` (in its plugin child too) and by `tandem train` before the run folder exists: both
+// tell the plugin the run's length (CallbackSetup::epochs, steps_per_epoch).
+TEST(RunFolderLockCli, AScheduleTooShortForTheRunIsRefusedBeforeTheFolderExists) {
+  const fs::path dir = test::scratch_dir("run-folder-short-schedule");
+  json config = test::tiny_regression_config();
+  config["epochs"] = 3;
+  for (const auto& [interval, total] : {std::pair{"epoch", 2}, std::pair{"step", 5}}) {
+    config["callbacks"] = json::array(
+        {{{"plugin", "lr_scheduler"},
+          {"options", {{"schedule", "cosine"}, {"interval", interval}, {"total", total}}}}});
+    test::write_text(dir / "short.json", config.dump());
+    // 3 epochs of 2 steps (16 samples in batches of 8): 3 epochs or 6 steps.
+    const std::string expected = std::string("after ") + std::to_string(total) + " " + interval +
+                                 "s but the run goes on (" + (total == 2 ? "3" : "6") + ")";
+    for (const std::string& json_flag : {std::string(""), std::string(" --json")}) {
+      const auto c = run_command(test::tandem_cli() + " check" + json_flag + " " +
+                                 (dir / "short.json").string());
+      EXPECT_EQ(c.exit_code, 2) << c.out << c.err;
+      EXPECT_NE((c.out + c.err).find("callbacks[0].options.total"), std::string::npos)
+          << c.out << c.err;
+      EXPECT_NE((c.out + c.err).find(expected), std::string::npos) << c.out << c.err;
+    }
+    const auto r = run_command(test::tandem_cli() + " train -q " + (dir / "short.json").string() +
+                               " --run-dir " + (dir / "run").string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "run")) << interval;
+  }
 }
 
 TEST(RunFolderLockCli, AFinishedRunIsNotOverwrittenUnlessAsked) {

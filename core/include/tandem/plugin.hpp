@@ -15,6 +15,7 @@
 #include <boost/config.hpp>
 #include <boost/dll/alias.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -29,8 +30,9 @@
 /// only and libtandem exports only what they declare; 5: functional models: Layer's list forms
 /// for several inputs, Model's graph; 6: a model's calls carry their arguments; 7: models with
 /// several inputs and outputs; 8: a model keeps its layers' activity regularizers; 10: dtype
-/// policies; 11: Model runs in parts for pipeline stages, ReplicaFacts::stages).
-#define TANDEM_PLUGIN_ABI_VERSION 12
+/// policies; 11: Model runs in parts for pipeline stages, ReplicaFacts::stages; 13: CallbackSetup
+/// carries the run's length).
+#define TANDEM_PLUGIN_ABI_VERSION 13
 
 namespace tandem {
 
@@ -45,6 +47,12 @@ struct TANDEM_EXPORT PluginInfo {
 struct TANDEM_EXPORT CallbackSetup {
   Target target = Target::template_model;
   std::string config_path;  // "callbacks[2]": for error messages
+  /// The length of the run the callback will serve, for checks its options alone cannot make (a
+  /// schedule against the run it schedules): epochs, and optimizer steps in each; 0 when not
+  /// known (`tandem plugins`, which makes callbacks only to check the plugins). `tandem check`
+  /// and `tandem train` give both, before the run folder exists.
+  int epochs = 0;
+  std::int64_t steps_per_epoch = 0;
 };
 
 class TANDEM_EXPORT CallbackPlugin {

@@ -411,7 +411,8 @@ void check_labels_of(DataLoaderOptions& options, const Model& model, const Objec
 // Returns the plugin records for run_started. `events_options` (from the command line: --events
 // -, --device-stats) also apply to an events plugin the config lists itself.
 json add_configured_callbacks(const std::vector<CallbackConfig>& callbacks, PluginHost& host,
-                              CallbackBus& bus, const json& events_options, int rank) {
+                              CallbackBus& bus, const json& events_options, int rank,
+                              const RunLength& length) {
   json plugins = json::array();
   for (const auto& cc : callbacks) {
     LoadedPlugin loaded = [&] {  // every rank checks every plugin
@@ -427,7 +428,8 @@ json add_configured_callbacks(const std::vector<CallbackConfig>& callbacks, Plug
       if (!options.is_object()) options = json::object();
       options.update(events_options);
     }
-    bus.add(loaded.create(options, {cc.target, cc.path}), cc.target);
+    bus.add(loaded.create(options, {cc.target, cc.path, length.epochs, length.steps_per_epoch}),
+            cc.target);
     plugins.push_back({{"plugin", loaded.record.info.name},
                        {"version", loaded.record.info.version},
                        {"path", loaded.record.path.string()},
@@ -439,10 +441,11 @@ json add_configured_callbacks(const std::vector<CallbackConfig>& callbacks, Plug
 }  // namespace
 
 json check_plugins(const std::vector<CallbackConfig>& callbacks,
-                   const std::vector<std::filesystem::path>& plugin_paths) {
+                   const std::vector<std::filesystem::path>& plugin_paths,
+                   const RunLength& length) {
   PluginHost host(plugin_paths);
   CallbackBus bus;
-  return add_configured_callbacks(callbacks, host, bus, json::object(), 0);
+  return add_configured_callbacks(callbacks, host, bus, json::object(), 0, length);
 }
 
 json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
@@ -455,12 +458,14 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
   Datasets data = open_training_datasets(rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
-  if (data.validation) Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
-  json plugins = check_plugins_of(rc.callbacks, rc.plugin_paths);
+  if (data.validation)
+    Trainer::check_data_fits(*b.model, *b.objective, *data.validation, "validation");
   DataLoaderOptions train_options{rc.global_batch_size(placement.replicas), false, 0, 0};
   train_options.mix = rc.data.mix;  // checks that the data can be mixed so
   const DataLoader train(data.train, train_options);
-  Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch});
+  const RunLength length{rc.epochs,
+                         Trainer::steps_per_epoch(train, {rc.epochs, rc.steps_per_epoch})};
+  json plugins = check_plugins_of(rc.callbacks, rc.plugin_paths, length);
   return {{"name", rc.name},
           {"parameters", b.model->count_params()},
           {"devices", device_plan_json(plan, placed, placement.pipeline.has_value())},
@@ -540,7 +545,9 @@ TrainResult run_training(const TrainRequest& request) {
   if (request.events_to_stdout) events_options["stdout"] = true;
   if (request.device_stats_seconds)
     events_options["device_stats_seconds"] = *request.device_stats_seconds;
-  json plugins = add_configured_callbacks(rc.callbacks, host, bus, events_options, rank);
+  const RunLength length{rc.epochs,
+                         Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch})};
+  json plugins = add_configured_callbacks(rc.callbacks, host, bus, events_options, rank, length);
   for (const auto& cb : request.callbacks) bus.add(cb);
   // The standard plugins: the event stream always, the progress bar when verbose (unless the
   // config lists them itself, with its own options).

@@ -60,13 +60,21 @@ struct TrainResult {
 /// A resumed run continues there unless given another folder.
 std::filesystem::path run_folder_of_checkpoint(const std::filesystem::path& checkpoint);
 
+/// The length of a run as its callbacks are told it (CallbackSetup::epochs, steps_per_epoch);
+/// zeros when not known.
+struct RunLength {
+  int epochs = 0;
+  std::int64_t steps_per_epoch = 0;
+};
+
 /// Everything run_training checks before it creates the run folder (model, device plan, datasets,
 /// plugins and their options), without training. Throws the error a run would; returns a summary:
 /// name, parameters, devices, batch_size, precision, placement (parallel/placement.hpp),
 /// train_samples, validation_samples, plugins.
 /// `plugins` checks the callbacks: check_plugins, or a checker that runs it in another process.
-using PluginChecker = std::function<nlohmann::json(const std::vector<CallbackConfig>&,
-                                                   const std::vector<std::filesystem::path>&)>;
+using PluginChecker =
+    std::function<nlohmann::json(const std::vector<CallbackConfig>&,
+                                 const std::vector<std::filesystem::path>&, const RunLength&)>;
 nlohmann::json check_run_config(const RunConfig& config, const PluginChecker& plugins);
 
 /// The devices of the config's plan and what each holds (parallel/placement.hpp): a heading
@@ -78,7 +86,8 @@ std::string placement_summary(const RunConfig& config);
 /// built-in folders) and checks its options by making its callback, in this process: plugin code
 /// runs here. Throws the error a run would; returns the plugins part of check_run_config's summary.
 nlohmann::json check_plugins(const std::vector<CallbackConfig>& callbacks,
-                             const std::vector<std::filesystem::path>& plugin_paths);
+                             const std::vector<std::filesystem::path>& plugin_paths,
+                             const RunLength& length = {});
 
 /// Trains as the config says. On failure emits run_failed and rethrows.
 TrainResult run_training(const TrainRequest& request);
