@@ -109,6 +109,26 @@ TEST(RunFolderLockCli, ARunThatNeverTrainedIsReplacedByTheNextOne) {
       << "one run in the stream";
   EXPECT_EQ(events.find("\"run_failed\""), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "run" / "model.h5"));
+
+  // A run killed before its first batch, its last append torn: replaced too. A stream with an
+  // unreadable line before its end is not one Tandem wrote: refused, and left as it is.
+  const std::string started = events.substr(0, events.find('\n') + 1);
+  const json plain = test::tiny_regression_config();
+  for (const bool garbage_inside : {false, true}) {
+    const fs::path killed = dir / (garbage_inside ? "odd" : "killed");
+    fs::create_directories(killed);
+    test::write_text(killed / "config.json", plain.dump());
+    const std::string stream = garbage_inside ? started + "{\"event\": \"ep\n" + started
+                                              : started + "{\"event\": \"epoch_st";
+    test::write_text(killed / "events.jsonl", stream);
+    r = test::train_in(dir, garbage_inside ? "odd" : "killed", plain);
+    EXPECT_EQ(r.exit_code, garbage_inside ? 2 : 0) << r.err;
+    if (garbage_inside) {
+      EXPECT_EQ(test::read_text(killed / "events.jsonl"), stream);
+    } else {
+      EXPECT_TRUE(fs::exists(killed / "model.h5"));
+    }
+  }
 }
 
 // A cosine schedule that would reach a rate of 0 before the run ends is refused by `tandem

@@ -196,15 +196,22 @@ bool holds_a_checkpoint(const std::filesystem::path& dir) {
 
 // Whether the run `dir` holds never took a step: no checkpoint, and its event stream (if any)
 // records no batch — a run refused as it began (a callback's check at on_train_begin, say) or
-// killed before its first batch. Its record holds nothing a new run could lose.
+// killed before its first batch. Its record holds nothing a new run could lose. A torn last line
+// (an append the kill cut short) is skipped, as every reader of the stream skips it; a line that
+// is not an event anywhere else makes it a stream Tandem did not write, left alone.
 bool holds_a_run_that_never_trained(const std::filesystem::path& dir) {
   if (holds_a_checkpoint(dir)) return false;
   if (!std::filesystem::exists(dir / "events.jsonl")) return true;
   std::ifstream in(dir / "events.jsonl");
   std::string line;
+  bool torn = false;
   while (in && std::getline(in, line)) {
+    if (torn) return false;  // the unreadable line was not the last
     const json event = json::parse(line, nullptr, false);
-    if (!event.is_object()) return false;  // not a stream Tandem wrote: left alone
+    if (!event.is_object()) {
+      torn = true;
+      continue;
+    }
     const json* name = event.contains("event") ? &event["event"] : nullptr;
     if (name && (*name == "batch_ended" || *name == "epoch_ended")) return false;
   }
