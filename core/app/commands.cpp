@@ -444,25 +444,25 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
                   << (summary["plugins"].size() == 1 ? " plugin\n" : " plugins\n");
         return static_cast<int>(ExitCode::ok);
       }
-      nlohmann::json out;
+      std::string line;
       int code = static_cast<int>(ExitCode::ok);
       try {
-        out = {
+        const nlohmann::json out = {
             {"ok", true},
             {"summary", check_run_config(resolve_config({config_, "", true}, overrides_, true),
                                          check_plugins_in_child)}};
+        line = out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       } catch (const ConfigError& e) {
-        out = {{"ok", false}, {"error", e.what()}, {"path", e.path()}};
+        line = check_failure_line(e.what(), e.path());
         code = static_cast<int>(e.code());
       } catch (const Error& e) {
-        out = {{"ok", false}, {"error", e.what()}, {"path", nullptr}};
+        line = check_failure_line(e.what());
         code = static_cast<int>(e.code());
       } catch (const std::exception& e) {  // not Tandem's: still one JSON object
-        out = {{"ok", false}, {"error", e.what()}, {"path", nullptr}};
+        line = check_failure_line(e.what());
         code = static_cast<int>(ExitCode::run_failed);
       }
-      // An error may quote the user's bytes, valid UTF-8 or not: those become U+FFFD.
-      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      std::cout << line << std::endl;
       return code;
     };
   });
@@ -485,6 +485,12 @@ bool Commands::reads_interrupts(const CLI::App& app) {
 
 int Commands::run() {
   return selected_ ? selected_() : static_cast<int>(ExitCode::bad_input);
+}
+
+std::string check_failure_line(const std::string& error, const nlohmann::json& path) {
+  // An error may quote the user's bytes, valid UTF-8 or not: those become U+FFFD.
+  return nlohmann::json{{"ok", false}, {"error", error}, {"path", path}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tandem::app

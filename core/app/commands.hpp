@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <functional>
@@ -41,5 +42,10 @@ class Commands {
   bool json_ = false;
   double bench_seconds_ = 10;
 };
+
+/// `tandem check --json`'s answer when the check failed, as the line it prints:
+/// {"ok": false, "error", "path"} (`path` null when the error names none; bytes of the error that
+/// are not UTF-8 become U+FFFD).
+std::string check_failure_line(const std::string& error, const nlohmann::json& path = nullptr);
 
 }  // namespace tandem::app

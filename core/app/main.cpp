@@ -3,7 +3,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -128,9 +127,7 @@ int main(int argc, char** argv) {
     else
       app.exit(e);
     if (json_check(argc, argv))
-      std::printf("%s\n", nlohmann::json{{"ok", false}, {"error", e.what()}, {"path", nullptr}}
-                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                              .c_str());
+      std::printf("%s\n", tandem::app::check_failure_line(e.what()).c_str());
     return static_cast<int>(tandem::ExitCode::bad_input);
   }
 

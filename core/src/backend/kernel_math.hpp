@@ -471,6 +471,18 @@ TANDEM_HD inline bool attention_key_kept(const float* keep, std::int64_t c, std:
   return c <= last && (keep == nullptr || keep[c] != 0.0f);
 }
 
+/// Row r of attention scores laid out (batch, heads, tq, tk) under `d`: its mask row (null when
+/// `mask` is null; mask (batch, tq, tk)) and its last key the causal limit leaves.
+struct AttentionRow {
+  const float* keep;
+  std::int64_t last;
+};
+TANDEM_HD inline AttentionRow attention_row(const AttentionMaskDesc& d, const float* mask,
+                                            std::int64_t r) {
+  const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
+  return {mask ? mask + (b * d.tq + i) * d.tk : nullptr, d.causal ? i : d.tk - 1};
+}
+
 /// Whether a row of attention scores keeps any key (attention_key_kept).
 TANDEM_HD inline bool attention_row_keeps_any(const float* keep, std::int64_t cols,
                                               std::int64_t last) {

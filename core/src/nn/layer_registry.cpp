@@ -158,23 +158,6 @@ std::unique_ptr<Layer> make_elu(ConfigObject& c, const std::string& name) {
   return std::make_unique<ShapedActivationLayer>(name, "ELU", a);
 }
 
-// Softmax over the last axis: -1, or its index counting the batch axis (checked against the
-// input when the layer is built), alone or as a list of one.
-std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
-  nlohmann::json axis = -1;
-  if (const nlohmann::json* given = c.find("axis")) {
-    const nlohmann::json& one = given->is_array() && given->size() == 1 ? (*given)[0] : *given;
-    if (!one.is_number_integer() || (one != -1 && one.get<std::int64_t>() < 1))
-      throw ConfigError(c.path_of("axis"),
-                        "only the last axis is supported (-1, or its index counting the batch "
-                        "axis), got " +
-                            given->dump());
-    axis = *given;
-  }
-  return std::make_unique<Activation>(name, ActivationKind::softmax, "Softmax",
-                                      nlohmann::json{{"axis", axis}});
-}
-
 std::unique_ptr<Layer> make_flatten(ConfigObject& c, const std::string& name) {
   std::string fmt = c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<Flatten>(name);
@@ -190,19 +173,31 @@ std::unique_ptr<Layer> make_extremum(ConfigObject& /*c*/, const std::string& nam
   return std::make_unique<Extremum>(name, kMaximum);
 }
 
-// Keras' axis of a normalization: -1, [-1], or the positive last axis (checked in build()).
+// A value Keras takes alone or as a list of one (an axis, output_shape): the value itself.
+const nlohmann::json& sole_entry(const nlohmann::json& v) {
+  return v.is_array() && v.size() == 1 ? v[0] : v;
+}
+
+// Keras' axis of a normalization or Softmax: -1, or the last axis's index counting the batch
+// axis (checked in build(), against the input), alone or as a list of one.
 std::int64_t read_last_axis(ConfigObject& c) {
   const auto* a = c.find("axis");
   if (!a) return -1;
-  const bool one = a->is_array() && a->size() == 1;
-  const nlohmann::json& v = one ? (*a)[0] : *a;
-  if (!v.is_number_integer())
-    throw ConfigError(c.path_of("axis"), "expected an integer axis, got " + a->dump());
-  const auto axis = v.get<std::int64_t>();
-  if (axis != -1 && axis < 1)
+  const nlohmann::json& v = sole_entry(*a);
+  if (!v.is_number_integer() || (v != -1 && v.get<std::int64_t>() < 1))
     throw ConfigError(c.path_of("axis"),
-                      "only the last axis (-1) is supported, got " + std::to_string(axis));
-  return axis;
+                      "only the last axis is supported (-1, or its index counting the batch "
+                      "axis), got " +
+                          a->dump());
+  return v.get<std::int64_t>();
+}
+
+std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
+  read_last_axis(c);
+  const nlohmann::json* given = c.find("axis");  // written back as given
+  return std::make_unique<Activation>(
+      name, ActivationKind::softmax, "Softmax",
+      nlohmann::json{{"axis", given ? *given : nlohmann::json(-1)}});
 }
 
 double read_epsilon(ConfigObject& c, double fallback) {
@@ -267,8 +262,7 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
   o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
   o.use_bias = c.get_bool("use_bias", true);
   if (const auto* v = c.find("output_shape"); v && !v->is_null()) {
-    const bool one = v->is_array() && v->size() == 1;
-    const nlohmann::json& d = one ? (*v)[0] : *v;
+    const nlohmann::json& d = sole_entry(*v);
     if (!d.is_number_integer() || d.get<std::int64_t>() <= 0 || d.get<std::int64_t>() > (1 << 24))
       throw ConfigError(c.path_of("output_shape"),
                         "expected the output's features (a positive integer, or [n]), got " +
@@ -280,7 +274,7 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
   // Keras' attention_axes: an axis or a list of them, counting the batch axis; on the sequences
   // this layer takes (batch, time, features) the time axis is 1, or -2 from the end.
   if (const auto* v = c.find("attention_axes"); v && !v->is_null()) {
-    const nlohmann::json& one = v->is_array() && v->size() == 1 ? (*v)[0] : *v;
+    const nlohmann::json& one = sole_entry(*v);
     if (!one.is_number_integer() || (one != 1 && one != -2))
       throw ConfigError(c.path_of("attention_axes"),
                         "only attention over the time axis (null, 1 or -2, or a list of one of "

@@ -194,28 +194,28 @@ bool holds_a_checkpoint(const std::filesystem::path& dir) {
   return std::filesystem::exists(dir / "model.h5") || !indexed_checkpoints(dir).empty();
 }
 
-// Whether the run `dir` holds never took a step: no checkpoint, and its event stream (if any)
-// records no batch — a run refused as it began (a callback's check at on_train_begin, say) or
-// killed before its first batch. Its record holds nothing a new run could lose. A torn last line
-// (an append the kill cut short) is skipped, as every reader of the stream skips it; a line that
-// is not an event anywhere else makes it a stream Tandem did not write, left alone.
-bool holds_a_run_that_never_trained(const std::filesystem::path& dir) {
-  if (holds_a_checkpoint(dir)) return false;
-  if (!std::filesystem::exists(dir / "events.jsonl")) return true;
+// Whether the event stream of the run `dir` holds (if any) records a batch. With no checkpoint
+// either, that run never took a step — refused as it began (a callback's check at
+// on_train_begin, say) or killed before its first batch — and its record holds nothing a new run
+// could lose. A torn last line (an append the kill cut short) is skipped, as every reader of the
+// stream skips it; a line that is not an event anywhere else makes it a stream Tandem did not
+// write, counted as one that trained (left alone).
+bool stream_records_a_batch(const std::filesystem::path& dir) {
+  if (!std::filesystem::exists(dir / "events.jsonl")) return false;
   std::ifstream in(dir / "events.jsonl");
   std::string line;
   bool torn = false;
   while (in && std::getline(in, line)) {
-    if (torn) return false;  // the unreadable line was not the last
+    if (torn) return true;  // the unreadable line was not the last
     const json event = json::parse(line, nullptr, false);
     if (!event.is_object()) {
       torn = true;
       continue;
     }
     const json* name = event.contains("event") ? &event["event"] : nullptr;
-    if (name && (*name == "batch_ended" || *name == "epoch_ended")) return false;
+    if (name && (*name == "batch_ended" || *name == "epoch_ended")) return true;
   }
-  return !in.bad();
+  return in.bad();
 }
 
 // A run in `dir`: refused when the folder holds another run's record, unless `overwrite` (then
@@ -230,7 +230,8 @@ void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
     if (std::filesystem::exists(dir / file)) found.push_back(file);
   if (found.empty()) return;
   if (overwrite) return remove_old_run(dir, "--overwrite");
-  if (holds_a_run_that_never_trained(dir))
+  const bool checkpoint = holds_a_checkpoint(dir);
+  if (!checkpoint && !stream_records_a_batch(dir))
     return remove_old_run(dir, "a run that never trained, replaced");
   std::string files;
   for (const auto& f : found) files += (files.empty() ? "" : ", ") + f;
@@ -240,7 +241,7 @@ void claim_run_folder(const std::filesystem::path& dir, bool overwrite,
     throw ConfigError("--run-dir", held + "a run resumed from " + resumed_from->string() +
                                        " continues in that checkpoint's own run folder or in one "
                                        "that holds no run: give another --run-dir");
-  if (!holds_a_checkpoint(dir))
+  if (!checkpoint)
     throw ConfigError("--run-dir", held +
                                        "it left no checkpoint to resume (a backup in a "
                                        "backup_and_restore backup_dir is restored by the run "
@@ -583,7 +584,6 @@ TrainResult run_training(const TrainRequest& request) {
   ReplicaModel meta(*b.model, *b.optimizer, plan, world, b.precision, placement.pipeline);
   Trainer trainer(meta, std::move(*b.objective));
   trainer.check_fit_data(train_loader, val_loader.get());
-  Trainer::steps_per_epoch(train_loader, {rc.epochs, rc.steps_per_epoch});
   if (resume) {
     trainer.restore(*resume, request.resume->string());
     refuse_a_finished_resume(trainer.state(), rc.epochs, *request.resume);

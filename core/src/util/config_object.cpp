@@ -219,14 +219,23 @@ double ConfigObject::number_in(const std::string& key, double fallback, double l
   return v;
 }
 
+namespace {
+
+// 'a', 'b', 'c': the choices as an error message lists them.
+std::string quoted_list(const std::vector<std::string>& choices) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("'" + c + "'");
+  return list;
+}
+
+}  // namespace
+
 std::string ConfigObject::one_of(const std::string& key, const std::string& fallback,
                                  const std::vector<std::string>& choices) {
   std::string v = get_string(key, fallback);
   for (const auto& c : choices)
     if (c == v) return v;
-  std::string list;
-  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("'" + c + "'");
-  throw ConfigError(path_of(key), "expected one of " + list + ", got '" + v + "'");
+  throw ConfigError(path_of(key), "expected one of " + quoted_list(choices) + ", got '" + v + "'");
 }
 
 std::string ConfigObject::one_of_any_case(const std::string& key, const std::string& fallback,
@@ -236,10 +245,8 @@ std::string ConfigObject::one_of_any_case(const std::string& key, const std::str
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (const auto& c : choices)
     if (c == lower) return c;
-  std::string list;
-  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + ("'" + c + "'");
-  throw ConfigError(path_of(key),
-                    "expected one of " + list + " (in any case), got '" + given + "'");
+  throw ConfigError(path_of(key), "expected one of " + quoted_list(choices) +
+                                      " (in any case), got '" + given + "'");
 }
 
 void ConfigObject::ignore(std::initializer_list<const char*> keys) {

@@ -1,6 +1,5 @@
 // The CPU backend's attention operations: the masked softmax of attention scores (and its
-// gradient) and the axis
-// swap between (batch, time, heads, dim) and (batch, heads, time, dim).
+// gradient) and the axis swap between (batch, time, heads, dim) and (batch, heads, time, dim).
 #include <algorithm>
 #include <cstring>
 #include "backend/cpu/cpu_backend.hpp"
@@ -10,19 +9,16 @@ namespace tandem::backend {
 
 namespace {
 
-// row(r, keep, last) for each row r of attention scores (batch, heads, tq, tk), in parallel:
-// keep the row's mask (null: none), last its last key the causal limit leaves.
+// row(r, math::attention_row(d, mask, r)) for each row r of attention scores (batch, heads, tq,
+// tk), in parallel.
 template <class Row>
 void for_each_attention_row(const AttentionMaskDesc& d, std::int64_t rows, const Tensor* mask,
                             const Row& row) {
   const float* keep = mask ? mask->data() : nullptr;
   cpu::parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(d.tk, 1)),
                     [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r) {
-                        const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
-                        row(r, keep ? keep + (b * d.tq + i) * d.tk : nullptr,
-                            d.causal ? i : d.tk - 1);
-                      }
+                      for (std::int64_t r = r0; r < r1; ++r)
+                        row(r, math::attention_row(d, keep, r));
                     });
 }
 
@@ -36,8 +32,8 @@ void CpuBackend::masked_softmax(const AttentionMaskDesc& d, const Tensor& scores
   const std::int64_t rows = check_attention_scores(d, scores, mask, probs);
   const float* x = scores.data();
   float* y = probs.data();
-  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const float* keep, std::int64_t last) {
-    math::masked_softmax_row(x + r * d.tk, y + r * d.tk, d.tk, keep, last, d.hidden_rows);
+  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const math::AttentionRow& a) {
+    math::masked_softmax_row(x + r * d.tk, y + r * d.tk, d.tk, a.keep, a.last, d.hidden_rows);
   });
 }
 
@@ -53,9 +49,9 @@ void CpuBackend::masked_softmax_backward(const AttentionMaskDesc& d, const Tenso
   const float* y = probs.data();
   const float* g = d_probs.data();
   float* gi = d_scores.data();
-  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const float* keep, std::int64_t last) {
-    math::masked_softmax_row_backward(y + r * d.tk, g + r * d.tk, gi + r * d.tk, d.tk, keep, last,
-                                      d.hidden_rows);
+  for_each_attention_row(d, rows, mask, [&](std::int64_t r, const math::AttentionRow& a) {
+    math::masked_softmax_row_backward(y + r * d.tk, g + r * d.tk, gi + r * d.tk, d.tk, a.keep,
+                                      a.last, d.hidden_rows);
   });
 }
 

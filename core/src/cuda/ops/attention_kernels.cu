@@ -13,10 +13,9 @@ namespace {
 __global__ void masked_softmax_kernel(const float* scores, const float* mask, float* probs,
                                       std::int64_t rows, backend::AttentionMaskDesc d) {
   for (std::int64_t r = grid_first(); r < rows; r += grid_step()) {
-    const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
-    backend::math::masked_softmax_row(scores + r * d.tk, probs + r * d.tk, d.tk,
-                                      mask ? mask + (b * d.tq + i) * d.tk : nullptr,
-                                      d.causal ? i : d.tk - 1, d.hidden_rows);
+    const backend::math::AttentionRow a = backend::math::attention_row(d, mask, r);
+    backend::math::masked_softmax_row(scores + r * d.tk, probs + r * d.tk, d.tk, a.keep, a.last,
+                                      d.hidden_rows);
   }
 }
 
@@ -24,10 +23,10 @@ __global__ void masked_softmax_backward_kernel(const float* probs, const float* 
                                                const float* d_probs, float* d_scores,
                                                std::int64_t rows, backend::AttentionMaskDesc d) {
   for (std::int64_t r = grid_first(); r < rows; r += grid_step()) {
-    const std::int64_t i = r % d.tq, b = r / (d.heads * d.tq);
-    backend::math::masked_softmax_row_backward(
-        probs + r * d.tk, d_probs + r * d.tk, d_scores + r * d.tk, d.tk,
-        mask ? mask + (b * d.tq + i) * d.tk : nullptr, d.causal ? i : d.tk - 1, d.hidden_rows);
+    const backend::math::AttentionRow a = backend::math::attention_row(d, mask, r);
+    backend::math::masked_softmax_row_backward(probs + r * d.tk, d_probs + r * d.tk,
+                                               d_scores + r * d.tk, d.tk, a.keep, a.last,
+                                               d.hidden_rows);
   }
 }
 
