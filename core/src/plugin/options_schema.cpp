@@ -133,89 +133,138 @@ struct Violation {
 // objects with defaults grow tenfold a level (a 1 KB schema asked for 30 GB).
 constexpr std::size_t kMaxCheckedValues = 1'000'000;
 
+// Where a value sits: a chain up to the checked value along validate()'s calls, each link on its
+// caller's stack. Spelled out as a JSON path only when a Violation is thrown (a check may visit a
+// million values; their paths would be a million strings).
+struct Place {
+  const Place* parent;     // null at the checked value
+  const std::string* key;  // the checked value's own path at the top; below, a member's name,
+  std::size_t index;       // or null for the list item at `index`
+};
+
+std::string path_of(const Place& place) {
+  if (place.parent == nullptr) return *place.key;
+  const std::string parent = path_of(*place.parent);
+  return place.key != nullptr ? json_path_join(parent, *place.key)
+                              : parent + "[" + std::to_string(place.index) + "]";
+}
+
+bool allows_type(const json& schema, const char* type) {
+  const json& t = schema["type"];
+  return t.is_string() ? t == type : std::find(t.begin(), t.end(), json(type)) != t.end();
+}
+
+bool fits_type(const json& schema, const json& value) {
+  if (!schema.contains("type")) return true;
+  const json& t = schema["type"];
+  if (t.is_string()) return has_type(value, t.get_ref<const std::string&>());
+  return std::any_of(t.begin(), t.end(),
+                     [&](const json& name) { return has_type(value, name.get<std::string>()); });
+}
+
+bool within_bounds(const json& schema, double v) {
+  const auto violates = [&](const char* key, auto&& ok) {
+    return schema.contains(key) && !ok(v, schema[key].get<double>());
+  };
+  return !(violates("minimum", [](double x, double b) { return x >= b; }) ||
+           violates("maximum", [](double x, double b) { return x <= b; }) ||
+           violates("exclusiveMinimum", [](double x, double b) { return x > b; }) ||
+           violates("exclusiveMaximum", [](double x, double b) { return x < b; }));
+}
+
+// minLength counts characters (UTF-8 code points), as JSON Schema does.
+bool long_enough(const json& schema, const std::string& text) {
+  const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  });
+  return characters >= schema["minLength"].get<std::int64_t>();
+}
+
 // Checks `value` against `schema` (keywords in this order: type, enum, bounds, minLength, items,
-// properties) and returns it with the defaults of missing properties filled in. `budget`: values
-// it may still visit. Throws Violation.
-json validate(const json& schema, const json& value, const std::string& path, std::size_t& budget) {
+// properties). When `filled` is not null, stores there the value with the defaults of missing
+// properties filled in (the check alone builds nothing). `budget`: values it may still visit.
+// Throws Violation.
+void validate(const json& schema, const json& value, const Place& place, std::size_t& budget,
+              json* filled) {
   if (budget == 0)
-    throw Violation{path, "the options and the defaults filled into them hold more than " +
-                              std::to_string(kMaxCheckedValues) + " values"};
+    throw Violation{path_of(place),
+                    "the options and the defaults filled into them hold more than " +
+                        std::to_string(kMaxCheckedValues) + " values"};
   --budget;
   const auto fail = [&] {
-    throw Violation{path, "expected " + describe_schema(schema) + ", got " + json_text(value)};
+    throw Violation{path_of(place),
+                    "expected " + describe_schema(schema) + ", got " + json_text(value)};
   };
-  const std::vector<std::string> types = type_names(schema);
-  if (!types.empty() && std::none_of(types.begin(), types.end(),
-                                     [&](const std::string& t) { return has_type(value, t); }))
-    fail();
+  if (!fits_type(schema, value)) fail();
   if (schema.contains("enum") && std::none_of(schema["enum"].begin(), schema["enum"].end(),
                                               [&](const json& e) { return e == value; }))
     fail();
-  if (value.is_number()) {
-    const double v = value.get<double>();
-    const auto violates = [&](const char* key, auto&& ok) {
-      return schema.contains(key) && !ok(v, schema[key].get<double>());
-    };
-    if (violates("minimum", [](double x, double b) { return x >= b; }) ||
-        violates("maximum", [](double x, double b) { return x <= b; }) ||
-        violates("exclusiveMinimum", [](double x, double b) { return x > b; }) ||
-        violates("exclusiveMaximum", [](double x, double b) { return x < b; }))
-      fail();
-  }
-  // minLength counts characters (UTF-8 code points), as JSON Schema does.
-  if (value.is_string() && schema.contains("minLength")) {
-    const std::string& text = value.get_ref<const std::string&>();
-    const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
-      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    });
-    if (characters < schema["minLength"].get<std::int64_t>()) fail();
-  }
+  if (value.is_number() && !within_bounds(schema, value.get<double>())) fail();
+  if (value.is_string() && schema.contains("minLength") &&
+      !long_enough(schema, value.get_ref<const std::string&>()))
+    fail();
   // 2.0 is an integer in JSON Schema: handed on as one, so that get<std::int64_t>() reads it.
-  if (value.is_number_float() && std::find(types.begin(), types.end(), "integer") != types.end() &&
-      std::find(types.begin(), types.end(), "number") == types.end())
-    return static_cast<std::int64_t>(value.get<double>());
+  if (value.is_number_float() && schema.contains("type") && allows_type(schema, "integer") &&
+      !allows_type(schema, "number")) {
+    if (filled != nullptr) *filled = static_cast<std::int64_t>(value.get<double>());
+    return;
+  }
   if (value.is_array() && schema.contains("items")) {
-    json out = json::array();
-    for (std::size_t i = 0; i < value.size(); ++i)
-      out.push_back(
-          validate(schema["items"], value[i], path + "[" + std::to_string(i) + "]", budget));
-    return out;
+    if (filled != nullptr) *filled = json::array();
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      json* item = filled != nullptr ? &filled->emplace_back() : nullptr;
+      validate(schema["items"], value[i], Place{&place, nullptr, i}, budget, item);
+    }
+    return;
   }
   if (value.is_object() &&
       (schema.contains("properties") || schema.contains("additionalProperties"))) {
-    json out = value;
-    const json props = schema.value("properties", json::object());
+    if (filled != nullptr) *filled = value;
+    static const json no_properties = json::object();
+    const json& props = schema.contains("properties") ? schema["properties"] : no_properties;
     for (auto it = value.begin(); it != value.end(); ++it) {
-      const std::string child = json_path_join(path, it.key());
+      const Place child{&place, &it.key(), 0};
+      json* member = filled != nullptr ? &(*filled)[it.key()] : nullptr;
       if (props.contains(it.key())) {
-        out[it.key()] = validate(props[it.key()], it.value(), child, budget);
+        validate(props[it.key()], it.value(), child, budget, member);
       } else if (schema.contains("additionalProperties")) {
         const json& extra = schema["additionalProperties"];
         if (extra.is_boolean() && !extra.get<bool>()) {
           std::string known;
           for (auto p = props.begin(); p != props.end(); ++p)
             known += (known.empty() ? "" : ", ") + p.key();
-          throw Violation{child, "unknown option (known: " + known + ")"};
+          throw Violation{path_of(child), "unknown option (known: " + known + ")"};
         }
-        if (extra.is_object()) out[it.key()] = validate(extra, it.value(), child, budget);
+        if (extra.is_object()) validate(extra, it.value(), child, budget, member);
       }
     }
     for (const auto& r : schema.value("required", json::array()))
       if (!value.contains(r.get<std::string>()))
-        throw Violation{json_path_join(path, r.get<std::string>()), "required option is missing"};
+        throw Violation{json_path_join(path_of(place), r.get<std::string>()),
+                        "required option is missing"};
     // A missing option takes its default, with the defaults inside it filled in too.
     for (auto p = props.begin(); p != props.end(); ++p)
-      if (!out.contains(p.key()) && p.value().contains("default"))
-        out[p.key()] =
-            validate(p.value(), p.value()["default"], json_path_join(path, p.key()), budget);
-    return out;
+      if (!value.contains(p.key()) && p.value().contains("default")) {
+        json* member = filled != nullptr ? &(*filled)[p.key()] : nullptr;
+        validate(p.value(), p.value()["default"], Place{&place, &p.key(), 0}, budget, member);
+      }
+    return;
   }
-  return value;
+  if (filled != nullptr) *filled = value;
 }
 
-json validate(const json& schema, const json& value, const std::string& path) {
+// Checks `value` (at `path`) against `schema`; returns it with the defaults filled in.
+json validated(const json& schema, const json& value, const std::string& path) {
   std::size_t budget = kMaxCheckedValues;
-  return validate(schema, value, path, budget);
+  json filled;
+  validate(schema, value, Place{nullptr, &path, 0}, budget, &filled);
+  return filled;
+}
+
+// Checks `value` (at `path`) against `schema` and builds nothing. Throws Violation.
+void check(const json& schema, const json& value, const std::string& path) {
+  std::size_t budget = kMaxCheckedValues;
+  validate(schema, value, Place{nullptr, &path, 0}, budget, nullptr);
 }
 
 const std::set<std::string>& known_keywords() {
@@ -230,7 +279,7 @@ const std::set<std::string>& known_keywords() {
 
 json validate_options(const json& schema, const json& options, const std::string& path) {
   try {
-    return validate(schema, options.is_null() ? json::object() : options, path);
+    return validated(schema, options.is_null() ? json::object() : options, path);
   } catch (const Violation& v) {
     throw ConfigError(v.path, v.what);
   }
@@ -242,7 +291,7 @@ std::vector<OptionProblem> option_problems(const json& schema, const json& optio
   if (!value.is_object() ||
       !(schema.contains("properties") || schema.contains("additionalProperties"))) {
     try {
-      validate(schema, value, "");
+      check(schema, value, "");
     } catch (const Violation& v) {
       problems.push_back({"", v.path, v.what});
     }
@@ -255,7 +304,7 @@ std::vector<OptionProblem> option_problems(const json& schema, const json& optio
   shell.erase("additionalProperties");
   shell.erase("required");
   try {
-    validate(shell, value, "");
+    check(shell, value, "");
   } catch (const Violation& v) {
     problems.push_back({"", v.path, v.what});
     return problems;
@@ -266,7 +315,7 @@ std::vector<OptionProblem> option_problems(const json& schema, const json& optio
     if (schema.contains("additionalProperties"))
       one["additionalProperties"] = schema["additionalProperties"];
     try {
-      validate(one, json{{it.key(), it.value()}}, "");
+      check(one, json{{it.key(), it.value()}}, "");
     } catch (const Violation& v) {
       problems.push_back({it.key(), v.path, v.what});
     }
@@ -334,7 +383,7 @@ void check_schema(const json& schema, const std::string& where) {
   // A default must be a value the schema accepts: create() is promised well-typed options.
   if (schema.contains("default")) {
     try {
-      validate(schema, schema["default"], "");
+      check(schema, schema["default"], "");
     } catch (const Violation& v) {
       throw ConfigError(where + ".default", "the default " + json_text(schema["default"]) +
                                                 " does not fit the schema" +

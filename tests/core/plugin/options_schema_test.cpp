@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,49 @@ TEST(OptionsSchema, TheFirstListedProblemIsTheOneValidateOptionsThrows) {
       EXPECT_EQ(std::string(e.what()),
                 "config error at '" + problems.front().path + "': " + problems.front().message);
     }
+  }
+}
+
+// Paths are spelled out only for the message (a check visits up to a million values): the whole
+// chain of members and list items, below the checked value's own path and in a default's.
+TEST(OptionsSchema, AValueDeepDownIsNamedByItsWholePath) {
+  const json schema = json::parse(R"({"type": "object", "properties": {"rows": {"type": "array",
+      "items": {"type": "object", "properties": {"w": {"type": "array",
+        "items": {"type": "number", "minimum": 0}}}}}}})");
+  try {
+    validate_options(schema, json::parse(R"({"rows": [{"w": [1]}, {"w": [2, -3]}]})"),
+                     "cb.options");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "cb.options.rows[1].w[1]");
+    EXPECT_NE(std::string(e.what()).find("expected a number >= 0, got -3"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(problems_of(schema, json::parse(R"({"rows": [{"w": [-1]}]})")),
+            std::vector<std::string>{"rows | rows[0].w[0]: expected a number >= 0, got -1"});
+  // Defaults of ten objects, each with such a default, seven levels down: refused at the
+  // millionth value, at the path of the value that went over.
+  json level = {{"type", "object"}};
+  for (int depth = 0; depth < 7; ++depth)
+    level = {
+        {"type", "object"},
+        {"properties",
+         {{"p",
+           {{"type", "array"},
+            {"default", json::array({json::object(), json::object(), json::object(), json::object(),
+                                     json::object(), json::object(), json::object(), json::object(),
+                                     json::object(), json::object()})},
+            {"items", level}}}}}};
+  try {
+    check_schema(level, "s");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "s.properties.p.items.properties.p.default");  // the 10^6 values
+    EXPECT_TRUE(std::regex_search(
+        std::string(e.what()), std::regex(R"(does not fit the schema at (\[\d\]\.p){5}\[\d\]:)")))
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("hold more than 1000000 values"), std::string::npos)
+        << e.what();
   }
 }
 
