@@ -177,9 +177,27 @@ bool uses_outside_plugins(const RunConfig& rc) {
   return false;
 }
 
+// Under mpirun every rank must run the same command: a rank running another one (a per-host
+// wrapper that differs) left the others waiting forever in the first collective of theirs.
+// Collective: the first thing train, evaluate and predict do under mpirun. Throws on every rank.
+void check_every_rank_runs(const std::string& command) {
+  if (!launched_by_mpi()) return;
+  const auto world = process_world();
+  if (world->size() == 1) return;
+  const std::vector<std::string> commands = world->all_gather_bytes(command);
+  for (std::size_t r = 1; r < commands.size(); ++r)
+    if (commands[r] != commands[0])
+      throw Error(ExitCode::bad_input,
+                  "rank " + std::to_string(r) + " of the " + std::to_string(commands.size()) +
+                      " runs `tandem " + commands[r] + "` and rank 0 `tandem " + commands[0] +
+                      "`: every rank of an MPI job must run the same command (check the "
+                      "per-host wrappers)");
+}
+
 // evaluate and predict are single-process commands: under mpirun, rank 0 does the work and the
-// other ranks end at once.
-bool on_rank_zero() {
+// other ranks end at once (once every rank has said it runs `command`).
+bool on_rank_zero(const std::string& command) {
+  check_every_rank_runs(command);
   return !launched_by_mpi() || process_world()->rank() == 0;
 }
 
@@ -276,6 +294,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_trust_option(train, trust_checkpoint_);
   train->callback([this] {
     selected_ = [this] {
+      check_every_rank_runs("train");
       if (!events_.empty() && events_ != "-")
         throw ConfigError("--events",
                           "only '-' (stdout) is supported; the file stream is always "
@@ -314,7 +333,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       // Stopped by a signal (with a resumable checkpoint): 130, so that scripts can tell it
       // from a finished run. Under MPI only rank 0 says so, after it has written the
       // checkpoint: a rank ending non-zero first would make mpirun end the others.
-      if (result.interrupted && on_rank_zero()) return kInterruptedExit;
+      if (result.interrupted && req.world->rank() == 0) return kInterruptedExit;
       return static_cast<int>(ExitCode::ok);
     };
   });
@@ -332,7 +351,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_trust_option(evaluate, trust_checkpoint_);
   evaluate->callback([this] {
     selected_ = [this] {
-      if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
+      if (!on_rank_zero("evaluate")) return static_cast<int>(ExitCode::ok);
       InferenceRequest req{
           resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, quiet_),
           weights_, split_};
@@ -357,7 +376,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   add_trust_option(predict, trust_checkpoint_);
   predict->callback([this] {
     selected_ = [this] {
-      if (!on_rank_zero()) return static_cast<int>(ExitCode::ok);
+      if (!on_rank_zero("predict")) return static_cast<int>(ExitCode::ok);
       RunConfig rc = resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, true);
       const PredictionFormat format = prediction_format(format_, output_);
       if (output_ != "-") {

@@ -24,6 +24,11 @@
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+// The exit code once the command has ended (-1 before): a signal that arrives after it ends the
+// process with that code and says nothing. Under mpirun that is the launcher ending the job: the
+// SIGTERM of MPI_Abort after an error already reported, or a rank that was done (the other ranks
+// of evaluate and predict) waiting in MPI_Finalize for rank 0 when rank 0 failed or was stopped.
+std::atomic<int> g_ended_with{-1};
 
 // SIGINT and SIGTERM are blocked in every thread (compute threads inherit the mask) and received
 // here, synchronously, by one thread: a signal never interrupts oneDNN's JIT kernels or a malloc
@@ -43,7 +48,9 @@ void start_signal_thread(bool graceful) {
     for (;;) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
-      if (++received == 1 && graceful) {
+      if (const int code = g_ended_with.load(); code >= 0) {
+        std::_Exit(code);  // what was to say is said; "interrupted" would be wrong
+      } else if (++received == 1 && graceful) {
         g_interrupted.store(true);
       } else {
         static const char kMessage[] = "tandem: interrupted\n";
@@ -72,7 +79,10 @@ void abort_job_if_mpi(int code) {
   if (!tandem::launched_by_mpi()) return;
   try {
     const auto world = tandem::process_world();
-    if (world->size() > 1) world->abort(code);
+    if (world->size() > 1) {
+      g_ended_with.store(code);
+      world->abort(code);
+    }
   } catch (const std::exception&) {
   }
 }
@@ -135,7 +145,9 @@ int main(int argc, char** argv) {
   tandem::report_crashes_in_hooks();  // a plugin that crashes the process is named
   int code = 0;
   try {
-    return commands.run();
+    code = commands.run();
+    g_ended_with.store(code);
+    return code;
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "tandem: error: %s%s\n", rank_prefix().c_str(), e.what());

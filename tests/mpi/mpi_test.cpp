@@ -350,6 +350,54 @@ TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
   }
 }
 
+// Found by an audit: rank 1 running evaluate (a per-host wrapper that differed) while rank 0
+// trained left rank 0 waiting in its first collective until killed; and an evaluation's error
+// under mpirun ended with "tandem: interrupted" (the launcher's SIGTERM reaching the ranks as
+// the job was aborted) after the error itself.
+TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruption) {
+  const fs::path dir = test::scratch_dir("mpi-commands");
+  const fs::path config = write_config(dir, tiny_config(40, 1));
+  auto r = run_command(test::tandem_cli() + " train " + config.string() + " -q --run-dir " +
+                       (dir / "one").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string weights = (dir / "one" / "model.h5").string();
+  test::write_text(dir / "rank1.sh", "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " +
+                                         test::tandem_cli() + " $RANK1; fi\nexec " +
+                                         test::tandem_cli() + " \"$@\"\n");
+  fs::permissions(dir / "rank1.sh", fs::perms::owner_all);
+  const std::string evaluate = "evaluate " + config.string() + " --weights " + weights;
+  for (const auto& [rank0, rank1] : std::vector<std::pair<std::string, std::string>>{
+           {"train " + config.string() + " -q --run-dir " + (dir / "two").string(), evaluate},
+           {evaluate, "predict " + config.string() + " --weights " + weights + " -o -"}}) {
+    const auto started = std::chrono::steady_clock::now();
+    r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
+                    (dir / "rank1.sh").string() + " " + rank0);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << rank0;
+    EXPECT_EQ(r.exit_code, 2) << rank0 << ": " << r.err;
+    const std::string first = rank0.substr(0, rank0.find(' ')),
+                      second = rank1.substr(0, rank1.find(' '));
+    EXPECT_NE(r.err.find("rank 1 of the 2 runs `tandem " + second + "` and rank 0 `tandem " +
+                         first + "`: every rank of an MPI job must run the same command"),
+              std::string::npos)
+        << r.err;
+  }
+  for (const char* command : {"evaluate", "predict"}) {
+    r = run_command("timeout 120 " + mpirun(2) + test::tandem_cli() + " " + command + " " +
+                    config.string() + " --weights " + weights + " --split test" +
+                    (std::string(command) == "predict" ? " -o -" : ""));
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("config error at 'data.test': the config has no test data"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("interrupted"), std::string::npos) << command << ": " << r.err;
+  }
+  // Every rank running evaluate: one result, rank 0's.
+  r = run_command("timeout 120 " + mpirun(2) + test::tandem_cli() + " " + evaluate);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("loss")) << r.out;
+}
+
 TEST(Mpi, ACheckpointOfThreeRanksResumesOnTwoAndOnOne) {
   const fs::path dir = test::scratch_dir("mpi-resume");
   const fs::path config = write_config(dir, tiny_config(30, 4));
