@@ -85,4 +85,14 @@ nlohmann::json tiny_regression_config() {
                          "x_shape": [4], "y_shape": [3]}}})");
 }
 
+nlohmann::json defaults_growing_tenfold(int depth) {
+  nlohmann::json level = {{"type", "object"}};
+  const nlohmann::json ten_objects(10, nlohmann::json::object());
+  for (int d = 0; d < depth; ++d)
+    level = {
+        {"type", "object"},
+        {"properties", {{"p", {{"type", "array"}, {"default", ten_objects}, {"items", level}}}}}};
+  return level;
+}
+
 }  // namespace tandem::test

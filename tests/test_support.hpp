@@ -49,18 +49,24 @@ CommandResult train_in(const std::filesystem::path& dir, const std::string& name
 /// events.jsonl; null when no run finished there.
 nlohmann::json run_history(const std::filesystem::path& run_dir);
 
-/// Whether this build (the tests and the binaries they run) is instrumented by AddressSanitizer,
-/// whose shadow memory needs terabytes of address space and whose timings say nothing.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
+/// An options schema of `depth` nested objects, each with one option "p": a list of objects
+/// whose default holds ten of them. Its defaults expand to 10^depth values (a 1 KB schema that
+/// once grew to gigabytes); a check must refuse it past a million.
+nlohmann::json defaults_growing_tenfold(int depth);
+
+/// Whether this build (the tests and the binaries they run) is instrumented by AddressSanitizer
+/// or ThreadSanitizer (scripts/sanitize, scripts/sanitize-threads), whose shadow memory needs
+/// terabytes of address space (no `ulimit -v`) and whose timings say nothing.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizer = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizer = true;
 #else
-inline constexpr bool kAddressSanitizer = false;
+inline constexpr bool kSanitizer = false;
 #endif
 #else
-inline constexpr bool kAddressSanitizer = false;
+inline constexpr bool kSanitizer = false;
 #endif
 
 /// The smallest run config: Dense(3) on 4 features, SGD on mse, one epoch of 16 synthetic

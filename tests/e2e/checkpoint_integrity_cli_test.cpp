@@ -158,7 +158,7 @@ TEST(CheckpointIntegrityCli, AMalformedStateOrAWeightOutOfRangeNamesTheFile) {
       << r.err;
   // 3 GiB declared and never written: refused before a buffer of that size (it took 3.1 GB).
   // (AddressSanitizer's shadow needs the address space a limit would take away.)
-  const std::string limit = test::kAddressSanitizer ? "" : "ulimit -v 2000000 && ";
+  const std::string limit = test::kSanitizer ? "" : "ulimit -v 2000000 && ";
   r = run_command(limit + test::tandem_cli() + " inspect " + (dir / "huge.h5").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("cannot be read whole"), std::string::npos) << r.err;
@@ -230,7 +230,7 @@ TEST(CheckpointIntegrityCli, WeightsBeyondTheModelsSizeAreRefusedBeforeTheyAreRe
       "      d.id.write_direct_chunk((r, c), zero)\n",
       model.string() + " " + bomb.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string limit = test::kAddressSanitizer ? "" : "ulimit -v 3000000 && ";
+  const std::string limit = test::kSanitizer ? "" : "ulimit -v 3000000 && ";
   const auto got =
       run_command(limit + test::tandem_cli() + " evaluate " +
                   (dir / "run" / "config.json").string() + " --weights " + bomb.string() + " -q");

@@ -167,18 +167,8 @@ TEST(CheckOptionsCli, ABadRequestIsExitCode2WithAClearMessage) {
 
   // Defaults of ten objects, each with such a default, seven levels down: 10^7 values from a
   // 1 KB request (it grew to gigabytes). Refused within a bound.
-  json level = {{"type", "object"}};
-  for (int depth = 0; depth < 7; ++depth)
-    level = {
-        {"type", "object"},
-        {"properties",
-         {{"p",
-           {{"type", "array"},
-            {"default", json::array({json::object(), json::object(), json::object(), json::object(),
-                                     json::object(), json::object(), json::object(), json::object(),
-                                     json::object(), json::object()})},
-            {"items", level}}}}}};
-  r = run_command("ulimit -v " + std::string(test::kAddressSanitizer ? "unlimited" : "1500000") +
+  const json level = test::defaults_growing_tenfold(7);
+  r = run_command("ulimit -v " + std::string(test::kSanitizer ? "unlimited" : "1500000") +
                   " && printf %s " + quoted(json{{"schema", level}}.dump()) + " | " + cli() +
                   " check-options - --json");
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -19,9 +19,9 @@
 namespace tandem::cpu {
 namespace TANDEM_TEST_FILE {
 
-// Timings of a build instrumented by AddressSanitizer say nothing about the CPU (its rounding
+// Timings of a build instrumented by a sanitizer say nothing about the CPU (its rounding
 // loops run several times slower, oneDNN's kernels do not).
-constexpr bool kInstrumented = test::kAddressSanitizer;
+constexpr bool kInstrumented = test::kSanitizer;
 
 TEST(Bf16Rate, WarnsOnlyWhereBf16IsSlowerThanFloat32) {
   const std::string slow = bf16_slower_warning(0.49);

@@ -4,7 +4,7 @@
 // list entry duplicated or dropped — must either build, or be refused with Tandem's own error
 // (which names a place). Anything else (a crash, a bare std::exception from the JSON library or the
 // standard library) fails, printing the edited config. A model that builds also runs a forward
-// pass on zeros. Seeded: the same edits on every run. Under AddressSanitizer each loop runs the
+// pass on zeros. Seeded: the same edits on every run. Under a sanitizer each loop runs the
 // first quarter of its rounds (the same edits): all of them took 51 s there, against 7 s in the
 // release build, which runs them all.
 #include <gtest/gtest.h>
@@ -75,7 +75,7 @@ void mutate(json& doc, Rng& rng) {
 
 // How many of `rounds` edits this build tries (see the top of the file).
 int rounds_here(int rounds) {
-  return test::kAddressSanitizer ? rounds / 4 : rounds;
+  return test::kSanitizer ? rounds / 4 : rounds;
 }
 
 struct Outcome {

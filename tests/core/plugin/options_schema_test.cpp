@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tandem/error.hpp"
+#include "test_support.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -222,17 +223,7 @@ TEST(OptionsSchema, AValueDeepDownIsNamedByItsWholePath) {
             std::vector<std::string>{"rows | rows[0].w[0]: expected a number >= 0, got -1"});
   // Defaults of ten objects, each with such a default, seven levels down: refused at the
   // millionth value, at the path of the value that went over.
-  json level = {{"type", "object"}};
-  for (int depth = 0; depth < 7; ++depth)
-    level = {
-        {"type", "object"},
-        {"properties",
-         {{"p",
-           {{"type", "array"},
-            {"default", json::array({json::object(), json::object(), json::object(), json::object(),
-                                     json::object(), json::object(), json::object(), json::object(),
-                                     json::object(), json::object()})},
-            {"items", level}}}}}};
+  const json level = test::defaults_growing_tenfold(7);
   try {
     check_schema(level, "s");
     ADD_FAILURE() << "accepted";
