@@ -314,17 +314,22 @@ TEST(Mpi, ABackupRestoredOnRankZeroCarriesItsDropoutStreamToEveryRank) {
 // Ranks given different runs (a per-host config copy out of date) used to hang in a collective
 // (rank 1 finished its 2 epochs, rank 0 waited) or crash in one with an MPI message. They compare
 // first: exit 2 on every rank, naming the key and both values.
+// A script for mpirun to start in place of tandem: rank 1 runs `tandem <rank1_arguments>` (shell
+// words: "$@" are the job's arguments, $RANK1 a variable given with mpirun -x), every other rank
+// `tandem` with the job's arguments. Written to dir/rank1.sh.
+fs::path rank_one_wrapper(const fs::path& dir, const std::string& rank1_arguments) {
+  const fs::path script = dir / "rank1.sh";
+  test::write_text(script, "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " +
+                               test::tandem_cli() + " " + rank1_arguments + "; fi\nexec " +
+                               test::tandem_cli() + " \"$@\"\n");
+  fs::permissions(script, fs::perms::owner_all);
+  return script;
+}
+
 TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
   const fs::path dir = test::scratch_dir("mpi-disagree");
   const fs::path config = write_config(dir, tiny_config(40, 3));
-  test::write_text(dir / "rank1.sh",
-                   "#!/bin/sh\n"
-                   "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " +
-                       test::tandem_cli() +
-                       " \"$@\" $RANK1; fi\n"
-                       "exec " +
-                       test::tandem_cli() + " \"$@\"\n");
-  fs::permissions(dir / "rank1.sh", fs::perms::owner_all);
+  const fs::path wrapper = rank_one_wrapper(dir, "\"$@\" $RANK1");
   for (const auto& [rank1, expected] : std::vector<std::pair<std::string, std::string>>{
            {"--set epochs=2",
             "config error at 'epochs': rank 1 of the 2 was given another run than rank 0: it is 1 "
@@ -339,7 +344,7 @@ TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
             "it is true on rank 0 and false on rank 1"},
            {"--set verbose=2", ""}}) {  // each rank's own
     const auto r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
-                               (dir / "rank1.sh").string() + " train " + config.string() +
+                               wrapper.string() + " train " + config.string() +
                                " --set epochs=1 --overwrite --run-dir " + (dir / "run").string());
     if (expected.empty()) {
       EXPECT_EQ(r.exit_code, 0) << rank1 << ": " << r.err;
@@ -361,17 +366,14 @@ TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruptio
                        (dir / "one").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string weights = (dir / "one" / "model.h5").string();
-  test::write_text(dir / "rank1.sh", "#!/bin/sh\nif [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " +
-                                         test::tandem_cli() + " $RANK1; fi\nexec " +
-                                         test::tandem_cli() + " \"$@\"\n");
-  fs::permissions(dir / "rank1.sh", fs::perms::owner_all);
+  const fs::path wrapper = rank_one_wrapper(dir, "$RANK1");
   const std::string evaluate = "evaluate " + config.string() + " --weights " + weights;
   for (const auto& [rank0, rank1] : std::vector<std::pair<std::string, std::string>>{
            {"train " + config.string() + " -q --run-dir " + (dir / "two").string(), evaluate},
            {evaluate, "predict " + config.string() + " --weights " + weights + " -o -"}}) {
     const auto started = std::chrono::steady_clock::now();
     r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
-                    (dir / "rank1.sh").string() + " " + rank0);
+                    wrapper.string() + " " + rank0);
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << rank0;
     EXPECT_EQ(r.exit_code, 2) << rank0 << ": " << r.err;
     const std::string first = rank0.substr(0, rank0.find(' ')),

@@ -149,7 +149,9 @@ std::string path_of(const Place& place) {
                               : parent + "[" + std::to_string(place.index) + "]";
 }
 
+// Whether the schema's `type` names `type` (alone or in its list); false without a `type`.
 bool allows_type(const json& schema, const char* type) {
+  if (!schema.contains("type")) return false;
   const json& t = schema["type"];
   return t.is_string() ? t == type : std::find(t.begin(), t.end(), json(type)) != t.end();
 }
@@ -204,8 +206,7 @@ void validate(const json& schema, const json& value, const Place& place, std::si
       !long_enough(schema, value.get_ref<const std::string&>()))
     fail();
   // 2.0 is an integer in JSON Schema: handed on as one, so that get<std::int64_t>() reads it.
-  if (value.is_number_float() && schema.contains("type") && allows_type(schema, "integer") &&
-      !allows_type(schema, "number")) {
+  if (value.is_number_float() && allows_type(schema, "integer") && !allows_type(schema, "number")) {
     if (filled != nullptr) *filled = static_cast<std::int64_t>(value.get<double>());
     return;
   }
@@ -329,15 +330,11 @@ std::vector<OptionProblem> option_problems(const json& schema, const json& optio
 
 void check_options_schema(const json& schema, const std::string& where) {
   check_schema(schema, where);
-  if (!schema.contains("type")) return;
-  const json& t = schema["type"];
-  const bool object =
-      t.is_string() ? t == "object" : std::find(t.begin(), t.end(), json("object")) != t.end();
-  if (!object)
+  if (schema.contains("type") && !allows_type(schema, "object"))
     throw ConfigError(where + ".type",
                       "the options are a JSON object, so the schema's type must be \"object\", "
                       "got " +
-                          json_text(t));
+                          json_text(schema["type"]));
 }
 
 void check_schema(const json& schema, const std::string& where) {
