@@ -380,7 +380,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       RunConfig rc = resolve_config({config_, weights_, false, trust_checkpoint_}, overrides_, true);
       const PredictionFormat format = prediction_format(format_, output_);
       if (output_ != "-") {
-        refuse_output_over_input(output_, {weights_, config_}, "--output");
+        refuse_bad_output(output_, {weights_, config_}, "--output");
         refuse_output_over_data(output_, {rc.data.train, rc.data.validation, rc.data.test},
                                 rc.base_dir, "--output");
         // Before the predictions are computed, not after.

@@ -1,7 +1,10 @@
 #include "app/export_command.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -93,10 +96,24 @@ std::vector<std::string> class_names_of(const ExportOptions& o, const Checkpoint
   return {};
 }
 
+// Where the ONNX bytes go: standard output for '-' (refused when it is a terminal, which the
+// bytes would garble), else the file, replaced atomically.
+void write_onnx(const std::string& output, const std::string& bytes) {
+  if (output != "-") return write_file_atomically(output, bytes);
+  std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::cout.flush();
+  if (!std::cout) throw RunError("cannot write the ONNX model to standard output");
+}
+
 int run_export(const ExportOptions& o) {
   const std::string output =
       o.output.empty() ? fs::path(o.file).replace_extension(".onnx").string() : o.output;
-  refuse_output_over_input(output, {o.file, o.config}, "--output");
+  if (output != "-")
+    refuse_bad_output(output, {o.file, o.config}, "--output");
+  else if (::isatty(STDOUT_FILENO))
+    throw ConfigError("--output",
+                      "'-' is standard output, a terminal here: the ONNX model is "
+                      "binary; redirect it (> model.onnx) or give a file name");
   const CheckpointData data = read_checkpoint_file(o.file);
   nlohmann::json model_config = nn::with_file_keras_version(data.model_config, data.keras_version);
   std::string config_path = "model_config";
@@ -117,22 +134,24 @@ int run_export(const ExportOptions& o) {
   if (data.training && data.training->state.contains("epoch"))
     metadata["tandem_epoch"] = data.training->state["epoch"].dump();
 
-  std::string bytes;
+  onnx_export::OnnxModel onnx;
   try {
-    bytes = onnx_export::export_onnx(*model, metadata);
+    onnx = onnx_export::export_onnx(*model, metadata);
   } catch (const Error& e) {
     if (e.code() != ExitCode::bad_input) throw;
     throw DataError(o.file + ": " + e.what());  // a layer with no ONNX form
   }
-  write_file_atomically(output, bytes);
+  write_onnx(output, onnx.bytes);
   std::string ins, outs;
   for (std::size_t i = 0; i < model->input_count(); ++i)
-    ins += (ins.empty() ? "" : ", ") + shape_to_string(model->input_shape(i), true);
+    ins += (ins.empty() ? "" : ", ") + onnx.input_names[i] + " " +
+           shape_to_string(model->input_shape(i), true);
   for (std::size_t j = 0; j < model->output_count(); ++j)
-    outs += (outs.empty() ? "" : ", ") + model->output_name(j) + " " +
+    outs += (outs.empty() ? "" : ", ") + onnx.output_names[j] + " " +
             shape_to_string(model->output_shape(j), true);
-  spdlog::info("{} -> {} (ONNX opset {}, {} bytes): inputs {}; outputs {}", o.file, output,
-               onnx_export::kOpset, bytes.size(), ins, outs);
+  spdlog::info("{} -> {} (ONNX opset {}, {} bytes): inputs {}; outputs {}", o.file,
+               output == "-" ? "standard output" : output, onnx_export::kOpset, onnx.bytes.size(),
+               ins, outs);
   return static_cast<int>(ExitCode::ok);
 }
 
@@ -152,7 +171,8 @@ void add_export_command(CLI::App& app, std::function<int()>& selected) {
   cmd->add_option("model", o->file, "Checkpoint or Keras .h5 model file")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", o->output, "The ONNX file to write (default: MODEL.onnx)");
+  cmd->add_option("-o,--output", o->output,
+                  "The ONNX file to write (default: MODEL.onnx); '-' = stdout");
   cmd->add_option("--config", o->config,
                   "Run config whose model to use (for a weights-only .h5 file)")
       ->check(CLI::ExistingFile);

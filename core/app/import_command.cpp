@@ -52,7 +52,7 @@ nlohmann::json with_placeholders(nlohmann::json config, const std::vector<std::s
 
 int run_import(const ImportOptions& o) {
   const bool to_stdout = o.output == "-";
-  if (!to_stdout) refuse_output_over_input(o.output, {o.file}, "--output");
+  if (!to_stdout) refuse_bad_output(o.output, {o.file}, "--output");
   KerasImport made = import_keras_file(o.file);
   for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
   std::vector<std::string> still_missing;

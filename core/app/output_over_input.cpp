@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tandem/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem::app {
 
@@ -34,9 +35,13 @@ void collect_paths(const nlohmann::json& spec, const std::filesystem::path& base
 
 }  // namespace
 
-void refuse_output_over_input(const std::filesystem::path& output,
-                              std::initializer_list<std::filesystem::path> inputs,
-                              const std::string& option) {
+void refuse_bad_output(const std::filesystem::path& output,
+                       std::initializer_list<std::filesystem::path> inputs,
+                       const std::string& option) {
+  if (const std::string problem = not_a_replaceable_file(output); !problem.empty())
+    throw ConfigError(option, output.string() + " " + problem +
+                                  ": Tandem writes a new file and renames it over the old one, "
+                                  "which would replace it; give a file path");
   refuse_over_any(output, std::span(inputs.begin(), inputs.size()), option);
 }
 

@@ -178,6 +178,28 @@ TEST(ExportCli, ABinaryClassifierTakesTwoClassNames) {
   EXPECT_NE(r.err.find("or two for a single sigmoid unit"), std::string::npos) << r.err;
 }
 
+// An output layer named like the input ("input") is the graph's "input_1": the [info] line says
+// so, as the graph has it (it used to print the layer's name, which a client could not find).
+TEST(ExportCli, AnOutputNamedLikeTheInputGetsAFreeNameAndTheLineSaysIt) {
+  if (const std::string why = missing_onnx_packages(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = test::scratch_dir("cli-export-names");
+  json config = test::tiny_regression_config();
+  config["model"]["config"]["layers"][1]["config"]["name"] = "input";
+  ASSERT_EQ(test::train_in(dir, "tiny", config).exit_code, 0);
+  const fs::path out = dir / "named.onnx";
+  auto r = run_command(cli() + " export " + (dir / "tiny" / "model.h5").string() + " -o " +
+                       out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("inputs input (None, 4); outputs input_1 (None, 3)"), std::string::npos)
+      << r.err;
+  r = run_command(python() +
+                  " -c 'import onnx, sys; g = onnx.load(sys.argv[1]).graph; "
+                  "print([i.name for i in g.input], [o.name for o in g.output])' " +
+                  out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "['input'] ['input_1']\n");
+}
+
 TEST(ExportCli, BadInputsExitTwoAndWriteNothing) {
   const fs::path dir = test::scratch_dir("cli-export-bad");
   const json config = test::tiny_regression_config();

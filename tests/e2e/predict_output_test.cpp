@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -36,11 +38,19 @@ TEST(PredictCli, ReplacesItsOutputWholeAndLeavesItOnFailure) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 64) << text.substr(0, 200);
   EXPECT_EQ(text.find("old"), std::string::npos);
 
-  // A target that cannot be replaced (a folder): exit 1, the path named, nothing left behind.
+  // A write that fails on the way (the file size limit: EFBIG once its signal is ignored): exit
+  // 1, the path named, nothing left behind, the old output whole.
+  r = run_command("bash -c \"trap '' XFSZ; ulimit -f 1; " + cli() + " predict --weights " +
+                  weights + " -o " + out.string() + "\"");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write '" + out.string() + "'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(std::strerror(EFBIG)), std::string::npos) << r.err;
+  // A target that is no file to replace (a folder): a usage error before anything is computed.
   fs::create_directory(dir / "taken.csv");
   r = run_command(cli() + " predict --weights " + weights + " -o " + (dir / "taken.csv").string());
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("cannot write '" + (dir / "taken.csv").string() + "'"), std::string::npos)
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find((dir / "taken.csv").string() + " is a folder, not a file"),
+            std::string::npos)
       << r.err;
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());

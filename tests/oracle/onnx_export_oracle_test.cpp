@@ -8,8 +8,9 @@
 // that bar, so the comparison can fail.
 //
 // OpenCV 4.6 (Debian 12) cannot run some of the graphs: ONNX 13's Clip (capped ReLU), Gather of
-// computed indices (Embedding), ReduceSum with an axes input (Dot of vectors) and 3-D blobs
-// through Softmax and ReduceMean (LayerNormalization and MultiHeadAttention on sequences).
+// computed indices (Embedding), ReduceSum with an axes input (Dot of vectors), LayerNormalization
+// (its ReduceMean's output broadcast back by Sub, on vectors as on sequences) and 3-D blobs
+// through Softmax (MultiHeadAttention).
 // Those cases run through NumPy instead (each node by the ONNX specification's definition), with
 // a negative control of their own; which cases must run in OpenCV is fixed here, and a case
 // NumPy cannot run fails, so that a case cannot silently drop out of the numeric check.
@@ -215,6 +216,11 @@ std::vector<Case> cases() {
                                    layer("LayerNormalization"),
                                    layer("SpatialDropout1D", {{"rate", 0.5}})}),
                {{{4, 5}}}, false});
+  c.push_back({"vector_layer_norm",
+               sequential({6}, {layer("LayerNormalization", {{"epsilon", 0.01}}),
+                                layer("Activation", {{"activation", "relu"}})}),
+               {{{6}}},
+               false});
   c.push_back({"embedding_position",
                functional({input_layer("ids", {5}),
                            call("Embedding", "emb", {{"input_dim", 11}, {"output_dim", 4}}, {"ids"}),
@@ -340,7 +346,7 @@ json prepare(const Case& c, const fs::path& dir, std::mt19937& rng) {
     entry["outputs"].push_back({{"file", f.string()},
                                 {"shape", shape_with_batch(model->output_shape(j))}});
   }
-  test::write_text(dir / (c.label + ".onnx"), onnx_export::export_onnx(*model, {}));
+  test::write_text(dir / (c.label + ".onnx"), onnx_export::export_onnx(*model, {}).bytes);
   return entry;
 }
 

@@ -10,7 +10,10 @@
 // that the rename itself survives a crash. On any failure before the rename the temporary file is
 // removed and the target is untouched; the error (RunError) names the target, the step that failed
 // and the system's reason ("cannot write '/runs/a/checkpoints.json': cannot create a temporary
-// file in '/runs/a': Permission denied"). The folder must exist.
+// file in '/runs/a': Permission denied"). The folder must exist. A target that exists must be a
+// regular file or a symbolic link (the rename replaces the link, not what it points to): a
+// device, a FIFO, a socket or a folder is refused before anything is written, since the rename
+// would replace /dev/null itself.
 //
 // Two ways in, one commit:
 //   - write_file_atomically(path, bytes): the bytes are in memory;
@@ -42,7 +45,8 @@ class WritableFile;  // the engine's file-system seam: opaque to plugins
 class TANDEM_EXPORT AtomicFile {
  public:
   /// Creates an empty temporary file next to `target` (mode 0666 less the umask). Throws RunError
-  /// naming `target` when it cannot (a missing or read-only folder, ...).
+  /// naming `target` when it cannot (a missing or read-only folder, ...) or when `target` is
+  /// neither missing, a regular file nor a symbolic link.
   explicit AtomicFile(std::filesystem::path target);
   /// Removes the temporary file unless commit() succeeded.
   ~AtomicFile();

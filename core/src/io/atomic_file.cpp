@@ -9,6 +9,7 @@
 
 #include "io/file_system.hpp"
 #include "tandem/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem {
 
@@ -41,6 +42,10 @@ std::string quoted(const fs::path& path) {
 AtomicFile::AtomicFile(fs::path target) : target_(std::move(target)) {
   if (target_.filename().empty() || target_.filename() == "." || target_.filename() == "..")
     throw RunError("cannot write " + quoted(target_) + ": the path names no file");
+  // Renaming a new file over /dev/null would replace the device itself.
+  if (const std::string problem = not_a_replaceable_file(target_); !problem.empty())
+    throw RunError("cannot write " + quoted(target_) + ": it " + problem +
+                   " (the new content is a new file renamed over the old one)");
   // A temporary name left behind by a process that died with the same pid is skipped (O_EXCL).
   FileSystem& disk = FileSystem::current();
   for (int attempt = 0;; ++attempt) {

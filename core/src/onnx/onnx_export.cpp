@@ -65,7 +65,7 @@ std::vector<std::string> exportable_classes() {
   return names;
 }
 
-std::string export_onnx(Model& model, const std::map<std::string, std::string>& metadata) {
+OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& metadata) {
   onnx::ModelProto proto;
   proto.set_ir_version(onnx::IR_VERSION);
   proto.set_producer_name("tandem");
@@ -83,13 +83,16 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
   graph_proto.set_name(model.name());
   OnnxGraph graph(graph_proto);
 
+  OnnxModel result;
   std::vector<OnnxValue> inputs;
   for (std::size_t i = 0; i < model.input_count(); ++i) {
-    const std::string name = graph.unique_name(model.input_name(i).empty() ? "input" : model.input_name(i));
+    const std::string name =
+        graph.unique_name(model.input_name(i).empty() ? "input" : model.input_name(i));
     describe(graph_proto.add_input(), name, model.input_shape(i));
     inputs.push_back({name, model.input_shape(i), false});
+    result.input_names.push_back(name);
   }
-  std::vector<std::string> output_names;
+  std::vector<std::string>& output_names = result.output_names;
   for (std::size_t j = 0; j < model.output_count(); ++j)
     output_names.push_back(graph.unique_name(model.output_name(j)));
 
@@ -125,10 +128,9 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
     describe(graph_proto.add_output(), output_names[j], model.output_shape(j));
   }
   check(proto);
-  std::string bytes;
-  if (!proto.SerializeToString(&bytes))
+  if (!proto.SerializeToString(&result.bytes))
     throw RunError("the ONNX model of '" + model.name() + "' could not be serialized (over 2 GiB?)");
-  return bytes;
+  return result;
 }
 
 }  // namespace tandem::onnx_export

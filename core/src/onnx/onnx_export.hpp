@@ -3,14 +3,16 @@
 // augmentation layers are left out, BatchNormalization uses its moving statistics.
 //
 // Each model input keeps its InputLayer's name (a Sequential model without one: "input") and
-// each output its output layer's name; every input and output has a dynamic leading batch
-// dimension ("batch") and Keras' per-sample shape (channels last, as Tandem's data). The result
-// is checked by ONNX's own checker and shape inference before it is returned.
-// Thread-compatible: one call at a time per model (it reads the model's weights).
+// each output its output layer's name, with "_1" (or the next free number) added where a name is
+// already taken (a last layer named "input" in a model whose input is "input"); every input and
+// output has a dynamic leading batch dimension ("batch") and Keras' per-sample shape (channels
+// last, as Tandem's data). The result is checked by ONNX's own checker and shape inference before
+// it is returned. Thread-compatible: one call at a time per model (it reads the model's weights).
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tandem/error.hpp"
 #include "tandem/layer.hpp"
@@ -32,10 +34,17 @@ class UnexportableLayer : public Error {
                                        ") cannot be exported to ONNX: " + why) {}
 };
 
-/// The serialized ModelProto of `model`. `metadata` becomes the model's metadata_props (the
-/// checkpoint's class names, where it came from). Throws UnexportableLayer (exit 2) naming the
-/// first layer with no ONNX form, RunError if ONNX's checker refuses the result (a Tandem bug).
-std::string export_onnx(Model& model, const std::map<std::string, std::string>& metadata);
+/// An exported model: the serialized ModelProto and the names of its graph's inputs and outputs
+/// (the model's, made unique), in the model's order.
+struct OnnxModel {
+  std::string bytes;
+  std::vector<std::string> input_names, output_names;
+};
+
+/// `model` as ONNX. `metadata` becomes the model's metadata_props (the checkpoint's class names,
+/// where it came from). Throws UnexportableLayer (exit 2) naming the first layer with no ONNX
+/// form, RunError if ONNX's checker refuses the result (a Tandem bug).
+OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& metadata);
 
 /// The Keras layer classes the exporter knows (every class Tandem builds has one).
 std::vector<std::string> exportable_classes();

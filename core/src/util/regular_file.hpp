@@ -1,7 +1,9 @@
 // Whether a path names a regular file a reader can take whole: a FIFO blocks its reader until a
 // writer comes, a device such as /dev/zero never ends, a folder is no file. Every file Tandem
 // reads on a user's word (configs, datasets, checkpoints, option requests) is checked first.
-// Stateless; any thread.
+// And whether a path is one a writer may replace: Tandem replaces an output whole, renaming a
+// new file over it (tandem/atomic_file.hpp), which would replace a device such as /dev/null
+// itself. Stateless; any thread.
 #pragma once
 
 #include <filesystem>
@@ -17,6 +19,11 @@ namespace tandem {
 /// FIFO, not a regular file" (or a device, a socket) — or "" for a regular file (a link to one
 /// too).
 std::string not_a_regular_file(const std::filesystem::path& path);
+
+/// Why a new file must not be renamed over `path` — "is a folder, not a file", "is a device, not
+/// a regular file" (or a FIFO, a socket) — or "" when nothing is there, or a regular file, or a
+/// symbolic link (the rename replaces the link, never what it points to).
+std::string not_a_replaceable_file(const std::filesystem::path& path);
 
 }  // namespace tandem
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,11 +108,41 @@ TEST(AtomicFile, ATargetThatIsAFolderFailsNamingItAndLeavesNothingBehind) {
   fs::create_directory(path);
   write_text(path / "inside.txt", "kept");
   const std::string message = run_error_of([&] { write_file_atomically(path, "bytes"); });
-  EXPECT_NE(message.find("cannot write '" + path.string() + "'"), std::string::npos) << message;
-  EXPECT_NE(message.find("cannot rename the temporary file"), std::string::npos) << message;
-  EXPECT_NE(message.find(std::strerror(EISDIR)), std::string::npos) << message;
+  EXPECT_NE(message.find("cannot write '" + path.string() + "': it is a folder, not a file"),
+            std::string::npos)
+      << message;
   EXPECT_EQ(folder_entries(dir), std::vector<std::string>{"taken"});
   EXPECT_EQ(read_text(path / "inside.txt"), "kept");
+}
+
+// Renaming a new file over a FIFO or a device replaces it (`tandem export -o /dev/null` replaced
+// the system's /dev/null): they are refused before anything is written. A symbolic link is
+// replaced itself, whatever it points to: the device it names stays.
+TEST(AtomicFile, AFifoOrADeviceIsRefusedAndALinkToOneIsReplacedAsALink) {
+  auto dir = scratch_dir("atomic-special");
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string message = run_error_of([&] { write_file_atomically(fifo, "bytes"); });
+  EXPECT_NE(message.find("cannot write '" + fifo.string() + "': it is a FIFO"), std::string::npos)
+      << message;
+  // The same device as /dev/null, made here (as root), so that a regression replaces this one.
+  const fs::path device = dir / "null";
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    message = run_error_of([&] { write_file_atomically(device, "bytes"); });
+    EXPECT_NE(message.find("it is a device, not a regular file"), std::string::npos) << message;
+    struct stat st {};
+    ASSERT_EQ(::lstat(device.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+  }
+  const fs::path link = dir / "link";
+  fs::create_symlink(fifo, link);
+  write_file_atomically(link, "bytes");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(link)));
+  EXPECT_EQ(read_text(link), "bytes");
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+  std::vector<std::string> expected{"link", "pipe"};
+  if (fs::exists(fs::symlink_status(device))) expected = {"link", "null", "pipe"};
+  EXPECT_EQ(folder_entries(dir), expected);
 }
 
 TEST(AtomicFile, AMissingOrUnusableFolderFailsNamingTheTargetAndTheReason) {
