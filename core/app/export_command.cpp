@@ -126,7 +126,8 @@ int run_export(const ExportOptions& o) {
                              "the weights were trained with: --config RUN.json");
   }
   auto model = Model::from_config(model_config, config_path, 0);
-  model->load_weights(data, o.file);
+  if (const std::string how = model->load_weights(data, o.file); !how.empty())
+    spdlog::warn("{}: {}", o.file, how);
 
   std::map<std::string, std::string> metadata{{"tandem_source", fs::path(o.file).filename()}};
   const std::vector<std::string> names = class_names_of(o, data, *model);

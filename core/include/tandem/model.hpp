@@ -179,12 +179,16 @@ class TANDEM_EXPORT Model {
 
   /// Copies weights from another model of the same architecture.
   void copy_weights_from(const Model& other);
-  /// Layer weights as plain data for a checkpoint, and back. load_weights pairs the file's
-  /// layers with weights with the model's by name when the names are the same set (in any
-  /// order), else — a Keras multi_gpu_model file, the template nested as one layer whose
-  /// weights are named "<layer>/<weight>" — by the nested names, else by order as Keras does;
-  /// it checks counts and shapes and names the first mismatch (DataError). Returns the name of
-  /// the wrapper layer it unwrapped the template from, or "".
+  /// Layer weights as plain data for a checkpoint, and back. save_weights lists the layers in
+  /// Keras' order (a functional model's as Keras orders its graph, InputLayers included, not
+  /// as its config lists them). load_weights pairs the file's layers with weights with the
+  /// model's by name when the names are the same set (in any order), else — a Keras
+  /// multi_gpu_model file, the template nested as one layer whose weights are named
+  /// "<layer>/<weight>" — by the nested names, else by Keras' order as Keras' load_weights
+  /// does; it checks counts and shapes and names the first mismatch (DataError). Returns "" when
+  /// it paired by name, else a sentence for a warning that says how it paired them ("a
+  /// multi_gpu_model file: loaded the weights of the template model nested as its layer
+  /// 'sequential_1'", "...paired by order...").
   void save_weights(CheckpointData& out) const;  // Snapshot::copy
   void save_weights(CheckpointData& out, Snapshot snapshot) const;
   std::string load_weights(const CheckpointData& in, const std::string& source);
@@ -217,6 +221,9 @@ class TANDEM_EXPORT Model {
   bool leads_to_training(int input) const;
   // Keras' name of what a call reads: "dense[1][0]" (model_input(i): InputLayer i's).
   std::string input_name_of(int input) const;
+  // Keras' order of the layers (its model.layers, nn/keras_layer_order.hpp): a layer by its
+  // index, InputLayer i as -1 - i (a functional model's; a Sequential model's are its layers).
+  std::vector<int> layers_in_keras_order() const;
   // Adds `grad` to the gradient of call k's output in this backward pass, on `ops` (the
   // backend of the call the gradient came from: where it lives).
   void add_output_grad(std::size_t i, const Tensor* grad, backend::Backend& ops);

@@ -108,6 +108,11 @@ CallSpec read_keras3_call(const json& node, const std::string& path) {
         first_path = path + ".kwargs." + key;
         break;
       }
+  // Keras 3 records a layer's `training` default in each call it writes (Dropout's false, the
+  // augmentation layers' true); its fit, evaluate and predict replace it with their own mode, as
+  // Tandem's do, so it never takes effect there.
+  if (kwargs.is_object() && kwargs.contains("training") && kwargs["training"].is_boolean())
+    kwargs.erase("training");
   if (!args.is_array() || args.empty())
     throw ConfigError(path + ".args", "expected the call's arguments (a non-empty list), got " +
                                           node["args"].dump());

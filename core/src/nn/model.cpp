@@ -13,6 +13,7 @@
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/keras_generation.hpp"
+#include "nn/keras_layer_order.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
 #include "nn/regularizer.hpp"
@@ -919,8 +920,16 @@ std::string with_commas(std::int64_t v) {
   return s;
 }
 
+// How many characters a terminal shows for UTF-8 text (one per code point: a layer named
+// "entrée" is 6 wide, not 7).
+std::size_t shown_width(const std::string& s) {
+  return static_cast<std::size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
 std::string pad(std::string s, std::size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
+  const std::size_t shown = shown_width(s);
+  if (shown < width) s.append(width - shown, ' ');
   return s;
 }
 
@@ -932,7 +941,9 @@ std::string Model::summary() const {
   // the next one; a functional model's rows also say what each layer reads ("Connected to").
   std::size_t name_width = 29;
   for (const auto& layer : layers_)
-    name_width = std::max(name_width, layer->name().size() + layer->class_name().size() + 5);
+    name_width = std::max(name_width, shown_width(layer->name()) + layer->class_name().size() + 5);
+  for (const Input& input : inputs_)
+    name_width = std::max(name_width, shown_width(input.name) + 15);  // " name (InputLayer)"
   const std::size_t shape_width = 26, params_width = functional_ ? 10 : 0;
   const std::size_t width = functional_ ? name_width + shape_width + params_width + 30 : 65;
   const std::string rule(width, '_'), double_rule(width, '=');
@@ -941,11 +952,12 @@ std::string Model::summary() const {
       << (functional_ ? pad("Param #", params_width) + "Connected to" : "Param #") << "\n"
       << double_rule << "\n";
   const auto row = [&](const std::string& name, const std::string& cls, const Shape& shape,
-                       std::int64_t params, const std::vector<std::string>& connected) {
+                       std::int64_t params, const std::vector<std::string>& connected,
+                       bool listed) {
     // Keras prints "multiple" for a shared layer whose calls give different shapes.
-    const std::string head =
-        pad(" " + name + " (" + cls + ")", name_width) +
-        pad(shape.empty() ? "multiple" : shape_to_string(shape, true), shape_width);
+    const std::string shown = shape.empty() ? "multiple" : shape_to_string(shape, true);
+    const std::string head = pad(" " + name + " (" + cls + ")", name_width) +
+                             pad(listed ? "[" + shown + "]" : shown, shape_width);
     if (!functional_) {
       out << head << with_commas(params) << "\n\n";
       return;
@@ -957,9 +969,15 @@ std::string Model::summary() const {
           << connected[c] << (c + 1 == connected.size() ? "']" : "',") << "\n";
     out << "\n";
   };
-  if (functional_)
-    for (const Input& input : inputs_) row(input.name, "InputLayer", input.shape, 0, {});
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  // In Keras' order: the order of model.layers, InputLayers among them.
+  for (int layer : layers_in_keras_order()) {
+    if (layer < 0) {
+      const Input& input = inputs_[static_cast<std::size_t>(-1 - layer)];
+      // Keras 2 shows an InputLayer's output as the list it is there: [(None, 4)].
+      row(input.name, "InputLayer", input.shape, 0, {}, keras2_);
+      continue;
+    }
+    const auto i = static_cast<std::size_t>(layer);
     std::int64_t params = 0;
     for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
     std::vector<std::string> connected;  // every call's inputs, as Keras lists a shared layer's
@@ -969,7 +987,7 @@ std::string Model::summary() const {
       one_shape = one_shape && call_shapes_[k] == output_shapes_[i + 1];
     }
     row(layers_[i]->name(), layers_[i]->class_name(), one_shape ? output_shapes_[i + 1] : Shape{},
-        params, connected);
+        params, connected, false);
   }
   const std::int64_t total = count_params(), trainable = count_trainable_params();
   out << double_rule << "\n";
@@ -996,16 +1014,29 @@ void Model::save_weights(CheckpointData& out) const {
   save_weights(out, Snapshot::copy);
 }
 
+std::vector<int> Model::layers_in_keras_order() const {
+  std::vector<int> order;
+  if (!functional_) {
+    for (std::size_t i = 0; i < layers_.size(); ++i) order.push_back(static_cast<int>(i));
+    return order;
+  }
+  std::vector<nn::FunctionalCall> calls;
+  for (const Call& call : calls_) calls.push_back({call.layer, call.number, call.inputs});
+  return nn::keras_layer_order(inputs_.size(), calls, output_calls_);
+}
+
 void Model::save_weights(CheckpointData& out, Snapshot snapshot) const {
   out.model_config = config();
   out.layers.clear();
-  // Keras lists a functional model's InputLayer among its layers (with no weights).
-  if (functional_)
-    for (const Input& input : inputs_) out.layers.push_back(LayerWeights{input.name, {}});
-  for (const auto& layer : layers_) {
+  // Keras lists a functional model's InputLayers among its layers (with no weights).
+  for (int i : layers_in_keras_order()) {
+    if (i < 0) {
+      out.layers.push_back(LayerWeights{inputs_[static_cast<std::size_t>(-1 - i)].name, {}});
+      continue;
+    }
     LayerWeights lw;
-    lw.layer = layer->name();
-    for (Parameter* p : layer->parameters())
+    lw.layer = layers_[static_cast<std::size_t>(i)]->name();
+    for (Parameter* p : layers_[static_cast<std::size_t>(i)]->parameters())
       lw.weights.push_back({p->name, snapshot == Snapshot::copy ? p->value.clone() : p->value});
     out.layers.push_back(std::move(lw));
   }
@@ -1075,12 +1106,37 @@ WeightPairing pair_weights(const CheckpointData& in, const std::vector<Layer*>& 
   return p;
 }
 
+// "" for a pairing by name; else what the caller warns about: the wrapper unwrapped, or the
+// layers paired by order (the first few pairs named).
+std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model) {
+  if (!p.unwrapped_from.empty())
+    return "a multi_gpu_model file: loaded the weights of the template model nested as its "
+           "layer '" +
+           p.unwrapped_from + "'";
+  std::string pairs;
+  std::size_t named = 0;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    if (p.file_layer[i]->layer == model[i]->name()) continue;
+    if (named++ == 4) {
+      pairs += ", ...";
+      break;
+    }
+    pairs += (pairs.empty() ? "" : ", ") + ("'" + p.file_layer[i]->layer + "' to '") +
+             model[i]->name() + "'";
+  }
+  if (named == 0) return "";
+  return "its layers are named otherwise than the model's: their weights were paired by order, "
+         "as Keras' load_weights pairs them (" +
+         pairs + ")";
+}
+
 }  // namespace
 
 std::string Model::load_weights(const CheckpointData& in, const std::string& source) {
-  std::vector<Layer*> model_layers;
-  for (const auto& layer : layers_)
-    if (!layer->parameters().empty()) model_layers.push_back(layer.get());
+  std::vector<Layer*> model_layers;  // in Keras' order, which a pairing by order follows
+  for (int i : layers_in_keras_order())
+    if (i >= 0 && !layers_[static_cast<std::size_t>(i)]->parameters().empty())
+      model_layers.push_back(layers_[static_cast<std::size_t>(i)].get());
   const WeightPairing pairing = pair_weights(in, model_layers);
   if (pairing.file_layer.size() != model_layers.size()) {
     std::size_t file_layers = 0;
@@ -1112,7 +1168,7 @@ std::string Model::load_weights(const CheckpointData& in, const std::string& sou
     for (std::size_t j = 0; j < params.size(); ++j)
       params[j]->value.copy_from(pairing.file_layer[i]->weights[j].value);
   }
-  return pairing.unwrapped_from;
+  return how_paired(pairing, model_layers);
 }
 
 }  // namespace tandem

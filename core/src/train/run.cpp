@@ -46,16 +46,13 @@ using nlohmann::json;
 
 namespace {
 
-// --weights: the file's weights into `model`, saying so when they came from a template nested
-// in a Keras multi_gpu_model file (a warning: predict and -q show no info).
+// --weights: the file's weights into `model`, saying so when they were not paired by name (a
+// template nested in a Keras multi_gpu_model file, layers paired by order; a warning: predict
+// and -q show no info).
 void load_weights_file(Model& model, const std::filesystem::path& file) {
-  const std::string wrapper =
+  const std::string how =
       model.load_weights(read_checkpoint_file(file, model.count_params()), file.string());
-  if (!wrapper.empty())
-    spdlog::warn(
-        "{}: a multi_gpu_model file: loaded the weights of the template model nested "
-        "as its layer '{}'",
-        file.string(), wrapper);
+  if (!how.empty()) spdlog::warn("{}: {}", file.string(), how);
 }
 
 

@@ -211,9 +211,14 @@ TEST(FunctionalModel, SummaryHasKerasConnectedToColumn) {
   auto m = Model::from_config(keras2_model(), "model", 3);
   const std::string s = m->summary();
   EXPECT_NE(s.find("Connected to"), std::string::npos) << s;
-  EXPECT_NE(s.find(" input_1 (InputLayer)        (None, 4)                 0         []"),
+  // Keras 2 shows an InputLayer's output as the list it is there; Keras 3 as a shape.
+  EXPECT_NE(s.find(" input_1 (InputLayer)        [(None, 4)]               0         []"),
             std::string::npos)
       << s;
+  const std::string three = Model::from_config(keras3_model(), "model", 3)->summary();
+  EXPECT_NE(three.find(" input_layer (InputLayer)    (None, 4)                 0         []"),
+            std::string::npos)
+      << three;
   EXPECT_NE(s.find(" add (Add)                   (None, 4)                 0         "
                    "['dense[0][0]',\n"),
             std::string::npos)
@@ -530,6 +535,45 @@ TEST(FunctionalModel, AttentionCallArgumentsReadInBothFormsAndRoundTrip) {
               std::string::npos)
         << other << ": " << error_of(refused);
   }
+}
+
+// Keras 3 writes `"kwargs": {"training": false}` in each Dropout call (the call signature's
+// default; its fit, evaluate and predict replace it): read as no argument, the model is the one
+// without Dropout's kwargs. Keras 2's explicit training=true (dropout at inference too) and a
+// training that is no boolean stay refused.
+TEST(FunctionalModel, Keras3sRecordedTrainingDefaultIsNoCallArgument) {
+  json three = keras3_model();
+  json& layers = three["config"]["layers"];
+  json dropout = {{"class_name", "Dropout"},
+                  {"config", {{"name", "drop"}, {"rate", 0.5}, {"seed", 3}}},
+                  {"name", "drop"},
+                  {"inbound_nodes", layers[4]["inbound_nodes"]}};
+  dropout["inbound_nodes"][0]["kwargs"] = {{"training", false}};
+  layers[4]["inbound_nodes"][0]["args"][0]["config"]["keras_history"] = {"drop", 0, 0};
+  layers.insert(layers.begin() + 4, dropout);
+  auto recorded = Model::from_config(three, "model", 4);
+  layers[4]["inbound_nodes"][0]["kwargs"] = {{"training", true}};
+  auto recorded_true = Model::from_config(three, "model", 4);
+  layers[4]["inbound_nodes"][0]["kwargs"] = json::object();
+  auto plain = Model::from_config(three, "model", 4);
+  recorded->copy_weights_from(*plain);
+  recorded_true->copy_weights_from(*plain);
+  const Tensor x = test::random_tensor({6, 4}, 14);
+  EXPECT_EQ(test::to_double(recorded->forward(x, false)),
+            test::to_double(plain->forward(x, false)));
+  EXPECT_EQ(test::to_double(recorded_true->forward(x, false)),
+            test::to_double(plain->forward(x, false)));
+  EXPECT_EQ(test::to_double(recorded->forward(x, true)), test::to_double(plain->forward(x, true)));
+  layers[4]["inbound_nodes"][0]["kwargs"] = {{"training", "yes"}};
+  EXPECT_NE(error_of(three).find("layer 'drop' (Dropout) takes no call arguments, got "
+                                 "{\"training\":\"yes\"}"),
+            std::string::npos)
+      << error_of(three);
+  json two = keras2_model();
+  two["config"]["layers"][1]["inbound_nodes"][0][0][3] = {{"training", true}};
+  EXPECT_NE(error_of(two).find("takes no call arguments, got {\"training\":true}"),
+            std::string::npos)
+      << error_of(two);
 }
 
 TEST(FunctionalModel, CallArgumentsALayerDoesNotTakeAreRefusedAtTheirPath) {

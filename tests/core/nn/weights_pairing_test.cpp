@@ -51,11 +51,15 @@ TEST(WeightsPairing, ByNameInAnyOrderNestedOrByOrder) {
     for (const NamedTensor& w : lw.weights)
       nested.layers[2].weights.push_back({lw.layer + "/" + w.name, w.value});
   auto unwrapped = model(3);
-  EXPECT_EQ(unwrapped->load_weights(nested, "wrapped.h5"), "sequential_1");
+  EXPECT_EQ(unwrapped->load_weights(nested, "wrapped.h5"),
+            "a multi_gpu_model file: loaded the weights of the template model nested as its "
+            "layer 'sequential_1'");
   EXPECT_TRUE(same_weights(*unwrapped, *source));
 
   auto renamed = model(4, "dense", "dense_1");  // other names: paired by order, as Keras does
-  EXPECT_EQ(renamed->load_weights(saved, "other-names.h5"), "");
+  EXPECT_EQ(renamed->load_weights(saved, "other-names.h5"),
+            "its layers are named otherwise than the model's: their weights were paired by "
+            "order, as Keras' load_weights pairs them ('a' to 'dense', 'b' to 'dense_1')");
   EXPECT_TRUE(same_weights(*renamed, *source));
 
   CheckpointData short_nested = nested;
