@@ -281,9 +281,13 @@ std::vector<FunctionalInput> read_inputs(ConfigObject& config,
     const FunctionalInput* found = nullptr;
     for (const auto& input : input_layers)
       if (input.name == refs[i].layer) found = &input;
-    if (!found || refs[i].call != 0)
+    if (!found)
       throw ConfigError(at_index(config.path_of("input_layers"), i),
                         "names '" + refs[i].layer + "', which is no InputLayer of the model");
+    if (refs[i].call != 0)
+      throw ConfigError(at_index(config.path_of("input_layers"), i),
+                        "names node " + std::to_string(refs[i].call) + " of the InputLayer '" +
+                            refs[i].layer + "', which has one node (node index 0)");
     inputs.push_back(*found);
   }
   for (const auto& input : input_layers) {

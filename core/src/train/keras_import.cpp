@@ -39,6 +39,32 @@ json metric_names(const json& metrics) {
   return metrics;
 }
 
+// Keras 2 saves the metric objects of a multi-output model compiled and fitted, which it renamed
+// for its logs: "out1_mae" (Functional's _set_metric_names: the output's name and "_", a
+// weighted metric's "_weighted_" where the plain name is taken). Tandem prefixes the names of a
+// per-output metric itself, so the saved names lose the prefix again: metrics listed per output,
+// [[...], [...]], in output order; names given as plain strings are the user's and stay.
+json without_output_prefixes(json metrics, const Model& model, bool weighted) {
+  if (model.output_count() < 2 || !metrics.is_array() || metrics.size() != model.output_count())
+    return metrics;
+  for (std::size_t j = 0; j < metrics.size(); ++j) {
+    if (!metrics[j].is_array()) continue;
+    for (json& m : metrics[j]) {
+      if (!m.is_object() || !m.contains("config") || !m["config"].is_object() ||
+          !m["config"].contains("name") || !m["config"]["name"].is_string())
+        continue;
+      const std::string name = m["config"]["name"].get<std::string>();
+      for (const std::string& prefix :
+           {model.output_name(j) + (weighted ? "_weighted_" : "_"), model.output_name(j) + "_"})
+        if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
+          m["config"]["name"] = name.substr(prefix.size());
+          break;
+        }
+    }
+  }
+  return metrics;
+}
+
 // A model with one output: Keras 2 lists its metrics per output, [[...]].
 json for_outputs(json metrics, std::size_t outputs) {
   if (outputs == 1 && metrics.is_array() && metrics.size() == 1 && metrics[0].is_array())
@@ -83,11 +109,13 @@ void import_training(const json& training, const Model& model, KerasImport& out)
     config["loss_weights"] = training["loss_weights"];
   json metrics = json::array();
   if (training.contains("metrics") && !training["metrics"].is_null())
-    metrics = for_outputs(metric_names(training["metrics"]), model.output_count());
+    metrics = for_outputs(metric_names(without_output_prefixes(training["metrics"], model, false)),
+                          model.output_count());
   config["metrics"] = metrics;
   if (training.contains("weighted_metrics") && !training["weighted_metrics"].is_null())
-    config["weighted_metrics"] =
-        for_outputs(metric_names(training["weighted_metrics"]), model.output_count());
+    config["weighted_metrics"] = for_outputs(
+        metric_names(without_output_prefixes(training["weighted_metrics"], model, true)),
+        model.output_count());
   make_objective(config["loss"], config.value("loss_weights", json()), config["metrics"], model,
                  config.value("weighted_metrics", json()));
 }

@@ -339,6 +339,19 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
       << error_of(unknown);
   EXPECT_NE(error_of(unknown).find("'dense_9', which is not a layer"), std::string::npos);
 
+  // An InputLayer named with a node it does not have: the node is the fault, not the name.
+  json input_node = keras2_model();
+  input_node["config"]["input_layers"][0][1] = 1;
+  EXPECT_NE(error_of(input_node)
+                .find("at 'model.config.input_layers[0]': names node 1 of the "
+                      "InputLayer 'input_1', which has one node"),
+            std::string::npos)
+      << error_of(input_node);
+  input_node["config"]["input_layers"][0] = {"dense", 0, 0};
+  EXPECT_NE(error_of(input_node).find("names 'dense', which is no InputLayer of the model"),
+            std::string::npos)
+      << error_of(input_node);
+
   json cycle = keras2_model();
   cycle["config"]["layers"][1]["inbound_nodes"][0][0][0] = "concatenate";
   EXPECT_NE(error_of(cycle).find("depends on itself"), std::string::npos) << error_of(cycle);
