@@ -204,6 +204,15 @@ TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
     }
   }
   EXPECT_FALSE(fs::exists(dir / "never")) << "a refused run left a folder";
+  // More micro-batches than a pipeline gets rows: allowed (the weights are right), but said.
+  r = run_command(cli + " check " + (dir / "run.json").string() +
+                  " --devices cpu:2 --set pipeline.stages=2 --set batch_size=6"
+                  " --set pipeline.microbatches=8");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("pipeline.microbatches: 8 micro-batches for the 6 rows each pipeline gets "
+                       "of a batch: 2 of them are empty every step"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

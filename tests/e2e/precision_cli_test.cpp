@@ -294,6 +294,11 @@ TEST_F(PrecisionCli, WrongPrecisionSettingsExitTwoNamingThePlace) {
                                             {"config", {{"name", "mixed_bfloat16"}}}})),
                    "model.config.layers[1].config.dtype.class_name",
                    "expected a Keras dtype policy", ""});
+  cases.push_back({"policy-extra-key",
+                   with("model", model(json{{"class_name", "DTypePolicy"},
+                                            {"config", {{"name", "mixed_bfloat16"}, {"foo", 1}}}})),
+                   "model.config.layers[1].config.dtype.config.foo",
+                   "unknown key in a dtype policy's config", ""});
   json contradiction = with("model", model(policy));
   contradiction["precision"] = "fp32";
   cases.push_back({"contradiction", contradiction, "precision", "contradicts the model", ""});

@@ -81,6 +81,15 @@ json read_dtype_policy(ConfigObject& c) {
   } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
              (*d)["config"].contains("name") && (*d)["config"]["name"].is_string()) {
     name = (*d)["config"]["name"].get<std::string>();
+    // What Keras writes around a policy (Keras 3 adds its module), and nothing else: a key
+    // Tandem would not read is refused as everywhere in a config.
+    for (const auto& [key, value] : d->items())
+      if (key != "class_name" && key != "config" && key != "module" && key != "registered_name")
+        throw ConfigError(c.path_of("dtype") + "." + key, "unknown key in a dtype policy");
+    for (const auto& [key, value] : (*d)["config"].items())
+      if (key != "name")
+        throw ConfigError(c.path_of("dtype") + ".config." + key,
+                          "unknown key in a dtype policy's config (it has only a name)");
   } else
     throw ConfigError(c.path_of("dtype"), "expected a dtype policy name or a Keras policy "
                                           "object with config.name, got " + d->dump());

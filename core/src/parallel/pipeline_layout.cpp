@@ -62,9 +62,16 @@ std::vector<int> stages_of_named_layers(const Model& model, const PipelineConfig
       const std::string& name = config.stage_layers[s][i];
       const std::string at = stage_path(s) + "[" + std::to_string(i) + "]";
       const auto found = std::find(names.begin(), names.end(), name);
-      if (found == names.end())
+      if (found == names.end()) {
+        for (std::size_t k = 0; k < model.input_count(); ++k)
+          if (model.input_name(k) == name)
+            throw ConfigError(at, "'" + name + "' is an InputLayer of model '" + model.name() +
+                                      "': stages name the layers that compute, and each input "
+                                      "goes to the stages whose layers read it; its layers are " +
+                                      quoted_list(names));
         throw ConfigError(at, "model '" + model.name() + "' has no layer '" + name +
                                   "'; its layers are " + quoted_list(names));
+      }
       const auto l = static_cast<std::size_t>(found - names.begin());
       if (stage_of[l] >= 0)
         throw ConfigError(at, "layer '" + name + "' is named twice (first at " + where[l] +

@@ -331,6 +331,14 @@ Placement placement_for(const RunConfig& rc, const Model& model, const DevicePla
   }
   placement.pipeline = PipelinePlan{cut_into_stages(model, rc.pipeline, seconds),
                                     rc.pipeline.microbatches, rc.pipeline.schedule};
+  const std::int64_t pipelines = static_cast<std::int64_t>(placement.replicas) * ranks;
+  const std::int64_t rows = (rc.global_batch_size(placement.replicas * ranks) + pipelines - 1) /
+                            pipelines;  // the most one pipeline gets of a batch
+  if (rc.pipeline.microbatches > rows)
+    spdlog::warn(
+        "pipeline.microbatches: {} micro-batches for the {} rows each pipeline gets of a batch: "
+        "{} of them are empty every step; at most {} have rows",
+        rc.pipeline.microbatches, rows, rc.pipeline.microbatches - rows, rows);
   // Stages on GPUs hand over only to the next stage: said by `tandem check` too, before training.
   if (!plan.all_cpu()) require_device_hand_offs(model, placement.pipeline->layout, plan.text);
   return placement;

@@ -77,6 +77,10 @@ TEST(PipelineLayout, NamedStagesFollowTheDataFlow) {
     EXPECT_NE(e.find("pipeline.stages[1][1]"), std::string::npos) << e;
     EXPECT_NE(e.find("no layer 'nope'"), std::string::npos) << e;
   }
+  EXPECT_NE(cut({{"x", "inner", "drop", "side"}, {"skip", "join", "logits"}})
+                .find("'pipeline.stages[0][0]': 'x' is an InputLayer of model 'residual': "
+                      "stages name the layers that compute"),
+            std::string::npos);
   EXPECT_NE(cut({{"inner", "drop", "side"}, {"skip", "join", "logits", "inner"}})
                 .find("'pipeline.stages[1][3]': layer 'inner' is named twice (first at "
                       "pipeline.stages[0][0])"),
