@@ -38,7 +38,7 @@ import time
 import torch
 from torch import nn
 
-from torch_blas import (KEEP_FREED_MEMORY, keep_freed_memory, openblas_info,
+from torch_blas import (ALLOCATOR_SETTINGS, keep_freed_memory, openblas_info,
                         require_openblas_with_the_cpus_kernels)
 
 def progress(msg):
@@ -283,7 +283,7 @@ def main():
                         else "torch's default",
         "openblas": openblas_info(),
         "openblas_detected_core": os.environ.get("TORCH_BLAS_DETECTED_CORE"),
-        "malloc_env": {k: os.environ.get(k) for k in KEEP_FREED_MEMORY},
+        "malloc_env": {k: os.environ.get(k) for k in ALLOCATOR_SETTINGS},
         "autocast": args.autocast,
         "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                             "OPENBLAS_NUM_THREADS", "MALLOC_MMAP_THRESHOLD_",

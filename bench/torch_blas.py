@@ -55,24 +55,32 @@ def require_openblas_with_the_cpus_kernels(tool):
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
-# glibc settings that keep freed memory in the process: blocks up to 32 MiB (the most glibc
-# allows) from the heap instead of fresh mappings, and the heap never trimmed. PyTorch's CPU
-# allocator hands each new tensor to malloc; with glibc's defaults its element-wise outputs land
-# in memory returned to the kernel and touched afresh, which on a VM where a first touch costs
-# 11 us a page (this project's 2026-11-28 Zen 5 VM) slowed its fashion-resnet step 2-3x
-# (295-617 samples/s against 875-995 with these). Tandem's allocator keeps such blocks itself.
+# Allocator settings that keep freed memory in the process, PyTorch at its best. PyTorch's CPU
+# allocator hands each new tensor to malloc; memory given back to the kernel is touched afresh
+# next step, which on a VM where a first touch costs 11 us a page (this project's Zen 5 VMs)
+# makes the step mostly page faults. glibc keeps blocks up to 32 MiB (the most it allows) from
+# the heap and never trims it with these (fashion-resnet 295-617 -> 875-995 samples/s there);
+# larger blocks stay fresh mappings: seed-mlp's 32M-weight layer (a 64-128 MB tensor) still
+# faulted 1M pages in 4 steps, 229 samples/s in bf16 at batch 256. jemalloc (Debian's
+# libjemalloc2, scripts/setup), told never to return freed pages, keeps them all: 1,897 samples/s
+# (2026-11-30). Tandem's allocator keeps such blocks itself.
 KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "17179869184"}
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+KEEP_FREED_JEMALLOC = {"LD_PRELOAD": JEMALLOC, "MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"}
+ALLOCATOR_SETTINGS = (*KEEP_FREED_MEMORY, *KEEP_FREED_JEMALLOC)
 
 
 def keep_freed_memory(tool):
-    """Re-executes this script with KEEP_FREED_MEMORY unless the environment sets glibc's
-    thresholds itself (any of them): PyTorch at its best."""
-    if any(name in os.environ for name in KEEP_FREED_MEMORY):
+    """Re-executes this script with jemalloc keeping freed memory (glibc's thresholds where
+    jemalloc is not installed) unless the environment chooses the allocator's settings itself
+    (any of ALLOCATOR_SETTINGS): PyTorch at its best."""
+    if any(name in os.environ for name in ALLOCATOR_SETTINGS):
         return
-    print(f"[{tool}] rerunning with glibc keeping freed memory "
-          f"({' '.join(k + '=' + v for k, v in KEEP_FREED_MEMORY.items())})",
+    settings = KEEP_FREED_JEMALLOC if os.path.exists(JEMALLOC) else KEEP_FREED_MEMORY
+    print(f"[{tool}] rerunning with the allocator keeping freed memory "
+          f"({' '.join(k + '=' + v for k, v in settings.items())})",
           file=sys.stderr, flush=True)
-    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **KEEP_FREED_MEMORY))
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **settings))
 
 
 def openblas_info():

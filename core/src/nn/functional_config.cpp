@@ -344,11 +344,13 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
     throw ConfigError(path + ".class_name",
                       layer + " is a whole " + cls +
                           " model nested in this one, which Tandem does not build (its models "
-                          "are made of layers): give the nested model's config (" +
+                          "are made of layers): write the nested model's layers into this "
+                          "model's graph; or, where this model only wraps it (a Keras "
+                          "multi_gpu_model file: its template is the nested model), give the "
+                          "nested model's config (" +
                           path +
-                          ".config) as the model. A Keras multi_gpu_model file is such a "
-                          "wrapper: its template is the nested model, and --weights FILE loads "
-                          "the template's weights from it");
+                          ".config) as the model, and --weights FILE loads the "
+                          "template's weights from the wrapper's file");
   if (cls == "Lambda")
     throw ConfigError(path + ".class_name",
                       layer +

@@ -122,20 +122,23 @@ std::optional<Shape> read_input_shape(ConfigObject& c) {
     }
     return s;
   };
+  // Keras 2 writes batch_input_shape, Keras 3 batch_shape, a user input_shape or shape: given
+  // more than one, they must agree (the last one read would win unseen).
   std::optional<Shape> shape;
-  for (const char* key : {"batch_input_shape", "batch_shape"})
-    if (c.has(key))
-      shape = to_shape(key, true);
-    else
-      c.ignore({key});
-  if (c.has("input_shape"))
-    shape = to_shape("input_shape", false);
-  else
-    c.ignore({"input_shape"});
-  if (c.has("shape"))
-    shape = to_shape("shape", false);
-  else
-    c.ignore({"shape"});
+  std::string given_by;
+  const auto take = [&](const char* key, bool has_batch) {
+    if (!c.has(key)) return c.ignore({key});
+    const Shape s = to_shape(key, has_batch);
+    if (shape && *shape != s)
+      throw ConfigError(c.path_of(key), "gives the input shape " + shape_to_string(s) + ", but " +
+                                            given_by + " gives " + shape_to_string(*shape));
+    shape = s;
+    given_by = key;
+  };
+  take("batch_input_shape", true);
+  take("batch_shape", true);
+  take("input_shape", false);
+  take("shape", false);
   c.ignore({"batch_size"});
   return shape;
 }

@@ -352,6 +352,17 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
             std::string::npos)
       << error_of(input_node);
 
+  // Keras 2's and Keras 3's shape keys both given: they must agree.
+  json both_shapes = keras2_model();
+  both_shapes["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, 4};
+  EXPECT_EQ(error_of(both_shapes), "(no error)");
+  both_shapes["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, 5};
+  EXPECT_NE(error_of(both_shapes)
+                .find("at 'model.config.layers[0].config.batch_shape': gives the "
+                      "input shape (5,), but batch_input_shape gives (4,)"),
+            std::string::npos)
+      << error_of(both_shapes);
+
   json cycle = keras2_model();
   cycle["config"]["layers"][1]["inbound_nodes"][0][0][0] = "concatenate";
   EXPECT_NE(error_of(cycle).find("depends on itself"), std::string::npos) << error_of(cycle);
