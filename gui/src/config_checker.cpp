@@ -5,8 +5,6 @@
 #include <QJsonDocument>
 #include <QTemporaryFile>
 
-#include "engine_locator.hpp"
-
 namespace tandem::gui {
 
 ConfigCheck parse_config_check(const QByteArray& output, int exit_code,
@@ -29,77 +27,40 @@ ConfigCheck parse_config_check(const QByteArray& output, int exit_code,
 }
 
 ConfigChecker::ConfigChecker(QObject* parent) : QObject(parent) {
-  debounce_.setSingleShot(true);
-  connect(&debounce_, &QTimer::timeout, this, &ConfigChecker::start_check);
+  connect(&query_, &EngineQuery::answered, this, [this](const EngineAnswer& answer) {
+    delete file_;
+    file_ = nullptr;
+    if (!answer.failure.isEmpty()) {
+      Q_EMIT checked({false, answer.failure, {}, {}});
+      return;
+    }
+    Q_EMIT checked(parse_config_check(answer.output, answer.exit_code, answer.error_output));
+  });
 }
 
 ConfigChecker::~ConfigChecker() {
-  if (process_) {
-    process_->disconnect();
-    process_->kill();
-    process_->waitForFinished(1000);
-  }
   delete file_;
 }
 
-bool ConfigChecker::busy() const {
-  return debounce_.isActive() || process_ || pending_;
-}
-
 void ConfigChecker::request(const QString& text, const QString& config_path, int delay_ms) {
-  text_ = text;
-  config_path_ = config_path;
-  pending_ = true;
-  debounce_.start(delay_ms);
+  query_.request([this, text, config_path] { return command_for(text, config_path); }, delay_ms);
 }
 
-void ConfigChecker::start_check() {
-  if (process_) return;  // the running check's end starts the next one
-  pending_ = false;
-  const QString engine = engine_path();
-  if (engine.isEmpty()) {
-    Q_EMIT checked({false, engine_missing_message(), {}, {}});
-    return;
-  }
+EngineQuery::Command ConfigChecker::command_for(const QString& text, const QString& config_path) {
   // The text goes to a hidden file beside the config, so relative paths mean what they will mean
   // at launch; the temporary folder when that folder is not writable.
   const QString folder =
-      config_path_.isEmpty() ? QDir::currentPath() : QFileInfo(config_path_).absolutePath();
+      config_path.isEmpty() ? QDir::currentPath() : QFileInfo(config_path).absolutePath();
   delete file_;
   file_ = new QTemporaryFile(QDir(folder).filePath(".tandem-check-XXXXXX.json"));
   if (!file_->open()) {
     delete file_;
     file_ = new QTemporaryFile(QDir::temp().filePath("tandem-check-XXXXXX.json"));
-    if (!file_->open()) {
-      Q_EMIT checked({false, "cannot write a temporary file to check the config", {}, {}});
-      return;
-    }
+    if (!file_->open()) return {{}, {}, "cannot write a temporary file to check the config"};
   }
-  file_->write(text_.toUtf8());
+  file_->write(text.toUtf8());
   file_->flush();
-  auto* process = new QProcess(this);
-  process_ = process;
-  connect(process, &QProcess::finished, this, [this, process](int code, QProcess::ExitStatus) {
-    ConfigCheck result = parse_config_check(process->readAllStandardOutput(), code,
-                                            QString::fromUtf8(process->readAllStandardError()));
-    process->deleteLater();
-    process_ = nullptr;
-    delete file_;
-    file_ = nullptr;
-    if (pending_ && !debounce_.isActive()) {
-      start_check();  // the text changed while checking: its result is stale
-      return;
-    }
-    if (!pending_) Q_EMIT checked(result);
-  });
-  connect(process, &QProcess::errorOccurred, this, [this, process](QProcess::ProcessError e) {
-    if (e != QProcess::FailedToStart) return;
-    const QString message = "cannot run the engine: " + process->errorString();
-    process->deleteLater();
-    process_ = nullptr;
-    Q_EMIT checked({false, message, {}, {}});
-  });
-  process->start(engine, {"check", file_->fileName(), "--json"});
+  return {{"check", file_->fileName(), "--json"}, {}, {}};
 }
 
 }  // namespace tandem::gui

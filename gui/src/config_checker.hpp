@@ -4,10 +4,9 @@
 
 #include <QJsonObject>
 #include <QObject>
-#include <QPointer>
-#include <QProcess>
 #include <QString>
-#include <QTimer>
+
+#include "engine_query.hpp"
 
 class QTemporaryFile;
 
@@ -24,7 +23,7 @@ struct ConfigCheck {
 ConfigCheck parse_config_check(const QByteArray& output, int exit_code, const QString& stderr_text);
 
 /// Checks the newest text given to request() after a short quiet period; older results are
-/// dropped. Lives on the GUI thread.
+/// dropped (EngineQuery). Lives on the GUI thread.
 class ConfigChecker : public QObject {
   Q_OBJECT
  public:
@@ -34,19 +33,18 @@ class ConfigChecker : public QObject {
   /// Checks `text` as if it were the file at `config_path` (relative data paths resolve against
   /// its folder; empty: the working directory) once no new request came for `delay_ms`.
   void request(const QString& text, const QString& config_path, int delay_ms = 600);
-  bool busy() const;
+  bool busy() const { return query_.busy(); }
 
  Q_SIGNALS:
   void checked(const tandem::gui::ConfigCheck& result);
 
  private:
-  void start_check();
+  // Writes `text` to a hidden file beside `config_path` (or in the temporary folder when that
+  // folder is not writable) and returns the command that checks it.
+  EngineQuery::Command command_for(const QString& text, const QString& config_path);
 
-  QTimer debounce_;
-  QString text_, config_path_;
-  QPointer<QProcess> process_;
-  QTemporaryFile* file_ = nullptr;
-  bool pending_ = false;
+  EngineQuery query_;
+  QTemporaryFile* file_ = nullptr;  // the text being checked, until its answer
 };
 
 }  // namespace tandem::gui

@@ -3,8 +3,6 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
-#include "engine_locator.hpp"
-
 namespace tandem::gui {
 
 OptionsCheck parse_options_check(const QByteArray& output, int exit_code,
@@ -34,79 +32,28 @@ OptionsCheck parse_options_check(const QByteArray& output, int exit_code,
 }
 
 OptionsChecker::OptionsChecker(QObject* parent) : QObject(parent) {
-  debounce_.setSingleShot(true);
-  connect(&debounce_, &QTimer::timeout, this, &OptionsChecker::start_check);
-}
-
-OptionsChecker::~OptionsChecker() {
-  if (process_) {
-    process_->disconnect();
-    process_->kill();
-    process_->waitForFinished(1000);
-  }
-}
-
-bool OptionsChecker::busy() const {
-  return debounce_.isActive() || process_ || pending_;
+  connect(&query_, &EngineQuery::answered, this, [this](const EngineAnswer& answer) {
+    OptionsCheck result;
+    if (answer.failure.isEmpty())
+      result = parse_options_check(answer.output, answer.exit_code, answer.error_output);
+    else
+      result.error = answer.failure;
+    result.schema = schema_;
+    result.options = options_;
+    Q_EMIT checked(result);
+  });
 }
 
 void OptionsChecker::request(const QJsonObject& schema, const QJsonObject& options, int delay_ms) {
   schema_ = schema;
   options_ = options;
-  pending_ = true;
-  debounce_.start(delay_ms);
-}
-
-void OptionsChecker::start_check() {
-  if (process_) return;  // the running check's end starts the next one
-  pending_ = false;
-  const QJsonObject schema = schema_, options = options_;
-  const QString engine = engine_path();
-  if (engine.isEmpty()) {
-    OptionsCheck result;
-    result.schema = schema;
-    result.options = options;
-    result.error = engine_missing_message();
-    Q_EMIT checked(result);
-    return;
-  }
-  auto* process = new QProcess(this);
-  process_ = process;
-  connect(process, &QProcess::finished, this,
-          [this, process, schema, options](int code, QProcess::ExitStatus) {
-            OptionsCheck result =
-                parse_options_check(process->readAllStandardOutput(), code,
-                                    QString::fromUtf8(process->readAllStandardError()));
-            result.schema = schema;
-            result.options = options;
-            process->deleteLater();
-            process_ = nullptr;
-            if (pending_) {
-              // A newer request came while checking: this answer is stale.
-              if (!debounce_.isActive()) start_check();
-              return;
-            }
-            Q_EMIT checked(result);
-          });
-  connect(process, &QProcess::errorOccurred, this,
-          [this, process, schema, options](QProcess::ProcessError e) {
-            if (e != QProcess::FailedToStart) return;
-            OptionsCheck result;
-            result.schema = schema;
-            result.options = options;
-            result.error = "cannot run the engine: " + process->errorString();
-            process->deleteLater();
-            process_ = nullptr;
-            if (pending_) {
-              if (!debounce_.isActive()) start_check();
-              return;
-            }
-            Q_EMIT checked(result);
-          });
-  process->start(engine, {"check-options", "-", "--json"});
-  process->write(QJsonDocument(QJsonObject{{"schema", schema}, {"options", options}})
-                     .toJson(QJsonDocument::Compact));
-  process->closeWriteChannel();
+  const QByteArray input = QJsonDocument(QJsonObject{{"schema", schema}, {"options", options}})
+                               .toJson(QJsonDocument::Compact);
+  query_.request(
+      [input] {
+        return EngineQuery::Command{{"check-options", "-", "--json"}, input, {}};
+      },
+      delay_ms);
 }
 
 }  // namespace tandem::gui

@@ -7,10 +7,9 @@
 #include <QJsonObject>
 #include <QList>
 #include <QObject>
-#include <QPointer>
-#include <QProcess>
 #include <QString>
-#include <QTimer>
+
+#include "engine_query.hpp"
 
 namespace tandem::gui {
 
@@ -35,28 +34,23 @@ OptionsCheck parse_options_check(const QByteArray& output, int exit_code,
                                  const QString& stderr_text);
 
 /// Checks the newest schema and options given to request() after a short quiet period; older
-/// results are dropped, so checked() always answers the latest request. Lives on the GUI thread;
-/// one engine process at a time.
+/// results are dropped (EngineQuery), so checked() always answers the latest request. Lives on
+/// the GUI thread; one engine process at a time.
 class OptionsChecker : public QObject {
   Q_OBJECT
  public:
   explicit OptionsChecker(QObject* parent = nullptr);
-  ~OptionsChecker() override;
 
   void request(const QJsonObject& schema, const QJsonObject& options, int delay_ms = 100);
   /// A request is waiting or being checked.
-  bool busy() const;
+  bool busy() const { return query_.busy(); }
 
  Q_SIGNALS:
   void checked(const tandem::gui::OptionsCheck& result);
 
  private:
-  void start_check();
-
-  QTimer debounce_;
-  QJsonObject schema_, options_;
-  QPointer<QProcess> process_;
-  bool pending_ = false;
+  EngineQuery query_;
+  QJsonObject schema_, options_;  // the latest request's, which an answer answers
 };
 
 }  // namespace tandem::gui

@@ -163,6 +163,46 @@ class PluginCatalogTest : public QObject {
     // The temporary copy beside the config is gone.
     QVERIFY(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
   }
+
+  // An engine that cannot run answers both checkers with why (EngineQuery): one that is not
+  // there, and one that fails to start (an interpreter that does not exist).
+  void an_engine_that_cannot_run_is_the_answer() {
+    const QByteArray saved = qgetenv("TANDEM_ENGINE");
+    QTemporaryDir dir;
+    const QString broken = dir.filePath("tandem");
+    QFile file(broken);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("#!/nonexistent/interpreter\n");
+    file.close();
+    QVERIFY(file.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+    for (const QString& engine : {dir.filePath("missing"), broken}) {
+      qputenv("TANDEM_ENGINE", engine.toUtf8());
+      const QString expected =
+          engine == broken ? QString("cannot run the engine: ") : QString("is not an executable");
+      ConfigChecker config;
+      QSignalSpy config_checked(&config, &ConfigChecker::checked);
+      config.request("{}", dir.filePath("a.json"), 0);
+      QVERIFY(config_checked.wait(10000));
+      const auto c = config_checked.front().front().value<ConfigCheck>();
+      QVERIFY(!c.ok);
+      QVERIFY2(c.error.contains(expected), qPrintable(c.error));
+      OptionsChecker options;
+      QSignalSpy options_checked(&options, &OptionsChecker::checked);
+      options.request(QJsonObject{{"type", "object"}}, QJsonObject{{"n", 1}}, 0);
+      QVERIFY(options_checked.wait(10000));
+      const auto o = options_checked.front().front().value<OptionsCheck>();
+      QVERIFY(!o.ok);
+      QVERIFY2(o.error.contains(expected), qPrintable(o.error));
+      QCOMPARE(o.options.value("n").toInt(), 1);
+      QVERIFY(!options.busy());
+    }
+    if (saved.isNull())
+      qunsetenv("TANDEM_ENGINE");
+    else
+      qputenv("TANDEM_ENGINE", saved);
+    // The temporary copies of the config are gone.
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList{"tandem"});
+  }
 };
 
 QTEST_GUILESS_MAIN(PluginCatalogTest)
