@@ -49,13 +49,14 @@ json without_output_prefixes(json metrics, const Model& model, bool weighted) {
     return metrics;
   for (std::size_t j = 0; j < metrics.size(); ++j) {
     if (!metrics[j].is_array()) continue;
+    std::vector<std::string> prefixes{model.output_name(j) + "_"};  // the longest first
+    if (weighted) prefixes.insert(prefixes.begin(), model.output_name(j) + "_weighted_");
     for (json& m : metrics[j]) {
       if (!m.is_object() || !m.contains("config") || !m["config"].is_object() ||
           !m["config"].contains("name") || !m["config"]["name"].is_string())
         continue;
       const std::string name = m["config"]["name"].get<std::string>();
-      for (const std::string& prefix :
-           {model.output_name(j) + (weighted ? "_weighted_" : "_"), model.output_name(j) + "_"})
+      for (const std::string& prefix : prefixes)
         if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
           m["config"]["name"] = name.substr(prefix.size());
           break;

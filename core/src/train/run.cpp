@@ -322,18 +322,15 @@ Placement placement_for(const RunConfig& rc, const Model& model, const DevicePla
   if (!rc.pipeline.active()) return {std::nullopt, plan.size()};
   Placement placement;
   placement.replicas = pipeline_replicas(plan, rc.pipeline.stages);
+  const std::int64_t pipelines = static_cast<std::int64_t>(placement.replicas) * ranks;
+  const std::int64_t batch = rc.global_batch_size(placement.replicas * ranks);
+  const std::int64_t rows = (batch + pipelines - 1) / pipelines;  // the most a pipeline gets
   std::vector<double> seconds;
-  if (rc.pipeline.balance == PipelineBalance::time && rc.pipeline.stage_layers.empty()) {
-    const std::int64_t batch = rc.global_batch_size(placement.replicas * ranks);
+  if (rc.pipeline.balance == PipelineBalance::time && rc.pipeline.stage_layers.empty())
     seconds = measure_call_seconds(
-        model, std::max<std::int64_t>(1, batch / (placement.replicas * ranks) /
-                                             rc.pipeline.microbatches));
-  }
+        model, std::max<std::int64_t>(1, batch / pipelines / rc.pipeline.microbatches));
   placement.pipeline = PipelinePlan{cut_into_stages(model, rc.pipeline, seconds),
                                     rc.pipeline.microbatches, rc.pipeline.schedule};
-  const std::int64_t pipelines = static_cast<std::int64_t>(placement.replicas) * ranks;
-  const std::int64_t rows = (rc.global_batch_size(placement.replicas * ranks) + pipelines - 1) /
-                            pipelines;  // the most one pipeline gets of a batch
   if (rc.pipeline.microbatches > rows)
     spdlog::warn(
         "pipeline.microbatches: {} micro-batches for the {} rows each pipeline gets of a batch: "
