@@ -282,6 +282,16 @@ TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
   refused("holds weights but no model_config");
   test::write_text(model, "not hdf5");
   refused("not an HDF5 file");
+  // A Keras 3 .keras archive (a zip) is named as one, with the way to a file Tandem reads.
+  ASSERT_EQ(run_command(std::string(test::system_python()) +
+                        " -c \"import sys, zipfile; zipfile.ZipFile(sys.argv[1], 'w')"
+                        ".writestr('config.json', '{}')\" " +
+                        model.string())
+                .exit_code,
+            0);
+  refused("cannot read checkpoint '" + model.string() +
+          "': a zip archive, not an HDF5 file (a Keras 3 .keras file is one)");
+  refused("Keras 3 writes for model.save('model.h5')");
 }
 
 }  // namespace

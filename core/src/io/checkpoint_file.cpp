@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <new>
@@ -757,6 +758,29 @@ TrainingStateData read_training(hid_t tandem) {
 // What to read besides the configs.
 enum class Parts { configs, everything };
 
+// Keras 3 writes Keras 2's layout (the one Tandem reads) only for a .h5 or .hdf5 name in
+// model.save(); its save_weights() (.weights.h5) and .keras archives hold another layout: groups
+// named after the layers' classes (layers/dense_1/vars/0), not their names, and no layer list.
+constexpr const char* kSaveAsH5 =
+    "Tandem reads Keras' HDF5 layout, which Keras 3 writes for model.save('model.h5')";
+const std::string kKeras3WeightsLayout =
+    std::string(
+        "a Keras 3 weights file (groups layers/<class>/vars/<i>, as save_weights() "
+        "writes a .weights.h5 file), which Tandem does not read: ") +
+    kSaveAsH5;
+const std::string kKerasArchive =
+    std::string(
+        "a zip archive, not an HDF5 file (a Keras 3 .keras file is one), which Tandem "
+        "does not read: ") +
+    kSaveAsH5;
+
+// Whether the file at `path` starts as a zip archive does ("PK\3\4"; .keras files are zips).
+bool starts_as_zip(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, sizeof magic) && std::string(magic, sizeof magic) == "PK\x03\x04";
+}
+
 CheckpointData read_contents(hid_t root, Parts parts, WeightBudget budget) {
   CheckpointData data;
   // The version first: a newer format may lay out anything else differently.
@@ -778,10 +802,12 @@ CheckpointData read_contents(hid_t root, Parts parts, WeightBudget budget) {
   H5Handle model_weights;
   auto layer_names = read_name_list(root, "layer_names");
   if (!layer_names) {
-    if (!link_exists(root, "model_weights"))
+    if (!link_exists(root, "model_weights")) {
+      if (link_exists(root, "layers")) throw std::runtime_error(kKeras3WeightsLayout);
       throw std::runtime_error(
           "not a Keras/Tandem checkpoint (no /model_weights group and no 'layer_names' "
           "attribute at the root)");
+    }
     model_weights = open_group(root, "model_weights", "/model_weights");
     layer_names = read_name_list(model_weights.get(), "layer_names");
     if (!layer_names) throw std::runtime_error("/model_weights has no 'layer_names' attribute");
@@ -866,7 +892,9 @@ CheckpointData read_file(const fs::path& path, Parts parts, WeightBudget budget)
     throw DataError(failed + "cannot open the file" +
                     (detail.empty() ? "" : " (HDF5: " + detail + ")"));
   }
-  if (is_hdf5 == 0) throw DataError(failed + "not an HDF5 file");
+  if (is_hdf5 == 0)
+    throw DataError(failed +
+                    (starts_as_zip(path) ? kKerasArchive : std::string("not an HDF5 file")));
   try {
     H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
     checked(H5Pset_file_locking(fapl.get(), true, true), "cannot set file locking");
