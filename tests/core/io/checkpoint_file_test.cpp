@@ -545,8 +545,11 @@ with zipfile.ZipFile(archive, 'w') as z:
   auto made = run_python(dir, script, weights.string() + " " + archive.string());
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
 
-  for (const auto& [path, what] : {std::pair{weights, "a Keras 3 weights file"},
-                                   std::pair{archive, "a zip archive, not an HDF5 file"}}) {
+  // (Not a structured binding: clang 14, the sanitizer build's, cannot capture one in a lambda.)
+  for (const auto& file : {std::pair{weights, "a Keras 3 weights file"},
+                           std::pair{archive, "a zip archive, not an HDF5 file"}}) {
+    const fs::path& path = file.first;
+    const std::string what = file.second;
     const std::string full = error_of<DataError>([&] { read_checkpoint_file(path); });
     const std::string configs = error_of<DataError>([&] { read_checkpoint_configs(path); });
     for (const std::string& message : {full, configs}) {
