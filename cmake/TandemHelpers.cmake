@@ -1,14 +1,8 @@
-# tandem_add_gtest(<name> SOURCES <files...> [LABELS <labels...>] [TIMEOUT <seconds>])
-# One GoogleTest executable, registered test by test with CTest.
 include(GoogleTest)
-# The settings every GoogleTest target compiles with (the test executables and their shared
-# precompiled header).
-function(tandem_gtest_settings target)
-  target_link_libraries(${target} PRIVATE tandem_core GTest::gtest)
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR}/tests)
-  target_compile_definitions(${target} PRIVATE
-    TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TANDEM_BINARY_DIR="${PROJECT_BINARY_DIR}"
-    TANDEM_CLI="$<TARGET_FILE:tandem>")
+
+# tandem_test_code_options(<target>): the optimisation test code compiles with (every GoogleTest
+# executable, the GPU tests' included).
+function(tandem_test_code_options target)
   # Test code checks the engine; it is not what is timed, and the engine it calls keeps its own
   # optimisation. -O1 compiles it about a third faster than the build type's -O3 with GCC;
   # under the sanitizers (clang) -O0 compiles it three times faster than -O1 (the unit tests
@@ -20,6 +14,19 @@ function(tandem_gtest_settings target)
   endif()
 endfunction()
 
+# The settings every GoogleTest target compiles with (the test executables and their shared
+# precompiled header).
+function(tandem_gtest_settings target)
+  target_link_libraries(${target} PRIVATE tandem_core GTest::gtest)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/core/src ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${target} PRIVATE
+    TANDEM_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TANDEM_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    TANDEM_CLI="$<TARGET_FILE:tandem>")
+  tandem_test_code_options(${target})
+endfunction()
+
+# tandem_add_gtest(<name> SOURCES <files...> [LABELS <labels...>] [TIMEOUT <seconds>])
+# One GoogleTest executable, registered test by test with CTest.
 function(tandem_add_gtest name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
