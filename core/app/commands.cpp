@@ -285,8 +285,10 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
                    "run folder")
       ->type_name("CKPT|RUN_DIR")
       ->check(CLI::ExistingPath);
-  train->add_option("--weights", weights_, "Start from these weights (Keras/Tandem .h5)")
-      ->check(CLI::ExistingFile);
+  train
+      ->add_option("--weights", weights_,
+                   "Start from these weights (Tandem or Keras .h5, Keras 3 .weights.h5 or .keras)")
+      ->check(CLI::ExistingPath);
   train->add_flag("--overwrite", overwrite_,
                   "Replace the run a --run-dir folder holds: its model.h5, config.json, events and "
                   "the checkpoints its indexes list are removed (default: refuse it)");
@@ -343,9 +345,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       "Prints one JSON object of logs on stdout. Without CONFIG, uses the run "
       "config stored in the checkpoint.");
   add_config_options(evaluate, config_, overrides_);
-  evaluate->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
+  evaluate
+      ->add_option("--weights", weights_,
+                   "Checkpoint, or Keras weights (.h5, Keras 3 .weights.h5 or .keras)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   evaluate->add_option("--split", split_, "validation (default), test or train");
   evaluate->add_flag("-q,--quiet", quiet_, "No progress output on stderr");
   add_trust_option(evaluate, trust_checkpoint_);
@@ -367,9 +371,11 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
       "per line, or {\"path\": file, \"outputs\": array} for samples read from files of "
       "their own), chosen by --format or the output's extension.");
   add_config_options(predict, config_, overrides_);
-  predict->add_option("--weights", weights_, "Checkpoint or Keras .h5 weights")
+  predict
+      ->add_option("--weights", weights_,
+                   "Checkpoint, or Keras weights (.h5, Keras 3 .weights.h5 or .keras)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   predict->add_option("--split", split_, "validation (default), test or train");
   predict->add_option("-o,--output", output_, "Output file (.csv, .npy, .jsonl); '-' = stdout");
   predict->add_option("--format", format_, "csv, npy or jsonl (default: by the output's extension)");

@@ -169,9 +169,9 @@ void add_export_command(CLI::App& app, std::function<int()>& selected) {
       "See docs/export.md.\nExit codes: 0 written; 2 for a file Tandem cannot read, a run "
       "config with an error, class names that do not fit the output or a layer with no ONNX "
       "form (nothing is written); 1 when the file cannot be written.");
-  cmd->add_option("model", o->file, "Checkpoint or Keras .h5 model file")
+  cmd->add_option("model", o->file, "Checkpoint, or Keras model file (.h5, Keras 3 .keras)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_option("-o,--output", o->output,
                   "The ONNX file to write (default: MODEL.onnx); '-' = stdout");
   cmd->add_option("--config", o->config,

@@ -84,17 +84,18 @@ int run_import(const ImportOptions& o) {
 
 void add_import_command(CLI::App& app, std::function<int()>& selected) {
   auto o = std::make_shared<ImportOptions>();
-  auto* cmd = app.add_subcommand("import", "Make a run config from a Keras HDF5 model file");
+  auto* cmd = app.add_subcommand("import", "Make a run config from a Keras model file");
   cmd->footer(
       "Reads the file's model_config (the model) and training_config (what Keras' compile() "
-      "was given: optimizer, loss, loss_weights, metrics) and writes a run config. The data "
+      "was given: optimizer, loss, loss_weights, metrics) — a Keras 3 .keras file's config.json "
+      "and its compile_config — and writes a run config. The data "
       "is not in the file: add it with --set data.train=... (or edit the file) and train with "
       "--weights MODEL.h5 to start from the file's weights. Everything imported is checked "
       "as `tandem train` checks it.\nExit codes: 0 written; 1 when the output cannot be "
       "written; 2 for a file or config Tandem cannot read (nothing is written).");
-  cmd->add_option("model", o->file, "Keras model file (.h5) with a model_config")
+  cmd->add_option("model", o->file, "Keras model file (.h5 with a model_config, or .keras)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingPath);
   cmd->add_option("-o,--output", o->output, "The run config to write (JSON); '-' = stdout")
       ->required();
   cmd->add_option("--set", o->overrides, "Set a config value: key.path=value (repeatable)")

@@ -62,11 +62,23 @@ std::string class_of(const json& model_config, const std::string& layer) {
   return "?";
 }
 
+// A file's size; a folder's (a .keras archive Keras wrote unzipped): its files'.
+std::uintmax_t bytes_of(const fs::path& path) {
+  if (!fs::is_directory(path)) return fs::file_size(path);
+  std::uintmax_t total = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(path))
+    if (entry.is_regular_file()) total += entry.file_size();
+  return total;
+}
+
 // Everything inspect shows, as JSON: the text form is printed from it.
 json describe(const fs::path& path, const CheckpointData& data) {
   json out;
   out["path"] = path.string();
-  out["bytes"] = fs::file_size(path);
+  out["bytes"] = bytes_of(path);
+  // Keras 3's files name a layer's group after its class and place, not the layer's name.
+  const bool keras3 = data.layout == WeightsLayout::keras3;
+  out["layout"] = keras3 ? "keras3" : "keras2";
   out["model_config"] = data.model_config;
   if (data.model_config.is_object()) {
     out["model"] = {
@@ -88,7 +100,7 @@ json describe(const fs::path& path, const CheckpointData& data) {
       params += n;
     }
     layers.push_back({{"name", lw.layer},
-                      {"class_name", class_of(data.model_config, lw.layer)},
+                      {"class_name", keras3 ? "?" : class_of(data.model_config, lw.layer)},
                       {"weights", weights},
                       {"params", params}});
     total += params;
@@ -158,6 +170,10 @@ std::string to_text(const json& d) {
       << d["model"]["class_name"].get<std::string>() << ")\n";
   else
     o << "model: no model_config (a weights file)\n";
+  const bool keras3 = d.value("layout", "") == "keras3";
+  if (keras3)
+    o << "layout: Keras 3 (save_weights, .keras): a group per layer, named after its class and "
+         "its place among the model's layers of that class (dense, dense_1, ...)\n";
   std::size_t name_w = 5, class_w = 5;
   for (const auto& l : d["layers"]) {
     name_w = std::max(name_w, l["name"].get<std::string>().size());
@@ -167,7 +183,8 @@ std::string to_text(const json& d) {
     s.resize(std::max(s.size(), w), ' ');
     return s;
   };
-  o << "  " << pad("layer", name_w) << "  " << pad("class", class_w) << "  weights\n";
+  o << "  " << pad(keras3 ? "group" : "layer", name_w) << "  " << pad("class", class_w)
+    << "  weights\n";
   for (const auto& l : d["layers"]) {
     std::string weights;
     for (const auto& w : l["weights"])
@@ -277,7 +294,8 @@ void add_inspect_command(CLI::App& app, std::function<int()>& selected) {
       "target, device plan, optimizer and its slots, history) of a Tandem or Keras .h5 file. "
       "--verify also reads every dataset and checks its checksum.\n"
       "Exit codes: 0 done, 2 missing, truncated or not a checkpoint.");
-  cmd->add_option("checkpoint", opt->path, "Checkpoint (.h5)")->required();
+  cmd->add_option("checkpoint", opt->path, "Checkpoint (.h5), or Keras .weights.h5 or .keras")
+      ->required();
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of text");
   cmd->add_flag("--verify", opt->verify,
                 "Read every dataset and verify its checksum (exit 2 naming a damaged one)");

@@ -282,16 +282,22 @@ TEST_F(KerasImportCli, WhatCannotBeImportedIsExitCode2AndWritesNothing) {
   refused("holds weights but no model_config");
   test::write_text(model, "not hdf5");
   refused("not an HDF5 file");
-  // A Keras 3 .keras archive (a zip) is named as one, with the way to a file Tandem reads.
-  ASSERT_EQ(run_command(std::string(test::system_python()) +
-                        " -c \"import sys, zipfile; zipfile.ZipFile(sys.argv[1], 'w')"
-                        ".writestr('config.json', '{}')\" " +
-                        model.string())
-                .exit_code,
-            0);
-  refused("cannot read checkpoint '" + model.string() +
-          "': a zip archive, not an HDF5 file (a Keras 3 .keras file is one)");
-  refused("Keras 3 writes for model.save('model.h5')");
+  // A Keras 3 .keras archive is read (tests/e2e/keras3_files_cli_test.cpp): its config.json is
+  // checked as a model_config is; a zip without one is named for what it is not.
+  const auto zip_with = [&](const std::string& member) {
+    ASSERT_EQ(run_command(std::string(test::system_python()) +
+                          " -c \"import sys, zipfile; zipfile.ZipFile(sys.argv[1], 'w')"
+                          ".writestr('" +
+                          member + "', '{}')\" " + model.string())
+                  .exit_code,
+              0);
+  };
+  zip_with("config.json");
+  refused(model.string() + ": its config.json does not import: config error at 'model.class_name'");
+  zip_with("a.json");
+  refused("cannot read '" + model.string() +
+          "': a zip archive, but not a Keras .keras file: it has no config.json (it has "
+          "'a.json')");
 }
 
 }  // namespace

@@ -53,6 +53,18 @@ struct TANDEM_EXPORT TrainingStateData {
   std::map<std::string, std::vector<std::uint64_t>> rng_states;  // "loader", "dense/dropout", ...
 };
 
+/// How a file names its weights, and so how a model pairs them with its own.
+enum class WeightsLayout {
+  /// Keras 2's HDF5 layout (Tandem's checkpoints, Keras' model.save("x.h5")): layers by their
+  /// names, in model order; weights by name ("kernel").
+  keras2,
+  /// Keras 3's (model.save_weights("x.weights.h5"), a .keras archive's model.weights.h5):
+  /// layers named after their class and place among the model's layers of that class ("dense",
+  /// "dense_1", in no particular order here); weights by position under the layer, or a
+  /// sublayer's attribute ("0", "1", "query_dense/0"). Model::load_weights pairs them.
+  keras3,
+};
+
 struct TANDEM_EXPORT CheckpointData {
   nlohmann::json model_config;                // {"class_name": "Sequential", "config": {...}}
   nlohmann::json training_config;             // Keras' compile() settings, when the file has them
@@ -60,7 +72,8 @@ struct TANDEM_EXPORT CheckpointData {
   /// model follows when model_config names none (nn/keras_generation.hpp). Not written: the
   /// writer stamps model_config's "keras_version", or Keras 3's.
   std::string keras_version;
-  std::vector<LayerWeights> layers;           // every layer of the model, in model order
+  WeightsLayout layout = WeightsLayout::keras2;  // read; written files are always keras2
+  std::vector<LayerWeights> layers;           // every layer of the model, in model order (keras2)
   std::optional<TrainingStateData> training;  // absent in a weights-only file
 };
 
@@ -69,9 +82,11 @@ struct TANDEM_EXPORT CheckpointData {
 TANDEM_EXPORT void write_checkpoint_file(const std::filesystem::path& path,
                                          const CheckpointData& data);
 
-/// Reads a checkpoint written by Tandem, or a Keras .h5 weights/model file with the same layout.
-/// Throws DataError naming the path and the problem (missing, not HDF5, truncated, wrong layout,
-/// newer format version).
+/// Reads a checkpoint written by Tandem, a Keras .h5 weights/model file with the same layout, a
+/// Keras 3 weights file (.weights.h5) or a Keras 3 .keras archive (its config.json as
+/// model_config, its compile_config as training_config, metadata.json's keras_version, its
+/// model.weights.h5). Throws DataError naming the path and the problem (missing, not HDF5,
+/// truncated, wrong layout, newer format version).
 TANDEM_EXPORT CheckpointData read_checkpoint_file(const std::filesystem::path& path);
 
 /// The most weight values (those of the layers, not the training state) a checkpoint may hold

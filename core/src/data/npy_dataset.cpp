@@ -169,7 +169,7 @@ NpyColumn npy_file(const std::string& file, std::uint64_t whole_limit) {
 
 NpyColumn npz_array(const std::shared_ptr<const RandomAccessFile>& archive, const std::string& name,
                     std::uint64_t whole_limit) {
-  NpzMember m = read_npz_member(archive->path(), name);
+  ZipMember m = read_npz_member(archive->path(), name);
   const std::string where = "'" + archive->path() + "': array '" + name + "'";
   if (m.stored) return column_of(archive, m.offset, m.size, where, whole_limit);
   return NpyColumn(std::move(m.inflated), where);

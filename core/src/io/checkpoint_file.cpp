@@ -14,11 +14,16 @@
 #include <stdexcept>
 #include <string_view>
 
+#include <hdf5_hl.h>
+
 #include "io/checksummed_chunks.hpp"
+#include "io/hdf5_access.hpp"
 #include "io/hdf5_handle.hpp"
 #include "io/hdf5_links.hpp"
 #include "io/hdf5_lock.hpp"
 #include "io/hdf5_storage.hpp"
+#include "io/keras3_weights.hpp"
+#include "io/keras_archive.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "tensor/huge_page_block.hpp"
@@ -31,6 +36,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using hdf5::attr_exists;
+using hdf5::checked;
+using hdf5::fail;
+using hdf5::handle;
+using hdf5::has_checksum;
+using hdf5::link_exists;
+using hdf5::open_group;
+using hdf5::read_all;
+using hdf5::read_int_attr;
+using hdf5::read_name_list;
+using hdf5::read_string_attr;
+using hdf5::read_tensor;
+using hdf5::read_text_dataset;
+using hdf5::read_u64;
+using hdf5::require_own_storage;
+using hdf5::require_written;
+using hdf5::WeightBudget;
+
 // The Keras whose definitions a model follows, stamped at the root and on /model_weights (Keras
 // reads it only for Keras 1 files): the model config's own "keras_version" (a Keras 2 model keeps
 // Keras 2's definitions, nn/keras_generation.hpp), else Keras 3's, Tandem's own.
@@ -38,26 +61,6 @@ constexpr const char* kOwnKerasVersion = "3.0.0";
 constexpr const char* kBackend = "tensorflow";
 // Keras's HDF5_OBJECT_HEADER_LIMIT: larger attribute arrays are split into name0, name1, ...
 constexpr std::size_t kAttributeLimit = 64512;
-
-// ---- error helpers: internal failures are std::runtime_error, wrapped with the path on top ----
-
-[[noreturn]] void fail(const std::string& what) {
-  std::string detail = hdf5_error_text();
-  throw std::runtime_error(detail.empty() ? what : what + " (HDF5: " + detail + ")");
-}
-
-hid_t checked_id(hid_t id, const std::string& what) {
-  if (id < 0) fail(what);
-  return id;
-}
-
-void checked(herr_t status, const std::string& what) {
-  if (status < 0) fail(what);
-}
-
-H5Handle handle(hid_t id, H5Handle::Closer closer, const std::string& what) {
-  return H5Handle(checked_id(id, what), closer);
-}
 
 H5Handle scalar_space() {
   return handle(H5Screate(H5S_SCALAR), H5Sclose, "cannot create dataspace");
@@ -67,32 +70,6 @@ H5Handle simple_space(const std::vector<hsize_t>& dims) {
   if (dims.empty()) return scalar_space();
   return handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
                 "cannot create dataspace");
-}
-
-// Fails naming `where` when the lookup just failed crossed an external link: a checkpoint holds
-// its own objects, and the other file may be any file (io/hdf5_links.hpp).
-void refuse_crossed_external_link(const std::string& where) {
-  if (const std::string target = take_refused_external_link(); !target.empty())
-    throw std::runtime_error("'" + where + "' leads through an external link to '" + target +
-                             "', which Tandem does not follow: a checkpoint holds its own "
-                             "weights");
-}
-
-bool link_exists(hid_t loc, const std::string& name) {
-  if (name.empty()) throw std::runtime_error("an empty name where a group or dataset is named");
-  take_refused_external_link();
-  htri_t exists = H5Lexists(loc, name.c_str(), local_link_access());
-  if (exists < 0) {
-    refuse_crossed_external_link(name);
-    fail("cannot look up '" + name + "'");
-  }
-  return exists > 0;
-}
-
-bool attr_exists(hid_t obj, const std::string& name) {
-  htri_t exists = H5Aexists(obj, name.c_str());
-  if (exists < 0) fail("cannot look up attribute '" + name + "'");
-  return exists > 0;
 }
 
 // ---- writing ----
@@ -445,274 +422,6 @@ FileImage build_image(const CheckpointData& data) {
   return {std::move(buffer.kept), size};
 }
 
-// ---- reading ----
-
-// Every string of a string attribute (scalar or 1-D; fixed-length or variable-length).
-std::vector<std::string> read_strings(hid_t attr, const std::string& name) {
-  H5Handle space = handle(H5Aget_space(attr), H5Sclose, "cannot read the shape of '" + name + "'");
-  hssize_t points = H5Sget_simple_extent_npoints(space.get());
-  if (points < 0) fail("cannot read the shape of '" + name + "'");
-  std::vector<std::string> out;
-  // Any empty array counts: Keras writes `attrs[name] = []`, which h5py stores as float64.
-  if (points == 0) return out;
-  H5Handle type = handle(H5Aget_type(attr), H5Tclose, "cannot read the type of '" + name + "'");
-  if (H5Tget_class(type.get()) != H5T_STRING)
-    throw std::runtime_error("attribute '" + name + "' is not a string");
-  const auto n = static_cast<std::size_t>(points);
-  htri_t variable = H5Tis_variable_str(type.get());
-  if (variable < 0) fail("cannot read the type of '" + name + "'");
-  if (variable > 0) {
-    H5Handle mem = handle(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create string type");
-    checked(H5Tset_size(mem.get(), H5T_VARIABLE), "cannot create string type");
-    checked(H5Tset_cset(mem.get(), H5Tget_cset(type.get())), "cannot create string type");
-    std::vector<char*> pointers(n, nullptr);
-    checked(H5Aread(attr, mem.get(), pointers.data()), "cannot read attribute '" + name + "'");
-    try {
-      for (char* p : pointers) out.emplace_back(p ? p : "");
-    } catch (...) {
-      H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, pointers.data());
-      throw;
-    }
-    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, pointers.data());
-    return out;
-  }
-  const std::size_t size = H5Tget_size(type.get());
-  if (size == 0) fail("cannot read the type of '" + name + "'");
-  H5Handle mem = handle(H5Tcopy(type.get()), H5Tclose, "cannot create string type");
-  std::string buffer(n * size, '\0');
-  checked(H5Aread(attr, mem.get(), buffer.data()), "cannot read attribute '" + name + "'");
-  const bool space_pad = H5Tget_strpad(type.get()) == H5T_STR_SPACEPAD;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::string s = buffer.substr(i * size, size);
-    s.resize(std::min(s.size(), s.find('\0')));
-    if (space_pad) s.erase(s.find_last_not_of(' ') + 1);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-std::vector<std::string> read_string_attr_values(hid_t obj, const std::string& name) {
-  H5Handle attr = handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
-                         "cannot open attribute '" + name + "'");
-  return read_strings(attr.get(), name);
-}
-
-std::string read_string_attr(hid_t obj, const std::string& name) {
-  auto values = read_string_attr_values(obj, name);
-  if (values.size() != 1)
-    throw std::runtime_error("attribute '" + name + "' holds " + std::to_string(values.size()) +
-                             " strings, expected one");
-  return values[0];
-}
-
-// Keras's load_attributes_from_hdf5_group: `name`, or name0, name1, ...; nullopt when absent.
-// The path of an open object in its file ("/model_weights/dense"), for messages.
-std::string object_path(hid_t obj) {
-  const ssize_t size = H5Iget_name(obj, nullptr, 0);
-  if (size <= 0) return "?";
-  std::string path(static_cast<std::size_t>(size) + 1, '\0');
-  H5Iget_name(obj, path.data(), path.size());
-  path.resize(static_cast<std::size_t>(size));
-  return path;
-}
-
-std::optional<std::vector<std::string>> read_name_list(hid_t obj, const std::string& name) {
-  try {
-    if (attr_exists(obj, name)) return read_string_attr_values(obj, name);
-    std::optional<std::vector<std::string>> out;
-    for (int chunk = 0; attr_exists(obj, name + std::to_string(chunk)); ++chunk) {
-      if (!out) out.emplace();
-      auto part = read_string_attr_values(obj, name + std::to_string(chunk));
-      out->insert(out->end(), part.begin(), part.end());
-    }
-    return out;
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(object_path(obj) + ": " + e.what());
-  }
-}
-
-long long read_int_attr(hid_t obj, const std::string& name) {
-  H5Handle attr = handle(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose,
-                         "cannot open attribute '" + name + "'");
-  H5Handle type = handle(H5Aget_type(attr.get()), H5Tclose, "cannot read '" + name + "'");
-  H5Handle space = handle(H5Aget_space(attr.get()), H5Sclose, "cannot read '" + name + "'");
-  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.get()) != 1)
-    throw std::runtime_error("attribute '" + name + "' is not an integer");
-  long long value = 0;
-  checked(H5Aread(attr.get(), H5T_NATIVE_LLONG, &value), "cannot read attribute '" + name + "'");
-  return value;
-}
-
-H5Handle open_group(hid_t loc, const std::string& name, const std::string& where) {
-  if (!link_exists(loc, name)) throw std::runtime_error("missing group '" + where + "'");
-  const hid_t group = H5Gopen2(loc, name.c_str(), local_group_access());
-  if (group < 0) refuse_crossed_external_link(where);
-  return handle(group, H5Gclose, "cannot open group '" + where + "'");
-}
-
-// A checkpoint's values are in the file itself: external storage or a virtual dataset may read
-// any file (a FIFO blocks the read, /dev/zero fills any size), and what is missing there reads as
-// the fill value.
-void require_own_storage(hid_t dataset, const std::string& where) {
-  if (const std::string borrowed = borrowed_storage(dataset); !borrowed.empty())
-    throw std::runtime_error("dataset '" + where + "' is " + borrowed +
-                             ", which may be any file: a checkpoint holds its own weights");
-}
-
-// An open dataset and its shape.
-struct DatasetInfo {
-  H5Handle dataset;
-  H5Handle type;
-  std::vector<hsize_t> dims;  // empty for a scalar
-  std::size_t count = 1;
-};
-
-// Whether `dataset` carries HDF5's Fletcher32 checksum.
-bool has_checksum(hid_t dataset) {
-  H5Handle dcpl = handle(H5Dget_create_plist(dataset), H5Pclose, "cannot read dataset properties");
-  unsigned flags = 0;
-  std::size_t n = 0;
-  unsigned config = 0;
-  return H5Pget_filter_by_id2(dcpl.get(), H5Z_FILTER_FLETCHER32, &flags, &n, nullptr, 0, nullptr,
-                              &config) >= 0;
-}
-
-// Why reading `dataset` failed: its checksum, when it has one (HDF5 checks it on every read).
-std::string read_failure(hid_t dataset, const std::string& where) {
-  if (has_checksum(dataset))
-    return "dataset '" + where +
-           "' fails its Fletcher32 checksum (or cannot be read): the file is damaged";
-  return "cannot read dataset '" + where + "'";
-}
-
-// Refuses `dataset` when not all of it was ever written: damage, not values. Called before a
-// reader allocates what the header declares (42 KB of file may declare 3 GiB never written).
-void require_written(hid_t dataset, const std::string& where) {
-  if (const std::string unwritten = unwritten_storage(dataset, true); !unwritten.empty())
-    fail("dataset '" + where + "' cannot be read whole: " + unwritten +
-         "; the file is damaged or was never finished (the missing values would read as the "
-         "fill value)");
-}
-
-// Reads all of `dataset` (require_written() passed) as `mem_type` into `out`; on failure names
-// the dataset (and its checksum, asked only then).
-void read_all(hid_t dataset, hid_t mem_type, void* out, const std::string& where) {
-  if (H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    fail(read_failure(dataset, where));
-}
-
-DatasetInfo open_dataset(hid_t loc, const std::string& path, const std::string& where) {
-  if (path.empty()) throw std::runtime_error("dataset '" + where + "': an empty name");
-  // Check each step so a missing link is reported as such, not as an HDF5 failure.
-  for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
-    if (!link_exists(loc, path.substr(0, slash)))
-      throw std::runtime_error("missing dataset '" + where + "'");
-    if (slash == std::string::npos) break;
-  }
-  DatasetInfo info;
-  const hid_t dataset = H5Dopen2(loc, path.c_str(), local_dataset_access());
-  if (dataset < 0) refuse_crossed_external_link(where);
-  info.dataset = handle(dataset, H5Dclose, "cannot open dataset '" + where + "'");
-  require_own_storage(info.dataset.get(), where);
-  info.type = handle(H5Dget_type(info.dataset.get()), H5Tclose, "cannot read '" + where + "'");
-  H5Handle space =
-      handle(H5Dget_space(info.dataset.get()), H5Sclose, "cannot read '" + where + "'");
-  H5S_class_t kind = H5Sget_simple_extent_type(space.get());
-  if (kind == H5S_NULL) {
-    info.dims = {0};
-  } else if (kind == H5S_SIMPLE) {
-    int rank = H5Sget_simple_extent_ndims(space.get());
-    if (rank < 0) fail("cannot read the shape of '" + where + "'");
-    info.dims.resize(static_cast<std::size_t>(rank));
-    checked(H5Sget_simple_extent_dims(space.get(), info.dims.data(), nullptr),
-            "cannot read the shape of '" + where + "'");
-  } else if (kind != H5S_SCALAR) {
-    fail("cannot read the shape of '" + where + "'");
-  }
-  constexpr auto kMax = static_cast<hsize_t>(std::numeric_limits<std::int64_t>::max() / 8);
-  hsize_t count = 1;
-  for (hsize_t d : info.dims) {
-    if (d > kMax || (d != 0 && count > kMax / d))
-      throw std::runtime_error("dataset '" + where + "' has an impossible shape");
-    count *= d;
-  }
-  info.count = static_cast<std::size_t>(count);
-  require_written(info.dataset.get(), where);  // before any reader allocates info.count values
-  return info;
-}
-
-// The weight values a reader still takes (read_checkpoint_file's max_weight_values).
-struct WeightBudget {
-  std::int64_t bound = -1;  // -1: none
-  std::int64_t left = 0;
-  void spend(const DatasetInfo& info, const std::string& where) {
-    if (bound < 0) return;
-    left -= static_cast<std::int64_t>(std::min<std::size_t>(info.count, std::size_t{1} << 62));
-    if (left >= 0) return;
-    std::string shape;
-    for (const hsize_t d : info.dims) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    throw std::runtime_error("dataset '" + where + "' (shape (" + shape +
-                             ")) takes the file's weights past the " + std::to_string(bound) +
-                             " values of the model they are read for: not its weights");
-  }
-};
-
-Tensor read_tensor(hid_t loc, const std::string& path, const std::string& where,
-                   WeightBudget* budget = nullptr) {
-  DatasetInfo info = open_dataset(loc, path, where);
-  H5T_class_t kind = H5Tget_class(info.type.get());
-  if (kind != H5T_FLOAT && kind != H5T_INTEGER)
-    throw std::runtime_error("dataset '" + where + "' is not numeric");
-  if (budget) budget->spend(info, where);
-  Tensor t(Shape(info.dims.begin(), info.dims.end()));
-  if (!t.empty())
-    read_all(info.dataset.get(), H5T_NATIVE_FLOAT, t.data(), where);
-  return t;
-}
-
-std::vector<std::uint64_t> read_u64(hid_t loc, const std::string& path, const std::string& where) {
-  DatasetInfo info = open_dataset(loc, path, where);
-  if (H5Tget_class(info.type.get()) != H5T_INTEGER || info.dims.size() != 1)
-    throw std::runtime_error("dataset '" + where + "' is not a 1-D integer array");
-  std::vector<std::uint64_t> words(info.count);
-  if (!words.empty())
-    read_all(info.dataset.get(), H5T_NATIVE_UINT64, words.data(), where);
-  return words;
-}
-
-// The JSON text of /tandem/state: a uint8 array (as written) or a string dataset.
-std::string read_text_dataset(hid_t loc, const std::string& path, const std::string& where) {
-  DatasetInfo info = open_dataset(loc, path, where);
-  H5T_class_t kind = H5Tget_class(info.type.get());
-  if (kind == H5T_INTEGER && info.dims.size() == 1) {
-    std::string text(info.count, '\0');
-    if (!text.empty())
-      read_all(info.dataset.get(), H5T_NATIVE_UINT8, text.data(), where);
-    return text;
-  }
-  if (kind == H5T_STRING && info.count == 1) {
-    htri_t variable = H5Tis_variable_str(info.type.get());
-    if (variable < 0) fail("cannot read the type of '" + where + "'");
-    if (variable > 0) {
-      H5Handle mem = handle(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create string type");
-      checked(H5Tset_size(mem.get(), H5T_VARIABLE), "cannot create string type");
-      char* p = nullptr;
-      checked(H5Dread(info.dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p),
-              "cannot read dataset '" + where + "'");
-      std::string text = p ? p : "";
-      H5free_memory(p);
-      return text;
-    }
-    std::string text(H5Tget_size(info.type.get()), '\0');
-    H5Handle mem = handle(H5Tcopy(info.type.get()), H5Tclose, "cannot create string type");
-    checked(H5Dread(info.dataset.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
-            "cannot read dataset '" + where + "'");
-    text.resize(std::min(text.size(), text.find('\0')));
-    return text;
-  }
-  throw std::runtime_error("dataset '" + where + "' is not a JSON text");
-}
-
 nlohmann::json parse_json(const std::string& text, const std::string& where) {
   try {
     return parse_json_text(text);
@@ -758,29 +467,6 @@ TrainingStateData read_training(hid_t tandem) {
 // What to read besides the configs.
 enum class Parts { configs, everything };
 
-// Keras 3 writes Keras 2's layout (the one Tandem reads) only for a .h5 or .hdf5 name in
-// model.save(); its save_weights() (.weights.h5) and .keras archives hold another layout: groups
-// named after the layers' classes (layers/dense_1/vars/0), not their names, and no layer list.
-constexpr const char* kSaveAsH5 =
-    "Tandem reads Keras' HDF5 layout, which Keras 3 writes for model.save('model.h5')";
-const std::string kKeras3WeightsLayout =
-    std::string(
-        "a Keras 3 weights file (groups layers/<class>/vars/<i>, as save_weights() "
-        "writes a .weights.h5 file), which Tandem does not read: ") +
-    kSaveAsH5;
-const std::string kKerasArchive =
-    std::string(
-        "a zip archive, not an HDF5 file (a Keras 3 .keras file is one), which Tandem "
-        "does not read: ") +
-    kSaveAsH5;
-
-// Whether the file at `path` starts as a zip archive does ("PK\3\4"; .keras files are zips).
-bool starts_as_zip(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, sizeof magic) && std::string(magic, sizeof magic) == "PK\x03\x04";
-}
-
 CheckpointData read_contents(hid_t root, Parts parts, WeightBudget budget) {
   CheckpointData data;
   // The version first: a newer format may lay out anything else differently.
@@ -801,9 +487,13 @@ CheckpointData read_contents(hid_t root, Parts parts, WeightBudget budget) {
   std::string prefix = "/";
   H5Handle model_weights;
   auto layer_names = read_name_list(root, "layer_names");
+  if (!layer_names && has_keras3_weights_layout(root)) {
+    data.layout = WeightsLayout::keras3;
+    if (parts == Parts::everything) data.layers = read_keras3_layers(root, budget);
+    return data;
+  }
   if (!layer_names) {
     if (!link_exists(root, "model_weights")) {
-      if (link_exists(root, "layers")) throw std::runtime_error(kKeras3WeightsLayout);
       throw std::runtime_error(
           "not a Keras/Tandem checkpoint (no /model_weights group and no 'layer_names' "
           "attribute at the root)");
@@ -880,8 +570,61 @@ void write_checkpoint_file(const fs::path& path, const CheckpointData& data) {
 
 namespace {
 
+// Opens the HDF5 file `path` for reading (hdf5_mutex() held).
+H5Handle open_hdf5_file(const fs::path& path) {
+  H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
+  checked(H5Pset_file_locking(fapl.get(), true, true), "cannot set file locking");
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (id < 0) {
+    std::string detail = hdf5_error_text();
+    throw std::runtime_error((detail.find("unable to lock") != std::string::npos
+                                  ? "the file is locked by another process"
+                                  : "the file is truncated or corrupt") +
+                             std::string(" (HDF5: ") + detail + ")");
+  }
+  return H5Handle(id, H5Fclose);
+}
+
+// Opens an HDF5 file held in memory, in place (hdf5_mutex() held; `image` outlives the handle).
+H5Handle open_hdf5_image(std::vector<std::uint8_t>& image) {
+  const hid_t id = H5LTopen_file_image(image.data(), image.size(),
+                                       H5LT_FILE_IMAGE_DONT_COPY | H5LT_FILE_IMAGE_DONT_RELEASE);
+  if (id < 0)
+    throw std::runtime_error(
+        "its model.weights.h5 is not an HDF5 file, or is truncated or corrupt (HDF5: " +
+        hdf5_error_text() + ")");
+  return H5Handle(id, H5Fclose);
+}
+
+// A Keras 3 .keras archive: its config.json's compile_config is the training config.
+CheckpointData read_archive(const fs::path& path, Parts parts, WeightBudget budget) {
+  KerasArchive archive = read_keras_archive(path, parts == Parts::everything);
+  CheckpointData data;
+  if (parts == Parts::everything) {
+    const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    try {
+      H5Handle file = open_hdf5_image(archive.weights);
+      data = read_contents(file.get(), Parts::everything, budget);
+    } catch (const std::bad_alloc&) {
+      throw DataError(failed + "the file is corrupt (a dataset too large to load)");
+    } catch (const std::exception& e) {
+      throw DataError(failed + e.what());
+    }
+  }
+  data.model_config = std::move(archive.config);
+  if (auto it = data.model_config.find("compile_config"); it != data.model_config.end()) {
+    data.training_config = std::move(*it);
+    data.model_config.erase(it);
+  }
+  data.keras_version = archive.keras_version;
+  data.layout = WeightsLayout::keras3;
+  return data;
+}
+
 CheckpointData read_file(const fs::path& path, Parts parts, WeightBudget budget) {
   const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
+  if (is_keras_archive(path)) return read_archive(path, parts, budget);
   if (const std::string why = not_a_regular_file(path); !why.empty())
     throw DataError(failed + (why == "file not found" ? "no such file" : "it " + why));
 
@@ -892,21 +635,9 @@ CheckpointData read_file(const fs::path& path, Parts parts, WeightBudget budget)
     throw DataError(failed + "cannot open the file" +
                     (detail.empty() ? "" : " (HDF5: " + detail + ")"));
   }
-  if (is_hdf5 == 0)
-    throw DataError(failed +
-                    (starts_as_zip(path) ? kKerasArchive : std::string("not an HDF5 file")));
+  if (is_hdf5 == 0) throw DataError(failed + "not an HDF5 file");
   try {
-    H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
-    checked(H5Pset_file_locking(fapl.get(), true, true), "cannot set file locking");
-    hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
-    if (id < 0) {
-      std::string detail = hdf5_error_text();
-      throw std::runtime_error((detail.find("unable to lock") != std::string::npos
-                                    ? "the file is locked by another process"
-                                    : "the file is truncated or corrupt") +
-                               std::string(" (HDF5: ") + detail + ")");
-    }
-    H5Handle file(id, H5Fclose);
+    H5Handle file = open_hdf5_file(path);
     return read_contents(file.get(), parts, budget);
   } catch (const std::bad_alloc&) {
     throw DataError(failed + "the file is corrupt (a dataset too large to load)");
@@ -963,7 +694,13 @@ herr_t verify_object(hid_t loc, const char* name, const H5O_info_t* info, void* 
 }  // namespace
 
 CheckpointVerification verify_checkpoint_file(const fs::path& path) {
-  read_checkpoint_file(path);  // the layout, the weights and the state, as a load reads them
+  // The layout, the weights and the state, as a load reads them.
+  const CheckpointData data = read_checkpoint_file(path);
+  if (is_keras_archive(path)) {  // its members' CRCs checked as they were read; no HDF5 checksums
+    CheckpointVerification counts;
+    for (const LayerWeights& layer : data.layers) counts.datasets += layer.weights.size();
+    return counts;
+  }
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   VerifyWalk walk;
   try {

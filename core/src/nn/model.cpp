@@ -12,6 +12,7 @@
 #include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
 #include "nn/functional_config.hpp"
+#include "nn/keras3_weight_paths.hpp"
 #include "nn/keras_generation.hpp"
 #include "nn/keras_layer_order.hpp"
 #include "nn/layer_extensions.hpp"
@@ -1118,6 +1119,72 @@ WeightPairing pair_weights(const CheckpointData& in, const std::vector<Layer*>& 
   return p;
 }
 
+// A weight's place in a Keras 3 file, for messages: "query_dense/0" → "query_dense/vars/0".
+std::string keras3_file_path(const std::string& weight) {
+  const std::size_t slash = weight.rfind('/');
+  if (slash == std::string::npos) return "vars/" + weight;
+  return weight.substr(0, slash) + "/vars/" + weight.substr(slash + 1);
+}
+
+// The weights of a Keras 3 file's group `group` for `layer`, in the layer's order.
+LayerWeights keras3_layer_weights(const LayerWeights& group, Layer& layer,
+                                  const std::string& source) {
+  std::vector<std::string> keras2_names;
+  for (Parameter* p : layer.parameters()) keras2_names.push_back(p->name);
+  std::map<std::string, const Tensor*> held;
+  for (const NamedTensor& w : group.weights) held[w.name] = &w.value;
+  const std::string where = source + ": /layers/" + group.layer;
+  LayerWeights out{"/layers/" + group.layer, {}};
+  for (const std::string& name : nn::keras3_weight_names(layer.class_name(), keras2_names)) {
+    auto it = held.find(name);
+    if (it == held.end()) it = held.find(nn::keras3_private_spelling(name));
+    if (it == held.end())
+      throw DataError(where + " has no " + keras3_file_path(name) + ", which layer '" +
+                      layer.name() + "' (" + layer.class_name() + ", " +
+                      std::to_string(keras2_names.size()) + " weights) needs");
+    out.weights.push_back({keras3_file_path(name), *it->second});
+  }
+  if (group.weights.size() != out.weights.size())
+    throw DataError(where + " holds " + std::to_string(group.weights.size()) +
+                    " weights, but layer '" + layer.name() + "' (" + layer.class_name() + ") has " +
+                    std::to_string(out.weights.size()));
+  return out;
+}
+
+// Keras 3's pairing (nn/keras3_weight_paths.hpp): each of the model's layers, given in Keras'
+// order with its class (nullptr for an InputLayer), takes the group named after its class and
+// place; every group holding weights must be taken.
+WeightPairing pair_keras3_weights(const CheckpointData& in, const std::vector<std::string>& classes,
+                                  const std::vector<Layer*>& layers, const std::string& source,
+                                  const std::string& model) {
+  std::map<std::string, const LayerWeights*> file;
+  for (const LayerWeights& lw : in.layers) file[lw.layer] = &lw;
+  const std::vector<std::string> groups = nn::keras3_layer_groups(classes);
+  WeightPairing p;
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    Layer* layer = layers[k];
+    if (!layer || layer->parameters().empty()) continue;
+    const auto it = file.find(groups[k]);
+    if (it == file.end())
+      throw DataError(source + ": has no weights for layer '" + layer->name() + "' (" + classes[k] +
+                      "), which Keras 3 keeps in /layers/" + groups[k] +
+                      " (a group named after the layer's class and its place among the "
+                      "model's layers of that class)");
+    p.regrouped.push_back(keras3_layer_weights(*it->second, *layer, source));
+  }
+  for (const LayerWeights& lw : in.layers)
+    if (!lw.weights.empty() && std::find(groups.begin(), groups.end(), lw.layer) == groups.end())
+      throw DataError(source + ": /layers/" + lw.layer + " holds weights, but model '" + model +
+                      "' has no layer Keras 3 would keep there (its " +
+                      std::to_string(groups.size()) +
+                      " layers' groups are named after their classes and places among the "
+                      "model's layers of that class: " +
+                      groups.front() + (groups.size() > 1 ? ", " + groups[1] : "") +
+                      (groups.size() > 2 ? ", ..." : "") + ")");
+  for (const LayerWeights& lw : p.regrouped) p.file_layer.push_back(&lw);
+  return p;
+}
+
 // "" for a pairing by name; else what the caller warns about: the wrapper unwrapped, or the
 // layers paired by order (the first few pairs named).
 std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model) {
@@ -1145,11 +1212,18 @@ std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model)
 }  // namespace
 
 std::string Model::load_weights(const CheckpointData& in, const std::string& source) {
-  std::vector<Layer*> model_layers;  // in Keras' order, which a pairing by order follows
-  for (int i : layers_in_keras_order())
-    if (i >= 0 && !layers_[static_cast<std::size_t>(i)]->parameters().empty())
-      model_layers.push_back(layers_[static_cast<std::size_t>(i)].get());
-  const WeightPairing pairing = pair_weights(in, model_layers);
+  std::vector<Layer*> model_layers;  // those with weights, in Keras' order (a pairing by order)
+  std::vector<std::string> classes;  // all, as Keras' model.layers (Keras 3's pairing)
+  std::vector<Layer*> layers;        // all; nullptr for an InputLayer
+  for (int i : layers_in_keras_order()) {
+    Layer* layer = i < 0 ? nullptr : layers_[static_cast<std::size_t>(i)].get();
+    classes.push_back(layer ? layer->class_name() : "InputLayer");
+    layers.push_back(layer);
+    if (layer && !layer->parameters().empty()) model_layers.push_back(layer);
+  }
+  const WeightPairing pairing = in.layout == WeightsLayout::keras3
+                                    ? pair_keras3_weights(in, classes, layers, source, name_)
+                                    : pair_weights(in, model_layers);
   if (pairing.file_layer.size() != model_layers.size()) {
     std::size_t file_layers = 0;
     for (const auto& lw : in.layers) file_layers += lw.weights.empty() ? 0 : 1;
@@ -1180,7 +1254,7 @@ std::string Model::load_weights(const CheckpointData& in, const std::string& sou
     for (std::size_t j = 0; j < params.size(); ++j)
       params[j]->value.copy_from(pairing.file_layer[i]->weights[j].value);
   }
-  return how_paired(pairing, model_layers);
+  return in.layout == WeightsLayout::keras3 ? "" : how_paired(pairing, model_layers);
 }
 
 }  // namespace tandem

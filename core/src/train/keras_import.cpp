@@ -88,8 +88,12 @@ void import_training(const json& training, const Model& model, KerasImport& out)
   if (!training.is_object())
     throw ConfigError("training_config", "expected Keras' compile settings (an object), got " +
                                              training.dump());
-  if (training.contains("optimizer_config") && !training["optimizer_config"].is_null()) {
-    config["optimizer"] = training["optimizer_config"];
+  // Keras 2's training_config holds "optimizer_config"; Keras 3's compile_config (a .keras
+  // file's) "optimizer".
+  const char* optimizer_key =
+      training.contains("optimizer_config") ? "optimizer_config" : "optimizer";
+  if (training.contains(optimizer_key) && !training[optimizer_key].is_null()) {
+    config["optimizer"] = training[optimizer_key];
     // An optimizer saved as a registered object carries its package: "Custom>Adam".
     json& optimizer = config["optimizer"];
     const std::string registered = "Custom>";
@@ -151,8 +155,11 @@ KerasImport import_keras_file(const std::filesystem::path& file) {
   } catch (const ConfigError& e) {
     // The path is the run config's being made; the file's attribute is what the user has.
     const bool model = e.path() == "model" || e.path().starts_with("model.");
-    throw DataError(file.string() + ": its " + (model ? "model_config" : "training_config") +
-                    " does not import: " + e.what());
+    // A .keras archive (the one Keras 3 file with configs) keeps them in its config.json.
+    const bool archive = data.layout == WeightsLayout::keras3;
+    const std::string what = model ? (archive ? "config.json" : "model_config")
+                                   : (archive ? "config.json's compile_config" : "training_config");
+    throw DataError(file.string() + ": its " + what + " does not import: " + e.what());
   }
 }
 

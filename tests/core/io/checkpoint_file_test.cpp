@@ -524,50 +524,6 @@ TEST(CheckpointFile, Hdf5FileWithoutKerasLayoutIsRefused) {
 // saving_lib writes them (keras/src/saving/saving_lib.py: a `vars` group per visited object,
 // layers under layers/<snake-case class name, numbered>, the optimizer's under optimizer/vars;
 // a .keras file is a zip of metadata.json, config.json and model.weights.h5).
-TEST(CheckpointFile, Keras3WeightsFilesAndArchivesAreRefusedSayingHowToSaveOneTandemReads) {
-  auto dir = scratch_dir("ckpt-keras3");
-  const std::string script = R"(
-import h5py, json, numpy as np, sys, zipfile
-weights, archive = sys.argv[1], sys.argv[2]
-with h5py.File(weights, 'w') as f:
-    f.create_group('vars')
-    f.create_group('layers/dense/vars').create_dataset('0', data=np.ones((4, 3), 'float32'))
-    f['layers/dense/vars'].create_dataset('1', data=np.zeros(3, 'float32'))
-    f.create_group('layers/dropout/vars')
-    f.create_group('optimizer/vars').create_dataset('0', data=np.array(3, 'int64'))
-with zipfile.ZipFile(archive, 'w') as z:
-    z.writestr('metadata.json', json.dumps({'keras_version': '3.3.3', 'date_saved': 'x'}))
-    z.writestr('config.json', json.dumps({'class_name': 'Sequential', 'config': {'layers': []}}))
-    z.write(weights, 'model.weights.h5')
-)";
-  const auto weights = dir / "model.weights.h5";
-  const auto archive = dir / "model.keras";
-  auto made = run_python(dir, script, weights.string() + " " + archive.string());
-  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
-
-  // (Not a structured binding: clang 14, the sanitizer build's, cannot capture one in a lambda.)
-  for (const auto& file : {std::pair{weights, "a Keras 3 weights file"},
-                           std::pair{archive, "a zip archive, not an HDF5 file"}}) {
-    const fs::path& path = file.first;
-    const std::string what = file.second;
-    const std::string full = error_of<DataError>([&] { read_checkpoint_file(path); });
-    const std::string configs = error_of<DataError>([&] { read_checkpoint_configs(path); });
-    for (const std::string& message : {full, configs}) {
-      EXPECT_NE(message.find(path.string()), std::string::npos) << message;
-      EXPECT_NE(message.find(what), std::string::npos) << message;
-      EXPECT_NE(message.find("which Tandem does not read: Tandem reads Keras' HDF5 layout, which "
-                             "Keras 3 writes for model.save('model.h5')"),
-                std::string::npos)
-          << message;
-    }
-  }
-  // A zip is told apart by its first bytes only: text is still "not an HDF5 file".
-  test::write_text(dir / "pk.h5", "PK, but not a zip");
-  EXPECT_NE(
-      error_of<DataError>([&] { read_checkpoint_file(dir / "pk.h5"); }).find("not an HDF5 file"),
-      std::string::npos);
-}
-
 TEST(CheckpointFile, NewerFormatVersionIsRefused) {
   auto path = scratch_dir("ckpt-future") / "future.h5";
   write_checkpoint_file(path, sample_checkpoint());

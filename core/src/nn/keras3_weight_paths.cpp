@@ -1,0 +1,112 @@
+#include "nn/keras3_weight_paths.hpp"
+
+#include <cctype>
+#include <map>
+
+namespace tandem::nn {
+
+namespace {
+
+bool upper(char c) {
+  return c >= 'A' && c <= 'Z';
+}
+bool lower(char c) {
+  return c >= 'a' && c <= 'z';
+}
+
+// re.sub("(.)([A-Z][a-z]+)", r"\1_\2", s): an underscore before each capitalised word that
+// follows a character, matches taken left to right without overlap.
+std::string split_words(const std::string& s) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (i + 2 < s.size() && upper(s[i + 1]) && lower(s[i + 2])) {
+      std::size_t end = i + 2;
+      while (end < s.size() && lower(s[end])) ++end;
+      out += s[i];
+      out += '_';
+      out.append(s, i + 1, end - i - 1);
+      i = end;
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+// re.sub("([a-z])([A-Z])", r"\1_\2", s).
+std::string split_humps(const std::string& s) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (i + 1 < s.size() && lower(s[i]) && upper(s[i + 1])) {
+      out += s[i];
+      out += '_';
+      out += s[i + 1];
+      i += 2;
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+// The attribute of a MultiHeadAttention that holds its sublayer named so in Keras 2.
+const std::map<std::string, std::string>& attention_attributes() {
+  static const std::map<std::string, std::string> attributes{{"query", "query_dense"},
+                                                             {"key", "key_dense"},
+                                                             {"value", "value_dense"},
+                                                             {"attention_output", "output_dense"}};
+  return attributes;
+}
+
+}  // namespace
+
+std::string keras_snake_case(std::string_view class_name) {
+  std::string word;  // re.sub(r"\W+", "", name)
+  for (char c : class_name)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') word += c;
+  std::string out = split_humps(split_words(word));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string> keras3_layer_groups(const std::vector<std::string>& classes) {
+  std::map<std::string, int> used;
+  std::vector<std::string> groups;
+  for (const std::string& cls : classes) {
+    const std::string name = keras_snake_case(cls);
+    auto [it, first] = used.emplace(name, 0);
+    if (first) {
+      groups.push_back(name);
+    } else {
+      groups.push_back(name + "_" + std::to_string(++it->second));
+    }
+  }
+  return groups;
+}
+
+std::vector<std::string> keras3_weight_names(const std::string& class_name,
+                                             const std::vector<std::string>& keras2_names) {
+  std::map<std::string, int> position;  // per owner: "" the layer, else its sublayer attribute
+  std::vector<std::string> names;
+  for (const std::string& name : keras2_names) {
+    std::string owner;
+    if (const std::size_t slash = name.rfind('/'); slash != std::string::npos) {
+      owner = name.substr(0, slash);
+      if (class_name == "MultiHeadAttention")
+        if (auto it = attention_attributes().find(owner); it != attention_attributes().end())
+          owner = it->second;
+    }
+    const std::string index = std::to_string(position[owner]++);
+    names.push_back(owner.empty() ? index : owner + "/" + index);
+  }
+  return names;
+}
+
+std::string keras3_private_spelling(const std::string& weight_name) {
+  if (weight_name.find('/') == std::string::npos) return "";
+  return "_" + weight_name;
+}
+
+}  // namespace tandem::nn
