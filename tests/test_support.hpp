@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,17 @@ struct CommandResult {
 };
 /// Runs `command` through /bin/sh, capturing stdout and stderr separately.
 CommandResult run_command(const std::string& command);
+
+/// What the exception of type E that `f` throws says; "(no error)" when it throws none.
+template <typename E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 /// Debian's Python, which has torch and h5py (the python3 first on PATH does not).
 inline const char* system_python() {

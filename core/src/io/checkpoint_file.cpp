@@ -14,8 +14,6 @@
 #include <stdexcept>
 #include <string_view>
 
-#include <hdf5_hl.h>
-
 #include "io/checksummed_chunks.hpp"
 #include "io/hdf5_access.hpp"
 #include "io/hdf5_handle.hpp"
@@ -585,17 +583,6 @@ H5Handle open_hdf5_file(const fs::path& path) {
   return H5Handle(id, H5Fclose);
 }
 
-// Opens an HDF5 file held in memory, in place (hdf5_mutex() held; `image` outlives the handle).
-H5Handle open_hdf5_image(std::vector<std::uint8_t>& image) {
-  const hid_t id = H5LTopen_file_image(image.data(), image.size(),
-                                       H5LT_FILE_IMAGE_DONT_COPY | H5LT_FILE_IMAGE_DONT_RELEASE);
-  if (id < 0)
-    throw std::runtime_error(
-        "its model.weights.h5 is not an HDF5 file, or is truncated or corrupt (HDF5: " +
-        hdf5_error_text() + ")");
-  return H5Handle(id, H5Fclose);
-}
-
 // A Keras 3 .keras archive: its config.json's compile_config is the training config.
 CheckpointData read_archive(const fs::path& path, Parts parts, WeightBudget budget) {
   KerasArchive archive = read_keras_archive(path, parts == Parts::everything);
@@ -604,7 +591,8 @@ CheckpointData read_archive(const fs::path& path, Parts parts, WeightBudget budg
     const std::string failed = "cannot read checkpoint '" + path.string() + "': ";
     std::lock_guard<std::mutex> lock(hdf5_mutex());
     try {
-      H5Handle file = open_hdf5_image(archive.weights);
+      hdf5::FileImage image{archive.weights.data(), archive.weights.size()};
+      H5Handle file = hdf5::open_file_image(image, "its model.weights.h5");
       data = read_contents(file.get(), Parts::everything, budget);
     } catch (const std::bad_alloc&) {
       throw DataError(failed + "the file is corrupt (a dataset too large to load)");

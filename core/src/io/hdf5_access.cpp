@@ -153,6 +153,46 @@ long long read_int_attr(hid_t obj, const std::string& name) {
   return value;
 }
 
+namespace {
+
+// File-image callbacks that hand HDF5 the caller's bytes in place (HDF5 asks to allocate and copy
+// the image when it is set on the property list and again when the file opens; for a read-only
+// file it never grows it). Nothing is allocated, so a failed open leaks nothing (libhdf5_hl's
+// H5LTopen_file_image leaks its callback data then).
+void* image_in_place(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* image = static_cast<FileImage*>(udata);
+  return size == image->size ? image->data : nullptr;
+}
+void* copied_in_place(void* dest, const void*, std::size_t, H5FD_file_image_op_t, void*) {
+  return dest;
+}
+void* never_grown(void*, std::size_t, H5FD_file_image_op_t, void*) {
+  return nullptr;
+}
+herr_t kept(void*, H5FD_file_image_op_t, void*) {
+  return 0;
+}
+void* same_udata(void* udata) {
+  return udata;
+}
+herr_t udata_kept(void*) {
+  return 0;
+}
+
+}  // namespace
+
+H5Handle open_file_image(FileImage& image, const std::string& name) {
+  H5Handle fapl = handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot create property list");
+  checked(H5Pset_fapl_core(fapl.get(), 1 << 16, false), "cannot set the in-memory driver");
+  H5FD_file_image_callbacks_t callbacks{image_in_place, copied_in_place, never_grown, kept,
+                                        same_udata,     udata_kept,      &image};
+  checked(H5Pset_file_image_callbacks(fapl.get(), &callbacks), "cannot set file image callbacks");
+  checked(H5Pset_file_image(fapl.get(), image.data, image.size), "cannot set the file image");
+  const hid_t id = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (id < 0) fail(name + " is not an HDF5 file, or is truncated or corrupt");
+  return H5Handle(id, H5Fclose);
+}
+
 H5Handle open_group(hid_t loc, const std::string& name, const std::string& where) {
   if (!link_exists(loc, name)) throw std::runtime_error("missing group '" + where + "'");
   const hid_t group = H5Gopen2(loc, name.c_str(), local_group_access());

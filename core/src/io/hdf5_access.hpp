@@ -50,6 +50,16 @@ std::string read_string_attr(hid_t obj, const std::string& name);
 std::optional<std::vector<std::string>> read_name_list(hid_t obj, const std::string& name);
 long long read_int_attr(hid_t obj, const std::string& name);
 
+/// An HDF5 file held in memory, to be opened in place: read-only, nothing copied. The bytes and
+/// this view must outlive the file opened on them.
+struct FileImage {
+  void* data = nullptr;
+  std::size_t size = 0;
+};
+/// Opens `image` read-only; `name` names it in HDF5's messages. fail() when it is not an HDF5
+/// file, or is truncated or corrupt.
+H5Handle open_file_image(FileImage& image, const std::string& name);
+
 /// Opens group `name` under `loc`; `where` names it in messages ("missing group '/x'").
 H5Handle open_group(hid_t loc, const std::string& name, const std::string& where);
 

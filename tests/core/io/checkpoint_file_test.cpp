@@ -108,15 +108,7 @@ void expect_same(const CheckpointData& a, const CheckpointData& b) {
 
 // ---- helpers ----
 
-template <typename E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 test::CommandResult run_python(const fs::path& dir, const std::string& script,
                                const std::string& args) {

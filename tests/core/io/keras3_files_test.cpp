@@ -21,15 +21,7 @@ namespace TANDEM_TEST_FILE {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 constexpr const char* kWriteKeras3Files = R"PY(
 import h5py, io, json, numpy as np, os, sys, zipfile
