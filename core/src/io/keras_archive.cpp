@@ -8,6 +8,7 @@
 #include "io/zip_archive.hpp"
 #include "tandem/error.hpp"
 #include "util/json_text.hpp"
+#include "util/regular_file.hpp"
 
 namespace tandem {
 
@@ -28,8 +29,14 @@ class Members {
 
   std::optional<std::vector<std::uint8_t>> read(const std::string& name) const {
     if (folder_) {
-      std::ifstream in(path_ / name, std::ios::binary);
-      if (!in) return std::nullopt;
+      const fs::path file = path_ / name;
+      std::error_code ec;
+      if (!fs::exists(file, ec)) return std::nullopt;
+      // A FIFO's open would block, a device's read never end.
+      if (const std::string why = not_a_regular_file(file); !why.empty())
+        throw DataError("cannot read '" + file.string() + "': it " + why);
+      std::ifstream in(file, std::ios::binary);
+      if (!in) throw DataError("cannot read '" + file.string() + "'");
       std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                       std::istreambuf_iterator<char>());
       if (in.bad()) throw DataError("cannot read '" + (path_ / name).string() + "'");
@@ -90,6 +97,7 @@ nlohmann::json json_object(const fs::path& path, const std::string& name,
 bool is_keras_archive(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) return fs::exists(path / kConfig, ec);
+  if (!fs::is_regular_file(path, ec)) return false;  // a FIFO's open would block
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, sizeof magic) && std::string(magic, sizeof magic) == "PK\x03\x04";

@@ -189,6 +189,12 @@ start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
 raw[start + info.file_size - 100] ^= 0x40   # a weight's byte, past HDF5's metadata
 open(path, "wb").write(bytes(raw))
 open(os.path.join(out, "pk.h5"), "w").write("PK, but not a zip")
+# An unzipped archive whose weights are a FIFO: refused, not a read that blocks.
+folder = os.path.join(out, "fifo.keras")
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, "config.json"), "w").write(config)
+if not os.path.exists(os.path.join(folder, "model.weights.h5")):
+    os.mkfifo(os.path.join(folder, "model.weights.h5"))
 )PY";
 
 TEST_F(Keras3Files, WhatIsNotTheirLayoutIsRefusedNamingTheFileAndThePlace) {
@@ -212,6 +218,7 @@ TEST_F(Keras3Files, WhatIsNotTheirLayoutIsRefusedNamingTheFileAndThePlace) {
       {"twice.keras", "member 'config.json' is in the archive 2 times"},
       {"crc.keras", "member 'model.weights.h5' is corrupt (its CRC does not match)"},
       {"pk.h5", "not an HDF5 file"},
+      {"fifo.keras", "model.weights.h5': it is a FIFO"},
   };
   for (const auto& [file, expected] : cases) {
     const fs::path path = *dir / file;
