@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
+#include "tandem/model.hpp"
 
 namespace tandem::app {
 
@@ -71,6 +73,19 @@ std::uintmax_t bytes_of(const fs::path& path) {
   return total;
 }
 
+// A Keras 3 file's groups with the layers they hold, by Keras 3's rule, when the file has a model
+// (a .keras archive) that builds; none otherwise (a .weights.h5 file, a model Tandem refuses).
+std::map<std::string, Model::Keras3Group> keras3_layers(const json& model_config) {
+  std::map<std::string, Model::Keras3Group> out;
+  if (model_config.is_null()) return out;
+  try {
+    for (const auto& g : Model::from_config(model_config, "model_config", 0)->keras3_groups())
+      out[g.group] = g;
+  } catch (const Error&) {
+  }
+  return out;
+}
+
 // Everything inspect shows, as JSON: the text form is printed from it.
 json describe(const fs::path& path, const CheckpointData& data) {
   json out;
@@ -90,6 +105,8 @@ json describe(const fs::path& path, const CheckpointData& data) {
     out["model"] = nullptr;
   }
   json layers = json::array();
+  const auto held =
+      keras3 ? keras3_layers(data.model_config) : std::map<std::string, Model::Keras3Group>{};
   std::int64_t total = 0;
   for (const auto& lw : data.layers) {
     json weights = json::array();
@@ -99,10 +116,16 @@ json describe(const fs::path& path, const CheckpointData& data) {
       weights.push_back({{"name", w.name}, {"shape", shape_json(w.value.shape())}, {"params", n}});
       params += n;
     }
-    layers.push_back({{"name", lw.layer},
-                      {"class_name", keras3 ? "?" : class_of(data.model_config, lw.layer)},
-                      {"weights", weights},
-                      {"params", params}});
+    json layer = {{"name", lw.layer},
+                  {"class_name", keras3 ? "?" : class_of(data.model_config, lw.layer)},
+                  {"weights", weights},
+                  {"params", params}};
+    if (keras3) {  // the group's name is not the layer's
+      const auto it = held.find(lw.layer);
+      layer["layer"] = it == held.end() ? json(nullptr) : json(it->second.layer);
+      if (it != held.end()) layer["class_name"] = it->second.class_name;
+    }
+    layers.push_back(std::move(layer));
     total += params;
   }
   out["layers"] = layers;
@@ -174,17 +197,23 @@ std::string to_text(const json& d) {
   if (keras3)
     o << "layout: Keras 3 (save_weights, .keras): a group per layer, named after its class and "
          "its place among the model's layers of that class (dense, dense_1, ...)\n";
-  std::size_t name_w = 5, class_w = 5;
+  // A Keras 3 file's rows are its groups, each with the layer it holds (when the file has a model).
+  const auto layer_of = [](const json& l) {
+    return l.contains("layer") && l["layer"].is_string() ? l["layer"].get<std::string>()
+                                                         : std::string("?");
+  };
+  std::size_t name_w = 5, layer_w = 5, class_w = 5;
   for (const auto& l : d["layers"]) {
     name_w = std::max(name_w, l["name"].get<std::string>().size());
+    layer_w = std::max(layer_w, layer_of(l).size());
     class_w = std::max(class_w, l["class_name"].get<std::string>().size());
   }
   auto pad = [](std::string s, std::size_t w) {
     s.resize(std::max(s.size(), w), ' ');
     return s;
   };
-  o << "  " << pad(keras3 ? "group" : "layer", name_w) << "  " << pad("class", class_w)
-    << "  weights\n";
+  o << "  " << (keras3 ? pad("group", name_w) + "  " + pad("layer", layer_w) : pad("layer", name_w))
+    << "  " << pad("class", class_w) << "  weights\n";
   for (const auto& l : d["layers"]) {
     std::string weights;
     for (const auto& w : l["weights"])
@@ -195,6 +224,7 @@ std::string to_text(const json& d) {
     else
       weights += "  = " + grouped(l["params"].get<std::int64_t>());
     o << "  " << pad(l["name"].get<std::string>(), name_w) << "  "
+      << (keras3 ? pad(layer_of(l), layer_w) + "  " : "")
       << pad(l["class_name"].get<std::string>(), class_w) << "  " << weights << "\n";
   }
   o << "parameters: " << grouped(d["parameters"].get<std::int64_t>()) << "\n";

@@ -5,10 +5,12 @@
 // numbered groups; MultiHeadAttention's sublayer attributes; empty groups; optimizer variables),
 // and packed with its config.json (a compile_config) into a .keras archive. Evaluating with either
 // equals evaluating with the checkpoint; the swapped file does not; `tandem import` makes a run
-// config of the archive that trains from it.
+// config of the archive that trains from it, and its ONNX export holds the checkpoint's weights.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +121,11 @@ buffer = io.BytesIO()
 with h5py.File(buffer, "w") as f:
     write(f)
 model = json.load(open(config_path))["model"]
+# model.save() serializes under Keras' object-sharing scope: the one global dtype policy every
+# layer holds is marked as shared.
+for layer in model["config"]["layers"]:
+    if isinstance(layer["config"].get("dtype"), dict):
+        layer["config"]["dtype"]["shared_object_id"] = 139872412345680
 model["compile_config"] = {
     "optimizer": {"module": "keras.optimizers", "class_name": "Adam", "config": {
         "name": "adam", "learning_rate": 0.0005, "weight_decay": None, "clipnorm": None,
@@ -182,10 +189,48 @@ TEST(Keras3FilesCli, ATrainedModelInKeras3sLayoutEvaluatesAsItsCheckpointAndImpo
                            (dir / "again").string() + " -q");
   EXPECT_EQ(again.exit_code, 0) << again.err;
 
+  // Exported to ONNX, the archive's graph holds the checkpoint's weights (read by onnx).
+  for (const std::string& from : {std::string("run/model.h5"), std::string("k3.keras")}) {
+    auto exported = run_command(test::tandem_cli() + " export " + (dir / from).string() + " -o " +
+                                (dir / (fs::path(from).stem().string() + ".onnx")).string());
+    ASSERT_EQ(exported.exit_code, 0) << from << ": " << exported.err;
+  }
+  auto same =
+      run_command(std::string(test::system_python()) +
+                  " -c \"import onnx, sys, numpy as np; from onnx import numpy_helper as h; "
+                  "a, b = (onnx.load(p).graph.initializer for p in sys.argv[1:3]); "
+                  "sys.exit(0 if len(a) == len(b) == 27 and all(x.name == y.name and "
+                  "np.array_equal(h.to_array(x), h.to_array(y)) for x, y in zip(a, b)) else 1)\" " +
+                  (dir / "model.onnx").string() + " " + (dir / "k3.onnx").string());
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+
   auto inspected = run_command(test::tandem_cli() + " inspect " + (dir / "k3.keras").string());
   ASSERT_EQ(inspected.exit_code, 0) << inspected.err;
   EXPECT_NE(inspected.out.find("layout: Keras 3"), std::string::npos) << inspected.out;
-  EXPECT_NE(inspected.out.find("multi_head_attention"), std::string::npos) << inspected.out;
+  // Each group with the layer Keras 3 keeps there: the first Dense, named dense_2, in "dense".
+  std::istringstream rows(inspected.out);
+  std::map<std::string, std::string> layer_in;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream row(line);
+    std::string group, layer;
+    if (row >> group >> layer) layer_in[group] = layer;
+  }
+  EXPECT_EQ(layer_in["dense"], "dense_2") << inspected.out;
+  EXPECT_EQ(layer_in["dense_1"], "dense") << inspected.out;
+  EXPECT_EQ(layer_in["dense_2"], "out") << inspected.out;
+  EXPECT_EQ(layer_in["multi_head_attention"], "mha") << inspected.out;
+  EXPECT_EQ(layer_in["input_layer"], "x") << inspected.out;
+
+  // A model file where a run config goes is named as one, with the way to make a config of it.
+  for (const char* file : {"k3.keras", "run/model.h5"}) {
+    auto summary = run_command(test::tandem_cli() + " summary " + (dir / file).string());
+    EXPECT_EQ(summary.exit_code, 2) << summary.err;
+    EXPECT_NE(summary.err.find("not a run config (JSON): make one of a model file with `tandem "
+                               "import " +
+                               (dir / file).string() + " -o run.json`"),
+              std::string::npos)
+        << summary.err;
+  }
 
   // A weights file holds no model to import.
   auto weights_only =

@@ -193,6 +193,17 @@ class TANDEM_EXPORT Model {
   void save_weights(CheckpointData& out, Snapshot snapshot) const;
   std::string load_weights(const CheckpointData& in, const std::string& source);
 
+  /// Where Keras 3's weights files (.weights.h5, .keras) keep each layer's weights: the group
+  /// under /layers named after the layer's class and its place among the model's layers of that
+  /// class ("dense_1"), for every layer in Keras' order (a functional model's InputLayers among
+  /// them), with the layer's name and class. load_weights pairs a Keras 3 file by these.
+  struct Keras3Group {
+    std::string group;
+    std::string layer;
+    std::string class_name;
+  };
+  std::vector<Keras3Group> keras3_groups() const;
+
  private:
   Model() = default;
   std::string name_;

@@ -92,6 +92,18 @@ nlohmann::json json_object(const fs::path& path, const std::string& name,
   return value;
 }
 
+// Keras saves a .keras file's config under an object-sharing scope, which marks each object it
+// serializes more than once — every layer's dtype policy is the one global policy — with
+// "shared_object_id". It says nothing about the model; without it the config is to_json()'s.
+void drop_sharing_ids(nlohmann::json& value) {
+  if (value.is_object()) {
+    value.erase("shared_object_id");
+    for (auto& [key, item] : value.items()) drop_sharing_ids(item);
+  } else if (value.is_array()) {
+    for (auto& item : value) drop_sharing_ids(item);
+  }
+}
+
 }  // namespace
 
 bool is_keras_archive(const fs::path& path) {
@@ -111,6 +123,7 @@ KerasArchive read_keras_archive(const fs::path& path, bool with_weights) {
     refuse(path, "a zip archive, but not a Keras .keras file: it has no config.json (it has " +
                      members.listed() + ")");
   archive.config = json_object(path, kConfig, *config);
+  drop_sharing_ids(archive.config);  // depth bounded by parse_json_text
   if (const auto metadata = members.read(kMetadata)) {
     const nlohmann::json m = json_object(path, kMetadata, *metadata);
     if (m.contains("keras_version") && m["keras_version"].is_string())

@@ -20,7 +20,7 @@ TANDEM_INTERNAL_API_BEGIN
 namespace tandem {
 
 struct KerasArchive {
-  nlohmann::json config;              // config.json
+  nlohmann::json config;              // config.json, without Keras' "shared_object_id" marks
   std::string keras_version;          // metadata.json's; "" when it gives none
   std::vector<std::uint8_t> weights;  // model.weights.h5's bytes, when asked for
 };

@@ -104,24 +104,29 @@ std::string policy_name_of(const json& policy) {
                             : policy["config"]["name"].get<std::string>();
 }
 
+// The per-sample shape at `key`: a list of positive dimensions, after a batch axis (any value,
+// null) when `has_batch`.
+Shape shape_at(ConfigObject& c, const std::string& key, bool has_batch) {
+  auto dims = c.get_int_list(key, true);
+  if (has_batch) {
+    if (dims.empty()) throw ConfigError(c.path_of(key), "expected [batch, dims...]");
+    dims.erase(dims.begin());
+  }
+  Shape s;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (!dims[i] || *dims[i] <= 0 || *dims[i] > kMaxConfigSize)
+      throw ConfigError(indexed(c.path_of(key), i + (has_batch ? 1 : 0)),
+                        "expected a positive dimension up to " + std::to_string(kMaxConfigSize) +
+                            " (only the batch axis may be null)");
+    s.push_back(*dims[i]);
+  }
+  return s;
+}
+
 // A per-sample shape from input_shape (no batch) or batch_input_shape/batch_shape (with batch).
 std::optional<Shape> read_input_shape(ConfigObject& c) {
-  auto to_shape = [&](const std::string& key, bool has_batch) {
-    auto dims = c.get_int_list(key, true);
-    if (has_batch) {
-      if (dims.empty()) throw ConfigError(c.path_of(key), "expected [batch, dims...]");
-      dims.erase(dims.begin());
-    }
-    Shape s;
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (!dims[i] || *dims[i] <= 0 || *dims[i] > kMaxConfigSize)
-        throw ConfigError(indexed(c.path_of(key), i + (has_batch ? 1 : 0)),
-                          "expected a positive dimension up to " +
-                              std::to_string(kMaxConfigSize) +
-                              " (only the batch axis may be null)");
-      s.push_back(*dims[i]);
-    }
-    return s;
+  const auto to_shape = [&](const std::string& key, bool has_batch) {
+    return shape_at(c, key, has_batch);
   };
   // Keras 2 writes batch_input_shape, Keras 3 batch_shape, a user input_shape or shape: given
   // more than one, they must agree (the last one read would win unseen).
@@ -282,7 +287,7 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   model->functional_ = cls != "Sequential";
   model->keras2_ = nn::uses_keras2_definitions(config);
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
-  cfg.ignore({"trainable", "build_input_shape"});
+  cfg.ignore({"trainable"});
   read_dtype_policy(cfg);  // checked; each layer's own policy decides how it computes
   std::vector<std::string> layer_paths;
   if (model->functional_) {
@@ -291,7 +296,16 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   } else {
     const json& layers = cfg.at("layers");
     model->read_sequential(layers, cfg.path_of("layers"), layer_paths);
+    // tf.keras 2's Sequential built by build(shape), without an Input, keeps its shape only here.
+    if (model->inputs_.empty()) {
+      if (!cfg.has("build_input_shape"))
+        throw ConfigError(cfg.path_of("layers"),
+                          "the input shape is unknown: start with an InputLayer or give the "
+                          "first layer \"input_shape\" (or the model \"build_input_shape\")");
+      model->inputs_ = {{"", json(), shape_at(cfg, "build_input_shape", true)}};
+    }
   }
+  cfg.ignore({"build_input_shape"});
   cfg.finish();
   model->build_layers(seed, layer_paths);
   return model;
@@ -348,11 +362,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
     layer_paths.push_back(lpath);
   }
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
-  if (!input_shape)
-    throw ConfigError(layers_path,
-                      "the input shape is unknown: start with an InputLayer or give the first "
-                      "layer \"input_shape\"");
-  inputs_ = {{"", input_config, *input_shape}};
+  if (input_shape) inputs_ = {{"", input_config, *input_shape}};
   output_calls_ = {calls_.size() - 1};
 }
 
@@ -1151,23 +1161,22 @@ LayerWeights keras3_layer_weights(const LayerWeights& group, Layer& layer,
   return out;
 }
 
-// Keras 3's pairing (nn/keras3_weight_paths.hpp): each of the model's layers, given in Keras'
-// order with its class (nullptr for an InputLayer), takes the group named after its class and
-// place; every group holding weights must be taken.
-WeightPairing pair_keras3_weights(const CheckpointData& in, const std::vector<std::string>& classes,
+// Keras 3's pairing (nn/keras3_weight_paths.hpp): each of the model's layers with weights, given
+// in Keras' order with its group (nullptr for an InputLayer), takes that group; every group
+// holding weights must be taken.
+WeightPairing pair_keras3_weights(const CheckpointData& in, const std::vector<std::string>& groups,
                                   const std::vector<Layer*>& layers, const std::string& source,
                                   const std::string& model) {
   std::map<std::string, const LayerWeights*> file;
   for (const LayerWeights& lw : in.layers) file[lw.layer] = &lw;
-  const std::vector<std::string> groups = nn::keras3_layer_groups(classes);
   WeightPairing p;
   for (std::size_t k = 0; k < groups.size(); ++k) {
     Layer* layer = layers[k];
     if (!layer || layer->parameters().empty()) continue;
     const auto it = file.find(groups[k]);
     if (it == file.end())
-      throw DataError(source + ": has no weights for layer '" + layer->name() + "' (" + classes[k] +
-                      "), which Keras 3 keeps in /layers/" + groups[k] +
+      throw DataError(source + ": has no weights for layer '" + layer->name() + "' (" +
+                      layer->class_name() + "), which Keras 3 keeps in /layers/" + groups[k] +
                       " (a group named after the layer's class and its place among the "
                       "model's layers of that class)");
     p.regrouped.push_back(keras3_layer_weights(*it->second, *layer, source));
@@ -1211,19 +1220,39 @@ std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model)
 
 }  // namespace
 
+std::vector<Model::Keras3Group> Model::keras3_groups() const {
+  std::vector<Keras3Group> out;
+  std::vector<std::string> classes;
+  for (int i : layers_in_keras_order()) {
+    if (i < 0) {
+      out.push_back({"", inputs_[static_cast<std::size_t>(-1 - i)].name, "InputLayer"});
+    } else {
+      const Layer& layer = *layers_[static_cast<std::size_t>(i)];
+      out.push_back({"", layer.name(), layer.class_name()});
+    }
+    classes.push_back(out.back().class_name);
+  }
+  const std::vector<std::string> groups = nn::keras3_layer_groups(classes);
+  for (std::size_t k = 0; k < out.size(); ++k) out[k].group = groups[k];
+  return out;
+}
+
 std::string Model::load_weights(const CheckpointData& in, const std::string& source) {
   std::vector<Layer*> model_layers;  // those with weights, in Keras' order (a pairing by order)
-  std::vector<std::string> classes;  // all, as Keras' model.layers (Keras 3's pairing)
-  std::vector<Layer*> layers;        // all; nullptr for an InputLayer
+  std::vector<Layer*> layers;        // all, as Keras' model.layers; nullptr for an InputLayer
   for (int i : layers_in_keras_order()) {
     Layer* layer = i < 0 ? nullptr : layers_[static_cast<std::size_t>(i)].get();
-    classes.push_back(layer ? layer->class_name() : "InputLayer");
     layers.push_back(layer);
     if (layer && !layer->parameters().empty()) model_layers.push_back(layer);
   }
-  const WeightPairing pairing = in.layout == WeightsLayout::keras3
-                                    ? pair_keras3_weights(in, classes, layers, source, name_)
-                                    : pair_weights(in, model_layers);
+  WeightPairing pairing;
+  if (in.layout == WeightsLayout::keras3) {
+    std::vector<std::string> groups;
+    for (const Keras3Group& g : keras3_groups()) groups.push_back(g.group);
+    pairing = pair_keras3_weights(in, groups, layers, source, name_);
+  } else {
+    pairing = pair_weights(in, model_layers);
+  }
   if (pairing.file_layer.size() != model_layers.size()) {
     std::size_t file_layers = 0;
     for (const auto& lw : in.layers) file_layers += lw.weights.empty() ? 0 : 1;

@@ -29,6 +29,15 @@ json load_json_file(const std::filesystem::path& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
+  // A model file given where a run config goes (`tandem summary model.keras`): say what to do.
+  const bool hdf5 = text.starts_with("\x89HDF\r\n\x1a\n"), zip = text.starts_with("PK\x03\x04");
+  if (hdf5 || zip)
+    throw ConfigError(path.string(),
+                      std::string(hdf5 ? "an HDF5 file (a Keras or Tandem model file?)"
+                                       : "a zip archive (a Keras 3 .keras file?)") +
+                          ", not a run config (JSON): make one of a model file with `tandem "
+                          "import " +
+                          path.string() + " -o run.json`, or give its weights with --weights");
   try {
     return parse_json_text(text);
   } catch (const JsonTextRefused& e) {

@@ -50,7 +50,10 @@ def weights(f):
 with h5py.File(os.path.join(out, "w.weights.h5"), "w") as f:
     weights(f)
 image = open(os.path.join(out, "w.weights.h5"), "rb").read()
-config = {"module": "keras", "class_name": "Sequential", "config": {"name": "s", "layers": []},
+policy = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+          "registered_name": None, "shared_object_id": 139872412345680}
+config = {"module": "keras", "class_name": "Sequential",
+          "config": {"name": "s", "layers": [], "dtype": policy},
           "registered_name": None,
           "compile_config": {"optimizer": "adam", "loss": "mse", "metrics": ["mae"]}}
 metadata = {"keras_version": "3.6.0", "date_saved": "2026-11-30@12:00:00"}
@@ -133,6 +136,10 @@ TEST_F(Keras3Files, AnArchiveGivesItsConfigItsCompileConfigAndItsWeights) {
     expect_keras3_weights(data);
     EXPECT_EQ(data.model_config["class_name"], "Sequential");
     EXPECT_FALSE(data.model_config.contains("compile_config"));
+    // Keras' object-sharing marks are dropped: the config is what to_json() writes.
+    EXPECT_EQ(data.model_config["config"]["dtype"],
+              json::parse(R"({"module": "keras", "class_name": "DTypePolicy", "config":
+                              {"name": "float32"}, "registered_name": null})"));
     EXPECT_EQ(data.training_config, json::parse(R"({"optimizer": "adam", "loss": "mse",
                                                     "metrics": ["mae"]})"));
     EXPECT_EQ(data.keras_version, "3.6.0");

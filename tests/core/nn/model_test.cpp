@@ -123,6 +123,23 @@ TEST(Model, InputShapeFromFirstLayerOrInputLayer) {
                 .find("'model.config.layers[1].config': gives the input shape (5,), but the "
                       "InputLayer gives (4,)"),
             std::string::npos);
+  // tf.keras 2's Sequential built by model.build((None, 4)), with no Input: its config lists no
+  // InputLayer and keeps the shape in build_input_shape (which a known input shape overrides);
+  // the written config carries it on the first layer.
+  json built = sequential({layer("Dense", {{"units", 3}})});
+  built["config"]["build_input_shape"] = {nullptr, 4};
+  auto g = Model::from_config(built, "model", 0);
+  EXPECT_EQ(g->input_shape(), (Shape{4}));
+  EXPECT_EQ(g->count_params(), 15);
+  EXPECT_EQ(Model::from_config(g->config(), "model", 0)->input_shape(), (Shape{4}));
+  built["config"]["layers"][0]["config"]["input_shape"] = {5};
+  EXPECT_EQ(Model::from_config(built, "model", 0)->input_shape(), (Shape{5}));
+  built["config"]["layers"][0]["config"].erase("input_shape");
+  built["config"]["build_input_shape"] = {nullptr, 0};
+  EXPECT_NE(config_error(built).find("'model.config.build_input_shape[1]': expected a positive "
+                                     "dimension"),
+            std::string::npos)
+      << config_error(built);
 }
 
 // Token ids fed to an Embedding: Keras writes the InputLayer's dtype as an integer type. Tandem
