@@ -330,8 +330,9 @@ namespace {
 // Keras 3 stores a bfloat16 variable as its 16-bit patterns (an opaque numpy type to h5py) with
 // attribute dtype="bfloat16".
 bool stored_as_bfloat16(hid_t dataset) {
-  return attr_exists(dataset, "dtype") && read_string_attr_values(dataset, "dtype").size() == 1 &&
-         read_string_attr(dataset, "dtype") == "bfloat16";
+  if (!attr_exists(dataset, "dtype")) return false;
+  const std::vector<std::string> dtype = read_string_attr_values(dataset, "dtype");
+  return dtype.size() == 1 && dtype[0] == "bfloat16";
 }
 
 // The bfloat16 patterns of `info` into `out`, widened (exactly: a bfloat16 is a float32's upper

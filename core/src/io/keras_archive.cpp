@@ -39,7 +39,7 @@ class Members {
       if (!in) throw DataError("cannot read '" + file.string() + "'");
       std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                       std::istreambuf_iterator<char>());
-      if (in.bad()) throw DataError("cannot read '" + (path_ / name).string() + "'");
+      if (in.bad()) throw DataError("cannot read '" + file.string() + "'");
       return bytes;
     }
     std::optional<ZipMember> member = find_zip_member(path_.string(), kKind, name);
