@@ -37,7 +37,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The exit code of a run stopped by SIGINT or SIGTERM, as shells report a signal's end.
+// The exit code of a run stopped by a signal (SIGINT, SIGTERM, SIGUSR1), as shells report
+// SIGINT's end.
 constexpr int kInterruptedExit = 130;
 
 fs::path executable_dir() {

@@ -19,7 +19,7 @@ class Commands {
   /// Runs the subcommand that was parsed; returns the exit code.
   int run();
   /// Whether the subcommand `app` parsed reads the interrupt flag (train, devices --watch);
-  /// every other one is ended by the first SIGINT or SIGTERM.
+  /// every other one is ended by the first SIGINT, SIGTERM or SIGUSR1.
   static bool reads_interrupts(const CLI::App& app);
 
  private:

@@ -30,18 +30,22 @@ std::atomic<bool> g_interrupted{false};
 // of evaluate and predict) waiting in MPI_Finalize for rank 0 when rank 0 failed or was stopped.
 std::atomic<int> g_ended_with{-1};
 
-// SIGINT and SIGTERM are blocked in every thread (compute threads inherit the mask) and received
-// here, synchronously, by one thread: a signal never interrupts oneDNN's JIT kernels or a malloc
-// in a worker. For a command that reads the flag (`graceful`: train stops at the next batch
-// boundary with a resumable checkpoint, devices --watch ends its table), the first one raises
-// it and a second one exits at once (the user really wants out). Every other command (loading,
-// evaluating, predicting, exporting: nothing to save, and outputs are written atomically) ends
-// on the first, exit 128 + the signal (130 for SIGINT), whatever its main thread is blocked in.
+// SIGINT, SIGTERM and SIGUSR1 are blocked in every thread (compute threads inherit the mask) and
+// received here, synchronously, by one thread: a signal never interrupts oneDNN's JIT kernels or
+// a malloc in a worker. For a command that reads the flag (`graceful`: train stops at the next
+// batch boundary with a resumable checkpoint, devices --watch ends its table), the first one
+// raises it and a second one exits at once (the user really wants out). Every other command
+// (loading, evaluating, predicting, exporting: nothing to save, and outputs are written
+// atomically) ends on the first, exit 128 + the signal (130 for SIGINT), whatever its main
+// thread is blocked in. SIGUSR1 is the one Open MPI's mpirun forwards to every rank and then
+// waits: on SIGINT or SIGTERM it ends the job itself, SIGKILL one second after its SIGTERM
+// (docs/distributed.md), and a batch scheduler's early warning (Slurm --signal) is often it.
 void start_signal_thread(bool graceful) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set, graceful] {
     int received = 0;

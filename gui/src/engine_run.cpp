@@ -34,7 +34,7 @@ EngineRun::EngineRun(QObject* parent) : QObject(parent) {
   connect(&escalate_, &QTimer::timeout, this, [this] {
     if (!running()) return;
     if (escalation_ == 0) {
-      Q_EMIT log_line("tandem-gui: the engine did not stop after SIGINT; sending SIGTERM");
+      Q_EMIT log_line("tandem-gui: the engine did not stop; sending SIGTERM");
       process_.terminate();
       escalation_ = 1;
       escalate_.start();
@@ -48,7 +48,7 @@ EngineRun::EngineRun(QObject* parent) : QObject(parent) {
 EngineRun::~EngineRun() {
   if (!running()) return;
   disconnect(&process_, nullptr, this, nullptr);
-  ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  ::kill(static_cast<pid_t>(process_.processId()), stop_signal_);
   if (!process_.waitForFinished(5000)) {
     process_.kill();
     process_.waitForFinished(2000);
@@ -68,9 +68,11 @@ bool EngineRun::start(const TrainLaunch& launch) {
     return false;
   }
   arguments_.clear();
+  stop_signal_ = launch.processes > 1 ? SIGUSR1 : SIGINT;
   if (launch.processes > 1) {
     // mpirun starts the ranks; rank 0 writes the stream to stdout, and mpirun forwards Stop's
-    // SIGINT to every rank.
+    // SIGUSR1 to every rank (not SIGINT: on that it ends the job itself, SIGKILL a second after
+    // its SIGTERM, which may be before rank 0 has saved).
     const QString mpirun = mpirun_path();
     if (mpirun.isEmpty()) {
       error_ = QString(
@@ -106,8 +108,10 @@ bool EngineRun::start(const TrainLaunch& launch) {
 
 void EngineRun::stop(int grace_ms) {
   if (!running()) return;
-  Q_EMIT log_line("tandem-gui: sending SIGINT (the engine saves a resumable checkpoint and exits)");
-  ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  Q_EMIT log_line(QString("tandem-gui: sending %1 (the engine saves a resumable checkpoint and "
+                          "exits)")
+                      .arg(stop_signal_ == SIGINT ? "SIGINT" : "SIGUSR1 to mpirun"));
+  ::kill(static_cast<pid_t>(process_.processId()), stop_signal_);
   escalation_ = 0;
   escalate_.setInterval(grace_ms);
   escalate_.start();

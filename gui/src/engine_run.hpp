@@ -2,6 +2,8 @@
 // the log. A crash of the child never takes the dashboard down: it becomes a failed run.
 #pragma once
 
+#include <csignal>
+
 #include <QObject>
 #include <QProcess>
 #include <QString>
@@ -41,14 +43,15 @@ class EngineRun : public QObject {
   Q_OBJECT
  public:
   explicit EngineRun(QObject* parent = nullptr);
-  /// Stops a child that still runs (SIGINT, then SIGKILL after a short wait).
+  /// Stops a child that still runs (the stop signal, then SIGKILL after a short wait).
   ~EngineRun() override;
 
   /// Starts `tandem train`. Returns false (and sets error()) when the engine cannot be found or
   /// started.
   bool start(const TrainLaunch& launch);
-  /// Asks the engine to stop: SIGINT, so it finishes the batch, saves a resumable checkpoint and
-  /// exits; SIGTERM after `grace_ms` and SIGKILL `grace_ms` later if it does not.
+  /// Asks the engine to stop: SIGINT (SIGUSR1 to mpirun, which forwards it to every rank), so it
+  /// finishes the batch, saves a resumable checkpoint and exits; SIGTERM after `grace_ms` and
+  /// SIGKILL `grace_ms` later if it does not.
   void stop(int grace_ms = 60000);
   bool running() const { return process_.state() != QProcess::NotRunning; }
   qint64 pid() const { return process_.processId(); }
@@ -81,6 +84,7 @@ class EngineRun : public QObject {
   QStringList arguments_;
   QTimer escalate_;
   int escalation_ = 0;
+  int stop_signal_ = SIGINT;  // SIGUSR1 for a run under mpirun (set by start())
   std::optional<int> exit_code_;
 };
 

@@ -405,6 +405,21 @@ class MainWindowTest : public QObject {
     QCOMPARE(run->replica_labels().size(), 4);
     QCOMPARE(run->replica_labels()[3], QString("3: cpu, rank 1"));
     QCOMPARE(table_paths(window.checkpoints_panel()), h5_files_under(run->run_dir()));
+
+    // Stop: SIGUSR1 to mpirun, which forwards it to both ranks and waits for rank 0's save.
+    TrainLaunch endless;
+    endless.config_path = config_;
+    endless.processes = 2;
+    endless.overrides = {"epochs=100000", "callbacks=[]"};
+    ended.clear();
+    QVERIFY(window.start_run(endless));
+    RunHistory* stopped = window.shown_run();
+    QTRY_VERIFY_WITH_TIMEOUT(stopped->step() >= 10, 60000);
+    window.stop_run();
+    QVERIFY(ended.wait(60000));
+    QVERIFY(window.log_panel()->text().contains("sending SIGUSR1 to mpirun"));
+    QCOMPARE(stopped->status(), RunHistory::Status::stopped);
+    QVERIFY(QFileInfo::exists(QDir(stopped->run_dir()).filePath("model.h5")));
   }
 
   void a_crashing_engine_leaves_the_dashboard_alive_with_the_error() {
