@@ -166,6 +166,16 @@ TEST_F(BackendOps, ElementwiseMergingOperationsAreTheCpusBitForBit) {
   cpu().column_affine(x, scale, &shift, s_cpu, 17);
   gpu().column_affine(up(x), up(scale), &shift_gpu, s_gpu, 17);
   expect_same(s_cpu, down(s_gpu), "column_affine");
+  // Normalization's factors (variances: some zero, under the 1e-7 floor), both ways round.
+  Tensor variance = random_host({17}, 26);
+  for (std::int64_t c = 0; c < 17; ++c) variance[c] = c % 5 == 0 ? 0.0f : std::fabs(variance[c]);
+  for (bool invert : {false, true}) {
+    Tensor a_cpu({17}), b_cpu({17}), a_gpu = gpu_tensor({17}), b_gpu = gpu_tensor({17});
+    cpu().normalization_factors(shift, variance, invert, a_cpu, b_cpu);
+    gpu().normalization_factors(shift_gpu, up(variance), invert, a_gpu, b_gpu);
+    expect_same(a_cpu, down(a_gpu), "normalization_factors' scale");
+    expect_same(b_cpu, down(b_gpu), "normalization_factors' shift");
+  }
   for (bool maximum : {true, false}) {
     Tensor m_cpu({300, 17}), w_cpu({300, 17}), m_gpu = gpu_tensor({300, 17}),
                              w_gpu = gpu_tensor({300, 17});

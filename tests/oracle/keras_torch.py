@@ -281,10 +281,13 @@ def forward(case, inputs, weights):
     if cls == "UpSampling2D":
         rows, cols = cfg["size"]
         return xs[0].repeat_interleave(rows, dim=1).repeat_interleave(cols, dim=2)
-    if cls == "Normalization":
-        mean = torch.tensor(cfg["mean"], dtype=torch.float32)
-        deviation = torch.clamp(torch.sqrt(torch.tensor(cfg["variance"], dtype=torch.float32)),
-                                min=1e-7)
+    if cls == "Normalization":  # the config's statistics, or adapt()'s as weights
+        if cfg["mean"] is None:
+            mean, variance = weights["mean"], weights["variance"]
+        else:
+            mean = torch.tensor(cfg["mean"], dtype=torch.float32)
+            variance = torch.tensor(cfg["variance"], dtype=torch.float32)
+        deviation = torch.clamp(torch.sqrt(variance), min=1e-7)
         if cfg.get("invert", False):
             return mean + xs[0] * deviation
         return (xs[0] - mean) / deviation

@@ -152,8 +152,13 @@ Ran run_in_tandem(const Case& c) {
   }
   Rng init(7);
   layer.build_inputs(shapes, init);
-  // Weights drawn afresh (not the initializer's), so every parameter matters.
-  for (Parameter* p : layer.parameters()) p->value = random_tensor(p->value.shape(), rng, false);
+  // Weights drawn afresh (not the initializer's), so every parameter matters; variances (an
+  // adapted Normalization's statistics) are not negative.
+  for (Parameter* p : layer.parameters()) {
+    p->value = random_tensor(p->value.shape(), rng, false);
+    if (p->name == "variance")
+      for (std::int64_t i = 0; i < p->value.size(); ++i) p->value[i] = std::fabs(p->value[i]);
+  }
   std::vector<const Tensor*> pointers;
   for (const Tensor& t : run.inputs) pointers.push_back(&t);
   run.y = layer.forward_inputs(pointers, false).clone();
@@ -206,6 +211,7 @@ void compare_with_torch(const Ran& run) {
     largest = std::max(largest, max_abs(weight_grads.back()));
   }
   for (std::size_t j = 0; j < params.size(); ++j) {
+    if (!params[j]->trainable) continue;              // statistics: no gradient, in Keras neither
     if (max_abs(weight_grads[j]) < 1e-6 * largest) {  // zero by symmetry: rounding noise
       EXPECT_LE(max_abs(params[j]->grad), 1e-5 * largest) << "gradient of " << params[j]->name;
       continue;
@@ -432,6 +438,10 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
   cases.push_back({"NormalizationInvert",
                    entry("Normalization", {{"mean", 1.5}, {"variance", 9}, {"invert", true}}),
                    {{"", {4, 5}}}});
+  cases.push_back(
+      {"NormalizationAdapted",  // the statistics are weights (Keras' adapt())
+       entry("Normalization", {{"axis", {-1}}, {"mean", nullptr}, {"variance", nullptr}}),
+       {{"", {4, 3, 6}}}});
   cases.push_back({"Rescaling", entry("Rescaling", {{"scale", 0.25}, {"offset", -1.5}}),
                        {{"", {3, 4, 2}}}});
   check_against_torch(cases);

@@ -582,6 +582,17 @@ TANDEM_HD_INLINED double lanes_total(double (&lanes)[kRowLanes]) {
   return lanes[0];
 }
 
+/// Normalization's factors for one feature, y = x * scale + shift, computed in double and then
+/// rounded: (x - mean) / d, or inverted x * d + mean, where d = max(sqrt(variance), 1e-7)
+/// (Keras' epsilon; a NaN variance gives NaN factors, as Keras' maximum does).
+TANDEM_HD inline void normalization_factors(double mean, double variance, bool invert, float& scale,
+                                            float& shift) {
+  const double root = dsqrt(variance);
+  const double deviation = root < 1e-7 ? 1e-7 : root;
+  scale = d2f(invert ? deviation : ddiv(1.0, deviation));
+  shift = d2f(invert ? mean : ddiv(-mean, deviation));
+}
+
 /// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
 /// passes in double, each summed in lanes.
 TANDEM_HD_INLINED void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,

@@ -284,6 +284,10 @@ class Backend {
   /// Normalization with its fixed statistics, and its gradient (dy * scale). y may be x.
   virtual void column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
                              Tensor& y, std::int64_t cols) = 0;
+  /// Normalization's column_affine factors from its statistics, feature by feature
+  /// (kernel_math.hpp's normalization_factors): all four tensors the same size.
+  virtual void normalization_factors(const Tensor& mean, const Tensor& variance, bool invert,
+                                     Tensor& scale, Tensor& shift) = 0;
   /// One input of an element-wise maximum (or minimum) of several: input 0 sets out = x and
   /// winner = 0; input `index` > 0 replaces the elements it beats strictly (x > out, or x < out),
   /// recording `index` in winner (so a tie goes to the earliest input). All the same size.

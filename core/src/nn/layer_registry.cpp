@@ -779,17 +779,13 @@ std::unique_ptr<Layer> make_global_max_pooling(ConfigObject& c, const std::strin
 
 // Normalization's mean / variance: a number or a list of numbers (variances >= 0).
 std::vector<double> read_statistics(ConfigObject& c, const char* key, bool non_negative) {
-  const nlohmann::json* v = c.find(key);
-  if (!v || v->is_null())
-    throw ConfigError(c.path_of(key),
-                      "give the statistics adapt() computed (Tandem takes them from the config: "
-                      "a number or one per feature)");
+  const nlohmann::json& v = *c.find(key);
   std::vector<double> out;
-  const nlohmann::json list = v->is_array() ? *v : nlohmann::json::array({*v});
+  const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
   for (std::size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& e = list[i];
     if (!e.is_number() || !std::isfinite(e.get<double>()) || (non_negative && e.get<double>() < 0))
-      throw ConfigError(c.path_of(key) + (v->is_array() ? "[" + std::to_string(i) + "]" : ""),
+      throw ConfigError(c.path_of(key) + (v.is_array() ? "[" + std::to_string(i) + "]" : ""),
                         std::string("expected a ") + (non_negative ? "non-negative" : "finite") +
                             " number, got " + e.dump());
     out.push_back(e.get<double>());
@@ -798,15 +794,28 @@ std::vector<double> read_statistics(ConfigObject& c, const char* key, bool non_n
   return out;
 }
 
+// Normalization with the config's statistics, or, when both are null (Keras' config of a layer
+// whose adapt() computed them), with its statistics as weights, loaded from the model's file.
 std::unique_ptr<Layer> make_normalization(ConfigObject& c, const std::string& name) {
   if (const nlohmann::json* a = c.find("axis"); a && !(*a == -1 || *a == nlohmann::json{-1}))
     throw ConfigError(c.path_of("axis"),
                       "only the last axis (-1) is supported, got " + a->dump());
   c.ignore({"axis"});
+  const auto given = [&c](const char* key) { return c.find(key) != nullptr; };
+  const bool invert = c.get_bool("invert", false);
+  if (!given("mean") && !given("variance")) {
+    c.ignore({"mean", "variance"});
+    return std::make_unique<Normalization>(name, invert);
+  }
+  for (const char* key : {"mean", "variance"})
+    if (!given(key))
+      throw ConfigError(c.path_of(key),
+                        "give both mean and variance (the statistics adapt() computed), or "
+                        "neither (null, as Keras writes an adapted layer: its statistics are "
+                        "then weights, loaded with --weights or a checkpoint)");
   std::vector<double> mean = read_statistics(c, "mean", false);
   std::vector<double> variance = read_statistics(c, "variance", true);
-  return std::make_unique<Normalization>(name, std::move(mean), std::move(variance),
-                                         c.get_bool("invert", false));
+  return std::make_unique<Normalization>(name, std::move(mean), std::move(variance), invert);
 }
 
 std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) {

@@ -1,14 +1,18 @@
-// Normalization with fixed statistics, Keras semantics: each feature of the last axis is
-// standardised with the mean and variance given in the config (what Keras' adapt() computed),
-// y = (x - mean) / max(sqrt(variance), 1e-7), or, with invert, x * max(sqrt(variance), 1e-7) +
-// mean. The statistics are constants, not weights (Keras keeps them so when the config gives
-// them). Computes on its backend (column_affine), with the per-feature factors copied to the
-// backend's device on first use there. Ownership and threads: as every layer's.
+// Normalization, Keras semantics: each feature of the last axis is standardised with a mean and
+// variance, y = (x - mean) / max(sqrt(variance), 1e-7), or, with invert, x * max(sqrt(variance),
+// 1e-7) + mean. The statistics are either given in the config (constants, not weights, as Keras
+// keeps them then) or what Keras' adapt() computed and saved as the layer's non-trainable weights
+// `mean`, `variance` (one per feature) and `count` (a scalar Keras keeps for older files; unused
+// here), loaded with the model's weights: Keras writes that config with mean and variance null.
+// Tandem does not adapt: a model trained from scratch keeps the initial mean 0 and variance 1.
+// Computes on its backend (normalization_factors, then column_affine), the config's constants
+// copied to the backend's device on first use there. Ownership and threads: as every layer's.
 #pragma once
 
 #include <vector>
 
 #include "tandem/layer.hpp"
+#include "tandem/parameter.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -17,28 +21,33 @@ namespace tandem::nn {
 
 class Normalization : public Layer {
  public:
-  /// `mean` and `variance`: one value (every feature) or one per feature of the last axis.
+  /// Statistics given in the config: `mean` and `variance`, one value (every feature) or one per
+  /// feature of the last axis.
   Normalization(std::string name, std::vector<double> mean, std::vector<double> variance,
-                bool invert)
-      : Layer(std::move(name)),
-        mean_(std::move(mean)),
-        variance_(std::move(variance)),
-        invert_(invert) {}
+                bool invert);
+  /// Statistics adapt() computed: the layer's weights mean, variance and count.
+  Normalization(std::string name, bool invert);
+
   std::string class_name() const override { return "Normalization"; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  /// mean, variance and count (none when the config gives the statistics).
+  std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
 
  private:
-  /// The factors on the backend's device (copied from the host ones when it changed).
-  void place_factors();
+  bool adapted() const { return config_mean_.empty(); }
+  /// The statistics on the backend's device: the weights, or the config's constants (copied
+  /// there when the backend changed).
+  std::pair<const Tensor*, const Tensor*> statistics();
 
-  std::vector<double> mean_, variance_;
+  std::vector<double> config_mean_, config_variance_;  // empty when adapted
   bool invert_;
   Shape input_shape_;
-  Tensor host_scale_, host_shift_;  // y = x * scale + shift, per feature
-  Tensor scale_, shift_;            // on the layer's backend
+  Parameter mean_, variance_, count_;     // adapted: the weights; else the constants, per feature
+  Tensor placed_mean_, placed_variance_;  // the constants on the layer's backend
+  Tensor scale_, shift_;                  // y = x * scale + shift, per feature
   Tensor output_, grad_input_;
 };
 

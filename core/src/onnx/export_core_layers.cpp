@@ -1,8 +1,10 @@
 // Exporters of the layers that act on the last axis or on no axis in particular: Dense, the
 // activation layers, shapes, the normalizations, the embeddings, and the layers that are the
 // identity at inference (dropout, noise, augmentation).
+#include <algorithm>
 #include <cmath>
 
+#include "backend/kernel_math.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -183,21 +185,25 @@ OnnxValue export_rescaling(LayerCall& call) {
   return affine(call, one("scale", 1), one("offset", 0));
 }
 
-// Normalization: (x - mean) / max(sqrt(variance), 1e-7), or its inverse; the scale and shift
-// computed in double as the layer computes them.
+// Normalization: (x - mean) / max(sqrt(variance), 1e-7), or its inverse, per feature of the last
+// axis; the statistics are the config's (a number or one per feature) or, for an adapted layer
+// (null in the config), its weights. The factors are the layer's own (kernel_math.hpp).
 OnnxValue export_normalization(LayerCall& call) {
   const auto stats = [&](const char* k) {
     const nlohmann::json& v = key(call, k);
-    return v.is_number() ? std::vector<double>{v.get<double>()} : v.get<std::vector<double>>();
+    return v.is_null()     ? values_of(call.weight(k))
+           : v.is_number() ? std::vector<float>{v.get<float>()}
+                           : v.get<std::vector<float>>();
   };
-  const std::vector<double> mean = stats("mean"), variance = stats("variance");
+  std::vector<float> mean = stats("mean"), variance = stats("variance");
+  // One number for every feature, the other one per feature: both per feature.
+  const std::size_t features = std::max(mean.size(), variance.size());
+  for (std::vector<float>* v : {&mean, &variance})
+    if (v->size() == 1) v->assign(features, float{(*v)[0]});
   const bool invert = key(call, "invert").is_boolean() && key(call, "invert").get<bool>();
   std::vector<float> scale(mean.size()), shift(mean.size());
-  for (std::size_t c = 0; c < mean.size(); ++c) {
-    const double deviation = std::max(std::sqrt(variance[c]), 1e-7);
-    scale[c] = static_cast<float>(invert ? deviation : 1.0 / deviation);
-    shift[c] = static_cast<float>(invert ? mean[c] : -mean[c] / deviation);
-  }
+  for (std::size_t c = 0; c < mean.size(); ++c)
+    backend::math::normalization_factors(mean[c], variance[c], invert, scale[c], shift[c]);
   return affine(call, scale, shift);
 }
 

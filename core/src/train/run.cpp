@@ -46,6 +46,23 @@ using nlohmann::json;
 
 namespace {
 
+// A Normalization layer whose statistics are weights (Keras' config of an adapted layer: mean and
+// variance null) starts from mean 0 and variance 1, the identity, unless weights are loaded:
+// Tandem does not run adapt(), so a fresh run says so.
+void warn_of_unloaded_statistics(const Model& model) {
+  for (std::size_t l = 0; l < model.layer_count(); ++l) {
+    const Layer& layer = model.layer(l);
+    if (layer.class_name() == "Normalization" && layer.config().value("mean", json()).is_null())
+      spdlog::warn(
+          "layer '{}' (Normalization) keeps its statistics as weights (mean and variance null in "
+          "its config, as Keras writes an adapted layer), and none are loaded: it starts as the "
+          "identity (mean 0, variance 1) and training does not change it. Tandem does not run "
+          "Keras' adapt(): give the statistics in the config, or the adapted weights with "
+          "--weights",
+          layer.name());
+  }
+}
+
 // --weights: the file's weights into `model`, saying so when they were not paired by name (a
 // template nested in a Keras multi_gpu_model file, layers paired by order; a warning: predict
 // and -q show no info).
@@ -526,6 +543,7 @@ TrainResult run_training(const TrainRequest& request) {
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume, b.model->count_params());
   if (request.weights) load_weights_file(*b.model, *request.weights);
+  if (!request.resume && !request.weights && writer) warn_of_unloaded_statistics(*b.model);
   // The ranks of an MPI job compare what they were given before any other collective.
   json position;
   if (resume && resume->training)

@@ -76,6 +76,16 @@ void CpuBackend::column_affine(const Tensor& x, const Tensor& scale, const Tenso
   });
 }
 
+void CpuBackend::normalization_factors(const Tensor& mean, const Tensor& variance, bool invert,
+                                       Tensor& scale, Tensor& shift) {
+  require_all(*this, {&mean, &variance, &scale, &shift}, "normalization_factors");
+  check_same_sizes(mean.size(), variance.size(), scale.size(), "normalization_factors");
+  check_same_sizes(mean.size(), variance.size(), shift.size(), "normalization_factors");
+  for (std::int64_t c = 0; c < mean.size(); ++c)
+    math::normalization_factors(math::f2d(mean[c]), math::f2d(variance[c]), invert, scale[c],
+                                shift[c]);
+}
+
 void CpuBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                                 Tensor& winner) {
   require_all(*this, {&x, &out, &winner}, "extreme_update");

@@ -68,6 +68,8 @@ class CudaBackend final : public backend::Backend {
   void subtract(const Tensor& a, const Tensor& b, Tensor& out) override;
   void affine(const Tensor& x, float scale, float offset, Tensor& out) override;
   bool scale_checking_finite(Tensor& values, float factor) override;
+  void normalization_factors(const Tensor& mean, const Tensor& variance, bool invert, Tensor& scale,
+                             Tensor& shift) override;
   void column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift, Tensor& y,
                      std::int64_t cols) override;
   void extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,

@@ -48,6 +48,16 @@ void CudaBackend::column_affine(const Tensor& x, const Tensor& scale, const Tens
                       y.size(), cols, stream_);
 }
 
+void CudaBackend::normalization_factors(const Tensor& mean, const Tensor& variance, bool invert,
+                                        Tensor& scale, Tensor& shift) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &variance, &scale, &shift})
+    require(*t, "normalization_factors");
+  backend::check_same_sizes(mean.size(), variance.size(), scale.size(), "normalization_factors");
+  backend::check_same_sizes(mean.size(), variance.size(), shift.size(), "normalization_factors");
+  cuda::normalization_factors(mean.data(), variance.data(), invert, scale.data(), shift.data(),
+                              mean.size(), stream_);
+}
+
 void CudaBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                                  Tensor& winner) {
   require(x, "extreme_update");

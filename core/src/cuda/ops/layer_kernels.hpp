@@ -144,6 +144,9 @@ void scale_checking_finite(float* x, std::int64_t n, float factor, float* nonfin
 /// y[i] = x[i] * scale[i % cols] (+ shift[i % cols]).
 void column_affine(const float* x, const float* scale, const float* shift, float* y,
                    std::int64_t n, std::int64_t cols, cudaStream_t stream);
+/// Normalization's factors, feature by feature (kernel_math.hpp's normalization_factors).
+void normalization_factors(const float* mean, const float* variance, bool invert, float* scale,
+                           float* shift, std::int64_t n, cudaStream_t stream);
 /// Input `index` of an element-wise maximum (minimum): Backend::extreme_update.
 void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
                     std::int64_t n, cudaStream_t stream);

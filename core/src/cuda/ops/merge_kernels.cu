@@ -40,6 +40,13 @@ __global__ void column_affine_kernel(const float* x, const float* scale, const f
   }
 }
 
+__global__ void normalization_factors_kernel(const float* mean, const float* variance, bool invert,
+                                             float* scale, float* shift, std::int64_t n) {
+  for (std::int64_t c = grid_first(); c < n; c += grid_step())
+    math::normalization_factors(math::f2d(mean[c]), math::f2d(variance[c]), invert, scale[c],
+                                shift[c]);
+}
+
 __global__ void extreme_kernel(bool maximum, const float* x, int index, float* out,
                                float* winner, std::int64_t n) {
   const auto tag = static_cast<float>(index);
@@ -199,6 +206,14 @@ void column_affine(const float* x, const float* scale, const float* shift, float
   if (n <= 0) return;
   column_affine_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, scale, shift, y, n, cols);
   check_launch("column_affine");
+}
+
+void normalization_factors(const float* mean, const float* variance, bool invert, float* scale,
+                           float* shift, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  normalization_factors_kernel<<<blocks_for(n), kThreads, 0, stream>>>(mean, variance, invert,
+                                                                       scale, shift, n);
+  check_launch("normalization_factors");
 }
 
 void extreme_update(bool maximum, const float* x, int index, float* out, float* winner,
