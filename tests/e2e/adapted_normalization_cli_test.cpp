@@ -2,8 +2,9 @@
 // mean and variance null and keeps the statistics as the layer's weights mean, variance (one per
 // feature) and count (an int64 scalar). Files in Keras 2's and Keras 3's layouts, written by h5py
 // as Keras writes them, predict what NumPy computes from the same numbers; training keeps the
-// statistics; the ONNX export computes what Tandem does (OpenCV runs it); a fresh run says that
-// Tandem does not adapt; half the statistics in the config is refused.
+// statistics; the ONNX export computes what Tandem does (OpenCV runs it); a fresh run adapts the
+// layer to the training data as Keras' adapt() does; half the statistics in the config is
+// refused.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -127,15 +128,67 @@ TEST_F(AdaptedNormalizationCli, KerasTwoAndThreeFilesPredictAsNumPyComputes) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(close(output, dir_ / "expected.npy", 1e-6));
   }
-  // The statistics matter: without them the layer is the identity, and the outputs differ.
-  auto fresh = run_command(test::tandem_cli() + " train " + (dir_ / "run.json").string() +
-                           " --run-dir " + (dir_ / "fresh").string() + " -q");
-  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
-  EXPECT_NE(fresh.err.find("layer 'normalization' (Normalization) keeps its statistics as "
-                           "weights"),
+}
+
+// Writes seq.npz (24 sequences of 5 steps of 4 features) and NumPy's statistics of the features
+// over samples and steps, as Keras' adapt() computes them.
+constexpr const char* kSequences = R"PY(
+import sys, numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(9)
+x = (rng.normal(size=(24, 5, 4)) * [1, 10, 0.1, 3] + [0, 50, -2, 1]).astype(np.float32)
+np.savez(f"{out}/seq.npz", x=x, y=rng.integers(0, 3, size=24).astype(np.int64))
+flat = x.reshape(-1, 4).astype(np.float64)
+np.save(f"{out}/seq_mean.npy", flat.mean(axis=0))
+np.save(f"{out}/seq_variance.npy", flat.var(axis=0))
+)PY";
+
+TEST_F(AdaptedNormalizationCli, AFreshRunAdaptsTheLayerToTheTrainingDataAsKerasDoes) {
+  auto made = test::run_python(dir_ / "seq.py", kSequences, dir_.string());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  json config = run_config(dir_);
+  for (const char* split : {"train", "validation"})
+    config["data"][split]["path"] = (dir_ / "seq.npz").string();
+  json& layers = config["model"]["config"]["layers"];
+  layers[0]["config"]["batch_input_shape"] = {nullptr, 5, 4};
+  layers.insert(layers.begin() + 2,
+                json{{"class_name", "Flatten"}, {"config", {{"name", "flatten"}}}});
+  test::write_text(dir_ / "seq.json", config.dump(2));
+  auto r = run_command(test::tandem_cli() + " train " + (dir_ / "seq.json").string() +
+                       " --run-dir " + (dir_ / "seq").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("adapted layer 'normalization' (Normalization) to the training data, as "
+                       "Keras' adapt() does: the mean and variance of each of its 4 features "
+                       "over 24 samples (120 values each)"),
             std::string::npos)
-      << fresh.err;
-  EXPECT_NE(fresh.err.find("Tandem does not run Keras' adapt()"), std::string::npos);
+      << r.err;
+  // The checkpoint holds NumPy's figures (to float32 rounding) and the count.
+  auto check = run_command(std::string(test::system_python()) + " -c \"" +
+                           "import h5py, numpy as np\n"
+                           "w = h5py.File('" +
+                           (dir_ / "seq" / "model.h5").string() +
+                           "', 'r')['model_weights/normalization/normalization']\n"
+                           "for k in ('mean', 'variance'):\n"
+                           "    want = np.load('" +
+                           dir_.string() +
+                           "/seq_' + k + '.npy')\n"
+                           "    got = w[k + ':0'][()]\n"
+                           "    assert np.allclose(got, want, rtol=1e-6, atol=0), (k, got, want)\n"
+                           "assert float(w['count:0'][()]) == 120\n\"");
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+
+  // A layer called on another layer's output is no data's: it is left as the identity, said.
+  std::swap(layers[1], layers[2]);  // Normalization after the Flatten
+  test::write_text(dir_ / "late.json", config.dump(2));
+  r = run_command(test::tandem_cli() + " train " + (dir_ / "late.json").string() + " --run-dir " +
+                  (dir_ / "late").string() + " -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("layer 'normalization' (Normalization) keeps its statistics as weights "
+                       "(mean and variance null in its config, as Keras writes an adapted layer) "
+                       "and none are loaded, but it is not called once on one of the model's "
+                       "inputs"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(AdaptedNormalizationCli, TrainingKeepsTheStatisticsAndTheExportComputesTheSame) {
@@ -143,7 +196,7 @@ TEST_F(AdaptedNormalizationCli, TrainingKeepsTheStatisticsAndTheExportComputesTh
       run_command(test::tandem_cli() + " train " + (dir_ / "run.json").string() + " --weights " +
                   (dir_ / "keras2.h5").string() + " --run-dir " + (dir_ / "run").string() + " -q");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err.find("adapt()"), std::string::npos) << r.err;  // weights were loaded
+  EXPECT_EQ(r.err.find("adapt"), std::string::npos) << r.err;  // the weights were loaded
   const fs::path model = dir_ / "run" / "model.h5";
   // The checkpoint keeps the statistics as Keras does (h5py reads them back unchanged) and the
   // config with mean and variance null; the Dense layer trained.

@@ -812,7 +812,8 @@ std::unique_ptr<Layer> make_normalization(ConfigObject& c, const std::string& na
       throw ConfigError(c.path_of(key),
                         "give both mean and variance (the statistics adapt() computed), or "
                         "neither (null, as Keras writes an adapted layer: its statistics are "
-                        "then weights, loaded with --weights or a checkpoint)");
+                        "then weights, loaded with --weights or a checkpoint, or computed from "
+                        "the training data by a fresh run)");
   std::vector<double> mean = read_statistics(c, "mean", false);
   std::vector<double> variance = read_statistics(c, "variance", true);
   return std::make_unique<Normalization>(name, std::move(mean), std::move(variance), invert);

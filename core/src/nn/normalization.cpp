@@ -62,6 +62,15 @@ Shape Normalization::build(const Shape& input_shape, Rng&) {
   return input_shape;
 }
 
+void Normalization::set_statistics(const std::vector<double>& mean,
+                                   const std::vector<double>& variance, std::int64_t count) {
+  for (std::int64_t c = 0; c < mean_.value.size(); ++c) {
+    mean_.value[c] = static_cast<float>(mean[static_cast<std::size_t>(c)]);
+    variance_.value[c] = static_cast<float>(variance[static_cast<std::size_t>(c)]);
+  }
+  count_.value[0] = static_cast<float>(count);
+}
+
 std::pair<const Tensor*, const Tensor*> Normalization::statistics() {
   if (adapted()) return {&mean_.value, &variance_.value};
   if (placed_mean_.size() != mean_.value.size() || placed_mean_.memory() != ops().memory()) {

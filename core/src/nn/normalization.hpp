@@ -4,7 +4,7 @@
 // keeps them then) or what Keras' adapt() computed and saved as the layer's non-trainable weights
 // `mean`, `variance` (one per feature) and `count` (a scalar Keras keeps for older files; unused
 // here), loaded with the model's weights: Keras writes that config with mean and variance null.
-// Tandem does not adapt: a model trained from scratch keeps the initial mean 0 and variance 1.
+// A fresh run computes them from the training data as adapt() does (train/adapt_normalization).
 // Computes on its backend (normalization_factors, then column_affine), the config's constants
 // copied to the backend's device on first use there. Ownership and threads: as every layer's.
 #pragma once
@@ -36,8 +36,15 @@ class Normalization : public Layer {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
 
- private:
+  /// Whether the statistics are weights (Keras' adapted layer), not the config's constants.
   bool adapted() const { return config_mean_.empty(); }
+  /// Sets an adapted layer's weights as adapt() does: one mean and (biased) variance per feature
+  /// and the number of values each was computed from. Host weights, after build(); the caller
+  /// checks that the sizes fit.
+  void set_statistics(const std::vector<double>& mean, const std::vector<double>& variance,
+                      std::int64_t count);
+
+ private:
   /// The statistics on the backend's device: the weights, or the config's constants (copied
   /// there when the backend changed).
   std::pair<const Tensor*, const Tensor*> statistics();

@@ -32,6 +32,7 @@
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
 #include "tandem/event_sink.hpp"
+#include "train/adapt_normalization.hpp"
 #include "train/rank_agreement.hpp"
 #include "train/trainer.hpp"
 #include "util/environment_settings.hpp"
@@ -46,20 +47,15 @@ using nlohmann::json;
 
 namespace {
 
-// A Normalization layer whose statistics are weights (Keras' config of an adapted layer: mean and
-// variance null) starts from mean 0 and variance 1, the identity, unless weights are loaded:
-// Tandem does not run adapt(), so a fresh run says so.
-void warn_of_unloaded_statistics(const Model& model) {
-  for (std::size_t l = 0; l < model.layer_count(); ++l) {
-    const Layer& layer = model.layer(l);
-    if (layer.class_name() == "Normalization" && layer.config().value("mean", json()).is_null())
-      spdlog::warn(
-          "layer '{}' (Normalization) keeps its statistics as weights (mean and variance null in "
-          "its config, as Keras writes an adapted layer), and none are loaded: it starts as the "
-          "identity (mean 0, variance 1) and training does not change it. Tandem does not run "
-          "Keras' adapt(): give the statistics in the config, or the adapted weights with "
-          "--weights",
-          layer.name());
+// Keras' adapt() for a fresh run's adapted Normalization layers (every rank computes the same
+// figures from the whole training set; rank 0 says what was done).
+void adapt_to_training_data(Model& model, const Dataset& train, bool writer) {
+  for (const AdaptNote& note : adapt_normalizations(model, train)) {
+    if (!writer) continue;
+    if (note.adapted)
+      spdlog::info("{}", note.text);
+    else
+      spdlog::warn("{}", note.text);
   }
 }
 
@@ -543,7 +539,7 @@ TrainResult run_training(const TrainRequest& request) {
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume, b.model->count_params());
   if (request.weights) load_weights_file(*b.model, *request.weights);
-  if (!request.resume && !request.weights && writer) warn_of_unloaded_statistics(*b.model);
+  if (!request.resume && !request.weights) adapt_to_training_data(*b.model, *data.train, writer);
   // The ranks of an MPI job compare what they were given before any other collective.
   json position;
   if (resume && resume->training)
