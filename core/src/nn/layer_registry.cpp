@@ -777,7 +777,8 @@ std::unique_ptr<Layer> make_global_max_pooling(ConfigObject& c, const std::strin
   return std::make_unique<GlobalMaxPooling>(name, kSpatialAxes, c.get_bool("keepdims", false));
 }
 
-// Normalization's mean / variance: a number or a list of numbers (variances >= 0).
+// Normalization's mean / variance, given (not null): a number or a list of numbers (variances
+// >= 0).
 std::vector<double> read_statistics(ConfigObject& c, const char* key, bool non_negative) {
   const nlohmann::json& v = *c.find(key);
   std::vector<double> out;

@@ -44,25 +44,26 @@ std::int64_t single_call_of(const Model& model, std::size_t l) {
   return found;
 }
 
-// Folds `rows` samples of x (packed rows of `row` values) into the target's moments.
+// Folds `rows` samples of x (packed rows of `row` values) into the target's moments, reading the
+// chunk in memory order (features innermost), twice: the chunk's means, then its squared
+// deviations from them.
 void add_chunk_moments(AdaptTarget& t, const float* x, std::int64_t rows, std::int64_t row) {
   const std::int64_t positions = t.values / t.features;
   const std::int64_t n = rows * positions;
   if (n == 0) return;
-  for (std::int64_t f = 0; f < t.features; ++f) {
-    double sum = 0;
-    for (std::int64_t r = 0; r < rows; ++r)
+  const auto features = static_cast<std::size_t>(t.features);
+  const auto each_value = [&](const auto& visit) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* sample = x + r * row + t.offset;
       for (std::int64_t p = 0; p < positions; ++p)
-        sum += x[r * row + t.offset + p * t.features + f];
-    const double mean = sum / static_cast<double>(n);
-    double squares = 0;
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t p = 0; p < positions; ++p) {
-        const double d = x[r * row + t.offset + p * t.features + f] - mean;
-        squares += d * d;
-      }
-    t.moments[static_cast<std::size_t>(f)].merge(n, mean, squares);
-  }
+        for (std::size_t f = 0; f < features; ++f) visit(f, sample[p * t.features + f]);
+    }
+  };
+  std::vector<double> means(features, 0.0), squares(features, 0.0);
+  each_value([&](std::size_t f, double v) { means[f] += v; });
+  for (double& m : means) m /= static_cast<double>(n);
+  each_value([&](std::size_t f, double v) { squares[f] += (v - means[f]) * (v - means[f]); });
+  for (std::size_t f = 0; f < features; ++f) t.moments[f].merge(n, means[f], squares[f]);
 }
 
 std::string normalization_label(const nn::Normalization& layer) {
