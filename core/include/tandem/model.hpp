@@ -1,6 +1,9 @@
 // Model: a Sequential stack of layers, or a functional graph of them, built from a Keras JSON
 // config ("Sequential"; "Functional" or "Model" with input_layers, output_layers and each layer's
 // inbound_nodes). A Sequential model is the graph whose every layer takes the one before it.
+// Either may hold whole models as layers (Keras' nested models: a backbone, a head, a siamese
+// encoder called twice): their layers are the model's layers, called where the nested model is
+// (nn/model_graph.hpp); the config, the summary and the weights files keep Keras' nesting.
 //
 // A functional model may have several inputs and outputs. The data then comes packed: a sample's
 // x is one row holding every input's values, flattened, in input_layers order, and forward()
@@ -16,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +34,12 @@ namespace tandem {
 namespace backend {
 class Sums;
 }  // namespace backend
+namespace nn {
+struct ModelGraph;
+struct InputCheck;
+struct Scope;
+struct ScopeMember;
+}  // namespace nn
 
 struct CheckpointData;
 
@@ -217,24 +227,41 @@ class TANDEM_EXPORT Model {
   std::vector<Input> inputs_;
   std::vector<std::size_t> output_calls_;  // the calls giving the outputs, in order
   Shape packed_input_shape_, packed_output_shape_;
-  // Reads the layers of a Sequential or a functional config (into layers_ and inputs_).
+  // Reads the layers of a Sequential config without nested models, or the graph of any other
+  // (nn/model_graph.hpp), into layers_, calls_ and inputs_.
   void read_sequential(const nlohmann::json& layers, const std::string& layers_path,
                        std::vector<std::string>& layer_paths);
-  void read_functional(const nlohmann::json& config, const std::string& path,
-                       std::vector<std::string>& layer_paths);
+  void read_graph(const nn::ModelGraph& graph, std::vector<std::string>& call_paths);
+  // Each nested model's InputLayer against the shape its call passes (after build_layers).
+  void check_nested_inputs(const std::vector<nn::InputCheck>& checks) const;
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
   void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
   nlohmann::json functional_config() const;
   nlohmann::json sequential_config() const;
+  // The config of a model with nested models: the source config, each layer's config replaced
+  // by its own (layer_config), the rest as given.
+  nlohmann::json nested_config() const;
   // Runs every call on x (split into inputs_ first when there are several).
   void run_calls(const Tensor& x, bool training, std::int64_t sample_offset);
   // Whether call `input`'s output needs a gradient in this backward pass.
   bool leads_to_training(int input) const;
-  // Keras' name of what a call reads: "dense[1][0]" (model_input(i): InputLayer i's).
-  std::string input_name_of(int input) const;
-  // Keras' order of the layers (its model.layers, nn/keras_layer_order.hpp): a layer by its
-  // index, InputLayer i as -1 - i (a functional model's; a Sequential model's are its layers).
-  std::vector<int> layers_in_keras_order() const;
+  // The model's members in Keras' order (its model.layers, nn/keras_layer_order.hpp): layers,
+  // a functional model's InputLayers, nested models (nn/model_graph.hpp).
+  const nn::Scope& root_scope() const;
+  // The weights Keras keeps for member m of scope s, in Keras' order (a nested model's: the
+  // trainable ones of all its layers, then the others), each with its layer.
+  struct MemberWeight {
+    Layer* layer;
+    Parameter* parameter;
+  };
+  std::vector<MemberWeight> member_weights(std::size_t scope, std::size_t m) const;
+  // A member's name and class as Keras lists it ("encoder", "Functional").
+  std::string member_name(const nn::ScopeMember& member) const;
+  std::string member_class(const nn::ScopeMember& member) const;
+  // Every layer of scope `scope` (nested models' too) with where a Keras 3 weights file keeps its
+  // weights inside the group of the member that holds it: `prefix` + "layers/<group>/".
+  std::vector<std::pair<Layer*, std::string>> keras3_layers_of(std::size_t scope,
+                                                               const std::string& prefix) const;
   // Adds `grad` to the gradient of call k's output in this backward pass, on `ops` (the
   // backend of the call the gradient came from: where it lives).
   void add_output_grad(std::size_t i, const Tensor* grad, backend::Backend& ops);
@@ -293,6 +320,11 @@ class TANDEM_EXPORT Model {
   // A layer's config as written back: its own, with its activity regularizer.
   nlohmann::json layer_config(std::size_t i) const;
   std::vector<std::string> output_names_;  // per output, unique (output_name)
+  // What Keras names each output after: the layer or nested model output_layers names.
+  std::vector<std::string> output_layers_;
+  // The model (scopes_[0]) and the models nested in it (nn/model_graph.hpp): read once, shared
+  // by nothing else (a shared_ptr only because the type is private to the engine).
+  std::shared_ptr<const std::vector<nn::Scope>> scopes_;
   std::int64_t penalty_batch_size_ = 1;    // set_penalty_batch_size()
 };
 

@@ -1,5 +1,7 @@
 #include "nn/dtype_policy.hpp"
 
+#include <set>
+
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -56,6 +58,47 @@ std::vector<Precision> layer_precisions(const Model& model, Precision run) {
   for (std::size_t i = 0; i < model.layer_count(); ++i)
     out.push_back(by_policy ? policy_of_layer(model, i) : run);
   return out;
+}
+
+nlohmann::json read_dtype_policy(ConfigObject& c) {
+  using nlohmann::json;
+  const json* d = c.find("dtype");
+  if (!d || d->is_null()) return json();
+  std::string name;
+  // Keras 2's Policy, Keras 3's DTypePolicy (FloatDTypePolicy before Keras 3.4).
+  static const std::set<std::string> policy_classes = {"Policy", "DTypePolicy", "FloatDTypePolicy"};
+  if (d->is_string()) {
+    name = d->get<std::string>();
+  } else if (d->is_object() && d->contains("class_name") && (*d)["class_name"].is_string() &&
+             !policy_classes.count((*d)["class_name"].get<std::string>())) {
+    throw ConfigError(c.path_of("dtype") + ".class_name",
+                      "expected a Keras dtype policy (Policy, DTypePolicy or FloatDTypePolicy), "
+                      "got " +
+                          (*d)["class_name"].dump());
+  } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
+             (*d)["config"].contains("name") && (*d)["config"]["name"].is_string()) {
+    name = (*d)["config"]["name"].get<std::string>();
+    // What Keras writes around a policy (Keras 3 adds its module), and nothing else: a key
+    // Tandem would not read is refused as everywhere in a config.
+    for (const auto& [key, value] : d->items())
+      if (key != "class_name" && key != "config" && key != "module" && key != "registered_name")
+        throw ConfigError(c.path_of("dtype") + "." + key, "unknown key in a dtype policy");
+    for (const auto& [key, value] : (*d)["config"].items())
+      if (key != "name")
+        throw ConfigError(c.path_of("dtype") + ".config." + key,
+                          "unknown key in a dtype policy's config (it has only a name)");
+  } else
+    throw ConfigError(c.path_of("dtype"),
+                      "expected a dtype policy name or a Keras policy "
+                      "object with config.name, got " +
+                          d->dump());
+  return is_mixed(precision_of_policy(name, c.path_of("dtype"))) ? *d : json();
+}
+
+std::string policy_name_of(const nlohmann::json& policy) {
+  if (policy.is_null()) return "";
+  return policy.is_string() ? policy.get<std::string>()
+                            : policy["config"]["name"].get<std::string>();
 }
 
 }  // namespace tandem::nn

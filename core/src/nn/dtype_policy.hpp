@@ -12,13 +12,25 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tandem/model.hpp"
+#include "util/config_object.hpp"
 #include "util/internal_api.hpp"
 #include "util/precision.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
+
+/// A layer's or a model's `dtype`: absent, null, or a Keras dtype policy — its name
+/// ("float32", "mixed_bfloat16", "mixed_float16"), Keras 2's {"class_name": "Policy", "config":
+/// {"name": ...}} or Keras 3's DTypePolicy object. Returns the entry as given for a mixed
+/// policy, else null. Throws ConfigError at the key for anything else.
+nlohmann::json read_dtype_policy(ConfigObject& c);
+
+/// The policy name of what read_dtype_policy() kept ("" for none).
+std::string policy_name_of(const nlohmann::json& policy);
 
 /// The mixed precision the model's layers name (bf16 or fp16), or none. Throws ConfigError at
 /// `model_path` when two layers name different mixed policies.

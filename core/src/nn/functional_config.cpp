@@ -1,6 +1,7 @@
 #include "nn/functional_config.hpp"
 
 #include <map>
+#include <set>
 
 #include "tandem/error.hpp"
 
@@ -15,19 +16,19 @@ std::string at_index(const std::string& path, std::size_t i) {
 }
 
 // A reference to a layer's output: [name, node_index, tensor_index(, kwargs)] (Keras 2, and
-// Keras 3's input_layers/output_layers): the node is the call, the tensor must be 0 (Tandem's
-// layers have one output). The kwargs are read_call's.
+// Keras 3's input_layers/output_layers): the node is the call (as Keras numbers it, counted from
+// 0 later: count_calls_from_zero), the tensor which of its outputs. The kwargs are read_call's.
 CallRef read_history(const json& ref, const std::string& path) {
-  if (!ref.is_array() || ref.size() < 3 || ref.size() > 4 || !ref[0].is_string() ||
-      !ref[1].is_number_integer() || !ref[2].is_number_integer() ||
-      ref[1].get<std::int64_t>() < 0 || ref[1].get<std::int64_t>() > 1000000)
+  const auto index = [&](std::size_t i) {
+    return ref[i].is_number_integer() && ref[i].get<std::int64_t>() >= 0 &&
+           ref[i].get<std::int64_t>() <= 1000000;
+  };
+  if (!ref.is_array() || ref.size() < 3 || ref.size() > 4 || !ref[0].is_string() || !index(1) ||
+      !index(2))
     throw ConfigError(path,
                       "expected [\"layer name\", node index, tensor index], got " + ref.dump());
-  if (ref[2].get<std::int64_t>() != 0)
-    throw ConfigError(path, "layer '" + ref[0].get<std::string>() +
-                                "' has one output (tensor index 0), not tensor index " +
-                                ref[2].dump());
-  return {ref[0].get<std::string>(), static_cast<int>(ref[1].get<std::int64_t>())};
+  return {ref[0].get<std::string>(), static_cast<int>(ref[1].get<std::int64_t>()),
+          static_cast<int>(ref[2].get<std::int64_t>())};
 }
 
 bool is_history(const json& v) {
@@ -253,9 +254,85 @@ void order_layers_by_first_call(FunctionalGraph& graph) {
   graph.layers = std::move(ordered);
 }
 
-// Every reference of every call names a layer of the model and one of its calls.
+// Keras 2's node index of the first call of a model nested as `entry`: a Functional model's own
+// node is node 0 (tf.keras 2's _should_skip_first_node), and tf.keras 2's Sequential is a
+// Functional model once it has an input (an InputLayer first among its layers).
+int keras2_first_node(const json& entry) {
+  if (string_field(entry, "class_name") != "Sequential") return 1;
+  const auto config = entry.find("config");
+  if (config == entry.end() || !config->is_object()) return 0;
+  const auto layers = config->find("layers");
+  if (layers == config->end() || !layers->is_array() || layers->empty())
+    return 1;  // no model at all: reading it says what is wrong
+  return string_field((*layers)[0], "class_name") == "InputLayer" ? 1 : 0;
+}
+
+// A nested model's entry holds a model: a config with a non-empty list of layers.
+void require_model_layers(const json& entry, const std::string& path) {
+  const auto config = entry.find("config");
+  const bool has_layers = config != entry.end() && config->is_object() &&
+                          config->contains("layers") && (*config)["layers"].is_array() &&
+                          !(*config)["layers"].empty();
+  if (!has_layers)
+    throw ConfigError(path + ".config.layers",
+                      "expected the list of layers of the model nested here (a " +
+                          string_field(entry, "class_name") + " entry is a whole model)");
+}
+
+// Whether the layers' calls are written in Keras 3's form ({"args": ...}).
+bool keras3_calls(const json& layers) {
+  for (const json& entry : layers)
+    if (entry.is_object() && entry.contains("inbound_nodes") && entry["inbound_nodes"].is_array())
+      for (const json& node : entry["inbound_nodes"])
+        if (node.is_object()) return true;
+  return false;
+}
+
+// Where Keras starts numbering the calls of each nested model (read_functional_graph): the
+// first node of its calls in inbound nodes and in output_layers.
+struct FirstNodes {
+  std::map<std::string, int> in_calls, in_outputs;
+};
+
+FirstNodes first_nodes(const std::vector<FunctionalLayer>& called, bool keras3) {
+  FirstNodes first;
+  for (const auto& layer : called) {
+    if (!layer.model) continue;
+    const bool sequential = string_field(*layer.entry, "class_name") == "Sequential";
+    first.in_calls[layer.name] = keras3 ? 0 : keras2_first_node(*layer.entry);
+    first.in_outputs[layer.name] = keras3 ? (sequential ? 0 : 1) : keras2_first_node(*layer.entry);
+  }
+  return first;
+}
+
+// Every reference to a nested model's call, by a call or by output_layers, made to count from 0.
+void count_calls_from_zero(std::vector<FunctionalLayer>& called, std::vector<CallRef>& outputs,
+                           const std::string& outputs_path, const FirstNodes& first) {
+  const auto renumber = [&](CallRef& ref, const std::map<std::string, int>& first_node,
+                            const std::string& at) {
+    const auto it = first_node.find(ref.layer);
+    if (it == first_node.end() || it->second == 0) return;
+    if (ref.call < it->second)
+      throw ConfigError(at, "names node " + std::to_string(ref.call) + " of '" + ref.layer +
+                                "', a nested model whose calls Keras numbers from " +
+                                std::to_string(it->second) +
+                                " here (node 0 is its own, from its "
+                                "inputs to its outputs)");
+    ref.call -= it->second;
+  };
+  for (auto& layer : called)
+    for (std::size_t k = 0; k < layer.calls.size(); ++k)
+      for (CallRef& ref : layer.calls[k].inputs)
+        renumber(ref, first.in_calls, layer.path + ".inbound_nodes[" + std::to_string(k) + "]");
+  for (std::size_t j = 0; j < outputs.size(); ++j)
+    renumber(outputs[j], first.in_outputs, at_index(outputs_path, j));
+}
+
+// Every reference of every call names a layer of the model, one of its calls, and its one
+// output unless it is a nested model (model_graph.cpp checks those).
 void check_references(const std::vector<FunctionalLayer>& called,
-                      const std::map<std::string, std::size_t>& calls_of_name) {
+                      const std::map<std::string, std::size_t>& calls_of_name,
+                      const std::set<std::string>& models) {
   for (const auto& layer : called)
     for (std::size_t k = 0; k < layer.calls.size(); ++k)
       for (const auto& ref : layer.calls[k].inputs) {
@@ -269,6 +346,10 @@ void check_references(const std::vector<FunctionalLayer>& called,
                                     std::to_string(ref.call) + " of '" + ref.layer +
                                     "', which is called " + std::to_string(it->second) +
                                     " time" + (it->second == 1 ? "" : "s"));
+        if (ref.tensor != 0 && !models.count(ref.layer))
+          throw ConfigError(at, "layer '" + layer.name + "' takes output " +
+                                    std::to_string(ref.tensor) + " of '" + ref.layer +
+                                    "', which has one output (tensor index 0)");
       }
 }
 
@@ -288,6 +369,10 @@ std::vector<FunctionalInput> read_inputs(ConfigObject& config,
       throw ConfigError(at_index(config.path_of("input_layers"), i),
                         "names node " + std::to_string(refs[i].call) + " of the InputLayer '" +
                             refs[i].layer + "', which has one node (node index 0)");
+    if (refs[i].tensor != 0)
+      throw ConfigError(at_index(config.path_of("input_layers"), i),
+                        "names tensor " + std::to_string(refs[i].tensor) + " of the InputLayer '" +
+                            refs[i].layer + "', which has one (tensor index 0)");
     inputs.push_back(*found);
   }
   for (const auto& input : input_layers) {
@@ -334,28 +419,25 @@ void check_everything_used(const FunctionalGraph& graph,
 
 }  // namespace
 
+bool is_model_entry(const json& entry) {
+  const std::string cls = string_field(entry, "class_name");
+  return cls == "Sequential" || cls == "Functional" || cls == "Model";
+}
+
 void refuse_unbuildable_layer(const json& entry, const std::string& path) {
   if (!entry.is_object()) return;  // the caller says what is wrong
   const std::string cls = string_field(entry, "class_name");
   const auto config = entry.find("config");
   const std::string name = config == entry.end() ? "" : string_field(*config, "name");
   const std::string layer = name.empty() ? "this layer" : "layer '" + name + "'";
-  if (cls == "Sequential" || cls == "Functional" || cls == "Model")
-    throw ConfigError(path + ".class_name",
-                      layer + " is a whole " + cls +
-                          " model nested in this one, which Tandem does not build (its models "
-                          "are made of layers): write the nested model's layers into this "
-                          "model's graph; or, where this model only wraps it (a Keras "
-                          "multi_gpu_model file: its template is the nested model), give the "
-                          "nested model's config (" +
-                          path +
-                          ".config) as the model, and --weights FILE loads the "
-                          "template's weights from the wrapper's file");
   if (cls == "Lambda")
     throw ConfigError(path + ".class_name",
                       layer +
                           " is a Lambda: Python code, which Tandem does not run; write it "
-                          "with Tandem's layers (docs/config.md lists them)");
+                          "with Tandem's layers (docs/config.md lists them). A Keras "
+                          "multi_gpu_model file's wrapper slices the batch with Lambdas: give "
+                          "its nested template's config as the model, and --weights FILE loads "
+                          "the template's weights from the wrapper's file");
 }
 
 FunctionalGraph read_functional_graph(ConfigObject& config) {
@@ -366,6 +448,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
   FunctionalGraph graph;
   std::map<std::string, std::string> path_of_name;
   std::map<std::string, std::size_t> calls_of_name;
+  std::set<std::string> models;
   std::vector<FunctionalLayer> called;
   std::vector<FunctionalInput> input_layers;  // in config order
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -389,16 +472,22 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
     }
     if (!nodes.is_array() || nodes.empty())
       throw ConfigError(path + ".inbound_nodes", "layer '" + name + "' is not called on anything");
-    FunctionalLayer layer{&entry, path, name, {}};
+    FunctionalLayer layer{&entry, path, name, {}, is_model_entry(entry)};
+    if (layer.model) {
+      require_model_layers(entry, path);
+      models.insert(name);
+    }
     for (std::size_t k = 0; k < nodes.size(); ++k)
       layer.calls.push_back(read_call(nodes[k], path + ".inbound_nodes[" + std::to_string(k) + "]"));
     calls_of_name[name] = nodes.size();
     called.push_back(std::move(layer));
   }
   if (input_layers.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
-  check_references(called, calls_of_name);
+  std::vector<CallRef> outputs = read_endpoints(config, "output_layers", "outputs");
+  count_calls_from_zero(called, outputs, config.path_of("output_layers"),
+                        first_nodes(called, keras3_calls(layers)));
+  check_references(called, calls_of_name, models);
   graph.inputs = read_inputs(config, input_layers);
-  const std::vector<CallRef> outputs = read_endpoints(config, "output_layers", "outputs");
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     const std::string at = at_index(config.path_of("output_layers"), j);
     for (const auto& input : input_layers)
@@ -408,15 +497,65 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
         static_cast<std::size_t>(outputs[j].call) >= calls_of_name[outputs[j].layer])
       throw ConfigError(at, "names call " + std::to_string(outputs[j].call) + " of '" +
                                 outputs[j].layer + "', which the model does not have");
+    if (outputs[j].tensor != 0 && !models.count(outputs[j].layer))
+      throw ConfigError(at, "names output " + std::to_string(outputs[j].tensor) + " of '" +
+                                outputs[j].layer + "', which has one output (tensor index 0)");
   }
   graph.calls = topological(called, graph.inputs);
   for (const CallRef& out : outputs)
     for (std::size_t c = 0; c < graph.calls.size(); ++c)
       if (called[graph.calls[c].layer].name == out.layer && graph.calls[c].call == out.call)
         graph.outputs.push_back(c);
+  graph.output_refs = std::move(outputs);
   check_everything_used(graph, called, config.path_of("output_layers"));
   graph.layers = std::move(called);
   order_layers_by_first_call(graph);
+  return graph;
+}
+
+FunctionalGraph sequential_graph(const json& layers, const std::string& path) {
+  if (!layers.is_array() || layers.empty())
+    throw ConfigError(path, "expected a non-empty list of layers");
+  FunctionalGraph graph;
+  std::map<std::string, std::string> path_of_name;
+  CallRef previous;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string at = at_index(path, i);
+    const json& entry = layers[i];
+    if (!entry.is_object()) throw ConfigError(at, "expected a layer object");
+    const bool input = string_field(entry, "class_name") == "InputLayer";
+    if (input && i != 0)
+      throw ConfigError(at + ".class_name", "an InputLayer must be the first layer");
+    if (i == 0 && !input) graph.inputs.push_back({"", nullptr, path});
+    refuse_unbuildable_layer(entry, at);
+    if (is_model_entry(entry)) require_model_layers(entry, at);
+    const json& config = entry.contains("config") ? entry["config"] : entry;
+    if (!entry.contains("name") && !(config.is_object() && config.contains("name")))
+      throw ConfigError(at + ".config.name",
+                        "a layer of a Sequential model that holds whole models (or is one of "
+                        "them) needs a name, as Keras writes one for every layer");
+    const std::string name = entry_name(entry, at);
+    if (!path_of_name.emplace(name, at).second)
+      throw ConfigError(at,
+                        "duplicate layer name '" + name + "' (also " + path_of_name[name] + ")");
+    if (input) {
+      graph.inputs.push_back({name, &entry, at});
+      previous = {name, 0, 0};
+      continue;
+    }
+    FunctionalLayer layer{&entry, at, name, {}, is_model_entry(entry)};
+    CallSpec spec;
+    spec.inputs = {previous};
+    spec.names = {""};
+    layer.calls.push_back(std::move(spec));
+    const int reads = graph.calls.empty() ? -1 : static_cast<int>(graph.calls.size()) - 1;
+    graph.calls.push_back({graph.layers.size(), 0, {reads}});
+    graph.layers.push_back(std::move(layer));
+    previous = {name, 0, 0};
+  }
+  if (graph.layers.empty()) throw ConfigError(path, "the model has no layers");
+  graph.outputs = {graph.calls.size() - 1};
+  graph.output_refs = {previous};
   return graph;
 }
 

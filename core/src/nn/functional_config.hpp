@@ -3,10 +3,12 @@
 // [{"class_name": "__keras_tensor__", "config": {"keras_history": ["dense", 0, 0]}}]}), into the
 // layers' calls in topological order, each with the calls whose outputs it takes (a layer
 // called more than once, a shared layer, has a call per inbound node) and the arguments of each
-// call (MultiHeadAttention's value, key, use_causal_mask). What Tandem cannot run
-// is refused at its JSON path: a layer with several outputs, a call that leads to no output of
-// the model, an input that leads to none, a cycle, a reference to nothing. A model may have
-// several inputs and outputs. Plain functions and data.
+// call (MultiHeadAttention's value, key, use_causal_mask). One level of the model: a model
+// nested as a layer (a Sequential or Functional entry among the layers) is one of its layers
+// here, with its calls (nn/model_graph.hpp flattens it). What Tandem cannot run is refused at
+// its JSON path: a second output of a layer that has one, a call that leads to no output of the
+// model, an input that leads to none, a cycle, a reference to nothing. A model may have several
+// inputs and outputs. Plain functions and data.
 #pragma once
 
 #include <string>
@@ -21,10 +23,13 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-/// One call's output: the layer's name and which of its calls (Keras' node index).
+/// One call's output: the layer's name, which of its calls (counted from 0; see
+/// read_functional_graph for a nested model's) and which of the call's outputs (a nested model's; a
+/// layer has one). Ordered by layer and call only: the call, whatever its output.
 struct CallRef {
   std::string layer;
   int call = 0;
+  int tensor = 0;
   bool operator<(const CallRef& o) const {
     return layer != o.layer ? layer < o.layer : call < o.call;
   }
@@ -46,6 +51,7 @@ struct FunctionalLayer {
   std::string path;                       // that entry's JSON path
   std::string name;
   std::vector<CallSpec> calls;
+  bool model = false;  // the entry is a whole model (Sequential, Functional, Model)
 };
 
 /// One call of a layer, in the order the model runs them.
@@ -55,7 +61,8 @@ struct FunctionalCall {
   std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1 - i: the model's input i
 };
 
-/// An InputLayer of the model.
+/// An InputLayer of the model. A Sequential config without one has an unnamed input whose
+/// entry is null.
 struct FunctionalInput {
   std::string name;
   const nlohmann::json* entry = nullptr;  // borrowed, as FunctionalLayer::entry
@@ -67,15 +74,28 @@ struct FunctionalGraph {
   std::vector<FunctionalLayer> layers;  // in the order of their first calls, no InputLayer
   std::vector<FunctionalCall> calls;    // topological (config order where free)
   std::vector<std::size_t> outputs;     // the calls output_layers names, in its order
+  std::vector<CallRef> output_refs;     // the same as output_layers names them (with tensors)
 };
 
 /// Reads `layers`, `input_layers` and `output_layers` of `config` (the functional config's
-/// "config" object; the entries stay owned by it). Throws ConfigError naming the path.
+/// "config" object; the entries stay owned by it). References to a nested model's calls are
+/// counted from 0 here, wherever Keras starts them: Keras 2 numbers a Functional model's calls
+/// (and a Sequential model's that starts with an InputLayer, a Functional model there) from 1
+/// everywhere; Keras 3 (its inbound nodes written as {"args": ...}) only in output_layers, and
+/// only a Functional model's. Throws ConfigError naming the path.
 FunctionalGraph read_functional_graph(ConfigObject& config);
 
+/// The graph of a Sequential config's `layers` (at `path`): each layer called once on the one
+/// before, the first on the InputLayer (the first entry, if it is one; else an unnamed input
+/// whose entry is null). Every layer needs a name, as Keras writes. Throws ConfigError naming
+/// the path.
+FunctionalGraph sequential_graph(const nlohmann::json& layers, const std::string& path);
+
+/// Whether a layer entry is a whole model (class Sequential, Functional or Model).
+bool is_model_entry(const nlohmann::json& entry);
+
 /// Throws ConfigError at `path`.class_name when the layer entry is one Tandem cannot build for a
-/// known reason: a whole model nested as a layer (Sequential, Functional, Model: a Keras
-/// multi_gpu_model file's template), a Lambda (Python code), saying what to do instead.
+/// known reason: a Lambda (Python code), saying what to do instead.
 void refuse_unbuildable_layer(const nlohmann::json& entry, const std::string& path);
 
 }  // namespace tandem::nn

@@ -11,12 +11,14 @@
 
 #include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
+#include "nn/dtype_policy.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/keras3_weight_paths.hpp"
 #include "nn/keras_generation.hpp"
 #include "nn/keras_layer_order.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/layer_registry.hpp"
+#include "nn/model_graph.hpp"
 #include "nn/regularizer.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
@@ -29,6 +31,8 @@ namespace tandem {
 namespace {
 
 using nlohmann::json;
+using nn::policy_name_of;
+using nn::read_dtype_policy;
 
 std::string indexed(const std::string& path, std::size_t i) {
   return path + "[" + std::to_string(i) + "]";
@@ -60,48 +64,6 @@ void require_finite_weight(const Tensor& w, const std::string& what) {
                       "): the weights of a run that diverged" +
                       std::string(std::isnan(v[k]) ? "" : ", or a value beyond float32's range") +
                       "; load a checkpoint from before");
-}
-
-// A layer's `dtype`: absent, null, or a Keras dtype policy — its name ("float32",
-// "mixed_bfloat16", "mixed_float16"), Keras 2's {"class_name": "Policy", "config": {"name": ...}}
-// or Keras 3's DTypePolicy object. Returns the entry as given for a mixed policy, else null.
-json read_dtype_policy(ConfigObject& c) {
-  const json* d = c.find("dtype");
-  if (!d || d->is_null()) return json();
-  std::string name;
-  // Keras 2's Policy, Keras 3's DTypePolicy (FloatDTypePolicy before Keras 3.4).
-  static const std::set<std::string> policy_classes = {"Policy", "DTypePolicy",
-                                                       "FloatDTypePolicy"};
-  if (d->is_string()) {
-    name = d->get<std::string>();
-  } else if (d->is_object() && d->contains("class_name") && (*d)["class_name"].is_string() &&
-             !policy_classes.count((*d)["class_name"].get<std::string>())) {
-    throw ConfigError(c.path_of("dtype") + ".class_name",
-                      "expected a Keras dtype policy (Policy, DTypePolicy or FloatDTypePolicy), "
-                      "got " + (*d)["class_name"].dump());
-  } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() &&
-             (*d)["config"].contains("name") && (*d)["config"]["name"].is_string()) {
-    name = (*d)["config"]["name"].get<std::string>();
-    // What Keras writes around a policy (Keras 3 adds its module), and nothing else: a key
-    // Tandem would not read is refused as everywhere in a config.
-    for (const auto& [key, value] : d->items())
-      if (key != "class_name" && key != "config" && key != "module" && key != "registered_name")
-        throw ConfigError(c.path_of("dtype") + "." + key, "unknown key in a dtype policy");
-    for (const auto& [key, value] : (*d)["config"].items())
-      if (key != "name")
-        throw ConfigError(c.path_of("dtype") + ".config." + key,
-                          "unknown key in a dtype policy's config (it has only a name)");
-  } else
-    throw ConfigError(c.path_of("dtype"), "expected a dtype policy name or a Keras policy "
-                                          "object with config.name, got " + d->dump());
-  return is_mixed(precision_of_policy(name, c.path_of("dtype"))) ? *d : json();
-}
-
-// The policy name of what read_dtype_policy() kept ("" for none).
-std::string policy_name_of(const json& policy) {
-  if (policy.is_null()) return "";
-  return policy.is_string() ? policy.get<std::string>()
-                            : policy["config"]["name"].get<std::string>();
 }
 
 // The per-sample shape at `key`: a list of positive dimensions, after a batch axis (any value,
@@ -258,6 +220,14 @@ const json& config_of(const json& entry) {
   return entry.contains("config") && entry["config"].is_object() ? entry["config"] : empty;
 }
 
+// Whether a Sequential config lists a whole model among its layers (a backbone, a head).
+bool has_nested_model(ConfigObject& cfg) {
+  const json* layers = cfg.find("layers");
+  if (!layers || !layers->is_array()) return false;
+  return std::any_of(layers->begin(), layers->end(),
+                     [](const json& entry) { return nn::is_model_entry(entry); });
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::from_config(const json& config, const std::string& path,
@@ -290,24 +260,25 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
   cfg.ignore({"trainable"});
   read_dtype_policy(cfg);  // checked; each layer's own policy decides how it computes
   std::vector<std::string> layer_paths;
-  if (model->functional_) {
-    model->read_functional(config, cfg.path(), layer_paths);
-    cfg.ignore({"layers", "input_layers", "output_layers"});
+  nn::ModelGraph graph;
+  if (model->functional_ || has_nested_model(cfg)) {
+    graph = nn::read_model_graph(cfg, !model->functional_, model->name_);
+    model->read_graph(graph, layer_paths);
   } else {
-    const json& layers = cfg.at("layers");
-    model->read_sequential(layers, cfg.path_of("layers"), layer_paths);
-    // tf.keras 2's Sequential built by build(shape), without an Input, keeps its shape only here.
-    if (model->inputs_.empty()) {
-      if (!cfg.has("build_input_shape"))
-        throw ConfigError(cfg.path_of("layers"),
-                          "the input shape is unknown: start with an InputLayer or give the "
-                          "first layer \"input_shape\" (or the model \"build_input_shape\")");
-      model->inputs_ = {{"", json(), shape_at(cfg, "build_input_shape", true)}};
-    }
+    model->read_sequential(cfg.at("layers"), cfg.path_of("layers"), layer_paths);
+  }
+  // tf.keras 2's Sequential built by build(shape), without an Input, keeps its shape only here.
+  if (model->inputs_.empty()) {
+    if (!cfg.has("build_input_shape"))
+      throw ConfigError(cfg.path_of("layers"),
+                        "the input shape is unknown: start with an InputLayer or give the "
+                        "first layer \"input_shape\" (or the model \"build_input_shape\")");
+    model->inputs_ = {{"", json(), shape_at(cfg, "build_input_shape", true)}};
   }
   cfg.ignore({"build_input_shape"});
   cfg.finish();
   model->build_layers(seed, layer_paths);
+  model->check_nested_inputs(graph.input_checks);
   return model;
 }
 
@@ -364,6 +335,17 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
   if (input_shape) inputs_ = {{"", input_config, *input_shape}};
   output_calls_ = {calls_.size() - 1};
+  output_layers_ = {layers_.back()->name()};
+  nn::Scope root;
+  root.name = name_;
+  root.class_name = "Sequential";
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    nn::ScopeMember member;
+    member.index = i;
+    member.outputs = {{static_cast<int>(i)}};
+    root.members.push_back(std::move(member));
+  }
+  scopes_ = std::make_shared<const std::vector<nn::Scope>>(std::vector<nn::Scope>{std::move(root)});
 }
 
 namespace {
@@ -405,35 +387,47 @@ std::pair<std::vector<std::string>, json> pass_call_arguments(Layer& runner,
 
 }  // namespace
 
-void Model::read_functional(const json& config, const std::string& path,
-                            std::vector<std::string>& call_paths) {
-  ConfigObject cfg(config.at("config"), path);
-  cfg.ignore({"name", "trainable", "build_input_shape", "dtype"});
-  const nn::FunctionalGraph graph = nn::read_functional_graph(cfg);
-  cfg.finish();
+void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& call_paths) {
   std::set<std::string> used_names;
   for (const nn::FunctionalInput& input : graph.inputs) {
+    if (!input.entry) continue;  // a Sequential model's first layer's input: its shape below
     const json& lc = config_of(*input.entry);
     require_storable_layer_name(input.name, input.path + ".name");
-    inputs_.push_back({input.name, lc, read_input_layer(lc, input.path + ".config")});
+    inputs_.push_back(
+        {functional_ ? input.name : "", lc, read_input_layer(lc, input.path + ".config")});
     used_names.insert(input.name);
   }
   output_calls_ = graph.outputs;
+  output_layers_ = graph.output_layers;
   std::map<std::string, int> name_counts;
-  for (const auto& entry : graph.layers) {
+  std::optional<Shape> first_declared;  // a Sequential model's input shape, on its first layer
+  for (const nn::FlatLayer& entry : graph.layers) {
     DeclaredShape declared;  // Keras ignores a shape on a layer of a functional model
     auto layer = make_layer(*entry.entry, entry.path, name_counts, used_names, declared, keras2_);
     if (layer->name() != entry.name)
       throw ConfigError(entry.path + ".name", "the entry names the layer '" + entry.name +
                                                   "' but its config '" + layer->name() + "'");
+    if (!entry.trainable) layer->set_trainable(false);  // a model holding it is frozen
+    if (layers_.empty()) first_declared = declared.shape;
     layers_.push_back(std::move(layer));
     activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});
     dtype_policies_.push_back(declared.dtype_policy);
     calls_of_layer_.emplace_back();
   }
+  if (!graph.inputs.empty() && !graph.inputs[0].entry) {
+    // A Sequential model without an InputLayer: the InputLayer of the model nested first, or the
+    // shape its first layer declares (else build_input_shape: from_config).
+    for (const nn::InputCheck& check : graph.input_checks)
+      if (check.value == kModelInput && inputs_.empty())
+        inputs_.push_back(
+            {"", json(), read_input_layer(config_of(*check.entry), check.input_path + ".config")});
+    if (inputs_.empty() && first_declared && !graph.calls.empty() &&
+        graph.calls[0].inputs == std::vector<int>{kModelInput})
+      inputs_.push_back({"", json(), *first_declared});
+  }
   for (const auto& call : graph.calls) {
-    const nn::FunctionalLayer& entry = graph.layers[call.layer];
-    const std::string at = entry.path + ".inbound_nodes[" + std::to_string(call.call) + "]";
+    const nn::FlatLayer& entry = graph.layers[call.layer];
+    const std::string& at = entry.call_paths[static_cast<std::size_t>(call.call)];
     Layer* runner = layers_[call.layer].get();
     if (call.call > 0) {  // a shared layer's later call: a twin of the layer
       std::map<std::string, int> counts;
@@ -451,7 +445,21 @@ void Model::read_functional(const json& config, const std::string& path,
     Call made{call.layer, runner, call.inputs, call.call, std::move(names), std::move(options)};
     calls_of_layer_[call.layer].push_back(calls_.size());
     calls_.push_back(std::move(made));
-    call_paths.push_back(call.call == 0 && entry.calls.size() == 1 ? entry.path : at);
+    call_paths.push_back(entry.calls.size() == 1 ? entry.path : at);
+  }
+  scopes_ = std::make_shared<const std::vector<nn::Scope>>(graph.scopes);
+}
+
+void Model::check_nested_inputs(const std::vector<nn::InputCheck>& checks) const {
+  for (const nn::InputCheck& check : checks) {
+    const Shape& given = check.value < 0 ? inputs_[static_cast<std::size_t>(-1 - check.value)].shape
+                                         : call_shapes_[static_cast<std::size_t>(check.value)];
+    const Shape expected = read_input_layer(config_of(*check.entry), check.input_path + ".config");
+    if (given != expected)
+      throw ConfigError(check.call_path, "passes model '" + check.model + "' a tensor of shape " +
+                                             shape_to_string(given) + " where its InputLayer (" +
+                                             check.input_path + ") takes " +
+                                             shape_to_string(expected));
   }
 }
 
@@ -504,8 +512,7 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
   // tf.keras names them (Functional._set_output_names): name_1, name_2, ...
   output_names_.clear();
   std::map<std::string, int> next_suffix;
-  for (std::size_t k : output_calls_) {
-    const std::string& layer = layers_[calls_[k].layer]->name();
+  for (const std::string& layer : output_layers_) {
     std::string name = layer;
     while (std::find(output_names_.begin(), output_names_.end(), name) != output_names_.end()) {
       int& suffix = next_suffix.try_emplace(layer, 1).first->second;
@@ -849,7 +856,9 @@ void Model::enqueue_activity_penalties(backend::Sums& sums, float loss_scale) {
 }
 
 json Model::config() const {
-  json out = functional_ ? functional_config() : sequential_config();
+  json out = scopes_->size() > 1 ? nested_config()
+             : functional_       ? functional_config()
+                                 : sequential_config();
   // The Keras whose definitions the model follows (nn/keras_generation.hpp), as to_json() writes.
   if (const auto it = source_config_.find(nn::kKerasVersionKey); it != source_config_.end())
     out[nn::kKerasVersionKey] = *it;
@@ -874,10 +883,29 @@ json Model::sequential_config() const {
   return {{"class_name", "Sequential"}, {"config", {{"name", name_}, {"layers", layers}}}};
 }
 
-std::string Model::input_name_of(int input) const {
-  if (input < 0) return inputs_[static_cast<std::size_t>(-1 - input)].name + "[0][0]";
-  const Call& call = calls_[static_cast<std::size_t>(input)];
-  return layers_[call.layer]->name() + "[" + std::to_string(call.number) + "][0]";
+json Model::nested_config() const {
+  std::map<std::string, std::size_t> index_of;
+  for (std::size_t i = 0; i < layers_.size(); ++i) index_of[layers_[i]->name()] = i;
+  json out = {{"class_name", source_config_.at("class_name")},
+              {"config", source_config_.at("config")}};
+  const auto replace = [&](json& layers, const auto& self) -> void {
+    for (json& entry : layers) {
+      if (nn::is_model_entry(entry)) {
+        self(entry["config"]["layers"], self);
+        continue;
+      }
+      const json& c = config_of(entry);
+      const std::string name = c.contains("name") && c["name"].is_string()
+                                   ? c["name"].get<std::string>()
+                                   : entry.value("name", std::string());
+      const auto it = index_of.find(name);
+      if (string_field(entry, "class_name") == "InputLayer" || it == index_of.end()) continue;
+      const json own = layer_config(it->second);
+      for (const auto& [key, value] : own.items()) entry["config"][key] = value;
+    }
+  };
+  replace(out["config"]["layers"], replace);
+  return out;
 }
 
 json Model::functional_config() const {
@@ -958,15 +986,61 @@ std::string pad(std::string s, std::size_t width) {
 
 }  // namespace
 
+const nn::Scope& Model::root_scope() const {
+  return (*scopes_)[0];
+}
+
 std::string Model::summary() const {
   std::ostringstream out;
+  const nn::Scope& root = root_scope();
+  // A row per member: a layer, an InputLayer, a nested model (its class "Functional" or
+  // "Sequential", its weights all counted).
+  struct Row {
+    std::string name, cls, shape;
+    std::int64_t params = 0;
+    std::vector<std::string> connected;  // every call's inputs, as Keras lists a shared layer's
+  };
+  const auto shape_of = [&](int value) -> const Shape& {
+    return value < 0 ? inputs_[static_cast<std::size_t>(-1 - value)].shape
+                     : call_shapes_[static_cast<std::size_t>(value)];
+  };
+  std::vector<Row> rows;
+  for (std::size_t m = 0; m < root.members.size(); ++m) {
+    const nn::ScopeMember& member = root.members[m];
+    Row row;
+    if (member.kind == nn::ScopeMember::Kind::input) {
+      const Input& input = inputs_[member.index];
+      // Keras 2 shows an InputLayer's output as the list it is there: [(None, 4)].
+      const std::string shown = shape_to_string(input.shape, true);
+      rows.push_back({input.name, "InputLayer", keras2_ ? "[" + shown + "]" : shown, 0, {}});
+      continue;
+    }
+    const bool model = member.kind == nn::ScopeMember::Kind::model;
+    row.name = model ? (*scopes_)[member.index].name : layers_[member.index]->name();
+    row.cls = model ? (*scopes_)[member.index].class_name : layers_[member.index]->class_name();
+    for (const MemberWeight& w : member_weights(0, m)) row.params += w.parameter->value.size();
+    for (const auto& call : member.connected)
+      row.connected.insert(row.connected.end(), call.begin(), call.end());
+    // Keras prints "multiple" for a shared layer whose calls give different shapes, and a list
+    // for a nested model's several outputs.
+    std::vector<std::string> shapes;
+    for (const auto& call : member.outputs) {
+      std::string shown;
+      for (std::size_t t = 0; t < call.size(); ++t)
+        shown += (t ? ", " : "") + shape_to_string(shape_of(call[t]), true);
+      shapes.push_back(call.size() > 1 ? "[" + shown + "]" : shown);
+    }
+    row.shape = std::all_of(shapes.begin(), shapes.end(),
+                            [&](const std::string& x) { return x == shapes[0]; })
+                    ? shapes[0]
+                    : "multiple";
+    rows.push_back(std::move(row));
+  }
   // Keras' columns: a 29-character name column, widened when a "name (Class)" would run into
   // the next one; a functional model's rows also say what each layer reads ("Connected to").
   std::size_t name_width = 29;
-  for (const auto& layer : layers_)
-    name_width = std::max(name_width, shown_width(layer->name()) + layer->class_name().size() + 5);
-  for (const Input& input : inputs_)
-    name_width = std::max(name_width, shown_width(input.name) + 15);  // " name (InputLayer)"
+  for (const Row& row : rows)
+    name_width = std::max(name_width, shown_width(row.name) + row.cls.size() + 5);
   const std::size_t shape_width = 26, params_width = functional_ ? 10 : 0;
   const std::size_t width = functional_ ? name_width + shape_width + params_width + 30 : 65;
   const std::string rule(width, '_'), double_rule(width, '=');
@@ -974,43 +1048,19 @@ std::string Model::summary() const {
   out << pad(" Layer (type)", name_width) << pad("Output Shape", shape_width)
       << (functional_ ? pad("Param #", params_width) + "Connected to" : "Param #") << "\n"
       << double_rule << "\n";
-  const auto row = [&](const std::string& name, const std::string& cls, const Shape& shape,
-                       std::int64_t params, const std::vector<std::string>& connected,
-                       bool listed) {
-    // Keras prints "multiple" for a shared layer whose calls give different shapes.
-    const std::string shown = shape.empty() ? "multiple" : shape_to_string(shape, true);
-    const std::string head = pad(" " + name + " (" + cls + ")", name_width) +
-                             pad(listed ? "[" + shown + "]" : shown, shape_width);
+  for (const Row& row : rows) {
+    const std::string head =
+        pad(" " + row.name + " (" + row.cls + ")", name_width) + pad(row.shape, shape_width);
     if (!functional_) {
-      out << head << with_commas(params) << "\n\n";
-      return;
-    }
-    out << head << pad(with_commas(params), params_width);
-    if (connected.empty()) out << "[]\n";
-    for (std::size_t c = 0; c < connected.size(); ++c)
-      out << (c == 0 ? "['" : std::string(name_width + shape_width + params_width, ' ') + " '")
-          << connected[c] << (c + 1 == connected.size() ? "']" : "',") << "\n";
-    out << "\n";
-  };
-  // In Keras' order: the order of model.layers, InputLayers among them.
-  for (int layer : layers_in_keras_order()) {
-    if (layer < 0) {
-      const Input& input = inputs_[static_cast<std::size_t>(-1 - layer)];
-      // Keras 2 shows an InputLayer's output as the list it is there: [(None, 4)].
-      row(input.name, "InputLayer", input.shape, 0, {}, keras2_);
+      out << head << with_commas(row.params) << "\n\n";
       continue;
     }
-    const auto i = static_cast<std::size_t>(layer);
-    std::int64_t params = 0;
-    for (Parameter* p : layers_[i]->parameters()) params += p->value.size();
-    std::vector<std::string> connected;  // every call's inputs, as Keras lists a shared layer's
-    bool one_shape = true;
-    for (std::size_t k : calls_of_layer_[i]) {
-      for (int in : calls_[k].inputs) connected.push_back(input_name_of(in));
-      one_shape = one_shape && call_shapes_[k] == output_shapes_[i + 1];
-    }
-    row(layers_[i]->name(), layers_[i]->class_name(), one_shape ? output_shapes_[i + 1] : Shape{},
-        params, connected, false);
+    out << head << pad(with_commas(row.params), params_width);
+    if (row.connected.empty()) out << "[]\n";
+    for (std::size_t c = 0; c < row.connected.size(); ++c)
+      out << (c == 0 ? "['" : std::string(name_width + shape_width + params_width, ' ') + " '")
+          << row.connected[c] << (c + 1 == row.connected.size() ? "']" : "',") << "\n";
+    out << "\n";
   }
   const std::int64_t total = count_params(), trainable = count_trainable_params();
   out << double_rule << "\n";
@@ -1037,37 +1087,87 @@ void Model::save_weights(CheckpointData& out) const {
   save_weights(out, Snapshot::copy);
 }
 
-std::vector<int> Model::layers_in_keras_order() const {
-  std::vector<int> order;
-  if (!functional_) {
-    for (std::size_t i = 0; i < layers_.size(); ++i) order.push_back(static_cast<int>(i));
-    return order;
+std::string Model::member_name(const nn::ScopeMember& member) const {
+  switch (member.kind) {
+    case nn::ScopeMember::Kind::input:
+      return inputs_[member.index].name;
+    case nn::ScopeMember::Kind::model:
+      return (*scopes_)[member.index].name;
+    case nn::ScopeMember::Kind::layer:
+      break;
   }
-  std::vector<nn::FunctionalCall> calls;
-  for (const Call& call : calls_) calls.push_back({call.layer, call.number, call.inputs});
-  return nn::keras_layer_order(inputs_.size(), calls, output_calls_);
+  return layers_[member.index]->name();
+}
+
+std::string Model::member_class(const nn::ScopeMember& member) const {
+  switch (member.kind) {
+    case nn::ScopeMember::Kind::input:
+      return "InputLayer";
+    case nn::ScopeMember::Kind::model:
+      return (*scopes_)[member.index].class_name;
+    case nn::ScopeMember::Kind::layer:
+      break;
+  }
+  return layers_[member.index]->class_name();
+}
+
+std::vector<Model::MemberWeight> Model::member_weights(std::size_t scope, std::size_t m) const {
+  const nn::ScopeMember& member = (*scopes_)[scope].members[m];
+  std::vector<MemberWeight> out;
+  if (member.kind == nn::ScopeMember::Kind::input) return out;
+  if (member.kind == nn::ScopeMember::Kind::layer) {
+    Layer* layer = layers_[member.index].get();
+    for (Parameter* p : layer->parameters()) out.push_back({layer, p});
+    return out;
+  }
+  // A nested model's: its layers' and its nested models' layers', in Keras' order, the trainable
+  // ones first (Keras' trainable_weights + non_trainable_weights of a model).
+  std::vector<Layer*> layers;
+  const auto collect = [&](std::size_t s, const auto& self) -> void {
+    for (const nn::ScopeMember& inner : (*scopes_)[s].members)
+      if (inner.kind == nn::ScopeMember::Kind::layer)
+        layers.push_back(layers_[inner.index].get());
+      else if (inner.kind == nn::ScopeMember::Kind::model)
+        self(inner.index, self);
+  };
+  collect(member.index, collect);
+  for (const bool trainable : {true, false})
+    for (Layer* layer : layers)
+      for (Parameter* p : layer->parameters())
+        if ((layer->trainable() && p->trainable) == trainable) out.push_back({layer, p});
+  return out;
 }
 
 void Model::save_weights(CheckpointData& out, Snapshot snapshot) const {
   out.model_config = config();
   out.layers.clear();
-  // Keras lists a functional model's InputLayers among its layers (with no weights).
-  for (int i : layers_in_keras_order()) {
-    if (i < 0) {
-      out.layers.push_back(LayerWeights{inputs_[static_cast<std::size_t>(-1 - i)].name, {}});
-      continue;
-    }
+  // Keras lists a functional model's InputLayers among its layers (with no weights), and a
+  // nested model as one layer whose weights are named "<layer>/<weight>".
+  const nn::Scope& root = root_scope();
+  for (std::size_t m = 0; m < root.members.size(); ++m) {
+    const bool model = root.members[m].kind == nn::ScopeMember::Kind::model;
     LayerWeights lw;
-    lw.layer = layers_[static_cast<std::size_t>(i)]->name();
-    for (Parameter* p : layers_[static_cast<std::size_t>(i)]->parameters())
-      lw.weights.push_back({p->name, snapshot == Snapshot::copy ? p->value.clone() : p->value});
+    lw.layer = member_name(root.members[m]);
+    for (const MemberWeight& w : member_weights(0, m))
+      lw.weights.push_back(
+          {model ? w.layer->name() + "/" + w.parameter->name : w.parameter->name,
+           snapshot == Snapshot::copy ? w.parameter->value.clone() : w.parameter->value});
     out.layers.push_back(std::move(lw));
   }
 }
 
 namespace {
 
-// The file's layers that hold weights, each paired with a model layer with weights:
+// A member of the model with weights, as a weights file keeps it: a layer, or a nested model
+// (one group of its layers' weights).
+struct WeightGroup {
+  std::string name;
+  std::string what;  // for messages: "layer 'dense' (Dense)", "model 'encoder' (Functional)"
+  std::vector<Parameter*> params;
+  std::vector<std::string> param_names;  // "kernel"; a nested model's "dense/kernel"
+};
+
+// The file's layers that hold weights, each paired with a group of the model:
 //   by name, when the two sets of names are the same (Keras' by_name; a functional model's
 //     layers may be listed in another order);
 //   unwrapped, when the file holds one layer whose weights are named "<inner layer>/<weight>"
@@ -1076,18 +1176,18 @@ namespace {
 //   else by order, as Keras' load_weights pairs them, when the counts agree.
 struct WeightPairing {
   std::vector<LayerWeights> regrouped;
-  std::vector<const LayerWeights*> file_layer;  // per model layer with weights
+  std::vector<const LayerWeights*> file_layer;  // per group
   std::string unwrapped_from;                   // the wrapper's layer, when unwrapped
 };
 
 std::vector<const LayerWeights*> by_name(const std::vector<const LayerWeights*>& file,
-                                         const std::vector<Layer*>& model) {
+                                         const std::vector<WeightGroup>& model) {
   std::map<std::string, const LayerWeights*> named;
   for (const LayerWeights* lw : file) named[lw->layer] = lw;
   if (named.size() != file.size() || file.size() != model.size()) return {};
   std::vector<const LayerWeights*> paired;
-  for (Layer* layer : model) {
-    auto it = named.find(layer->name());
+  for (const WeightGroup& group : model) {
+    auto it = named.find(group.name);
     if (it == named.end()) return {};
     paired.push_back(it->second);
   }
@@ -1109,7 +1209,7 @@ std::vector<LayerWeights> unwrap_nested(const std::vector<const LayerWeights*>& 
   return inner;
 }
 
-WeightPairing pair_weights(const CheckpointData& in, const std::vector<Layer*>& model) {
+WeightPairing pair_weights(const CheckpointData& in, const std::vector<WeightGroup>& model) {
   WeightPairing p;
   std::vector<const LayerWeights*> file;
   for (const auto& lw : in.layers)
@@ -1136,67 +1236,81 @@ std::string keras3_file_path(const std::string& weight) {
   return weight.substr(0, slash) + "/vars/" + weight.substr(slash + 1);
 }
 
-// The weights of a Keras 3 file's group `group` for `layer`, in the layer's order.
-LayerWeights keras3_layer_weights(const LayerWeights& group, Layer& layer,
-                                  const std::string& source) {
-  std::vector<std::string> keras2_names;
-  for (Parameter* p : layer.parameters()) keras2_names.push_back(p->name);
+// A member of the model in a Keras 3 file: its group under /layers, and each of its layers with
+// where that layer's weights are inside the group ("" for the member itself; a nested model's
+// "layers/dense/", "layers/functional/layers/dense/", ...).
+struct Keras3Member {
+  std::string group;
+  std::vector<std::pair<Layer*, std::string>> layers;
+};
+
+// The weights of the file's group `file` for the model's `group` (Keras 3's `member`), in the
+// group's order.
+LayerWeights keras3_group_weights(const LayerWeights& file, const Keras3Member& member,
+                                  const WeightGroup& group, const std::string& source) {
   std::map<std::string, const Tensor*> held;
-  for (const NamedTensor& w : group.weights) held[w.name] = &w.value;
-  const std::string where = source + ": /layers/" + group.layer;
-  LayerWeights out{"/layers/" + group.layer, {}};
-  for (const std::string& name : nn::keras3_weight_names(layer.class_name(), keras2_names)) {
-    auto it = held.find(name);
-    if (it == held.end()) it = held.find(nn::keras3_private_spelling(name));
-    if (it == held.end())
-      throw DataError(where + " has no " + keras3_file_path(name) + ", which layer '" +
-                      layer.name() + "' (" + layer.class_name() + ", " +
-                      std::to_string(keras2_names.size()) + " weights) needs");
-    out.weights.push_back({keras3_file_path(name), *it->second});
+  for (const NamedTensor& w : file.weights) held[w.name] = &w.value;
+  const std::string where = source + ": /layers/" + file.layer;
+  std::map<const Parameter*, NamedTensor> found;
+  for (const auto& [layer, prefix] : member.layers) {
+    std::vector<std::string> keras2_names;
+    const auto params = layer->parameters();
+    for (Parameter* p : params) keras2_names.push_back(p->name);
+    const auto names = nn::keras3_weight_names(layer->class_name(), keras2_names);
+    for (std::size_t j = 0; j < names.size(); ++j) {
+      auto it = held.find(prefix + names[j]);
+      if (it == held.end()) it = held.find(prefix + nn::keras3_private_spelling(names[j]));
+      if (it == held.end())
+        throw DataError(where + " has no " + keras3_file_path(prefix + names[j]) +
+                        ", which layer '" + layer->name() + "' (" + layer->class_name() + ", " +
+                        std::to_string(keras2_names.size()) + " weights) needs");
+      found[params[j]] = {keras3_file_path(prefix + names[j]), *it->second};
+    }
   }
-  if (group.weights.size() != out.weights.size())
-    throw DataError(where + " holds " + std::to_string(group.weights.size()) +
-                    " weights, but layer '" + layer.name() + "' (" + layer.class_name() + ") has " +
-                    std::to_string(out.weights.size()));
+  if (file.weights.size() != found.size())
+    throw DataError(where + " holds " + std::to_string(file.weights.size()) + " weights, but " +
+                    group.what + " has " + std::to_string(found.size()));
+  LayerWeights out{"/layers/" + file.layer, {}};
+  for (Parameter* p : group.params) out.weights.push_back(found.at(p));
   return out;
 }
 
-// Keras 3's pairing (nn/keras3_weight_paths.hpp): each of the model's layers with weights, given
-// in Keras' order with its group (nullptr for an InputLayer), takes that group; every group
-// holding weights must be taken.
-WeightPairing pair_keras3_weights(const CheckpointData& in, const std::vector<std::string>& groups,
-                                  const std::vector<Layer*>& layers, const std::string& source,
-                                  const std::string& model) {
+// Keras 3's pairing (nn/keras3_weight_paths.hpp): each of the model's members with weights, in
+// Keras' order with its group, takes that group; every group holding weights must be taken.
+WeightPairing pair_keras3_weights(const CheckpointData& in,
+                                  const std::vector<Keras3Member>& members,
+                                  const std::vector<WeightGroup>& groups,
+                                  const std::vector<std::string>& all_groups,
+                                  const std::string& source, const std::string& model) {
   std::map<std::string, const LayerWeights*> file;
   for (const LayerWeights& lw : in.layers) file[lw.layer] = &lw;
   WeightPairing p;
   for (std::size_t k = 0; k < groups.size(); ++k) {
-    Layer* layer = layers[k];
-    if (!layer || layer->parameters().empty()) continue;
-    const auto it = file.find(groups[k]);
+    const auto it = file.find(members[k].group);
     if (it == file.end())
-      throw DataError(source + ": has no weights for layer '" + layer->name() + "' (" +
-                      layer->class_name() + "), which Keras 3 keeps in /layers/" + groups[k] +
+      throw DataError(source + ": has no weights for " + groups[k].what +
+                      ", which Keras 3 keeps in /layers/" + members[k].group +
                       " (a group named after the layer's class and its place among the "
                       "model's layers of that class)");
-    p.regrouped.push_back(keras3_layer_weights(*it->second, *layer, source));
+    p.regrouped.push_back(keras3_group_weights(*it->second, members[k], groups[k], source));
   }
   for (const LayerWeights& lw : in.layers)
-    if (!lw.weights.empty() && std::find(groups.begin(), groups.end(), lw.layer) == groups.end())
+    if (!lw.weights.empty() &&
+        std::find(all_groups.begin(), all_groups.end(), lw.layer) == all_groups.end())
       throw DataError(source + ": /layers/" + lw.layer + " holds weights, but model '" + model +
                       "' has no layer Keras 3 would keep there (its " +
-                      std::to_string(groups.size()) +
+                      std::to_string(all_groups.size()) +
                       " layers' groups are named after their classes and places among the "
                       "model's layers of that class: " +
-                      groups.front() + (groups.size() > 1 ? ", " + groups[1] : "") +
-                      (groups.size() > 2 ? ", ..." : "") + ")");
+                      all_groups.front() + (all_groups.size() > 1 ? ", " + all_groups[1] : "") +
+                      (all_groups.size() > 2 ? ", ..." : "") + ")");
   for (const LayerWeights& lw : p.regrouped) p.file_layer.push_back(&lw);
   return p;
 }
 
 // "" for a pairing by name; else what the caller warns about: the wrapper unwrapped, or the
 // layers paired by order (the first few pairs named).
-std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model) {
+std::string how_paired(const WeightPairing& p, const std::vector<WeightGroup>& model) {
   if (!p.unwrapped_from.empty())
     return "a multi_gpu_model file: loaded the weights of the template model nested as its "
            "layer '" +
@@ -1204,13 +1318,13 @@ std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model)
   std::string pairs;
   std::size_t named = 0;
   for (std::size_t i = 0; i < model.size(); ++i) {
-    if (p.file_layer[i]->layer == model[i]->name()) continue;
+    if (p.file_layer[i]->layer == model[i].name) continue;
     if (named++ == 4) {
       pairs += ", ...";
       break;
     }
     pairs += (pairs.empty() ? "" : ", ") + ("'" + p.file_layer[i]->layer + "' to '") +
-             model[i]->name() + "'";
+             model[i].name + "'";
   }
   if (named == 0) return "";
   return "its layers are named otherwise than the model's: their weights were paired by order, "
@@ -1223,13 +1337,8 @@ std::string how_paired(const WeightPairing& p, const std::vector<Layer*>& model)
 std::vector<Model::Keras3Group> Model::keras3_groups() const {
   std::vector<Keras3Group> out;
   std::vector<std::string> classes;
-  for (int i : layers_in_keras_order()) {
-    if (i < 0) {
-      out.push_back({"", inputs_[static_cast<std::size_t>(-1 - i)].name, "InputLayer"});
-    } else {
-      const Layer& layer = *layers_[static_cast<std::size_t>(i)];
-      out.push_back({"", layer.name(), layer.class_name()});
-    }
+  for (const nn::ScopeMember& member : root_scope().members) {
+    out.push_back({"", member_name(member), member_class(member)});
     classes.push_back(out.back().class_name);
   }
   const std::vector<std::string> groups = nn::keras3_layer_groups(classes);
@@ -1237,53 +1346,88 @@ std::vector<Model::Keras3Group> Model::keras3_groups() const {
   return out;
 }
 
+std::vector<std::pair<Layer*, std::string>> Model::keras3_layers_of(
+    std::size_t scope, const std::string& prefix) const {
+  std::vector<std::pair<Layer*, std::string>> out;
+  std::vector<std::string> classes;
+  const auto& members = (*scopes_)[scope].members;
+  for (const nn::ScopeMember& member : members) classes.push_back(member_class(member));
+  const std::vector<std::string> groups = nn::keras3_layer_groups(classes);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const std::string at = prefix + "layers/" + groups[k] + "/";
+    if (members[k].kind == nn::ScopeMember::Kind::layer) {
+      out.emplace_back(layers_[members[k].index].get(), at);
+    } else if (members[k].kind == nn::ScopeMember::Kind::model) {
+      const auto inner = keras3_layers_of(members[k].index, at);
+      out.insert(out.end(), inner.begin(), inner.end());
+    }
+  }
+  return out;
+}
+
 std::string Model::load_weights(const CheckpointData& in, const std::string& source) {
-  std::vector<Layer*> model_layers;  // those with weights, in Keras' order (a pairing by order)
-  std::vector<Layer*> layers;        // all, as Keras' model.layers; nullptr for an InputLayer
-  for (int i : layers_in_keras_order()) {
-    Layer* layer = i < 0 ? nullptr : layers_[static_cast<std::size_t>(i)].get();
-    layers.push_back(layer);
-    if (layer && !layer->parameters().empty()) model_layers.push_back(layer);
+  // The members with weights, in Keras' order (a pairing by order), and where Keras 3 keeps them.
+  std::vector<WeightGroup> groups;
+  std::vector<Keras3Member> keras3;
+  const std::vector<Keras3Group> keras3_names = keras3_groups();
+  const nn::Scope& root = root_scope();
+  for (std::size_t m = 0; m < root.members.size(); ++m) {
+    const std::vector<MemberWeight> weights = member_weights(0, m);
+    if (weights.empty()) continue;
+    const nn::ScopeMember& member = root.members[m];
+    const bool model = member.kind == nn::ScopeMember::Kind::model;
+    WeightGroup group{member_name(member),
+                      std::string(model ? "model '" : "layer '") + member_name(member) + "' (" +
+                          member_class(member) + ")",
+                      {},
+                      {}};
+    for (const MemberWeight& w : weights) {
+      group.params.push_back(w.parameter);
+      group.param_names.push_back(model ? w.layer->name() + "/" + w.parameter->name
+                                        : w.parameter->name);
+    }
+    groups.push_back(std::move(group));
+    Keras3Member k3{keras3_names[m].group, {}};
+    if (model)
+      k3.layers = keras3_layers_of(member.index, "");
+    else
+      k3.layers = {{layers_[member.index].get(), ""}};
+    keras3.push_back(std::move(k3));
   }
-  WeightPairing pairing;
-  if (in.layout == WeightsLayout::keras3) {
-    std::vector<std::string> groups;
-    for (const Keras3Group& g : keras3_groups()) groups.push_back(g.group);
-    pairing = pair_keras3_weights(in, groups, layers, source, name_);
-  } else {
-    pairing = pair_weights(in, model_layers);
-  }
-  if (pairing.file_layer.size() != model_layers.size()) {
+  std::vector<std::string> all_groups;
+  for (const Keras3Group& g : keras3_names) all_groups.push_back(g.group);
+  const WeightPairing pairing =
+      in.layout == WeightsLayout::keras3
+          ? pair_keras3_weights(in, keras3, groups, all_groups, source, name_)
+          : pair_weights(in, groups);
+  if (pairing.file_layer.size() != groups.size()) {
     std::size_t file_layers = 0;
     for (const auto& lw : in.layers) file_layers += lw.weights.empty() ? 0 : 1;
     throw DataError(source + ": holds weights for " + std::to_string(file_layers) +
-                    " layers, but model '" + name_ + "' has " +
-                    std::to_string(model_layers.size()) +
+                    " layers, but model '" + name_ + "' has " + std::to_string(groups.size()) +
                     " layers with weights (and their names do not pair them either)");
   }
-  for (std::size_t i = 0; i < model_layers.size(); ++i) {
-    auto params = model_layers[i]->parameters();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const WeightGroup& group = groups[i];
     const auto& lw = *pairing.file_layer[i];
-    if (lw.weights.size() != params.size())
+    if (lw.weights.size() != group.params.size())
       throw DataError(source + ": layer '" + lw.layer + "' has " +
-                      std::to_string(lw.weights.size()) + " weights, model layer '" +
-                      model_layers[i]->name() + "' has " + std::to_string(params.size()));
-    for (std::size_t j = 0; j < params.size(); ++j) {
-      if (lw.weights[j].value.shape() != params[j]->value.shape())
+                      std::to_string(lw.weights.size()) + " weights, model layer '" + group.name +
+                      "' has " + std::to_string(group.params.size()));
+    for (std::size_t j = 0; j < group.params.size(); ++j) {
+      if (lw.weights[j].value.shape() != group.params[j]->value.shape())
         throw DataError(source + ": weight '" + lw.layer + "/" + lw.weights[j].name +
                         "' has shape " + shape_to_string(lw.weights[j].value.shape()) +
-                        ", model expects " + shape_to_string(params[j]->value.shape()) + " for '" +
-                        model_layers[i]->name() + "/" + params[j]->name + "'");
+                        ", model expects " + shape_to_string(group.params[j]->value.shape()) +
+                        " for '" + group.name + "/" + group.param_names[j] + "'");
       require_finite_weight(lw.weights[j].value, source + ": weight '" + lw.layer + "/" +
                                                      lw.weights[j].name + "'");
     }
   }
-  for (std::size_t i = 0; i < model_layers.size(); ++i) {
-    auto params = model_layers[i]->parameters();
-    for (std::size_t j = 0; j < params.size(); ++j)
-      params[j]->value.copy_from(pairing.file_layer[i]->weights[j].value);
-  }
-  return in.layout == WeightsLayout::keras3 ? "" : how_paired(pairing, model_layers);
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    for (std::size_t j = 0; j < groups[i].params.size(); ++j)
+      groups[i].params[j]->value.copy_from(pairing.file_layer[i]->weights[j].value);
+  return in.layout == WeightsLayout::keras3 ? "" : how_paired(pairing, groups);
 }
 
 }  // namespace tandem

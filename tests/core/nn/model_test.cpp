@@ -225,9 +225,15 @@ TEST(Model, ConfigErrorsNameTheJsonPath) {
             std::string::npos);
   EXPECT_NE(config_error(sequential({layer("Dense", {{"units", 3}, {"input_shape", {4}}}),
                                      layer("Functional", json::object())}))
-                .find("'model.config.layers[1].class_name': this layer is a whole Functional "
-                      "model nested in this one"),
+                .find("'model.config.layers[0].config.name': a layer of a Sequential model that "
+                      "holds whole models"),
             std::string::npos);
+  EXPECT_NE(
+      config_error(sequential({layer("Dense", {{"name", "d"}, {"units", 3}, {"input_shape", {4}}}),
+                               layer("Functional", json::object())}))
+          .find("'model.config.layers[1].config.layers': expected the list of layers of the "
+                "model nested here"),
+      std::string::npos);
   // A config of more layers than any model has (100 MB of them took gigabytes): refused first.
   const std::vector<json> too_many(100001, layer("Dense", {{"units", 1}}));
   EXPECT_NE(config_error(sequential(too_many))
