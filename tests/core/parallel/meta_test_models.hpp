@@ -92,6 +92,34 @@ inline json shared_model_config() {
       "input_layers": [["x", 0, 0]], "output_layers": [["logits", 0, 0]]}})");
 }
 
+// Models nested as layers (Keras 2's form): a Functional `block` (Dense 6 tanh -> Dropout 0.25)
+// called once, a Sequential `mix` (Dense 6 tanh) called twice, on the input and on the block's
+// output, both added -> Dense 5: mix's kernel gradient is the sum of its two calls'.
+inline json nested_model_config() {
+  return json::parse(R"({"class_name": "Functional", "config": {"name": "nested", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 6]},
+       "inbound_nodes": []},
+      {"class_name": "Functional", "name": "block", "config": {"name": "block", "layers": [
+         {"class_name": "InputLayer", "name": "block_in", "config": {"name": "block_in",
+          "batch_input_shape": [null, 6]}, "inbound_nodes": []},
+         {"class_name": "Dense", "name": "block_dense", "config": {"name": "block_dense",
+          "units": 6, "activation": "tanh"}, "inbound_nodes": [[["block_in", 0, 0, {}]]]},
+         {"class_name": "Dropout", "name": "block_drop", "config": {"name": "block_drop",
+          "rate": 0.25}, "inbound_nodes": [[["block_dense", 0, 0, {}]]]}],
+         "input_layers": [["block_in", 0, 0]], "output_layers": [["block_drop", 0, 0]]},
+       "inbound_nodes": [[["x", 0, 0, {}]]]},
+      {"class_name": "Sequential", "name": "mix", "config": {"name": "mix", "layers": [
+         {"class_name": "Dense", "config": {"name": "mix_dense", "units": 6,
+          "activation": "tanh"}}]},
+       "inbound_nodes": [[["x", 0, 0, {}]], [["block", 1, 0, {}]]]},
+      {"class_name": "Add", "name": "both", "config": {"name": "both"},
+       "inbound_nodes": [[["mix", 0, 0, {}], ["mix", 1, 0, {}]]]},
+      {"class_name": "Dense", "name": "logits", "config": {"name": "logits", "units": 5},
+       "inbound_nodes": [[["both", 0, 0, {}]]]}],
+      "input_layers": [["x", 0, 0]], "output_layers": [["logits", 0, 0]]},
+      "keras_version": "2.15.0"})");
+}
+
 // A transformer block in Keras 3's form: the 6 inputs as a sequence of 3 tokens of 2, causal
 // self-attention (2 heads, dropout on the attention probabilities), added back and
 // layer-normalised, averaged over time -> Dense 5.

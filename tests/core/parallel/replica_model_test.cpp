@@ -46,10 +46,11 @@ TEST_P(MetaEqualsTemplate, TenAdamStepsMatchTemplateOnlyTraining) {
 
 // Contract 1 on functional graphs: a residual connection (the input's gradient summed from two
 // readers), a Concatenate and Dropout; a shared layer; a transformer block (attention with
-// dropout, LayerNormalization). 10 Adam steps through the meta-model equal the template's.
+// dropout, LayerNormalization); models nested as layers. 10 Adam steps through the meta-model
+// equal the template's.
 TEST(MetaEqualsTemplate, AResidualFunctionalModelTrainsAsTheTemplateDoes) {
-  for (const json& config :
-       {residual_model_config(), shared_model_config(), attention_model_config()})
+  for (const json& config : {residual_model_config(), shared_model_config(),
+                             attention_model_config(), nested_model_config()})
     for (int replicas : {2, 3, 7})
       for (std::int64_t batch : {7, 130}) {
         Fixture alone(config), through_meta(config);
