@@ -54,6 +54,7 @@ int run_import(const ImportOptions& o) {
   const bool to_stdout = o.output == "-";
   if (!to_stdout) refuse_bad_output(o.output, {o.file}, "--output");
   KerasImport made = import_keras_file(o.file);
+  if (!made.unwrapped.empty()) spdlog::warn("{}: {}", o.file, made.unwrapped);
   for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
   std::vector<std::string> still_missing;
   for (const auto& key : made.missing)

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 using test::run_command;
 
 constexpr const char* kWrap = R"PY(
-import sys, h5py, numpy as np
+import json, sys, h5py, numpy as np
 src, dst = sys.argv[1], sys.argv[2]
 def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
@@ -37,6 +37,30 @@ with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         weights.create_group(empty).attrs["weight_names"] = np.array([])
     weights.attrs["layer_names"] = [n.encode() for n in
                                     ("input_1", "lambda_1", "lambda_2", "sequential_1", "dense_2")]
+    # The wrapper's model_config as Keras 2.2.4 wrote it: the input sliced by two Lambdas (their
+    # Python code marshalled), the template called on each slice, the halves concatenated.
+    template = json.loads(text(f.attrs["model_config"]))
+    template["config"]["name"] = "sequential_1"  # Keras names the nested model's entry so
+    shape = [None, 28, 28]
+    def sliced(i):
+        return {"name": f"lambda_{i + 1}", "class_name": "Lambda",
+                "config": {"name": f"lambda_{i + 1}", "trainable": True,
+                           "function": ["4wMAAAAAAAAAAwAAAAUAAABTAAAAcwYAAAB8AGQBGQBTACkCTg==", None, None],
+                           "function_type": "lambda", "output_shape": shape[1:],
+                           "output_shape_type": "raw", "arguments": {"i": i, "parts": 2}},
+                "inbound_nodes": [[["input_1", 0, 0, {}]]]}
+    wrapper = {"class_name": "Model", "config": {"name": "model_1", "layers": [
+        {"name": "input_1", "class_name": "InputLayer",
+         "config": {"batch_input_shape": shape, "dtype": "float32", "sparse": False,
+                    "name": "input_1"}, "inbound_nodes": []},
+        sliced(0), sliced(1),
+        {"name": "sequential_1", "class_name": "Sequential", "config": template["config"],
+         "inbound_nodes": [[["lambda_1", 0, 0, {}]], [["lambda_2", 0, 0, {}]]]},
+        {"name": "dense_2", "class_name": "Concatenate",
+         "config": {"name": "dense_2", "trainable": True, "axis": 0},
+         "inbound_nodes": [[["sequential_1", 1, 0, {}], ["sequential_1", 2, 0, {}]]]}],
+        "input_layers": [["input_1", 0, 0]], "output_layers": [["dense_2", 0, 0]]}}
+    g.attrs["model_config"] = json.dumps(wrapper).encode()
 )PY";
 
 TEST(KerasWeightsCli, AMultiGpuModelFileLoadsItsNestedTemplate) {
@@ -75,6 +99,33 @@ TEST(KerasWeightsCli, AMultiGpuModelFileLoadsItsNestedTemplate) {
                                "'sequential_1'"),
             std::string::npos)
       << predicted.err;
+
+  // tandem import makes a run config of the template, saying what it left out; it evaluates
+  // the wrapper's weights as the template's own run config does.
+  auto imported =
+      run_command(test::tandem_cli() + " import " + (dir / "wrapped.h5").string() + " -o " +
+                  (dir / "imported.json").string() + " --set data.train=" + synthetic +
+                  " --set data.validation=" + synthetic);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_NE(imported.err.find("wrapped.h5: a multi_gpu_model file: imported its template model "
+                              "'sequential_1', which the wrapper called on 2 slices of each "
+                              "batch (one per GPU)"),
+            std::string::npos)
+      << imported.err;
+  const json run = json::parse(test::read_text(dir / "run" / "config.json"));
+  const json made = json::parse(test::read_text(dir / "imported.json"));
+  EXPECT_EQ(made["model"]["class_name"], "Sequential");
+  EXPECT_EQ(made["model"]["config"]["name"], "sequential_1");
+  std::vector<std::string> names;
+  for (const json& layer : made["model"]["config"]["layers"])
+    names.push_back(layer["config"]["name"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"image", "flatten", "dense", "dense_1", "logits"}));
+  auto from_import = run_command(
+      test::tandem_cli() + " evaluate " + (dir / "imported.json").string() + " --weights " +
+      (dir / "wrapped.h5").string() + " --set 'loss=" + run["loss"].dump() +
+      "' --set optimizer=adam --set batch_size=" + run["batch_size"].dump() + " -q");
+  ASSERT_EQ(from_import.exit_code, 0) << from_import.err;
+  EXPECT_EQ(json::parse(from_import.out)["loss"], a["loss"]);
 
   // A wrapper whose template lacks one of the model's layers is refused, naming the file.
   auto cut = run_command(std::string(test::system_python()) + " -c \"import h5py; f = h5py.File('" +

@@ -255,16 +255,35 @@ void order_layers_by_first_call(FunctionalGraph& graph) {
 }
 
 // Keras 2's node index of the first call of a model nested as `entry`: a Functional model's own
-// node is node 0 (tf.keras 2's _should_skip_first_node), and tf.keras 2's Sequential is a
-// Functional model once it has an input (an InputLayer first among its layers).
-int keras2_first_node(const json& entry) {
+// node is node 0 (tf.keras 2's _should_skip_first_node), and so is a Sequential model's that
+// has an input (tf.keras 2 writes its InputLayer first among its layers; Keras 2.2 gave the first
+// layer its batch_input_shape, and counted every nested model's own node). A Sequential model
+// without an input is built by its first call, which is node 0 in tf.keras 2 (its own node 0 in
+// Keras 2.2): where the references tell (a call numbered as many as the calls, or node 0), they
+// decide.
+int keras2_first_node(const FunctionalLayer& layer, const std::vector<FunctionalLayer>& called,
+                      const std::vector<CallRef>& outputs) {
+  const json& entry = *layer.entry;
   if (string_field(entry, "class_name") != "Sequential") return 1;
-  const auto config = entry.find("config");
-  if (config == entry.end() || !config->is_object()) return 0;
-  const auto layers = config->find("layers");
-  if (layers == config->end() || !layers->is_array() || layers->empty())
-    return 1;  // no model at all: reading it says what is wrong
-  return string_field((*layers)[0], "class_name") == "InputLayer" ? 1 : 0;
+  const json& layers = entry["config"]["layers"];  // require_model_layers checked it
+  const json& first = layers[0];
+  const auto first_config = first.find("config");
+  const bool declares_input =
+      string_field(first, "class_name") == "InputLayer" ||
+      (first_config != first.end() && first_config->is_object() &&
+       (first_config->contains("batch_input_shape") || first_config->contains("input_shape")));
+  if (declares_input) return 1;
+  bool zero = false, past = false;
+  const auto see = [&](const CallRef& ref) {
+    if (ref.layer != layer.name) return;
+    zero = zero || ref.call == 0;
+    past = past || ref.call == static_cast<int>(layer.calls.size());
+  };
+  for (const auto& reader : called)
+    for (const auto& call : reader.calls)
+      for (const auto& ref : call.inputs) see(ref);
+  for (const auto& ref : outputs) see(ref);
+  return past && !zero ? 1 : 0;
 }
 
 // A nested model's entry holds a model: a config with a non-empty list of layers.
@@ -294,13 +313,15 @@ struct FirstNodes {
   std::map<std::string, int> in_calls, in_outputs;
 };
 
-FirstNodes first_nodes(const std::vector<FunctionalLayer>& called, bool keras3) {
+FirstNodes first_nodes(const std::vector<FunctionalLayer>& called,
+                       const std::vector<CallRef>& outputs, bool keras3) {
   FirstNodes first;
   for (const auto& layer : called) {
     if (!layer.model) continue;
     const bool sequential = string_field(*layer.entry, "class_name") == "Sequential";
-    first.in_calls[layer.name] = keras3 ? 0 : keras2_first_node(*layer.entry);
-    first.in_outputs[layer.name] = keras3 ? (sequential ? 0 : 1) : keras2_first_node(*layer.entry);
+    const int keras2 = keras3 ? 0 : keras2_first_node(layer, called, outputs);
+    first.in_calls[layer.name] = keras3 ? 0 : keras2;
+    first.in_outputs[layer.name] = keras3 ? (sequential ? 0 : 1) : keras2;
   }
   return first;
 }
@@ -485,7 +506,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
   if (input_layers.empty()) throw ConfigError(layers_path, "the model has no InputLayer");
   std::vector<CallRef> outputs = read_endpoints(config, "output_layers", "outputs");
   count_calls_from_zero(called, outputs, config.path_of("output_layers"),
-                        first_nodes(called, keras3_calls(layers)));
+                        first_nodes(called, outputs, keras3_calls(layers)));
   check_references(called, calls_of_name, models);
   graph.inputs = read_inputs(config, input_layers);
   for (std::size_t j = 0; j < outputs.size(); ++j) {

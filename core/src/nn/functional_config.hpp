@@ -80,9 +80,10 @@ struct FunctionalGraph {
 /// Reads `layers`, `input_layers` and `output_layers` of `config` (the functional config's
 /// "config" object; the entries stay owned by it). References to a nested model's calls are
 /// counted from 0 here, wherever Keras starts them: Keras 2 numbers a Functional model's calls
-/// (and a Sequential model's that starts with an InputLayer, a Functional model there) from 1
-/// everywhere; Keras 3 (its inbound nodes written as {"args": ...}) only in output_layers, and
-/// only a Functional model's. Throws ConfigError naming the path.
+/// (and a Sequential model's with an input: an InputLayer first, or a first layer with
+/// batch_input_shape; one without an input as its references show) from 1 everywhere; Keras 3
+/// (its inbound nodes written as {"args": ...}) only in output_layers, and only a Functional
+/// model's. Throws ConfigError naming the path.
 FunctionalGraph read_functional_graph(ConfigObject& config);
 
 /// The graph of a Sequential config's `layers` (at `path`): each layer called once on the one

@@ -1,5 +1,6 @@
 #include "train/keras_import.hpp"
 
+#include "nn/functional_config.hpp"
 #include "nn/keras_generation.hpp"
 #include "nn/objective.hpp"
 #include "optim/optimizer.hpp"
@@ -125,11 +126,57 @@ void import_training(const json& training, const Model& model, KerasImport& out)
                  config.value("weighted_metrics", json()));
 }
 
+// The template of a model saved from Keras 2's multi_gpu_model, whose config is the wrapper:
+// InputLayers, Lambda layers slicing them, the template nested once (called once per slice) and
+// Concatenate layers on axis 0 joining its outputs. Null when `model_config` is no such wrapper.
+// `replicas`: the template's calls, one per GPU the wrapper split each batch across.
+json multi_gpu_template(const json& model_config, std::size_t& replicas) {
+  const std::string cls = string_field(model_config, "class_name");
+  if ((cls != "Functional" && cls != "Model") || !model_config.contains("config") ||
+      !model_config["config"].is_object() || !model_config["config"].contains("layers") ||
+      !model_config["config"]["layers"].is_array())
+    return json();
+  const json* nested = nullptr;
+  std::size_t lambdas = 0;
+  for (const json& entry : model_config["config"]["layers"]) {
+    const std::string layer = string_field(entry, "class_name");
+    const json* config = entry.is_object() && entry.contains("config") ? &entry["config"] : nullptr;
+    if (nn::is_model_entry(entry)) {
+      if (nested) return json();
+      nested = &entry;
+    } else if (layer == "Lambda") {
+      ++lambdas;
+    } else if (layer == "Concatenate") {
+      if (!config || !config->is_object() || config->value("axis", json()) != json(0))
+        return json();
+    } else if (layer != "InputLayer") {
+      return json();
+    }
+  }
+  if (!nested || lambdas == 0 || !nested->contains("inbound_nodes") ||
+      !(*nested)["inbound_nodes"].is_array() || !nested->contains("config"))
+    return json();
+  replicas = (*nested)["inbound_nodes"].size();
+  json out = {{"class_name", (*nested)["class_name"]}, {"config", (*nested)["config"]}};
+  if (model_config.contains(nn::kKerasVersionKey))
+    out[nn::kKerasVersionKey] = model_config[nn::kKerasVersionKey];
+  return out;
+}
+
 }  // namespace
 
-KerasImport import_keras_configs(const json& model_config, const json& training_config,
+KerasImport import_keras_configs(const json& file_model_config, const json& training_config,
                                  const std::string& name) {
   KerasImport out;
+  std::size_t replicas = 0;
+  const json unwrapped = multi_gpu_template(file_model_config, replicas);
+  const json& model_config = unwrapped.is_null() ? file_model_config : unwrapped;
+  if (!unwrapped.is_null())
+    out.unwrapped = "a multi_gpu_model file: imported its template model '" +
+                    string_field(unwrapped["config"], "name") + "', which the wrapper called on " +
+                    std::to_string(replicas) +
+                    " slices of each batch (one per GPU); Tandem splits batches across devices "
+                    "itself (\"devices\")";
   out.config = {{"name", name}, {"model", model_config}};
   const auto model = Model::from_config(model_config, "model", 0);
   out.model_summary = std::string(model->functional() ? "Functional" : "Sequential") +

@@ -1,7 +1,9 @@
 // `tandem import`: a run config made from a Keras HDF5 model file — its model_config as the
 // model, and from its training_config (what Keras' compile() was given) the optimizer, loss,
 // loss_weights and metrics, in the forms the run config reads (docs/config.md). What the file
-// does not hold (the data, epochs, batch size) the caller adds (--set) before training.
+// does not hold (the data, epochs, batch size) the caller adds (--set) before training. A model
+// saved from Keras 2's multi_gpu_model (its template nested in a wrapper that slices each batch
+// with Lambda layers and concatenates the template's outputs) imports as its template.
 //
 // Plain functions: no state, any thread (HDF5 reads take the process-wide HDF5 mutex).
 #pragma once
@@ -22,6 +24,9 @@ struct KerasImport {
   nlohmann::json config;              // the run config
   std::vector<std::string> missing;   // keys training still needs ("data.train", "loss", ...)
   std::string model_summary;          // "Functional model 'name', 18,657 parameters"
+  /// What was left out of the file's model, for a warning ("" for nothing): a multi_gpu_model
+  /// wrapper around the imported template.
+  std::string unwrapped;
 };
 
 /// Reads `file` and makes the run config; checks the model, loss, metrics and optimizer as

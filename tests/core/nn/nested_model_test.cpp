@@ -338,6 +338,30 @@ TEST(NestedModels, AFrozenNestedModelFreezesItsLayersAndListsItsWeightsAsKerasDo
   EXPECT_EQ(frozen->config()["config"]["layers"][1]["config"]["trainable"], false);
 }
 
+TEST(NestedModels, KerasTwoNumbersASequentialModelsCallsByItsInput) {
+  // Keras 2.2 gave a Sequential model's first layer its batch_input_shape (no InputLayer) and
+  // counted the nested model's calls from 1; a Sequential model without any input, built by its
+  // first call, is counted from 0 by tf.keras 2 and from 1 by Keras 2.2: its references tell.
+  json reference = model_with_block(true);
+  auto from_zero = Model::from_config(reference, "model", 1);
+  json shaped = reference;
+  shaped["config"]["layers"][1]["config"]["layers"][0]["config"]["batch_input_shape"] = {nullptr,
+                                                                                         4};
+  shaped["config"]["layers"][2]["inbound_nodes"][0][0][1] = 1;
+  auto keras22 = Model::from_config(shaped, "model", 2);
+  expect_same_arithmetic(*from_zero, *keras22);
+  json unshaped = reference;
+  unshaped["config"]["layers"][2]["inbound_nodes"][0][0][1] = 1;
+  auto counted_from_one = Model::from_config(unshaped, "model", 3);
+  expect_same_arithmetic(*from_zero, *counted_from_one);
+  // With an input, node 0 is the nested model's own.
+  shaped["config"]["layers"][2]["inbound_nodes"][0][0][1] = 0;
+  EXPECT_NE(error_of(shaped).find("names node 0 of 'block', a nested model whose calls Keras "
+                                  "numbers from 1 here"),
+            std::string::npos)
+      << error_of(shaped);
+}
+
 TEST(NestedModels, ASequentialModelOfABackboneAndAHead) {
   // Sequential([backbone, Dense(2)]) without an InputLayer of its own: the backbone's gives
   // the input shape.
