@@ -1,6 +1,7 @@
 // libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
 // config's validation (parse_run_config), then the model and objective it names
-// (Model::from_config, make_objective: layers, losses, metrics, weighted_metrics, class_weight),
+// (Model::from_config, models nested in it, the config it writes back read again, its summary,
+// make_objective: layers, losses, metrics, weighted_metrics, class_weight),
 // its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision
 // its layers' dtype policies and the run's "precision" give (nn::effective_precision,
 // nn::layer_precisions), and the pipeline's stages cut from the model
@@ -30,6 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const nlohmann::json config = tandem::parse_json_text(text);
     const tandem::RunConfig rc = tandem::parse_run_config(config, {});
     const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
+    // What a checkpoint and `tandem summary` write of it (a nested model's config written back).
+    tandem::Model::from_config(model->config(), "model", rc.seed);
+    model->summary();
     tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
     tandem::make_optimizer(rc.optimizer, "optimizer");
     const tandem::Precision precision =

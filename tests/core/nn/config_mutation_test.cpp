@@ -155,6 +155,13 @@ TEST(ConfigMutation, SeveralInputsAndOutputsNeverFailButWithTheirPlace) {
   fuzz_model(json::parse(kTwoHeads), 5, 3000);
 }
 
+TEST(ConfigMutation, NestedModelsNeverFailButWithTheirPlace) {
+  // A siamese encoder (a Functional model called twice) and a Sequential head, nested.
+  const json run =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/nested-models.json");
+  fuzz_model(run["model"], 8, 3000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {
