@@ -1,7 +1,7 @@
 // Nested models through the CLI: a siamese model (one encoder model called on two inputs, a
-// Sequential head) as Keras 2's to_json() writes it. A weights file in Keras 2's layout (the
-// nested model one group of "<layer>/<weight>" datasets, written by h5py as Keras writes it)
-// predicts what NumPy computes from it; training writes that layout (NumPy reads the checkpoint
+// Sequential head) as Keras 2's to_json() writes it. Weights files in Keras 2's layout (the
+// nested model one group of "<layer>/<weight>" datasets) and Keras 3's (its layers' groups under
+// its own), written by h5py as Keras writes them, predict what NumPy computes from them; training writes that layout (NumPy reads the checkpoint
 // back by its weight_names and computes what Tandem predicts), cpu:3 trains to cpu:1's weights,
 // --resume continues to the same weights, and OpenCV runs the ONNX export to the same outputs.
 #include <gtest/gtest.h>
@@ -66,6 +66,22 @@ if sys.argv[1] == "make":
             g.attrs["weight_names"] = [n.encode() for n in names]
             for n in names:
                 g.create_dataset(n, data=w[n.split(":")[0]])
+    # Keras 3's layout: groups by class and place, a nested model's layers under its own group.
+    with h5py.File(f"{out}/keras3.weights.h5", "w") as f:
+        f.create_group("vars")
+        layers = f.create_group("layers")
+        for empty in ("input_layer", "input_layer_1", "concatenate"):
+            layers.create_group(empty).create_group("vars")
+        for group, inner in (("functional", (("input_layer", None), ("dense", "enc_d1"),
+                                             ("dense_1", "enc_d2"))),
+                             ("sequential", (("dense", "head_d1"), ("dense_1", "head_out")))):
+            model = layers.create_group(group)
+            model.create_group("vars")
+            for place, layer in inner:
+                v = model.create_group(f"layers/{place}/vars")
+                if layer:
+                    v.create_dataset("0", data=w[layer + "/kernel"])
+                    v.create_dataset("1", data=w[layer + "/bias"])
     np.save(f"{out}/expected.npy", forward(weights(f"{out}/keras2.h5"), x.astype(np.float64)))
 else:
     x = np.load(sys.argv[3])["x"].astype(np.float64)
@@ -191,6 +207,9 @@ TEST_F(NestedModelsCli, AKerasTwoFilePredictsAsNumPyComputes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("paired by order"), std::string::npos) << r.err;  // paired by name
   EXPECT_TRUE(close(dir_ / "pred.npy", dir_ / "expected.npy", 1e-5));
+  auto keras3 = predict(dir_ / "keras3.weights.h5", dir_ / "keras3.npy");
+  ASSERT_EQ(keras3.exit_code, 0) << keras3.err;
+  EXPECT_TRUE(close(dir_ / "keras3.npy", dir_ / "expected.npy", 1e-5));
 }
 
 TEST_F(NestedModelsCli, CheckpointsKeepKerasNestingAndTrainAlikeOnEveryLayout) {
