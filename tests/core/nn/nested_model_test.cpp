@@ -239,6 +239,62 @@ TEST(NestedModels, KerasThreesFormReadsAsKerasTwos) {
   }
 }
 
+TEST(NestedModels, ANestedModelOfTwoInputsAndTwoOutputs) {
+  // pair = Model([a(3), b(2)], [Dense 4 of Concatenate([a, b]), Dense 1 of a]); the model calls
+  // it on [x, y], reads its output 0 with a Dense and gives its output 1 as its own.
+  const json pair = {
+      {"class_name", "Functional"},
+      {"name", "pair"},
+      {"config",
+       {{"name", "pair"},
+        {"layers",
+         {input_entry("a", 3), input_entry("b", 2),
+          {{"class_name", "Concatenate"},
+           {"name", "ab"},
+           {"config", {{"name", "ab"}}},
+           {"inbound_nodes", {{ref("a", 0), ref("b", 0)}}}},
+          dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
+          dense_entry("narrow", 1, "linear", {{ref("a", 0)}})}},
+        {"input_layers", {{"a", 0, 0}, {"b", 0, 0}}},
+        {"output_layers", {{"wide", 0, 0}, {"narrow", 0, 0}}}}},
+      {"inbound_nodes", {{ref("x", 0), ref("y", 0)}}}};
+  const json nested = {
+      {"class_name", "Functional"},
+      {"config",
+       {{"name", "m"},
+        {"layers",
+         {input_entry("x", 3), input_entry("y", 2), pair,
+          dense_entry("top", 2, "linear", {{ref("pair", 1, 0)}})}},
+        {"input_layers", {{"x", 0, 0}, {"y", 0, 0}}},
+        {"output_layers", {{"top", 0, 0}, {"pair", 1, 1}}}}},
+      {"keras_version", "2.15.0"}};
+  const json flat = {
+      {"class_name", "Functional"},
+      {"config",
+       {{"name", "flat"},
+        {"layers",
+         {input_entry("x", 3), input_entry("y", 2),
+          {{"class_name", "Concatenate"},
+           {"name", "ab"},
+           {"config", {{"name", "ab"}}},
+           {"inbound_nodes", {{ref("x", 0), ref("y", 0)}}}},
+          dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
+          dense_entry("narrow", 1, "linear", {{ref("x", 0)}}),
+          dense_entry("top", 2, "linear", {{ref("wide", 0)}})}},
+        {"input_layers", {{"x", 0, 0}, {"y", 0, 0}}},
+        {"output_layers", {{"top", 0, 0}, {"narrow", 0, 0}}}}}};
+  auto a = Model::from_config(flat, "model", 1);
+  auto b = Model::from_config(nested, "model", 2);
+  ASSERT_EQ(b->output_count(), 2u);
+  EXPECT_EQ(b->output_name(1), "pair");
+  EXPECT_EQ(b->output_shape(1), (Shape{1}));
+  EXPECT_EQ(b->output_shape(0), (Shape{2}));
+  expect_same_arithmetic(*a, *b);
+  EXPECT_NE(b->summary().find(" pair (Functional)           [(None, 4), (None, 1)]    28"),
+            std::string::npos)
+      << b->summary();
+}
+
 TEST(NestedModels, ConfigSummaryAndWeightsKeepKerasNesting) {
   auto model = Model::from_config(siamese_keras2(), "model", 1);
   model->layer(0).set_trainable(false);  // enc_d1: the written config says so
