@@ -410,11 +410,13 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   auto* summary = app.add_subcommand(
       "summary", "Print the model's layers and parameter counts, and what each device holds");
   add_config_options(summary, config_, overrides_);
+  summary->add_flag("--expand-nested", expand_nested_,
+                    "Also list the layers of the models nested in the model, after each");
   summary->callback([this] {
     selected_ = [this] {
       RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
       auto model = Model::from_config(rc.model, "model", rc.seed);
-      std::cout << model->summary() << "\n";
+      std::cout << model->summary(expand_nested_) << "\n";
       // The placement needs the plan's devices: a plan this machine lacks (a GPU config on a
       // laptop) still gets the model's summary. A wrong "pipeline" is the config's error.
       try {

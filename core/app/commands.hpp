@@ -40,6 +40,7 @@ class Commands {
   bool trust_checkpoint_ = false;
   std::optional<double> device_stats_;
   bool json_ = false;
+  bool expand_nested_ = false;  // summary --expand-nested
   double bench_seconds_ = 10;
 };
 

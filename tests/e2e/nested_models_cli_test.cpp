@@ -203,6 +203,11 @@ TEST_F(NestedModelsCli, AKerasTwoFilePredictsAsNumPyComputes) {
   ASSERT_EQ(summary.exit_code, 0) << summary.err;
   EXPECT_NE(summary.out.find(" encoder (Functional)"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find(" head (Sequential)"), std::string::npos) << summary.out;
+  EXPECT_EQ(summary.out.find("enc_d1 (Dense)"), std::string::npos) << summary.out;
+  auto expanded = run_command(test::tandem_cli() + " summary " + (dir_ / "run.json").string() +
+                              " --expand-nested");
+  ASSERT_EQ(expanded.exit_code, 0) << expanded.err;
+  EXPECT_NE(expanded.out.find(" └ enc_d1 (Dense)"), std::string::npos) << expanded.out;
   auto r = predict(dir_ / "keras2.h5", dir_ / "pred.npy");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("paired by order"), std::string::npos) << r.err;  // paired by name

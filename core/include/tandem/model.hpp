@@ -184,8 +184,10 @@ class TANDEM_EXPORT Model {
 
   /// The Keras model_config: {"class_name": "Sequential", "config": {...}}.
   nlohmann::json config() const;
-  /// A Keras-like summary table with parameter counts.
+  /// A Keras-like summary table with parameter counts: a nested model is one row; with
+  /// `expand_nested` its layers follow it, as Keras' summary(expand_nested=True) shows them.
   std::string summary() const;
+  std::string summary(bool expand_nested) const;
 
   /// Copies weights from another model of the same architecture.
   void copy_weights_from(const Model& other);

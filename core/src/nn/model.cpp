@@ -991,10 +991,14 @@ const nn::Scope& Model::root_scope() const {
 }
 
 std::string Model::summary() const {
+  return summary(false);
+}
+
+std::string Model::summary(bool expand_nested) const {
   std::ostringstream out;
-  const nn::Scope& root = root_scope();
   // A row per member: a layer, an InputLayer, a nested model (its class "Functional" or
-  // "Sequential", its weights all counted).
+  // "Sequential", its weights all counted) and, expanded, the nested model's own layers after
+  // it, each named after a "└ " per level of nesting.
   struct Row {
     std::string name, cls, shape;
     std::int64_t params = 0;
@@ -1005,37 +1009,44 @@ std::string Model::summary() const {
                      : call_shapes_[static_cast<std::size_t>(value)];
   };
   std::vector<Row> rows;
-  for (std::size_t m = 0; m < root.members.size(); ++m) {
-    const nn::ScopeMember& member = root.members[m];
-    Row row;
-    if (member.kind == nn::ScopeMember::Kind::input) {
-      const Input& input = inputs_[member.index];
-      // Keras 2 shows an InputLayer's output as the list it is there: [(None, 4)].
-      const std::string shown = shape_to_string(input.shape, true);
-      rows.push_back({input.name, "InputLayer", keras2_ ? "[" + shown + "]" : shown, 0, {}});
-      continue;
+  const auto add_rows = [&](std::size_t scope, int depth, const auto& self) -> void {
+    const std::string indent =
+        depth == 0 ? "" : std::string(static_cast<std::size_t>(2 * (depth - 1)), ' ') + "└ ";
+    const auto& members = (*scopes_)[scope].members;
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      const nn::ScopeMember& member = members[m];
+      if (member.kind == nn::ScopeMember::Kind::input) {
+        if (depth > 0) continue;  // a nested model's InputLayers stand for what its call passes
+        const Input& input = inputs_[member.index];
+        // Keras 2 shows an InputLayer's output as the list it is there: [(None, 4)].
+        const std::string shown = shape_to_string(input.shape, true);
+        rows.push_back({input.name, "InputLayer", keras2_ ? "[" + shown + "]" : shown, 0, {}});
+        continue;
+      }
+      Row row{indent + member_name(member), member_class(member), "", 0, {}};
+      for (const MemberWeight& w : member_weights(scope, m))
+        row.params += w.parameter->value.size();
+      for (const auto& call : member.connected)
+        row.connected.insert(row.connected.end(), call.begin(), call.end());
+      // Keras prints "multiple" for a shared layer whose calls give different shapes, and a
+      // list for a nested model's several outputs.
+      std::vector<std::string> shapes;
+      for (const auto& call : member.outputs) {
+        std::string shown;
+        for (std::size_t t = 0; t < call.size(); ++t)
+          shown += (t ? ", " : "") + shape_to_string(shape_of(call[t]), true);
+        shapes.push_back(call.size() > 1 ? "[" + shown + "]" : shown);
+      }
+      row.shape = std::all_of(shapes.begin(), shapes.end(),
+                              [&](const std::string& x) { return x == shapes[0]; })
+                      ? shapes[0]
+                      : "multiple";
+      rows.push_back(std::move(row));
+      if (expand_nested && member.kind == nn::ScopeMember::Kind::model)
+        self(member.index, depth + 1, self);
     }
-    const bool model = member.kind == nn::ScopeMember::Kind::model;
-    row.name = model ? (*scopes_)[member.index].name : layers_[member.index]->name();
-    row.cls = model ? (*scopes_)[member.index].class_name : layers_[member.index]->class_name();
-    for (const MemberWeight& w : member_weights(0, m)) row.params += w.parameter->value.size();
-    for (const auto& call : member.connected)
-      row.connected.insert(row.connected.end(), call.begin(), call.end());
-    // Keras prints "multiple" for a shared layer whose calls give different shapes, and a list
-    // for a nested model's several outputs.
-    std::vector<std::string> shapes;
-    for (const auto& call : member.outputs) {
-      std::string shown;
-      for (std::size_t t = 0; t < call.size(); ++t)
-        shown += (t ? ", " : "") + shape_to_string(shape_of(call[t]), true);
-      shapes.push_back(call.size() > 1 ? "[" + shown + "]" : shown);
-    }
-    row.shape = std::all_of(shapes.begin(), shapes.end(),
-                            [&](const std::string& x) { return x == shapes[0]; })
-                    ? shapes[0]
-                    : "multiple";
-    rows.push_back(std::move(row));
-  }
+  };
+  add_rows(0, 0, add_rows);
   // Keras' columns: a 29-character name column, widened when a "name (Class)" would run into
   // the next one; a functional model's rows also say what each layer reads ("Connected to").
   std::size_t name_width = 29;

@@ -240,7 +240,8 @@ void Flattener::resolve_members() {
             layer.model ? static_cast<std::size_t>(level.child[l]) : flat_of_entry_.at(layer.entry);
         for (const CallSpec& spec : layer.calls) {
           std::vector<std::string> names;
-          for (const CallRef& ref : spec.inputs) names.push_back(keras_tensor_name(ref));
+          for (const CallRef& ref : spec.inputs)  // a Sequential model's unnamed input: none
+            if (!ref.layer.empty()) names.push_back(keras_tensor_name(ref));
           member.connected.push_back(std::move(names));
         }
         member.outputs = level.outputs[l];

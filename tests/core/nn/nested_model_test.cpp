@@ -324,6 +324,23 @@ TEST(NestedModels, ConfigSummaryAndWeightsKeepKerasNesting) {
             std::string::npos)
       << summary;
   EXPECT_EQ(summary.find("enc_d1"), std::string::npos) << summary;  // inside its model's row
+  // Expanded, as Keras' summary(expand_nested=True): the nested models' layers after each.
+  const std::string expanded = model->summary(true);
+  EXPECT_NE(expanded.find(" encoder (Functional)        (None, 8)                 280       "
+                          "['left[0][0]',\n"
+                          "                                                                  "
+                          "'right[0][0]']\n\n"
+                          " └ enc_d1 (Dense)            (None, 16)                144       "
+                          "['enc_in[0][0]']\n\n"
+                          " └ enc_d2 (Dense)            (None, 8)                 136       "
+                          "['enc_d1[0][0]']\n\n"
+                          " concat (Concatenate)"),
+            std::string::npos)
+      << expanded;
+  EXPECT_NE(expanded.find(" └ head_out (Dense)          (None, 1)                 9         "
+                          "['head_d1[0][0]']"),
+            std::string::npos)
+      << expanded;
 
   CheckpointData data;
   model->save_weights(data);
