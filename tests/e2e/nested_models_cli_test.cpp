@@ -115,15 +115,23 @@ json ref(const char* layer, int node) {
   return json::array({layer, node, 0, json::object()});
 }
 
+// A Keras 2 layer's inbound nodes: per call, the references it takes. (Built with json::array
+// and vectors: a braced list of one json is a copy of it for some compilers, not a list.)
+json calls(std::initializer_list<std::vector<json>> per_call) {
+  json out = json::array();
+  for (const std::vector<json>& refs : per_call) out.push_back(json(refs));
+  return out;
+}
+
 // Keras 2.15's to_json() of the siamese model (the calls of a nested Functional model and of a
 // Sequential one with an InputLayer numbered from 1, as Keras 2 numbers them).
 json siamese() {
   json enc_d1 = dense("enc_d1", 16, "relu");
   enc_d1["name"] = "enc_d1";
-  enc_d1["inbound_nodes"] = {{ref("enc_in", 0)}};
+  enc_d1["inbound_nodes"] = calls({{ref("enc_in", 0)}});
   json enc_d2 = dense("enc_d2", 8, "linear");
   enc_d2["name"] = "enc_d2";
-  enc_d2["inbound_nodes"] = {{ref("enc_d1", 0)}};
+  enc_d2["inbound_nodes"] = calls({{ref("enc_d1", 0)}});
   const json encoder = {{"class_name", "Functional"},
                         {"name", "encoder"},
                         {"config",
@@ -131,7 +139,7 @@ json siamese() {
                           {"layers", {input("enc_in"), enc_d1, enc_d2}},
                           {"input_layers", {{"enc_in", 0, 0}}},
                           {"output_layers", {{"enc_d2", 0, 0}}}}},
-                        {"inbound_nodes", {{ref("left", 0)}, {ref("right", 0)}}}};
+                        {"inbound_nodes", calls({{ref("left", 0)}, {ref("right", 0)}})}};
   json head_in = input("head_in");
   head_in["config"]["batch_input_shape"] = {nullptr, 16};
   const json head = {{"class_name", "Sequential"},
@@ -142,11 +150,11 @@ json siamese() {
                         {{{"class_name", "InputLayer"}, {"config", head_in["config"]}},
                          dense("head_d1", 8, "relu"),
                          dense("head_out", 1, "sigmoid")}}}},
-                     {"inbound_nodes", {{ref("concat", 0)}}}};
+                     {"inbound_nodes", calls({{ref("concat", 0)}})}};
   const json concat = {{"class_name", "Concatenate"},
                        {"name", "concat"},
                        {"config", {{"name", "concat"}, {"axis", -1}}},
-                       {"inbound_nodes", {{ref("encoder", 1), ref("encoder", 2)}}}};
+                       {"inbound_nodes", calls({{ref("encoder", 1), ref("encoder", 2)}})}};
   return {{"class_name", "Functional"},
           {"config",
            {{"name", "siamese"},

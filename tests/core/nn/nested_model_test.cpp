@@ -30,17 +30,26 @@ json dense_config(const std::string& name, std::int64_t units, const std::string
   return {{"name", name}, {"trainable", true}, {"units", units}, {"activation", activation}};
 }
 
-// A Keras 2 functional layer entry called on `nodes`.
+json ref(const std::string& layer, int node, int tensor = 0) {
+  return json::array({layer, node, tensor, json::object()});
+}
+
+// A Keras 2 layer's inbound nodes: per call, the references it takes. (Built with json::array
+// and vectors: a braced list of one json is a copy of it for some compilers, not a list.)
+using Calls = std::initializer_list<std::vector<json>>;
+json calls(Calls per_call) {
+  json out = json::array();
+  for (const std::vector<json>& refs : per_call) out.push_back(json(refs));
+  return out;
+}
+
+// A Keras 2 functional layer entry called as `per_call` says.
 json dense_entry(const std::string& name, std::int64_t units, const std::string& activation,
-                 json nodes) {
+                 Calls per_call) {
   return {{"class_name", "Dense"},
           {"config", dense_config(name, units, activation)},
           {"name", name},
-          {"inbound_nodes", std::move(nodes)}};
-}
-
-json ref(const std::string& layer, int node, int tensor = 0) {
-  return json::array({layer, node, tensor, json::object()});
+          {"inbound_nodes", calls(per_call)}};
 }
 
 // Keras 2.15's to_json() of a siamese model:
@@ -60,7 +69,7 @@ json siamese_keras2() {
           dense_entry("enc_d2", 8, "linear", {{ref("enc_d1", 0)}})}},
         {"input_layers", {{"enc_in", 0, 0}}},
         {"output_layers", {{"enc_d2", 0, 0}}}}},
-      {"inbound_nodes", {{ref("left", 0)}, {ref("right", 0)}}}};
+      {"inbound_nodes", calls({{ref("left", 0)}, {ref("right", 0)}})}};
   json head = {
       {"class_name", "Sequential"},
       {"name", "head"},
@@ -72,11 +81,11 @@ json siamese_keras2() {
             {{"batch_input_shape", {nullptr, 16}}, {"dtype", "float32"}, {"name", "head_in"}}}},
           {{"class_name", "Dense"}, {"config", dense_config("head_d1", 8, "relu")}},
           {{"class_name", "Dense"}, {"config", dense_config("head_out", 1, "sigmoid")}}}}}},
-      {"inbound_nodes", {{ref("concat", 0)}}}};
+      {"inbound_nodes", calls({{ref("concat", 0)}})}};
   json concat = {{"class_name", "Concatenate"},
                  {"name", "concat"},
                  {"config", {{"name", "concat"}, {"axis", -1}}},
-                 {"inbound_nodes", {{ref("encoder", 1), ref("encoder", 2)}}}};
+                 {"inbound_nodes", calls({{ref("encoder", 1), ref("encoder", 2)}})}};
   return {{"class_name", "Functional"},
           {"config",
            {{"name", "siamese"},
@@ -100,7 +109,7 @@ json siamese_flat() {
               {{"class_name", "Concatenate"},
                {"name", "concat"},
                {"config", {{"name", "concat"}, {"axis", -1}}},
-               {"inbound_nodes", {{ref("enc_d2", 0), ref("enc_d2", 1)}}}},
+               {"inbound_nodes", calls({{ref("enc_d2", 0), ref("enc_d2", 1)}})}},
               dense_entry("head_d1", 8, "relu", {{ref("concat", 0)}}),
               dense_entry("head_out", 1, "sigmoid", {{ref("head_d1", 0)}})}},
             {"input_layers", {{"left", 0, 0}, {"right", 0, 0}}},
@@ -115,7 +124,7 @@ json siamese_keras3() {
                 {"config", {{"keras_history", {layer, node, 0}}}}};
   };
   const auto call = [](json arg) {
-    return json{{"args", {std::move(arg)}}, {"kwargs", json::object()}};
+    return json{{"args", json::array({std::move(arg)})}, {"kwargs", json::object()}};
   };
   const auto input3 = [](const std::string& name, std::int64_t width) {
     return json{
@@ -141,12 +150,13 @@ json siamese_keras3() {
        {{"name", "encoder"},
         {"trainable", true},
         {"layers",
-         {input3("enc_in", 8), dense3("enc_d1", 16, "relu", {call(tensor("enc_in", 0))}),
-          dense3("enc_d2", 8, "linear", {call(tensor("enc_d1", 0))})}},
+         {input3("enc_in", 8),
+          dense3("enc_d1", 16, "relu", json::array({call(tensor("enc_in", 0))})),
+          dense3("enc_d2", 8, "linear", json::array({call(tensor("enc_d1", 0))}))}},
         {"input_layers", {{"enc_in", 0, 0}}},
         {"output_layers", {{"enc_d2", 0, 0}}}}},
       {"registered_name", "Functional"},
-      {"inbound_nodes", {call(tensor("left", 0)), call(tensor("right", 0))}}};
+      {"inbound_nodes", json::array({call(tensor("left", 0)), call(tensor("right", 0))})}};
   json head = {
       {"module", "keras"},
       {"class_name", "Sequential"},
@@ -162,12 +172,12 @@ json siamese_keras3() {
           {{"class_name", "Dense"}, {"config", dense_config("head_out", 1, "sigmoid")}}}},
         {"build_input_shape", {nullptr, 16}}}},
       {"registered_name", "Sequential"},
-      {"inbound_nodes", {call(tensor("concat", 0))}}};
-  json concat = {
-      {"class_name", "Concatenate"},
-      {"name", "concat"},
-      {"config", {{"name", "concat"}, {"axis", -1}}},
-      {"inbound_nodes", {call(json::array({tensor("encoder", 0), tensor("encoder", 1)}))}}};
+      {"inbound_nodes", json::array({call(tensor("concat", 0))})}};
+  json concat = {{"class_name", "Concatenate"},
+                 {"name", "concat"},
+                 {"config", {{"name", "concat"}, {"axis", -1}}},
+                 {"inbound_nodes",
+                  json::array({call(json::array({tensor("encoder", 0), tensor("encoder", 1)}))})}};
   return {{"module", "keras"},
           {"class_name", "Functional"},
           {"config",
@@ -242,22 +252,22 @@ TEST(NestedModels, KerasThreesFormReadsAsKerasTwos) {
 TEST(NestedModels, ANestedModelOfTwoInputsAndTwoOutputs) {
   // pair = Model([a(3), b(2)], [Dense 4 of Concatenate([a, b]), Dense 1 of a]); the model calls
   // it on [x, y], reads its output 0 with a Dense and gives its output 1 as its own.
-  const json pair = {
-      {"class_name", "Functional"},
-      {"name", "pair"},
-      {"config",
-       {{"name", "pair"},
-        {"layers",
-         {input_entry("a", 3), input_entry("b", 2),
-          {{"class_name", "Concatenate"},
-           {"name", "ab"},
-           {"config", {{"name", "ab"}}},
-           {"inbound_nodes", {{ref("a", 0), ref("b", 0)}}}},
-          dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
-          dense_entry("narrow", 1, "linear", {{ref("a", 0)}})}},
-        {"input_layers", {{"a", 0, 0}, {"b", 0, 0}}},
-        {"output_layers", {{"wide", 0, 0}, {"narrow", 0, 0}}}}},
-      {"inbound_nodes", {{ref("x", 0), ref("y", 0)}}}};
+  const json pair = {{"class_name", "Functional"},
+                     {"name", "pair"},
+                     {"config",
+                      {{"name", "pair"},
+                       {"layers",
+                        {input_entry("a", 3),
+                         input_entry("b", 2),
+                         {{"class_name", "Concatenate"},
+                          {"name", "ab"},
+                          {"config", {{"name", "ab"}}},
+                          {"inbound_nodes", calls({{ref("a", 0), ref("b", 0)}})}},
+                         dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
+                         dense_entry("narrow", 1, "linear", {{ref("a", 0)}})}},
+                       {"input_layers", {{"a", 0, 0}, {"b", 0, 0}}},
+                       {"output_layers", {{"wide", 0, 0}, {"narrow", 0, 0}}}}},
+                     {"inbound_nodes", calls({{ref("x", 0), ref("y", 0)}})}};
   const json nested = {
       {"class_name", "Functional"},
       {"config",
@@ -268,21 +278,21 @@ TEST(NestedModels, ANestedModelOfTwoInputsAndTwoOutputs) {
         {"input_layers", {{"x", 0, 0}, {"y", 0, 0}}},
         {"output_layers", {{"top", 0, 0}, {"pair", 1, 1}}}}},
       {"keras_version", "2.15.0"}};
-  const json flat = {
-      {"class_name", "Functional"},
-      {"config",
-       {{"name", "flat"},
-        {"layers",
-         {input_entry("x", 3), input_entry("y", 2),
-          {{"class_name", "Concatenate"},
-           {"name", "ab"},
-           {"config", {{"name", "ab"}}},
-           {"inbound_nodes", {{ref("x", 0), ref("y", 0)}}}},
-          dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
-          dense_entry("narrow", 1, "linear", {{ref("x", 0)}}),
-          dense_entry("top", 2, "linear", {{ref("wide", 0)}})}},
-        {"input_layers", {{"x", 0, 0}, {"y", 0, 0}}},
-        {"output_layers", {{"top", 0, 0}, {"narrow", 0, 0}}}}}};
+  const json flat = {{"class_name", "Functional"},
+                     {"config",
+                      {{"name", "flat"},
+                       {"layers",
+                        {input_entry("x", 3),
+                         input_entry("y", 2),
+                         {{"class_name", "Concatenate"},
+                          {"name", "ab"},
+                          {"config", {{"name", "ab"}}},
+                          {"inbound_nodes", calls({{ref("x", 0), ref("y", 0)}})}},
+                         dense_entry("wide", 4, "tanh", {{ref("ab", 0)}}),
+                         dense_entry("narrow", 1, "linear", {{ref("x", 0)}}),
+                         dense_entry("top", 2, "linear", {{ref("wide", 0)}})}},
+                       {"input_layers", {{"x", 0, 0}, {"y", 0, 0}}},
+                       {"output_layers", {{"top", 0, 0}, {"narrow", 0, 0}}}}}};
   auto a = Model::from_config(flat, "model", 1);
   auto b = Model::from_config(nested, "model", 2);
   ASSERT_EQ(b->output_count(), 2u);
@@ -370,7 +380,7 @@ json model_with_block(bool block_trainable) {
          {{{"class_name", "Dense"}, {"config", dense_config("b_d1", 3, "relu")}},
           {{"class_name", "BatchNormalization"}, {"config", {{"name", "b_bn"}}}},
           {{"class_name", "Dense"}, {"config", dense_config("b_d2", 2, "linear")}}}}}},
-      {"inbound_nodes", {{ref("x", 0)}}}};  // no InputLayer: Keras 2 counts its calls from 0
+      {"inbound_nodes", calls({{ref("x", 0)}})}};  // no InputLayer: Keras 2 counts its calls from 0
   return {{"class_name", "Functional"},
           {"config",
            {{"name", "m"},
