@@ -13,6 +13,14 @@ namespace {
 
 using nlohmann::json;
 
+// The JSON path of call k of a layer: its inbound node; a Sequential model's layer has none,
+// its entry is its call.
+std::string call_path(const FunctionalLayer& layer, std::size_t k) {
+  return layer.entry->contains("inbound_nodes")
+             ? layer.path + ".inbound_nodes[" + std::to_string(k) + "]"
+             : layer.path;
+}
+
 std::string keras_tensor_name(const CallRef& ref) {
   return ref.layer + "[" + std::to_string(ref.call) + "][" + std::to_string(ref.tensor) + "]";
 }
@@ -45,7 +53,8 @@ class Flattener {
     std::vector<std::vector<std::vector<int>>> outputs;
   };
   std::size_t read_nested(const FunctionalLayer& layer, std::size_t parent);
-  void check_nested_calls(const FunctionalGraph& level, std::size_t l, std::size_t child) const;
+  void check_nested_calls(const FunctionalGraph& level, std::size_t l, std::size_t child,
+                          const std::string& outputs_path) const;
   std::size_t flat_layer(const FunctionalLayer& layer, std::size_t scope);
   std::vector<Level> levels_;
   std::map<const json*, std::size_t> flat_of_entry_;
@@ -65,7 +74,7 @@ std::size_t Flattener::read_scope(ConfigObject& cfg, bool sequential, Scope scop
     if (layer.model) {
       const std::size_t child = read_nested(layer, s);
       level.child[l] = static_cast<int>(child);
-      check_nested_calls(level.graph, l, child);
+      check_nested_calls(level.graph, l, child, cfg.path_of("output_layers"));
       continue;
     }
     const auto [it, fresh] = path_of_layer_.emplace(layer.name, layer.path);
@@ -112,13 +121,13 @@ std::size_t Flattener::read_nested(const FunctionalLayer& layer, std::size_t par
 
 // A nested model is called on a tensor per input (its first argument: one, or a list), nothing
 // else; what reads it takes outputs it has.
-void Flattener::check_nested_calls(const FunctionalGraph& level, std::size_t l,
-                                   std::size_t child) const {
+void Flattener::check_nested_calls(const FunctionalGraph& level, std::size_t l, std::size_t child,
+                                   const std::string& outputs_path) const {
   const FunctionalLayer& model = level.layers[l];
   const FunctionalGraph& inner = levels_[child].graph;
   for (std::size_t k = 0; k < model.calls.size(); ++k) {
     const CallSpec& spec = model.calls[k];
-    const std::string at = model.path + ".inbound_nodes[" + std::to_string(k) + "]";
+    const std::string at = call_path(model, k);
     for (const std::string& n : spec.names)
       if (!n.empty())
         throw ConfigError(at, "model '" + model.name + "' is called with the tensor argument '" +
@@ -142,9 +151,9 @@ void Flattener::check_nested_calls(const FunctionalGraph& level, std::size_t l,
   };
   for (const FunctionalLayer& reader : level.layers)
     for (std::size_t k = 0; k < reader.calls.size(); ++k)
-      for (const CallRef& ref : reader.calls[k].inputs)
-        check(ref, reader.path + ".inbound_nodes[" + std::to_string(k) + "]");
-  for (const CallRef& ref : level.output_refs) check(ref, "output_layers");
+      for (const CallRef& ref : reader.calls[k].inputs) check(ref, call_path(reader, k));
+  for (std::size_t j = 0; j < level.output_refs.size(); ++j)
+    check(level.output_refs[j], outputs_path + "[" + std::to_string(j) + "]");
 }
 
 std::size_t Flattener::flat_layer(const FunctionalLayer& layer, std::size_t scope) {
@@ -181,10 +190,7 @@ std::vector<int> Flattener::emit(std::size_t s, const std::vector<int>& args,
                            : values[static_cast<std::size_t>(src)]
                                    [static_cast<std::size_t>(spec.inputs[j].tensor)]);
     }
-    // A Sequential model's layers have no inbound nodes: the entry is the call.
-    const std::string at = layer.entry->contains("inbound_nodes")
-                               ? layer.path + ".inbound_nodes[" + std::to_string(call.call) + "]"
-                               : layer.path;
+    const std::string at = call_path(layer, static_cast<std::size_t>(call.call));
     if (level.child[call.layer] >= 0) {
       values[c] = emit(static_cast<std::size_t>(level.child[call.layer]), in, at);
     } else {

@@ -549,6 +549,16 @@ TEST(NestedModels, WhatCannotRunIsRefusedAtItsPlace) {
             std::string::npos)
       << error_of(second_output);
 
+  json output_two = siamese_keras2();  // the model's output: the encoder's second, which it lacks
+  auto& layers = output_two["config"]["layers"];
+  layers.erase(layers.begin() + 3, layers.end());  // concat and head
+  output_two["config"]["output_layers"] = {{"encoder", 1, 1}, {"encoder", 2, 0}};
+  EXPECT_NE(error_of(output_two)
+                .find("'model.config.output_layers[0]': takes output 1 of model "
+                      "'encoder', which has 1 output"),
+            std::string::npos)
+      << error_of(output_two);
+
   json node_zero = siamese_keras2();
   node_zero["config"]["layers"][3]["inbound_nodes"][0][0][1] = 0;
   EXPECT_NE(error_of(node_zero).find("'model.config.layers[3].inbound_nodes[0]': names node 0 of "
