@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -279,6 +280,8 @@ class TANDEM_EXPORT Model {
     // most layers. And the call's other keyword arguments (use_causal_mask).
     std::vector<std::string> argument_names;
     nlohmann::json options = nlohmann::json::object();
+    // The mode it runs in whatever the model's (Keras 2's explicit `training`); none: the model's.
+    std::optional<bool> training;
   };
   // A twin's weights are the layer's own tensors and it computes on the layer's backend.
   void sync_twin(const Call& call);

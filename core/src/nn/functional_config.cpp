@@ -89,6 +89,11 @@ CallSpec read_keras2_call(const json& node, const std::string& path) {
                         "the call's keyword arguments " + keywords(i).dump() +
                             " differ from those beside its first tensor, " + keywords(0).dump() +
                             " (Keras 2 writes the same ones beside each tensor of a call)");
+  // tf.keras 2 runs a call given `training` explicitly in that mode, whatever the model's.
+  if (spec.options.contains("training") && spec.options["training"].is_boolean()) {
+    spec.training = spec.options["training"].get<bool>();
+    spec.options.erase("training");
+  }
   return spec;
 }
 

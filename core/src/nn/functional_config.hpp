@@ -11,6 +11,7 @@
 // inputs and outputs. Plain functions and data.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct CallSpec {
   /// "#i" for Keras 3's i-th positional argument (i >= 1; the layer knows its name).
   std::vector<std::string> names;
   nlohmann::json options = nlohmann::json::object();  // non-tensor keyword arguments, no nulls
+  /// Keras 2's explicit `training` of the call (a BatchNormalization or a whole nested model
+  /// kept in inference mode, MC dropout): the mode the call runs in, whatever the model's.
+  /// Keras 3 replaces a call's recorded `training` with the model's own mode: none there.
+  std::optional<bool> training;
 };
 
 /// A layer of a functional model and its calls (a shared layer is called more than once).
@@ -59,6 +64,7 @@ struct FunctionalCall {
   std::size_t layer = 0;    // index into FunctionalGraph::layers
   int call = 0;             // which of the layer's calls
   std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1 - i: the model's input i
+  std::optional<bool> training;  // the mode it runs in whatever the model's (nn/model_graph.hpp)
 };
 
 /// An InputLayer of the model. A Sequential config without one has an unnamed input whose

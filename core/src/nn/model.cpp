@@ -442,7 +442,8 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
       throw ConfigError(at, "layer '" + entry.name + "' (" + runner->class_name() +
                                 ") takes one input, but is called on " +
                                 std::to_string(call.inputs.size()));
-    Call made{call.layer, runner, call.inputs, call.call, std::move(names), std::move(options)};
+    Call made{call.layer,         runner,       call.inputs, call.call, std::move(names),
+              std::move(options), call.training};
     calls_of_layer_[call.layer].push_back(calls_.size());
     calls_.push_back(std::move(made));
     call_paths.push_back(entry.calls.size() == 1 ? entry.path : at);
@@ -604,7 +605,7 @@ void Model::forward_calls(const std::vector<std::size_t>& calls, bool training,
                              : inputs_.size() == 1 ? &forward_input_
                                                    : &input_parts_[static_cast<std::size_t>(-1 - in)]);
     call.runner->set_sample_offset(sample_offset);
-    outputs_[k] = &call.runner->forward_inputs(call_inputs_, training);
+    outputs_[k] = &call.runner->forward_inputs(call_inputs_, call.training.value_or(training));
   }
 }
 
@@ -933,6 +934,7 @@ json Model::functional_config() const {
       // The first argument's tensors, then the named ones in the first reference's kwargs.
       const std::size_t first = call.inputs.size() - call.argument_names.size();
       json kwargs = call.options;
+      if (call.training) kwargs["training"] = *call.training;
       for (std::size_t j = first; j < call.inputs.size(); ++j) {
         json ref = reference(call.inputs[j]);
         ref.erase(3);

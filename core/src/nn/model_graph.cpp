@@ -32,8 +32,9 @@ class Flattener {
   // Reads the model (or nested model) whose config is `cfg` as scope `scope`; returns its index.
   std::size_t read_scope(ConfigObject& cfg, bool sequential, Scope scope);
   // Emits one call of scope `s` on `args` (a value per input of the scope; `path` is the call's
-  // JSON path): the values of its outputs.
-  std::vector<int> emit(std::size_t s, const std::vector<int>& args, const std::string& path);
+  // JSON path) in the mode `training` says (none: the model's): the values of its outputs.
+  std::vector<int> emit(std::size_t s, const std::vector<int>& args, const std::string& path,
+                        std::optional<bool> training);
   // Every emitted call leads to an output of the model.
   void check_every_call_used() const;
   // The scopes' members with their ModelGraph indices.
@@ -171,7 +172,7 @@ std::size_t Flattener::flat_layer(const FunctionalLayer& layer, std::size_t scop
 }
 
 std::vector<int> Flattener::emit(std::size_t s, const std::vector<int>& args,
-                                 const std::string& path) {
+                                 const std::string& path, std::optional<bool> training) {
   Level& level = levels_[s];
   const FunctionalGraph& g = level.graph;
   for (std::size_t i = 0; i < g.inputs.size(); ++i)
@@ -191,12 +192,14 @@ std::vector<int> Flattener::emit(std::size_t s, const std::vector<int>& args,
                                    [static_cast<std::size_t>(spec.inputs[j].tensor)]);
     }
     const std::string at = call_path(layer, static_cast<std::size_t>(call.call));
+    // A call's own `training` wins over its nested model's call's, as in tf.keras 2.
+    const std::optional<bool> mode = spec.training ? spec.training : training;
     if (level.child[call.layer] >= 0) {
-      values[c] = emit(static_cast<std::size_t>(level.child[call.layer]), in, at);
+      values[c] = emit(static_cast<std::size_t>(level.child[call.layer]), in, at, mode);
     } else {
       const std::size_t flat = flat_layer(layer, s);
       FlatLayer& f = graph.layers[flat];
-      graph.calls.push_back({flat, static_cast<int>(f.calls.size()), in});
+      graph.calls.push_back({flat, static_cast<int>(f.calls.size()), in, mode});
       f.calls.push_back(spec);
       f.call_paths.push_back(at);
       values[c] = {static_cast<int>(graph.calls.size()) - 1};
@@ -263,7 +266,7 @@ void Flattener::emit_model(const std::string& path) {
   std::vector<int> args;
   for (std::size_t i = 0; i < g.inputs.size(); ++i) args.push_back(-1 - static_cast<int>(i));
   // The model's own InputLayers are its inputs, not checks.
-  const std::vector<int> outputs = emit(0, args, path);
+  const std::vector<int> outputs = emit(0, args, path, std::nullopt);
   graph.input_checks.erase(graph.input_checks.begin(),
                            graph.input_checks.begin() +
                                static_cast<std::ptrdiff_t>(std::count_if(

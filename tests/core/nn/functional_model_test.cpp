@@ -559,8 +559,8 @@ TEST(FunctionalModel, AttentionCallArgumentsReadInBothFormsAndRoundTrip) {
 
 // Keras 3 writes `"kwargs": {"training": false}` in each Dropout call (the call signature's
 // default; its fit, evaluate and predict replace it): read as no argument, the model is the one
-// without Dropout's kwargs. Keras 2's explicit training=true (dropout at inference too) and a
-// training that is no boolean stay refused.
+// without Dropout's kwargs. A training that is no boolean stays refused. (Keras 2's explicit
+// training is the call's mode: KerasTwosExplicitTrainingIsTheCallsMode.)
 TEST(FunctionalModel, Keras3sRecordedTrainingDefaultIsNoCallArgument) {
   json three = keras3_model();
   json& layers = three["config"]["layers"];
@@ -590,10 +590,66 @@ TEST(FunctionalModel, Keras3sRecordedTrainingDefaultIsNoCallArgument) {
             std::string::npos)
       << error_of(three);
   json two = keras2_model();
-  two["config"]["layers"][1]["inbound_nodes"][0][0][3] = {{"training", true}};
-  EXPECT_NE(error_of(two).find("takes no call arguments, got {\"training\":true}"),
-            std::string::npos)
+  two["config"]["layers"][1]["inbound_nodes"][0][0][3] = {{"training", 1}};
+  EXPECT_NE(error_of(two).find("takes no call arguments, got {\"training\":1}"), std::string::npos)
       << error_of(two);
+}
+
+// tf.keras 2 runs a call given `training` explicitly in that mode, whatever the model's:
+// BatchNormalization(...)(x, training=False) normalises by its moving statistics and leaves them
+// (its gamma and beta still train), Dropout(...)(x, training=True) drops at inference too (MC
+// dropout). The config written back keeps the argument.
+TEST(FunctionalModel, KerasTwosExplicitTrainingIsTheCallsMode) {
+  json two = keras2_model();
+  json& layers = two["config"]["layers"];
+  // input_1 -> dense -> bn (training=False) -> drop (training=True) -> add ...
+  json bn = {{"class_name", "BatchNormalization"},
+             {"name", "bn"},
+             {"config", {{"name", "bn"}, {"momentum", 0.5}}},
+             {"inbound_nodes",
+              json::array({json::array({json::array({"dense", 0, 0, {{"training", false}}})})})}};
+  json drop = {{"class_name", "Dropout"},
+               {"name", "drop"},
+               {"config", {{"name", "drop"}, {"rate", 0.5}, {"seed", 3}}},
+               {"inbound_nodes",
+                json::array({json::array({json::array({"bn", 0, 0, {{"training", true}}})})})}};
+  layers[2]["inbound_nodes"][0][0][0] = "drop";  // add reads drop instead of dense
+  layers.insert(layers.begin() + 2, drop);
+  layers.insert(layers.begin() + 2, bn);
+  auto model = Model::from_config(two, "model", 4);
+  const Tensor x = test::random_tensor({6, 4}, 14);
+  const Parameter* moving_mean = nullptr;
+  for (Parameter* p : model->layer(1).parameters())
+    if (p->name == "moving_mean") moving_mean = p;
+  ASSERT_NE(moving_mean, nullptr);
+  const auto mean_before = test::to_double(moving_mean->value);
+  model->forward(x, true);
+  EXPECT_EQ(test::to_double(moving_mean->value), mean_before);  // inference mode: not moved
+  // The Dropout's mask shows in training and inference alike: its output has zeros.
+  const Tensor& dropout_out = *model->call_output(2);
+  int zeros = 0;
+  for (std::int64_t i = 0; i < dropout_out.size(); ++i) zeros += dropout_out[i] == 0.0f;
+  EXPECT_GT(zeros, 0);
+  model->forward(x, false);
+  zeros = 0;
+  for (std::int64_t i = 0; i < model->call_output(2)->size(); ++i)
+    zeros += (*model->call_output(2))[i] == 0.0f;
+  EXPECT_GT(zeros, 0);
+  // gamma and beta train in inference mode.
+  model->forward(x, true);
+  model->backward(test::random_tensor({6, 2}, 15));
+  double gamma_grad = 0;
+  for (Parameter* p : model->layer(1).parameters())
+    if (p->name == "gamma")
+      for (std::int64_t i = 0; i < p->grad.size(); ++i) gamma_grad += std::fabs(p->grad[i]);
+  EXPECT_GT(gamma_grad, 0.0);
+  // The config written back keeps both arguments, and reads back the same.
+  const json written = model->config();
+  EXPECT_EQ(written["config"]["layers"][2]["inbound_nodes"][0][0][3], json({{"training", false}}))
+      << written.dump();
+  EXPECT_EQ(written["config"]["layers"][3]["inbound_nodes"][0][0][3], json({{"training", true}}))
+      << written.dump();
+  EXPECT_NO_THROW(Model::from_config(written, "model", 4));
 }
 
 TEST(FunctionalModel, CallArgumentsALayerDoesNotTakeAreRefusedAtTheirPath) {

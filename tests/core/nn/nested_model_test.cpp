@@ -5,6 +5,7 @@
 // refused at its JSON path.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -419,6 +420,44 @@ TEST(NestedModels, AFrozenNestedModelFreezesItsLayersAndListsItsWeightsAsKerasDo
                                       "b_bn/moving_mean", "b_bn/moving_variance", "b_d2/kernel",
                                       "b_d2/bias"}));
   EXPECT_EQ(frozen->config()["config"]["layers"][1]["config"]["trainable"], false);
+}
+
+TEST(NestedModels, ANestedModelCalledWithTrainingFalseRunsInInferenceMode) {
+  // Keras' transfer-learning idiom, base_model(inputs, training=False), in tf.keras 2's form: the
+  // nested model's BatchNormalization keeps its moving statistics while the model trains (its
+  // gamma and beta still train once the base is unfrozen).
+  json config = model_with_block(true);
+  config["config"]["layers"][1]["inbound_nodes"][0][0][3] = {{"training", false}};
+  auto model = Model::from_config(config, "model", 1);
+  Parameter* moving_mean = nullptr;
+  Parameter* gamma = nullptr;
+  for (Parameter* p : model->layer(1).parameters()) {
+    if (p->name == "moving_mean") moving_mean = p;
+    if (p->name == "gamma") gamma = p;
+  }
+  ASSERT_TRUE(moving_mean && gamma);
+  const Tensor x = test::random_tensor({8, 4}, 21);
+  const Tensor before = moving_mean->value.clone();
+  const Tensor y_training = model->forward(x, true).clone();
+  for (std::int64_t i = 0; i < before.size(); ++i) EXPECT_EQ(moving_mean->value[i], before[i]);
+  const Tensor& y_inference = model->forward(x, false);
+  for (std::int64_t i = 0; i < y_training.size(); ++i) EXPECT_EQ(y_training[i], y_inference[i]);
+  model->forward(x, true);
+  model->backward(test::random_tensor({8, 1}, 22));
+  double sum = 0;
+  for (std::int64_t i = 0; i < gamma->grad.size(); ++i) sum += std::fabs(gamma->grad[i]);
+  EXPECT_GT(sum, 0.0);
+  // Without the argument the same model trains its statistics.
+  auto plain = Model::from_config(model_with_block(true), "model", 1);
+  plain->forward(x, true);
+  bool moved = false;
+  for (Parameter* p : plain->layer(1).parameters())
+    if (p->name == "moving_mean")
+      for (std::int64_t i = 0; i < p->value.size(); ++i) moved = moved || p->value[i] != before[i];
+  EXPECT_TRUE(moved);
+  // The config written back keeps the call as it was given.
+  EXPECT_EQ(model->config()["config"]["layers"][1]["inbound_nodes"],
+            config["config"]["layers"][1]["inbound_nodes"]);
 }
 
 TEST(NestedModels, KerasTwoNumbersASequentialModelsCallsByItsInput) {
