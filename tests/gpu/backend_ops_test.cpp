@@ -528,6 +528,31 @@ TEST_F(BackendOps, EmbeddingGatherAndGradientAreTheCpusAndBadIndicesAreFound) {
   EXPECT_FALSE(gpu_->captured_safely());
 }
 
+// Discretization's bins (kernel_math's binary search on both) and the category encodings, to
+// the bit; a bad category found at the CPU's position.
+TEST_F(BackendOps, DiscretizeAndEncodeCategoriesFollowTheCpu) {
+  Tensor x = random_host({6, 7, 3}, 31, -2.0f, 2.0f);
+  const Tensor boundaries = Tensor::from_vector({5}, {-1.0f, -0.5f, 0.0f, 0.0f, 1.25f});
+  for (std::int64_t i = 0; i < x.size(); i += 9) x[i] = boundaries[i % 5];  // on a boundary
+  Tensor bins_cpu({6, 7, 3}), bins_gpu = gpu_tensor({6, 7, 3});
+  cpu().discretize(x, boundaries, bins_cpu);
+  gpu().discretize(up(x), up(boundaries), bins_gpu);
+  expect_same(bins_cpu, down(bins_gpu), "discretize");
+  for (const bool count : {false, true}) {  // [6, 7, 3] as [outer, n, inner], 6 categories
+    Tensor y_cpu({6, 3, 6}), y_gpu = gpu_tensor({6, 3, 6});
+    EXPECT_FALSE(cpu().encode_categories(bins_cpu, y_cpu, 7, 3, 6, count));
+    EXPECT_FALSE(gpu().encode_categories(up(bins_cpu), y_gpu, 7, 3, 6, count));
+    expect_same(y_cpu, down(y_gpu), count ? "count" : "multi_hot");
+  }
+  bins_cpu[40] = 6.0f;  // outside the 6 categories
+  bins_cpu[50] = 2.5f;
+  Tensor y_gpu = gpu_tensor({6, 3, 6});
+  const auto bad = gpu().encode_categories(up(bins_cpu), y_gpu, 7, 3, 6, false);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->position, 40);
+  EXPECT_EQ(bad->value, 6.0f);
+}
+
 TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   const std::int64_t rows = 50, classes = 6;
   const Tensor logits = random_host({rows, classes}, 22, -3.0f, 3.0f);

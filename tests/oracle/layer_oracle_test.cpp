@@ -447,6 +447,76 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// Discretization and CategoryEncoding against PyTorch: torch.bucketize(x, boundaries,
+// right=True) for the bins (NumPy's digitize), F.one_hot and its max (multi-hot) or sum (count)
+// over the sample's first axis for the encodings. Their outputs are integers: compared exactly.
+constexpr const char* kCategoriesTorch = R"PY(
+import json, sys, torch
+import torch.nn.functional as F
+d = json.load(open(sys.argv[1]))
+x = torch.tensor(d["x"], dtype=torch.float32).reshape(40, 5)
+b = torch.tensor(d["boundaries"], dtype=torch.float32)
+bins = torch.bucketize(x, b, right=True)  # (samples, 5)
+depth = len(d["boundaries"]) + 1
+hot = F.one_hot(bins, depth).float()  # (samples, 5, depth)
+cats = torch.tensor(d["categories"], dtype=torch.int64).reshape(d["categories_shape"])
+cat_hot = F.one_hot(cats, d["tokens"]).float()  # (samples, 3, 2, tokens)
+json.dump({"bins": bins.flatten().tolist(),
+           "one_hot": hot.flatten().tolist(),
+           "multi_hot": hot.amax(dim=1).flatten().tolist(),
+           "count": hot.sum(dim=1).flatten().tolist(),
+           "categories_count": cat_hot.sum(dim=1).flatten().tolist(),
+           "categories_multi_hot": cat_hot.amax(dim=1).flatten().tolist()},
+          open(sys.argv[2], "w"))
+)PY";
+
+std::vector<float> forward_of(const json& entry, const Shape& batch_shape,
+                              const std::vector<float>& values) {
+  auto layer = make(entry);
+  Rng init(1);
+  layer->build(Shape(batch_shape.begin() + 1, batch_shape.end()), init);
+  const Tensor& y = layer->forward(Tensor::from_vector(batch_shape, values), true);
+  return std::vector<float>(y.data(), y.data() + y.size());
+}
+
+TEST(LayerOracle, CategoryLayersMatchPyTorch) {
+  const fs::path dir = test::scratch_dir("layer-oracle-categories");
+  const std::vector<double> boundaries = {-1.0, -0.25, 0.0, 0.5, 0.5, 2.0};
+  Rng rng(17);
+  std::vector<float> x;  // 40 samples of 5: values around the boundaries and on them
+  for (int i = 0; i < 200; ++i)
+    x.push_back(i % 7 == 0 ? static_cast<float>(boundaries[static_cast<std::size_t>(i) % 6])
+                           : static_cast<float>(-3.0 + 6.0 * rng.uniform()));
+  std::vector<float> categories;  // 40 samples of (3, 2) below 4
+  for (int i = 0; i < 240; ++i) categories.push_back(static_cast<float>(rng.below(4)));
+  test::write_text(dir / "in.json", json({{"x", json(x)},
+                                          {"boundaries", boundaries},
+                                          {"categories", json(categories)},
+                                          {"categories_shape", {40, 3, 2}},
+                                          {"tokens", 4}})
+                                        .dump());
+  const auto r = test::run_python(dir / "categories_torch.py", kCategoriesTorch,
+                                  (dir / "in.json").string() + " " + (dir / "out.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json want = json::parse(test::read_text(dir / "out.json"));
+  const auto discretization = [&](const char* mode) {
+    return json{{"class_name", "Discretization"},
+                {"config", {{"bin_boundaries", boundaries}, {"output_mode", mode}}}};
+  };
+  EXPECT_EQ(json(forward_of(discretization("int"), {40, 5}, x)), want["bins"]);
+  // one_hot of each value: a sample of (5, 1) loses its last axis, as Keras' does.
+  EXPECT_EQ(json(forward_of(discretization("one_hot"), {40, 5, 1}, x)), want["one_hot"]);
+  EXPECT_EQ(json(forward_of(discretization("multi_hot"), {40, 5}, x)), want["multi_hot"]);
+  EXPECT_EQ(json(forward_of(discretization("count"), {40, 5}, x)), want["count"]);
+  const auto encoding = [](const char* mode) {
+    return json{{"class_name", "CategoryEncoding"},
+                {"config", {{"num_tokens", 4}, {"output_mode", mode}}}};
+  };
+  EXPECT_EQ(json(forward_of(encoding("count"), {40, 3, 2}, categories)), want["categories_count"]);
+  EXPECT_EQ(json(forward_of(encoding("multi_hot"), {40, 3, 2}, categories)),
+            want["categories_multi_hot"]);
+}
+
 TEST(LayerOracle, OneInputLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});

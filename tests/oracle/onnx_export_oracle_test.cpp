@@ -221,6 +221,40 @@ std::vector<Case> cases() {
                                 layer("Activation", {{"activation", "relu"}})}),
                {{{6}}},
                false});
+  // Numbers into categories: ONNX's comparisons, which OpenCV does not run; NumPy does.
+  const json bins = {-0.5, 0.0, 0.0, 0.5};
+  c.push_back({"discretization_bins",
+               sequential({5}, {layer("Discretization", {{"bin_boundaries", bins}})}),
+               {{{5}}},
+               false});
+  c.push_back({"discretization_count",
+               sequential({5}, {layer("Discretization",
+                                      {{"bin_boundaries", bins}, {"output_mode", "count"}})}),
+               {{{5}}},
+               false});
+  c.push_back({"discretization_one_hot",
+               sequential({5, 1}, {layer("Discretization",
+                                         {{"bin_boundaries", bins}, {"output_mode", "one_hot"}})}),
+               {{{5, 1}}},
+               false});
+  c.push_back({"discretization_without_boundaries",
+               sequential({4}, {layer("Discretization", {{"bin_boundaries", json::array()}})}),
+               {{{4}}},
+               false});
+  c.push_back({"category_encoding_multi_hot",
+               sequential({3}, {layer("CategoryEncoding", {{"num_tokens", 6}})}),
+               {{{3}, 6}},
+               false});
+  c.push_back({"category_encoding_count_of_a_grid",
+               sequential({3, 2}, {layer("CategoryEncoding",
+                                         {{"num_tokens", 4}, {"output_mode", "count"}})}),
+               {{{3, 2}, 4}},
+               false});
+  c.push_back({"category_encoding_one_hot",
+               sequential({4}, {layer("CategoryEncoding",
+                                      {{"num_tokens", 5}, {"output_mode", "one_hot"}})}),
+               {{{4}, 5}},
+               false});
   c.push_back({"embedding_position",
                functional({input_layer("ids", {5}),
                            call("Embedding", "emb", {{"input_dim", 11}, {"output_dim", 4}}, {"ids"}),

@@ -1440,6 +1440,20 @@ TANDEM_HD inline std::int64_t embedding_index(float value, std::int64_t vocab) {
   return static_cast<std::int64_t>(value);
 }
 
+/// Discretization's bin of x among n ascending boundaries: how many are at most x (NumPy's
+/// digitize; 0 below the first, n from the last on; NaN compares false: bin 0). Binary search.
+TANDEM_HD inline std::int64_t bin_of(float x, const float* boundaries, std::int64_t n) {
+  std::int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (boundaries[mid] <= x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dropout (nn/dropout.cpp): mask = scale or 0 from a counter-based hash of (stream, call, global
 // sample index, column).

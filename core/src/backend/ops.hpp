@@ -418,6 +418,19 @@ class Backend {
   virtual void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
                                   std::int64_t dim) = 0;
 
+  // Keras' numeric preprocessing into categories (nn/discretization.cpp,
+  // nn/category_encoding.cpp; x holds floats).
+  /// y[i] = the number of `boundaries` (ascending, n_boundaries of them) at most x[i]: the bin of
+  /// x[i], as NumPy's digitize gives it (kernel_math.hpp's bin_of), as a float.
+  virtual void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) = 0;
+  /// Encodes category indices, x seen as [outer, n, inner] and y as [outer, inner, depth]:
+  /// y[o, j, d] = the number of k with x[o, k, j] == d when `count`, else 1 when there is one
+  /// (multi-hot; one-hot is the case n = 1), 0 otherwise. Returns the first index that is no
+  /// integer in [0, depth) instead (y unspecified then).
+  virtual std::optional<BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
+                                                    std::int64_t inner, std::int64_t depth,
+                                                    bool count) = 0;
+
   // Losses and metrics: per-step sums in double, kept where the backend computes them.
   virtual std::unique_ptr<Sums> sums() = 0;
   /// Sets sums[slot] to the sum over the rows of the loss of each row (cols = values per row,

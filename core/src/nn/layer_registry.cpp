@@ -5,33 +5,35 @@
 
 #include "nn/activation.hpp"
 #include "nn/batch_normalization.hpp"
-#include "nn/dot.hpp"
+#include "nn/category_encoding.hpp"
+#include "nn/constraint.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/conv2d_transpose.hpp"
-#include "nn/separable_conv2d.hpp"
 #include "nn/dense.hpp"
+#include "nn/discretization.hpp"
+#include "nn/dot.hpp"
 #include "nn/dropout.hpp"
-#include "nn/gaussian_noise.hpp"
-#include "nn/random_flip.hpp"
+#include "nn/elementwise_merge.hpp"
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
+#include "nn/gaussian_noise.hpp"
 #include "nn/global_average_pooling.hpp"
 #include "nn/image_layers.hpp"
-#include "nn/elementwise_merge.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/merge.hpp"
-#include "nn/normalization.hpp"
 #include "nn/multi_head_attention.hpp"
+#include "nn/normalization.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
-#include "nn/constraint.hpp"
 #include "nn/prelu.hpp"
 #include "nn/random_color.hpp"
+#include "nn/random_flip.hpp"
 #include "nn/random_warp.hpp"
 #include "nn/rescaling.hpp"
-#include "nn/reshaped_2d.hpp"
-#include "nn/shaped_activation.hpp"
 #include "nn/reshape.hpp"
+#include "nn/reshaped_2d.hpp"
+#include "nn/separable_conv2d.hpp"
+#include "nn/shaped_activation.hpp"
 #include "tandem/error.hpp"
 #include "util/warn_once.hpp"
 
@@ -820,6 +822,63 @@ std::unique_ptr<Layer> make_normalization(ConfigObject& c, const std::string& na
   return std::make_unique<Normalization>(name, std::move(mean), std::move(variance), invert);
 }
 
+// CategoryEncoding's and Discretization's output_mode, and `sparse` (false: Tandem's tensors are
+// dense). Discretization's "int" is none.
+std::optional<CategoryMode> read_category_mode(ConfigObject& c, const std::string& fallback,
+                                               bool allow_int) {
+  std::vector<std::string> modes = {"one_hot", "multi_hot", "count"};
+  if (allow_int) modes.insert(modes.begin(), "int");
+  const std::string mode = c.one_of("output_mode", fallback, modes);
+  if (c.get_bool("sparse", false))
+    throw ConfigError(c.path_of("sparse"), "Tandem's tensors are dense: sparse must be false");
+  if (mode == "int") return std::nullopt;
+  return mode == "one_hot" ? CategoryMode::one_hot
+         : mode == "count" ? CategoryMode::count
+                           : CategoryMode::multi_hot;
+}
+
+std::unique_ptr<Layer> make_category_encoding(ConfigObject& c, const std::string& name) {
+  if (!c.has("num_tokens")) throw ConfigError(c.path_of("num_tokens"), "required key is missing");
+  const std::int64_t tokens = c.positive_int("num_tokens");
+  return std::make_unique<CategoryEncoding>(name, tokens,
+                                            *read_category_mode(c, "multi_hot", false));
+}
+
+// bin_boundaries ascending (Keras 3 writes an adapted layer's there); num_bins, when given too,
+// must be their count plus one; null boundaries are adapt()'s to compute, which Tandem does not.
+std::unique_ptr<Layer> make_discretization(ConfigObject& c, const std::string& name) {
+  const nlohmann::json* given = c.find("bin_boundaries");
+  const nlohmann::json* bins = c.find("num_bins");
+  if (!given)
+    throw ConfigError(c.path_of("bin_boundaries"),
+                      "null: the boundaries are Keras' adapt()'s to compute (num_bins " +
+                          (bins ? bins->dump() : std::string("null")) +
+                          "), which Tandem does not do; give them (Keras 3 writes an adapted "
+                          "layer's boundaries in its config)");
+  if (!given->is_array())
+    throw ConfigError(c.path_of("bin_boundaries"),
+                      "expected a list of ascending numbers, got " + given->dump());
+  std::vector<float> boundaries;
+  for (std::size_t i = 0; i < given->size(); ++i) {
+    const nlohmann::json& b = (*given)[i];
+    const std::string at = c.path_of("bin_boundaries") + "[" + std::to_string(i) + "]";
+    if (!b.is_number() || !std::isfinite(b.get<double>()))
+      throw ConfigError(at, "expected a finite number, got " + b.dump());
+    boundaries.push_back(b.get<float>());
+    if (i > 0 && boundaries[i] < boundaries[i - 1])
+      throw ConfigError(at, b.dump() +
+                                " is below the boundary before it: bin_boundaries must "
+                                "ascend");
+  }
+  if (bins && c.positive_int("num_bins") != static_cast<std::int64_t>(boundaries.size()) + 1)
+    throw ConfigError(c.path_of("num_bins"),
+                      bins->dump() + " bins, but " + std::to_string(boundaries.size()) +
+                          " bin_boundaries make " + std::to_string(boundaries.size() + 1));
+  const double epsilon = c.number_in("epsilon", 0.01, 0.0, 1.0);  // adapt()'s: unused here
+  return std::make_unique<Discretization>(name, std::move(boundaries),
+                                          read_category_mode(c, "int", true), epsilon);
+}
+
 std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) {
   const auto scalar = [&](const char* key, double fallback) {
     const nlohmann::json* v = c.find(key);
@@ -1006,6 +1065,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},
       {"GlobalMaxPooling2D", {"global_max_pooling2d", make_global_max_pooling<2>}},
       {"Rescaling", {"rescaling", make_rescaling}},
+      {"CategoryEncoding", {"category_encoding", make_category_encoding}},
+      {"Discretization", {"discretization", make_discretization}},
       {"Normalization", {"normalization", make_normalization}},
       {"ZeroPadding2D", {"zero_padding2d", make_zero_padding2d}},
       {"Cropping2D", {"cropping2d", make_cropping2d}},

@@ -294,6 +294,80 @@ OnnxValue export_position_embedding(LayerCall& call) {
                        .output());
 }
 
+// Category indices (float values) of a call whose input has the per-sample shape `input`,
+// encoded as CategoryEncoding encodes them into `depth` values (Keras' output_mode `mode`):
+// Equal against 0 .. depth - 1 on a new last axis, then, but for one_hot, its max (multi_hot)
+// or sum (count) over the sample's first axis. A category outside [0, depth) (which Tandem
+// refuses) encodes as zeros here: ONNX has no error to raise.
+OnnxValue encode_categories(LayerCall& call, const std::string& indices, const Shape& input,
+                            const std::string& mode, std::int64_t depth) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  std::vector<float> categories;
+  for (std::int64_t d = 0; d < depth; ++d) categories.push_back(static_cast<float>(d));
+  const std::string column =
+      g.node("Unsqueeze", {indices, g.int64s(p + "/last", {-1})}, p).output();
+  const std::string equal =
+      g.node("Equal", {column, call.constant("categories", {depth}, categories)}, p).output();
+  std::string hot =
+      g.node("Cast", {equal}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
+  if (mode == "one_hot" || input.empty()) {
+    std::vector<std::int64_t> shape{-1};
+    shape.insert(shape.end(), call.output_shape.begin(), call.output_shape.end());
+    hot = g.node("Reshape", {hot, g.int64s(p + "/shape", shape)}, p).output();
+  } else if (mode == "count") {
+    hot = g.node("ReduceSum", {hot, g.int64s(p + "/axes", {1})}, p)
+              .attr("keepdims", std::int64_t{0})
+              .output();
+  } else {
+    hot = g.node("ReduceMax", {hot}, p)
+              .attr("axes", std::vector<std::int64_t>{1})
+              .attr("keepdims", std::int64_t{0})
+              .output();
+  }
+  return {hot, call.output_shape, false};
+}
+
+// Discretization: the bin of each value is how many boundaries are at most it, the sum of a
+// GreaterOrEqual against the boundaries on a new last axis (NaN: bin 0, as Tandem's).
+OnnxValue export_discretization(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  std::vector<float> boundaries;
+  for (const auto& b : key(call, "bin_boundaries")) boundaries.push_back(b.get<float>());
+  std::string bins;
+  if (boundaries.empty()) {  // one bin: zeros (x < -inf is never true)
+    bins = g.node("Less", {x.name, g.scalar(p + "/below_all", -INFINITY)}, p).output();
+  } else {
+    const std::string column =
+        g.node("Unsqueeze", {x.name, g.int64s(p + "/value_axis", {-1})}, p).output();
+    const std::string at_least =
+        g.node("GreaterOrEqual",
+               {column, call.constant("bin_boundaries",
+                                      {static_cast<std::int64_t>(boundaries.size())}, boundaries)},
+               p)
+            .output();
+    bins =
+        g.node("Cast", {at_least}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
+    bins = g.node("ReduceSum", {bins, g.int64s(p + "/bin_axis", {-1})}, p)
+               .attr("keepdims", std::int64_t{0})
+               .output();
+  }
+  if (boundaries.empty())
+    bins = g.node("Cast", {bins}, p).attr("to", std::int64_t{onnx::TensorProto::FLOAT}).output();
+  const nlohmann::json& mode = key(call, "output_mode");
+  if (!mode.is_string() || mode == "int") return g.like(x, bins);
+  return encode_categories(call, bins, x.shape, mode.get<std::string>(),
+                           static_cast<std::int64_t>(boundaries.size()) + 1);
+}
+
+OnnxValue export_category_encoding(LayerCall& call) {
+  const OnnxValue x = call.graph.in_layout(call.inputs[0], false);
+  return encode_categories(call, x.name, x.shape, key(call, "output_mode").get<std::string>(),
+                           key(call, "num_tokens").get<std::int64_t>());
+}
+
 }  // namespace
 
 std::string channel_constant(OnnxGraph& graph, const OnnxValue& like, const std::string& prefix,
@@ -402,6 +476,8 @@ void add_core_exporters(ExporterTable& table) {
   table["BatchNormalization"] = export_batch_normalization;
   table["LayerNormalization"] = export_layer_normalization;
   table["Embedding"] = export_embedding;
+  table["Discretization"] = export_discretization;
+  table["CategoryEncoding"] = export_category_encoding;
   table["PositionEmbedding"] = export_position_embedding;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",

@@ -454,6 +454,39 @@ std::optional<BadIndex> CpuBackend::embedding_gather(const Tensor& table, const 
   return std::nullopt;
 }
 
+void CpuBackend::discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) {
+  require_device(*this, x, "discretize");
+  const float* b = boundaries.data();
+  const std::int64_t nb = boundaries.size();
+  const float* xp = x.data();
+  float* yp = y.data();
+  cpu::parallel_for(x.size(), 4096, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) yp[i] = static_cast<float>(math::bin_of(xp[i], b, nb));
+  });
+}
+
+std::optional<BadIndex> CpuBackend::encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
+                                                      std::int64_t inner, std::int64_t depth,
+                                                      bool count) {
+  require_device(*this, x, "encode_categories");
+  for (std::int64_t i = 0; i < x.size(); ++i)
+    if (math::embedding_index(x[i], depth) < 0) return BadIndex{i, x[i]};
+  const std::int64_t outer = n * inner == 0 ? 0 : x.size() / (n * inner);
+  const float* xp = x.data();
+  float* yp = y.data();
+  std::fill(yp, yp + y.size(), 0.0f);
+  cpu::parallel_for(outer, 64, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o)
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t j = 0; j < inner; ++j) {
+          float& cell =
+              yp[(o * inner + j) * depth + static_cast<std::int64_t>(xp[(o * n + k) * inner + j])];
+          cell = count ? cell + 1.0f : 1.0f;
+        }
+  });
+  return std::nullopt;
+}
+
 void CpuBackend::embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,
                                     std::int64_t dim) {
   require_device(*this, dy, "embedding_gradient");

@@ -96,6 +96,10 @@ class CpuBackend final : public Backend {
                                    std::int64_t channels) override;
   void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                     std::int64_t channels) override;
+  void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) override;
+  std::optional<BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
+                                            std::int64_t inner, std::int64_t depth,
+                                            bool count) override;
   std::optional<BadIndex> embedding_gather(const Tensor& table, const Tensor& x, Tensor& y,
                                            std::int64_t dim) override;
   void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,

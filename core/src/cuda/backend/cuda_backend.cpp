@@ -329,6 +329,43 @@ void CudaBackend::global_average_pool_backward(const Tensor& dy, Tensor& dx, std
                                      channels, stream_);
 }
 
+void CudaBackend::discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) {
+  require(x, "discretize");
+  require(boundaries, "discretize");
+  require(y, "discretize");
+  cuda::discretize(x.data(), boundaries.data(), boundaries.size(), y.data(), x.size(), stream_);
+}
+
+std::optional<backend::BadIndex> CudaBackend::encode_categories(const Tensor& x, Tensor& y,
+                                                                std::int64_t n, std::int64_t inner,
+                                                                std::int64_t depth, bool count) {
+  require(x, "encode_categories");
+  require(y, "encode_categories");
+  const std::int64_t total = x.size();
+  if (total > kMaxInt32)
+    throw ShapeError("a category encoding on a CUDA replica: " + std::to_string(total) +
+                     " indices in one batch, more than 2^31 - 1");
+  auto* indices = reinterpret_cast<std::int32_t*>(scratch(indices_, floats_for_int32(total)));
+  auto* flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
+  cuda::embedding_indices(x.data(), indices, total, depth, flag, stream_);
+  // The index check needs its answer on the host now: this step cannot be captured.
+  unsigned long long first_bad = 0;
+  check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (category index check)");
+  check(cudaStreamSynchronize(stream_), "the category index check");
+  step_->captured_safely = false;
+  if (first_bad < static_cast<unsigned long long>(total)) {
+    const auto i = static_cast<std::int64_t>(first_bad);
+    float value = 0;
+    check(cudaMemcpy(&value, x.data() + i, sizeof value, cudaMemcpyDeviceToHost),
+          "copy of a bad category index to the host");
+    return backend::BadIndex{i, value};
+  }
+  const std::int64_t outer = n * inner == 0 ? 0 : total / (n * inner);
+  cuda::encode_categories(indices, y.data(), outer, n, inner, depth, count, stream_);
+  return std::nullopt;
+}
+
 std::optional<backend::BadIndex> CudaBackend::embedding_gather(const Tensor& table,
                                                                const Tensor& x, Tensor& y,
                                                                std::int64_t dim) {

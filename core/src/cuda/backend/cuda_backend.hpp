@@ -4,10 +4,10 @@
 // per-element arithmetic is backend/kernel_math.hpp's, the CPU backend's own.
 //
 // Every operation queues work on the stream and returns, except where the ops interface needs a
-// host answer: embedding_gather (its index check), copy() to the host, Sums::read(). Such an
-// operation marks the step as not capturable (captured_safely()), so the replica runs it without a
-// CUDA graph. Dropout counts its calls on the device (one counter per layer, keyed by the layer's
-// random stream), so a step replayed from a graph draws new masks.
+// host answer: embedding_gather and encode_categories (their index checks), copy() to the host,
+// Sums::read(). Such an operation marks the step as not capturable (captured_safely()), so the
+// replica runs it without a CUDA graph. Dropout counts its calls on the device (one counter per
+// layer, keyed by the layer's random stream), so a step replayed from a graph draws new masks.
 //
 // Ownership: shares the allocator with every tensor it allocated (they may outlive it); borrows
 // the stream and the GEMM, which outlive it (the replica owns them). Thread-safety: one thread at
@@ -133,6 +133,10 @@ class CudaBackend final : public backend::Backend {
                                    std::int64_t channels) override;
   void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                     std::int64_t channels) override;
+  void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) override;
+  std::optional<backend::BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
+                                                     std::int64_t inner, std::int64_t depth,
+                                                     bool count) override;
   std::optional<backend::BadIndex> embedding_gather(const Tensor& table, const Tensor& x,
                                                     Tensor& y, std::int64_t dim) override;
   void embedding_gradient(const Tensor& x, const Tensor& dy, Tensor& grad,

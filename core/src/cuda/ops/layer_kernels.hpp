@@ -231,6 +231,16 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          const float* inv_std, float* dx, float* d_gamma, float* d_beta,
                          std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+// ---- Discretization and CategoryEncoding ---------------------------------------------------
+
+/// y[i] = the bin of x[i] among nb ascending boundaries (device), as a float.
+void discretize(const float* x, const float* boundaries, std::int64_t nb, float* y, std::int64_t n,
+                cudaStream_t stream);
+/// y[o, j, d] over indices seen as [outer, n, inner] (valid, below depth): the count of k with
+/// indices[o, k, j] == d (`count`), else 1 when there is one.
+void encode_categories(const std::int32_t* indices, float* y, std::int64_t outer, std::int64_t n,
+                       std::int64_t inner, std::int64_t depth, bool count, cudaStream_t stream);
+
 // ---- Embedding -----------------------------------------------------------------------------
 
 /// Converts n index-valued floats to int32 indices (0 where invalid) and writes to *first_bad
