@@ -162,6 +162,13 @@ TEST(ConfigMutation, NestedModelsNeverFailButWithTheirPlace) {
   fuzz_model(run["model"], 8, 3000);
 }
 
+TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
+  // Discretization's modes and a CategoryEncoding of its bins.
+  const json run =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/categories.json");
+  fuzz_model(run["model"], 9, 2000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {
