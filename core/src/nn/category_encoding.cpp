@@ -1,5 +1,7 @@
 #include "nn/category_encoding.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "backend/ops.hpp"
