@@ -95,4 +95,10 @@ nlohmann::json defaults_growing_tenfold(int depth) {
   return level;
 }
 
+nlohmann::json keras2_calls(std::initializer_list<std::vector<nlohmann::json>> per_call) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::vector<nlohmann::json>& refs : per_call) out.push_back(nlohmann::json(refs));
+  return out;
+}
+
 }  // namespace tandem::test

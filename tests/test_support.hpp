@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 namespace tandem::test {
@@ -60,6 +62,11 @@ CommandResult train_in(const std::filesystem::path& dir, const std::string& name
 /// The history (one logs object per epoch) of the finished run in folder `run_dir`, from its
 /// events.jsonl; null when no run finished there.
 nlohmann::json run_history(const std::filesystem::path& run_dir);
+
+/// A Keras 2 functional layer's inbound_nodes: per call, the references it takes
+/// (["layer", node, tensor, {}]). Built from vectors: a braced list of one json is a copy of it
+/// for some compilers (clang), not a list.
+nlohmann::json keras2_calls(std::initializer_list<std::vector<nlohmann::json>> per_call);
 
 /// An options schema of `depth` nested objects, each with one option "p": a list of objects
 /// whose default holds ten of them. Its defaults expand to 10^depth values (a 1 KB schema that

@@ -115,12 +115,8 @@ json ref(const char* layer, int node) {
   return json::array({layer, node, 0, json::object()});
 }
 
-// A Keras 2 layer's inbound nodes: per call, the references it takes. (Built with json::array
-// and vectors: a braced list of one json is a copy of it for some compilers, not a list.)
 json calls(std::initializer_list<std::vector<json>> per_call) {
-  json out = json::array();
-  for (const std::vector<json>& refs : per_call) out.push_back(json(refs));
-  return out;
+  return test::keras2_calls(per_call);
 }
 
 // Keras 2.15's to_json() of the siamese model (the calls of a nested Functional model and of a

@@ -77,15 +77,18 @@ const Tensor& CategoryEncoding::forward(const Tensor& x, bool) {
   return output_;
 }
 
-const Tensor& CategoryEncoding::backward(const Tensor& grad_output, bool need_input_grad) {
-  (void)grad_output;
-  grad_input_ = Tensor();
-  if (need_input_grad) {
-    Shape in{output_.dim(0)};
-    in.insert(in.end(), input_shape_.begin(), input_shape_.end());
-    ops().fill(ops().place(grad_input_, in), 0.0f);  // integer outputs: no gradient
-  }
-  return grad_input_;
+const Tensor& no_input_gradient(backend::Backend& ops, std::int64_t rows, const Shape& input_shape,
+                                bool need, Tensor& grad) {
+  grad = Tensor();
+  if (!need) return grad;
+  Shape in{rows};
+  in.insert(in.end(), input_shape.begin(), input_shape.end());
+  ops.fill(ops.place(grad, in), 0.0f);
+  return grad;
+}
+
+const Tensor& CategoryEncoding::backward(const Tensor&, bool need_input_grad) {
+  return no_input_gradient(ops(), output_.dim(0), input_shape_, need_input_grad, grad_input_);
 }
 
 nlohmann::json CategoryEncoding::config() const {

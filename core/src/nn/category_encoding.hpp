@@ -37,6 +37,11 @@ void encode_categories(backend::Backend& ops, const Tensor& x, const Shape& inpu
                        Tensor& y, const std::string& layer, const std::string& cls,
                        std::int64_t sample_offset);
 
+/// The input gradient of a layer whose outputs are integers, which no gradient goes through:
+/// zeros of the input's shape for `rows` samples placed in `grad` when `need`, else empty.
+const Tensor& no_input_gradient(backend::Backend& ops, std::int64_t rows, const Shape& input_shape,
+                                bool need, Tensor& grad);
+
 class CategoryEncoding : public Layer {
  public:
   CategoryEncoding(std::string name, std::int64_t num_tokens, CategoryMode mode)

@@ -32,15 +32,8 @@ const Tensor& Discretization::forward(const Tensor& x, bool) {
   return output_;
 }
 
-const Tensor& Discretization::backward(const Tensor& grad_output, bool need_input_grad) {
-  (void)grad_output;
-  grad_input_ = Tensor();
-  if (need_input_grad) {
-    Shape in{output_.dim(0)};
-    in.insert(in.end(), input_shape_.begin(), input_shape_.end());
-    ops().fill(ops().place(grad_input_, in), 0.0f);  // integer outputs: no gradient
-  }
-  return grad_input_;
+const Tensor& Discretization::backward(const Tensor&, bool need_input_grad) {
+  return no_input_gradient(ops(), output_.dim(0), input_shape_, need_input_grad, grad_input_);
 }
 
 nlohmann::json Discretization::config() const {

@@ -13,6 +13,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "test_support.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -35,13 +36,9 @@ json ref(const std::string& layer, int node, int tensor = 0) {
   return json::array({layer, node, tensor, json::object()});
 }
 
-// A Keras 2 layer's inbound nodes: per call, the references it takes. (Built with json::array
-// and vectors: a braced list of one json is a copy of it for some compilers, not a list.)
 using Calls = std::initializer_list<std::vector<json>>;
 json calls(Calls per_call) {
-  json out = json::array();
-  for (const std::vector<json>& refs : per_call) out.push_back(json(refs));
-  return out;
+  return test::keras2_calls(per_call);
 }
 
 // A Keras 2 functional layer entry called as `per_call` says.

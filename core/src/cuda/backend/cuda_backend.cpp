@@ -336,33 +336,38 @@ void CudaBackend::discretize(const Tensor& x, const Tensor& boundaries, Tensor& 
   cuda::discretize(x.data(), boundaries.data(), boundaries.size(), y.data(), x.size(), stream_);
 }
 
+std::optional<backend::BadIndex> CudaBackend::device_indices(const Tensor& x, std::int64_t limit,
+                                                             const std::string& what) {
+  const std::int64_t n = x.size();
+  if (n > kMaxInt32)
+    throw ShapeError(what + " on a CUDA replica: " + std::to_string(n) +
+                     " indices in one batch, more than 2^31 - 1");
+  auto* indices = reinterpret_cast<std::int32_t*>(scratch(indices_, floats_for_int32(n)));
+  auto* flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
+  embedding_indices(x.data(), indices, n, limit, flag, stream_);
+  // The index check needs its answer on the host now: this step cannot be captured.
+  unsigned long long first_bad = 0;
+  check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
+        ("cudaMemcpyAsync (" + what + " index check)").c_str());
+  check(cudaStreamSynchronize(stream_), ("the " + what + " index check").c_str());
+  step_->captured_safely = false;
+  if (first_bad >= static_cast<unsigned long long>(n)) return std::nullopt;
+  const auto i = static_cast<std::int64_t>(first_bad);
+  float value = 0;
+  check(cudaMemcpy(&value, x.data() + i, sizeof value, cudaMemcpyDeviceToHost),
+        ("copy of a bad " + what + " index to the host").c_str());
+  return backend::BadIndex{i, value};
+}
+
 std::optional<backend::BadIndex> CudaBackend::encode_categories(const Tensor& x, Tensor& y,
                                                                 std::int64_t n, std::int64_t inner,
                                                                 std::int64_t depth, bool count) {
   require(x, "encode_categories");
   require(y, "encode_categories");
-  const std::int64_t total = x.size();
-  if (total > kMaxInt32)
-    throw ShapeError("a category encoding on a CUDA replica: " + std::to_string(total) +
-                     " indices in one batch, more than 2^31 - 1");
-  auto* indices = reinterpret_cast<std::int32_t*>(scratch(indices_, floats_for_int32(total)));
-  auto* flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
-  cuda::embedding_indices(x.data(), indices, total, depth, flag, stream_);
-  // The index check needs its answer on the host now: this step cannot be captured.
-  unsigned long long first_bad = 0;
-  check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
-        "cudaMemcpyAsync (category index check)");
-  check(cudaStreamSynchronize(stream_), "the category index check");
-  step_->captured_safely = false;
-  if (first_bad < static_cast<unsigned long long>(total)) {
-    const auto i = static_cast<std::int64_t>(first_bad);
-    float value = 0;
-    check(cudaMemcpy(&value, x.data() + i, sizeof value, cudaMemcpyDeviceToHost),
-          "copy of a bad category index to the host");
-    return backend::BadIndex{i, value};
-  }
-  const std::int64_t outer = n * inner == 0 ? 0 : total / (n * inner);
-  cuda::encode_categories(indices, y.data(), outer, n, inner, depth, count, stream_);
+  if (auto bad = device_indices(x, depth, "category encoding")) return bad;
+  const std::int64_t outer = n * inner == 0 ? 0 : x.size() / (n * inner);
+  cuda::encode_categories(reinterpret_cast<const std::int32_t*>(indices_.data()), y.data(), outer,
+                          n, inner, depth, count, stream_);
   return std::nullopt;
 }
 
@@ -372,28 +377,9 @@ std::optional<backend::BadIndex> CudaBackend::embedding_gather(const Tensor& tab
   require(table, "embedding_gather");
   require(x, "embedding_gather");
   require(y, "embedding_gather");
-  const std::int64_t n = x.size();
-  if (n > kMaxInt32)
-    throw ShapeError("Embedding on a CUDA replica: " + std::to_string(n) +
-                     " indices in one batch, more than 2^31 - 1");
-  const std::int64_t vocab = rows_of(table.size(), dim);
-  auto* indices = reinterpret_cast<std::int32_t*>(scratch(indices_, floats_for_int32(n)));
-  auto* flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
-  embedding_indices(x.data(), indices, n, vocab, flag, stream_);
-  // The index check needs its answer on the host now: this step cannot be captured.
-  unsigned long long first_bad = 0;
-  check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
-        "cudaMemcpyAsync (Embedding index check)");
-  check(cudaStreamSynchronize(stream_), "the Embedding index check");
-  step_->captured_safely = false;
-  if (first_bad < static_cast<unsigned long long>(n)) {
-    const auto i = static_cast<std::int64_t>(first_bad);
-    float value = 0;
-    check(cudaMemcpy(&value, x.data() + i, sizeof value, cudaMemcpyDeviceToHost),
-          "copy of a bad Embedding index to the host");
-    return backend::BadIndex{i, value};
-  }
-  cuda::embedding_gather(table.data(), indices, y.data(), n, dim, stream_);
+  if (auto bad = device_indices(x, rows_of(table.size(), dim), "Embedding")) return bad;
+  cuda::embedding_gather(table.data(), reinterpret_cast<const std::int32_t*>(indices_.data()),
+                         y.data(), x.size(), dim, stream_);
   return std::nullopt;
 }
 

@@ -159,6 +159,10 @@ class CudaBackend final : public backend::Backend {
   std::uint64_t* call_counter(const backend::DropoutDesc& desc);
   /// A device scratch buffer of at least `floats` floats, reused across calls.
   float* scratch(DeviceBuffer& buffer, std::int64_t floats);
+  // x's values as int32 indices in indices_ (0 where invalid), checked on the host (the step
+  // cannot be captured then): the first that is no integer in [0, limit), named by `what`.
+  std::optional<backend::BadIndex> device_indices(const Tensor& x, std::int64_t limit,
+                                                  const std::string& what);
   void require(const Tensor& t, const char* operation) const;
 
   std::shared_ptr<DeviceAllocator> allocator_;
