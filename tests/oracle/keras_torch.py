@@ -216,8 +216,88 @@ def activation(name, x):
         "leaky_relu": lambda v: f.leaky_relu(v, 0.2), "hard_sigmoid": f.hardsigmoid,
         "hard_swish": f.hardswish, "mish": f.mish, "log_softmax": lambda v: f.log_softmax(v, -1),
         "softmax": lambda v: torch.softmax(v, -1), "elu": f.elu, "gelu": f.gelu,
+        "softsign": f.softsign,
     }
     return table[name](x)
+
+
+def recurrent(cls, cfg, x, w):
+    """Keras' SimpleRNN, LSTM and GRU (reset_after): torch.nn.RNN / LSTM / GRU run with the Keras
+    weights (transposed; the GRU's gates reordered from Keras' z, r, h to torch's r, z, n) where
+    the activations are torch's, else Keras' cell formulas stepped by hand. go_backwards: the
+    input reversed in time, the outputs in processing order, as Keras returns them."""
+    prefix = {"SimpleRNN": "simple_rnn_cell", "LSTM": "lstm_cell", "GRU": "gru_cell"}[cls]
+    kernel, rec = w[prefix + "/kernel"], w[prefix + "/recurrent_kernel"]
+    bias = w.get(prefix + "/bias")
+    units = cfg["units"]
+    act = cfg.get("activation", "tanh")
+    ract = cfg.get("recurrent_activation", "sigmoid")
+    if cfg.get("go_backwards", False):
+        x = x.flip(1)
+    torch_acts = act == "tanh" and (cls == "SimpleRNN" or ract == "sigmoid")
+    if torch_acts or (cls == "SimpleRNN" and act == "relu"):
+        ys = torch_recurrent(cls, x, kernel, rec, bias, units, act)
+    else:
+        ys = keras_recurrent(cls, x, kernel, rec, bias, units, act, ract)
+    return ys if cfg.get("return_sequences", False) else ys[:, -1]
+
+
+def torch_recurrent(cls, x, kernel, rec, bias, units, act):
+    u = units
+    if cls == "GRU":  # Keras z, r, h -> torch r, z, n
+        order = lambda m: torch.cat([m[..., u:2 * u], m[..., :u], m[..., 2 * u:]], dim=-1)
+        kernel, rec = order(kernel), order(rec)
+        if bias is not None:
+            bias = order(bias)
+    zeros = torch.zeros(kernel.shape[1])
+    if bias is None:
+        b_ih, b_hh = zeros, zeros
+    elif cls == "GRU":
+        b_ih, b_hh = bias[0], bias[1]
+    else:
+        b_ih, b_hh = bias, zeros
+    # The functions torch.nn.RNN / LSTM / GRU call with their flat weights (a module's forward
+    # reads its own parameters' list, which functional_call does not replace in this torch).
+    weights = [kernel.t(), rec.t(), b_ih, b_hh]
+    h0 = torch.zeros(1, x.shape[0], u)
+    if cls == "LSTM":
+        ys, _, _ = torch._VF.lstm(x, (h0, h0), weights, True, 1, 0.0, False, False, True)
+    else:
+        run = {"GRU": torch._VF.gru, "SimpleRNN": torch._VF.rnn_tanh if act == "tanh"
+               else torch._VF.rnn_relu}[cls]
+        ys, _ = run(x, h0, weights, True, 1, 0.0, False, False, True)
+    return ys
+
+
+def keras_recurrent(cls, x, kernel, rec, bias, units, act, ract):
+    a, ra = (lambda v: activation(act, v)), (lambda v: activation(ract, v))
+    u = units
+    batch, steps = x.shape[0], x.shape[1]
+    h = torch.zeros(batch, u)
+    c = torch.zeros(batch, u)
+    input_bias = bias[0] if cls == "GRU" and bias is not None else bias
+    ys = []
+    for t in range(steps):
+        xw = x[:, t] @ kernel
+        if input_bias is not None:
+            xw = xw + input_bias
+        inner = h @ rec
+        if cls == "GRU" and bias is not None:
+            inner = inner + bias[1]
+        if cls == "SimpleRNN":
+            h = a(xw + inner)
+        elif cls == "LSTM":
+            z = xw + inner
+            i, f, g, o = ra(z[:, :u]), ra(z[:, u:2 * u]), a(z[:, 2 * u:3 * u]), ra(z[:, 3 * u:])
+            c = f * c + i * g
+            h = o * a(c)
+        else:
+            zg = ra(xw[:, :u] + inner[:, :u])
+            r = ra(xw[:, u:2 * u] + inner[:, u:2 * u])
+            hh = a(xw[:, 2 * u:] + r * inner[:, 2 * u:])
+            h = zg * h + (1 - zg) * hh
+        ys.append(h)
+    return torch.stack(ys, dim=1)
 
 
 def forward(case, inputs, weights):
@@ -310,6 +390,8 @@ def forward(case, inputs, weights):
         return torch.relu(xs[0])
     if cls == "Softmax":
         return torch.softmax(xs[0], dim=-1)
+    if cls in ("SimpleRNN", "LSTM", "GRU"):
+        return recurrent(cls, cfg, xs[0], weights)
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)
     sys.exit(4)
 

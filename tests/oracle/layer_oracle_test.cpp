@@ -528,6 +528,42 @@ TEST(LayerOracle, OneInputLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// SimpleRNN, LSTM and GRU against torch.nn.RNN / LSTM / GRU run with the same weights (Keras'
+// layouts mapped to torch's: transposed, the GRU's gates reordered), and, for activations torch's
+// modules do not take, against Keras' cell formulas stepped by hand in torch (keras_torch.py).
+// Seven steps from zero states: the gradients pass back through every step.
+TEST(LayerOracle, RecurrentLayersMatchPyTorch) {
+  std::vector<Case> cases;
+  const std::vector<Input> sequences{{"", {3, 7, 4}}};
+  cases.push_back(
+      {"LstmSequences", entry("LSTM", {{"units", 5}, {"return_sequences", true}}), sequences});
+  cases.push_back(
+      {"LstmLastBackwards", entry("LSTM", {{"units", 6}, {"go_backwards", true}}), sequences});
+  cases.push_back({"LstmOwnActivationsNoBias",
+                   entry("LSTM", {{"units", 4},
+                                  {"activation", "softsign"},
+                                  {"recurrent_activation", "hard_sigmoid"},
+                                  {"use_bias", false},
+                                  {"return_sequences", true}}),
+                   sequences});
+  cases.push_back(
+      {"GruSequences", entry("GRU", {{"units", 5}, {"return_sequences", true}}), sequences});
+  cases.push_back({"GruLastBackwards",
+                   entry("GRU", {{"units", 3}, {"go_backwards", true}, {"reset_after", true}}),
+                   sequences});
+  cases.push_back({"GruOwnActivations",
+                   entry("GRU", {{"units", 4},
+                                 {"activation", "relu"},
+                                 {"recurrent_activation", "hard_sigmoid"},
+                                 {"return_sequences", true}}),
+                   sequences});
+  cases.push_back(
+      {"SimpleRnnTanh", entry("SimpleRNN", {{"units", 5}, {"return_sequences", true}}), sequences});
+  cases.push_back(
+      {"SimpleRnnReluLast", entry("SimpleRNN", {{"units", 4}, {"activation", "relu"}}), sequences});
+  check_against_torch(cases);
+}
+
 }  // namespace
 }  // namespace tandem
 

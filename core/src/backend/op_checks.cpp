@@ -189,4 +189,21 @@ std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   return rows;
 }
 
+std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
+                            std::initializer_list<std::pair<const Tensor*, int>> tensors,
+                            const char* operation) {
+  std::int64_t rows = -1;
+  for (const auto& [t, width] : tensors) {
+    const std::int64_t cols = desc.units * width;
+    const std::int64_t n = cols > 0 ? t->size() / cols : -1;
+    if (cols <= 0 || n * cols != t->size() || (rows >= 0 && n != rows))
+      throw std::logic_error(std::string("backend operation ") + operation + ": " +
+                             std::to_string(t->size()) + " values are not " +
+                             (rows >= 0 ? std::to_string(rows) + " " : "") + "rows of " +
+                             std::to_string(cols));
+    rows = n;
+  }
+  return rows;
+}
+
 }  // namespace tandem::backend

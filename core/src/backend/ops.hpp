@@ -24,15 +24,18 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/activation_kind.hpp"
 #include "backend/attention_mask.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/kernel_math.hpp"
+#include "backend/recurrent_math.hpp"
 #include "backend/window_math.hpp"
 #include "tandem/tensor.hpp"
 #include "util/internal_api.hpp"
@@ -369,6 +372,27 @@ class Backend {
                                    const Tensor* gamma, const Tensor& stats, Tensor* dx,
                                    Tensor* d_gamma, Tensor* d_beta) = 0;
 
+  // Recurrent cells, one time step over the batch's rows (nn/recurrent.cpp; the arithmetic is
+  // backend/recurrent_math.hpp's, which says what `pre` keeps). Widths per row, in units of
+  // desc.units: LSTM xw, rec, pre and d_pre 4; GRU xw, rec, d_xw and d_rec 3, pre 4; every other
+  // tensor 1. All hold the same number of rows (recurrent_rows checks).
+  /// LSTM: pre = xw + rec, c = f·c_prev + i·g, h = o·activation(c).
+  virtual void lstm_step_forward(const RecurrentCellDesc& desc, const Tensor& xw, const Tensor& rec,
+                                 const Tensor& c_prev, Tensor& pre, Tensor& c, Tensor& h) = 0;
+  /// Its gradients: dh = dL/dh of the step; dc holds dL/dc from the next step on entry and
+  /// dL/dc_prev on return; d_pre = dL/dpre (both products' gradient).
+  virtual void lstm_step_backward(const RecurrentCellDesc& desc, const Tensor& pre,
+                                  const Tensor& c_prev, const Tensor& c, const Tensor& dh,
+                                  Tensor& dc, Tensor& d_pre) = 0;
+  /// GRU (reset_after): h = z·h_prev + (1 − z)·hh.
+  virtual void gru_step_forward(const RecurrentCellDesc& desc, const Tensor& xw, const Tensor& rec,
+                                const Tensor& h_prev, Tensor& pre, Tensor& h) = 0;
+  /// Its gradients given dh: d_xw, d_rec, and dh_prev = dh·z (the part of dL/dh_prev that does
+  /// not pass the recurrent kernel).
+  virtual void gru_step_backward(const RecurrentCellDesc& desc, const Tensor& pre,
+                                 const Tensor& h_prev, const Tensor& dh, Tensor& d_xw,
+                                 Tensor& d_rec, Tensor& dh_prev) = 0;
+
   // Spatial operations.
   /// Copies an ImageBlock from src to dst (the cells of dst outside the block are left as they
   /// are).
@@ -524,6 +548,11 @@ void check_adjust(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x);
+/// The rows of a recurrent step: throws std::logic_error unless every tensor holds rows of its
+/// width (in units of desc.units), all as many rows as the first.
+std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
+                            std::initializer_list<std::pair<const Tensor*, int>> tensors,
+                            const char* operation);
 /// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.

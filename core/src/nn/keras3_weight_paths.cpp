@@ -97,6 +97,8 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
       if (class_name == "MultiHeadAttention")
         if (auto it = attention_attributes().find(owner); it != attention_attributes().end())
           owner = it->second;
+      // A recurrent layer keeps its cell ("lstm_cell" in Keras 2's names) as attribute `cell`.
+      if (class_name == "LSTM" || class_name == "GRU" || class_name == "SimpleRNN") owner = "cell";
     }
     const std::string index = std::to_string(position[owner]++);
     names.push_back(owner.empty() ? index : owner + "/" + index);

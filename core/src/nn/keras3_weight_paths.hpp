@@ -26,7 +26,8 @@ std::vector<std::string> keras3_layer_groups(const std::vector<std::string>& cla
 /// Keras 3's names for the weights of a layer of class `class_name`, given their Keras 2 names
 /// in the layer's order ("kernel", "bias"; a sublayer's "query/kernel"): "0", "1", ...;
 /// "query_dense/0" for MultiHeadAttention's, whose sublayers Keras 3 keeps as attributes
-/// query_dense, key_dense, value_dense and output_dense.
+/// query_dense, key_dense, value_dense and output_dense; "cell/0" for a recurrent layer's
+/// ("lstm_cell/kernel"), whose cell Keras 3 keeps as attribute `cell`.
 std::vector<std::string> keras3_weight_names(const std::string& class_name,
                                              const std::vector<std::string>& keras2_names);
 

@@ -29,6 +29,7 @@
 #include "nn/random_color.hpp"
 #include "nn/random_flip.hpp"
 #include "nn/random_warp.hpp"
+#include "nn/recurrent.hpp"
 #include "nn/rescaling.hpp"
 #include "nn/reshape.hpp"
 #include "nn/reshaped_2d.hpp"
@@ -1018,6 +1019,66 @@ std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) 
   return std::make_unique<Embedding>(name, o);
 }
 
+// A recurrent layer's activation and recurrent_activation: an element-wise kind (Keras' default
+// when absent; null is linear, as Keras reads None).
+ActivationKind read_cell_activation(ConfigObject& c, const std::string& key,
+                                    ActivationKind fallback) {
+  if (!c.given(key)) return fallback;
+  const ActivationKind kind = read_activation(c, key);
+  if (kind == ActivationKind::softmax || kind == ActivationKind::log_softmax)
+    throw ConfigError(c.path_of(key), "a recurrent cell needs an element-wise activation, got " +
+                                          activation_name(kind));
+  return kind;
+}
+
+// What Keras' RNN layers accept and Tandem runs differently or not at all: the same results
+// (unroll, implementation), or a ConfigError naming the key (states returned or carried over
+// between batches, time-major inputs).
+void read_recurrent_flags(ConfigObject& c) {
+  if (c.get_bool("return_state", false))
+    throw ConfigError(c.path_of("return_state"),
+                      "returning the final states as extra outputs is not supported by Tandem; "
+                      "set it to false (return_sequences gives every step's output)");
+  if (c.get_bool("stateful", false))
+    throw ConfigError(c.path_of("stateful"),
+                      "states carried from batch to batch are not supported by Tandem (batches "
+                      "are shuffled and split across devices); set it to false");
+  if (c.get_bool("time_major", false))
+    throw ConfigError(c.path_of("time_major"),
+                      "Tandem reads sequences as (batch, steps, features); set it to false");
+  c.get_bool("unroll", false);                // the same arithmetic either way
+  c.int_in("implementation", 2, 1, 2);        // Keras 2's kernel layout choice: the same
+  c.get_bool("zero_output_for_mask", false);  // Keras 3: no mask reaches Tandem's layers
+}
+
+template <RecurrentKind Kind>
+std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) {
+  RecurrentOptions o;
+  o.kind = Kind;
+  o.units = c.positive_int("units");
+  o.activation = read_cell_activation(c, "activation", ActivationKind::tanh);
+  if (Kind != RecurrentKind::simple_rnn)
+    o.recurrent_activation =
+        read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);
+  o.use_bias = c.get_bool("use_bias", true);
+  if (Kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
+  if (Kind == RecurrentKind::gru && !c.get_bool("reset_after", true))
+    throw ConfigError(c.path_of("reset_after"),
+                      "only the GRU Keras builds by default (reset_after true: the reset gate "
+                      "applied after the recurrent product, biases (2, 3 units)) is supported");
+  o.return_sequences = c.get_bool("return_sequences", false);
+  o.go_backwards = c.get_bool("go_backwards", false);
+  read_recurrent_flags(c);
+  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
+  o.recurrent_dropout = c.number_in("recurrent_dropout", 0.0, 0.0, 1.0, false, true);
+  o.seed = read_seed(c);
+  read_weight_keys(c, "kernel", o.kernel_initializer, o.kernel_regularizer, o.kernel_constraint);
+  read_weight_keys(c, "recurrent", o.recurrent_initializer, o.recurrent_regularizer,
+                   o.recurrent_constraint);
+  read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+  return std::make_unique<Recurrent>(name, o);
+}
+
 }  // namespace
 
 const std::map<std::string, LayerClass>& layer_registry() {
@@ -1078,6 +1139,9 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"BatchNormalization", {"batch_normalization", make_batch_normalization}},
       {"Reshape", {"reshape", make_reshape}},
       {"Embedding", {"embedding", make_embedding}},
+      {"SimpleRNN", {"simple_rnn", make_recurrent<RecurrentKind::simple_rnn>}},
+      {"LSTM", {"lstm", make_recurrent<RecurrentKind::lstm>}},
+      {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
   };
   return registry;
 }

@@ -325,7 +325,8 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
                               ", but the InputLayer gives " + shape_to_string(*input_shape));
     }
     const int previous = layers_.empty() ? kModelInput : static_cast<int>(layers_.size()) - 1;
-    calls_.push_back({layers_.size(), layer.get(), {previous}, 0, {}, json::object()});
+    calls_.push_back(
+        {layers_.size(), layer.get(), {previous}, 0, {}, json::object(), std::nullopt});
     calls_of_layer_.push_back({layers_.size()});
     layers_.push_back(std::move(layer));
     activity_.push_back({declared.activity.l1, declared.activity.l2, declared.activity.config});

@@ -115,6 +115,17 @@ class CudaBackend final : public backend::Backend {
   void layer_norm_backward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
                            const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
                            Tensor* d_beta) override;
+  void lstm_step_forward(const backend::RecurrentCellDesc& desc, const Tensor& xw,
+                         const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
+                         Tensor& h) override;
+  void lstm_step_backward(const backend::RecurrentCellDesc& desc, const Tensor& pre,
+                          const Tensor& c_prev, const Tensor& c, const Tensor& dh, Tensor& dc,
+                          Tensor& d_pre) override;
+  void gru_step_forward(const backend::RecurrentCellDesc& desc, const Tensor& xw, const Tensor& rec,
+                        const Tensor& h_prev, Tensor& pre, Tensor& h) override;
+  void gru_step_backward(const backend::RecurrentCellDesc& desc, const Tensor& pre,
+                         const Tensor& h_prev, const Tensor& dh, Tensor& d_xw, Tensor& d_rec,
+                         Tensor& dh_prev) override;
   void copy_columns(const Tensor& src, std::int64_t src_cols, std::int64_t src_offset, Tensor& dst,
                     std::int64_t dst_cols, std::int64_t dst_offset, std::int64_t width) override;
   void activation_forward(backend::ActivationKind kind, const Tensor& in, Tensor& out,

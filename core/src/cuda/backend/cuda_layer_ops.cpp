@@ -236,6 +236,52 @@ void CudaBackend::upsample_backward(const backend::UpsampleDesc& desc, const Ten
   cuda::upsample_backward(desc, dy.data(), dx.data(), stream_);
 }
 
+void CudaBackend::lstm_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
+                                    const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
+                                    Tensor& h) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&xw, &rec, &c_prev, &pre, &c, &h})
+    require(*t, "lstm_step_forward");
+  const std::int64_t rows = backend::recurrent_rows(
+      d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
+  cuda::lstm_step_forward(d, xw.data(), rec.data(), c_prev.data(), pre.data(), c.data(), h.data(),
+                          rows, stream_);
+}
+
+void CudaBackend::lstm_step_backward(const backend::RecurrentCellDesc& d, const Tensor& pre,
+                                     const Tensor& c_prev, const Tensor& c, const Tensor& dh,
+                                     Tensor& dc, Tensor& d_pre) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&pre, &c_prev, &c, &dh, &dc, &d_pre})
+    require(*t, "lstm_step_backward");
+  const std::int64_t rows = backend::recurrent_rows(
+      d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
+  cuda::lstm_step_backward(d, pre.data(), c_prev.data(), c.data(), dh.data(), dc.data(),
+                           d_pre.data(), rows, stream_);
+}
+
+void CudaBackend::gru_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
+                                   const Tensor& rec, const Tensor& h_prev, Tensor& pre,
+                                   Tensor& h) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&xw, &rec, &h_prev, &pre, &h})
+    require(*t, "gru_step_forward");
+  const std::int64_t rows = backend::recurrent_rows(
+      d, {{&xw, 3}, {&rec, 3}, {&pre, 4}, {&h_prev, 1}, {&h, 1}}, "gru_step_forward");
+  cuda::gru_step_forward(d, xw.data(), rec.data(), h_prev.data(), pre.data(), h.data(), rows,
+                         stream_);
+}
+
+void CudaBackend::gru_step_backward(const backend::RecurrentCellDesc& d, const Tensor& pre,
+                                    const Tensor& h_prev, const Tensor& dh, Tensor& d_xw,
+                                    Tensor& d_rec, Tensor& dh_prev) {
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev})
+    require(*t, "gru_step_backward");
+  const std::int64_t rows = backend::recurrent_rows(
+      d, {{&pre, 4}, {&d_xw, 3}, {&d_rec, 3}, {&h_prev, 1}, {&dh, 1}, {&dh_prev, 1}},
+      "gru_step_backward");
+  cuda::gru_step_backward(d, pre.data(), h_prev.data(), dh.data(), d_xw.data(), d_rec.data(),
+                          dh_prev.data(), rows, stream_);
+}
+
 void CudaBackend::layer_norm_forward(const backend::LayerNormDesc& d, const Tensor& x,
                                      const Tensor* gamma, const Tensor* beta, Tensor& y,
                                      Tensor& stats) {

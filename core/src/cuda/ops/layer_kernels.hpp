@@ -19,6 +19,7 @@
 #include "backend/attention_mask.hpp"
 #include "backend/axis_groups.hpp"
 #include "backend/image_geometry.hpp"
+#include "backend/recurrent_math.hpp"
 #include "backend/window_math.hpp"
 
 namespace tandem::cuda {
@@ -167,6 +168,23 @@ void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alp
 void prelu_backward(const backend::PreluDesc& d, const float* x, const float* alpha,
                     const float* dy, float* dx, float* d_alpha, std::int64_t rows,
                     cudaStream_t stream);
+
+// ---- Recurrent cells -----------------------------------------------------------------------
+
+/// Backend::lstm_step_forward / _backward and gru_step_forward / _backward over `rows` rows
+/// (recurrent_math.hpp's per-unit functions, one thread per unit of a row).
+void lstm_step_forward(const backend::RecurrentCellDesc& d, const float* xw, const float* rec,
+                       const float* c_prev, float* pre, float* c, float* h, std::int64_t rows,
+                       cudaStream_t stream);
+void lstm_step_backward(const backend::RecurrentCellDesc& d, const float* pre, const float* c_prev,
+                        const float* c, const float* dh, float* dc, float* d_pre, std::int64_t rows,
+                        cudaStream_t stream);
+void gru_step_forward(const backend::RecurrentCellDesc& d, const float* xw, const float* rec,
+                      const float* h_prev, float* pre, float* h, std::int64_t rows,
+                      cudaStream_t stream);
+void gru_step_backward(const backend::RecurrentCellDesc& d, const float* pre, const float* h_prev,
+                       const float* dh, float* d_xw, float* d_rec, float* dh_prev,
+                       std::int64_t rows, cudaStream_t stream);
 
 /// Weight penalties: out[i] = penalty_value(w[i]) (summed by the caller); grad += the gradient.
 void penalty_values(const float* w, float l1, float l2, float* out, std::int64_t n,

@@ -1,0 +1,81 @@
+// The CPU backend's recurrent steps: recurrent_math.hpp's per-unit functions over the rows of the
+// batch, rows split by threads (each unit's arithmetic reads and writes its own row only).
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/parallel.hpp"
+
+namespace tandem::backend {
+
+namespace {
+
+// f(row, unit) for every unit of every row, rows split by threads.
+template <class F>
+void each_unit(std::int64_t rows, std::int64_t units, F f) {
+  const std::int64_t min_rows = std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(units, 1));
+  cpu::parallel_for(rows, min_rows, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < units; ++j) f(r, j);
+  });
+}
+
+void require_all(const Backend& backend, std::initializer_list<const Tensor*> tensors,
+                 const char* operation) {
+  for (const Tensor* t : tensors) require_device(backend, *t, operation);
+}
+
+}  // namespace
+
+void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
+                                   const Tensor& c_prev, Tensor& pre, Tensor& c, Tensor& h) {
+  require_all(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
+  const std::int64_t rows = recurrent_rows(
+      d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
+  const std::int64_t u = d.units;
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::lstm_unit_forward(d, xw.data() + r * 4 * u, rec.data() + r * 4 * u, c_prev.data() + r * u,
+                            pre.data() + r * 4 * u, c.data() + r * u, h.data() + r * u, j);
+  });
+}
+
+void CpuBackend::lstm_step_backward(const RecurrentCellDesc& d, const Tensor& pre,
+                                    const Tensor& c_prev, const Tensor& c, const Tensor& dh,
+                                    Tensor& dc, Tensor& d_pre) {
+  require_all(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
+  const std::int64_t rows = recurrent_rows(
+      d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
+  const std::int64_t u = d.units;
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::lstm_unit_backward(d, pre.data() + r * 4 * u, c_prev.data() + r * u, c.data() + r * u,
+                             dh.data() + r * u, dc.data() + r * u, d_pre.data() + r * 4 * u, j);
+  });
+}
+
+void CpuBackend::gru_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
+                                  const Tensor& h_prev, Tensor& pre, Tensor& h) {
+  require_all(*this, {&xw, &rec, &h_prev, &pre, &h}, "gru_step_forward");
+  const std::int64_t rows = recurrent_rows(
+      d, {{&xw, 3}, {&rec, 3}, {&pre, 4}, {&h_prev, 1}, {&h, 1}}, "gru_step_forward");
+  const std::int64_t u = d.units;
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::gru_unit_forward(d, xw.data() + r * 3 * u, rec.data() + r * 3 * u, h_prev.data() + r * u,
+                           pre.data() + r * 4 * u, h.data() + r * u, j);
+  });
+}
+
+void CpuBackend::gru_step_backward(const RecurrentCellDesc& d, const Tensor& pre,
+                                   const Tensor& h_prev, const Tensor& dh, Tensor& d_xw,
+                                   Tensor& d_rec, Tensor& dh_prev) {
+  require_all(*this, {&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev}, "gru_step_backward");
+  const std::int64_t rows =
+      recurrent_rows(d, {{&pre, 4}, {&d_xw, 3}, {&d_rec, 3}, {&h_prev, 1}, {&dh, 1}, {&dh_prev, 1}},
+                     "gru_step_backward");
+  const std::int64_t u = d.units;
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::gru_unit_backward(d, pre.data() + r * 4 * u, h_prev.data() + r * u, dh.data() + r * u,
+                            d_xw.data() + r * 3 * u, d_rec.data() + r * 3 * u,
+                            dh_prev.data() + r * u, j);
+  });
+}
+
+}  // namespace tandem::backend

@@ -1,0 +1,124 @@
+// Private: the per-unit arithmetic of one time step of Keras' recurrent cells (LSTM, GRU), written
+// once as inline functions that nvcc compiles for the device and g++ for the host: the CPU
+// backend's loops (backend/cpu/recurrent.cpp) and the CUDA kernels (cuda/ops/recurrent_kernels.cu)
+// call these very functions, so the two agree but for the transcendental functions (as
+// kernel_math.hpp says).
+//
+// A step works on rows of the batch; within a row, unit j of `units`. The products with the
+// kernels are the caller's (GEMMs): `xw` is the row of x·kernel (+ the input bias), `rec` the row
+// of h_prev·recurrent_kernel (+ the GRU's recurrent bias). Gates are in Keras' order: LSTM i, f,
+// c, o; GRU z, r, h. `pre` keeps what the backward needs, 4 values a unit:
+//   LSTM: the four gates' pre-activations;
+//   GRU (reset_after, Keras' default since 2.x): z's and r's pre-activations, the candidate's
+//   (x_h + r·rec_h), and rec_h.
+//
+// Header rules: as kernel_math.hpp's.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/activation_kind.hpp"
+#include "backend/kernel_math.hpp"
+
+namespace tandem::backend {
+
+/// A recurrent cell's step: `units` per row, the output activation (Keras' `activation`) and the
+/// gates' (`recurrent_activation`), both element-wise kinds (never softmax).
+struct RecurrentCellDesc {
+  std::int64_t units = 0;
+  ActivationKind activation = ActivationKind::tanh;
+  ActivationKind recurrent_activation = ActivationKind::sigmoid;
+};
+
+namespace math {
+
+/// LSTM unit j: pre (4 units) = xw + rec; i, f, o = recurrent_activation, g = activation of
+/// theirs; c = f·c_prev + i·g; h = o·activation(c).
+TANDEM_HD inline void lstm_unit_forward(const RecurrentCellDesc& d, const float* xw,
+                                        const float* rec, const float* c_prev, float* pre, float* c,
+                                        float* h, std::int64_t j) {
+  const std::int64_t u = d.units;
+  float p[4];
+  for (int g = 0; g < 4; ++g) {
+    p[g] = fadd(xw[g * u + j], rec[g * u + j]);
+    pre[g * u + j] = p[g];
+  }
+  const float i = activation_value(d.recurrent_activation, p[0]);
+  const float f = activation_value(d.recurrent_activation, p[1]);
+  const float g = activation_value(d.activation, p[2]);
+  const float o = activation_value(d.recurrent_activation, p[3]);
+  const float cell = fadd(fmul(f, c_prev[j]), fmul(i, g));
+  c[j] = cell;
+  h[j] = fmul(o, activation_value(d.activation, cell));
+}
+
+/// Its gradients for unit j: dh = dL/dh of the step (the output's and the next step's); dc holds
+/// dL/dc from the next step and is set to dL/dc_prev; d_pre (4 units) = dL/dpre.
+TANDEM_HD inline void lstm_unit_backward(const RecurrentCellDesc& d, const float* pre,
+                                         const float* c_prev, const float* c, const float* dh,
+                                         float* dc, float* d_pre, std::int64_t j) {
+  const std::int64_t u = d.units;
+  const float p0 = pre[j], p1 = pre[u + j], p2 = pre[2 * u + j], p3 = pre[3 * u + j];
+  const float i = activation_value(d.recurrent_activation, p0);
+  const float f = activation_value(d.recurrent_activation, p1);
+  const float g = activation_value(d.activation, p2);
+  const float o = activation_value(d.recurrent_activation, p3);
+  const float tc = activation_value(d.activation, c[j]);
+  const float d_o = fmul(dh[j], tc);
+  const float d_cell =
+      fadd(dc[j], fmul(fmul(dh[j], o), activation_derivative(d.activation, c[j], tc)));
+  dc[j] = fmul(d_cell, f);
+  d_pre[j] = fmul(fmul(d_cell, g), activation_derivative(d.recurrent_activation, p0, i));
+  d_pre[u + j] =
+      fmul(fmul(d_cell, c_prev[j]), activation_derivative(d.recurrent_activation, p1, f));
+  d_pre[2 * u + j] = fmul(fmul(d_cell, i), activation_derivative(d.activation, p2, g));
+  d_pre[3 * u + j] = fmul(d_o, activation_derivative(d.recurrent_activation, p3, o));
+}
+
+/// GRU unit j (reset_after): z = ra(xw_z + rec_z), r = ra(xw_r + rec_r), hh = a(xw_h + r·rec_h),
+/// h = z·h_prev + (1 − z)·hh, Keras' formula; pre (4 units) as the header says.
+TANDEM_HD inline void gru_unit_forward(const RecurrentCellDesc& d, const float* xw,
+                                       const float* rec, const float* h_prev, float* pre, float* h,
+                                       std::int64_t j) {
+  const std::int64_t u = d.units;
+  const float pz = fadd(xw[j], rec[j]);
+  const float pr = fadd(xw[u + j], rec[u + j]);
+  const float z = activation_value(d.recurrent_activation, pz);
+  const float r = activation_value(d.recurrent_activation, pr);
+  const float rec_h = rec[2 * u + j];
+  const float ph = fadd(xw[2 * u + j], fmul(r, rec_h));
+  const float hh = activation_value(d.activation, ph);
+  pre[j] = pz;
+  pre[u + j] = pr;
+  pre[2 * u + j] = ph;
+  pre[3 * u + j] = rec_h;
+  h[j] = fadd(fmul(z, h_prev[j]), fmul(fsub(1.0f, z), hh));
+}
+
+/// Its gradients for unit j, given dh = dL/dh of the step: d_xw and d_rec (3 units each) =
+/// dL/dxw and dL/drec, and dh_prev = the part of dL/dh_prev that bypasses the recurrent kernel
+/// (dh·z; the caller adds d_rec·recurrent_kernelᵀ).
+TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float* pre,
+                                        const float* h_prev, const float* dh, float* d_xw,
+                                        float* d_rec, float* dh_prev, std::int64_t j) {
+  const std::int64_t u = d.units;
+  const float pz = pre[j], pr = pre[u + j], ph = pre[2 * u + j], rec_h = pre[3 * u + j];
+  const float z = activation_value(d.recurrent_activation, pz);
+  const float r = activation_value(d.recurrent_activation, pr);
+  const float hh = activation_value(d.activation, ph);
+  const float dz = fmul(dh[j], fsub(h_prev[j], hh));
+  const float d_ph = fmul(fmul(dh[j], fsub(1.0f, z)), activation_derivative(d.activation, ph, hh));
+  const float d_pr = fmul(fmul(d_ph, rec_h), activation_derivative(d.recurrent_activation, pr, r));
+  const float d_pz = fmul(dz, activation_derivative(d.recurrent_activation, pz, z));
+  d_xw[j] = d_pz;
+  d_xw[u + j] = d_pr;
+  d_xw[2 * u + j] = d_ph;
+  d_rec[j] = d_pz;
+  d_rec[u + j] = d_pr;
+  d_rec[2 * u + j] = fmul(d_ph, r);
+  dh_prev[j] = fmul(dh[j], z);
+}
+
+}  // namespace math
+
+}  // namespace tandem::backend

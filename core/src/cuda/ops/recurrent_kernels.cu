@@ -1,0 +1,96 @@
+// Private (CUDA module): the LSTM and GRU steps' kernels, one thread per unit of a row, each
+// calling recurrent_math.hpp's per-unit function (the CPU backend's very arithmetic). Ownership:
+// none. Thread-safety: launchers queue on the given stream, any thread.
+#include "backend/recurrent_math.hpp"
+#include "cuda/ops/launch.cuh"
+#include "cuda/ops/layer_kernels.hpp"
+
+namespace tandem::cuda {
+
+namespace {
+
+using backend::RecurrentCellDesc;
+
+__global__ void lstm_forward_kernel(RecurrentCellDesc d, const float* xw, const float* rec,
+                                    const float* c_prev, float* pre, float* c, float* h,
+                                    std::int64_t n) {
+  const std::int64_t u = d.units;
+  for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
+    const std::int64_t r = e / u, j = e % u;
+    backend::math::lstm_unit_forward(d, xw + r * 4 * u, rec + r * 4 * u, c_prev + r * u,
+                                     pre + r * 4 * u, c + r * u, h + r * u, j);
+  }
+}
+
+__global__ void lstm_backward_kernel(RecurrentCellDesc d, const float* pre, const float* c_prev,
+                                     const float* c, const float* dh, float* dc, float* d_pre,
+                                     std::int64_t n) {
+  const std::int64_t u = d.units;
+  for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
+    const std::int64_t r = e / u, j = e % u;
+    backend::math::lstm_unit_backward(d, pre + r * 4 * u, c_prev + r * u, c + r * u, dh + r * u,
+                                      dc + r * u, d_pre + r * 4 * u, j);
+  }
+}
+
+__global__ void gru_forward_kernel(RecurrentCellDesc d, const float* xw, const float* rec,
+                                   const float* h_prev, float* pre, float* h, std::int64_t n) {
+  const std::int64_t u = d.units;
+  for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
+    const std::int64_t r = e / u, j = e % u;
+    backend::math::gru_unit_forward(d, xw + r * 3 * u, rec + r * 3 * u, h_prev + r * u,
+                                    pre + r * 4 * u, h + r * u, j);
+  }
+}
+
+__global__ void gru_backward_kernel(RecurrentCellDesc d, const float* pre, const float* h_prev,
+                                    const float* dh, float* d_xw, float* d_rec, float* dh_prev,
+                                    std::int64_t n) {
+  const std::int64_t u = d.units;
+  for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
+    const std::int64_t r = e / u, j = e % u;
+    backend::math::gru_unit_backward(d, pre + r * 4 * u, h_prev + r * u, dh + r * u,
+                                     d_xw + r * 3 * u, d_rec + r * 3 * u, dh_prev + r * u, j);
+  }
+}
+
+}  // namespace
+
+void lstm_step_forward(const RecurrentCellDesc& d, const float* xw, const float* rec,
+                       const float* c_prev, float* pre, float* c, float* h, std::int64_t rows,
+                       cudaStream_t stream) {
+  const std::int64_t n = rows * d.units;
+  if (n <= 0) return;
+  lstm_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, xw, rec, c_prev, pre, c, h, n);
+  check_launch("lstm_step_forward");
+}
+
+void lstm_step_backward(const RecurrentCellDesc& d, const float* pre, const float* c_prev,
+                        const float* c, const float* dh, float* dc, float* d_pre, std::int64_t rows,
+                        cudaStream_t stream) {
+  const std::int64_t n = rows * d.units;
+  if (n <= 0) return;
+  lstm_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, pre, c_prev, c, dh, dc, d_pre, n);
+  check_launch("lstm_step_backward");
+}
+
+void gru_step_forward(const RecurrentCellDesc& d, const float* xw, const float* rec,
+                      const float* h_prev, float* pre, float* h, std::int64_t rows,
+                      cudaStream_t stream) {
+  const std::int64_t n = rows * d.units;
+  if (n <= 0) return;
+  gru_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, xw, rec, h_prev, pre, h, n);
+  check_launch("gru_step_forward");
+}
+
+void gru_step_backward(const RecurrentCellDesc& d, const float* pre, const float* h_prev,
+                       const float* dh, float* d_xw, float* d_rec, float* dh_prev,
+                       std::int64_t rows, cudaStream_t stream) {
+  const std::int64_t n = rows * d.units;
+  if (n <= 0) return;
+  gru_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, pre, h_prev, dh, d_xw, d_rec,
+                                                              dh_prev, n);
+  check_launch("gru_step_backward");
+}
+
+}  // namespace tandem::cuda

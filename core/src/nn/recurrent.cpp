@@ -1,0 +1,402 @@
+#include "nn/recurrent.hpp"
+
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+std::string cell_name(RecurrentKind kind) {
+  switch (kind) {
+    case RecurrentKind::simple_rnn:
+      return "simple_rnn_cell";
+    case RecurrentKind::lstm:
+      return "lstm_cell";
+    case RecurrentKind::gru:
+      return "gru_cell";
+  }
+  return "";
+}
+
+}  // namespace
+
+Recurrent::Recurrent(std::string name, RecurrentOptions options)
+    : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
+  const std::string cell = cell_name(options_.kind);
+  kernel_.name = cell + "/kernel";
+  recurrent_kernel_.name = cell + "/recurrent_kernel";
+  bias_.name = cell + "/bias";
+}
+
+std::string Recurrent::class_name() const {
+  switch (options_.kind) {
+    case RecurrentKind::simple_rnn:
+      return "SimpleRNN";
+    case RecurrentKind::lstm:
+      return "LSTM";
+    case RecurrentKind::gru:
+      return "GRU";
+  }
+  return "";
+}
+
+std::string Recurrent::who() const {
+  return "layer '" + name() + "' (" + class_name() + ")";
+}
+
+std::int64_t Recurrent::gates() const {
+  switch (options_.kind) {
+    case RecurrentKind::simple_rnn:
+      return 1;
+    case RecurrentKind::lstm:
+      return 4;
+    case RecurrentKind::gru:
+      return 3;
+  }
+  return 1;
+}
+
+Shape Recurrent::build(const Shape& input_shape, Rng& init) {
+  if (input_shape.size() != 2 || input_shape[0] <= 0 || input_shape[1] <= 0)
+    throw ShapeError(who() + " expects sequences (None, steps, features) with known steps, got " +
+                     shape_to_string(input_shape, true));
+  steps_ = input_shape[0];
+  features_ = input_shape[1];
+  const std::int64_t u = options_.units, width = gates() * u;
+  kernel_.value = Tensor({features_, width});
+  kernel_.grad = Tensor({features_, width});
+  options_.kernel_initializer.fill(kernel_.value, init);
+  options_.kernel_constraint.build(kernel_.value.shape());
+  recurrent_kernel_.value = Tensor({u, width});
+  recurrent_kernel_.grad = Tensor({u, width});
+  options_.recurrent_initializer.fill(recurrent_kernel_.value, init);
+  options_.recurrent_constraint.build(recurrent_kernel_.value.shape());
+  if (options_.use_bias) {
+    const Shape shape = options_.kind == RecurrentKind::gru ? Shape{2, width} : Shape{width};
+    bias_.value = Tensor(shape);
+    bias_.grad = Tensor(shape);
+    if (options_.kind == RecurrentKind::lstm && options_.unit_forget_bias) {
+      // Keras: concatenate(bias_initializer((units,)), ones((units,)), bias_initializer((2
+      // units,)))
+      Tensor input_gate({u}), rest({2 * u});
+      options_.bias_initializer.fill(input_gate, init);
+      options_.bias_initializer.fill(rest, init);
+      float* b = bias_.value.data();
+      for (std::int64_t j = 0; j < u; ++j) {
+        b[j] = input_gate[j];
+        b[u + j] = 1.0f;
+      }
+      for (std::int64_t j = 0; j < 2 * u; ++j) b[2 * u + j] = rest[j];
+    } else {
+      options_.bias_initializer.fill(bias_.value, init);
+    }
+    options_.bias_constraint.build(shape);
+  }
+  if (options_.dropout > 0 || options_.recurrent_dropout > 0) random_.build(init);
+  cell_ = {u, options_.activation, options_.recurrent_activation};
+  if (options_.return_sequences) return {steps_, u};
+  return {u};
+}
+
+Tensor Recurrent::step(const Tensor& t, std::int64_t s, std::int64_t width) const {
+  return Tensor::view(t, s * rows_ * width, {rows_, width});
+}
+
+Tensor Recurrent::input_bias(const Tensor& bias) const {
+  if (options_.kind != RecurrentKind::gru) return bias;
+  return Tensor::view(bias, 0, {gates() * options_.units});
+}
+
+Tensor Recurrent::recurrent_bias(const Tensor& bias) const {
+  const std::int64_t width = gates() * options_.units;
+  return Tensor::view(bias, width, {width});
+}
+
+const Tensor& Recurrent::forward(const Tensor& x, bool training) {
+  if (x.rank() != 3 || x.dim(1) != steps_ || x.dim(2) != features_)
+    throw ShapeError(who() + " expects inputs (None, " + std::to_string(steps_) + ", " +
+                     std::to_string(features_) + "), got " + shape_to_string(x.shape()));
+  backend::Backend& ops = this->ops();
+  rows_ = x.dim(0);
+  const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
+  ops.place(output_, options_.return_sequences ? Shape{rows_, steps_, u} : Shape{rows_, u});
+  if (rows_ == 0) return output_;
+  time_major_input(x, training);
+  const Tensor bias = options_.use_bias ? input_bias(bias_.value) : Tensor();
+  ops.gemm({false, false, rows, width, features_,
+            options_.use_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
+           x_steps_, kernel_.value, options_.use_bias ? &bias : nullptr,
+           ops.place(xw_, {rows, width}));
+  ops.place(hs_, {rows + rows_, u});
+  Tensor h0 = step(hs_, 0, u);
+  ops.fill(h0, 0.0f);
+  if (options_.kind == RecurrentKind::lstm) {
+    ops.place(cs_, {rows + rows_, u});
+    Tensor c0 = step(cs_, 0, u);
+    ops.fill(c0, 0.0f);
+  }
+  ops.place(pre_, {rows, (options_.kind == RecurrentKind::simple_rnn ? 1 : 4) * u});
+  ops.place(rec_, {rows_, width});
+  draw_recurrent_mask(training);
+  for (std::int64_t s = 0; s < steps_; ++s) run_cell(s);
+  write_output();
+  return output_;
+}
+
+// x_steps_ = x time-major in processing order (reversed with go_backwards), after the input
+// dropout of a training forward.
+void Recurrent::time_major_input(const Tensor& x, bool training) {
+  backend::Backend& ops = this->ops();
+  const Tensor* source = &x;
+  input_dropped_ = training && options_.dropout > 0;
+  if (input_dropped_) {
+    backend::DropoutDesc d = random_.next_call(options_.dropout, sample_offset());
+    // One value per sample and feature, shared by every step (Keras' cell input mask).
+    d.noise.rank = 2;
+    d.noise.dims[0] = steps_;
+    d.noise.dims[1] = features_;
+    d.noise.grouped[0] = true;
+    d.noise.grouped[1] = false;
+    d.noise.size = steps_ * features_;
+    d.noise.groups = features_;
+    d.noise.per_group = steps_;
+    ops.dropout_forward(d, x, ops.place(dx_steps_, x.shape()), ops.place(input_mask_, x.shape()),
+                        steps_ * features_);
+    source = &dx_steps_;
+  }
+  const std::array<std::int64_t, 4> dims{1, rows_, steps_, features_};
+  const Shape shape{steps_ * rows_, features_};
+  if (!options_.go_backwards) {
+    ops.swap_middle_axes(*source, dims, ops.place(x_steps_, shape));
+    return;
+  }
+  ops.swap_middle_axes(*source, dims, ops.place(swapped_, shape));
+  ops.place(x_steps_, shape);
+  for (std::int64_t t = 0; t < steps_; ++t) {
+    Tensor to = step(x_steps_, steps_ - 1 - t, features_);
+    ops.copy(step(swapped_, t, features_), to);
+  }
+}
+
+// The recurrent dropout mask of a training forward: 1 / (1 - rate) or 0 per sample and unit.
+void Recurrent::draw_recurrent_mask(bool training) {
+  recurrent_dropped_ = training && options_.recurrent_dropout > 0;
+  if (!recurrent_dropped_) return;
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units;
+  ops.fill(ops.place(ones_, {rows_, u}), 1.0f);
+  backend::DropoutDesc d = random_.next_call(options_.recurrent_dropout, sample_offset());
+  ops.dropout_forward(d, ones_, ops.place(dh_, {rows_, u}), ops.place(recurrent_mask_, {rows_, u}),
+                      u);
+  ops.place(h_dropped_, {steps_ * rows_, u});
+}
+
+void Recurrent::run_cell(std::int64_t s) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units, width = gates() * u;
+  const Tensor h_prev = step(hs_, s, u);
+  Tensor h_in = h_prev;
+  if (recurrent_dropped_) {
+    h_in = step(h_dropped_, s, u);
+    ops.multiply(h_prev, recurrent_mask_, h_in);
+  }
+  const bool gru_bias = options_.kind == RecurrentKind::gru && options_.use_bias;
+  const Tensor bias = gru_bias ? recurrent_bias(bias_.value) : Tensor();
+  ops.gemm({false, false, rows_, width, u,
+            gru_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
+           h_in, recurrent_kernel_.value, gru_bias ? &bias : nullptr, rec_);
+  const Tensor xw = step(xw_, s, width);
+  Tensor pre = step(pre_, s, pre_.size() / (steps_ * rows_));
+  Tensor h = step(hs_, s + 1, u);
+  switch (options_.kind) {
+    case RecurrentKind::simple_rnn:
+      ops.add(xw, rec_, pre);
+      ops.activation_forward(options_.activation, pre, h, u);
+      break;
+    case RecurrentKind::lstm: {
+      Tensor c = step(cs_, s + 1, u);
+      ops.lstm_step_forward(cell_, xw, rec_, step(cs_, s, u), pre, c, h);
+      break;
+    }
+    case RecurrentKind::gru:
+      ops.gru_step_forward(cell_, xw, rec_, h_prev, pre, h);
+      break;
+  }
+}
+
+// Every step's h (batch-major, in processing order) or the last one's.
+void Recurrent::write_output() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units;
+  if (options_.return_sequences)
+    ops.swap_middle_axes(Tensor::view(hs_, rows_ * u, {steps_ * rows_ * u}), {1, steps_, rows_, u},
+                         output_);
+  else
+    ops.copy(step(hs_, steps_, u), output_);
+}
+
+const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_grad) {
+  if (grad_output.size() != output_.size())
+    throw ShapeError(who() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
+                     " does not match its output " + shape_to_string(output_.shape()));
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
+  if (rows_ == 0) {
+    for (Parameter* p : parameters())
+      if (!p->grad.empty()) ops.fill(p->grad, 0.0f);
+    if (need_input_grad) return ops.place(grad_input_, {0, steps_, features_});
+    grad_input_ = Tensor();
+    return grad_input_;
+  }
+  if (options_.return_sequences)
+    ops.swap_middle_axes(grad_output, {1, rows_, steps_, u}, ops.place(dh_out_, {rows, u}));
+  ops.place(dh_, {rows_, u});
+  ops.fill(ops.place(dh_carry_, {rows_, u}), 0.0f);
+  if (options_.kind == RecurrentKind::lstm) ops.fill(ops.place(dc_, {rows_, u}), 0.0f);
+  ops.place(d_xw_, {rows, width});
+  if (options_.kind == RecurrentKind::gru) {
+    ops.place(d_rec_, {rows, width});
+    ops.place(dh_direct_, {rows_, u});
+  }
+  for (std::int64_t s = steps_ - 1; s >= 0; --s) {
+    if (options_.return_sequences)
+      ops.add(step(dh_out_, s, u), dh_carry_, dh_);
+    else if (s == steps_ - 1)
+      ops.copy(grad_output, dh_);
+    else
+      ops.copy(dh_carry_, dh_);
+    cell_backward(s, dh_);
+    if (s == 0) break;  // the initial state is a constant
+    const Tensor d_rec = step(options_.kind == RecurrentKind::gru ? d_rec_ : d_xw_, s, width);
+    ops.gemm({false, true, rows_, u, width}, d_rec, recurrent_kernel_.value, nullptr, dh_carry_);
+    if (recurrent_dropped_) ops.multiply(dh_carry_, recurrent_mask_, dh_carry_);
+    if (options_.kind == RecurrentKind::gru) ops.add(dh_carry_, dh_direct_, dh_carry_);
+  }
+  kernel_gradients();
+  if (!need_input_grad) {
+    grad_input_ = Tensor();
+    return grad_input_;
+  }
+  input_gradient();
+  return grad_input_;
+}
+
+void Recurrent::cell_backward(std::int64_t s, const Tensor& dh) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units, width = gates() * u;
+  const Tensor pre = step(pre_, s, pre_.size() / (steps_ * rows_));
+  Tensor d_xw = step(d_xw_, s, width);
+  switch (options_.kind) {
+    case RecurrentKind::simple_rnn:
+      ops.activation_backward(options_.activation, pre, step(hs_, s + 1, u), dh, d_xw, u);
+      break;
+    case RecurrentKind::lstm:
+      ops.lstm_step_backward(cell_, pre, step(cs_, s, u), step(cs_, s + 1, u), dh, dc_, d_xw);
+      break;
+    case RecurrentKind::gru: {
+      Tensor d_rec = step(d_rec_, s, width);
+      ops.gru_step_backward(cell_, pre, step(hs_, s, u), dh, d_xw, d_rec, dh_direct_);
+      break;
+    }
+  }
+}
+
+// dKernel = x_stepsᵀ · d_xw, dRecurrent = h_prevᵀ · d_rec over every step, dBias = their column
+// sums (the GRU's two rows apart).
+void Recurrent::kernel_gradients() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
+  const Tensor& d_rec = options_.kind == RecurrentKind::gru ? d_rec_ : d_xw_;
+  if (!kernel_.grad.empty())
+    ops.gemm({true, false, features_, width, rows}, x_steps_, d_xw_, nullptr, kernel_.grad);
+  if (!recurrent_kernel_.grad.empty()) {
+    const Tensor h_in = recurrent_dropped_ ? h_dropped_ : Tensor::view(hs_, 0, {rows, u});
+    ops.gemm({true, false, u, width, rows}, h_in, d_rec, nullptr, recurrent_kernel_.grad);
+  }
+  if (!options_.use_bias || bias_.grad.empty()) return;
+  if (options_.kind != RecurrentKind::gru) {
+    ops.column_sums(d_xw_, width, bias_.grad);
+    return;
+  }
+  Tensor input = input_bias(bias_.grad), recurrent = recurrent_bias(bias_.grad);
+  ops.column_sums(d_xw_, width, input);
+  ops.column_sums(d_rec_, width, recurrent);
+}
+
+// dx = d_xw · kernelᵀ, back to the input's order (and through its dropout mask).
+void Recurrent::input_gradient() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t width = gates() * options_.units, rows = steps_ * rows_;
+  ops.gemm({false, true, rows, features_, width}, d_xw_, kernel_.value, nullptr,
+           ops.place(dx_steps_, {rows, features_}));
+  const Tensor* source = &dx_steps_;
+  if (options_.go_backwards) {
+    ops.place(swapped_, {rows, features_});
+    for (std::int64_t t = 0; t < steps_; ++t) {
+      Tensor to = step(swapped_, steps_ - 1 - t, features_);
+      ops.copy(step(dx_steps_, t, features_), to);
+    }
+    source = &swapped_;
+  }
+  ops.swap_middle_axes(*source, {1, steps_, rows_, features_},
+                       ops.place(grad_input_, {rows_, steps_, features_}));
+  if (input_dropped_) ops.multiply(grad_input_, input_mask_, grad_input_);
+}
+
+std::vector<Parameter*> Recurrent::parameters() {
+  if (options_.use_bias) return {&kernel_, &recurrent_kernel_, &bias_};
+  return {&kernel_, &recurrent_kernel_};
+}
+
+nlohmann::json Recurrent::config() const {
+  nlohmann::json c = {
+      {"name", name()},          {"trainable", trainable()},
+      {"dtype", "float32"},      {"return_sequences", options_.return_sequences},
+      {"return_state", false},   {"go_backwards", options_.go_backwards},
+      {"stateful", false},       {"unroll", false},
+      {"units", options_.units}, {"activation", activation_name(options_.activation)}};
+  if (options_.kind != RecurrentKind::simple_rnn)
+    c["recurrent_activation"] = activation_name(options_.recurrent_activation);
+  c["use_bias"] = options_.use_bias;
+  c["kernel_initializer"] = options_.kernel_initializer.config();
+  c["recurrent_initializer"] = options_.recurrent_initializer.config();
+  c["bias_initializer"] = options_.bias_initializer.config();
+  if (options_.kind == RecurrentKind::lstm) c["unit_forget_bias"] = options_.unit_forget_bias;
+  c["kernel_regularizer"] = options_.kernel_regularizer.config();
+  c["recurrent_regularizer"] = options_.recurrent_regularizer.config();
+  c["bias_regularizer"] = options_.bias_regularizer.config();
+  c["activity_regularizer"] = nullptr;
+  c["kernel_constraint"] = options_.kernel_constraint.config();
+  c["recurrent_constraint"] = options_.recurrent_constraint.config();
+  c["bias_constraint"] = options_.bias_constraint.config();
+  c["dropout"] = options_.dropout;
+  c["recurrent_dropout"] = options_.recurrent_dropout;
+  if (options_.kind == RecurrentKind::gru) c["reset_after"] = true;
+  if (options_.seed) c["seed"] = *options_.seed;
+  return c;
+}
+
+std::vector<RuledWeight> Recurrent::ruled_weights() {
+  std::vector<RuledWeight> out{
+      {&kernel_, &options_.kernel_constraint, &options_.kernel_regularizer},
+      {&recurrent_kernel_, &options_.recurrent_constraint, &options_.recurrent_regularizer}};
+  if (options_.use_bias)
+    out.push_back({&bias_, &options_.bias_constraint, &options_.bias_regularizer});
+  return out;
+}
+
+std::vector<std::uint64_t> Recurrent::random_state() const {
+  if (options_.dropout > 0 || options_.recurrent_dropout > 0) return random_.state();
+  return {};
+}
+
+void Recurrent::set_random_state(const std::vector<std::uint64_t>& state) {
+  if (options_.dropout > 0 || options_.recurrent_dropout > 0) random_.set_state(state, name());
+}
+
+void Recurrent::use_keras2_definitions() {
+  options_.activation = keras2_definition(options_.activation);
+  options_.recurrent_activation = keras2_definition(options_.recurrent_activation);
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,109 @@
+// Keras' recurrent layers SimpleRNN, LSTM and GRU over sequences (batch, steps, features): the
+// cell runs over the steps (backwards with go_backwards, Keras' reversed output order), from
+// zero states; the output is every step's h (return_sequences) or the last one's.
+//
+// How it computes, on its backend: the input's products with the kernel for every step at once
+// (one GEMM over steps × batch rows, time-major), then per step the product of h_prev with the
+// recurrent kernel (a GEMM) and the cell's element-wise step (backend lstm_step_* / gru_step_*;
+// SimpleRNN an add and its activation); the backward runs the steps in reverse and takes the
+// kernels' gradients as two GEMMs over every step. Weights, in Keras' order and shapes: kernel
+// (features, gates·units), recurrent_kernel (units, gates·units), bias (gates·units; the GRU's
+// (2, 3·units): input and recurrent biases), gates 1, 4 (i, f, c, o) and 3 (z, r, h). Their
+// Keras 2 names are "<cell>/kernel" ("lstm_cell/kernel"), as Keras 2 writes them.
+//
+// dropout: one mask per sample and feature, the same at every step (Keras' dropout mask of the
+// cell's inputs); recurrent_dropout: one per sample and unit, applied to h_prev where it enters
+// the recurrent product (Keras 3's LSTM), not to the state carried on. Both draw from the layer's
+// random stream (nn/random_stream.hpp), so they do not depend on the device plan.
+// Ownership and threads: as every layer's (tandem/layer.hpp).
+#pragma once
+
+#include <optional>
+
+#include "backend/ops.hpp"
+#include "nn/activation_fn.hpp"
+#include "nn/constraint.hpp"
+#include "nn/initializer.hpp"
+#include "nn/layer_extensions.hpp"
+#include "nn/random_stream.hpp"
+#include "nn/regularizer.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+enum class RecurrentKind { simple_rnn, lstm, gru };
+
+struct RecurrentOptions {
+  RecurrentKind kind = RecurrentKind::lstm;
+  std::int64_t units = 0;
+  ActivationKind activation = ActivationKind::tanh;
+  ActivationKind recurrent_activation = ActivationKind::sigmoid;  // LSTM and GRU
+  bool use_bias = true;
+  bool unit_forget_bias = true;  // LSTM: the forget gate's bias starts at 1
+  bool return_sequences = false;
+  bool go_backwards = false;
+  double dropout = 0, recurrent_dropout = 0;
+  std::optional<std::uint64_t> seed;
+  Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
+  Initializer recurrent_initializer{"orthogonal", std::nullopt, 0};
+  Initializer bias_initializer{"zeros", std::nullopt, 0};
+  WeightConstraint kernel_constraint, recurrent_constraint, bias_constraint;
+  WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
+};
+
+class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions {
+ public:
+  Recurrent(std::string name, RecurrentOptions options);
+  std::string class_name() const override;
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override;
+  nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
+  std::vector<std::uint64_t> random_state() const override;
+  void set_random_state(const std::vector<std::uint64_t>& state) override;
+  void use_keras2_definitions() override;
+
+ private:
+  std::string who() const;
+  /// The products per unit: 1, 4 or 3.
+  std::int64_t gates() const;
+  /// Rows [s·rows, (s + 1)·rows) of a time-major buffer of `width` units a row: step s's slice.
+  Tensor step(const Tensor& t, std::int64_t s, std::int64_t width) const;
+  /// The GRU's input bias (row 0 of its bias) or the whole bias; its recurrent bias (row 1).
+  Tensor input_bias(const Tensor& bias) const;
+  Tensor recurrent_bias(const Tensor& bias) const;
+  void time_major_input(const Tensor& x, bool training);
+  void draw_recurrent_mask(bool training);
+  void run_cell(std::int64_t s);
+  void cell_backward(std::int64_t s, const Tensor& dh);
+  void write_output();
+  void kernel_gradients();
+  void input_gradient();
+
+  RecurrentOptions options_;
+  std::int64_t steps_ = 0, features_ = 0, rows_ = 0;
+  Parameter kernel_, recurrent_kernel_, bias_;
+  RandomStream random_;
+  backend::RecurrentCellDesc cell_;
+
+  // The last forward's, time-major (step s's rows at s·rows): the input in processing order
+  // (after dropout), its products with the kernel, what each step keeps, the states (h and the
+  // LSTM's c, step s's input at s, its output at s + 1) and h_prev as the recurrent product read
+  // it (recurrent dropout; else hs_ itself).
+  Tensor x_steps_, xw_, rec_, pre_, hs_, cs_, h_dropped_;
+  Tensor input_mask_, recurrent_mask_, ones_;  // dropout masks (training forwards only)
+  bool input_dropped_ = false, recurrent_dropped_ = false;
+  Tensor swapped_, output_;
+  // The backward's: dL/dh from the output per step, the step's dL/dh and dL/dc, the carried
+  // dL/dh_prev, the products' gradients per step (the GRU's recurrent ones apart), dL/dx.
+  Tensor dh_out_, dh_, dc_, dh_carry_, dh_direct_, d_xw_, d_rec_, dx_steps_, grad_input_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
