@@ -169,6 +169,14 @@ TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
   fuzz_model(run["model"], 9, 2000);
 }
 
+TEST(ConfigMutation, RecurrentLayersNeverFailButWithTheirPlace) {
+  // An LSTM with both dropouts, a GRU backwards with its own gate activation and a regularizer,
+  // and a SimpleRNN without bias, stacked.
+  const json run =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/recurrent.json");
+  fuzz_model(run["model"], 10, 2000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {

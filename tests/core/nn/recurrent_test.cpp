@@ -1,0 +1,197 @@
+// SimpleRNN, LSTM and GRU beyond what LayerOracle compares with PyTorch (inference forwards and
+// their gradients): the training forward's dropout masks (the gradient by central differences
+// with the same masks drawn again; inference untouched by them), an empty shard, LSTM's
+// unit_forget_bias, configs written back as Keras reads them, and bad configs refused at their
+// place.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gradient_check.hpp"
+#include "nn/layer_registry.hpp"
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "util/config_object.hpp"
+
+namespace tandem {
+namespace TANDEM_TEST_FILE {
+
+using nlohmann::json;
+
+std::unique_ptr<Layer> make(const std::string& cls, json config) {
+  config["name"] = "rnn";
+  ConfigObject c(config, "layer.config");
+  c.ignore({"name", "trainable", "dtype", "activity_regularizer"});  // the Model reads these
+  auto layer = nn::layer_registry().at(cls).make(c, "rnn");
+  c.finish();
+  return layer;
+}
+
+std::string config_error(const std::string& cls, const json& config) {
+  try {
+    make(cls, config);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+double weighted_sum(const Tensor& y, const Tensor& dy) {
+  double s = 0;
+  for (std::int64_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * dy[i];
+  return s;
+}
+
+// The gradient of sum(y * dy) of a training forward, by central differences with the layer's
+// random state put back before each forward (the same dropout masks every time), against the
+// layer's backward.
+void check_training_gradient(const std::string& cls, const json& config) {
+  SCOPED_TRACE(cls + " " + config.dump());
+  auto layer = make(cls, config);
+  Rng init(3);
+  layer->build({5, 3}, init);
+  Tensor x = test::random_tensor({4, 5, 3}, 11);
+  const auto state = layer->random_state();
+  ASSERT_FALSE(state.empty());
+  const Tensor y = layer->forward(x, true).clone();
+  const Tensor dy = test::random_tensor(y.shape(), 12);
+  const Tensor dx = layer->backward(dy, true).clone();
+  std::vector<Tensor> grads;
+  for (Parameter* p : layer->parameters()) grads.push_back(p->grad.clone());
+  const auto at = [&](Tensor& t, std::int64_t i, float h) {
+    const float saved = t[i];
+    t[i] = saved + h;
+    layer->set_random_state(state);
+    const double up = weighted_sum(layer->forward(x, true), dy);
+    t[i] = saved - h;
+    layer->set_random_state(state);
+    const double down = weighted_sum(layer->forward(x, true), dy);
+    t[i] = saved;
+    return (up - down) / (2.0 * h);
+  };
+  constexpr float h = 1e-2f;
+  for (std::int64_t i = 0; i < x.size(); i += 7)
+    EXPECT_NEAR(dx[i], at(x, i, h), 2e-3 * (1 + std::fabs(dx[i]))) << "dx[" << i << "]";
+  const auto params = layer->parameters();
+  for (std::size_t p = 0; p < params.size(); ++p)
+    for (std::int64_t i = 0; i < params[p]->value.size(); i += 5)
+      EXPECT_NEAR(grads[p][i], at(params[p]->value, i, h), 2e-3 * (1 + std::fabs(grads[p][i])))
+          << params[p]->name << "[" << i << "]";
+}
+
+TEST(Recurrent, TrainingGradientsThroughDropoutMasksMatchCentralDifferences) {
+  const json dropouts = {{"units", 4}, {"dropout", 0.3}, {"recurrent_dropout", 0.3}};
+  json sequences = dropouts;
+  sequences["return_sequences"] = true;
+  json backwards = dropouts;
+  backwards["go_backwards"] = true;
+  check_training_gradient("LSTM", sequences);
+  check_training_gradient("GRU", backwards);
+  check_training_gradient("SimpleRNN", sequences);
+}
+
+TEST(Recurrent, DropoutMasksOnlyTrainingForwardsAndDrawAfreshEachStep) {
+  auto layer = make("LSTM", {{"units", 3}, {"dropout", 0.5}, {"recurrent_dropout", 0.5}});
+  Rng init(5);
+  layer->build({4, 2}, init);
+  const Tensor x = test::random_tensor({6, 4, 2}, 1);
+  auto plain = make("LSTM", {{"units", 3}});
+  Rng same_init(5);
+  plain->build({4, 2}, same_init);
+  const auto params = layer->parameters(), plain_params = plain->parameters();
+  for (std::size_t p = 0; p < params.size(); ++p)
+    plain_params[p]->value.copy_from(params[p]->value);
+  const Tensor inference = layer->forward(x, false).clone();
+  const Tensor reference = plain->forward(x, false);
+  for (std::int64_t i = 0; i < inference.size(); ++i) EXPECT_EQ(inference[i], reference[i]);
+  const Tensor first = layer->forward(x, true).clone();
+  const Tensor second = layer->forward(x, true).clone();
+  int differ_from_inference = 0, differ_between_steps = 0;
+  for (std::int64_t i = 0; i < first.size(); ++i) {
+    differ_from_inference += first[i] != inference[i];
+    differ_between_steps += first[i] != second[i];
+  }
+  EXPECT_GT(differ_from_inference, first.size() / 2);
+  EXPECT_GT(differ_between_steps, first.size() / 2);
+}
+
+TEST(Recurrent, AnEmptyShardGivesZeroGradients) {
+  for (const char* cls : {"LSTM", "GRU", "SimpleRNN"}) {
+    auto layer = make(cls, {{"units", 3}, {"return_sequences", true}});
+    Rng init(2);
+    layer->build({4, 2}, init);
+    for (Parameter* p : layer->parameters()) p->grad.fill(7.0f);
+    EXPECT_EQ(layer->forward(Tensor({0, 4, 2}), true).shape(), (Shape{0, 4, 3})) << cls;
+    EXPECT_EQ(layer->backward(Tensor({0, 4, 3}), true).shape(), (Shape{0, 4, 2})) << cls;
+    for (Parameter* p : layer->parameters())
+      for (float g : p->grad.values()) EXPECT_EQ(g, 0.0f) << cls << " " << p->name;
+  }
+}
+
+TEST(Recurrent, LstmsForgetGateBiasStartsAtOne) {
+  auto layer = make("LSTM", {{"units", 3}, {"bias_initializer", "zeros"}});
+  Rng init(1);
+  layer->build({4, 2}, init);
+  const Tensor& bias = layer->parameters()[2]->value;
+  EXPECT_EQ(std::vector<float>(bias.data(), bias.data() + bias.size()),
+            (std::vector<float>{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  auto without = make("LSTM", {{"units", 3}, {"unit_forget_bias", false}});
+  without->build({4, 2}, init);
+  for (float b : without->parameters()[2]->value.values()) EXPECT_EQ(b, 0.0f);
+  auto gru = make("GRU", {{"units", 3}});
+  gru->build({4, 2}, init);
+  EXPECT_EQ(gru->parameters()[2]->value.shape(), (Shape{2, 9}));  // input and recurrent biases
+}
+
+TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
+  const json full = {
+      {"units", 5},
+      {"activation", "relu"},
+      {"recurrent_activation", "hard_sigmoid"},
+      {"return_sequences", true},
+      {"go_backwards", true},
+      {"dropout", 0.25},
+      {"recurrent_dropout", 0.5},
+      {"seed", 9},
+      {"unroll", true},
+      {"implementation", 1},
+      {"kernel_regularizer", {{"class_name", "L2"}, {"config", {{"l2", 0.1}}}}},
+      {"recurrent_constraint", {{"class_name", "NonNeg"}, {"config", json::object()}}}};
+  for (const char* cls : {"LSTM", "GRU"}) {
+    const json written = make(cls, full)->config();
+    EXPECT_EQ(written["recurrent_activation"], "hard_sigmoid") << cls;
+    EXPECT_EQ(written["go_backwards"], true) << cls;
+    EXPECT_EQ(written["recurrent_dropout"], 0.5) << cls;
+    EXPECT_EQ(written["seed"], 9) << cls;
+    EXPECT_EQ(make(cls, written)->config(), written) << cls;  // read back to itself
+  }
+  EXPECT_EQ(make("SimpleRNN", {{"units", 2}})->config().count("recurrent_activation"), 0u);
+  EXPECT_EQ(make("LSTM", {{"units", 2}, {"activation", nullptr}})->config()["activation"],
+            "linear");  // Keras' None
+
+  const std::vector<std::pair<json, std::string>> bad{
+      {{{"units", 2}, {"return_state", true}},
+       "'layer.config.return_state': returning the final states"},
+      {{{"units", 2}, {"stateful", true}}, "'layer.config.stateful': states carried"},
+      {{{"units", 2}, {"time_major", true}}, "'layer.config.time_major': Tandem reads sequences"},
+      {{{"units", 2}, {"reset_after", false}}, "'layer.config.reset_after': only the GRU"},
+      {{{"units", 2}, {"activation", "softmax"}},
+       "'layer.config.activation': a recurrent cell needs an element-wise activation"},
+      {{{"units", 0}}, "'layer.config.units'"},
+      {{{"units", 2}, {"dropout", 1.0}}, "'layer.config.dropout'"},
+      {{{"units", 2}, {"implementation", 3}}, "'layer.config.implementation'"},
+      {{{"units", 2}, {"recurrent_initializer", "no_such"}},
+       "'layer.config.recurrent_initializer'"},
+      {{{"units", 2}, {"cell", json::object()}}, "'layer.config.cell'"},
+  };
+  for (const auto& [config, message] : bad)
+    EXPECT_NE(config_error("GRU", config).find(message), std::string::npos)
+        << config.dump() << ": " << config_error("GRU", config);
+  Rng init(1);
+  EXPECT_THROW(make("LSTM", {{"units", 2}})->build({4}, init), ShapeError);  // not sequences
+}
+
+}  // namespace TANDEM_TEST_FILE
+}  // namespace tandem
