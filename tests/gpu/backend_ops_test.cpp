@@ -239,6 +239,46 @@ TEST_F(BackendOps, PReLUFollowsTheCpu) {
   expect_close(da_cpu, down(da_gpu), 0, "prelu alpha gradient");
 }
 
+// One LSTM and one GRU step and their gradients over 37 rows of 5 units (recurrent_math.hpp on
+// both sides): the same arithmetic, but for CUDA's tanh and exp against glibc's (a few ulp).
+TEST_F(BackendOps, RecurrentStepsFollowTheCpu) {
+  const backend::RecurrentCellDesc d{5, ActivationKind::tanh, ActivationKind::sigmoid};
+  const std::int64_t rows = 37;
+  const Tensor xw = random_host({rows, 20}, 71, -2, 2), rec = random_host({rows, 20}, 72, -2, 2),
+               c_prev = random_host({rows, 5}, 73), dh = random_host({rows, 5}, 74),
+               dc_next = random_host({rows, 5}, 75);
+  Tensor pre_cpu({rows, 20}), c_cpu({rows, 5}), h_cpu({rows, 5});
+  Tensor pre_gpu = gpu_tensor({rows, 20}), c_gpu = gpu_tensor({rows, 5}),
+         h_gpu = gpu_tensor({rows, 5});
+  cpu().lstm_step_forward(d, xw, rec, c_prev, pre_cpu, c_cpu, h_cpu);
+  gpu().lstm_step_forward(d, up(xw), up(rec), up(c_prev), pre_gpu, c_gpu, h_gpu);
+  expect_same(pre_cpu, down(pre_gpu), "lstm pre-activations");
+  expect_close(c_cpu, down(c_gpu), 1e-6, "lstm c");
+  expect_close(h_cpu, down(h_gpu), 1e-6, "lstm h");
+  Tensor dc_cpu = dc_next.clone(), dc_gpu = up(dc_next);
+  Tensor dpre_cpu({rows, 20}), dpre_gpu = gpu_tensor({rows, 20});
+  cpu().lstm_step_backward(d, pre_cpu, c_prev, c_cpu, dh, dc_cpu, dpre_cpu);
+  gpu().lstm_step_backward(d, up(pre_cpu), up(c_prev), up(c_cpu), up(dh), dc_gpu, dpre_gpu);
+  expect_close(dc_cpu, down(dc_gpu), 1e-6, "lstm dc_prev");
+  expect_close(dpre_cpu, down(dpre_gpu), 1e-6, "lstm d_pre");
+
+  const Tensor gxw = random_host({rows, 15}, 76, -2, 2), grec = random_host({rows, 15}, 77, -2, 2);
+  Tensor gpre_cpu({rows, 20}), gh_cpu({rows, 5});
+  Tensor gpre_gpu = gpu_tensor({rows, 20}), gh_gpu = gpu_tensor({rows, 5});
+  cpu().gru_step_forward(d, gxw, grec, c_prev, gpre_cpu, gh_cpu);
+  gpu().gru_step_forward(d, up(gxw), up(grec), up(c_prev), gpre_gpu, gh_gpu);
+  expect_close(gpre_cpu, down(gpre_gpu), 1e-6, "gru pre-activations");
+  expect_close(gh_cpu, down(gh_gpu), 1e-6, "gru h");
+  Tensor dxw_cpu({rows, 15}), drec_cpu({rows, 15}), dhp_cpu({rows, 5});
+  Tensor dxw_gpu = gpu_tensor({rows, 15}), drec_gpu = gpu_tensor({rows, 15}),
+         dhp_gpu = gpu_tensor({rows, 5});
+  cpu().gru_step_backward(d, gpre_cpu, c_prev, dh, dxw_cpu, drec_cpu, dhp_cpu);
+  gpu().gru_step_backward(d, up(gpre_cpu), up(c_prev), up(dh), dxw_gpu, drec_gpu, dhp_gpu);
+  expect_close(dxw_cpu, down(dxw_gpu), 1e-6, "gru d_xw");
+  expect_close(drec_cpu, down(drec_gpu), 1e-6, "gru d_rec");
+  expect_close(dhp_cpu, down(dhp_gpu), 1e-6, "gru dh_prev");
+}
+
 // A MaxNorm over a (12, 9) kernel's columns and a NonNeg: the same bits (norms in double).
 TEST_F(BackendOps, ConstraintsFollowTheCpu) {
   for (const auto kind : {backend::ConstraintDesc::Kind::max_norm,

@@ -163,6 +163,16 @@ std::vector<LayerCase> layer_cases() {
                    {5, 4, 2},
                    json::array({layer("RandomFlip", {{"seed", 3}}),
                                 layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}})})});
+  cases.push_back(
+      {"recurrent_layers",
+       {7, 3},
+       json::array(
+           {layer("LSTM", {{"units", 5},
+                           {"return_sequences", true},
+                           {"dropout", 0.2},
+                           {"recurrent_dropout", 0.3}}),
+            layer("GRU", {{"units", 4}, {"return_sequences", true}, {"go_backwards", true}}),
+            layer("SimpleRNN", {{"units", 3}})})});
   cases.push_back({"embedding",
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),
