@@ -267,6 +267,40 @@ TEST_F(RecurrentCli, CheckpointsKeepKerasNamesAndTrainAlikeOnEveryLayout) {
   EXPECT_TRUE(close(dir_ / "resumed.npy", dir_ / "trained.npy", 0.0));
 }
 
+// The export: ONNX's LSTM and GRU operators (tests/oracle runs them as the specification
+// defines them); a cell activation ONNX's operators do not take is refused, naming the layer,
+// and no file is written.
+TEST_F(RecurrentCli, ExportsToOnnxOrSaysWhichLayerCannot) {
+  auto e =
+      run_command(test::tandem_cli() + " export " + (dir_ / "keras2.h5").string() + " --config " +
+                  (dir_ / "run.json").string() + " -o " + (dir_ / "model.onnx").string());
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  auto ops = run_command(std::string(test::system_python()) + " -c \"" +
+                         "import onnx\n"
+                         "m = onnx.load('" +
+                         (dir_ / "model.onnx").string() +
+                         "')\n"
+                         "onnx.checker.check_model(m, full_check=True)\n"
+                         "print(sorted({n.op_type for n in m.graph.node}))\"");
+  ASSERT_EQ(ops.exit_code, 0) << ops.err;
+  EXPECT_NE(ops.out.find("'LSTM'"), std::string::npos) << ops.out;
+  EXPECT_NE(ops.out.find("'GRU'"), std::string::npos) << ops.out;
+
+  json run = json::parse(test::read_text(dir_ / "run.json"));
+  run["model"]["config"]["layers"][1]["config"]["activation"] = "gelu";
+  test::write_text(dir_ / "gelu.json", run.dump());
+  auto refused =
+      run_command(test::tandem_cli() + " export " + (dir_ / "keras2.h5").string() + " --config " +
+                  (dir_ / "gelu.json").string() + " -o " + (dir_ / "gelu.onnx").string());
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("layer 'lstm' (LSTM) cannot be exported to ONNX: ONNX's recurrent "
+                             "operators take tanh, sigmoid, relu, softsign, softplus or Keras 2's "
+                             "hard_sigmoid as the cell's activations, not gelu / sigmoid"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(fs::exists(dir_ / "gelu.onnx"));
+}
+
 // Each recurrent layer learns what a stateless model cannot: the label is the sign of the first
 // step's first feature, and the layer reads it eleven steps before its last output. Six epochs
 // of 2,000 sequences; measured 0.965 (LSTM), 0.978 (GRU), 0.948 (SimpleRNN) where a guess is 0.5.

@@ -255,6 +255,42 @@ std::vector<Case> cases() {
                                       {{"num_tokens", 5}, {"output_mode", "one_hot"}})}),
                {{{4}, 5}},
                false});
+  // Recurrent layers: ONNX's LSTM, GRU and RNN operators, run by NumPy from the specification.
+  // Recurrent layers: ONNX's LSTM, GRU and RNN operators, run by NumPy from the specification
+  // (OpenCV 4.6 runs none of these graphs: no RNN, a GRU only with all six inputs, an LSTM
+  // whose Y it gives another rank, no Gather of several indices).
+  c.push_back({"lstm_sequences_then_last_step",
+               sequential({6, 3}, {layer("LSTM", {{"units", 4}, {"return_sequences", true}}),
+                                   layer("LSTM", {{"units", 5}}), layer("Dense", {{"units", 2}})}),
+               {{{6, 3}}},
+               false});
+  c.push_back({"simple_rnn_last_step",
+               sequential({5, 2}, {layer("SimpleRNN", {{"units", 3}})}),
+               {{{5, 2}}},
+               false});
+  c.push_back({"lstm_sequences_gru_backwards",
+               sequential({6, 3}, {layer("LSTM", {{"units", 4}, {"return_sequences", true}}),
+                                   layer("GRU", {{"units", 5}, {"go_backwards", true}})}),
+               {{{6, 3}}},
+               false});
+  c.push_back({"gru_sequences_rnn_relu",
+               sequential({5, 2}, {layer("GRU", {{"units", 3},
+                                                 {"return_sequences", true},
+                                                 {"recurrent_activation", "softsign"}}),
+                                   layer("SimpleRNN", {{"units", 4},
+                                                       {"activation", "relu"},
+                                                       {"use_bias", false},
+                                                       {"return_sequences", true}})}),
+               {{{5, 2}}},
+               false});
+  c.push_back({"lstm_backwards_own_activations",
+               sequential({4, 3}, {layer("LSTM", {{"units", 2},
+                                                  {"activation", "softsign"},
+                                                  {"recurrent_activation", "sigmoid"},
+                                                  {"go_backwards", true},
+                                                  {"return_sequences", true}})}),
+               {{{4, 3}}},
+               false});
   c.push_back({"embedding_position",
                functional({input_layer("ids", {5}),
                            call("Embedding", "emb", {{"input_dim", 11}, {"output_dim", 4}}, {"ids"}),

@@ -102,6 +102,48 @@ def conv_transpose(node, x, w, b=None):
     return out if b is None else out + b.reshape(1, -1, 1, 1)
 
 
+RNN_ACTIVATIONS = {
+    "Tanh": np.tanh, "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Relu": lambda v: np.maximum(v, 0),
+    "Softsign": lambda v: v / (1 + np.abs(v)), "Softplus": lambda v: np.log1p(np.exp(v)),
+    "HardSigmoid": lambda v: np.clip(0.2 * v + 0.5, 0, 1),
+}
+
+
+def recurrent(node, x, w, r, b=None):
+    """RNN, LSTM and GRU as the specification writes them: one forward direction, zero initial
+    states, no sequence lengths; output Y [seq, 1, batch, hidden]. Gates: LSTM i, o, f, c; GRU z,
+    r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h))."""
+    assert attribute(node, "direction", b"forward") in (b"forward", "forward")
+    hidden = attribute(node, "hidden_size")
+    names = [a.decode() if isinstance(a, bytes) else a for a in attribute(node, "activations", [])]
+    op = node.op_type
+    defaults = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+    f = [RNN_ACTIVATIONS[n] for n in (names or defaults[op])]
+    gates = w.shape[1] // hidden
+    b = np.zeros((1, 2 * gates * hidden), np.float32) if b is None else b
+    wb, rb = b[0, :gates * hidden], b[0, gates * hidden:]
+    w, r = w[0], r[0]
+    h = np.zeros((x.shape[1], hidden), np.float32)
+    c = np.zeros_like(h)
+    ys = []
+    split = lambda v: [v[:, k * hidden:(k + 1) * hidden] for k in range(gates)]
+    for t in range(x.shape[0]):
+        if op == "RNN":
+            h = f[0](x[t] @ w.T + h @ r.T + wb + rb)
+        elif op == "LSTM":
+            i, o, fg, cc = split(x[t] @ w.T + h @ r.T + wb + rb)
+            c = f[0](fg) * c + f[0](i) * f[1](cc)
+            h = f[0](o) * f[2](c)
+        else:
+            xz, xr, xh = split(x[t] @ w.T + wb)
+            hz, hr, hh = split(h @ r.T + rb)
+            assert attribute(node, "linear_before_reset", 0) == 1
+            z, rr = f[0](xz + hz), f[0](xr + hr)
+            h = (1 - z) * f[1](xh + rr * hh) + z * h
+        ys.append(h)
+    return np.stack(ys)[:, None].astype(np.float32)
+
+
 ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.BOOL: np.bool_,
                  onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
 
@@ -112,6 +154,9 @@ OPERATORS = {
     "Mul": lambda n, a, b: a * b,
     "Div": lambda n, a, b: a / b,
     "MatMul": lambda n, a, b: np.matmul(a, b),
+    "Gemm": lambda n, a, b, c=None: attribute(n, "alpha", 1.0) * np.matmul(
+        a.T if attribute(n, "transA", 0) else a, b.T if attribute(n, "transB", 0) else b)
+        + (0 if c is None else attribute(n, "beta", 1.0) * c),
     "Sqrt": lambda n, x: np.sqrt(x),
     "Relu": lambda n, x: np.maximum(x, 0),
     "Erf": lambda n, x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
@@ -137,6 +182,9 @@ OPERATORS = {
     "Expand": lambda n, x, shape: x * np.ones(shape.astype(np.int64), dtype=x.dtype),
     "Slice": lambda n, x, *rest: slice_(x, *rest),
     "ConvTranspose": conv_transpose,
+    "RNN": recurrent,
+    "LSTM": recurrent,
+    "GRU": recurrent,
 }
 
 

@@ -15,6 +15,7 @@ const ExporterTable& exporters() {
     add_core_exporters(t);
     add_spatial_exporters(t);
     add_merge_exporters(t);
+    add_recurrent_exporters(t);
     return t;
   }();
   return table;

@@ -49,6 +49,14 @@ NodeBuilder& NodeBuilder::attr(const std::string& name, const std::vector<std::i
   return *this;
 }
 
+NodeBuilder& NodeBuilder::attr(const std::string& name, const std::vector<std::string>& values) {
+  auto* a = node_->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& v : values) a->add_strings(v);
+  return *this;
+}
+
 std::string OnnxGraph::unique_name(const std::string& prefix) {
   std::string name = prefix;
   for (int i = 1; names_.count(name); ++i) name = prefix + "_" + std::to_string(i);

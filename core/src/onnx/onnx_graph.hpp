@@ -45,6 +45,7 @@ class NodeBuilder {
   NodeBuilder& attr(const std::string& name, float value);
   NodeBuilder& attr(const std::string& name, const std::string& value);
   NodeBuilder& attr(const std::string& name, const std::vector<std::int64_t>& values);
+  NodeBuilder& attr(const std::string& name, const std::vector<std::string>& values);
   /// The node's (first) output.
   const std::string& output() const { return node_->output(0); }
 
