@@ -185,6 +185,38 @@ TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemp
     }
 }
 
+// Contract 1 through time: an LSTM with both dropouts (masks drawn per global sample), a GRU
+// backwards and a SimpleRNN, stacked; 10 Adam steps through the meta-model equal the template's.
+TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
+  const auto layer = [](const char* cls, json config) {
+    return json{{"class_name", cls}, {"config", config}};
+  };
+  const json sequences = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2}}}),
+          layer("LSTM", {{"units", 4},
+                         {"return_sequences", true},
+                         {"dropout", 0.2},
+                         {"recurrent_dropout", 0.3},
+                         {"seed", 1}}),
+          layer("GRU", {{"units", 3}, {"return_sequences", true}, {"go_backwards", true}}),
+          layer("SimpleRNN", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) {
+      Fixture alone(sequences), through_meta(sequences);
+      train_template_alone(alone, batch, 10);
+      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+      train_meta(through_meta, meta, batch, 10);
+      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+          << replicas << " replicas, batch " << batch;
+      Fixture untouched(sequences);
+      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+    }
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
