@@ -172,6 +172,10 @@ std::vector<LayerCase> layer_cases() {
                            {"dropout", 0.2},
                            {"recurrent_dropout", 0.3}}),
             layer("GRU", {{"units", 4}, {"return_sequences", true}, {"go_backwards", true}}),
+            layer("Bidirectional", {{"layer",
+                                     {{"class_name", "GRU"},
+                                      {"config", {{"units", 2}, {"return_sequences", true}}}}},
+                                    {"merge_mode", "mul"}}),
             layer("SimpleRNN", {{"units", 3}})})});
   cases.push_back({"embedding",
                    {6},

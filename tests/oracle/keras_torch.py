@@ -242,6 +242,24 @@ def recurrent(cls, cfg, x, w):
     return ys if cfg.get("return_sequences", False) else ys[:, -1]
 
 
+def bidirectional(cfg, x, w):
+    """Keras' Bidirectional: the layer forwards, a copy with go_backwards turned over, the
+    copy's outputs put back in step order with return_sequences, then the merge."""
+    inner = cfg["layer"]
+    cls, config = inner["class_name"], dict(inner["config"])
+    back = dict(cfg.get("backward_layer", {}).get("config", config))
+    if "backward_layer" not in cfg:
+        back["go_backwards"] = not config.get("go_backwards", False)
+    strip = lambda prefix: {k[len(prefix):]: v for k, v in w.items() if k.startswith(prefix)}
+    ahead = recurrent(cls, config, x, strip("forward_" + config["name"] + "/"))
+    behind = recurrent(cls, back, x, strip("backward_" + back["name"] + "/"))
+    if config.get("return_sequences", False):
+        behind = behind.flip(1)
+    merge = cfg.get("merge_mode", "concat")
+    return {"concat": lambda: torch.cat([ahead, behind], dim=-1), "sum": lambda: ahead + behind,
+            "ave": lambda: (ahead + behind) / 2, "mul": lambda: ahead * behind}[merge]()
+
+
 def torch_recurrent(cls, x, kernel, rec, bias, units, act):
     u = units
     if cls == "GRU":  # Keras z, r, h -> torch r, z, n
@@ -392,6 +410,8 @@ def forward(case, inputs, weights):
         return torch.softmax(xs[0], dim=-1)
     if cls in ("SimpleRNN", "LSTM", "GRU"):
         return recurrent(cls, cfg, xs[0], weights)
+    if cls == "Bidirectional":
+        return bidirectional(cfg, xs[0], weights)
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)
     sys.exit(4)
 

@@ -559,6 +559,25 @@ TEST(LayerOracle, RecurrentLayersMatchPyTorch) {
                    sequences});
   cases.push_back(
       {"SimpleRnnTanh", entry("SimpleRNN", {{"units", 5}, {"return_sequences", true}}), sequences});
+  const auto wrapped = [](const char* cls, json config, json outer = json::object()) {
+    config["name"] = "inner";
+    outer["layer"] = {{"class_name", cls}, {"config", config}};
+    return entry("Bidirectional", outer);
+  };
+  cases.push_back({"BidirectionalLstmConcat",
+                   wrapped("LSTM", {{"units", 4}, {"return_sequences", true}}), sequences});
+  cases.push_back({"BidirectionalGruSumLast",
+                   wrapped("GRU", {{"units", 3}}, {{"merge_mode", "sum"}}), sequences});
+  cases.push_back(
+      {"BidirectionalRnnMul",
+       wrapped("SimpleRNN", {{"units", 3}, {"return_sequences", true}}, {{"merge_mode", "mul"}}),
+       sequences});
+  json own_backward = wrapped("LSTM", {{"units", 2}}, {{"merge_mode", "ave"}});
+  own_backward["config"]["backward_layer"] = {
+      {"class_name", "LSTM"},
+      {"config",
+       {{"name", "other"}, {"units", 2}, {"go_backwards", true}, {"activation", "softsign"}}}};
+  cases.push_back({"BidirectionalOwnBackwardLayerAve", own_backward, sequences});
   cases.push_back(
       {"SimpleRnnReluLast", entry("SimpleRNN", {{"units", 4}, {"activation", "relu"}}), sequences});
   check_against_torch(cases);

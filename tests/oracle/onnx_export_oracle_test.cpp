@@ -283,6 +283,39 @@ std::vector<Case> cases() {
                                                        {"return_sequences", true}})}),
                {{{5, 2}}},
                false});
+  c.push_back(
+      {"bidirectional_lstm_concat_then_gru_sum",
+       sequential(
+           {5, 3},
+           {layer("Bidirectional",
+                  {{"layer",
+                    {{"class_name", "LSTM"},
+                     {"config", {{"name", "lstm"}, {"units", 3}, {"return_sequences", true}}}}}}),
+            layer("Bidirectional",
+                  {{"layer", {{"class_name", "GRU"}, {"config", {{"name", "gru"}, {"units", 2}}}}},
+                   {"merge_mode", "sum"}})}),
+       {{{5, 3}}},
+       false});
+  c.push_back(
+      {"bidirectional_rnn_ave_and_mul",
+       sequential(
+           {4, 2},
+           {layer("Bidirectional",
+                  {{"layer",
+                    {{"class_name", "SimpleRNN"},
+                     {"config", {{"name", "rnn"}, {"units", 3}, {"return_sequences", true}}}}},
+                   {"merge_mode", "ave"}}),
+            layer("Bidirectional",
+                  {{"layer",
+                    {{"class_name", "SimpleRNN"},
+                     {"config", {{"name", "rnn_1"}, {"units", 2}, {"return_sequences", true}}}}},
+                   {"merge_mode", "mul"}}),
+            layer(
+                "Bidirectional",
+                {{"layer", {{"class_name", "LSTM"}, {"config", {{"name", "lstm"}, {"units", 2}}}}},
+                 {"merge_mode", "mul"}})}),
+       {{{4, 2}}},
+       false});
   c.push_back({"lstm_backwards_own_activations",
                sequential({4, 3}, {layer("LSTM", {{"units", 2},
                                                   {"activation", "softsign"},

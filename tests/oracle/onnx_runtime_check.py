@@ -110,38 +110,44 @@ RNN_ACTIVATIONS = {
 
 
 def recurrent(node, x, w, r, b=None):
-    """RNN, LSTM and GRU as the specification writes them: one forward direction, zero initial
-    states, no sequence lengths; output Y [seq, 1, batch, hidden]. Gates: LSTM i, o, f, c; GRU z,
-    r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h))."""
-    assert attribute(node, "direction", b"forward") in (b"forward", "forward")
+    """RNN, LSTM and GRU as the specification writes them: direction forward or bidirectional
+    (the reverse half reads the steps from the last, its Y row t the state after step t), zero
+    initial states, no sequence lengths; output Y [seq, directions, batch, hidden]. Gates: LSTM
+    i, o, f, c; GRU z, r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h))."""
+    direction = attribute(node, "direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    assert direction in ("forward", "bidirectional"), direction
     hidden = attribute(node, "hidden_size")
     names = [a.decode() if isinstance(a, bytes) else a for a in attribute(node, "activations", [])]
     op = node.op_type
+    per = {"RNN": 1, "LSTM": 3, "GRU": 2}[op]
     defaults = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
-    f = [RNN_ACTIVATIONS[n] for n in (names or defaults[op])]
     gates = w.shape[1] // hidden
-    b = np.zeros((1, 2 * gates * hidden), np.float32) if b is None else b
-    wb, rb = b[0, :gates * hidden], b[0, gates * hidden:]
-    w, r = w[0], r[0]
-    h = np.zeros((x.shape[1], hidden), np.float32)
-    c = np.zeros_like(h)
-    ys = []
-    split = lambda v: [v[:, k * hidden:(k + 1) * hidden] for k in range(gates)]
-    for t in range(x.shape[0]):
-        if op == "RNN":
-            h = f[0](x[t] @ w.T + h @ r.T + wb + rb)
-        elif op == "LSTM":
-            i, o, fg, cc = split(x[t] @ w.T + h @ r.T + wb + rb)
-            c = f[0](fg) * c + f[0](i) * f[1](cc)
-            h = f[0](o) * f[2](c)
-        else:
-            xz, xr, xh = split(x[t] @ w.T + wb)
-            hz, hr, hh = split(h @ r.T + rb)
-            assert attribute(node, "linear_before_reset", 0) == 1
-            z, rr = f[0](xz + hz), f[0](xr + hr)
-            h = (1 - z) * f[1](xh + rr * hh) + z * h
-        ys.append(h)
-    return np.stack(ys)[:, None].astype(np.float32)
+    b = np.zeros((w.shape[0], 2 * gates * hidden), np.float32) if b is None else b
+    out = np.zeros((x.shape[0], w.shape[0], x.shape[1], hidden), np.float32)
+    for d in range(w.shape[0]):
+        f = [RNN_ACTIVATIONS[n] for n in (names[d * per:(d + 1) * per] or defaults[op])]
+        wd, rd = w[d], r[d]
+        wb, rb = b[d, :gates * hidden], b[d, gates * hidden:]
+        h = np.zeros((x.shape[1], hidden), np.float32)
+        c = np.zeros_like(h)
+        split = lambda v: [v[:, k * hidden:(k + 1) * hidden] for k in range(gates)]
+        steps = range(x.shape[0]) if d == 0 else reversed(range(x.shape[0]))
+        for t in steps:
+            if op == "RNN":
+                h = f[0](x[t] @ wd.T + h @ rd.T + wb + rb)
+            elif op == "LSTM":
+                i, o, fg, cc = split(x[t] @ wd.T + h @ rd.T + wb + rb)
+                c = f[0](fg) * c + f[0](i) * f[1](cc)
+                h = f[0](o) * f[2](c)
+            else:
+                xz, xr, xh = split(x[t] @ wd.T + wb)
+                hz, hr, hh = split(h @ rd.T + rb)
+                assert attribute(node, "linear_before_reset", 0) == 1
+                z, rr = f[0](xz + hz), f[0](xr + hr)
+                h = (1 - z) * f[1](xh + rr * hh) + z * h
+            out[t, d] = h
+    return out
 
 
 ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.BOOL: np.bool_,
@@ -173,6 +179,9 @@ OPERATORS = {
     "Reshape": lambda n, x, shape: reshape(x, shape),
     "Unsqueeze": lambda n, x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
     "Softmax": lambda n, x: softmax(x, attribute(n, "axis", -1)),
+    "ReduceProd": lambda n, x: x.prod(axis=tuple(attribute(n, "axes")),
+                                      keepdims=bool(attribute(n, "keepdims", 1))),
+    "Concat": lambda n, *xs: np.concatenate(xs, axis=attribute(n, "axis")),
     "ReduceMean": lambda n, x: x.mean(axis=tuple(attribute(n, "axes")),
                                       keepdims=bool(attribute(n, "keepdims", 1))),
     "ReduceSum": lambda n, x, axes: x.sum(axis=tuple(int(a) for a in axes),

@@ -99,6 +99,11 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
           owner = it->second;
       // A recurrent layer keeps its cell ("lstm_cell" in Keras 2's names) as attribute `cell`.
       if (class_name == "LSTM" || class_name == "GRU" || class_name == "SimpleRNN") owner = "cell";
+      // A Bidirectional's layers ("forward_lstm/lstm_cell") as attributes forward_layer and
+      // backward_layer, each with its `cell`.
+      if (class_name == "Bidirectional")
+        owner = (owner.rfind("backward_", 0) == 0 ? "backward_layer" : "forward_layer") +
+                std::string("/cell");
     }
     const std::string index = std::to_string(position[owner]++);
     names.push_back(owner.empty() ? index : owner + "/" + index);

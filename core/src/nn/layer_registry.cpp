@@ -5,6 +5,7 @@
 
 #include "nn/activation.hpp"
 #include "nn/batch_normalization.hpp"
+#include "nn/bidirectional.hpp"
 #include "nn/category_encoding.hpp"
 #include "nn/constraint.hpp"
 #include "nn/conv2d.hpp"
@@ -1079,6 +1080,82 @@ std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) 
   return std::make_unique<Recurrent>(name, o);
 }
 
+// A recurrent layer a Bidirectional wraps, from its entry ({"class_name", "config"}) at `key`,
+// named `prefix` + its own name (Keras' "forward_lstm"); with `flip`, go_backwards turned over.
+std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std::string& prefix,
+                                    bool flip, bool& sequences, bool& backwards) {
+  const nlohmann::json& v = c.at(key);
+  ConfigObject entry(v, c.path_of(key));
+  const std::string cls = entry.get_string("class_name");
+  if (cls != "SimpleRNN" && cls != "LSTM" && cls != "GRU")
+    throw ConfigError(entry.path_of("class_name"),
+                      "Bidirectional wraps a SimpleRNN, LSTM or GRU, got '" + cls + "'");
+  entry.ignore({"module", "registered_name", "build_config", "name"});
+  nlohmann::json config = entry.at("config");
+  entry.finish();
+  if (!config.is_object())
+    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  const std::string inner = config.contains("name") && config["name"].is_string()
+                                ? config["name"].get<std::string>()
+                                : layer_registry().at(cls).default_name;
+  if (flip) {
+    const nlohmann::json& b = config.contains("go_backwards") ? config["go_backwards"] : nullptr;
+    config["go_backwards"] = !(b.is_boolean() && b.get<bool>());
+  }
+  ConfigObject lc(config, entry.path_of("config"));
+  lc.ignore({"name", "trainable", "dtype"});
+  require_null(lc, {"activity_regularizer"});
+  sequences = lc.get_bool("return_sequences", false);
+  backwards = lc.get_bool("go_backwards", false);
+  auto layer = layer_registry().at(cls).make(lc, prefix + inner);
+  lc.finish();
+  return layer;
+}
+
+std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& name) {
+  const nlohmann::json* merge_value = c.find("merge_mode");
+  if (c.given("merge_mode") && !merge_value)
+    throw ConfigError(c.path_of("merge_mode"),
+                      "null (the two directions' outputs as two tensors) is not supported by "
+                      "Tandem; choose concat, sum, ave or mul");
+  const std::string merge = c.one_of("merge_mode", "concat", {"concat", "sum", "ave", "mul"});
+  const MergeMode mode = merge == "sum"   ? MergeMode::sum
+                         : merge == "ave" ? MergeMode::ave
+                         : merge == "mul" ? MergeMode::mul
+                                          : MergeMode::concat;
+  bool sequences = false, backwards = false, back_sequences = false, back_backwards = false;
+  auto forward = make_wrapped(c, "layer", "forward_", false, sequences, backwards);
+  std::unique_ptr<Layer> backward;
+  if (c.has("backward_layer")) {
+    backward =
+        make_wrapped(c, "backward_layer", "backward_", false, back_sequences, back_backwards);
+    if (back_backwards == backwards)
+      throw ConfigError(c.path_of("backward_layer"),
+                        "its go_backwards must be the opposite of the forward layer's");
+    if (back_sequences != sequences)
+      throw ConfigError(c.path_of("backward_layer"),
+                        "its return_sequences must be the forward layer's");
+  } else {
+    c.ignore({"backward_layer"});
+    backward = make_wrapped(c, "layer", "backward_", true, back_sequences, back_backwards);
+  }
+  nlohmann::json config = {{"name", name},
+                           {"trainable", true},
+                           {"dtype", "float32"},
+                           {"layer", {{"class_name", forward->class_name()}}},
+                           {"merge_mode", merge}};
+  config["layer"]["config"] = forward->config();
+  config["layer"]["config"]["name"] = forward->name().substr(std::string("forward_").size());
+  if (c.has("backward_layer")) {
+    config["backward_layer"] = {{"class_name", backward->class_name()},
+                                {"config", backward->config()}};
+    config["backward_layer"]["config"]["name"] =
+        backward->name().substr(std::string("backward_").size());
+  }
+  return std::make_unique<Bidirectional>(name, std::move(forward), std::move(backward), mode,
+                                         sequences, config);
+}
+
 }  // namespace
 
 const std::map<std::string, LayerClass>& layer_registry() {
@@ -1142,6 +1219,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"SimpleRNN", {"simple_rnn", make_recurrent<RecurrentKind::simple_rnn>}},
       {"LSTM", {"lstm", make_recurrent<RecurrentKind::lstm>}},
       {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
+      {"Bidirectional", {"bidirectional", make_bidirectional}},
   };
   return registry;
 }

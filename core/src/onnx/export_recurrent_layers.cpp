@@ -5,7 +5,8 @@
 // Y's last row. Weights: each gate's block transposed to ONNX's (gates · units, features), LSTM's
 // gates reordered from Keras' i, f, c, o to ONNX's i, o, f, c (the GRU's z, r, h are ONNX's
 // order, its reset_after is linear_before_reset); Keras' one bias is ONNX's input bias, the
-// recurrent bias zeros (the GRU's second row).
+// recurrent bias zeros (the GRU's second row). A Bidirectional layer is ONNX's bidirectional
+// direction.
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -46,90 +47,196 @@ std::vector<float> onnx_weight(const Tensor& kernel, std::int64_t units,
   return out;
 }
 
-OnnxValue export_recurrent(LayerCall& call) {
-  OnnxGraph& g = call.graph;
-  const std::string& p = call.prefix;
-  const std::string cls = call.layer.class_name();
+// One direction of an ONNX recurrent operator: its W, R and B in ONNX's layouts and its
+// activations in ONNX's names, from a Keras layer of class `cls` whose weights are the call's
+// "<prefix><cell>/kernel", ... and whose config is `config`.
+struct Direction {
+  std::string op;  // RNN, LSTM or GRU
+  std::int64_t units = 0, features = 0, gates = 0;
+  std::vector<float> w, r, b;
+  std::vector<std::string> activations;
+  bool default_activations = true;
+};
+
+Direction direction(const LayerCall& call, const std::string& cls, const nlohmann::json& config,
+                    const std::string& prefix) {
   const std::string cell = cls == "LSTM"  ? "lstm_cell"
                            : cls == "GRU" ? "gru_cell"
                                           : "simple_rnn_cell";
-  const Tensor& kernel = call.weight(cell + "/kernel");
-  const Tensor& recurrent = call.weight(cell + "/recurrent_kernel");
-  const std::int64_t units = recurrent.dim(0), features = kernel.dim(0);
+  const Tensor& kernel = call.weight(prefix + cell + "/kernel");
+  const Tensor& recurrent = call.weight(prefix + cell + "/recurrent_kernel");
+  Direction d;
+  d.op = cls == "SimpleRNN" ? "RNN" : cls;
+  d.units = recurrent.dim(0);
+  d.features = kernel.dim(0);
   const std::vector<int> order = cls == "LSTM"  ? std::vector<int>{0, 3, 1, 2}
                                  : cls == "GRU" ? std::vector<int>{0, 1, 2}
                                                 : std::vector<int>{0};
-  const auto gates = static_cast<std::int64_t>(order.size());
+  d.gates = static_cast<std::int64_t>(order.size());
+  d.w = onnx_weight(kernel, d.units, order);
+  d.r = onnx_weight(recurrent, d.units, order);
 
   // Activations: ONNX's defaults unless Keras' differ (f, g, h for LSTM; f, g for GRU; f).
-  const nlohmann::json& config = call.config;
   const nn::ActivationKind act = call.activation(config.value("activation", "tanh"));
   const nn::ActivationKind gate = call.activation(
       cls == "SimpleRNN" ? "sigmoid" : config.value("recurrent_activation", "sigmoid"));
-  std::vector<std::string> activations;
   if (cls == "LSTM")
-    activations = {onnx_activation(gate), onnx_activation(act), onnx_activation(act)};
-  if (cls == "GRU") activations = {onnx_activation(gate), onnx_activation(act)};
-  if (cls == "SimpleRNN") activations = {onnx_activation(act)};
-  for (const std::string& a : activations)
+    d.activations = {onnx_activation(gate), onnx_activation(act), onnx_activation(act)};
+  if (cls == "GRU") d.activations = {onnx_activation(gate), onnx_activation(act)};
+  if (cls == "SimpleRNN") d.activations = {onnx_activation(act)};
+  for (const std::string& a : d.activations)
     if (a.empty())
       call.refuse(
           "ONNX's recurrent operators take tanh, sigmoid, relu, softsign, softplus or "
           "Keras 2's hard_sigmoid as the cell's activations, not " +
           nn::activation_name(act) + " / " + nn::activation_name(gate));
+  d.default_activations = act == nn::ActivationKind::tanh &&
+                          (cls == "SimpleRNN" || gate == nn::ActivationKind::sigmoid);
 
-  // Biases: [1, 2 · gates · units], the input's then the recurrent's.
-  std::vector<float> bias(static_cast<std::size_t>(2 * gates * units), 0.0f);
-  if (call.has_weight(cell + "/bias")) {
-    const Tensor& b = call.weight(cell + "/bias");
-    const std::int64_t width = gates * units, rows = b.size() / width;
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t k = 0; k < gates; ++k)
-        for (std::int64_t u = 0; u < units; ++u)
-          bias[r * width + k * units + u] = b[r * width + order[k] * units + u];
+  // Biases: [2 · gates · units], the input's then the recurrent's.
+  const std::int64_t width = d.gates * d.units;
+  d.b.assign(static_cast<std::size_t>(2 * width), 0.0f);
+  if (call.has_weight(prefix + cell + "/bias")) {
+    const Tensor& b = call.weight(prefix + cell + "/bias");
+    for (std::int64_t row = 0; row < b.size() / width; ++row)
+      for (std::int64_t k = 0; k < d.gates; ++k)
+        for (std::int64_t u = 0; u < d.units; ++u)
+          d.b[row * width + k * d.units + u] = b[row * width + order[k] * d.units + u];
   }
+  return d;
+}
 
+// The call's input time-major ([steps, batch, features]), its steps reversed when `backwards`.
+std::string time_major_input(LayerCall& call, bool backwards, std::int64_t& steps) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
   const OnnxValue x = g.in_layout(call.inputs[0], false);
-  const std::int64_t steps = x.shape.at(0);
+  steps = x.shape.at(0);
   std::string sequence =
       g.node("Transpose", {x.name}, p).attr("perm", std::vector<std::int64_t>{1, 0, 2}).output();
-  if (config.value("go_backwards", false)) {
-    std::vector<std::int64_t> reversed;
-    for (std::int64_t t = steps - 1; t >= 0; --t) reversed.push_back(t);
-    sequence = g.node("Gather", {sequence, g.int64s(p + "/reversed", reversed)}, p)
-                   .attr("axis", std::int64_t{0})
-                   .output();
+  if (!backwards) return sequence;
+  std::vector<std::int64_t> reversed;
+  for (std::int64_t t = steps - 1; t >= 0; --t) reversed.push_back(t);
+  return g.node("Gather", {sequence, g.int64s(p + "/reversed", reversed)}, p)
+      .attr("axis", std::int64_t{0})
+      .output();
+}
+
+// The operator over `sequence` with one direction, or "bidirectional" with two (forward then
+// reverse): Y [steps, directions, batch, units].
+std::string recurrent_node(LayerCall& call, const std::string& sequence,
+                           const std::vector<Direction>& ds) {
+  OnnxGraph& g = call.graph;
+  const Direction& d = ds.front();
+  const auto n = static_cast<std::int64_t>(ds.size());
+  std::vector<float> w, r, b;
+  std::vector<std::string> activations;
+  bool defaults = true;
+  for (const Direction& one : ds) {
+    w.insert(w.end(), one.w.begin(), one.w.end());
+    r.insert(r.end(), one.r.begin(), one.r.end());
+    b.insert(b.end(), one.b.begin(), one.b.end());
+    activations.insert(activations.end(), one.activations.begin(), one.activations.end());
+    defaults = defaults && one.default_activations;
   }
-  const std::string op = cls == "SimpleRNN" ? "RNN" : cls;
+  const std::int64_t width = d.gates * d.units;
   NodeBuilder node =
-      g.node(op,
-             {sequence,
-              call.constant("W", {1, gates * units, features}, onnx_weight(kernel, units, order)),
-              call.constant("R", {1, gates * units, units}, onnx_weight(recurrent, units, order)),
-              call.constant("B", {1, 2 * gates * units}, bias)},
-             p);
-  node.attr("hidden_size", units);
-  if (cls == "GRU") node.attr("linear_before_reset", std::int64_t{1});
-  const bool defaults = act == nn::ActivationKind::tanh &&
-                        (cls == "SimpleRNN" || gate == nn::ActivationKind::sigmoid);
+      g.node(d.op,
+             {sequence, call.constant("W", {n, width, d.features}, w),
+              call.constant("R", {n, width, d.units}, r), call.constant("B", {n, 2 * width}, b)},
+             call.prefix);
+  node.attr("hidden_size", d.units);
+  if (n == 2) node.attr("direction", std::string("bidirectional"));
+  if (d.op == "GRU") node.attr("linear_before_reset", std::int64_t{1});
   if (!defaults) node.attr("activations", activations);
-  std::string y = node.output();  // Y: [steps, 1, batch, units]
-  if (!config.value("return_sequences", false)) {
-    y = g.node("Gather", {y, g.int64s(p + "/last", {steps - 1})}, p)
-            .attr("axis", std::int64_t{0})
+  return node.output();
+}
+
+// Row `step` of Y's direction `which` ([steps, directions, batch, units]): [1, 1, batch, units].
+std::string y_row(LayerCall& call, const std::string& y, std::int64_t step, std::int64_t which) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const std::string at = g.node("Gather", {y, g.int64s(p + "/step", {step})}, p)
+                             .attr("axis", std::int64_t{0})
+                             .output();
+  return g.node("Gather", {at, g.int64s(p + "/direction", {which})}, p)
+      .attr("axis", std::int64_t{1})
+      .output();
+}
+
+OnnxValue export_recurrent(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const Direction d = direction(call, call.layer.class_name(), call.config, "");
+  std::int64_t steps = 0;
+  const std::string sequence =
+      time_major_input(call, call.config.value("go_backwards", false), steps);
+  std::string y = recurrent_node(call, sequence, {d});
+  if (!call.config.value("return_sequences", false)) {
+    y = g.node("Reshape", {y_row(call, y, steps - 1, 0), g.int64s(p + "/rows", {-1, d.units})}, p)
             .output();
-    y = g.node("Reshape", {y, g.int64s(p + "/rows", {-1, units})}, p).output();
     return {y, call.output_shape, false};
   }
-  y = g.node("Reshape", {y, g.int64s(p + "/steps", {steps, -1, units})}, p).output();
+  y = g.node("Reshape", {y, g.int64s(p + "/steps", {steps, -1, d.units})}, p).output();
   y = g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{1, 0, 2}).output();
   return {y, call.output_shape, false};
+}
+
+// Bidirectional: ONNX's "bidirectional" direction, whose reverse half is Keras' backward layer
+// (Y aligned with the input's steps, as Keras aligns it; its last state Y's first row); the
+// merge as ONNX operators over the directions' axis.
+OnnxValue export_bidirectional(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const nlohmann::json& layer = call.config.at("layer");
+  const std::string cls = layer.at("class_name");
+  const nlohmann::json& config = layer.at("config");
+  const nlohmann::json& back =
+      call.config.contains("backward_layer") ? call.config["backward_layer"]["config"] : config;
+  if (config.value("go_backwards", false))
+    call.refuse("its forward layer runs backwards (go_backwards), which ONNX's directions do not");
+  const std::string name = config.value("name", "");
+  const std::string back_name = back.value("name", "");
+  const Direction ahead = direction(call, cls, config, "forward_" + name + "/");
+  const Direction behind = direction(call, cls, back, "backward_" + back_name + "/");
+  std::int64_t steps = 0;
+  const std::string y = recurrent_node(call, time_major_input(call, false, steps), {ahead, behind});
+  const std::string merge = call.config.value("merge_mode", "concat");
+  const std::int64_t units = ahead.units;
+  if (config.value("return_sequences", false)) {
+    const std::string batch_major =
+        g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{2, 0, 1, 3}).output();
+    if (merge == "concat")
+      return {g.node("Reshape", {batch_major, g.int64s(p + "/concat", {-1, steps, 2 * units})}, p)
+                  .output(),
+              call.output_shape, false};
+    const std::string op = merge == "sum"   ? "ReduceSum"
+                           : merge == "ave" ? "ReduceMean"
+                                            : "ReduceProd";
+    NodeBuilder reduce = merge == "sum" ? g.node(op, {batch_major, g.int64s(p + "/axes", {2})}, p)
+                                        : g.node(op, {batch_major}, p);
+    if (merge != "sum") reduce.attr("axes", std::vector<std::int64_t>{2});
+    reduce.attr("keepdims", std::int64_t{0});
+    return {reduce.output(), call.output_shape, false};
+  }
+  const std::string last = y_row(call, y, steps - 1, 0), first = y_row(call, y, 0, 1);
+  std::string merged;
+  if (merge == "concat") {
+    merged = g.node("Concat", {last, first}, p).attr("axis", std::int64_t{3}).output();
+  } else {
+    merged = g.node(merge == "mul" ? "Mul" : "Add", {last, first}, p).output();
+    if (merge == "ave") merged = g.node("Mul", {merged, g.scalar(p + "/half", 0.5f)}, p).output();
+  }
+  return {g.node("Reshape", {merged, g.int64s(p + "/rows", {-1, call.output_shape.back()})}, p)
+              .output(),
+          call.output_shape, false};
 }
 
 }  // namespace
 
 void add_recurrent_exporters(ExporterTable& table) {
   for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) table[cls] = export_recurrent;
+  table["Bidirectional"] = export_bidirectional;
 }
 
 }  // namespace tandem::onnx_export

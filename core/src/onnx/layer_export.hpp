@@ -64,7 +64,7 @@ using ExporterTable = std::map<std::string, LayerExporter>;
 void add_core_exporters(ExporterTable& table);     // Dense, activations, shapes, normalizations
 void add_spatial_exporters(ExporterTable& table);  // convolutions, pooling, image geometry
 void add_merge_exporters(ExporterTable& table);    // merging layers, Dot, MultiHeadAttention
-void add_recurrent_exporters(ExporterTable& table);  // SimpleRNN, LSTM, GRU
+void add_recurrent_exporters(ExporterTable& table);  // SimpleRNN, LSTM, GRU, Bidirectional
 
 /// `x` through Keras activation `kind` (linear: x itself); softmax and log_softmax over the last
 /// Keras axis.

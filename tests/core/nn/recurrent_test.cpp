@@ -193,5 +193,44 @@ TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
   EXPECT_THROW(make("LSTM", {{"units", 2}})->build({4}, init), ShapeError);  // not sequences
 }
 
+TEST(Bidirectional, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
+  const json lstm = {{"class_name", "LSTM"},
+                     {"config", {{"name", "lstm"}, {"units", 3}, {"return_sequences", true}}}};
+  auto layer = make("Bidirectional", {{"layer", lstm}, {"merge_mode", "ave"}});
+  const json written = layer->config();
+  EXPECT_EQ(written["layer"]["config"]["name"], "lstm");
+  EXPECT_EQ(written["merge_mode"], "ave");
+  EXPECT_EQ(make("Bidirectional", written)->config(), written);
+  std::vector<std::string> names;
+  for (Parameter* p : layer->parameters()) names.push_back(p->name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "forward_lstm/lstm_cell/kernel", "forward_lstm/lstm_cell/recurrent_kernel",
+                "forward_lstm/lstm_cell/bias", "backward_lstm/lstm_cell/kernel",
+                "backward_lstm/lstm_cell/recurrent_kernel", "backward_lstm/lstm_cell/bias"}));
+  Rng init(1);
+  EXPECT_EQ(layer->build({4, 2}, init), (Shape{4, 3}));
+  EXPECT_EQ(make("Bidirectional", {{"layer", lstm}})->build({4, 2}, init), (Shape{4, 6}));
+
+  json forwards_too = lstm;
+  forwards_too["config"]["name"] = "back";
+  const std::vector<std::pair<json, std::string>> bad{
+      {{{"layer", lstm}, {"merge_mode", nullptr}},
+       "'layer.config.merge_mode': null (the two directions' outputs as two tensors)"},
+      {{{"layer", lstm}, {"merge_mode", "max"}}, "'layer.config.merge_mode'"},
+      {{{"layer", {{"class_name", "Dense"}, {"config", {{"units", 2}}}}}},
+       "'layer.config.layer.class_name': Bidirectional wraps a SimpleRNN, LSTM or GRU, got "
+       "'Dense'"},
+      {json::object(), "'layer.config.layer'"},
+      {{{"layer", lstm}, {"backward_layer", forwards_too}},
+       "'layer.config.backward_layer': its go_backwards must be the opposite"},
+      {{{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"stateful", true}}}}}},
+       "'layer.config.layer.config.stateful'"},
+  };
+  for (const auto& [config, message] : bad)
+    EXPECT_NE(config_error("Bidirectional", config).find(message), std::string::npos)
+        << config.dump() << ": " << config_error("Bidirectional", config);
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

@@ -186,7 +186,8 @@ TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemp
 }
 
 // Contract 1 through time: an LSTM with both dropouts (masks drawn per global sample), a GRU
-// backwards and a SimpleRNN, stacked; 10 Adam steps through the meta-model equal the template's.
+// backwards, a Bidirectional LSTM with dropout and a SimpleRNN, stacked; 10 Adam steps through the
+// meta-model equal the template's.
 TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
   const auto layer = [](const char* cls, json config) {
     return json{{"class_name", cls}, {"config", config}};
@@ -203,6 +204,10 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
                          {"recurrent_dropout", 0.3},
                          {"seed", 1}}),
           layer("GRU", {{"units", 3}, {"return_sequences", true}, {"go_backwards", true}}),
+          layer("Bidirectional",
+                {{"layer",
+                  {{"class_name", "LSTM"},
+                   {"config", {{"units", 2}, {"return_sequences", true}, {"dropout", 0.3}}}}}}),
           layer("SimpleRNN", {{"units", 5}})}}}}};
   for (int replicas : {2, 3})
     for (std::int64_t batch : {7, 32}) {

@@ -1,0 +1,61 @@
+// Keras' Bidirectional wrapper of a recurrent layer (SimpleRNN, LSTM, GRU): the wrapped layer
+// runs forwards over the steps and a copy of it (or the config's `backward_layer`) backwards,
+// and their outputs merge (`merge_mode` concat, sum, ave or mul); with return_sequences the
+// backward layer's outputs are put back in the input's step order first, so step t of the output
+// holds both directions' states at step t, as Keras computes it.
+//
+// The two layers are the wrapper's own (made from their configs by the layer registry), named
+// as Keras names them ("forward_lstm", "backward_lstm"); their weights are the wrapper's, the
+// forward layer's first, named "<forward_lstm>/<lstm_cell>/kernel" as Keras 2 writes them
+// (Keras 3 keeps them under forward_layer/ and backward_layer/). They compute on the wrapper's
+// backend. Ownership and threads: as every layer's (tandem/layer.hpp).
+#pragma once
+
+#include <memory>
+
+#include "nn/layer_extensions.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+enum class MergeMode { concat, sum, ave, mul };
+
+class Bidirectional : public Layer, public WeightRules, public KerasTwoDefinitions {
+ public:
+  /// `forward` and `backward` are recurrent layers alike but for the step order (backward's
+  /// go_backwards the opposite of forward's), already named; `config` is what config() returns.
+  Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward,
+                MergeMode merge, bool sequences, nlohmann::json config);
+  std::string class_name() const override { return "Bidirectional"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override;
+  nlohmann::json config() const override { return config_; }
+  std::vector<RuledWeight> ruled_weights() override;
+  std::vector<std::uint64_t> random_state() const override;
+  void set_random_state(const std::vector<std::uint64_t>& state) override;
+  void use_keras2_definitions() override;
+
+ private:
+  /// `to` = `from` (batch, steps, width) with its steps in reverse order.
+  void reverse_steps(const Tensor& from, Tensor& to, std::int64_t width);
+  /// The two layers on this layer's backend, their rows where this layer's are.
+  void place_layers();
+
+  std::unique_ptr<Layer> forward_, backward_;
+  MergeMode merge_;
+  bool sequences_;
+  nlohmann::json config_;
+  std::int64_t steps_ = 0, units_ = 0;
+  const Tensor* forward_out_ = nullptr;  // the last forward's outputs (the layers' buffers)
+  Tensor backward_out_;                  // the backward layer's, in the input's step order
+  Tensor output_, d_forward_, d_backward_, d_backward_steps_, grad_input_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
