@@ -251,8 +251,9 @@ def bidirectional(cfg, x, w):
     if "backward_layer" not in cfg:
         back["go_backwards"] = not config.get("go_backwards", False)
     strip = lambda prefix: {k[len(prefix):]: v for k, v in w.items() if k.startswith(prefix)}
-    ahead = recurrent(cls, config, x, strip("forward_" + config["name"] + "/"))
-    behind = recurrent(cls, back, x, strip("backward_" + back["name"] + "/"))
+    named = lambda prefix, n: (n if n.startswith(prefix) else prefix + n) + "/"
+    ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])))
+    behind = recurrent(cls, back, x, strip(named("backward_", back["name"])))
     if config.get("return_sequences", False):
         behind = behind.flip(1)
     merge = cfg.get("merge_mode", "concat")

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
@@ -22,6 +23,13 @@ TANDEM_INTERNAL_API_BEGIN
 namespace tandem::nn {
 
 enum class MergeMode { concat, sum, ave, mul };
+
+/// The name of a Bidirectional's layer for direction `prefix` ("forward_", "backward_") whose
+/// config names it `name`: the prefix added unless the name has it already (Keras 3 writes its
+/// layers' configs with the names it gave them, "forward_lstm").
+inline std::string direction_layer_name(const std::string& prefix, const std::string& name) {
+  return name.rfind(prefix, 0) == 0 ? name : prefix + name;
+}
 
 class Bidirectional : public Layer, public WeightRules, public KerasTwoDefinitions {
  public:

@@ -1081,7 +1081,8 @@ std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) 
 }
 
 // A recurrent layer a Bidirectional wraps, from its entry ({"class_name", "config"}) at `key`,
-// named `prefix` + its own name (Keras' "forward_lstm"); with `flip`, go_backwards turned over.
+// named as Keras names it (direction_layer_name: "forward_lstm"); with `flip`, go_backwards
+// turned over.
 std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std::string& prefix,
                                     bool flip, bool& sequences, bool& backwards) {
   const nlohmann::json& v = c.at(key);
@@ -1107,7 +1108,7 @@ std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std:
   require_null(lc, {"activity_regularizer"});
   sequences = lc.get_bool("return_sequences", false);
   backwards = lc.get_bool("go_backwards", false);
-  auto layer = layer_registry().at(cls).make(lc, prefix + inner);
+  auto layer = layer_registry().at(cls).make(lc, direction_layer_name(prefix, inner));
   lc.finish();
   return layer;
 }
@@ -1144,6 +1145,7 @@ std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& na
                            {"dtype", "float32"},
                            {"layer", {{"class_name", forward->class_name()}}},
                            {"merge_mode", merge}};
+  // The layers' own names, as Keras 2 writes them (Keras 3 takes either).
   config["layer"]["config"] = forward->config();
   config["layer"]["config"]["name"] = forward->name().substr(std::string("forward_").size());
   if (c.has("backward_layer")) {

@@ -7,6 +7,7 @@
 // order, its reset_after is linear_before_reset); Keras' one bias is ONNX's input bias, the
 // recurrent bias zeros (the GRU's second row). A Bidirectional layer is ONNX's bidirectional
 // direction.
+#include "nn/bidirectional.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -197,8 +198,10 @@ OnnxValue export_bidirectional(LayerCall& call) {
     call.refuse("its forward layer runs backwards (go_backwards), which ONNX's directions do not");
   const std::string name = config.value("name", "");
   const std::string back_name = back.value("name", "");
-  const Direction ahead = direction(call, cls, config, "forward_" + name + "/");
-  const Direction behind = direction(call, cls, back, "backward_" + back_name + "/");
+  const Direction ahead =
+      direction(call, cls, config, nn::direction_layer_name("forward_", name) + "/");
+  const Direction behind =
+      direction(call, cls, back, nn::direction_layer_name("backward_", back_name) + "/");
   std::int64_t steps = 0;
   const std::string y = recurrent_node(call, time_major_input(call, false, steps), {ahead, behind});
   const std::string merge = call.config.value("merge_mode", "concat");

@@ -208,6 +208,14 @@ TEST(Bidirectional, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
                 "forward_lstm/lstm_cell/kernel", "forward_lstm/lstm_cell/recurrent_kernel",
                 "forward_lstm/lstm_cell/bias", "backward_lstm/lstm_cell/kernel",
                 "backward_lstm/lstm_cell/recurrent_kernel", "backward_lstm/lstm_cell/bias"}));
+  // Keras 3 writes the layers' configs with the names it gave them; the weights keep theirs.
+  json keras3 = {{"layer", lstm}, {"backward_layer", lstm}};
+  keras3["layer"]["config"]["name"] = "forward_lstm";
+  keras3["backward_layer"]["config"]["name"] = "backward_lstm";
+  keras3["backward_layer"]["config"]["go_backwards"] = true;
+  auto from_keras3 = make("Bidirectional", keras3);
+  EXPECT_EQ(from_keras3->parameters()[0]->name, "forward_lstm/lstm_cell/kernel");
+  EXPECT_EQ(from_keras3->parameters()[3]->name, "backward_lstm/lstm_cell/kernel");
   Rng init(1);
   EXPECT_EQ(layer->build({4, 2}, init), (Shape{4, 3}));
   EXPECT_EQ(make("Bidirectional", {{"layer", lstm}})->build({4, 2}, init), (Shape{4, 6}));
