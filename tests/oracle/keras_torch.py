@@ -221,7 +221,7 @@ def activation(name, x):
     return table[name](x)
 
 
-def recurrent(cls, cfg, x, w):
+def recurrent(cls, cfg, x, w, mask=None):
     """Keras' SimpleRNN, LSTM and GRU (reset_after): torch.nn.RNN / LSTM / GRU run with the Keras
     weights (transposed; the GRU's gates reordered from Keras' z, r, h to torch's r, z, n) where
     the activations are torch's, else Keras' cell formulas stepped by hand. go_backwards: the
@@ -232,6 +232,8 @@ def recurrent(cls, cfg, x, w):
     units = cfg["units"]
     act = cfg.get("activation", "tanh")
     ract = cfg.get("recurrent_activation", "sigmoid")
+    if mask is not None:
+        return masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask)
     if cfg.get("go_backwards", False):
         x = x.flip(1)
     torch_acts = act == "tanh" and (cls == "SimpleRNN" or ract == "sigmoid")
@@ -242,7 +244,7 @@ def recurrent(cls, cfg, x, w):
     return ys if cfg.get("return_sequences", False) else ys[:, -1]
 
 
-def bidirectional(cfg, x, w):
+def bidirectional(cfg, x, w, mask=None):
     """Keras' Bidirectional: the layer forwards, a copy with go_backwards turned over, the
     copy's outputs put back in step order with return_sequences, then the merge."""
     inner = cfg["layer"]
@@ -250,15 +252,102 @@ def bidirectional(cfg, x, w):
     back = dict(cfg.get("backward_layer", {}).get("config", config))
     if "backward_layer" not in cfg:
         back["go_backwards"] = not config.get("go_backwards", False)
+    for layer in (config, back):  # Keras forces it on both layers
+        layer["zero_output_for_mask"] = layer.get("return_sequences", False)
     strip = lambda prefix: {k[len(prefix):]: v for k, v in w.items() if k.startswith(prefix)}
     named = lambda prefix, n: (n if n.startswith(prefix) else prefix + n) + "/"
-    ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])))
-    behind = recurrent(cls, back, x, strip(named("backward_", back["name"])))
+    ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])), mask)
+    behind = recurrent(cls, back, x, strip(named("backward_", back["name"])), mask)
     if config.get("return_sequences", False):
         behind = behind.flip(1)
     merge = cfg.get("merge_mode", "concat")
     return {"concat": lambda: torch.cat([ahead, behind], dim=-1), "sum": lambda: ahead + behind,
             "ave": lambda: (ahead + behind) / 2, "mul": lambda: ahead * behind}[merge]()
+
+
+def torch_cell(cls, units, act, ract, kernel, rec, bias):
+    """One step of the cell as a function (x, (h, c)) -> (h, c): torch's own cell functions with
+    the Keras weights mapped where the activations are torch's, else Keras' formulas."""
+    u = units
+    if cls == "GRU":
+        order = lambda m: torch.cat([m[..., u:2 * u], m[..., :u], m[..., 2 * u:]], dim=-1)
+    else:
+        order = lambda m: m
+    zeros = torch.zeros(kernel.shape[1])
+    b_ih = zeros if bias is None else order(bias[0] if cls == "GRU" else bias)
+    b_hh = zeros if bias is None or cls != "GRU" else order(bias[1])
+    w_ih, w_hh = order(kernel).t(), order(rec).t()
+    if act == "tanh" and (cls == "SimpleRNN" or ract == "sigmoid"):
+        if cls == "LSTM":
+            return lambda x, hc: torch.lstm_cell(x, hc, w_ih, w_hh, b_ih, b_hh)
+        if cls == "GRU":
+            return lambda x, hc: (torch.gru_cell(x, hc[0], w_ih, w_hh, b_ih, b_hh), hc[1])
+        return lambda x, hc: (torch.rnn_tanh_cell(x, hc[0], w_ih, w_hh, b_ih, b_hh), hc[1])
+    if cls == "SimpleRNN" and act == "relu":
+        return lambda x, hc: (torch.rnn_relu_cell(x, hc[0], w_ih, w_hh, b_ih, b_hh), hc[1])
+    a, ra = (lambda v: activation(act, v)), (lambda v: activation(ract, v))
+
+    def keras_step(x, hc):
+        h, c = hc
+        xw = x @ kernel + (0 if bias is None else (bias[0] if cls == "GRU" else bias))
+        inner = h @ rec + (bias[1] if cls == "GRU" and bias is not None else 0)
+        if cls == "SimpleRNN":
+            return a(xw + inner), c
+        if cls == "LSTM":
+            z = xw + inner
+            i, f, g, o = ra(z[:, :u]), ra(z[:, u:2 * u]), a(z[:, 2 * u:3 * u]), ra(z[:, 3 * u:])
+            c = f * c + i * g
+            return o * a(c), c
+        zg = ra(xw[:, :u] + inner[:, :u])
+        r = ra(xw[:, u:2 * u] + inner[:, u:2 * u])
+        return zg * h + (1 - zg) * a(xw[:, 2 * u:] + r * inner[:, 2 * u:]), c
+    return keras_step
+
+
+def masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask):
+    """Keras' RNN over masked steps (its backends' rnn(), unroll False): a masked step keeps the
+    states, its output the previous state (zeros with zero_output_for_mask); go_backwards reads
+    the steps from the last and returns the outputs in that order."""
+    step = torch_cell(cls, units, act, ract, kernel, rec, bias)
+    batch, steps = x.shape[0], x.shape[1]
+    h = torch.zeros(batch, units)
+    c = torch.zeros(batch, units)
+    order = range(steps - 1, -1, -1) if cfg.get("go_backwards", False) else range(steps)
+    outputs = []
+    for t in order:
+        keep = mask[:, t:t + 1] > 0
+        h_new, c_new = step(x[:, t], (h, c))
+        h_out = torch.where(keep, h_new, torch.zeros_like(h_new)
+                            if cfg.get("zero_output_for_mask", False) else h)
+        h = torch.where(keep, h_new, h)
+        c = torch.where(keep, c_new, c)
+        outputs.append(h_out)
+    ys = torch.stack(outputs, dim=1)
+    return ys if cfg.get("return_sequences", False) else ys[:, -1]
+
+
+def check_masked_reference_against_packed_sequences():
+    """The masked reference above against torch's packed sequences (padding at the end): the
+    last output of an LSTM whose padded steps are masked is torch's h_n of the packed batch."""
+    g = torch.Generator().manual_seed(3)
+    kernel, rec = torch.randn(4, 12, generator=g), torch.randn(3, 12, generator=g)
+    bias = torch.randn(12, generator=g)
+    x = torch.randn(2, 5, 4, generator=g)
+    lengths = [5, 2]
+    mask = torch.tensor([[1.0] * 5, [1.0, 1.0, 0, 0, 0]])
+    ours = masked_recurrent("LSTM", {}, x, kernel, rec, bias, 3, "tanh", "sigmoid", mask)
+    lstm = torch.nn.LSTM(4, 3, batch_first=True)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(kernel.t())
+        lstm.weight_hh_l0.copy_(rec.t())
+        lstm.bias_ih_l0.copy_(bias)
+        lstm.bias_hh_l0.zero_()
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+    _, (h_n, _) = lstm(packed)
+    if not torch.allclose(ours, h_n[0], atol=1e-6):
+        print("keras_torch.py: the masked reference disagrees with torch's packed LSTM",
+              file=sys.stderr)
+        sys.exit(5)
 
 
 def torch_recurrent(cls, x, kernel, rec, bias, units, act):
@@ -409,10 +498,13 @@ def forward(case, inputs, weights):
         return torch.relu(xs[0])
     if cls == "Softmax":
         return torch.softmax(xs[0], dim=-1)
+    mask = None
+    if "sequence_mask" in case:
+        mask = load(case["folder"], case["sequence_mask"]).detach()
     if cls in ("SimpleRNN", "LSTM", "GRU"):
-        return recurrent(cls, cfg, xs[0], weights)
+        return recurrent(cls, cfg, xs[0], weights, mask)
     if cls == "Bidirectional":
-        return bidirectional(cfg, xs[0], weights)
+        return bidirectional(cfg, xs[0], weights, mask)
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)
     sys.exit(4)
 
@@ -509,6 +601,7 @@ def run_optimizer_case(folder, case):
 
 
 def main():
+    check_masked_reference_against_packed_sequences()
     for folder in sys.argv[1:]:
         run_case(folder)
 
@@ -516,6 +609,7 @@ def main():
 def run_case(folder):
     with open(os.path.join(folder, "case.json")) as f:
         case = json.load(f)
+    case["folder"] = folder
     if "loss" in case:
         run_loss_case(folder, case)
         return

@@ -54,6 +54,9 @@ struct Case {
   json layer;  // {"class_name": ..., "config": {...}}
   std::vector<Input> inputs;
   json options = json::object();  // the call's keyword options
+  // A Keras mask of the first input's steps (batch x steps values, 0 or 1), given to a layer
+  // that reads masks (recurrent layers); empty for none.
+  std::vector<float> sequence_mask = {};
 };
 
 void write_floats(const fs::path& path, const Tensor& t) {
@@ -161,6 +164,14 @@ Ran run_in_tandem(const Case& c) {
   }
   std::vector<const Tensor*> pointers;
   for (const Tensor& t : run.inputs) pointers.push_back(&t);
+  Tensor mask;
+  if (!c.sequence_mask.empty()) {
+    const Shape& first = c.inputs[0].shape;
+    mask = Tensor::from_vector({first[0], first[1]}, c.sequence_mask);
+    nn::MaskedSteps* masked = nn::masked_steps_of(layer);
+    EXPECT_NE(masked, nullptr) << c.label << ": the layer reads no mask";
+    if (masked) masked->set_input_mask(&mask);
+  }
   run.y = layer.forward_inputs(pointers, false).clone();
   run.dy = random_tensor(run.y.shape(), rng, false);
   for (const Tensor* g : layer.backward_inputs(run.dy, true)) run.grads.push_back(g->clone());
@@ -185,6 +196,10 @@ Ran run_in_tandem(const Case& c) {
     write_floats(run.dir / file, params[j]->value);
     manifest["weights"].push_back(
         {{"name", params[j]->name}, {"file", file}, {"shape", params[j]->value.shape()}});
+  }
+  if (!c.sequence_mask.empty()) {
+    write_floats(run.dir / "mask.bin", mask);
+    manifest["sequence_mask"] = {{"file", "mask.bin"}, {"shape", mask.shape()}};
   }
   write_floats(run.dir / "dy.bin", run.dy);
   manifest["grad_output"] = {{"file", "dy.bin"}, {"shape", run.dy.shape()}};
@@ -525,6 +540,41 @@ TEST(LayerOracle, OneInputLayersMatchPyTorch) {
                        {{"", {3, 5, 4}}}});  // 5 of its 7 positions in use
   cases.push_back({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
   cases.push_back({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
+  check_against_torch(cases);
+}
+
+// Masked steps (Keras' mask from Embedding's mask_zero or Masking): 3 sequences of 7 steps, one
+// whole, one padded at the end, one with holes. The reference steps torch's own cells
+// (torch.lstm_cell, gru_cell, rnn_tanh_cell) and keeps the states of a masked step as Keras'
+// RNN does (its backends' rnn(): where(mask, new, old)); keras_torch.py first checks that
+// reference against torch's packed sequences where the padding is at the end.
+TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
+  const std::vector<float> mask{1, 1, 1, 1, 1, 1, 1,  //
+                                1, 1, 1, 1, 0, 0, 0,  //
+                                0, 1, 0, 1, 1, 0, 1};
+  const std::vector<Input> sequences{{"", {3, 7, 4}}};
+  std::vector<Case> cases;
+  const auto masked = [&](const char* label, json layer) {
+    Case c{label, std::move(layer), sequences};
+    c.sequence_mask = mask;
+    cases.push_back(c);
+  };
+  masked("MaskedLstmLast", entry("LSTM", {{"units", 5}}));
+  masked("MaskedLstmSequencesBackwards",
+         entry("LSTM", {{"units", 4}, {"return_sequences", true}, {"go_backwards", true}}));
+  masked("MaskedLstmZeroOutputs",
+         entry("LSTM", {{"units", 3}, {"return_sequences", true}, {"zero_output_for_mask", true}}));
+  masked("MaskedGruSequences", entry("GRU", {{"units", 4}, {"return_sequences", true}}));
+  masked("MaskedGruLastBackwards", entry("GRU", {{"units", 3}, {"go_backwards", true}}));
+  masked("MaskedSimpleRnnLast", entry("SimpleRNN", {{"units", 4}}));
+  json bidirectional = entry("Bidirectional", {{"merge_mode", "concat"}});
+  bidirectional["config"]["layer"] = {
+      {"class_name", "LSTM"},
+      {"config", {{"name", "inner"}, {"units", 3}, {"return_sequences", true}}}};
+  masked("MaskedBidirectionalSequences", bidirectional);
+  bidirectional["config"]["layer"]["config"]["return_sequences"] = false;
+  bidirectional["config"]["merge_mode"] = "sum";
+  masked("MaskedBidirectionalLast", bidirectional);
   check_against_torch(cases);
 }
 

@@ -40,6 +40,7 @@ struct ModelGraph;
 struct InputCheck;
 struct Scope;
 struct ScopeMember;
+class SequenceMasks;
 }  // namespace nn
 
 struct CheckpointData;
@@ -330,6 +331,8 @@ class TANDEM_EXPORT Model {
   // The model (scopes_[0]) and the models nested in it (nn/model_graph.hpp): read once, shared
   // by nothing else (a shared_ptr only because the type is private to the engine).
   std::shared_ptr<const std::vector<nn::Scope>> scopes_;
+  // Keras' masks through the calls (nn/sequence_masks.hpp); null when no call's output has one.
+  std::shared_ptr<nn::SequenceMasks> masks_;
   std::int64_t penalty_batch_size_ = 1;    // set_penalty_batch_size()
 };
 

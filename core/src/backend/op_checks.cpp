@@ -206,4 +206,15 @@ std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
   return rows;
 }
 
+std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor* b,
+                               const Tensor& out, std::int64_t cols) {
+  const std::int64_t rows = mask.size();
+  for (const Tensor* t : {&a, b, &out})
+    if (t && (cols <= 0 || t->size() != rows * cols))
+      throw std::logic_error("backend operation select_rows: " + std::to_string(t->size()) +
+                             " values are not " + std::to_string(rows) + " rows of " +
+                             std::to_string(cols));
+  return rows;
+}
+
 }  // namespace tandem::backend

@@ -372,6 +372,15 @@ class Backend {
                                    const Tensor* gamma, const Tensor& stats, Tensor* dx,
                                    Tensor* d_gamma, Tensor* d_beta) = 0;
 
+  // Sequence masks: which steps of a sequence are padding, as Keras' masks say (nn/masking.hpp).
+  /// mask[r] = 1 where any of x's row r (`features` values) differs from `value`, else 0:
+  /// Embedding's mask_zero (features 1, value 0) and Masking's mask_value. mask holds x's rows.
+  virtual void sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) = 0;
+  /// out[r, :] = a[r, :] where mask[r] != 0, else b[r, :] (zeros when b is null), over rows of
+  /// `cols` values; out may be a or b.
+  virtual void select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
+                           std::int64_t cols) = 0;
+
   // Recurrent cells, one time step over the batch's rows (nn/recurrent.cpp; the arithmetic is
   // backend/recurrent_math.hpp's, which says what `pre` keeps). Widths per row, in units of
   // desc.units: LSTM xw, rec, pre and d_pre 4; GRU xw, rec, d_xw and d_rec 3, pre 4; every other
@@ -548,6 +557,10 @@ void check_adjust(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x);
+/// The rows of select_rows (and of sequence_mask with b null and out the mask); throws
+/// std::logic_error unless a, b (when given) and out hold mask's rows of `cols` values.
+std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor* b,
+                               const Tensor& out, std::int64_t cols);
 /// The rows of a recurrent step: throws std::logic_error unless every tensor holds rows of its
 /// width (in units of desc.units), all as many rows as the first.
 std::int64_t recurrent_rows(const RecurrentCellDesc& desc,

@@ -119,6 +119,14 @@ TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float*
   dh_prev[j] = fmul(dh[j], z);
 }
 
+/// Whether any of a row's `n` values differs from `value` (a NaN differs): the row is a step a
+/// sequence mask keeps.
+TANDEM_HD inline bool row_differs(const float* row, std::int64_t n, float value) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!(row[i] == value)) return true;
+  return false;
+}
+
 }  // namespace math
 
 }  // namespace tandem::backend

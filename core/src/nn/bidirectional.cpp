@@ -31,6 +31,12 @@ Shape Bidirectional::build(const Shape& input_shape, Rng& init) {
   return out;
 }
 
+void Bidirectional::set_input_mask(const Tensor* mask) {
+  input_mask_ = mask;
+  for (Layer* layer : {forward_.get(), backward_.get()})
+    if (MaskedSteps* masked = masked_steps_of(*layer)) masked->set_input_mask(mask);
+}
+
 void Bidirectional::place_layers() {
   for (Layer* layer : {forward_.get(), backward_.get()}) {
     layer->set_backend(ops());

@@ -8,7 +8,9 @@
 // as Keras names them ("forward_lstm", "backward_lstm"); their weights are the wrapper's, the
 // forward layer's first, named "<forward_lstm>/<lstm_cell>/kernel" as Keras 2 writes them
 // (Keras 3 keeps them under forward_layer/ and backward_layer/). They compute on the wrapper's
-// backend. Ownership and threads: as every layer's (tandem/layer.hpp).
+// backend. A Keras mask reaches both layers, whose masked steps output zeros with
+// return_sequences (Keras forces zero_output_for_mask there). Ownership and threads: as every
+// layer's (tandem/layer.hpp).
 #pragma once
 
 #include <memory>
@@ -31,7 +33,10 @@ inline std::string direction_layer_name(const std::string& prefix, const std::st
   return name.rfind(prefix, 0) == 0 ? name : prefix + name;
 }
 
-class Bidirectional : public Layer, public WeightRules, public KerasTwoDefinitions {
+class Bidirectional : public Layer,
+                      public WeightRules,
+                      public KerasTwoDefinitions,
+                      public MaskedSteps {
  public:
   /// `forward` and `backward` are recurrent layers alike but for the step order (backward's
   /// go_backwards the opposite of forward's), already named; `config` is what config() returns.
@@ -47,6 +52,9 @@ class Bidirectional : public Layer, public WeightRules, public KerasTwoDefinitio
   std::vector<std::uint64_t> random_state() const override;
   void set_random_state(const std::vector<std::uint64_t>& state) override;
   void use_keras2_definitions() override;
+  bool output_masked(bool input_masked) const override { return input_masked && sequences_; }
+  void set_input_mask(const Tensor* mask) override;
+  const Tensor* output_mask() const override { return sequences_ ? input_mask_ : nullptr; }
 
  private:
   /// `to` = `from` (batch, steps, width) with its steps in reverse order.
@@ -59,6 +67,7 @@ class Bidirectional : public Layer, public WeightRules, public KerasTwoDefinitio
   bool sequences_;
   nlohmann::json config_;
   std::int64_t steps_ = 0, units_ = 0;
+  const Tensor* input_mask_ = nullptr;   // Keras' mask of the padding steps, both layers read it
   const Tensor* forward_out_ = nullptr;  // the last forward's outputs (the layers' buffers)
   Tensor backward_out_;                  // the backward layer's, in the input's step order
   Tensor output_, d_forward_, d_backward_, d_backward_steps_, grad_input_;

@@ -63,6 +63,7 @@ const Tensor& Embedding::forward(const Tensor& x, bool /*training*/) {
                                         options_.output_dim))
     throw_bad_embedding_index(name(), input_shape_, sample_offset(), bad->position, bad->value,
                               options_.input_dim);
+  if (options_.mask_zero) ops().sequence_mask(x, 0.0f, 1, ops().place(mask_, x.shape()));
   return output_;
 }
 
@@ -92,7 +93,7 @@ nlohmann::json Embedding::config() const {
           {"embeddings_regularizer", options_.embeddings_regularizer.config()},
           {"activity_regularizer", nullptr},
           {"embeddings_constraint", options_.embeddings_constraint.config()},
-          {"mask_zero", false}};
+          {"mask_zero", options_.mask_zero}};
 }
 
 }  // namespace tandem::nn

@@ -2,8 +2,8 @@
 //
 // Inputs (batch, d1, ...) hold integer-valued floats (token indices); outputs are
 // (batch, d1, ..., output_dim). The weight is "embeddings", shape (input_dim, output_dim), drawn
-// by default from Keras' "uniform" initializer (RandomUniform(-0.05, 0.05)). mask_zero is not
-// supported (the factory rejects it).
+// by default from Keras' "uniform" initializer (RandomUniform(-0.05, 0.05)). With mask_zero, index
+// 0 is padding: the output carries Keras' mask, 0 where the index is 0 (nn/sequence_masks.hpp).
 //
 // An index outside [0, input_dim), or a value that is not an integer, is a DataError naming the
 // layer, the position and the value (Keras would cast to int32 and fail or clip by backend; Tandem
@@ -36,6 +36,7 @@ struct EmbeddingOptions {
   std::optional<std::int64_t> input_length;
   WeightConstraint embeddings_constraint;
   WeightRegularizer embeddings_regularizer;
+  bool mask_zero = false;
 };
 
 /// The DataError for element `i` (flat, within this layer's rows) of an Embedding input whose
@@ -45,7 +46,7 @@ struct EmbeddingOptions {
                                             std::int64_t sample_offset, std::int64_t i, float v,
                                             std::int64_t vocab);
 
-class Embedding : public Layer, public WeightRules {
+class Embedding : public Layer, public WeightRules, public MaskedSteps {
  public:
   Embedding(std::string name, EmbeddingOptions options);
   std::string class_name() const override { return "Embedding"; }
@@ -59,6 +60,9 @@ class Embedding : public Layer, public WeightRules {
   std::vector<RuledWeight> ruled_weights() override {
     return {{&embeddings_, &options_.embeddings_constraint, &options_.embeddings_regularizer}};
   }
+  bool output_masked(bool /*input_masked*/) const override { return options_.mask_zero; }
+  void set_input_mask(const Tensor* /*mask*/) override {}
+  const Tensor* output_mask() const override { return options_.mask_zero ? &mask_ : nullptr; }
 
  private:
   EmbeddingOptions options_;
@@ -66,6 +70,7 @@ class Embedding : public Layer, public WeightRules {
   Parameter embeddings_;
   Tensor input_;  // the last forward's indices (shared storage, not a copy)
   Tensor output_, grad_input_;
+  Tensor mask_;  // with mask_zero: 1 where the index is not 0
 };
 
 }  // namespace tandem::nn

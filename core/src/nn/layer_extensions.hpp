@@ -132,6 +132,23 @@ class WeightRules {
   virtual std::vector<RuledWeight> ruled_weights() = 0;
 };
 
+/// A layer that reads or makes a Keras mask (which steps of a sequence are padding;
+/// nn/sequence_masks.hpp): Embedding with mask_zero and Masking make one from their input, the
+/// recurrent layers and Bidirectional skip the masked steps and pass the mask on with
+/// return_sequences. Masks are (batch, steps) tensors of 0 and 1 on the layer's backend.
+class MaskedSteps {
+ public:
+  virtual ~MaskedSteps() = default;
+  /// Whether the output carries a mask, given whether the (first) input does.
+  virtual bool output_masked(bool input_masked) const = 0;
+  /// The mask of the next forward's input, or null: borrowed until the layer's next forward
+  /// (its backward reads it too).
+  virtual void set_input_mask(const Tensor* mask) = 0;
+  /// The mask of the last forward's output (null where output_masked says none): the layer's
+  /// own tensor or its input's, valid until its next forward.
+  virtual const Tensor* output_mask() const = 0;
+};
+
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
 inline ReluProducer* relu_producer_of(Layer& layer) {
   return dynamic_cast<ReluProducer*>(&layer);
@@ -169,6 +186,9 @@ inline CallArguments* call_arguments_of(Layer& layer) {
 }
 inline WeightRules* weight_rules_of(Layer& layer) {
   return dynamic_cast<WeightRules*>(&layer);
+}
+inline MaskedSteps* masked_steps_of(Layer& layer) {
+  return dynamic_cast<MaskedSteps*>(&layer);
 }
 
 }  // namespace tandem::nn

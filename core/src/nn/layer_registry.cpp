@@ -21,6 +21,7 @@
 #include "nn/global_average_pooling.hpp"
 #include "nn/image_layers.hpp"
 #include "nn/layer_normalization.hpp"
+#include "nn/masking_layer.hpp"
 #include "nn/merge.hpp"
 #include "nn/multi_head_attention.hpp"
 #include "nn/normalization.hpp"
@@ -1003,9 +1004,7 @@ std::unique_ptr<Layer> make_embedding(ConfigObject& c, const std::string& name) 
   o.output_dim = c.positive_int("output_dim");
   if (const auto* k = c.find("embeddings_initializer"))
     o.embeddings_initializer = parse_initializer(*k, c.path_of("embeddings_initializer"));
-  if (c.get_bool("mask_zero", false))
-    throw ConfigError(c.path_of("mask_zero"),
-                      "masking is not supported by Tandem; set it to false");
+  o.mask_zero = c.get_bool("mask_zero", false);
   if (c.has("input_length"))
     o.input_length = c.positive_int("input_length");
   else
@@ -1049,7 +1048,12 @@ void read_recurrent_flags(ConfigObject& c) {
                       "Tandem reads sequences as (batch, steps, features); set it to false");
   c.get_bool("unroll", false);                // the same arithmetic either way
   c.int_in("implementation", 2, 1, 2);        // Keras 2's kernel layout choice: the same
-  c.get_bool("zero_output_for_mask", false);  // Keras 3: no mask reaches Tandem's layers
+}
+
+std::unique_ptr<Layer> make_masking(ConfigObject& c, const std::string& name) {
+  const double value = c.get_number("mask_value", 0.0);
+  if (!std::isfinite(value)) throw ConfigError(c.path_of("mask_value"), "expected a finite number");
+  return std::make_unique<Masking>(name, static_cast<float>(value));
 }
 
 template <RecurrentKind Kind>
@@ -1069,6 +1073,7 @@ std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) 
                       "applied after the recurrent product, biases (2, 3 units)) is supported");
   o.return_sequences = c.get_bool("return_sequences", false);
   o.go_backwards = c.get_bool("go_backwards", false);
+  o.zero_output_for_mask = c.get_bool("zero_output_for_mask", false);
   read_recurrent_flags(c);
   o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
   o.recurrent_dropout = c.number_in("recurrent_dropout", 0.0, 0.0, 1.0, false, true);
@@ -1103,6 +1108,10 @@ std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std:
     const nlohmann::json& b = config.contains("go_backwards") ? config["go_backwards"] : nullptr;
     config["go_backwards"] = !(b.is_boolean() && b.get<bool>());
   }
+  // Keras forces a wrapped layer's masked steps to output zeros when it returns sequences.
+  const nlohmann::json& r =
+      config.contains("return_sequences") ? config["return_sequences"] : nlohmann::json(false);
+  if (r.is_boolean()) config["zero_output_for_mask"] = r.get<bool>();
   ConfigObject lc(config, entry.path_of("config"));
   lc.ignore({"name", "trainable", "dtype"});
   require_null(lc, {"activity_regularizer"});
@@ -1222,6 +1231,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"LSTM", {"lstm", make_recurrent<RecurrentKind::lstm>}},
       {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
       {"Bidirectional", {"bidirectional", make_bidirectional}},
+      {"Masking", {"masking", make_masking}},
   };
   return registry;
 }

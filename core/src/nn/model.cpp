@@ -20,6 +20,7 @@
 #include "nn/layer_registry.hpp"
 #include "nn/model_graph.hpp"
 #include "nn/regularizer.hpp"
+#include "nn/sequence_masks.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
@@ -522,6 +523,9 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     }
     output_names_.push_back(name);
   }
+  std::vector<nn::MaskedCall> masked;
+  for (const Call& call : calls_) masked.push_back({call.runner, call.inputs});
+  masks_ = nn::SequenceMasks::plan(masked, keras2_, output_calls_, call_paths);
   packed_output_shape_ = call_shapes_[output_calls_[0]];
   if (output_calls_.size() > 1) {
     std::int64_t total = 0;
@@ -606,7 +610,9 @@ void Model::forward_calls(const std::vector<std::size_t>& calls, bool training,
                              : inputs_.size() == 1 ? &forward_input_
                                                    : &input_parts_[static_cast<std::size_t>(-1 - in)]);
     call.runner->set_sample_offset(sample_offset);
+    if (masks_) masks_->before(k);
     outputs_[k] = &call.runner->forward_inputs(call_inputs_, call.training.value_or(training));
+    if (masks_) masks_->after(k);
   }
 }
 

@@ -137,6 +137,7 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   }
   ops.place(pre_, {rows, (options_.kind == RecurrentKind::simple_rnn ? 1 : 4) * u});
   ops.place(rec_, {rows_, width});
+  time_major_mask();
   draw_recurrent_mask(training);
   for (std::int64_t s = 0; s < steps_; ++s) run_cell(s);
   write_output();
@@ -175,6 +176,29 @@ void Recurrent::time_major_input(const Tensor& x, bool training) {
   for (std::int64_t t = 0; t < steps_; ++t) {
     Tensor to = step(x_steps_, steps_ - 1 - t, features_);
     ops.copy(step(swapped_, t, features_), to);
+  }
+}
+
+// steps_mask_ = the Keras mask of this forward's steps, time-major in processing order.
+void Recurrent::time_major_mask() {
+  masked_ = sequence_mask_ != nullptr;
+  if (!masked_) return;
+  if (sequence_mask_->size() != rows_ * steps_)
+    throw ShapeError(who() + ": a mask of shape " + shape_to_string(sequence_mask_->shape()) +
+                     " for inputs of " + std::to_string(rows_) + " sequences of " +
+                     std::to_string(steps_) + " steps");
+  backend::Backend& ops = this->ops();
+  const std::array<std::int64_t, 4> dims{1, rows_, steps_, 1};
+  const Shape shape{steps_ * rows_};
+  if (!options_.go_backwards) {
+    ops.swap_middle_axes(*sequence_mask_, dims, ops.place(steps_mask_, shape));
+    return;
+  }
+  ops.swap_middle_axes(*sequence_mask_, dims, ops.place(dc_cell_, shape));
+  ops.place(steps_mask_, shape);
+  for (std::int64_t t = 0; t < steps_; ++t) {
+    Tensor to = step(steps_mask_, steps_ - 1 - t, 1);
+    ops.copy(step(dc_cell_, t, 1), to);
   }
 }
 
@@ -222,17 +246,31 @@ void Recurrent::run_cell(std::int64_t s) {
       ops.gru_step_forward(cell_, xw, rec_, h_prev, pre, h);
       break;
   }
+  if (!masked_) return;
+  // A masked step keeps the states before it.
+  const Tensor keep = kept(s);
+  ops.select_rows(keep, h, &h_prev, h, u);
+  if (options_.kind == RecurrentKind::lstm) {
+    Tensor c = step(cs_, s + 1, u);
+    const Tensor c_prev = step(cs_, s, u);
+    ops.select_rows(keep, c, &c_prev, c, u);
+  }
 }
 
 // Every step's h (batch-major, in processing order) or the last one's.
 void Recurrent::write_output() {
   backend::Backend& ops = this->ops();
   const std::int64_t u = options_.units;
-  if (options_.return_sequences)
-    ops.swap_middle_axes(Tensor::view(hs_, rows_ * u, {steps_ * rows_ * u}), {1, steps_, rows_, u},
-                         output_);
-  else
+  const Tensor states = Tensor::view(hs_, rows_ * u, {steps_ * rows_ * u});
+  if (!options_.return_sequences) {
     ops.copy(step(hs_, steps_, u), output_);
+  } else if (masked_ && options_.zero_output_for_mask) {
+    ops.select_rows(steps_mask_, states, nullptr, ops.place(masked_outputs_, {steps_ * rows_, u}),
+                    u);
+    ops.swap_middle_axes(masked_outputs_, {1, steps_, rows_, u}, output_);
+  } else {
+    ops.swap_middle_axes(states, {1, steps_, rows_, u}, output_);
+  }
 }
 
 const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_grad) {
@@ -259,18 +297,21 @@ const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_gra
     ops.place(dh_direct_, {rows_, u});
   }
   for (std::int64_t s = steps_ - 1; s >= 0; --s) {
-    if (options_.return_sequences)
-      ops.add(step(dh_out_, s, u), dh_carry_, dh_);
-    else if (s == steps_ - 1)
-      ops.copy(grad_output, dh_);
-    else
-      ops.copy(dh_carry_, dh_);
-    cell_backward(s, dh_);
+    step_gradient(s, grad_output);
+    Tensor* dc = options_.kind == RecurrentKind::lstm ? &dc_ : nullptr;
+    if (masked_ && dc) {  // the kept rows' dL/dc to the cell, the others' past it
+      ops.select_rows(kept(s), dc_, nullptr, ops.place(dc_cell_, {rows_, u}), u);
+      ops.subtract(dc_, dc_cell_, dc_);
+      dc = &dc_cell_;
+    }
+    cell_backward(s, masked_ ? dh_cell_ : dh_, dc);
+    if (masked_ && dc) ops.add(dc_, dc_cell_, dc_);
     if (s == 0) break;  // the initial state is a constant
     const Tensor d_rec = step(options_.kind == RecurrentKind::gru ? d_rec_ : d_xw_, s, width);
     ops.gemm({false, true, rows_, u, width}, d_rec, recurrent_kernel_.value, nullptr, dh_carry_);
     if (recurrent_dropped_) ops.multiply(dh_carry_, recurrent_mask_, dh_carry_);
     if (options_.kind == RecurrentKind::gru) ops.add(dh_carry_, dh_direct_, dh_carry_);
+    if (masked_) ops.add(dh_carry_, dh_, dh_carry_);  // a skipped step's dL/dh passes back
   }
   kernel_gradients();
   if (!need_input_grad) {
@@ -281,7 +322,23 @@ const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_gra
   return grad_input_;
 }
 
-void Recurrent::cell_backward(std::int64_t s, const Tensor& dh) {
+void Recurrent::step_gradient(std::int64_t s, const Tensor& grad_output) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units;
+  if (!options_.return_sequences) {
+    ops.copy(s == steps_ - 1 ? grad_output : dh_carry_, dh_);
+  } else if (masked_ && options_.zero_output_for_mask) {  // a masked step's output is 0
+    ops.select_rows(kept(s), step(dh_out_, s, u), nullptr, dh_, u);
+    ops.add(dh_, dh_carry_, dh_);
+  } else {
+    ops.add(step(dh_out_, s, u), dh_carry_, dh_);
+  }
+  if (!masked_) return;
+  ops.select_rows(kept(s), dh_, nullptr, ops.place(dh_cell_, {rows_, u}), u);
+  ops.subtract(dh_, dh_cell_, dh_);
+}
+
+void Recurrent::cell_backward(std::int64_t s, const Tensor& dh, Tensor* dc) {
   backend::Backend& ops = this->ops();
   const std::int64_t u = options_.units, width = gates() * u;
   const Tensor pre = step(pre_, s, pre_.size() / (steps_ * rows_));
@@ -291,7 +348,7 @@ void Recurrent::cell_backward(std::int64_t s, const Tensor& dh) {
       ops.activation_backward(options_.activation, pre, step(hs_, s + 1, u), dh, d_xw, u);
       break;
     case RecurrentKind::lstm:
-      ops.lstm_step_backward(cell_, pre, step(cs_, s, u), step(cs_, s + 1, u), dh, dc_, d_xw);
+      ops.lstm_step_backward(cell_, pre, step(cs_, s, u), step(cs_, s + 1, u), dh, *dc, d_xw);
       break;
     case RecurrentKind::gru: {
       Tensor d_rec = step(d_rec_, s, width);
@@ -349,12 +406,17 @@ std::vector<Parameter*> Recurrent::parameters() {
 }
 
 nlohmann::json Recurrent::config() const {
-  nlohmann::json c = {
-      {"name", name()},          {"trainable", trainable()},
-      {"dtype", "float32"},      {"return_sequences", options_.return_sequences},
-      {"return_state", false},   {"go_backwards", options_.go_backwards},
-      {"stateful", false},       {"unroll", false},
-      {"units", options_.units}, {"activation", activation_name(options_.activation)}};
+  nlohmann::json c = {{"name", name()},
+                      {"trainable", trainable()},
+                      {"dtype", "float32"},
+                      {"return_sequences", options_.return_sequences},
+                      {"return_state", false},
+                      {"go_backwards", options_.go_backwards},
+                      {"stateful", false},
+                      {"unroll", false},
+                      {"zero_output_for_mask", options_.zero_output_for_mask},
+                      {"units", options_.units},
+                      {"activation", activation_name(options_.activation)}};
   if (options_.kind != RecurrentKind::simple_rnn)
     c["recurrent_activation"] = activation_name(options_.recurrent_activation);
   c["use_bias"] = options_.use_bias;

@@ -11,6 +11,10 @@
 // (2, 3·units): input and recurrent biases), gates 1, 4 (i, f, c, o) and 3 (z, r, h). Their
 // Keras 2 names are "<cell>/kernel" ("lstm_cell/kernel"), as Keras 2 writes them.
 //
+// A Keras mask (nn/sequence_masks.hpp: Embedding's mask_zero, Masking) skips the padding steps
+// as Keras' RNN does: a masked step keeps the states before it, and its output is the last kept
+// step's (zeros with zero_output_for_mask); with return_sequences the mask passes on.
+//
 // dropout: one mask per sample and feature, the same at every step (Keras' dropout mask of the
 // cell's inputs); recurrent_dropout: one per sample and unit, applied to h_prev where it enters
 // the recurrent product (Keras 3's LSTM), not to the state carried on. Both draw from the layer's
@@ -45,6 +49,9 @@ struct RecurrentOptions {
   bool unit_forget_bias = true;  // LSTM: the forget gate's bias starts at 1
   bool return_sequences = false;
   bool go_backwards = false;
+  /// A masked step's output is zeros, not the last kept step's (Keras' RNN option, which
+  /// Bidirectional sets to return_sequences for its layers).
+  bool zero_output_for_mask = false;
   double dropout = 0, recurrent_dropout = 0;
   std::optional<std::uint64_t> seed;
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
@@ -54,7 +61,7 @@ struct RecurrentOptions {
   WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
 };
 
-class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions {
+class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, public MaskedSteps {
  public:
   Recurrent(std::string name, RecurrentOptions options);
   std::string class_name() const override;
@@ -67,6 +74,13 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions {
   std::vector<std::uint64_t> random_state() const override;
   void set_random_state(const std::vector<std::uint64_t>& state) override;
   void use_keras2_definitions() override;
+  bool output_masked(bool input_masked) const override {
+    return input_masked && options_.return_sequences;
+  }
+  void set_input_mask(const Tensor* mask) override { sequence_mask_ = mask; }
+  const Tensor* output_mask() const override {
+    return options_.return_sequences ? sequence_mask_ : nullptr;
+  }
 
  private:
   std::string who() const;
@@ -78,9 +92,15 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions {
   Tensor input_bias(const Tensor& bias) const;
   Tensor recurrent_bias(const Tensor& bias) const;
   void time_major_input(const Tensor& x, bool training);
+  void time_major_mask();
+  /// With a mask, step s's rows: 1 where the step is kept (a view of steps_mask_).
+  Tensor kept(std::int64_t s) const { return step(steps_mask_, s, 1); }
   void draw_recurrent_mask(bool training);
   void run_cell(std::int64_t s);
-  void cell_backward(std::int64_t s, const Tensor& dh);
+  void cell_backward(std::int64_t s, const Tensor& dh, Tensor* dc);
+  /// The gradient of step s's output h into dh_ (the output's and the carried one), then split
+  /// by the step's mask into the cell's part (dh_cell_) and the skipped step's (left in dh_).
+  void step_gradient(std::int64_t s, const Tensor& grad_output);
   void write_output();
   void kernel_gradients();
   void input_gradient();
@@ -98,10 +118,16 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions {
   Tensor x_steps_, xw_, rec_, pre_, hs_, cs_, h_dropped_;
   Tensor input_mask_, recurrent_mask_, ones_;  // dropout masks (training forwards only)
   bool input_dropped_ = false, recurrent_dropped_ = false;
+  // Keras' mask of the padding steps (borrowed, (batch, steps)), time-major in processing order
+  // for this forward; a masked step keeps the states before it. Null, or none: every step runs.
+  const Tensor* sequence_mask_ = nullptr;
+  Tensor steps_mask_, masked_outputs_;
+  bool masked_ = false;
   Tensor swapped_, output_;
   // The backward's: dL/dh from the output per step, the step's dL/dh and dL/dc, the carried
   // dL/dh_prev, the products' gradients per step (the GRU's recurrent ones apart), dL/dx.
   Tensor dh_out_, dh_, dc_, dh_carry_, dh_direct_, d_xw_, d_rec_, dx_steps_, grad_input_;
+  Tensor dh_cell_, dc_cell_;  // with a mask: the kept rows' parts
 };
 
 }  // namespace tandem::nn

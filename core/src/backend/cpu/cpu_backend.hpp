@@ -3,10 +3,10 @@
 //
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
 // embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
-// layer_norm.cpp, recurrent.cpp (LSTM and GRU steps), image_blocks.cpp (padding, cropping,
-// upsampling), dense_products.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp, loss_ops.cpp
-// (losses, metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work by the shapes
-// alone and sums in a fixed order: results never depend on the thread count.
+// layer_norm.cpp, recurrent.cpp (LSTM and GRU steps, sequence masks), image_blocks.cpp (padding,
+// cropping, upsampling), dense_products.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp,
+// loss_ops.cpp (losses, metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work
+// by the shapes alone and sums in a fixed order: results never depend on the thread count.
 //
 // Two instances exist, cpu_backend()'s (float32 products) and cpu_backend(Precision::bf16)'s
 // (bfloat16 operands for GEMMs and convolutions, float32 sums; everything else is the same).
@@ -75,6 +75,9 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
                            const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
                            Tensor* d_beta) override;
+  void sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) override;
+  void select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
+                   std::int64_t cols) override;
   void lstm_step_forward(const RecurrentCellDesc& desc, const Tensor& xw, const Tensor& rec,
                          const Tensor& c_prev, Tensor& pre, Tensor& c, Tensor& h) override;
   void lstm_step_backward(const RecurrentCellDesc& desc, const Tensor& pre, const Tensor& c_prev,

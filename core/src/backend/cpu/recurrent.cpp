@@ -1,6 +1,9 @@
 // The CPU backend's recurrent steps: recurrent_math.hpp's per-unit functions over the rows of the
-// batch, rows split by threads (each unit's arithmetic reads and writes its own row only).
+// batch, rows split by threads (each unit's arithmetic reads and writes its own row only); and
+// the sequence masks recurrent layers read (a row's mask, a choice between rows).
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -76,6 +79,37 @@ void CpuBackend::gru_step_backward(const RecurrentCellDesc& d, const Tensor& pre
                             d_xw.data() + r * 3 * u, d_rec.data() + r * 3 * u,
                             dh_prev.data() + r * u, j);
   });
+}
+
+void CpuBackend::sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) {
+  require_all(*this, {&x, &mask}, "sequence_mask");
+  if (features <= 0 || x.size() != mask.size() * features)
+    throw std::logic_error("backend operation sequence_mask: " + std::to_string(x.size()) +
+                           " values are not " + std::to_string(mask.size()) + " rows of " +
+                           std::to_string(features));
+  const float* xp = x.data();
+  float* m = mask.data();
+  cpu::parallel_for(mask.size(), cpu::kMemoryBoundChunk / features,
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r)
+                        m[r] = math::row_differs(xp + r * features, features, value) ? 1.0f : 0.0f;
+                    });
+}
+
+void CpuBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
+                             std::int64_t cols) {
+  require_all(*this, {&mask, &a, &out}, "select_rows");
+  if (b) require_device(*this, *b, "select_rows");
+  const std::int64_t rows = select_rows_count(mask, a, b, out, cols);
+  const float* m = mask.data();
+  const float* ap = a.data();
+  const float* bp = b ? b->data() : nullptr;
+  float* o = out.data();
+  cpu::parallel_for(rows, std::max<std::int64_t>(1, cpu::kMemoryBoundChunk / cols),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t i = r0 * cols; i < r1 * cols; ++i)
+                        o[i] = m[i / cols] != 0.0f ? ap[i] : bp ? bp[i] : 0.0f;
+                    });
 }
 
 }  // namespace tandem::backend

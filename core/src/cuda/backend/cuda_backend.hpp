@@ -115,6 +115,9 @@ class CudaBackend final : public backend::Backend {
   void layer_norm_backward(const backend::LayerNormDesc& desc, const Tensor& x, const Tensor& dy,
                            const Tensor* gamma, const Tensor& stats, Tensor* dx, Tensor* d_gamma,
                            Tensor* d_beta) override;
+  void sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) override;
+  void select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
+                   std::int64_t cols) override;
   void lstm_step_forward(const backend::RecurrentCellDesc& desc, const Tensor& xw,
                          const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
                          Tensor& h) override;

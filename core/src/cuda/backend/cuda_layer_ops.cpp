@@ -236,6 +236,27 @@ void CudaBackend::upsample_backward(const backend::UpsampleDesc& desc, const Ten
   cuda::upsample_backward(desc, dy.data(), dx.data(), stream_);
 }
 
+void CudaBackend::sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) {
+  require(x, "sequence_mask");
+  require(mask, "sequence_mask");
+  if (features <= 0 || x.size() != mask.size() * features)
+    throw std::logic_error("backend operation sequence_mask: " + std::to_string(x.size()) +
+                           " values are not " + std::to_string(mask.size()) + " rows of " +
+                           std::to_string(features));
+  cuda::sequence_mask(x.data(), value, features, mask.data(), mask.size(), stream_);
+}
+
+void CudaBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
+                              std::int64_t cols) {
+  require(mask, "select_rows");
+  require(a, "select_rows");
+  if (b) require(*b, "select_rows");
+  require(out, "select_rows");
+  const std::int64_t rows = backend::select_rows_count(mask, a, b, out, cols);
+  cuda::select_rows(mask.data(), a.data(), b ? b->data() : nullptr, out.data(), rows, cols,
+                    stream_);
+}
+
 void CudaBackend::lstm_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
                                     const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
                                     Tensor& h) {

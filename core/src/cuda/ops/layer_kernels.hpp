@@ -186,6 +186,13 @@ void gru_step_backward(const backend::RecurrentCellDesc& d, const float* pre, co
                        const float* dh, float* d_xw, float* d_rec, float* dh_prev,
                        std::int64_t rows, cudaStream_t stream);
 
+/// Backend::sequence_mask over `rows` rows of `features` values, and select_rows over `rows`
+/// rows of `cols` (b null: zeros).
+void sequence_mask(const float* x, float value, std::int64_t features, float* mask,
+                   std::int64_t rows, cudaStream_t stream);
+void select_rows(const float* mask, const float* a, const float* b, float* out, std::int64_t rows,
+                 std::int64_t cols, cudaStream_t stream);
+
 /// Weight penalties: out[i] = penalty_value(w[i]) (summed by the caller); grad += the gradient.
 void penalty_values(const float* w, float l1, float l2, float* out, std::int64_t n,
                     cudaStream_t stream);

@@ -1,5 +1,6 @@
 // Private (CUDA module): the LSTM and GRU steps' kernels, one thread per unit of a row, each
-// calling recurrent_math.hpp's per-unit function (the CPU backend's very arithmetic). Ownership:
+// calling recurrent_math.hpp's per-unit function (the CPU backend's very arithmetic); the
+// sequence masks' (a thread per row, a thread per value). Ownership:
 // none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/recurrent_math.hpp"
 #include "cuda/ops/launch.cuh"
@@ -54,6 +55,18 @@ __global__ void gru_backward_kernel(RecurrentCellDesc d, const float* pre, const
   }
 }
 
+__global__ void sequence_mask_kernel(const float* x, float value, std::int64_t features,
+                                     float* mask, std::int64_t rows) {
+  for (std::int64_t r = grid_first(); r < rows; r += grid_step())
+    mask[r] = backend::math::row_differs(x + r * features, features, value) ? 1.0f : 0.0f;
+}
+
+__global__ void select_rows_kernel(const float* mask, const float* a, const float* b, float* out,
+                                   std::int64_t cols, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step())
+    out[i] = mask[i / cols] != 0.0f ? a[i] : b ? b[i] : 0.0f;
+}
+
 }  // namespace
 
 void lstm_step_forward(const RecurrentCellDesc& d, const float* xw, const float* rec,
@@ -91,6 +104,21 @@ void gru_step_backward(const RecurrentCellDesc& d, const float* pre, const float
   gru_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d, pre, h_prev, dh, d_xw, d_rec,
                                                               dh_prev, n);
   check_launch("gru_step_backward");
+}
+
+void sequence_mask(const float* x, float value, std::int64_t features, float* mask,
+                   std::int64_t rows, cudaStream_t stream) {
+  if (rows <= 0) return;
+  sequence_mask_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(x, value, features, mask, rows);
+  check_launch("sequence_mask");
+}
+
+void select_rows(const float* mask, const float* a, const float* b, float* out, std::int64_t rows,
+                 std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  select_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(mask, a, b, out, cols, n);
+  check_launch("select_rows");
 }
 
 }  // namespace tandem::cuda

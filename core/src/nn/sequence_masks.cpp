@@ -1,0 +1,161 @@
+#include "nn/sequence_masks.hpp"
+
+#include <set>
+
+#include "backend/ops.hpp"
+#include "nn/layer_extensions.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+// Keras' layers that support masking with the default compute_mask, working step by step:
+// the mask of their input is their output's (the same in Keras 2 and 3).
+const std::set<std::string>& passing() {
+  static const std::set<std::string> classes{"Dense",
+                                             "Activation",
+                                             "Dropout",
+                                             "SpatialDropout1D",
+                                             "GaussianNoise",
+                                             "GaussianDropout",
+                                             "LayerNormalization",
+                                             "ReLU",
+                                             "LeakyReLU",
+                                             "PReLU",
+                                             "ELU"};
+  return classes;
+}
+
+// Keras' merging layers that combine their inputs' masks.
+const std::set<std::string>& merging() {
+  static const std::set<std::string> classes{"Add",     "Subtract", "Multiply",
+                                             "Average", "Maximum",  "Minimum"};
+  return classes;
+}
+
+// Keras' layers without mask support, which Keras 3 gives no mask (and Keras 2 refuses one):
+// the mask ends there.
+const std::set<std::string>& dropping() {
+  static const std::set<std::string> classes{"Conv1D",
+                                             "Conv2D",
+                                             "DepthwiseConv2D",
+                                             "SeparableConv2D",
+                                             "Conv2DTranspose",
+                                             "Flatten",
+                                             "Reshape",
+                                             "MaxPooling1D",
+                                             "AveragePooling1D",
+                                             "MaxPooling2D",
+                                             "AveragePooling2D",
+                                             "GlobalMaxPooling2D",
+                                             "GlobalAveragePooling2D",
+                                             "ZeroPadding2D",
+                                             "Cropping2D",
+                                             "UpSampling2D"};
+  return classes;
+}
+
+}  // namespace
+
+std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>& calls,
+                                                   bool keras2,
+                                                   const std::vector<std::size_t>& outputs,
+                                                   const std::vector<std::string>& paths) {
+  std::vector<Use> uses(calls.size(), Use::none);
+  std::vector<bool> masked(calls.size(), false);
+  bool any = false;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    Layer& layer = *calls[k].runner;
+    std::size_t given = 0;
+    for (int in : calls[k].inputs) given += in >= 0 && masked[static_cast<std::size_t>(in)];
+    const bool first = !calls[k].inputs.empty() && calls[k].inputs[0] >= 0 &&
+                       masked[static_cast<std::size_t>(calls[k].inputs[0])];
+    const std::string cls = layer.class_name();
+    if (MaskedSteps* own = masked_steps_of(layer)) {
+      uses[k] = Use::own;
+      masked[k] = own->output_masked(first);
+    } else if (given == 0 || dropping().count(cls)) {
+      uses[k] = Use::none;
+    } else if (passing().count(cls)) {
+      uses[k] = Use::pass;
+      masked[k] = first;
+    } else if (merging().count(cls)) {
+      uses[k] = Use::merge;
+      masked[k] = keras2 || given == calls[k].inputs.size();
+    } else {
+      throw ConfigError(paths[k],
+                        "layer '" + layer.name() + "' (" + cls +
+                            ") receives a mask (the padding steps Embedding's mask_zero or a "
+                            "Masking layer leaves out), which Keras applies in this layer and "
+                            "Tandem does not yet; Tandem takes masks through the recurrent "
+                            "layers and the layers that work step by step (docs/config.md, "
+                            "masks)");
+    }
+    any = any || masked[k];
+  }
+  for (std::size_t k : outputs)
+    if (masked[k])
+      throw ConfigError(paths[k], "the model's output from layer '" + calls[k].runner->name() +
+                                      "' carries a mask: Keras would leave its masked steps "
+                                      "out of the loss, which Tandem does not; end the masked "
+                                      "sequence before the output (a recurrent layer without "
+                                      "return_sequences)");
+  if (!any) return nullptr;
+  return std::unique_ptr<SequenceMasks>(new SequenceMasks(calls, std::move(uses), keras2));
+}
+
+const Tensor* SequenceMasks::input_mask(std::size_t k, std::size_t i) const {
+  const int in = calls_[k].inputs[i];
+  return in >= 0 ? masks_[static_cast<std::size_t>(in)] : nullptr;
+}
+
+void SequenceMasks::before(std::size_t k) {
+  if (uses_[k] != Use::own) return;
+  masked_steps_of(*calls_[k].runner)->set_input_mask(input_mask(k, 0));
+}
+
+void SequenceMasks::after(std::size_t k) {
+  switch (uses_[k]) {
+    case Use::none:
+      masks_[k] = nullptr;
+      break;
+    case Use::pass:
+      masks_[k] = input_mask(k, 0);
+      break;
+    case Use::merge:
+      merge(k);
+      break;
+    case Use::own:
+      masks_[k] = masked_steps_of(*calls_[k].runner)->output_mask();
+      break;
+  }
+}
+
+// Keras 2: the AND of the masks given (a product of 0/1 values); Keras 3: none unless every
+// input has one, then their OR (a + b − a·b).
+void SequenceMasks::merge(std::size_t k) {
+  backend::Backend& ops = calls_[k].runner->ops();
+  std::vector<const Tensor*> given;
+  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i)
+    if (const Tensor* m = input_mask(k, i)) given.push_back(m);
+  if (given.empty() || (!keras2_ && given.size() < calls_[k].inputs.size())) {
+    masks_[k] = nullptr;
+    return;
+  }
+  Tensor& out = ops.place(merged_[k], given[0]->shape());
+  ops.copy(*given[0], out);
+  for (std::size_t i = 1; i < given.size(); ++i) {
+    if (keras2_) {
+      ops.multiply(out, *given[i], out);
+      continue;
+    }
+    Tensor& both = ops.place(scratch_[k], out.shape());
+    ops.multiply(out, *given[i], both);
+    ops.add(out, *given[i], out);
+    ops.subtract(out, both, out);
+  }
+  masks_[k] = &out;
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,68 @@
+// Keras' masks through a model's calls: which steps of the sequences each call's output leaves
+// out. A mask starts where a layer makes one (Embedding with mask_zero, Masking), passes through
+// the layers that work step by step (Keras' supports_masking with its default compute_mask:
+// Dense, Dropout, activations, normalizations), combines at the merging layers (Keras 2: the
+// masks given, AND; Keras 3: all given, OR), and ends where a layer reads it (the recurrent
+// layers, whose last output carries none) or where Keras drops it (layers without mask support:
+// convolutions, pooling, Flatten, Reshape). A mask that would reach a layer Keras applies it in
+// and Tandem does not, or a model output (Keras would weight the loss by it), is a ConfigError
+// naming the call.
+//
+// Ownership: made by the Model for its calls, after they are built; borrows their layers.
+// Thread-safety: as the Model's (one thread at a time).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+/// One call of a model as the masks see it: the layer that runs it and its inputs (call indices,
+/// negative for the model's inputs, which carry no mask).
+struct MaskedCall {
+  Layer* runner = nullptr;
+  std::vector<int> inputs;
+};
+
+class SequenceMasks {
+ public:
+  /// The plan for a model's calls (topological), or null when no call's output carries a mask.
+  /// `keras2`: merges combine masks as Keras 2 does; `outputs`: the calls giving the model's
+  /// outputs; `paths`: each call's config path, for errors.
+  static std::unique_ptr<SequenceMasks> plan(const std::vector<MaskedCall>& calls, bool keras2,
+                                             const std::vector<std::size_t>& outputs,
+                                             const std::vector<std::string>& paths);
+
+  /// Before call k's forward: a layer that reads masks gets its input's.
+  void before(std::size_t k);
+  /// After call k's forward: its output's mask, as the plan says.
+  void after(std::size_t k);
+
+ private:
+  enum class Use { none, pass, merge, own };
+  SequenceMasks(std::vector<MaskedCall> calls, std::vector<Use> uses, bool keras2)
+      : calls_(std::move(calls)),
+        uses_(std::move(uses)),
+        keras2_(keras2),
+        masks_(calls_.size(), nullptr),
+        merged_(calls_.size()),
+        scratch_(calls_.size()) {}
+  const Tensor* input_mask(std::size_t k, std::size_t i) const;
+  void merge(std::size_t k);
+
+  std::vector<MaskedCall> calls_;
+  std::vector<Use> uses_;
+  bool keras2_;
+  std::vector<const Tensor*> masks_;      // per call, its output's mask in this forward
+  std::vector<Tensor> merged_, scratch_;  // a merging call's combined mask
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
