@@ -279,6 +279,28 @@ TEST_F(BackendOps, RecurrentStepsFollowTheCpu) {
   expect_close(dhp_cpu, down(dhp_gpu), 1e-6, "gru dh_prev");
 }
 
+// Sequence masks: a row kept where any value differs from the mask value (NaN included), and
+// rows chosen by a mask: the same bits.
+TEST_F(BackendOps, SequenceMasksAreTheCpusBitForBit) {
+  Tensor x = random_host({9, 3}, 81);
+  for (std::int64_t c = 0; c < 3; ++c) x[3 * 3 + c] = x[5 * 3 + c] = 0.5f;
+  x[5 * 3 + 1] = std::nanf("");
+  Tensor mask_cpu({9}), mask_gpu = gpu_tensor({9});
+  cpu().sequence_mask(x, 0.5f, 3, mask_cpu);
+  gpu().sequence_mask(up(x), 0.5f, 3, mask_gpu);
+  expect_same(mask_cpu, down(mask_gpu), "sequence_mask");
+  EXPECT_EQ(mask_cpu[3], 0.0f);
+  EXPECT_EQ(mask_cpu[5], 1.0f);
+  const Tensor a = random_host({9, 4}, 82), b = random_host({9, 4}, 83);
+  Tensor out_cpu({9, 4}), out_gpu = gpu_tensor({9, 4});
+  cpu().select_rows(mask_cpu, a, &b, out_cpu, 4);
+  gpu().select_rows(up(mask_cpu), up(a), &static_cast<const Tensor&>(up(b)), out_gpu, 4);
+  expect_same(out_cpu, down(out_gpu), "select_rows");
+  cpu().select_rows(mask_cpu, a, nullptr, out_cpu, 4);
+  gpu().select_rows(up(mask_cpu), up(a), nullptr, out_gpu, 4);
+  expect_same(out_cpu, down(out_gpu), "select_rows with zeros");
+}
+
 // A MaxNorm over a (12, 9) kernel's columns and a NonNeg: the same bits (norms in double).
 TEST_F(BackendOps, ConstraintsFollowTheCpu) {
   for (const auto kind : {backend::ConstraintDesc::Kind::max_norm,

@@ -177,6 +177,13 @@ std::vector<LayerCase> layer_cases() {
                                       {"config", {{"units", 2}, {"return_sequences", true}}}}},
                                     {"merge_mode", "mul"}}),
             layer("SimpleRNN", {{"units", 3}})})});
+  cases.push_back(
+      {"masked_steps",
+       {6},
+       json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}, {"mask_zero", true}}),
+                    layer("LSTM", {{"units", 3}, {"return_sequences", true}}),
+                    layer("GRU", {{"units", 2}})}),
+       11});
   cases.push_back({"embedding",
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),

@@ -316,6 +316,12 @@ std::vector<Case> cases() {
                  {"merge_mode", "mul"}})}),
        {{{4, 2}}},
        false});
+  // Tokens 0 and 1 in two features: a quarter of the steps are all 1, which Masking zeroes.
+  c.push_back({"masking_then_flatten",
+               sequential({5, 2}, {layer("Masking", {{"mask_value", 1.0}}), layer("Flatten"),
+                                   layer("Dense", {{"units", 3}})}),
+               {{{5, 2}, 2}},
+               false});
   c.push_back({"lstm_backwards_own_activations",
                sequential({4, 3}, {layer("LSTM", {{"units", 2},
                                                   {"activation", "softsign"},

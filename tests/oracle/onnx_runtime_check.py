@@ -170,6 +170,8 @@ OPERATORS = {
     "GreaterOrEqual": lambda n, a, b: a >= b,
     "Less": lambda n, a, b: a < b,
     "Equal": lambda n, a, b: a == b,
+    "Not": lambda n, x: np.logical_not(x),
+    "Flatten": lambda n, x: x.reshape(int(np.prod(x.shape[:attribute(n, "axis", 1)])), -1),
     "ReduceMax": lambda n, x: x.max(axis=tuple(attribute(n, "axes")),
                                     keepdims=bool(attribute(n, "keepdims", 1))),
     "Identity": lambda n, x: x,

@@ -643,6 +643,10 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
   return packed_output_;
 }
 
+bool Model::call_input_masked(std::size_t k) const {
+  return masks_ && masks_->input_masked(k);
+}
+
 void Model::sync_twin(const Call& call) {
   Layer& layer = *layers_[call.layer];
   const auto own = layer.parameters(), twin = call.runner->parameters();

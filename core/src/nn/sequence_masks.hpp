@@ -39,6 +39,8 @@ class SequenceMasks {
                                              const std::vector<std::size_t>& outputs,
                                              const std::vector<std::string>& paths);
 
+  /// Whether call k's first input carries a mask.
+  bool input_masked(std::size_t k) const { return input_masked_[k]; }
   /// Before call k's forward: a layer that reads masks gets its input's.
   void before(std::size_t k);
   /// After call k's forward: its output's mask, as the plan says.
@@ -46,9 +48,11 @@ class SequenceMasks {
 
  private:
   enum class Use { none, pass, merge, own };
-  SequenceMasks(std::vector<MaskedCall> calls, std::vector<Use> uses, bool keras2)
+  SequenceMasks(std::vector<MaskedCall> calls, std::vector<Use> uses,
+                std::vector<bool> input_masked, bool keras2)
       : calls_(std::move(calls)),
         uses_(std::move(uses)),
+        input_masked_(std::move(input_masked)),
         keras2_(keras2),
         masks_(calls_.size(), nullptr),
         merged_(calls_.size()),
@@ -58,6 +62,7 @@ class SequenceMasks {
 
   std::vector<MaskedCall> calls_;
   std::vector<Use> uses_;
+  std::vector<bool> input_masked_;
   bool keras2_;
   std::vector<const Tensor*> masks_;      // per call, its output's mask in this forward
   std::vector<Tensor> merged_, scratch_;  // a merging call's combined mask

@@ -280,6 +280,29 @@ OnnxValue export_embedding(LayerCall& call) {
           call.output_shape, false};
 }
 
+// Masking's output: x times whether any feature of its step differs from mask_value (Not of
+// Equal, the maximum over the last axis); the mask itself, which the layers after it read, is
+// refused by their exporters (LayerCall::input_masked).
+OnnxValue export_masking(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const nlohmann::json& value = key(call, "mask_value");
+  const std::string same =
+      g.node("Equal",
+             {x.name, g.scalar(p + "/mask_value", value.is_number() ? value.get<float>() : 0.0f)},
+             p)
+          .output();
+  const std::string differs = g.node("Cast", {g.node("Not", {same}, p).output()}, p)
+                                  .attr("to", std::int64_t{onnx::TensorProto::FLOAT})
+                                  .output();
+  const std::string kept = g.node("ReduceMax", {differs}, p)
+                               .attr("axes", std::vector<std::int64_t>{-1})
+                               .attr("keepdims", std::int64_t{1})
+                               .output();
+  return g.like(x, g.node("Mul", {x.name, kept}, p).output());
+}
+
 // PositionEmbedding (keras_nlp): the table's first sequence_length rows, for every sample.
 OnnxValue export_position_embedding(LayerCall& call) {
   OnnxGraph& g = call.graph;
@@ -476,6 +499,7 @@ void add_core_exporters(ExporterTable& table) {
   table["BatchNormalization"] = export_batch_normalization;
   table["LayerNormalization"] = export_layer_normalization;
   table["Embedding"] = export_embedding;
+  table["Masking"] = export_masking;
   table["Discretization"] = export_discretization;
   table["CategoryEncoding"] = export_category_encoding;
   table["PositionEmbedding"] = export_position_embedding;

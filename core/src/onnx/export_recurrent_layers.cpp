@@ -165,7 +165,17 @@ std::string y_row(LayerCall& call, const std::string& y, std::int64_t step, std:
       .output();
 }
 
+// ONNX's recurrent operators skip steps only at the end of a sequence (sequence_lens); a Keras
+// mask may leave out any step.
+void refuse_masked(const LayerCall& call) {
+  if (call.input_masked)
+    call.refuse(
+        "its input carries a mask (Embedding's mask_zero, a Masking layer), whose skipped "
+        "steps Tandem's ONNX export does not write; export a model without the mask");
+}
+
 OnnxValue export_recurrent(LayerCall& call) {
+  refuse_masked(call);
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
   const Direction d = direction(call, call.layer.class_name(), call.config, "");
@@ -187,6 +197,7 @@ OnnxValue export_recurrent(LayerCall& call) {
 // (Y aligned with the input's steps, as Keras aligns it; its last state Y's first row); the
 // merge as ONNX operators over the directions' axis.
 OnnxValue export_bidirectional(LayerCall& call) {
+  refuse_masked(call);
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
   const nlohmann::json& layer = call.config.at("layer");

@@ -113,7 +113,8 @@ OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& me
                    model.call_argument_names(k),
                    model.call_options(k),
                    graph,
-                   model.keras2()};
+                   model.keras2(),
+                   model.call_input_masked(k)};
     for (int in : model.call_inputs(k))
       call.inputs.push_back(in < 0 ? inputs[static_cast<std::size_t>(-1 - in)]
                                    : outputs[static_cast<std::size_t>(in)]);

@@ -177,6 +177,13 @@ TEST(ConfigMutation, RecurrentLayersNeverFailButWithTheirPlace) {
   fuzz_model(run["model"], 10, 2000);
 }
 
+TEST(ConfigMutation, MaskedStepsNeverFailButWithTheirPlace) {
+  // Embedding's mask_zero through Dropout, a Bidirectional GRU, Masking again and an LSTM.
+  const json run =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/masked-steps.json");
+  fuzz_model(run["model"], 11, 2000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {

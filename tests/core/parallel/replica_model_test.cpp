@@ -222,6 +222,32 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
     }
 }
 
+// Contract 1 with Keras masks: the padding steps of each sample (Masking) are skipped on any
+// replica as on the template.
+TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
+  const auto layer = [](const char* cls, json config) {
+    return json{{"class_name", cls}, {"config", config}};
+  };
+  const json sequences = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Dense", {{"units", 6}, {"activation", "relu"}}),  // some steps all 0
+          layer("Reshape", {{"target_shape", {3, 2}}}), layer("Masking", {{"mask_value", 0.0}}),
+          layer("LSTM", {{"units", 3}, {"return_sequences", true}}),
+          layer("GRU", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3}) {
+    Fixture alone(sequences), through_meta(sequences);
+    train_template_alone(alone, 32, 10);
+    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+    train_meta(through_meta, meta, 32, 10);
+    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5) << replicas;
+    Fixture untouched(sequences);
+    EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+  }
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
