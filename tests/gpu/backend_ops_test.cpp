@@ -299,6 +299,16 @@ TEST_F(BackendOps, SequenceMasksAreTheCpusBitForBit) {
   cpu().select_rows(mask_cpu, a, nullptr, out_cpu, 4);
   gpu().select_rows(up(mask_cpu), up(a), nullptr, out_gpu, 4);
   expect_same(out_cpu, down(out_gpu), "select_rows with zeros");
+  // The mean over the kept steps: 3 samples of 3 steps of 4 channels.
+  const Tensor steps = random_host({3, 3, 4}, 84), dy = random_host({3, 4}, 85);
+  Tensor mean_cpu({3, 4}), mean_gpu = gpu_tensor({3, 4});
+  cpu().masked_average_steps(steps, mask_cpu, mean_cpu, 3, 4);
+  gpu().masked_average_steps(up(steps), up(mask_cpu), mean_gpu, 3, 4);
+  expect_same(mean_cpu, down(mean_gpu), "masked_average_steps");
+  Tensor dx_cpu({3, 3, 4}), dx_gpu = gpu_tensor({3, 3, 4});
+  cpu().masked_average_steps_backward(dy, mask_cpu, dx_cpu, 3, 4);
+  gpu().masked_average_steps_backward(up(dy), up(mask_cpu), dx_gpu, 3, 4);
+  expect_same(dx_cpu, down(dx_gpu), "masked_average_steps_backward");
 }
 
 // A MaxNorm over a (12, 9) kernel's columns and a NonNeg: the same bits (norms in double).

@@ -431,6 +431,10 @@ def forward(case, inputs, weights):
     if cls == "MultiHeadAttention":
         return multi_head_attention(cfg, inputs, weights, options)
     if cls == "GlobalAveragePooling1D":
+        if "sequence_mask" in case:  # Keras: sum(x * mask) / sum(mask) over the steps
+            m = load(case["folder"], case["sequence_mask"]).detach().unsqueeze(-1)
+            return (xs[0] * m).sum(dim=1, keepdim=bool(cfg.get("keepdims", False))) / m.sum(
+                dim=1, keepdim=bool(cfg.get("keepdims", False)))
         return xs[0].mean(dim=1, keepdim=bool(cfg.get("keepdims", False)))
     if cls == "PositionEmbedding":  # keras_hub: the first `time` rows, broadcast over the batch
         x = xs[0]

@@ -575,6 +575,7 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
   bidirectional["config"]["layer"]["config"]["return_sequences"] = false;
   bidirectional["config"]["merge_mode"] = "sum";
   masked("MaskedBidirectionalLast", bidirectional);
+  masked("MaskedGlobalAveragePooling1D", entry("GlobalAveragePooling1D"));
   check_against_torch(cases);
 }
 

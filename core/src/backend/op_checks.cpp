@@ -217,4 +217,16 @@ std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor
   return rows;
 }
 
+std::int64_t masked_average_samples(const Tensor& x, const Tensor& mask, const Tensor& y,
+                                    std::int64_t steps, std::int64_t channels) {
+  const std::int64_t samples = steps > 0 ? mask.size() / steps : 0;
+  if (steps <= 0 || channels <= 0 || mask.size() != samples * steps ||
+      x.size() != samples * steps * channels || y.size() != samples * channels)
+    throw std::logic_error("backend operation masked_average_steps: " + std::to_string(x.size()) +
+                           " values, a mask of " + std::to_string(mask.size()) + " and " +
+                           std::to_string(y.size()) + " outputs are not samples of " +
+                           std::to_string(steps) + " steps of " + std::to_string(channels));
+  return samples;
+}
+
 }  // namespace tandem::backend

@@ -380,6 +380,12 @@ class Backend {
   /// `cols` values; out may be a or b.
   virtual void select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
                            std::int64_t cols) = 0;
+  /// y[b, c] = the mean of x[b, t, c] over the steps t mask[b, t] keeps (x: samples of `steps`
+  /// rows of `channels`; recurrent_math.hpp's masked_step_mean), and its gradient dx.
+  virtual void masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y,
+                                    std::int64_t steps, std::int64_t channels) = 0;
+  virtual void masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
+                                             std::int64_t steps, std::int64_t channels) = 0;
 
   // Recurrent cells, one time step over the batch's rows (nn/recurrent.cpp; the arithmetic is
   // backend/recurrent_math.hpp's, which says what `pre` keeps). Widths per row, in units of
@@ -561,6 +567,10 @@ std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& al
 /// std::logic_error unless a, b (when given) and out hold mask's rows of `cols` values.
 std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor* b,
                                const Tensor& out, std::int64_t cols);
+/// The samples of masked_average_steps: throws std::logic_error unless x holds them (steps ×
+/// channels each), mask steps values each and y channels.
+std::int64_t masked_average_samples(const Tensor& x, const Tensor& mask, const Tensor& y,
+                                    std::int64_t steps, std::int64_t channels);
 /// The rows of a recurrent step: throws std::logic_error unless every tensor holds rows of its
 /// width (in units of desc.units), all as many rows as the first.
 std::int64_t recurrent_rows(const RecurrentCellDesc& desc,

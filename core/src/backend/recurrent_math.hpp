@@ -1,4 +1,5 @@
-// Private: the per-unit arithmetic of one time step of Keras' recurrent cells (LSTM, GRU), written
+// Private: the per-unit arithmetic of one time step of Keras' recurrent cells (LSTM, GRU) and of
+// the sequence masks (a step kept, a masked mean over the steps), written
 // once as inline functions that nvcc compiles for the device and g++ for the host: the CPU
 // backend's loops (backend/cpu/recurrent.cpp) and the CUDA kernels (cuda/ops/recurrent_kernels.cu)
 // call these very functions, so the two agree but for the transcendental functions (as
@@ -125,6 +126,27 @@ TANDEM_HD inline bool row_differs(const float* row, std::int64_t n, float value)
   for (std::int64_t i = 0; i < n; ++i)
     if (!(row[i] == value)) return true;
   return false;
+}
+
+/// The mean of channel c over the steps a mask keeps, for one sample (x: steps × channels, mask:
+/// steps values), both sums in step order: Σ mask·x / Σ mask, Keras' masked
+/// GlobalAveragePooling1D (NaN where no step is kept, as Keras' 0/0).
+TANDEM_HD inline float masked_step_mean(const float* x, const float* mask, std::int64_t steps,
+                                        std::int64_t channels, std::int64_t c) {
+  float sum = 0.0f, kept = 0.0f;
+  for (std::int64_t t = 0; t < steps; ++t) {
+    sum = fadd(sum, fmul(x[t * channels + c], mask[t]));
+    kept = fadd(kept, mask[t]);
+  }
+  return fdiv(sum, kept);
+}
+
+/// Its gradient for step t of one sample: dy · mask[t] / Σ mask.
+TANDEM_HD inline float masked_step_mean_gradient(float dy, const float* mask, std::int64_t steps,
+                                                 std::int64_t t) {
+  float kept = 0.0f;
+  for (std::int64_t s = 0; s < steps; ++s) kept = fadd(kept, mask[s]);
+  return fdiv(fmul(dy, mask[t]), kept);
 }
 
 }  // namespace math

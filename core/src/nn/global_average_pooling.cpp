@@ -31,6 +31,14 @@ const Tensor& GlobalAveragePooling::forward(const Tensor& x, bool /*training*/) 
   require_batch_of(x, input_shape_, "layer '" + name() + "' (" + class_name() + ")");
   last_batch_ = x.dim(0);
   ops().place(output_, with_batch(last_batch_, output_shape_));
+  if (mask_) {
+    if (mask_->size() != last_batch_ * cells_)
+      throw ShapeError("layer '" + name() + "' (" + class_name() + "): a mask of shape " +
+                       shape_to_string(mask_->shape()) + " for inputs " +
+                       shape_to_string(x.shape()));
+    ops().masked_average_steps(x, *mask_, output_, cells_, channels_);
+    return output_;
+  }
   ops().global_average_pool_forward(x, output_, cells_, channels_);
   return output_;
 }
@@ -45,8 +53,11 @@ const Tensor& GlobalAveragePooling::backward(const Tensor& grad_output, bool nee
     grad_input_ = Tensor();
     return grad_input_;
   }
-  ops().global_average_pool_backward(
-      grad_output, ops().place(grad_input_, with_batch(batch, input_shape_)), cells_, channels_);
+  Tensor& dx = ops().place(grad_input_, with_batch(batch, input_shape_));
+  if (mask_)
+    ops().masked_average_steps_backward(grad_output, *mask_, dx, cells_, channels_);
+  else
+    ops().global_average_pool_backward(grad_output, dx, cells_, channels_);
   return grad_input_;
 }
 

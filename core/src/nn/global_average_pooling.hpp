@@ -4,6 +4,7 @@
 // differ only in how many axes they pool.
 #pragma once
 
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -11,7 +12,7 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class GlobalAveragePooling : public Layer {
+class GlobalAveragePooling : public Layer, public MaskedSteps {
  public:
   /// `spatial_axes`: 1 (GlobalAveragePooling1D) or 2 (GlobalAveragePooling2D).
   GlobalAveragePooling(std::string name, int spatial_axes, bool keepdims)
@@ -21,6 +22,11 @@ class GlobalAveragePooling : public Layer {
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
+  /// GlobalAveragePooling1D averages over the steps a Keras mask keeps (Keras': Σ mask·x / Σ
+  /// mask); the output carries none. GlobalAveragePooling2D reads no mask.
+  bool output_masked(bool /*input_masked*/) const override { return false; }
+  void set_input_mask(const Tensor* mask) override { mask_ = spatial_axes_ == 1 ? mask : nullptr; }
+  const Tensor* output_mask() const override { return nullptr; }
 
  private:
   int spatial_axes_;
@@ -29,6 +35,7 @@ class GlobalAveragePooling : public Layer {
   Shape output_shape_;  // (channels), or (1..., channels) with keepdims
   std::int64_t cells_ = 0, channels_ = 0;
   std::int64_t last_batch_ = -1;
+  const Tensor* mask_ = nullptr;  // the steps a Keras mask keeps (borrowed), or null
   Tensor output_, grad_input_;
 };
 

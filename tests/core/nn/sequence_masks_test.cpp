@@ -79,6 +79,24 @@ TEST(SequenceMasks, PaddedStepsAreSkippedAsIfCutOut) {
   }
 }
 
+// Embedding(mask_zero) -> GlobalAveragePooling1D: the mean over the kept steps, Keras'
+// sum(x * mask) / sum(mask) — the cut-out sequence's plain mean.
+TEST(SequenceMasks, AveragePoolingOverTheKeptSteps) {
+  const auto model = [](int steps, bool mask_zero) {
+    return sequential(
+        {input(steps),
+         layer("Embedding",
+               {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 4}, {"mask_zero", mask_zero}}),
+         layer("GlobalAveragePooling1D", {{"name", "pool"}}),
+         layer("Dense", {{"name", "out"}, {"units", 2}})});
+  };
+  auto padded = Model::from_config(model(5, true), "model", 1);
+  auto cut = Model::from_config(model(2, false), "model", 2);
+  cut->copy_weights_from(*padded);
+  expect_near(run(*padded, {2, 5}, {0, 3, 0, 0, 8, 5, 0, 0, 6, 0}), run(*cut, {2, 2}, {3, 8, 5, 6}),
+              "masked mean vs cut out");
+}
+
 // Masking: steps whose every feature is mask_value are zeros in the output and skipped by the
 // LSTM after it; the gradient reaches the kept steps only.
 TEST(SequenceMasks, AMaskingLayerZeroesAndSkipsItsSteps) {

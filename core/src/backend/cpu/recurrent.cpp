@@ -112,4 +112,25 @@ void CpuBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* 
                     });
 }
 
+void CpuBackend::masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y,
+                                      std::int64_t steps, std::int64_t channels) {
+  require_all(*this, {&x, &mask, &y}, "masked_average_steps");
+  const std::int64_t samples = masked_average_samples(x, mask, y, steps, channels);
+  each_unit(samples, channels, [&](std::int64_t b, std::int64_t c) {
+    y.data()[b * channels + c] = math::masked_step_mean(
+        x.data() + b * steps * channels, mask.data() + b * steps, steps, channels, c);
+  });
+}
+
+void CpuBackend::masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
+                                               std::int64_t steps, std::int64_t channels) {
+  require_all(*this, {&dy, &mask, &dx}, "masked_average_steps_backward");
+  const std::int64_t samples = masked_average_samples(dx, mask, dy, steps, channels);
+  each_unit(samples * steps, channels, [&](std::int64_t row, std::int64_t c) {
+    const std::int64_t b = row / steps, t = row % steps;
+    dx.data()[row * channels + c] = math::masked_step_mean_gradient(
+        dy.data()[b * channels + c], mask.data() + b * steps, steps, t);
+  });
+}
+
 }  // namespace tandem::backend

@@ -118,6 +118,10 @@ class CudaBackend final : public backend::Backend {
   void sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) override;
   void select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
                    std::int64_t cols) override;
+  void masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y, std::int64_t steps,
+                            std::int64_t channels) override;
+  void masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
+                                     std::int64_t steps, std::int64_t channels) override;
   void lstm_step_forward(const backend::RecurrentCellDesc& desc, const Tensor& xw,
                          const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
                          Tensor& h) override;

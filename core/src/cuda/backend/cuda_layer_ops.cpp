@@ -257,6 +257,23 @@ void CudaBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor*
                     stream_);
 }
 
+void CudaBackend::masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y,
+                                       std::int64_t steps, std::int64_t channels) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &mask, &y})
+    require(*t, "masked_average_steps");
+  const std::int64_t samples = backend::masked_average_samples(x, mask, y, steps, channels);
+  cuda::masked_average_steps(x.data(), mask.data(), y.data(), samples, steps, channels, stream_);
+}
+
+void CudaBackend::masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
+                                                std::int64_t steps, std::int64_t channels) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &mask, &dx})
+    require(*t, "masked_average_steps_backward");
+  const std::int64_t samples = backend::masked_average_samples(dx, mask, dy, steps, channels);
+  cuda::masked_average_steps_backward(dy.data(), mask.data(), dx.data(), samples, steps, channels,
+                                      stream_);
+}
+
 void CudaBackend::lstm_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
                                     const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
                                     Tensor& h) {

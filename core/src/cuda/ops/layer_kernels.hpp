@@ -192,6 +192,12 @@ void sequence_mask(const float* x, float value, std::int64_t features, float* ma
                    std::int64_t rows, cudaStream_t stream);
 void select_rows(const float* mask, const float* a, const float* b, float* out, std::int64_t rows,
                  std::int64_t cols, cudaStream_t stream);
+/// Backend::masked_average_steps / _backward over `samples` (a thread per output value).
+void masked_average_steps(const float* x, const float* mask, float* y, std::int64_t samples,
+                          std::int64_t steps, std::int64_t channels, cudaStream_t stream);
+void masked_average_steps_backward(const float* dy, const float* mask, float* dx,
+                                   std::int64_t samples, std::int64_t steps, std::int64_t channels,
+                                   cudaStream_t stream);
 
 /// Weight penalties: out[i] = penalty_value(w[i]) (summed by the caller); grad += the gradient.
 void penalty_values(const float* w, float l1, float l2, float* out, std::int64_t n,

@@ -67,6 +67,25 @@ __global__ void select_rows_kernel(const float* mask, const float* a, const floa
     out[i] = mask[i / cols] != 0.0f ? a[i] : b ? b[i] : 0.0f;
 }
 
+__global__ void masked_average_kernel(const float* x, const float* mask, float* y,
+                                      std::int64_t steps, std::int64_t channels, std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const std::int64_t b = i / channels, c = i % channels;
+    y[i] = backend::math::masked_step_mean(x + b * steps * channels, mask + b * steps, steps,
+                                           channels, c);
+  }
+}
+
+__global__ void masked_average_backward_kernel(const float* dy, const float* mask, float* dx,
+                                               std::int64_t steps, std::int64_t channels,
+                                               std::int64_t n) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    const std::int64_t row = i / channels, c = i % channels, b = row / steps, t = row % steps;
+    dx[i] =
+        backend::math::masked_step_mean_gradient(dy[b * channels + c], mask + b * steps, steps, t);
+  }
+}
+
 }  // namespace
 
 void lstm_step_forward(const RecurrentCellDesc& d, const float* xw, const float* rec,
@@ -119,6 +138,24 @@ void select_rows(const float* mask, const float* a, const float* b, float* out, 
   if (n <= 0) return;
   select_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(mask, a, b, out, cols, n);
   check_launch("select_rows");
+}
+
+void masked_average_steps(const float* x, const float* mask, float* y, std::int64_t samples,
+                          std::int64_t steps, std::int64_t channels, cudaStream_t stream) {
+  const std::int64_t n = samples * channels;
+  if (n <= 0) return;
+  masked_average_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mask, y, steps, channels, n);
+  check_launch("masked_average_steps");
+}
+
+void masked_average_steps_backward(const float* dy, const float* mask, float* dx,
+                                   std::int64_t samples, std::int64_t steps, std::int64_t channels,
+                                   cudaStream_t stream) {
+  const std::int64_t n = samples * steps * channels;
+  if (n <= 0) return;
+  masked_average_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, mask, dx, steps,
+                                                                         channels, n);
+  check_launch("masked_average_steps_backward");
 }
 
 }  // namespace tandem::cuda
