@@ -194,11 +194,11 @@ void Recurrent::time_major_mask() {
     ops.swap_middle_axes(*sequence_mask_, dims, ops.place(steps_mask_, shape));
     return;
   }
-  ops.swap_middle_axes(*sequence_mask_, dims, ops.place(dc_cell_, shape));
+  ops.swap_middle_axes(*sequence_mask_, dims, ops.place(swapped_, shape));  // scratch here
   ops.place(steps_mask_, shape);
   for (std::int64_t t = 0; t < steps_; ++t) {
     Tensor to = step(steps_mask_, steps_ - 1 - t, 1);
-    ops.copy(step(dc_cell_, t, 1), to);
+    ops.copy(step(swapped_, t, 1), to);
   }
 }
 

@@ -123,7 +123,10 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   const Tensor* sequence_mask_ = nullptr;
   Tensor steps_mask_, masked_outputs_;
   bool masked_ = false;
-  Tensor swapped_, output_;
+  Tensor output_;
+  // Scratch between two passes of one forward or backward (a reversed copy, the input's
+  // dropout output before its transpose): dx_steps_ doubles as such in the forward.
+  Tensor swapped_;
   // The backward's: dL/dh from the output per step, the step's dL/dh and dL/dc, the carried
   // dL/dh_prev, the products' gradients per step (the GRU's recurrent ones apart), dL/dx.
   Tensor dh_out_, dh_, dc_, dh_carry_, dh_direct_, d_xw_, d_rec_, dx_steps_, grad_input_;

@@ -150,13 +150,28 @@ TEST(MetaEqualsTemplate, TwoInputsAndTwoOutputsTrainAsTheTemplateDoes) {
     }
 }
 
+// A layer entry of a Keras model config.
+json layer(const char* cls, json config) {
+  return json{{"class_name", cls}, {"config", config}};
+}
+
+// Contract 1 for `model`: 10 Adam steps through `replicas` CPU replicas at `batch` equal the
+// template's, and moved its weights (the comparison is not between untouched models).
+void expect_meta_equals_template(const json& model, int replicas, std::int64_t batch) {
+  Fixture alone(model), through_meta(model);
+  train_template_alone(alone, batch, 10);
+  ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+  train_meta(through_meta, meta, batch, 10);
+  EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+      << replicas << " replicas, batch " << batch;
+  Fixture untouched(model);
+  EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+}
+
 // Contract 1 with every augmentation layer in front of the weights: each draws per sample, keyed
 // by the sample's place in the global batch, so a replica transforms its rows exactly as the
 // template transforms them in the whole batch.
 TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemplate) {
-  const auto layer = [](const char* cls, json config) {
-    return json{{"class_name", cls}, {"config", config}};
-  };
   const json images = {
       {"class_name", "Sequential"},
       {"config",
@@ -173,25 +188,13 @@ TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemp
           layer("Flatten", json::object()),
           layer("Dense", {{"units", 5}})}}}}};
   for (int replicas : {2, 3})
-    for (std::int64_t batch : {7, 32}) {
-      Fixture alone(images), through_meta(images);
-      train_template_alone(alone, batch, 10);
-      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
-      train_meta(through_meta, meta, batch, 10);
-      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
-          << replicas << " replicas, batch " << batch;
-      Fixture untouched(images);
-      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
-    }
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(images, replicas, batch);
 }
 
 // Contract 1 through time: an LSTM with both dropouts (masks drawn per global sample), a GRU
 // backwards, a Bidirectional LSTM with dropout and a SimpleRNN, stacked; 10 Adam steps through the
 // meta-model equal the template's.
 TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
-  const auto layer = [](const char* cls, json config) {
-    return json{{"class_name", cls}, {"config", config}};
-  };
   const json sequences = {
       {"class_name", "Sequential"},
       {"config",
@@ -210,24 +213,12 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
                    {"config", {{"units", 2}, {"return_sequences", true}, {"dropout", 0.3}}}}}}),
           layer("SimpleRNN", {{"units", 5}})}}}}};
   for (int replicas : {2, 3})
-    for (std::int64_t batch : {7, 32}) {
-      Fixture alone(sequences), through_meta(sequences);
-      train_template_alone(alone, batch, 10);
-      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
-      train_meta(through_meta, meta, batch, 10);
-      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
-          << replicas << " replicas, batch " << batch;
-      Fixture untouched(sequences);
-      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
-    }
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(sequences, replicas, batch);
 }
 
 // Contract 1 with Keras masks: the padding steps of each sample (Masking) are skipped on any
 // replica as on the template.
 TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
-  const auto layer = [](const char* cls, json config) {
-    return json{{"class_name", cls}, {"config", config}};
-  };
   const json sequences = {
       {"class_name", "Sequential"},
       {"config",
@@ -237,15 +228,7 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
           layer("Reshape", {{"target_shape", {3, 2}}}), layer("Masking", {{"mask_value", 0.0}}),
           layer("LSTM", {{"units", 3}, {"return_sequences", true}}),
           layer("GRU", {{"units", 5}})}}}}};
-  for (int replicas : {2, 3}) {
-    Fixture alone(sequences), through_meta(sequences);
-    train_template_alone(alone, 32, 10);
-    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
-    train_meta(through_meta, meta, 32, 10);
-    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5) << replicas;
-    Fixture untouched(sequences);
-    EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
-  }
+  for (int replicas : {2, 3}) expect_meta_equals_template(sequences, replicas, 32);
 }
 
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
@@ -255,9 +238,6 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
 TEST(MetaEqualsTemplate, Bf16TrainsAsTheTemplateInBf16) {
   if (!backend::cpu_precision_unavailable(Precision::bf16).empty())
     GTEST_SKIP() << backend::cpu_precision_unavailable(Precision::bf16);
-  const auto layer = [](const char* cls, json config) {
-    return json{{"class_name", cls}, {"config", config}};
-  };
   const json conv = {
       {"class_name", "Sequential"},
       {"config",
