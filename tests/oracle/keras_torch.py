@@ -74,7 +74,11 @@ def layer_norm(cfg, xs, w):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, cfg.get("epsilon", 1e-3))
 
 
-def multi_head_attention(cfg, inputs, w, options):
+def multi_head_attention(cfg, inputs, w, options, masks=None):
+    """masks: the Keras masks of the call's inputs by name (Embedding's mask_zero, ...), which
+    Keras' _compute_attention_mask turns into query_mask[:, :, None] & value_mask[:, None, :] &
+    key_mask[:, None, :], with the attention_mask."""
+    masks = masks or {}
     query = inputs["query"]
     value = inputs["value"]
     key = inputs.get("key", value)
@@ -96,6 +100,11 @@ def multi_head_attention(cfg, inputs, w, options):
         keep = keep & (inputs["attention_mask"].detach() != 0).unsqueeze(1)
     if options.get("use_causal_mask", False):
         keep = keep & torch.tril(torch.ones(tq, tv, dtype=torch.bool))
+    if "query" in masks:
+        keep = keep & (masks["query"] != 0)[:, None, :, None]
+    for name in ("value", "key"):
+        if name in masks:
+            keep = keep & (masks[name] != 0)[:, None, None, :]
     # Keras 3's two paths: without dropout its fused dot_product_attention replaces each hidden
     # score by -0.7 * the float maximum (TensorFlow and JAX backends), so a query that sees no
     # key attends uniformly; with dropout its Softmax layer puts -1e9 there and zeros the hidden
@@ -411,6 +420,8 @@ def keras_recurrent(cls, x, kernel, rec, bias, units, act, ract):
 def forward(case, inputs, weights):
     cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
     xs = [inputs[i["name"]] for i in case["inputs"]]
+    masks = {m["name"]: load(case["folder"], m).detach() for m in case.get("masks", [])}
+    mask = masks.get("query")  # the first input's
     merge = elementwise(cls)
     if merge:
         return merge(xs)
@@ -429,10 +440,10 @@ def forward(case, inputs, weights):
     if cls == "LayerNormalization":
         return layer_norm(cfg, xs, weights)
     if cls == "MultiHeadAttention":
-        return multi_head_attention(cfg, inputs, weights, options)
+        return multi_head_attention(cfg, inputs, weights, options, masks)
     if cls == "GlobalAveragePooling1D":
-        if "sequence_mask" in case:  # Keras: sum(x * mask) / sum(mask) over the steps
-            m = load(case["folder"], case["sequence_mask"]).detach().unsqueeze(-1)
+        if mask is not None:  # Keras: sum(x * mask) / sum(mask) over the steps
+            m = mask.unsqueeze(-1)
             return (xs[0] * m).sum(dim=1, keepdim=bool(cfg.get("keepdims", False))) / m.sum(
                 dim=1, keepdim=bool(cfg.get("keepdims", False)))
         return xs[0].mean(dim=1, keepdim=bool(cfg.get("keepdims", False)))
@@ -502,9 +513,6 @@ def forward(case, inputs, weights):
         return torch.relu(xs[0])
     if cls == "Softmax":
         return torch.softmax(xs[0], dim=-1)
-    mask = None
-    if "sequence_mask" in case:
-        mask = load(case["folder"], case["sequence_mask"]).detach()
     if cls in ("SimpleRNN", "LSTM", "GRU"):
         return recurrent(cls, cfg, xs[0], weights, mask)
     if cls == "Bidirectional":

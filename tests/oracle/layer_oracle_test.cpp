@@ -54,9 +54,9 @@ struct Case {
   json layer;  // {"class_name": ..., "config": {...}}
   std::vector<Input> inputs;
   json options = json::object();  // the call's keyword options
-  // A Keras mask of the first input's steps (batch x steps values, 0 or 1), given to a layer
-  // that reads masks (recurrent layers); empty for none.
-  std::vector<float> sequence_mask = {};
+  // Keras masks of the inputs' steps (batch x steps values, 0 or 1; empty for none), in the
+  // inputs' order, given to a layer that reads masks (recurrent layers, attention).
+  std::vector<std::vector<float>> masks = {};
 };
 
 void write_floats(const fs::path& path, const Tensor& t) {
@@ -164,13 +164,18 @@ Ran run_in_tandem(const Case& c) {
   }
   std::vector<const Tensor*> pointers;
   for (const Tensor& t : run.inputs) pointers.push_back(&t);
-  Tensor mask;
-  if (!c.sequence_mask.empty()) {
-    const Shape& first = c.inputs[0].shape;
-    mask = Tensor::from_vector({first[0], first[1]}, c.sequence_mask);
+  std::vector<Tensor> masks(c.masks.size());
+  std::vector<const Tensor*> mask_pointers(c.inputs.size(), nullptr);
+  for (std::size_t i = 0; i < c.masks.size(); ++i)
+    if (!c.masks[i].empty()) {
+      const Shape& shape = c.inputs[i].shape;
+      masks[i] = Tensor::from_vector({shape[0], shape[1]}, c.masks[i]);
+      mask_pointers[i] = &masks[i];
+    }
+  if (!c.masks.empty()) {
     nn::MaskedSteps* masked = nn::masked_steps_of(layer);
     EXPECT_NE(masked, nullptr) << c.label << ": the layer reads no mask";
-    if (masked) masked->set_input_mask(&mask);
+    if (masked) masked->set_input_masks(mask_pointers);
   }
   run.y = layer.forward_inputs(pointers, false).clone();
   run.dy = random_tensor(run.y.shape(), rng, false);
@@ -197,10 +202,14 @@ Ran run_in_tandem(const Case& c) {
     manifest["weights"].push_back(
         {{"name", params[j]->name}, {"file", file}, {"shape", params[j]->value.shape()}});
   }
-  if (!c.sequence_mask.empty()) {
-    write_floats(run.dir / "mask.bin", mask);
-    manifest["sequence_mask"] = {{"file", "mask.bin"}, {"shape", mask.shape()}};
-  }
+  manifest["masks"] = json::array();
+  for (std::size_t i = 0; i < masks.size(); ++i)
+    if (mask_pointers[i]) {
+      const std::string file = numbered("mask", i, ".bin");
+      write_floats(run.dir / file, masks[i]);
+      manifest["masks"].push_back(
+          {{"name", manifest["inputs"][i]["name"]}, {"file", file}, {"shape", masks[i].shape()}});
+    }
   write_floats(run.dir / "dy.bin", run.dy);
   manifest["grad_output"] = {{"file", "dy.bin"}, {"shape", run.dy.shape()}};
   test::write_text(run.dir / "case.json", manifest.dump(2));
@@ -556,7 +565,7 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
   std::vector<Case> cases;
   const auto masked = [&](const char* label, json layer) {
     Case c{label, std::move(layer), sequences};
-    c.sequence_mask = mask;
+    c.masks = {mask};
     cases.push_back(c);
   };
   masked("MaskedLstmLast", entry("LSTM", {{"units", 5}}));
@@ -576,6 +585,25 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
   bidirectional["config"]["merge_mode"] = "sum";
   masked("MaskedBidirectionalLast", bidirectional);
   masked("MaskedGlobalAveragePooling1D", entry("GlobalAveragePooling1D"));
+  // Attention: the query's and the value's masks (self-attention on a padded sequence), with an
+  // attention mask too, and a masked key of its own; the padded queries see no key (Keras 3:
+  // uniform without dropout).
+  Case self{"MaskedSelfAttention",
+            entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
+            {{"", {3, 7, 4}}, {"value", {3, 7, 4}}}};
+  self.masks = {mask, mask};
+  cases.push_back(self);
+  Case cross{"MaskedCrossAttentionWithMaskAndKey",
+             entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 2}}),
+             {{"", {3, 7, 4}},
+              {"value", {3, 5, 3}},
+              {"key", {3, 5, 6}},
+              {"attention_mask", {3, 7, 5}, true, 1, 0.8f}}};
+  cross.masks = {mask,
+                 {1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1},
+                 {1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+                 {}};
+  cases.push_back(cross);
   check_against_torch(cases);
 }
 

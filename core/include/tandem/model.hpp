@@ -105,7 +105,7 @@ class TANDEM_EXPORT Model {
     return calls_[k].argument_names;
   }
   const nlohmann::json& call_options(std::size_t k) const { return calls_[k].options; }
-  /// Whether call k's (first) input carries a Keras mask of padding steps (Embedding's
+  /// Whether any of call k's inputs carries a Keras mask of padding steps (Embedding's
   /// mask_zero, a Masking layer), which its layer reads (nn/sequence_masks.hpp).
   bool call_input_masked(std::size_t k) const;
   /// The call giving output j.

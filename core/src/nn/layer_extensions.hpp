@@ -135,7 +135,8 @@ class WeightRules {
 /// A layer that reads or makes a Keras mask (which steps of a sequence are padding;
 /// nn/sequence_masks.hpp): Embedding with mask_zero and Masking make one from their input, the
 /// recurrent layers and Bidirectional skip the masked steps and pass the mask on with
-/// return_sequences. Masks are (batch, steps) tensors of 0 and 1 on the layer's backend.
+/// return_sequences, MultiHeadAttention hides masked queries and keys. Masks are (batch, steps)
+/// tensors of 0 and 1 on the layer's backend.
 class MaskedSteps {
  public:
   virtual ~MaskedSteps() = default;
@@ -144,6 +145,11 @@ class MaskedSteps {
   /// The mask of the next forward's input, or null: borrowed until the layer's next forward
   /// (its backward reads it too).
   virtual void set_input_mask(const Tensor* mask) = 0;
+  /// The masks of each of its inputs (null where none), for a layer of several inputs (in its
+  /// list forms' order); by default the first input's to set_input_mask.
+  virtual void set_input_masks(const std::vector<const Tensor*>& masks) {
+    set_input_mask(masks.empty() ? nullptr : masks[0]);
+  }
   /// The mask of the last forward's output (null where output_masked says none): the layer's
   /// own tensor or its input's, valid until its next forward.
   virtual const Tensor* output_mask() const = 0;

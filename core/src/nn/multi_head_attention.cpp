@@ -189,9 +189,10 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   const Tensor& query = *inputs[0];
   const Tensor& value = *inputs[static_cast<std::size_t>(value_at_)];
   const Tensor& key = key_at_ >= 0 ? *inputs[static_cast<std::size_t>(key_at_)] : value;
-  const Tensor* mask = mask_at_ >= 0 ? inputs[static_cast<std::size_t>(mask_at_)] : nullptr;
   const std::int64_t b = query.dim(0), h = options_.num_heads, k = options_.key_dim,
                      v = options_.value_dim;
+  const Tensor* mask =
+      attention_mask(mask_at_ >= 0 ? inputs[static_cast<std::size_t>(mask_at_)] : nullptr, b);
   batch_ = b;
   project(query_, query);
   project(key_, key);
@@ -218,6 +219,39 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
       .forward(context_t_, output_kernel_.value, options_.use_bias ? &output_bias_.value : nullptr,
                ops.place(output_, {b, tq_, output_dim()}));
   return output_;
+}
+
+void MultiHeadAttention::set_input_masks(const std::vector<const Tensor*>& masks) {
+  const auto at = [&](int i) {
+    return i >= 0 && static_cast<std::size_t>(i) < masks.size() ? masks[static_cast<std::size_t>(i)]
+                                                                : nullptr;
+  };
+  query_mask_ = masks.empty() ? nullptr : masks[0];
+  key_masks_.clear();
+  for (const Tensor* m : {at(value_at_), at(key_at_)})
+    if (m) key_masks_.push_back(m);
+}
+
+const Tensor* MultiHeadAttention::attention_mask(const Tensor* explicit_mask, std::int64_t batch) {
+  combined_mask_ = explicit_mask;
+  if (!query_mask_ && key_masks_.empty()) return combined_mask_;
+  backend::Backend& ops = this->ops();
+  // The outer product of the query's mask and the keys' (ones where none), per sample: a batched
+  // product of (tq x 1) by (1 x tv).
+  const Tensor* rows = query_mask_;
+  if (!rows) rows = &ops.place(ones_, {batch, tq_});
+  Tensor& keys = ops.place(key_mask_, {batch, tv_});
+  if (key_masks_.empty())
+    ops.fill(keys, 1.0f);
+  else
+    ops.copy(*key_masks_[0], keys);
+  for (std::size_t i = 1; i < key_masks_.size(); ++i) ops.multiply(keys, *key_masks_[i], keys);
+  if (!query_mask_) ops.fill(ones_, 1.0f);
+  ops.gemm({false, false, tq_, tv_, 1, backend::GemmEpilogue::none, batch}, *rows, keys, nullptr,
+           ops.place(auto_mask_, {batch, tq_, tv_}));
+  if (explicit_mask) ops.multiply(auto_mask_, *explicit_mask, auto_mask_);
+  combined_mask_ = &auto_mask_;
+  return combined_mask_;
 }
 
 void MultiHeadAttention::project_backward(Projection& p, const Tensor& x, bool need_input_grad) {
@@ -253,7 +287,7 @@ std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
            nullptr, ops.place(d_vh_, {b, h, tv_, v}));
   const Tensor* d_probs = &d_probs_;
   if (dropout_) d_probs = &dropout_->backward(d_probs_, true);
-  const Tensor* mask = mask_at_ >= 0 ? inputs_seen_[static_cast<std::size_t>(mask_at_)] : nullptr;
+  const Tensor* mask = combined_mask_;
   ops.masked_softmax_backward(attention_desc(), probs_, mask, *d_probs,
                               ops.place(d_scores_, probs_.shape()));
   // scores = Q Kᵀ, per head (Q already scaled).

@@ -9,7 +9,8 @@
 // (H, value_dim, out), attention_output/bias (out); initialised with Keras' fans for these
 // shapes. The call takes the query first and then, by name (functional models' call
 // arguments), value (required), key (default: value) and attention_mask (optional), plus the
-// option use_causal_mask. Gradients go to query, value, key and (zeros) to the mask. A query
+// option use_causal_mask; Keras masks of the inputs hide masked queries and keys too. Gradients
+// go to query, value, key and (zeros) to the mask. A query
 // whose keys are all hidden gets what the Keras version gives (hidden_attention_rows).
 //
 // Computes on its backend: projections as GEMMs with the bias in the epilogue, the heads'
@@ -56,7 +57,10 @@ struct MultiHeadAttentionOptions {
 /// and nothing with dropout (its masked softmax), neither with a gradient to the scores.
 backend::HiddenRows hidden_attention_rows(bool keras2, double dropout);
 
-class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDefinitions {
+class MultiHeadAttention : public Layer,
+                           public CallArguments,
+                           public KerasTwoDefinitions,
+                           public MaskedSteps {
  public:
   MultiHeadAttention(std::string name, MultiHeadAttentionOptions options);
   std::string class_name() const override { return "MultiHeadAttention"; }
@@ -78,6 +82,14 @@ class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDe
   }
   void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
                           const std::string& path) override;
+  /// Keras masks of the query, value and key (Embedding's mask_zero, ...) hide the masked
+  /// queries and keys, with the attention_mask when given (Keras' _compute_attention_mask:
+  /// query_mask[:, :, None] & value_mask[:, None, :] & key_mask[:, None, :] & attention_mask);
+  /// the output carries the query's mask.
+  bool output_masked(bool input_masked) const override { return input_masked; }
+  void set_input_mask(const Tensor* mask) override { set_input_masks({mask}); }
+  void set_input_masks(const std::vector<const Tensor*>& masks) override;
+  const Tensor* output_mask() const override { return query_mask_; }
 
   /// A query whose keys are all masked attends as in Keras 2 (hidden_attention_rows).
   void use_keras2_definitions() override { keras2_hidden_rows_ = true; }
@@ -117,6 +129,14 @@ class MultiHeadAttention : public Layer, public CallArguments, public KerasTwoDe
   std::unique_ptr<Dropout> dropout_;  // only with a dropout rate
 
   std::vector<const Tensor*> inputs_seen_;  // borrowed from the last forward
+  // Keras masks of the next forward's query and keys (the value's, the key's; borrowed, null for
+  // none) and the attention mask they make with the call's attention_mask (null: that alone).
+  const Tensor* query_mask_ = nullptr;
+  std::vector<const Tensor*> key_masks_;
+  Tensor ones_, key_mask_, auto_mask_;
+  const Tensor* combined_mask_ = nullptr;
+  /// The attention mask of this forward (null: none), computed from the masks above.
+  const Tensor* attention_mask(const Tensor* explicit_mask, std::int64_t batch);
   std::int64_t batch_ = 0;
   Tensor qh_, kh_, vh_, scores_, probs_, context_, context_t_, output_;
   Tensor d_context_t_, d_context_, d_probs_, d_scores_, d_vh_, d_qh_, d_kh_, d_value_,

@@ -63,7 +63,7 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
                                                    const std::vector<std::size_t>& outputs,
                                                    const std::vector<std::string>& paths) {
   std::vector<Use> uses(calls.size(), Use::none);
-  std::vector<bool> masked(calls.size(), false), first_masked(calls.size(), false);
+  std::vector<bool> masked(calls.size(), false), inputs_masked(calls.size(), false);
   bool any = false;
   for (std::size_t k = 0; k < calls.size(); ++k) {
     Layer& layer = *calls[k].runner;
@@ -71,7 +71,7 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
     for (int in : calls[k].inputs) given += in >= 0 && masked[static_cast<std::size_t>(in)];
     const bool first = !calls[k].inputs.empty() && calls[k].inputs[0] >= 0 &&
                        masked[static_cast<std::size_t>(calls[k].inputs[0])];
-    first_masked[k] = first;
+    inputs_masked[k] = given > 0;
     const std::string cls = layer.class_name();
     if (MaskedSteps* own = masked_steps_of(layer)) {
       uses[k] = Use::own;
@@ -104,7 +104,7 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
                                       "return_sequences)");
   if (!any) return nullptr;
   return std::unique_ptr<SequenceMasks>(
-      new SequenceMasks(calls, std::move(uses), std::move(first_masked), keras2));
+      new SequenceMasks(calls, std::move(uses), std::move(inputs_masked), keras2));
 }
 
 const Tensor* SequenceMasks::input_mask(std::size_t k, std::size_t i) const {
@@ -114,7 +114,9 @@ const Tensor* SequenceMasks::input_mask(std::size_t k, std::size_t i) const {
 
 void SequenceMasks::before(std::size_t k) {
   if (uses_[k] != Use::own) return;
-  masked_steps_of(*calls_[k].runner)->set_input_mask(input_mask(k, 0));
+  std::vector<const Tensor*> masks;
+  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i) masks.push_back(input_mask(k, i));
+  masked_steps_of(*calls_[k].runner)->set_input_masks(masks);
 }
 
 void SequenceMasks::after(std::size_t k) {

@@ -3,7 +3,8 @@
 // the layers that work step by step (Keras' supports_masking with its default compute_mask:
 // Dense, Dropout, activations, normalizations), combines at the merging layers (Keras 2: the
 // masks given, AND; Keras 3: all given, OR), and ends where a layer reads it (the recurrent
-// layers, whose last output carries none) or where Keras drops it (layers without mask support:
+// layers, whose last output carries none; GlobalAveragePooling1D; MultiHeadAttention, which
+// passes the query's on) or where Keras drops it (layers without mask support:
 // convolutions, pooling, Flatten, Reshape). A mask that would reach a layer Keras applies it in
 // and Tandem does not, or a model output (Keras would weight the loss by it), is a ConfigError
 // naming the call.
@@ -39,7 +40,7 @@ class SequenceMasks {
                                              const std::vector<std::size_t>& outputs,
                                              const std::vector<std::string>& paths);
 
-  /// Whether call k's first input carries a mask.
+  /// Whether any of call k's inputs carries a mask.
   bool input_masked(std::size_t k) const { return input_masked_[k]; }
   /// Before call k's forward: a layer that reads masks gets its input's.
   void before(std::size_t k);

@@ -98,6 +98,11 @@ std::string project(LayerCall& call, const OnnxValue& x, const std::string& whic
 }
 
 OnnxValue export_multi_head_attention(LayerCall& call) {
+  if (call.input_masked)
+    call.refuse(
+        "its inputs carry Keras masks (Embedding's mask_zero, a Masking layer), which "
+        "Tandem's ONNX export does not turn into the attention mask; pass the mask as "
+        "the call's attention_mask instead");
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
   const OnnxValue query = g.in_layout(call.inputs[0], false);

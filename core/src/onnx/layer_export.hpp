@@ -36,7 +36,7 @@ struct LayerCall {
   nlohmann::json options;          // the call's keyword options (use_causal_mask)
   OnnxGraph& graph;
   bool keras2 = false;  // the model follows Keras 2's definitions (Model::keras2())
-  bool input_masked = false;  // its first input carries a Keras mask (Model::call_input_masked)
+  bool input_masked = false;  // an input carries a Keras mask (Model::call_input_masked)
 
   /// The activation `name` names in this model (hard_sigmoid: Keras 2's in a Keras 2 model).
   nn::ActivationKind activation(const std::string& name) const {

@@ -2,14 +2,15 @@
 // them, the step-by-step layers pass them, the merging layers combine them as Keras 2 (AND)
 // and Keras 3 (OR) do, recurrent layers skip the masked steps. Each model with a mask is checked
 // against the same weights on the sequences with the masked steps cut out (what skipping them
-// means), and where a mask cannot go the error names the call. (LayerOracle compares the masked
-// recurrent layers and their gradients with PyTorch.)
+// means), and where a mask cannot go (or be exported) the error names the call. (LayerOracle
+// compares the masked recurrent layers and their gradients with PyTorch.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "onnx/onnx_export.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 
@@ -170,6 +171,53 @@ TEST(SequenceMasks, MergingLayersCombineMasksAsTheirKerasVersionDoes) {
     expect_near(y, keras2 ? run(*cut, {1, 2}, {2, 3}) : run(*cut, {1, 4}, {1, 2, 0, 3}),
                 "masked vs the steps kept");
   }
+}
+
+// A padded transformer encoder block: Embedding(mask_zero), self-attention (the mask hides the
+// padded keys), the residual Add (both masks), LayerNormalization, GlobalAveragePooling1D over
+// the kept steps: the same as the block on the tokens alone.
+TEST(SequenceMasks, APaddedAttentionBlockIsTheBlockOnItsTokens) {
+  const auto node = [](const char* cls, const char* name, json config, json inbound) {
+    config["name"] = name;
+    return json{
+        {"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", inbound}};
+  };
+  const auto ref = [](const char* layer) { return json::array({layer, 0, 0, json::object()}); };
+  const auto model = [&](int steps, bool mask_zero) {
+    json attention = node("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},
+                          {{ref("emb"), ref("emb")}});
+    attention["inbound_nodes"] = {{json::array({"emb", 0, 0, {{"value", ref("emb")}}})}};
+    json layers = {
+        node("InputLayer", "tokens", {{"batch_input_shape", {nullptr, steps}}}, json::array()),
+        node("Embedding", "emb", {{"input_dim", 9}, {"output_dim", 4}, {"mask_zero", mask_zero}},
+             {{ref("tokens")}}),
+        attention,
+        node("Add", "residual", json::object(), {{ref("emb"), ref("mha")}}),
+        node("LayerNormalization", "norm", json::object(), {{ref("residual")}}),
+        node("GlobalAveragePooling1D", "pool", json::object(), {{ref("norm")}}),
+        node("Dense", "out", {{"units", 2}}, {{ref("pool")}})};
+    return json{{"class_name", "Functional"},
+                {"config",
+                 {{"name", "m"},
+                  {"layers", layers},
+                  {"input_layers", {{"tokens", 0, 0}}},
+                  {"output_layers", {{"out", 0, 0}}}}}};
+  };
+  auto padded = Model::from_config(model(6, true), "model", 1);
+  auto cut = Model::from_config(model(3, false), "model", 2);
+  cut->copy_weights_from(*padded);
+  expect_near(run(*padded, {2, 6}, {4, 0, 7, 0, 0, 2, 1, 2, 3, 0, 0, 0}),
+              run(*cut, {2, 3}, {4, 7, 2, 1, 2, 3}), "masked block vs cut out");
+  // The ONNX export does not write the masks: refused, naming the attention layer.
+  try {
+    onnx_export::export_onnx(*padded, {});
+    ADD_FAILURE() << "a masked attention layer was exported";
+  } catch (const onnx_export::UnexportableLayer& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'mha' (MultiHeadAttention) cannot be exported"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(onnx_export::export_onnx(*cut, {}));
 }
 
 TEST(SequenceMasks, WhereAMaskCannotGoTheErrorNamesTheCall) {
