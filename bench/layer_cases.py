@@ -104,6 +104,29 @@ case("layernorm_image_base", 64, [32, 32, 16], _image_norm_layers(False),
      _image_norm_torch(False), image=True)
 
 
+# A recurrent layer of 128 units over 50 steps of 32 features, its last step's output into 10
+# logits (Keras' LSTM/GRU against torch.nn.LSTM/GRU, batch_first; a text classifier's shape).
+def _recurrent_layers(cls):
+    return [keras(cls, units=128), keras("Dense", units=10)]
+
+
+def _recurrent_torch(cls):
+    def build(nn):
+        class Last(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = getattr(nn, cls)(32, 128, batch_first=True)
+
+            def forward(self, x):
+                return self.rnn(x)[0][:, -1]
+        return [Last(), nn.Linear(128, 10)]
+    return build
+
+
+case("lstm", 64, [50, 32], _recurrent_layers("LSTM"), _recurrent_torch("LSTM"))
+case("gru", 64, [50, 32], _recurrent_layers("GRU"), _recurrent_torch("GRU"))
+
+
 # 1x1 convolutions on a 32x32x64 image, stride 2 or 1, then pooled to 10 logits.
 def _pointwise_layers(strides):
     return [keras("Conv2D", filters=128, kernel_size=[1, 1], strides=[strides, strides],
