@@ -20,6 +20,23 @@ std::filesystem::path scratch_dir(const std::string& tag) {
   return dir;
 }
 
+::testing::AssertionResult npy_close(const std::filesystem::path& got,
+                                     const std::filesystem::path& want, double rtol,
+                                     const std::filesystem::path& scratch) {
+  static const char* const kCompare = R"PY(
+import sys, numpy as np
+a, b, rtol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
+assert a.shape == b.shape, (a.shape, b.shape)
+err = np.abs(a - b).max() / np.abs(b).max()
+print(err)
+sys.exit(0 if err <= rtol else 1)
+)PY";
+  const auto r = run_python(scratch / "npy_close.py", kCompare,
+                            got.string() + " " + want.string() + " " + std::to_string(rtol));
+  if (r.exit_code == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "relative error " << r.out << r.err;
+}
+
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path.string());

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace tandem::test {
@@ -41,6 +42,12 @@ inline const char* system_python() {
 /// arguments `args` (one string, as the shell splits it).
 CommandResult run_python(const std::filesystem::path& script, const std::string& code,
                          const std::string& args);
+/// Whether the .npy arrays `got` and `want` have one shape and max|got − want| ≤ rtol ·
+/// max|want| (NumPy compares them; its script is written to `scratch`); the failure names the
+/// relative error or NumPy's complaint.
+::testing::AssertionResult npy_close(const std::filesystem::path& got,
+                                     const std::filesystem::path& want, double rtol,
+                                     const std::filesystem::path& scratch);
 inline std::filesystem::path source_dir() {
   return TANDEM_SOURCE_DIR;
 }

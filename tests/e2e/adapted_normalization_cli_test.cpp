@@ -58,16 +58,6 @@ e = np.exp(logits - logits.max(axis=1, keepdims=True))
 np.save(f"{out}/expected.npy", e / e.sum(axis=1, keepdims=True))
 )PY";
 
-// Compares two .npy files: exit 0 when within `rtol` (relative to the largest value).
-constexpr const char* kCompare = R"PY(
-import sys, numpy as np
-a, b, rtol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
-assert a.shape == b.shape, (a.shape, b.shape)
-err = np.abs(a - b).max() / np.abs(b).max()
-print(err)
-sys.exit(0 if err <= rtol else 1)
-)PY";
-
 json adapted_model_config() {
   const json normalization = {{"class_name", "Normalization"},
                               {"config",
@@ -107,10 +97,7 @@ class AdaptedNormalizationCli : public ::testing::Test {
   }
   // Whether `got` (.npy) is within `rtol` of `want`.
   ::testing::AssertionResult close(const fs::path& got, const fs::path& want, double rtol) {
-    auto r = test::run_python(dir_ / "compare.py", kCompare,
-                              got.string() + " " + want.string() + " " + std::to_string(rtol));
-    if (r.exit_code == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "relative error " << r.out << r.err;
+    return test::npy_close(got, want, rtol, dir_);
   }
   test::CommandResult predict(const fs::path& config, const fs::path& weights,
                               const fs::path& output) {

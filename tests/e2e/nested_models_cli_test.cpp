@@ -88,16 +88,6 @@ else:
     np.save(sys.argv[4], forward(weights(sys.argv[2]), x))
 )PY";
 
-// Compares two .npy files: exit 0 when within `rtol` (relative to the largest value).
-constexpr const char* kCompare = R"PY(
-import sys, numpy as np
-a, b, rtol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
-assert a.shape == b.shape, (a.shape, b.shape)
-err = np.abs(a - b).max() / np.abs(b).max()
-print(err)
-sys.exit(0 if err <= rtol else 1)
-)PY";
-
 json input(const std::string& name) {
   return {{"class_name", "InputLayer"},
           {"config", {{"batch_input_shape", {nullptr, 8}}, {"dtype", "float32"}, {"name", name}}},
@@ -181,10 +171,7 @@ class NestedModelsCli : public ::testing::Test {
     test::write_text(dir_ / "run.json", run.dump(2));
   }
   ::testing::AssertionResult close(const fs::path& got, const fs::path& want, double rtol) {
-    auto r = test::run_python(dir_ / "compare.py", kCompare,
-                              got.string() + " " + want.string() + " " + std::to_string(rtol));
-    if (r.exit_code == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "relative error " << r.out << r.err;
+    return test::npy_close(got, want, rtol, dir_);
   }
   test::CommandResult predict(const fs::path& weights, const fs::path& output) {
     return run_command(test::tandem_cli() + " predict " + (dir_ / "run.json").string() +

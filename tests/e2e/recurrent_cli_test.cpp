@@ -99,16 +99,6 @@ else:
     np.save(sys.argv[4], forward(weights(sys.argv[2]), x))
 )PY";
 
-// Compares two .npy files: exit 0 when within `rtol` (relative to the largest value).
-constexpr const char* kCompare = R"PY(
-import sys, numpy as np
-a, b, rtol = np.load(sys.argv[1]), np.load(sys.argv[2]), float(sys.argv[3])
-assert a.shape == b.shape, (a.shape, b.shape)
-err = np.abs(a - b).max() / np.abs(b).max()
-print(err)
-sys.exit(0 if err <= rtol else 1)
-)PY";
-
 json initializer(const char* cls) {
   return {{"module", "keras.initializers"},
           {"class_name", cls},
@@ -196,10 +186,7 @@ class RecurrentCli : public ::testing::Test {
     test::write_text(dir_ / "run.json", run.dump(2));
   }
   ::testing::AssertionResult close(const fs::path& got, const fs::path& want, double rtol) {
-    auto r = test::run_python(dir_ / "compare.py", kCompare,
-                              got.string() + " " + want.string() + " " + std::to_string(rtol));
-    if (r.exit_code == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "relative error " << r.out << r.err;
+    return test::npy_close(got, want, rtol, dir_);
   }
   test::CommandResult predict(const fs::path& weights, const fs::path& output) {
     return run_command(test::tandem_cli() + " predict " + (dir_ / "run.json").string() +
@@ -403,13 +390,9 @@ TEST(RecurrentBidirectionalCli, KerasFilesOfBothLayoutsPredictAsNumPyAndTrainAli
   EXPECT_NE(summary.out.find("(None, 5, 6)              168"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("(None, 2)                 120"), std::string::npos) << summary.out;
   const auto close = [&](const std::string& a, const std::string& b, double rtol) {
-    return run_command(std::string(test::system_python()) + " -c \"import numpy as np\n" +
-                       "a, b = np.load('" + (dir / a).string() + "'), np.load('" +
-                       (dir / b).string() + "')\n" +
-                       "assert a.shape == b.shape and np.abs(a - b).max() <= " +
-                       std::to_string(rtol) + " * np.abs(b).max(), np.abs(a - b).max()\"")
-               .exit_code == 0;
+    return test::npy_close(dir / a, dir / b, rtol, dir);
   };
+
   for (const char* file : {"keras2.h5", "keras3.weights.h5"}) {
     SCOPED_TRACE(file);
     auto r =
@@ -433,6 +416,34 @@ TEST(RecurrentBidirectionalCli, KerasFilesOfBothLayoutsPredictAsNumPyAndTrainAli
   EXPECT_FALSE(close("cpu:1.npy", "expected.npy", 1e-3));  // it trained
 }
 
+// A binary classifier's run config: `layers` (a Sequential model's), Adam at 0.01, trained on
+// dir/train.npz and validated on dir/val.npz.
+json classifier_run(const fs::path& dir, const json& layers, int seed, int epochs) {
+  return {
+      {"name", "classifier"},
+      {"seed", seed},
+      {"epochs", epochs},
+      {"batch_size", 32},
+      {"model", {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}}},
+      {"loss", "binary_crossentropy"},
+      {"metrics", {"accuracy"}},
+      {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
+      {"data",
+       {{"train", {{"type", "npz"}, {"path", (dir / "train.npz").string()}}},
+        {"validation", {{"type", "npz"}, {"path", (dir / "val.npz").string()}}}}}};
+}
+
+// The last epoch's val_accuracy of a run folder (its events.jsonl).
+double last_val_accuracy(const fs::path& run_dir) {
+  double accuracy = 0;
+  std::istringstream events(test::read_text(run_dir / "events.jsonl"));
+  for (std::string line; std::getline(events, line);) {
+    const json e = json::parse(line);
+    if (e["event"] == "epoch_ended") accuracy = e["logs"]["val_accuracy"].get<double>();
+  }
+  return accuracy;
+}
+
 // Each recurrent layer learns what a stateless model cannot: the label is the sign of the first
 // step's first feature, and the layer reads it eleven steps before its last output. Six epochs
 // of 2,000 sequences; measured 0.965 (LSTM), 0.978 (GRU), 0.948 (SimpleRNN) where a guess is 0.5.
@@ -454,30 +465,13 @@ TEST(RecurrentLearning, EachRecurrentLayerRemembersTheFirstStep) {
                          {{"class_name", cls}, {"config", {{"name", "memory"}, {"units", 16}}}},
                          {{"class_name", "Dense"},
                           {"config", {{"name", "out"}, {"units", 1}, {"activation", "sigmoid"}}}}};
-    const json run = {
-        {"name", "memory"},
-        {"seed", 1},
-        {"epochs", 6},
-        {"batch_size", 32},
-        {"model", {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}}},
-        {"loss", "binary_crossentropy"},
-        {"metrics", {"accuracy"}},
-        {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
-        {"data",
-         {{"train", {{"type", "npz"}, {"path", (dir / "train.npz").string()}}},
-          {"validation", {{"type", "npz"}, {"path", (dir / "val.npz").string()}}}}}};
+    const json run = classifier_run(dir, layers, 1, 6);
     test::write_text(dir / "run.json", run.dump(2));
     const fs::path run_dir = dir / cls;
     auto r = run_command(test::tandem_cli() + " train " + (dir / "run.json").string() +
                          " --run-dir " + run_dir.string() + " -q");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    double accuracy = 0;
-    std::istringstream events(test::read_text(run_dir / "events.jsonl"));
-    for (std::string line; std::getline(events, line);) {
-      const json e = json::parse(line);
-      if (e["event"] == "epoch_ended") accuracy = e["logs"]["val_accuracy"].get<double>();
-    }
-    EXPECT_GE(accuracy, 0.9);
+    EXPECT_GE(last_val_accuracy(run_dir), 0.9);
   }
 }
 
@@ -515,18 +509,7 @@ TEST(RecurrentMaskCli, APaddedTextClassifierLearnsTrainsAlikeAndIsNotExportedWro
       {{"class_name", "LSTM"}, {"config", {{"name", "lstm"}, {"units", 16}}}},
       {{"class_name", "Dense"},
        {"config", {{"name", "out"}, {"units", 1}, {"activation", "sigmoid"}}}}};
-  const json run = {
-      {"name", "masked"},
-      {"seed", 3},
-      {"epochs", 5},
-      {"batch_size", 32},
-      {"model", {{"class_name", "Sequential"}, {"config", {{"name", "m"}, {"layers", layers}}}}},
-      {"loss", "binary_crossentropy"},
-      {"metrics", {"accuracy"}},
-      {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
-      {"data",
-       {{"train", {{"type", "npz"}, {"path", (dir / "train.npz").string()}}},
-        {"validation", {{"type", "npz"}, {"path", (dir / "val.npz").string()}}}}}};
+  const json run = classifier_run(dir, layers, 3, 5);
   test::write_text(dir / "run.json", run.dump(2));
   json front = run;
   front["data"]["validation"]["path"] = (dir / "front.npz").string();
@@ -537,13 +520,7 @@ TEST(RecurrentMaskCli, APaddedTextClassifierLearnsTrainsAlikeAndIsNotExportedWro
                          " --run-dir " + (dir / plan).string() + " -q");
     ASSERT_EQ(t.exit_code, 0) << t.err;
   }
-  double accuracy = 0;
-  std::istringstream events(test::read_text(dir / "cpu:1" / "events.jsonl"));
-  for (std::string line; std::getline(events, line);) {
-    const json e = json::parse(line);
-    if (e["event"] == "epoch_ended") accuracy = e["logs"]["val_accuracy"].get<double>();
-  }
-  EXPECT_GE(accuracy, 0.9);
+  EXPECT_GE(last_val_accuracy(dir / "cpu:1"), 0.9);
   const auto predict = [&](const char* plan) {
     return run_command(cli + " predict " + (dir / "run.json").string() + " --weights " +
                        (dir / plan / "model.h5").string() + " -o " +
@@ -556,13 +533,10 @@ TEST(RecurrentMaskCli, APaddedTextClassifierLearnsTrainsAlikeAndIsNotExportedWro
                   (dir / "cpu:1" / "model.h5").string() + " -o " + (dir / "front.npy").string())
           .exit_code,
       0);
-  const auto close = [&](const char* a, const char* b, double atol) {
-    return run_command(std::string(test::system_python()) + " -c \"import numpy as np\n" +
-                       "a, b = np.load('" + (dir / a).string() + "'), np.load('" +
-                       (dir / b).string() + "')\n" + "assert np.abs(a - b).max() <= " +
-                       std::to_string(atol) + ", np.abs(a - b).max()\"")
-               .exit_code == 0;
+  const auto close = [&](const char* a, const char* b, double rtol) {
+    return test::npy_close(dir / a, dir / b, rtol, dir);
   };
+
   EXPECT_TRUE(close("cpu:1.npy", "cpu:3.npy", 1e-5));
   EXPECT_TRUE(close("cpu:1.npy", "front.npy", 1e-6));
   auto e = run_command(cli + " export " + (dir / "cpu:1" / "model.h5").string() + " -o " +
