@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_config_cli.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -151,7 +152,7 @@ json siamese() {
           {"backend", "tensorflow"}};
 }
 
-class NestedModelsCli : public ::testing::Test {
+class NestedModelsCli : public test::RunConfigCli {
  protected:
   void SetUp() override {
     dir_ = test::scratch_dir("nested-models");
@@ -170,23 +171,11 @@ class NestedModelsCli : public ::testing::Test {
         {"data", {{"train", data}, {"validation", data}}}};
     test::write_text(dir_ / "run.json", run.dump(2));
   }
-  ::testing::AssertionResult close(const fs::path& got, const fs::path& want, double rtol) {
-    return test::npy_close(got, want, rtol, dir_);
-  }
-  test::CommandResult predict(const fs::path& weights, const fs::path& output) {
-    return run_command(test::tandem_cli() + " predict " + (dir_ / "run.json").string() +
-                       " --weights " + weights.string() + " -o " + output.string());
-  }
   test::CommandResult numpy_forward(const fs::path& weights, const fs::path& output) {
     return test::run_python(
         dir_ / "script.py", kScript,
         "forward " + weights.string() + " " + (dir_ / "data.npz").string() + " " + output.string());
   }
-  test::CommandResult train(const std::string& run, const std::string& more = "") {
-    return run_command(test::tandem_cli() + " train " + (dir_ / "run.json").string() +
-                       " --run-dir " + (dir_ / run).string() + " -q " + more);
-  }
-  fs::path dir_;
 };
 
 TEST_F(NestedModelsCli, AKerasTwoFilePredictsAsNumPyComputes) {
@@ -237,20 +226,8 @@ TEST_F(NestedModelsCli, CheckpointsKeepKerasNestingAndTrainAlikeOnEveryLayout) {
   EXPECT_TRUE(close(dir_ / "trained.npy", dir_ / "numpy.npy", 1e-5));
   EXPECT_FALSE(close(dir_ / "trained.npy", dir_ / "expected.npy", 1e-3));  // it trained
 
-  // The device layout does not show in the result (contract 1).
-  auto three = train("three", "--weights " + (dir_ / "keras2.h5").string() + " --devices cpu:3");
-  ASSERT_EQ(three.exit_code, 0) << three.err;
-  ASSERT_EQ(predict(dir_ / "three" / "model.h5", dir_ / "three.npy").exit_code, 0);
-  EXPECT_TRUE(close(dir_ / "three.npy", dir_ / "trained.npy", 1e-5));
-
-  // One epoch, then --resume for the second: the weights of the two epochs in one run.
-  auto first = train("first", "--weights " + (dir_ / "keras2.h5").string() + " --set epochs=1");
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  auto resumed =
-      train("resumed", "--resume " + (dir_ / "first" / "model.h5").string() + " --set epochs=2");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  ASSERT_EQ(predict(dir_ / "resumed" / "model.h5", dir_ / "resumed.npy").exit_code, 0);
-  EXPECT_TRUE(close(dir_ / "resumed.npy", dir_ / "trained.npy", 0.0));
+  // The device layout does not show in the result (contract 1); --resume continues.
+  expect_layout_free_and_resumable(dir_ / "keras2.h5", dir_ / "trained.npy");
 }
 
 TEST_F(NestedModelsCli, TheOnnxExportComputesWhatTandemDoes) {
