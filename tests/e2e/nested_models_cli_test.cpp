@@ -158,18 +158,7 @@ class NestedModelsCli : public test::RunConfigCli {
     dir_ = test::scratch_dir("nested-models");
     auto made = test::run_python(dir_ / "script.py", kScript, "make " + dir_.string());
     ASSERT_EQ(made.exit_code, 0) << made.err;
-    const json data = {{"type", "npz"}, {"path", (dir_ / "data.npz").string()}};
-    const json run = {
-        {"name", "siamese"},
-        {"seed", 4},
-        {"epochs", 2},
-        {"batch_size", 12},
-        {"model", siamese()},
-        {"loss", "binary_crossentropy"},
-        {"metrics", {"accuracy"}},
-        {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
-        {"data", {{"train", data}, {"validation", data}}}};
-    test::write_text(dir_ / "run.json", run.dump(2));
+    write_classifier_run(siamese(), "siamese");
   }
   test::CommandResult numpy_forward(const fs::path& weights, const fs::path& output) {
     return test::run_python(

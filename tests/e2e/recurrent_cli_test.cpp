@@ -173,18 +173,7 @@ class RecurrentCli : public test::RunConfigCli {
     dir_ = test::scratch_dir("recurrent-cli");
     auto made = test::run_python(dir_ / "script.py", kScript, "make " + dir_.string());
     ASSERT_EQ(made.exit_code, 0) << made.err;
-    const json data = {{"type", "npz"}, {"path", (dir_ / "data.npz").string()}};
-    const json run = {
-        {"name", "recurrent"},
-        {"seed", 4},
-        {"epochs", 2},
-        {"batch_size", 12},
-        {"model", sequential()},
-        {"loss", "binary_crossentropy"},
-        {"metrics", {"accuracy"}},
-        {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
-        {"data", {{"train", data}, {"validation", data}}}};
-    test::write_text(dir_ / "run.json", run.dump(2));
+    write_classifier_run(sequential(), "recurrent");
   }
 };
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <string>
 
@@ -15,6 +17,22 @@ namespace tandem::test {
 
 class RunConfigCli : public ::testing::Test {
  protected:
+  /// Writes dir_/run.json: `model` (a Keras model config) as a binary classifier trained for
+  /// two epochs of batches of 12 by Adam (0.01) on dir_/data.npz, validated on it too.
+  void write_classifier_run(const nlohmann::json& model, const std::string& name) {
+    const nlohmann::json data = {{"type", "npz"}, {"path", (dir_ / "data.npz").string()}};
+    const nlohmann::json run = {
+        {"name", name},
+        {"seed", 4},
+        {"epochs", 2},
+        {"batch_size", 12},
+        {"model", model},
+        {"loss", "binary_crossentropy"},
+        {"metrics", {"accuracy"}},
+        {"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
+        {"data", {{"train", data}, {"validation", data}}}};
+    write_text(dir_ / "run.json", run.dump(2));
+  }
   /// `tandem train dir_/run.json` into dir_/<run>, quietly, with `more` arguments.
   CommandResult train(const std::string& run, const std::string& more = "") {
     return run_command(tandem_cli() + " train " + (dir_ / "run.json").string() + " --run-dir " +
