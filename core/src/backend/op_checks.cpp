@@ -40,6 +40,12 @@ void require_device(const Backend& backend, const Tensor& t, const char* operati
                            " backend");
 }
 
+void require_device(const Backend& backend, std::initializer_list<const Tensor*> tensors,
+                    const char* operation) {
+  for (const Tensor* t : tensors)
+    if (t) require_device(backend, *t, operation);
+}
+
 const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,
                          const char* operation) {
   if (!weights) return nullptr;
@@ -204,6 +210,13 @@ std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
     rows = n;
   }
   return rows;
+}
+
+void check_sequence_mask(const Tensor& x, std::int64_t features, const Tensor& mask) {
+  if (features <= 0 || x.size() != mask.size() * features)
+    throw std::logic_error("backend operation sequence_mask: " + std::to_string(x.size()) +
+                           " values are not " + std::to_string(mask.size()) + " rows of " +
+                           std::to_string(features));
 }
 
 std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor* b,

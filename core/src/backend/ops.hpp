@@ -563,8 +563,10 @@ void check_adjust(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x);
-/// The rows of select_rows (and of sequence_mask with b null and out the mask); throws
-/// std::logic_error unless a, b (when given) and out hold mask's rows of `cols` values.
+/// Throws std::logic_error unless x holds mask's rows of `features` values (sequence_mask).
+void check_sequence_mask(const Tensor& x, std::int64_t features, const Tensor& mask);
+/// The rows of select_rows; throws std::logic_error unless a, b (when given) and out hold
+/// mask's rows of `cols` values.
 std::int64_t select_rows_count(const Tensor& mask, const Tensor& a, const Tensor* b,
                                const Tensor& out, std::int64_t cols);
 /// The samples of masked_average_steps: throws std::logic_error unless x holds them (steps ×
@@ -580,6 +582,9 @@ std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
+/// The same for each of `tensors` (a null entry is skipped: an optional operand).
+void require_device(const Backend& backend, std::initializer_list<const Tensor*> tensors,
+                    const char* operation);
 /// The row weights of loss_sum and metric_sum (null when not given); throws std::logic_error
 /// unless they are on `backend`'s device, one per row.
 const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,

@@ -141,12 +141,17 @@ TANDEM_HD inline float masked_step_mean(const float* x, const float* mask, std::
   return fdiv(sum, kept);
 }
 
-/// Its gradient for step t of one sample: dy · mask[t] / Σ mask.
-TANDEM_HD inline float masked_step_mean_gradient(float dy, const float* mask, std::int64_t steps,
-                                                 std::int64_t t) {
+/// The steps a sample's mask keeps, summed in step order (masked_step_mean's denominator).
+TANDEM_HD inline float masked_step_count(const float* mask, std::int64_t steps) {
   float kept = 0.0f;
-  for (std::int64_t s = 0; s < steps; ++s) kept = fadd(kept, mask[s]);
-  return fdiv(fmul(dy, mask[t]), kept);
+  for (std::int64_t t = 0; t < steps; ++t) kept = fadd(kept, mask[t]);
+  return kept;
+}
+
+/// masked_step_mean's gradient for a step whose mask value is `m`: dy · m / kept, `kept` the
+/// sample's masked_step_count.
+TANDEM_HD inline float masked_step_mean_gradient(float dy, float m, float kept) {
+  return fdiv(fmul(dy, m), kept);
 }
 
 }  // namespace math

@@ -5,17 +5,40 @@
 
 namespace tandem::nn {
 
-Bidirectional::Bidirectional(std::string name, std::unique_ptr<Layer> forward,
-                             std::unique_ptr<Layer> backward, MergeMode merge, bool sequences,
-                             nlohmann::json config)
+std::string merge_mode_name(MergeMode mode) {
+  switch (mode) {
+    case MergeMode::sum:
+      return "sum";
+    case MergeMode::ave:
+      return "ave";
+    case MergeMode::mul:
+      return "mul";
+    case MergeMode::concat:
+      break;
+  }
+  return "concat";
+}
+
+std::optional<MergeMode> merge_mode_named(const std::string& name) {
+  for (MergeMode m : {MergeMode::concat, MergeMode::sum, MergeMode::ave, MergeMode::mul})
+    if (merge_mode_name(m) == name) return m;
+  return std::nullopt;
+}
+
+Bidirectional::Bidirectional(std::string name, std::unique_ptr<Recurrent> forward,
+                             std::unique_ptr<Recurrent> backward, MergeMode merge,
+                             bool own_backward)
     : Layer(std::move(name)),
       forward_(std::move(forward)),
       backward_(std::move(backward)),
       merge_(merge),
-      sequences_(sequences),
-      config_(std::move(config)) {
-  for (Layer* layer : {forward_.get(), backward_.get()})
+      own_backward_(own_backward),
+      sequences_(forward_->returns_sequences()) {
+  for (Recurrent* layer : {forward_.get(), backward_.get()}) {
+    // Keras forces a wrapped layer's masked steps to output zeros when it returns sequences.
+    layer->set_zero_output_for_mask(sequences_);
     for (Parameter* p : layer->parameters()) p->name = layer->name() + "/" + p->name;
+  }
 }
 
 Shape Bidirectional::build(const Shape& input_shape, Rng& init) {
@@ -33,8 +56,8 @@ Shape Bidirectional::build(const Shape& input_shape, Rng& init) {
 
 void Bidirectional::set_input_mask(const Tensor* mask) {
   input_mask_ = mask;
-  for (Layer* layer : {forward_.get(), backward_.get()})
-    if (MaskedSteps* masked = masked_steps_of(*layer)) masked->set_input_mask(mask);
+  forward_->set_input_mask(mask);
+  backward_->set_input_mask(mask);
 }
 
 void Bidirectional::place_layers() {
@@ -44,14 +67,6 @@ void Bidirectional::place_layers() {
   }
 }
 
-void Bidirectional::reverse_steps(const Tensor& from, Tensor& to, std::int64_t width) {
-  backend::Backend& ops = this->ops();
-  ops.place(to, from.shape());
-  const std::int64_t row = steps_ * width;
-  for (std::int64_t t = 0; t < steps_; ++t)
-    ops.copy_columns(from, row, t * width, to, row, (steps_ - 1 - t) * width, width);
-}
-
 const Tensor& Bidirectional::forward(const Tensor& x, bool training) {
   place_layers();
   backend::Backend& ops = this->ops();
@@ -59,7 +74,7 @@ const Tensor& Bidirectional::forward(const Tensor& x, bool training) {
   forward_out_ = &ahead;
   const Tensor& behind = backward_->forward(x, training);
   if (sequences_)
-    reverse_steps(behind, backward_out_, units_);
+    reverse_steps(ops, behind, backward_out_, steps_, units_);
   else
     backward_out_ = behind;
   Shape shape = ahead.shape();
@@ -115,7 +130,7 @@ const Tensor& Bidirectional::backward(const Tensor& grad_output, bool need_input
       break;
   }
   if (sequences_) {
-    reverse_steps(*d_behind, d_backward_steps_, units_);
+    reverse_steps(ops, *d_behind, d_backward_steps_, steps_, units_);
     d_behind = &d_backward_steps_;
   }
   const Tensor& dx_ahead = forward_->backward(*d_ahead, need_input_grad);
@@ -135,11 +150,26 @@ std::vector<Parameter*> Bidirectional::parameters() {
 }
 
 std::vector<RuledWeight> Bidirectional::ruled_weights() {
-  std::vector<RuledWeight> out;
-  for (Layer* layer : {forward_.get(), backward_.get()})
-    if (WeightRules* rules = weight_rules_of(*layer))
-      for (const RuledWeight& w : rules->ruled_weights()) out.push_back(w);
+  std::vector<RuledWeight> out = forward_->ruled_weights();
+  for (const RuledWeight& w : backward_->ruled_weights()) out.push_back(w);
   return out;
+}
+
+// Keras' config: the wrapped layer (and a backward layer the config gave) under its own name, as
+// Keras 2 writes it (Keras 3 takes either).
+nlohmann::json Bidirectional::config() const {
+  const auto entry = [](const Recurrent& layer, const std::string& prefix) {
+    nlohmann::json config = layer.config();
+    config["name"] = layer.name().substr(prefix.size());
+    return nlohmann::json{{"class_name", layer.class_name()}, {"config", config}};
+  };
+  nlohmann::json c = {{"name", name()},
+                      {"trainable", trainable()},
+                      {"dtype", "float32"},
+                      {"layer", entry(*forward_, "forward_")},
+                      {"merge_mode", merge_mode_name(merge_)}};
+  if (own_backward_) c["backward_layer"] = entry(*backward_, "backward_");
+  return c;
 }
 
 std::vector<std::uint64_t> Bidirectional::random_state() const {
@@ -159,8 +189,8 @@ void Bidirectional::set_random_state(const std::vector<std::uint64_t>& state) {
 }
 
 void Bidirectional::use_keras2_definitions() {
-  for (Layer* layer : {forward_.get(), backward_.get()})
-    if (auto* definitions = keras_two_definitions_of(*layer)) definitions->use_keras2_definitions();
+  forward_->use_keras2_definitions();
+  backward_->use_keras2_definitions();
 }
 
 }  // namespace tandem::nn

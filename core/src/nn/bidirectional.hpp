@@ -14,9 +14,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nn/layer_extensions.hpp"
+#include "nn/recurrent.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -25,6 +27,10 @@ TANDEM_INTERNAL_API_BEGIN
 namespace tandem::nn {
 
 enum class MergeMode { concat, sum, ave, mul };
+
+/// Keras' name of a merge mode ("concat") and the mode of a name (nullopt for none).
+std::string merge_mode_name(MergeMode mode);
+std::optional<MergeMode> merge_mode_named(const std::string& name);
 
 /// The name of a Bidirectional's layer for direction `prefix` ("forward_", "backward_") whose
 /// config names it `name`: the prefix added unless the name has it already (Keras 3 writes its
@@ -39,15 +45,16 @@ class Bidirectional : public Layer,
                       public MaskedSteps {
  public:
   /// `forward` and `backward` are recurrent layers alike but for the step order (backward's
-  /// go_backwards the opposite of forward's), already named; `config` is what config() returns.
-  Bidirectional(std::string name, std::unique_ptr<Layer> forward, std::unique_ptr<Layer> backward,
-                MergeMode merge, bool sequences, nlohmann::json config);
+  /// go_backwards the opposite of forward's), named as direction_layer_name names them;
+  /// `own_backward`: the config gave the backward layer (config() writes it back then).
+  Bidirectional(std::string name, std::unique_ptr<Recurrent> forward,
+                std::unique_ptr<Recurrent> backward, MergeMode merge, bool own_backward);
   std::string class_name() const override { return "Bidirectional"; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
-  nlohmann::json config() const override { return config_; }
+  nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
   std::vector<std::uint64_t> random_state() const override;
   void set_random_state(const std::vector<std::uint64_t>& state) override;
@@ -57,15 +64,13 @@ class Bidirectional : public Layer,
   const Tensor* output_mask() const override { return sequences_ ? input_mask_ : nullptr; }
 
  private:
-  /// `to` = `from` (batch, steps, width) with its steps in reverse order.
-  void reverse_steps(const Tensor& from, Tensor& to, std::int64_t width);
   /// The two layers on this layer's backend, their rows where this layer's are.
   void place_layers();
 
-  std::unique_ptr<Layer> forward_, backward_;
+  std::unique_ptr<Recurrent> forward_, backward_;
   MergeMode merge_;
-  bool sequences_;
-  nlohmann::json config_;
+  bool own_backward_;
+  bool sequences_;  // the layers' return_sequences
   std::int64_t steps_ = 0, units_ = 0;
   const Tensor* input_mask_ = nullptr;   // Keras' mask of the padding steps, both layers read it
   const Tensor* forward_out_ = nullptr;  // the last forward's outputs (the layers' buffers)

@@ -5,9 +5,6 @@
 
 namespace tandem::nn {
 
-namespace {
-
-// The axis groups of a sample of `shape` under the noise shape (its 1-axes grouped).
 backend::AxisGroups noise_groups(const Shape& shape,
                                  const std::vector<std::optional<std::int64_t>>& noise,
                                  const std::string& who) {
@@ -34,8 +31,6 @@ backend::AxisGroups noise_groups(const Shape& shape,
   }
   return g;
 }
-
-}  // namespace
 
 Dropout::Dropout(std::string name, DropoutOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {}

@@ -18,6 +18,13 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
+/// The axis groups of a sample of `shape` under Keras' noise shape `noise` (one entry per axis:
+/// null or the axis' size for a value per element, 1 for one value shared along it). Throws
+/// ShapeError naming `who` for a noise shape that does not fit.
+backend::AxisGroups noise_groups(const Shape& shape,
+                                 const std::vector<std::optional<std::int64_t>>& noise,
+                                 const std::string& who);
+
 struct DropoutOptions {
   double rate = 0;
   std::optional<std::uint64_t> seed;

@@ -1056,18 +1056,18 @@ std::unique_ptr<Layer> make_masking(ConfigObject& c, const std::string& name) {
   return std::make_unique<Masking>(name, static_cast<float>(value));
 }
 
-template <RecurrentKind Kind>
-std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) {
+std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& name,
+                                          RecurrentKind kind) {
   RecurrentOptions o;
-  o.kind = Kind;
+  o.kind = kind;
   o.units = c.positive_int("units");
   o.activation = read_cell_activation(c, "activation", ActivationKind::tanh);
-  if (Kind != RecurrentKind::simple_rnn)
+  if (kind != RecurrentKind::simple_rnn)
     o.recurrent_activation =
         read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);
   o.use_bias = c.get_bool("use_bias", true);
-  if (Kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
-  if (Kind == RecurrentKind::gru && !c.get_bool("reset_after", true))
+  if (kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
+  if (kind == RecurrentKind::gru && !c.get_bool("reset_after", true))
     throw ConfigError(c.path_of("reset_after"),
                       "only the GRU Keras builds by default (reset_after true: the reset gate "
                       "applied after the recurrent product, biases (2, 3 units)) is supported");
@@ -1085,15 +1085,22 @@ std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) 
   return std::make_unique<Recurrent>(name, o);
 }
 
+template <RecurrentKind Kind>
+std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) {
+  return read_recurrent(c, name, Kind);
+}
+
 // A recurrent layer a Bidirectional wraps, from its entry ({"class_name", "config"}) at `key`,
 // named as Keras names it (direction_layer_name: "forward_lstm"); with `flip`, go_backwards
 // turned over.
-std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std::string& prefix,
-                                    bool flip, bool& sequences, bool& backwards) {
-  const nlohmann::json& v = c.at(key);
-  ConfigObject entry(v, c.path_of(key));
+std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const std::string& prefix,
+                                        bool flip) {
+  ConfigObject entry(c.at(key), c.path_of(key));
   const std::string cls = entry.get_string("class_name");
-  if (cls != "SimpleRNN" && cls != "LSTM" && cls != "GRU")
+  const std::map<std::string, RecurrentKind> kinds{{"SimpleRNN", RecurrentKind::simple_rnn},
+                                                   {"LSTM", RecurrentKind::lstm},
+                                                   {"GRU", RecurrentKind::gru}};
+  if (!kinds.count(cls))
     throw ConfigError(entry.path_of("class_name"),
                       "Bidirectional wraps a SimpleRNN, LSTM or GRU, got '" + cls + "'");
   entry.ignore({"module", "registered_name", "build_config", "name"});
@@ -1108,63 +1115,34 @@ std::unique_ptr<Layer> make_wrapped(ConfigObject& c, const char* key, const std:
     const nlohmann::json& b = config.contains("go_backwards") ? config["go_backwards"] : nullptr;
     config["go_backwards"] = !(b.is_boolean() && b.get<bool>());
   }
-  // Keras forces a wrapped layer's masked steps to output zeros when it returns sequences.
-  const nlohmann::json& r =
-      config.contains("return_sequences") ? config["return_sequences"] : nlohmann::json(false);
-  if (r.is_boolean()) config["zero_output_for_mask"] = r.get<bool>();
   ConfigObject lc(config, entry.path_of("config"));
   lc.ignore({"name", "trainable", "dtype"});
   require_null(lc, {"activity_regularizer"});
-  sequences = lc.get_bool("return_sequences", false);
-  backwards = lc.get_bool("go_backwards", false);
-  auto layer = layer_registry().at(cls).make(lc, direction_layer_name(prefix, inner));
+  auto layer = read_recurrent(lc, direction_layer_name(prefix, inner), kinds.at(cls));
   lc.finish();
   return layer;
 }
 
 std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& name) {
-  const nlohmann::json* merge_value = c.find("merge_mode");
-  if (c.given("merge_mode") && !merge_value)
+  if (c.given("merge_mode") && !c.find("merge_mode"))
     throw ConfigError(c.path_of("merge_mode"),
                       "null (the two directions' outputs as two tensors) is not supported by "
                       "Tandem; choose concat, sum, ave or mul");
-  const std::string merge = c.one_of("merge_mode", "concat", {"concat", "sum", "ave", "mul"});
-  const MergeMode mode = merge == "sum"   ? MergeMode::sum
-                         : merge == "ave" ? MergeMode::ave
-                         : merge == "mul" ? MergeMode::mul
-                                          : MergeMode::concat;
-  bool sequences = false, backwards = false, back_sequences = false, back_backwards = false;
-  auto forward = make_wrapped(c, "layer", "forward_", false, sequences, backwards);
-  std::unique_ptr<Layer> backward;
-  if (c.has("backward_layer")) {
-    backward =
-        make_wrapped(c, "backward_layer", "backward_", false, back_sequences, back_backwards);
-    if (back_backwards == backwards)
-      throw ConfigError(c.path_of("backward_layer"),
-                        "its go_backwards must be the opposite of the forward layer's");
-    if (back_sequences != sequences)
-      throw ConfigError(c.path_of("backward_layer"),
-                        "its return_sequences must be the forward layer's");
-  } else {
-    c.ignore({"backward_layer"});
-    backward = make_wrapped(c, "layer", "backward_", true, back_sequences, back_backwards);
-  }
-  nlohmann::json config = {{"name", name},
-                           {"trainable", true},
-                           {"dtype", "float32"},
-                           {"layer", {{"class_name", forward->class_name()}}},
-                           {"merge_mode", merge}};
-  // The layers' own names, as Keras 2 writes them (Keras 3 takes either).
-  config["layer"]["config"] = forward->config();
-  config["layer"]["config"]["name"] = forward->name().substr(std::string("forward_").size());
-  if (c.has("backward_layer")) {
-    config["backward_layer"] = {{"class_name", backward->class_name()},
-                                {"config", backward->config()}};
-    config["backward_layer"]["config"]["name"] =
-        backward->name().substr(std::string("backward_").size());
-  }
+  const MergeMode mode =
+      *merge_mode_named(c.one_of("merge_mode", "concat", {"concat", "sum", "ave", "mul"}));
+  auto forward = make_wrapped(c, "layer", "forward_", false);
+  const bool own_backward = c.has("backward_layer");
+  if (!own_backward) c.ignore({"backward_layer"});
+  auto backward = own_backward ? make_wrapped(c, "backward_layer", "backward_", false)
+                               : make_wrapped(c, "layer", "backward_", true);
+  if (own_backward && backward->goes_backwards() == forward->goes_backwards())
+    throw ConfigError(c.path_of("backward_layer"),
+                      "its go_backwards must be the opposite of the forward layer's");
+  if (own_backward && backward->returns_sequences() != forward->returns_sequences())
+    throw ConfigError(c.path_of("backward_layer"),
+                      "its return_sequences must be the forward layer's");
   return std::make_unique<Bidirectional>(name, std::move(forward), std::move(backward), mode,
-                                         sequences, config);
+                                         own_backward);
 }
 
 }  // namespace

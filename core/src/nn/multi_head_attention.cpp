@@ -239,14 +239,16 @@ const Tensor* MultiHeadAttention::attention_mask(const Tensor* explicit_mask, st
   // The outer product of the query's mask and the keys' (ones where none), per sample: a batched
   // product of (tq x 1) by (1 x tv).
   const Tensor* rows = query_mask_;
-  if (!rows) rows = &ops.place(ones_, {batch, tq_});
+  if (!rows) {
+    ops.fill(ops.place(ones_, {batch, tq_}), 1.0f);
+    rows = &ones_;
+  }
   Tensor& keys = ops.place(key_mask_, {batch, tv_});
   if (key_masks_.empty())
     ops.fill(keys, 1.0f);
   else
     ops.copy(*key_masks_[0], keys);
   for (std::size_t i = 1; i < key_masks_.size(); ++i) ops.multiply(keys, *key_masks_[i], keys);
-  if (!query_mask_) ops.fill(ones_, 1.0f);
   ops.gemm({false, false, tq_, tv_, 1, backend::GemmEpilogue::none, batch}, *rows, keys, nullptr,
            ops.place(auto_mask_, {batch, tq_, tv_}));
   if (explicit_mask) ops.multiply(auto_mask_, *explicit_mask, auto_mask_);

@@ -1,5 +1,6 @@
 #include "nn/recurrent.hpp"
 
+#include "nn/dropout.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -19,6 +20,14 @@ std::string cell_name(RecurrentKind kind) {
 }
 
 }  // namespace
+
+void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
+                   std::int64_t width) {
+  ops.place(to, from.shape());
+  const std::int64_t row = steps * width;
+  for (std::int64_t t = 0; t < steps; ++t)
+    ops.copy_columns(from, row, t * width, to, row, (steps - 1 - t) * width, width);
+}
 
 Recurrent::Recurrent(std::string name, RecurrentOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
@@ -92,7 +101,10 @@ Shape Recurrent::build(const Shape& input_shape, Rng& init) {
     }
     options_.bias_constraint.build(shape);
   }
-  if (options_.dropout > 0 || options_.recurrent_dropout > 0) random_.build(init);
+  if (draws()) random_.build(init);
+  // The input's dropout mask: one value per sample and feature, shared by every step (Keras'
+  // cell input mask).
+  input_noise_ = noise_groups({steps_, features_}, {1, std::nullopt}, who());
   cell_ = {u, options_.activation, options_.recurrent_activation};
   if (options_.return_sequences) return {steps_, u};
   return {u};
@@ -135,7 +147,7 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
     Tensor c0 = step(cs_, 0, u);
     ops.fill(c0, 0.0f);
   }
-  ops.place(pre_, {rows, (options_.kind == RecurrentKind::simple_rnn ? 1 : 4) * u});
+  ops.place(pre_, {rows, pre_width()});
   ops.place(rec_, {rows_, width});
   time_major_mask();
   draw_recurrent_mask(training);
@@ -144,42 +156,34 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   return output_;
 }
 
-// x_steps_ = x time-major in processing order (reversed with go_backwards), after the input
-// dropout of a training forward.
-void Recurrent::time_major_input(const Tensor& x, bool training) {
+// `to` = `from` (batch, steps, width) time-major, in processing order (its steps reversed with
+// go_backwards).
+void Recurrent::processing_order(const Tensor& from, std::int64_t width, Tensor& to) {
   backend::Backend& ops = this->ops();
-  const Tensor* source = &x;
-  input_dropped_ = training && options_.dropout > 0;
-  if (input_dropped_) {
-    backend::DropoutDesc d = random_.next_call(options_.dropout, sample_offset());
-    // One value per sample and feature, shared by every step (Keras' cell input mask).
-    d.noise.rank = 2;
-    d.noise.dims[0] = steps_;
-    d.noise.dims[1] = features_;
-    d.noise.grouped[0] = true;
-    d.noise.grouped[1] = false;
-    d.noise.size = steps_ * features_;
-    d.noise.groups = features_;
-    d.noise.per_group = steps_;
-    ops.dropout_forward(d, x, ops.place(dx_steps_, x.shape()), ops.place(input_mask_, x.shape()),
-                        steps_ * features_);
-    source = &dx_steps_;
+  const Tensor* source = &from;
+  if (options_.go_backwards) {
+    reverse_steps(ops, from, swapped_, steps_, width);
+    source = &swapped_;
   }
-  const std::array<std::int64_t, 4> dims{1, rows_, steps_, features_};
-  const Shape shape{steps_ * rows_, features_};
-  if (!options_.go_backwards) {
-    ops.swap_middle_axes(*source, dims, ops.place(x_steps_, shape));
-    return;
-  }
-  ops.swap_middle_axes(*source, dims, ops.place(swapped_, shape));
-  ops.place(x_steps_, shape);
-  for (std::int64_t t = 0; t < steps_; ++t) {
-    Tensor to = step(x_steps_, steps_ - 1 - t, features_);
-    ops.copy(step(swapped_, t, features_), to);
-  }
+  ops.swap_middle_axes(*source, {1, rows_, steps_, width}, ops.place(to, {steps_ * rows_, width}));
 }
 
-// steps_mask_ = the Keras mask of this forward's steps, time-major in processing order.
+// x_steps_ = x in processing order, after the input dropout of a training forward.
+void Recurrent::time_major_input(const Tensor& x, bool training) {
+  input_dropped_ = training && options_.dropout > 0;
+  if (!input_dropped_) {
+    processing_order(x, features_, x_steps_);
+    return;
+  }
+  backend::Backend& ops = this->ops();
+  backend::DropoutDesc d = random_.next_call(options_.dropout, sample_offset());
+  d.noise = input_noise_;
+  ops.dropout_forward(d, x, ops.place(dx_steps_, x.shape()), ops.place(input_mask_, x.shape()),
+                      steps_ * features_);
+  processing_order(dx_steps_, features_, x_steps_);
+}
+
+// steps_mask_ = the Keras mask of this forward's steps, in processing order.
 void Recurrent::time_major_mask() {
   masked_ = sequence_mask_ != nullptr;
   if (!masked_) return;
@@ -187,19 +191,7 @@ void Recurrent::time_major_mask() {
     throw ShapeError(who() + ": a mask of shape " + shape_to_string(sequence_mask_->shape()) +
                      " for inputs of " + std::to_string(rows_) + " sequences of " +
                      std::to_string(steps_) + " steps");
-  backend::Backend& ops = this->ops();
-  const std::array<std::int64_t, 4> dims{1, rows_, steps_, 1};
-  const Shape shape{steps_ * rows_};
-  if (!options_.go_backwards) {
-    ops.swap_middle_axes(*sequence_mask_, dims, ops.place(steps_mask_, shape));
-    return;
-  }
-  ops.swap_middle_axes(*sequence_mask_, dims, ops.place(swapped_, shape));  // scratch here
-  ops.place(steps_mask_, shape);
-  for (std::int64_t t = 0; t < steps_; ++t) {
-    Tensor to = step(steps_mask_, steps_ - 1 - t, 1);
-    ops.copy(step(swapped_, t, 1), to);
-  }
+  processing_order(*sequence_mask_, 1, steps_mask_);
 }
 
 // The recurrent dropout mask of a training forward: 1 / (1 - rate) or 0 per sample and unit.
@@ -230,7 +222,7 @@ void Recurrent::run_cell(std::int64_t s) {
             gru_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
            h_in, recurrent_kernel_.value, gru_bias ? &bias : nullptr, rec_);
   const Tensor xw = step(xw_, s, width);
-  Tensor pre = step(pre_, s, pre_.size() / (steps_ * rows_));
+  Tensor pre = step(pre_, s, pre_width());
   Tensor h = step(hs_, s + 1, u);
   switch (options_.kind) {
     case RecurrentKind::simple_rnn:
@@ -341,7 +333,7 @@ void Recurrent::step_gradient(std::int64_t s, const Tensor& grad_output) {
 void Recurrent::cell_backward(std::int64_t s, const Tensor& dh, Tensor* dc) {
   backend::Backend& ops = this->ops();
   const std::int64_t u = options_.units, width = gates() * u;
-  const Tensor pre = step(pre_, s, pre_.size() / (steps_ * rows_));
+  const Tensor pre = step(pre_, s, pre_width());
   Tensor d_xw = step(d_xw_, s, width);
   switch (options_.kind) {
     case RecurrentKind::simple_rnn:
@@ -386,17 +378,10 @@ void Recurrent::input_gradient() {
   const std::int64_t width = gates() * options_.units, rows = steps_ * rows_;
   ops.gemm({false, true, rows, features_, width}, d_xw_, kernel_.value, nullptr,
            ops.place(dx_steps_, {rows, features_}));
-  const Tensor* source = &dx_steps_;
-  if (options_.go_backwards) {
-    ops.place(swapped_, {rows, features_});
-    for (std::int64_t t = 0; t < steps_; ++t) {
-      Tensor to = step(swapped_, steps_ - 1 - t, features_);
-      ops.copy(step(dx_steps_, t, features_), to);
-    }
-    source = &swapped_;
-  }
-  ops.swap_middle_axes(*source, {1, steps_, rows_, features_},
-                       ops.place(grad_input_, {rows_, steps_, features_}));
+  const Shape shape{rows_, steps_, features_};
+  Tensor& batch_major = ops.place(options_.go_backwards ? swapped_ : grad_input_, shape);
+  ops.swap_middle_axes(dx_steps_, {1, steps_, rows_, features_}, batch_major);
+  if (options_.go_backwards) reverse_steps(ops, swapped_, grad_input_, steps_, features_);
   if (input_dropped_) ops.multiply(grad_input_, input_mask_, grad_input_);
 }
 
@@ -448,12 +433,12 @@ std::vector<RuledWeight> Recurrent::ruled_weights() {
 }
 
 std::vector<std::uint64_t> Recurrent::random_state() const {
-  if (options_.dropout > 0 || options_.recurrent_dropout > 0) return random_.state();
+  if (draws()) return random_.state();
   return {};
 }
 
 void Recurrent::set_random_state(const std::vector<std::uint64_t>& state) {
-  if (options_.dropout > 0 || options_.recurrent_dropout > 0) random_.set_state(state, name());
+  if (draws()) random_.set_state(state, name());
 }
 
 void Recurrent::use_keras2_definitions() {

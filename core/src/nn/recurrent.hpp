@@ -40,6 +40,10 @@ namespace tandem::nn {
 
 enum class RecurrentKind { simple_rnn, lstm, gru };
 
+/// `to` = `from` (batch, steps, width; on `ops`' device) with its steps in reverse order.
+void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
+                   std::int64_t width);
+
 struct RecurrentOptions {
   RecurrentKind kind = RecurrentKind::lstm;
   std::int64_t units = 0;
@@ -74,6 +78,10 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   std::vector<std::uint64_t> random_state() const override;
   void set_random_state(const std::vector<std::uint64_t>& state) override;
   void use_keras2_definitions() override;
+  bool returns_sequences() const { return options_.return_sequences; }
+  bool goes_backwards() const { return options_.go_backwards; }
+  /// Keras' zero_output_for_mask (Bidirectional sets it to return_sequences, as Keras does).
+  void set_zero_output_for_mask(bool zero) { options_.zero_output_for_mask = zero; }
   bool output_masked(bool input_masked) const override {
     return input_masked && options_.return_sequences;
   }
@@ -91,6 +99,13 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   /// The GRU's input bias (row 0 of its bias) or the whole bias; its recurrent bias (row 1).
   Tensor input_bias(const Tensor& bias) const;
   Tensor recurrent_bias(const Tensor& bias) const;
+  /// Whether the layer draws random numbers (dropout or recurrent dropout).
+  bool draws() const { return options_.dropout > 0 || options_.recurrent_dropout > 0; }
+  /// What `pre_` keeps per unit of a step: 4 for LSTM and GRU, SimpleRNN's pre-activation 1.
+  std::int64_t pre_width() const {
+    return (options_.kind == RecurrentKind::simple_rnn ? 1 : 4) * options_.units;
+  }
+  void processing_order(const Tensor& from, std::int64_t width, Tensor& to);
   void time_major_input(const Tensor& x, bool training);
   void time_major_mask();
   /// With a mask, step s's rows: 1 where the step is kept (a view of steps_mask_).
@@ -116,6 +131,7 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   // LSTM's c, step s's input at s, its output at s + 1) and h_prev as the recurrent product read
   // it (recurrent dropout; else hs_ itself).
   Tensor x_steps_, xw_, rec_, pre_, hs_, cs_, h_dropped_;
+  backend::AxisGroups input_noise_;            // the input dropout's: one value along the steps
   Tensor input_mask_, recurrent_mask_, ones_;  // dropout masks (training forwards only)
   bool input_dropped_ = false, recurrent_dropped_ = false;
   // Keras' mask of the padding steps (borrowed, (batch, steps)), time-major in processing order

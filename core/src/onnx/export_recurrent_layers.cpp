@@ -7,7 +7,6 @@
 // order, its reset_after is linear_before_reset); Keras' one bias is ONNX's input bias, the
 // recurrent bias zeros (the GRU's second row). A Bidirectional layer is ONNX's bidirectional
 // direction.
-#include "nn/bidirectional.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -49,8 +48,8 @@ std::vector<float> onnx_weight(const Tensor& kernel, std::int64_t units,
 }
 
 // One direction of an ONNX recurrent operator: its W, R and B in ONNX's layouts and its
-// activations in ONNX's names, from a Keras layer of class `cls` whose weights are the call's
-// "<prefix><cell>/kernel", ... and whose config is `config`.
+// activations in ONNX's names, from a Keras layer of class `cls` whose weights are `weights`
+// (kernel, recurrent kernel and, with use_bias, bias: Keras' order) and config `config`.
 struct Direction {
   std::string op;  // RNN, LSTM or GRU
   std::int64_t units = 0, features = 0, gates = 0;
@@ -60,12 +59,9 @@ struct Direction {
 };
 
 Direction direction(const LayerCall& call, const std::string& cls, const nlohmann::json& config,
-                    const std::string& prefix) {
-  const std::string cell = cls == "LSTM"  ? "lstm_cell"
-                           : cls == "GRU" ? "gru_cell"
-                                          : "simple_rnn_cell";
-  const Tensor& kernel = call.weight(prefix + cell + "/kernel");
-  const Tensor& recurrent = call.weight(prefix + cell + "/recurrent_kernel");
+                    const std::vector<Parameter*>& weights) {
+  const Tensor& kernel = weights.at(0)->value;
+  const Tensor& recurrent = weights.at(1)->value;
   Direction d;
   d.op = cls == "SimpleRNN" ? "RNN" : cls;
   d.units = recurrent.dim(0);
@@ -97,8 +93,8 @@ Direction direction(const LayerCall& call, const std::string& cls, const nlohman
   // Biases: [2 · gates · units], the input's then the recurrent's.
   const std::int64_t width = d.gates * d.units;
   d.b.assign(static_cast<std::size_t>(2 * width), 0.0f);
-  if (call.has_weight(prefix + cell + "/bias")) {
-    const Tensor& b = call.weight(prefix + cell + "/bias");
+  if (weights.size() > 2) {
+    const Tensor& b = weights[2]->value;
     for (std::int64_t row = 0; row < b.size() / width; ++row)
       for (std::int64_t k = 0; k < d.gates; ++k)
         for (std::int64_t u = 0; u < d.units; ++u)
@@ -178,7 +174,8 @@ OnnxValue export_recurrent(LayerCall& call) {
   refuse_masked(call);
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
-  const Direction d = direction(call, call.layer.class_name(), call.config, "");
+  const Direction d =
+      direction(call, call.layer.class_name(), call.config, call.layer.parameters());
   std::int64_t steps = 0;
   const std::string sequence =
       time_major_input(call, call.config.value("go_backwards", false), steps);
@@ -207,12 +204,11 @@ OnnxValue export_bidirectional(LayerCall& call) {
       call.config.contains("backward_layer") ? call.config["backward_layer"]["config"] : config;
   if (config.value("go_backwards", false))
     call.refuse("its forward layer runs backwards (go_backwards), which ONNX's directions do not");
-  const std::string name = config.value("name", "");
-  const std::string back_name = back.value("name", "");
-  const Direction ahead =
-      direction(call, cls, config, nn::direction_layer_name("forward_", name) + "/");
-  const Direction behind =
-      direction(call, cls, back, nn::direction_layer_name("backward_", back_name) + "/");
+  // The forward layer's weights, then the backward layer's (Bidirectional's order).
+  const std::vector<Parameter*> weights = call.layer.parameters();
+  const auto split = weights.begin() + (config.value("use_bias", true) ? 3 : 2);
+  const Direction ahead = direction(call, cls, config, {weights.begin(), split});
+  const Direction behind = direction(call, cls, back, {split, weights.end()});
   std::int64_t steps = 0;
   const std::string y = recurrent_node(call, time_major_input(call, false, steps), {ahead, behind});
   const std::string merge = call.config.value("merge_mode", "concat");

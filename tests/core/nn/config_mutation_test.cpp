@@ -124,6 +124,13 @@ json resource_model(const char* name) {
   return load_json_file(test::source_dir() / "resources/configs" / name)["model"];
 }
 
+// The model of a run_config fuzz seed (tests/fuzz/corpus/run_config_fuzz/<file>), fuzzed.
+void fuzz_seed_model(const char* file, std::uint64_t seed, int rounds) {
+  fuzz_model(
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz" / file)["model"],
+      seed, rounds);
+}
+
 TEST(ConfigMutation, KerasSequentialConfigsNeverFailButWithTheirPlace) {
   fuzz_model(resource_model("fashion-mlp.json"), 1, 3000);
   fuzz_model(resource_model("fashion-cnn.json"), 2, 1000);
@@ -157,31 +164,23 @@ TEST(ConfigMutation, SeveralInputsAndOutputsNeverFailButWithTheirPlace) {
 
 TEST(ConfigMutation, NestedModelsNeverFailButWithTheirPlace) {
   // A siamese encoder (a Functional model called twice) and a Sequential head, nested.
-  const json run =
-      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/nested-models.json");
-  fuzz_model(run["model"], 8, 3000);
+  fuzz_seed_model("nested-models.json", 8, 3000);
 }
 
 TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
   // Discretization's modes and a CategoryEncoding of its bins.
-  const json run =
-      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/categories.json");
-  fuzz_model(run["model"], 9, 2000);
+  fuzz_seed_model("categories.json", 9, 2000);
 }
 
 TEST(ConfigMutation, RecurrentLayersNeverFailButWithTheirPlace) {
   // An LSTM with both dropouts, a GRU backwards with its own gate activation and a regularizer,
   // and a SimpleRNN without bias, stacked.
-  const json run =
-      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/recurrent.json");
-  fuzz_model(run["model"], 10, 2000);
+  fuzz_seed_model("recurrent.json", 10, 2000);
 }
 
 TEST(ConfigMutation, MaskedStepsNeverFailButWithTheirPlace) {
   // Embedding's mask_zero through Dropout, a Bidirectional GRU, Masking again and an LSTM.
-  const json run =
-      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/masked-steps.json");
-  fuzz_model(run["model"], 11, 2000);
+  fuzz_seed_model("masked-steps.json", 11, 2000);
 }
 
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {

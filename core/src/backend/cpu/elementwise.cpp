@@ -22,15 +22,10 @@ void each(std::int64_t n, F f) {
   });
 }
 
-void require_all(const Backend& backend, std::initializer_list<const Tensor*> tensors,
-                 const char* operation) {
-  for (const Tensor* t : tensors) require_device(backend, *t, operation);
-}
-
 }  // namespace
 
 void CpuBackend::subtract(const Tensor& a, const Tensor& b, Tensor& out) {
-  require_all(*this, {&a, &b, &out}, "subtract");
+  require_device(*this, {&a, &b, &out}, "subtract");
   check_same_sizes(a.size(), b.size(), out.size(), "subtract");
   const float* ap = a.data();
   const float* bp = b.data();
@@ -39,7 +34,7 @@ void CpuBackend::subtract(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CpuBackend::affine(const Tensor& x, float scale, float offset, Tensor& out) {
-  require_all(*this, {&x, &out}, "affine");
+  require_device(*this, {&x, &out}, "affine");
   check_same_sizes(x.size(), out.size(), out.size(), "affine");
   const float* xp = x.data();
   float* op = out.data();
@@ -63,7 +58,7 @@ bool CpuBackend::scale_checking_finite(Tensor& values, float factor) {
 
 void CpuBackend::column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,
                                Tensor& y, std::int64_t cols) {
-  require_all(*this, {&x, &scale, &y}, "column_affine");
+  require_device(*this, {&x, &scale, &y}, "column_affine");
   if (shift) require_device(*this, *shift, "column_affine");
   check_column_affine(x, scale, shift, y, cols);
   const float* xp = x.data();
@@ -78,7 +73,7 @@ void CpuBackend::column_affine(const Tensor& x, const Tensor& scale, const Tenso
 
 void CpuBackend::normalization_factors(const Tensor& mean, const Tensor& variance, bool invert,
                                        Tensor& scale, Tensor& shift) {
-  require_all(*this, {&mean, &variance, &scale, &shift}, "normalization_factors");
+  require_device(*this, {&mean, &variance, &scale, &shift}, "normalization_factors");
   check_same_sizes(mean.size(), variance.size(), scale.size(), "normalization_factors");
   check_same_sizes(mean.size(), variance.size(), shift.size(), "normalization_factors");
   for (std::int64_t c = 0; c < mean.size(); ++c)
@@ -88,7 +83,7 @@ void CpuBackend::normalization_factors(const Tensor& mean, const Tensor& varianc
 
 void CpuBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor& out,
                                 Tensor& winner) {
-  require_all(*this, {&x, &out, &winner}, "extreme_update");
+  require_device(*this, {&x, &out, &winner}, "extreme_update");
   check_same_sizes(x.size(), out.size(), winner.size(), "extreme_update");
   const float* xp = x.data();
   float* op = out.data();
@@ -103,7 +98,7 @@ void CpuBackend::extreme_update(bool maximum, const Tensor& x, int index, Tensor
 }
 
 void CpuBackend::route_gradient(const Tensor& winner, int index, const Tensor& dy, Tensor& dx) {
-  require_all(*this, {&winner, &dy, &dx}, "route_gradient");
+  require_device(*this, {&winner, &dy, &dx}, "route_gradient");
   check_same_sizes(winner.size(), dy.size(), dx.size(), "route_gradient");
   const float* wp = winner.data();
   const float* g = dy.data();
@@ -114,7 +109,7 @@ void CpuBackend::route_gradient(const Tensor& winner, int index, const Tensor& d
 
 void CpuBackend::shaped_activation_forward(const ShapedActivation& a, const Tensor& x,
                                            Tensor& y) {
-  require_all(*this, {&x, &y}, "shaped_activation_forward");
+  require_device(*this, {&x, &y}, "shaped_activation_forward");
   check_same_sizes(x.size(), y.size(), y.size(), "shaped_activation_forward");
   const float* xp = x.data();
   float* yp = y.data();
@@ -123,7 +118,7 @@ void CpuBackend::shaped_activation_forward(const ShapedActivation& a, const Tens
 
 void CpuBackend::shaped_activation_backward(const ShapedActivation& a, const Tensor& x,
                                             const Tensor& dy, Tensor& dx) {
-  require_all(*this, {&x, &dy, &dx}, "shaped_activation_backward");
+  require_device(*this, {&x, &dy, &dx}, "shaped_activation_backward");
   check_same_sizes(x.size(), dy.size(), dx.size(), "shaped_activation_backward");
   const float* xp = x.data();
   const float* g = dy.data();
@@ -135,7 +130,7 @@ void CpuBackend::shaped_activation_backward(const ShapedActivation& a, const Ten
 
 void CpuBackend::prelu_forward(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
                                Tensor& y) {
-  require_all(*this, {&x, &alpha, &y}, "prelu_forward");
+  require_device(*this, {&x, &alpha, &y}, "prelu_forward");
   prelu_rows(d, x, alpha, &y, nullptr);
   const float* xp = x.data();
   const float* ap = alpha.data();
@@ -147,7 +142,7 @@ void CpuBackend::prelu_forward(const PreluDesc& d, const Tensor& x, const Tensor
 
 void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tensor& alpha,
                                 const Tensor& dy, Tensor* dx, Tensor* d_alpha) {
-  require_all(*this, {&x, &alpha, &dy}, "prelu_backward");
+  require_device(*this, {&x, &alpha, &dy}, "prelu_backward");
   if (dx) require_device(*this, *dx, "prelu_backward");
   if (d_alpha) require_device(*this, *d_alpha, "prelu_backward");
   const std::int64_t rows = prelu_rows(d, x, alpha, &dy, dx);
@@ -170,7 +165,7 @@ void CpuBackend::prelu_backward(const PreluDesc& d, const Tensor& x, const Tenso
 }
 
 void CpuBackend::add_penalty_gradient(const Tensor& w, float l1, float l2, Tensor& grad) {
-  require_all(*this, {&w, &grad}, "add_penalty_gradient");
+  require_device(*this, {&w, &grad}, "add_penalty_gradient");
   check_same_sizes(w.size(), grad.size(), grad.size(), "add_penalty_gradient");
   const float* p = w.data();
   float* g = grad.data();

@@ -2,8 +2,6 @@
 // batch, rows split by threads (each unit's arithmetic reads and writes its own row only); and
 // the sequence masks recurrent layers read (a row's mask, a choice between rows).
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -22,16 +20,11 @@ void each_unit(std::int64_t rows, std::int64_t units, F f) {
   });
 }
 
-void require_all(const Backend& backend, std::initializer_list<const Tensor*> tensors,
-                 const char* operation) {
-  for (const Tensor* t : tensors) require_device(backend, *t, operation);
-}
-
 }  // namespace
 
 void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
                                    const Tensor& c_prev, Tensor& pre, Tensor& c, Tensor& h) {
-  require_all(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
+  require_device(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
   const std::int64_t rows = recurrent_rows(
       d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
   const std::int64_t u = d.units;
@@ -44,7 +37,7 @@ void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw,
 void CpuBackend::lstm_step_backward(const RecurrentCellDesc& d, const Tensor& pre,
                                     const Tensor& c_prev, const Tensor& c, const Tensor& dh,
                                     Tensor& dc, Tensor& d_pre) {
-  require_all(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
+  require_device(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
   const std::int64_t rows = recurrent_rows(
       d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
   const std::int64_t u = d.units;
@@ -56,7 +49,7 @@ void CpuBackend::lstm_step_backward(const RecurrentCellDesc& d, const Tensor& pr
 
 void CpuBackend::gru_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
                                   const Tensor& h_prev, Tensor& pre, Tensor& h) {
-  require_all(*this, {&xw, &rec, &h_prev, &pre, &h}, "gru_step_forward");
+  require_device(*this, {&xw, &rec, &h_prev, &pre, &h}, "gru_step_forward");
   const std::int64_t rows = recurrent_rows(
       d, {{&xw, 3}, {&rec, 3}, {&pre, 4}, {&h_prev, 1}, {&h, 1}}, "gru_step_forward");
   const std::int64_t u = d.units;
@@ -69,7 +62,7 @@ void CpuBackend::gru_step_forward(const RecurrentCellDesc& d, const Tensor& xw, 
 void CpuBackend::gru_step_backward(const RecurrentCellDesc& d, const Tensor& pre,
                                    const Tensor& h_prev, const Tensor& dh, Tensor& d_xw,
                                    Tensor& d_rec, Tensor& dh_prev) {
-  require_all(*this, {&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev}, "gru_step_backward");
+  require_device(*this, {&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev}, "gru_step_backward");
   const std::int64_t rows =
       recurrent_rows(d, {{&pre, 4}, {&d_xw, 3}, {&d_rec, 3}, {&h_prev, 1}, {&dh, 1}, {&dh_prev, 1}},
                      "gru_step_backward");
@@ -82,11 +75,8 @@ void CpuBackend::gru_step_backward(const RecurrentCellDesc& d, const Tensor& pre
 }
 
 void CpuBackend::sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) {
-  require_all(*this, {&x, &mask}, "sequence_mask");
-  if (features <= 0 || x.size() != mask.size() * features)
-    throw std::logic_error("backend operation sequence_mask: " + std::to_string(x.size()) +
-                           " values are not " + std::to_string(mask.size()) + " rows of " +
-                           std::to_string(features));
+  require_device(*this, {&x, &mask}, "sequence_mask");
+  check_sequence_mask(x, features, mask);
   const float* xp = x.data();
   float* m = mask.data();
   cpu::parallel_for(mask.size(), cpu::kMemoryBoundChunk / features,
@@ -98,8 +88,7 @@ void CpuBackend::sequence_mask(const Tensor& x, float value, std::int64_t featur
 
 void CpuBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
                              std::int64_t cols) {
-  require_all(*this, {&mask, &a, &out}, "select_rows");
-  if (b) require_device(*this, *b, "select_rows");
+  require_device(*this, {&mask, &a, b, &out}, "select_rows");
   const std::int64_t rows = select_rows_count(mask, a, b, out, cols);
   const float* m = mask.data();
   const float* ap = a.data();
@@ -114,7 +103,7 @@ void CpuBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* 
 
 void CpuBackend::masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y,
                                       std::int64_t steps, std::int64_t channels) {
-  require_all(*this, {&x, &mask, &y}, "masked_average_steps");
+  require_device(*this, {&x, &mask, &y}, "masked_average_steps");
   const std::int64_t samples = masked_average_samples(x, mask, y, steps, channels);
   each_unit(samples, channels, [&](std::int64_t b, std::int64_t c) {
     y.data()[b * channels + c] = math::masked_step_mean(
@@ -124,12 +113,17 @@ void CpuBackend::masked_average_steps(const Tensor& x, const Tensor& mask, Tenso
 
 void CpuBackend::masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
                                                std::int64_t steps, std::int64_t channels) {
-  require_all(*this, {&dy, &mask, &dx}, "masked_average_steps_backward");
+  require_device(*this, {&dy, &mask, &dx}, "masked_average_steps_backward");
   const std::int64_t samples = masked_average_samples(dx, mask, dy, steps, channels);
-  each_unit(samples * steps, channels, [&](std::int64_t row, std::int64_t c) {
-    const std::int64_t b = row / steps, t = row % steps;
-    dx.data()[row * channels + c] = math::masked_step_mean_gradient(
-        dy.data()[b * channels + c], mask.data() + b * steps, steps, t);
+  cpu::parallel_for(samples, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const float* m = mask.data() + b * steps;
+      const float kept = math::masked_step_count(m, steps);
+      for (std::int64_t t = 0; t < steps; ++t)
+        for (std::int64_t c = 0; c < channels; ++c)
+          dx.data()[(b * steps + t) * channels + c] =
+              math::masked_step_mean_gradient(dy.data()[b * channels + c], m[t], kept);
+    }
   });
 }
 

@@ -50,8 +50,7 @@ void CudaBackend::column_affine(const Tensor& x, const Tensor& scale, const Tens
 
 void CudaBackend::normalization_factors(const Tensor& mean, const Tensor& variance, bool invert,
                                         Tensor& scale, Tensor& shift) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &variance, &scale, &shift})
-    require(*t, "normalization_factors");
+  backend::require_device(*this, {&mean, &variance, &scale, &shift}, "normalization_factors");
   backend::check_same_sizes(mean.size(), variance.size(), scale.size(), "normalization_factors");
   backend::check_same_sizes(mean.size(), variance.size(), shift.size(), "normalization_factors");
   cuda::normalization_factors(mean.data(), variance.data(), invert, scale.data(), shift.data(),
@@ -237,21 +236,14 @@ void CudaBackend::upsample_backward(const backend::UpsampleDesc& desc, const Ten
 }
 
 void CudaBackend::sequence_mask(const Tensor& x, float value, std::int64_t features, Tensor& mask) {
-  require(x, "sequence_mask");
-  require(mask, "sequence_mask");
-  if (features <= 0 || x.size() != mask.size() * features)
-    throw std::logic_error("backend operation sequence_mask: " + std::to_string(x.size()) +
-                           " values are not " + std::to_string(mask.size()) + " rows of " +
-                           std::to_string(features));
+  backend::require_device(*this, {&x, &mask}, "sequence_mask");
+  backend::check_sequence_mask(x, features, mask);
   cuda::sequence_mask(x.data(), value, features, mask.data(), mask.size(), stream_);
 }
 
 void CudaBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor* b, Tensor& out,
                               std::int64_t cols) {
-  require(mask, "select_rows");
-  require(a, "select_rows");
-  if (b) require(*b, "select_rows");
-  require(out, "select_rows");
+  backend::require_device(*this, {&mask, &a, b, &out}, "select_rows");
   const std::int64_t rows = backend::select_rows_count(mask, a, b, out, cols);
   cuda::select_rows(mask.data(), a.data(), b ? b->data() : nullptr, out.data(), rows, cols,
                     stream_);
@@ -259,16 +251,14 @@ void CudaBackend::select_rows(const Tensor& mask, const Tensor& a, const Tensor*
 
 void CudaBackend::masked_average_steps(const Tensor& x, const Tensor& mask, Tensor& y,
                                        std::int64_t steps, std::int64_t channels) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &mask, &y})
-    require(*t, "masked_average_steps");
+  backend::require_device(*this, {&x, &mask, &y}, "masked_average_steps");
   const std::int64_t samples = backend::masked_average_samples(x, mask, y, steps, channels);
   cuda::masked_average_steps(x.data(), mask.data(), y.data(), samples, steps, channels, stream_);
 }
 
 void CudaBackend::masked_average_steps_backward(const Tensor& dy, const Tensor& mask, Tensor& dx,
                                                 std::int64_t steps, std::int64_t channels) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &mask, &dx})
-    require(*t, "masked_average_steps_backward");
+  backend::require_device(*this, {&dy, &mask, &dx}, "masked_average_steps_backward");
   const std::int64_t samples = backend::masked_average_samples(dx, mask, dy, steps, channels);
   cuda::masked_average_steps_backward(dy.data(), mask.data(), dx.data(), samples, steps, channels,
                                       stream_);
@@ -277,8 +267,7 @@ void CudaBackend::masked_average_steps_backward(const Tensor& dy, const Tensor& 
 void CudaBackend::lstm_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
                                     const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
                                     Tensor& h) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&xw, &rec, &c_prev, &pre, &c, &h})
-    require(*t, "lstm_step_forward");
+  backend::require_device(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
   const std::int64_t rows = backend::recurrent_rows(
       d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
   cuda::lstm_step_forward(d, xw.data(), rec.data(), c_prev.data(), pre.data(), c.data(), h.data(),
@@ -288,8 +277,7 @@ void CudaBackend::lstm_step_forward(const backend::RecurrentCellDesc& d, const T
 void CudaBackend::lstm_step_backward(const backend::RecurrentCellDesc& d, const Tensor& pre,
                                      const Tensor& c_prev, const Tensor& c, const Tensor& dh,
                                      Tensor& dc, Tensor& d_pre) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&pre, &c_prev, &c, &dh, &dc, &d_pre})
-    require(*t, "lstm_step_backward");
+  backend::require_device(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
   const std::int64_t rows = backend::recurrent_rows(
       d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
   cuda::lstm_step_backward(d, pre.data(), c_prev.data(), c.data(), dh.data(), dc.data(),
@@ -299,8 +287,7 @@ void CudaBackend::lstm_step_backward(const backend::RecurrentCellDesc& d, const 
 void CudaBackend::gru_step_forward(const backend::RecurrentCellDesc& d, const Tensor& xw,
                                    const Tensor& rec, const Tensor& h_prev, Tensor& pre,
                                    Tensor& h) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&xw, &rec, &h_prev, &pre, &h})
-    require(*t, "gru_step_forward");
+  backend::require_device(*this, {&xw, &rec, &h_prev, &pre, &h}, "gru_step_forward");
   const std::int64_t rows = backend::recurrent_rows(
       d, {{&xw, 3}, {&rec, 3}, {&pre, 4}, {&h_prev, 1}, {&h, 1}}, "gru_step_forward");
   cuda::gru_step_forward(d, xw.data(), rec.data(), h_prev.data(), pre.data(), h.data(), rows,
@@ -310,9 +297,8 @@ void CudaBackend::gru_step_forward(const backend::RecurrentCellDesc& d, const Te
 void CudaBackend::gru_step_backward(const backend::RecurrentCellDesc& d, const Tensor& pre,
                                     const Tensor& h_prev, const Tensor& dh, Tensor& d_xw,
                                     Tensor& d_rec, Tensor& dh_prev) {
-  for (const Tensor* t :
-       std::initializer_list<const Tensor*>{&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev})
-    require(*t, "gru_step_backward");
+  backend::require_device(*this, {&pre, &h_prev, &dh, &d_xw, &d_rec, &dh_prev},
+                          "gru_step_backward");
   const std::int64_t rows = backend::recurrent_rows(
       d, {{&pre, 4}, {&d_xw, 3}, {&d_rec, 3}, {&h_prev, 1}, {&dh, 1}, {&dh_prev, 1}},
       "gru_step_backward");

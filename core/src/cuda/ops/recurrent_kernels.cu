@@ -80,9 +80,9 @@ __global__ void masked_average_backward_kernel(const float* dy, const float* mas
                                                std::int64_t steps, std::int64_t channels,
                                                std::int64_t n) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
-    const std::int64_t row = i / channels, c = i % channels, b = row / steps, t = row % steps;
-    dx[i] =
-        backend::math::masked_step_mean_gradient(dy[b * channels + c], mask + b * steps, steps, t);
+    const std::int64_t row = i / channels, c = i % channels, b = row / steps;
+    const float kept = backend::math::masked_step_count(mask + b * steps, steps);
+    dx[i] = backend::math::masked_step_mean_gradient(dy[b * channels + c], mask[row], kept);
   }
 }
 
