@@ -9,6 +9,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+
 namespace tandem::test {
 
 std::filesystem::path scratch_dir(const std::string& tag) {
@@ -35,6 +38,15 @@ sys.exit(0 if err <= rtol else 1)
                             got.string() + " " + want.string() + " " + std::to_string(rtol));
   if (r.exit_code == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "relative error " << r.out << r.err;
+}
+
+std::string model_config_error(const nlohmann::json& model_config) {
+  try {
+    Model::from_config(model_config, "model", 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 std::string read_text(const std::filesystem::path& path) {

@@ -48,6 +48,9 @@ CommandResult run_python(const std::filesystem::path& script, const std::string&
 ::testing::AssertionResult npy_close(const std::filesystem::path& got,
                                      const std::filesystem::path& want, double rtol,
                                      const std::filesystem::path& scratch);
+/// The ConfigError message of building a model from `model_config` (Model::from_config), or
+/// "(no error)" when it builds.
+std::string model_config_error(const nlohmann::json& model_config);
 inline std::filesystem::path source_dir() {
   return TANDEM_SOURCE_DIR;
 }

@@ -8,6 +8,7 @@
 #include "gradient_check.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "test_support.hpp"
 
 namespace tandem::nn {
 namespace TANDEM_TEST_FILE {
@@ -321,12 +322,7 @@ json conv_model(const json& conv_config) {
 }
 
 std::string config_error(const json& model) {
-  try {
-    Model::from_config(model, "model", 0);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::model_config_error(model);
 }
 
 TEST(Conv2D, ParsesKerasConfigs) {

@@ -8,9 +8,10 @@
 
 #include "gradient_check.hpp"
 #include "nn/elementwise_merge.hpp"
-#include "tandem/error.hpp"
 #include "nn/objective.hpp"
+#include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "test_support.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -323,13 +324,8 @@ TEST(FunctionalModel, ASharedLayerHasOneSetOfWeightsAndSumsItsCallsGradients) {
   EXPECT_NE(s.find("'d[0][0]']"), std::string::npos) << s;
 }
 
-std::string error_of(const json& config) {
-  try {
-    Model::from_config(config, "model", 0);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string error_of(const json& model) {
+  return test::model_config_error(model);
 }
 
 TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {

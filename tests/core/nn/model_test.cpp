@@ -23,12 +23,7 @@ json sequential(std::vector<json> layers) {
 }
 
 std::string config_error(const json& model) {
-  try {
-    Model::from_config(model, "model", 0);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::model_config_error(model);
 }
 
 TEST(Model, SeedMlpHasTheParameterCountKerasReports) {

@@ -187,13 +187,8 @@ json siamese_keras3() {
           {"registered_name", "Functional"}};
 }
 
-std::string error_of(const json& config) {
-  try {
-    Model::from_config(config, "model", 0);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string error_of(const json& model) {
+  return test::model_config_error(model);
 }
 
 // The two models give the same outputs and the same gradients, bit for bit, once b has a's

@@ -13,6 +13,7 @@
 #include "onnx/onnx_export.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "test_support.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -44,12 +45,7 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, const
 }
 
 std::string config_error(const json& model) {
-  try {
-    Model::from_config(model, "model", 1);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::model_config_error(model);
 }
 
 // Embedding(mask_zero) -> Dense (passes the mask) -> LSTM: the padded steps are skipped, so the
