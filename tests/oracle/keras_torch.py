@@ -522,7 +522,8 @@ def forward(case, inputs, weights):
 
 
 def keras_loss(name, cfg, p, t):
-    """Per-sample losses, Keras 3's formulas written with torch operations."""
+    """Per-position losses (the last axis reduced), Keras 3's formulas written with torch
+    operations; the caller takes their mean over every other axis, as Keras' reduction does."""
     eps = 1e-7
     f = torch.nn.functional
     if name == "huber":
@@ -538,6 +539,17 @@ def keras_loss(name, cfg, p, t):
         return torch.log(torch.cosh(p - t)).mean(-1)
     if name == "poisson":
         return (p - t * torch.log(p + eps)).mean(-1)
+    if name == "categorical_crossentropy":
+        if cfg.get("from_logits", False):
+            return -(t * f.log_softmax(p, dim=-1)).sum(-1)
+        q = torch.clamp(p / p.sum(-1, keepdim=True), eps, 1 - eps)
+        return -(t * torch.log(q)).sum(-1)
+    if name == "sparse_categorical_crossentropy":
+        labels = t.long()
+        if cfg.get("from_logits", False):  # torch's own: classes on axis 1, (N, C, d1, ...)
+            return f.cross_entropy(p.movedim(-1, 1), labels, reduction="none")
+        q = torch.clamp(p / p.sum(-1, keepdim=True), eps, 1 - eps)
+        return -torch.log(q.gather(-1, labels.unsqueeze(-1)).squeeze(-1))
     if name == "cosine_similarity":
         # Keras 3's normalize: x * min(1 / |x|, 1 / epsilon)
         return -(f.normalize(t, dim=-1, eps=eps) * f.normalize(p, dim=-1, eps=eps)).sum(-1)

@@ -672,6 +672,9 @@ struct LossCase {
   json spec;            // the loss as a config gives it
   float pred_lo, pred_hi, target_lo, target_hi;
   bool labels = false;  // targets drawn from {-1, 0, 1} (hinge labels)
+  Shape shape = {6, 5};  // the batch of outputs
+  bool sparse = false;   // targets: a class index per position (shape without its last axis)
+  bool one_hot = false;  // targets: one-hot classes of the last axis
 };
 
 TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
@@ -683,6 +686,18 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
       {json("log_cosh"), -3, 3, -3, 3},
       {json("poisson"), 0.1f, 4, 0, 5},
       {{{"class_name", "CosineSimilarity"}, {"config", {{"axis", -1}}}}, -1, 1, -1, 1},
+      // Outputs with positions (a sequence's steps, an image's pixels): the loss of the last
+      // axis at each, their mean over every other axis, against torch's own cross-entropy over
+      // a class axis of (N, C, d1, ...).
+      {json("kl_divergence"), 0.01f, 1, 0.01f, 1, false, {4, 3, 5}},
+      {{{"class_name", "CosineSimilarity"}, {"config", {{"axis", -1}}}}, -1, 1, -1, 1, false,
+       {4, 3, 5}},
+      {json("categorical_crossentropy"), 0.05f, 1, 0, 0, false, {4, 3, 5}, false, true},
+      {{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, -3, 3, 0,
+       0, false, {4, 3, 5}, false, true},
+      {{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, -3,
+       3, 0, 0, false, {3, 4, 2, 5}, true},
+      {json("sparse_categorical_crossentropy"), 0.05f, 1, 0, 0, false, {4, 3, 5}, true},
   };
   std::vector<fs::path> dirs;
   std::vector<Tensor> grads;
@@ -690,19 +705,29 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
   std::string command = std::string(test::system_python()) + " " +
                         (test::source_dir() / "tests/oracle/keras_torch.py").string();
   Rng rng(11);
-  const Shape shape{6, 5};
   for (const LossCase& c : cases) {
     const auto loss = make_loss(c.spec, "loss");
-    Tensor pred(shape), target(shape);
-    for (std::int64_t i = 0; i < pred.size(); ++i) {
+    const Shape& shape = c.shape;
+    const std::int64_t classes = shape.back();
+    const Shape target_shape = c.sparse ? Shape(shape.begin(), shape.end() - 1) : shape;
+    Tensor pred(shape), target(target_shape);
+    for (std::int64_t i = 0; i < pred.size(); ++i)
       pred[i] = c.pred_lo + (c.pred_hi - c.pred_lo) * static_cast<float>(rng.uniform());
+    for (std::int64_t i = 0; i < target.size(); ++i)
       target[i] = c.labels ? static_cast<float>(rng.below(3)) - 1.0f
-                           : c.target_lo + (c.target_hi - c.target_lo) * static_cast<float>(rng.uniform());
-    }
+                  : c.sparse ? static_cast<float>(rng.below(static_cast<std::uint64_t>(classes)))
+                             : c.target_lo + (c.target_hi - c.target_lo) *
+                                                 static_cast<float>(rng.uniform());
+    if (c.one_hot)
+      for (std::int64_t p = 0; p < target.size() / classes; ++p)
+        target[p * classes + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(classes)))] = 1;
     Tensor grad(shape);
-    values.push_back(loss->compute(pred, target, 1.0f / 6, &grad) / 6);
+    const std::int64_t n = shape[0];
+    values.push_back(loss->compute(pred, target, 1.0f / static_cast<float>(n), &grad) /
+                     static_cast<double>(n));
     grads.push_back(grad);
-    dirs.push_back(test::scratch_dir("loss-oracle-" + loss->name()));
+    dirs.push_back(test::scratch_dir("loss-oracle-" + std::to_string(dirs.size()) + "-" +
+                                     loss->name()));
     write_floats(dirs.back() / "pred.bin", pred);
     write_floats(dirs.back() / "target.bin", target);
     const json config = c.spec.is_object() ? c.spec["config"] : json::object();
@@ -710,14 +735,14 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
                      json{{"loss", loss->name()},
                           {"config", config},
                           {"pred", {{"file", "pred.bin"}, {"shape", shape}}},
-                          {"target", {{"file", "target.bin"}, {"shape", shape}}}}
+                          {"target", {{"file", "target.bin"}, {"shape", target_shape}}}}
                          .dump());
     command.append(" ").append(dirs.back().string());
   }
   const auto r = test::run_command(command);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   for (std::size_t k = 0; k < cases.size(); ++k) {
-    SCOPED_TRACE(cases[k].spec.dump());
+    SCOPED_TRACE(cases[k].spec.dump() + " on " + shape_to_string(cases[k].shape));
     const double torch_value = read_floats(dirs[k] / "loss.bin", 1)[0];
     EXPECT_LE(std::fabs(values[k] - torch_value), kBar * std::max(1.0, std::fabs(torch_value)))
         << "loss " << values[k] << ", torch " << torch_value;

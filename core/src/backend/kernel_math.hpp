@@ -61,6 +61,12 @@ struct LossDesc {
   // takes log(q + ε) where Keras 3 takes log(q); cosine_similarity floors a norm at 1e-6 (tf's
   // l2_normalize) where Keras 3 floors it at ε.
   bool keras2 = false;
+  // Positions per row: a row of an output with several axes per sample (a sequence's steps, an
+  // image's pixels) holds `positions` groups of the last axis' values. The losses of the last
+  // axis (cce, scce, kl_divergence, cosine_similarity: on_last_axis) take each group's loss and
+  // the row's is their mean, as Keras reduces every axis but the batch; sparse targets hold one
+  // class index per position. The element-wise losses average all of a row's values alike.
+  std::int64_t positions = 1;
 };
 
 /// A metric as the backends compute it (Metric::desc()).
@@ -89,6 +95,10 @@ struct MetricDesc {
   bool sparse_true = true;    // confusion_matrix: the target is a class index, else its argmax
   bool sparse_pred = false;   // confusion_matrix: the output is a class index, else its argmax
   int ignore_class = -1;      // confusion_matrix: rows of this true class count nowhere
+  // Positions per row, as LossDesc::positions: the accuracies of the last axis (on_last_axis)
+  // and the confusion matrix take each position's value; the row's is their mean (the
+  // accuracies) or every position's cell (the confusion matrix, as Keras' MeanIoU flattens).
+  std::int64_t positions = 1;
 };
 
 /// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
@@ -932,18 +942,39 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
   return 0.0;
 }
 
+/// Whether a loss is taken over each position's last axis (LossDesc::positions).
+TANDEM_HD inline bool on_last_axis(LossDesc::Kind kind) {
+  return kind == LossDesc::Kind::cce || kind == LossDesc::Kind::scce ||
+         kind == LossDesc::Kind::kl_divergence || kind == LossDesc::Kind::cosine_similarity;
+}
+
+/// Row r of a loss over its positions (cols values in all): for a loss on the last axis, the
+/// mean of loss_row over the row's positions (rows r * positions + p of cols / positions values;
+/// each gradient grad_scale / positions); else loss_row.
+TANDEM_HD inline double positional_loss_row(const LossDesc& loss, const float* pred,
+                                            const float* target, float* grad, std::int64_t r,
+                                            std::int64_t cols, float grad_scale) {
+  const std::int64_t n = on_last_axis(loss.kind) ? loss.positions : 1;
+  if (n <= 1) return loss_row(loss, pred, target, grad, r, cols, grad_scale);
+  const float share = fdiv(grad_scale, i2f(n));
+  double s = 0;
+  for (std::int64_t p = 0; p < n; ++p)
+    s = dadd(s, loss_row(loss, pred, target, grad, r * n + p, cols / n, share));
+  return ddiv(s, i2d(n));
+}
+
 /// Row r's weight (Keras' sample_weight): weights[r], or 1 without weights.
 TANDEM_HD inline float row_weight(const float* weights, std::int64_t r) {
   return weights ? weights[r] : 1.0f;
 }
 
-/// loss_row weighted by the row's weight: w times the row's loss, and the gradient w times the
-/// row's (grad_scale * w). Without weights, loss_row's values bit for bit.
+/// positional_loss_row weighted by the row's weight: w times the row's loss, and the gradient w
+/// times the row's (grad_scale * w). Without weights, its values bit for bit.
 TANDEM_HD inline double weighted_loss_row(const LossDesc& loss, const float* pred,
                                           const float* target, const float* weights, float* grad,
                                           std::int64_t r, std::int64_t cols, float grad_scale) {
   const float w = row_weight(weights, r);
-  return dmul(f2d(w), loss_row(loss, pred, target, grad, r, cols, fmul(grad_scale, w)));
+  return dmul(f2d(w), positional_loss_row(loss, pred, target, grad, r, cols, fmul(grad_scale, w)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1030,11 +1061,33 @@ TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
   return ddiv(s, i2d(cols));
 }
 
-/// metric_row times the row's weight (Keras' weighted_metrics); without weights, metric_row.
+/// Whether a metric is taken over each position's last axis (MetricDesc::positions).
+TANDEM_HD inline bool on_last_axis(MetricDesc::Kind kind) {
+  return kind == MetricDesc::Kind::categorical_accuracy ||
+         kind == MetricDesc::Kind::sparse_categorical_accuracy ||
+         kind == MetricDesc::Kind::top_k_categorical_accuracy ||
+         kind == MetricDesc::Kind::sparse_top_k_categorical_accuracy;
+}
+
+/// Row r of a metric over its positions: for a metric on the last axis, the mean of metric_row
+/// over the row's positions (as positional_loss_row); else metric_row.
+TANDEM_HD inline double positional_metric_row(const MetricDesc& metric, const float* pred,
+                                              const float* target, std::int64_t r,
+                                              std::int64_t cols) {
+  const std::int64_t n = on_last_axis(metric.kind) ? metric.positions : 1;
+  if (n <= 1) return metric_row(metric, pred, target, r, cols);
+  double s = 0;
+  for (std::int64_t p = 0; p < n; ++p)
+    s = dadd(s, metric_row(metric, pred, target, r * n + p, cols / n));
+  return ddiv(s, i2d(n));
+}
+
+/// positional_metric_row times the row's weight (Keras' weighted_metrics); without weights, its
+/// value.
 TANDEM_HD inline double weighted_metric_row(const MetricDesc& metric, const float* pred,
                                             const float* target, const float* weights,
                                             std::int64_t r, std::int64_t cols) {
-  return dmul(f2d(row_weight(weights, r)), metric_row(metric, pred, target, r, cols));
+  return dmul(f2d(row_weight(weights, r)), positional_metric_row(metric, pred, target, r, cols));
 }
 
 // Histogram metrics (metric_histogram): each row adds values to bins; summed in row order, then
@@ -1079,15 +1132,18 @@ TANDEM_HD inline std::int64_t confusion_cell(const MetricDesc& metric, const flo
 /// Row r's contributions to a histogram metric: add(bin, value) in the order they are summed.
 /// AUC: each element's label weight (1 when t is non-zero, else 0; and 1 minus that after the
 /// first `bins` bins) in its bucket;
-/// MeanIoU: the row's weight in its cell.
+/// MeanIoU: the row's weight in the cell of each of its positions.
 template <class Add>
 TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
                                     const float* target, const float* weights, std::int64_t r,
                                     std::int64_t cols, Add add) {
   const double w = f2d(row_weight(weights, r));
   if (metric.kind == MetricDesc::Kind::confusion_matrix) {
-    const std::int64_t cell = confusion_cell(metric, pred, target, r, cols);
-    if (cell >= 0) add(cell, w);
+    const std::int64_t n = metric.positions > 1 ? metric.positions : 1;
+    for (std::int64_t p = 0; p < n; ++p) {
+      const std::int64_t cell = confusion_cell(metric, pred, target, r * n + p, cols / n);
+      if (cell >= 0) add(cell, w);
+    }
     return;
   }
   for (std::int64_t c = r * cols; c < (r + 1) * cols; ++c) {

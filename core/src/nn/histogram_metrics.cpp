@@ -205,15 +205,16 @@ std::unique_ptr<Metric> make_auc(ConfigObject& cfg, const Loss& loss,
                                std::move(config));
 }
 
-// MeanIoU reads classes from the targets and outputs as configured; each reading must fit what
-// they are for this loss and output.
+// MeanIoU reads classes from the targets and outputs as configured, at each position (every
+// value of an output but its last axis'); each reading must fit what they are for this loss
+// and output, whose last axis has `width` values.
 void check_iou_readings(ConfigObject& cfg, const backend::MetricDesc& desc, const Loss& loss,
                         std::int64_t width, bool one_hot_class) {
   const bool labels = loss.desc().kind == backend::LossDesc::Kind::scce || width == 1;
   const std::string classes = std::to_string(desc.bins);
   if (desc.sparse_true && !labels)
     throw ConfigError(cfg.path_of("sparse_y_true"),
-                      "the targets are " + std::to_string(width) + " values per sample (one-hot, "
+                      "the targets are " + std::to_string(width) + " values on the last axis (one-hot, "
                       "for the loss " + loss.name() + "), not class indices: set it false (or use "
                       "OneHotMeanIoU) to take their argmax");
   if (!desc.sparse_true && labels)
@@ -223,12 +224,12 @@ void check_iou_readings(ConfigObject& cfg, const backend::MetricDesc& desc, cons
                           (one_hot_class ? "use MeanIoU" : "set sparse_y_true true"));
   if (desc.sparse_pred && width != 1)
     throw ConfigError(cfg.path_of("sparse_y_pred"),
-                      "the output has " + std::to_string(width) + " values per sample, not a "
+                      "the output has " + std::to_string(width) + " values on its last axis, not a "
                       "class index: set sparse_y_pred false to take their argmax");
   if (!desc.sparse_pred && width != desc.bins)
     throw ConfigError(cfg.path_of("num_classes"),
                       classes + " classes, but the output has " + std::to_string(width) +
-                          " values per sample to take the argmax of");
+                          " values on its last axis to take the argmax of");
 }
 
 std::unique_ptr<Metric> make_mean_iou(const Setting& setting, ConfigObject& cfg, const Loss& loss,
@@ -259,7 +260,7 @@ std::unique_ptr<Metric> make_mean_iou(const Setting& setting, ConfigObject& cfg,
   desc.sparse_true = one_hot ? false : cfg.get_bool("sparse_y_true", true);
   desc.sparse_pred = cfg.get_bool("sparse_y_pred", !one_hot);
   require_default(cfg, "axis", -1, "the class axis is the output's last");
-  check_iou_readings(cfg, desc, loss, shape_size(output_shape), one_hot);
+  check_iou_readings(cfg, desc, loss, output_shape.empty() ? 1 : output_shape.back(), one_hot);
   const std::string name = log_name(cfg.get_string("name", setting.name));
   cfg.ignore({"dtype"});
   cfg.finish();

@@ -20,6 +20,20 @@ std::int64_t rows_of(const Tensor& t) {
   return t.rank() > 0 ? t.dim(0) : 1;
 }
 
+// A per-sample output's shape without its last axis: the shape of its positions.
+Shape positions_shape(const Shape& output) {
+  return output.size() <= 1 ? Shape{1} : Shape(output.begin(), output.end() - 1);
+}
+
+// Whether per-sample targets of shape `target` hold one class index per position of `output`,
+// as Keras takes them: the output's shape without its last axis, or with a last axis of one.
+bool holds_class_indices(const Shape& target, const Shape& output) {
+  if (output.size() <= 1) return shape_size(target) == 1;
+  Shape with_axis = positions_shape(output);
+  with_axis.push_back(1);
+  return target == positions_shape(output) || target == with_axis;
+}
+
 using LossKind = backend::LossDesc::Kind;
 
 // Every loss Tandem knows: its Keras function name (what the history and config say), class
@@ -96,13 +110,17 @@ class KerasLoss : public Loss {
       return;
     }
     const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
-    if (output.size() != 1)
-      throw ShapeError(name() + " needs model outputs (None, classes), got " +
-                       shape_to_string(output, true));
-    if (sparse ? shape_size(target) != 1 : target != output)
+    if (output.empty())
+      throw ShapeError(name() + " needs model outputs (None, classes) or (None, ..., classes), "
+                                "got " + shape_to_string(output, true));
+    if (sparse ? !holds_class_indices(target, output) : target != output)
       throw ShapeError(
           name() + ": targets " + shape_to_string(target, true) +
-          (sparse ? " must hold one class index per sample"
+          (sparse ? " must hold one class index " +
+                        (output.size() == 1 ? std::string("per sample")
+                                            : "per position of model outputs " +
+                                                  shape_to_string(output, true) + ", " +
+                                                  shape_to_string(positions_shape(output), true))
                   : " do not match model outputs " + shape_to_string(output, true) + hint));
   }
 
@@ -113,15 +131,17 @@ class KerasLoss : public Loss {
                        " samples, targets " + std::to_string(rows_of(target)));
     const std::int64_t rows = rows_of(pred);
     const std::int64_t cols = pred.size() / std::max<std::int64_t>(rows, 1);
+    backend::LossDesc desc = desc_;
+    desc.positions = positions_of_batch(pred);
     const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
-    if (sparse ? target.size() != rows : target.size() != pred.size())
+    if (sparse ? target.size() != rows * desc.positions : target.size() != pred.size())
       throw ShapeError(name() + ": targets " + shape_to_string(target.shape()) +
                        (categorical() ? " do not fit predictions " : " do not match predictions ") +
                        shape_to_string(pred.shape()));
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(1);
-    ops.loss_sum(desc_, pred, target, nullptr, cols, grad_scale, grad, *sums, 0);
+    ops.loss_sum(desc, pred, target, nullptr, cols, grad_scale, grad, *sums, 0);
     return sums->read()[0];
   }
 
@@ -134,6 +154,16 @@ class KerasLoss : public Loss {
 };
 
 }  // namespace
+
+std::int64_t positions_of(const Shape& sample_shape) {
+  if (sample_shape.size() <= 1) return 1;
+  return sample_shape.back() == 0 ? 0 : shape_size(sample_shape) / sample_shape.back();
+}
+
+std::int64_t positions_of_batch(const Tensor& batch) {
+  if (batch.rank() <= 2) return 1;
+  return positions_of(Shape(batch.shape().begin() + 1, batch.shape().end()));
+}
 
 std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path,
                                 KerasDefinitions definitions) {

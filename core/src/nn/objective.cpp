@@ -20,16 +20,24 @@ bool sparse(const Loss& loss) {
   return loss.desc().kind == backend::LossDesc::Kind::scce;
 }
 
-// Values per sample of an output's targets: one class index for the sparse loss.
-std::int64_t target_width(const Loss& loss, std::int64_t output_width) {
-  return sparse(loss) ? 1 : output_width;
-}
-
 // Values per sample of a batch tensor (every axis but the first).
 std::int64_t row_width(const Tensor& t) {
   std::int64_t w = 1;
   for (int a = 1; a < t.rank(); ++a) w *= t.dim(a);
   return w;
+}
+
+// Values per sample of the targets of an output (a batch tensor): one class index per position
+// for the sparse loss, else one per output value.
+std::int64_t target_width(const Loss& loss, const Tensor& output) {
+  return sparse(loss) ? positions_of_batch(output) : row_width(output);
+}
+
+// A loss or metric as the backends compute it on `output` (its positions set).
+template <class Desc>
+Desc at_positions(Desc desc, const Tensor& output) {
+  desc.positions = positions_of_batch(output);
+  return desc;
 }
 
 std::string at_index(const std::string& path, std::size_t i) {
@@ -103,7 +111,7 @@ std::int64_t weight_columns(const Tensor& y, std::int64_t rows, std::int64_t col
 // Values per sample of the targets of `columns` (without a weight).
 std::int64_t target_columns(const std::vector<LabelColumn>& columns) {
   std::int64_t cols = 0;
-  for (const LabelColumn& c : columns) cols += c.sparse ? 1 : c.width;
+  for (const LabelColumn& c : columns) cols += c.sparse ? c.positions : c.width;
   return cols;
 }
 
@@ -116,18 +124,24 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
   cols += weight_columns(y, rows, cols);
   std::int64_t offset = 0;
   for (const LabelColumn& c : columns) {
-    for (std::int64_t r = 0; c.sparse && r < rows; ++r) {
-      const float label = y[r * cols + offset];
-      if (backend::math::sparse_label(label, c.width) >= 0) continue;
-      std::ostringstream value;
-      value << label;
-      const std::string where = samples.empty() ? "row " + std::to_string(r) + " of the batch"
-                                                : place(samples[static_cast<std::size_t>(r)]);
-      const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
-      throw DataError(where + ": label " + value.str() + output + " is not a class index in [0, " +
-                      std::to_string(c.width) + ") (" + c.loss + " takes integer class indices)");
-    }
-    offset += c.sparse ? 1 : c.width;
+    for (std::int64_t r = 0; c.sparse && r < rows; ++r)
+      for (std::int64_t p = 0; p < c.positions; ++p) {
+        const float label = y[r * cols + offset + p];
+        if (backend::math::sparse_label(label, c.classes) >= 0) continue;
+        std::ostringstream value;
+        value << label;
+        const std::string where = samples.empty() ? "row " + std::to_string(r) + " of the batch"
+                                                  : place(samples[static_cast<std::size_t>(r)]);
+        const std::string position =
+            c.positions > 1 ? " at position " + std::to_string(p) + " of " +
+                                  std::to_string(c.positions)
+                            : "";
+        const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
+        throw DataError(where + ": label " + value.str() + position + output +
+                        " is not a class index in [0, " + std::to_string(c.classes) + ") (" +
+                        c.loss + " takes integer class indices)");
+      }
+    offset += c.sparse ? c.positions : c.width;
   }
 }
 
@@ -234,7 +248,8 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
   std::int64_t total = 0;
   std::string parts;
   for (std::size_t j = 0; j < n; ++j) {
-    const std::int64_t w = target_width(*outputs_[j].loss, shape_size(model.output_shape(j)));
+    const Shape& shape = model.output_shape(j);
+    const std::int64_t w = sparse(*outputs_[j].loss) ? positions_of(shape) : shape_size(shape);
     total += w;
     parts += (j ? ", " : "") + outputs_[j].name + ": " + std::to_string(w);
   }
@@ -244,23 +259,27 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
                      std::to_string(total) + " values per sample, packed (" + parts + ")");
 }
 
-void Objective::check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const {
-  check_label_columns(label_columns(widths), y, {}, {});
+void Objective::check_labels(const Tensor& y, const Model& model) const {
+  check_label_columns(label_columns(model), y, {}, {});
 }
 
 std::function<void(const Tensor&, std::span<const std::int64_t>)> Objective::label_check(
-    const std::vector<std::int64_t>& widths, SamplePlace place) const {
-  return [columns = label_columns(widths), place = std::move(place)](
+    const Model& model, SamplePlace place) const {
+  return [columns = label_columns(model), place = std::move(place)](
              const Tensor& y, std::span<const std::int64_t> samples) {
     check_label_columns(columns, y, samples, place);
   };
 }
 
-std::vector<LabelColumn> Objective::label_columns(const std::vector<std::int64_t>& widths) const {
+std::vector<LabelColumn> Objective::label_columns(const Model& model) const {
+  if (model.output_count() != outputs_.size())
+    throw std::logic_error("an objective for another model");
   std::vector<LabelColumn> columns;
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
     const Loss& loss = *outputs_[j].loss;
-    columns.push_back({outputs_[j].name, loss.name(), sparse(loss), widths[j]});
+    const Shape& shape = model.output_shape(j);
+    columns.push_back({outputs_[j].name, loss.name(), sparse(loss), shape_size(shape),
+                       shape.empty() ? 1 : shape.back(), positions_of(shape)});
   }
   return columns;
 }
@@ -274,7 +293,7 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
                            std::to_string(n));
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::int64_t cols = 0;
-  for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, row_width(*outputs[j]));
+  for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, *outputs[j]);
   const bool weighted = weight_columns(y, rows, cols) == 1;
   const std::int64_t y_cols = cols + (weighted ? 1 : 0);
   const Tensor* weights = nullptr;
@@ -292,14 +311,14 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
   for (std::size_t j = 0; j < n; ++j) {
     const Output& o = outputs_[j];
     const std::int64_t width = row_width(*outputs[j]);
-    const std::int64_t tw = target_width(*o.loss, width);
+    const std::int64_t tw = target_width(*o.loss, *outputs[j]);
     if (y_cols != tw) {
       ops.place(scratch.targets[j], {rows, tw});
       ops.copy_columns(y, y_cols, offset, scratch.targets[j], tw, 0, tw);
       targets[j] = &scratch.targets[j];
     }
     offset += tw;
-    ops.loss_sum(o.loss->desc(), *outputs[j], *targets[j], weights, width,
+    ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j], weights, width,
                  grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
                  sums, j);
     scratch.grad_views.push_back(&scratch.grads[j]);
@@ -310,14 +329,16 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
       const std::int64_t width = row_width(*outputs[j]);
       const Tensor* w = weigh ? weights : nullptr;
       for (const Metric* m : weigh ? outputs_[j].weighted_metrics : outputs_[j].metrics) {
+        const backend::MetricDesc desc = at_positions(m->desc(), *outputs[j]);
         if (m->histogram()) {
-          ops.metric_histogram(m->desc(), *outputs[j], *targets[j], w, width, sums, slot);
+          ops.metric_histogram(desc, *outputs[j], *targets[j], w, width, sums, slot);
           slot += m->parts();
           continue;
         }
-        ops.metric_sum(m->desc(), *outputs[j], *targets[j], w, width, sums, slot++);
+        ops.metric_sum(desc, *outputs[j], *targets[j], w, width, sums, slot++);
         if (m->ratio())
-          ops.metric_sum(m->count_desc(), *outputs[j], *targets[j], w, width, sums, slot++);
+          ops.metric_sum(at_positions(m->count_desc(), *outputs[j]), *outputs[j], *targets[j], w,
+                         width, sums, slot++);
       }
     }
   if (has_weighted_metrics()) {

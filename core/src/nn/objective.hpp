@@ -72,10 +72,12 @@ using SamplePlace = std::function<std::string(std::int64_t sample)>;
 
 /// One output's targets as the label checks see them (Objective::label_check).
 struct LabelColumn {
-  std::string output;      // its name
-  std::string loss;        // its loss's name
-  bool sparse = false;     // one class index per sample
-  std::int64_t width = 0;  // the output's values per sample (the classes, when sparse)
+  std::string output;          // its name
+  std::string loss;            // its loss's name
+  bool sparse = false;         // one class index per position
+  std::int64_t width = 0;      // the output's values per sample
+  std::int64_t classes = 0;    // its last axis: the classes, when sparse
+  std::int64_t positions = 1;  // positions_of its per-sample shape (nn/loss.hpp)
 };
 
 class Objective {
@@ -111,13 +113,14 @@ class Objective {
   /// packed; or one per output) cannot go with the model's outputs.
   void check_targets(const Model& model, const std::vector<Shape>& targets) const;
   /// Throws DataError for a sparse label that is no class index, in host targets `y` (weighted
-  /// or not) of a model whose outputs have `widths` values per sample, naming the output and
-  /// the batch's row (a device replica checks before it copies).
-  void check_labels(const Tensor& y, const std::vector<std::int64_t>& widths) const;
+  /// or not) of `model`'s outputs, naming the output, the batch's row and the label's position
+  /// (a device replica checks before it copies).
+  void check_labels(const Tensor& y, const Model& model) const;
   /// The same check for a data loader (DataLoaderOptions::check_targets), naming a sample as
-  /// `place` does (Dataset::sample_place). Holds copies of what it needs: it may outlive this.
+  /// `place` does (Dataset::sample_place). Holds copies of what it needs: it may outlive this
+  /// and the model.
   std::function<void(const Tensor& y, std::span<const std::int64_t> samples)> label_check(
-      const std::vector<std::int64_t>& widths, SamplePlace place) const;
+      const Model& model, SamplePlace place) const;
 
   /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
   /// packed targets `y`, both in ops' memory; y's rows hold one value more than the targets when
@@ -135,7 +138,7 @@ class Objective {
  private:
   Objective() = default;
   std::size_t slot_count() const;
-  std::vector<LabelColumn> label_columns(const std::vector<std::int64_t>& widths) const;
+  std::vector<LabelColumn> label_columns(const Model& model) const;
   bool has_weighted_metrics() const;
   /// Every metric in metric_names() order after the per-output losses, with whether it is
   /// weighted.

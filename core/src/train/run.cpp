@@ -20,6 +20,7 @@
 #include "io/indexed_checkpoints.hpp"
 #include "io/run_folder_lock.hpp"
 #include "nn/dtype_policy.hpp"
+#include "nn/loss.hpp"
 #include "parallel/call_probe.hpp"
 #include "parallel/cuda_module.hpp"
 #include "parallel/pinned_memory.hpp"
@@ -150,6 +151,14 @@ Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
                                           model.name() + "' has " +
                                           std::to_string(model.output_count()) +
                                           "; give the data a sample_weight instead");
+  // Keras refuses class_weight for targets of a class per position (3+ dimensional), or takes
+  // the argmax of a sequence's labels as its class.
+  if (const std::int64_t positions = positions_of(model.output_shape(0)); positions > 1)
+    throw ConfigError("class_weight", "weighs a sample by its one class, but model '" +
+                                          model.name() + "' has a class at each of " +
+                                          std::to_string(positions) + " positions (output " +
+                                          shape_to_string(model.output_shape(0), true) +
+                                          "); give the data a sample_weight instead");
   // A class the model cannot output would weigh nothing: a typo, said so.
   const std::int64_t classes = std::max<std::int64_t>(2, shape_size(model.output_shape(0)));
   for (const auto& [cls, weight] : rc.class_weight)
@@ -422,12 +431,9 @@ void warn_of_changed_settings(const json& resolved, const CheckpointData& checkp
 // of `data` whose label is no class of `model`.
 void check_labels_of(DataLoaderOptions& options, const Model& model, const Objective& objective,
                      const Dataset& data) {
-  std::vector<std::int64_t> widths;
-  for (std::size_t j = 0; j < model.output_count(); ++j)
-    widths.push_back(shape_size(model.output_shape(j)));
   // The loader holds the dataset as long as its check.
   options.check_targets =
-      objective.label_check(widths, [&data](std::int64_t i) { return data.sample_place(i); });
+      objective.label_check(model, [&data](std::int64_t i) { return data.sample_place(i); });
 }
 
 // Loads the plugins the config names, checks their options and adds their callbacks to `bus`.

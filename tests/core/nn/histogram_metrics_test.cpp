@@ -189,10 +189,10 @@ TEST(HistogramMetrics, ConfigsTandemCannotComputeAreRefusedAtTheirKeys) {
   };
   expect_error(config_error("MeanIoU", sparse, {3}), "at 'metrics[0].config.num_classes'");
   expect_error(config_error(with("MeanIoU", {{"num_classes", 3}}), sparse, {3}),
-               "at 'metrics[0].config.sparse_y_pred': the output has 3 values per sample");
+               "at 'metrics[0].config.sparse_y_pred': the output has 3 values on its last axis");
   expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}}),
                             "categorical_crossentropy", {3}),
-               "at 'metrics[0].config.sparse_y_true': the targets are 3 values per sample");
+               "at 'metrics[0].config.sparse_y_true': the targets are 3 values on the last axis");
   expect_error(config_error(with("OneHotMeanIoU", {{"num_classes", 3}}), sparse, {3}),
                "the targets are class indices");
   expect_error(config_error(with("MeanIoU", {{"num_classes", 4}, {"sparse_y_pred", false}}),

@@ -165,6 +165,86 @@ TEST(Losses, CategoricalAndSparseCategoricalAgree) {
   }
 }
 
+// An output with positions (a sequence's steps, an image's pixels): Keras takes a loss of the
+// last axis at each position and averages every other axis, so a sample's loss is the mean of
+// its positions' and the batch's gradient that of the positions as rows of their own. The
+// reference: the same values as 6 rows of one position each, and the double-precision
+// cross-entropy above.
+TEST(Losses, LossesOfTheLastAxisAverageAnOutputsPositions) {
+  const Tensor logits = test::random_tensor({2, 3, 4}, 8, -2, 2);
+  const Tensor probabilities = test::random_tensor({2, 3, 4}, 9, 0.05f, 1.0f);
+  const std::vector<int> labels{3, 0, 1, 1, 2, 0};
+  const Tensor one_hots = one_hot(labels, 4).reshaped({2, 3, 4});
+  const Tensor sparse = Tensor::from_vector({2, 3}, {3, 0, 1, 1, 2, 0});
+  const json logits_cfg = {{"from_logits", true}};
+  struct Case {
+    json spec;
+    const Tensor* pred;
+    const Tensor* target;
+  };
+  const std::vector<Case> cases = {
+      {{{"class_name", "CategoricalCrossentropy"}, {"config", logits_cfg}}, &logits, &one_hots},
+      {{{"class_name", "SparseCategoricalCrossentropy"}, {"config", logits_cfg}}, &logits, &sparse},
+      {json("sparse_categorical_crossentropy"), &probabilities, &sparse},
+      {json("kl_divergence"), &probabilities, &one_hots},
+      {json("cosine_similarity"), &logits, &probabilities},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec.dump());
+    const auto loss = make_loss(c.spec, "loss");
+    Tensor grad, row_grad;
+    const double value = loss->compute(*c.pred, *c.target, 0.5f, &grad);
+    const Tensor rows = c.pred->reshaped({6, 4});
+    const Tensor row_targets = c.target->reshaped(c.target->rank() == 2 ? Shape{6} : Shape{6, 4});
+    const double row_sum = loss->compute(rows, row_targets, 1.0f / 6, &row_grad);
+    EXPECT_NEAR(value / 2, row_sum / 6, 1e-12 * std::fabs(row_sum));
+    EXPECT_EQ(grad.shape(), c.pred->shape());
+    expect_close(test::to_double(grad), test::to_double(row_grad), 1e-6, 1e-9, "gradient");
+  }
+  // The cross-entropy from logits by hand, per position.
+  const auto scce = make_loss(cases[1].spec, "loss");
+  EXPECT_NEAR(scce->compute(logits, sparse, 1, nullptr),
+              ref_cce(test::to_double(logits), test::to_double(one_hots), 4, true) / 3, 1e-5);
+  // Taken over a whole row of 12 values instead, KL divergence sums 3 positions: 3 times more.
+  const auto kl = make_loss("kl_divergence", "loss");
+  EXPECT_NEAR(kl->compute(probabilities.reshaped({2, 12}), one_hots.reshaped({2, 12}), 1, nullptr),
+              3 * kl->compute(probabilities, one_hots, 1, nullptr), 1e-5);
+  // An element-wise loss averages every value alike.
+  const auto mse = make_loss("mse", "loss");
+  EXPECT_NEAR(mse->compute(logits, probabilities, 1, nullptr),
+              mse->compute(logits.reshaped({2, 12}), probabilities.reshaped({2, 12}), 1, nullptr),
+              1e-12);
+}
+
+// Targets of a categorical loss on an output with positions: a class index per position
+// (Keras takes the output's shape without its last axis, or with a last axis of one), or one-hot
+// of the output's own shape; anything else is refused naming both shapes.
+TEST(Losses, ClassIndicesPerPositionTakeTheOutputsShapeWithoutItsClasses) {
+  auto scce = make_loss("sparse_categorical_crossentropy", "loss");
+  EXPECT_NO_THROW(scce->check_shapes({7, 5}, {7}));
+  EXPECT_NO_THROW(scce->check_shapes({7, 5}, {7, 1}));
+  EXPECT_NO_THROW(scce->check_shapes({8, 8, 3}, {8, 8}));
+  EXPECT_NO_THROW(scce->check_shapes({8, 8, 3}, {8, 8, 1}));
+  try {
+    scce->check_shapes({8, 8, 3}, {64});
+    ADD_FAILURE() << "flattened labels accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "sparse_categorical_crossentropy: targets (None, 64) must hold one class index "
+                 "per position of model outputs (None, 8, 8, 3), (None, 8, 8)");
+  }
+  EXPECT_THROW(scce->check_shapes({7, 5}, {7, 5}), ShapeError);
+  EXPECT_THROW(scce->check_shapes({}, {}), ShapeError);
+  auto cce = make_loss("categorical_crossentropy", "loss");
+  EXPECT_NO_THROW(cce->check_shapes({7, 5}, {7, 5}));
+  EXPECT_THROW(cce->check_shapes({7, 5}, {7}), ShapeError);
+  // A label per position that is no class index is a DataError, as for one per sample.
+  Tensor x({2, 3, 4});
+  EXPECT_THROW(scce->compute(x, Tensor::from_vector({2, 3}, {0, 1, 2, 3, 4, 0}), 1, nullptr),
+               DataError);
+  EXPECT_THROW(scce->compute(x, Tensor({2, 4}), 1, nullptr), ShapeError);
+}
+
 TEST(Losses, LabelSmoothingMatchesSmoothedTargets) {
   Tensor x = test::random_tensor({3, 4}, 7, -2, 2);
   Tensor t = one_hot({1, 3, 0}, 4);

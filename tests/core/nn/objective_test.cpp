@@ -266,9 +266,9 @@ TEST(Objective, SampleWeightsWeighTheLossItsGradientsAndTheWeightedMetrics) {
   test::expect_close(analytic, numeric, 1e-4, 1e-5, "gradients of the weighted loss");
 
   // A device replica's label check reads past the weights.
-  o.check_labels(y, {3, 1});
+  o.check_labels(y, *model);
   y[3] = 9;  // row 1's class
-  EXPECT_THROW(o.check_labels(y, {3, 1}), DataError);
+  EXPECT_THROW(o.check_labels(y, *model), DataError);
 }
 
 TEST(Objective, TargetsWithNeitherTheirOwnWidthNorOneWeightMoreAreRefused) {
@@ -297,7 +297,7 @@ TEST(Objective, TheLabelCheckNamesTheSampleAndTheOutput) {
   {
     const Objective o = make_objective(kLoss, kWeights, kMetrics, *model);
     check = o.label_check(
-        {3, 1}, [](std::int64_t i) { return "sample " + std::to_string(i) + " of the test data"; });
+        *model, [](std::int64_t i) { return "sample " + std::to_string(i) + " of the test data"; });
   }
   // Rows: (class, regression target), then (class, target, weight).
   Tensor y({3, 2});
@@ -458,11 +458,122 @@ TEST(Objective, TargetsThatDoNotFitTheOutputsAreNamed) {
   Tensor y = packed_y();
   y[4] = 7;
   try {
-    o.check_labels(y, {3, 1});
+    o.check_labels(y, *m);
     ADD_FAILURE() << "label 7 of 3 classes accepted";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("label 7"), std::string::npos) << e.what();
   }
+}
+
+// A tagger: a Dense layer on each of 3 steps of 2 features gives 4 class logits per step; the
+// data holds a class index per step and the sample's weight. Keras reduces the loss and the
+// accuracies over the steps as over the samples (a sample's values: the mean of its steps'),
+// counts every step in MeanIoU's confusion matrix, and weighs every step by its sample's weight.
+json tagger_config() {
+  return json::parse(R"({"class_name": "Sequential", "config": {"name": "tagger", "layers": [
+    {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 3, 2], "name": "steps"}},
+    {"class_name": "Dense", "config": {"name": "tags", "units": 4}}]}})");
+}
+
+struct TaggerReference {
+  double loss = 0;      // Σ w · (mean over steps of the step's cross-entropy)
+  double hits = 0;      // Σ mean over steps of argmax == label
+  double weighted_hits = 0;
+  double top2 = 0;      // Σ mean over steps of "label among the 2 largest"
+  std::vector<double> confusion = std::vector<double>(16);  // label x argmax, every step
+};
+
+// Keras' definitions in double: Dense is x·K + b at each step; the loss logsumexp(z) - z[label].
+TaggerReference tagger_reference(const std::vector<double>& p, const Tensor& x, const Tensor& y,
+                                 std::int64_t rows) {
+  TaggerReference ref;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double w = y[r * 4 + 3];
+    double loss = 0, hits = 0, top2 = 0;
+    for (std::int64_t t = 0; t < 3; ++t) {
+      std::vector<double> z(4);
+      for (std::size_t c = 0; c < 4; ++c) {
+        z[c] = p[8 + c];
+        for (std::size_t i = 0; i < 2; ++i) z[c] += x[(r * 3 + t) * 2 + static_cast<std::int64_t>(i)] * p[i * 4 + c];
+      }
+      const auto label = static_cast<std::size_t>(y[r * 4 + t]);
+      double sum = 0;
+      for (double v : z) sum += std::exp(v);
+      loss += std::log(sum) - z[label];
+      const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+      hits += best == label ? 1 : 0;
+      int higher = 0;
+      for (double v : z) higher += v > z[label] ? 1 : 0;
+      top2 += higher < 2 ? 1 : 0;
+      ref.confusion[label * 4 + best] += 1;
+    }
+    ref.loss += w * loss / 3;
+    ref.hits += hits / 3;
+    ref.weighted_hits += w * hits / 3;
+    ref.top2 += top2 / 3;
+  }
+  return ref;
+}
+
+TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
+  auto model = Model::from_config(tagger_config(), "model", 5);
+  const json metrics = json::parse(R"(["accuracy",
+    {"class_name": "SparseTopKCategoricalAccuracy", "config": {"k": 2}},
+    {"class_name": "MeanIoU", "config": {"num_classes": 4, "sparse_y_pred": false}}])");
+  const Objective o = make_objective(
+      json::parse(R"({"class_name": "SparseCategoricalCrossentropy", "config":
+                      {"from_logits": true}})"),
+      json(), metrics, *model, json::array({"accuracy"}));
+  EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"accuracy", "sparse_top_k_categorical_accuracy",
+                                                        "mean_io_u", "weighted_accuracy"}));
+  constexpr std::int64_t rows = 6;
+  const Tensor x = test::random_tensor({rows, 3, 2}, 3, -2, 2);
+  Tensor y({rows, 4});  // three steps' classes, then the sample's weight
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t t = 0; t < 3; ++t) y[r * 4 + t] = static_cast<float>((r + 2 * t) % 4);
+    y[r * 4 + 3] = 0.25f * static_cast<float>(r + 1);
+  }
+  o.check_targets(*model, {{3}});
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch, *sums);
+  model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+  const StepSums s = o.read(*sums, rows);
+
+  std::vector<double> params;
+  for (const Parameter* p : model->parameters())
+    params.insert(params.end(), p->value.data(), p->value.data() + p->value.size());
+  const TaggerReference ref = tagger_reference(params, x, y, rows);
+  EXPECT_NEAR(s.loss.sum, ref.loss, 1e-5 * ref.loss);
+  ASSERT_EQ(s.metrics.size(), 3u + 16u);
+  EXPECT_NEAR(s.metrics[0].sum, ref.hits, 1e-12);
+  EXPECT_EQ(s.metrics[0].count, rows);
+  EXPECT_NEAR(s.metrics[1].sum, ref.top2, 1e-12);
+  for (std::size_t cell = 0; cell < 16; ++cell)
+    EXPECT_EQ(s.metrics[2 + cell].sum, ref.confusion[cell]) << "confusion cell " << cell;
+  EXPECT_NEAR(s.metrics[18].sum, ref.weighted_hits, 1e-12);
+  EXPECT_DOUBLE_EQ(s.metrics[18].count, 0.25 * (1 + 2 + 3 + 4 + 5 + 6));
+  EXPECT_GT(ref.hits, 0);  // the metrics see something to count
+  EXPECT_LT(ref.hits, rows);
+
+  std::vector<double> analytic;
+  for (const Parameter* p : model->parameters())
+    analytic.insert(analytic.end(), p->grad.data(), p->grad.data() + p->grad.size());
+  const std::vector<double> numeric = test::numeric_gradient(
+      [&](const std::vector<double>& p) { return tagger_reference(p, x, y, rows).loss; }, params);
+  test::expect_close(analytic, numeric, 1e-4, 1e-6, "gradients of the loss over the steps");
+
+  // A label per step, checked per step: the third step of row 2.
+  y[2 * 4 + 2] = 4;
+  try {
+    o.check_labels(y, *model);
+    ADD_FAILURE() << "label 4 of 4 classes accepted";
+  } catch (const DataError& e) {
+    EXPECT_STREQ(e.what(), "row 2 of the batch: label 4 at position 2 of 3 for output 'tags' is "
+                           "not a class index in [0, 4) (sparse_categorical_crossentropy takes "
+                           "integer class indices)");
+  }
+  EXPECT_THROW(o.check_targets(*model, {{1}}), ShapeError);
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor
   require_device(*this, target, "loss_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
   const float* w = row_weights(*this, weights, rows, "loss_sum");
-  if (desc.kind == LossDesc::Kind::scce) check_sparse_labels(target, cols);
+  if (desc.kind == LossDesc::Kind::scce)
+    check_sparse_labels(target, desc.positions > 1 ? cols / desc.positions : cols);
   if (grad) place(*grad, pred.shape());
   const float* p = pred.data();
   const float* t = target.data();

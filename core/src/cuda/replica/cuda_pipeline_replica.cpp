@@ -377,10 +377,7 @@ class CudaPipelineReplica : public Replica {
     first.backend.place(x_, x.shape());
     cuda::copy_to_device(x_.data(), x.data(), x.size(), first.stream.get());
     if (!objective) return;
-    std::vector<std::int64_t> widths;
-    for (std::size_t j = 0; j < model_.output_count(); ++j)
-      widths.push_back(shape_size(model_.output_shape(j)));
-    objective->check_labels(y, widths);
+    objective->check_labels(y, model_);
     cuda::PipelineStage& last = *stages_.back();
     use_device(last.device);
     last.backend.place(y_, y.shape());

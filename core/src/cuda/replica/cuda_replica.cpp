@@ -249,12 +249,7 @@ class CudaReplica : public Replica {
   void place_batch(const Tensor& x, const Tensor& y, const Objective* objective) {
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     allocator_->set_context("a batch of " + std::to_string(rows) + " samples on this replica");
-    if (objective && rows > 0) {
-      std::vector<std::int64_t> widths;
-      for (std::size_t j = 0; j < model_.output_count(); ++j)
-        widths.push_back(shape_size(model_.output_shape(j)));
-      objective->check_labels(y, widths);
-    }
+    if (objective && rows > 0) objective->check_labels(y, model_);
     staging_.place(x, y, objective != nullptr, stream());
   }
 
