@@ -25,9 +25,9 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/layer_extensions.hpp"
+#include "nn/layer_registry.hpp"
 #include "nn/loss.hpp"
 #include "optim/optimizer.hpp"
-#include "nn/layer_registry.hpp"
 #include "tandem/layer.hpp"
 #include "tandem/rng.hpp"
 #include "test_support.hpp"
@@ -42,8 +42,8 @@ using nlohmann::json;
 constexpr double kBar = 1e-5;
 
 struct Input {
-  std::string name;  // "" for a plain input; the call argument's name otherwise
-  Shape shape;       // with the batch axis
+  std::string name;   // "" for a plain input; the call argument's name otherwise
+  Shape shape;        // with the batch axis
   bool mask = false;  // 0/1 values (an attention mask), else uniform in [-scale, scale]
   float scale = 1;
   float kept = 0.7f;  // a mask's share of ones
@@ -96,8 +96,8 @@ std::int64_t zero_rows(const Tensor& mask) {
 double relative_error(const Tensor& actual, const std::vector<float>& reference) {
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < reference.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(actual[static_cast<std::int64_t>(i)]) -
-                                    reference[i]));
+    diff = std::max(
+        diff, std::fabs(static_cast<double>(actual[static_cast<std::int64_t>(i)]) - reference[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(reference[i])));
   }
   return scale > 0 ? diff / scale : diff;
@@ -190,8 +190,9 @@ Ran run_in_tandem(const Case& c) {
     const std::string file = numbered("in", i, ".bin");
     write_floats(run.dir / file, run.inputs[i]);
     // The first input is the query for attention; the others are named by their argument.
-    const std::string name =
-        !c.inputs[i].name.empty() ? c.inputs[i].name : i == 0 ? "query" : numbered("x", i);
+    const std::string name = !c.inputs[i].name.empty() ? c.inputs[i].name
+                             : i == 0                  ? "query"
+                                                       : numbered("x", i);
     manifest["inputs"].push_back(
         {{"name", name}, {"file", file}, {"shape", run.inputs[i].shape()}});
   }
@@ -223,7 +224,7 @@ void compare_with_torch(const Ran& run) {
   EXPECT_LE(relative_error(run.y, read_floats(dir / "y.bin", run.y.size())), kBar) << "output";
   for (std::size_t i = 0; i < run.inputs.size(); ++i)
     EXPECT_LE(relative_error(run.grads[i], read_floats(dir / numbered("dinput", i, ".bin"),
-                                                        run.inputs[i].size())),
+                                                       run.inputs[i].size())),
               kBar)
         << "gradient of input " << i;
   const auto params = run.layer->parameters();
@@ -276,43 +277,45 @@ TEST(LayerOracle, MergingLayersMatchPyTorch) {
   cases.push_back({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
   cases.push_back({"DotVectors", entry("Dot", {{"axes", -1}}), {{"", {3, 7}}, {"", {3, 7}}}});
   cases.push_back({"DotLastAxes", entry("Dot", {{"axes", 2}}), {{"", {2, 4, 5}}, {"", {2, 3, 5}}}});
-  cases.push_back({"DotFirstAxes", entry("Dot", {{"axes", 1}}), {{"", {2, 4, 5}}, {"", {2, 4, 3}}}});
-  cases.push_back({"DotMixed", entry("Dot", {{"axes", {2, 1}}}), {{"", {2, 4, 5}}, {"", {2, 5, 3}}}});
-  cases.push_back({"DotMixedOther", entry("Dot", {{"axes", {1, 2}}}),
-                   {{"", {2, 4, 5}}, {"", {2, 3, 4}}}});
-  cases.push_back({"Concatenate", entry("Concatenate", {{"axis", 1}}),
-                       {{"", {2, 3, 4}}, {"", {2, 5, 4}}}});
+  cases.push_back(
+      {"DotFirstAxes", entry("Dot", {{"axes", 1}}), {{"", {2, 4, 5}}, {"", {2, 4, 3}}}});
+  cases.push_back(
+      {"DotMixed", entry("Dot", {{"axes", {2, 1}}}), {{"", {2, 4, 5}}, {"", {2, 5, 3}}}});
+  cases.push_back(
+      {"DotMixedOther", entry("Dot", {{"axes", {1, 2}}}), {{"", {2, 4, 5}}, {"", {2, 3, 4}}}});
+  cases.push_back(
+      {"Concatenate", entry("Concatenate", {{"axis", 1}}), {{"", {2, 3, 4}}, {"", {2, 5, 4}}}});
   check_against_torch(cases);
 }
 
 TEST(LayerOracle, LayerNormalizationMatchesPyTorch) {
   std::vector<Case> cases;
-  cases.push_back({"LayerNormalization", entry("LayerNormalization", {{"epsilon", 1e-3}}),
-                       {{"", {4, 6, 16}}}});
+  cases.push_back(
+      {"LayerNormalization", entry("LayerNormalization", {{"epsilon", 1e-3}}), {{"", {4, 6, 16}}}});
   cases.push_back({"LayerNormalizationNoCenter",
-                       entry("LayerNormalization", {{"center", false}, {"epsilon", 1e-5}}),
-                       {{"", {5, 8}}}});
+                   entry("LayerNormalization", {{"center", false}, {"epsilon", 1e-5}}),
+                   {{"", {5, 8}}}});
   check_against_torch(cases);
 }
 
 TEST(LayerOracle, MultiHeadAttentionMatchesPyTorch) {
   std::vector<Case> cases;
-  cases.push_back({"MhaSelf", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 4}}),
-                       {{"", {3, 5, 6}}, {"value", {3, 5, 6}}}});
+  cases.push_back({"MhaSelf",
+                   entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 4}}),
+                   {{"", {3, 5, 6}}, {"value", {3, 5, 6}}}});
   cases.push_back({"MhaCross",
-                       entry("MultiHeadAttention", {{"num_heads", 3},
-                                                    {"key_dim", 2},
-                                                    {"value_dim", 5},
-                                                    {"output_shape", 7}}),
-                       {{"", {2, 4, 6}}, {"value", {2, 3, 5}}, {"key", {2, 3, 8}}}});
-  cases.push_back({"MhaCausal", entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
-                       {{"", {2, 5, 4}}, {"value", {2, 5, 4}}},
-                       {{"use_causal_mask", true}}});
-  cases.push_back({"MhaMaskNoBias",
-                       entry("MultiHeadAttention",
-                             {{"num_heads", 2}, {"key_dim", 3}, {"use_bias", false}}),
-                       {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
-                       {{"use_causal_mask", false}}});
+                   entry("MultiHeadAttention",
+                         {{"num_heads", 3}, {"key_dim", 2}, {"value_dim", 5}, {"output_shape", 7}}),
+                   {{"", {2, 4, 6}}, {"value", {2, 3, 5}}, {"key", {2, 3, 8}}}});
+  cases.push_back({"MhaCausal",
+                   entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}}),
+                   {{"", {2, 5, 4}}, {"value", {2, 5, 4}}},
+                   {{"use_causal_mask", true}}});
+  cases.push_back(
+      {"MhaMaskNoBias",
+       entry("MultiHeadAttention", {{"num_heads", 2}, {"key_dim", 3}, {"use_bias", false}}),
+       {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
+       {{"use_causal_mask", false}}});
   check_against_torch(cases);
 }
 
@@ -342,31 +345,40 @@ TEST(LayerOracle, MultiHeadAttentionQueriesThatSeeNoKeyAreKeras3s) {
 TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"Conv1DValid",
-                       entry("Conv1D", {{"filters", 5}, {"kernel_size", 3}, {"activation", "tanh"}}),
-                       {{"", {2, 9, 4}}}});
-  cases.push_back({"Conv1DSameStrided",
-                       entry("Conv1D", {{"filters", 3}, {"kernel_size", {4}}, {"strides", 2},
-                                        {"padding", "same"}}),
-                       {{"", {2, 9, 4}}}});
-  cases.push_back({"Conv1DDilated",
-                       entry("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2},
-                                        {"padding", "same"}, {"use_bias", false}}),
-                       {{"", {2, 10, 2}}}});
-  cases.push_back({"Conv1DCausalDilated",
-                   entry("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2},
-                                    {"padding", "causal"}}),
+                   entry("Conv1D", {{"filters", 5}, {"kernel_size", 3}, {"activation", "tanh"}}),
                    {{"", {2, 9, 4}}}});
+  cases.push_back(
+      {"Conv1DSameStrided",
+       entry("Conv1D", {{"filters", 3}, {"kernel_size", {4}}, {"strides", 2}, {"padding", "same"}}),
+       {{"", {2, 9, 4}}}});
+  cases.push_back({"Conv1DDilated",
+                   entry("Conv1D", {{"filters", 3},
+                                    {"kernel_size", 3},
+                                    {"dilation_rate", 2},
+                                    {"padding", "same"},
+                                    {"use_bias", false}}),
+                   {{"", {2, 10, 2}}}});
+  cases.push_back(
+      {"Conv1DCausalDilated",
+       entry("Conv1D",
+             {{"filters", 3}, {"kernel_size", 3}, {"dilation_rate", 2}, {"padding", "causal"}}),
+       {{"", {2, 9, 4}}}});
   cases.push_back({"Conv1DCausalStrided",
-                   entry("Conv1D", {{"filters", 2}, {"kernel_size", 4}, {"strides", 3},
-                                    {"padding", "causal"}, {"activation", "relu"}}),
+                   entry("Conv1D", {{"filters", 2},
+                                    {"kernel_size", 4},
+                                    {"strides", 3},
+                                    {"padding", "causal"},
+                                    {"activation", "relu"}}),
                    {{"", {2, 10, 3}}}});
-  cases.push_back({"MaxPooling1D", entry("MaxPooling1D", {{"pool_size", 3}, {"strides", 2}}),
-                       {{"", {2, 11, 3}}}});
-  cases.push_back({"AveragePooling1D", entry("AveragePooling1D", {{"pool_size", 2}}),
-                       {{"", {2, 8, 3}}}});
+  cases.push_back({"MaxPooling1D",
+                   entry("MaxPooling1D", {{"pool_size", 3}, {"strides", 2}}),
+                   {{"", {2, 11, 3}}}});
+  cases.push_back(
+      {"AveragePooling1D", entry("AveragePooling1D", {{"pool_size", 2}}), {{"", {2, 8, 3}}}});
   cases.push_back({"GlobalMaxPooling1D", entry("GlobalMaxPooling1D"), {{"", {3, 7, 4}}}});
-  cases.push_back({"GlobalMaxPooling2D", entry("GlobalMaxPooling2D", {{"keepdims", true}}),
-                       {{"", {2, 4, 5, 3}}}});
+  cases.push_back({"GlobalMaxPooling2D",
+                   entry("GlobalMaxPooling2D", {{"keepdims", true}}),
+                   {{"", {2, 4, 5, 3}}}});
   check_against_torch(cases);
 }
 
@@ -376,65 +388,87 @@ TEST(LayerOracle, Conv2DTransposeMatchesPyTorch) {
                    entry("Conv2DTranspose", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}}),
                    {{"", {2, 4, 5, 3}}}});
   cases.push_back({"Conv2DTransposeSameStrided",
-                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", {3, 2}},
-                                             {"strides", {2, 3}}, {"padding", "same"},
+                   entry("Conv2DTranspose", {{"filters", 2},
+                                             {"kernel_size", {3, 2}},
+                                             {"strides", {2, 3}},
+                                             {"padding", "same"},
                                              {"activation", "tanh"}}),
                    {{"", {2, 3, 4, 5}}}});
   cases.push_back({"Conv2DTransposeEvenKernelSame",
-                   entry("Conv2DTranspose", {{"filters", 3}, {"kernel_size", 4}, {"strides", 2},
-                                             {"padding", "same"}, {"activation", "relu"}}),
+                   entry("Conv2DTranspose", {{"filters", 3},
+                                             {"kernel_size", 4},
+                                             {"strides", 2},
+                                             {"padding", "same"},
+                                             {"activation", "relu"}}),
                    {{"", {2, 4, 4, 2}}}});
   cases.push_back({"Conv2DTransposeOutputPadding",
-                   entry("Conv2DTranspose", {{"filters", 3}, {"kernel_size", 3}, {"strides", 2},
-                                             {"padding", "same"}, {"output_padding", {1, 0}}}),
+                   entry("Conv2DTranspose", {{"filters", 3},
+                                             {"kernel_size", 3},
+                                             {"strides", 2},
+                                             {"padding", "same"},
+                                             {"output_padding", {1, 0}}}),
                    {{"", {2, 3, 4, 2}}}});
   cases.push_back({"Conv2DTransposeValidOutputPadding",
-                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", 2}, {"strides", 3},
-                                             {"output_padding", 2}, {"use_bias", false}}),
+                   entry("Conv2DTranspose", {{"filters", 2},
+                                             {"kernel_size", 2},
+                                             {"strides", 3},
+                                             {"output_padding", 2},
+                                             {"use_bias", false}}),
                    {{"", {2, 3, 3, 2}}}});
-  cases.push_back({"Conv2DTransposeDilated",
-                   entry("Conv2DTranspose", {{"filters", 2}, {"kernel_size", 3},
-                                             {"dilation_rate", 2}, {"padding", "same"}}),
-                   {{"", {2, 5, 6, 3}}}});
+  cases.push_back(
+      {"Conv2DTransposeDilated",
+       entry("Conv2DTranspose",
+             {{"filters", 2}, {"kernel_size", 3}, {"dilation_rate", 2}, {"padding", "same"}}),
+       {{"", {2, 5, 6, 3}}}});
   check_against_torch(cases);
 }
 
 TEST(LayerOracle, GroupedDepthwiseAndSeparableConvolutionsMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"Conv2DGroups",
-                   entry("Conv2D", {{"filters", 6}, {"kernel_size", 3}, {"groups", 2},
-                                    {"padding", "same"}, {"activation", "tanh"}}),
+                   entry("Conv2D", {{"filters", 6},
+                                    {"kernel_size", 3},
+                                    {"groups", 2},
+                                    {"padding", "same"},
+                                    {"activation", "tanh"}}),
                    {{"", {2, 5, 4, 4}}}});
-  cases.push_back({"DepthwiseConv2D",
-                   entry("DepthwiseConv2D", {{"kernel_size", 3}}), {{"", {2, 5, 6, 3}}}});
+  cases.push_back(
+      {"DepthwiseConv2D", entry("DepthwiseConv2D", {{"kernel_size", 3}}), {{"", {2, 5, 6, 3}}}});
   cases.push_back({"DepthwiseConv2DMultiplierStridedSame",
-                   entry("DepthwiseConv2D", {{"kernel_size", {3, 2}}, {"strides", 2},
-                                             {"padding", "same"}, {"depth_multiplier", 2},
+                   entry("DepthwiseConv2D", {{"kernel_size", {3, 2}},
+                                             {"strides", 2},
+                                             {"padding", "same"},
+                                             {"depth_multiplier", 2},
                                              {"activation", "relu"}}),
                    {{"", {2, 6, 5, 3}}}});
-  cases.push_back({"DepthwiseConv2DDilatedWithoutBias",
-                   entry("DepthwiseConv2D", {{"kernel_size", 3}, {"dilation_rate", 2},
-                                             {"use_bias", false}, {"padding", "same"}}),
-                   {{"", {2, 6, 6, 2}}}});
-  cases.push_back({"SeparableConv2D",
-                   entry("SeparableConv2D", {{"filters", 4}, {"kernel_size", 3},
-                                             {"activation", "relu"}}),
-                   {{"", {2, 6, 5, 3}}}});
+  cases.push_back(
+      {"DepthwiseConv2DDilatedWithoutBias",
+       entry("DepthwiseConv2D",
+             {{"kernel_size", 3}, {"dilation_rate", 2}, {"use_bias", false}, {"padding", "same"}}),
+       {{"", {2, 6, 6, 2}}}});
+  cases.push_back(
+      {"SeparableConv2D",
+       entry("SeparableConv2D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}}),
+       {{"", {2, 6, 5, 3}}}});
   cases.push_back({"SeparableConv2DMultiplierStridedSame",
-                   entry("SeparableConv2D", {{"filters", 5}, {"kernel_size", 3}, {"strides", 2},
-                                             {"padding", "same"}, {"depth_multiplier", 2}}),
+                   entry("SeparableConv2D", {{"filters", 5},
+                                             {"kernel_size", 3},
+                                             {"strides", 2},
+                                             {"padding", "same"},
+                                             {"depth_multiplier", 2}}),
                    {{"", {2, 7, 6, 2}}}});
   check_against_torch(cases);
 }
 
 TEST(LayerOracle, ImageBorderAndUpsamplingLayersMatchPyTorch) {
   std::vector<Case> cases;
-  cases.push_back({"ZeroPadding2D", entry("ZeroPadding2D", {{"padding", {{1, 2}, {0, 3}}}}),
+  cases.push_back({"ZeroPadding2D",
+                   entry("ZeroPadding2D", {{"padding", {{1, 2}, {0, 3}}}}),
                    {{"", {2, 4, 5, 3}}}});
-  cases.push_back({"Cropping2D", entry("Cropping2D", {{"cropping", {{1, 0}, {2, 1}}}}),
-                   {{"", {2, 4, 6, 3}}}});
-  cases.push_back({"UpSampling2D", entry("UpSampling2D", {{"size", {2, 3}}}),
-                   {{"", {2, 3, 4, 2}}}});
+  cases.push_back(
+      {"Cropping2D", entry("Cropping2D", {{"cropping", {{1, 0}, {2, 1}}}}), {{"", {2, 4, 6, 3}}}});
+  cases.push_back(
+      {"UpSampling2D", entry("UpSampling2D", {{"size", {2, 3}}}), {{"", {2, 3, 4, 2}}}});
   check_against_torch(cases);
 }
 
@@ -442,9 +476,10 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
   std::vector<Case> cases;
   for (const char* name : {"leaky_relu", "hard_sigmoid", "hard_swish", "mish", "log_softmax"})
     cases.push_back({std::string("Activation_") + name,
-                         entry("Activation", {{"activation", name}}),
-                         {{"", {4, 25}, false, 5.0f}}});  // [-5, 5]: both sides of the kinks
-  cases.push_back({"ReLU6Leaky", entry("ReLU", {{"max_value", 6.0}, {"negative_slope", 0.1}}),
+                     entry("Activation", {{"activation", name}}),
+                     {{"", {4, 25}, false, 5.0f}}});  // [-5, 5]: both sides of the kinks
+  cases.push_back({"ReLU6Leaky",
+                   entry("ReLU", {{"max_value", 6.0}, {"negative_slope", 0.1}}),
                    {{"", {4, 25}, false, 8.0f}}});
   cases.push_back({"ReLUThreshold",
                    entry("ReLU", {{"threshold", 0.5}, {"negative_slope", 0.2}}),
@@ -452,10 +487,11 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
   cases.push_back({"LeakyReLU", entry("LeakyReLU", {{"negative_slope", 0.25}}), {{"", {4, 25}}}});
   cases.push_back({"ELUAlpha", entry("ELU", {{"alpha", 0.7}}), {{"", {4, 25}, false, 3.0f}}});
   cases.push_back({"PReLU", entry("PReLU"), {{"", {4, 3, 5}}}});  // an alpha per value
-  cases.push_back({"PReLUPerChannel", entry("PReLU", {{"shared_axes", {1, 2}}}),
+  cases.push_back({"PReLUPerChannel",
+                   entry("PReLU", {{"shared_axes", {1, 2}}}),
                    {{"", {2, 4, 5, 3}}}});  // after a Conv2D: an alpha per channel
-  cases.push_back({"PReLUSharedMiddle", entry("PReLU", {{"shared_axes", 2}}),
-                   {{"", {3, 4, 2, 3}}}});
+  cases.push_back(
+      {"PReLUSharedMiddle", entry("PReLU", {{"shared_axes", 2}}), {{"", {3, 4, 2, 3}}}});
   cases.push_back({"Normalization",
                    entry("Normalization", {{"mean", {0.5, -1, 2}}, {"variance", {4, 0.25, 1e-20}}}),
                    {{"", {4, 2, 3}, false, 3.0f}}});  // the third variance under the 1e-7 floor
@@ -466,8 +502,8 @@ TEST(LayerOracle, NewActivationsPReLUAndRescalingMatchPyTorch) {
       {"NormalizationAdapted",  // the statistics are weights (Keras' adapt())
        entry("Normalization", {{"axis", {-1}}, {"mean", nullptr}, {"variance", nullptr}}),
        {{"", {4, 3, 6}}}});
-  cases.push_back({"Rescaling", entry("Rescaling", {{"scale", 0.25}, {"offset", -1.5}}),
-                       {{"", {3, 4, 2}}}});
+  cases.push_back(
+      {"Rescaling", entry("Rescaling", {{"scale", 0.25}, {"offset", -1.5}}), {{"", {3, 4, 2}}}});
   check_against_torch(cases);
 }
 
@@ -545,8 +581,9 @@ TEST(LayerOracle, OneInputLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});
   cases.push_back({"ELU", entry("ELU"), {{"", {4, 9}}}});
-  cases.push_back({"PositionEmbedding", entry("PositionEmbedding", {{"sequence_length", 7}}),
-                       {{"", {3, 5, 4}}}});  // 5 of its 7 positions in use
+  cases.push_back({"PositionEmbedding",
+                   entry("PositionEmbedding", {{"sequence_length", 7}}),
+                   {{"", {3, 5, 4}}}});  // 5 of its 7 positions in use
   cases.push_back({"ReLU", entry("ReLU"), {{"", {4, 9}}}});
   cases.push_back({"Softmax", entry("Softmax"), {{"", {4, 9}}}});
   check_against_torch(cases);
@@ -662,16 +699,16 @@ TEST(LayerOracle, RecurrentLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
 
 struct LossCase {
-  json spec;            // the loss as a config gives it
+  json spec;  // the loss as a config gives it
   float pred_lo, pred_hi, target_lo, target_hi;
-  bool labels = false;  // targets drawn from {-1, 0, 1} (hinge labels)
+  bool labels = false;   // targets drawn from {-1, 0, 1} (hinge labels)
   Shape shape = {6, 5};  // the batch of outputs
   bool sparse = false;   // targets: a class index per position (shape without its last axis)
   bool one_hot = false;  // targets: one-hot classes of the last axis
@@ -690,13 +727,31 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
       // axis at each, their mean over every other axis, against torch's own cross-entropy over
       // a class axis of (N, C, d1, ...).
       {json("kl_divergence"), 0.01f, 1, 0.01f, 1, false, {4, 3, 5}},
-      {{{"class_name", "CosineSimilarity"}, {"config", {{"axis", -1}}}}, -1, 1, -1, 1, false,
+      {{{"class_name", "CosineSimilarity"}, {"config", {{"axis", -1}}}},
+       -1,
+       1,
+       -1,
+       1,
+       false,
        {4, 3, 5}},
       {json("categorical_crossentropy"), 0.05f, 1, 0, 0, false, {4, 3, 5}, false, true},
-      {{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, -3, 3, 0,
-       0, false, {4, 3, 5}, false, true},
-      {{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}}, -3,
-       3, 0, 0, false, {3, 4, 2, 5}, true},
+      {{{"class_name", "CategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
+       -3,
+       3,
+       0,
+       0,
+       false,
+       {4, 3, 5},
+       false,
+       true},
+      {{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
+       -3,
+       3,
+       0,
+       0,
+       false,
+       {3, 4, 2, 5},
+       true},
       {json("sparse_categorical_crossentropy"), 0.05f, 1, 0, 0, false, {4, 3, 5}, true},
   };
   std::vector<fs::path> dirs;
@@ -714,20 +769,21 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
     for (std::int64_t i = 0; i < pred.size(); ++i)
       pred[i] = c.pred_lo + (c.pred_hi - c.pred_lo) * static_cast<float>(rng.uniform());
     for (std::int64_t i = 0; i < target.size(); ++i)
-      target[i] = c.labels ? static_cast<float>(rng.below(3)) - 1.0f
+      target[i] = c.labels   ? static_cast<float>(rng.below(3)) - 1.0f
                   : c.sparse ? static_cast<float>(rng.below(static_cast<std::uint64_t>(classes)))
-                             : c.target_lo + (c.target_hi - c.target_lo) *
-                                                 static_cast<float>(rng.uniform());
+                             : c.target_lo +
+                                   (c.target_hi - c.target_lo) * static_cast<float>(rng.uniform());
     if (c.one_hot)
       for (std::int64_t p = 0; p < target.size() / classes; ++p)
-        target[p * classes + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(classes)))] = 1;
+        target[p * classes +
+               static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(classes)))] = 1;
     Tensor grad(shape);
     const std::int64_t n = shape[0];
     values.push_back(loss->compute(pred, target, 1.0f / static_cast<float>(n), &grad) /
                      static_cast<double>(n));
     grads.push_back(grad);
-    dirs.push_back(test::scratch_dir("loss-oracle-" + std::to_string(dirs.size()) + "-" +
-                                     loss->name()));
+    dirs.push_back(
+        test::scratch_dir("loss-oracle-" + std::to_string(dirs.size()) + "-" + loss->name()));
     write_floats(dirs.back() / "pred.bin", pred);
     write_floats(dirs.back() / "target.bin", target);
     const json config = c.spec.is_object() ? c.spec["config"] : json::object();
@@ -751,7 +807,7 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
   }
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem
 
 namespace tandem {
@@ -813,15 +869,17 @@ TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
       keras_moved[static_cast<std::size_t>(i)] = keras[static_cast<std::size_t>(i)] - start[k][i];
     }
     EXPECT_GT(max_abs(keras_moved), 1e-4) << "the steps must move the weights";
-    EXPECT_LE(relative_error(ours_moved, keras_moved), 1e-4) << "weights after " << kSteps << " steps";
+    EXPECT_LE(relative_error(ours_moved, keras_moved), 1e-4)
+        << "weights after " << kSteps << " steps";
     if (fs::exists(dirs[k] / "w_torch_optim.bin")) {
       const std::vector<float> torch_optim = read_floats(dirs[k] / "w_torch_optim.bin", 40);
       std::vector<float> moved(40);
-      for (std::size_t i = 0; i < 40; ++i) moved[i] = torch_optim[i] - start[k][static_cast<std::int64_t>(i)];
+      for (std::size_t i = 0; i < 40; ++i)
+        moved[i] = torch_optim[i] - start[k][static_cast<std::int64_t>(i)];
       EXPECT_LE(relative_error(ours_moved, moved), 1e-4) << "against torch.optim";
     }
   }
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

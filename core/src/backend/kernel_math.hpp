@@ -84,25 +84,26 @@ struct MetricDesc {
     actual_positives,                   // per element: target != 0
     samples,                            // 1 per row: weighted, the rows' weight sum
     // Histograms (metric_histogram), summed over the epoch before a metric's value is read:
-    auc_buckets,       // per element: its label's weight in its threshold bucket (AUC)
-    confusion_matrix   // per row: 1 in cell true class x predicted class (MeanIoU)
+    auc_buckets,      // per element: its label's weight in its threshold bucket (AUC)
+    confusion_matrix  // per row: 1 in cell true class x predicted class (MeanIoU)
   };
   Kind kind = Kind::binary_accuracy;
-  float threshold = 0.5f;  // binary_accuracy and the positives: pred > threshold means 1
-  int k = 5;               // the top-k accuracies
-  int bins = 0;            // auc_buckets: thresholds; confusion_matrix: classes
-  bool from_logits = false;   // auc_buckets: a sigmoid first
-  bool sparse_true = true;    // confusion_matrix: the target is a class index, else its argmax
-  bool sparse_pred = false;   // confusion_matrix: the output is a class index, else its argmax
-  int ignore_class = -1;      // confusion_matrix: rows of this true class count nowhere
+  float threshold = 0.5f;    // binary_accuracy and the positives: pred > threshold means 1
+  int k = 5;                 // the top-k accuracies
+  int bins = 0;              // auc_buckets: thresholds; confusion_matrix: classes
+  bool from_logits = false;  // auc_buckets: a sigmoid first
+  bool sparse_true = true;   // confusion_matrix: the target is a class index, else its argmax
+  bool sparse_pred = false;  // confusion_matrix: the output is a class index, else its argmax
+  int ignore_class = -1;     // confusion_matrix: rows of this true class count nowhere
   // Positions per row, as LossDesc::positions: the accuracies of the last axis (on_last_axis)
   // and the confusion matrix take each position's value; the row's is their mean (the
   // accuracies) or every position's cell (the confusion matrix, as Keras' MeanIoU flattens).
   std::int64_t positions = 1;
 };
 
-/// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at run time and is passed per
-/// step. AdamW is kind adam (the CPU's AdamW is Adam with a default weight decay of 0.004).
+/// An optimizer's hyperparameters (Optimizer::desc()). The learning rate is not here: it changes at
+/// run time and is passed per step. AdamW is kind adam (the CPU's AdamW is Adam with a default
+/// weight decay of 0.004).
 struct OptimizerDesc {
   enum class Kind { sgd, adam, rmsprop, adagrad, adadelta, adamax, nadam, lion };
   Kind kind = Kind::sgd;
@@ -111,11 +112,11 @@ struct OptimizerDesc {
   double clipnorm = 0, clipvalue = 0, global_clipnorm = 0;  // 0: off
   double momentum = 0;                                      // sgd, rmsprop
   bool nesterov = false;                                    // sgd
-  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;  // adam, adamax, nadam, lion (betas)
-  bool amsgrad = false;                                 // adam
-  double rho = 0.9;                                     // rmsprop, adadelta
-  bool centered = false;                                // rmsprop
-  double initial_accumulator_value = 0.1;               // adagrad
+  double beta_1 = 0.9, beta_2 = 0.999, epsilon = 1e-7;      // adam, adamax, nadam, lion (betas)
+  bool amsgrad = false;                                     // adam
+  double rho = 0.9;                                         // rmsprop, adadelta
+  bool centered = false;                                    // rmsprop
+  double initial_accumulator_value = 0.1;                   // adagrad
   // nadam: the momentum schedule u_t = beta_1 (1 - 0.5 * 0.96^(e t)); e is 1 in Keras 3 (and
   // tf.keras' new optimizers), the `decay` (0.004 by default) of Keras 2's legacy Nadam.
   double nadam_schedule_decay = 1.0;
@@ -879,7 +880,8 @@ TANDEM_HD inline double kl_divergence_row(const float* pred, const float* target
     const float t = std_clamp(target[c], kEpsilon, 1.0f);
     const float p = std_clamp(pred[c], kEpsilon, 1.0f);
     s = dadd(s, f2d(fmul(t, log_f(fdiv(t, p)))));
-    if (grad) grad[c] = pred[c] >= kEpsilon && pred[c] <= 1.0f ? fmul(fdiv(-t, p), grad_scale) : 0.0f;
+    if (grad)
+      grad[c] = pred[c] >= kEpsilon && pred[c] <= 1.0f ? fmul(fdiv(-t, p), grad_scale) : 0.0f;
   }
   return s;
 }
@@ -1014,7 +1016,7 @@ TANDEM_HD inline double positives_row(const MetricDesc& metric, const float* p, 
   double n = 0;
   for (std::int64_t c = 0; c < cols; ++c) {
     const bool predicted = p[c] > metric.threshold, actual = t[c] != 0.0f;
-    const bool counted = metric.kind == MetricDesc::Kind::true_positives  ? predicted && actual
+    const bool counted = metric.kind == MetricDesc::Kind::true_positives ? predicted && actual
                          : metric.kind == MetricDesc::Kind::predicted_positives ? predicted
                                                                                 : actual;
     if (counted) n = dadd(n, 1.0);
@@ -1022,8 +1024,8 @@ TANDEM_HD inline double positives_row(const MetricDesc& metric, const float* p, 
   return n;
 }
 
-TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred,
-                                   const float* target, std::int64_t r, std::int64_t cols) {
+TANDEM_HD inline double metric_row(const MetricDesc& metric, const float* pred, const float* target,
+                                   std::int64_t r, std::int64_t cols) {
   const float* p = pred;
   const float* t = target;
   switch (metric.kind) {
@@ -1120,12 +1122,11 @@ TANDEM_HD inline std::int64_t class_cell(float v, int classes) {
 TANDEM_HD inline std::int64_t confusion_cell(const MetricDesc& metric, const float* pred,
                                              const float* target, std::int64_t r,
                                              std::int64_t cols) {
-  const std::int64_t t = metric.sparse_true ? class_cell(target[r], metric.bins)
-                                            : argmax(target + r * cols, cols);
-  const std::int64_t p = metric.sparse_pred ? class_cell(pred[r * cols], metric.bins)
-                                            : argmax(pred + r * cols, cols);
-  if (t < 0 || p < 0 || t >= metric.bins || p >= metric.bins || t == metric.ignore_class)
-    return -1;
+  const std::int64_t t =
+      metric.sparse_true ? class_cell(target[r], metric.bins) : argmax(target + r * cols, cols);
+  const std::int64_t p =
+      metric.sparse_pred ? class_cell(pred[r * cols], metric.bins) : argmax(pred + r * cols, cols);
+  if (t < 0 || p < 0 || t >= metric.bins || p >= metric.bins || t == metric.ignore_class) return -1;
   return t * metric.bins + p;
 }
 
@@ -1449,7 +1450,8 @@ TANDEM_HD inline void update_element(const OptimizerStep& s, float* w, float g, 
       const float one_minus_rho = fsub(1.0f, s.rho);
       const float acc_g = fadd(fmul(s.rho, *s0), fmul(one_minus_rho, fmul(g, g)));
       *s0 = acc_g;
-      const float delta = fdiv(fmul(-fsqrt(fadd(*s1, s.epsilon)), g), fsqrt(fadd(acc_g, s.epsilon)));
+      const float delta =
+          fdiv(fmul(-fsqrt(fadd(*s1, s.epsilon)), g), fsqrt(fadd(acc_g, s.epsilon)));
       *s1 = fadd(fmul(s.rho, *s1), fmul(one_minus_rho, fmul(delta, delta)));
       wk = fadd(wk, fmul(s.lr, delta));
       break;
@@ -1566,7 +1568,8 @@ TANDEM_HD inline float uniform_noise(std::uint64_t row_key, std::int64_t col) {
 /// sample). A flip is its own inverse, so the gradient flips back through the same map.
 TANDEM_HD inline std::int64_t flip_source(const FlipDesc& d, const float* draws, std::int64_t e) {
   const std::int64_t c = e % d.channels, j = (e / d.channels) % d.cols,
-                     i = (e / (d.channels * d.cols)) % d.rows, n = e / (d.channels * d.cols * d.rows);
+                     i = (e / (d.channels * d.cols)) % d.rows,
+                     n = e / (d.channels * d.cols * d.rows);
   const bool mirror = d.horizontal && draws[2 * n] <= 0.5f;
   const bool upside_down = d.vertical && draws[2 * n + 1] <= 0.5f;
   const std::int64_t from_i = upside_down ? d.rows - 1 - i : i;
@@ -1755,7 +1758,9 @@ TANDEM_HD inline WarpTaps warp_taps(const WarpDesc& d, const float* m, std::int6
 /// only (every kind but rotate): its axes can then be computed once per column and per row.
 /// Given m[1] = m[3] = +0, warp_source_x(d, m, x, 0) equals warp_source_x(d, m, x, y) for every
 /// row y >= 0, bit for bit, and likewise for rows.
-TANDEM_HD inline bool warp_separable(const WarpDesc& d) { return d.kind != WarpDesc::rotate; }
+TANDEM_HD inline bool warp_separable(const WarpDesc& d) {
+  return d.kind != WarpDesc::rotate;
+}
 
 /// Channel c of an output pixel from its taps into its sample's input `image`.
 TANDEM_HD inline float warp_tap_sum(const WarpDesc& d, const WarpTaps& t, const float* image,

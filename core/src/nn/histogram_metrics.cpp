@@ -159,22 +159,25 @@ void require_default(ConfigObject& cfg, const char* key, const json& keras_defau
                      const std::string& why) {
   const json* v = cfg.find(key);  // null reads as absent
   if (v && *v != keras_default)
-    throw ConfigError(cfg.path_of(key), "must be " + keras_default.dump() + " (" + why + "), got " +
-                                            v->dump());
+    throw ConfigError(cfg.path_of(key),
+                      "must be " + keras_default.dump() + " (" + why + "), got " + v->dump());
 }
 
 std::unique_ptr<Metric> make_auc(ConfigObject& cfg, const Loss& loss,
                                  const std::function<std::string(const std::string&)>& log_name) {
   if (loss.desc().kind == backend::LossDesc::Kind::scce)
-    throw ConfigError(cfg.path(), "AUC compares every output value with its own 0/1 label, but "
-                                  "the loss " + loss.name() + " gives one class index per sample "
-                                  "(one-hot targets and categorical_crossentropy do it)");
+    throw ConfigError(cfg.path(),
+                      "AUC compares every output value with its own 0/1 label, but "
+                      "the loss " +
+                          loss.name() +
+                          " gives one class index per sample "
+                          "(one-hot targets and categorical_crossentropy do it)");
   backend::MetricDesc desc;
   desc.kind = Kind::auc_buckets;
   const std::int64_t thresholds = cfg.get_int("num_thresholds", 200);
   if (thresholds < 2 || thresholds > 100000)
-    throw ConfigError(cfg.path_of("num_thresholds"), "expected 2 to 100000 thresholds, got " +
-                                                         std::to_string(thresholds));
+    throw ConfigError(cfg.path_of("num_thresholds"),
+                      "expected 2 to 100000 thresholds, got " + std::to_string(thresholds));
   desc.bins = static_cast<int>(thresholds);
   desc.from_logits = cfg.get_bool("from_logits", false);
   // Keras' from_str takes both spellings of each (AUCCurve, AUCSummationMethod).
@@ -214,33 +217,36 @@ void check_iou_readings(ConfigObject& cfg, const backend::MetricDesc& desc, cons
   const std::string classes = std::to_string(desc.bins);
   if (desc.sparse_true && !labels)
     throw ConfigError(cfg.path_of("sparse_y_true"),
-                      "the targets are " + std::to_string(width) + " values on the last axis (one-hot, "
-                      "for the loss " + loss.name() + "), not class indices: set it false (or use "
-                      "OneHotMeanIoU) to take their argmax");
+                      "the targets are " + std::to_string(width) +
+                          " values on the last axis (one-hot, for the loss " + loss.name() +
+                          "), not class indices: set it false (or use OneHotMeanIoU) to take "
+                          "their argmax");
   if (!desc.sparse_true && labels)
-    throw ConfigError(one_hot_class ? cfg.path() : cfg.path_of("sparse_y_true"),
-                      "the targets are class indices (for the loss " + loss.name() +
-                          "), not one-hot: " +
-                          (one_hot_class ? "use MeanIoU" : "set sparse_y_true true"));
+    throw ConfigError(
+        one_hot_class ? cfg.path() : cfg.path_of("sparse_y_true"),
+        "the targets are class indices (for the loss " + loss.name() +
+            "), not one-hot: " + (one_hot_class ? "use MeanIoU" : "set sparse_y_true true"));
   if (desc.sparse_pred && width != 1)
     throw ConfigError(cfg.path_of("sparse_y_pred"),
-                      "the output has " + std::to_string(width) + " values on its last axis, not a "
-                      "class index: set sparse_y_pred false to take their argmax");
+                      "the output has " + std::to_string(width) +
+                          " values on its last axis, not a class index: set sparse_y_pred false "
+                          "to take their argmax");
   if (!desc.sparse_pred && width != desc.bins)
     throw ConfigError(cfg.path_of("num_classes"),
                       classes + " classes, but the output has " + std::to_string(width) +
                           " values on its last axis to take the argmax of");
 }
 
-std::unique_ptr<Metric> make_mean_iou(const Setting& setting, ConfigObject& cfg, const Loss& loss,
-                                      const Shape& output_shape,
-                                      const std::function<std::string(const std::string&)>& log_name) {
+std::unique_ptr<Metric> make_mean_iou(
+    const Setting& setting, ConfigObject& cfg, const Loss& loss, const Shape& output_shape,
+    const std::function<std::string(const std::string&)>& log_name) {
   const bool one_hot = &setting == &kOneHotMeanIou;
   if (!cfg.has("num_classes"))
-    throw ConfigError(cfg.path_of("num_classes"),
-                      std::string(setting.class_name) + " needs num_classes (give the class "
-                      "form: {\"class_name\": \"" + setting.class_name +
-                      "\", \"config\": {\"num_classes\": N}})");
+    throw ConfigError(cfg.path_of("num_classes"), std::string(setting.class_name) +
+                                                      " needs num_classes (give the class "
+                                                      "form: {\"class_name\": \"" +
+                                                      setting.class_name +
+                                                      "\", \"config\": {\"num_classes\": N}})");
   backend::MetricDesc desc;
   desc.kind = Kind::confusion_matrix;
   const std::int64_t classes = cfg.get_int("num_classes");
@@ -253,8 +259,8 @@ std::unique_ptr<Metric> make_mean_iou(const Setting& setting, ConfigObject& cfg,
     // outside [0, num_classes) (Keras' -1 or 255 for unlabelled pixels) counts nowhere anyway.
     const double v = ignored->is_number() ? ignored->get<double>() : 0.5;
     if (std::floor(v) != v || std::fabs(v) > 1e9)
-      throw ConfigError(cfg.path_of("ignore_class"), "expected a class index or null, got " +
-                                                         ignored->dump());
+      throw ConfigError(cfg.path_of("ignore_class"),
+                        "expected a class index or null, got " + ignored->dump());
     desc.ignore_class = static_cast<int>(v);
   }
   desc.sparse_true = one_hot ? false : cfg.get_bool("sparse_y_true", true);

@@ -31,7 +31,7 @@ class Loss {
   /// Whether the loss reads the model's outputs as logits rather than probabilities.
   virtual bool from_logits() const { return false; }
   /// Throws ShapeError when the model output and target shapes (per sample) cannot go together.
-/// A categorical loss takes the output's last axis as its classes, at every position.
+  /// A categorical loss takes the output's last axis as its classes, at every position.
   virtual void check_shapes(const Shape& output, const Shape& target) const = 0;
   /// Sum over the batch of the per-sample loss (for an output with positions, the mean of its
   /// positions' losses). If `grad` is not null it is resized to pred's shape and set to

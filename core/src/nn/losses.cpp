@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "backend/ops.hpp"
-#include "util/config_object.hpp"
-#include "tandem/error.hpp"
 #include "nn/loss.hpp"
+#include "tandem/error.hpp"
+#include "util/config_object.hpp"
 
 namespace tandem {
 
@@ -55,21 +55,35 @@ const std::vector<LossInfo>& losses() {
       {LossKind::mae, "mean_absolute_error", "MeanAbsoluteError", {"mae"}},
       {LossKind::bce, "binary_crossentropy", "BinaryCrossentropy", {}, true, true},
       {LossKind::cce, "categorical_crossentropy", "CategoricalCrossentropy", {}, true, true},
-      {LossKind::scce, "sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", {}, true},
+      {LossKind::scce,
+       "sparse_categorical_crossentropy",
+       "SparseCategoricalCrossentropy",
+       {},
+       true},
       {LossKind::huber, "huber", "Huber", {"huber_loss"}, false, false, true},
       {LossKind::hinge, "hinge", "Hinge", {}},
       {LossKind::squared_hinge, "squared_hinge", "SquaredHinge", {}},
-      {LossKind::kl_divergence, "kl_divergence", "KLDivergence",
+      {LossKind::kl_divergence,
+       "kl_divergence",
+       "KLDivergence",
        {"kld", "KLD", "kullback_leibler_divergence"}},
       {LossKind::log_cosh, "log_cosh", "LogCosh", {"logcosh"}},
       {LossKind::poisson, "poisson", "Poisson", {}},
-      {LossKind::cosine_similarity, "cosine_similarity", "CosineSimilarity", {}, false, false, false,
+      {LossKind::cosine_similarity,
+       "cosine_similarity",
+       "CosineSimilarity",
+       {},
+       false,
+       false,
+       false,
        true},
   };
   return table;
 }
 
-const LossInfo* find_loss(const std::string& n) { return find_keras_name(losses(), n); }
+const LossInfo* find_loss(const std::string& n) {
+  return find_keras_name(losses(), n);
+}
 
 const LossInfo& info_of(LossKind kind) {
   for (const LossInfo& info : losses())
@@ -111,16 +125,18 @@ class KerasLoss : public Loss {
     }
     const bool sparse = desc_.kind == backend::LossDesc::Kind::scce;
     if (output.empty())
-      throw ShapeError(name() + " needs model outputs (None, classes) or (None, ..., classes), "
-                                "got " + shape_to_string(output, true));
+      throw ShapeError(name() +
+                       " needs model outputs (None, classes) or (None, ..., classes), "
+                       "got " +
+                       shape_to_string(output, true));
     if (sparse ? !holds_class_indices(target, output) : target != output)
       throw ShapeError(
           name() + ": targets " + shape_to_string(target, true) +
           (sparse ? " must hold one class index " +
-                        (output.size() == 1 ? std::string("per sample")
-                                            : "per position of model outputs " +
-                                                  shape_to_string(output, true) + ", " +
-                                                  shape_to_string(positions_shape(output), true))
+                        (output.size() == 1
+                             ? std::string("per sample")
+                             : "per position of model outputs " + shape_to_string(output, true) +
+                                   ", " + shape_to_string(positions_shape(output), true))
                   : " do not match model outputs " + shape_to_string(output, true) + hint));
   }
 
@@ -147,7 +163,8 @@ class KerasLoss : public Loss {
 
  private:
   bool categorical() const {
-    return desc_.kind == backend::LossDesc::Kind::cce || desc_.kind == backend::LossDesc::Kind::scce;
+    return desc_.kind == backend::LossDesc::Kind::cce ||
+           desc_.kind == backend::LossDesc::Kind::scce;
   }
 
   backend::LossDesc desc_;
@@ -191,8 +208,8 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path,
     }
     // Keras puts `axis` on some losses; on any, only the last axis is what Tandem computes.
     if (const json* axis = cfg.find("axis"); axis && *axis != -1)
-      throw ConfigError(cfg.path_of("axis"), "only the last axis (-1) is supported, got " +
-                                                 axis->dump());
+      throw ConfigError(cfg.path_of("axis"),
+                        "only the last axis (-1) is supported, got " + axis->dump());
     if (desc.kind == LossKind::mse || desc.kind == LossKind::mae) cfg.ignore({"from_logits"});
     cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
     if (cfg.has("ignore_class"))

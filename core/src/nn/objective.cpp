@@ -93,8 +93,8 @@ std::vector<std::pair<const json*, std::string>> metric_lists(const json& metric
     for (const json& m : metrics) per_output = per_output && m.is_array();
   }
   if (!metrics.is_null() && !metrics.is_array() && !metrics.is_object())
-    throw ConfigError(key, "expected a list of metric names, or lists by output, got " +
-                               metrics.dump());
+    throw ConfigError(key,
+                      "expected a list of metric names, or lists by output, got " + metrics.dump());
   return per_output_entries(metrics, per_output, key, model);
 }
 
@@ -132,10 +132,9 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
         value << label;
         const std::string where = samples.empty() ? "row " + std::to_string(r) + " of the batch"
                                                   : place(samples[static_cast<std::size_t>(r)]);
-        const std::string position =
-            c.positions > 1 ? " at position " + std::to_string(p) + " of " +
-                                  std::to_string(c.positions)
-                            : "";
+        const std::string position = c.positions > 1 ? " at position " + std::to_string(p) +
+                                                           " of " + std::to_string(c.positions)
+                                                     : "";
         const std::string output = c.output.empty() ? "" : " for output '" + c.output + "'";
         throw DataError(where + ": label " + value.str() + position + output +
                         " is not a class index in [0, " + std::to_string(c.classes) + ") (" +
@@ -181,7 +180,8 @@ std::vector<std::pair<const Metric*, bool>> Objective::metrics_in_order() const 
   std::vector<std::pair<const Metric*, bool>> all;
   for (const bool weighted : {false, true})
     for (const Output& o : outputs_)
-      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics) all.push_back({m, weighted});
+      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics)
+        all.push_back({m, weighted});
   return all;
 }
 
@@ -230,8 +230,7 @@ std::vector<double> Objective::values(const std::vector<MetricSum>& parts) const
 
 void Objective::check_targets(const Model& model, const std::vector<Shape>& targets) const {
   const std::size_t n = outputs_.size();
-  if (model.output_count() != n)
-    throw std::logic_error("an objective for another model");
+  if (model.output_count() != n) throw std::logic_error("an objective for another model");
   if (targets.size() == n) {
     for (std::size_t j = 0; j < n; ++j) try {
         outputs_[j].loss->check_shapes(model.output_shape(j), targets[j]);
@@ -254,9 +253,9 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
     parts += (j ? ", " : "") + outputs_[j].name + ": " + std::to_string(w);
   }
   if (targets[0].size() != 1 || targets[0][0] != total)
-    throw ShapeError("targets of shape " + shape_to_string(targets[0], true) +
-                     " for the model's " + std::to_string(n) + " outputs, which take " +
-                     std::to_string(total) + " values per sample, packed (" + parts + ")");
+    throw ShapeError("targets of shape " + shape_to_string(targets[0], true) + " for the model's " +
+                     std::to_string(n) + " outputs, which take " + std::to_string(total) +
+                     " values per sample, packed (" + parts + ")");
 }
 
 void Objective::check_labels(const Tensor& y, const Model& model) const {
@@ -318,9 +317,9 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
       targets[j] = &scratch.targets[j];
     }
     offset += tw;
-    ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j], weights, width,
-                 grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
-                 sums, j);
+    ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j], weights,
+                 width, grad_scale * static_cast<float>(o.weight),
+                 gradients ? &scratch.grads[j] : nullptr, sums, j);
     scratch.grad_views.push_back(&scratch.grads[j]);
   }
   std::size_t slot = n;
@@ -390,9 +389,9 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
   for (std::size_t j = 0; j < n; ++j) {
     outputs[j].name = model.output_name(j);
     if (!loss_entries[j].first)
-      throw ConfigError("loss", "gives no loss for output '" + outputs[j].name +
-                                    "' (every output needs one; its outputs: " +
-                                    output_list(model) + ")");
+      throw ConfigError("loss",
+                        "gives no loss for output '" + outputs[j].name +
+                            "' (every output needs one; its outputs: " + output_list(model) + ")");
     losses.push_back(make_loss(*loss_entries[j].first, loss_entries[j].second, definitions));
     outputs[j].loss = losses.back().get();
   }
@@ -400,9 +399,10 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
     outputs[0].weight = read_weight(loss_weights, "loss_weights");
   } else if (!loss_weights.is_null()) {
     if (!loss_weights.is_array() && !loss_weights.is_object())
-      throw ConfigError("loss_weights", "expected a list of weights in output order, or an "
-                                        "object of weights by output name, got " +
-                                            loss_weights.dump());
+      throw ConfigError("loss_weights",
+                        "expected a list of weights in output order, or an "
+                        "object of weights by output name, got " +
+                            loss_weights.dump());
     const auto weights = per_output_entries(loss_weights, true, "loss_weights", model);
     for (std::size_t j = 0; j < n; ++j)
       if (weights[j].first) outputs[j].weight = read_weight(*weights[j].first, weights[j].second);

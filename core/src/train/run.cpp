@@ -69,7 +69,6 @@ void load_weights_file(Model& model, const std::filesystem::path& file) {
   if (!how.empty()) spdlog::warn("{}: {}", file.string(), how);
 }
 
-
 struct Datasets {
   std::shared_ptr<Dataset> train, validation, test;
 };
@@ -91,8 +90,9 @@ Built build_model(const RunConfig& rc) {
   // Keras' compile under mixed_float16: float16 gradients need a dynamic loss scale.
   if (b.precision == Precision::fp16 && !b.optimizer->loss_scale()) {
     b.optimizer->set_loss_scale(LossScaleConfig{});
-    spdlog::debug("precision fp16: the optimizer is wrapped in a LossScaleOptimizer (dynamic, "
-                  "initial scale 32768, doubled after 2000 good steps), as Keras does");
+    spdlog::debug(
+        "precision fp16: the optimizer is wrapped in a LossScaleOptimizer (dynamic, "
+        "initial scale 32768, doubled after 2000 good steps), as Keras does");
   }
   return b;
 }
@@ -111,7 +111,8 @@ void require_the_training_classes(const std::shared_ptr<Dataset>& train,
     return "[" + t + "]";
   };
   throw ConfigError(where, "its classes " + text(mine) + " are not the training data's " +
-                               text(theirs) + ": a label would mean another class; give both "
+                               text(theirs) +
+                               ": a label would mean another class; give both "
                                "the same classes (an empty sub-folder for a class it lacks, or "
                                "class_names)");
 }
@@ -327,8 +328,8 @@ DevicePlan plan_for(const RunConfig& rc, const World& world = *single_process_wo
   std::string text = rc.devices;
   if (world.size() > 1 && text == "auto" && devices().cuda_trainable &&
       !devices().report.gpus.empty())
-    text = "cuda:" + std::to_string(world.local_rank() %
-                                     static_cast<int>(devices().report.gpus.size()));
+    text = "cuda:" +
+           std::to_string(world.local_rank() % static_cast<int>(devices().report.gpus.size()));
   return parse_device_plan(text, devices, rc.devices_path);
 }
 
@@ -366,10 +367,9 @@ Placement placement_for(const RunConfig& rc, const Model& model, const DevicePla
 std::vector<DevicePlacement> placement_of(const RunConfig& rc, const Built& b,
                                           const DevicePlan& plan, const Placement& placement,
                                           int ranks = 1) {
-  return place_on_devices(*b.model, plan, placement.pipeline,
-                          rc.global_batch_size(placement.replicas * ranks) / ranks,
-                          static_cast<int>(b.optimizer->slot_names().size()),
-                          measure_call_bytes_per_row(*b.model));
+  return place_on_devices(
+      *b.model, plan, placement.pipeline, rc.global_batch_size(placement.replicas * ranks) / ranks,
+      static_cast<int>(b.optimizer->slot_names().size()), measure_call_bytes_per_row(*b.model));
 }
 
 // Refuses a plan whose GPUs cannot hold their share (the estimate against each GPU's memory or
@@ -825,15 +825,14 @@ struct Inference {
     Datasets d = open_datasets(rc, request.split == "train");
     load_weights_file(*built.model, request.weights);
     const Placement placement = placement_for(rc, *built.model, plan);
-    DataLoaderOptions options{rc.global_batch_size(placement.replicas), false, 0,
-                              rc.data.prefetch};
+    DataLoaderOptions options{rc.global_batch_size(placement.replicas), false, 0, rc.data.prefetch};
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
     const std::shared_ptr<Dataset> data = pick_split(request, d);
     if (evaluating) check_labels_of(options, *built.model, *built.objective, *data);
     loader = std::make_unique<DataLoader>(data, options);
-    meta = std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan,
-                                          single_process_world(), built.precision,
-                                          placement.pipeline);
+    meta =
+        std::make_unique<ReplicaModel>(*built.model, *built.optimizer, plan, single_process_world(),
+                                       built.precision, placement.pipeline);
     trainer = std::make_unique<Trainer>(*meta, std::move(*built.objective));
     if (rc.verbose > 0) {
       CallbackBus bus;

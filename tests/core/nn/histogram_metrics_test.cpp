@@ -60,17 +60,19 @@ TEST(HistogramMetrics, AucCountsEveryNonZeroLabelAsAPositive) {
 TEST(HistogramMetrics, PrecisionRecallAucSumsItsSteps) {
   // (recall, precision) from the lowest threshold up: (1, 1/2), (1, 2/3), (1/2, 1/2), (1/2, 1),
   // (0, 0). Minoring takes the lower precision of each step, majoring the higher.
-  EXPECT_NEAR(auc({{"curve", "PR"}, {"summation_method", "minoring"}})->evaluate(kScores, kLabels).sum,
-              0.25, 1e-12);
-  EXPECT_NEAR(auc({{"curve", "PR"}, {"summation_method", "majoring"}})->evaluate(kScores, kLabels).sum,
-              0.5 * 2.0 / 3.0 + 0.5, 1e-12);
+  EXPECT_NEAR(
+      auc({{"curve", "PR"}, {"summation_method", "minoring"}})->evaluate(kScores, kLabels).sum,
+      0.25, 1e-12);
+  EXPECT_NEAR(
+      auc({{"curve", "PR"}, {"summation_method", "majoring"}})->evaluate(kScores, kLabels).sum,
+      0.5 * 2.0 / 3.0 + 0.5, 1e-12);
   // Interpolated (Davis & Goadrich, Keras' interpolate_pr_auc), by hand. From threshold to
   // threshold the (tp, predicted positives) counts go (2, 4) -> (2, 3) -> (1, 2) -> (1, 1) ->
   // (0, 0); only steps where tp drops add area: (2, 3) -> (1, 2) with slope 1 and intercept
   // 1 - 2 = -1 adds (1 - log(3/2)) / (tp + fn = 2), and (1, 1) -> (0, 0) with intercept 0 adds
   // 1 / 2.
-  EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, kLabels).sum,
-              (1 - std::log(1.5)) / 2 + 0.5, 1e-12);
+  EXPECT_NEAR(auc({{"curve", "PR"}})->evaluate(kScores, kLabels).sum, (1 - std::log(1.5)) / 2 + 0.5,
+              1e-12);
   // Keras' from_str spellings: "pr", "Minoring".
   EXPECT_NEAR(
       auc({{"curve", "pr"}, {"summation_method", "Minoring"}})->evaluate(kScores, kLabels).sum,
@@ -99,22 +101,24 @@ TEST(HistogramMetrics, SampleWeightsCountAsRepeatedSamples) {
 
 // True classes 0 0 1 1 2, predicted (argmax) 0 1 1 1 0.
 const Tensor kClassScores = Tensor::from_vector(
-    {5, 3}, {0.8f, 0.1f, 0.1f, 0.2f, 0.7f, 0.1f, 0.1f, 0.6f, 0.3f, 0.3f, 0.4f, 0.3f, 0.5f, 0.2f, 0.3f});
+    {5, 3},
+    {0.8f, 0.1f, 0.1f, 0.2f, 0.7f, 0.1f, 0.1f, 0.6f, 0.3f, 0.3f, 0.4f, 0.3f, 0.5f, 0.2f, 0.3f});
 const Tensor kClassLabels = Tensor::from_vector({5}, {0, 0, 1, 1, 2});
 
 TEST(HistogramMetrics, MeanIouAveragesTheClassesIntersectionOverUnion) {
   // IoU: class 0 1 / (2 + 2 - 1), class 1 2 / (2 + 3 - 2), class 2 0 / (1 + 0 - 0).
-  auto m = metric_for({{"class_name", "MeanIoU"},
-                       {"config", {{"num_classes", 3}, {"sparse_y_pred", false}}}},
-                      "sparse_categorical_crossentropy", {3});
+  auto m = metric_for(
+      {{"class_name", "MeanIoU"}, {"config", {{"num_classes", 3}, {"sparse_y_pred", false}}}},
+      "sparse_categorical_crossentropy", {3});
   EXPECT_EQ(m->name(), "mean_io_u");
   EXPECT_EQ(m->parts(), 9u);
   EXPECT_NEAR(m->evaluate(kClassScores, kClassLabels).sum, (1.0 / 3 + 2.0 / 3 + 0) / 3, 1e-12);
   // Without class 2's row: class 0 1 / 2, class 1 2 / 3, class 2 absent (not averaged).
-  auto ignoring = metric_for({{"class_name", "MeanIoU"},
-                              {"config", {{"num_classes", 3}, {"sparse_y_pred", false},
-                                          {"ignore_class", 2}, {"name", "miou"}}}},
-                             "sparse_categorical_crossentropy", {3});
+  auto ignoring = metric_for(
+      {{"class_name", "MeanIoU"},
+       {"config",
+        {{"num_classes", 3}, {"sparse_y_pred", false}, {"ignore_class", 2}, {"name", "miou"}}}},
+      "sparse_categorical_crossentropy", {3});
   EXPECT_EQ(ignoring->name(), "miou");
   EXPECT_NEAR(ignoring->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
   // 2.0, as Python may write the index, is class 2.
@@ -125,9 +129,11 @@ TEST(HistogramMetrics, MeanIouAveragesTheClassesIntersectionOverUnion) {
   EXPECT_NEAR(ignoring_float->evaluate(kClassScores, kClassLabels).sum, (0.5 + 2.0 / 3) / 2, 1e-12);
   // One-hot targets: the same matrix.
   Tensor one_hot({5, 3});
-  for (std::int64_t r = 0; r < 5; ++r) one_hot[r * 3 + static_cast<std::int64_t>(kClassLabels[r])] = 1;
-  auto from_one_hot = metric_for({{"class_name", "OneHotMeanIoU"}, {"config", {{"num_classes", 3}}}},
-                                 "categorical_crossentropy", {3});
+  for (std::int64_t r = 0; r < 5; ++r)
+    one_hot[r * 3 + static_cast<std::int64_t>(kClassLabels[r])] = 1;
+  auto from_one_hot =
+      metric_for({{"class_name", "OneHotMeanIoU"}, {"config", {{"num_classes", 3}}}},
+                 "categorical_crossentropy", {3});
   EXPECT_EQ(from_one_hot->name(), "one_hot_mean_io_u");
   EXPECT_NEAR(from_one_hot->evaluate(kClassScores, one_hot).sum, (1.0 / 3 + 2.0 / 3) / 3, 1e-12);
 }
@@ -137,8 +143,8 @@ TEST(HistogramMetrics, AnEpochsValueComesFromItsSummedHistogramNotTheBatchesMean
       json::parse(R"({"class_name": "Sequential", "config": {"layers": [{"class_name": "Dense",
         "config": {"units": 1, "activation": "sigmoid", "input_shape": [1]}}]}})"),
       "model", 3);
-  const Objective o = make_objective("binary_crossentropy", json(), json::array({"AUC", "accuracy"}),
-                                     *model);
+  const Objective o =
+      make_objective("binary_crossentropy", json(), json::array({"AUC", "accuracy"}), *model);
   // Named by a string, a metric is logged under that string in Keras 3 (compile_utils'
   // get_metric); a Keras 2 model logs a class name under the class's default name.
   EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"AUC", "accuracy"}));
@@ -195,16 +201,16 @@ TEST(HistogramMetrics, ConfigsTandemCannotComputeAreRefusedAtTheirKeys) {
                "at 'metrics[0].config.sparse_y_true': the targets are 3 values on the last axis");
   expect_error(config_error(with("OneHotMeanIoU", {{"num_classes", 3}}), sparse, {3}),
                "the targets are class indices");
-  expect_error(config_error(with("MeanIoU", {{"num_classes", 4}, {"sparse_y_pred", false}}),
-                            sparse, {3}),
-               "at 'metrics[0].config.num_classes': 4 classes, but the output has 3");
+  expect_error(
+      config_error(with("MeanIoU", {{"num_classes", 4}, {"sparse_y_pred", false}}), sparse, {3}),
+      "at 'metrics[0].config.num_classes': 4 classes, but the output has 3");
   expect_error(config_error(with("MeanIoU", {{"num_classes", 1}}), sparse, {3}),
                "expected 2 to 4096 classes");
   expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"axis", 1}}), sparse, {3}),
                "at 'metrics[0].config.axis'");
-  expect_error(config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", "cat"}}),
-                            sparse, {3}),
-               "at 'metrics[0].config.ignore_class'");
+  expect_error(
+      config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", "cat"}}), sparse, {3}),
+      "at 'metrics[0].config.ignore_class'");
   expect_error(
       config_error(with("MeanIoU", {{"num_classes", 3}, {"ignore_class", 1.5}}), sparse, {3}),
       "at 'metrics[0].config.ignore_class': expected a class index or null, got 1.5");
@@ -220,12 +226,14 @@ TEST(HistogramMetrics, ConfigsTandemCannotComputeAreRefusedAtTheirKeys) {
   expect_error(config_error(with("AUC", {{"from_logit", true}}), "binary_crossentropy", {1}),
                "metrics[0].config.from_logit");
   // Keras' own null and default values pass.
-  EXPECT_EQ(config_error(with("AUC", {{"multi_label", false}, {"num_labels", nullptr},
-                                      {"label_weights", nullptr}, {"thresholds", nullptr},
+  EXPECT_EQ(config_error(with("AUC", {{"multi_label", false},
+                                      {"num_labels", nullptr},
+                                      {"label_weights", nullptr},
+                                      {"thresholds", nullptr},
                                       {"dtype", "float32"}}),
                          "binary_crossentropy", {1}),
             "no error");
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "gradient_check.hpp"
-#include "tandem/error.hpp"
 #include "nn/loss.hpp"
+#include "tandem/error.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -315,5 +315,5 @@ TEST(Losses, ConfigErrorsNameThePath) {
   }
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

@@ -120,8 +120,8 @@ Reference reference(const std::vector<double>& p, const Tensor& x, const Tensor&
     double reg = rb[0];
     for (int i = 0; i < 4; ++i) reg += trunk[i] * rk[i];
     const double top = std::max({z[0], z[1], z[2]});
-    const double lse = top + std::log(std::exp(z[0] - top) + std::exp(z[1] - top) +
-                                      std::exp(z[2] - top));
+    const double lse =
+        top + std::log(std::exp(z[0] - top) + std::exp(z[1] - top) + std::exp(z[2] - top));
     const std::int64_t cols = y.size() / kRows;  // 2 targets, and a weight when weighted
     const auto label = static_cast<int>(y[cols * r]);
     ref.cls_row_loss.push_back(lse - z[static_cast<std::size_t>(label)]);
@@ -168,7 +168,8 @@ TEST(Objective, TwoInputsAndTwoOutputsFollowTheDoubleReference) {
   ASSERT_EQ(packed.shape(), (Shape{kRows, 4}));
   for (std::int64_t r = 0; r < kRows; ++r) {
     for (int j = 0; j < 3; ++j)
-      EXPECT_NEAR(packed[r * 4 + j], ref.cls[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)], 1e-5);
+      EXPECT_NEAR(packed[r * 4 + j],
+                  ref.cls[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)], 1e-5);
     EXPECT_NEAR(packed[r * 4 + 3], ref.reg[static_cast<std::size_t>(r)][0], 1e-5);
   }
 
@@ -227,8 +228,7 @@ TEST(Objective, SampleWeightsWeighTheLossItsGradientsAndTheWeightedMetrics) {
   }
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch,
-            *sums);
+  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch, *sums);
   model->backward_outputs(scratch.grad_views, [](std::size_t) {});
   const StepSums s = o.read(*sums, kRows);
 
@@ -398,9 +398,9 @@ TEST(Objective, BadLossesWeightsAndMetricsAreRefusedAtTheirPath) {
                 .find("at 'loss.nope': the model has no output 'nope' (its outputs: 'cls', "
                       "'reg')"),
             std::string::npos);
-  EXPECT_NE(config_error(json{{"cls", "mse"}}, json(), json())
-                .find("gives no loss for output 'reg'"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error(json{{"cls", "mse"}}, json(), json()).find("gives no loss for output 'reg'"),
+      std::string::npos);
   EXPECT_NE(config_error(json::array({"mse"}), json(), json())
                 .find("at 'loss': has 1 entries for the model's 2 outputs"),
             std::string::npos);
@@ -425,10 +425,10 @@ TEST(Objective, BadLossesWeightsAndMetricsAreRefusedAtTheirPath) {
             std::string::npos);
   // A list of lists is per output; a plain list is every output's.
   auto m = Model::from_config(two_heads_config(), "model", 11);
-  const Objective lists = make_objective(
-      "mse", json(), json::parse(R"([["mae"], ["mse", "mae"]])"), *m);
-  EXPECT_EQ(lists.metric_names(), (std::vector<std::string>{"cls_loss", "reg_loss", "cls_mae",
-                                                            "reg_mse", "reg_mae"}));
+  const Objective lists =
+      make_objective("mse", json(), json::parse(R"([["mae"], ["mse", "mae"]])"), *m);
+  EXPECT_EQ(lists.metric_names(),
+            (std::vector<std::string>{"cls_loss", "reg_loss", "cls_mae", "reg_mse", "reg_mae"}));
   const Objective shared = make_objective("mse", json(), json::array({"mae"}), *m);
   EXPECT_EQ(shared.metric_names(),
             (std::vector<std::string>{"cls_loss", "reg_loss", "cls_mae", "reg_mae"}));
@@ -437,8 +437,8 @@ TEST(Objective, BadLossesWeightsAndMetricsAreRefusedAtTheirPath) {
 TEST(Objective, TargetsThatDoNotFitTheOutputsAreNamed) {
   auto m = Model::from_config(two_heads_config(), "model", 11);
   const Objective o = make_objective(kLoss, kWeights, kMetrics, *m);
-  o.check_targets(*m, {{2}});          // packed: one class index and one value
-  o.check_targets(*m, {{}, {1}});      // apart
+  o.check_targets(*m, {{2}});      // packed: one class index and one value
+  o.check_targets(*m, {{}, {1}});  // apart
   try {
     o.check_targets(*m, {{3}});
     ADD_FAILURE() << "packed targets of 3 values accepted";
@@ -476,10 +476,10 @@ json tagger_config() {
 }
 
 struct TaggerReference {
-  double loss = 0;      // Σ w · (mean over steps of the step's cross-entropy)
-  double hits = 0;      // Σ mean over steps of argmax == label
+  double loss = 0;  // Σ w · (mean over steps of the step's cross-entropy)
+  double hits = 0;  // Σ mean over steps of argmax == label
   double weighted_hits = 0;
-  double top2 = 0;      // Σ mean over steps of "label among the 2 largest"
+  double top2 = 0;  // Σ mean over steps of "label among the 2 largest"
   std::vector<double> confusion = std::vector<double>(16);  // label x argmax, every step
 };
 
@@ -494,7 +494,8 @@ TaggerReference tagger_reference(const std::vector<double>& p, const Tensor& x, 
       std::vector<double> z(4);
       for (std::size_t c = 0; c < 4; ++c) {
         z[c] = p[8 + c];
-        for (std::size_t i = 0; i < 2; ++i) z[c] += x[(r * 3 + t) * 2 + static_cast<std::int64_t>(i)] * p[i * 4 + c];
+        for (std::size_t i = 0; i < 2; ++i)
+          z[c] += x[(r * 3 + t) * 2 + static_cast<std::int64_t>(i)] * p[i * 4 + c];
       }
       const auto label = static_cast<std::size_t>(y[r * 4 + t]);
       double sum = 0;
@@ -520,12 +521,13 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
   const json metrics = json::parse(R"(["accuracy",
     {"class_name": "SparseTopKCategoricalAccuracy", "config": {"k": 2}},
     {"class_name": "MeanIoU", "config": {"num_classes": 4, "sparse_y_pred": false}}])");
-  const Objective o = make_objective(
-      json::parse(R"({"class_name": "SparseCategoricalCrossentropy", "config":
+  const Objective o =
+      make_objective(json::parse(R"({"class_name": "SparseCategoricalCrossentropy", "config":
                       {"from_logits": true}})"),
-      json(), metrics, *model, json::array({"accuracy"}));
-  EXPECT_EQ(o.metric_names(), (std::vector<std::string>{"accuracy", "sparse_top_k_categorical_accuracy",
-                                                        "mean_io_u", "weighted_accuracy"}));
+                     json(), metrics, *model, json::array({"accuracy"}));
+  EXPECT_EQ(o.metric_names(),
+            (std::vector<std::string>{"accuracy", "sparse_top_k_categorical_accuracy", "mean_io_u",
+                                      "weighted_accuracy"}));
   constexpr std::int64_t rows = 6;
   const Tensor x = test::random_tensor({rows, 3, 2}, 3, -2, 2);
   Tensor y({rows, 4});  // three steps' classes, then the sample's weight
@@ -569,12 +571,13 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
     o.check_labels(y, *model);
     ADD_FAILURE() << "label 4 of 4 classes accepted";
   } catch (const DataError& e) {
-    EXPECT_STREQ(e.what(), "row 2 of the batch: label 4 at position 2 of 3 for output 'tags' is "
-                           "not a class index in [0, 4) (sparse_categorical_crossentropy takes "
-                           "integer class indices)");
+    EXPECT_STREQ(e.what(),
+                 "row 2 of the batch: label 4 at position 2 of 3 for output 'tags' is "
+                 "not a class index in [0, 4) (sparse_categorical_crossentropy takes "
+                 "integer class indices)");
   }
   EXPECT_THROW(o.check_targets(*model, {{1}}), ShapeError);
 }
 
-}  // namespace
+}  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

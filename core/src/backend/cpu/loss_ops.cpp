@@ -97,9 +97,9 @@ void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Te
   static_cast<HostSums&>(sums).at(slot) = total;
 }
 
-void CpuBackend::metric_histogram(const MetricDesc& desc, const Tensor& pred,
-                                  const Tensor& target, const Tensor* weights, std::int64_t cols,
-                                  Sums& sums, std::size_t first_slot) {
+void CpuBackend::metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
+                                  const Tensor* weights, std::int64_t cols, Sums& sums,
+                                  std::size_t first_slot) {
   require_device(*this, pred, "metric_histogram");
   require_device(*this, target, "metric_histogram");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;

@@ -67,10 +67,10 @@ class CudaReplica : public Replica {
         gemm_(*allocator_, stream(), device_precision(precision)),
         backend_(allocator_, stream(), gemm_, device_precision(precision)),
         layer_precisions_(nn::layer_precisions(model, precision)),
-        float_gemm_(cuda::keeps_float_layers(layer_precisions_, precision)
-                        ? std::make_unique<cuda::DenseGemm>(*allocator_, stream(),
-                                                            cuda::Precision::fp32)
-                        : nullptr),
+        float_gemm_(
+            cuda::keeps_float_layers(layer_precisions_, precision)
+                ? std::make_unique<cuda::DenseGemm>(*allocator_, stream(), cuda::Precision::fp32)
+                : nullptr),
         float_backend_(float_gemm_ ? backend_.sibling(*float_gemm_, cuda::Precision::fp32)
                                    : nullptr),
         device_model_(device_model_on(precision)),
@@ -121,7 +121,8 @@ class CudaReplica : public Replica {
                             metric_keys(objective),
                             staging_.x().data(),
                             staging_.y().data()};
-    device_model_->set_penalty_batch_size(model_.penalty_batch_size());  // host state, before capture
+    device_model_->set_penalty_batch_size(
+        model_.penalty_batch_size());  // host state, before capture
     graphs_.run(
         key,
         [&] {
@@ -134,7 +135,7 @@ class CudaReplica : public Replica {
           reduction_.join(stream());
         },
         [&] { reduction_.abandon(); });
-    staging_.stage_next(x, y, next, stream());  // while the step computes
+    staging_.stage_next(x, y, next, stream());          // while the step computes
     return with_penalty(objective.read(*sums_, rows));  // the step's one synchronization
   }
 
@@ -262,16 +263,16 @@ class CudaReplica : public Replica {
   std::shared_ptr<cuda::DeviceAllocator> allocator_;
   cuda::DenseGemm gemm_;
   cuda::CudaBackend backend_;
-  std::vector<Precision> layer_precisions_;  // per layer of the model (nn/dtype_policy.hpp)
-  std::unique_ptr<cuda::DenseGemm> float_gemm_;         // for float_backend_: null without it
-  std::unique_ptr<cuda::CudaBackend> float_backend_;    // the float32 layers of a mixed model
+  std::vector<Precision> layer_precisions_;      // per layer of the model (nn/dtype_policy.hpp)
+  std::unique_ptr<cuda::DenseGemm> float_gemm_;  // for float_backend_: null without it
+  std::unique_ptr<cuda::CudaBackend> float_backend_;  // the float32 layers of a mixed model
   std::unique_ptr<Model> device_model_;  // the host model's clone, on backend_ (and float_backend_)
   cuda::DeviceParameters parameters_;    // device_model_'s parameters and the optimizer's slots
   cuda::BucketedReduction reduction_;
   cuda::BatchStaging staging_;
   cuda::StepGraphs graphs_;
   std::unique_ptr<backend::Sums> sums_;
-  std::unique_ptr<backend::Sums> penalty_sums_;  // the weights' penalties (regularizers)
+  std::unique_ptr<backend::Sums> penalty_sums_;   // the weights' penalties (regularizers)
   std::unique_ptr<backend::Sums> activity_sums_;  // the outputs' penalties (activity_regularizer)
   ObjectiveScratch scratch_;  // the loss gradients and targets apart (the graphs point into it)
   bool host_current_ = false;
