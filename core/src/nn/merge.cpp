@@ -68,6 +68,7 @@ Shape Concatenate::build_inputs(const std::vector<Shape>& input_shapes, Rng&) {
     widths_.push_back(s[static_cast<std::size_t>(axis)] * inner);
   }
   total_width_ = output_shape_[static_cast<std::size_t>(axis)] * inner;
+  joined_axis_ = axis;
   input_shapes_ = input_shapes;
   grad_inputs_.resize(input_shapes.size());
   return output_shape_;

@@ -44,9 +44,18 @@ class Concatenate : public MergeLayer {
   std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
                                              bool need_input_grad) override;
   nlohmann::json config() const override;
+  /// After build: the per-sample axis it joins along (0: the first after the batch axis) and
+  /// the inputs' per-sample rank (nn/sequence_masks.cpp joins their masks along it).
+  int joined_axis() const { return joined_axis_; }
+  std::size_t input_rank() const { return input_shapes_.empty() ? 0 : input_shapes_[0].size(); }
+  /// After build: each input's length along the joined axis.
+  std::int64_t input_length(std::size_t i) const {
+    return input_shapes_[i][static_cast<std::size_t>(joined_axis_)];
+  }
 
  private:
   int axis_;
+  int joined_axis_ = 0;
   std::vector<Shape> input_shapes_;
   std::vector<std::int64_t> widths_;  // per input: its axis length times the inner size
   std::int64_t total_width_ = 0;      // the output's

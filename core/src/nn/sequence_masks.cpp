@@ -4,6 +4,7 @@
 
 #include "backend/ops.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/merge.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -56,6 +57,19 @@ const std::set<std::string>& dropping() {
   return classes;
 }
 
+// How a Concatenate joins masked sequences (batch, steps, features): side by side along the
+// features, or one after the other along the steps. Keras would give a mask of another shape
+// for other inputs (its masks broadcast to the inputs, joined, reduced over the last axis).
+bool joins_steps(const Concatenate& layer, const std::string& path) {
+  if (layer.input_rank() != 2)
+    throw ConfigError(path, "layer '" + layer.name() +
+                                "' (Concatenate) joins masked inputs of " +
+                                std::to_string(layer.input_rank()) +
+                                " axes per sample; Tandem joins the masks of sequences (batch, "
+                                "steps, features), along the steps or the features");
+  return layer.joined_axis() == 0;
+}
+
 }  // namespace
 
 std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>& calls,
@@ -84,6 +98,9 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
     } else if (merging().count(cls)) {
       uses[k] = Use::merge;
       masked[k] = keras2 || given == calls[k].inputs.size();
+    } else if (const auto* join = dynamic_cast<const Concatenate*>(&layer)) {
+      uses[k] = joins_steps(*join, paths[k]) ? Use::join_steps : Use::join_features;
+      masked[k] = true;
     } else {
       throw ConfigError(paths[k],
                         "layer '" + layer.name() + "' (" + cls +
@@ -130,19 +147,42 @@ void SequenceMasks::after(std::size_t k) {
     case Use::merge:
       merge(k);
       break;
+    case Use::join_features:
+      // Keras 2: the AND of the masks given, as a merge; Keras 3: any input's step kept keeps
+      // it (ops.any over the joined masks), so an input without a mask keeps every step.
+      if (keras2_ || all_given(k)) {
+        merge(k);
+      } else {
+        const Tensor& first = *given_masks(k)[0];
+        calls_[k].runner->ops().fill(calls_[k].runner->ops().place(merged_[k], first.shape()), 1);
+        masks_[k] = &merged_[k];
+      }
+      break;
+    case Use::join_steps:
+      join_steps(k);
+      break;
     case Use::own:
       masks_[k] = masked_steps_of(*calls_[k].runner)->output_mask();
       break;
   }
 }
 
+std::vector<const Tensor*> SequenceMasks::given_masks(std::size_t k) const {
+  std::vector<const Tensor*> given;
+  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i)
+    if (const Tensor* m = input_mask(k, i)) given.push_back(m);
+  return given;
+}
+
+bool SequenceMasks::all_given(std::size_t k) const {
+  return given_masks(k).size() == calls_[k].inputs.size();
+}
+
 // Keras 2: the AND of the masks given (a product of 0/1 values); Keras 3: none unless every
 // input has one, then their OR (a + b − a·b).
 void SequenceMasks::merge(std::size_t k) {
   backend::Backend& ops = calls_[k].runner->ops();
-  std::vector<const Tensor*> given;
-  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i)
-    if (const Tensor* m = input_mask(k, i)) given.push_back(m);
+  const std::vector<const Tensor*> given = given_masks(k);
   if (given.empty() || (!keras2_ && given.size() < calls_[k].inputs.size())) {
     masks_[k] = nullptr;
     return;
@@ -158,6 +198,27 @@ void SequenceMasks::merge(std::size_t k) {
     ops.multiply(out, *given[i], both);
     ops.add(out, *given[i], out);
     ops.subtract(out, both, out);
+  }
+  masks_[k] = &out;
+}
+
+// Sequences one after the other: their masks one after the other, an input without a mask
+// keeping all its steps (Keras 2 and 3 alike).
+void SequenceMasks::join_steps(std::size_t k) {
+  backend::Backend& ops = calls_[k].runner->ops();
+  const auto& join = static_cast<const Concatenate&>(*calls_[k].runner);
+  const std::vector<const Tensor*> given = given_masks(k);
+  const std::int64_t rows = given[0]->dim(0);
+  std::int64_t steps = 0;
+  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i) steps += join.input_length(i);
+  Tensor& out = ops.place(merged_[k], {rows, steps});
+  if (given.size() < calls_[k].inputs.size()) ops.fill(out, 1);
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < calls_[k].inputs.size(); ++i) {
+    const std::int64_t length = join.input_length(i);
+    if (const Tensor* m = input_mask(k, i))
+      ops.copy_columns(*m, length, 0, out, steps, offset, length);
+    offset += length;
   }
   masks_[k] = &out;
 }

@@ -2,7 +2,9 @@
 // out. A mask starts where a layer makes one (Embedding with mask_zero, Masking), passes through
 // the layers that work step by step (Keras' supports_masking with its default compute_mask:
 // Dense, Dropout, activations, normalizations), combines at the merging layers (Keras 2: the
-// masks given, AND; Keras 3: all given, OR), and ends where a layer reads it (the recurrent
+// masks given, AND; Keras 3: all given, OR) and at Concatenate (sequences side by side: as the
+// merging layers, but Keras 3 keeps every step when an input has no mask; sequences one after
+// the other: their masks one after the other), and ends where a layer reads it (the recurrent
 // layers, whose last output carries none; GlobalAveragePooling1D; MultiHeadAttention, which
 // passes the query's on) or where Keras drops it (layers without mask support:
 // convolutions, pooling, Flatten, Reshape). A mask that would reach a layer Keras applies it in
@@ -48,7 +50,7 @@ class SequenceMasks {
   void after(std::size_t k);
 
  private:
-  enum class Use { none, pass, merge, own };
+  enum class Use { none, pass, merge, join_features, join_steps, own };
   SequenceMasks(std::vector<MaskedCall> calls, std::vector<Use> uses,
                 std::vector<bool> input_masked, bool keras2)
       : calls_(std::move(calls)),
@@ -59,7 +61,10 @@ class SequenceMasks {
         merged_(calls_.size()),
         scratch_(calls_.size()) {}
   const Tensor* input_mask(std::size_t k, std::size_t i) const;
+  std::vector<const Tensor*> given_masks(std::size_t k) const;  // call k's inputs' non-null
+  bool all_given(std::size_t k) const;
   void merge(std::size_t k);
+  void join_steps(std::size_t k);
 
   std::vector<MaskedCall> calls_;
   std::vector<Use> uses_;

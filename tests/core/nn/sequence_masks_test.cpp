@@ -1,6 +1,6 @@
 // Keras' masks through a model (nn/sequence_masks.hpp): Embedding's mask_zero and Masking make
-// them, the step-by-step layers pass them, the merging layers combine them as Keras 2 (AND)
-// and Keras 3 (OR) do, recurrent layers skip the masked steps. Each model with a mask is checked
+// them, the step-by-step layers pass them, the merging layers and Concatenate combine them as
+// Keras 2 (AND) and Keras 3 (OR) do, recurrent layers skip the masked steps. Each model with a mask is checked
 // against the same weights on the sequences with the masked steps cut out (what skipping them
 // means), and where a mask cannot go (or be exported) the error names the call. (LayerOracle
 // compares the masked recurrent layers and their gradients with PyTorch.)
@@ -167,6 +167,114 @@ TEST(SequenceMasks, MergingLayersCombineMasksAsTheirKerasVersionDoes) {
     expect_near(y, keras2 ? run(*cut, {1, 2}, {2, 3}) : run(*cut, {1, 4}, {1, 2, 0, 3}),
                 "masked vs the steps kept");
   }
+}
+
+// Two embedded token inputs joined by Concatenate, then an LSTM, each against the LSTM on the
+// steps kept. Side by side (axis -1): Keras 2 keeps a step every given mask keeps (AND), Keras 3
+// one any input keeps (OR), an input without a mask keeping every step; one after the other
+// (axis 1): the masks one after the other, in both.
+TEST(SequenceMasks, ConcatenateJoinsMasksAsTheirKerasVersionDoes) {
+  struct Spec {
+    int steps_a, steps_b;
+    bool mask_a, mask_b;
+    int axis;
+  };
+  const auto model = [](const Spec& spec, const char* keras_version) {
+    const auto embedding = [&](const char* name, const char* from, bool mask_zero) {
+      return json{{"class_name", "Embedding"},
+                  {"name", name},
+                  {"config",
+                   {{"name", name}, {"input_dim", 5}, {"output_dim", 3}, {"mask_zero", mask_zero}}},
+                  {"inbound_nodes", {{{from, 0, 0, json::object()}}}}};
+    };
+    const auto in = [&](const char* name, int steps) {
+      return json{{"class_name", "InputLayer"},
+                  {"name", name},
+                  {"config", {{"name", name}, {"batch_input_shape", {nullptr, steps}}}},
+                  {"inbound_nodes", json::array()}};
+    };
+    json join = {{"class_name", "Concatenate"},
+                 {"name", "join"},
+                 {"config", {{"name", "join"}, {"axis", spec.axis}}},
+                 {"inbound_nodes", {{{"ea", 0, 0, json::object()}, {"eb", 0, 0, json::object()}}}}};
+    json lstm = {{"class_name", "LSTM"},
+                 {"name", "lstm"},
+                 {"config", {{"name", "lstm"}, {"units", 2}}},
+                 {"inbound_nodes", {{{"join", 0, 0, json::object()}}}}};
+    return json{{"class_name", "Functional"},
+                {"config",
+                 {{"name", "m"},
+                  {"layers",
+                   {in("a", spec.steps_a), in("b", spec.steps_b),
+                    embedding("ea", "a", spec.mask_a), embedding("eb", "b", spec.mask_b), join,
+                    lstm}},
+                  {"input_layers", {{"a", 0, 0}, {"b", 0, 0}}},
+                  {"output_layers", {{"lstm", 0, 0}}}}},
+                {"keras_version", keras_version}};
+  };
+  struct Case {
+    const char* what;
+    const char* version;
+    Spec masked;
+    std::vector<float> tokens;  // a's, then b's
+    Spec cut;
+    std::vector<float> kept;
+  };
+  // a = [1, 0, 2], b = [0, 0, 3] side by side: AND keeps step 2, OR steps 0 and 2.
+  const std::vector<Case> cases = {
+      {"features, both masked", "2.15.0", {3, 3, true, true, -1}, {1, 0, 2, 0, 0, 3},
+       {1, 1, false, false, -1}, {2, 3}},
+      {"features, both masked", "3.6.0", {3, 3, true, true, 2}, {1, 0, 2, 0, 0, 3},
+       {2, 2, false, false, 2}, {1, 2, 0, 3}},
+      {"features, b unmasked", "2.15.0", {3, 3, true, false, -1}, {1, 0, 2, 0, 0, 3},
+       {2, 2, false, false, -1}, {1, 2, 0, 3}},
+      {"features, b unmasked", "3.6.0", {3, 3, true, false, -1}, {1, 0, 2, 0, 0, 3},
+       {3, 3, false, false, -1}, {1, 0, 2, 0, 0, 3}},
+      // a = [1, 0, 2], b = [0, 4] one after the other: [1, 0, 2, 0, 4] keeps 1, 2, 4.
+      {"steps, both masked", "2.15.0", {3, 2, true, true, 1}, {1, 0, 2, 0, 4},
+       {2, 1, false, false, 1}, {1, 2, 4}},
+      {"steps, both masked", "3.6.0", {3, 2, true, true, -2}, {1, 0, 2, 0, 4},
+       {2, 1, false, false, -2}, {1, 2, 4}},
+      {"steps, b unmasked", "3.6.0", {3, 2, true, false, 1}, {1, 0, 2, 0, 4},
+       {2, 2, false, false, 1}, {1, 2, 0, 4}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.what) + ", Keras " + c.version);
+    auto masked = Model::from_config(model(c.masked, c.version), "model", 1);
+    auto cut = Model::from_config(model(c.cut, c.version), "model", 2);
+    cut->copy_weights_from(*masked);
+    expect_near(run(*masked, {1, c.masked.steps_a + c.masked.steps_b}, c.tokens),
+                run(*cut, {1, c.cut.steps_a + c.cut.steps_b}, c.kept), "masked vs the steps kept");
+  }
+  // Masks of inputs with more axes would join into another shape in Keras: refused.
+  const json images = {
+      {"class_name", "Functional"},
+      {"config",
+       {{"name", "m"},
+        {"layers",
+         {{{"class_name", "InputLayer"},
+           {"name", "x"},
+           {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 3, 2, 2}}}},
+           {"inbound_nodes", json::array()}},
+          {{"class_name", "Masking"},
+           {"name", "masking"},
+           {"config", {{"name", "masking"}}},
+           {"inbound_nodes", {{{"x", 0, 0, json::object()}}}}},
+          {{"class_name", "Concatenate"},
+           {"name", "join"},
+           {"config", {{"name", "join"}}},
+           {"inbound_nodes",
+            {{{"masking", 0, 0, json::object()}, {"masking", 0, 0, json::object()}}}}},
+          {{"class_name", "GlobalAveragePooling2D"},
+           {"name", "pool"},
+           {"config", {{"name", "pool"}}},
+           {"inbound_nodes", {{{"join", 0, 0, json::object()}}}}}}},
+        {"input_layers", {{"x", 0, 0}}},
+        {"output_layers", {{"pool", 0, 0}}}}}};
+  const std::string e = config_error(images);
+  EXPECT_NE(e.find("layer 'join' (Concatenate) joins masked inputs of 3 axes per sample"),
+            std::string::npos)
+      << e;
 }
 
 // A padded transformer encoder block: Embedding(mask_zero), self-attention (the mask hides the

@@ -231,6 +231,33 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
   for (int replicas : {2, 3}) expect_meta_equals_template(sequences, replicas, 32);
 }
 
+// Contract 1 with masks joined by Concatenate, side by side and one after the other.
+TEST(MetaEqualsTemplate, MasksJoinedByConcatenateTrainAsTheTemplate) {
+  const json joined = json::parse(R"({"class_name": "Functional", "config": {"name": "joined",
+    "layers": [
+    {"class_name": "InputLayer", "name": "x", "config": {"name": "x",
+     "batch_input_shape": [null, 6]}, "inbound_nodes": []},
+    {"class_name": "Dense", "name": "d", "config": {"name": "d", "units": 6,
+     "activation": "relu"}, "inbound_nodes": [[["x", 0, 0, {}]]]},
+    {"class_name": "Reshape", "name": "r", "config": {"name": "r", "target_shape": [3, 2]},
+     "inbound_nodes": [[["d", 0, 0, {}]]]},
+    {"class_name": "Masking", "name": "m", "config": {"name": "m"},
+     "inbound_nodes": [[["r", 0, 0, {}]]]},
+    {"class_name": "LSTM", "name": "l", "config": {"name": "l", "units": 2,
+     "return_sequences": true}, "inbound_nodes": [[["m", 0, 0, {}]]]},
+    {"class_name": "Concatenate", "name": "side", "config": {"name": "side", "axis": -1},
+     "inbound_nodes": [[["m", 0, 0, {}], ["l", 0, 0, {}]]]},
+    {"class_name": "Dense", "name": "dd", "config": {"name": "dd", "units": 2},
+     "inbound_nodes": [[["side", 0, 0, {}]]]},
+    {"class_name": "Concatenate", "name": "steps", "config": {"name": "steps", "axis": 1},
+     "inbound_nodes": [[["dd", 0, 0, {}], ["l", 0, 0, {}]]]},
+    {"class_name": "GRU", "name": "g", "config": {"name": "g", "units": 5},
+     "inbound_nodes": [[["steps", 0, 0, {}]]]}],
+    "input_layers": [["x", 0, 0]], "output_layers": [["g", 0, 0]]},
+    "keras_version": "3.6.0"})");
+  for (int replicas : {2, 3}) expect_meta_equals_template(joined, replicas, 32);
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
