@@ -124,11 +124,13 @@ json resource_model(const char* name) {
   return load_json_file(test::source_dir() / "resources/configs" / name)["model"];
 }
 
-// The model of a run_config fuzz seed (tests/fuzz/corpus/run_config_fuzz/<file>), fuzzed.
+// The model of a run_config fuzz seed (tests/fuzz/corpus/run_config_fuzz/<file>), which builds
+// as it is, fuzzed.
 void fuzz_seed_model(const char* file, std::uint64_t seed, int rounds) {
-  fuzz_model(
-      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz" / file)["model"],
-      seed, rounds);
+  const json model =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz" / file)["model"];
+  ASSERT_NO_THROW(Model::from_config(model, "model", 1)) << file;
+  fuzz_model(model, seed, rounds);
 }
 
 TEST(ConfigMutation, KerasSequentialConfigsNeverFailButWithTheirPlace) {
@@ -183,6 +185,42 @@ TEST(ConfigMutation, MaskedStepsNeverFailButWithTheirPlace) {
   fuzz_seed_model("masked-steps.json", 11, 2000);
 }
 
+TEST(ConfigMutation, MasksJoinedByConcatenateNeverFailButWithTheirPlace) {
+  // Embedding's mask_zero joined side by side with an LSTM's sequences, then one after the other.
+  fuzz_seed_model("masked-concatenate.json", 12, 2000);
+}
+
+// Mutations of `original` (loss, loss_weights and metrics) made into an objective for `model`:
+// built, or refused with a ConfigError naming the place.
+void fuzz_objective(const Model& model, const json& original, std::uint64_t seed, int rounds_max) {
+  Rng rng(seed);
+  int built = 0;
+  const int rounds = rounds_here(rounds_max);
+  for (int round = 0; round < rounds; ++round) {
+    json doc = original;
+    mutate(doc, rng);
+    const auto field = [&](const char* key) {
+      return doc.is_object() && doc.contains(key) ? doc[key] : json();
+    };
+    const Outcome o = try_config([&] {
+      make_objective(field("loss"), field("loss_weights"), field("metrics"), model);
+    });
+    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ":\n" << doc.dump();
+    built += o.built ? 1 : 0;
+  }
+  EXPECT_GT(built, 0);
+  EXPECT_LT(built, rounds);
+}
+
+TEST(ConfigMutation, ObjectivesOfPositionsNeverFailButWithTheirPlace) {
+  // A tagger's loss and metrics at each of its steps (seed per-position.json).
+  const json seed =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/per-position.json");
+  fuzz_model(seed["model"], 13, 1000);
+  const auto model = Model::from_config(seed["model"], "model", 1);
+  fuzz_objective(*model, {{"loss", seed["loss"]}, {"metrics", seed["metrics"]}}, 14, 3000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {
@@ -193,23 +231,7 @@ TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
       {"metrics",
        {{"cls", {"accuracy", {{"class_name", "TopKCategoricalAccuracy"}, {"config", {{"k", 2}}}}}},
         {"reg", {"mae", {{"class_name", "Precision"}, {"config", {{"thresholds", 0.3}}}}}}}}};
-  Rng rng(6);
-  int built = 0;
-  const int rounds = rounds_here(4000);
-  for (int round = 0; round < rounds; ++round) {
-    json doc = original;
-    mutate(doc, rng);
-    const auto field = [&](const char* key) {
-      return doc.is_object() && doc.contains(key) ? doc[key] : json();
-    };
-    const Outcome o = try_config([&] {
-      make_objective(field("loss"), field("loss_weights"), field("metrics"), *model);
-    });
-    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ":\n" << doc.dump();
-    built += o.built ? 1 : 0;
-  }
-  EXPECT_GT(built, 0);
-  EXPECT_LT(built, rounds);
+  fuzz_objective(*model, original, 6, 4000);
 }
 
 // A whole run config (the resources' MLP with a synthetic dataset): the run-config reader, the
