@@ -1,5 +1,5 @@
 // Models with a class at every position of their output, through the CLI: a token tagger
-// (Embedding, a Bidirectional LSTM over every step, a softmax Dense at each step) and a small
+// (Embedding, a Bidirectional LSTM over every step, a TimeDistributed softmax Dense) and a small
 // U-Net (convolutions down, up-sampling back, a skip Concatenate, a softmax at each pixel),
 // trained with sparse_categorical_crossentropy on a class index per step or pixel, as Keras
 // users write them. Each learns its task; NumPy, reading the predictions, computes the accuracy
@@ -119,21 +119,26 @@ class PerPositionCli : public ::testing::Test {
   static inline fs::path dir_;
 };
 
+// Embedding -> Bidirectional(LSTM, every step) -> TimeDistributed(Dense softmax), as Keras 2
+// tutorials write a tagger.
 json tagger_model() {
   const json lstm = {{"class_name", "LSTM"},
                      {"config", {{"name", "lstm"}, {"units", 16}, {"return_sequences", true}}}};
+  const json dense = {{"class_name", "Dense"},
+                      {"config", {{"name", "dense"}, {"units", 3}, {"activation", "softmax"}}}};
+  json layers = json::array();
+  layers.push_back(
+      {{"class_name", "InputLayer"},
+       {"config", {{"batch_input_shape", {nullptr, 10}}, {"dtype", "int32"}, {"name", "tokens"}}}});
+  layers.push_back({{"class_name", "Embedding"},
+                    {"config", {{"name", "embedding"}, {"input_dim", 10}, {"output_dim", 8}}}});
+  layers.push_back(
+      {{"class_name", "Bidirectional"}, {"config", {{"name", "context"}, {"layer", lstm}}}});
+  layers.push_back(
+      {{"class_name", "TimeDistributed"}, {"config", {{"name", "tags"}, {"layer", dense}}}});
   return {{"class_name", "Sequential"},
-          {"config",
-           {{"name", "tagger"},
-            {"layers",
-             {{{"class_name", "InputLayer"},
-               {"config",
-                {{"batch_input_shape", {nullptr, 10}}, {"dtype", "int32"}, {"name", "tokens"}}}},
-              {{"class_name", "Embedding"},
-               {"config", {{"name", "embedding"}, {"input_dim", 10}, {"output_dim", 8}}}},
-              {{"class_name", "Bidirectional"}, {"config", {{"name", "context"}, {"layer", lstm}}}},
-              {{"class_name", "Dense"},
-               {"config", {{"name", "tags"}, {"units", 3}, {"activation", "softmax"}}}}}}}}};
+          {"config", {{"name", "tagger"}, {"layers", layers}}},
+          {"keras_version", "2.15.0"}};
 }
 
 TEST_F(PerPositionCli, ATokenTaggerLearnsItsTagsAndTrainsAlikeOnCpu3) {
@@ -151,6 +156,16 @@ TEST_F(PerPositionCli, ATokenTaggerLearnsItsTagsAndTrainsAlikeOnCpu3) {
   const json numpy = scores("tagger-cpu:1", "tag", 3);
   EXPECT_NEAR(numpy["accuracy"].get<double>(), logged, 1e-6);
   EXPECT_TRUE(test::npy_close(dir_ / "tagger-cpu:3.npy", dir_ / "tagger-cpu:1.npy", 1e-5, dir_));
+  // The TimeDistributed's weights under Keras 2's names, as h5py reads them.
+  auto names = test::run_python(
+      dir_ / "names.py",
+      "import h5py, sys\n"
+      "g = h5py.File(sys.argv[1], 'r')['model_weights']['tags']\n"
+      "names = [n.decode() for n in g.attrs['weight_names']]\n"
+      "assert names == ['tags/kernel:0', 'tags/bias:0'], names\n"
+      "assert g['tags/kernel:0'].shape == (32, 3), g['tags/kernel:0'].shape\n",
+      (dir_ / "tagger-cpu:1" / "model.h5").string());
+  EXPECT_EQ(names.exit_code, 0) << names.err;
 }
 
 TEST_F(PerPositionCli, ALabelThatIsNoClassIsNamedByItsSampleAndPosition) {

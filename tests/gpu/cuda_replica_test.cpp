@@ -188,6 +188,16 @@ std::vector<LayerCase> layer_cases() {
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),
                    11});
+  const auto wrapped = [](const char* cls, json config) {
+    return layer("TimeDistributed", {{"layer", {{"class_name", cls}, {"config", config}}}});
+  };
+  cases.push_back(
+      {"time_distributed",
+       {3, 4, 4, 2},
+       json::array({wrapped("Conv2D", {{"filters", 3}, {"kernel_size", 2}, {"activation", "relu"}}),
+                    wrapped("Dropout", {{"rate", 0.25}, {"seed", 4}}),
+                    wrapped("Flatten", json::object()), wrapped("Dense", {{"units", 4}}),
+                    layer("LSTM", {{"units", 3}})})});
   return cases;
 }
 

@@ -419,6 +419,11 @@ def keras_recurrent(cls, x, kernel, rec, bias, units, act, ract):
 
 def forward(case, inputs, weights):
     cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
+    if cls == "TimeDistributed":  # the wrapped layer on each step of each sample as its own row
+        x = inputs[case["inputs"][0]["name"]]
+        inner = dict(case, class_name=cfg["layer"]["class_name"], config=cfg["layer"]["config"])
+        y = forward(inner, {case["inputs"][0]["name"]: x.reshape(-1, *x.shape[2:])}, weights)
+        return y.reshape(x.shape[0], x.shape[1], *y.shape[1:])
     xs = [inputs[i["name"]] for i in case["inputs"]]
     masks = {m["name"]: load(case["folder"], m).detach() for m in case.get("masks", [])}
     mask = masks.get("query")  # the first input's
@@ -452,6 +457,8 @@ def forward(case, inputs, weights):
         return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
     if cls == "Activation":
         return activation(cfg["activation"], xs[0])
+    if cls == "Dense":  # Keras' kernel is (in, out): x @ kernel on the last axis
+        return biased(cfg, torch.nn.functional.linear(xs[0], weights["kernel"].t()), weights)
     if cls == "Conv2D":
         return biased(cfg, conv2d_tf(cfg, xs[0], weights["kernel"].permute(3, 2, 0, 1),
                                      cfg.get("groups", 1)), weights)

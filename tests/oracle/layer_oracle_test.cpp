@@ -577,6 +577,30 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
+// TimeDistributed: the wrapped layer on every step of every sample with the same weights (a
+// Conv2D on the frames of a clip, a Dense on each step), against the same layer in torch on the
+// steps as rows.
+TEST(LayerOracle, TimeDistributedMatchesPyTorch) {
+  const auto wrapped = [](const char* cls, json config) {
+    config["name"] = "inner";
+    return entry("TimeDistributed", {{"layer", {{"class_name", cls}, {"config", config}}}});
+  };
+  std::vector<Case> cases;
+  cases.push_back({"TimeDistributedConv2D",
+                   wrapped("Conv2D", {{"filters", 3},
+                                      {"kernel_size", 3},
+                                      {"padding", "same"},
+                                      {"activation", "tanh"}}),
+                   {{"", {2, 3, 5, 4, 2}}}});
+  cases.push_back({"TimeDistributedDense",
+                   wrapped("Dense", {{"units", 4}, {"activation", "sigmoid"}}),
+                   {{"", {3, 5, 6}}}});
+  cases.push_back({"TimeDistributedGlobalMaxPooling2D",
+                   wrapped("GlobalMaxPooling2D", json::object()),
+                   {{"", {2, 3, 4, 6, 2}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, OneInputLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"GlobalAveragePooling1D", entry("GlobalAveragePooling1D"), {{"", {3, 5, 4}}}});

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <map>
 
+#include "nn/time_distributed.hpp"
+
 namespace tandem::nn {
 
 namespace {
@@ -108,6 +110,15 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
     const std::string index = std::to_string(position[owner]++);
     names.push_back(owner.empty() ? index : owner + "/" + index);
   }
+  return names;
+}
+
+std::vector<std::string> keras3_weight_names(Layer& layer,
+                                             const std::vector<std::string>& keras2_names) {
+  auto* wrapper = dynamic_cast<TimeDistributed*>(&layer);
+  if (!wrapper) return keras3_weight_names(layer.class_name(), keras2_names);
+  std::vector<std::string> names = keras3_weight_names(wrapper->inner(), keras2_names);
+  for (std::string& n : names) n = "layer/" + n;
   return names;
 }
 

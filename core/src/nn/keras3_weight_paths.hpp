@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -30,6 +31,10 @@ std::vector<std::string> keras3_layer_groups(const std::vector<std::string>& cla
 /// ("lstm_cell/kernel"), whose cell Keras 3 keeps as attribute `cell`.
 std::vector<std::string> keras3_weight_names(const std::string& class_name,
                                              const std::vector<std::string>& keras2_names);
+
+/// keras3_weight_names for `layer`: a TimeDistributed's weights are its wrapped layer's, under
+/// the attribute `layer` ("layer/0", "layer/cell/0").
+std::vector<std::string> keras3_weight_names(Layer& layer, const std::vector<std::string>& keras2_names);
 
 /// The spelling Keras 3.0's first releases used for a sublayer's weight, under the private
 /// attribute ("_query_dense/0" for "query_dense/0"); "" for a layer's own weight.

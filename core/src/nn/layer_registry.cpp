@@ -17,6 +17,7 @@
 #include "nn/elementwise_merge.hpp"
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
+#include "nn/functional_config.hpp"
 #include "nn/gaussian_noise.hpp"
 #include "nn/global_average_pooling.hpp"
 #include "nn/image_layers.hpp"
@@ -37,6 +38,7 @@
 #include "nn/reshaped_2d.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
+#include "nn/time_distributed.hpp"
 #include "tandem/error.hpp"
 #include "util/warn_once.hpp"
 
@@ -1145,6 +1147,46 @@ std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& na
                                          own_backward);
 }
 
+// The layer a TimeDistributed wraps, from its entry ({"class_name", "config"}) at "layer": any
+// layer of one input whose rows are samples of their own, named as its config names it. The
+// wrapper's trainable and dtype policy govern it; what Keras computes otherwise is refused at its
+// key.
+std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string& name) {
+  ConfigObject entry(c.at("layer"), c.path_of("layer"));
+  const std::string cls = entry.get_string("class_name");
+  if (is_model_entry(c.at("layer")))
+    throw ConfigError(entry.path_of("class_name"),
+                      "TimeDistributed of a whole model is not supported by Tandem; wrap its "
+                      "layers one by one");
+  const auto it = layer_registry().find(cls);
+  if (it == layer_registry().end())
+    throw ConfigError(entry.path_of("class_name"), "unknown layer class '" + cls + "'");
+  entry.ignore({"module", "registered_name", "build_config", "name"});
+  const nlohmann::json& config = entry.at("config");
+  entry.finish();
+  if (!config.is_object())
+    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  ConfigObject lc(config, entry.path_of("config"));
+  const std::string inner_name = lc.get_string("name", it->second.default_name);
+  lc.ignore({"trainable", "dtype", "batch_input_shape", "batch_shape", "input_shape", "input_dim",
+             "batch_size"});
+  require_null(lc, {"activity_regularizer"});
+  auto inner = it->second.make(lc, inner_name);
+  lc.finish();
+  if (inner->takes_several_inputs())
+    throw ConfigError(entry.path_of("class_name"),
+                      "TimeDistributed wraps a layer of one input, got " + cls);
+  // Keras 2 reshapes the steps into the batch (its statistics over every step), Keras 3 calls the
+  // layer step by step (statistics per step): the same layer outside TimeDistributed normalizes
+  // over every axis but the channels already.
+  if (cross_replica_statistics_of(*inner))
+    throw ConfigError(entry.path_of("class_name"),
+                      "TimeDistributed of a " + cls + " is not supported by Tandem (Keras 2 and 3 "
+                      "take its batch statistics differently); a " + cls + " outside "
+                      "TimeDistributed normalizes over the steps and the batch");
+  return std::make_unique<TimeDistributed>(name, std::move(inner));
+}
+
 }  // namespace
 
 const std::map<std::string, LayerClass>& layer_registry() {
@@ -1210,6 +1252,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
       {"Bidirectional", {"bidirectional", make_bidirectional}},
       {"Masking", {"masking", make_masking}},
+      {"TimeDistributed", {"time_distributed", make_time_distributed}},
   };
   return registry;
 }

@@ -1280,7 +1280,7 @@ LayerWeights keras3_group_weights(const LayerWeights& file, const Keras3Member& 
     std::vector<std::string> keras2_names;
     const auto params = layer->parameters();
     for (Parameter* p : params) keras2_names.push_back(p->name);
-    const auto names = nn::keras3_weight_names(layer->class_name(), keras2_names);
+    const auto names = nn::keras3_weight_names(*layer, keras2_names);
     for (std::size_t j = 0; j < names.size(); ++j) {
       auto it = held.find(prefix + names[j]);
       if (it == held.end()) it = held.find(prefix + nn::keras3_private_spelling(names[j]));

@@ -5,6 +5,7 @@
 #include "backend/ops.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/merge.hpp"
+#include "nn/time_distributed.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -57,6 +58,13 @@ const std::set<std::string>& dropping() {
   return classes;
 }
 
+// A TimeDistributed keeps its input's mask (Keras' supports_masking), unless the layer it wraps
+// reads masks (Keras would give it each step's: a mask of the batch alone).
+bool passes_through(Layer& layer) {
+  auto* wrapper = dynamic_cast<TimeDistributed*>(&layer);
+  return wrapper && !masked_steps_of(wrapper->inner());
+}
+
 // How a Concatenate joins masked sequences (batch, steps, features): side by side along the
 // features, or one after the other along the steps. Keras would give a mask of another shape
 // for other inputs (its masks broadcast to the inputs, joined, reduced over the last axis).
@@ -92,7 +100,7 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
       masked[k] = own->output_masked(first);
     } else if (given == 0 || dropping().count(cls)) {
       uses[k] = Use::none;
-    } else if (passing().count(cls)) {
+    } else if (passing().count(cls) || passes_through(layer)) {
       uses[k] = Use::pass;
       masked[k] = first;
     } else if (merging().count(cls)) {

@@ -1,10 +1,12 @@
 // Exporters of the layers that act on the last axis or on no axis in particular: Dense, the
-// activation layers, shapes, the normalizations, the embeddings, and the layers that are the
-// identity at inference (dropout, noise, augmentation).
+// activation layers, shapes, the normalizations, the embeddings, the layers that are the
+// identity at inference (dropout, noise, augmentation), and TimeDistributed (its layer's own
+// exporter on the steps as rows).
 #include <algorithm>
 #include <cmath>
 
 #include "backend/kernel_math.hpp"
+#include "nn/time_distributed.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -484,6 +486,27 @@ OnnxValue apply_activation(OnnxGraph& graph, const OnnxValue& x, nn::ActivationK
   return x;
 }
 
+// TimeDistributed: the steps reshaped into the batch, the wrapped layer's own nodes on them, and
+// the rows reshaped back into steps.
+OnnxValue export_time_distributed(LayerCall& call) {
+  auto& wrapper = static_cast<nn::TimeDistributed&>(call.layer);
+  Layer& inner = wrapper.inner();
+  const OnnxValue rows =
+      reshape_to(call.graph, call.inputs[0], wrapper.step_input_shape(), call.prefix + "/rows");
+  LayerCall inner_call{inner,
+                       inner.config(),
+                       {rows},
+                       wrapper.step_output_shape(),
+                       call.prefix + "/" + inner.name(),
+                       {},
+                       nlohmann::json::object(),
+                       call.graph,
+                       call.keras2,
+                       false};
+  const OnnxValue y = exporter_of(inner)(inner_call);
+  return reshape_to(call.graph, y, call.output_shape, call.prefix + "/steps");
+}
+
 void add_core_exporters(ExporterTable& table) {
   table["Dense"] = export_dense;
   table["Activation"] = export_activation;
@@ -503,6 +526,7 @@ void add_core_exporters(ExporterTable& table) {
   table["Discretization"] = export_discretization;
   table["CategoryEncoding"] = export_category_encoding;
   table["PositionEmbedding"] = export_position_embedding;
+  table["TimeDistributed"] = export_time_distributed;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
         "GaussianDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",

@@ -61,8 +61,13 @@ struct LayerCall {
 using LayerExporter = std::function<OnnxValue(LayerCall&)>;
 using ExporterTable = std::map<std::string, LayerExporter>;
 
+/// The exporter of `layer`'s class (onnx_export.cpp's table); throws UnexportableLayer naming
+/// the layer when Tandem has none.
+const LayerExporter& exporter_of(Layer& layer);
+
 /// Each family adds its classes' exporters.
-void add_core_exporters(ExporterTable& table);     // Dense, activations, shapes, normalizations
+void add_core_exporters(ExporterTable& table);     // Dense, activations, shapes, normalizations,
+                                                   // TimeDistributed
 void add_spatial_exporters(ExporterTable& table);  // convolutions, pooling, image geometry
 void add_merge_exporters(ExporterTable& table);    // merging layers, Dot, MultiHeadAttention
 void add_recurrent_exporters(ExporterTable& table);  // SimpleRNN, LSTM, GRU, Bidirectional

@@ -60,6 +60,13 @@ bool LayerCall::has_weight(const std::string& name) const {
   return false;
 }
 
+const LayerExporter& exporter_of(Layer& layer) {
+  const auto exporter = exporters().find(layer.class_name());
+  if (exporter == exporters().end())
+    throw UnexportableLayer(layer, "Tandem has no ONNX form for " + layer.class_name());
+  return exporter->second;
+}
+
 std::vector<std::string> exportable_classes() {
   std::vector<std::string> names;
   for (const auto& [name, exporter] : exporters()) names.push_back(name);
@@ -101,9 +108,7 @@ OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& me
   std::vector<int> later_calls(model.layer_count(), 0);
   for (std::size_t k = 0; k < model.call_count(); ++k) {
     Layer& layer = model.layer(model.call_layer(k));
-    const auto exporter = exporters().find(layer.class_name());
-    if (exporter == exporters().end())
-      throw UnexportableLayer(layer, "Tandem has no ONNX form for " + layer.class_name());
+    const LayerExporter& exporter = exporter_of(layer);
     const int number = model.call_number(k);
     LayerCall call{layer,
                    layer.config(),
@@ -118,7 +123,7 @@ OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& me
     for (int in : model.call_inputs(k))
       call.inputs.push_back(in < 0 ? inputs[static_cast<std::size_t>(-1 - in)]
                                    : outputs[static_cast<std::size_t>(in)]);
-    outputs.push_back(exporter->second(call));
+    outputs.push_back(exporter(call));
   }
   for (std::size_t j = 0; j < model.output_count(); ++j) {
     const OnnxValue y = graph.in_layout(outputs[model.output_call(j)], false);

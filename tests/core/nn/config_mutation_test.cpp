@@ -185,6 +185,11 @@ TEST(ConfigMutation, MaskedStepsNeverFailButWithTheirPlace) {
   fuzz_seed_model("masked-steps.json", 11, 2000);
 }
 
+TEST(ConfigMutation, TimeDistributedNeverFailsButWithItsPlace) {
+  // A clip's frames through a wrapped Conv2D, Dropout and pooling, an LSTM, a wrapped Dense.
+  fuzz_seed_model("time-distributed.json", 15, 2000);
+}
+
 TEST(ConfigMutation, MasksJoinedByConcatenateNeverFailButWithTheirPlace) {
   // Embedding's mask_zero joined side by side with an LSTM's sequences, then one after the other.
   fuzz_seed_model("masked-concatenate.json", 12, 2000);

@@ -258,6 +258,26 @@ TEST(MetaEqualsTemplate, MasksJoinedByConcatenateTrainAsTheTemplate) {
   for (int replicas : {2, 3}) expect_meta_equals_template(joined, replicas, 32);
 }
 
+// Contract 1 through TimeDistributed: a wrapped Dropout draws per step of each global sample, a
+// wrapped Conv2D and Dense share their weights over the steps.
+TEST(MetaEqualsTemplate, TimeDistributedLayersTrainAsTheTemplate) {
+  const auto wrapped = [](const char* cls, json config) {
+    return layer("TimeDistributed", {{"layer", {{"class_name", cls}, {"config", config}}}});
+  };
+  const json clips = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Dense", {{"units", 24}}), layer("Reshape", {{"target_shape", {3, 2, 2, 2}}}),
+          wrapped("Conv2D", {{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}}),
+          wrapped("Dropout", {{"rate", 0.3}, {"seed", 2}}), wrapped("Flatten", json::object()),
+          wrapped("Dense", {{"units", 3}, {"activation", "tanh"}}),
+          layer("GRU", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against

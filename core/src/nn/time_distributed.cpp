@@ -1,0 +1,74 @@
+#include "nn/time_distributed.hpp"
+
+#include "nn/batch_shape.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+// (rows, steps, rest...) seen as (rows · steps, rest...).
+Tensor steps_as_rows(const Tensor& t, std::int64_t rows, std::int64_t steps, const Shape& rest) {
+  return t.reshaped(with_batch(rows * steps, rest));
+}
+
+}  // namespace
+
+TimeDistributed::TimeDistributed(std::string name, std::unique_ptr<Layer> inner)
+    : Layer(std::move(name)), inner_(std::move(inner)) {}
+
+Shape TimeDistributed::build(const Shape& input_shape, Rng& init) {
+  if (input_shape.size() < 2)
+    throw ShapeError("layer '" + name() + "' (TimeDistributed) needs inputs of at least 3 axes, " +
+                     "(batch, steps, ...), got " + shape_to_string(input_shape, true));
+  steps_ = input_shape[0];
+  step_input_ = Shape(input_shape.begin() + 1, input_shape.end());
+  step_output_ = inner_->build(step_input_, init);
+  Shape out{steps_};
+  out.insert(out.end(), step_output_.begin(), step_output_.end());
+  return out;
+}
+
+const Tensor& TimeDistributed::forward(const Tensor& x, bool training) {
+  Shape sample{steps_};
+  sample.insert(sample.end(), step_input_.begin(), step_input_.end());
+  require_batch_of(x, sample, "layer '" + name() + "' (TimeDistributed)");
+  inner_->set_backend(ops());
+  inner_->set_sample_offset(sample_offset() * steps_);
+  const std::int64_t rows = x.dim(0);
+  const Tensor& y = inner_->forward(steps_as_rows(x, rows, steps_, step_input_), training);
+  Shape out{rows, steps_};
+  out.insert(out.end(), step_output_.begin(), step_output_.end());
+  output_ = y.reshaped(out);
+  return output_;
+}
+
+const Tensor& TimeDistributed::backward(const Tensor& grad_output, bool need_input_grad) {
+  const std::int64_t rows = grad_output.rank() > 0 ? grad_output.dim(0) : 0;
+  const Tensor& dx =
+      inner_->backward(steps_as_rows(grad_output, rows, steps_, step_output_), need_input_grad);
+  if (!need_input_grad) return dx;
+  Shape in{rows, steps_};
+  in.insert(in.end(), step_input_.begin(), step_input_.end());
+  grad_input_ = dx.reshaped(in);
+  return grad_input_;
+}
+
+// Keras' config: the wrapped layer's entry under "layer".
+nlohmann::json TimeDistributed::config() const {
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"layer", {{"class_name", inner_->class_name()}, {"config", inner_->config()}}}};
+}
+
+std::vector<RuledWeight> TimeDistributed::ruled_weights() {
+  auto* rules = dynamic_cast<WeightRules*>(inner_.get());
+  return rules ? rules->ruled_weights() : std::vector<RuledWeight>{};
+}
+
+void TimeDistributed::use_keras2_definitions() {
+  if (auto* definitions = keras_two_definitions_of(*inner_)) definitions->use_keras2_definitions();
+}
+
+}  // namespace tandem::nn
