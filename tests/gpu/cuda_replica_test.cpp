@@ -172,6 +172,7 @@ std::vector<LayerCase> layer_cases() {
                            {"dropout", 0.2},
                            {"recurrent_dropout", 0.3}}),
             layer("GRU", {{"units", 4}, {"return_sequences", true}, {"go_backwards", true}}),
+            layer("GRU", {{"units", 3}, {"return_sequences", true}, {"reset_after", false}}),
             layer("Bidirectional", {{"layer",
                                      {{"class_name", "GRU"},
                                       {"config", {{"units", 2}, {"return_sequences", true}}}}},

@@ -241,6 +241,8 @@ def recurrent(cls, cfg, x, w, mask=None):
     units = cfg["units"]
     act = cfg.get("activation", "tanh")
     ract = cfg.get("recurrent_activation", "sigmoid")
+    if cls == "GRU" and not cfg.get("reset_after", True):  # Keras' formula, stepped by hand
+        mask = mask if mask is not None else torch.ones(x.shape[0], x.shape[1])
     if mask is not None:
         return masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask)
     if cfg.get("go_backwards", False):
@@ -274,10 +276,23 @@ def bidirectional(cfg, x, w, mask=None):
             "ave": lambda: (ahead + behind) / 2, "mul": lambda: ahead * behind}[merge]()
 
 
-def torch_cell(cls, units, act, ract, kernel, rec, bias):
+def torch_cell(cls, units, act, ract, kernel, rec, bias, reset_after=True):
     """One step of the cell as a function (x, (h, c)) -> (h, c): torch's own cell functions with
-    the Keras weights mapped where the activations are torch's, else Keras' formulas."""
+    the Keras weights mapped where the activations are torch's, else Keras' formulas (always for
+    a GRU with reset_after false, which torch's GRU is not: the reset gate on h before the
+    recurrent kernel, one bias)."""
     u = units
+    if cls == "GRU" and not reset_after:
+        a, ra = (lambda v: activation(act, v)), (lambda v: activation(ract, v))
+
+        def reset_before_step(x, hc):
+            h, c = hc
+            xw = x @ kernel + (0 if bias is None else bias)
+            z = ra(xw[:, :u] + h @ rec[:, :u])
+            r = ra(xw[:, u:2 * u] + h @ rec[:, u:2 * u])
+            hh = a(xw[:, 2 * u:] + (r * h) @ rec[:, 2 * u:])
+            return z * h + (1 - z) * hh, c
+        return reset_before_step
     if cls == "GRU":
         order = lambda m: torch.cat([m[..., u:2 * u], m[..., :u], m[..., 2 * u:]], dim=-1)
     else:
@@ -317,7 +332,7 @@ def masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask):
     """Keras' RNN over masked steps (its backends' rnn(), unroll False): a masked step keeps the
     states, its output the previous state (zeros with zero_output_for_mask); go_backwards reads
     the steps from the last and returns the outputs in that order."""
-    step = torch_cell(cls, units, act, ract, kernel, rec, bias)
+    step = torch_cell(cls, units, act, ract, kernel, rec, bias, cfg.get("reset_after", True))
     batch, steps = x.shape[0], x.shape[1]
     h = torch.zeros(batch, units)
     c = torch.zeros(batch, units)

@@ -636,6 +636,8 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
          entry("LSTM", {{"units", 3}, {"return_sequences", true}, {"zero_output_for_mask", true}}));
   masked("MaskedGruSequences", entry("GRU", {{"units", 4}, {"return_sequences", true}}));
   masked("MaskedGruLastBackwards", entry("GRU", {{"units", 3}, {"go_backwards", true}}));
+  masked("MaskedGruResetBeforeSequences",
+         entry("GRU", {{"units", 4}, {"reset_after", false}, {"return_sequences", true}}));
   masked("MaskedSimpleRnnLast", entry("SimpleRNN", {{"units", 4}}));
   json bidirectional = entry("Bidirectional", {{"merge_mode", "concat"}});
   bidirectional["config"]["layer"] = {
@@ -696,6 +698,18 @@ TEST(LayerOracle, RecurrentLayersMatchPyTorch) {
                                  {"activation", "relu"},
                                  {"recurrent_activation", "hard_sigmoid"},
                                  {"return_sequences", true}}),
+                   sequences});
+  // reset_after false (Keras 2.2's default): the reset gate on h before the recurrent kernel,
+  // one bias; torch's GRU is the other form, so Keras' formula is stepped in torch.
+  cases.push_back({"GruResetBeforeSequences",
+                   entry("GRU", {{"units", 5}, {"reset_after", false}, {"return_sequences", true}}),
+                   sequences});
+  cases.push_back({"GruResetBeforeLastBackwardsNoBias",
+                   entry("GRU", {{"units", 3},
+                                 {"reset_after", false},
+                                 {"go_backwards", true},
+                                 {"use_bias", false},
+                                 {"recurrent_activation", "hard_sigmoid"}}),
                    sequences});
   cases.push_back(
       {"SimpleRnnTanh", entry("SimpleRNN", {{"units", 5}, {"return_sequences", true}}), sequences});

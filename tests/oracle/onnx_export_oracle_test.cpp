@@ -317,6 +317,16 @@ std::vector<Case> cases() {
        {{{4, 2}}},
        false});
   c.push_back(
+      {"gru_reset_before_sequences_then_backwards",
+       sequential({5, 3},
+                  {layer("GRU", {{"units", 4}, {"reset_after", false}, {"return_sequences", true}}),
+                   layer("GRU", {{"units", 2},
+                                 {"reset_after", false},
+                                 {"use_bias", false},
+                                 {"go_backwards", true}})}),
+       {{{5, 3}}},
+       false});
+  c.push_back(
       {"time_distributed_dense",
        sequential({4, 3},
                   {layer("TimeDistributed",

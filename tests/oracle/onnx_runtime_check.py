@@ -113,7 +113,8 @@ def recurrent(node, x, w, r, b=None):
     """RNN, LSTM and GRU as the specification writes them: direction forward or bidirectional
     (the reverse half reads the steps from the last, its Y row t the state after step t), zero
     initial states, no sequence lengths; output Y [seq, directions, batch, hidden]. Gates: LSTM
-    i, o, f, c; GRU z, r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h))."""
+    i, o, f, c; GRU z, r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h); 0: the
+    reset gate on h before R_h)."""
     direction = attribute(node, "direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     assert direction in ("forward", "bidirectional"), direction
@@ -143,9 +144,12 @@ def recurrent(node, x, w, r, b=None):
             else:
                 xz, xr, xh = split(x[t] @ wd.T + wb)
                 hz, hr, hh = split(h @ rd.T + rb)
-                assert attribute(node, "linear_before_reset", 0) == 1
                 z, rr = f[0](xz + hz), f[0](xr + hr)
-                h = (1 - z) * f[1](xh + rr * hh) + z * h
+                if attribute(node, "linear_before_reset", 0) == 1:
+                    candidate = f[1](xh + rr * hh)
+                else:  # the reset gate on h before R_h: (r ⊙ h) R_h + Rb_h
+                    candidate = f[1](xh + (rr * h) @ rd[2 * hidden:].T + rb[2 * hidden:])
+                h = (1 - z) * candidate + z * h
             out[t, d] = h
     return out
 

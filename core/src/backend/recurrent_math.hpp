@@ -11,7 +11,8 @@
 // c, o; GRU z, r, h. `pre` keeps what the backward needs, 4 values a unit:
 //   LSTM: the four gates' pre-activations;
 //   GRU (reset_after, Keras' default since 2.x): z's and r's pre-activations, the candidate's
-//   (x_h + r·rec_h), and rec_h.
+//   (x_h + r·rec_h), and rec_h; with reset_before (reset_after false) the candidate's is
+//   x_h + rec_h, rec_h being (r ⊙ h_prev)·U_h already.
 //
 // Header rules: as kernel_math.hpp's.
 #pragma once
@@ -29,6 +30,9 @@ struct RecurrentCellDesc {
   std::int64_t units = 0;
   ActivationKind activation = ActivationKind::tanh;
   ActivationKind recurrent_activation = ActivationKind::sigmoid;
+  /// GRU with Keras' reset_after false: rec_h is already (r ⊙ h_prev)·U_h (nn/gru_reset_before),
+  /// so the candidate takes it as it is, and the backward leaves r's gradient to the caller.
+  bool reset_before = false;
 };
 
 namespace math {
@@ -77,7 +81,8 @@ TANDEM_HD inline void lstm_unit_backward(const RecurrentCellDesc& d, const float
 }
 
 /// GRU unit j (reset_after): z = ra(xw_z + rec_z), r = ra(xw_r + rec_r), hh = a(xw_h + r·rec_h),
-/// h = z·h_prev + (1 − z)·hh, Keras' formula; pre (4 units) as the header says.
+/// h = z·h_prev + (1 − z)·hh, Keras' formula (reset_before: hh = a(xw_h + rec_h)); pre (4 units)
+/// as the header says.
 TANDEM_HD inline void gru_unit_forward(const RecurrentCellDesc& d, const float* xw,
                                        const float* rec, const float* h_prev, float* pre, float* h,
                                        std::int64_t j) {
@@ -87,7 +92,7 @@ TANDEM_HD inline void gru_unit_forward(const RecurrentCellDesc& d, const float* 
   const float z = activation_value(d.recurrent_activation, pz);
   const float r = activation_value(d.recurrent_activation, pr);
   const float rec_h = rec[2 * u + j];
-  const float ph = fadd(xw[2 * u + j], fmul(r, rec_h));
+  const float ph = fadd(xw[2 * u + j], d.reset_before ? rec_h : fmul(r, rec_h));
   const float hh = activation_value(d.activation, ph);
   pre[j] = pz;
   pre[u + j] = pr;
@@ -98,7 +103,8 @@ TANDEM_HD inline void gru_unit_forward(const RecurrentCellDesc& d, const float* 
 
 /// Its gradients for unit j, given dh = dL/dh of the step: d_xw and d_rec (3 units each) =
 /// dL/dxw and dL/drec, and dh_prev = the part of dL/dh_prev that bypasses the recurrent kernel
-/// (dh·z; the caller adds d_rec·recurrent_kernelᵀ).
+/// (dh·z; the caller adds d_rec·recurrent_kernelᵀ). reset_before: d_rec's h unit is
+/// dL/d(rec_h) and the r units of d_xw and d_rec are 0, for the caller (nn/gru_reset_before).
 TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float* pre,
                                         const float* h_prev, const float* dh, float* d_xw,
                                         float* d_rec, float* dh_prev, std::int64_t j) {
@@ -109,14 +115,16 @@ TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float*
   const float hh = activation_value(d.activation, ph);
   const float dz = fmul(dh[j], fsub(h_prev[j], hh));
   const float d_ph = fmul(fmul(dh[j], fsub(1.0f, z)), activation_derivative(d.activation, ph, hh));
-  const float d_pr = fmul(fmul(d_ph, rec_h), activation_derivative(d.recurrent_activation, pr, r));
+  const float d_pr = d.reset_before ? 0.0f
+                                    : fmul(fmul(d_ph, rec_h),
+                                           activation_derivative(d.recurrent_activation, pr, r));
   const float d_pz = fmul(dz, activation_derivative(d.recurrent_activation, pz, z));
   d_xw[j] = d_pz;
   d_xw[u + j] = d_pr;
   d_xw[2 * u + j] = d_ph;
   d_rec[j] = d_pz;
   d_rec[u + j] = d_pr;
-  d_rec[2 * u + j] = fmul(d_ph, r);
+  d_rec[2 * u + j] = d.reset_before ? d_ph : fmul(d_ph, r);
   dh_prev[j] = fmul(dh[j], z);
 }
 

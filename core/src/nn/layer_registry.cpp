@@ -1069,10 +1069,7 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
         read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);
   o.use_bias = c.get_bool("use_bias", true);
   if (kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
-  if (kind == RecurrentKind::gru && !c.get_bool("reset_after", true))
-    throw ConfigError(c.path_of("reset_after"),
-                      "only the GRU Keras builds by default (reset_after true: the reset gate "
-                      "applied after the recurrent product, biases (2, 3 units)) is supported");
+  if (kind == RecurrentKind::gru) o.reset_after = c.get_bool("reset_after", true);
   o.return_sequences = c.get_bool("return_sequences", false);
   o.go_backwards = c.get_bool("go_backwards", false);
   o.zero_output_for_mask = c.get_bool("zero_output_for_mask", false);

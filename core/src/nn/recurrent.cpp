@@ -81,7 +81,7 @@ Shape Recurrent::build(const Shape& input_shape, Rng& init) {
   options_.recurrent_initializer.fill(recurrent_kernel_.value, init);
   options_.recurrent_constraint.build(recurrent_kernel_.value.shape());
   if (options_.use_bias) {
-    const Shape shape = options_.kind == RecurrentKind::gru ? Shape{2, width} : Shape{width};
+    const Shape shape = two_biases() ? Shape{2, width} : Shape{width};
     bias_.value = Tensor(shape);
     bias_.grad = Tensor(shape);
     if (options_.kind == RecurrentKind::lstm && options_.unit_forget_bias) {
@@ -105,7 +105,7 @@ Shape Recurrent::build(const Shape& input_shape, Rng& init) {
   // The input's dropout mask: one value per sample and feature, shared by every step (Keras'
   // cell input mask).
   input_noise_ = noise_groups({steps_, features_}, {1, std::nullopt}, who());
-  cell_ = {u, options_.activation, options_.recurrent_activation};
+  cell_ = {u, options_.activation, options_.recurrent_activation, reset_before()};
   if (options_.return_sequences) return {steps_, u};
   return {u};
 }
@@ -114,8 +114,12 @@ Tensor Recurrent::step(const Tensor& t, std::int64_t s, std::int64_t width) cons
   return Tensor::view(t, s * rows_ * width, {rows_, width});
 }
 
+Tensor Recurrent::h_in(std::int64_t s) const {
+  return step(recurrent_dropped_ ? h_dropped_ : hs_, s, options_.units);
+}
+
 Tensor Recurrent::input_bias(const Tensor& bias) const {
-  if (options_.kind != RecurrentKind::gru) return bias;
+  if (!two_biases()) return bias;
   return Tensor::view(bias, 0, {gates() * options_.units});
 }
 
@@ -151,6 +155,7 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   ops.place(rec_, {rows_, width});
   time_major_mask();
   draw_recurrent_mask(training);
+  if (reset_before()) reset_before_products_.begin(ops, recurrent_kernel_.value, u, steps_, rows_);
   for (std::int64_t s = 0; s < steps_; ++s) run_cell(s);
   write_output();
   return output_;
@@ -216,12 +221,16 @@ void Recurrent::run_cell(std::int64_t s) {
     h_in = step(h_dropped_, s, u);
     ops.multiply(h_prev, recurrent_mask_, h_in);
   }
-  const bool gru_bias = options_.kind == RecurrentKind::gru && options_.use_bias;
-  const Tensor bias = gru_bias ? recurrent_bias(bias_.value) : Tensor();
-  ops.gemm({false, false, rows_, width, u,
-            gru_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
-           h_in, recurrent_kernel_.value, gru_bias ? &bias : nullptr, rec_);
   const Tensor xw = step(xw_, s, width);
+  if (reset_before()) {
+    reset_before_products_.products(ops, cell_, s, xw, h_in, rec_);
+  } else {
+    const bool gru_bias = two_biases() && options_.use_bias;
+    const Tensor bias = gru_bias ? recurrent_bias(bias_.value) : Tensor();
+    ops.gemm({false, false, rows_, width, u,
+              gru_bias ? backend::GemmEpilogue::bias : backend::GemmEpilogue::none},
+             h_in, recurrent_kernel_.value, gru_bias ? &bias : nullptr, rec_);
+  }
   Tensor pre = step(pre_, s, pre_width());
   Tensor h = step(hs_, s + 1, u);
   switch (options_.kind) {
@@ -300,7 +309,10 @@ const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_gra
     if (masked_ && dc) ops.add(dc_, dc_cell_, dc_);
     if (s == 0) break;  // the initial state is a constant
     const Tensor d_rec = step(options_.kind == RecurrentKind::gru ? d_rec_ : d_xw_, s, width);
-    ops.gemm({false, true, rows_, u, width}, d_rec, recurrent_kernel_.value, nullptr, dh_carry_);
+    if (reset_before())
+      reset_before_products_.input_gradient(ops, d_rec, dh_carry_);
+    else
+      ops.gemm({false, true, rows_, u, width}, d_rec, recurrent_kernel_.value, nullptr, dh_carry_);
     if (recurrent_dropped_) ops.multiply(dh_carry_, recurrent_mask_, dh_carry_);
     if (options_.kind == RecurrentKind::gru) ops.add(dh_carry_, dh_direct_, dh_carry_);
     if (masked_) ops.add(dh_carry_, dh_, dh_carry_);  // a skipped step's dL/dh passes back
@@ -345,6 +357,8 @@ void Recurrent::cell_backward(std::int64_t s, const Tensor& dh, Tensor* dc) {
     case RecurrentKind::gru: {
       Tensor d_rec = step(d_rec_, s, width);
       ops.gru_step_backward(cell_, pre, step(hs_, s, u), dh, d_xw, d_rec, dh_direct_);
+      if (reset_before())
+        reset_before_products_.step_gradient(ops, cell_, pre, h_in(s), d_xw, d_rec);
       break;
     }
   }
@@ -360,10 +374,13 @@ void Recurrent::kernel_gradients() {
     ops.gemm({true, false, features_, width, rows}, x_steps_, d_xw_, nullptr, kernel_.grad);
   if (!recurrent_kernel_.grad.empty()) {
     const Tensor h_in = recurrent_dropped_ ? h_dropped_ : Tensor::view(hs_, 0, {rows, u});
-    ops.gemm({true, false, u, width, rows}, h_in, d_rec, nullptr, recurrent_kernel_.grad);
+    if (reset_before())
+      reset_before_products_.kernel_gradient(ops, h_in, d_rec, recurrent_kernel_.grad);
+    else
+      ops.gemm({true, false, u, width, rows}, h_in, d_rec, nullptr, recurrent_kernel_.grad);
   }
   if (!options_.use_bias || bias_.grad.empty()) return;
-  if (options_.kind != RecurrentKind::gru) {
+  if (!two_biases()) {
     ops.column_sums(d_xw_, width, bias_.grad);
     return;
   }
@@ -418,7 +435,7 @@ nlohmann::json Recurrent::config() const {
   c["bias_constraint"] = options_.bias_constraint.config();
   c["dropout"] = options_.dropout;
   c["recurrent_dropout"] = options_.recurrent_dropout;
-  if (options_.kind == RecurrentKind::gru) c["reset_after"] = true;
+  if (options_.kind == RecurrentKind::gru) c["reset_after"] = options_.reset_after;
   if (options_.seed) c["seed"] = *options_.seed;
   return c;
 }

@@ -6,9 +6,11 @@
 // (one GEMM over steps × batch rows, time-major), then per step the product of h_prev with the
 // recurrent kernel (a GEMM) and the cell's element-wise step (backend lstm_step_* / gru_step_*;
 // SimpleRNN an add and its activation); the backward runs the steps in reverse and takes the
-// kernels' gradients as two GEMMs over every step. Weights, in Keras' order and shapes: kernel
-// (features, gates·units), recurrent_kernel (units, gates·units), bias (gates·units; the GRU's
-// (2, 3·units): input and recurrent biases), gates 1, 4 (i, f, c, o) and 3 (z, r, h). Their
+// kernels' gradients as two GEMMs over every step (a GRU with reset_after false takes its
+// recurrent products in two rounds: nn/gru_reset_before.hpp). Weights, in Keras' order and
+// shapes: kernel (features, gates·units), recurrent_kernel (units, gates·units), bias
+// (gates·units; the default GRU's (2, 3·units): input and recurrent biases), gates 1, 4 (i, f,
+// c, o) and 3 (z, r, h). Their
 // Keras 2 names are "<cell>/kernel" ("lstm_cell/kernel"), as Keras 2 writes them.
 //
 // A Keras mask (nn/sequence_masks.hpp: Embedding's mask_zero, Masking) skips the padding steps
@@ -27,6 +29,7 @@
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/constraint.hpp"
+#include "nn/gru_reset_before.hpp"
 #include "nn/initializer.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/random_stream.hpp"
@@ -51,6 +54,9 @@ struct RecurrentOptions {
   ActivationKind recurrent_activation = ActivationKind::sigmoid;  // LSTM and GRU
   bool use_bias = true;
   bool unit_forget_bias = true;  // LSTM: the forget gate's bias starts at 1
+  /// GRU: Keras' reset_after. False: the reset gate applied to h_prev before the recurrent
+  /// kernel (nn/gru_reset_before.hpp), one bias (3·units) for the input products only.
+  bool reset_after = true;
   bool return_sequences = false;
   bool go_backwards = false;
   /// A masked step's output is zeros, not the last kept step's (Keras' RNN option, which
@@ -99,6 +105,12 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   /// The GRU's input bias (row 0 of its bias) or the whole bias; its recurrent bias (row 1).
   Tensor input_bias(const Tensor& bias) const;
   Tensor recurrent_bias(const Tensor& bias) const;
+  /// A GRU with reset_after false.
+  bool reset_before() const { return options_.kind == RecurrentKind::gru && !options_.reset_after; }
+  /// The GRU with its two biases (reset_after true).
+  bool two_biases() const { return options_.kind == RecurrentKind::gru && options_.reset_after; }
+  /// h_prev of step s as the recurrent products read it (after recurrent dropout).
+  Tensor h_in(std::int64_t s) const;
   /// Whether the layer draws random numbers (dropout or recurrent dropout).
   bool draws() const { return options_.dropout > 0 || options_.recurrent_dropout > 0; }
   /// What `pre_` keeps per unit of a step: 4 for LSTM and GRU, SimpleRNN's pre-activation 1.
@@ -125,6 +137,7 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   Parameter kernel_, recurrent_kernel_, bias_;
   RandomStream random_;
   backend::RecurrentCellDesc cell_;
+  GruResetBefore reset_before_products_;  // used by a GRU with reset_after false
 
   // The last forward's, time-major (step s's rows at s·rows): the input in processing order
   // (after dropout), its products with the kernel, what each step keeps, the states (h and the

@@ -5,8 +5,8 @@
 // Y's last row. Weights: each gate's block transposed to ONNX's (gates · units, features), LSTM's
 // gates reordered from Keras' i, f, c, o to ONNX's i, o, f, c (the GRU's z, r, h are ONNX's
 // order, its reset_after is linear_before_reset); Keras' one bias is ONNX's input bias, the
-// recurrent bias zeros (the GRU's second row). A Bidirectional layer is ONNX's bidirectional
-// direction.
+// recurrent bias zeros (the default GRU's second row; a GRU with reset_after false has none). A
+// Bidirectional layer is ONNX's bidirectional direction.
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -56,6 +56,7 @@ struct Direction {
   std::vector<float> w, r, b;
   std::vector<std::string> activations;
   bool default_activations = true;
+  bool linear_before_reset = true;  // GRU: Keras' reset_after
 };
 
 Direction direction(const LayerCall& call, const std::string& cls, const nlohmann::json& config,
@@ -70,6 +71,7 @@ Direction direction(const LayerCall& call, const std::string& cls, const nlohman
                                  : cls == "GRU" ? std::vector<int>{0, 1, 2}
                                                 : std::vector<int>{0};
   d.gates = static_cast<std::int64_t>(order.size());
+  d.linear_before_reset = config.value("reset_after", true);
   d.w = onnx_weight(kernel, d.units, order);
   d.r = onnx_weight(recurrent, d.units, order);
 
@@ -144,7 +146,14 @@ std::string recurrent_node(LayerCall& call, const std::string& sequence,
              call.prefix);
   node.attr("hidden_size", d.units);
   if (n == 2) node.attr("direction", std::string("bidirectional"));
-  if (d.op == "GRU") node.attr("linear_before_reset", std::int64_t{1});
+  if (d.op == "GRU") {
+    for (const Direction& one : ds)
+      if (one.linear_before_reset != d.linear_before_reset)
+        call.refuse(
+            "its two directions apply the reset gate differently (reset_after), which "
+            "ONNX's GRU cannot");
+    node.attr("linear_before_reset", std::int64_t{d.linear_before_reset ? 1 : 0});
+  }
   if (!defaults) node.attr("activations", activations);
   return node.output();
 }

@@ -90,6 +90,30 @@ TEST(Recurrent, TrainingGradientsThroughDropoutMasksMatchCentralDifferences) {
   check_training_gradient("LSTM", sequences);
   check_training_gradient("GRU", backwards);
   check_training_gradient("SimpleRNN", sequences);
+  json reset_before = sequences;
+  reset_before["reset_after"] = false;
+  check_training_gradient("GRU", reset_before);
+}
+
+// A GRU with reset_after false (Keras 2.2's default): one bias of 3 units, its config read back;
+// its recurrent dropout enters the reset gate's product too (the gradient check above).
+TEST(Recurrent, AGruWithTheResetGateBeforeItsProductHasOneBias) {
+  auto layer = make("GRU", {{"units", 4}, {"reset_after", false}});
+  Rng init(2);
+  layer->build({5, 3}, init);
+  const auto params = layer->parameters();
+  ASSERT_EQ(params.size(), 3u);
+  EXPECT_EQ(params[2]->value.shape(), (Shape{12}));
+  EXPECT_EQ(params[2]->name, "gru_cell/bias");
+  const json written = layer->config();
+  EXPECT_EQ(written["reset_after"], false);
+  EXPECT_EQ(make("GRU", written)->config(), written);
+  auto after = make("GRU", {{"units", 4}});
+  after->build({5, 3}, init);
+  EXPECT_EQ(after->parameters()[2]->value.shape(), (Shape{2, 12}));
+  EXPECT_NE(config_error("LSTM", {{"units", 2}, {"reset_after", false}})
+                .find("'layer.config.reset_after'"),
+            std::string::npos);
 }
 
 TEST(Recurrent, DropoutMasksOnlyTrainingForwardsAndDrawAfreshEachStep) {
@@ -176,7 +200,6 @@ TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
        "'layer.config.return_state': returning the final states"},
       {{{"units", 2}, {"stateful", true}}, "'layer.config.stateful': states carried"},
       {{{"units", 2}, {"time_major", true}}, "'layer.config.time_major': Tandem reads sequences"},
-      {{{"units", 2}, {"reset_after", false}}, "'layer.config.reset_after': only the GRU"},
       {{{"units", 2}, {"activation", "softmax"}},
        "'layer.config.activation': a recurrent cell needs an element-wise activation"},
       {{{"units", 0}}, "'layer.config.units'"},

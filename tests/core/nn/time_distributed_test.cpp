@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "gradient_check.hpp"
 #include "nn/keras3_weight_paths.hpp"
 #include "nn/layer_registry.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "test_support.hpp"
-#include "gradient_check.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -55,8 +55,7 @@ json layer(const char* cls, json config) {
 TEST(TimeDistributed, ItsWeightsAreTheWrappedLayersUnderKerasNames) {
   auto model = Model::from_config(
       sequential({layer("InputLayer", {{"batch_input_shape", {nullptr, 4, 3}}}),
-                  layer("TimeDistributed",
-                        wrapping("Dense", {{"name", "dense"}, {"units", 2}}))}),
+                  layer("TimeDistributed", wrapping("Dense", {{"name", "dense"}, {"units", 2}}))}),
       "model", 1);
   EXPECT_EQ(model->parameter_names(),
             (std::vector<std::string>{"time_distributed/kernel", "time_distributed/bias"}));
@@ -94,10 +93,8 @@ TEST(TimeDistributed, AWrappedDropoutDrawsPerStepWhereverTheSampleSits) {
 }
 
 TEST(TimeDistributed, GradientsOfAWrappedConvolutionMatchCentralDifferences) {
-  auto layer = make(wrapping("Conv2D", {{"name", "conv"},
-                                        {"filters", 2},
-                                        {"kernel_size", 2},
-                                        {"activation", "tanh"}}));
+  auto layer = make(wrapping(
+      "Conv2D", {{"name", "conv"}, {"filters", 2}, {"kernel_size", 2}, {"activation", "tanh"}}));
   Rng init(4);
   EXPECT_EQ(layer->build({3, 3, 3, 2}, init), (Shape{3, 2, 2, 2}));
   Tensor x = test::random_tensor({2, 3, 3, 3, 2}, 5);
@@ -144,7 +141,8 @@ TEST(TimeDistributed, AMaskPassesThroughToTheLayersAfterIt) {
   const Tensor& a = padded->forward(Tensor::from_vector({1, 5}, {3, 0, 7, 0, 0}), false);
   const std::vector<float> got(a.data(), a.data() + a.size());
   const Tensor& b = cut->forward(Tensor::from_vector({1, 2}, {3, 7}), false);
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], b[static_cast<std::int64_t>(i)], 1e-6);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], b[static_cast<std::int64_t>(i)], 1e-6);
 }
 
 TEST(TimeDistributed, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {

@@ -192,7 +192,8 @@ TEST(MetaEqualsTemplate, AugmentationLayersDrawPerSampleSoReplicasTrainAsTheTemp
 }
 
 // Contract 1 through time: an LSTM with both dropouts (masks drawn per global sample), a GRU
-// backwards, a Bidirectional LSTM with dropout and a SimpleRNN, stacked; 10 Adam steps through the
+// backwards, a GRU with reset_after false and recurrent dropout, a Bidirectional LSTM with
+// dropout and a SimpleRNN, stacked; 10 Adam steps through the
 // meta-model equal the template's.
 TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
   const json sequences = {
@@ -207,6 +208,10 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
                          {"recurrent_dropout", 0.3},
                          {"seed", 1}}),
           layer("GRU", {{"units", 3}, {"return_sequences", true}, {"go_backwards", true}}),
+          layer("GRU", {{"units", 3},
+                        {"return_sequences", true},
+                        {"reset_after", false},
+                        {"recurrent_dropout", 0.2}}),
           layer("Bidirectional",
                 {{"layer",
                   {{"class_name", "LSTM"},
