@@ -472,6 +472,19 @@ def forward(case, inputs, weights):
         return weights["embeddings"][: x.shape[1]].expand(x.shape[0], -1, -1)
     if cls == "Activation":
         return activation(cfg["activation"], xs[0])
+    if cls in ("ZeroPadding1D", "Cropping1D"):  # steps added as zeros or cut, (left, right)
+        key = "padding" if cls == "ZeroPadding1D" else "cropping"
+        left, right = cfg[key] if isinstance(cfg[key], list) else (cfg[key], cfg[key])
+        x = xs[0]
+        if cls == "ZeroPadding1D":
+            return torch.nn.functional.pad(x, (0, 0, left, right))
+        return x[:, left:x.shape[1] - right, :]
+    if cls == "UpSampling1D":
+        return xs[0].repeat_interleave(cfg["size"], dim=1)
+    if cls == "RepeatVector":
+        return xs[0].unsqueeze(1).expand(-1, cfg["n"], -1)
+    if cls == "Permute":
+        return xs[0].permute(0, *cfg["dims"])
     if cls == "Dense":  # Keras' kernel is (in, out): x @ kernel on the last axis
         return biased(cfg, torch.nn.functional.linear(xs[0], weights["kernel"].t()), weights)
     if cls == "Conv2D":

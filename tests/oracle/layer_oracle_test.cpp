@@ -577,6 +577,21 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
+// The layers that move the steps of sequences, or the axes: padding, cropping and repeating
+// steps, a vector repeated as steps, axes permuted; outputs and gradients against torch.
+TEST(LayerOracle, SequenceShapeLayersMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back(
+      {"ZeroPadding1D", entry("ZeroPadding1D", {{"padding", {1, 2}}}), {{"", {2, 5, 3}}}});
+  cases.push_back({"Cropping1D", entry("Cropping1D", {{"cropping", {2, 1}}}), {{"", {2, 6, 3}}}});
+  cases.push_back({"UpSampling1D", entry("UpSampling1D", {{"size", 3}}), {{"", {2, 4, 3}}}});
+  cases.push_back({"RepeatVector", entry("RepeatVector", {{"n", 4}}), {{"", {3, 5}}}});
+  cases.push_back({"PermuteSteps", entry("Permute", {{"dims", {2, 1}}}), {{"", {2, 4, 3}}}});
+  cases.push_back(
+      {"PermuteThreeAxes", entry("Permute", {{"dims", {3, 1, 2}}}), {{"", {2, 2, 3, 4}}}});
+  check_against_torch(cases);
+}
+
 // TimeDistributed: the wrapped layer on every step of every sample with the same weights (a
 // Conv2D on the frames of a clip, a Dense on each step), against the same layer in torch on the
 // steps as rows.

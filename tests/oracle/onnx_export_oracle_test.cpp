@@ -358,6 +358,15 @@ std::vector<Case> cases() {
                                     {"config", {{"name", "out"}, {"units", 2}}}}}})}),
                {{{3, 4, 4, 2}}},
                true});
+  c.push_back(
+      {"sequence_shapes",
+       sequential({6, 3}, {layer("ZeroPadding1D", {{"padding", {1, 2}}}),
+                           layer("Cropping1D", {{"cropping", {2, 0}}}),
+                           layer("UpSampling1D", {{"size", 2}}),
+                           layer("Permute", {{"dims", {2, 1}}}), layer("Flatten"),
+                           layer("Dense", {{"units", 3}}), layer("RepeatVector", {{"n", 2}})}),
+       {{{6, 3}}},
+       false});
   // Tokens 0 and 1 in two features: a quarter of the steps are all 1, which Masking zeroes.
   c.push_back({"masking_then_flatten",
                sequential({5, 2}, {layer("Masking", {{"mask_value", 1.0}}), layer("Flatten"),

@@ -109,6 +109,15 @@ RNN_ACTIVATIONS = {
 }
 
 
+def resize_nearest(node, x, roi, scales, sizes=None):
+    """Resize as Tandem writes it (nearest, asymmetric, floor, whole scales): each cell repeated
+    scale times along its axis."""
+    for axis, scale in enumerate(scales):
+        assert float(scale).is_integer(), scales
+        x = np.repeat(x, int(scale), axis=axis)
+    return x
+
+
 def recurrent(node, x, w, r, b=None):
     """RNN, LSTM and GRU as the specification writes them: direction forward or bidirectional
     (the reverse half reads the steps from the last, its Y row t the state after step t), zero
@@ -196,6 +205,9 @@ OPERATORS = {
     "Shape": lambda n, x: np.array(x.shape, dtype=np.int64),
     "Expand": lambda n, x, shape: x * np.ones(shape.astype(np.int64), dtype=x.dtype),
     "Slice": lambda n, x, *rest: slice_(x, *rest),
+    "Pad": lambda n, x, pads, value=None: np.pad(
+        x, list(zip(pads[:x.ndim], pads[x.ndim:])), constant_values=0 if value is None else value),
+    "Resize": resize_nearest,
     "ConvTranspose": conv_transpose,
     "RNN": recurrent,
     "LSTM": recurrent,

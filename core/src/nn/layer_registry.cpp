@@ -26,6 +26,7 @@
 #include "nn/merge.hpp"
 #include "nn/multi_head_attention.hpp"
 #include "nn/normalization.hpp"
+#include "nn/permute.hpp"
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
 #include "nn/prelu.hpp"
@@ -927,6 +928,71 @@ Borders read_borders(ConfigObject& c, const char* key, std::int64_t fallback) {
                               v->dump());
 }
 
+// ZeroPadding1D's padding and Cropping1D's cropping: n, or [left, right] (Keras' int or tuple).
+std::pair<std::int64_t, std::int64_t> read_sequence_borders(ConfigObject& c, const char* key,
+                                                            std::int64_t fallback) {
+  const nlohmann::json* v = c.find(key);
+  if (!v) return {fallback, fallback};
+  const std::string path = c.path_of(key);
+  auto amount = [&](const nlohmann::json& e, const std::string& at) {
+    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 20))
+      throw ConfigError(at, "expected a non-negative integer, got " + e.dump());
+    return e.get<std::int64_t>();
+  };
+  if (v->is_number()) {
+    const std::int64_t n = amount(*v, path);
+    return {n, n};
+  }
+  if (v->is_array() && v->size() == 2)
+    return {amount((*v)[0], path + "[0]"), amount((*v)[1], path + "[1]")};
+  throw ConfigError(path, "expected n or [left, right], got " + v->dump());
+}
+
+std::unique_ptr<Layer> make_zero_padding1d(ConfigObject& c, const std::string& name) {
+  const auto [left, right] = read_sequence_borders(c, "padding", 1);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<SequenceBorder>(name, true, left, right);
+}
+
+std::unique_ptr<Layer> make_cropping1d(ConfigObject& c, const std::string& name) {
+  const auto [left, right] = read_sequence_borders(c, "cropping", 1);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<SequenceBorder>(name, false, left, right);
+}
+
+std::unique_ptr<Layer> make_up_sampling1d(ConfigObject& c, const std::string& name) {
+  return std::make_unique<UpSampling1D>(name, read_single(c, "size", 2)[1]);
+}
+
+std::unique_ptr<Layer> make_repeat_vector(ConfigObject& c, const std::string& name) {
+  return std::make_unique<RepeatVector>(name, c.positive_int("n"));
+}
+
+// Keras' dims: a permutation of the per-sample axes, counted from 1.
+std::unique_ptr<Layer> make_permute(ConfigObject& c, const std::string& name) {
+  const nlohmann::json& dims = c.at("dims");
+  const std::string path = c.path_of("dims");
+  if (!dims.is_array() || dims.empty() || dims.size() > 8)
+    throw ConfigError(path,
+                      "expected a list of the per-sample axes (1, 2, ...) in their new "
+                      "order, got " +
+                          dims.dump());
+  std::vector<int> order;
+  std::vector<bool> seen(dims.size(), false);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const nlohmann::json& d = dims[i];
+    const auto n = static_cast<std::int64_t>(dims.size());
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > n ||
+        seen[static_cast<std::size_t>(d.get<std::int64_t>() - 1)])
+      throw ConfigError(
+          path + "[" + std::to_string(i) + "]",
+          "expected each axis from 1 to " + std::to_string(n) + " once, got " + dims.dump());
+    seen[static_cast<std::size_t>(d.get<std::int64_t>() - 1)] = true;
+    order.push_back(static_cast<int>(d.get<std::int64_t>() - 1));
+  }
+  return std::make_unique<Permute>(name, order);
+}
+
 std::unique_ptr<Layer> make_zero_padding2d(ConfigObject& c, const std::string& name) {
   c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<ImageBorder>(name, true, read_borders(c, "padding", 1));
@@ -1250,6 +1316,11 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Bidirectional", {"bidirectional", make_bidirectional}},
       {"Masking", {"masking", make_masking}},
       {"TimeDistributed", {"time_distributed", make_time_distributed}},
+      {"ZeroPadding1D", {"zero_padding1d", make_zero_padding1d}},
+      {"Cropping1D", {"cropping1d", make_cropping1d}},
+      {"UpSampling1D", {"up_sampling1d", make_up_sampling1d}},
+      {"RepeatVector", {"repeat_vector", make_repeat_vector}},
+      {"Permute", {"permute", make_permute}},
   };
   return registry;
 }

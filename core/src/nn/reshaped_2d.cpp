@@ -181,4 +181,50 @@ nlohmann::json GlobalMaxPooling::config() const {
           {"keepdims", keepdims_}};
 }
 
+namespace {
+
+nlohmann::json base_config(const Layer& layer) {
+  return {{"name", layer.name()}, {"trainable", layer.trainable()}, {"dtype", "float32"}};
+}
+
+}  // namespace
+
+Shape SequenceBorder::build(const Shape& input_shape, Rng& init) {
+  require_sequence(input_shape, label());
+  return build_inner(std::make_unique<ImageBorder>(name(), pad_, Borders{0, 0, left_, right_}),
+                     input_shape, {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+}
+
+nlohmann::json SequenceBorder::config() const {
+  nlohmann::json c = base_config(*this);
+  c[pad_ ? "padding" : "cropping"] = {left_, right_};
+  return c;
+}
+
+Shape UpSampling1D::build(const Shape& input_shape, Rng& init) {
+  require_sequence(input_shape, label());
+  return build_inner(std::make_unique<UpSampling2D>(name(), 1, size_), input_shape,
+                     {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+}
+
+nlohmann::json UpSampling1D::config() const {
+  nlohmann::json c = base_config(*this);
+  c["size"] = size_;
+  return c;
+}
+
+Shape RepeatVector::build(const Shape& input_shape, Rng& init) {
+  if (input_shape.size() != 1)
+    throw ShapeError(label() + " expects vectors (None, features), got " +
+                     shape_to_string(input_shape, true));
+  return build_inner(std::make_unique<UpSampling2D>(name(), n_, 1), input_shape,
+                     {1, 1, input_shape[0]}, Shape{n_, input_shape[0]}, init);
+}
+
+nlohmann::json RepeatVector::config() const {
+  nlohmann::json c = base_config(*this);
+  c["n"] = n_;
+  return c;
+}
+
 }  // namespace tandem::nn

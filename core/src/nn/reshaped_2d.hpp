@@ -6,6 +6,10 @@
 //   AveragePooling1D
 //   GlobalMaxPooling1D one window over every step (a Pooling2D of (1, steps));
 //   GlobalMaxPooling2D one over every cell (rows, cols); keepdims keeps the pooled axes as 1
+//   ZeroPadding1D,     (steps, channels) as (1, steps, channels), a ZeroPadding2D (Cropping2D)
+//   Cropping1D         of (0, 0) rows and (left, right) columns
+//   UpSampling1D       (steps, channels) as (1, steps, channels), an UpSampling2D of (1, size)
+//   RepeatVector       (features) as (1, 1, features), an UpSampling2D of (n, 1): (n, features)
 // Each answers to its Keras class name and config (1-D sizes as one-element lists); the inner
 // layer has the same name, and a shape error it raises says which 2-D view it saw. The views
 // share storage (no copies). Ownership and threads: as every layer's; the inner layer is owned
@@ -17,6 +21,7 @@
 
 #include "nn/activation_fn.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/image_layers.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/pooling.hpp"
 #include "tandem/layer.hpp"
@@ -34,6 +39,10 @@ class Reshaped2D : public Layer {
   std::vector<Parameter*> parameters() override {
     return inner_ ? inner_->parameters() : std::vector<Parameter*>{};
   }
+  /// After build: the 2-D layer (owned by this one) and the per-sample view it computes on.
+  Layer& inner() { return *inner_; }
+  const Shape& inner_input_shape() const { return inner_input_; }
+  const Shape& inner_output_shape() const { return inner_output_; }
 
  protected:
   /// Builds `inner` on the per-sample view `inner_input` of `input_shape`; its output is seen
@@ -115,6 +124,45 @@ class GlobalMaxPooling : public Reshaped2D {
  private:
   int spatial_axes_;
   bool keepdims_;
+};
+
+/// ZeroPadding1D (pad) or Cropping1D: `left` and `right` steps added as zeros or cut away.
+class SequenceBorder : public Reshaped2D {
+ public:
+  SequenceBorder(std::string name, bool pad, std::int64_t left, std::int64_t right)
+      : Reshaped2D(std::move(name)), pad_(pad), left_(left), right_(right) {}
+  std::string class_name() const override { return pad_ ? "ZeroPadding1D" : "Cropping1D"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  bool pad_;
+  std::int64_t left_, right_;
+};
+
+/// UpSampling1D: each step repeated `size` times.
+class UpSampling1D : public Reshaped2D {
+ public:
+  UpSampling1D(std::string name, std::int64_t size) : Reshaped2D(std::move(name)), size_(size) {}
+  std::string class_name() const override { return "UpSampling1D"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  std::int64_t size_;
+};
+
+/// RepeatVector: a vector (features) repeated as `n` steps, (n, features); its gradient the sum
+/// over the steps.
+class RepeatVector : public Reshaped2D {
+ public:
+  RepeatVector(std::string name, std::int64_t n) : Reshaped2D(std::move(name)), n_(n) {}
+  std::string class_name() const override { return "RepeatVector"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  std::int64_t n_;
 };
 
 }  // namespace tandem::nn

@@ -54,7 +54,10 @@ const std::set<std::string>& dropping() {
                                              "GlobalAveragePooling2D",
                                              "ZeroPadding2D",
                                              "Cropping2D",
-                                             "UpSampling2D"};
+                                             "UpSampling2D",
+                                             "ZeroPadding1D",
+                                             "Cropping1D",
+                                             "UpSampling1D"};
   return classes;
 }
 

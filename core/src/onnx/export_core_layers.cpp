@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/kernel_math.hpp"
+#include "nn/permute.hpp"
 #include "nn/time_distributed.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -486,6 +487,15 @@ OnnxValue apply_activation(OnnxGraph& graph, const OnnxValue& x, nn::ActivationK
   return x;
 }
 
+// Permute: a Transpose of the per-sample axes (the batch stays first).
+OnnxValue export_permute(LayerCall& call) {
+  const OnnxValue x = call.graph.in_layout(call.inputs[0], false);
+  std::vector<std::int64_t> perm{0};
+  for (int d : static_cast<nn::Permute&>(call.layer).dims()) perm.push_back(d);
+  return {call.graph.node("Transpose", {x.name}, call.prefix).attr("perm", perm).output(),
+          call.output_shape, false};
+}
+
 // TimeDistributed: the steps reshaped into the batch, the wrapped layer's own nodes on them, and
 // the rows reshaped back into steps.
 OnnxValue export_time_distributed(LayerCall& call) {
@@ -527,6 +537,7 @@ void add_core_exporters(ExporterTable& table) {
   table["CategoryEncoding"] = export_category_encoding;
   table["PositionEmbedding"] = export_position_embedding;
   table["TimeDistributed"] = export_time_distributed;
+  table["Permute"] = export_permute;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
         "GaussianDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",

@@ -6,6 +6,7 @@
 // (1, steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
 #include <array>
 
+#include "nn/reshaped_2d.hpp"
 #include "nn/spatial.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -279,6 +280,27 @@ OnnxValue export_upsampling(LayerCall& call) {
           call.output_shape, true};
 }
 
+// A 1-D layer computed by a 2-D one on a view (nn/reshaped_2d.hpp: ZeroPadding1D, Cropping1D,
+// UpSampling1D, RepeatVector): the view, the 2-D layer's own nodes, the output's shape.
+OnnxValue export_reshaped_2d(LayerCall& call) {
+  auto& layer = static_cast<nn::Reshaped2D&>(call.layer);
+  Layer& inner = layer.inner();
+  const OnnxValue view =
+      reshape_to(call.graph, call.inputs[0], layer.inner_input_shape(), call.prefix + "/view");
+  LayerCall inner_call{inner,
+                       inner.config(),
+                       {view},
+                       layer.inner_output_shape(),
+                       call.prefix + "/" + inner.class_name(),
+                       {},
+                       nlohmann::json::object(),
+                       call.graph,
+                       call.keras2,
+                       false};
+  const OnnxValue y = exporter_of(inner)(inner_call);
+  return reshape_to(call.graph, y, call.output_shape, call.prefix + "/out");
+}
+
 // RandomCrop at inference (Keras' smart_resize): the centred window of the target's aspect
 // ratio, resized bilinearly with half-pixel centres (nn/random_warp.hpp); the identity when the
 // image already has the target's size. The output size is given whole (the batch from the
@@ -335,6 +357,8 @@ void add_spatial_exporters(ExporterTable& table) {
   table["ZeroPadding2D"] = export_zero_padding;
   table["Cropping2D"] = export_cropping;
   table["UpSampling2D"] = export_upsampling;
+  for (const char* cls : {"ZeroPadding1D", "Cropping1D", "UpSampling1D", "RepeatVector"})
+    table[cls] = export_reshaped_2d;
   table["RandomCrop"] = export_random_crop;
 }
 

@@ -190,6 +190,12 @@ TEST(ConfigMutation, TimeDistributedNeverFailsButWithItsPlace) {
   fuzz_seed_model("time-distributed.json", 15, 2000);
 }
 
+TEST(ConfigMutation, SequenceShapeLayersNeverFailButWithTheirPlace) {
+  // An LSTM autoencoder (RepeatVector, TimeDistributed) with padded, repeated, cut and permuted
+  // steps.
+  fuzz_seed_model("sequence-shapes.json", 16, 2000);
+}
+
 TEST(ConfigMutation, MasksJoinedByConcatenateNeverFailButWithTheirPlace) {
   // Embedding's mask_zero joined side by side with an LSTM's sequences, then one after the other.
   fuzz_seed_model("masked-concatenate.json", 12, 2000);

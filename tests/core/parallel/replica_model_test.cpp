@@ -283,6 +283,27 @@ TEST(MetaEqualsTemplate, TimeDistributedLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
 }
 
+// Contract 1 for an LSTM autoencoder as Keras 2 writes one (RepeatVector of the code, an LSTM
+// over the steps, a TimeDistributed Dense) with the steps padded, cut, repeated and permuted, and
+// a classifier on its reconstruction (the fixture's loss takes a class per sample).
+TEST(MetaEqualsTemplate, SequenceShapeLayersTrainAsTheTemplate) {
+  const json autoencoder = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2}}}),
+          layer("ZeroPadding1D", {{"padding", {1, 2}}}), layer("UpSampling1D", {{"size", 2}}),
+          layer("Cropping1D", {{"cropping", {1, 1}}}), layer("LSTM", {{"units", 4}}),
+          layer("RepeatVector", {{"n", 3}}),
+          layer("LSTM", {{"units", 3}, {"return_sequences", true}}),
+          layer("Permute", {{"dims", {2, 1}}}),
+          layer("TimeDistributed",
+                {{"layer", {{"class_name", "Dense"}, {"config", {{"units", 2}}}}}}),
+          layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3}) expect_meta_equals_template(autoencoder, replicas, 32);
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
