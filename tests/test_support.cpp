@@ -9,8 +9,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "nn/layer_registry.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "util/config_object.hpp"
 
 namespace tandem::test {
 
@@ -43,6 +45,26 @@ sys.exit(0 if err <= rtol else 1)
 std::string model_config_error(const nlohmann::json& model_config) {
   try {
     Model::from_config(model_config, "model", 0);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::unique_ptr<Layer> make_layer(const std::string& cls, const nlohmann::json& config) {
+  ConfigObject c(config, "layer.config");
+  c.ignore({"name", "trainable", "dtype", "activity_regularizer"});  // the Model reads these
+  const std::string name = config.contains("name") && config["name"].is_string()
+                               ? config["name"].get<std::string>()
+                               : "layer";
+  auto layer = nn::layer_registry().at(cls).make(c, name);
+  c.finish();
+  return layer;
+}
+
+std::string layer_config_error(const std::string& cls, const nlohmann::json& config) {
+  try {
+    make_layer(cls, config);
   } catch (const ConfigError& e) {
     return e.what();
   }

@@ -3,12 +3,14 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
-
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "tandem/layer.hpp"
 
 namespace tandem::test {
 
@@ -51,6 +53,12 @@ CommandResult run_python(const std::filesystem::path& script, const std::string&
 /// The ConfigError message of building a model from `model_config` (Model::from_config), or
 /// "(no error)" when it builds.
 std::string model_config_error(const nlohmann::json& model_config);
+/// A layer of Keras class `cls` made by the layer registry from its `config` object, as a model
+/// makes it once it has read the common keys (name, trainable, dtype, activity_regularizer:
+/// ignored here): named by the config's "name", else "layer". Throws what the registry throws.
+std::unique_ptr<Layer> make_layer(const std::string& cls, const nlohmann::json& config);
+/// make_layer's ConfigError message, or "(no error)" when it makes the layer.
+std::string layer_config_error(const std::string& cls, const nlohmann::json& config);
 inline std::filesystem::path source_dir() {
   return TANDEM_SOURCE_DIR;
 }

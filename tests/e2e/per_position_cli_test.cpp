@@ -107,6 +107,15 @@ class PerPositionCli : public ::testing::Test {
                          (dir_ / (run + ".npy")).string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
+  // `run` trained into <prefix>-cpu:1 and <prefix>-cpu:3 (the same seed), each folder's weights
+  // predicting the validation data into <folder>.npy.
+  static void train_and_predict_on_cpu1_and_cpu3(const std::string& prefix, const json& run) {
+    for (const char* plan : {"cpu:1", "cpu:3"}) {
+      auto r = test::train_in(dir_, prefix + "-" + plan, run, std::string("--devices ") + plan);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      predict(prefix + "-" + plan);
+    }
+  }
   // NumPy's accuracy and MeanIoU of <run>.npy against the validation targets of `data`.
   static json scores(const std::string& run, const std::string& data, int classes) {
     auto r =
@@ -143,12 +152,7 @@ json tagger_model() {
 
 TEST_F(PerPositionCli, ATokenTaggerLearnsItsTagsAndTrainsAlikeOnCpu3) {
   const json run = run_config(dir_, "tag", tagger_model(), {"accuracy"}, 4, 32);
-  for (const char* plan : {"cpu:1", "cpu:3"}) {
-    auto r =
-        test::train_in(dir_, std::string("tagger-") + plan, run, std::string("--devices ") + plan);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    predict(std::string("tagger-") + plan);
-  }
+  ASSERT_NO_FATAL_FAILURE(train_and_predict_on_cpu1_and_cpu3("tagger", run));
   const json history = test::run_history(dir_ / "tagger-cpu:1");
   ASSERT_EQ(history.size(), 4u);
   const double logged = history.back()["val_accuracy"].get<double>();
@@ -252,12 +256,7 @@ TEST_F(PerPositionCli, ASmallUNetSegmentsItsImagesAndNumPyAgreesOnItsMeanIou) {
       "accuracy",
       {{"class_name", "MeanIoU"}, {"config", {{"num_classes", 3}, {"sparse_y_pred", false}}}}};
   const json run = run_config(dir_, "shapes", unet_model(), metrics, 6, 20);
-  for (const char* plan : {"cpu:1", "cpu:3"}) {
-    auto r =
-        test::train_in(dir_, std::string("unet-") + plan, run, std::string("--devices ") + plan);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    predict(std::string("unet-") + plan);
-  }
+  ASSERT_NO_FATAL_FAILURE(train_and_predict_on_cpu1_and_cpu3("unet", run));
   const json history = test::run_history(dir_ / "unet-cpu:1");
   ASSERT_EQ(history.size(), 6u);
   const json& last = history.back();

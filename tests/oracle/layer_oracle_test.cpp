@@ -122,12 +122,7 @@ double max_abs(const Tensor& t) {
 }
 
 std::unique_ptr<Layer> make(const json& entry) {
-  const std::string cls = entry.at("class_name").get<std::string>();
-  ConfigObject config(entry.at("config"), "layer.config");
-  config.ignore({"name", "trainable", "dtype"});
-  auto layer = nn::layer_registry().at(cls).make(config, entry["config"].value("name", "layer"));
-  config.finish();
-  return layer;
+  return test::make_layer(entry.at("class_name").get<std::string>(), entry.at("config"));
 }
 
 // One case run through Tandem, its inputs, weights and results written for keras_torch.py.

@@ -901,26 +901,28 @@ std::unique_ptr<Layer> make_rescaling(ConfigObject& c, const std::string& name) 
 
 // ZeroPadding2D's padding and Cropping2D's cropping: n, [rows, cols] or [[top, bottom],
 // [left, right]], each >= 0.
+// A border amount (padding, cropping): an integer from 0 to 2^20, at `path`.
+std::int64_t read_amount(const nlohmann::json& e, const std::string& path) {
+  if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 20))
+    throw ConfigError(path, "expected a non-negative integer, got " + e.dump());
+  return e.get<std::int64_t>();
+}
+
 Borders read_borders(ConfigObject& c, const char* key, std::int64_t fallback) {
   const nlohmann::json* v = c.find(key);
   if (!v) return {fallback, fallback, fallback, fallback};
   const std::string path = c.path_of(key);
-  auto amount = [&](const nlohmann::json& e, const std::string& at) {
-    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 20))
-      throw ConfigError(at, "expected a non-negative integer, got " + e.dump());
-    return e.get<std::int64_t>();
-  };
   if (v->is_number()) {
-    const std::int64_t n = amount(*v, path);
+    const std::int64_t n = read_amount(*v, path);
     return {n, n, n, n};
   }
   if (v->is_array() && v->size() == 2) {
     const nlohmann::json &rows = (*v)[0], &cols = (*v)[1];
     if (rows.is_array() && cols.is_array() && rows.size() == 2 && cols.size() == 2)
-      return {amount(rows[0], path + "[0][0]"), amount(rows[1], path + "[0][1]"),
-              amount(cols[0], path + "[1][0]"), amount(cols[1], path + "[1][1]")};
+      return {read_amount(rows[0], path + "[0][0]"), read_amount(rows[1], path + "[0][1]"),
+              read_amount(cols[0], path + "[1][0]"), read_amount(cols[1], path + "[1][1]")};
     if (!rows.is_array() && !cols.is_array()) {
-      const std::int64_t r = amount(rows, path + "[0]"), k = amount(cols, path + "[1]");
+      const std::int64_t r = read_amount(rows, path + "[0]"), k = read_amount(cols, path + "[1]");
       return {r, r, k, k};
     }
   }
@@ -934,17 +936,12 @@ std::pair<std::int64_t, std::int64_t> read_sequence_borders(ConfigObject& c, con
   const nlohmann::json* v = c.find(key);
   if (!v) return {fallback, fallback};
   const std::string path = c.path_of(key);
-  auto amount = [&](const nlohmann::json& e, const std::string& at) {
-    if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() > (1 << 20))
-      throw ConfigError(at, "expected a non-negative integer, got " + e.dump());
-    return e.get<std::int64_t>();
-  };
   if (v->is_number()) {
-    const std::int64_t n = amount(*v, path);
+    const std::int64_t n = read_amount(*v, path);
     return {n, n};
   }
   if (v->is_array() && v->size() == 2)
-    return {amount((*v)[0], path + "[0]"), amount((*v)[1], path + "[1]")};
+    return {read_amount((*v)[0], path + "[0]"), read_amount((*v)[1], path + "[1]")};
   throw ConfigError(path, "expected n or [left, right], got " + v->dump());
 }
 

@@ -500,21 +500,8 @@ OnnxValue export_permute(LayerCall& call) {
 // the rows reshaped back into steps.
 OnnxValue export_time_distributed(LayerCall& call) {
   auto& wrapper = static_cast<nn::TimeDistributed&>(call.layer);
-  Layer& inner = wrapper.inner();
-  const OnnxValue rows =
-      reshape_to(call.graph, call.inputs[0], wrapper.step_input_shape(), call.prefix + "/rows");
-  LayerCall inner_call{inner,
-                       inner.config(),
-                       {rows},
-                       wrapper.step_output_shape(),
-                       call.prefix + "/" + inner.name(),
-                       {},
-                       nlohmann::json::object(),
-                       call.graph,
-                       call.keras2,
-                       false};
-  const OnnxValue y = exporter_of(inner)(inner_call);
-  return reshape_to(call.graph, y, call.output_shape, call.prefix + "/steps");
+  return export_on_view(call, wrapper.inner(), wrapper.step_input_shape(),
+                        wrapper.step_output_shape(), wrapper.inner().name());
 }
 
 void add_core_exporters(ExporterTable& table) {

@@ -284,21 +284,8 @@ OnnxValue export_upsampling(LayerCall& call) {
 // UpSampling1D, RepeatVector): the view, the 2-D layer's own nodes, the output's shape.
 OnnxValue export_reshaped_2d(LayerCall& call) {
   auto& layer = static_cast<nn::Reshaped2D&>(call.layer);
-  Layer& inner = layer.inner();
-  const OnnxValue view =
-      reshape_to(call.graph, call.inputs[0], layer.inner_input_shape(), call.prefix + "/view");
-  LayerCall inner_call{inner,
-                       inner.config(),
-                       {view},
-                       layer.inner_output_shape(),
-                       call.prefix + "/" + inner.class_name(),
-                       {},
-                       nlohmann::json::object(),
-                       call.graph,
-                       call.keras2,
-                       false};
-  const OnnxValue y = exporter_of(inner)(inner_call);
-  return reshape_to(call.graph, y, call.output_shape, call.prefix + "/out");
+  return export_on_view(call, layer.inner(), layer.inner_input_shape(), layer.inner_output_shape(),
+                        layer.inner().class_name());
 }
 
 // RandomCrop at inference (Keras' smart_resize): the centred window of the target's aspect

@@ -65,6 +65,13 @@ using ExporterTable = std::map<std::string, LayerExporter>;
 /// the layer when Tandem has none.
 const LayerExporter& exporter_of(Layer& layer);
 
+/// A layer that computes through another on a view of its input (TimeDistributed's steps as
+/// rows, a 1-D layer's 2-D view): the input reshaped to `view` (the inner layer's per-sample
+/// input), `inner`'s own nodes (named under the call's prefix + "/" + `tag`), and their output
+/// (per-sample `inner_output`) reshaped to the call's output shape.
+OnnxValue export_on_view(LayerCall& call, Layer& inner, const Shape& view,
+                         const Shape& inner_output, const std::string& tag);
+
 /// Each family adds its classes' exporters.
 void add_core_exporters(ExporterTable& table);     // Dense, activations, shapes, normalizations,
                                                    // TimeDistributed

@@ -67,6 +67,16 @@ const LayerExporter& exporter_of(Layer& layer) {
   return exporter->second;
 }
 
+OnnxValue export_on_view(LayerCall& call, Layer& inner, const Shape& view,
+                         const Shape& inner_output, const std::string& tag) {
+  const OnnxValue rows = reshape_to(call.graph, call.inputs[0], view, call.prefix + "/view");
+  LayerCall inner_call{
+      inner, inner.config(),           {rows},     inner_output, call.prefix + "/" + tag,
+      {},    nlohmann::json::object(), call.graph, call.keras2,  false};
+  const OnnxValue y = exporter_of(inner)(inner_call);
+  return reshape_to(call.graph, y, call.output_shape, call.prefix + "/out");
+}
+
 std::vector<std::string> exportable_classes() {
   std::vector<std::string> names;
   for (const auto& [name, exporter] : exporters()) names.push_back(name);

@@ -22,20 +22,12 @@ using nlohmann::json;
 
 std::unique_ptr<Layer> make(const std::string& cls, json config) {
   config["name"] = "rnn";
-  ConfigObject c(config, "layer.config");
-  c.ignore({"name", "trainable", "dtype", "activity_regularizer"});  // the Model reads these
-  auto layer = nn::layer_registry().at(cls).make(c, "rnn");
-  c.finish();
-  return layer;
+  return test::make_layer(cls, config);
 }
 
-std::string config_error(const std::string& cls, const json& config) {
-  try {
-    make(cls, config);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string config_error(const std::string& cls, json config) {
+  config["name"] = "rnn";
+  return test::layer_config_error(cls, config);
 }
 
 double weighted_sum(const Tensor& y, const Tensor& dy) {

@@ -16,22 +16,12 @@ namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 
-std::unique_ptr<Layer> make(const std::string& cls, json config) {
-  config["name"] = "shape";
-  ConfigObject c(config, "layer.config");
-  c.ignore({"name", "trainable", "dtype"});  // the Model reads these
-  auto layer = nn::layer_registry().at(cls).make(c, "shape");
-  c.finish();
-  return layer;
+std::unique_ptr<Layer> make(const std::string& cls, const json& config) {
+  return test::make_layer(cls, config);
 }
 
 std::string config_error(const std::string& cls, const json& config) {
-  try {
-    make(cls, config);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::layer_config_error(cls, config);
 }
 
 std::vector<float> values(const Tensor& t) {

@@ -28,20 +28,12 @@ json wrapping(const char* cls, json config) {
 
 std::unique_ptr<Layer> make(json config) {
   config["name"] = "time_distributed";
-  ConfigObject c(config, "layer.config");
-  c.ignore({"name", "trainable", "dtype", "activity_regularizer"});  // the Model reads these
-  auto layer = nn::layer_registry().at("TimeDistributed").make(c, "time_distributed");
-  c.finish();
-  return layer;
+  return test::make_layer("TimeDistributed", config);
 }
 
-std::string config_error(const json& config) {
-  try {
-    make(config);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+std::string config_error(json config) {
+  config["name"] = "time_distributed";
+  return test::layer_config_error("TimeDistributed", config);
 }
 
 json sequential(std::vector<json> layers) {
