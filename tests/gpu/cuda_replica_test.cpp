@@ -189,6 +189,12 @@ std::vector<LayerCase> layer_cases() {
                    {6},
                    json::array({layer("Embedding", {{"input_dim", 11}, {"output_dim", 4}})}),
                    11});
+  cases.push_back(
+      {"group_normalization",
+       {4, 3, 4},
+       json::array({layer("GroupNormalization", {{"groups", 2}}),
+                    layer("Conv2D", {{"filters", 4}, {"kernel_size", 1}}),
+                    layer("GroupNormalization", {{"groups", -1}, {"center", false}})})});
   const auto wrapped = [](const char* cls, json config) {
     return layer("TimeDistributed", {{"layer", {{"class_name", cls}, {"config", config}}}});
   };

@@ -459,6 +459,15 @@ def forward(case, inputs, weights):
         return torch.cat(xs, dim=keras_axis(cfg.get("axis", -1), xs[0].dim()))
     if cls == "LayerNormalization":
         return layer_norm(cfg, xs, weights)
+    if cls == "GroupNormalization":  # torch's group_norm, channels moved first and back
+        x = xs[0]
+        channels = x.shape[-1]
+        groups = cfg.get("groups", 32)
+        groups = channels if groups == -1 else groups
+        first = x.movedim(-1, 1)
+        y = torch.nn.functional.group_norm(first, groups, weights.get("gamma"), weights.get("beta"),
+                                           eps=cfg.get("epsilon", 1e-3))
+        return y.movedim(1, -1)
     if cls == "MultiHeadAttention":
         return multi_head_attention(cfg, inputs, weights, options, masks)
     if cls == "GlobalAveragePooling1D":

@@ -572,6 +572,23 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
+// GroupNormalization against torch's group_norm: images and sequences, one group per channel
+// (instance normalization), without gamma or beta.
+TEST(LayerOracle, GroupNormalizationMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"GroupNormalizationImages",
+                   entry("GroupNormalization", {{"groups", 2}, {"epsilon", 1e-5}}),
+                   {{"", {3, 4, 5, 6}, false, 2}}});
+  cases.push_back({"GroupNormalizationInstanceSequences",
+                   entry("GroupNormalization", {{"groups", -1}}),
+                   {{"", {2, 7, 3}}}});
+  cases.push_back(
+      {"GroupNormalizationOneGroupNoAffine",
+       entry("GroupNormalization", {{"groups", 1}, {"center", false}, {"scale", false}}),
+       {{"", {4, 6}}}});
+  check_against_torch(cases);
+}
+
 // The layers that move the steps of sequences, or the axes: padding, cropping and repeating
 // steps, a vector repeated as steps, axes permuted; outputs and gradients against torch.
 TEST(LayerOracle, SequenceShapeLayersMatchPyTorch) {

@@ -359,6 +359,13 @@ std::vector<Case> cases() {
                {{{3, 4, 4, 2}}},
                true});
   c.push_back(
+      {"group_normalization",
+       sequential({4, 3, 6},
+                  {layer("GroupNormalization", {{"groups", 3}}), layer("Dense", {{"units", 4}}),
+                   layer("GroupNormalization", {{"groups", -1}, {"scale", false}})}),
+       {{{4, 3, 6}}},
+       false});
+  c.push_back(
       {"sequence_shapes",
        sequential({6, 3}, {layer("ZeroPadding1D", {{"padding", {1, 2}}}),
                            layer("Cropping1D", {{"cropping", {2, 0}}}),

@@ -20,6 +20,7 @@
 #include "nn/functional_config.hpp"
 #include "nn/gaussian_noise.hpp"
 #include "nn/global_average_pooling.hpp"
+#include "nn/group_normalization.hpp"
 #include "nn/image_layers.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/masking_layer.hpp"
@@ -231,6 +232,26 @@ std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::stri
   require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                    "gamma_constraint"});
   return std::make_unique<LayerNormalization>(name, o);
+}
+
+std::unique_ptr<Layer> make_group_normalization(ConfigObject& c, const std::string& name) {
+  GroupNormalizationOptions o;
+  o.groups = c.get_int("groups", 32);
+  if (o.groups != -1 && (o.groups < 1 || o.groups > kMaxConfigSize))
+    throw ConfigError(c.path_of("groups"),
+                      "expected a positive number of groups, or -1 (one "
+                      "per channel), got " +
+                          c.at("groups").dump());
+  o.axis = read_last_axis(c);
+  o.epsilon = read_epsilon(c, 1e-3);
+  o.center = c.get_bool("center", true);
+  o.scale = c.get_bool("scale", true);
+  if (const auto* v = c.find("beta_initializer"))
+    o.beta_initializer = parse_initializer(*v, c.path_of("beta_initializer"));
+  if (const auto* v = c.find("gamma_initializer"))
+    o.gamma_initializer = parse_initializer(*v, c.path_of("gamma_initializer"));
+  require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  return std::make_unique<GroupNormalization>(name, o);
 }
 
 std::unique_ptr<Layer> make_prelu(ConfigObject& c, const std::string& name) {
@@ -1266,6 +1287,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Maximum", {"maximum", make_extremum<true>}},
       {"Minimum", {"minimum", make_extremum<false>}},
       {"LayerNormalization", {"layer_normalization", make_layer_normalization}},
+      {"GroupNormalization", {"group_normalization", make_group_normalization}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},

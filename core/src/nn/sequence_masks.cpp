@@ -22,6 +22,7 @@ const std::set<std::string>& passing() {
                                              "GaussianNoise",
                                              "GaussianDropout",
                                              "LayerNormalization",
+                                             "GroupNormalization",
                                              "ReLU",
                                              "LeakyReLU",
                                              "PReLU",

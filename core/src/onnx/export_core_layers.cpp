@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/kernel_math.hpp"
+#include "nn/group_normalization.hpp"
 #include "nn/permute.hpp"
 #include "nn/time_distributed.hpp"
 #include "onnx/layer_export.hpp"
@@ -234,16 +235,15 @@ OnnxValue export_batch_normalization(LayerCall& call) {
 
 // LayerNormalization over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta,
 // written with ReduceMean (ONNX's own LayerNormalization needs opset 17).
-OnnxValue export_layer_normalization(LayerCall& call) {
-  require_last_axis(call);
+// `x` normalised over its last stored axis: (x - mean) / sqrt(var + the call's epsilon).
+std::string normalized_over_last_axis(LayerCall& call, const std::string& x) {
   OnnxGraph& g = call.graph;
-  const OnnxValue x = g.in_layout(call.inputs[0], false);
   const std::string& p = call.prefix;
   const auto mean_of = [&](const std::string& v) {
     return g.node("ReduceMean", {v}, p).attr("axes", std::vector<std::int64_t>{-1})
         .attr("keepdims", std::int64_t{1}).output();
   };
-  const std::string centered = g.node("Sub", {x.name, mean_of(x.name)}, p).output();
+  const std::string centered = g.node("Sub", {x, mean_of(x)}, p).output();
   const std::string variance =
       mean_of(g.node("Mul", {centered, centered}, p).output());
   const nlohmann::json& eps = key(call, "epsilon");
@@ -255,15 +255,48 @@ OnnxValue export_layer_normalization(LayerCall& call) {
                   .output()},
              p)
           .output();
-  std::string y = g.node("Div", {centered, deviation}, p).output();
-  const std::int64_t features = x.shape.back();
+  return g.node("Div", {centered, deviation}, p).output();
+}
+
+// gamma and beta per channel (the last axis), where the layer has them.
+std::string channel_affine(LayerCall& call, std::string y, std::int64_t features) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
   if (call.has_weight("gamma"))
     y = g.node("Mul", {y, call.constant("gamma", {features}, values_of(call.weight("gamma")))}, p)
             .output();
   if (call.has_weight("beta"))
     y = g.node("Add", {y, call.constant("beta", {features}, values_of(call.weight("beta")))}, p)
             .output();
-  return g.like(x, y);
+  return y;
+}
+
+OnnxValue export_layer_normalization(LayerCall& call) {
+  require_last_axis(call);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  return g.like(x, channel_affine(call, normalized_over_last_axis(call, x.name), x.shape.back()));
+}
+
+// GroupNormalization: the sample as (positions, groups, group channels), each group's values
+// one row ((groups, positions · group channels), by a Transpose), normalised, and back; then
+// gamma and beta per channel.
+OnnxValue export_group_normalization(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  auto& layer = static_cast<nn::GroupNormalization&>(call.layer);
+  const std::int64_t n = layer.positions(), groups = layer.groups(), k = layer.group_channels();
+  const std::string& p = call.prefix;
+  const OnnxValue split = reshape_to(g, call.inputs[0], {n, groups, k}, p + "/split");
+  const std::vector<std::int64_t> swap{0, 2, 1, 3};
+  const std::string grouped = g.node("Transpose", {split.name}, p).attr("perm", swap).output();
+  const OnnxValue rows =
+      reshape_to(g, {grouped, {groups, n, k}, false}, {groups, n * k}, p + "/rows");
+  const OnnxValue normalized{normalized_over_last_axis(call, rows.name), {groups, n * k}, false};
+  const OnnxValue back = reshape_to(g, normalized, {groups, n, k}, p + "/groups");
+  const std::string ungrouped = g.node("Transpose", {back.name}, p).attr("perm", swap).output();
+  const OnnxValue y =
+      reshape_to(g, {ungrouped, {n, groups, k}, false}, call.output_shape, p + "/out");
+  return {channel_affine(call, y.name, groups * k), call.output_shape, false};
 }
 
 // Embedding: the indices (float, as Tandem's data) cast to int64 and gathered from the table.
@@ -518,6 +551,7 @@ void add_core_exporters(ExporterTable& table) {
   table["Normalization"] = export_normalization;
   table["BatchNormalization"] = export_batch_normalization;
   table["LayerNormalization"] = export_layer_normalization;
+  table["GroupNormalization"] = export_group_normalization;
   table["Embedding"] = export_embedding;
   table["Masking"] = export_masking;
   table["Discretization"] = export_discretization;

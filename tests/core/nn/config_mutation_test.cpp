@@ -191,8 +191,8 @@ TEST(ConfigMutation, TimeDistributedNeverFailsButWithItsPlace) {
 }
 
 TEST(ConfigMutation, SequenceShapeLayersNeverFailButWithTheirPlace) {
-  // An LSTM autoencoder (RepeatVector, TimeDistributed) with padded, repeated, cut and permuted
-  // steps.
+  // An LSTM autoencoder (RepeatVector, TimeDistributed) with padded, repeated, cut, group-
+  // normalised and permuted steps.
   fuzz_seed_model("sequence-shapes.json", 16, 2000);
 }
 

@@ -1,9 +1,10 @@
 // The layers that move steps and axes: ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector,
-// Permute. Values by hand on small inputs, configs read back, and what Keras would not take (or
-// computes otherwise) refused at its key. (LayerOracle.SequenceShapeLayersMatchPyTorch checks
-// outputs and gradients against torch.)
+// Permute; and GroupNormalization, which normalises across them. Values by hand on small inputs,
+// configs read back, and what Keras would not take (or computes otherwise) refused at its key.
+// (LayerOracle.SequenceShapeLayersMatchPyTorch checks outputs and gradients against torch.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,38 @@ TEST(SequenceShapeLayers, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
   EXPECT_THROW(make("Permute", {{"dims", {2, 1}}})->build({3, 2, 1}, init), ShapeError);
   EXPECT_THROW(make("UpSampling1D", {{"size", 2}})->build({3}, init), ShapeError);
   EXPECT_THROW(make("Cropping1D", {{"cropping", {2, 2}}})->build({3, 1}, init), ShapeError);
+}
+
+// GroupNormalization: a group's values normalised together, by hand; configs read back; groups
+// that do not divide the channels refused.
+TEST(GroupNormalization, GroupsNormaliseTheirChannelsTogetherAndBadConfigsAreRefused) {
+  auto layer = make("GroupNormalization", {{"groups", 2}, {"epsilon", 0.0001}});
+  Rng init(1);
+  EXPECT_EQ(layer->build({2, 4}, init), (Shape{2, 4}));
+  // Two positions of 4 channels: group 0 holds channels 0-1, group 1 channels 2-3.
+  const Tensor x = Tensor::from_vector({1, 2, 4}, {1, 3, 10, 10, 5, 7, 10, 30});
+  const Tensor& y = layer->forward(x, false);
+  // Group 0: 1, 3, 5, 7 (mean 4, variance 5); group 1: 10, 10, 10, 30 (mean 15, variance 75).
+  const double s0 = std::sqrt(5.0 + 1e-4), s1 = std::sqrt(75.0 + 1e-4);
+  const std::vector<double> want{-3 / s0, -1 / s0, -5 / s1, -5 / s1,
+                                 1 / s0,  3 / s0,  -5 / s1, 15 / s1};
+  for (std::int64_t i = 0; i < 8; ++i)
+    EXPECT_NEAR(y[i], want[static_cast<std::size_t>(i)], 1e-5) << i;
+  const json written = layer->config();
+  EXPECT_EQ(written["groups"], 2);
+  EXPECT_EQ(make("GroupNormalization", written)->config(), written);
+  EXPECT_THROW(make("GroupNormalization", {{"groups", 3}})->build({2, 4}, init), ShapeError);
+  EXPECT_THROW(make("GroupNormalization", json::object())->build({2, 4}, init), ShapeError);
+  EXPECT_THROW(make("GroupNormalization", {{"groups", 2}, {"axis", 1}})->build({2, 4}, init),
+               ShapeError);  // not the last axis of (None, 2, 4)
+  EXPECT_NO_THROW(make("GroupNormalization", {{"groups", 2}, {"axis", 2}})->build({2, 4}, init));
+  for (const auto& [config, message] : std::vector<std::pair<json, std::string>>{
+           {{{"groups", 0}}, "'layer.config.groups'"},
+           {{{"axis", 0}}, "'layer.config.axis'"},
+           {{{"epsilon", -1}}, "'layer.config.epsilon'"},
+           {{{"gamma_regularizer", "l2"}}, "'layer.config.gamma_regularizer'"}})
+    EXPECT_NE(config_error("GroupNormalization", config).find(message), std::string::npos)
+        << config.dump() << ": " << config_error("GroupNormalization", config);
 }
 
 }  // namespace TANDEM_TEST_FILE
