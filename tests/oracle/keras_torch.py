@@ -468,6 +468,22 @@ def forward(case, inputs, weights):
         y = torch.nn.functional.group_norm(first, groups, weights.get("gamma"), weights.get("beta"),
                                            eps=cfg.get("epsilon", 1e-3))
         return y.movedim(1, -1)
+    if cls == "Attention":  # Keras' dot-product Attention on [query, value(, key)]
+        q, v = xs[0], xs[1]
+        k = xs[2] if len(xs) > 2 else v
+        scores = q @ k.transpose(1, 2)
+        if cfg.get("use_scale", False):
+            scores = scores * weights["scale"]
+        keep = torch.ones_like(scores, dtype=torch.bool)
+        value_mask = masks.get(case["inputs"][1]["name"])
+        if value_mask is not None:
+            keep = keep & (value_mask != 0)[:, None, :]
+        if options.get("use_causal_mask", False):  # Keras: row index >= column index
+            keep = keep & torch.ones(scores.shape[1], scores.shape[2]).tril().bool()
+        out = torch.softmax(scores - 1e9 * (~keep).float(), dim=-1) @ v
+        if mask is not None:  # the query's
+            out = out * mask[..., None]
+        return out
     if cls == "MultiHeadAttention":
         return multi_head_attention(cfg, inputs, weights, options, masks)
     if cls == "GlobalAveragePooling1D":

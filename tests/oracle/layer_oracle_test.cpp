@@ -572,6 +572,26 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
+// Keras' Attention (dot-product, no projections) on [query, value] and [query, value, key]:
+// scaled, causal, and under the query's and the value's Keras masks; outputs and the gradients
+// of every input and of the scale against torch.
+TEST(LayerOracle, AttentionMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"AttentionCross", entry("Attention"), {{"", {2, 4, 3}}, {"", {2, 5, 3}}}});
+  Case scaled{"AttentionScaledCausalWithKey",
+              entry("Attention", {{"use_scale", true}}),
+              {{"", {2, 4, 3}}, {"", {2, 4, 5}}, {"", {2, 4, 3}}}};
+  scaled.options = {{"use_causal_mask", true}};
+  cases.push_back(scaled);
+  Case masked{"AttentionMasked",
+              entry("Attention", {{"use_scale", true}}),
+              {{"", {3, 5, 4}}, {"", {3, 6, 4}}}};
+  masked.masks = {{1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1},
+                  {1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1}};
+  cases.push_back(masked);
+  check_against_torch(cases);
+}
+
 // GroupNormalization against torch's group_norm: images and sequences, one group per channel
 // (instance normalization), without gamma or beta.
 TEST(LayerOracle, GroupNormalizationMatchesPyTorch) {

@@ -69,13 +69,13 @@ json layer(const std::string& cls, json config = json::object()) {
   return {{"class_name", cls}, {"config", config}};
 }
 
-// A functional layer called on `inputs` (Keras 2's form; kwargs on the first reference).
+// A functional layer called on `inputs` (Keras 2's form; kwargs beside each reference, as Keras 2
+// writes them).
 json call(const std::string& cls, const std::string& name, json config,
           const std::vector<std::string>& inputs, json kwargs = json::object()) {
   config["name"] = name;
   json refs = json::array();
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    refs.push_back({inputs[i], 0, 0, i == 0 ? kwargs : json::object()});
+  for (const std::string& in : inputs) refs.push_back({in, 0, 0, kwargs});
   return {{"class_name", cls}, {"name", name}, {"config", config},
           {"inbound_nodes", json::array({refs})}};
 }
@@ -395,6 +395,14 @@ std::vector<Case> cases() {
                            call("Add", "sum", json::object(), {"emb", "pos"})},
                           {"ids"}, {"sum"}),
                {{{5}, 11}}, false});
+  c.push_back(
+      {"dot_attention_scaled_causal_with_key",
+       functional({input_layer("q", {4, 3}), input_layer("v", {5, 2}), input_layer("k", {5, 3}),
+                   call("Attention", "attention", {{"use_scale", true}}, {"q", "v", "k"},
+                        {{"use_causal_mask", true}})},
+                  {"q", "v", "k"}, {"attention"}),
+       {{{4, 3}}, {{5, 2}}, {{5, 3}}},
+       false});
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),
                            call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},

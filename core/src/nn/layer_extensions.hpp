@@ -103,6 +103,8 @@ class CallArguments {
   /// The names of the call's positional arguments after the first, in Keras' order (Keras 3
   /// writes positional tensors by position only).
   virtual std::vector<std::string> positional_arguments() const = 0;
+  /// Whether the first argument is a list of tensors (Attention's [query, value, key]), not one.
+  virtual bool first_argument_is_a_list() const { return false; }
   /// `tensors`: the names of the inputs after the first, in the list forms' order; `options`:
   /// the other keyword arguments (a JSON object; null values already dropped). Throws
   /// ConfigError at `path` for a name or an option the layer does not take.

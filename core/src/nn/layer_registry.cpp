@@ -13,6 +13,7 @@
 #include "nn/dense.hpp"
 #include "nn/discretization.hpp"
 #include "nn/dot.hpp"
+#include "nn/dot_attention.hpp"
 #include "nn/dropout.hpp"
 #include "nn/elementwise_merge.hpp"
 #include "nn/embedding.hpp"
@@ -392,6 +393,21 @@ std::vector<std::optional<std::int64_t>> read_noise_shape(const nlohmann::json& 
     }
   }
   return shape;
+}
+
+// Keras' Attention: dot-product scores only (score_mode "concat" is refused).
+std::unique_ptr<Layer> make_attention(ConfigObject& c, const std::string& name) {
+  DotAttentionOptions o;
+  o.use_scale = c.get_bool("use_scale", false);
+  if (const auto* mode = c.find("score_mode"); mode && *mode == "concat")
+    throw ConfigError(c.path_of("score_mode"),
+                      "\"concat\" (additive scores) is not supported "
+                      "by Tandem; \"dot\" is");
+  c.one_of("score_mode", "dot", {"dot"});
+  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
+  o.seed = read_seed(c);
+  o.causal = c.get_bool("causal", false);
+  return std::make_unique<DotAttention>(name, o);
 }
 
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
@@ -1289,6 +1305,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"LayerNormalization", {"layer_normalization", make_layer_normalization}},
       {"GroupNormalization", {"group_normalization", make_group_normalization}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
+      {"Attention", {"attention", make_attention}},
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dot", {"dot", make_dot}},

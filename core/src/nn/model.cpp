@@ -369,7 +369,7 @@ std::pair<std::vector<std::string>, json> pass_call_arguments(Layer& runner,
                                   (names.empty() ? spec.options.dump() : "the tensor '" + names[0] + "'"));
     return {{}, json::object()};
   }
-  if (spec.names.size() - names.size() != 1)
+  if (!takes->first_argument_is_a_list() && spec.names.size() - names.size() != 1)
     throw ConfigError(path, "layer '" + runner.name() + "' (" + runner.class_name() +
                                 ") takes one tensor as its first argument, got " +
                                 std::to_string(spec.names.size() - names.size()));

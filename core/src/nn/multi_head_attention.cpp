@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/ops.hpp"
+#include "nn/attention_call.hpp"
 #include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
@@ -19,12 +20,7 @@ MultiHeadAttention::MultiHeadAttention(std::string name, MultiHeadAttentionOptio
   value_.bias.name = "value/bias";
   output_kernel_.name = "attention_output/kernel";
   output_bias_.name = "attention_output/bias";
-  if (options_.dropout > 0) {
-    DropoutOptions dropout;
-    dropout.rate = options_.dropout;
-    dropout.seed = options_.seed;
-    dropout_ = std::make_unique<Dropout>(this->name() + "/dropout", dropout);
-  }
+  dropout_ = attention_dropout(this->name(), options_.dropout, options_.seed);
 }
 
 void MultiHeadAttention::set_call_arguments(const std::vector<std::string>& tensors,
@@ -44,18 +40,7 @@ void MultiHeadAttention::set_call_arguments(const std::vector<std::string>& tens
   if (value_at_ < 0)
     throw ConfigError(path, label() + " needs a value tensor (call it as mha(query, value))");
   inputs_ = tensors.size() + 1;
-  causal_ = false;
-  for (const auto& [key, v] : options.items()) {
-    if (key == "use_causal_mask" && v.is_boolean()) {
-      causal_ = v.get<bool>();
-    } else if ((key == "return_attention_scores" || key == "training") && v.is_boolean() &&
-               !v.get<bool>()) {
-      // the defaults: no scores returned; `training` false is what inference does anyway
-    } else {
-      throw ConfigError(path, label() + ": the call argument " + key + "=" + v.dump() +
-                                  " is not supported (use_causal_mask true/false is)");
-    }
-  }
+  causal_ = read_causal_option(options, path, label(), false);
 }
 
 Shape MultiHeadAttention::build(const Shape&, Rng&) {
@@ -236,21 +221,14 @@ const Tensor* MultiHeadAttention::attention_mask(const Tensor* explicit_mask, st
   combined_mask_ = explicit_mask;
   if (!query_mask_ && key_masks_.empty()) return combined_mask_;
   backend::Backend& ops = this->ops();
-  // The outer product of the query's mask and the keys' (ones where none), per sample: a batched
-  // product of (tq x 1) by (1 x tv).
-  const Tensor* rows = query_mask_;
-  if (!rows) {
-    ops.fill(ops.place(ones_, {batch, tq_}), 1.0f);
-    rows = &ones_;
-  }
+  // The outer product of the query's mask and the keys' (ones where none), per sample.
   Tensor& keys = ops.place(key_mask_, {batch, tv_});
   if (key_masks_.empty())
     ops.fill(keys, 1.0f);
   else
     ops.copy(*key_masks_[0], keys);
   for (std::size_t i = 1; i < key_masks_.size(); ++i) ops.multiply(keys, *key_masks_[i], keys);
-  ops.gemm({false, false, tq_, tv_, 1, backend::GemmEpilogue::none, batch}, *rows, keys, nullptr,
-           ops.place(auto_mask_, {batch, tq_, tv_}));
+  keys_for_every_query(ops, query_mask_, keys, batch, tq_, tv_, ones_, auto_mask_);
   if (explicit_mask) ops.multiply(auto_mask_, *explicit_mask, auto_mask_);
   combined_mask_ = &auto_mask_;
   return combined_mask_;

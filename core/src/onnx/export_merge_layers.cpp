@@ -4,6 +4,7 @@
 // projection — the steps of nn/multi_head_attention.hpp, in ONNX operators of opset 13).
 #include <cmath>
 
+#include "nn/dot_attention.hpp"
 #include "nn/multi_head_attention.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -191,6 +192,36 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
 
 }  // namespace
 
+// Attention: MatMul(query, keyᵀ), times the scale, the causal mask as -1e9 on the hidden
+// scores (Keras' own way), Softmax over the keys, MatMul with the value.
+OnnxValue export_attention(LayerCall& call) {
+  if (call.input_masked)
+    call.refuse(
+        "its inputs carry Keras masks (Embedding's mask_zero, a Masking layer), which "
+        "Tandem's ONNX export does not turn into the attention's mask");
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const OnnxValue query = g.in_layout(call.inputs[0], false);
+  const OnnxValue value = g.in_layout(call.inputs[1], false);
+  const OnnxValue key = call.inputs.size() > 2 ? g.in_layout(call.inputs[2], false) : value;
+  const std::int64_t tq = query.shape[0], tv = value.shape[0];
+  const std::string key_t =
+      g.node("Transpose", {key.name}, p).attr("perm", std::vector<std::int64_t>{0, 2, 1}).output();
+  std::string scores = g.node("MatMul", {query.name, key_t}, p).output();
+  if (call.has_weight("scale"))
+    scores =
+        g.node("Mul", {scores, call.constant("scale", {1}, values_of(call.weight("scale")))}, p)
+            .output();
+  if (static_cast<nn::DotAttention&>(call.layer).causal()) {
+    std::vector<float> bias(static_cast<std::size_t>(tq * tv), 0.0f);
+    for (std::int64_t r = 0; r < tq; ++r)
+      for (std::int64_t c = r + 1; c < tv; ++c) bias[static_cast<std::size_t>(r * tv + c)] = -1e9f;
+    scores = g.node("Add", {scores, call.constant("causal_bias", {1, tq, tv}, bias)}, p).output();
+  }
+  const std::string probs = g.node("Softmax", {scores}, p).attr("axis", std::int64_t{-1}).output();
+  return {g.node("MatMul", {probs, value.name}, p).output(), call.output_shape, false};
+}
+
 void add_merge_exporters(ExporterTable& table) {
   table["Add"] = [](LayerCall& call) { return fold(call, "Add"); };
   table["Subtract"] = [](LayerCall& call) { return fold(call, "Sub"); };
@@ -201,6 +232,7 @@ void add_merge_exporters(ExporterTable& table) {
   table["Concatenate"] = export_concatenate;
   table["Dot"] = export_dot;
   table["MultiHeadAttention"] = export_multi_head_attention;
+  table["Attention"] = export_attention;
 }
 
 }  // namespace tandem::onnx_export

@@ -196,6 +196,11 @@ TEST(ConfigMutation, SequenceShapeLayersNeverFailButWithTheirPlace) {
   fuzz_seed_model("sequence-shapes.json", 16, 2000);
 }
 
+TEST(ConfigMutation, AttentionNeverFailsButWithItsPlace) {
+  // Keras' Attention on a padded sequence (masks, scale, dropout), then pooling.
+  fuzz_seed_model("attention.json", 17, 2000);
+}
+
 TEST(ConfigMutation, MasksJoinedByConcatenateNeverFailButWithTheirPlace) {
   // Embedding's mask_zero joined side by side with an LSTM's sequences, then one after the other.
   fuzz_seed_model("masked-concatenate.json", 12, 2000);

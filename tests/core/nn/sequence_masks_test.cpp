@@ -324,6 +324,58 @@ TEST(SequenceMasks, APaddedAttentionBlockIsTheBlockOnItsTokens) {
   EXPECT_NO_THROW(onnx_export::export_onnx(*cut, {}));
 }
 
+// Keras' Attention as Keras 2 and 3 write its call ([query, value] as one list argument) on a
+// padded sequence: the value's mask hides the padded keys, the query's zeroes the padded
+// queries' outputs, and GlobalAveragePooling1D averages the kept steps: the same as on the tokens
+// alone.
+TEST(SequenceMasks, APaddedSelfAttentionIsTheAttentionOnItsTokens) {
+  const auto model = [](int steps, bool mask_zero, bool keras3) {
+    const auto node = [&](const char* cls, const char* name, json config,
+                          std::vector<const char*> from) {
+      config["name"] = name;
+      json inbound = json::array();
+      if (!from.empty()) {
+        if (keras3) {
+          json args = json::array();
+          for (const char* f : from)
+            args.push_back(
+                {{"class_name", "__keras_tensor__"}, {"config", {{"keras_history", {f, 0, 0}}}}});
+          inbound.push_back(
+              {{"args", from.size() > 1 ? json::array({args}) : args}, {"kwargs", json::object()}});
+        } else {
+          json refs = json::array();
+          for (const char* f : from) refs.push_back(json::array({f, 0, 0, json::object()}));
+          inbound.push_back(refs);
+        }
+      }
+      return json{
+          {"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", inbound}};
+    };
+    json layers = {
+        node("InputLayer", "tokens", {{"batch_input_shape", {nullptr, steps}}}, {}),
+        node("Embedding", "emb", {{"input_dim", 9}, {"output_dim", 4}, {"mask_zero", mask_zero}},
+             {"tokens"}),
+        node("Attention", "attention", {{"use_scale", true}}, {"emb", "emb"}),
+        node("GlobalAveragePooling1D", "pool", json::object(), {"attention"}),
+        node("Dense", "out", {{"units", 2}}, {"pool"})};
+    return json{{"class_name", "Functional"},
+                {"config",
+                 {{"name", "m"},
+                  {"layers", layers},
+                  {"input_layers", {{"tokens", 0, 0}}},
+                  {"output_layers", {{"out", 0, 0}}}}},
+                {"keras_version", keras3 ? "3.6.0" : "2.15.0"}};
+  };
+  for (const bool keras3 : {false, true}) {
+    SCOPED_TRACE(keras3 ? "Keras 3" : "Keras 2");
+    auto padded = Model::from_config(model(6, true, keras3), "model", 1);
+    auto cut = Model::from_config(model(3, false, keras3), "model", 2);
+    cut->copy_weights_from(*padded);
+    expect_near(run(*padded, {2, 6}, {4, 0, 7, 0, 0, 2, 1, 2, 3, 0, 0, 0}),
+                run(*cut, {2, 3}, {4, 7, 2, 1, 2, 3}), "masked attention vs cut out");
+  }
+}
+
 TEST(SequenceMasks, WhereAMaskCannotGoTheErrorNamesTheCall) {
   const json embedding = layer(
       "Embedding", {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}});

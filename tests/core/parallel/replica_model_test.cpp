@@ -304,6 +304,26 @@ TEST(MetaEqualsTemplate, SequenceShapeLayersTrainAsTheTemplate) {
   for (int replicas : {2, 3}) expect_meta_equals_template(autoencoder, replicas, 32);
 }
 
+// Contract 1 through Keras' Attention with dropout on its weights (drawn per global sample).
+TEST(MetaEqualsTemplate, AttentionWithDropoutTrainsAsTheTemplate) {
+  const json attention = json::parse(R"({"class_name": "Functional", "config": {"name": "a",
+    "layers": [
+    {"class_name": "InputLayer", "name": "x", "config": {"name": "x",
+     "batch_input_shape": [null, 6]}, "inbound_nodes": []},
+    {"class_name": "Dense", "name": "d", "config": {"name": "d", "units": 12},
+     "inbound_nodes": [[["x", 0, 0, {}]]]},
+    {"class_name": "Reshape", "name": "r", "config": {"name": "r", "target_shape": [4, 3]},
+     "inbound_nodes": [[["d", 0, 0, {}]]]},
+    {"class_name": "Attention", "name": "att", "config": {"name": "att", "use_scale": true,
+     "dropout": 0.3, "seed": 5}, "inbound_nodes": [[["r", 0, 0, {}], ["r", 0, 0, {}]]]},
+    {"class_name": "Flatten", "name": "f", "config": {"name": "f"},
+     "inbound_nodes": [[["att", 0, 0, {}]]]},
+    {"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 5},
+     "inbound_nodes": [[["f", 0, 0, {}]]]}],
+    "input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]}})");
+  for (int replicas : {2, 3}) expect_meta_equals_template(attention, replicas, 32);
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
