@@ -24,16 +24,20 @@ void DotAttention::set_call_arguments(const std::vector<std::string>& tensors,
   causal_ = read_causal_option(options, path, label(), options_.causal);
 }
 
-Shape DotAttention::build(const Shape&, Rng&) {
+void DotAttention::refuse_one_input() const {
   throw ShapeError(label() + " takes a list of inputs, [query, value] or [query, value, key]");
+}
+
+Shape DotAttention::build(const Shape&, Rng&) {
+  refuse_one_input();
 }
 
 const Tensor& DotAttention::forward(const Tensor&, bool) {
-  throw ShapeError(label() + " takes a list of inputs, [query, value] or [query, value, key]");
+  refuse_one_input();
 }
 
 const Tensor& DotAttention::backward(const Tensor&, bool) {
-  throw ShapeError(label() + " takes a list of inputs, [query, value] or [query, value, key]");
+  refuse_one_input();
 }
 
 Shape DotAttention::build_inputs(const std::vector<Shape>& shapes, Rng& init) {

@@ -67,6 +67,7 @@ class DotAttention : public Layer, public CallArguments, public MaskedSteps {
 
  private:
   std::string label() const { return "layer '" + name() + "' (Attention)"; }
+  [[noreturn]] void refuse_one_input() const;
   backend::AttentionMaskDesc attention_desc() const;
   /// The keys the value's mask keeps, for every query (batch, Tq, Tv); null without one.
   const Tensor* key_mask(std::int64_t batch);

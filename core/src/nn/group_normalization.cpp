@@ -1,7 +1,6 @@
 #include "nn/group_normalization.hpp"
 
 #include <array>
-#include <tuple>
 
 #include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
@@ -18,11 +17,7 @@ Shape GroupNormalization::build(const Shape& input_shape, Rng& init) {
   if (input_shape.empty())
     throw ShapeError(who() + " needs inputs with a channel axis, got " +
                      shape_to_string(input_shape, true));
-  const auto rank = static_cast<std::int64_t>(input_shape.size());
-  if (options_.axis != -1 && options_.axis != rank)
-    throw ShapeError(who() + ": axis " + std::to_string(options_.axis) +
-                     " is not the last axis of inputs " + shape_to_string(input_shape, true) +
-                     " (Tandem groups the channels of the last axis only)");
+  require_last_axis(options_, input_shape, who());
   channels_ = input_shape.back();
   groups_ = options_.groups == -1 ? channels_ : options_.groups;
   if (groups_ > channels_ || channels_ % groups_ != 0)
@@ -32,14 +27,7 @@ Shape GroupNormalization::build(const Shape& input_shape, Rng& init) {
   input_shape_ = input_shape;
   positions_ = shape_size(input_shape) / channels_;
   group_channels_ = channels_ / groups_;
-  for (auto [on, p, initializer] :
-       {std::tuple{options_.scale, &gamma_, &options_.gamma_initializer},
-        std::tuple{options_.center, &beta_, &options_.beta_initializer}}) {
-    if (!on) continue;
-    p->value = Tensor({channels_});
-    p->grad = Tensor({channels_});
-    initializer->fill(p->value, init);
-  }
+  build_gamma_beta(options_, channels_, gamma_, beta_, init);
   return input_shape;
 }
 
@@ -99,27 +87,16 @@ const Tensor& GroupNormalization::backward(const Tensor& grad_output, bool need_
 }
 
 std::vector<Parameter*> GroupNormalization::parameters() {
-  std::vector<Parameter*> out;
-  if (options_.scale) out.push_back(&gamma_);
-  if (options_.center) out.push_back(&beta_);
-  return out;
+  return gamma_beta(options_, gamma_, beta_);
 }
 
 nlohmann::json GroupNormalization::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"groups", options_.groups},
-          {"axis", options_.axis},
-          {"epsilon", options_.epsilon},
-          {"center", options_.center},
-          {"scale", options_.scale},
-          {"beta_initializer", options_.beta_initializer.config()},
-          {"gamma_initializer", options_.gamma_initializer.config()},
-          {"beta_regularizer", nullptr},
-          {"gamma_regularizer", nullptr},
-          {"beta_constraint", nullptr},
-          {"gamma_constraint", nullptr}};
+  nlohmann::json c = {{"name", name()},
+                      {"trainable", trainable()},
+                      {"dtype", "float32"},
+                      {"groups", options_.groups}};
+  write_affine_normalization(options_, c);
+  return c;
 }
 
 }  // namespace tandem::nn

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "backend/ops.hpp"
-#include "nn/initializer.hpp"
+#include "nn/normalization_affine.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -22,15 +22,8 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-struct GroupNormalizationOptions {
+struct GroupNormalizationOptions : AffineNormalizationOptions {
   std::int64_t groups = 32;  // -1: one per channel
-  /// -1, or the positive index of the last axis counting the batch axis (checked in build()).
-  std::int64_t axis = -1;
-  double epsilon = 1e-3;
-  bool center = true;
-  bool scale = true;
-  Initializer beta_initializer{"zeros", std::nullopt, 0};
-  Initializer gamma_initializer{"ones", std::nullopt, 0};
 };
 
 class GroupNormalization : public Layer {

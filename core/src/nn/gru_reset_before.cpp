@@ -1,7 +1,5 @@
 #include "nn/gru_reset_before.hpp"
 
-#include <algorithm>
-
 namespace tandem::nn {
 
 void GruResetBefore::columns(backend::Backend& ops, const Tensor& m, std::int64_t cols,
@@ -62,7 +60,7 @@ void GruResetBefore::input_gradient(backend::Backend& ops, const Tensor& d_rec, 
 
 void GruResetBefore::kernel_gradient(backend::Backend& ops, const Tensor& h_in, const Tensor& d_rec,
                                      Tensor& grad) {
-  const std::int64_t u = units_, rows = reset_h_.size() / std::max<std::int64_t>(u, 1);
+  const std::int64_t u = units_, rows = reset_h_.dim(0);  // every step's
   columns(ops, d_rec, 3 * u, 0, 2 * u, d_zr_);
   ops.gemm({true, false, u, 2 * u, rows}, h_in, d_zr_, nullptr, ops.place(zr_grad_, {u, 2 * u}));
   ops.copy_columns(zr_grad_, 2 * u, 0, grad, 3 * u, 0, 2 * u);

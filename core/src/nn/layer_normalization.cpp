@@ -17,23 +17,10 @@ Shape LayerNormalization::build(const Shape& input_shape, Rng& init) {
     throw ShapeError("layer '" + name() +
                      "' (LayerNormalization) needs inputs with at least one axis after the "
                      "batch axis, got " + shape_to_string(input_shape, true));
-  if (options_.axis != -1 && options_.axis != rank)
-    throw ShapeError("layer '" + name() + "' (LayerNormalization): axis " +
-                     std::to_string(options_.axis) + " is not the last axis of inputs " +
-                     shape_to_string(input_shape, true) +
-                     " (Tandem normalises over the last axis only)");
+  require_last_axis(options_, input_shape, "layer '" + name() + "' (LayerNormalization)");
   input_shape_ = input_shape;
   features_ = input_shape.back();
-  if (options_.scale) {
-    gamma_.value = Tensor({features_});
-    gamma_.grad = Tensor({features_});
-    options_.gamma_initializer.fill(gamma_.value, init);
-  }
-  if (options_.center) {
-    beta_.value = Tensor({features_});
-    beta_.grad = Tensor({features_});
-    options_.beta_initializer.fill(beta_.value, init);
-  }
+  build_gamma_beta(options_, features_, gamma_, beta_, init);
   return input_shape;
 }
 
@@ -60,27 +47,14 @@ const Tensor& LayerNormalization::backward(const Tensor& grad_output, bool need_
 }
 
 std::vector<Parameter*> LayerNormalization::parameters() {
-  std::vector<Parameter*> out;
-  if (options_.scale) out.push_back(&gamma_);
-  if (options_.center) out.push_back(&beta_);
-  return out;
+  return gamma_beta(options_, gamma_, beta_);
 }
 
 nlohmann::json LayerNormalization::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"axis", options_.axis},
-          {"epsilon", options_.epsilon},
-          {"center", options_.center},
-          {"scale", options_.scale},
-          {"rms_scaling", false},
-          {"beta_initializer", options_.beta_initializer.config()},
-          {"gamma_initializer", options_.gamma_initializer.config()},
-          {"beta_regularizer", nullptr},
-          {"gamma_regularizer", nullptr},
-          {"beta_constraint", nullptr},
-          {"gamma_constraint", nullptr}};
+  nlohmann::json c = {{"name", name()}, {"trainable", trainable()}, {"dtype", "float32"}};
+  write_affine_normalization(options_, c);
+  c["rms_scaling"] = false;
+  return c;
 }
 
 }  // namespace tandem::nn

@@ -218,20 +218,27 @@ double read_epsilon(ConfigObject& c, double fallback) {
   return epsilon;
 }
 
-std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::string& name) {
-  LayerNormalizationOptions o;
+// What LayerNormalization and GroupNormalization share (nn/normalization_affine.hpp): axis,
+// epsilon, center, scale and the initializers; gamma's and beta's regularizers and constraints
+// must be null.
+void read_affine_normalization(ConfigObject& c, AffineNormalizationOptions& o) {
   o.axis = read_last_axis(c);
   o.epsilon = read_epsilon(c, 1e-3);
   o.center = c.get_bool("center", true);
   o.scale = c.get_bool("scale", true);
-  if (c.get_bool("rms_scaling", false))
-    throw ConfigError(c.path_of("rms_scaling"), "RMS scaling is not supported by Tandem");
   if (const auto* v = c.find("beta_initializer"))
     o.beta_initializer = parse_initializer(*v, c.path_of("beta_initializer"));
   if (const auto* v = c.find("gamma_initializer"))
     o.gamma_initializer = parse_initializer(*v, c.path_of("gamma_initializer"));
   require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                    "gamma_constraint"});
+}
+
+std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::string& name) {
+  LayerNormalizationOptions o;
+  read_affine_normalization(c, o);
+  if (c.get_bool("rms_scaling", false))
+    throw ConfigError(c.path_of("rms_scaling"), "RMS scaling is not supported by Tandem");
   return std::make_unique<LayerNormalization>(name, o);
 }
 
@@ -243,15 +250,7 @@ std::unique_ptr<Layer> make_group_normalization(ConfigObject& c, const std::stri
                       "expected a positive number of groups, or -1 (one "
                       "per channel), got " +
                           c.at("groups").dump());
-  o.axis = read_last_axis(c);
-  o.epsilon = read_epsilon(c, 1e-3);
-  o.center = c.get_bool("center", true);
-  o.scale = c.get_bool("scale", true);
-  if (const auto* v = c.find("beta_initializer"))
-    o.beta_initializer = parse_initializer(*v, c.path_of("beta_initializer"));
-  if (const auto* v = c.find("gamma_initializer"))
-    o.gamma_initializer = parse_initializer(*v, c.path_of("gamma_initializer"));
-  require_null(c, {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  read_affine_normalization(c, o);
   return std::make_unique<GroupNormalization>(name, o);
 }
 

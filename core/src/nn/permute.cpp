@@ -33,7 +33,7 @@ void Permute::permute(const Tensor& from, const Shape& shape, const std::vector<
   std::vector<int> current(order.size());
   for (std::size_t i = 0; i < current.size(); ++i) current[i] = static_cast<int>(i);
   Shape dims = shape;
-  ops.copy(from, ops.place(to, from.shape()));
+  const Tensor* source = &from;  // the first swap reads the input itself
   for (std::size_t target = 0; target < order.size(); ++target) {
     std::size_t at = target;
     while (current[at] != order[target]) ++at;
@@ -41,13 +41,16 @@ void Permute::permute(const Tensor& from, const Shape& shape, const std::vector<
       std::int64_t outer = batch, inner = 1;
       for (std::size_t k = 0; k + 1 < at; ++k) outer *= dims[k];
       for (std::size_t k = at + 1; k < dims.size(); ++k) inner *= dims[k];
-      ops.swap_middle_axes(to, {outer, dims[at - 1], dims[at], inner},
-                           ops.place(scratch, to.shape()));
-      std::swap(to, scratch);
+      Tensor& into = source == &to ? scratch : to;
+      ops.swap_middle_axes(*source, {outer, dims[at - 1], dims[at], inner},
+                           ops.place(into, from.shape()));
+      if (&into == &scratch) std::swap(to, scratch);
+      source = &to;
       std::swap(dims[at - 1], dims[at]);
       std::swap(current[at - 1], current[at]);
     }
   }
+  if (source == &from) ops.copy(from, ops.place(to, from.shape()));  // the identity order
   to = to.reshaped(with_batch(batch, dims));
 }
 
