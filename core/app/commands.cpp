@@ -415,7 +415,7 @@ void Commands::register_all(CLI::App& app, const std::atomic<bool>* interrupt) {
   summary->callback([this] {
     selected_ = [this] {
       RunConfig rc = resolve_config({config_, "", true}, overrides_, true);
-      auto model = Model::from_config(rc.model, "model", rc.seed);
+      auto model = build_run_model(rc);
       std::cout << model->summary(expand_nested_) << "\n";
       // The placement needs the plan's devices: a plan this machine lacks (a GPU config on a
       // laptop) still gets the model's summary. A wrong "pipeline" is the config's error.

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
+#include "train/run.hpp"
 #include "train/run_config.hpp"
 
 namespace tandem::app {
@@ -96,6 +98,48 @@ std::vector<std::string> class_names_of(const ExportOptions& o, const Checkpoint
   return {};
 }
 
+// A checkpoint's input_shapes (its training state's): a list of per-sample shapes, each a list of
+// positive dimensions. Throws DataError naming `file` for anything else.
+std::vector<Shape> stored_input_shapes(const nlohmann::json& stored, const std::string& file) {
+  const auto refuse = [&] {
+    return DataError(file +
+                     ": its training state's input_shapes is not a list of shapes "
+                     "(lists of positive dimensions): " +
+                     stored.dump().substr(0, 200));
+  };
+  if (!stored.is_array()) throw refuse();
+  std::vector<Shape> shapes;
+  for (const auto& shape : stored) {
+    if (!shape.is_array()) throw refuse();
+    Shape s;
+    for (const auto& d : shape) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() <= 0) throw refuse();
+      s.push_back(d.get<std::int64_t>());
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+// The lengths of a model whose config leaves them to the data (nn/input_lengths.hpp): those the
+// checkpoint's model was trained on (its training state's input_shapes), else those of the
+// training data of --config's run config (null: none given).
+Model::DataInputShapes lengths_for_export(const std::string& file, const CheckpointData& data,
+                                          const RunConfig* run_config) {
+  const nlohmann::json* stored = nullptr;
+  if (data.training)
+    if (const auto it = data.training->state.find("input_shapes"); it != data.training->state.end())
+      stored = &*it;
+  return [file, stored, run_config]() -> std::vector<Shape> {
+    if (stored) return stored_input_shapes(*stored, file);
+    if (run_config) return training_input_shapes(*run_config)();
+    throw ConfigError("--config", "the model's inputs leave lengths to the data and " + file +
+                                      " does not say which it was trained on (a Tandem "
+                                      "checkpoint does); give the run config whose training "
+                                      "data has them: --config RUN.json");
+  };
+}
+
 // Where the ONNX bytes go: standard output for '-' (refused when it is a terminal, which the
 // bytes would garble), else the file, replaced atomically.
 void write_onnx(const std::string& output, const std::string& bytes) {
@@ -117,15 +161,18 @@ int run_export(const ExportOptions& o) {
   const CheckpointData data = read_checkpoint_file(o.file);
   nlohmann::json model_config = nn::with_file_keras_version(data.model_config, data.keras_version);
   std::string config_path = "model_config";
+  std::optional<RunConfig> run_config;
   if (!o.config.empty()) {
-    model_config = parse_run_config(load_json_file(o.config),
-                                    fs::absolute(o.config).parent_path()).model;
+    run_config = parse_run_config(load_json_file(o.config), fs::absolute(o.config).parent_path());
+    model_config = run_config->model;
     config_path = "model";
   } else if (model_config.is_null()) {
     throw DataError(o.file + " holds no model_config (a weights-only file); give the run config "
                              "the weights were trained with: --config RUN.json");
   }
-  auto model = Model::from_config(model_config, config_path, 0);
+  auto model =
+      Model::from_config(model_config, config_path, 0,
+                         lengths_for_export(o.file, data, run_config ? &*run_config : nullptr));
   if (const std::string how = model->load_weights(data, o.file); !how.empty())
     spdlog::warn("{}: {}", o.file, how);
 

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/output_over_input.hpp"
+#include "data/dataset.hpp"
 #include "tandem/atomic_file.hpp"
 #include "tandem/error.hpp"
 #include "train/keras_import.hpp"
@@ -50,10 +51,26 @@ nlohmann::json with_placeholders(nlohmann::json config, const std::vector<std::s
   return config;
 }
 
+// The lengths a model's inputs leave to the data (Keras' None) are the training data's, which
+// only --set data.train=... can give an import; asked for only for such a model.
+Model::DataInputShapes given_training_shapes(const ImportOptions& o) {
+  nlohmann::json given = nlohmann::json::object();
+  for (const auto& assignment : o.overrides) apply_override(given, assignment);
+  return [given, file = o.file]() -> std::vector<Shape> {
+    if (!has_key(given, "data.train"))
+      throw DataError(file +
+                      ": the model's inputs leave lengths to the data (None in Keras), which "
+                      "Tandem takes from the training data: give it, --set data.train=...");
+    return make_dataset(given["data"]["train"], "data.train",
+                        std::filesystem::current_path().string())
+        ->x_parts();
+  };
+}
+
 int run_import(const ImportOptions& o) {
   const bool to_stdout = o.output == "-";
   if (!to_stdout) refuse_bad_output(o.output, {o.file}, "--output");
-  KerasImport made = import_keras_file(o.file);
+  KerasImport made = import_keras_file(o.file, given_training_shapes(o));
   if (!made.unwrapped.empty()) spdlog::warn("{}: {}", o.file, made.unwrapped);
   for (const auto& assignment : o.overrides) apply_override(made.config, assignment);
   std::vector<std::string> still_missing;

@@ -1,6 +1,7 @@
 // libFuzzer target for the run-config path: JSON text (parse_json_text's depth bound), the run
 // config's validation (parse_run_config), then the model and objective it names
-// (Model::from_config, models nested in it, the config it writes back read again, its summary,
+// (Model::from_config, models nested in it, inputs whose lengths a made-up dataset gives, the
+// config it writes back read again, its summary,
 // make_objective: layers, losses, metrics, weighted_metrics, class_weight),
 // its optimizer (make_optimizer, Keras' LossScaleOptimizer wrapper included) and the precision
 // its layers' dtype policies and the run's "precision" give (nn::effective_precision,
@@ -30,9 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const nlohmann::json config = tandem::parse_json_text(text);
     const tandem::RunConfig rc = tandem::parse_run_config(config, {});
-    const auto model = tandem::Model::from_config(rc.model, "model", rc.seed);
+    // Lengths an input leaves to the data (Keras' None) from a made-up dataset of two arrays: a
+    // length that follows the input's size, and a (3, 5) one.
+    const tandem::Model::DataInputShapes data_shapes = [size] {
+      return std::vector<tandem::Shape>{{static_cast<std::int64_t>(size % 7) + 1}, {3, 5}};
+    };
+    const auto model = tandem::Model::from_config(rc.model, "model", rc.seed, data_shapes);
     // What a checkpoint and `tandem summary` write of it (a nested model's config written back).
-    tandem::Model::from_config(model->config(), "model", rc.seed);
+    tandem::Model::from_config(model->config(), "model", rc.seed, data_shapes);
     model->summary();
     tandem::make_objective(rc.loss, rc.loss_weights, rc.metrics, *model, rc.weighted_metrics);
     tandem::make_optimizer(rc.optimizer, "optimizer");

@@ -47,14 +47,23 @@ struct CheckpointData;
 
 class TANDEM_EXPORT Model {
  public:
+  /// The data's per-sample shape for each input, in input_layers order (Dataset::x_parts()),
+  /// which from_config asks for (once, on its thread) only when the config leaves a dimension
+  /// of an input null besides the batch axis (Keras' any length: `Input(shape=(None,))`): the
+  /// model is then built for the data's lengths (nn/input_lengths.hpp). An empty function: no
+  /// data, and such a config is refused naming the dimension.
+  using DataInputShapes = std::function<std::vector<Shape>()>;
+
   /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
   /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`, or
   /// from a functional config in Keras 2's or Keras 3's form (any number of inputs and outputs;
   /// a shared layer is called more than once).
-  /// Initial weights are drawn from `seed`. Throws ConfigError naming the JSON path (`path` is
-  /// the path of `config` itself, e.g. "model").
+  /// Initial weights are drawn from `seed`; null lengths of the inputs from `data_shapes`.
+  /// Throws ConfigError naming the JSON path (`path` is the path of `config` itself, e.g.
+  /// "model"), ShapeError when the data does not fit an input whose lengths it gives.
   static std::unique_ptr<Model> from_config(const nlohmann::json& config, const std::string& path,
-                                            std::uint64_t seed);
+                                            std::uint64_t seed,
+                                            const DataInputShapes& data_shapes = {});
   /// A new model with the same config and a copy of this one's weights.
   std::unique_ptr<Model> clone() const;
 
@@ -71,6 +80,11 @@ class TANDEM_EXPORT Model {
   std::size_t input_count() const { return inputs_.size(); }
   const std::string& input_name(std::size_t i) const { return inputs_[i].name; }
   const Shape& input_shape(std::size_t i) const { return inputs_[i].shape; }
+  /// Input i's shape as the config declares it: kAnyLength where it leaves the length to the
+  /// data (input_shape(i) then has the data's).
+  const Shape& declared_input_shape(std::size_t i) const { return inputs_[i].declared; }
+  /// Whether some input took a length from the data (the config leaves one null).
+  bool has_lengths_from_data() const;
   std::size_t output_count() const { return output_calls_.size(); }
   const std::string& output_name(std::size_t j) const;
   const Shape& output_shape(std::size_t j) const { return call_shapes_[output_calls_[j]]; }
@@ -225,11 +239,14 @@ class TANDEM_EXPORT Model {
   Model() = default;
   std::string name_;
   // An InputLayer: its name, config (null for a Sequential model given a shape by its first
-  // layer) and sample shape.
+  // layer), sample shape (kAnyLength where the config leaves a length null, until
+  // take_lengths_from_data), the JSON path of its declaration and the shape declared there.
   struct Input {
     std::string name;
     nlohmann::json config;
     Shape shape;
+    std::string path;
+    Shape declared{};  // set by take_lengths_from_data
   };
   std::vector<Input> inputs_;
   std::vector<std::size_t> output_calls_;  // the calls giving the outputs, in order
@@ -239,6 +256,8 @@ class TANDEM_EXPORT Model {
   void read_sequential(const nlohmann::json& layers, const std::string& layers_path,
                        std::vector<std::string>& layer_paths);
   void read_graph(const nn::ModelGraph& graph, std::vector<std::string>& call_paths);
+  // Keeps each input's declared shape and fills its null lengths from `data_shapes`.
+  void take_lengths_from_data(const DataInputShapes& data_shapes);
   // Each nested model's InputLayer against the shape its call passes (after build_layers).
   void check_nested_inputs(const std::vector<nn::InputCheck>& checks) const;
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.

@@ -49,6 +49,9 @@ class TANDEM_EXPORT DeviceMemory {
 
 /// Number of elements of a shape (1 for a scalar shape {}).
 TANDEM_EXPORT std::int64_t shape_size(const Shape& shape);
+/// A dimension a Keras config leaves null (any length) before the data gives it (a config's
+/// declared input shape only: a tensor's dimensions are never negative; nn/input_lengths.hpp).
+inline constexpr std::int64_t kAnyLength = -1;
 /// "(128, 784)" — the way Keras prints shapes; `batch_dim` prints a leading "None".
 TANDEM_EXPORT std::string shape_to_string(const Shape& shape, bool batch_dim = false);
 

@@ -13,6 +13,7 @@
 #include "nn/batch_shape.hpp"
 #include "nn/dtype_policy.hpp"
 #include "nn/functional_config.hpp"
+#include "nn/input_lengths.hpp"
 #include "nn/keras3_weight_paths.hpp"
 #include "nn/keras_generation.hpp"
 #include "nn/keras_layer_order.hpp"
@@ -67,8 +68,8 @@ void require_finite_weight(const Tensor& w, const std::string& what) {
                       "; load a checkpoint from before");
 }
 
-// The per-sample shape at `key`: a list of positive dimensions, after a batch axis (any value,
-// null) when `has_batch`.
+// The per-sample shape at `key`: a list of positive dimensions or nulls (kAnyLength: the data's
+// length, nn/input_lengths.hpp), after a batch axis (any value, null) when `has_batch`.
 Shape shape_at(ConfigObject& c, const std::string& key, bool has_batch) {
   auto dims = c.get_int_list(key, true);
   if (has_batch) {
@@ -77,10 +78,14 @@ Shape shape_at(ConfigObject& c, const std::string& key, bool has_batch) {
   }
   Shape s;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (!dims[i] || *dims[i] <= 0 || *dims[i] > kMaxConfigSize)
+    if (!dims[i]) {
+      s.push_back(kAnyLength);
+      continue;
+    }
+    if (*dims[i] <= 0 || *dims[i] > kMaxConfigSize)
       throw ConfigError(indexed(c.path_of(key), i + (has_batch ? 1 : 0)),
                         "expected a positive dimension up to " + std::to_string(kMaxConfigSize) +
-                            " (only the batch axis may be null)");
+                            ", or null for the data's length");
     s.push_back(*dims[i]);
   }
   return s;
@@ -232,7 +237,7 @@ bool has_nested_model(ConfigObject& cfg) {
 }  // namespace
 
 std::unique_ptr<Model> Model::from_config(const json& config, const std::string& path,
-                                          std::uint64_t seed) {
+                                          std::uint64_t seed, const DataInputShapes& data_shapes) {
   ConfigObject top(config, path);
   const std::string cls = top.get_string("class_name");
   if (cls != "Sequential" && cls != "Functional" && cls != "Model")
@@ -274,10 +279,12 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
       throw ConfigError(cfg.path_of("layers"),
                         "the input shape is unknown: start with an InputLayer or give the "
                         "first layer \"input_shape\" (or the model \"build_input_shape\")");
-    model->inputs_ = {{"", json(), shape_at(cfg, "build_input_shape", true)}};
+    model->inputs_ = {
+        {"", json(), shape_at(cfg, "build_input_shape", true), cfg.path_of("build_input_shape")}};
   }
   cfg.ignore({"build_input_shape"});
   cfg.finish();
+  model->take_lengths_from_data(data_shapes);
   model->build_layers(seed, layer_paths);
   model->check_nested_inputs(graph.input_checks);
   return model;
@@ -290,6 +297,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   std::set<std::string> used_names;
   std::optional<Shape> input_shape;
   json input_config;
+  std::string input_path;  // where the input shape is declared
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string lpath = indexed(layers_path, i);
     if (string_field(layers[i], "class_name") == "InputLayer") {
@@ -301,7 +309,8 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
           {"module", "registered_name", "build_config", "inbound_nodes", "name", "config"});
       entry.finish();
       const json& lc = config_of(layers[i]);
-      input_shape = read_input_layer(lc, entry.path_of("config"));
+      input_path = entry.path_of("config");
+      input_shape = read_input_layer(lc, input_path);
       input_config = lc;
       continue;
     }
@@ -318,9 +327,10 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
                 ", as Keras ignores one on any layer but the first (the input shape is the "
                 "InputLayer's or the first layer's)");
     } else if (declared.shape) {
-      if (!input_shape)
+      if (!input_shape) {
         input_shape = declared.shape;
-      else if (*declared.shape != *input_shape)
+        input_path = lpath + ".config";
+      } else if (*declared.shape != *input_shape)
         throw ConfigError(lpath + ".config",
                           "gives the input shape " + shape_to_string(*declared.shape) +
                               ", but the InputLayer gives " + shape_to_string(*input_shape));
@@ -335,7 +345,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
     layer_paths.push_back(lpath);
   }
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
-  if (input_shape) inputs_ = {{"", input_config, *input_shape}};
+  if (input_shape) inputs_ = {{"", input_config, *input_shape, input_path}};
   output_calls_ = {calls_.size() - 1};
   output_layers_ = {layers_.back()->name()};
   nn::Scope root;
@@ -395,8 +405,8 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
     if (!input.entry) continue;  // a Sequential model's first layer's input: its shape below
     const json& lc = config_of(*input.entry);
     require_storable_layer_name(input.name, input.path + ".name");
-    inputs_.push_back(
-        {functional_ ? input.name : "", lc, read_input_layer(lc, input.path + ".config")});
+    inputs_.push_back({functional_ ? input.name : "", lc,
+                       read_input_layer(lc, input.path + ".config"), input.path + ".config"});
     used_names.insert(input.name);
   }
   output_calls_ = graph.outputs;
@@ -421,11 +431,12 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
     // shape its first layer declares (else build_input_shape: from_config).
     for (const nn::InputCheck& check : graph.input_checks)
       if (check.value == kModelInput && inputs_.empty())
-        inputs_.push_back(
-            {"", json(), read_input_layer(config_of(*check.entry), check.input_path + ".config")});
+        inputs_.push_back({"", json(),
+                           read_input_layer(config_of(*check.entry), check.input_path + ".config"),
+                           check.input_path + ".config"});
     if (inputs_.empty() && first_declared && !graph.calls.empty() &&
         graph.calls[0].inputs == std::vector<int>{kModelInput})
-      inputs_.push_back({"", json(), *first_declared});
+      inputs_.push_back({"", json(), *first_declared, graph.layers[0].path + ".config"});
   }
   for (const auto& call : graph.calls) {
     const nn::FlatLayer& entry = graph.layers[call.layer];
@@ -453,16 +464,46 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
   scopes_ = std::make_shared<const std::vector<nn::Scope>>(graph.scopes);
 }
 
+void Model::take_lengths_from_data(const DataInputShapes& data_shapes) {
+  std::optional<std::vector<Shape>> data;
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    Input& input = inputs_[i];
+    input.declared = input.shape;
+    if (!nn::has_any_length(input.shape)) continue;
+    const std::string who = functional_ ? "input '" + input.name + "' of model '" + name_ + "'"
+                                        : "model '" + name_ + "'";
+    if (!data_shapes)
+      throw ConfigError(input.path, who + " takes samples " +
+                                        nn::declared_shape_text(input.shape, true) +
+                                        ", a length left null (any length, in Keras): Tandem "
+                                        "builds a model for the lengths of its data, and "
+                                        "no data gives them here");
+    if (!data) data = data_shapes();
+    if (data->size() != inputs_.size())
+      throw ShapeError("the data gives " + std::to_string(data->size()) + " input array" +
+                       (data->size() == 1 ? "" : "s") + " for the " +
+                       std::to_string(inputs_.size()) + " inputs of model '" + name_ +
+                       "', so the lengths " + who + " leaves null (" + input.path +
+                       ") cannot be taken from it; give one array per input");
+    input.shape = nn::with_data_lengths(input.shape, (*data)[i], who, input.path);
+  }
+}
+
+bool Model::has_lengths_from_data() const {
+  return std::any_of(inputs_.begin(), inputs_.end(),
+                     [](const Input& input) { return nn::has_any_length(input.declared); });
+}
+
 void Model::check_nested_inputs(const std::vector<nn::InputCheck>& checks) const {
   for (const nn::InputCheck& check : checks) {
     const Shape& given = check.value < 0 ? inputs_[static_cast<std::size_t>(-1 - check.value)].shape
                                          : call_shapes_[static_cast<std::size_t>(check.value)];
     const Shape expected = read_input_layer(config_of(*check.entry), check.input_path + ".config");
-    if (given != expected)
+    if (!nn::fits_declared(given, expected))
       throw ConfigError(check.call_path, "passes model '" + check.model + "' a tensor of shape " +
                                              shape_to_string(given) + " where its InputLayer (" +
                                              check.input_path + ") takes " +
-                                             shape_to_string(expected));
+                                             nn::declared_shape_text(expected, false));
   }
 }
 
@@ -570,7 +611,9 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
 }
 
 std::unique_ptr<Model> Model::clone() const {
-  auto copy = from_config(source_config_, "model", seed_);
+  std::vector<Shape> shapes;
+  for (const Input& input : inputs_) shapes.push_back(input.shape);
+  auto copy = from_config(source_config_, "model", seed_, [&] { return shapes; });
   copy->copy_weights_from(*this);
   return copy;
 }
@@ -887,7 +930,7 @@ json Model::sequential_config() const {
     json c = layer_config(i);
     if (i == 0 && input.config.is_null()) {
       json shape = json::array({nullptr});
-      for (auto d : input.shape) shape.push_back(d);
+      for (auto d : input.declared) shape.push_back(d == kAnyLength ? json() : json(d));
       c["batch_input_shape"] = shape;
     }
     layers.push_back({{"class_name", layers_[i]->class_name()}, {"config", c}});

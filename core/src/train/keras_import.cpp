@@ -166,7 +166,8 @@ json multi_gpu_template(const json& model_config, std::size_t& replicas) {
 }  // namespace
 
 KerasImport import_keras_configs(const json& file_model_config, const json& training_config,
-                                 const std::string& name) {
+                                 const std::string& name,
+                                 const Model::DataInputShapes& data_shapes) {
   KerasImport out;
   std::size_t replicas = 0;
   const json unwrapped = multi_gpu_template(file_model_config, replicas);
@@ -178,7 +179,7 @@ KerasImport import_keras_configs(const json& file_model_config, const json& trai
                     " slices of each batch (one per GPU); Tandem splits batches across devices "
                     "itself (\"devices\")";
   out.config = {{"name", name}, {"model", model_config}};
-  const auto model = Model::from_config(model_config, "model", 0);
+  const auto model = Model::from_config(model_config, "model", 0, data_shapes);
   out.model_summary = std::string(model->functional() ? "Functional" : "Sequential") +
                       " model '" + model->name() + "', " + with_commas(model->count_params()) +
                       " parameters";
@@ -190,7 +191,8 @@ KerasImport import_keras_configs(const json& file_model_config, const json& trai
   return out;
 }
 
-KerasImport import_keras_file(const std::filesystem::path& file) {
+KerasImport import_keras_file(const std::filesystem::path& file,
+                              const Model::DataInputShapes& data_shapes) {
   const CheckpointData data = read_checkpoint_configs(file);
   if (data.model_config.is_null())
     throw DataError(file.string() +
@@ -198,7 +200,7 @@ KerasImport import_keras_file(const std::filesystem::path& file) {
                     "save): there is no model to import");
   try {
     return import_keras_configs(nn::with_file_keras_version(data.model_config, data.keras_version),
-                                data.training_config, file.stem().string());
+                                data.training_config, file.stem().string(), data_shapes);
   } catch (const ConfigError& e) {
     // The path is the run config's being made; the file's attribute is what the user has.
     const bool model = e.path() == "model" || e.path().starts_with("model.");

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/model.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -32,12 +33,15 @@ struct KerasImport {
 /// Reads `file` and makes the run config; checks the model, loss, metrics and optimizer as
 /// `tandem train` would. Throws DataError (not a Keras model file, no model_config) or
 /// ConfigError naming the key of the made config that Tandem cannot read.
-KerasImport import_keras_file(const std::filesystem::path& file);
+/// `data_shapes` gives the lengths its inputs leave to the data, if any (Model::from_config).
+KerasImport import_keras_file(const std::filesystem::path& file,
+                              const Model::DataInputShapes& data_shapes = {});
 
 /// The same from the two attributes' values (null training_config: the model was saved
 /// uncompiled); `name` becomes the run's name.
 KerasImport import_keras_configs(const nlohmann::json& model_config,
-                                 const nlohmann::json& training_config, const std::string& name);
+                                 const nlohmann::json& training_config, const std::string& name,
+                                 const Model::DataInputShapes& data_shapes = {});
 
 }  // namespace tandem
 

@@ -69,10 +69,6 @@ void load_weights_file(Model& model, const std::filesystem::path& file) {
   if (!how.empty()) spdlog::warn("{}: {}", file.string(), how);
 }
 
-struct Datasets {
-  std::shared_ptr<Dataset> train, validation, test;
-};
-
 struct Built {
   std::unique_ptr<Model> model;
   std::unique_ptr<Objective> objective;
@@ -80,9 +76,11 @@ struct Built {
   Precision precision = Precision::fp32;  // the run's, with the layers' dtype policies
 };
 
-Built build_model(const RunConfig& rc) {
+// `data_shapes`: the shapes of the data the model is built for, asked for only when an input
+// leaves a length to the data (nn/input_lengths.hpp).
+Built build_model(const RunConfig& rc, const Model::DataInputShapes& data_shapes) {
   Built b;
-  b.model = Model::from_config(rc.model, "model", rc.seed);
+  b.model = Model::from_config(rc.model, "model", rc.seed, data_shapes);
   b.precision = nn::effective_precision(*b.model, rc.precision, rc.precision_given);
   b.objective = std::make_unique<Objective>(
       make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model, rc.weighted_metrics));
@@ -117,6 +115,10 @@ void require_the_training_classes(const std::shared_ptr<Dataset>& train,
                                "class_names)");
 }
 
+struct Datasets {
+  std::shared_ptr<Dataset> train, validation, test;
+};
+
 Datasets open_datasets(const RunConfig& rc, bool need_train) {
   Datasets d;
   const std::string base = rc.base_dir.string();
@@ -142,10 +144,51 @@ Datasets open_datasets(const RunConfig& rc, bool need_train) {
   return d;
 }
 
+// A run's datasets, opened when first asked for: before the model is built when an input takes
+// its lengths from the data, else after (a bad model is then reported before a bad data path).
+// `split` picks the data the model is built for (InferenceRequest::split; "train" in training).
+class LazyDatasets {
+ public:
+  LazyDatasets(const RunConfig& rc, bool need_train, std::string split = "train")
+      : rc_(rc), need_train_(need_train), split_(std::move(split)) {}
+  Datasets& get() {
+    if (!datasets_) datasets_ = open_datasets(rc_, need_train_);
+    return *datasets_;
+  }
+  /// The shapes of the split's samples, per input, for Model::from_config (borrows this).
+  Model::DataInputShapes input_shapes();
+
+ private:
+  const RunConfig& rc_;
+  bool need_train_;
+  std::string split_;
+  std::optional<Datasets> datasets_;
+};
+
+// The data of `split` ("train", "validation" — the test data when there is none — or "test").
+std::shared_ptr<Dataset> pick_split(const std::string& split, const Datasets& d) {
+  if (split == "train") return d.train;
+  if (split == "test") {
+    if (!d.test) throw ConfigError("data.test", "the config has no test data");
+    return d.test;
+  }
+  if (split == "validation") {
+    if (d.validation) return d.validation;
+    if (d.test) return d.test;
+    throw ConfigError("data.validation",
+                      "the config has no validation or test data; use --split train");
+  }
+  throw ConfigError("--split", "expected validation, test or train, got '" + split + "'");
+}
+
+Model::DataInputShapes LazyDatasets::input_shapes() {
+  return [this] { return pick_split(split_, get())->x_parts(); };
+}
+
 // The datasets of a training run: class_weight, as Keras' fit applies it, weighs the training
 // samples only (validation and evaluation data keep their own sample weights, if any).
-Datasets open_training_datasets(const RunConfig& rc, const Model& model) {
-  Datasets d = open_datasets(rc, true);
+Datasets open_training_datasets(LazyDatasets& lazy, const RunConfig& rc, const Model& model) {
+  Datasets d = lazy.get();
   if (rc.class_weight.empty()) return d;
   if (model.output_count() > 1)
     throw ConfigError("class_weight", "is for a model with one output (as in Keras), but model '" +
@@ -478,13 +521,14 @@ json check_plugins(const std::vector<CallbackConfig>& callbacks,
 }
 
 json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of) {
-  Built b = build_model(rc);
+  LazyDatasets lazy(rc, true);
+  Built b = build_model(rc, lazy.input_shapes());
   const DevicePlan plan = plan_for(rc);
   ReplicaModel::check_precision(plan, *b.model, b.precision);
   const Placement placement = placement_for(rc, *b.model, plan);
   const std::vector<DevicePlacement> placed = placement_of(rc, b, plan, placement);
   check_memory(placed, plan);
-  Datasets data = open_training_datasets(rc, *b.model);
+  Datasets data = open_training_datasets(lazy, rc, *b.model);
   // What Trainer::check_fit_data asks before a run: the data fits the model's inputs and outputs.
   Trainer::check_data_fits(*b.model, *b.objective, *data.train, "training");
   if (data.validation)
@@ -506,8 +550,17 @@ json check_run_config(const RunConfig& rc, const PluginChecker& check_plugins_of
           {"plugins", plugins}};
 }
 
+std::unique_ptr<Model> build_run_model(const RunConfig& rc) {
+  return Model::from_config(rc.model, "model", rc.seed, training_input_shapes(rc));
+}
+
+Model::DataInputShapes training_input_shapes(const RunConfig& rc) {
+  return [rc] { return open_datasets(rc, true).train->x_parts(); };
+}
+
 std::string placement_summary(const RunConfig& rc) {
-  Built b = build_model(rc);
+  LazyDatasets lazy(rc, true);
+  Built b = build_model(rc, lazy.input_shapes());
   const DevicePlan plan = plan_for(rc);
   const Placement placement = placement_for(rc, *b.model, plan);
   std::string head = "Placement on " + plan.text + ": " + std::to_string(placement.replicas) +
@@ -535,13 +588,14 @@ TrainResult run_training(const TrainRequest& request) {
   const int rank = world->rank(), ranks = world->size();
   const bool writer = rank == 0;  // rank 0 writes the run folder, the stream, model.h5
   // Everything that can be wrong with the input is checked before the run folder exists.
-  Built b = build_model(rc);
+  LazyDatasets lazy(rc, true);
+  Built b = build_model(rc, lazy.input_shapes());
   const DevicePlan plan = plan_for(rc, *world);
   const Placement placement = placement_for(rc, *b.model, plan, ranks);
   const std::vector<DevicePlacement> placed = placement_of(rc, b, plan, placement, ranks);
   check_memory(placed, plan);
   const std::int64_t batch_size = rc.global_batch_size(placement.replicas * ranks);
-  Datasets data = open_training_datasets(rc, *b.model);
+  Datasets data = open_training_datasets(lazy, rc, *b.model);
   std::optional<CheckpointData> resume;
   if (request.resume) resume = read_checkpoint_file(*request.resume, b.model->count_params());
   if (request.weights) load_weights_file(*b.model, *request.weights);
@@ -796,21 +850,6 @@ TrainResult run_training(const TrainRequest& request) {
 
 namespace {
 
-std::shared_ptr<Dataset> pick_split(const InferenceRequest& r, const Datasets& d) {
-  if (r.split == "train") return d.train;
-  if (r.split == "test") {
-    if (!d.test) throw ConfigError("data.test", "the config has no test data");
-    return d.test;
-  }
-  if (r.split == "validation") {
-    if (d.validation) return d.validation;
-    if (d.test) return d.test;
-    throw ConfigError("data.validation",
-                      "the config has no validation or test data; use --split train");
-  }
-  throw ConfigError("--split", "expected validation, test or train, got '" + r.split + "'");
-}
-
 // Everything evaluate and predict share: the model with loaded weights, the chosen data, a trainer.
 struct Inference {
   Built built;
@@ -819,15 +858,21 @@ struct Inference {
   std::unique_ptr<Trainer> trainer;
 
   // `evaluating`: the targets are used, so their class indices are checked as batches are read.
-  Inference(const InferenceRequest& request, bool evaluating) : built(build_model(request.config)) {
+  Inference(const InferenceRequest& request, bool evaluating)
+      : Inference(request, evaluating,
+                  LazyDatasets(request.config, request.split == "train", request.split)) {}
+
+ private:
+  Inference(const InferenceRequest& request, bool evaluating, LazyDatasets lazy)
+      : built(build_model(request.config, lazy.input_shapes())) {
     const RunConfig& rc = request.config;
     const DevicePlan plan = plan_for(rc);
-    Datasets d = open_datasets(rc, request.split == "train");
+    Datasets d = lazy.get();
     load_weights_file(*built.model, request.weights);
     const Placement placement = placement_for(rc, *built.model, plan);
     DataLoaderOptions options{rc.global_batch_size(placement.replicas), false, 0, rc.data.prefetch};
     if (!plan.all_cpu()) options.allocate = detail::pinned_batch_storage();
-    const std::shared_ptr<Dataset> data = pick_split(request, d);
+    const std::shared_ptr<Dataset> data = pick_split(request.split, d);
     if (evaluating) check_labels_of(options, *built.model, *built.objective, *data);
     loader = std::make_unique<DataLoader>(data, options);
     meta =
@@ -898,10 +943,11 @@ class StepTimer final : public Callback {
 }  // namespace
 
 DataBenchResult run_data_bench(const RunConfig& rc, double seconds) {
-  Built b = build_model(rc);
+  LazyDatasets lazy(rc, true);
+  Built b = build_model(rc, lazy.input_shapes());
   const DevicePlan plan = plan_for(rc);
   const Placement placement = placement_for(rc, *b.model, plan);
-  Datasets data = open_training_datasets(rc, *b.model);
+  Datasets data = open_training_datasets(lazy, rc, *b.model);
   DataBenchResult result;
   result.dataset = data.train->describe();
   result.batch_size = rc.global_batch_size(placement.replicas);

@@ -17,11 +17,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/world.hpp"
 #include "tandem/callback.hpp"
 #include "tandem/logs.hpp"
-#include "train/run_config.hpp"
+#include "tandem/model.hpp"
 #include "tandem/tensor.hpp"
-#include "parallel/world.hpp"
+#include "train/run_config.hpp"
 #include "util/internal_api.hpp"
 
 TANDEM_INTERNAL_API_BEGIN
@@ -76,6 +77,14 @@ using PluginChecker =
     std::function<nlohmann::json(const std::vector<CallbackConfig>&,
                                  const std::vector<std::filesystem::path>&, const RunLength&)>;
 nlohmann::json check_run_config(const RunConfig& config, const PluginChecker& plugins);
+
+/// The run's model with its initial weights, built for the training data's lengths where the
+/// config leaves an input's length null (nn/input_lengths.hpp; the data is opened only then).
+/// Throws the config's errors as check_run_config does.
+std::unique_ptr<Model> build_run_model(const RunConfig& config);
+/// The shapes of the config's training samples, per input, for Model::from_config: opens the
+/// training data when called (`config` is copied into it).
+Model::DataInputShapes training_input_shapes(const RunConfig& config);
 
 /// The devices of the config's plan and what each holds (parallel/placement.hpp): a heading
 /// ("Placement on cpu:2: 1 replica of 2 stages, 4 micro-batches (1f1b), global batch 2048") and

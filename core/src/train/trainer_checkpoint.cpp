@@ -93,6 +93,13 @@ CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
   if (const LossScale* scale = optimizer.loss_scale())
     t.state["optimizer"]["loss_scale"] = scale->state();
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
+  // The lengths the model was built for where its config leaves them to the data (the
+  // model_config keeps Keras' nulls): what tandem export builds the model for.
+  if (model.has_lengths_from_data()) {
+    json shapes = json::array();
+    for (std::size_t i = 0; i < model.input_count(); ++i) shapes.push_back(model.input_shape(i));
+    t.state["input_shapes"] = shapes;
+  }
   data.training_config = training_config_of(run_config_, optimizer);
   if (!class_names_.empty()) t.state["class_names"] = class_names_;
   if (json states = callbacks_.saved_states(); !states.empty()) t.state["callbacks"] = states;
