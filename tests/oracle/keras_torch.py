@@ -230,7 +230,7 @@ def activation(name, x):
     return table[name](x)
 
 
-def recurrent(cls, cfg, x, w, mask=None):
+def recurrent(cls, cfg, x, w, mask=None, initial=()):
     """Keras' SimpleRNN, LSTM and GRU (reset_after): torch.nn.RNN / LSTM / GRU run with the Keras
     weights (transposed; the GRU's gates reordered from Keras' z, r, h to torch's r, z, n) where
     the activations are torch's, else Keras' cell formulas stepped by hand. go_backwards: the
@@ -241,10 +241,12 @@ def recurrent(cls, cfg, x, w, mask=None):
     units = cfg["units"]
     act = cfg.get("activation", "tanh")
     ract = cfg.get("recurrent_activation", "sigmoid")
-    if cls == "GRU" and not cfg.get("reset_after", True):  # Keras' formula, stepped by hand
+    stepped = (cls == "GRU" and not cfg.get("reset_after", True)) or cfg.get("return_state") \
+        or len(initial) > 0  # Keras' RNN loop stepped by hand, the states in and out
+    if stepped:
         mask = mask if mask is not None else torch.ones(x.shape[0], x.shape[1])
     if mask is not None:
-        return masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask)
+        return masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask, initial)
     if cfg.get("go_backwards", False):
         x = x.flip(1)
     torch_acts = act == "tanh" and (cls == "SimpleRNN" or ract == "sigmoid")
@@ -328,14 +330,17 @@ def torch_cell(cls, units, act, ract, kernel, rec, bias, reset_after=True):
     return keras_step
 
 
-def masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask):
+def masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask, initial=()):
     """Keras' RNN over masked steps (its backends' rnn(), unroll False): a masked step keeps the
     states, its output the previous state (zeros with zero_output_for_mask); go_backwards reads
-    the steps from the last and returns the outputs in that order."""
+    the steps from the last and returns the outputs in that order. The states start from
+    `initial` (h, and the LSTM's c) when given, else zeros; with return_state the output is
+    followed by the final states, each sample's values flattened and concatenated in Keras'
+    order (how Tandem packs a layer's several outputs)."""
     step = torch_cell(cls, units, act, ract, kernel, rec, bias, cfg.get("reset_after", True))
     batch, steps = x.shape[0], x.shape[1]
-    h = torch.zeros(batch, units)
-    c = torch.zeros(batch, units)
+    h = initial[0] if len(initial) > 0 else torch.zeros(batch, units)
+    c = initial[1] if len(initial) > 1 else torch.zeros(batch, units)
     order = range(steps - 1, -1, -1) if cfg.get("go_backwards", False) else range(steps)
     outputs = []
     for t in order:
@@ -347,7 +352,11 @@ def masked_recurrent(cls, cfg, x, kernel, rec, bias, units, act, ract, mask):
         c = torch.where(keep, c_new, c)
         outputs.append(h_out)
     ys = torch.stack(outputs, dim=1)
-    return ys if cfg.get("return_sequences", False) else ys[:, -1]
+    y = ys if cfg.get("return_sequences", False) else ys[:, -1]
+    if not cfg.get("return_state", False):
+        return y
+    states = [h, c] if cls == "LSTM" else [h]
+    return torch.cat([y.reshape(batch, -1)] + states, dim=1)
 
 
 def check_masked_reference_against_packed_sequences():
@@ -574,7 +583,7 @@ def forward(case, inputs, weights):
     if cls == "Softmax":
         return torch.softmax(xs[0], dim=-1)
     if cls in ("SimpleRNN", "LSTM", "GRU"):
-        return recurrent(cls, cfg, xs[0], weights, mask)
+        return recurrent(cls, cfg, xs[0], weights, mask, xs[1:])
     if cls == "Bidirectional":
         return bidirectional(cfg, xs[0], weights, mask)
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)

@@ -184,10 +184,15 @@ Ran run_in_tandem(const Case& c) {
   for (std::size_t i = 0; i < run.inputs.size(); ++i) {
     const std::string file = numbered("in", i, ".bin");
     write_floats(run.dir / file, run.inputs[i]);
-    // The first input is the query for attention; the others are named by their argument.
-    const std::string name = !c.inputs[i].name.empty() ? c.inputs[i].name
-                             : i == 0                  ? "query"
-                                                       : numbered("x", i);
+    // The first input is the query for attention; the others are named by their argument, one
+    // given several tensors (initial_state) numbered from 0.
+    std::string name = !c.inputs[i].name.empty() ? c.inputs[i].name
+                       : i == 0                  ? "query"
+                                                 : numbered("x", i);
+    const auto same = [&](const Input& in) { return in.name == c.inputs[i].name; };
+    if (!c.inputs[i].name.empty() && std::count_if(c.inputs.begin(), c.inputs.end(), same) > 1)
+      name = numbered(name.c_str(), static_cast<std::size_t>(std::count_if(
+                                        c.inputs.begin(), c.inputs.begin() + i, same)));
     manifest["inputs"].push_back(
         {{"name", name}, {"file", file}, {"shape", run.inputs[i].shape()}});
   }
@@ -714,6 +719,43 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
                  {1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1},
                  {}};
   cases.push_back(cross);
+  check_against_torch(cases);
+}
+
+// return_state and initial_state (an encoder's states starting a decoder): the output followed
+// by the final states, packed as the layer gives them, against Keras' loop stepped with torch's
+// own cells from the given states; the gradients of the states given, and through the states
+// returned, included.
+TEST(LayerOracle, RecurrentStatesMatchPyTorch) {
+  const std::vector<float> mask{1, 1, 1, 1, 1, 1, 1,  //
+                                1, 1, 1, 1, 0, 0, 0,  //
+                                0, 1, 0, 1, 1, 0, 1};
+  const auto with_states = [](int states, std::int64_t units) {
+    std::vector<Input> inputs{{"", {3, 7, 5}}};
+    for (int i = 0; i < states; ++i) inputs.push_back({"initial_state", {3, units}});
+    return inputs;
+  };
+  std::vector<Case> cases;
+  cases.push_back(
+      {"LstmSequencesAndStatesFromGivenStates",
+       entry("LSTM", {{"units", 4}, {"return_sequences", true}, {"return_state", true}}),
+       with_states(2, 4)});
+  cases.push_back({"LstmFromGivenStates", entry("LSTM", {{"units", 4}}), with_states(2, 4)});
+  cases.push_back(
+      {"LstmStatesOnly", entry("LSTM", {{"units", 3}, {"return_state", true}}), with_states(0, 3)});
+  Case masked{"MaskedLstmBackwardsStatesFromGivenStates",
+              entry("LSTM", {{"units", 3}, {"return_state", true}, {"go_backwards", true}}),
+              with_states(2, 3)};
+  masked.masks = {mask, {}, {}};
+  cases.push_back(masked);
+  cases.push_back({"GruStatesFromGivenState",
+                   entry("GRU", {{"units", 4}, {"return_sequences", true}, {"return_state", true}}),
+                   with_states(1, 4)});
+  cases.push_back({"GruResetBeforeStatesFromGivenState",
+                   entry("GRU", {{"units", 3}, {"reset_after", false}, {"return_state", true}}),
+                   with_states(1, 3)});
+  cases.push_back({"SimpleRnnStatesFromGivenState",
+                   entry("SimpleRNN", {{"units", 4}, {"return_state", true}}), with_states(1, 4)});
   check_against_torch(cases);
 }
 

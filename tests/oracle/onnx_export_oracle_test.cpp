@@ -403,6 +403,29 @@ std::vector<Case> cases() {
                   {"q", "v", "k"}, {"attention"}),
        {{{4, 3}}, {{5, 2}}, {{5, 3}}},
        false});
+  // An encoder's final states starting two decoders (return_state, initial_state in Keras 2's
+  // form: the states after the sequence in the call's list), the models' outputs among the
+  // layers' later ones: ONNX's initial_h/initial_c and Y_h/Y_c, the parts sliced from the packs.
+  {
+    const auto ref = [](const char* layer, int tensor) {
+      return json{layer, 0, tensor, json::object()};
+    };
+    json layers = {
+        input_layer("enc", {5, 3}),
+        input_layer("dec", {4, 2}),
+        call("LSTM", "encoder", {{"units", 4}, {"return_state", true}}, {"enc"}),
+        call("LSTM", "decoder", {{"units", 4}, {"return_sequences", true}, {"return_state", true}},
+             {"dec"}),
+        call("GRU", "gru", {{"units", 4}, {"return_state", true}}, {"dec"}),
+        call("Dense", "dense", {{"units", 2}}, {"decoder"})};
+    layers[3]["inbound_nodes"][0].push_back(ref("encoder", 1));
+    layers[3]["inbound_nodes"][0].push_back(ref("encoder", 2));
+    layers[4]["inbound_nodes"][0].push_back(ref("encoder", 1));
+    json model = functional(layers, {"enc", "dec"}, {"dense"});
+    model["config"]["output_layers"] = {
+        {"dense", 0, 0}, {"decoder", 0, 2}, {"gru", 0, 1}, {"encoder", 0, 0}};
+    c.push_back({"seq2seq_states", model, {{{5, 3}}, {{4, 2}}}, false});
+  }
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),
                            call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},

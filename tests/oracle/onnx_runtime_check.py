@@ -118,10 +118,12 @@ def resize_nearest(node, x, roi, scales, sizes=None):
     return x
 
 
-def recurrent(node, x, w, r, b=None):
+def recurrent(node, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None):
     """RNN, LSTM and GRU as the specification writes them: direction forward or bidirectional
-    (the reverse half reads the steps from the last, its Y row t the state after step t), zero
-    initial states, no sequence lengths; output Y [seq, directions, batch, hidden]. Gates: LSTM
+    (the reverse half reads the steps from the last, its Y row t the state after step t), the
+    states from initial_h (and initial_c) [directions, batch, hidden] or zeros, no sequence
+    lengths; outputs Y [seq, directions, batch, hidden], Y_h (and Y_c), the final states
+    [directions, batch, hidden], as many as the node names. Gates: LSTM
     i, o, f, c; GRU z, r, h (linear_before_reset 1: the reset gate times (R_h h + Rb_h); 0: the
     reset gate on h before R_h)."""
     direction = attribute(node, "direction", b"forward")
@@ -134,13 +136,16 @@ def recurrent(node, x, w, r, b=None):
     defaults = {"RNN": ["Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
     gates = w.shape[1] // hidden
     b = np.zeros((w.shape[0], 2 * gates * hidden), np.float32) if b is None else b
+    assert sequence_lens is None, "sequence_lens"
     out = np.zeros((x.shape[0], w.shape[0], x.shape[1], hidden), np.float32)
+    final_h = np.zeros((w.shape[0], x.shape[1], hidden), np.float32)
+    final_c = np.zeros_like(final_h)
     for d in range(w.shape[0]):
         f = [RNN_ACTIVATIONS[n] for n in (names[d * per:(d + 1) * per] or defaults[op])]
         wd, rd = w[d], r[d]
         wb, rb = b[d, :gates * hidden], b[d, gates * hidden:]
-        h = np.zeros((x.shape[1], hidden), np.float32)
-        c = np.zeros_like(h)
+        h = np.zeros((x.shape[1], hidden), np.float32) if initial_h is None else initial_h[d]
+        c = np.zeros_like(h) if initial_c is None else initial_c[d]
         split = lambda v: [v[:, k * hidden:(k + 1) * hidden] for k in range(gates)]
         steps = range(x.shape[0]) if d == 0 else reversed(range(x.shape[0]))
         for t in steps:
@@ -160,7 +165,8 @@ def recurrent(node, x, w, r, b=None):
                     candidate = f[1](xh + (rr * h) @ rd[2 * hidden:].T + rb[2 * hidden:])
                 h = (1 - z) * candidate + z * h
             out[t, d] = h
-    return out
+        final_h[d], final_c[d] = h, c
+    return (out, final_h, final_c)[:len(node.output)]
 
 
 ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.BOOL: np.bool_,
@@ -193,6 +199,7 @@ OPERATORS = {
     "Transpose": lambda n, x: np.transpose(x, attribute(n, "perm")),
     "Reshape": lambda n, x, shape: reshape(x, shape),
     "Unsqueeze": lambda n, x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
+    "Squeeze": lambda n, x, axes: np.squeeze(x, tuple(int(a) for a in axes)),
     "Softmax": lambda n, x: softmax(x, attribute(n, "axis", -1)),
     "ReduceProd": lambda n, x: x.prod(axis=tuple(attribute(n, "axes")),
                                       keepdims=bool(attribute(n, "keepdims", 1))),
@@ -225,7 +232,9 @@ def run_numpy(case):
         values[entry["name"]] = load(entry)
     for node in model.graph.node:
         args = [values[name] if name else None for name in node.input]
-        values[node.output[0]] = np.asarray(OPERATORS[node.op_type](node, *args))
+        result = OPERATORS[node.op_type](node, *args)
+        for name, value in zip(node.output, result if isinstance(result, tuple) else (result,)):
+            values[name] = np.asarray(value)
     worst = 0.0
     for output, entry in zip(model.graph.output, case["outputs"]):
         expected = load(entry)

@@ -87,7 +87,9 @@ class TANDEM_EXPORT Model {
   bool has_lengths_from_data() const;
   std::size_t output_count() const { return output_calls_.size(); }
   const std::string& output_name(std::size_t j) const;
-  const Shape& output_shape(std::size_t j) const { return call_shapes_[output_calls_[j]]; }
+  const Shape& output_shape(std::size_t j) const {
+    return call_parts_[output_calls_[j]][static_cast<std::size_t>(output_parts_[j])];
+  }
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
   const Layer& layer(std::size_t i) const { return *layers_[i]; }
@@ -110,6 +112,17 @@ class TANDEM_EXPORT Model {
   static constexpr int kModelInput = -1;
   static constexpr int model_input(std::size_t i) { return -1 - static_cast<int>(i); }
   const std::vector<int>& call_inputs(std::size_t k) const { return calls_[k].inputs; }
+  /// Which output of its call call k's input i is (Keras' tensor index): 0, unless that call's
+  /// layer gives several (a recurrent layer's return_state: its output, then its states).
+  int call_input_part(std::size_t k, std::size_t i) const {
+    return calls_[k].input_parts.empty() ? 0 : calls_[k].input_parts[i];
+  }
+  /// Call k's outputs, per sample: {call_output_shape(k)}, or the shapes of the several a layer
+  /// gives, which its output holds packed (each sample's row every part's values in order, so
+  /// call_output_shape(k) is {their total}; pipelines hand them over as one tensor).
+  const std::vector<Shape>& call_output_parts(std::size_t k) const { return call_parts_[k]; }
+  /// Which output of output_call(j) model output j is.
+  int output_part(std::size_t j) const { return output_parts_[j]; }
   /// Call k's output shape (per sample), which of its layer's calls it is (0 for the first),
   /// the names of its arguments after the first input (MultiHeadAttention's "value", ...; empty
   /// for most layers) and its other keyword options (a JSON object).
@@ -289,8 +302,18 @@ class TANDEM_EXPORT Model {
   std::vector<std::pair<Layer*, std::string>> keras3_layers_of(std::size_t scope,
                                                                const std::string& prefix) const;
   // Adds `grad` to the gradient of call k's output in this backward pass, on `ops` (the
-  // backend of the call the gradient came from: where it lives).
-  void add_output_grad(std::size_t i, const Tensor* grad, backend::Backend& ops);
+  // backend of the call the gradient came from: where it lives): the gradient of output `part`
+  // of a call of several outputs (into its columns of the packed gradient), else of the whole.
+  void add_output_grad(std::size_t k, const Tensor* grad, backend::Backend& ops, int part = -1);
+  // The shape of output `part` of call `value` (a model input's for a negative value), the
+  // reader `reader` naming it at `path` (ConfigError for an output the call does not give).
+  const Shape& value_shape(int value, int part, const std::string& reader,
+                           const std::string& path) const;
+  // Output `part` of call k's packed output `packed` (several outputs) copied into `into`.
+  const Tensor& take_part(const Tensor& packed, std::size_t k, int part, Tensor& into,
+                          backend::Backend& ops) const;
+  // Where output `part` of call k starts in its packed rows.
+  std::int64_t part_offset(std::size_t k, int part) const;
 
   // One call of a layer. A layer's first call runs the layer itself; a later call of a shared
   // layer runs a twin (made from the same config) whose weights are the layer's own tensors.
@@ -305,6 +328,7 @@ class TANDEM_EXPORT Model {
     nlohmann::json options = nlohmann::json::object();
     // The mode it runs in whatever the model's (Keras 2's explicit `training`); none: the model's.
     std::optional<bool> training;
+    std::vector<int> input_parts{};  // see call_input_part(); empty: every input's part 0
   };
   // A twin's weights are the layer's own tensors and it computes on the layer's backend.
   void sync_twin(const Call& call);
@@ -319,6 +343,13 @@ class TANDEM_EXPORT Model {
   std::vector<std::vector<std::size_t>> calls_of_layer_;  // per layer, its calls in order
   std::vector<Shape> output_shapes_;  // [0] = input 0's shape, [i+1] = layer i's first call's output
   std::vector<Shape> call_shapes_;    // per call, its output shape
+  std::vector<std::vector<Shape>> call_parts_;  // per call, its outputs (see call_output_parts)
+  std::vector<int> output_parts_;               // per model output, see output_part()
+  // A part of a call of several outputs as a reader takes it (per call, per input), and each
+  // model output that is one; a part's gradient added into its columns (scratch).
+  std::vector<std::vector<Tensor>> input_part_values_;
+  std::vector<Tensor> output_part_values_;
+  Tensor part_gradient_;
   // One step's working state: each call's output (owned by its runner), each output's gradient
   // (a runner's, or grad_sums_[k] where several calls read output k), the input list of a call.
   std::vector<const Tensor*> outputs_, output_grads_;

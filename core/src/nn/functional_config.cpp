@@ -48,8 +48,9 @@ CallRef read_keras_tensor(const json& arg, const std::string& path) {
   return read_history(arg["config"]["keras_history"], path + ".config.keras_history");
 }
 
-// Keyword arguments: tensors (as `is_tensor` tells) become named inputs, nulls are left out,
-// anything else is an option.
+// Keyword arguments: tensors (as `is_tensor` tells) become named inputs — a list of tensors
+// (a recurrent layer's initial_state) one input per tensor, each under the keyword's name —,
+// nulls are left out, anything else is an option.
 template <class IsTensor, class ReadTensor>
 void read_keywords(const json& kwargs, const std::string& path, CallSpec& spec,
                    IsTensor is_tensor, ReadTensor read_tensor) {
@@ -59,9 +60,16 @@ void read_keywords(const json& kwargs, const std::string& path, CallSpec& spec,
                                 kwargs.dump());
   for (const auto& [key, value] : kwargs.items()) {
     if (value.is_null()) continue;
+    const bool tensors =
+        value.is_array() && !value.empty() && std::all_of(value.begin(), value.end(), is_tensor);
     if (is_tensor(value)) {
       spec.inputs.push_back(read_tensor(value, path + "." + key));
       spec.names.push_back(key);
+    } else if (tensors) {
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        spec.inputs.push_back(read_tensor(value[i], at_index(path + "." + key, i)));
+        spec.names.push_back(key);
+      }
     } else {
       spec.options[key] = value;
     }
@@ -354,11 +362,12 @@ void count_calls_from_zero(std::vector<FunctionalLayer>& called, std::vector<Cal
     renumber(outputs[j], first.in_outputs, at_index(outputs_path, j));
 }
 
-// Every reference of every call names a layer of the model, one of its calls, and its one
-// output unless it is a nested model (model_graph.cpp checks those).
+// Every reference of every call names a layer of the model and one of its calls; an InputLayer's
+// one output (the outputs of a nested model are model_graph.cpp's to check, a layer's the
+// Model's, once it knows how many the layer gives).
 void check_references(const std::vector<FunctionalLayer>& called,
                       const std::map<std::string, std::size_t>& calls_of_name,
-                      const std::set<std::string>& models) {
+                      const std::vector<FunctionalInput>& input_layers) {
   for (const auto& layer : called)
     for (std::size_t k = 0; k < layer.calls.size(); ++k)
       for (const auto& ref : layer.calls[k].inputs) {
@@ -372,7 +381,10 @@ void check_references(const std::vector<FunctionalLayer>& called,
                                     std::to_string(ref.call) + " of '" + ref.layer +
                                     "', which is called " + std::to_string(it->second) +
                                     " time" + (it->second == 1 ? "" : "s"));
-        if (ref.tensor != 0 && !models.count(ref.layer))
+        const bool input =
+            std::any_of(input_layers.begin(), input_layers.end(),
+                        [&](const FunctionalInput& i) { return i.name == ref.layer; });
+        if (ref.tensor < 0 || (ref.tensor != 0 && input))
           throw ConfigError(at, "layer '" + layer.name + "' takes output " +
                                     std::to_string(ref.tensor) + " of '" + ref.layer +
                                     "', which has one output (tensor index 0)");
@@ -474,7 +486,6 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
   FunctionalGraph graph;
   std::map<std::string, std::string> path_of_name;
   std::map<std::string, std::size_t> calls_of_name;
-  std::set<std::string> models;
   std::vector<FunctionalLayer> called;
   std::vector<FunctionalInput> input_layers;  // in config order
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -499,10 +510,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
     if (!nodes.is_array() || nodes.empty())
       throw ConfigError(path + ".inbound_nodes", "layer '" + name + "' is not called on anything");
     FunctionalLayer layer{&entry, path, name, {}, is_model_entry(entry)};
-    if (layer.model) {
-      require_model_layers(entry, path);
-      models.insert(name);
-    }
+    if (layer.model) require_model_layers(entry, path);
     for (std::size_t k = 0; k < nodes.size(); ++k)
       layer.calls.push_back(read_call(nodes[k], path + ".inbound_nodes[" + std::to_string(k) + "]"));
     calls_of_name[name] = nodes.size();
@@ -512,7 +520,7 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
   std::vector<CallRef> outputs = read_endpoints(config, "output_layers", "outputs");
   count_calls_from_zero(called, outputs, config.path_of("output_layers"),
                         first_nodes(called, outputs, keras3_calls(layers)));
-  check_references(called, calls_of_name, models);
+  check_references(called, calls_of_name, input_layers);
   graph.inputs = read_inputs(config, input_layers);
   for (std::size_t j = 0; j < outputs.size(); ++j) {
     const std::string at = at_index(config.path_of("output_layers"), j);
@@ -523,9 +531,9 @@ FunctionalGraph read_functional_graph(ConfigObject& config) {
         static_cast<std::size_t>(outputs[j].call) >= calls_of_name[outputs[j].layer])
       throw ConfigError(at, "names call " + std::to_string(outputs[j].call) + " of '" +
                                 outputs[j].layer + "', which the model does not have");
-    if (outputs[j].tensor != 0 && !models.count(outputs[j].layer))
+    if (outputs[j].tensor < 0)
       throw ConfigError(at, "names output " + std::to_string(outputs[j].tensor) + " of '" +
-                                outputs[j].layer + "', which has one output (tensor index 0)");
+                                outputs[j].layer + "': tensor indices count from 0");
   }
   graph.calls = topological(called, graph.inputs);
   for (const CallRef& out : outputs)

@@ -112,6 +112,19 @@ class CallArguments {
                                   const nlohmann::json& options, const std::string& path) = 0;
 };
 
+/// A layer whose call gives several tensors (a recurrent layer with return_state: its output
+/// and its final states), which a functional model's references pick by Keras' tensor index
+/// (["lstm", 0, 1]). Its forward returns them packed — each sample's row holding every part's
+/// values flattened, in order, as a model packs its several outputs — and build() returns
+/// {their total values}; its backward takes their gradients packed the same way (zeros for a
+/// part nothing reads). The Model hands each reader the part it names.
+class SeveralOutputs {
+ public:
+  virtual ~SeveralOutputs() = default;
+  /// The parts' per-sample shapes, in Keras' order (after build; one part: a plain output).
+  virtual std::vector<Shape> output_parts() const = 0;
+};
+
 class WeightConstraint;
 class WeightRegularizer;
 
@@ -197,6 +210,9 @@ inline WeightRules* weight_rules_of(Layer& layer) {
 }
 inline MaskedSteps* masked_steps_of(Layer& layer) {
   return dynamic_cast<MaskedSteps*>(&layer);
+}
+inline SeveralOutputs* several_outputs_of(Layer& layer) {
+  return dynamic_cast<SeveralOutputs*>(&layer);
 }
 
 }  // namespace tandem::nn

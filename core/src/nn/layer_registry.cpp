@@ -1133,13 +1133,9 @@ ActivationKind read_cell_activation(ConfigObject& c, const std::string& key,
 }
 
 // What Keras' RNN layers accept and Tandem runs differently or not at all: the same results
-// (unroll, implementation), or a ConfigError naming the key (states returned or carried over
-// between batches, time-major inputs).
+// (unroll, implementation), or a ConfigError naming the key (states carried over between
+// batches, time-major inputs).
 void read_recurrent_flags(ConfigObject& c) {
-  if (c.get_bool("return_state", false))
-    throw ConfigError(c.path_of("return_state"),
-                      "returning the final states as extra outputs is not supported by Tandem; "
-                      "set it to false (return_sequences gives every step's output)");
   if (c.get_bool("stateful", false))
     throw ConfigError(c.path_of("stateful"),
                       "states carried from batch to batch are not supported by Tandem (batches "
@@ -1170,6 +1166,7 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
   if (kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
   if (kind == RecurrentKind::gru) o.reset_after = c.get_bool("reset_after", true);
   o.return_sequences = c.get_bool("return_sequences", false);
+  o.return_state = c.get_bool("return_state", false);
   o.go_backwards = c.get_bool("go_backwards", false);
   o.zero_output_for_mask = c.get_bool("zero_output_for_mask", false);
   read_recurrent_flags(c);
@@ -1217,6 +1214,10 @@ std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const 
   lc.ignore({"name", "trainable", "dtype"});
   require_null(lc, {"activity_regularizer"});
   auto layer = read_recurrent(lc, direction_layer_name(prefix, inner), kinds.at(cls));
+  if (layer->returns_state())
+    throw ConfigError(lc.path_of("return_state"),
+                      "a Bidirectional's layers returning their states (the Bidirectional's "
+                      "return_state) is not supported by Tandem; set it to false");
   lc.finish();
   return layer;
 }

@@ -347,6 +347,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   if (layers_.empty()) throw ConfigError(layers_path, "the model has no layers");
   if (input_shape) inputs_ = {{"", input_config, *input_shape, input_path}};
   output_calls_ = {calls_.size() - 1};
+  output_parts_ = {0};
   output_layers_ = {layers_.back()->name()};
   nn::Scope root;
   root.name = name_;
@@ -354,7 +355,7 @@ void Model::read_sequential(const json& layers, const std::string& layers_path,
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     nn::ScopeMember member;
     member.index = i;
-    member.outputs = {{static_cast<int>(i)}};
+    member.outputs = {{{static_cast<int>(i), 0}}};
     root.members.push_back(std::move(member));
   }
   scopes_ = std::make_shared<const std::vector<nn::Scope>>(std::vector<nn::Scope>{std::move(root)});
@@ -410,6 +411,7 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
     used_names.insert(input.name);
   }
   output_calls_ = graph.outputs;
+  output_parts_ = graph.output_parts;
   output_layers_ = graph.output_layers;
   std::map<std::string, int> name_counts;
   std::optional<Shape> first_declared;  // a Sequential model's input shape, on its first layer
@@ -455,13 +457,43 @@ void Model::read_graph(const nn::ModelGraph& graph, std::vector<std::string>& ca
       throw ConfigError(at, "layer '" + entry.name + "' (" + runner->class_name() +
                                 ") takes one input, but is called on " +
                                 std::to_string(call.inputs.size()));
-    Call made{call.layer,         runner,       call.inputs, call.call, std::move(names),
-              std::move(options), call.training};
+    Call made{call.layer,         runner,        call.inputs,     call.call, std::move(names),
+              std::move(options), call.training, call.input_parts};
     calls_of_layer_[call.layer].push_back(calls_.size());
     calls_.push_back(std::move(made));
     call_paths.push_back(entry.calls.size() == 1 ? entry.path : at);
   }
   scopes_ = std::make_shared<const std::vector<nn::Scope>>(graph.scopes);
+}
+
+const Shape& Model::value_shape(int value, int part, const std::string& reader,
+                                const std::string& path) const {
+  if (value < 0) return inputs_[static_cast<std::size_t>(-1 - value)].shape;
+  const auto& parts = call_parts_[static_cast<std::size_t>(value)];
+  if (part < 0 || static_cast<std::size_t>(part) >= parts.size()) {
+    const Layer& layer = *calls_[static_cast<std::size_t>(value)].runner;
+    throw ConfigError(path, reader + " takes output " + std::to_string(part) + " of '" +
+                                layer.name() + "' (" + layer.class_name() + "), which has " +
+                                (parts.size() == 1 ? std::string("one output (tensor index 0)")
+                                                   : std::to_string(parts.size()) + " outputs"));
+  }
+  return parts[static_cast<std::size_t>(part)];
+}
+
+std::int64_t Model::part_offset(std::size_t k, int part) const {
+  std::int64_t offset = 0;
+  for (int j = 0; j < part; ++j) offset += shape_size(call_parts_[k][static_cast<std::size_t>(j)]);
+  return offset;
+}
+
+const Tensor& Model::take_part(const Tensor& packed, std::size_t k, int part, Tensor& into,
+                               backend::Backend& ops) const {
+  const Shape& shape = call_parts_[k][static_cast<std::size_t>(part)];
+  const std::int64_t width = shape_size(shape);
+  ops.place(into, nn::with_batch(packed.rank() > 0 ? packed.dim(0) : 0, shape));
+  ops.copy_columns(packed, shape_size(call_shapes_[k]), part_offset(k, part), into, width, 0,
+                   width);
+  return into;
 }
 
 void Model::take_lengths_from_data(const DataInputShapes& data_shapes) {
@@ -496,8 +528,8 @@ bool Model::has_lengths_from_data() const {
 
 void Model::check_nested_inputs(const std::vector<nn::InputCheck>& checks) const {
   for (const nn::InputCheck& check : checks) {
-    const Shape& given = check.value < 0 ? inputs_[static_cast<std::size_t>(-1 - check.value)].shape
-                                         : call_shapes_[static_cast<std::size_t>(check.value)];
+    const Shape& given =
+        value_shape(check.value, check.part, "model '" + check.model + "'", check.call_path);
     const Shape expected = read_input_layer(config_of(*check.entry), check.input_path + ".config");
     if (!nn::fits_declared(given, expected))
       throw ConfigError(check.call_path, "passes model '" + check.model + "' a tensor of shape " +
@@ -512,18 +544,27 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
   Rng twins_init(0);  // a twin's own initial weights are never used: keep `init`'s sequence
   output_shapes_ = {inputs_[0].shape};
   call_shapes_.clear();
+  call_parts_.clear();
   for (std::size_t k = 0; k < calls_.size(); ++k) {
     const Call& call = calls_[k];
+    const std::string reader = "layer '" + call.runner->name() + "'";
     std::vector<Shape> shapes;
-    for (int in : call.inputs)
-      shapes.push_back(in < 0 ? inputs_[static_cast<std::size_t>(-1 - in)].shape
-                              : call_shapes_[static_cast<std::size_t>(in)]);
+    for (std::size_t i = 0; i < call.inputs.size(); ++i)
+      shapes.push_back(value_shape(call.inputs[i], call_input_part(k, i), reader, call_paths[k]));
     try {
       call_shapes_.push_back(
           call.runner->build_inputs(shapes, call.number == 0 ? init : twins_init));
     } catch (const ShapeError& e) {
       throw ConfigError(call_paths[k], e.what());
     }
+    const nn::SeveralOutputs* several = nn::several_outputs_of(*call.runner);
+    call_parts_.push_back(several ? several->output_parts()
+                                  : std::vector<Shape>{call_shapes_.back()});
+    if (!functional_ && call_parts_.back().size() > 1)
+      throw ConfigError(call_paths[k], reader + " (" + call.runner->class_name() + ") gives " +
+                                           std::to_string(call_parts_.back().size()) +
+                                           " outputs: a Sequential model's layers give one, as "
+                                           "Keras requires; take them apart in a functional model");
     if (call.number == 0) {
       output_shapes_.push_back(call_shapes_.back());
       continue;
@@ -543,7 +584,15 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
                                            ") draws random numbers: Tandem does not call such a "
                                            "layer more than once");
   }
+  for (std::size_t j = 0; j < output_calls_.size(); ++j)
+    value_shape(static_cast<int>(output_calls_[j]), output_parts_[j],
+                "output " + std::to_string(j) + " of model '" + name_ + "'",
+                call_paths[output_calls_[j]]);
   grad_sums_.resize(calls_.size());
+  input_part_values_.assign(calls_.size(), {});
+  for (std::size_t k = 0; k < calls_.size(); ++k)
+    input_part_values_[k].resize(calls_[k].inputs.size());
+  output_part_values_.resize(output_calls_.size());
   all_calls_.resize(calls_.size());
   std::iota(all_calls_.begin(), all_calls_.end(), std::size_t{0});
   packed_input_shape_ = inputs_[0].shape;
@@ -564,13 +613,20 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     }
     output_names_.push_back(name);
   }
+  // A layer's later outputs (a recurrent layer's states) carry no mask, as in Keras: their
+  // readers see them as the model's inputs are seen, unmasked.
   std::vector<nn::MaskedCall> masked;
-  for (const Call& call : calls_) masked.push_back({call.runner, call.inputs});
+  for (std::size_t k = 0; k < calls_.size(); ++k) {
+    std::vector<int> sources = calls_[k].inputs;
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      if (call_input_part(k, i) > 0) sources[i] = kModelInput;
+    masked.push_back({calls_[k].runner, sources});
+  }
   masks_ = nn::SequenceMasks::plan(masked, keras2_, output_calls_, call_paths);
-  packed_output_shape_ = call_shapes_[output_calls_[0]];
+  packed_output_shape_ = output_shape(0);
   if (output_calls_.size() > 1) {
     std::int64_t total = 0;
-    for (std::size_t k : output_calls_) total += shape_size(call_shapes_[k]);
+    for (std::size_t j = 0; j < output_calls_.size(); ++j) total += shape_size(output_shape(j));
     packed_output_shape_ = {total};
   }
   // A relu moves into the layer that computes its input where that layer can apply it in its own
@@ -648,10 +704,18 @@ void Model::forward_calls(const std::vector<std::size_t>& calls, bool training,
     const Call& call = calls_[k];
     if (call.number > 0) sync_twin(call);
     call_inputs_.clear();
-    for (int in : call.inputs)
+    for (std::size_t i = 0; i < call.inputs.size(); ++i) {
+      const int in = call.inputs[i];
+      if (in >= 0 && call_parts_[static_cast<std::size_t>(in)].size() > 1) {
+        call_inputs_.push_back(&take_part(*outputs_[static_cast<std::size_t>(in)],
+                                          static_cast<std::size_t>(in), call_input_part(k, i),
+                                          input_part_values_[k][i], call.runner->ops()));
+        continue;
+      }
       call_inputs_.push_back(in >= 0                ? outputs_[static_cast<std::size_t>(in)]
                              : inputs_.size() == 1 ? &forward_input_
                                                    : &input_parts_[static_cast<std::size_t>(-1 - in)]);
+    }
     call.runner->set_sample_offset(sample_offset);
     if (masks_) masks_->before(k);
     outputs_[k] = &call.runner->forward_inputs(call_inputs_, call.training.value_or(training));
@@ -661,7 +725,13 @@ void Model::forward_calls(const std::vector<std::size_t>& calls, bool training,
 
 const std::vector<const Tensor*>& Model::forward_results() {
   model_outputs_.clear();
-  for (std::size_t k : output_calls_) model_outputs_.push_back(outputs_[k]);
+  for (std::size_t j = 0; j < output_calls_.size(); ++j) {
+    const std::size_t k = output_calls_[j];
+    model_outputs_.push_back(call_parts_[k].size() == 1
+                                 ? outputs_[k]
+                                 : &take_part(*outputs_[k], k, output_parts_[j],
+                                              output_part_values_[j], calls_[k].runner->ops()));
+  }
   return model_outputs_;
 }
 
@@ -766,7 +836,8 @@ void Model::start_backward(const std::vector<const Tensor*>& grad_outputs) {
   }
   output_grads_.assign(n, nullptr);
   for (std::size_t j = 0; j < output_calls_.size(); ++j)
-    add_output_grad(output_calls_[j], grad_outputs[j], calls_[output_calls_[j]].runner->ops());
+    add_output_grad(output_calls_[j], grad_outputs[j], calls_[output_calls_[j]].runner->ops(),
+                    output_parts_[j]);
   // An activity regularizer reads its call's output: one more gradient into it.
   if (activity_grads_pending_)
     for (std::size_t k = 0; k < n; ++k)
@@ -789,7 +860,8 @@ void Model::backward_calls(const std::vector<std::size_t>& calls,
       backward_ran_[k] = true;
       for (std::size_t j = 0; j < grads.size() && j < call.inputs.size(); ++j)
         if (leads_to_training(call.inputs[j]))
-          add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j], call.runner->ops());
+          add_output_grad(static_cast<std::size_t>(call.inputs[j]), grads[j], call.runner->ops(),
+                          call_input_part(k, j));
     }
     // The layer's first call is its last in this pass: its gradient is complete now.
     if (call.number == 0) {
@@ -814,14 +886,34 @@ void Model::sum_twin_gradients(std::size_t layer, const std::vector<bool>& ran) 
   }
 }
 
-void Model::add_output_grad(std::size_t k, const Tensor* grad, backend::Backend& ops) {
+void Model::add_output_grad(std::size_t k, const Tensor* grad, backend::Backend& ops, int part) {
+  Tensor& sum = grad_sums_[k];
+  if (part >= 0 && call_parts_[k].size() > 1) {
+    // Into the part's columns of the packed gradient, which starts at zero (or at a gradient
+    // handed over whole, a pipeline's).
+    const Shape packed = nn::with_batch(grad->rank() > 0 ? grad->dim(0) : 0, call_shapes_[k]);
+    if (output_grads_[k] != &sum) {
+      ops.place(sum, packed);
+      if (output_grads_[k])
+        ops.copy(*output_grads_[k], sum);
+      else
+        ops.fill(sum, 0.0f);
+      output_grads_[k] = &sum;
+    }
+    const std::int64_t total = shape_size(call_shapes_[k]), offset = part_offset(k, part),
+                       width = shape_size(call_parts_[k][static_cast<std::size_t>(part)]);
+    ops.place(part_gradient_, grad->shape());
+    ops.copy_columns(sum, total, offset, part_gradient_, width, 0, width);
+    ops.add(part_gradient_, *grad, part_gradient_);
+    ops.copy_columns(part_gradient_, width, 0, sum, total, offset, width);
+    return;
+  }
   // The first reader's gradient is used as it is; a second one sums into grad_sums_[k], in the
   // order the readers ran backward (last call first), the same on every replica.
   if (!output_grads_[k]) {
     output_grads_[k] = grad;
     return;
   }
-  Tensor& sum = grad_sums_[k];
   if (output_grads_[k] != &sum) ops.place(sum, output_grads_[k]->shape());
   ops.add(*output_grads_[k], *grad, sum);
   output_grads_[k] = &sum;
@@ -973,13 +1065,15 @@ json Model::functional_config() const {
                       {"inbound_nodes", json::array()}});
     input_layers.push_back(json::array({input.name, 0, 0}));
   }
-  for (std::size_t k : output_calls_)
-    output_layers.push_back(json::array({layers_[calls_[k].layer]->name(), calls_[k].number, 0}));
-  const auto reference = [&](int in) {
+  for (std::size_t j = 0; j < output_calls_.size(); ++j) {
+    const Call& c = calls_[output_calls_[j]];
+    output_layers.push_back(json::array({layers_[c.layer]->name(), c.number, output_parts_[j]}));
+  }
+  const auto reference = [&](int in, int part) {
     if (in < 0)
       return json::array({inputs_[static_cast<std::size_t>(-1 - in)].name, 0, 0, json::object()});
     const Call& c = calls_[static_cast<std::size_t>(in)];
-    return json::array({layers_[c.layer]->name(), c.number, 0, json::object()});
+    return json::array({layers_[c.layer]->name(), c.number, part, json::object()});
   };
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     json nodes = json::array();
@@ -989,14 +1083,21 @@ json Model::functional_config() const {
       const std::size_t first = call.inputs.size() - call.argument_names.size();
       json kwargs = call.options;
       if (call.training) kwargs["training"] = *call.training;
+      // A name given to several tensors (a recurrent layer's initial_state) names their list.
+      std::map<std::string, int> named;
+      for (const std::string& n : call.argument_names) ++named[n];
       for (std::size_t j = first; j < call.inputs.size(); ++j) {
-        json ref = reference(call.inputs[j]);
+        json ref = reference(call.inputs[j], call_input_part(k, j));
         ref.erase(3);
-        kwargs[call.argument_names[j - first]] = ref;
+        const std::string& name = call.argument_names[j - first];
+        if (named[name] == 1)
+          kwargs[name] = ref;
+        else
+          kwargs[name].push_back(ref);
       }
       json node = json::array();
       for (std::size_t j = 0; j < first; ++j) {
-        json ref = reference(call.inputs[j]);
+        json ref = reference(call.inputs[j], call_input_part(k, j));
         ref[3] = kwargs;
         node.push_back(ref);
       }
@@ -1060,9 +1161,18 @@ std::string Model::summary(bool expand_nested) const {
     std::int64_t params = 0;
     std::vector<std::string> connected;  // every call's inputs, as Keras lists a shared layer's
   };
-  const auto shape_of = [&](int value) -> const Shape& {
-    return value < 0 ? inputs_[static_cast<std::size_t>(-1 - value)].shape
-                     : call_shapes_[static_cast<std::size_t>(value)];
+  // A value's shape as Keras prints it; with `whole`, a layer's several outputs as the list they
+  // are (a nested model's output is the one part it names).
+  const auto shape_of = [&](const nn::ValueRef& value, bool whole) {
+    if (value.call < 0)
+      return shape_to_string(inputs_[static_cast<std::size_t>(-1 - value.call)].shape, true);
+    const auto& parts = call_parts_[static_cast<std::size_t>(value.call)];
+    if (!whole) return shape_to_string(parts[static_cast<std::size_t>(value.part)], true);
+    if (parts.size() == 1) return shape_to_string(parts[0], true);
+    std::string shown;
+    for (const Shape& part : parts)
+      shown += (shown.empty() ? "" : ", ") + shape_to_string(part, true);
+    return "[" + shown + "]";
   };
   std::vector<Row> rows;
   const auto add_rows = [&](std::size_t scope, int depth, const auto& self) -> void {
@@ -1090,7 +1200,7 @@ std::string Model::summary(bool expand_nested) const {
       for (const auto& call : member.outputs) {
         std::string shown;
         for (std::size_t t = 0; t < call.size(); ++t)
-          shown += (t ? ", " : "") + shape_to_string(shape_of(call[t]), true);
+          shown += (t ? ", " : "") + shape_of(call[t], member.kind == nn::ScopeMember::Kind::layer);
         shapes.push_back(call.size() > 1 ? "[" + shown + "]" : shown);
       }
       row.shape = std::all_of(shapes.begin(), shapes.end(),

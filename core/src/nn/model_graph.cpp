@@ -33,8 +33,8 @@ class Flattener {
   std::size_t read_scope(ConfigObject& cfg, bool sequential, Scope scope);
   // Emits one call of scope `s` on `args` (a value per input of the scope; `path` is the call's
   // JSON path) in the mode `training` says (none: the model's): the values of its outputs.
-  std::vector<int> emit(std::size_t s, const std::vector<int>& args, const std::string& path,
-                        std::optional<bool> training);
+  std::vector<ValueRef> emit(std::size_t s, const std::vector<ValueRef>& args,
+                             const std::string& path, std::optional<bool> training);
   // Every emitted call leads to an output of the model.
   void check_every_call_used() const;
   // The scopes' members with their ModelGraph indices.
@@ -51,7 +51,7 @@ class Flattener {
     FunctionalGraph graph;
     std::vector<int> child;
     std::vector<int> members;
-    std::vector<std::vector<std::vector<int>>> outputs;
+    std::vector<std::vector<std::vector<ValueRef>>> outputs;
   };
   std::size_t read_nested(const FunctionalLayer& layer, std::size_t parent);
   void check_nested_calls(const FunctionalGraph& level, std::size_t l, std::size_t child,
@@ -171,25 +171,32 @@ std::size_t Flattener::flat_layer(const FunctionalLayer& layer, std::size_t scop
   return it->second;
 }
 
-std::vector<int> Flattener::emit(std::size_t s, const std::vector<int>& args,
-                                 const std::string& path, std::optional<bool> training) {
+std::vector<ValueRef> Flattener::emit(std::size_t s, const std::vector<ValueRef>& args,
+                                      const std::string& path, std::optional<bool> training) {
   Level& level = levels_[s];
   const FunctionalGraph& g = level.graph;
   for (std::size_t i = 0; i < g.inputs.size(); ++i)
     if (g.inputs[i].entry)
-      graph.input_checks.push_back(
-          {args[i], g.inputs[i].entry, g.inputs[i].path, graph.scopes[s].name, path});
-  std::vector<std::vector<int>> values(g.calls.size());
+      graph.input_checks.push_back({args[i].call, g.inputs[i].entry, g.inputs[i].path,
+                                    graph.scopes[s].name, path, args[i].part});
+  // Per call, its outputs' values: a nested model's (checked against its outputs), or a layer's
+  // call whose output a reference's tensor index picks (checked by the Model, which knows how
+  // many the layer gives).
+  std::vector<std::vector<ValueRef>> values(g.calls.size());
+  const auto value_of = [&](int src, int tensor) {
+    const auto c = static_cast<std::size_t>(src);
+    if (level.child[g.calls[c].layer] >= 0) return values[c][static_cast<std::size_t>(tensor)];
+    return ValueRef{values[c][0].call, tensor};
+  };
   for (std::size_t c = 0; c < g.calls.size(); ++c) {
     const FunctionalCall& call = g.calls[c];
     const FunctionalLayer& layer = g.layers[call.layer];
     const CallSpec& spec = layer.calls[static_cast<std::size_t>(call.call)];
-    std::vector<int> in;
+    std::vector<ValueRef> in;
     for (std::size_t j = 0; j < call.inputs.size(); ++j) {
       const int src = call.inputs[j];
       in.push_back(src < 0 ? args[static_cast<std::size_t>(-1 - src)]
-                           : values[static_cast<std::size_t>(src)]
-                                   [static_cast<std::size_t>(spec.inputs[j].tensor)]);
+                           : value_of(src, spec.inputs[j].tensor));
     }
     const std::string at = call_path(layer, static_cast<std::size_t>(call.call));
     // A call's own `training` wins over its nested model's call's, as in tf.keras 2.
@@ -199,17 +206,22 @@ std::vector<int> Flattener::emit(std::size_t s, const std::vector<int>& args,
     } else {
       const std::size_t flat = flat_layer(layer, s);
       FlatLayer& f = graph.layers[flat];
-      graph.calls.push_back({flat, static_cast<int>(f.calls.size()), in, mode});
+      FunctionalCall emitted{flat, static_cast<int>(f.calls.size()), {}, mode};
+      for (const ValueRef& v : in) {
+        emitted.inputs.push_back(v.call);
+        emitted.input_parts.push_back(v.part);
+      }
+      graph.calls.push_back(std::move(emitted));
       f.calls.push_back(spec);
       f.call_paths.push_back(at);
-      values[c] = {static_cast<int>(graph.calls.size()) - 1};
+      values[c] = {{static_cast<int>(graph.calls.size()) - 1, 0}};
     }
     auto& recorded = levels_[s].outputs[call.layer];
     if (recorded.size() == static_cast<std::size_t>(call.call)) recorded.push_back(values[c]);
   }
-  std::vector<int> out;
+  std::vector<ValueRef> out;
   for (std::size_t j = 0; j < g.outputs.size(); ++j)
-    out.push_back(values[g.outputs[j]][static_cast<std::size_t>(g.output_refs[j].tensor)]);
+    out.push_back(value_of(static_cast<int>(g.outputs[j]), g.output_refs[j].tensor));
   return out;
 }
 
@@ -263,19 +275,20 @@ void Flattener::resolve_members() {
 void Flattener::emit_model(const std::string& path) {
   const FunctionalGraph& g = levels_[0].graph;
   graph.inputs = g.inputs;
-  std::vector<int> args;
-  for (std::size_t i = 0; i < g.inputs.size(); ++i) args.push_back(-1 - static_cast<int>(i));
+  std::vector<ValueRef> args;
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) args.push_back({-1 - static_cast<int>(i), 0});
   // The model's own InputLayers are its inputs, not checks.
-  const std::vector<int> outputs = emit(0, args, path, std::nullopt);
+  const std::vector<ValueRef> outputs = emit(0, args, path, std::nullopt);
   graph.input_checks.erase(graph.input_checks.begin(),
                            graph.input_checks.begin() +
                                static_cast<std::ptrdiff_t>(std::count_if(
                                    g.inputs.begin(), g.inputs.end(),
                                    [](const FunctionalInput& in) { return in.entry != nullptr; })));
   for (std::size_t j = 0; j < outputs.size(); ++j) {
-    if (outputs[j] < 0)
+    if (outputs[j].call < 0)
       throw ConfigError(path, "output " + std::to_string(j) + " of the model is one of its inputs");
-    graph.outputs.push_back(static_cast<std::size_t>(outputs[j]));
+    graph.outputs.push_back(static_cast<std::size_t>(outputs[j].call));
+    graph.output_parts.push_back(outputs[j].part);
     graph.output_layers.push_back(g.output_refs[j].layer);
   }
 }

@@ -25,6 +25,13 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
+/// A tensor of the flattened graph: output `part` of call `call` (a ModelGraph::calls index;
+/// part 0 unless the call's layer gives several outputs), or the model's input -1 - call.
+struct ValueRef {
+  int call = 0;
+  int part = 0;
+};
+
 /// A member of a model or of a model nested in it, as Keras lists its model.layers.
 struct ScopeMember {
   enum class Kind { input, layer, model };
@@ -33,9 +40,8 @@ struct ScopeMember {
   std::size_t index = 0;
   /// Per call in this scope, Keras' names of the tensors it takes ("dense[0][0]").
   std::vector<std::vector<std::string>> connected;
-  /// Per call in this scope, a value (ModelGraph::calls index, or -1 - i for the model's input
-  /// i) for each of its outputs.
-  std::vector<std::vector<int>> outputs;
+  /// Per call in this scope, the value of each of its outputs.
+  std::vector<std::vector<ValueRef>> outputs;
 };
 
 /// The model itself (scopes[0]) or a model nested in it.
@@ -66,6 +72,7 @@ struct InputCheck {
   std::string input_path;                 // its JSON path
   std::string model;                      // the nested model's name
   std::string call_path;                  // the JSON path of the call that passes the value
+  int part = 0;                           // which output of that call
 };
 
 struct ModelGraph {
@@ -73,6 +80,7 @@ struct ModelGraph {
   std::vector<FlatLayer> layers;           // in the order of their first calls
   std::vector<FunctionalCall> calls;       // topological; a layer and its call number
   std::vector<std::size_t> outputs;        // the calls giving the model's outputs, in order
+  std::vector<int> output_parts;           // per output, which of its call's outputs it is
   std::vector<std::string> output_layers;  // the layer (or nested model) output_layers names
   std::vector<Scope> scopes;               // [0]: the model; more when models are nested
   std::vector<InputCheck> input_checks;

@@ -106,8 +106,61 @@ Shape Recurrent::build(const Shape& input_shape, Rng& init) {
   // cell input mask).
   input_noise_ = noise_groups({steps_, features_}, {1, std::nullopt}, who());
   cell_ = {u, options_.activation, options_.recurrent_activation, reset_before()};
-  if (options_.return_sequences) return {steps_, u};
-  return {u};
+  if (!options_.return_state) return output_parts()[0];
+  std::int64_t total = 0;
+  for (const Shape& part : output_parts()) total += shape_size(part);
+  return {total};
+}
+
+std::vector<Shape> Recurrent::output_parts() const {
+  std::vector<Shape> parts{options_.return_sequences ? Shape{steps_, options_.units}
+                                                     : Shape{options_.units}};
+  if (options_.return_state) parts.resize(1 + state_count(), Shape{options_.units});
+  return parts;
+}
+
+void Recurrent::set_call_arguments(const std::vector<std::string>& tensors,
+                                   const nlohmann::json& options, const std::string& path) {
+  for (const std::string& t : tensors)
+    if (t != "initial_state")
+      throw ConfigError(path, who() +
+                                  " takes the tensors of its sequence and initial_state, "
+                                  "got the argument '" +
+                                  t + "'");
+  if (!options.empty())
+    throw ConfigError(path, who() + " takes no call options here, got " + options.dump() +
+                                " (a mask comes from the layers before it, as in Keras)");
+  called_with_arguments_ = true;
+}
+
+Shape Recurrent::build_inputs(const std::vector<Shape>& input_shapes, Rng& init) {
+  const std::size_t given = input_shapes.size() - 1;
+  if (given != 0 && given != state_count())
+    throw ShapeError(who() + " starts from " +
+                     (state_count() == 2 ? "2 initial states (h and c)" : "1 initial state (h)") +
+                     ", got " + std::to_string(given));
+  const Shape out = build(input_shapes[0], init);
+  for (std::size_t i = 1; i < input_shapes.size(); ++i)
+    if (input_shapes[i] != Shape{options_.units})
+      throw ShapeError(who() + ": initial state " + std::to_string(i - 1) + " has shape " +
+                       shape_to_string(input_shapes[i], true) + ", but the layer's states are " +
+                       shape_to_string({options_.units}, true));
+  return out;
+}
+
+const Tensor& Recurrent::forward_inputs(const std::vector<const Tensor*>& inputs, bool training) {
+  initial_.assign(inputs.begin() + 1, inputs.end());
+  return forward(*inputs[0], training);
+}
+
+std::vector<const Tensor*> Recurrent::backward_inputs(const Tensor& grad_output,
+                                                      bool need_input_grad) {
+  const Tensor& dx = backward(grad_output, need_input_grad);
+  input_grads_.clear();
+  if (!need_input_grad) return input_grads_;
+  input_grads_.push_back(&dx);
+  for (std::size_t i = 0; i < initial_.size(); ++i) input_grads_.push_back(&initial_grads_[i]);
+  return input_grads_;
 }
 
 Tensor Recurrent::step(const Tensor& t, std::int64_t s, std::int64_t width) const {
@@ -136,7 +189,12 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   rows_ = x.dim(0);
   const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
   ops.place(output_, options_.return_sequences ? Shape{rows_, steps_, u} : Shape{rows_, u});
-  if (rows_ == 0) return output_;
+  if (rows_ == 0) {
+    if (!options_.return_state) return output_;
+    std::int64_t total = 0;
+    for (const Shape& part : output_parts()) total += shape_size(part);
+    return ops.place(packed_, {0, total});
+  }
   time_major_input(x, training);
   const Tensor bias = options_.use_bias ? input_bias(bias_.value) : Tensor();
   ops.gemm({false, false, rows, width, features_,
@@ -144,13 +202,8 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
            x_steps_, kernel_.value, options_.use_bias ? &bias : nullptr,
            ops.place(xw_, {rows, width}));
   ops.place(hs_, {rows + rows_, u});
-  Tensor h0 = step(hs_, 0, u);
-  ops.fill(h0, 0.0f);
-  if (options_.kind == RecurrentKind::lstm) {
-    ops.place(cs_, {rows + rows_, u});
-    Tensor c0 = step(cs_, 0, u);
-    ops.fill(c0, 0.0f);
-  }
+  if (options_.kind == RecurrentKind::lstm) ops.place(cs_, {rows + rows_, u});
+  initial_states();
   ops.place(pre_, {rows, pre_width()});
   ops.place(rec_, {rows_, width});
   time_major_mask();
@@ -158,7 +211,53 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   if (reset_before()) reset_before_products_.begin(ops, recurrent_kernel_.value, u, steps_, rows_);
   for (std::int64_t s = 0; s < steps_; ++s) run_cell(s);
   write_output();
-  return output_;
+  if (!options_.return_state) return output_;
+  pack_outputs();
+  return packed_;
+}
+
+void Recurrent::initial_states() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units;
+  Tensor* states[] = {&hs_, &cs_};
+  for (std::size_t i = 0; i < state_count(); ++i) {
+    Tensor first = step(*states[i], 0, u);
+    if (initial_.empty()) {
+      ops.fill(first, 0.0f);
+      continue;
+    }
+    if (initial_[i]->size() != rows_ * u)
+      throw ShapeError(who() + ": initial state " + std::to_string(i) + " of shape " +
+                       shape_to_string(initial_[i]->shape()) + " for " + std::to_string(rows_) +
+                       " sequences of " + std::to_string(u) + " units");
+    ops.copy(*initial_[i], first);
+  }
+}
+
+void Recurrent::pack_outputs() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units, width = output_.size() / rows_;
+  const std::int64_t total = width + static_cast<std::int64_t>(state_count()) * u;
+  ops.place(packed_, {rows_, total});
+  ops.copy_columns(output_, width, 0, packed_, total, 0, width);
+  ops.copy_columns(step(hs_, steps_, u), u, 0, packed_, total, width, u);
+  if (options_.kind == RecurrentKind::lstm)
+    ops.copy_columns(step(cs_, steps_, u), u, 0, packed_, total, width + u, u);
+}
+
+const Tensor& Recurrent::unpack_gradient(const Tensor& grad_output) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t u = options_.units;
+  ops.fill(ops.place(dh_carry_, {rows_, u}), 0.0f);
+  if (options_.kind == RecurrentKind::lstm) ops.fill(ops.place(dc_, {rows_, u}), 0.0f);
+  if (!options_.return_state) return grad_output;
+  const std::int64_t width = output_.size() / rows_, total = packed_.size() / rows_;
+  ops.copy_columns(grad_output, total, 0, ops.place(output_grad_, output_.shape()), width, 0,
+                   width);
+  ops.copy_columns(grad_output, total, width, dh_carry_, u, 0, u);
+  if (options_.kind == RecurrentKind::lstm)
+    ops.copy_columns(grad_output, total, width + u, dc_, u, 0, u);
+  return output_grad_;
 }
 
 // `to` = `from` (batch, steps, width) time-major, in processing order (its steps reversed with
@@ -274,24 +373,27 @@ void Recurrent::write_output() {
   }
 }
 
-const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_grad) {
-  if (grad_output.size() != output_.size())
-    throw ShapeError(who() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
-                     " does not match its output " + shape_to_string(output_.shape()));
+const Tensor& Recurrent::backward(const Tensor& given_grad, bool need_input_grad) {
+  const Tensor& returned = options_.return_state ? packed_ : output_;
+  if (given_grad.size() != returned.size())
+    throw ShapeError(who() + ": gradient of shape " + shape_to_string(given_grad.shape()) +
+                     " does not match its output " + shape_to_string(returned.shape()));
   backend::Backend& ops = this->ops();
   const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
   if (rows_ == 0) {
     for (Parameter* p : parameters())
       if (!p->grad.empty()) ops.fill(p->grad, 0.0f);
+    initial_grads_.resize(initial_.size());
+    for (Tensor& g : initial_grads_) ops.place(g, {0, u});
     if (need_input_grad) return ops.place(grad_input_, {0, steps_, features_});
     grad_input_ = Tensor();
     return grad_input_;
   }
+  // The final states' gradients (return_state) start the carried ones.
+  const Tensor& grad_output = unpack_gradient(given_grad);
   if (options_.return_sequences)
     ops.swap_middle_axes(grad_output, {1, rows_, steps_, u}, ops.place(dh_out_, {rows, u}));
   ops.place(dh_, {rows_, u});
-  ops.fill(ops.place(dh_carry_, {rows_, u}), 0.0f);
-  if (options_.kind == RecurrentKind::lstm) ops.fill(ops.place(dc_, {rows_, u}), 0.0f);
   ops.place(d_xw_, {rows, width});
   if (options_.kind == RecurrentKind::gru) {
     ops.place(d_rec_, {rows, width});
@@ -307,7 +409,8 @@ const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_gra
     }
     cell_backward(s, masked_ ? dh_cell_ : dh_, dc);
     if (masked_ && dc) ops.add(dc_, dc_cell_, dc_);
-    if (s == 0) break;  // the initial state is a constant
+    // Zero initial states are constants; given ones take their gradients (the carried ones).
+    if (s == 0 && (initial_.empty() || !need_input_grad)) break;
     const Tensor d_rec = step(options_.kind == RecurrentKind::gru ? d_rec_ : d_xw_, s, width);
     if (reset_before())
       reset_before_products_.input_gradient(ops, d_rec, dh_carry_);
@@ -316,6 +419,12 @@ const Tensor& Recurrent::backward(const Tensor& grad_output, bool need_input_gra
     if (recurrent_dropped_) ops.multiply(dh_carry_, recurrent_mask_, dh_carry_);
     if (options_.kind == RecurrentKind::gru) ops.add(dh_carry_, dh_direct_, dh_carry_);
     if (masked_) ops.add(dh_carry_, dh_, dh_carry_);  // a skipped step's dL/dh passes back
+  }
+  if (!initial_.empty() && need_input_grad) {
+    initial_grads_.resize(initial_.size());
+    ops.copy(dh_carry_, ops.place(initial_grads_[0], {rows_, u}));
+    if (options_.kind == RecurrentKind::lstm)
+      ops.copy(dc_, ops.place(initial_grads_[1], {rows_, u}));
   }
   kernel_gradients();
   if (!need_input_grad) {
@@ -330,7 +439,12 @@ void Recurrent::step_gradient(std::int64_t s, const Tensor& grad_output) {
   backend::Backend& ops = this->ops();
   const std::int64_t u = options_.units;
   if (!options_.return_sequences) {
-    ops.copy(s == steps_ - 1 ? grad_output : dh_carry_, dh_);
+    // The last step's h is the output; with return_state also the final state h, whose
+    // gradient dh_carry_ holds (zeros without).
+    if (s == steps_ - 1)
+      ops.add(grad_output, dh_carry_, dh_);
+    else
+      ops.copy(dh_carry_, dh_);
   } else if (masked_ && options_.zero_output_for_mask) {  // a masked step's output is 0
     ops.select_rows(kept(s), step(dh_out_, s, u), nullptr, dh_, u);
     ops.add(dh_, dh_carry_, dh_);
@@ -412,7 +526,7 @@ nlohmann::json Recurrent::config() const {
                       {"trainable", trainable()},
                       {"dtype", "float32"},
                       {"return_sequences", options_.return_sequences},
-                      {"return_state", false},
+                      {"return_state", options_.return_state},
                       {"go_backwards", options_.go_backwards},
                       {"stateful", false},
                       {"unroll", false},

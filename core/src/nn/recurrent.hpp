@@ -17,6 +17,13 @@
 // as Keras' RNN does: a masked step keeps the states before it, and its output is the last kept
 // step's (zeros with zero_output_for_mask); with return_sequences the mask passes on.
 //
+// return_state: the call gives its output and then its final states (h; the LSTM's h and c),
+// packed as nn::SeveralOutputs says, which a functional model's references take apart
+// (["lstm", 0, 1] is h). initial_state: in a functional model the call may take the states to
+// start from — Keras 2 writes them after the sequence in the call's first argument
+// ([x, h, c]), Keras 3 as the keyword initial_state — instead of zeros, and gives their
+// gradients back (an encoder's final states starting a decoder, seq2seq).
+//
 // dropout: one mask per sample and feature, the same at every step (Keras' dropout mask of the
 // cell's inputs); recurrent_dropout: one per sample and unit, applied to h_prev where it enters
 // the recurrent product (Keras 3's LSTM), not to the state carried on. Both draw from the layer's
@@ -58,6 +65,7 @@ struct RecurrentOptions {
   /// kernel (nn/gru_reset_before.hpp), one bias (3·units) for the input products only.
   bool reset_after = true;
   bool return_sequences = false;
+  bool return_state = false;  // the final states after the output (SeveralOutputs)
   bool go_backwards = false;
   /// A masked step's output is zeros, not the last kept step's (Keras' RNN option, which
   /// Bidirectional sets to return_sequences for its layers).
@@ -71,13 +79,29 @@ struct RecurrentOptions {
   WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
 };
 
-class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, public MaskedSteps {
+class Recurrent : public Layer,
+                  public WeightRules,
+                  public KerasTwoDefinitions,
+                  public MaskedSteps,
+                  public SeveralOutputs,
+                  public CallArguments {
  public:
   Recurrent(std::string name, RecurrentOptions options);
   std::string class_name() const override;
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  const Tensor& backward(const Tensor& given_grad, bool need_input_grad) override;
+  /// In a functional model: the sequence, then the initial states when the call passes them.
+  bool takes_several_inputs() const override { return called_with_arguments_; }
+  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
+  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                             bool need_input_grad) override;
+  std::vector<Shape> output_parts() const override;
+  std::vector<std::string> positional_arguments() const override { return {"initial_state"}; }
+  bool first_argument_is_a_list() const override { return true; }
+  void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
+                          const std::string& path) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
@@ -85,6 +109,7 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   void set_random_state(const std::vector<std::uint64_t>& state) override;
   void use_keras2_definitions() override;
   bool returns_sequences() const { return options_.return_sequences; }
+  bool returns_state() const { return options_.return_state; }
   bool goes_backwards() const { return options_.go_backwards; }
   /// Keras' zero_output_for_mask (Bidirectional sets it to return_sequences, as Keras does).
   void set_zero_output_for_mask(bool zero) { options_.zero_output_for_mask = zero; }
@@ -129,6 +154,15 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   /// by the step's mask into the cell's part (dh_cell_) and the skipped step's (left in dh_).
   void step_gradient(std::int64_t s, const Tensor& grad_output);
   void write_output();
+  /// The states the cell has per step: 2 for LSTM (h, c), else 1 (h).
+  std::size_t state_count() const { return options_.kind == RecurrentKind::lstm ? 2 : 1; }
+  /// h_0 (and c_0) from the call's initial states, else zeros.
+  void initial_states();
+  /// With return_state: output_ (the sequence's output) and the final states into packed_.
+  void pack_outputs();
+  /// The sequence output's part of `grad_output` (packed with return_state) into the carried
+  /// gradients of the final states; returns the output's own gradient.
+  const Tensor& unpack_gradient(const Tensor& grad_output);
   void kernel_gradients();
   void input_gradient();
 
@@ -153,6 +187,14 @@ class Recurrent : public Layer, public WeightRules, public KerasTwoDefinitions, 
   Tensor steps_mask_, masked_outputs_;
   bool masked_ = false;
   Tensor output_;
+  // Call arguments: set by set_call_arguments (a functional model's call); the initial states
+  // of this forward (borrowed until its backward), their gradients; return_state's packed
+  // output and its gradient's output part.
+  bool called_with_arguments_ = false;
+  std::vector<const Tensor*> initial_;
+  std::vector<Tensor> initial_grads_;
+  std::vector<const Tensor*> input_grads_;
+  Tensor packed_, output_grad_;
   // Scratch between two passes of one forward or backward (a reversed copy, the input's
   // dropout output before its transpose): dx_steps_ doubles as such in the forward.
   Tensor swapped_;

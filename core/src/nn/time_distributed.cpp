@@ -24,6 +24,11 @@ Shape TimeDistributed::build(const Shape& input_shape, Rng& init) {
   steps_ = input_shape[0];
   step_input_ = Shape(input_shape.begin() + 1, input_shape.end());
   step_output_ = inner_->build(step_input_, init);
+  if (const SeveralOutputs* several = several_outputs_of(*inner_);
+      several && several->output_parts().size() > 1)
+    throw ShapeError("layer '" + name() + "' (TimeDistributed) wraps a layer of " +
+                     std::to_string(several->output_parts().size()) +
+                     " outputs (its return_state), as Keras does not; wrap one of one output");
   Shape out{steps_};
   out.insert(out.end(), step_output_.begin(), step_output_.end());
   return out;

@@ -122,9 +122,13 @@ std::string time_major_input(LayerCall& call, bool backwards, std::int64_t& step
 }
 
 // The operator over `sequence` with one direction, or "bidirectional" with two (forward then
-// reverse): Y [steps, directions, batch, units].
+// reverse): Y [steps, directions, batch, units]. `initial`: the states to start from
+// ([directions, batch, units] each: h, and the LSTM's c), or none (zeros); `final`, when given,
+// receives the final states' names (Y_h, and the LSTM's Y_c).
 std::string recurrent_node(LayerCall& call, const std::string& sequence,
-                           const std::vector<Direction>& ds) {
+                           const std::vector<Direction>& ds,
+                           const std::vector<std::string>& initial = {},
+                           std::vector<std::string>* final = nullptr) {
   OnnxGraph& g = call.graph;
   const Direction& d = ds.front();
   const auto n = static_cast<std::int64_t>(ds.size());
@@ -139,11 +143,22 @@ std::string recurrent_node(LayerCall& call, const std::string& sequence,
     defaults = defaults && one.default_activations;
   }
   const std::int64_t width = d.gates * d.units;
-  NodeBuilder node =
-      g.node(d.op,
-             {sequence, call.constant("W", {n, width, d.features}, w),
-              call.constant("R", {n, width, d.units}, r), call.constant("B", {n, 2 * width}, b)},
-             call.prefix);
+  std::vector<std::string> inputs{sequence, call.constant("W", {n, width, d.features}, w),
+                                  call.constant("R", {n, width, d.units}, r),
+                                  call.constant("B", {n, 2 * width}, b)};
+  if (!initial.empty()) {
+    inputs.push_back("");  // sequence_lens: every step
+    inputs.insert(inputs.end(), initial.begin(), initial.end());
+  }
+  NodeBuilder node = g.node(d.op, inputs, call.prefix);
+  if (final) {
+    final->push_back(g.unique_name(call.prefix + "/Y_h"));
+    node.add_output(final->back());
+    if (d.op == "LSTM") {
+      final->push_back(g.unique_name(call.prefix + "/Y_c"));
+      node.add_output(final->back());
+    }
+  }
   node.attr("hidden_size", d.units);
   if (n == 2) node.attr("direction", std::string("bidirectional"));
   if (d.op == "GRU") {
@@ -179,6 +194,34 @@ void refuse_masked(const LayerCall& call) {
         "steps Tandem's ONNX export does not write; export a model without the mask");
 }
 
+// The call's initial states (its inputs after the sequence) as ONNX takes them: [1, batch, units].
+std::vector<std::string> initial_states(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  std::vector<std::string> states;
+  for (std::size_t i = 1; i < call.inputs.size(); ++i)
+    states.push_back(g.node("Unsqueeze",
+                            {g.in_layout(call.inputs[i], false).name,
+                             g.int64s(call.prefix + "/direction_axis", {0})},
+                            call.prefix)
+                         .output());
+  return states;
+}
+
+// The layer's output and, with return_state, its final states after it ([1, batch, units]
+// each), packed as the layer packs them: each sample's values flattened, concatenated.
+OnnxValue with_states(LayerCall& call, const std::string& y,
+                      const std::vector<std::string>& final) {
+  if (!call.config.value("return_state", false)) return {y, call.output_shape, false};
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const std::string rows = g.int64s(p + "/flat_rows", {0, -1});
+  std::vector<std::string> parts{g.node("Reshape", {y, rows}, p).output()};
+  for (const std::string& state : final)
+    parts.push_back(g.node("Squeeze", {state, g.int64s(p + "/direction_axis", {0})}, p).output());
+  return {g.node("Concat", parts, p).attr("axis", std::int64_t{1}).output(), call.output_shape,
+          false};
+}
+
 OnnxValue export_recurrent(LayerCall& call) {
   refuse_masked(call);
   OnnxGraph& g = call.graph;
@@ -188,15 +231,16 @@ OnnxValue export_recurrent(LayerCall& call) {
   std::int64_t steps = 0;
   const std::string sequence =
       time_major_input(call, call.config.value("go_backwards", false), steps);
-  std::string y = recurrent_node(call, sequence, {d});
+  std::vector<std::string> final;
+  std::string y = recurrent_node(call, sequence, {d}, initial_states(call), &final);
   if (!call.config.value("return_sequences", false)) {
     y = g.node("Reshape", {y_row(call, y, steps - 1, 0), g.int64s(p + "/rows", {-1, d.units})}, p)
             .output();
-    return {y, call.output_shape, false};
+    return with_states(call, y, final);
   }
   y = g.node("Reshape", {y, g.int64s(p + "/steps", {steps, -1, d.units})}, p).output();
   y = g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{1, 0, 2}).output();
-  return {y, call.output_shape, false};
+  return with_states(call, y, final);
 }
 
 // Bidirectional: ONNX's "bidirectional" direction, whose reverse half is Keras' backward layer

@@ -60,6 +60,28 @@ bool LayerCall::has_weight(const std::string& name) const {
   return false;
 }
 
+// Output `part` of call k's value (outputs[k]): the value itself for a call of one output, else
+// its columns of the packed rows (nn::SeveralOutputs) in the part's shape.
+OnnxValue part_of(OnnxGraph& g, const Model& model, std::size_t k, int part,
+                  const std::vector<OnnxValue>& outputs) {
+  const std::vector<Shape>& parts = model.call_output_parts(k);
+  if (parts.size() == 1) return outputs[k];
+  std::int64_t start = 0;
+  for (int j = 0; j < part; ++j) start += shape_size(parts[static_cast<std::size_t>(j)]);
+  const Shape& shape = parts[static_cast<std::size_t>(part)];
+  const std::string p = outputs[k].name + "/part" + std::to_string(part);
+  const OnnxValue packed = g.in_layout(outputs[k], false);
+  const std::string columns =
+      g.node("Slice",
+             {packed.name, g.int64s(p + "/starts", {start}),
+              g.int64s(p + "/ends", {start + shape_size(shape)}), g.int64s(p + "/axes", {1})},
+             p)
+          .output();
+  std::vector<std::int64_t> dims{-1};
+  dims.insert(dims.end(), shape.begin(), shape.end());
+  return {g.node("Reshape", {columns, g.int64s(p + "/shape", dims)}, p).output(), shape, false};
+}
+
 const LayerExporter& exporter_of(Layer& layer) {
   const auto exporter = exporters().find(layer.class_name());
   if (exporter == exporters().end())
@@ -130,13 +152,17 @@ OnnxModel export_onnx(Model& model, const std::map<std::string, std::string>& me
                    graph,
                    model.keras2(),
                    model.call_input_masked(k)};
-    for (int in : model.call_inputs(k))
+    for (std::size_t i = 0; i < model.call_inputs(k).size(); ++i) {
+      const int in = model.call_inputs(k)[i];
       call.inputs.push_back(in < 0 ? inputs[static_cast<std::size_t>(-1 - in)]
-                                   : outputs[static_cast<std::size_t>(in)]);
+                                   : part_of(graph, model, static_cast<std::size_t>(in),
+                                             model.call_input_part(k, i), outputs));
+    }
     outputs.push_back(exporter(call));
   }
   for (std::size_t j = 0; j < model.output_count(); ++j) {
-    const OnnxValue y = graph.in_layout(outputs[model.output_call(j)], false);
+    const OnnxValue y = graph.in_layout(
+        part_of(graph, model, model.output_call(j), model.output_part(j), outputs), false);
     auto* node = graph_proto.add_node();
     node->set_op_type("Identity");
     node->set_name(output_names[j] + "/Identity");

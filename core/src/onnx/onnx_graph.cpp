@@ -98,6 +98,11 @@ std::string OnnxGraph::int64s(const std::string& prefix, const std::vector<std::
   return t->name();
 }
 
+NodeBuilder& NodeBuilder::add_output(const std::string& name) {
+  node_->add_output(name);
+  return *this;
+}
+
 NodeBuilder OnnxGraph::node(const std::string& op, const std::vector<std::string>& inputs,
                             const std::string& prefix) {
   auto* n = graph_.add_node();

@@ -48,6 +48,10 @@ class NodeBuilder {
   NodeBuilder& attr(const std::string& name, const std::vector<std::string>& values);
   /// The node's (first) output.
   const std::string& output() const { return node_->output(0); }
+  /// Gives the node one more output named `name` (a unique name: OnnxGraph::unique_name).
+  NodeBuilder& add_output(const std::string& name);
+  /// Output i (0: output()).
+  const std::string& output(int i) const { return node_->output(i); }
 
  private:
   onnx::NodeProto* node_;

@@ -188,8 +188,6 @@ TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
             "linear");  // Keras' None
 
   const std::vector<std::pair<json, std::string>> bad{
-      {{{"units", 2}, {"return_state", true}},
-       "'layer.config.return_state': returning the final states"},
       {{{"units", 2}, {"stateful", true}}, "'layer.config.stateful': states carried"},
       {{{"units", 2}, {"time_major", true}}, "'layer.config.time_major': Tandem reads sequences"},
       {{{"units", 2}, {"activation", "softmax"}},
@@ -204,6 +202,15 @@ TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
   for (const auto& [config, message] : bad)
     EXPECT_NE(config_error("GRU", config).find(message), std::string::npos)
         << config.dump() << ": " << config_error("GRU", config);
+  // return_state reads back; a Bidirectional's layers returning theirs are refused.
+  EXPECT_EQ(make("GRU", {{"units", 2}, {"return_state", true}})->config()["return_state"], true);
+  const json stated = {{"class_name", "LSTM"},
+                       {"config", {{"name", "lstm"}, {"units", 3}, {"return_state", true}}}};
+  EXPECT_NE(test::layer_config_error("Bidirectional", {{"layer", stated}})
+                .find("'layer.config.layer.config.return_state': a Bidirectional's layers "
+                      "returning their states"),
+            std::string::npos)
+      << test::layer_config_error("Bidirectional", {{"layer", stated}});
   Rng init(1);
   EXPECT_THROW(make("LSTM", {{"units", 2}})->build({4}, init), ShapeError);  // not sequences
 }
