@@ -1227,7 +1227,7 @@ std::string Model::summary(bool expand_nested) const {
       << double_rule << "\n";
   for (const Row& row : rows) {
     const std::string head =
-        pad(" " + row.name + " (" + row.cls + ")", name_width) + pad(row.shape, shape_width);
+        pad(" " + row.name + " (" + row.cls + ")", name_width) + pad(row.shape + " ", shape_width);
     if (!functional_) {
       out << head << with_commas(row.params) << "\n\n";
       continue;
