@@ -32,7 +32,41 @@ struct LayerCase {
   Shape input;
   json layers;  // followed by Flatten and Dense(3)
   std::int64_t vocabulary = 0;
+  json model = nullptr;  // else a whole functional model of `input` with an output of 3 units
 };
+
+// A functional model of input (4, 3): an encoder LSTM's final states (return_state) start a
+// decoder LSTM (initial_state), whose h starts a GRU; Keras' Attention of the decoder's sequence
+// over the input; the decoder's c, the GRU's output and the attention's flattened into Dense(3).
+json recurrent_states_model() {
+  const auto ref = [](const char* name, int tensor) {
+    return json{name, 0, tensor, json::object()};
+  };
+  const auto call = [](const char* cls, const char* name, json config, json refs) {
+    config["name"] = name;
+    return json{{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", {refs}}};
+  };
+  return {
+      {"class_name", "Functional"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "InputLayer"},
+           {"name", "x"},
+           {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 4, 3}}}},
+           {"inbound_nodes", json::array()}},
+          call("LSTM", "encoder", {{"units", 3}, {"return_state", true}}, {ref("x", 0)}),
+          call("LSTM", "decoder",
+               {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
+               {ref("x", 0), ref("encoder", 1), ref("encoder", 2)}),
+          call("GRU", "gru", {{"units", 3}}, {ref("x", 0), ref("decoder", 1)}),
+          call("Attention", "attention", {{"use_scale", true}}, {ref("decoder", 0), ref("x", 0)}),
+          call("Flatten", "flat", json::object(), {ref("attention", 0)}),
+          call("Concatenate", "join", json::object(),
+               {ref("flat", 0), ref("gru", 0), ref("decoder", 2)}),
+          call("Dense", "out", {{"units", 3}}, {ref("join", 0)})}},
+        {"input_layers", {{"x", 0, 0}}},
+        {"output_layers", {{"out", 0, 0}}}}}};
+}
 
 void PrintTo(const LayerCase& c, std::ostream* os) {
   *os << c.name;
@@ -205,6 +239,8 @@ std::vector<LayerCase> layer_cases() {
                     wrapped("Dropout", {{"rate", 0.25}, {"seed", 4}}),
                     wrapped("Flatten", json::object()), wrapped("Dense", {{"units", 4}}),
                     layer("LSTM", {{"units", 3}})})});
+  cases.push_back(
+      {"recurrent_states_and_attention", {4, 3}, json::array(), 0, recurrent_states_model()});
   return cases;
 }
 
@@ -219,7 +255,7 @@ TEST_P(CudaLayer, OneStepMatchesTheCpu) {
   json layers = c.layers;
   layers.push_back(layer("Flatten", json::object()));
   layers.push_back(layer("Dense", {{"units", 3}}));
-  const json model = sequential(c.input, layers);
+  const json model = c.model.is_null() ? sequential(c.input, layers) : c.model;
   const json sgd = {{"class_name", "SGD"}, {"config", {{"learning_rate", 1.0}}}};
   const json loss = {{"class_name", "SparseCategoricalCrossentropy"},
                      {"config", {{"from_logits", true}}}};

@@ -257,9 +257,12 @@ def recurrent(cls, cfg, x, w, mask=None, initial=()):
     return ys if cfg.get("return_sequences", False) else ys[:, -1]
 
 
-def bidirectional(cfg, x, w, mask=None):
+def bidirectional(cfg, x, w, mask=None, initial=()):
     """Keras' Bidirectional: the layer forwards, a copy with go_backwards turned over, the
-    copy's outputs put back in step order with return_sequences, then the merge."""
+    copy's outputs put back in step order with return_sequences, then the merge. The forward
+    layer starts from the first half of `initial`, the backward one from the second; with
+    return_state the merged output is followed by the forward layer's final states, then the
+    backward layer's (packed as Tandem packs them)."""
     inner = cfg["layer"]
     cls, config = inner["class_name"], dict(inner["config"])
     back = dict(cfg.get("backward_layer", {}).get("config", config))
@@ -269,13 +272,26 @@ def bidirectional(cfg, x, w, mask=None):
         layer["zero_output_for_mask"] = layer.get("return_sequences", False)
     strip = lambda prefix: {k[len(prefix):]: v for k, v in w.items() if k.startswith(prefix)}
     named = lambda prefix, n: (n if n.startswith(prefix) else prefix + n) + "/"
-    ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])), mask)
-    behind = recurrent(cls, back, x, strip(named("backward_", back["name"])), mask)
+    half = len(initial) // 2
+    ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])), mask,
+                      initial[:half])
+    behind = recurrent(cls, back, x, strip(named("backward_", back["name"])), mask,
+                       initial[half:])
+    states = []
+    if config.get("return_state", False):  # each packed: its output, then its states
+        width = config["units"] * (2 if cls == "LSTM" else 1)
+        states = [ahead[:, -width:], behind[:, -width:]]
+        shape = (x.shape[0], x.shape[1], -1) if config.get("return_sequences", False) else \
+            (x.shape[0], -1)
+        ahead, behind = ahead[:, :-width].reshape(shape), behind[:, :-width].reshape(shape)
     if config.get("return_sequences", False):
         behind = behind.flip(1)
     merge = cfg.get("merge_mode", "concat")
-    return {"concat": lambda: torch.cat([ahead, behind], dim=-1), "sum": lambda: ahead + behind,
-            "ave": lambda: (ahead + behind) / 2, "mul": lambda: ahead * behind}[merge]()
+    merged = {"concat": lambda: torch.cat([ahead, behind], dim=-1), "sum": lambda: ahead + behind,
+              "ave": lambda: (ahead + behind) / 2, "mul": lambda: ahead * behind}[merge]()
+    if not states:
+        return merged
+    return torch.cat([merged.reshape(x.shape[0], -1)] + states, dim=1)
 
 
 def torch_cell(cls, units, act, ract, kernel, rec, bias, reset_after=True):
@@ -585,7 +601,7 @@ def forward(case, inputs, weights):
     if cls in ("SimpleRNN", "LSTM", "GRU"):
         return recurrent(cls, cfg, xs[0], weights, mask, xs[1:])
     if cls == "Bidirectional":
-        return bidirectional(cfg, xs[0], weights, mask)
+        return bidirectional(cfg, xs[0], weights, mask, xs[1:])
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)
     sys.exit(4)
 

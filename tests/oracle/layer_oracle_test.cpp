@@ -756,6 +756,27 @@ TEST(LayerOracle, RecurrentStatesMatchPyTorch) {
                    with_states(1, 3)});
   cases.push_back({"SimpleRnnStatesFromGivenState",
                    entry("SimpleRNN", {{"units", 4}, {"return_state", true}}), with_states(1, 4)});
+  // Bidirectional: the merged output, then the forward layer's states, then the backward
+  // layer's; the given states split in halves between them.
+  const auto bidirectional = [](const char* cls, json inner, const char* merge) {
+    inner["name"] = "inner";
+    json b = entry("Bidirectional", {{"merge_mode", merge}});
+    b["config"]["layer"] = {{"class_name", cls}, {"config", inner}};
+    return b;
+  };
+  cases.push_back(
+      {"BidirectionalLstmSequencesStatesFromGivenStates",
+       bidirectional("LSTM", {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
+                     "concat"),
+       with_states(4, 3)});
+  cases.push_back({"BidirectionalGruLastStatesSum",
+                   bidirectional("GRU", {{"units", 4}, {"return_state", true}}, "sum"),
+                   with_states(0, 4)});
+  Case masked_bi{"MaskedBidirectionalLstmStatesFromGivenStatesMul",
+                 bidirectional("LSTM", {{"units", 2}, {"return_state", true}}, "mul"),
+                 with_states(4, 2)};
+  masked_bi.masks = {mask, {}, {}, {}, {}};
+  cases.push_back(masked_bi);
   check_against_torch(cases);
 }
 

@@ -425,6 +425,18 @@ std::vector<Case> cases() {
     model["config"]["output_layers"] = {
         {"dense", 0, 0}, {"decoder", 0, 2}, {"gru", 0, 1}, {"encoder", 0, 0}};
     c.push_back({"seq2seq_states", model, {{{5, 3}}, {{4, 2}}}, false});
+    // A Bidirectional from the encoder's states (each layer from h and c), returning its own.
+    json inner = {
+        {"class_name", "LSTM"},
+        {"config",
+         {{"name", "lstm"}, {"units", 4}, {"return_sequences", true}, {"return_state", true}}}};
+    json both = {input_layer("enc", {5, 3}),
+                 call("LSTM", "encoder", {{"units", 4}, {"return_state", true}}, {"enc"}),
+                 call("Bidirectional", "bi", {{"layer", inner}, {"merge_mode", "sum"}}, {"enc"})};
+    for (int tensor : {1, 2, 1, 2}) both[2]["inbound_nodes"][0].push_back(ref("encoder", tensor));
+    json bidirectional = functional(both, {"enc"}, {"bi"});
+    bidirectional["config"]["output_layers"] = {{"bi", 0, 0}, {"bi", 0, 4}, {"bi", 0, 1}};
+    c.push_back({"bidirectional_states", bidirectional, {{{5, 3}}}, false});
   }
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),

@@ -33,7 +33,8 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Recurrent> forwar
       backward_(std::move(backward)),
       merge_(merge),
       own_backward_(own_backward),
-      sequences_(forward_->returns_sequences()) {
+      sequences_(forward_->returns_sequences()),
+      states_(forward_->returns_state()) {
   for (Recurrent* layer : {forward_.get(), backward_.get()}) {
     // Keras forces a wrapped layer's masked steps to output zeros when it returns sequences.
     layer->set_zero_output_for_mask(sequences_);
@@ -42,16 +43,86 @@ Bidirectional::Bidirectional(std::string name, std::unique_ptr<Recurrent> forwar
 }
 
 Shape Bidirectional::build(const Shape& input_shape, Rng& init) {
-  Shape out = forward_->build(input_shape, init);
-  const Shape behind = backward_->build(input_shape, init);
+  forward_->build(input_shape, init);
+  backward_->build(input_shape, init);
+  Shape out = forward_->output_parts()[0];
+  const Shape behind = backward_->output_parts()[0];
   if (behind != out)
     throw ShapeError("layer '" + name() + "' (Bidirectional): its backward layer's output " +
                      shape_to_string(behind, true) + " is not its forward layer's " +
                      shape_to_string(out, true));
   steps_ = input_shape.empty() ? 0 : input_shape[0];
   units_ = out.back();
-  if (merge_ == MergeMode::concat) out.back() *= 2;
+  if (!states_) return output_parts()[0];
+  return {merged_width() + 2 * state_width()};
+}
+
+std::vector<Shape> Bidirectional::output_parts() const {
+  Shape merged = forward_->output_parts()[0];
+  if (merge_ == MergeMode::concat) merged.back() *= 2;
+  std::vector<Shape> parts{merged};
+  for (const Recurrent* layer : {forward_.get(), backward_.get()}) {
+    const std::vector<Shape> own = layer->output_parts();
+    parts.insert(parts.end(), own.begin() + 1, own.end());
+  }
+  return parts;
+}
+
+std::int64_t Bidirectional::merged_width() const {
+  return shape_size(output_parts()[0]);
+}
+
+std::int64_t Bidirectional::state_width() const {
+  return states_ ? static_cast<std::int64_t>(forward_->state_count()) * units_ : 0;
+}
+
+void Bidirectional::set_call_arguments(const std::vector<std::string>& tensors,
+                                       const nlohmann::json& options, const std::string& path) {
+  for (const std::string& t : tensors)
+    if (t != "initial_state")
+      throw ConfigError(path, "layer '" + name() +
+                                  "' (Bidirectional) takes the tensors of its sequence and "
+                                  "initial_state, got the argument '" +
+                                  t + "'");
+  if (!options.empty())
+    throw ConfigError(path, "layer '" + name() +
+                                "' (Bidirectional) takes no call options here, "
+                                "got " +
+                                options.dump());
+  called_with_arguments_ = true;
+}
+
+Shape Bidirectional::build_inputs(const std::vector<Shape>& input_shapes, Rng& init) {
+  const std::size_t given = input_shapes.size() - 1, each = forward_->state_count();
+  if (given != 0 && given != 2 * each)
+    throw ShapeError("layer '" + name() + "' (Bidirectional) starts from " +
+                     std::to_string(2 * each) + " initial states (its forward layer's " +
+                     std::to_string(each) + ", then its backward layer's), got " +
+                     std::to_string(given));
+  const Shape out = build(input_shapes[0], init);
+  for (std::size_t i = 1; i < input_shapes.size(); ++i)
+    if (input_shapes[i] != Shape{units_})
+      throw ShapeError("layer '" + name() + "' (Bidirectional): initial state " +
+                       std::to_string(i - 1) + " has shape " +
+                       shape_to_string(input_shapes[i], true) + ", but its layers' states are " +
+                       shape_to_string({units_}, true));
   return out;
+}
+
+const Tensor& Bidirectional::forward_inputs(const std::vector<const Tensor*>& inputs,
+                                            bool training) {
+  initial_.assign(inputs.begin() + 1, inputs.end());
+  return forward(*inputs[0], training);
+}
+
+const Tensor& Bidirectional::run_layer(Recurrent& layer, const Tensor& x, std::size_t half,
+                                       bool training) {
+  if (initial_.empty()) return layer.forward(x, training);
+  const auto each = static_cast<std::ptrdiff_t>(layer.state_count());
+  std::vector<const Tensor*> inputs{&x};
+  inputs.insert(inputs.end(), initial_.begin() + static_cast<std::ptrdiff_t>(half) * each,
+                initial_.begin() + static_cast<std::ptrdiff_t>(half + 1) * each);
+  return layer.forward_inputs(inputs, training);
 }
 
 void Bidirectional::set_input_mask(const Tensor* mask) {
@@ -70,9 +141,11 @@ void Bidirectional::place_layers() {
 const Tensor& Bidirectional::forward(const Tensor& x, bool training) {
   place_layers();
   backend::Backend& ops = this->ops();
-  const Tensor& ahead = forward_->forward(x, training);
+  ahead_all_ = &run_layer(*forward_, x, 0, training);
+  const Tensor& ahead = forward_->sequence_output();
   forward_out_ = &ahead;
-  const Tensor& behind = backward_->forward(x, training);
+  behind_all_ = &run_layer(*backward_, x, 1, training);
+  const Tensor& behind = backward_->sequence_output();
   if (sequences_)
     reverse_steps(ops, behind, backward_out_, steps_, units_);
   else
@@ -96,15 +169,61 @@ const Tensor& Bidirectional::forward(const Tensor& x, bool training) {
       ops.multiply(ahead, backward_out_, output_);
       break;
   }
-  return output_;
+  if (!states_) return output_;
+  // The merged output, then each layer's final states (the columns after its own output).
+  const std::int64_t rows = x.dim(0), merged = merged_width(), states = state_width();
+  const std::int64_t total = merged + 2 * states,
+                     own = shape_size(forward_out_->shape()) / std::max<std::int64_t>(rows, 1);
+  ops.place(packed_, {rows, total});
+  if (rows == 0) return packed_;
+  ops.copy_columns(output_, merged, 0, packed_, total, 0, merged);
+  ops.copy_columns(*ahead_all_, own + states, own, packed_, total, merged, states);
+  ops.copy_columns(*behind_all_, own + states, own, packed_, total, merged + states, states);
+  return packed_;
 }
 
-const Tensor& Bidirectional::backward(const Tensor& grad_output, bool need_input_grad) {
-  if (grad_output.size() != output_.size())
-    throw ShapeError("layer '" + name() + "' (Bidirectional): gradient of shape " +
-                     shape_to_string(grad_output.shape()) + " does not match its output " +
-                     shape_to_string(output_.shape()));
+const Tensor& Bidirectional::layer_gradient(const Tensor& d_main, const Tensor& given_grad,
+                                            std::int64_t from, Tensor& into) {
+  if (!states_) return d_main;
   backend::Backend& ops = this->ops();
+  const std::int64_t rows = d_main.rank() > 0 ? d_main.dim(0) : 0;
+  const std::int64_t own = rows > 0 ? d_main.size() / rows : 0, states = state_width();
+  const std::int64_t total = merged_width() + 2 * states;
+  ops.place(into, {rows, own + states});
+  if (rows == 0) return into;
+  ops.copy_columns(d_main, own, 0, into, own + states, 0, own);
+  ops.copy_columns(given_grad, total, from, into, own + states, own, states);
+  return into;
+}
+
+std::vector<const Tensor*> Bidirectional::backward_inputs(const Tensor& grad_output,
+                                                          bool need_input_grad) {
+  const Tensor& dx = backward(grad_output, need_input_grad);
+  input_grads_.clear();
+  if (!need_input_grad) return input_grads_;
+  input_grads_.push_back(&dx);
+  if (initial_.empty()) return input_grads_;
+  for (const Recurrent* layer : {forward_.get(), backward_.get()})
+    for (const Tensor& g : layer->initial_state_gradients()) input_grads_.push_back(&g);
+  return input_grads_;
+}
+
+const Tensor& Bidirectional::backward(const Tensor& given_grad, bool need_input_grad) {
+  const Tensor& returned = states_ ? packed_ : output_;
+  if (given_grad.size() != returned.size())
+    throw ShapeError("layer '" + name() + "' (Bidirectional): gradient of shape " +
+                     shape_to_string(given_grad.shape()) + " does not match its output " +
+                     shape_to_string(returned.shape()));
+  backend::Backend& ops = this->ops();
+  const Tensor* merged_grad = &given_grad;
+  if (states_) {
+    const std::int64_t rows = output_.rank() > 0 ? output_.dim(0) : 0, merged = merged_width();
+    ops.place(merged_grad_, output_.shape());
+    if (rows > 0)
+      ops.copy_columns(given_grad, merged + 2 * state_width(), 0, merged_grad_, merged, 0, merged);
+    merged_grad = &merged_grad_;
+  }
+  const Tensor& grad_output = *merged_grad;
   const Shape& shape = forward_out_->shape();
   const Tensor* d_ahead = &grad_output;
   const Tensor* d_behind = &grad_output;
@@ -133,8 +252,12 @@ const Tensor& Bidirectional::backward(const Tensor& grad_output, bool need_input
     reverse_steps(ops, *d_behind, d_backward_steps_, steps_, units_);
     d_behind = &d_backward_steps_;
   }
-  const Tensor& dx_ahead = forward_->backward(*d_ahead, need_input_grad);
-  const Tensor& dx_behind = backward_->backward(*d_behind, need_input_grad);
+  const std::int64_t merged = merged_width();
+  const Tensor& dx_ahead = forward_->backward(
+      layer_gradient(*d_ahead, given_grad, merged, d_forward_packed_), need_input_grad);
+  const Tensor& dx_behind = backward_->backward(
+      layer_gradient(*d_behind, given_grad, merged + state_width(), d_backward_packed_),
+      need_input_grad);
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;

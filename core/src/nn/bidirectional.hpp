@@ -9,8 +9,11 @@
 // forward layer's first, named "<forward_lstm>/<lstm_cell>/kernel" as Keras 2 writes them
 // (Keras 3 keeps them under forward_layer/ and backward_layer/). They compute on the wrapper's
 // backend. A Keras mask reaches both layers, whose masked steps output zeros with
-// return_sequences (Keras forces zero_output_for_mask there). Ownership and threads: as every
-// layer's (tandem/layer.hpp).
+// return_sequences (Keras forces zero_output_for_mask there). With the layers' return_state
+// the call gives the merged output, then the forward layer's final states, then the backward
+// layer's (nn::SeveralOutputs), as Keras' Bidirectional does; a functional call may give initial
+// states, the forward layer's first half, the backward layer's second (Keras' split).
+// Ownership and threads: as every layer's (tandem/layer.hpp).
 #pragma once
 
 #include <memory>
@@ -42,7 +45,9 @@ inline std::string direction_layer_name(const std::string& prefix, const std::st
 class Bidirectional : public Layer,
                       public WeightRules,
                       public KerasTwoDefinitions,
-                      public MaskedSteps {
+                      public MaskedSteps,
+                      public SeveralOutputs,
+                      public CallArguments {
  public:
   /// `forward` and `backward` are recurrent layers alike but for the step order (backward's
   /// go_backwards the opposite of forward's), named as direction_layer_name names them;
@@ -52,7 +57,17 @@ class Bidirectional : public Layer,
   std::string class_name() const override { return "Bidirectional"; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  const Tensor& backward(const Tensor& given_grad, bool need_input_grad) override;
+  bool takes_several_inputs() const override { return called_with_arguments_; }
+  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
+  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                             bool need_input_grad) override;
+  std::vector<Shape> output_parts() const override;
+  std::vector<std::string> positional_arguments() const override { return {"initial_state"}; }
+  bool first_argument_is_a_list() const override { return true; }
+  void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
+                          const std::string& path) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
@@ -66,11 +81,27 @@ class Bidirectional : public Layer,
  private:
   /// The two layers on this layer's backend, their rows where this layer's are.
   void place_layers();
+  /// `layer` forward on x, from its half of the initial states when the call gives them.
+  const Tensor& run_layer(Recurrent& layer, const Tensor& x, std::size_t half, bool training);
+  /// The merged output's width per sample, and the states' (each layer's) with return_state.
+  std::int64_t merged_width() const;
+  std::int64_t state_width() const;
+  /// `d_main` (the gradient of one layer's own output) and that layer's final states' gradients
+  /// (columns `from` of the packed gradient) as the layer's packed gradient, in `into`.
+  const Tensor& layer_gradient(const Tensor& d_main, const Tensor& given_grad, std::int64_t from,
+                               Tensor& into);
 
   std::unique_ptr<Recurrent> forward_, backward_;
   MergeMode merge_;
   bool own_backward_;
   bool sequences_;  // the layers' return_sequences
+  bool states_;     // the layers' return_state
+  bool called_with_arguments_ = false;
+  std::vector<const Tensor*> initial_;  // this forward's initial states (borrowed), or none
+  std::vector<const Tensor*> input_grads_;
+  const Tensor* ahead_all_ = nullptr;  // the layers' last outputs, with their states
+  const Tensor* behind_all_ = nullptr;
+  Tensor packed_, merged_grad_, d_forward_packed_, d_backward_packed_;
   std::int64_t steps_ = 0, units_ = 0;
   const Tensor* input_mask_ = nullptr;   // Keras' mask of the padding steps, both layers read it
   const Tensor* forward_out_ = nullptr;  // the last forward's outputs (the layers' buffers)

@@ -196,7 +196,8 @@ std::vector<CallRef> read_endpoints(ConfigObject& config, const char* key, const
   for (std::size_t i = 0; i < v.size(); ++i) {
     refs.push_back(read_history(v[i], at_index(path, i)));
     for (std::size_t j = 0; j < i; ++j)
-      if (refs[j].layer == refs[i].layer && refs[j].call == refs[i].call)
+      if (refs[j].layer == refs[i].layer && refs[j].call == refs[i].call &&
+          refs[j].tensor == refs[i].tensor)
         throw ConfigError(at_index(path, i), "names '" + refs[i].layer + "' a second time (also [" +
                                                  std::to_string(j) + "])");
   }

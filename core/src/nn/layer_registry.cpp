@@ -1214,10 +1214,6 @@ std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const 
   lc.ignore({"name", "trainable", "dtype"});
   require_null(lc, {"activity_regularizer"});
   auto layer = read_recurrent(lc, direction_layer_name(prefix, inner), kinds.at(cls));
-  if (layer->returns_state())
-    throw ConfigError(lc.path_of("return_state"),
-                      "a Bidirectional's layers returning their states (the Bidirectional's "
-                      "return_state) is not supported by Tandem; set it to false");
   lc.finish();
   return layer;
 }
@@ -1240,6 +1236,11 @@ std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& na
   if (own_backward && backward->returns_sequences() != forward->returns_sequences())
     throw ConfigError(c.path_of("backward_layer"),
                       "its return_sequences must be the forward layer's");
+  if (own_backward && backward->returns_state() != forward->returns_state())
+    throw ConfigError(c.path_of("backward_layer"), "its return_state must be the forward layer's");
+  if (own_backward && backward->state_count() != forward->state_count())
+    throw ConfigError(c.path_of("backward_layer"),
+                      "its states must be the forward layer's (an LSTM's two, a GRU's one)");
   return std::make_unique<Bidirectional>(name, std::move(forward), std::move(backward), mode,
                                          own_backward);
 }

@@ -110,6 +110,14 @@ class Recurrent : public Layer,
   void use_keras2_definitions() override;
   bool returns_sequences() const { return options_.return_sequences; }
   bool returns_state() const { return options_.return_state; }
+  /// The last forward's output without the states return_state adds (what Keras calls the
+  /// layer's output): the layer's buffer, valid until its next forward.
+  const Tensor& sequence_output() const { return output_; }
+  /// After a backward with need_input_grad of a forward from given states: their gradients
+  /// (the layer's buffers, valid until its next backward).
+  const std::vector<Tensor>& initial_state_gradients() const { return initial_grads_; }
+  /// The states the cell has per step: 2 for LSTM (h, c), else 1 (h).
+  std::size_t state_count() const { return options_.kind == RecurrentKind::lstm ? 2 : 1; }
   bool goes_backwards() const { return options_.go_backwards; }
   /// Keras' zero_output_for_mask (Bidirectional sets it to return_sequences, as Keras does).
   void set_zero_output_for_mask(bool zero) { options_.zero_output_for_mask = zero; }
@@ -154,8 +162,6 @@ class Recurrent : public Layer,
   /// by the step's mask into the cell's part (dh_cell_) and the skipped step's (left in dh_).
   void step_gradient(std::int64_t s, const Tensor& grad_output);
   void write_output();
-  /// The states the cell has per step: 2 for LSTM (h, c), else 1 (h).
-  std::size_t state_count() const { return options_.kind == RecurrentKind::lstm ? 2 : 1; }
   /// h_0 (and c_0) from the call's initial states, else zeros.
   void initial_states();
   /// With return_state: output_ (the sequence's output) and the final states into packed_.

@@ -207,19 +207,41 @@ std::vector<std::string> initial_states(LayerCall& call) {
   return states;
 }
 
-// The layer's output and, with return_state, its final states after it ([1, batch, units]
-// each), packed as the layer packs them: each sample's values flattened, concatenated.
-OnnxValue with_states(LayerCall& call, const std::string& y,
-                      const std::vector<std::string>& final) {
-  if (!call.config.value("return_state", false)) return {y, call.output_shape, false};
+// The layer's output `y` (of per-sample shape `shape`) and, with `states` ([batch, units] each,
+// in the layer's order), them after it, packed as the layer packs its several outputs: each
+// sample's values flattened, concatenated.
+OnnxValue with_states(LayerCall& call, const std::string& y, const Shape& shape,
+                      const std::vector<std::string>& states) {
+  if (states.empty()) return {y, shape, false};
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
-  const std::string rows = g.int64s(p + "/flat_rows", {0, -1});
-  std::vector<std::string> parts{g.node("Reshape", {y, rows}, p).output()};
-  for (const std::string& state : final)
-    parts.push_back(g.node("Squeeze", {state, g.int64s(p + "/direction_axis", {0})}, p).output());
+  std::vector<std::string> parts{
+      g.node("Reshape", {y, g.int64s(p + "/flat_rows", {0, -1})}, p).output()};
+  parts.insert(parts.end(), states.begin(), states.end());
   return {g.node("Concat", parts, p).attr("axis", std::int64_t{1}).output(), call.output_shape,
           false};
+}
+
+// Direction `which` of each final state ([directions, batch, units]: Y_h, Y_c): [batch, units].
+std::vector<std::string> direction_states(LayerCall& call, const std::vector<std::string>& final,
+                                          std::int64_t which) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  std::vector<std::string> states;
+  for (const std::string& state : final) {
+    const std::string one = g.node("Gather", {state, g.int64s(p + "/which", {which})}, p)
+                                .attr("axis", std::int64_t{0})
+                                .output();
+    states.push_back(g.node("Squeeze", {one, g.int64s(p + "/direction_axis", {0})}, p).output());
+  }
+  return states;
+}
+
+// The layer's own output shape (without return_state's states): Keras' output_parts()[0].
+Shape main_output(const LayerCall& call, std::int64_t steps, std::int64_t width) {
+  const nlohmann::json& config =
+      call.config.contains("layer") ? call.config["layer"]["config"] : call.config;
+  return config.value("return_sequences", false) ? Shape{steps, width} : Shape{width};
 }
 
 OnnxValue export_recurrent(LayerCall& call) {
@@ -233,23 +255,74 @@ OnnxValue export_recurrent(LayerCall& call) {
       time_major_input(call, call.config.value("go_backwards", false), steps);
   std::vector<std::string> final;
   std::string y = recurrent_node(call, sequence, {d}, initial_states(call), &final);
+  const std::vector<std::string> states = call.config.value("return_state", false)
+                                              ? direction_states(call, final, 0)
+                                              : std::vector<std::string>{};
+  const Shape shape = main_output(call, steps, d.units);
   if (!call.config.value("return_sequences", false)) {
     y = g.node("Reshape", {y_row(call, y, steps - 1, 0), g.int64s(p + "/rows", {-1, d.units})}, p)
             .output();
-    return with_states(call, y, final);
+    return with_states(call, y, shape, states);
   }
   y = g.node("Reshape", {y, g.int64s(p + "/steps", {steps, -1, d.units})}, p).output();
   y = g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{1, 0, 2}).output();
-  return with_states(call, y, final);
+  return with_states(call, y, shape, states);
+}
+
+// A Bidirectional's initial states as ONNX takes them: per state, the forward layer's and the
+// backward layer's ([2, batch, units]; the call gives the forward layer's first, Keras' split).
+std::vector<std::string> bidirectional_initial_states(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const std::vector<std::string> each = initial_states(call);  // [1, batch, units] each
+  std::vector<std::string> states;
+  for (std::size_t i = 0; i < each.size() / 2; ++i)
+    states.push_back(g.node("Concat", {each[i], each[each.size() / 2 + i]}, p)
+                         .attr("axis", std::int64_t{0})
+                         .output());
+  return states;
+}
+
+// The directions' outputs Y [steps, 2, batch, units] merged as `merge` says: [batch, steps,
+// width] with return_sequences, else the last step's (the forward half's last row and the
+// reverse half's first) [batch, width].
+std::string merged_directions(LayerCall& call, const std::string& y, const std::string& merge,
+                              bool sequences, std::int64_t steps, std::int64_t units) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const std::int64_t width = merge == "concat" ? 2 * units : units;
+  if (sequences) {
+    const std::string batch_major =
+        g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{2, 0, 1, 3}).output();
+    if (merge == "concat")
+      return g.node("Reshape", {batch_major, g.int64s(p + "/concat", {-1, steps, width})}, p)
+          .output();
+    const std::string op = merge == "sum"   ? "ReduceSum"
+                           : merge == "ave" ? "ReduceMean"
+                                            : "ReduceProd";
+    NodeBuilder reduce = merge == "sum" ? g.node(op, {batch_major, g.int64s(p + "/axes", {2})}, p)
+                                        : g.node(op, {batch_major}, p);
+    if (merge != "sum") reduce.attr("axes", std::vector<std::int64_t>{2});
+    reduce.attr("keepdims", std::int64_t{0});
+    return reduce.output();
+  }
+  const std::string last = y_row(call, y, steps - 1, 0), first = y_row(call, y, 0, 1);
+  std::string merged;
+  if (merge == "concat") {
+    merged = g.node("Concat", {last, first}, p).attr("axis", std::int64_t{3}).output();
+  } else {
+    merged = g.node(merge == "mul" ? "Mul" : "Add", {last, first}, p).output();
+    if (merge == "ave") merged = g.node("Mul", {merged, g.scalar(p + "/half", 0.5f)}, p).output();
+  }
+  return g.node("Reshape", {merged, g.int64s(p + "/rows", {-1, width})}, p).output();
 }
 
 // Bidirectional: ONNX's "bidirectional" direction, whose reverse half is Keras' backward layer
 // (Y aligned with the input's steps, as Keras aligns it; its last state Y's first row); the
-// merge as ONNX operators over the directions' axis.
+// merge as ONNX operators over the directions' axis; with return_state the forward layer's
+// final states, then the backward layer's, after the merged output.
 OnnxValue export_bidirectional(LayerCall& call) {
   refuse_masked(call);
-  OnnxGraph& g = call.graph;
-  const std::string& p = call.prefix;
   const nlohmann::json& layer = call.config.at("layer");
   const std::string cls = layer.at("class_name");
   const nlohmann::json& config = layer.at("config");
@@ -263,36 +336,21 @@ OnnxValue export_bidirectional(LayerCall& call) {
   const Direction ahead = direction(call, cls, config, {weights.begin(), split});
   const Direction behind = direction(call, cls, back, {split, weights.end()});
   std::int64_t steps = 0;
-  const std::string y = recurrent_node(call, time_major_input(call, false, steps), {ahead, behind});
+  std::vector<std::string> final;
+  const std::string y = recurrent_node(call, time_major_input(call, false, steps), {ahead, behind},
+                                       bidirectional_initial_states(call), &final);
   const std::string merge = call.config.value("merge_mode", "concat");
-  const std::int64_t units = ahead.units;
-  if (config.value("return_sequences", false)) {
-    const std::string batch_major =
-        g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{2, 0, 1, 3}).output();
-    if (merge == "concat")
-      return {g.node("Reshape", {batch_major, g.int64s(p + "/concat", {-1, steps, 2 * units})}, p)
-                  .output(),
-              call.output_shape, false};
-    const std::string op = merge == "sum"   ? "ReduceSum"
-                           : merge == "ave" ? "ReduceMean"
-                                            : "ReduceProd";
-    NodeBuilder reduce = merge == "sum" ? g.node(op, {batch_major, g.int64s(p + "/axes", {2})}, p)
-                                        : g.node(op, {batch_major}, p);
-    if (merge != "sum") reduce.attr("axes", std::vector<std::int64_t>{2});
-    reduce.attr("keepdims", std::int64_t{0});
-    return {reduce.output(), call.output_shape, false};
-  }
-  const std::string last = y_row(call, y, steps - 1, 0), first = y_row(call, y, 0, 1);
-  std::string merged;
-  if (merge == "concat") {
-    merged = g.node("Concat", {last, first}, p).attr("axis", std::int64_t{3}).output();
-  } else {
-    merged = g.node(merge == "mul" ? "Mul" : "Add", {last, first}, p).output();
-    if (merge == "ave") merged = g.node("Mul", {merged, g.scalar(p + "/half", 0.5f)}, p).output();
-  }
-  return {g.node("Reshape", {merged, g.int64s(p + "/rows", {-1, call.output_shape.back()})}, p)
-              .output(),
-          call.output_shape, false};
+  const bool sequences = config.value("return_sequences", false);
+  const std::string merged = merged_directions(call, y, merge, sequences, steps, ahead.units);
+  std::vector<std::string> states;
+  if (config.value("return_state", false))
+    for (std::int64_t which : {0, 1}) {
+      const std::vector<std::string> one = direction_states(call, final, which);
+      states.insert(states.end(), one.begin(), one.end());
+    }
+  return with_states(call, merged,
+                     main_output(call, steps, merge == "concat" ? 2 * ahead.units : ahead.units),
+                     states);
 }
 
 }  // namespace

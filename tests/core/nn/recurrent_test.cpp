@@ -202,15 +202,22 @@ TEST(Recurrent, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
   for (const auto& [config, message] : bad)
     EXPECT_NE(config_error("GRU", config).find(message), std::string::npos)
         << config.dump() << ": " << config_error("GRU", config);
-  // return_state reads back; a Bidirectional's layers returning theirs are refused.
+  // return_state reads back; a Bidirectional's backward layer must return what its forward does.
   EXPECT_EQ(make("GRU", {{"units", 2}, {"return_state", true}})->config()["return_state"], true);
   const json stated = {{"class_name", "LSTM"},
                        {"config", {{"name", "lstm"}, {"units", 3}, {"return_state", true}}}};
-  EXPECT_NE(test::layer_config_error("Bidirectional", {{"layer", stated}})
-                .find("'layer.config.layer.config.return_state': a Bidirectional's layers "
-                      "returning their states"),
-            std::string::npos)
-      << test::layer_config_error("Bidirectional", {{"layer", stated}});
+  json unstated = stated;
+  unstated["config"]["return_state"] = false;
+  unstated["config"]["go_backwards"] = true;
+  EXPECT_NE(
+      test::layer_config_error("Bidirectional", {{"layer", stated}, {"backward_layer", unstated}})
+          .find("'layer.config.backward_layer': its return_state must be the forward "
+                "layer's"),
+      std::string::npos)
+      << test::layer_config_error("Bidirectional",
+                                  {{"layer", stated}, {"backward_layer", unstated}});
+  EXPECT_EQ(make("Bidirectional", {{"layer", stated}})->config()["layer"]["config"]["return_state"],
+            true);
   Rng init(1);
   EXPECT_THROW(make("LSTM", {{"units", 2}})->build({4}, init), ShapeError);  // not sequences
 }

@@ -221,6 +221,47 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(sequences, replicas, batch);
 }
 
+// Contract 1 through a recurrent layer's several outputs and given states: an encoder LSTM's h
+// and c start a decoder LSTM, whose h starts a GRU and (with the encoder's h) a Bidirectional
+// GRU; the decoder's sequence and c, the GRU's output and the Bidirectional's backward state
+// reach the Dense (gradients into the packed outputs' parts, out through the states).
+TEST(MetaEqualsTemplate, RecurrentStatesPassedBetweenLayersTrainAsTheTemplate) {
+  const auto ref = [](const char* name, int tensor) {
+    return json{name, 0, tensor, json::object()};
+  };
+  const auto call = [](const char* cls, const char* name, json config, json refs) {
+    config["name"] = name;
+    return json{{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", {refs}}};
+  };
+  const json model = {
+      {"class_name", "Functional"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "InputLayer"},
+           {"name", "x"},
+           {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 6}}}},
+           {"inbound_nodes", json::array()}},
+          call("Reshape", "steps", {{"target_shape", {3, 2}}}, {ref("x", 0)}),
+          call("LSTM", "encoder", {{"units", 3}, {"return_state", true}}, {ref("steps", 0)}),
+          call("LSTM", "decoder",
+               {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
+               {ref("steps", 0), ref("encoder", 1), ref("encoder", 2)}),
+          call("GRU", "gru", {{"units", 3}}, {ref("steps", 0), ref("decoder", 1)}),
+          call("Bidirectional", "bi",
+               {{"layer",
+                 {{"class_name", "GRU"},
+                  {"config", {{"name", "inner"}, {"units", 3}, {"return_state", true}}}}}},
+               {ref("steps", 0), ref("decoder", 1), ref("encoder", 1)}),
+          call("Flatten", "flat", json::object(), {ref("decoder", 0)}),
+          call("Concatenate", "join", json::object(),
+               {ref("flat", 0), ref("gru", 0), ref("decoder", 2), ref("bi", 2)}),
+          call("Dense", "out", {{"units", 5}}, {ref("join", 0)})}},
+        {"input_layers", {{"x", 0, 0}}},
+        {"output_layers", {{"out", 0, 0}}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(model, replicas, batch);
+}
+
 // Contract 1 with Keras masks: the padding steps of each sample (Masking) are skipped on any
 // replica as on the template.
 TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
