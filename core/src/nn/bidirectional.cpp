@@ -78,17 +78,7 @@ std::int64_t Bidirectional::state_width() const {
 
 void Bidirectional::set_call_arguments(const std::vector<std::string>& tensors,
                                        const nlohmann::json& options, const std::string& path) {
-  for (const std::string& t : tensors)
-    if (t != "initial_state")
-      throw ConfigError(path, "layer '" + name() +
-                                  "' (Bidirectional) takes the tensors of its sequence and "
-                                  "initial_state, got the argument '" +
-                                  t + "'");
-  if (!options.empty())
-    throw ConfigError(path, "layer '" + name() +
-                                "' (Bidirectional) takes no call options here, "
-                                "got " +
-                                options.dump());
+  check_recurrent_call_arguments("layer '" + name() + "' (Bidirectional)", tensors, options, path);
   called_with_arguments_ = true;
 }
 

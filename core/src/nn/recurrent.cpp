@@ -119,17 +119,22 @@ std::vector<Shape> Recurrent::output_parts() const {
   return parts;
 }
 
-void Recurrent::set_call_arguments(const std::vector<std::string>& tensors,
-                                   const nlohmann::json& options, const std::string& path) {
+void check_recurrent_call_arguments(const std::string& who, const std::vector<std::string>& tensors,
+                                    const nlohmann::json& options, const std::string& path) {
   for (const std::string& t : tensors)
     if (t != "initial_state")
-      throw ConfigError(path, who() +
+      throw ConfigError(path, who +
                                   " takes the tensors of its sequence and initial_state, "
                                   "got the argument '" +
                                   t + "'");
   if (!options.empty())
-    throw ConfigError(path, who() + " takes no call options here, got " + options.dump() +
+    throw ConfigError(path, who + " takes no call options here, got " + options.dump() +
                                 " (a mask comes from the layers before it, as in Keras)");
+}
+
+void Recurrent::set_call_arguments(const std::vector<std::string>& tensors,
+                                   const nlohmann::json& options, const std::string& path) {
+  check_recurrent_call_arguments(who(), tensors, options, path);
   called_with_arguments_ = true;
 }
 

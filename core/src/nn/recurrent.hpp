@@ -50,6 +50,12 @@ namespace tandem::nn {
 
 enum class RecurrentKind { simple_rnn, lstm, gru };
 
+/// The call arguments a recurrent layer (and a Bidirectional) takes in a functional model: its
+/// initial states, tensors named initial_state, and no options. Throws ConfigError at `path`
+/// naming `who` ("layer 'lstm' (LSTM)").
+void check_recurrent_call_arguments(const std::string& who, const std::vector<std::string>& tensors,
+                                    const nlohmann::json& options, const std::string& path);
+
 /// `to` = `from` (batch, steps, width; on `ops`' device) with its steps in reverse order.
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width);
