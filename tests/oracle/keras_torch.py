@@ -549,6 +549,15 @@ def forward(case, inputs, weights):
                       .permute(0, 2, 3, 1), weights)
     if cls == "Conv2DTranspose":
         return conv2d_transpose(cfg, xs[0], weights)
+    if cls == "Conv1DTranspose":  # Conv2DTranspose's arithmetic on one row, Keras' 1-D sizes
+        one = lambda v: v[0] if isinstance(v, list) else v
+        two = dict(cfg, kernel_size=[1, one(cfg["kernel_size"])],
+                   strides=[1, one(cfg.get("strides", 1))],
+                   dilation_rate=[1, one(cfg.get("dilation_rate", 1))],
+                   output_padding=None if cfg.get("output_padding") is None
+                   else [0, one(cfg["output_padding"])])
+        row = dict(weights, kernel=weights["kernel"].unsqueeze(0))
+        return conv2d_transpose(two, xs[0].unsqueeze(1), row).squeeze(1)
     if cls == "Conv1D":
         return conv1d(cfg, xs[0], weights)
     if cls == "MaxPooling1D":

@@ -420,6 +420,29 @@ TEST(LayerOracle, Conv2DTransposeMatchesPyTorch) {
        entry("Conv2DTranspose",
              {{"filters", 2}, {"kernel_size", 3}, {"dilation_rate", 2}, {"padding", "same"}}),
        {{"", {2, 5, 6, 3}}}});
+  // Conv1DTranspose: the same arithmetic along the steps (keras.io's time-series autoencoder
+  // decodes with it), kernel (k, filters, in).
+  cases.push_back({"Conv1DTransposeSameStrided",
+                   entry("Conv1DTranspose", {{"filters", 3},
+                                             {"kernel_size", 7},
+                                             {"strides", 2},
+                                             {"padding", "same"},
+                                             {"activation", "relu"}}),
+                   {{"", {2, 9, 4}}}});
+  cases.push_back({"Conv1DTransposeValidOutputPadding",
+                   entry("Conv1DTranspose", {{"filters", 2},
+                                             {"kernel_size", {3}},
+                                             {"strides", {3}},
+                                             {"output_padding", {2}},
+                                             {"use_bias", false}}),
+                   {{"", {2, 5, 3}}}});
+  cases.push_back({"Conv1DTransposeDilated",
+                   entry("Conv1DTranspose", {{"filters", 2},
+                                             {"kernel_size", 3},
+                                             {"dilation_rate", 2},
+                                             {"padding", "same"},
+                                             {"activation", "tanh"}}),
+                   {{"", {2, 8, 3}}}});
   check_against_torch(cases);
 }
 

@@ -264,6 +264,20 @@ std::vector<Case> cases() {
                                    layer("LSTM", {{"units", 5}}), layer("Dense", {{"units", 2}})}),
                {{{6, 3}}},
                false});
+  c.push_back(
+      {"conv1d_then_conv1d_transpose",
+       sequential(
+           {8, 2},
+           {layer("Conv1D", {{"filters", 4},
+                             {"kernel_size", 3},
+                             {"strides", 2},
+                             {"padding", "same"},
+                             {"activation", "relu"}}),
+            layer("Conv1DTranspose",
+                  {{"filters", 3}, {"kernel_size", 3}, {"strides", 2}, {"padding", "same"}}),
+            layer("Conv1DTranspose",
+                  {{"filters", 1}, {"kernel_size", 2}, {"strides", 3}, {"output_padding", 1}})}),
+       {{{8, 2}}}});
   c.push_back({"simple_rnn_last_step",
                sequential({5, 2}, {layer("SimpleRNN", {{"units", 3}})}),
                {{{5, 2}}},

@@ -700,30 +700,41 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   return std::make_unique<Conv2D>(name, o);
 }
 
+// Keras' output_padding of a transposed convolution: null, n or one per axis ([rows, cols];
+// Conv1DTranspose's [n], as the pair (0, n)), each >= 0 and below its stride.
+std::optional<Pair> read_output_padding(ConfigObject& c, const Conv2DOptions& conv, bool one_d) {
+  const auto* v = c.find("output_padding");
+  if (!v) return std::nullopt;
+  const auto integer = [](const nlohmann::json& e) { return e.is_number_integer(); };
+  const bool single = v->is_number_integer();
+  const bool listed =
+      v->is_array() && v->size() == (one_d ? 1u : 2u) && std::all_of(v->begin(), v->end(), integer);
+  if (!single && !listed)
+    throw ConfigError(c.path_of("output_padding"),
+                      std::string("expected null, an integer or ") +
+                          (one_d ? "a list of one integer" : "a pair of integers") + ", got " +
+                          v->dump());
+  const std::int64_t first = single ? v->get<std::int64_t>() : (*v)[0].get<std::int64_t>();
+  const Pair p = one_d    ? Pair{0, first}
+                 : single ? Pair{first, first}
+                          : Pair{first, (*v)[1].get<std::int64_t>()};
+  for (int a = 0; a < 2; ++a)
+    if (p[a] < 0 || p[a] >= conv.strides[a])
+      throw ConfigError(c.path_of("output_padding"),
+                        "each output padding must be at least 0 and less than its stride " +
+                            (one_d ? std::to_string(conv.strides[1])
+                                   : shape_to_string({conv.strides[0], conv.strides[1]})) +
+                            ", got " + v->dump());
+  return p;
+}
+
 std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string& name) {
   Conv2DTransposeOptions o;
   Conv2DOptions& conv = o.conv;
   conv.filters = c.positive_int("filters");
   read_window(c, conv);
   require_one_group(c);
-  if (const auto* v = c.find("output_padding")) {
-    // Keras: n or [rows, cols], each >= 0 and below its stride.
-    const bool single = v->is_number_integer();
-    const bool pair = v->is_array() && v->size() == 2 && (*v)[0].is_number_integer() &&
-                      (*v)[1].is_number_integer();
-    if (!single && !pair)
-      throw ConfigError(c.path_of("output_padding"),
-                        "expected null, an integer or a pair of integers, got " + v->dump());
-    const Pair p = single ? Pair{v->get<std::int64_t>(), v->get<std::int64_t>()}
-                          : Pair{(*v)[0].get<std::int64_t>(), (*v)[1].get<std::int64_t>()};
-    for (int a = 0; a < 2; ++a)
-      if (p[a] < 0 || p[a] >= conv.strides[a])
-        throw ConfigError(c.path_of("output_padding"),
-                          "each output padding must be at least 0 and less than its stride " +
-                              shape_to_string({conv.strides[0], conv.strides[1]}) + ", got " +
-                              v->dump());
-    o.output_padding = p;
-  }
+  o.output_padding = read_output_padding(c, conv, false);
   read_convolution_rest(c, conv);
   read_constraints(c, conv.kernel_constraint, conv.bias_constraint);
   read_regularizers(c, conv.kernel_regularizer, conv.bias_regularizer);
@@ -802,6 +813,23 @@ std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   read_constraints(c, o.kernel_constraint, o.bias_constraint);  // Keras' axes of (k, in, filters)
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Conv1D>(name, o, causal);
+}
+
+std::unique_ptr<Layer> make_conv1d_transpose(ConfigObject& c, const std::string& name) {
+  Conv2DTransposeOptions o;
+  Conv2DOptions& conv = o.conv;
+  conv.filters = c.positive_int("filters");
+  conv.kernel_size = read_single(c, "kernel_size", std::nullopt);
+  conv.strides = read_single(c, "strides", 1);
+  conv.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  conv.dilation_rate = read_single(c, "dilation_rate", 1);
+  check_dilation_with_strides(c, conv);
+  o.output_padding = read_output_padding(c, conv, true);
+  read_convolution_rest(c, conv);
+  read_constraints(c, conv.kernel_constraint, conv.bias_constraint);  // Keras' (k, filters, in)
+  read_regularizers(c, conv.kernel_regularizer, conv.bias_regularizer);
+  return std::make_unique<Conv1DTranspose>(name, o);
 }
 
 template <PoolKind kKind>
@@ -1327,6 +1355,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Conv1D", {"conv1d", make_conv1d}},
       {"Conv2D", {"conv2d", make_conv2d}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
+      {"Conv1DTranspose", {"conv1d_transpose", make_conv1d_transpose}},
       {"DepthwiseConv2D", {"depthwise_conv2d", make_depthwise_conv2d}},
       {"SeparableConv2D", {"separable_conv2d", make_separable_conv2d}},
       {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},

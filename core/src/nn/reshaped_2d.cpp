@@ -146,6 +146,52 @@ nlohmann::json Conv1D::config() const {
   return c;
 }
 
+Conv1DTranspose::Conv1DTranspose(std::string name, Conv2DTransposeOptions options)
+    : Reshaped2D(std::move(name)), options_(std::move(options)) {
+  kernel_constraint_ = std::exchange(options_.conv.kernel_constraint, WeightConstraint());
+  bias_constraint_ = std::exchange(options_.conv.bias_constraint, WeightConstraint());
+  kernel_regularizer_ = std::exchange(options_.conv.kernel_regularizer, WeightRegularizer());
+  bias_regularizer_ = std::exchange(options_.conv.bias_regularizer, WeightRegularizer());
+}
+
+Shape Conv1DTranspose::build(const Shape& input_shape, Rng& init) {
+  require_sequence(input_shape, label());
+  const Shape out = build_inner(std::make_unique<Conv2DTranspose>(name(), options_), input_shape,
+                                {1, input_shape[0], input_shape[1]}, std::nullopt, init);
+  // Keras' Conv1DTranspose kernel is (k, filters, in): Conv2DTranspose's (1, k, filters, in).
+  Parameter& kernel = *inner_->parameters()[0];
+  const Shape kernel_shape{options_.conv.kernel_size[1], options_.conv.filters, input_shape[1]};
+  kernel.value = kernel.value.reshaped(kernel_shape);
+  kernel.grad = kernel.grad.reshaped(kernel_shape);
+  try {
+    kernel_constraint_.build(kernel_shape);
+    bias_constraint_.build({options_.conv.filters});
+  } catch (const ShapeError& e) {
+    throw ShapeError(label() + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<RuledWeight> Conv1DTranspose::ruled_weights() {
+  const std::vector<Parameter*> weights = inner_->parameters();
+  std::vector<RuledWeight> out{{weights[0], &kernel_constraint_, &kernel_regularizer_}};
+  if (options_.conv.use_bias) out.push_back({weights[1], &bias_constraint_, &bias_regularizer_});
+  return out;
+}
+
+nlohmann::json Conv1DTranspose::config() const {
+  nlohmann::json c = one_dimensional_config(Conv2DTranspose(name(), options_).config());
+  c["trainable"] = trainable();
+  c["output_padding"] = options_.output_padding
+                            ? nlohmann::json::array({(*options_.output_padding)[1]})
+                            : nlohmann::json();
+  c["kernel_constraint"] = kernel_constraint_.config();
+  c["bias_constraint"] = bias_constraint_.config();
+  c["kernel_regularizer"] = kernel_regularizer_.config();
+  c["bias_regularizer"] = bias_regularizer_.config();
+  return c;
+}
+
 Shape Pooling1D::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
   return build_inner(std::make_unique<Pooling2D>(name(), options_), input_shape,

@@ -2,6 +2,8 @@
 // window is written once (Conv2D, Pooling2D) and these layers are shapes and names around it:
 //   Conv1D             (steps, channels) seen as (1, steps, channels); kernel (k, in, filters),
 //                      the memory of Conv2D's (1, k, in, filters)
+//   Conv1DTranspose    the same view, a Conv2DTranspose of kernel (1, k); kernel (k, filters,
+//                      in), the memory of Conv2DTranspose's (1, k, filters, in)
 //   MaxPooling1D,      (steps, channels) as (1, steps, channels), windows (1, pool)
 //   AveragePooling1D
 //   GlobalMaxPooling1D one window over every step (a Pooling2D of (1, steps));
@@ -21,6 +23,7 @@
 
 #include "nn/activation_fn.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/conv2d_transpose.hpp"
 #include "nn/image_layers.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/pooling.hpp"
@@ -92,6 +95,28 @@ class Conv1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions
   Shape input_shape_;            // (steps, channels), before any causal padding
   std::int64_t left_pad_ = 0;    // causal: (k - 1) * dilation
   Tensor padded_, grad_input_;   // causal: the padded input, the input's gradient
+};
+
+/// Conv1DTranspose: Keras' transposed 1-D convolution (the gradient of a Conv1D with respect to
+/// its input), Conv2DTranspose's arithmetic and output lengths along the steps. Its constraints
+/// and regularizers are its own, built for Keras' kernel (k, filters, in), as Conv1D's.
+class Conv1DTranspose : public Reshaped2D, public WeightRules, public KerasTwoDefinitions {
+ public:
+  /// `options` as a Conv2DTranspose's of kernel (1, k), strides (1, s), dilation (1, d),
+  /// output_padding (0, p).
+  Conv1DTranspose(std::string name, Conv2DTransposeOptions options);
+  std::string class_name() const override { return "Conv1DTranspose"; }
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
+  void use_keras2_definitions() override {
+    options_.conv.activation = keras2_definition(options_.conv.activation);
+  }
+
+ private:
+  Conv2DTransposeOptions options_;  // the inner layer's: without the rules below
+  WeightConstraint kernel_constraint_, bias_constraint_;
+  WeightRegularizer kernel_regularizer_, bias_regularizer_;
 };
 
 /// MaxPooling1D / AveragePooling1D.

@@ -175,8 +175,10 @@ OnnxValue export_conv_transpose(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], true);
   const Tensor& kernel = call.weight("kernel");
-  const Pair k{kernel.dim(0), kernel.dim(1)};
-  const std::int64_t out = kernel.dim(2), in = kernel.dim(3);
+  // Conv1DTranspose's kernel (k, filters, in), exported on its view of one row: (1, k, ...).
+  const bool one_row = kernel.rank() == 3;
+  const Pair k = one_row ? Pair{1, kernel.dim(0)} : Pair{kernel.dim(0), kernel.dim(1)};
+  const std::int64_t out = kernel.dim(kernel.rank() - 2), in = kernel.dim(kernel.rank() - 1);
   const Window2D w = window_of(call, call.output_shape, "kernel_size", false);
   std::vector<std::int64_t> output_padding{0, 0}, starts{0, 0}, ends{0, 0};
   bool crop = false;
@@ -280,8 +282,9 @@ OnnxValue export_upsampling(LayerCall& call) {
           call.output_shape, true};
 }
 
-// A 1-D layer computed by a 2-D one on a view (nn/reshaped_2d.hpp: ZeroPadding1D, Cropping1D,
-// UpSampling1D, RepeatVector): the view, the 2-D layer's own nodes, the output's shape.
+// A 1-D layer computed by a 2-D one on a view (nn/reshaped_2d.hpp: Conv1DTranspose,
+// ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector): the view, the 2-D layer's own nodes,
+// the output's shape.
 OnnxValue export_reshaped_2d(LayerCall& call) {
   auto& layer = static_cast<nn::Reshaped2D&>(call.layer);
   return export_on_view(call, layer.inner(), layer.inner_input_shape(), layer.inner_output_shape(),
@@ -333,6 +336,7 @@ void add_spatial_exporters(ExporterTable& table) {
   table["DepthwiseConv2D"] = export_depthwise_conv;
   table["SeparableConv2D"] = export_separable_conv;
   table["Conv2DTranspose"] = export_conv_transpose;
+  table["Conv1DTranspose"] = export_reshaped_2d;
   for (const char* cls : {"MaxPooling1D", "MaxPooling2D"})
     table[cls] = [](LayerCall& call) { return export_pooling(call, "MaxPool"); };
   for (const char* cls : {"AveragePooling1D", "AveragePooling2D"})
