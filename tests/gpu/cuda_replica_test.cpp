@@ -193,6 +193,13 @@ std::vector<LayerCase> layer_cases() {
                     layer("MaxPooling2D", {{"pool_size", 2}}),
                     layer("Dense", {{"units", 5},
                                     {"activity_regularizer", "l2"}})})});
+  cases.push_back({"resizing",
+                   {5, 4, 2},
+                   json::array({layer("Resizing", {{"height", 7}, {"width", 6}}),
+                                layer("Resizing", {{"height", 3},
+                                                   {"width", 4},
+                                                   {"interpolation", "nearest"},
+                                                   {"crop_to_aspect_ratio", true}})})});
   cases.push_back({"random_flip",
                    {5, 4, 2},
                    json::array({layer("RandomFlip", {{"seed", 3}}),

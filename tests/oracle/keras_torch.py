@@ -547,6 +547,19 @@ def forward(case, inputs, weights):
         y = depthwise(cfg, xs[0], weights)
         return biased(cfg, torch.nn.functional.conv2d(y.permute(0, 3, 1, 2), pointwise)
                       .permute(0, 2, 3, 1), weights)
+    if cls == "Resizing":  # tf.image.resize: half-pixel centres, no antialiasing
+        x, height, width = xs[0], cfg["height"], cfg["width"]
+        if cfg.get("crop_to_aspect_ratio", False):  # smart_resize's centred window
+            rows, cols = x.shape[1], x.shape[2]
+            keep_rows, keep_cols = min(rows, cols * height // width), min(cols, rows * width // height)
+            top, left = (rows - keep_rows) // 2, (cols - keep_cols) // 2
+            x = x[:, top:top + keep_rows, left:left + keep_cols]
+        nearest = cfg.get("interpolation", "bilinear") == "nearest"
+        y = torch.nn.functional.interpolate(
+            x.permute(0, 3, 1, 2), size=(height, width),
+            mode="nearest-exact" if nearest else "bilinear",
+            **({} if nearest else {"align_corners": False}))
+        return y.permute(0, 2, 3, 1)
     if cls == "Conv2DTranspose":
         return conv2d_transpose(cfg, xs[0], weights)
     if cls == "Conv1DTranspose":  # Conv2DTranspose's arithmetic on one row, Keras' 1-D sizes

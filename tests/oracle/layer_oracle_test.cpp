@@ -382,6 +382,23 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+TEST(LayerOracle, ResizingMatchesPyTorch) {
+  std::vector<Case> cases;
+  // Resizing: tf.image.resize (half-pixel centres) against torch's interpolate of the same
+  // definition (bilinear without align_corners, nearest-exact), up and down, the centred window
+  // of crop_to_aspect_ratio; the gradients spread back through the same weights.
+  cases.push_back({"ResizingBilinearUp",
+                   entry("Resizing", {{"height", 7}, {"width", 9}}),
+                   {{"", {2, 4, 5, 3}}}});
+  cases.push_back({"ResizingBilinearDownCropped",
+                   entry("Resizing", {{"height", 3}, {"width", 2}, {"crop_to_aspect_ratio", true}}),
+                   {{"", {2, 7, 8, 2}}}});
+  cases.push_back({"ResizingNearestUpAndDown",
+                   entry("Resizing", {{"height", 7}, {"width", 3}, {"interpolation", "nearest"}}),
+                   {{"", {2, 4, 5, 2}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, Conv2DTransposeMatchesPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"Conv2DTransposeValidStrided",

@@ -155,6 +155,20 @@ std::vector<Case> cases() {
                sequential({9, 7, 2}, {layer("RandomCrop", {{"height", 4}, {"width", 3}}),
                                       layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}})}),
                {{{9, 7, 2}}}});
+  c.push_back({"resizing_bilinear_up",
+               sequential({5, 4, 2}, {layer("Resizing", {{"height", 8}, {"width", 7}}),
+                                      layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}})}),
+               {{{5, 4, 2}}}});
+  // Nearest (half-pixel, rounding up) by NumPy from the specification: OpenCV 4.6 rounds it
+  // otherwise.
+  c.push_back({"resizing_bilinear_then_nearest_cropped",
+               sequential({5, 4, 2}, {layer("Resizing", {{"height", 8}, {"width", 7}}),
+                                      layer("Resizing", {{"height", 3},
+                                                         {"width", 4},
+                                                         {"interpolation", "nearest"},
+                                                         {"crop_to_aspect_ratio", true}})}),
+               {{{5, 4, 2}}},
+               false});
   c.push_back({"inference_identities_rescale_normalize",
                sequential(image, {layer("Rescaling", {{"scale", 0.5}, {"offset", -0.25}}),
                                   layer("Normalization", {{"mean", {0.1, -0.2, 0.3}},

@@ -109,12 +109,37 @@ RNN_ACTIVATIONS = {
 }
 
 
-def resize_nearest(node, x, roi, scales, sizes=None):
-    """Resize as Tandem writes it (nearest, asymmetric, floor, whole scales): each cell repeated
-    scale times along its axis."""
-    for axis, scale in enumerate(scales):
-        assert float(scale).is_integer(), scales
-        x = np.repeat(x, int(scale), axis=axis)
+def resize(node, x, roi, scales, sizes=None):
+    """Resize as the specification defines it, axis by axis: the output size from `sizes` (or
+    `scales`), each output index mapped to a source coordinate (asymmetric: i / scale;
+    half_pixel: (i + 0.5) / scale - 0.5), then nearest (floor, or round_prefer_ceil: floor(v +
+    0.5)) or linear between the two pixels around it, coordinates clamped to the axis."""
+    mode = attribute(node, "mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    coords = attribute(node, "coordinate_transformation_mode", b"half_pixel")
+    coords = coords.decode() if isinstance(coords, bytes) else coords
+    rounding = attribute(node, "nearest_mode", b"round_prefer_floor")
+    rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+    out_sizes = [int(v) for v in sizes] if sizes is not None and len(sizes) else \
+        [int(math.floor(n * float(s))) for n, s in zip(x.shape, scales)]
+    for axis, (n, m) in enumerate(zip(x.shape, out_sizes)):
+        if n == m:
+            continue
+        scale = m / n
+        i = np.arange(m, dtype=np.float64)
+        src = i / scale if coords == "asymmetric" else (i + 0.5) / scale - 0.5
+        if mode == "nearest":
+            picked = np.floor(src) if rounding == "floor" else np.floor(src + 0.5)
+            x = np.take(x, np.clip(picked, 0, n - 1).astype(np.int64), axis=axis)
+            continue
+        assert mode == "linear", mode
+        src = np.clip(src, 0, n - 1)
+        lo = np.floor(src).astype(np.int64)
+        hi = np.minimum(lo + 1, n - 1)
+        shape = [1] * x.ndim
+        shape[axis] = m
+        w = (src - lo).reshape(shape).astype(np.float32)
+        x = np.take(x, lo, axis=axis) * (1 - w) + np.take(x, hi, axis=axis) * w
     return x
 
 
@@ -214,7 +239,7 @@ OPERATORS = {
     "Slice": lambda n, x, *rest: slice_(x, *rest),
     "Pad": lambda n, x, pads, value=None: np.pad(
         x, list(zip(pads[:x.ndim], pads[x.ndim:])), constant_values=0 if value is None else value),
-    "Resize": resize_nearest,
+    "Resize": resize,
     "ConvTranspose": conv_transpose,
     "RNN": recurrent,
     "LSTM": recurrent,

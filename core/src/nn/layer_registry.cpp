@@ -39,6 +39,7 @@
 #include "nn/rescaling.hpp"
 #include "nn/reshape.hpp"
 #include "nn/reshaped_2d.hpp"
+#include "nn/resizing.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
 #include "nn/time_distributed.hpp"
@@ -557,6 +558,28 @@ std::unique_ptr<Layer> make_random_crop(ConfigObject& c, const std::string& name
   c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<RandomWarp>(name, d, rows, cols, read_seed(c),
                                       nlohmann::json{{"height", rows}, {"width", cols}});
+}
+
+// Keras' Resizing: bilinear or nearest as tf.image.resize computes them; the other
+// interpolations and Keras 3's padding to the aspect ratio are refused at their key.
+std::unique_ptr<Layer> make_resizing(ConfigObject& c, const std::string& name) {
+  const std::int64_t rows = c.positive_int("height"), cols = c.positive_int("width");
+  const std::string how = c.get_string("interpolation", "bilinear");
+  if (how != "bilinear" && how != "nearest")
+    throw ConfigError(c.path_of("interpolation"),
+                      "Tandem resizes bilinear or nearest (tf.image.resize's, half-pixel centres), "
+                      "not '" +
+                          how + "'");
+  const bool crop = c.get_bool("crop_to_aspect_ratio", false);
+  if (c.get_bool("pad_to_aspect_ratio", false))
+    throw ConfigError(c.path_of("pad_to_aspect_ratio"),
+                      "padding to the target's aspect ratio is not supported by Tandem; "
+                      "crop_to_aspect_ratio (the centred window) is");
+  c.ignore({"fill_mode", "fill_value"});  // only read with pad_to_aspect_ratio
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<Resizing>(
+      name, rows, cols, how == "nearest" ? backend::WarpDesc::nearest : backend::WarpDesc::bilinear,
+      crop);
 }
 
 // value_range: [low, high], low < high (Keras' default [0, 255]).
@@ -1350,6 +1373,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"RandomRotation", {"random_rotation", make_random_rotation}},
       {"RandomZoom", {"random_zoom", make_random_zoom}},
       {"RandomCrop", {"random_crop", make_random_crop}},
+      {"Resizing", {"resizing", make_resizing}},
       {"RandomContrast", {"random_contrast", make_random_contrast}},
       {"RandomBrightness", {"random_brightness", make_random_brightness}},
       {"Conv1D", {"conv1d", make_conv1d}},

@@ -1,6 +1,7 @@
 #include "nn/random_warp.hpp"
 
 #include "backend/ops.hpp"
+#include "nn/resizing.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -54,14 +55,7 @@ WarpDesc RandomWarp::desc_for(std::int64_t batch, bool training) const {
   if (d.kind != WarpDesc::crop) return d;
   if (training && d.rows >= d.out_rows && d.cols >= d.out_cols) return d;
   // Keras' smart_resize: the largest centred window of the target's aspect ratio.
-  d.kind = WarpDesc::resize;
-  d.src_rows = std::min(d.rows, d.cols * d.out_rows / d.out_cols);
-  d.src_cols = std::min(d.cols, d.rows * d.out_cols / d.out_rows);
-  d.src_row = (d.rows - d.src_rows) / 2;
-  d.src_col = (d.cols - d.src_cols) / 2;
-  d.interpolation = WarpDesc::bilinear;
-  d.fill = WarpDesc::nearest_edge;
-  return d;
+  return resize_warp(batch, input_shape_, d.out_rows, d.out_cols, true, WarpDesc::bilinear);
 }
 
 const Tensor& RandomWarp::forward(const Tensor& x, bool training) {

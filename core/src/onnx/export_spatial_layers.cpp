@@ -291,11 +291,13 @@ OnnxValue export_reshaped_2d(LayerCall& call) {
                         layer.inner().class_name());
 }
 
-// RandomCrop at inference (Keras' smart_resize): the centred window of the target's aspect
-// ratio, resized bilinearly with half-pixel centres (nn/random_warp.hpp); the identity when the
-// image already has the target's size. The output size is given whole (the batch from the
-// input's shape), so no float scale can round it.
-OnnxValue export_random_crop(LayerCall& call) {
+// A resize to the config's height and width as tf.image.resize computes it (half-pixel centres;
+// bilinear, or nearest: floor((i + 0.5) · scale), ONNX's round_prefer_ceil of the half-pixel
+// source point), of the whole image or with `centred_window` of the largest centred window of
+// the target's aspect ratio (Keras' smart_resize, nn/resizing.hpp); the identity when the image
+// already has the target's size. The output size is given whole (the batch from the input's
+// shape), so no float scale can round it.
+OnnxValue export_resize(LayerCall& call, bool centred_window, bool nearest) {
   OnnxGraph& g = call.graph;
   const OnnxValue& in = call.inputs[0];
   const std::int64_t rows = in.shape[0], cols = in.shape[1];
@@ -303,16 +305,19 @@ OnnxValue export_random_crop(LayerCall& call) {
   const std::int64_t width = call.config.at("width").get<std::int64_t>();
   if (rows == height && cols == width) return in;
   const OnnxValue x = g.in_layout(in, true);
-  const std::int64_t window_rows = std::min(rows, cols * height / width);
-  const std::int64_t window_cols = std::min(cols, rows * width / height);
-  const std::int64_t top = (rows - window_rows) / 2, left = (cols - window_cols) / 2;
   const std::string& p = call.prefix;
-  const std::string window = g.node("Slice",
-                                    {x.name, g.int64s(p + "/starts", {top, left}),
-                                     g.int64s(p + "/ends", {top + window_rows, left + window_cols}),
-                                     g.int64s(p + "/axes", {2, 3})},
-                                    p)
-                                 .output();
+  std::string window = x.name;
+  if (centred_window) {
+    const std::int64_t window_rows = std::min(rows, cols * height / width);
+    const std::int64_t window_cols = std::min(cols, rows * width / height);
+    const std::int64_t top = (rows - window_rows) / 2, left = (cols - window_cols) / 2;
+    window = g.node("Slice",
+                    {x.name, g.int64s(p + "/starts", {top, left}),
+                     g.int64s(p + "/ends", {top + window_rows, left + window_cols}),
+                     g.int64s(p + "/axes", {2, 3})},
+                    p)
+                 .output();
+  }
   const std::string shape = g.node("Shape", {x.name}, p).output();
   const std::string batch_channels =
       g.node("Slice", {shape, g.int64s(p + "/nc_starts", {0}), g.int64s(p + "/nc_ends", {2})}, p)
@@ -321,11 +326,21 @@ OnnxValue export_random_crop(LayerCall& call) {
       g.node("Concat", {batch_channels, g.int64s(p + "/size", {height, width})}, p)
           .attr("axis", std::int64_t{0})
           .output();
-  return {g.node("Resize", {window, "", "", sizes}, p)
-              .attr("mode", std::string("linear"))
-              .attr("coordinate_transformation_mode", std::string("half_pixel"))
-              .output(),
-          call.output_shape, true};
+  NodeBuilder resize = g.node("Resize", {window, "", "", sizes}, p);
+  resize.attr("mode", std::string(nearest ? "nearest" : "linear"))
+      .attr("coordinate_transformation_mode", std::string("half_pixel"));
+  if (nearest) resize.attr("nearest_mode", std::string("round_prefer_ceil"));
+  return {resize.output(), call.output_shape, true};
+}
+
+// RandomCrop at inference: Keras' smart_resize, bilinear.
+OnnxValue export_random_crop(LayerCall& call) {
+  return export_resize(call, true, false);
+}
+
+OnnxValue export_resizing(LayerCall& call) {
+  return export_resize(call, call.config.value("crop_to_aspect_ratio", false),
+                       call.config.value("interpolation", "bilinear") == "nearest");
 }
 
 }  // namespace
@@ -351,6 +366,7 @@ void add_spatial_exporters(ExporterTable& table) {
   for (const char* cls : {"ZeroPadding1D", "Cropping1D", "UpSampling1D", "RepeatVector"})
     table[cls] = export_reshaped_2d;
   table["RandomCrop"] = export_random_crop;
+  table["Resizing"] = export_resizing;
 }
 
 }  // namespace tandem::onnx_export

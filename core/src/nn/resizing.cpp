@@ -1,0 +1,81 @@
+#include "nn/resizing.hpp"
+
+#include <algorithm>
+
+#include "backend/ops.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+using backend::WarpDesc;
+
+WarpDesc resize_warp(std::int64_t batch, const Shape& image, std::int64_t out_rows,
+                     std::int64_t out_cols, bool centred_window, int interpolation) {
+  WarpDesc d;
+  d.kind = WarpDesc::resize;
+  d.batch = batch;
+  d.rows = d.src_rows = image[0];
+  d.cols = d.src_cols = image[1];
+  d.channels = image[2];
+  d.out_rows = out_rows;
+  d.out_cols = out_cols;
+  if (centred_window) {  // Keras' smart_resize
+    d.src_rows = std::min(d.rows, d.cols * out_rows / out_cols);
+    d.src_cols = std::min(d.cols, d.rows * out_cols / out_rows);
+    d.src_row = (d.rows - d.src_rows) / 2;
+    d.src_col = (d.cols - d.src_cols) / 2;
+  }
+  d.interpolation = interpolation;
+  d.fill = WarpDesc::nearest_edge;
+  return d;
+}
+
+Resizing::Resizing(std::string name, std::int64_t height, std::int64_t width, int interpolation,
+                   bool crop_to_aspect_ratio)
+    : Layer(std::move(name)),
+      height_(height),
+      width_(width),
+      interpolation_(interpolation),
+      crop_(crop_to_aspect_ratio) {}
+
+Shape Resizing::build(const Shape& input_shape, Rng& /*init*/) {
+  if (input_shape.size() != 3)
+    throw ShapeError("layer '" + name() + "' (Resizing) expects images (None, rows, cols, " +
+                     "channels), got " + shape_to_string(input_shape, true));
+  input_shape_ = input_shape;
+  return {height_, width_, input_shape[2]};
+}
+
+const Tensor& Resizing::forward(const Tensor& x, bool /*training*/) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
+  last_ = resize_warp(batch, input_shape_, height_, width_, crop_, interpolation_);
+  ops.fill(ops.place(draws_, {batch, WarpDesc::kDraws}), 0.0f);  // a resize draws nothing
+  ops.warp_images(last_, draws_, x, ops.place(output_, {batch, height_, width_, input_shape_[2]}));
+  return output_;
+}
+
+const Tensor& Resizing::backward(const Tensor& grad_output, bool need_input_grad) {
+  if (!need_input_grad) {
+    grad_input_ = Tensor();
+    return grad_input_;
+  }
+  const std::int64_t batch = grad_output.rank() > 0 ? grad_output.dim(0) : 0;
+  ops().warp_images_backward(
+      last_, draws_, grad_output,
+      ops().place(grad_input_, {batch, input_shape_[0], input_shape_[1], input_shape_[2]}));
+  return grad_input_;
+}
+
+nlohmann::json Resizing::config() const {
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"height", height_},
+          {"width", width_},
+          {"interpolation", interpolation_ == WarpDesc::nearest ? "nearest" : "bilinear"},
+          {"crop_to_aspect_ratio", crop_},
+          {"data_format", "channels_last"}};
+}
+
+}  // namespace tandem::nn

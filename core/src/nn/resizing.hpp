@@ -1,0 +1,49 @@
+// Keras' Resizing layer: each image (rows, cols, channels) resized to (height, width) as
+// tf.image.resize does (half-pixel centres, no antialiasing), bilinear or nearest; with
+// crop_to_aspect_ratio the largest centred window of the target's aspect ratio is resized
+// (Keras' smart_resize, which RandomCrop's inference also is). Computed by the backend's
+// warp_images (backend/image_geometry.hpp, WarpDesc::resize), so it runs on every backend and
+// its gradient flows back through the same weights. Keras 3's pad_to_aspect_ratio and the
+// other interpolations (bicubic, area, lanczos, gaussian, mitchellcubic) are refused where
+// the config is read. Ownership and threads: as every layer's (tandem/layer.hpp).
+#pragma once
+
+#include <string>
+
+#include "backend/image_geometry.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+/// The warp that resizes `batch` images (rows, cols, channels) to (out_rows, out_cols) with
+/// `interpolation` (WarpDesc::bilinear or nearest): of the whole image, or with
+/// `centred_window` of the largest centred window of the target's aspect ratio. Edges clamp.
+backend::WarpDesc resize_warp(std::int64_t batch, const Shape& image, std::int64_t out_rows,
+                              std::int64_t out_cols, bool centred_window, int interpolation);
+
+class Resizing : public Layer {
+ public:
+  Resizing(std::string name, std::int64_t height, std::int64_t width, int interpolation,
+           bool crop_to_aspect_ratio);
+  std::string class_name() const override { return "Resizing"; }
+  /// Throws ShapeError naming the layer unless input_shape is (rows, cols, channels).
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  nlohmann::json config() const override;
+
+ private:
+  std::int64_t height_, width_;
+  int interpolation_;
+  bool crop_;
+  Shape input_shape_;
+  backend::WarpDesc last_;
+  Tensor draws_, output_, grad_input_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
