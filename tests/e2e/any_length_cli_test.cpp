@@ -95,7 +95,8 @@ json text_classifier() {
                 {"config", config},
                 {"registered_name", nullptr},
                 {"name", name},
-                {"inbound_nodes", {{{"args", {input}}, {"kwargs", json::object()}}}}};
+                {"inbound_nodes",
+                 json::array({json{{"args", json::array({input})}, {"kwargs", json::object()}}})}};
   };
   json layers = json::array();
   layers.push_back({{"module", "keras.layers"},

@@ -91,7 +91,7 @@ json lstm(const std::string& name, bool sequences, const json& inbound) {
             {"unroll", false},
             {"time_major", false},
             {"units", 32}}},
-          {"inbound_nodes", {inbound}}};
+          {"inbound_nodes", json::array({inbound})}};
 }
 
 json input(const std::string& name, int features) {
@@ -122,7 +122,7 @@ json seq2seq() {
       {{"class_name", "Dense"},
        {"name", "decoder_dense"},
        {"config", {{"name", "decoder_dense"}, {"units", 4}, {"activation", "softmax"}}},
-       {"inbound_nodes", {json::array({ref("decoder_lstm", 0)})}}});
+       {"inbound_nodes", json::array({json::array({ref("decoder_lstm", 0)})})}});
   return {{"class_name", "Functional"},
           {"keras_version", "2.15.0"},
           {"backend", "tensorflow"},

@@ -22,13 +22,18 @@ json keras3_tensor(const std::string& layer, int tensor) {
            {{"shape", {nullptr, 3}}, {"dtype", "float32"}, {"keras_history", {layer, 0, tensor}}}}};
 }
 
-json keras3_layer(const std::string& cls, const std::string& name, json config, json args,
-                  json kwargs = json::object()) {
+// (Lists built from vectors: a braced list of one json is a copy of it for clang, not a list.)
+json keras3_layer(const std::string& cls, const std::string& name, json config,
+                  const std::vector<json>& args, json kwargs = json::object()) {
   config["name"] = name;
   return {{"class_name", cls},
           {"name", name},
           {"config", config},
-          {"inbound_nodes", {{{"args", args}, {"kwargs", kwargs}}}}};
+          {"inbound_nodes", json::array({json{{"args", json(args)}, {"kwargs", kwargs}}})}};
+}
+
+json tensors(const std::vector<json>& list) {
+  return json(list);
 }
 
 // x (4, 3) -> encoder LSTM (return_state) -> decoder LSTM on x from the encoder's h and c
@@ -49,23 +54,26 @@ json stated_model(bool keras3) {
     layers.push_back(keras3_layer("LSTM", "encoder", lstm, {keras3_tensor("x", 0)}));
     layers.push_back(keras3_layer(
         "LSTM", "decoder", decoder, {keras3_tensor("x", 0)},
-        {{"initial_state", {keras3_tensor("encoder", 1), keras3_tensor("encoder", 2)}}}));
+        {{"initial_state", tensors({keras3_tensor("encoder", 1), keras3_tensor("encoder", 2)})}}));
     layers.push_back(keras3_layer("GRU", "gru", gru, {keras3_tensor("x", 0)},
-                                  {{"initial_state", {keras3_tensor("decoder", 1)}}}));
+                                  {{"initial_state", tensors({keras3_tensor("decoder", 1)})}}));
     layers.push_back(
         keras3_layer("Flatten", "flat", json::object(), {keras3_tensor("decoder", 0)}));
-    layers.push_back(keras3_layer(
-        "Concatenate", "join", json::object(),
-        {{keras3_tensor("flat", 0), keras3_tensor("gru", 0), keras3_tensor("decoder", 2)}}));
+    layers.push_back(keras3_layer("Concatenate", "join", json::object(),
+                                  {tensors({keras3_tensor("flat", 0), keras3_tensor("gru", 0),
+                                            keras3_tensor("decoder", 2)})}));
     layers.push_back(keras3_layer("Dense", "out", {{"units", 2}}, {keras3_tensor("join", 0)}));
   } else {
     const auto ref = [](const char* layer, int tensor) {
       return json{layer, 0, tensor, json::object()};
     };
-    const auto keras2 = [&](const char* cls, const char* name, json config, json refs) {
+    const auto keras2 = [&](const char* cls, const char* name, json config,
+                            const std::vector<json>& refs) {
       config["name"] = name;
-      return json{
-          {"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", {refs}}};
+      return json{{"class_name", cls},
+                  {"name", name},
+                  {"config", config},
+                  {"inbound_nodes", json::array({json(refs)})}};
     };
     layers.push_back(keras2("LSTM", "encoder", lstm, {ref("x", 0)}));
     layers.push_back(

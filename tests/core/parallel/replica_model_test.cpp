@@ -229,9 +229,14 @@ TEST(MetaEqualsTemplate, RecurrentStatesPassedBetweenLayersTrainAsTheTemplate) {
   const auto ref = [](const char* name, int tensor) {
     return json{name, 0, tensor, json::object()};
   };
-  const auto call = [](const char* cls, const char* name, json config, json refs) {
+  // (Lists from vectors: a braced list of one json is a copy of it for clang, not a list.)
+  const auto call = [](const char* cls, const char* name, json config,
+                       const std::vector<json>& refs) {
     config["name"] = name;
-    return json{{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", {refs}}};
+    return json{{"class_name", cls},
+                {"name", name},
+                {"config", config},
+                {"inbound_nodes", json::array({json(refs)})}};
   };
   const json model = {
       {"class_name", "Functional"},
