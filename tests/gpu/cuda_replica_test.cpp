@@ -10,12 +10,13 @@
 #include <functional>
 #include <string>
 
+#include "backend/ops.hpp"
 #include "gpu/gpu_test_support.hpp"
 #include "gpu/replica_test_support.hpp"
+#include "keras_config_builders.hpp"
+#include "parallel/replica_model.hpp"
 #include "tandem/devices.hpp"
 #include "tandem/error.hpp"
-#include "backend/ops.hpp"
-#include "parallel/replica_model.hpp"
 
 namespace tandem {
 namespace {
@@ -39,18 +40,8 @@ struct LayerCase {
 // decoder LSTM (initial_state), whose h starts a GRU; Keras' Attention of the decoder's sequence
 // over the input; the decoder's c, the GRU's output and the attention's flattened into Dense(3).
 json recurrent_states_model() {
-  const auto ref = [](const char* name, int tensor) {
-    return json{name, 0, tensor, json::object()};
-  };
-  // (Lists from vectors: a braced list of one json is a copy of it for clang, not a list.)
-  const auto call = [](const char* cls, const char* name, json config,
-                       const std::vector<json>& refs) {
-    config["name"] = name;
-    return json{{"class_name", cls},
-                {"name", name},
-                {"config", config},
-                {"inbound_nodes", json::array({json(refs)})}};
-  };
+  using test::keras2_layer;
+  using test::keras2_ref;
   return {
       {"class_name", "Functional"},
       {"config",
@@ -59,16 +50,19 @@ json recurrent_states_model() {
            {"name", "x"},
            {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 4, 3}}}},
            {"inbound_nodes", json::array()}},
-          call("LSTM", "encoder", {{"units", 3}, {"return_state", true}}, {ref("x", 0)}),
-          call("LSTM", "decoder",
-               {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
-               {ref("x", 0), ref("encoder", 1), ref("encoder", 2)}),
-          call("GRU", "gru", {{"units", 3}}, {ref("x", 0), ref("decoder", 1)}),
-          call("Attention", "attention", {{"use_scale", true}}, {ref("decoder", 0), ref("x", 0)}),
-          call("Flatten", "flat", json::object(), {ref("attention", 0)}),
-          call("Concatenate", "join", json::object(),
-               {ref("flat", 0), ref("gru", 0), ref("decoder", 2)}),
-          call("Dense", "out", {{"units", 3}}, {ref("join", 0)})}},
+          keras2_layer("LSTM", "encoder", {{"units", 3}, {"return_state", true}},
+                       {keras2_ref("x", 0)}),
+          keras2_layer("LSTM", "decoder",
+                       {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
+                       {keras2_ref("x", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}),
+          keras2_layer("GRU", "gru", {{"units", 3}},
+                       {keras2_ref("x", 0), keras2_ref("decoder", 1)}),
+          keras2_layer("Attention", "attention", {{"use_scale", true}},
+                       {keras2_ref("decoder", 0), keras2_ref("x", 0)}),
+          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("attention", 0)}),
+          keras2_layer("Concatenate", "join", json::object(),
+                       {keras2_ref("flat", 0), keras2_ref("gru", 0), keras2_ref("decoder", 2)}),
+          keras2_layer("Dense", "out", {{"units", 3}}, {keras2_ref("join", 0)})}},
         {"input_layers", {{"x", 0, 0}}},
         {"output_layers", {{"out", 0, 0}}}}}};
 }

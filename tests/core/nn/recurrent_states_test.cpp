@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "keras_config_builders.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "test_support.hpp"
@@ -64,25 +65,19 @@ json stated_model(bool keras3) {
                                             keras3_tensor("decoder", 2)})}));
     layers.push_back(keras3_layer("Dense", "out", {{"units", 2}}, {keras3_tensor("join", 0)}));
   } else {
-    const auto ref = [](const char* layer, int tensor) {
-      return json{layer, 0, tensor, json::object()};
-    };
-    const auto keras2 = [&](const char* cls, const char* name, json config,
-                            const std::vector<json>& refs) {
-      config["name"] = name;
-      return json{{"class_name", cls},
-                  {"name", name},
-                  {"config", config},
-                  {"inbound_nodes", json::array({json(refs)})}};
-    };
-    layers.push_back(keras2("LSTM", "encoder", lstm, {ref("x", 0)}));
+    using test::keras2_ref;
+    layers.push_back(test::keras2_layer("LSTM", "encoder", lstm, {keras2_ref("x", 0)}));
+    layers.push_back(test::keras2_layer(
+        "LSTM", "decoder", decoder,
+        {keras2_ref("x", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}));
     layers.push_back(
-        keras2("LSTM", "decoder", decoder, {ref("x", 0), ref("encoder", 1), ref("encoder", 2)}));
-    layers.push_back(keras2("GRU", "gru", gru, {ref("x", 0), ref("decoder", 1)}));
-    layers.push_back(keras2("Flatten", "flat", json::object(), {ref("decoder", 0)}));
-    layers.push_back(keras2("Concatenate", "join", json::object(),
-                            {ref("flat", 0), ref("gru", 0), ref("decoder", 2)}));
-    layers.push_back(keras2("Dense", "out", {{"units", 2}}, {ref("join", 0)}));
+        test::keras2_layer("GRU", "gru", gru, {keras2_ref("x", 0), keras2_ref("decoder", 1)}));
+    layers.push_back(
+        test::keras2_layer("Flatten", "flat", json::object(), {keras2_ref("decoder", 0)}));
+    layers.push_back(test::keras2_layer(
+        "Concatenate", "join", json::object(),
+        {keras2_ref("flat", 0), keras2_ref("gru", 0), keras2_ref("decoder", 2)}));
+    layers.push_back(test::keras2_layer("Dense", "out", {{"units", 2}}, {keras2_ref("join", 0)}));
   }
   return {{"class_name", "Functional"},
           {"config",

@@ -7,8 +7,9 @@
 #include <cstring>
 
 #include "backend/ops.hpp"
-#include "tandem/error.hpp"
+#include "keras_config_builders.hpp"
 #include "meta_test_models.hpp"
+#include "tandem/error.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -226,18 +227,8 @@ TEST(MetaEqualsTemplate, RecurrentLayersWithDropoutTrainAsTheTemplate) {
 // GRU; the decoder's sequence and c, the GRU's output and the Bidirectional's backward state
 // reach the Dense (gradients into the packed outputs' parts, out through the states).
 TEST(MetaEqualsTemplate, RecurrentStatesPassedBetweenLayersTrainAsTheTemplate) {
-  const auto ref = [](const char* name, int tensor) {
-    return json{name, 0, tensor, json::object()};
-  };
-  // (Lists from vectors: a braced list of one json is a copy of it for clang, not a list.)
-  const auto call = [](const char* cls, const char* name, json config,
-                       const std::vector<json>& refs) {
-    config["name"] = name;
-    return json{{"class_name", cls},
-                {"name", name},
-                {"config", config},
-                {"inbound_nodes", json::array({json(refs)})}};
-  };
+  using test::keras2_layer;
+  using test::keras2_ref;
   const json model = {
       {"class_name", "Functional"},
       {"config",
@@ -246,21 +237,25 @@ TEST(MetaEqualsTemplate, RecurrentStatesPassedBetweenLayersTrainAsTheTemplate) {
            {"name", "x"},
            {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 6}}}},
            {"inbound_nodes", json::array()}},
-          call("Reshape", "steps", {{"target_shape", {3, 2}}}, {ref("x", 0)}),
-          call("LSTM", "encoder", {{"units", 3}, {"return_state", true}}, {ref("steps", 0)}),
-          call("LSTM", "decoder",
-               {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
-               {ref("steps", 0), ref("encoder", 1), ref("encoder", 2)}),
-          call("GRU", "gru", {{"units", 3}}, {ref("steps", 0), ref("decoder", 1)}),
-          call("Bidirectional", "bi",
-               {{"layer",
-                 {{"class_name", "GRU"},
-                  {"config", {{"name", "inner"}, {"units", 3}, {"return_state", true}}}}}},
-               {ref("steps", 0), ref("decoder", 1), ref("encoder", 1)}),
-          call("Flatten", "flat", json::object(), {ref("decoder", 0)}),
-          call("Concatenate", "join", json::object(),
-               {ref("flat", 0), ref("gru", 0), ref("decoder", 2), ref("bi", 2)}),
-          call("Dense", "out", {{"units", 5}}, {ref("join", 0)})}},
+          keras2_layer("Reshape", "steps", {{"target_shape", {3, 2}}}, {keras2_ref("x", 0)}),
+          keras2_layer("LSTM", "encoder", {{"units", 3}, {"return_state", true}},
+                       {keras2_ref("steps", 0)}),
+          keras2_layer(
+              "LSTM", "decoder", {{"units", 3}, {"return_sequences", true}, {"return_state", true}},
+              {keras2_ref("steps", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}),
+          keras2_layer("GRU", "gru", {{"units", 3}},
+                       {keras2_ref("steps", 0), keras2_ref("decoder", 1)}),
+          keras2_layer(
+              "Bidirectional", "bi",
+              {{"layer",
+                {{"class_name", "GRU"},
+                 {"config", {{"name", "inner"}, {"units", 3}, {"return_state", true}}}}}},
+              {keras2_ref("steps", 0), keras2_ref("decoder", 1), keras2_ref("encoder", 1)}),
+          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("decoder", 0)}),
+          keras2_layer("Concatenate", "join", json::object(),
+                       {keras2_ref("flat", 0), keras2_ref("gru", 0), keras2_ref("decoder", 2),
+                        keras2_ref("bi", 2)}),
+          keras2_layer("Dense", "out", {{"units", 5}}, {keras2_ref("join", 0)})}},
         {"input_layers", {{"x", 0, 0}}},
         {"output_layers", {{"out", 0, 0}}}}}};
   for (int replicas : {2, 3})
