@@ -2,8 +2,9 @@
 // encoder LSTM's final states (return_state) start the decoder LSTM (initial_state, in Keras 2's
 // call list), both inputs of any length (None steps). It learns to reverse token sequences
 // with teacher forcing; NumPy, stepping Keras' LSTM from the checkpoint's weights, computes the
-// predictions Tandem wrote; cpu:3 trains to cpu:1's weights; the summary shows the layers'
-// several outputs and which one each reader takes; the ONNX export runs in NumPy as Tandem does.
+// predictions Tandem wrote; cpu:3 and a two-stage pipeline train to cpu:1's weights; the summary
+// shows the layers' several outputs and which one each reader takes; the ONNX export runs in NumPy
+// as Tandem does.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -183,16 +184,26 @@ TEST_F(Seq2SeqCli, TheEncodersStatesStartTheDecoderWhichLearnsAndNumPyAgrees) {
   EXPECT_GE(json::parse(c.out)["accuracy"].get<double>(), 0.95);
 }
 
-// Contract 1 through the states: three replicas train to one's weights. Four steps, where the
-// layouts' float rounding (their GEMMs block 11 rows, not 32) stays at 1e-7 of the predictions
-// (measured); over epochs at Adam's 0.01 a recurrent model carries it to 1e-4, both layouts alike.
-TEST_F(Seq2SeqCli, ThreeReplicasTrainToOnesWeights) {
+// Contract 1 through the states: three replicas, and a pipeline of two stages (the encoder on
+// one worker, the decoder on the other: the encoder's packed output and states cross between
+// them, and their gradients back) with two micro-batches, train to one model's weights. Four
+// steps, where the layouts' float rounding (their GEMMs block other row counts) stays at 1e-7
+// of the predictions (measured); over epochs at Adam's 0.01 a recurrent model carries it to
+// 1e-4, every layout alike.
+TEST_F(Seq2SeqCli, ThreeReplicasAndTwoPipelineStagesTrainToOnesWeights) {
   json run = run_config();
   run["epochs"] = 1;
   run["steps_per_epoch"] = 4;
-  for (const char* plan : {"cpu:1", "cpu:3"})
-    ASSERT_NO_FATAL_FAILURE(train_and_predict(dir_, std::string("steps-") + plan, run, plan));
-  EXPECT_TRUE(test::npy_close(dir_ / "steps-cpu:3.npy", dir_ / "steps-cpu:1.npy", 1e-5, dir_));
+  const std::vector<std::pair<std::string, std::string>> layouts{
+      {"one", "cpu:1"},
+      {"replicas", "cpu:3"},
+      {"pipeline", "cpu:2 --set pipeline.stages=2 --set pipeline.microbatches=2"}};
+  for (const auto& [name, plan] : layouts)
+    ASSERT_NO_FATAL_FAILURE(train_and_predict(dir_, "steps-" + name, run, plan));
+  for (const char* other : {"replicas", "pipeline"})
+    EXPECT_TRUE(test::npy_close(dir_ / ("steps-" + std::string(other) + ".npy"),
+                                dir_ / "steps-one.npy", 1e-5, dir_))
+        << other;
 }
 
 TEST_F(Seq2SeqCli, TheSummaryShowsEachOutputAndWhichOneEachReaderTakes) {
