@@ -53,6 +53,7 @@ Shape Bidirectional::build(const Shape& input_shape, Rng& init) {
                      shape_to_string(out, true));
   steps_ = input_shape.empty() ? 0 : input_shape[0];
   units_ = out.back();
+  merged_width_ = shape_size(output_parts()[0]);
   if (!states_) return output_parts()[0];
   return {merged_width() + 2 * state_width()};
 }
@@ -68,10 +69,6 @@ std::vector<Shape> Bidirectional::output_parts() const {
   return parts;
 }
 
-std::int64_t Bidirectional::merged_width() const {
-  return shape_size(output_parts()[0]);
-}
-
 std::int64_t Bidirectional::state_width() const {
   return states_ ? static_cast<std::int64_t>(forward_->state_count()) * units_ : 0;
 }
@@ -83,19 +80,12 @@ void Bidirectional::set_call_arguments(const std::vector<std::string>& tensors,
 }
 
 Shape Bidirectional::build_inputs(const std::vector<Shape>& input_shapes, Rng& init) {
-  const std::size_t given = input_shapes.size() - 1, each = forward_->state_count();
-  if (given != 0 && given != 2 * each)
-    throw ShapeError("layer '" + name() + "' (Bidirectional) starts from " +
-                     std::to_string(2 * each) + " initial states (its forward layer's " +
-                     std::to_string(each) + ", then its backward layer's), got " +
-                     std::to_string(given));
+  const std::size_t each = forward_->state_count();
   const Shape out = build(input_shapes[0], init);
-  for (std::size_t i = 1; i < input_shapes.size(); ++i)
-    if (input_shapes[i] != Shape{units_})
-      throw ShapeError("layer '" + name() + "' (Bidirectional): initial state " +
-                       std::to_string(i - 1) + " has shape " +
-                       shape_to_string(input_shapes[i], true) + ", but its layers' states are " +
-                       shape_to_string({units_}, true));
+  check_initial_states("layer '" + name() + "' (Bidirectional)", input_shapes, 2 * each,
+                       std::to_string(2 * each) + " initial states (its forward layer's " +
+                           std::to_string(each) + ", then its backward layer's)",
+                       units_);
   return out;
 }
 

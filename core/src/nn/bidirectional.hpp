@@ -83,8 +83,9 @@ class Bidirectional : public Layer,
   void place_layers();
   /// `layer` forward on x, from its half of the initial states when the call gives them.
   const Tensor& run_layer(Recurrent& layer, const Tensor& x, std::size_t half, bool training);
-  /// The merged output's width per sample, and the states' (each layer's) with return_state.
-  std::int64_t merged_width() const;
+  /// The merged output's width per sample (set by build), and the states' (each layer's) with
+  /// return_state.
+  std::int64_t merged_width() const { return merged_width_; }
   std::int64_t state_width() const;
   /// `d_main` (the gradient of one layer's own output) and that layer's final states' gradients
   /// (columns `from` of the packed gradient) as the layer's packed gradient, in `into`.
@@ -102,7 +103,7 @@ class Bidirectional : public Layer,
   const Tensor* ahead_all_ = nullptr;  // the layers' last outputs, with their states
   const Tensor* behind_all_ = nullptr;
   Tensor packed_, merged_grad_, d_forward_packed_, d_backward_packed_;
-  std::int64_t steps_ = 0, units_ = 0;
+  std::int64_t steps_ = 0, units_ = 0, merged_width_ = 0;
   const Tensor* input_mask_ = nullptr;   // Keras' mask of the padding steps, both layers read it
   const Tensor* forward_out_ = nullptr;  // the last forward's outputs (the layers' buffers)
   Tensor backward_out_;                  // the backward layer's, in the input's step order

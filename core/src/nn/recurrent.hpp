@@ -56,6 +56,12 @@ enum class RecurrentKind { simple_rnn, lstm, gru };
 void check_recurrent_call_arguments(const std::string& who, const std::vector<std::string>& tensors,
                                     const nlohmann::json& options, const std::string& path);
 
+/// The shapes a call with initial states passes (the sequence's, then the states'): none, or
+/// `count` states (`which` says which, "2 initial states (h and c)") of (units) each. Throws
+/// ShapeError naming `who`.
+void check_initial_states(const std::string& who, const std::vector<Shape>& input_shapes,
+                          std::size_t count, const std::string& which, std::int64_t units);
+
 /// `to` = `from` (batch, steps, width; on `ops`' device) with its steps in reverse order.
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width);

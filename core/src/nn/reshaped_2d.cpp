@@ -64,13 +64,44 @@ void require_sequence(const Shape& input_shape, const std::string& who) {
 
 }  // namespace
 
-Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
-    : Reshaped2D(std::move(name)), options_(std::move(options)), causal_(causal) {
-  kernel_constraint_ = std::exchange(options_.kernel_constraint, WeightConstraint());
-  bias_constraint_ = std::exchange(options_.bias_constraint, WeightConstraint());
-  kernel_regularizer_ = std::exchange(options_.kernel_regularizer, WeightRegularizer());
-  bias_regularizer_ = std::exchange(options_.bias_regularizer, WeightRegularizer());
+OneDimensionalRules::OneDimensionalRules(Conv2DOptions& options)
+    : kernel_constraint(std::exchange(options.kernel_constraint, WeightConstraint())),
+      bias_constraint(std::exchange(options.bias_constraint, WeightConstraint())),
+      kernel_regularizer(std::exchange(options.kernel_regularizer, WeightRegularizer())),
+      bias_regularizer(std::exchange(options.bias_regularizer, WeightRegularizer())) {}
+
+void OneDimensionalRules::build(Layer& inner, const Shape& kernel_shape, std::int64_t filters,
+                                const std::string& label) {
+  Parameter& kernel = *inner.parameters()[0];
+  kernel.value = kernel.value.reshaped(kernel_shape);
+  kernel.grad = kernel.grad.reshaped(kernel_shape);
+  try {
+    kernel_constraint.build(kernel_shape);
+    bias_constraint.build({filters});
+  } catch (const ShapeError& e) {
+    throw ShapeError(label + ": " + e.what());
+  }
 }
+
+std::vector<RuledWeight> OneDimensionalRules::ruled_weights(Layer& inner, bool use_bias) {
+  const std::vector<Parameter*> weights = inner.parameters();
+  std::vector<RuledWeight> out{{weights[0], &kernel_constraint, &kernel_regularizer}};
+  if (use_bias) out.push_back({weights[1], &bias_constraint, &bias_regularizer});
+  return out;
+}
+
+void OneDimensionalRules::write(nlohmann::json& config) const {
+  config["kernel_constraint"] = kernel_constraint.config();
+  config["bias_constraint"] = bias_constraint.config();
+  config["kernel_regularizer"] = kernel_regularizer.config();
+  config["bias_regularizer"] = bias_regularizer.config();
+}
+
+Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
+    : Reshaped2D(std::move(name)),
+      options_(std::move(options)),
+      rules_(options_),
+      causal_(causal) {}
 
 Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
@@ -80,24 +111,13 @@ Shape Conv1D::build(const Shape& input_shape, Rng& init) {
   const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), seen,
                                 {1, seen[0], seen[1]}, std::nullopt, init);
   // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
-  Parameter& kernel = *inner_->parameters()[0];
-  const Shape kernel_shape{options_.kernel_size[1], input_shape[1], options_.filters};
-  kernel.value = kernel.value.reshaped(kernel_shape);
-  kernel.grad = kernel.grad.reshaped(kernel_shape);
-  try {
-    kernel_constraint_.build(kernel_shape);
-    bias_constraint_.build({options_.filters});
-  } catch (const ShapeError& e) {
-    throw ShapeError(label() + ": " + e.what());
-  }
+  rules_.build(*inner_, {options_.kernel_size[1], input_shape[1], options_.filters},
+               options_.filters, label());
   return out;
 }
 
 std::vector<RuledWeight> Conv1D::ruled_weights() {
-  const std::vector<Parameter*> weights = inner_->parameters();
-  std::vector<RuledWeight> out{{weights[0], &kernel_constraint_, &kernel_regularizer_}};
-  if (options_.use_bias) out.push_back({weights[1], &bias_constraint_, &bias_regularizer_});
-  return out;
+  return rules_.ruled_weights(*inner_, options_.use_bias);
 }
 
 backend::ImageBlock Conv1D::steps_block(std::int64_t batch) const {
@@ -138,45 +158,26 @@ nlohmann::json Conv1D::config() const {
   nlohmann::json c = one_dimensional_config(Conv2D(name(), options_).config());
   c["trainable"] = trainable();
   c["groups"] = 1;
-  c["kernel_constraint"] = kernel_constraint_.config();
-  c["bias_constraint"] = bias_constraint_.config();
-  c["kernel_regularizer"] = kernel_regularizer_.config();
-  c["bias_regularizer"] = bias_regularizer_.config();
+  rules_.write(c);
   if (causal_) c["padding"] = "causal";
   return c;
 }
 
 Conv1DTranspose::Conv1DTranspose(std::string name, Conv2DTransposeOptions options)
-    : Reshaped2D(std::move(name)), options_(std::move(options)) {
-  kernel_constraint_ = std::exchange(options_.conv.kernel_constraint, WeightConstraint());
-  bias_constraint_ = std::exchange(options_.conv.bias_constraint, WeightConstraint());
-  kernel_regularizer_ = std::exchange(options_.conv.kernel_regularizer, WeightRegularizer());
-  bias_regularizer_ = std::exchange(options_.conv.bias_regularizer, WeightRegularizer());
-}
+    : Reshaped2D(std::move(name)), options_(std::move(options)), rules_(options_.conv) {}
 
 Shape Conv1DTranspose::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
   const Shape out = build_inner(std::make_unique<Conv2DTranspose>(name(), options_), input_shape,
                                 {1, input_shape[0], input_shape[1]}, std::nullopt, init);
   // Keras' Conv1DTranspose kernel is (k, filters, in): Conv2DTranspose's (1, k, filters, in).
-  Parameter& kernel = *inner_->parameters()[0];
-  const Shape kernel_shape{options_.conv.kernel_size[1], options_.conv.filters, input_shape[1]};
-  kernel.value = kernel.value.reshaped(kernel_shape);
-  kernel.grad = kernel.grad.reshaped(kernel_shape);
-  try {
-    kernel_constraint_.build(kernel_shape);
-    bias_constraint_.build({options_.conv.filters});
-  } catch (const ShapeError& e) {
-    throw ShapeError(label() + ": " + e.what());
-  }
+  rules_.build(*inner_, {options_.conv.kernel_size[1], options_.conv.filters, input_shape[1]},
+               options_.conv.filters, label());
   return out;
 }
 
 std::vector<RuledWeight> Conv1DTranspose::ruled_weights() {
-  const std::vector<Parameter*> weights = inner_->parameters();
-  std::vector<RuledWeight> out{{weights[0], &kernel_constraint_, &kernel_regularizer_}};
-  if (options_.conv.use_bias) out.push_back({weights[1], &bias_constraint_, &bias_regularizer_});
-  return out;
+  return rules_.ruled_weights(*inner_, options_.conv.use_bias);
 }
 
 nlohmann::json Conv1DTranspose::config() const {
@@ -185,10 +186,7 @@ nlohmann::json Conv1DTranspose::config() const {
   c["output_padding"] = options_.output_padding
                             ? nlohmann::json::array({(*options_.output_padding)[1]})
                             : nlohmann::json();
-  c["kernel_constraint"] = kernel_constraint_.config();
-  c["bias_constraint"] = bias_constraint_.config();
-  c["kernel_regularizer"] = kernel_regularizer_.config();
-  c["bias_regularizer"] = bias_regularizer_.config();
+  rules_.write(c);
   return c;
 }
 

@@ -34,6 +34,26 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
+/// The kernel and bias rules of a 1-D convolution computed by a 2-D one (Conv1D,
+/// Conv1DTranspose): taken out of the inner layer's options, built for Keras' own kernel shape
+/// (so a constraint's `axis` means what it means in Keras), and that kernel shape given to the
+/// inner layer's kernel (the same memory).
+struct OneDimensionalRules {
+  /// Moves the rules out of `options` (the inner layer then has none).
+  explicit OneDimensionalRules(Conv2DOptions& options);
+  /// Views `inner`'s kernel (its first parameter) as `kernel_shape` and builds the rules for it
+  /// and a bias of `filters`; a shape error names `label`.
+  void build(Layer& inner, const Shape& kernel_shape, std::int64_t filters,
+             const std::string& label);
+  /// `inner`'s kernel and, with `use_bias`, bias with their rules.
+  std::vector<RuledWeight> ruled_weights(Layer& inner, bool use_bias);
+  /// The rules' config entries written into `config`.
+  void write(nlohmann::json& config) const;
+
+  WeightConstraint kernel_constraint, bias_constraint;
+  WeightRegularizer kernel_regularizer, bias_regularizer;
+};
+
 class Reshaped2D : public Layer {
  public:
   using Layer::Layer;
@@ -89,8 +109,7 @@ class Conv1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions
   backend::ImageBlock steps_block(std::int64_t batch) const;
 
   Conv2DOptions options_;  // the inner Conv2D's: without the rules below
-  WeightConstraint kernel_constraint_, bias_constraint_;
-  WeightRegularizer kernel_regularizer_, bias_regularizer_;
+  OneDimensionalRules rules_;
   bool causal_;
   Shape input_shape_;            // (steps, channels), before any causal padding
   std::int64_t left_pad_ = 0;    // causal: (k - 1) * dilation
@@ -115,8 +134,7 @@ class Conv1DTranspose : public Reshaped2D, public WeightRules, public KerasTwoDe
 
  private:
   Conv2DTransposeOptions options_;  // the inner layer's: without the rules below
-  WeightConstraint kernel_constraint_, bias_constraint_;
-  WeightRegularizer kernel_regularizer_, bias_regularizer_;
+  OneDimensionalRules rules_;
 };
 
 /// MaxPooling1D / AveragePooling1D.
