@@ -3,8 +3,9 @@
 // call list), both inputs of any length (None steps). It learns to reverse token sequences
 // with teacher forcing; NumPy, stepping Keras' LSTM from the checkpoint's weights, computes the
 // predictions Tandem wrote; cpu:3 and a two-stage pipeline train to cpu:1's weights; the summary
-// shows the layers' several outputs and which one each reader takes; the ONNX export runs in NumPy
-// as Tandem does.
+// shows the layers' several outputs and which one each reader takes. The same model with Bahdanau
+// attention (AdditiveAttention of the decoder's steps over the encoder's) learns it too, and NumPy
+// computes its predictions.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -21,8 +22,9 @@ using test::run_command;
 // `data OUT`: train.h5 and val.h5 — one-hot token sequences (4 tokens, 5 steps) for the encoder,
 // the reversed sequence shifted right behind a start token for the decoder, the reversed
 // sequence's token indices as targets.
-// `check RUN_DIR DATA PRED`: NumPy's forward pass from the checkpoint's weights against PRED;
-// prints the accuracy of PRED.
+// `check RUN_DIR DATA PRED [attention]`: NumPy's forward pass from the checkpoint's weights against
+// PRED (with `attention`, the decoder's steps joined with their AdditiveAttention over the
+// encoder's); prints the accuracy of PRED.
 constexpr const char* kScript = R"PY(
 import json, sys, numpy as np, h5py
 
@@ -52,7 +54,11 @@ def lstm(x, kernel, rec, bias, h, c):
         hs.append(h)
     return np.stack(hs, 1), h, c
 
-def check(run_dir, data_file, pred_file):
+def softmax(v):
+    e = np.exp(v - v.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+def check(run_dir, data_file, pred_file, attention=False):
     f = h5py.File(f"{run_dir}/model.h5", "r")
     def weights(layer):
         g = f["model_weights"][layer]
@@ -60,12 +66,14 @@ def check(run_dir, data_file, pred_file):
     d = h5py.File(data_file, "r")
     enc, dec, y = (np.asarray(d[k], np.float64) for k in ("enc", "dec", "y"))
     zeros = np.zeros((enc.shape[0], 32))
-    _, h, c = lstm(enc, *weights("encoder"), zeros, zeros)
+    encoded, h, c = lstm(enc, *weights("encoder"), zeros, zeros)
     seq, _, _ = lstm(dec, *weights("decoder_lstm"), h, c)
+    if attention:  # Keras' AdditiveAttention: sum of scale * tanh(query + key) over features
+        (scale,) = weights("attention")
+        scores = (np.tanh(seq[:, :, None, :] + encoded[:, None, :, :]) * scale).sum(-1)
+        seq = np.concatenate([seq, softmax(scores) @ encoded], -1)
     kernel, bias = weights("decoder_dense")
-    logits = seq @ kernel + bias
-    want = np.exp(logits - logits.max(-1, keepdims=True))
-    want /= want.sum(-1, keepdims=True)
+    want = softmax(seq @ kernel + bias)
     got = np.load(pred_file)
     assert got.shape == want.shape, (got.shape, want.shape)
     err = np.abs(got - want).max()
@@ -75,7 +83,7 @@ def check(run_dir, data_file, pred_file):
 if sys.argv[1] == "data":
     data(sys.argv[2])
 else:
-    check(*sys.argv[2:5])
+    check(*sys.argv[2:5], attention=len(sys.argv) > 5)
 )PY";
 
 json lstm(const std::string& name, bool sequences, const json& inbound) {
@@ -107,23 +115,44 @@ json input(const std::string& name, int features) {
           {"inbound_nodes", json::array()}};
 }
 
-// Keras 2.15's to_json() of the lstm_seq2seq example's training model (latent_dim 32).
-json seq2seq() {
+// Keras 2.15's to_json() of the lstm_seq2seq example's training model (latent_dim 32); with
+// `attention`, the encoder returns its sequence too and the Dense reads the decoder's steps
+// joined with their AdditiveAttention over it (Bahdanau's encoder-decoder).
+json seq2seq(bool attention = false) {
   const auto ref = [](const char* layer, int tensor) {
     return json{layer, 0, tensor, json::object()};
   };
   json layers = json::array();
   layers.push_back(input("encoder_inputs", 4));
   layers.push_back(input("decoder_inputs", 5));
-  layers.push_back(lstm("encoder", false, json::array({ref("encoder_inputs", 0)})));
+  layers.push_back(lstm("encoder", attention, json::array({ref("encoder_inputs", 0)})));
   layers.push_back(
       lstm("decoder_lstm", true,
            json::array({ref("decoder_inputs", 0), ref("encoder", 1), ref("encoder", 2)})));
+  const char* decoded = "decoder_lstm";
+  if (attention) {
+    layers.push_back({{"class_name", "AdditiveAttention"},
+                      {"name", "attention"},
+                      {"config",
+                       {{"name", "attention"},
+                        {"trainable", true},
+                        {"dtype", "float32"},
+                        {"use_scale", true},
+                        {"dropout", 0.0}}},
+                      {"inbound_nodes",
+                       json::array({json::array({ref("decoder_lstm", 0), ref("encoder", 0)})})}});
+    layers.push_back({{"class_name", "Concatenate"},
+                      {"name", "joined"},
+                      {"config", {{"name", "joined"}, {"axis", -1}}},
+                      {"inbound_nodes",
+                       json::array({json::array({ref("decoder_lstm", 0), ref("attention", 0)})})}});
+    decoded = "joined";
+  }
   layers.push_back(
       {{"class_name", "Dense"},
        {"name", "decoder_dense"},
        {"config", {{"name", "decoder_dense"}, {"units", 4}, {"activation", "softmax"}}},
-       {"inbound_nodes", json::array({json::array({ref("decoder_lstm", 0)})})}});
+       {"inbound_nodes", json::array({json::array({ref(decoded, 0)})})}});
   return {{"class_name", "Functional"},
           {"keras_version", "2.15.0"},
           {"backend", "tensorflow"},
@@ -204,6 +233,24 @@ TEST_F(Seq2SeqCli, ThreeReplicasAndTwoPipelineStagesTrainToOnesWeights) {
     EXPECT_TRUE(test::npy_close(dir_ / ("steps-" + std::string(other) + ".npy"),
                                 dir_ / "steps-one.npy", 1e-5, dir_))
         << other;
+}
+
+// Bahdanau's form: the decoder's steps attend over the encoder's (AdditiveAttention, a learned
+// scale per feature) and the Dense reads both. It learns the reversal, and NumPy's forward pass
+// from the checkpoint's weights, additive scores included, computes Tandem's predictions.
+TEST_F(Seq2SeqCli, WithBahdanauAttentionOverTheEncodersStepsItLearnsAndNumPyAgrees) {
+  json run = run_config();
+  run["model"] = seq2seq(true);
+  ASSERT_NO_FATAL_FAILURE(train_and_predict(dir_, "attention", run, "cpu:1"));
+  const json history = test::run_history(dir_ / "attention");
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_GE(history.back()["val_accuracy"].get<double>(), 0.95);
+  auto c =
+      test::run_python(dir_ / "script.py", kScript,
+                       "check " + (dir_ / "attention").string() + " " + (dir_ / "val.h5").string() +
+                           " " + (dir_ / "attention.npy").string() + " attention");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_GE(json::parse(c.out)["accuracy"].get<double>(), 0.95);
 }
 
 TEST_F(Seq2SeqCli, TheSummaryShowsEachOutputAndWhichOneEachReaderTakes) {

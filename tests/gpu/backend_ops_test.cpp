@@ -362,6 +362,35 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
     expect_close(g_cpu, down(g_gpu), 1e-6, "masked softmax backward");
   }
 
+  // Additive scores with per-feature weights, with a factor, and with neither: the scores and
+  // every gradient (the per query row shares of the weights' and the factor's).
+  const Tensor aq = random_host({2, 3, 4}, 61), ak = random_host({2, 5, 4}, 62),
+               aw = random_host({4}, 63), as = random_host({1}, 64),
+               ag = random_host({2, 3, 5}, 65);
+  const Tensor aw_gpu = up(aw), as_gpu = up(as);
+  for (const auto [weighted, factored] :
+       {std::pair{true, false}, std::pair{false, true}, std::pair{false, false}}) {
+    const backend::AdditiveScoresDesc ad{2, 3, 5, 4, weighted, factored};
+    const Tensor* w = weighted ? &aw : nullptr;
+    const Tensor* f = factored ? &as : nullptr;
+    const Tensor* w_gpu = weighted ? &aw_gpu : nullptr;
+    const Tensor* f_gpu = factored ? &as_gpu : nullptr;
+    Tensor s_cpu({2, 3, 5}), s_gpu = gpu_tensor({2, 3, 5});
+    cpu().additive_scores(ad, aq, ak, w, f, s_cpu);
+    gpu().additive_scores(ad, up(aq), up(ak), w_gpu, f_gpu, s_gpu);
+    expect_close(s_cpu, down(s_gpu), 1e-6, "additive scores");
+    Tensor dq_cpu({2, 3, 4}), dk_cpu({2, 5, 4}), wp_cpu({6, 4}), fp_cpu({6});
+    Tensor dq_gpu = gpu_tensor({2, 3, 4}), dk_gpu = gpu_tensor({2, 5, 4}),
+           wp_gpu = gpu_tensor({6, 4}), fp_gpu = gpu_tensor({6});
+    cpu().additive_scores_backward(ad, aq, ak, w, f, ag, &dq_cpu, &dk_cpu, &wp_cpu, &fp_cpu);
+    gpu().additive_scores_backward(ad, up(aq), up(ak), w_gpu, f_gpu, up(ag), &dq_gpu, &dk_gpu,
+                                   &wp_gpu, &fp_gpu);
+    expect_close(dq_cpu, down(dq_gpu), 1e-6, "additive scores d_query");
+    expect_close(dk_cpu, down(dk_gpu), 1e-6, "additive scores d_key");
+    expect_close(wp_cpu, down(wp_gpu), 1e-6, "additive scores weight parts");
+    expect_close(fp_cpu, down(fp_gpu), 1e-6, "additive scores factor parts");
+  }
+
   Tensor t_cpu({2, 4, 3, 5}), t_gpu = gpu_tensor({2, 4, 3, 5});
   const Tensor x = random_host({2, 3, 4, 5}, 35);
   cpu().swap_middle_axes(x, {2, 3, 4, 5}, t_cpu);

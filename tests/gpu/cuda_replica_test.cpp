@@ -37,8 +37,9 @@ struct LayerCase {
 };
 
 // A functional model of input (4, 3): an encoder LSTM's final states (return_state) start a
-// decoder LSTM (initial_state), whose h starts a GRU; Keras' Attention of the decoder's sequence
-// over the input; the decoder's c, the GRU's output and the attention's flattened into Dense(3).
+// decoder LSTM (initial_state), whose h starts a GRU; Keras' Attention (dot and concat scores) and
+// AdditiveAttention between the decoder's sequence and the input; the decoder's c, the GRU's
+// output and the attentions' flattened into Dense(3).
 json recurrent_states_model() {
   using test::keras2_layer;
   using test::keras2_ref;
@@ -59,7 +60,14 @@ json recurrent_states_model() {
                        {keras2_ref("x", 0), keras2_ref("decoder", 1)}),
           keras2_layer("Attention", "attention", {{"use_scale", true}},
                        {keras2_ref("decoder", 0), keras2_ref("x", 0)}),
-          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("attention", 0)}),
+          keras2_layer("AdditiveAttention", "additive", json::object(),
+                       {keras2_ref("decoder", 0), keras2_ref("x", 0)}),
+          keras2_layer("Attention", "concat", {{"use_scale", true}, {"score_mode", "concat"}},
+                       {keras2_ref("x", 0), keras2_ref("decoder", 0)}),
+          keras2_layer(
+              "Concatenate", "attended", json::object(),
+              {keras2_ref("attention", 0), keras2_ref("additive", 0), keras2_ref("concat", 0)}),
+          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("attended", 0)}),
           keras2_layer("Concatenate", "join", json::object(),
                        {keras2_ref("flat", 0), keras2_ref("gru", 0), keras2_ref("decoder", 2)}),
           keras2_layer("Dense", "out", {{"units", 3}}, {keras2_ref("join", 0)})}},

@@ -493,12 +493,23 @@ def forward(case, inputs, weights):
         y = torch.nn.functional.group_norm(first, groups, weights.get("gamma"), weights.get("beta"),
                                            eps=cfg.get("epsilon", 1e-3))
         return y.movedim(1, -1)
-    if cls == "Attention":  # Keras' dot-product Attention on [query, value(, key)]
+    if cls in ("Attention", "AdditiveAttention"):  # on [query, value(, key)]
         q, v = xs[0], xs[1]
         k = xs[2] if len(xs) > 2 else v
-        scores = q @ k.transpose(1, 2)
-        if cfg.get("use_scale", False):
-            scores = scores * weights["scale"]
+        pairs = q[:, :, None, :] + k[:, None, :, :]  # (batch, Tq, Tv, dim): query + key
+        if cls == "AdditiveAttention":  # Bahdanau: Σ scale[d] tanh(q[d] + k[d])
+            terms = torch.tanh(pairs)
+            if cfg.get("use_scale", True):
+                terms = terms * weights["scale"]
+            scores = terms.sum(dim=-1)
+        elif cfg.get("score_mode", "dot") == "concat":  # c Σ tanh(scale (q[d] + k[d]))
+            if cfg.get("use_scale", False):
+                pairs = pairs * weights["scale"]
+            scores = weights["concat_score_weight"] * torch.tanh(pairs).sum(dim=-1)
+        else:  # Luong: q · k, times the scale
+            scores = q @ k.transpose(1, 2)
+            if cfg.get("use_scale", False):
+                scores = scores * weights["scale"]
         keep = torch.ones_like(scores, dtype=torch.bool)
         value_mask = masks.get(case["inputs"][1]["name"])
         if value_mask is not None:

@@ -617,9 +617,9 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
-// Keras' Attention (dot-product, no projections) on [query, value] and [query, value, key]:
-// scaled, causal, and under the query's and the value's Keras masks; outputs and the gradients
-// of every input and of the scale against torch.
+// Keras' Attention (dot-product and concat scores, no projections) and AdditiveAttention on
+// [query, value] and [query, value, key]: scaled, causal, and under the query's and the value's
+// Keras masks; outputs and the gradients of every input and weight against torch.
 TEST(LayerOracle, AttentionMatchesPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"AttentionCross", entry("Attention"), {{"", {2, 4, 3}}, {"", {2, 5, 3}}}});
@@ -634,6 +634,23 @@ TEST(LayerOracle, AttentionMatchesPyTorch) {
   masked.masks = {{1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1},
                   {1, 1, 1, 1, 0, 0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1}};
   cases.push_back(masked);
+  cases.push_back({"AttentionConcat",
+                   entry("Attention", {{"score_mode", "concat"}}),
+                   {{"", {2, 4, 3}}, {"", {2, 5, 3}}}});
+  Case concat_scaled{"AttentionConcatScaledCausalWithKey",
+                     entry("Attention", {{"score_mode", "concat"}, {"use_scale", true}}),
+                     {{"", {2, 4, 3}}, {"", {2, 4, 5}}, {"", {2, 4, 3}}}};
+  concat_scaled.options = {{"use_causal_mask", true}};
+  cases.push_back(concat_scaled);
+  cases.push_back(
+      {"AdditiveAttention", entry("AdditiveAttention"), {{"", {3, 4, 6}}, {"", {3, 7, 6}}}});
+  cases.push_back({"AdditiveAttentionUnscaledWithKey",
+                   entry("AdditiveAttention", {{"use_scale", false}}),
+                   {{"", {2, 5, 3}}, {"", {2, 4, 2}}, {"", {2, 4, 3}}}});
+  Case additive_masked{
+      "AdditiveAttentionMasked", entry("AdditiveAttention"), {{"", {3, 5, 4}}, {"", {3, 6, 4}}}};
+  additive_masked.masks = masked.masks;
+  cases.push_back(additive_masked);
   check_against_torch(cases);
 }
 

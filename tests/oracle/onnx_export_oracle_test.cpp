@@ -431,6 +431,22 @@ std::vector<Case> cases() {
                   {"q", "v", "k"}, {"attention"}),
        {{{4, 3}}, {{5, 2}}, {{5, 3}}},
        false});
+  // Bahdanau-style scores: Attention's concat mode (scaled, causal, with a key) and
+  // AdditiveAttention's scale per feature, Tanh of the Unsqueezed sums reduced over the features.
+  c.push_back(
+      {"concat_attention_scaled_causal_with_key",
+       functional({input_layer("q", {4, 3}), input_layer("v", {5, 2}), input_layer("k", {5, 3}),
+                   call("Attention", "attention", {{"use_scale", true}, {"score_mode", "concat"}},
+                        {"q", "v", "k"}, {{"use_causal_mask", true}})},
+                  {"q", "v", "k"}, {"attention"}),
+       {{{4, 3}}, {{5, 2}}, {{5, 3}}},
+       false});
+  c.push_back({"additive_attention",
+               functional({input_layer("q", {4, 3}), input_layer("v", {6, 3}),
+                           call("AdditiveAttention", "attention", json::object(), {"q", "v"})},
+                          {"q", "v"}, {"attention"}),
+               {{{4, 3}}, {{6, 3}}},
+               false});
   // An encoder's final states starting two decoders (return_state, initial_state in Keras 2's
   // form: the states after the sequence in the call's list), the models' outputs among the
   // layers' later ones: ONNX's initial_h/initial_c and Y_h/Y_c, the parts sliced from the packs.

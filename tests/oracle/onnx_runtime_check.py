@@ -209,6 +209,7 @@ OPERATORS = {
         + (0 if c is None else attribute(n, "beta", 1.0) * c),
     "Sqrt": lambda n, x: np.sqrt(x),
     "Relu": lambda n, x: np.maximum(x, 0),
+    "Tanh": lambda n, x: np.tanh(x),
     "Erf": lambda n, x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
     "Greater": lambda n, a, b: a > b,
     "GreaterOrEqual": lambda n, a, b: a >= b,

@@ -92,6 +92,22 @@ std::int64_t check_attention_scores(const AttentionMaskDesc& d, const Tensor& sc
   return batch * d.heads * d.tq;
 }
 
+void check_additive_scores(const AdditiveScoresDesc& d, const Tensor& query, const Tensor& key,
+                           const Tensor* weights, const Tensor* factor,
+                           std::initializer_list<std::pair<const Tensor*, std::int64_t>> others) {
+  bool fits = d.batch >= 0 && d.tq >= 0 && d.tk >= 0 && d.dim > 0 &&
+              query.size() == d.batch * d.tq * d.dim && key.size() == d.batch * d.tk * d.dim &&
+              (weights != nullptr) == d.has_weights && (factor != nullptr) == d.has_factor &&
+              (!weights || weights->size() == d.dim) && (!factor || factor->size() == 1);
+  for (const auto& [t, size] : others) fits = fits && (!t || t->size() == size);
+  if (!fits)
+    throw std::logic_error(
+        "backend operation additive_scores: query of " + std::to_string(query.size()) +
+        " values and key of " + std::to_string(key.size()) + " are not (" +
+        std::to_string(d.batch) + ", " + std::to_string(d.tq) + " and " + std::to_string(d.tk) +
+        ", " + std::to_string(d.dim) + "), or the weights, factor or outputs do not fit");
+}
+
 void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                             const Tensor& y) {
   const auto [d0, d1, d2, d3] = dims;

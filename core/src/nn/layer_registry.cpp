@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/activation.hpp"
+#include "nn/attention_layer.hpp"
 #include "nn/batch_normalization.hpp"
 #include "nn/bidirectional.hpp"
 #include "nn/category_encoding.hpp"
@@ -13,7 +14,6 @@
 #include "nn/dense.hpp"
 #include "nn/discretization.hpp"
 #include "nn/dot.hpp"
-#include "nn/dot_attention.hpp"
 #include "nn/dropout.hpp"
 #include "nn/elementwise_merge.hpp"
 #include "nn/embedding.hpp"
@@ -395,19 +395,30 @@ std::vector<std::optional<std::int64_t>> read_noise_shape(const nlohmann::json& 
   return shape;
 }
 
-// Keras' Attention: dot-product scores only (score_mode "concat" is refused).
-std::unique_ptr<Layer> make_attention(ConfigObject& c, const std::string& name) {
-  DotAttentionOptions o;
-  o.use_scale = c.get_bool("use_scale", false);
-  if (const auto* mode = c.find("score_mode"); mode && *mode == "concat")
-    throw ConfigError(c.path_of("score_mode"),
-                      "\"concat\" (additive scores) is not supported "
-                      "by Tandem; \"dot\" is");
-  c.one_of("score_mode", "dot", {"dot"});
+// What Keras' two attention layers without projections read alike (their scores aside).
+AttentionLayerOptions read_attention_options(ConfigObject& c, AttentionScores scores,
+                                             bool use_scale_default) {
+  AttentionLayerOptions o;
+  o.scores = scores;
+  o.use_scale = c.get_bool("use_scale", use_scale_default);
   o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
   o.seed = read_seed(c);
   o.causal = c.get_bool("causal", false);
-  return std::make_unique<DotAttention>(name, o);
+  return o;
+}
+
+// Keras' Attention: score_mode "dot" (Luong) or "concat" (Bahdanau-style, tanh of the sums).
+std::unique_ptr<Layer> make_attention(ConfigObject& c, const std::string& name) {
+  const bool concat = c.one_of("score_mode", "dot", {"dot", "concat"}) == "concat";
+  return std::make_unique<AttentionLayer>(
+      name,
+      read_attention_options(c, concat ? AttentionScores::concat : AttentionScores::dot, false));
+}
+
+// Keras' AdditiveAttention (Bahdanau): a scale per feature, use_scale true by default.
+std::unique_ptr<Layer> make_additive_attention(ConfigObject& c, const std::string& name) {
+  return std::make_unique<AttentionLayer>(
+      name, read_attention_options(c, AttentionScores::additive, true));
 }
 
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
@@ -1358,6 +1369,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GroupNormalization", {"group_normalization", make_group_normalization}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
       {"Attention", {"attention", make_attention}},
+      {"AdditiveAttention", {"additive_attention", make_additive_attention}},
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dot", {"dot", make_dot}},

@@ -4,7 +4,7 @@
 // projection — the steps of nn/multi_head_attention.hpp, in ONNX operators of opset 13).
 #include <cmath>
 
-#include "nn/dot_attention.hpp"
+#include "nn/attention_layer.hpp"
 #include "nn/multi_head_attention.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -192,8 +192,49 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
 
 }  // namespace
 
-// Attention: MatMul(query, keyᵀ), times the scale, the causal mask as -1e9 on the hidden
-// scores (Keras' own way), Softmax over the keys, MatMul with the value.
+// Attention's and AdditiveAttention's scores (batch, Tq, Tv): MatMul(query, keyᵀ) times the
+// scale (score_mode "dot"), or ReduceSum over the features of Tanh(Unsqueezed query + key), the
+// sum scaled first (concat, use_scale) or the Tanh weighted by the per-feature scale
+// (AdditiveAttention), then times concat_score_weight (concat).
+std::string attention_scores(LayerCall& call, const OnnxValue& query, const OnnxValue& key) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const auto& layer = static_cast<nn::AttentionLayer&>(call.layer);
+  const bool scaled = call.has_weight("scale");
+  const auto scale = [&] {
+    const Tensor& s = call.weight("scale");
+    return call.constant("scale", {s.size()}, values_of(s));
+  };
+  if (layer.scores() == nn::AttentionScores::dot) {
+    const std::string key_t = g.node("Transpose", {key.name}, p)
+                                  .attr("perm", std::vector<std::int64_t>{0, 2, 1})
+                                  .output();
+    const std::string scores = g.node("MatMul", {query.name, key_t}, p).output();
+    return scaled ? g.node("Mul", {scores, scale()}, p).output() : scores;
+  }
+  const std::string q = g.node("Unsqueeze", {query.name, g.int64s(p + "/query_axis", {2})}, p)
+                            .output();  // (b, Tq, 1, dim)
+  const std::string k = g.node("Unsqueeze", {key.name, g.int64s(p + "/key_axis", {1})}, p)
+                            .output();  // (b, 1, Tv, dim)
+  std::string sum = g.node("Add", {q, k}, p).output();
+  const bool additive = layer.scores() == nn::AttentionScores::additive;
+  if (scaled && !additive) sum = g.node("Mul", {sum, scale()}, p).output();
+  std::string terms = g.node("Tanh", {sum}, p).output();
+  if (scaled && additive) terms = g.node("Mul", {terms, scale()}, p).output();
+  std::string scores = g.node("ReduceSum", {terms, g.int64s(p + "/feature_axis", {-1})}, p)
+                           .attr("keepdims", std::int64_t{0})
+                           .output();
+  if (call.has_weight("concat_score_weight"))
+    scores = g.node("Mul",
+                    {scores, call.constant("concat_score_weight", {1},
+                                           values_of(call.weight("concat_score_weight")))},
+                    p)
+                 .output();
+  return scores;
+}
+
+// Attention and AdditiveAttention: their scores, the causal mask as -1e9 on the hidden scores
+// (Keras' own way), Softmax over the keys, MatMul with the value.
 OnnxValue export_attention(LayerCall& call) {
   if (call.input_masked)
     call.refuse(
@@ -205,14 +246,8 @@ OnnxValue export_attention(LayerCall& call) {
   const OnnxValue value = g.in_layout(call.inputs[1], false);
   const OnnxValue key = call.inputs.size() > 2 ? g.in_layout(call.inputs[2], false) : value;
   const std::int64_t tq = query.shape[0], tv = value.shape[0];
-  const std::string key_t =
-      g.node("Transpose", {key.name}, p).attr("perm", std::vector<std::int64_t>{0, 2, 1}).output();
-  std::string scores = g.node("MatMul", {query.name, key_t}, p).output();
-  if (call.has_weight("scale"))
-    scores =
-        g.node("Mul", {scores, call.constant("scale", {1}, values_of(call.weight("scale")))}, p)
-            .output();
-  if (static_cast<nn::DotAttention&>(call.layer).causal()) {
+  std::string scores = attention_scores(call, query, key);
+  if (static_cast<nn::AttentionLayer&>(call.layer).causal()) {
     std::vector<float> bias(static_cast<std::size_t>(tq * tv), 0.0f);
     for (std::int64_t r = 0; r < tq; ++r)
       for (std::int64_t c = r + 1; c < tv; ++c) bias[static_cast<std::size_t>(r * tv + c)] = -1e9f;
@@ -233,6 +268,7 @@ void add_merge_exporters(ExporterTable& table) {
   table["Dot"] = export_dot;
   table["MultiHeadAttention"] = export_multi_head_attention;
   table["Attention"] = export_attention;
+  table["AdditiveAttention"] = export_attention;
 }
 
 }  // namespace tandem::onnx_export

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "test_support.hpp"

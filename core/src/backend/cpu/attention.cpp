@@ -1,5 +1,6 @@
-// The CPU backend's attention operations: the masked softmax of attention scores (and its
-// gradient) and the axis swap between (batch, time, heads, dim) and (batch, heads, time, dim).
+// The CPU backend's attention operations: additive attention scores (and their gradients), the
+// masked softmax of attention scores (and its gradient) and the axis swap between (batch, time,
+// heads, dim) and (batch, heads, time, dim).
 #include <algorithm>
 #include <cstring>
 #include "backend/cpu/cpu_backend.hpp"
@@ -53,6 +54,67 @@ void CpuBackend::masked_softmax_backward(const AttentionMaskDesc& d, const Tenso
     math::masked_softmax_row_backward(y + r * d.tk, g + r * d.tk, gi + r * d.tk, d.tk, a.keep,
                                       a.last, d.hidden_rows);
   });
+}
+
+void CpuBackend::additive_scores(const AdditiveScoresDesc& d, const Tensor& query,
+                                 const Tensor& key, const Tensor* weights, const Tensor* factor,
+                                 Tensor& scores) {
+  require_device(*this, {&query, &key, weights, factor, &scores}, "additive_scores");
+  check_additive_scores(d, query, key, weights, factor, {{&scores, d.batch * d.tq * d.tk}});
+  const float* w = weights ? weights->data() : nullptr;
+  const float* s = factor ? factor->data() : nullptr;
+  const float* q = query.data();
+  const float* k = key.data();
+  float* out = scores.data();
+  const std::int64_t work = std::max<std::int64_t>(1, d.tk * d.dim);
+  cpu::parallel_for(d.batch * d.tq, std::max<std::int64_t>(1, 16384 / work),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r)
+                        math::additive_scores_row(q + r * d.dim, k + (r / d.tq) * d.tk * d.dim, w,
+                                                  s, d.tk, d.dim, out + r * d.tk);
+                    });
+}
+
+void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Tensor& query,
+                                          const Tensor& key, const Tensor* weights,
+                                          const Tensor* factor, const Tensor& d_scores,
+                                          Tensor* d_query, Tensor* d_key, Tensor* weight_parts,
+                                          Tensor* factor_parts) {
+  require_device(
+      *this, {&query, &key, weights, factor, &d_scores, d_query, d_key, weight_parts, factor_parts},
+      "additive_scores_backward");
+  const std::int64_t rows = d.batch * d.tq;
+  check_additive_scores(d, query, key, weights, factor,
+                        {{&d_scores, rows * d.tk},
+                         {d_query, rows * d.dim},
+                         {d_key, d.batch * d.tk * d.dim},
+                         {weight_parts, rows * d.dim},
+                         {factor_parts, rows}});
+  const float* w = weights ? weights->data() : nullptr;
+  const float* s = factor ? factor->data() : nullptr;
+  const float* q = query.data();
+  const float* k = key.data();
+  const float* g = d_scores.data();
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, d.tk * d.dim));
+  if (d_query || weight_parts || factor_parts)
+    cpu::parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r)
+        math::additive_scores_query_row_backward(
+            q + r * d.dim, k + (r / d.tq) * d.tk * d.dim, w, s, g + r * d.tk, d.tk, d.dim,
+            d_query ? d_query->data() + r * d.dim : nullptr,
+            weight_parts ? weight_parts->data() + r * d.dim : nullptr,
+            factor_parts ? factor_parts->data() + r : nullptr);
+    });
+  if (d_key)
+    cpu::parallel_for(d.batch * d.tk, grain, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t b = r / d.tk, j = r % d.tk;
+        math::additive_scores_key_row_backward(k + r * d.dim, q + b * d.tq * d.dim, w, s,
+                                               g + b * d.tq * d.tk + j, d.tk, d.tq, d.dim,
+                                               d_key->data() + r * d.dim);
+      }
+    });
 }
 
 void CpuBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,

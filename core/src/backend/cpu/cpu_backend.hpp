@@ -64,6 +64,12 @@ class CpuBackend final : public Backend {
                       Tensor& probs) override;
   void masked_softmax_backward(const AttentionMaskDesc& d, const Tensor& probs, const Tensor* mask,
                                const Tensor& d_probs, Tensor& d_scores) override;
+  void additive_scores(const AdditiveScoresDesc& desc, const Tensor& query, const Tensor& key,
+                       const Tensor* weights, const Tensor* factor, Tensor& scores) override;
+  void additive_scores_backward(const AdditiveScoresDesc& desc, const Tensor& query,
+                                const Tensor& key, const Tensor* weights, const Tensor* factor,
+                                const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
+                                Tensor* weight_parts, Tensor* factor_parts) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
   void dropout_forward(const DropoutDesc& desc, const Tensor& x, Tensor& y, Tensor& mask,

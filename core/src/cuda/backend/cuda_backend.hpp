@@ -92,6 +92,13 @@ class CudaBackend final : public backend::Backend {
   void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const Tensor& probs,
                                const Tensor* mask, const Tensor& d_probs,
                                Tensor& d_scores) override;
+  void additive_scores(const backend::AdditiveScoresDesc& desc, const Tensor& query,
+                       const Tensor& key, const Tensor* weights, const Tensor* factor,
+                       Tensor& scores) override;
+  void additive_scores_backward(const backend::AdditiveScoresDesc& desc, const Tensor& query,
+                                const Tensor& key, const Tensor* weights, const Tensor* factor,
+                                const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
+                                Tensor* weight_parts, Tensor* factor_parts) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
   void copy_image_block(const backend::ImageBlock& block, const Tensor& src,

@@ -1,7 +1,10 @@
-// Private (CUDA module): attention's kernels — the masked softmax and its gradient (one thread
-// per row, kernel_math's masked_softmax_row and masked_softmax_row_backward, as the CPU backend)
-// and the axis swap between (batch, time, heads, dim) and (batch, heads, time, dim) (one thread per
-// element). Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
+// Private (CUDA module): attention's kernels — additive scores and their gradients (one thread per
+// query or key row, additive_scores_math's functions), the masked softmax and its gradient (one
+// thread per row, kernel_math's masked_softmax_row and masked_softmax_row_backward, as the CPU
+// backend) and the axis swap between (batch, time, heads, dim) and (batch, heads, time, dim) (one
+// thread per element). Ownership: none. Thread-safety: launchers queue on the given stream, any
+// thread.
+#include "backend/additive_scores_math.hpp"
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
 #include "cuda/ops/layer_kernels.hpp"
@@ -27,6 +30,36 @@ __global__ void masked_softmax_backward_kernel(const float* probs, const float* 
     backend::math::masked_softmax_row_backward(probs + r * d.tk, d_probs + r * d.tk,
                                                d_scores + r * d.tk, d.tk, a.keep, a.last,
                                                d.hidden_rows);
+  }
+}
+
+__global__ void additive_scores_kernel(backend::AdditiveScoresDesc d, const float* query,
+                                       const float* key, const float* w, const float* s,
+                                       float* scores) {
+  for (std::int64_t r = grid_first(); r < d.batch * d.tq; r += grid_step())
+    backend::math::additive_scores_row(query + r * d.dim, key + (r / d.tq) * d.tk * d.dim, w, s,
+                                       d.tk, d.dim, scores + r * d.tk);
+}
+
+__global__ void additive_query_rows_kernel(backend::AdditiveScoresDesc d, const float* query,
+                                           const float* key, const float* w, const float* s,
+                                           const float* g, float* dq, float* w_parts,
+                                           float* s_parts) {
+  for (std::int64_t r = grid_first(); r < d.batch * d.tq; r += grid_step())
+    backend::math::additive_scores_query_row_backward(
+        query + r * d.dim, key + (r / d.tq) * d.tk * d.dim, w, s, g + r * d.tk, d.tk, d.dim,
+        dq ? dq + r * d.dim : nullptr, w_parts ? w_parts + r * d.dim : nullptr,
+        s_parts ? s_parts + r : nullptr);
+}
+
+__global__ void additive_key_rows_kernel(backend::AdditiveScoresDesc d, const float* query,
+                                         const float* key, const float* w, const float* s,
+                                         const float* g, float* dk) {
+  for (std::int64_t r = grid_first(); r < d.batch * d.tk; r += grid_step()) {
+    const std::int64_t b = r / d.tk, j = r % d.tk;
+    backend::math::additive_scores_key_row_backward(key + r * d.dim, query + b * d.tq * d.dim, w, s,
+                                                    g + b * d.tq * d.tk + j, d.tk, d.tq, d.dim,
+                                                    dk + r * d.dim);
   }
 }
 
@@ -57,6 +90,31 @@ void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const float
   masked_softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(probs, mask, d_probs,
                                                                             d_scores, rows, desc);
   check_launch("masked_softmax_backward");
+}
+
+void additive_scores(const backend::AdditiveScoresDesc& desc, const float* query, const float* key,
+                     const float* w, const float* s, float* scores, cudaStream_t stream) {
+  const std::int64_t rows = desc.batch * desc.tq;
+  if (rows <= 0 || desc.tk <= 0) return;
+  additive_scores_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(desc, query, key, w, s, scores);
+  check_launch("additive_scores");
+}
+
+void additive_scores_backward(const backend::AdditiveScoresDesc& desc, const float* query,
+                              const float* key, const float* w, const float* s,
+                              const float* d_scores, float* dq, float* dk, float* w_parts,
+                              float* s_parts, cudaStream_t stream) {
+  const std::int64_t query_rows = desc.batch * desc.tq, key_rows = desc.batch * desc.tk;
+  if (query_rows > 0 && (dq || w_parts || s_parts)) {
+    additive_query_rows_kernel<<<blocks_for(query_rows), kThreads, 0, stream>>>(
+        desc, query, key, w, s, d_scores, dq, w_parts, s_parts);
+    check_launch("additive_scores_backward (query rows)");
+  }
+  if (key_rows > 0 && dk) {
+    additive_key_rows_kernel<<<blocks_for(key_rows), kThreads, 0, stream>>>(desc, query, key, w, s,
+                                                                            d_scores, dk);
+    check_launch("additive_scores_backward (key rows)");
+  }
 }
 
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,

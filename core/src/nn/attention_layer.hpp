@@ -1,18 +1,27 @@
-// Keras' Attention layer (Luong-style dot-product attention over sequences, no projections):
+// Keras' Attention and AdditiveAttention layers (attention over sequences, no projections):
 // called on [query, value] or [query, value, key] (the key defaults to the value),
-//   scores = query · keyᵀ (times the trainable scalar `scale` with use_scale),
+//   scores  = Attention, score_mode "dot" (Luong):   query · keyᵀ, times the scalar `scale`
+//                                                    with use_scale
+//             Attention, score_mode "concat":        concat_score_weight ·
+//                                                    Σ_d tanh(scale · (q[d] + k[d]))
+//                                                    (scale only with use_scale)
+//             AdditiveAttention (Bahdanau):          Σ_d scale[d] · tanh(q[d] + k[d])
+//                                                    (scale of shape (dim,) with use_scale,
+//                                                    Keras' default; glorot_uniform)
 //   weights = softmax(scores) over the keys, Dropout(weights) in training,
-//   out = weights · value                                           (batch, Tq, value dim)
+//   out     = weights · value                        (batch, Tq, value dim)
 // A Keras mask of the value hides its masked keys and use_causal_mask every key after its query,
 // as Keras does it in both versions: the hidden scores less 1e9 before the softmax (a query that
 // sees no key gets near-uniform weights); a Keras mask of the query zeroes the masked queries'
-// outputs, and the output carries it. score_mode "concat" (Bahdanau-style scores) is refused at
-// its key. Weights: scale (a scalar of shape (), with use_scale).
+// outputs, and the output carries it. Weights, in Keras' order and names: scale (with
+// use_scale: shape () for Attention, (dim,) for AdditiveAttention), concat_score_weight (shape
+// (), score_mode "concat"; initializer "ones" as scale's for Attention).
 //
-// Computes on its backend: the products as batched GEMMs, the masked softmax (backend
-// masked_softmax with Keras 2's additive rows), the scale as a one-column affine (so it stays on
-// the device). Ownership and threads: as every layer's (tandem/layer.hpp); input pointers are
-// borrowed from forward_inputs to the next backward_inputs.
+// Computes on its backend: the dot scores as batched GEMMs, the additive ones by the backend's
+// additive_scores (backend/additive_scores_math.hpp), the masked softmax (backend masked_softmax
+// with Keras 2's additive rows), a scalar factor on the scores as a one-column affine (so it
+// stays on the device). Ownership and threads: as every layer's (tandem/layer.hpp); input
+// pointers are borrowed from forward_inputs to the next backward_inputs.
 #pragma once
 
 #include <memory>
@@ -29,17 +38,23 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-struct DotAttentionOptions {
+/// How the scores are taken: Attention's two score modes, and AdditiveAttention's.
+enum class AttentionScores { dot, concat, additive };
+
+struct AttentionLayerOptions {
+  AttentionScores scores = AttentionScores::dot;
   bool use_scale = false;
   bool causal = false;  // tf.keras' deprecated `causal` argument: use_causal_mask by default
   double dropout = 0;
   std::optional<std::uint64_t> seed;
 };
 
-class DotAttention : public Layer, public CallArguments, public MaskedSteps {
+class AttentionLayer : public Layer, public CallArguments, public MaskedSteps {
  public:
-  DotAttention(std::string name, DotAttentionOptions options);
-  std::string class_name() const override { return "Attention"; }
+  AttentionLayer(std::string name, AttentionLayerOptions options);
+  std::string class_name() const override {
+    return options_.scores == AttentionScores::additive ? "AdditiveAttention" : "Attention";
+  }
   bool takes_several_inputs() const override { return true; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -59,6 +74,7 @@ class DotAttention : public Layer, public CallArguments, public MaskedSteps {
   void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
                           const std::string& path) override;
   bool causal() const { return causal_; }
+  AttentionScores scores() const { return options_.scores; }
 
   bool output_masked(bool input_masked) const override { return input_masked; }
   void set_input_mask(const Tensor* mask) override { set_input_masks({mask}); }
@@ -66,18 +82,28 @@ class DotAttention : public Layer, public CallArguments, public MaskedSteps {
   const Tensor* output_mask() const override { return query_mask_; }
 
  private:
-  std::string label() const { return "layer '" + name() + "' (Attention)"; }
+  std::string label() const { return "layer '" + name() + "' (" + class_name() + ")"; }
   [[noreturn]] void refuse_one_input() const;
   backend::AttentionMaskDesc attention_desc() const;
+  backend::AdditiveScoresDesc additive_desc() const;
+  /// The scalar the scores are multiplied by after they are taken (dot's scale, concat's
+  /// concat_score_weight), or null.
+  Parameter* score_multiplier();
+  /// scores_ (batch_ samples) from the query and the key.
+  void take_scores(const Tensor& query, const Tensor& key);
+  /// The gradients of the scores' weights and, with need_input_grad, d_query_ and d_key_, from
+  /// d_scores_ (which this may scale in place).
+  void scores_backward(const Tensor& query, const Tensor& key, bool need_input_grad);
   /// The keys the value's mask keeps, for every query (batch, Tq, Tv); null without one.
   const Tensor* key_mask(std::int64_t batch);
 
-  DotAttentionOptions options_;
+  AttentionLayerOptions options_;
   bool causal_ = false;
   std::size_t inputs_ = 2;
   std::int64_t tq_ = 0, tv_ = 0, dim_ = 0, value_dim_ = 0;
   Shape query_shape_, value_shape_;
-  Parameter scale_;
+  Parameter scale_;                   // with use_scale
+  Parameter concat_score_weight_;     // score_mode "concat"
   std::unique_ptr<Dropout> dropout_;  // only with a dropout rate
 
   std::vector<const Tensor*> inputs_seen_;  // borrowed from the last forward
@@ -88,6 +114,7 @@ class DotAttention : public Layer, public CallArguments, public MaskedSteps {
   Tensor ones_, scores_mask_, raw_scores_, scores_, probs_, output_;
   const Tensor* attended_ = nullptr;
   Tensor d_out_, d_attended_, d_scores_, product_, d_query_, d_key_, d_value_;
+  Tensor weight_parts_, factor_parts_;  // additive scores: per query row shares of d scale
 };
 
 }  // namespace tandem::nn
