@@ -124,6 +124,18 @@ std::vector<LayerCase> layer_cases() {
        json::array(
            {layer("Conv2D", {{"filters", 3}, {"kernel_size", {2, 2}}, {"padding", "same"}})})});
   cases.push_back(
+      {"one_dimensional_convolutions_causal_depthwise_separable",
+       {9, 3},
+       json::array(
+           {layer("Conv1D", {{"filters", 4},
+                             {"kernel_size", 3},
+                             {"padding", "causal"},
+                             {"activation", "relu"}}),
+            layer("DepthwiseConv1D",
+                  {{"kernel_size", 2}, {"depth_multiplier", 2}, {"padding", "same"}}),
+            layer("SeparableConv1D",
+                  {{"filters", 3}, {"kernel_size", 3}, {"strides", 2}, {"activation", "tanh"}})})});
+  cases.push_back(
       {"max_pooling_valid",
        {9, 8, 3},
        json::array({layer("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}}),

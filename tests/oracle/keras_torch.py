@@ -132,17 +132,37 @@ def one(v):
     return v[0] if isinstance(v, list) else v
 
 
-def conv1d(cfg, x, w):
-    k, s, d = one(cfg["kernel_size"]), one(cfg.get("strides", 1)), one(cfg.get("dilation_rate", 1))
-    h = x.permute(0, 2, 1)  # (batch, channels, steps)
+def window1d(cfg):
+    return one(cfg["kernel_size"]), one(cfg.get("strides", 1)), one(cfg.get("dilation_rate", 1))
+
+
+def padded1d(cfg, x):
+    """x (batch, steps, channels) as (batch, channels, steps), padded as Keras' 1-D padding."""
+    k, s, d = window1d(cfg)
+    h = x.permute(0, 2, 1)
     if cfg.get("padding", "valid") == "same":
         h = torch.nn.functional.pad(h, tf_same_pads(h.shape[2], k, s, d))
     if cfg.get("padding") == "causal":  # Keras: (k - 1) * dilation zeros on the left
         h = torch.nn.functional.pad(h, ((k - 1) * d, 0))
-    y = torch.nn.functional.conv1d(h, w["kernel"].permute(2, 1, 0), w.get("bias"), stride=s,
-                                   dilation=d)
+    return h
+
+
+def conv1d(cfg, x, w):
+    _, s, d = window1d(cfg)
+    y = torch.nn.functional.conv1d(padded1d(cfg, x), w["kernel"].permute(2, 1, 0), w.get("bias"),
+                                   stride=s, dilation=d)
     y = y.permute(0, 2, 1)
     return activation(cfg.get("activation", "linear"), y)
+
+
+def depthwise1d(cfg, x, kernel):
+    """Keras' 1-D depthwise kernel (k, in, multiplier): output channel c * multiplier + m."""
+    k, channels, multiplier = kernel.shape
+    _, s, d = window1d(cfg)
+    weight = kernel.permute(1, 2, 0).reshape(channels * multiplier, 1, k)
+    y = torch.nn.functional.conv1d(padded1d(cfg, x), weight, None, stride=s, dilation=d,
+                                   groups=channels)
+    return y.permute(0, 2, 1)
 
 
 def pair(v):
@@ -584,6 +604,11 @@ def forward(case, inputs, weights):
         return conv2d_transpose(two, xs[0].unsqueeze(1), row).squeeze(1)
     if cls == "Conv1D":
         return conv1d(cfg, xs[0], weights)
+    if cls == "DepthwiseConv1D":
+        return biased(cfg, depthwise1d(cfg, xs[0], weights["depthwise_kernel"]), weights)
+    if cls == "SeparableConv1D":  # the depthwise part, then pointwise (1, in * multiplier, filters)
+        y = depthwise1d(cfg, xs[0], weights["depthwise_kernel"])
+        return biased(cfg, y @ weights["pointwise_kernel"][0], weights)
     if cls == "MaxPooling1D":
         return pool1d(cfg, xs[0], "max")
     if cls == "AveragePooling1D":

@@ -342,6 +342,8 @@ TEST(LayerOracle, MultiHeadAttentionQueriesThatSeeNoKeyAreKeras3s) {
   EXPECT_GE(zero_rows(fused.inputs[2]), 2);
 }
 
+// The 1-D convolutions (Conv1D, DepthwiseConv1D, SeparableConv1D: valid, same, causal, strided,
+// dilated), the 1-D and global pooling layers.
 TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"Conv1DValid",
@@ -370,6 +372,29 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
                                     {"padding", "causal"},
                                     {"activation", "relu"}}),
                    {{"", {2, 10, 3}}}});
+  cases.push_back({"DepthwiseConv1DSameMultiplied",
+                   entry("DepthwiseConv1D", {{"kernel_size", 3},
+                                             {"depth_multiplier", 2},
+                                             {"padding", "same"},
+                                             {"activation", "relu"}}),
+                   {{"", {2, 9, 3}}}});
+  cases.push_back({"DepthwiseConv1DCausalDilated",
+                   entry("DepthwiseConv1D", {{"kernel_size", {2}},
+                                             {"dilation_rate", 3},
+                                             {"padding", "causal"},
+                                             {"use_bias", false}}),
+                   {{"", {2, 10, 4}}}});
+  cases.push_back({"SeparableConv1DValidStrided",
+                   entry("SeparableConv1D", {{"filters", 5},
+                                             {"kernel_size", 3},
+                                             {"strides", 2},
+                                             {"depth_multiplier", 2},
+                                             {"activation", "tanh"}}),
+                   {{"", {2, 11, 3}}}});
+  cases.push_back(
+      {"SeparableConv1DCausal",
+       entry("SeparableConv1D", {{"filters", 4}, {"kernel_size", 4}, {"padding", "causal"}}),
+       {{"", {2, 8, 2}}}});
   cases.push_back({"MaxPooling1D",
                    entry("MaxPooling1D", {{"pool_size", 3}, {"strides", 2}}),
                    {{"", {2, 11, 3}}}});

@@ -220,6 +220,17 @@ std::vector<Case> cases() {
                                    layer("AveragePooling1D", {{"pool_size", 2}, {"padding", "same"}}),
                                    layer("GlobalMaxPooling1D")}),
                {{{9, 3}}}});
+  c.push_back({"depthwise_and_separable_conv1d",
+               sequential({10, 3}, {layer("DepthwiseConv1D", {{"kernel_size", 3},
+                                                              {"depth_multiplier", 2},
+                                                              {"padding", "causal"},
+                                                              {"activation", "relu"}}),
+                                    layer("SeparableConv1D", {{"filters", 4},
+                                                              {"kernel_size", 2},
+                                                              {"strides", 2},
+                                                              {"padding", "same"},
+                                                              {"activation", "tanh"}})}),
+               {{{10, 3}}}});
   c.push_back({"conv1d_same_stride_global_average",
                sequential({8, 2}, {layer("Conv1D", {{"filters", 3}, {"kernel_size", 3},
                                                     {"strides", 2}, {"padding", "same"}}),

@@ -775,23 +775,27 @@ std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string&
   return std::make_unique<Conv2DTranspose>(name, o);
 }
 
-std::unique_ptr<Layer> make_depthwise_conv2d(ConfigObject& c, const std::string& name) {
-  Conv2DOptions o;
-  read_window(c, o);
+// What DepthwiseConv1D and DepthwiseConv2D read alike, after their window.
+void read_depthwise(ConfigObject& c, Conv2DOptions& o) {
   o.depth_multiplier = c.positive_int("depth_multiplier", 1);
   read_activation_and_bias(c, o);
   read_weight_keys(c, "depthwise", o.kernel_initializer, o.kernel_regularizer,
                    o.kernel_constraint);
   read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+}
+
+std::unique_ptr<Layer> make_depthwise_conv2d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  read_window(c, o);
+  read_depthwise(c, o);
   return std::make_unique<DepthwiseConv2D>(name, o);
 }
 
-std::unique_ptr<Layer> make_separable_conv2d(ConfigObject& c, const std::string& name) {
-  SeparableConv2DOptions o;
+// What SeparableConv1D and SeparableConv2D read alike, after their window (the depthwise
+// part's).
+void read_separable(ConfigObject& c, SeparableConv2DOptions& o) {
   Conv2DOptions& depthwise = o.depthwise;
   Conv2DOptions& pointwise = o.pointwise;
-  pointwise.filters = c.positive_int("filters");
-  read_window(c, depthwise);
   depthwise.depth_multiplier = c.positive_int("depth_multiplier", 1);
   read_activation_and_bias(c, pointwise);  // the activation and the bias are the pointwise part's
   depthwise.use_bias = false;
@@ -801,6 +805,13 @@ std::unique_ptr<Layer> make_separable_conv2d(ConfigObject& c, const std::string&
                    pointwise.kernel_constraint);
   read_weight_keys(c, "bias", pointwise.bias_initializer, pointwise.bias_regularizer,
                    pointwise.bias_constraint);
+}
+
+std::unique_ptr<Layer> make_separable_conv2d(ConfigObject& c, const std::string& name) {
+  SeparableConv2DOptions o;
+  o.pointwise.filters = c.positive_int("filters");
+  read_window(c, o.depthwise);
+  read_separable(c, o);
   return std::make_unique<SeparableConv2D>(name, o);
 }
 
@@ -829,36 +840,52 @@ Pair read_single(ConfigObject& c, const std::string& key, std::optional<std::int
   return {1, e.get<std::int64_t>()};
 }
 
+// The sliding window of the 1-D convolutions, as the (1, n) pairs of the 2-D layer computing
+// them: kernel_size, strides, padding, data_format, dilation_rate. Returns whether the padding is
+// "causal" (taken where `causal_allowed`; the convolution then pads none itself).
+bool read_window_1d(ConfigObject& c, Conv2DOptions& o, bool causal_allowed) {
+  o.kernel_size = read_single(c, "kernel_size", std::nullopt);
+  o.strides = read_single(c, "strides", 1);
+  const nlohmann::json* padding = c.find("padding");
+  const bool causal = causal_allowed && padding && padding->is_string() && *padding == "causal";
+  o.padding = causal ? Padding::valid : read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = read_single(c, "dilation_rate", 1);
+  check_dilation_with_strides(c, o);
+  return causal;
+}
 
 std::unique_ptr<Layer> make_conv1d(ConfigObject& c, const std::string& name) {
   Conv2DOptions o;
   o.filters = c.positive_int("filters");
-  o.kernel_size = read_single(c, "kernel_size", std::nullopt);
-  o.strides = read_single(c, "strides", 1);
-  // "causal": left zeros, then no padding (Conv1D pads them itself).
-  const nlohmann::json* padding = c.find("padding");
-  const bool causal = padding && padding->is_string() && *padding == "causal";
-  o.padding = causal ? Padding::valid : read_padding(c);
-  c.one_of("data_format", "channels_last", {"channels_last"});
-  o.dilation_rate = read_single(c, "dilation_rate", 1);
+  const bool causal = read_window_1d(c, o, true);
   require_one_group(c);
-  check_dilation_with_strides(c, o);
   read_convolution_rest(c, o);
   read_constraints(c, o.kernel_constraint, o.bias_constraint);  // Keras' axes of (k, in, filters)
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Conv1D>(name, o, causal);
 }
 
+std::unique_ptr<Layer> make_depthwise_conv1d(ConfigObject& c, const std::string& name) {
+  Conv2DOptions o;
+  const bool causal = read_window_1d(c, o, true);  // Keras 2 pads causally; Keras 3 refuses it
+  read_depthwise(c, o);
+  return std::make_unique<DepthwiseConv1D>(name, o, causal);
+}
+
+std::unique_ptr<Layer> make_separable_conv1d(ConfigObject& c, const std::string& name) {
+  SeparableConv2DOptions o;
+  o.pointwise.filters = c.positive_int("filters");
+  const bool causal = read_window_1d(c, o.depthwise, true);
+  read_separable(c, o);
+  return std::make_unique<SeparableConv1D>(name, o, causal);
+}
+
 std::unique_ptr<Layer> make_conv1d_transpose(ConfigObject& c, const std::string& name) {
   Conv2DTransposeOptions o;
   Conv2DOptions& conv = o.conv;
   conv.filters = c.positive_int("filters");
-  conv.kernel_size = read_single(c, "kernel_size", std::nullopt);
-  conv.strides = read_single(c, "strides", 1);
-  conv.padding = read_padding(c);
-  c.one_of("data_format", "channels_last", {"channels_last"});
-  conv.dilation_rate = read_single(c, "dilation_rate", 1);
-  check_dilation_with_strides(c, conv);
+  read_window_1d(c, conv, false);
   o.output_padding = read_output_padding(c, conv, true);
   read_convolution_rest(c, conv);
   read_constraints(c, conv.kernel_constraint, conv.bias_constraint);  // Keras' (k, filters, in)
@@ -1392,6 +1419,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Conv2D", {"conv2d", make_conv2d}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
       {"Conv1DTranspose", {"conv1d_transpose", make_conv1d_transpose}},
+      {"DepthwiseConv1D", {"depthwise_conv1d", make_depthwise_conv1d}},
+      {"SeparableConv1D", {"separable_conv1d", make_separable_conv1d}},
       {"DepthwiseConv2D", {"depthwise_conv2d", make_depthwise_conv2d}},
       {"SeparableConv2D", {"separable_conv2d", make_separable_conv2d}},
       {"MaxPooling1D", {"max_pooling1d", make_pooling1d<PoolKind::max>}},

@@ -64,63 +64,63 @@ void require_sequence(const Shape& input_shape, const std::string& who) {
 
 }  // namespace
 
-OneDimensionalRules::OneDimensionalRules(Conv2DOptions& options)
-    : kernel_constraint(std::exchange(options.kernel_constraint, WeightConstraint())),
-      bias_constraint(std::exchange(options.bias_constraint, WeightConstraint())),
+OneDimensionalRules::OneDimensionalRules(Conv2DOptions& options, std::string kernel_key,
+                                         bool with_bias)
+    : kernel_key(std::move(kernel_key)),
+      with_bias(with_bias),
+      kernel_constraint(std::exchange(options.kernel_constraint, WeightConstraint())),
+      bias_constraint(with_bias ? std::exchange(options.bias_constraint, WeightConstraint())
+                                : WeightConstraint()),
       kernel_regularizer(std::exchange(options.kernel_regularizer, WeightRegularizer())),
-      bias_regularizer(std::exchange(options.bias_regularizer, WeightRegularizer())) {}
+      bias_regularizer(with_bias ? std::exchange(options.bias_regularizer, WeightRegularizer())
+                                 : WeightRegularizer()) {}
 
-void OneDimensionalRules::build(Layer& inner, const Shape& kernel_shape, std::int64_t filters,
+void OneDimensionalRules::build(Parameter& kernel, const Shape& kernel_shape, std::int64_t filters,
                                 const std::string& label) {
-  Parameter& kernel = *inner.parameters()[0];
   kernel.value = kernel.value.reshaped(kernel_shape);
   kernel.grad = kernel.grad.reshaped(kernel_shape);
   try {
     kernel_constraint.build(kernel_shape);
-    bias_constraint.build({filters});
+    if (with_bias) bias_constraint.build({filters});
   } catch (const ShapeError& e) {
     throw ShapeError(label + ": " + e.what());
   }
 }
 
-std::vector<RuledWeight> OneDimensionalRules::ruled_weights(Layer& inner, bool use_bias) {
-  const std::vector<Parameter*> weights = inner.parameters();
-  std::vector<RuledWeight> out{{weights[0], &kernel_constraint, &kernel_regularizer}};
-  if (use_bias) out.push_back({weights[1], &bias_constraint, &bias_regularizer});
+std::vector<RuledWeight> OneDimensionalRules::ruled_weights(Parameter* kernel,
+                                                            Parameter* bias) const {
+  std::vector<RuledWeight> out{{kernel, &kernel_constraint, &kernel_regularizer}};
+  if (bias && with_bias) out.push_back({bias, &bias_constraint, &bias_regularizer});
   return out;
 }
 
 void OneDimensionalRules::write(nlohmann::json& config) const {
-  config["kernel_constraint"] = kernel_constraint.config();
+  config[kernel_key + "_constraint"] = kernel_constraint.config();
+  config[kernel_key + "_regularizer"] = kernel_regularizer.config();
+  if (!with_bias) return;
   config["bias_constraint"] = bias_constraint.config();
-  config["kernel_regularizer"] = kernel_regularizer.config();
   config["bias_regularizer"] = bias_regularizer.config();
 }
 
-Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
+Convolution1D::Convolution1D(std::string name, const Conv2DOptions& window, bool causal)
     : Reshaped2D(std::move(name)),
-      options_(std::move(options)),
-      rules_(options_),
-      causal_(causal) {}
+      causal_(causal),
+      left_pad_(causal ? (window.kernel_size[1] - 1) * window.dilation_rate[1] : 0) {}
 
-Shape Conv1D::build(const Shape& input_shape, Rng& init) {
+Shape Convolution1D::build(const Shape& input_shape, Rng& init) {
   require_sequence(input_shape, label());
   input_shape_ = input_shape;
-  left_pad_ = causal_ ? (options_.kernel_size[1] - 1) * options_.dilation_rate[1] : 0;
-  const Shape seen{input_shape[0] + left_pad_, input_shape[1]};  // what the convolution sees
-  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), seen,
-                                {1, seen[0], seen[1]}, std::nullopt, init);
-  // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
-  rules_.build(*inner_, {options_.kernel_size[1], input_shape[1], options_.filters},
-               options_.filters, label());
-  return out;
+  return build_convolution({input_shape[0] + left_pad_, input_shape[1]}, init);
 }
 
-std::vector<RuledWeight> Conv1D::ruled_weights() {
-  return rules_.ruled_weights(*inner_, options_.use_bias);
+nlohmann::json Convolution1D::convolution_config(nlohmann::json inner_config) const {
+  nlohmann::json c = one_dimensional_config(std::move(inner_config));
+  c["trainable"] = trainable();
+  if (causal_) c["padding"] = "causal";
+  return c;
 }
 
-backend::ImageBlock Conv1D::steps_block(std::int64_t batch) const {
+backend::ImageBlock Convolution1D::steps_block(std::int64_t batch) const {
   const std::int64_t steps = input_shape_[0];
   backend::ImageBlock b;
   b.batch = batch;
@@ -133,7 +133,7 @@ backend::ImageBlock Conv1D::steps_block(std::int64_t batch) const {
   return b;
 }
 
-const Tensor& Conv1D::forward(const Tensor& x, bool training) {
+const Tensor& Convolution1D::forward(const Tensor& x, bool training) {
   if (!causal_) return Reshaped2D::forward(x, training);
   require_batch_of(x, input_shape_, label());
   const std::int64_t batch = x.dim(0);
@@ -143,7 +143,7 @@ const Tensor& Conv1D::forward(const Tensor& x, bool training) {
   return Reshaped2D::forward(padded, training);
 }
 
-const Tensor& Conv1D::backward(const Tensor& grad_output, bool need_input_grad) {
+const Tensor& Convolution1D::backward(const Tensor& grad_output, bool need_input_grad) {
   const Tensor& dx = Reshaped2D::backward(grad_output, need_input_grad);
   if (!causal_ || !need_input_grad) return dx;
   const std::int64_t batch = grad_output.dim(0);
@@ -154,12 +154,91 @@ const Tensor& Conv1D::backward(const Tensor& grad_output, bool need_input_grad) 
   return grad_input_;
 }
 
+Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
+    : Convolution1D(std::move(name), options, causal),
+      options_(std::move(options)),
+      rules_(options_) {}
+
+Shape Conv1D::build_convolution(const Shape& seen, Rng& init) {
+  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), seen,
+                                {1, seen[0], seen[1]}, std::nullopt, init);
+  // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
+  rules_.build(*inner_->parameters()[0], {options_.kernel_size[1], seen[1], options_.filters},
+               options_.filters, label());
+  return out;
+}
+
+std::vector<RuledWeight> Conv1D::ruled_weights() {
+  const std::vector<Parameter*> weights = inner_->parameters();
+  return rules_.ruled_weights(weights[0], options_.use_bias ? weights[1] : nullptr);
+}
+
 nlohmann::json Conv1D::config() const {
-  nlohmann::json c = one_dimensional_config(Conv2D(name(), options_).config());
-  c["trainable"] = trainable();
+  nlohmann::json c = convolution_config(Conv2D(name(), options_).config());
   c["groups"] = 1;
   rules_.write(c);
-  if (causal_) c["padding"] = "causal";
+  return c;
+}
+
+DepthwiseConv1D::DepthwiseConv1D(std::string name, Conv2DOptions options, bool causal)
+    : Convolution1D(std::move(name), options, causal),
+      options_(std::move(options)),
+      rules_(options_, "depthwise") {}
+
+Shape DepthwiseConv1D::build_convolution(const Shape& seen, Rng& init) {
+  const Shape out = build_inner(std::make_unique<DepthwiseConv2D>(name(), options_), seen,
+                                {1, seen[0], seen[1]}, std::nullopt, init);
+  // Keras' kernel (k, in, multiplier): DepthwiseConv2D's (1, k, in, multiplier) memory.
+  const std::int64_t multiplier = options_.depth_multiplier;
+  rules_.build(*inner_->parameters()[0], {options_.kernel_size[1], seen[1], multiplier},
+               seen[1] * multiplier, label());
+  return out;
+}
+
+std::vector<RuledWeight> DepthwiseConv1D::ruled_weights() {
+  const std::vector<Parameter*> weights = inner_->parameters();
+  return rules_.ruled_weights(weights[0], options_.use_bias ? weights[1] : nullptr);
+}
+
+nlohmann::json DepthwiseConv1D::config() const {
+  nlohmann::json c = convolution_config(DepthwiseConv2D(name(), options_).config());
+  rules_.write(c);
+  return c;
+}
+
+SeparableConv1D::SeparableConv1D(std::string name, SeparableConv2DOptions options, bool causal)
+    : Convolution1D(std::move(name), options.depthwise, causal),
+      options_(std::move(options)),
+      depthwise_rules_(options_.depthwise, "depthwise", false),
+      pointwise_rules_(options_.pointwise, "pointwise") {}
+
+Shape SeparableConv1D::build_convolution(const Shape& seen, Rng& init) {
+  const Shape out = build_inner(std::make_unique<SeparableConv2D>(name(), options_), seen,
+                                {1, seen[0], seen[1]}, std::nullopt, init);
+  // Keras' depthwise_kernel (k, in, multiplier) and pointwise_kernel (1, in · multiplier,
+  // filters): SeparableConv2D's (1, k, in, multiplier) and (1, 1, in · multiplier, filters).
+  const std::int64_t multiplier = options_.depthwise.depth_multiplier;
+  const std::vector<Parameter*> weights = inner_->parameters();
+  depthwise_rules_.build(*weights[0], {options_.depthwise.kernel_size[1], seen[1], multiplier},
+                         seen[1] * multiplier, label());
+  pointwise_rules_.build(*weights[1], {1, seen[1] * multiplier, options_.pointwise.filters},
+                         options_.pointwise.filters, label());
+  return out;
+}
+
+std::vector<RuledWeight> SeparableConv1D::ruled_weights() {
+  const std::vector<Parameter*> weights = inner_->parameters();
+  std::vector<RuledWeight> out = depthwise_rules_.ruled_weights(weights[0], nullptr);
+  for (const RuledWeight& w : pointwise_rules_.ruled_weights(
+           weights[1], options_.pointwise.use_bias ? weights[2] : nullptr))
+    out.push_back(w);
+  return out;
+}
+
+nlohmann::json SeparableConv1D::config() const {
+  nlohmann::json c = convolution_config(SeparableConv2D(name(), options_).config());
+  depthwise_rules_.write(c);
+  pointwise_rules_.write(c);
   return c;
 }
 
@@ -171,13 +250,15 @@ Shape Conv1DTranspose::build(const Shape& input_shape, Rng& init) {
   const Shape out = build_inner(std::make_unique<Conv2DTranspose>(name(), options_), input_shape,
                                 {1, input_shape[0], input_shape[1]}, std::nullopt, init);
   // Keras' Conv1DTranspose kernel is (k, filters, in): Conv2DTranspose's (1, k, filters, in).
-  rules_.build(*inner_, {options_.conv.kernel_size[1], options_.conv.filters, input_shape[1]},
+  rules_.build(*inner_->parameters()[0],
+               {options_.conv.kernel_size[1], options_.conv.filters, input_shape[1]},
                options_.conv.filters, label());
   return out;
 }
 
 std::vector<RuledWeight> Conv1DTranspose::ruled_weights() {
-  return rules_.ruled_weights(*inner_, options_.conv.use_bias);
+  const std::vector<Parameter*> weights = inner_->parameters();
+  return rules_.ruled_weights(weights[0], options_.conv.use_bias ? weights[1] : nullptr);
 }
 
 nlohmann::json Conv1DTranspose::config() const {

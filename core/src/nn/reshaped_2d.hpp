@@ -4,6 +4,8 @@
 //                      the memory of Conv2D's (1, k, in, filters)
 //   Conv1DTranspose    the same view, a Conv2DTranspose of kernel (1, k); kernel (k, filters,
 //                      in), the memory of Conv2DTranspose's (1, k, filters, in)
+//   DepthwiseConv1D,   the same view, a DepthwiseConv2D (SeparableConv2D) of kernel (1, k);
+//   SeparableConv1D    their kernels' memory as Conv1D's
 //   MaxPooling1D,      (steps, channels) as (1, steps, channels), windows (1, pool)
 //   AveragePooling1D
 //   GlobalMaxPooling1D one window over every step (a Pooling2D of (1, steps));
@@ -27,6 +29,7 @@
 #include "nn/image_layers.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/pooling.hpp"
+#include "nn/separable_conv2d.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -35,21 +38,26 @@ TANDEM_INTERNAL_API_BEGIN
 namespace tandem::nn {
 
 /// The kernel and bias rules of a 1-D convolution computed by a 2-D one (Conv1D,
-/// Conv1DTranspose): taken out of the inner layer's options, built for Keras' own kernel shape
-/// (so a constraint's `axis` means what it means in Keras), and that kernel shape given to the
-/// inner layer's kernel (the same memory).
+/// Conv1DTranspose, DepthwiseConv1D and SeparableConv1D's two kernels): taken out of the inner
+/// layer's options, built for Keras' own kernel shape (so a constraint's `axis` means what it
+/// means in Keras), and that kernel shape given to the inner layer's kernel (the same memory).
 struct OneDimensionalRules {
-  /// Moves the rules out of `options` (the inner layer then has none).
-  explicit OneDimensionalRules(Conv2DOptions& options);
-  /// Views `inner`'s kernel (its first parameter) as `kernel_shape` and builds the rules for it
-  /// and a bias of `filters`; a shape error names `label`.
-  void build(Layer& inner, const Shape& kernel_shape, std::int64_t filters,
+  /// Moves the rules out of `options` (the inner layer then has none): its kernel's, whose keys
+  /// Keras names `kernel_key` + "_constraint" ("kernel", "depthwise", "pointwise"), and with
+  /// `with_bias` its bias'.
+  explicit OneDimensionalRules(Conv2DOptions& options, std::string kernel_key = "kernel",
+                               bool with_bias = true);
+  /// Views `kernel` (an inner layer's) as `kernel_shape` and builds the rules for it and a bias
+  /// of `filters`; a shape error names `label`.
+  void build(Parameter& kernel, const Shape& kernel_shape, std::int64_t filters,
              const std::string& label);
-  /// `inner`'s kernel and, with `use_bias`, bias with their rules.
-  std::vector<RuledWeight> ruled_weights(Layer& inner, bool use_bias);
+  /// `kernel` and, when given (use_bias), `bias` with their rules.
+  std::vector<RuledWeight> ruled_weights(Parameter* kernel, Parameter* bias) const;
   /// The rules' config entries written into `config`.
   void write(nlohmann::json& config) const;
 
+  std::string kernel_key;
+  bool with_bias;
   WeightConstraint kernel_constraint, bias_constraint;
   WeightRegularizer kernel_regularizer, bias_regularizer;
 };
@@ -85,18 +93,44 @@ class Reshaped2D : public Layer {
   Tensor output_, grad_input_;
 };
 
-/// Conv1D; with `causal` padding the steps are padded on the left by (k - 1) * dilation zeros
-/// and convolved without padding, so output step t sees input steps up to t only (Keras').
-/// Its constraints and regularizers are its own, built for Keras' kernel (k, in, filters) (the
-/// inner Conv2D has none), so a constraint's `axis` means what it means in Keras.
-class Conv1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions {
+/// What the 1-D convolutions (Conv1D, DepthwiseConv1D, SeparableConv1D) share: with `causal`
+/// padding the steps are padded on the left by (k - 1) * dilation zeros and convolved without
+/// padding, so output step t sees input steps up to t only (Keras'); the convolution itself is
+/// the subclass' 2-D layer on the view of one row, with its constraints and regularizers built
+/// for Keras' kernel shapes (OneDimensionalRules; the inner layer has none), so a constraint's
+/// `axis` means what it means in Keras.
+class Convolution1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions {
+ public:
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+
+ protected:
+  /// `window` as the inner layer's options: kernel (1, k), strides (1, s), dilation (1, d).
+  Convolution1D(std::string name, const Conv2DOptions& window, bool causal);
+  /// Builds inner_ on `seen` (steps, channels: the input after any causal padding) and the rules
+  /// for Keras' kernels of `channels` inputs; returns the per-sample output shape.
+  virtual Shape build_convolution(const Shape& seen, Rng& init) = 0;
+  /// `inner_config` (the 2-D layer's) in Keras' 1-D form, with this layer's trainable and
+  /// padding ("causal" where it pads so).
+  nlohmann::json convolution_config(nlohmann::json inner_config) const;
+
+ private:
+  /// The block of the input's steps inside the left-padded sequence, for a batch.
+  backend::ImageBlock steps_block(std::int64_t batch) const;
+
+  bool causal_;
+  std::int64_t left_pad_ = 0;   // causal: (k - 1) * dilation
+  Shape input_shape_;           // (steps, channels), before any causal padding
+  Tensor padded_, grad_input_;  // causal: the padded input, the input's gradient
+};
+
+/// Conv1D: kernel (k, in, filters), the memory of Conv2D's (1, k, in, filters).
+class Conv1D : public Convolution1D {
  public:
   /// `options` as a Conv2D's of kernel (1, k), strides (1, s), dilation (1, d).
   Conv1D(std::string name, Conv2DOptions options, bool causal);
   std::string class_name() const override { return "Conv1D"; }
-  Shape build(const Shape& input_shape, Rng& init) override;
-  const Tensor& forward(const Tensor& x, bool training) override;
-  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
 
@@ -105,15 +139,53 @@ class Conv1D : public Reshaped2D, public WeightRules, public KerasTwoDefinitions
   }
 
  private:
-  /// The block of the input's steps inside the left-padded sequence, for a batch.
-  backend::ImageBlock steps_block(std::int64_t batch) const;
+  Shape build_convolution(const Shape& seen, Rng& init) override;
 
   Conv2DOptions options_;  // the inner Conv2D's: without the rules below
   OneDimensionalRules rules_;
-  bool causal_;
-  Shape input_shape_;            // (steps, channels), before any causal padding
-  std::int64_t left_pad_ = 0;    // causal: (k - 1) * dilation
-  Tensor padded_, grad_input_;   // causal: the padded input, the input's gradient
+};
+
+/// DepthwiseConv1D: each channel convolved with its own depth_multiplier filters; kernel (k, in,
+/// depth_multiplier), the memory of DepthwiseConv2D's (1, k, in, depth_multiplier).
+class DepthwiseConv1D : public Convolution1D {
+ public:
+  /// `options` as a DepthwiseConv2D's of kernel (1, k), strides (1, s), dilation (1, d).
+  DepthwiseConv1D(std::string name, Conv2DOptions options, bool causal);
+  std::string class_name() const override { return "DepthwiseConv1D"; }
+  nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.activation = keras2_definition(options_.activation);
+  }
+
+ private:
+  Shape build_convolution(const Shape& seen, Rng& init) override;
+
+  Conv2DOptions options_;  // the inner DepthwiseConv2D's: without the rules below
+  OneDimensionalRules rules_;
+};
+
+/// SeparableConv1D: a DepthwiseConv1D then a pointwise Conv1D of kernel 1; depthwise_kernel (k,
+/// in, depth_multiplier), pointwise_kernel (1, in · depth_multiplier, filters), bias (filters):
+/// the memory of SeparableConv2D's.
+class SeparableConv1D : public Convolution1D {
+ public:
+  /// `options` as a SeparableConv2D's of kernel (1, k), strides (1, s), dilation (1, d).
+  SeparableConv1D(std::string name, SeparableConv2DOptions options, bool causal);
+  std::string class_name() const override { return "SeparableConv1D"; }
+  nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
+
+  void use_keras2_definitions() override {
+    options_.pointwise.activation = keras2_definition(options_.pointwise.activation);
+  }
+
+ private:
+  Shape build_convolution(const Shape& seen, Rng& init) override;
+
+  SeparableConv2DOptions options_;  // the inner SeparableConv2D's: without the rules below
+  OneDimensionalRules depthwise_rules_, pointwise_rules_;
 };
 
 /// Conv1DTranspose: Keras' transposed 1-D convolution (the gradient of a Conv1D with respect to

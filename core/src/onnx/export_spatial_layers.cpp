@@ -1,5 +1,5 @@
 // Exporters of the sliding-window and image-geometry layers: convolutions (Conv1D, Conv2D with
-// groups, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose), pooling (1-D, 2-D, global) and
+// groups, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv2DTranspose), pooling (1-D, 2-D, global) and
 // ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first; paddings are
 // explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same" (one extra
 // row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a
@@ -136,34 +136,37 @@ OnnxValue export_conv(LayerCall& call) {  // Conv1D and Conv2D
   return activated(call, from_image(call, y));
 }
 
-// DepthwiseConv2D: kernel (kh, kw, in, multiplier); output channel c * multiplier + m.
+// DepthwiseConv2D: kernel (kh, kw, in, multiplier) (DepthwiseConv1D's (k, in, multiplier));
+// output channel c * multiplier + m.
 OnnxValue depthwise(LayerCall& call, const OnnxValue& x, const Window2D& w, const char* bias,
                     const Shape& out_shape) {
   const Tensor& kernel = call.weight("depthwise_kernel");
-  const std::int64_t in = kernel.dim(2), multiplier = kernel.dim(3);
+  const std::int64_t in = kernel.dim(kernel.rank() - 2), multiplier = kernel.dim(kernel.rank() - 1);
   // (kh, kw, in, mult) read as (kh, kw, 1, in * mult) is exactly ONNX's grouped layout.
   return conv(call, x, "depthwise_kernel", onnx_kernel(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier}), w.kernel),
               in * multiplier, 1, w, in, bias, out_shape);
 }
 
-OnnxValue export_depthwise_conv(LayerCall& call) {
+OnnxValue export_depthwise_conv(LayerCall& call) {  // DepthwiseConv1D and DepthwiseConv2D
   const OnnxValue x = image_view(call);
   const Window2D w = window_of(call, x.shape, "kernel_size", false);
-  return activated(call, depthwise(call, x, w, "bias", call.output_shape));
+  return activated(call, from_image(call, depthwise(call, x, w, "bias", image_output(call))));
 }
 
-// SeparableConv2D: its depthwise part, then a 1x1 convolution with the bias.
+// SeparableConv1D and SeparableConv2D: the depthwise part, then a 1x1 convolution with the bias
+// (pointwise kernel (1, 1, mid, out); SeparableConv1D's (1, mid, out)).
 OnnxValue export_separable_conv(LayerCall& call) {
   const OnnxValue x = image_view(call);
   const Window2D w = window_of(call, x.shape, "kernel_size", false);
   const Tensor& pointwise = call.weight("pointwise_kernel");
-  const std::int64_t mid = pointwise.dim(2), out = pointwise.dim(3);
-  Shape mid_shape = call.output_shape;
+  const std::int64_t mid = pointwise.dim(pointwise.rank() - 2);
+  const std::int64_t out = pointwise.dim(pointwise.rank() - 1);
+  Shape mid_shape = image_output(call);
   mid_shape.back() = mid;
   const OnnxValue d = depthwise(call, x, w, nullptr, mid_shape);
-  const OnnxValue y = conv(call, d, "pointwise_kernel", onnx_kernel(pointwise, {1, 1}), out,
-                           mid, Window2D{}, 1, "bias", call.output_shape);
-  return activated(call, y);
+  const OnnxValue y = conv(call, d, "pointwise_kernel", onnx_kernel(pointwise, {1, 1}), out, mid,
+                           Window2D{}, 1, "bias", image_output(call));
+  return activated(call, from_image(call, y));
 }
 
 // Conv2DTranspose: ONNX's ConvTranspose with weights (in, out, kh, kw) from Keras' (kh, kw,
@@ -348,7 +351,9 @@ OnnxValue export_resizing(LayerCall& call) {
 void add_spatial_exporters(ExporterTable& table) {
   table["Conv1D"] = export_conv;
   table["Conv2D"] = export_conv;
+  table["DepthwiseConv1D"] = export_depthwise_conv;
   table["DepthwiseConv2D"] = export_depthwise_conv;
+  table["SeparableConv1D"] = export_separable_conv;
   table["SeparableConv2D"] = export_separable_conv;
   table["Conv2DTranspose"] = export_conv_transpose;
   table["Conv1DTranspose"] = export_reshaped_2d;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/ops.hpp"
@@ -183,6 +184,80 @@ TEST(Constraint, Conv1DRulesUseKerasKernelAxes) {
   meta.apply_update();
   meta.sync_template();
   for (int f = 0; f < 3; ++f) EXPECT_NEAR(filter_norm(f), 0.3, 1e-5) << f;
+}
+
+// SeparableConv1D's two kernels in Keras' shapes, depthwise (k, in, multiplier) and pointwise
+// (1, in · multiplier, filters), each with its own rule on its own axes — MaxNorm over the taps
+// (axis 0) of each depthwise filter, UnitNorm over the inputs (axis 1) of each pointwise filter —
+// and DepthwiseConv1D's the same as SeparableConv1D's depthwise part; written back under Keras'
+// keys.
+TEST(Constraint, DepthwiseAndSeparableConv1DRulesUseKerasKernelAxes) {
+  const json max_norm = {{"class_name", "MaxNorm"}, {"config", {{"max_value", 0.2}, {"axis", 0}}}};
+  const json unit_norm = {{"class_name", "UnitNorm"}, {"config", {{"axis", 1}}}};
+  const json wide = {{"class_name", "RandomNormal"}, {"config", {{"stddev", 1.0}}}};
+  const auto model_of = [&](const char* cls, json config) {
+    config["kernel_size"] = 3;
+    config["depth_multiplier"] = 2;
+    config["input_shape"] = {6, 4};
+    config["depthwise_constraint"] = max_norm;
+    config["depthwise_initializer"] = wide;
+    return json{{"class_name", "Sequential"},
+                {"config",
+                 {{"layers",
+                   {{{"class_name", cls}, {"config", config}},
+                    {{"class_name", "Flatten"}, {"config", json::object()}}}}}}};
+  };
+  const json separable = model_of(
+      "SeparableConv1D",
+      {{"filters", 3}, {"pointwise_constraint", unit_norm}, {"pointwise_initializer", wide}});
+  const json depthwise = model_of("DepthwiseConv1D", json::object());
+  for (const json& config : {separable, depthwise}) {
+    SCOPED_TRACE(config["config"]["layers"][0]["class_name"].get<std::string>());
+    const bool is_separable = config == separable;
+    auto model = Model::from_config(config, "model", 8);
+    const json written = model->config()["config"]["layers"][0]["config"];
+    EXPECT_EQ(written["depthwise_constraint"], max_norm);
+    if (is_separable) EXPECT_EQ(written["pointwise_constraint"], unit_norm);
+    const auto weights = model->layer(0).parameters();
+    ASSERT_EQ(weights[0]->value.shape(), (Shape{3, 4, 2}));
+    if (is_separable) ASSERT_EQ(weights[1]->value.shape(), (Shape{1, 8, 3}));
+    // Norms of weights[p] over axis `axis` of its shape (3-D), one per other index.
+    const auto norms = [&](std::size_t p, int axis) {
+      const Tensor& w = weights[p]->value;
+      const Shape& d = w.shape();
+      std::vector<double> out;
+      for (std::int64_t a = 0; a < (axis == 0 ? 1 : d[0]); ++a)
+        for (std::int64_t b = 0; b < (axis == 1 ? 1 : d[1]); ++b)
+          for (std::int64_t c = 0; c < d[2]; ++c) {
+            double n = 0;
+            for (std::int64_t i = 0; i < d[axis]; ++i) {
+              const std::int64_t at = ((axis == 0 ? i : a) * d[1] + (axis == 1 ? i : b)) * d[2] + c;
+              n += static_cast<double>(w[at]) * w[at];
+            }
+            out.push_back(std::sqrt(n));
+          }
+      return out;
+    };
+    const std::vector<double> initial = norms(0, 0);
+    ASSERT_EQ(initial.size(), 8u);  // one per (input, multiplier)
+    EXPECT_GT(*std::max_element(initial.begin(), initial.end()), 0.2);
+    auto loss = make_loss("mse", "loss");
+    auto opt = make_optimizer(json{{"class_name", "SGD"}, {"config", {{"learning_rate", 0.01}}}},
+                              "optimizer");
+    ReplicaModel meta(*model, *opt, DevicePlan::cpus(2));
+    Batch b;
+    b.x = Tensor({4, 6, 4});
+    b.y = Tensor({4, model->output_shape(0)[0]});
+    for (std::int64_t i = 0; i < b.x.size(); ++i) b.x[i] = std::sin(0.3f * i);
+    meta.forward_backward(b, *loss, {});
+    meta.apply_update();
+    meta.sync_template();
+    for (double n : norms(0, 0)) EXPECT_LE(n, 0.2 + 1e-6);
+    if (is_separable) {
+      ASSERT_EQ(norms(1, 1).size(), 3u);  // one per filter
+      for (double n : norms(1, 1)) EXPECT_NEAR(n, 1.0, 1e-5);
+    }
+  }
 }
 
 TEST(Constraint, ConfigsRoundTripAndBadOnesNameTheirPath) {
