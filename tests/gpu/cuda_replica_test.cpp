@@ -219,6 +219,10 @@ std::vector<LayerCase> layer_cases() {
                                                    {"width", 4},
                                                    {"interpolation", "nearest"},
                                                    {"crop_to_aspect_ratio", true}})})});
+  cases.push_back({"center_crop_window_then_smart_resize",
+                   {7, 6, 2},
+                   json::array({layer("CenterCrop", {{"height", 4}, {"width", 5}}),
+                                layer("CenterCrop", {{"height", 6}, {"width", 3}})})});
   cases.push_back({"random_flip",
                    {5, 4, 2},
                    json::array({layer("RandomFlip", {{"seed", 3}}),

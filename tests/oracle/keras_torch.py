@@ -578,6 +578,13 @@ def forward(case, inputs, weights):
         y = depthwise(cfg, xs[0], weights)
         return biased(cfg, torch.nn.functional.conv2d(y.permute(0, 3, 1, 2), pointwise)
                       .permute(0, 2, 3, 1), weights)
+    if cls == "CenterCrop":  # the centred window, or smart_resize where the image is smaller
+        x, height, width = xs[0], cfg["height"], cfg["width"]
+        rows, cols = x.shape[1], x.shape[2]
+        if rows >= height and cols >= width:
+            top, left = (rows - height) // 2, (cols - width) // 2
+            return x[:, top:top + height, left:left + width]
+        cls, cfg = "Resizing", dict(cfg, crop_to_aspect_ratio=True)
     if cls == "Resizing":  # tf.image.resize: half-pixel centres, no antialiasing
         x, height, width = xs[0], cfg["height"], cfg["width"]
         if cfg.get("crop_to_aspect_ratio", False):  # smart_resize's centred window

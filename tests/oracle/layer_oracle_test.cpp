@@ -411,7 +411,8 @@ TEST(LayerOracle, ResizingMatchesPyTorch) {
   std::vector<Case> cases;
   // Resizing: tf.image.resize (half-pixel centres) against torch's interpolate of the same
   // definition (bilinear without align_corners, nearest-exact), up and down, the centred window
-  // of crop_to_aspect_ratio; the gradients spread back through the same weights.
+  // of crop_to_aspect_ratio; the gradients spread back through the same weights. CenterCrop, which
+  // is a crop or such a resize.
   cases.push_back({"ResizingBilinearUp",
                    entry("Resizing", {{"height", 7}, {"width", 9}}),
                    {{"", {2, 4, 5, 3}}}});
@@ -421,6 +422,14 @@ TEST(LayerOracle, ResizingMatchesPyTorch) {
   cases.push_back({"ResizingNearestUpAndDown",
                    entry("Resizing", {{"height", 7}, {"width", 3}, {"interpolation", "nearest"}}),
                    {{"", {2, 4, 5, 2}}}});
+  // CenterCrop: the centred window (odd and even margins), or smart_resize where the image is
+  // smaller than the target along an axis.
+  cases.push_back({"CenterCropWindow",
+                   entry("CenterCrop", {{"height", 3}, {"width", 2}}),
+                   {{"", {2, 6, 5, 3}}}});
+  cases.push_back({"CenterCropSmallerResizes",
+                   entry("CenterCrop", {{"height", 6}, {"width", 3}}),
+                   {{"", {2, 4, 7, 2}}}});
   check_against_torch(cases);
 }
 

@@ -155,6 +155,11 @@ std::vector<Case> cases() {
                sequential({9, 7, 2}, {layer("RandomCrop", {{"height", 4}, {"width", 3}}),
                                       layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}})}),
                {{{9, 7, 2}}}});
+  c.push_back({"center_crops",
+               sequential({7, 6, 2}, {layer("CenterCrop", {{"height", 4}, {"width", 5}}),
+                                      layer("CenterCrop", {{"height", 6}, {"width", 3}}),
+                                      layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}})}),
+               {{{7, 6, 2}}}});
   c.push_back({"resizing_bilinear_up",
                sequential({5, 4, 2}, {layer("Resizing", {{"height", 8}, {"width", 7}}),
                                       layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}})}),

@@ -593,6 +593,12 @@ std::unique_ptr<Layer> make_resizing(ConfigObject& c, const std::string& name) {
       crop);
 }
 
+std::unique_ptr<Layer> make_center_crop(ConfigObject& c, const std::string& name) {
+  const std::int64_t rows = c.positive_int("height"), cols = c.positive_int("width");
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<CenterCrop>(name, rows, cols);
+}
+
 // value_range: [low, high], low < high (Keras' default [0, 255]).
 std::pair<float, float> read_value_range(ConfigObject& c) {
   if (!c.has("value_range")) {
@@ -1413,6 +1419,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"RandomZoom", {"random_zoom", make_random_zoom}},
       {"RandomCrop", {"random_crop", make_random_crop}},
       {"Resizing", {"resizing", make_resizing}},
+      {"CenterCrop", {"center_crop", make_center_crop}},
       {"RandomContrast", {"random_contrast", make_random_contrast}},
       {"RandomBrightness", {"random_brightness", make_random_brightness}},
       {"Conv1D", {"conv1d", make_conv1d}},

@@ -14,6 +14,7 @@
 //   Cropping1D         of (0, 0) rows and (left, right) columns
 //   UpSampling1D       (steps, channels) as (1, steps, channels), an UpSampling2D of (1, size)
 //   RepeatVector       (features) as (1, 1, features), an UpSampling2D of (n, 1): (n, features)
+// (CenterCrop, nn/resizing.hpp, is a Cropping2D or a Resizing on the same axes.)
 // Each answers to its Keras class name and config (1-D sizes as one-element lists); the inner
 // layer has the same name, and a shape error it raises says which 2-D view it saw. The views
 // share storage (no copies). Ownership and threads: as every layer's; the inner layer is owned

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/ops.hpp"
+#include "nn/image_layers.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -19,9 +20,9 @@ WarpDesc resize_warp(std::int64_t batch, const Shape& image, std::int64_t out_ro
   d.channels = image[2];
   d.out_rows = out_rows;
   d.out_cols = out_cols;
-  if (centred_window) {  // Keras' smart_resize
-    d.src_rows = std::min(d.rows, d.cols * out_rows / out_cols);
-    d.src_cols = std::min(d.cols, d.rows * out_cols / out_rows);
+  if (centred_window) {  // Keras' smart_resize: at least one row and column
+    d.src_rows = std::max<std::int64_t>(1, std::min(d.rows, d.cols * out_rows / out_cols));
+    d.src_cols = std::max<std::int64_t>(1, std::min(d.cols, d.rows * out_cols / out_rows));
     d.src_row = (d.rows - d.src_rows) / 2;
     d.src_col = (d.cols - d.src_cols) / 2;
   }
@@ -76,6 +77,30 @@ nlohmann::json Resizing::config() const {
           {"interpolation", interpolation_ == WarpDesc::nearest ? "nearest" : "bilinear"},
           {"crop_to_aspect_ratio", crop_},
           {"data_format", "channels_last"}};
+}
+
+CenterCrop::CenterCrop(std::string name, std::int64_t height, std::int64_t width)
+    : Reshaped2D(std::move(name)), height_(height), width_(width) {}
+
+Shape CenterCrop::build(const Shape& input_shape, Rng& init) {
+  if (input_shape.size() != 3)
+    throw ShapeError(label() + " expects images (None, rows, cols, channels), got " +
+                     shape_to_string(input_shape, true));
+  const std::int64_t extra_rows = input_shape[0] - height_, extra_cols = input_shape[1] - width_;
+  std::unique_ptr<Layer> inner;
+  if (extra_rows >= 0 && extra_cols >= 0)  // the centred window, Keras' start floor(extra / 2)
+    inner = std::make_unique<ImageBorder>(name(), false,
+                                          Borders{extra_rows / 2, extra_rows - extra_rows / 2,
+                                                  extra_cols / 2, extra_cols - extra_cols / 2});
+  else  // smaller than the target along an axis: Keras' smart_resize
+    inner = std::make_unique<Resizing>(name(), height_, width_, WarpDesc::bilinear, true);
+  return build_inner(std::move(inner), input_shape, input_shape,
+                     Shape{height_, width_, input_shape[2]}, init);
+}
+
+nlohmann::json CenterCrop::config() const {
+  return {{"name", name()},    {"trainable", trainable()}, {"dtype", "float32"},
+          {"height", height_}, {"width", width_},          {"data_format", "channels_last"}};
 }
 
 }  // namespace tandem::nn

@@ -6,11 +6,18 @@
 // its gradient flows back through the same weights. Keras 3's pad_to_aspect_ratio and the
 // other interpolations (bicubic, area, lanczos, gaussian, mitchellcubic) are refused where
 // the config is read. Ownership and threads: as every layer's (tandem/layer.hpp).
+//
+// Keras' CenterCrop: the centred (height, width) window of each image (its first row
+// floor((rows - height) / 2), as Keras takes it), or where the image is smaller than the target
+// along an axis, Keras' smart_resize to it (Resizing's bilinear crop_to_aspect_ratio). The image
+// size is known at build (a model built for its data), so the layer is one or the other: a
+// Cropping2D or a Resizing, computed on the same axes (nn/reshaped_2d.hpp's delegation).
 #pragma once
 
 #include <string>
 
 #include "backend/image_geometry.hpp"
+#include "nn/reshaped_2d.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -42,6 +49,18 @@ class Resizing : public Layer {
   Shape input_shape_;
   backend::WarpDesc last_;
   Tensor draws_, output_, grad_input_;
+};
+
+class CenterCrop : public Reshaped2D {
+ public:
+  CenterCrop(std::string name, std::int64_t height, std::int64_t width);
+  std::string class_name() const override { return "CenterCrop"; }
+  /// Throws ShapeError naming the layer unless input_shape is (rows, cols, channels).
+  Shape build(const Shape& input_shape, Rng& init) override;
+  nlohmann::json config() const override;
+
+ private:
+  std::int64_t height_, width_;
 };
 
 }  // namespace tandem::nn

@@ -286,8 +286,8 @@ OnnxValue export_upsampling(LayerCall& call) {
 }
 
 // A 1-D layer computed by a 2-D one on a view (nn/reshaped_2d.hpp: Conv1DTranspose,
-// ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector): the view, the 2-D layer's own nodes,
-// the output's shape.
+// ZeroPadding1D, Cropping1D, UpSampling1D, RepeatVector; CenterCrop on the same axes): the view,
+// the inner layer's own nodes, the output's shape.
 OnnxValue export_reshaped_2d(LayerCall& call) {
   auto& layer = static_cast<nn::Reshaped2D&>(call.layer);
   return export_on_view(call, layer.inner(), layer.inner_input_shape(), layer.inner_output_shape(),
@@ -372,6 +372,7 @@ void add_spatial_exporters(ExporterTable& table) {
     table[cls] = export_reshaped_2d;
   table["RandomCrop"] = export_random_crop;
   table["Resizing"] = export_resizing;
+  table["CenterCrop"] = export_reshaped_2d;  // its Cropping2D or Resizing
 }
 
 }  // namespace tandem::onnx_export
