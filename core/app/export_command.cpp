@@ -130,9 +130,9 @@ Model::DataInputShapes lengths_for_export(const std::string& file, const Checkpo
   if (data.training)
     if (const auto it = data.training->state.find("input_shapes"); it != data.training->state.end())
       stored = &*it;
-  return [file, stored, run_config]() -> std::vector<Shape> {
+  return [file, stored, run_config](const std::vector<Shape>& declared) -> std::vector<Shape> {
     if (stored) return stored_input_shapes(*stored, file);
-    if (run_config) return training_input_shapes(*run_config)();
+    if (run_config) return training_input_shapes(*run_config)(declared);
     throw ConfigError("--config", "the model's inputs leave lengths to the data and " + file +
                                       " does not say which it was trained on (a Tandem "
                                       "checkpoint does); give the run config whose training "

@@ -56,7 +56,7 @@ nlohmann::json with_placeholders(nlohmann::json config, const std::vector<std::s
 Model::DataInputShapes given_training_shapes(const ImportOptions& o) {
   nlohmann::json given = nlohmann::json::object();
   for (const auto& assignment : o.overrides) apply_override(given, assignment);
-  return [given, file = o.file]() -> std::vector<Shape> {
+  return [given, file = o.file](const std::vector<Shape>&) -> std::vector<Shape> {
     if (!has_key(given, "data.train"))
       throw DataError(file +
                       ": the model's inputs leave lengths to the data (None in Keras), which "

@@ -75,11 +75,21 @@ std::uintmax_t bytes_of(const fs::path& path) {
 
 // A Keras 3 file's groups with the layers they hold, by Keras 3's rule, when the file has a model
 // (a .keras archive) that builds; none otherwise (a .weights.h5 file, a model Tandem refuses).
+// Which layer a group holds follows from the layers' order and classes alone, so where the
+// config leaves an input's length to the data (Keras' None) the model is built for 32 steps.
 std::map<std::string, Model::Keras3Group> keras3_layers(const json& model_config) {
   std::map<std::string, Model::Keras3Group> out;
   if (model_config.is_null()) return out;
+  const Model::DataInputShapes any_lengths = [](const std::vector<Shape>& declared) {
+    std::vector<Shape> shapes = declared;
+    for (Shape& shape : shapes)
+      for (std::int64_t& d : shape)
+        if (d == kAnyLength) d = 32;
+    return shapes;
+  };
   try {
-    for (const auto& g : Model::from_config(model_config, "model_config", 0)->keras3_groups())
+    for (const auto& g :
+         Model::from_config(model_config, "model_config", 0, any_lengths)->keras3_groups())
       out[g.group] = g;
   } catch (const Error&) {
   }

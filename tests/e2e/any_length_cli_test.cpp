@@ -7,6 +7,10 @@
 // does not fit, and a checkpoint's garbled lengths, are named.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -25,6 +29,8 @@ using test::run_command;
 // Dense sigmoid) with the checkpoint's weights gives the predictions; prints their accuracy.
 // `onnx FILE`: the exported graph's input length.
 // `garble CKPT`: the checkpoint's training state with input_shapes that are no shapes.
+// `keras3 RUN_DIR OUT`: the run's model saved as Keras 3 saves it (a .keras archive: the config
+// as written, the weights by Keras 3's groups: embedding, dense).
 constexpr const char* kScript = R"PY(
 import json, sys, numpy as np
 
@@ -72,8 +78,28 @@ def garble(path):
         del f["tandem/state"]
         f["tandem/state"] = np.frombuffer(json.dumps(state).encode(), np.uint8)
 
+def keras3(run_dir, out):
+    import h5py, io, zipfile
+    with h5py.File(f"{run_dir}/model.h5", "r") as f:
+        config = json.loads(f.attrs["model_config"])
+        mw = f["model_weights"]
+        values = {layer: [np.asarray(mw[layer][n.decode()]) for n in mw[layer].attrs["weight_names"]]
+                  for layer in ("embedding", "dense")}
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as w:
+        for group in ("vars", "layers/input_layer/vars", "layers/global_max_pooling1d/vars"):
+            w.require_group(group)
+        for layer, arrays in values.items():
+            for i, a in enumerate(arrays):
+                w[f"layers/{layer}/vars/{i}"] = a
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.6.0"}))
+        z.writestr("config.json", json.dumps(config))
+        z.writestr("model.weights.h5", buffer.getvalue())
+
 {"data": lambda: data(sys.argv[2]), "check": lambda: check(*sys.argv[2:5]),
- "onnx": lambda: onnx_length(sys.argv[2]), "garble": lambda: garble(sys.argv[2])}[sys.argv[1]]()
+ "onnx": lambda: onnx_length(sys.argv[2]), "garble": lambda: garble(sys.argv[2]),
+ "keras3": lambda: keras3(*sys.argv[2:4])}[sys.argv[1]]()
 )PY";
 
 // Keras 3's to_json() of
@@ -221,6 +247,25 @@ TEST_F(AnyLengthCli, ImportAsksForTheDataThatGivesTheLengths) {
   const json imported = json::parse(test::read_text(dir_ / "imported.json"));
   EXPECT_EQ(imported["model"]["config"]["layers"][0]["config"]["batch_shape"],
             json({nullptr, nullptr}));
+}
+
+// A Keras 3 archive of the model names each group's layer and class, though the model's input
+// length is left to data the file does not hold.
+TEST_F(AnyLengthCli, InspectNamesTheLayersOfAKeras3ArchiveOfAnyLength) {
+  const fs::path archive = dir_ / "text.keras";
+  auto k = python("keras3 " + (dir_ / "text").string() + " " + archive.string());
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  auto i = run_command(test::tandem_cli() + " inspect " + archive.string() + " --json");
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  std::map<std::string, std::pair<std::string, std::string>> held;  // group: (layer, class)
+  const json inspected = json::parse(i.out);
+  for (const json& layer : inspected.at("layers"))
+    held[layer.at("name").get<std::string>()] = {
+        layer.at("layer").is_string() ? layer.at("layer").get<std::string>() : "",
+        layer.at("class_name").get<std::string>()};
+  EXPECT_EQ(held["embedding"], std::make_pair(std::string("embedding"), std::string("Embedding")))
+      << i.out;
+  EXPECT_EQ(held["dense"], std::make_pair(std::string("dense"), std::string("Dense"))) << i.out;
 }
 
 TEST_F(AnyLengthCli, DataThatDoesNotFitIsNamed) {

@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const tandem::RunConfig rc = tandem::parse_run_config(config, {});
     // Lengths an input leaves to the data (Keras' None) from a made-up dataset of two arrays: a
     // length that follows the input's size, and a (3, 5) one.
-    const tandem::Model::DataInputShapes data_shapes = [size] {
+    const tandem::Model::DataInputShapes data_shapes = [size](const std::vector<tandem::Shape>&) {
       return std::vector<tandem::Shape>{{static_cast<std::int64_t>(size % 7) + 1}, {3, 5}};
     };
     const auto model = tandem::Model::from_config(rc.model, "model", rc.seed, data_shapes);

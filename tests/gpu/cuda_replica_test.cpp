@@ -218,7 +218,11 @@ std::vector<LayerCase> layer_cases() {
                                 layer("Resizing", {{"height", 3},
                                                    {"width", 4},
                                                    {"interpolation", "nearest"},
-                                                   {"crop_to_aspect_ratio", true}})})});
+                                                   {"crop_to_aspect_ratio", true}}),
+                                layer("Resizing", {{"height", 5},
+                                                   {"width", 6},
+                                                   {"pad_to_aspect_ratio", true},
+                                                   {"fill_value", 0.5}})})});
   cases.push_back({"center_crop_window_then_smart_resize",
                    {7, 6, 2},
                    json::array({layer("CenterCrop", {{"height", 4}, {"width", 5}}),

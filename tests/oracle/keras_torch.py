@@ -592,6 +592,13 @@ def forward(case, inputs, weights):
             keep_rows, keep_cols = min(rows, cols * height // width), min(cols, rows * width // height)
             top, left = (rows - keep_rows) // 2, (cols - keep_cols) // 2
             x = x[:, top:top + keep_rows, left:left + keep_cols]
+        if cfg.get("pad_to_aspect_ratio", False):  # centred in the target's ratio, fill_value
+            rows, cols = x.shape[1], x.shape[2]
+            pad_rows, pad_cols = max(rows, cols * height // width), max(cols, rows * width // height)
+            top, left = (pad_rows - rows) // 2, (pad_cols - cols) // 2
+            x = torch.nn.functional.pad(
+                x, (0, 0, left, pad_cols - cols - left, top, pad_rows - rows - top),
+                value=float(cfg.get("fill_value", 0.0)))
         nearest = cfg.get("interpolation", "bilinear") == "nearest"
         y = torch.nn.functional.interpolate(
             x.permute(0, 3, 1, 2), size=(height, width),

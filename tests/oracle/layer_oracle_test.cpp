@@ -422,6 +422,17 @@ TEST(LayerOracle, ResizingMatchesPyTorch) {
   cases.push_back({"ResizingNearestUpAndDown",
                    entry("Resizing", {{"height", 7}, {"width", 3}, {"interpolation", "nearest"}}),
                    {{"", {2, 4, 5, 2}}}});
+  cases.push_back(
+      {"ResizingPaddedToAspectRatio",
+       entry("Resizing",
+             {{"height", 4}, {"width", 6}, {"pad_to_aspect_ratio", true}, {"fill_value", 0.75}}),
+       {{"", {2, 5, 3, 2}}}});
+  cases.push_back({"ResizingNearestPaddedRows",
+                   entry("Resizing", {{"height", 5},
+                                      {"width", 2},
+                                      {"pad_to_aspect_ratio", true},
+                                      {"interpolation", "nearest"}}),
+                   {{"", {2, 3, 4, 2}}}});
   // CenterCrop: the centred window (odd and even margins), or smart_resize where the image is
   // smaller than the target along an axis.
   cases.push_back({"CenterCropWindow",

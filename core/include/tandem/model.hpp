@@ -50,9 +50,11 @@ class TANDEM_EXPORT Model {
   /// The data's per-sample shape for each input, in input_layers order (Dataset::x_parts()),
   /// which from_config asks for (once, on its thread) only when the config leaves a dimension
   /// of an input null besides the batch axis (Keras' any length: `Input(shape=(None,))`): the
-  /// model is then built for the data's lengths (nn/input_lengths.hpp). An empty function: no
-  /// data, and such a config is refused naming the dimension.
-  using DataInputShapes = std::function<std::vector<Shape>()>;
+  /// model is then built for the data's lengths (nn/input_lengths.hpp). The argument is the
+  /// inputs' shapes as the config declares them (kAnyLength where null), for a caller that has
+  /// no data but chooses lengths. An empty function: no data, and such a config is refused
+  /// naming the dimension.
+  using DataInputShapes = std::function<std::vector<Shape>(const std::vector<Shape>& declared)>;
 
   /// Builds from {"class_name": "Sequential", "config": {"name": ..., "layers": [...]}} with the
   /// input shape from an InputLayer or the first layer's `input_shape`/`batch_input_shape`, or

@@ -47,7 +47,9 @@ struct WarpDesc {
   enum Fill : int { reflect, wrap, constant, nearest_edge };
   std::int64_t batch = 0, rows = 0, cols = 0, channels = 0, out_rows = 0, out_cols = 0;
   // The region of each input image the transform reads (fill modes apply at its edges): the
-  // whole image, or for resize the centred window of the output's aspect ratio.
+  // whole image, or for resize the centred window of the output's aspect ratio, or the image
+  // centred in a larger region of that ratio (src_row, src_col negative), whose pixels outside
+  // the image read fill_value.
   std::int64_t src_row = 0, src_col = 0, src_rows = 0, src_cols = 0;
   int kind = translate;
   // Factor ranges: translate, zoom (height, width); rotate (lo0, hi0) in turns; the width's

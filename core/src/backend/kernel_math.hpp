@@ -1689,12 +1689,16 @@ struct WarpTaps {
   int count;
 };
 
+/// The pixel index of source point (r, c) of the source region, or -1 (the fill value) outside
+/// the region or, where the region reaches past the image (a padded resize), outside the image.
 TANDEM_HD inline std::int64_t warp_pixel(const WarpDesc& d, float r, float c) {
   if (r < 0.0f || c < 0.0f || r > static_cast<float>(d.src_rows - 1) ||
       c > static_cast<float>(d.src_cols - 1))
     return -1;
-  return (d.src_row + static_cast<std::int64_t>(r)) * d.cols + d.src_col +
-         static_cast<std::int64_t>(c);
+  const std::int64_t row = d.src_row + static_cast<std::int64_t>(r);
+  const std::int64_t col = d.src_col + static_cast<std::int64_t>(c);
+  if (row < 0 || col < 0 || row >= d.rows || col >= d.cols) return -1;
+  return row * d.cols + col;
 }
 
 /// One axis of a source point: the two pixels it lies between and their weights (nearest: one

@@ -164,8 +164,12 @@ void check_flip(const FlipDesc& d, const Tensor& draws, const Tensor& x, const T
 void check_warp(const WarpDesc& d, const Tensor& draws, const Tensor& x, const Tensor& y) {
   const std::int64_t in = d.batch * d.rows * d.cols * d.channels;
   const std::int64_t out = d.batch * d.out_rows * d.out_cols * d.channels;
-  const bool region = d.src_rows > 0 && d.src_cols > 0 && d.src_row >= 0 && d.src_col >= 0 &&
-                      d.src_row + d.src_rows <= d.rows && d.src_col + d.src_cols <= d.cols;
+  // The source region lies inside the image, or holds all of it (a padded resize).
+  const bool inside = d.src_row >= 0 && d.src_col >= 0 && d.src_row + d.src_rows <= d.rows &&
+                      d.src_col + d.src_cols <= d.cols;
+  const bool around = d.src_row <= 0 && d.src_col <= 0 && d.src_row + d.src_rows >= d.rows &&
+                      d.src_col + d.src_cols >= d.cols;
+  const bool region = d.src_rows > 0 && d.src_cols > 0 && (inside || around);
   if (x.size() != in || y.size() != out || draws.size() != WarpDesc::kDraws * d.batch || !region ||
       (out > 0 && x.data() == y.data()))
     throw std::logic_error("backend operation warp_images: " + std::to_string(x.size()) + " and " +

@@ -574,7 +574,7 @@ void check_upsample(const UpsampleDesc& desc, const Tensor& x, const Tensor& y);
 /// Throws std::logic_error unless x and y are desc's images (apart) and draws has two per sample.
 void check_flip(const FlipDesc& desc, const Tensor& draws, const Tensor& x, const Tensor& y);
 /// Throws std::logic_error unless x and y hold desc's input and output images (apart), the
-/// source region lies inside the input and draws has kDraws per sample.
+/// source region lies inside the input or holds all of it, and draws has kDraws per sample.
 void check_warp(const WarpDesc& desc, const Tensor& draws, const Tensor& x, const Tensor& y);
 /// Throws std::logic_error unless x, y (and dx) hold desc's images, means (batch, channels)
 /// values and draws one per sample.

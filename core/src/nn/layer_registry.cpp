@@ -582,15 +582,21 @@ std::unique_ptr<Layer> make_resizing(ConfigObject& c, const std::string& name) {
                       "not '" +
                           how + "'");
   const bool crop = c.get_bool("crop_to_aspect_ratio", false);
-  if (c.get_bool("pad_to_aspect_ratio", false))
+  const bool pad = c.get_bool("pad_to_aspect_ratio", false);
+  if (crop && pad)
     throw ConfigError(c.path_of("pad_to_aspect_ratio"),
-                      "padding to the target's aspect ratio is not supported by Tandem; "
-                      "crop_to_aspect_ratio (the centred window) is");
-  c.ignore({"fill_mode", "fill_value"});  // only read with pad_to_aspect_ratio
+                      "crop_to_aspect_ratio and pad_to_aspect_ratio cannot both be true (Keras "
+                      "refuses it too)");
+  // Keras 3 fills the padding with a constant only.
+  c.one_of("fill_mode", "constant", {"constant"});
+  const auto fill_value = static_cast<float>(c.number_in("fill_value", 0.0, -1e30, 1e30));
   c.one_of("data_format", "channels_last", {"channels_last"});
+  const ResizeWindow window = crop  ? ResizeWindow::crop_to_aspect_ratio
+                              : pad ? ResizeWindow::pad_to_aspect_ratio
+                                    : ResizeWindow::whole;
   return std::make_unique<Resizing>(
       name, rows, cols, how == "nearest" ? backend::WarpDesc::nearest : backend::WarpDesc::bilinear,
-      crop);
+      window, fill_value);
 }
 
 std::unique_ptr<Layer> make_center_crop(ConfigObject& c, const std::string& name) {

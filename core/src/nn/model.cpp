@@ -510,7 +510,11 @@ void Model::take_lengths_from_data(const DataInputShapes& data_shapes) {
                                         ", a length left null (any length, in Keras): Tandem "
                                         "builds a model for the lengths of its data, and "
                                         "no data gives them here");
-    if (!data) data = data_shapes();
+    if (!data) {
+      std::vector<Shape> declared;
+      for (const Input& each : inputs_) declared.push_back(each.shape);
+      data = data_shapes(declared);
+    }
     if (data->size() != inputs_.size())
       throw ShapeError("the data gives " + std::to_string(data->size()) + " input array" +
                        (data->size() == 1 ? "" : "s") + " for the " +
@@ -669,7 +673,8 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
 std::unique_ptr<Model> Model::clone() const {
   std::vector<Shape> shapes;
   for (const Input& input : inputs_) shapes.push_back(input.shape);
-  auto copy = from_config(source_config_, "model", seed_, [&] { return shapes; });
+  auto copy = from_config(source_config_, "model", seed_,
+                          [&](const std::vector<Shape>&) { return shapes; });
   copy->copy_weights_from(*this);
   return copy;
 }

@@ -55,7 +55,8 @@ WarpDesc RandomWarp::desc_for(std::int64_t batch, bool training) const {
   if (d.kind != WarpDesc::crop) return d;
   if (training && d.rows >= d.out_rows && d.cols >= d.out_cols) return d;
   // Keras' smart_resize: the largest centred window of the target's aspect ratio.
-  return resize_warp(batch, input_shape_, d.out_rows, d.out_cols, true, WarpDesc::bilinear);
+  return resize_warp(batch, input_shape_, d.out_rows, d.out_cols,
+                     ResizeWindow::crop_to_aspect_ratio, WarpDesc::bilinear);
 }
 
 const Tensor& RandomWarp::forward(const Tensor& x, bool training) {

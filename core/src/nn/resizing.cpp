@@ -11,7 +11,8 @@ namespace tandem::nn {
 using backend::WarpDesc;
 
 WarpDesc resize_warp(std::int64_t batch, const Shape& image, std::int64_t out_rows,
-                     std::int64_t out_cols, bool centred_window, int interpolation) {
+                     std::int64_t out_cols, ResizeWindow window, int interpolation,
+                     float fill_value) {
   WarpDesc d;
   d.kind = WarpDesc::resize;
   d.batch = batch;
@@ -20,24 +21,31 @@ WarpDesc resize_warp(std::int64_t batch, const Shape& image, std::int64_t out_ro
   d.channels = image[2];
   d.out_rows = out_rows;
   d.out_cols = out_cols;
-  if (centred_window) {  // Keras' smart_resize: at least one row and column
+  if (window == ResizeWindow::crop_to_aspect_ratio) {  // smart_resize: at least a row, a column
     d.src_rows = std::max<std::int64_t>(1, std::min(d.rows, d.cols * out_rows / out_cols));
     d.src_cols = std::max<std::int64_t>(1, std::min(d.cols, d.rows * out_cols / out_rows));
-    d.src_row = (d.rows - d.src_rows) / 2;
-    d.src_col = (d.cols - d.src_cols) / 2;
+  } else if (window == ResizeWindow::pad_to_aspect_ratio) {  // Keras 3's image.resize
+    d.src_rows = std::max(d.rows, d.cols * out_rows / out_cols);
+    d.src_cols = std::max(d.cols, d.rows * out_cols / out_rows);
   }
+  // The window's first row and column: inside the image, or where it pads before it (negative:
+  // the image starts at floor(padding / 2) of the window, as in Keras).
+  d.src_row = (d.rows - d.src_rows) / 2;
+  d.src_col = (d.cols - d.src_cols) / 2;
   d.interpolation = interpolation;
   d.fill = WarpDesc::nearest_edge;
+  d.fill_value = fill_value;
   return d;
 }
 
 Resizing::Resizing(std::string name, std::int64_t height, std::int64_t width, int interpolation,
-                   bool crop_to_aspect_ratio)
+                   ResizeWindow window, float fill_value)
     : Layer(std::move(name)),
       height_(height),
       width_(width),
       interpolation_(interpolation),
-      crop_(crop_to_aspect_ratio) {}
+      window_(window),
+      fill_value_(fill_value) {}
 
 Shape Resizing::build(const Shape& input_shape, Rng& /*init*/) {
   if (input_shape.size() != 3)
@@ -50,7 +58,7 @@ Shape Resizing::build(const Shape& input_shape, Rng& /*init*/) {
 const Tensor& Resizing::forward(const Tensor& x, bool /*training*/) {
   backend::Backend& ops = this->ops();
   const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
-  last_ = resize_warp(batch, input_shape_, height_, width_, crop_, interpolation_);
+  last_ = resize_warp(batch, input_shape_, height_, width_, window_, interpolation_, fill_value_);
   ops.fill(ops.place(draws_, {batch, WarpDesc::kDraws}), 0.0f);  // a resize draws nothing
   ops.warp_images(last_, draws_, x, ops.place(output_, {batch, height_, width_, input_shape_[2]}));
   return output_;
@@ -75,7 +83,10 @@ nlohmann::json Resizing::config() const {
           {"height", height_},
           {"width", width_},
           {"interpolation", interpolation_ == WarpDesc::nearest ? "nearest" : "bilinear"},
-          {"crop_to_aspect_ratio", crop_},
+          {"crop_to_aspect_ratio", window_ == ResizeWindow::crop_to_aspect_ratio},
+          {"pad_to_aspect_ratio", window_ == ResizeWindow::pad_to_aspect_ratio},
+          {"fill_mode", "constant"},
+          {"fill_value", fill_value_},
           {"data_format", "channels_last"}};
 }
 
@@ -93,7 +104,8 @@ Shape CenterCrop::build(const Shape& input_shape, Rng& init) {
                                           Borders{extra_rows / 2, extra_rows - extra_rows / 2,
                                                   extra_cols / 2, extra_cols - extra_cols / 2});
   else  // smaller than the target along an axis: Keras' smart_resize
-    inner = std::make_unique<Resizing>(name(), height_, width_, WarpDesc::bilinear, true);
+    inner = std::make_unique<Resizing>(name(), height_, width_, WarpDesc::bilinear,
+                                       ResizeWindow::crop_to_aspect_ratio);
   return build_inner(std::move(inner), input_shape, input_shape,
                      Shape{height_, width_, input_shape[2]}, init);
 }

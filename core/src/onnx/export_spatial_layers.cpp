@@ -7,6 +7,7 @@
 #include <array>
 
 #include "nn/reshaped_2d.hpp"
+#include "nn/resizing.hpp"
 #include "nn/spatial.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -296,29 +297,39 @@ OnnxValue export_reshaped_2d(LayerCall& call) {
 
 // A resize to the config's height and width as tf.image.resize computes it (half-pixel centres;
 // bilinear, or nearest: floor((i + 0.5) · scale), ONNX's round_prefer_ceil of the half-pixel
-// source point), of the whole image or with `centred_window` of the largest centred window of
-// the target's aspect ratio (Keras' smart_resize, nn/resizing.hpp); the identity when the image
-// already has the target's size. The output size is given whole (the batch from the input's
-// shape), so no float scale can round it.
-OnnxValue export_resize(LayerCall& call, bool centred_window, bool nearest) {
+// source point), of the window nn::resize_warp reads: the whole image, a centred window `Slice`d
+// out of it (smart_resize), or the image `Pad`ded with the fill value to the target's aspect
+// ratio; the identity when that window already has the target's size. The output size is given
+// whole (the batch from the input's shape), so no float scale can round it.
+OnnxValue export_resize(LayerCall& call, nn::ResizeWindow window_kind, bool nearest,
+                        float fill_value) {
   OnnxGraph& g = call.graph;
   const OnnxValue& in = call.inputs[0];
   const std::int64_t rows = in.shape[0], cols = in.shape[1];
   const std::int64_t height = call.config.at("height").get<std::int64_t>();
   const std::int64_t width = call.config.at("width").get<std::int64_t>();
-  if (rows == height && cols == width) return in;
+  const backend::WarpDesc d =
+      nn::resize_warp(1, in.shape, height, width, window_kind, backend::WarpDesc::bilinear);
+  const std::int64_t top = d.src_row, left = d.src_col;
+  const std::int64_t bottom = d.src_row + d.src_rows, right = d.src_col + d.src_cols;
+  const bool whole = top == 0 && left == 0 && bottom == rows && right == cols;
+  if (whole && rows == height && cols == width) return in;
   const OnnxValue x = g.in_layout(in, true);
   const std::string& p = call.prefix;
   std::string window = x.name;
-  if (centred_window) {
-    const std::int64_t window_rows = std::min(rows, cols * height / width);
-    const std::int64_t window_cols = std::min(cols, rows * width / height);
-    const std::int64_t top = (rows - window_rows) / 2, left = (cols - window_cols) / 2;
+  if (!whole && top >= 0) {
     window = g.node("Slice",
                     {x.name, g.int64s(p + "/starts", {top, left}),
-                     g.int64s(p + "/ends", {top + window_rows, left + window_cols}),
-                     g.int64s(p + "/axes", {2, 3})},
+                     g.int64s(p + "/ends", {bottom, right}), g.int64s(p + "/axes", {2, 3})},
                     p)
+                 .output();
+  } else if (!whole) {  // (N, C, H, W): rows and columns before, then after
+    window = g.node("Pad",
+                    {x.name,
+                     g.int64s(p + "/pads", {0, 0, -top, -left, 0, 0, bottom - rows, right - cols}),
+                     g.scalar(p + "/fill", fill_value)},
+                    p)
+                 .attr("mode", std::string("constant"))
                  .output();
   }
   const std::string shape = g.node("Shape", {x.name}, p).output();
@@ -338,12 +349,16 @@ OnnxValue export_resize(LayerCall& call, bool centred_window, bool nearest) {
 
 // RandomCrop at inference: Keras' smart_resize, bilinear.
 OnnxValue export_random_crop(LayerCall& call) {
-  return export_resize(call, true, false);
+  return export_resize(call, nn::ResizeWindow::crop_to_aspect_ratio, false, 0);
 }
 
 OnnxValue export_resizing(LayerCall& call) {
-  return export_resize(call, call.config.value("crop_to_aspect_ratio", false),
-                       call.config.value("interpolation", "bilinear") == "nearest");
+  const nn::ResizeWindow window =
+      call.config.value("crop_to_aspect_ratio", false)  ? nn::ResizeWindow::crop_to_aspect_ratio
+      : call.config.value("pad_to_aspect_ratio", false) ? nn::ResizeWindow::pad_to_aspect_ratio
+                                                        : nn::ResizeWindow::whole;
+  return export_resize(call, window, call.config.value("interpolation", "bilinear") == "nearest",
+                       call.config.value("fill_value", 0.0f));
 }
 
 }  // namespace

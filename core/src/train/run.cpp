@@ -182,7 +182,7 @@ std::shared_ptr<Dataset> pick_split(const std::string& split, const Datasets& d)
 }
 
 Model::DataInputShapes LazyDatasets::input_shapes() {
-  return [this] { return pick_split(split_, get())->x_parts(); };
+  return [this](const std::vector<Shape>&) { return pick_split(split_, get())->x_parts(); };
 }
 
 // The datasets of a training run: class_weight, as Keras' fit applies it, weighs the training
@@ -555,7 +555,7 @@ std::unique_ptr<Model> build_run_model(const RunConfig& rc) {
 }
 
 Model::DataInputShapes training_input_shapes(const RunConfig& rc) {
-  return [rc] { return open_datasets(rc, true).train->x_parts(); };
+  return [rc](const std::vector<Shape>&) { return open_datasets(rc, true).train->x_parts(); };
 }
 
 std::string placement_summary(const RunConfig& rc) {

@@ -22,7 +22,7 @@ json sequential(std::vector<json> layers) {
   return {{"class_name", "Sequential"}, {"config", {{"name", "seq"}, {"layers", layers}}}};
 }
 Model::DataInputShapes data(std::vector<Shape> shapes, int* asked = nullptr) {
-  return [shapes, asked] {
+  return [shapes, asked](const std::vector<Shape>&) {
     if (asked) ++*asked;
     return shapes;
   };

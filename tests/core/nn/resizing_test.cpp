@@ -1,5 +1,6 @@
 // Resizing (nn/resizing.hpp): values by hand for a 2x2 image doubled (tf.image.resize's
 // half-pixel bilinear, edges clamped) and nearest, the centred window of crop_to_aspect_ratio,
+// the fill of pad_to_aspect_ratio,
 // the gradient as the resize's adjoint, the config written back, refusals at their key
 // (values and gradients against PyTorch's interpolate: tests/oracle).
 #include <gtest/gtest.h>
@@ -45,6 +46,20 @@ TEST(Resizing, ComputesTfImageResizeByHand) {
   const Tensor window =
       resized({{"height", 2}, {"width", 2}, {"crop_to_aspect_ratio", true}}, wide);
   EXPECT_EQ(std::vector<float>(window.data(), window.data() + 4), (std::vector<float>{1, 2, 5, 6}));
+  // The 2x2 image to 2x4 with pad_to_aspect_ratio: centred in 2x4 (a column of fill_value each
+  // side), which is already the target's size.
+  const Tensor padded =
+      resized({{"height", 2}, {"width", 4}, {"pad_to_aspect_ratio", true}, {"fill_value", 9}}, x);
+  EXPECT_EQ(std::vector<float>(padded.data(), padded.data() + 8),
+            (std::vector<float>{9, 0, 1, 9, 9, 2, 3, 9}));
+  // 3 columns padded to 4 rows' ratio (4x4 from 4x3): one before is floor(1 / 2) = 0, so the
+  // fill is after; bilinear to 2x2 reads each 2x2 block's centre: the last column's block
+  // half fill.
+  const Tensor narrow = Tensor::from_vector({1, 4, 3, 1}, {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2});
+  const Tensor halved = resized(
+      {{"height", 2}, {"width", 2}, {"pad_to_aspect_ratio", true}, {"fill_value", 4}}, narrow);
+  EXPECT_EQ(std::vector<float>(halved.data(), halved.data() + 4),
+            (std::vector<float>{0.5f, 3, 0.5f, 3}));
 }
 
 // A resize is linear in its input, so its gradient is its adjoint: <R x, dy> = <x, Rᵀ dy> for
@@ -52,7 +67,8 @@ TEST(Resizing, ComputesTfImageResizeByHand) {
 TEST(Resizing, TheGradientIsTheResizesAdjoint) {
   for (const json& config : {json{{"height", 5}, {"width", 3}},
                              json{{"height", 7}, {"width", 9}, {"interpolation", "nearest"}},
-                             json{{"height", 2}, {"width", 6}, {"crop_to_aspect_ratio", true}}}) {
+                             json{{"height", 2}, {"width", 6}, {"crop_to_aspect_ratio", true}},
+                             json{{"height", 2}, {"width", 6}, {"pad_to_aspect_ratio", true}}}) {
     auto layer = test::make_layer("Resizing", config);
     Rng init(2);
     layer->build({4, 4, 2}, init);
@@ -68,16 +84,26 @@ TEST(Resizing, TheGradientIsTheResizesAdjoint) {
 }
 
 TEST(Resizing, ConfigReadsBackAndBadKeysAreRefusedAtTheirPlace) {
-  const json config = {
-      {"height", 6}, {"width", 5}, {"interpolation", "nearest"}, {"crop_to_aspect_ratio", true}};
-  const json written = test::make_layer("Resizing", config)->config();
-  for (const auto& [key, value] : config.items()) EXPECT_EQ(written[key], value) << key;
-  EXPECT_EQ(test::layer_config_error("Resizing", written), "(no error)");
+  for (const json& config :
+       {json{{"height", 6},
+             {"width", 5},
+             {"interpolation", "nearest"},
+             {"crop_to_aspect_ratio", true}},
+        json{{"height", 6}, {"width", 5}, {"pad_to_aspect_ratio", true}, {"fill_value", 0.5}}}) {
+    const json written = test::make_layer("Resizing", config)->config();
+    for (const auto& [key, value] : config.items()) EXPECT_EQ(written[key], value) << key;
+    EXPECT_EQ(test::layer_config_error("Resizing", written), "(no error)");
+  }
   const std::vector<std::pair<json, std::string>> bad{
       {{{"height", 6}, {"width", 5}, {"interpolation", "bicubic"}},
        "'layer.config.interpolation': Tandem resizes bilinear or nearest"},
-      {{{"height", 6}, {"width", 5}, {"pad_to_aspect_ratio", true}},
-       "'layer.config.pad_to_aspect_ratio': padding to the target's aspect ratio"},
+      {{{"height", 6}, {"width", 5}, {"pad_to_aspect_ratio", true}, {"crop_to_aspect_ratio", true}},
+       "'layer.config.pad_to_aspect_ratio': crop_to_aspect_ratio and pad_to_aspect_ratio cannot "
+       "both be true"},
+      {{{"height", 6}, {"width", 5}, {"pad_to_aspect_ratio", true}, {"fill_mode", "reflect"}},
+       "'layer.config.fill_mode'"},
+      {{{"height", 6}, {"width", 5}, {"pad_to_aspect_ratio", true}, {"fill_value", "black"}},
+       "'layer.config.fill_value'"},
       {{{"height", 0}, {"width", 5}}, "'layer.config.height'"},
       {{{"width", 5}}, "'layer.config.height': required key is missing"},
       {{{"height", 6}, {"width", 5}, {"data_format", "channels_first"}},
