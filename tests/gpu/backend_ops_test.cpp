@@ -362,6 +362,25 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
     expect_close(g_cpu, down(g_gpu), 1e-6, "masked softmax backward");
   }
 
+  // Unit normalization over axes 0 and 2 of (3, 2, 4) samples; a zero group takes the floor.
+  backend::AxisGroups un;
+  un.rank = 3;
+  un.dims[0] = 3, un.dims[1] = 2, un.dims[2] = 4;
+  un.grouped[0] = un.grouped[2] = true;
+  un.size = 24, un.groups = 2, un.per_group = 12;
+  Tensor un_x = random_host({5, 3, 2, 4}, 66);
+  for (std::int64_t i = 0; i < 24; ++i)
+    if ((i / 4) % 2 == 1) un_x[i] = 0;  // sample 0's second group
+  const Tensor un_dy = random_host({5, 3, 2, 4}, 67);
+  Tensor un_y_cpu({5, 3, 2, 4}), un_y_gpu = gpu_tensor({5, 3, 2, 4});
+  cpu().unit_normalize(un, un_x, un_y_cpu);
+  gpu().unit_normalize(un, up(un_x), un_y_gpu);
+  expect_close(un_y_cpu, down(un_y_gpu), 1e-6, "unit_normalize");
+  Tensor un_dx_cpu({5, 3, 2, 4}), un_dx_gpu = gpu_tensor({5, 3, 2, 4});
+  cpu().unit_normalize_backward(un, un_x, un_dy, un_dx_cpu);
+  gpu().unit_normalize_backward(un, up(un_x), up(un_dy), un_dx_gpu);
+  expect_close(un_dx_cpu, down(un_dx_gpu), 1e-6, "unit_normalize_backward");
+
   // Additive scores with per-feature weights, with a factor, and with neither: the scores and
   // every gradient (the per query row shares of the weights' and the factor's).
   const Tensor aq = random_host({2, 3, 4}, 61), ak = random_host({2, 5, 4}, 62),

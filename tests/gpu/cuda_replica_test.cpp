@@ -93,6 +93,12 @@ std::vector<LayerCase> layer_cases() {
   cases.push_back({"dense_over_a_sequence",
                    {4, 5},
                    json::array({layer("Dense", {{"units", 6}, {"activation", "tanh"}})})});
+  cases.push_back(
+      {"unit_normalization_identity",
+       {4, 5},
+       json::array({layer("Dense", {{"units", 6}}), layer("UnitNormalization", json::object()),
+                    layer("Identity", json::object()),
+                    layer("UnitNormalization", {{"axis", {1, 2}}})})});
   cases.push_back({"activation_softmax",
                    {4, 5},
                    json::array({layer("Activation", {{"activation", "softmax"}})})});

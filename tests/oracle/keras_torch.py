@@ -578,6 +578,13 @@ def forward(case, inputs, weights):
         y = depthwise(cfg, xs[0], weights)
         return biased(cfg, torch.nn.functional.conv2d(y.permute(0, 3, 1, 2), pointwise)
                       .permute(0, 2, 3, 1), weights)
+    if cls == "UnitNormalization":  # x * rsqrt(max(sum of squares over the axes, 1e-12))
+        x = xs[0]
+        axis = cfg.get("axis", -1)
+        axes = [keras_axis(a, x.dim()) for a in (axis if isinstance(axis, list) else [axis])]
+        return x * torch.rsqrt(torch.clamp((x * x).sum(dim=axes, keepdim=True), min=1e-12))
+    if cls == "Identity":
+        return xs[0] * 1
     if cls == "CenterCrop":  # the centred window, or smart_resize where the image is smaller
         x, height, width = xs[0], cfg["height"], cfg["width"]
         rows, cols = x.shape[1], x.shape[2]

@@ -699,6 +699,19 @@ TEST(LayerOracle, AttentionMatchesPyTorch) {
   check_against_torch(cases);
 }
 
+// UnitNormalization over the last axis, over two axes of images, over the steps; Identity.
+TEST(LayerOracle, UnitNormalizationAndIdentityMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"UnitNormalizationLastAxis", entry("UnitNormalization"), {{"", {3, 5, 4}}}});
+  cases.push_back({"UnitNormalizationImageAxes",
+                   entry("UnitNormalization", {{"axis", {1, 2}}}),
+                   {{"", {2, 3, 4, 2}}}});
+  cases.push_back(
+      {"UnitNormalizationSteps", entry("UnitNormalization", {{"axis", 1}}), {{"", {2, 6, 3}}}});
+  cases.push_back({"Identity", entry("Identity"), {{"", {2, 4, 3}}}});
+  check_against_torch(cases);
+}
+
 // GroupNormalization against torch's group_norm: images and sequences, one group per channel
 // (instance normalization), without gamma or beta.
 TEST(LayerOracle, GroupNormalizationMatchesPyTorch) {

@@ -1186,6 +1186,54 @@ TANDEM_HD inline std::int64_t member_of(const AxisGroups& d, std::int64_t a, std
   return e;
 }
 
+// UnitNormalization (nn/unit_normalization.cpp): each group of a sample (its grouped axes:
+// Keras' `axis`) times rsqrt(max(Σ x², 1e-12)), as Keras 2 (tf.math.l2_normalize) and Keras 3
+// compute it; the sum in double, the members in order.
+
+/// Σ x² over group g of the sample `x`, in double.
+TANDEM_HD inline double unit_norm_square_sum(const AxisGroups& d, const float* x, std::int64_t g) {
+  double sum = 0;
+  for (std::int64_t m = 0; m < d.per_group; ++m) {
+    const float v = x[member_of(d, g, m)];
+    sum = dadd(sum, f2d(fmul(v, v)));
+  }
+  return sum;
+}
+
+/// rsqrt(max(Σ x², 1e-12)) of a group's square sum: its values' factor.
+TANDEM_HD inline float unit_norm_factor(double square_sum) {
+  return d2f(ddiv(1.0, dsqrt(square_sum > 1e-12 ? square_sum : 1e-12)));
+}
+
+/// Group g of the sample `x` normalized into `y`.
+TANDEM_HD inline void unit_normalize_group(const AxisGroups& d, const float* x, float* y,
+                                           std::int64_t g) {
+  const float f = unit_norm_factor(unit_norm_square_sum(d, x, g));
+  for (std::int64_t m = 0; m < d.per_group; ++m) {
+    const std::int64_t i = member_of(d, g, m);
+    y[i] = fmul(x[i], f);
+  }
+}
+
+/// Its gradient for group g: dx = (dy − y·(y·dy))·f with y = x·f where Σ x² > 1e-12, else dy·f
+/// (the floor does not depend on x); y·dy in double.
+TANDEM_HD inline void unit_normalize_group_backward(const AxisGroups& d, const float* x,
+                                                    const float* dy, float* dx, std::int64_t g) {
+  const double square_sum = unit_norm_square_sum(d, x, g);
+  const float f = unit_norm_factor(square_sum);
+  double along = 0;
+  if (square_sum > 1e-12)
+    for (std::int64_t m = 0; m < d.per_group; ++m) {
+      const std::int64_t i = member_of(d, g, m);
+      along = dadd(along, f2d(fmul(fmul(x[i], f), dy[i])));
+    }
+  const float projected = d2f(along);
+  for (std::int64_t m = 0; m < d.per_group; ++m) {
+    const std::int64_t i = member_of(d, g, m);
+    dx[i] = fmul(fsub(dy[i], fmul(fmul(x[i], f), projected)), f);
+  }
+}
+
 // PReLU (nn/prelu.cpp): y = x where x > 0, else alpha·x, with one alpha per group (the shared
 // axes grouped).
 

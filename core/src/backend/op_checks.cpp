@@ -108,6 +108,17 @@ void check_additive_scores(const AdditiveScoresDesc& d, const Tensor& query, con
         ", " + std::to_string(d.dim) + "), or the weights, factor or outputs do not fit");
 }
 
+std::int64_t unit_norm_samples(const AxisGroups& d, const Tensor& x, const Tensor* same_as_x,
+                               const Tensor& out) {
+  const std::int64_t samples = d.size > 0 ? x.size() / d.size : 0;
+  if (d.size <= 0 || samples * d.size != x.size() || out.size() != x.size() ||
+      (same_as_x && same_as_x->size() != x.size()) || (out.size() > 0 && out.data() == x.data()))
+    throw std::logic_error("backend operation unit_normalize: " + std::to_string(x.size()) +
+                           " values are not whole samples of " + std::to_string(d.size) +
+                           ", or the output is the input or of another size");
+  return samples;
+}
+
 void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                             const Tensor& y) {
   const auto [d0, d1, d2, d3] = dims;

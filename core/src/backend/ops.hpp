@@ -329,6 +329,13 @@ class Backend {
                              Tensor& y) = 0;
   virtual void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                               const Tensor& dy, Tensor* dx, Tensor* d_alpha) = 0;
+  /// Keras' UnitNormalization over samples of desc's shape (kernel_math's unit_normalize_*):
+  /// each group of a sample (the grouped axes, Keras' `axis`) times rsqrt(max(Σ x², 1e-12)).
+  /// y and dx may not be x.
+  virtual void unit_normalize(const AxisGroups& desc, const Tensor& x, Tensor& y) = 0;
+  /// Its gradient: dx = (dy − y·(y·dy))·rsqrt(Σ x²) per group (dy·1e6 where Σ x² ≤ 1e-12).
+  virtual void unit_normalize_backward(const AxisGroups& desc, const Tensor& x, const Tensor& dy,
+                                       Tensor& dx) = 0;
   /// Keras' weight penalty (kernel_math's penalty_*): sums[slot] = Σ l1·|w| + l2·w², and
   /// grad += its gradient.
   virtual void penalty_sum(const Tensor& w, float l1, float l2, Sums& sums,
@@ -584,6 +591,10 @@ void check_adjust(const AdjustDesc& desc, const Tensor& draws, const Tensor& x,
 /// holds desc.groups values and the other tensors (may be null) as many as x.
 std::int64_t prelu_rows(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                         const Tensor* same_as_x, const Tensor* also_same_as_x);
+/// The samples of unit_normalize; throws std::logic_error unless x is whole samples of desc, the
+/// other tensors (same_as_x may be null) as many values, and none of them x's memory but x.
+std::int64_t unit_norm_samples(const AxisGroups& desc, const Tensor& x, const Tensor* same_as_x,
+                               const Tensor& out);
 /// Throws std::logic_error unless x holds mask's rows of `features` values (sequence_mask).
 void check_sequence_mask(const Tensor& x, std::int64_t features, const Tensor& mask);
 /// The rows of select_rows; throws std::logic_error unless a, b (when given) and out hold

@@ -43,6 +43,7 @@
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
 #include "nn/time_distributed.hpp"
+#include "nn/unit_normalization.hpp"
 #include "tandem/error.hpp"
 #include "util/warn_once.hpp"
 
@@ -271,6 +272,23 @@ std::unique_ptr<Layer> make_prelu(ConfigObject& c, const std::string& name) {
   }
   require_null(c, {"alpha_regularizer", "alpha_constraint"});
   return std::make_unique<PReLU>(name, init, shared);
+}
+
+// Keras' UnitNormalization: axis an integer or a list of integers (default -1).
+std::unique_ptr<Layer> make_unit_normalization(ConfigObject& c, const std::string& name) {
+  const nlohmann::json* v = c.find("axis");
+  const nlohmann::json list = !v              ? nlohmann::json::array({-1})
+                              : v->is_array() ? *v
+                                              : nlohmann::json::array({*v});
+  std::vector<std::int64_t> axes;
+  for (const nlohmann::json& axis : list) {
+    if (!axis.is_number_integer())
+      throw ConfigError(c.path_of("axis"),
+                        "expected an axis or a list of axes (integers), got " + v->dump());
+    axes.push_back(axis.get<std::int64_t>());
+  }
+  if (axes.empty()) throw ConfigError(c.path_of("axis"), "expected at least one axis, got []");
+  return std::make_unique<UnitNormalization>(name, axes, v && v->is_array());
 }
 
 // KerasHub's (keras_nlp's) PositionEmbedding.
@@ -1395,6 +1413,12 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"ReLU", {"re_lu", make_relu}},
       {"ELU", {"elu", make_elu}},
       {"PReLU", {"p_re_lu", make_prelu}},
+      {"UnitNormalization", {"unit_normalization", make_unit_normalization}},
+      {"Identity",
+       {"identity",
+        [](ConfigObject&, const std::string& name) -> std::unique_ptr<Layer> {
+          return std::make_unique<Identity>(name);
+        }}},
       {"LeakyReLU", {"leaky_re_lu", make_leaky_relu}},
       {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},

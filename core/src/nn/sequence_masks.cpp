@@ -26,7 +26,9 @@ const std::set<std::string>& passing() {
                                              "ReLU",
                                              "LeakyReLU",
                                              "PReLU",
-                                             "ELU"};
+                                             "ELU",
+                                             "Identity",
+                                             "UnitNormalization"};
   return classes;
 }
 
@@ -58,7 +60,12 @@ const std::set<std::string>& dropping() {
                                              "UpSampling2D",
                                              "ZeroPadding1D",
                                              "Cropping1D",
-                                             "UpSampling1D"};
+                                             "UpSampling1D",
+                                             "Conv1DTranspose",
+                                             "DepthwiseConv1D",
+                                             "SeparableConv1D",
+                                             "Resizing",
+                                             "CenterCrop"};
   return classes;
 }
 

@@ -144,6 +144,27 @@ OnnxValue export_prelu(LayerCall& call) {
                        .output());
 }
 
+// UnitNormalization: x / Sqrt(Max(ReduceSum(x · x) over Keras' axes, 1e-12)), channels last.
+OnnxValue export_unit_normalization(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const auto rank = static_cast<std::int64_t>(x.shape.size()) + 1;  // with the batch axis
+  const nlohmann::json& axis = call.config.at("axis");
+  std::vector<std::int64_t> axes;
+  for (const nlohmann::json& a : axis.is_array() ? axis : nlohmann::json::array({axis})) {
+    const auto at = a.get<std::int64_t>();
+    axes.push_back(at < 0 ? at + rank : at);
+  }
+  const std::string squares = g.node("Mul", {x.name, x.name}, p).output();
+  const std::string sum = g.node("ReduceSum", {squares, g.int64s(p + "/axes", axes)}, p)
+                              .attr("keepdims", std::int64_t{1})
+                              .output();
+  const std::string floored = g.node("Max", {sum, g.scalar(p + "/floor", 1e-12f)}, p).output();
+  const std::string norm = g.node("Sqrt", {floored}, p).output();
+  return g.like(x, g.node("Div", {x.name, norm}, p).output());
+}
+
 OnnxValue export_flatten(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], false);  // Keras flattens channels last
@@ -546,6 +567,8 @@ void add_core_exporters(ExporterTable& table) {
   table["ELU"] = export_shaped_activation;
   table["PReLU"] = export_prelu;
   table["Flatten"] = export_flatten;
+  table["UnitNormalization"] = export_unit_normalization;
+  table["Identity"] = [](LayerCall& call) { return call.inputs[0]; };
   table["Reshape"] = export_reshape;
   table["Rescaling"] = export_rescaling;
   table["Normalization"] = export_normalization;

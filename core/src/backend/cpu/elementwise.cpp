@@ -1,6 +1,7 @@
 // The CPU backend's element-wise arithmetic for the merging layers (Subtract, Average, Maximum,
 // Minimum), the layers that scale their input (Rescaling, attention's query scaling) and the
 // ReLU-family layers with parameters.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -172,6 +173,37 @@ void CpuBackend::add_penalty_gradient(const Tensor& w, float l1, float l2, Tenso
   each(grad.size(), [&](std::int64_t i) {
     g[i] = math::fadd(g[i], math::penalty_derivative(p[i], l1, l2));
   });
+}
+
+void CpuBackend::unit_normalize(const AxisGroups& d, const Tensor& x, Tensor& y) {
+  require_device(*this, {&x, &y}, "unit_normalize");
+  const std::int64_t samples = unit_norm_samples(d, x, nullptr, y);
+  const float* xp = x.data();
+  float* yp = y.data();
+  cpu::parallel_for(samples * d.groups, std::max<std::int64_t>(1, 4096 / d.per_group),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        const std::int64_t at = (r / d.groups) * d.size;
+                        math::unit_normalize_group(d, xp + at, yp + at, r % d.groups);
+                      }
+                    });
+}
+
+void CpuBackend::unit_normalize_backward(const AxisGroups& d, const Tensor& x, const Tensor& dy,
+                                         Tensor& dx) {
+  require_device(*this, {&x, &dy, &dx}, "unit_normalize_backward");
+  const std::int64_t samples = unit_norm_samples(d, x, &dy, dx);
+  const float* xp = x.data();
+  const float* gp = dy.data();
+  float* dp = dx.data();
+  cpu::parallel_for(samples * d.groups, std::max<std::int64_t>(1, 4096 / d.per_group),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r) {
+                        const std::int64_t at = (r / d.groups) * d.size;
+                        math::unit_normalize_group_backward(d, xp + at, gp + at, dp + at,
+                                                            r % d.groups);
+                      }
+                    });
 }
 
 void CpuBackend::apply_constraint(const ConstraintDesc& c, Tensor& w) {

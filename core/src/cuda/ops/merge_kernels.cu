@@ -1,5 +1,6 @@
 // Private (CUDA module): the merging layers' element-wise kernels (Subtract, Average, Maximum,
-// Minimum), affine scaling and the ReLU-family layers with parameters, kernel_math's float operations one by one, as the CPU backend.
+// Minimum), affine scaling, the ReLU-family layers with parameters and UnitNormalization (a
+// thread per sample's group), kernel_math's float operations one by one, as the CPU backend.
 // Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
 #include "cuda/ops/launch.cuh"
@@ -95,6 +96,23 @@ __global__ void prelu_alpha_kernel(backend::PreluDesc d, const float* x, const f
     d_alpha[a] = math::d2f(math::prelu_alpha_gradient(d, x, dy, rows, a));
 }
 
+// One thread per (sample, group) of a unit normalization.
+__global__ void unit_normalize_kernel(backend::AxisGroups d, const float* x, float* y,
+                                      std::int64_t groups) {
+  for (std::int64_t r = grid_first(); r < groups; r += grid_step()) {
+    const std::int64_t at = (r / d.groups) * d.size;
+    math::unit_normalize_group(d, x + at, y + at, r % d.groups);
+  }
+}
+
+__global__ void unit_normalize_backward_kernel(backend::AxisGroups d, const float* x,
+                                               const float* dy, float* dx, std::int64_t groups) {
+  for (std::int64_t r = grid_first(); r < groups; r += grid_step()) {
+    const std::int64_t at = (r / d.groups) * d.size;
+    math::unit_normalize_group_backward(d, x + at, dy + at, dx + at, r % d.groups);
+  }
+}
+
 __global__ void penalty_values_kernel(const float* w, float l1, float l2, float* out,
                                       std::int64_t n) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step())
@@ -145,6 +163,22 @@ void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
   constrain_kernel<<<blocks_for(c.axes.size), kThreads, 0, stream>>>(c, w,
                                                                        scaled ? scales : nullptr);
   check_launch("apply_constraint");
+}
+
+void unit_normalize(const backend::AxisGroups& d, const float* x, float* y, std::int64_t samples,
+                    cudaStream_t stream) {
+  const std::int64_t groups = samples * d.groups;
+  if (groups <= 0) return;
+  unit_normalize_kernel<<<blocks_for(groups), kThreads, 0, stream>>>(d, x, y, groups);
+  check_launch("unit_normalize");
+}
+
+void unit_normalize_backward(const backend::AxisGroups& d, const float* x, const float* dy,
+                             float* dx, std::int64_t samples, cudaStream_t stream) {
+  const std::int64_t groups = samples * d.groups;
+  if (groups <= 0) return;
+  unit_normalize_backward_kernel<<<blocks_for(groups), kThreads, 0, stream>>>(d, x, dy, dx, groups);
+  check_launch("unit_normalize_backward");
 }
 
 void prelu_forward(const backend::PreluDesc& d, const float* x, const float* alpha, float* y,
