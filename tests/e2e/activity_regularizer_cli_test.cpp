@@ -4,7 +4,8 @@
 // batch size in a Keras 2 model (tf.keras' base layer divides) and undivided in a Keras 3 one
 // (Keras 3 adds the regularizer's value as it is) — one SGD step moves the weights as
 // PyTorch's autograd of that loss does, on one replica and on three, `evaluate` counts the
-// penalties too, and the regularizer is written back into the checkpoint's model_config. A bad
+// penalties too, and the regularizer is written back into the checkpoint's model_config. Keras'
+// ActivityRegularization layer penalizes as the regularizer on the layer before it. A bad
 // regularizer is refused at its key.
 #include <gtest/gtest.h>
 
@@ -132,6 +133,63 @@ TEST_F(ActivityRegularizerCli, PenaltiesCountInTheLossAndTheStepAsPyTorchCompute
     const double trained = test::run_history(dir / start_name)[0]["loss"].get<double>();
     EXPECT_NEAR(json::parse(ev.out)["loss"].get<double>(), trained, 1e-6 * trained);
   }
+}
+
+// Keras' ActivityRegularization layer after the hidden Dense penalizes as the regularizer on that
+// Dense does: from the same weights, one step's loss and the moved weights are the same (Keras 3
+// and Keras 2 alike), and the layer is written back with its l1 and l2 and no regularizer key.
+constexpr const char* kCompare = R"PY(
+import sys, json, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+errors = []
+for layer in ("hidden", "out"):
+    for w in ("kernel:0", "bias:0"):
+        x, y = a["model_weights"][layer][layer][w][()], b["model_weights"][layer][layer][w][()]
+        if not np.allclose(x, y, rtol=1e-6, atol=1e-7):
+            errors.append("%s/%s off by %g" % (layer, w, np.abs(x - y).max()))
+layers = json.loads(b.attrs["model_config"])["config"]["layers"]
+penalty = [l for l in layers if l["class_name"] == "ActivityRegularization"]
+if len(penalty) != 1 or penalty[0]["config"].get("l1") != 0.01 or penalty[0]["config"].get("l2") != 0.02 \
+        or "activity_regularizer" in penalty[0]["config"]:
+    errors.append("written back as %r" % (penalty,))
+print("\n".join(errors) if errors else "ok")
+)PY";
+
+TEST_F(ActivityRegularizerCli, AnActivityRegularizationLayerPenalizesAsTheRegularizerItFollows) {
+  test::write_text(dir / "compare.py", kCompare);
+  for (const bool keras2 : {false, true}) {
+    const std::string generation = keras2 ? "keras2" : "keras3";
+    SCOPED_TRACE(generation);
+    auto start = train("start-" + generation, run_config(data, 1e-30, keras2));
+    ASSERT_EQ(start.exit_code, 0) << start.err;
+    json layered = run_config(data, 0.5, keras2);
+    json& layers = layered["model"]["config"]["layers"];
+    layers[1]["config"].erase("activity_regularizer");
+    layers.insert(layers.begin() + 2,
+                  json{{"class_name", "ActivityRegularization"},
+                       {"config", {{"name", "penalty"}, {"l1", 0.01}, {"l2", 0.02}}}});
+    const std::string weights =
+        " --weights " + (dir / ("start-" + generation) / "model.h5").string();
+    auto as_key = train("as-key-" + generation, run_config(data, 0.5, keras2), weights);
+    ASSERT_EQ(as_key.exit_code, 0) << as_key.err;
+    auto as_layer = train("as-layer-" + generation, layered, weights + " --devices cpu:3");
+    ASSERT_EQ(as_layer.exit_code, 0) << as_layer.err;
+    const double key_loss = test::run_history(dir / ("as-key-" + generation))[0]["loss"];
+    const double layer_loss = test::run_history(dir / ("as-layer-" + generation))[0]["loss"];
+    EXPECT_NEAR(layer_loss, key_loss, 1e-6 * key_loss);
+    auto compare =
+        run_command(std::string(test::system_python()) + " " + (dir / "compare.py").string() + " " +
+                    (dir / ("as-key-" + generation) / "model.h5").string() + " " +
+                    (dir / ("as-layer-" + generation) / "model.h5").string());
+    ASSERT_EQ(compare.exit_code, 0) << compare.err;
+    EXPECT_EQ(compare.out, "ok\n");
+  }
+  json bad = run_config(data, 0.1);
+  bad["model"]["config"]["layers"].push_back(
+      {{"class_name", "ActivityRegularization"}, {"config", {{"l2", -0.5}}}});
+  auto refused = train("bad-layer", bad);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("model.config.layers[3].config.l2"), std::string::npos) << refused.err;
 }
 
 TEST_F(ActivityRegularizerCli, ABadRegularizerIsRefusedAtItsKey) {

@@ -252,11 +252,13 @@ std::vector<Case> cases() {
                                                     {"strides", 2}, {"padding", "same"}}),
                                    layer("GlobalAveragePooling1D", {{"keepdims", true}})}),
                {{{8, 2}}}});
-  c.push_back({"unit_normalization_identity",
-               sequential({4, 3, 2}, {layer("UnitNormalization", {{"axis", {1, 3}}}),
-                                      layer("Identity"), layer("UnitNormalization")}),
-               {{{4, 3, 2}}},
-               false});
+  c.push_back(
+      {"unit_normalization_identity",
+       sequential({4, 3, 2},
+                  {layer("UnitNormalization", {{"axis", {1, 3}}}), layer("Identity"),
+                   layer("ActivityRegularization", {{"l2", 0.1}}), layer("UnitNormalization")}),
+       {{{4, 3, 2}}},
+       false});
   c.push_back({"sequence_dense_layer_norm",
                sequential({4, 5}, {layer("Dense", {{"units", 6}, {"activation", "gelu"}}),
                                    layer("LayerNormalization"),

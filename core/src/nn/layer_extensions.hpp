@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.hpp"
@@ -170,6 +171,16 @@ class MaskedSteps {
   virtual const Tensor* output_mask() const = 0;
 };
 
+/// A layer whose activity penalty its own config gives (Keras' ActivityRegularization: `l1`,
+/// `l2`), not an `activity_regularizer` key: the Model takes it as the layer's activity
+/// regularizer and writes no such key back.
+class OwnActivityPenalty {
+ public:
+  virtual ~OwnActivityPenalty() = default;
+  /// The penalty's l1 and l2 factors (sums over the layer's output, as Keras' L1L2).
+  virtual std::pair<double, double> activity_penalty() const = 0;
+};
+
 /// The layer's hook, or null when it offers none. Borrowed from `layer`.
 inline ReluProducer* relu_producer_of(Layer& layer) {
   return dynamic_cast<ReluProducer*>(&layer);
@@ -182,6 +193,9 @@ inline ReluAbsorber* relu_absorber_of(Layer& layer) {
 }
 inline PlainRelu* plain_relu_of(Layer& layer) {
   return dynamic_cast<PlainRelu*>(&layer);
+}
+inline OwnActivityPenalty* own_activity_penalty_of(Layer& layer) {
+  return dynamic_cast<OwnActivityPenalty*>(&layer);
 }
 inline KerasTwoDefinitions* keras_two_definitions_of(Layer& layer) {
   return dynamic_cast<KerasTwoDefinitions*>(&layer);

@@ -291,6 +291,13 @@ std::unique_ptr<Layer> make_unit_normalization(ConfigObject& c, const std::strin
   return std::make_unique<UnitNormalization>(name, axes, v && v->is_array());
 }
 
+// Keras' ActivityRegularization: l1 and l2 (default 0), each at least 0.
+std::unique_ptr<Layer> make_activity_regularization(ConfigObject& c, const std::string& name) {
+  const double l1 = c.number_in("l1", 0.0, 0.0, 1e30);
+  const double l2 = c.number_in("l2", 0.0, 0.0, 1e30);
+  return std::make_unique<ActivityRegularization>(name, l1, l2);
+}
+
 // KerasHub's (keras_nlp's) PositionEmbedding.
 std::unique_ptr<Layer> make_position_embedding(ConfigObject& c, const std::string& name) {
   const std::int64_t length = c.positive_int("sequence_length");
@@ -1419,6 +1426,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
         [](ConfigObject&, const std::string& name) -> std::unique_ptr<Layer> {
           return std::make_unique<Identity>(name);
         }}},
+      {"ActivityRegularization", {"activity_regularization", make_activity_regularization}},
       {"LeakyReLU", {"leaky_re_lu", make_leaky_relu}},
       {"Softmax", {"softmax", make_softmax}},
       {"Flatten", {"flatten", make_flatten}},

@@ -185,6 +185,11 @@ std::unique_ptr<Layer> make_layer(const json& entry_json, const std::string& pat
     declared.activity = {static_cast<float>(r->l1), static_cast<float>(r->l2), r->config()};
   auto layer = it->second.make(lc, name);
   lc.finish();
+  if (const auto* own = nn::own_activity_penalty_of(*layer)) {  // ActivityRegularization
+    const auto [l1, l2] = own->activity_penalty();
+    nn::Regularizer r{l1, l2};
+    declared.activity = {static_cast<float>(l1), static_cast<float>(l2), r.config()};
+  }
   if (keras2)
     if (auto* definitions = nn::keras_two_definitions_of(*layer))
       definitions->use_keras2_definitions();
@@ -965,7 +970,8 @@ std::int64_t Model::count_trainable_params() const {
 
 json Model::layer_config(std::size_t i) const {
   json c = layers_[i]->config();
-  if (!activity_[i].config.is_null()) c["activity_regularizer"] = activity_[i].config;
+  if (!activity_[i].config.is_null() && !nn::own_activity_penalty_of(*layers_[i]))
+    c["activity_regularizer"] = activity_[i].config;
   if (!dtype_policies_[i].is_null()) c["dtype"] = dtype_policies_[i];
   return c;
 }

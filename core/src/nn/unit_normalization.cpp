@@ -84,4 +84,11 @@ nlohmann::json Identity::config() const {
   return {{"name", name()}, {"trainable", trainable()}, {"dtype", "float32"}};
 }
 
+nlohmann::json ActivityRegularization::config() const {
+  nlohmann::json c = Identity::config();
+  c["l1"] = l1_;
+  c["l2"] = l2_;
+  return c;
+}
+
 }  // namespace tandem::nn

@@ -5,11 +5,15 @@
 // layer's backend. Ownership and threads: as every layer's (tandem/layer.hpp).
 //
 // Keras' Identity layer: its input, unchanged (a view; the gradient passes through).
+// Keras' ActivityRegularization: an Identity whose output carries the activity penalty
+// l1·Σ|y| + l2·Σy² (the Model's activity regularizers compute it, as for any layer's
+// activity_regularizer).
 #pragma once
 
 #include <vector>
 
 #include "backend/axis_groups.hpp"
+#include "nn/layer_extensions.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -51,6 +55,18 @@ class Identity : public Layer {
  private:
   Shape input_shape_;
   Tensor output_, grad_input_;
+};
+
+class ActivityRegularization : public Identity, public OwnActivityPenalty {
+ public:
+  ActivityRegularization(std::string name, double l1, double l2)
+      : Identity(std::move(name)), l1_(l1), l2_(l2) {}
+  std::string class_name() const override { return "ActivityRegularization"; }
+  nlohmann::json config() const override;
+  std::pair<double, double> activity_penalty() const override { return {l1_, l2_}; }
+
+ private:
+  double l1_, l2_;
 };
 
 }  // namespace tandem::nn

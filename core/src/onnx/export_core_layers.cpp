@@ -568,7 +568,8 @@ void add_core_exporters(ExporterTable& table) {
   table["PReLU"] = export_prelu;
   table["Flatten"] = export_flatten;
   table["UnitNormalization"] = export_unit_normalization;
-  table["Identity"] = [](LayerCall& call) { return call.inputs[0]; };
+  for (const char* cls : {"Identity", "ActivityRegularization"})  // a penalty is training's
+    table[cls] = [](LayerCall& call) { return call.inputs[0]; };
   table["Reshape"] = export_reshape;
   table["Rescaling"] = export_rescaling;
   table["Normalization"] = export_normalization;
