@@ -174,20 +174,83 @@ case("maxpool_flatten_dense", 64, [32, 32, 3], _flatten_layers(True), _flatten_t
      image=True)
 
 
+def model_config(name):
+    """A Sequential model of the case's layers; a functional chain (Keras 2's form) where a layer
+    is called on [previous, previous] (self_call: attention over its own input)."""
+    c = CASES[name]
+    shape = [None] + c["input_shape"]
+    if not any(layer.get("self_call") for layer in c["layers"]):
+        layers = [keras("InputLayer", batch_input_shape=shape, name="x")]
+        for i, layer in enumerate(c["layers"]):
+            layers.append({"class_name": layer["class_name"],
+                           "config": dict(layer["config"], name=f"layer_{i}")})
+        return {"class_name": "Sequential", "config": {"name": name, "layers": layers}}
+    layers = [{"class_name": "InputLayer", "name": "x", "inbound_nodes": [],
+               "config": {"batch_input_shape": shape, "name": "x"}}]
+    previous = "x"
+    for i, layer in enumerate(c["layers"]):
+        calls = 2 if layer.get("self_call") else 1
+        layers.append({"class_name": layer["class_name"], "name": f"layer_{i}",
+                       "config": dict(layer["config"], name=f"layer_{i}"),
+                       "inbound_nodes": [[[previous, 0, 0, {}]] * calls]})
+        previous = f"layer_{i}"
+    return {"class_name": "Functional",
+            "config": {"name": name, "layers": layers, "input_layers": [["x", 0, 0]],
+                       "output_layers": [[previous, 0, 0]]}}
+
+
 def run_config(name):
     c = CASES[name]
-    layers = [keras("InputLayer", batch_input_shape=[None] + c["input_shape"], name="x")]
-    for i, layer in enumerate(c["layers"]):
-        layers.append({"class_name": layer["class_name"],
-                       "config": dict(layer["config"], name=f"layer_{i}")})
     return {
         "name": name, "seed": 1, "batch_size": c["batch"], "devices": "cpu",
-        "model": {"class_name": "Sequential", "config": {"name": name, "layers": layers}},
+        "model": model_config(name),
         "optimizer": keras("Adam", learning_rate=0.001),
         "loss": keras("SparseCategoricalCrossentropy", from_logits=True),
         "data": {"train": {"type": "synthetic", "samples": 1024, "x_shape": c["input_shape"],
                            "task": "classes", "classes": 10, "seed": 0}},
     }
+
+
+# Self-attention over 20 steps of 64 features (Bahdanau's additive scores, or Luong's dot
+# product), between a Dense and the pooling to 10 logits: Keras' AdditiveAttention / Attention
+# called on [x, x] (a functional model), against the same arithmetic in torch operations.
+def _attention_layers(cls):
+    layers = [keras("Dense", units=64, activation="tanh")]
+    if cls:
+        layers.append(dict(keras(cls), self_call=True))
+    return layers + [keras("GlobalAveragePooling1D"), keras("Dense", units=10)]
+
+
+def _attention_torch(cls):
+    def build(nn):
+        import torch
+
+        class SelfAttention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(torch.rand(64) - 0.5)
+
+            def forward(self, x):
+                if cls == "AdditiveAttention":  # Σ_d scale[d] tanh(q[d] + k[d])
+                    scores = (torch.tanh(x[:, :, None, :] + x[:, None, :, :]) * self.scale).sum(-1)
+                else:
+                    scores = x @ x.transpose(1, 2)
+                return torch.softmax(scores, dim=-1) @ x
+
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x.mean(dim=1)
+        layers = [nn.Linear(64, 64), nn.Tanh()]
+        if cls:
+            layers.append(SelfAttention())
+        return layers + [Pool(), nn.Linear(64, 10)]
+    return build
+
+
+case("additive_attention", 64, [20, 64], _attention_layers("AdditiveAttention"),
+     _attention_torch("AdditiveAttention"))
+case("dot_attention", 64, [20, 64], _attention_layers("Attention"), _attention_torch("Attention"))
+case("attention_base", 64, [20, 64], _attention_layers(None), _attention_torch(None))
 
 
 def torch_samples_per_s(name, channels_last, steps=64, warmup=5):

@@ -394,16 +394,22 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
     const Tensor* f = factored ? &as : nullptr;
     const Tensor* w_gpu = weighted ? &aw_gpu : nullptr;
     const Tensor* f_gpu = factored ? &as_gpu : nullptr;
+    // The pairs' tanh: oneDNN's on the CPU, CUDA's tanhf (a few ulp apart); the steps after
+    // them take the CPU's pairs on both sides.
+    Tensor p_cpu({2, 3, 5, 4}), p_gpu = gpu_tensor({2, 3, 5, 4});
+    cpu().additive_pairs(ad, aq, ak, f, p_cpu);
+    gpu().additive_pairs(ad, up(aq), up(ak), f_gpu, p_gpu);
+    expect_close(p_cpu, down(p_gpu), 1e-6, "additive pairs");
     Tensor s_cpu({2, 3, 5}), s_gpu = gpu_tensor({2, 3, 5});
-    cpu().additive_scores(ad, aq, ak, w, f, s_cpu);
-    gpu().additive_scores(ad, up(aq), up(ak), w_gpu, f_gpu, s_gpu);
+    cpu().additive_scores(ad, p_cpu, w, s_cpu);
+    gpu().additive_scores(ad, up(p_cpu), w_gpu, s_gpu);
     expect_close(s_cpu, down(s_gpu), 1e-6, "additive scores");
     Tensor dq_cpu({2, 3, 4}), dk_cpu({2, 5, 4}), wp_cpu({6, 4}), fp_cpu({6});
     Tensor dq_gpu = gpu_tensor({2, 3, 4}), dk_gpu = gpu_tensor({2, 5, 4}),
            wp_gpu = gpu_tensor({6, 4}), fp_gpu = gpu_tensor({6});
-    cpu().additive_scores_backward(ad, aq, ak, w, f, ag, &dq_cpu, &dk_cpu, &wp_cpu, &fp_cpu);
-    gpu().additive_scores_backward(ad, up(aq), up(ak), w_gpu, f_gpu, up(ag), &dq_gpu, &dk_gpu,
-                                   &wp_gpu, &fp_gpu);
+    cpu().additive_scores_backward(ad, aq, ak, p_cpu, w, f, ag, &dq_cpu, &dk_cpu, &wp_cpu, &fp_cpu);
+    gpu().additive_scores_backward(ad, up(aq), up(ak), up(p_cpu), w_gpu, f_gpu, up(ag), &dq_gpu,
+                                   &dk_gpu, &wp_gpu, &fp_gpu);
     expect_close(dq_cpu, down(dq_gpu), 1e-6, "additive scores d_query");
     expect_close(dk_cpu, down(dk_gpu), 1e-6, "additive scores d_key");
     expect_close(wp_cpu, down(wp_gpu), 1e-6, "additive scores weight parts");

@@ -94,11 +94,13 @@ std::int64_t check_attention_scores(const AttentionMaskDesc& d, const Tensor& sc
 
 void check_additive_scores(const AdditiveScoresDesc& d, const Tensor& query, const Tensor& key,
                            const Tensor* weights, const Tensor* factor,
-                           std::initializer_list<std::pair<const Tensor*, std::int64_t>> others) {
+                           std::initializer_list<std::pair<const Tensor*, std::int64_t>> others,
+                           bool weights_used) {
   bool fits = d.batch >= 0 && d.tq >= 0 && d.tk >= 0 && d.dim > 0 &&
               query.size() == d.batch * d.tq * d.dim && key.size() == d.batch * d.tk * d.dim &&
-              (weights != nullptr) == d.has_weights && (factor != nullptr) == d.has_factor &&
-              (!weights || weights->size() == d.dim) && (!factor || factor->size() == 1);
+              (factor != nullptr) == d.has_factor && (!factor || factor->size() == 1) &&
+              (!weights_used || (weights != nullptr) == d.has_weights) &&
+              (!weights || weights->size() == d.dim);
   for (const auto& [t, size] : others) fits = fits && (!t || t->size() == size);
   if (!fits)
     throw std::logic_error(
@@ -106,6 +108,18 @@ void check_additive_scores(const AdditiveScoresDesc& d, const Tensor& query, con
         " values and key of " + std::to_string(key.size()) + " are not (" +
         std::to_string(d.batch) + ", " + std::to_string(d.tq) + " and " + std::to_string(d.tk) +
         ", " + std::to_string(d.dim) + "), or the weights, factor or outputs do not fit");
+}
+
+void check_additive_pairs(const AdditiveScoresDesc& d, const Tensor& pairs, const Tensor* weights,
+                          const Tensor& scores) {
+  if (d.batch < 0 || d.tq < 0 || d.tk < 0 || d.dim <= 0 ||
+      pairs.size() != d.batch * d.tq * d.tk * d.dim || scores.size() != d.batch * d.tq * d.tk ||
+      (weights != nullptr) != d.has_weights || (weights && weights->size() != d.dim))
+    throw std::logic_error("backend operation additive_scores: pairs of " +
+                           std::to_string(pairs.size()) + " values and scores of " +
+                           std::to_string(scores.size()) + " are not (" + std::to_string(d.batch) +
+                           ", " + std::to_string(d.tq) + ", " + std::to_string(d.tk) + ", " +
+                           std::to_string(d.dim) + "), or the weights do not fit");
 }
 
 std::int64_t unit_norm_samples(const AxisGroups& d, const Tensor& x, const Tensor* same_as_x,

@@ -354,21 +354,24 @@ class Backend {
   virtual void masked_softmax_backward(const AttentionMaskDesc& desc, const Tensor& probs,
                                        const Tensor* mask, const Tensor& d_probs,
                                        Tensor& d_scores) = 0;
-  /// Keras' additive attention scores (additive_scores_math.hpp): scores (batch, tq, tk) of
-  /// query (batch, tq, dim) against key (batch, tk, dim); `weights` (dim values) and `factor`
-  /// (one value) where desc has them, else null. scores must be neither input.
-  virtual void additive_scores(const AdditiveScoresDesc& desc, const Tensor& query,
-                               const Tensor& key, const Tensor* weights, const Tensor* factor,
-                               Tensor& scores) = 0;
-  /// Their gradients from d_scores: d_query and d_key (overwritten; either may be null), and
-  /// each query row's share of the weights' and the factor's gradients, weight_parts (batch·tq
-  /// rows of dim) and factor_parts (batch·tq values) (null when not wanted), which the caller
-  /// sums over the rows (column_sums).
+  /// Keras' additive attention (additive_scores_math.hpp), in two steps. First the pairs' tanh
+  /// values: pairs (batch, tq, tk, dim) = tanh(s·(query_i + key_j)) of query (batch, tq, dim) and
+  /// key (batch, tk, dim), `factor` (one value) where desc has one, else null.
+  virtual void additive_pairs(const AdditiveScoresDesc& desc, const Tensor& query,
+                              const Tensor& key, const Tensor* factor, Tensor& pairs) = 0;
+  /// Then the scores (batch, tq, tk) = Σ_d w[d]·pairs, `weights` (dim values) where desc has
+  /// them, else null.
+  virtual void additive_scores(const AdditiveScoresDesc& desc, const Tensor& pairs,
+                               const Tensor* weights, Tensor& scores) = 0;
+  /// Their gradients from d_scores, given the forward's pairs: d_query and d_key (overwritten;
+  /// either may be null), and each query row's share of the weights' and the factor's
+  /// gradients, weight_parts (batch·tq rows of dim) and factor_parts (batch·tq values) (null when
+  /// not wanted), which the caller sums over the rows (column_sums).
   virtual void additive_scores_backward(const AdditiveScoresDesc& desc, const Tensor& query,
-                                        const Tensor& key, const Tensor* weights,
-                                        const Tensor* factor, const Tensor& d_scores,
-                                        Tensor* d_query, Tensor* d_key, Tensor* weight_parts,
-                                        Tensor* factor_parts) = 0;
+                                        const Tensor& key, const Tensor& pairs,
+                                        const Tensor* weights, const Tensor* factor,
+                                        const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
+                                        Tensor* weight_parts, Tensor* factor_parts) = 0;
   /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions dims (d0, d1, d2, d3): swaps the middle two
   /// axes, as attention moves between (batch, time, heads, dim) and (batch, heads, time, dim).
   virtual void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
@@ -566,11 +569,16 @@ void check_batched_gemm(const GemmDesc& desc, const Tensor& a, const Tensor& b, 
 /// masked_softmax's desc says; returns the rows of scores (batch x heads x tq).
 std::int64_t check_attention_scores(const AttentionMaskDesc& desc, const Tensor& scores,
                                     const Tensor* mask, const Tensor& probs);
-/// Throws std::logic_error unless the tensors given hold additive_scores' shapes for desc
-/// (weights and factor present exactly where desc says; the gradients' shapes where given).
+/// Throws std::logic_error unless the tensors given hold additive attention's shapes for desc
+/// (the factor present exactly where desc says, and with `weights_used` the weights too; the
+/// other tensors' sizes where given).
 void check_additive_scores(const AdditiveScoresDesc& desc, const Tensor& query, const Tensor& key,
                            const Tensor* weights, const Tensor* factor,
-                           std::initializer_list<std::pair<const Tensor*, std::int64_t>> others);
+                           std::initializer_list<std::pair<const Tensor*, std::int64_t>> others,
+                           bool weights_used);
+/// Throws std::logic_error unless pairs, weights and scores hold additive_scores' shapes.
+void check_additive_pairs(const AdditiveScoresDesc& desc, const Tensor& pairs,
+                          const Tensor* weights, const Tensor& scores);
 /// Throws std::logic_error unless x holds dims' values, y as many, and y is not x.
 void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                             const Tensor& y);

@@ -115,8 +115,9 @@ void AttentionLayer::take_scores(const Tensor& query, const Tensor& key) {
              nullptr, raw);
   } else {
     const backend::AdditiveScoresDesc desc = additive_desc();
-    ops.additive_scores(desc, query, key, desc.has_weights ? &scale_.value : nullptr,
-                        desc.has_factor ? &scale_.value : nullptr, raw);
+    ops.additive_pairs(desc, query, key, desc.has_factor ? &scale_.value : nullptr,
+                       ops.place(pairs_, {batch_, tq_, tv_, dim_}));
+    ops.additive_scores(desc, pairs_, desc.has_weights ? &scale_.value : nullptr, raw);
   }
   if (multiplier)
     ops.column_affine(raw, multiplier->value, nullptr, ops.place(scores_, raw.shape()), 1);
@@ -149,7 +150,7 @@ void AttentionLayer::scores_backward(const Tensor& query, const Tensor& key, boo
       scale_grad && desc.has_factor ? &ops.place(factor_parts_, {batch_ * tq_, 1}) : nullptr;
   Tensor* d_query = need_input_grad ? &ops.place(d_query_, {batch_, tq_, dim_}) : nullptr;
   Tensor* d_key = need_input_grad ? &ops.place(d_key_, {batch_, tv_, dim_}) : nullptr;
-  ops.additive_scores_backward(desc, query, key, desc.has_weights ? &scale_.value : nullptr,
+  ops.additive_scores_backward(desc, query, key, pairs_, desc.has_weights ? &scale_.value : nullptr,
                                desc.has_factor ? &scale_.value : nullptr, d_scores_, d_query, d_key,
                                weight_parts, factor_parts);
   if (weight_parts) ops.column_sums(*weight_parts, dim_, scale_.grad);

@@ -18,10 +18,12 @@
 // (), score_mode "concat"; initializer "ones" as scale's for Attention).
 //
 // Computes on its backend: the dot scores as batched GEMMs, the additive ones by the backend's
-// additive_scores (backend/additive_scores_math.hpp), the masked softmax (backend masked_softmax
-// with Keras 2's additive rows), a scalar factor on the scores as a one-column affine (so it
-// stays on the device). Ownership and threads: as every layer's (tandem/layer.hpp); input
-// pointers are borrowed from forward_inputs to the next backward_inputs.
+// additive_pairs and additive_scores (backend/additive_scores_math.hpp: the tanh of every
+// query-key pair, (batch, Tq, Tv, dim) values, kept for the backward as PyTorch's autograd keeps
+// them), the masked softmax (backend masked_softmax with Keras 2's additive rows), a scalar factor
+// on the scores as a one-column affine (so it stays on the device). Ownership and threads: as every
+// layer's (tandem/layer.hpp); input pointers are borrowed from forward_inputs to the next
+// backward_inputs.
 #pragma once
 
 #include <memory>
@@ -114,6 +116,7 @@ class AttentionLayer : public Layer, public CallArguments, public MaskedSteps {
   Tensor ones_, scores_mask_, raw_scores_, scores_, probs_, output_;
   const Tensor* attended_ = nullptr;
   Tensor d_out_, d_attended_, d_scores_, product_, d_query_, d_key_, d_value_;
+  Tensor pairs_;                        // additive scores: tanh of every query-key pair
   Tensor weight_parts_, factor_parts_;  // additive scores: per query row shares of d scale
 };
 

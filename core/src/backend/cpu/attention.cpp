@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/eltwise.hpp"
 #include "backend/cpu/parallel.hpp"
 
 namespace tandem::backend {
@@ -56,52 +57,72 @@ void CpuBackend::masked_softmax_backward(const AttentionMaskDesc& d, const Tenso
   });
 }
 
-void CpuBackend::additive_scores(const AdditiveScoresDesc& d, const Tensor& query,
-                                 const Tensor& key, const Tensor* weights, const Tensor* factor,
-                                 Tensor& scores) {
-  require_device(*this, {&query, &key, weights, factor, &scores}, "additive_scores");
-  check_additive_scores(d, query, key, weights, factor, {{&scores, d.batch * d.tq * d.tk}});
-  const float* w = weights ? weights->data() : nullptr;
+void CpuBackend::additive_pairs(const AdditiveScoresDesc& d, const Tensor& query, const Tensor& key,
+                                const Tensor* factor, Tensor& pairs) {
+  require_device(*this, {&query, &key, factor, &pairs}, "additive_pairs");
+  check_additive_scores(d, query, key, nullptr, factor, {{&pairs, d.batch * d.tq * d.tk * d.dim}},
+                        false);
   const float* s = factor ? factor->data() : nullptr;
   const float* q = query.data();
   const float* k = key.data();
-  float* out = scores.data();
-  const std::int64_t work = std::max<std::int64_t>(1, d.tk * d.dim);
-  cpu::parallel_for(d.batch * d.tq, std::max<std::int64_t>(1, 16384 / work),
+  float* out = pairs.data();
+  const std::int64_t row = d.tk * d.dim;
+  cpu::parallel_for(d.batch * d.tq,
+                    std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row)),
                     [&](std::int64_t r0, std::int64_t r1) {
                       for (std::int64_t r = r0; r < r1; ++r)
-                        math::additive_scores_row(q + r * d.dim, k + (r / d.tq) * d.tk * d.dim, w,
-                                                  s, d.tk, d.dim, out + r * d.tk);
+                        math::additive_arguments_row(q + r * d.dim, k + (r / d.tq) * row, s, d.tk,
+                                                     d.dim, out + r * row);
+                    });
+  // tanh by oneDNN's vectorised primitive, as the activations' (eltwise.hpp).
+  cpu::eltwise_forward(cpu::Eltwise::tanh, out, out, pairs.size());
+}
+
+void CpuBackend::additive_scores(const AdditiveScoresDesc& d, const Tensor& pairs,
+                                 const Tensor* weights, Tensor& scores) {
+  require_device(*this, {&pairs, weights, &scores}, "additive_scores");
+  const std::int64_t rows = d.batch * d.tq, row = d.tk * d.dim;
+  check_additive_pairs(d, pairs, weights, scores);
+  const float* w = weights ? weights->data() : nullptr;
+  const float* t = pairs.data();
+  float* out = scores.data();
+  cpu::parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row)),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r)
+                        math::additive_scores_row(t + r * row, w, d.tk, d.dim, out + r * d.tk);
                     });
 }
 
 void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Tensor& query,
-                                          const Tensor& key, const Tensor* weights,
-                                          const Tensor* factor, const Tensor& d_scores,
-                                          Tensor* d_query, Tensor* d_key, Tensor* weight_parts,
-                                          Tensor* factor_parts) {
-  require_device(
-      *this, {&query, &key, weights, factor, &d_scores, d_query, d_key, weight_parts, factor_parts},
-      "additive_scores_backward");
-  const std::int64_t rows = d.batch * d.tq;
+                                          const Tensor& key, const Tensor& pairs,
+                                          const Tensor* weights, const Tensor* factor,
+                                          const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
+                                          Tensor* weight_parts, Tensor* factor_parts) {
+  require_device(*this,
+                 {&query, &key, &pairs, weights, factor, &d_scores, d_query, d_key, weight_parts,
+                  factor_parts},
+                 "additive_scores_backward");
+  const std::int64_t rows = d.batch * d.tq, row = d.tk * d.dim;
   check_additive_scores(d, query, key, weights, factor,
-                        {{&d_scores, rows * d.tk},
+                        {{&pairs, rows * row},
+                         {&d_scores, rows * d.tk},
                          {d_query, rows * d.dim},
                          {d_key, d.batch * d.tk * d.dim},
                          {weight_parts, rows * d.dim},
-                         {factor_parts, rows}});
+                         {factor_parts, rows}},
+                        true);
   const float* w = weights ? weights->data() : nullptr;
   const float* s = factor ? factor->data() : nullptr;
   const float* q = query.data();
   const float* k = key.data();
+  const float* t = pairs.data();
   const float* g = d_scores.data();
-  const std::int64_t grain =
-      std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, d.tk * d.dim));
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row));
   if (d_query || weight_parts || factor_parts)
     cpu::parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r)
         math::additive_scores_query_row_backward(
-            q + r * d.dim, k + (r / d.tq) * d.tk * d.dim, w, s, g + r * d.tk, d.tk, d.dim,
+            q + r * d.dim, k + (r / d.tq) * row, t + r * row, w, s, g + r * d.tk, d.tk, d.dim,
             d_query ? d_query->data() + r * d.dim : nullptr,
             weight_parts ? weight_parts->data() + r * d.dim : nullptr,
             factor_parts ? factor_parts->data() + r : nullptr);
@@ -110,7 +131,7 @@ void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Ten
     cpu::parallel_for(d.batch * d.tk, grain, [&](std::int64_t r0, std::int64_t r1) {
       for (std::int64_t r = r0; r < r1; ++r) {
         const std::int64_t b = r / d.tk, j = r % d.tk;
-        math::additive_scores_key_row_backward(k + r * d.dim, q + b * d.tq * d.dim, w, s,
+        math::additive_scores_key_row_backward(t + (b * d.tq * d.tk + j) * d.dim, row, w, s,
                                                g + b * d.tq * d.tk + j, d.tk, d.tq, d.dim,
                                                d_key->data() + r * d.dim);
       }

@@ -64,12 +64,14 @@ class CpuBackend final : public Backend {
                       Tensor& probs) override;
   void masked_softmax_backward(const AttentionMaskDesc& d, const Tensor& probs, const Tensor* mask,
                                const Tensor& d_probs, Tensor& d_scores) override;
-  void additive_scores(const AdditiveScoresDesc& desc, const Tensor& query, const Tensor& key,
-                       const Tensor* weights, const Tensor* factor, Tensor& scores) override;
+  void additive_pairs(const AdditiveScoresDesc& desc, const Tensor& query, const Tensor& key,
+                      const Tensor* factor, Tensor& pairs) override;
+  void additive_scores(const AdditiveScoresDesc& desc, const Tensor& pairs, const Tensor* weights,
+                       Tensor& scores) override;
   void additive_scores_backward(const AdditiveScoresDesc& desc, const Tensor& query,
-                                const Tensor& key, const Tensor* weights, const Tensor* factor,
-                                const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
-                                Tensor* weight_parts, Tensor* factor_parts) override;
+                                const Tensor& key, const Tensor& pairs, const Tensor* weights,
+                                const Tensor* factor, const Tensor& d_scores, Tensor* d_query,
+                                Tensor* d_key, Tensor* weight_parts, Tensor* factor_parts) override;
   void unit_normalize(const AxisGroups& desc, const Tensor& x, Tensor& y) override;
   void unit_normalize_backward(const AxisGroups& desc, const Tensor& x, const Tensor& dy,
                                Tensor& dx) override;

@@ -166,33 +166,45 @@ void CudaBackend::masked_softmax_backward(const backend::AttentionMaskDesc& d, c
                                 d_scores.data(), rows, stream_);
 }
 
-void CudaBackend::additive_scores(const backend::AdditiveScoresDesc& d, const Tensor& query,
-                                  const Tensor& key, const Tensor* weights, const Tensor* factor,
-                                  Tensor& scores) {
-  backend::require_device(*this, {&query, &key, weights, factor, &scores}, "additive_scores");
-  backend::check_additive_scores(d, query, key, weights, factor,
-                                 {{&scores, d.batch * d.tq * d.tk}});
-  cuda::additive_scores(d, query.data(), key.data(), weights ? weights->data() : nullptr,
-                        factor ? factor->data() : nullptr, scores.data(), stream_);
+void CudaBackend::additive_pairs(const backend::AdditiveScoresDesc& d, const Tensor& query,
+                                 const Tensor& key, const Tensor* factor, Tensor& pairs) {
+  backend::require_device(*this, {&query, &key, factor, &pairs}, "additive_pairs");
+  backend::check_additive_scores(d, query, key, nullptr, factor,
+                                 {{&pairs, d.batch * d.tq * d.tk * d.dim}}, false);
+  cuda::additive_pairs(d, query.data(), key.data(), factor ? factor->data() : nullptr, pairs.data(),
+                       stream_);
+}
+
+void CudaBackend::additive_scores(const backend::AdditiveScoresDesc& d, const Tensor& pairs,
+                                  const Tensor* weights, Tensor& scores) {
+  backend::require_device(*this, {&pairs, weights, &scores}, "additive_scores");
+  backend::check_additive_pairs(d, pairs, weights, scores);
+  cuda::additive_scores(d, pairs.data(), weights ? weights->data() : nullptr, scores.data(),
+                        stream_);
 }
 
 void CudaBackend::additive_scores_backward(const backend::AdditiveScoresDesc& d,
                                            const Tensor& query, const Tensor& key,
-                                           const Tensor* weights, const Tensor* factor,
-                                           const Tensor& d_scores, Tensor* d_query, Tensor* d_key,
-                                           Tensor* weight_parts, Tensor* factor_parts) {
-  backend::require_device(
-      *this, {&query, &key, weights, factor, &d_scores, d_query, d_key, weight_parts, factor_parts},
-      "additive_scores_backward");
+                                           const Tensor& pairs, const Tensor* weights,
+                                           const Tensor* factor, const Tensor& d_scores,
+                                           Tensor* d_query, Tensor* d_key, Tensor* weight_parts,
+                                           Tensor* factor_parts) {
+  backend::require_device(*this,
+                          {&query, &key, &pairs, weights, factor, &d_scores, d_query, d_key,
+                           weight_parts, factor_parts},
+                          "additive_scores_backward");
   const std::int64_t rows = d.batch * d.tq;
   backend::check_additive_scores(d, query, key, weights, factor,
-                                 {{&d_scores, rows * d.tk},
+                                 {{&pairs, rows * d.tk * d.dim},
+                                  {&d_scores, rows * d.tk},
                                   {d_query, rows * d.dim},
                                   {d_key, d.batch * d.tk * d.dim},
                                   {weight_parts, rows * d.dim},
-                                  {factor_parts, rows}});
+                                  {factor_parts, rows}},
+                                 true);
   const auto data = [](Tensor* t) { return t ? t->data() : nullptr; };
-  cuda::additive_scores_backward(d, query.data(), key.data(), weights ? weights->data() : nullptr,
+  cuda::additive_scores_backward(d, query.data(), key.data(), pairs.data(),
+                                 weights ? weights->data() : nullptr,
                                  factor ? factor->data() : nullptr, d_scores.data(), data(d_query),
                                  data(d_key), data(weight_parts), data(factor_parts), stream_);
 }

@@ -226,14 +226,16 @@ void masked_softmax(const backend::AttentionMaskDesc& desc, const float* scores,
 void masked_softmax_backward(const backend::AttentionMaskDesc& desc, const float* probs,
                              const float* mask, const float* d_probs, float* d_scores,
                              std::int64_t rows, cudaStream_t stream);
-/// Backend::additive_scores: additive_scores_math's additive_scores_row, one thread per query
-/// row. w and s are device pointers (null where desc has none).
-void additive_scores(const backend::AdditiveScoresDesc& desc, const float* query, const float* key,
-                     const float* w, const float* s, float* scores, cudaStream_t stream);
-/// Backend::additive_scores_backward: the query rows' pass (dq, w_parts, s_parts; each may be
-/// null) and the key rows' (dk; may be null), one thread per row.
+/// Backend::additive_pairs (a thread per value, tanh_f of additive_argument), additive_scores (a
+/// thread per query row: additive_scores_row) and additive_scores_backward (the query rows' pass:
+/// dq, w_parts, s_parts, each may be null; the key rows': dk, may be null). w and s are device
+/// pointers (null where desc has none).
+void additive_pairs(const backend::AdditiveScoresDesc& desc, const float* query, const float* key,
+                    const float* s, float* pairs, cudaStream_t stream);
+void additive_scores(const backend::AdditiveScoresDesc& desc, const float* pairs, const float* w,
+                     float* scores, cudaStream_t stream);
 void additive_scores_backward(const backend::AdditiveScoresDesc& desc, const float* query,
-                              const float* key, const float* w, const float* s,
+                              const float* key, const float* pairs, const float* w, const float* s,
                               const float* d_scores, float* dq, float* dk, float* w_parts,
                               float* s_parts, cudaStream_t stream);
 /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
