@@ -110,6 +110,22 @@ void check_additive_scores(const AdditiveScoresDesc& d, const Tensor& query, con
         ", " + std::to_string(d.dim) + "), or the weights, factor or outputs do not fit");
 }
 
+void check_additive_scores_backward(const AdditiveScoresDesc& d, const Tensor& query,
+                                    const Tensor& key, const Tensor& pairs, const Tensor* weights,
+                                    const Tensor* factor, const Tensor& d_scores,
+                                    const Tensor* d_query, const Tensor* d_key,
+                                    const Tensor* weight_parts, const Tensor* factor_parts) {
+  const std::int64_t rows = d.batch * d.tq;
+  check_additive_scores(d, query, key, weights, factor,
+                        {{&pairs, rows * d.tk * d.dim},
+                         {&d_scores, rows * d.tk},
+                         {d_query, rows * d.dim},
+                         {d_key, d.batch * d.tk * d.dim},
+                         {weight_parts, rows * d.dim},
+                         {factor_parts, rows}},
+                        true);
+}
+
 void check_additive_pairs(const AdditiveScoresDesc& d, const Tensor& pairs, const Tensor* weights,
                           const Tensor& scores) {
   if (d.batch < 0 || d.tq < 0 || d.tk < 0 || d.dim <= 0 ||

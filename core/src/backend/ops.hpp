@@ -576,6 +576,12 @@ void check_additive_scores(const AdditiveScoresDesc& desc, const Tensor& query, 
                            const Tensor* weights, const Tensor* factor,
                            std::initializer_list<std::pair<const Tensor*, std::int64_t>> others,
                            bool weights_used);
+/// check_additive_scores for additive_scores_backward's tensors (those given).
+void check_additive_scores_backward(const AdditiveScoresDesc& desc, const Tensor& query,
+                                    const Tensor& key, const Tensor& pairs, const Tensor* weights,
+                                    const Tensor* factor, const Tensor& d_scores,
+                                    const Tensor* d_query, const Tensor* d_key,
+                                    const Tensor* weight_parts, const Tensor* factor_parts);
 /// Throws std::logic_error unless pairs, weights and scores hold additive_scores' shapes.
 void check_additive_pairs(const AdditiveScoresDesc& desc, const Tensor& pairs,
                           const Tensor* weights, const Tensor& scores);

@@ -102,15 +102,9 @@ void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Ten
                  {&query, &key, &pairs, weights, factor, &d_scores, d_query, d_key, weight_parts,
                   factor_parts},
                  "additive_scores_backward");
+  check_additive_scores_backward(d, query, key, pairs, weights, factor, d_scores, d_query, d_key,
+                                 weight_parts, factor_parts);
   const std::int64_t rows = d.batch * d.tq, row = d.tk * d.dim;
-  check_additive_scores(d, query, key, weights, factor,
-                        {{&pairs, rows * row},
-                         {&d_scores, rows * d.tk},
-                         {d_query, rows * d.dim},
-                         {d_key, d.batch * d.tk * d.dim},
-                         {weight_parts, rows * d.dim},
-                         {factor_parts, rows}},
-                        true);
   const float* w = weights ? weights->data() : nullptr;
   const float* s = factor ? factor->data() : nullptr;
   const float* q = query.data();

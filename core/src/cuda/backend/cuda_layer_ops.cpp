@@ -193,15 +193,8 @@ void CudaBackend::additive_scores_backward(const backend::AdditiveScoresDesc& d,
                           {&query, &key, &pairs, weights, factor, &d_scores, d_query, d_key,
                            weight_parts, factor_parts},
                           "additive_scores_backward");
-  const std::int64_t rows = d.batch * d.tq;
-  backend::check_additive_scores(d, query, key, weights, factor,
-                                 {{&pairs, rows * d.tk * d.dim},
-                                  {&d_scores, rows * d.tk},
-                                  {d_query, rows * d.dim},
-                                  {d_key, d.batch * d.tk * d.dim},
-                                  {weight_parts, rows * d.dim},
-                                  {factor_parts, rows}},
-                                 true);
+  backend::check_additive_scores_backward(d, query, key, pairs, weights, factor, d_scores, d_query,
+                                          d_key, weight_parts, factor_parts);
   const auto data = [](Tensor* t) { return t ? t->data() : nullptr; };
   cuda::additive_scores_backward(d, query.data(), key.data(), pairs.data(),
                                  weights ? weights->data() : nullptr,
