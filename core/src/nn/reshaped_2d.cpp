@@ -154,17 +154,24 @@ const Tensor& Convolution1D::backward(const Tensor& grad_output, bool need_input
   return grad_input_;
 }
 
-Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal)
+Conv1D::Conv1D(std::string name, Conv2DOptions options, bool causal, bool depthwise)
     : Convolution1D(std::move(name), options, causal),
+      depthwise_(depthwise),
       options_(std::move(options)),
-      rules_(options_) {}
+      rules_(options_, depthwise ? "depthwise" : "kernel") {}
 
 Shape Conv1D::build_convolution(const Shape& seen, Rng& init) {
-  const Shape out = build_inner(std::make_unique<Conv2D>(name(), options_), seen,
-                                {1, seen[0], seen[1]}, std::nullopt, init);
-  // Keras' Conv1D kernel is (k, in, filters): Conv2D's (1, k, in, filters) memory.
-  rules_.build(*inner_->parameters()[0], {options_.kernel_size[1], seen[1], options_.filters},
-               options_.filters, label());
+  std::unique_ptr<Layer> inner;
+  if (depthwise_)
+    inner = std::make_unique<DepthwiseConv2D>(name(), options_);
+  else
+    inner = std::make_unique<Conv2D>(name(), options_);
+  const Shape out = build_inner(std::move(inner), seen, {1, seen[0], seen[1]}, std::nullopt, init);
+  // Keras' kernel (k, in, filters), or (k, in, multiplier) depthwise: the inner layer's
+  // (1, k, in, ...) memory. The bias: one per output channel.
+  const std::int64_t last = depthwise_ ? options_.depth_multiplier : options_.filters;
+  rules_.build(*inner_->parameters()[0], {options_.kernel_size[1], seen[1], last},
+               depthwise_ ? seen[1] * last : last, label());
   return out;
 }
 
@@ -174,34 +181,9 @@ std::vector<RuledWeight> Conv1D::ruled_weights() {
 }
 
 nlohmann::json Conv1D::config() const {
-  nlohmann::json c = convolution_config(Conv2D(name(), options_).config());
-  c["groups"] = 1;
-  rules_.write(c);
-  return c;
-}
-
-DepthwiseConv1D::DepthwiseConv1D(std::string name, Conv2DOptions options, bool causal)
-    : Convolution1D(std::move(name), options, causal),
-      options_(std::move(options)),
-      rules_(options_, "depthwise") {}
-
-Shape DepthwiseConv1D::build_convolution(const Shape& seen, Rng& init) {
-  const Shape out = build_inner(std::make_unique<DepthwiseConv2D>(name(), options_), seen,
-                                {1, seen[0], seen[1]}, std::nullopt, init);
-  // Keras' kernel (k, in, multiplier): DepthwiseConv2D's (1, k, in, multiplier) memory.
-  const std::int64_t multiplier = options_.depth_multiplier;
-  rules_.build(*inner_->parameters()[0], {options_.kernel_size[1], seen[1], multiplier},
-               seen[1] * multiplier, label());
-  return out;
-}
-
-std::vector<RuledWeight> DepthwiseConv1D::ruled_weights() {
-  const std::vector<Parameter*> weights = inner_->parameters();
-  return rules_.ruled_weights(weights[0], options_.use_bias ? weights[1] : nullptr);
-}
-
-nlohmann::json DepthwiseConv1D::config() const {
-  nlohmann::json c = convolution_config(DepthwiseConv2D(name(), options_).config());
+  nlohmann::json c = convolution_config(depthwise_ ? DepthwiseConv2D(name(), options_).config()
+                                                   : Conv2D(name(), options_).config());
+  if (!depthwise_) c["groups"] = 1;
   rules_.write(c);
   return c;
 }

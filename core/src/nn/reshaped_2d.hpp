@@ -130,7 +130,8 @@ class Convolution1D : public Reshaped2D, public WeightRules, public KerasTwoDefi
 class Conv1D : public Convolution1D {
  public:
   /// `options` as a Conv2D's of kernel (1, k), strides (1, s), dilation (1, d).
-  Conv1D(std::string name, Conv2DOptions options, bool causal);
+  Conv1D(std::string name, Conv2DOptions options, bool causal)
+      : Conv1D(std::move(name), std::move(options), causal, false) {}
   std::string class_name() const override { return "Conv1D"; }
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
@@ -139,32 +140,27 @@ class Conv1D : public Convolution1D {
     options_.activation = keras2_definition(options_.activation);
   }
 
+ protected:
+  /// With `depthwise`, a DepthwiseConv2D on the row (DepthwiseConv1D), as DepthwiseConv2D is a
+  /// Conv2D.
+  Conv1D(std::string name, Conv2DOptions options, bool causal, bool depthwise);
+
  private:
   Shape build_convolution(const Shape& seen, Rng& init) override;
 
-  Conv2DOptions options_;  // the inner Conv2D's: without the rules below
+  bool depthwise_;
+  Conv2DOptions options_;  // the inner layer's: without the rules below
   OneDimensionalRules rules_;
 };
 
 /// DepthwiseConv1D: each channel convolved with its own depth_multiplier filters; kernel (k, in,
 /// depth_multiplier), the memory of DepthwiseConv2D's (1, k, in, depth_multiplier).
-class DepthwiseConv1D : public Convolution1D {
+class DepthwiseConv1D : public Conv1D {
  public:
   /// `options` as a DepthwiseConv2D's of kernel (1, k), strides (1, s), dilation (1, d).
-  DepthwiseConv1D(std::string name, Conv2DOptions options, bool causal);
+  DepthwiseConv1D(std::string name, Conv2DOptions options, bool causal)
+      : Conv1D(std::move(name), std::move(options), causal, true) {}
   std::string class_name() const override { return "DepthwiseConv1D"; }
-  nlohmann::json config() const override;
-  std::vector<RuledWeight> ruled_weights() override;
-
-  void use_keras2_definitions() override {
-    options_.activation = keras2_definition(options_.activation);
-  }
-
- private:
-  Shape build_convolution(const Shape& seen, Rng& init) override;
-
-  Conv2DOptions options_;  // the inner DepthwiseConv2D's: without the rules below
-  OneDimensionalRules rules_;
 };
 
 /// SeparableConv1D: a DepthwiseConv1D then a pointwise Conv1D of kernel 1; depthwise_kernel (k,

@@ -24,6 +24,16 @@ void for_each_attention_row(const AttentionMaskDesc& d, std::int64_t rows, const
                     });
 }
 
+// row(r) for each of `count` rows of `row_values` values each (additive attention's query or
+// key rows), in parallel.
+template <class Row>
+void for_each_additive_row(std::int64_t count, std::int64_t row_values, const Row& row) {
+  cpu::parallel_for(count, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row_values)),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r) row(r);
+                    });
+}
+
 }  // namespace
 
 void CpuBackend::masked_softmax(const AttentionMaskDesc& d, const Tensor& scores,
@@ -67,13 +77,10 @@ void CpuBackend::additive_pairs(const AdditiveScoresDesc& d, const Tensor& query
   const float* k = key.data();
   float* out = pairs.data();
   const std::int64_t row = d.tk * d.dim;
-  cpu::parallel_for(d.batch * d.tq,
-                    std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row)),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r)
-                        math::additive_arguments_row(q + r * d.dim, k + (r / d.tq) * row, s, d.tk,
-                                                     d.dim, out + r * row);
-                    });
+  for_each_additive_row(d.batch * d.tq, row, [&](std::int64_t r) {
+    math::additive_arguments_row(q + r * d.dim, k + (r / d.tq) * row, s, d.tk, d.dim,
+                                 out + r * row);
+  });
   // tanh by oneDNN's vectorised primitive, as the activations' (eltwise.hpp).
   cpu::eltwise_forward(cpu::Eltwise::tanh, out, out, pairs.size());
 }
@@ -86,11 +93,9 @@ void CpuBackend::additive_scores(const AdditiveScoresDesc& d, const Tensor& pair
   const float* w = weights ? weights->data() : nullptr;
   const float* t = pairs.data();
   float* out = scores.data();
-  cpu::parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row)),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r)
-                        math::additive_scores_row(t + r * row, w, d.tk, d.dim, out + r * d.tk);
-                    });
+  for_each_additive_row(rows, row, [&](std::int64_t r) {
+    math::additive_scores_row(t + r * row, w, d.tk, d.dim, out + r * d.tk);
+  });
 }
 
 void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Tensor& query,
@@ -111,24 +116,20 @@ void CpuBackend::additive_scores_backward(const AdditiveScoresDesc& d, const Ten
   const float* k = key.data();
   const float* t = pairs.data();
   const float* g = d_scores.data();
-  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, row));
   if (d_query || weight_parts || factor_parts)
-    cpu::parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r)
-        math::additive_scores_query_row_backward(
-            q + r * d.dim, k + (r / d.tq) * row, t + r * row, w, s, g + r * d.tk, d.tk, d.dim,
-            d_query ? d_query->data() + r * d.dim : nullptr,
-            weight_parts ? weight_parts->data() + r * d.dim : nullptr,
-            factor_parts ? factor_parts->data() + r : nullptr);
+    for_each_additive_row(rows, row, [&](std::int64_t r) {
+      math::additive_scores_query_row_backward(
+          q + r * d.dim, k + (r / d.tq) * row, t + r * row, w, s, g + r * d.tk, d.tk, d.dim,
+          d_query ? d_query->data() + r * d.dim : nullptr,
+          weight_parts ? weight_parts->data() + r * d.dim : nullptr,
+          factor_parts ? factor_parts->data() + r : nullptr);
     });
   if (d_key)
-    cpu::parallel_for(d.batch * d.tk, grain, [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::int64_t b = r / d.tk, j = r % d.tk;
-        math::additive_scores_key_row_backward(t + (b * d.tq * d.tk + j) * d.dim, row, w, s,
-                                               g + b * d.tq * d.tk + j, d.tk, d.tq, d.dim,
-                                               d_key->data() + r * d.dim);
-      }
+    for_each_additive_row(d.batch * d.tk, row, [&](std::int64_t r) {
+      const std::int64_t b = r / d.tk, j = r % d.tk;
+      math::additive_scores_key_row_backward(t + (b * d.tq * d.tk + j) * d.dim, row, w, s,
+                                             g + b * d.tq * d.tk + j, d.tk, d.tq, d.dim,
+                                             d_key->data() + r * d.dim);
     });
 }
 

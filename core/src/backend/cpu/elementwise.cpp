@@ -23,6 +23,16 @@ void each(std::int64_t n, F f) {
   });
 }
 
+// group(at, g) for group g of every sample (the sample's first value at `at`), in parallel.
+template <class Group>
+void for_each_sample_group(const AxisGroups& d, std::int64_t samples, const Group& group) {
+  cpu::parallel_for(samples * d.groups, std::max<std::int64_t>(1, 4096 / d.per_group),
+                    [&](std::int64_t r0, std::int64_t r1) {
+                      for (std::int64_t r = r0; r < r1; ++r)
+                        group((r / d.groups) * d.size, r % d.groups);
+                    });
+}
+
 }  // namespace
 
 void CpuBackend::subtract(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -180,13 +190,9 @@ void CpuBackend::unit_normalize(const AxisGroups& d, const Tensor& x, Tensor& y)
   const std::int64_t samples = unit_norm_samples(d, x, nullptr, y);
   const float* xp = x.data();
   float* yp = y.data();
-  cpu::parallel_for(samples * d.groups, std::max<std::int64_t>(1, 4096 / d.per_group),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r) {
-                        const std::int64_t at = (r / d.groups) * d.size;
-                        math::unit_normalize_group(d, xp + at, yp + at, r % d.groups);
-                      }
-                    });
+  for_each_sample_group(d, samples, [&](std::int64_t at, std::int64_t g) {
+    math::unit_normalize_group(d, xp + at, yp + at, g);
+  });
 }
 
 void CpuBackend::unit_normalize_backward(const AxisGroups& d, const Tensor& x, const Tensor& dy,
@@ -196,14 +202,9 @@ void CpuBackend::unit_normalize_backward(const AxisGroups& d, const Tensor& x, c
   const float* xp = x.data();
   const float* gp = dy.data();
   float* dp = dx.data();
-  cpu::parallel_for(samples * d.groups, std::max<std::int64_t>(1, 4096 / d.per_group),
-                    [&](std::int64_t r0, std::int64_t r1) {
-                      for (std::int64_t r = r0; r < r1; ++r) {
-                        const std::int64_t at = (r / d.groups) * d.size;
-                        math::unit_normalize_group_backward(d, xp + at, gp + at, dp + at,
-                                                            r % d.groups);
-                      }
-                    });
+  for_each_sample_group(d, samples, [&](std::int64_t at, std::int64_t g) {
+    math::unit_normalize_group_backward(d, xp + at, gp + at, dp + at, g);
+  });
 }
 
 void CpuBackend::apply_constraint(const ConstraintDesc& c, Tensor& w) {
