@@ -227,6 +227,46 @@ def biased(cfg, y, w):
     return activation(cfg.get("activation", "linear"), y)
 
 
+def triple(v):
+    return list(v) if isinstance(v, list) else [v, v, v]
+
+
+def same_padded3d(cfg, h, k, s, d, value=0.0):
+    """h (batch, channels, depth, rows, cols) padded as TensorFlow's SAME, or as it is."""
+    if cfg.get("padding", "valid") != "same":
+        return h
+    pads = []
+    for a in (2, 1, 0):  # F.pad lists the last axis first
+        pads += tf_same_pads(h.shape[2 + a], k[a], s[a], d[a])
+    return torch.nn.functional.pad(h, pads, value=value)
+
+
+def conv3d(cfg, x, w):
+    """Keras' Conv3D, channels_last, kernel (kd, kh, kw, in / groups, filters)."""
+    k, s = triple(cfg["kernel_size"]), triple(cfg.get("strides", 1))
+    d = triple(cfg.get("dilation_rate", 1))
+    h = same_padded3d(cfg, x.permute(0, 4, 1, 2, 3), k, s, d)
+    y = torch.nn.functional.conv3d(h, w["kernel"].permute(4, 3, 0, 1, 2), None, stride=s,
+                                   dilation=d, groups=cfg.get("groups", 1))
+    return biased(cfg, y.permute(0, 2, 3, 4, 1), w)
+
+
+def pool3d(cfg, x, kind):
+    """Keras' 3-D pooling: padded cells never win a maximum and are left out of an average."""
+    p = triple(cfg.get("pool_size", 2))
+    s = triple(cfg.get("strides") or p)
+    h = x.permute(0, 4, 1, 2, 3)
+    f = torch.nn.functional
+    if kind == "max":
+        y = f.max_pool3d(same_padded3d(cfg, h, p, s, [1] * 3, value=float("-inf")), p, s)
+    else:
+        total = f.avg_pool3d(same_padded3d(cfg, h, p, s, [1] * 3), p, s, divisor_override=1)
+        cells = f.avg_pool3d(same_padded3d(cfg, torch.ones_like(h), p, s, [1] * 3), p, s,
+                             divisor_override=1)
+        y = total / cells
+    return y.permute(0, 2, 3, 4, 1)
+
+
 def pool1d(cfg, x, kind):
     p = one(cfg.get("pool_size", 2))
     s = one(cfg.get("strides") or p)
@@ -636,6 +676,16 @@ def forward(case, inputs, weights):
         return pool1d(cfg, xs[0], "average")
     if cls == "GlobalMaxPooling1D":
         return xs[0].amax(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "Conv3D":
+        return conv3d(cfg, xs[0], weights)
+    if cls == "MaxPooling3D":
+        return pool3d(cfg, xs[0], "max")
+    if cls == "AveragePooling3D":
+        return pool3d(cfg, xs[0], "average")
+    if cls == "GlobalMaxPooling3D":
+        return xs[0].amax(dim=(1, 2, 3), keepdim=bool(cfg.get("keepdims", False)))
+    if cls == "GlobalAveragePooling3D":
+        return xs[0].mean(dim=(1, 2, 3), keepdim=bool(cfg.get("keepdims", False)))
     if cls == "GlobalMaxPooling2D":
         return xs[0].amax(dim=(1, 2), keepdim=bool(cfg.get("keepdims", False)))
     if cls in ("ZeroPadding2D", "Cropping2D"):

@@ -407,6 +407,47 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// The volume layers (Conv3D valid, same and strided, dilated with groups; the 3-D pooling with
+// "valid" and asymmetric "same" windows; the global pooling over a volume's cells).
+TEST(LayerOracle, VolumeLayersMatchPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"Conv3DValid",
+                   entry("Conv3D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "tanh"}}),
+                   {{"", {2, 5, 6, 7, 3}}}});
+  cases.push_back({"Conv3DSameStrided",
+                   entry("Conv3D", {{"filters", 3},
+                                    {"kernel_size", {2, 3, 3}},
+                                    {"strides", {2, 1, 2}},
+                                    {"padding", "same"},
+                                    {"activation", "relu"}}),
+                   {{"", {2, 5, 6, 7, 2}}}});
+  cases.push_back({"Conv3DDilatedGrouped",
+                   entry("Conv3D", {{"filters", 4},
+                                    {"kernel_size", {2, 2, 3}},
+                                    {"dilation_rate", {2, 1, 2}},
+                                    {"groups", 2},
+                                    {"padding", "same"},
+                                    {"use_bias", false}}),
+                   {{"", {2, 6, 5, 7, 4}}}});
+  cases.push_back({"MaxPooling3D", entry("MaxPooling3D"), {{"", {2, 5, 6, 7, 3}}}});
+  cases.push_back({"MaxPooling3DSame",
+                   entry("MaxPooling3D", {{"pool_size", {3, 2, 2}},
+                                          {"strides", {2, 2, 1}},
+                                          {"padding", "same"}}),
+                   {{"", {2, 5, 6, 5, 2}}}});
+  cases.push_back({"AveragePooling3DSame",
+                   entry("AveragePooling3D", {{"pool_size", {2, 3, 3}},
+                                              {"strides", {1, 2, 2}},
+                                              {"padding", "same"}}),
+                   {{"", {2, 4, 5, 7, 3}}}});
+  cases.push_back({"GlobalAveragePooling3D",
+                   entry("GlobalAveragePooling3D", {{"keepdims", true}}),
+                   {{"", {2, 3, 4, 5, 3}}}});
+  cases.push_back(
+      {"GlobalMaxPooling3D", entry("GlobalMaxPooling3D"), {{"", {2, 3, 4, 5, 3}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, ResizingMatchesPyTorch) {
   std::vector<Case> cases;
   // Resizing: tf.image.resize (half-pixel centres) against torch's interpolate of the same

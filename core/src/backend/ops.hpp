@@ -74,8 +74,23 @@ struct DenseProductDesc {
   GemmEpilogue epilogue = GemmEpilogue::none;
 };
 
-/// A 2-D convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
-/// (kh, kw, channels, filters), output (batch, out_rows, out_cols, filters).
+/// The shape of `batch` inputs of a window geometry: (batch, rows, cols, channels), or (batch,
+/// depth, rows, cols, channels) for a volume.
+inline Shape window_input_shape(const window::Geometry& g, std::int64_t batch) {
+  if (g.volume) return {batch, g.depth.in, g.rows.in, g.cols.in, g.channels};
+  return {batch, g.rows.in, g.cols.in, g.channels};
+}
+
+/// The shape of `batch` outputs of `channels` channels of a window geometry.
+inline Shape window_output_shape(const window::Geometry& g, std::int64_t batch,
+                                 std::int64_t channels) {
+  if (g.volume) return {batch, g.depth.out, g.rows.out, g.cols.out, channels};
+  return {batch, g.rows.out, g.cols.out, channels};
+}
+
+/// A convolution, channels_last: input (batch, rows, cols, channels), kernel in Keras' HWIO
+/// (kh, kw, channels, filters), output (batch, out_rows, out_cols, filters); a volume's (Conv3D)
+/// input (batch, depth, rows, cols, channels), kernel (kd, kh, kw, channels, filters).
 ///
 /// With groups G > 1 (Keras' Conv2D `groups`; DepthwiseConv2D has G = channels) the channels
 /// and the filters split into G groups, filter f of group f / (filters / G) seeing only its
@@ -83,7 +98,7 @@ struct DenseProductDesc {
 /// order as DepthwiseConv2D's (kh, kw, channels, multiplier) when G = channels.
 struct ConvolutionDesc {
   std::string label;            // who, in error messages: "layer 'conv2d' (Conv2D)"
-  window::Geometry2D geometry;  // input rows/cols/channels, taps, strides, dilation, padding
+  window::Geometry geometry;  // input rows/cols/channels, taps, strides, dilation, padding
   std::int64_t filters = 0;
   bool use_bias = true;
   std::int64_t groups = 1;  // divides channels and filters
@@ -91,11 +106,11 @@ struct ConvolutionDesc {
 
 enum class PoolKind { max, average };
 
-/// 2-D pooling, channels_last: windows without dilation; padded cells never win a maximum and
+/// 2-D or 3-D pooling, channels_last: windows without dilation; padded cells never win a maximum and
 /// are left out of an average.
 struct PoolingDesc {
   std::string label;
-  window::Geometry2D geometry;
+  window::Geometry geometry;
   PoolKind kind = PoolKind::max;
 };
 

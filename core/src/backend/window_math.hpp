@@ -1,5 +1,6 @@
-// Private (CUDA module): the index math of the sliding-window device layers (Conv2D's implicit
-// im2col and its col2im gather, max and average pooling and their gradient gathers), NHWC, as
+// Private (CUDA module): the index math of the sliding-window device layers (Conv2D's and
+// Conv3D's implicit im2col and its col2im gather, max and average pooling and their gradient
+// gathers), NHWC (NDHWC with a depth axis), as
 // plain __host__ __device__ inline functions: the kernels call them per element, and a CPU unit
 // test (tests/core/cuda/window_math_test.cpp) checks them against naive references and
 // nn::window_along, so this header must compile with g++ alone (C++17, no CUDA, no Tandem
@@ -34,10 +35,15 @@ struct Axis {
   std::int64_t pad_before = 0;  // zero padding before the input (the rest of SAME's is after)
 };
 
-/// Both spatial axes of an NHWC image and its channel count (input channels for Conv2D).
-struct Geometry2D {
+/// The spatial axes of an NHWC image, or of an NDHWC volume (Conv3D, the 3-D pooling layers:
+/// `depth` before the rows), and its channel count (input channels for a convolution). An image
+/// keeps the default depth: one cell, one tap, so every function below computes the 2-D window
+/// with the same sums in the same order. Cells are numbered (z · rows + y) · cols + x.
+struct Geometry {
   Axis rows, cols;
   std::int64_t channels = 1;
+  Axis depth = {1, 1, 1, 1, 1, 0};
+  bool volume = false;  // tensors carry the depth axis (rank 5); false: rank 4, depth is one cell
 };
 
 /// The zero padding after the input along `a` (what SAME pads beyond pad_before; 0 for valid).
@@ -101,142 +107,205 @@ TANDEM_HD inline void covering_outputs(const Axis& a, std::int64_t i, std::int64
   *last = l;
 }
 
-// ---- Conv2D: implicit im2col -------------------------------------------------------------------
+/// One cell of a geometry's input or output grid: its depth, row and column.
+struct Cell {
+  std::int64_t z = 0, y = 0, x = 0;
+};
 
-/// Columns of the im2col matrix: one per (tap row, tap col, input channel), in that order, which
-/// is the row order of a Keras HWIO kernel viewed as a (kh*kw*in) x filters matrix.
-TANDEM_HD inline std::int64_t patch_size(const Geometry2D& g) {
-  return g.rows.kernel * g.cols.kernel * g.channels;
+TANDEM_HD inline std::int64_t input_cells(const Geometry& g) {
+  return g.depth.in * g.rows.in * g.cols.in;
 }
 
-/// Column j of the im2col row of output (oy, ox) of one sample: the offset into the sample's
-/// input, (iy * in_cols + ix) * channels + ci, or -1 where the tap reads padding (a zero).
-TANDEM_HD inline std::int64_t im2col_source(const Geometry2D& g, std::int64_t oy, std::int64_t ox,
-                                            std::int64_t j) {
+TANDEM_HD inline std::int64_t output_cells(const Geometry& g) {
+  return g.depth.out * g.rows.out * g.cols.out;
+}
+
+TANDEM_HD inline std::int64_t kernel_taps(const Geometry& g) {
+  return g.depth.kernel * g.rows.kernel * g.cols.kernel;
+}
+
+/// Cell number `cell` of a grid of (rows, cols) per depth slice.
+TANDEM_HD inline Cell cell_at(std::int64_t cell, std::int64_t rows, std::int64_t cols) {
+  Cell c;
+  c.x = cell % cols;
+  c.y = (cell / cols) % rows;
+  c.z = cell / (cols * rows);
+  return c;
+}
+
+TANDEM_HD inline Cell output_cell(const Geometry& g, std::int64_t cell) {
+  return cell_at(cell, g.rows.out, g.cols.out);
+}
+
+TANDEM_HD inline Cell input_cell(const Geometry& g, std::int64_t cell) {
+  return cell_at(cell, g.rows.in, g.cols.in);
+}
+
+TANDEM_HD inline std::int64_t input_cell_index(const Geometry& g, std::int64_t z, std::int64_t y,
+                                               std::int64_t x) {
+  return (z * g.rows.in + y) * g.cols.in + x;
+}
+
+TANDEM_HD inline std::int64_t output_cell_index(const Geometry& g, std::int64_t z, std::int64_t y,
+                                                std::int64_t x) {
+  return (z * g.rows.out + y) * g.cols.out + x;
+}
+
+/// Tap number `tap` of the kernel, (kz · kh + ky) · kw + kx, as its (kz, ky, kx).
+TANDEM_HD inline Cell tap_at(const Geometry& g, std::int64_t tap) {
+  return cell_at(tap, g.rows.kernel, g.cols.kernel);
+}
+
+// ---- Convolution: implicit im2col --------------------------------------------------------------
+
+/// Columns of the im2col matrix: one per (depth tap, row tap, col tap, input channel), in that
+/// order, which is the row order of a Keras kernel (kh, kw, in, filters) or (kd, kh, kw, in,
+/// filters) viewed as a (taps * in) x filters matrix.
+TANDEM_HD inline std::int64_t patch_size(const Geometry& g) {
+  return kernel_taps(g) * g.channels;
+}
+
+/// Column j of the im2col row of output cell o of one sample: the offset into the sample's
+/// input, cell * channels + ci, or -1 where the tap reads padding (a zero).
+TANDEM_HD inline std::int64_t im2col_source(const Geometry& g, const Cell& o, std::int64_t j) {
   const std::int64_t ci = j % g.channels;
-  const std::int64_t tap = j / g.channels;
-  const std::int64_t kx = tap % g.cols.kernel;
-  const std::int64_t ky = tap / g.cols.kernel;
-  const std::int64_t iy = tap_position(g.rows, oy, ky);
-  const std::int64_t ix = tap_position(g.cols, ox, kx);
-  if (!inside(g.rows, iy) || !inside(g.cols, ix)) return -1;
-  return (iy * g.cols.in + ix) * g.channels + ci;
+  const Cell k = tap_at(g, j / g.channels);
+  const std::int64_t iz = tap_position(g.depth, o.z, k.z);
+  const std::int64_t iy = tap_position(g.rows, o.y, k.y);
+  const std::int64_t ix = tap_position(g.cols, o.x, k.x);
+  if (!inside(g.depth, iz) || !inside(g.rows, iy) || !inside(g.cols, ix)) return -1;
+  return input_cell_index(g, iz, iy, ix) * g.channels + ci;
 }
 
-/// Element e of the im2col matrix of samples laid out one after another (row = (sample, oy, ox),
-/// column j): the value it holds, read from x (the same samples' inputs).
-TANDEM_HD inline float im2col_element(const Geometry2D& g, const float* x, std::int64_t e) {
+/// Element e of the im2col matrix of samples laid out one after another (row = (sample, output
+/// cell), column j): the value it holds, read from x (the same samples' inputs).
+TANDEM_HD inline float im2col_element(const Geometry& g, const float* x, std::int64_t e) {
   const std::int64_t patch = patch_size(g);
   const std::int64_t j = e % patch;
   const std::int64_t row = e / patch;
-  const std::int64_t ox = row % g.cols.out;
-  const std::int64_t oy = (row / g.cols.out) % g.rows.out;
-  const std::int64_t sample = row / (g.cols.out * g.rows.out);
-  const std::int64_t src = im2col_source(g, oy, ox, j);
-  return src < 0 ? 0.0f : x[sample * g.rows.in * g.cols.in * g.channels + src];
+  const std::int64_t cells = output_cells(g);
+  const std::int64_t sample = row / cells;
+  const std::int64_t src = im2col_source(g, output_cell(g, row % cells), j);
+  return src < 0 ? 0.0f : x[sample * input_cells(g) * g.channels + src];
 }
 
-/// col2im as a gather: dL/dx at input element e (NHWC, samples one after another) is the sum of
-/// the im2col-matrix gradients dcols of every (output, tap) that read it, taps in ascending
-/// (row tap, col tap) order.
-TANDEM_HD inline float col2im_element(const Geometry2D& g, const float* dcols, std::int64_t e) {
+/// col2im as a gather: dL/dx at input element e (channels last, samples one after another) is
+/// the sum of the im2col-matrix gradients dcols of every (output, tap) that read it, taps in
+/// ascending (depth tap, row tap, col tap) order.
+TANDEM_HD inline float col2im_element(const Geometry& g, const float* dcols, std::int64_t e) {
   const std::int64_t ci = e % g.channels;
-  const std::int64_t ix = (e / g.channels) % g.cols.in;
-  const std::int64_t iy = (e / (g.channels * g.cols.in)) % g.rows.in;
-  const std::int64_t sample = e / (g.channels * g.cols.in * g.rows.in);
+  const std::int64_t cell = e / g.channels;
+  const Cell i = input_cell(g, cell % input_cells(g));
+  const std::int64_t sample = cell / input_cells(g);
   const std::int64_t patch = patch_size(g);
-  const float* d = dcols + sample * g.rows.out * g.cols.out * patch;
+  const float* d = dcols + sample * output_cells(g) * patch;
   float s = 0.0f;
-  for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
-    const std::int64_t oy = output_of_tap(g.rows, iy, ky);
-    if (oy < 0) continue;
-    for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
-      const std::int64_t ox = output_of_tap(g.cols, ix, kx);
-      if (ox < 0) continue;
-      s += d[(oy * g.cols.out + ox) * patch + (ky * g.cols.kernel + kx) * g.channels + ci];
+  for (std::int64_t kz = 0; kz < g.depth.kernel; ++kz) {
+    const std::int64_t oz = output_of_tap(g.depth, i.z, kz);
+    if (oz < 0) continue;
+    for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
+      const std::int64_t oy = output_of_tap(g.rows, i.y, ky);
+      if (oy < 0) continue;
+      for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
+        const std::int64_t ox = output_of_tap(g.cols, i.x, kx);
+        if (ox < 0) continue;
+        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
+        s += d[output_cell_index(g, oz, oy, ox) * patch + tap * g.channels + ci];
+      }
     }
   }
   return s;
 }
 
 // ---- Grouped convolution, computed directly (the CUDA backend's groups > 1) --------------------
-// `filters` filters in `groups` groups over an NHWC input of g.channels channels; kernel
-// (kh, kw, channels / groups, filters), filter f reading channels [group · cg, (group + 1) · cg),
+// `filters` filters in `groups` groups over a channels-last input of g.channels channels; kernel
+// (taps, channels / groups, filters), filter f reading channels [group · cg, (group + 1) · cg),
 // group = f / (filters / groups), cg = channels / groups. No bias.
 
-/// Output element e (NHWC, samples one after another): the sum over the taps inside the input,
-/// in (row tap, col tap) order, and over the group's channels in order.
-TANDEM_HD inline float grouped_conv_output(const Geometry2D& g, std::int64_t filters,
+/// Output element e (channels last, samples one after another): the sum over the taps inside
+/// the input, in (depth tap, row tap, col tap) order, and over the group's channels in order.
+TANDEM_HD inline float grouped_conv_output(const Geometry& g, std::int64_t filters,
                                            std::int64_t groups, const float* x, const float* k,
                                            std::int64_t e) {
   const std::int64_t f = e % filters;
-  const std::int64_t ox = (e / filters) % g.cols.out;
-  const std::int64_t oy = (e / (filters * g.cols.out)) % g.rows.out;
-  const std::int64_t sample = e / (filters * g.cols.out * g.rows.out);
+  const std::int64_t cell = e / filters;
+  const Cell o = output_cell(g, cell % output_cells(g));
+  const std::int64_t sample = cell / output_cells(g);
   const std::int64_t cg = g.channels / groups;
   const std::int64_t c0 = f / (filters / groups) * cg;
-  const float* xs = x + sample * g.rows.in * g.cols.in * g.channels;
-  std::int64_t ky0, ky1, kx0, kx1;
-  valid_taps(g.rows, oy, &ky0, &ky1);
-  valid_taps(g.cols, ox, &kx0, &kx1);
+  const float* xs = x + sample * input_cells(g) * g.channels;
+  std::int64_t kz0, kz1, ky0, ky1, kx0, kx1;
+  valid_taps(g.depth, o.z, &kz0, &kz1);
+  valid_taps(g.rows, o.y, &ky0, &ky1);
+  valid_taps(g.cols, o.x, &kx0, &kx1);
   float s = 0.0f;
-  for (std::int64_t ky = ky0; ky < ky1; ++ky) {
-    const std::int64_t iy = tap_position(g.rows, oy, ky);
-    for (std::int64_t kx = kx0; kx < kx1; ++kx) {
-      const std::int64_t ix = tap_position(g.cols, ox, kx);
-      const float* xp = xs + (iy * g.cols.in + ix) * g.channels + c0;
-      const float* kp = k + (ky * g.cols.kernel + kx) * cg * filters + f;
-      for (std::int64_t ci = 0; ci < cg; ++ci) s += xp[ci] * kp[ci * filters];
+  for (std::int64_t kz = kz0; kz < kz1; ++kz) {
+    const std::int64_t iz = tap_position(g.depth, o.z, kz);
+    for (std::int64_t ky = ky0; ky < ky1; ++ky) {
+      const std::int64_t iy = tap_position(g.rows, o.y, ky);
+      for (std::int64_t kx = kx0; kx < kx1; ++kx) {
+        const std::int64_t ix = tap_position(g.cols, o.x, kx);
+        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
+        const float* xp = xs + input_cell_index(g, iz, iy, ix) * g.channels + c0;
+        const float* kp = k + tap * cg * filters + f;
+        for (std::int64_t ci = 0; ci < cg; ++ci) s += xp[ci] * kp[ci * filters];
+      }
     }
   }
   return s;
 }
 
-/// dL/dx at input element e: over the (row tap, col tap) pairs whose output reads it, in order,
-/// the sum over its group's filters of dy · kernel.
-TANDEM_HD inline float grouped_conv_input_grad(const Geometry2D& g, std::int64_t filters,
+/// dL/dx at input element e: over the (depth tap, row tap, col tap) triples whose output reads
+/// it, in order, the sum over its group's filters of dy · kernel.
+TANDEM_HD inline float grouped_conv_input_grad(const Geometry& g, std::int64_t filters,
                                                std::int64_t groups, const float* dy,
                                                const float* k, std::int64_t e) {
   const std::int64_t c = e % g.channels;
-  const std::int64_t ix = (e / g.channels) % g.cols.in;
-  const std::int64_t iy = (e / (g.channels * g.cols.in)) % g.rows.in;
-  const std::int64_t sample = e / (g.channels * g.cols.in * g.rows.in);
+  const std::int64_t cell = e / g.channels;
+  const Cell i = input_cell(g, cell % input_cells(g));
+  const std::int64_t sample = cell / input_cells(g);
   const std::int64_t cg = g.channels / groups, per_group = filters / groups;
   const std::int64_t f0 = c / cg * per_group, ci = c % cg;
   float s = 0.0f;
-  for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
-    const std::int64_t oy = output_of_tap(g.rows, iy, ky);
-    if (oy < 0) continue;
-    for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
-      const std::int64_t ox = output_of_tap(g.cols, ix, kx);
-      if (ox < 0) continue;
-      const float* d = dy + ((sample * g.rows.out + oy) * g.cols.out + ox) * filters + f0;
-      const float* kp = k + ((ky * g.cols.kernel + kx) * cg + ci) * filters + f0;
-      for (std::int64_t f = 0; f < per_group; ++f) s += d[f] * kp[f];
+  for (std::int64_t kz = 0; kz < g.depth.kernel; ++kz) {
+    const std::int64_t oz = output_of_tap(g.depth, i.z, kz);
+    if (oz < 0) continue;
+    for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
+      const std::int64_t oy = output_of_tap(g.rows, i.y, ky);
+      if (oy < 0) continue;
+      for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
+        const std::int64_t ox = output_of_tap(g.cols, i.x, kx);
+        if (ox < 0) continue;
+        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
+        const float* d =
+            dy + (sample * output_cells(g) + output_cell_index(g, oz, oy, ox)) * filters + f0;
+        const float* kp = k + (tap * cg + ci) * filters + f0;
+        for (std::int64_t f = 0; f < per_group; ++f) s += d[f] * kp[f];
+      }
     }
   }
   return s;
 }
 
-/// One term of dL/dkernel at kernel element w = (ky, kx, ci, f): x at the tap of output row
-/// `row` (= (sample, oy, ox), samples one after another) times dy there; 0 where the tap reads
+/// One term of dL/dkernel at kernel element w = (tap, ci, f): x at the tap of output row `row`
+/// (= (sample, output cell), samples one after another) times dy there; 0 where the tap reads
 /// padding. The gradient is the sum over every row.
-TANDEM_HD inline float grouped_conv_kernel_term(const Geometry2D& g, std::int64_t filters,
+TANDEM_HD inline float grouped_conv_kernel_term(const Geometry& g, std::int64_t filters,
                                                 std::int64_t groups, const float* x,
                                                 const float* dy, std::int64_t w,
                                                 std::int64_t row) {
   const std::int64_t cg = g.channels / groups;
   const std::int64_t f = w % filters;
   const std::int64_t ci = (w / filters) % cg;
-  const std::int64_t tap = w / (filters * cg);
-  const std::int64_t kx = tap % g.cols.kernel, ky = tap / g.cols.kernel;
-  const std::int64_t ox = row % g.cols.out;
-  const std::int64_t oy = (row / g.cols.out) % g.rows.out;
-  const std::int64_t sample = row / (g.cols.out * g.rows.out);
-  const std::int64_t iy = tap_position(g.rows, oy, ky), ix = tap_position(g.cols, ox, kx);
-  if (!inside(g.rows, iy) || !inside(g.cols, ix)) return 0.0f;
+  const Cell k = tap_at(g, w / (filters * cg));
+  const Cell o = output_cell(g, row % output_cells(g));
+  const std::int64_t sample = row / output_cells(g);
+  const std::int64_t iz = tap_position(g.depth, o.z, k.z);
+  const std::int64_t iy = tap_position(g.rows, o.y, k.y), ix = tap_position(g.cols, o.x, k.x);
+  if (!inside(g.depth, iz) || !inside(g.rows, iy) || !inside(g.cols, ix)) return 0.0f;
   const std::int64_t c = f / (filters / groups) * cg + ci;
-  return x[((sample * g.rows.in + iy) * g.cols.in + ix) * g.channels + c] * dy[row * filters + f];
+  return x[(sample * input_cells(g) + input_cell_index(g, iz, iy, ix)) * g.channels + c] *
+         dy[row * filters + f];
 }
 
 // ---- Pooling -----------------------------------------------------------------------------------
@@ -245,33 +314,61 @@ TANDEM_HD inline float grouped_conv_kernel_term(const Geometry2D& g, std::int64_
 /// -inf or NaN yields it).
 constexpr float kLowest = -3.40282347e+38f;
 
-/// Output element e of max pooling (NHWC, samples one after another; channels = the image's):
-/// the window's maximum, and in *argmax the input cell (iy * in_cols + ix) it came from, or -1.
-/// As oneDNN (the CPU backend): starting from kLowest at tap (0, 0), the cells inside the input
-/// are scanned in (row tap, col tap) order and a cell wins only when strictly greater, so the
-/// first of equal maxima wins, NaN never does, and padding never does (a window whose maximum
-/// never rose above kLowest keeps tap (0, 0), which gets the gradient only when it is inside).
-TANDEM_HD inline float max_pool_element(const Geometry2D& g, const float* x, std::int64_t e,
+/// The taps of output cell o that read inside the input, along each axis: [first, last).
+struct Taps {
+  std::int64_t z0, z1, y0, y1, x0, x1;
+};
+
+TANDEM_HD inline Taps taps_inside(const Geometry& g, const Cell& o) {
+  Taps t;
+  valid_taps(g.depth, o.z, &t.z0, &t.z1);
+  valid_taps(g.rows, o.y, &t.y0, &t.y1);
+  valid_taps(g.cols, o.x, &t.x0, &t.x1);
+  return t;
+}
+
+/// The output cells whose window holds input cell i, along each axis: [first, last).
+TANDEM_HD inline Taps covering(const Geometry& g, const Cell& i) {
+  Taps t;
+  covering_outputs(g.depth, i.z, &t.z0, &t.z1);
+  covering_outputs(g.rows, i.y, &t.y0, &t.y1);
+  covering_outputs(g.cols, i.x, &t.x0, &t.x1);
+  return t;
+}
+
+/// Output element e of max pooling (channels last, samples one after another; channels = the
+/// input's): the window's maximum, and in *argmax the input cell it came from, or -1. As oneDNN
+/// (the CPU backend): starting from kLowest at the window's first tap, the cells inside the
+/// input are scanned in (depth tap, row tap, col tap) order and a cell wins only when strictly
+/// greater, so the first of equal maxima wins, NaN never does, and padding never does (a window
+/// whose maximum never rose above kLowest keeps the first tap, which gets the gradient only when
+/// it is inside).
+TANDEM_HD inline float max_pool_element(const Geometry& g, const float* x, std::int64_t e,
                                         std::int32_t* argmax) {
   const std::int64_t c = e % g.channels;
-  const std::int64_t ox = (e / g.channels) % g.cols.out;
-  const std::int64_t oy = (e / (g.channels * g.cols.out)) % g.rows.out;
-  const std::int64_t sample = e / (g.channels * g.cols.out * g.rows.out);
-  const float* xs = x + sample * g.rows.in * g.cols.in * g.channels;
-  const std::int64_t y0 = tap_position(g.rows, oy, 0), x0 = tap_position(g.cols, ox, 0);
-  std::int64_t best_cell = inside(g.rows, y0) && inside(g.cols, x0) ? y0 * g.cols.in + x0 : -1;
+  const std::int64_t cell = e / g.channels;
+  const Cell o = output_cell(g, cell % output_cells(g));
+  const std::int64_t sample = cell / output_cells(g);
+  const float* xs = x + sample * input_cells(g) * g.channels;
+  const std::int64_t z0 = tap_position(g.depth, o.z, 0), y0 = tap_position(g.rows, o.y, 0),
+                     x0 = tap_position(g.cols, o.x, 0);
+  std::int64_t best_cell = inside(g.depth, z0) && inside(g.rows, y0) && inside(g.cols, x0)
+                               ? input_cell_index(g, z0, y0, x0)
+                               : -1;
   float best = kLowest;
-  std::int64_t ky0, ky1, kx0, kx1;
-  valid_taps(g.rows, oy, &ky0, &ky1);
-  valid_taps(g.cols, ox, &kx0, &kx1);
-  for (std::int64_t ky = ky0; ky < ky1; ++ky) {
-    const std::int64_t iy = tap_position(g.rows, oy, ky);
-    for (std::int64_t kx = kx0; kx < kx1; ++kx) {
-      const std::int64_t ix = tap_position(g.cols, ox, kx);
-      const float v = xs[(iy * g.cols.in + ix) * g.channels + c];
-      if (v > best) {
-        best = v;
-        best_cell = iy * g.cols.in + ix;
+  const Taps t = taps_inside(g, o);
+  for (std::int64_t kz = t.z0; kz < t.z1; ++kz) {
+    const std::int64_t iz = tap_position(g.depth, o.z, kz);
+    for (std::int64_t ky = t.y0; ky < t.y1; ++ky) {
+      const std::int64_t iy = tap_position(g.rows, o.y, ky);
+      for (std::int64_t kx = t.x0; kx < t.x1; ++kx) {
+        const std::int64_t ix = tap_position(g.cols, o.x, kx);
+        const std::int64_t in_cell = input_cell_index(g, iz, iy, ix);
+        const float v = xs[in_cell * g.channels + c];
+        if (v > best) {
+          best = v;
+          best_cell = in_cell;
+        }
       }
     }
   }
@@ -280,76 +377,73 @@ TANDEM_HD inline float max_pool_element(const Geometry2D& g, const float* x, std
 }
 
 /// dL/dx at input element e of max pooling: the sum of the output gradients dy of the windows
-/// whose argmax is this cell, outputs in ascending (row, col) order. argmax as max_pool_element
-/// wrote it, per output element.
-TANDEM_HD inline float max_pool_grad_element(const Geometry2D& g, const float* dy,
+/// whose argmax is this cell, outputs in ascending (depth, row, col) order. argmax as
+/// max_pool_element wrote it, per output element.
+TANDEM_HD inline float max_pool_grad_element(const Geometry& g, const float* dy,
                                              const std::int32_t* argmax, std::int64_t e) {
   const std::int64_t c = e % g.channels;
-  const std::int64_t ix = (e / g.channels) % g.cols.in;
-  const std::int64_t iy = (e / (g.channels * g.cols.in)) % g.rows.in;
-  const std::int64_t sample = e / (g.channels * g.cols.in * g.rows.in);
-  const std::int64_t base = sample * g.rows.out * g.cols.out * g.channels;
-  const std::int64_t cell = iy * g.cols.in + ix;
-  std::int64_t oy0, oy1, ox0, ox1;
-  covering_outputs(g.rows, iy, &oy0, &oy1);
-  covering_outputs(g.cols, ix, &ox0, &ox1);
+  const std::int64_t cell = e / g.channels;
+  const std::int64_t in_cell = cell % input_cells(g);
+  const std::int64_t sample = cell / input_cells(g);
+  const std::int64_t base = sample * output_cells(g) * g.channels;
+  const Taps t = covering(g, input_cell(g, in_cell));
   float s = 0.0f;
-  for (std::int64_t oy = oy0; oy < oy1; ++oy)
-    for (std::int64_t ox = ox0; ox < ox1; ++ox) {
-      const std::int64_t o = base + (oy * g.cols.out + ox) * g.channels + c;
-      if (argmax[o] == cell) s += dy[o];
-    }
+  for (std::int64_t oz = t.z0; oz < t.z1; ++oz)
+    for (std::int64_t oy = t.y0; oy < t.y1; ++oy)
+      for (std::int64_t ox = t.x0; ox < t.x1; ++ox) {
+        const std::int64_t o = base + output_cell_index(g, oz, oy, ox) * g.channels + c;
+        if (argmax[o] == in_cell) s += dy[o];
+      }
   return s;
 }
 
-/// The number of input cells (padding left out) in the window of output (oy, ox): what an
-/// average over a "same" window divides by (oneDNN's pooling_avg_exclude_padding, Keras').
-TANDEM_HD inline std::int64_t pool_cells(const Geometry2D& g, std::int64_t oy, std::int64_t ox) {
-  std::int64_t ky0, ky1, kx0, kx1;
-  valid_taps(g.rows, oy, &ky0, &ky1);
-  valid_taps(g.cols, ox, &kx0, &kx1);
-  return (ky1 - ky0) * (kx1 - kx0);
+/// The number of input cells (padding left out) in the window of output cell o: what an average
+/// over a "same" window divides by (oneDNN's pooling_avg_exclude_padding, Keras').
+TANDEM_HD inline std::int64_t pool_cells(const Geometry& g, const Cell& o) {
+  const Taps t = taps_inside(g, o);
+  return (t.z1 - t.z0) * (t.y1 - t.y0) * (t.x1 - t.x0);
 }
 
-/// Output element e of average pooling: the sum of the window's input cells in (row tap, col
-/// tap) order, divided by their count.
-TANDEM_HD inline float avg_pool_element(const Geometry2D& g, const float* x, std::int64_t e) {
+/// Output element e of average pooling: the sum of the window's input cells in (depth tap, row
+/// tap, col tap) order, divided by their count.
+TANDEM_HD inline float avg_pool_element(const Geometry& g, const float* x, std::int64_t e) {
   const std::int64_t c = e % g.channels;
-  const std::int64_t ox = (e / g.channels) % g.cols.out;
-  const std::int64_t oy = (e / (g.channels * g.cols.out)) % g.rows.out;
-  const std::int64_t sample = e / (g.channels * g.cols.out * g.rows.out);
-  const float* xs = x + sample * g.rows.in * g.cols.in * g.channels;
-  std::int64_t ky0, ky1, kx0, kx1;
-  valid_taps(g.rows, oy, &ky0, &ky1);
-  valid_taps(g.cols, ox, &kx0, &kx1);
+  const std::int64_t cell = e / g.channels;
+  const Cell o = output_cell(g, cell % output_cells(g));
+  const std::int64_t sample = cell / output_cells(g);
+  const float* xs = x + sample * input_cells(g) * g.channels;
+  const Taps t = taps_inside(g, o);
   float s = 0.0f;
-  for (std::int64_t ky = ky0; ky < ky1; ++ky) {
-    const std::int64_t iy = tap_position(g.rows, oy, ky);
-    for (std::int64_t kx = kx0; kx < kx1; ++kx) {
-      const std::int64_t ix = tap_position(g.cols, ox, kx);
-      s += xs[(iy * g.cols.in + ix) * g.channels + c];
+  for (std::int64_t kz = t.z0; kz < t.z1; ++kz) {
+    const std::int64_t iz = tap_position(g.depth, o.z, kz);
+    for (std::int64_t ky = t.y0; ky < t.y1; ++ky) {
+      const std::int64_t iy = tap_position(g.rows, o.y, ky);
+      for (std::int64_t kx = t.x0; kx < t.x1; ++kx) {
+        const std::int64_t ix = tap_position(g.cols, o.x, kx);
+        s += xs[input_cell_index(g, iz, iy, ix) * g.channels + c];
+      }
     }
   }
-  const std::int64_t n = (ky1 - ky0) * (kx1 - kx0);
+  const std::int64_t n = (t.z1 - t.z0) * (t.y1 - t.y0) * (t.x1 - t.x0);
   return n > 0 ? s / static_cast<float>(n) : 0.0f;
 }
 
 /// dL/dx at input element e of average pooling: the sum over the windows holding the cell, in
-/// ascending (row, col) order, of their output gradient divided by their cell count.
-TANDEM_HD inline float avg_pool_grad_element(const Geometry2D& g, const float* dy, std::int64_t e) {
+/// ascending (depth, row, col) order, of their output gradient divided by their cell count.
+TANDEM_HD inline float avg_pool_grad_element(const Geometry& g, const float* dy, std::int64_t e) {
   const std::int64_t c = e % g.channels;
-  const std::int64_t ix = (e / g.channels) % g.cols.in;
-  const std::int64_t iy = (e / (g.channels * g.cols.in)) % g.rows.in;
-  const std::int64_t sample = e / (g.channels * g.cols.in * g.rows.in);
-  const std::int64_t base = sample * g.rows.out * g.cols.out * g.channels;
-  std::int64_t oy0, oy1, ox0, ox1;
-  covering_outputs(g.rows, iy, &oy0, &oy1);
-  covering_outputs(g.cols, ix, &ox0, &ox1);
+  const std::int64_t cell = e / g.channels;
+  const std::int64_t sample = cell / input_cells(g);
+  const std::int64_t base = sample * output_cells(g) * g.channels;
+  const Taps t = covering(g, input_cell(g, cell % input_cells(g)));
   float s = 0.0f;
-  for (std::int64_t oy = oy0; oy < oy1; ++oy)
-    for (std::int64_t ox = ox0; ox < ox1; ++ox)
-      s += dy[base + (oy * g.cols.out + ox) * g.channels + c] /
-           static_cast<float>(pool_cells(g, oy, ox));
+  for (std::int64_t oz = t.z0; oz < t.z1; ++oz)
+    for (std::int64_t oy = t.y0; oy < t.y1; ++oy)
+      for (std::int64_t ox = t.x0; ox < t.x1; ++ox) {
+        const Cell o{oz, oy, ox};
+        s += dy[base + output_cell_index(g, oz, oy, ox) * g.channels + c] /
+             static_cast<float>(pool_cells(g, o));
+      }
   return s;
 }
 

@@ -1,6 +1,10 @@
 #include "nn/conv2d.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -15,38 +19,49 @@ Conv2D::~Conv2D() = default;
 
 Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   const std::string who = "layer '" + name() + "' (" + class_name() + ")";
-  check_image_shape(input_shape, who);
+  const bool volume = options_.depth.has_value();
+  if (volume)
+    check_volume_shape(input_shape, who);
+  else
+    check_image_shape(input_shape, who);
+  const std::size_t first = volume ? 1 : 0;  // the rows' index in input_shape
+  const std::int64_t in = input_shape.back();
   if (options_.depth_multiplier > 0) {
-    options_.groups = input_shape[2];
-    options_.filters = input_shape[2] * options_.depth_multiplier;
+    options_.groups = in;
+    options_.filters = in * options_.depth_multiplier;
   }
   const Pair& k = options_.kernel_size;
   const Pair& s = options_.strides;
   const Pair& d = options_.dilation_rate;
-  if (options_.filters <= 0 || k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 ||
-      d[1] <= 0)
+  const DepthWindow z = options_.depth.value_or(DepthWindow{});
+  if (options_.filters <= 0 || std::min({k[0], k[1], s[0], s[1], d[0], d[1], z.size, z.stride,
+                                         z.dilation}) <= 0)
     throw ShapeError(who + " needs positive filters, kernel_size, strides and dilation_rate");
   const std::int64_t groups = options_.groups;
-  if (groups <= 0 || input_shape[2] % groups != 0 || options_.filters % groups != 0)
+  if (groups <= 0 || in % groups != 0 || options_.filters % groups != 0)
     throw ShapeError(who + ": groups " + std::to_string(groups) +
-                     " must divide the input channels (" + std::to_string(input_shape[2]) +
+                     " must divide the input channels (" + std::to_string(in) +
                      ") and the filters (" + std::to_string(options_.filters) + ")");
-  rows_ = window_along(input_shape[0], k[0], s[0], d[0], options_.padding);
-  cols_ = window_along(input_shape[1], k[1], s[1], d[1], options_.padding);
-  if (rows_.out <= 0 || cols_.out <= 0)
-    throw ShapeError(
-        who + ": kernel " + shape_to_string({k[0], k[1]}) +
-        (d[0] > 1 || d[1] > 1 ? " with dilation " + shape_to_string({d[0], d[1]}) : "") +
-        " is larger than its input " + shape_to_string(input_shape, true) +
-        " with \"valid\" padding");
+  if (volume) depth_ = window_along(input_shape[0], z.size, z.stride, z.dilation, options_.padding);
+  rows_ = window_along(input_shape[first], k[0], s[0], d[0], options_.padding);
+  cols_ = window_along(input_shape[first + 1], k[1], s[1], d[1], options_.padding);
+  if (depth_.out <= 0 || rows_.out <= 0 || cols_.out <= 0) {
+    const bool dilated = d[0] > 1 || d[1] > 1 || z.dilation > 1;
+    throw ShapeError(who + ": kernel " + spatial_json(k, z.size).dump() +
+                     (dilated ? " with dilation " + spatial_json(d, z.dilation).dump() : "") +
+                     " is larger than its input " + shape_to_string(input_shape, true) +
+                     " with \"valid\" padding");
+  }
   input_shape_ = input_shape;
-  const std::int64_t in = input_shape[2], filters = options_.filters;
-  output_shape_ = {rows_.out, cols_.out, filters};
+  const std::int64_t filters = options_.filters;
+  output_shape_ = volume ? Shape{depth_.out, rows_.out, cols_.out, filters}
+                         : Shape{rows_.out, cols_.out, filters};
   // Keras' shape; DepthwiseConv2D's (kh, kw, in, multiplier) holds the grouped kernel's
   // (kh, kw, 1, in · multiplier) in the same order.
-  const Shape kernel_shape = options_.depth_multiplier > 0
-                                 ? Shape{k[0], k[1], in, options_.depth_multiplier}
-                                 : Shape{k[0], k[1], in / groups, filters};
+  Shape kernel_shape = options_.depth_multiplier > 0
+                           ? Shape{k[0], k[1], in, options_.depth_multiplier}
+                           : Shape{k[0], k[1], in / groups, filters};
+  if (volume) kernel_shape.insert(kernel_shape.begin(), z.size);
   kernel_.value = Tensor(kernel_shape);
   kernel_.grad = Tensor(kernel_shape);
   options_.kernel_initializer.fill(kernel_.value, init);
@@ -57,11 +72,19 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
     options_.bias_initializer.fill(bias_.value, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
-  geometry_ = {{input_shape[0], rows_.out, k[0], s[0], d[0], rows_.pad_before},
-               {input_shape[1], cols_.out, k[1], s[1], d[1], cols_.pad_before},
+  geometry_ = {{input_shape[first], rows_.out, k[0], s[0], d[0], rows_.pad_before},
+               {input_shape[first + 1], cols_.out, k[1], s[1], d[1], cols_.pad_before},
                in};
+  if (volume) {
+    geometry_.depth = {input_shape[0], depth_.out, z.size, z.stride, z.dilation, depth_.pad_before};
+    geometry_.volume = true;
+  }
   convolution_.reset();
   return output_shape_;
+}
+
+nlohmann::json Conv2D::spatial_json(const Pair& p, std::int64_t depth_value) const {
+  return options_.depth ? triple_json(depth_value, p) : pair_json(p);
 }
 
 backend::Convolution2D& Conv2D::convolution() {
@@ -79,10 +102,7 @@ backend::Convolution2D& Conv2D::convolution() {
 }
 
 const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
-      x.dim(3) != input_shape_[2])
-    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (" + class_name() + ")");
   backend::Backend& ops = this->ops();
   input_ = x;
   const ActivationKind act = options_.activation;
@@ -98,15 +118,13 @@ const Tensor& Conv2D::forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& Conv2D::backward(const Tensor& grad_output, bool need_input_grad) {
-  const std::int64_t batch = input_.rank() == 4 ? input_.dim(0) : 0;
+  const int rank = static_cast<int>(input_shape_.size()) + 1;
+  const std::int64_t batch = input_.rank() == rank ? input_.dim(0) : 0;
   const std::int64_t filters = options_.filters;
-  const std::int64_t out_rows = geometry_.rows.out, out_cols = geometry_.cols.out;
-  if (input_.rank() != 4 || grad_output.rank() != 4 || grad_output.dim(0) != batch ||
-      grad_output.dim(1) != out_rows || grad_output.dim(2) != out_cols ||
-      grad_output.dim(3) != filters)
+  if (input_.rank() != rank || grad_output.shape() != with_batch(batch, output_shape_))
     throw ShapeError("layer '" + name() + "' (" + class_name() + "): gradient of shape " +
                      shape_to_string(grad_output.shape()) + " does not match its output " +
-                     shape_to_string({batch, out_rows, out_cols, filters}));
+                     shape_to_string(with_batch(batch, output_shape_)));
   backend::Backend& ops = this->ops();
   const Tensor* dz = &grad_output;
   const ActivationKind act = options_.activation;
@@ -136,11 +154,11 @@ nlohmann::json Conv2D::common_config() const {
   return {{"name", name()},
           {"trainable", trainable()},
           {"dtype", "float32"},
-          {"kernel_size", pair_json(options_.kernel_size)},
-          {"strides", pair_json(options_.strides)},
+          {"kernel_size", spatial_json(options_.kernel_size, depth_window().size)},
+          {"strides", spatial_json(options_.strides, depth_window().stride)},
           {"padding", padding_name(options_.padding)},
           {"data_format", "channels_last"},
-          {"dilation_rate", pair_json(options_.dilation_rate)},
+          {"dilation_rate", spatial_json(options_.dilation_rate, depth_window().dilation)},
           {"activation", activation_name(options_.activation)},
           {"use_bias", options_.use_bias},
           {"bias_initializer", options_.bias_initializer.config()},
@@ -157,6 +175,11 @@ nlohmann::json Conv2D::config() const {
   c["kernel_regularizer"] = options_.kernel_regularizer.config();
   c["kernel_constraint"] = options_.kernel_constraint.config();
   return c;
+}
+
+Conv3D::Conv3D(std::string name, Conv2DOptions options)
+    : Conv2D(std::move(name), std::move(options)) {
+  if (!options_.depth) throw std::logic_error("Conv3D needs a depth window");
 }
 
 DepthwiseConv2D::DepthwiseConv2D(std::string name, Conv2DOptions options)

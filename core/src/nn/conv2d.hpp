@@ -2,7 +2,9 @@
 // (batch, rows, cols, in) -> (batch, out_rows, out_cols, filters), kernel (kh, kw, in, filters),
 // bias (filters,). padding "valid" or "same" (TensorFlow's SAME), strides, dilation_rate, and
 // Keras' `groups`: channels and filters in G groups, kernel (kh, kw, in / G, filters).
-// DepthwiseConv2D (below) is the grouped convolution with one group per channel.
+// DepthwiseConv2D (below) is the grouped convolution with one group per channel. With a depth
+// window (Conv3D, below) the same layer convolves volumes: (batch, depth, rows, cols, in) ->
+// (batch, out_depth, out_rows, out_cols, filters), kernel (kd, kh, kw, in / G, filters).
 //
 // Computes on its backend's Convolution2D (oneDNN on the CPU), made once per backend for the
 // layer's geometry; the activation runs as one operation after it (a relu in place, on its
@@ -11,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "backend/ops.hpp"
@@ -41,6 +44,7 @@ struct Conv2DOptions {
   WeightRegularizer kernel_regularizer, bias_regularizer;
   std::int64_t groups = 1;            // divides the input channels and the filters
   std::int64_t depth_multiplier = 0;  // > 0: depthwise (groups = channels, filters = in · it)
+  std::optional<DepthWindow> depth;   // a volume's first axis (Conv3D); none for images
 };
 
 class Conv2D : public Layer, public ReluProducer, public WeightRules, public KerasTwoDefinitions {
@@ -48,8 +52,9 @@ class Conv2D : public Layer, public ReluProducer, public WeightRules, public Ker
   Conv2D(std::string name, Conv2DOptions options);
   ~Conv2D() override;
   std::string class_name() const override { return "Conv2D"; }
-  /// input_shape is (rows, cols, channels). Throws ShapeError naming the layer for another rank,
-  /// or a kernel larger than the (unpadded) input with "valid" padding.
+  /// input_shape is (rows, cols, channels), or (depth, rows, cols, channels) with a depth
+  /// window. Throws ShapeError naming the layer for another rank, or a kernel larger than the
+  /// (unpadded) input with "valid" padding.
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
@@ -65,24 +70,27 @@ class Conv2D : public Layer, public ReluProducer, public WeightRules, public Ker
   }
 
  protected:
-  /// The keys Conv2D and DepthwiseConv2D share in their Keras configs.
+  /// The keys Conv2D, Conv3D and DepthwiseConv2D share in their Keras configs.
   nlohmann::json common_config() const;
+  /// Keras' size key: the pair, or with a depth window the triple (depth first).
+  nlohmann::json spatial_json(const Pair& p, std::int64_t depth_value) const;
+  DepthWindow depth_window() const { return options_.depth.value_or(DepthWindow{}); }
   Conv2DOptions options_;
 
  private:
   /// The backend's convolution for this layer's geometry (made again after a backend change).
   backend::Convolution2D& convolution();
 
-  Shape input_shape_;   // (rows, cols, in)
-  Shape output_shape_;  // (out_rows, out_cols, filters)
-  Window rows_, cols_;
+  Shape input_shape_;   // ([depth,] rows, cols, in)
+  Shape output_shape_;  // ([out_depth,] out_rows, out_cols, filters)
+  Window depth_{1, 0, 0}, rows_, cols_;
   Parameter kernel_, bias_;
   Tensor input_;                // the last forward's input (shared storage, not a copy)
   Tensor pre_;                  // conv + bias, kept only for activations other than linear and relu
   bool relu_external_ = false;  // outputs z; backward() receives dL/dz (the next layer's job)
   Tensor output_;               // activation(pre_)
   Tensor grad_pre_, grad_input_;
-  backend::window::Geometry2D geometry_;
+  backend::window::Geometry geometry_;
   std::unique_ptr<backend::Convolution2D> convolution_;
   const backend::Backend* convolution_backend_ = nullptr;  // the backend that made it
 };
@@ -96,6 +104,14 @@ class DepthwiseConv2D : public Conv2D {
   DepthwiseConv2D(std::string name, Conv2DOptions options);
   std::string class_name() const override { return "DepthwiseConv2D"; }
   nlohmann::json config() const override;
+};
+
+/// Keras' Conv3D: the convolution with a depth window (options.depth set), channels_last.
+class Conv3D : public Conv2D {
+ public:
+  /// options.depth must be set.
+  Conv3D(std::string name, Conv2DOptions options);
+  std::string class_name() const override { return "Conv3D"; }
 };
 
 }  // namespace tandem::nn

@@ -64,7 +64,7 @@ class Conv2DTranspose : public Layer, public WeightRules, public KerasTwoDefinit
   Tensor output_;  // activation(pre_)
   Tensor ones_;    // `filters` ones: the bias is added as y·1 + bias
   Tensor grad_pre_, grad_input_;
-  backend::window::Geometry2D geometry_;  // of the Conv2D output image -> input
+  backend::window::Geometry geometry_;  // of the Conv2D output image -> input
   std::unique_ptr<backend::Convolution2D> convolution_;
   const backend::Backend* convolution_backend_ = nullptr;  // the backend that made it
 };

@@ -2,12 +2,13 @@
 
 #include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
+#include "nn/spatial.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
 
 std::string GlobalAveragePooling::class_name() const {
-  return spatial_axes_ == 1 ? "GlobalAveragePooling1D" : "GlobalAveragePooling2D";
+  return "GlobalAveragePooling" + std::to_string(spatial_axes_) + "D";
 }
 
 Shape GlobalAveragePooling::build(const Shape& input_shape, Rng& /*init*/) {
@@ -15,10 +16,8 @@ Shape GlobalAveragePooling::build(const Shape& input_shape, Rng& /*init*/) {
   bool fits = static_cast<int>(input_shape.size()) == spatial_axes_ + 1;
   for (std::int64_t d : input_shape) fits = fits && d > 0;
   if (!fits)
-    throw ShapeError(
-        what + " expects inputs of shape " +
-        (spatial_axes_ == 1 ? "(batch, steps, features)" : "(batch, rows, cols, channels)") +
-        ", got " + shape_to_string(input_shape, true));
+    throw ShapeError(what + " expects inputs " + spatial_axes_shape(spatial_axes_) + ", got " +
+                     shape_to_string(input_shape, true));
   input_shape_ = input_shape;
   channels_ = input_shape.back();
   cells_ = shape_size(input_shape) / channels_;

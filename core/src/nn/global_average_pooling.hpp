@@ -1,7 +1,7 @@
-// GlobalAveragePooling1D and GlobalAveragePooling2D: the mean over every position, channels_last:
-// (batch, steps, features) -> (batch, features) for 1D, (batch, rows, cols, channels) ->
-// (batch, channels) for 2D; with keepdims the pooled axes stay, of size 1. One class: the two
-// differ only in how many axes they pool.
+// GlobalAveragePooling1D, 2D and 3D: the mean over every position, channels_last: (batch,
+// steps, features) -> (batch, features) for 1D, (batch, rows, cols, channels) -> (batch,
+// channels) for 2D, (batch, depth, rows, cols, channels) for 3D; with keepdims the pooled axes
+// stay, of size 1. One class: they differ only in how many axes they pool.
 #pragma once
 
 #include "nn/layer_extensions.hpp"
@@ -14,7 +14,7 @@ namespace tandem::nn {
 
 class GlobalAveragePooling : public Layer, public MaskedSteps {
  public:
-  /// `spatial_axes`: 1 (GlobalAveragePooling1D) or 2 (GlobalAveragePooling2D).
+  /// `spatial_axes`: 1, 2 or 3 (GlobalAveragePooling1D, 2D, 3D).
   GlobalAveragePooling(std::string name, int spatial_axes, bool keepdims)
       : Layer(std::move(name)), spatial_axes_(spatial_axes), keepdims_(keepdims) {}
   std::string class_name() const override;

@@ -677,9 +677,12 @@ std::unique_ptr<Layer> make_random_brightness(ConfigObject& c, const std::string
       nlohmann::json{{"factor", f.as_given}, {"value_range", {d.value_lo, d.value_hi}}});
 }
 
-// Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3], each > 0.
-// Absent or null gives `fallback` (a missing required key when there is none).
-Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fallback) {
+// Keras' int-or-tuple arguments (kernel_size, strides, pool_size, ...): 3 or [3, 3] (a list
+// of `count`), each > 0. Absent or null gives `fallback` (a missing required key when there is
+// none).
+template <std::size_t kCount>
+std::array<std::int64_t, kCount> read_sizes(ConfigObject& c, const std::string& key,
+                                            std::optional<std::array<std::int64_t, kCount>> fallback) {
   if (!c.has(key) && fallback) {
     c.ignore({key.c_str()});
     return *fallback;
@@ -694,15 +697,31 @@ Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fall
                                   std::to_string(kMaxConfigSize) + ", got " + e.dump());
     return n;
   };
+  std::array<std::int64_t, kCount> out{};
   if (v.is_number_integer()) {
-    const std::int64_t n = positive(v, c.path_of(key));
-    return {n, n};
+    out.fill(positive(v, c.path_of(key)));
+    return out;
   }
-  if (v.is_array() && v.size() == 2)
-    return {positive(v[0], c.path_of(key) + "[0]"), positive(v[1], c.path_of(key) + "[1]")};
-  throw ConfigError(c.path_of(key), "expected an integer or a list of 2 integers, got " +
+  if (v.is_array() && v.size() == kCount) {
+    for (std::size_t i = 0; i < kCount; ++i)
+      out[i] = positive(v[i], c.path_of(key) + "[" + std::to_string(i) + "]");
+    return out;
+  }
+  throw ConfigError(c.path_of(key), "expected an integer or a list of " + std::to_string(kCount) +
+                                        " integers, got " +
                                         (v.is_array() ? "a list of " + std::to_string(v.size())
                                                       : json_type_name(v)));
+}
+
+Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fallback) {
+  return read_sizes<2>(c, key, fallback);
+}
+
+// A volume's sizes (depth, rows, cols): Conv3D's and the 3-D pooling layers'.
+using Triple = std::array<std::int64_t, 3>;
+
+Triple read_triple(ConfigObject& c, const std::string& key, std::optional<Triple> fallback) {
+  return read_sizes<3>(c, key, fallback);
 }
 
 // "valid" or "same", case-insensitive as in Keras.
@@ -713,8 +732,9 @@ Padding read_padding(ConfigObject& c) {
 
 // What Conv1D and Conv2D read alike, after their sizes (a 1-D size is the pair (1, n)): the
 void check_dilation_with_strides(ConfigObject& c, const Conv2DOptions& o) {
-  if (std::max(o.strides[0], o.strides[1]) > 1 &&
-      std::max(o.dilation_rate[0], o.dilation_rate[1]) > 1)
+  const DepthWindow z = o.depth.value_or(DepthWindow{});
+  if (std::max({o.strides[0], o.strides[1], z.stride}) > 1 &&
+      std::max({o.dilation_rate[0], o.dilation_rate[1], z.dilation}) > 1)
     throw ConfigError(
         c.path_of("dilation_rate"),
         "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
@@ -756,10 +776,30 @@ void read_window(ConfigObject& c, Conv2DOptions& o) {
 }
 
 
-std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
+// The sliding window of Conv3D: as read_window's, each size a triple (depth, rows, cols).
+void read_window_3d(ConfigObject& c, Conv2DOptions& o) {
+  const Triple k = read_triple(c, "kernel_size", std::nullopt);
+  const Triple s = read_triple(c, "strides", Triple{1, 1, 1});
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  const Triple d = read_triple(c, "dilation_rate", Triple{1, 1, 1});
+  o.kernel_size = {k[1], k[2]};
+  o.strides = {s[1], s[2]};
+  o.dilation_rate = {d[1], d[2]};
+  o.depth = DepthWindow{k[0], s[0], d[0]};
+  check_dilation_with_strides(c, o);
+}
+
+// Conv2D and Conv3D (kVolume): filters, the window, groups, activation, bias, initializers,
+// constraints and regularizers.
+template <bool kVolume>
+std::unique_ptr<Layer> make_convolution(ConfigObject& c, const std::string& name) {
   Conv2DOptions o;
   o.filters = c.positive_int("filters");
-  read_window(c, o);
+  if (kVolume)
+    read_window_3d(c, o);
+  else
+    read_window(c, o);
   o.groups = c.positive_int("groups", 1);
   if (o.filters % o.groups != 0)
     throw ConfigError(c.path_of("groups"), "groups " + std::to_string(o.groups) +
@@ -768,6 +808,7 @@ std::unique_ptr<Layer> make_conv2d(ConfigObject& c, const std::string& name) {
   read_convolution_rest(c, o);
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
+  if (kVolume) return std::make_unique<Conv3D>(name, o);
   return std::make_unique<Conv2D>(name, o);
 }
 
@@ -858,6 +899,21 @@ std::unique_ptr<Layer> make_pooling2d(ConfigObject& c, const std::string& name, 
   o.kind = kind;
   o.pool_size = read_pair(c, "pool_size", Pair{2, 2});
   o.strides = read_pair(c, "strides", o.pool_size);
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<Pooling2D>(name, o);
+}
+
+// MaxPooling3D / AveragePooling3D: as the 2-D layers, each size a triple (depth, rows, cols).
+template <PoolKind kKind>
+std::unique_ptr<Layer> make_pooling3d(ConfigObject& c, const std::string& name) {
+  Pooling2DOptions o;
+  o.kind = kKind;
+  const Triple size = read_triple(c, "pool_size", Triple{2, 2, 2});
+  const Triple strides = read_triple(c, "strides", size);
+  o.pool_size = {size[1], size[2]};
+  o.strides = {strides[1], strides[2]};
+  o.depth = DepthWindow{size[0], strides[0], 1};
   o.padding = read_padding(c);
   c.one_of("data_format", "channels_last", {"channels_last"});
   return std::make_unique<Pooling2D>(name, o);
@@ -1461,7 +1517,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"RandomContrast", {"random_contrast", make_random_contrast}},
       {"RandomBrightness", {"random_brightness", make_random_brightness}},
       {"Conv1D", {"conv1d", make_conv1d}},
-      {"Conv2D", {"conv2d", make_conv2d}},
+      {"Conv2D", {"conv2d", make_convolution<false>}},
+      {"Conv3D", {"conv3d", make_convolution<true>}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
       {"Conv1DTranspose", {"conv1d_transpose", make_conv1d_transpose}},
       {"DepthwiseConv1D", {"depthwise_conv1d", make_depthwise_conv1d}},
@@ -1472,6 +1529,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"AveragePooling1D", {"average_pooling1d", make_pooling1d<PoolKind::average>}},
       {"GlobalMaxPooling1D", {"global_max_pooling1d", make_global_max_pooling<1>}},
       {"GlobalMaxPooling2D", {"global_max_pooling2d", make_global_max_pooling<2>}},
+      {"GlobalMaxPooling3D", {"global_max_pooling3d", make_global_max_pooling<3>}},
       {"Rescaling", {"rescaling", make_rescaling}},
       {"CategoryEncoding", {"category_encoding", make_category_encoding}},
       {"Discretization", {"discretization", make_discretization}},
@@ -1481,8 +1539,11 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"UpSampling2D", {"up_sampling2d", make_up_sampling2d}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
       {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
+      {"MaxPooling3D", {"max_pooling3d", make_pooling3d<PoolKind::max>}},
+      {"AveragePooling3D", {"average_pooling3d", make_pooling3d<PoolKind::average>}},
       {"GlobalAveragePooling1D", {"global_average_pooling1d", make_global_average_pooling<1>}},
       {"GlobalAveragePooling2D", {"global_average_pooling2d", make_global_average_pooling<2>}},
+      {"GlobalAveragePooling3D", {"global_average_pooling3d", make_global_average_pooling<3>}},
       {"BatchNormalization", {"batch_normalization", make_batch_normalization}},
       {"Reshape", {"reshape", make_reshape}},
       {"Embedding", {"embedding", make_embedding}},

@@ -1,6 +1,9 @@
 #include "nn/pooling.hpp"
 
+#include <algorithm>
+
 #include "nn/activation_fn.hpp"
+#include "nn/batch_shape.hpp"
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
@@ -12,28 +15,47 @@ Pooling2D::Pooling2D(std::string name, Pooling2DOptions options)
 Pooling2D::~Pooling2D() = default;
 
 std::string Pooling2D::class_name() const {
-  return options_.kind == PoolKind::max ? "MaxPooling2D" : "AveragePooling2D";
+  const std::string rank = options_.depth ? "3D" : "2D";
+  return (options_.kind == PoolKind::max ? "MaxPooling" : "AveragePooling") + rank;
 }
 
 Shape Pooling2D::build(const Shape& input_shape, Rng& /*init*/) {
   const std::string who = "layer '" + name() + "' (" + class_name() + ")";
-  check_image_shape(input_shape, who);
+  const bool volume = options_.depth.has_value();
+  if (volume)
+    check_volume_shape(input_shape, who);
+  else
+    check_image_shape(input_shape, who);
+  const std::size_t first = volume ? 1 : 0;  // the rows' index in input_shape
+  const std::int64_t channels = input_shape.back();
   const Pair& k = options_.pool_size;
   const Pair& s = options_.strides;
-  if (k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0)
+  const DepthWindow z = options_.depth.value_or(DepthWindow{});
+  if (std::min({k[0], k[1], s[0], s[1], z.size, z.stride}) <= 0)
     throw ShapeError(who + " needs positive pool_size and strides");
-  rows_ = window_along(input_shape[0], k[0], s[0], 1, options_.padding);
-  cols_ = window_along(input_shape[1], k[1], s[1], 1, options_.padding);
-  if (rows_.out <= 0 || cols_.out <= 0)
-    throw ShapeError(who + ": pool_size " + shape_to_string({k[0], k[1]}) +
+  if (volume) depth_ = window_along(input_shape[0], z.size, z.stride, 1, options_.padding);
+  rows_ = window_along(input_shape[first], k[0], s[0], 1, options_.padding);
+  cols_ = window_along(input_shape[first + 1], k[1], s[1], 1, options_.padding);
+  if (depth_.out <= 0 || rows_.out <= 0 || cols_.out <= 0)
+    throw ShapeError(who + ": pool_size " + spatial_json(k, z.size).dump() +
                      " is larger than its input " + shape_to_string(input_shape, true) +
                      " with \"valid\" padding");
   input_shape_ = input_shape;
-  geometry_ = {{input_shape[0], rows_.out, k[0], s[0], 1, rows_.pad_before},
-               {input_shape[1], cols_.out, k[1], s[1], 1, cols_.pad_before},
-               input_shape[2]};
+  geometry_ = {{input_shape[first], rows_.out, k[0], s[0], 1, rows_.pad_before},
+               {input_shape[first + 1], cols_.out, k[1], s[1], 1, cols_.pad_before},
+               channels};
+  if (volume) {
+    geometry_.depth = {input_shape[0], depth_.out, z.size, z.stride, 1, depth_.pad_before};
+    geometry_.volume = true;
+  }
+  output_shape_ = volume ? Shape{depth_.out, rows_.out, cols_.out, channels}
+                         : Shape{rows_.out, cols_.out, channels};
   pooling_.reset();
-  return {rows_.out, cols_.out, input_shape[2]};
+  return output_shape_;
+}
+
+nlohmann::json Pooling2D::spatial_json(const Pair& p, std::int64_t depth_value) const {
+  return options_.depth ? triple_json(depth_value, p) : pair_json(p);
 }
 
 backend::Pooling2D& Pooling2D::pooling() {
@@ -49,27 +71,21 @@ backend::Pooling2D& Pooling2D::pooling() {
 }
 
 const Tensor& Pooling2D::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
-      x.dim(3) != input_shape_[2])
-    throw ShapeError("layer '" + name() + "' (" + class_name() + ") expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, "layer '" + name() + "' (" + class_name() + ")");
   last_batch_ = x.dim(0);
   pooling().forward(x, output_);
   // relu(max z) = max relu(z): the previous layer's relu, on the pooled tensor (NaN stays NaN).
   if (input_relu_ && last_batch_ > 0)
-    ops().activation_forward(ActivationKind::relu, output_, output_, input_shape_[2]);
+    ops().activation_forward(ActivationKind::relu, output_, output_, input_shape_.back());
   return output_;
 }
 
 const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_grad) {
   const std::int64_t batch = last_batch_;
-  if (batch < 0 || grad_output.rank() != 4 || grad_output.dim(0) != batch ||
-      grad_output.dim(1) != geometry_.rows.out || grad_output.dim(2) != geometry_.cols.out ||
-      grad_output.dim(3) != input_shape_[2])
-    throw ShapeError(
-        "layer '" + name() + "' (" + class_name() + "): gradient of shape " +
-        shape_to_string(grad_output.shape()) + " does not match its output " +
-        shape_to_string({batch, geometry_.rows.out, geometry_.cols.out, input_shape_[2]}));
+  if (batch < 0 || grad_output.shape() != with_batch(batch, output_shape_))
+    throw ShapeError("layer '" + name() + "' (" + class_name() + "): gradient of shape " +
+                     shape_to_string(grad_output.shape()) + " does not match its output " +
+                     shape_to_string(with_batch(std::max<std::int64_t>(batch, 0), output_shape_)));
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;
@@ -79,7 +95,8 @@ const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_gra
     // Each input gradient lands on its window's maximum, whose relu is the pooled output:
     // relu's derivative at the pooled output is relu's derivative at that element.
     ops().activation_backward(ActivationKind::relu, output_, output_, grad_output,
-                              ops().place(masked_grad_, grad_output.shape()), input_shape_[2]);
+                              ops().place(masked_grad_, grad_output.shape()),
+                              input_shape_.back());
     g = &masked_grad_;
   }
   pooling().backward(*g, grad_input_);
@@ -90,9 +107,9 @@ nlohmann::json Pooling2D::config() const {
   return {{"name", name()},
           {"trainable", trainable()},
           {"dtype", "float32"},
-          {"pool_size", pair_json(options_.pool_size)},
+          {"pool_size", spatial_json(options_.pool_size, options_.depth.value_or(DepthWindow{}).size)},
           {"padding", padding_name(options_.padding)},
-          {"strides", pair_json(options_.strides)},
+          {"strides", spatial_json(options_.strides, options_.depth.value_or(DepthWindow{}).stride)},
           {"data_format", "channels_last"}};
 }
 

@@ -1,5 +1,7 @@
 // MaxPooling2D and AveragePooling2D, Keras semantics, channels_last:
-// (batch, rows, cols, channels) -> (batch, out_rows, out_cols, channels). pool_size, strides
+// (batch, rows, cols, channels) -> (batch, out_rows, out_cols, channels); with a depth window
+// MaxPooling3D and AveragePooling3D, (batch, depth, rows, cols, channels) -> (batch, out_depth,
+// out_rows, out_cols, channels). pool_size, strides
 // (default: pool_size), padding "valid" or "same" (TensorFlow's SAME: padded cells never win a
 // max and are left out of an average, as oneDNN's pooling_avg_exclude_padding does).
 //
@@ -9,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "backend/ops.hpp"
@@ -28,13 +31,14 @@ struct Pooling2DOptions {
   Pair pool_size{2, 2};
   Pair strides{2, 2};  // Keras' default strides=None means pool_size; the factory resolves it
   Padding padding = Padding::valid;
+  std::optional<DepthWindow> depth;  // a volume's first axis (the 3-D layers; no dilation)
 };
 
 class Pooling2D : public Layer, public ReluConsumer {
  public:
   Pooling2D(std::string name, Pooling2DOptions options);
   ~Pooling2D() override;
-  /// "MaxPooling2D" or "AveragePooling2D".
+  /// "MaxPooling2D" or "AveragePooling2D" ("...3D" with a depth window).
   std::string class_name() const override;
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
@@ -49,13 +53,16 @@ class Pooling2D : public Layer, public ReluConsumer {
   backend::Pooling2D& pooling();
 
   Pooling2DOptions options_;
-  Shape input_shape_;  // (rows, cols, channels)
-  Window rows_, cols_;
+  nlohmann::json spatial_json(const Pair& p, std::int64_t depth_value) const;
+
+  Shape input_shape_;   // ([depth,] rows, cols, channels)
+  Shape output_shape_;  // ([out_depth,] out_rows, out_cols, channels)
+  Window depth_{1, 0, 0}, rows_, cols_;
   std::int64_t last_batch_ = -1;  // the batch size of the last forward (-1: none yet)
   Tensor output_, grad_input_;
   Tensor masked_grad_;       // the pooled gradient masked by output > 0 (input_relu_)
   bool input_relu_ = false;  // the input is z of a relu the previous layer handed over
-  backend::window::Geometry2D geometry_;
+  backend::window::Geometry geometry_;
   std::unique_ptr<backend::Pooling2D> pooling_;
   const backend::Backend* pooling_backend_ = nullptr;  // the backend that made it
 };

@@ -1,5 +1,6 @@
 #include "nn/reshaped_2d.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "nn/batch_shape.hpp"
@@ -266,17 +267,20 @@ nlohmann::json Pooling1D::config() const {
 Shape GlobalMaxPooling::build(const Shape& input_shape, Rng& init) {
   const bool fits = static_cast<int>(input_shape.size()) == spatial_axes_ + 1;
   if (!fits)
-    throw ShapeError(label() + " expects inputs " +
-                     (spatial_axes_ == 1 ? std::string("(None, steps, channels)")
-                                         : std::string("(None, rows, cols, channels)")) +
-                     ", got " + shape_to_string(input_shape, true));
-  const Shape image = spatial_axes_ == 1 ? Shape{1, input_shape[0], input_shape[1]} : input_shape;
+    throw ShapeError(label() + " expects inputs " + spatial_axes_shape(spatial_axes_) + ", got " +
+                     shape_to_string(input_shape, true));
+  // An image pools as it is; the steps of a sequence, or a volume's cells in their order, as
+  // one row.
+  const std::int64_t channels = input_shape.back();
+  const Shape image = spatial_axes_ == 2
+                          ? input_shape
+                          : Shape{1, shape_size(input_shape) / std::max<std::int64_t>(channels, 1),
+                                  channels};
   Pooling2DOptions o;
   o.kind = PoolKind::max;
   o.pool_size = o.strides = {image[0], image[1]};
-  const std::int64_t channels = input_shape.back();
-  Shape out{channels};
-  if (keepdims_) out = spatial_axes_ == 1 ? Shape{1, channels} : Shape{1, 1, channels};
+  Shape out(keepdims_ ? static_cast<std::size_t>(spatial_axes_) : 0, 1);
+  out.push_back(channels);
   return build_inner(std::make_unique<Pooling2D>(name(), o), input_shape, image, out, init);
 }
 

@@ -10,6 +10,7 @@
 //   AveragePooling1D
 //   GlobalMaxPooling1D one window over every step (a Pooling2D of (1, steps));
 //   GlobalMaxPooling2D one over every cell (rows, cols); keepdims keeps the pooled axes as 1
+//   GlobalMaxPooling3D a volume's cells as one row (1, depth · rows · cols)
 //   ZeroPadding1D,     (steps, channels) as (1, steps, channels), a ZeroPadding2D (Cropping2D)
 //   Cropping1D         of (0, 0) rows and (left, right) columns
 //   UpSampling1D       (steps, channels) as (1, steps, channels), an UpSampling2D of (1, size)
@@ -222,13 +223,13 @@ class Pooling1D : public Reshaped2D {
   Pooling2DOptions options_;
 };
 
-/// GlobalMaxPooling1D (spatial_axes 1) / GlobalMaxPooling2D (2).
+/// GlobalMaxPooling1D (spatial_axes 1), GlobalMaxPooling2D (2), GlobalMaxPooling3D (3).
 class GlobalMaxPooling : public Reshaped2D {
  public:
   GlobalMaxPooling(std::string name, int spatial_axes, bool keepdims)
       : Reshaped2D(std::move(name)), spatial_axes_(spatial_axes), keepdims_(keepdims) {}
   std::string class_name() const override {
-    return spatial_axes_ == 1 ? "GlobalMaxPooling1D" : "GlobalMaxPooling2D";
+    return "GlobalMaxPooling" + std::to_string(spatial_axes_) + "D";
   }
   Shape build(const Shape& input_shape, Rng& init) override;
   nlohmann::json config() const override;

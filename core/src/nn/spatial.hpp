@@ -31,6 +31,26 @@ inline void check_image_shape(const Shape& input_shape, const std::string& who) 
                        shape_to_string(input_shape, true));
 }
 
+/// Checks a per-sample volume shape (depth, rows, cols, channels) with positive sizes (Conv3D,
+/// the 3-D pooling layers); `who` as check_image_shape's.
+inline void check_volume_shape(const Shape& input_shape, const std::string& who) {
+  if (input_shape.size() != 4)
+    throw ShapeError(who + " expects inputs (None, depth, rows, cols, channels), got " +
+                     shape_to_string(input_shape, true));
+  for (std::int64_t d : input_shape)
+    if (d <= 0)
+      throw ShapeError(who + " needs positive input sizes, got " +
+                       shape_to_string(input_shape, true));
+}
+
+/// The input a layer over `axes` spatial axes takes, for its errors: "(None, steps, channels)",
+/// "(None, rows, cols, channels)", "(None, depth, rows, cols, channels)".
+inline std::string spatial_axes_shape(int axes) {
+  if (axes == 1) return "(None, steps, channels)";
+  if (axes == 2) return "(None, rows, cols, channels)";
+  return "(None, depth, rows, cols, channels)";
+}
+
 inline std::string padding_name(Padding p) {
   return p == Padding::valid ? "valid" : "same";
 }
@@ -40,6 +60,20 @@ using Pair = std::array<std::int64_t, 2>;
 
 inline nlohmann::json pair_json(const Pair& p) {
   return nlohmann::json::array({p[0], p[1]});
+}
+
+/// A window along a volume's depth axis, the first of its three spatial axes (Conv3D's
+/// kernel_size[0], strides[0] and dilation_rate[0]; the 3-D pooling layers'): the image layers
+/// have none.
+struct DepthWindow {
+  std::int64_t size = 1;
+  std::int64_t stride = 1;
+  std::int64_t dilation = 1;
+};
+
+/// Keras' triple for a volume's window, (depth, rows, cols), from its depth part and its pair.
+inline nlohmann::json triple_json(std::int64_t depth, const Pair& p) {
+  return nlohmann::json::array({depth, p[0], p[1]});
 }
 
 /// One axis of a sliding window: output length and the zero padding before and after.

@@ -126,7 +126,7 @@ TEST(WindowMath, ValidTapsAndCoveringOutputs) {
 // ---- 2-D references on an explicitly padded image ----------------------------------------------
 
 struct Case {
-  Geometry2D g;
+  Geometry g;
   nn::Padding padding;
   std::int64_t samples;
 };
@@ -212,7 +212,7 @@ TEST(WindowMath, Im2colMatchesThePaddedImage) {
                 const std::int64_t pr = oy * c.g.rows.stride + ky * c.g.rows.dilation;
                 const std::int64_t pq = ox * c.g.cols.stride + kx * c.g.cols.dilation;
                 ASSERT_EQ(im2col_element(c.g, x.data(), e), p.at(s, pr, pq, ch));
-                ASSERT_EQ(im2col_source(c.g, oy, ox, e % patch) >= 0, p.is_real(s, pr, pq) != 0);
+                ASSERT_EQ(im2col_source(c.g, Cell{0, oy, ox}, e % patch) >= 0, p.is_real(s, pr, pq) != 0);
               }
     EXPECT_EQ(e, output_pixels(c) * patch);
   }
@@ -356,7 +356,7 @@ TEST(WindowMath, AveragePoolingExcludesPadding) {
                 ++count;
               }
             ASSERT_GT(count, 0);
-            ASSERT_EQ(pool_cells(c.g, oy, ox), count);
+            ASSERT_EQ(pool_cells(c.g, Cell{0, oy, ox}), count);
             ASSERT_TRUE(
                 same_bits(avg_pool_element(c.g, x.data(), e), sum / static_cast<float>(count)));
             for (std::int64_t ky = 0; ky < c.g.rows.kernel; ++ky)

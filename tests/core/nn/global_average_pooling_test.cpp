@@ -78,8 +78,8 @@ TEST(GlobalAveragePooling1D, ForwardAndGradientMatchDoubleReference) {
     image_input.build({4, 4, 8}, init);
     FAIL() << "GlobalAveragePooling1D takes (batch, steps, features)";
   } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("'gap1d' (GlobalAveragePooling1D) expects inputs of "
-                                         "shape (batch, steps, features), got (None, 4, 4, 8)"),
+    EXPECT_NE(std::string(e.what()).find("'gap1d' (GlobalAveragePooling1D) expects inputs "
+                                         "(None, steps, channels), got (None, 4, 4, 8)"),
               std::string::npos)
         << e.what();
   }

@@ -148,7 +148,7 @@ TEST(Pooling2D, OutputShapesAsKerasComputesThem) {
   };
   for (const Case& c : cases)
     for (PoolKind kind : {PoolKind::max, PoolKind::average}) {
-      Pooling2D pool("p", {kind, c.pool, c.strides, c.padding});
+      Pooling2D pool("p", {kind, c.pool, c.strides, c.padding, std::nullopt});
       Rng init(0);
       EXPECT_EQ(pool.build(c.input, init), c.expected) << shape_to_string(c.input);
     }
@@ -165,7 +165,7 @@ TEST(Pooling2D, BadShapesNameTheLayer) {
     }
   };
   Rng init(0);
-  Pooling2DOptions o{PoolKind::max, {3, 3}, {3, 3}, Padding::valid};
+  Pooling2DOptions o{PoolKind::max, {3, 3}, {3, 3}, Padding::valid, std::nullopt};
   expect_shape_error(
       [&] {
         Pooling2D("squash", o).build({2, 8, 4}, init);
@@ -189,7 +189,7 @@ TEST(Pooling2D, BadShapesNameTheLayer) {
 }
 
 TEST(Pooling2D, CachesPerBatchSize) {
-  Pooling2D pool("p", {PoolKind::max, {2, 2}, {2, 2}, Padding::same});
+  Pooling2D pool("p", {PoolKind::max, {2, 2}, {2, 2}, Padding::same, std::nullopt});
   Rng init(0);
   pool.build({5, 5, 4}, init);
   Tensor big = tie_free_tensor({3, 5, 5, 4}, 1);

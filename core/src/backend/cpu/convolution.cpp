@@ -1,4 +1,4 @@
-// The CPU backend's 2-D convolution: oneDNN convolution primitives (forward, backward-data,
+// The CPU backend's 2-D and 3-D convolutions: oneDNN convolution primitives (forward, backward-data,
 // backward-weights with bias).
 //
 // Activations stay NHWC, the Keras layout, with no reorder; the kernel is handed to oneDNN in the
@@ -36,6 +36,7 @@
 #include "backend/cpu/bf16_rounding.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/dnnl_engine.hpp"
+#include "backend/cpu/dnnl_window.hpp"
 #include "backend/cpu/parallel.hpp"
 #include "tandem/error.hpp"
 
@@ -102,13 +103,14 @@ class CpuConvolution final : public Convolution2D {
   CpuConvolution(ConvolutionDesc desc, bool bf16)
       : desc_(std::move(desc)),
         bf16_(bf16 && desc_.geometry.channels / desc_.groups >= kMinBf16Channels),
-        blocked_16_(!bf16_ && desc_.groups == 1 && desc_.geometry.rows.dilation == 1 &&
+        blocked_16_(!bf16_ && !desc_.geometry.volume && desc_.groups == 1 &&
+                    desc_.geometry.rows.dilation == 1 &&
                     desc_.geometry.cols.dilation == 1) {}
 
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
-    cpu_backend().place(y, {batch, g.rows.out, g.cols.out, desc_.filters});
+    cpu_backend().place(y, window_output_shape(g, batch, desc_.filters));
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     try {
@@ -158,8 +160,8 @@ class CpuConvolution final : public Convolution2D {
                 Tensor* d_bias, Tensor* dx) override {
     const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
     if (batch == 0 || !bf16_) return Convolution2D::backward(x, dy, kernel, d_kernel, d_bias, dx);
-    const window::Geometry2D& g = desc_.geometry;
-    if (dx) cpu_backend().place(*dx, {batch, g.rows.in, g.cols.in, g.channels});
+    const window::Geometry& g = desc_.geometry;
+    if (dx) cpu_backend().place(*dx, window_input_shape(g, batch));
     Primitives& p = primitives(batch);
     prepare_backward(p, dx != nullptr);
     try {
@@ -184,9 +186,9 @@ class CpuConvolution final : public Convolution2D {
   }
 
   void backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) override {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     const std::int64_t batch = dy.rank() > 0 ? dy.dim(0) : 0;
-    cpu_backend().place(dx, {batch, g.rows.in, g.cols.in, g.channels});
+    cpu_backend().place(dx, window_input_shape(g, batch));
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     prepare_backward(p, true);
@@ -220,13 +222,15 @@ class CpuConvolution final : public Convolution2D {
     p.bwdw_scratch.set_data_handle(scratch_.data());
   }
   [[noreturn]] void fail(const char* what, std::int64_t batch, const std::exception& e) const {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     throw RunError(desc_.label + ": oneDNN " + what + " failed for input " +
-                   shape_to_string({batch, g.rows.in, g.cols.in, g.channels}) + ": " + e.what());
+                   shape_to_string(window_input_shape(g, batch)) + ": " + e.what());
   }
 
-  // How oneDNN is told the layout of an NHWC tensor of `channels` channels (see the header).
+  // How oneDNN is told the layout of a channels-last tensor of `channels` channels (see the
+  // header).
   Tag activation_tag(std::int64_t channels) const {
+    if (desc_.geometry.volume) return Tag::ndhwc;
     return blocked_16_ && channels == 16 ? Tag::nChw16c : Tag::nhwc;
   }
 
@@ -245,31 +249,35 @@ Primitives& CpuConvolution::primitives(std::int64_t batch) {
   p->batch = batch;
   try {
     const auto& engine = cpu::dnnl_engine();
-    const backend::window::Geometry2D& g = desc_.geometry;
+    const backend::window::Geometry& g = desc_.geometry;
     const std::int64_t in = g.channels, filters = desc_.filters;
     p->stream = dnnl::stream(engine);
-    // oneDNN's logical dims are always (N, C, H, W) / (O, I, H, W); the tags give the layouts.
+    // oneDNN's logical dims are always (N, C, [D,] H, W) / (O, I, [D,] H, W); the tags give the
+    // layouts.
     const auto low = bf16_ ? kBf16 : kF32;  // the operands' type
     const Tag src_tag = activation_tag(in), dst_tag = activation_tag(filters);
-    p->src_md = memory::desc({batch, in, g.rows.in, g.cols.in}, kF32, src_tag);
-    p->dst_md = memory::desc({batch, filters, g.rows.out, g.cols.out}, kF32, dst_tag);
-    p->src_low_md = memory::desc({batch, in, g.rows.in, g.cols.in}, low, src_tag);
-    p->diff_dst_low_md = memory::desc({batch, filters, g.rows.out, g.cols.out}, low, dst_tag);
+    const memory::dims src_dims = cpu::dnnl_cells({batch, in}, g, true);
+    const memory::dims dst_dims = cpu::dnnl_cells({batch, filters}, g, false);
+    p->src_md = memory::desc(src_dims, kF32, src_tag);
+    p->dst_md = memory::desc(dst_dims, kF32, dst_tag);
+    p->src_low_md = memory::desc(src_dims, low, src_tag);
+    p->diff_dst_low_md = memory::desc(dst_dims, low, dst_tag);
     if (desc_.groups == 1) {
-      p->kernel_md = memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, kF32, Tag::hwio);
-      p->weights_any_md =
-          memory::desc({filters, in, g.rows.kernel, g.cols.kernel}, low, Tag::any);
-    } else {  // (G, O/G, I/G, H, W); Keras' (kh, kw, I/G, O) is hwigo, O = g·(O/G) + o
-      const memory::dims dims = {desc_.groups, filters / desc_.groups, in / desc_.groups,
-                                 g.rows.kernel, g.cols.kernel};
-      p->kernel_md = memory::desc(dims, kF32, Tag::hwigo);
+      const memory::dims dims = cpu::dnnl_taps({filters, in}, g);
+      p->kernel_md = memory::desc(dims, kF32, g.volume ? Tag::dhwio : Tag::hwio);
+      p->weights_any_md = memory::desc(dims, low, Tag::any);
+    } else {  // (G, O/G, I/G, [D,] H, W); Keras' ([kd,] kh, kw, I/G, O) is [d]hwigo
+      const memory::dims dims =
+          cpu::dnnl_taps({desc_.groups, filters / desc_.groups, in / desc_.groups}, g);
+      p->kernel_md = memory::desc(dims, kF32, g.volume ? Tag::dhwigo : Tag::hwigo);
       p->weights_any_md = memory::desc(dims, low, Tag::any);
     }
     if (desc_.use_bias) p->bias_md = memory::desc({filters}, kF32, Tag::a);
-    p->strides = {g.rows.stride, g.cols.stride};
-    p->dilates = {g.rows.dilation - 1, g.cols.dilation - 1};
-    p->pad_l = {g.rows.pad_before, g.cols.pad_before};
-    p->pad_r = {window::pad_after(g.rows), window::pad_after(g.cols)};
+    const cpu::DnnlWindow w = cpu::dnnl_window(g);
+    p->strides = w.strides;
+    p->dilates = w.dilates;
+    p->pad_l = w.pad_l;
+    p->pad_r = w.pad_r;
 
     auto desc =
         desc_.use_bias

@@ -1,4 +1,4 @@
-// The CPU backend's 2-D pooling: oneDNN pooling primitives in NHWC (jit:avx512_core; measured
+// The CPU backend's 2-D and 3-D pooling: oneDNN pooling primitives in NHWC (NDHWC) (jit:avx512_core; measured
 // faster than nChw16c for the fashion-cnn shapes), created per (batch size, thread count) and
 // cached; max pooling keeps the forward's argmax workspace for its backward. Padded cells never
 // win a maximum and are left out of an average (pooling_avg_exclude_padding, Keras' rule).
@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/dnnl_engine.hpp"
+#include "backend/cpu/dnnl_window.hpp"
 #include "backend/cpu/parallel.hpp"
 #include "tandem/error.hpp"
 
@@ -18,7 +19,6 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto kF32 = memory::data_type::f32;
 using Args = std::unordered_map<int, memory>;
-
 
 // The forward and backward primitives of one batch size; src/dst/diff memories wrap the caller's
 // tensors (handles set before each execution), the workspace (max pooling's argmax) is oneDNN's.
@@ -36,10 +36,10 @@ class CpuPooling final : public Pooling2D {
   explicit CpuPooling(PoolingDesc desc) : desc_(std::move(desc)) {}
 
   void forward(const Tensor& x, Tensor& y) override {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     const std::int64_t batch = x.rank() > 0 ? x.dim(0) : 0;
     last_batch_ = batch;
-    cpu_backend().place(y, {batch, g.rows.out, g.cols.out, g.channels});
+    cpu_backend().place(y, window_output_shape(g, batch, g.channels));
     if (batch == 0) return;
     Primitives& p = primitives(batch);
     try {
@@ -54,9 +54,9 @@ class CpuPooling final : public Pooling2D {
   }
 
   void backward(const Tensor& dy, Tensor& dx) override {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     const std::int64_t batch = last_batch_;
-    cpu_backend().place(dx, {batch, g.rows.in, g.cols.in, g.channels});
+    cpu_backend().place(dx, window_input_shape(g, batch));
     if (batch <= 0) return;
     Primitives& p = primitives(batch);
     try {
@@ -73,9 +73,9 @@ class CpuPooling final : public Pooling2D {
  private:
   Primitives& primitives(std::int64_t batch);
   [[noreturn]] void fail(const char* what, std::int64_t batch, const std::exception& e) const {
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     throw RunError(desc_.label + ": oneDNN " + what + " failed for input " +
-                   shape_to_string({batch, g.rows.in, g.cols.in, g.channels}) + ": " + e.what());
+                   shape_to_string(window_input_shape(g, batch)) + ": " + e.what());
   }
 
   PoolingDesc desc_;
@@ -91,14 +91,16 @@ Primitives& CpuPooling::primitives(std::int64_t batch) {
   auto p = std::make_unique<Primitives>();
   try {
     const auto& engine = cpu::dnnl_engine();
-    const window::Geometry2D& g = desc_.geometry;
+    const window::Geometry& g = desc_.geometry;
     const std::int64_t channels = g.channels;
-    memory::desc src_md({batch, channels, g.rows.in, g.cols.in}, kF32, Tag::nhwc);
-    memory::desc dst_md({batch, channels, g.rows.out, g.cols.out}, kF32, Tag::nhwc);
-    const memory::dims strides{g.rows.stride, g.cols.stride};
-    const memory::dims kernel{g.rows.kernel, g.cols.kernel};
-    const memory::dims pad_l{g.rows.pad_before, g.cols.pad_before};
-    const memory::dims pad_r{window::pad_after(g.rows), window::pad_after(g.cols)};
+    const Tag tag = g.volume ? Tag::ndhwc : Tag::nhwc;
+    memory::desc src_md(cpu::dnnl_cells({batch, channels}, g, true), kF32, tag);
+    memory::desc dst_md(cpu::dnnl_cells({batch, channels}, g, false), kF32, tag);
+    const cpu::DnnlWindow w = cpu::dnnl_window(g);
+    const memory::dims& strides = w.strides;
+    const memory::dims kernel = cpu::dnnl_taps({}, g);
+    const memory::dims& pad_l = w.pad_l;
+    const memory::dims& pad_r = w.pad_r;
     const auto algorithm = desc_.kind == PoolKind::max
                                ? dnnl::algorithm::pooling_max
                                : dnnl::algorithm::pooling_avg_exclude_padding;

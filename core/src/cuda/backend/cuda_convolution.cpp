@@ -151,11 +151,11 @@ class CudaConvolution final : public backend::Convolution2D {
   DeviceAllocator& allocator_;
   cudaStream_t stream_;
   std::string who_;
-  backend::window::Geometry2D geom_;
+  backend::window::Geometry geom_;
   std::int64_t filters_ = 0;
   bool use_bias_ = true;
-  std::int64_t patch_ = 0;        // kh * kw * in: the im2col matrix's columns
-  std::int64_t out_pixels_ = 0;   // out_rows * out_cols: its rows per sample
+  std::int64_t patch_ = 0;        // taps * in: the im2col matrix's columns
+  std::int64_t out_pixels_ = 0;   // output cells: its rows per sample
   std::int64_t in_size_ = 0;      // floats per input sample
   std::int64_t out_size_ = 0;     // floats per output sample
   std::int64_t kernel_size_ = 0;  // floats of the kernel
@@ -181,13 +181,14 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
       filters_(desc.filters),
       use_bias_(desc.use_bias) {
   patch_ = backend::window::patch_size(geom_);
-  out_pixels_ = geom_.rows.out * geom_.cols.out;
-  in_size_ = geom_.rows.in * geom_.cols.in * geom_.channels;
+  out_pixels_ = backend::window::output_cells(geom_);
+  in_size_ = backend::window::input_cells(geom_) * geom_.channels;
   out_size_ = out_pixels_ * filters_;
   kernel_size_ = patch_ * filters_;
-  identity_ = geom_.rows.kernel == 1 && geom_.cols.kernel == 1 && geom_.rows.stride == 1 &&
-              geom_.cols.stride == 1 && geom_.rows.pad_before == 0 && geom_.cols.pad_before == 0 &&
-              geom_.rows.out == geom_.rows.in && geom_.cols.out == geom_.cols.in;
+  identity_ = true;
+  for (const backend::window::Axis* a : {&geom_.depth, &geom_.rows, &geom_.cols})
+    identity_ = identity_ && a->kernel == 1 && a->stride == 1 && a->pad_before == 0 &&
+                a->out == a->in;
   // Chunks of whole samples under the budget; when there is room, a multiple of the samples
   // that keep each chunk's output 256-byte aligned, so it needs no staging.
   chunk_ = std::max<std::int64_t>(1, kColsBudget / std::max<std::int64_t>(1, out_pixels_ * patch_));
@@ -204,6 +205,14 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
                                            "=cudnn, but in bf16 and fp16 convolutions run on "
                                            "im2col (cuDNN would round their outputs to 16 bits); "
                                            "use " + kConv2DPathVariable + "=auto or im2col");
+    return;
+  }
+  if (geom_.volume) {  // cuda/ops/cudnn_convolution describes 4-D tensors only
+    if (mode_ == Mode::cudnn)
+      throw ConfigError(kConv2DPathVariable,
+                        who_ + ": " + kConv2DPathVariable +
+                            "=cudnn, but 3-D convolutions run on im2col; use " +
+                            kConv2DPathVariable + "=auto or im2col");
     return;
   }
   CudnnConvolution::Geometry g;
@@ -399,7 +408,7 @@ bool CudaConvolution::backward_on_cudnn(const float* x, const float* dy, std::in
 void CudaConvolution::forward(const Tensor& x, const Tensor& kernel, const Tensor* bias,
                               Tensor& y) {
   const std::int64_t batch = batch_of(x);
-  ops_.place(y, {batch, geom_.rows.out, geom_.cols.out, filters_});
+  ops_.place(y, backend::window_output_shape(geom_, batch, filters_));
   cols_hold_x_ = false;
   if (batch == 0) return;
   const float* b = use_bias_ && bias ? bias->data() : nullptr;
@@ -459,7 +468,7 @@ void CudaConvolution::backward_weights(const Tensor& x, const Tensor& dy, Tensor
 
 void CudaConvolution::backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) {
   const std::int64_t batch = batch_of(dy);
-  ops_.place(dx, {batch, geom_.rows.in, geom_.cols.in, geom_.channels});
+  ops_.place(dx, backend::window_input_shape(geom_, batch));
   cols_hold_x_ = false;  // the im2col path overwrites cols_
   if (batch == 0) return;
   const std::int64_t rows = batch * out_pixels_;

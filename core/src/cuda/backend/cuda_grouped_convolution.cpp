@@ -13,9 +13,9 @@ class CudaGroupedConvolution final : public backend::Convolution2D {
       : ops_(ops), desc_(desc) {}
 
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
-    const backend::window::Geometry2D& g = desc_.geometry;
+    const backend::window::Geometry& g = desc_.geometry;
     const std::int64_t batch = batch_of(x);
-    ops_.place(y, {batch, g.rows.out, g.cols.out, desc_.filters});
+    ops_.place(y, backend::window_output_shape(g, batch, desc_.filters));
     grouped_conv_forward(x.data(), kernel.data(), desc_.use_bias && bias ? bias->data() : nullptr,
                          y.data(), batch, g, desc_.filters, desc_.groups, ops_.stream());
   }
@@ -29,9 +29,9 @@ class CudaGroupedConvolution final : public backend::Convolution2D {
   }
 
   void backward_data(const Tensor& dy, const Tensor& kernel, Tensor& dx) override {
-    const backend::window::Geometry2D& g = desc_.geometry;
+    const backend::window::Geometry& g = desc_.geometry;
     const std::int64_t batch = batch_of(dy);
-    ops_.place(dx, {batch, g.rows.in, g.cols.in, g.channels});
+    ops_.place(dx, backend::window_input_shape(g, batch));
     grouped_conv_backward_data(dy.data(), kernel.data(), dx.data(), batch, g, desc_.filters,
                                desc_.groups, ops_.stream());
   }

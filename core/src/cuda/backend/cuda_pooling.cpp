@@ -18,9 +18,9 @@ class CudaPooling final : public backend::Pooling2D {
   CudaPooling(const backend::PoolingDesc& desc, CudaBackend& ops) : desc_(desc), ops_(ops) {}
 
   void forward(const Tensor& x, Tensor& y) override {
-    const backend::window::Geometry2D& g = desc_.geometry;
+    const backend::window::Geometry& g = desc_.geometry;
     batch_ = x.rank() > 0 ? x.dim(0) : 0;
-    ops_.place(y, {batch_, g.rows.out, g.cols.out, g.channels});
+    ops_.place(y, backend::window_output_shape(g, batch_, g.channels));
     if (batch_ == 0) return;
     if (desc_.kind == backend::PoolKind::max) {
       argmax_.resize(ops_.allocator(), y.size());  // int32 per output
@@ -32,8 +32,8 @@ class CudaPooling final : public backend::Pooling2D {
   }
 
   void backward(const Tensor& dy, Tensor& dx) override {
-    const backend::window::Geometry2D& g = desc_.geometry;
-    ops_.place(dx, {batch_, g.rows.in, g.cols.in, g.channels});
+    const backend::window::Geometry& g = desc_.geometry;
+    ops_.place(dx, backend::window_input_shape(g, batch_));
     if (batch_ == 0) return;
     if (desc_.kind == backend::PoolKind::max)
       max_pool_backward(dy.data(), reinterpret_cast<const std::int32_t*>(argmax_.data()),

@@ -8,10 +8,10 @@ namespace tandem::cuda {
 
 namespace {
 
-using backend::window::Geometry2D;
+using backend::window::Geometry;
 
 __global__ void forward_kernel(const float* x, const float* k, const float* bias, float* y,
-                               std::int64_t n, Geometry2D g, std::int64_t filters,
+                               std::int64_t n, Geometry g, std::int64_t filters,
                                std::int64_t groups) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step()) {
     const float v = backend::window::grouped_conv_output(g, filters, groups, x, k, e);
@@ -20,7 +20,7 @@ __global__ void forward_kernel(const float* x, const float* k, const float* bias
 }
 
 __global__ void data_kernel(const float* dy, const float* k, float* dx, std::int64_t n,
-                            Geometry2D g, std::int64_t filters, std::int64_t groups) {
+                            Geometry g, std::int64_t filters, std::int64_t groups) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::grouped_conv_input_grad(g, filters, groups, dy, k, e);
 }
@@ -29,7 +29,7 @@ __global__ void data_kernel(const float* dy, const float* k, float* dx, std::int
 // the bias' column sums of dy (the rest). Thread t takes rows t, t + blockDim, ...; the partial
 // sums meet in a fixed tree.
 __global__ void weights_kernel(const float* x, const float* dy, float* dk, float* db,
-                               std::int64_t kernel_size, std::int64_t rows, Geometry2D g,
+                               std::int64_t kernel_size, std::int64_t rows, Geometry g,
                                std::int64_t filters, std::int64_t groups) {
   __shared__ float partial[kThreads];
   const std::int64_t w = blockIdx.x;
@@ -52,9 +52,9 @@ __global__ void weights_kernel(const float* x, const float* dy, float* dk, float
 }  // namespace
 
 void grouped_conv_forward(const float* x, const float* kernel, const float* bias, float* y,
-                          std::int64_t samples, const Geometry2D& g, std::int64_t filters,
+                          std::int64_t samples, const Geometry& g, std::int64_t filters,
                           std::int64_t groups, cudaStream_t stream) {
-  const std::int64_t n = samples * g.rows.out * g.cols.out * filters;
+  const std::int64_t n = samples * backend::window::output_cells(g) * filters;
   if (n == 0) return;
   forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, kernel, bias, y, n, g, filters,
                                                          groups);
@@ -62,22 +62,22 @@ void grouped_conv_forward(const float* x, const float* kernel, const float* bias
 }
 
 void grouped_conv_backward_data(const float* dy, const float* kernel, float* dx,
-                                std::int64_t samples, const Geometry2D& g, std::int64_t filters,
+                                std::int64_t samples, const Geometry& g, std::int64_t filters,
                                 std::int64_t groups, cudaStream_t stream) {
-  const std::int64_t n = samples * g.rows.in * g.cols.in * g.channels;
+  const std::int64_t n = samples * backend::window::input_cells(g) * g.channels;
   if (n == 0) return;
   data_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, kernel, dx, n, g, filters, groups);
   check_launch("grouped convolution backward (data)");
 }
 
 void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel,
-                                   float* d_bias, std::int64_t samples, const Geometry2D& g,
+                                   float* d_bias, std::int64_t samples, const Geometry& g,
                                    std::int64_t filters, std::int64_t groups,
                                    cudaStream_t stream) {
   const std::int64_t kernel_size =
-      g.rows.kernel * g.cols.kernel * (g.channels / groups) * filters;
+      backend::window::kernel_taps(g) * (g.channels / groups) * filters;
   const std::int64_t values = kernel_size + (d_bias ? filters : 0);
-  const std::int64_t rows = samples * g.rows.out * g.cols.out;
+  const std::int64_t rows = samples * backend::window::output_cells(g);
   if (values == 0) return;
   weights_kernel<<<static_cast<unsigned>(values), kThreads, 0, stream>>>(
       x, dy, d_kernel, d_bias, kernel_size, rows, g, filters, groups);

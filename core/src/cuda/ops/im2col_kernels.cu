@@ -9,12 +9,12 @@ namespace tandem::cuda {
 
 namespace {
 
-__global__ void im2col_kernel(const float* x, float* cols, std::int64_t n, backend::window::Geometry2D g) {
+__global__ void im2col_kernel(const float* x, float* cols, std::int64_t n, backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     cols[e] = backend::window::im2col_element(g, x, e);
 }
 
-__global__ void col2im_kernel(const float* dcols, float* dx, std::int64_t n, backend::window::Geometry2D g) {
+__global__ void col2im_kernel(const float* dcols, float* dx, std::int64_t n, backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::col2im_element(g, dcols, e);
 }
@@ -25,17 +25,18 @@ __global__ void add_kernel(float* acc, const float* x, std::int64_t n) {
 
 }  // namespace
 
-void im2col(const float* x, float* cols, std::int64_t samples, const backend::window::Geometry2D& g,
+void im2col(const float* x, float* cols, std::int64_t samples, const backend::window::Geometry& g,
             cudaStream_t stream) {
-  const std::int64_t n = samples * g.rows.out * g.cols.out * backend::window::patch_size(g);
+  const std::int64_t n =
+      samples * backend::window::output_cells(g) * backend::window::patch_size(g);
   if (n == 0) return;
   im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, cols, n, g);
   check_launch("im2col");
 }
 
-void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::window::Geometry2D& g,
+void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::window::Geometry& g,
             cudaStream_t stream) {
-  const std::int64_t n = samples * g.rows.in * g.cols.in * g.channels;
+  const std::int64_t n = samples * backend::window::input_cells(g) * g.channels;
   if (n == 0) return;
   col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dcols, dx, n, g);
   check_launch("col2im");

@@ -30,10 +30,10 @@ namespace tandem::cuda {
 
 /// cols = the im2col matrix of `samples` NHWC inputs x: (samples * out_rows * out_cols) rows of
 /// patch_size(g) columns, row-major, zeros where a tap reads padding.
-void im2col(const float* x, float* cols, std::int64_t samples, const backend::window::Geometry2D& g,
+void im2col(const float* x, float* cols, std::int64_t samples, const backend::window::Geometry& g,
             cudaStream_t stream);
 /// dx = col2im(dcols) for `samples` inputs, as a gather (backend::window::col2im_element).
-void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::window::Geometry2D& g,
+void col2im(const float* dcols, float* dx, std::int64_t samples, const backend::window::Geometry& g,
             cudaStream_t stream);
 /// acc[i] += x[i].
 void add_in_place(float* acc, const float* x, std::int64_t n, cudaStream_t stream);
@@ -45,29 +45,29 @@ void add_in_place(float* acc, const float* x, std::int64_t n, cudaStream_t strea
 
 /// y = the grouped convolution of `samples` inputs (+ bias[f] when bias is not null).
 void grouped_conv_forward(const float* x, const float* kernel, const float* bias, float* y,
-                          std::int64_t samples, const backend::window::Geometry2D& g,
+                          std::int64_t samples, const backend::window::Geometry& g,
                           std::int64_t filters, std::int64_t groups, cudaStream_t stream);
 /// dx from dy.
 void grouped_conv_backward_data(const float* dy, const float* kernel, float* dx,
-                                std::int64_t samples, const backend::window::Geometry2D& g,
+                                std::int64_t samples, const backend::window::Geometry& g,
                                 std::int64_t filters, std::int64_t groups, cudaStream_t stream);
 /// d_kernel (and d_bias, the column sums of dy, when not null), set.
 void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel,
                                    float* d_bias, std::int64_t samples,
-                                   const backend::window::Geometry2D& g, std::int64_t filters,
+                                   const backend::window::Geometry& g, std::int64_t filters,
                                    std::int64_t groups, cudaStream_t stream);
 
 // ---- MaxPooling2D, AveragePooling2D ----------------------------------------------------------
 
 /// y = the window maxima of `samples` NHWC inputs, argmax = each one's input cell (or -1).
 void max_pool_forward(const float* x, float* y, std::int32_t* argmax, std::int64_t samples,
-                      const backend::window::Geometry2D& g, cudaStream_t stream);
+                      const backend::window::Geometry& g, cudaStream_t stream);
 void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::int64_t samples,
-                       const backend::window::Geometry2D& g, cudaStream_t stream);
-void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry2D& g,
+                       const backend::window::Geometry& g, cudaStream_t stream);
+void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry& g,
                       cudaStream_t stream);
 void avg_pool_backward(const float* dy, float* dx, std::int64_t samples,
-                       const backend::window::Geometry2D& g, cudaStream_t stream);
+                       const backend::window::Geometry& g, cudaStream_t stream);
 
 // ---- GlobalAveragePooling2D ------------------------------------------------------------------
 

@@ -11,41 +11,41 @@ namespace tandem::cuda {
 namespace {
 
 __global__ void max_pool_forward_kernel(const float* x, float* y, std::int32_t* argmax,
-                                        std::int64_t n, backend::window::Geometry2D g) {
+                                        std::int64_t n, backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     y[e] = backend::window::max_pool_element(g, x, e, argmax + e);
 }
 
 __global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* argmax, float* dx,
-                                         std::int64_t n, backend::window::Geometry2D g) {
+                                         std::int64_t n, backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::max_pool_grad_element(g, dy, argmax, e);
 }
 
 __global__ void avg_pool_forward_kernel(const float* x, float* y, std::int64_t n,
-                                        backend::window::Geometry2D g) {
+                                        backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     y[e] = backend::window::avg_pool_element(g, x, e);
 }
 
 __global__ void avg_pool_backward_kernel(const float* dy, float* dx, std::int64_t n,
-                                         backend::window::Geometry2D g) {
+                                         backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::avg_pool_grad_element(g, dy, e);
 }
 
-std::int64_t outputs(std::int64_t samples, const backend::window::Geometry2D& g) {
-  return samples * g.rows.out * g.cols.out * g.channels;
+std::int64_t outputs(std::int64_t samples, const backend::window::Geometry& g) {
+  return samples * backend::window::output_cells(g) * g.channels;
 }
 
-std::int64_t inputs(std::int64_t samples, const backend::window::Geometry2D& g) {
-  return samples * g.rows.in * g.cols.in * g.channels;
+std::int64_t inputs(std::int64_t samples, const backend::window::Geometry& g) {
+  return samples * backend::window::input_cells(g) * g.channels;
 }
 
 }  // namespace
 
 void max_pool_forward(const float* x, float* y, std::int32_t* argmax, std::int64_t samples,
-                      const backend::window::Geometry2D& g, cudaStream_t stream) {
+                      const backend::window::Geometry& g, cudaStream_t stream) {
   const std::int64_t n = outputs(samples, g);
   if (n == 0) return;
   max_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, argmax, n, g);
@@ -53,14 +53,14 @@ void max_pool_forward(const float* x, float* y, std::int32_t* argmax, std::int64
 }
 
 void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::int64_t samples,
-                       const backend::window::Geometry2D& g, cudaStream_t stream) {
+                       const backend::window::Geometry& g, cudaStream_t stream) {
   const std::int64_t n = inputs(samples, g);
   if (n == 0) return;
   max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, dx, n, g);
   check_launch("max_pool_backward");
 }
 
-void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry2D& g,
+void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry& g,
                       cudaStream_t stream) {
   const std::int64_t n = outputs(samples, g);
   if (n == 0) return;
@@ -69,7 +69,7 @@ void avg_pool_forward(const float* x, float* y, std::int64_t samples, const back
 }
 
 void avg_pool_backward(const float* dy, float* dx, std::int64_t samples,
-                       const backend::window::Geometry2D& g, cudaStream_t stream) {
+                       const backend::window::Geometry& g, cudaStream_t stream) {
   const std::int64_t n = inputs(samples, g);
   if (n == 0) return;
   avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, dx, n, g);
