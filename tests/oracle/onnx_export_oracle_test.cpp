@@ -115,6 +115,33 @@ std::vector<Case> cases() {
                                                    {"groups", 3}, {"padding", "same"}}),
                                   layer("GlobalMaxPooling2D", {{"keepdims", true}})}),
                {{image}}});
+  // Volumes (Conv3D, the 3-D pooling, global pooling over a volume's cells). OpenCV 4.6 refuses
+  // a global pooling of 5-D tensors (its pads check counts 2 axes): NumPy runs those.
+  c.push_back({"volume_conv_pools_dense",
+               sequential({5, 6, 7, 2},
+                          {layer("Conv3D", {{"filters", 3}, {"kernel_size", {2, 3, 3}},
+                                            {"strides", {1, 2, 1}}, {"padding", "same"},
+                                            {"activation", "relu"}}),
+                           layer("MaxPooling3D", {{"pool_size", {2, 2, 2}}, {"padding", "same"}}),
+                           layer("AveragePooling3D", {{"pool_size", {1, 2, 2}},
+                                                      {"strides", {1, 1, 2}},
+                                                      {"padding", "same"}}),
+                           layer("Flatten"), layer("Dense", {{"units", 4}})}),
+               {{{5, 6, 7, 2}}}});
+  c.push_back({"volume_conv_groups_global_max",
+               sequential({4, 5, 6, 4},
+                          {layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2},
+                                            {"dilation_rate", {1, 2, 2}}}),
+                           layer("GlobalMaxPooling3D", {{"keepdims", true}})}),
+               {{{4, 5, 6, 4}}},
+               false});
+  c.push_back({"volume_average_global_average",
+               sequential({4, 5, 6, 3},
+                          {layer("AveragePooling3D", {{"pool_size", {2, 3, 2}},
+                                                      {"strides", {2, 2, 2}}}),
+                           layer("GlobalAveragePooling3D")}),
+               {{{4, 5, 6, 3}}},
+               false});
   c.push_back({"depthwise_separable",
                sequential(image, {layer("DepthwiseConv2D", {{"kernel_size", {3, 3}},
                                                             {"depth_multiplier", 2},

@@ -15,6 +15,7 @@ initializers' names}}.
 OpenCV's Python binding reads a 3-D NumPy array as an image with channels; a 3-D input is
 therefore given as 4-D with a trailing axis of 1 (the same values in the same order).
 """
+import itertools
 import json
 import math
 import sys
@@ -100,6 +101,54 @@ def conv_transpose(node, x, w, b=None):
                 c:c + (wd - 1) * stride[1] + 1:stride[1]] += np.einsum("nchw,co->nohw", x,
                                                                        w[:, :, i, j])
     return out if b is None else out + b.reshape(1, -1, 1, 1)
+
+
+def tap_views(node, x, kernel, fill):
+    """x (N, C, spatial...) padded by the node's `pads` with `fill`, and for each kernel tap in
+    row-major order the strided view of the cells it reads for every output (N, C, out...)."""
+    k = x.ndim - 2
+    strides = attribute(node, "strides", [1] * k)
+    dilations = attribute(node, "dilations", [1] * k)
+    pads = attribute(node, "pads", [0] * (2 * k))
+    padded = np.pad(x, [(0, 0), (0, 0)] + list(zip(pads[:k], pads[k:])), constant_values=fill)
+    out = [(padded.shape[2 + a] - (kernel[a] - 1) * dilations[a] - 1) // strides[a] + 1
+           for a in range(k)]
+    views = []
+    for tap in itertools.product(*(range(size) for size in kernel)):
+        index = [slice(None), slice(None)] + [
+            slice(tap[a] * dilations[a], tap[a] * dilations[a] + (out[a] - 1) * strides[a] + 1,
+                  strides[a]) for a in range(k)]
+        views.append((tap, padded[tuple(index)]))
+    return views
+
+
+def conv(node, x, w, b=None):
+    """Conv (any number of spatial axes, groups, dilations, explicit pads)."""
+    groups = attribute(node, "group", 1)
+    out_channels, per_group = w.shape[0], x.shape[1] // groups
+    step = out_channels // groups
+    y = None
+    for tap, view in tap_views(node, x, list(w.shape[2:]), 0.0):
+        for g in range(groups):
+            part = np.einsum("nc...,oc->no...", view[:, g * per_group:(g + 1) * per_group],
+                             w[(slice(g * step, (g + 1) * step), slice(None)) + tap])
+            if y is None:
+                y = np.zeros((x.shape[0], out_channels) + part.shape[2:], np.float64)
+            y[:, g * step:(g + 1) * step] += part
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return y.astype(np.float32)
+
+
+def pool(node, x, kind):
+    """MaxPool (padding never wins) and AveragePool (count_include_pad 0: padding left out)."""
+    kernel = attribute(node, "kernel_shape")
+    if kind == "max":
+        return np.max([v for _, v in tap_views(node, x, kernel, -np.inf)], axis=0)
+    assert attribute(node, "count_include_pad", 0) == 0
+    total = np.sum([v for _, v in tap_views(node, x, kernel, 0.0)], axis=0)
+    cells = np.sum([v for _, v in tap_views(node, np.ones_like(x), kernel, 0.0)], axis=0)
+    return total / cells
 
 
 RNN_ACTIVATIONS = {
@@ -243,6 +292,11 @@ OPERATORS = {
         x, list(zip(pads[:x.ndim], pads[x.ndim:])), constant_values=0 if value is None else value),
     "Resize": resize,
     "ConvTranspose": conv_transpose,
+    "Conv": conv,
+    "MaxPool": lambda n, x: pool(n, x, "max"),
+    "AveragePool": lambda n, x: pool(n, x, "average"),
+    "GlobalMaxPool": lambda n, x: x.max(axis=tuple(range(2, x.ndim)), keepdims=True),
+    "GlobalAveragePool": lambda n, x: x.mean(axis=tuple(range(2, x.ndim)), keepdims=True),
     "RNN": recurrent,
     "LSTM": recurrent,
     "GRU": recurrent,

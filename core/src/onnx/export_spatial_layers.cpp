@@ -1,10 +1,12 @@
 // Exporters of the sliding-window and image-geometry layers: convolutions (Conv1D, Conv2D with
-// groups, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv2DTranspose), pooling (1-D, 2-D, global) and
-// ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first; paddings are
+// groups, Conv3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv2DTranspose), pooling (1-D, 2-D,
+// 3-D, global) and ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first; paddings are
 // explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same" (one extra
 // row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a
 // (1, steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
+#include <algorithm>
 #include <array>
+#include <vector>
 
 #include "nn/reshaped_2d.hpp"
 #include "nn/resizing.hpp"
@@ -15,25 +17,22 @@ namespace tandem::onnx_export {
 
 namespace {
 
-using Pair = std::array<std::int64_t, 2>;
+using Sizes = std::vector<std::int64_t>;
 
-// A 2-D sliding window along (rows, cols), with ONNX's explicit pads.
-struct Window2D {
-  Pair kernel{1, 1}, strides{1, 1}, dilation{1, 1};
-  std::vector<std::int64_t> pads{0, 0, 0, 0};  // top, left, bottom, right
-
-  std::vector<std::int64_t> kernel_shape() const { return {kernel[0], kernel[1]}; }
-  std::vector<std::int64_t> stride_list() const { return {strides[0], strides[1]}; }
-  std::vector<std::int64_t> dilation_list() const { return {dilation[0], dilation[1]}; }
+// A sliding window along the image's spatial axes ((rows, cols), or a volume's (depth, rows,
+// cols)), with ONNX's explicit pads: every axis' before, then every axis' after.
+struct Window {
+  Sizes kernel, strides, dilation, pads;
 };
 
-// Keras' 1- or 2-element size list (a 1-D layer's sizes go along the cols of its view).
-Pair pair_of(const LayerCall& call, const char* key, std::int64_t fallback) {
+// Keras' size list for `axes` spatial axes: one integer for all of them, or one per axis (a 1-D
+// layer's 1-element list goes along the cols of its (1, steps) view).
+Sizes sizes_of(const LayerCall& call, const char* key, std::int64_t fallback, std::size_t axes) {
   const auto it = call.config.find(key);
-  if (it == call.config.end() || it->is_null()) return {fallback, fallback};
-  if (it->is_number_integer()) return {it->get<std::int64_t>(), it->get<std::int64_t>()};
-  if (it->size() == 1) return {1, (*it)[0].get<std::int64_t>()};
-  return {(*it)[0].get<std::int64_t>(), (*it)[1].get<std::int64_t>()};
+  if (it == call.config.end() || it->is_null()) return Sizes(axes, fallback);
+  if (it->is_number_integer()) return Sizes(axes, it->get<std::int64_t>());
+  if (it->size() == 1 && axes == 2) return {1, (*it)[0].get<std::int64_t>()};
+  return it->get<Sizes>();
 }
 
 std::string padding_of(const LayerCall& call) {
@@ -41,24 +40,26 @@ std::string padding_of(const LayerCall& call) {
   return it != call.config.end() && it->is_string() ? it->get<std::string>() : "valid";
 }
 
-// The window of a convolution or pooling layer on the (rows, cols) image `image`.
-Window2D window_of(const LayerCall& call, const Shape& image, const char* size_key, bool pooling) {
-  Window2D w;
-  w.kernel = pair_of(call, size_key, 1);
-  w.strides = pair_of(call, "strides", 1);
+// The window of a convolution or pooling layer on the channels-last image (or volume) `image`.
+Window window_of(const LayerCall& call, const Shape& image, const char* size_key, bool pooling) {
+  const std::size_t axes = image.size() - 1;
+  Window w;
+  w.kernel = sizes_of(call, size_key, 1, axes);
+  w.strides = sizes_of(call, "strides", 1, axes);
   if (pooling && call.config.contains("strides") && call.config["strides"].is_null())
     w.strides = w.kernel;
-  w.dilation = pair_of(call, "dilation_rate", 1);
+  w.dilation = sizes_of(call, "dilation_rate", 1, axes);
+  w.pads.assign(2 * axes, 0);
   const std::string padding = padding_of(call);
   if (padding == "causal") {  // Conv1D: (k - 1) * dilation zeros before the steps
     w.pads[1] = (w.kernel[1] - 1) * w.dilation[1];
     return w;
   }
   const nn::Padding p = padding == "same" ? nn::Padding::same : nn::Padding::valid;
-  for (int a = 0; a < 2; ++a) {
+  for (std::size_t a = 0; a < axes; ++a) {
     const nn::Window along = nn::window_along(image[a], w.kernel[a], w.strides[a], w.dilation[a], p);
     w.pads[a] = along.pad_before;
-    w.pads[a + 2] = along.pad_after;
+    w.pads[a + axes] = along.pad_after;
   }
   return w;
 }
@@ -79,35 +80,40 @@ OnnxValue from_image(LayerCall& call, const OnnxValue& image) {
   return reshape_to(call.graph, image, call.output_shape, call.prefix);
 }
 
-// Keras' kernel (kh, kw, a, b) as ONNX's (b, a, kh, kw): a convolution's (kh, kw, in/groups,
-// out) as Conv's (out, in/groups, kh, kw), a transposed one's (kh, kw, out, in) as
-// ConvTranspose's (in, out, kh, kw).
-std::vector<float> onnx_kernel(const Tensor& kernel, Pair k) {
+// Keras' kernel (taps..., a, b) as ONNX's (b, a, taps...): a convolution's (kh, kw, in/groups,
+// out) as Conv's (out, in/groups, kh, kw) (a volume's kd first), a transposed one's (kh, kw, out,
+// in) as ConvTranspose's (in, out, kh, kw).
+std::vector<float> onnx_kernel(const Tensor& kernel) {
   const std::int64_t a_size = kernel.dim(kernel.rank() - 2), b_size = kernel.dim(kernel.rank() - 1);
+  const std::int64_t taps = kernel.size() / std::max<std::int64_t>(a_size * b_size, 1);
   std::vector<float> w(static_cast<std::size_t>(kernel.size()));
-  for (std::int64_t y = 0; y < k[0]; ++y)
-    for (std::int64_t x = 0; x < k[1]; ++x)
-      for (std::int64_t a = 0; a < a_size; ++a)
-        for (std::int64_t b = 0; b < b_size; ++b)
-          w[((b * a_size + a) * k[0] + y) * k[1] + x] =
-              kernel[((y * k[1] + x) * a_size + a) * b_size + b];
+  for (std::int64_t t = 0; t < taps; ++t)
+    for (std::int64_t a = 0; a < a_size; ++a)
+      for (std::int64_t b = 0; b < b_size; ++b)
+        w[(b * a_size + a) * taps + t] = kernel[(t * a_size + a) * b_size + b];
   return w;
+}
+
+// (b, a, taps...): the ONNX weight dims of onnx_kernel's values.
+std::vector<std::int64_t> weight_dims(std::int64_t b, std::int64_t a, const Sizes& taps) {
+  std::vector<std::int64_t> dims{b, a};
+  dims.insert(dims.end(), taps.begin(), taps.end());
+  return dims;
 }
 
 // A Conv node on the channels-first image `x` with ONNX weights `oihw` of (out, in/g, kh, kw).
 OnnxValue conv(LayerCall& call, const OnnxValue& x, const std::string& tag,
                const std::vector<float>& oihw, std::int64_t out, std::int64_t in_per_group,
-               const Window2D& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
+               const Window& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
   OnnxGraph& g = call.graph;
-  std::vector<std::string> inputs{
-      x.name, call.constant(tag, {out, in_per_group, w.kernel[0], w.kernel[1]},
-                         oihw)};
+  std::vector<std::string> inputs{x.name,
+                                  call.constant(tag, weight_dims(out, in_per_group, w.kernel), oihw)};
   if (bias && call.has_weight(bias))
     inputs.push_back(call.constant("bias", {out}, values_of(call.weight(bias))));
   return {g.node("Conv", inputs, call.prefix)
-              .attr("kernel_shape", w.kernel_shape())
-              .attr("strides", w.stride_list())
-              .attr("dilations", w.dilation_list())
+              .attr("kernel_shape", w.kernel)
+              .attr("strides", w.strides)
+              .attr("dilations", w.dilation)
               .attr("pads", w.pads)
               .attr("group", groups)
               .output(),
@@ -126,31 +132,32 @@ OnnxValue activated(LayerCall& call, const OnnxValue& y) {
   return apply_activation(call.graph, y, call.activation(it->get<std::string>()), call.prefix);
 }
 
-OnnxValue export_conv(LayerCall& call) {  // Conv1D and Conv2D
+OnnxValue export_conv(LayerCall& call) {  // Conv1D, Conv2D and Conv3D
   const OnnxValue x = image_view(call);
   const Tensor& kernel = call.weight("kernel");
-  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  const Window w = window_of(call, x.shape, "kernel_size", false);
   const std::int64_t in_per_group = kernel.dim(kernel.rank() - 2);
   const std::int64_t out = kernel.dim(kernel.rank() - 1);
-  const OnnxValue y = conv(call, x, "kernel", onnx_kernel(kernel, w.kernel), out, in_per_group,
-                           w, x.shape[2] / in_per_group, "bias", image_output(call));
+  const OnnxValue y = conv(call, x, "kernel", onnx_kernel(kernel), out, in_per_group, w,
+                           x.shape.back() / in_per_group, "bias", image_output(call));
   return activated(call, from_image(call, y));
 }
 
 // DepthwiseConv2D: kernel (kh, kw, in, multiplier) (DepthwiseConv1D's (k, in, multiplier));
 // output channel c * multiplier + m.
-OnnxValue depthwise(LayerCall& call, const OnnxValue& x, const Window2D& w, const char* bias,
+OnnxValue depthwise(LayerCall& call, const OnnxValue& x, const Window& w, const char* bias,
                     const Shape& out_shape) {
   const Tensor& kernel = call.weight("depthwise_kernel");
   const std::int64_t in = kernel.dim(kernel.rank() - 2), multiplier = kernel.dim(kernel.rank() - 1);
   // (kh, kw, in, mult) read as (kh, kw, 1, in * mult) is exactly ONNX's grouped layout.
-  return conv(call, x, "depthwise_kernel", onnx_kernel(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier}), w.kernel),
+  return conv(call, x, "depthwise_kernel",
+              onnx_kernel(kernel.reshaped({w.kernel[0], w.kernel[1], 1, in * multiplier})),
               in * multiplier, 1, w, in, bias, out_shape);
 }
 
 OnnxValue export_depthwise_conv(LayerCall& call) {  // DepthwiseConv1D and DepthwiseConv2D
   const OnnxValue x = image_view(call);
-  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  const Window w = window_of(call, x.shape, "kernel_size", false);
   return activated(call, from_image(call, depthwise(call, x, w, "bias", image_output(call))));
 }
 
@@ -158,15 +165,16 @@ OnnxValue export_depthwise_conv(LayerCall& call) {  // DepthwiseConv1D and Depth
 // (pointwise kernel (1, 1, mid, out); SeparableConv1D's (1, mid, out)).
 OnnxValue export_separable_conv(LayerCall& call) {
   const OnnxValue x = image_view(call);
-  const Window2D w = window_of(call, x.shape, "kernel_size", false);
+  const Window w = window_of(call, x.shape, "kernel_size", false);
   const Tensor& pointwise = call.weight("pointwise_kernel");
   const std::int64_t mid = pointwise.dim(pointwise.rank() - 2);
   const std::int64_t out = pointwise.dim(pointwise.rank() - 1);
   Shape mid_shape = image_output(call);
   mid_shape.back() = mid;
   const OnnxValue d = depthwise(call, x, w, nullptr, mid_shape);
-  const OnnxValue y = conv(call, d, "pointwise_kernel", onnx_kernel(pointwise, {1, 1}), out, mid,
-                           Window2D{}, 1, "bias", image_output(call));
+  const Window one_by_one{{1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}};
+  const OnnxValue y = conv(call, d, "pointwise_kernel", onnx_kernel(pointwise), out, mid,
+                           one_by_one, 1, "bias", image_output(call));
   return activated(call, from_image(call, y));
 }
 
@@ -181,9 +189,9 @@ OnnxValue export_conv_transpose(LayerCall& call) {
   const Tensor& kernel = call.weight("kernel");
   // Conv1DTranspose's kernel (k, filters, in), exported on its view of one row: (1, k, ...).
   const bool one_row = kernel.rank() == 3;
-  const Pair k = one_row ? Pair{1, kernel.dim(0)} : Pair{kernel.dim(0), kernel.dim(1)};
+  const Sizes k = one_row ? Sizes{1, kernel.dim(0)} : Sizes{kernel.dim(0), kernel.dim(1)};
   const std::int64_t out = kernel.dim(kernel.rank() - 2), in = kernel.dim(kernel.rank() - 1);
-  const Window2D w = window_of(call, call.output_shape, "kernel_size", false);
+  const Window w = window_of(call, call.output_shape, "kernel_size", false);
   std::vector<std::int64_t> output_padding{0, 0}, starts{0, 0}, ends{0, 0};
   bool crop = false;
   for (int a = 0; a < 2; ++a) {
@@ -195,13 +203,13 @@ OnnxValue export_conv_transpose(LayerCall& call) {
     crop = crop || starts[a] > 0 || ends[a] < full + output_padding[a];
   }
   std::vector<std::string> inputs{
-      x.name, call.constant("kernel", {in, out, k[0], k[1]}, onnx_kernel(kernel, k))};
+      x.name, call.constant("kernel", weight_dims(in, out, k), onnx_kernel(kernel))};
   if (call.has_weight("bias"))
     inputs.push_back(call.constant("bias", {out}, values_of(call.weight("bias"))));
   std::string y = g.node("ConvTranspose", inputs, call.prefix)
-                      .attr("kernel_shape", w.kernel_shape())
-                      .attr("strides", w.stride_list())
-                      .attr("dilations", w.dilation_list())
+                      .attr("kernel_shape", w.kernel)
+                      .attr("strides", w.strides)
+                      .attr("dilations", w.dilation)
                       .attr("output_padding", output_padding)
                       .output();
   if (crop)
@@ -215,15 +223,15 @@ OnnxValue export_conv_transpose(LayerCall& call) {
 
 OnnxValue export_pooling(LayerCall& call, const char* op) {
   const OnnxValue x = image_view(call);
-  const Window2D w = window_of(call, x.shape, "pool_size", true);
+  const Window w = window_of(call, x.shape, "pool_size", true);
   auto node = call.graph.node(op, {x.name}, call.prefix);
-  node.attr("kernel_shape", w.kernel_shape()).attr("strides", w.stride_list()).attr("pads", w.pads);
+  node.attr("kernel_shape", w.kernel).attr("strides", w.strides).attr("pads", w.pads);
   if (std::string(op) == "AveragePool") node.attr("count_include_pad", std::int64_t{0});
   return from_image(call, {node.output(), image_output(call), true});
 }
 
-// Global pooling: ONNX's over the channels-first image, then Keras' shape ((channels), or
-// keepdims' (1, channels) / (1, 1, channels)).
+// Global pooling: ONNX's over the channels-first image (or volume), then Keras' shape
+// ((channels), or keepdims' (1, channels), (1, 1, channels) or (1, 1, 1, channels)).
 OnnxValue export_global_pooling(LayerCall& call, const char* op) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = image_view(call);
@@ -275,7 +283,7 @@ OnnxValue export_cropping(LayerCall& call) {
 OnnxValue export_upsampling(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], true);
-  const Pair size = pair_of(call, "size", 2);
+  const Sizes size = sizes_of(call, "size", 2, 2);
   const std::string scales = call.constant("scales", {4},
       {1.0f, 1.0f, static_cast<float>(size[0]), static_cast<float>(size[1])});
   return {g.node("Resize", {x.name, "", scales}, call.prefix)
@@ -366,19 +374,21 @@ OnnxValue export_resizing(LayerCall& call) {
 void add_spatial_exporters(ExporterTable& table) {
   table["Conv1D"] = export_conv;
   table["Conv2D"] = export_conv;
+  table["Conv3D"] = export_conv;
   table["DepthwiseConv1D"] = export_depthwise_conv;
   table["DepthwiseConv2D"] = export_depthwise_conv;
   table["SeparableConv1D"] = export_separable_conv;
   table["SeparableConv2D"] = export_separable_conv;
   table["Conv2DTranspose"] = export_conv_transpose;
   table["Conv1DTranspose"] = export_reshaped_2d;
-  for (const char* cls : {"MaxPooling1D", "MaxPooling2D"})
+  for (const char* cls : {"MaxPooling1D", "MaxPooling2D", "MaxPooling3D"})
     table[cls] = [](LayerCall& call) { return export_pooling(call, "MaxPool"); };
-  for (const char* cls : {"AveragePooling1D", "AveragePooling2D"})
+  for (const char* cls : {"AveragePooling1D", "AveragePooling2D", "AveragePooling3D"})
     table[cls] = [](LayerCall& call) { return export_pooling(call, "AveragePool"); };
-  for (const char* cls : {"GlobalAveragePooling1D", "GlobalAveragePooling2D"})
+  for (const char* cls :
+       {"GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D"})
     table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalAveragePool"); };
-  for (const char* cls : {"GlobalMaxPooling1D", "GlobalMaxPooling2D"})
+  for (const char* cls : {"GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D"})
     table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalMaxPool"); };
   table["ZeroPadding2D"] = export_zero_padding;
   table["Cropping2D"] = export_cropping;

@@ -550,5 +550,128 @@ TEST(WindowMath, GroupedConvolutionEqualsTheCpuConv2D) {
   }
 }
 
+// ---- Volumes: the same functions with a depth axis, against the CPU layers (oneDNN's 3-D) ----
+
+std::vector<Case> volume_cases(bool dilate, std::uint32_t seed, int count) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<Case> out;
+  for (Case c : cases(dilate, seed + 1000, count)) {
+    c.g.depth = axis(pick(1, 6), pick(1, 3), pick(1, 2), dilate ? pick(1, 2) : 1, c.padding);
+    c.g.volume = true;
+    if (c.g.depth.out > 0) out.push_back(c);
+  }
+  return out;
+}
+
+Shape volume_input(const Case& c) {
+  return {c.samples, c.g.depth.in, c.g.rows.in, c.g.cols.in, c.g.channels};
+}
+
+// Conv3D (groups 1 and 2) and the 3-D pooling of nn (oneDNN's NDHWC primitives on the CPU)
+// against the index math the CUDA kernels run: im2col + GEMM and the col2im gather, the direct
+// grouped convolution, max pooling (ties, NaN) and average pooling with their gradients.
+TEST(WindowMath, VolumesEqualTheCpuLayers) {
+  std::mt19937 rng(31);
+  for (Case c : volume_cases(true, 41, 40)) {
+    c.g.channels *= 2;
+    for (const std::int64_t groups : {1, 2}) {
+      const std::int64_t filters = 4;
+      nn::Conv2DOptions o;
+      o.filters = filters;
+      o.groups = groups;
+      o.kernel_size = {c.g.rows.kernel, c.g.cols.kernel};
+      o.strides = {c.g.rows.stride, c.g.cols.stride};
+      o.dilation_rate = {c.g.rows.dilation, c.g.cols.dilation};
+      o.depth = nn::DepthWindow{c.g.depth.kernel, c.g.depth.stride, c.g.depth.dilation};
+      o.padding = c.padding;
+      o.use_bias = false;
+      nn::Conv3D conv("conv", o);
+      Rng init(0);
+      ASSERT_EQ(conv.build({c.g.depth.in, c.g.rows.in, c.g.cols.in, c.g.channels}, init),
+                (Shape{c.g.depth.out, c.g.rows.out, c.g.cols.out, filters}));
+      Tensor& kernel = conv.parameters()[0]->value;  // (kd, kh, kw, in / groups, filters)
+      kernel = random_tensor(kernel.shape(), rng, false);
+      const Tensor x = random_tensor(volume_input(c), rng, false);
+      const Tensor y = conv.forward(x, true).clone();
+      const std::int64_t rows = c.samples * output_cells(c.g), patch = patch_size(c.g);
+      ASSERT_EQ(y.size(), rows * filters);
+      std::vector<float> cols(static_cast<std::size_t>(rows * patch));
+      for (std::int64_t e = 0; e < rows * patch; ++e) cols[e] = im2col_element(c.g, x.data(), e);
+      for (std::int64_t e = 0; e < y.size(); ++e) {
+        double z = grouped_conv_output(c.g, filters, groups, x.data(), kernel.data(), e);
+        if (groups == 1) {  // the im2col row times the kernel's column
+          double gemm = 0;
+          for (std::int64_t j = 0; j < patch; ++j)
+            gemm += static_cast<double>(cols[e / filters * patch + j]) *
+                    kernel[j * filters + e % filters];
+          ASSERT_NEAR(gemm, z, 1e-5 * (1 + std::fabs(gemm))) << e;
+        }
+        ASSERT_NEAR(z, y[e], 1e-5 * (1 + std::fabs(z))) << e;
+      }
+      const Tensor dy = random_tensor(y.shape(), rng, false);
+      const Tensor dx = conv.backward(dy, true).clone();
+      std::vector<float> dcols(static_cast<std::size_t>(rows * patch));
+      for (std::int64_t r = 0; r < rows && groups == 1; ++r)
+        for (std::int64_t j = 0; j < patch; ++j) {
+          double d = 0;
+          for (std::int64_t f = 0; f < filters; ++f)
+            d += static_cast<double>(dy[r * filters + f]) * kernel[j * filters + f];
+          dcols[r * patch + j] = static_cast<float>(d);
+        }
+      for (std::int64_t i = 0; i < dx.size(); ++i) {
+        const float v = grouped_conv_input_grad(c.g, filters, groups, dy.data(), kernel.data(), i);
+        ASSERT_NEAR(v, dx[i], 1e-5f * (1.0f + std::fabs(v))) << i;
+        if (groups == 1) ASSERT_NEAR(col2im_element(c.g, dcols.data(), i), v, 1e-5f * (1.0f + std::fabs(v)));
+      }
+      for (std::int64_t w = 0; w < kernel.size(); ++w) {
+        double g = 0;
+        for (std::int64_t r = 0; r < rows; ++r)
+          g += grouped_conv_kernel_term(c.g, filters, groups, x.data(), dy.data(), w, r);
+        ASSERT_NEAR(g, conv.parameters()[0]->grad[w], 1e-5 * (1 + std::fabs(g))) << w;
+      }
+    }
+  }
+  for (const Case& c : volume_cases(false, 43, 60))
+    for (nn::PoolKind kind : {nn::PoolKind::max, nn::PoolKind::average}) {
+      nn::Pooling2DOptions o;
+      o.kind = kind;
+      o.pool_size = {c.g.rows.kernel, c.g.cols.kernel};
+      o.strides = {c.g.rows.stride, c.g.cols.stride};
+      o.depth = nn::DepthWindow{c.g.depth.kernel, c.g.depth.stride, 1};
+      o.padding = c.padding;
+      nn::Pooling2D pool("pool", o);
+      Rng init(0);
+      ASSERT_EQ(pool.build({c.g.depth.in, c.g.rows.in, c.g.cols.in, c.g.channels}, init),
+                (Shape{c.g.depth.out, c.g.rows.out, c.g.cols.out, c.g.channels}));
+      const bool max = kind == nn::PoolKind::max;
+      Tensor x = random_tensor(volume_input(c), rng, max);
+      if (max)
+        for (std::int64_t i = 0; i < x.size(); i += 7) x[i] = std::numeric_limits<float>::quiet_NaN();
+      const Tensor y = pool.forward(x, true).clone();
+      std::vector<std::int32_t> argmax(static_cast<std::size_t>(y.size()));
+      for (std::int64_t e = 0; e < y.size(); ++e) {
+        const float v = max ? max_pool_element(c.g, x.data(), e, &argmax[e])
+                            : avg_pool_element(c.g, x.data(), e);
+        if (max)
+          ASSERT_TRUE(same_bits(v, y[e])) << e << ": " << v << " vs " << y[e];
+        else
+          ASSERT_NEAR(v, y[e], 1e-6f * (1.0f + std::fabs(v))) << e;
+      }
+      Tensor dy(y.shape());
+      for (std::int64_t i = 0; i < dy.size(); ++i)
+        dy[i] = static_cast<float>(std::uniform_int_distribution<int>(1, 9)(rng));
+      const Tensor dx = pool.backward(dy, true);
+      for (std::int64_t i = 0; i < dx.size(); ++i) {
+        const float v = max ? max_pool_grad_element(c.g, dy.data(), argmax.data(), i)
+                            : avg_pool_grad_element(c.g, dy.data(), i);
+        if (max)
+          ASSERT_TRUE(same_bits(v, dx[i])) << i << ": " << v << " vs " << dx[i];
+        else
+          ASSERT_NEAR(v, dx[i], 1e-5f * (1.0f + std::fabs(dx[i]))) << i;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace tandem::backend::window
