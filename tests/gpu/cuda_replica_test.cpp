@@ -199,6 +199,24 @@ std::vector<LayerCase> layer_cases() {
                                                  {"kernel_size", 3},
                                                  {"groups", 2},
                                                  {"padding", "same"}})})});
+  // Volumes: Conv3D on the im2col path and the grouped kernels, the 3-D pooling, global pooling.
+  cases.push_back(
+      {"conv3d_pooling3d",
+       {5, 6, 5, 2},
+       json::array({layer("Conv3D", {{"filters", 4},
+                                     {"kernel_size", {2, 3, 3}},
+                                     {"padding", "same"},
+                                     {"activation", "relu"}}),
+                    layer("MaxPooling3D", {{"pool_size", 2}, {"padding", "same"}}),
+                    layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2}}),
+                    layer("AveragePooling3D", {{"pool_size", {1, 2, 1}}}),
+                    layer("GlobalAveragePooling3D", json::object())})});
+  cases.push_back({"conv3d_strided_global_max",
+                   {6, 5, 7, 3},
+                   json::array({layer("Conv3D", {{"filters", 3},
+                                                 {"kernel_size", 3},
+                                                 {"strides", {2, 1, 2}}}),
+                                layer("GlobalMaxPooling3D", {{"keepdims", true}})})});
   cases.push_back({"spatial_dropout",
                    {6, 5, 4},
                    json::array({layer("SpatialDropout2D", {{"rate", 0.4}})})});

@@ -324,6 +324,29 @@ TEST(MetaEqualsTemplate, TimeDistributedLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
 }
 
+// Contract 1 for a 3-D CNN (the layers of keras.io's CT-scan classifier, at a small size):
+// Conv3D, BatchNormalization over a volume's channels (synchronized: the statistics of the
+// global batch, as the template takes them; no bias before it, as batch_norm_model says why),
+// MaxPooling3D, a grouped Conv3D, AveragePooling3D, GlobalAveragePooling3D.
+TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
+  const json volumes = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Dense", {{"units", 96}, {"use_bias", false}}),
+          layer("Reshape", {{"target_shape", {4, 4, 3, 2}}}),
+          layer("Conv3D",
+                {{"filters", 4}, {"kernel_size", 3}, {"padding", "same"}, {"use_bias", false}}),
+          layer("BatchNormalization", {{"synchronized", true}}),
+          layer("Activation", {{"activation", "relu"}}), layer("MaxPooling3D", {{"pool_size", 2}}),
+          layer("Conv3D", {{"filters", 4}, {"kernel_size", {1, 2, 1}}, {"groups", 2}}),
+          layer("AveragePooling3D", {{"pool_size", {2, 1, 1}}, {"padding", "same"}}),
+          layer("GlobalAveragePooling3D", json::object()), layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(volumes, replicas, batch);
+}
+
 // Contract 1 for an LSTM autoencoder as Keras 2 writes one (RepeatVector of the code, an LSTM
 // over the steps, a TimeDistributed Dense) with the steps padded, cut, repeated and permuted, and
 // a classifier on its reconstruction (the fixture's loss takes a class per sample).

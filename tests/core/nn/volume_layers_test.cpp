@@ -1,0 +1,169 @@
+// The volume layers from their Keras configs: Conv3D, MaxPooling3D, AveragePooling3D,
+// GlobalAveragePooling3D and GlobalMaxPooling3D. Shapes and parameter counts computed by hand
+// from TensorFlow's definitions (their values and gradients are checked against PyTorch in
+// tests/oracle and against the CUDA index math in window_math_test), Keras' weight layout, the
+// config written back, and every bad key or shape refused at its JSON path.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/error.hpp"
+#include "tandem/model.hpp"
+#include "test_support.hpp"
+
+namespace tandem {
+namespace TANDEM_TEST_FILE {
+
+using nlohmann::json;
+
+json entry(const std::string& cls, json config) {
+  return {{"class_name", cls}, {"config", std::move(config)}};
+}
+
+// A Sequential model over volumes of `input` (depth, rows, cols, channels).
+json volume_model(const Shape& input, const std::vector<json>& layers) {
+  json all = json::array({entry("InputLayer", {{"batch_input_shape", {nullptr, input[0], input[1],
+                                                                       input[2], input[3]}}})});
+  for (const json& l : layers) all.push_back(l);
+  return {{"class_name", "Sequential"}, {"config", {{"name", "v"}, {"layers", all}}}};
+}
+
+TEST(Conv3D, ShapesWeightsAndConfigAsKeras) {
+  // depth 5 same stride 1 -> 5; rows 6 same stride 2 -> 3; cols 7 same stride 2 -> 4.
+  auto m = Model::from_config(
+      volume_model({5, 6, 7, 2}, {entry("Conv3D", {{"filters", 3},
+                                                   {"kernel_size", {2, 3, 3}},
+                                                   {"strides", {1, 2, 2}},
+                                                   {"padding", "same"},
+                                                   {"activation", "relu"}})}),
+      "model", 0);
+  EXPECT_EQ(m->layer(0).class_name(), "Conv3D");
+  EXPECT_EQ(m->layer(0).name(), "conv3d");
+  EXPECT_EQ(m->output_shape(), (Shape{5, 3, 4, 3}));
+  EXPECT_EQ(m->count_params(), 2 * 3 * 3 * 2 * 3 + 3);
+  const std::vector<Parameter*> params = m->layer(0).parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0]->name, "kernel");
+  EXPECT_EQ(params[0]->value.shape(), (Shape{2, 3, 3, 2, 3}));  // (kd, kh, kw, in, filters)
+  const json cfg = m->layer(0).config();
+  EXPECT_EQ(cfg["kernel_size"], json::array({2, 3, 3}));
+  EXPECT_EQ(cfg["strides"], json::array({1, 2, 2}));
+  EXPECT_EQ(cfg["dilation_rate"], json::array({1, 1, 1}));
+  EXPECT_EQ(cfg["padding"], "same");
+  auto again = Model::from_config(volume_model({5, 6, 7, 2}, {entry("Conv3D", cfg)}), "model", 0);
+  EXPECT_EQ(again->layer(0).config(), cfg);
+
+  // valid, dilated, grouped: depth 6 - (2 - 1) * 2 = 4, rows 5 - 1 = 4, cols 7 - 2 * 2 = 3.
+  auto grouped = Model::from_config(
+      volume_model({6, 5, 7, 4}, {entry("Conv3D", {{"filters", 6},
+                                                   {"kernel_size", {2, 2, 3}},
+                                                   {"dilation_rate", {2, 1, 2}},
+                                                   {"groups", 2},
+                                                   {"use_bias", false}})}),
+      "model", 0);
+  EXPECT_EQ(grouped->output_shape(), (Shape{4, 4, 3, 6}));
+  EXPECT_EQ(grouped->layer(0).parameters()[0]->value.shape(), (Shape{2, 2, 3, 2, 6}));
+}
+
+TEST(Conv3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
+  const std::string at = "'model.config.layers[1].config.";
+  auto error = [](const json& model) { return test::model_config_error(model); };
+  auto expect_error = [&](const json& conv, const std::string& where, const std::string& what) {
+    const std::string e = error(volume_model({4, 5, 6, 2}, {entry("Conv3D", conv)}));
+    EXPECT_NE(e.find(at + where + "'"), std::string::npos) << e;
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  expect_error({{"filters", 2}, {"kernel_size", {3, 3}}}, "kernel_size", "a list of 3 integers");
+  expect_error({{"filters", 2}, {"kernel_size", {3, 3, 0}}}, "kernel_size[2]", "positive");
+  expect_error({{"filters", 2}, {"kernel_size", 2}, {"strides", {1, "2", 1}}}, "strides[1]",
+               "positive integer");
+  expect_error({{"filters", 2}, {"kernel_size", 2}, {"strides", {2, 1, 1}},
+                {"dilation_rate", {1, 1, 2}}},
+               "dilation_rate", "strides > 1");
+  expect_error({{"filters", 2}, {"kernel_size", 2}, {"data_format", "channels_first"}},
+               "data_format", "channels_last");
+  expect_error({{"filters", 3}, {"kernel_size", 2}, {"groups", 2}}, "groups",
+               "must divide filters (3)");
+  // A kernel deeper than the volume, and an image given to Conv3D: shape errors naming the layer.
+  const std::string deep =
+      error(volume_model({4, 5, 6, 2}, {entry("Conv3D", {{"filters", 2}, {"kernel_size", {5, 1, 1}}})}));
+  EXPECT_NE(deep.find("layer 'conv3d' (Conv3D): kernel [5,1,1] is larger than its input "
+                      "(None, 4, 5, 6, 2)"),
+            std::string::npos)
+      << deep;
+  const json image = {{"class_name", "Sequential"},
+                      {"config",
+                       {{"layers",
+                         {entry("InputLayer", {{"batch_input_shape", {nullptr, 5, 6, 2}}}),
+                          entry("Conv3D", {{"filters", 2}, {"kernel_size", 2}})}}}}};
+  const std::string flat = error(image);
+  EXPECT_NE(flat.find("expects inputs (None, depth, rows, cols, channels), got (None, 5, 6, 2)"),
+            std::string::npos)
+      << flat;
+}
+
+TEST(Pooling3D, ShapesDefaultsAndConfigAsKeras) {
+  // MaxPooling3D's defaults: pool (2, 2, 2), strides = pool, valid: (5, 6, 7) -> (2, 3, 3).
+  // AveragePooling3D same, pool (3, 2, 2), strides (2, 2, 1): (2, 3, 3) -> (1, 2, 3).
+  auto m = Model::from_config(
+      volume_model({5, 6, 7, 3},
+                   {entry("MaxPooling3D", json::object()),
+                    entry("AveragePooling3D", {{"pool_size", {3, 2, 2}},
+                                               {"strides", {2, 2, 1}},
+                                               {"padding", "same"}}),
+                    entry("GlobalMaxPooling3D", {{"keepdims", true}}),
+                    entry("GlobalAveragePooling3D", json::object())}),
+      "model", 0);
+  EXPECT_EQ(m->layer(0).class_name(), "MaxPooling3D");
+  EXPECT_EQ(m->layer(1).class_name(), "AveragePooling3D");
+  EXPECT_EQ(m->layer(2).class_name(), "GlobalMaxPooling3D");
+  EXPECT_EQ(m->layer(3).class_name(), "GlobalAveragePooling3D");
+  EXPECT_EQ(m->layer(0).config()["pool_size"], json::array({2, 2, 2}));
+  EXPECT_EQ(m->layer(0).config()["strides"], json::array({2, 2, 2}));
+  EXPECT_EQ(m->layer(1).config()["strides"], json::array({2, 2, 1}));
+  EXPECT_EQ(m->output_shape(), (Shape{3}));
+  const json summary = m->config();
+  auto shapes = Model::from_config(
+      volume_model({5, 6, 7, 3}, {entry("MaxPooling3D", json::object()),
+                                  entry("AveragePooling3D", {{"pool_size", {3, 2, 2}},
+                                                             {"strides", {2, 2, 1}},
+                                                             {"padding", "same"}})}),
+      "model", 0);
+  EXPECT_EQ(shapes->output_shape(), (Shape{1, 2, 3, 3}));
+  auto keep = Model::from_config(
+      volume_model({2, 3, 4, 5}, {entry("GlobalMaxPooling3D", {{"keepdims", true}})}), "model", 0);
+  EXPECT_EQ(keep->output_shape(), (Shape{1, 1, 1, 5}));
+  // The model's own config builds the same model again.
+  EXPECT_EQ(Model::from_config(summary, "model", 0)->config(), summary);
+}
+
+TEST(Pooling3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
+  auto error = [](const json& layer) {
+    return test::model_config_error(volume_model({4, 5, 6, 2}, {layer}));
+  };
+  const std::string pair = error(entry("MaxPooling3D", {{"pool_size", {2, 2}}}));
+  EXPECT_NE(pair.find("'model.config.layers[1].config.pool_size'"), std::string::npos) << pair;
+  EXPECT_NE(pair.find("a list of 3 integers"), std::string::npos) << pair;
+  const std::string deep = error(entry("AveragePooling3D", {{"pool_size", {5, 1, 1}}}));
+  EXPECT_NE(deep.find("layer 'average_pooling3d' (AveragePooling3D): pool_size [5,1,1] is "
+                      "larger than its input (None, 4, 5, 6, 2)"),
+            std::string::npos)
+      << deep;
+  const std::string format = error(entry("GlobalAveragePooling3D",
+                                         {{"data_format", "channels_first"}}));
+  EXPECT_NE(format.find("data_format"), std::string::npos) << format;
+  const json image = {{"class_name", "Sequential"},
+                      {"config",
+                       {{"layers",
+                         {entry("InputLayer", {{"batch_input_shape", {nullptr, 5, 6, 2}}}),
+                          entry("GlobalMaxPooling3D", json::object())}}}}};
+  const std::string flat = test::model_config_error(image);
+  EXPECT_NE(flat.find("expects inputs (None, depth, rows, cols, channels), got (None, 5, 6, 2)"),
+            std::string::npos)
+      << flat;
+}
+
+}  // namespace TANDEM_TEST_FILE
+}  // namespace tandem
