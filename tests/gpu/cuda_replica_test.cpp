@@ -211,6 +211,12 @@ std::vector<LayerCase> layer_cases() {
                     layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2}}),
                     layer("AveragePooling3D", {{"pool_size", {1, 2, 1}}}),
                     layer("GlobalAveragePooling3D", json::object())})});
+  cases.push_back({"volume_pad_upsample_crop",
+                   {3, 4, 2, 3},
+                   json::array({layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
+                                layer("UpSampling3D", {{"size", {2, 1, 3}}}),
+                                layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}}),
+                                layer("Conv3D", {{"filters", 2}, {"kernel_size", 2}})})});
   cases.push_back({"conv3d_strided_global_max",
                    {6, 5, 7, 3},
                    json::array({layer("Conv3D", {{"filters", 3},

@@ -682,6 +682,18 @@ def forward(case, inputs, weights):
         return pool3d(cfg, xs[0], "max")
     if cls == "AveragePooling3D":
         return pool3d(cfg, xs[0], "average")
+    if cls in ("ZeroPadding3D", "Cropping3D"):  # ((before, after) of depth, rows, cols)
+        key = "padding" if cls == "ZeroPadding3D" else "cropping"
+        (d0, d1), (r0, r1), (c0, c1) = cfg[key]
+        x = xs[0]
+        if cls == "ZeroPadding3D":
+            return torch.nn.functional.pad(x, (0, 0, c0, c1, r0, r1, d0, d1))
+        return x[:, d0:x.shape[1] - d1, r0:x.shape[2] - r1, c0:x.shape[3] - c1, :]
+    if cls == "UpSampling3D":
+        y = xs[0]
+        for axis, factor in enumerate(triple(cfg.get("size", 2))):
+            y = y.repeat_interleave(factor, dim=1 + axis)
+        return y
     if cls == "GlobalMaxPooling3D":
         return xs[0].amax(dim=(1, 2, 3), keepdim=bool(cfg.get("keepdims", False)))
     if cls == "GlobalAveragePooling3D":

@@ -408,7 +408,8 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
 }
 
 // The volume layers (Conv3D valid, same and strided, dilated with groups; the 3-D pooling with
-// "valid" and asymmetric "same" windows; the global pooling over a volume's cells).
+// "valid" and asymmetric "same" windows; the global pooling over a volume's cells; padding,
+// cropping and upsampling with different amounts along each axis).
 TEST(LayerOracle, VolumeLayersMatchPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"Conv3DValid",
@@ -445,6 +446,15 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
                    {{"", {2, 3, 4, 5, 3}}}});
   cases.push_back(
       {"GlobalMaxPooling3D", entry("GlobalMaxPooling3D"), {{"", {2, 3, 4, 5, 3}}}});
+  cases.push_back({"ZeroPadding3D",
+                   entry("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
+                   {{"", {2, 3, 4, 2, 3}}}});
+  cases.push_back({"Cropping3D",
+                   entry("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}}),
+                   {{"", {2, 5, 4, 6, 2}}}});
+  cases.push_back({"UpSampling3D",
+                   entry("UpSampling3D", {{"size", {2, 1, 3}}}),
+                   {{"", {2, 3, 4, 2, 3}}}});
   check_against_torch(cases);
 }
 

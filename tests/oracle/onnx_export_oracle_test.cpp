@@ -128,6 +128,12 @@ std::vector<Case> cases() {
                                                       {"padding", "same"}}),
                            layer("Flatten"), layer("Dense", {{"units", 4}})}),
                {{{5, 6, 7, 2}}}});
+  c.push_back({"volume_pad_crop_upsample",
+               sequential({3, 4, 2, 3},
+                          {layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
+                           layer("UpSampling3D", {{"size", {2, 1, 3}}}),
+                           layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}})}),
+               {{{3, 4, 2, 3}}}});
   c.push_back({"volume_conv_groups_global_max",
                sequential({4, 5, 6, 4},
                           {layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2},

@@ -39,6 +39,7 @@
 #include "nn/rescaling.hpp"
 #include "nn/reshape.hpp"
 #include "nn/reshaped_2d.hpp"
+#include "nn/volume_cells.hpp"
 #include "nn/resizing.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
@@ -1218,6 +1219,57 @@ std::unique_ptr<Layer> make_cropping2d(ConfigObject& c, const std::string& name)
   return std::make_unique<ImageBorder>(name, false, read_borders(c, "cropping", 0));
 }
 
+// ZeroPadding3D's padding and Cropping3D's cropping: n, [depth, rows, cols] or
+// [[before, after] of depth, of rows, of cols] (Keras' int, tuple of 3 or tuple of 3 pairs).
+VolumeBorders read_volume_borders(ConfigObject& c, const char* key, std::int64_t fallback) {
+  const nlohmann::json* v = c.find(key);
+  VolumeBorders b{};
+  if (!v) {
+    for (auto& axis : b) axis = {fallback, fallback};
+    return b;
+  }
+  const std::string path = c.path_of(key);
+  if (v->is_number()) {
+    const std::int64_t n = read_amount(*v, path);
+    for (auto& axis : b) axis = {n, n};
+    return b;
+  }
+  bool pairs = v->is_array() && v->size() == 3, numbers = pairs;
+  for (std::size_t a = 0; v->is_array() && a < v->size(); ++a) {
+    pairs = pairs && (*v)[a].is_array() && (*v)[a].size() == 2;
+    numbers = numbers && !(*v)[a].is_array();
+  }
+  if (!pairs && !numbers)
+    throw ConfigError(path, "expected n, [depth, rows, cols] or [[before, after] of depth, of "
+                            "rows, of cols], got " + v->dump());
+  for (std::size_t a = 0; a < 3; ++a) {
+    const std::string at = path + "[" + std::to_string(a) + "]";
+    if (numbers) {
+      const std::int64_t n = read_amount((*v)[a], at);
+      b[a] = {n, n};
+    } else {
+      b[a] = {read_amount((*v)[a][0], at + "[0]"), read_amount((*v)[a][1], at + "[1]")};
+    }
+  }
+  return b;
+}
+
+std::unique_ptr<Layer> make_zero_padding3d(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<VolumeBorder>(name, true, read_volume_borders(c, "padding", 1));
+}
+
+std::unique_ptr<Layer> make_cropping3d(ConfigObject& c, const std::string& name) {
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<VolumeBorder>(name, false, read_volume_borders(c, "cropping", 0));
+}
+
+std::unique_ptr<Layer> make_up_sampling3d(ConfigObject& c, const std::string& name) {
+  const Triple size = read_triple(c, "size", Triple{2, 2, 2});
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<UpSampling3D>(name, size);
+}
+
 std::unique_ptr<Layer> make_up_sampling2d(ConfigObject& c, const std::string& name) {
   const Pair size = read_pair(c, "size", Pair{2, 2});
   c.one_of("data_format", "channels_last", {"channels_last"});
@@ -1537,6 +1589,9 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"ZeroPadding2D", {"zero_padding2d", make_zero_padding2d}},
       {"Cropping2D", {"cropping2d", make_cropping2d}},
       {"UpSampling2D", {"up_sampling2d", make_up_sampling2d}},
+      {"ZeroPadding3D", {"zero_padding3d", make_zero_padding3d}},
+      {"Cropping3D", {"cropping3d", make_cropping3d}},
+      {"UpSampling3D", {"up_sampling3d", make_up_sampling3d}},
       {"MaxPooling2D", {"max_pooling2d", make_max_pooling2d}},
       {"AveragePooling2D", {"average_pooling2d", make_average_pooling2d}},
       {"MaxPooling3D", {"max_pooling3d", make_pooling3d<PoolKind::max>}},

@@ -11,6 +11,7 @@
 #include "nn/reshaped_2d.hpp"
 #include "nn/resizing.hpp"
 #include "nn/spatial.hpp"
+#include "nn/volume_cells.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -303,6 +304,19 @@ OnnxValue export_reshaped_2d(LayerCall& call) {
                         layer.inner().class_name());
 }
 
+// A volume layer computed as two 2-D passes on views (nn/volume_cells.hpp: ZeroPadding3D,
+// Cropping3D, UpSampling3D): each pass' own nodes on its view, as Tandem computes them.
+OnnxValue export_two_pass_volume(LayerCall& call) {
+  auto& layer = static_cast<nn::TwoPassVolume&>(call.layer);
+  LayerCall rows = call;
+  rows.output_shape = layer.first_output();
+  const OnnxValue after_rows = export_on_view(rows, layer.first(), layer.first_input(),
+                                              layer.first_output(), "rows");
+  LayerCall cols = call;
+  cols.inputs = {after_rows};
+  return export_on_view(cols, layer.second(), layer.second_input(), layer.second_output(), "cols");
+}
+
 // A resize to the config's height and width as tf.image.resize computes it (half-pixel centres;
 // bilinear, or nearest: floor((i + 0.5) · scale), ONNX's round_prefer_ceil of the half-pixel
 // source point), of the window nn::resize_warp reads: the whole image, a centred window `Slice`d
@@ -381,6 +395,8 @@ void add_spatial_exporters(ExporterTable& table) {
   table["SeparableConv2D"] = export_separable_conv;
   table["Conv2DTranspose"] = export_conv_transpose;
   table["Conv1DTranspose"] = export_reshaped_2d;
+  for (const char* cls : {"ZeroPadding3D", "Cropping3D", "UpSampling3D"})
+    table[cls] = export_two_pass_volume;
   for (const char* cls : {"MaxPooling1D", "MaxPooling2D", "MaxPooling3D"})
     table[cls] = [](LayerCall& call) { return export_pooling(call, "MaxPool"); };
   for (const char* cls : {"AveragePooling1D", "AveragePooling2D", "AveragePooling3D"})

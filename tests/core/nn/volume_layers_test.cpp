@@ -165,5 +165,53 @@ TEST(Pooling3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
       << flat;
 }
 
+// ZeroPadding3D, Cropping3D and UpSampling3D: Keras' three forms of their amounts, the shapes
+// they give, their configs written back, and refusals at their paths.
+TEST(VolumeCells, AmountsShapesAndConfigAsKeras) {
+  auto built = [](const json& layer) {
+    return Model::from_config(volume_model({4, 5, 6, 2}, {layer}), "model", 0);
+  };
+  auto pad = built(entry("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {3, 1}}}}));
+  EXPECT_EQ(pad->output_shape(), (Shape{5, 7, 10, 2}));
+  EXPECT_EQ(pad->layer(0).config()["padding"], json::parse("[[1, 0], [0, 2], [3, 1]]"));
+  EXPECT_EQ(built(entry("ZeroPadding3D", json::object()))->output_shape(), (Shape{6, 7, 8, 2}));
+  EXPECT_EQ(built(entry("ZeroPadding3D", {{"padding", {1, 2, 0}}}))->output_shape(),
+            (Shape{6, 9, 6, 2}));
+  auto crop = built(entry("Cropping3D", {{"cropping", 1}}));
+  EXPECT_EQ(crop->output_shape(), (Shape{2, 3, 4, 2}));
+  EXPECT_EQ(crop->layer(0).config()["cropping"], json::parse("[[1, 1], [1, 1], [1, 1]]"));
+  EXPECT_EQ(built(entry("Cropping3D", json::object()))->output_shape(), (Shape{4, 5, 6, 2}));
+  auto up = built(entry("UpSampling3D", {{"size", {2, 1, 3}}}));
+  EXPECT_EQ(up->output_shape(), (Shape{8, 5, 18, 2}));
+  EXPECT_EQ(up->layer(0).config()["size"], json::array({2, 1, 3}));
+  EXPECT_EQ(built(entry("UpSampling3D", json::object()))->output_shape(), (Shape{8, 10, 12, 2}));
+  // Each config builds the same layer again.
+  for (auto* m : {pad.get(), crop.get(), up.get()}) {
+    const json cfg = m->config();
+    EXPECT_EQ(Model::from_config(cfg, "model", 0)->config(), cfg);
+  }
+
+  auto error = [](const json& layer) {
+    return test::model_config_error(volume_model({4, 5, 6, 2}, {layer}));
+  };
+  const std::string two = error(entry("ZeroPadding3D", {{"padding", {1, 2}}}));
+  EXPECT_NE(two.find("'model.config.layers[1].config.padding'"), std::string::npos) << two;
+  EXPECT_NE(two.find("expected n, [depth, rows, cols] or"), std::string::npos) << two;
+  const std::string negative = error(entry("Cropping3D", {{"cropping", {{0, 1}, {1, -1}, {0, 0}}}}));
+  EXPECT_NE(negative.find("'model.config.layers[1].config.cropping[1][1]'"), std::string::npos)
+      << negative;
+  const std::string mixed = error(entry("ZeroPadding3D", {{"padding", {{1, 1}, 2, 3}}}));
+  EXPECT_NE(mixed.find("config.padding'"), std::string::npos) << mixed;
+  const std::string all = error(entry("Cropping3D", {{"cropping", {{2, 2}, {0, 0}, {0, 0}}}}));
+  EXPECT_NE(all.find("layer 'cropping3d' (Cropping3D) crops 4 depth slices from inputs "
+                     "(None, 4, 5, 6, 2): nothing would be left"),
+            std::string::npos)
+      << all;
+  const std::string size = error(entry("UpSampling3D", {{"size", {2, 0, 1}}}));
+  EXPECT_NE(size.find("config.size[1]'"), std::string::npos) << size;
+  const std::string interpolation = error(entry("UpSampling3D", {{"data_format", "channels_first"}}));
+  EXPECT_NE(interpolation.find("data_format"), std::string::npos) << interpolation;
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem
