@@ -216,7 +216,11 @@ std::vector<LayerCase> layer_cases() {
                    json::array({layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
                                 layer("UpSampling3D", {{"size", {2, 1, 3}}}),
                                 layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}}),
-                                layer("Conv3D", {{"filters", 2}, {"kernel_size", 2}})})});
+                                layer("Conv3D", {{"filters", 2}, {"kernel_size", 2}}),
+                                layer("Conv3DTranspose", {{"filters", 2},
+                                                          {"kernel_size", {2, 3, 2}},
+                                                          {"strides", {1, 2, 2}},
+                                                          {"padding", "same"}})})});
   cases.push_back({"conv3d_strided_global_max",
                    {6, 5, 7, 3},
                    json::array({layer("Conv3D", {{"filters", 3},

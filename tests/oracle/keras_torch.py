@@ -170,31 +170,34 @@ def pair(v):
 
 
 def conv2d_transpose(cfg, x, w):
-    """TensorFlow's conv2d_transpose: the gradient of conv2d with respect to its input, whose
-    input (this layer's output) has Keras' deconv_output_length. torch's conv_transpose2d gives
-    the whole transposed convolution; TF's output is its window from the forward conv's SAME
-    padding before (zeros where no tap reaches)."""
-    k, s = pair(cfg["kernel_size"]), pair(cfg.get("strides", 1))
-    d = pair(cfg.get("dilation_rate", 1))
+    """TensorFlow's conv2d_transpose (conv3d_transpose for volumes): the gradient of conv2d with
+    respect to its input, whose input (this layer's output) has Keras' deconv_output_length.
+    torch's conv_transpose gives the whole transposed convolution; TF's output is its window from
+    the forward conv's SAME padding before (zeros where no tap reaches)."""
+    axes = x.dim() - 2
+    size = pair if axes == 2 else triple
+    k, s = size(cfg["kernel_size"]), size(cfg.get("strides", 1))
+    d = size(cfg.get("dilation_rate", 1))
     same = cfg.get("padding", "valid") == "same"
     extra = cfg.get("output_padding")
-    h = x.permute(0, 3, 1, 2)
-    full = torch.nn.functional.conv_transpose2d(h, w["kernel"].permute(3, 2, 0, 1), None,
-                                                stride=s, dilation=d)
-    for a in range(2):
+    h = x.permute(0, axes + 1, *range(1, axes + 1))
+    transpose = torch.nn.functional.conv_transpose2d if axes == 2 else \
+        torch.nn.functional.conv_transpose3d
+    full = transpose(h, w["kernel"].permute(axes + 1, axes, *range(axes)), None, stride=s,
+                     dilation=d)
+    for a in range(axes):
         n, span = x.shape[1 + a], (k[a] - 1) * d[a] + 1
         if extra is None:
             length = n * s[a] if same else n * s[a] + max(span - s[a], 0)
         else:
-            length = (n - 1) * s[a] + span - 2 * (span // 2 if same else 0) + pair(extra)[a]
+            length = (n - 1) * s[a] + span - 2 * (span // 2 if same else 0) + size(extra)[a]
         before = tf_same_pads(length, k[a], s[a], d[a])[0] if same else 0
         axis = 2 + a
         short = before + length - full.shape[axis]
-        if short > 0:
-            pad = [0, 0, 0, short] if a == 0 else [0, short, 0, 0]
-            full = torch.nn.functional.pad(full, pad)
+        if short > 0:  # F.pad lists the last axis first
+            full = torch.nn.functional.pad(full, [0, 0] * (axes - 1 - a) + [0, short])
         full = full.narrow(axis, before, length)
-    y = full.permute(0, 2, 3, 1)
+    y = full.permute(0, *range(2, axes + 2), 1)
     if "bias" in w:
         y = y + w["bias"]
     return activation(cfg.get("activation", "linear"), y)
@@ -652,7 +655,7 @@ def forward(case, inputs, weights):
             mode="nearest-exact" if nearest else "bilinear",
             **({} if nearest else {"align_corners": False}))
         return y.permute(0, 2, 3, 1)
-    if cls == "Conv2DTranspose":
+    if cls in ("Conv2DTranspose", "Conv3DTranspose"):
         return conv2d_transpose(cfg, xs[0], weights)
     if cls == "Conv1DTranspose":  # Conv2DTranspose's arithmetic on one row, Keras' 1-D sizes
         one = lambda v: v[0] if isinstance(v, list) else v

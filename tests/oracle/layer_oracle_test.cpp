@@ -446,6 +446,26 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
                    {{"", {2, 3, 4, 5, 3}}}});
   cases.push_back(
       {"GlobalMaxPooling3D", entry("GlobalMaxPooling3D"), {{"", {2, 3, 4, 5, 3}}}});
+  cases.push_back({"Conv3DTransposeSame",
+                   entry("Conv3DTranspose", {{"filters", 3},
+                                             {"kernel_size", {2, 3, 3}},
+                                             {"strides", {1, 2, 2}},
+                                             {"padding", "same"},
+                                             {"activation", "tanh"}}),
+                   {{"", {2, 3, 4, 3, 2}}}});
+  cases.push_back({"Conv3DTransposeValidOutputPadding",
+                   entry("Conv3DTranspose", {{"filters", 2},
+                                             {"kernel_size", 3},
+                                             {"strides", {2, 3, 2}},
+                                             {"output_padding", {1, 2, 0}}}),
+                   {{"", {2, 3, 2, 3, 3}}}});
+  cases.push_back({"Conv3DTransposeDilated",
+                   entry("Conv3DTranspose", {{"filters", 2},
+                                             {"kernel_size", {2, 2, 3}},
+                                             {"dilation_rate", {2, 1, 2}},
+                                             {"padding", "same"},
+                                             {"use_bias", false}}),
+                   {{"", {2, 4, 3, 5, 2}}}});
   cases.push_back({"ZeroPadding3D",
                    entry("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
                    {{"", {2, 3, 4, 2, 3}}}});

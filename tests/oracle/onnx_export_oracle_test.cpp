@@ -134,6 +134,18 @@ std::vector<Case> cases() {
                            layer("UpSampling3D", {{"size", {2, 1, 3}}}),
                            layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}})}),
                {{{3, 4, 2, 3}}}});
+  c.push_back(
+      {"volume_conv_transpose",
+       sequential({3, 4, 3, 2}, {layer("Conv3DTranspose", {{"filters", 3},
+                                                           {"kernel_size", {2, 3, 3}},
+                                                           {"strides", {1, 2, 2}},
+                                                           {"padding", "same"}}),
+                                 layer("Conv3DTranspose", {{"filters", 2},
+                                                           {"kernel_size", 3},
+                                                           {"strides", {2, 3, 2}},
+                                                           {"output_padding", {1, 2, 0}}})}),
+       {{{3, 4, 3, 2}}},
+       false});  // OpenCV 4.6 has no 3-D Deconvolution
   c.push_back({"volume_conv_groups_global_max",
                sequential({4, 5, 6, 4},
                           {layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2},

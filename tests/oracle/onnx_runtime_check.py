@@ -84,23 +84,30 @@ def slice_(x, starts, ends, axes=None, steps=None):
 
 
 def conv_transpose(node, x, w, b=None):
-    """ConvTranspose (2-D, group 1, no pads attribute): each input pixel scatters its kernel,
-    dilated, at stride steps; output_padding extends the end."""
+    """ConvTranspose (any number of spatial axes, group 1, no pads attribute): each input cell
+    scatters its kernel, dilated, at stride steps; output_padding extends the end."""
     assert attribute(node, "group", 1) == 1 and attribute(node, "pads") is None
-    stride = attribute(node, "strides", [1, 1])
-    dilation = attribute(node, "dilations", [1, 1])
-    extra = attribute(node, "output_padding", [0, 0])
-    n, _, h, wd = x.shape
-    kh, kw = w.shape[2], w.shape[3]
-    out = np.zeros((n, w.shape[1], (h - 1) * stride[0] + (kh - 1) * dilation[0] + 1 + extra[0],
-                    (wd - 1) * stride[1] + (kw - 1) * dilation[1] + 1 + extra[1]), np.float32)
-    for i in range(kh):
-        for j in range(kw):
-            r, c = i * dilation[0], j * dilation[1]
-            out[:, :, r:r + (h - 1) * stride[0] + 1:stride[0],
-                c:c + (wd - 1) * stride[1] + 1:stride[1]] += np.einsum("nchw,co->nohw", x,
-                                                                       w[:, :, i, j])
-    return out if b is None else out + b.reshape(1, -1, 1, 1)
+    k = x.ndim - 2
+    stride = attribute(node, "strides", [1] * k)
+    dilation = attribute(node, "dilations", [1] * k)
+    extra = attribute(node, "output_padding", [0] * k)
+    taps, cells = w.shape[2:], x.shape[2:]
+    out = np.zeros((x.shape[0], w.shape[1]) + tuple(
+        (cells[a] - 1) * stride[a] + (taps[a] - 1) * dilation[a] + 1 + extra[a]
+        for a in range(k)), np.float32)
+    for tap in itertools.product(*(range(t) for t in taps)):
+        index = (slice(None), slice(None)) + tuple(
+            slice(tap[a] * dilation[a], tap[a] * dilation[a] + (cells[a] - 1) * stride[a] + 1,
+                  stride[a]) for a in range(k))
+        out[index] += np.einsum("nc...,co->no...", x, w[(slice(None), slice(None)) + tap])
+    return out if b is None else out + b.reshape((1, -1) + (1,) * k)
+
+
+RNN_ACTIVATIONS = {
+    "Tanh": np.tanh, "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Relu": lambda v: np.maximum(v, 0),
+    "Softsign": lambda v: v / (1 + np.abs(v)), "Softplus": lambda v: np.log1p(np.exp(v)),
+    "HardSigmoid": lambda v: np.clip(0.2 * v + 0.5, 0, 1),
+}
 
 
 def tap_views(node, x, kernel, fill):
@@ -149,13 +156,6 @@ def pool(node, x, kind):
     total = np.sum([v for _, v in tap_views(node, x, kernel, 0.0)], axis=0)
     cells = np.sum([v for _, v in tap_views(node, np.ones_like(x), kernel, 0.0)], axis=0)
     return total / cells
-
-
-RNN_ACTIVATIONS = {
-    "Tanh": np.tanh, "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Relu": lambda v: np.maximum(v, 0),
-    "Softsign": lambda v: v / (1 + np.abs(v)), "Softplus": lambda v: np.log1p(np.exp(v)),
-    "HardSigmoid": lambda v: np.clip(0.2 * v + 0.5, 0, 1),
-}
 
 
 def resize(node, x, roi, scales, sizes=None):

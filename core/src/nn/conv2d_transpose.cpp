@@ -1,8 +1,11 @@
 #include "nn/conv2d_transpose.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <vector>
 
 #include "backend/ops.hpp"
+#include "nn/batch_shape.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -32,43 +35,64 @@ Conv2DTranspose::Conv2DTranspose(std::string name, Conv2DTransposeOptions option
 Conv2DTranspose::~Conv2DTranspose() = default;
 
 Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
-  const std::string who = "layer '" + name() + "' (Conv2DTranspose)";
-  check_image_shape(input_shape, who);
+  const std::string who = label();
   const Conv2DOptions& o = options_.conv;
+  const bool volume = o.depth.has_value();
+  if (volume)
+    check_volume_shape(input_shape, who);
+  else
+    check_image_shape(input_shape, who);
+  const std::size_t first = volume ? 1 : 0;  // the rows' index in input_shape
   const Pair &k = o.kernel_size, &s = o.strides, &d = o.dilation_rate;
-  if (o.filters <= 0 || k[0] <= 0 || k[1] <= 0 || s[0] <= 0 || s[1] <= 0 || d[0] <= 0 || d[1] <= 0)
+  const DepthWindow z = o.depth.value_or(DepthWindow{});
+  if (o.filters <= 0 ||
+      std::min({k[0], k[1], s[0], s[1], d[0], d[1], z.size, z.stride, z.dilation}) <= 0)
     throw ShapeError(who + " needs positive filters, kernel_size, strides and dilation_rate");
-  Pair out{};
-  backend::window::Axis axes[2];
-  for (int a = 0; a < 2; ++a) {
-    const auto extra = options_.output_padding
-                           ? std::optional<std::int64_t>((*options_.output_padding)[a])
-                           : std::nullopt;
-    out[a] = transposed_length(input_shape[a], k[a], s[a], d[a], o.padding, extra);
-    const Window w = window_along(out[a], k[a], s[a], d[a], o.padding);
-    const std::string geometry = "kernel " + shape_to_string({k[0], k[1]}) + ", strides " +
-                                 shape_to_string({s[0], s[1]}) + ", dilation_rate " +
-                                 shape_to_string({d[0], d[1]}) + " and " + padding_name(o.padding) +
-                                 " padding";
-    if (out[a] <= 0)
+  // The transposed axes in order: (depth,) rows, cols.
+  struct Along {
+    std::int64_t in, kernel, stride, dilation, extra;
+    const char* name;
+  };
+  std::vector<Along> along;
+  const Pair extra = options_.output_padding.value_or(Pair{0, 0});
+  if (volume)
+    along.push_back({input_shape[0], z.size, z.stride, z.dilation, z.output_padding, "the depth"});
+  along.push_back({input_shape[first], k[0], s[0], d[0], extra[0], "the height"});
+  along.push_back({input_shape[first + 1], k[1], s[1], d[1], extra[1], "the width"});
+  const std::string geometry = "kernel " + spatial_json(k, z.size).dump() + ", strides " +
+                               spatial_json(s, z.stride).dump() + ", dilation_rate " +
+                               spatial_json(d, z.dilation).dump() + " and " +
+                               padding_name(o.padding) + " padding";
+  std::vector<backend::window::Axis> axes;
+  Shape out;
+  for (const Along& a : along) {
+    const auto padded =
+        options_.output_padding ? std::optional<std::int64_t>(a.extra) : std::nullopt;
+    const std::int64_t length =
+        transposed_length(a.in, a.kernel, a.stride, a.dilation, o.padding, padded);
+    if (length <= 0)
       throw ShapeError(who + ": " + geometry + " give no output for the input " +
                        shape_to_string(input_shape, true));
+    const Window w = window_along(length, a.kernel, a.stride, a.dilation, o.padding);
     // Only an output_padding can make an output length that the convolution this layer
     // transposes would not map back to the input's (TensorFlow's conv2d_transpose refuses it).
-    if (w.out != input_shape[a])
-      throw ShapeError(who + ": output_padding " + std::to_string(extra.value_or(0)) + " along " +
-                       (a == 0 ? "the height" : "the width") + " with " + geometry +
-                       " makes an output of " + std::to_string(out[a]) +
+    if (w.out != a.in)
+      throw ShapeError(who + ": output_padding " + std::to_string(a.extra) + " along " + a.name +
+                       " with " + geometry + " makes an output of " + std::to_string(length) +
                        ", which that convolution maps to " + std::to_string(w.out) +
-                       ", not to the input's " + std::to_string(input_shape[a]) +
+                       ", not to the input's " + std::to_string(a.in) +
                        " (TensorFlow refuses it too)");
-    axes[a] = {out[a], input_shape[a], k[a], s[a], d[a], w.pad_before};
+    axes.push_back({length, a.in, a.kernel, a.stride, a.dilation, w.pad_before});
+    out.push_back(length);
   }
   input_shape_ = input_shape;
-  const std::int64_t in = input_shape[2], filters = o.filters;
-  output_shape_ = {out[0], out[1], filters};
-  kernel_.value = Tensor({k[0], k[1], filters, in});
-  kernel_.grad = Tensor({k[0], k[1], filters, in});
+  const std::int64_t in = input_shape.back(), filters = o.filters;
+  output_shape_ = out;
+  output_shape_.push_back(filters);
+  Shape kernel_shape{k[0], k[1], filters, in};
+  if (volume) kernel_shape.insert(kernel_shape.begin(), z.size);
+  kernel_.value = Tensor(kernel_shape);
+  kernel_.grad = Tensor(kernel_shape);
   options_.conv.kernel_initializer.fill(kernel_.value, init);
   options_.conv.kernel_constraint.build(kernel_.value.shape());
   if (o.use_bias) {
@@ -77,17 +101,25 @@ Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
     options_.conv.bias_initializer.fill(bias_.value, init);
     options_.conv.bias_constraint.build(bias_.value.shape());
   }
-  geometry_ = {axes[0], axes[1], filters};
+  geometry_ = {axes[first], axes[first + 1], filters};
+  if (volume) {
+    geometry_.depth = axes[0];
+    geometry_.volume = true;
+  }
   convolution_.reset();
   return output_shape_;
+}
+
+nlohmann::json Conv2DTranspose::spatial_json(const Pair& p, std::int64_t depth_value) const {
+  return options_.conv.depth ? triple_json(depth_value, p) : pair_json(p);
 }
 
 backend::Convolution2D& Conv2DTranspose::convolution() {
   if (!convolution_ || convolution_backend_ != &ops()) {
     backend::ConvolutionDesc desc;
-    desc.label = "layer '" + name() + "' (Conv2DTranspose)";
+    desc.label = label();
     desc.geometry = geometry_;
-    desc.filters = input_shape_[2];
+    desc.filters = input_shape_.back();
     desc.use_bias = false;
     convolution_ = ops().convolution(desc);
     convolution_backend_ = &ops();
@@ -96,10 +128,7 @@ backend::Convolution2D& Conv2DTranspose::convolution() {
 }
 
 const Tensor& Conv2DTranspose::forward(const Tensor& x, bool /*training*/) {
-  if (x.rank() != 4 || x.dim(1) != input_shape_[0] || x.dim(2) != input_shape_[1] ||
-      x.dim(3) != input_shape_[2])
-    throw ShapeError("layer '" + name() + "' (Conv2DTranspose) expects inputs " +
-                     shape_to_string(input_shape_, true) + ", got " + shape_to_string(x.shape()));
+  require_batch_of(x, input_shape_, label());
   backend::Backend& ops = this->ops();
   input_ = x;
   const ActivationKind act = options_.conv.activation;
@@ -117,13 +146,13 @@ const Tensor& Conv2DTranspose::forward(const Tensor& x, bool /*training*/) {
 }
 
 const Tensor& Conv2DTranspose::backward(const Tensor& grad_output, bool need_input_grad) {
-  const std::int64_t batch = input_.rank() == 4 ? input_.dim(0) : 0;
+  const int rank = static_cast<int>(input_shape_.size()) + 1;
+  const std::int64_t batch = input_.rank() == rank ? input_.dim(0) : 0;
   const std::int64_t filters = options_.conv.filters;
-  const Shape expected{batch, output_shape_[0], output_shape_[1], filters};
-  if (input_.rank() != 4 || grad_output.shape() != expected)
-    throw ShapeError("layer '" + name() + "' (Conv2DTranspose): gradient of shape " +
-                     shape_to_string(grad_output.shape()) + " does not match its output " +
-                     shape_to_string(expected));
+  const Shape expected = with_batch(batch, output_shape_);
+  if (input_.rank() != rank || grad_output.shape() != expected)
+    throw ShapeError(label() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
+                     " does not match its output " + shape_to_string(expected));
   backend::Backend& ops = this->ops();
   const Tensor* dz = &grad_output;
   const ActivationKind act = options_.conv.activation;
@@ -157,17 +186,19 @@ std::vector<Parameter*> Conv2DTranspose::parameters() {
 
 nlohmann::json Conv2DTranspose::config() const {
   const Conv2DOptions& o = options_.conv;
+  const DepthWindow depth = o.depth.value_or(DepthWindow{});
   return {{"name", name()},
           {"trainable", trainable()},
           {"dtype", "float32"},
           {"filters", o.filters},
-          {"kernel_size", pair_json(o.kernel_size)},
-          {"strides", pair_json(o.strides)},
+          {"kernel_size", spatial_json(o.kernel_size, depth.size)},
+          {"strides", spatial_json(o.strides, depth.stride)},
           {"padding", padding_name(o.padding)},
-          {"output_padding", options_.output_padding ? pair_json(*options_.output_padding)
-                                                     : nlohmann::json(nullptr)},
+          {"output_padding", options_.output_padding
+                                 ? spatial_json(*options_.output_padding, depth.output_padding)
+                                 : nlohmann::json(nullptr)},
           {"data_format", "channels_last"},
-          {"dilation_rate", pair_json(o.dilation_rate)},
+          {"dilation_rate", spatial_json(o.dilation_rate, depth.dilation)},
           {"activation", activation_name(o.activation)},
           {"use_bias", o.use_bias},
           {"kernel_initializer", o.kernel_initializer.config()},
@@ -177,6 +208,11 @@ nlohmann::json Conv2DTranspose::config() const {
           {"activity_regularizer", nullptr},
           {"kernel_constraint", o.kernel_constraint.config()},
           {"bias_constraint", o.bias_constraint.config()}};
+}
+
+Conv3DTranspose::Conv3DTranspose(std::string name, Conv2DTransposeOptions options)
+    : Conv2DTranspose(std::move(name), std::move(options)) {
+  if (!options_.conv.depth) throw std::logic_error("Conv3DTranspose needs a depth window");
 }
 
 std::vector<RuledWeight> Conv2DTranspose::ruled_weights() {

@@ -841,6 +841,41 @@ std::optional<Pair> read_output_padding(ConfigObject& c, const Conv2DOptions& co
   return p;
 }
 
+// Conv3DTranspose: Conv2DTranspose's keys over volumes, each size an int or a triple (depth,
+// rows, cols); output_padding null, n or a triple, each below its stride.
+std::unique_ptr<Layer> make_conv3d_transpose(ConfigObject& c, const std::string& name) {
+  Conv2DTransposeOptions o;
+  Conv2DOptions& conv = o.conv;
+  conv.filters = c.positive_int("filters");
+  read_window_3d(c, conv);
+  require_one_group(c);
+  if (const auto* v = c.find("output_padding"); v && !v->is_null()) {
+    const Triple strides{conv.depth->stride, conv.strides[0], conv.strides[1]};
+    Triple padding{};
+    if (v->is_number_integer()) {
+      padding.fill(v->get<std::int64_t>());
+    } else if (v->is_array() && v->size() == 3 &&
+               std::all_of(v->begin(), v->end(),
+                           [](const auto& e) { return e.is_number_integer(); })) {
+      for (std::size_t a = 0; a < 3; ++a) padding[a] = (*v)[a].get<std::int64_t>();
+    } else {
+      throw ConfigError(c.path_of("output_padding"),
+                        "expected null, an integer or a list of 3 integers, got " + v->dump());
+    }
+    for (std::size_t a = 0; a < 3; ++a)
+      if (padding[a] < 0 || padding[a] >= strides[a])
+        throw ConfigError(c.path_of("output_padding"),
+                          "each output padding must be at least 0 and less than its stride " +
+                              nlohmann::json(strides).dump() + ", got " + v->dump());
+    conv.depth->output_padding = padding[0];
+    o.output_padding = Pair{padding[1], padding[2]};
+  }
+  read_convolution_rest(c, conv);
+  read_constraints(c, conv.kernel_constraint, conv.bias_constraint);
+  read_regularizers(c, conv.kernel_regularizer, conv.bias_regularizer);
+  return std::make_unique<Conv3DTranspose>(name, o);
+}
+
 std::unique_ptr<Layer> make_conv2d_transpose(ConfigObject& c, const std::string& name) {
   Conv2DTransposeOptions o;
   Conv2DOptions& conv = o.conv;
@@ -1572,6 +1607,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Conv2D", {"conv2d", make_convolution<false>}},
       {"Conv3D", {"conv3d", make_convolution<true>}},
       {"Conv2DTranspose", {"conv2d_transpose", make_conv2d_transpose}},
+      {"Conv3DTranspose", {"conv3d_transpose", make_conv3d_transpose}},
       {"Conv1DTranspose", {"conv1d_transpose", make_conv1d_transpose}},
       {"DepthwiseConv1D", {"depthwise_conv1d", make_depthwise_conv1d}},
       {"SeparableConv1D", {"separable_conv1d", make_separable_conv1d}},

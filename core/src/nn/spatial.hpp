@@ -69,6 +69,7 @@ struct DepthWindow {
   std::int64_t size = 1;
   std::int64_t stride = 1;
   std::int64_t dilation = 1;
+  std::int64_t output_padding = 0;  // Conv3DTranspose's along depth, where it has one
 };
 
 /// Keras' triple for a volume's window, (depth, rows, cols), from its depth part and its pair.

@@ -189,13 +189,17 @@ OnnxValue export_conv_transpose(LayerCall& call) {
   const OnnxValue x = g.in_layout(call.inputs[0], true);
   const Tensor& kernel = call.weight("kernel");
   // Conv1DTranspose's kernel (k, filters, in), exported on its view of one row: (1, k, ...).
+  // Conv3DTranspose's (kd, kh, kw, filters, in) has three spatial axes.
   const bool one_row = kernel.rank() == 3;
-  const Sizes k = one_row ? Sizes{1, kernel.dim(0)} : Sizes{kernel.dim(0), kernel.dim(1)};
+  Sizes k = one_row ? Sizes{1, kernel.dim(0)} : Sizes{kernel.dim(0), kernel.dim(1)};
+  if (kernel.rank() == 5) k = {kernel.dim(0), kernel.dim(1), kernel.dim(2)};
+  const std::size_t axes = k.size();
   const std::int64_t out = kernel.dim(kernel.rank() - 2), in = kernel.dim(kernel.rank() - 1);
   const Window w = window_of(call, call.output_shape, "kernel_size", false);
-  std::vector<std::int64_t> output_padding{0, 0}, starts{0, 0}, ends{0, 0};
+  std::vector<std::int64_t> output_padding(axes, 0), starts(axes, 0), ends(axes, 0), sliced;
   bool crop = false;
-  for (int a = 0; a < 2; ++a) {
+  for (std::size_t a = 0; a < axes; ++a) {
+    sliced.push_back(static_cast<std::int64_t>(a) + 2);
     const std::int64_t span = (k[a] - 1) * w.dilation[a] + 1;
     const std::int64_t full = w.strides[a] * (x.shape[a] - 1) + span;
     starts[a] = w.pads[a];
@@ -214,9 +218,9 @@ OnnxValue export_conv_transpose(LayerCall& call) {
                       .attr("output_padding", output_padding)
                       .output();
   if (crop)
-    y = g.node("Slice", {y, g.int64s(call.prefix + "/starts", starts),
-                         g.int64s(call.prefix + "/ends", ends),
-                         g.int64s(call.prefix + "/axes", {2, 3})},
+    y = g.node("Slice",
+               {y, g.int64s(call.prefix + "/starts", starts), g.int64s(call.prefix + "/ends", ends),
+                g.int64s(call.prefix + "/axes", sliced)},
                call.prefix)
             .output();
   return activated(call, {y, call.output_shape, true});
@@ -394,6 +398,7 @@ void add_spatial_exporters(ExporterTable& table) {
   table["SeparableConv1D"] = export_separable_conv;
   table["SeparableConv2D"] = export_separable_conv;
   table["Conv2DTranspose"] = export_conv_transpose;
+  table["Conv3DTranspose"] = export_conv_transpose;
   table["Conv1DTranspose"] = export_reshaped_2d;
   for (const char* cls : {"ZeroPadding3D", "Cropping3D", "UpSampling3D"})
     table[cls] = export_two_pass_volume;

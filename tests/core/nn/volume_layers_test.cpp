@@ -213,5 +213,48 @@ TEST(VolumeCells, AmountsShapesAndConfigAsKeras) {
   EXPECT_NE(interpolation.find("data_format"), std::string::npos) << interpolation;
 }
 
+// Conv3DTranspose: Keras' deconv_output_length along each axis, by hand; the kernel (kd, kh, kw,
+// filters, in); output_padding as a triple; refusals at their paths.
+TEST(Conv3DTranspose, ShapesWeightsAndConfigAsKeras) {
+  // same: n · stride (3·1, 4·2, 3·2); valid: n·s + max(span - s, 0): 3·2 + 1, 2·3 + 0, 3·2 + 1;
+  // with output_padding (n - 1)·s + span + extra: 2·2 + 3 + 1, 1·3 + 3 + 2, 2·2 + 3 + 0.
+  auto built = [](const Shape& input, const json& cfg) {
+    return Model::from_config(volume_model(input, {entry("Conv3DTranspose", cfg)}), "model", 0);
+  };
+  auto same = built(
+      {3, 4, 3, 2},
+      {{"filters", 3}, {"kernel_size", {2, 3, 3}}, {"strides", {1, 2, 2}}, {"padding", "same"}});
+  EXPECT_EQ(same->layer(0).class_name(), "Conv3DTranspose");
+  EXPECT_EQ(same->output_shape(), (Shape{3, 8, 6, 3}));
+  EXPECT_EQ(same->layer(0).parameters()[0]->value.shape(), (Shape{2, 3, 3, 3, 2}));
+  EXPECT_EQ(same->count_params(), 2 * 3 * 3 * 3 * 2 + 3);
+  EXPECT_EQ(built({3, 2, 3, 3}, {{"filters", 2}, {"kernel_size", 3}, {"strides", {2, 3, 2}}})
+                ->output_shape(),
+            (Shape{7, 6, 7, 2}));
+  auto padded = built(
+      {3, 2, 3, 3},
+      {{"filters", 2}, {"kernel_size", 3}, {"strides", {2, 3, 2}}, {"output_padding", {1, 2, 0}}});
+  EXPECT_EQ(padded->output_shape(), (Shape{8, 8, 7, 2}));
+  const json cfg = padded->layer(0).config();
+  EXPECT_EQ(cfg["output_padding"], json::array({1, 2, 0}));
+  EXPECT_EQ(cfg["kernel_size"], json::array({3, 3, 3}));
+  EXPECT_EQ(cfg["strides"], json::array({2, 3, 2}));
+  EXPECT_EQ(built({3, 2, 3, 3}, cfg)->layer(0).config(), cfg);
+
+  auto error = [](const json& conv) {
+    return test::model_config_error(volume_model({3, 2, 3, 3}, {entry("Conv3DTranspose", conv)}));
+  };
+  const std::string big = error(
+      {{"filters", 2}, {"kernel_size", 3}, {"strides", {2, 3, 2}}, {"output_padding", {1, 3, 0}}});
+  EXPECT_NE(big.find("'model.config.layers[1].config.output_padding'"), std::string::npos) << big;
+  EXPECT_NE(big.find("less than its stride [2,3,2]"), std::string::npos) << big;
+  const std::string pair = error({{"filters", 2}, {"kernel_size", 3}, {"output_padding", {0, 0}}});
+  EXPECT_NE(pair.find("a list of 3 integers"), std::string::npos) << pair;
+  const std::string groups = error({{"filters", 2}, {"kernel_size", 3}, {"groups", 2}});
+  EXPECT_NE(groups.find("config.groups'"), std::string::npos) << groups;
+  const std::string sizes = error({{"filters", 2}, {"kernel_size", {3, 3}}});
+  EXPECT_NE(sizes.find("config.kernel_size'"), std::string::npos) << sizes;
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

@@ -327,8 +327,8 @@ TEST(MetaEqualsTemplate, TimeDistributedLayersTrainAsTheTemplate) {
 // Contract 1 for a 3-D CNN (the layers of keras.io's CT-scan classifier, at a small size):
 // Conv3D, BatchNormalization over a volume's channels (synchronized: the statistics of the
 // global batch, as the template takes them; no bias before it, as batch_norm_model says why),
-// MaxPooling3D, ZeroPadding3D, UpSampling3D, Cropping3D, a grouped Conv3D, AveragePooling3D,
-// GlobalAveragePooling3D.
+// MaxPooling3D, ZeroPadding3D, UpSampling3D, Cropping3D, Conv3DTranspose, a grouped Conv3D,
+// AveragePooling3D, GlobalAveragePooling3D.
 TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
   const json volumes = {
       {"class_name", "Sequential"},
@@ -344,6 +344,7 @@ TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
           layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 1}, {1, 1}}}}),
           layer("UpSampling3D", {{"size", {1, 2, 1}}}),
           layer("Cropping3D", {{"cropping", {{0, 1}, {1, 0}, {0, 1}}}}),
+          layer("Conv3DTranspose", {{"filters", 2}, {"kernel_size", 2}, {"strides", {1, 2, 1}}}),
           layer("Conv3D", {{"filters", 4}, {"kernel_size", {1, 2, 1}}, {"groups", 2}}),
           layer("AveragePooling3D", {{"pool_size", {2, 1, 1}}, {"padding", "same"}}),
           layer("GlobalAveragePooling3D", json::object()), layer("Dense", {{"units", 5}})}}}}};
