@@ -221,12 +221,11 @@ std::vector<LayerCase> layer_cases() {
                                                           {"kernel_size", {2, 3, 2}},
                                                           {"strides", {1, 2, 2}},
                                                           {"padding", "same"}})})});
-  cases.push_back({"conv3d_strided_global_max",
-                   {6, 5, 7, 3},
-                   json::array({layer("Conv3D", {{"filters", 3},
-                                                 {"kernel_size", 3},
-                                                 {"strides", {2, 1, 2}}}),
-                                layer("GlobalMaxPooling3D", {{"keepdims", true}})})});
+  cases.push_back(
+      {"conv3d_strided_global_max",
+       {6, 5, 7, 3},
+       json::array({layer("Conv3D", {{"filters", 3}, {"kernel_size", 3}, {"strides", {2, 1, 2}}}),
+                    layer("GlobalMaxPooling3D", {{"keepdims", true}})})});
   cases.push_back({"spatial_dropout",
                    {6, 5, 4},
                    json::array({layer("SpatialDropout2D", {{"rate", 0.4}})})});

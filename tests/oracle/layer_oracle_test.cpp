@@ -432,20 +432,17 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
                    {{"", {2, 6, 5, 7, 4}}}});
   cases.push_back({"MaxPooling3D", entry("MaxPooling3D"), {{"", {2, 5, 6, 7, 3}}}});
   cases.push_back({"MaxPooling3DSame",
-                   entry("MaxPooling3D", {{"pool_size", {3, 2, 2}},
-                                          {"strides", {2, 2, 1}},
-                                          {"padding", "same"}}),
+                   entry("MaxPooling3D",
+                         {{"pool_size", {3, 2, 2}}, {"strides", {2, 2, 1}}, {"padding", "same"}}),
                    {{"", {2, 5, 6, 5, 2}}}});
   cases.push_back({"AveragePooling3DSame",
-                   entry("AveragePooling3D", {{"pool_size", {2, 3, 3}},
-                                              {"strides", {1, 2, 2}},
-                                              {"padding", "same"}}),
+                   entry("AveragePooling3D",
+                         {{"pool_size", {2, 3, 3}}, {"strides", {1, 2, 2}}, {"padding", "same"}}),
                    {{"", {2, 4, 5, 7, 3}}}});
   cases.push_back({"GlobalAveragePooling3D",
                    entry("GlobalAveragePooling3D", {{"keepdims", true}}),
                    {{"", {2, 3, 4, 5, 3}}}});
-  cases.push_back(
-      {"GlobalMaxPooling3D", entry("GlobalMaxPooling3D"), {{"", {2, 3, 4, 5, 3}}}});
+  cases.push_back({"GlobalMaxPooling3D", entry("GlobalMaxPooling3D"), {{"", {2, 3, 4, 5, 3}}}});
   cases.push_back({"Conv3DTransposeSame",
                    entry("Conv3DTranspose", {{"filters", 3},
                                              {"kernel_size", {2, 3, 3}},
@@ -472,9 +469,8 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
   cases.push_back({"Cropping3D",
                    entry("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}}),
                    {{"", {2, 5, 4, 6, 2}}}});
-  cases.push_back({"UpSampling3D",
-                   entry("UpSampling3D", {{"size", {2, 1, 3}}}),
-                   {{"", {2, 3, 4, 2, 3}}}});
+  cases.push_back(
+      {"UpSampling3D", entry("UpSampling3D", {{"size", {2, 1, 3}}}), {{"", {2, 3, 4, 2, 3}}}});
   check_against_torch(cases);
 }
 

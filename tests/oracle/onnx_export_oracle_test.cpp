@@ -117,23 +117,25 @@ std::vector<Case> cases() {
                {{image}}});
   // Volumes (Conv3D, the 3-D pooling, global pooling over a volume's cells). OpenCV 4.6 refuses
   // a global pooling of 5-D tensors (its pads check counts 2 axes): NumPy runs those.
-  c.push_back({"volume_conv_pools_dense",
-               sequential({5, 6, 7, 2},
-                          {layer("Conv3D", {{"filters", 3}, {"kernel_size", {2, 3, 3}},
-                                            {"strides", {1, 2, 1}}, {"padding", "same"},
-                                            {"activation", "relu"}}),
-                           layer("MaxPooling3D", {{"pool_size", {2, 2, 2}}, {"padding", "same"}}),
-                           layer("AveragePooling3D", {{"pool_size", {1, 2, 2}},
-                                                      {"strides", {1, 1, 2}},
-                                                      {"padding", "same"}}),
-                           layer("Flatten"), layer("Dense", {{"units", 4}})}),
-               {{{5, 6, 7, 2}}}});
-  c.push_back({"volume_pad_crop_upsample",
-               sequential({3, 4, 2, 3},
-                          {layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
-                           layer("UpSampling3D", {{"size", {2, 1, 3}}}),
-                           layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}})}),
-               {{{3, 4, 2, 3}}}});
+  c.push_back(
+      {"volume_conv_pools_dense",
+       sequential({5, 6, 7, 2},
+                  {layer("Conv3D", {{"filters", 3},
+                                    {"kernel_size", {2, 3, 3}},
+                                    {"strides", {1, 2, 1}},
+                                    {"padding", "same"},
+                                    {"activation", "relu"}}),
+                   layer("MaxPooling3D", {{"pool_size", {2, 2, 2}}, {"padding", "same"}}),
+                   layer("AveragePooling3D",
+                         {{"pool_size", {1, 2, 2}}, {"strides", {1, 1, 2}}, {"padding", "same"}}),
+                   layer("Flatten"), layer("Dense", {{"units", 4}})}),
+       {{{5, 6, 7, 2}}}});
+  c.push_back(
+      {"volume_pad_crop_upsample",
+       sequential({3, 4, 2, 3}, {layer("ZeroPadding3D", {{"padding", {{1, 0}, {0, 2}, {2, 1}}}}),
+                                 layer("UpSampling3D", {{"size", {2, 1, 3}}}),
+                                 layer("Cropping3D", {{"cropping", {{1, 2}, {0, 1}, {2, 0}}}})}),
+       {{{3, 4, 2, 3}}}});
   c.push_back(
       {"volume_conv_transpose",
        sequential({3, 4, 3, 2}, {layer("Conv3DTranspose", {{"filters", 3},
@@ -147,17 +149,17 @@ std::vector<Case> cases() {
        {{{3, 4, 3, 2}}},
        false});  // OpenCV 4.6 has no 3-D Deconvolution
   c.push_back({"volume_conv_groups_global_max",
-               sequential({4, 5, 6, 4},
-                          {layer("Conv3D", {{"filters", 4}, {"kernel_size", 2}, {"groups", 2},
-                                            {"dilation_rate", {1, 2, 2}}}),
-                           layer("GlobalMaxPooling3D", {{"keepdims", true}})}),
+               sequential({4, 5, 6, 4}, {layer("Conv3D", {{"filters", 4},
+                                                          {"kernel_size", 2},
+                                                          {"groups", 2},
+                                                          {"dilation_rate", {1, 2, 2}}}),
+                                         layer("GlobalMaxPooling3D", {{"keepdims", true}})}),
                {{{4, 5, 6, 4}}},
                false});
   c.push_back({"volume_average_global_average",
-               sequential({4, 5, 6, 3},
-                          {layer("AveragePooling3D", {{"pool_size", {2, 3, 2}},
-                                                      {"strides", {2, 2, 2}}}),
-                           layer("GlobalAveragePooling3D")}),
+               sequential({4, 5, 6, 3}, {layer("AveragePooling3D",
+                                               {{"pool_size", {2, 3, 2}}, {"strides", {2, 2, 2}}}),
+                                         layer("GlobalAveragePooling3D")}),
                {{{4, 5, 6, 3}}},
                false});
   c.push_back({"depthwise_separable",

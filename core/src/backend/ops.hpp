@@ -98,7 +98,7 @@ inline Shape window_output_shape(const window::Geometry& g, std::int64_t batch,
 /// order as DepthwiseConv2D's (kh, kw, channels, multiplier) when G = channels.
 struct ConvolutionDesc {
   std::string label;            // who, in error messages: "layer 'conv2d' (Conv2D)"
-  window::Geometry geometry;  // input rows/cols/channels, taps, strides, dilation, padding
+  window::Geometry geometry;    // input rows/cols/channels, taps, strides, dilation, padding
   std::int64_t filters = 0;
   bool use_bias = true;
   std::int64_t groups = 1;  // divides channels and filters
@@ -106,8 +106,8 @@ struct ConvolutionDesc {
 
 enum class PoolKind { max, average };
 
-/// 2-D or 3-D pooling, channels_last: windows without dilation; padded cells never win a maximum and
-/// are left out of an average.
+/// 2-D or 3-D pooling, channels_last: windows without dilation; padded cells never win a maximum
+/// and are left out of an average.
 struct PoolingDesc {
   std::string label;
   window::Geometry geometry;

@@ -258,8 +258,8 @@ TANDEM_HD inline float grouped_conv_output(const Geometry& g, std::int64_t filte
 /// dL/dx at input element e: over the (depth tap, row tap, col tap) triples whose output reads
 /// it, in order, the sum over its group's filters of dy · kernel.
 TANDEM_HD inline float grouped_conv_input_grad(const Geometry& g, std::int64_t filters,
-                                               std::int64_t groups, const float* dy,
-                                               const float* k, std::int64_t e) {
+                                               std::int64_t groups, const float* dy, const float* k,
+                                               std::int64_t e) {
   const std::int64_t c = e % g.channels;
   const std::int64_t cell = e / g.channels;
   const Cell i = input_cell(g, cell % input_cells(g));
@@ -292,8 +292,7 @@ TANDEM_HD inline float grouped_conv_input_grad(const Geometry& g, std::int64_t f
 /// padding. The gradient is the sum over every row.
 TANDEM_HD inline float grouped_conv_kernel_term(const Geometry& g, std::int64_t filters,
                                                 std::int64_t groups, const float* x,
-                                                const float* dy, std::int64_t w,
-                                                std::int64_t row) {
+                                                const float* dy, std::int64_t w, std::int64_t row) {
   const std::int64_t cg = g.channels / groups;
   const std::int64_t f = w % filters;
   const std::int64_t ci = (w / filters) % cg;

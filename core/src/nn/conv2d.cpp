@@ -34,8 +34,8 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   const Pair& s = options_.strides;
   const Pair& d = options_.dilation_rate;
   const DepthWindow z = options_.depth.value_or(DepthWindow{});
-  if (options_.filters <= 0 || std::min({k[0], k[1], s[0], s[1], d[0], d[1], z.size, z.stride,
-                                         z.dilation}) <= 0)
+  if (options_.filters <= 0 ||
+      std::min({k[0], k[1], s[0], s[1], d[0], d[1], z.size, z.stride, z.dilation}) <= 0)
     throw ShapeError(who + " needs positive filters, kernel_size, strides and dilation_rate");
   const std::int64_t groups = options_.groups;
   if (groups <= 0 || in % groups != 0 || options_.filters % groups != 0)

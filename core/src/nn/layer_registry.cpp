@@ -39,12 +39,12 @@
 #include "nn/rescaling.hpp"
 #include "nn/reshape.hpp"
 #include "nn/reshaped_2d.hpp"
-#include "nn/volume_cells.hpp"
 #include "nn/resizing.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
 #include "nn/time_distributed.hpp"
 #include "nn/unit_normalization.hpp"
+#include "nn/volume_cells.hpp"
 #include "tandem/error.hpp"
 #include "util/warn_once.hpp"
 
@@ -682,8 +682,9 @@ std::unique_ptr<Layer> make_random_brightness(ConfigObject& c, const std::string
 // of `count`), each > 0. Absent or null gives `fallback` (a missing required key when there is
 // none).
 template <std::size_t kCount>
-std::array<std::int64_t, kCount> read_sizes(ConfigObject& c, const std::string& key,
-                                            std::optional<std::array<std::int64_t, kCount>> fallback) {
+std::array<std::int64_t, kCount> read_sizes(
+    ConfigObject& c, const std::string& key,
+    std::optional<std::array<std::int64_t, kCount>> fallback) {
   if (!c.has(key) && fallback) {
     c.ignore({key.c_str()});
     return *fallback;
@@ -708,10 +709,10 @@ std::array<std::int64_t, kCount> read_sizes(ConfigObject& c, const std::string& 
       out[i] = positive(v[i], c.path_of(key) + "[" + std::to_string(i) + "]");
     return out;
   }
-  throw ConfigError(c.path_of(key), "expected an integer or a list of " + std::to_string(kCount) +
-                                        " integers, got " +
-                                        (v.is_array() ? "a list of " + std::to_string(v.size())
-                                                      : json_type_name(v)));
+  throw ConfigError(
+      c.path_of(key),
+      "expected an integer or a list of " + std::to_string(kCount) + " integers, got " +
+          (v.is_array() ? "a list of " + std::to_string(v.size()) : json_type_name(v)));
 }
 
 Pair read_pair(ConfigObject& c, const std::string& key, std::optional<Pair> fallback) {
@@ -775,7 +776,6 @@ void read_window(ConfigObject& c, Conv2DOptions& o) {
   o.dilation_rate = read_pair(c, "dilation_rate", Pair{1, 1});
   check_dilation_with_strides(c, o);
 }
-
 
 // The sliding window of Conv3D: as read_window's, each size a triple (depth, rows, cols).
 void read_window_3d(ConfigObject& c, Conv2DOptions& o) {
@@ -1275,8 +1275,10 @@ VolumeBorders read_volume_borders(ConfigObject& c, const char* key, std::int64_t
     numbers = numbers && !(*v)[a].is_array();
   }
   if (!pairs && !numbers)
-    throw ConfigError(path, "expected n, [depth, rows, cols] or [[before, after] of depth, of "
-                            "rows, of cols], got " + v->dump());
+    throw ConfigError(path,
+                      "expected n, [depth, rows, cols] or [[before, after] of depth, of "
+                      "rows, of cols], got " +
+                          v->dump());
   for (std::size_t a = 0; a < 3; ++a) {
     const std::string at = path + "[" + std::to_string(a) + "]";
     if (numbers) {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/batch_shape.hpp"
-#include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
 namespace tandem::nn {
@@ -95,8 +95,7 @@ const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_gra
     // Each input gradient lands on its window's maximum, whose relu is the pooled output:
     // relu's derivative at the pooled output is relu's derivative at that element.
     ops().activation_backward(ActivationKind::relu, output_, output_, grad_output,
-                              ops().place(masked_grad_, grad_output.shape()),
-                              input_shape_.back());
+                              ops().place(masked_grad_, grad_output.shape()), input_shape_.back());
     g = &masked_grad_;
   }
   pooling().backward(*g, grad_input_);
@@ -104,13 +103,14 @@ const Tensor& Pooling2D::backward(const Tensor& grad_output, bool need_input_gra
 }
 
 nlohmann::json Pooling2D::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"pool_size", spatial_json(options_.pool_size, options_.depth.value_or(DepthWindow{}).size)},
-          {"padding", padding_name(options_.padding)},
-          {"strides", spatial_json(options_.strides, options_.depth.value_or(DepthWindow{}).stride)},
-          {"data_format", "channels_last"}};
+  return {
+      {"name", name()},
+      {"trainable", trainable()},
+      {"dtype", "float32"},
+      {"pool_size", spatial_json(options_.pool_size, options_.depth.value_or(DepthWindow{}).size)},
+      {"padding", padding_name(options_.padding)},
+      {"strides", spatial_json(options_.strides, options_.depth.value_or(DepthWindow{}).stride)},
+      {"data_format", "channels_last"}};
 }
 
 }  // namespace tandem::nn

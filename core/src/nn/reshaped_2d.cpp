@@ -272,10 +272,10 @@ Shape GlobalMaxPooling::build(const Shape& input_shape, Rng& init) {
   // An image pools as it is; the steps of a sequence, or a volume's cells in their order, as
   // one row.
   const std::int64_t channels = input_shape.back();
-  const Shape image = spatial_axes_ == 2
-                          ? input_shape
-                          : Shape{1, shape_size(input_shape) / std::max<std::int64_t>(channels, 1),
-                                  channels};
+  const Shape image =
+      spatial_axes_ == 2
+          ? input_shape
+          : Shape{1, shape_size(input_shape) / std::max<std::int64_t>(channels, 1), channels};
   Pooling2DOptions o;
   o.kind = PoolKind::max;
   o.pool_size = o.strides = {image[0], image[1]};

@@ -30,8 +30,7 @@ const Tensor& TwoPassVolume::forward(const Tensor& x, bool training) {
     pass->set_sample_offset(sample_offset());
   }
   const Tensor& rows = first_->forward(x.reshaped(with_batch(batch, first_input_)), training);
-  const Tensor& cols =
-      second_->forward(rows.reshaped(with_batch(batch, second_input_)), training);
+  const Tensor& cols = second_->forward(rows.reshaped(with_batch(batch, second_input_)), training);
   output_ = cols.reshaped(with_batch(batch, output_shape_));
   return output_;
 }
@@ -58,8 +57,8 @@ void VolumeBorder::check_fits(const Shape& input_shape) const {
   for (std::size_t a = 0; a < 3; ++a)
     if (input_shape[a] - borders_[a][0] - borders_[a][1] <= 0) {
       static const char* const kAxes[] = {"depth slices", "rows", "columns"};
-      throw ShapeError(label() + " crops " + std::to_string(borders_[a][0] + borders_[a][1]) +
-                       " " + kAxes[a] + " from inputs " + shape_to_string(input_shape, true) +
+      throw ShapeError(label() + " crops " + std::to_string(borders_[a][0] + borders_[a][1]) + " " +
+                       kAxes[a] + " from inputs " + shape_to_string(input_shape, true) +
                        ": nothing would be left");
     }
 }
@@ -70,8 +69,7 @@ std::unique_ptr<Layer> VolumeBorder::make_first() const {
 }
 
 std::unique_ptr<Layer> VolumeBorder::make_second() const {
-  return std::make_unique<ImageBorder>(name(), pad_,
-                                       Borders{0, 0, borders_[2][0], borders_[2][1]});
+  return std::make_unique<ImageBorder>(name(), pad_, Borders{0, 0, borders_[2][0], borders_[2][1]});
 }
 
 nlohmann::json VolumeBorder::config() const {

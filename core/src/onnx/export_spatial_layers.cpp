@@ -1,9 +1,9 @@
 // Exporters of the sliding-window and image-geometry layers: convolutions (Conv1D, Conv2D with
 // groups, Conv3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv2DTranspose), pooling (1-D, 2-D,
-// 3-D, global) and ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first; paddings are
-// explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same" (one extra
-// row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a
-// (1, steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
+// 3-D, global) and ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first;
+// paddings are explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same"
+// (one extra row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a (1,
+// steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -107,8 +107,8 @@ OnnxValue conv(LayerCall& call, const OnnxValue& x, const std::string& tag,
                const std::vector<float>& oihw, std::int64_t out, std::int64_t in_per_group,
                const Window& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
   OnnxGraph& g = call.graph;
-  std::vector<std::string> inputs{x.name,
-                                  call.constant(tag, weight_dims(out, in_per_group, w.kernel), oihw)};
+  std::vector<std::string> inputs{
+      x.name, call.constant(tag, weight_dims(out, in_per_group, w.kernel), oihw)};
   if (bias && call.has_weight(bias))
     inputs.push_back(call.constant("bias", {out}, values_of(call.weight(bias))));
   return {g.node("Conv", inputs, call.prefix)
@@ -314,8 +314,8 @@ OnnxValue export_two_pass_volume(LayerCall& call) {
   auto& layer = static_cast<nn::TwoPassVolume&>(call.layer);
   LayerCall rows = call;
   rows.output_shape = layer.first_output();
-  const OnnxValue after_rows = export_on_view(rows, layer.first(), layer.first_input(),
-                                              layer.first_output(), "rows");
+  const OnnxValue after_rows =
+      export_on_view(rows, layer.first(), layer.first_input(), layer.first_output(), "rows");
   LayerCall cols = call;
   cols.inputs = {after_rows};
   return export_on_view(cols, layer.second(), layer.second_input(), layer.second_output(), "cols");

@@ -212,7 +212,8 @@ TEST(WindowMath, Im2colMatchesThePaddedImage) {
                 const std::int64_t pr = oy * c.g.rows.stride + ky * c.g.rows.dilation;
                 const std::int64_t pq = ox * c.g.cols.stride + kx * c.g.cols.dilation;
                 ASSERT_EQ(im2col_element(c.g, x.data(), e), p.at(s, pr, pq, ch));
-                ASSERT_EQ(im2col_source(c.g, Cell{0, oy, ox}, e % patch) >= 0, p.is_real(s, pr, pq) != 0);
+                ASSERT_EQ(im2col_source(c.g, Cell{0, oy, ox}, e % patch) >= 0,
+                          p.is_real(s, pr, pq) != 0);
               }
     EXPECT_EQ(e, output_pixels(c) * patch);
   }
@@ -622,7 +623,8 @@ TEST(WindowMath, VolumesEqualTheCpuLayers) {
       for (std::int64_t i = 0; i < dx.size(); ++i) {
         const float v = grouped_conv_input_grad(c.g, filters, groups, dy.data(), kernel.data(), i);
         ASSERT_NEAR(v, dx[i], 1e-5f * (1.0f + std::fabs(v))) << i;
-        if (groups == 1) ASSERT_NEAR(col2im_element(c.g, dcols.data(), i), v, 1e-5f * (1.0f + std::fabs(v)));
+        if (groups == 1)
+          ASSERT_NEAR(col2im_element(c.g, dcols.data(), i), v, 1e-5f * (1.0f + std::fabs(v)));
       }
       for (std::int64_t w = 0; w < kernel.size(); ++w) {
         double g = 0;
@@ -647,7 +649,8 @@ TEST(WindowMath, VolumesEqualTheCpuLayers) {
       const bool max = kind == nn::PoolKind::max;
       Tensor x = random_tensor(volume_input(c), rng, max);
       if (max)
-        for (std::int64_t i = 0; i < x.size(); i += 7) x[i] = std::numeric_limits<float>::quiet_NaN();
+        for (std::int64_t i = 0; i < x.size(); i += 7)
+          x[i] = std::numeric_limits<float>::quiet_NaN();
       const Tensor y = pool.forward(x, true).clone();
       std::vector<std::int32_t> argmax(static_cast<std::size_t>(y.size()));
       for (std::int64_t e = 0; e < y.size(); ++e) {

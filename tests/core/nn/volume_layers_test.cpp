@@ -24,21 +24,21 @@ json entry(const std::string& cls, json config) {
 
 // A Sequential model over volumes of `input` (depth, rows, cols, channels).
 json volume_model(const Shape& input, const std::vector<json>& layers) {
-  json all = json::array({entry("InputLayer", {{"batch_input_shape", {nullptr, input[0], input[1],
-                                                                       input[2], input[3]}}})});
+  json all = json::array({entry(
+      "InputLayer", {{"batch_input_shape", {nullptr, input[0], input[1], input[2], input[3]}}})});
   for (const json& l : layers) all.push_back(l);
   return {{"class_name", "Sequential"}, {"config", {{"name", "v"}, {"layers", all}}}};
 }
 
 TEST(Conv3D, ShapesWeightsAndConfigAsKeras) {
   // depth 5 same stride 1 -> 5; rows 6 same stride 2 -> 3; cols 7 same stride 2 -> 4.
-  auto m = Model::from_config(
-      volume_model({5, 6, 7, 2}, {entry("Conv3D", {{"filters", 3},
-                                                   {"kernel_size", {2, 3, 3}},
-                                                   {"strides", {1, 2, 2}},
-                                                   {"padding", "same"},
-                                                   {"activation", "relu"}})}),
-      "model", 0);
+  auto m =
+      Model::from_config(volume_model({5, 6, 7, 2}, {entry("Conv3D", {{"filters", 3},
+                                                                      {"kernel_size", {2, 3, 3}},
+                                                                      {"strides", {1, 2, 2}},
+                                                                      {"padding", "same"},
+                                                                      {"activation", "relu"}})}),
+                         "model", 0);
   EXPECT_EQ(m->layer(0).class_name(), "Conv3D");
   EXPECT_EQ(m->layer(0).name(), "conv3d");
   EXPECT_EQ(m->output_shape(), (Shape{5, 3, 4, 3}));
@@ -56,13 +56,13 @@ TEST(Conv3D, ShapesWeightsAndConfigAsKeras) {
   EXPECT_EQ(again->layer(0).config(), cfg);
 
   // valid, dilated, grouped: depth 6 - (2 - 1) * 2 = 4, rows 5 - 1 = 4, cols 7 - 2 * 2 = 3.
-  auto grouped = Model::from_config(
-      volume_model({6, 5, 7, 4}, {entry("Conv3D", {{"filters", 6},
-                                                   {"kernel_size", {2, 2, 3}},
-                                                   {"dilation_rate", {2, 1, 2}},
-                                                   {"groups", 2},
-                                                   {"use_bias", false}})}),
-      "model", 0);
+  auto grouped =
+      Model::from_config(volume_model({6, 5, 7, 4}, {entry("Conv3D", {{"filters", 6},
+                                                                      {"kernel_size", {2, 2, 3}},
+                                                                      {"dilation_rate", {2, 1, 2}},
+                                                                      {"groups", 2},
+                                                                      {"use_bias", false}})}),
+                         "model", 0);
   EXPECT_EQ(grouped->output_shape(), (Shape{4, 4, 3, 6}));
   EXPECT_EQ(grouped->layer(0).parameters()[0]->value.shape(), (Shape{2, 2, 3, 2, 6}));
 }
@@ -79,16 +79,16 @@ TEST(Conv3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
   expect_error({{"filters", 2}, {"kernel_size", {3, 3, 0}}}, "kernel_size[2]", "positive");
   expect_error({{"filters", 2}, {"kernel_size", 2}, {"strides", {1, "2", 1}}}, "strides[1]",
                "positive integer");
-  expect_error({{"filters", 2}, {"kernel_size", 2}, {"strides", {2, 1, 1}},
-                {"dilation_rate", {1, 1, 2}}},
-               "dilation_rate", "strides > 1");
+  expect_error(
+      {{"filters", 2}, {"kernel_size", 2}, {"strides", {2, 1, 1}}, {"dilation_rate", {1, 1, 2}}},
+      "dilation_rate", "strides > 1");
   expect_error({{"filters", 2}, {"kernel_size", 2}, {"data_format", "channels_first"}},
                "data_format", "channels_last");
   expect_error({{"filters", 3}, {"kernel_size", 2}, {"groups", 2}}, "groups",
                "must divide filters (3)");
   // A kernel deeper than the volume, and an image given to Conv3D: shape errors naming the layer.
-  const std::string deep =
-      error(volume_model({4, 5, 6, 2}, {entry("Conv3D", {{"filters", 2}, {"kernel_size", {5, 1, 1}}})}));
+  const std::string deep = error(
+      volume_model({4, 5, 6, 2}, {entry("Conv3D", {{"filters", 2}, {"kernel_size", {5, 1, 1}}})}));
   EXPECT_NE(deep.find("layer 'conv3d' (Conv3D): kernel [5,1,1] is larger than its input "
                       "(None, 4, 5, 6, 2)"),
             std::string::npos)
@@ -110,9 +110,8 @@ TEST(Pooling3D, ShapesDefaultsAndConfigAsKeras) {
   auto m = Model::from_config(
       volume_model({5, 6, 7, 3},
                    {entry("MaxPooling3D", json::object()),
-                    entry("AveragePooling3D", {{"pool_size", {3, 2, 2}},
-                                               {"strides", {2, 2, 1}},
-                                               {"padding", "same"}}),
+                    entry("AveragePooling3D",
+                          {{"pool_size", {3, 2, 2}}, {"strides", {2, 2, 1}}, {"padding", "same"}}),
                     entry("GlobalMaxPooling3D", {{"keepdims", true}}),
                     entry("GlobalAveragePooling3D", json::object())}),
       "model", 0);
@@ -151,8 +150,8 @@ TEST(Pooling3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
                       "larger than its input (None, 4, 5, 6, 2)"),
             std::string::npos)
       << deep;
-  const std::string format = error(entry("GlobalAveragePooling3D",
-                                         {{"data_format", "channels_first"}}));
+  const std::string format =
+      error(entry("GlobalAveragePooling3D", {{"data_format", "channels_first"}}));
   EXPECT_NE(format.find("data_format"), std::string::npos) << format;
   const json image = {{"class_name", "Sequential"},
                       {"config",
@@ -197,7 +196,8 @@ TEST(VolumeCells, AmountsShapesAndConfigAsKeras) {
   const std::string two = error(entry("ZeroPadding3D", {{"padding", {1, 2}}}));
   EXPECT_NE(two.find("'model.config.layers[1].config.padding'"), std::string::npos) << two;
   EXPECT_NE(two.find("expected n, [depth, rows, cols] or"), std::string::npos) << two;
-  const std::string negative = error(entry("Cropping3D", {{"cropping", {{0, 1}, {1, -1}, {0, 0}}}}));
+  const std::string negative =
+      error(entry("Cropping3D", {{"cropping", {{0, 1}, {1, -1}, {0, 0}}}}));
   EXPECT_NE(negative.find("'model.config.layers[1].config.cropping[1][1]'"), std::string::npos)
       << negative;
   const std::string mixed = error(entry("ZeroPadding3D", {{"padding", {{1, 1}, 2, 3}}}));
@@ -209,7 +209,8 @@ TEST(VolumeCells, AmountsShapesAndConfigAsKeras) {
       << all;
   const std::string size = error(entry("UpSampling3D", {{"size", {2, 0, 1}}}));
   EXPECT_NE(size.find("config.size[1]'"), std::string::npos) << size;
-  const std::string interpolation = error(entry("UpSampling3D", {{"data_format", "channels_first"}}));
+  const std::string interpolation =
+      error(entry("UpSampling3D", {{"data_format", "channels_first"}}));
   EXPECT_NE(interpolation.find("data_format"), std::string::npos) << interpolation;
 }
 

@@ -1,5 +1,5 @@
-// The CPU backend's 2-D and 3-D convolutions: oneDNN convolution primitives (forward, backward-data,
-// backward-weights with bias).
+// The CPU backend's 2-D and 3-D convolutions: oneDNN convolution primitives (forward,
+// backward-data, backward-weights with bias).
 //
 // Activations stay NHWC, the Keras layout, with no reorder; the kernel is handed to oneDNN in the
 // layout it prefers (format_tag::any), reordered from/to Keras' HWIO once per step. Measured on the
@@ -104,8 +104,7 @@ class CpuConvolution final : public Convolution2D {
       : desc_(std::move(desc)),
         bf16_(bf16 && desc_.geometry.channels / desc_.groups >= kMinBf16Channels),
         blocked_16_(!bf16_ && !desc_.geometry.volume && desc_.groups == 1 &&
-                    desc_.geometry.rows.dilation == 1 &&
-                    desc_.geometry.cols.dilation == 1) {}
+                    desc_.geometry.rows.dilation == 1 && desc_.geometry.cols.dilation == 1) {}
 
   void forward(const Tensor& x, const Tensor& kernel, const Tensor* bias, Tensor& y) override {
     const window::Geometry& g = desc_.geometry;

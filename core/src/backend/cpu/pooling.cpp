@@ -1,7 +1,8 @@
-// The CPU backend's 2-D and 3-D pooling: oneDNN pooling primitives in NHWC (NDHWC) (jit:avx512_core; measured
-// faster than nChw16c for the fashion-cnn shapes), created per (batch size, thread count) and
-// cached; max pooling keeps the forward's argmax workspace for its backward. Padded cells never
-// win a maximum and are left out of an average (pooling_avg_exclude_padding, Keras' rule).
+// The CPU backend's 2-D and 3-D pooling: oneDNN pooling primitives in NHWC (NDHWC)
+// (jit:avx512_core; measured faster than nChw16c for the fashion-cnn shapes), created per (batch
+// size, thread count) and cached; max pooling keeps the forward's argmax workspace for its
+// backward. Padded cells never win a maximum and are left out of an average
+// (pooling_avg_exclude_padding, Keras' rule).
 #include <map>
 #include <unordered_map>
 

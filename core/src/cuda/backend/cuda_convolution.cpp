@@ -187,8 +187,8 @@ CudaConvolution::CudaConvolution(const backend::ConvolutionDesc& desc, CudaBacke
   kernel_size_ = patch_ * filters_;
   identity_ = true;
   for (const backend::window::Axis* a : {&geom_.depth, &geom_.rows, &geom_.cols})
-    identity_ = identity_ && a->kernel == 1 && a->stride == 1 && a->pad_before == 0 &&
-                a->out == a->in;
+    identity_ =
+        identity_ && a->kernel == 1 && a->stride == 1 && a->pad_before == 0 && a->out == a->in;
   // Chunks of whole samples under the budget; when there is room, a multiple of the samples
   // that keep each chunk's output 256-byte aligned, so it needs no staging.
   chunk_ = std::max<std::int64_t>(1, kColsBudget / std::max<std::int64_t>(1, out_pixels_ * patch_));

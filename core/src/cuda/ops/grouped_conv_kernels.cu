@@ -19,8 +19,8 @@ __global__ void forward_kernel(const float* x, const float* k, const float* bias
   }
 }
 
-__global__ void data_kernel(const float* dy, const float* k, float* dx, std::int64_t n,
-                            Geometry g, std::int64_t filters, std::int64_t groups) {
+__global__ void data_kernel(const float* dy, const float* k, float* dx, std::int64_t n, Geometry g,
+                            std::int64_t filters, std::int64_t groups) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::grouped_conv_input_grad(g, filters, groups, dy, k, e);
 }
@@ -70,10 +70,9 @@ void grouped_conv_backward_data(const float* dy, const float* kernel, float* dx,
   check_launch("grouped convolution backward (data)");
 }
 
-void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel,
-                                   float* d_bias, std::int64_t samples, const Geometry& g,
-                                   std::int64_t filters, std::int64_t groups,
-                                   cudaStream_t stream) {
+void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel, float* d_bias,
+                                   std::int64_t samples, const Geometry& g, std::int64_t filters,
+                                   std::int64_t groups, cudaStream_t stream) {
   const std::int64_t kernel_size =
       backend::window::kernel_taps(g) * (g.channels / groups) * filters;
   const std::int64_t values = kernel_size + (d_bias ? filters : 0);

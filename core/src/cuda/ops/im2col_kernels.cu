@@ -9,12 +9,14 @@ namespace tandem::cuda {
 
 namespace {
 
-__global__ void im2col_kernel(const float* x, float* cols, std::int64_t n, backend::window::Geometry g) {
+__global__ void im2col_kernel(const float* x, float* cols, std::int64_t n,
+                              backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     cols[e] = backend::window::im2col_element(g, x, e);
 }
 
-__global__ void col2im_kernel(const float* dcols, float* dx, std::int64_t n, backend::window::Geometry g) {
+__global__ void col2im_kernel(const float* dcols, float* dx, std::int64_t n,
+                              backend::window::Geometry g) {
   for (std::int64_t e = grid_first(); e < n; e += grid_step())
     dx[e] = backend::window::col2im_element(g, dcols, e);
 }

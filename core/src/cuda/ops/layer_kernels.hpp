@@ -52,10 +52,9 @@ void grouped_conv_backward_data(const float* dy, const float* kernel, float* dx,
                                 std::int64_t samples, const backend::window::Geometry& g,
                                 std::int64_t filters, std::int64_t groups, cudaStream_t stream);
 /// d_kernel (and d_bias, the column sums of dy, when not null), set.
-void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel,
-                                   float* d_bias, std::int64_t samples,
-                                   const backend::window::Geometry& g, std::int64_t filters,
-                                   std::int64_t groups, cudaStream_t stream);
+void grouped_conv_backward_weights(const float* x, const float* dy, float* d_kernel, float* d_bias,
+                                   std::int64_t samples, const backend::window::Geometry& g,
+                                   std::int64_t filters, std::int64_t groups, cudaStream_t stream);
 
 // ---- MaxPooling2D, AveragePooling2D ----------------------------------------------------------
 
@@ -64,8 +63,8 @@ void max_pool_forward(const float* x, float* y, std::int32_t* argmax, std::int64
                       const backend::window::Geometry& g, cudaStream_t stream);
 void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::int64_t samples,
                        const backend::window::Geometry& g, cudaStream_t stream);
-void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry& g,
-                      cudaStream_t stream);
+void avg_pool_forward(const float* x, float* y, std::int64_t samples,
+                      const backend::window::Geometry& g, cudaStream_t stream);
 void avg_pool_backward(const float* dy, float* dx, std::int64_t samples,
                        const backend::window::Geometry& g, cudaStream_t stream);
 

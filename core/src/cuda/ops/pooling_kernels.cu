@@ -60,8 +60,8 @@ void max_pool_backward(const float* dy, const std::int32_t* argmax, float* dx, s
   check_launch("max_pool_backward");
 }
 
-void avg_pool_forward(const float* x, float* y, std::int64_t samples, const backend::window::Geometry& g,
-                      cudaStream_t stream) {
+void avg_pool_forward(const float* x, float* y, std::int64_t samples,
+                      const backend::window::Geometry& g, cudaStream_t stream) {
   const std::int64_t n = outputs(samples, g);
   if (n == 0) return;
   avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, g);
