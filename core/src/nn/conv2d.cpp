@@ -47,8 +47,8 @@ Shape Conv2D::build(const Shape& input_shape, Rng& init) {
   cols_ = window_along(input_shape[first + 1], k[1], s[1], d[1], options_.padding);
   if (depth_.out <= 0 || rows_.out <= 0 || cols_.out <= 0) {
     const bool dilated = d[0] > 1 || d[1] > 1 || z.dilation > 1;
-    throw ShapeError(who + ": kernel " + spatial_json(k, z.size).dump() +
-                     (dilated ? " with dilation " + spatial_json(d, z.dilation).dump() : "") +
+    throw ShapeError(who + ": kernel " + sizes_string(k, volume, z.size) +
+                     (dilated ? " with dilation " + sizes_string(d, volume, z.dilation) : "") +
                      " is larger than its input " + shape_to_string(input_shape, true) +
                      " with \"valid\" padding");
   }

@@ -59,9 +59,9 @@ Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
     along.push_back({input_shape[0], z.size, z.stride, z.dilation, z.output_padding, "the depth"});
   along.push_back({input_shape[first], k[0], s[0], d[0], extra[0], "the height"});
   along.push_back({input_shape[first + 1], k[1], s[1], d[1], extra[1], "the width"});
-  const std::string geometry = "kernel " + spatial_json(k, z.size).dump() + ", strides " +
-                               spatial_json(s, z.stride).dump() + ", dilation_rate " +
-                               spatial_json(d, z.dilation).dump() + " and " +
+  const std::string geometry = "kernel " + sizes_string(k, volume, z.size) + ", strides " +
+                               sizes_string(s, volume, z.stride) + ", dilation_rate " +
+                               sizes_string(d, volume, z.dilation) + " and " +
                                padding_name(o.padding) + " padding";
   std::vector<backend::window::Axis> axes;
   Shape out;

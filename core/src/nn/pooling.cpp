@@ -37,7 +37,7 @@ Shape Pooling2D::build(const Shape& input_shape, Rng& /*init*/) {
   rows_ = window_along(input_shape[first], k[0], s[0], 1, options_.padding);
   cols_ = window_along(input_shape[first + 1], k[1], s[1], 1, options_.padding);
   if (depth_.out <= 0 || rows_.out <= 0 || cols_.out <= 0)
-    throw ShapeError(who + ": pool_size " + spatial_json(k, z.size).dump() +
+    throw ShapeError(who + ": pool_size " + sizes_string(k, volume, z.size) +
                      " is larger than its input " + shape_to_string(input_shape, true) +
                      " with \"valid\" padding");
   input_shape_ = input_shape;

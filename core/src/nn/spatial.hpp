@@ -77,6 +77,11 @@ inline nlohmann::json triple_json(std::int64_t depth, const Pair& p) {
   return nlohmann::json::array({depth, p[0], p[1]});
 }
 
+/// A window's sizes in messages: "(rows, cols)", or a volume's "(depth, rows, cols)".
+inline std::string sizes_string(const Pair& p, bool volume, std::int64_t depth_value) {
+  return volume ? shape_to_string({depth_value, p[0], p[1]}) : shape_to_string({p[0], p[1]});
+}
+
 /// One axis of a sliding window: output length and the zero padding before and after.
 struct Window {
   std::int64_t out = 0;

@@ -89,7 +89,7 @@ TEST(Conv3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
   // A kernel deeper than the volume, and an image given to Conv3D: shape errors naming the layer.
   const std::string deep = error(
       volume_model({4, 5, 6, 2}, {entry("Conv3D", {{"filters", 2}, {"kernel_size", {5, 1, 1}}})}));
-  EXPECT_NE(deep.find("layer 'conv3d' (Conv3D): kernel [5,1,1] is larger than its input "
+  EXPECT_NE(deep.find("layer 'conv3d' (Conv3D): kernel (5, 1, 1) is larger than its input "
                       "(None, 4, 5, 6, 2)"),
             std::string::npos)
       << deep;
@@ -146,7 +146,7 @@ TEST(Pooling3D, BadKeysAndShapesAreRefusedAtTheirPlace) {
   EXPECT_NE(pair.find("'model.config.layers[1].config.pool_size'"), std::string::npos) << pair;
   EXPECT_NE(pair.find("a list of 3 integers"), std::string::npos) << pair;
   const std::string deep = error(entry("AveragePooling3D", {{"pool_size", {5, 1, 1}}}));
-  EXPECT_NE(deep.find("layer 'average_pooling3d' (AveragePooling3D): pool_size [5,1,1] is "
+  EXPECT_NE(deep.find("layer 'average_pooling3d' (AveragePooling3D): pool_size (5, 1, 1) is "
                       "larger than its input (None, 4, 5, 6, 2)"),
             std::string::npos)
       << deep;
