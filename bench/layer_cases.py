@@ -174,6 +174,27 @@ case("maxpool_flatten_dense", 64, [32, 32, 3], _flatten_layers(True), _flatten_t
      image=True)
 
 
+# A 3-D CNN block as keras.io's CT-scan classifier stacks them: a 3x3x3 convolution of 16
+# channels on a 16x32x32x8 volume, 2x2x2 max pooling, a 3x3x3 convolution of 32, pooled to 10
+# logits.
+def _volume_layers():
+    return [keras("Conv3D", filters=16, kernel_size=[3, 3, 3], padding="same", activation="relu"),
+            keras("MaxPooling3D", pool_size=[2, 2, 2]),
+            keras("Conv3D", filters=32, kernel_size=[3, 3, 3], padding="same", activation="relu"),
+            keras("GlobalAveragePooling3D"), keras("Dense", units=10)]
+
+
+def _volume_torch(nn):
+    class Pool(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=(2, 3, 4))
+    return [nn.Conv3d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool3d(2),
+            nn.Conv3d(16, 32, 3, padding=1), nn.ReLU(), Pool(), nn.Linear(32, 10)]
+
+
+case("conv3d", 16, [16, 32, 32, 8], _volume_layers(), _volume_torch, image=True)
+
+
 def model_config(name):
     """A Sequential model of the case's layers; a functional chain (Keras 2's form) where a layer
     is called on [previous, previous] (self_call: attention over its own input)."""
@@ -259,13 +280,14 @@ def torch_samples_per_s(name, channels_last, steps=64, warmup=5):
     c = CASES[name]
     model = nn.Sequential(*c["torch_layers"](nn))
     shape = list(c["input_shape"])
-    if c["image"]:
-        shape = [shape[2], shape[0], shape[1]]
+    if c["image"]:  # channels first: (c, h, w), or a volume's (c, d, h, w)
+        shape = [shape[-1]] + shape[:-1]
     xs = [torch.rand([c["batch"]] + shape) for _ in range(4)]
     ys = [torch.randint(0, 10, (c["batch"],)) for _ in range(4)]
     if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        xs = [x.contiguous(memory_format=torch.channels_last) for x in xs]
+        layout = torch.channels_last if len(shape) == 3 else torch.channels_last_3d
+        model = model.to(memory_format=layout)
+        xs = [x.contiguous(memory_format=layout) for x in xs]
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
 
