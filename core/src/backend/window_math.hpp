@@ -156,6 +156,74 @@ TANDEM_HD inline Cell tap_at(const Geometry& g, std::int64_t tap) {
   return cell_at(tap, g.rows.kernel, g.cols.kernel);
 }
 
+/// The taps of output cell o that read inside the input, along each axis: [first, last).
+struct Taps {
+  std::int64_t z0, z1, y0, y1, x0, x1;
+};
+
+TANDEM_HD inline Taps taps_inside(const Geometry& g, const Cell& o) {
+  Taps t;
+  valid_taps(g.depth, o.z, &t.z0, &t.z1);
+  valid_taps(g.rows, o.y, &t.y0, &t.y1);
+  valid_taps(g.cols, o.x, &t.x0, &t.x1);
+  return t;
+}
+
+/// The output cells whose window holds input cell i, along each axis: [first, last) (windows
+/// without dilation: pooling).
+TANDEM_HD inline Taps covering(const Geometry& g, const Cell& i) {
+  Taps t;
+  covering_outputs(g.depth, i.z, &t.z0, &t.z1);
+  covering_outputs(g.rows, i.y, &t.y0, &t.y1);
+  covering_outputs(g.cols, i.x, &t.x0, &t.x1);
+  return t;
+}
+
+/// f(tap, input cell) for each tap of output cell o that reads inside the input, in (depth tap,
+/// row tap, col tap) order: the order every forward sum here adds its terms in.
+template <class F>
+TANDEM_HD inline void for_each_tap_inside(const Geometry& g, const Cell& o, F&& f) {
+  const Taps t = taps_inside(g, o);
+  for (std::int64_t kz = t.z0; kz < t.z1; ++kz) {
+    const std::int64_t iz = tap_position(g.depth, o.z, kz);
+    for (std::int64_t ky = t.y0; ky < t.y1; ++ky) {
+      const std::int64_t iy = tap_position(g.rows, o.y, ky);
+      for (std::int64_t kx = t.x0; kx < t.x1; ++kx)
+        f((kz * g.rows.kernel + ky) * g.cols.kernel + kx,
+          input_cell_index(g, iz, iy, tap_position(g.cols, o.x, kx)));
+    }
+  }
+}
+
+/// f(tap, output cell) for each tap, in (depth tap, row tap, col tap) order, whose output reads
+/// input cell i: the order every convolution gradient gather here adds its terms in.
+template <class F>
+TANDEM_HD inline void for_each_reader(const Geometry& g, const Cell& i, F&& f) {
+  for (std::int64_t kz = 0; kz < g.depth.kernel; ++kz) {
+    const std::int64_t oz = output_of_tap(g.depth, i.z, kz);
+    if (oz < 0) continue;
+    for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
+      const std::int64_t oy = output_of_tap(g.rows, i.y, ky);
+      if (oy < 0) continue;
+      for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
+        const std::int64_t ox = output_of_tap(g.cols, i.x, kx);
+        if (ox >= 0)
+          f((kz * g.rows.kernel + ky) * g.cols.kernel + kx, output_cell_index(g, oz, oy, ox));
+      }
+    }
+  }
+}
+
+/// f(output cell) for each output whose (undilated) window holds input cell i, in ascending
+/// (depth, row, col) order: the order the pooling gradients add their terms in.
+template <class F>
+TANDEM_HD inline void for_each_covering_output(const Geometry& g, const Cell& i, F&& f) {
+  const Taps t = covering(g, i);
+  for (std::int64_t oz = t.z0; oz < t.z1; ++oz)
+    for (std::int64_t oy = t.y0; oy < t.y1; ++oy)
+      for (std::int64_t ox = t.x0; ox < t.x1; ++ox) f(output_cell_index(g, oz, oy, ox));
+}
+
 // ---- Convolution: implicit im2col --------------------------------------------------------------
 
 /// Columns of the im2col matrix: one per (depth tap, row tap, col tap, input channel), in that
@@ -200,20 +268,9 @@ TANDEM_HD inline float col2im_element(const Geometry& g, const float* dcols, std
   const std::int64_t patch = patch_size(g);
   const float* d = dcols + sample * output_cells(g) * patch;
   float s = 0.0f;
-  for (std::int64_t kz = 0; kz < g.depth.kernel; ++kz) {
-    const std::int64_t oz = output_of_tap(g.depth, i.z, kz);
-    if (oz < 0) continue;
-    for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
-      const std::int64_t oy = output_of_tap(g.rows, i.y, ky);
-      if (oy < 0) continue;
-      for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
-        const std::int64_t ox = output_of_tap(g.cols, i.x, kx);
-        if (ox < 0) continue;
-        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
-        s += d[output_cell_index(g, oz, oy, ox) * patch + tap * g.channels + ci];
-      }
-    }
-  }
+  for_each_reader(g, i, [&](std::int64_t tap, std::int64_t out) {
+    s += d[out * patch + tap * g.channels + ci];
+  });
   return s;
 }
 
@@ -234,24 +291,12 @@ TANDEM_HD inline float grouped_conv_output(const Geometry& g, std::int64_t filte
   const std::int64_t cg = g.channels / groups;
   const std::int64_t c0 = f / (filters / groups) * cg;
   const float* xs = x + sample * input_cells(g) * g.channels;
-  std::int64_t kz0, kz1, ky0, ky1, kx0, kx1;
-  valid_taps(g.depth, o.z, &kz0, &kz1);
-  valid_taps(g.rows, o.y, &ky0, &ky1);
-  valid_taps(g.cols, o.x, &kx0, &kx1);
   float s = 0.0f;
-  for (std::int64_t kz = kz0; kz < kz1; ++kz) {
-    const std::int64_t iz = tap_position(g.depth, o.z, kz);
-    for (std::int64_t ky = ky0; ky < ky1; ++ky) {
-      const std::int64_t iy = tap_position(g.rows, o.y, ky);
-      for (std::int64_t kx = kx0; kx < kx1; ++kx) {
-        const std::int64_t ix = tap_position(g.cols, o.x, kx);
-        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
-        const float* xp = xs + input_cell_index(g, iz, iy, ix) * g.channels + c0;
-        const float* kp = k + tap * cg * filters + f;
-        for (std::int64_t ci = 0; ci < cg; ++ci) s += xp[ci] * kp[ci * filters];
-      }
-    }
-  }
+  for_each_tap_inside(g, o, [&](std::int64_t tap, std::int64_t in) {
+    const float* xp = xs + in * g.channels + c0;
+    const float* kp = k + tap * cg * filters + f;
+    for (std::int64_t ci = 0; ci < cg; ++ci) s += xp[ci] * kp[ci * filters];
+  });
   return s;
 }
 
@@ -267,23 +312,11 @@ TANDEM_HD inline float grouped_conv_input_grad(const Geometry& g, std::int64_t f
   const std::int64_t cg = g.channels / groups, per_group = filters / groups;
   const std::int64_t f0 = c / cg * per_group, ci = c % cg;
   float s = 0.0f;
-  for (std::int64_t kz = 0; kz < g.depth.kernel; ++kz) {
-    const std::int64_t oz = output_of_tap(g.depth, i.z, kz);
-    if (oz < 0) continue;
-    for (std::int64_t ky = 0; ky < g.rows.kernel; ++ky) {
-      const std::int64_t oy = output_of_tap(g.rows, i.y, ky);
-      if (oy < 0) continue;
-      for (std::int64_t kx = 0; kx < g.cols.kernel; ++kx) {
-        const std::int64_t ox = output_of_tap(g.cols, i.x, kx);
-        if (ox < 0) continue;
-        const std::int64_t tap = (kz * g.rows.kernel + ky) * g.cols.kernel + kx;
-        const float* d =
-            dy + (sample * output_cells(g) + output_cell_index(g, oz, oy, ox)) * filters + f0;
-        const float* kp = k + (tap * cg + ci) * filters + f0;
-        for (std::int64_t f = 0; f < per_group; ++f) s += d[f] * kp[f];
-      }
-    }
-  }
+  for_each_reader(g, i, [&](std::int64_t tap, std::int64_t out) {
+    const float* d = dy + (sample * output_cells(g) + out) * filters + f0;
+    const float* kp = k + (tap * cg + ci) * filters + f0;
+    for (std::int64_t f = 0; f < per_group; ++f) s += d[f] * kp[f];
+  });
   return s;
 }
 
@@ -313,28 +346,6 @@ TANDEM_HD inline float grouped_conv_kernel_term(const Geometry& g, std::int64_t 
 /// -inf or NaN yields it).
 constexpr float kLowest = -3.40282347e+38f;
 
-/// The taps of output cell o that read inside the input, along each axis: [first, last).
-struct Taps {
-  std::int64_t z0, z1, y0, y1, x0, x1;
-};
-
-TANDEM_HD inline Taps taps_inside(const Geometry& g, const Cell& o) {
-  Taps t;
-  valid_taps(g.depth, o.z, &t.z0, &t.z1);
-  valid_taps(g.rows, o.y, &t.y0, &t.y1);
-  valid_taps(g.cols, o.x, &t.x0, &t.x1);
-  return t;
-}
-
-/// The output cells whose window holds input cell i, along each axis: [first, last).
-TANDEM_HD inline Taps covering(const Geometry& g, const Cell& i) {
-  Taps t;
-  covering_outputs(g.depth, i.z, &t.z0, &t.z1);
-  covering_outputs(g.rows, i.y, &t.y0, &t.y1);
-  covering_outputs(g.cols, i.x, &t.x0, &t.x1);
-  return t;
-}
-
 /// Output element e of max pooling (channels last, samples one after another; channels = the
 /// input's): the window's maximum, and in *argmax the input cell it came from, or -1. As oneDNN
 /// (the CPU backend): starting from kLowest at the window's first tap, the cells inside the
@@ -355,22 +366,13 @@ TANDEM_HD inline float max_pool_element(const Geometry& g, const float* x, std::
                                ? input_cell_index(g, z0, y0, x0)
                                : -1;
   float best = kLowest;
-  const Taps t = taps_inside(g, o);
-  for (std::int64_t kz = t.z0; kz < t.z1; ++kz) {
-    const std::int64_t iz = tap_position(g.depth, o.z, kz);
-    for (std::int64_t ky = t.y0; ky < t.y1; ++ky) {
-      const std::int64_t iy = tap_position(g.rows, o.y, ky);
-      for (std::int64_t kx = t.x0; kx < t.x1; ++kx) {
-        const std::int64_t ix = tap_position(g.cols, o.x, kx);
-        const std::int64_t in_cell = input_cell_index(g, iz, iy, ix);
-        const float v = xs[in_cell * g.channels + c];
-        if (v > best) {
-          best = v;
-          best_cell = in_cell;
-        }
-      }
+  for_each_tap_inside(g, o, [&](std::int64_t /*tap*/, std::int64_t in) {
+    const float v = xs[in * g.channels + c];
+    if (v > best) {
+      best = v;
+      best_cell = in;
     }
-  }
+  });
   *argmax = static_cast<std::int32_t>(best_cell);
   return best;
 }
@@ -385,14 +387,11 @@ TANDEM_HD inline float max_pool_grad_element(const Geometry& g, const float* dy,
   const std::int64_t in_cell = cell % input_cells(g);
   const std::int64_t sample = cell / input_cells(g);
   const std::int64_t base = sample * output_cells(g) * g.channels;
-  const Taps t = covering(g, input_cell(g, in_cell));
   float s = 0.0f;
-  for (std::int64_t oz = t.z0; oz < t.z1; ++oz)
-    for (std::int64_t oy = t.y0; oy < t.y1; ++oy)
-      for (std::int64_t ox = t.x0; ox < t.x1; ++ox) {
-        const std::int64_t o = base + output_cell_index(g, oz, oy, ox) * g.channels + c;
-        if (argmax[o] == in_cell) s += dy[o];
-      }
+  for_each_covering_output(g, input_cell(g, in_cell), [&](std::int64_t out) {
+    const std::int64_t o = base + out * g.channels + c;
+    if (argmax[o] == in_cell) s += dy[o];
+  });
   return s;
 }
 
@@ -411,18 +410,11 @@ TANDEM_HD inline float avg_pool_element(const Geometry& g, const float* x, std::
   const Cell o = output_cell(g, cell % output_cells(g));
   const std::int64_t sample = cell / output_cells(g);
   const float* xs = x + sample * input_cells(g) * g.channels;
-  const Taps t = taps_inside(g, o);
   float s = 0.0f;
-  for (std::int64_t kz = t.z0; kz < t.z1; ++kz) {
-    const std::int64_t iz = tap_position(g.depth, o.z, kz);
-    for (std::int64_t ky = t.y0; ky < t.y1; ++ky) {
-      const std::int64_t iy = tap_position(g.rows, o.y, ky);
-      for (std::int64_t kx = t.x0; kx < t.x1; ++kx) {
-        const std::int64_t ix = tap_position(g.cols, o.x, kx);
-        s += xs[input_cell_index(g, iz, iy, ix) * g.channels + c];
-      }
-    }
-  }
+  for_each_tap_inside(g, o, [&](std::int64_t /*tap*/, std::int64_t in) {
+    s += xs[in * g.channels + c];
+  });
+  const Taps t = taps_inside(g, o);
   const std::int64_t n = (t.z1 - t.z0) * (t.y1 - t.y0) * (t.x1 - t.x0);
   return n > 0 ? s / static_cast<float>(n) : 0.0f;
 }
@@ -434,15 +426,10 @@ TANDEM_HD inline float avg_pool_grad_element(const Geometry& g, const float* dy,
   const std::int64_t cell = e / g.channels;
   const std::int64_t sample = cell / input_cells(g);
   const std::int64_t base = sample * output_cells(g) * g.channels;
-  const Taps t = covering(g, input_cell(g, cell % input_cells(g)));
   float s = 0.0f;
-  for (std::int64_t oz = t.z0; oz < t.z1; ++oz)
-    for (std::int64_t oy = t.y0; oy < t.y1; ++oy)
-      for (std::int64_t ox = t.x0; ox < t.x1; ++ox) {
-        const Cell o{oz, oy, ox};
-        s += dy[base + output_cell_index(g, oz, oy, ox) * g.channels + c] /
-             static_cast<float>(pool_cells(g, o));
-      }
+  for_each_covering_output(g, input_cell(g, cell % input_cells(g)), [&](std::int64_t out) {
+    s += dy[base + out * g.channels + c] / static_cast<float>(pool_cells(g, output_cell(g, out)));
+  });
   return s;
 }
 

@@ -38,11 +38,7 @@ Shape Conv2DTranspose::build(const Shape& input_shape, Rng& init) {
   const std::string who = label();
   const Conv2DOptions& o = options_.conv;
   const bool volume = o.depth.has_value();
-  if (volume)
-    check_volume_shape(input_shape, who);
-  else
-    check_image_shape(input_shape, who);
-  const std::size_t first = volume ? 1 : 0;  // the rows' index in input_shape
+  const std::size_t first = check_window_input(input_shape, volume, who);  // the rows' axis
   const Pair &k = o.kernel_size, &s = o.strides, &d = o.dilation_rate;
   const DepthWindow z = o.depth.value_or(DepthWindow{});
   if (o.filters <= 0 ||

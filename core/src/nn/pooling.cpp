@@ -22,11 +22,7 @@ std::string Pooling2D::class_name() const {
 Shape Pooling2D::build(const Shape& input_shape, Rng& /*init*/) {
   const std::string who = "layer '" + name() + "' (" + class_name() + ")";
   const bool volume = options_.depth.has_value();
-  if (volume)
-    check_volume_shape(input_shape, who);
-  else
-    check_image_shape(input_shape, who);
-  const std::size_t first = volume ? 1 : 0;  // the rows' index in input_shape
+  const std::size_t first = check_window_input(input_shape, volume, who);  // the rows' axis
   const std::int64_t channels = input_shape.back();
   const Pair& k = options_.pool_size;
   const Pair& s = options_.strides;

@@ -51,6 +51,18 @@ inline std::string spatial_axes_shape(int axes) {
   return "(None, depth, rows, cols, channels)";
 }
 
+/// Checks the per-sample input of a sliding window: an image's (check_image_shape) or, with
+/// `volume`, a volume's (check_volume_shape). Returns the rows' axis: 0, or 1 after the depth.
+inline std::size_t check_window_input(const Shape& input_shape, bool volume,
+                                      const std::string& who) {
+  if (volume) {
+    check_volume_shape(input_shape, who);
+    return 1;
+  }
+  check_image_shape(input_shape, who);
+  return 0;
+}
+
 inline std::string padding_name(Padding p) {
   return p == Padding::valid ? "valid" : "same";
 }
