@@ -293,6 +293,50 @@ def activation(name, x):
     return table[name](x)
 
 
+def conv_tf(x, kernel, padding, k, s, d):
+    """TensorFlow's convolution (SAME or VALID) of channels-first x (N, C, spatial...) with a
+    Keras kernel (k..., in, out), over 1, 2 or 3 spatial axes; no bias."""
+    rank = x.dim() - 2
+    if padding == "same":
+        pads = []
+        for a in reversed(range(rank)):  # F.pad lists the last axis first
+            pads += tf_same_pads(x.shape[2 + a], k[a], s[a], d[a])
+        x = torch.nn.functional.pad(x, pads)
+    convolve = [None, torch.nn.functional.conv1d, torch.nn.functional.conv2d,
+                torch.nn.functional.conv3d][rank]
+    return convolve(x, kernel.permute(rank + 1, rank, *range(rank)), None, stride=s, dilation=d)
+
+
+def conv_lstm(cfg, x, w, rank):
+    """Keras' ConvLSTM1D/2D/3D from its cell's formulas: gates (i, f, c, o) = conv(x_t, kernel)
+    + bias + conv(h, recurrent_kernel) (strides 1, SAME), c = f c + i g, h = o act(c), from zero
+    states; go_backwards steps in reverse and returns the outputs in that order."""
+    sizes = lambda v: list(v) if isinstance(v, list) else [v] * rank
+    k, s = sizes(cfg["kernel_size"]), sizes(cfg.get("strides", 1))
+    d = sizes(cfg.get("dilation_rate", 1))
+    act = lambda v: activation(cfg.get("activation", "tanh"), v)
+    gate = lambda v: activation(cfg.get("recurrent_activation", "sigmoid"), v)
+    first, last = (0, rank + 1, *range(1, rank + 1)), (0, *range(2, rank + 2), 1)
+    steps = range(x.shape[1] - 1, -1, -1) if cfg.get("go_backwards") else range(x.shape[1])
+    h = c = None
+    outputs = []
+    for t in steps:
+        z = conv_tf(x[:, t].permute(*first), w["conv_lstm_cell/kernel"],
+                    cfg.get("padding", "valid"), k, s, d)
+        if "conv_lstm_cell/bias" in w:
+            z = z + w["conv_lstm_cell/bias"].reshape(1, -1, *[1] * rank)
+        if h is None:
+            h = torch.zeros(z.shape[0], z.shape[1] // 4, *z.shape[2:])
+            c = torch.zeros_like(h)
+        z = z + conv_tf(h, w["conv_lstm_cell/recurrent_kernel"], "same", k, [1] * rank,
+                        [1] * rank)
+        i, f, g, o = z.chunk(4, dim=1)
+        c = gate(f) * c + gate(i) * act(g)
+        h = gate(o) * act(c)
+        outputs.append(h.permute(*last))
+    return torch.stack(outputs, 1) if cfg.get("return_sequences") else outputs[-1]
+
+
 def recurrent(cls, cfg, x, w, mask=None, initial=()):
     """Keras' SimpleRNN, LSTM and GRU (reset_after): torch.nn.RNN / LSTM / GRU run with the Keras
     weights (transposed; the GRU's gates reordered from Keras' z, r, h to torch's r, z, n) where
@@ -679,6 +723,8 @@ def forward(case, inputs, weights):
         return pool1d(cfg, xs[0], "average")
     if cls == "GlobalMaxPooling1D":
         return xs[0].amax(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
+        return conv_lstm(cfg, xs[0], weights, int(cls[8]))
     if cls == "Conv3D":
         return conv3d(cfg, xs[0], weights)
     if cls == "MaxPooling3D":

@@ -474,6 +474,46 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// Keras' convolutional LSTMs: ConvLSTM2D valid and same, strided, every step or the last,
+// go_backwards; ConvLSTM1D; ConvLSTM3D; outputs and every gradient through the steps.
+TEST(LayerOracle, ConvLstmMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"ConvLSTM2DSequences",
+                   entry("ConvLSTM2D", {{"filters", 3},
+                                        {"kernel_size", 3},
+                                        {"padding", "same"},
+                                        {"return_sequences", true}}),
+                   {{"", {2, 4, 5, 6, 2}}}});
+  cases.push_back({"ConvLSTM2DValidStridedBackwards",
+                   entry("ConvLSTM2D", {{"filters", 2},
+                                        {"kernel_size", {2, 3}},
+                                        {"strides", {1, 2}},
+                                        {"go_backwards", true},
+                                        {"unit_forget_bias", false},
+                                        {"bias_initializer", "random_normal"}}),
+                   {{"", {2, 3, 5, 7, 3}}}});
+  cases.push_back({"ConvLSTM2DBackwardsSequencesNoBias",
+                   entry("ConvLSTM2D", {{"filters", 2},
+                                        {"kernel_size", 2},
+                                        {"padding", "same"},
+                                        {"use_bias", false},
+                                        {"go_backwards", true},
+                                        {"return_sequences", true},
+                                        {"activation", "relu"}}),
+                   {{"", {2, 3, 4, 3, 2}}}});
+  cases.push_back({"ConvLSTM1DDilated",
+                   entry("ConvLSTM1D", {{"filters", 3},
+                                        {"kernel_size", 3},
+                                        {"dilation_rate", 2},
+                                        {"padding", "same"},
+                                        {"return_sequences", true}}),
+                   {{"", {2, 4, 9, 2}}}});
+  cases.push_back({"ConvLSTM3D",
+                   entry("ConvLSTM3D", {{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}}),
+                   {{"", {2, 3, 3, 4, 3, 2}}}});
+  check_against_torch(cases);
+}
+
 TEST(LayerOracle, ResizingMatchesPyTorch) {
   std::vector<Case> cases;
   // Resizing: tf.image.resize (half-pixel centres) against torch's interpolate of the same

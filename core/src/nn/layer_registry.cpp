@@ -10,6 +10,7 @@
 #include "nn/category_encoding.hpp"
 #include "nn/constraint.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/conv_lstm.hpp"
 #include "nn/conv2d_transpose.hpp"
 #include "nn/dense.hpp"
 #include "nn/discretization.hpp"
@@ -1451,6 +1452,52 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
   return std::make_unique<Recurrent>(name, o);
 }
 
+// ConvLSTM1D, ConvLSTM2D, ConvLSTM3D (kRank spatial axes): the convolution's window, sizes
+// int or a list of kRank, and the LSTM's keys.
+template <std::size_t kRank>
+std::unique_ptr<Layer> make_conv_lstm(ConfigObject& c, const std::string& name) {
+  using Sizes = std::array<std::int64_t, kRank>;
+  const auto listed = [](const Sizes& a) { return std::vector<std::int64_t>(a.begin(), a.end()); };
+  Sizes ones;
+  ones.fill(1);
+  ConvLstmOptions o;
+  o.rank = static_cast<int>(kRank);
+  o.filters = c.positive_int("filters");
+  o.kernel_size = listed(read_sizes<kRank>(c, "kernel_size", std::nullopt));
+  o.strides = listed(read_sizes<kRank>(c, "strides", ones));
+  o.padding = read_padding(c);
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  o.dilation_rate = listed(read_sizes<kRank>(c, "dilation_rate", ones));
+  if (*std::max_element(o.strides.begin(), o.strides.end()) > 1 &&
+      *std::max_element(o.dilation_rate.begin(), o.dilation_rate.end()) > 1)
+    throw ConfigError(
+        c.path_of("dilation_rate"),
+        "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+  o.activation = read_cell_activation(c, "activation", ActivationKind::tanh);
+  o.recurrent_activation =
+      read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);
+  o.use_bias = c.get_bool("use_bias", true);
+  o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
+  o.return_sequences = c.get_bool("return_sequences", false);
+  o.go_backwards = c.get_bool("go_backwards", false);
+  if (c.get_bool("return_state", false))
+    throw ConfigError(c.path_of("return_state"),
+                      "a convolutional LSTM's final states as outputs are not supported by "
+                      "Tandem; set it to false");
+  read_recurrent_flags(c);
+  for (const char* key : {"dropout", "recurrent_dropout"})
+    if (c.number_in(key, 0.0, 0.0, 1.0, false, true) > 0)
+      throw ConfigError(c.path_of(key),
+                        "dropout inside a convolutional LSTM is not supported by Tandem; set it "
+                        "to 0 (a SpatialDropout3D or Dropout before the layer drops its inputs)");
+  read_seed(c);
+  read_weight_keys(c, "kernel", o.kernel_initializer, o.kernel_regularizer, o.kernel_constraint);
+  read_weight_keys(c, "recurrent", o.recurrent_initializer, o.recurrent_regularizer,
+                   o.recurrent_constraint);
+  read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+  return std::make_unique<ConvLstm>(name, o);
+}
+
 template <RecurrentKind Kind>
 std::unique_ptr<Layer> make_recurrent(ConfigObject& c, const std::string& name) {
   return read_recurrent(c, name, Kind);
@@ -1644,6 +1691,9 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"LSTM", {"lstm", make_recurrent<RecurrentKind::lstm>}},
       {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
       {"Bidirectional", {"bidirectional", make_bidirectional}},
+      {"ConvLSTM1D", {"conv_lstm1d", make_conv_lstm<1>}},
+      {"ConvLSTM2D", {"conv_lstm2d", make_conv_lstm<2>}},
+      {"ConvLSTM3D", {"conv_lstm3d", make_conv_lstm<3>}},
       {"Masking", {"masking", make_masking}},
       {"TimeDistributed", {"time_distributed", make_time_distributed}},
       {"ZeroPadding1D", {"zero_padding1d", make_zero_padding1d}},

@@ -1,0 +1,317 @@
+#include "nn/conv_lstm.hpp"
+
+#include <algorithm>
+
+#include "nn/batch_shape.hpp"
+#include "nn/recurrent.hpp"
+#include "tandem/error.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+constexpr int kGates = 4;  // i, f, c, o
+
+backend::window::Axis axis_of(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                              std::int64_t dilation, Padding padding) {
+  const Window w = window_along(in, kernel, stride, dilation, padding);
+  return {in, w.out, kernel, stride, dilation, w.pad_before};
+}
+
+}  // namespace
+
+ConvLstm::ConvLstm(std::string name, ConvLstmOptions options)
+    : Layer(std::move(name)), options_(std::move(options)) {
+  kernel_.name = "conv_lstm_cell/kernel";
+  recurrent_kernel_.name = "conv_lstm_cell/recurrent_kernel";
+  bias_.name = "conv_lstm_cell/bias";
+}
+
+ConvLstm::~ConvLstm() = default;
+
+std::string ConvLstm::class_name() const {
+  return "ConvLSTM" + std::to_string(options_.rank) + "D";
+}
+
+backend::window::Geometry ConvLstm::geometry(const Shape& in,
+                                             const std::vector<std::int64_t>& kernel,
+                                             const std::vector<std::int64_t>& strides,
+                                             const std::vector<std::int64_t>& dilation,
+                                             Padding padding, std::int64_t channels) const {
+  std::vector<backend::window::Axis> axes;
+  for (std::size_t a = 0; a < in.size(); ++a)
+    axes.push_back(axis_of(in[a], kernel[a], strides[a], dilation[a], padding));
+  backend::window::Geometry g;
+  g.channels = channels;
+  g.rows = {1, 1, 1, 1, 1, 0};  // a 1-D layer: one row
+  if (axes.size() == 1) {
+    g.cols = axes[0];
+  } else {
+    const std::size_t first = axes.size() - 2;
+    g.rows = axes[first];
+    g.cols = axes[first + 1];
+  }
+  if (axes.size() == 3) {
+    g.depth = axes[0];
+    g.volume = true;
+  }
+  return g;
+}
+
+Shape ConvLstm::images(std::int64_t n, const Shape& grid, std::int64_t channels) const {
+  Shape s{n};
+  if (grid.size() == 1) s.push_back(1);
+  s.insert(s.end(), grid.begin(), grid.end());
+  s.push_back(channels);
+  return s;
+}
+
+Shape ConvLstm::build(const Shape& input_shape, Rng& init) {
+  const auto rank = static_cast<std::size_t>(options_.rank);
+  const std::string spatial = rank == 1 ? "steps, length" : rank == 2 ? "rows, cols" : "depth, rows, cols";
+  bool fits = input_shape.size() == rank + 2;
+  for (std::int64_t d : input_shape) fits = fits && d > 0;
+  if (!fits)
+    throw ShapeError(who() + " expects inputs (None, time, " + spatial + ", channels) of " +
+                     "positive sizes, got " + shape_to_string(input_shape, true));
+  const std::int64_t f = options_.filters;
+  const std::vector<std::int64_t>& k = options_.kernel_size;
+  steps_ = input_shape[0];
+  channels_ = input_shape.back();
+  in_grid_ = Shape(input_shape.begin() + 1, input_shape.end() - 1);
+  input_geometry_ = geometry(in_grid_, k, options_.strides, options_.dilation_rate,
+                             options_.padding, channels_);
+  out_grid_.clear();
+  for (std::size_t a = 0; a < rank; ++a) {
+    const Window w = window_along(in_grid_[a], k[a], options_.strides[a],
+                                  options_.dilation_rate[a], options_.padding);
+    if (w.out <= 0)
+      throw ShapeError(who() + ": kernel " + shape_to_string(Shape(k.begin(), k.end())) +
+                       " is larger than its input " + shape_to_string(input_shape, true) +
+                       " with \"valid\" padding");
+    out_grid_.push_back(w.out);
+  }
+  cells_ = shape_size(out_grid_);
+  const std::vector<std::int64_t> ones(rank, 1);
+  recurrent_geometry_ = geometry(out_grid_, k, ones, ones, Padding::same, f);
+  input_shape_ = input_shape;
+  output_shape_ = out_grid_;
+  output_shape_.push_back(f);
+  if (options_.return_sequences) output_shape_.insert(output_shape_.begin(), steps_);
+  Shape kernel_shape(k.begin(), k.end()), recurrent_shape(k.begin(), k.end());
+  kernel_shape.insert(kernel_shape.end(), {channels_, kGates * f});
+  recurrent_shape.insert(recurrent_shape.end(), {f, kGates * f});
+  kernel_.value = Tensor(kernel_shape);
+  kernel_.grad = Tensor(kernel_shape);
+  options_.kernel_initializer.fill(kernel_.value, init);
+  options_.kernel_constraint.build(kernel_shape);
+  recurrent_kernel_.value = Tensor(recurrent_shape);
+  recurrent_kernel_.grad = Tensor(recurrent_shape);
+  options_.recurrent_initializer.fill(recurrent_kernel_.value, init);
+  options_.recurrent_constraint.build(recurrent_shape);
+  if (options_.use_bias) {
+    bias_.value = Tensor({kGates * f});
+    bias_.grad = Tensor({kGates * f});
+    if (options_.unit_forget_bias) {
+      // Keras: concatenate(bias_initializer((filters,)), ones((filters,)),
+      // bias_initializer((2 filters,))).
+      Tensor input_gate({f}), rest({2 * f});
+      options_.bias_initializer.fill(input_gate, init);
+      options_.bias_initializer.fill(rest, init);
+      float* b = bias_.value.data();
+      for (std::int64_t j = 0; j < f; ++j) {
+        b[j] = input_gate[j];
+        b[f + j] = 1.0f;
+      }
+      for (std::int64_t j = 0; j < 2 * f; ++j) b[2 * f + j] = rest[j];
+    } else {
+      options_.bias_initializer.fill(bias_.value, init);
+    }
+    options_.bias_constraint.build(bias_.value.shape());
+  }
+  cell_ = {f, options_.activation, options_.recurrent_activation, false};
+  input_conv_.reset();
+  recurrent_conv_.reset();
+  return output_shape_;
+}
+
+void ConvLstm::make_convolutions() {
+  if (input_conv_ && conv_backend_ == &ops()) return;
+  backend::ConvolutionDesc in;
+  in.label = who() + " (its input convolution)";
+  in.geometry = input_geometry_;
+  in.filters = kGates * options_.filters;
+  in.use_bias = options_.use_bias;
+  input_conv_ = ops().convolution(in);
+  backend::ConvolutionDesc rec;
+  rec.label = who() + " (its recurrent convolution)";
+  rec.geometry = recurrent_geometry_;
+  rec.filters = kGates * options_.filters;
+  rec.use_bias = false;
+  recurrent_conv_ = ops().convolution(rec);
+  conv_backend_ = &ops();
+}
+
+void ConvLstm::to_time_major(const Tensor& from, std::int64_t width, Tensor& to) {
+  backend::Backend& ops = this->ops();
+  const Tensor* source = &from;
+  if (options_.go_backwards) {
+    reverse_steps(ops, from, swapped_, steps_, width);
+    source = &swapped_;
+  }
+  ops.swap_middle_axes(*source, {1, batch_, steps_, width},
+                       ops.place(to, {steps_ * batch_, width}));
+}
+
+void ConvLstm::to_batch_major(const Tensor& from, std::int64_t width, Tensor& to) {
+  ops().swap_middle_axes(from, {1, steps_, batch_, width}, to);
+}
+
+const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
+  require_batch_of(x, input_shape_, who());
+  backend::Backend& ops = this->ops();
+  make_convolutions();
+  batch_ = x.dim(0);
+  const std::int64_t f = options_.filters, rows = batch_ * cells_;
+  ops.place(output_, with_batch(batch_, output_shape_));
+  if (batch_ == 0) return output_;
+  const std::int64_t in_width = shape_size(in_grid_) * channels_;
+  to_time_major(x, in_width, x_steps_);
+  input_conv_->forward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
+                       kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
+  ops.place(hs_, {(steps_ + 1) * rows, f});
+  ops.place(cs_, {(steps_ + 1) * rows, f});
+  Tensor h0 = Tensor::view(hs_, 0, {rows, f}), c0 = Tensor::view(cs_, 0, {rows, f});
+  ops.fill(h0, 0.0f);
+  ops.fill(c0, 0.0f);
+  ops.place(pre_, {steps_ * rows, kGates * f});
+  for (std::int64_t s = 0; s < steps_; ++s) {
+    const Tensor h_prev = Tensor::view(hs_, s * rows * f, images(batch_, out_grid_, f));
+    recurrent_conv_->forward(h_prev, recurrent_kernel_.value, nullptr, rec_);
+    const Tensor xw = Tensor::view(xw_, s * rows * kGates * f, {rows, kGates * f});
+    Tensor pre = Tensor::view(pre_, s * rows * kGates * f, {rows, kGates * f});
+    Tensor c = Tensor::view(cs_, (s + 1) * rows * f, {rows, f});
+    Tensor h = Tensor::view(hs_, (s + 1) * rows * f, {rows, f});
+    ops.lstm_step_forward(cell_, xw, rec_.reshaped({rows, kGates * f}),
+                          Tensor::view(cs_, s * rows * f, {rows, f}), pre, c, h);
+  }
+  const std::int64_t out_width = cells_ * f;
+  if (options_.return_sequences)
+    to_batch_major(Tensor::view(hs_, rows * f, {steps_ * batch_, out_width}), out_width,
+                   output_);
+  else
+    ops.copy(Tensor::view(hs_, steps_ * rows * f, output_.shape()), output_);
+  return output_;
+}
+
+const Tensor& ConvLstm::backward(const Tensor& grad_output, bool need_input_grad) {
+  if (batch_ < 0 || grad_output.shape() != with_batch(batch_, output_shape_))
+    throw ShapeError(who() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
+                     " does not match its output " +
+                     shape_to_string(with_batch(std::max<std::int64_t>(batch_, 0), output_shape_)));
+  backend::Backend& ops = this->ops();
+  const std::int64_t f = options_.filters, rows = batch_ * cells_, out_width = cells_ * f;
+  if (batch_ == 0) {
+    for (Parameter* p : parameters())
+      if (!p->grad.empty()) ops.fill(p->grad, 0.0f);
+    grad_input_ = need_input_grad ? ops.place(grad_input_, with_batch(0, input_shape_)) : Tensor();
+    return grad_input_;
+  }
+  if (options_.return_sequences)  // time-major, in processing order (as the output is)
+    ops.swap_middle_axes(grad_output, {1, batch_, steps_, out_width},
+                         ops.place(dh_out_, {steps_ * batch_, out_width}));
+  ops.fill(ops.place(dh_, {rows, f}), 0.0f);
+  ops.fill(ops.place(dc_, {rows, f}), 0.0f);
+  ops.place(d_pre_, {steps_ * rows, kGates * f});
+  for (std::int64_t s = steps_ - 1; s >= 0; --s) {
+    // dh = dL/dh of the step: the output's part and the next step's (dh_, from dh_prev_).
+    if (options_.return_sequences)
+      ops.add(dh_, Tensor::view(dh_out_, s * rows * f, {rows, f}), dh_);
+    else if (s == steps_ - 1)
+      ops.add(dh_, grad_output.reshaped({rows, f}), dh_);
+    Tensor d_pre = Tensor::view(d_pre_, s * rows * kGates * f, {rows, kGates * f});
+    ops.lstm_step_backward(cell_, Tensor::view(pre_, s * rows * kGates * f, {rows, kGates * f}),
+                           Tensor::view(cs_, s * rows * f, {rows, f}),
+                           Tensor::view(cs_, (s + 1) * rows * f, {rows, f}), dh_, dc_, d_pre);
+    if (s == 0) break;  // h_0 is a constant zero state
+    recurrent_conv_->backward_data(d_pre.reshaped(images(batch_, out_grid_, kGates * f)),
+                                   recurrent_kernel_.value, dh_prev_);
+    ops.copy(dh_prev_.reshaped({rows, f}), dh_);
+  }
+  const Tensor d_pre_images = d_pre_.reshaped(images(steps_ * batch_, out_grid_, kGates * f));
+  if (!kernel_.grad.empty()) {  // a frozen layer on a device replica has no gradients
+    recurrent_conv_->backward_weights(
+        Tensor::view(hs_, 0, images(steps_ * batch_, out_grid_, f)), d_pre_images,
+        recurrent_kernel_.grad, nullptr);
+    input_conv_->backward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
+                          d_pre_images, kernel_.value, kernel_.grad,
+                          options_.use_bias ? &bias_.grad : nullptr,
+                          need_input_grad ? &dx_steps_ : nullptr);
+  } else if (need_input_grad) {
+    input_conv_->backward_data(d_pre_images, kernel_.value, dx_steps_);
+  }
+  if (!need_input_grad) {
+    grad_input_ = Tensor();
+    return grad_input_;
+  }
+  const std::int64_t in_width = shape_size(in_grid_) * channels_;
+  Tensor& dx = ops.place(grad_input_, with_batch(batch_, input_shape_));
+  if (!options_.go_backwards) {
+    to_batch_major(dx_steps_.reshaped({steps_ * batch_, in_width}), in_width, dx);
+    return grad_input_;
+  }
+  to_batch_major(dx_steps_.reshaped({steps_ * batch_, in_width}), in_width,
+                 ops.place(swapped_, dx.shape()));
+  reverse_steps(ops, swapped_, dx, steps_, in_width);
+  return grad_input_;
+}
+
+std::vector<Parameter*> ConvLstm::parameters() {
+  if (options_.use_bias) return {&kernel_, &recurrent_kernel_, &bias_};
+  return {&kernel_, &recurrent_kernel_};
+}
+
+nlohmann::json ConvLstm::config() const {
+  const auto sizes = [](const std::vector<std::int64_t>& v) { return nlohmann::json(v); };
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"return_sequences", options_.return_sequences},
+          {"return_state", false},
+          {"go_backwards", options_.go_backwards},
+          {"stateful", false},
+          {"unroll", false},
+          {"filters", options_.filters},
+          {"kernel_size", sizes(options_.kernel_size)},
+          {"strides", sizes(options_.strides)},
+          {"padding", padding_name(options_.padding)},
+          {"data_format", "channels_last"},
+          {"dilation_rate", sizes(options_.dilation_rate)},
+          {"activation", activation_name(options_.activation)},
+          {"recurrent_activation", activation_name(options_.recurrent_activation)},
+          {"use_bias", options_.use_bias},
+          {"kernel_initializer", options_.kernel_initializer.config()},
+          {"recurrent_initializer", options_.recurrent_initializer.config()},
+          {"bias_initializer", options_.bias_initializer.config()},
+          {"unit_forget_bias", options_.unit_forget_bias},
+          {"kernel_regularizer", options_.kernel_regularizer.config()},
+          {"recurrent_regularizer", options_.recurrent_regularizer.config()},
+          {"bias_regularizer", options_.bias_regularizer.config()},
+          {"activity_regularizer", nullptr},
+          {"kernel_constraint", options_.kernel_constraint.config()},
+          {"recurrent_constraint", options_.recurrent_constraint.config()},
+          {"bias_constraint", options_.bias_constraint.config()},
+          {"dropout", 0.0},
+          {"recurrent_dropout", 0.0}};
+}
+
+std::vector<RuledWeight> ConvLstm::ruled_weights() {
+  std::vector<RuledWeight> out{
+      {&kernel_, &options_.kernel_constraint, &options_.kernel_regularizer},
+      {&recurrent_kernel_, &options_.recurrent_constraint, &options_.recurrent_regularizer}};
+  if (options_.use_bias)
+    out.push_back({&bias_, &options_.bias_constraint, &options_.bias_regularizer});
+  return out;
+}
+
+}  // namespace tandem::nn

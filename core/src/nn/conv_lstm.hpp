@@ -1,0 +1,109 @@
+// Keras' ConvLSTM1D, ConvLSTM2D and ConvLSTM3D: an LSTM whose input and recurrent products are
+// convolutions, over sequences of images (batch, steps, spatial..., channels) — 1, 2 or 3 spatial
+// axes. At each step, gates (i, f, c, o, in Keras' order) = conv(x_t, kernel) + bias +
+// conv(h_prev, recurrent_kernel); c = f·c_prev + i·g, h = o·activation(c), per cell of the output
+// grid, from zero states. The input convolution takes the layer's strides, padding and
+// dilation; the recurrent one strides 1 and "same" padding (Keras'), so h keeps the output grid.
+// The output is every step's h (return_sequences: (batch, steps, out..., filters)) or the last
+// one's; go_backwards runs the steps in reverse and returns them in that order, as Keras does.
+//
+// How it computes, on its backend: the input convolution for every step at once (the steps
+// time-major, as extra samples of one convolution), then per step the recurrent convolution of
+// h_prev and the LSTM cell's element-wise step (backend lstm_step_*, the rows being the output
+// grid's cells); the backward runs the steps in reverse for the cell and dh_prev, and takes every
+// kernel gradient in one convolution backward over all the steps. The convolutions are the
+// backend's Convolution2D (a 1-D layer's on the view of one row, a 3-D one's on volumes).
+//
+// Weights, in Keras' shapes: kernel (k..., channels, 4·filters), recurrent_kernel (k...,
+// filters, 4·filters), bias (4·filters; unit_forget_bias starts the forget gate's at 1); Keras 2
+// names them "conv_lstm_cell/kernel". Refused where the config asks for what is not computed:
+// dropout and recurrent_dropout above 0, stateful, return_state, a Keras mask reaching it.
+// Ownership and threads: as every layer's (tandem/layer.hpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/ops.hpp"
+#include "nn/activation_fn.hpp"
+#include "nn/constraint.hpp"
+#include "nn/initializer.hpp"
+#include "nn/layer_extensions.hpp"
+#include "nn/regularizer.hpp"
+#include "nn/spatial.hpp"
+#include "tandem/layer.hpp"
+#include "util/internal_api.hpp"
+
+TANDEM_INTERNAL_API_BEGIN
+
+namespace tandem::nn {
+
+struct ConvLstmOptions {
+  int rank = 2;  // spatial axes: 1, 2 or 3
+  std::int64_t filters = 0;
+  std::vector<std::int64_t> kernel_size, strides, dilation_rate;  // `rank` values each
+  Padding padding = Padding::valid;
+  ActivationKind activation = ActivationKind::tanh;
+  ActivationKind recurrent_activation = ActivationKind::sigmoid;
+  bool use_bias = true;
+  bool unit_forget_bias = true;
+  bool return_sequences = false;
+  bool go_backwards = false;
+  Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
+  Initializer recurrent_initializer{"orthogonal", std::nullopt, 0};
+  Initializer bias_initializer{"zeros", std::nullopt, 0};
+  WeightConstraint kernel_constraint, recurrent_constraint, bias_constraint;
+  WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
+};
+
+class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
+ public:
+  ConvLstm(std::string name, ConvLstmOptions options);
+  ~ConvLstm() override;
+  /// "ConvLSTM1D", "ConvLSTM2D" or "ConvLSTM3D".
+  std::string class_name() const override;
+  /// input_shape is (steps, spatial..., channels). Throws ShapeError naming the layer for
+  /// another rank or a kernel larger than the (unpadded) input with "valid" padding.
+  Shape build(const Shape& input_shape, Rng& init) override;
+  const Tensor& forward(const Tensor& x, bool training) override;
+  const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  std::vector<Parameter*> parameters() override;
+  nlohmann::json config() const override;
+  std::vector<RuledWeight> ruled_weights() override;
+  void use_keras2_definitions() override {
+    options_.activation = keras2_definition(options_.activation);
+    options_.recurrent_activation = keras2_definition(options_.recurrent_activation);
+  }
+
+ private:
+  std::string who() const { return "layer '" + name() + "' (" + class_name() + ")"; }
+  /// A window geometry over the grid `in` (the layer's spatial sizes) with `channels`.
+  backend::window::Geometry geometry(const Shape& in, const std::vector<std::int64_t>& kernel,
+                                     const std::vector<std::int64_t>& strides,
+                                     const std::vector<std::int64_t>& dilation, Padding padding,
+                                     std::int64_t channels) const;
+  /// The backend's input and recurrent convolutions (made again after a backend change).
+  void make_convolutions();
+  /// (n, image...) for `n` images of the grid `grid` with `channels`: the convolutions' view.
+  Shape images(std::int64_t n, const Shape& grid, std::int64_t channels) const;
+  /// `from` (batch, steps, width) time-major (steps · batch, width) in processing order, or back.
+  void to_time_major(const Tensor& from, std::int64_t width, Tensor& to);
+  void to_batch_major(const Tensor& from, std::int64_t width, Tensor& to);
+
+  ConvLstmOptions options_;
+  Parameter kernel_, recurrent_kernel_, bias_;
+  Shape input_shape_, output_shape_;
+  Shape in_grid_, out_grid_;  // the spatial sizes of the input and of the output grid
+  std::int64_t steps_ = 0, channels_ = 0, cells_ = 0;
+  backend::window::Geometry input_geometry_, recurrent_geometry_;
+  std::unique_ptr<backend::Convolution2D> input_conv_, recurrent_conv_;
+  const backend::Backend* conv_backend_ = nullptr;
+  backend::RecurrentCellDesc cell_;
+  std::int64_t batch_ = -1;
+  Tensor x_steps_, xw_, hs_, cs_, pre_, rec_, output_, swapped_;
+  Tensor dh_out_, dh_, dc_, d_pre_, dh_prev_, dx_steps_, grad_input_;
+};
+
+}  // namespace tandem::nn
+
+TANDEM_INTERNAL_API_END
