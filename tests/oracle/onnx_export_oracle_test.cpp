@@ -148,6 +148,25 @@ std::vector<Case> cases() {
                                                            {"output_padding", {1, 2, 0}}})}),
        {{{3, 4, 3, 2}}},
        false});  // OpenCV 4.6 has no 3-D Deconvolution
+  // Convolutional LSTMs, unrolled: every step's h (going backwards), the last one's. OpenCV 4.6
+  // fails on the 5-D Transpose between them (its Permute's axis count): NumPy runs both.
+  c.push_back({"conv_lstm2d_sequences_conv_lstm1d",
+               sequential({3, 5, 4, 2},
+                          {layer("ConvLSTM2D", {{"filters", 3}, {"kernel_size", 3},
+                                                {"padding", "same"}, {"return_sequences", true},
+                                                {"go_backwards", true}}),
+                           layer("Reshape", {{"target_shape", {3, 20, 3}}}),
+                           layer("ConvLSTM1D", {{"filters", 2}, {"kernel_size", 2},
+                                                {"strides", 2}})}),
+               {{{3, 5, 4, 2}}},
+               false});
+  c.push_back({"conv_lstm3d",
+               sequential({2, 3, 4, 3, 2},
+                          {layer("ConvLSTM3D", {{"filters", 2}, {"kernel_size", 2},
+                                                {"padding", "same"}, {"return_sequences", true}}),
+                           layer("Flatten"), layer("Dense", {{"units", 3}})}),
+               {{{2, 3, 4, 3, 2}}},
+               false});
   c.push_back({"volume_conv_groups_global_max",
                sequential({4, 5, 6, 4}, {layer("Conv3D", {{"filters", 4},
                                                           {"kernel_size", 2},

@@ -259,6 +259,7 @@ OPERATORS = {
     "Sqrt": lambda n, x: np.sqrt(x),
     "Relu": lambda n, x: np.maximum(x, 0),
     "Tanh": lambda n, x: np.tanh(x),
+    "Sigmoid": lambda n, x: 1 / (1 + np.exp(-x)),
     "Max": lambda n, *xs: np.maximum.reduce(np.broadcast_arrays(*xs)),
     "Erf": lambda n, x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),
     "Greater": lambda n, a, b: a > b,

@@ -78,6 +78,7 @@ void add_core_exporters(ExporterTable& table);     // Dense, activations, shapes
 void add_spatial_exporters(ExporterTable& table);  // convolutions, pooling, image geometry
 void add_merge_exporters(ExporterTable& table);    // merging layers, Dot, MultiHeadAttention
 void add_recurrent_exporters(ExporterTable& table);  // SimpleRNN, LSTM, GRU, Bidirectional
+void add_conv_lstm_exporters(ExporterTable& table);  // ConvLSTM1D, ConvLSTM2D, ConvLSTM3D
 
 /// `x` through Keras activation `kind` (linear: x itself); softmax and log_softmax over the last
 /// Keras axis.

@@ -16,6 +16,7 @@ const ExporterTable& exporters() {
     add_spatial_exporters(t);
     add_merge_exporters(t);
     add_recurrent_exporters(t);
+    add_conv_lstm_exporters(t);
     return t;
   }();
   return table;
