@@ -1,5 +1,6 @@
-// The volume layers from their Keras configs: Conv3D, MaxPooling3D, AveragePooling3D,
-// GlobalAveragePooling3D and GlobalMaxPooling3D. Shapes and parameter counts computed by hand
+// The volume layers from their Keras configs: Conv3D, Conv3DTranspose, MaxPooling3D,
+// AveragePooling3D, GlobalAveragePooling3D, GlobalMaxPooling3D, ZeroPadding3D, Cropping3D,
+// UpSampling3D, and the convolutional LSTMs over sequences of images. Shapes and parameter counts computed by hand
 // from TensorFlow's definitions (their values and gradients are checked against PyTorch in
 // tests/oracle and against the CUDA index math in window_math_test), Keras' weight layout, the
 // config written back, and every bad key or shape refused at its JSON path.
@@ -255,6 +256,91 @@ TEST(Conv3DTranspose, ShapesWeightsAndConfigAsKeras) {
   EXPECT_NE(groups.find("config.groups'"), std::string::npos) << groups;
   const std::string sizes = error({{"filters", 2}, {"kernel_size", {3, 3}}});
   EXPECT_NE(sizes.find("config.kernel_size'"), std::string::npos) << sizes;
+}
+
+// A Sequential model over sequences of images (steps, rows, cols, channels).
+json clip_model(const Shape& input, const std::vector<json>& layers) {
+  json batch_shape = json::array({nullptr});
+  for (std::int64_t d : input) batch_shape.push_back(d);
+  json all = json::array({entry("InputLayer", {{"batch_input_shape", batch_shape}})});
+  for (const json& l : layers) all.push_back(l);
+  return {{"class_name", "Sequential"}, {"config", {{"name", "clips"}, {"layers", all}}}};
+}
+
+// ConvLSTM1D/2D/3D: shapes by hand, Keras' weight shapes and names, unit_forget_bias' ones, the
+// config written back, refusals at their paths.
+TEST(ConvLstm, ShapesWeightsAndConfigAsKeras) {
+  // 2-D valid 3x3 over 6x7: 4x5; strides (1, 2) same over 6x7: 6x4.
+  auto m = Model::from_config(
+      clip_model({5, 6, 7, 2}, {entry("ConvLSTM2D", {{"filters", 3},
+                                                    {"kernel_size", 3},
+                                                    {"return_sequences", true}})}),
+      "model", 0);
+  EXPECT_EQ(m->layer(0).class_name(), "ConvLSTM2D");
+  EXPECT_EQ(m->layer(0).name(), "conv_lstm2d");
+  EXPECT_EQ(m->output_shape(), (Shape{5, 4, 5, 3}));
+  const std::vector<Parameter*> p = m->layer(0).parameters();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0]->name, "conv_lstm_cell/kernel");
+  EXPECT_EQ(p[0]->value.shape(), (Shape{3, 3, 2, 12}));
+  EXPECT_EQ(p[1]->name, "conv_lstm_cell/recurrent_kernel");
+  EXPECT_EQ(p[1]->value.shape(), (Shape{3, 3, 3, 12}));
+  EXPECT_EQ(p[2]->value.shape(), (Shape{12}));
+  for (std::int64_t j = 0; j < 12; ++j)  // zeros, but the forget gate's ones
+    EXPECT_EQ(p[2]->value[j], j >= 3 && j < 6 ? 1.0f : 0.0f) << j;
+  EXPECT_EQ(m->count_params(), 3 * 3 * 2 * 12 + 3 * 3 * 3 * 12 + 12);
+  const json cfg = m->layer(0).config();
+  EXPECT_EQ(cfg["kernel_size"], json::array({3, 3}));
+  EXPECT_EQ(cfg["unit_forget_bias"], true);
+  EXPECT_EQ(Model::from_config(clip_model({5, 6, 7, 2}, {entry("ConvLSTM2D", cfg)}), "model", 0)
+                ->layer(0)
+                .config(),
+            cfg);
+  EXPECT_EQ(Model::from_config(clip_model({5, 6, 7, 2}, {entry("ConvLSTM2D", {{"filters", 2},
+                                                                            {"kernel_size", 3},
+                                                                            {"strides", {1, 2}},
+                                                                            {"padding", "same"}})}),
+                               "model", 0)
+                ->output_shape(),
+            (Shape{6, 4, 2}));
+  EXPECT_EQ(Model::from_config(clip_model({4, 9, 2}, {entry("ConvLSTM1D", {{"filters", 2},
+                                                                          {"kernel_size", 3}})}),
+                               "model", 0)
+                ->output_shape(),
+            (Shape{7, 2}));
+  EXPECT_EQ(Model::from_config(clip_model({2, 3, 4, 5, 1}, {entry("ConvLSTM3D", {{"filters", 2},
+                                                                               {"kernel_size", 2}})}),
+                               "model", 0)
+                ->output_shape(),
+            (Shape{2, 3, 4, 2}));
+
+  auto error = [](const json& layer) {
+    return test::model_config_error(clip_model({5, 6, 7, 2}, {layer}));
+  };
+  auto expect_error = [&](const json& cfg, const std::string& where, const std::string& what) {
+    const std::string e = error(entry("ConvLSTM2D", cfg));
+    EXPECT_NE(e.find("'model.config.layers[1].config." + where + "'"), std::string::npos) << e;
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"dropout", 0.2}}, "dropout",
+               "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"recurrent_dropout", 0.1}},
+               "recurrent_dropout", "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"return_state", true}}, "return_state",
+               "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"stateful", true}}, "stateful",
+               "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", {3, 3, 3}}}, "kernel_size", "a list of 2");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"strides", 2}, {"dilation_rate", 2}},
+               "dilation_rate", "strides > 1");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"recurrent_activation", "softmax"}},
+               "recurrent_activation", "softmax");
+  expect_error({{"kernel_size", 3}}, "filters", "required key is missing");
+  const std::string image = test::model_config_error(
+      clip_model({6, 7, 2}, {entry("ConvLSTM2D", {{"filters", 2}, {"kernel_size", 3}})}));
+  EXPECT_NE(image.find("(ConvLSTM2D) expects inputs (None, time, rows, cols, channels)"),
+            std::string::npos)
+      << image;
 }
 
 }  // namespace TANDEM_TEST_FILE

@@ -352,6 +352,25 @@ TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(volumes, replicas, batch);
 }
 
+// Contract 1 through convolutional LSTMs: a ConvLSTM2D's every step (its recurrent convolution
+// per step, its kernels' gradients over all steps) into a ConvLSTM1D going backwards.
+TEST(MetaEqualsTemplate, ConvolutionalLstmsTrainAsTheTemplate) {
+  const json clips = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Dense", {{"units", 96}}), layer("Reshape", {{"target_shape", {4, 3, 4, 2}}}),
+          layer("ConvLSTM2D", {{"filters", 3}, {"kernel_size", 2}, {"padding", "same"},
+                               {"return_sequences", true}}),
+          layer("Reshape", {{"target_shape", {4, 12, 3}}}),
+          layer("ConvLSTM1D", {{"filters", 2}, {"kernel_size", 3}, {"strides", 2},
+                               {"go_backwards", true}}),
+          layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
+}
+
 // Contract 1 for an LSTM autoencoder as Keras 2 writes one (RepeatVector of the code, an LSTM
 // over the steps, a TimeDistributed Dense) with the steps padded, cut, repeated and permuted, and
 // a classifier on its reconstruction (the fixture's loss takes a class per sample).
