@@ -195,6 +195,41 @@ def _volume_torch(nn):
 case("conv3d", 16, [16, 32, 32, 8], _volume_layers(), _volume_torch, image=True)
 
 
+# A ConvLSTM2D of 16 filters (3x3, same) over 8 frames of 16x16x8, its last h pooled to 10
+# logits. The PyTorch twin is the ConvLSTM its users write (torch has none): per step one Conv2d
+# over the input and h concatenated, the gates split, the cell's products.
+def _conv_lstm_layers():
+    return [keras("ConvLSTM2D", filters=16, kernel_size=[3, 3], padding="same"),
+            keras("GlobalAveragePooling2D"), keras("Dense", units=10)]
+
+
+def _conv_lstm_torch(nn):
+    import torch
+
+    class ConvLstm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8 + 16, 4 * 16, 3, padding=1)
+
+        def forward(self, x):  # (N, T, H, W, C) as Keras feeds it
+            x = x.permute(0, 1, 4, 2, 3)
+            h = torch.zeros(x.shape[0], 16, x.shape[3], x.shape[4])
+            c = torch.zeros_like(h)
+            for t in range(x.shape[1]):
+                i, f, g, o = self.conv(torch.cat([x[:, t], h], dim=1)).chunk(4, dim=1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+            return h
+
+    class Pool(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=(2, 3))
+    return [ConvLstm(), Pool(), nn.Linear(16, 10)]
+
+
+case("conv_lstm2d", 16, [8, 16, 16, 8], _conv_lstm_layers(), _conv_lstm_torch)
+
+
 def model_config(name):
     """A Sequential model of the case's layers; a functional chain (Keras 2's form) where a layer
     is called on [previous, previous] (self_call: attention over its own input)."""

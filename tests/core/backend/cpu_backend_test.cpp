@@ -396,5 +396,42 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
           << "output " << k << " at " << i << ": " << fast[k][i] << " against " << baseline[k][i];
 }
 
+// Contract 1 asks each sample's result not to depend on the rows it is computed with: the LSTM
+// step (Keras' sigmoid gates and Keras 2's hard_sigmoid) gives each row the same bits for the
+// whole batch and for a third of it, on a team of 2 threads and of 1, forward and backward.
+TEST(CpuBackend, LstmStepGivesEachRowItsBitsWhateverTheRowsAndThreads) {
+  Backend& ops = cpu_backend();
+  const std::int64_t rows = 96, u = 37;
+  Rng rng(3);
+  auto random = [&](std::int64_t n, float scale) {
+    Tensor t({n});
+    for (std::int64_t i = 0; i < n; ++i) t[i] = scale * rng.normal();
+    return t;
+  };
+  const Tensor xw = random(rows * 4 * u, 3), rec = random(rows * 4 * u, 3);
+  const Tensor c_prev = random(rows * u, 2), dh = random(rows * u, 1), dc_next = random(rows * u, 1);
+  for (const ActivationKind gate : {ActivationKind::sigmoid, ActivationKind::hard_sigmoid}) {
+    const RecurrentCellDesc d{u, ActivationKind::tanh, gate, false};
+    auto step = [&](std::int64_t n, int threads) {
+      cpu::set_compute_threads(threads);
+      auto first = [&](const Tensor& t, std::int64_t width) {
+        return Tensor::view(t, 0, {n, width}).clone();
+      };
+      Tensor pre({n, 4 * u}), c({n, u}), h({n, u}), d_pre({n, 4 * u});
+      ops.lstm_step_forward(d, first(xw, 4 * u), first(rec, 4 * u), first(c_prev, u), pre, c, h);
+      Tensor dc = first(dc_next, u);
+      ops.lstm_step_backward(d, pre, first(c_prev, u), c, first(dh, u), dc, d_pre);
+      return std::vector<Tensor>{h, c, dc, d_pre};
+    };
+    const int threads = cpu::compute_threads();
+    const std::vector<Tensor> whole = step(rows, 2), third = step(rows / 3, 1);
+    cpu::set_compute_threads(threads);
+    for (std::size_t k = 0; k < whole.size(); ++k)
+      for (std::int64_t i = 0; i < third[k].size(); ++i)
+        ASSERT_EQ(std::memcmp(whole[k].data() + i, third[k].data() + i, sizeof(float)), 0)
+            << "output " << k << " at " << i << ": " << whole[k][i] << " against " << third[k][i];
+  }
+}
+
 }  // namespace
 }  // namespace tandem::backend
