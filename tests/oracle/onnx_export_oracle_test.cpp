@@ -265,6 +265,7 @@ std::vector<Case> cases() {
                                   layer("SpatialDropout2D", {{"rate", 0.5}}),
                                   layer("Conv2D", {{"filters", 2}, {"kernel_size", {1, 1}}}),
                                   layer("GaussianDropout", {{"rate", 0.3}}),
+                                  layer("AlphaDropout", {{"rate", 0.2}}),
                                   layer("Dropout", {{"rate", 0.5}}),
                                   layer("Reshape", {{"target_shape", {12, 6}}}),
                                   layer("Flatten")}),

@@ -1,5 +1,7 @@
 #include "nn/dropout.hpp"
 
+#include <cmath>
+
 #include "backend/ops.hpp"
 #include "tandem/error.hpp"
 
@@ -36,6 +38,7 @@ Dropout::Dropout(std::string name, DropoutOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {}
 
 std::string Dropout::class_name() const {
+  if (options_.alpha) return "AlphaDropout";
   if (options_.spatial_rank == 0) return "Dropout";
   return "SpatialDropout" + std::to_string(options_.spatial_rank) + "D";
 }
@@ -68,7 +71,21 @@ const Tensor& Dropout::forward(const Tensor& x, bool training) {
   const std::int64_t cols = rows > 0 ? x.size() / rows : 0;
   ops().dropout_forward(desc, x, ops().place(output_, x.shape()), ops().place(mask_, x.shape()),
                         cols);
+  if (!options_.alpha) return output_;
+  // mask = kept / (1 - rate) and output = x · mask: a·x·kept = a(1 - rate)·output, and
+  // a·α'·(1 - kept) + b = -a·α'(1 - rate)·mask + a·α' + b.
+  const AlphaTerms t = alpha_terms();
+  ops().affine(mask_, static_cast<float>(-t.a * kAlphaPrime * t.kept),
+               static_cast<float>(t.a * kAlphaPrime + t.b), ops().place(alpha_part_, x.shape()));
+  ops().affine(output_, static_cast<float>(t.a * t.kept), 0.0f, output_);
+  ops().add(output_, alpha_part_, output_);
   return output_;
+}
+
+Dropout::AlphaTerms Dropout::alpha_terms() const {
+  const double rate = options_.rate;
+  const double a = std::pow((1.0 - rate) * (1.0 + rate * kAlphaPrime * kAlphaPrime), -0.5);
+  return {a, -a * kAlphaPrime * rate, 1.0 - rate};
 }
 
 const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad) {
@@ -78,6 +95,10 @@ const Tensor& Dropout::backward(const Tensor& grad_output, bool need_input_grad)
   }
   if (!masked_) return grad_output;
   ops().multiply(grad_output, mask_, ops().place(grad_input_, grad_output.shape()));
+  if (options_.alpha) {  // d/dx a·x·kept = a(1 - rate)·mask
+    const AlphaTerms t = alpha_terms();
+    ops().affine(grad_input_, static_cast<float>(t.a * t.kept), 0.0f, grad_input_);
+  }
   return grad_input_;
 }
 

@@ -1,7 +1,10 @@
 // Dropout: during training zeroes each value with probability `rate` and scales the rest by
 // 1/(1-rate) (inverted dropout, as Keras); the identity at inference. Keras' noise_shape shares
 // one mask value along the axes where it is 1; SpatialDropout1D/2D/3D are Dropout with the
-// noise shape (batch, 1, ..., channels): whole feature maps are dropped.
+// noise shape (batch, 1, ..., channels): whole feature maps are dropped. AlphaDropout (Keras')
+// keeps a self-normalizing (SELU) network's mean and variance: a dropped value becomes SELU's
+// negative saturation α' = -λα, and the result a·(x·kept + α'·(1 - kept)) + b with
+// a = ((1 - rate)(1 + rate·α'²))^-1/2 and b = -a·α'·rate; its gradient dy·a·kept.
 //
 // The mask comes from the layer's RandomStream (nn/random_stream.hpp), so it never depends on
 // the device plan.
@@ -35,6 +38,7 @@ struct DropoutOptions {
   /// 1, 2 or 3 for SpatialDropout1D/2D/3D (channels_last; noise_shape then implied); 0 for
   /// Dropout.
   int spatial_rank = 0;
+  bool alpha = false;  // AlphaDropout
 };
 
 class Dropout : public Layer {
@@ -54,11 +58,20 @@ class Dropout : public Layer {
   }
 
  private:
+  /// SELU's negative saturation, -λα (Keras' alpha_p).
+  static constexpr double kAlphaPrime = -1.6732632423543772848170429916717 * 1.0507009873554804934193349852946;
+  /// AlphaDropout's affine correction a, b and the kept share 1 - rate.
+  struct AlphaTerms {
+    double a, b, kept;
+  };
+  AlphaTerms alpha_terms() const;
+
   DropoutOptions options_;
   RandomStream random_;
   backend::AxisGroups noise_;  // rank 0: one value per element
   bool masked_ = false;        // whether the last forward applied a mask
   Tensor mask_, output_, grad_input_;
+  Tensor alpha_part_;  // AlphaDropout's term of the mask
 };
 
 }  // namespace tandem::nn

@@ -448,8 +448,11 @@ std::unique_ptr<Layer> make_additive_attention(ConfigObject& c, const std::strin
       name, read_attention_options(c, AttentionScores::additive, true));
 }
 
+// Dropout and AlphaDropout (kAlpha): rate, seed, noise_shape.
+template <bool kAlpha>
 std::unique_ptr<Layer> make_dropout(ConfigObject& c, const std::string& name) {
   DropoutOptions o;
+  o.alpha = kAlpha;
   o.rate = c.number_in("rate", 0.0, 0.0, 1.0, false, true);
   if (!c.has("rate")) throw ConfigError(c.path_of("rate"), "required key is missing");
   o.seed = read_seed(c);
@@ -1636,7 +1639,8 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},
       {"Concatenate", {"concatenate", make_concatenate}},
       {"Dot", {"dot", make_dot}},
-      {"Dropout", {"dropout", make_dropout}},
+      {"Dropout", {"dropout", make_dropout<false>}},
+      {"AlphaDropout", {"alpha_dropout", make_dropout<true>}},
       {"SpatialDropout1D", {"spatial_dropout1d", make_spatial_dropout<1>}},
       {"SpatialDropout2D", {"spatial_dropout2d", make_spatial_dropout<2>}},
       {"SpatialDropout3D", {"spatial_dropout3d", make_spatial_dropout<3>}},

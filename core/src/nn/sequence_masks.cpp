@@ -21,6 +21,7 @@ const std::set<std::string>& passing() {
                                              "SpatialDropout1D",
                                              "GaussianNoise",
                                              "GaussianDropout",
+                                             "AlphaDropout",
                                              "LayerNormalization",
                                              "GroupNormalization",
                                              "ReLU",

@@ -585,7 +585,7 @@ void add_core_exporters(ExporterTable& table) {
   table["Permute"] = export_permute;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
-        "GaussianDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",
+        "GaussianDropout", "AlphaDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",
         "RandomContrast", "RandomBrightness"})
     table[inference_identity] = identity;
 }

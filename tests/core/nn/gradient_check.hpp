@@ -28,6 +28,14 @@ inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -
   return t;
 }
 
+/// Standard normal values (Rng::normal) of `shape`.
+inline Tensor random_normal_tensor(const Shape& shape, std::uint64_t seed) {
+  Tensor t(shape);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < t.size(); ++i) t[i] = rng.normal();
+  return t;
+}
+
 /// d f / d x_i by central differences, for every i. f maps a double vector to a scalar.
 inline std::vector<double> numeric_gradient(
     const std::function<double(const std::vector<double>&)>& f, std::vector<double> x,

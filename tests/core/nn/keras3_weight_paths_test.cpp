@@ -58,6 +58,13 @@ TEST(Keras3WeightPaths, GroupNamesAreKerasSnakeCaseOfTheClass) {
                                          "InputLayer",
                                          "PositionEmbedding",
                                          "Conv1D",
+                                         "Conv3D",
+                                         "Conv3DTranspose",
+                                         "ConvLSTM2D",
+                                         "MaxPooling3D",
+                                         "GlobalAveragePooling3D",
+                                         "ZeroPadding3D",
+                                         "UpSampling3D",
                                          "ABCdef",
                                          "aB",
                                          "HTTPServer2Go",
@@ -93,6 +100,11 @@ TEST(Keras3WeightPaths, EachClassIsNumberedByItsPlaceAmongTheModelsLayersOfThatC
             (std::vector<std::string>{"query_dense/0", "query_dense/1", "key_dense/0",
                                       "key_dense/1", "value_dense/0", "value_dense/1",
                                       "output_dense/0", "output_dense/1"}));
+  // A convolutional LSTM keeps its cell's weights under `cell`, as LSTM does.
+  EXPECT_EQ(nn::keras3_weight_names("ConvLSTM2D", {"conv_lstm_cell/kernel",
+                                                   "conv_lstm_cell/recurrent_kernel",
+                                                   "conv_lstm_cell/bias"}),
+            (std::vector<std::string>{"cell/0", "cell/1", "cell/2"}));
   EXPECT_EQ(nn::keras3_private_spelling("query_dense/0"), "_query_dense/0");
   EXPECT_EQ(nn::keras3_private_spelling("0"), "");
 }

@@ -1,4 +1,5 @@
-// Dropout's noise_shape, SpatialDropout1D/2D/3D, GaussianNoise and GaussianDropout: the masks and
+// Dropout's noise_shape, SpatialDropout1D/2D/3D, AlphaDropout, GaussianNoise and GaussianDropout:
+// the masks and
 // noise they draw (shared where Keras shares them, the right distribution, independent of how a
 // batch is split), their gradients, their configs and the configs they refuse.
 #include <gtest/gtest.h>
@@ -169,6 +170,48 @@ TEST(GaussianDropout, MultipliesByNoiseOfMeanOneAndTheRatesVariance) {
     ASSERT_NEAR(gx[i], g[i] * y[i] / x[i], 1e-5f * (1.0f + std::abs(gx[i])));
 }
 
+// AlphaDropout by hand from Keras' definition: each value x·a + b where kept and α'·a + b where
+// dropped, α' = -λα (SELU's saturation, -1.7580993...), a = ((1 - p)(1 + p·α'²))^-1/2,
+// b = -a·α'·p; a fraction p dropped; on unit normal inputs (a SELU network's fixed point) the
+// output keeps mean 0 and variance 1, which is what the layer is for; its gradient dy·a where
+// kept, 0 where dropped; the identity at inference.
+TEST(AlphaDropout, KeepsASeluNetworksMeanAndVariance) {
+  const double p = 0.3;
+  const double alpha_prime = -1.6732632423543772 * 1.0507009873554805;
+  const double a = 1.0 / std::sqrt((1 - p) * (1 + p * alpha_prime * alpha_prime));
+  const double b = -a * alpha_prime * p;
+  DropoutOptions o;
+  o.rate = p;
+  o.seed = 8;
+  o.alpha = true;
+  Dropout d("ad", o);
+  EXPECT_EQ(d.class_name(), "AlphaDropout");
+  Rng init(0);
+  d.build({500}, init);
+  const Tensor x = test::random_normal_tensor({400, 500}, 12);
+  const Tensor y = d.forward(x, true).clone();
+  std::int64_t dropped = 0;
+  double sum = 0, squares = 0;
+  std::vector<char> kept(static_cast<std::size_t>(y.size()));
+  for (std::int64_t i = 0; i < y.size(); ++i) {
+    const double as_kept = a * x[i] + b, as_dropped = a * alpha_prime + b;
+    kept[i] = std::abs(y[i] - as_kept) <= 1e-5 * (1 + std::abs(as_kept));
+    ASSERT_TRUE(kept[i] || std::abs(y[i] - as_dropped) <= 1e-5) << i << ": " << y[i];
+    dropped += !kept[i];
+    sum += y[i];
+    squares += static_cast<double>(y[i]) * y[i];
+  }
+  const double n = static_cast<double>(y.size()), mean = sum / n;
+  EXPECT_NEAR(static_cast<double>(dropped) / n, p, 0.005);  // sd of the fraction ~0.001
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(squares / n - mean * mean, 1.0, 0.01);
+  const Tensor g = test::random_tensor(y.shape(), 13);
+  const Tensor& gx = d.backward(g, true);
+  for (std::int64_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(gx[i], kept[i] ? a * g[i] : 0.0, 1e-5 * (1 + std::abs(g[i]))) << i;
+  EXPECT_EQ(d.forward(x, false).data(), x.data());
+}
+
 TEST(GaussianNoise, NoiseDoesNotDependOnHowTheBatchIsSplit) {
   GaussianNoise whole("n", GaussianNoise::Kind::additive, 1.0, 6),
       first("n", GaussianNoise::Kind::additive, 1.0, 6),
@@ -209,6 +252,8 @@ TEST(NoiseLayerConfigs, KerasConfigsRoundTrip) {
                "dtype": "float32", "stddev": 0.1, "seed": null}})",
            R"({"class_name": "GaussianDropout", "config": {"name": "gd", "trainable": true,
                "dtype": "float32", "rate": 0.3, "seed": null}})",
+           R"({"class_name": "AlphaDropout", "config": {"name": "ad", "trainable": true,
+               "dtype": "float32", "rate": 0.1, "noise_shape": [null, 4, 1, 3], "seed": 7}})",
            R"({"class_name": "Dropout", "config": {"name": "d", "trainable": true,
                "dtype": "float32", "rate": 0.5, "noise_shape": [null, 1, 1, 3], "seed": null}})"}) {
     const json layer = json::parse(text);
@@ -237,6 +282,10 @@ TEST(NoiseLayerConfigs, BadConfigsAreRefusedAtTheirPath) {
   expect_refused("GaussianNoise", {{"seed", 1}}, "stddev': required key is missing");
   expect_refused("GaussianNoise", {{"stddev", -0.1}}, "stddev");
   expect_refused("GaussianDropout", {{"rate", 1.0}}, "rate");
+  expect_refused("AlphaDropout", {{"rate", 1.0}}, "rate");
+  expect_refused("AlphaDropout", {{"seed", 2}}, "rate': required key is missing");
+  expect_refused("AlphaDropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 4, 2, 3}}},
+                 "noise_shape[2]");
   expect_refused("GaussianNoise", {{"stddev", 0.1}, {"sigma", 1}}, "sigma");
 }
 

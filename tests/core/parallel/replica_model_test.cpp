@@ -353,7 +353,8 @@ TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
 }
 
 // Contract 1 through convolutional LSTMs: a ConvLSTM2D's every step (its recurrent convolution
-// per step, its kernels' gradients over all steps) into a ConvLSTM1D going backwards.
+// per step, its kernels' gradients over all steps) into a ConvLSTM1D going backwards, then an
+// AlphaDropout (drawn per global sample).
 TEST(MetaEqualsTemplate, ConvolutionalLstmsTrainAsTheTemplate) {
   const json clips = {
       {"class_name", "Sequential"},
@@ -366,6 +367,7 @@ TEST(MetaEqualsTemplate, ConvolutionalLstmsTrainAsTheTemplate) {
           layer("Reshape", {{"target_shape", {4, 12, 3}}}),
           layer("ConvLSTM1D", {{"filters", 2}, {"kernel_size", 3}, {"strides", 2},
                                {"go_backwards", true}}),
+          layer("AlphaDropout", {{"rate", 0.2}, {"seed", 3}}),
           layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
   for (int replicas : {2, 3})
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
