@@ -152,4 +152,22 @@ nlohmann::json keras2_calls(std::initializer_list<std::vector<nlohmann::json>> p
   return out;
 }
 
+nlohmann::json keras2_node(const std::string& cls, const std::string& name, nlohmann::json config,
+                           const char* from) {
+  config["name"] = name;
+  const nlohmann::json inbound =
+      from ? keras2_calls({{nlohmann::json::array({from, 0, 0, nlohmann::json::object()})}})
+           : nlohmann::json::array();
+  return {{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", inbound}};
+}
+
+CommandResult train_and_predict(const std::filesystem::path& dir, const std::string& name,
+                                const nlohmann::json& config, const std::string& extra) {
+  const CommandResult trained = train_in(dir, name, config, extra);
+  if (trained.exit_code != 0) return trained;
+  return run_command(tandem_cli() + " predict " + (dir / (name + ".json")).string() +
+                     " --weights " + (dir / name / "model.h5").string() + " -o " +
+                     (dir / (name + ".npy")).string());
+}
+
 }  // namespace tandem::test

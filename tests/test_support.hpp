@@ -77,6 +77,10 @@ void write_text(const std::filesystem::path& path, const std::string& text);
 /// dir/<name>, quietly, with `extra` arguments.
 CommandResult train_in(const std::filesystem::path& dir, const std::string& name,
                        const nlohmann::json& config, const std::string& extra = "");
+/// train_in(dir, name, config, extra), then `tandem predict` of that config with the run's
+/// weights into dir/<name>.npy: the first failing command's result, or the prediction's.
+CommandResult train_and_predict(const std::filesystem::path& dir, const std::string& name,
+                                const nlohmann::json& config, const std::string& extra = "");
 /// The history (one logs object per epoch) of the finished run in folder `run_dir`, from its
 /// events.jsonl; null when no run finished there.
 nlohmann::json run_history(const std::filesystem::path& run_dir);
@@ -85,6 +89,10 @@ nlohmann::json run_history(const std::filesystem::path& run_dir);
 /// (["layer", node, tensor, {}]). Built from vectors: a braced list of one json is a copy of it
 /// for some compilers (clang), not a list.
 nlohmann::json keras2_calls(std::initializer_list<std::vector<nlohmann::json>> per_call);
+/// A Keras 2 functional model's layer entry: class, name (also in its config) and config, called
+/// once on layer `from`'s output (no call for an InputLayer: `from` null).
+nlohmann::json keras2_node(const std::string& cls, const std::string& name, nlohmann::json config,
+                           const char* from);
 
 /// An options schema of `depth` nested objects, each with one option "p": a list of objects
 /// whose default holds ten of them. Its defaults expand to 10^depth values (a 1 KB schema that

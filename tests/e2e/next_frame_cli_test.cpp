@@ -36,13 +36,6 @@ for n, name, frames in ((512, "train", 6), (128, "val", 6), (16, "long", 9)):
     np.savez(f"{sys.argv[1]}/clips-{name}.npz", x=x, y=y)
 )PY";
 
-json node(const char* cls, const char* name, json config, const char* from) {
-  config["name"] = name;
-  json inbound = json::array();
-  if (from) inbound = json::array({json::array({json::array({from, 0, 0, json::object()})})});
-  return {{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", inbound}};
-}
-
 TEST(NextFrameCli, ConvolutionalLstmsLearnWhereTheSquareMovesAlikeOnCpu3) {
   const fs::path dir = test::scratch_dir("next-frame-cli");
   auto made = test::run_python(dir / "clips.py", kClips, dir.string());
@@ -53,13 +46,13 @@ TEST(NextFrameCli, ConvolutionalLstmsLearnWhereTheSquareMovesAlikeOnCpu3) {
                      {"return_sequences", true},
                      {"activation", "relu"}};
   const json layers = {
-      node("InputLayer", "input_1", {{"batch_input_shape", {nullptr, nullptr, 10, 10, 1}}},
+      test::keras2_node("InputLayer", "input_1", {{"batch_input_shape", {nullptr, nullptr, 10, 10, 1}}},
            nullptr),
-      node("ConvLSTM2D", "conv_lstm2d", lstm, "input_1"),
-      node("BatchNormalization", "batch_normalization", {{"synchronized", true}, {"momentum", 0.9}},
+      test::keras2_node("ConvLSTM2D", "conv_lstm2d", lstm, "input_1"),
+      test::keras2_node("BatchNormalization", "batch_normalization", {{"synchronized", true}, {"momentum", 0.9}},
            "conv_lstm2d"),
-      node("ConvLSTM2D", "conv_lstm2d_1", lstm, "batch_normalization"),
-      node("Conv3D", "conv3d",
+      test::keras2_node("ConvLSTM2D", "conv_lstm2d_1", lstm, "batch_normalization"),
+      test::keras2_node("Conv3D", "conv3d",
            {{"filters", 1}, {"kernel_size", {3, 3, 3}}, {"padding", "same"},
             {"activation", "sigmoid"}},
            "conv_lstm2d_1")};
@@ -103,13 +96,8 @@ TEST(NextFrameCli, ConvolutionalLstmsLearnWhereTheSquareMovesAlikeOnCpu3) {
 
   // Contract 1: an epoch on cpu:3 predicts what an epoch on cpu:1 predicts.
   for (const char* plan : {"cpu:1", "cpu:3"}) {
-    auto r = test::train_in(dir, plan, run, std::string("--set epochs=1 --devices ") + plan);
+    auto r = test::train_and_predict(dir, plan, run, std::string("--set epochs=1 --devices ") + plan);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto p = test::run_command(test::tandem_cli() + " predict " +
-                               (dir / (std::string(plan) + ".json")).string() + " --weights " +
-                               (dir / plan / "model.h5").string() + " -o " +
-                               (dir / (std::string(plan) + ".npy")).string());
-    ASSERT_EQ(p.exit_code, 0) << p.err;
   }
   EXPECT_TRUE(test::npy_close(dir / "cpu:3.npy", dir / "cpu:1.npy", 1e-5, dir));
 }

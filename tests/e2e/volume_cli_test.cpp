@@ -35,31 +35,24 @@ for n, name in ((640, "train"), (160, "val")):
     np.savez(f"{sys.argv[1]}/volumes-{name}.npz", x=x, y=y)
 )PY";
 
-json node(const char* cls, const char* name, json config, const char* from) {
-  config["name"] = name;
-  json inbound = json::array();
-  if (from) inbound = json::array({json::array({json::array({from, 0, 0, json::object()})})});
-  return {{"class_name", cls}, {"name", name}, {"config", config}, {"inbound_nodes", inbound}};
-}
-
 TEST(VolumeCli, TheCtScanClassifierLearnsShapesInThreeDimensionsAlikeOnCpu3) {
   const fs::path dir = test::scratch_dir("volume-cli");
   auto made = test::run_python(dir / "volumes.py", kVolumes, dir.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const json layers = {
-      node("InputLayer", "input_1", {{"batch_input_shape", {nullptr, 8, 8, 8, 1}}}, nullptr),
-      node("Conv3D", "conv3d", {{"filters", 8}, {"kernel_size", 3}, {"activation", "relu"}},
+      test::keras2_node("InputLayer", "input_1", {{"batch_input_shape", {nullptr, 8, 8, 8, 1}}}, nullptr),
+      test::keras2_node("Conv3D", "conv3d", {{"filters", 8}, {"kernel_size", 3}, {"activation", "relu"}},
            "input_1"),
-      node("MaxPooling3D", "max_pooling3d", {{"pool_size", 2}}, "conv3d"),
-      node("BatchNormalization", "batch_normalization", {{"synchronized", true}},
+      test::keras2_node("MaxPooling3D", "max_pooling3d", {{"pool_size", 2}}, "conv3d"),
+      test::keras2_node("BatchNormalization", "batch_normalization", {{"synchronized", true}},
            "max_pooling3d"),
-      node("Conv3D", "conv3d_1",
+      test::keras2_node("Conv3D", "conv3d_1",
            {{"filters", 16}, {"kernel_size", 3}, {"padding", "same"}, {"activation", "relu"}},
            "batch_normalization"),
-      node("GlobalAveragePooling3D", "global_average_pooling3d", json::object(), "conv3d_1"),
-      node("Dense", "dense", {{"units", 16}, {"activation", "relu"}}, "global_average_pooling3d"),
-      node("Dropout", "dropout", {{"rate", 0.2}}, "dense"),
-      node("Dense", "dense_1", {{"units", 1}, {"activation", "sigmoid"}}, "dropout")};
+      test::keras2_node("GlobalAveragePooling3D", "global_average_pooling3d", json::object(), "conv3d_1"),
+      test::keras2_node("Dense", "dense", {{"units", 16}, {"activation", "relu"}}, "global_average_pooling3d"),
+      test::keras2_node("Dropout", "dropout", {{"rate", 0.2}}, "dense"),
+      test::keras2_node("Dense", "dense_1", {{"units", 1}, {"activation", "sigmoid"}}, "dropout")};
   const json model = {{"class_name", "Functional"},
                       {"config",
                        {{"name", "3dcnn"},
@@ -89,13 +82,8 @@ TEST(VolumeCli, TheCtScanClassifierLearnsShapesInThreeDimensionsAlikeOnCpu3) {
   // Contract 1: an epoch on cpu:3 predicts what an epoch on cpu:1 predicts (after more steps
   // the two drift apart by their rounding, as any two summation orders do: 1e-3 after six).
   for (const char* plan : {"cpu:1", "cpu:3"}) {
-    auto r = test::train_in(dir, plan, run, std::string("--set epochs=1 --devices ") + plan);
+    auto r = test::train_and_predict(dir, plan, run, std::string("--set epochs=1 --devices ") + plan);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto p = test::run_command(test::tandem_cli() + " predict " +
-                               (dir / (std::string(plan) + ".json")).string() + " --weights " +
-                               (dir / plan / "model.h5").string() + " -o " +
-                               (dir / (std::string(plan) + ".npy")).string());
-    ASSERT_EQ(p.exit_code, 0) << p.err;
   }
   EXPECT_TRUE(test::npy_close(dir / "cpu:3.npy", dir / "cpu:1.npy", 1e-5, dir));
 

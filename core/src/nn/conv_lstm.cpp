@@ -112,21 +112,7 @@ Shape ConvLstm::build(const Shape& input_shape, Rng& init) {
   if (options_.use_bias) {
     bias_.value = Tensor({kGates * f});
     bias_.grad = Tensor({kGates * f});
-    if (options_.unit_forget_bias) {
-      // Keras: concatenate(bias_initializer((filters,)), ones((filters,)),
-      // bias_initializer((2 filters,))).
-      Tensor input_gate({f}), rest({2 * f});
-      options_.bias_initializer.fill(input_gate, init);
-      options_.bias_initializer.fill(rest, init);
-      float* b = bias_.value.data();
-      for (std::int64_t j = 0; j < f; ++j) {
-        b[j] = input_gate[j];
-        b[f + j] = 1.0f;
-      }
-      for (std::int64_t j = 0; j < 2 * f; ++j) b[2 * f + j] = rest[j];
-    } else {
-      options_.bias_initializer.fill(bias_.value, init);
-    }
+    fill_lstm_bias(bias_.value, options_.bias_initializer, f, options_.unit_forget_bias, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
   cell_ = {f, options_.activation, options_.recurrent_activation, false};

@@ -29,6 +29,23 @@ void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::i
     ops.copy_columns(from, row, t * width, to, row, (steps - 1 - t) * width, width);
 }
 
+void fill_lstm_bias(Tensor& bias, const Initializer& initializer, std::int64_t units,
+                    bool unit_forget_bias, Rng& init) {
+  if (!unit_forget_bias) {
+    initializer.fill(bias, init);
+    return;
+  }
+  Tensor input_gate({units}), rest({2 * units});
+  initializer.fill(input_gate, init);
+  initializer.fill(rest, init);
+  float* b = bias.data();
+  for (std::int64_t j = 0; j < units; ++j) {
+    b[j] = input_gate[j];
+    b[units + j] = 1.0f;
+  }
+  for (std::int64_t j = 0; j < 2 * units; ++j) b[2 * units + j] = rest[j];
+}
+
 Recurrent::Recurrent(std::string name, RecurrentOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
   const std::string cell = cell_name(options_.kind);
@@ -84,18 +101,8 @@ Shape Recurrent::build(const Shape& input_shape, Rng& init) {
     const Shape shape = two_biases() ? Shape{2, width} : Shape{width};
     bias_.value = Tensor(shape);
     bias_.grad = Tensor(shape);
-    if (options_.kind == RecurrentKind::lstm && options_.unit_forget_bias) {
-      // Keras: concatenate(bias_initializer((units,)), ones((units,)), bias_initializer((2
-      // units,)))
-      Tensor input_gate({u}), rest({2 * u});
-      options_.bias_initializer.fill(input_gate, init);
-      options_.bias_initializer.fill(rest, init);
-      float* b = bias_.value.data();
-      for (std::int64_t j = 0; j < u; ++j) {
-        b[j] = input_gate[j];
-        b[u + j] = 1.0f;
-      }
-      for (std::int64_t j = 0; j < 2 * u; ++j) b[2 * u + j] = rest[j];
+    if (options_.kind == RecurrentKind::lstm) {
+      fill_lstm_bias(bias_.value, options_.bias_initializer, u, options_.unit_forget_bias, init);
     } else {
       options_.bias_initializer.fill(bias_.value, init);
     }

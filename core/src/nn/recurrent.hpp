@@ -62,6 +62,12 @@ void check_recurrent_call_arguments(const std::string& who, const std::vector<st
 void check_initial_states(const std::string& who, const std::vector<Shape>& input_shapes,
                           std::size_t count, const std::string& which, std::int64_t units);
 
+/// An LSTM's bias of 4 · `units` values (gates i, f, c, o) as Keras fills it: `initializer`'s
+/// values, or with unit_forget_bias its values for i, ones for f, then its values for c and o
+/// (Keras' concatenate of the three, drawn in that order). ConvLSTM's too.
+void fill_lstm_bias(Tensor& bias, const Initializer& initializer, std::int64_t units,
+                    bool unit_forget_bias, Rng& init);
+
 /// `to` = `from` (batch, steps, width; on `ops`' device) with its steps in reverse order.
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width);
