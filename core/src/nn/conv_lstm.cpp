@@ -138,17 +138,6 @@ void ConvLstm::make_convolutions() {
   conv_backend_ = &ops();
 }
 
-void ConvLstm::to_time_major(const Tensor& from, std::int64_t width, Tensor& to) {
-  backend::Backend& ops = this->ops();
-  const Tensor* source = &from;
-  if (options_.go_backwards) {
-    reverse_steps(ops, from, swapped_, steps_, width);
-    source = &swapped_;
-  }
-  ops.swap_middle_axes(*source, {1, batch_, steps_, width},
-                       ops.place(to, {steps_ * batch_, width}));
-}
-
 void ConvLstm::to_batch_major(const Tensor& from, std::int64_t width, Tensor& to) {
   ops().swap_middle_axes(from, {1, steps_, batch_, width}, to);
 }
@@ -162,7 +151,7 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
   ops.place(output_, with_batch(batch_, output_shape_));
   if (batch_ == 0) return output_;
   const std::int64_t in_width = shape_size(in_grid_) * channels_;
-  to_time_major(x, in_width, x_steps_);
+  time_major(ops, x, batch_, steps_, in_width, options_.go_backwards, swapped_, x_steps_);
   input_conv_->forward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
                        kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
   ops.place(hs_, {(steps_ + 1) * rows, f});

@@ -86,8 +86,7 @@ class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
   void make_convolutions();
   /// (n, image...) for `n` images of the grid `grid` with `channels`: the convolutions' view.
   Shape images(std::int64_t n, const Shape& grid, std::int64_t channels) const;
-  /// `from` (batch, steps, width) time-major (steps · batch, width) in processing order, or back.
-  void to_time_major(const Tensor& from, std::int64_t width, Tensor& to);
+  /// `from` (steps · batch, width) time-major back to (batch, steps, width) in `to` (sized).
   void to_batch_major(const Tensor& from, std::int64_t width, Tensor& to);
 
   ConvLstmOptions options_;

@@ -737,13 +737,18 @@ Padding read_padding(ConfigObject& c) {
 }
 
 // What Conv1D and Conv2D read alike, after their sizes (a 1-D size is the pair (1, n)): the
-void check_dilation_with_strides(ConfigObject& c, const Conv2DOptions& o) {
-  const DepthWindow z = o.depth.value_or(DepthWindow{});
-  if (std::max({o.strides[0], o.strides[1], z.stride}) > 1 &&
-      std::max({o.dilation_rate[0], o.dilation_rate[1], z.dilation}) > 1)
+void check_dilation_with_strides(ConfigObject& c, std::int64_t largest_stride,
+                                 std::int64_t largest_dilation) {
+  if (largest_stride > 1 && largest_dilation > 1)
     throw ConfigError(
         c.path_of("dilation_rate"),
         "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+}
+
+void check_dilation_with_strides(ConfigObject& c, const Conv2DOptions& o) {
+  const DepthWindow z = o.depth.value_or(DepthWindow{});
+  check_dilation_with_strides(c, std::max({o.strides[0], o.strides[1], z.stride}),
+                              std::max({o.dilation_rate[0], o.dilation_rate[1], z.dilation}));
 }
 
 // activation and use_bias (no LoRA).
@@ -1471,11 +1476,8 @@ std::unique_ptr<Layer> make_conv_lstm(ConfigObject& c, const std::string& name) 
   o.padding = read_padding(c);
   c.one_of("data_format", "channels_last", {"channels_last"});
   o.dilation_rate = listed(read_sizes<kRank>(c, "dilation_rate", ones));
-  if (*std::max_element(o.strides.begin(), o.strides.end()) > 1 &&
-      *std::max_element(o.dilation_rate.begin(), o.dilation_rate.end()) > 1)
-    throw ConfigError(
-        c.path_of("dilation_rate"),
-        "dilation_rate > 1 cannot be combined with strides > 1 (Keras rejects it too)");
+  check_dilation_with_strides(c, *std::max_element(o.strides.begin(), o.strides.end()),
+                              *std::max_element(o.dilation_rate.begin(), o.dilation_rate.end()));
   o.activation = read_cell_activation(c, "activation", ActivationKind::tanh);
   o.recurrent_activation =
       read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);

@@ -46,6 +46,17 @@ void fill_lstm_bias(Tensor& bias, const Initializer& initializer, std::int64_t u
   for (std::int64_t j = 0; j < 2 * units; ++j) b[2 * units + j] = rest[j];
 }
 
+void time_major(backend::Backend& ops, const Tensor& from, std::int64_t batch,
+                std::int64_t steps, std::int64_t width, bool reversed, Tensor& scratch,
+                Tensor& to) {
+  const Tensor* source = &from;
+  if (reversed) {
+    reverse_steps(ops, from, scratch, steps, width);
+    source = &scratch;
+  }
+  ops.swap_middle_axes(*source, {1, batch, steps, width}, ops.place(to, {steps * batch, width}));
+}
+
 Recurrent::Recurrent(std::string name, RecurrentOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
   const std::string cell = cell_name(options_.kind);
@@ -279,13 +290,7 @@ const Tensor& Recurrent::unpack_gradient(const Tensor& grad_output) {
 // `to` = `from` (batch, steps, width) time-major, in processing order (its steps reversed with
 // go_backwards).
 void Recurrent::processing_order(const Tensor& from, std::int64_t width, Tensor& to) {
-  backend::Backend& ops = this->ops();
-  const Tensor* source = &from;
-  if (options_.go_backwards) {
-    reverse_steps(ops, from, swapped_, steps_, width);
-    source = &swapped_;
-  }
-  ops.swap_middle_axes(*source, {1, rows_, steps_, width}, ops.place(to, {steps_ * rows_, width}));
+  time_major(ops(), from, rows_, steps_, width, options_.go_backwards, swapped_, to);
 }
 
 // x_steps_ = x in processing order, after the input dropout of a training forward.

@@ -68,6 +68,12 @@ void check_initial_states(const std::string& who, const std::vector<Shape>& inpu
 void fill_lstm_bias(Tensor& bias, const Initializer& initializer, std::int64_t units,
                     bool unit_forget_bias, Rng& init);
 
+/// `to` = `from` (batch, steps, width; on `ops`' device) time-major, (steps · batch, width), in
+/// processing order: its steps reversed first (into `scratch`) when `reversed` (go_backwards).
+void time_major(backend::Backend& ops, const Tensor& from, std::int64_t batch,
+                std::int64_t steps, std::int64_t width, bool reversed, Tensor& scratch,
+                Tensor& to);
+
 /// `to` = `from` (batch, steps, width; on `ops`' device) with its steps in reverse order.
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width);

@@ -8,62 +8,12 @@
 #include <vector>
 
 #include "nn/spatial.hpp"
+#include "onnx/conv_nodes.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
 
 namespace {
-
-using Sizes = std::vector<std::int64_t>;
-
-Sizes sizes_of(const nlohmann::json& config, const char* key, std::size_t rank) {
-  const auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return Sizes(rank, 1);
-  if (it->is_number_integer()) return Sizes(rank, it->get<std::int64_t>());
-  return it->get<Sizes>();
-}
-
-// Keras' kernel (taps..., in, out) as ONNX's Conv weights (out, in, taps...).
-std::vector<float> conv_weights(const Tensor& kernel) {
-  const std::int64_t in = kernel.dim(kernel.rank() - 2), out = kernel.dim(kernel.rank() - 1);
-  const std::int64_t taps = kernel.size() / (in * out);
-  std::vector<float> w(static_cast<std::size_t>(kernel.size()));
-  for (std::int64_t t = 0; t < taps; ++t)
-    for (std::int64_t i = 0; i < in; ++i)
-      for (std::int64_t o = 0; o < out; ++o) w[(o * in + i) * taps + t] = kernel[(t * in + i) * out + o];
-  return w;
-}
-
-struct ConvWindow {
-  Sizes kernel, strides, dilation, pads;  // pads: every axis' before, then every axis' after
-};
-
-// The window over `grid` with explicit pads; the output grid in `out`.
-ConvWindow window(const Sizes& grid, const Sizes& kernel, const Sizes& strides,
-                  const Sizes& dilation, nn::Padding padding, Sizes& out) {
-  ConvWindow w{kernel, strides, dilation, Sizes(2 * grid.size(), 0)};
-  out.clear();
-  for (std::size_t a = 0; a < grid.size(); ++a) {
-    const nn::Window along =
-        nn::window_along(grid[a], kernel[a], strides[a], dilation[a], padding);
-    w.pads[a] = along.pad_before;
-    w.pads[a + grid.size()] = along.pad_after;
-    out.push_back(along.out);
-  }
-  return w;
-}
-
-std::string conv(OnnxGraph& g, const std::string& x, const std::vector<std::string>& weights,
-                 const ConvWindow& w, const std::string& prefix) {
-  std::vector<std::string> inputs{x};
-  inputs.insert(inputs.end(), weights.begin(), weights.end());
-  return g.node("Conv", inputs, prefix)
-      .attr("kernel_shape", w.kernel)
-      .attr("strides", w.strides)
-      .attr("dilations", w.dilation)
-      .attr("pads", w.pads)
-      .output();
-}
 
 OnnxValue export_conv_lstm(LayerCall& call) {
   OnnxGraph& g = call.graph;
@@ -77,25 +27,22 @@ OnnxValue export_conv_lstm(LayerCall& call) {
   const Tensor& recurrent = call.weight("conv_lstm_cell/recurrent_kernel");
   const std::int64_t gates = kernel.dim(kernel.rank() - 1), filters = gates / 4;
   const Sizes taps(kernel.shape().begin(), kernel.shape().begin() + static_cast<long>(rank));
-  Sizes out, same_out;
-  const ConvWindow input_window =
-      window(grid, taps, sizes_of(cfg, "strides", rank), sizes_of(cfg, "dilation_rate", rank),
-             cfg.value("padding", "valid") == "same" ? nn::Padding::same : nn::Padding::valid,
-             out);
-  const ConvWindow recurrent_window =
-      window(out, taps, Sizes(rank, 1), Sizes(rank, 1), nn::Padding::same, same_out);
-  auto dims = [&](std::int64_t a, std::int64_t b) {
-    Sizes d{a, b};
-    d.insert(d.end(), taps.begin(), taps.end());
-    return d;
-  };
+  const nn::Padding padding =
+      cfg.value("padding", "valid") == "same" ? nn::Padding::same : nn::Padding::valid;
+  const Sizes strides = sizes_of(cfg, "strides", 1, rank), dilation = sizes_of(cfg, "dilation_rate", 1, rank);
+  const Window input_window = window_over(grid, taps, strides, dilation, padding);
+  Sizes out;  // the output grid, which h keeps
+  for (std::size_t a = 0; a < rank; ++a)
+    out.push_back(nn::window_along(grid[a], taps[a], strides[a], dilation[a], padding).out);
+  const Window recurrent_window =
+      window_over(out, taps, Sizes(rank, 1), Sizes(rank, 1), nn::Padding::same);
   std::vector<std::string> input_weights{
-      call.constant("kernel", dims(gates, channels), conv_weights(kernel))};
+      call.constant("kernel", weight_dims(gates, channels, taps), onnx_kernel(kernel))};
   if (call.has_weight("conv_lstm_cell/bias"))
     input_weights.push_back(
         call.constant("bias", {gates}, values_of(call.weight("conv_lstm_cell/bias"))));
   const std::string recurrent_weights =
-      call.constant("recurrent_kernel", dims(gates, filters), conv_weights(recurrent));
+      call.constant("recurrent_kernel", weight_dims(gates, filters, taps), onnx_kernel(recurrent));
   Shape state_shape(out.begin(), out.end());  // Keras' (grid..., filters), stored channels first
   state_shape.push_back(filters);
   Shape step_shape(grid.begin(), grid.end());
@@ -118,9 +65,10 @@ OnnxValue export_conv_lstm(LayerCall& call) {
                p)
             .output();
     const OnnxValue step = reshape_to(g, {sliced, sliced_shape, false}, step_shape, p);
-    std::string z = conv(g, g.in_layout(step, true).name, input_weights, input_window, p);
+    std::string z = conv_node(g, g.in_layout(step, true).name, input_weights, input_window, 1, p);
     if (!h.empty())
-      z = g.node("Add", {z, conv(g, h, {recurrent_weights}, recurrent_window, p)}, p).output();
+      z = g.node("Add", {z, conv_node(g, h, {recurrent_weights}, recurrent_window, 1, p)}, p)
+              .output();
     std::string part[4];
     for (std::int64_t q = 0; q < 4; ++q)
       part[q] = g.node("Slice", {z, g.int64s(p + "/gate", {q * filters}),

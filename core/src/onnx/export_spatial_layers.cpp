@@ -12,29 +12,12 @@
 #include "nn/resizing.hpp"
 #include "nn/spatial.hpp"
 #include "nn/volume_cells.hpp"
+#include "onnx/conv_nodes.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
 
 namespace {
-
-using Sizes = std::vector<std::int64_t>;
-
-// A sliding window along the image's spatial axes ((rows, cols), or a volume's (depth, rows,
-// cols)), with ONNX's explicit pads: every axis' before, then every axis' after.
-struct Window {
-  Sizes kernel, strides, dilation, pads;
-};
-
-// Keras' size list for `axes` spatial axes: one integer for all of them, or one per axis (a 1-D
-// layer's 1-element list goes along the cols of its (1, steps) view).
-Sizes sizes_of(const LayerCall& call, const char* key, std::int64_t fallback, std::size_t axes) {
-  const auto it = call.config.find(key);
-  if (it == call.config.end() || it->is_null()) return Sizes(axes, fallback);
-  if (it->is_number_integer()) return Sizes(axes, it->get<std::int64_t>());
-  if (it->size() == 1 && axes == 2) return {1, (*it)[0].get<std::int64_t>()};
-  return it->get<Sizes>();
-}
 
 std::string padding_of(const LayerCall& call) {
   const auto it = call.config.find("padding");
@@ -44,25 +27,20 @@ std::string padding_of(const LayerCall& call) {
 // The window of a convolution or pooling layer on the channels-last image (or volume) `image`.
 Window window_of(const LayerCall& call, const Shape& image, const char* size_key, bool pooling) {
   const std::size_t axes = image.size() - 1;
-  Window w;
-  w.kernel = sizes_of(call, size_key, 1, axes);
-  w.strides = sizes_of(call, "strides", 1, axes);
+  Sizes kernel = sizes_of(call.config, size_key, 1, axes);
+  Sizes strides = sizes_of(call.config, "strides", 1, axes);
   if (pooling && call.config.contains("strides") && call.config["strides"].is_null())
-    w.strides = w.kernel;
-  w.dilation = sizes_of(call, "dilation_rate", 1, axes);
-  w.pads.assign(2 * axes, 0);
+    strides = kernel;
+  Sizes dilation = sizes_of(call.config, "dilation_rate", 1, axes);
   const std::string padding = padding_of(call);
   if (padding == "causal") {  // Conv1D: (k - 1) * dilation zeros before the steps
+    Window w{kernel, strides, dilation, Sizes(2 * axes, 0)};
     w.pads[1] = (w.kernel[1] - 1) * w.dilation[1];
     return w;
   }
-  const nn::Padding p = padding == "same" ? nn::Padding::same : nn::Padding::valid;
-  for (std::size_t a = 0; a < axes; ++a) {
-    const nn::Window along = nn::window_along(image[a], w.kernel[a], w.strides[a], w.dilation[a], p);
-    w.pads[a] = along.pad_before;
-    w.pads[a + axes] = along.pad_after;
-  }
-  return w;
+  return window_over(Sizes(image.begin(), image.end() - 1), std::move(kernel),
+                     std::move(strides), std::move(dilation),
+                     padding == "same" ? nn::Padding::same : nn::Padding::valid);
 }
 
 // A 1-D layer's input (steps, channels) seen as the image (1, steps, channels), and its output
@@ -81,44 +59,14 @@ OnnxValue from_image(LayerCall& call, const OnnxValue& image) {
   return reshape_to(call.graph, image, call.output_shape, call.prefix);
 }
 
-// Keras' kernel (taps..., a, b) as ONNX's (b, a, taps...): a convolution's (kh, kw, in/groups,
-// out) as Conv's (out, in/groups, kh, kw) (a volume's kd first), a transposed one's (kh, kw, out,
-// in) as ConvTranspose's (in, out, kh, kw).
-std::vector<float> onnx_kernel(const Tensor& kernel) {
-  const std::int64_t a_size = kernel.dim(kernel.rank() - 2), b_size = kernel.dim(kernel.rank() - 1);
-  const std::int64_t taps = kernel.size() / std::max<std::int64_t>(a_size * b_size, 1);
-  std::vector<float> w(static_cast<std::size_t>(kernel.size()));
-  for (std::int64_t t = 0; t < taps; ++t)
-    for (std::int64_t a = 0; a < a_size; ++a)
-      for (std::int64_t b = 0; b < b_size; ++b)
-        w[(b * a_size + a) * taps + t] = kernel[(t * a_size + a) * b_size + b];
-  return w;
-}
-
-// (b, a, taps...): the ONNX weight dims of onnx_kernel's values.
-std::vector<std::int64_t> weight_dims(std::int64_t b, std::int64_t a, const Sizes& taps) {
-  std::vector<std::int64_t> dims{b, a};
-  dims.insert(dims.end(), taps.begin(), taps.end());
-  return dims;
-}
-
 // A Conv node on the channels-first image `x` with ONNX weights `oihw` of (out, in/g, kh, kw).
 OnnxValue conv(LayerCall& call, const OnnxValue& x, const std::string& tag,
                const std::vector<float>& oihw, std::int64_t out, std::int64_t in_per_group,
                const Window& w, std::int64_t groups, const char* bias, const Shape& out_shape) {
-  OnnxGraph& g = call.graph;
-  std::vector<std::string> inputs{
-      x.name, call.constant(tag, weight_dims(out, in_per_group, w.kernel), oihw)};
+  std::vector<std::string> weights{call.constant(tag, weight_dims(out, in_per_group, w.kernel), oihw)};
   if (bias && call.has_weight(bias))
-    inputs.push_back(call.constant("bias", {out}, values_of(call.weight(bias))));
-  return {g.node("Conv", inputs, call.prefix)
-              .attr("kernel_shape", w.kernel)
-              .attr("strides", w.strides)
-              .attr("dilations", w.dilation)
-              .attr("pads", w.pads)
-              .attr("group", groups)
-              .output(),
-          out_shape, true};
+    weights.push_back(call.constant("bias", {out}, values_of(call.weight(bias))));
+  return {conv_node(call.graph, x.name, weights, w, groups, call.prefix), out_shape, true};
 }
 
 // The image shape (rows, cols, channels) of a 1-D layer's output view.
@@ -288,7 +236,7 @@ OnnxValue export_cropping(LayerCall& call) {
 OnnxValue export_upsampling(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], true);
-  const Sizes size = sizes_of(call, "size", 2, 2);
+  const Sizes size = sizes_of(call.config, "size", 2, 2);
   const std::string scales = call.constant("scales", {4},
       {1.0f, 1.0f, static_cast<float>(size[0]), static_cast<float>(size[1])});
   return {g.node("Resize", {x.name, "", scales}, call.prefix)
