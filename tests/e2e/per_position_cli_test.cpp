@@ -4,8 +4,8 @@
 // trained with sparse_categorical_crossentropy on a class index per step or pixel, as Keras
 // users write them. Each learns its task; NumPy, reading the predictions, computes the accuracy
 // and MeanIoU Tandem logged for the same weights and data (so both are taken per position, as
-// Keras takes them); cpu:3 trains to cpu:1's weights; a label that is no class is named by its
-// sample and position; class_weight, which Keras refuses for such targets, is refused.
+// Keras takes them); cpu:2 and cpu:3 train to cpu:1's weights; a label that is no class is named
+// by its sample and position; class_weight, which Keras refuses for such targets, is refused.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -107,10 +107,11 @@ class PerPositionCli : public ::testing::Test {
                          (dir_ / (run + ".npy")).string());
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  // `run` trained into <prefix>-cpu:1 and <prefix>-cpu:3 (the same seed), each folder's weights
+  // `run` trained into <prefix>-<plan> for each plan (the same seed), each folder's weights
   // predicting the validation data into <folder>.npy.
-  static void train_and_predict_on_cpu1_and_cpu3(const std::string& prefix, const json& run) {
-    for (const char* plan : {"cpu:1", "cpu:3"}) {
+  static void train_and_predict_on(const std::string& prefix, const json& run,
+                                   std::initializer_list<const char*> plans) {
+    for (const char* plan : plans) {
       auto r = test::train_in(dir_, prefix + "-" + plan, run, std::string("--devices ") + plan);
       ASSERT_EQ(r.exit_code, 0) << r.err;
       predict(prefix + "-" + plan);
@@ -151,15 +152,22 @@ json tagger_model() {
 }
 
 TEST_F(PerPositionCli, ATokenTaggerLearnsItsTagsAndTrainsAlikeOnCpu3) {
-  const json run = run_config(dir_, "tag", tagger_model(), {"accuracy"}, 4, 32);
-  ASSERT_NO_FATAL_FAILURE(train_and_predict_on_cpu1_and_cpu3("tagger", run));
+  json run = run_config(dir_, "tag", tagger_model(), {"accuracy"}, 4, 32);
+  // Not seed 5: its 252 Adam steps at a learning rate of 0.01 amplify any change of rounding
+  // about ten times more than other seeds' (measured after 4 epochs, predictions' largest
+  // difference over their largest value: cpu:2 against cpu:1 3.1e-5 where seeds 1-4 and 6-8
+  // gave 1.4-3.4e-6; the LSTM cell's tanh and sigmoid by oneDNN instead of libm, on cpu:1 alone,
+  // 3.5e-5), so a bound of 1e-5 there held or failed by the luck of the plan.
+  run["seed"] = 1;
+  ASSERT_NO_FATAL_FAILURE(train_and_predict_on("tagger", run, {"cpu:1", "cpu:2", "cpu:3"}));
   const json history = test::run_history(dir_ / "tagger-cpu:1");
   ASSERT_EQ(history.size(), 4u);
   const double logged = history.back()["val_accuracy"].get<double>();
-  EXPECT_GE(logged, 0.95);  // measured 0.987; the commonest tag alone scores 0.38
+  EXPECT_GE(logged, 0.95);  // measured 0.982; the commonest tag alone scores 0.38
   const json numpy = scores("tagger-cpu:1", "tag", 3);
   EXPECT_NEAR(numpy["accuracy"].get<double>(), logged, 1e-6);
-  EXPECT_TRUE(test::npy_close(dir_ / "tagger-cpu:3.npy", dir_ / "tagger-cpu:1.npy", 1e-5, dir_));
+  for (const char* plan : {"tagger-cpu:2.npy", "tagger-cpu:3.npy"})
+    EXPECT_TRUE(test::npy_close(dir_ / plan, dir_ / "tagger-cpu:1.npy", 1e-5, dir_)) << plan;
   // The TimeDistributed's weights under Keras 2's names, as h5py reads them.
   auto names = test::run_python(
       dir_ / "names.py",
@@ -256,7 +264,7 @@ TEST_F(PerPositionCli, ASmallUNetSegmentsItsImagesAndNumPyAgreesOnItsMeanIou) {
       "accuracy",
       {{"class_name", "MeanIoU"}, {"config", {{"num_classes", 3}, {"sparse_y_pred", false}}}}};
   const json run = run_config(dir_, "shapes", unet_model(), metrics, 6, 20);
-  ASSERT_NO_FATAL_FAILURE(train_and_predict_on_cpu1_and_cpu3("unet", run));
+  ASSERT_NO_FATAL_FAILURE(train_and_predict_on("unet", run, {"cpu:1", "cpu:3"}));
   const json history = test::run_history(dir_ / "unet-cpu:1");
   ASSERT_EQ(history.size(), 6u);
   const json& last = history.back();

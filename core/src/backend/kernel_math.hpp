@@ -10,8 +10,9 @@
 // backend/cpu/parallel.cpp). What still differs between the backends is the transcendental
 // functions: CUDA's exp, log, log1p, expm1, tanh, erf are within 1-4 ulp of glibc's, not equal to
 // them; and the CPU computes the forwards of tanh, sigmoid, gelu, elu, softplus, swish and
-// exponential with oneDNN's approximations (see activation_value; tests/core/backend/
-// kernel_math_test.cpp checks both against the exact functions).
+// exponential, and the default LSTM cell's gates, with oneDNN's approximations (see
+// activation_value; tests/core/backend/kernel_math_test.cpp checks both against the exact
+// functions).
 //
 // Header rules: only <cmath>/<cstdint> (and the ActivationKind enum); no std containers, no
 // exceptions; compiles with nvcc -std=c++17 and g++ -std=c++20.

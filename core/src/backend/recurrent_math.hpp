@@ -37,47 +37,66 @@ struct RecurrentCellDesc {
 
 namespace math {
 
+/// An LSTM unit's gates after their activations: i, f and o by the recurrent activation, g by
+/// the activation.
+struct LstmGates {
+  float i, f, g, o;
+};
+
+/// The gates of unit j from its pre-activations (pre: 4 units, Keras' order).
+TANDEM_HD inline LstmGates lstm_gates(const RecurrentCellDesc& d, const float* pre,
+                                      std::int64_t j) {
+  const std::int64_t u = d.units;
+  return {activation_value(d.recurrent_activation, pre[j]),
+          activation_value(d.recurrent_activation, pre[u + j]),
+          activation_value(d.activation, pre[2 * u + j]),
+          activation_value(d.recurrent_activation, pre[3 * u + j])};
+}
+
+/// The unit's new cell state: f·c_prev + i·g.
+TANDEM_HD inline float lstm_cell(LstmGates a, float c_prev) {
+  return fadd(fmul(a.f, c_prev), fmul(a.i, a.g));
+}
+
 /// LSTM unit j: pre (4 units) = xw + rec; i, f, o = recurrent_activation, g = activation of
 /// theirs; c = f·c_prev + i·g; h = o·activation(c).
 TANDEM_HD inline void lstm_unit_forward(const RecurrentCellDesc& d, const float* xw,
                                         const float* rec, const float* c_prev, float* pre, float* c,
                                         float* h, std::int64_t j) {
   const std::int64_t u = d.units;
-  float p[4];
-  for (int g = 0; g < 4; ++g) {
-    p[g] = fadd(xw[g * u + j], rec[g * u + j]);
-    pre[g * u + j] = p[g];
-  }
-  const float i = activation_value(d.recurrent_activation, p[0]);
-  const float f = activation_value(d.recurrent_activation, p[1]);
-  const float g = activation_value(d.activation, p[2]);
-  const float o = activation_value(d.recurrent_activation, p[3]);
-  const float cell = fadd(fmul(f, c_prev[j]), fmul(i, g));
+  for (int g = 0; g < 4; ++g) pre[g * u + j] = fadd(xw[g * u + j], rec[g * u + j]);
+  const LstmGates a = lstm_gates(d, pre, j);
+  const float cell = lstm_cell(a, c_prev[j]);
   c[j] = cell;
-  h[j] = fmul(o, activation_value(d.activation, cell));
+  h[j] = fmul(a.o, activation_value(d.activation, cell));
 }
 
-/// Its gradients for unit j: dh = dL/dh of the step (the output's and the next step's); dc holds
-/// dL/dc from the next step and is set to dL/dc_prev; d_pre (4 units) = dL/dpre.
+/// The gradients of unit j given its gates `a` and tc = activation(c[j]) (as the forward computed
+/// them): dh = dL/dh of the step (the output's and the next step's); dc holds dL/dc from the next
+/// step and is set to dL/dc_prev; d_pre (4 units) = dL/dpre.
+TANDEM_HD inline void lstm_unit_gradients(const RecurrentCellDesc& d, LstmGates a, float tc,
+                                          const float* pre, const float* c_prev, const float* c,
+                                          const float* dh, float* dc, float* d_pre,
+                                          std::int64_t j) {
+  const std::int64_t u = d.units;
+  const float d_o = fmul(dh[j], tc);
+  const float d_cell =
+      fadd(dc[j], fmul(fmul(dh[j], a.o), activation_derivative(d.activation, c[j], tc)));
+  dc[j] = fmul(d_cell, a.f);
+  d_pre[j] = fmul(fmul(d_cell, a.g), activation_derivative(d.recurrent_activation, pre[j], a.i));
+  d_pre[u + j] =
+      fmul(fmul(d_cell, c_prev[j]), activation_derivative(d.recurrent_activation, pre[u + j], a.f));
+  d_pre[2 * u + j] =
+      fmul(fmul(d_cell, a.i), activation_derivative(d.activation, pre[2 * u + j], a.g));
+  d_pre[3 * u + j] = fmul(d_o, activation_derivative(d.recurrent_activation, pre[3 * u + j], a.o));
+}
+
+/// Its gradients for unit j, the gates computed again from `pre` (lstm_unit_gradients).
 TANDEM_HD inline void lstm_unit_backward(const RecurrentCellDesc& d, const float* pre,
                                          const float* c_prev, const float* c, const float* dh,
                                          float* dc, float* d_pre, std::int64_t j) {
-  const std::int64_t u = d.units;
-  const float p0 = pre[j], p1 = pre[u + j], p2 = pre[2 * u + j], p3 = pre[3 * u + j];
-  const float i = activation_value(d.recurrent_activation, p0);
-  const float f = activation_value(d.recurrent_activation, p1);
-  const float g = activation_value(d.activation, p2);
-  const float o = activation_value(d.recurrent_activation, p3);
-  const float tc = activation_value(d.activation, c[j]);
-  const float d_o = fmul(dh[j], tc);
-  const float d_cell =
-      fadd(dc[j], fmul(fmul(dh[j], o), activation_derivative(d.activation, c[j], tc)));
-  dc[j] = fmul(d_cell, f);
-  d_pre[j] = fmul(fmul(d_cell, g), activation_derivative(d.recurrent_activation, p0, i));
-  d_pre[u + j] =
-      fmul(fmul(d_cell, c_prev[j]), activation_derivative(d.recurrent_activation, p1, f));
-  d_pre[2 * u + j] = fmul(fmul(d_cell, i), activation_derivative(d.activation, p2, g));
-  d_pre[3 * u + j] = fmul(d_o, activation_derivative(d.recurrent_activation, p3, o));
+  lstm_unit_gradients(d, lstm_gates(d, pre, j), activation_value(d.activation, c[j]), pre, c_prev,
+                      c, dh, dc, d_pre, j);
 }
 
 /// GRU unit j (reset_after): z = ra(xw_z + rec_z), r = ra(xw_r + rec_r), hh = a(xw_h + r·rec_h),

@@ -1,9 +1,17 @@
 // The CPU backend's recurrent steps: recurrent_math.hpp's per-unit functions over the rows of the
 // batch, rows split by threads (each unit's arithmetic reads and writes its own row only); and
 // the sequence masks recurrent layers read (a row's mask, a choice between rows).
+//
+// Keras' default LSTM cell (sigmoid gates, tanh) takes its transcendental functions from oneDNN's
+// vectorised eltwise over the whole step, as the Activation layers do (libm's scalar expf and
+// tanhf took 44% of a ConvLSTM2D step); the arithmetic around them is recurrent_math.hpp's. Each
+// element's value depends on that element alone, so a row gets the same bits whatever the rows
+// and threads (contract 1).
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/eltwise.hpp"
 #include "backend/cpu/parallel.hpp"
 
 namespace tandem::backend {
@@ -20,6 +28,79 @@ void each_unit(std::int64_t rows, std::int64_t units, F f) {
   });
 }
 
+// Whether the cell is Keras' default, whose functions oneDNN vectorises.
+bool vectorised_lstm(const RecurrentCellDesc& d) {
+  return d.activation == ActivationKind::tanh && d.recurrent_activation == ActivationKind::sigmoid;
+}
+
+// The default cell's activated values for one step of `rows` rows: sigmoid of every
+// pre-activation (the g units' unused), tanh of the g units and tanh of the cell states. One set
+// per thread, reused by every step.
+struct LstmActivations {
+  std::vector<float> sigmoid, tanh_g, tanh_c;
+
+  // Fills sigmoid and tanh_g from pre (rows × 4u).
+  void gates(const float* pre, std::int64_t rows, std::int64_t u) {
+    sigmoid.resize(static_cast<std::size_t>(rows * 4 * u));
+    tanh_g.resize(static_cast<std::size_t>(rows * u));
+    cpu::eltwise_forward(cpu::Eltwise::logistic, pre, sigmoid.data(), rows * 4 * u);
+    float* g = tanh_g.data();
+    cpu::parallel_for(rows, std::max<std::int64_t>(1, cpu::kMemoryBoundChunk / u),
+                      [&](std::int64_t r0, std::int64_t r1) {
+                        for (std::int64_t r = r0; r < r1; ++r)
+                          std::copy_n(pre + r * 4 * u + 2 * u, u, g + r * u);
+                      });
+    cpu::eltwise_forward(cpu::Eltwise::tanh, g, g, rows * u);
+  }
+  math::LstmGates at(std::int64_t r, std::int64_t u, std::int64_t j) const {
+    const float* s = sigmoid.data() + r * 4 * u;
+    return {s[j], s[u + j], tanh_g[r * u + j], s[3 * u + j]};
+  }
+};
+
+LstmActivations& thread_activations() {
+  thread_local LstmActivations a;
+  return a;
+}
+
+// The default cell's forward: pre = xw + rec, the gates by oneDNN, c per unit, tanh(c) by oneDNN
+// into h, then h = o·tanh(c).
+void lstm_forward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, const Tensor& xw,
+                             const Tensor& rec, const Tensor& c_prev, Tensor& pre, Tensor& c,
+                             Tensor& h) {
+  const std::int64_t u = d.units;
+  float* p = pre.data();
+  each_unit(rows, 4 * u, [&](std::int64_t r, std::int64_t k) {
+    p[r * 4 * u + k] = math::fadd(xw.data()[r * 4 * u + k], rec.data()[r * 4 * u + k]);
+  });
+  LstmActivations& a = thread_activations();
+  a.gates(p, rows, u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    c.data()[r * u + j] = math::lstm_cell(a.at(r, u, j), c_prev.data()[r * u + j]);
+  });
+  cpu::eltwise_forward(cpu::Eltwise::tanh, c.data(), h.data(), rows * u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    h.data()[r * u + j] = math::fmul(a.at(r, u, j).o, h.data()[r * u + j]);
+  });
+}
+
+// Its backward: the gates and tanh(c) again by oneDNN (the forward's very values), the gradients
+// per unit.
+void lstm_backward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, const Tensor& pre,
+                              const Tensor& c_prev, const Tensor& c, const Tensor& dh, Tensor& dc,
+                              Tensor& d_pre) {
+  const std::int64_t u = d.units;
+  LstmActivations& a = thread_activations();
+  a.gates(pre.data(), rows, u);
+  a.tanh_c.resize(static_cast<std::size_t>(rows * u));
+  cpu::eltwise_forward(cpu::Eltwise::tanh, c.data(), a.tanh_c.data(), rows * u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::lstm_unit_gradients(d, a.at(r, u, j), a.tanh_c[r * u + j], pre.data() + r * 4 * u,
+                              c_prev.data() + r * u, c.data() + r * u, dh.data() + r * u,
+                              dc.data() + r * u, d_pre.data() + r * 4 * u, j);
+  });
+}
+
 }  // namespace
 
 void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
@@ -27,6 +108,7 @@ void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw,
   require_device(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
   const std::int64_t rows = recurrent_rows(
       d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
+  if (vectorised_lstm(d)) return lstm_forward_vectorised(d, rows, xw, rec, c_prev, pre, c, h);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::lstm_unit_forward(d, xw.data() + r * 4 * u, rec.data() + r * 4 * u, c_prev.data() + r * u,
@@ -40,6 +122,7 @@ void CpuBackend::lstm_step_backward(const RecurrentCellDesc& d, const Tensor& pr
   require_device(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
   const std::int64_t rows = recurrent_rows(
       d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
+  if (vectorised_lstm(d)) return lstm_backward_vectorised(d, rows, pre, c_prev, c, dh, dc, d_pre);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::lstm_unit_backward(d, pre.data() + r * 4 * u, c_prev.data() + r * u, c.data() + r * u,
