@@ -653,6 +653,8 @@ def forward(case, inputs, weights):
         return xs[0].unsqueeze(1).expand(-1, cfg["n"], -1)
     if cls == "Permute":
         return xs[0].permute(0, *cfg["dims"])
+    if cls == "EinsumDense":  # torch's einsum of Keras' equation; Keras' bias broadcasts alike
+        return biased(cfg, torch.einsum(cfg["equation"], xs[0], weights["kernel"]), weights)
     if cls == "Dense":  # Keras' kernel is (in, out): x @ kernel on the last axis
         return biased(cfg, torch.nn.functional.linear(xs[0], weights["kernel"].t()), weights)
     if cls == "Conv2D":

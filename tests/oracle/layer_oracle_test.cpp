@@ -474,6 +474,46 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// Keras' EinsumDense over the equations of MultiHeadAttention's projections, an ellipsis on
+// either side, an axis of all three operands, permuted inputs, kernels and outputs (with a
+// softmax over an axis the product moved): torch.einsum of the same equation.
+TEST(LayerOracle, EinsumDenseMatchesTorchEinsum) {
+  auto einsum = [](const char* equation, json output_shape, json bias_axes, const char* act) {
+    return entry("EinsumDense", {{"equation", equation},
+                                 {"output_shape", std::move(output_shape)},
+                                 {"bias_axes", std::move(bias_axes)},
+                                 {"activation", act}});
+  };
+  std::vector<Case> cases;
+  cases.push_back({"EinsumDenseHeads",
+                   einsum("abc,cde->abde", {nullptr, 2, 3}, "de", "tanh"),
+                   {{"", {2, 4, 5}}}});
+  cases.push_back({"EinsumDenseFromHeads",
+                   einsum("abcd,cde->abe", {nullptr, 6}, "e", "linear"),
+                   {{"", {2, 4, 2, 3}}}});
+  cases.push_back(
+      {"EinsumDenseShared", einsum("abc,bcd->abd", {4, 3}, "d", "relu"), {{"", {3, 4, 5}}}});
+  cases.push_back({"EinsumDenseLeftEllipsis",
+                   einsum("...b,bc->...c", {5}, "c", "sigmoid"),
+                   {{"", {2, 3, 4, 6}}}});
+  cases.push_back({"EinsumDenseRightEllipsis",
+                   einsum("ab...,bc->ac...", {3}, "c", "linear"),
+                   {{"", {2, 4, 2, 5}}}});
+  cases.push_back({"EinsumDensePermutedSoftmax",
+                   einsum("abc,cd->adb", {4, 3}, "b", "softmax"),
+                   {{"", {2, 3, 5}}}});
+  cases.push_back({"EinsumDensePermutedInput",
+                   einsum("abc,bd->adc", {5, 3}, "dc", "linear"),
+                   {{"", {2, 4, 3}}}});
+  cases.push_back({"EinsumDenseKernelReversed",
+                   einsum("abcd,edc->abe", {nullptr, 4}, "e", "linear"),
+                   {{"", {2, 3, 2, 5}}}});
+  cases.push_back({"EinsumDenseNoBias",
+                   einsum("abcd,de->aecb", {6, 3, 2}, nullptr, "gelu"),
+                   {{"", {2, 2, 3, 4}}}});
+  check_against_torch(cases);
+}
+
 // Keras' convolutional LSTMs: ConvLSTM2D valid and same, strided, every step or the last,
 // go_backwards; ConvLSTM1D; ConvLSTM3D; outputs and every gradient through the steps.
 TEST(LayerOracle, ConvLstmMatchesPyTorch) {

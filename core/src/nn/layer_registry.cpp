@@ -10,12 +10,13 @@
 #include "nn/category_encoding.hpp"
 #include "nn/constraint.hpp"
 #include "nn/conv2d.hpp"
-#include "nn/conv_lstm.hpp"
 #include "nn/conv2d_transpose.hpp"
+#include "nn/conv_lstm.hpp"
 #include "nn/dense.hpp"
 #include "nn/discretization.hpp"
 #include "nn/dot.hpp"
 #include "nn/dropout.hpp"
+#include "nn/einsum_dense.hpp"
 #include "nn/elementwise_merge.hpp"
 #include "nn/embedding.hpp"
 #include "nn/flatten.hpp"
@@ -110,6 +111,59 @@ std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
   read_constraints(c, o.kernel_constraint, o.bias_constraint);
   read_regularizers(c, o.kernel_regularizer, o.bias_regularizer);
   return std::make_unique<Dense>(name, o);
+}
+
+// Keras' EinsumDense output_shape: an integer, or a list of null or positive integers (the
+// output's axes after the batch's).
+std::vector<std::optional<std::int64_t>> read_einsum_output_shape(ConfigObject& c) {
+  const nlohmann::json& v = c.at("output_shape");
+  const std::string path = c.path_of("output_shape");
+  if (v.is_number_integer() && v.get<std::int64_t>() > 0) return {v.get<std::int64_t>()};
+  if (!v.is_array())
+    throw ConfigError(path,
+                      "expected a positive integer or a list (null or a positive integer "
+                      "per axis after the batch's), got " +
+                          v.dump());
+  std::vector<std::optional<std::int64_t>> shape;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i].is_null())
+      shape.emplace_back();
+    else if (v[i].is_number_integer() && v[i].get<std::int64_t>() > 0)
+      shape.emplace_back(v[i].get<std::int64_t>());
+    else
+      throw ConfigError(path + "[" + std::to_string(i) + "]",
+                        "expected null or a positive integer, got " + v[i].dump());
+  }
+  return shape;
+}
+
+std::unique_ptr<Layer> make_einsum_dense(ConfigObject& c, const std::string& name) {
+  EinsumDenseOptions o;
+  o.equation = c.get_string("equation");
+  const auto specs = split_einsum_equation(o.equation);
+  if (!specs)
+    throw ConfigError(c.path_of("equation"),
+                      "expected Keras' form '[X],[Y]->[Z]', '...[X],[Y]->...[Z]' or "
+                      "'[X]...,[Y]->[Z]...' (a letter per axis: the input's, the kernel's, the "
+                      "output's), got '" +
+                          o.equation + "'");
+  o.specs = *specs;
+  if (auto problem = einsum_spec_problem(o.specs, std::nullopt))
+    throw ConfigError(c.path_of("equation"), *problem);
+  o.output_shape = read_einsum_output_shape(c);
+  if (const auto* b = c.find("bias_axes")) {
+    if (!b->is_string())
+      throw ConfigError(c.path_of("bias_axes"),
+                        "expected null or a string of output axes, got " + b->dump());
+    o.bias_axes = b->get<std::string>();
+    if (auto problem = einsum_spec_problem(o.specs, o.bias_axes))
+      throw ConfigError(c.path_of("bias_axes"), *problem);
+  }
+  o.activation = read_activation(c, "activation");
+  require_null(c, {"lora_rank", "lora_alpha", "quantization_config"});
+  read_weight_keys(c, "kernel", o.kernel_initializer, o.kernel_regularizer, o.kernel_constraint);
+  read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+  return std::make_unique<EinsumDense>(name, o);
 }
 
 std::unique_ptr<Layer> make_activation(ConfigObject& c, const std::string& name) {
@@ -1613,6 +1667,7 @@ std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string&
 const std::map<std::string, LayerClass>& layer_registry() {
   static const std::map<std::string, LayerClass> registry = {
       {"Dense", {"dense", make_dense}},
+      {"EinsumDense", {"einsum_dense", make_einsum_dense}},
       {"Activation", {"activation", make_activation}},
       {"ReLU", {"re_lu", make_relu}},
       {"ELU", {"elu", make_elu}},
