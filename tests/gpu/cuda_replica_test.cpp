@@ -226,6 +226,20 @@ std::vector<LayerCase> layer_cases() {
        {6, 5, 7, 3},
        json::array({layer("Conv3D", {{"filters", 3}, {"kernel_size", 3}, {"strides", {2, 1, 2}}}),
                     layer("GlobalMaxPooling3D", {{"keepdims", true}})})});
+  // EinsumDense: the batched products, the arrangements by axis swaps, the broadcast bias.
+  cases.push_back({"einsum_dense",
+                   {4, 5},
+                   json::array({layer("EinsumDense", {{"equation", "abc,cde->abde"},
+                                                      {"output_shape", {nullptr, 2, 3}},
+                                                      {"bias_axes", "de"},
+                                                      {"activation", "tanh"}}),
+                                layer("EinsumDense", {{"equation", "abcd,edc->abe"},
+                                                      {"output_shape", {nullptr, 6}},
+                                                      {"bias_axes", "b"}}),
+                                layer("EinsumDense", {{"equation", "abc,bcd->adb"},
+                                                      {"output_shape", {3, 4}},
+                                                      {"bias_axes", "d"},
+                                                      {"activation", "softmax"}})})});
   cases.push_back({"spatial_dropout",
                    {6, 5, 4},
                    json::array({layer("SpatialDropout2D", {{"rate", 0.4}})})});

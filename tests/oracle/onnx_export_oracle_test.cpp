@@ -115,6 +115,25 @@ std::vector<Case> cases() {
                                                    {"groups", 3}, {"padding", "same"}}),
                                   layer("GlobalMaxPooling2D", {{"keepdims", true}})}),
                {{image}}});
+  // EinsumDense: MultiHeadAttention's projections to heads and back, an ellipsis, a permuted
+  // output with upper-case letters (ONNX's Einsum takes lower case: renamed). OpenCV 4.6 has no
+  // Einsum: NumPy runs it.
+  c.push_back({"einsum_dense",
+               sequential({4, 5}, {layer("EinsumDense", {{"equation", "abc,cde->abde"},
+                                                         {"output_shape", {nullptr, 2, 3}},
+                                                         {"bias_axes", "de"},
+                                                         {"activation", "tanh"}}),
+                                   layer("EinsumDense", {{"equation", "abcd,cde->abe"},
+                                                         {"output_shape", {nullptr, 6}},
+                                                         {"bias_axes", "e"}}),
+                                   layer("EinsumDense", {{"equation", "aXc,cD->aDX"},
+                                                         {"output_shape", {3, 4}},
+                                                         {"bias_axes", "X"}}),
+                                   layer("EinsumDense", {{"equation", "...b,bc->...c"},
+                                                         {"output_shape", {2}},
+                                                         {"activation", "softmax"}})}),
+               {{{4, 5}}},
+               false});
   // Volumes (Conv3D, the 3-D pooling, global pooling over a volume's cells). OpenCV 4.6 refuses
   // a global pooling of 5-D tensors (its pads check counts 2 axes): NumPy runs those.
   c.push_back(

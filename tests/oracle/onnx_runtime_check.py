@@ -253,6 +253,7 @@ OPERATORS = {
     "Mul": lambda n, a, b: a * b,
     "Div": lambda n, a, b: a / b,
     "MatMul": lambda n, a, b: np.matmul(a, b),
+    "Einsum": lambda n, *xs: np.einsum(attribute(n, "equation").decode(), *xs),
     "Gemm": lambda n, a, b, c=None: attribute(n, "alpha", 1.0) * np.matmul(
         a.T if attribute(n, "transA", 0) else a, b.T if attribute(n, "transB", 0) else b)
         + (0 if c is None else attribute(n, "beta", 1.0) * c),

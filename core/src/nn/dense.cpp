@@ -107,25 +107,18 @@ std::vector<Parameter*> Dense::parameters() {
 }
 
 nlohmann::json Dense::config() const {
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"units", options_.units},
-          {"activation", activation_name(options_.activation)},
-          {"use_bias", options_.use_bias},
-          {"kernel_initializer", options_.kernel_initializer.config()},
-          {"bias_initializer", options_.bias_initializer.config()},
-          {"kernel_regularizer", options_.kernel_regularizer.config()},
-          {"bias_regularizer", options_.bias_regularizer.config()},
-          {"activity_regularizer", nullptr},
-          {"kernel_constraint", options_.kernel_constraint.config()},
-          {"bias_constraint", options_.bias_constraint.config()}};
+  nlohmann::json c = {{"name", name()},
+                      {"trainable", trainable()},
+                      {"dtype", "float32"},
+                      {"units", options_.units},
+                      {"activation", activation_name(options_.activation)},
+                      {"use_bias", options_.use_bias}};
+  options_.write(c);
+  return c;
 }
 
 std::vector<RuledWeight> Dense::ruled_weights() {
-  std::vector<RuledWeight> out{{&kernel_, &options_.kernel_constraint, &options_.kernel_regularizer}};
-  if (options_.use_bias) out.push_back({&bias_, &options_.bias_constraint, &options_.bias_regularizer});
-  return out;
+  return options_.ruled(kernel_, options_.use_bias ? &bias_ : nullptr);
 }
 
 }  // namespace tandem::nn

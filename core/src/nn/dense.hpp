@@ -5,11 +5,9 @@
 
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
-#include "nn/constraint.hpp"
 #include "nn/dense_products_of.hpp"
-#include "nn/initializer.hpp"
+#include "nn/kernel_bias_keys.hpp"
 #include "nn/layer_extensions.hpp"
-#include "nn/regularizer.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -17,14 +15,10 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-struct DenseOptions {
+struct DenseOptions : KernelBiasKeys {
   std::int64_t units = 0;
   ActivationKind activation = ActivationKind::linear;
   bool use_bias = true;
-  Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
-  Initializer bias_initializer{"zeros", std::nullopt, 0};
-  WeightConstraint kernel_constraint, bias_constraint;
-  WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
 class Dense : public Layer, public WeightRules, public KerasTwoDefinitions {

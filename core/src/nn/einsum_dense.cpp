@@ -162,28 +162,20 @@ std::vector<Parameter*> EinsumDense::parameters() {
 nlohmann::json EinsumDense::config() const {
   nlohmann::json shape = nlohmann::json::array();
   for (const auto& d : options_.output_shape) shape.push_back(d ? nlohmann::json(*d) : nullptr);
-  return {{"name", name()},
-          {"trainable", trainable()},
-          {"dtype", "float32"},
-          {"output_shape", shape},
-          {"equation", options_.equation},
-          {"activation", activation_name(options_.activation)},
-          {"bias_axes", options_.bias_axes ? nlohmann::json(*options_.bias_axes) : nullptr},
-          {"kernel_initializer", options_.kernel_initializer.config()},
-          {"bias_initializer", options_.bias_initializer.config()},
-          {"kernel_regularizer", options_.kernel_regularizer.config()},
-          {"bias_regularizer", options_.bias_regularizer.config()},
-          {"activity_regularizer", nullptr},
-          {"kernel_constraint", options_.kernel_constraint.config()},
-          {"bias_constraint", options_.bias_constraint.config()}};
+  nlohmann::json c = {
+      {"name", name()},
+      {"trainable", trainable()},
+      {"dtype", "float32"},
+      {"output_shape", shape},
+      {"equation", options_.equation},
+      {"activation", activation_name(options_.activation)},
+      {"bias_axes", options_.bias_axes ? nlohmann::json(*options_.bias_axes) : nullptr}};
+  options_.write(c);
+  return c;
 }
 
 std::vector<RuledWeight> EinsumDense::ruled_weights() {
-  std::vector<RuledWeight> out{
-      {&kernel_, &options_.kernel_constraint, &options_.kernel_regularizer}};
-  if (options_.bias_axes)
-    out.push_back({&bias_, &options_.bias_constraint, &options_.bias_regularizer});
-  return out;
+  return options_.ruled(kernel_, options_.bias_axes ? &bias_ : nullptr);
 }
 
 }  // namespace tandem::nn

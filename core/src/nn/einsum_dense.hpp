@@ -14,11 +14,9 @@
 #include <vector>
 
 #include "nn/activation_fn.hpp"
-#include "nn/constraint.hpp"
 #include "nn/einsum_equation.hpp"
-#include "nn/initializer.hpp"
+#include "nn/kernel_bias_keys.hpp"
 #include "nn/layer_extensions.hpp"
-#include "nn/regularizer.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -26,17 +24,13 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-struct EinsumDenseOptions {
+struct EinsumDenseOptions : KernelBiasKeys {
   std::string equation;
   EinsumSpecs specs;  // the equation's (split_einsum_equation)
   /// Keras' output_shape: the output's axes after the batch's, null where the input sizes them.
   std::vector<std::optional<std::int64_t>> output_shape;
   ActivationKind activation = ActivationKind::linear;
   std::optional<std::string> bias_axes;  // none: no bias
-  Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
-  Initializer bias_initializer{"zeros", std::nullopt, 0};
-  WeightConstraint kernel_constraint, bias_constraint;
-  WeightRegularizer kernel_regularizer, bias_regularizer;
 };
 
 class EinsumDense : public Layer, public WeightRules, public KerasTwoDefinitions {

@@ -1,8 +1,10 @@
-// Exporters of the layers that act on the last axis or on no axis in particular: Dense, the
+// Exporters of the layers that act on the last axis or on no axis in particular: Dense,
+// EinsumDense, the
 // activation layers, shapes, the normalizations, the embeddings, the layers that are the
 // identity at inference (dropout, noise, augmentation), and TimeDistributed (its layer's own
 // exporter on the steps as rows).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "backend/kernel_math.hpp"
@@ -63,6 +65,42 @@ OnnxValue export_dense(LayerCall& call) {
                                           values_of(call.weight("bias")))},
                       call.prefix)
                    .output();
+  }
+  const nlohmann::json& act = key(call, "activation");
+  if (!act.is_string()) return y;
+  return apply_activation(g, y, call.activation(act), call.prefix);
+}
+
+// ONNX's Einsum of Keras' equation, its letters renamed to lower case in order of appearance
+// (ONNX takes lower-case letters only), then the bias in Keras' broadcastable shape.
+OnnxValue export_einsum_dense(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  std::string equation, letters;
+  for (char c : key(call, "equation").get<std::string>()) {
+    if (!std::isalpha(static_cast<unsigned char>(c))) {
+      equation += c;
+      continue;
+    }
+    std::size_t at = letters.find(c);
+    if (at == std::string::npos) {
+      if (letters.size() == 26) call.refuse("its equation names more than 26 axes");
+      at = letters.size();
+      letters += c;
+    }
+    equation += static_cast<char>('a' + at);
+  }
+  const Tensor& kernel = call.weight("kernel");
+  OnnxValue y{"", call.output_shape, false};
+  y.name = g.node("Einsum", {x.name, call.constant("kernel", kernel.shape(), values_of(kernel))},
+                  call.prefix)
+               .attr("equation", equation)
+               .output();
+  if (call.has_weight("bias")) {
+    const Tensor& bias = call.weight("bias");
+    y.name =
+        g.node("Add", {y.name, call.constant("bias", bias.shape(), values_of(bias))}, call.prefix)
+            .output();
   }
   const nlohmann::json& act = key(call, "activation");
   if (!act.is_string()) return y;
@@ -560,6 +598,7 @@ OnnxValue export_time_distributed(LayerCall& call) {
 
 void add_core_exporters(ExporterTable& table) {
   table["Dense"] = export_dense;
+  table["EinsumDense"] = export_einsum_dense;
   table["Activation"] = export_activation;
   table["Softmax"] = export_activation;
   table["ReLU"] = export_shaped_activation;

@@ -352,6 +352,31 @@ TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(volumes, replicas, batch);
 }
 
+// Contract 1 through EinsumDense: a projection to heads, one with a permuted kernel and output
+// (the products' arrangements), an axis of all three operands, and an ellipsis, each with its
+// bias broadcast over other axes.
+TEST(MetaEqualsTemplate, EinsumDenseTrainsAsTheTemplate) {
+  const auto einsum = [](const char* equation, json output_shape, json bias_axes,
+                         const char* activation) {
+    return layer("EinsumDense", {{"equation", equation},
+                                 {"output_shape", std::move(output_shape)},
+                                 {"bias_axes", std::move(bias_axes)},
+                                 {"activation", activation}});
+  };
+  const json heads = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2}}}),
+          einsum("abc,cde->abde", {nullptr, 2, 4}, "de", "tanh"),
+          einsum("abcd,edc->abe", {nullptr, 5}, "b", "linear"),
+          einsum("abc,bcd->adb", {4, 3}, "d", "relu"), einsum("...b,bc->...c", {2}, "c", "softmax"),
+          layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(heads, replicas, batch);
+}
+
 // Contract 1 through convolutional LSTMs: a ConvLSTM2D's every step (its recurrent convolution
 // per step, its kernels' gradients over all steps) into a ConvLSTM1D going backwards, then an
 // AlphaDropout (drawn per global sample).
