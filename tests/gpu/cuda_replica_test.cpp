@@ -292,7 +292,10 @@ std::vector<LayerCase> layer_cases() {
                                      {{"class_name", "GRU"},
                                       {"config", {{"units", 2}, {"return_sequences", true}}}}},
                                     {"merge_mode", "mul"}}),
-            layer("SimpleRNN", {{"units", 3}})})});
+            layer("SimpleRNN", {{"units", 3}, {"return_sequences", true}}),
+            layer("RNN", {{"cell",
+                           {{"class_name", "LSTMCell"},
+                            {"config", {{"name", "lstm_cell_1"}, {"units", 2}}}}}})})});
   cases.push_back(
       {"masked_steps",
        {6},

@@ -792,6 +792,13 @@ def forward(case, inputs, weights):
         return torch.softmax(xs[0], dim=-1)
     if cls in ("SimpleRNN", "LSTM", "GRU"):
         return recurrent(cls, cfg, xs[0], weights, mask, xs[1:])
+    if cls == "RNN":  # Keras' RNN over a cell: the cell's layer, the cell's weights renamed
+        cell = cfg["cell"]
+        inner = cell["class_name"][: -len("Cell")]
+        merged = dict(cell["config"], **{k: v for k, v in cfg.items() if k != "cell"})
+        prefix = {"SimpleRNN": "simple_rnn_cell", "LSTM": "lstm_cell", "GRU": "gru_cell"}[inner]
+        renamed = {prefix + name[name.index("/"):]: w for name, w in weights.items()}
+        return recurrent(inner, merged, xs[0], renamed, mask, xs[1:])
     if cls == "Bidirectional":
         return bidirectional(cfg, xs[0], weights, mask, xs[1:])
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)

@@ -474,6 +474,30 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// Keras' RNN over each of its cells (an LSTMCell named as Keras numbers a second one, a GRUCell
+// with the reset gate before its product going backwards, a SimpleRNNCell with relu): the cell's
+// layer computed by torch, the cell's weights.
+TEST(LayerOracle, RnnOverACellMatchesPyTorch) {
+  auto rnn = [](const char* cell, json cell_config, json flags) {
+    json config = std::move(flags);
+    config["cell"] = {{"class_name", cell}, {"config", std::move(cell_config)}};
+    return entry("RNN", config);
+  };
+  std::vector<Case> cases;
+  cases.push_back(
+      {"RnnLstmCell",
+       rnn("LSTMCell", {{"name", "lstm_cell_1"}, {"units", 4}}, {{"return_sequences", true}}),
+       {{"", {2, 5, 3}}}});
+  cases.push_back({"RnnGruCellResetBeforeBackwards",
+                   rnn("GRUCell", {{"units", 3}, {"reset_after", false}}, {{"go_backwards", true}}),
+                   {{"", {2, 4, 3}}}});
+  cases.push_back(
+      {"RnnSimpleRnnCellRelu",
+       rnn("SimpleRNNCell", {{"units", 5}, {"activation", "relu"}}, {{"return_sequences", true}}),
+       {{"", {3, 4, 2}}}});
+  check_against_torch(cases);
+}
+
 // Keras' EinsumDense over the equations of MultiHeadAttention's projections, an ellipsis on
 // either side, an axis of all three operands, permuted inputs, kernels and outputs (with a
 // softmax over an axis the product moved): torch.einsum of the same equation.

@@ -389,7 +389,6 @@ std::vector<Case> cases() {
                                       {{"num_tokens", 5}, {"output_mode", "one_hot"}})}),
                {{{4}, 5}},
                false});
-  // Recurrent layers: ONNX's LSTM, GRU and RNN operators, run by NumPy from the specification.
   // Recurrent layers: ONNX's LSTM, GRU and RNN operators, run by NumPy from the specification
   // (OpenCV 4.6 runs none of these graphs: no RNN, a GRU only with all six inputs, an LSTM
   // whose Y it gives another rank, no Gather of several indices).
@@ -412,6 +411,19 @@ std::vector<Case> cases() {
             layer("Conv1DTranspose",
                   {{"filters", 1}, {"kernel_size", 2}, {"strides", 3}, {"output_padding", 1}})}),
        {{{8, 2}}}});
+  // Keras' RNN over a cell: the cell's layer's operator.
+  c.push_back(
+      {"rnn_over_cells",
+       sequential(
+           {5, 3},
+           {layer("RNN", {{"return_sequences", true},
+                          {"cell",
+                           {{"class_name", "LSTMCell"},
+                            {"config", {{"name", "lstm_cell_2"}, {"units", 4}}}}}}),
+            layer("RNN", {{"go_backwards", true},
+                          {"cell", {{"class_name", "GRUCell"}, {"config", {{"units", 3}}}}}})}),
+       {{{5, 3}}},
+       false});
   c.push_back({"simple_rnn_last_step",
                sequential({5, 2}, {layer("SimpleRNN", {{"units", 3}})}),
                {{{5, 2}}},

@@ -99,10 +99,10 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
       if (class_name == "MultiHeadAttention")
         if (auto it = attention_attributes().find(owner); it != attention_attributes().end())
           owner = it->second;
-      // A recurrent layer keeps its cell ("lstm_cell", "conv_lstm_cell" in Keras 2's names) as
-      // attribute `cell`.
+      // A recurrent layer keeps its cell ("lstm_cell", "conv_lstm_cell" in Keras 2's names; an
+      // RNN's, its cell's own name) as attribute `cell`.
       if (class_name == "LSTM" || class_name == "GRU" || class_name == "SimpleRNN" ||
-          class_name.rfind("ConvLSTM", 0) == 0)
+          class_name == "RNN" || class_name.rfind("ConvLSTM", 0) == 0)
         owner = "cell";
       // A Bidirectional's layers ("forward_lstm/lstm_cell") as attributes forward_layer and
       // backward_layer, each with its `cell`.

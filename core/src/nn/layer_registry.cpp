@@ -1487,23 +1487,17 @@ std::unique_ptr<Layer> make_masking(ConfigObject& c, const std::string& name) {
   return std::make_unique<Masking>(name, static_cast<float>(value));
 }
 
-std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& name,
-                                          RecurrentKind kind) {
-  RecurrentOptions o;
-  o.kind = kind;
+// A recurrent cell's keys (its units, activations, weights, dropout, seed) into `o`: the keys of
+// an LSTM layer's config, or of an LSTMCell's inside an RNN's.
+void read_cell_keys(ConfigObject& c, RecurrentOptions& o) {
   o.units = c.positive_int("units");
   o.activation = read_cell_activation(c, "activation", ActivationKind::tanh);
-  if (kind != RecurrentKind::simple_rnn)
+  if (o.kind != RecurrentKind::simple_rnn)
     o.recurrent_activation =
         read_cell_activation(c, "recurrent_activation", ActivationKind::sigmoid);
   o.use_bias = c.get_bool("use_bias", true);
-  if (kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
-  if (kind == RecurrentKind::gru) o.reset_after = c.get_bool("reset_after", true);
-  o.return_sequences = c.get_bool("return_sequences", false);
-  o.return_state = c.get_bool("return_state", false);
-  o.go_backwards = c.get_bool("go_backwards", false);
-  o.zero_output_for_mask = c.get_bool("zero_output_for_mask", false);
-  read_recurrent_flags(c);
+  if (o.kind == RecurrentKind::lstm) o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
+  if (o.kind == RecurrentKind::gru) o.reset_after = c.get_bool("reset_after", true);
   o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
   o.recurrent_dropout = c.number_in("recurrent_dropout", 0.0, 0.0, 1.0, false, true);
   o.seed = read_seed(c);
@@ -1511,6 +1505,57 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
   read_weight_keys(c, "recurrent", o.recurrent_initializer, o.recurrent_regularizer,
                    o.recurrent_constraint);
   read_weight_keys(c, "bias", o.bias_initializer, o.bias_regularizer, o.bias_constraint);
+}
+
+// An RNN layer's keys over the steps (what it returns, their order, the flags Keras' RNN takes).
+void read_sequence_keys(ConfigObject& c, RecurrentOptions& o) {
+  o.return_sequences = c.get_bool("return_sequences", false);
+  o.return_state = c.get_bool("return_state", false);
+  o.go_backwards = c.get_bool("go_backwards", false);
+  o.zero_output_for_mask = c.get_bool("zero_output_for_mask", false);
+  read_recurrent_flags(c);
+}
+
+std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& name,
+                                          RecurrentKind kind) {
+  RecurrentOptions o;
+  o.kind = kind;
+  read_cell_keys(c, o);
+  read_sequence_keys(c, o);
+  return std::make_unique<Recurrent>(name, o);
+}
+
+// Keras' RNN over one of its cells (LSTMCell, GRUCell, SimpleRNNCell): the cell's layer under the
+// class name RNN, the cell's keys read at cell.config.
+std::unique_ptr<Layer> make_rnn(ConfigObject& c, const std::string& name) {
+  ConfigObject entry(c.at("cell"), c.path_of("cell"));
+  const std::string cls = entry.get_string("class_name");
+  const std::map<std::string, RecurrentKind> kinds{{"SimpleRNNCell", RecurrentKind::simple_rnn},
+                                                   {"LSTMCell", RecurrentKind::lstm},
+                                                   {"GRUCell", RecurrentKind::gru}};
+  if (!kinds.count(cls))
+    throw ConfigError(entry.path_of("class_name"),
+                      "Tandem's RNN takes an LSTMCell, GRUCell or SimpleRNNCell, got '" + cls +
+                          "'" +
+                          (cls == "StackedRNNCells"
+                               ? " (write the cells as recurrent layers one after the other, "
+                                 "every layer but the last with return_sequences: the same "
+                                 "outputs)"
+                               : " (a cell written in Python cannot be read)"));
+  entry.ignore({"module", "registered_name", "build_config"});
+  const nlohmann::json& config = entry.at("config");
+  entry.finish();
+  if (!config.is_object())
+    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  RecurrentOptions o;
+  o.kind = kinds.at(cls);
+  ConfigObject cell(config, entry.path_of("config"));
+  o.rnn_cell = cell.has("name") ? cell.get_string("name") : recurrent_cell_name(o.kind);
+  cell.ignore({"trainable", "dtype"});
+  cell.int_in("implementation", 2, 1, 2);  // Keras 2's kernel layout choice: the same
+  read_cell_keys(cell, o);
+  cell.finish();
+  read_sequence_keys(c, o);
   return std::make_unique<Recurrent>(name, o);
 }
 
@@ -1750,6 +1795,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Embedding", {"embedding", make_embedding}},
       {"SimpleRNN", {"simple_rnn", make_recurrent<RecurrentKind::simple_rnn>}},
       {"LSTM", {"lstm", make_recurrent<RecurrentKind::lstm>}},
+      {"RNN", {"rnn", make_rnn}},
       {"GRU", {"gru", make_recurrent<RecurrentKind::gru>}},
       {"Bidirectional", {"bidirectional", make_bidirectional}},
       {"ConvLSTM1D", {"conv_lstm1d", make_conv_lstm<1>}},

@@ -5,9 +5,9 @@
 
 namespace tandem::nn {
 
-namespace {
+namespace {}  // namespace
 
-std::string cell_name(RecurrentKind kind) {
+std::string recurrent_cell_name(RecurrentKind kind) {
   switch (kind) {
     case RecurrentKind::simple_rnn:
       return "simple_rnn_cell";
@@ -19,7 +19,17 @@ std::string cell_name(RecurrentKind kind) {
   return "";
 }
 
-}  // namespace
+std::string recurrent_cell_class(RecurrentKind kind) {
+  switch (kind) {
+    case RecurrentKind::simple_rnn:
+      return "SimpleRNNCell";
+    case RecurrentKind::lstm:
+      return "LSTMCell";
+    case RecurrentKind::gru:
+      return "GRUCell";
+  }
+  return "";
+}
 
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width) {
@@ -59,13 +69,14 @@ void time_major(backend::Backend& ops, const Tensor& from, std::int64_t batch,
 
 Recurrent::Recurrent(std::string name, RecurrentOptions options)
     : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
-  const std::string cell = cell_name(options_.kind);
+  const std::string cell = options_.rnn_cell.value_or(recurrent_cell_name(options_.kind));
   kernel_.name = cell + "/kernel";
   recurrent_kernel_.name = cell + "/recurrent_kernel";
   bias_.name = cell + "/bias";
 }
 
 std::string Recurrent::class_name() const {
+  if (options_.rnn_cell) return "RNN";
   switch (options_.kind) {
     case RecurrentKind::simple_rnn:
       return "SimpleRNN";
@@ -551,27 +562,35 @@ nlohmann::json Recurrent::config() const {
                       {"go_backwards", options_.go_backwards},
                       {"stateful", false},
                       {"unroll", false},
-                      {"zero_output_for_mask", options_.zero_output_for_mask},
-                      {"units", options_.units},
-                      {"activation", activation_name(options_.activation)}};
+                      {"zero_output_for_mask", options_.zero_output_for_mask}};
+  nlohmann::json cell = {{"units", options_.units},
+                         {"activation", activation_name(options_.activation)}};
   if (options_.kind != RecurrentKind::simple_rnn)
-    c["recurrent_activation"] = activation_name(options_.recurrent_activation);
-  c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = options_.kernel_initializer.config();
-  c["recurrent_initializer"] = options_.recurrent_initializer.config();
-  c["bias_initializer"] = options_.bias_initializer.config();
-  if (options_.kind == RecurrentKind::lstm) c["unit_forget_bias"] = options_.unit_forget_bias;
-  c["kernel_regularizer"] = options_.kernel_regularizer.config();
-  c["recurrent_regularizer"] = options_.recurrent_regularizer.config();
-  c["bias_regularizer"] = options_.bias_regularizer.config();
+    cell["recurrent_activation"] = activation_name(options_.recurrent_activation);
+  cell["use_bias"] = options_.use_bias;
+  cell["kernel_initializer"] = options_.kernel_initializer.config();
+  cell["recurrent_initializer"] = options_.recurrent_initializer.config();
+  cell["bias_initializer"] = options_.bias_initializer.config();
+  if (options_.kind == RecurrentKind::lstm) cell["unit_forget_bias"] = options_.unit_forget_bias;
+  cell["kernel_regularizer"] = options_.kernel_regularizer.config();
+  cell["recurrent_regularizer"] = options_.recurrent_regularizer.config();
+  cell["bias_regularizer"] = options_.bias_regularizer.config();
+  cell["kernel_constraint"] = options_.kernel_constraint.config();
+  cell["recurrent_constraint"] = options_.recurrent_constraint.config();
+  cell["bias_constraint"] = options_.bias_constraint.config();
+  cell["dropout"] = options_.dropout;
+  cell["recurrent_dropout"] = options_.recurrent_dropout;
+  if (options_.kind == RecurrentKind::gru) cell["reset_after"] = options_.reset_after;
+  if (options_.seed) cell["seed"] = *options_.seed;
+  if (options_.rnn_cell) {
+    cell["name"] = *options_.rnn_cell;
+    cell["trainable"] = trainable();
+    cell["dtype"] = "float32";
+    c["cell"] = {{"class_name", recurrent_cell_class(options_.kind)}, {"config", cell}};
+    return c;
+  }
+  c.update(cell);
   c["activity_regularizer"] = nullptr;
-  c["kernel_constraint"] = options_.kernel_constraint.config();
-  c["recurrent_constraint"] = options_.recurrent_constraint.config();
-  c["bias_constraint"] = options_.bias_constraint.config();
-  c["dropout"] = options_.dropout;
-  c["recurrent_dropout"] = options_.recurrent_dropout;
-  if (options_.kind == RecurrentKind::gru) c["reset_after"] = options_.reset_after;
-  if (options_.seed) c["seed"] = *options_.seed;
   return c;
 }
 

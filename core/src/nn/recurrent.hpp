@@ -11,7 +11,9 @@
 // shapes: kernel (features, gates·units), recurrent_kernel (units, gates·units), bias
 // (gates·units; the default GRU's (2, 3·units): input and recurrent biases), gates 1, 4 (i, f,
 // c, o) and 3 (z, r, h). Their
-// Keras 2 names are "<cell>/kernel" ("lstm_cell/kernel"), as Keras 2 writes them.
+// Keras 2 names are "<cell>/kernel" ("lstm_cell/kernel"), as Keras 2 writes them. Keras' RNN
+// layer over one cell (`RNN(LSTMCell(...))`) is the same layer under the class name "RNN", the
+// cell's own name in its weights' (RecurrentOptions::rnn_cell).
 //
 // A Keras mask (nn/sequence_masks.hpp: Embedding's mask_zero, Masking) skips the padding steps
 // as Keras' RNN does: a masked step keeps the states before it, and its output is the last kept
@@ -78,6 +80,10 @@ void time_major(backend::Backend& ops, const Tensor& from, std::int64_t batch,
 void reverse_steps(backend::Backend& ops, const Tensor& from, Tensor& to, std::int64_t steps,
                    std::int64_t width);
 
+/// Keras' cell of a recurrent layer: its default name ("lstm_cell") and its class ("LSTMCell").
+std::string recurrent_cell_name(RecurrentKind kind);
+std::string recurrent_cell_class(RecurrentKind kind);
+
 struct RecurrentOptions {
   RecurrentKind kind = RecurrentKind::lstm;
   std::int64_t units = 0;
@@ -96,6 +102,10 @@ struct RecurrentOptions {
   bool zero_output_for_mask = false;
   double dropout = 0, recurrent_dropout = 0;
   std::optional<std::uint64_t> seed;
+  /// Keras' RNN layer over a cell (`RNN(LSTMCell(...))`), which computes what the cell's own
+  /// layer does: the cell's name ("lstm_cell_1", its weights' "<cell>/kernel" in Keras 2 files),
+  /// and the layer is "RNN", its config the RNN's keys with the cell's under `cell`.
+  std::optional<std::string> rnn_cell;
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer recurrent_initializer{"orthogonal", std::nullopt, 0};
   Initializer bias_initializer{"zeros", std::nullopt, 0};

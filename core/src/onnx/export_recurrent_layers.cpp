@@ -244,12 +244,12 @@ Shape main_output(const LayerCall& call, std::int64_t steps, std::int64_t width)
   return config.value("return_sequences", false) ? Shape{steps, width} : Shape{width};
 }
 
-OnnxValue export_recurrent(LayerCall& call) {
+// A SimpleRNN, LSTM or GRU layer (`cls`) whose keys are call.config's.
+OnnxValue export_recurrent_as(LayerCall& call, const std::string& cls) {
   refuse_masked(call);
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
-  const Direction d =
-      direction(call, call.layer.class_name(), call.config, call.layer.parameters());
+  const Direction d = direction(call, cls, call.config, call.layer.parameters());
   std::int64_t steps = 0;
   const std::string sequence =
       time_major_input(call, call.config.value("go_backwards", false), steps);
@@ -267,6 +267,18 @@ OnnxValue export_recurrent(LayerCall& call) {
   y = g.node("Reshape", {y, g.int64s(p + "/steps", {steps, -1, d.units})}, p).output();
   y = g.node("Transpose", {y}, p).attr("perm", std::vector<std::int64_t>{1, 0, 2}).output();
   return with_states(call, y, shape, states);
+}
+
+OnnxValue export_recurrent(LayerCall& call) {
+  return export_recurrent_as(call, call.layer.class_name());
+}
+
+// Keras' RNN over a cell: its cell's layer ("LSTMCell": LSTM), the cell's keys beside the RNN's.
+OnnxValue export_rnn(LayerCall& call) {
+  const nlohmann::json cell = call.config.at("cell");
+  call.config.update(cell.at("config"));
+  const std::string cls = cell.at("class_name").get<std::string>();
+  return export_recurrent_as(call, cls.substr(0, cls.size() - std::string("Cell").size()));
 }
 
 // A Bidirectional's initial states as ONNX takes them: per state, the forward layer's and the
@@ -357,6 +369,7 @@ OnnxValue export_bidirectional(LayerCall& call) {
 
 void add_recurrent_exporters(ExporterTable& table) {
   for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) table[cls] = export_recurrent;
+  table["RNN"] = export_rnn;
   table["Bidirectional"] = export_bidirectional;
 }
 

@@ -105,6 +105,10 @@ TEST(Keras3WeightPaths, EachClassIsNumberedByItsPlaceAmongTheModelsLayersOfThatC
                                                    "conv_lstm_cell/recurrent_kernel",
                                                    "conv_lstm_cell/bias"}),
             (std::vector<std::string>{"cell/0", "cell/1", "cell/2"}));
+  // So does an RNN over a cell, whatever the cell's name.
+  EXPECT_EQ(nn::keras3_weight_names(
+                "RNN", {"lstm_cell_3/kernel", "lstm_cell_3/recurrent_kernel", "lstm_cell_3/bias"}),
+            (std::vector<std::string>{"cell/0", "cell/1", "cell/2"}));
   EXPECT_EQ(nn::keras3_private_spelling("query_dense/0"), "_query_dense/0");
   EXPECT_EQ(nn::keras3_private_spelling("0"), "");
 }
