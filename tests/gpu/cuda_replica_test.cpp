@@ -293,9 +293,19 @@ std::vector<LayerCase> layer_cases() {
                                       {"config", {{"units", 2}, {"return_sequences", true}}}}},
                                     {"merge_mode", "mul"}}),
             layer("SimpleRNN", {{"units", 3}, {"return_sequences", true}}),
-            layer("RNN", {{"cell",
+            layer("RNN", {{"return_sequences", true},
+                          {"cell",
                            {{"class_name", "LSTMCell"},
-                            {"config", {{"name", "lstm_cell_1"}, {"units", 2}}}}}})})});
+                            {"config", {{"name", "lstm_cell_1"}, {"units", 2}}}}}}),
+            layer("RNN", {{"go_backwards", true},
+                          {"cell",
+                           {{"class_name", "StackedRNNCells"},
+                            {"config",
+                             {{"cells",
+                               {{{"class_name", "GRUCell"},
+                                 {"config", {{"name", "gru_cell"}, {"units", 3}}}},
+                                {{"class_name", "LSTMCell"},
+                                 {"config", {{"name", "lstm_cell"}, {"units", 2}}}}}}}}}}})})});
   cases.push_back(
       {"masked_steps",
        {6},

@@ -564,6 +564,47 @@ def keras_recurrent(cls, x, kernel, rec, bias, units, act, ract):
     return torch.stack(ys, dim=1)
 
 
+def rnn_over_cell(cfg, x, weights, mask=None, initial=()):
+    """Keras' RNN over one cell: the cell's layer, the cell's weights renamed."""
+    cell = cfg["cell"]
+    inner = cell["class_name"][: -len("Cell")]
+    merged = dict(cell["config"], **{k: v for k, v in cfg.items() if k != "cell"})
+    prefix = {"SimpleRNN": "simple_rnn_cell", "LSTM": "lstm_cell", "GRU": "gru_cell"}[inner]
+    renamed = {prefix + name[name.rindex("/"):]: w for name, w in weights.items()}
+    return recurrent(inner, merged, x, renamed, mask, initial)
+
+
+def stacked_cells(cfg, x, weights, mask=None):
+    """Keras' RNN over StackedRNNCells, as Keras' loop steps it: per step each cell on the step's
+    output of the cell below, a masked step keeping every cell's states; the output the last
+    cell's (every step's in processing order with return_sequences)."""
+    cells = cfg["cell"]["config"]["cells"]
+    stack = cfg["cell"]["config"].get("name", "stacked_rnn_cells")
+    if mask is None:
+        mask = torch.ones(x.shape[0], x.shape[1])
+    if cfg.get("go_backwards"):
+        x, mask = x.flip(1), mask.flip(1)
+    states = [None] * len(cells)
+    outputs, last = [], None
+    for t in range(x.shape[1]):
+        h = x[:, t]
+        keep = mask[:, t:t + 1]
+        for i, cell in enumerate(cells):
+            own = {n: w for n, w in weights.items()
+                   if n.startswith(f"{stack}/{cell['config']['name']}/")}
+            step = {"cell": cell, "return_sequences": False, "return_state": True}
+            given = () if states[i] is None else states[i]
+            y = rnn_over_cell(step, h[:, None], own, None, given)
+            units = cell["config"]["units"]
+            new = [y[:, units * (k + 1): units * (k + 2)] for k in range(len(y[0]) // units - 1)]
+            old = states[i] if states[i] is not None else [torch.zeros_like(s) for s in new]
+            states[i] = [keep * n + (1 - keep) * o for n, o in zip(new, old)]
+            h = states[i][0]
+        last = h if last is None else keep * h + (1 - keep) * last
+        outputs.append(last)
+    return torch.stack(outputs, 1) if cfg.get("return_sequences") else outputs[-1]
+
+
 def forward(case, inputs, weights):
     cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
     if cls == "TimeDistributed":  # the wrapped layer on each step of each sample as its own row
@@ -792,13 +833,10 @@ def forward(case, inputs, weights):
         return torch.softmax(xs[0], dim=-1)
     if cls in ("SimpleRNN", "LSTM", "GRU"):
         return recurrent(cls, cfg, xs[0], weights, mask, xs[1:])
-    if cls == "RNN":  # Keras' RNN over a cell: the cell's layer, the cell's weights renamed
-        cell = cfg["cell"]
-        inner = cell["class_name"][: -len("Cell")]
-        merged = dict(cell["config"], **{k: v for k, v in cfg.items() if k != "cell"})
-        prefix = {"SimpleRNN": "simple_rnn_cell", "LSTM": "lstm_cell", "GRU": "gru_cell"}[inner]
-        renamed = {prefix + name[name.index("/"):]: w for name, w in weights.items()}
-        return recurrent(inner, merged, xs[0], renamed, mask, xs[1:])
+    if cls == "RNN" and cfg["cell"]["class_name"] == "StackedRNNCells":
+        return stacked_cells(cfg, xs[0], weights, mask)
+    if cls == "RNN":
+        return rnn_over_cell(cfg, xs[0], weights, mask, xs[1:])
     if cls == "Bidirectional":
         return bidirectional(cfg, xs[0], weights, mask, xs[1:])
     print(f"keras_torch.py: no PyTorch version of {cls}", file=sys.stderr)

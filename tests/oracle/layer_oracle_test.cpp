@@ -476,7 +476,9 @@ TEST(LayerOracle, VolumeLayersMatchPyTorch) {
 
 // Keras' RNN over each of its cells (an LSTMCell named as Keras numbers a second one, a GRUCell
 // with the reset gate before its product going backwards, a SimpleRNNCell with relu): the cell's
-// layer computed by torch, the cell's weights.
+// layer computed by torch, the cell's weights; over StackedRNNCells (an LSTMCell under a
+// GRUCell; every step; going backwards over masked steps), Keras' loop stepped by hand, each
+// cell on the step's output of the one below.
 TEST(LayerOracle, RnnOverACellMatchesPyTorch) {
   auto rnn = [](const char* cell, json cell_config, json flags) {
     json config = std::move(flags);
@@ -495,6 +497,20 @@ TEST(LayerOracle, RnnOverACellMatchesPyTorch) {
       {"RnnSimpleRnnCellRelu",
        rnn("SimpleRNNCell", {{"units", 5}, {"activation", "relu"}}, {{"return_sequences", true}}),
        {{"", {3, 4, 2}}}});
+  const json stacked = {
+      {"class_name", "StackedRNNCells"},
+      {"config",
+       {{"cells",
+         {{{"class_name", "LSTMCell"}, {"config", {{"name", "lstm_cell"}, {"units", 4}}}},
+          {{"class_name", "GRUCell"}, {"config", {{"name", "gru_cell"}, {"units", 3}}}}}}}}};
+  cases.push_back({"RnnStackedCells",
+                   entry("RNN", {{"cell", stacked}, {"return_sequences", true}}),
+                   {{"", {2, 5, 3}}}});
+  cases.push_back({"RnnStackedCellsBackwardsMasked",
+                   entry("RNN", {{"cell", stacked}, {"go_backwards", true}}),
+                   {{"", {3, 5, 3}}},
+                   json::object(),
+                   {{1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1}}});
   check_against_torch(cases);
 }
 

@@ -411,7 +411,8 @@ std::vector<Case> cases() {
             layer("Conv1DTranspose",
                   {{"filters", 1}, {"kernel_size", 2}, {"strides", 3}, {"output_padding", 1}})}),
        {{{8, 2}}}});
-  // Keras' RNN over a cell: the cell's layer's operator.
+  // Keras' RNN over a cell: the cell's layer's operator; over StackedRNNCells, each cell's in
+  // turn.
   c.push_back(
       {"rnn_over_cells",
        sequential(
@@ -421,7 +422,17 @@ std::vector<Case> cases() {
                            {{"class_name", "LSTMCell"},
                             {"config", {{"name", "lstm_cell_2"}, {"units", 4}}}}}}),
             layer("RNN", {{"go_backwards", true},
-                          {"cell", {{"class_name", "GRUCell"}, {"config", {{"units", 3}}}}}})}),
+                          {"return_sequences", true},
+                          {"cell", {{"class_name", "GRUCell"}, {"config", {{"units", 3}}}}}}),
+            layer("RNN", {{"go_backwards", true},
+                          {"cell",
+                           {{"class_name", "StackedRNNCells"},
+                            {"config",
+                             {{"cells",
+                               {{{"class_name", "SimpleRNNCell"},
+                                 {"config", {{"name", "simple_rnn_cell"}, {"units", 2}}}},
+                                {{"class_name", "LSTMCell"},
+                                 {"config", {{"name", "lstm_cell"}, {"units", 3}}}}}}}}}}})}),
        {{{5, 3}}},
        false});
   c.push_back({"simple_rnn_last_step",

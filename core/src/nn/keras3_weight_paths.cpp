@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 
+#include "nn/stacked_rnn.hpp"
 #include "nn/time_distributed.hpp"
 
 namespace tandem::nn {
@@ -116,8 +117,34 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
   return names;
 }
 
+namespace {
+
+// An RNN over StackedRNNCells: its cell's list `cells` holds each cell under its class's name
+// (numbered as Keras 3 numbers a container's), the cell's weights in order.
+std::vector<std::string> stacked_cell_weight_names(const StackedRnn& stack,
+                                                   const std::vector<std::string>& keras2_names) {
+  const std::vector<std::string> groups = keras3_layer_groups(stack.cell_classes());
+  std::vector<std::string> names;
+  std::size_t cell = 0, index = 0;
+  std::string owner;  // the Keras 2 name's "<stack>/<cell>" of the weight before
+  for (const std::string& name : keras2_names) {
+    const std::string own = name.substr(0, name.rfind('/'));
+    if (!names.empty() && own != owner) {
+      ++cell;
+      index = 0;
+    }
+    owner = own;
+    names.push_back("cell/cells/" + groups.at(cell) + "/" + std::to_string(index++));
+  }
+  return names;
+}
+
+}  // namespace
+
 std::vector<std::string> keras3_weight_names(Layer& layer,
                                              const std::vector<std::string>& keras2_names) {
+  if (const auto* stack = dynamic_cast<const StackedRnn*>(&layer))
+    return stacked_cell_weight_names(*stack, keras2_names);
   auto* wrapper = dynamic_cast<TimeDistributed*>(&layer);
   if (!wrapper) return keras3_weight_names(layer.class_name(), keras2_names);
   std::vector<std::string> names = keras3_weight_names(wrapper->inner(), keras2_names);

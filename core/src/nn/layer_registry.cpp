@@ -44,6 +44,7 @@
 #include "nn/resizing.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
+#include "nn/stacked_rnn.hpp"
 #include "nn/time_distributed.hpp"
 #include "nn/unit_normalization.hpp"
 #include "nn/volume_cells.hpp"
@@ -1525,23 +1526,18 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
   return std::make_unique<Recurrent>(name, o);
 }
 
-// Keras' RNN over one of its cells (LSTMCell, GRUCell, SimpleRNNCell): the cell's layer under the
-// class name RNN, the cell's keys read at cell.config.
-std::unique_ptr<Layer> make_rnn(ConfigObject& c, const std::string& name) {
-  ConfigObject entry(c.at("cell"), c.path_of("cell"));
+// A cell's entry ({"class_name": "LSTMCell", "config": {...}}) as its layer's options: the
+// cell's keys read at its config, its name kept for its weights'.
+RecurrentOptions read_cell_entry(ConfigObject& entry) {
   const std::string cls = entry.get_string("class_name");
   const std::map<std::string, RecurrentKind> kinds{{"SimpleRNNCell", RecurrentKind::simple_rnn},
                                                    {"LSTMCell", RecurrentKind::lstm},
                                                    {"GRUCell", RecurrentKind::gru}};
   if (!kinds.count(cls))
     throw ConfigError(entry.path_of("class_name"),
-                      "Tandem's RNN takes an LSTMCell, GRUCell or SimpleRNNCell, got '" + cls +
-                          "'" +
-                          (cls == "StackedRNNCells"
-                               ? " (write the cells as recurrent layers one after the other, "
-                                 "every layer but the last with return_sequences: the same "
-                                 "outputs)"
-                               : " (a cell written in Python cannot be read)"));
+                      "Tandem's RNN takes an LSTMCell, GRUCell, SimpleRNNCell or StackedRNNCells "
+                      "of them, got '" +
+                          cls + "' (a cell written in Python cannot be read)");
   entry.ignore({"module", "registered_name", "build_config"});
   const nlohmann::json& config = entry.at("config");
   entry.finish();
@@ -1555,6 +1551,56 @@ std::unique_ptr<Layer> make_rnn(ConfigObject& c, const std::string& name) {
   cell.int_in("implementation", 2, 1, 2);  // Keras 2's kernel layout choice: the same
   read_cell_keys(cell, o);
   cell.finish();
+  return o;
+}
+
+// RNN over StackedRNNCells: each cell's layer, all over every step but the last, which returns
+// what the RNN returns (nn/stacked_rnn.hpp).
+std::unique_ptr<Layer> make_stacked_rnn(ConfigObject& c, ConfigObject& entry,
+                                        const std::string& name) {
+  entry.ignore({"module", "registered_name", "build_config"});
+  const nlohmann::json& config = entry.at("config");
+  entry.finish();
+  if (!config.is_object())
+    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  ConfigObject stack(config, entry.path_of("config"));
+  const std::string stack_name =
+      stack.has("name") ? stack.get_string("name") : std::string("stacked_rnn_cells");
+  stack.ignore({"trainable", "dtype"});
+  const nlohmann::json& list = stack.at("cells");
+  if (!list.is_array() || list.empty())
+    throw ConfigError(stack.path_of("cells"),
+                      "expected a list of one or more cells, got " + list.dump());
+  RecurrentOptions flags;
+  read_sequence_keys(c, flags);
+  if (flags.return_state)
+    throw ConfigError(c.path_of("return_state"),
+                      "the final states of stacked cells are not supported by Tandem; set it to "
+                      "false (or write the cells as layers one after the other, the last with "
+                      "return_state)");
+  std::vector<std::unique_ptr<Recurrent>> cells;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ConfigObject one(list[i], stack.path_of("cells") + "[" + std::to_string(i) + "]");
+    if (!list[i].is_object())
+      throw ConfigError(stack.path_of("cells") + "[" + std::to_string(i) + "]",
+                        "expected a cell, {\"class_name\", \"config\"}, got " + list[i].dump());
+    RecurrentOptions o = read_cell_entry(one);
+    const bool last = i + 1 == list.size();
+    o.return_sequences = last ? flags.return_sequences : true;
+    o.go_backwards = i == 0 && flags.go_backwards;
+    o.zero_output_for_mask = last && flags.zero_output_for_mask;
+    cells.push_back(std::make_unique<Recurrent>(name + "/" + *o.rnn_cell, o));
+  }
+  stack.finish();
+  return std::make_unique<StackedRnn>(name, std::move(cells), stack_name);
+}
+
+// Keras' RNN over one of its cells (LSTMCell, GRUCell, SimpleRNNCell): the cell's layer under the
+// class name RNN, the cell's keys read at cell.config; over StackedRNNCells, make_stacked_rnn.
+std::unique_ptr<Layer> make_rnn(ConfigObject& c, const std::string& name) {
+  ConfigObject entry(c.at("cell"), c.path_of("cell"));
+  if (entry.get_string("class_name") == "StackedRNNCells") return make_stacked_rnn(c, entry, name);
+  RecurrentOptions o = read_cell_entry(entry);
   read_sequence_keys(c, o);
   return std::make_unique<Recurrent>(name, o);
 }

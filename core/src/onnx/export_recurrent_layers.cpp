@@ -7,6 +7,7 @@
 // order, its reset_after is linear_before_reset); Keras' one bias is ONNX's input bias, the
 // recurrent bias zeros (the default GRU's second row; a GRU with reset_after false has none). A
 // Bidirectional layer is ONNX's bidirectional direction.
+#include "nn/stacked_rnn.hpp"
 #include "onnx/layer_export.hpp"
 
 namespace tandem::onnx_export {
@@ -273,8 +274,33 @@ OnnxValue export_recurrent(LayerCall& call) {
   return export_recurrent_as(call, call.layer.class_name());
 }
 
+OnnxValue export_rnn(LayerCall& call);
+
+// An RNN over StackedRNNCells: each cell's layer's nodes in turn, the first's output the
+// second's input.
+OnnxValue export_stacked_rnn(LayerCall& call, const nn::StackedRnn& stack) {
+  OnnxValue x = call.inputs[0];
+  for (std::size_t i = 0; i < stack.cells().size(); ++i) {
+    nn::Recurrent& cell = *stack.cells()[i];
+    LayerCall one{cell,
+                  cell.config(),
+                  {x},
+                  cell.output_parts()[0],
+                  call.prefix + "/cell" + std::to_string(i),
+                  {},
+                  nlohmann::json::object(),
+                  call.graph,
+                  call.keras2,
+                  call.input_masked};
+    x = export_rnn(one);
+  }
+  return x;
+}
+
 // Keras' RNN over a cell: its cell's layer ("LSTMCell": LSTM), the cell's keys beside the RNN's.
 OnnxValue export_rnn(LayerCall& call) {
+  if (const auto* stack = dynamic_cast<const nn::StackedRnn*>(&call.layer))
+    return export_stacked_rnn(call, *stack);
   const nlohmann::json cell = call.config.at("cell");
   call.config.update(cell.at("config"));
   const std::string cls = cell.at("class_name").get<std::string>();

@@ -352,6 +352,38 @@ TEST(MetaEqualsTemplate, VolumeLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(volumes, replicas, batch);
 }
 
+// Contract 1 through Keras' RNN over stacked cells with dropout (each cell's masks drawn per
+// global sample) going backwards, after an RNN over one cell.
+TEST(MetaEqualsTemplate, RnnOverStackedCellsTrainsAsTheTemplate) {
+  const auto cell = [](const char* cls, const char* name, json config) {
+    config["name"] = name;
+    return json{{"class_name", cls}, {"config", std::move(config)}};
+  };
+  const json model = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2}}}),
+          layer("RNN", {{"return_sequences", true},
+                        {"cell", cell("GRUCell", "gru_cell", {{"units", 4}})}}),
+          layer(
+              "RNN",
+              {{"go_backwards", true},
+               {"cell",
+                {{"class_name", "StackedRNNCells"},
+                 {"config",
+                  {{"cells",
+                    {cell(
+                         "LSTMCell", "lstm_cell",
+                         {{"units", 3}, {"dropout", 0.3}, {"recurrent_dropout", 0.2}, {"seed", 4}}),
+                     cell("SimpleRNNCell", "simple_rnn_cell",
+                          {{"units", 4}, {"dropout", 0.2}, {"seed", 5}})}}}}}}}),
+          layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(model, replicas, batch);
+}
+
 // Contract 1 through EinsumDense: a projection to heads, one with a permuted kernel and output
 // (the products' arrangements), an axis of all three operands, and an ellipsis, each with its
 // bias broadcast over other axes.
