@@ -99,6 +99,31 @@ TANDEM_HD inline void lstm_unit_backward(const RecurrentCellDesc& d, const float
                       c, dh, dc, d_pre, j);
 }
 
+/// GRU unit j's gate pre-activations (z's, r's) and rec_h into pre, as the header says.
+TANDEM_HD inline void gru_gate_inputs(const RecurrentCellDesc& d, const float* xw, const float* rec,
+                                      float* pre, std::int64_t j) {
+  const std::int64_t u = d.units;
+  pre[j] = fadd(xw[j], rec[j]);
+  pre[u + j] = fadd(xw[u + j], rec[u + j]);
+  pre[3 * u + j] = rec[2 * u + j];
+}
+
+/// The candidate's pre-activation given the reset gate r: xw_h + r·rec_h (reset_before:
+/// xw_h + rec_h), into pre.
+TANDEM_HD inline float gru_candidate_input(const RecurrentCellDesc& d, const float* xw, float r,
+                                           float* pre, std::int64_t j) {
+  const std::int64_t u = d.units;
+  const float rec_h = pre[3 * u + j];
+  const float ph = fadd(xw[2 * u + j], d.reset_before ? rec_h : fmul(r, rec_h));
+  pre[2 * u + j] = ph;
+  return ph;
+}
+
+/// h = z·h_prev + (1 − z)·hh.
+TANDEM_HD inline float gru_output(float z, float h_prev, float hh) {
+  return fadd(fmul(z, h_prev), fmul(fsub(1.0f, z), hh));
+}
+
 /// GRU unit j (reset_after): z = ra(xw_z + rec_z), r = ra(xw_r + rec_r), hh = a(xw_h + r·rec_h),
 /// h = z·h_prev + (1 − z)·hh, Keras' formula (reset_before: hh = a(xw_h + rec_h)); pre (4 units)
 /// as the header says.
@@ -106,32 +131,24 @@ TANDEM_HD inline void gru_unit_forward(const RecurrentCellDesc& d, const float* 
                                        const float* rec, const float* h_prev, float* pre, float* h,
                                        std::int64_t j) {
   const std::int64_t u = d.units;
-  const float pz = fadd(xw[j], rec[j]);
-  const float pr = fadd(xw[u + j], rec[u + j]);
-  const float z = activation_value(d.recurrent_activation, pz);
-  const float r = activation_value(d.recurrent_activation, pr);
-  const float rec_h = rec[2 * u + j];
-  const float ph = fadd(xw[2 * u + j], d.reset_before ? rec_h : fmul(r, rec_h));
-  const float hh = activation_value(d.activation, ph);
-  pre[j] = pz;
-  pre[u + j] = pr;
-  pre[2 * u + j] = ph;
-  pre[3 * u + j] = rec_h;
-  h[j] = fadd(fmul(z, h_prev[j]), fmul(fsub(1.0f, z), hh));
+  gru_gate_inputs(d, xw, rec, pre, j);
+  const float z = activation_value(d.recurrent_activation, pre[j]);
+  const float r = activation_value(d.recurrent_activation, pre[u + j]);
+  const float hh = activation_value(d.activation, gru_candidate_input(d, xw, r, pre, j));
+  h[j] = gru_output(z, h_prev[j], hh);
 }
 
-/// Its gradients for unit j, given dh = dL/dh of the step: d_xw and d_rec (3 units each) =
-/// dL/dxw and dL/drec, and dh_prev = the part of dL/dh_prev that bypasses the recurrent kernel
-/// (dh·z; the caller adds d_rec·recurrent_kernelᵀ). reset_before: d_rec's h unit is
-/// dL/d(rec_h) and the r units of d_xw and d_rec are 0, for the caller (nn/gru_reset_before).
-TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float* pre,
-                                        const float* h_prev, const float* dh, float* d_xw,
-                                        float* d_rec, float* dh_prev, std::int64_t j) {
+/// The gradients of unit j given its z, r and hh (as the forward computed them) and dh = dL/dh
+/// of the step: d_xw and d_rec (3 units each) = dL/dxw and dL/drec, and dh_prev = the part of
+/// dL/dh_prev that bypasses the recurrent kernel (dh·z; the caller adds d_rec·recurrent_kernelᵀ).
+/// reset_before: d_rec's h unit is dL/d(rec_h) and the r units of d_xw and d_rec are 0, for the
+/// caller (nn/gru_reset_before).
+TANDEM_HD inline void gru_unit_gradients(const RecurrentCellDesc& d, float z, float r, float hh,
+                                         const float* pre, const float* h_prev, const float* dh,
+                                         float* d_xw, float* d_rec, float* dh_prev,
+                                         std::int64_t j) {
   const std::int64_t u = d.units;
   const float pz = pre[j], pr = pre[u + j], ph = pre[2 * u + j], rec_h = pre[3 * u + j];
-  const float z = activation_value(d.recurrent_activation, pz);
-  const float r = activation_value(d.recurrent_activation, pr);
-  const float hh = activation_value(d.activation, ph);
   const float dz = fmul(dh[j], fsub(h_prev[j], hh));
   const float d_ph = fmul(fmul(dh[j], fsub(1.0f, z)), activation_derivative(d.activation, ph, hh));
   const float d_pr = d.reset_before ? 0.0f
@@ -145,6 +162,17 @@ TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float*
   d_rec[u + j] = d_pr;
   d_rec[2 * u + j] = d.reset_before ? d_ph : fmul(d_ph, r);
   dh_prev[j] = fmul(dh[j], z);
+}
+
+/// Its gradients for unit j, z, r and hh computed again from `pre` (gru_unit_gradients).
+TANDEM_HD inline void gru_unit_backward(const RecurrentCellDesc& d, const float* pre,
+                                        const float* h_prev, const float* dh, float* d_xw,
+                                        float* d_rec, float* dh_prev, std::int64_t j) {
+  const std::int64_t u = d.units;
+  gru_unit_gradients(d, activation_value(d.recurrent_activation, pre[j]),
+                     activation_value(d.recurrent_activation, pre[u + j]),
+                     activation_value(d.activation, pre[2 * u + j]), pre, h_prev, dh, d_xw, d_rec,
+                     dh_prev, j);
 }
 
 /// Whether any of a row's `n` values differs from `value` (a NaN differs): the row is a step a

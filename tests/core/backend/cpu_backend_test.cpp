@@ -433,5 +433,41 @@ TEST(CpuBackend, LstmStepGivesEachRowItsBitsWhateverTheRowsAndThreads) {
   }
 }
 
+// The GRU step likewise (reset_after and reset_before, the default sigmoid gates and Keras 2's
+// hard_sigmoid).
+TEST(CpuBackend, GruStepGivesEachRowItsBitsWhateverTheRowsAndThreads) {
+  Backend& ops = cpu_backend();
+  const std::int64_t rows = 96, u = 37;
+  Rng rng(4);
+  auto random = [&](std::int64_t n, float scale) {
+    Tensor t({n});
+    for (std::int64_t i = 0; i < n; ++i) t[i] = scale * rng.normal();
+    return t;
+  };
+  const Tensor xw = random(rows * 3 * u, 3), rec = random(rows * 3 * u, 3);
+  const Tensor h_prev = random(rows * u, 1), dh = random(rows * u, 1);
+  for (const ActivationKind gate : {ActivationKind::sigmoid, ActivationKind::hard_sigmoid})
+    for (const bool reset_before : {false, true}) {
+      const RecurrentCellDesc d{u, ActivationKind::tanh, gate, reset_before};
+      auto step = [&](std::int64_t n, int threads) {
+        cpu::set_compute_threads(threads);
+        auto first = [&](const Tensor& t, std::int64_t width) {
+          return Tensor::view(t, 0, {n, width}).clone();
+        };
+        Tensor pre({n, 4 * u}), h({n, u}), d_xw({n, 3 * u}), d_rec({n, 3 * u}), dh_prev({n, u});
+        ops.gru_step_forward(d, first(xw, 3 * u), first(rec, 3 * u), first(h_prev, u), pre, h);
+        ops.gru_step_backward(d, pre, first(h_prev, u), first(dh, u), d_xw, d_rec, dh_prev);
+        return std::vector<Tensor>{h, d_xw, d_rec, dh_prev};
+      };
+      const int threads = cpu::compute_threads();
+      const std::vector<Tensor> whole = step(rows, 2), third = step(rows / 3, 1);
+      cpu::set_compute_threads(threads);
+      for (std::size_t k = 0; k < whole.size(); ++k)
+        for (std::int64_t i = 0; i < third[k].size(); ++i)
+          ASSERT_EQ(std::memcmp(whole[k].data() + i, third[k].data() + i, sizeof(float)), 0)
+              << "output " << k << " at " << i << ": " << whole[k][i] << " against " << third[k][i];
+    }
+}
+
 }  // namespace
 }  // namespace tandem::backend

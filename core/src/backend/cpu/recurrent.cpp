@@ -2,11 +2,11 @@
 // batch, rows split by threads (each unit's arithmetic reads and writes its own row only); and
 // the sequence masks recurrent layers read (a row's mask, a choice between rows).
 //
-// Keras' default LSTM cell (sigmoid gates, tanh) takes its transcendental functions from oneDNN's
-// vectorised eltwise over the whole step, as the Activation layers do (libm's scalar expf and
-// tanhf took 44% of a ConvLSTM2D step); the arithmetic around them is recurrent_math.hpp's. Each
-// element's value depends on that element alone, so a row gets the same bits whatever the rows
-// and threads (contract 1).
+// Keras' default LSTM and GRU cells (sigmoid gates, tanh) take their transcendental functions
+// from oneDNN's vectorised eltwise over the whole step, as the Activation layers do (libm's
+// scalar expf and tanhf took 44% of a ConvLSTM2D step); the arithmetic around them is
+// recurrent_math.hpp's. Each element's value depends on that element alone, so a row gets the
+// same bits whatever the rows and threads (contract 1).
 #include <algorithm>
 #include <vector>
 
@@ -29,21 +29,27 @@ void each_unit(std::int64_t rows, std::int64_t units, F f) {
 }
 
 // Whether the cell is Keras' default, whose functions oneDNN vectorises.
-bool vectorised_lstm(const RecurrentCellDesc& d) {
+bool vectorised_cell(const RecurrentCellDesc& d) {
   return d.activation == ActivationKind::tanh && d.recurrent_activation == ActivationKind::sigmoid;
 }
 
-// The default cell's activated values for one step of `rows` rows: sigmoid of every
-// pre-activation (the g units' unused), tanh of the g units and tanh of the cell states. One set
-// per thread, reused by every step.
-struct LstmActivations {
+// The default cells' activated values for one step of `rows` rows: sigmoid of every
+// pre-activation (LSTM's g units' and GRU's last two blocks unused), tanh of the third block
+// (LSTM's g, GRU's candidate) and LSTM's tanh of the cell states. One set per thread, reused by
+// every step.
+struct CellActivations {
   std::vector<float> sigmoid, tanh_g, tanh_c;
 
-  // Fills sigmoid and tanh_g from pre (rows × 4u).
+  // Fills sigmoid from pre (rows × 4u, every unit's) and tanh_g from its third block of units
+  // (LSTM's g, GRU's candidate).
   void gates(const float* pre, std::int64_t rows, std::int64_t u) {
     sigmoid.resize(static_cast<std::size_t>(rows * 4 * u));
-    tanh_g.resize(static_cast<std::size_t>(rows * u));
     cpu::eltwise_forward(cpu::Eltwise::logistic, pre, sigmoid.data(), rows * 4 * u);
+    candidates(pre, rows, u);
+  }
+  // Fills tanh_g from pre's third block of units.
+  void candidates(const float* pre, std::int64_t rows, std::int64_t u) {
+    tanh_g.resize(static_cast<std::size_t>(rows * u));
     float* g = tanh_g.data();
     cpu::parallel_for(rows, std::max<std::int64_t>(1, cpu::kMemoryBoundChunk / u),
                       [&](std::int64_t r0, std::int64_t r1) {
@@ -58,8 +64,8 @@ struct LstmActivations {
   }
 };
 
-LstmActivations& thread_activations() {
-  thread_local LstmActivations a;
+CellActivations& thread_activations() {
+  thread_local CellActivations a;
   return a;
 }
 
@@ -73,7 +79,7 @@ void lstm_forward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, cons
   each_unit(rows, 4 * u, [&](std::int64_t r, std::int64_t k) {
     p[r * 4 * u + k] = math::fadd(xw.data()[r * 4 * u + k], rec.data()[r * 4 * u + k]);
   });
-  LstmActivations& a = thread_activations();
+  CellActivations& a = thread_activations();
   a.gates(p, rows, u);
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     c.data()[r * u + j] = math::lstm_cell(a.at(r, u, j), c_prev.data()[r * u + j]);
@@ -90,7 +96,7 @@ void lstm_backward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, con
                               const Tensor& c_prev, const Tensor& c, const Tensor& dh, Tensor& dc,
                               Tensor& d_pre) {
   const std::int64_t u = d.units;
-  LstmActivations& a = thread_activations();
+  CellActivations& a = thread_activations();
   a.gates(pre.data(), rows, u);
   a.tanh_c.resize(static_cast<std::size_t>(rows * u));
   cpu::eltwise_forward(cpu::Eltwise::tanh, c.data(), a.tanh_c.data(), rows * u);
@@ -101,6 +107,45 @@ void lstm_backward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, con
   });
 }
 
+// The default GRU cell's forward: z's and r's pre-activations, their sigmoids by oneDNN, the
+// candidate's pre-activation per unit (it reads r), its tanh by oneDNN, then h per unit.
+void gru_forward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, const Tensor& xw,
+                            const Tensor& rec, const Tensor& h_prev, Tensor& pre, Tensor& h) {
+  const std::int64_t u = d.units;
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::gru_gate_inputs(d, xw.data() + r * 3 * u, rec.data() + r * 3 * u, pre.data() + r * 4 * u,
+                          j);
+  });
+  CellActivations& a = thread_activations();
+  a.sigmoid.resize(static_cast<std::size_t>(rows * 4 * u));
+  cpu::eltwise_forward(cpu::Eltwise::logistic, pre.data(), a.sigmoid.data(), rows * 4 * u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    math::gru_candidate_input(d, xw.data() + r * 3 * u, a.sigmoid[r * 4 * u + u + j],
+                              pre.data() + r * 4 * u, j);
+  });
+  a.candidates(pre.data(), rows, u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    h.data()[r * u + j] =
+        math::gru_output(a.sigmoid[r * 4 * u + j], h_prev.data()[r * u + j], a.tanh_g[r * u + j]);
+  });
+}
+
+// Its backward: z, r (the sigmoids of pre, which the forward wrote before r was read) and hh
+// again by oneDNN, the gradients per unit.
+void gru_backward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, const Tensor& pre,
+                             const Tensor& h_prev, const Tensor& dh, Tensor& d_xw, Tensor& d_rec,
+                             Tensor& dh_prev) {
+  const std::int64_t u = d.units;
+  CellActivations& a = thread_activations();
+  a.gates(pre.data(), rows, u);
+  each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
+    const float* s = a.sigmoid.data() + r * 4 * u;
+    math::gru_unit_gradients(d, s[j], s[u + j], a.tanh_g[r * u + j], pre.data() + r * 4 * u,
+                             h_prev.data() + r * u, dh.data() + r * u, d_xw.data() + r * 3 * u,
+                             d_rec.data() + r * 3 * u, dh_prev.data() + r * u, j);
+  });
+}
+
 }  // namespace
 
 void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw, const Tensor& rec,
@@ -108,7 +153,7 @@ void CpuBackend::lstm_step_forward(const RecurrentCellDesc& d, const Tensor& xw,
   require_device(*this, {&xw, &rec, &c_prev, &pre, &c, &h}, "lstm_step_forward");
   const std::int64_t rows = recurrent_rows(
       d, {{&xw, 4}, {&rec, 4}, {&pre, 4}, {&c_prev, 1}, {&c, 1}, {&h, 1}}, "lstm_step_forward");
-  if (vectorised_lstm(d)) return lstm_forward_vectorised(d, rows, xw, rec, c_prev, pre, c, h);
+  if (vectorised_cell(d)) return lstm_forward_vectorised(d, rows, xw, rec, c_prev, pre, c, h);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::lstm_unit_forward(d, xw.data() + r * 4 * u, rec.data() + r * 4 * u, c_prev.data() + r * u,
@@ -122,7 +167,7 @@ void CpuBackend::lstm_step_backward(const RecurrentCellDesc& d, const Tensor& pr
   require_device(*this, {&pre, &c_prev, &c, &dh, &dc, &d_pre}, "lstm_step_backward");
   const std::int64_t rows = recurrent_rows(
       d, {{&pre, 4}, {&d_pre, 4}, {&c_prev, 1}, {&c, 1}, {&dh, 1}, {&dc, 1}}, "lstm_step_backward");
-  if (vectorised_lstm(d)) return lstm_backward_vectorised(d, rows, pre, c_prev, c, dh, dc, d_pre);
+  if (vectorised_cell(d)) return lstm_backward_vectorised(d, rows, pre, c_prev, c, dh, dc, d_pre);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::lstm_unit_backward(d, pre.data() + r * 4 * u, c_prev.data() + r * u, c.data() + r * u,
@@ -135,6 +180,7 @@ void CpuBackend::gru_step_forward(const RecurrentCellDesc& d, const Tensor& xw, 
   require_device(*this, {&xw, &rec, &h_prev, &pre, &h}, "gru_step_forward");
   const std::int64_t rows = recurrent_rows(
       d, {{&xw, 3}, {&rec, 3}, {&pre, 4}, {&h_prev, 1}, {&h, 1}}, "gru_step_forward");
+  if (vectorised_cell(d)) return gru_forward_vectorised(d, rows, xw, rec, h_prev, pre, h);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::gru_unit_forward(d, xw.data() + r * 3 * u, rec.data() + r * 3 * u, h_prev.data() + r * u,
@@ -149,6 +195,8 @@ void CpuBackend::gru_step_backward(const RecurrentCellDesc& d, const Tensor& pre
   const std::int64_t rows =
       recurrent_rows(d, {{&pre, 4}, {&d_xw, 3}, {&d_rec, 3}, {&h_prev, 1}, {&dh, 1}, {&dh_prev, 1}},
                      "gru_step_backward");
+  if (vectorised_cell(d))
+    return gru_backward_vectorised(d, rows, pre, h_prev, dh, d_xw, d_rec, dh_prev);
   const std::int64_t u = d.units;
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::gru_unit_backward(d, pre.data() + r * 4 * u, h_prev.data() + r * u, dh.data() + r * u,
