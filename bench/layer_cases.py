@@ -104,6 +104,40 @@ case("layernorm_image_base", 64, [32, 32, 16], _image_norm_layers(False),
      _image_norm_torch(False), image=True)
 
 
+# MultiHeadAttention's projections alone: 64 steps of 128 features into 8 heads of 16 and back
+# by EinsumDense (Keras' equations; the bias per head and unit, then per feature), pooled to 10
+# logits, against torch.einsum of the same equations with the same parameters.
+def _einsum_layers():
+    return [keras("EinsumDense", equation="abc,cde->abde", output_shape=[None, 8, 16],
+                  bias_axes="de", activation="relu"),
+            keras("EinsumDense", equation="abcd,cde->abe", output_shape=[None, 128],
+                  bias_axes="e"),
+            keras("GlobalAveragePooling1D"), keras("Dense", units=10)]
+
+
+def _einsum_torch(nn):
+    import torch
+
+    class Einsum(nn.Module):
+        def __init__(self, equation, kernel, bias):
+            super().__init__()
+            self.equation = equation
+            self.kernel = nn.Parameter(torch.randn(*kernel) * 0.05)
+            self.bias = nn.Parameter(torch.zeros(*bias))
+
+        def forward(self, x):
+            return torch.einsum(self.equation, x, self.kernel) + self.bias
+
+    class Pool(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=1)
+    return [Einsum("abc,cde->abde", (128, 8, 16), (8, 16)), nn.ReLU(),
+            Einsum("abcd,cde->abe", (8, 16, 128), (128,)), Pool(), nn.Linear(128, 10)]
+
+
+case("einsum_dense", 64, [64, 128], _einsum_layers(), _einsum_torch)
+
+
 # A recurrent layer of 128 units over 50 steps of 32 features, its last step's output into 10
 # logits (Keras' LSTM/GRU against torch.nn.LSTM/GRU, batch_first; a text classifier's shape).
 def _recurrent_layers(cls):
