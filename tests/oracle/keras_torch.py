@@ -372,12 +372,19 @@ def bidirectional(cfg, x, w, mask=None, initial=()):
     backward layer's (packed as Tandem packs them)."""
     inner = cfg["layer"]
     cls, config = inner["class_name"], dict(inner["config"])
+    over_cell = cls == "RNN"
+    if over_cell:  # an RNN over one cell: the cell's layer, the RNN's keys beside the cell's
+        cell = config.pop("cell")
+        cls = cell["class_name"][: -len("Cell")]
+        config = dict(cell["config"], **config)
     back = dict(cfg.get("backward_layer", {}).get("config", config))
     if "backward_layer" not in cfg:
         back["go_backwards"] = not config.get("go_backwards", False)
     for layer in (config, back):  # Keras forces it on both layers
         layer["zero_output_for_mask"] = layer.get("return_sequences", False)
-    strip = lambda prefix: {k[len(prefix):]: v for k, v in w.items() if k.startswith(prefix)}
+    cell_prefix = {"SimpleRNN": "simple_rnn_cell", "LSTM": "lstm_cell", "GRU": "gru_cell"}[cls]
+    strip = lambda prefix: {(cell_prefix + k[k.rindex("/"):] if over_cell else k[len(prefix):]): v
+                            for k, v in w.items() if k.startswith(prefix)}
     named = lambda prefix, n: (n if n.startswith(prefix) else prefix + n) + "/"
     half = len(initial) // 2
     ahead = recurrent(cls, config, x, strip(named("forward_", config["name"])), mask,

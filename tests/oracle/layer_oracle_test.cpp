@@ -1001,6 +1001,15 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
   bidirectional["config"]["layer"]["config"]["return_sequences"] = false;
   bidirectional["config"]["merge_mode"] = "sum";
   masked("MaskedBidirectionalLast", bidirectional);
+  bidirectional["config"]["layer"] = {
+      {"class_name", "RNN"},
+      {"config",
+       {{"name", "rnn"},
+        {"return_sequences", true},
+        {"cell",
+         {{"class_name", "GRUCell"}, {"config", {{"name", "gru_cell_2"}, {"units", 3}}}}}}}};
+  bidirectional["config"]["merge_mode"] = "concat";
+  masked("MaskedBidirectionalRnnOverACell", bidirectional);
   masked("MaskedGlobalAveragePooling1D", entry("GlobalAveragePooling1D"));
   // Attention: the query's and the value's masks (self-attention on a padded sequence), with an
   // attention mask too, and a masked key of its own; the padded queries see no key (Keras 3:

@@ -1663,9 +1663,9 @@ std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const 
   const std::map<std::string, RecurrentKind> kinds{{"SimpleRNN", RecurrentKind::simple_rnn},
                                                    {"LSTM", RecurrentKind::lstm},
                                                    {"GRU", RecurrentKind::gru}};
-  if (!kinds.count(cls))
+  if (!kinds.count(cls) && cls != "RNN")
     throw ConfigError(entry.path_of("class_name"),
-                      "Bidirectional wraps a SimpleRNN, LSTM or GRU, got '" + cls + "'");
+                      "Bidirectional wraps a SimpleRNN, LSTM, GRU or RNN, got '" + cls + "'");
   entry.ignore({"module", "registered_name", "build_config", "name"});
   nlohmann::json config = entry.at("config");
   entry.finish();
@@ -1681,7 +1681,20 @@ std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const 
   ConfigObject lc(config, entry.path_of("config"));
   lc.ignore({"name", "trainable", "dtype"});
   require_null(lc, {"activity_regularizer"});
-  auto layer = read_recurrent(lc, direction_layer_name(prefix, inner), kinds.at(cls));
+  const std::string layer_name = direction_layer_name(prefix, inner);
+  std::unique_ptr<Recurrent> layer;
+  if (cls == "RNN") {  // over one cell: the cell's layer (a stack of cells has no one direction)
+    ConfigObject cell(lc.at("cell"), lc.path_of("cell"));
+    if (cell.get_string("class_name") == "StackedRNNCells")
+      throw ConfigError(cell.path_of("class_name"),
+                        "Bidirectional wraps an RNN over one cell, got StackedRNNCells, which "
+                        "Tandem does not run in two directions");
+    RecurrentOptions o = read_cell_entry(cell);
+    read_sequence_keys(lc, o);
+    layer = std::make_unique<Recurrent>(layer_name, o);
+  } else {
+    layer = read_recurrent(lc, layer_name, kinds.at(cls));
+  }
   lc.finish();
   return layer;
 }

@@ -297,14 +297,28 @@ OnnxValue export_stacked_rnn(LayerCall& call, const nn::StackedRnn& stack) {
   return x;
 }
 
-// Keras' RNN over a cell: its cell's layer ("LSTMCell": LSTM), the cell's keys beside the RNN's.
+// A recurrent layer's class and config as its cell's layer's: an RNN over one cell is that
+// cell's layer ("LSTMCell": LSTM), the cell's keys beside the RNN's; any other stays as it is.
+struct CellLayer {
+  std::string cls;
+  nlohmann::json config;
+};
+CellLayer as_cell_layer(const std::string& cls, const nlohmann::json& config) {
+  if (cls != "RNN") return {cls, config};
+  const nlohmann::json& cell = config.at("cell");
+  nlohmann::json merged = config;
+  merged.update(cell.at("config"));
+  const std::string cell_class = cell.at("class_name");
+  return {cell_class.substr(0, cell_class.size() - std::string("Cell").size()), merged};
+}
+
+// Keras' RNN over a cell: its cell's layer's nodes; over StackedRNNCells, each cell's in turn.
 OnnxValue export_rnn(LayerCall& call) {
   if (const auto* stack = dynamic_cast<const nn::StackedRnn*>(&call.layer))
     return export_stacked_rnn(call, *stack);
-  const nlohmann::json cell = call.config.at("cell");
-  call.config.update(cell.at("config"));
-  const std::string cls = cell.at("class_name").get<std::string>();
-  return export_recurrent_as(call, cls.substr(0, cls.size() - std::string("Cell").size()));
+  CellLayer layer = as_cell_layer("RNN", call.config);
+  call.config = std::move(layer.config);
+  return export_recurrent_as(call, layer.cls);
 }
 
 // A Bidirectional's initial states as ONNX takes them: per state, the forward layer's and the
@@ -362,10 +376,14 @@ std::string merged_directions(LayerCall& call, const std::string& y, const std::
 OnnxValue export_bidirectional(LayerCall& call) {
   refuse_masked(call);
   const nlohmann::json& layer = call.config.at("layer");
-  const std::string cls = layer.at("class_name");
-  const nlohmann::json& config = layer.at("config");
-  const nlohmann::json& back =
-      call.config.contains("backward_layer") ? call.config["backward_layer"]["config"] : config;
+  const CellLayer ahead_layer = as_cell_layer(layer.at("class_name"), layer.at("config"));
+  const std::string& cls = ahead_layer.cls;
+  const nlohmann::json& config = ahead_layer.config;
+  const nlohmann::json back = call.config.contains("backward_layer")
+                                  ? as_cell_layer(call.config["backward_layer"].at("class_name"),
+                                                  call.config["backward_layer"].at("config"))
+                                        .config
+                                  : config;
   if (config.value("go_backwards", false))
     call.refuse("its forward layer runs backwards (go_backwards), which ONNX's directions do not");
   // The forward layer's weights, then the backward layer's (Bidirectional's order).

@@ -251,13 +251,25 @@ TEST(Bidirectional, ConfigsReadBackAndBadOnesAreRefusedAtTheirPlace) {
 
   json forwards_too = lstm;
   forwards_too["config"]["name"] = "back";
+  const auto rnn_over = [](const json& cell) {
+    return json{{"class_name", "RNN"}, {"config", {{"cell", cell}}}};
+  };
+  const json stacked_cells = {
+      {"class_name", "StackedRNNCells"},
+      {"config",
+       {{"cells", json::array({json{{"class_name", "GRUCell"}, {"config", {{"units", 2}}}}})}}}};
+  const json no_units = {{"class_name", "GRUCell"}, {"config", {{"units", 0}}}};
   const std::vector<std::pair<json, std::string>> bad{
       {{{"layer", lstm}, {"merge_mode", nullptr}},
        "'layer.config.merge_mode': null (the two directions' outputs as two tensors)"},
       {{{"layer", lstm}, {"merge_mode", "max"}}, "'layer.config.merge_mode'"},
       {{{"layer", {{"class_name", "Dense"}, {"config", {{"units", 2}}}}}},
-       "'layer.config.layer.class_name': Bidirectional wraps a SimpleRNN, LSTM or GRU, got "
+       "'layer.config.layer.class_name': Bidirectional wraps a SimpleRNN, LSTM, GRU or RNN, got "
        "'Dense'"},
+      {{{"layer", rnn_over(stacked_cells)}},
+       "'layer.config.layer.config.cell.class_name': Bidirectional wraps an RNN over one cell, got "
+       "StackedRNNCells, which Tandem does not run in two directions"},
+      {{{"layer", rnn_over(no_units)}}, "'layer.config.layer.config.cell.config.units'"},
       {json::object(), "'layer.config.layer'"},
       {{{"layer", lstm}, {"backward_layer", forwards_too}},
        "'layer.config.backward_layer': its go_backwards must be the opposite"},

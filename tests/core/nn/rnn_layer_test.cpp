@@ -155,6 +155,34 @@ TEST(RnnLayer, StackedCellsAreTheirLayersOneAfterTheOther) {
   EXPECT_EQ(again->layer(0).config(), cfg);
 }
 
+// Bidirectional over an RNN of one cell: the Bidirectional of the cell's layer, bit for bit, its
+// weights named as Keras 2 names them ("forward_rnn/gru_cell/kernel").
+TEST(RnnLayer, ABidirectionalRnnOverACellIsTheBidirectionalOfItsLayer) {
+  const json over_cell = {{"class_name", "Bidirectional"},
+                          {"config",
+                           {{"merge_mode", "sum"},
+                            {"layer", rnn("GRUCell", {{"name", "gru_cell"}, {"units", 3}},
+                                          {{"return_sequences", true}})}}}};
+  const json over_layer = {
+      {"class_name", "Bidirectional"},
+      {"config",
+       {{"merge_mode", "sum"},
+        {"layer",
+         {{"class_name", "GRU"}, {"config", {{"units", 3}, {"return_sequences", true}}}}}}}};
+  auto a = Model::from_config(sequence_model(over_cell), "model", 0);
+  auto b = Model::from_config(sequence_model(over_layer), "model", 0);
+  const std::vector<Parameter*> wa = a->layer(0).parameters(), wb = b->layer(0).parameters();
+  ASSERT_EQ(wa.size(), 6u);
+  EXPECT_EQ(wa[0]->name, "forward_rnn/gru_cell/kernel");
+  EXPECT_EQ(wa[3]->name, "backward_rnn/gru_cell/kernel");
+  expect_same_bits(*a, *b, wa, wb, 13);
+  const json cfg = a->layer(0).config();
+  EXPECT_EQ(cfg["layer"]["class_name"], "RNN");
+  auto again = Model::from_config(
+      sequence_model({{"class_name", "Bidirectional"}, {"config", cfg}}), "model", 0);
+  EXPECT_EQ(again->layer(0).config(), cfg);
+}
+
 TEST(RnnLayer, BadCellsAreRefusedAtTheirPlace) {
   const std::string at = "'model.config.layers[1].config.";
   auto expect_error = [&](const json& layer, const std::string& where, const std::string& what) {
