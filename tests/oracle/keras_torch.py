@@ -334,7 +334,13 @@ def conv_lstm(cfg, x, w, rank):
         c = gate(f) * c + gate(i) * act(g)
         h = gate(o) * act(c)
         outputs.append(h.permute(*last))
-    return torch.stack(outputs, 1) if cfg.get("return_sequences") else outputs[-1]
+    y = torch.stack(outputs, 1) if cfg.get("return_sequences") else outputs[-1]
+    if not cfg.get("return_state"):
+        return y
+    # The output, then the final h and c, each sample's values flattened (Tandem's packing).
+    rows = x.shape[0]
+    return torch.cat([y.reshape(rows, -1), h.permute(*last).reshape(rows, -1),
+                      c.permute(*last).reshape(rows, -1)], dim=1)
 
 
 def recurrent(cls, cfg, x, w, mask=None, initial=()):

@@ -555,7 +555,8 @@ TEST(LayerOracle, EinsumDenseMatchesTorchEinsum) {
 }
 
 // Keras' convolutional LSTMs: ConvLSTM2D valid and same, strided, every step or the last,
-// go_backwards; ConvLSTM1D; ConvLSTM3D; outputs and every gradient through the steps.
+// go_backwards; ConvLSTM1D; ConvLSTM3D; with return_state the final h and c after the output;
+// outputs and every gradient through the steps (the states' own included).
 TEST(LayerOracle, ConvLstmMatchesPyTorch) {
   std::vector<Case> cases;
   cases.push_back({"ConvLSTM2DSequences",
@@ -591,6 +592,18 @@ TEST(LayerOracle, ConvLstmMatchesPyTorch) {
   cases.push_back({"ConvLSTM3D",
                    entry("ConvLSTM3D", {{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}}),
                    {{"", {2, 3, 3, 4, 3, 2}}}});
+  cases.push_back({"ConvLSTM2DFinalStates",
+                   entry("ConvLSTM2D", {{"filters", 2},
+                                        {"kernel_size", 3},
+                                        {"padding", "same"},
+                                        {"return_sequences", true},
+                                        {"return_state", true}}),
+                   {{"", {2, 3, 4, 5, 2}}}});
+  cases.push_back(
+      {"ConvLSTM1DFinalStatesBackwards",
+       entry("ConvLSTM1D",
+             {{"filters", 3}, {"kernel_size", 2}, {"go_backwards", true}, {"return_state", true}}),
+       {{"", {2, 4, 6, 2}}}});
   check_against_torch(cases);
 }
 

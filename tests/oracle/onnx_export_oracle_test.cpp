@@ -631,6 +631,23 @@ std::vector<Case> cases() {
     bidirectional["config"]["output_layers"] = {{"bi", 0, 0}, {"bi", 0, 4}, {"bi", 0, 1}};
     c.push_back({"bidirectional_states", bidirectional, {{{5, 3}}}, false});
   }
+  // A ConvLSTM2D's final h and c (return_state) as outputs of their own and read by a
+  // Conv2D: the packed output, sliced back into its parts.
+  {
+    json layers = {input_layer("clip", {3, 5, 4, 2}),
+                   call("ConvLSTM2D", "encoder",
+                        {{"filters", 3},
+                         {"kernel_size", 3},
+                         {"padding", "same"},
+                         {"return_sequences", true},
+                         {"return_state", true}},
+                        {"clip"}),
+                   call("Conv2D", "head", {{"filters", 2}, {"kernel_size", 1}}, {"encoder"})};
+    layers[2]["inbound_nodes"][0][0][2] = 2;  // the head reads c
+    json model = functional(layers, {"clip"}, {"head"});
+    model["config"]["output_layers"] = {{"head", 0, 0}, {"encoder", 0, 1}, {"encoder", 0, 0}};
+    c.push_back({"conv_lstm_states", model, {{{3, 5, 4, 2}}}, false});
+  }
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),
                            call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},

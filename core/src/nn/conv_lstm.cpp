@@ -118,7 +118,8 @@ Shape ConvLstm::build(const Shape& input_shape, Rng& init) {
   cell_ = {f, options_.activation, options_.recurrent_activation, false};
   input_conv_.reset();
   recurrent_conv_.reset();
-  return output_shape_;
+  if (!options_.return_state) return output_shape_;
+  return {shape_size(output_shape_) + 2 * cells_ * f};
 }
 
 void ConvLstm::make_convolutions() {
@@ -149,7 +150,10 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
   batch_ = x.dim(0);
   const std::int64_t f = options_.filters, rows = batch_ * cells_;
   ops.place(output_, with_batch(batch_, output_shape_));
-  if (batch_ == 0) return output_;
+  if (batch_ == 0) {
+    pack_outputs();
+    return options_.return_state ? packed_ : output_;
+  }
   const std::int64_t in_width = shape_size(in_grid_) * channels_;
   time_major(ops, x, batch_, steps_, in_width, options_.go_backwards, swapped_, x_steps_);
   input_conv_->forward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
@@ -176,14 +180,51 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
                    output_);
   else
     ops.copy(Tensor::view(hs_, steps_ * rows * f, output_.shape()), output_);
-  return output_;
+  pack_outputs();
+  return options_.return_state ? packed_ : output_;
 }
 
-const Tensor& ConvLstm::backward(const Tensor& grad_output, bool need_input_grad) {
-  if (batch_ < 0 || grad_output.shape() != with_batch(batch_, output_shape_))
-    throw ShapeError(who() + ": gradient of shape " + shape_to_string(grad_output.shape()) +
-                     " does not match its output " +
-                     shape_to_string(with_batch(std::max<std::int64_t>(batch_, 0), output_shape_)));
+std::vector<Shape> ConvLstm::output_parts() const {
+  if (!options_.return_state) return {output_shape_};
+  Shape state = out_grid_;
+  state.push_back(options_.filters);
+  return {output_shape_, state, state};
+}
+
+void ConvLstm::pack_outputs() {
+  if (!options_.return_state) return;
+  backend::Backend& ops = this->ops();
+  const std::int64_t width = shape_size(output_shape_), state = cells_ * options_.filters;
+  const std::int64_t total = width + 2 * state;
+  ops.place(packed_, {batch_, total});
+  if (batch_ == 0) return;
+  const std::int64_t last = steps_ * batch_ * state;  // step `steps_` of hs_ and cs_
+  ops.copy_columns(output_.reshaped({batch_, width}), width, 0, packed_, total, 0, width);
+  ops.copy_columns(Tensor::view(hs_, last, {batch_, state}), state, 0, packed_, total, width,
+                   state);
+  ops.copy_columns(Tensor::view(cs_, last, {batch_, state}), state, 0, packed_, total,
+                   width + state, state);
+}
+
+const Tensor& ConvLstm::unpack_gradient(const Tensor& grad_output) {
+  backend::Backend& ops = this->ops();
+  const std::int64_t state = cells_ * options_.filters;
+  ops.fill(ops.place(dh_, {batch_ * cells_, options_.filters}), 0.0f);
+  ops.fill(ops.place(dc_, {batch_ * cells_, options_.filters}), 0.0f);
+  if (!options_.return_state) return grad_output;
+  const std::int64_t width = shape_size(output_shape_), total = width + 2 * state;
+  ops.copy_columns(grad_output, total, 0,
+                   ops.place(output_grad_, with_batch(batch_, output_shape_)), width, 0, width);
+  ops.copy_columns(grad_output, total, width, dh_, state, 0, state);
+  ops.copy_columns(grad_output, total, width + state, dc_, state, 0, state);
+  return output_grad_;
+}
+
+const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad) {
+  const Tensor& returned = options_.return_state ? packed_ : output_;
+  if (batch_ < 0 || given_grad.shape() != returned.shape())
+    throw ShapeError(who() + ": gradient of shape " + shape_to_string(given_grad.shape()) +
+                     " does not match its output " + shape_to_string(returned.shape()));
   backend::Backend& ops = this->ops();
   const std::int64_t f = options_.filters, rows = batch_ * cells_, out_width = cells_ * f;
   if (batch_ == 0) {
@@ -192,11 +233,11 @@ const Tensor& ConvLstm::backward(const Tensor& grad_output, bool need_input_grad
     grad_input_ = need_input_grad ? ops.place(grad_input_, with_batch(0, input_shape_)) : Tensor();
     return grad_input_;
   }
+  // dh_ and dc_ start from the final states' gradients (zeros without return_state).
+  const Tensor& grad_output = unpack_gradient(given_grad);
   if (options_.return_sequences)  // time-major, in processing order (as the output is)
     ops.swap_middle_axes(grad_output, {1, batch_, steps_, out_width},
                          ops.place(dh_out_, {steps_ * batch_, out_width}));
-  ops.fill(ops.place(dh_, {rows, f}), 0.0f);
-  ops.fill(ops.place(dc_, {rows, f}), 0.0f);
   ops.place(d_pre_, {steps_ * rows, kGates * f});
   for (std::int64_t s = steps_ - 1; s >= 0; --s) {
     // dh = dL/dh of the step: the output's part and the next step's (dh_, from dh_prev_).
@@ -252,7 +293,7 @@ nlohmann::json ConvLstm::config() const {
           {"trainable", trainable()},
           {"dtype", "float32"},
           {"return_sequences", options_.return_sequences},
-          {"return_state", false},
+          {"return_state", options_.return_state},
           {"go_backwards", options_.go_backwards},
           {"stateful", false},
           {"unroll", false},

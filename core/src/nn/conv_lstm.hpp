@@ -16,8 +16,9 @@
 //
 // Weights, in Keras' shapes: kernel (k..., channels, 4·filters), recurrent_kernel (k...,
 // filters, 4·filters), bias (4·filters; unit_forget_bias starts the forget gate's at 1); Keras 2
-// names them "conv_lstm_cell/kernel". Refused where the config asks for what is not computed:
-// dropout and recurrent_dropout above 0, stateful, return_state, a Keras mask reaching it.
+// names them "conv_lstm_cell/kernel". return_state: the call gives its output, then its final h
+// and c, packed as nn::SeveralOutputs says. Refused where the config asks for what is not
+// computed: dropout and recurrent_dropout above 0, stateful, a Keras mask reaching it.
 // Ownership and threads: as every layer's (tandem/layer.hpp).
 #pragma once
 
@@ -48,6 +49,8 @@ struct ConvLstmOptions {
   bool use_bias = true;
   bool unit_forget_bias = true;
   bool return_sequences = false;
+  /// The final states after the output (SeveralOutputs): h, then c, each (grid..., filters).
+  bool return_state = false;
   bool go_backwards = false;
   Initializer kernel_initializer{"glorot_uniform", std::nullopt, 0};
   Initializer recurrent_initializer{"orthogonal", std::nullopt, 0};
@@ -56,7 +59,10 @@ struct ConvLstmOptions {
   WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
 };
 
-class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
+class ConvLstm : public Layer,
+                 public WeightRules,
+                 public KerasTwoDefinitions,
+                 public SeveralOutputs {
  public:
   ConvLstm(std::string name, ConvLstmOptions options);
   ~ConvLstm() override;
@@ -70,6 +76,8 @@ class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
+  /// The output, then with return_state the final h and c.
+  std::vector<Shape> output_parts() const override;
   void use_keras2_definitions() override {
     options_.activation = keras2_definition(options_.activation);
     options_.recurrent_activation = keras2_definition(options_.recurrent_activation);
@@ -88,6 +96,10 @@ class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
   Shape images(std::int64_t n, const Shape& grid, std::int64_t channels) const;
   /// `from` (steps · batch, width) time-major back to (batch, steps, width) in `to` (sized).
   void to_batch_major(const Tensor& from, std::int64_t width, Tensor& to);
+  /// With return_state: output_, then the final h and c, each sample's values in a row of packed_.
+  void pack_outputs();
+  /// The output's part of a packed gradient (output_grad_), its states' into dh_ and dc_.
+  const Tensor& unpack_gradient(const Tensor& grad_output);
 
   ConvLstmOptions options_;
   Parameter kernel_, recurrent_kernel_, bias_;
@@ -99,7 +111,7 @@ class ConvLstm : public Layer, public WeightRules, public KerasTwoDefinitions {
   const backend::Backend* conv_backend_ = nullptr;
   backend::RecurrentCellDesc cell_;
   std::int64_t batch_ = -1;
-  Tensor x_steps_, xw_, hs_, cs_, pre_, rec_, output_, swapped_;
+  Tensor x_steps_, xw_, hs_, cs_, pre_, rec_, output_, swapped_, packed_, output_grad_;
   Tensor dh_out_, dh_, dc_, d_pre_, dh_prev_, dx_steps_, grad_input_;
 };
 

@@ -1630,10 +1630,7 @@ std::unique_ptr<Layer> make_conv_lstm(ConfigObject& c, const std::string& name) 
   o.unit_forget_bias = c.get_bool("unit_forget_bias", true);
   o.return_sequences = c.get_bool("return_sequences", false);
   o.go_backwards = c.get_bool("go_backwards", false);
-  if (c.get_bool("return_state", false))
-    throw ConfigError(c.path_of("return_state"),
-                      "a convolutional LSTM's final states as outputs are not supported by "
-                      "Tandem; set it to false");
+  o.return_state = c.get_bool("return_state", false);
   read_recurrent_flags(c);
   for (const char* key : {"dropout", "recurrent_dropout"})
     if (c.number_in(key, 0.0, 0.0, 1.0, false, true) > 0)

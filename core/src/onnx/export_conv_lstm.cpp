@@ -85,10 +85,24 @@ OnnxValue export_conv_lstm(LayerCall& call) {
     if (cfg.value("return_sequences", false))
       outputs.push_back(g.node("Unsqueeze", {h, g.int64s(p + "/step_axis", {2})}, p).output());
   }
-  if (outputs.empty()) return {h, state_shape, true};
   Shape sequence = state_shape;
   sequence.insert(sequence.begin(), steps);  // stored (N, filters, steps, grid...)
-  return {g.node("Concat", outputs, p).attr("axis", std::int64_t{2}).output(), sequence, true};
+  const OnnxValue result =
+      outputs.empty()
+          ? OnnxValue{h, state_shape, true}
+          : OnnxValue{g.node("Concat", outputs, p).attr("axis", std::int64_t{2}).output(), sequence,
+                      true};
+  if (!cfg.value("return_state", false)) return result;
+  // With return_state: the output, the final h and c, each sample's values flattened (Keras'
+  // layout) and concatenated, as the layer packs them.
+  std::vector<std::string> parts;
+  const OnnxValue packed[] = {result, {h, state_shape, true}, {c, state_shape, true}};
+  for (const OnnxValue& v : packed)
+    parts.push_back(
+        g.node("Reshape", {g.in_layout(v, false).name, g.int64s(p + "/flat_rows", {0, -1})}, p)
+            .output());
+  return {g.node("Concat", parts, p).attr("axis", std::int64_t{1}).output(), call.output_shape,
+          false};
 }
 
 }  // namespace

@@ -396,6 +396,34 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
           << "output " << k << " at " << i << ": " << fast[k][i] << " against " << baseline[k][i];
 }
 
+// `n` values scale · N(0, 1).
+Tensor random_values(Rng& rng, std::int64_t n, float scale) {
+  Tensor t({n});
+  for (std::int64_t i = 0; i < n; ++i) t[i] = scale * rng.normal();
+  return t;
+}
+
+// `step(n)` (a recurrent step's outputs for the first n of `rows` rows) run for every row on a
+// team of 2 threads and for a third of them on 1 gives those rows the same bits.
+template <class Step>
+void expect_rows_keep_their_bits(std::int64_t rows, Step step) {
+  const int threads = cpu::compute_threads();
+  cpu::set_compute_threads(2);
+  const std::vector<Tensor> whole = step(rows);
+  cpu::set_compute_threads(1);
+  const std::vector<Tensor> third = step(rows / 3);
+  cpu::set_compute_threads(threads);
+  for (std::size_t k = 0; k < whole.size(); ++k)
+    for (std::int64_t i = 0; i < third[k].size(); ++i)
+      ASSERT_EQ(std::memcmp(whole[k].data() + i, third[k].data() + i, sizeof(float)), 0)
+          << "output " << k << " at " << i << ": " << whole[k][i] << " against " << third[k][i];
+}
+
+// The first n rows of `t` (width values a row), as a tensor of their own.
+Tensor first_rows(const Tensor& t, std::int64_t n, std::int64_t width) {
+  return Tensor::view(t, 0, {n, width}).clone();
+}
+
 // Contract 1 asks each sample's result not to depend on the rows it is computed with: the LSTM
 // step (Keras' sigmoid gates and Keras 2's hard_sigmoid) gives each row the same bits for the
 // whole batch and for a third of it, on a team of 2 threads and of 1, forward and backward.
@@ -403,33 +431,19 @@ TEST(CpuBackend, LstmStepGivesEachRowItsBitsWhateverTheRowsAndThreads) {
   Backend& ops = cpu_backend();
   const std::int64_t rows = 96, u = 37;
   Rng rng(3);
-  auto random = [&](std::int64_t n, float scale) {
-    Tensor t({n});
-    for (std::int64_t i = 0; i < n; ++i) t[i] = scale * rng.normal();
-    return t;
-  };
-  const Tensor xw = random(rows * 4 * u, 3), rec = random(rows * 4 * u, 3);
-  const Tensor c_prev = random(rows * u, 2), dh = random(rows * u, 1), dc_next = random(rows * u, 1);
+  const Tensor xw = random_values(rng, rows * 4 * u, 3), rec = random_values(rng, rows * 4 * u, 3);
+  const Tensor c_prev = random_values(rng, rows * u, 2), dh = random_values(rng, rows * u, 1),
+               dc_next = random_values(rng, rows * u, 1);
   for (const ActivationKind gate : {ActivationKind::sigmoid, ActivationKind::hard_sigmoid}) {
     const RecurrentCellDesc d{u, ActivationKind::tanh, gate, false};
-    auto step = [&](std::int64_t n, int threads) {
-      cpu::set_compute_threads(threads);
-      auto first = [&](const Tensor& t, std::int64_t width) {
-        return Tensor::view(t, 0, {n, width}).clone();
-      };
+    expect_rows_keep_their_bits(rows, [&](std::int64_t n) {
       Tensor pre({n, 4 * u}), c({n, u}), h({n, u}), d_pre({n, 4 * u});
-      ops.lstm_step_forward(d, first(xw, 4 * u), first(rec, 4 * u), first(c_prev, u), pre, c, h);
-      Tensor dc = first(dc_next, u);
-      ops.lstm_step_backward(d, pre, first(c_prev, u), c, first(dh, u), dc, d_pre);
+      ops.lstm_step_forward(d, first_rows(xw, n, 4 * u), first_rows(rec, n, 4 * u),
+                            first_rows(c_prev, n, u), pre, c, h);
+      Tensor dc = first_rows(dc_next, n, u);
+      ops.lstm_step_backward(d, pre, first_rows(c_prev, n, u), c, first_rows(dh, n, u), dc, d_pre);
       return std::vector<Tensor>{h, c, dc, d_pre};
-    };
-    const int threads = cpu::compute_threads();
-    const std::vector<Tensor> whole = step(rows, 2), third = step(rows / 3, 1);
-    cpu::set_compute_threads(threads);
-    for (std::size_t k = 0; k < whole.size(); ++k)
-      for (std::int64_t i = 0; i < third[k].size(); ++i)
-        ASSERT_EQ(std::memcmp(whole[k].data() + i, third[k].data() + i, sizeof(float)), 0)
-            << "output " << k << " at " << i << ": " << whole[k][i] << " against " << third[k][i];
+    });
   }
 }
 
@@ -439,33 +453,19 @@ TEST(CpuBackend, GruStepGivesEachRowItsBitsWhateverTheRowsAndThreads) {
   Backend& ops = cpu_backend();
   const std::int64_t rows = 96, u = 37;
   Rng rng(4);
-  auto random = [&](std::int64_t n, float scale) {
-    Tensor t({n});
-    for (std::int64_t i = 0; i < n; ++i) t[i] = scale * rng.normal();
-    return t;
-  };
-  const Tensor xw = random(rows * 3 * u, 3), rec = random(rows * 3 * u, 3);
-  const Tensor h_prev = random(rows * u, 1), dh = random(rows * u, 1);
+  const Tensor xw = random_values(rng, rows * 3 * u, 3), rec = random_values(rng, rows * 3 * u, 3);
+  const Tensor h_prev = random_values(rng, rows * u, 1), dh = random_values(rng, rows * u, 1);
   for (const ActivationKind gate : {ActivationKind::sigmoid, ActivationKind::hard_sigmoid})
     for (const bool reset_before : {false, true}) {
       const RecurrentCellDesc d{u, ActivationKind::tanh, gate, reset_before};
-      auto step = [&](std::int64_t n, int threads) {
-        cpu::set_compute_threads(threads);
-        auto first = [&](const Tensor& t, std::int64_t width) {
-          return Tensor::view(t, 0, {n, width}).clone();
-        };
+      expect_rows_keep_their_bits(rows, [&](std::int64_t n) {
         Tensor pre({n, 4 * u}), h({n, u}), d_xw({n, 3 * u}), d_rec({n, 3 * u}), dh_prev({n, u});
-        ops.gru_step_forward(d, first(xw, 3 * u), first(rec, 3 * u), first(h_prev, u), pre, h);
-        ops.gru_step_backward(d, pre, first(h_prev, u), first(dh, u), d_xw, d_rec, dh_prev);
+        ops.gru_step_forward(d, first_rows(xw, n, 3 * u), first_rows(rec, n, 3 * u),
+                             first_rows(h_prev, n, u), pre, h);
+        ops.gru_step_backward(d, pre, first_rows(h_prev, n, u), first_rows(dh, n, u), d_xw, d_rec,
+                              dh_prev);
         return std::vector<Tensor>{h, d_xw, d_rec, dh_prev};
-      };
-      const int threads = cpu::compute_threads();
-      const std::vector<Tensor> whole = step(rows, 2), third = step(rows / 3, 1);
-      cpu::set_compute_threads(threads);
-      for (std::size_t k = 0; k < whole.size(); ++k)
-        for (std::int64_t i = 0; i < third[k].size(); ++i)
-          ASSERT_EQ(std::memcmp(whole[k].data() + i, third[k].data() + i, sizeof(float)), 0)
-              << "output " << k << " at " << i << ": " << whole[k][i] << " against " << third[k][i];
+      });
     }
 }
 

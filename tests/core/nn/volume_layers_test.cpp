@@ -326,8 +326,6 @@ TEST(ConvLstm, ShapesWeightsAndConfigAsKeras) {
                "not supported");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"recurrent_dropout", 0.1}},
                "recurrent_dropout", "not supported");
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"return_state", true}}, "return_state",
-               "not supported");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"stateful", true}}, "stateful",
                "not supported");
   expect_error({{"filters", 2}, {"kernel_size", {3, 3, 3}}}, "kernel_size", "a list of 2");
