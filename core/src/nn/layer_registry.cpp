@@ -114,6 +114,24 @@ std::unique_ptr<Layer> make_dense(ConfigObject& c, const std::string& name) {
   return std::make_unique<Dense>(name, o);
 }
 
+// Entries `from` on of a shape list (Keras' noise_shape, EinsumDense's output_shape): each null
+// or a positive integer, else a ConfigError at the entry's path.
+std::vector<std::optional<std::int64_t>> read_optional_sizes(const nlohmann::json& v,
+                                                             std::size_t from,
+                                                             const std::string& path) {
+  std::vector<std::optional<std::int64_t>> shape;
+  for (std::size_t i = from; i < v.size(); ++i) {
+    if (v[i].is_null())
+      shape.emplace_back();
+    else if (v[i].is_number_integer() && v[i].get<std::int64_t>() > 0)
+      shape.emplace_back(v[i].get<std::int64_t>());
+    else
+      throw ConfigError(path + "[" + std::to_string(i) + "]",
+                        "expected null or a positive integer, got " + v[i].dump());
+  }
+  return shape;
+}
+
 // Keras' EinsumDense output_shape: an integer, or a list of null or positive integers (the
 // output's axes after the batch's).
 std::vector<std::optional<std::int64_t>> read_einsum_output_shape(ConfigObject& c) {
@@ -125,17 +143,7 @@ std::vector<std::optional<std::int64_t>> read_einsum_output_shape(ConfigObject& 
                       "expected a positive integer or a list (null or a positive integer "
                       "per axis after the batch's), got " +
                           v.dump());
-  std::vector<std::optional<std::int64_t>> shape;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (v[i].is_null())
-      shape.emplace_back();
-    else if (v[i].is_number_integer() && v[i].get<std::int64_t>() > 0)
-      shape.emplace_back(v[i].get<std::int64_t>());
-    else
-      throw ConfigError(path + "[" + std::to_string(i) + "]",
-                        "expected null or a positive integer, got " + v[i].dump());
-  }
-  return shape;
+  return read_optional_sizes(v, 0, path);
 }
 
 std::unique_ptr<Layer> make_einsum_dense(ConfigObject& c, const std::string& name) {
@@ -463,18 +471,7 @@ std::vector<std::optional<std::int64_t>> read_noise_shape(const nlohmann::json& 
   if (!v[0].is_null())
     throw ConfigError(path + "[0]", "Tandem draws one mask per sample; the batch entry must be "
                                     "null, got " + v[0].dump());
-  std::vector<std::optional<std::int64_t>> shape;
-  for (std::size_t i = 1; i < v.size(); ++i) {
-    if (v[i].is_null()) {
-      shape.emplace_back();
-    } else if (v[i].is_number_integer() && v[i].get<std::int64_t>() > 0) {
-      shape.emplace_back(v[i].get<std::int64_t>());
-    } else {
-      throw ConfigError(path + "[" + std::to_string(i) + "]",
-                        "expected null or a positive integer, got " + v[i].dump());
-    }
-  }
-  return shape;
+  return read_optional_sizes(v, 1, path);
 }
 
 // What Keras' two attention layers without projections read alike (their scores aside).
@@ -1526,6 +1523,18 @@ std::unique_ptr<Recurrent> read_recurrent(ConfigObject& c, const std::string& na
   return std::make_unique<Recurrent>(name, o);
 }
 
+// The config object of an entry ({"class_name", "config"} and the keys Keras 3 writes beside them:
+// module, registered_name, build_config), the entry finished. Throws ConfigError at the config's
+// path unless it is an object.
+const nlohmann::json& entry_config(ConfigObject& entry) {
+  entry.ignore({"module", "registered_name", "build_config"});
+  const nlohmann::json& config = entry.at("config");
+  entry.finish();
+  if (!config.is_object())
+    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  return config;
+}
+
 // A cell's entry ({"class_name": "LSTMCell", "config": {...}}) as its layer's options: the
 // cell's keys read at its config, its name kept for its weights'.
 RecurrentOptions read_cell_entry(ConfigObject& entry) {
@@ -1538,11 +1547,7 @@ RecurrentOptions read_cell_entry(ConfigObject& entry) {
                       "Tandem's RNN takes an LSTMCell, GRUCell, SimpleRNNCell or StackedRNNCells "
                       "of them, got '" +
                           cls + "' (a cell written in Python cannot be read)");
-  entry.ignore({"module", "registered_name", "build_config"});
-  const nlohmann::json& config = entry.at("config");
-  entry.finish();
-  if (!config.is_object())
-    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  const nlohmann::json& config = entry_config(entry);
   RecurrentOptions o;
   o.kind = kinds.at(cls);
   ConfigObject cell(config, entry.path_of("config"));
@@ -1558,11 +1563,7 @@ RecurrentOptions read_cell_entry(ConfigObject& entry) {
 // what the RNN returns (nn/stacked_rnn.hpp).
 std::unique_ptr<Layer> make_stacked_rnn(ConfigObject& c, ConfigObject& entry,
                                         const std::string& name) {
-  entry.ignore({"module", "registered_name", "build_config"});
-  const nlohmann::json& config = entry.at("config");
-  entry.finish();
-  if (!config.is_object())
-    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  const nlohmann::json& config = entry_config(entry);
   ConfigObject stack(config, entry.path_of("config"));
   const std::string stack_name =
       stack.has("name") ? stack.get_string("name") : std::string("stacked_rnn_cells");
@@ -1663,11 +1664,8 @@ std::unique_ptr<Recurrent> make_wrapped(ConfigObject& c, const char* key, const 
   if (!kinds.count(cls) && cls != "RNN")
     throw ConfigError(entry.path_of("class_name"),
                       "Bidirectional wraps a SimpleRNN, LSTM, GRU or RNN, got '" + cls + "'");
-  entry.ignore({"module", "registered_name", "build_config", "name"});
-  nlohmann::json config = entry.at("config");
-  entry.finish();
-  if (!config.is_object())
-    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  entry.ignore({"name"});
+  nlohmann::json config = entry_config(entry);
   const std::string inner = config.contains("name") && config["name"].is_string()
                                 ? config["name"].get<std::string>()
                                 : layer_registry().at(cls).default_name;
@@ -1737,11 +1735,8 @@ std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string&
   const auto it = layer_registry().find(cls);
   if (it == layer_registry().end())
     throw ConfigError(entry.path_of("class_name"), "unknown layer class '" + cls + "'");
-  entry.ignore({"module", "registered_name", "build_config", "name"});
-  const nlohmann::json& config = entry.at("config");
-  entry.finish();
-  if (!config.is_object())
-    throw ConfigError(entry.path_of("config"), "expected an object, got " + json_type_name(config));
+  entry.ignore({"name"});
+  const nlohmann::json& config = entry_config(entry);
   ConfigObject lc(config, entry.path_of("config"));
   const std::string inner_name = lc.get_string("name", it->second.default_name);
   lc.ignore({"trainable", "dtype", "batch_input_shape", "batch_shape", "input_shape", "input_dim",

@@ -43,9 +43,13 @@ struct CellActivations {
   // Fills sigmoid from pre (rows × 4u, every unit's) and tanh_g from its third block of units
   // (LSTM's g, GRU's candidate).
   void gates(const float* pre, std::int64_t rows, std::int64_t u) {
+    sigmoids(pre, rows, u);
+    candidates(pre, rows, u);
+  }
+  // Fills sigmoid from pre (rows × 4u).
+  void sigmoids(const float* pre, std::int64_t rows, std::int64_t u) {
     sigmoid.resize(static_cast<std::size_t>(rows * 4 * u));
     cpu::eltwise_forward(cpu::Eltwise::logistic, pre, sigmoid.data(), rows * 4 * u);
-    candidates(pre, rows, u);
   }
   // Fills tanh_g from pre's third block of units.
   void candidates(const float* pre, std::int64_t rows, std::int64_t u) {
@@ -117,8 +121,7 @@ void gru_forward_vectorised(const RecurrentCellDesc& d, std::int64_t rows, const
                           j);
   });
   CellActivations& a = thread_activations();
-  a.sigmoid.resize(static_cast<std::size_t>(rows * 4 * u));
-  cpu::eltwise_forward(cpu::Eltwise::logistic, pre.data(), a.sigmoid.data(), rows * 4 * u);
+  a.sigmoids(pre.data(), rows, u);
   each_unit(rows, u, [&](std::int64_t r, std::int64_t j) {
     math::gru_candidate_input(d, xw.data() + r * 3 * u, a.sigmoid[r * 4 * u + u + j],
                               pre.data() + r * 4 * u, j);
