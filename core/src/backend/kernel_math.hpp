@@ -606,12 +606,16 @@ TANDEM_HD inline void normalization_factors(double mean, double variance, bool i
 }
 
 /// Layer normalization of one row: its mean and 1 / sqrt(biased variance + epsilon), two
-/// passes in double, each summed in lanes.
+/// passes in double, each summed in lanes. Without `centred_variance` (RMSNormalization) the
+/// mean is taken as 0: 1 / sqrt(mean of squares + epsilon), one pass.
 TANDEM_HD_INLINED void layer_norm_row_stats(const float* x, std::int64_t cols, double epsilon,
-                                            float* mean, float* inv_std) {
-  double sums[kRowLanes] = {};
-  for_each_in_lanes(cols, [&](std::int64_t c, int k) { sums[k] = dadd(sums[k], f2d(x[c])); });
-  const double m = ddiv(lanes_total(sums), i2d(cols));
+                                            bool centred_variance, float* mean, float* inv_std) {
+  double m = 0.0;
+  if (centred_variance) {
+    double sums[kRowLanes] = {};
+    for_each_in_lanes(cols, [&](std::int64_t c, int k) { sums[k] = dadd(sums[k], f2d(x[c])); });
+    m = ddiv(lanes_total(sums), i2d(cols));
+  }
   double squares[kRowLanes] = {};
   for_each_in_lanes(cols, [&](std::int64_t c, int k) {
     const double d = dsub(f2d(x[c]), m);
@@ -619,6 +623,12 @@ TANDEM_HD_INLINED void layer_norm_row_stats(const float* x, std::int64_t cols, d
   });
   *mean = d2f(m);
   *inv_std = d2f(ddiv(1.0, dsqrt(dadd(ddiv(lanes_total(squares), i2d(cols)), epsilon))));
+}
+
+/// What the output subtracts from x before scaling: the row's mean, or nothing (0) where the
+/// output is not centred (Keras' rms_scaling, RMSNormalization).
+TANDEM_HD_INLINED float layer_norm_output_shift(float mean, bool centred_output) {
+  return centred_output ? mean : 0.0f;
 }
 
 /// The normalized value of x given its row's statistics.
@@ -631,7 +641,7 @@ TANDEM_HD_INLINED float layer_norm_hat(float x, float mean, float inv_std) {
 /// rows across threads and still add as the CUDA kernel (one thread per column) does.
 inline constexpr std::int64_t kLayerNormRowBlock = 128;
 
-/// The gamma gradient's term of one value: dy * x-hat.
+/// The gamma gradient's term of one value: dy * x-hat (x-hat of the output's shift).
 TANDEM_HD_INLINED float layer_norm_gamma_term(float dy, float x, float mean, float inv_std) {
   return fmul(dy, layer_norm_hat(x, mean, inv_std));
 }
@@ -647,21 +657,24 @@ TANDEM_HD_INLINED void layer_norm_row(const float* x, float* y, std::int64_t col
   }
 }
 
-/// dx of one row: inv_std (g - mean(g) - x-hat mean(g x-hat)), g = dy * gamma; the means in
-/// double, summed in lanes (dx may be dy).
+/// dx of one row, g = dy * gamma, shift = layer_norm_output_shift(mean, centred_output):
+/// inv_std (g - mean(g) - x-hat mean(g x-hat)) when centred (x-hat = (x - mean) inv_std);
+/// otherwise inv_std (g - (x - mean) inv_std mean(g x inv_std)), the variance's own mean kept
+/// (0 for RMSNormalization). The means in double, summed in lanes (dx may be dy).
 TANDEM_HD_INLINED void layer_norm_row_backward(const float* x, const float* dy, const float* gamma,
-                                               float mean, float inv_std, std::int64_t cols,
-                                               float* dx) {
+                                               float mean, float inv_std, bool centred_output,
+                                               std::int64_t cols, float* dx) {
+  const float shift = layer_norm_output_shift(mean, centred_output);
   double sum_g[kRowLanes] = {}, sum_gx[kRowLanes] = {};
   const auto add = [&](std::int64_t c, int k, float g) {
     sum_g[k] = dadd(sum_g[k], f2d(g));
-    sum_gx[k] = dadd(sum_gx[k], f2d(fmul(g, layer_norm_hat(x[c], mean, inv_std))));
+    sum_gx[k] = dadd(sum_gx[k], f2d(fmul(g, layer_norm_hat(x[c], shift, inv_std))));
   };
   if (gamma)  // tested outside the loop, so that the loop has no branch to vectorise around
     for_each_in_lanes(cols, [&](std::int64_t c, int k) { add(c, k, fmul(dy[c], gamma[c])); });
   else
     for_each_in_lanes(cols, [&](std::int64_t c, int k) { add(c, k, dy[c]); });
-  const float k1 = d2f(ddiv(lanes_total(sum_g), i2d(cols)));
+  const float k1 = centred_output ? d2f(ddiv(lanes_total(sum_g), i2d(cols))) : 0.0f;
   const float k2 = d2f(ddiv(lanes_total(sum_gx), i2d(cols)));
   for (std::int64_t c = 0; c < cols; ++c) {
     const float g = gamma ? fmul(dy[c], gamma[c]) : dy[c];

@@ -253,6 +253,10 @@ std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   if (d.cols <= 0 || rows * d.cols != x.size())
     throw std::logic_error("backend operation layer_norm: " + std::to_string(x.size()) +
                            " values are not rows of " + std::to_string(d.cols));
+  if (d.centred_output && !d.centred_variance)
+    throw std::logic_error(
+        "backend operation layer_norm: an output centred on a mean the "
+        "variance does not use");
   return rows;
 }
 

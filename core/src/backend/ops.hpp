@@ -149,9 +149,15 @@ struct UpdateTensors {
 };
 
 /// Layer normalization of rows of `cols` values: each row's mean and biased variance.
+/// Keras' two root-mean-square forms change what the row is divided by and what the output
+/// keeps: LayerNormalization(rms_scaling=True) divides by the same deviation but leaves the mean
+/// in (centred_output false); RMSNormalization divides by the root of the mean of squares
+/// (centred_variance false, centred_output false).
 struct LayerNormDesc {
   std::int64_t cols = 0;
   double epsilon = 1e-3;
+  bool centred_variance = true;  // the variance about the row's mean (false: about 0)
+  bool centred_output = true;    // y = (x - mean) ... (false: y = x ...)
 };
 
 /// Where an embedding lookup failed: the first input position (row-major) whose value is not an
@@ -403,8 +409,9 @@ class Backend {
   virtual void uniform_noise(const DropoutDesc& desc, Tensor& noise, std::int64_t cols) = 0;
 
   /// Layer normalization: y = (x - mean) / sqrt(var + eps) * gamma + beta per row (gamma and
-  /// beta, `cols` values, may be null); `stats` (resized here to 2 x rows) keeps each row's mean
-  /// and 1 / sqrt(var + eps) for the backward.
+  /// beta, `cols` values, may be null), in the root-mean-square forms the desc names (there beta
+  /// must be null); `stats` (resized here to 2 x rows) keeps each row's mean (0 without
+  /// centred_variance) and 1 / sqrt(var + eps) for the backward.
   virtual void layer_norm_forward(const LayerNormDesc& desc, const Tensor& x, const Tensor* gamma,
                                   const Tensor* beta, Tensor& y, Tensor& stats) = 0;
   /// The forward's gradients: dx (may be null), d_gamma and d_beta (may be null; the sums over

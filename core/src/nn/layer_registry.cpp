@@ -304,9 +304,19 @@ void read_affine_normalization(ConfigObject& c, AffineNormalizationOptions& o) {
 std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::string& name) {
   LayerNormalizationOptions o;
   read_affine_normalization(c, o);
-  if (c.get_bool("rms_scaling", false))
-    throw ConfigError(c.path_of("rms_scaling"), "RMS scaling is not supported by Tandem");
+  o.rms_scaling = c.get_bool("rms_scaling", false);
+  if (o.rms_scaling)
+    warn_once(c.path_of("rms_scaling") +
+              ": computed as Keras defines it, x / sqrt(variance + epsilon) * gamma (the "
+              "mean left in, no beta), which Keras has deprecated; RMSNormalization divides by "
+              "the root mean square");
   return std::make_unique<LayerNormalization>(name, o);
+}
+
+// Keras 3's RMSNormalization: axis (the last) and epsilon (1e-6).
+std::unique_ptr<Layer> make_rms_normalization(ConfigObject& c, const std::string& name) {
+  const std::int64_t axis = read_last_axis(c);
+  return std::make_unique<RmsNormalization>(name, axis, read_epsilon(c, 1e-6));
 }
 
 std::unique_ptr<Layer> make_group_normalization(ConfigObject& c, const std::string& name) {
@@ -1786,6 +1796,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Minimum", {"minimum", make_extremum<false>}},
       {"LayerNormalization", {"layer_normalization", make_layer_normalization}},
       {"GroupNormalization", {"group_normalization", make_group_normalization}},
+      {"RMSNormalization", {"rms_normalization", make_rms_normalization}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
       {"Attention", {"attention", make_attention}},
       {"AdditiveAttention", {"additive_attention", make_additive_attention}},

@@ -41,7 +41,7 @@ const std::set<std::string>& merging() {
 }
 
 // Keras' layers without mask support, which Keras 3 gives no mask (and Keras 2 refuses one):
-// the mask ends there.
+// the mask ends there. (RMSNormalization is Keras 3's alone.)
 const std::set<std::string>& dropping() {
   static const std::set<std::string> classes{"Conv1D",
                                              "Conv2D",
@@ -66,7 +66,8 @@ const std::set<std::string>& dropping() {
                                              "DepthwiseConv1D",
                                              "SeparableConv1D",
                                              "Resizing",
-                                             "CenterCrop"};
+                                             "CenterCrop",
+                                             "RMSNormalization"};
   return classes;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/kernel_math.hpp"
+#include "backend/ops.hpp"
 #include "nn/group_normalization.hpp"
 #include "nn/permute.hpp"
 #include "nn/time_distributed.hpp"
@@ -294,27 +295,32 @@ OnnxValue export_batch_normalization(LayerCall& call) {
 
 // LayerNormalization over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta,
 // written with ReduceMean (ONNX's own LayerNormalization needs opset 17).
-// `x` normalised over its last stored axis: (x - mean) / sqrt(var + the call's epsilon).
-std::string normalized_over_last_axis(LayerCall& call, const std::string& x) {
+// `x` normalised over its last stored axis in the form `desc` names: (x - mean) / sqrt(var +
+// epsilon), or, not centred, x / sqrt(var + epsilon) (Keras' rms_scaling) or x / sqrt(mean(x²)
+// + epsilon) (RMSNormalization). The epsilon is the call's, `fallback` without one.
+std::string normalized_over_last_axis(LayerCall& call, const std::string& x,
+                                      const backend::LayerNormDesc& desc, float fallback) {
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
   const auto mean_of = [&](const std::string& v) {
     return g.node("ReduceMean", {v}, p).attr("axes", std::vector<std::int64_t>{-1})
         .attr("keepdims", std::int64_t{1}).output();
   };
-  const std::string centered = g.node("Sub", {x, mean_of(x)}, p).output();
+  const std::string centered =
+      desc.centred_variance ? g.node("Sub", {x, mean_of(x)}, p).output() : x;
   const std::string variance =
       mean_of(g.node("Mul", {centered, centered}, p).output());
   const nlohmann::json& eps = key(call, "epsilon");
   const std::string deviation =
       g.node("Sqrt",
-             {g.node("Add", {variance, g.scalar(p + "/epsilon", eps.is_number() ? eps.get<float>()
-                                                                               : 1e-3f)},
+             {g.node("Add",
+                     {variance,
+                      g.scalar(p + "/epsilon", eps.is_number() ? eps.get<float>() : fallback)},
                      p)
                   .output()},
              p)
           .output();
-  return g.node("Div", {centered, deviation}, p).output();
+  return g.node("Div", {desc.centred_output ? centered : x, deviation}, p).output();
 }
 
 // gamma and beta per channel (the last axis), where the layer has them.
@@ -334,7 +340,23 @@ OnnxValue export_layer_normalization(LayerCall& call) {
   require_last_axis(call);
   OnnxGraph& g = call.graph;
   const OnnxValue x = g.in_layout(call.inputs[0], false);
-  return g.like(x, channel_affine(call, normalized_over_last_axis(call, x.name), x.shape.back()));
+  const bool rms_scaling = call.config.value("rms_scaling", false);
+  const backend::LayerNormDesc desc{0, 1e-3, true, !rms_scaling};
+  return g.like(x, channel_affine(call, normalized_over_last_axis(call, x.name, desc, 1e-3f),
+                                  x.shape.back()));
+}
+
+// RMSNormalization: x / Sqrt(ReduceMean(x · x) + epsilon) · scale.
+OnnxValue export_rms_normalization(LayerCall& call) {
+  require_last_axis(call);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const backend::LayerNormDesc desc{0, 1e-6, false, false};
+  const std::string y = normalized_over_last_axis(call, x.name, desc, 1e-6f);
+  const Tensor& scale = call.weight("scale");
+  return g.like(
+      x, g.node("Mul", {y, call.constant("scale", {scale.size()}, values_of(scale))}, call.prefix)
+             .output());
 }
 
 // GroupNormalization: the sample as (positions, groups, group channels), each group's values
@@ -350,7 +372,8 @@ OnnxValue export_group_normalization(LayerCall& call) {
   const std::string grouped = g.node("Transpose", {split.name}, p).attr("perm", swap).output();
   const OnnxValue rows =
       reshape_to(g, {grouped, {groups, n, k}, false}, {groups, n * k}, p + "/rows");
-  const OnnxValue normalized{normalized_over_last_axis(call, rows.name), {groups, n * k}, false};
+  const OnnxValue normalized{
+      normalized_over_last_axis(call, rows.name, {}, 1e-3f), {groups, n * k}, false};
   const OnnxValue back = reshape_to(g, normalized, {groups, n, k}, p + "/groups");
   const std::string ungrouped = g.node("Transpose", {back.name}, p).attr("perm", swap).output();
   const OnnxValue y =
@@ -614,6 +637,7 @@ void add_core_exporters(ExporterTable& table) {
   table["Normalization"] = export_normalization;
   table["BatchNormalization"] = export_batch_normalization;
   table["LayerNormalization"] = export_layer_normalization;
+  table["RMSNormalization"] = export_rms_normalization;
   table["GroupNormalization"] = export_group_normalization;
   table["Embedding"] = export_embedding;
   table["Masking"] = export_masking;

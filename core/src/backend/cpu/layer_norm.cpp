@@ -24,15 +24,18 @@ struct LayerNormRows {
   float *y, *mean_out, *inv_std_out, *dx, *d_gamma, *d_beta;
   std::int64_t cols;
   double epsilon;
+  bool centred_variance, centred_output;
 };
 
 [[gnu::always_inline]] inline void forward_rows(const LayerNormRows* t, std::int64_t r0,
                                                 std::int64_t r1) {
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* row = t->x + r * t->cols;
-    math::layer_norm_row_stats(row, t->cols, t->epsilon, t->mean_out + r, t->inv_std_out + r);
-    math::layer_norm_row(row, t->y + r * t->cols, t->cols, t->mean_out[r], t->inv_std_out[r],
-                         t->gamma, t->beta);
+    math::layer_norm_row_stats(row, t->cols, t->epsilon, t->centred_variance, t->mean_out + r,
+                               t->inv_std_out + r);
+    math::layer_norm_row(row, t->y + r * t->cols, t->cols,
+                         math::layer_norm_output_shift(t->mean_out[r], t->centred_output),
+                         t->inv_std_out[r], t->gamma, t->beta);
   }
 }
 
@@ -40,7 +43,7 @@ struct LayerNormRows {
                                                        std::int64_t r1) {
   for (std::int64_t r = r0; r < r1; ++r)
     math::layer_norm_row_backward(t->x + r * t->cols, t->dy + r * t->cols, t->gamma, t->mean[r],
-                                  t->inv_std[r], t->cols, t->dx + r * t->cols);
+                                  t->inv_std[r], t->centred_output, t->cols, t->dx + r * t->cols);
 }
 
 // The gamma and beta gradients' sums over rows [r0, r1) (one of kernel_math's row blocks) for
@@ -58,10 +61,12 @@ struct LayerNormRows {
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* g = t->dy + r * cols;
     const float* x = t->x + r * cols;
-    const float mean = t->mean[r], inv_std = t->inv_std[r];
+    const float shift = math::layer_norm_output_shift(t->mean[r], t->centred_output);
+    const float inv_std = t->inv_std[r];
     if (block_g)
       for (std::int64_t c = c0; c < c1; ++c)
-        block_g[c] = math::fadd(block_g[c], math::layer_norm_gamma_term(g[c], x[c], mean, inv_std));
+        block_g[c] =
+            math::fadd(block_g[c], math::layer_norm_gamma_term(g[c], x[c], shift, inv_std));
     if (block_b)
       for (std::int64_t c = c0; c < c1; ++c) block_b[c] = math::fadd(block_b[c], g[c]);
   }
@@ -118,6 +123,8 @@ void CpuBackend::layer_norm_forward(const LayerNormDesc& d, const Tensor& x, con
   t.inv_std_out = t.mean_out + rows;
   t.cols = d.cols;
   t.epsilon = d.epsilon;
+  t.centred_variance = d.centred_variance;
+  t.centred_output = d.centred_output;
   cpu::parallel_for(rows, rows_per_part(d.cols), [&](std::int64_t r0, std::int64_t r1) {
     cpu::run_loop<&forward_rows>(&t, r0, r1);
   });
@@ -138,6 +145,7 @@ void CpuBackend::layer_norm_backward(const LayerNormDesc& d, const Tensor& x, co
   t.d_gamma = d_gamma ? d_gamma->data() : nullptr;
   t.d_beta = d_beta ? d_beta->data() : nullptr;
   t.cols = d.cols;
+  t.centred_output = d.centred_output;
   if (d_gamma || d_beta) parameter_gradients(t, rows);
   if (!dx) return;
   require_device(*this, *dx, "layer_norm_backward");

@@ -355,6 +355,14 @@ void CudaBackend::gru_step_backward(const backend::RecurrentCellDesc& d, const T
                           dh_prev.data(), rows, stream_);
 }
 
+namespace {
+
+cuda::LayerNormForm layer_norm_form(const backend::LayerNormDesc& d) {
+  return {d.cols, d.epsilon, d.centred_variance, d.centred_output};
+}
+
+}  // namespace
+
 void CudaBackend::layer_norm_forward(const backend::LayerNormDesc& d, const Tensor& x,
                                      const Tensor* gamma, const Tensor* beta, Tensor& y,
                                      Tensor& stats) {
@@ -362,9 +370,9 @@ void CudaBackend::layer_norm_forward(const backend::LayerNormDesc& d, const Tens
   require(y, "layer_norm_forward");
   const std::int64_t rows = backend::layer_norm_rows(d, x);
   place(stats, {2 * rows});
-  cuda::layer_norm_forward(x.data(), gamma ? gamma->data() : nullptr,
+  cuda::layer_norm_forward(layer_norm_form(d), x.data(), gamma ? gamma->data() : nullptr,
                            beta ? beta->data() : nullptr, y.data(), stats.data(),
-                           stats.data() + rows, rows, d.cols, d.epsilon, stream_);
+                           stats.data() + rows, rows, stream_);
 }
 
 void CudaBackend::layer_norm_backward(const backend::LayerNormDesc& d, const Tensor& x,
@@ -375,10 +383,10 @@ void CudaBackend::layer_norm_backward(const backend::LayerNormDesc& d, const Ten
   require(stats, "layer_norm_backward");
   if (dx) require(*dx, "layer_norm_backward");
   const std::int64_t rows = backend::layer_norm_rows(d, x);
-  cuda::layer_norm_backward(x.data(), dy.data(), gamma ? gamma->data() : nullptr, stats.data(),
-                            stats.data() + rows, dx ? dx->data() : nullptr,
-                            d_gamma ? d_gamma->data() : nullptr, d_beta ? d_beta->data() : nullptr,
-                            rows, d.cols, stream_);
+  cuda::layer_norm_backward(layer_norm_form(d), x.data(), dy.data(),
+                            gamma ? gamma->data() : nullptr, stats.data(), stats.data() + rows,
+                            dx ? dx->data() : nullptr, d_gamma ? d_gamma->data() : nullptr,
+                            d_beta ? d_beta->data() : nullptr, rows, stream_);
 }
 
 }  // namespace tandem::cuda

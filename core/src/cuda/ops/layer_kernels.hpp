@@ -269,16 +269,23 @@ void adjust_images_backward(const backend::AdjustDesc& desc, const float* draws,
 
 // ---- LayerNormalization ------------------------------------------------------------------------
 
+/// Which of the layer normalization forms a launch computes (backend::LayerNormDesc's fields).
+struct LayerNormForm {
+  std::int64_t cols;
+  double epsilon;
+  bool centred_variance, centred_output;
+};
+
 /// One thread per row: the row's mean and 1/sqrt(var + eps) into mean[r], inv_std[r], then y
 /// (kernel_math's layer_norm_row_stats and layer_norm_row). gamma / beta may be null.
-void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
-                        float* mean, float* inv_std, std::int64_t rows, std::int64_t cols,
-                        double epsilon, cudaStream_t stream);
+void layer_norm_forward(LayerNormForm form, const float* x, const float* gamma, const float* beta,
+                        float* y, float* mean, float* inv_std, std::int64_t rows,
+                        cudaStream_t stream);
 /// dx (may be null; one thread per row) and d_gamma / d_beta (each may be null; one thread per
 /// column summing its rows in order).
-void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean,
-                         const float* inv_std, float* dx, float* d_gamma, float* d_beta,
-                         std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void layer_norm_backward(LayerNormForm form, const float* x, const float* dy, const float* gamma,
+                         const float* mean, const float* inv_std, float* dx, float* d_gamma,
+                         float* d_beta, std::int64_t rows, cudaStream_t stream);
 
 // ---- Discretization and CategoryEncoding ---------------------------------------------------
 
