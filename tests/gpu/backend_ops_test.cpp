@@ -437,6 +437,20 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
   expect_close(dx_cpu, down(dx_gpu), 1e-6, "layer norm dx");
   expect_close(dg_cpu, down(dg_gpu), 1e-6, "layer norm d_gamma");
   expect_close(db_cpu, down(db_gpu), 1e-6, "layer norm d_beta");
+
+  // The root-mean-square forms: rms_scaling (the mean left in) and RMSNormalization; gamma
+  // alone.
+  for (const backend::LayerNormDesc rd : {backend::LayerNormDesc{16, 1e-3, true, false},
+                                          backend::LayerNormDesc{16, 1e-6, false, false}}) {
+    const std::string form = rd.centred_variance ? "rms_scaling" : "rms normalization";
+    cpu().layer_norm_forward(rd, ln_x, &gamma, nullptr, y_cpu, stats_cpu);
+    gpu().layer_norm_forward(rd, x_gpu, &gamma_gpu, nullptr, y_gpu, stats_gpu);
+    expect_close(y_cpu, down(y_gpu), 1e-6, form);
+    cpu().layer_norm_backward(rd, ln_x, dy, &gamma, stats_cpu, &dx_cpu, &dg_cpu, nullptr);
+    gpu().layer_norm_backward(rd, x_gpu, up(dy), &gamma_gpu, stats_gpu, &dx_gpu, &dg_gpu, nullptr);
+    expect_close(dx_cpu, down(dx_gpu), 1e-6, form + " dx");
+    expect_close(dg_cpu, down(dg_gpu), 1e-6, form + " d_gamma");
+  }
 }
 
 // Padding, cropping and upsampling move whole cells: the same bits (the upsampling gradient

@@ -75,6 +75,32 @@ json recurrent_states_model() {
         {"output_layers", {{"out", 0, 0}}}}}};
 }
 
+// A functional model of input (4, 6): MultiHeadAttention and GroupedQueryAttention (4 query
+// heads over 2 key/value heads) over the input, joined, flattened into Dense(3).
+json attention_heads_model() {
+  using test::keras2_layer;
+  using test::keras2_ref;
+  // Keras 2's call attention(x, value=x).
+  const json self = json::array({"x", 0, 0, {{"value", json::array({"x", 0, 0})}}});
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"layers",
+             {{{"class_name", "InputLayer"},
+               {"name", "x"},
+               {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 4, 6}}}},
+               {"inbound_nodes", json::array()}},
+              keras2_layer("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}}, {self}),
+              keras2_layer("GroupedQueryAttention", "gqa",
+                           {{"head_dim", 2}, {"num_query_heads", 4}, {"num_key_value_heads", 2}},
+                           {self}),
+              keras2_layer("Concatenate", "heads", json::object(),
+                           {keras2_ref("mha", 0), keras2_ref("gqa", 0)}),
+              keras2_layer("Flatten", "flat", json::object(), {keras2_ref("heads", 0)}),
+              keras2_layer("Dense", "out", {{"units", 3}}, {keras2_ref("flat", 0)})}},
+            {"input_layers", {{"x", 0, 0}}},
+            {"output_layers", {{"out", 0, 0}}}}}};
+}
+
 void PrintTo(const LayerCase& c, std::ostream* os) {
   *os << c.name;
 }
@@ -99,6 +125,11 @@ std::vector<LayerCase> layer_cases() {
        json::array({layer("Dense", {{"units", 6}}), layer("UnitNormalization", json::object()),
                     layer("Identity", json::object()),
                     layer("UnitNormalization", {{"axis", {1, 2}}})})});
+  cases.push_back(
+      {"rms_normalizations",
+       {4, 5},
+       json::array({layer("Dense", {{"units", 6}}), layer("RMSNormalization", json::object()),
+                    layer("LayerNormalization", {{"rms_scaling", true}})})});
   cases.push_back({"activation_softmax",
                    {4, 5},
                    json::array({layer("Activation", {{"activation", "softmax"}})})});
@@ -335,6 +366,7 @@ std::vector<LayerCase> layer_cases() {
                     layer("LSTM", {{"units", 3}})})});
   cases.push_back(
       {"recurrent_states_and_attention", {4, 3}, json::array(), 0, recurrent_states_model()});
+  cases.push_back({"attention_heads", {4, 6}, json::array(), 0, attention_heads_model()});
   return cases;
 }
 

@@ -71,7 +71,18 @@ def layer_norm(cfg, xs, w):
     x = xs[0]
     gamma = w.get("gamma")
     beta = w.get("beta")
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, cfg.get("epsilon", 1e-3))
+    epsilon = cfg.get("epsilon", 1e-3)
+    if cfg.get("rms_scaling", False):  # Keras: x * rsqrt(var(x) + epsilon) * gamma, no beta
+        variance = x.var(dim=-1, unbiased=False, keepdim=True)
+        return x * torch.rsqrt(variance + epsilon) * gamma
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, epsilon)
+
+
+def rms_norm(cfg, xs, w):
+    """keras.layers.RMSNormalization: x * rsqrt(mean(x^2) + epsilon) * scale (epsilon 1e-6)."""
+    x = xs[0]
+    mean_square = (x * x).mean(dim=-1, keepdim=True)
+    return x * torch.rsqrt(mean_square + cfg.get("epsilon", 1e-6)) * w["scale"]
 
 
 def multi_head_attention(cfg, inputs, w, options, masks=None):
@@ -119,6 +130,21 @@ def multi_head_attention(cfg, inputs, w, options, masks=None):
     if "attention_output/bias" in w:
         out = out + w["attention_output/bias"]
     return out
+
+
+def grouped_query_attention(cfg, inputs, w, options, masks=None):
+    """Keras 3's GroupedQueryAttention: keys and values of num_key_value_heads heads, each
+    repeated (ops.repeat along the heads: head u reads kv head u // repeats) to the query heads.
+    A head's projection is linear, so repeating the projected keys is repeating the kernel's and
+    bias' heads; the rest is MultiHeadAttention's with key_dim = head_dim."""
+    repeats = cfg["num_query_heads"] // cfg["num_key_value_heads"]
+    expanded = dict(w)
+    for name in ("key", "value"):
+        expanded[name + "/kernel"] = w[name + "/kernel"].repeat_interleave(repeats, dim=1)
+        if name + "/bias" in w:
+            expanded[name + "/bias"] = w[name + "/bias"].repeat_interleave(repeats, dim=0)
+    as_mha = {"key_dim": cfg["head_dim"], "dropout": cfg.get("dropout", 0)}
+    return multi_head_attention(as_mha, inputs, expanded, options, masks)
 
 
 def tf_same_pads(size, window, stride, dilation=1):
@@ -645,6 +671,8 @@ def forward(case, inputs, weights):
         return torch.cat(xs, dim=keras_axis(cfg.get("axis", -1), xs[0].dim()))
     if cls == "LayerNormalization":
         return layer_norm(cfg, xs, weights)
+    if cls == "RMSNormalization":
+        return rms_norm(cfg, xs, weights)
     if cls == "GroupNormalization":  # torch's group_norm, channels moved first and back
         x = xs[0]
         channels = x.shape[-1]
@@ -683,6 +711,8 @@ def forward(case, inputs, weights):
         return out
     if cls == "MultiHeadAttention":
         return multi_head_attention(cfg, inputs, weights, options, masks)
+    if cls == "GroupedQueryAttention":
+        return grouped_query_attention(cfg, inputs, weights, options, masks)
     if cls == "GlobalAveragePooling1D":
         if mask is not None:  # Keras: sum(x * mask) / sum(mask) over the steps
             m = mask.unsqueeze(-1)

@@ -295,6 +295,43 @@ TEST(LayerOracle, LayerNormalizationMatchesPyTorch) {
   cases.push_back({"LayerNormalizationNoCenter",
                    entry("LayerNormalization", {{"center", false}, {"epsilon", 1e-5}}),
                    {{"", {5, 8}}}});
+  // Keras' rms_scaling: the deviation about the mean, the mean left in the output.
+  cases.push_back({"LayerNormalizationRmsScaling",
+                   entry("LayerNormalization", {{"rms_scaling", true}, {"epsilon", 1e-3}}),
+                   {{"", {4, 6, 16}}}});
+  check_against_torch(cases);
+}
+
+TEST(LayerOracle, RmsNormalizationMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"RmsNormalization", entry("RMSNormalization"), {{"", {4, 6, 16}}}});
+  cases.push_back(
+      {"RmsNormalizationEpsilon", entry("RMSNormalization", {{"epsilon", 0.5}}), {{"", {5, 7}}}});
+  check_against_torch(cases);
+}
+
+// GroupedQueryAttention: 4 query heads over 2 key/value heads (and over 1: multi-query), cross
+// attention with a key of its own, causal self-attention, an attention_mask without biases.
+TEST(LayerOracle, GroupedQueryAttentionMatchesPyTorch) {
+  const auto gqa = [](int query_heads, int kv_heads, int head_dim, json extra = json::object()) {
+    extra["num_query_heads"] = query_heads;
+    extra["num_key_value_heads"] = kv_heads;
+    extra["head_dim"] = head_dim;
+    return entry("GroupedQueryAttention", extra);
+  };
+  std::vector<Case> cases;
+  cases.push_back({"GqaSelf", gqa(4, 2, 3), {{"", {3, 5, 6}}, {"value", {3, 5, 6}}}});
+  cases.push_back({"GqaMultiQueryCross",
+                   gqa(3, 1, 2),
+                   {{"", {2, 4, 6}}, {"value", {2, 3, 6}}, {"key", {2, 3, 8}}}});
+  cases.push_back({"GqaCausal",
+                   gqa(4, 2, 2),
+                   {{"", {2, 5, 4}}, {"value", {2, 5, 4}}},
+                   {{"use_causal_mask", true}}});
+  cases.push_back({"GqaMaskNoBias",
+                   gqa(6, 3, 2, {{"use_bias", false}}),
+                   {{"", {2, 4, 4}}, {"value", {2, 6, 4}}, {"attention_mask", {2, 4, 6}, true}},
+                   {{"use_causal_mask", false}}});
   check_against_torch(cases);
 }
 

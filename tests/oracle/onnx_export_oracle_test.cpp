@@ -355,6 +355,14 @@ std::vector<Case> cases() {
                                 layer("Activation", {{"activation", "relu"}})}),
                {{{6}}},
                false});
+  // Keras 3's two root-mean-square forms: LayerNormalization's rms_scaling (the mean left in)
+  // and RMSNormalization.
+  c.push_back({"rms_normalizations",
+               sequential({4, 6}, {layer("LayerNormalization", {{"rms_scaling", true}}),
+                                   layer("Dense", {{"units", 5}}),
+                                   layer("RMSNormalization", {{"epsilon", 0.01}})}),
+               {{{4, 6}}},
+               false});
   // Numbers into categories: ONNX's comparisons, which OpenCV does not run; NumPy does.
   const json bins = {-0.5, 0.0, 0.0, 0.5};
   c.push_back({"discretization_bins",
@@ -654,6 +662,28 @@ std::vector<Case> cases() {
                                 {"x"}, {{"value", {"x", 0, 0}}, {"use_causal_mask", true}})},
                           {"x"}, {"mha"}),
                {{{4, 6}}}, false});
+  // GroupedQueryAttention: 4 query heads over 2 key/value heads, causal; 3 over 1 (multi-query)
+  // across a key of its own and an attention_mask.
+  c.push_back(
+      {"grouped_query_attention_causal",
+       functional({input_layer("x", {5, 6}),
+                   call("GroupedQueryAttention", "gqa",
+                        {{"head_dim", 3}, {"num_query_heads", 4}, {"num_key_value_heads", 2}},
+                        {"x"}, {{"value", {"x", 0, 0}}, {"use_causal_mask", true}})},
+                  {"x"}, {"gqa"}),
+       {{{5, 6}}},
+       false});
+  c.push_back(
+      {"multi_query_attention_mask",
+       functional(
+           {input_layer("q", {3, 4}), input_layer("v", {5, 4}), input_layer("k", {5, 3}),
+            input_layer("m", {3, 5}),
+            call("GroupedQueryAttention", "gqa",
+                 {{"head_dim", 2}, {"num_query_heads", 3}, {"num_key_value_heads", 1}}, {"q"},
+                 {{"value", {"v", 0, 0}}, {"key", {"k", 0, 0}}, {"attention_mask", {"m", 0, 0}}})},
+           {"q", "v", "k", "m"}, {"gqa"}),
+       {{{3, 4}}, {{5, 4}}, {{5, 3}}, {{3, 5}, 0, true}},
+       false});
   // A query that sees no key attends uniformly without dropout, to nothing with it (Keras 3's
   // fused and masked-softmax paths).
   for (const double dropout : {0.0, 0.25})

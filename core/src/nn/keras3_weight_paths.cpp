@@ -54,7 +54,8 @@ std::string split_humps(const std::string& s) {
   return out;
 }
 
-// The attribute of a MultiHeadAttention that holds its sublayer named so in Keras 2.
+// The attribute of a MultiHeadAttention (and a GroupedQueryAttention) that holds its sublayer
+// named so in Keras 2.
 const std::map<std::string, std::string>& attention_attributes() {
   static const std::map<std::string, std::string> attributes{{"query", "query_dense"},
                                                              {"key", "key_dense"},
@@ -97,7 +98,7 @@ std::vector<std::string> keras3_weight_names(const std::string& class_name,
     std::string owner;
     if (const std::size_t slash = name.rfind('/'); slash != std::string::npos) {
       owner = name.substr(0, slash);
-      if (class_name == "MultiHeadAttention")
+      if (class_name == "MultiHeadAttention" || class_name == "GroupedQueryAttention")
         if (auto it = attention_attributes().find(owner); it != attention_attributes().end())
           owner = it->second;
       // A recurrent layer keeps its cell ("lstm_cell", "conv_lstm_cell" in Keras 2's names; an

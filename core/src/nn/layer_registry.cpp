@@ -381,6 +381,27 @@ std::unique_ptr<Layer> make_position_embedding(ConfigObject& c, const std::strin
   return std::make_unique<PositionEmbedding>(name, length, init);
 }
 
+// What MultiHeadAttention and GroupedQueryAttention read alike: dropout, use_bias, the
+// initializers, seed and flash_attention (an implementation choice with the same result);
+// regularizers and constraints must be null.
+void read_attention_weights_and_dropout(ConfigObject& c, MultiHeadAttentionOptions& o) {
+  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
+  o.use_bias = c.get_bool("use_bias", true);
+  if (const auto* k = c.find("kernel_initializer"))
+    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
+  if (const auto* b = c.find("bias_initializer"))
+    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
+  if (const auto* s = c.find("seed"); s && !s->is_null())
+    o.seed = static_cast<std::uint64_t>(c.get_int("seed"));
+  else
+    c.ignore({"seed"});
+  if (const auto* f = c.find("flash_attention"); f && !f->is_null() && !f->is_boolean())
+    throw ConfigError(c.path_of("flash_attention"), "expected null or a boolean");
+  c.ignore({"flash_attention"});
+  require_null(c,
+               {"kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint"});
+}
+
 std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::string& name) {
   MultiHeadAttentionOptions o;
   o.num_heads = c.positive_int("num_heads");
@@ -389,8 +410,7 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
     o.value_dim = c.positive_int("value_dim");
   else
     c.ignore({"value_dim"});
-  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
-  o.use_bias = c.get_bool("use_bias", true);
+  read_attention_weights_and_dropout(c, o);
   if (const auto* v = c.find("output_shape"); v && !v->is_null()) {
     const nlohmann::json& d = sole_entry(*v);
     if (!d.is_number_integer() || d.get<std::int64_t>() <= 0 || d.get<std::int64_t>() > (1 << 24))
@@ -412,22 +432,24 @@ std::unique_ptr<Layer> make_multi_head_attention(ConfigObject& c, const std::str
                             v->dump());
   }
   c.ignore({"attention_axes"});
-  if (const auto* k = c.find("kernel_initializer"))
-    o.kernel_initializer = parse_initializer(*k, c.path_of("kernel_initializer"));
-  if (const auto* b = c.find("bias_initializer"))
-    o.bias_initializer = parse_initializer(*b, c.path_of("bias_initializer"));
-  if (const auto* s = c.find("seed"); s && !s->is_null())
-    o.seed = static_cast<std::uint64_t>(c.get_int("seed"));
-  else
-    c.ignore({"seed"});
-  if (const auto* f = c.find("flash_attention"); f && !f->is_null() && !f->is_boolean())
-    throw ConfigError(c.path_of("flash_attention"), "expected null or a boolean");
-  // Keras 2 records the shapes it was built with; Tandem takes them from the graph. Flash
-  // attention is an implementation choice with the same result.
-  c.ignore({"query_shape", "key_shape", "value_shape", "flash_attention"});
-  require_null(c, {"kernel_regularizer", "bias_regularizer", "kernel_constraint",
-                   "bias_constraint"});
+  // Keras 2 records the shapes it was built with; Tandem takes them from the graph.
+  c.ignore({"query_shape", "key_shape", "value_shape"});
   return std::make_unique<MultiHeadAttention>(name, o);
+}
+
+// Keras 3's GroupedQueryAttention: MultiHeadAttention with num_key_value_heads (dividing
+// num_query_heads) key and value heads, key_dim = value_dim = head_dim.
+std::unique_ptr<Layer> make_grouped_query_attention(ConfigObject& c, const std::string& name) {
+  MultiHeadAttentionOptions o;
+  o.key_dim = c.positive_int("head_dim");
+  o.num_heads = c.positive_int("num_query_heads");
+  o.key_value_heads = c.positive_int("num_key_value_heads");
+  if (o.num_heads % o.key_value_heads != 0)
+    throw ConfigError(c.path_of("num_key_value_heads"),
+                      std::to_string(o.key_value_heads) + " key/value heads do not divide " +
+                          std::to_string(o.num_heads) + " query heads (num_query_heads)");
+  read_attention_weights_and_dropout(c, o);
+  return std::make_unique<GroupedQueryAttention>(name, o);
 }
 
 std::unique_ptr<Layer> make_concatenate(ConfigObject& c, const std::string& name) {
@@ -1798,6 +1820,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"GroupNormalization", {"group_normalization", make_group_normalization}},
       {"RMSNormalization", {"rms_normalization", make_rms_normalization}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
+      {"GroupedQueryAttention", {"grouped_query_attention", make_grouped_query_attention}},
       {"Attention", {"attention", make_attention}},
       {"AdditiveAttention", {"additive_attention", make_additive_attention}},
       {"PositionEmbedding", {"position_embedding", make_position_embedding}},

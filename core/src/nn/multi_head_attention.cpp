@@ -12,6 +12,7 @@ namespace tandem::nn {
 MultiHeadAttention::MultiHeadAttention(std::string name, MultiHeadAttentionOptions options)
     : Layer(std::move(name)), options_(std::move(options)) {
   if (options_.value_dim == 0) options_.value_dim = options_.key_dim;
+  if (options_.key_value_heads == 0) options_.key_value_heads = options_.num_heads;
   query_.kernel.name = "query/kernel";
   query_.bias.name = "query/bias";
   key_.kernel.name = "key/kernel";
@@ -105,11 +106,12 @@ Shape MultiHeadAttention::build_inputs(const std::vector<Shape>& shapes, Rng& in
     throw ShapeError(label() + ": the attention_mask must be (batch, " + std::to_string(tq_) +
                      ", " + std::to_string(tv_) + "), got " +
                      shape_to_string(shapes[static_cast<std::size_t>(mask_at_)], true));
-  const std::int64_t h = options_.num_heads, k = options_.key_dim, v = options_.value_dim;
+  const std::int64_t h = options_.num_heads, k = options_.key_dim, v = options_.value_dim,
+                     kv = options_.key_value_heads;
   // Keras builds query, key, value, then the output projection.
   build_projection(query_, query_features_, {h, k}, init);
-  build_projection(key_, key_shape_[1], {h, k}, init);
-  build_projection(value_, value_shape_[1], {h, v}, init);
+  build_projection(key_, key_shape_[1], {kv, k}, init);
+  build_projection(value_, value_shape_[1], {kv, v}, init);
   const Shape out_kernel{h, v, output_dim()};
   output_products_.reset();
   output_kernel_.value = Tensor(out_kernel);
@@ -175,7 +177,7 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   const Tensor& value = *inputs[static_cast<std::size_t>(value_at_)];
   const Tensor& key = key_at_ >= 0 ? *inputs[static_cast<std::size_t>(key_at_)] : value;
   const std::int64_t b = query.dim(0), h = options_.num_heads, k = options_.key_dim,
-                     v = options_.value_dim;
+                     v = options_.value_dim, kv = options_.key_value_heads, rows = group() * tq_;
   const Tensor* mask =
       attention_mask(mask_at_ >= 0 ? inputs[static_cast<std::size_t>(mask_at_)] : nullptr, b);
   batch_ = b;
@@ -186,9 +188,10 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
   ops.affine(query_.out, static_cast<float>(1.0 / std::sqrt(static_cast<double>(k))), 0.0f,
              query_.out);
   ops.swap_middle_axes(query_.out, {b, tq_, h, k}, ops.place(qh_, {b, h, tq_, k}));
-  ops.swap_middle_axes(key_.out, {b, tv_, h, k}, ops.place(kh_, {b, h, tv_, k}));
-  ops.swap_middle_axes(value_.out, {b, tv_, h, v}, ops.place(vh_, {b, h, tv_, v}));
-  ops.gemm({false, true, tq_, tv_, k, backend::GemmEpilogue::none, b * h}, qh_, kh_, nullptr,
+  ops.swap_middle_axes(key_.out, {b, tv_, kv, k}, ops.place(kh_, {b, kv, tv_, k}));
+  ops.swap_middle_axes(value_.out, {b, tv_, kv, v}, ops.place(vh_, {b, kv, tv_, v}));
+  // Per key/value head, its group's queries as the rows of one product.
+  ops.gemm({false, true, rows, tv_, k, backend::GemmEpilogue::none, b * kv}, qh_, kh_, nullptr,
            ops.place(scores_, {b, h, tq_, tv_}));
   ops.masked_softmax(attention_desc(), scores_, mask, ops.place(probs_, scores_.shape()));
   attended_ = &probs_;
@@ -197,7 +200,7 @@ const Tensor& MultiHeadAttention::forward_inputs(const std::vector<const Tensor*
     dropout_->set_sample_offset(sample_offset());
     attended_ = &dropout_->forward(probs_, training);
   }
-  ops.gemm({false, false, tq_, v, tv_, backend::GemmEpilogue::none, b * h}, *attended_, vh_,
+  ops.gemm({false, false, rows, v, tv_, backend::GemmEpilogue::none, b * kv}, *attended_, vh_,
            nullptr, ops.place(context_, {b, h, tq_, v}));
   ops.swap_middle_axes(context_, {b, h, tq_, v}, ops.place(context_t_, {b, tq_, h, v}));
   products(output_products_, h * v, output_dim())
@@ -246,7 +249,8 @@ std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
                                                                bool need_input_grad) {
   backend::Backend& ops = this->ops();
   const std::int64_t b = batch_, h = options_.num_heads, k = options_.key_dim,
-                     v = options_.value_dim, out = output_dim();
+                     v = options_.value_dim, out = output_dim(), kv = options_.key_value_heads,
+                     rows = group() * tq_;
   if (dy.size() != b * tq_ * out)
     throw ShapeError(label() + ": gradient of shape " + shape_to_string(dy.shape()) +
                      " does not match its output");
@@ -260,26 +264,26 @@ std::vector<const Tensor*> MultiHeadAttention::backward_inputs(const Tensor& dy,
                 output_kernel_.grad.empty() ? nullptr : &output_kernel_.grad,
                 &ops.place(d_context_t_, {b, tq_, h, v}));
   ops.swap_middle_axes(d_context_t_, {b, tq_, h, v}, ops.place(d_context_, {b, h, tq_, v}));
-  // context = attended · V, per head.
-  ops.gemm({false, true, tq_, tv_, v, backend::GemmEpilogue::none, b * h}, d_context_, vh_,
+  // context = attended · V, per key/value head (its group's queries as rows).
+  ops.gemm({false, true, rows, tv_, v, backend::GemmEpilogue::none, b * kv}, d_context_, vh_,
            nullptr, ops.place(d_probs_, {b, h, tq_, tv_}));
-  ops.gemm({true, false, tv_, v, tq_, backend::GemmEpilogue::none, b * h}, *attended_, d_context_,
-           nullptr, ops.place(d_vh_, {b, h, tv_, v}));
+  ops.gemm({true, false, tv_, v, rows, backend::GemmEpilogue::none, b * kv}, *attended_, d_context_,
+           nullptr, ops.place(d_vh_, {b, kv, tv_, v}));
   const Tensor* d_probs = &d_probs_;
   if (dropout_) d_probs = &dropout_->backward(d_probs_, true);
   const Tensor* mask = combined_mask_;
   ops.masked_softmax_backward(attention_desc(), probs_, mask, *d_probs,
                               ops.place(d_scores_, probs_.shape()));
-  // scores = Q Kᵀ, per head (Q already scaled).
-  ops.gemm({false, false, tq_, k, tv_, backend::GemmEpilogue::none, b * h}, d_scores_, kh_,
+  // scores = Q Kᵀ, per key/value head (Q already scaled).
+  ops.gemm({false, false, rows, k, tv_, backend::GemmEpilogue::none, b * kv}, d_scores_, kh_,
            nullptr, ops.place(d_qh_, {b, h, tq_, k}));
-  ops.gemm({true, false, tv_, k, tq_, backend::GemmEpilogue::none, b * h}, d_scores_, qh_,
-           nullptr, ops.place(d_kh_, {b, h, tv_, k}));
+  ops.gemm({true, false, tv_, k, rows, backend::GemmEpilogue::none, b * kv}, d_scores_, qh_,
+           nullptr, ops.place(d_kh_, {b, kv, tv_, k}));
   ops.swap_middle_axes(d_qh_, {b, h, tq_, k}, ops.place(query_.grad_out, {b * tq_, h * k}));
   ops.affine(query_.grad_out, static_cast<float>(1.0 / std::sqrt(static_cast<double>(k))), 0.0f,
              query_.grad_out);
-  ops.swap_middle_axes(d_kh_, {b, h, tv_, k}, ops.place(key_.grad_out, {b * tv_, h * k}));
-  ops.swap_middle_axes(d_vh_, {b, h, tv_, v}, ops.place(value_.grad_out, {b * tv_, h * v}));
+  ops.swap_middle_axes(d_kh_, {b, kv, tv_, k}, ops.place(key_.grad_out, {b * tv_, kv * k}));
+  ops.swap_middle_axes(d_vh_, {b, kv, tv_, v}, ops.place(value_.grad_out, {b * tv_, kv * v}));
   project_backward(query_, query, need_input_grad);
   project_backward(key_, key, need_input_grad);
   project_backward(value_, value, need_input_grad);
@@ -346,6 +350,27 @@ nlohmann::json MultiHeadAttention::config() const {
           {"kernel_constraint", nullptr},
           {"bias_constraint", nullptr},
           {"seed", options_.seed ? json(*options_.seed) : json(nullptr)}};
+}
+
+nlohmann::json GroupedQueryAttention::config() const {
+  using nlohmann::json;
+  const MultiHeadAttentionOptions& o = options();
+  return {{"name", name()},
+          {"trainable", trainable()},
+          {"dtype", "float32"},
+          {"head_dim", o.key_dim},
+          {"num_query_heads", o.num_heads},
+          {"num_key_value_heads", o.key_value_heads},
+          {"use_bias", o.use_bias},
+          {"dropout", o.dropout},
+          {"kernel_initializer", o.kernel_initializer.config()},
+          {"bias_initializer", o.bias_initializer.config()},
+          {"kernel_regularizer", nullptr},
+          {"bias_regularizer", nullptr},
+          {"activity_regularizer", nullptr},
+          {"kernel_constraint", nullptr},
+          {"bias_constraint", nullptr},
+          {"seed", o.seed ? json(*o.seed) : json(nullptr)}};
 }
 
 }  // namespace tandem::nn

@@ -13,10 +13,19 @@
 // go to query, value, key and (zeros) to the mask. A query
 // whose keys are all hidden gets what the Keras version gives (hidden_attention_rows).
 //
+// GroupedQueryAttention (Keras 3) is the same layer with fewer key and value heads than query
+// heads (num_key_value_heads dividing num_query_heads): query head u reads key/value head
+// u / (num_query_heads / num_key_value_heads), as Keras' ops.repeat of the keys and values
+// along the heads gives it; key_dim = value_dim = head_dim, the output the query's features.
+// Its key/value kernels are (D, kv heads, head_dim).
+//
 // Computes on its backend: projections as GEMMs with the bias in the epilogue, the heads'
 // products as batched GEMMs over (batch x heads), the masked softmax, axis swaps between
-// (batch, time, heads, dim) and (batch, heads, time, dim). The dropout of P is a Dropout layer
-// of its own (Keras' too), seeded from the layer's `seed` or the model's stream.
+// (batch, time, heads, dim) and (batch, heads, time, dim). With grouped heads the products run
+// over (batch x kv heads), each a group's queries stacked as rows of one product (the query
+// heads of a group are adjacent in (batch, heads, time, dim)), so no key or value is copied and
+// the keys' and values' gradients sum over their group in the product. The dropout of P is a
+// Dropout layer of its own (Keras' too), seeded from the layer's `seed` or the model's stream.
 // Ownership and threads: as every layer's (tandem/layer.hpp); input pointers are borrowed from
 // forward_inputs to the next backward_inputs.
 #pragma once
@@ -40,6 +49,7 @@ namespace tandem::nn {
 
 struct MultiHeadAttentionOptions {
   std::int64_t num_heads = 1;
+  std::int64_t key_value_heads = 0;  // 0: num_heads (GroupedQueryAttention's fewer)
   std::int64_t key_dim = 0;
   std::int64_t value_dim = 0;  // 0: key_dim
   double dropout = 0;
@@ -110,9 +120,11 @@ class MultiHeadAttention : public Layer,
   backend::DenseProducts& products(DenseProductsOf& of, std::int64_t in, std::int64_t width);
   std::int64_t output_dim() const;
   void check_inputs(const std::vector<const Tensor*>& inputs) const;
-  std::string label() const { return "layer '" + name() + "' (MultiHeadAttention)"; }
+  std::string label() const { return "layer '" + name() + "' (" + class_name() + ")"; }
   /// The masked softmax of this layer's scores (hidden_attention_rows).
   backend::AttentionMaskDesc attention_desc() const;
+  /// Query heads per key/value head.
+  std::int64_t group() const { return options_.num_heads / options_.key_value_heads; }
 
   MultiHeadAttentionOptions options_;
   // Where value, key and the mask sit in the call's inputs (0 is the query; -1: absent).
@@ -142,6 +154,19 @@ class MultiHeadAttention : public Layer,
   Tensor d_context_t_, d_context_, d_probs_, d_scores_, d_vh_, d_qh_, d_kh_, d_value_,
       mask_grad_;
   const Tensor* attended_ = nullptr;  // probs_, or the dropout's output
+
+ protected:
+  const MultiHeadAttentionOptions& options() const { return options_; }
+};
+
+/// Keras 3's GroupedQueryAttention (above); its config: head_dim, num_query_heads,
+/// num_key_value_heads, dropout, use_bias, the initializers, seed.
+class GroupedQueryAttention : public MultiHeadAttention {
+ public:
+  GroupedQueryAttention(std::string name, MultiHeadAttentionOptions options)
+      : MultiHeadAttention(std::move(name), std::move(options)) {}
+  std::string class_name() const override { return "GroupedQueryAttention"; }
+  nlohmann::json config() const override;
 };
 
 }  // namespace tandem::nn

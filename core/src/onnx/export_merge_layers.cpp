@@ -120,6 +120,23 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   const std::int64_t tq = query.shape[0], tv = value.shape[0];
   const Tensor& qk = call.weight("query/kernel");
   const std::int64_t heads = qk.dim(1), key_dim = qk.dim(2);
+  // GroupedQueryAttention's key/value heads: each serves a group of adjacent query heads, whose
+  // rows are stacked for its products ((b, H, Tq, ·) seen as (b, kv heads, group · Tq, ·)).
+  const std::int64_t kv_heads = call.weight("key/kernel").dim(1);
+  const auto grouped = [&](const std::string& t, std::int64_t cols, const char* what) {
+    if (kv_heads == heads) return t;
+    return g
+        .node(
+            "Reshape",
+            {t, g.int64s(p + "/" + what + "_grouped", {-1, kv_heads, heads / kv_heads * tq, cols})},
+            p)
+        .output();
+  };
+  const auto ungrouped = [&](const std::string& t, std::int64_t cols, const char* what) {
+    if (kv_heads == heads) return t;
+    return g.node("Reshape", {t, g.int64s(p + "/" + what + "_heads", {-1, heads, tq, cols})}, p)
+        .output();
+  };
   std::string q = project(call, query, "query");
   q = g.node("Mul", {q, g.scalar(p + "/scale", static_cast<float>(
                                                   1.0 / std::sqrt(static_cast<double>(key_dim))))},
@@ -127,8 +144,10 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
           .output();
   const std::string k = project(call, key ? *key : value, "key");
   const std::string v = project(call, value, "value");
-  const std::string scores =
-      g.node("MatMul", {q, transposed(g, k, {0, 1, 3, 2}, p)}, p).output();  // (b, H, Tq, Tv)
+  const std::string scores = ungrouped(
+      g.node("MatMul", {grouped(q, key_dim, "query"), transposed(g, k, {0, 1, 3, 2}, p)}, p)
+          .output(),
+      tv, "scores");  // (b, H, Tq, Tv)
   // keep (b or 1, 1, Tq, Tv): 1 where a key is seen, and hidden_bias -1e9 where it is not
   // (without an attention_mask both are constants). A row with every key hidden gets what the
   // layer gives it (nn::hidden_attention_rows): Keras 2's adds the bias to the scores (the
@@ -171,9 +190,11 @@ OnnxValue export_multi_head_attention(LayerCall& call) {
   std::string probs = g.node("Softmax", {logits}, p).attr("axis", std::int64_t{-1}).output();
   if (!keep.empty() && hidden_rows == backend::HiddenRows::zeros)
     probs = g.node("Mul", {probs, keep}, p).output();
-  const std::string context = g.node("MatMul", {probs, v}, p).output();  // (b, H, Tq, Vd)
   const Tensor& ok = call.weight("attention_output/kernel");
   const std::int64_t value_dim = ok.dim(1), out = ok.dim(2);
+  const std::string context =
+      ungrouped(g.node("MatMul", {grouped(probs, tv, "probs"), v}, p).output(), value_dim,
+                "context");  // (b, H, Tq, Vd)
   std::string joined = g.node("Reshape", {transposed(g, context, {0, 2, 1, 3}, p),
                                           g.int64s(p + "/joined_shape", {-1, tq, heads * value_dim})},
                               p)
@@ -267,6 +288,7 @@ void add_merge_exporters(ExporterTable& table) {
   table["Concatenate"] = export_concatenate;
   table["Dot"] = export_dot;
   table["MultiHeadAttention"] = export_multi_head_attention;
+  table["GroupedQueryAttention"] = export_multi_head_attention;
   table["Attention"] = export_attention;
   table["AdditiveAttention"] = export_attention;
 }

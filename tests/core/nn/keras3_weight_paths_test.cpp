@@ -61,6 +61,8 @@ TEST(Keras3WeightPaths, GroupNamesAreKerasSnakeCaseOfTheClass) {
                                          "Conv3D",
                                          "Conv3DTranspose",
                                          "ConvLSTM2D",
+                                         "RMSNormalization",
+                                         "GroupedQueryAttention",
                                          "MaxPooling3D",
                                          "GlobalAveragePooling3D",
                                          "ZeroPadding3D",
@@ -100,6 +102,12 @@ TEST(Keras3WeightPaths, EachClassIsNumberedByItsPlaceAmongTheModelsLayersOfThatC
             (std::vector<std::string>{"query_dense/0", "query_dense/1", "key_dense/0",
                                       "key_dense/1", "value_dense/0", "value_dense/1",
                                       "output_dense/0", "output_dense/1"}));
+  // GroupedQueryAttention keeps its EinsumDense sublayers under the same attributes.
+  EXPECT_EQ(
+      nn::keras3_weight_names("GroupedQueryAttention", {"query/kernel", "key/kernel",
+                                                        "value/kernel", "attention_output/kernel"}),
+      (std::vector<std::string>{"query_dense/0", "key_dense/0", "value_dense/0",
+                                "output_dense/0"}));
   // A convolutional LSTM keeps its cell's weights under `cell`, as LSTM does.
   EXPECT_EQ(nn::keras3_weight_names("ConvLSTM2D", {"conv_lstm_cell/kernel",
                                                    "conv_lstm_cell/recurrent_kernel",

@@ -486,6 +486,46 @@ TEST(MetaEqualsTemplate, AttentionWithDropoutTrainsAsTheTemplate) {
   }
 }
 
+// Contract 1 through a Llama-style decoder block in Keras 3's form: RMSNormalization, causal
+// GroupedQueryAttention (4 query heads over 2 key/value heads, dropout on the probabilities) on 3
+// tokens of 2 added back, LayerNormalization with rms_scaling, averaged over time -> Dense 5.
+TEST(MetaEqualsTemplate, GroupedQueryAttentionWithRmsNormsTrainsAsTheTemplate) {
+  const json block = json::parse(R"({"class_name": "Functional", "config": {"name": "decoder",
+    "layers": [
+    {"class_name": "InputLayer", "name": "x", "config": {"name": "x", "batch_shape": [null, 6]},
+     "inbound_nodes": []},
+    {"class_name": "Reshape", "name": "tokens", "config": {"name": "tokens",
+     "target_shape": [3, 2]}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["x", 0, 0]}}], "kwargs": {}}]},
+    {"class_name": "Dense", "name": "embed", "config": {"name": "embed", "units": 6},
+     "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["tokens", 0, 0]}}], "kwargs": {}}]},
+    {"class_name": "RMSNormalization", "name": "pre", "config": {"name": "pre", "axis": -1,
+     "epsilon": 1e-6}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["embed", 0, 0]}}], "kwargs": {}}]},
+    {"class_name": "GroupedQueryAttention", "name": "gqa", "config": {"name": "gqa",
+     "head_dim": 2, "num_query_heads": 4, "num_key_value_heads": 2, "dropout": 0.2, "seed": 3},
+     "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["pre", 0, 0]}}, {"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["pre", 0, 0]}}], "kwargs": {"use_causal_mask": true}}]},
+    {"class_name": "Add", "name": "skip", "config": {"name": "skip"},
+     "inbound_nodes": [{"args": [[{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["gqa", 0, 0]}}, {"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["embed", 0, 0]}}]], "kwargs": {}}]},
+    {"class_name": "LayerNormalization", "name": "post", "config": {"name": "post",
+     "rms_scaling": true}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["skip", 0, 0]}}], "kwargs": {}}]},
+    {"class_name": "GlobalAveragePooling1D", "name": "pool", "config": {"name": "pool"},
+     "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["post", 0, 0]}}], "kwargs": {}}]},
+    {"class_name": "Dense", "name": "logits", "config": {"name": "logits", "units": 5},
+     "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+     "config": {"keras_history": ["pool", 0, 0]}}], "kwargs": {}}]}],
+    "input_layers": [["x", 0, 0]], "output_layers": [["logits", 0, 0]]}})");
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(block, replicas, batch);
+}
+
 // Contract 1 in bf16: the template alone on the bf16 CPU backend and the meta-model with
 // precision bf16 round the same operands row by row and sum them in float32 in different
 // splits: the same bound as float32's holds (measured 1.4e-7 to 2.4e-7), while bf16 against
