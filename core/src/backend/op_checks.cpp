@@ -260,6 +260,21 @@ std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   return rows;
 }
 
+void adaptive_pool_values(const AdaptivePoolDesc& desc, const Tensor& in, const Tensor& out,
+                          const char* operation) {
+  const std::int64_t in_values = desc.batch * math::adaptive_in_cells(desc) * desc.channels,
+                     out_values = desc.batch * math::adaptive_out_cells(desc) * desc.channels;
+  if (in.size() != in_values || out.size() != out_values)
+    throw std::logic_error(std::string("backend operation ") + operation + ": " +
+                           std::to_string(in.size()) + " and " + std::to_string(out.size()) +
+                           " values are not " + std::to_string(in_values) + " inputs and " +
+                           std::to_string(out_values) + " pooled values");
+  for (int a = 0; a < 3; ++a)
+    if (desc.out[a] < 1 || desc.in[a] < 1)
+      throw std::logic_error(std::string("backend operation ") + operation +
+                             ": an axis of no cells");
+}
+
 std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
                             std::initializer_list<std::pair<const Tensor*, int>> tensors,
                             const char* operation) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "backend/activation_kind.hpp"
+#include "backend/adaptive_pool_math.hpp"
 #include "backend/additive_scores_math.hpp"
 #include "backend/attention_mask.hpp"
 #include "backend/image_geometry.hpp"
@@ -495,6 +496,13 @@ class Backend {
                                            std::int64_t channels) = 0;
   virtual void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                             std::int64_t channels) = 0;
+  /// y = x pooled as `desc` says (backend/adaptive_pool_math.hpp), each value
+  /// adaptive_pool_value's; with desc.max, arg (y's shape) the flat input cell of each maximum.
+  virtual void adaptive_pool_forward(const AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
+                                     Tensor& arg) = 0;
+  /// dx = adaptive_pool_input_gradient of every input value (arg: the forward's, for max).
+  virtual void adaptive_pool_backward(const AdaptivePoolDesc& desc, const Tensor& dy,
+                                      const Tensor& arg, Tensor& dx) = 0;
 
   // Embedding (x holds float indices).
   /// y[i, :] = table[x[i], :]; returns the first bad index instead (y unspecified then).
@@ -648,6 +656,10 @@ std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
                             const char* operation);
 /// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
+/// Checks that `in` holds desc's input samples and `out` its pooled ones (logic_error naming
+/// `operation` otherwise).
+void adaptive_pool_values(const AdaptivePoolDesc& desc, const Tensor& in, const Tensor& out,
+                          const char* operation);
 /// Throws std::logic_error when `t` is not on `backend`'s device, naming the operation.
 void require_device(const Backend& backend, const Tensor& t, const char* operation);
 /// The same for each of `tensors` (a null entry is skipped: an optional operand).

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/activation.hpp"
+#include "nn/adaptive_pooling.hpp"
 #include "nn/attention_layer.hpp"
 #include "nn/batch_normalization.hpp"
 #include "nn/bidirectional.hpp"
@@ -311,6 +312,29 @@ std::unique_ptr<Layer> make_layer_normalization(ConfigObject& c, const std::stri
               "mean left in, no beta), which Keras has deprecated; RMSNormalization divides by "
               "the root mean square");
   return std::make_unique<LayerNormalization>(name, o);
+}
+
+// Keras 3's AdaptiveAveragePooling1D/2D/3D and AdaptiveMaxPooling1D/2D/3D: output_size, one
+// positive int for every axis or a list of one per axis; channels_last.
+template <bool Max, int Axes>
+std::unique_ptr<Layer> make_adaptive_pooling(ConfigObject& c, const std::string& name) {
+  const nlohmann::json& given = c.at("output_size");
+  std::vector<std::int64_t> sizes;
+  const auto size_of = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 24))
+      throw ConfigError(c.path_of("output_size"), "expected a positive integer or a list of " +
+                                                      std::to_string(Axes) + " of them, got " +
+                                                      given.dump());
+    return v.get<std::int64_t>();
+  };
+  if (given.is_array()) {
+    if (given.size() != Axes) size_of(nullptr);
+    for (const auto& v : given) sizes.push_back(size_of(v));
+  } else {
+    sizes.assign(Axes, size_of(given));
+  }
+  c.one_of("data_format", "channels_last", {"channels_last"});
+  return std::make_unique<AdaptivePooling>(name, Max, sizes);
 }
 
 // Keras 3's RMSNormalization: axis (the last) and epsilon (1e-6).
@@ -1819,6 +1843,12 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"LayerNormalization", {"layer_normalization", make_layer_normalization}},
       {"GroupNormalization", {"group_normalization", make_group_normalization}},
       {"RMSNormalization", {"rms_normalization", make_rms_normalization}},
+      {"AdaptiveAveragePooling1D", {"adaptive_average_pooling1d", make_adaptive_pooling<false, 1>}},
+      {"AdaptiveAveragePooling2D", {"adaptive_average_pooling2d", make_adaptive_pooling<false, 2>}},
+      {"AdaptiveAveragePooling3D", {"adaptive_average_pooling3d", make_adaptive_pooling<false, 3>}},
+      {"AdaptiveMaxPooling1D", {"adaptive_max_pooling1d", make_adaptive_pooling<true, 1>}},
+      {"AdaptiveMaxPooling2D", {"adaptive_max_pooling2d", make_adaptive_pooling<true, 2>}},
+      {"AdaptiveMaxPooling3D", {"adaptive_max_pooling3d", make_adaptive_pooling<true, 3>}},
       {"MultiHeadAttention", {"multi_head_attention", make_multi_head_attention}},
       {"GroupedQueryAttention", {"grouped_query_attention", make_grouped_query_attention}},
       {"Attention", {"attention", make_attention}},

@@ -41,7 +41,7 @@ const std::set<std::string>& merging() {
 }
 
 // Keras' layers without mask support, which Keras 3 gives no mask (and Keras 2 refuses one):
-// the mask ends there. (RMSNormalization is Keras 3's alone.)
+// the mask ends there. (RMSNormalization and the adaptive poolings are Keras 3's alone.)
 const std::set<std::string>& dropping() {
   static const std::set<std::string> classes{"Conv1D",
                                              "Conv2D",
@@ -67,7 +67,9 @@ const std::set<std::string>& dropping() {
                                              "SeparableConv1D",
                                              "Resizing",
                                              "CenterCrop",
-                                             "RMSNormalization"};
+                                             "RMSNormalization",
+                                             "AdaptiveAveragePooling1D",
+                                             "AdaptiveMaxPooling1D"};
   return classes;
 }
 

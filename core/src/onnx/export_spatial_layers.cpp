@@ -1,13 +1,14 @@
 // Exporters of the sliding-window and image-geometry layers: convolutions (Conv1D, Conv2D with
 // groups, Conv3D, DepthwiseConv1D/2D, SeparableConv1D/2D, Conv2DTranspose), pooling (1-D, 2-D,
-// 3-D, global) and ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels first;
-// paddings are explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras' "same"
-// (one extra row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form on a (1,
-// steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
+// 3-D, global, adaptive) and ZeroPadding2D, Cropping2D, UpSampling2D. ONNX computes them channels
+// first; paddings are explicit, computed by the layers' own geometry (nn/spatial.hpp), so Keras'
+// "same" (one extra row or column after, when odd) is what ONNX does. A 1-D layer is its 2-D form
+// on a (1, steps, channels) view, as Tandem computes it (nn/reshaped_2d.hpp).
 #include <algorithm>
 #include <array>
 #include <vector>
 
+#include "backend/adaptive_pool_math.hpp"
 #include "nn/reshaped_2d.hpp"
 #include "nn/resizing.hpp"
 #include "nn/spatial.hpp"
@@ -196,6 +197,38 @@ OnnxValue export_global_pooling(LayerCall& call, const char* op) {
   return reshape_to(g, flat, call.output_shape, call.prefix);
 }
 
+// The adaptive poolings, one spatial axis at a time (a window is a box, so its mean is the mean
+// of its rows' means and its maximum the maximum of theirs): per output cell of the axis a
+// Slice of its window, ReduceMean or ReduceMax over the axis, then a Concat of the cells; on the
+// channels-last value.
+OnnxValue export_adaptive_pooling(LayerCall& call, const char* reduce) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  OnnxValue y = g.in_layout(call.inputs[0], false);
+  const std::size_t axes = y.shape.size() - 1;
+  for (std::size_t a = 0; a < axes; ++a) {
+    const std::int64_t in = y.shape[a], out = call.output_shape[a];
+    const auto axis = static_cast<std::int64_t>(a + 1);
+    const std::string axis_name = g.int64s(p + "/axis", {axis});
+    std::vector<std::string> cells;
+    for (std::int64_t i = 0; i < out; ++i) {
+      const std::string window =
+          g.node("Slice",
+                 {y.name, g.int64s(p + "/start", {backend::math::adaptive_start(i, in, out)}),
+                  g.int64s(p + "/end", {backend::math::adaptive_end(i, in, out)}), axis_name},
+                 p)
+              .output();
+      cells.push_back(g.node(reduce, {window}, p)
+                          .attr("axes", std::vector<std::int64_t>{axis})
+                          .attr("keepdims", std::int64_t{1})
+                          .output());
+    }
+    y.name = g.node("Concat", cells, p).attr("axis", axis).output();
+    y.shape[a] = out;
+  }
+  return y;
+}
+
 // ZeroPadding2D and Cropping2D: ((top, bottom), (left, right)) on the rows and cols, in the
 // input's own layout.
 std::array<std::int64_t, 4> borders_of(const LayerCall& call, const char* key) {
@@ -359,6 +392,11 @@ void add_spatial_exporters(ExporterTable& table) {
     table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalAveragePool"); };
   for (const char* cls : {"GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D"})
     table[cls] = [](LayerCall& call) { return export_global_pooling(call, "GlobalMaxPool"); };
+  for (const char* cls :
+       {"AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D", "AdaptiveAveragePooling3D"})
+    table[cls] = [](LayerCall& call) { return export_adaptive_pooling(call, "ReduceMean"); };
+  for (const char* cls : {"AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D", "AdaptiveMaxPooling3D"})
+    table[cls] = [](LayerCall& call) { return export_adaptive_pooling(call, "ReduceMax"); };
   table["ZeroPadding2D"] = export_zero_padding;
   table["Cropping2D"] = export_cropping;
   table["UpSampling2D"] = export_upsampling;

@@ -435,6 +435,47 @@ void CpuBackend::global_average_pool_backward(const Tensor& dy, Tensor& dx, std:
                     });
 }
 
+void CpuBackend::adaptive_pool_forward(const AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
+                                       Tensor& arg) {
+  require_device(*this, x, "adaptive_pool_forward");
+  adaptive_pool_values(desc, x, y, "adaptive_pool_forward");
+  if (desc.max) place(arg, y.shape());
+  const std::int64_t out_cells = math::adaptive_out_cells(desc), channels = desc.channels,
+                     in_values = math::adaptive_in_cells(desc) * channels;
+  const float* in = x.data();
+  float* out = y.data();
+  float* args = desc.max ? arg.data() : nullptr;
+  cpu::parallel_for(desc.batch * out_cells, 16, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* sample = in + r / out_cells * in_values;
+      float at = 0.0f;
+      for (std::int64_t c = 0; c < channels; ++c) {
+        out[r * channels + c] = math::adaptive_pool_value(desc, sample, r % out_cells, c, &at);
+        if (args) args[r * channels + c] = at;
+      }
+    }
+  });
+}
+
+void CpuBackend::adaptive_pool_backward(const AdaptivePoolDesc& desc, const Tensor& dy,
+                                        const Tensor& arg, Tensor& dx) {
+  require_device(*this, dy, "adaptive_pool_backward");
+  adaptive_pool_values(desc, dx, dy, "adaptive_pool_backward");
+  const std::int64_t in_cells = math::adaptive_in_cells(desc), channels = desc.channels,
+                     out_values = math::adaptive_out_cells(desc) * channels;
+  const float* g = dy.data();
+  const float* args = desc.max ? arg.data() : nullptr;
+  float* gx = dx.data();
+  cpu::parallel_for(desc.batch * in_cells, 16, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t b = r / in_cells;
+      for (std::int64_t c = 0; c < channels; ++c)
+        gx[r * channels + c] = math::adaptive_pool_input_gradient(
+            desc, g + b * out_values, args ? args + b * out_values : nullptr, r % in_cells, c);
+    }
+  });
+}
+
 std::optional<BadIndex> CpuBackend::embedding_gather(const Tensor& table, const Tensor& x,
                                                      Tensor& y, std::int64_t dim) {
   require_device(*this, x, "embedding_gather");

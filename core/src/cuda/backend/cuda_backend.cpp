@@ -329,6 +329,25 @@ void CudaBackend::global_average_pool_backward(const Tensor& dy, Tensor& dx, std
                                      channels, stream_);
 }
 
+void CudaBackend::adaptive_pool_forward(const backend::AdaptivePoolDesc& desc, const Tensor& x,
+                                        Tensor& y, Tensor& arg) {
+  require(x, "adaptive_pool_forward");
+  require(y, "adaptive_pool_forward");
+  backend::adaptive_pool_values(desc, x, y, "adaptive_pool_forward");
+  if (desc.max) place(arg, y.shape());
+  cuda::adaptive_pool_forward(desc, x.data(), y.data(), desc.max ? arg.data() : nullptr, stream_);
+}
+
+void CudaBackend::adaptive_pool_backward(const backend::AdaptivePoolDesc& desc, const Tensor& dy,
+                                         const Tensor& arg, Tensor& dx) {
+  require(dy, "adaptive_pool_backward");
+  require(dx, "adaptive_pool_backward");
+  backend::adaptive_pool_values(desc, dx, dy, "adaptive_pool_backward");
+  if (desc.max) require(arg, "adaptive_pool_backward");
+  cuda::adaptive_pool_backward(desc, dy.data(), desc.max ? arg.data() : nullptr, dx.data(),
+                               stream_);
+}
+
 void CudaBackend::discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) {
   require(x, "discretize");
   require(boundaries, "discretize");

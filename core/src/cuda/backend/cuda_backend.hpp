@@ -162,6 +162,10 @@ class CudaBackend final : public backend::Backend {
                                    std::int64_t channels) override;
   void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                     std::int64_t channels) override;
+  void adaptive_pool_forward(const backend::AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
+                             Tensor& arg) override;
+  void adaptive_pool_backward(const backend::AdaptivePoolDesc& desc, const Tensor& dy,
+                              const Tensor& arg, Tensor& dx) override;
   void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) override;
   std::optional<backend::BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
                                                      std::int64_t inner, std::int64_t depth,

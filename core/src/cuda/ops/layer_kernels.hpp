@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.hpp"
+#include "backend/adaptive_pool_math.hpp"
 #include "backend/additive_scores_math.hpp"
 #include "backend/attention_mask.hpp"
 #include "backend/axis_groups.hpp"
@@ -76,6 +77,16 @@ void global_average_pool_forward(const float* x, float* y, std::int64_t batch, s
 /// dx[b, cell, c] = dy[b, c] * (1 / cells).
 void global_average_pool_backward(const float* dy, float* dx, std::int64_t batch,
                                   std::int64_t cells, std::int64_t channels, cudaStream_t stream);
+
+// ---- Adaptive pooling ------------------------------------------------------------------------
+
+/// One thread per output value: adaptive_pool_value (arg: the maxima's input cells; may be
+/// null for the average).
+void adaptive_pool_forward(const backend::AdaptivePoolDesc& desc, const float* x, float* y,
+                           float* arg, cudaStream_t stream);
+/// One thread per input value: adaptive_pool_input_gradient.
+void adaptive_pool_backward(const backend::AdaptivePoolDesc& desc, const float* dy,
+                            const float* arg, float* dx, cudaStream_t stream);
 
 // ---- BatchNormalization ----------------------------------------------------------------------
 // The CPU layer's arithmetic, mirrored: the rows are split into blocks of
