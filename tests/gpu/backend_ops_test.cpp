@@ -586,6 +586,27 @@ TEST_F(BackendOps, PoolingAndGlobalPoolingFollowTheCpu) {
   cpu().global_average_pool_forward(x, g_cpu, 72, 6);
   gpu().global_average_pool_forward(up(x), g_gpu, 72, 6);
   expect_same(g_cpu, down(g_gpu), "global average pooling");
+
+  // Adaptive pooling: adaptive_pool_math.hpp's arithmetic on both, the same bits (the gradient
+  // gathers its windows in output order on both).
+  for (const bool max : {false, true}) {
+    backend::AdaptivePoolDesc d;
+    d.max = max;
+    d.batch = 3;
+    d.channels = 4;
+    d.in[0] = 3, d.in[1] = 7, d.in[2] = 5;
+    d.out[0] = 2, d.out[1] = 3, d.out[2] = 4;
+    const Tensor v = random_host({3, 3, 7, 5, 4}, 12), dv = random_host({3, 2, 3, 4, 4}, 13);
+    Tensor a_cpu({3, 2, 3, 4, 4}), arg_cpu, a_gpu = gpu_tensor({3, 2, 3, 4, 4}),
+                                            arg_gpu = gpu_tensor({0});
+    cpu().adaptive_pool_forward(d, v, a_cpu, arg_cpu);
+    gpu().adaptive_pool_forward(d, up(v), a_gpu, arg_gpu);
+    expect_same(a_cpu, down(a_gpu), max ? "adaptive max pooling" : "adaptive average pooling");
+    Tensor da_cpu({3, 3, 7, 5, 4}), da_gpu = gpu_tensor({3, 3, 7, 5, 4});
+    cpu().adaptive_pool_backward(d, dv, arg_cpu, da_cpu);
+    gpu().adaptive_pool_backward(d, up(dv), arg_gpu, da_gpu);
+    expect_same(da_cpu, down(da_gpu), max ? "adaptive max gradient" : "adaptive average gradient");
+  }
 }
 
 TEST_F(BackendOps, ConvolutionFollowsTheCpu) {

@@ -125,6 +125,11 @@ std::vector<LayerCase> layer_cases() {
        json::array({layer("Dense", {{"units", 6}}), layer("UnitNormalization", json::object()),
                     layer("Identity", json::object()),
                     layer("UnitNormalization", {{"axis", {1, 2}}})})});
+  cases.push_back({"adaptive_pooling",
+                   {7, 5, 2},
+                   json::array({layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}}),
+                                layer("AdaptiveMaxPooling2D", {{"output_size", {4, 3}}}),
+                                layer("AdaptiveAveragePooling2D", {{"output_size", 2}})})});
   cases.push_back(
       {"rms_normalizations",
        {4, 5},

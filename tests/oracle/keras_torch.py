@@ -809,6 +809,16 @@ def forward(case, inputs, weights):
         return pool1d(cfg, xs[0], "average")
     if cls == "GlobalMaxPooling1D":
         return xs[0].amax(dim=1, keepdim=bool(cfg.get("keepdims", False)))
+    if cls.startswith("AdaptiveAveragePooling") or cls.startswith("AdaptiveMaxPooling"):
+        # torch's adaptive pools (Keras 3's ops.adaptive_*_pool define the same windows), on
+        # the channels moved first and back.
+        axes = int(cls[-2])
+        size = cfg["output_size"]
+        size = tuple(size) if isinstance(size, list) else (size,) * axes
+        kind = "max" if "Max" in cls else "avg"
+        f = getattr(torch.nn.functional, f"adaptive_{kind}_pool{axes}d")
+        y = f(xs[0].movedim(-1, 1), size[0] if axes == 1 else size)
+        return (y[0] if kind == "max" and isinstance(y, tuple) else y).movedim(1, -1)
     if cls in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
         return conv_lstm(cfg, xs[0], weights, int(cls[8]))
     if cls == "Conv3D":

@@ -444,6 +444,31 @@ TEST(LayerOracle, SequenceAndGlobalPoolingLayersMatchPyTorch) {
   check_against_torch(cases);
 }
 
+// Keras 3's adaptive poolings against torch's: windows that overlap (7 to 3, 5 to 4), that
+// divide (8 to 4), that grow (3 to 5: cells read twice), over steps, images and volumes.
+TEST(LayerOracle, AdaptivePoolingMatchesPyTorch) {
+  std::vector<Case> cases;
+  cases.push_back({"AdaptiveAveragePooling1D",
+                   entry("AdaptiveAveragePooling1D", {{"output_size", 3}}),
+                   {{"", {2, 7, 3}}}});
+  cases.push_back({"AdaptiveMaxPooling1D",
+                   entry("AdaptiveMaxPooling1D", {{"output_size", 5}}),
+                   {{"", {2, 3, 4}}}});
+  cases.push_back({"AdaptiveAveragePooling2D",
+                   entry("AdaptiveAveragePooling2D", {{"output_size", {3, 4}}}),
+                   {{"", {2, 7, 5, 3}}}});
+  cases.push_back({"AdaptiveMaxPooling2D",
+                   entry("AdaptiveMaxPooling2D", {{"output_size", {4, 3}}}),
+                   {{"", {2, 8, 7, 2}}}});
+  cases.push_back({"AdaptiveAveragePooling3D",
+                   entry("AdaptiveAveragePooling3D", {{"output_size", {2, 3, 2}}}),
+                   {{"", {2, 3, 5, 4, 2}}}});
+  cases.push_back({"AdaptiveMaxPooling3D",
+                   entry("AdaptiveMaxPooling3D", {{"output_size", 2}}),
+                   {{"", {2, 5, 3, 4, 2}}}});
+  check_against_torch(cases);
+}
+
 // The volume layers (Conv3D valid, same and strided, dilated with groups; the 3-D pooling with
 // "valid" and asymmetric "same" windows; the global pooling over a volume's cells; padding,
 // cropping and upsampling with different amounts along each axis).

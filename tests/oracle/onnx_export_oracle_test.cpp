@@ -355,6 +355,23 @@ std::vector<Case> cases() {
                                 layer("Activation", {{"activation", "relu"}})}),
                {{{6}}},
                false});
+  // Keras 3's adaptive poolings: overlapping windows over steps, images and a volume.
+  c.push_back({"adaptive_pooling_1d",
+               sequential({7, 3}, {layer("AdaptiveMaxPooling1D", {{"output_size", 4}}),
+                                   layer("AdaptiveAveragePooling1D", {{"output_size", 3}})}),
+               {{{7, 3}}},
+               false});
+  c.push_back({"adaptive_pooling_2d",
+               sequential({7, 5, 2}, {layer("AdaptiveAveragePooling2D", {{"output_size", {3, 4}}}),
+                                      layer("AdaptiveMaxPooling2D", {{"output_size", 2}})}),
+               {{{7, 5, 2}}},
+               false});
+  c.push_back(
+      {"adaptive_pooling_3d",
+       sequential({3, 5, 4, 2}, {layer("AdaptiveMaxPooling3D", {{"output_size", {2, 3, 3}}}),
+                                 layer("AdaptiveAveragePooling3D", {{"output_size", {1, 2, 2}}})}),
+       {{{3, 5, 4, 2}}},
+       false});
   // Keras 3's two root-mean-square forms: LayerNormalization's rms_scaling (the mean left in)
   // and RMSNormalization.
   c.push_back({"rms_normalizations",

@@ -486,6 +486,24 @@ TEST(MetaEqualsTemplate, AttentionWithDropoutTrainsAsTheTemplate) {
   }
 }
 
+// Contract 1 through Keras 3's adaptive poolings: overlapping windows whose gradients sum (max
+// and average), after a convolution, on 2 and 3 replicas.
+TEST(MetaEqualsTemplate, AdaptivePoolingTrainsAsTheTemplate) {
+  const json model = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2, 1}}}),
+          layer("Conv2D",
+                {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "tanh"}}),
+          layer("AdaptiveMaxPooling2D", {{"output_size", {2, 3}}}),
+          layer("AdaptiveAveragePooling2D", {{"output_size", {3, 2}}}),
+          layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(model, replicas, batch);
+}
+
 // Contract 1 through a Llama-style decoder block in Keras 3's form: RMSNormalization, causal
 // GroupedQueryAttention (4 query heads over 2 key/value heads, dropout on the probabilities) on 3
 // tokens of 2 added back, LayerNormalization with rms_scaling, averaged over time -> Dense 5.
