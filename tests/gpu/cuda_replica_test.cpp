@@ -125,6 +125,21 @@ std::vector<LayerCase> layer_cases() {
        json::array({layer("Dense", {{"units", 6}}), layer("UnitNormalization", json::object()),
                     layer("Identity", json::object()),
                     layer("UnitNormalization", {{"axis", {1, 2}}})})});
+  // ConvLSTM2D over 3 steps of 4x5 images, plain and with both dropouts: Keras 3's one mask for
+  // the four gates, and in a model Keras 2 wrote a mask per gate (4-group convolutions).
+  const json conv_lstm =
+      layer("ConvLSTM2D",
+            {{"filters", 3}, {"kernel_size", 3}, {"padding", "same"}, {"return_sequences", true}});
+  json conv_lstm_dropout = conv_lstm;
+  conv_lstm_dropout["config"]["dropout"] = 0.3;
+  conv_lstm_dropout["config"]["recurrent_dropout"] = 0.2;
+  cases.push_back({"conv_lstm", {3, 4, 5, 2}, json::array({conv_lstm})});
+  cases.push_back({"conv_lstm_dropout", {3, 4, 5, 2}, json::array({conv_lstm_dropout})});
+  json keras2_conv_lstm =
+      sequential({3, 4, 5, 2}, json::array({conv_lstm_dropout, layer("Flatten", json::object()),
+                                            layer("Dense", {{"units", 3}})}));
+  keras2_conv_lstm["keras_version"] = "2.15.0";
+  cases.push_back({"conv_lstm_dropout_keras2", {3, 4, 5, 2}, json::array(), 0, keras2_conv_lstm});
   cases.push_back({"adaptive_pooling",
                    {7, 5, 2},
                    json::array({layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}}),

@@ -10,8 +10,6 @@ namespace tandem::nn {
 
 namespace {
 
-constexpr int kGates = 4;  // i, f, c, o
-
 backend::window::Axis axis_of(std::int64_t in, std::int64_t kernel, std::int64_t stride,
                               std::int64_t dilation, Padding padding) {
   const Window w = window_along(in, kernel, stride, dilation, padding);
@@ -21,7 +19,7 @@ backend::window::Axis axis_of(std::int64_t in, std::int64_t kernel, std::int64_t
 }  // namespace
 
 ConvLstm::ConvLstm(std::string name, ConvLstmOptions options)
-    : Layer(std::move(name)), options_(std::move(options)) {
+    : Layer(std::move(name)), options_(std::move(options)), random_(options_.seed) {
   kernel_.name = "conv_lstm_cell/kernel";
   recurrent_kernel_.name = "conv_lstm_cell/recurrent_kernel";
   bias_.name = "conv_lstm_cell/bias";
@@ -115,6 +113,7 @@ Shape ConvLstm::build(const Shape& input_shape, Rng& init) {
     fill_lstm_bias(bias_.value, options_.bias_initializer, f, options_.unit_forget_bias, init);
     options_.bias_constraint.build(bias_.value.shape());
   }
+  if (draws()) random_.build(init);
   cell_ = {f, options_.activation, options_.recurrent_activation, false};
   input_conv_.reset();
   recurrent_conv_.reset();
@@ -136,14 +135,55 @@ void ConvLstm::make_convolutions() {
   rec.filters = kGates * options_.filters;
   rec.use_bias = false;
   recurrent_conv_ = ops().convolution(rec);
+  // Keras 2's masks, one per gate: the convolutions over the four masked copies, group g (its
+  // copy's channels) making gate g's filters — the layer's own kernels, unchanged.
+  const auto grouped = [&](backend::ConvolutionDesc d, const char* what) {
+    d.label = who() + " (its " + what + " convolution over the gates' masked copies)";
+    d.geometry.channels *= kGates;
+    d.groups = kGates;
+    return ops().convolution(d);
+  };
+  grouped_input_conv_.reset();
+  grouped_recurrent_conv_.reset();
+  if (input_masks_.copies() > 1 && options_.dropout > 0) grouped_input_conv_ = grouped(in, "input");
+  if (recurrent_masks_.copies() > 1 && options_.recurrent_dropout > 0)
+    grouped_recurrent_conv_ = grouped(rec, "recurrent");
   conv_backend_ = &ops();
+}
+
+backend::Convolution2D& ConvLstm::input_conv() const {
+  return input_dropped_ && grouped_input_conv_ ? *grouped_input_conv_ : *input_conv_;
+}
+
+backend::Convolution2D& ConvLstm::recurrent_conv() const {
+  return recurrent_dropped_ && grouped_recurrent_conv_ ? *grouped_recurrent_conv_
+                                                       : *recurrent_conv_;
+}
+
+const Tensor& ConvLstm::dropped_input(bool training) {
+  input_dropped_ = training && options_.dropout > 0;
+  if (!input_dropped_) return x_steps_;
+  input_masks_.draw(ops(), random_, options_.dropout, sample_offset(), batch_, shape_size(in_grid_),
+                    channels_);
+  input_masks_.apply(ops(), x_steps_, steps_, x_dropped_);
+  return x_dropped_;
+}
+
+Tensor ConvLstm::recurrent_input(std::int64_t s) {
+  const std::int64_t f = options_.filters, rows = batch_ * cells_;
+  const Tensor h_prev = Tensor::view(hs_, s * rows * f, {batch_, cells_ * f});
+  if (!recurrent_dropped_) return h_prev.reshaped(images(batch_, out_grid_, f));
+  const std::int64_t width = recurrent_masks_.copies() * f;
+  Tensor h_in = Tensor::view(h_dropped_, s * rows * width, {batch_, cells_ * width});
+  recurrent_masks_.apply(ops(), h_prev, 1, h_in);
+  return h_in.reshaped(images(batch_, out_grid_, width));
 }
 
 void ConvLstm::to_batch_major(const Tensor& from, std::int64_t width, Tensor& to) {
   ops().swap_middle_axes(from, {1, steps_, batch_, width}, to);
 }
 
-const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
+const Tensor& ConvLstm::forward(const Tensor& x, bool training) {
   require_batch_of(x, input_shape_, who());
   backend::Backend& ops = this->ops();
   make_convolutions();
@@ -156,8 +196,17 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
   }
   const std::int64_t in_width = shape_size(in_grid_) * channels_;
   time_major(ops, x, batch_, steps_, in_width, options_.go_backwards, swapped_, x_steps_);
-  input_conv_->forward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
-                       kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
+  const Tensor& x_in = dropped_input(training);
+  input_conv().forward(
+      x_in.reshaped(images(steps_ * batch_, in_grid_,
+                           x_in.size() / (steps_ * batch_) / shape_size(in_grid_))),
+      kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
+  recurrent_dropped_ = training && options_.recurrent_dropout > 0;
+  if (recurrent_dropped_) {
+    recurrent_masks_.draw(ops, random_, options_.recurrent_dropout, sample_offset(), batch_, cells_,
+                          f);
+    ops.place(h_dropped_, {steps_ * rows, recurrent_masks_.copies() * f});
+  }
   ops.place(hs_, {(steps_ + 1) * rows, f});
   ops.place(cs_, {(steps_ + 1) * rows, f});
   Tensor h0 = Tensor::view(hs_, 0, {rows, f}), c0 = Tensor::view(cs_, 0, {rows, f});
@@ -165,8 +214,7 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool /*training*/) {
   ops.fill(c0, 0.0f);
   ops.place(pre_, {steps_ * rows, kGates * f});
   for (std::int64_t s = 0; s < steps_; ++s) {
-    const Tensor h_prev = Tensor::view(hs_, s * rows * f, images(batch_, out_grid_, f));
-    recurrent_conv_->forward(h_prev, recurrent_kernel_.value, nullptr, rec_);
+    recurrent_conv().forward(recurrent_input(s), recurrent_kernel_.value, nullptr, rec_);
     const Tensor xw = Tensor::view(xw_, s * rows * kGates * f, {rows, kGates * f});
     Tensor pre = Tensor::view(pre_, s * rows * kGates * f, {rows, kGates * f});
     Tensor c = Tensor::view(cs_, (s + 1) * rows * f, {rows, f});
@@ -250,26 +298,38 @@ const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad)
                            Tensor::view(cs_, s * rows * f, {rows, f}),
                            Tensor::view(cs_, (s + 1) * rows * f, {rows, f}), dh_, dc_, d_pre);
     if (s == 0) break;  // h_0 is a constant zero state
-    recurrent_conv_->backward_data(d_pre.reshaped(images(batch_, out_grid_, kGates * f)),
+    recurrent_conv().backward_data(d_pre.reshaped(images(batch_, out_grid_, kGates * f)),
                                    recurrent_kernel_.value, dh_prev_);
-    ops.copy(dh_prev_.reshaped({rows, f}), dh_);
+    if (recurrent_dropped_) {  // through the masks to h_prev itself
+      recurrent_masks_.apply_backward(ops, dh_prev_, 1, dh_dropped_);
+      ops.copy(dh_dropped_.reshaped({rows, f}), dh_);
+    } else {
+      ops.copy(dh_prev_.reshaped({rows, f}), dh_);
+    }
   }
   const Tensor d_pre_images = d_pre_.reshaped(images(steps_ * batch_, out_grid_, kGates * f));
+  // The convolutions' inputs as they read them: masked where this forward dropped.
+  const int rec_copies = recurrent_dropped_ ? recurrent_masks_.copies() : 1;
+  const Tensor h_read =
+      recurrent_dropped_ ? h_dropped_.reshaped(images(steps_ * batch_, out_grid_, rec_copies * f))
+                         : Tensor::view(hs_, 0, images(steps_ * batch_, out_grid_, f));
+  const int in_copies = input_dropped_ ? input_masks_.copies() : 1;
+  const Tensor& x_read = input_dropped_ ? x_dropped_ : x_steps_;
+  Tensor& dx_read = input_dropped_ ? dx_dropped_ : dx_steps_;
+  const Tensor x_images = x_read.reshaped(images(steps_ * batch_, in_grid_, in_copies * channels_));
   if (!kernel_.grad.empty()) {  // a frozen layer on a device replica has no gradients
-    recurrent_conv_->backward_weights(
-        Tensor::view(hs_, 0, images(steps_ * batch_, out_grid_, f)), d_pre_images,
-        recurrent_kernel_.grad, nullptr);
-    input_conv_->backward(x_steps_.reshaped(images(steps_ * batch_, in_grid_, channels_)),
-                          d_pre_images, kernel_.value, kernel_.grad,
+    recurrent_conv().backward_weights(h_read, d_pre_images, recurrent_kernel_.grad, nullptr);
+    input_conv().backward(x_images, d_pre_images, kernel_.value, kernel_.grad,
                           options_.use_bias ? &bias_.grad : nullptr,
-                          need_input_grad ? &dx_steps_ : nullptr);
+                          need_input_grad ? &dx_read : nullptr);
   } else if (need_input_grad) {
-    input_conv_->backward_data(d_pre_images, kernel_.value, dx_steps_);
+    input_conv().backward_data(d_pre_images, kernel_.value, dx_read);
   }
   if (!need_input_grad) {
     grad_input_ = Tensor();
     return grad_input_;
   }
+  if (input_dropped_) input_masks_.apply_backward(ops, dx_dropped_, steps_, dx_steps_);
   const std::int64_t in_width = shape_size(in_grid_) * channels_;
   Tensor& dx = ops.place(grad_input_, with_batch(batch_, input_shape_));
   if (!options_.go_backwards) {
@@ -280,6 +340,19 @@ const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad)
                  ops.place(swapped_, dx.shape()));
   reverse_steps(ops, swapped_, dx, steps_, in_width);
   return grad_input_;
+}
+
+std::vector<std::uint64_t> ConvLstm::random_state() const {
+  return draws() ? random_.state() : std::vector<std::uint64_t>{};
+}
+
+void ConvLstm::set_random_state(const std::vector<std::uint64_t>& state) {
+  if (draws()) {
+    random_.set_state(state, name());
+  } else if (!state.empty()) {
+    throw DataError(who() + " has no dropout, but its saved random state has " +
+                    std::to_string(state.size()) + " numbers");
+  }
 }
 
 std::vector<Parameter*> ConvLstm::parameters() {
@@ -317,8 +390,9 @@ nlohmann::json ConvLstm::config() const {
           {"kernel_constraint", options_.kernel_constraint.config()},
           {"recurrent_constraint", options_.recurrent_constraint.config()},
           {"bias_constraint", options_.bias_constraint.config()},
-          {"dropout", 0.0},
-          {"recurrent_dropout", 0.0}};
+          {"dropout", options_.dropout},
+          {"recurrent_dropout", options_.recurrent_dropout},
+          {"seed", options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr)}};
 }
 
 std::vector<RuledWeight> ConvLstm::ruled_weights() {

@@ -17,19 +17,27 @@
 // Weights, in Keras' shapes: kernel (k..., channels, 4·filters), recurrent_kernel (k...,
 // filters, 4·filters), bias (4·filters; unit_forget_bias starts the forget gate's at 1); Keras 2
 // names them "conv_lstm_cell/kernel". return_state: the call gives its output, then its final h
-// and c, packed as nn::SeveralOutputs says. Refused where the config asks for what is not
-// computed: dropout and recurrent_dropout above 0, stateful, a Keras mask reaching it.
+// and c, packed as nn::SeveralOutputs says.
+//
+// dropout / recurrent_dropout (training forwards): the input and h_prev masked where they enter
+// their convolutions, one mask per sample, cell and channel kept for every step — one for all
+// four gates in a Keras 3 model, one per gate in a Keras 2 one (nn/gate_masks.hpp: then the
+// convolution runs over four masked copies in 4 groups); h carried on and returned is not masked.
+// Refused where the config asks for what is not computed: stateful, a Keras mask reaching it.
 // Ownership and threads: as every layer's (tandem/layer.hpp).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/ops.hpp"
 #include "nn/activation_fn.hpp"
 #include "nn/constraint.hpp"
+#include "nn/gate_masks.hpp"
 #include "nn/initializer.hpp"
 #include "nn/layer_extensions.hpp"
+#include "nn/random_stream.hpp"
 #include "nn/regularizer.hpp"
 #include "nn/spatial.hpp"
 #include "tandem/layer.hpp"
@@ -57,6 +65,8 @@ struct ConvLstmOptions {
   Initializer bias_initializer{"zeros", std::nullopt, 0};
   WeightConstraint kernel_constraint, recurrent_constraint, bias_constraint;
   WeightRegularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
+  double dropout = 0, recurrent_dropout = 0;
+  std::optional<std::uint64_t> seed;
 };
 
 class ConvLstm : public Layer,
@@ -81,7 +91,11 @@ class ConvLstm : public Layer,
   void use_keras2_definitions() override {
     options_.activation = keras2_definition(options_.activation);
     options_.recurrent_activation = keras2_definition(options_.recurrent_activation);
+    input_masks_.set_copies(kGates);
+    recurrent_masks_.set_copies(kGates);
   }
+  std::vector<std::uint64_t> random_state() const override;
+  void set_random_state(const std::vector<std::uint64_t>& state) override;
 
  private:
   std::string who() const { return "layer '" + name() + "' (" + class_name() + ")"; }
@@ -90,8 +104,18 @@ class ConvLstm : public Layer,
                                      const std::vector<std::int64_t>& strides,
                                      const std::vector<std::int64_t>& dilation, Padding padding,
                                      std::int64_t channels) const;
-  /// The backend's input and recurrent convolutions (made again after a backend change).
+  static constexpr int kGates = 4;  // i, f, c, o
+  /// The backend's input and recurrent convolutions (made again after a backend change), and
+  /// their 4-group forms over Keras 2's masked copies where its dropout needs them.
   void make_convolutions();
+  /// The input (recurrent) convolution of this forward: over the masked copies when masked.
+  backend::Convolution2D& input_conv() const;
+  backend::Convolution2D& recurrent_conv() const;
+  bool draws() const { return options_.dropout > 0 || options_.recurrent_dropout > 0; }
+  /// x_in_ = x_steps_, masked in a training forward with dropout.
+  const Tensor& dropped_input(bool training);
+  /// The h_prev of step s the recurrent convolution reads (masked with recurrent dropout).
+  Tensor recurrent_input(std::int64_t s);
   /// (n, image...) for `n` images of the grid `grid` with `channels`: the convolutions' view.
   Shape images(std::int64_t n, const Shape& grid, std::int64_t channels) const;
   /// `from` (steps · batch, width) time-major back to (batch, steps, width) in `to` (sized).
@@ -108,6 +132,11 @@ class ConvLstm : public Layer,
   std::int64_t steps_ = 0, channels_ = 0, cells_ = 0;
   backend::window::Geometry input_geometry_, recurrent_geometry_;
   std::unique_ptr<backend::Convolution2D> input_conv_, recurrent_conv_;
+  std::unique_ptr<backend::Convolution2D> grouped_input_conv_, grouped_recurrent_conv_;
+  RandomStream random_;
+  GateMasks input_masks_, recurrent_masks_;
+  bool input_dropped_ = false, recurrent_dropped_ = false;  // this forward's
+  Tensor x_dropped_, h_dropped_, dx_dropped_, dh_dropped_;  // the masked values, their gradients
   const backend::Backend* conv_backend_ = nullptr;
   backend::RecurrentCellDesc cell_;
   std::int64_t batch_ = -1;

@@ -1689,12 +1689,9 @@ std::unique_ptr<Layer> make_conv_lstm(ConfigObject& c, const std::string& name) 
   o.go_backwards = c.get_bool("go_backwards", false);
   o.return_state = c.get_bool("return_state", false);
   read_recurrent_flags(c);
-  for (const char* key : {"dropout", "recurrent_dropout"})
-    if (c.number_in(key, 0.0, 0.0, 1.0, false, true) > 0)
-      throw ConfigError(c.path_of(key),
-                        "dropout inside a convolutional LSTM is not supported by Tandem; set it "
-                        "to 0 (a SpatialDropout3D or Dropout before the layer drops its inputs)");
-  read_seed(c);
+  o.dropout = c.number_in("dropout", 0.0, 0.0, 1.0, false, true);
+  o.recurrent_dropout = c.number_in("recurrent_dropout", 0.0, 0.0, 1.0, false, true);
+  o.seed = read_seed(c);
   read_weight_keys(c, "kernel", o.kernel_initializer, o.kernel_regularizer, o.kernel_constraint);
   read_weight_keys(c, "recurrent", o.recurrent_initializer, o.recurrent_regularizer,
                    o.recurrent_constraint);

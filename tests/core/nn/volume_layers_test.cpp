@@ -322,10 +322,11 @@ TEST(ConvLstm, ShapesWeightsAndConfigAsKeras) {
     EXPECT_NE(e.find("'model.config.layers[1].config." + where + "'"), std::string::npos) << e;
     EXPECT_NE(e.find(what), std::string::npos) << e;
   };
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"dropout", 0.2}}, "dropout",
-               "not supported");
-  expect_error({{"filters", 2}, {"kernel_size", 3}, {"recurrent_dropout", 0.1}},
-               "recurrent_dropout", "not supported");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"dropout", 1.5}}, "dropout", "1.5");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"recurrent_dropout", -0.1}},
+               "recurrent_dropout", "-0.1");
+  expect_error({{"filters", 2}, {"kernel_size", 3}, {"dropout", 0.2}, {"seed", -3}}, "seed",
+               "expected an integer >= 0");
   expect_error({{"filters", 2}, {"kernel_size", 3}, {"stateful", true}}, "stateful",
                "not supported");
   expect_error({{"filters", 2}, {"kernel_size", {3, 3, 3}}}, "kernel_size", "a list of 2");

@@ -428,6 +428,18 @@ TEST(MetaEqualsTemplate, ConvolutionalLstmsTrainAsTheTemplate) {
           layer("Flatten", json::object()), layer("Dense", {{"units", 5}})}}}}};
   for (int replicas : {2, 3})
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(clips, replicas, batch);
+  // With dropout and recurrent dropout in both: Keras 3's one mask for the four gates, and (the
+  // model written by Keras 2) a mask per gate, the convolutions over the four masked copies. The
+  // masks are drawn per global sample, so the replicas draw what the template does.
+  json dropping = clips;
+  for (int at : {3, 5}) {
+    dropping["config"]["layers"][at]["config"]["dropout"] = 0.3;
+    dropping["config"]["layers"][at]["config"]["recurrent_dropout"] = 0.2;
+  }
+  json keras2 = dropping;
+  keras2["keras_version"] = "2.15.0";
+  for (const json& model : {dropping, keras2})
+    for (int replicas : {2, 3}) expect_meta_equals_template(model, replicas, 32);
 }
 
 // Contract 1 for an LSTM autoencoder as Keras 2 writes one (RepeatVector of the code, an LSTM
