@@ -587,6 +587,17 @@ TEST_F(BackendOps, PoolingAndGlobalPoolingFollowTheCpu) {
   gpu().global_average_pool_forward(up(x), g_gpu, 72, 6);
   expect_same(g_cpu, down(g_gpu), "global average pooling");
 
+  // SpectralNormalization's update: the same estimate to rounding (the norms' sums in another
+  // order), u too.
+  {
+    const backend::SpectralNormDesc sd{18, 6, 2};
+    Tensor k_cpu = random_host({3, 3, 2, 6}, 14), u_cpu = random_host({1, 6}, 15);
+    Tensor k_gpu = up(k_cpu), u_gpu = up(u_cpu);
+    cpu().spectral_normalize(sd, k_cpu, u_cpu);
+    gpu().spectral_normalize(sd, k_gpu, u_gpu);
+    expect_close(k_cpu, down(k_gpu), 1e-6, "spectral normalization kernel");
+    expect_close(u_cpu, down(u_gpu), 1e-6, "spectral normalization u");
+  }
   // Adaptive pooling: adaptive_pool_math.hpp's arithmetic on both, the same bits (the gradient
   // gathers its windows in output order on both).
   for (const bool max : {false, true}) {

@@ -140,6 +140,14 @@ std::vector<LayerCase> layer_cases() {
                                             layer("Dense", {{"units", 3}})}));
   keras2_conv_lstm["keras_version"] = "2.15.0";
   cases.push_back({"conv_lstm_dropout_keras2", {3, 4, 5, 2}, json::array(), 0, keras2_conv_lstm});
+  cases.push_back(
+      {"spectral_normalization",
+       {4, 5, 2},
+       json::array({layer("SpectralNormalization",
+                          {{"layer", layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}})},
+                           {"power_iterations", 2}}),
+                    layer("Flatten", json::object()),
+                    layer("SpectralNormalization", {{"layer", layer("Dense", {{"units", 4}})}})})});
   cases.push_back({"adaptive_pooling",
                    {7, 5, 2},
                    json::array({layer("Conv2D", {{"filters", 3}, {"kernel_size", 2}}),

@@ -355,6 +355,19 @@ std::vector<Case> cases() {
                                 layer("Activation", {{"activation", "relu"}})}),
                {{{6}}},
                false});
+  // SpectralNormalization: the wrapped layers on their weights as they stand.
+  c.push_back(
+      {"spectral_normalization",
+       sequential(
+           {5, 4, 2},
+           {layer("SpectralNormalization",
+                  {{"layer",
+                    {{"class_name", "Conv2D"}, {"config", {{"filters", 3}, {"kernel_size", 2}}}}}}),
+            layer("Flatten"),
+            layer("SpectralNormalization",
+                  {{"layer", {{"class_name", "Dense"}, {"config", {{"units", 4}}}}},
+                   {"power_iterations", 2}})}),
+       {{{5, 4, 2}}}});
   // Keras 3's adaptive poolings: overlapping windows over steps, images and a volume.
   c.push_back({"adaptive_pooling_1d",
                sequential({7, 3}, {layer("AdaptiveMaxPooling1D", {{"output_size", 4}}),

@@ -260,6 +260,16 @@ std::int64_t layer_norm_rows(const LayerNormDesc& d, const Tensor& x) {
   return rows;
 }
 
+void check_spectral_norm(const SpectralNormDesc& desc, const Tensor& kernel, const Tensor& u,
+                         const char* operation) {
+  if (desc.rows < 1 || desc.cols < 1 || desc.iterations < 1 ||
+      kernel.size() != desc.rows * desc.cols || u.size() != desc.cols)
+    throw std::logic_error(std::string("backend operation ") + operation + ": a kernel of " +
+                           std::to_string(kernel.size()) + " values and a u of " +
+                           std::to_string(u.size()) + " are not " + std::to_string(desc.rows) +
+                           " x " + std::to_string(desc.cols) + " and " + std::to_string(desc.cols));
+}
+
 void adaptive_pool_values(const AdaptivePoolDesc& desc, const Tensor& in, const Tensor& out,
                           const char* operation) {
   const std::int64_t in_values = desc.batch * math::adaptive_in_cells(desc) * desc.channels,

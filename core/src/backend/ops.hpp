@@ -161,6 +161,13 @@ struct LayerNormDesc {
   bool centred_output = true;    // y = (x - mean) ... (false: y = x ...)
 };
 
+/// Keras' SpectralNormalization of a kernel seen as (rows, cols), its last axis the columns,
+/// with its vector u (1, cols): `iterations` power iterations.
+struct SpectralNormDesc {
+  std::int64_t rows = 0, cols = 0;
+  int iterations = 1;
+};
+
 /// Where an embedding lookup failed: the first input position (row-major) whose value is not an
 /// integer index in [0, vocabulary), and that value.
 struct BadIndex {
@@ -496,6 +503,11 @@ class Backend {
                                            std::int64_t channels) = 0;
   virtual void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                             std::int64_t channels) = 0;
+  /// SpectralNormalization's training update, as Keras computes it: `iterations` times v =
+  /// normalize(u Wᵀ), u = normalize(v W) (normalize: x · min(rsqrt(Σ x²), 1e7), Keras'
+  /// ops.normalize), then σ = v W uᵀ, kernel /= σ and u = the last u — unless the kernel is all
+  /// zeros (both kept, as Keras' cond). Sums in double; σ rounded to float before the division.
+  virtual void spectral_normalize(const SpectralNormDesc& desc, Tensor& kernel, Tensor& u) = 0;
   /// y = x pooled as `desc` says (backend/adaptive_pool_math.hpp), each value
   /// adaptive_pool_value's; with desc.max, arg (y's shape) the flat input cell of each maximum.
   virtual void adaptive_pool_forward(const AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
@@ -656,6 +668,10 @@ std::int64_t recurrent_rows(const RecurrentCellDesc& desc,
                             const char* operation);
 /// The rows of x for layer normalization; throws std::logic_error unless x is whole rows.
 std::int64_t layer_norm_rows(const LayerNormDesc& desc, const Tensor& x);
+/// Throws std::logic_error naming `operation` unless kernel holds desc's rows x cols and u cols
+/// values.
+void check_spectral_norm(const SpectralNormDesc& desc, const Tensor& kernel, const Tensor& u,
+                         const char* operation);
 /// Checks that `in` holds desc's input samples and `out` its pooled ones (logic_error naming
 /// `operation` otherwise).
 void adaptive_pool_values(const AdaptivePoolDesc& desc, const Tensor& in, const Tensor& out,

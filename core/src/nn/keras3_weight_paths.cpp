@@ -1,8 +1,10 @@
 #include "nn/keras3_weight_paths.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 
+#include "nn/spectral_normalization.hpp"
 #include "nn/stacked_rnn.hpp"
 #include "nn/time_distributed.hpp"
 
@@ -146,10 +148,18 @@ std::vector<std::string> keras3_weight_names(Layer& layer,
                                              const std::vector<std::string>& keras2_names) {
   if (const auto* stack = dynamic_cast<const StackedRnn*>(&layer))
     return stacked_cell_weight_names(*stack, keras2_names);
-  auto* wrapper = dynamic_cast<TimeDistributed*>(&layer);
-  if (!wrapper) return keras3_weight_names(layer.class_name(), keras2_names);
-  std::vector<std::string> names = keras3_weight_names(wrapper->inner(), keras2_names);
+  // A wrapper keeps its layer's weights under the attribute `layer`, then its own
+  // (SpectralNormalization's vector_u).
+  Layer* inner = nullptr;
+  if (auto* td = dynamic_cast<TimeDistributed*>(&layer)) inner = &td->inner();
+  if (auto* sn = dynamic_cast<SpectralNormalization*>(&layer)) inner = &sn->inner();
+  if (!inner) return keras3_weight_names(layer.class_name(), keras2_names);
+  const std::size_t wrapped = std::min(inner->parameters().size(), keras2_names.size());
+  std::vector<std::string> names = keras3_weight_names(
+      *inner, std::vector<std::string>(keras2_names.begin(), keras2_names.begin() + wrapped));
   for (std::string& n : names) n = "layer/" + n;
+  for (std::size_t own = 0; own + wrapped < keras2_names.size(); ++own)
+    names.push_back(std::to_string(own));
   return names;
 }
 

@@ -45,6 +45,7 @@
 #include "nn/resizing.hpp"
 #include "nn/separable_conv2d.hpp"
 #include "nn/shaped_activation.hpp"
+#include "nn/spectral_normalization.hpp"
 #include "nn/stacked_rnn.hpp"
 #include "nn/time_distributed.hpp"
 #include "nn/unit_normalization.hpp"
@@ -1778,13 +1779,21 @@ std::unique_ptr<Layer> make_bidirectional(ConfigObject& c, const std::string& na
 // layer of one input whose rows are samples of their own, named as its config names it. The
 // wrapper's trainable and dtype policy govern it; what Keras computes otherwise is refused at its
 // key.
-std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string& name) {
+// The layer a wrapper holds under "layer" (TimeDistributed, SpectralNormalization), made by the
+// registry from its entry: one input, no whole model.
+struct WrappedLayer {
+  std::unique_ptr<Layer> layer;
+  std::string class_name, class_path;  // its class and where the config names it
+};
+
+WrappedLayer read_wrapped_layer(ConfigObject& c, const std::string& wrapper) {
   ConfigObject entry(c.at("layer"), c.path_of("layer"));
   const std::string cls = entry.get_string("class_name");
   if (is_model_entry(c.at("layer")))
     throw ConfigError(entry.path_of("class_name"),
-                      "TimeDistributed of a whole model is not supported by Tandem; wrap its "
-                      "layers one by one");
+                      wrapper +
+                          " of a whole model is not supported by Tandem; wrap its "
+                          "layers one by one");
   const auto it = layer_registry().find(cls);
   if (it == layer_registry().end())
     throw ConfigError(entry.path_of("class_name"), "unknown layer class '" + cls + "'");
@@ -1799,16 +1808,32 @@ std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string&
   lc.finish();
   if (inner->takes_several_inputs())
     throw ConfigError(entry.path_of("class_name"),
-                      "TimeDistributed wraps a layer of one input, got " + cls);
+                      wrapper + " wraps a layer of one input, got " + cls);
+  return {std::move(inner), cls, entry.path_of("class_name")};
+}
+
+std::unique_ptr<Layer> make_time_distributed(ConfigObject& c, const std::string& name) {
+  WrappedLayer wrapped = read_wrapped_layer(c, "TimeDistributed");
+  const std::string& cls = wrapped.class_name;
   // Keras 2 reshapes the steps into the batch (its statistics over every step), Keras 3 calls the
   // layer step by step (statistics per step): the same layer outside TimeDistributed normalizes
   // over every axis but the channels already.
-  if (cross_replica_statistics_of(*inner))
-    throw ConfigError(entry.path_of("class_name"),
-                      "TimeDistributed of a " + cls + " is not supported by Tandem (Keras 2 and 3 "
-                      "take its batch statistics differently); a " + cls + " outside "
-                      "TimeDistributed normalizes over the steps and the batch");
-  return std::make_unique<TimeDistributed>(name, std::move(inner));
+  if (cross_replica_statistics_of(*wrapped.layer))
+    throw ConfigError(wrapped.class_path,
+                      "TimeDistributed of a " + cls +
+                          " is not supported by Tandem (Keras 2 and 3 "
+                          "take its batch statistics differently); a " +
+                          cls +
+                          " outside "
+                          "TimeDistributed normalizes over the steps and the batch");
+  return std::make_unique<TimeDistributed>(name, std::move(wrapped.layer));
+}
+
+// SpectralNormalization: the wrapped layer, power_iterations (a positive integer, default 1).
+std::unique_ptr<Layer> make_spectral_normalization(ConfigObject& c, const std::string& name) {
+  WrappedLayer wrapped = read_wrapped_layer(c, "SpectralNormalization");
+  const auto iterations = static_cast<int>(c.positive_int("power_iterations", 1));
+  return std::make_unique<SpectralNormalization>(name, std::move(wrapped.layer), iterations);
 }
 
 }  // namespace
@@ -1915,6 +1940,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"ConvLSTM3D", {"conv_lstm3d", make_conv_lstm<3>}},
       {"Masking", {"masking", make_masking}},
       {"TimeDistributed", {"time_distributed", make_time_distributed}},
+      {"SpectralNormalization", {"spectral_normalization", make_spectral_normalization}},
       {"ZeroPadding1D", {"zero_padding1d", make_zero_padding1d}},
       {"Cropping1D", {"cropping1d", make_cropping1d}},
       {"UpSampling1D", {"up_sampling1d", make_up_sampling1d}},

@@ -41,7 +41,8 @@ const std::set<std::string>& merging() {
 }
 
 // Keras' layers without mask support, which Keras 3 gives no mask (and Keras 2 refuses one):
-// the mask ends there. (RMSNormalization and the adaptive poolings are Keras 3's alone.)
+// the mask ends there. (RMSNormalization, the adaptive poolings and SpectralNormalization are
+// Keras 3's alone.)
 const std::set<std::string>& dropping() {
   static const std::set<std::string> classes{"Conv1D",
                                              "Conv2D",
@@ -69,7 +70,8 @@ const std::set<std::string>& dropping() {
                                              "CenterCrop",
                                              "RMSNormalization",
                                              "AdaptiveAveragePooling1D",
-                                             "AdaptiveMaxPooling1D"};
+                                             "AdaptiveMaxPooling1D",
+                                             "SpectralNormalization"};
   return classes;
 }
 

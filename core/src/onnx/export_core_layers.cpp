@@ -11,6 +11,7 @@
 #include "backend/ops.hpp"
 #include "nn/group_normalization.hpp"
 #include "nn/permute.hpp"
+#include "nn/spectral_normalization.hpp"
 #include "nn/time_distributed.hpp"
 #include "onnx/layer_export.hpp"
 
@@ -619,6 +620,14 @@ OnnxValue export_time_distributed(LayerCall& call) {
                         wrapper.step_output_shape(), wrapper.inner().name());
 }
 
+// SpectralNormalization: its layer's own nodes on the weight as it stands (the division is
+// training's).
+OnnxValue export_spectral_normalization(LayerCall& call) {
+  auto& wrapper = static_cast<nn::SpectralNormalization&>(call.layer);
+  return export_on_view(call, wrapper.inner(), wrapper.input_shape(), wrapper.output_shape(),
+                        wrapper.inner().name());
+}
+
 void add_core_exporters(ExporterTable& table) {
   table["Dense"] = export_dense;
   table["EinsumDense"] = export_einsum_dense;
@@ -645,6 +654,7 @@ void add_core_exporters(ExporterTable& table) {
   table["CategoryEncoding"] = export_category_encoding;
   table["PositionEmbedding"] = export_position_embedding;
   table["TimeDistributed"] = export_time_distributed;
+  table["SpectralNormalization"] = export_spectral_normalization;
   table["Permute"] = export_permute;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",

@@ -498,6 +498,31 @@ TEST(MetaEqualsTemplate, AttentionWithDropoutTrainsAsTheTemplate) {
   }
 }
 
+// Contract 1 through SpectralNormalization: every replica divides its copy of the kernel (a
+// Conv2D's, a Dense's) by the same estimate before its forward — an empty shard's replica too
+// (batch 2 on 3 replicas) — so they stay the template.
+TEST(MetaEqualsTemplate, SpectralNormalizationTrainsAsTheTemplate) {
+  const auto spectral = [](const char* cls, json config, int iterations) {
+    return layer("SpectralNormalization",
+                 {{"layer", {{"class_name", cls}, {"config", std::move(config)}}},
+                  {"power_iterations", iterations}});
+  };
+  const json model = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Reshape", {{"target_shape", {3, 2, 1}}}),
+          spectral(
+              "Conv2D",
+              {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "relu"}}, 1),
+          layer("Flatten", json::object()),
+          spectral("Dense", {{"units", 8}, {"activation", "tanh"}}, 3),
+          layer("Dense", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {2, 7, 32}) expect_meta_equals_template(model, replicas, batch);
+}
+
 // Contract 1 through Keras 3's adaptive poolings: overlapping windows whose gradients sum (max
 // and average), after a convolution, on 2 and 3 replicas.
 TEST(MetaEqualsTemplate, AdaptivePoolingTrainsAsTheTemplate) {

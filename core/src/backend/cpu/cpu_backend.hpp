@@ -122,6 +122,7 @@ class CpuBackend final : public Backend {
                                    std::int64_t channels) override;
   void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                     std::int64_t channels) override;
+  void spectral_normalize(const SpectralNormDesc& desc, Tensor& kernel, Tensor& u) override;
   void adaptive_pool_forward(const AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
                              Tensor& arg) override;
   void adaptive_pool_backward(const AdaptivePoolDesc& desc, const Tensor& dy, const Tensor& arg,

@@ -329,6 +329,17 @@ void CudaBackend::global_average_pool_backward(const Tensor& dy, Tensor& dx, std
                                      channels, stream_);
 }
 
+void CudaBackend::spectral_normalize(const backend::SpectralNormDesc& desc, Tensor& kernel,
+                                     Tensor& u) {
+  require(kernel, "spectral_normalize");
+  require(u, "spectral_normalize");
+  backend::check_spectral_norm(desc, kernel, u, "spectral_normalize");
+  float* work =
+      scratch(spectral_scratch_, cuda::spectral_norm_scratch_floats(desc.rows, desc.cols));
+  cuda::spectral_normalize(desc.rows, desc.cols, desc.iterations, kernel.data(), u.data(), work,
+                           stream_);
+}
+
 void CudaBackend::adaptive_pool_forward(const backend::AdaptivePoolDesc& desc, const Tensor& x,
                                         Tensor& y, Tensor& arg) {
   require(x, "adaptive_pool_forward");

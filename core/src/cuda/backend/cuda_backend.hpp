@@ -162,6 +162,8 @@ class CudaBackend final : public backend::Backend {
                                    std::int64_t channels) override;
   void global_average_pool_backward(const Tensor& dy, Tensor& dx, std::int64_t cells,
                                     std::int64_t channels) override;
+  void spectral_normalize(const backend::SpectralNormDesc& desc, Tensor& kernel,
+                          Tensor& u) override;
   void adaptive_pool_forward(const backend::AdaptivePoolDesc& desc, const Tensor& x, Tensor& y,
                              Tensor& arg) override;
   void adaptive_pool_backward(const backend::AdaptivePoolDesc& desc, const Tensor& dy,
@@ -211,7 +213,7 @@ class CudaBackend final : public backend::Backend {
   std::shared_ptr<StepState> step_ = std::make_shared<StepState>();
   DeviceBuffer column_scratch_, indices_, flag_, embedding_work_, embedding_starts_,
       embedding_sort_, row_values_, row_counts_, optimizer_scratch_, constraint_scales_,
-      penalty_values_, finite_flag_;
+      penalty_values_, finite_flag_, spectral_scratch_;
 };
 
 }  // namespace tandem::cuda

@@ -78,6 +78,14 @@ void global_average_pool_forward(const float* x, float* y, std::int64_t batch, s
 void global_average_pool_backward(const float* dy, float* dx, std::int64_t batch,
                                   std::int64_t cells, std::int64_t channels, cudaStream_t stream);
 
+// ---- SpectralNormalization -------------------------------------------------------------------
+
+/// Floats of 8-byte aligned device scratch spectral_normalize needs.
+std::int64_t spectral_norm_scratch_floats(std::int64_t rows, std::int64_t cols);
+/// backend::Backend::spectral_normalize of w (rows x cols) and u (cols), on the device.
+void spectral_normalize(std::int64_t rows, std::int64_t cols, int iterations, float* w, float* u,
+                        float* scratch, cudaStream_t stream);
+
 // ---- Adaptive pooling ------------------------------------------------------------------------
 
 /// One thread per output value: adaptive_pool_value (arg: the maxima's input cells; may be
