@@ -4,9 +4,8 @@
 #include <cctype>
 #include <map>
 
-#include "nn/spectral_normalization.hpp"
+#include "nn/layer_wrapper.hpp"
 #include "nn/stacked_rnn.hpp"
-#include "nn/time_distributed.hpp"
 
 namespace tandem::nn {
 
@@ -150,10 +149,9 @@ std::vector<std::string> keras3_weight_names(Layer& layer,
     return stacked_cell_weight_names(*stack, keras2_names);
   // A wrapper keeps its layer's weights under the attribute `layer`, then its own
   // (SpectralNormalization's vector_u).
-  Layer* inner = nullptr;
-  if (auto* td = dynamic_cast<TimeDistributed*>(&layer)) inner = &td->inner();
-  if (auto* sn = dynamic_cast<SpectralNormalization*>(&layer)) inner = &sn->inner();
-  if (!inner) return keras3_weight_names(layer.class_name(), keras2_names);
+  auto* wrapper = dynamic_cast<LayerWrapper*>(&layer);
+  if (!wrapper) return keras3_weight_names(layer.class_name(), keras2_names);
+  Layer* inner = &wrapper->inner();
   const std::size_t wrapped = std::min(inner->parameters().size(), keras2_names.size());
   std::vector<std::string> names = keras3_weight_names(
       *inner, std::vector<std::string>(keras2_names.begin(), keras2_names.begin() + wrapped));

@@ -7,7 +7,7 @@ namespace tandem::nn {
 
 SpectralNormalization::SpectralNormalization(std::string name, std::unique_ptr<Layer> inner,
                                              int power_iterations)
-    : Layer(std::move(name)), inner_(std::move(inner)), power_iterations_(power_iterations) {
+    : LayerWrapper(std::move(name), std::move(inner)), power_iterations_(power_iterations) {
   vector_u_.name = "vector_u";
   vector_u_.trainable = false;
 }
@@ -54,15 +54,6 @@ nlohmann::json SpectralNormalization::config() const {
           {"dtype", "float32"},
           {"layer", {{"class_name", inner_->class_name()}, {"config", inner_->config()}}},
           {"power_iterations", power_iterations_}};
-}
-
-std::vector<RuledWeight> SpectralNormalization::ruled_weights() {
-  auto* rules = dynamic_cast<WeightRules*>(inner_.get());
-  return rules ? rules->ruled_weights() : std::vector<RuledWeight>{};
-}
-
-void SpectralNormalization::use_keras2_definitions() {
-  if (auto* definitions = keras_two_definitions_of(*inner_)) definitions->use_keras2_definitions();
 }
 
 }  // namespace tandem::nn

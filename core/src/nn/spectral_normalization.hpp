@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "backend/ops.hpp"
-#include "nn/layer_extensions.hpp"
+#include "nn/layer_wrapper.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -25,7 +25,7 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class SpectralNormalization : public Layer, public WeightRules, public KerasTwoDefinitions {
+class SpectralNormalization : public LayerWrapper {
  public:
   SpectralNormalization(std::string name, std::unique_ptr<Layer> inner, int power_iterations);
   std::string class_name() const override { return "SpectralNormalization"; }
@@ -35,22 +35,12 @@ class SpectralNormalization : public Layer, public WeightRules, public KerasTwoD
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
-  std::vector<RuledWeight> ruled_weights() override;
-  std::vector<std::uint64_t> random_state() const override { return inner_->random_state(); }
-  void set_random_state(const std::vector<std::uint64_t>& state) override {
-    inner_->set_random_state(state);
-  }
-  void use_keras2_definitions() override;
 
-  /// The wrapped layer (borrowed from this one).
-  Layer& inner() { return *inner_; }
-  const Layer& inner() const { return *inner_; }
   /// After build: the shapes the wrapped layer takes and gives (the wrapper's own).
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
 
  private:
-  std::unique_ptr<Layer> inner_;
   int power_iterations_;
   Parameter* kernel_ = nullptr;  // the wrapped layer's kernel or embeddings (after build)
   Parameter vector_u_;

@@ -14,9 +14,6 @@ Tensor steps_as_rows(const Tensor& t, std::int64_t rows, std::int64_t steps, con
 
 }  // namespace
 
-TimeDistributed::TimeDistributed(std::string name, std::unique_ptr<Layer> inner)
-    : Layer(std::move(name)), inner_(std::move(inner)) {}
-
 Shape TimeDistributed::build(const Shape& input_shape, Rng& init) {
   if (input_shape.size() < 2)
     throw ShapeError("layer '" + name() + "' (TimeDistributed) needs inputs of at least 3 axes, " +
@@ -65,15 +62,6 @@ nlohmann::json TimeDistributed::config() const {
           {"trainable", trainable()},
           {"dtype", "float32"},
           {"layer", {{"class_name", inner_->class_name()}, {"config", inner_->config()}}}};
-}
-
-std::vector<RuledWeight> TimeDistributed::ruled_weights() {
-  auto* rules = dynamic_cast<WeightRules*>(inner_.get());
-  return rules ? rules->ruled_weights() : std::vector<RuledWeight>{};
-}
-
-void TimeDistributed::use_keras2_definitions() {
-  if (auto* definitions = keras_two_definitions_of(*inner_)) definitions->use_keras2_definitions();
 }
 
 }  // namespace tandem::nn

@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "nn/layer_extensions.hpp"
+#include "nn/layer_wrapper.hpp"
 #include "tandem/layer.hpp"
 #include "util/internal_api.hpp"
 
@@ -22,33 +22,24 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
-class TimeDistributed : public Layer, public WeightRules, public KerasTwoDefinitions {
+class TimeDistributed : public LayerWrapper {
  public:
   /// `inner` takes one input and is a layer whose rows are independent samples (the registry
   /// refuses the others, naming the config key).
-  TimeDistributed(std::string name, std::unique_ptr<Layer> inner);
+  TimeDistributed(std::string name, std::unique_ptr<Layer> inner)
+      : LayerWrapper(std::move(name), std::move(inner)) {}
   std::string class_name() const override { return "TimeDistributed"; }
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
   std::vector<Parameter*> parameters() override { return inner_->parameters(); }
   nlohmann::json config() const override;
-  std::vector<RuledWeight> ruled_weights() override;
-  std::vector<std::uint64_t> random_state() const override { return inner_->random_state(); }
-  void set_random_state(const std::vector<std::uint64_t>& state) override {
-    inner_->set_random_state(state);
-  }
-  void use_keras2_definitions() override;
 
-  /// The wrapped layer (borrowed from this one).
-  Layer& inner() { return *inner_; }
-  const Layer& inner() const { return *inner_; }
   /// After build: the wrapped layer's per-sample input and output shapes (one step's).
   const Shape& step_input_shape() const { return step_input_; }
   const Shape& step_output_shape() const { return step_output_; }
 
  private:
-  std::unique_ptr<Layer> inner_;
   std::int64_t steps_ = 0;
   Shape step_input_, step_output_;
   Tensor output_, grad_input_;  // views of the wrapped layer's buffers, (batch, steps, ...)

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gradient_check.hpp"
 #include "nn/layer_extensions.hpp"
 #include "test_support.hpp"
 
@@ -143,15 +144,9 @@ TEST(ConvLstmDropout, InferenceIsTheLayerWithoutDropout) {
   }
 }
 
-double weighted_sum(const Tensor& y, const Tensor& dy) {
-  double s = 0;
-  for (std::int64_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * dy[i];
-  return s;
-}
-
-// The gradient of Σ y·dy of a training forward by central differences, the random state put
-// back before each forward (the same masks), against the backward: a ConvLSTM2D of 2 filters,
-// 3x3 kernels over 3 steps of 4x5 images of 2 channels, both dropouts.
+// The gradient of Σ y·dy of a training forward by central differences with the masks held
+// (test::expect_training_gradients): a ConvLSTM2D of 2 filters, 3x3 kernels over 3 steps of 4x5
+// images of 2 channels, both dropouts.
 TEST(ConvLstmDropout, TrainingGradientsThroughTheMasksMatchCentralDifferences) {
   for (const bool keras2 : {false, true}) {
     SCOPED_TRACE(keras2 ? "Keras 2" : "Keras 3");
@@ -166,33 +161,7 @@ TEST(ConvLstmDropout, TrainingGradientsThroughTheMasksMatchCentralDifferences) {
     Rng init(2);
     layer->build({3, 4, 5, 2}, init);
     Tensor x = test::random_tensor({2, 3, 4, 5, 2}, 11);
-    const auto state = layer->random_state();
-    ASSERT_EQ(state.size(), 2u);
-    const Tensor y = layer->forward(x, true).clone();
-    const Tensor dy = test::random_tensor(y.shape(), 12);
-    for (Parameter* p : layer->parameters()) p->grad.fill(0.0f);
-    const Tensor dx = layer->backward(dy, true).clone();
-    std::vector<Tensor> grads;
-    for (Parameter* p : layer->parameters()) grads.push_back(p->grad.clone());
-    const auto at = [&](Tensor& t, std::int64_t i, float h) {
-      const float saved = t[i];
-      t[i] = saved + h;
-      layer->set_random_state(state);
-      const double up = weighted_sum(layer->forward(x, true), dy);
-      t[i] = saved - h;
-      layer->set_random_state(state);
-      const double down = weighted_sum(layer->forward(x, true), dy);
-      t[i] = saved;
-      return (up - down) / (2.0 * h);
-    };
-    constexpr float h = 1e-2f;
-    for (std::int64_t i = 0; i < x.size(); i += 7)
-      EXPECT_NEAR(dx[i], at(x, i, h), 2e-3 * (1 + std::fabs(dx[i]))) << "dx[" << i << "]";
-    const auto params = layer->parameters();
-    for (std::size_t p = 0; p < params.size(); ++p)
-      for (std::int64_t i = 0; i < params[p]->value.size(); i += 5)
-        EXPECT_NEAR(grads[p][i], at(params[p]->value, i, h), 2e-3 * (1 + std::fabs(grads[p][i])))
-            << params[p]->name << "[" << i << "]";
+    test::expect_training_gradients(*layer, x, 12);
   }
 }
 

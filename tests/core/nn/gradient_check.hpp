@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/layer.hpp"
 #include "tandem/rng.hpp"
 #include "tandem/tensor.hpp"
 
@@ -69,6 +70,45 @@ inline void expect_close(const std::vector<double>& actual, const std::vector<do
   }
   EXPECT_LE(worst, 0.0) << what << ": element " << worst_i << " is " << actual[worst_i]
                         << ", reference " << reference[worst_i];
+}
+
+/// The gradients of Σ y·dy (dy drawn from `dy_seed`) of a training forward of the built `layer`
+/// at x against central differences (h = 1e-2; every 7th input value, every 5th weight value),
+/// its random state put back before each forward so that every forward draws the same masks:
+/// within 2e-3 · (1 + |analytic|). The layer must draw (a random state to put back).
+inline void expect_training_gradients(Layer& layer, Tensor& x, std::uint64_t dy_seed) {
+  const auto state = layer.random_state();
+  ASSERT_FALSE(state.empty());
+  const auto weighted_sum = [](const Tensor& y, const Tensor& dy) {
+    double s = 0;
+    for (std::int64_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * dy[i];
+    return s;
+  };
+  const Tensor y = layer.forward(x, true).clone();
+  const Tensor dy = random_tensor(y.shape(), dy_seed);
+  for (Parameter* p : layer.parameters()) p->grad.fill(0.0f);
+  const Tensor dx = layer.backward(dy, true).clone();
+  std::vector<Tensor> grads;
+  for (Parameter* p : layer.parameters()) grads.push_back(p->grad.clone());
+  const auto at = [&](Tensor& t, std::int64_t i, float h) {
+    const float saved = t[i];
+    t[i] = saved + h;
+    layer.set_random_state(state);
+    const double up = weighted_sum(layer.forward(x, true), dy);
+    t[i] = saved - h;
+    layer.set_random_state(state);
+    const double down = weighted_sum(layer.forward(x, true), dy);
+    t[i] = saved;
+    return (up - down) / (2.0 * h);
+  };
+  constexpr float h = 1e-2f;
+  for (std::int64_t i = 0; i < x.size(); i += 7)
+    EXPECT_NEAR(dx[i], at(x, i, h), 2e-3 * (1 + std::fabs(dx[i]))) << "dx[" << i << "]";
+  const auto params = layer.parameters();
+  for (std::size_t p = 0; p < params.size(); ++p)
+    for (std::int64_t i = 0; i < params[p]->value.size(); i += 5)
+      EXPECT_NEAR(grads[p][i], at(params[p]->value, i, h), 2e-3 * (1 + std::fabs(grads[p][i])))
+          << params[p]->name << "[" << i << "]";
 }
 
 }  // namespace tandem::test

@@ -30,47 +30,14 @@ std::string config_error(const std::string& cls, json config) {
   return test::layer_config_error(cls, config);
 }
 
-double weighted_sum(const Tensor& y, const Tensor& dy) {
-  double s = 0;
-  for (std::int64_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * dy[i];
-  return s;
-}
-
-// The gradient of sum(y * dy) of a training forward, by central differences with the layer's
-// random state put back before each forward (the same dropout masks every time), against the
-// layer's backward.
+// The training gradients through the dropout masks (test::expect_training_gradients).
 void check_training_gradient(const std::string& cls, const json& config) {
   SCOPED_TRACE(cls + " " + config.dump());
   auto layer = make(cls, config);
   Rng init(3);
   layer->build({5, 3}, init);
   Tensor x = test::random_tensor({4, 5, 3}, 11);
-  const auto state = layer->random_state();
-  ASSERT_FALSE(state.empty());
-  const Tensor y = layer->forward(x, true).clone();
-  const Tensor dy = test::random_tensor(y.shape(), 12);
-  const Tensor dx = layer->backward(dy, true).clone();
-  std::vector<Tensor> grads;
-  for (Parameter* p : layer->parameters()) grads.push_back(p->grad.clone());
-  const auto at = [&](Tensor& t, std::int64_t i, float h) {
-    const float saved = t[i];
-    t[i] = saved + h;
-    layer->set_random_state(state);
-    const double up = weighted_sum(layer->forward(x, true), dy);
-    t[i] = saved - h;
-    layer->set_random_state(state);
-    const double down = weighted_sum(layer->forward(x, true), dy);
-    t[i] = saved;
-    return (up - down) / (2.0 * h);
-  };
-  constexpr float h = 1e-2f;
-  for (std::int64_t i = 0; i < x.size(); i += 7)
-    EXPECT_NEAR(dx[i], at(x, i, h), 2e-3 * (1 + std::fabs(dx[i]))) << "dx[" << i << "]";
-  const auto params = layer->parameters();
-  for (std::size_t p = 0; p < params.size(); ++p)
-    for (std::int64_t i = 0; i < params[p]->value.size(); i += 5)
-      EXPECT_NEAR(grads[p][i], at(params[p]->value, i, h), 2e-3 * (1 + std::fabs(grads[p][i])))
-          << params[p]->name << "[" << i << "]";
+  test::expect_training_gradients(*layer, x, 12);
 }
 
 TEST(Recurrent, TrainingGradientsThroughDropoutMasksMatchCentralDifferences) {
