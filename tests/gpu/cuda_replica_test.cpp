@@ -77,6 +77,33 @@ json recurrent_states_model() {
 
 // A functional model of input (4, 6): MultiHeadAttention and GroupedQueryAttention (4 query
 // heads over 2 key/value heads) over the input, joined, flattened into Dense(3).
+// A functional model of input (3, 6, 2): an encoder ConvLSTM1D's final h and c starting a
+// decoder's (initial_state), the decoder's sequence flattened into Dense(3).
+json conv_lstm_states_model() {
+  using test::keras2_layer;
+  using test::keras2_ref;
+  return {
+      {"class_name", "Functional"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "InputLayer"},
+           {"name", "x"},
+           {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 3, 6, 2}}}},
+           {"inbound_nodes", json::array()}},
+          keras2_layer(
+              "ConvLSTM1D", "encoder",
+              {{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}, {"return_state", true}},
+              {keras2_ref("x", 0)}),
+          keras2_layer(
+              "ConvLSTM1D", "decoder",
+              {{"filters", 2}, {"kernel_size", 3}, {"padding", "same"}, {"return_sequences", true}},
+              {keras2_ref("x", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}),
+          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("decoder", 0)}),
+          keras2_layer("Dense", "out", {{"units", 3}}, {keras2_ref("flat", 0)})}},
+        {"input_layers", {{"x", 0, 0}}},
+        {"output_layers", {{"out", 0, 0}}}}}};
+}
+
 json attention_heads_model() {
   using test::keras2_layer;
   using test::keras2_ref;
@@ -395,6 +422,7 @@ std::vector<LayerCase> layer_cases() {
   cases.push_back(
       {"recurrent_states_and_attention", {4, 3}, json::array(), 0, recurrent_states_model()});
   cases.push_back({"attention_heads", {4, 6}, json::array(), 0, attention_heads_model()});
+  cases.push_back({"conv_lstm_states", {3, 6, 2}, json::array(), 0, conv_lstm_states_model()});
   return cases;
 }
 

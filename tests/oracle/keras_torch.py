@@ -333,10 +333,11 @@ def conv_tf(x, kernel, padding, k, s, d):
     return convolve(x, kernel.permute(rank + 1, rank, *range(rank)), None, stride=s, dilation=d)
 
 
-def conv_lstm(cfg, x, w, rank):
+def conv_lstm(cfg, x, w, rank, initial=()):
     """Keras' ConvLSTM1D/2D/3D from its cell's formulas: gates (i, f, c, o) = conv(x_t, kernel)
     + bias + conv(h, recurrent_kernel) (strides 1, SAME), c = f c + i g, h = o act(c), from zero
-    states; go_backwards steps in reverse and returns the outputs in that order."""
+    states or the given h and c (channels last); go_backwards steps in reverse and returns the
+    outputs in that order."""
     sizes = lambda v: list(v) if isinstance(v, list) else [v] * rank
     k, s = sizes(cfg["kernel_size"]), sizes(cfg.get("strides", 1))
     d = sizes(cfg.get("dilation_rate", 1))
@@ -345,6 +346,8 @@ def conv_lstm(cfg, x, w, rank):
     first, last = (0, rank + 1, *range(1, rank + 1)), (0, *range(2, rank + 2), 1)
     steps = range(x.shape[1] - 1, -1, -1) if cfg.get("go_backwards") else range(x.shape[1])
     h = c = None
+    if len(initial) == 2:
+        h, c = (state.permute(*first) for state in initial)
     outputs = []
     for t in steps:
         z = conv_tf(x[:, t].permute(*first), w["conv_lstm_cell/kernel"],
@@ -820,7 +823,7 @@ def forward(case, inputs, weights):
         y = f(xs[0].movedim(-1, 1), size[0] if axes == 1 else size)
         return (y[0] if kind == "max" and isinstance(y, tuple) else y).movedim(1, -1)
     if cls in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"):
-        return conv_lstm(cfg, xs[0], weights, int(cls[8]))
+        return conv_lstm(cfg, xs[0], weights, int(cls[8]), xs[1:])
     if cls == "Conv3D":
         return conv3d(cfg, xs[0], weights)
     if cls == "MaxPooling3D":

@@ -666,6 +666,19 @@ TEST(LayerOracle, ConvLstmMatchesPyTorch) {
        entry("ConvLSTM1D",
              {{"filters", 3}, {"kernel_size", 2}, {"go_backwards", true}, {"return_state", true}}),
        {{"", {2, 4, 6, 2}}}});
+  // From given states (initial_state): h and c of the output grid, their gradients included.
+  cases.push_back(
+      {"ConvLSTM2DFromGivenStates",
+       entry("ConvLSTM2D", {{"filters", 3},
+                            {"kernel_size", 3},
+                            {"padding", "same"},
+                            {"return_sequences", true},
+                            {"return_state", true}}),
+       {{"", {2, 3, 4, 5, 2}}, {"initial_state", {2, 4, 5, 3}}, {"initial_state", {2, 4, 5, 3}}}});
+  cases.push_back(
+      {"ConvLSTM1DValidBackwardsFromGivenStates",
+       entry("ConvLSTM1D", {{"filters", 2}, {"kernel_size", 3}, {"go_backwards", true}}),
+       {{"", {2, 4, 7, 2}}, {"initial_state", {2, 5, 2}}, {"initial_state", {2, 5, 2}}}});
   check_against_torch(cases);
 }
 

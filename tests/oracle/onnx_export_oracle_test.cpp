@@ -686,6 +686,26 @@ std::vector<Case> cases() {
     model["config"]["output_layers"] = {{"head", 0, 0}, {"encoder", 0, 1}, {"encoder", 0, 0}};
     c.push_back({"conv_lstm_states", model, {{{3, 5, 4, 2}}}, false});
   }
+  // A convolutional encoder's final h and c starting a decoder (initial_state in Keras 2's form).
+  {
+    const auto ref = [](const char* layer, int tensor) {
+      return json{layer, 0, tensor, json::object()};
+    };
+    json layers = {
+        input_layer("past", {3, 4, 5, 2}), input_layer("future", {2, 4, 5, 1}),
+        call("ConvLSTM2D", "encoder",
+             {{"filters", 3}, {"kernel_size", 3}, {"padding", "same"}, {"return_state", true}},
+             {"past"}),
+        call("ConvLSTM2D", "decoder",
+             {{"filters", 3}, {"kernel_size", 3}, {"padding", "same"}, {"return_sequences", true}},
+             {"future"})};
+    layers[3]["inbound_nodes"][0].push_back(ref("encoder", 1));
+    layers[3]["inbound_nodes"][0].push_back(ref("encoder", 2));
+    c.push_back({"conv_lstm_seq2seq",
+                 functional(layers, {"past", "future"}, {"decoder"}),
+                 {{{3, 4, 5, 2}}, {{2, 4, 5, 1}}},
+                 false});
+  }
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),
                            call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},

@@ -85,7 +85,7 @@ Shape Bidirectional::build_inputs(const std::vector<Shape>& input_shapes, Rng& i
   check_initial_states("layer '" + name() + "' (Bidirectional)", input_shapes, 2 * each,
                        std::to_string(2 * each) + " initial states (its forward layer's " +
                            std::to_string(each) + ", then its backward layer's)",
-                       units_);
+                       {units_});
   return out;
 }
 

@@ -160,6 +160,54 @@ backend::Convolution2D& ConvLstm::recurrent_conv() const {
                                                        : *recurrent_conv_;
 }
 
+void ConvLstm::set_call_arguments(const std::vector<std::string>& tensors,
+                                  const nlohmann::json& options, const std::string& path) {
+  check_recurrent_call_arguments(who(), tensors, options, path);
+  called_with_arguments_ = true;
+}
+
+Shape ConvLstm::build_inputs(const std::vector<Shape>& input_shapes, Rng& init) {
+  const Shape out = build(input_shapes[0], init);
+  Shape state = out_grid_;
+  state.push_back(options_.filters);
+  check_initial_states(who(), input_shapes, 2, "2 initial states (h and c)", state);
+  return out;
+}
+
+const Tensor& ConvLstm::forward_inputs(const std::vector<const Tensor*>& inputs, bool training) {
+  initial_.assign(inputs.begin() + 1, inputs.end());
+  return forward(*inputs[0], training);
+}
+
+std::vector<const Tensor*> ConvLstm::backward_inputs(const Tensor& grad_output,
+                                                     bool need_input_grad) {
+  const Tensor& dx = backward(grad_output, need_input_grad);
+  input_grads_.clear();
+  if (!need_input_grad) return input_grads_;
+  input_grads_.push_back(&dx);
+  for (std::size_t i = 0; i < initial_.size(); ++i) input_grads_.push_back(&initial_grads_[i]);
+  return input_grads_;
+}
+
+void ConvLstm::initial_states() {
+  backend::Backend& ops = this->ops();
+  const std::int64_t f = options_.filters, rows = batch_ * cells_;
+  Tensor* states[] = {&hs_, &cs_};
+  for (std::size_t i = 0; i < 2; ++i) {
+    Tensor first = Tensor::view(*states[i], 0, {rows, f});
+    if (initial_.empty()) {
+      ops.fill(first, 0.0f);
+      continue;
+    }
+    if (initial_[i]->size() != rows * f)
+      throw ShapeError(who() + ": initial state " + std::to_string(i) + " of shape " +
+                       shape_to_string(initial_[i]->shape()) + " for " + std::to_string(batch_) +
+                       " sequences of states " + shape_to_string(out_grid_) + " x " +
+                       std::to_string(f));
+    ops.copy(initial_[i]->reshaped({rows, f}), first);
+  }
+}
+
 const Tensor& ConvLstm::dropped_input(bool training) {
   input_dropped_ = training && options_.dropout > 0;
   if (!input_dropped_) return x_steps_;
@@ -209,9 +257,7 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool training) {
   }
   ops.place(hs_, {(steps_ + 1) * rows, f});
   ops.place(cs_, {(steps_ + 1) * rows, f});
-  Tensor h0 = Tensor::view(hs_, 0, {rows, f}), c0 = Tensor::view(cs_, 0, {rows, f});
-  ops.fill(h0, 0.0f);
-  ops.fill(c0, 0.0f);
+  initial_states();
   ops.place(pre_, {steps_ * rows, kGates * f});
   for (std::int64_t s = 0; s < steps_; ++s) {
     recurrent_conv().forward(recurrent_input(s), recurrent_kernel_.value, nullptr, rec_);
@@ -275,6 +321,9 @@ const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad)
                      " does not match its output " + shape_to_string(returned.shape()));
   backend::Backend& ops = this->ops();
   const std::int64_t f = options_.filters, rows = batch_ * cells_, out_width = cells_ * f;
+  initial_grads_.resize(initial_.size());
+  for (std::size_t i = 0; i < initial_.size(); ++i)
+    ops.place(initial_grads_[i], initial_[i]->shape());
   if (batch_ == 0) {
     for (Parameter* p : parameters())
       if (!p->grad.empty()) ops.fill(p->grad, 0.0f);
@@ -297,7 +346,7 @@ const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad)
     ops.lstm_step_backward(cell_, Tensor::view(pre_, s * rows * kGates * f, {rows, kGates * f}),
                            Tensor::view(cs_, s * rows * f, {rows, f}),
                            Tensor::view(cs_, (s + 1) * rows * f, {rows, f}), dh_, dc_, d_pre);
-    if (s == 0) break;  // h_0 is a constant zero state
+    if (s == 0 && initial_.empty()) break;  // h_0 is a constant zero state
     recurrent_conv().backward_data(d_pre.reshaped(images(batch_, out_grid_, kGates * f)),
                                    recurrent_kernel_.value, dh_prev_);
     if (recurrent_dropped_) {  // through the masks to h_prev itself
@@ -307,6 +356,10 @@ const Tensor& ConvLstm::backward(const Tensor& given_grad, bool need_input_grad)
       ops.copy(dh_prev_.reshaped({rows, f}), dh_);
     }
   }
+  // The initial states' gradients: dL/dh_0 (from the first step's recurrent convolution) and
+  // dL/dc_0.
+  for (std::size_t i = 0; i < initial_.size(); ++i)
+    ops.copy((i == 0 ? dh_ : dc_).reshaped(initial_grads_[i].shape()), initial_grads_[i]);
   const Tensor d_pre_images = d_pre_.reshaped(images(steps_ * batch_, out_grid_, kGates * f));
   // The convolutions' inputs as they read them: masked where this forward dropped.
   const int rec_copies = recurrent_dropped_ ? recurrent_masks_.copies() : 1;

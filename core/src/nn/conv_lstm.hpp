@@ -17,7 +17,10 @@
 // Weights, in Keras' shapes: kernel (k..., channels, 4·filters), recurrent_kernel (k...,
 // filters, 4·filters), bias (4·filters; unit_forget_bias starts the forget gate's at 1); Keras 2
 // names them "conv_lstm_cell/kernel". return_state: the call gives its output, then its final h
-// and c, packed as nn::SeveralOutputs says.
+// and c, packed as nn::SeveralOutputs says. initial_state: in a functional model the call may
+// take the h and c to start from (Keras 2 writes them after the sequence in the call's first
+// argument, Keras 3 as the keyword initial_state), each (grid..., filters), instead of zeros, and
+// gives their gradients back (an encoder ConvLSTM's final states starting a decoder's).
 //
 // dropout / recurrent_dropout (training forwards): the input and h_prev masked where they enter
 // their convolutions, one mask per sample, cell and channel kept for every step — one for all
@@ -72,7 +75,8 @@ struct ConvLstmOptions {
 class ConvLstm : public Layer,
                  public WeightRules,
                  public KerasTwoDefinitions,
-                 public SeveralOutputs {
+                 public SeveralOutputs,
+                 public CallArguments {
  public:
   ConvLstm(std::string name, ConvLstmOptions options);
   ~ConvLstm() override;
@@ -83,6 +87,17 @@ class ConvLstm : public Layer,
   Shape build(const Shape& input_shape, Rng& init) override;
   const Tensor& forward(const Tensor& x, bool training) override;
   const Tensor& backward(const Tensor& grad_output, bool need_input_grad) override;
+  /// In a functional model: the sequence, then the initial h and c when the call passes them.
+  bool takes_several_inputs() const override { return called_with_arguments_; }
+  Shape build_inputs(const std::vector<Shape>& input_shapes, Rng& init) override;
+  const Tensor& forward_inputs(const std::vector<const Tensor*>& inputs, bool training) override;
+  std::vector<const Tensor*> backward_inputs(const Tensor& grad_output,
+                                             bool need_input_grad) override;
+  std::vector<std::string> positional_arguments() const override { return {"initial_state"}; }
+  /// Keras 2 writes the states after the sequence in the call's first argument ([x, h, c]).
+  bool first_argument_is_a_list() const override { return true; }
+  void set_call_arguments(const std::vector<std::string>& tensors, const nlohmann::json& options,
+                          const std::string& path) override;
   std::vector<Parameter*> parameters() override;
   nlohmann::json config() const override;
   std::vector<RuledWeight> ruled_weights() override;
@@ -116,6 +131,8 @@ class ConvLstm : public Layer,
   const Tensor& dropped_input(bool training);
   /// The h_prev of step s the recurrent convolution reads (masked with recurrent dropout).
   Tensor recurrent_input(std::int64_t s);
+  /// h_0 and c_0: the call's initial states, else zeros.
+  void initial_states();
   /// (n, image...) for `n` images of the grid `grid` with `channels`: the convolutions' view.
   Shape images(std::int64_t n, const Shape& grid, std::int64_t channels) const;
   /// `from` (steps · batch, width) time-major back to (batch, steps, width) in `to` (sized).
@@ -136,7 +153,13 @@ class ConvLstm : public Layer,
   RandomStream random_;
   GateMasks input_masks_, recurrent_masks_;
   bool input_dropped_ = false, recurrent_dropped_ = false;  // this forward's
-  Tensor x_dropped_, h_dropped_, dx_dropped_, dh_dropped_;  // the masked values, their gradients
+  Tensor x_dropped_, h_dropped_, dx_dropped_, dh_dropped_;
+  // The call's initial states (borrowed from forward_inputs to backward_inputs; empty: zeros)
+  // and their gradients.
+  bool called_with_arguments_ = false;
+  std::vector<const Tensor*> initial_;
+  std::vector<Tensor> initial_grads_;
+  std::vector<const Tensor*> input_grads_;  // the masked values, their gradients
   const backend::Backend* conv_backend_ = nullptr;
   backend::RecurrentCellDesc cell_;
   std::int64_t batch_ = -1;

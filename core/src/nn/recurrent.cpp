@@ -168,21 +168,21 @@ void Recurrent::set_call_arguments(const std::vector<std::string>& tensors,
 }
 
 void check_initial_states(const std::string& who, const std::vector<Shape>& input_shapes,
-                          std::size_t count, const std::string& which, std::int64_t units) {
+                          std::size_t count, const std::string& which, const Shape& state) {
   const std::size_t given = input_shapes.size() - 1;
   if (given != 0 && given != count)
     throw ShapeError(who + " starts from " + which + ", got " + std::to_string(given));
   for (std::size_t i = 1; i < input_shapes.size(); ++i)
-    if (input_shapes[i] != Shape{units})
+    if (input_shapes[i] != state)
       throw ShapeError(who + ": initial state " + std::to_string(i - 1) + " has shape " +
                        shape_to_string(input_shapes[i], true) + ", but the layer's states are " +
-                       shape_to_string({units}, true));
+                       shape_to_string(state, true));
 }
 
 Shape Recurrent::build_inputs(const std::vector<Shape>& input_shapes, Rng& init) {
   check_initial_states(who(), input_shapes, state_count(),
                        state_count() == 2 ? "2 initial states (h and c)" : "1 initial state (h)",
-                       options_.units);
+                       {options_.units});
   return build(input_shapes[0], init);
 }
 

@@ -59,10 +59,10 @@ void check_recurrent_call_arguments(const std::string& who, const std::vector<st
                                     const nlohmann::json& options, const std::string& path);
 
 /// The shapes a call with initial states passes (the sequence's, then the states'): none, or
-/// `count` states (`which` says which, "2 initial states (h and c)") of (units) each. Throws
-/// ShapeError naming `who`.
+/// `count` states (`which` says which, "2 initial states (h and c)") of per-sample shape `state`
+/// each ((units), a ConvLSTM's (grid..., filters)). Throws ShapeError naming `who`.
 void check_initial_states(const std::string& who, const std::vector<Shape>& input_shapes,
-                          std::size_t count, const std::string& which, std::int64_t units);
+                          std::size_t count, const std::string& which, const Shape& state);
 
 /// An LSTM's bias of 4 · `units` values (gates i, f, c, o) as Keras fills it: `initializer`'s
 /// values, or with unit_forget_bias its values for i, ones for f, then its values for c and o

@@ -1,7 +1,8 @@
 // The exporter of Keras' convolutional LSTMs (ConvLSTM1D/2D/3D): ONNX has no such operator, so
 // the steps are unrolled (their count is fixed by the model) as Tandem computes them — per step
 // the input's Conv (the layer's strides, dilation and padding, explicit pads) plus the recurrent
-// Conv of h (strides 1, SAME; none at the first step, whose h is zero), the four gates Sliced
+// Conv of h (strides 1, SAME; none at the first step when h starts at zero, the call's initial h
+// and c otherwise), the four gates Sliced
 // out in Keras' order (i, f, c, o), c = f·c + i·g and h = o·activation(c), channels first; every
 // step's h Unsqueezed and Concatenated with return_sequences, in processing order.
 #include <string>
@@ -55,7 +56,11 @@ OnnxValue export_conv_lstm(LayerCall& call) {
     return apply_activation(g, {v, state_shape, true}, kind, p).name;
   };
   const bool backwards = cfg.value("go_backwards", false);
-  std::string h, c;
+  std::string h, c;               // empty: zero
+  if (call.inputs.size() == 3) {  // the call's initial h and c
+    h = g.in_layout(call.inputs[1], true).name;
+    c = g.in_layout(call.inputs[2], true).name;
+  }
   std::vector<std::string> outputs;
   for (std::int64_t n = 0; n < steps; ++n) {
     const std::int64_t t = backwards ? steps - 1 - n : n;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "keras_config_builders.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "test_support.hpp"
@@ -340,6 +341,38 @@ TEST(ConvLstm, ShapesWeightsAndConfigAsKeras) {
   EXPECT_NE(image.find("(ConvLSTM2D) expects inputs (None, time, rows, cols, channels)"),
             std::string::npos)
       << image;
+}
+
+// initial_state: two states of the output grid's shape, (grid..., filters); another count or
+// shape is refused naming the layer.
+TEST(ConvLstm, InitialStatesOfAnotherCountOrShapeAreNamed) {
+  using test::keras2_layer;
+  using test::keras2_ref;
+  const auto model = [](std::vector<json> refs) {
+    return json{{"class_name", "Functional"},
+                {"config",
+                 {{"layers",
+                   {{{"class_name", "InputLayer"},
+                     {"name", "x"},
+                     {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 3, 6, 2}}}},
+                     {"inbound_nodes", json::array()}},
+                    keras2_layer("ConvLSTM1D", "encoder",
+                                 {{"filters", 2}, {"kernel_size", 3}, {"return_state", true}},
+                                 {keras2_ref("x", 0)}),
+                    keras2_layer("ConvLSTM1D", "decoder",
+                                 {{"filters", 2}, {"kernel_size", 3}, {"padding", "same"}}, refs)}},
+                  {"input_layers", {{"x", 0, 0}}},
+                  {"output_layers", {{"decoder", 0, 0}}}}}};
+  };
+  // The encoder's states are (4, 2) ("valid" over 6 cells), the same decoder's are (6, 2).
+  EXPECT_NE(test::model_config_error(
+                model({keras2_ref("x", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}))
+                .find("(ConvLSTM1D): initial state 0 has shape (None, 4, 2), but the layer's "
+                      "states are (None, 6, 2)"),
+            std::string::npos);
+  EXPECT_NE(test::model_config_error(model({keras2_ref("x", 0), keras2_ref("encoder", 1)}))
+                .find("(ConvLSTM1D) starts from 2 initial states (h and c), got 1"),
+            std::string::npos);
 }
 
 }  // namespace TANDEM_TEST_FILE

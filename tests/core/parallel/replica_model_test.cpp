@@ -262,6 +262,44 @@ TEST(MetaEqualsTemplate, RecurrentStatesPassedBetweenLayersTrainAsTheTemplate) {
     for (std::int64_t batch : {7, 32}) expect_meta_equals_template(model, replicas, batch);
 }
 
+// Contract 1 for a convolutional seq2seq in Keras 2's form: an encoder ConvLSTM1D's final h and c
+// (return_state) start a decoder's (initial_state, after the sequence in the call's list), the
+// decoder with dropout and recurrent dropout; their gradients flow back into the encoder.
+TEST(MetaEqualsTemplate, ConvolutionalStatesPassedBetweenLayersTrainAsTheTemplate) {
+  using test::keras2_layer;
+  using test::keras2_ref;
+  const json model = {
+      {"class_name", "Functional"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "InputLayer"},
+           {"name", "x"},
+           {"config", {{"name", "x"}, {"batch_input_shape", {nullptr, 6}}}},
+           {"inbound_nodes", json::array()}},
+          keras2_layer("Dense", "lift", {{"units", 24}}, {keras2_ref("x", 0)}),
+          keras2_layer("Reshape", "clips", {{"target_shape", {2, 4, 3}}}, {keras2_ref("lift", 0)}),
+          keras2_layer(
+              "ConvLSTM1D", "encoder",
+              {{"filters", 2}, {"kernel_size", 2}, {"padding", "same"}, {"return_state", true}},
+              {keras2_ref("clips", 0)}),
+          keras2_layer(
+              "ConvLSTM1D", "decoder",
+              {{"filters", 2},
+               {"kernel_size", 3},
+               {"padding", "same"},
+               {"return_sequences", true},
+               {"dropout", 0.2},
+               {"recurrent_dropout", 0.3}},
+              {keras2_ref("clips", 0), keras2_ref("encoder", 1), keras2_ref("encoder", 2)}),
+          keras2_layer("Flatten", "flat", json::object(), {keras2_ref("decoder", 0)}),
+          keras2_layer("Dense", "out", {{"units", 5}}, {keras2_ref("flat", 0)})}},
+        {"input_layers", {{"x", 0, 0}}},
+        {"output_layers", {{"out", 0, 0}}}}},
+      {"keras_version", "2.15.0"}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(model, replicas, batch);
+}
+
 // Contract 1 with Keras masks: the padding steps of each sample (Masking) are skipped on any
 // replica as on the template.
 TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
