@@ -266,10 +266,11 @@ case("conv_lstm2d", 16, [8, 16, 16, 8], _conv_lstm_layers(), _conv_lstm_torch)
 
 def model_config(name):
     """A Sequential model of the case's layers; a functional chain (Keras 2's form) where a layer
-    is called on [previous, previous] (self_call: attention over its own input)."""
+    is called on [previous, previous] (self_call: attention over its own input) or on previous
+    with value=previous (self_value: MultiHeadAttention's and GroupedQueryAttention's call)."""
     c = CASES[name]
     shape = [None] + c["input_shape"]
-    if not any(layer.get("self_call") for layer in c["layers"]):
+    if not any(layer.get("self_call") or layer.get("self_value") for layer in c["layers"]):
         layers = [keras("InputLayer", batch_input_shape=shape, name="x")]
         for i, layer in enumerate(c["layers"]):
             layers.append({"class_name": layer["class_name"],
@@ -280,9 +281,10 @@ def model_config(name):
     previous = "x"
     for i, layer in enumerate(c["layers"]):
         calls = 2 if layer.get("self_call") else 1
+        options = {"value": [previous, 0, 0]} if layer.get("self_value") else {}
         layers.append({"class_name": layer["class_name"], "name": f"layer_{i}",
                        "config": dict(layer["config"], name=f"layer_{i}"),
-                       "inbound_nodes": [[[previous, 0, 0, {}]] * calls]})
+                       "inbound_nodes": [[[previous, 0, 0, options]] * calls]})
         previous = f"layer_{i}"
     return {"class_name": "Functional",
             "config": {"name": name, "layers": layers, "input_layers": [["x", 0, 0]],
@@ -341,6 +343,58 @@ case("additive_attention", 64, [20, 64], _attention_layers("AdditiveAttention"),
      _attention_torch("AdditiveAttention"))
 case("dot_attention", 64, [20, 64], _attention_layers("Attention"), _attention_torch("Attention"))
 case("attention_base", 64, [20, 64], _attention_layers(None), _attention_torch(None))
+
+
+# A Llama-style block over 32 steps of 128 features: RMSNormalization, then causal-free grouped
+# query self-attention (8 query heads over 2 key/value heads of 16), pooled to 10 logits; against
+# the same arithmetic in torch operations (torch 1.13 has neither layer: RMSNorm written out,
+# the key/value heads repeat_interleave'd, the product attention by matmul and softmax).
+def _gqa_layers(with_attention):
+    layers = [keras("Dense", units=128, activation="relu"), keras("RMSNormalization")]
+    if with_attention:
+        layers.append(dict(keras("GroupedQueryAttention", head_dim=16, num_query_heads=8,
+                                 num_key_value_heads=2), self_value=True))
+    return layers + [keras("GlobalAveragePooling1D"), keras("Dense", units=10)]
+
+
+def _gqa_torch(with_attention):
+    def build(nn):
+        import torch
+
+        class RmsNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(128))
+
+            def forward(self, x):
+                return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.scale
+
+        class Gqa(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q, self.k, self.v = nn.Linear(128, 128), nn.Linear(128, 32), nn.Linear(128, 32)
+                self.out = nn.Linear(128, 128)
+
+            def forward(self, x):
+                b, t, _ = x.shape
+                q = self.q(x).view(b, t, 8, 16).transpose(1, 2) * 0.25
+                k = self.k(x).view(b, t, 2, 16).transpose(1, 2).repeat_interleave(4, dim=1)
+                v = self.v(x).view(b, t, 2, 16).transpose(1, 2).repeat_interleave(4, dim=1)
+                p = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+                return self.out((p @ v).transpose(1, 2).reshape(b, t, 128))
+
+        class Pool(nn.Module):
+            def forward(self, x):
+                return x.mean(dim=1)
+        layers = [nn.Linear(128, 128), nn.ReLU(), RmsNorm()]
+        if with_attention:
+            layers.append(Gqa())
+        return layers + [Pool(), nn.Linear(128, 10)]
+    return build
+
+
+case("grouped_query_attention", 64, [32, 128], _gqa_layers(True), _gqa_torch(True))
+case("grouped_query_attention_base", 64, [32, 128], _gqa_layers(False), _gqa_torch(False))
 
 
 def torch_samples_per_s(name, channels_last, steps=64, warmup=5):
