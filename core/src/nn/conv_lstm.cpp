@@ -239,6 +239,10 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool training) {
   const std::int64_t f = options_.filters, rows = batch_ * cells_;
   ops.place(output_, with_batch(batch_, output_shape_));
   if (batch_ == 0) {
+    // An empty shard counts the draws the others make (their streams stay in step).
+    if (training && options_.dropout > 0) random_.next_call(options_.dropout, sample_offset());
+    if (training && options_.recurrent_dropout > 0)
+      random_.next_call(options_.recurrent_dropout, sample_offset());
     pack_outputs();
     return options_.return_state ? packed_ : output_;
   }

@@ -228,6 +228,11 @@ const Tensor& Recurrent::forward(const Tensor& x, bool training) {
   const std::int64_t u = options_.units, width = gates() * u, rows = steps_ * rows_;
   ops.place(output_, options_.return_sequences ? Shape{rows_, steps_, u} : Shape{rows_, u});
   if (rows_ == 0) {
+    // An empty shard counts the draws the others make, so that every replica's stream stays at
+    // the template's call (the masks of a later step keyed alike).
+    if (training && options_.dropout > 0) random_.next_call(options_.dropout, sample_offset());
+    if (training && options_.recurrent_dropout > 0)
+      random_.next_call(options_.recurrent_dropout, sample_offset());
     if (!options_.return_state) return output_;
     std::int64_t total = 0;
     for (const Shape& part : output_parts()) total += shape_size(part);

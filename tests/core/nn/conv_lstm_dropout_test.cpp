@@ -3,7 +3,8 @@
 // few values, one per combination of the gates' masks: Keras 3 masks all four gates alike, Keras
 // 2 draws a mask per gate (input and recurrent); inference is the layer without dropout; the
 // training gradients through the masks (Keras 2's four-group convolutions included) against
-// central differences with the masks held.
+// central differences with the masks held; and an empty shard's forward counting its draws (the
+// recurrent layers' too).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,6 +163,40 @@ TEST(ConvLstmDropout, TrainingGradientsThroughTheMasksMatchCentralDifferences) {
     layer->build({3, 4, 5, 2}, init);
     Tensor x = test::random_tensor({2, 3, 4, 5, 2}, 11);
     test::expect_training_gradients(*layer, x, 12);
+  }
+}
+
+// A replica whose shard of the batch is empty still counts its layers' draws, so that its random
+// streams stay at the template's call and its masks of later steps are keyed as the template's:
+// an empty training forward advances each recurrent layer's state as a full one does.
+TEST(RecurrentDropout, AnEmptyShardCountsItsDrawsAsAFullOne) {
+  const std::vector<std::pair<std::string, json>> layers{
+      {"ConvLSTM2D",
+       {{"filters", 2},
+        {"kernel_size", 3},
+        {"padding", "same"},
+        {"dropout", 0.3},
+        {"recurrent_dropout", 0.2}}},
+      {"LSTM", {{"units", 3}, {"dropout", 0.3}, {"recurrent_dropout", 0.2}}},
+      {"GRU", {{"units", 3}, {"recurrent_dropout", 0.2}}},
+      {"Dropout", {{"rate", 0.5}}}};
+  for (const auto& [cls, config] : layers) {
+    SCOPED_TRACE(cls);
+    const bool conv = cls == "ConvLSTM2D";
+    const Shape sample = conv ? Shape{3, 4, 5, 2} : Shape{3, 4};
+    auto full = test::make_layer(cls, config), empty = test::make_layer(cls, config),
+         idle = test::make_layer(cls, config);
+    Rng a(4), b(4), c(4);
+    full->build(sample, a);
+    empty->build(sample, b);
+    idle->build(sample, c);
+    Shape some{2}, none{0};
+    some.insert(some.end(), sample.begin(), sample.end());
+    none.insert(none.end(), sample.begin(), sample.end());
+    full->forward(test::random_tensor(some, 1), true);
+    empty->forward(Tensor(none), true);
+    EXPECT_EQ(empty->random_state(), full->random_state());
+    EXPECT_NE(full->random_state(), idle->random_state()) << "the forward drew nothing";
   }
 }
 
