@@ -249,10 +249,9 @@ const Tensor& ConvLstm::forward(const Tensor& x, bool training) {
   const std::int64_t in_width = shape_size(in_grid_) * channels_;
   time_major(ops, x, batch_, steps_, in_width, options_.go_backwards, swapped_, x_steps_);
   const Tensor& x_in = dropped_input(training);
-  input_conv().forward(
-      x_in.reshaped(images(steps_ * batch_, in_grid_,
-                           x_in.size() / (steps_ * batch_) / shape_size(in_grid_))),
-      kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
+  const int in_copies = input_dropped_ ? input_masks_.copies() : 1;
+  input_conv().forward(x_in.reshaped(images(steps_ * batch_, in_grid_, in_copies * channels_)),
+                       kernel_.value, options_.use_bias ? &bias_.value : nullptr, xw_);
   recurrent_dropped_ = training && options_.recurrent_dropout > 0;
   if (recurrent_dropped_) {
     recurrent_masks_.draw(ops, random_, options_.recurrent_dropout, sample_offset(), batch_, cells_,

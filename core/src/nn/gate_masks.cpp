@@ -17,16 +17,18 @@ void GateMasks::draw(backend::Backend& ops, RandomStream& random, double rate,
 void GateMasks::apply(backend::Backend& ops, const Tensor& x, std::int64_t steps, Tensor& out) {
   const std::int64_t rows = steps * batch_, width = cells_ * copies_ * channels_;
   ops.place(out, {rows, width});
-  if (copies_ == 1) {
-    ops.copy(x.reshaped({rows, width}), out);
-  } else {  // each cell's channels once per gate, side by side
+  // One mask: each step's block times the mask, read from x. Four: each cell's channels once per
+  // gate, side by side, then masked in place.
+  const Tensor& source = copies_ == 1 ? x : out;
+  if (copies_ > 1) {
     const Tensor cells = x.reshaped({rows * cells_, channels_});
     for (int g = 0; g < copies_; ++g)
       ops.copy_columns(cells, channels_, 0, out, copies_ * channels_, g * channels_, channels_);
   }
   for (std::int64_t s = 0; s < steps; ++s) {
-    Tensor block = Tensor::view(out, s * batch_ * width, {batch_, width});
-    ops.multiply(block, mask_, block);
+    const std::int64_t at = s * batch_ * width;
+    Tensor block = Tensor::view(out, at, {batch_, width});
+    ops.multiply(Tensor::view(source, at, {batch_, width}), mask_, block);
   }
 }
 
