@@ -515,5 +515,83 @@ TEST(RecurrentMaskCli, APaddedTextClassifierLearnsTrainsAlikeAndIsNotExportedWro
   EXPECT_FALSE(fs::exists(dir / "masked.onnx"));
 }
 
+// A padded sequence tagger, as Keras' masking guide writes one: Embedding(mask_zero), an LSTM
+// returning every step, a softmax per step; each kept step's tag says whether its token is
+// above the one before (the first: above 5). The output carries the mask, so the loss and the
+// accuracy are Keras' masked means: the run's last val_loss and val_accuracy equal NumPy's,
+// computed from the predictions (the loss per validation batch of 32, Σ over the kept steps /
+// their count, averaged weighted by the batches' sizes; the accuracy over every kept step). It
+// learns (val_accuracy >= 0.9 after one epoch); cpu:3 trains to cpu:1's predictions.
+TEST(RecurrentMaskCli, APaddedTaggerLearnsAndReportsKerasMaskedMeans) {
+  const fs::path dir = test::scratch_dir("recurrent-tagger");
+  const std::string python = test::system_python();
+  auto made = run_command(python + " -c \"" +
+                          "import numpy as np\n"
+                          "rng = np.random.default_rng(6)\n"
+                          "for n, name in ((2000, 'train'), (400, 'val')):\n"
+                          "    x = np.zeros((n, 12), np.float32)\n"
+                          "    y = np.zeros((n, 12), np.int64)\n"
+                          "    for i, l in enumerate(rng.integers(1, 13, size=n)):\n"
+                          "        x[i, :l] = rng.integers(1, 11, size=l)\n"
+                          "        y[i, :l] = x[i, :l] > np.concatenate(([5], x[i, :l - 1]))\n"
+                          "    np.savez('" +
+                          dir.string() + "/' + name + '.npz', x=x, y=y)\n\"");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const json layers = {
+      {{"class_name", "InputLayer"},
+       {"config", {{"batch_input_shape", {nullptr, 12}}, {"dtype", "int32"}, {"name", "tokens"}}}},
+      {{"class_name", "Embedding"},
+       {"config",
+        {{"name", "embedding"}, {"input_dim", 11}, {"output_dim", 8}, {"mask_zero", true}}}},
+      {{"class_name", "LSTM"},
+       {"config", {{"name", "lstm"}, {"units", 16}, {"return_sequences", true}}}},
+      {{"class_name", "Dense"},
+       {"config", {{"name", "tags"}, {"units", 2}, {"activation", "softmax"}}}}};
+  json run = classifier_run(dir, layers, 5, 1);
+  run["loss"] = "sparse_categorical_crossentropy";
+  test::write_text(dir / "run.json", run.dump(2));
+  const std::string cli = test::tandem_cli();
+  for (const char* plan : {"cpu:1", "cpu:3"}) {
+    auto t = run_command(cli + " train " + (dir / "run.json").string() + " --devices " + plan +
+                         " --run-dir " + (dir / plan).string() + " -q");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    auto p = run_command(cli + " predict " + (dir / "run.json").string() + " --weights " +
+                         (dir / plan / "model.h5").string() + " -o " +
+                         (dir / (std::string(plan) + ".npy")).string());
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+  }
+  EXPECT_TRUE(test::npy_close(dir / "cpu:1.npy", dir / "cpu:3.npy", 1e-5, dir));
+  double val_loss = 0, val_accuracy = 0;
+  std::istringstream events(test::read_text(dir / "cpu:1" / "events.jsonl"));
+  for (std::string line; std::getline(events, line);) {
+    const json e = json::parse(line);
+    if (e["event"] != "epoch_ended") continue;
+    val_loss = e["logs"]["val_loss"].get<double>();
+    val_accuracy = e["logs"]["val_accuracy"].get<double>();
+  }
+  EXPECT_GE(val_accuracy, 0.9);
+  auto numpy = run_command(python + " -c \"" +
+                           "import numpy as np\n"
+                           "v = np.load('" +
+                           (dir / "val.npz").string() +
+                           "')\n"
+                           "p = np.load('" +
+                           (dir / "cpu:1.npy").string() +
+                           "').astype(np.float64)\n"
+                           "m = v['x'] != 0\n"
+                           "q = np.take_along_axis(p, v['y'][..., None], -1)[..., 0]\n"
+                           "ce = -np.log(np.clip(q, 1e-7, 1 - 1e-7))\n"
+                           "losses = [(ce[b:b + 32] * m[b:b + 32]).sum() / m[b:b + 32].sum() "
+                           "for b in range(0, len(m), 32)]\n"
+                           "sizes = [len(m[b:b + 32]) for b in range(0, len(m), 32)]\n"
+                           "hits = (p.argmax(-1) == v['y']) & m\n"
+                           "print(np.average(losses, weights=sizes), hits.sum() / m.sum())\n\"");
+  ASSERT_EQ(numpy.exit_code, 0) << numpy.err;
+  double want_loss = 0, want_accuracy = 0;
+  std::istringstream(numpy.out) >> want_loss >> want_accuracy;
+  EXPECT_NEAR(val_loss, want_loss, 1e-4 * want_loss);
+  EXPECT_NEAR(val_accuracy, want_accuracy, 1e-6);
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

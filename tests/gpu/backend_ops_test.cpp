@@ -737,20 +737,33 @@ TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   backend::MetricDesc metric;
   metric.kind = backend::MetricDesc::Kind::sparse_categorical_accuracy;
   const Tensor logits_gpu = up(logits), labels_gpu = up(labels), weights_gpu = up(weights);
-  // Unweighted, then weighted by the samples' weights.
-  for (const bool weighted : {false, true}) {
-    SCOPED_TRACE(weighted ? "weighted" : "unweighted");
+  // A masked output's view of the same values: 10 rows of 5 positions, 0/1 position weights
+  // scaled as Objective scales a mask, and 10 row weights.
+  Tensor mask({10, 5});
+  for (std::int64_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 1 ? 0.0f : 1.6f;
+  const Tensor mask_gpu = up(mask), row_weights = random_host({10}, 28, 0.0f, 3.0f);
+  const Tensor row_weights_gpu = up(row_weights);
+  struct Case {
+    const char* what;
+    std::int64_t positions;
+    backend::WeightTensors cpu, gpu;
+  };
+  for (const Case& k :
+       {Case{"unweighted", 1, {}, {}}, Case{"weighted", 1, {&weights}, {&weights_gpu}},
+        Case{"masked positions", 5, {nullptr, &mask}, {nullptr, &mask_gpu}},
+        Case{"weighted, masked", 5, {&row_weights, &mask}, {&row_weights_gpu, &mask_gpu}}}) {
+    SCOPED_TRACE(k.what);
+    loss.positions = metric.positions = k.positions;
+    const std::int64_t cols = classes * k.positions;
     auto sums_cpu = cpu().sums();
     auto sums_gpu = gpu().sums();
     sums_cpu->reset(2);
     sums_gpu->reset(2);
     Tensor grad_cpu, grad_gpu = gpu_->tensor();
-    const Tensor* w_cpu = weighted ? &weights : nullptr;
-    const Tensor* w_gpu = weighted ? &weights_gpu : nullptr;
-    cpu().loss_sum(loss, logits, labels, w_cpu, classes, 0.02f, &grad_cpu, *sums_cpu, 0);
-    cpu().metric_sum(metric, logits, labels, w_cpu, classes, *sums_cpu, 1);
-    gpu().loss_sum(loss, logits_gpu, labels_gpu, w_gpu, classes, 0.02f, &grad_gpu, *sums_gpu, 0);
-    gpu().metric_sum(metric, logits_gpu, labels_gpu, w_gpu, classes, *sums_gpu, 1);
+    cpu().loss_sum(loss, logits, labels, k.cpu, cols, 0.02f, &grad_cpu, *sums_cpu, 0);
+    cpu().metric_sum(metric, logits, labels, k.cpu, cols, *sums_cpu, 1);
+    gpu().loss_sum(loss, logits_gpu, labels_gpu, k.gpu, cols, 0.02f, &grad_gpu, *sums_gpu, 0);
+    gpu().metric_sum(metric, logits_gpu, labels_gpu, k.gpu, cols, *sums_gpu, 1);
     const auto c = sums_cpu->read(), g = sums_gpu->read();
     EXPECT_NEAR(g[0], c[0], 1e-6 * std::fabs(c[0]));
     EXPECT_NEAR(g[1], c[1], 1e-6 * std::fabs(c[1]));
@@ -793,10 +806,10 @@ TEST_F(BackendOps, MetricHistogramsAreTheCpusBitForBit) {
       auto sums_gpu = gpu().sums();
       sums_cpu->reset(bins + 1);
       sums_gpu->reset(bins + 1);
-      cpu().metric_histogram(c.desc, scores, *c.target, weighted ? &weights : nullptr, classes,
+      cpu().metric_histogram(c.desc, scores, *c.target, {weighted ? &weights : nullptr}, classes,
                              *sums_cpu, 1);
-      gpu().metric_histogram(c.desc, scores_gpu, *c.target_gpu,
-                             weighted ? &weights_gpu : nullptr, classes, *sums_gpu, 1);
+      gpu().metric_histogram(c.desc, scores_gpu, *c.target_gpu, {weighted ? &weights_gpu : nullptr},
+                             classes, *sums_gpu, 1);
       const auto cpu_bins = sums_cpu->read();
       EXPECT_EQ(sums_gpu->read(), cpu_bins);
       double total = 0;

@@ -139,6 +139,24 @@ class TANDEM_EXPORT Model {
   bool call_input_masked(std::size_t k) const;
   /// The call giving output j.
   std::size_t output_call(std::size_t j) const { return output_calls_[j]; }
+  /// Whether output j carries a Keras mask of its steps (nn/sequence_masks.hpp): its loss and
+  /// metrics then weigh each step by it, as Keras does (nn/objective.hpp). Such an output is a
+  /// sequence, (steps, features) per sample.
+  bool output_masked(std::size_t j) const;
+  bool any_output_masked() const;
+  /// After a forward: output j's mask, (rows, steps) of 0/1 values on the output's backend, or
+  /// null when it carries none. Owned by the model or a layer; valid until the next forward.
+  const Tensor* output_mask(std::size_t j) const;
+  /// The sum over every replica of the batch that the objective counts the masked outputs' kept
+  /// steps with (the meta-model sets it on each replica's model when there are several, and an
+  /// empty function again when it ends): every replica then divides by the global batch's count.
+  /// Empty: this model alone. Set between steps, from the thread that owns the model.
+  void set_mask_count_sum(std::function<void(double* values, std::size_t count)> sum) {
+    mask_count_sum_ = std::move(sum);
+  }
+  const std::function<void(double*, std::size_t)>& mask_count_sum() const {
+    return mask_count_sum_;
+  }
 
   /// Runs the layers on x (see input_shape()); the returned reference is owned by the output
   /// layer or, with several outputs, by the model (valid until the next forward). `training`
@@ -275,6 +293,7 @@ class TANDEM_EXPORT Model {
   void take_lengths_from_data(const DataInputShapes& data_shapes);
   // Each nested model's InputLayer against the shape its call passes (after build_layers).
   void check_nested_inputs(const std::vector<nn::InputCheck>& checks) const;
+  void check_output_masks(const std::vector<std::string>& call_paths) const;
   // Builds every layer on its inputs' shapes, then pairs relu hand-offs.
   void build_layers(std::uint64_t seed, const std::vector<std::string>& layer_paths);
   nlohmann::json functional_config() const;
@@ -388,6 +407,7 @@ class TANDEM_EXPORT Model {
   std::shared_ptr<const std::vector<nn::Scope>> scopes_;
   // Keras' masks through the calls (nn/sequence_masks.hpp); null when no call's output has one.
   std::shared_ptr<nn::SequenceMasks> masks_;
+  std::function<void(double*, std::size_t)> mask_count_sum_;  // see set_mask_count_sum()
   std::int64_t penalty_batch_size_ = 1;    // set_penalty_batch_size()
 };
 

@@ -984,13 +984,51 @@ TANDEM_HD inline float row_weight(const float* weights, std::int64_t r) {
   return weights ? weights[r] : 1.0f;
 }
 
-/// positional_loss_row weighted by the row's weight: w times the row's loss, and the gradient w
-/// times the row's (grad_scale * w). Without weights, its values bit for bit.
+/// The weights of a loss's or metric's rows: `rows`, one per row (Keras' sample_weight), and
+/// `positions`, one per position of each row (rows x the desc's positions: a masked output's,
+/// nn/objective.hpp); each null when not given. A position weighs their product.
+struct RowWeights {
+  const float* rows = nullptr;
+  const float* positions = nullptr;
+};
+
+/// The positions a per-position weight reads in a row of a loss or metric: every loss and
+/// metric is taken position by position under such weights (Keras weighs the per-position
+/// values, the last axis reduced, by the output's mask).
+TANDEM_HD inline std::int64_t weighed_positions(std::int64_t positions) {
+  return positions > 1 ? positions : 1;
+}
+
+/// Row r of a loss under per-position weights pw (rows x positions): the mean over the row's
+/// positions of pw times the position's loss_row (the cols / positions values of its last axis),
+/// each gradient grad_scale * pw / positions.
+TANDEM_HD inline double position_weighted_loss_row(const LossDesc& loss, const float* pred,
+                                                   const float* target, const float* pw,
+                                                   float* grad, std::int64_t r, std::int64_t cols,
+                                                   float grad_scale) {
+  const std::int64_t n = weighed_positions(loss.positions);
+  const float share = fdiv(grad_scale, i2f(n));
+  double s = 0;
+  for (std::int64_t p = 0; p < n; ++p) {
+    const float w = pw[r * n + p];
+    s = dadd(s,
+             dmul(f2d(w), loss_row(loss, pred, target, grad, r * n + p, cols / n, fmul(share, w))));
+  }
+  return ddiv(s, i2d(n));
+}
+
+/// The row's loss weighted by its weights: the row weight w times the row's loss (under the
+/// position weights when given), the gradient likewise (grad_scale * w). Without weights,
+/// positional_loss_row's values bit for bit.
 TANDEM_HD inline double weighted_loss_row(const LossDesc& loss, const float* pred,
-                                          const float* target, const float* weights, float* grad,
+                                          const float* target, RowWeights weights, float* grad,
                                           std::int64_t r, std::int64_t cols, float grad_scale) {
-  const float w = row_weight(weights, r);
-  return dmul(f2d(w), positional_loss_row(loss, pred, target, grad, r, cols, fmul(grad_scale, w)));
+  const float w = row_weight(weights.rows, r);
+  const float scale = fmul(grad_scale, w);
+  return dmul(f2d(w), weights.positions
+                          ? position_weighted_loss_row(loss, pred, target, weights.positions, grad,
+                                                       r, cols, scale)
+                          : positional_loss_row(loss, pred, target, grad, r, cols, scale));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1098,12 +1136,28 @@ TANDEM_HD inline double positional_metric_row(const MetricDesc& metric, const fl
   return ddiv(s, i2d(n));
 }
 
-/// positional_metric_row times the row's weight (Keras' weighted_metrics); without weights, its
-/// value.
+/// Row r of a metric under per-position weights pw (rows x positions): the mean over the row's
+/// positions of pw times the position's metric_row (as position_weighted_loss_row; `samples`
+/// gives the mean of the weights, so a weighted mean's 1 / positions cancels).
+TANDEM_HD inline double position_weighted_metric_row(const MetricDesc& metric, const float* pred,
+                                                     const float* target, const float* pw,
+                                                     std::int64_t r, std::int64_t cols) {
+  const std::int64_t n = weighed_positions(metric.positions);
+  double s = 0;
+  for (std::int64_t p = 0; p < n; ++p)
+    s = dadd(s, dmul(f2d(pw[r * n + p]), metric_row(metric, pred, target, r * n + p, cols / n)));
+  return ddiv(s, i2d(n));
+}
+
+/// positional_metric_row (or, under position weights, position_weighted_metric_row) times the
+/// row's weight (Keras' weighted_metrics); without weights, its value.
 TANDEM_HD inline double weighted_metric_row(const MetricDesc& metric, const float* pred,
-                                            const float* target, const float* weights,
-                                            std::int64_t r, std::int64_t cols) {
-  return dmul(f2d(row_weight(weights, r)), positional_metric_row(metric, pred, target, r, cols));
+                                            const float* target, RowWeights weights, std::int64_t r,
+                                            std::int64_t cols) {
+  return dmul(f2d(row_weight(weights.rows, r)),
+              weights.positions
+                  ? position_weighted_metric_row(metric, pred, target, weights.positions, r, cols)
+                  : positional_metric_row(metric, pred, target, r, cols));
 }
 
 // Histogram metrics (metric_histogram): each row adds values to bins; summed in row order, then
@@ -1147,17 +1201,21 @@ TANDEM_HD inline std::int64_t confusion_cell(const MetricDesc& metric, const flo
 /// Row r's contributions to a histogram metric: add(bin, value) in the order they are summed.
 /// AUC: each element's label weight (1 when t is non-zero, else 0; and 1 minus that after the
 /// first `bins` bins) in its bucket;
-/// MeanIoU: the row's weight in the cell of each of its positions.
+/// MeanIoU: the row's weight in the cell of each of its positions. Under position weights each
+/// position's values weigh the row's weight times its own.
 template <class Add>
 TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
-                                    const float* target, const float* weights, std::int64_t r,
+                                    const float* target, RowWeights weights, std::int64_t r,
                                     std::int64_t cols, Add add) {
-  const double w = f2d(row_weight(weights, r));
+  const double w = f2d(row_weight(weights.rows, r));
+  const std::int64_t n = weighed_positions(metric.positions);
+  const auto at = [&](std::int64_t p) {
+    return weights.positions ? dmul(w, f2d(weights.positions[r * n + p])) : w;
+  };
   if (metric.kind == MetricDesc::Kind::confusion_matrix) {
-    const std::int64_t n = metric.positions > 1 ? metric.positions : 1;
     for (std::int64_t p = 0; p < n; ++p) {
       const std::int64_t cell = confusion_cell(metric, pred, target, r * n + p, cols / n);
-      if (cell >= 0) add(cell, w);
+      if (cell >= 0) add(cell, at(p));
     }
     return;
   }
@@ -1165,8 +1223,9 @@ TANDEM_HD inline void histogram_row(const MetricDesc& metric, const float* pred,
     const float p = metric.from_logits ? sigmoid(pred[c]) : pred[c];
     const std::int64_t b = auc_bucket(p, metric.bins);
     const double t = target[c] != 0.0f ? 1.0 : 0.0;  // Keras casts the label to bool
-    add(b, dmul(w, t));
-    add(metric.bins + b, dmul(w, dsub(1.0, t)));
+    const double wc = weights.positions ? at((c - r * cols) / (cols / n)) : w;
+    add(b, dmul(wc, t));
+    add(metric.bins + b, dmul(wc, dsub(1.0, t)));
   }
 }
 

@@ -46,15 +46,26 @@ void require_device(const Backend& backend, std::initializer_list<const Tensor*>
     if (t) require_device(backend, *t, operation);
 }
 
-const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,
-                         const char* operation) {
+namespace {
+
+const float* weights_of(const Backend& backend, const Tensor* weights, std::int64_t count,
+                        const char* what, const char* operation) {
   if (!weights) return nullptr;
   require_device(backend, *weights, operation);
-  if (weights->size() != rows)
+  if (weights->size() != count)
     throw std::logic_error(std::string("backend operation ") + operation + ": " +
                            std::to_string(weights->size()) + " weights for " +
-                           std::to_string(rows) + " rows");
+                           std::to_string(count) + " " + what);
   return weights->data();
+}
+
+}  // namespace
+
+math::RowWeights row_weights(const Backend& backend, const WeightTensors& weights,
+                             std::int64_t rows, std::int64_t positions, const char* operation) {
+  return {weights_of(backend, weights.rows, rows, "rows", operation),
+          weights_of(backend, weights.positions, rows * math::weighed_positions(positions),
+                     "positions", operation)};
 }
 
 void check_column_affine(const Tensor& x, const Tensor& scale, const Tensor* shift,

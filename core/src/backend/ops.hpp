@@ -228,6 +228,14 @@ class Pooling2D {
   virtual void backward(const Tensor& dy, Tensor& dx) = 0;
 };
 
+/// The weights of a loss's or metric's rows (loss_sum, metric_sum): `rows`, one per row (Keras'
+/// sample_weight), and `positions`, one per position of each row (a masked output's: rows x
+/// the desc's positions); either may be null. Borrowed for the call.
+struct WeightTensors {
+  const Tensor* rows = nullptr;
+  const Tensor* positions = nullptr;
+};
+
 /// Sums `count` doubles in place over every replica of the batch (synchronized batch
 /// normalization; every participant calls it with the same count). Empty: this replica alone.
 using SumAcrossReplicas = std::function<void(double* values, std::size_t count)>;
@@ -541,22 +549,23 @@ class Backend {
   // Losses and metrics: per-step sums in double, kept where the backend computes them.
   virtual std::unique_ptr<Sums> sums() = 0;
   /// Sets sums[slot] to the sum over the rows of the loss of each row (cols = values per row,
-  /// classes for the categorical losses), each times its weight when `weights` (one per row;
-  /// Keras' sample_weight) is given; with grad, sets it (resized to pred's shape) to
-  /// grad_scale * d(sum)/d(pred). Sparse labels that are not class indices throw DataError.
+  /// classes for the categorical losses), weighted by `weights` (kernel_math.hpp's RowWeights:
+  /// one per row, Keras' sample_weight; one per position, a masked output's); with grad, sets it
+  /// (resized to pred's shape) to grad_scale * d(sum)/d(pred). Sparse labels that are not class
+  /// indices throw DataError.
   virtual void loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
-                        const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
-                        Sums& sums, std::size_t slot) = 0;
-  /// Sets sums[slot] to the sum over the rows of the metric of each row, each times its weight
-  /// when `weights` (one per row) is given.
+                        const WeightTensors& weights, std::int64_t cols, float grad_scale,
+                        Tensor* grad, Sums& sums, std::size_t slot) = 0;
+  /// Sets sums[slot] to the sum over the rows of the metric of each row, weighted by `weights`
+  /// as loss_sum's.
   virtual void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                          const Tensor* weights, std::int64_t cols, Sums& sums,
+                          const WeightTensors& weights, std::int64_t cols, Sums& sums,
                           std::size_t slot) = 0;
   /// Sets sums[first_slot + b] for every bin b < histogram_bins(desc) to the sum of the rows'
   /// contributions to it (kernel_math.hpp's histogram_row: AUC's buckets, MeanIoU's confusion
   /// matrix), each bin added in row order, then element order (so the same on every backend).
   virtual void metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                                const Tensor* weights, std::int64_t cols, Sums& sums,
+                                const WeightTensors& weights, std::int64_t cols, Sums& sums,
                                 std::size_t first_slot) = 0;
 
   /// One optimizer step over `params` (in parameter order): global and per-tensor gradient
@@ -681,10 +690,11 @@ void require_device(const Backend& backend, const Tensor& t, const char* operati
 /// The same for each of `tensors` (a null entry is skipped: an optional operand).
 void require_device(const Backend& backend, std::initializer_list<const Tensor*> tensors,
                     const char* operation);
-/// The row weights of loss_sum and metric_sum (null when not given); throws std::logic_error
-/// unless they are on `backend`'s device, one per row.
-const float* row_weights(const Backend& backend, const Tensor* weights, std::int64_t rows,
-                         const char* operation);
+/// The weights of loss_sum and metric_sum as their kernels read them; throws std::logic_error
+/// unless each given one is on `backend`'s device, with one value per row (`rows`) or per
+/// position of each row (`rows` x `positions`, at least 1).
+math::RowWeights row_weights(const Backend& backend, const WeightTensors& weights,
+                             std::int64_t rows, std::int64_t positions, const char* operation);
 
 }  // namespace tandem::backend
 

@@ -41,7 +41,7 @@ class HistogramMetric : public Metric {
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(parts());
-    ops.metric_histogram(desc_, pred, target, nullptr, cols, *sums, 0);
+    ops.metric_histogram(desc_, pred, target, {}, cols, *sums, 0);
     std::vector<MetricSum> bins;
     for (double v : sums->read()) bins.push_back({v, 0});
     return {value(bins), 1};

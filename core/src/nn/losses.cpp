@@ -157,7 +157,7 @@ class KerasLoss : public Loss {
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(1);
-    ops.loss_sum(desc, pred, target, nullptr, cols, grad_scale, grad, *sums, 0);
+    ops.loss_sum(desc, pred, target, {}, cols, grad_scale, grad, *sums, 0);
     return sums->read()[0];
   }
 

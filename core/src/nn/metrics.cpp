@@ -79,8 +79,8 @@ class BuiltinMetric : public Metric {
     backend::Backend& ops = backend::cpu_backend();
     auto sums = ops.sums();
     sums->reset(2);
-    ops.metric_sum(desc_, pred, target, nullptr, cols, *sums, 0);
-    if (ratio()) ops.metric_sum(count_desc(), pred, target, nullptr, cols, *sums, 1);
+    ops.metric_sum(desc_, pred, target, {}, cols, *sums, 0);
+    if (ratio()) ops.metric_sum(count_desc(), pred, target, {}, cols, *sums, 1);
     const std::vector<double> v = sums->read();
     return {v[0], info_.count ? v[1] : static_cast<double>(rows)};
   }

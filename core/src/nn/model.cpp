@@ -631,7 +631,8 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
       if (call_input_part(k, i) > 0) sources[i] = kModelInput;
     masked.push_back({calls_[k].runner, sources});
   }
-  masks_ = nn::SequenceMasks::plan(masked, keras2_, output_calls_, call_paths);
+  masks_ = nn::SequenceMasks::plan(masked, keras2_, call_paths);
+  check_output_masks(call_paths);
   packed_output_shape_ = output_shape(0);
   if (output_calls_.size() > 1) {
     std::int64_t total = 0;
@@ -764,6 +765,36 @@ const Tensor& Model::forward(const Tensor& x, bool training, std::int64_t sample
     offset += width;
   }
   return packed_output_;
+}
+
+bool Model::output_masked(std::size_t j) const {
+  return masks_ && output_parts_[j] == 0 && masks_->output_masked(output_calls_[j]);
+}
+
+bool Model::any_output_masked() const {
+  for (std::size_t j = 0; j < output_calls_.size(); ++j)
+    if (output_masked(j)) return true;
+  return false;
+}
+
+const Tensor* Model::output_mask(std::size_t j) const {
+  return output_masked(j) ? masks_->output_mask(output_calls_[j]) : nullptr;
+}
+
+// A mask weighs an output's positions (nn/objective.hpp): one per step of a sequence
+// (batch, steps, features). Keras cannot weigh the positions of an output with more axes by a
+// mask of its steps either (its losses' values and the mask do not broadcast).
+void Model::check_output_masks(const std::vector<std::string>& call_paths) const {
+  for (std::size_t j = 0; j < output_calls_.size(); ++j)
+    if (output_masked(j) && output_shape(j).size() != 2)
+      throw ConfigError(call_paths[output_calls_[j]],
+                        "the model's output '" + output_names_[j] + "' carries a mask of its " +
+                            "steps (Embedding's mask_zero or a Masking layer), which weighs the " +
+                            "loss per step, but its values per sample have the shape " +
+                            shape_to_string(output_shape(j), true) +
+                            ": a mask can weigh an output of (steps, features) only; end the " +
+                            "mask before it (Flatten, Reshape or a recurrent layer without " +
+                            "return_sequences)");
 }
 
 bool Model::call_input_masked(std::size_t k) const {

@@ -153,10 +153,11 @@ double read_weight(const json& w, const std::string& path) {
 }  // namespace
 
 Objective Objective::borrowing(const Loss& loss,
-                               const std::vector<std::unique_ptr<Metric>>& metrics) {
+                               const std::vector<std::unique_ptr<Metric>>& metrics, bool masked) {
   Objective o;
   Output out;
   out.loss = &loss;
+  out.masked = masked;
   for (const auto& m : metrics) out.metrics.push_back(m.get());
   o.outputs_.push_back(std::move(out));
   return o;
@@ -176,28 +177,38 @@ bool Objective::has_weighted_metrics() const {
   return false;
 }
 
-std::vector<std::pair<const Metric*, bool>> Objective::metrics_in_order() const {
-  std::vector<std::pair<const Metric*, bool>> all;
+std::size_t Objective::masked_count() const {
+  std::size_t n = 0;
+  for (const Output& o : outputs_) n += o.masked ? 1 : 0;
+  return n;
+}
+
+std::vector<Objective::OrderedMetric> Objective::metrics_in_order() const {
+  std::vector<OrderedMetric> all;
   for (const bool weighted : {false, true})
-    for (const Output& o : outputs_)
-      for (const Metric* m : weighted ? o.weighted_metrics : o.metrics)
-        all.push_back({m, weighted});
+    for (std::size_t j = 0; j < outputs_.size(); ++j)
+      for (const Metric* m : weighted ? outputs_[j].weighted_metrics : outputs_[j].metrics)
+        all.push_back({m, weighted, j});
   return all;
 }
 
 // Slots: the outputs' losses; every output's metrics, then every output's weighted metrics (a
 // ratio metric takes two, a histogram its bins); the weights' sum when there are weighted
-// metrics.
-std::size_t Objective::slot_count() const {
+// metrics; then each masked output's kept steps (mask_slots()).
+std::size_t Objective::mask_slots() const {
   std::size_t n = outputs_.size();
-  for (const auto& [m, weighted] : metrics_in_order())
+  for (const auto& [m, weighted, j] : metrics_in_order())
     n += m->histogram() ? m->parts() : m->ratio() ? 2 : 1;
   return n + (has_weighted_metrics() ? 1 : 0);
 }
 
+std::size_t Objective::slot_count() const {
+  return mask_slots() + masked_count() * (has_weighted_metrics() ? 2 : 1);
+}
+
 std::size_t Objective::part_count() const {
   std::size_t n = outputs_.size() > 1 ? outputs_.size() : 0;
-  for (const auto& [m, weighted] : metrics_in_order()) n += m->parts();
+  for (const auto& [m, weighted, j] : metrics_in_order()) n += m->parts();
   return n;
 }
 
@@ -221,7 +232,7 @@ std::vector<double> Objective::values(const std::vector<MetricSum>& parts) const
   std::size_t k = 0;
   if (outputs_.size() > 1)
     for (; k < outputs_.size(); ++k) out.push_back(parts[k].mean());
-  for (const auto& [m, weighted] : metrics_in_order()) {
+  for (const auto& [m, weighted, j] : metrics_in_order()) {
     out.push_back(m->value(std::span<const MetricSum>(parts).subspan(k, m->parts())));
     k += m->parts();
   }
@@ -283,13 +294,71 @@ std::vector<LabelColumn> Objective::label_columns(const Model& model) const {
   return columns;
 }
 
-void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs,
-                        const Tensor& y, float grad_scale, bool gradients,
-                        ObjectiveScratch& scratch, backend::Sums& sums) const {
+namespace {
+
+// The kept steps of a mask (0/1 values), counted on the host: a device's mask is copied there
+// (the step synchronizes, and runs without a CUDA graph).
+double kept_steps(backend::Backend& ops, const Tensor& mask) {
+  Tensor host = mask;
+  if (!mask.on_host()) {
+    host = Tensor(mask.shape());
+    ops.copy(mask, host);
+  }
+  double kept = 0;
+  for (std::int64_t i = 0; i < host.size(); ++i) kept += host[i];
+  return kept;
+}
+
+}  // namespace
+
+// Keras' apply_mask: the loss of a masked output weighs each step by mask · total / valid, total
+// being the batch's steps (B · steps) and valid its kept ones, so that its mean over the B · steps
+// values is the sum over the kept steps / valid. B and valid are the global batch's: the
+// replicas sum their rows and counts first (Model::mask_count_sum). No kept step: weights 0, a
+// loss of 0 (Keras' divide_no_nan).
+void Objective::weigh_masked_steps(backend::Backend& ops, const Model& model,
+                                   const std::vector<const Tensor*>& outputs,
+                                   ObjectiveScratch& scratch) const {
+  const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
+  std::vector<double> counts{static_cast<double>(rows)};
+  for (std::size_t j = 0; j < outputs_.size(); ++j) {
+    if (!outputs_[j].masked) continue;
+    const Tensor* mask = model.output_mask(j);
+    const std::int64_t steps = positions_of_batch(*outputs[j]);
+    if (!mask || mask->size() != rows * steps)
+      throw std::logic_error("objective: output '" + outputs_[j].name +
+                             "' has no mask of its steps from the model's forward");
+    counts.push_back(kept_steps(ops, *mask));
+  }
+  if (model.mask_count_sum()) model.mask_count_sum()(counts.data(), counts.size());
+  scratch.step_weights.resize(outputs_.size());
+  for (std::size_t j = 0, c = 1; j < outputs_.size(); ++j) {
+    if (!outputs_[j].masked) continue;
+    const double kept = counts[c++];
+    const double total = counts[0] * static_cast<double>(positions_of_batch(*outputs[j]));
+    const Tensor& mask = *model.output_mask(j);
+    ops.affine(mask, kept > 0 ? static_cast<float>(total / kept) : 0.0f, 0.0f,
+               ops.place(scratch.step_weights[j], mask.shape()));
+  }
+}
+
+void Objective::count_without_rows(const Model& model) const {
+  if (masked_count() == 0 || !model.mask_count_sum()) return;
+  std::vector<double> counts(1 + masked_count(), 0.0);
+  model.mask_count_sum()(counts.data(), counts.size());
+}
+
+void Objective::enqueue(backend::Backend& ops, const Model& model,
+                        const std::vector<const Tensor*>& outputs, const Tensor& y,
+                        float grad_scale, bool gradients, ObjectiveScratch& scratch,
+                        backend::Sums& sums) const {
   const std::size_t n = outputs_.size();
   if (outputs.size() != n)
     throw std::logic_error("objective: " + std::to_string(outputs.size()) + " outputs for " +
                            std::to_string(n));
+  for (std::size_t j = 0; j < n; ++j)
+    if (outputs_[j].masked != model.output_masked(j))
+      throw std::logic_error("objective: made for another model's masks");
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::int64_t cols = 0;
   for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, *outputs[j]);
@@ -301,6 +370,12 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
     ops.copy_columns(y, y_cols, cols, scratch.weights, 1, 0, 1);
     weights = &scratch.weights;
   }
+  if (masked_count() > 0) weigh_masked_steps(ops, model, outputs, scratch);
+  // A masked output's metrics weigh its steps by the mask.
+  const auto metric_weights = [&](std::size_t j, bool weigh) {
+    return backend::WeightTensors{weigh ? weights : nullptr,
+                                  outputs_[j].masked ? model.output_mask(j) : nullptr};
+  };
   sums.reset(slot_count());
   scratch.targets.resize(n);
   scratch.grads.resize(n);
@@ -317,40 +392,56 @@ void Objective::enqueue(backend::Backend& ops, const std::vector<const Tensor*>&
       targets[j] = &scratch.targets[j];
     }
     offset += tw;
-    ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j], weights,
-                 width, grad_scale * static_cast<float>(o.weight),
-                 gradients ? &scratch.grads[j] : nullptr, sums, j);
+    ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j],
+                 {weights, o.masked ? &scratch.step_weights[j] : nullptr}, width,
+                 grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
+                 sums, j);
     scratch.grad_views.push_back(&scratch.grads[j]);
   }
   std::size_t slot = n;
-  for (const bool weigh : {false, true})
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::int64_t width = row_width(*outputs[j]);
-      const Tensor* w = weigh ? weights : nullptr;
-      for (const Metric* m : weigh ? outputs_[j].weighted_metrics : outputs_[j].metrics) {
-        const backend::MetricDesc desc = at_positions(m->desc(), *outputs[j]);
-        if (m->histogram()) {
-          ops.metric_histogram(desc, *outputs[j], *targets[j], w, width, sums, slot);
-          slot += m->parts();
-          continue;
-        }
-        ops.metric_sum(desc, *outputs[j], *targets[j], w, width, sums, slot++);
-        if (m->ratio())
-          ops.metric_sum(at_positions(m->count_desc(), *outputs[j]), *outputs[j], *targets[j], w,
-                         width, sums, slot++);
-      }
+  for (const auto& [m, weigh, j] : metrics_in_order()) {
+    const std::int64_t width = row_width(*outputs[j]);
+    const backend::WeightTensors w = metric_weights(j, weigh);
+    const backend::MetricDesc desc = at_positions(m->desc(), *outputs[j]);
+    if (m->histogram()) {
+      ops.metric_histogram(desc, *outputs[j], *targets[j], w, width, sums, slot);
+      slot += m->parts();
+      continue;
     }
-  if (has_weighted_metrics()) {
-    backend::MetricDesc samples;
-    samples.kind = backend::MetricDesc::Kind::samples;
-    ops.metric_sum(samples, *outputs[0], *targets[0], weights, row_width(*outputs[0]), sums, slot);
+    ops.metric_sum(desc, *outputs[j], *targets[j], w, width, sums, slot++);
+    if (m->ratio())
+      ops.metric_sum(at_positions(m->count_desc(), *outputs[j]), *outputs[j], *targets[j], w, width,
+                     sums, slot++);
+  }
+  backend::MetricDesc samples;
+  samples.kind = backend::MetricDesc::Kind::samples;
+  if (has_weighted_metrics())
+    ops.metric_sum(samples, *outputs[0], *targets[0], {weights}, row_width(*outputs[0]), sums,
+                   slot++);
+  // Each masked output's kept steps (each row's mean mask: metric sums are means over a row's
+  // steps), plain and weighted: its metrics' counts.
+  for (std::size_t j = 0; j < n; ++j) {
+    if (!outputs_[j].masked) continue;
+    const backend::MetricDesc kept = at_positions(samples, *outputs[j]);
+    ops.metric_sum(kept, *outputs[j], *targets[j], metric_weights(j, false), row_width(*outputs[j]),
+                   sums, slot++);
+    if (has_weighted_metrics())
+      ops.metric_sum(kept, *outputs[j], *targets[j], metric_weights(j, true),
+                     row_width(*outputs[j]), sums, slot++);
   }
 }
 
 StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
   const std::vector<double> v = sums.read();
   const auto count = static_cast<double>(rows);
-  const double weight_sum = has_weighted_metrics() ? v.back() : count;
+  const double weight_sum = has_weighted_metrics() ? v[mask_slots() - 1] : count;
+  // Each output's metrics' counts: its rows (or their weights), or a masked output's kept steps.
+  std::vector<double> plain(outputs_.size(), count), weighted(outputs_.size(), weight_sum);
+  for (std::size_t j = 0, k = mask_slots(); j < outputs_.size(); ++j) {
+    if (!outputs_[j].masked) continue;
+    plain[j] = v[k++];
+    if (has_weighted_metrics()) weighted[j] = v[k++];
+  }
   StepSums s;
   s.loss.count = count;
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
@@ -358,13 +449,13 @@ StepSums Objective::read(backend::Sums& sums, std::int64_t rows) const {
     if (outputs_.size() > 1) s.metrics.push_back({v[j], count});
   }
   std::size_t k = outputs_.size();
-  for (const auto& [m, weighted] : metrics_in_order()) {
+  for (const auto& [m, weigh, j] : metrics_in_order()) {
     if (m->histogram()) {
       for (std::size_t b = 0; b < m->parts(); ++b) s.metrics.push_back({v[k++], 0});
       continue;
     }
     const double sum = v[k++];
-    s.metrics.push_back({sum, m->ratio() ? v[k++] : weighted ? weight_sum : count});
+    s.metrics.push_back({sum, m->ratio() ? v[k++] : weigh ? weighted[j] : plain[j]});
   }
   return s;
 }
@@ -388,6 +479,7 @@ Objective make_objective(const json& loss, const json& loss_weights, const json&
   const auto loss_entries = per_output_entries(loss, loss_per_output, "loss", model);
   for (std::size_t j = 0; j < n; ++j) {
     outputs[j].name = model.output_name(j);
+    outputs[j].masked = model.output_masked(j);
     if (!loss_entries[j].first)
       throw ConfigError("loss",
                         "gives no loss for output '" + outputs[j].name +

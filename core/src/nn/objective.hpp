@@ -16,6 +16,13 @@
 // "metrics" ignore the weights. A weighted metric named as a plain one of the same output is
 // logged as "weighted_<name>" (Keras 2's rule).
 //
+// Masks (Model::output_masked): an output carrying a Keras mask of its steps weighs each step's
+// loss by the mask (and the sample's weight), and the loss is that sum divided by the number of
+// kept steps in the batch — Keras' apply_mask, which weighs the kept steps by total / valid —
+// so every replica counts the global batch's kept steps before it computes a gradient (one sum
+// across the replicas: Model::mask_count_sum). Its metrics are means over the kept steps (times
+// the samples' weights, for weighted_metrics), as Keras' metrics take the mask as their weights.
+//
 // Ownership: an Objective owns its losses and metrics, or borrows them (borrowing(): they must
 // outlive it). Immutable once made, so replicas on several threads share one; the tensors of a
 // step live in an ObjectiveScratch each replica owns (and keeps: a device replica's captured
@@ -63,6 +70,7 @@ struct StepSums {
 struct ObjectiveScratch {
   std::vector<Tensor> targets;  // per output, its targets apart (several outputs, or weighted)
   Tensor weights;               // the samples' weights, apart (weighted data)
+  std::vector<Tensor> step_weights;  // per masked output, its loss's weight of each step
   std::vector<Tensor> grads;    // per output, the loss gradient
   std::vector<const Tensor*> grad_views;
 };
@@ -86,12 +94,15 @@ class Objective {
     std::string name;  // the output layer's name ("" for a borrowing() objective)
     const Loss* loss = nullptr;
     double weight = 1.0;
+    bool masked = false;  // the output carries a Keras mask (Model::output_masked)
     std::vector<const Metric*> metrics;
     std::vector<const Metric*> weighted_metrics;
   };
 
-  /// One output; `loss` and `metrics` stay the caller's and must outlive the objective.
-  static Objective borrowing(const Loss& loss, const std::vector<std::unique_ptr<Metric>>& metrics);
+  /// One output (`masked`: it carries a Keras mask, Model::output_masked(0)); `loss` and
+  /// `metrics` stay the caller's and must outlive the objective.
+  static Objective borrowing(const Loss& loss, const std::vector<std::unique_ptr<Metric>>& metrics,
+                             bool masked = false);
   /// `outputs` point into `losses` and `metrics`, which the objective keeps.
   Objective(std::vector<Output> outputs, std::vector<std::unique_ptr<Loss>> losses,
             std::vector<std::unique_ptr<Metric>> metrics);
@@ -122,14 +133,19 @@ class Objective {
   std::function<void(const Tensor& y, std::span<const std::int64_t> samples)> label_check(
       const Model& model, SamplePlace place) const;
 
-  /// Queues on `ops` the sums of one batch: `outputs` as Model::forward_outputs gives them and
-  /// packed targets `y`, both in ops' memory; y's rows hold one value more than the targets when
-  /// the data is weighted (its last: the sample's weight). With `gradients`,
+  /// Queues on `ops` the sums of one batch: `outputs` as `model`'s forward_outputs gave them
+  /// and packed targets `y`, both in ops' memory; y's rows hold one value more than the targets
+  /// when the data is weighted (its last: the sample's weight). With `gradients`,
   /// scratch.grad_views[j] is then grad_scale * weight_j * d(loss_j sum)/d(output j). `sums` is
-  /// reset. Throws ShapeError when y fits the outputs neither way.
-  void enqueue(backend::Backend& ops, const std::vector<const Tensor*>& outputs, const Tensor& y,
-               float grad_scale, bool gradients, ObjectiveScratch& scratch,
+  /// reset. A masked output's mask is read from `model` and its kept steps counted across the
+  /// replicas (model.mask_count_sum(): every replica calls, an empty shard too). Throws
+  /// ShapeError when y fits the outputs neither way.
+  void enqueue(backend::Backend& ops, const Model& model, const std::vector<const Tensor*>& outputs,
+               const Tensor& y, float grad_scale, bool gradients, ObjectiveScratch& scratch,
                backend::Sums& sums) const;
+  /// What enqueue() does across the replicas, for a replica without rows that computes nothing
+  /// (a device replica's empty shard): its part, zero, of the masked outputs' count.
+  void count_without_rows(const Model& model) const;
   /// The sums enqueue() queued (on a device: waits for them), over `rows` samples.
   StepSums read(backend::Sums& sums, std::int64_t rows) const;
   /// StepSums with every sum zero (a replica without rows).
@@ -137,12 +153,26 @@ class Objective {
 
  private:
   Objective() = default;
+  struct OrderedMetric {
+    const Metric* metric;
+    bool weighted;
+    std::size_t output;
+  };
   std::size_t slot_count() const;
+  /// The first slot of the masked outputs' counts of kept steps (then, per masked output, the
+  /// plain count and, with weighted metrics, the weighted one).
+  std::size_t mask_slots() const;
   std::vector<LabelColumn> label_columns(const Model& model) const;
   bool has_weighted_metrics() const;
+  std::size_t masked_count() const;
   /// Every metric in metric_names() order after the per-output losses, with whether it is
-  /// weighted.
-  std::vector<std::pair<const Metric*, bool>> metrics_in_order() const;
+  /// weighted and its output.
+  std::vector<OrderedMetric> metrics_in_order() const;
+  /// The masked outputs' kept steps over the global batch: the loss's weight of each step of
+  /// output j (scratch.step_weights[j]: its mask times the batch's steps over its kept ones).
+  void weigh_masked_steps(backend::Backend& ops, const Model& model,
+                          const std::vector<const Tensor*>& outputs,
+                          ObjectiveScratch& scratch) const;
   std::vector<Output> outputs_;
   std::vector<std::unique_ptr<Loss>> losses_;
   std::vector<std::unique_ptr<Metric>> metrics_;

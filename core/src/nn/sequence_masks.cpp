@@ -99,7 +99,6 @@ bool joins_steps(const Concatenate& layer, const std::string& path) {
 
 std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>& calls,
                                                    bool keras2,
-                                                   const std::vector<std::size_t>& outputs,
                                                    const std::vector<std::string>& paths) {
   std::vector<Use> uses(calls.size(), Use::none);
   std::vector<bool> masked(calls.size(), false), inputs_masked(calls.size(), false);
@@ -137,16 +136,9 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
     }
     any = any || masked[k];
   }
-  for (std::size_t k : outputs)
-    if (masked[k])
-      throw ConfigError(paths[k], "the model's output from layer '" + calls[k].runner->name() +
-                                      "' carries a mask: Keras would leave its masked steps "
-                                      "out of the loss, which Tandem does not; end the masked "
-                                      "sequence before the output (a recurrent layer without "
-                                      "return_sequences)");
   if (!any) return nullptr;
-  return std::unique_ptr<SequenceMasks>(
-      new SequenceMasks(calls, std::move(uses), std::move(inputs_masked), keras2));
+  return std::unique_ptr<SequenceMasks>(new SequenceMasks(
+      calls, std::move(uses), std::move(inputs_masked), std::move(masked), keras2));
 }
 
 const Tensor* SequenceMasks::input_mask(std::size_t k, std::size_t i) const {

@@ -7,9 +7,9 @@
 // the other: their masks one after the other), and ends where a layer reads it (the recurrent
 // layers, whose last output carries none; GlobalAveragePooling1D; MultiHeadAttention, which
 // passes the query's on) or where Keras drops it (layers without mask support:
-// convolutions, pooling, Flatten, Reshape). A mask that would reach a layer Keras applies it in
-// and Tandem does not, or a model output (Keras would weight the loss by it), is a ConfigError
-// naming the call.
+// convolutions, pooling, Flatten, Reshape). A mask that reaches a model output weighs that
+// output's loss and metrics, as Keras does (nn/objective.hpp). A mask that would reach a layer
+// Keras applies it in and Tandem does not is a ConfigError naming the call.
 //
 // Ownership: made by the Model for its calls, after they are built; borrows their layers.
 // Thread-safety: as the Model's (one thread at a time).
@@ -36,14 +36,18 @@ struct MaskedCall {
 class SequenceMasks {
  public:
   /// The plan for a model's calls (topological), or null when no call's output carries a mask.
-  /// `keras2`: merges combine masks as Keras 2 does; `outputs`: the calls giving the model's
-  /// outputs; `paths`: each call's config path, for errors.
+  /// `keras2`: merges combine masks as Keras 2 does; `paths`: each call's config path, for
+  /// errors.
   static std::unique_ptr<SequenceMasks> plan(const std::vector<MaskedCall>& calls, bool keras2,
-                                             const std::vector<std::size_t>& outputs,
                                              const std::vector<std::string>& paths);
 
   /// Whether any of call k's inputs carries a mask.
   bool input_masked(std::size_t k) const { return input_masked_[k]; }
+  /// Whether call k's output (its first, for a layer giving several) carries a mask.
+  bool output_masked(std::size_t k) const { return output_masked_[k]; }
+  /// After call k's forward: its output's mask, (rows, steps) of 0/1 values, or null. Owned by
+  /// this plan or by the layer that made it; valid until the next forward.
+  const Tensor* output_mask(std::size_t k) const { return masks_[k]; }
   /// Before call k's forward: a layer that reads masks gets its input's.
   void before(std::size_t k);
   /// After call k's forward: its output's mask, as the plan says.
@@ -52,10 +56,11 @@ class SequenceMasks {
  private:
   enum class Use { none, pass, merge, join_features, join_steps, own };
   SequenceMasks(std::vector<MaskedCall> calls, std::vector<Use> uses,
-                std::vector<bool> input_masked, bool keras2)
+                std::vector<bool> input_masked, std::vector<bool> output_masked, bool keras2)
       : calls_(std::move(calls)),
         uses_(std::move(uses)),
         input_masked_(std::move(input_masked)),
+        output_masked_(std::move(output_masked)),
         keras2_(keras2),
         masks_(calls_.size(), nullptr),
         merged_(calls_.size()),
@@ -68,7 +73,7 @@ class SequenceMasks {
 
   std::vector<MaskedCall> calls_;
   std::vector<Use> uses_;
-  std::vector<bool> input_masked_;
+  std::vector<bool> input_masked_, output_masked_;
   bool keras2_;
   std::vector<const Tensor*> masks_;      // per call, its output's mask in this forward
   std::vector<Tensor> merged_, scratch_;  // a merging call's combined mask

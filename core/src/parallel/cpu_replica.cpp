@@ -22,7 +22,7 @@ StepSums CpuReplica::train(const Tensor& x, const Tensor& y, std::int64_t sample
                            float loss_scale, const Objective& objective, const NextRows* /*next*/) {
   const auto& outputs = model_.forward_outputs(x, true, sample_offset);
   model_.enqueue_activity_penalties(*activity_sums_, loss_scale);
-  objective.enqueue(backend::cpu_backend(), outputs, y, loss_scale, true, scratch_, *sums_);
+  objective.enqueue(backend::cpu_backend(), model_, outputs, y, loss_scale, true, scratch_, *sums_);
   model_.backward_outputs(scratch_.grad_views, [](std::size_t) {});
   return with_penalty(objective.read(*sums_, x.dim(0)),
                       model_.has_activity_regularizers() ? activity_sums_->read()
@@ -33,7 +33,7 @@ StepSums CpuReplica::evaluate(const Tensor& x, const Tensor& y, std::int64_t sam
                               const Objective& objective) {
   const auto& outputs = model_.forward_outputs(x, false, sample_offset);
   model_.enqueue_activity_penalties(*activity_sums_, 0.0f);
-  objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, false, scratch_, *sums_);
+  objective.enqueue(backend::cpu_backend(), model_, outputs, y, 1.0f, false, scratch_, *sums_);
   return with_penalty(objective.read(*sums_, x.dim(0)),
                       model_.has_activity_regularizers() ? activity_sums_->read()
                                                          : std::vector<double>{});

@@ -187,7 +187,7 @@ class CpuPipelineReplica : public CpuReplica {
     if (s + 1 < layout_.stage_count()) return;
     const auto& outputs = model.forward_results();
     model.enqueue_activity_penalties(*slot.activity_sums, step.loss_scale);
-    step.objective->enqueue(backend::cpu_backend(), outputs,
+    step.objective->enqueue(backend::cpu_backend(), model, outputs,
                             rows_of(step.y, step.starts[i], step.rows[i]), step.loss_scale, true,
                             slot.scratch, *slot.sums);
     step.sums[i] = step.objective->read(*slot.sums, step.rows[i]);

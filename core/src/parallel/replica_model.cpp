@@ -218,6 +218,12 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
   std::vector<StreamCommunicator*> stage_streams;
   if (pipeline_ && !plan_.all_cpu())  // checked before any GPU is touched
     require_device_hand_offs(template_, pipeline_->layout, plan_.text);
+  if (pipeline_ && template_.any_output_masked())
+    throw ConfigError("pipeline",
+                      "the model's outputs carry Keras masks, whose loss is divided by the kept "
+                      "steps of the whole batch; a pipeline computes each micro-batch's loss "
+                      "before the others' masks are known, so it cannot train this model (run "
+                      "it without \"pipeline\")");
   if (!plan_.all_cpu()) {
     for (int s = 0; s < stages; ++s) {
       auto streams = make_stream_communicator(stage_plan(plan_, stages, s), *world_);
@@ -292,7 +298,17 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
 // CrossReplicaSum over every replica of every rank — one per pipeline stage, whose workers
 // reach their layers' sums independently of the other stages'.
 void ReplicaModel::share_cross_replica_sums() {
-  if (!wants_cross_replica_sum(template_) || (size() == 1 && world_->size() == 1)) return;
+  if (size() == 1 && world_->size() == 1) return;
+  // The masked outputs' kept steps, counted over the global batch (nn/objective.hpp).
+  if (template_.any_output_masked()) {
+    auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
+    cross_replica_sums_.push_back(sum);
+    for (int r = 0; r < size(); ++r)
+      for (Model* m : replicas_[static_cast<std::size_t>(r)]->training_models())
+        m->set_mask_count_sum(
+            [sum, r](double* values, std::size_t count) { sum->sum(r, values, count); });
+  }
+  if (!wants_cross_replica_sum(template_)) return;
   const PipelineLayout layout =
       pipeline_ ? pipeline_->layout : PipelineLayout::whole(template_);
   for (const auto& stage_layers : layout.layers) {
@@ -314,8 +330,9 @@ void ReplicaModel::abandon_step() {
 }
 
 ReplicaModel::~ReplicaModel() {
-  // The template outlives this meta-model: leave its layers without the shared sum.
+  // The template outlives this meta-model: leave its layers without the shared sums.
   set_cross_replica_sum(template_, {});
+  template_.set_mask_count_sum({});
 }
 
 std::vector<std::int64_t> ReplicaModel::split(std::int64_t batch, int n) {
@@ -402,7 +419,8 @@ StepSums ReplicaModel::combine(std::size_t metric_count, bool with_steps) {
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Loss& loss,
                                         const std::vector<std::unique_ptr<Metric>>& metrics,
                                         const Batch* next) {
-  return forward_backward(batch, Objective::borrowing(loss, metrics), next);
+  return forward_backward(batch, Objective::borrowing(loss, metrics, template_.output_masked(0)),
+                          next);
 }
 
 StepSums ReplicaModel::forward_backward(const Batch& batch, const Objective& objective,
@@ -462,7 +480,7 @@ void ReplicaModel::apply_update() {
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Loss& loss,
                                 const std::vector<std::unique_ptr<Metric>>& metrics) {
-  return evaluate(batch, Objective::borrowing(loss, metrics));
+  return evaluate(batch, Objective::borrowing(loss, metrics, template_.output_masked(0)));
 }
 
 StepSums ReplicaModel::evaluate(const Batch& batch, const Objective& objective) {

@@ -90,7 +90,7 @@ TEST(HistogramMetrics, SampleWeightsCountAsRepeatedSamples) {
   auto sums = ops.sums();
   sums->reset(m->parts());
   const Tensor weights = Tensor::from_vector({4}, {1, 1, 2, 1});
-  ops.metric_histogram(m->desc(), kScores, kLabels, &weights, 1, *sums, 0);
+  ops.metric_histogram(m->desc(), kScores, kLabels, {&weights}, 1, *sums, 0);
   std::vector<MetricSum> parts;
   for (double v : sums->read()) parts.push_back({v, 0});
   EXPECT_NEAR(m->value(parts), 4.0 / 6.0, 1e-12);
@@ -163,8 +163,8 @@ TEST(HistogramMetrics, AnEpochsValueComesFromItsSummedHistogramNotTheBatchesMean
     ObjectiveScratch scratch;
     auto sums = backend::cpu_backend().sums();
     const Tensor xs = Tensor::view(x, first, {rows, 1}), ys = Tensor::view(y, first, {rows, 1});
-    o.enqueue(backend::cpu_backend(), model->forward_outputs(xs, false), ys, 1.0f, false, scratch,
-              *sums);
+    o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(xs, false), ys, 1.0f, false,
+              scratch, *sums);
     return o.read(*sums, rows).metrics;
   };
   const auto whole = sums_of(0, 6), a = sums_of(0, 3), b = sums_of(3, 3);

@@ -147,7 +147,7 @@ struct Step {
 
   StepSums train(const Tensor& x, const Tensor& y) {
     const auto& outputs = model->forward_outputs(x, true);
-    objective.enqueue(backend::cpu_backend(), outputs, y, 1.0f, true, scratch, *sums);
+    objective.enqueue(backend::cpu_backend(), *model, outputs, y, 1.0f, true, scratch, *sums);
     model->backward_outputs(scratch.grad_views, [](std::size_t) {});
     return objective.read(*sums, x.dim(0));
   }
@@ -228,7 +228,8 @@ TEST(Objective, SampleWeightsWeighTheLossItsGradientsAndTheWeightedMetrics) {
   }
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch, *sums);
+  o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, true), y, 1.0f, true, scratch,
+            *sums);
   model->backward_outputs(scratch.grad_views, [](std::size_t) {});
   const StepSums s = o.read(*sums, kRows);
 
@@ -278,8 +279,8 @@ TEST(Objective, TargetsWithNeitherTheirOwnWidthNorOneWeightMoreAreRefused) {
   auto sums = backend::cpu_backend().sums();
   const Tensor x = packed_x();
   try {
-    o.enqueue(backend::cpu_backend(), model->forward_outputs(x, false), Tensor({kRows, 4}), 1.0f,
-              false, scratch, *sums);
+    o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false), Tensor({kRows, 4}),
+              1.0f, false, scratch, *sums);
     ADD_FAILURE() << "4 values per row accepted for 2 targets";
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("2 target values each, or one more with the sample's "
@@ -374,7 +375,8 @@ TEST(Objective, ARatioMetricReportsItsOwnCount) {
   }
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), m->forward_outputs(x, false), y, 1.0f, false, scratch, *sums);
+  o.enqueue(backend::cpu_backend(), *m, m->forward_outputs(x, false), y, 1.0f, false, scratch,
+            *sums);
   const StepSums s = o.read(*sums, kRows);
   ASSERT_EQ(o.metric_names(), (std::vector<std::string>{"cls_loss", "reg_loss", "reg_precision"}));
   EXPECT_EQ(s.metrics[2].sum, tp);
@@ -538,7 +540,8 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
   o.check_targets(*model, {{3}});
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), model->forward_outputs(x, true), y, 1.0f, true, scratch, *sums);
+  o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, true), y, 1.0f, true, scratch,
+            *sums);
   model->backward_outputs(scratch.grad_views, [](std::size_t) {});
   const StepSums s = o.read(*sums, rows);
 

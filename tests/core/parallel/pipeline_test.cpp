@@ -348,6 +348,26 @@ TEST(PipelineReplica, AMicroBatchWithoutRowsAnywhereMovesNoStatistics) {
       ASSERT_TRUE(std::isfinite(p->value[k])) << p->name << " " << k;
 }
 
+// An output carrying a Keras mask divides its loss by the whole batch's kept steps, which a
+// pipeline's micro-batches cannot know: refused at "pipeline", nothing trained.
+TEST(PipelineReplica, AMaskedOutputIsRefused) {
+  const json tagger = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "Embedding"},
+           {"config",
+            {{"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}, {"input_shape", {5}}}}},
+          {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
+  Fixture s(tagger);
+  ASSERT_TRUE(s.model->output_masked(0));
+  const std::string e = config_error([&] {
+    ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(2), single_process_world(),
+                      Precision::fp32, plan_of(*s.model, {{"stages", 2}}));
+  });
+  EXPECT_NE(e.find("'pipeline': the model's outputs carry Keras masks"), std::string::npos) << e;
+}
+
 TEST(PipelineReplica, AnErrorInAStageSurfacesAndThePipelineStaysUsable) {
   Fixture s;
   ReplicaModel meta(*s.model, *s.opt, DevicePlan::cpus(2), single_process_world(),

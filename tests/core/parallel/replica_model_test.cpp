@@ -126,7 +126,7 @@ TEST(MetaEqualsTemplate, TwoInputsAndTwoOutputsTrainAsTheTemplateDoes) {
       for (int step = 0; step < 10; ++step) {
         const Batch b = make_two_io_batch(batch, 300 + static_cast<std::uint64_t>(step));
         const auto& outputs = alone.model->forward_outputs(b.x, true);
-        objective.enqueue(backend::cpu_backend(), outputs, b.y,
+        objective.enqueue(backend::cpu_backend(), *alone.model, outputs, b.y,
                           1.0f / static_cast<float>(batch), true, scratch, *sums);
         alone.model->backward_outputs(scratch.grad_views, [](std::size_t) {});
         alone_losses.push_back(objective.read(*sums, batch).loss.sum);
@@ -313,6 +313,72 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
           layer("LSTM", {{"units", 3}, {"return_sequences", true}}),
           layer("GRU", {{"units", 5}})}}}}};
   for (int replicas : {2, 3}) expect_meta_equals_template(sequences, replicas, 32);
+}
+
+// Contract 1 for an output carrying a mask (a padded tagger): its loss is divided by the kept
+// steps of the whole batch, which the replicas count together before any gradient, so shards
+// with more or fewer kept steps (or none: batch 2 on 3 replicas) train as the template does.
+TEST(MetaEqualsTemplate, MaskedOutputsTrainAsTheTemplate) {
+  const json tagger = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          layer("Embedding", {{"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}}),
+          layer("GRU", {{"units", 5}, {"return_sequences", true}}),
+          layer("Dense", {{"units", 3}, {"activation", "softmax"}})}}}}};
+  // Tokens of 1 to 6 steps kept, padded with 0 (some inside), a label per step, a weight.
+  const auto batch_of = [](std::int64_t n, std::uint64_t seed) {
+    Batch b;
+    b.x = Tensor({n, 6});
+    b.y = Tensor({n, 7});
+    Rng rng(seed);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const std::int64_t kept = 1 + static_cast<std::int64_t>(rng.below(6));
+      for (std::int64_t t = 0; t < 6; ++t) {
+        b.x[r * 6 + t] = t < kept && rng.below(5) > 0 ? static_cast<float>(1 + rng.below(8)) : 0;
+        b.y[r * 7 + t] = static_cast<float>(rng.below(3));
+      }
+      b.y[r * 7 + 6] = 0.5f + static_cast<float>(rng.below(3));
+    }
+    return b;
+  };
+  for (const auto& [replicas, batch] : {std::pair{2, 9}, std::pair{3, 8}, std::pair{3, 2}}) {
+    Fixture alone(tagger), through_meta(tagger);
+    const auto objective = [](const Model& m) {
+      return make_objective("sparse_categorical_crossentropy", json(), {"accuracy"}, m,
+                            {"accuracy"});
+    };
+    const Objective alone_objective = objective(*alone.model);
+    const Objective meta_objective = objective(*through_meta.model);
+    ObjectiveScratch scratch;
+    auto sums = backend::cpu_backend().sums();
+    std::vector<StepSums> alone_sums, meta_sums;
+    for (int step = 0; step < 10; ++step) {
+      const Batch b = batch_of(batch, 500 + static_cast<std::uint64_t>(step));
+      const auto& outputs = alone.model->forward_outputs(b.x, true);
+      alone_objective.enqueue(backend::cpu_backend(), *alone.model, outputs, b.y,
+                              1.0f / static_cast<float>(batch), true, scratch, *sums);
+      alone.model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+      alone_sums.push_back(alone_objective.read(*sums, batch));
+      alone.opt->apply(alone.model->trainable_parameters());
+    }
+    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+    for (int step = 0; step < 10; ++step) {
+      meta_sums.push_back(meta.forward_backward(
+          batch_of(batch, 500 + static_cast<std::uint64_t>(step)), meta_objective));
+      meta.apply_update();
+    }
+    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+        << replicas << " replicas, batch " << batch;
+    for (std::size_t k = 0; k < alone_sums.size(); ++k) {
+      EXPECT_NEAR(meta_sums[k].loss.mean(), alone_sums[k].loss.mean(), 1e-5);
+      for (std::size_t m = 0; m < 2; ++m)  // accuracy, weighted_accuracy
+        EXPECT_NEAR(meta_sums[k].metrics[m].mean(), alone_sums[k].metrics[m].mean(), 1e-12);
+    }
+    Fixture untouched(tagger);
+    EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+  }
 }
 
 // Contract 1 with masks joined by Concatenate, side by side and one after the other.

@@ -137,13 +137,13 @@ class CpuBackend final : public Backend {
                           std::int64_t dim) override;
   std::unique_ptr<Sums> sums() override;
   void loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
-                const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
+                const WeightTensors& weights, std::int64_t cols, float grad_scale, Tensor* grad,
                 Sums& sums, std::size_t slot) override;
   void metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                  const Tensor* weights, std::int64_t cols, Sums& sums,
+                  const WeightTensors& weights, std::int64_t cols, Sums& sums,
                   std::size_t slot) override;
   void metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                        const Tensor* weights, std::int64_t cols, Sums& sums,
+                        const WeightTensors& weights, std::int64_t cols, Sums& sums,
                         std::size_t first_slot) override;
   void optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
                         const std::vector<UpdateTensors>& params) override;

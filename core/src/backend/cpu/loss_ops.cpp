@@ -57,12 +57,12 @@ std::unique_ptr<Sums> CpuBackend::sums() {
 }
 
 void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor& target,
-                          const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
-                          Sums& sums, std::size_t slot) {
+                          const WeightTensors& weights, std::int64_t cols, float grad_scale,
+                          Tensor* grad, Sums& sums, std::size_t slot) {
   require_device(*this, pred, "loss_sum");
   require_device(*this, target, "loss_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
-  const float* w = row_weights(*this, weights, rows, "loss_sum");
+  const math::RowWeights w = row_weights(*this, weights, rows, desc.positions, "loss_sum");
   if (desc.kind == LossDesc::Kind::scce)
     check_sparse_labels(target, desc.positions > 1 ? cols / desc.positions : cols);
   if (grad) place(*grad, pred.shape());
@@ -83,12 +83,12 @@ void CpuBackend::penalty_sum(const Tensor& w, float l1, float l2, Sums& sums, st
 }
 
 void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                            const Tensor* weights, std::int64_t cols, Sums& sums,
+                            const WeightTensors& weights, std::int64_t cols, Sums& sums,
                             std::size_t slot) {
   require_device(*this, pred, "metric_sum");
   require_device(*this, target, "metric_sum");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
-  const float* w = row_weights(*this, weights, rows, "metric_sum");
+  const math::RowWeights w = row_weights(*this, weights, rows, desc.positions, "metric_sum");
   const float* p = pred.data();
   const float* t = target.data();
   double total = 0;
@@ -98,12 +98,12 @@ void CpuBackend::metric_sum(const MetricDesc& desc, const Tensor& pred, const Te
 }
 
 void CpuBackend::metric_histogram(const MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                                  const Tensor* weights, std::int64_t cols, Sums& sums,
+                                  const WeightTensors& weights, std::int64_t cols, Sums& sums,
                                   std::size_t first_slot) {
   require_device(*this, pred, "metric_histogram");
   require_device(*this, target, "metric_histogram");
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
-  const float* w = row_weights(*this, weights, rows, "metric_histogram");
+  const math::RowWeights w = row_weights(*this, weights, rows, desc.positions, "metric_histogram");
   auto& host = static_cast<HostSums&>(sums);
   const auto bins = static_cast<std::size_t>(math::histogram_bins(desc));
   if (bins == 0) return;

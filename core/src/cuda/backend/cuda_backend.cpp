@@ -438,12 +438,13 @@ std::unique_ptr<backend::Sums> CudaBackend::sums() {
 }
 
 void CudaBackend::loss_sum(const backend::LossDesc& desc, const Tensor& pred, const Tensor& target,
-                           const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
-                           backend::Sums& sums, std::size_t slot) {
+                           const backend::WeightTensors& weights, std::int64_t cols,
+                           float grad_scale, Tensor* grad, backend::Sums& sums, std::size_t slot) {
   require(pred, "loss_sum");
   require(target, "loss_sum");
   const std::int64_t rows = rows_of(pred.size(), cols);
-  const float* w = backend::row_weights(*this, weights, rows, "loss_sum");
+  const backend::math::RowWeights w =
+      backend::row_weights(*this, weights, rows, desc.positions, "loss_sum");
   if (grad) place(*grad, pred.shape());
   float* row_loss = scratch(row_values_, rows);
   loss_rows(desc, pred.data(), target.data(), w, rows, cols, grad_scale, row_loss,
@@ -460,24 +461,26 @@ void CudaBackend::penalty_sum(const Tensor& w, float l1, float l2, backend::Sums
 }
 
 void CudaBackend::metric_sum(const backend::MetricDesc& desc, const Tensor& pred,
-                             const Tensor& target, const Tensor* weights, std::int64_t cols,
-                             backend::Sums& sums, std::size_t slot) {
+                             const Tensor& target, const backend::WeightTensors& weights,
+                             std::int64_t cols, backend::Sums& sums, std::size_t slot) {
   require(pred, "metric_sum");
   require(target, "metric_sum");
   const std::int64_t rows = rows_of(pred.size(), cols);
-  const float* w = backend::row_weights(*this, weights, rows, "metric_sum");
+  const backend::math::RowWeights w =
+      backend::row_weights(*this, weights, rows, desc.positions, "metric_sum");
   float* values = scratch(row_values_, rows);
   metric_rows(desc, pred.data(), target.data(), w, rows, cols, values, stream_);
   sum(values, rows, static_cast<DeviceSums&>(sums).slot(slot), stream_);
 }
 
 void CudaBackend::metric_histogram(const backend::MetricDesc& desc, const Tensor& pred,
-                                   const Tensor& target, const Tensor* weights, std::int64_t cols,
-                                   backend::Sums& sums, std::size_t first_slot) {
+                                   const Tensor& target, const backend::WeightTensors& weights,
+                                   std::int64_t cols, backend::Sums& sums, std::size_t first_slot) {
   require(pred, "metric_histogram");
   require(target, "metric_histogram");
   const std::int64_t rows = rows_of(pred.size(), cols);
-  const float* w = backend::row_weights(*this, weights, rows, "metric_histogram");
+  const backend::math::RowWeights w =
+      backend::row_weights(*this, weights, rows, desc.positions, "metric_histogram");
   const std::int64_t bins = backend::math::histogram_bins(desc);
   if (bins <= 0) return;
   auto& device_sums = static_cast<DeviceSums&>(sums);

@@ -178,14 +178,14 @@ class CudaBackend final : public backend::Backend {
                           std::int64_t dim) override;
   std::unique_ptr<backend::Sums> sums() override;
   void loss_sum(const backend::LossDesc& desc, const Tensor& pred, const Tensor& target,
-                const Tensor* weights, std::int64_t cols, float grad_scale, Tensor* grad,
-                backend::Sums& sums, std::size_t slot) override;
+                const backend::WeightTensors& weights, std::int64_t cols, float grad_scale,
+                Tensor* grad, backend::Sums& sums, std::size_t slot) override;
   void metric_sum(const backend::MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                  const Tensor* weights, std::int64_t cols, backend::Sums& sums,
+                  const backend::WeightTensors& weights, std::int64_t cols, backend::Sums& sums,
                   std::size_t slot) override;
   void metric_histogram(const backend::MetricDesc& desc, const Tensor& pred, const Tensor& target,
-                        const Tensor* weights, std::int64_t cols, backend::Sums& sums,
-                        std::size_t first_slot) override;
+                        const backend::WeightTensors& weights, std::int64_t cols,
+                        backend::Sums& sums, std::size_t first_slot) override;
   void optimizer_update(const backend::OptimizerDesc& desc, std::int64_t step, double lr,
                         const std::vector<backend::UpdateTensors>& params) override;
 

@@ -8,8 +8,8 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void loss_rows_kernel(backend::LossDesc loss, const float* pred, const float* target,
-                                 const float* weights, std::int64_t rows, std::int64_t cols,
-                                 float scale, float* row_loss, float* grad) {
+                                 backend::math::RowWeights weights, std::int64_t rows,
+                                 std::int64_t cols, float scale, float* row_loss, float* grad) {
   for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     row_loss[r] = backend::math::d2f(
@@ -19,7 +19,7 @@ __global__ void loss_rows_kernel(backend::LossDesc loss, const float* pred, cons
 }  // namespace
 
 void loss_rows(const backend::LossDesc& loss, const float* pred, const float* target,
-               const float* weights, std::int64_t rows, std::int64_t cols, float scale,
+               backend::math::RowWeights weights, std::int64_t rows, std::int64_t cols, float scale,
                float* row_loss, float* grad, cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t blocks = (rows + kThreads - 1) / kThreads;

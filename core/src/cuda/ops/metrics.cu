@@ -7,9 +7,9 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void metric_rows_kernel(backend::MetricDesc metric, const float* pred, const float* target,
-                                   const float* weights, std::int64_t rows, std::int64_t cols,
-                                   float* row_sum) {
+__global__ void metric_rows_kernel(backend::MetricDesc metric, const float* pred,
+                                   const float* target, backend::math::RowWeights weights,
+                                   std::int64_t rows, std::int64_t cols, float* row_sum) {
   for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
        r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     row_sum[r] = backend::math::d2f(
@@ -20,7 +20,7 @@ __global__ void metric_rows_kernel(backend::MetricDesc metric, const float* pred
 // One thread per bin, each adding its values over the rows (then elements) in order: the CPU's
 // order of additions, so the same bits, without atomics.
 __global__ void metric_histogram_kernel(backend::MetricDesc metric, const float* pred,
-                                        const float* target, const float* weights,
+                                        const float* target, backend::math::RowWeights weights,
                                         std::int64_t rows, std::int64_t cols, std::int64_t bins,
                                         double* out) {
   const std::int64_t bin = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -37,8 +37,8 @@ __global__ void metric_histogram_kernel(backend::MetricDesc metric, const float*
 }  // namespace
 
 void metric_histogram(const backend::MetricDesc& metric, const float* pred, const float* target,
-                      const float* weights, std::int64_t rows, std::int64_t cols, double* out,
-                      cudaStream_t stream) {
+                      backend::math::RowWeights weights, std::int64_t rows, std::int64_t cols,
+                      double* out, cudaStream_t stream) {
   const std::int64_t bins = backend::math::histogram_bins(metric);
   if (bins <= 0) return;
   const std::int64_t blocks = (bins + kThreads - 1) / kThreads;
@@ -48,8 +48,8 @@ void metric_histogram(const backend::MetricDesc& metric, const float* pred, cons
 }
 
 void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
-                 const float* weights, std::int64_t rows, std::int64_t cols, float* row_sum,
-                 cudaStream_t stream) {
+                 backend::math::RowWeights weights, std::int64_t rows, std::int64_t cols,
+                 float* row_sum, cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t blocks = (rows + kThreads - 1) / kThreads;
   metric_rows_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,

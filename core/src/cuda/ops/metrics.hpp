@@ -13,20 +13,20 @@
 
 namespace tandem::cuda {
 
-/// row_sum[r] = row r's contribution to the metric's sum, times its weight when `weights` (rows
-/// values) is not null: kernel_math's weighted_metric_row, computed in double as the CPU does,
-/// rounded to float here (exact for the accuracies of one-column or categorical outputs); add
+/// row_sum[r] = row r's contribution to the metric's sum, weighted by `weights` (per row and per
+/// position, each may be null): kernel_math's weighted_metric_row, computed in double as the CPU
+/// does, rounded to float here (exact for the accuracies of one-column or categorical outputs); add
 /// them with kernels.hpp's sum(). pred is rows x cols; target rows x cols, or rows class indices
 /// for the sparse metrics.
 void metric_rows(const backend::MetricDesc& metric, const float* pred, const float* target,
-                 const float* weights, std::int64_t rows, std::int64_t cols, float* row_sum,
-                 cudaStream_t stream);
+                 backend::math::RowWeights weights, std::int64_t rows, std::int64_t cols,
+                 float* row_sum, cudaStream_t stream);
 
 /// out[b] for every bin b < histogram_bins(metric) = the sum of the rows' contributions to bin b
 /// (kernel_math's histogram_row), added in the CPU's order: the CPU's values bit for bit. out is
-/// device memory of that many doubles; weights (rows values) may be null.
+/// device memory of that many doubles; weights as metric_rows'.
 void metric_histogram(const backend::MetricDesc& metric, const float* pred, const float* target,
-                      const float* weights, std::int64_t rows, std::int64_t cols, double* out,
-                      cudaStream_t stream);
+                      backend::math::RowWeights weights, std::int64_t rows, std::int64_t cols,
+                      double* out, cudaStream_t stream);
 
 }  // namespace tandem::cuda

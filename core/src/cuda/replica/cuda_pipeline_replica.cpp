@@ -164,7 +164,8 @@ class CudaPipelineReplica : public Replica {
     Slot& slot = slots_.front();
     const auto& outputs = forward_through_stages(slot, sample_offset);
     cuda::PipelineStage& last = *stages_.back();
-    objective.enqueue(last.backend, outputs, y_, 1.0f, false, slot.scratch, *sums_.front());
+    objective.enqueue(last.backend, *slot.model, outputs, y_, 1.0f, false, slot.scratch,
+                      *sums_.front());
     return with_penalty(objective.read(*sums_.front(), rows));
   }
 
@@ -407,7 +408,7 @@ class CudaPipelineReplica : public Replica {
       record(*slot.hand_offs[s].forward_computed, stage.stream);
       return;
     }
-    step_->objective->enqueue(stage.backend, model.forward_results(),
+    step_->objective->enqueue(stage.backend, model, model.forward_results(),
                               rows_of(y_, step_->starts[i], step_->rows[i]), step_->loss_scale,
                               true, slot.scratch, *sums_[i]);
   }

@@ -107,6 +107,7 @@ class CudaReplica : public Replica {
       backend_.fill(parameters_.gradients(), 0.0f);
       backend_.count_dropout_calls();
       nn::forward_without_rows(*device_model_);
+      objective.count_without_rows(*device_model_);
       for (std::size_t l = device_model_->layer_count(); l-- > 0;)
         reduction_.after_backward_of(l, stream());
       reduction_.join(stream());
@@ -128,7 +129,8 @@ class CudaReplica : public Replica {
         [&] {
           const auto& outputs = device_model_->forward_outputs(staging_.x(), true, sample_offset);
           device_model_->enqueue_activity_penalties(*activity_sums_, loss_scale);
-          objective.enqueue(backend_, outputs, staging_.y(), loss_scale, true, scratch_, *sums_);
+          objective.enqueue(backend_, *device_model_, outputs, staging_.y(), loss_scale, true,
+                            scratch_, *sums_);
           device_model_->backward_outputs(scratch_.grad_views, [&](std::size_t l) {
             reduction_.after_backward_of(l, stream());
           });
@@ -144,11 +146,15 @@ class CudaReplica : public Replica {
     use_device(device_.index);
     const std::int64_t rows = x.rank() > 0 ? x.dim(0) : 0;
     place_batch(x, y, &objective);
-    if (rows == 0) return objective.zero();
+    if (rows == 0) {
+      objective.count_without_rows(*device_model_);
+      return objective.zero();
+    }
     const auto& outputs = device_model_->forward_outputs(staging_.x(), false, sample_offset);
     device_model_->set_penalty_batch_size(model_.penalty_batch_size());
     device_model_->enqueue_activity_penalties(*activity_sums_, 0.0f);
-    objective.enqueue(backend_, outputs, staging_.y(), 1.0f, false, scratch_, *sums_);
+    objective.enqueue(backend_, *device_model_, outputs, staging_.y(), 1.0f, false, scratch_,
+                      *sums_);
     return with_penalty(objective.read(*sums_, rows));
   }
 
