@@ -161,6 +161,10 @@ TEST(PipelineCli, WrongPipelineSettingsExitTwoNamingThePlace) {
       {"--set pipeline.schedule=interleaved", "'pipeline.schedule'", ""},
       {"--set pipeline.stagse=2", "'pipeline.stagse'", ""},
       {"--set pipeline=2", "'pipeline'", ""},
+      // A loss divided by the whole batch's kept steps: no micro-batch knows them.
+      {std::string(kPipeline) + " --set loss='{\"class_name\": \"SparseCategoricalCrossentropy\", "
+                                "\"config\": {\"ignore_class\": 3}}'",
+       "'pipeline'", "the loss of output 'out' ignores a class"},
   };
   for (const Case& c : cases)
     for (const std::string& command :

@@ -747,13 +747,17 @@ TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
     const char* what;
     std::int64_t positions;
     backend::WeightTensors cpu, gpu;
+    bool ignore_class_2 = false;
   };
   for (const Case& k :
        {Case{"unweighted", 1, {}, {}}, Case{"weighted", 1, {&weights}, {&weights_gpu}},
         Case{"masked positions", 5, {nullptr, &mask}, {nullptr, &mask_gpu}},
-        Case{"weighted, masked", 5, {&row_weights, &mask}, {&row_weights_gpu, &mask_gpu}}}) {
+        Case{"weighted, masked", 5, {&row_weights, &mask}, {&row_weights_gpu, &mask_gpu}},
+        Case{"class 2 ignored", 5, {nullptr, &mask}, {nullptr, &mask_gpu}, true}}) {
     SCOPED_TRACE(k.what);
     loss.positions = metric.positions = k.positions;
+    loss.ignores_class = k.ignore_class_2;
+    loss.ignore_class = 2;
     const std::int64_t cols = classes * k.positions;
     auto sums_cpu = cpu().sums();
     auto sums_gpu = gpu().sums();

@@ -62,6 +62,11 @@ struct LossDesc {
   // takes log(q + ε) where Keras 3 takes log(q); cosine_similarity floors a norm at 1e-6 (tf's
   // l2_normalize) where Keras 3 floors it at ε.
   bool keras2 = false;
+  // scce only (Keras' ignore_class): a label equal to ignore_class is no class of the loss's — its
+  // position's loss and gradient are 0, and the objective leaves it out of the mean
+  // (nn/objective.hpp); any value, a class index or not (-1, 255).
+  bool ignores_class = false;
+  float ignore_class = 0;
   // Positions per row: a row of an output with several axes per sample (a sequence's steps, an
   // image's pixels) holds `positions` groups of the last axis' values. The losses of the last
   // axis (cce, scce, kl_divergence, cosine_similarity: on_last_axis) take each group's loss and
@@ -927,6 +932,11 @@ TANDEM_HD inline double cosine_similarity_row(bool keras2, const float* pred, co
   return -cosine;
 }
 
+/// Whether a sparse label is the class the loss ignores (LossDesc::ignore_class).
+TANDEM_HD inline bool ignored_label(const LossDesc& loss, float label) {
+  return loss.ignores_class && label == loss.ignore_class;
+}
+
 /// Row r of any loss; cols = values per row (classes for cce/scce). grad may be null.
 TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const float* target,
                                  float* grad, std::int64_t r, std::int64_t cols, float grad_scale) {
@@ -942,6 +952,10 @@ TANDEM_HD inline double loss_row(const LossDesc& loss, const float* pred, const 
       return categorical_crossentropy_row(false, loss.from_logits, loss.label_smoothing, pred,
                                           target, grad, r, cols, grad_scale);
     case LossDesc::Kind::scce:
+      if (ignored_label(loss, target[r])) {
+        for (std::int64_t c = 0; grad && c < cols; ++c) grad[r * cols + c] = 0.0f;
+        return 0.0;
+      }
       return categorical_crossentropy_row(true, loss.from_logits, 0.0f, pred, target, grad, r, cols,
                                           grad_scale);
     case LossDesc::Kind::huber:

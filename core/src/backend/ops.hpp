@@ -598,9 +598,10 @@ std::optional<double> cpu_bf16_product_rate();
 std::string cpu_precision_warning(Precision precision);
 
 /// Throws DataError naming the first of the host tensor `target`'s values that is not a class
-/// index in [0, classes) (sparse categorical cross-entropy's labels; a device backend's loss
-/// gives such a row NaN instead, so device replicas check the host rows first).
-void check_sparse_labels(const Tensor& target, std::int64_t classes);
+/// index in [0, classes) nor the class `loss` ignores (sparse categorical cross-entropy's labels;
+/// a device backend's loss gives such a row NaN instead, so device replicas check the host rows
+/// first).
+void check_sparse_labels(const Tensor& target, std::int64_t classes, const LossDesc& loss);
 
 /// Throws std::logic_error unless the three sizes of an element-wise operation agree.
 void check_same_sizes(std::int64_t a, std::int64_t b, std::int64_t out,

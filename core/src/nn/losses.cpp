@@ -106,6 +106,8 @@ class KerasLoss : public Loss {
     if (info.smoothing) c["label_smoothing"] = desc_.label_smoothing;
     if (info.delta) c["delta"] = desc_.delta;
     if (info.axis) c["axis"] = -1;
+    if (desc_.kind == LossKind::scce)
+      c["ignore_class"] = desc_.ignores_class ? json(static_cast<int>(desc_.ignore_class)) : json();
     return {{"class_name", info.class_name}, {"config", c}};
   }
 
@@ -212,10 +214,21 @@ std::unique_ptr<Loss> make_loss(const json& spec, const std::string& path,
                         "only the last axis (-1) is supported, got " + axis->dump());
     if (desc.kind == LossKind::mse || desc.kind == LossKind::mae) cfg.ignore({"from_logits"});
     cfg.one_of("reduction", "sum_over_batch_size", {"sum_over_batch_size", "auto"});
-    if (cfg.has("ignore_class"))
+    if (desc.kind == LossKind::scce && cfg.has("ignore_class")) {
+      // Labels travel as float32 values: every integer up to 2^24 is one exactly.
+      const std::int64_t ignored = cfg.get_int("ignore_class");
+      if (ignored < -(1 << 24) || ignored > (1 << 24))
+        throw ConfigError(cfg.path_of("ignore_class"),
+                          "expected a class of at most 2^24 in magnitude (labels are float32 "
+                          "values), got " +
+                              std::to_string(ignored));
+      desc.ignores_class = true;
+      desc.ignore_class = static_cast<float>(ignored);
+    } else if (cfg.has("ignore_class")) {
       throw ConfigError(cfg.path_of("ignore_class"),
-                        "a label class the loss skips is not supported; give null (Keras' "
-                        "default) or leave it out");
+                        "only SparseCategoricalCrossentropy ignores a class (Keras' key of "
+                        "sparse labels); give null or leave it out");
+    }
     cfg.ignore({"name", "axis", "dtype", "ignore_class"});
     cfg.finish();
   }

@@ -127,7 +127,7 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
     for (std::int64_t r = 0; c.sparse && r < rows; ++r)
       for (std::int64_t p = 0; p < c.positions; ++p) {
         const float label = y[r * cols + offset + p];
-        if (backend::math::sparse_label(label, c.classes) >= 0) continue;
+        if (backend::math::sparse_label(label, c.classes) >= 0 || label == c.ignored) continue;
         std::ostringstream value;
         value << label;
         const std::string where = samples.empty() ? "row " + std::to_string(r) + " of the batch"
@@ -288,8 +288,11 @@ std::vector<LabelColumn> Objective::label_columns(const Model& model) const {
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
     const Loss& loss = *outputs_[j].loss;
     const Shape& shape = model.output_shape(j);
-    columns.push_back({outputs_[j].name, loss.name(), sparse(loss), shape_size(shape),
-                       shape.empty() ? 1 : shape.back(), positions_of(shape)});
+    const backend::LossDesc desc = loss.desc();
+    columns.push_back(
+        {outputs_[j].name, loss.name(), sparse(loss), shape_size(shape),
+         shape.empty() ? 1 : shape.back(), positions_of(shape),
+         desc.ignores_class ? std::optional<float>(desc.ignore_class) : std::nullopt});
   }
   return columns;
 }
@@ -311,40 +314,70 @@ double kept_steps(backend::Backend& ops, const Tensor& mask) {
 
 }  // namespace
 
-// Keras' apply_mask: the loss of a masked output weighs each step by mask · total / valid, total
-// being the batch's steps (B · steps) and valid its kept ones, so that its mean over the B · steps
-// values is the sum over the kept steps / valid. B and valid are the global batch's: the
-// replicas sum their rows and counts first (Model::mask_count_sum). No kept step: weights 0, a
-// loss of 0 (Keras' divide_no_nan).
-void Objective::weigh_masked_steps(backend::Backend& ops, const Model& model,
-                                   const std::vector<const Tensor*>& outputs,
-                                   ObjectiveScratch& scratch) const {
+bool Objective::weighs_steps(std::size_t j) const {
+  return outputs_[j].masked || outputs_[j].loss->desc().ignores_class;
+}
+
+std::size_t Objective::weighed_count() const {
+  std::size_t n = 0;
+  for (std::size_t j = 0; j < outputs_.size(); ++j) n += weighs_steps(j) ? 1 : 0;
+  return n;
+}
+
+void Objective::require_whole_batches(const std::string& path) const {
+  for (std::size_t j = 0; j < outputs_.size(); ++j)
+    if (weighs_steps(j))
+      throw ConfigError(
+          path, "the loss of output '" + outputs_[j].name + "' " +
+                    (outputs_[j].masked ? "weighs its steps by a Keras mask" : "ignores a class") +
+                    ", so it is divided by the kept steps of the whole batch, "
+                    "which a pipeline's micro-batch does not know when it computes "
+                    "its gradient; train it without \"pipeline\"");
+}
+
+// Keras' apply_mask: the loss of output j weighs each step by kept · total / valid — kept the
+// step's mask times whether its label is not the ignored class (Keras' ignore_class, whose
+// losses carry that mask), total the batch's steps (B · steps), valid its kept ones — so that
+// its mean over the B · steps values is the sum over the kept steps / valid. B and valid are the
+// global batch's: the replicas sum their rows and counts first (Model::mask_count_sum). No kept
+// step: weights 0, a loss of 0 (Keras' divide_no_nan).
+void Objective::weigh_kept_steps(backend::Backend& ops, const Model& model,
+                                 const std::vector<const Tensor*>& outputs,
+                                 const std::vector<const Tensor*>& targets,
+                                 ObjectiveScratch& scratch) const {
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::vector<double> counts{static_cast<double>(rows)};
+  scratch.step_weights.resize(outputs_.size());
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
-    if (!outputs_[j].masked) continue;
-    const Tensor* mask = model.output_mask(j);
+    if (!weighs_steps(j)) continue;
     const std::int64_t steps = positions_of_batch(*outputs[j]);
-    if (!mask || mask->size() != rows * steps)
+    Tensor& kept = ops.place(scratch.step_weights[j], {rows, steps});
+    const backend::LossDesc loss = outputs_[j].loss->desc();
+    const Tensor* mask = outputs_[j].masked ? model.output_mask(j) : nullptr;
+    if (outputs_[j].masked && (!mask || mask->size() != rows * steps))
       throw std::logic_error("objective: output '" + outputs_[j].name +
                              "' has no mask of its steps from the model's forward");
-    counts.push_back(kept_steps(ops, *mask));
+    if (loss.ignores_class) {
+      ops.sequence_mask(*targets[j], loss.ignore_class, 1, kept);
+      if (mask) ops.multiply(kept, *mask, kept);
+    } else {
+      ops.copy(*mask, kept);
+    }
+    counts.push_back(kept_steps(ops, kept));
   }
   if (model.mask_count_sum()) model.mask_count_sum()(counts.data(), counts.size());
-  scratch.step_weights.resize(outputs_.size());
   for (std::size_t j = 0, c = 1; j < outputs_.size(); ++j) {
-    if (!outputs_[j].masked) continue;
-    const double kept = counts[c++];
+    if (!weighs_steps(j)) continue;
+    const double valid = counts[c++];
     const double total = counts[0] * static_cast<double>(positions_of_batch(*outputs[j]));
-    const Tensor& mask = *model.output_mask(j);
-    ops.affine(mask, kept > 0 ? static_cast<float>(total / kept) : 0.0f, 0.0f,
-               ops.place(scratch.step_weights[j], mask.shape()));
+    Tensor& kept = scratch.step_weights[j];
+    ops.affine(kept, valid > 0 ? static_cast<float>(total / valid) : 0.0f, 0.0f, kept);
   }
 }
 
 void Objective::count_without_rows(const Model& model) const {
-  if (masked_count() == 0 || !model.mask_count_sum()) return;
-  std::vector<double> counts(1 + masked_count(), 0.0);
+  if (weighed_count() == 0 || !model.mask_count_sum()) return;
+  std::vector<double> counts(1 + weighed_count(), 0.0);
   model.mask_count_sum()(counts.data(), counts.size());
 }
 
@@ -370,30 +403,31 @@ void Objective::enqueue(backend::Backend& ops, const Model& model,
     ops.copy_columns(y, y_cols, cols, scratch.weights, 1, 0, 1);
     weights = &scratch.weights;
   }
-  if (masked_count() > 0) weigh_masked_steps(ops, model, outputs, scratch);
+  scratch.targets.resize(n);
+  std::vector<const Tensor*> targets(n, &y);
+  for (std::size_t j = 0, offset = 0; j < n; ++j) {
+    const auto tw = target_width(*outputs_[j].loss, *outputs[j]);
+    if (y_cols != tw) {
+      ops.place(scratch.targets[j], {rows, tw});
+      ops.copy_columns(y, y_cols, static_cast<std::int64_t>(offset), scratch.targets[j], tw, 0, tw);
+      targets[j] = &scratch.targets[j];
+    }
+    offset += static_cast<std::size_t>(tw);
+  }
+  if (weighed_count() > 0) weigh_kept_steps(ops, model, outputs, targets, scratch);
   // A masked output's metrics weigh its steps by the mask.
   const auto metric_weights = [&](std::size_t j, bool weigh) {
     return backend::WeightTensors{weigh ? weights : nullptr,
                                   outputs_[j].masked ? model.output_mask(j) : nullptr};
   };
   sums.reset(slot_count());
-  scratch.targets.resize(n);
   scratch.grads.resize(n);
   scratch.grad_views.clear();
-  std::vector<const Tensor*> targets(n, &y);
-  std::int64_t offset = 0;
   for (std::size_t j = 0; j < n; ++j) {
     const Output& o = outputs_[j];
     const std::int64_t width = row_width(*outputs[j]);
-    const std::int64_t tw = target_width(*o.loss, *outputs[j]);
-    if (y_cols != tw) {
-      ops.place(scratch.targets[j], {rows, tw});
-      ops.copy_columns(y, y_cols, offset, scratch.targets[j], tw, 0, tw);
-      targets[j] = &scratch.targets[j];
-    }
-    offset += tw;
     ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j],
-                 {weights, o.masked ? &scratch.step_weights[j] : nullptr}, width,
+                 {weights, weighs_steps(j) ? &scratch.step_weights[j] : nullptr}, width,
                  grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
                  sums, j);
     scratch.grad_views.push_back(&scratch.grads[j]);

@@ -22,6 +22,9 @@
 // so every replica counts the global batch's kept steps before it computes a gradient (one sum
 // across the replicas: Model::mask_count_sum). Its metrics are means over the kept steps (times
 // the samples' weights, for weighted_metrics), as Keras' metrics take the mask as their weights.
+// A loss that ignores a class (SparseCategoricalCrossentropy's ignore_class) keeps the steps
+// whose label is another class, and is divided by their number alike (Keras sets that mask on
+// its losses); the metrics do not see it, as in Keras.
 //
 // Ownership: an Objective owns its losses and metrics, or borrows them (borrowing(): they must
 // outlive it). Immutable once made, so replicas on several threads share one; the tensors of a
@@ -32,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,7 +74,7 @@ struct StepSums {
 struct ObjectiveScratch {
   std::vector<Tensor> targets;  // per output, its targets apart (several outputs, or weighted)
   Tensor weights;               // the samples' weights, apart (weighted data)
-  std::vector<Tensor> step_weights;  // per masked output, its loss's weight of each step
+  std::vector<Tensor> step_weights;  // per output that weighs steps, its loss's weight of each
   std::vector<Tensor> grads;    // per output, the loss gradient
   std::vector<const Tensor*> grad_views;
 };
@@ -86,6 +90,7 @@ struct LabelColumn {
   std::int64_t width = 0;      // the output's values per sample
   std::int64_t classes = 0;    // its last axis: the classes, when sparse
   std::int64_t positions = 1;  // positions_of its per-sample shape (nn/loss.hpp)
+  std::optional<float> ignored;  // the class its loss ignores: any value goes there
 };
 
 class Objective {
@@ -144,8 +149,12 @@ class Objective {
                const Tensor& y, float grad_scale, bool gradients, ObjectiveScratch& scratch,
                backend::Sums& sums) const;
   /// What enqueue() does across the replicas, for a replica without rows that computes nothing
-  /// (a device replica's empty shard): its part, zero, of the masked outputs' count.
+  /// (a device replica's empty shard): its part, zero, of the kept steps' count.
   void count_without_rows(const Model& model) const;
+  /// Throws ConfigError at `path` when an output's loss is divided by the kept steps of the
+  /// whole batch (a Keras mask on the output, or a loss that ignores a class), which a part of
+  /// the batch computed apart (a pipeline's micro-batch) cannot know.
+  void require_whole_batches(const std::string& path) const;
   /// The sums enqueue() queued (on a device: waits for them), over `rows` samples.
   StepSums read(backend::Sums& sums, std::int64_t rows) const;
   /// StepSums with every sum zero (a replica without rows).
@@ -168,11 +177,16 @@ class Objective {
   /// Every metric in metric_names() order after the per-output losses, with whether it is
   /// weighted and its output.
   std::vector<OrderedMetric> metrics_in_order() const;
-  /// The masked outputs' kept steps over the global batch: the loss's weight of each step of
-  /// output j (scratch.step_weights[j]: its mask times the batch's steps over its kept ones).
-  void weigh_masked_steps(backend::Backend& ops, const Model& model,
-                          const std::vector<const Tensor*>& outputs,
-                          ObjectiveScratch& scratch) const;
+  /// Whether output j's loss weighs its steps (kept ones over the batch's count): a masked output,
+  /// or a loss that ignores a class (Keras' ignore_class); how many outputs do.
+  bool weighs_steps(std::size_t j) const;
+  std::size_t weighed_count() const;
+  /// The kept steps over the global batch: the loss's weight of each step of each output that
+  /// weighs_steps (scratch.step_weights[j]: its kept steps times the batch's steps over its kept
+  /// ones), `targets` each output's apart.
+  void weigh_kept_steps(backend::Backend& ops, const Model& model,
+                        const std::vector<const Tensor*>& outputs,
+                        const std::vector<const Tensor*>& targets, ObjectiveScratch& scratch) const;
   std::vector<Output> outputs_;
   std::vector<std::unique_ptr<Loss>> losses_;
   std::vector<std::unique_ptr<Metric>> metrics_;

@@ -299,8 +299,9 @@ ReplicaModel::ReplicaModel(Model& template_model, Optimizer& optimizer, DevicePl
 // reach their layers' sums independently of the other stages'.
 void ReplicaModel::share_cross_replica_sums() {
   if (size() == 1 && world_->size() == 1) return;
-  // The masked outputs' kept steps, counted over the global batch (nn/objective.hpp).
-  if (template_.any_output_masked()) {
+  // The kept steps of the outputs whose losses weigh them (a Keras mask, a loss's ignored
+  // class), counted over the global batch (nn/objective.hpp): unused by other objectives.
+  {
     auto sum = std::make_shared<CrossReplicaSum>(size(), world_);
     cross_replica_sums_.push_back(sum);
     for (int r = 0; r < size(); ++r)

@@ -84,6 +84,7 @@ Built build_model(const RunConfig& rc, const Model::DataInputShapes& data_shapes
   b.precision = nn::effective_precision(*b.model, rc.precision, rc.precision_given);
   b.objective = std::make_unique<Objective>(
       make_objective(rc.loss, rc.loss_weights, rc.metrics, *b.model, rc.weighted_metrics));
+  if (rc.pipeline.active()) b.objective->require_whole_batches("pipeline");
   b.optimizer = make_optimizer(rc.optimizer, "optimizer");
   // Keras' compile under mixed_float16: float16 gradients need a dynamic loss scale.
   if (b.precision == Precision::fp16 && !b.optimizer->loss_scale()) {

@@ -249,6 +249,95 @@ TEST(MaskedOutputs, APaddedTaggerTrainsAsItsSequencesWithThePaddingCutOut) {
   EXPECT_GT(moved, 0.1);
 }
 
+// SparseCategoricalCrossentropy(ignore_class): a step labelled with the ignored class (here -1,
+// no class index) has no loss and no gradient, and the loss is divided by the other steps' count
+// — Keras' own test case, [[-1, 2]] over two steps of 3 logits: 1.48012 —; its accuracy still
+// counts every step, as Keras' metrics do not see the loss's mask.
+TEST(MaskedOutputs, AnIgnoredClassLeavesItsStepsOutOfTheLoss) {
+  const json steps = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 2, 3}}}}},
+          {{"class_name", "Activation"}, {"config", {{"activation", "linear"}}}}}}}}};
+  auto model = Model::from_config(steps, "model", 1);
+  const json loss = {{"class_name", "SparseCategoricalCrossentropy"},
+                     {"config", {{"from_logits", true}, {"ignore_class", -1}}}};
+  const Objective objective = make_objective(loss, json(), {"accuracy"}, *model, json());
+  const Tensor logits =
+      Tensor::from_vector({1, 2, 3}, {0.854f, 0.698f, 0.598f, 0.088f, 0.86f, 0.018f});
+  const Tensor y = Tensor::from_vector({1, 2}, {-1, 2});
+  model->forward_outputs(logits, false);
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  objective.check_labels(y, *model);  // -1 is no class index, but the ignored one
+  objective.enqueue(backend::cpu_backend(), *model, {&logits}, y, 1.0f, true, scratch, *sums);
+  const StepSums s = objective.read(*sums, 1);
+  double z = 0;
+  for (int c = 3; c < 6; ++c) z += std::exp(static_cast<double>(logits[c]));
+  const double kept = std::log(z) - static_cast<double>(logits[5]);
+  EXPECT_NEAR(kept, 1.48012, 1e-5);  // Keras' value
+  EXPECT_NEAR(s.loss.mean(), kept, 1e-6);
+  const Tensor& g = scratch.grads[0];
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(g[c], 0.0f);
+  for (int c = 3; c < 6; ++c)
+    EXPECT_NEAR(g[c], std::exp(static_cast<double>(logits[c])) / z - (c == 5), 1e-6);
+  // The accuracy over both steps: labelled [-1, 1], step 2's argmax right, the ignored step
+  // counted wrong (0.5, where leaving it out would give 1).
+  objective.enqueue(backend::cpu_backend(), *model, {&logits}, Tensor::from_vector({1, 2}, {-1, 1}),
+                    1.0f, false, scratch, *sums);
+  EXPECT_EQ(objective.read(*sums, 1).metrics[0].mean(), 0.5);
+  // Without ignore_class, -1 is no class: the label check names it.
+  const Objective plain = make_objective(
+      json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
+      json(), json(), *model, json());
+  EXPECT_THROW(plain.check_labels(y, *model), DataError);
+}
+
+// ignore_class on a masked output: a step counts when the mask keeps it and its label is not
+// the ignored class; ignore_class is SparseCategoricalCrossentropy's alone.
+TEST(MaskedOutputs, AnIgnoredClassAndAMaskKeepTheStepsBothKeep) {
+  const json loss = {{"class_name", "SparseCategoricalCrossentropy"},
+                     {"config", {{"ignore_class", 1}}}};
+  auto model = Model::from_config(tagger(5), "model", 5);
+  for (Parameter* p : model->parameters())
+    for (std::int64_t i = 0; i < p->value.size(); ++i) p->value[i] *= 6.0f;
+  const Objective objective = make_objective(loss, json(), json(), *model, json());
+  const Tensor x = Tensor::from_vector({4, 5}, kTokens);
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false),
+                    targets(false), 0.25f, false, scratch, *sums);
+  const Tensor& probs = model->forward(x, false);
+  double sum = 0, count = 0;
+  for (std::size_t i = 0; i < kTokens.size(); ++i) {
+    if (kTokens[i] == 0 || kLabels[i] == 1) continue;
+    sum -= std::log(static_cast<double>(
+        probs[static_cast<std::int64_t>(i * kClasses + static_cast<std::size_t>(kLabels[i]))]));
+    count += 1;
+  }
+  EXPECT_NEAR(objective.read(*sums, 4).loss.mean(), sum / count, 1e-6 * sum / count);
+  for (const char* other : {"CategoricalCrossentropy", "BinaryCrossentropy"}) {
+    try {
+      make_loss(json{{"class_name", other}, {"config", {{"ignore_class", 1}}}}, "loss");
+      ADD_FAILURE() << other << " took ignore_class";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("'loss.config.ignore_class': only "
+                                           "SparseCategoricalCrossentropy ignores a class"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  for (const json bad : {json(1.5), json("1"), json(1e9)})
+    EXPECT_THROW(make_loss(json{{"class_name", "SparseCategoricalCrossentropy"},
+                                {"config", {{"ignore_class", bad}}}},
+                           "loss"),
+                 ConfigError)
+        << bad.dump();
+  // Written back as Keras writes it.
+  EXPECT_EQ(make_loss(loss, "loss")->config()["config"]["ignore_class"], 1);
+}
+
 // An output whose steps hold more than one axis cannot be weighed by a mask of its steps (nor can
 // it in Keras): refused at the output's call.
 TEST(MaskedOutputs, AMaskOverAnOutputOfMoreAxesIsRefused) {

@@ -317,7 +317,8 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
 
 // Contract 1 for an output carrying a mask (a padded tagger): its loss is divided by the kept
 // steps of the whole batch, which the replicas count together before any gradient, so shards
-// with more or fewer kept steps (or none: batch 2 on 3 replicas) train as the template does.
+// with more or fewer kept steps (or none: batch 2 on 3 replicas) train as the template does;
+// the same with a loss that ignores a class.
 TEST(MetaEqualsTemplate, MaskedOutputsTrainAsTheTemplate) {
   const json tagger = {
       {"class_name", "Sequential"},
@@ -343,42 +344,47 @@ TEST(MetaEqualsTemplate, MaskedOutputsTrainAsTheTemplate) {
     }
     return b;
   };
-  for (const auto& [replicas, batch] : {std::pair{2, 9}, std::pair{3, 8}, std::pair{3, 2}}) {
-    Fixture alone(tagger), through_meta(tagger);
-    const auto objective = [](const Model& m) {
-      return make_objective("sparse_categorical_crossentropy", json(), {"accuracy"}, m,
-                            {"accuracy"});
-    };
-    const Objective alone_objective = objective(*alone.model);
-    const Objective meta_objective = objective(*through_meta.model);
-    ObjectiveScratch scratch;
-    auto sums = backend::cpu_backend().sums();
-    std::vector<StepSums> alone_sums, meta_sums;
-    for (int step = 0; step < 10; ++step) {
-      const Batch b = batch_of(batch, 500 + static_cast<std::uint64_t>(step));
-      const auto& outputs = alone.model->forward_outputs(b.x, true);
-      alone_objective.enqueue(backend::cpu_backend(), *alone.model, outputs, b.y,
-                              1.0f / static_cast<float>(batch), true, scratch, *sums);
-      alone.model->backward_outputs(scratch.grad_views, [](std::size_t) {});
-      alone_sums.push_back(alone_objective.read(*sums, batch));
-      alone.opt->apply(alone.model->trainable_parameters());
+  // The loss also ignoring class 2: a step counts where the mask keeps it and its label is
+  // another class.
+  const json ignoring = {{"class_name", "SparseCategoricalCrossentropy"},
+                         {"config", {{"ignore_class", 2}}}};
+  for (const json& loss : {json("sparse_categorical_crossentropy"), ignoring})
+    for (const auto& [replicas, batch] : {std::pair{2, 9}, std::pair{3, 8}, std::pair{3, 2}}) {
+      SCOPED_TRACE(loss.dump());
+      Fixture alone(tagger), through_meta(tagger);
+      const auto objective = [&](const Model& m) {
+        return make_objective(loss, json(), {"accuracy"}, m, {"accuracy"});
+      };
+      const Objective alone_objective = objective(*alone.model);
+      const Objective meta_objective = objective(*through_meta.model);
+      ObjectiveScratch scratch;
+      auto sums = backend::cpu_backend().sums();
+      std::vector<StepSums> alone_sums, meta_sums;
+      for (int step = 0; step < 10; ++step) {
+        const Batch b = batch_of(batch, 500 + static_cast<std::uint64_t>(step));
+        const auto& outputs = alone.model->forward_outputs(b.x, true);
+        alone_objective.enqueue(backend::cpu_backend(), *alone.model, outputs, b.y,
+                                1.0f / static_cast<float>(batch), true, scratch, *sums);
+        alone.model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+        alone_sums.push_back(alone_objective.read(*sums, batch));
+        alone.opt->apply(alone.model->trainable_parameters());
+      }
+      ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+      for (int step = 0; step < 10; ++step) {
+        meta_sums.push_back(meta.forward_backward(
+            batch_of(batch, 500 + static_cast<std::uint64_t>(step)), meta_objective));
+        meta.apply_update();
+      }
+      EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
+          << replicas << " replicas, batch " << batch;
+      for (std::size_t k = 0; k < alone_sums.size(); ++k) {
+        EXPECT_NEAR(meta_sums[k].loss.mean(), alone_sums[k].loss.mean(), 1e-5);
+        for (std::size_t m = 0; m < 2; ++m)  // accuracy, weighted_accuracy
+          EXPECT_NEAR(meta_sums[k].metrics[m].mean(), alone_sums[k].metrics[m].mean(), 1e-12);
+      }
+      Fixture untouched(tagger);
+      EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
     }
-    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
-    for (int step = 0; step < 10; ++step) {
-      meta_sums.push_back(meta.forward_backward(
-          batch_of(batch, 500 + static_cast<std::uint64_t>(step)), meta_objective));
-      meta.apply_update();
-    }
-    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5)
-        << replicas << " replicas, batch " << batch;
-    for (std::size_t k = 0; k < alone_sums.size(); ++k) {
-      EXPECT_NEAR(meta_sums[k].loss.mean(), alone_sums[k].loss.mean(), 1e-5);
-      for (std::size_t m = 0; m < 2; ++m)  // accuracy, weighted_accuracy
-        EXPECT_NEAR(meta_sums[k].metrics[m].mean(), alone_sums[k].metrics[m].mean(), 1e-12);
-    }
-    Fixture untouched(tagger);
-    EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
-  }
 }
 
 // Contract 1 with masks joined by Concatenate, side by side and one after the other.

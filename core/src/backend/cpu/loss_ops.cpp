@@ -44,10 +44,10 @@ double sum_rows(std::int64_t rows, std::int64_t work_per_row, F f) {
 }  // namespace
 
 // What the device reports as a NaN row, the CPU names: the first label that is no class index.
-void check_sparse_labels(const Tensor& target, std::int64_t classes) {
+void check_sparse_labels(const Tensor& target, std::int64_t classes, const LossDesc& loss) {
   if (!target.on_host()) throw std::logic_error("check_sparse_labels: a device tensor");
   for (std::int64_t r = 0; r < target.size(); ++r)
-    if (math::sparse_label(target[r], classes) < 0)
+    if (math::sparse_label(target[r], classes) < 0 && !math::ignored_label(loss, target[r]))
       throw DataError("sparse_categorical_crossentropy: label " + std::to_string(target[r]) +
                       " is not a class index in [0, " + std::to_string(classes) + ")");
 }
@@ -64,7 +64,7 @@ void CpuBackend::loss_sum(const LossDesc& desc, const Tensor& pred, const Tensor
   const std::int64_t rows = cols > 0 ? pred.size() / cols : 0;
   const math::RowWeights w = row_weights(*this, weights, rows, desc.positions, "loss_sum");
   if (desc.kind == LossDesc::Kind::scce)
-    check_sparse_labels(target, desc.positions > 1 ? cols / desc.positions : cols);
+    check_sparse_labels(target, desc.positions > 1 ? cols / desc.positions : cols, desc);
   if (grad) place(*grad, pred.shape());
   const float* p = pred.data();
   const float* t = target.data();
