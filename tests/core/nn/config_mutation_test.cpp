@@ -237,6 +237,17 @@ TEST(ConfigMutation, ObjectivesOfPositionsNeverFailButWithTheirPlace) {
   fuzz_objective(*model, {{"loss", seed["loss"]}, {"metrics", seed["metrics"]}}, 14, 3000);
 }
 
+TEST(ConfigMutation, MaskedTaggersAndIgnoredClassesNeverFailButWithTheirPlace) {
+  // A padded tagger whose output carries the mask, its loss ignoring a class (seed
+  // masked-tagger.json).
+  const json seed =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/masked-tagger.json");
+  fuzz_model(seed["model"], 18, 1500);
+  const auto model = Model::from_config(seed["model"], "model", 1);
+  ASSERT_TRUE(model->output_masked(0));
+  fuzz_objective(*model, {{"loss", seed["loss"]}, {"metrics", seed["metrics"]}}, 19, 2000);
+}
+
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(json::parse(kTwoHeads), "model", 1);
   const json original = {
