@@ -363,7 +363,7 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
   }
 
   // Unit normalization over axes 0 and 2 of (3, 2, 4) samples; a zero group takes the floor.
-  backend::AxisGroups un;
+  backend::UnitNormDesc un;
   un.rank = 3;
   un.dims[0] = 3, un.dims[1] = 2, un.dims[2] = 4;
   un.grouped[0] = un.grouped[2] = true;

@@ -664,6 +664,9 @@ def forward(case, inputs, weights):
         axes = cfg["axes"] if isinstance(cfg["axes"], list) else [cfg["axes"], cfg["axes"]]
         a, b = xs
         axes = [ax if ax >= 0 else a.dim() + ax for ax in axes]
+        if cfg.get("normalize"):  # cosine proximity: each input L2-normalized along its axis
+            a = torch.nn.functional.normalize(a, dim=axes[0], eps=1e-7)
+            b = torch.nn.functional.normalize(b, dim=axes[1], eps=1e-7)
         if a.dim() == 2:  # (batch, n) . (batch, n) -> (batch, 1)
             return (a * b).sum(dim=1, keepdim=True)
         # batch_dot: contract a's axes[0] with b's axes[1]; free axes in order (a's, then b's)

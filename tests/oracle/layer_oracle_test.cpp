@@ -276,6 +276,13 @@ TEST(LayerOracle, MergingLayersMatchPyTorch) {
     cases.push_back({cls, entry(cls), {{"", {3, 4, 5}}, {"", {3, 4, 5}}, {"", {3, 4, 5}}}});
   cases.push_back({"Subtract", entry("Subtract"), {{"", {3, 7}}, {"", {3, 7}}}});
   cases.push_back({"DotVectors", entry("Dot", {{"axes", -1}}), {{"", {3, 7}}, {"", {3, 7}}}});
+  // normalize: cosine proximity (torch.nn.functional.normalize on each input first).
+  cases.push_back({"DotCosineVectors",
+                   entry("Dot", {{"axes", 1}, {"normalize", true}}),
+                   {{"", {3, 7}}, {"", {3, 7}}}});
+  cases.push_back({"DotCosineMixed",
+                   entry("Dot", {{"axes", {1, 2}}, {"normalize", true}}),
+                   {{"", {2, 4, 5}}, {"", {2, 3, 4}}}});
   cases.push_back({"DotLastAxes", entry("Dot", {{"axes", 2}}), {{"", {2, 4, 5}}, {"", {2, 3, 5}}}});
   cases.push_back(
       {"DotFirstAxes", entry("Dot", {{"axes", 1}}), {{"", {2, 4, 5}}, {"", {2, 4, 3}}}});

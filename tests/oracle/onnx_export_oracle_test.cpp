@@ -761,6 +761,14 @@ std::vector<Case> cases() {
                            call("Dot", "dn", {{"axes", {1, 1}}}, {"s", "s"})},
                           {"a", "b", "s", "t"}, {"dv", "dm", "dn"}),
                {{{4}}, {{4}}, {{3, 4}}, {{2, 4}}}, false});
+  c.push_back({"dot_cosine",
+               functional({input_layer("a", {4}), input_layer("b", {4}), input_layer("s", {3, 4}),
+                           input_layer("t", {4, 2}),
+                           call("Dot", "cv", {{"axes", 1}, {"normalize", true}}, {"a", "b"}),
+                           call("Dot", "cm", {{"axes", {2, 1}}, {"normalize", true}}, {"s", "t"})},
+                          {"a", "b", "s", "t"}, {"cv", "cm"}),
+               {{{4}}, {{4}}, {{3, 4}}, {{4, 2}}},
+               false});
   // Merges of channels-first values (convolution outputs), a shared convolution (called on a
   // and on b: one set of weights) and two outputs.
   json shared = call("Conv2D", "conv", {{"filters", 3}, {"kernel_size", {3, 3}}, {"padding", "same"}},

@@ -22,6 +22,14 @@ struct AxisGroups {
 /// Keras' PReLU layer over samples of `dims`, its shared axes grouped.
 using PreluDesc = AxisGroups;
 
+/// An L2 normalization of each group (kernel_math's unit_normalize_*): x · rsqrt(max(Σ x²,
+/// square_floor)). UnitNormalization and tf.math.l2_normalize (Keras 2's Dot) floor the square
+/// sum at 1e-12; Keras 3's ops.normalize, which its Dot calls, bounds rsqrt by 1 / ε (ε = 1e-7),
+/// a floor of ε² = 1e-14.
+struct UnitNormDesc : AxisGroups {
+  double square_floor = 1e-12;
+};
+
 /// Keras' weight constraints, applied after each optimizer step (nn/constraint.hpp):
 /// max_norm, unit_norm and min_max_norm scale each group (the norm over the grouped axes, Keras'
 /// `axis`) to its clipped norm; non_neg zeroes the negative values.

@@ -1273,9 +1273,9 @@ TANDEM_HD inline std::int64_t member_of(const AxisGroups& d, std::int64_t a, std
   return e;
 }
 
-// UnitNormalization (nn/unit_normalization.cpp): each group of a sample (its grouped axes:
-// Keras' `axis`) times rsqrt(max(Σ x², 1e-12)), as Keras 2 (tf.math.l2_normalize) and Keras 3
-// compute it; the sum in double, the members in order.
+// UnitNormalization (nn/unit_normalization.cpp) and Dot's normalize (nn/dot.cpp): each group of
+// a sample (its grouped axes: Keras' `axis`) times rsqrt(max(Σ x², floor)) (UnitNormDesc); the
+// sum in double, the members in order.
 
 /// Σ x² over group g of the sample `x`, in double.
 TANDEM_HD inline double unit_norm_square_sum(const AxisGroups& d, const float* x, std::int64_t g) {
@@ -1287,29 +1287,29 @@ TANDEM_HD inline double unit_norm_square_sum(const AxisGroups& d, const float* x
   return sum;
 }
 
-/// rsqrt(max(Σ x², 1e-12)) of a group's square sum: its values' factor.
-TANDEM_HD inline float unit_norm_factor(double square_sum) {
-  return d2f(ddiv(1.0, dsqrt(square_sum > 1e-12 ? square_sum : 1e-12)));
+/// rsqrt(max(Σ x², floor)) of a group's square sum: its values' factor.
+TANDEM_HD inline float unit_norm_factor(double square_sum, double floor) {
+  return d2f(ddiv(1.0, dsqrt(square_sum > floor ? square_sum : floor)));
 }
 
 /// Group g of the sample `x` normalized into `y`.
-TANDEM_HD inline void unit_normalize_group(const AxisGroups& d, const float* x, float* y,
+TANDEM_HD inline void unit_normalize_group(const UnitNormDesc& d, const float* x, float* y,
                                            std::int64_t g) {
-  const float f = unit_norm_factor(unit_norm_square_sum(d, x, g));
+  const float f = unit_norm_factor(unit_norm_square_sum(d, x, g), d.square_floor);
   for (std::int64_t m = 0; m < d.per_group; ++m) {
     const std::int64_t i = member_of(d, g, m);
     y[i] = fmul(x[i], f);
   }
 }
 
-/// Its gradient for group g: dx = (dy − y·(y·dy))·f with y = x·f where Σ x² > 1e-12, else dy·f
+/// Its gradient for group g: dx = (dy − y·(y·dy))·f with y = x·f where Σ x² > floor, else dy·f
 /// (the floor does not depend on x); y·dy in double.
-TANDEM_HD inline void unit_normalize_group_backward(const AxisGroups& d, const float* x,
+TANDEM_HD inline void unit_normalize_group_backward(const UnitNormDesc& d, const float* x,
                                                     const float* dy, float* dx, std::int64_t g) {
   const double square_sum = unit_norm_square_sum(d, x, g);
-  const float f = unit_norm_factor(square_sum);
+  const float f = unit_norm_factor(square_sum, d.square_floor);
   double along = 0;
-  if (square_sum > 1e-12)
+  if (square_sum > d.square_floor)
     for (std::int64_t m = 0; m < d.per_group; ++m) {
       const std::int64_t i = member_of(d, g, m);
       along = dadd(along, f2d(fmul(fmul(x[i], f), dy[i])));

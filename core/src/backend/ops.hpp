@@ -366,12 +366,13 @@ class Backend {
                              Tensor& y) = 0;
   virtual void prelu_backward(const PreluDesc& desc, const Tensor& x, const Tensor& alpha,
                               const Tensor& dy, Tensor* dx, Tensor* d_alpha) = 0;
-  /// Keras' UnitNormalization over samples of desc's shape (kernel_math's unit_normalize_*):
-  /// each group of a sample (the grouped axes, Keras' `axis`) times rsqrt(max(Σ x², 1e-12)).
-  /// y and dx may not be x.
-  virtual void unit_normalize(const AxisGroups& desc, const Tensor& x, Tensor& y) = 0;
-  /// Its gradient: dx = (dy − y·(y·dy))·rsqrt(Σ x²) per group (dy·1e6 where Σ x² ≤ 1e-12).
-  virtual void unit_normalize_backward(const AxisGroups& desc, const Tensor& x, const Tensor& dy,
+  /// Keras' UnitNormalization (and Dot's normalize) over samples of desc's shape (kernel_math's
+  /// unit_normalize_*): each group of a sample (the grouped axes, Keras' `axis`) times
+  /// rsqrt(max(Σ x², desc.square_floor)). y and dx may not be x.
+  virtual void unit_normalize(const UnitNormDesc& desc, const Tensor& x, Tensor& y) = 0;
+  /// Its gradient: dx = (dy − y·(y·dy))·rsqrt(Σ x²) per group (dy·rsqrt(floor) where Σ x² is
+  /// at most the floor).
+  virtual void unit_normalize_backward(const UnitNormDesc& desc, const Tensor& x, const Tensor& dy,
                                        Tensor& dx) = 0;
   /// Keras' weight penalty (kernel_math's penalty_*): sums[slot] = Σ l1·|w| + l2·w², and
   /// grad += its gradient.

@@ -38,7 +38,23 @@ Shape Dot::build_inputs(const std::vector<Shape>& shapes, Rng&) {
     output_shape_ = {m_, n_};
   }
   input_shapes_ = shapes;
+  for (int i = 0; i < 2; ++i) unit_[i] = along(shapes[i], axis[i]);
   return output_shape_;
+}
+
+// A sample of `shape` grouped along its axis `axis` (0-based after the batch), floored as this
+// layer's Keras computes normalize.
+backend::UnitNormDesc Dot::along(const Shape& shape, int axis) const {
+  backend::UnitNormDesc d;
+  d.rank = static_cast<int>(shape.size());
+  for (int a = 0; a < d.rank; ++a) {
+    d.dims[a] = shape[static_cast<std::size_t>(a)];
+    d.grouped[a] = a == axis;
+    d.size *= d.dims[a];
+    (d.grouped[a] ? d.per_group : d.groups) *= d.dims[a];
+  }
+  d.square_floor = square_floor_;
+  return d;
 }
 
 backend::GemmDesc Dot::product(std::int64_t batch) const {
@@ -53,19 +69,28 @@ const Tensor& Dot::forward_inputs(const std::vector<const Tensor*>& inputs, bool
   const std::int64_t batch = inputs[0]->dim(0);
   if (inputs[1]->dim(0) != batch) throw ShapeError(who + ": its inputs differ in batch size");
   inputs_seen_ = inputs;
-  ops().gemm(product(batch), *inputs[0], *inputs[1], nullptr,
+  std::array<const Tensor*, 2> operands{inputs[0], inputs[1]};
+  for (std::size_t i = 0; i < 2 && normalize_; ++i) {
+    unit_[i].square_floor = square_floor_;
+    ops().unit_normalize(unit_[i], *inputs[i], ops().place(normalized_[i], inputs[i]->shape()));
+    operands[i] = &normalized_[i];
+  }
+  ops().gemm(product(batch), *operands[0], *operands[1], nullptr,
              ops().place(output_, with_batch(batch, output_shape_)));
   return output_;
 }
 
 std::vector<const Tensor*> Dot::backward_inputs(const Tensor& dc, bool need_input_grad) {
   if (!need_input_grad) return {};
-  const Tensor& a = *inputs_seen_[0];
-  const Tensor& b = *inputs_seen_[1];
+  // The products' operands: the inputs, or their normalized values (whose gradients then go
+  // back through the normalization).
+  const Tensor& a = normalize_ ? normalized_[0] : *inputs_seen_[0];
+  const Tensor& b = normalize_ ? normalized_[1] : *inputs_seen_[1];
   const std::int64_t batch = a.dim(0);
   const auto none = backend::GemmEpilogue::none;
-  Tensor& da = ops().place(grads_[0], a.shape());
-  Tensor& db = ops().place(grads_[1], b.shape());
+  std::array<Tensor, 2>& product_grads = normalize_ ? normalized_grads_ : grads_;
+  Tensor& da = ops().place(product_grads[0], a.shape());
+  Tensor& db = ops().place(product_grads[1], b.shape());
   // C = op(A) op(B), per sample: op(A) is m x k, op(B) k x n, C m x n.
   if (!trans_a_)  // dA (m x k) = dC op(B)ᵀ
     ops().gemm({false, !trans_b_, m_, k_, n_, none, batch}, dc, b, nullptr, da);
@@ -75,13 +100,16 @@ std::vector<const Tensor*> Dot::backward_inputs(const Tensor& dc, bool need_inpu
     ops().gemm({!trans_a_, false, k_, n_, m_, none, batch}, a, dc, nullptr, db);
   else  // B stored n x k: dB = dCᵀ op(A)
     ops().gemm({true, trans_a_, n_, k_, m_, none, batch}, dc, a, nullptr, db);
+  for (std::size_t i = 0; i < 2 && normalize_; ++i)
+    ops().unit_normalize_backward(unit_[i], *inputs_seen_[i], normalized_grads_[i],
+                                  ops().place(grads_[i], inputs_seen_[i]->shape()));
   return {&grads_[0], &grads_[1]};
 }
 
 nlohmann::json Dot::config() const {
   nlohmann::json c = MergeLayer::config();
   c["axes"] = axes_[0] == axes_[1] ? nlohmann::json(axes_[0]) : nlohmann::json(axes_);
-  c["normalize"] = false;
+  c["normalize"] = normalize_;
   return c;
 }
 

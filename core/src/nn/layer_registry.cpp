@@ -501,10 +501,7 @@ std::unique_ptr<Layer> make_dot(ConfigObject& c, const std::string& name) {
   } else {
     throw ConfigError(c.path_of("axes"), "expected an axis or a pair of axes, got " + v.dump());
   }
-  if (c.get_bool("normalize", false))
-    throw ConfigError(c.path_of("normalize"),
-                      "normalize (cosine proximity) is not supported by Tandem yet");
-  return std::make_unique<Dot>(name, axes);
+  return std::make_unique<Dot>(name, axes, c.get_bool("normalize", false));
 }
 
 // A random layer's optional seed.

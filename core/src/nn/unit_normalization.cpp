@@ -16,7 +16,7 @@ Shape UnitNormalization::build(const Shape& input_shape, Rng&) {
     throw ShapeError(label() + " takes inputs of 1 to " +
                      std::to_string(backend::AxisGroups::kMaxRank) +
                      " axes after the batch axis, got " + shape_to_string(input_shape, true));
-  backend::AxisGroups d;
+  backend::UnitNormDesc d;  // Keras' floor of the square sum, 1e-12
   d.rank = rank;
   for (int a = 0; a < rank; ++a) d.dims[a] = input_shape[static_cast<std::size_t>(a)];
   for (std::int64_t axis : axes_) {

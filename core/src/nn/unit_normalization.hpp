@@ -37,7 +37,7 @@ class UnitNormalization : public Layer {
 
   std::vector<std::int64_t> axes_;
   bool axis_listed_;
-  backend::AxisGroups desc_;
+  backend::UnitNormDesc desc_;
   Shape input_shape_;
   Tensor input_;  // the last forward's input (shared storage)
   Tensor output_, grad_input_;

@@ -184,7 +184,7 @@ OnnxValue export_prelu(LayerCall& call) {
                        .output());
 }
 
-// UnitNormalization: x / Sqrt(Max(ReduceSum(x · x) over Keras' axes, 1e-12)), channels last.
+// UnitNormalization: l2_normalized over Keras' axes, floor 1e-12, channels last.
 OnnxValue export_unit_normalization(LayerCall& call) {
   OnnxGraph& g = call.graph;
   const std::string& p = call.prefix;
@@ -196,13 +196,7 @@ OnnxValue export_unit_normalization(LayerCall& call) {
     const auto at = a.get<std::int64_t>();
     axes.push_back(at < 0 ? at + rank : at);
   }
-  const std::string squares = g.node("Mul", {x.name, x.name}, p).output();
-  const std::string sum = g.node("ReduceSum", {squares, g.int64s(p + "/axes", axes)}, p)
-                              .attr("keepdims", std::int64_t{1})
-                              .output();
-  const std::string floored = g.node("Max", {sum, g.scalar(p + "/floor", 1e-12f)}, p).output();
-  const std::string norm = g.node("Sqrt", {floored}, p).output();
-  return g.like(x, g.node("Div", {x.name, norm}, p).output());
+  return g.like(x, l2_normalized(g, x.name, axes, 1e-12f, p));
 }
 
 OnnxValue export_flatten(LayerCall& call) {
@@ -518,6 +512,18 @@ std::string channel_constant(OnnxGraph& graph, const OnnxValue& like, const std:
   std::vector<std::int64_t> dims{static_cast<std::int64_t>(per_channel.size())};
   if (like.channels_first) dims.resize(like.shape.size(), 1);
   return graph.constant(prefix, dims, per_channel);
+}
+
+std::string l2_normalized(OnnxGraph& g, const std::string& x, const std::vector<std::int64_t>& axes,
+                          float square_floor, const std::string& p) {
+  const std::string squares = g.node("Mul", {x, x}, p).output();
+  const std::string sum = g.node("ReduceSum", {squares, g.int64s(p + "/axes", axes)}, p)
+                              .attr("keepdims", std::int64_t{1})
+                              .output();
+  const std::string floored =
+      g.node("Max", {sum, g.scalar(p + "/floor", square_floor)}, p).output();
+  const std::string norm = g.node("Sqrt", {floored}, p).output();
+  return g.node("Div", {x, norm}, p).output();
 }
 
 OnnxValue reshape_to(OnnxGraph& graph, const OnnxValue& x, const Shape& shape,

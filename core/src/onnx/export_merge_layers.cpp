@@ -60,21 +60,28 @@ std::string transposed(OnnxGraph& g, const std::string& x, const std::vector<std
 }
 
 // Dot: vectors give (1) = sum(a * b); matrices a batched product contracting axes[0] of a with
-// axes[1] of b.
+// axes[1] of b. With normalize, each input L2-normalized along its contracted axis first (the
+// floor of the model's Keras: nn/dot.hpp).
 OnnxValue export_dot(LayerCall& call) {
   OnnxGraph& g = call.graph;
-  const OnnxValue a = g.in_layout(call.inputs[0], false), b = g.in_layout(call.inputs[1], false);
+  OnnxValue a = g.in_layout(call.inputs[0], false), b = g.in_layout(call.inputs[1], false);
   const std::string& p = call.prefix;
-  if (a.shape.size() == 1) {
+  const nlohmann::json& axes = call.config.at("axes");
+  const std::size_t rank = a.shape.size();
+  const int ax = per_sample_axis(axes.is_array() ? axes[0].get<int>() : axes.get<int>(), rank);
+  const int bx = per_sample_axis(axes.is_array() ? axes[1].get<int>() : axes.get<int>(), rank);
+  if (call.config.value("normalize", false)) {
+    const float floor = call.keras2 ? 1e-12f : 1e-14f;
+    a.name = l2_normalized(g, a.name, {ax + 1}, floor, p + "/a");
+    b.name = l2_normalized(g, b.name, {bx + 1}, floor, p + "/b");
+  }
+  if (rank == 1) {
     const std::string product = g.node("Mul", {a.name, b.name}, p).output();
     return {g.node("ReduceSum", {product, g.int64s(p + "/axes", {1})}, p)
                 .attr("keepdims", std::int64_t{1})
                 .output(),
             call.output_shape, false};
   }
-  const nlohmann::json& axes = call.config.at("axes");
-  const int ax = per_sample_axis(axes.is_array() ? axes[0].get<int>() : axes.get<int>(), 2);
-  const int bx = per_sample_axis(axes.is_array() ? axes[1].get<int>() : axes.get<int>(), 2);
   // a contracts its last axis, b its first (per sample).
   const std::string left = ax == 1 ? a.name : transposed(g, a.name, {0, 2, 1}, p);
   const std::string right = bx == 0 ? b.name : transposed(g, b.name, {0, 2, 1}, p);

@@ -90,6 +90,11 @@ std::string channel_constant(OnnxGraph& graph, const OnnxValue& like, const std:
                              const std::vector<float>& per_channel);
 /// A tensor's values.
 inline std::vector<float> values_of(const Tensor& t) { return {t.data(), t.data() + t.size()}; }
+/// x / Sqrt(Max(ReduceSum(x · x) over `axes` (ONNX's, the batch's 0), `square_floor`)): Keras'
+/// L2 normalization (UnitNormalization; Dot's normalize), the tensor name.
+std::string l2_normalized(OnnxGraph& graph, const std::string& x,
+                          const std::vector<std::int64_t>& axes, float square_floor,
+                          const std::string& prefix);
 /// `x` (channels last) reshaped to Keras' per-sample `shape`, batch kept.
 OnnxValue reshape_to(OnnxGraph& graph, const OnnxValue& x, const Shape& shape,
                      const std::string& prefix);

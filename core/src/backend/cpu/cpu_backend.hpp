@@ -72,8 +72,8 @@ class CpuBackend final : public Backend {
                                 const Tensor& key, const Tensor& pairs, const Tensor* weights,
                                 const Tensor* factor, const Tensor& d_scores, Tensor* d_query,
                                 Tensor* d_key, Tensor* weight_parts, Tensor* factor_parts) override;
-  void unit_normalize(const AxisGroups& desc, const Tensor& x, Tensor& y) override;
-  void unit_normalize_backward(const AxisGroups& desc, const Tensor& x, const Tensor& dy,
+  void unit_normalize(const UnitNormDesc& desc, const Tensor& x, Tensor& y) override;
+  void unit_normalize_backward(const UnitNormDesc& desc, const Tensor& x, const Tensor& dy,
                                Tensor& dx) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;

@@ -185,7 +185,7 @@ void CpuBackend::add_penalty_gradient(const Tensor& w, float l1, float l2, Tenso
   });
 }
 
-void CpuBackend::unit_normalize(const AxisGroups& d, const Tensor& x, Tensor& y) {
+void CpuBackend::unit_normalize(const UnitNormDesc& d, const Tensor& x, Tensor& y) {
   require_device(*this, {&x, &y}, "unit_normalize");
   const std::int64_t samples = unit_norm_samples(d, x, nullptr, y);
   const float* xp = x.data();
@@ -195,7 +195,7 @@ void CpuBackend::unit_normalize(const AxisGroups& d, const Tensor& x, Tensor& y)
   });
 }
 
-void CpuBackend::unit_normalize_backward(const AxisGroups& d, const Tensor& x, const Tensor& dy,
+void CpuBackend::unit_normalize_backward(const UnitNormDesc& d, const Tensor& x, const Tensor& dy,
                                          Tensor& dx) {
   require_device(*this, {&x, &dy, &dx}, "unit_normalize_backward");
   const std::int64_t samples = unit_norm_samples(d, x, &dy, dx);

@@ -91,13 +91,13 @@ void CudaBackend::shaped_activation_backward(const backend::ShapedActivation& a,
   cuda::shaped_activation_backward(a, x.data(), dy.data(), dx.data(), dx.size(), stream_);
 }
 
-void CudaBackend::unit_normalize(const backend::AxisGroups& d, const Tensor& x, Tensor& y) {
+void CudaBackend::unit_normalize(const backend::UnitNormDesc& d, const Tensor& x, Tensor& y) {
   backend::require_device(*this, {&x, &y}, "unit_normalize");
   const std::int64_t samples = backend::unit_norm_samples(d, x, nullptr, y);
   cuda::unit_normalize(d, x.data(), y.data(), samples, stream_);
 }
 
-void CudaBackend::unit_normalize_backward(const backend::AxisGroups& d, const Tensor& x,
+void CudaBackend::unit_normalize_backward(const backend::UnitNormDesc& d, const Tensor& x,
                                           const Tensor& dy, Tensor& dx) {
   backend::require_device(*this, {&x, &dy, &dx}, "unit_normalize_backward");
   const std::int64_t samples = backend::unit_norm_samples(d, x, &dy, dx);

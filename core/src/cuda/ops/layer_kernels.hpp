@@ -182,9 +182,9 @@ void shaped_activation_backward(const backend::ShapedActivation& a, const float*
 
 /// Backend::unit_normalize / _backward over `samples` samples (kernel_math's
 /// unit_normalize_group*, a thread per sample's group).
-void unit_normalize(const backend::AxisGroups& d, const float* x, float* y, std::int64_t samples,
+void unit_normalize(const backend::UnitNormDesc& d, const float* x, float* y, std::int64_t samples,
                     cudaStream_t stream);
-void unit_normalize_backward(const backend::AxisGroups& d, const float* x, const float* dy,
+void unit_normalize_backward(const backend::UnitNormDesc& d, const float* x, const float* dy,
                              float* dx, std::int64_t samples, cudaStream_t stream);
 /// Backend::prelu_forward / _backward over `rows` samples (kernel_math's prelu_*); dx may be
 /// null; d_alpha (may be null): one thread per alpha, in kernel_math's order.

@@ -97,7 +97,7 @@ __global__ void prelu_alpha_kernel(backend::PreluDesc d, const float* x, const f
 }
 
 // One thread per (sample, group) of a unit normalization.
-__global__ void unit_normalize_kernel(backend::AxisGroups d, const float* x, float* y,
+__global__ void unit_normalize_kernel(backend::UnitNormDesc d, const float* x, float* y,
                                       std::int64_t groups) {
   for (std::int64_t r = grid_first(); r < groups; r += grid_step()) {
     const std::int64_t at = (r / d.groups) * d.size;
@@ -105,7 +105,7 @@ __global__ void unit_normalize_kernel(backend::AxisGroups d, const float* x, flo
   }
 }
 
-__global__ void unit_normalize_backward_kernel(backend::AxisGroups d, const float* x,
+__global__ void unit_normalize_backward_kernel(backend::UnitNormDesc d, const float* x,
                                                const float* dy, float* dx, std::int64_t groups) {
   for (std::int64_t r = grid_first(); r < groups; r += grid_step()) {
     const std::int64_t at = (r / d.groups) * d.size;
@@ -165,7 +165,7 @@ void apply_constraint(const backend::ConstraintDesc& c, float* w, float* scales,
   check_launch("apply_constraint");
 }
 
-void unit_normalize(const backend::AxisGroups& d, const float* x, float* y, std::int64_t samples,
+void unit_normalize(const backend::UnitNormDesc& d, const float* x, float* y, std::int64_t samples,
                     cudaStream_t stream) {
   const std::int64_t groups = samples * d.groups;
   if (groups <= 0) return;
@@ -173,7 +173,7 @@ void unit_normalize(const backend::AxisGroups& d, const float* x, float* y, std:
   check_launch("unit_normalize");
 }
 
-void unit_normalize_backward(const backend::AxisGroups& d, const float* x, const float* dy,
+void unit_normalize_backward(const backend::UnitNormDesc& d, const float* x, const float* dy,
                              float* dx, std::int64_t samples, cudaStream_t stream) {
   const std::int64_t groups = samples * d.groups;
   if (groups <= 0) return;
