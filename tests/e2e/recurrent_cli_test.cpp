@@ -442,6 +442,19 @@ TEST(RecurrentLearning, EachRecurrentLayerRemembersTheFirstStep) {
   }
 }
 
+// The layers of a model over 12 padded tokens (0 pads, 10 words): Embedding(mask_zero), then
+// `recurrent` and `head`.
+json padded_tokens_through(const json& recurrent, const json& head) {
+  return {
+      {{"class_name", "InputLayer"},
+       {"config", {{"batch_input_shape", {nullptr, 12}}, {"dtype", "int32"}, {"name", "tokens"}}}},
+      {{"class_name", "Embedding"},
+       {"config",
+        {{"name", "embedding"}, {"input_dim", 11}, {"output_dim", 8}, {"mask_zero", true}}}},
+      recurrent,
+      head};
+}
+
 // Padded token sequences through Embedding(mask_zero) and an LSTM, as a Keras text classifier
 // is written: 1 to 12 tokens then zeros; the label is whether the last real token is above 5.
 // It learns it (validation accuracy >= 0.9 in 5 epochs); the padding is skipped, so the same
@@ -467,15 +480,10 @@ TEST(RecurrentMaskCli, APaddedTextClassifierLearnsTrainsAlikeAndIsNotExportedWro
                           "np.savez('" +
                           dir.string() + "/front.npz', x=front, y=y)\n\"");
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  const json layers = {
-      {{"class_name", "InputLayer"},
-       {"config", {{"batch_input_shape", {nullptr, 12}}, {"dtype", "int32"}, {"name", "tokens"}}}},
-      {{"class_name", "Embedding"},
-       {"config",
-        {{"name", "embedding"}, {"input_dim", 11}, {"output_dim", 8}, {"mask_zero", true}}}},
+  const json layers = padded_tokens_through(
       {{"class_name", "LSTM"}, {"config", {{"name", "lstm"}, {"units", 16}}}},
       {{"class_name", "Dense"},
-       {"config", {{"name", "out"}, {"units", 1}, {"activation", "sigmoid"}}}}};
+       {"config", {{"name", "out"}, {"units", 1}, {"activation", "sigmoid"}}}});
   const json run = classifier_run(dir, layers, 3, 5);
   test::write_text(dir / "run.json", run.dump(2));
   json front = run;
@@ -537,16 +545,11 @@ TEST(RecurrentMaskCli, APaddedTaggerLearnsAndReportsKerasMaskedMeans) {
                           "    np.savez('" +
                           dir.string() + "/' + name + '.npz', x=x, y=y)\n\"");
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  const json layers = {
-      {{"class_name", "InputLayer"},
-       {"config", {{"batch_input_shape", {nullptr, 12}}, {"dtype", "int32"}, {"name", "tokens"}}}},
-      {{"class_name", "Embedding"},
-       {"config",
-        {{"name", "embedding"}, {"input_dim", 11}, {"output_dim", 8}, {"mask_zero", true}}}},
+  const json layers = padded_tokens_through(
       {{"class_name", "LSTM"},
        {"config", {{"name", "lstm"}, {"units", 16}, {"return_sequences", true}}}},
       {{"class_name", "Dense"},
-       {"config", {{"name", "tags"}, {"units", 2}, {"activation", "softmax"}}}}};
+       {"config", {{"name", "tags"}, {"units", 2}, {"activation", "softmax"}}}});
   json run = classifier_run(dir, layers, 5, 1);
   run["loss"] = "sparse_categorical_crossentropy";
   test::write_text(dir / "run.json", run.dump(2));
