@@ -203,6 +203,51 @@ TEST(MaskedOutputs, RatioAndHistogramMetricsCountTheKeptStepsAlone) {
   EXPECT_GT(std::fabs(want_auc - 0.5), 1e-3);  // not a constant
 }
 
+// MeanIoU's confusion matrix of a masked tagger takes the kept steps alone: the same metric on
+// the kept steps' probabilities and labels gathered into rows of their own.
+TEST(MaskedOutputs, MeanIouCountsTheKeptStepsAlone) {
+  auto model = Model::from_config(tagger(5), "model", 4);
+  for (Parameter* p : model->parameters())
+    for (std::int64_t i = 0; i < p->value.size(); ++i) p->value[i] *= 6.0f;
+  const json iou = {{"class_name", "MeanIoU"},
+                    {"config", {{"num_classes", kClasses}, {"sparse_y_pred", false}}}};
+  const Objective objective =
+      make_objective("sparse_categorical_crossentropy", json(), json::array({iou}), *model, json());
+  const Tensor x = Tensor::from_vector({4, 5}, kTokens);
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false),
+                    targets(false), 0.25f, false, scratch, *sums);
+  const double masked = objective.values(objective.read(*sums, 4).metrics)[0];
+  const Tensor& p = model->forward(x, false);
+  std::vector<float> kept_p, kept_t;
+  for (std::size_t i = 0; i < kTokens.size(); ++i) {
+    if (kTokens[i] == 0) continue;
+    for (int c = 0; c < kClasses; ++c)
+      kept_p.push_back(p[static_cast<std::int64_t>(i) * kClasses + c]);
+    kept_t.push_back(kLabels[i]);
+  }
+  const auto kept = static_cast<std::int64_t>(kept_t.size());
+  const auto metric =
+      make_metrics(json::array({iou}), "metrics",
+                   *make_loss("sparse_categorical_crossentropy", "loss"), {kClasses});
+  const double want = metric[0]
+                          ->evaluate(Tensor::from_vector({kept, kClasses}, kept_p),
+                                     Tensor::from_vector({kept}, kept_t))
+                          .sum;
+  EXPECT_NEAR(masked, want, 1e-9);
+  // Every step counted would give another value (the padding's steps are labelled too).
+  const auto all = make_metrics(json::array({iou}), "metrics",
+                                *make_loss("sparse_categorical_crossentropy", "loss"), {kClasses});
+  const double everything =
+      all[0]
+          ->evaluate(
+              Tensor::from_vector({20, kClasses}, std::vector<float>(p.data(), p.data() + 60)),
+              Tensor::from_vector({20}, kLabels))
+          .sum;
+  EXPECT_GT(std::fabs(everything - want), 1e-3);
+}
+
 // A batch of padding alone keeps no step: a loss of 0 and no gradient, as Keras' divide_no_nan
 // gives, not 0 / 0.
 TEST(MaskedOutputs, ABatchWithoutKeptStepsHasNoLossAndNoGradient) {
