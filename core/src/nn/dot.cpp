@@ -71,7 +71,6 @@ const Tensor& Dot::forward_inputs(const std::vector<const Tensor*>& inputs, bool
   inputs_seen_ = inputs;
   std::array<const Tensor*, 2> operands{inputs[0], inputs[1]};
   for (std::size_t i = 0; i < 2 && normalize_; ++i) {
-    unit_[i].square_floor = square_floor_;
     ops().unit_normalize(unit_[i], *inputs[i], ops().place(normalized_[i], inputs[i]->shape()));
     operands[i] = &normalized_[i];
   }

@@ -347,31 +347,34 @@ void Objective::weigh_kept_steps(backend::Backend& ops, const Model& model,
                                  ObjectiveScratch& scratch) const {
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::vector<double> counts{static_cast<double>(rows)};
+  std::vector<const Tensor*> kept(outputs_.size(), nullptr);  // each output's 0/1 kept steps
   scratch.step_weights.resize(outputs_.size());
   for (std::size_t j = 0; j < outputs_.size(); ++j) {
     if (!weighs_steps(j)) continue;
     const std::int64_t steps = positions_of_batch(*outputs[j]);
-    Tensor& kept = ops.place(scratch.step_weights[j], {rows, steps});
     const backend::LossDesc loss = outputs_[j].loss->desc();
     const Tensor* mask = outputs_[j].masked ? model.output_mask(j) : nullptr;
     if (outputs_[j].masked && (!mask || mask->size() != rows * steps))
       throw std::logic_error("objective: output '" + outputs_[j].name +
                              "' has no mask of its steps from the model's forward");
+    kept[j] = mask;  // the mask alone, read as it is
     if (loss.ignores_class) {
-      ops.sequence_mask(*targets[j], loss.ignore_class, 1, kept);
-      if (mask) ops.multiply(kept, *mask, kept);
-    } else {
-      ops.copy(*mask, kept);
+      Tensor& labelled = ops.place(scratch.step_weights[j], {rows, steps});
+      ops.sequence_mask(*targets[j], loss.ignore_class, 1, labelled);
+      if (mask) ops.multiply(labelled, *mask, labelled);
+      kept[j] = &labelled;
     }
-    counts.push_back(kept_steps(ops, kept));
+    counts.push_back(kept_steps(ops, *kept[j]));
   }
   if (model.mask_count_sum()) model.mask_count_sum()(counts.data(), counts.size());
   for (std::size_t j = 0, c = 1; j < outputs_.size(); ++j) {
     if (!weighs_steps(j)) continue;
     const double valid = counts[c++];
     const double total = counts[0] * static_cast<double>(positions_of_batch(*outputs[j]));
-    Tensor& kept = scratch.step_weights[j];
-    ops.affine(kept, valid > 0 ? static_cast<float>(total / valid) : 0.0f, 0.0f, kept);
+    Tensor& weights = kept[j] == &scratch.step_weights[j]
+                          ? scratch.step_weights[j]
+                          : ops.place(scratch.step_weights[j], kept[j]->shape());
+    ops.affine(*kept[j], valid > 0 ? static_cast<float>(total / valid) : 0.0f, 0.0f, weights);
   }
 }
 
