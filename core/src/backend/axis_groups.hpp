@@ -19,6 +19,16 @@ struct AxisGroups {
   std::int64_t per_group = 1;  // values per group (the product of the grouped dims)
 };
 
+/// Sets `g`'s size, groups and per_group from its rank, dims and grouped flags (the only way the
+/// layers fill them).
+inline void count_groups(AxisGroups& g) {
+  g.size = g.groups = g.per_group = 1;
+  for (int a = 0; a < g.rank; ++a) {
+    g.size *= g.dims[a];
+    (g.grouped[a] ? g.per_group : g.groups) *= g.dims[a];
+  }
+}
+
 /// Keras' PReLU layer over samples of `dims`, its shared axes grouped.
 using PreluDesc = AxisGroups;
 

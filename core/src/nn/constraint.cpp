@@ -119,10 +119,7 @@ backend::ConstraintDesc Constraint::desc_for(const Shape& shape) const {
                          " is not an axis of its weight, of shape " + shape_to_string(shape));
       d.axes.grouped[a] = true;
     }
-  for (std::int64_t a = 0; a < rank; ++a) {
-    d.axes.size *= d.axes.dims[a];
-    (d.axes.grouped[a] ? d.axes.per_group : d.axes.groups) *= d.axes.dims[a];
-  }
+  backend::count_groups(d.axes);
   return d;
 }
 

@@ -50,9 +50,8 @@ backend::UnitNormDesc Dot::along(const Shape& shape, int axis) const {
   for (int a = 0; a < d.rank; ++a) {
     d.dims[a] = shape[static_cast<std::size_t>(a)];
     d.grouped[a] = a == axis;
-    d.size *= d.dims[a];
-    (d.grouped[a] ? d.per_group : d.groups) *= d.dims[a];
   }
+  backend::count_groups(d);
   d.square_floor = square_floor_;
   return d;
 }

@@ -19,7 +19,6 @@ backend::AxisGroups noise_groups(const Shape& shape,
                      std::to_string(backend::AxisGroups::kMaxRank) + " axes per sample");
   backend::AxisGroups g;
   g.rank = static_cast<int>(shape.size());
-  g.size = g.groups = g.per_group = 1;
   for (std::size_t a = 0; a < shape.size(); ++a) {
     const std::optional<std::int64_t>& n = noise[a];
     if (n && *n != 1 && *n != shape[a])
@@ -28,9 +27,8 @@ backend::AxisGroups noise_groups(const Shape& shape,
                        std::to_string(shape[a]));
     g.dims[a] = shape[a];
     g.grouped[a] = n && *n == 1;
-    g.size *= shape[a];
-    (g.grouped[a] ? g.per_group : g.groups) *= shape[a];
   }
+  backend::count_groups(g);
   return g;
 }
 

@@ -31,11 +31,8 @@ Shape PReLU::build(const Shape& input_shape, Rng& init) {
                        ", the batch axis being 0)");
     d.grouped[axis - 1] = true;
   }
-  for (int a = 0; a < rank; ++a) {
-    d.size *= d.dims[a];
-    (d.grouped[a] ? d.per_group : d.groups) *= d.dims[a];
-    alpha_shape.push_back(d.grouped[a] ? 1 : d.dims[a]);
-  }
+  backend::count_groups(d);
+  for (int a = 0; a < rank; ++a) alpha_shape.push_back(d.grouped[a] ? 1 : d.dims[a]);
   desc_ = d;
   input_shape_ = input_shape;
   alpha_.value = Tensor(alpha_shape);

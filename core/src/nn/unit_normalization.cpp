@@ -28,10 +28,7 @@ Shape UnitNormalization::build(const Shape& input_shape, Rng&) {
                             : " is not an axis of inputs " + shape_to_string(input_shape, true)));
     d.grouped[at - 1] = true;
   }
-  for (int a = 0; a < rank; ++a) {
-    d.size *= d.dims[a];
-    (d.grouped[a] ? d.per_group : d.groups) *= d.dims[a];
-  }
+  backend::count_groups(d);
   desc_ = d;
   input_shape_ = input_shape;
   return input_shape;
