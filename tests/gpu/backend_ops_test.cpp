@@ -895,21 +895,29 @@ TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
   adam.kind = backend::OptimizerDesc::Kind::adam;
   adam.weight_decay = 0.01;
   adam.clipnorm = 0.5;
+  // tf.keras 2's moving average: started from the weights at step 1, written into them at step 3.
+  adam.use_ema = true;
+  adam.ema_keras2 = true;
+  adam.ema_momentum = 0.7;
+  adam.ema_overwrite_frequency = 3;
   // Two parameter tensors in one flat layout (as a CUDA replica keeps them) and on the host.
   const Tensor w = random_host({96}, 23), g = random_host({96}, 24);
   Tensor w_cpu = w.clone();
   std::vector<Tensor> parts_cpu{Tensor::view(w_cpu, 0, {64}), Tensor::view(w_cpu, 64, {32})};
   const std::vector<Tensor> grads_cpu{Tensor::view(g, 0, {64}), Tensor::view(g, 64, {32})};
-  std::vector<std::vector<Tensor>> slots_cpu{{Tensor({64}), Tensor({64})},
-                                             {Tensor({32}), Tensor({32})}};
-  Tensor w_gpu = up(w), g_gpu = up(g), m_gpu = gpu_tensor({96}), v_gpu = gpu_tensor({96});
+  std::vector<std::vector<Tensor>> slots_cpu{{Tensor({64}), Tensor({64}), Tensor({64})},
+                                             {Tensor({32}), Tensor({32}), Tensor({32})}};
+  Tensor w_gpu = up(w), g_gpu = up(g), m_gpu = gpu_tensor({96}), v_gpu = gpu_tensor({96}),
+         a_gpu = gpu_tensor({96});
   gpu().fill(m_gpu, 0.0f);
   gpu().fill(v_gpu, 0.0f);
+  gpu().fill(a_gpu, 0.0f);
   std::vector<Tensor> parts_gpu{Tensor::view(w_gpu, 0, {64}), Tensor::view(w_gpu, 64, {32})};
   const std::vector<Tensor> grads_gpu{Tensor::view(g_gpu, 0, {64}), Tensor::view(g_gpu, 64, {32})};
   std::vector<std::vector<Tensor>> slots_gpu{
-      {Tensor::view(m_gpu, 0, {64}), Tensor::view(v_gpu, 0, {64})},
-      {Tensor::view(m_gpu, 64, {32}), Tensor::view(v_gpu, 64, {32})}};
+      {Tensor::view(m_gpu, 0, {64}), Tensor::view(v_gpu, 0, {64}), Tensor::view(a_gpu, 0, {64})},
+      {Tensor::view(m_gpu, 64, {32}), Tensor::view(v_gpu, 64, {32}),
+       Tensor::view(a_gpu, 64, {32})}};
   for (std::int64_t step = 1; step <= 3; ++step) {
     std::vector<backend::UpdateTensors> on_cpu, on_gpu;
     for (std::size_t i = 0; i < 2; ++i) {
@@ -920,6 +928,8 @@ TEST_F(BackendOps, OptimizerStepsAreTheCpusBitForBit) {
     gpu().optimizer_update(adam, step, 0.01, on_gpu);
   }
   expect_same(w_cpu, down(w_gpu), "weights after three Adam steps");
+  for (std::size_t i = 0; i < 2; ++i)
+    expect_same(slots_cpu[i][2], down(slots_gpu[i][2]), "moving averages");
 }
 
 // Dynamic loss scaling's one pass over the gradients: the same bits as the CPU, and an Inf or NaN

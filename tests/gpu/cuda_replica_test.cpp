@@ -583,6 +583,14 @@ TEST_P(CudaOptimizer, FiveStepsMatchTheCpu) {
         ASSERT_NEAR(og.slots(p)[s][k], oc.slots(p)[s][k],
                     1e-4 * std::max(1.0f, std::fabs(oc.slots(p)[s][k])))
             << "parameter " << p << " slot " << s;
+  // use_ema's end of fit: the device's weights take the averages the CPU's take.
+  if (cpu.meta->use_moving_averages()) {
+    ASSERT_TRUE(gpu.meta->use_moving_averages());
+    EXPECT_LE(
+        worst_relative_difference(gpu.meta->template_model(), cpu.meta->template_model(), &where),
+        1e-4)
+        << where << " (the averages)";
+  }
 }
 
 json opt(const std::string& cls, json config) {
@@ -599,7 +607,15 @@ INSTANTIATE_TEST_SUITE_P(
                           {{"learning_rate", 0.01}, {"momentum", 0.5}, {"centered", true}}),
                       opt("Adam", {{"learning_rate", 0.01}, {"clipnorm", 0.1}}),
                       opt("SGD", {{"learning_rate", 0.1}, {"global_clipnorm", 0.2}}),
-                      opt("Adam", {{"learning_rate", 0.01}, {"clipvalue", 0.01}})),
+                      opt("Adam", {{"learning_rate", 0.01}, {"clipvalue", 0.01}}),
+                      opt("Adam", {{"learning_rate", 0.01},
+                                   {"use_ema", true},
+                                   {"ema_momentum", 0.8},
+                                   {"ema_overwrite_frequency", 2}}),
+                      opt("SGD", {{"learning_rate", 0.1},
+                                  {"momentum", 0.9},
+                                  {"use_ema", true},
+                                  {"is_legacy_optimizer", false}})),
     [](const auto& info) {
       return info.param["class_name"].template get<std::string>() + "_" +
              std::to_string(info.index);

@@ -983,12 +983,45 @@ def keras_optimizer_step(name, cfg, w, g, slots, t):
     sys.exit(4)
 
 
+def sgd_with_moving_average(w, grads, cfg):
+    """Keras' SGD with use_ema, from torch's own parts: torch.optim.SGD (at a constant rate Keras'
+    m = mu m - lr g, w += m is torch's v = mu v + g, w -= lr v) and torch's AveragedModel with the
+    exponential average as its avg_fn. AveragedModel copies the weights at its first update, as
+    Keras 3's average starts (step 1); tf.keras 2's starts at the weights before the first step
+    (its configs carry is_legacy_optimizer): one update before training. Every
+    ema_overwrite_frequency steps the weights take the average; the end of fit takes it too."""
+    from torch.optim.swa_utils import AveragedModel
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(w.clone())
+    m = cfg.get("ema_momentum", 0.99)
+    average = AveragedModel(model, avg_fn=lambda a, p, n: m * a + (1 - m) * p)
+    if "is_legacy_optimizer" in cfg:
+        average.update_parameters(model)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.get("learning_rate", 0.01),
+                          momentum=cfg.get("momentum", 0.0))
+    every = cfg.get("ema_overwrite_frequency") or 0
+    for t, g in enumerate(grads, start=1):
+        model.w.grad = torch.tensor(g)
+        opt.step()
+        average.update_parameters(model)
+        if every and t % every == 0:
+            with torch.no_grad():
+                model.w.copy_(average.module.w)
+    return average.module.w.detach()
+
+
 def run_optimizer_case(folder, case):
     """Steps over the gradients Tandem saw; with --torch-optim also torch.optim's own Adadelta."""
     w = load(folder, case["weights"]).detach()
     grads = np.fromfile(os.path.join(folder, case["grads"]["file"]), dtype="<f4").reshape(
         case["grads"]["shape"])
     name, cfg = case["optimizer"], case.get("config", {})
+    if cfg.get("use_ema"):
+        if name != "SGD":
+            print(f"keras_torch.py: use_ema is checked with SGD, not {name}", file=sys.stderr)
+            sys.exit(4)
+        save(folder, "w_ema_torch.bin", sgd_with_moving_average(w, grads, cfg))
+        return
     slots = [torch.full_like(w, cfg.get("initial_accumulator_value", 0.1) if name == "Adagrad"
                              else 0.0) for _ in range(2)]
     ours = w.clone()

@@ -1435,5 +1435,62 @@ TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
   }
 }
 
+// Keras' use_ema against torch's AveragedModel around torch.optim.SGD (keras_torch.py): Keras 3's
+// average (from the first step's weights) and tf.keras 2's (from the weights before it) with
+// ema_overwrite_frequency 3, each taken as the weights at the end (Keras' end of fit).
+TEST(OptimizerOracle, MovingAveragesMatchTorchsAveragedModel) {
+  const json base = {
+      {"learning_rate", 0.05}, {"momentum", 0.9}, {"use_ema", true}, {"ema_momentum", 0.8}};
+  json keras2 = base;
+  keras2["is_legacy_optimizer"] = false;
+  keras2["ema_overwrite_frequency"] = 3;
+  const std::vector<json> configs = {base, keras2};
+  constexpr int kSteps = 8;
+  const Shape shape{40};
+  std::vector<fs::path> dirs;
+  std::vector<Tensor> start, raw, averaged;
+  std::string command = std::string(test::system_python()) + " " +
+                        (test::source_dir() / "tests/oracle/keras_torch.py").string();
+  Rng rng(11);
+  for (std::size_t k = 0; k < configs.size(); ++k) {
+    const auto optimizer = make_optimizer(json{{"class_name", "SGD"}, {"config", configs[k]}}, "o");
+    Parameter p;
+    p.name = "w";
+    p.value = random_tensor(shape, rng, false);
+    start.push_back(p.value.clone());
+    p.grad = Tensor(shape);
+    Tensor grads({kSteps, 40});
+    for (int step = 0; step < kSteps; ++step) {
+      for (std::int64_t i = 0; i < 40; ++i) {
+        p.grad[i] = static_cast<float>(2 * rng.uniform() - 1);
+        grads[step * 40 + i] = p.grad[i];
+      }
+      optimizer->apply({&p});
+    }
+    raw.push_back(p.value.clone());
+    ASSERT_TRUE(optimizer->use_moving_averages({&p}));
+    averaged.push_back(p.value.clone());
+    dirs.push_back(test::scratch_dir("optimizer-oracle-ema-" + std::to_string(k)));
+    write_floats(dirs.back() / "w.bin", start.back());
+    write_floats(dirs.back() / "g.bin", grads);
+    test::write_text(dirs.back() / "case.json",
+                     json{{"optimizer", "SGD"},
+                          {"config", configs[k]},
+                          {"weights", {{"file", "w.bin"}, {"shape", shape}}},
+                          {"grads", {{"file", "g.bin"}, {"shape", {kSteps, 40}}}}}
+                         .dump());
+    command.append(" ").append(dirs.back().string());
+  }
+  const auto r = test::run_command(command);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (std::size_t k = 0; k < configs.size(); ++k) {
+    SCOPED_TRACE(configs[k].dump());
+    const std::vector<float> torch_average = read_floats(dirs[k] / "w_ema_torch.bin", 40);
+    EXPECT_LE(relative_error(averaged[k], torch_average), 1e-5) << "the averaged weights";
+    EXPECT_GT(relative_error(raw[k], torch_average), 1e-2)
+        << "the average must differ from the last weights for the comparison to mean anything";
+  }
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem

@@ -126,6 +126,15 @@ struct OptimizerDesc {
   // nadam: the momentum schedule u_t = beta_1 (1 - 0.5 * 0.96^(e t)); e is 1 in Keras 3 (and
   // tf.keras' new optimizers), the `decay` (0.004 by default) of Keras 2's legacy Nadam.
   double nadam_schedule_decay = 1.0;
+  // Keras' use_ema: a moving average of each trainable weight, the optimizer's last slot
+  // ("average"), updated after every step: average = m average + (1 - m) w, w the updated weight
+  // (before its constraint). Every ema_overwrite_frequency steps (0: never, Keras' None) the
+  // weight takes the average. Keras 3 starts the average at the first step's weight (m is 0 at
+  // step 1); tf.keras 2.11+ (ema_keras2) at the weight before the first step.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;
+  bool ema_keras2 = false;
 };
 
 namespace math {
@@ -1386,8 +1395,8 @@ TANDEM_HD inline float constrained_value(const ConstraintDesc& c, float w, float
 // ---------------------------------------------------------------------------------------------
 // Optimizers (optim/optimizer.cpp: clipping and weight decay; optim/optimizers.cpp: updates).
 
-/// The number of state slots per parameter (the host Optimizer's slot_names().size()).
-TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
+/// The number of slots the update rule itself keeps per parameter (update_element's s0..s2).
+TANDEM_HD inline int update_slot_count(const OptimizerDesc& o) {
   switch (o.kind) {
     case OptimizerDesc::Kind::sgd:
       return o.momentum > 0 ? 1 : 0;
@@ -1404,6 +1413,12 @@ TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
       return 2;
   }
   return 0;
+}
+
+/// The number of state slots per parameter (the host Optimizer's slot_names().size()): the
+/// rule's, then the moving average's (index update_slot_count(o)) with use_ema.
+TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
+  return update_slot_count(o) + (o.use_ema ? 1 : 0);
 }
 
 /// What one element's update needs at one step, rounded to float as the CPU rounds it. Built on
@@ -1423,6 +1438,12 @@ struct OptimizerStep {
   float weight_decay = 0;  // w -= (w float(weight_decay)) float(lr), in float as Keras does
   bool clip_value = false;
   float clipvalue = 0;
+  // use_ema (average_element): this step's momentum and 1 - momentum as Keras rounds them;
+  // ema_from_weights: the averages start at the weights before this step (tf.keras 2's first
+  // step: the caller copies them in before the update); ema_overwrite: the weights take the
+  // averages after this step.
+  bool use_ema = false, ema_from_weights = false, ema_overwrite = false;
+  float ema_momentum = 0, ema_complement = 0;
 };
 
 /// Nadam's momentum at step i (from 1): beta_1 (1 − ½·0.96^(e·i)), e the schedule decay (1 in
@@ -1481,6 +1502,18 @@ inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, d
   s.weight_decay = static_cast<float>(o.weight_decay);
   s.clip_value = o.clipvalue > 0;
   s.clipvalue = static_cast<float>(o.clipvalue);
+  if (o.use_ema) {
+    s.use_ema = true;
+    if (o.ema_keras2) {  // tf.keras 2: Python's 1 - m, in double, then float
+      s.ema_from_weights = step == 1;
+      s.ema_momentum = static_cast<float>(o.ema_momentum);
+      s.ema_complement = static_cast<float>(1.0 - o.ema_momentum);
+    } else {  // Keras 3: m = float(step > 1) * m, and 1 - m in float
+      s.ema_momentum = step == 1 ? 0.0f : static_cast<float>(o.ema_momentum);
+      s.ema_complement = 1.0f - s.ema_momentum;
+    }
+    s.ema_overwrite = o.ema_overwrite_frequency > 0 && step % o.ema_overwrite_frequency == 0;
+  }
   return s;
 }
 
@@ -1513,6 +1546,13 @@ TANDEM_HD inline float clipped_gradient(const OptimizerStep& s, float g, double 
   float v = fmul(g, d2f(scale));
   if (s.clip_value) v = std_clamp(v, -s.clipvalue, s.clipvalue);
   return v;
+}
+
+/// Keras' moving average of one weight after its update (use_ema): average = m average +
+/// (1 - m) w; then, on an overwrite step, w = average.
+TANDEM_HD inline void average_element(const OptimizerStep& s, float* w, float* average) {
+  *average = fadd(fmul(s.ema_momentum, *average), fmul(s.ema_complement, *w));
+  if (s.ema_overwrite) *w = *average;
 }
 
 /// One element's update, weight decay included: w, and the element's slots in slot_names()

@@ -80,6 +80,13 @@ void Optimizer::apply(const std::vector<Parameter*>& params, backend::Backend& b
   backend.optimizer_update(desc(), iterations_, step_learning_rate(), tensors);
 }
 
+bool Optimizer::use_moving_averages(const std::vector<Parameter*>& params) {
+  if (!desc().use_ema || iterations_ == 0 || slots_.size() != params.size()) return false;
+  const std::size_t average = slot_names().size() - 1;
+  for (std::size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(slots_[i][average]);
+  return true;
+}
+
 float Optimizer::loss_scale_factor() const {
   return loss_scale_ ? static_cast<float>(loss_scale_->scale()) : 1.0f;
 }

@@ -72,6 +72,12 @@ class Optimizer {
   /// Creates zeroed slots for `params` (apply() does this on its first call).
   void create_slots(const std::vector<Parameter*>& params);
 
+  /// Keras' finalize_variable_values at the end of fit: with use_ema (desc().use_ema), each of
+  /// `params` (the host parameters the slots were made for, in apply()'s order) takes its moving
+  /// average, the last slot. Returns whether they did: false without use_ema or before the first
+  /// step (no averages yet).
+  bool use_moving_averages(const std::vector<Parameter*>& params);
+
   /// Keras' LossScaleOptimizer around this optimizer (optim/loss_scale.hpp): the loss is scaled
   /// by loss_scale_factor() before the backward pass, unscale_gradients() undoes it. Null when
   /// the optimizer is not loss-scaled.

@@ -69,6 +69,11 @@ class KerasOptimizer : public Optimizer {
         c["beta_2"] = desc_.beta_2;
         break;
     }
+    c["use_ema"] = desc_.use_ema;
+    c["ema_momentum"] = desc_.ema_momentum;
+    c["ema_overwrite_frequency"] =
+        desc_.ema_overwrite_frequency > 0 ? json(desc_.ema_overwrite_frequency) : json(nullptr);
+    if (desc_.ema_keras2) c["is_legacy_optimizer"] = false;  // as tf.keras 2 writes it
     return c;
   }
 
@@ -79,6 +84,14 @@ class KerasOptimizer : public Optimizer {
   }
 
   std::vector<std::string> slot_names() const override {
+    std::vector<std::string> names = update_slot_names();
+    if (desc_.use_ema) names.emplace_back("average");  // Keras' name for it
+    return names;
+  }
+
+ private:
+  // The update rule's slots, in kernel_math's update_element order.
+  std::vector<std::string> update_slot_names() const {
     switch (desc_.kind) {
       case backend::OptimizerDesc::Kind::sgd:
         return desc_.momentum > 0 ? std::vector<std::string>{"momentum"}
@@ -106,7 +119,6 @@ class KerasOptimizer : public Optimizer {
     return {};
   }
 
- private:
   std::string cls_;
   backend::OptimizerDesc desc_;
 };
@@ -207,14 +219,11 @@ double read_decay(ConfigObject& cfg) {
 
 // The options every Keras 3 optimizer's config carries that Tandem does not implement: accepted
 // at the values that turn them off (what to_json() writes by default), refused otherwise — a run
-// must not silently train without the moving average or the accumulation it asked for.
+// must not silently train without the accumulation or the loss scale it asked for.
 void refuse_unsupported_keras_options(ConfigObject& cfg) {
   const auto off_unless = [&](const char* key, bool on, const std::string& instead) {
     if (on) throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
   };
-  const json* ema = cfg.find("use_ema");
-  off_unless("use_ema", ema && ema->is_boolean() ? ema->get<bool>() : ema != nullptr,
-             "remove the key or set it to false (a checkpoint callback can keep the best weights)");
   const json* accumulate = cfg.find("gradient_accumulation_steps");
   off_unless("gradient_accumulation_steps", accumulate && *accumulate != json(1),
              "give a larger batch_size: replicas and pipeline micro-batches already sum their "
@@ -222,8 +231,21 @@ void refuse_unsupported_keras_options(ConfigObject& cfg) {
   const json* factor = cfg.find("loss_scale_factor");
   off_unless("loss_scale_factor", factor && *factor != json(1) && *factor != json(1.0),
              "wrap the optimizer in a LossScaleOptimizer to scale the loss");
-  // Only read with use_ema, which is refused above.
-  cfg.ignore({"ema_momentum", "ema_overwrite_frequency"});
+}
+
+// Keras' use_ema with its ema_momentum and ema_overwrite_frequency (0 or null: never). Which
+// Keras the config is from decides where the averages start (OptimizerDesc::ema_keras2): tf.keras
+// 2.11+ writes "is_legacy_optimizer": false into every optimizer's config, Keras 3 never does.
+void read_moving_average(ConfigObject& cfg, backend::OptimizerDesc& d) {
+  d.use_ema = cfg.get_bool("use_ema", false);
+  d.ema_momentum = cfg.number_in("ema_momentum", 0.99, 0.0, 1.0);
+  d.ema_overwrite_frequency = cfg.int_in("ema_overwrite_frequency", 0, 0, 1'000'000'000);
+  const bool legacy = cfg.has("is_legacy_optimizer") && cfg.get_bool("is_legacy_optimizer");
+  if (d.use_ema && legacy)
+    throw ConfigError(cfg.path_of("use_ema"),
+                      "Keras 2's legacy optimizers (is_legacy_optimizer: true) keep no moving "
+                      "average; remove use_ema, or is_legacy_optimizer to use Keras' new ones");
+  d.ema_keras2 = d.use_ema && cfg.given("is_legacy_optimizer");
 }
 
 // Keras' LossScaleOptimizer: Keras 3's {"inner_optimizer", "initial_scale",
@@ -298,6 +320,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   d.global_clipnorm = cfg.number_in("global_clipnorm", 0.0, 0.0, 1e30);
   refuse_two_clippings(cfg, d);
   refuse_unsupported_keras_options(cfg);
+  read_moving_average(cfg, d);
   cfg.ignore({"name", "jit_compile", "is_legacy_optimizer"});
   if (cls == "SGD") {
     d.kind = backend::OptimizerDesc::Kind::sgd;

@@ -603,6 +603,14 @@ void ReplicaModel::sync_template() {
   replicas_[0]->pull();
 }
 
+bool ReplicaModel::use_moving_averages() {
+  send_lent_template(true);  // what a callback changed holds on every replica and rank first
+  sync_template();
+  if (!optimizer_.use_moving_averages(template_.trainable_parameters())) return false;
+  broadcast_from_template();
+  return true;
+}
+
 Model& ReplicaModel::template_model() {
   sync_template();
   return template_;

@@ -164,6 +164,10 @@ class ReplicaModel {
   /// Replica 0's weights and optimizer state into the template and optimizer() when they live
   /// on a device and changed since the last sync.
   void sync_template();
+  /// Keras' finalize_variable_values: with the optimizer's use_ema, the trainable weights of the
+  /// template and of every replica take their moving averages (Optimizer::use_moving_averages).
+  /// Returns whether they did. Collective across ranks (each averages its own, equal, state).
+  bool use_moving_averages();
 
   /// The last step of every replica of every rank, in rank order.
   const std::vector<ReplicaStep>& last_step() const { return all_steps_; }

@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "tandem/error.hpp"
 #include "train/trainer_view.hpp"
 
@@ -296,6 +298,12 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
     failed_between_steps_ = between_steps_ && meta_.world().size() == 1;
     throw;
   }
+  // Keras' fit ends so (finalize_variable_values, before on_train_end); an interrupted or
+  // diverged run keeps its own weights, to resume from.
+  if (!interrupted_ && divergence_.empty() && meta_.use_moving_averages())
+    spdlog::info(
+        "optimizer.use_ema: the trained weights take their moving averages, as Keras' "
+        "fit ends");
   try {
     callbacks_.train_end(*this, last_logs);
   } catch (const RunError& e) {

@@ -12,14 +12,15 @@
 #include <functional>
 #include <limits>
 
+#include "backend/kernel_math.hpp"
 #include "data/dataset.hpp"
 #include "nn/objective.hpp"
 #include "optim/optimizer.hpp"
 #include "tandem/error.hpp"
 #include "tandem/model.hpp"
 #include "tandem/rng.hpp"
-#include "train/run_config.hpp"
 #include "test_support.hpp"
+#include "train/run_config.hpp"
 
 namespace tandem {
 namespace TANDEM_TEST_FILE {
@@ -246,6 +247,26 @@ TEST(ConfigMutation, MaskedTaggersAndIgnoredClassesNeverFailButWithTheirPlace) {
   const auto model = Model::from_config(seed["model"], "model", 1);
   ASSERT_TRUE(model->output_masked(0));
   fuzz_objective(*model, {{"loss", seed["loss"]}, {"metrics", seed["metrics"]}}, 19, 2000);
+}
+
+TEST(ConfigMutation, MovingAverageOptimizersNeverFailButWithTheirPlace) {
+  // tf.keras 2.15's AdamW config with use_ema and ema_overwrite_frequency (seed
+  // moving-average.json).
+  const json seed =
+      load_json_file(test::source_dir() / "tests/fuzz/corpus/run_config_fuzz/moving-average.json");
+  ASSERT_TRUE(make_optimizer(seed["optimizer"], "optimizer")->desc().ema_keras2);
+  Rng rng(23);
+  int built = 0;
+  const int rounds = rounds_here(2000);
+  for (int round = 0; round < rounds; ++round) {
+    json doc = seed["optimizer"];
+    mutate(doc, rng);
+    const Outcome o = try_config([&] { make_optimizer(doc, "optimizer"); });
+    ASSERT_TRUE(o.failure.empty()) << o.failure << "\nround " << round << ":\n" << doc.dump();
+    built += o.built ? 1 : 0;
+  }
+  EXPECT_GT(built, 0);
+  EXPECT_LT(built, rounds);
 }
 
 TEST(ConfigMutation, ObjectivesNeverFailButWithTheirPlace) {

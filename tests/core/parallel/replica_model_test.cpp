@@ -725,6 +725,34 @@ TEST(MetaEqualsTemplate, Bf16TrainsAsTheTemplateInBf16) {
     }
 }
 
+// Keras' use_ema through the meta-model: each replica averages its own weights, the same ones,
+// and at the end every replica and the template take the averages the template alone takes.
+TEST(MetaEqualsTemplate, MovingAveragesAreTheTemplatesOnEveryReplica) {
+  const json adam = {{"class_name", "Adam"},
+                     {"config",
+                      {{"learning_rate", 0.01},
+                       {"use_ema", true},
+                       {"ema_momentum", 0.7},
+                       {"ema_overwrite_frequency", 4}}}};
+  for (int replicas : {2, 3}) {
+    Fixture alone, through_meta, raw;
+    alone.opt = make_optimizer(adam, "o");
+    through_meta.opt = make_optimizer(adam, "o");
+    raw.opt = make_optimizer(adam, "o");
+    train_template_alone(alone, 130, 10);
+    train_template_alone(raw, 130, 10);
+    ASSERT_TRUE(alone.opt->use_moving_averages(alone.model->trainable_parameters()));
+    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+    train_meta(through_meta, meta, 130, 10);
+    ASSERT_TRUE(meta.use_moving_averages());
+    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5) << replicas;
+    for (int r = 1; r < replicas; ++r)
+      EXPECT_LE(max_relative_difference(meta.replica(r), *alone.model), 1e-5) << "replica " << r;
+    EXPECT_GT(max_relative_difference(*raw.model, *alone.model), 1e-3)
+        << "the averages are not the last weights";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {
                            std::vector<Case> cases;
                            for (int n : {1, 2, 3, 4, 7})

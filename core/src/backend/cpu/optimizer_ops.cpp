@@ -1,6 +1,8 @@
 // The CPU backend's optimizer step: kernel_math.hpp's clipping factors and update_element over
 // each parameter tensor, elements in parallel (each element's update is independent).
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/parallel.hpp"
@@ -16,8 +18,17 @@ double squared_norm(const Tensor& g) {
   return s;
 }
 
-float* slot_data(std::vector<Tensor>* slots, std::size_t i) {
-  return slots && i < slots->size() ? (*slots)[i].data() : nullptr;
+// Slot i of the parameter, or null where the optimizer keeps fewer.
+float* slot_data(std::vector<Tensor>* slots, int i, int count) {
+  const auto at = static_cast<std::size_t>(i);
+  return slots && i < count && at < slots->size() ? (*slots)[at].data() : nullptr;
+}
+
+// use_ema: the moving averages after the step (kernel_math's average_element).
+void update_averages(const math::OptimizerStep& s, float* w, float* average, std::int64_t n) {
+  cpu::parallel_for(n, 1 << 16, [=](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) math::average_element(s, w + k, average + k);
+  });
 }
 
 using OptimizerKind = OptimizerDesc::Kind;
@@ -113,10 +124,15 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
         global_scale, desc.clipnorm > 0 ? squared_norm(*p.grad) : 0.0, desc.clipnorm);
     float* w = p.value->data();
     const float* g = p.grad->data();
-    float* s0 = slot_data(p.slots, 0);
-    float* s1 = slot_data(p.slots, 1);
-    float* s2 = slot_data(p.slots, 2);
+    const int rule_slots = math::update_slot_count(desc);
+    float* s0 = slot_data(p.slots, 0, rule_slots);
+    float* s1 = slot_data(p.slots, 1, rule_slots);
+    float* s2 = slot_data(p.slots, 2, rule_slots);
     const std::int64_t n = p.value->size();
+    float* average = s.use_ema ? slot_data(p.slots, rule_slots, rule_slots + 1) : nullptr;
+    if (s.use_ema && !average)
+      throw std::logic_error("optimizer_update: use_ema without the parameter's average slot");
+    if (s.ema_from_weights) std::copy(w, w + n, average);
     const bool clip = scale != 1.0 || s.clip_value;
     switch (s.kind) {
       case OptimizerKind::sgd:
@@ -144,6 +160,7 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
         update_kind<OptimizerKind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
         break;
     }
+    if (average) update_averages(s, w, average, n);
   }
 }
 

@@ -23,8 +23,10 @@ constexpr int kThreads = 256;
 constexpr std::int64_t kTile = 8192;  // values per block for the norms and the clipped update
 constexpr int kMaxBatch = 64;         // tensors per launch
 
+// The update rule's slots (null past its count) and, with use_ema, the moving averages.
 struct Slots {
   float* p[3];
+  float* average;
 };
 
 // A batch of consecutive tensors: tensor j of the batch (global index first + j) holds values
@@ -54,6 +56,7 @@ __device__ void update_one(const backend::math::OptimizerStep& s, float* w, cons
                            std::int64_t k, double scale) {
   backend::math::update_element(s, w + k, backend::math::clipped_gradient(s, g[k], scale), slot_at(slots.p[0], k),
                      slot_at(slots.p[1], k), slot_at(slots.p[2], k));
+  if (slots.average) backend::math::average_element(s, w + k, slots.average + k);
 }
 
 __global__ void update_kernel(backend::math::OptimizerStep s, float* w, const float* g, Slots slots,
@@ -168,9 +171,15 @@ void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
     throw RunError("optimizer_update: the optimizer has " + std::to_string(count) +
                    " slots per parameter, " + std::to_string(slots.size()) + " given");
   if (n == 0) return;
-  Slots s{{nullptr, nullptr, nullptr}};
-  for (int i = 0; i < count; ++i) s.p[i] = slots[static_cast<std::size_t>(i)];
+  Slots s{{nullptr, nullptr, nullptr}, nullptr};
+  const int rule = backend::math::update_slot_count(o);
+  for (int i = 0; i < rule; ++i) s.p[i] = slots[static_cast<std::size_t>(i)];
+  if (o.use_ema) s.average = slots[static_cast<std::size_t>(rule)];
   const backend::math::OptimizerStep st = backend::math::optimizer_step(o, step, lr);
+  if (st.ema_from_weights)  // tf.keras 2's averages start at the weights before the first step
+    check(cudaMemcpyAsync(s.average, w, static_cast<std::size_t>(n) * sizeof(float),
+                          cudaMemcpyDeviceToDevice, stream),
+          "optimizer_update (the averages' start)");
 
   if (!(o.clipnorm > 0) && !(o.global_clipnorm > 0)) {
     update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(st, w, g, s, n);

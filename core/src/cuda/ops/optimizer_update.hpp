@@ -27,11 +27,11 @@ std::int64_t optimizer_scratch_floats(std::int64_t n, const std::vector<std::int
 
 /// One optimizer step over a flat array of every trainable parameter: w and g (n floats each),
 /// slots[s] (n floats each, in slot_names() order, the same flat layout as w; backend::math::
-/// optimizer_slot_count(o) of them). segments = the start offset of each parameter tensor, in the
-/// host optimizer's parameter order, then n (clipnorm is per tensor). `step` counts from 1 (the
-/// host Optimizer's iterations() after its increment), `lr` is the current learning rate.
-/// g is not modified (the clipped gradient exists only inside the update, as on the CPU).
-/// Throws RunError for arguments that do not fit together.
+/// optimizer_slot_count(o) of them, use_ema's averages last). segments = the start offset of each
+/// parameter tensor, in the host optimizer's parameter order, then n (clipnorm is per tensor).
+/// `step` counts from 1 (the host Optimizer's iterations() after its increment), `lr` is the
+/// current learning rate. g is not modified (the clipped gradient exists only inside the update, as
+/// on the CPU). Throws RunError for arguments that do not fit together.
 void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
                       const std::vector<float*>& slots, std::int64_t n,
                       const std::vector<std::int64_t>& segments, std::int64_t step, double lr,
