@@ -136,6 +136,14 @@ nlohmann::json tiny_regression_config() {
                          "x_shape": [4], "y_shape": [3]}}})");
 }
 
+void write_class_table(const std::filesystem::path& file, int bad_row) {
+  std::ofstream out(file);
+  out << "a,b,c,d,label\n";
+  for (int r = 0; r < 40; ++r)
+    out << (r % 7) * 0.25 << ',' << (r % 5) * -0.5 << ',' << (r % 3) * 0.75 << ',' << r * 0.01
+        << ',' << (r == bad_row ? 7 : r % 3) << '\n';
+}
+
 nlohmann::json defaults_growing_tenfold(int depth) {
   nlohmann::json level = {{"type", "object"}};
   const nlohmann::json ten_objects(10, nlohmann::json::object());

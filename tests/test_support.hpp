@@ -117,5 +117,8 @@ inline constexpr bool kSanitizer = false;
 /// The smallest run config: Dense(3) on 4 features, SGD on mse, one epoch of 16 synthetic
 /// regression samples in batches of 8 (name "tiny", seed 1). Tests change what they need.
 nlohmann::json tiny_regression_config();
+/// A CSV table of 40 rows: features a, b, c, d and a class index `label` in [0, 3); row
+/// `bad_row` labelled 7 (out of range) when given, for runs that fail at its batch.
+void write_class_table(const std::filesystem::path& file, int bad_row = -1);
 
 }  // namespace tandem::test

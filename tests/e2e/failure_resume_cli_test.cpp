@@ -4,8 +4,6 @@
 // run used to leave only config.json and events.jsonl: a whole epoch lost for one bad row.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "tandem/checkpoint_file.hpp"
@@ -16,15 +14,6 @@ namespace TANDEM_TEST_FILE {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// 40 rows of 4 features and a class index in [0, 3); row `bad_row` labelled 7 when given.
-void write_table(const fs::path& file, int bad_row = -1) {
-  std::ofstream out(file);
-  out << "a,b,c,d,label\n";
-  for (int r = 0; r < 40; ++r)
-    out << (r % 7) * 0.25 << ',' << (r % 5) * -0.5 << ',' << (r % 3) * 0.75 << ',' << r * 0.01
-        << ',' << (r == bad_row ? 7 : r % 3) << '\n';
-}
 
 json classifier(const fs::path& table) {
   json config = test::tiny_regression_config();
@@ -52,10 +41,10 @@ void expect_same_weights(const fs::path& a, const fs::path& b) {
 
 TEST(FailureResumeCli, ABadLabelInALateBatchSavesTheStepsDoneAndResumesBitwise) {
   const fs::path dir = test::scratch_dir("failure-resume-label");
-  write_table(dir / "good.csv");
+  test::write_class_table(dir / "good.csv");
   ASSERT_EQ(test::train_in(dir, "straight", classifier(dir / "good.csv")).exit_code, 0);
 
-  write_table(dir / "table.csv", 30);  // batch 4 of epoch 1 (rows 24-31), after 3 steps
+  test::write_class_table(dir / "table.csv", 30);  // batch 4 of epoch 1 (rows 24-31), after 3 steps
   const auto failed = test::train_in(dir, "run", classifier(dir / "table.csv"));
   EXPECT_EQ(failed.exit_code, 2) << failed.err;
   EXPECT_NE(failed.err.find("sample 30 of csv"), std::string::npos) << failed.err;
@@ -68,7 +57,7 @@ TEST(FailureResumeCli, ABadLabelInALateBatchSavesTheStepsDoneAndResumesBitwise) 
   ASSERT_TRUE(saved.training);
   EXPECT_EQ(saved.training->state.at("step"), 3) << saved.training->state.dump();
 
-  write_table(dir / "table.csv");  // the row fixed
+  test::write_class_table(dir / "table.csv");  // the row fixed
   const auto resumed =
       test::run_command(test::tandem_cli() + " train --resume " + (dir / "run").string() + " -q");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
@@ -80,7 +69,7 @@ TEST(FailureResumeCli, ABadLabelInALateBatchSavesTheStepsDoneAndResumesBitwise) 
 // on with the next epoch, each epoch in the history once.
 TEST(FailureResumeCli, ACallbackFailingAtAnEpochsEndKeepsThatEpoch) {
   const fs::path dir = test::scratch_dir("failure-resume-callback");
-  write_table(dir / "good.csv");
+  test::write_class_table(dir / "good.csv");
   json config = classifier(dir / "good.csv");
   ASSERT_EQ(test::train_in(dir, "straight", config).exit_code, 0);
 

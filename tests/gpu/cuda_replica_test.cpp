@@ -615,7 +615,11 @@ INSTANTIATE_TEST_SUITE_P(
                       opt("SGD", {{"learning_rate", 0.1},
                                   {"momentum", 0.9},
                                   {"use_ema", true},
-                                  {"is_legacy_optimizer", false}})),
+                                  {"is_legacy_optimizer", false}}),
+                      opt("Adam", {{"learning_rate", 0.01},
+                                   {"gradient_accumulation_steps", 2},
+                                   {"clipnorm", 0.5},
+                                   {"use_ema", true}})),
     [](const auto& info) {
       return info.param["class_name"].template get<std::string>() + "_" +
              std::to_string(info.index);

@@ -135,6 +135,12 @@ struct OptimizerDesc {
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;
   bool ema_keras2 = false;
+  // Keras 3's gradient_accumulation_steps N: each call adds its gradient to the optimizer's
+  // accumulator slot ("gradient_accumulator", after the average); every Nth call updates the
+  // weights with (g + accumulated) / N, clipped, then empties the accumulator. The update's
+  // step count (Adam's bias correction, the average's first step) counts updates; a schedule's
+  // learning rate follows the calls, as Keras' does. 1: off.
+  std::int64_t gradient_accumulation_steps = 1;
 };
 
 namespace math {
@@ -1415,10 +1421,17 @@ TANDEM_HD inline int update_slot_count(const OptimizerDesc& o) {
   return 0;
 }
 
-/// The number of state slots per parameter (the host Optimizer's slot_names().size()): the
-/// rule's, then the moving average's (index update_slot_count(o)) with use_ema.
-TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
+/// Where the gradient accumulator is among a parameter's slots (with gradient_accumulation_steps
+/// over 1): after the rule's and the moving average.
+TANDEM_HD inline int accumulator_slot(const OptimizerDesc& o) {
   return update_slot_count(o) + (o.use_ema ? 1 : 0);
+}
+
+/// The number of state slots per parameter (the host Optimizer's slot_names().size()): the
+/// rule's, then the moving average's (index update_slot_count(o)) with use_ema, then the
+/// gradient accumulator's (accumulator_slot(o)) with gradient_accumulation_steps over 1.
+TANDEM_HD inline int optimizer_slot_count(const OptimizerDesc& o) {
+  return accumulator_slot(o) + (o.gradient_accumulation_steps > 1 ? 1 : 0);
 }
 
 /// What one element's update needs at one step, rounded to float as the CPU rounds it. Built on
@@ -1444,6 +1457,11 @@ struct OptimizerStep {
   // averages after this step.
   bool use_ema = false, ema_from_weights = false, ema_overwrite = false;
   float ema_momentum = 0, ema_complement = 0;
+  // gradient_accumulation_steps: this call only adds its gradient to the accumulator
+  // (accumulate_element: no update, the average still moves as Keras moves it), or it updates
+  // with the combined gradient (combined_gradient) and empties the accumulator.
+  bool accumulate_only = false, combine = false;
+  float accumulation_steps = 1;
 };
 
 /// Nadam's momentum at step i (from 1): beta_1 (1 − ½·0.96^(e·i)), e the schedule decay (1 in
@@ -1470,9 +1488,16 @@ inline double nadam_momentum_product(const OptimizerDesc& o, std::int64_t step) 
 }
 
 /// The step's constants, computed exactly as the CPU computes them (host only: pow, sqrt of
-/// doubles). `step` counts from 1; `lr` is the current learning rate.
-inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, double lr) {
+/// doubles). `call` counts the optimizer's calls from 1 (Keras' iterations after this one);
+/// `lr` is the current learning rate. With gradient_accumulation_steps N the update is number
+/// ceil(call / N) (Keras' iterations + 1), made at calls that are multiples of N.
+inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t call, double lr) {
   OptimizerStep s;
+  const std::int64_t every = o.gradient_accumulation_steps > 1 ? o.gradient_accumulation_steps : 1;
+  const std::int64_t step = (call + every - 1) / every;
+  s.combine = every > 1 && call % every == 0;
+  s.accumulate_only = every > 1 && !s.combine;
+  s.accumulation_steps = static_cast<float>(every);
   s.kind = o.kind;
   s.lr = static_cast<float>(lr);
   s.momentum = static_cast<float>(o.momentum);
@@ -1505,7 +1530,7 @@ inline OptimizerStep optimizer_step(const OptimizerDesc& o, std::int64_t step, d
   if (o.use_ema) {
     s.use_ema = true;
     if (o.ema_keras2) {  // tf.keras 2: Python's 1 - m, in double, then float
-      s.ema_from_weights = step == 1;
+      s.ema_from_weights = call == 1;
       s.ema_momentum = static_cast<float>(o.ema_momentum);
       s.ema_complement = static_cast<float>(1.0 - o.ema_momentum);
     } else {  // Keras 3: m = float(step > 1) * m, and 1 - m in float
@@ -1546,6 +1571,16 @@ TANDEM_HD inline float clipped_gradient(const OptimizerStep& s, float g, double 
   float v = fmul(g, d2f(scale));
   if (s.clip_value) v = std_clamp(v, -s.clipvalue, s.clipvalue);
   return v;
+}
+
+/// gradient_accumulation_steps: a call that does not update adds its gradient (Keras' g + acc).
+TANDEM_HD inline void accumulate_element(float g, float* accumulated) {
+  *accumulated = fadd(g, *accumulated);
+}
+
+/// The gradient an updating call applies: (g + accumulated) / N, in float as Keras divides.
+TANDEM_HD inline float combined_gradient(const OptimizerStep& s, float g, float accumulated) {
+  return fdiv(fadd(g, accumulated), s.accumulation_steps);
 }
 
 /// Keras' moving average of one weight after its update (use_ema): average = m average +

@@ -82,7 +82,7 @@ void Optimizer::apply(const std::vector<Parameter*>& params, backend::Backend& b
 
 bool Optimizer::use_moving_averages(const std::vector<Parameter*>& params) {
   if (!desc().use_ema || iterations_ == 0 || slots_.size() != params.size()) return false;
-  const std::size_t average = slot_names().size() - 1;
+  const auto average = static_cast<std::size_t>(backend::math::update_slot_count(desc()));
   for (std::size_t i = 0; i < params.size(); ++i) params[i]->value.copy_from(slots_[i][average]);
   return true;
 }

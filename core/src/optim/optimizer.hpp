@@ -52,7 +52,9 @@ class Optimizer {
   void set_decay(double decay) { decay_ = decay; }
   /// The learning rate of the step iterations() counts (the last one, or the one under way).
   double step_learning_rate() const;
-  /// Steps taken so far (Keras `iterations`).
+  /// Steps taken so far (Keras' `iterations` variable): calls of apply(), of which every
+  /// gradient_accumulation_steps-th updates the weights when that is over 1 (kernel_math's
+  /// optimizer_step); a schedule's rate follows this count, as Keras' does.
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t n) { iterations_ = n; }
 
@@ -74,8 +76,8 @@ class Optimizer {
 
   /// Keras' finalize_variable_values at the end of fit: with use_ema (desc().use_ema), each of
   /// `params` (the host parameters the slots were made for, in apply()'s order) takes its moving
-  /// average, the last slot. Returns whether they did: false without use_ema or before the first
-  /// step (no averages yet).
+  /// average (the slot after the rule's). Returns whether they did: false without use_ema or before
+  /// the first step (no averages yet).
   bool use_moving_averages(const std::vector<Parameter*>& params);
 
   /// Keras' LossScaleOptimizer around this optimizer (optim/loss_scale.hpp): the loss is scaled

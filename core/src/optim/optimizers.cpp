@@ -1,5 +1,6 @@
 // SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam and Lion with Keras 3 update rules
 // and defaults.
+#include <algorithm>
 #include <limits>
 
 #include <spdlog/spdlog.h>
@@ -74,6 +75,9 @@ class KerasOptimizer : public Optimizer {
     c["ema_overwrite_frequency"] =
         desc_.ema_overwrite_frequency > 0 ? json(desc_.ema_overwrite_frequency) : json(nullptr);
     if (desc_.ema_keras2) c["is_legacy_optimizer"] = false;  // as tf.keras 2 writes it
+    c["gradient_accumulation_steps"] = desc_.gradient_accumulation_steps > 1
+                                           ? json(desc_.gradient_accumulation_steps)
+                                           : json(nullptr);
     return c;
   }
 
@@ -85,7 +89,8 @@ class KerasOptimizer : public Optimizer {
 
   std::vector<std::string> slot_names() const override {
     std::vector<std::string> names = update_slot_names();
-    if (desc_.use_ema) names.emplace_back("average");  // Keras' name for it
+    if (desc_.use_ema) names.emplace_back("average");  // Keras' names for them
+    if (desc_.gradient_accumulation_steps > 1) names.emplace_back("gradient_accumulator");
     return names;
   }
 
@@ -217,17 +222,13 @@ double read_decay(ConfigObject& cfg) {
   return decay;
 }
 
-// The options every Keras 3 optimizer's config carries that Tandem does not implement: accepted
-// at the values that turn them off (what to_json() writes by default), refused otherwise — a run
-// must not silently train without the accumulation or the loss scale it asked for.
+// The option of Keras 3's optimizers that Tandem does not implement: accepted at the values that
+// turn it off (what to_json() writes by default), refused otherwise — a run must not silently
+// train without the loss scale it asked for.
 void refuse_unsupported_keras_options(ConfigObject& cfg) {
   const auto off_unless = [&](const char* key, bool on, const std::string& instead) {
     if (on) throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
   };
-  const json* accumulate = cfg.find("gradient_accumulation_steps");
-  off_unless("gradient_accumulation_steps", accumulate && *accumulate != json(1),
-             "give a larger batch_size: replicas and pipeline micro-batches already sum their "
-             "gradients before one update");
   const json* factor = cfg.find("loss_scale_factor");
   off_unless("loss_scale_factor", factor && *factor != json(1) && *factor != json(1.0),
              "wrap the optimizer in a LossScaleOptimizer to scale the loss");
@@ -321,6 +322,9 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   refuse_two_clippings(cfg, d);
   refuse_unsupported_keras_options(cfg);
   read_moving_average(cfg, d);
+  // Keras 3's gradient_accumulation_steps: null (or 0, falsy in Keras) is off, as is 1 here.
+  d.gradient_accumulation_steps =
+      std::max<std::int64_t>(1, cfg.int_in("gradient_accumulation_steps", 1, 0, 1'000'000));
   cfg.ignore({"name", "jit_compile", "is_legacy_optimizer"});
   if (cls == "SGD") {
     d.kind = backend::OptimizerDesc::Kind::sgd;

@@ -753,6 +753,27 @@ TEST(MetaEqualsTemplate, MovingAveragesAreTheTemplatesOnEveryReplica) {
   }
 }
 
+// gradient_accumulation_steps through the meta-model: every replica accumulates the same summed
+// gradients and updates at the same calls, as the template alone does.
+TEST(MetaEqualsTemplate, AccumulatedGradientsTrainAsTheTemplate) {
+  const json adam = {
+      {"class_name", "Adam"},
+      {"config", {{"learning_rate", 0.01}, {"gradient_accumulation_steps", 3}, {"clipnorm", 1.0}}}};
+  for (int replicas : {2, 3}) {
+    Fixture alone, through_meta;
+    alone.opt = make_optimizer(adam, "o");
+    through_meta.opt = make_optimizer(adam, "o");
+    train_template_alone(alone, 130, 10);
+    ReplicaModel meta(*through_meta.model, *through_meta.opt, DevicePlan::cpus(replicas));
+    train_meta(through_meta, meta, 130, 10);
+    EXPECT_LE(max_relative_difference(meta.template_model(), *alone.model), 1e-5) << replicas;
+    for (int r = 1; r < replicas; ++r)
+      EXPECT_LE(max_relative_difference(meta.replica(r), *alone.model), 1e-5) << "replica " << r;
+    Fixture untouched;
+    EXPECT_GT(max_relative_difference(*untouched.model, *alone.model), 1e-3);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ReplicasAndBatches, MetaEqualsTemplate, ::testing::ValuesIn([] {
                            std::vector<Case> cases;
                            for (int n : {1, 2, 3, 4, 7})

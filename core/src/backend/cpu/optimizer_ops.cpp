@@ -108,59 +108,103 @@ void update_kind(const math::OptimizerStep& s, bool variant, bool clip, double s
     update_with_momentum<K, false>(s, variant, clip, scale, w, g, s0, s1, s2, n);
 }
 
+// gradient_accumulation_steps: a parameter's accumulator slot, after adding the call's gradient
+// to it (accumulate_only) or making it the combined gradient (combine).
+Tensor& accumulated(const OptimizerDesc& desc, const math::OptimizerStep& s,
+                    const UpdateTensors& p) {
+  const auto at = static_cast<std::size_t>(math::accumulator_slot(desc));
+  if (!p.slots || p.slots->size() <= at)
+    throw std::logic_error("optimizer_update: gradient accumulation without its slot");
+  Tensor& acc = (*p.slots)[at];
+  float* a = acc.data();
+  const float* g = p.grad->data();
+  cpu::parallel_for(acc.size(), 1 << 16, [=, &s](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) {
+      if (s.combine)
+        a[k] = math::combined_gradient(s, g[k], a[k]);
+      else
+        math::accumulate_element(g[k], a + k);
+    }
+  });
+  return acc;
+}
+
+// One parameter's update from `grad` (its gradient, or the combined one), clipped by `scale`.
+void update_parameter(const OptimizerDesc& desc, const math::OptimizerStep& s, double scale,
+                      const UpdateTensors& p, const Tensor& grad) {
+  float* w = p.value->data();
+  const float* g = grad.data();
+  const int rule_slots = math::update_slot_count(desc);
+  float* s0 = slot_data(p.slots, 0, rule_slots);
+  float* s1 = slot_data(p.slots, 1, rule_slots);
+  float* s2 = slot_data(p.slots, 2, rule_slots);
+  const std::int64_t n = p.value->size();
+  const bool clip = scale != 1.0 || s.clip_value;
+  switch (s.kind) {
+    case OptimizerKind::sgd:
+      update_kind<OptimizerKind::sgd>(s, s.nesterov, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::adam:
+      update_kind<OptimizerKind::adam>(s, s.amsgrad, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::rmsprop:
+      update_kind<OptimizerKind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::adagrad:
+      update_kind<OptimizerKind::adagrad>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::adadelta:
+      update_kind<OptimizerKind::adadelta>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::adamax:
+      update_kind<OptimizerKind::adamax>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::nadam:
+      update_kind<OptimizerKind::nadam>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      break;
+    case OptimizerKind::lion:
+      update_kind<OptimizerKind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
+      break;
+  }
+}
+
+// use_ema: the parameter's average slot (null without use_ema).
+float* average_of(const OptimizerDesc& desc, const math::OptimizerStep& s, const UpdateTensors& p) {
+  if (!s.use_ema) return nullptr;
+  const int at = math::update_slot_count(desc);
+  float* average = slot_data(p.slots, at, at + 1);
+  if (!average)
+    throw std::logic_error("optimizer_update: use_ema without the parameter's average slot");
+  return average;
+}
+
 }  // namespace
 
 void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, double lr,
                                   const std::vector<UpdateTensors>& params) {
   const math::OptimizerStep s = math::optimizer_step(desc, step, lr);
-  double total = 0;
-  if (desc.global_clipnorm > 0)
-    for (const UpdateTensors& p : params) total += squared_norm(*p.grad);
-  const double global_scale = math::global_clip_scale(total, desc.global_clipnorm);
+  std::vector<const Tensor*> grads;  // what each update reads
   for (const UpdateTensors& p : params) {
     require_device(*this, *p.value, "optimizer_update");
     require_device(*this, *p.grad, "optimizer_update");
-    const double scale = math::tensor_clip_scale(
-        global_scale, desc.clipnorm > 0 ? squared_norm(*p.grad) : 0.0, desc.clipnorm);
-    float* w = p.value->data();
-    const float* g = p.grad->data();
-    const int rule_slots = math::update_slot_count(desc);
-    float* s0 = slot_data(p.slots, 0, rule_slots);
-    float* s1 = slot_data(p.slots, 1, rule_slots);
-    float* s2 = slot_data(p.slots, 2, rule_slots);
-    const std::int64_t n = p.value->size();
-    float* average = s.use_ema ? slot_data(p.slots, rule_slots, rule_slots + 1) : nullptr;
-    if (s.use_ema && !average)
-      throw std::logic_error("optimizer_update: use_ema without the parameter's average slot");
-    if (s.ema_from_weights) std::copy(w, w + n, average);
-    const bool clip = scale != 1.0 || s.clip_value;
-    switch (s.kind) {
-      case OptimizerKind::sgd:
-        update_kind<OptimizerKind::sgd>(s, s.nesterov, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::adam:
-        update_kind<OptimizerKind::adam>(s, s.amsgrad, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::rmsprop:
-        update_kind<OptimizerKind::rmsprop>(s, s.centered, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::adagrad:
-        update_kind<OptimizerKind::adagrad>(s, false, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::adadelta:
-        update_kind<OptimizerKind::adadelta>(s, false, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::adamax:
-        update_kind<OptimizerKind::adamax>(s, false, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::nadam:
-        update_kind<OptimizerKind::nadam>(s, false, clip, scale, w, g, s0, s1, s2, n);
-        break;
-      case OptimizerKind::lion:
-        update_kind<OptimizerKind::lion>(s, false, clip, scale, w, g, s0, s1, s2, n);
-        break;
+    if (float* average = average_of(desc, s, p); s.ema_from_weights)
+      std::copy(p.value->data(), p.value->data() + p.value->size(), average);
+    grads.push_back(s.accumulate_only || s.combine ? &accumulated(desc, s, p) : p.grad);
+  }
+  double total = 0;
+  if (desc.global_clipnorm > 0 && !s.accumulate_only)
+    for (const Tensor* g : grads) total += squared_norm(*g);
+  const double global_scale = math::global_clip_scale(total, desc.global_clipnorm);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const UpdateTensors& p = params[i];
+    if (!s.accumulate_only) {
+      const double scale = math::tensor_clip_scale(
+          global_scale, desc.clipnorm > 0 ? squared_norm(*grads[i]) : 0.0, desc.clipnorm);
+      update_parameter(desc, s, scale, p, *grads[i]);
+      if (s.combine) (*p.slots)[static_cast<std::size_t>(math::accumulator_slot(desc))].fill(0.0f);
     }
-    if (average) update_averages(s, w, average, n);
+    if (float* average = average_of(desc, s, p))
+      update_averages(s, p.value->data(), average, p.value->size());
   }
 }
 

@@ -59,6 +59,21 @@ __device__ void update_one(const backend::math::OptimizerStep& s, float* w, cons
   if (slots.average) backend::math::average_element(s, w + k, slots.average + k);
 }
 
+// gradient_accumulation_steps: the call's gradient added to the accumulator (then the averages
+// move, use_ema, with the weights unchanged), or the accumulator made the combined gradient.
+__global__ void accumulate_kernel(backend::math::OptimizerStep s, float* w, const float* g,
+                                  float* accumulated, float* average, std::int64_t n) {
+  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if (s.combine) {
+      accumulated[k] = backend::math::combined_gradient(s, g[k], accumulated[k]);
+    } else {
+      backend::math::accumulate_element(g[k], accumulated + k);
+      if (average) backend::math::average_element(s, w + k, average + k);
+    }
+  }
+}
+
 __global__ void update_kernel(backend::math::OptimizerStep s, float* w, const float* g, Slots slots,
                               std::int64_t n) {
   for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
@@ -150,37 +165,11 @@ void for_each_batch(const std::vector<std::int64_t>& segments, F&& f) {
   }
 }
 
-}  // namespace
-
-std::int64_t optimizer_scratch_floats(std::int64_t n, const std::vector<std::int64_t>& segments) {
-  check_segments(n, segments);
-  std::int64_t tiles = 0;
-  for (std::size_t i = 1; i < segments.size(); ++i)
-    tiles += tiles_of(segments[i] - segments[i - 1]);
-  const auto tensors = static_cast<std::int64_t>(segments.size()) - 1;
-  return 2 * (tiles + 2 * tensors);  // doubles: partials, squared norms, factors
-}
-
-void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
-                      const std::vector<float*>& slots, std::int64_t n,
-                      const std::vector<std::int64_t>& segments, std::int64_t step, double lr,
-                      float* scratch, cudaStream_t stream) {
-  check_segments(n, segments);
-  const int count = backend::math::optimizer_slot_count(o);
-  if (static_cast<int>(slots.size()) != count)
-    throw RunError("optimizer_update: the optimizer has " + std::to_string(count) +
-                   " slots per parameter, " + std::to_string(slots.size()) + " given");
-  if (n == 0) return;
-  Slots s{{nullptr, nullptr, nullptr}, nullptr};
-  const int rule = backend::math::update_slot_count(o);
-  for (int i = 0; i < rule; ++i) s.p[i] = slots[static_cast<std::size_t>(i)];
-  if (o.use_ema) s.average = slots[static_cast<std::size_t>(rule)];
-  const backend::math::OptimizerStep st = backend::math::optimizer_step(o, step, lr);
-  if (st.ema_from_weights)  // tf.keras 2's averages start at the weights before the first step
-    check(cudaMemcpyAsync(s.average, w, static_cast<std::size_t>(n) * sizeof(float),
-                          cudaMemcpyDeviceToDevice, stream),
-          "optimizer_update (the averages' start)");
-
+// The update proper, from the gradient g (the call's, or the combined one).
+void update_combined(const backend::OptimizerDesc& o, const backend::math::OptimizerStep& st,
+                     float* w, const float* g, Slots s, std::int64_t n,
+                     const std::vector<std::int64_t>& segments, float* scratch,
+                     cudaStream_t stream) {
   if (!(o.clipnorm > 0) && !(o.global_clipnorm > 0)) {
     update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(st, w, g, s, n);
     check(cudaGetLastError(), "optimizer_update");
@@ -215,6 +204,51 @@ void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
                                                                                   s, scales);
     check(cudaGetLastError(), "optimizer_update (clipped)");
   });
+}
+
+}  // namespace
+
+std::int64_t optimizer_scratch_floats(std::int64_t n, const std::vector<std::int64_t>& segments) {
+  check_segments(n, segments);
+  std::int64_t tiles = 0;
+  for (std::size_t i = 1; i < segments.size(); ++i)
+    tiles += tiles_of(segments[i] - segments[i - 1]);
+  const auto tensors = static_cast<std::int64_t>(segments.size()) - 1;
+  return 2 * (tiles + 2 * tensors);  // doubles: partials, squared norms, factors
+}
+
+void optimizer_update(const backend::OptimizerDesc& o, float* w, const float* g,
+                      const std::vector<float*>& slots, std::int64_t n,
+                      const std::vector<std::int64_t>& segments, std::int64_t step, double lr,
+                      float* scratch, cudaStream_t stream) {
+  check_segments(n, segments);
+  const int count = backend::math::optimizer_slot_count(o);
+  if (static_cast<int>(slots.size()) != count)
+    throw RunError("optimizer_update: the optimizer has " + std::to_string(count) +
+                   " slots per parameter, " + std::to_string(slots.size()) + " given");
+  if (n == 0) return;
+  Slots s{{nullptr, nullptr, nullptr}, nullptr};
+  const int rule = backend::math::update_slot_count(o);
+  for (int i = 0; i < rule; ++i) s.p[i] = slots[static_cast<std::size_t>(i)];
+  if (o.use_ema) s.average = slots[static_cast<std::size_t>(rule)];
+  const backend::math::OptimizerStep st = backend::math::optimizer_step(o, step, lr);
+  if (st.ema_from_weights)  // tf.keras 2's averages start at the weights before the first step
+    check(cudaMemcpyAsync(s.average, w, static_cast<std::size_t>(n) * sizeof(float),
+                          cudaMemcpyDeviceToDevice, stream),
+          "optimizer_update (the averages' start)");
+  float* accumulated = st.accumulate_only || st.combine
+                           ? slots[static_cast<std::size_t>(backend::math::accumulator_slot(o))]
+                           : nullptr;
+  if (accumulated) {
+    accumulate_kernel<<<blocks_for(n), kThreads, 0, stream>>>(st, w, g, accumulated, s.average, n);
+    check(cudaGetLastError(), "optimizer_update (gradient accumulation)");
+    if (st.accumulate_only) return;
+    g = accumulated;  // the update reads the combined gradient; emptied behind it
+  }
+  update_combined(o, st, w, g, s, n, segments, scratch, stream);
+  if (accumulated)
+    check(cudaMemsetAsync(accumulated, 0, static_cast<std::size_t>(n) * sizeof(float), stream),
+          "optimizer_update (emptying the accumulator)");
 }
 
 }  // namespace tandem::cuda

@@ -85,6 +85,11 @@ class CudaPipelineReplica : public Replica {
                         "global_clipnorm with clipnorm cannot be pipelined over GPUs (each "
                         "tensor's clip reads its unscaled norm, which the stages' global scaling "
                         "changes); give one of them");
+    if (rule.global_clipnorm > 0 && rule.gradient_accumulation_steps > 1)
+      throw ConfigError("optimizer.config.gradient_accumulation_steps",
+                        "global_clipnorm with gradient accumulation cannot be pipelined over "
+                        "GPUs (the stages scale their own gradients globally, not the combined "
+                        "ones); give clipnorm, or train without stages");
     make_stages(precision);
     owner_ = model_.clone();
     place_layers(*owner_);
