@@ -2,7 +2,7 @@
 // as Keras' fit does, its trained weights replaced by their moving averages, which model.h5 then
 // holds as weights. gradient_accumulation_steps: N batches accumulated train as one batch N
 // times their size. Both states are part of the checkpoint, so a run that failed mid-way resumes
-// to the bits of a run that never failed.
+// to the bits of a run that never failed. loss_scale_factor: a fixed loss scale, undone exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,6 +153,23 @@ TEST(OptimizerOptionsCli, AccumulatedBatchesTrainAsOneLargeBatchAndResume) {
       test::run_command(test::tandem_cli() + " train --resume " + (dir / "run").string() + " -q");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_EQ(all_weights(read_checkpoint_file(dir / "run" / "model.h5")), a);
+}
+
+// Keras 3's loss_scale_factor: the loss scaled by 256 and the gradients unscaled again — exact
+// for a power of two, so float32 training reaches the bits of a run without it — and the
+// checkpoint's optimizer is the Adam it was, with the key.
+TEST(OptimizerOptionsCli, ALossScaleFactorTrainsToTheBitsOfARunWithoutIt) {
+  const fs::path dir = test::scratch_dir("optimizer-options-loss-scale-factor");
+  test::write_class_table(dir / "good.csv");
+  json scaled = adam(false);
+  scaled["config"]["loss_scale_factor"] = 256.0;
+  ASSERT_EQ(test::train_in(dir, "scaled", classifier(dir / "good.csv", scaled)).exit_code, 0);
+  ASSERT_EQ(test::train_in(dir, "plain", classifier(dir / "good.csv", adam(false))).exit_code, 0);
+  const CheckpointData a = read_checkpoint_file(dir / "scaled" / "model.h5");
+  EXPECT_EQ(all_weights(a), all_weights(read_checkpoint_file(dir / "plain" / "model.h5")));
+  const json& optimizer = a.training->state.at("optimizer");
+  EXPECT_EQ(optimizer.at("class_name"), "Adam");
+  EXPECT_EQ(optimizer.at("config").at("loss_scale_factor"), 256.0);
 }
 
 }  // namespace TANDEM_TEST_FILE

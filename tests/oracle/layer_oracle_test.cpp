@@ -1367,6 +1367,22 @@ TEST(LossOracle, KerasLossesMatchTheirFormulasInPyTorch) {
 namespace tandem {
 namespace TANDEM_TEST_FILE {
 
+// A case folder for keras_torch.py's optimizer steps: the start weights (one tensor) and the
+// gradients of every step (steps x its size).
+fs::path optimizer_case(const std::string& tag, const std::string& optimizer, const json& config,
+                        const Tensor& weights, const Tensor& grads) {
+  const fs::path dir = test::scratch_dir(tag);
+  write_floats(dir / "w.bin", weights);
+  write_floats(dir / "g.bin", grads);
+  test::write_text(dir / "case.json",
+                   json{{"optimizer", optimizer},
+                        {"config", config},
+                        {"weights", {{"file", "w.bin"}, {"shape", weights.shape()}}},
+                        {"grads", {{"file", "g.bin"}, {"shape", grads.shape()}}}}
+                       .dump());
+  return dir;
+}
+
 TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
   const std::vector<json> specs = {
       {{"class_name", "Adagrad"}, {"config", {{"learning_rate", 0.05}}}},
@@ -1399,15 +1415,8 @@ TEST(OptimizerOracle, KerasOptimizersMatchTheirRulesInPyTorch) {
       optimizer->apply({&p});
     }
     finish.push_back(p.value.clone());
-    dirs.push_back(test::scratch_dir("optimizer-oracle-" + optimizer->class_name()));
-    write_floats(dirs.back() / "w.bin", start.back());
-    write_floats(dirs.back() / "g.bin", grads);
-    test::write_text(dirs.back() / "case.json",
-                     json{{"optimizer", optimizer->class_name()},
-                          {"config", spec["config"]},
-                          {"weights", {{"file", "w.bin"}, {"shape", shape}}},
-                          {"grads", {{"file", "g.bin"}, {"shape", {kSteps, 40}}}}}
-                         .dump());
+    dirs.push_back(optimizer_case("optimizer-oracle-" + optimizer->class_name(),
+                                  optimizer->class_name(), spec["config"], start.back(), grads));
     command.append(" ").append(dirs.back().string());
   }
   const auto r = test::run_command(command);
@@ -1470,15 +1479,8 @@ TEST(OptimizerOracle, MovingAveragesMatchTorchsAveragedModel) {
     raw.push_back(p.value.clone());
     ASSERT_TRUE(optimizer->use_moving_averages({&p}));
     averaged.push_back(p.value.clone());
-    dirs.push_back(test::scratch_dir("optimizer-oracle-ema-" + std::to_string(k)));
-    write_floats(dirs.back() / "w.bin", start.back());
-    write_floats(dirs.back() / "g.bin", grads);
-    test::write_text(dirs.back() / "case.json",
-                     json{{"optimizer", "SGD"},
-                          {"config", configs[k]},
-                          {"weights", {{"file", "w.bin"}, {"shape", shape}}},
-                          {"grads", {{"file", "g.bin"}, {"shape", {kSteps, 40}}}}}
-                         .dump());
+    dirs.push_back(optimizer_case("optimizer-oracle-ema-" + std::to_string(k), "SGD", configs[k],
+                                  start.back(), grads));
     command.append(" ").append(dirs.back().string());
   }
   const auto r = test::run_command(command);

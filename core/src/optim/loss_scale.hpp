@@ -6,9 +6,10 @@
 // step whose gradients hold an Inf or NaN is skipped (weights, optimizer state and the optimizer's
 // iterations stay as they were) and halves the scale; after `growth_steps` (2000) good steps in a
 // row the scale doubles (up to kMaxLossScale). Fixed (Keras 2's `"dynamic": false`): the scale
-// never changes and every step is applied. With a power-of-two scale, scaling and unscaling are
-// exact in binary floating point, so a float32 run trains to the same bits with or without it
-// (unless values overflow or become subnormal).
+// never changes and every step is applied — also Keras 3's `loss_scale_factor` on an optimizer
+// (written back as that key, not as a wrapper: `factor`). With a power-of-two scale, scaling and
+// unscaling are exact in binary floating point, so a float32 run trains to the same bits with or
+// without it (unless values overflow or become subnormal).
 //
 // Plain data and arithmetic; one thread at a time (the optimizer's owner).
 #pragma once
@@ -33,6 +34,7 @@ struct LossScaleConfig {
   double initial_scale = 32768.0;    // Keras' 2^15
   std::int64_t growth_steps = 2000;  // Keras' dynamic_growth_steps
   bool dynamic = true;
+  bool factor = false;  // Keras 3's optimizer loss_scale_factor (fixed): no wrapper in configs
 };
 
 class LossScale {

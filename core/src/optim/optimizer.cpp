@@ -101,11 +101,11 @@ bool Optimizer::unscale_gradients(Tensor& grads, backend::Backend& backend) {
 }
 
 std::string Optimizer::keras_class_name() const {
-  return loss_scale_ ? "LossScaleOptimizer" : class_name();
+  return loss_scale_ && !loss_scale_->config().factor ? "LossScaleOptimizer" : class_name();
 }
 
 nlohmann::json Optimizer::keras_config() const {
-  if (!loss_scale_) return config();
+  if (!loss_scale_ || loss_scale_->config().factor) return config();  // config() has the factor
   const LossScaleConfig& c = loss_scale_->config();
   nlohmann::json out = {{"name", "loss_scale_optimizer"},
                         {"inner_optimizer", {{"class_name", class_name()}, {"config", config()}}},

@@ -94,7 +94,8 @@ class Optimizer {
   /// untouched, for an optimizer that is not loss-scaled. Throws LossScale::record's RunError.
   bool unscale_gradients(Tensor& grads, backend::Backend& backend);
   /// The class name and get_config() Keras would write for the whole optimizer:
-  /// "LossScaleOptimizer" around class_name()/config() when loss-scaled, else those two.
+  /// "LossScaleOptimizer" around class_name()/config() when loss-scaled, else those two (also
+  /// for Keras 3's loss_scale_factor, which config() carries).
   std::string keras_class_name() const;
   nlohmann::json keras_config() const;
 

@@ -2,6 +2,7 @@
 // and defaults.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -75,6 +76,9 @@ class KerasOptimizer : public Optimizer {
     c["ema_overwrite_frequency"] =
         desc_.ema_overwrite_frequency > 0 ? json(desc_.ema_overwrite_frequency) : json(nullptr);
     if (desc_.ema_keras2) c["is_legacy_optimizer"] = false;  // as tf.keras 2 writes it
+    const LossScale* scale = loss_scale();
+    c["loss_scale_factor"] =
+        scale && scale->config().factor ? json(scale->config().initial_scale) : json(nullptr);
     c["gradient_accumulation_steps"] = desc_.gradient_accumulation_steps > 1
                                            ? json(desc_.gradient_accumulation_steps)
                                            : json(nullptr);
@@ -222,16 +226,18 @@ double read_decay(ConfigObject& cfg) {
   return decay;
 }
 
-// The option of Keras 3's optimizers that Tandem does not implement: accepted at the values that
-// turn it off (what to_json() writes by default), refused otherwise — a run must not silently
-// train without the loss scale it asked for.
-void refuse_unsupported_keras_options(ConfigObject& cfg) {
-  const auto off_unless = [&](const char* key, bool on, const std::string& instead) {
-    if (on) throw ConfigError(cfg.path_of(key), "Tandem does not implement it; " + instead);
-  };
-  const json* factor = cfg.find("loss_scale_factor");
-  off_unless("loss_scale_factor", factor && *factor != json(1) && *factor != json(1.0),
-             "wrap the optimizer in a LossScaleOptimizer to scale the loss");
+// Keras 3's loss_scale_factor: the loss multiplied by it before the backward pass and the
+// gradients divided by it again, every step applied — a fixed LossScale (null or 1: none).
+std::optional<LossScaleConfig> read_loss_scale_factor(ConfigObject& cfg) {
+  const double factor =
+      cfg.number_in("loss_scale_factor", 1.0,
+                    static_cast<double>(std::numeric_limits<float>::min()), kMaxLossScale);
+  if (factor == 1.0) return std::nullopt;
+  LossScaleConfig c;
+  c.initial_scale = factor;
+  c.dynamic = false;
+  c.factor = true;
+  return c;
 }
 
 // Keras' use_ema with its ema_momentum and ema_overwrite_frequency (0 or null: never). Which
@@ -264,6 +270,10 @@ std::unique_ptr<Optimizer> make_loss_scale_optimizer(const json& config, const s
     throw ConfigError(inner_path + ".class_name",
                       "a LossScaleOptimizer cannot wrap another LossScaleOptimizer");
   auto optimizer = make_optimizer(*inner, inner_path);
+  if (optimizer->loss_scale())
+    throw ConfigError(inner_path + ".config.loss_scale_factor",
+                      "a LossScaleOptimizer scales the loss itself; remove the loss_scale_factor "
+                      "of the optimizer it wraps");
   LossScaleConfig scale;
   scale.initial_scale =
       cfg.number_in("initial_scale", scale.initial_scale,
@@ -320,7 +330,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
   d.clipvalue = cfg.number_in("clipvalue", 0.0, 0.0, 1e30);
   d.global_clipnorm = cfg.number_in("global_clipnorm", 0.0, 0.0, 1e30);
   refuse_two_clippings(cfg, d);
-  refuse_unsupported_keras_options(cfg);
+  const std::optional<LossScaleConfig> loss_scale = read_loss_scale_factor(cfg);
   read_moving_average(cfg, d);
   // Keras 3's gradient_accumulation_steps: null (or 0, falsy in Keras) is off, as is 1 here.
   d.gradient_accumulation_steps =
@@ -365,6 +375,7 @@ std::unique_ptr<Optimizer> make_optimizer(const json& spec, const std::string& p
     d.beta_2 = cfg.number_in("beta_2", 0.99, 0.0, 1.0, false, true);
   }
   auto opt = std::make_unique<KerasOptimizer>(cls, learning_rate.value, d);
+  if (loss_scale) opt->set_loss_scale(*loss_scale);
   opt->set_decay(decay);
   opt->set_schedule(learning_rate.schedule);
   cfg.finish();

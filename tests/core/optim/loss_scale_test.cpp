@@ -252,6 +252,44 @@ TEST(LossScaleOptimizer, ConfigErrorsNameThePath) {
   expect_path(R"({"inner_optimizer": "adam", "dynamic": "yes"})", "optimizer.config.dynamic");
   expect_path(R"({"inner_optimizer": "adam", "initial_scal": 2})", "optimizer.config.initial_scal");
   expect_path("[1]", "optimizer.config");
+  // A LossScaleOptimizer scales the loss itself: an inner loss_scale_factor would be undone twice.
+  expect_path(R"({"inner_optimizer": {"class_name": "Adam", "config": {"loss_scale_factor": 8}}})",
+              "optimizer.config.inner_optimizer.config.loss_scale_factor");
+}
+
+// Keras 3's loss_scale_factor on an optimizer: a fixed scale (every step applied, non-finite
+// gradients too, as Keras divides and goes on), written back as the optimizer's own key.
+TEST(LossScaleFactor, IsAFixedScaleKeptAsTheOptimizersKey) {
+  auto opt = make_optimizer(
+      json::parse(R"({"class_name": "Adam", "config": {"loss_scale_factor": 1024.0}})"), "o");
+  ASSERT_NE(opt->loss_scale(), nullptr);
+  EXPECT_EQ(opt->loss_scale_factor(), 1024.0f);
+  EXPECT_EQ(opt->keras_class_name(), "Adam");
+  EXPECT_EQ(opt->keras_config().at("loss_scale_factor"), 1024.0);
+  EXPECT_FALSE(opt->keras_config().contains("inner_optimizer"));
+  Tensor g = Tensor::from_vector({2}, {0.1f * 1024.0f, std::numeric_limits<float>::infinity()});
+  EXPECT_TRUE(opt->unscale_gradients(g, backend::cpu_backend())) << "never skipped";
+  EXPECT_EQ(g[0], 0.1f);
+  EXPECT_EQ(opt->loss_scale()->scale(), 1024.0) << "never moves";
+  auto clone = make_optimizer(
+      json{{"class_name", opt->keras_class_name()}, {"config", opt->keras_config()}}, "o");
+  EXPECT_EQ(clone->loss_scale_factor(), 1024.0f);
+  EXPECT_EQ(clone->keras_config(), opt->keras_config());
+  for (const json& off : {json(nullptr), json(1), json(1.0)}) {
+    auto plain =
+        make_optimizer(json{{"class_name", "SGD"}, {"config", {{"loss_scale_factor", off}}}}, "o");
+    EXPECT_EQ(plain->loss_scale(), nullptr) << off.dump();
+    EXPECT_TRUE(plain->keras_config().at("loss_scale_factor").is_null());
+  }
+  for (const json& bad : {json(0), json(-2), json("8"), json(1e39), json(1e-40), json(true)}) {
+    try {
+      make_optimizer(json{{"class_name", "SGD"}, {"config", {{"loss_scale_factor", bad}}}}, "o");
+      ADD_FAILURE() << "no error for " << bad.dump();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("'o.config.loss_scale_factor'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

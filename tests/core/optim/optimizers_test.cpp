@@ -348,10 +348,8 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
   expect_path(json{{"class_name", "SGD"}, {"config", {{"nesterov", "true"}}}},
               "optimizer.config.nesterov");
   expect_path(json(3), "optimizer");
-  // What Keras 3 writes into every optimizer's config, accepted at the values that turn it off
-  // and refused otherwise (they used to be ignored whatever they said); use_ema and
-  // gradient_accumulation_steps are implemented (moving_average_test.cpp,
-  // gradient_accumulation_test.cpp).
+  // What Keras 3 writes into every optimizer's config, at the values that turn it off (each is
+  // implemented: moving_average_test.cpp, gradient_accumulation_test.cpp, loss_scale_test.cpp).
   EXPECT_NO_THROW(make_optimizer(
       json::parse(R"({"class_name": "Adam", "config": {"use_ema": false, "ema_momentum": 0.99,
           "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -363,8 +361,6 @@ TEST(Optimizers, ConfigErrorsNameThePath) {
       "optimizer"));
   expect_path(json{{"class_name", "Adam"}, {"config", {{"use_ema", "no"}}}},
               "optimizer.config.use_ema");
-  expect_path(json{{"class_name", "SGD"}, {"config", {{"loss_scale_factor", 128.0}}}},
-              "optimizer.config.loss_scale_factor");
 }
 
 }  // namespace
