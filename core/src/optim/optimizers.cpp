@@ -76,12 +76,12 @@ class KerasOptimizer : public Optimizer {
     c["ema_overwrite_frequency"] =
         desc_.ema_overwrite_frequency > 0 ? json(desc_.ema_overwrite_frequency) : json(nullptr);
     if (desc_.ema_keras2) c["is_legacy_optimizer"] = false;  // as tf.keras 2 writes it
-    const LossScale* scale = loss_scale();
-    c["loss_scale_factor"] =
-        scale && scale->config().factor ? json(scale->config().initial_scale) : json(nullptr);
-    c["gradient_accumulation_steps"] = desc_.gradient_accumulation_steps > 1
-                                           ? json(desc_.gradient_accumulation_steps)
-                                           : json(nullptr);
+    // Keras 3's own keys only where they are on: tf.keras 2 refuses an optimizer config that
+    // names them (a Tandem checkpoint's training_config must load there too).
+    if (const LossScale* scale = loss_scale(); scale && scale->config().factor)
+      c["loss_scale_factor"] = scale->config().initial_scale;
+    if (desc_.gradient_accumulation_steps > 1)
+      c["gradient_accumulation_steps"] = desc_.gradient_accumulation_steps;
     return c;
   }
 

@@ -137,7 +137,8 @@ TEST(GradientAccumulation, BadCountsAreRefusedAtTheKeyAndOffValuesAccepted) {
   for (const json& off : {json(nullptr), json(0), json(1)}) {
     auto adam = optimizer("Adam", {{"gradient_accumulation_steps", off}});
     EXPECT_EQ(adam->slot_names(), (std::vector<std::string>{"m", "v"})) << off.dump();
-    EXPECT_TRUE(adam->config().at("gradient_accumulation_steps").is_null()) << off.dump();
+    EXPECT_FALSE(adam->config().contains("gradient_accumulation_steps"))
+        << off.dump() << ": tf.keras 2 refuses a config naming Keras 3's key";
   }
   const json c = optimizer("Adam", {{"gradient_accumulation_steps", 4}})->config();
   EXPECT_EQ(c.at("gradient_accumulation_steps"), 4);
