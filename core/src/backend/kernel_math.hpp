@@ -126,7 +126,7 @@ struct OptimizerDesc {
   // nadam: the momentum schedule u_t = beta_1 (1 - 0.5 * 0.96^(e t)); e is 1 in Keras 3 (and
   // tf.keras' new optimizers), the `decay` (0.004 by default) of Keras 2's legacy Nadam.
   double nadam_schedule_decay = 1.0;
-  // Keras' use_ema: a moving average of each trainable weight, the optimizer's last slot
+  // Keras' use_ema: a moving average of each trainable weight, the slot after the rule's
   // ("average"), updated after every step: average = m average + (1 - m) w, w the updated weight
   // (before its constraint). Every ema_overwrite_frequency steps (0: never, Keras' None) the
   // weight takes the average. Keras 3 starts the average at the first step's weight (m is 0 at

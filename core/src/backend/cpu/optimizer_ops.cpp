@@ -184,11 +184,13 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
                                   const std::vector<UpdateTensors>& params) {
   const math::OptimizerStep s = math::optimizer_step(desc, step, lr);
   std::vector<const Tensor*> grads;  // what each update reads
+  std::vector<float*> averages;      // use_ema's, else null
   for (const UpdateTensors& p : params) {
     require_device(*this, *p.value, "optimizer_update");
     require_device(*this, *p.grad, "optimizer_update");
-    if (float* average = average_of(desc, s, p); s.ema_from_weights)
-      std::copy(p.value->data(), p.value->data() + p.value->size(), average);
+    averages.push_back(average_of(desc, s, p));
+    if (s.ema_from_weights)
+      std::copy(p.value->data(), p.value->data() + p.value->size(), averages.back());
     grads.push_back(s.accumulate_only || s.combine ? &accumulated(desc, s, p) : p.grad);
   }
   double total = 0;
@@ -203,8 +205,7 @@ void CpuBackend::optimizer_update(const OptimizerDesc& desc, std::int64_t step, 
       update_parameter(desc, s, scale, p, *grads[i]);
       if (s.combine) (*p.slots)[static_cast<std::size_t>(math::accumulator_slot(desc))].fill(0.0f);
     }
-    if (float* average = average_of(desc, s, p))
-      update_averages(s, p.value->data(), average, p.value->size());
+    if (averages[i]) update_averages(s, p.value->data(), averages[i], p.value->size());
   }
 }
 
