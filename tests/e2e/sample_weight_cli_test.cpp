@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -270,7 +271,10 @@ TEST_F(SampleWeightCli, BadWeightsAndWeightSettingsExitTwoNamingThePlace) {
   synthetic["data"]["train"] = {{"type", "synthetic"}, {"samples", 64}, {"x_shape", {4}},
                                 {"task", "classes"}, {"classes", 3}, {"sample_weight", "w"}};
   const std::vector<Case> cases = {
-      {"two weights per sample", with_weights("w_2d"), {"'w_2d'", "one weight per sample"}},
+      {"two weights per sample",
+       with_weights("w_2d"),
+       {"'w_2d'", "the sample weights hold 2 values per sample",
+        "output 'out' of shape (None, 3) takes one weight per sample"}},
       {"fewer weights than samples", with_weights("w_short"), {"'w_short'", "179"}},
       {"no such dataset", with_weights("nope"), {"no dataset 'nope'", "w_rand"}},
       {"text weights", with_weights("w_text"), {"'w_text'", "non-numeric"}},
@@ -310,6 +314,144 @@ TEST_F(SampleWeightCli, BadWeightsAndWeightSettingsExitTwoNamingThePlace) {
   std::ofstream(dir / "null.json") << unweighted.dump(2);
   const auto r = run_command(test::tandem_cli() + " check " + (dir / "null.json").string());
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Keras' temporal weights: a tagger (Dense on each of 6 steps) given one weight per step.
+constexpr const char* kWriteSteps = R"PY(
+import sys, h5py, numpy as np
+rng = np.random.default_rng(11)
+n, steps = 120, 6
+x = rng.normal(size=(n, steps, 4)).astype(np.float32)
+tags = np.argmax(x @ rng.normal(size=(4, 3)), axis=2).astype(np.int64)
+w = rng.uniform(0.0, 2.0, size=(n, steps)).astype(np.float32)
+w[:, 4:] *= 0.05  # the last steps count little
+w[rng.random((n, steps)) < 0.2] = 0.0
+w_nan = w.copy()
+w_nan[3, 2] = np.nan
+with h5py.File(sys.argv[1], "w") as f:
+    f["x"] = x
+    f["tags"] = tags
+    f["w_steps"] = w
+    f["w_steps_3d"] = w[:, :, None]
+    f["w_5"] = w[:, :5]
+    f["w_nan"] = w_nan
+)PY";
+
+json tagger_config(const fs::path& data) {
+  json c = run_config(data);
+  c["name"] = "steps";
+  c["model"] = json::parse(R"({"class_name": "Sequential", "config": {"name": "tagger",
+    "layers": [
+    {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 6, 4], "name": "x"}},
+    {"class_name": "Dense", "config": {"name": "hidden", "units": 8, "activation": "relu"}},
+    {"class_name": "Dense", "config": {"name": "out", "units": 3, "activation": "softmax"}}]}})");
+  c["data"]["train"] = {{"type", "hdf5"},
+                        {"path", data.string()},
+                        {"x", "x"},
+                        {"y", "tags"},
+                        {"sample_weight", "w_steps"}};
+  c["weighted_metrics"] = {"accuracy"};
+  return c;
+}
+
+// A weight per step trains the same on cpu:3 as on cpu:1 (contract 1), changes what is learned,
+// and `evaluate` reports Keras' loss (Σ w·ce over every step / the steps) and weighted accuracy
+// (Σ w·hit / Σ w), as PyTorch computes them from the saved weights; a (samples, steps, 1) file
+// is the same weights.
+TEST_F(SampleWeightCli, WeightsByStepWeighEachStepsLossAndMetricsAsKeras) {
+  const fs::path steps = dir / "steps.h5";
+  auto w = test::run_python(dir / "write_steps.py", kWriteSteps, steps.string());
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const json config = tagger_config(steps);
+  json plain = config;
+  plain["data"]["train"].erase("sample_weight");
+  json three_d = config;
+  three_d["data"]["train"]["sample_weight"] = "w_steps_3d";
+  for (const auto& [name, c, extra] : {std::tuple{"one", config, ""},
+                                       {"three", config, "--devices cpu:3"},
+                                       {"plain", plain, ""},
+                                       {"three_d", three_d, ""}}) {
+    auto r = train(name, c, extra);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+  }
+  auto replicas = compare_weights(dir / "one", dir / "three", 1e-5);
+  EXPECT_EQ(replicas.exit_code, 0) << replicas.out << replicas.err;
+  auto same = compare_weights(dir / "one", dir / "three_d", 0);
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  auto differs = compare_weights(dir / "one", dir / "plain", 1e-3);
+  EXPECT_EQ(differs.exit_code, 1) << "the weights changed nothing: " << differs.out << differs.err;
+
+  json evaluated = config;
+  evaluated["data"]["test"] = config["data"]["train"];
+  std::ofstream(dir / "evaluate.json") << evaluated.dump(2);
+  auto ev = run_command(test::tandem_cli() + " evaluate " + (dir / "evaluate.json").string() +
+                        " --weights " + (dir / "one" / "model.h5").string() +
+                        " --split test --devices cpu:2 -q");
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  const json logs = json::parse(ev.out);
+  const std::string reference =
+      std::string(test::system_python()) +
+      " -c '\n"
+      "import h5py, json, sys, torch\n"
+      "d = h5py.File(sys.argv[1], \"r\")\n"
+      "m = h5py.File(sys.argv[2], \"r\")[\"model_weights\"]\n"
+      "t = lambda a: torch.tensor(a[()], dtype=torch.float64)\n"
+      "x, tags, w = t(d[\"x\"]), torch.tensor(d[\"tags\"][()]), t(d[\"w_steps\"])\n"
+      "h = torch.relu(x @ t(m[\"hidden/hidden/kernel:0\"]) + t(m[\"hidden/hidden/bias:0\"]))\n"
+      "p = torch.softmax(h @ t(m[\"out/out/kernel:0\"]) + t(m[\"out/out/bias:0\"]), dim=2)\n"
+      "ce = -torch.log(p.clamp(1e-7, 1 - 1e-7).gather(2, tags[..., None])[..., 0])\n"
+      "hit = (p.argmax(dim=2) == tags).double()\n"
+      "per_sample = w.mean(dim=1, keepdim=True)\n"
+      "print(json.dumps({\"loss\": float((w * ce).mean()), \"accuracy\": float(hit.mean()),\n"
+      "  \"weighted_accuracy\": float((w * hit).sum() / w.sum()),\n"
+      "  \"by_sample_mean\": float((per_sample * hit).sum() / per_sample.sum() / "
+      "hit.shape[1])}))\n' " +
+      steps.string() + " " + (dir / "one" / "model.h5").string();
+  auto ref = run_command(reference);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const json want = json::parse(ref.out);
+  for (const char* key : {"loss", "accuracy", "weighted_accuracy"}) {
+    ASSERT_TRUE(logs.contains(key)) << key << " in " << logs.dump();
+    EXPECT_NEAR(logs[key].get<double>(), want[key].get<double>(),
+                1e-5 * std::max(1.0, std::fabs(want[key].get<double>())))
+        << key;
+  }
+  // Each step's own weight counts, not its sample's mean weight.
+  EXPECT_GT(
+      std::fabs(want["weighted_accuracy"].get<double>() - want["by_sample_mean"].get<double>()),
+      1e-3);
+}
+
+TEST_F(SampleWeightCli, WeightsByStepOfAnotherCountOrBadValuesExitTwoNamingThem) {
+  const fs::path steps = dir / "steps.h5";
+  auto w = test::run_python(dir / "write_steps.py", kWriteSteps, steps.string());
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  auto with_weights = [&](const char* name) {
+    json c = tagger_config(steps);
+    c["data"]["train"]["sample_weight"] = name;
+    return c;
+  };
+  json class_weighted = tagger_config(steps);
+  class_weighted["class_weight"] = {{"0", 2.0}};
+  json several = run_config(data);  // one weight per sample for a model of one position
+  several["data"]["train"]["sample_weight"] = "w_2d";
+  const std::vector<std::tuple<const char*, json, std::string>> cases = {
+      {"5 weights for 6 steps", with_weights("w_5"),
+       "the sample weights hold 5 values per sample, but output 'out' of shape (None, 6, 3) takes "
+       "one weight per sample or one per position, 6 (shape (None, 6))"},
+      {"a NaN at a step", with_weights("w_nan"),
+       "'w_nan' gives sample 3 the weight nan at position 2 of 6"},
+      {"class_weight with steps", class_weighted,
+       "'class_weight': weighs a sample by its one class"},
+      {"2 weights for 1 position", several, "'w_2d'"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [what, config, expected] = cases[i];
+    auto r = train("bad-" + std::to_string(i), config);
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << what << ": " << r.err;
+    EXPECT_FALSE(fs::exists(dir / ("bad-" + std::to_string(i)) / "model.h5")) << what;
+  }
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ class ScratchFile {
 inline void read_all(const Dataset& dataset, std::int64_t limit = 4096) {
   const std::int64_t n = std::min(dataset.size(), limit);
   const std::int64_t x_size = shape_size(dataset.x_shape()), y_size = shape_size(dataset.y_shape());
-  if (x_size > (1 << 20) || y_size > (1 << 20)) return;  // a sample larger than the input
+  const std::int64_t y_row = y_size + dataset.weight_count();
+  if (x_size > (1 << 20) || y_row > (1 << 20)) return;  // a sample larger than the input
   const std::int64_t batch = 16;
   std::vector<float> x, y;
   for (std::int64_t start = 0; start < n; start += batch) {
@@ -51,7 +52,7 @@ inline void read_all(const Dataset& dataset, std::int64_t limit = 4096) {
     std::vector<std::int64_t> indices(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i) indices[static_cast<std::size_t>(i)] = n - 1 - start - i;
     x.resize(static_cast<std::size_t>(count * x_size));
-    y.resize(static_cast<std::size_t>(count * (y_size + (dataset.weighted() ? 1 : 0))));
+    y.resize(static_cast<std::size_t>(count * y_row));
     dataset.read(indices, x.data(), y.data());
   }
 }

@@ -75,7 +75,7 @@ std::shared_ptr<Dataset> make_cached(std::shared_ptr<const Dataset> parent,
   const std::int64_t n = parent->size();
   const std::int64_t x_row = shape_size(parent->x_shape());
   const std::int64_t y_row =
-      std::max<std::int64_t>(1, shape_size(parent->y_shape())) + (parent->weighted() ? 1 : 0);
+      std::max<std::int64_t>(1, shape_size(parent->y_shape())) + parent->weight_count();
   const double bytes = static_cast<double>(n) * static_cast<double>(x_row + y_row) * sizeof(float);
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   if (bytes > 0.8 * memory)

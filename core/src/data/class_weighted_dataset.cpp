@@ -17,7 +17,7 @@ class ClassWeightedDataset final : public WrappedDataset {
         weights_(std::move(weights)),
         targets_(shape_size(this->parent().y_shape())) {}
 
-  bool weighted() const override { return true; }
+  std::int64_t weight_count() const override { return 1; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     const auto n = static_cast<std::int64_t>(indices.size());
@@ -77,6 +77,10 @@ std::shared_ptr<Dataset> make_class_weighted(std::shared_ptr<const Dataset> pare
     throw ConfigError(path, "weighs samples by the class of one target per sample (a class "
                             "index, or one value per class), but " + parent->describe() +
                             " has targets of shape " + shape_to_string(parent->y_shape(), true));
+  if (parent->weight_count() > 1)
+    throw ConfigError(path, "weighs each sample once, by its class, but " + parent->describe() +
+                                " gives each sample " + std::to_string(parent->weight_count()) +
+                                " weights (one per position); fold the class weights into them");
   return std::make_shared<ClassWeightedDataset>(std::move(parent), std::move(weights));
 }
 

@@ -45,8 +45,8 @@ struct DataLoader::Impl {
       : dataset(d), options(o), x_shape(d.x_shape()), y_shape(d.y_shape()), size(d.size()) {
     // (size + batch - 1) / batch would overflow for a batch near 2^63.
     batches = size / options.batch_size + (size % options.batch_size != 0 ? 1 : 0);
-    // A weighted dataset's rows carry the sample's weight after its targets (Dataset::read).
-    if (d.weighted()) y_shape = {shape_size(y_shape) + 1};
+    // A weighted dataset's rows carry the sample's weights after its targets (Dataset::read).
+    if (d.weighted()) y_shape = {d.y_row()};
   }
 
   ~Impl() { stop_worker(); }
@@ -94,17 +94,21 @@ struct DataLoader::Impl {
   }
 
   // A weight that is negative, NaN or infinite would turn the loss into nonsense, silently.
-  // `y`: the samples' target rows, each ending with its weight.
+  // `y`: the samples' target rows, each ending with its weights.
   void check_weights(std::span<const std::int64_t> samples, const float* y) const {
     const std::int64_t width = y_shape[0];
-    for (std::size_t k = 0; k < samples.size(); ++k) {
-      const float w = y[static_cast<std::int64_t>(k) * width + width - 1];
-      if (std::isfinite(w) && w >= 0) continue;
-      std::ostringstream text;
-      text << w;
-      throw DataError(dataset.describe() + ": sample " + std::to_string(samples[k]) +
-                      " has weight " + text.str() + "; expected a finite weight >= 0");
-    }
+    const std::int64_t count = dataset.weight_count();
+    for (std::size_t k = 0; k < samples.size(); ++k)
+      for (std::int64_t p = 0; p < count; ++p) {
+        const float w = y[static_cast<std::int64_t>(k) * width + width - count + p];
+        if (std::isfinite(w) && w >= 0) continue;
+        std::ostringstream text;
+        text << w;
+        const std::string position =
+            count > 1 ? " at position " + std::to_string(p) + " of " + std::to_string(count) : "";
+        throw DataError(dataset.describe() + ": sample " + std::to_string(samples[k]) +
+                        " has weight " + text.str() + position + "; expected a finite weight >= 0");
+      }
   }
 
   void stop_worker() {

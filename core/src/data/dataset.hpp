@@ -33,9 +33,14 @@ class Dataset {
   /// x_parts() gives each array's per-sample shape in order. One array: {x_shape()}.
   virtual std::vector<Shape> x_parts() const { return {x_shape()}; }
   virtual std::vector<Shape> y_parts() const { return {y_shape()}; }
-  /// Whether each sample has a weight (Keras' sample_weight): read() then writes it into y,
-  /// after the sample's targets.
-  virtual bool weighted() const { return false; }
+  /// How many weights each sample has (Keras' sample_weight): 0 (none), 1 (the sample's
+  /// weight), or one per position of its targets (a sequence's steps, an image's pixels: Keras'
+  /// temporal weights, in the targets' position order). read() writes them into y after the
+  /// sample's targets.
+  virtual std::int64_t weight_count() const { return 0; }
+  bool weighted() const { return weight_count() > 0; }
+  /// The values read() writes into y per sample: the targets, then the weights.
+  std::int64_t y_row() const { return shape_size(y_shape()) + weight_count(); }
   /// False for data given without targets (a CSV without "y" columns, NumPy x alone): y_shape()
   /// is then {0} and read() writes nothing into y. Such data can be predicted, not trained on or
   /// evaluated (Trainer::check_data_fits says so).
@@ -44,7 +49,7 @@ class Dataset {
     return !(y.size() == 1 && y[0] == 0);
   }
   /// Copies samples `indices` (each in [0, size())) into x (rows of shape_size(x_shape()))
-  /// and y (rows of shape_size(y_shape()), one more value when weighted()), in the order given.
+  /// and y (rows of y_row() values), in the order given.
   virtual void read(std::span<const std::int64_t> indices, float* x, float* y) const = 0;
   /// What each class index stands for, in index order (image folders: the class sub-folders'
   /// names, sorted), or empty when the data does not say.

@@ -64,7 +64,7 @@ struct Hdf5Spec {
   // Several names: one array per model input (or output), packed in this order (Dataset).
   std::vector<std::string> x_names{"x"};
   std::vector<std::string> y_names{"y"};  // none: no targets ("y": null, data to predict)
-  std::string weight_name;  // "sample_weight": one weight per sample; empty: none
+  std::string weight_name;  // "sample_weight": a weight per sample or per position; empty: none
 };
 /// How the reader trades memory for I/O.
 struct Hdf5ReadOptions {

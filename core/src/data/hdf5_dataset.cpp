@@ -249,7 +249,7 @@ class Hdf5Dataset final : public Dataset {
   Shape y_shape() const override { return y_shape_; }
   std::vector<Shape> x_parts() const override { return x_.parts(); }
   std::vector<Shape> y_parts() const override { return y_parts_; }
-  bool weighted() const override { return weighted_; }
+  std::int64_t weight_count() const override { return weight_count_; }
 
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     for (std::int64_t i : indices)
@@ -341,7 +341,7 @@ class Hdf5Dataset final : public Dataset {
                           std::to_string(first.dims[0]) + " samples (first dimension) but '" +
                           c.name + "' has " + std::to_string(c.dims[0]) + "; they must match");
     n_ = first.dims[0];
-    if (weighted_) check_weights(y_.columns.back());
+    if (weight_count_ > 0) check_weights(y_.columns.back());
 
     const std::int64_t row_bytes = (x_.row + y_.row) * std::int64_t{sizeof(float)};
     if (n_ <= options_.whole_limit_bytes / row_bytes) {
@@ -367,33 +367,39 @@ class Hdf5Dataset final : public Dataset {
     return g;
   }
 
-  // The samples' weights become y's last column (Dataset::read puts them after the targets).
+  // The samples' weights become y's last column (Dataset::read puts them after the targets):
+  // one per sample ((samples,) or (samples, 1)), or several, one per position of the targets,
+  // which the objective checks against the model's output (nn/objective.hpp).
   void add_weights(const std::string& name) {
     Column w = open_column(file_.get(), path_, name);
-    if (w.row != 1)
+    if (w.row == 0)
       throw DataError(path_ + ": sample_weight dataset '" + name + "' has samples of shape " +
                       shape_to_string(w.row_shape(), true) +
-                      "; expected one weight per sample (shape (samples,) or (samples, 1))");
+                      ", which hold no weight; expected one weight per sample (shape (samples,)) "
+                      "or one per position of the targets (shape (samples, steps))");
+    weight_count_ = w.row;
+    y_.row += w.row;
     y_.columns.push_back(std::move(w));
-    y_.row += 1;
-    weighted_ = true;
   }
 
   // Every weight finite and >= 0, checked before training starts (one pass over one column).
   void check_weights(const Column& w) const {
-    constexpr std::int64_t kBlock = std::int64_t{1} << 20;
+    const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / w.row);
     std::vector<float> values;
-    for (std::int64_t first = 0; first < n_; first += kBlock) {
-      const std::int64_t count = std::min(kBlock, n_ - first);
-      values.resize(static_cast<std::size_t>(count));
+    for (std::int64_t first = 0; first < n_; first += block) {
+      const std::int64_t count = std::min(block, n_ - first);
+      values.resize(static_cast<std::size_t>(count * w.row));
       read_rows(w, first, count, values.data());
-      for (std::int64_t i = 0; i < count; ++i) {
+      for (std::int64_t i = 0; i < count * w.row; ++i) {
         const float v = values[static_cast<std::size_t>(i)];
         if (std::isfinite(v) && v >= 0) continue;
         std::ostringstream text;
         text << v;
+        const std::string position =
+            w.row > 1 ? " at position " + std::to_string(i % w.row) + " of " + std::to_string(w.row)
+                      : "";
         throw DataError(path_ + ": sample_weight dataset '" + w.name + "' gives sample " +
-                        std::to_string(first + i) + " the weight " + text.str() +
+                        std::to_string(first + i / w.row) + " the weight " + text.str() + position +
                         "; expected a finite weight >= 0");
       }
     }
@@ -501,10 +507,10 @@ class Hdf5Dataset final : public Dataset {
   std::string path_;
   Hdf5ReadOptions options_;
   H5Handle file_;
-  ColumnGroup x_, y_;  // y_: the targets, then the weights when weighted_
+  ColumnGroup x_, y_;  // y_: the targets, then the weights when weight_count_ > 0
   Shape y_shape_;      // the targets'
   std::vector<Shape> y_parts_;
-  bool weighted_ = false;
+  std::int64_t weight_count_ = 0;  // the weights' values per sample (0: none)
   std::int64_t n_ = 0;
   std::vector<float> x_all_, y_all_;  // whole data, when small
   // Read state: read() is called from one thread at a time (see Dataset).

@@ -22,7 +22,7 @@ class WrappedDataset : public Dataset {
   Shape y_shape() const override { return parent_->y_shape(); }
   std::vector<Shape> x_parts() const override { return parent_->x_parts(); }
   std::vector<Shape> y_parts() const override { return parent_->y_parts(); }
-  bool weighted() const override { return parent_->weighted(); }
+  std::int64_t weight_count() const override { return parent_->weight_count(); }
   std::vector<std::string> class_names() const override { return parent_->class_names(); }
   std::string sample_file(std::int64_t i) const override { return parent_->sample_file(i); }
   std::int64_t skipped_files() const override { return parent_->skipped_files(); }

@@ -98,14 +98,20 @@ std::vector<std::pair<const json*, std::string>> metric_lists(const json& metric
   return per_output_entries(metrics, per_output, key, model);
 }
 
-// 1 when `y` holds a weight after the `cols` target values of each of its `rows` rows, 0
-// when it holds the targets alone; ShapeError otherwise.
-std::int64_t weight_columns(const Tensor& y, std::int64_t rows, std::int64_t cols) {
+// The weights after the `cols` target values of each of `y`'s `rows` rows: 0 (the targets
+// alone), 1 (the sample's weight) or `positions` (> 1: one per position of a model's one output,
+// Keras' temporal weights; 0 for a model of several outputs); ShapeError otherwise.
+std::int64_t weight_columns(const Tensor& y, std::int64_t rows, std::int64_t cols,
+                            std::int64_t positions) {
   if (y.size() == rows * cols) return 0;
   if (y.size() == rows * (cols + 1)) return 1;
+  if (positions > 1 && y.size() == rows * (cols + positions)) return positions;
+  const std::string per_position =
+      positions > 1 ? ", or " + std::to_string(positions) + " more, one per position" : "";
   throw ShapeError("targets " + shape_to_string(y.shape()) + " do not fit predictions of " +
                    std::to_string(rows) + " samples (" + std::to_string(cols) +
-                   " target values each, or one more with the sample's weight)");
+                   " target values each, or one more with the sample's weight" + per_position +
+                   ")");
 }
 
 // Values per sample of the targets of `columns` (without a weight).
@@ -121,7 +127,7 @@ void check_label_columns(const std::vector<LabelColumn>& columns, const Tensor& 
                          std::span<const std::int64_t> samples, const SamplePlace& place) {
   const std::int64_t rows = y.rank() > 0 ? y.dim(0) : 0;
   std::int64_t cols = target_columns(columns);
-  cols += weight_columns(y, rows, cols);
+  cols += weight_columns(y, rows, cols, columns.size() == 1 ? columns[0].positions : 0);
   std::int64_t offset = 0;
   for (const LabelColumn& c : columns) {
     for (std::int64_t r = 0; c.sparse && r < rows; ++r)
@@ -239,9 +245,11 @@ std::vector<double> Objective::values(const std::vector<MetricSum>& parts) const
   return out;
 }
 
-void Objective::check_targets(const Model& model, const std::vector<Shape>& targets) const {
+void Objective::check_targets(const Model& model, const std::vector<Shape>& targets,
+                              std::int64_t weights) const {
   const std::size_t n = outputs_.size();
   if (model.output_count() != n) throw std::logic_error("an objective for another model");
+  if (weights > 1) check_position_weights(model, weights);
   if (targets.size() == n) {
     for (std::size_t j = 0; j < n; ++j) try {
         outputs_[j].loss->check_shapes(model.output_shape(j), targets[j]);
@@ -267,6 +275,25 @@ void Objective::check_targets(const Model& model, const std::vector<Shape>& targ
     throw ShapeError("targets of shape " + shape_to_string(targets[0], true) + " for the model's " +
                      std::to_string(n) + " outputs, which take " + std::to_string(total) +
                      " values per sample, packed (" + parts + ")");
+}
+
+void Objective::check_position_weights(const Model& model, std::int64_t weights) const {
+  const std::string held =
+      "the sample weights hold " + std::to_string(weights) + " values per sample";
+  if (outputs_.size() > 1)
+    throw ShapeError(held + ", but a model of several outputs (" + output_list(model) +
+                     ") takes one weight per sample");
+  const Shape& shape = model.output_shape(0);
+  const std::int64_t positions = positions_of(shape);
+  if (weights == positions) return;
+  const std::string name =
+      outputs_[0].name.empty() ? "the output" : "output '" + outputs_[0].name + "'";
+  const std::string per_position =
+      positions > 1 ? " or one per position, " + std::to_string(positions) + " (shape " +
+                          shape_to_string(Shape(shape.begin(), shape.end() - 1), true) + ")"
+                    : "";
+  throw ShapeError(held + ", but " + name + " of shape " + shape_to_string(shape, true) +
+                   " takes one weight per sample" + per_position);
 }
 
 void Objective::check_labels(const Tensor& y, const Model& model) const {
@@ -398,12 +425,14 @@ void Objective::enqueue(backend::Backend& ops, const Model& model,
   const std::int64_t rows = outputs[0]->rank() > 0 ? outputs[0]->dim(0) : 0;
   std::int64_t cols = 0;
   for (std::size_t j = 0; j < n; ++j) cols += target_width(*outputs_[j].loss, *outputs[j]);
-  const bool weighted = weight_columns(y, rows, cols) == 1;
-  const std::int64_t y_cols = cols + (weighted ? 1 : 0);
+  const std::int64_t per_row =
+      weight_columns(y, rows, cols, n == 1 ? positions_of_batch(*outputs[0]) : 0);
+  const bool by_position = per_row > 1;  // Keras' temporal weights, of the one output
+  const std::int64_t y_cols = cols + per_row;
   const Tensor* weights = nullptr;
-  if (weighted) {
-    ops.place(scratch.weights, {rows});
-    ops.copy_columns(y, y_cols, cols, scratch.weights, 1, 0, 1);
+  if (per_row > 0) {
+    ops.place(scratch.weights, by_position ? Shape{rows, per_row} : Shape{rows});
+    ops.copy_columns(y, y_cols, cols, scratch.weights, per_row, 0, per_row);
     weights = &scratch.weights;
   }
   scratch.targets.resize(n);
@@ -418,10 +447,24 @@ void Objective::enqueue(backend::Backend& ops, const Model& model,
     offset += static_cast<std::size_t>(tw);
   }
   if (weighed_count() > 0) weigh_kept_steps(ops, model, outputs, targets, scratch);
-  // A masked output's metrics weigh its steps by the mask.
+  // Weights by position weigh each position's loss (and its kept-steps weight) instead of rows.
+  if (by_position && weighs_steps(0))
+    ops.multiply(scratch.step_weights[0], *weights, scratch.step_weights[0]);
+  const auto loss_weights = [&](std::size_t j) {
+    if (weighs_steps(j))
+      return backend::WeightTensors{by_position ? nullptr : weights, &scratch.step_weights[j]};
+    return by_position ? backend::WeightTensors{nullptr, weights} : backend::WeightTensors{weights};
+  };
+  // A masked output's metrics weigh its steps by the mask; weighted ones by the weights too
+  // (by position: the mask times them).
+  const Tensor* mask_0 = outputs_[0].masked ? model.output_mask(0) : nullptr;
+  if (by_position && mask_0 && has_weighted_metrics())
+    ops.multiply(*mask_0, *weights, ops.place(scratch.weighted_mask, mask_0->shape()));
   const auto metric_weights = [&](std::size_t j, bool weigh) {
-    return backend::WeightTensors{weigh ? weights : nullptr,
-                                  outputs_[j].masked ? model.output_mask(j) : nullptr};
+    const Tensor* mask = outputs_[j].masked ? model.output_mask(j) : nullptr;
+    if (weigh && by_position)
+      return backend::WeightTensors{nullptr, mask ? &scratch.weighted_mask : weights};
+    return backend::WeightTensors{weigh ? weights : nullptr, mask};
   };
   sums.reset(slot_count());
   scratch.grads.resize(n);
@@ -430,9 +473,8 @@ void Objective::enqueue(backend::Backend& ops, const Model& model,
     const Output& o = outputs_[j];
     const std::int64_t width = row_width(*outputs[j]);
     ops.loss_sum(at_positions(o.loss->desc(), *outputs[j]), *outputs[j], *targets[j],
-                 {weights, weighs_steps(j) ? &scratch.step_weights[j] : nullptr}, width,
-                 grad_scale * static_cast<float>(o.weight), gradients ? &scratch.grads[j] : nullptr,
-                 sums, j);
+                 loss_weights(j), width, grad_scale * static_cast<float>(o.weight),
+                 gradients ? &scratch.grads[j] : nullptr, sums, j);
     scratch.grad_views.push_back(&scratch.grads[j]);
   }
   std::size_t slot = n;
@@ -452,9 +494,11 @@ void Objective::enqueue(backend::Backend& ops, const Model& model,
   }
   backend::MetricDesc samples;
   samples.kind = backend::MetricDesc::Kind::samples;
-  if (has_weighted_metrics())
-    ops.metric_sum(samples, *outputs[0], *targets[0], {weights}, row_width(*outputs[0]), sums,
-                   slot++);
+  if (has_weighted_metrics())  // the weights' sum (by position: each row's mean weight)
+    ops.metric_sum(
+        by_position ? at_positions(samples, *outputs[0]) : samples, *outputs[0], *targets[0],
+        by_position ? backend::WeightTensors{nullptr, weights} : backend::WeightTensors{weights},
+        row_width(*outputs[0]), sums, slot++);
   // Each masked output's kept steps (each row's mean mask: metric sums are means over a row's
   // steps), plain and weighted: its metrics' counts.
   for (std::size_t j = 0; j < n; ++j) {

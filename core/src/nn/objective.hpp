@@ -8,13 +8,18 @@
 // names are the metrics' own. Targets come packed as the model's outputs do (tandem/model.hpp):
 // a sample's y holds each output's targets in output order, flattened (one class index for a
 // sparse loss, else as many values as the output has), then, for weighted data (Dataset's
-// weighted()), one more value: the sample's weight (Keras' sample_weight).
+// weight_count()), the sample's weight (Keras' sample_weight) — or, for a model of one output
+// whose values have positions (a sequence's steps, an image's pixels: nn/loss.hpp's
+// positions_of), one weight per position (Keras' temporal weights), in position order.
 //
 // Weights, as Keras applies them: the loss is the sum over samples of weight × loss divided by
 // the number of samples (not the weights' sum); "weighted_metrics" are weighted means (sums of
 // weight × value over the sum of the weights; a ratio metric weighs both of its sums); plain
 // "metrics" ignore the weights. A weighted metric named as a plain one of the same output is
-// logged as "weighted_<name>" (Keras 2's rule).
+// logged as "weighted_<name>" (Keras 2's rule). Weights by position weigh each position's loss
+// and metric values alike: the loss is the sum of weight × loss over every position divided by
+// their number (samples × positions), a weighted metric the sum of weight × value over the
+// weights' sum.
 //
 // Masks (Model::output_masked): an output carrying a Keras mask of its steps weighs each step's
 // loss by the mask (and the sample's weight), and the loss is that sum divided by the number of
@@ -73,7 +78,9 @@ struct StepSums {
 /// One replica's working tensors for an Objective (see above). Used by one thread at a time.
 struct ObjectiveScratch {
   std::vector<Tensor> targets;  // per output, its targets apart (several outputs, or weighted)
-  Tensor weights;               // the samples' weights, apart (weighted data)
+  Tensor weights;               // the samples' weights, apart (weighted data; rows x positions
+                                // for weights by position)
+  Tensor weighted_mask;         // weights by position times the output's mask (weighted metrics)
   std::vector<Tensor> step_weights;  // per output that weighs steps, its loss's weight of each
   std::vector<Tensor> grads;    // per output, the loss gradient
   std::vector<const Tensor*> grad_views;
@@ -126,8 +133,10 @@ class Objective {
   std::vector<double> values(const std::vector<MetricSum>& parts) const;
 
   /// Throws ShapeError naming the output when targets of per-sample shape `targets` (one shape,
-  /// packed; or one per output) cannot go with the model's outputs.
-  void check_targets(const Model& model, const std::vector<Shape>& targets) const;
+  /// packed; or one per output), with `weights` sample weights each (Dataset::weight_count),
+  /// cannot go with the model's outputs.
+  void check_targets(const Model& model, const std::vector<Shape>& targets,
+                     std::int64_t weights = 0) const;
   /// Throws DataError for a sparse label that is no class index, in host targets `y` (weighted
   /// or not) of `model`'s outputs, naming the output, the batch's row and the label's position
   /// (a device replica checks before it copies).
@@ -172,6 +181,9 @@ class Objective {
   /// plain count and, with weighted metrics, the weighted one).
   std::size_t mask_slots() const;
   std::vector<LabelColumn> label_columns(const Model& model) const;
+  /// Throws ShapeError unless `weights` (> 1) weights per sample are one per position of the
+  /// model's one output.
+  void check_position_weights(const Model& model, std::int64_t weights) const;
   bool has_weighted_metrics() const;
   std::size_t masked_count() const;
   /// Every metric in metric_names() order after the per-output losses, with whether it is

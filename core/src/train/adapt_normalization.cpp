@@ -104,7 +104,7 @@ std::vector<AdaptNote> adapt_normalizations(Model& model, const Dataset& train) 
   if (targets.empty()) return notes;
 
   const std::int64_t row = shape_size(train.x_shape());
-  const std::int64_t y_row = shape_size(train.y_shape()) + (train.weighted() ? 1 : 0);
+  const std::int64_t y_row = train.y_row();
   const std::int64_t chunk =
       std::clamp<std::int64_t>((std::int64_t{1} << 24) / std::max<std::int64_t>(row, 1), 1, 4096);
   std::vector<float> x(static_cast<std::size_t>(chunk * row)),

@@ -112,7 +112,7 @@ void Trainer::check_data_fits(const Model& model, const Objective& objective, co
                     "predicted (tandem predict), not used for " +
                     role + " (" + d.describe() + ")");
   try {
-    objective.check_targets(model, d.y_parts());
+    objective.check_targets(model, d.y_parts(), d.weight_count());
   } catch (const ShapeError& e) {
     throw ShapeError("the " + role + " data does not fit the model: " + e.what() + " (" +
                      d.describe() + ")");

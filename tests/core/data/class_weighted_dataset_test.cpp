@@ -23,7 +23,7 @@ class ListedDataset final : public Dataset {
   }
   Shape x_shape() const override { return {1}; }
   Shape y_shape() const override { return y_shape_; }
-  bool weighted() const override { return !weights_.empty(); }
+  std::int64_t weight_count() const override { return weights_.empty() ? 0 : 1; }
   void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
     const std::int64_t row = width() + (weighted() ? 1 : 0);
     for (std::size_t k = 0; k < indices.size(); ++k) {
@@ -47,7 +47,7 @@ const std::map<std::int64_t, double> kWeights = {{0, 0.5}, {1, 4.0}};
 
 // (y, weight) pairs of every sample in order.
 std::vector<float> read_all(const Dataset& d) {
-  const std::int64_t row = shape_size(d.y_shape()) + (d.weighted() ? 1 : 0);
+  const std::int64_t row = d.y_row();
   std::vector<std::int64_t> all(static_cast<std::size_t>(d.size()));
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
   std::vector<float> x(all.size()), y(all.size() * static_cast<std::size_t>(row));
@@ -109,6 +109,69 @@ TEST(ClassWeightedDataset, TheLoaderPassesWeightsOnAndRefusesBadOnes) {
       EXPECT_NE(std::string(e.what()).find("listed: sample 2 has weight"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+// Three steps' labels, then a weight for each step (Keras' temporal weights); sample i's weights
+// are i, i + 1, i + 2, but for one sample's bad value at step 1.
+class StepWeightedDataset final : public Dataset {
+ public:
+  explicit StepWeightedDataset(std::int64_t bad_sample = -1, float bad = 0)
+      : bad_sample_(bad_sample), bad_(bad) {}
+  std::int64_t size() const override { return 4; }
+  Shape x_shape() const override { return {1}; }
+  Shape y_shape() const override { return {3}; }
+  std::int64_t weight_count() const override { return 3; }
+  void read(std::span<const std::int64_t> indices, float* x, float* y) const override {
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const auto i = static_cast<float>(indices[k]);
+      x[k] = i;
+      for (std::size_t t = 0; t < 3; ++t) {
+        y[k * 6 + t] = static_cast<float>(t);
+        y[k * 6 + 3 + t] = indices[k] == bad_sample_ && t == 1 ? bad_ : i + static_cast<float>(t);
+      }
+    }
+  }
+  std::string describe() const override { return "steps"; }
+
+ private:
+  std::int64_t bad_sample_;
+  float bad_;
+};
+
+TEST(ClassWeightedDataset, TheLoaderChecksEveryWeightOfASampleWithWeightsByPosition) {
+  auto steps = std::make_shared<StepWeightedDataset>();
+  EXPECT_EQ(steps->y_row(), 6);
+  DataLoader loader(steps, {2, false, 0, 0});
+  loader.start_epoch(0);
+  Batch batch;
+  ASSERT_TRUE(loader.next(batch));
+  EXPECT_EQ(batch.y.shape(), (Shape{2, 6}));
+  EXPECT_EQ(std::vector<float>(batch.y.values().begin(), batch.y.values().end()),
+            (std::vector<float>{0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 2, 3}));
+
+  for (const float bad : {std::nanf(""), -1.0f, INFINITY}) {
+    DataLoader l(std::make_shared<StepWeightedDataset>(2, bad), {2, false, 0, 0});
+    l.start_epoch(0);
+    Batch b;
+    ASSERT_TRUE(l.next(b));  // samples 0 and 1
+    try {
+      l.next(b);
+      ADD_FAILURE() << "weight " << bad << " accepted";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("steps: sample 2 has weight"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("at position 1 of 3"), std::string::npos) << e.what();
+    }
+  }
+  // class_weight weighs a sample once: weights by position cannot take it.
+  try {
+    make_class_weighted(steps, kWeights, "class_weight");
+    ADD_FAILURE() << "class weights over weights by position accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gives each sample 3 weights (one per position)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -415,11 +415,31 @@ TEST_F(Hdf5Dataset, SampleWeightsFollowEachSamplesTargets) {
   EXPECT_FALSE(open("x", "y")->weighted());
 }
 
-TEST_F(Hdf5Dataset, SampleWeightsOfAnotherShapeOrCountAreRefused) {
-  std::string msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"y"}, {"y"}, "x"}); });
-  EXPECT_NE(msg.find("sample_weight dataset 'x' has samples of shape (None, 5)"), std::string::npos)
-      << msg;
-  msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "short"}); });
+// Weights of several values per sample (Keras' temporal weights, one per position of the
+// targets; the objective checks their count against the model) follow the targets in order.
+TEST_F(Hdf5Dataset, SampleWeightsPerPositionFollowTheTargetsInOrder) {
+  for (const bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "whole" : "block cache");
+    auto ds = data::open_hdf5_dataset({file_, {"y1"}, {"y"}, "grp/images"},
+                                      whole ? data::Hdf5ReadOptions{} : small_cache());
+    EXPECT_EQ(ds->weight_count(), 6);
+    EXPECT_EQ(ds->y_row(), 7);
+    EXPECT_EQ(ds->y_shape(), Shape{});
+    const std::vector<std::int64_t> idx{300, 7, 11999};
+    std::vector<float> x(idx.size()), y(idx.size() * 7);
+    ds->read(idx, x.data(), y.data());
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      EXPECT_EQ(y[7 * k], y_value(idx[k])) << idx[k];
+      for (std::int64_t j = 0; j < 6; ++j)
+        EXPECT_EQ(y[7 * k + 1 + static_cast<std::size_t>(j)],
+                  static_cast<float>((idx[k] + j) % 256))
+            << idx[k] << " position " << j;
+    }
+  }
+}
+
+TEST_F(Hdf5Dataset, SampleWeightsOfAnotherCountAreRefused) {
+  std::string msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "short"}); });
   EXPECT_NE(msg.find("'short' has 11999"), std::string::npos) << msg;
   msg = data_error_of([&] { data::open_hdf5_dataset({file_, {"x"}, {"y"}, "weights"}); });
   EXPECT_NE(msg.find("no dataset 'weights'"), std::string::npos) << msg;

@@ -63,15 +63,35 @@ struct Step {
 const std::vector<float> kTokens{3, 1, 0, 0, 0, 2, 0, 4, 5, 0, 0, 0, 0, 0, 0, 7, 7, 8, 6, 1};
 const std::vector<float> kLabels{0, 2, 1, 1, 1, 1, 0, 2, 0, 2, 1, 0, 2, 1, 0, 2, 2, 0, 1, 0};
 const std::vector<float> kSampleWeights{0.5f, 2.0f, 1.0f, 1.5f};
+// Keras' temporal weights: one per step (a padding step's weighs nothing, as the mask drops it).
+const std::vector<float> kStepWeights{0.5f, 3.0f, 9.0f, 9.0f, 9.0f, 1.0f, 7.0f, 0.25f, 2.0f, 9.0f,
+                                      4.0f, 4.0f, 4.0f, 4.0f, 4.0f, 1.5f, 0.0f, 2.5f,  1.0f, 0.75f};
 
-// y with each row's labels, then (weighted) the sample's weight.
-Tensor targets(bool weighted) {
-  const std::int64_t cols = weighted ? 6 : 5;
+enum class Weights { none, per_sample, per_step };
+
+double weight_of(Weights weights, std::size_t value) {
+  switch (weights) {
+    case Weights::none:
+      return 1.0;
+    case Weights::per_sample:
+      return kSampleWeights[value / 5];
+    case Weights::per_step:
+      return kStepWeights[value];
+  }
+  return 0;
+}
+
+// y with each row's labels, then its weights: the sample's, or one per step.
+Tensor targets(Weights weights = Weights::none) {
+  const std::int64_t extra = weights == Weights::none ? 0 : weights == Weights::per_sample ? 1 : 5;
+  const std::int64_t cols = 5 + extra;
   Tensor y({4, cols});
   for (std::int64_t r = 0; r < 4; ++r) {
     for (std::int64_t t = 0; t < 5; ++t)
       y[r * cols + t] = kLabels[static_cast<std::size_t>(r * 5 + t)];
-    if (weighted) y[r * cols + 5] = kSampleWeights[static_cast<std::size_t>(r)];
+    for (std::int64_t k = 0; k < extra; ++k)
+      y[r * cols + 5 + k] =
+          static_cast<float>(weight_of(weights, static_cast<std::size_t>(r * 5 + k)));
   }
   return y;
 }
@@ -81,12 +101,13 @@ struct Expected {
 };
 
 // Keras' values in double from the tagger's probabilities: the loss Σ w·m·(−log p[label]) / Σ m,
-// the accuracy Σ m·[argmax = label] / Σ m, the weighted accuracy Σ w·m·[...] / Σ w·m.
-Expected by_hand(const Tensor& probs, bool weighted) {
+// the accuracy Σ m·[argmax = label] / Σ m, the weighted accuracy Σ w·m·[...] / Σ w·m — w the
+// step's sample's weight, or the step's own.
+Expected by_hand(const Tensor& probs, Weights weights) {
   double loss = 0, kept = 0, hits = 0, weighted_hits = 0, weighted_kept = 0;
   for (std::size_t i = 0; i < kTokens.size(); ++i) {
     if (kTokens[i] == 0) continue;
-    const double w = weighted ? kSampleWeights[i / 5] : 1.0;
+    const double w = weight_of(weights, i);
     const float* p = probs.data() + i * kClasses;
     const auto label = static_cast<std::size_t>(kLabels[i]);
     std::size_t best = 0;
@@ -102,8 +123,11 @@ Expected by_hand(const Tensor& probs, bool weighted) {
 }
 
 TEST(MaskedOutputs, LossAndMetricsAreMeansOverTheKeptSteps) {
-  for (const bool weighted : {false, true}) {
-    SCOPED_TRACE(weighted ? "sample weights" : "no weights");
+  for (const Weights weights : {Weights::none, Weights::per_sample, Weights::per_step}) {
+    SCOPED_TRACE(weights == Weights::none         ? "no weights"
+                 : weights == Weights::per_sample ? "sample weights"
+                                                  : "weights by step");
+    const bool weighted = weights != Weights::none;
     Step step(tagger(5), weighted ? json{"accuracy"} : json());
     ASSERT_TRUE(step.model->output_masked(0));
     // Larger weights than the initializers', so that the steps' losses differ (the padding's from
@@ -111,12 +135,17 @@ TEST(MaskedOutputs, LossAndMetricsAreMeansOverTheKeptSteps) {
     for (Parameter* p : step.model->parameters())
       for (std::int64_t i = 0; i < p->value.size(); ++i) p->value[i] *= 6.0f;
     const Tensor x = Tensor::from_vector({4, 5}, kTokens);
-    const StepSums s = step.run(x, targets(weighted), false);
-    const Expected want = by_hand(step.model->forward(x, false), weighted);
+    const StepSums s = step.run(x, targets(weights), false);
+    const Expected want = by_hand(step.model->forward(x, false), weights);
     EXPECT_NEAR(s.loss.mean(), want.loss, 1e-6 * want.loss);
     ASSERT_EQ(s.metrics.size(), weighted ? 2u : 1u);
     EXPECT_NEAR(s.metrics[0].mean(), want.accuracy, 1e-12);
     if (weighted) EXPECT_NEAR(s.metrics[1].mean(), want.weighted_accuracy, 1e-12);
+    if (weights == Weights::per_step) {  // each step's own weight, not its sample's
+      const Expected per_sample = by_hand(step.model->forward(x, false), Weights::per_sample);
+      EXPECT_GT(std::fabs(want.loss - per_sample.loss), 0.05 * want.loss);
+      EXPECT_GT(std::fabs(want.weighted_accuracy - per_sample.weighted_accuracy), 0.01);
+    }
     // Not the mean over every step, padding included (what the loss was before masks).
     const Tensor& probs = step.model->forward(x, false);
     double all = 0;
@@ -131,29 +160,32 @@ TEST(MaskedOutputs, LossAndMetricsAreMeansOverTheKeptSteps) {
 // of the loss the objective computes, each output value moved in turn (the mask stays the
 // model's: it depends on the tokens alone). Masked steps get none.
 TEST(MaskedOutputs, TheOutputsGradientIsTheMaskedLosssDerivative) {
-  Step step(tagger(5), json());
-  const Tensor x = Tensor::from_vector({4, 5}, kTokens);
-  const Tensor y = targets(true);
-  step.model->forward_outputs(x, false);
-  const Tensor probs = step.model->forward(x, false).clone();
-  const auto loss_at = [&](const Tensor& p) {
-    step.objective.enqueue(backend::cpu_backend(), *step.model, {&p}, y, 0.25f, true, step.scratch,
-                           *step.sums);
-    return step.objective.read(*step.sums, 4).loss.mean();
-  };
-  loss_at(probs);
-  const Tensor grad = step.scratch.grads[0].clone();
-  const std::vector<double> numeric = test::numeric_gradient(
-      [&](const std::vector<double>& values) {
-        Tensor p(probs.shape());
-        for (std::int64_t i = 0; i < p.size(); ++i)
-          p[i] = static_cast<float>(values[static_cast<std::size_t>(i)]);
-        return loss_at(p);
-      },
-      test::to_double(probs), 1e-3);
-  for (std::int64_t i = 0; i < probs.size(); ++i) {
-    EXPECT_NEAR(grad[i], numeric[static_cast<std::size_t>(i)], 2e-3) << "output value " << i;
-    if (kTokens[static_cast<std::size_t>(i / kClasses)] == 0) EXPECT_EQ(grad[i], 0.0f);
+  for (const Weights weights : {Weights::per_sample, Weights::per_step}) {
+    SCOPED_TRACE(weights == Weights::per_sample ? "sample weights" : "weights by step");
+    Step step(tagger(5), json());
+    const Tensor x = Tensor::from_vector({4, 5}, kTokens);
+    const Tensor y = targets(weights);
+    step.model->forward_outputs(x, false);
+    const Tensor probs = step.model->forward(x, false).clone();
+    const auto loss_at = [&](const Tensor& p) {
+      step.objective.enqueue(backend::cpu_backend(), *step.model, {&p}, y, 0.25f, true,
+                             step.scratch, *step.sums);
+      return step.objective.read(*step.sums, 4).loss.mean();
+    };
+    loss_at(probs);
+    const Tensor grad = step.scratch.grads[0].clone();
+    const std::vector<double> numeric = test::numeric_gradient(
+        [&](const std::vector<double>& values) {
+          Tensor p(probs.shape());
+          for (std::int64_t i = 0; i < p.size(); ++i)
+            p[i] = static_cast<float>(values[static_cast<std::size_t>(i)]);
+          return loss_at(p);
+        },
+        test::to_double(probs), 1e-3);
+    for (std::int64_t i = 0; i < probs.size(); ++i) {
+      EXPECT_NEAR(grad[i], numeric[static_cast<std::size_t>(i)], 2e-3) << "output value " << i;
+      if (kTokens[static_cast<std::size_t>(i / kClasses)] == 0) EXPECT_EQ(grad[i], 0.0f);
+    }
   }
 }
 
@@ -216,8 +248,8 @@ TEST(MaskedOutputs, MeanIouCountsTheKeptStepsAlone) {
   const Tensor x = Tensor::from_vector({4, 5}, kTokens);
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false),
-                    targets(false), 0.25f, false, scratch, *sums);
+  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false), targets(),
+                    0.25f, false, scratch, *sums);
   const double masked = objective.values(objective.read(*sums, 4).metrics)[0];
   const Tensor& p = model->forward(x, false);
   std::vector<float> kept_p, kept_t;
@@ -252,7 +284,7 @@ TEST(MaskedOutputs, MeanIouCountsTheKeptStepsAlone) {
 // gives, not 0 / 0.
 TEST(MaskedOutputs, ABatchWithoutKeptStepsHasNoLossAndNoGradient) {
   Step step(tagger(5), json());
-  const StepSums s = step.run(Tensor({4, 5}), targets(false), true);
+  const StepSums s = step.run(Tensor({4, 5}), targets(), true);
   EXPECT_EQ(s.loss.sum, 0.0);
   EXPECT_EQ(s.metrics[0].count, 0.0);
   for (std::int64_t i = 0; i < step.scratch.grads[0].size(); ++i)
@@ -353,8 +385,8 @@ TEST(MaskedOutputs, AnIgnoredClassAndAMaskKeepTheStepsBothKeep) {
   const Tensor x = Tensor::from_vector({4, 5}, kTokens);
   ObjectiveScratch scratch;
   auto sums = backend::cpu_backend().sums();
-  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false),
-                    targets(false), 0.25f, false, scratch, *sums);
+  objective.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, false), targets(),
+                    0.25f, false, scratch, *sums);
   const Tensor& probs = model->forward(x, false);
   double sum = 0, count = 0;
   for (std::size_t i = 0; i < kTokens.size(); ++i) {

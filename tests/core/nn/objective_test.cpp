@@ -582,5 +582,145 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
   EXPECT_THROW(o.check_targets(*model, {{1}}), ShapeError);
 }
 
+// Keras' temporal weights: one weight per step after the step's labels. Each step's loss and
+// weighted metric value is weighed by its own weight — the loss Σ w·ce over every step divided by
+// the samples' steps, the weighted accuracy Σ w·hit / Σ w, the weighted confusion matrix Σ w per
+// cell —; plain metrics ignore them; the gradient is the loss's (central differences).
+struct StepWeightedReference {
+  double loss = 0, hits = 0, weighted_hits = 0, weight_sum = 0;  // Σ over rows of step means
+  std::vector<double> confusion = std::vector<double>(16);
+};
+
+StepWeightedReference step_weighted_reference(const std::vector<double>& p, const Tensor& x,
+                                              const Tensor& y, std::int64_t rows) {
+  StepWeightedReference ref;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t t = 0; t < 3; ++t) {
+      std::vector<double> z(4);
+      for (std::size_t c = 0; c < 4; ++c) {
+        z[c] = p[8 + c];
+        for (std::size_t i = 0; i < 2; ++i)
+          z[c] += x[(r * 3 + t) * 2 + static_cast<std::int64_t>(i)] * p[i * 4 + c];
+      }
+      const auto label = static_cast<std::size_t>(y[r * 6 + t]);
+      const double w = y[r * 6 + 3 + t];
+      double sum = 0;
+      for (double v : z) sum += std::exp(v);
+      const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+      ref.loss += w * (std::log(sum) - z[label]) / 3;
+      ref.hits += (best == label ? 1 : 0) / 3.0;
+      ref.weighted_hits += w * (best == label ? 1 : 0) / 3;
+      ref.weight_sum += w / 3;
+      ref.confusion[label * 4 + best] += w;
+    }
+  return ref;
+}
+
+TEST(Objective, WeightsByPositionWeighEachStepAsKerasTemporalWeights) {
+  auto model = Model::from_config(tagger_config(), "model", 5);
+  const json weighted_metrics = json::parse(R"(["accuracy",
+    {"class_name": "MeanIoU", "config": {"num_classes": 4, "sparse_y_pred": false}}])");
+  const Objective o =
+      make_objective(json::parse(R"({"class_name": "SparseCategoricalCrossentropy", "config":
+                      {"from_logits": true}})"),
+                     json(), json::array({"accuracy"}), *model, weighted_metrics);
+  constexpr std::int64_t rows = 6;
+  const Tensor x = test::random_tensor({rows, 3, 2}, 3, -2, 2);
+  Tensor y({rows, 6});  // three steps' classes, then each step's weight
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t t = 0; t < 3; ++t) {
+      y[r * 6 + t] = static_cast<float>((r + 2 * t) % 4);
+      y[r * 6 + 3 + t] = 0.25f * static_cast<float>((r * 3 + t * 5) % 7);  // 0 to 1.5
+    }
+  o.check_targets(*model, {{3}}, 3);
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, true), y, 1.0f, true, scratch,
+            *sums);
+  model->backward_outputs(scratch.grad_views, [](std::size_t) {});
+  const StepSums s = o.read(*sums, rows);
+
+  std::vector<double> params;
+  for (const Parameter* p : model->parameters())
+    params.insert(params.end(), p->value.data(), p->value.data() + p->value.size());
+  const StepWeightedReference ref = step_weighted_reference(params, x, y, rows);
+  EXPECT_NEAR(s.loss.sum, ref.loss, 1e-5 * ref.loss);
+  EXPECT_EQ(s.loss.count, rows);
+  ASSERT_EQ(s.metrics.size(), 2u + 16u);
+  EXPECT_NEAR(s.metrics[0].sum, ref.hits, 1e-12);  // plain accuracy: every step counts once
+  EXPECT_EQ(s.metrics[0].count, rows);
+  EXPECT_NEAR(s.metrics[1].sum, ref.weighted_hits, 1e-12);
+  EXPECT_NEAR(s.metrics[1].count, ref.weight_sum, 1e-12);
+  for (std::size_t cell = 0; cell < 16; ++cell)
+    EXPECT_NEAR(s.metrics[2 + cell].sum, ref.confusion[cell], 1e-12) << "confusion cell " << cell;
+  // The steps' own weights matter: their rows' mean weight would give another accuracy.
+  EXPECT_GT(std::fabs(ref.weighted_hits / ref.weight_sum - ref.hits / rows), 1e-3);
+
+  std::vector<double> analytic;
+  for (const Parameter* p : model->parameters())
+    analytic.insert(analytic.end(), p->grad.data(), p->grad.data() + p->grad.size());
+  const std::vector<double> numeric = test::numeric_gradient(
+      [&](const std::vector<double>& p) { return step_weighted_reference(p, x, y, rows).loss; },
+      params);
+  test::expect_close(analytic, numeric, 1e-4, 1e-6, "gradients of the step-weighted loss");
+
+  // The label check reads the labels before the weights.
+  y[4 * 6 + 1] = 9;
+  try {
+    o.check_labels(y, *model);
+    ADD_FAILURE() << "label 9 of 4 classes accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("row 4 of the batch: label 9 at position 1 of 3"),
+              std::string::npos)
+        << e.what();
+  }
+  y[4 * 6 + 1] = 1;
+  y[4 * 6 + 5] = 7;  // a weight: not a label
+  EXPECT_NO_THROW(o.check_labels(y, *model));
+}
+
+// A weight per position fits a model of one output with that many positions: another count, or
+// a model of several outputs, is refused naming what it takes.
+TEST(Objective, WeightsByPositionOfAnotherCountAreRefusedNamingWhatFits) {
+  auto tagger = Model::from_config(tagger_config(), "model", 5);
+  const Objective o = make_objective("sparse_categorical_crossentropy", json(), json(), *tagger);
+  EXPECT_NO_THROW(o.check_targets(*tagger, {{3}}, 1));
+  EXPECT_NO_THROW(o.check_targets(*tagger, {{3}}, 3));
+  try {
+    o.check_targets(*tagger, {{3}}, 4);
+    ADD_FAILURE() << "4 weights for 3 steps accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "the sample weights hold 4 values per sample, but output 'tags' of shape "
+                 "(None, 3, 4) takes one weight per sample or one per position, 3 (shape "
+                 "(None, 3))");
+  }
+  auto heads = Model::from_config(two_heads_config(), "model", 5);
+  const Objective two = make_objective(kLoss, kWeights, kMetrics, *heads);
+  try {
+    two.check_targets(*heads, {{2}}, 2);
+    ADD_FAILURE() << "weights by position accepted for two outputs";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "the sample weights hold 2 values per sample, but a model of several outputs "
+                 "('cls', 'reg') takes one weight per sample");
+  }
+  // A batch whose rows fit no weight count says what it expected.
+  Tensor y({2, 5});
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  const Tensor x = test::random_tensor({2, 3, 2}, 3);
+  try {
+    o.enqueue(backend::cpu_backend(), *tagger, tagger->forward_outputs(x, false), y, 1.0f, false,
+              scratch, *sums);
+    ADD_FAILURE() << "5 values per row accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("or one more with the sample's weight, or 3 more, one "
+                                         "per position"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem
