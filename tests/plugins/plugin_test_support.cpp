@@ -28,14 +28,18 @@ json model_config() {
               {{"class_name", "Dense"}, {"config", {{"units", 3}}}}}}}}};
 }
 
-PluginRun::PluginRun(const std::string& plan_text, double learning_rate, std::uint64_t seed)
+PluginRun::PluginRun(const std::string& plan_text, double learning_rate, std::uint64_t seed,
+                     const json& optimizer_spec)
     : run_dir(scratch_dir("plugin-run")) {
   model = Model::from_config(model_config(), "model", seed);
   loss = make_loss(
       json{{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"from_logits", true}}}},
       "loss");
   optimizer = make_optimizer(
-      json{{"class_name", "Adam"}, {"config", {{"learning_rate", learning_rate}}}}, "optimizer");
+      optimizer_spec.is_null()
+          ? json{{"class_name", "Adam"}, {"config", {{"learning_rate", learning_rate}}}}
+          : optimizer_spec,
+      "optimizer");
   const int n = std::stoi(plan_text.substr(plan_text.find(':') + 1));
   meta = std::make_unique<ReplicaModel>(*model, *optimizer, DevicePlan::cpus(n));
   metrics = make_metrics(json::array({"accuracy"}), "metrics", *loss, {3});

@@ -31,9 +31,10 @@ class TableDataset : public Dataset {
 };
 
 /// Dense 4 -> 16 relu -> Dense 3 logits, sparse CE, Adam, accuracy; on `plan_text` (cpu:N).
+/// `optimizer`: another optimizer spec than Adam at `learning_rate` (null: Adam).
 struct PluginRun {
   explicit PluginRun(const std::string& plan_text = "cpu:1", double learning_rate = 0.01,
-                     std::uint64_t seed = 3);
+                     std::uint64_t seed = 3, const nlohmann::json& optimizer = nullptr);
   /// Loads plugin `name` from the build tree and adds its callback with `options` and `target`.
   std::shared_ptr<Callback> add(const std::string& name, const nlohmann::json& options,
                                 Target target = Target::template_model);

@@ -52,6 +52,18 @@ class TANDEM_EXPORT CallbackContext {
   virtual void restore(const CheckpointData& data, const std::string& source);
   /// Called by the CallbackBus before each callback's hook: which target() it sees.
   virtual void select_target(Target target) = 0;
+  /// Whether the optimizer keeps moving averages of the weights (its config's use_ema).
+  virtual bool has_moving_averages() const { return false; }
+  /// Keras 3's SwapEMAWeights (the swap_ema_weights plugin): the model's trainable weights —
+  /// the template's and every replica's — and the optimizer's moving averages swap places
+  /// (in_weights true: the averages in the weights), or swap back (false). Returns whether the
+  /// averages are in the weights after the call: false without use_ema or before the first
+  /// step (no averages yet); nothing changes when they already are where asked. Checkpoints
+  /// taken meanwhile hold them swapped and say so, and resume so; the next training step swaps
+  /// them back first; a fit that ends with the averages in the weights keeps them there
+  /// (Keras' finalize_variable_values). Throws RunError from contexts without an optimizer
+  /// (the default).
+  virtual bool swap_moving_averages(bool in_weights);
 };
 
 class TANDEM_EXPORT Callback {

@@ -31,8 +31,9 @@
 /// for several inputs, Model's graph; 6: a model's calls carry their arguments; 7: models with
 /// several inputs and outputs; 8: a model keeps its layers' activity regularizers; 10: dtype
 /// policies; 11: Model runs in parts for pipeline stages, ReplicaFacts::stages; 13: CallbackSetup
-/// carries the run's length; 14: CheckpointData::layout, for Keras 3's weights files).
-#define TANDEM_PLUGIN_ABI_VERSION 14
+/// carries the run's length; 14: CheckpointData::layout, for Keras 3's weights files; 15:
+/// CallbackContext swaps the weights with the optimizer's moving averages).
+#define TANDEM_PLUGIN_ABI_VERSION 15
 
 namespace tandem {
 

@@ -77,8 +77,19 @@ class Optimizer {
   /// Keras' finalize_variable_values at the end of fit: with use_ema (desc().use_ema), each of
   /// `params` (the host parameters the slots were made for, in apply()'s order) takes its moving
   /// average (the slot after the rule's). Returns whether they did: false without use_ema or before
-  /// the first step (no averages yet).
+  /// the first step (no averages yet). When the averages are in the weights already
+  /// (averages_in_weights()), the averages take the weights instead — Keras' SwapEMAWeights at
+  /// the last epoch — and the weights and averages are both the averages after.
   bool use_moving_averages(const std::vector<Parameter*>& params);
+  /// Keras 3's SwapEMAWeights: with use_ema, puts the moving averages into `params`' values and
+  /// their values into the averages (in_weights true), or swaps them back (false). Returns
+  /// averages_in_weights() after the call: a no-op when it already says `in_weights`, false
+  /// without use_ema or before the first step (no averages yet).
+  bool swap_moving_averages(const std::vector<Parameter*>& params, bool in_weights);
+  /// Whether the weights hold the moving averages and the average slots the weights (above).
+  /// Kept in checkpoints; set_averages_in_weights restores it with the slots.
+  bool averages_in_weights() const { return averages_in_weights_; }
+  void set_averages_in_weights(bool in_weights) { averages_in_weights_ = in_weights; }
 
   /// Keras' LossScaleOptimizer around this optimizer (optim/loss_scale.hpp): the loss is scaled
   /// by loss_scale_factor() before the backward pass, unscale_gradients() undoes it. Null when
@@ -114,6 +125,7 @@ class Optimizer {
   std::int64_t iterations_ = 0;
   std::vector<std::vector<Tensor>> slots_;
   std::optional<LossScale> loss_scale_;
+  bool averages_in_weights_ = false;
 };
 
 /// "adam" or {"class_name": "Adam", "config": {"learning_rate": 1e-3, ...}}. Known: SGD, Adam,

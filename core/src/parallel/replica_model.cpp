@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backend/cpu/parallel.hpp"
+#include "backend/kernel_math.hpp"
 #include "nn/dtype_policy.hpp"
 #include "nn/layer_extensions.hpp"
 #include "parallel/abandoned_step.hpp"
@@ -512,8 +513,11 @@ void ReplicaModel::broadcast_from_rank0() {
   world_->broadcast(&lr, sizeof lr, 0);
   world_->broadcast(&iterations, sizeof iterations, 0);
   world_->broadcast(&slotted, sizeof slotted, 0);
+  std::uint8_t averages_in_weights = optimizer_.averages_in_weights() ? 1 : 0;
+  world_->broadcast(&averages_in_weights, sizeof averages_in_weights, 0);
   if (!optimizer_.schedule()) optimizer_.set_learning_rate(lr);  // else iterations give it
   optimizer_.set_iterations(iterations);
+  optimizer_.set_averages_in_weights(averages_in_weights != 0);
   if (LossScale* scale = optimizer_.loss_scale()) {
     double value = scale->scale();
     std::int64_t counts[2] = {scale->good_steps(), scale->skipped_steps()};
@@ -609,6 +613,19 @@ bool ReplicaModel::use_moving_averages() {
   if (!optimizer_.use_moving_averages(template_.trainable_parameters())) return false;
   broadcast_from_template();
   return true;
+}
+
+bool ReplicaModel::keeps_moving_averages() const {
+  return optimizer_.desc().use_ema;
+}
+
+bool ReplicaModel::swap_moving_averages(bool in_weights) {
+  sync_template();
+  if (optimizer_.averages_in_weights() == in_weights) return in_weights;
+  const bool swapped =
+      optimizer_.swap_moving_averages(template_.trainable_parameters(), in_weights);
+  template_lent_ = replicas_stale_ = true;  // every replica and rank takes it before its next step
+  return swapped;
 }
 
 Model& ReplicaModel::template_model() {

@@ -168,6 +168,14 @@ class ReplicaModel {
   /// template and of every replica take their moving averages (Optimizer::use_moving_averages).
   /// Returns whether they did. Collective across ranks (each averages its own, equal, state).
   bool use_moving_averages();
+  /// Keras 3's SwapEMAWeights: the trainable weights of the template and of every replica
+  /// swap places with the optimizer's moving averages (in_weights true), or back (false);
+  /// Optimizer::swap_moving_averages. Returns whether the averages are in the weights after.
+  /// Called between steps on the thread that drives the model; the other ranks take rank 0's
+  /// state at the next collective call, as from any callback's change.
+  bool swap_moving_averages(bool in_weights);
+  /// Whether the optimizer keeps moving averages (its use_ema).
+  bool keeps_moving_averages() const;
 
   /// The last step of every replica of every rank, in rank order.
   const std::vector<ReplicaStep>& last_step() const { return all_steps_; }

@@ -13,6 +13,10 @@ void CallbackContext::restore(const CheckpointData&, const std::string& source) 
   throw RunError(source + ": this callback context cannot restore a checkpoint");
 }
 
+bool CallbackContext::swap_moving_averages(bool) {
+  throw RunError("this callback context has no optimizer whose moving averages it could swap");
+}
+
 namespace {
 
 // The RunError for `name`'s failure in `hook`, from inside the catch.

@@ -134,6 +134,8 @@ class Trainer : public CallbackContext {
   void request_stop(const std::string& reason) override;
   double learning_rate() const override { return meta_.learning_rate(); }
   void set_learning_rate(double lr) override;
+  bool has_moving_averages() const override { return meta_.keeps_moving_averages(); }
+  bool swap_moving_averages(bool in_weights) override;
   /// A callback's event (CallbackContext::publish): RunError when `event` is empty or one of
   /// the run's own (run_started, epoch_started, batch_ended, epoch_ended, stopped, run_finished,
   /// run_failed), or `fields` is neither an object nor null or holds schema, event or time.
@@ -150,6 +152,8 @@ class Trainer : public CallbackContext {
   // DataError when `state` is a meta-model checkpoint's state of another device plan than this
   // run's; json::exception when its target or device_plan has the wrong type.
   void refuse_other_plan(const nlohmann::json& state, const std::string& source) const;
+  void restore_averages_in_weights(const nlohmann::json& optimizer_state,
+                                   const std::string& source);
   struct EpochTotals {
     MetricSum loss;
     std::vector<MetricSum> metrics;
@@ -192,6 +196,7 @@ class Trainer : public CallbackContext {
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
+  bool averages_in_weights_ = false;  // a callback swapped them in (swap_moving_averages)
   std::string divergence_;       // why the fit stopped on a non-finite loss: thrown as DivergedRun
   bool between_steps_ = true;  // false while an update is applied: a failure then is not resumable
   bool failed_between_steps_ = false;

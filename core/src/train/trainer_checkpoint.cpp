@@ -92,6 +92,7 @@ CheckpointData Trainer::checkpoint(Target target, Snapshot snapshot) {
         {"iterations", optimizer.iterations()}}}};
   if (const LossScale* scale = optimizer.loss_scale())
     t.state["optimizer"]["loss_scale"] = scale->state();
+  if (optimizer.averages_in_weights()) t.state["optimizer"]["averages_in_weights"] = true;
   if (!run_config_.is_null()) t.state["run_config"] = run_config_;
   // The lengths the model was built for where its config leaves them to the data (the
   // model_config keeps Keras' nulls): what tandem export builds the model for.
@@ -133,6 +134,22 @@ void Trainer::refuse_other_plan(const json& state, const std::string& source) co
                     saved +
                     "', or load its template part (the same weights) on any plan with "
                     "--weights, or checkpoint with target \"template\".");
+}
+
+// A checkpoint taken while a callback had the moving averages in the weights (swap_ema_weights)
+// holds them swapped: the optimizer takes the flag with the slots, to swap them back.
+void Trainer::restore_averages_in_weights(const json& optimizer_state, const std::string& source) {
+  const json in_weights = optimizer_state.value("averages_in_weights", json(false));
+  if (!in_weights.is_boolean())
+    throw DataError(source + ": the optimizer's averages_in_weights is " + in_weights.dump() +
+                    ", not true or false");
+  if (in_weights.get<bool>() && !meta_.keeps_moving_averages())
+    throw DataError(source +
+                    ": holds the optimizer's moving averages in the weights (swapped by "
+                    "swap_ema_weights), but the optimizer config has no use_ema; resume with "
+                    "the same optimizer");
+  meta_.optimizer().set_averages_in_weights(in_weights.get<bool>());
+  averages_in_weights_ = in_weights.get<bool>();
 }
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
@@ -194,6 +211,7 @@ void Trainer::restore(const CheckpointData& data, const std::string& source) {
                                       : opt.at("config").at("learning_rate").get<double>());
     if (LossScale* scale = optimizer.loss_scale()) 
       scale->restore(opt.contains("loss_scale") ? opt.at("loss_scale") : json(), source);
+    restore_averages_in_weights(opt, source);
     // Every counter in the range the engine runs in, before any is used.
     const auto counter = [&](const char* key, std::int64_t hi) {
       const json& v = s.at(key);
