@@ -17,6 +17,7 @@ const std::set<std::string>& shipped_plugins() {
                                               "progress",
                                               "reduce_lr_on_plateau",
                                               "replica_stats",
+                                              "swap_ema_weights",
                                               "terminate_on_nan"};
   return names;
 }
