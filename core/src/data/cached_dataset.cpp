@@ -17,6 +17,11 @@ namespace tandem::data {
 
 namespace {
 
+// A row of `count` values (none for data without targets, whose buffers may be null).
+void copy_values(float* to, const float* from, std::int64_t count) {
+  if (count > 0) std::memcpy(to, from, static_cast<std::size_t>(count) * sizeof(float));
+}
+
 class CachedDataset final : public WrappedDataset {
  public:
   CachedDataset(std::shared_ptr<const Dataset> parent, std::int64_t x_row, std::int64_t y_row)
@@ -37,8 +42,8 @@ class CachedDataset final : public WrappedDataset {
     if (!missing_.empty()) fill(missing_);
     for (std::size_t k = 0; k < indices.size(); ++k) {
       const std::int64_t i = indices[k];
-      std::memcpy(x + k * x_row_, x_.get() + i * x_row_, x_row_ * sizeof(float));
-      std::memcpy(y + k * y_row_, y_.get() + i * y_row_, y_row_ * sizeof(float));
+      copy_values(x + k * x_row_, x_.get() + i * x_row_, x_row_);
+      copy_values(y + k * y_row_, y_.get() + i * y_row_, y_row_);
     }
   }
 
@@ -54,8 +59,8 @@ class CachedDataset final : public WrappedDataset {
     parent().read(samples, staging_x_.data(), staging_y_.data());
     for (std::size_t k = 0; k < samples.size(); ++k) {
       const std::int64_t i = samples[k];
-      std::memcpy(x_.get() + i * x_row_, staging_x_.data() + k * x_row_, x_row_ * sizeof(float));
-      std::memcpy(y_.get() + i * y_row_, staging_y_.data() + k * y_row_, y_row_ * sizeof(float));
+      copy_values(x_.get() + i * x_row_, staging_x_.data() + k * x_row_, x_row_);
+      copy_values(y_.get() + i * y_row_, staging_y_.data() + k * y_row_, y_row_);
       cached_[static_cast<std::size_t>(i)] = true;
     }
   }
@@ -74,8 +79,7 @@ std::shared_ptr<Dataset> make_cached(std::shared_ptr<const Dataset> parent,
                                      const std::string& path) {
   const std::int64_t n = parent->size();
   const std::int64_t x_row = shape_size(parent->x_shape());
-  const std::int64_t y_row =
-      std::max<std::int64_t>(1, shape_size(parent->y_shape())) + parent->weight_count();
+  const std::int64_t y_row = parent->y_row();  // 0 for data without targets
   const double bytes = static_cast<double>(n) * static_cast<double>(x_row + y_row) * sizeof(float);
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   if (bytes > 0.8 * memory)
