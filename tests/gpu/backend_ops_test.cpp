@@ -725,6 +725,36 @@ TEST_F(BackendOps, DiscretizeAndEncodeCategoriesFollowTheCpu) {
   EXPECT_EQ(bad->value, 6.0f);
 }
 
+// IntegerLookup's table (kernel_math's binary search on both): values found, truncated, in OOV
+// buckets or missing, to the bit; the first missing key at the CPU's position.
+TEST_F(BackendOps, LookupFollowsTheCpu) {
+  Tensor x = random_host({5, 9}, 41, -20.0f, 20.0f);
+  const Tensor keys = Tensor::from_vector({5}, {-7.0f, 0.0f, 3.0f, 4.0f, 12.0f});
+  const Tensor values = Tensor::from_vector({5}, {5.0f, 6.0f, 7.0f, 8.0f, 9.0f});
+  for (std::int64_t i = 0; i < x.size(); i += 4) x[i] = keys[i % 5] + 0.5f;  // found, truncated
+  x[3] = std::nanf("");
+  backend::math::LookupDesc desc;
+  for (const std::int64_t buckets : {std::int64_t{0}, std::int64_t{3}}) {
+    desc.missing = 1.0f;
+    desc.buckets = buckets;
+    desc.bucket_start = 2.0f;
+    Tensor y_cpu({5, 9}), y_gpu = gpu_tensor({5, 9});
+    EXPECT_FALSE(cpu().lookup(desc, x, keys, values, y_cpu));
+    EXPECT_FALSE(gpu().lookup(desc, up(x), up(keys), up(values), y_gpu));
+    expect_same(y_cpu, down(y_gpu), buckets ? "OOV buckets" : "one OOV index");
+  }
+  desc = {};
+  desc.refuse_missing = true;
+  Tensor y_cpu({5, 9}), y_gpu = gpu_tensor({5, 9});
+  const auto bad_cpu = cpu().lookup(desc, x, keys, values, y_cpu);
+  const auto bad_gpu = gpu().lookup(desc, up(x), up(keys), up(values), y_gpu);
+  ASSERT_TRUE(bad_cpu);
+  ASSERT_TRUE(bad_gpu);
+  EXPECT_EQ(bad_gpu->position, bad_cpu->position);
+  EXPECT_EQ(bad_gpu->value, bad_cpu->value);
+  EXPECT_FALSE(gpu_->captured_safely());
+}
+
 TEST_F(BackendOps, LossAndMetricSumsFollowTheCpu) {
   const std::int64_t rows = 50, classes = 6;
   const Tensor logits = random_host({rows, classes}, 22, -3.0f, 3.0f);

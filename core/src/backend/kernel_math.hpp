@@ -308,6 +308,7 @@ TANDEM_MATH(double, exp_d, ::exp, std::exp)
 TANDEM_MATH(double, log_d, ::log, std::log)
 TANDEM_MATH(double, cos_d, ::cos, std::cos)
 TANDEM_MATH(double, sin_d, ::sin, std::sin)
+TANDEM_MATH(double, floor_d, ::floor, std::floor)
 #undef TANDEM_MATH
 
 // ---------------------------------------------------------------------------------------------
@@ -1706,6 +1707,50 @@ TANDEM_HD inline void update_element(const OptimizerStep& s, float* w, float g, 
 TANDEM_HD inline std::int64_t embedding_index(float value, std::int64_t vocab) {
   if (!(value >= 0.0f && value < i2f(vocab) && value == floor_f(value))) return -1;
   return static_cast<std::int64_t>(value);
+}
+
+/// IntegerLookup's table (nn/integer_lookup.hpp): what a key found in no row of the table
+/// gives — with `buckets` > 0, bucket_start + the key modulo buckets (Keras' floormod of an
+/// integer key over its OOV indices), else `missing` — and whether the lookup op reports the
+/// first such key (num_oov_indices 0: Keras raises).
+struct LookupDesc {
+  float missing = 0;
+  std::int64_t buckets = 0;
+  float bucket_start = 0;
+  bool refuse_missing = false;
+};
+
+/// The key an input value looks up: the value truncated toward zero, as Keras casts a float
+/// input to int64; NaN and infinities are no key (found nowhere, bucket 0).
+TANDEM_HD inline float lookup_key(float x) {
+  return x >= 0.0f ? floor_f(x) : -floor_f(-x);
+}
+
+/// The position of `key` among n ascending, distinct keys, or -1. Binary search.
+TANDEM_HD inline std::int64_t lookup_position(float key, const float* keys, std::int64_t n) {
+  std::int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (keys[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && keys[lo] == key ? lo : -1;
+}
+
+/// What x looks up in a table of n ascending keys and their values (see LookupDesc); `found`
+/// says whether its key is a row of the table.
+TANDEM_HD inline float looked_up(float x, const float* keys, const float* values, std::int64_t n,
+                                 const LookupDesc& d, bool* found) {
+  const float key = lookup_key(x);
+  const std::int64_t at = lookup_position(key, keys, n);
+  *found = at >= 0;
+  if (at >= 0) return values[at];
+  if (d.buckets <= 0) return d.missing;
+  const double b = static_cast<double>(d.buckets), k = static_cast<double>(key);
+  const double bucket = k == k && k - k == 0.0 ? k - b * floor_d(k / b) : 0.0;  // finite keys
+  return d.bucket_start + static_cast<float>(bucket);
 }
 
 /// Discretization's bin of x among n ascending boundaries: how many are at most x (NumPy's

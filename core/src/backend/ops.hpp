@@ -539,6 +539,11 @@ class Backend {
   /// y[i] = the number of `boundaries` (ascending, n_boundaries of them) at most x[i]: the bin of
   /// x[i], as NumPy's digitize gives it (kernel_math.hpp's bin_of), as a float.
   virtual void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) = 0;
+  /// y[i] = what x[i] looks up in the table of `keys` (ascending, distinct) and their `values`
+  /// (kernel_math.hpp's looked_up: its key truncated toward zero). With desc.refuse_missing,
+  /// returns the first x found in no row instead (y unspecified then).
+  virtual std::optional<BadIndex> lookup(const math::LookupDesc& desc, const Tensor& x,
+                                         const Tensor& keys, const Tensor& values, Tensor& y) = 0;
   /// Encodes category indices, x seen as [outer, n, inner] and y as [outer, inner, depth]:
   /// y[o, j, d] = the number of k with x[o, k, j] == d when `count`, else 1 when there is one
   /// (multi-hot; one-hot is the case n = 1), 0 otherwise. Returns the first index that is no

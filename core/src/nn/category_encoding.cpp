@@ -39,6 +39,21 @@ CategoryGeometry category_geometry(const Shape& input, CategoryMode mode, std::i
   return g;
 }
 
+std::string input_value_place(const Shape& input_shape, const backend::BadIndex& bad,
+                              std::int64_t sample_offset) {
+  const std::int64_t per_sample = std::max<std::int64_t>(shape_size(input_shape), 1);
+  std::ostringstream where;
+  where << "input[" << sample_offset + bad.position / per_sample;
+  std::int64_t rest = bad.position % per_sample, stride = per_sample;
+  for (std::int64_t d : input_shape) {
+    stride /= d;
+    where << ", " << rest / stride;
+    rest %= stride;
+  }
+  where << "] = " << bad.value;
+  return where.str();
+}
+
 void encode_categories(backend::Backend& ops, const Tensor& x, const Shape& input_shape,
                        const CategoryGeometry& geometry, std::int64_t depth, CategoryMode mode,
                        Tensor& y, const std::string& layer, const std::string& cls,
@@ -48,17 +63,8 @@ void encode_categories(backend::Backend& ops, const Tensor& x, const Shape& inpu
   const auto bad = ops.encode_categories(x, ops.place(y, out), geometry.n, geometry.inner, depth,
                                          mode == CategoryMode::count);
   if (!bad) return;
-  const std::int64_t per_sample = std::max<std::int64_t>(shape_size(input_shape), 1);
-  std::ostringstream where;
-  where << "input[" << sample_offset + bad->position / per_sample;
-  std::int64_t rest = bad->position % per_sample, stride = per_sample;
-  for (std::int64_t d : input_shape) {
-    stride /= d;
-    where << ", " << rest / stride;
-    rest %= stride;
-  }
-  where << "] = " << bad->value;
-  throw DataError("layer '" + layer + "' (" + cls + "): " + where.str() +
+  throw DataError("layer '" + layer + "' (" + cls +
+                  "): " + input_value_place(input_shape, *bad, sample_offset) +
                   (bad->value == std::floor(bad->value)
                        ? " is a category outside [0, " + std::to_string(depth) + ")"
                        : " is not an integer category"));

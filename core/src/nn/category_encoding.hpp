@@ -15,6 +15,10 @@
 
 TANDEM_INTERNAL_API_BEGIN
 
+namespace tandem::backend {
+struct BadIndex;
+}  // namespace tandem::backend
+
 namespace tandem::nn {
 
 enum class CategoryMode { one_hot, multi_hot, count };
@@ -29,6 +33,11 @@ struct CategoryGeometry {
   Shape output;
 };
 CategoryGeometry category_geometry(const Shape& input, CategoryMode mode, std::int64_t depth);
+
+/// Where a bad value of a batch is, for an error: "input[7, 2] = 3.5" (the sample global, by
+/// `sample_offset`; then its place in a sample of `input_shape`).
+std::string input_value_place(const Shape& input_shape, const backend::BadIndex& bad,
+                              std::int64_t sample_offset);
 
 /// Encodes x (indices) into y on `ops`; a bad index is a DataError naming `layer` (its class
 /// `cls`), the sample (global, by `sample_offset`) and the place.

@@ -26,6 +26,7 @@
 #include "nn/global_average_pooling.hpp"
 #include "nn/group_normalization.hpp"
 #include "nn/image_layers.hpp"
+#include "nn/integer_lookup.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/masking_layer.hpp"
 #include "nn/merge.hpp"
@@ -1910,6 +1911,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"Rescaling", {"rescaling", make_rescaling}},
       {"CategoryEncoding", {"category_encoding", make_category_encoding}},
       {"Discretization", {"discretization", make_discretization}},
+      {"IntegerLookup", {"integer_lookup", make_integer_lookup}},
       {"Normalization", {"normalization", make_normalization}},
       {"ZeroPadding2D", {"zero_padding2d", make_zero_padding2d}},
       {"Cropping2D", {"cropping2d", make_cropping2d}},

@@ -175,6 +175,12 @@ TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
   fuzz_seed_model("categories.json", 9, 2000);
 }
 
+TEST(ConfigMutation, IntegerLookupsNeverFailButWithTheirPlace) {
+  // IntegerLookup with a mask and leading special tokens into an Embedding, and one with two OOV
+  // indices counting tf_idf padded to max_tokens.
+  fuzz_seed_model("integer-lookup.json", 10, 2000);
+}
+
 TEST(ConfigMutation, RecurrentLayersNeverFailButWithTheirPlace) {
   // An LSTM with both dropouts, a GRU backwards with its own gate activation and a regularizer,
   // and a SimpleRNN without bias, stacked.

@@ -506,6 +506,22 @@ void CpuBackend::discretize(const Tensor& x, const Tensor& boundaries, Tensor& y
   });
 }
 
+std::optional<BadIndex> CpuBackend::lookup(const math::LookupDesc& desc, const Tensor& x,
+                                           const Tensor& keys, const Tensor& values, Tensor& y) {
+  require_device(*this, x, "lookup");
+  const float* kp = keys.data();
+  const float* vp = values.data();
+  const std::int64_t nk = keys.size();
+  const float* xp = x.data();
+  float* yp = y.data();
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    bool found = false;
+    yp[i] = math::looked_up(xp[i], kp, vp, nk, desc, &found);
+    if (!found && desc.refuse_missing) return BadIndex{i, xp[i]};
+  }
+  return std::nullopt;
+}
+
 std::optional<BadIndex> CpuBackend::encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
                                                       std::int64_t inner, std::int64_t depth,
                                                       bool count) {

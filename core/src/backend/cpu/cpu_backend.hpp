@@ -128,6 +128,8 @@ class CpuBackend final : public Backend {
   void adaptive_pool_backward(const AdaptivePoolDesc& desc, const Tensor& dy, const Tensor& arg,
                               Tensor& dx) override;
   void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) override;
+  std::optional<BadIndex> lookup(const math::LookupDesc& desc, const Tensor& x, const Tensor& keys,
+                                 const Tensor& values, Tensor& y) override;
   std::optional<BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
                                             std::int64_t inner, std::int64_t depth,
                                             bool count) override;

@@ -375,18 +375,44 @@ std::optional<backend::BadIndex> CudaBackend::device_indices(const Tensor& x, st
   auto* indices = reinterpret_cast<std::int32_t*>(scratch(indices_, floats_for_int32(n)));
   auto* flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
   embedding_indices(x.data(), indices, n, limit, flag, stream_);
-  // The index check needs its answer on the host now: this step cannot be captured.
+  return first_flagged(flag, x, what + " index");
+}
+
+std::optional<backend::BadIndex> CudaBackend::first_flagged(const unsigned long long* flag,
+                                                            const Tensor& x,
+                                                            const std::string& what) {
+  // The check needs its answer on the host now: this step cannot be captured.
   unsigned long long first_bad = 0;
   check(cudaMemcpyAsync(&first_bad, flag, sizeof first_bad, cudaMemcpyDeviceToHost, stream_),
-        ("cudaMemcpyAsync (" + what + " index check)").c_str());
-  check(cudaStreamSynchronize(stream_), ("the " + what + " index check").c_str());
+        ("cudaMemcpyAsync (" + what + " check)").c_str());
+  check(cudaStreamSynchronize(stream_), ("the " + what + " check").c_str());
   step_->captured_safely = false;
-  if (first_bad >= static_cast<unsigned long long>(n)) return std::nullopt;
+  if (first_bad >= static_cast<unsigned long long>(x.size())) return std::nullopt;
   const auto i = static_cast<std::int64_t>(first_bad);
   float value = 0;
   check(cudaMemcpy(&value, x.data() + i, sizeof value, cudaMemcpyDeviceToHost),
-        ("copy of a bad " + what + " index to the host").c_str());
+        ("copy of a bad " + what + " to the host").c_str());
   return backend::BadIndex{i, value};
+}
+
+std::optional<backend::BadIndex> CudaBackend::lookup(const backend::math::LookupDesc& desc,
+                                                     const Tensor& x, const Tensor& keys,
+                                                     const Tensor& values, Tensor& y) {
+  require(x, "lookup");
+  require(keys, "lookup");
+  require(values, "lookup");
+  require(y, "lookup");
+  unsigned long long* flag = nullptr;
+  if (desc.refuse_missing) {
+    flag = reinterpret_cast<unsigned long long*>(scratch(flag_, 2));
+    const auto none = static_cast<unsigned long long>(x.size());  // staged before the call returns
+    check(cudaMemcpyAsync(flag, &none, sizeof none, cudaMemcpyHostToDevice, stream_),
+          "cudaMemcpyAsync (lookup check)");
+  }
+  cuda::lookup(desc, x.data(), keys.data(), values.data(), keys.size(), y.data(), x.size(), flag,
+               stream_);
+  if (!flag) return std::nullopt;
+  return first_flagged(flag, x, "lookup key");
 }
 
 std::optional<backend::BadIndex> CudaBackend::encode_categories(const Tensor& x, Tensor& y,

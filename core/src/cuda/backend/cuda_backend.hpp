@@ -169,6 +169,9 @@ class CudaBackend final : public backend::Backend {
   void adaptive_pool_backward(const backend::AdaptivePoolDesc& desc, const Tensor& dy,
                               const Tensor& arg, Tensor& dx) override;
   void discretize(const Tensor& x, const Tensor& boundaries, Tensor& y) override;
+  std::optional<backend::BadIndex> lookup(const backend::math::LookupDesc& desc, const Tensor& x,
+                                          const Tensor& keys, const Tensor& values,
+                                          Tensor& y) override;
   std::optional<backend::BadIndex> encode_categories(const Tensor& x, Tensor& y, std::int64_t n,
                                                      std::int64_t inner, std::int64_t depth,
                                                      bool count) override;
@@ -196,6 +199,10 @@ class CudaBackend final : public backend::Backend {
   float* scratch(DeviceBuffer& buffer, std::int64_t floats);
   // x's values as int32 indices in indices_ (0 where invalid), checked on the host (the step
   // cannot be captured then): the first that is no integer in [0, limit), named by `what`.
+  // The first position a kernel flagged in `flag` (atomicMin; x.size() when none) and x's value
+  // there, read on the host now (the step cannot be captured then); nullopt when none was.
+  std::optional<backend::BadIndex> first_flagged(const unsigned long long* flag, const Tensor& x,
+                                                 const std::string& what);
   std::optional<backend::BadIndex> device_indices(const Tensor& x, std::int64_t limit,
                                                   const std::string& what);
   void require(const Tensor& t, const char* operation) const;

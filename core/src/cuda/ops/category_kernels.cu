@@ -1,5 +1,6 @@
-// Private (CUDA module): Discretization's and CategoryEncoding's kernels: a bin per value
-// (kernel_math.hpp's bin_of, the host's binary search) and the encoding of valid int32 indices,
+// Private (CUDA module): Discretization's, IntegerLookup's and CategoryEncoding's kernels: a bin
+// or a table row per value (kernel_math.hpp's bin_of and looked_up, the host's binary searches)
+// and the encoding of valid int32 indices,
 // one thread per output cell counting its matches in index order (no atomics: the same bits as
 // the host). Ownership: none. Thread-safety: launchers queue on the given stream, any thread.
 #include "backend/kernel_math.hpp"
@@ -14,6 +15,16 @@ __global__ void discretize_kernel(const float* x, const float* boundaries, std::
                                   float* y, std::int64_t n) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step())
     y[i] = static_cast<float>(backend::math::bin_of(x[i], boundaries, nb));
+}
+
+__global__ void lookup_kernel(backend::math::LookupDesc desc, const float* x, const float* keys,
+                              const float* values, std::int64_t nk, float* y, std::int64_t n,
+                              unsigned long long* first_missing) {
+  for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
+    bool found = false;
+    y[i] = backend::math::looked_up(x[i], keys, values, nk, desc, &found);
+    if (!found && first_missing) atomicMin(first_missing, static_cast<unsigned long long>(i));
+  }
 }
 
 __global__ void encode_kernel(const std::int32_t* indices, float* y, std::int64_t outer,
@@ -35,6 +46,15 @@ void discretize(const float* x, const float* boundaries, std::int64_t nb, float*
   if (n == 0) return;
   discretize_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, boundaries, nb, y, n);
   check_launch("discretize");
+}
+
+void lookup(const backend::math::LookupDesc& desc, const float* x, const float* keys,
+            const float* values, std::int64_t nk, float* y, std::int64_t n,
+            unsigned long long* first_missing, cudaStream_t stream) {
+  if (n == 0) return;
+  lookup_kernel<<<blocks_for(n), kThreads, 0, stream>>>(desc, x, keys, values, nk, y, n,
+                                                        first_missing);
+  check_launch("lookup");
 }
 
 void encode_categories(const std::int32_t* indices, float* y, std::int64_t outer, std::int64_t n,

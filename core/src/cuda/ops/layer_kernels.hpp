@@ -311,6 +311,11 @@ void layer_norm_backward(LayerNormForm form, const float* x, const float* dy, co
 /// y[i] = the bin of x[i] among nb ascending boundaries (device), as a float.
 void discretize(const float* x, const float* boundaries, std::int64_t nb, float* y, std::int64_t n,
                 cudaStream_t stream);
+/// y[i] = what x[i] looks up among nk ascending keys and their values (kernel_math.hpp's
+/// looked_up); a key found nowhere lowers *first_missing to i (atomicMin) when it is not null.
+void lookup(const backend::math::LookupDesc& desc, const float* x, const float* keys,
+            const float* values, std::int64_t nk, float* y, std::int64_t n,
+            unsigned long long* first_missing, cudaStream_t stream);
 /// y[o, j, d] over indices seen as [outer, n, inner] (valid, below depth): the count of k with
 /// indices[o, k, j] == d (`count`), else 1 when there is one.
 void encode_categories(const std::int32_t* indices, float* y, std::int64_t outer, std::int64_t n,
