@@ -427,6 +427,34 @@ std::vector<Case> cases() {
                                       {{"num_tokens", 5}, {"output_mode", "one_hot"}})}),
                {{{4}, 5}},
                false});
+  // IntegerLookup's table as comparisons (NumPy runs them): values in [0, 9), of which 0, 2, 5,
+  // 6 and 8 are outside the vocabulary.
+  const json vocabulary = {3, 1, 7, 4};
+  c.push_back({"integer_lookup_two_oov_indices",
+               sequential({4}, {layer("IntegerLookup",
+                                      {{"vocabulary", vocabulary}, {"num_oov_indices", 2}})}),
+               {{{4}, 9}},
+               false});
+  c.push_back(
+      {"integer_lookup_masked_inverse",
+       sequential({4}, {layer("IntegerLookup",
+                              {{"vocabulary", vocabulary}, {"mask_token", 0}, {"invert", true}})}),
+       {{{4}, 9}},
+       false});
+  c.push_back({"integer_lookup_masked_count",
+               sequential({3, 2}, {layer("IntegerLookup", {{"vocabulary", vocabulary},
+                                                           {"mask_token", 0},
+                                                           {"output_mode", "count"}})}),
+               {{{3, 2}, 9}},
+               false});
+  c.push_back({"integer_lookup_tf_idf",
+               sequential({5}, {layer("IntegerLookup", {{"vocabulary", vocabulary},
+                                                        {"output_mode", "tf_idf"},
+                                                        {"idf_weights", {0.5, 1.5, 0.25, 2.0}},
+                                                        {"max_tokens", 8},
+                                                        {"pad_to_max_tokens", true}})}),
+               {{{5}, 9}},
+               false});
   // Recurrent layers: ONNX's LSTM, GRU and RNN operators, run by NumPy from the specification
   // (OpenCV 4.6 runs none of these graphs: no RNN, a GRU only with all six inputs, an LSTM
   // whose Y it gives another rank, no Gather of several indices).

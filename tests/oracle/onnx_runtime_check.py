@@ -267,6 +267,7 @@ OPERATORS = {
     "GreaterOrEqual": lambda n, a, b: a >= b,
     "Less": lambda n, a, b: a < b,
     "Equal": lambda n, a, b: a == b,
+    "Mod": lambda n, a, b: np.fmod(a, b) if attribute(n, "fmod", 0) else np.mod(a, b),
     "Not": lambda n, x: np.logical_not(x),
     "Flatten": lambda n, x: x.reshape(int(np.prod(x.shape[:attribute(n, "axis", 1)])), -1),
     "ReduceMax": lambda n, x: x.max(axis=tuple(attribute(n, "axes")),

@@ -60,6 +60,17 @@ class IntegerLookup : public Layer {
     return token_start() + static_cast<std::int64_t>(tokens_.size());
   }
 
+  /// What forward() computes, for an exporter: the table (ascending keys and their values),
+  /// what a key outside it gives, the encoded modes' depth (0 for "int"), their mode (none for
+  /// "int"; "tf_idf" encodes as count) and tf_idf's weights over the depth (else empty). A masked
+  /// value of an encoded mode looks up index depth(), which the encoding leaves out.
+  const std::vector<float>& table_keys() const { return keys_; }
+  const std::vector<float>& table_values() const { return values_; }
+  const backend::math::LookupDesc& lookup_desc() const { return desc_; }
+  std::int64_t depth() const { return mode_ ? depth_ : 0; }
+  std::optional<CategoryMode> encoded_mode() const { return mode_; }
+  const std::vector<float>& idf_weights() const { return idf_; }
+
  private:
   std::int64_t oov_start() const;
   std::int64_t token_start() const { return oov_start() + settings_.num_oov_indices; }

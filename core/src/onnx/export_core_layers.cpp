@@ -10,6 +10,7 @@
 #include "backend/kernel_math.hpp"
 #include "backend/ops.hpp"
 #include "nn/group_normalization.hpp"
+#include "nn/integer_lookup.hpp"
 #include "nn/permute.hpp"
 #include "nn/spectral_normalization.hpp"
 #include "nn/time_distributed.hpp"
@@ -498,6 +499,65 @@ OnnxValue export_discretization(LayerCall& call) {
                            static_cast<std::int64_t>(boundaries.size()) + 1);
 }
 
+// IntegerLookup: each value truncated toward zero (Cast to int64, as Keras casts), compared
+// with the table's keys on a new last axis; the matching key's value (a sum of one), or, where
+// none matches, the OOV index — several: Mod of the int64 key (fmod 0: Python's floormod) —,
+// oov_token (inverted) or -1 (num_oov_indices 0, which Tandem refuses: ONNX has no error to
+// raise). The encoded modes then encode those indices as CategoryEncoding's export does (a
+// masked value's index, the depth, encodes as zeros), tf_idf times its weights.
+OnnxValue export_integer_lookup(LayerCall& call) {
+  OnnxGraph& g = call.graph;
+  const std::string& p = call.prefix;
+  const auto& layer = dynamic_cast<const nn::IntegerLookup&>(call.layer);
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const auto to = [&](const std::string& v, int type) {
+    return g.node("Cast", {v}, p).attr("to", std::int64_t{type}).output();
+  };
+  const std::string keys = to(x.name, onnx::TensorProto::INT64);
+  const std::string column =
+      g.node("Unsqueeze", {to(keys, onnx::TensorProto::FLOAT), g.int64s(p + "/key_axis", {-1})}, p)
+          .output();
+  const auto rows = static_cast<std::int64_t>(layer.table_keys().size());
+  const std::string hot =
+      to(g.node("Equal", {column, call.constant("table_keys", {rows}, layer.table_keys())}, p)
+             .output(),
+         onnx::TensorProto::FLOAT);
+  const auto sum_last = [&](const std::string& v, const std::string& tag) {
+    return g.node("ReduceSum", {v, g.int64s(p + "/" + tag, {-1})}, p)
+        .attr("keepdims", std::int64_t{0})
+        .output();
+  };
+  const std::string found_value = sum_last(
+      g.node("Mul", {hot, call.constant("table_values", {rows}, layer.table_values())}, p).output(),
+      "value_axis");
+  const std::string not_found =
+      g.node("Sub", {g.scalar(p + "/one", 1.0f), sum_last(hot, "found_axis")}, p).output();
+  const backend::math::LookupDesc& d = layer.lookup_desc();
+  std::string missing = g.scalar(p + "/missing", d.missing);
+  if (d.buckets > 0) {
+    const std::string bucket = g.node("Mod", {keys, g.int64s(p + "/buckets", {d.buckets})}, p)
+                                   .attr("fmod", std::int64_t{0})
+                                   .output();
+    missing = g.node("Add",
+                     {to(bucket, onnx::TensorProto::FLOAT),
+                      g.scalar(p + "/bucket_start", d.bucket_start)},
+                     p)
+                  .output();
+  }
+  const std::string looked_up =
+      g.node("Add", {found_value, g.node("Mul", {not_found, missing}, p).output()}, p).output();
+  const std::optional<nn::CategoryMode> mode = layer.encoded_mode();
+  if (!mode) return g.like(x, looked_up);
+  OnnxValue encoded =
+      encode_categories(call, looked_up, x.shape, nn::category_mode_name(*mode), layer.depth());
+  if (layer.idf_weights().empty()) return encoded;
+  encoded.name =
+      g.node("Mul",
+             {encoded.name, call.constant("idf_weights", {layer.depth()}, layer.idf_weights())}, p)
+          .output();
+  return encoded;
+}
+
 OnnxValue export_category_encoding(LayerCall& call) {
   const OnnxValue x = call.graph.in_layout(call.inputs[0], false);
   return encode_categories(call, x.name, x.shape, key(call, "output_mode").get<std::string>(),
@@ -658,6 +718,7 @@ void add_core_exporters(ExporterTable& table) {
   table["Masking"] = export_masking;
   table["Discretization"] = export_discretization;
   table["CategoryEncoding"] = export_category_encoding;
+  table["IntegerLookup"] = export_integer_lookup;
   table["PositionEmbedding"] = export_position_embedding;
   table["TimeDistributed"] = export_time_distributed;
   table["SpectralNormalization"] = export_spectral_normalization;
