@@ -944,6 +944,78 @@ TEST(LayerOracle, CategoryLayersMatchPyTorch) {
             want["categories_multi_hot"]);
 }
 
+// IntegerLookup against PyTorch: torch.searchsorted over the sorted vocabulary for the indices
+// (values truncated by torch.trunc, unknown ones to torch.remainder's bucket), the mask token to
+// 0, the inverse by indexing the vocabulary, F.one_hot summed over the sample's first axis for
+// the counts (a masked value's column dropped) and tf_idf's product. Compared exactly.
+constexpr const char* kLookupTorch = R"PY(
+import json, sys, torch
+import torch.nn.functional as F
+d = json.load(open(sys.argv[1]))
+x = torch.trunc(torch.tensor(d["x"], dtype=torch.float64)).reshape(40, 5)
+vocab = torch.tensor(d["vocab"], dtype=torch.float64)
+order = torch.argsort(vocab)
+ranked = vocab[order]
+def indices(start, oov_start, buckets):
+    at = torch.searchsorted(ranked, x).clamp(max=len(ranked) - 1)
+    found = ranked[at] == x
+    unknown = oov_start + (torch.remainder(x, buckets) if buckets > 1 else torch.zeros_like(x))
+    return torch.where(found, (order[at] + start).double(), unknown)
+masked = indices(1 + 3, 1, 3)
+masked = torch.where(x == 0, torch.zeros_like(masked), masked)
+i = torch.trunc(torch.tensor(d["indices"], dtype=torch.float64)).reshape(40, 5)
+start = 1 + 1
+inside = (i >= start) & (i < start + len(vocab))
+inverse = torch.where(inside, vocab[(i - start).clamp(0, len(vocab) - 1).long()],
+                      torch.full_like(i, -9.0))
+inverse = torch.where(i == 0, torch.zeros_like(inverse), inverse)
+depth = 1 + len(vocab)
+plain = indices(1, 0, 1)
+plain = torch.where(x == 0, torch.full_like(plain, depth), plain)  # the mask, dropped below
+counts = F.one_hot(plain.long(), depth + 1).double().sum(dim=1)[:, :depth]
+idf = torch.tensor([sum(d["idf"]) / len(d["idf"])] + d["idf"], dtype=torch.float64)
+json.dump({"masked_int": masked.flatten().tolist(), "inverse": inverse.flatten().tolist(),
+           "counts": counts.flatten().tolist(), "tf_idf": (counts * idf).flatten().tolist()},
+          open(sys.argv[2], "w"))
+)PY";
+
+TEST(LayerOracle, IntegerLookupMatchesPyTorch) {
+  const fs::path dir = test::scratch_dir("layer-oracle-integer-lookup");
+  const std::vector<std::int64_t> vocab = {907, -12, 33, 5, 40000, 61, -3};
+  const std::vector<double> idf = {0.5, 1.25, 2.0, 0.75, 1.5, 0.25, 3.0};
+  Rng rng(23);
+  std::vector<float> x, indices;  // 40 samples of 5: vocabulary values, the mask, unknowns
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t pick = rng.below(4);
+    x.push_back(pick == 0   ? 0.0f
+                : pick == 1 ? static_cast<float>(-50.0 + 100.0 * rng.uniform())
+                            : static_cast<float>(vocab[rng.below(vocab.size())]) +
+                                  (pick == 2 ? 0.0f : 0.75f));
+    indices.push_back(static_cast<float>(rng.below(12)) - 1.0f);  // -1 .. 10
+  }
+  test::write_text(
+      dir / "in.json",
+      json({{"x", json(x)}, {"indices", json(indices)}, {"vocab", vocab}, {"idf", idf}}).dump());
+  const auto r = test::run_python(dir / "lookup_torch.py", kLookupTorch,
+                                  (dir / "in.json").string() + " " + (dir / "out.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json want = json::parse(test::read_text(dir / "out.json"));
+  const auto lookup = [&](json config) {
+    config["vocabulary"] = vocab;
+    config["mask_token"] = 0;
+    return json{{"class_name", "IntegerLookup"}, {"config", config}};
+  };
+  EXPECT_EQ(json(forward_of(lookup({{"num_oov_indices", 3}}), {40, 5}, x)), want["masked_int"]);
+  EXPECT_EQ(json(forward_of(lookup({{"invert", true}, {"oov_token", -9}}), {40, 5}, indices)),
+            want["inverse"]);
+  EXPECT_EQ(json(forward_of(lookup({{"output_mode", "count"}}), {40, 5}, x)), want["counts"]);
+  const std::vector<float> tf_idf =
+      forward_of(lookup({{"output_mode", "tf_idf"}, {"idf_weights", idf}}), {40, 5}, x);
+  ASSERT_EQ(tf_idf.size(), want["tf_idf"].size());
+  for (std::size_t k = 0; k < tf_idf.size(); ++k)
+    EXPECT_FLOAT_EQ(tf_idf[k], want["tf_idf"][k].get<float>()) << k;
+}
+
 // Keras' Attention (dot-product and concat scores, no projections) and AdditiveAttention on
 // [query, value] and [query, value, key]: scaled, causal, and under the query's and the value's
 // Keras masks; outputs and the gradients of every input and weight against torch.
