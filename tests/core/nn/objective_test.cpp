@@ -518,6 +518,26 @@ TaggerReference tagger_reference(const std::vector<double>& p, const Tensor& x, 
   return ref;
 }
 
+// Every parameter's values (or gradients) of `model` in one vector, in parameter order.
+std::vector<double> parameters_in_order(Model& model, bool gradients) {
+  std::vector<double> out;
+  for (const Parameter* p : model.parameters()) {
+    const Tensor& t = gradients ? p->grad : p->value;
+    out.insert(out.end(), t.data(), t.data() + t.size());
+  }
+  return out;
+}
+
+// One training step of `o` on `model` (batch x, targets y): its sums, the gradients set.
+StepSums tagger_step(const Objective& o, Model& model, const Tensor& x, const Tensor& y) {
+  ObjectiveScratch scratch;
+  auto sums = backend::cpu_backend().sums();
+  o.enqueue(backend::cpu_backend(), model, model.forward_outputs(x, true), y, 1.0f, true, scratch,
+            *sums);
+  model.backward_outputs(scratch.grad_views, [](std::size_t) {});
+  return o.read(*sums, x.dim(0));
+}
+
 TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
   auto model = Model::from_config(tagger_config(), "model", 5);
   const json metrics = json::parse(R"(["accuracy",
@@ -538,16 +558,8 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
     y[r * 4 + 3] = 0.25f * static_cast<float>(r + 1);
   }
   o.check_targets(*model, {{3}});
-  ObjectiveScratch scratch;
-  auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, true), y, 1.0f, true, scratch,
-            *sums);
-  model->backward_outputs(scratch.grad_views, [](std::size_t) {});
-  const StepSums s = o.read(*sums, rows);
-
-  std::vector<double> params;
-  for (const Parameter* p : model->parameters())
-    params.insert(params.end(), p->value.data(), p->value.data() + p->value.size());
+  const StepSums s = tagger_step(o, *model, x, y);
+  const std::vector<double> params = parameters_in_order(*model, false);
   const TaggerReference ref = tagger_reference(params, x, y, rows);
   EXPECT_NEAR(s.loss.sum, ref.loss, 1e-5 * ref.loss);
   ASSERT_EQ(s.metrics.size(), 3u + 16u);
@@ -561,9 +573,7 @@ TEST(Objective, AnOutputWithPositionsIsReducedOverThemAsKerasDoes) {
   EXPECT_GT(ref.hits, 0);  // the metrics see something to count
   EXPECT_LT(ref.hits, rows);
 
-  std::vector<double> analytic;
-  for (const Parameter* p : model->parameters())
-    analytic.insert(analytic.end(), p->grad.data(), p->grad.data() + p->grad.size());
+  const std::vector<double> analytic = parameters_in_order(*model, true);
   const std::vector<double> numeric = test::numeric_gradient(
       [&](const std::vector<double>& p) { return tagger_reference(p, x, y, rows).loss; }, params);
   test::expect_close(analytic, numeric, 1e-4, 1e-6, "gradients of the loss over the steps");
@@ -633,16 +643,8 @@ TEST(Objective, WeightsByPositionWeighEachStepAsKerasTemporalWeights) {
       y[r * 6 + 3 + t] = 0.25f * static_cast<float>((r * 3 + t * 5) % 7);  // 0 to 1.5
     }
   o.check_targets(*model, {{3}}, 3);
-  ObjectiveScratch scratch;
-  auto sums = backend::cpu_backend().sums();
-  o.enqueue(backend::cpu_backend(), *model, model->forward_outputs(x, true), y, 1.0f, true, scratch,
-            *sums);
-  model->backward_outputs(scratch.grad_views, [](std::size_t) {});
-  const StepSums s = o.read(*sums, rows);
-
-  std::vector<double> params;
-  for (const Parameter* p : model->parameters())
-    params.insert(params.end(), p->value.data(), p->value.data() + p->value.size());
+  const StepSums s = tagger_step(o, *model, x, y);
+  const std::vector<double> params = parameters_in_order(*model, false);
   const StepWeightedReference ref = step_weighted_reference(params, x, y, rows);
   EXPECT_NEAR(s.loss.sum, ref.loss, 1e-5 * ref.loss);
   EXPECT_EQ(s.loss.count, rows);
@@ -656,9 +658,7 @@ TEST(Objective, WeightsByPositionWeighEachStepAsKerasTemporalWeights) {
   // The steps' own weights matter: their rows' mean weight would give another accuracy.
   EXPECT_GT(std::fabs(ref.weighted_hits / ref.weight_sum - ref.hits / rows), 1e-3);
 
-  std::vector<double> analytic;
-  for (const Parameter* p : model->parameters())
-    analytic.insert(analytic.end(), p->grad.data(), p->grad.data() + p->grad.size());
+  const std::vector<double> analytic = parameters_in_order(*model, true);
   const std::vector<double> numeric = test::numeric_gradient(
       [&](const std::vector<double>& p) { return step_weighted_reference(p, x, y, rows).loss; },
       params);
