@@ -621,11 +621,11 @@ bool ReplicaModel::keeps_moving_averages() const {
 
 bool ReplicaModel::swap_moving_averages(bool in_weights) {
   sync_template();
-  if (optimizer_.averages_in_weights() == in_weights) return in_weights;
-  const bool swapped =
-      optimizer_.swap_moving_averages(template_.trainable_parameters(), in_weights);
-  template_lent_ = replicas_stale_ = true;  // every replica and rank takes it before its next step
-  return swapped;
+  const bool before = optimizer_.averages_in_weights();
+  const bool after = optimizer_.swap_moving_averages(template_.trainable_parameters(), in_weights);
+  // Every replica and rank takes a swap before its next step (none happened: no averages yet).
+  if (after != before) template_lent_ = replicas_stale_ = true;
+  return after;
 }
 
 Model& ReplicaModel::template_model() {
