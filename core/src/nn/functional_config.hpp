@@ -64,7 +64,7 @@ struct FunctionalCall {
   std::size_t layer = 0;    // index into FunctionalGraph::layers
   int call = 0;             // which of the layer's calls
   std::vector<int> inputs;  // indices into FunctionalGraph::calls; -1 - i: the model's input i
-  std::optional<bool> training;  // the mode it runs in whatever the model's (nn/model_graph.hpp)
+  std::optional<bool> training{};  // the mode it runs in whatever the model's (nn/model_graph.hpp)
   /// Per input, which output of its call it takes (Keras' tensor index; a layer of several
   /// outputs, nn::SeveralOutputs): set in a ModelGraph's calls only, empty elsewhere (all 0).
   std::vector<int> input_parts{};
