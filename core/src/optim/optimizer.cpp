@@ -80,27 +80,32 @@ void Optimizer::apply(const std::vector<Parameter*>& params, backend::Backend& b
   backend.optimizer_update(desc(), iterations_, step_learning_rate(), tensors);
 }
 
+std::optional<std::size_t> Optimizer::average_slot(const std::vector<Parameter*>& params) const {
+  if (!desc().use_ema || iterations_ == 0 || slots_.size() != params.size()) return std::nullopt;
+  return static_cast<std::size_t>(backend::math::update_slot_count(desc()));
+}
+
 bool Optimizer::use_moving_averages(const std::vector<Parameter*>& params) {
-  if (!desc().use_ema || iterations_ == 0 || slots_.size() != params.size()) return false;
-  const auto average = static_cast<std::size_t>(backend::math::update_slot_count(desc()));
+  const std::optional<std::size_t> average = average_slot(params);
+  if (!average) return false;
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (averages_in_weights_)
-      slots_[i][average].copy_from(params[i]->value);
+      slots_[i][*average].copy_from(params[i]->value);
     else
-      params[i]->value.copy_from(slots_[i][average]);
+      params[i]->value.copy_from(slots_[i][*average]);
   }
   averages_in_weights_ = false;
   return true;
 }
 
 bool Optimizer::swap_moving_averages(const std::vector<Parameter*>& params, bool in_weights) {
-  if (!desc().use_ema || iterations_ == 0 || slots_.size() != params.size()) return false;
+  const std::optional<std::size_t> average = average_slot(params);
+  if (!average) return false;
   if (in_weights == averages_in_weights_) return averages_in_weights_;
-  const auto average = static_cast<std::size_t>(backend::math::update_slot_count(desc()));
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Tensor weights = params[i]->value.clone();
-    params[i]->value.copy_from(slots_[i][average]);
-    slots_[i][average].copy_from(weights);
+    params[i]->value.copy_from(slots_[i][*average]);
+    slots_[i][*average].copy_from(weights);
   }
   averages_in_weights_ = in_weights;
   return averages_in_weights_;

@@ -119,6 +119,9 @@ class Optimizer {
   double weight_decay_;
 
  private:
+  // The index of the moving averages' slot for `params`, or none: no use_ema, or no step yet.
+  std::optional<std::size_t> average_slot(const std::vector<Parameter*>& params) const;
+
   double clipnorm_, clipvalue_, global_clipnorm_;
   double decay_ = 0;
   std::shared_ptr<const LearningRateSchedule> schedule_;  // shared with clones: immutable

@@ -174,8 +174,10 @@ class ReplicaModel {
   /// Called between steps on the thread that drives the model; the other ranks take rank 0's
   /// state at the next collective call, as from any callback's change.
   bool swap_moving_averages(bool in_weights);
-  /// Whether the optimizer keeps moving averages (its use_ema).
+  /// Whether the optimizer keeps moving averages (its use_ema), and whether they are in the
+  /// weights now (swap_moving_averages; a host flag: no device state is read).
   bool keeps_moving_averages() const;
+  bool averages_in_weights() const { return optimizer_.averages_in_weights(); }
 
   /// The last step of every replica of every rank, in rank order.
   const std::vector<ReplicaStep>& last_step() const { return all_steps_; }

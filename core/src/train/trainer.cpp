@@ -188,8 +188,7 @@ void Trainer::request_stop(const std::string& reason) {
 }
 
 bool Trainer::swap_moving_averages(bool in_weights) {
-  averages_in_weights_ = meta_.swap_moving_averages(in_weights);
-  return averages_in_weights_;
+  return meta_.swap_moving_averages(in_weights);
 }
 
 void Trainer::set_learning_rate(double lr) {
@@ -306,12 +305,10 @@ const std::vector<Logs>& Trainer::fit(DataLoader& train, DataLoader* validation,
   // Keras' fit ends so (finalize_variable_values, before on_train_end); an interrupted or
   // diverged run keeps its own weights, to resume from.
   // Averages a callback swapped into the weights stay there (the optimizer knows).
-  if (!interrupted_ && divergence_.empty() && meta_.use_moving_averages()) {
+  if (!interrupted_ && divergence_.empty() && meta_.use_moving_averages())
     spdlog::info(
         "optimizer.use_ema: the trained weights take their moving averages, as Keras' "
         "fit ends");
-    averages_in_weights_ = false;
-  }
   try {
     callbacks_.train_end(*this, last_logs);
   } catch (const RunError& e) {
@@ -342,7 +339,7 @@ Logs Trainer::fit_epochs(DataLoader& train, DataLoader* validation) {
     while (state_.batch < state_.steps_per_epoch && batches.next(batch)) {
       callbacks_.train_batch_begin(*this, state_.batch, Logs{});
       if (meta_.world().size() > 1) sync_ranks();  // the learning rate a scheduler just set
-      if (averages_in_weights_) swap_moving_averages(false);  // the step trains the weights
+      if (meta_.averages_in_weights()) swap_moving_averages(false);  // steps train the weights
       if (!train_batch(batch, partial_, batches.peek())) {
         emit("stopped", {{"reason", state_.stop_reason},
                          {"epoch", epoch + 1},

@@ -196,7 +196,6 @@ class Trainer : public CallbackContext {
   TrainingState state_;
   EpochTotals partial_;  // totals of the current, unfinished epoch (saved on interrupt)
   bool interrupted_ = false;
-  bool averages_in_weights_ = false;  // a callback swapped them in (swap_moving_averages)
   std::string divergence_;       // why the fit stopped on a non-finite loss: thrown as DivergedRun
   bool between_steps_ = true;  // false while an update is applied: a failure then is not resumable
   bool failed_between_steps_ = false;

@@ -149,7 +149,6 @@ void Trainer::restore_averages_in_weights(const json& optimizer_state, const std
                     "swap_ema_weights), but the optimizer config has no use_ema; resume with "
                     "the same optimizer");
   meta_.optimizer().set_averages_in_weights(in_weights.get<bool>());
-  averages_in_weights_ = in_weights.get<bool>();
 }
 
 void Trainer::restore(const CheckpointData& data, const std::string& source) {
