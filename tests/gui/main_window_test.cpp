@@ -362,8 +362,11 @@ class MainWindowTest : public QObject {
   }
 
   void window_state_workspace_and_last_config_are_remembered() {
-    QStandardPaths::setTestModeEnabled(true);  // QSettings in ~/.qttest, not the user's
+    // QSettings in this test's own folder: not the user's, and not ~/.qttest, which a second
+    // main_window_test running at the same time (two checkouts' ctest) would write in between.
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, tmp_.filePath("settings"));
     QSettings().clear();
+    QVERIFY(QSettings().fileName().startsWith(tmp_.filePath("settings")));
     const QString workspace = tmp_.filePath("ws-remembered");
     {
       MainWindow window(true);
