@@ -247,21 +247,25 @@ class BatchNorm {
   /// Training: the mean and biased variance of x (two passes), over every replica of the batch
   /// when `sync` is set (every participant must call, an empty shard too); moves the moving
   /// statistics by `momentum`; y = (x - mean) gamma / sqrt(var + eps) + beta. gamma and beta
-  /// may be null (scale / center off).
+  /// may be null (scale / center off). `kept`: null, or one value per row of x (a Keras mask of
+  /// the steps, on this backend, borrowed for the call), the statistics then taken over the rows
+  /// whose value is non-zero alone (Keras' masked moments; none kept: mean 0 and variance 0)
+  /// while every row is normalized with them.
   virtual void forward_training(const Tensor& x, const Tensor* gamma, const Tensor* beta,
                                 Tensor& moving_mean, Tensor& moving_variance, Tensor& y,
-                                const SumAcrossReplicas& sync) = 0;
+                                const SumAcrossReplicas& sync, const Tensor* kept) = 0;
   /// Inference: the moving statistics.
   virtual void forward_inference(const Tensor& x, const Tensor* gamma, const Tensor* beta,
                                  const Tensor& moving_mean, const Tensor& moving_variance,
                                  Tensor& y) = 0;
   /// Gradients of the last forward: d_gamma, d_beta (may be null) get this shard's sums; dx (may
   /// be null) goes through the batch statistics when the forward used them (summed across
-  /// replicas with `sync`, which every participant then calls). `y`: that forward's output,
-  /// read only with output_relu (the mask).
+  /// replicas with `sync`, which every participant then calls; `kept`: the forward's, the
+  /// statistics' gradient reaching the kept rows alone). `y`: that forward's output, read only
+  /// with output_relu (the relu's mask).
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
-                        Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
-                        const SumAcrossReplicas& sync) = 0;
+                        Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync,
+                        const Tensor* kept) = 0;
 };
 
 /// Accumulators in double for one step's loss and metric sums: reset, set by the backend's

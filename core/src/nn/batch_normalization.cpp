@@ -70,9 +70,8 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   // Keras 3: `training and self.trainable` uses the batch statistics; otherwise the moving ones.
   if (training && trainable()) {
     normalization().forward_training(x, gamma, beta, moving_mean_.value, moving_variance_.value,
-                                     output_, statistics_sum());
-    if (cross_replica_ && !options_.synchronized)
-      average_moving_statistics(x.size() / std::max<std::int64_t>(channels_, 1));
+                                     output_, statistics_sum(), mask_);
+    if (cross_replica_ && !options_.synchronized) average_moving_statistics(counted_rows(x));
   } else
     normalization().forward_inference(x, gamma, beta, moving_mean_.value, moving_variance_.value,
                                       output_);
@@ -91,8 +90,29 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
   normalization().backward(input_, output_, grad_output, options_.scale ? &gamma_.value : nullptr,
                            options_.scale && !gamma_.grad.empty() ? &gamma_.grad : nullptr,
                            options_.center && !beta_.grad.empty() ? &beta_.grad : nullptr,
-                           need_input_grad ? &grad_input_ : nullptr, statistics_sum());
+                           need_input_grad ? &grad_input_ : nullptr, statistics_sum(), mask_);
   return grad_input_;
+}
+
+bool BatchNormalization::output_masked(bool input_masked) const {
+  if (input_masked && input_shape_.size() != 2)
+    throw ShapeError("layer '" + name() + "' (BatchNormalization) receives a mask of the steps of "
+                     "inputs " + shape_to_string(input_shape_, true) +
+                     "; Keras applies a mask to sequences (batch, steps, features) alone");
+  return input_masked;
+}
+
+std::int64_t BatchNormalization::counted_rows(const Tensor& x) const {
+  const std::int64_t rows = x.size() / std::max<std::int64_t>(channels_, 1);
+  if (!mask_) return rows;
+  Tensor kept = *mask_;
+  if (!kept.on_host()) {
+    kept = Tensor(mask_->shape());
+    ops().copy(*mask_, kept);
+  }
+  std::int64_t count = 0;
+  for (std::int64_t r = 0; r < kept.size(); ++r) count += kept[r] != 0.0f;
+  return count;
 }
 
 backend::SumAcrossReplicas BatchNormalization::statistics_sum() const {

@@ -14,6 +14,14 @@
 // backward goes through the batch statistics (the full batch-norm gradient). A batch of one
 // sample without other axes has variance 0: it normalises to beta with gradient 0 to its input.
 //
+// A Keras mask (sequences (batch, steps, features) whose padding steps Embedding's mask_zero or
+// Masking leaves out) is read as Keras 3 reads it (its `_moments(inputs, mask)`; tf.keras 2's
+// weighted moments the same): in training the statistics are those of the kept steps alone —
+// mean Σ m·x / Σ m, variance Σ m·(x - mean)² / Σ m, none kept giving 0 and 0 — every step is
+// normalized with them, and only the kept steps get the statistics' part of the gradient. The
+// mask passes on to the output (Keras' supports_masking). Inputs with more axes per step are
+// refused when masked (Keras' mask would not broadcast against them).
+//
 // Inference (training=false), or a layer with trainable=false (Keras 3 runs a frozen
 // BatchNormalization in inference mode and leaves its moving statistics alone): the affine map
 // y = (x - moving_mean) / sqrt(moving_variance + epsilon) * gamma + beta.
@@ -61,7 +69,10 @@ struct BatchNormalizationOptions {
   Initializer moving_variance_initializer{"ones", std::nullopt, 0};
 };
 
-class BatchNormalization : public Layer, public CrossReplicaStatistics, public ReluAbsorber {
+class BatchNormalization : public Layer,
+                           public CrossReplicaStatistics,
+                           public ReluAbsorber,
+                           public MaskedSteps {
  public:
   BatchNormalization(std::string name, BatchNormalizationOptions options);
   std::string class_name() const override { return "BatchNormalization"; }
@@ -86,6 +97,10 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
   void set_absorb_output_relu(bool absorb) override;
   bool absorbs_output_relu() const { return output_relu_; }
   nlohmann::json config() const override;
+  /// A masked input keeps its mask; refused (ShapeError) unless the input is (steps, features).
+  bool output_masked(bool input_masked) const override;
+  void set_input_mask(const Tensor* mask) override { mask_ = mask; }
+  const Tensor* output_mask() const override { return mask_; }
 
  private:
   BatchNormalizationOptions options_;
@@ -104,6 +119,9 @@ class BatchNormalization : public Layer, public CrossReplicaStatistics, public R
   /// Not synchronized, on several replicas: the moving statistics become their average over the
   /// replicas weighted by each one's `rows`, the same on every replica.
   void average_moving_statistics(std::int64_t rows);
+  /// The rows of x the batch statistics read: all, or those the mask keeps.
+  std::int64_t counted_rows(const Tensor& x) const;
+  const Tensor* mask_ = nullptr;  // the input's Keras mask (borrowed until the next forward)
   Tensor input_;  // the last forward's input (shared storage, not a copy)
   Tensor output_, grad_input_;
 };

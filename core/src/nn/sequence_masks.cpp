@@ -29,7 +29,14 @@ const std::set<std::string>& passing() {
                                              "PReLU",
                                              "ELU",
                                              "Identity",
-                                             "UnitNormalization"};
+                                             "UnitNormalization",
+                                             "ActivityRegularization"};
+  return classes;
+}
+
+// Keras 3's layers that pass masks on (supports_masking) where tf.keras 2's drop them.
+const std::set<std::string>& passing_in_keras3() {
+  static const std::set<std::string> classes{"Rescaling", "Normalization"};
   return classes;
 }
 
@@ -40,9 +47,10 @@ const std::set<std::string>& merging() {
   return classes;
 }
 
-// Keras' layers without mask support, which Keras 3 gives no mask (and Keras 2 refuses one):
-// the mask ends there. (RMSNormalization, the adaptive poolings and SpectralNormalization are
-// Keras 3's alone.)
+// Keras' layers without mask support, which Keras 3 gives no mask (warning that it drops it)
+// and tf.keras 2 neither (silently): the mask ends there. Dot supports masks but gives none.
+// (RMSNormalization, the adaptive poolings, SpectralNormalization and keras_hub's
+// PositionEmbedding are Keras 3's alone.)
 const std::set<std::string>& dropping() {
   static const std::set<std::string> classes{"Conv1D",
                                              "Conv2D",
@@ -71,7 +79,16 @@ const std::set<std::string>& dropping() {
                                              "RMSNormalization",
                                              "AdaptiveAveragePooling1D",
                                              "AdaptiveMaxPooling1D",
-                                             "SpectralNormalization"};
+                                             "SpectralNormalization",
+                                             "EinsumDense",
+                                             "PositionEmbedding",
+                                             "GlobalMaxPooling1D",
+                                             "Permute",
+                                             "RepeatVector",
+                                             "Discretization",
+                                             "CategoryEncoding",
+                                             "IntegerLookup",
+                                             "Dot"};
   return classes;
 }
 
@@ -114,9 +131,9 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
     if (MaskedSteps* own = masked_steps_of(layer)) {
       uses[k] = Use::own;
       masked[k] = own->output_masked(first);
-    } else if (given == 0 || dropping().count(cls)) {
+    } else if (given == 0 || dropping().count(cls) || (keras2 && passing_in_keras3().count(cls))) {
       uses[k] = Use::none;
-    } else if (passing().count(cls) || passes_through(layer)) {
+    } else if (passing().count(cls) || passing_in_keras3().count(cls) || passes_through(layer)) {
       uses[k] = Use::pass;
       masked[k] = first;
     } else if (merging().count(cls)) {

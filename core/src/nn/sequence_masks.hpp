@@ -6,8 +6,9 @@
 // merging layers, but Keras 3 keeps every step when an input has no mask; sequences one after
 // the other: their masks one after the other), and ends where a layer reads it (the recurrent
 // layers, whose last output carries none; GlobalAveragePooling1D; MultiHeadAttention, which
-// passes the query's on) or where Keras drops it (layers without mask support:
-// convolutions, pooling, Flatten, Reshape). A mask that reaches a model output weighs that
+// passes the query's on; BatchNormalization, whose training statistics skip the masked steps and
+// which passes it on) or where Keras drops it (layers without mask support: convolutions,
+// pooling, Flatten, Reshape, EinsumDense, ...). A mask that reaches a model output weighs that
 // output's loss and metrics, as Keras does (nn/objective.hpp). A mask that would reach a layer
 // Keras applies it in and Tandem does not is a ConfigError naming the call.
 //

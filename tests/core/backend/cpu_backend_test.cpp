@@ -355,7 +355,10 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
     ops.add(x, other, out.back());
     out.emplace_back(Shape{rows, channels});
     ops.add_relu(x, other, out.back());
-    for (const bool relu : {false, true}) {
+    Tensor kept({rows});  // a mask keeping two rows of three
+    for (std::int64_t r = 0; r < rows; ++r) kept[r] = r % 3 == 1 ? 0.0f : 1.0f;
+    for (const bool relu : {false, true})
+      for (const Tensor* mask : std::initializer_list<const Tensor*>{nullptr, &kept}) {
       BatchNormDesc desc;
       desc.channels = channels;
       desc.output_relu = relu;
@@ -364,11 +367,11 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
       mean.fill(0.0f);
       variance.fill(1.0f);
       Tensor bn_y({rows, channels}), dx({rows, channels}), inference({rows, channels});
-      bn->forward_training(x, &gamma, &beta, mean, variance, bn_y, {});
-      bn->backward(x, bn_y, dy, &gamma, &d_gamma, &d_beta, &dx, {});
+      bn->forward_training(x, &gamma, &beta, mean, variance, bn_y, {}, mask);
+      bn->backward(x, bn_y, dy, &gamma, &d_gamma, &d_beta, &dx, {}, mask);
       bn->forward_inference(x, &gamma, &beta, mean, variance, inference);
       bn->backward(x, inference, dy, &gamma, &d_gamma, &d_beta,
-                   &out.emplace_back(Shape{rows, channels}), {});
+                   &out.emplace_back(Shape{rows, channels}), {}, nullptr);
       out.push_back(bn_y);
       out.push_back(dx);
       out.push_back(inference);

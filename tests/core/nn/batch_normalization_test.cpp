@@ -33,22 +33,30 @@ using test::numeric_gradient;
 constexpr double kEps = 1e-3;
 
 // Reference BatchNormalization in double over rows x channels: with `batch_stats` the batch mean
-// and biased variance of each channel, else the given moving statistics. L = sum w * y, or with
-// `relu` sum w * max(0, y).
+// and biased variance of each channel — with `kept` (one 0/1 value per row, a Keras mask) those
+// of the kept rows, Keras 3's masked moments Σ m·x / Σ m and Σ m·(x - mean)² / Σ m (0 and 0 when
+// none is kept) —, else the given moving statistics. L = sum w * y, or with `relu` sum w * max(0,
+// y).
 double reference_loss(const std::vector<double>& x, const std::vector<double>& gamma,
                       const std::vector<double>& beta, const std::vector<double>& w,
                       std::int64_t rows, std::int64_t channels, bool batch_stats,
                       const std::vector<double>& moving_mean = {},
-                      const std::vector<double>& moving_var = {}, bool relu = false) {
+                      const std::vector<double>& moving_var = {}, bool relu = false,
+                      const std::vector<double>& kept = {}) {
   double loss = 0;
+  const auto m = [&](std::int64_t r) { return kept.empty() ? 1.0 : kept[r]; };
   for (std::int64_t c = 0; c < channels; ++c) {
     double mean = 0, var = 0;
     if (batch_stats) {
-      for (std::int64_t r = 0; r < rows; ++r) mean += x[r * channels + c];
-      mean /= static_cast<double>(rows);
+      double count = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        mean += m(r) * x[r * channels + c];
+        count += m(r);
+      }
+      mean = count > 0 ? mean / count : 0.0;
       for (std::int64_t r = 0; r < rows; ++r)
-        var += (x[r * channels + c] - mean) * (x[r * channels + c] - mean);
-      var /= static_cast<double>(rows);
+        var += m(r) * (x[r * channels + c] - mean) * (x[r * channels + c] - mean);
+      var = count > 0 ? var / count : 0.0;
     } else {
       mean = moving_mean[c];
       var = moving_var[c];
@@ -68,6 +76,9 @@ struct BnCase {
   bool center, scale;
   bool training;
   bool relu = false;  // the reading layer's relu absorbed
+  // A Keras mask of the steps of (steps, channels) inputs: 1 keeps every third step out, 2 keeps
+  // none of the first sample's steps.
+  int masked = 0;
 };
 
 class BatchNormalizationGradientTest : public ::testing::TestWithParam<BnCase> {};
@@ -96,6 +107,16 @@ TEST_P(BatchNormalizationGradientTest, ForwardAndGradientsMatchDoubleReference) 
   Shape x_shape{c.batch};
   x_shape.insert(x_shape.end(), c.input.begin(), c.input.end());
   Tensor x = test::random_tensor(x_shape, 21, -1.5f, 2.5f);
+  Tensor mask({c.batch, c.input.front()});
+  std::vector<double> kept;
+  if (c.masked) {
+    for (std::int64_t r = 0; r < mask.size(); ++r)
+      mask[r] = (c.masked == 1 ? r % 3 == 1 : r < c.input.front()) ? 0.0f : 1.0f;
+    kept = test::to_double(mask);
+    EXPECT_TRUE(bn.output_masked(true));
+    bn.set_input_mask(&mask);
+    EXPECT_EQ(bn.output_mask(), &mask);  // passed on
+  }
   const Tensor& y = bn.forward(x, c.training);
   ASSERT_EQ(y.shape(), x.shape());
   const std::int64_t channels = c.input.back(), rows = x.size() / channels;
@@ -105,7 +126,7 @@ TEST_P(BatchNormalizationGradientTest, ForwardAndGradientsMatchDoubleReference) 
   auto bd = beta ? test::to_double(beta->value) : std::vector<double>{};
   auto loss = [&](const std::vector<double>& xv, const std::vector<double>& gv,
                   const std::vector<double>& bv) {
-    return reference_loss(xv, gv, bv, wd, rows, channels, c.training, mm, mv, c.relu);
+    return reference_loss(xv, gv, bv, wd, rows, channels, c.training, mm, mv, c.relu, kept);
   };
 
   double tandem_loss = 0;
@@ -148,7 +169,12 @@ INSTANTIATE_TEST_SUITE_P(
                       BnCase{{5}, 6, true, true, false, true},
                       // channels past the backend's 16-lane sums: one block of 16 and 3 more
                       BnCase{{2, 19}, 4, true, true, true},
-                      BnCase{{2, 2, 35}, 3, true, true, true, true}),  // two blocks, relu
+                      BnCase{{2, 2, 35}, 3, true, true, true, true},  // two blocks, relu
+                      // a Keras mask: the statistics of the kept steps; in inference none
+                      BnCase{{5, 3}, 3, true, true, true, false, 1},
+                      BnCase{{4, 19}, 3, true, true, true, true, 1},
+                      BnCase{{4, 3}, 2, false, true, true, false, 2},
+                      BnCase{{5, 3}, 3, true, true, false, false, 1}),
     [](const auto& info) {
       const BnCase& c = info.param;
       std::string name = c.training ? "training" : "inference";
@@ -157,6 +183,7 @@ INSTANTIATE_TEST_SUITE_P(
       if (!c.center) name += "_nobeta";
       if (!c.scale) name += "_nogamma";
       if (c.relu) name += "_relu";
+      if (c.masked) name += c.masked == 1 ? "_masked" : "_masked_sample";
       return name;
     });
 
@@ -190,6 +217,56 @@ TEST(BatchNormalization, KerasWeightOrderNamesAndDefaults) {
   EXPECT_EQ(cfg["gamma_initializer"]["class_name"], "Ones");
   EXPECT_EQ(cfg["moving_variance_initializer"]["class_name"], "Ones");
   EXPECT_EQ(cfg["synchronized"], false);
+}
+
+// Hand-computed, with a Keras mask of the steps: the statistics of the kept steps alone, every
+// step normalized with them, the moving statistics moved by them; a batch keeping no step gives
+// mean 0 and variance 0 (Keras 3's Σ m·x / (Σ m + ε)). Masked inputs with more axes are refused.
+TEST(BatchNormalization, AMaskKeepsThePaddedStepsOutOfTheStatistics) {
+  BatchNormalizationOptions o;
+  o.momentum = 0.9;
+  BatchNormalization bn("bn", o);
+  Rng init(1);
+  bn.build({3, 1}, init);
+  auto p = bn.parameters();
+  Parameter &mm = *p[2], &mv = *p[3];
+  // Kept: 1, 3 and 5 — mean 3, biased variance (4 + 0 + 4) / 3; 100 and -50 and 7 are padding.
+  Tensor mask = Tensor::from_vector({2, 3}, {1, 0, 1, 1, 0, 0});
+  bn.set_input_mask(&mask);
+  const Tensor& y = bn.forward(Tensor::from_vector({2, 3, 1}, {1, 100, 3, 5, -50, 7}), true);
+  const double sd = std::sqrt(8.0 / 3 + kEps);
+  const std::vector<double> expected{-2 / sd, 97 / sd, 0, 2 / sd, -53 / sd, 4 / sd};
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-5) << i;
+  EXPECT_NEAR(mm.value[0], 0.3, 1e-6);
+  EXPECT_NEAR(mv.value[0], 0.9 + 0.1 * 8.0 / 3, 1e-6);
+  EXPECT_EQ(bn.output_mask(), &mask);
+  // The statistics' gradient reaches the kept steps alone: a padded step's gradient is its own
+  // dy / sd. Moving every kept step by δ moves the mean by δ: the kept outputs stay, the padded
+  // ones fall by δ / sd, so the kept steps' gradients sum to -(2 + 4 + 5) / sd.
+  const Tensor& dx = bn.backward(Tensor::from_vector({2, 3, 1}, {1, 2, -1, 3, 4, 5}), true);
+  EXPECT_NEAR(dx[1], 2 / sd, 1e-5);
+  EXPECT_NEAR(dx[4], 4 / sd, 1e-5);
+  EXPECT_NEAR(dx[5], 5 / sd, 1e-5);
+  EXPECT_NEAR(dx[0] + dx[2] + dx[3], -11 / sd, 1e-5);
+  // Nothing kept: mean 0 and variance 0.
+  mask.fill(0.0f);
+  const Tensor& z = bn.forward(Tensor::from_vector({2, 3, 1}, {1, 2, 3, 4, 5, 6}), true);
+  EXPECT_NEAR(z[5], 6 / std::sqrt(kEps), 1e-3);
+  EXPECT_NEAR(mm.value[0], 0.27, 1e-6);
+  EXPECT_NEAR(mv.value[0], 0.9 * (0.9 + 0.1 * 8.0 / 3), 1e-6);
+
+  BatchNormalization images("images", {});
+  images.build({4, 4, 3}, init);
+  EXPECT_FALSE(images.output_masked(false));
+  try {
+    images.output_masked(true);
+    FAIL() << "a masked (4, 4, 3) input was accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_STREQ(e.what(),
+                 "layer 'images' (BatchNormalization) receives a mask of the steps of inputs "
+                 "(None, 4, 4, 3); Keras applies a mask to sequences (batch, steps, features) "
+                 "alone");
+  }
 }
 
 // Hand-computed: two training steps with momentum 0.9, then inference with the moving statistics.

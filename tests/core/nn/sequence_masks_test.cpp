@@ -379,8 +379,8 @@ TEST(SequenceMasks, APaddedSelfAttentionIsTheAttentionOnItsTokens) {
 TEST(SequenceMasks, WhereAMaskCannotGoTheErrorNamesTheCall) {
   const json embedding = layer(
       "Embedding", {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 4}, {"mask_zero", true}});
-  // Keras applies a mask in Softmax and in BatchNormalization (Keras 3's moments); Tandem not yet.
-  for (const char* cls : {"Softmax", "BatchNormalization"}) {
+  // Keras applies a mask in Softmax (its scores of the masked steps less 1e9); Tandem not yet.
+  for (const char* cls : {"Softmax"}) {
     const std::string e =
         config_error(sequential({input(5), embedding, layer(cls, {{"name", "x"}}),
                                  layer("LSTM", {{"name", "rnn"}, {"units", 2}})}));
@@ -396,11 +396,26 @@ TEST(SequenceMasks, WhereAMaskCannotGoTheErrorNamesTheCall) {
                       layer("LSTM", {{"name", "rnn"}, {"units", 2}, {"return_sequences", true}})}),
           "model", 1)
           ->output_masked(0));
-  // A layer without mask support ends the mask, as Keras 3 does.
+  // A layer without mask support ends the mask, as Keras 3 does (and tf.keras 2, silently).
   EXPECT_NO_THROW(
       Model::from_config(sequential({input(5), embedding, layer("Flatten", {{"name", "flat"}}),
                                      layer("Dense", {{"name", "out"}, {"units", 1}})}),
                          "model", 1));
+  for (const json& dropping :
+       {layer("EinsumDense", {{"name", "x"}, {"equation", "abc,cd->abd"}, {"output_shape", {5, 3}}}),
+        layer("GlobalMaxPooling1D", {{"name", "x"}}),
+        layer("Permute", {{"name", "x"}, {"dims", {1, 2}}})}) {
+    SCOPED_TRACE(dropping.dump());
+    const auto model = Model::from_config(sequential({input(5), embedding, dropping}), "model", 1);
+    EXPECT_FALSE(model->output_masked(0));
+  }
+  // Rescaling passes it on in Keras 3; tf.keras 2 drops it.
+  for (const bool keras2 : {false, true}) {
+    json model = sequential({input(5), embedding, layer("Rescaling", {{"name", "x"}, {"scale", 2}}),
+                             layer("Dense", {{"name", "out"}, {"units", 1}})});
+    model["keras_version"] = keras2 ? "2.15.0" : "3.3.3";
+    EXPECT_EQ(Model::from_config(model, "model", 1)->output_masked(0), !keras2) << keras2;
+  }
   // Masking's mask_value must be a number.
   const std::string value =
       config_error(sequential({layer("InputLayer", {{"batch_input_shape", {nullptr, 3, 2}}}),

@@ -315,6 +315,24 @@ TEST(MetaEqualsTemplate, MaskedStepsTrainAsTheTemplate) {
   for (int replicas : {2, 3}) expect_meta_equals_template(sequences, replicas, 32);
 }
 
+// Contract 1 with a mask through synchronized BatchNormalization: the statistics of the kept
+// steps of the whole batch (every replica's counted together), the mask passed on to the LSTM.
+TEST(MetaEqualsTemplate, MaskedBatchNormalizationTrainsAsTheTemplate) {
+  const json sequences = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"layers",
+         {layer("InputLayer", {{"batch_input_shape", {nullptr, 6}}}),
+          // Some steps all 0. No bias before the normalization: its gradient is nearly 0 and
+          // follows rounding noise amplified by Adam (batch_norm_model says so).
+          layer("Dense", {{"units", 8}, {"activation", "relu"}, {"use_bias", false}}),
+          layer("Reshape", {{"target_shape", {4, 2}}}), layer("Masking", {{"mask_value", 0.0}}),
+          layer("BatchNormalization", {{"synchronized", true}, {"momentum", 0.9}}),
+          layer("LSTM", {{"units", 5}})}}}}};
+  for (int replicas : {2, 3})
+    for (std::int64_t batch : {7, 32}) expect_meta_equals_template(sequences, replicas, batch);
+}
+
 // Contract 1 for an output carrying a mask (a padded tagger): its loss is divided by the kept
 // steps of the whole batch, which the replicas count together before any gradient, so shards
 // with more or fewer kept steps (or none: batch 2 on 3 replicas) train as the template does;

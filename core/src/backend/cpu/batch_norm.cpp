@@ -2,7 +2,7 @@
 // in parallel, the blocks' partial sums then added in block order (bitwise deterministic). A
 // shard's statistics take one pass over x (sums of the deviations from its first row and of their
 // squares); synchronized ones two, summed across the replicas (the mean, then the squared
-// deviations from it). With
+// deviations from it). With a Keras mask (`kept`) the sums skip the rows it leaves out. With
 // output_relu the relu of the next layer is applied in the same passes: max(0, ·) as the output is
 // written, and the incoming gradient masked (activation_backward's relu arithmetic) as it is read.
 #include <algorithm>
@@ -103,16 +103,19 @@ class CpuBatchNorm final : public BatchNorm {
 
   void forward_training(const Tensor& x, const Tensor* gamma, const Tensor* beta,
                         Tensor& moving_mean, Tensor& moving_variance, Tensor& y,
-                        const SumAcrossReplicas& sync) override {
+                        const SumAcrossReplicas& sync, const Tensor* kept) override {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     batch_stats_ = true;
+    kept_rows_ = kept ? kept_rows(kept->data(), rows) : static_cast<double>(rows);
     if (rows == 0 && !sync) return;  // an empty shard: no statistics
     // Synchronized, an empty shard takes part in the sums and takes the whole batch's
     // statistics into its moving ones as every replica does (else it validates with stale ones).
     if (sync) {
       // No replica had rows (a pipeline's micro-batch past a short batch's end): no statistics.
-      if (synchronized_statistics(x, sync) == 0) return;
+      if (synchronized_statistics(x, sync, kept) == 0) return;
+    } else if (kept) {
+      masked_statistics(x, kept->data());
     } else {
       local_statistics(x);
     }
@@ -141,15 +144,55 @@ class CpuBatchNorm final : public BatchNorm {
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
-                Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
-                const SumAcrossReplicas& sync) override {
+                Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync,
+                const Tensor* kept) override {
+    const float* kept_rows = kept ? kept->data() : nullptr;
     if (d_.output_relu)
-      backward_of<true>(x, y, dy, gamma, d_gamma, d_beta, dx, sync);
+      backward_of<true>(x, y, dy, gamma, d_gamma, d_beta, dx, sync, kept_rows);
     else
-      backward_of<false>(x, y, dy, gamma, d_gamma, d_beta, dx, sync);
+      backward_of<false>(x, y, dy, gamma, d_gamma, d_beta, dx, sync, kept_rows);
   }
 
  private:
+  // How many of `rows` rows a mask keeps (its non-zero values).
+  static double kept_rows(const float* kept, std::int64_t rows) {
+    std::int64_t count = 0;
+    for (std::int64_t r = 0; r < rows; ++r) count += kept[r] != 0.0f;
+    return static_cast<double>(count);
+  }
+
+  // The mean and biased variance of the rows a mask keeps (kept_rows_ of them), shifted by the
+  // first row as local_statistics; none kept: 0 and 0, as Keras' masked moments give (its
+  // Σ mask·x / (Σ mask + ε) with ε = 1e-7, which from two kept rows on is below float32's
+  // resolution and is not added here).
+  void masked_statistics(const Tensor& x, const float* kept) {
+    const std::int64_t channels = d_.channels;
+    const std::int64_t rows = x.size() / channels;
+    const float* xp = x.data();
+    const float* first = xp;
+    row_sums(rows, 2 * channels, partial_, sums_,
+             [&](std::int64_t r0, std::int64_t r1, double* acc) {
+               for (std::int64_t r = r0; r < r1; ++r) {
+                 if (kept[r] == 0.0f) continue;
+                 const float* xr = xp + r * channels;
+                 for (std::int64_t c = 0; c < channels; ++c) {
+                   const double d = static_cast<double>(xr[c]) - first[c];
+                   acc[c] += d;
+                   acc[channels + c] += d * d;
+                 }
+               }
+             });
+    const double count = kept_rows_;
+    mean_.assign(static_cast<std::size_t>(channels), 0.0);
+    var_.assign(mean_.size(), 0.0);
+    if (count == 0) return;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const double m = sums_[c] / count;
+      mean_[c] = first[c] + m;
+      var_[c] = std::max(sums_[channels + c] / count - m * m, 0.0);
+    }
+  }
+
   // This shard's mean and biased variance (into mean_, var_) in one pass: the sums of d and d²
   // for d = x - x[row 0] in double. Shifted by a value of the data, E[d²] - E[d]² loses at most
   // log10(largest squared z-score) of double's sixteen digits, whatever the data's offset.
@@ -179,26 +222,39 @@ class CpuBatchNorm final : public BatchNorm {
 
   // The global batch's mean and biased variance over every replica (into mean_, var_): two passes,
   // each summed across the replicas (the mean, then the squared deviations from it), so every
-  // replica normalises with the same numbers. Every participant calls, an empty shard too.
-  // Returns the rows of every replica together.
-  double synchronized_statistics(const Tensor& x, const SumAcrossReplicas& sync) {
+  // replica normalises with the same numbers; with `kept`, over the rows it keeps (none kept: 0
+  // and 0, as masked_statistics). Every participant calls, an empty shard too. Returns the rows
+  // of every replica together.
+  double synchronized_statistics(const Tensor& x, const SumAcrossReplicas& sync,
+                                 const Tensor* kept) {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     const float* xp = x.data();
+    const float* kp = kept ? kept->data() : nullptr;
     row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
       for (std::int64_t r = r0; r < r1; ++r) {
+        if (kp && kp[r] == 0.0f) continue;
         const float* xr = xp + r * channels;
         for (std::int64_t c = 0; c < channels; ++c) acc[c] += xr[c];
       }
     });
     global_.assign(sums_.begin(), sums_.begin() + channels);
+    global_.push_back(kept_rows_);
     global_.push_back(static_cast<double>(rows));
     sync(global_.data(), global_.size());
-    const double count = global_.back();
+    const double all_rows = global_.back();
+    const double count = global_[static_cast<std::size_t>(channels)];
     mean_.assign(global_.begin(), global_.begin() + channels);
-    for (double& m : mean_) m /= count;
+    var_.assign(mean_.size(), 0.0);
+    if (count == 0) {
+      std::fill(mean_.begin(), mean_.end(), 0.0);
+      // Every participant still takes part in the second sum below, so none waits for another.
+    } else {
+      for (double& m : mean_) m /= count;
+    }
     row_sums(rows, channels, partial_, sums_, [&](std::int64_t r0, std::int64_t r1, double* acc) {
       for (std::int64_t r = r0; r < r1; ++r) {
+        if (kp && kp[r] == 0.0f) continue;
         const float* xr = xp + r * channels;
         for (std::int64_t c = 0; c < channels; ++c) {
           const double dev = xr[c] - mean_[c];
@@ -208,9 +264,11 @@ class CpuBatchNorm final : public BatchNorm {
     });
     global_.assign(sums_.begin(), sums_.begin() + channels);
     sync(global_.data(), global_.size());
-    var_.assign(global_.begin(), global_.end());
-    for (double& v : var_) v /= count;  // biased, as Keras
-    return count;
+    if (count > 0) {
+      var_.assign(global_.begin(), global_.end());
+      for (double& v : var_) v /= count;  // biased, as Keras
+    }
+    return all_rows;
   }
 
   // The gradient that reaches the normalization: dy, or with output_relu dy masked by y > 0.
@@ -225,7 +283,8 @@ class CpuBatchNorm final : public BatchNorm {
 
   template <bool kRelu>
   void backward_of(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
-                   Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync) {
+                   Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync,
+                   const float* kept) {
     const std::int64_t channels = d_.channels;
     const std::int64_t rows = x.size() / channels;
     const float* g = dy.data();
@@ -249,8 +308,9 @@ class CpuBatchNorm final : public BatchNorm {
         (*d_gamma)[c] = static_cast<float>(sums_[channels + c]);
     if (d_beta)
       for (std::int64_t c = 0; c < channels; ++c) (*d_beta)[c] = static_cast<float>(sums_[c]);
-    // The input gradient goes through the statistics of the whole batch they came from.
-    double count = static_cast<double>(rows);
+    // The input gradient goes through the statistics of the whole batch they came from (the
+    // rows a mask kept: they alone made the statistics).
+    double count = kept ? kept_rows_ : static_cast<double>(rows);
     const bool global = batch_stats_ && static_cast<bool>(sync);
     if (global) {
       global_.assign(sums_.begin(), sums_.begin() + 2 * channels);
@@ -261,7 +321,9 @@ class CpuBatchNorm final : public BatchNorm {
     if (!dx) return;
     const double* stat_sums = global ? global_.data() : sums_.data();
     // Batch statistics: dx = a * (g - mean(g) - x̂ * mean(g * x̂)), a = gamma * inv_std (the
-    // gradient through the mean and the variance). Moving statistics: dx = a * g.
+    // gradient through the mean and the variance; with a mask the means are over the kept rows —
+    // sums over every row, whose outputs all read the statistics, divided by the kept count —
+    // and only a kept row gets that part). Moving statistics: dx = a * g.
     std::vector<float> a(static_cast<std::size_t>(channels)), k1(a.size(), 0.0f),
         k2(a.size(), 0.0f);
     for (std::int64_t c = 0; c < channels; ++c) {
@@ -271,7 +333,8 @@ class CpuBatchNorm final : public BatchNorm {
         k2[c] = static_cast<float>(stat_sums[channels + c] / count);
       }
     }
-    const InputGradient terms{g, yp, xp, shift, inv_std, a.data(), k1.data(), k2.data(), channels};
+    const InputGradient terms{g,       yp,        xp,        shift,    inv_std,
+                              a.data(), k1.data(), k2.data(), kept, channels};
     float* dxp = dx->data();
     cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
       if (batch_stats_)
@@ -281,9 +344,10 @@ class CpuBatchNorm final : public BatchNorm {
     });
   }
 
-  // What input_gradient_rows reads: per value g, y (with kRelu) and x; per channel the rest.
+  // What input_gradient_rows reads: per value g, y (with kRelu) and x; per channel a to k2; per
+  // row kept (null: every row).
   struct InputGradient {
-    const float *g, *y, *x, *shift, *inv_std, *a, *k1, *k2;
+    const float *g, *y, *x, *shift, *inv_std, *a, *k1, *k2, *kept;
     std::int64_t channels;
   };
 
@@ -297,6 +361,11 @@ class CpuBatchNorm final : public BatchNorm {
     for (std::int64_t r = r0; r < r1; ++r) {
       const float* xr = t->x + r * channels;
       float* dr = dx + r * channels;
+      if (kBatchStats && t->kept && t->kept[r] == 0.0f) {  // outside the statistics
+        for (std::int64_t c = 0; c < channels; ++c)
+          dr[c] = t->a[c] * incoming<kRelu>(t->g, t->y, r * channels + c);
+        continue;
+      }
       for (std::int64_t c = 0; c < channels; ++c) {
         const float gc = incoming<kRelu>(t->g, t->y, r * channels + c);
         dr[c] = kBatchStats
@@ -350,6 +419,7 @@ class CpuBatchNorm final : public BatchNorm {
 
   BatchNormDesc d_;
   bool batch_stats_ = false;  // the last forward used the batch's statistics
+  double kept_rows_ = 0;      // the rows of this shard the last training forward's statistics read
   std::vector<float> shift_, inv_std_;
   std::vector<double> partial_, sums_, global_;
   std::vector<double> mean_, var_;  // the last training forward's statistics

@@ -16,13 +16,16 @@ namespace {
 class CudaBatchNorm final : public backend::BatchNorm {
  public:
   CudaBatchNorm(const backend::BatchNormDesc& desc, CudaBackend& ops) : d_(desc), ops_(ops) {
-    // state_: mean (C doubles) and sums (2C doubles); shift, inv_std, a, b, k1, k2 (C floats).
+    // state_: mean (C doubles), sums (2C doubles) and the kept rows (one 64-bit count); shift,
+    // inv_std, a, b, k1, k2 (C floats).
     const std::int64_t c = d_.channels;
-    doubles_.resize(ops_.allocator(), 2 * 3 * c);  // floats, holding 3C doubles
+    doubles_.resize(ops_.allocator(), 2 * (3 * c + 1));  // floats, holding 3C + 1 doubles
     floats_.resize(ops_.allocator(), 6 * c);
     auto* dp = reinterpret_cast<double*>(doubles_.data());
     float* f = floats_.data();
-    state_ = {dp, dp + c, f, f + c, f + 2 * c, f + 3 * c, f + 4 * c, f + 5 * c};
+    state_ = {dp,        dp + c,    f,         f + c,
+              f + 2 * c, f + 3 * c, f + 4 * c, f + 5 * c,
+              reinterpret_cast<unsigned long long*>(dp + 3 * c)};
     // Zero shift and inv_std until a forward (as the CPU's), for a backward before any forward.
     check(cudaMemsetAsync(floats_.data(), 0, static_cast<std::size_t>(6 * c) * sizeof(float),
                           ops_.stream()),
@@ -31,15 +34,17 @@ class CudaBatchNorm final : public backend::BatchNorm {
 
   void forward_training(const Tensor& x, const Tensor* gamma, const Tensor* beta,
                         Tensor& moving_mean, Tensor& moving_variance, Tensor& y,
-                        const backend::SumAcrossReplicas& sync) override {
+                        const backend::SumAcrossReplicas& sync, const Tensor* kept) override {
     if (sync)
       throw ConfigError("model", "synchronized BatchNormalization is not available on CUDA "
                                  "replicas yet; train it on \"cpu\" or set synchronized=false");
     batch_stats_ = true;
+    masked_ = kept != nullptr;
     const std::int64_t rows = x.size() / d_.channels;
     if (rows == 0) return;  // an empty shard: no statistics
     partial_.resize(ops_.allocator(), 2 * batch_norm_scratch_doubles(rows, d_.channels));
-    batch_norm_training_statistics(x.data(), rows, d_.channels, data(gamma), data(beta),
+    batch_norm_training_statistics(x.data(), data(kept), rows, d_.channels, data(gamma),
+                                   data(beta),
                                    moving_mean.data(), moving_variance.data(), d_.momentum,
                                    d_.epsilon, state_, reinterpret_cast<double*>(partial_.data()),
                                    ops_.stream());
@@ -57,8 +62,8 @@ class CudaBatchNorm final : public backend::BatchNorm {
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* /*gamma*/,
-                Tensor* d_gamma, Tensor* d_beta, Tensor* dx,
-                const backend::SumAcrossReplicas& sync) override {
+                Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const backend::SumAcrossReplicas& sync,
+                const Tensor* kept) override {
     if (sync)
       throw ConfigError("model", "synchronized BatchNormalization is not available on CUDA "
                                  "replicas yet");
@@ -70,12 +75,12 @@ class CudaBatchNorm final : public backend::BatchNorm {
     if (gamma_grad || beta_grad || (dx && batch_stats_)) {
       partial_.resize(ops_.allocator(), 2 * batch_norm_scratch_doubles(rows, d_.channels));
       batch_norm_gradient_sums(x.data(), relu_output, dy.data(), rows, d_.channels, batch_stats_,
-                               gamma_grad, beta_grad, state_,
+                               batch_stats_ && masked_, gamma_grad, beta_grad, state_,
                                reinterpret_cast<double*>(partial_.data()), ops_.stream());
     }
     if (dx)
-      batch_norm_input_gradient(x.data(), relu_output, dy.data(), dx->data(), rows, d_.channels,
-                                batch_stats_, state_, ops_.stream());
+      batch_norm_input_gradient(x.data(), relu_output, dy.data(), data(kept), dx->data(), rows,
+                                d_.channels, batch_stats_, state_, ops_.stream());
   }
 
  private:
@@ -84,6 +89,7 @@ class CudaBatchNorm final : public backend::BatchNorm {
   backend::BatchNormDesc d_;
   CudaBackend& ops_;
   bool batch_stats_ = false;
+  bool masked_ = false;  // the last training forward's statistics read a mask's kept rows
   BatchNormState state_;
   DeviceBuffer doubles_, floats_, partial_;
 };

@@ -22,9 +22,11 @@ std::int64_t blocks_of(std::int64_t rows, std::int64_t width) {
 }
 
 // partial[blk * 2C + c] = sum over the block's rows of d = x[r, c] - x[0, c], partial[blk * 2C +
-// C + c] = sum of d * d, in row order (the CPU's one-pass statistics).
-__global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t rows,
-                                  std::int64_t channels, std::int64_t block, std::int64_t blocks) {
+// C + c] = sum of d * d, in row order (the CPU's one-pass statistics); with `kept`, over the rows
+// it keeps.
+__global__ void bn_partial_kernel(const float* x, const float* kept, double* partial,
+                                  std::int64_t rows, std::int64_t channels, std::int64_t block,
+                                  std::int64_t blocks) {
   const std::int64_t n = blocks * channels;
   for (std::int64_t t = grid_first(); t < n; t += grid_step()) {
     const std::int64_t c = t % channels, blk = t / channels;
@@ -32,6 +34,7 @@ __global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t 
     const double first = math::f2d(x[c]);
     double sum = 0.0, squares = 0.0;
     for (std::int64_t r = blk * block; r < r1; ++r) {
+      if (kept && kept[r] == 0.0f) continue;
       const double d = math::dsub(math::f2d(x[r * channels + c]), first);
       sum = math::dadd(sum, d);
       squares = math::dadd(squares, math::dmul(d, d));
@@ -39,6 +42,18 @@ __global__ void bn_partial_kernel(const float* x, double* partial, std::int64_t 
     partial[blk * 2 * channels + c] = sum;
     partial[blk * 2 * channels + channels + c] = squares;
   }
+}
+
+// *count += the rows `kept` keeps (its non-zero values): integers, so any order gives the same.
+__global__ void bn_kept_count_kernel(const float* kept, std::int64_t rows,
+                                     unsigned long long* count) {
+  for (std::int64_t r = grid_first(); r < rows; r += grid_step())
+    if (kept[r] != 0.0f) atomicAdd(count, 1ULL);
+}
+
+// The rows the statistics read: `rows`, or with a mask the count it kept.
+__device__ double bn_count(double rows, const unsigned long long* kept) {
+  return kept ? static_cast<double>(*kept) : rows;
 }
 
 // The gradient that reaches the normalization: dy, or with the absorbed relu (y non-null) dy
@@ -63,17 +78,23 @@ __device__ void bn_affine(const BatchNormState& s, const float* gamma, const flo
   s.b[c] = beta ? beta[c] : 0.0f;
 }
 
+// `masked`: the count is the rows the mask kept (state.kept); none kept gives mean 0, variance 0.
 __global__ void bn_training_finish_kernel(const float* x, const double* partial,
-                                          std::int64_t blocks, std::int64_t channels, double count,
-                                          const float* gamma, const float* beta,
+                                          std::int64_t blocks, std::int64_t channels, double rows,
+                                          bool masked, const float* gamma, const float* beta,
                                           float* moving_mean, float* moving_variance,
                                           double momentum, double epsilon, BatchNormState s) {
+  const double count = bn_count(rows, masked ? s.kept : nullptr);
   for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
-    const double m = math::ddiv(bn_total(partial, blocks, 2 * channels, c), count);
-    const double mean = math::dadd(math::f2d(x[c]), m);
-    const double squares = math::ddiv(bn_total(partial, blocks, 2 * channels, channels + c), count);
-    const double deviation = math::dsub(squares, math::dmul(m, m));
-    const double var = deviation < 0.0 ? 0.0 : deviation;  // biased; std::max(v, 0.0)
+    double mean = 0.0, var = 0.0;
+    if (count > 0.0) {
+      const double m = math::ddiv(bn_total(partial, blocks, 2 * channels, c), count);
+      mean = math::dadd(math::f2d(x[c]), m);
+      const double squares =
+          math::ddiv(bn_total(partial, blocks, 2 * channels, channels + c), count);
+      const double deviation = math::dsub(squares, math::dmul(m, m));
+      var = deviation < 0.0 ? 0.0 : deviation;  // biased; std::max(v, 0.0)
+    }
     s.mean[c] = mean;
     s.shift[c] = math::d2f(mean);
     s.inv_std[c] = math::d2f(math::ddiv(1.0, math::dsqrt(math::dadd(var, epsilon))));
@@ -129,8 +150,10 @@ __global__ void bn_grad_partial_kernel(const float* x, const float* y, const flo
 }
 
 __global__ void bn_grad_finish_kernel(const double* partial, std::int64_t blocks,
-                                      std::int64_t channels, double count, bool batch_stats,
-                                      float* gamma_grad, float* beta_grad, BatchNormState s) {
+                                      std::int64_t channels, double rows, bool batch_stats,
+                                      bool masked, float* gamma_grad, float* beta_grad,
+                                      BatchNormState s) {
+  const double count = bn_count(rows, masked ? s.kept : nullptr);
   for (std::int64_t c = grid_first(); c < channels; c += grid_step()) {
     const double sum_g = bn_total(partial, blocks, 2 * channels, c);
     const double sum_gx = bn_total(partial, blocks, 2 * channels, channels + c);
@@ -144,13 +167,13 @@ __global__ void bn_grad_finish_kernel(const double* partial, std::int64_t blocks
   }
 }
 
-__global__ void bn_input_grad_kernel(const float* x, const float* y, const float* dy, float* dx,
-                                     std::int64_t n, std::int64_t channels, bool batch_stats,
-                                     BatchNormState s) {
+__global__ void bn_input_grad_kernel(const float* x, const float* y, const float* dy,
+                                     const float* kept, float* dx, std::int64_t n,
+                                     std::int64_t channels, bool batch_stats, BatchNormState s) {
   for (std::int64_t i = grid_first(); i < n; i += grid_step()) {
     const std::int64_t c = i % channels;
     const float g = bn_incoming(dy, y, i);
-    if (batch_stats) {
+    if (batch_stats && !(kept && kept[i / channels] == 0.0f)) {
       const float xhat_k2 =
           math::fmul(math::fmul(math::fsub(x[i], s.shift[c]), s.inv_std[c]), s.k2[c]);
       dx[i] = math::fmul(s.a[c], math::fsub(math::fsub(g, s.k1[c]), xhat_k2));
@@ -173,21 +196,26 @@ std::int64_t batch_norm_scratch_doubles(std::int64_t rows, std::int64_t channels
   return most > 1 ? most : 1;
 }
 
-void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int64_t channels,
-                                    const float* gamma, const float* beta, float* moving_mean,
-                                    float* moving_variance, double momentum, double epsilon,
-                                    const BatchNormState& state, double* partial,
+void batch_norm_training_statistics(const float* x, const float* kept, std::int64_t rows,
+                                    std::int64_t channels, const float* gamma, const float* beta,
+                                    float* moving_mean, float* moving_variance, double momentum,
+                                    double epsilon, const BatchNormState& state, double* partial,
                                     cudaStream_t stream) {
   if (rows == 0 || channels == 0) return;
   const std::int64_t block = batch_norm_block_rows(2 * channels);
   const std::int64_t blocks = blocks_of(rows, 2 * channels);
-  const double count = math::i2d(rows);
-  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(x, partial, rows,
-                                                                           channels, block, blocks);
+  if (kept) {
+    check(cudaMemsetAsync(state.kept, 0, sizeof(unsigned long long), stream),
+          "cudaMemsetAsync (batch_norm kept rows)");
+    bn_kept_count_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(kept, rows, state.kept);
+    check_launch("batch_norm (kept rows)");
+  }
+  bn_partial_kernel<<<blocks_for(blocks * channels), kThreads, 0, stream>>>(
+      x, kept, partial, rows, channels, block, blocks);
   check_launch("batch_norm (sums)");
   bn_training_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
-      x, partial, blocks, channels, count, gamma, beta, moving_mean, moving_variance, momentum,
-      epsilon, state);
+      x, partial, blocks, channels, math::i2d(rows), kept != nullptr, gamma, beta, moving_mean,
+      moving_variance, momentum, epsilon, state);
   check_launch("batch_norm (statistics)");
 }
 
@@ -210,7 +238,8 @@ void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t 
 }
 
 void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
-                              std::int64_t channels, bool batch_stats, float* gamma_grad,
+                              std::int64_t channels, bool batch_stats, bool masked,
+                              float* gamma_grad,
                               float* beta_grad, const BatchNormState& state, double* partial,
                               cudaStream_t stream) {
   if (channels == 0) return;
@@ -222,17 +251,18 @@ void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, s
     check_launch("batch_norm (gradient sums)");
   }
   bn_grad_finish_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
-      partial, blocks, channels, math::i2d(rows), batch_stats, gamma_grad, beta_grad, state);
+      partial, blocks, channels, math::i2d(rows), batch_stats, masked, gamma_grad, beta_grad,
+      state);
   check_launch("batch_norm (gradient finish)");
 }
 
-void batch_norm_input_gradient(const float* x, const float* y, const float* dy, float* dx,
-                               std::int64_t rows,
-                               std::int64_t channels, bool batch_stats, const BatchNormState& state,
+void batch_norm_input_gradient(const float* x, const float* y, const float* dy, const float* kept,
+                               float* dx, std::int64_t rows, std::int64_t channels,
+                               bool batch_stats, const BatchNormState& state,
                                cudaStream_t stream) {
   const std::int64_t n = rows * channels;
   if (n == 0) return;
-  bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, channels,
+  bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, kept, dx, n, channels,
                                                                batch_stats, state);
   check_launch("batch_norm (input gradient)");
 }

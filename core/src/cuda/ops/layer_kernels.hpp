@@ -118,13 +118,16 @@ struct BatchNormState {
   float* b = nullptr;        // beta (0 without beta)
   float* k1 = nullptr;       // the backward's mean(dy) (batch statistics)
   float* k2 = nullptr;       // the backward's mean(dy * x-hat) (batch statistics)
+  unsigned long long* kept = nullptr;  // the rows a mask kept in the last training forward
 };
 
 /// Training statistics: mean and biased variance of x (rows x channels) in one pass (the sums of
 /// d = x - x[row 0] and of d², as the CPU's); fills mean, shift, inv_std, a, b and moves
 /// moving_mean / moving_variance by Keras 3's formula (momentum). rows > 0. gamma / beta may be
-/// null (scale / center off).
-void batch_norm_training_statistics(const float* x, std::int64_t rows, std::int64_t channels,
+/// null (scale / center off). `kept`: null, or one value per row (a Keras mask): the statistics
+/// of the rows whose value is non-zero (counted into state.kept; none: mean 0, variance 0).
+void batch_norm_training_statistics(const float* x, const float* kept, std::int64_t rows,
+                                    std::int64_t channels,
                                     const float* gamma, const float* beta, float* moving_mean,
                                     float* moving_variance, double momentum, double epsilon,
                                     const BatchNormState& state, double* partial,
@@ -139,14 +142,18 @@ void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t 
                       const BatchNormState& state, cudaStream_t stream);
 /// The gradient sums of g and g * x-hat (x-hat = (x - shift) * inv_std) into state.sums, where g
 /// is dy or, given the forward's relu output y (non-null), dy masked by y > 0; gamma_grad /
-/// beta_grad (each may be null) get them; with batch_stats, k1 and k2 their means.
+/// beta_grad (each may be null) get them; with batch_stats, k1 and k2 their means (`masked`: the
+/// sums over every row divided by the forward's state.kept, the rows its statistics read).
 void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
-                              std::int64_t channels, bool batch_stats, float* gamma_grad,
+                              std::int64_t channels, bool batch_stats, bool masked,
+                              float* gamma_grad,
                               float* beta_grad, const BatchNormState& state, double* partial,
                               cudaStream_t stream);
 /// dx: with batch_stats, a * (g - k1 - x-hat * k2) (the gradient through the batch mean and
-/// variance; needs batch_norm_gradient_sums first); else a * g (g as above).
-void batch_norm_input_gradient(const float* x, const float* y, const float* dy, float* dx,
+/// variance; needs batch_norm_gradient_sums first) — a * g on the rows the forward's `kept` (may
+/// be null) left out —; else a * g (g as above).
+void batch_norm_input_gradient(const float* x, const float* y, const float* dy, const float* kept,
+                               float* dx,
                                std::int64_t rows, std::int64_t channels, bool batch_stats,
                                const BatchNormState& state, cudaStream_t stream);
 
