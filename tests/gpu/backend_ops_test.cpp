@@ -657,34 +657,35 @@ TEST_F(BackendOps, BatchNormFollowsTheCpu) {
   none.fill(0.0f);
   for (const bool relu : {false, true})
     for (const Tensor* mask : std::initializer_list<const Tensor*>{nullptr, &kept, &none}) {
-    SCOPED_TRACE(std::string(relu ? "relu absorbed" : "plain") +
-                 (mask == &kept ? ", masked" : mask ? ", nothing kept" : ""));
-    const Tensor mask_gpu = mask ? up(*mask) : Tensor();
-    const Tensor* kept_gpu = mask ? &mask_gpu : nullptr;
-    const backend::BatchNormDesc desc{7, 0.9, 1e-3, true, true, relu};
-    const Tensor x = random_host({40, 7}, 16, -2.0f, 3.0f);
-    const Tensor gamma = random_host({7}, 17, 0.5f, 1.5f), beta = random_host({7}, 18);
-    Tensor mm_cpu({7}), mv_cpu({7});
-    mv_cpu.fill(1.0f);
-    Tensor mm_gpu = up(mm_cpu), mv_gpu = up(mv_cpu);
-    auto on_cpu = cpu().batch_norm(desc);
-    auto on_gpu = gpu().batch_norm(desc);
-    Tensor y_cpu({40, 7}), y_gpu = gpu_tensor({40, 7});
-    const Tensor x_gpu = up(x), g_gpu = up(gamma), b_gpu = up(beta);
-    on_cpu->forward_training(x, &gamma, &beta, mm_cpu, mv_cpu, y_cpu, {}, mask);
-    on_gpu->forward_training(x_gpu, &g_gpu, &b_gpu, mm_gpu, mv_gpu, y_gpu, {}, kept_gpu);
-    expect_same(y_cpu, down(y_gpu), "batch norm forward");
-    expect_same(mm_cpu, down(mm_gpu), "moving mean");
-    expect_same(mv_cpu, down(mv_gpu), "moving variance");
-    const Tensor dy = random_host({40, 7}, 19);
-    Tensor dg_cpu({7}), db_cpu({7}), dx_cpu({40, 7});
-    Tensor dg_gpu = gpu_tensor({7}), db_gpu = gpu_tensor({7}), dx_gpu = gpu_tensor({40, 7});
-    on_cpu->backward(x, y_cpu, dy, &gamma, &dg_cpu, &db_cpu, &dx_cpu, {}, mask);
-    on_gpu->backward(x_gpu, y_gpu, up(dy), &g_gpu, &dg_gpu, &db_gpu, &dx_gpu, {}, kept_gpu);
-    expect_same(dg_cpu, down(dg_gpu), "gamma gradient");
-    expect_same(db_cpu, down(db_gpu), "beta gradient");
-    expect_same(dx_cpu, down(dx_gpu), "input gradient");
-  }
+      SCOPED_TRACE(std::string(relu ? "relu absorbed" : "plain") + (mask == &kept ? ", masked"
+                                                                    : mask        ? ", nothing kept"
+                                                                                  : ""));
+      const Tensor mask_gpu = mask ? up(*mask) : Tensor();
+      const Tensor* kept_gpu = mask ? &mask_gpu : nullptr;
+      const backend::BatchNormDesc desc{7, 0.9, 1e-3, true, true, relu};
+      const Tensor x = random_host({40, 7}, 16, -2.0f, 3.0f);
+      const Tensor gamma = random_host({7}, 17, 0.5f, 1.5f), beta = random_host({7}, 18);
+      Tensor mm_cpu({7}), mv_cpu({7});
+      mv_cpu.fill(1.0f);
+      Tensor mm_gpu = up(mm_cpu), mv_gpu = up(mv_cpu);
+      auto on_cpu = cpu().batch_norm(desc);
+      auto on_gpu = gpu().batch_norm(desc);
+      Tensor y_cpu({40, 7}), y_gpu = gpu_tensor({40, 7});
+      const Tensor x_gpu = up(x), g_gpu = up(gamma), b_gpu = up(beta);
+      on_cpu->forward_training(x, &gamma, &beta, mm_cpu, mv_cpu, y_cpu, {}, mask);
+      on_gpu->forward_training(x_gpu, &g_gpu, &b_gpu, mm_gpu, mv_gpu, y_gpu, {}, kept_gpu);
+      expect_same(y_cpu, down(y_gpu), "batch norm forward");
+      expect_same(mm_cpu, down(mm_gpu), "moving mean");
+      expect_same(mv_cpu, down(mv_gpu), "moving variance");
+      const Tensor dy = random_host({40, 7}, 19);
+      Tensor dg_cpu({7}), db_cpu({7}), dx_cpu({40, 7});
+      Tensor dg_gpu = gpu_tensor({7}), db_gpu = gpu_tensor({7}), dx_gpu = gpu_tensor({40, 7});
+      on_cpu->backward(x, y_cpu, dy, &gamma, &dg_cpu, &db_cpu, &dx_cpu, {}, mask);
+      on_gpu->backward(x_gpu, y_gpu, up(dy), &g_gpu, &dg_gpu, &db_gpu, &dx_gpu, {}, kept_gpu);
+      expect_same(dg_cpu, down(dg_gpu), "gamma gradient");
+      expect_same(db_cpu, down(db_gpu), "beta gradient");
+      expect_same(dx_cpu, down(dx_gpu), "input gradient");
+    }
 }
 
 TEST_F(BackendOps, EmbeddingGatherAndGradientAreTheCpusAndBadIndicesAreFound) {

@@ -96,8 +96,10 @@ const Tensor& BatchNormalization::backward(const Tensor& grad_output, bool need_
 
 bool BatchNormalization::output_masked(bool input_masked) const {
   if (input_masked && input_shape_.size() != 2)
-    throw ShapeError("layer '" + name() + "' (BatchNormalization) receives a mask of the steps of "
-                     "inputs " + shape_to_string(input_shape_, true) +
+    throw ShapeError("layer '" + name() +
+                     "' (BatchNormalization) receives a mask of the steps of "
+                     "inputs " +
+                     shape_to_string(input_shape_, true) +
                      "; Keras applies a mask to sequences (batch, steps, features) alone");
   return input_masked;
 }

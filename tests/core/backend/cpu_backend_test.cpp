@@ -359,23 +359,23 @@ TEST(CpuBackend, Avx512CopiesComputeTheBaselinesBits) {
     for (std::int64_t r = 0; r < rows; ++r) kept[r] = r % 3 == 1 ? 0.0f : 1.0f;
     for (const bool relu : {false, true})
       for (const Tensor* mask : std::initializer_list<const Tensor*>{nullptr, &kept}) {
-      BatchNormDesc desc;
-      desc.channels = channels;
-      desc.output_relu = relu;
-      const std::unique_ptr<BatchNorm> bn = ops.batch_norm(desc);
-      Tensor mean({channels}), variance({channels}), d_gamma({channels}), d_beta({channels});
-      mean.fill(0.0f);
-      variance.fill(1.0f);
-      Tensor bn_y({rows, channels}), dx({rows, channels}), inference({rows, channels});
-      bn->forward_training(x, &gamma, &beta, mean, variance, bn_y, {}, mask);
-      bn->backward(x, bn_y, dy, &gamma, &d_gamma, &d_beta, &dx, {}, mask);
-      bn->forward_inference(x, &gamma, &beta, mean, variance, inference);
-      bn->backward(x, inference, dy, &gamma, &d_gamma, &d_beta,
-                   &out.emplace_back(Shape{rows, channels}), {}, nullptr);
-      out.push_back(bn_y);
-      out.push_back(dx);
-      out.push_back(inference);
-    }
+        BatchNormDesc desc;
+        desc.channels = channels;
+        desc.output_relu = relu;
+        const std::unique_ptr<BatchNorm> bn = ops.batch_norm(desc);
+        Tensor mean({channels}), variance({channels}), d_gamma({channels}), d_beta({channels});
+        mean.fill(0.0f);
+        variance.fill(1.0f);
+        Tensor bn_y({rows, channels}), dx({rows, channels}), inference({rows, channels});
+        bn->forward_training(x, &gamma, &beta, mean, variance, bn_y, {}, mask);
+        bn->backward(x, bn_y, dy, &gamma, &d_gamma, &d_beta, &dx, {}, mask);
+        bn->forward_inference(x, &gamma, &beta, mean, variance, inference);
+        bn->backward(x, inference, dy, &gamma, &d_gamma, &d_beta,
+                     &out.emplace_back(Shape{rows, channels}), {}, nullptr);
+        out.push_back(bn_y);
+        out.push_back(dx);
+        out.push_back(inference);
+      }
     // Layer normalization over 19 columns: two blocks of 8 lanes and 3 left over (kernel_math).
     Tensor ln_y({rows, channels}), stats, ln_dx({rows, channels}), d_gamma({channels}),
         d_beta({channels});

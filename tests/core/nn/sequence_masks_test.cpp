@@ -402,7 +402,8 @@ TEST(SequenceMasks, WhereAMaskCannotGoTheErrorNamesTheCall) {
                                      layer("Dense", {{"name", "out"}, {"units", 1}})}),
                          "model", 1));
   for (const json& dropping :
-       {layer("EinsumDense", {{"name", "x"}, {"equation", "abc,cd->abd"}, {"output_shape", {5, 3}}}),
+       {layer("EinsumDense",
+              {{"name", "x"}, {"equation", "abc,cd->abd"}, {"output_shape", {5, 3}}}),
         layer("GlobalMaxPooling1D", {{"name", "x"}}),
         layer("Permute", {{"name", "x"}, {"dims", {1, 2}}})}) {
     SCOPED_TRACE(dropping.dump());

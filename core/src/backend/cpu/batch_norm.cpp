@@ -333,8 +333,8 @@ class CpuBatchNorm final : public BatchNorm {
         k2[c] = static_cast<float>(stat_sums[channels + c] / count);
       }
     }
-    const InputGradient terms{g,       yp,        xp,        shift,    inv_std,
-                              a.data(), k1.data(), k2.data(), kept, channels};
+    const InputGradient terms{g,        yp,        xp,        shift, inv_std,
+                              a.data(), k1.data(), k2.data(), kept,  channels};
     float* dxp = dx->data();
     cpu::parallel_for(rows, rows_per_chunk(channels), [&](std::int64_t r0, std::int64_t r1) {
       if (batch_stats_)

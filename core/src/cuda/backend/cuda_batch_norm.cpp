@@ -23,9 +23,9 @@ class CudaBatchNorm final : public backend::BatchNorm {
     floats_.resize(ops_.allocator(), 6 * c);
     auto* dp = reinterpret_cast<double*>(doubles_.data());
     float* f = floats_.data();
-    state_ = {dp,        dp + c,    f,         f + c,
-              f + 2 * c, f + 3 * c, f + 4 * c, f + 5 * c,
-              reinterpret_cast<unsigned long long*>(dp + 3 * c)};
+    state_ = {dp,        dp + c,    f,
+              f + c,     f + 2 * c, f + 3 * c,
+              f + 4 * c, f + 5 * c, reinterpret_cast<unsigned long long*>(dp + 3 * c)};
     // Zero shift and inv_std until a forward (as the CPU's), for a backward before any forward.
     check(cudaMemsetAsync(floats_.data(), 0, static_cast<std::size_t>(6 * c) * sizeof(float),
                           ops_.stream()),
@@ -43,8 +43,7 @@ class CudaBatchNorm final : public backend::BatchNorm {
     const std::int64_t rows = x.size() / d_.channels;
     if (rows == 0) return;  // an empty shard: no statistics
     partial_.resize(ops_.allocator(), 2 * batch_norm_scratch_doubles(rows, d_.channels));
-    batch_norm_training_statistics(x.data(), data(kept), rows, d_.channels, data(gamma),
-                                   data(beta),
+    batch_norm_training_statistics(x.data(), data(kept), rows, d_.channels, data(gamma), data(beta),
                                    moving_mean.data(), moving_variance.data(), d_.momentum,
                                    d_.epsilon, state_, reinterpret_cast<double*>(partial_.data()),
                                    ops_.stream());

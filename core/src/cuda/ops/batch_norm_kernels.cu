@@ -239,9 +239,8 @@ void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t 
 
 void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
                               std::int64_t channels, bool batch_stats, bool masked,
-                              float* gamma_grad,
-                              float* beta_grad, const BatchNormState& state, double* partial,
-                              cudaStream_t stream) {
+                              float* gamma_grad, float* beta_grad, const BatchNormState& state,
+                              double* partial, cudaStream_t stream) {
   if (channels == 0) return;
   const std::int64_t block = batch_norm_block_rows(2 * channels);
   const std::int64_t blocks = blocks_of(rows, 2 * channels);
@@ -258,8 +257,7 @@ void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, s
 
 void batch_norm_input_gradient(const float* x, const float* y, const float* dy, const float* kept,
                                float* dx, std::int64_t rows, std::int64_t channels,
-                               bool batch_stats, const BatchNormState& state,
-                               cudaStream_t stream) {
+                               bool batch_stats, const BatchNormState& state, cudaStream_t stream) {
   const std::int64_t n = rows * channels;
   if (n == 0) return;
   bn_input_grad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, kept, dx, n, channels,

@@ -127,10 +127,9 @@ struct BatchNormState {
 /// null (scale / center off). `kept`: null, or one value per row (a Keras mask): the statistics
 /// of the rows whose value is non-zero (counted into state.kept; none: mean 0, variance 0).
 void batch_norm_training_statistics(const float* x, const float* kept, std::int64_t rows,
-                                    std::int64_t channels,
-                                    const float* gamma, const float* beta, float* moving_mean,
-                                    float* moving_variance, double momentum, double epsilon,
-                                    const BatchNormState& state, double* partial,
+                                    std::int64_t channels, const float* gamma, const float* beta,
+                                    float* moving_mean, float* moving_variance, double momentum,
+                                    double epsilon, const BatchNormState& state, double* partial,
                                     cudaStream_t stream);
 /// Inference statistics: shift = moving_mean, inv_std from moving_variance; a and b.
 void batch_norm_inference_statistics(std::int64_t channels, const float* gamma, const float* beta,
@@ -146,16 +145,14 @@ void batch_norm_apply(const float* x, float* y, std::int64_t rows, std::int64_t 
 /// sums over every row divided by the forward's state.kept, the rows its statistics read).
 void batch_norm_gradient_sums(const float* x, const float* y, const float* dy, std::int64_t rows,
                               std::int64_t channels, bool batch_stats, bool masked,
-                              float* gamma_grad,
-                              float* beta_grad, const BatchNormState& state, double* partial,
-                              cudaStream_t stream);
+                              float* gamma_grad, float* beta_grad, const BatchNormState& state,
+                              double* partial, cudaStream_t stream);
 /// dx: with batch_stats, a * (g - k1 - x-hat * k2) (the gradient through the batch mean and
 /// variance; needs batch_norm_gradient_sums first) — a * g on the rows the forward's `kept` (may
 /// be null) left out —; else a * g (g as above).
 void batch_norm_input_gradient(const float* x, const float* y, const float* dy, const float* kept,
-                               float* dx,
-                               std::int64_t rows, std::int64_t channels, bool batch_stats,
-                               const BatchNormState& state, cudaStream_t stream);
+                               float* dx, std::int64_t rows, std::int64_t channels,
+                               bool batch_stats, const BatchNormState& state, cudaStream_t stream);
 
 // ---- Merging layers and scaling (backend/kernel_math.hpp's arithmetic) ------------------------
 
