@@ -647,6 +647,29 @@ def stacked_cells(cfg, x, weights, mask=None):
     return torch.stack(outputs, 1) if cfg.get("return_sequences") else outputs[-1]
 
 
+def batch_norm(cfg, x, w, training, mask):
+    """Keras' BatchNormalization over the last axis. In training the batch's statistics: torch's
+    own batch_norm, or with a Keras mask of the steps (batch, steps) Keras 3's masked moments —
+    mean Σ m·x / Σ m and biased variance Σ m·(x - mean)² / Σ m over the batch and the steps —,
+    every step normalized with them. Else the moving statistics."""
+    eps = cfg.get("epsilon", 1e-3)
+    gamma, beta = w.get("gamma"), w.get("beta")
+    if training and mask is None:
+        channels_first = x.reshape(-1, x.shape[-1])
+        return torch.nn.functional.batch_norm(channels_first, None, None, gamma, beta,
+                                              training=True, eps=eps).reshape(x.shape)
+    if training:
+        m = mask.reshape(*mask.shape, *([1] * (x.dim() - mask.dim())))
+        axes = tuple(range(x.dim() - 1))
+        count = m.expand_as(x).sum(dim=axes)
+        mean = (m * x).sum(dim=axes) / count
+        var = (m * (x - mean) ** 2).sum(dim=axes) / count
+    else:
+        mean, var = w["moving_mean"], w["moving_variance"]
+    y = (x - mean) / torch.sqrt(var + eps)
+    return y * (gamma if gamma is not None else 1) + (beta if beta is not None else 0)
+
+
 def forward(case, inputs, weights):
     cls, cfg, options = case["class_name"], case["config"], case.get("options", {})
     if cls == "TimeDistributed":  # the wrapped layer on each step of each sample as its own row
@@ -677,6 +700,8 @@ def forward(case, inputs, weights):
         return torch.cat(xs, dim=keras_axis(cfg.get("axis", -1), xs[0].dim()))
     if cls == "LayerNormalization":
         return layer_norm(cfg, xs, weights)
+    if cls == "BatchNormalization":
+        return batch_norm(cfg, xs[0], weights, case.get("training", False), mask)
     if cls == "RMSNormalization":
         return rms_norm(cfg, xs, weights)
     if cls == "GroupNormalization":  # torch's group_norm, channels moved first and back

@@ -57,6 +57,7 @@ struct Case {
   // Keras masks of the inputs' steps (batch x steps values, 0 or 1; empty for none), in the
   // inputs' order, given to a layer that reads masks (recurrent layers, attention).
   std::vector<std::vector<float>> masks = {};
+  bool training = false;  // a training forward (BatchNormalization's batch statistics)
 };
 
 void write_floats(const fs::path& path, const Tensor& t) {
@@ -172,13 +173,14 @@ Ran run_in_tandem(const Case& c) {
     EXPECT_NE(masked, nullptr) << c.label << ": the layer reads no mask";
     if (masked) masked->set_input_masks(mask_pointers);
   }
-  run.y = layer.forward_inputs(pointers, false).clone();
+  run.y = layer.forward_inputs(pointers, c.training).clone();
   run.dy = random_tensor(run.y.shape(), rng, false);
   for (const Tensor* g : layer.backward_inputs(run.dy, true)) run.grads.push_back(g->clone());
 
   json manifest{{"class_name", c.layer["class_name"]},
                 {"config", c.layer["config"]},
                 {"options", c.options},
+                {"training", c.training},
                 {"inputs", json::array()},
                 {"weights", json::array()}};
   for (std::size_t i = 0; i < run.inputs.size(); ++i) {
@@ -1178,6 +1180,15 @@ TEST(LayerOracle, MaskedRecurrentLayersMatchPyTorch) {
   bidirectional["config"]["merge_mode"] = "concat";
   masked("MaskedBidirectionalRnnOverACell", bidirectional);
   masked("MaskedGlobalAveragePooling1D", entry("GlobalAveragePooling1D"));
+  // BatchNormalization in training: the statistics of the kept steps (Keras 3's masked
+  // moments); unmasked, torch's own batch_norm.
+  for (const bool with_mask : {true, false}) {
+    Case bn{with_mask ? "MaskedBatchNormalizationTraining" : "BatchNormalizationTraining",
+            entry("BatchNormalization", {{"momentum", 0.9}}), sequences};
+    if (with_mask) bn.masks = {mask};
+    bn.training = true;
+    cases.push_back(bn);
+  }
   // Attention: the query's and the value's masks (self-attention on a padded sequence), with an
   // attention mask too, and a masked key of its own; the padded queries see no key (Keras 3:
   // uniform without dropout).
