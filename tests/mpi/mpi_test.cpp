@@ -291,6 +291,47 @@ bool straight_and_three_then_two(const fs::path& dir, const fs::path& config) {
   return true;
 }
 
+// swap_ema_weights runs on rank 0; the swap is the trainer's, on every rank: each epoch's
+// validation (its batches split over the ranks) reads the moving averages on all of them, and
+// with swap_on_epoch the run ends holding them, as one process does. The epoch-1 checkpoint of
+// three ranks (taken swapped: the averages as the weights) resumed on two ends with the
+// straight run's weights.
+TEST(Mpi, SwapEmaWeightsSwapsEveryRankAsOneProcess) {
+  const fs::path dir = test::scratch_dir("mpi-swap-ema");
+  json config = tiny_config(
+      31, 3,
+      {{{"plugin", "swap_ema_weights"}, {"options", {{"swap_on_epoch", true}}}},
+       {{"plugin", "checkpoint"},
+        {"options", {{"filepath", "checkpoints/e{epoch}.h5"}, {"save_top_k", -1}}}}});
+  config["optimizer"]["config"]["use_ema"] = true;
+  config["optimizer"]["config"]["ema_momentum"] = 0.8;
+  const fs::path path = write_config(dir, config);
+  const std::string train = test::tandem_cli() + " train " + path.string();
+  for (const std::string& command :
+       {train + " --run-dir " + (dir / "straight").string(),
+        mpirun(3) + train + " --run-dir " + (dir / "three").string(),
+        mpirun(2) + train + " --resume " + (dir / "three" / "checkpoints" / "e1.h5").string() +
+            " --run-dir " + (dir / "then-two").string()}) {
+    const auto r = run_command(command);
+    ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.err;
+  }
+  const auto epochs = [](const fs::path& run) {
+    std::vector<json> logs;
+    for (const auto& e : read_events(run / "events.jsonl"))
+      if (e["event"] == "epoch_ended") logs.push_back(e["logs"]);
+    return logs;
+  };
+  const auto straight = epochs(dir / "straight"), three = epochs(dir / "three");
+  ASSERT_EQ(straight.size(), 3u);
+  ASSERT_EQ(three.size(), 3u);
+  for (std::size_t e = 0; e < three.size(); ++e)
+    for (const char* key : {"loss", "val_loss", "val_accuracy"})
+      EXPECT_NEAR(three[e][key].get<double>(), straight[e][key].get<double>(), 1e-5)
+          << key << " of epoch " << e + 1;
+  expect_same_weights(dir / "straight" / "model.h5", dir / "three" / "model.h5");
+  expect_same_weights(dir / "straight" / "model.h5", dir / "then-two" / "model.h5");
+}
+
 // backup_and_restore restores its backup on rank 0 only; rank 0's Dropout streams must reach the
 // other ranks with its weights (rank 1 kept its fresh stream: the weights ended 90% off).
 TEST(Mpi, ABackupRestoredOnRankZeroCarriesItsDropoutStreamToEveryRank) {
