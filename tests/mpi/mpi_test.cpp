@@ -298,11 +298,11 @@ bool straight_and_three_then_two(const fs::path& dir, const fs::path& config) {
 // straight run's weights.
 TEST(Mpi, SwapEmaWeightsSwapsEveryRankAsOneProcess) {
   const fs::path dir = test::scratch_dir("mpi-swap-ema");
-  json config = tiny_config(
-      31, 3,
-      {{{"plugin", "swap_ema_weights"}, {"options", {{"swap_on_epoch", true}}}},
-       {{"plugin", "checkpoint"},
-        {"options", {{"filepath", "checkpoints/e{epoch}.h5"}, {"save_top_k", -1}}}}});
+  json config =
+      tiny_config(31, 3,
+                  {{{"plugin", "swap_ema_weights"}, {"options", {{"swap_on_epoch", true}}}},
+                   {{"plugin", "checkpoint"},
+                    {"options", {{"filepath", "checkpoints/e{epoch}.h5"}, {"save_top_k", -1}}}}});
   config["optimizer"]["config"]["use_ema"] = true;
   config["optimizer"]["config"]["ema_momentum"] = 0.8;
   const fs::path path = write_config(dir, config);
