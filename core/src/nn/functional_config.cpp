@@ -463,6 +463,71 @@ bool is_model_entry(const json& entry) {
   return cls == "Sequential" || cls == "Functional" || cls == "Model";
 }
 
+namespace {
+
+// The Keras layer that computes a function a model called on a Keras tensor: tf.keras 2's
+// TFOpLambda functions ("math.multiply") and Keras 3's operation classes ("Multiply"); "" when
+// none is known.
+std::string layer_for_function(const std::string& function) {
+  static const std::map<std::string, std::string> layers{
+      {"__operators__.add", "Add"},
+      {"math.add", "Add"},
+      {"Add", "Add"},
+      {"math.subtract", "Subtract"},
+      {"Subtract", "Subtract"},
+      {"math.multiply", "Multiply (of two tensors; Rescaling for a constant)"},
+      {"Multiply", "Multiply (of two tensors; Rescaling for a constant)"},
+      {"math.truediv", "Rescaling (by a constant)"},
+      {"math.divide", "Rescaling (by a constant)"},
+      {"Divide", "Rescaling (by a constant)"},
+      {"TrueDivide", "Rescaling (by a constant)"},
+      {"math.maximum", "Maximum"},
+      {"Maximum", "Maximum"},
+      {"math.minimum", "Minimum"},
+      {"Minimum", "Minimum"},
+      {"nn.relu", "Activation or ReLU"},
+      {"Relu", "Activation or ReLU"},
+      {"math.sigmoid", "Activation"},
+      {"Sigmoid", "Activation"},
+      {"math.tanh", "Activation"},
+      {"Tanh", "Activation"},
+      {"nn.softmax", "Activation or Softmax"},
+      {"Softmax", "Activation or Softmax"},
+      {"nn.gelu", "Activation"},
+      {"Gelu", "Activation"},
+      {"reshape", "Reshape"},
+      {"Reshape", "Reshape"},
+      {"expand_dims", "Reshape"},
+      {"ExpandDims", "Reshape"},
+      {"squeeze", "Reshape"},
+      {"compat.v1.squeeze", "Reshape"},
+      {"Squeeze", "Reshape"},
+      {"concat", "Concatenate"},
+      {"Concatenate", "Concatenate"},
+      {"transpose", "Permute"},
+      {"Transpose", "Permute"},
+      {"math.reduce_mean", "GlobalAveragePooling1D/2D (over the steps or pixels)"},
+      {"Mean", "GlobalAveragePooling1D/2D (over the steps or pixels)"},
+      {"math.reduce_max", "GlobalMaxPooling1D/2D (over the steps or pixels)"},
+      {"Max", "GlobalMaxPooling1D/2D (over the steps or pixels)"},
+      {"linalg.matmul", "Dot"},
+      {"Matmul", "Dot"},
+      {"__operators__.getitem", "Cropping1D/2D or Reshape (for a slice)"},
+      {"GetItem", "Cropping1D/2D or Reshape (for a slice)"}};
+  const auto it = layers.find(function);
+  return it == layers.end() ? "" : it->second;
+}
+
+// "; Keras' <layer> layer computes it" for a known function, else a general hint.
+std::string instead(const std::string& function) {
+  const std::string layer = layer_for_function(function);
+  return layer.empty() ? "; write it with the Keras layer that computes it (docs/config.md lists "
+                         "Tandem's layers)"
+                       : "; write it as Keras' " + layer + " layer, which computes it";
+}
+
+}  // namespace
+
 void refuse_unbuildable_layer(const json& entry, const std::string& path) {
   if (!entry.is_object()) return;  // the caller says what is wrong
   const std::string cls = string_field(entry, "class_name");
@@ -477,6 +542,25 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
                           "multi_gpu_model file's wrapper slices the batch with Lambdas: give "
                           "its nested template's config as the model, and --weights FILE loads "
                           "the template's weights from the wrapper's file");
+  // tf.keras 2: `x + y`, tf.nn.relu(x), tf.reshape(x, ...) on a Keras tensor become TFOpLambda
+  // entries (the function in config.function), x[...] a SlicingOpLambda.
+  if (cls == "TFOpLambda" || cls == "SlicingOpLambda") {
+    const std::string function =
+        config == entry.end() ? "" : string_field(*config, "function");
+    throw ConfigError(path + ".class_name",
+                      layer + " is TensorFlow's " +
+                          (function.empty() ? std::string("function") : "tf." + function) +
+                          " called on a Keras tensor (" + cls +
+                          "), which Tandem does not run" + instead(function));
+  }
+  // Keras 3: an operation of keras.ops called on a Keras tensor (`x + y` is keras.ops.add)
+  // is an entry of its module, keras.src.ops.numpy or .nn, ..., not keras.layers.
+  const std::string module = string_field(entry, "module");
+  if (module.rfind("keras.src.ops", 0) == 0 || module.rfind("keras.ops", 0) == 0)
+    throw ConfigError(path + ".class_name",
+                      layer + " is Keras' operation " + module + "." + cls +
+                          " called on a Keras tensor, not a layer, which Tandem does not run" +
+                          instead(cls));
 }
 
 FunctionalGraph read_functional_graph(ConfigObject& config) {

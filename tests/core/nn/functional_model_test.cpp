@@ -388,6 +388,32 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   lambda["config"]["layers"][1]["class_name"] = "Lambda";
   EXPECT_NE(error_of(lambda).find("layer 'dense' is a Lambda: Python code"), std::string::npos)
       << error_of(lambda);
+  // tf.keras 2's `x + y` on Keras tensors (a TFOpLambda entry, called in its own node form),
+  // tf.math.exp (no layer named), and Keras 3's keras.ops.add (an entry of class Add, as the
+  // layer's, of module keras.src.ops.numpy): refused naming the function, not read as a layer.
+  json add = keras2_model();
+  add["config"]["layers"][1] = json::parse(R"({"class_name": "TFOpLambda",
+      "config": {"name": "tf.__operators__.add", "trainable": true, "dtype": "float32",
+                 "function": "__operators__.add"},
+      "name": "tf.__operators__.add",
+      "inbound_nodes": [["x", 0, 0, {"y": ["x", 0, 0], "name": null}]]})");
+  EXPECT_EQ(error_of(add),
+            "config error at 'model.config.layers[1].class_name': layer 'tf.__operators__.add' is "
+            "TensorFlow's tf.__operators__.add called on a Keras tensor (TFOpLambda), which "
+            "Tandem does not run; write it as Keras' Add layer, which computes it");
+  add["config"]["layers"][1]["config"]["function"] = "math.exp";
+  EXPECT_NE(error_of(add).find("tf.math.exp called on a Keras tensor (TFOpLambda), which Tandem "
+                               "does not run; write it with the Keras layer that computes it"),
+            std::string::npos)
+      << error_of(add);
+  json op = keras2_model();
+  op["config"]["layers"][1]["class_name"] = "Add";
+  op["config"]["layers"][1]["module"] = "keras.src.ops.numpy";
+  EXPECT_NE(error_of(op).find("'model.config.layers[1].class_name': layer 'dense' is Keras' "
+                              "operation keras.src.ops.numpy.Add called on a Keras tensor, not a "
+                              "layer, which Tandem does not run; write it as Keras' Add layer"),
+            std::string::npos)
+      << error_of(op);
 
   json no_such_input = keras2_model();
   no_such_input["config"]["input_layers"].push_back({"input_2", 0, 0});
