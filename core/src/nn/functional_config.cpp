@@ -545,13 +545,12 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
   // tf.keras 2: `x + y`, tf.nn.relu(x), tf.reshape(x, ...) on a Keras tensor become TFOpLambda
   // entries (the function in config.function), x[...] a SlicingOpLambda.
   if (cls == "TFOpLambda" || cls == "SlicingOpLambda") {
-    const std::string function =
-        config == entry.end() ? "" : string_field(*config, "function");
+    const std::string function = config == entry.end() ? "" : string_field(*config, "function");
     throw ConfigError(path + ".class_name",
                       layer + " is TensorFlow's " +
                           (function.empty() ? std::string("function") : "tf." + function) +
-                          " called on a Keras tensor (" + cls +
-                          "), which Tandem does not run" + instead(function));
+                          " called on a Keras tensor (" + cls + "), which Tandem does not run" +
+                          instead(function));
   }
   // Keras 3: an operation of keras.ops called on a Keras tensor (`x + y` is keras.ops.add)
   // is an entry of its module, keras.src.ops.numpy or .nn, ..., not keras.layers.
