@@ -465,52 +465,30 @@ bool is_model_entry(const json& entry) {
 
 namespace {
 
-// The Keras layer that computes a function a model called on a Keras tensor: tf.keras 2's
-// TFOpLambda functions ("math.multiply") and Keras 3's operation classes ("Multiply"); "" when
-// none is known.
+// The Keras layer that computes an operation a Keras 3 model called on a Keras tensor (its
+// class, "Multiply"), or tf.keras 2's slice (SlicingOpLambda's __operators__.getitem); "" when
+// none is known. (tf.keras 2's TFOpLambda functions run as layers: nn/tf_function_layers.hpp.)
 std::string layer_for_function(const std::string& function) {
   static const std::map<std::string, std::string> layers{
-      {"__operators__.add", "Add"},
-      {"math.add", "Add"},
       {"Add", "Add"},
-      {"math.subtract", "Subtract"},
       {"Subtract", "Subtract"},
-      {"math.multiply", "Multiply (of two tensors; Rescaling for a constant)"},
       {"Multiply", "Multiply (of two tensors; Rescaling for a constant)"},
-      {"math.truediv", "Rescaling (by a constant)"},
-      {"math.divide", "Rescaling (by a constant)"},
       {"Divide", "Rescaling (by a constant)"},
       {"TrueDivide", "Rescaling (by a constant)"},
-      {"math.maximum", "Maximum"},
       {"Maximum", "Maximum"},
-      {"math.minimum", "Minimum"},
       {"Minimum", "Minimum"},
-      {"nn.relu", "Activation or ReLU"},
       {"Relu", "Activation or ReLU"},
-      {"math.sigmoid", "Activation"},
       {"Sigmoid", "Activation"},
-      {"math.tanh", "Activation"},
       {"Tanh", "Activation"},
-      {"nn.softmax", "Activation or Softmax"},
       {"Softmax", "Activation or Softmax"},
-      {"nn.gelu", "Activation"},
       {"Gelu", "Activation"},
-      {"reshape", "Reshape"},
       {"Reshape", "Reshape"},
-      {"expand_dims", "Reshape"},
       {"ExpandDims", "Reshape"},
-      {"squeeze", "Reshape"},
-      {"compat.v1.squeeze", "Reshape"},
       {"Squeeze", "Reshape"},
-      {"concat", "Concatenate"},
       {"Concatenate", "Concatenate"},
-      {"transpose", "Permute"},
       {"Transpose", "Permute"},
-      {"math.reduce_mean", "GlobalAveragePooling1D/2D (over the steps or pixels)"},
       {"Mean", "GlobalAveragePooling1D/2D (over the steps or pixels)"},
-      {"math.reduce_max", "GlobalMaxPooling1D/2D (over the steps or pixels)"},
       {"Max", "GlobalMaxPooling1D/2D (over the steps or pixels)"},
-      {"linalg.matmul", "Dot"},
       {"Matmul", "Dot"},
       {"__operators__.getitem", "Cropping1D/2D or Reshape (for a slice)"},
       {"GetItem", "Cropping1D/2D or Reshape (for a slice)"}};
@@ -542,9 +520,9 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
                           "multi_gpu_model file's wrapper slices the batch with Lambdas: give "
                           "its nested template's config as the model, and --weights FILE loads "
                           "the template's weights from the wrapper's file");
-  // tf.keras 2: `x + y`, tf.nn.relu(x), tf.reshape(x, ...) on a Keras tensor become TFOpLambda
-  // entries (the function in config.function), x[...] a SlicingOpLambda.
-  if (cls == "TFOpLambda" || cls == "SlicingOpLambda") {
+  // tf.keras 2: x[...] on a Keras tensor becomes a SlicingOpLambda entry (TFOpLambda entries,
+  // its other functions, are translated to layers before: nn/tf_function_layers.hpp).
+  if (cls == "SlicingOpLambda") {
     const std::string function = config == entry.end() ? "" : string_field(*config, "function");
     throw ConfigError(path + ".class_name",
                       layer + " is TensorFlow's " +

@@ -105,10 +105,10 @@ FunctionalGraph sequential_graph(const nlohmann::json& layers, const std::string
 bool is_model_entry(const nlohmann::json& entry);
 
 /// Throws ConfigError at `path`.class_name when the layer entry is one Tandem cannot build for a
-/// known reason, saying what to do instead: a Lambda (Python code); a TensorFlow or Keras
-/// function called on a Keras tensor (tf.keras 2's TFOpLambda and SlicingOpLambda for `x + y`,
-/// `tf.reshape(x, ...)`, `x[:, 0]`; Keras 3's operation entries, module keras.src.ops.*), each
-/// naming the Keras layer that computes the common ones.
+/// known reason, saying what to do instead: a Lambda (Python code); a slice or an operation
+/// called on a Keras tensor (tf.keras 2's SlicingOpLambda, `x[:, 0]`; Keras 3's operation
+/// entries, module keras.src.ops.*: `x + y`), naming the Keras layer that computes the common
+/// ones. (tf.keras 2's TFOpLambda entries are read as layers: nn/tf_function_layers.hpp.)
 void refuse_unbuildable_layer(const nlohmann::json& entry, const std::string& path);
 
 }  // namespace tandem::nn

@@ -22,6 +22,7 @@
 #include "nn/model_graph.hpp"
 #include "nn/regularizer.hpp"
 #include "nn/sequence_masks.hpp"
+#include "nn/tf_function_layers.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
@@ -241,8 +242,21 @@ bool has_nested_model(ConfigObject& cfg) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::from_config(const json& config, const std::string& path,
+std::unique_ptr<Model> Model::from_config(const json& given, const std::string& path,
                                           std::uint64_t seed, const DataInputShapes& data_shapes) {
+  // tf.keras 2's TensorFlow functions called on Keras tensors (TFOpLambda) run as the Keras
+  // layers that compute them (nn/tf_function_layers.hpp).
+  json translated;
+  if (nn::calls_tf_functions(given)) {
+    std::vector<std::string> kinds;
+    translated = nn::tf_functions_as_layers(given, path, kinds);
+    std::string list;
+    for (const std::string& kind : kinds) list += (list.empty() ? "" : ", ") + kind;
+    warn_once(path + ": the TensorFlow functions called on Keras tensors (TFOpLambda) run as the "
+                     "Keras layers that compute them: " +
+              list + "; the model's config is written back with those layers");
+  }
+  const json& config = translated.is_null() ? given : translated;
   ConfigObject top(config, path);
   const std::string cls = top.get_string("class_name");
   if (cls != "Sequential" && cls != "Functional" && cls != "Model")
@@ -264,7 +278,7 @@ std::unique_ptr<Model> Model::from_config(const json& config, const std::string&
 
   std::unique_ptr<Model> model(new Model());
   model->seed_ = seed;
-  model->source_config_ = config;
+  model->source_config_ = config;  // functions as layers: what the model runs
   model->functional_ = cls != "Sequential";
   model->keras2_ = nn::uses_keras2_definitions(config);
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");

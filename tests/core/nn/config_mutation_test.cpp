@@ -175,6 +175,12 @@ TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
   fuzz_seed_model("categories.json", 9, 2000);
 }
 
+TEST(ConfigMutation, TfFunctionsNeverFailButWithTheirPlace) {
+  // tf.keras 2's TFOpLambda entries (a tensor sum, constants times and minus, relu6, matmul,
+  // transpose, concat, reshape, reduce_mean) read as the layers that compute them.
+  fuzz_seed_model("tf-functions.json", 41, 2000);
+}
+
 TEST(ConfigMutation, IntegerLookupsNeverFailButWithTheirPlace) {
   // IntegerLookup with a mask and leading special tokens into an Embedding, and one with two OOV
   // indices counting tf_idf padded to max_tokens.

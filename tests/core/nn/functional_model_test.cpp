@@ -388,24 +388,21 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   lambda["config"]["layers"][1]["class_name"] = "Lambda";
   EXPECT_NE(error_of(lambda).find("layer 'dense' is a Lambda: Python code"), std::string::npos)
       << error_of(lambda);
-  // tf.keras 2's `x + y` on Keras tensors (a TFOpLambda entry, called in its own node form),
-  // tf.math.exp (no layer named), and Keras 3's keras.ops.add (an entry of class Add, as the
-  // layer's, of module keras.src.ops.numpy): refused naming the function, not read as a layer.
-  json add = keras2_model();
-  add["config"]["layers"][1] = json::parse(R"({"class_name": "TFOpLambda",
-      "config": {"name": "tf.__operators__.add", "trainable": true, "dtype": "float32",
-                 "function": "__operators__.add"},
-      "name": "tf.__operators__.add",
-      "inbound_nodes": [["x", 0, 0, {"y": ["x", 0, 0], "name": null}]]})");
-  EXPECT_EQ(error_of(add),
-            "config error at 'model.config.layers[1].class_name': layer 'tf.__operators__.add' is "
-            "TensorFlow's tf.__operators__.add called on a Keras tensor (TFOpLambda), which "
-            "Tandem does not run; write it as Keras' Add layer, which computes it");
-  add["config"]["layers"][1]["config"]["function"] = "math.exp";
-  EXPECT_NE(error_of(add).find("tf.math.exp called on a Keras tensor (TFOpLambda), which Tandem "
-                               "does not run; write it with the Keras layer that computes it"),
-            std::string::npos)
-      << error_of(add);
+  // tf.keras 2's slice x[:, :2] on a Keras tensor (a SlicingOpLambda, in its own node form) and
+  // Keras 3's keras.ops.add (an entry of class Add, as the layer's, of module
+  // keras.src.ops.numpy): refused naming the function, not read as a layer.
+  json slice = keras2_model();
+  slice["config"]["layers"][1] = json::parse(R"({"class_name": "SlicingOpLambda",
+      "config": {"name": "tf.__operators__.getitem", "trainable": true, "dtype": "float32",
+                 "function": "__operators__.getitem"},
+      "name": "tf.__operators__.getitem",
+      "inbound_nodes": [["input_1", 0, 0, {"slice_spec": {"1": {"start": null, "stop": 2,
+                         "step": null}}}]]})");
+  EXPECT_EQ(error_of(slice),
+            "config error at 'model.config.layers[1].class_name': layer "
+            "'tf.__operators__.getitem' is TensorFlow's tf.__operators__.getitem called on a Keras "
+            "tensor (SlicingOpLambda), which Tandem does not run; write it as Keras' "
+            "Cropping1D/2D or Reshape (for a slice) layer, which computes it");
   json op = keras2_model();
   op["config"]["layers"][1]["class_name"] = "Add";
   op["config"]["layers"][1]["module"] = "keras.src.ops.numpy";

@@ -1,0 +1,116 @@
+// A tf.keras 2 functional model that calls TensorFlow functions on Keras tensors — its to_json()
+// with TFOpLambda entries for `h + x`, `s * 0.5`, `tf.concat([m, h], -1)`, pasted unchanged into
+// a run config — through the `tandem` binary: it trains (saying which layers the functions run
+// as) on one replica and on two to the same weights, its checkpoint holds the layers (h5py), it
+// resumes, and `tandem predict` gives what NumPy computes from the checkpoint's weights.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace tandem {
+namespace TANDEM_TEST_FILE {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+using test::run_command;
+
+// x = Input((8,)); h = Dense(8, "relu")(x); s = h + x; m = s * 0.5;
+// c = tf.concat([m, h], -1); y = Dense(1, "sigmoid")(c)
+const char* kModel = R"({"class_name": "Functional", "config": {"name": "model",
+  "trainable": true, "layers": [
+  {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 8], "dtype": "float32",
+   "sparse": false, "ragged": false, "name": "x"}, "name": "x", "inbound_nodes": []},
+  {"class_name": "Dense", "config": {"name": "h", "trainable": true, "dtype": "float32",
+   "units": 8, "activation": "relu", "use_bias": true}, "name": "h",
+   "inbound_nodes": [[["x", 0, 0, {}]]]},
+  {"class_name": "TFOpLambda", "config": {"name": "tf.__operators__.add", "trainable": true,
+   "dtype": "float32", "function": "__operators__.add"}, "name": "tf.__operators__.add",
+   "inbound_nodes": [["h", 0, 0, {"y": ["x", 0, 0], "name": null}]]},
+  {"class_name": "TFOpLambda", "config": {"name": "tf.math.multiply", "trainable": true,
+   "dtype": "float32", "function": "math.multiply"}, "name": "tf.math.multiply",
+   "inbound_nodes": [["tf.__operators__.add", 0, 0, {"y": 0.5, "name": null}]]},
+  {"class_name": "TFOpLambda", "config": {"name": "tf.concat", "trainable": true,
+   "dtype": "float32", "function": "concat"}, "name": "tf.concat",
+   "inbound_nodes": [[["tf.math.multiply", 0, 0, {"axis": -1, "name": null}],
+                      ["h", 0, 0, {"axis": -1, "name": null}]]]},
+  {"class_name": "Dense", "config": {"name": "out", "trainable": true, "dtype": "float32",
+   "units": 1, "activation": "sigmoid", "use_bias": true}, "name": "out",
+   "inbound_nodes": [[["tf.concat", 0, 0, {}]]]}],
+  "input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]},
+  "keras_version": "2.15.0", "backend": "tensorflow"})";
+
+TEST(TfFunctionCli, FunctionsOnKerasTensorsTrainCheckpointAndPredict) {
+  const fs::path root = test::scratch_dir("tf-function-cli");
+  // Data: x uniform in [-1, 1], y = (sum of x > 0).
+  auto made = test::run_python(root / "data.py",
+                               "import numpy as np, sys\n"
+                               "r = np.random.default_rng(3)\n"
+                               "for name, n in ((\"train\", 512), (\"val\", 64)):\n"
+                               "  x = r.uniform(-1, 1, (n, 8)).astype(np.float32)\n"
+                               "  y = (x.sum(1, keepdims=True) > 0).astype(np.float32)\n"
+                               "  np.savez(sys.argv[1] + \"/\" + name + \".npz\", x=x, y=y)\n",
+                               root.string());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const json run = {
+      {"name", "tf-functions"}, {"seed", 5}, {"epochs", 2}, {"batch_size", 32},
+      {"optimizer", "adam"}, {"loss", "binary_crossentropy"}, {"metrics", {"accuracy"}},
+      {"model", json::parse(kModel)},
+      {"data",
+       {{"train", {{"type", "npz"}, {"path", (root / "train.npz").string()}}},
+        {"validation", {{"type", "npz"}, {"path", (root / "val.npz").string()}}}}}};
+  const fs::path config = root / "run.json";
+  test::write_text(config, run.dump(2));
+  const std::string cli = test::tandem_cli();
+
+  auto one = run_command(cli + " train " + config.string() + " --run-dir " +
+                         (root / "one").string() + " -q");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.err.find("run as the Keras layers that compute them: tf.__operators__.add as "
+                         "Add, tf.math.multiply as Rescaling, tf.concat as Concatenate"),
+            std::string::npos)
+      << one.err;
+  auto two = run_command(cli + " train " + config.string() + " --devices cpu:2 --run-dir " +
+                         (root / "two").string() + " -q");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto resumed = run_command(cli + " train --resume " + (root / "one/model.h5").string() +
+                             " --set epochs=3 --run-dir " + (root / "resumed").string() + " -q");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  auto predicted = run_command(cli + " predict " + config.string() + " --weights " +
+                               (root / "one/model.h5").string() + " -o " +
+                               (root / "p.npy").string());
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+
+  // The checkpoint's model_config holds the layers under the functions' names; one replica and
+  // two trained to the same weights; predict is NumPy's arithmetic on those weights.
+  auto checked = test::run_python(
+      root / "check.py",
+      "import h5py, json, sys, numpy as np\n"
+      "root = sys.argv[1]\n"
+      "a, b = (h5py.File(root + p, \"r\") for p in (\"/one/model.h5\", \"/two/model.h5\"))\n"
+      "config = json.loads(a.attrs[\"model_config\"])\n"
+      "classes = {l[\"name\"]: l[\"class_name\"] for l in config[\"config\"][\"layers\"]}\n"
+      "assert classes[\"tf.__operators__.add\"] == \"Add\", classes\n"
+      "assert classes[\"tf.math.multiply\"] == \"Rescaling\", classes\n"
+      "assert classes[\"tf.concat\"] == \"Concatenate\", classes\n"
+      "w = lambda f, l, n: f[\"model_weights\"][l][l][n + \":0\"][()]\n"
+      "for l in (\"h\", \"out\"):\n"
+      "  for n in (\"kernel\", \"bias\"):\n"
+      "    x, y = w(a, l, n), w(b, l, n)\n"
+      "    assert np.abs(x - y).max() <= 1e-5 * np.abs(x).max(), (l, n)\n"
+      "x = np.load(root + \"/val.npz\")[\"x\"].astype(np.float64)\n"
+      "h = np.maximum(x @ w(a, \"h\", \"kernel\") + w(a, \"h\", \"bias\"), 0)\n"
+      "c = np.concatenate([(h + x) * 0.5, h], -1)\n"
+      "y = 1 / (1 + np.exp(-(c @ w(a, \"out\", \"kernel\") + w(a, \"out\", \"bias\"))))\n"
+      "p = np.load(root + \"/p.npy\")\n"
+      "assert p.shape == y.shape, (p.shape, y.shape)\n"
+      "assert np.abs(p - y).max() <= 1e-5, np.abs(p - y).max()\n"
+      "print(\"ok\")\n",
+      root.string());
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  EXPECT_NE(checked.out.find("ok"), std::string::npos) << checked.out << checked.err;
+}
+
+}  // namespace TANDEM_TEST_FILE
+}  // namespace tandem
