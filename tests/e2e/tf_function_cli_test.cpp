@@ -53,13 +53,17 @@ TEST(TfFunctionCli, FunctionsOnKerasTensorsTrainCheckpointAndPredict) {
                                "  np.savez(sys.argv[1] + \"/\" + name + \".npz\", x=x, y=y)\n",
                                root.string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
-  const json run = {
-      {"name", "tf-functions"}, {"seed", 5}, {"epochs", 2}, {"batch_size", 32},
-      {"optimizer", "adam"}, {"loss", "binary_crossentropy"}, {"metrics", {"accuracy"}},
-      {"model", json::parse(kModel)},
-      {"data",
-       {{"train", {{"type", "npz"}, {"path", (root / "train.npz").string()}}},
-        {"validation", {{"type", "npz"}, {"path", (root / "val.npz").string()}}}}}};
+  const json run = {{"name", "tf-functions"},
+                    {"seed", 5},
+                    {"epochs", 2},
+                    {"batch_size", 32},
+                    {"optimizer", "adam"},
+                    {"loss", "binary_crossentropy"},
+                    {"metrics", {"accuracy"}},
+                    {"model", json::parse(kModel)},
+                    {"data",
+                     {{"train", {{"type", "npz"}, {"path", (root / "train.npz").string()}}},
+                      {"validation", {{"type", "npz"}, {"path", (root / "val.npz").string()}}}}}};
   const fs::path config = root / "run.json";
   test::write_text(config, run.dump(2));
   const std::string cli = test::tandem_cli();
@@ -77,9 +81,9 @@ TEST(TfFunctionCli, FunctionsOnKerasTensorsTrainCheckpointAndPredict) {
   auto resumed = run_command(cli + " train --resume " + (root / "one/model.h5").string() +
                              " --set epochs=3 --run-dir " + (root / "resumed").string() + " -q");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto predicted = run_command(cli + " predict " + config.string() + " --weights " +
-                               (root / "one/model.h5").string() + " -o " +
-                               (root / "p.npy").string());
+  auto predicted =
+      run_command(cli + " predict " + config.string() + " --weights " +
+                  (root / "one/model.h5").string() + " -o " + (root / "p.npy").string());
   ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
 
   // The checkpoint's model_config holds the layers under the functions' names; one replica and

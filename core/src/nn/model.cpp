@@ -252,8 +252,9 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
     translated = nn::tf_functions_as_layers(given, path, kinds);
     std::string list;
     for (const std::string& kind : kinds) list += (list.empty() ? "" : ", ") + kind;
-    warn_once(path + ": the TensorFlow functions called on Keras tensors (TFOpLambda) run as the "
-                     "Keras layers that compute them: " +
+    warn_once(path +
+              ": the TensorFlow functions called on Keras tensors (TFOpLambda) run as the "
+              "Keras layers that compute them: " +
               list + "; the model's config is written back with those layers");
   }
   const json& config = translated.is_null() ? given : translated;

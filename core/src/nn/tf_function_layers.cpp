@@ -22,14 +22,17 @@ bool is_model(const json& entry) {
 // keyword arguments as a fourth element where the node carries them.
 bool is_tensor_ref(const json& v) {
   return v.is_array() && (v.size() == 3 || v.size() == 4) && v[0].is_string() &&
-         v[1].is_number_integer() && v[2].is_number_integer() && (v.size() == 3 || v[3].is_object());
+         v[1].is_number_integer() && v[2].is_number_integer() &&
+         (v.size() == 3 || v[3].is_object());
 }
 
-json plain_ref(const json& ref) { return json::array({ref[0], ref[1], ref[2]}); }
+json plain_ref(const json& ref) {
+  return json::array({ref[0], ref[1], ref[2]});
+}
 
 // One TFOpLambda call as its entry writes it.
 struct FunctionCall {
-  std::string function;      // "math.multiply"
+  std::string function;       // "math.multiply"
   std::vector<json> tensors;  // the first argument's tensors, ["layer", node, tensor] each
   bool list = false;          // the first argument is a list of tensors (tf.concat's values)
   json args;                  // the other arguments by name ("name" and nulls dropped)
@@ -64,26 +67,29 @@ FunctionCall read_function_call(const json& entry, const std::string& path) {
   if (call.function.empty())
     throw ConfigError(path + ".config.function",
                       "expected the TensorFlow function's name, a string (\"math.multiply\")");
-  call.who = "layer '" + string_field(*config, "name") + "' (TensorFlow's tf." + call.function + ")";
+  call.who =
+      "layer '" + string_field(*config, "name") + "' (TensorFlow's tf." + call.function + ")";
   const json nodes = entry.value("inbound_nodes", json::array());
   if (!nodes.is_array() || nodes.size() != 1)
-    throw ConfigError(path + ".inbound_nodes",
-                      call.who + ": expected one call (Keras makes a TFOpLambda per call), got " +
-                          nodes.dump());
+    throw ConfigError(
+        path + ".inbound_nodes",
+        call.who + ": expected one call (Keras makes a TFOpLambda per call), got " + nodes.dump());
   const json& node = nodes[0];
   if (is_tensor_ref(node)) {  // one tensor: the node is its reference
     call.tensors.push_back(plain_ref(node));
     if (node.size() == 4) call.args = node[3];
   } else if (node.is_array() && !node.empty() &&
-             std::all_of(node.begin(), node.end(), [](const json& t) { return is_tensor_ref(t); })) {
+             std::all_of(node.begin(), node.end(),
+                         [](const json& t) { return is_tensor_ref(t); })) {
     call.list = true;  // a list of tensors, each with the call's keyword arguments
     for (const json& t : node) call.tensors.push_back(plain_ref(t));
     if (node[0].size() == 4) call.args = node[0][3];
   } else {
     throw ConfigError(call.node_path(),
-                      call.who + ": its first argument is not a Keras tensor or a list of them "
-                                 "(a constant first, as in 2 * x written tf.multiply(2, x)?), "
-                                 "which Tandem cannot read; got " +
+                      call.who +
+                          ": its first argument is not a Keras tensor or a list of them "
+                          "(a constant first, as in 2 * x written tf.multiply(2, x)?), "
+                          "which Tandem cannot read; got " +
                           node.dump());
   }
   if (!call.args.is_object()) call.args = json::object();
@@ -114,9 +120,9 @@ struct LayerCall {
 
 const std::map<std::string, std::string>& merging_functions() {
   static const std::map<std::string, std::string> layers{
-      {"__operators__.add", "Add"},      {"math.add", "Add"},         {"math.subtract", "Subtract"},
-      {"math.multiply", "Multiply"},     {"math.maximum", "Maximum"}, {"math.minimum", "Minimum"},
-      {"math.truediv", ""},              {"math.divide", ""}};
+      {"__operators__.add", "Add"},  {"math.add", "Add"},         {"math.subtract", "Subtract"},
+      {"math.multiply", "Multiply"}, {"math.maximum", "Maximum"}, {"math.minimum", "Minimum"},
+      {"math.truediv", ""},          {"math.divide", ""}};
   return layers;
 }
 
@@ -166,7 +172,9 @@ const std::map<std::string, std::string>& activation_functions() {
   return names;
 }
 
-bool is_false(const json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
+bool is_false(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>());
+}
 
 LayerCall activation(const FunctionCall& c) {
   const std::string name = activation_functions().at(c.function);
@@ -210,7 +218,8 @@ LayerCall reduction(const FunctionCall& c) {
   const int n = pooled_axes(c);
   const std::string kind = c.function == "math.reduce_mean" ? "Average" : "Max";
   return {"Global" + kind + "Pooling" + std::to_string(n) + "D",
-          {{"data_format", "channels_last"}, {"keepdims", keepdims.is_boolean() && keepdims.get<bool>()}},
+          {{"data_format", "channels_last"},
+           {"keepdims", keepdims.is_boolean() && keepdims.get<bool>()}},
           c.tensors};
 }
 
@@ -244,15 +253,16 @@ LayerCall transpose(const FunctionCall& c) {
 }
 
 LayerCall matmul(const FunctionCall& c) {
-  c.only({"b", "transpose_a", "transpose_b", "adjoint_a", "adjoint_b", "a_is_sparse",
-          "b_is_sparse", "output_type"});
+  c.only({"b", "transpose_a", "transpose_b", "adjoint_a", "adjoint_b", "a_is_sparse", "b_is_sparse",
+          "output_type"});
   const json& b = c.arg("b");
   if (!is_tensor_ref(b)) c.refuse("multiplies by the constant " + b.dump());
   for (const char* flag : {"transpose_a", "adjoint_a", "adjoint_b", "a_is_sparse", "b_is_sparse"})
     if (!is_false(c.arg(flag))) c.refuse("passes " + std::string(flag) + "=true");
   if (!c.arg("output_type").is_null()) c.refuse("passes output_type");
   const bool transposed = !is_false(c.arg("transpose_b"));
-  return {"Dot", {{"axes", json::array({2, transposed ? 2 : 1})}, {"normalize", false}},
+  return {"Dot",
+          {{"axes", json::array({2, transposed ? 2 : 1})}, {"normalize", false}},
           {c.tensors[0], plain_ref(b)}};
 }
 
@@ -333,8 +343,8 @@ bool calls_tf_functions(const json& model) {
   const auto layers = config->find("layers");
   if (layers == config->end() || !layers->is_array()) return false;
   for (const json& entry : *layers)
-    if (entry.is_object() &&
-        (string_field(entry, "class_name") == "TFOpLambda" || (is_model(entry) && calls_tf_functions(entry))))
+    if (entry.is_object() && (string_field(entry, "class_name") == "TFOpLambda" ||
+                              (is_model(entry) && calls_tf_functions(entry))))
       return true;
   return false;
 }

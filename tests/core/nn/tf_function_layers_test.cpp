@@ -36,7 +36,9 @@ json on(const std::string& layer, json args = json::object()) {
   return json::array({layer, 0, 0, args});
 }
 
-json ref(const std::string& layer) { return json::array({layer, 0, 0}); }
+json ref(const std::string& layer) {
+  return json::array({layer, 0, 0});
+}
 
 // The model x (batch, shape...) -> entries (in order, each named by its entry) -> output `out`.
 json model_of(const json& shape, std::vector<json> entries, const std::string& out) {
@@ -59,9 +61,8 @@ json model_of(const json& shape, std::vector<json> entries, const std::string& o
 // The layer entry `function_entry(function, node)` becomes in a model of input `shape`.
 json translated(const std::string& function, const json& node) {
   std::vector<std::string> kinds;
-  const json model =
-      tf_functions_as_layers(model_of({3}, {function_entry(function, node)}, "tf." + function),
-                             "model", kinds);
+  const json model = tf_functions_as_layers(
+      model_of({3}, {function_entry(function, node)}, "tf." + function), "model", kinds);
   EXPECT_EQ(kinds.size(), 1u);
   json entry = model["config"]["layers"][1];
   EXPECT_EQ(entry["name"], "tf." + function);
@@ -103,19 +104,23 @@ TEST(TfFunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
             expected("Rescaling", {{"scale", 0.25}, {"offset", 0.0}}));
   EXPECT_EQ(translated("math.negative", on("x")),
             expected("Rescaling", {{"scale", -1.0}, {"offset", 0.0}}));
-  EXPECT_EQ(translated("__operators__.add", on("x", {{"y", {{1.0, -2.0, 3.0}}}})),
-            expected("Normalization", {{"axis", -1}, {"mean", {-1.0, 2.0, -3.0}}, {"variance", 1.0}}));
-  EXPECT_EQ(translated("math.subtract", on("x", {{"y", {1.0, -2.0, 3.0}}})),
-            expected("Normalization", {{"axis", -1}, {"mean", {1.0, -2.0, 3.0}}, {"variance", 1.0}}));
+  EXPECT_EQ(
+      translated("__operators__.add", on("x", {{"y", {{1.0, -2.0, 3.0}}}})),
+      expected("Normalization", {{"axis", -1}, {"mean", {-1.0, 2.0, -3.0}}, {"variance", 1.0}}));
+  EXPECT_EQ(
+      translated("math.subtract", on("x", {{"y", {1.0, -2.0, 3.0}}})),
+      expected("Normalization", {{"axis", -1}, {"mean", {1.0, -2.0, 3.0}}, {"variance", 1.0}}));
   EXPECT_EQ(translated("math.maximum", on("x", {{"y", 0}})), expected("ReLU", none));
   EXPECT_EQ(translated("nn.relu", on("x")), expected("Activation", {{"activation", "relu"}}));
-  EXPECT_EQ(translated("math.sigmoid", on("x")), expected("Activation", {{"activation", "sigmoid"}}));
+  EXPECT_EQ(translated("math.sigmoid", on("x")),
+            expected("Activation", {{"activation", "sigmoid"}}));
   EXPECT_EQ(translated("nn.gelu", on("x", {{"approximate", false}})),
             expected("Activation", {{"activation", "gelu"}}));
   EXPECT_EQ(translated("nn.softmax", on("x", {{"axis", -1}})),
             expected("Activation", {{"activation", "softmax"}}));
   EXPECT_EQ(translated("nn.silu", on("x")), expected("Activation", {{"activation", "swish"}}));
-  EXPECT_EQ(translated("math.exp", on("x")), expected("Activation", {{"activation", "exponential"}}));
+  EXPECT_EQ(translated("math.exp", on("x")),
+            expected("Activation", {{"activation", "exponential"}}));
   EXPECT_EQ(translated("nn.relu6", on("x")), expected("ReLU", {{"max_value", 6.0}}));
   EXPECT_EQ(translated("nn.leaky_relu", on("x", {{"alpha", 0.1}})),
             expected("LeakyReLU", {{"alpha", 0.1}}));
@@ -124,8 +129,9 @@ TEST(TfFunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
             expected("Reshape", {{"target_shape", {3, 1}}}));
   EXPECT_EQ(translated("transpose", on("x", {{"perm", {0, 2, 1}}})),
             expected("Permute", {{"dims", {2, 1}}}));
-  EXPECT_EQ(translated("math.reduce_mean", on("x", {{"axis", 1}})),
-            expected("GlobalAveragePooling1D", {{"data_format", "channels_last"}, {"keepdims", false}}));
+  EXPECT_EQ(
+      translated("math.reduce_mean", on("x", {{"axis", 1}})),
+      expected("GlobalAveragePooling1D", {{"data_format", "channels_last"}, {"keepdims", false}}));
   EXPECT_EQ(translated("math.reduce_max", on("x", {{"axis", {1, 2}}, {"keepdims", true}})),
             expected("GlobalMaxPooling2D", {{"data_format", "channels_last"}, {"keepdims", true}}));
   EXPECT_EQ(translated("linalg.matmul", on("x", {{"b", ref("x")}, {"transpose_b", true}})),
@@ -148,16 +154,17 @@ TEST(TfFunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
        function_entry("__operators__.add", on("tf.math.multiply", {{"y", ref("x")}})),
        function_entry("math.subtract", on("tf.__operators__.add", {{"y", {{1.0, 2.0, 3.0}}}})),
        function_entry("nn.relu", on("tf.math.subtract")),
-       function_entry("concat", json::array({{"tf.nn.relu", 0, 0, {{"axis", -1}, {"name", nullptr}}},
-                                            {"x", 0, 0, {{"axis", -1}, {"name", nullptr}}}})),
+       function_entry("concat",
+                      json::array({{"tf.nn.relu", 0, 0, {{"axis", -1}, {"name", nullptr}}},
+                                   {"x", 0, 0, {{"axis", -1}, {"name", nullptr}}}})),
        function_entry("transpose", on("tf.concat", {{"perm", {0, 2, 1}}})),
        function_entry("math.reduce_mean", on("tf.transpose", {{"axis", 1}})),
        function_entry("math.truediv", on("tf.math.reduce_mean", {{"y", 4.0}}))},
       "tf.math.truediv");
   ASSERT_TRUE(calls_tf_functions(model));
   auto m = Model::from_config(model, "model", 1);
-  const std::vector<float> x{0.5f, 1.5f, 2.5f, -1.0f, 3.0f, 4.0f,   // sample 0: (2, 3)
-                             2.0f, -2.0f, 0.0f, 1.0f, 1.0f, 6.0f};  // sample 1
+  const std::vector<float> x{0.5f, 1.5f,  2.5f, -1.0f, 3.0f, 4.0f,   // sample 0: (2, 3)
+                             2.0f, -2.0f, 0.0f, 1.0f,  1.0f, 6.0f};  // sample 1
   const Tensor& y = m->forward(Tensor::from_vector({2, 2, 3}, x), false);
   ASSERT_EQ(y.shape(), (Shape{2, 2}));
   for (int s = 0; s < 2; ++s) {
