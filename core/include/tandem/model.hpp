@@ -387,6 +387,9 @@ class TANDEM_EXPORT Model {
   Tensor packed_output_;
   std::uint64_t seed_ = 0;
   nlohmann::json source_config_;
+  // The layers that run functions called on Keras tensors (nn/function_layers.hpp): each one's
+  // name with the function ("tf.math.multiply").
+  nlohmann::json function_layers_ = nlohmann::json::object();
   // Per layer, Keras' activity regularizer (config null: none); per call, the penalty gradient
   // the next backward adds (pending after enqueue_activity_penalties with a loss scale).
   struct ActivityRegularizer {

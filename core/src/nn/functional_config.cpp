@@ -465,23 +465,11 @@ bool is_model_entry(const json& entry) {
 
 namespace {
 
-// The Keras layer that computes an operation a Keras 3 model called on a Keras tensor (its
-// class, "Multiply"), or tf.keras 2's slice (SlicingOpLambda's __operators__.getitem); "" when
-// none is known. (tf.keras 2's TFOpLambda functions run as layers: nn/tf_function_layers.hpp.)
+// The Keras layer that computes an operation a Keras 3 model called on a Keras tensor which
+// nn/function_layers.hpp does not read (its class, "Reshape"), or tf.keras 2's slice
+// (SlicingOpLambda's __operators__.getitem); "" when none is known.
 std::string layer_for_function(const std::string& function) {
   static const std::map<std::string, std::string> layers{
-      {"Add", "Add"},
-      {"Subtract", "Subtract"},
-      {"Multiply", "Multiply (of two tensors; Rescaling for a constant)"},
-      {"Divide", "Rescaling (by a constant)"},
-      {"TrueDivide", "Rescaling (by a constant)"},
-      {"Maximum", "Maximum"},
-      {"Minimum", "Minimum"},
-      {"Relu", "Activation or ReLU"},
-      {"Sigmoid", "Activation"},
-      {"Tanh", "Activation"},
-      {"Softmax", "Activation or Softmax"},
-      {"Gelu", "Activation"},
       {"Reshape", "Reshape"},
       {"ExpandDims", "Reshape"},
       {"Squeeze", "Reshape"},
@@ -521,7 +509,7 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
                           "its nested template's config as the model, and --weights FILE loads "
                           "the template's weights from the wrapper's file");
   // tf.keras 2: x[...] on a Keras tensor becomes a SlicingOpLambda entry (TFOpLambda entries,
-  // its other functions, are translated to layers before: nn/tf_function_layers.hpp).
+  // its other functions, are translated to layers before: nn/function_layers.hpp).
   if (cls == "SlicingOpLambda") {
     const std::string function = config == entry.end() ? "" : string_field(*config, "function");
     throw ConfigError(path + ".class_name",
@@ -530,8 +518,9 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
                           " called on a Keras tensor (" + cls + "), which Tandem does not run" +
                           instead(function));
   }
-  // Keras 3: an operation of keras.ops called on a Keras tensor (`x + y` is keras.ops.add)
-  // is an entry of its module, keras.src.ops.numpy or .nn, ..., not keras.layers.
+  // Keras 3: an operation of keras.ops called on a Keras tensor is an entry of its module,
+  // keras.src.ops.numpy or .nn, ..., not keras.layers (nn/function_layers.hpp reads `x + y`,
+  // `x * c`, the activations; these are the others).
   const std::string module = string_field(entry, "module");
   if (module.rfind("keras.src.ops", 0) == 0 || module.rfind("keras.ops", 0) == 0)
     throw ConfigError(path + ".class_name",

@@ -106,9 +106,9 @@ bool is_model_entry(const nlohmann::json& entry);
 
 /// Throws ConfigError at `path`.class_name when the layer entry is one Tandem cannot build for a
 /// known reason, saying what to do instead: a Lambda (Python code); a slice or an operation
-/// called on a Keras tensor (tf.keras 2's SlicingOpLambda, `x[:, 0]`; Keras 3's operation
-/// entries, module keras.src.ops.*: `x + y`), naming the Keras layer that computes the common
-/// ones. (tf.keras 2's TFOpLambda entries are read as layers: nn/tf_function_layers.hpp.)
+/// called on a Keras tensor that nn/function_layers.hpp does not read as a layer (tf.keras 2's
+/// SlicingOpLambda, `x[:, 0]`; Keras 3's operation entries of module keras.src.ops.*, such as
+/// keras.ops.reshape), naming the Keras layer that computes the common ones.
 void refuse_unbuildable_layer(const nlohmann::json& entry, const std::string& path);
 
 }  // namespace tandem::nn

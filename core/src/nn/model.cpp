@@ -22,7 +22,7 @@
 #include "nn/model_graph.hpp"
 #include "nn/regularizer.hpp"
 #include "nn/sequence_masks.hpp"
-#include "nn/tf_function_layers.hpp"
+#include "nn/function_layers.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
@@ -244,17 +244,16 @@ bool has_nested_model(ConfigObject& cfg) {
 
 std::unique_ptr<Model> Model::from_config(const json& given, const std::string& path,
                                           std::uint64_t seed, const DataInputShapes& data_shapes) {
-  // tf.keras 2's TensorFlow functions called on Keras tensors (TFOpLambda) run as the Keras
-  // layers that compute them (nn/tf_function_layers.hpp).
-  json translated;
-  if (nn::calls_tf_functions(given)) {
+  // Functions called on Keras tensors (tf.keras 2's TFOpLambda, Keras 3's operations) run as
+  // the Keras layers that compute them (nn/function_layers.hpp).
+  json translated, model_functions = json::object();
+  if (nn::calls_functions(given)) {
     std::vector<std::string> kinds;
-    translated = nn::tf_functions_as_layers(given, path, kinds);
+    translated = nn::functions_as_layers(given, path, kinds, model_functions);
     std::string list;
     for (const std::string& kind : kinds) list += (list.empty() ? "" : ", ") + kind;
-    warn_once(path +
-              ": the TensorFlow functions called on Keras tensors (TFOpLambda) run as the "
-              "Keras layers that compute them: " +
+    warn_once(path + ": the functions called on Keras tensors run as the Keras layers that "
+                     "compute them: " +
               list + "; the model's config is written back with those layers");
   }
   const json& config = translated.is_null() ? given : translated;
@@ -280,6 +279,7 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
   std::unique_ptr<Model> model(new Model());
   model->seed_ = seed;
   model->source_config_ = config;  // functions as layers: what the model runs
+  model->function_layers_ = std::move(model_functions);
   model->functional_ = cls != "Sequential";
   model->keras2_ = nn::uses_keras2_definitions(config);
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
@@ -644,7 +644,10 @@ void Model::build_layers(std::uint64_t seed, const std::vector<std::string>& cal
     std::vector<int> sources = calls_[k].inputs;
     for (std::size_t i = 0; i < sources.size(); ++i)
       if (call_input_part(k, i) > 0) sources[i] = kModelInput;
-    masked.push_back({calls_[k].runner, sources});
+    const std::string& name = calls_[k].runner->name();
+    masked.push_back({calls_[k].runner, sources,
+                      function_layers_.contains(name) ? function_layers_[name].get<std::string>()
+                                                      : std::string()});
   }
   masks_ = nn::SequenceMasks::plan(masked, keras2_, call_paths);
   check_output_masks(call_paths);

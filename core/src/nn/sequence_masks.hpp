@@ -32,6 +32,9 @@ namespace tandem::nn {
 struct MaskedCall {
   Layer* runner = nullptr;
   std::vector<int> inputs;
+  /// The function called on a Keras tensor the call runs as its layer ("tf.math.multiply";
+  /// nn/function_layers.hpp), "" for a layer's own call. A mask is refused there.
+  std::string function;
 };
 
 class SequenceMasks {

@@ -175,10 +175,12 @@ TEST(ConfigMutation, CategoryLayersNeverFailButWithTheirPlace) {
   fuzz_seed_model("categories.json", 9, 2000);
 }
 
-TEST(ConfigMutation, TfFunctionsNeverFailButWithTheirPlace) {
+TEST(ConfigMutation, FunctionsOnKerasTensorsNeverFailButWithTheirPlace) {
   // tf.keras 2's TFOpLambda entries (a tensor sum, constants times and minus, relu6, matmul,
   // transpose, concat, reshape, reduce_mean) read as the layers that compute them.
   fuzz_seed_model("tf-functions.json", 41, 2000);
+  // Keras 3's operations (x + y, 0.5 * x, x - a NumPy array, leaky_relu, x / 2, softmax).
+  fuzz_seed_model("keras3-operations.json", 42, 2000);
 }
 
 TEST(ConfigMutation, IntegerLookupsNeverFailButWithTheirPlace) {

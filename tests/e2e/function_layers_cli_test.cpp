@@ -41,7 +41,7 @@ const char* kModel = R"({"class_name": "Functional", "config": {"name": "model",
   "input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]},
   "keras_version": "2.15.0", "backend": "tensorflow"})";
 
-TEST(TfFunctionCli, FunctionsOnKerasTensorsTrainCheckpointAndPredict) {
+TEST(FunctionLayersCli, FunctionsOnKerasTensorsTrainCheckpointAndPredict) {
   const fs::path root = test::scratch_dir("tf-function-cli");
   // Data: x uniform in [-1, 1], y = (sum of x > 0).
   auto made = test::run_python(root / "data.py",

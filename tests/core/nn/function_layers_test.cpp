@@ -1,9 +1,10 @@
-// tf.keras 2's TensorFlow functions called on Keras tensors (TFOpLambda entries, as its
-// to_json() writes them: the first argument in the node, the others as keyword arguments) read
-// as the Keras layers that compute them (nn/tf_function_layers.hpp): each function's entry as
-// the layer entry expected by hand; a model of them against its arithmetic written out by hand;
-// the config written back; what has no layer refused at its path, naming the function.
-#include "nn/tf_function_layers.hpp"
+// Functions called on Keras tensors read as the Keras layers that compute them
+// (nn/function_layers.hpp): tf.keras 2's TFOpLambda entries (the first argument in the node, the
+// others as keyword arguments) and Keras 3's operation entries (module keras.src.ops.*, node
+// {"args": [x, y]}), as their to_json() writes them. Each function's entry as the layer entry
+// expected by hand; models of them against their arithmetic written out by hand; the config
+// written back; what has no layer refused at its path, naming the function.
+#include "nn/function_layers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -61,9 +62,11 @@ json model_of(const json& shape, std::vector<json> entries, const std::string& o
 // The layer entry `function_entry(function, node)` becomes in a model of input `shape`.
 json translated(const std::string& function, const json& node) {
   std::vector<std::string> kinds;
-  const json model = tf_functions_as_layers(
-      model_of({3}, {function_entry(function, node)}, "tf." + function), "model", kinds);
+  json functions;
+  const json model = functions_as_layers(
+      model_of({3}, {function_entry(function, node)}, "tf." + function), "model", kinds, functions);
   EXPECT_EQ(kinds.size(), 1u);
+  EXPECT_EQ(functions, (json{{"tf." + function, "tf." + function}}));
   json entry = model["config"]["layers"][1];
   EXPECT_EQ(entry["name"], "tf." + function);
   EXPECT_EQ(entry["config"]["name"], "tf." + function);
@@ -84,7 +87,7 @@ json expected(const char* cls, json config, std::vector<std::string> inputs = {"
   return {{"class_name", cls}, {"config", config}, {"inbound_nodes", json::array({node})}};
 }
 
-TEST(TfFunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
+TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
   const json none = json::object();
   EXPECT_EQ(translated("__operators__.add", on("x", {{"y", ref("x")}})),
             expected("Add", none, {"x", "x"}));
@@ -147,7 +150,7 @@ TEST(TfFunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
 // x (2, 3) -> a = x * 0.5 -> b = a + x -> c = b - [1, 2, 3] -> d = relu(c) -> e = concat([d,
 // x], -1) -> f = transpose(e, [0, 2, 1]) -> g = reduce_mean(f, 1) -> h = g / 4, against the
 // arithmetic by hand; the config written back holds the layers and rebuilds the same model.
-TEST(TfFunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
+TEST(FunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
   const json model = model_of(
       {2, 3},
       {function_entry("math.multiply", on("x", {{"y", 0.5}})),
@@ -161,7 +164,7 @@ TEST(TfFunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
        function_entry("math.reduce_mean", on("tf.transpose", {{"axis", 1}})),
        function_entry("math.truediv", on("tf.math.reduce_mean", {{"y", 4.0}}))},
       "tf.math.truediv");
-  ASSERT_TRUE(calls_tf_functions(model));
+  ASSERT_TRUE(calls_functions(model));
   auto m = Model::from_config(model, "model", 1);
   const std::vector<float> x{0.5f, 1.5f,  2.5f, -1.0f, 3.0f, 4.0f,   // sample 0: (2, 3)
                              2.0f, -2.0f, 0.0f, 1.0f,  1.0f, 6.0f};  // sample 1
@@ -180,7 +183,7 @@ TEST(TfFunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
     }
   }
   const json written = m->config();
-  ASSERT_FALSE(calls_tf_functions(written));
+  ASSERT_FALSE(calls_functions(written));
   EXPECT_EQ(written["config"]["layers"][1]["class_name"], "Rescaling");
   EXPECT_EQ(written["config"]["layers"][5]["class_name"], "Concatenate");
   auto again = Model::from_config(written, "model", 1);
@@ -190,7 +193,7 @@ TEST(TfFunctionLayers, AModelOfFunctionsComputesTheirArithmetic) {
 
 // tf.matmul(x, x, transpose_b=True) of sequences (2, 3): each sample's Gram matrix; a function in
 // a model nested as a layer is read too.
-TEST(TfFunctionLayers, MatmulAndNestedModels) {
+TEST(FunctionLayers, MatmulAndNestedModels) {
   json inner = model_of({2, 3}, {}, "x");
   inner["config"]["name"] = "inner";
   inner["config"]["layers"][0]["name"] = "inner_x";
@@ -204,7 +207,7 @@ TEST(TfFunctionLayers, MatmulAndNestedModels) {
   inner["inbound_nodes"] = json::array({json::array({json::array({"x", 0, 0, json::object()})})});
   json outer = model_of({2, 3}, {inner}, "inner");
   outer["config"]["output_layers"] = {{"inner", 1, 0}};  // Keras numbers its calls from 1
-  ASSERT_TRUE(calls_tf_functions(outer));
+  ASSERT_TRUE(calls_functions(outer));
   auto m = Model::from_config(outer, "model", 1);
   const Tensor& y = m->forward(Tensor::from_vector({1, 2, 3}, {1, 2, 3, 4, 5, 6}), false);
   ASSERT_EQ(y.shape(), (Shape{1, 2, 2}));
@@ -212,32 +215,198 @@ TEST(TfFunctionLayers, MatmulAndNestedModels) {
   EXPECT_EQ(y[1], 32.0f);  // 1·4 + 2·5 + 3·6
   EXPECT_EQ(y[2], 32.0f);
   EXPECT_EQ(y[3], 77.0f);
-  EXPECT_FALSE(calls_tf_functions(m->config()));
+  EXPECT_FALSE(calls_functions(m->config()));
+}
+
+// Keras 3: the tensor `layer`'s output of per-sample `shape`, as an argument.
+json tensor3(const std::string& layer, json shape = {nullptr, 3}) {
+  return {{"class_name", "__keras_tensor__"},
+          {"config", {{"shape", shape}, {"dtype", "float32"}, {"keras_history", {layer, 0, 0}}}}};
+}
+
+// Keras 3's entry of operation `cls` of `module` ("numpy", "nn") named `name`, called on `args`,
+// its constructor's arguments `config`.
+json operation3(const std::string& module, const std::string& cls, const std::string& name,
+                json args, json config = json::object()) {
+  config["name"] = name;
+  return {{"module", "keras.src.ops." + module},
+          {"class_name", cls},
+          {"config", config},
+          {"registered_name", cls},
+          {"name", name},
+          {"inbound_nodes", json::array({{{"args", args}, {"kwargs", json::object()}}})}};
+}
+
+// Keras 3's functional model x (batch, 3) -> entries -> output `out`.
+json model3(std::vector<json> entries, const std::string& out) {
+  json layers = json::array({{{"module", "keras.layers"},
+                              {"class_name", "InputLayer"},
+                              {"config", {{"batch_shape", {nullptr, 3}}, {"dtype", "float32"},
+                                          {"sparse", false}, {"name", "x"}}},
+                              {"registered_name", nullptr},
+                              {"name", "x"},
+                              {"inbound_nodes", json::array()}}});
+  for (json& e : entries) layers.push_back(std::move(e));
+  return {{"module", "keras"},
+          {"class_name", "Functional"},
+          {"config",
+           {{"name", "m"},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", {"x", 0, 0}},
+            {"output_layers", {out, 0, 0}}}},
+          {"registered_name", "Functional"}};
+}
+
+// The Keras 3 layer entry an operation becomes (name, trainable and the node's kwargs checked).
+json translated3(const json& operation) {
+  std::vector<std::string> kinds;
+  json functions;
+  const json model = functions_as_layers(
+      model3({operation}, operation["name"].get<std::string>()), "model", kinds, functions);
+  EXPECT_EQ(kinds.size(), 1u);
+  EXPECT_EQ(functions[operation["name"].get<std::string>()],
+            operation["module"].get<std::string>() + "." + operation["class_name"].get<std::string>());
+  json entry = model["config"]["layers"][1];
+  EXPECT_EQ(entry["module"], "keras.layers");
+  EXPECT_EQ(entry["config"]["name"], operation["name"]);
+  EXPECT_EQ(entry["config"]["trainable"], true);
+  EXPECT_EQ(entry["inbound_nodes"][0]["kwargs"], json::object());
+  return json{{"class_name", entry["class_name"]},
+              {"config", entry["config"]},
+              {"args", entry["inbound_nodes"][0]["args"]}};
+}
+
+// {"class_name", config without name and trainable, the node's args}.
+json layer3(const json& entry) {
+  json config = entry["config"];
+  config.erase("name");
+  config.erase("trainable");
+  return {{"class_name", entry["class_name"]}, {"config", config}, {"args", entry["args"]}};
+}
+
+TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
+  const json x = tensor3("x");
+  const auto as_layer = [](const json& operation) { return layer3(translated3(operation)); };
+  // x + x: a merging layer, its two tensors one list argument.
+  EXPECT_EQ(as_layer(operation3("numpy", "Add", "add", {x, x})),
+            (json{{"class_name", "Add"}, {"config", json::object()}, {"args", {{x, x}}}}));
+  // 2 * x, x / 4, 1 - x, x - 1: Rescaling, whichever side the constant is on.
+  EXPECT_EQ(as_layer(operation3("numpy", "Multiply", "multiply", {2.0, x})),
+            (json{{"class_name", "Rescaling"},
+                  {"config", {{"scale", 2.0}, {"offset", 0.0}}},
+                  {"args", {x}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "TrueDivide", "true_divide", {x, 4}))["config"],
+            (json{{"scale", 0.25}, {"offset", 0.0}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Subtract", "subtract", {1.0, x}))["config"],
+            (json{{"scale", -1.0}, {"offset", 1.0}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Subtract", "subtract_1", {x, 1.0}))["config"],
+            (json{{"scale", 1.0}, {"offset", -1.0}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Negative", "negative", {x}))["config"],
+            (json{{"scale", -1.0}, {"offset", 0.0}}));
+  // x + np.array([1, 2, 3]) (a NumPy constant): Normalization.
+  const json numpy = {{"class_name", "__numpy__"},
+                      {"config", {{"value", {1.0, 2.0, 3.0}}, {"dtype", "float32"}}}};
+  EXPECT_EQ(as_layer(operation3("numpy", "Add", "add_1", {x, numpy}))["config"],
+            (json{{"axis", -1}, {"mean", {-1.0, -2.0, -3.0}}, {"variance", 1.0}}));
+  EXPECT_EQ(as_layer(operation3("nn", "Relu", "relu", {x})),
+            (json{{"class_name", "Activation"},
+                  {"config", {{"activation", "relu"}}},
+                  {"args", {x}}}));
+  EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", {x}, {{"approximate", false}}))["config"],
+            (json{{"activation", "gelu"}}));
+  EXPECT_EQ(as_layer(operation3("nn", "Softmax", "softmax", {x}, {{"axis", -1}}))["config"],
+            (json{{"activation", "softmax"}}));
+  EXPECT_EQ(
+      as_layer(operation3("nn", "LeakyRelu", "leaky_relu", {x}, {{"negative_slope", 0.1}})),
+      (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", {x}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
+}
+
+// x -> d = Dense(3) -> s = d + x -> m = 0.5 * s -> r = relu(m) -> y = 1 - r, Keras 3's ops,
+// against the arithmetic by hand from the Dense weights; the config written back rebuilds it.
+TEST(FunctionLayers, AKerasThreeModelOfOperationsComputesTheirArithmetic) {
+  json dense = {{"module", "keras.layers"},
+                {"class_name", "Dense"},
+                {"config", {{"name", "d"}, {"units", 3}, {"activation", "linear"}}},
+                {"registered_name", nullptr},
+                {"name", "d"},
+                {"inbound_nodes", json::array({{{"args", {tensor3("x")}}, {"kwargs", json::object()}}})}};
+  const json model = model3(
+      {dense, operation3("numpy", "Add", "add", {tensor3("d"), tensor3("x")}),
+       operation3("numpy", "Multiply", "multiply", {0.5, tensor3("add")}),
+       operation3("nn", "Relu", "relu", {tensor3("multiply")}),
+       operation3("numpy", "Subtract", "subtract", {1.0, tensor3("relu")})},
+      "subtract");
+  ASSERT_TRUE(calls_functions(model));
+  auto m = Model::from_config(model, "model", 1);
+  const std::vector<float> x{0.5f, -1.0f, 2.0f, 3.0f, 0.25f, -2.0f};
+  const Tensor& y = m->forward(Tensor::from_vector({2, 3}, x), false);
+  auto params = m->parameters();
+  const Tensor& kernel = params[0]->value;  // (3, 3)
+  const Tensor& bias = params[1]->value;
+  for (int s = 0; s < 2; ++s)
+    for (int j = 0; j < 3; ++j) {
+      double d = bias[j];
+      for (int i = 0; i < 3; ++i) d += static_cast<double>(x[s * 3 + i]) * kernel[i * 3 + j];
+      EXPECT_NEAR(y[s * 3 + j], 1.0 - std::max(0.0, 0.5 * (d + x[s * 3 + j])), 1e-6) << s << j;
+    }
+  const json written = m->config();
+  EXPECT_FALSE(calls_functions(written));
+  auto again = Model::from_config(written, "model", 1);
+  again->copy_weights_from(*m);
+  const Tensor& z = again->forward(Tensor::from_vector({2, 3}, x), false);
+  for (std::int64_t i = 0; i < z.size(); ++i) EXPECT_EQ(z[i], y[i]);
+}
+
+TEST(FunctionLayers, KerasThreeOperationsWithoutALayerAreRefused) {
+  const json x = tensor3("x");
+  const auto error = [](const json& operation) {
+    return test::model_config_error(model3({operation}, operation["name"].get<std::string>()));
+  };
+  EXPECT_EQ(error(operation3("nn", "Gelu", "gelu", {x}, {{"approximate", true}})),
+            "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'gelu' "
+            "(keras.src.ops.nn.Gelu) approximates gelu by tanh, which Tandem has no layer for");
+  EXPECT_NE(error(operation3("numpy", "TrueDivide", "true_divide", {1.0, x}))
+                .find("(keras.src.ops.numpy.TrueDivide) divides a constant by a tensor"),
+            std::string::npos);
+  EXPECT_NE(error(operation3("numpy", "Add", "add", {x}))
+                .find("'model.config.layers[1].inbound_nodes[0].args': layer 'add' "
+                      "(keras.src.ops.numpy.Add): expected 2 arguments"),
+            std::string::npos);
+  json keyword = operation3("nn", "Relu", "relu", {x});
+  keyword["inbound_nodes"][0]["kwargs"] = {{"inplace", true}};
+  EXPECT_NE(error(keyword).find("passes keyword arguments {\"inplace\":true}"), std::string::npos);
+  // An operation nn/function_layers does not read: refused naming the layer that computes it.
+  EXPECT_NE(error(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}}))
+                .find("is Keras' operation keras.src.ops.numpy.Reshape called on a Keras tensor, "
+                      "not a layer, which Tandem does not run; write it as Keras' Reshape layer"),
+            std::string::npos);
 }
 
 std::string error_of(const json& entry, const json& shape = {3}) {
   return test::model_config_error(model_of(shape, {entry}, entry["name"].get<std::string>()));
 }
 
-TEST(TfFunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
+TEST(FunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
   EXPECT_EQ(error_of(function_entry("math.cos", on("x"))),
             "config error at 'model.config.layers[1].config.function': layer 'tf.math.cos' "
-            "(TensorFlow's tf.math.cos) is a TensorFlow function called on a Keras tensor "
-            "(TFOpLambda) that Tandem has no layer for; write it with the Keras layer that "
-            "computes it (docs/config.md, functions called on Keras tensors)");
+            "(tf.math.cos) is a function called on a Keras tensor that Tandem has no layer "
+            "for; write it with the Keras layer that computes it (docs/config.md, functions "
+            "called on Keras tensors)");
   EXPECT_EQ(error_of(function_entry("math.truediv", on("x", {{"y", ref("x")}}))),
             "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'tf.math.truediv' "
-            "(TensorFlow's tf.math.truediv) divides a tensor by a tensor, which Tandem has no "
+            "(tf.math.truediv) divides a tensor by a tensor, which Tandem has no "
             "layer for");
   EXPECT_EQ(error_of(function_entry("nn.softmax", on("x", {{"axis", 1}}))),
             "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'tf.nn.softmax' "
-            "(TensorFlow's tf.nn.softmax) takes the softmax over axis 1, which Tandem has no "
+            "(tf.nn.softmax) takes the softmax over axis 1, which Tandem has no "
             "layer for");
   EXPECT_NE(error_of(function_entry("reshape", on("x", {{"shape", {4, 3}}})))
                 .find("reshapes to [4,3] (the first axis, the batch, must stay -1)"),
             std::string::npos);
   EXPECT_NE(error_of(function_entry("nn.relu", on("x", {{"features_scale", 2}})))
-                .find("(TensorFlow's tf.nn.relu) passes features_scale=2, which Tandem has no "
+                .find("(tf.nn.relu) passes features_scale=2, which Tandem has no "
                       "layer for"),
             std::string::npos);
   EXPECT_NE(error_of(function_entry("math.multiply", on("x", {{"y", {{1, 2}, {3, 4}}}})))
@@ -251,18 +420,32 @@ TEST(TfFunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
   // 2 * x written tf.multiply(2, x): the first argument is no tensor.
   EXPECT_NE(error_of(function_entry("math.multiply", json::array({2.0})))
                 .find("'model.config.layers[1].inbound_nodes[0]': layer 'tf.math.multiply' "
-                      "(TensorFlow's tf.math.multiply): its first argument is not a Keras tensor"),
+                      "(tf.math.multiply): its first argument is not a Keras tensor"),
             std::string::npos);
   json twice = function_entry("nn.relu", on("x"));
   twice["inbound_nodes"].push_back(on("x"));
   EXPECT_NE(error_of(twice).find("'model.config.layers[1].inbound_nodes': layer 'tf.nn.relu' "
-                                 "(TensorFlow's tf.nn.relu): expected one call"),
+                                 "(tf.nn.relu): expected one call"),
             std::string::npos);
   json nameless = function_entry("nn.relu", on("x"));
   nameless["config"].erase("function");
   EXPECT_NE(error_of(nameless).find("'model.config.layers[1].config.function': expected the "
                                     "TensorFlow function's name"),
             std::string::npos);
+  // A mask reaching a function (Embedding's mask_zero, then x * 2) is refused, naming it.
+  json masked = model_of({5}, {}, "tf.math.multiply");
+  masked["config"]["layers"].push_back(
+      {{"class_name", "Embedding"},
+       {"config", {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 3}, {"mask_zero", true}}},
+       {"name", "emb"},
+       {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}});
+  masked["config"]["layers"].push_back(function_entry("math.multiply", on("emb", {{"y", 2.0}})));
+  EXPECT_EQ(test::model_config_error(masked),
+            "config error at 'model.config.layers[2]': layer 'tf.math.multiply' "
+            "(tf.math.multiply, run as Rescaling) receives a mask (the padding steps "
+            "Embedding's mask_zero or a Masking layer leaves out), which Tandem does not take "
+            "through a function called on a Keras tensor; write it as Keras' Rescaling layer, "
+            "which takes masks as docs/config.md says");
   // Shapes the layer cannot take fail at the layer, named with its class.
   EXPECT_NE(error_of(function_entry("__operators__.add", on("x", {{"y", {1.0, 2.0}}})))
                 .find("tf.__operators__.add"),
