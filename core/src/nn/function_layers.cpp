@@ -23,12 +23,15 @@ bool is_model(const json& entry) {
 // fourth element); Keras 3's {"class_name": "__keras_tensor__", ...}.
 bool is_keras2_ref(const json& v) {
   return v.is_array() && (v.size() == 3 || v.size() == 4) && v[0].is_string() &&
-         v[1].is_number_integer() && v[2].is_number_integer() && (v.size() == 3 || v[3].is_object());
+         v[1].is_number_integer() && v[2].is_number_integer() &&
+         (v.size() == 3 || v[3].is_object());
 }
 bool is_keras3_ref(const json& v) {
   return v.is_object() && string_field(v, "class_name") == "__keras_tensor__";
 }
-bool is_tensor(const json& v) { return is_keras2_ref(v) || is_keras3_ref(v); }
+bool is_tensor(const json& v) {
+  return is_keras2_ref(v) || is_keras3_ref(v);
+}
 json plain(const json& ref) {
   return is_keras2_ref(ref) ? json::array({ref[0], ref[1], ref[2]}) : ref;
 }
@@ -43,69 +46,85 @@ json constant_value(const json& v) {
 }
 
 const std::map<std::string, std::string>& activation_names() {
-  static const std::map<std::string, std::string> names{
-      // tf.keras 2's functions
-      {"nn.relu", "relu"},
-      {"math.sigmoid", "sigmoid"},
-      {"nn.sigmoid", "sigmoid"},
-      {"math.tanh", "tanh"},
-      {"nn.tanh", "tanh"},
-      {"nn.elu", "elu"},
-      {"nn.selu", "selu"},
-      {"math.softplus", "softplus"},
-      {"nn.softplus", "softplus"},
-      {"nn.softsign", "softsign"},
-      {"math.softsign", "softsign"},
-      {"nn.silu", "swish"},
-      {"nn.swish", "swish"},
-      {"math.exp", "exponential"},
-      {"nn.gelu", "gelu"},
-      {"nn.softmax", "softmax"},
-      {"math.softmax", "softmax"},
-      // Keras 3's operations
-      {"Relu", "relu"},
-      {"Sigmoid", "sigmoid"},
-      {"Tanh", "tanh"},
-      {"Elu", "elu"},
-      {"Selu", "selu"},
-      {"Softplus", "softplus"},
-      {"Softsign", "softsign"},
-      {"Silu", "swish"},
-      {"Exp", "exponential"},
-      {"Gelu", "gelu"},
-      {"Softmax", "softmax"}};
+  static const std::map<std::string, std::string> names{// tf.keras 2's functions
+                                                        {"nn.relu", "relu"},
+                                                        {"math.sigmoid", "sigmoid"},
+                                                        {"nn.sigmoid", "sigmoid"},
+                                                        {"math.tanh", "tanh"},
+                                                        {"nn.tanh", "tanh"},
+                                                        {"nn.elu", "elu"},
+                                                        {"nn.selu", "selu"},
+                                                        {"math.softplus", "softplus"},
+                                                        {"nn.softplus", "softplus"},
+                                                        {"nn.softsign", "softsign"},
+                                                        {"math.softsign", "softsign"},
+                                                        {"nn.silu", "swish"},
+                                                        {"nn.swish", "swish"},
+                                                        {"math.exp", "exponential"},
+                                                        {"nn.gelu", "gelu"},
+                                                        {"nn.softmax", "softmax"},
+                                                        {"math.softmax", "softmax"},
+                                                        // Keras 3's operations
+                                                        {"Relu", "relu"},
+                                                        {"Sigmoid", "sigmoid"},
+                                                        {"Tanh", "tanh"},
+                                                        {"Elu", "elu"},
+                                                        {"Selu", "selu"},
+                                                        {"Softplus", "softplus"},
+                                                        {"Softsign", "softsign"},
+                                                        {"Silu", "swish"},
+                                                        {"Exp", "exponential"},
+                                                        {"Gelu", "gelu"},
+                                                        {"Softmax", "softmax"}};
   return names;
 }
 
 // The other functions and operations, by what they compute.
 const std::map<std::string, std::string>& operation_names() {
-  static const std::map<std::string, std::string> ops{
-      {"__operators__.add", "add"},  {"math.add", "add"},           {"Add", "add"},
-      {"math.subtract", "subtract"}, {"Subtract", "subtract"},      {"math.multiply", "multiply"},
-      {"Multiply", "multiply"},      {"math.truediv", "divide"},    {"math.divide", "divide"},
-      {"Divide", "divide"},          {"TrueDivide", "divide"},      {"math.maximum", "maximum"},
-      {"Maximum", "maximum"},        {"math.minimum", "minimum"},   {"Minimum", "minimum"},
-      {"math.negative", "negative"}, {"Negative", "negative"},      {"nn.relu6", "relu6"},
-      {"Relu6", "relu6"},            {"nn.leaky_relu", "leaky_relu"}, {"LeakyRelu", "leaky_relu"},
-      {"math.reduce_mean", "mean"},  {"math.reduce_max", "max"},    {"reshape", "reshape"},
-      {"concat", "concat"},          {"transpose", "transpose"},    {"linalg.matmul", "matmul"}};
+  static const std::map<std::string, std::string> ops{{"__operators__.add", "add"},
+                                                      {"math.add", "add"},
+                                                      {"Add", "add"},
+                                                      {"math.subtract", "subtract"},
+                                                      {"Subtract", "subtract"},
+                                                      {"math.multiply", "multiply"},
+                                                      {"Multiply", "multiply"},
+                                                      {"math.truediv", "divide"},
+                                                      {"math.divide", "divide"},
+                                                      {"Divide", "divide"},
+                                                      {"TrueDivide", "divide"},
+                                                      {"math.maximum", "maximum"},
+                                                      {"Maximum", "maximum"},
+                                                      {"math.minimum", "minimum"},
+                                                      {"Minimum", "minimum"},
+                                                      {"math.negative", "negative"},
+                                                      {"Negative", "negative"},
+                                                      {"nn.relu6", "relu6"},
+                                                      {"Relu6", "relu6"},
+                                                      {"nn.leaky_relu", "leaky_relu"},
+                                                      {"LeakyRelu", "leaky_relu"},
+                                                      {"math.reduce_mean", "mean"},
+                                                      {"math.reduce_max", "max"},
+                                                      {"reshape", "reshape"},
+                                                      {"concat", "concat"},
+                                                      {"transpose", "transpose"},
+                                                      {"linalg.matmul", "matmul"}};
   return ops;
 }
 
 bool binary_op(const std::string& op) {
-  return op == "add" || op == "subtract" || op == "multiply" || op == "divide" ||
-         op == "maximum" || op == "minimum";
+  return op == "add" || op == "subtract" || op == "multiply" || op == "divide" || op == "maximum" ||
+         op == "minimum";
 }
 
 // One call of a function on Keras tensors, as its entry writes it.
 struct FunctionCall {
-  std::string op;          // what it computes: "add", "activation", "reshape", ...
-  std::string activation;  // op "activation": Tandem's name of it
-  std::string shown;       // "tf.math.multiply", "keras.src.ops.numpy.Multiply"
-  bool keras3 = false;     // a Keras 3 operation (its entry's form)
-  std::vector<json> tensors;  // the first argument's tensors ("x"; tf.concat's values)
-  bool list = false;          // the first argument is a list of tensors
-  json y;                     // a binary operation's other operand (null: none)
+  std::string op;               // what it computes: "add", "activation", "reshape", ...
+  std::string activation;       // op "activation": Tandem's name of it
+  std::string shown;            // "tf.math.multiply", "keras.src.ops.numpy.Multiply"
+  bool keras3 = false;          // a Keras 3 operation (its entry's form)
+  std::vector<json> tensors;    // the first argument's tensors ("x"; tf.concat's values)
+  bool list = false;            // the first argument is a list of tensors
+  json y;                       // a binary operation's other operand (null: none)
   bool constant_first = false;  // Keras 3's c - x: the constant is the first operand
   json args;                    // the other arguments by name (names and nulls dropped)
   std::string path;             // the entry's JSON path
@@ -172,23 +191,25 @@ FunctionCall read_tf_function(const json& entry, const std::string& path) {
   name_the_op(call, function, path + ".config.function");
   const json nodes = entry.value("inbound_nodes", json::array());
   if (!nodes.is_array() || nodes.size() != 1)
-    throw ConfigError(path + ".inbound_nodes",
-                      call.who + ": expected one call (Keras makes a TFOpLambda per call), got " +
-                          nodes.dump());
+    throw ConfigError(
+        path + ".inbound_nodes",
+        call.who + ": expected one call (Keras makes a TFOpLambda per call), got " + nodes.dump());
   const json& node = nodes[0];
   if (is_keras2_ref(node)) {  // one tensor: the node is its reference
     call.tensors.push_back(plain(node));
     if (node.size() == 4) call.args = node[3];
   } else if (node.is_array() && !node.empty() &&
-             std::all_of(node.begin(), node.end(), [](const json& t) { return is_keras2_ref(t); })) {
+             std::all_of(node.begin(), node.end(),
+                         [](const json& t) { return is_keras2_ref(t); })) {
     call.list = true;  // a list of tensors, each with the call's keyword arguments
     for (const json& t : node) call.tensors.push_back(plain(t));
     if (node[0].size() == 4) call.args = node[0][3];
   } else {
     throw ConfigError(call.node_path(),
-                      call.who + ": its first argument is not a Keras tensor or a list of them "
-                                 "(a constant first, as in 2 * x written tf.multiply(2, x)?), "
-                                 "which Tandem cannot read; got " +
+                      call.who +
+                          ": its first argument is not a Keras tensor or a list of them "
+                          "(a constant first, as in 2 * x written tf.multiply(2, x)?), "
+                          "which Tandem cannot read; got " +
                           node.dump());
   }
   call.args = without_names_and_nulls(call.args);
@@ -212,14 +233,15 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
     throw ConfigError(path + ".config",
                       "expected the operation's config, an object, got " + config.dump());
   const std::string name = string_field(entry, "name");
-  call.who = "layer '" + (name.empty() ? string_field(config, "name") : name) + "' (" +
-             call.shown + ")";
+  call.who =
+      "layer '" + (name.empty() ? string_field(config, "name") : name) + "' (" + call.shown + ")";
   name_the_op(call, cls, path + ".class_name");
   const json nodes = entry.value("inbound_nodes", json::array());
   if (!nodes.is_array() || nodes.size() != 1 || !nodes[0].is_object())
     throw ConfigError(path + ".inbound_nodes",
-                      call.who + ": expected one call {\"args\": [...], \"kwargs\": {...}} (Keras "
-                                 "makes an operation per call), got " +
+                      call.who +
+                          ": expected one call {\"args\": [...], \"kwargs\": {...}} (Keras "
+                          "makes an operation per call), got " +
                           nodes.dump());
   const json& node = nodes[0];
   const json args = node.value("args", json::array());
@@ -227,9 +249,9 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
     call.refuse("passes keyword arguments " + node["kwargs"].dump());
   const std::size_t wanted = binary_op(call.op) ? 2 : 1;
   if (!args.is_array() || args.size() != wanted)
-    throw ConfigError(call.node_path() + ".args",
-                      call.who + ": expected " + std::to_string(wanted) + " arguments, got " +
-                          args.dump());
+    throw ConfigError(
+        call.node_path() + ".args",
+        call.who + ": expected " + std::to_string(wanted) + " arguments, got " + args.dump());
   if (is_tensor(args[0])) {
     call.tensors.push_back(args[0]);
     if (wanted == 2) call.y = constant_value(args[1]);
@@ -317,7 +339,9 @@ LayerCall binary(const FunctionCall& c) {
                              "axis, has a layer)");
 }
 
-bool is_false(const json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
+bool is_false(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>());
+}
 
 LayerCall activation(const FunctionCall& c) {
   const std::string& name = c.activation;
@@ -413,8 +437,8 @@ LayerCall transpose(const FunctionCall& c) {
 }
 
 LayerCall matmul(const FunctionCall& c) {
-  c.only({"b", "transpose_a", "transpose_b", "adjoint_a", "adjoint_b", "a_is_sparse",
-          "b_is_sparse", "output_type"});
+  c.only({"b", "transpose_a", "transpose_b", "adjoint_a", "adjoint_b", "a_is_sparse", "b_is_sparse",
+          "output_type"});
   c.one_tensor();
   const json& b = c.arg("b");
   if (!is_tensor(b)) c.refuse("multiplies by the constant " + b.dump());
@@ -469,8 +493,8 @@ json layer_entry(const json& original, const FunctionCall& from, const LayerCall
           {"config", config},
           {"registered_name", nullptr},
           {"name", name},
-          {"inbound_nodes", json::array({{{"args", json::array({first})},
-                                          {"kwargs", json::object()}}})}};
+          {"inbound_nodes",
+           json::array({{{"args", json::array({first})}, {"kwargs", json::object()}}})}};
 }
 
 bool is_tf_function(const json& entry) {

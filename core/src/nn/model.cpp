@@ -12,6 +12,7 @@
 #include "backend/ops.hpp"
 #include "nn/batch_shape.hpp"
 #include "nn/dtype_policy.hpp"
+#include "nn/function_layers.hpp"
 #include "nn/functional_config.hpp"
 #include "nn/input_lengths.hpp"
 #include "nn/keras3_weight_paths.hpp"
@@ -22,7 +23,6 @@
 #include "nn/model_graph.hpp"
 #include "nn/regularizer.hpp"
 #include "nn/sequence_masks.hpp"
-#include "nn/function_layers.hpp"
 #include "tandem/checkpoint_file.hpp"
 #include "tandem/error.hpp"
 #include "util/config_object.hpp"
@@ -252,8 +252,9 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
     translated = nn::functions_as_layers(given, path, kinds, model_functions);
     std::string list;
     for (const std::string& kind : kinds) list += (list.empty() ? "" : ", ") + kind;
-    warn_once(path + ": the functions called on Keras tensors run as the Keras layers that "
-                     "compute them: " +
+    warn_once(path +
+              ": the functions called on Keras tensors run as the Keras layers that "
+              "compute them: " +
               list + "; the model's config is written back with those layers");
   }
   const json& config = translated.is_null() ? given : translated;

@@ -133,8 +133,8 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
                         "layer '" + layer.name() + "' (" + calls[k].function + ", run as " + cls +
                             ") receives a mask (the padding steps Embedding's mask_zero or a "
                             "Masking layer leaves out), which Tandem does not take through a "
-                            "function called on a Keras tensor; write it as Keras' " + cls +
-                            " layer, which takes masks as docs/config.md says");
+                            "function called on a Keras tensor; write it as Keras' " +
+                            cls + " layer, which takes masks as docs/config.md says");
     if (MaskedSteps* own = masked_steps_of(layer)) {
       uses[k] = Use::own;
       masked[k] = own->output_masked(first);

@@ -239,13 +239,14 @@ json operation3(const std::string& module, const std::string& cls, const std::st
 
 // Keras 3's functional model x (batch, 3) -> entries -> output `out`.
 json model3(std::vector<json> entries, const std::string& out) {
-  json layers = json::array({{{"module", "keras.layers"},
-                              {"class_name", "InputLayer"},
-                              {"config", {{"batch_shape", {nullptr, 3}}, {"dtype", "float32"},
-                                          {"sparse", false}, {"name", "x"}}},
-                              {"registered_name", nullptr},
-                              {"name", "x"},
-                              {"inbound_nodes", json::array()}}});
+  json layers = json::array(
+      {{{"module", "keras.layers"},
+        {"class_name", "InputLayer"},
+        {"config",
+         {{"batch_shape", {nullptr, 3}}, {"dtype", "float32"}, {"sparse", false}, {"name", "x"}}},
+        {"registered_name", nullptr},
+        {"name", "x"},
+        {"inbound_nodes", json::array()}}});
   for (json& e : entries) layers.push_back(std::move(e));
   return {{"module", "keras"},
           {"class_name", "Functional"},
@@ -262,11 +263,12 @@ json model3(std::vector<json> entries, const std::string& out) {
 json translated3(const json& operation) {
   std::vector<std::string> kinds;
   json functions;
-  const json model = functions_as_layers(
-      model3({operation}, operation["name"].get<std::string>()), "model", kinds, functions);
+  const json model = functions_as_layers(model3({operation}, operation["name"].get<std::string>()),
+                                         "model", kinds, functions);
   EXPECT_EQ(kinds.size(), 1u);
-  EXPECT_EQ(functions[operation["name"].get<std::string>()],
-            operation["module"].get<std::string>() + "." + operation["class_name"].get<std::string>());
+  EXPECT_EQ(
+      functions[operation["name"].get<std::string>()],
+      operation["module"].get<std::string>() + "." + operation["class_name"].get<std::string>());
   json entry = model["config"]["layers"][1];
   EXPECT_EQ(entry["module"], "keras.layers");
   EXPECT_EQ(entry["config"]["name"], operation["name"]);
@@ -309,10 +311,9 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
                       {"config", {{"value", {1.0, 2.0, 3.0}}, {"dtype", "float32"}}}};
   EXPECT_EQ(as_layer(operation3("numpy", "Add", "add_1", {x, numpy}))["config"],
             (json{{"axis", -1}, {"mean", {-1.0, -2.0, -3.0}}, {"variance", 1.0}}));
-  EXPECT_EQ(as_layer(operation3("nn", "Relu", "relu", {x})),
-            (json{{"class_name", "Activation"},
-                  {"config", {{"activation", "relu"}}},
-                  {"args", {x}}}));
+  EXPECT_EQ(
+      as_layer(operation3("nn", "Relu", "relu", {x})),
+      (json{{"class_name", "Activation"}, {"config", {{"activation", "relu"}}}, {"args", {x}}}));
   EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", {x}, {{"approximate", false}}))["config"],
             (json{{"activation", "gelu"}}));
   EXPECT_EQ(as_layer(operation3("nn", "Softmax", "softmax", {x}, {{"axis", -1}}))["config"],
@@ -326,18 +327,18 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
 // x -> d = Dense(3) -> s = d + x -> m = 0.5 * s -> r = relu(m) -> y = 1 - r, Keras 3's ops,
 // against the arithmetic by hand from the Dense weights; the config written back rebuilds it.
 TEST(FunctionLayers, AKerasThreeModelOfOperationsComputesTheirArithmetic) {
-  json dense = {{"module", "keras.layers"},
-                {"class_name", "Dense"},
-                {"config", {{"name", "d"}, {"units", 3}, {"activation", "linear"}}},
-                {"registered_name", nullptr},
-                {"name", "d"},
-                {"inbound_nodes", json::array({{{"args", {tensor3("x")}}, {"kwargs", json::object()}}})}};
-  const json model = model3(
-      {dense, operation3("numpy", "Add", "add", {tensor3("d"), tensor3("x")}),
-       operation3("numpy", "Multiply", "multiply", {0.5, tensor3("add")}),
-       operation3("nn", "Relu", "relu", {tensor3("multiply")}),
-       operation3("numpy", "Subtract", "subtract", {1.0, tensor3("relu")})},
-      "subtract");
+  json dense = {
+      {"module", "keras.layers"},
+      {"class_name", "Dense"},
+      {"config", {{"name", "d"}, {"units", 3}, {"activation", "linear"}}},
+      {"registered_name", nullptr},
+      {"name", "d"},
+      {"inbound_nodes", json::array({{{"args", {tensor3("x")}}, {"kwargs", json::object()}}})}};
+  const json model = model3({dense, operation3("numpy", "Add", "add", {tensor3("d"), tensor3("x")}),
+                             operation3("numpy", "Multiply", "multiply", {0.5, tensor3("add")}),
+                             operation3("nn", "Relu", "relu", {tensor3("multiply")}),
+                             operation3("numpy", "Subtract", "subtract", {1.0, tensor3("relu")})},
+                            "subtract");
   ASSERT_TRUE(calls_functions(model));
   auto m = Model::from_config(model, "model", 1);
   const std::vector<float> x{0.5f, -1.0f, 2.0f, 3.0f, 0.25f, -2.0f};
