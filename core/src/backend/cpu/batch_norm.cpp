@@ -182,7 +182,13 @@ class CpuBatchNorm final : public BatchNorm {
                  }
                }
              });
-    const double count = kept_rows_;
+    shifted_moments(first, kept_rows_);
+  }
+
+  // mean_ and var_ from sums_, the sums of d and of d² (d = x - first) over `count` rows; no
+  // rows: 0 and 0.
+  void shifted_moments(const float* first, double count) {
+    const std::int64_t channels = d_.channels;
     mean_.assign(static_cast<std::size_t>(channels), 0.0);
     var_.assign(mean_.size(), 0.0);
     if (count == 0) return;
@@ -210,14 +216,7 @@ class CpuBatchNorm final : public BatchNorm {
                              square = sum * sum;
                            });
              });
-    const double count = static_cast<double>(rows);
-    mean_.resize(static_cast<std::size_t>(channels));
-    var_.resize(mean_.size());
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double m = sums_[c] / count;
-      mean_[c] = first[c] + m;
-      var_[c] = std::max(sums_[channels + c] / count - m * m, 0.0);
-    }
+    shifted_moments(first, static_cast<double>(rows));
   }
 
   // The global batch's mean and biased variance over every replica (into mean_, var_): two passes,
