@@ -107,7 +107,13 @@ const std::map<std::string, std::string>& operation_names() {
                                                       {"reshape", "reshape"},
                                                       {"concat", "concat"},
                                                       {"transpose", "transpose"},
-                                                      {"linalg.matmul", "matmul"}};
+                                                      {"linalg.matmul", "matmul"},
+                                                      {"Reshape", "reshape"},
+                                                      {"Concatenate", "concat"},
+                                                      {"Transpose", "transpose"},
+                                                      {"Mean", "mean"},
+                                                      {"Max", "max"},
+                                                      {"Matmul", "matmul"}};
   return ops;
 }
 
@@ -247,16 +253,21 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
   const json args = node.value("args", json::array());
   if (!without_names_and_nulls(node.value("kwargs", json::object())).empty())
     call.refuse("passes keyword arguments " + node["kwargs"].dump());
-  const std::size_t wanted = binary_op(call.op) ? 2 : 1;
+  const std::size_t wanted = binary_op(call.op) || call.op == "matmul" ? 2 : 1;
   if (!args.is_array() || args.size() != wanted)
     throw ConfigError(
         call.node_path() + ".args",
         call.who + ": expected " + std::to_string(wanted) + " arguments, got " + args.dump());
-  if (is_tensor(args[0])) {
+  const auto all_tensors = [](const json& list) {
+    return list.is_array() && !list.empty() && std::all_of(list.begin(), list.end(), is_tensor);
+  };
+  if (call.op == "concat" && all_tensors(args[0])) {  // keras.ops.concatenate([a, b], axis)
+    call.list = true;
+    for (const json& t : args[0]) call.tensors.push_back(t);
+  } else if (is_tensor(args[0])) {
     call.tensors.push_back(args[0]);
-    if (wanted == 2) call.y = constant_value(args[1]);
-    if (wanted == 2 && is_tensor(args[1])) call.y = args[1];
-  } else if (wanted == 2 && is_tensor(args[1])) {  // 2 * x: the constant first
+    if (wanted == 2) call.y = is_tensor(args[1]) ? args[1] : constant_value(args[1]);
+  } else if (binary_op(call.op) && is_tensor(args[1])) {  // 2 * x: the constant first
     call.tensors.push_back(args[1]);
     call.y = constant_value(args[0]);
     call.constant_first = true;
@@ -266,10 +277,14 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
   // The operation's own arguments, under the names tf.keras 2's functions give them.
   call.args = without_names_and_nulls(config);
   call.args.erase("dtype");
-  if (call.args.contains("negative_slope")) {
-    call.args["alpha"] = call.args["negative_slope"];
-    call.args.erase("negative_slope");
-  }
+  for (const auto& [from, to] : {std::pair<const char*, const char*>{"negative_slope", "alpha"},
+                                 {"newshape", "shape"},
+                                 {"axes", "perm"}})
+    if (call.args.contains(from)) {
+      call.args[to] = call.args[from];
+      call.args.erase(from);
+    }
+  if (call.op == "matmul") call.args["b"] = call.y;
   return call;
 }
 

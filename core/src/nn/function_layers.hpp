@@ -15,14 +15,14 @@
 //   maximum(x, 0), relu6                           ReLU
 //   relu, leaky_relu, elu, selu, gelu (exact), silu/swish, softplus, softsign, sigmoid, tanh,
 //   exp, softmax (last axis)                       Activation (LeakyReLU)
-//   tf.reshape(x, [-1, ...])                       Reshape
-//   tf.concat([a, b, ...], axis)                   Concatenate
-//   tf.transpose(x, [0, ...])                      Permute
-//   tf.reduce_mean / reduce_max over axis 1, [1, 2] or [1, 2, 3]
+//   reshape(x, [-1, ...])                          Reshape
+//   concat / concatenate([a, b, ...], axis)        Concatenate
+//   transpose(x, [0, ...])                         Permute
+//   reduce_mean / mean, reduce_max / max over axis 1, [1, 2] or [1, 2, 3]
 //                                                  GlobalAverage/MaxPooling1D/2D/3D (keepdims)
-//   tf.matmul(a, b) of sequences (transpose_b)    Dot (axes [2, 1]; [2, 2])
+//   matmul(a, b) of sequences (tf.keras 2's transpose_b)   Dot (axes [2, 1]; [2, 2])
 //
-// (The last five are tf.keras 2's; Keras 3's operations of them are refused.) Each keeps the
+// Each keeps the
 // entry's name, in the entry's own Keras form; a model's config written back (a checkpoint's
 // model_config) holds the layers. Anything else — another function, an argument or constant the
 // layer cannot take, a function called twice in one entry — is refused at its JSON path, naming

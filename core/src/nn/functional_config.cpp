@@ -466,18 +466,12 @@ bool is_model_entry(const json& entry) {
 namespace {
 
 // The Keras layer that computes an operation a Keras 3 model called on a Keras tensor which
-// nn/function_layers.hpp does not read (its class, "Reshape"), or tf.keras 2's slice
+// nn/function_layers.hpp does not read (its class, "ExpandDims"), or tf.keras 2's slice
 // (SlicingOpLambda's __operators__.getitem); "" when none is known.
 std::string layer_for_function(const std::string& function) {
   static const std::map<std::string, std::string> layers{
-      {"Reshape", "Reshape"},
       {"ExpandDims", "Reshape"},
       {"Squeeze", "Reshape"},
-      {"Concatenate", "Concatenate"},
-      {"Transpose", "Permute"},
-      {"Mean", "GlobalAveragePooling1D/2D (over the steps or pixels)"},
-      {"Max", "GlobalMaxPooling1D/2D (over the steps or pixels)"},
-      {"Matmul", "Dot"},
       {"__operators__.getitem", "Cropping1D/2D or Reshape (for a slice)"},
       {"GetItem", "Cropping1D/2D or Reshape (for a slice)"}};
   const auto it = layers.find(function);

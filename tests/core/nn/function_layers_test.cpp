@@ -322,6 +322,24 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
       as_layer(operation3("nn", "LeakyRelu", "leaky_relu", {x}, {{"negative_slope", 0.1}})),
       (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", {x}}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
+  // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
+  EXPECT_EQ(as_layer(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}})),
+            (json{{"class_name", "Reshape"},
+                  {"config", {{"target_shape", {3, 1}}}},
+                  {"args", {x}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Concatenate", "concatenate", {{x, x}}, {{"axis", -1}})),
+            (json{{"class_name", "Concatenate"}, {"config", {{"axis", -1}}}, {"args", {{x, x}}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Transpose", "transpose", {x}, {{"axes", {0, 2, 1}}}))
+                ["config"],
+            (json{{"dims", {2, 1}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", {x}, {{"axis", 1}, {"keepdims", false}})),
+            (json{{"class_name", "GlobalAveragePooling1D"},
+                  {"config", {{"data_format", "channels_last"}, {"keepdims", false}}},
+                  {"args", {x}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Matmul", "matmul", {x, x})),
+            (json{{"class_name", "Dot"},
+                  {"config", {{"axes", {2, 1}}, {"normalize", false}}},
+                  {"args", {{x, x}}}}));
 }
 
 // x -> d = Dense(3) -> s = d + x -> m = 0.5 * s -> r = relu(m) -> y = 1 - r, Keras 3's ops,
@@ -379,9 +397,13 @@ TEST(FunctionLayers, KerasThreeOperationsWithoutALayerAreRefused) {
   keyword["inbound_nodes"][0]["kwargs"] = {{"inplace", true}};
   EXPECT_NE(error(keyword).find("passes keyword arguments {\"inplace\":true}"), std::string::npos);
   // An operation nn/function_layers does not read: refused naming the layer that computes it.
-  EXPECT_NE(error(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}}))
-                .find("is Keras' operation keras.src.ops.numpy.Reshape called on a Keras tensor, "
-                      "not a layer, which Tandem does not run; write it as Keras' Reshape layer"),
+  EXPECT_NE(error(operation3("numpy", "ExpandDims", "expand_dims", {x}, {{"axis", 1}}))
+                .find("is Keras' operation keras.src.ops.numpy.ExpandDims called on a Keras "
+                      "tensor, not a layer, which Tandem does not run; write it as Keras' Reshape "
+                      "layer"),
+            std::string::npos);
+  EXPECT_NE(error(operation3("numpy", "Transpose", "transpose", {x}))
+                .find("transposes by null (the batch, axis 0, must stay first)"),
             std::string::npos);
 }
 

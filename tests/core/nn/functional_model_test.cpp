@@ -389,7 +389,7 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   EXPECT_NE(error_of(lambda).find("layer 'dense' is a Lambda: Python code"), std::string::npos)
       << error_of(lambda);
   // tf.keras 2's slice x[:, :2] on a Keras tensor (a SlicingOpLambda, in its own node form) and
-  // Keras 3's keras.ops.reshape (an entry of class Reshape, as the layer's, of module
+  // Keras 3's keras.ops.expand_dims (an entry of class ExpandDims, of module
   // keras.src.ops.numpy): refused naming the function, not read as a layer.
   json slice = keras2_model();
   slice["config"]["layers"][1] = json::parse(R"({"class_name": "SlicingOpLambda",
@@ -404,10 +404,10 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
             "tensor (SlicingOpLambda), which Tandem does not run; write it as Keras' "
             "Cropping1D/2D or Reshape (for a slice) layer, which computes it");
   json op = keras2_model();
-  op["config"]["layers"][1]["class_name"] = "Reshape";
+  op["config"]["layers"][1]["class_name"] = "ExpandDims";
   op["config"]["layers"][1]["module"] = "keras.src.ops.numpy";
   EXPECT_NE(error_of(op).find("'model.config.layers[1].class_name': layer 'dense' is Keras' "
-                              "operation keras.src.ops.numpy.Reshape called on a Keras tensor, not "
+                              "operation keras.src.ops.numpy.ExpandDims called on a Keras tensor, not "
                               "a layer, which Tandem does not run; write it as Keras' Reshape "
                               "layer"),
             std::string::npos)
