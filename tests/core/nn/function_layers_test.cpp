@@ -323,15 +323,14 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
       (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", {x}}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
   // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
-  EXPECT_EQ(as_layer(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}})),
-            (json{{"class_name", "Reshape"},
-                  {"config", {{"target_shape", {3, 1}}}},
-                  {"args", {x}}}));
+  EXPECT_EQ(
+      as_layer(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}})),
+      (json{{"class_name", "Reshape"}, {"config", {{"target_shape", {3, 1}}}}, {"args", {x}}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Concatenate", "concatenate", {{x, x}}, {{"axis", -1}})),
             (json{{"class_name", "Concatenate"}, {"config", {{"axis", -1}}}, {"args", {{x, x}}}}));
-  EXPECT_EQ(as_layer(operation3("numpy", "Transpose", "transpose", {x}, {{"axes", {0, 2, 1}}}))
-                ["config"],
-            (json{{"dims", {2, 1}}}));
+  EXPECT_EQ(
+      as_layer(operation3("numpy", "Transpose", "transpose", {x}, {{"axes", {0, 2, 1}}}))["config"],
+      (json{{"dims", {2, 1}}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", {x}, {{"axis", 1}, {"keepdims", false}})),
             (json{{"class_name", "GlobalAveragePooling1D"},
                   {"config", {{"data_format", "channels_last"}, {"keepdims", false}}},
