@@ -46,9 +46,10 @@ const char* kModel = R"({"class_name": "Functional", "config": {"name": "model",
 // s = h + x; m = 0.5 * s; c = ops.concatenate([m, h], -1); y = Dense(1, "sigmoid")(c)
 json keras3_model() {
   const auto tensor = [](const char* layer, int width) {
-    return json{{"class_name", "__keras_tensor__"},
-                {"config",
-                 {{"shape", {nullptr, width}}, {"dtype", "float32"}, {"keras_history", {layer, 0, 0}}}}};
+    return json{
+        {"class_name", "__keras_tensor__"},
+        {"config",
+         {{"shape", {nullptr, width}}, {"dtype", "float32"}, {"keras_history", {layer, 0, 0}}}}};
   };
   const auto node = [](json args) {
     return json::array({{{"args", std::move(args)}, {"kwargs", json::object()}}});
@@ -57,8 +58,11 @@ json keras3_model() {
     return json{{"module", "keras.layers"},
                 {"class_name", "Dense"},
                 {"config",
-                 {{"name", name}, {"trainable", true}, {"units", units},
-                  {"activation", activation}, {"use_bias", true}}},
+                 {{"name", name},
+                  {"trainable", true},
+                  {"units", units},
+                  {"activation", activation},
+                  {"use_bias", true}}},
                 {"registered_name", nullptr},
                 {"name", name},
                 {"inbound_nodes", node({std::move(input)})}};
@@ -75,7 +79,8 @@ json keras3_model() {
   const json layers = {
       {{"module", "keras.layers"},
        {"class_name", "InputLayer"},
-       {"config", {{"batch_shape", {nullptr, 8}}, {"dtype", "float32"}, {"sparse", false}, {"name", "x"}}},
+       {"config",
+        {{"batch_shape", {nullptr, 8}}, {"dtype", "float32"}, {"sparse", false}, {"name", "x"}}},
        {"registered_name", nullptr},
        {"name", "x"},
        {"inbound_nodes", json::array()}},
@@ -88,8 +93,11 @@ json keras3_model() {
   return {{"module", "keras"},
           {"class_name", "Functional"},
           {"config",
-           {{"name", "model"}, {"trainable", true}, {"layers", layers},
-            {"input_layers", {"x", 0, 0}}, {"output_layers", {"out", 0, 0}}}},
+           {{"name", "model"},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", {"x", 0, 0}},
+            {"output_layers", {"out", 0, 0}}}},
           {"registered_name", "Functional"}};
 }
 
@@ -169,7 +177,6 @@ void train_resume_and_predict(const std::string& tag, const json& model, const s
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
   EXPECT_NE(checked.out.find("ok"), std::string::npos) << checked.out << checked.err;
 }
-
 
 TEST(FunctionLayersCli, TfKerasTwoFunctionsTrainCheckpointAndPredict) {
   train_resume_and_predict("tf-function-cli", json::parse(kModel),
