@@ -28,6 +28,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 using test::run_command;
 
+// The wall-clock limit of one mpirun in a test of several: five of them stay within ctest's 300 s,
+// so a run that stalls fails with its own output instead of the whole test timing out (one did,
+// once, on a loaded machine, and told nothing).
+const std::string kLimit = "timeout 55 ";
+
 // Open MPI refuses root without --allow-run-as-root; more ranks than cores need --oversubscribe.
 std::string mpirun(int ranks) {
   return "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " ";
@@ -245,7 +250,7 @@ TEST(Mpi, EarlyStoppingOnRankZeroStopsEveryRankAtTheSameEpoch) {
       {{"plugin", "replica_stats"}, {"target", "meta"}, {"options", {{"every_n_batches", 5}}}}};
   const fs::path config = write_config(dir, tiny_config(40, 50, callbacks));
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = run_command("timeout 120 " + mpirun(3) + test::tandem_cli() + " train " +
+  auto r = run_command(kLimit + mpirun(3) + test::tandem_cli() + " train " +
                        config.string() + " --run-dir " + (dir / "run").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
@@ -384,7 +389,7 @@ TEST(Mpi, RanksGivenDifferentRunsStopAtOnceNamingTheDifference) {
             "config error at 'data.shuffle': rank 1 of the 2 was given another run than rank 0: "
             "it is true on rank 0 and false on rank 1"},
            {"--set verbose=2", ""}}) {  // each rank's own
-    const auto r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
+    const auto r = run_command("RANK1='" + rank1 + "' " + kLimit + mpirun(2) + "-x RANK1 " +
                                wrapper.string() + " train " + config.string() +
                                " --set epochs=1 --overwrite --run-dir " + (dir / "run").string());
     if (expected.empty()) {
@@ -413,7 +418,7 @@ TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruptio
            {"train " + config.string() + " -q --run-dir " + (dir / "two").string(), evaluate},
            {evaluate, "predict " + config.string() + " --weights " + weights + " -o -"}}) {
     const auto started = std::chrono::steady_clock::now();
-    r = run_command("RANK1='" + rank1 + "' timeout 120 " + mpirun(2) + "-x RANK1 " +
+    r = run_command("RANK1='" + rank1 + "' " + kLimit + mpirun(2) + "-x RANK1 " +
                     wrapper.string() + " " + rank0);
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << rank0;
     EXPECT_EQ(r.exit_code, 2) << rank0 << ": " << r.err;
@@ -425,7 +430,7 @@ TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruptio
         << r.err;
   }
   for (const char* command : {"evaluate", "predict"}) {
-    r = run_command("timeout 120 " + mpirun(2) + test::tandem_cli() + " " + command + " " +
+    r = run_command(kLimit + mpirun(2) + test::tandem_cli() + " " + command + " " +
                     config.string() + " --weights " + weights + " --split test" +
                     (std::string(command) == "predict" ? " -o -" : ""));
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
@@ -435,7 +440,7 @@ TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruptio
     EXPECT_EQ(r.err.find("interrupted"), std::string::npos) << command << ": " << r.err;
   }
   // Every rank running evaluate: one result, rank 0's.
-  r = run_command("timeout 120 " + mpirun(2) + test::tandem_cli() + " " + evaluate);
+  r = run_command(kLimit + mpirun(2) + test::tandem_cli() + " " + evaluate);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_TRUE(nlohmann::json::parse(r.out).contains("loss")) << r.out;
