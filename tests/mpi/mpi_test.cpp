@@ -250,8 +250,8 @@ TEST(Mpi, EarlyStoppingOnRankZeroStopsEveryRankAtTheSameEpoch) {
       {{"plugin", "replica_stats"}, {"target", "meta"}, {"options", {{"every_n_batches", 5}}}}};
   const fs::path config = write_config(dir, tiny_config(40, 50, callbacks));
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = run_command(kLimit + mpirun(3) + test::tandem_cli() + " train " +
-                       config.string() + " --run-dir " + (dir / "run").string());
+  auto r = run_command(kLimit + mpirun(3) + test::tandem_cli() + " train " + config.string() +
+                       " --run-dir " + (dir / "run").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
   const auto endings = rank_endings(r.err, 3);
@@ -418,8 +418,8 @@ TEST(Mpi, RanksRunningAnotherCommandStopAtOnceAndAnErrorIsNotCalledAnInterruptio
            {"train " + config.string() + " -q --run-dir " + (dir / "two").string(), evaluate},
            {evaluate, "predict " + config.string() + " --weights " + weights + " -o -"}}) {
     const auto started = std::chrono::steady_clock::now();
-    r = run_command("RANK1='" + rank1 + "' " + kLimit + mpirun(2) + "-x RANK1 " +
-                    wrapper.string() + " " + rank0);
+    r = run_command("RANK1='" + rank1 + "' " + kLimit + mpirun(2) + "-x RANK1 " + wrapper.string() +
+                    " " + rank0);
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << rank0;
     EXPECT_EQ(r.exit_code, 2) << rank0 << ": " << r.err;
     const std::string first = rank0.substr(0, rank0.find(' ')),
