@@ -65,7 +65,7 @@ json keras3_model() {
                   {"use_bias", true}}},
                 {"registered_name", nullptr},
                 {"name", name},
-                {"inbound_nodes", node({std::move(input)})}};
+                {"inbound_nodes", node(json::array({std::move(input)}))}};
   };
   const auto operation = [&](const char* cls, const char* name, json args, json config) {
     config["name"] = name;

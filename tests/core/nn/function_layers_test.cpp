@@ -54,8 +54,8 @@ json model_of(const json& shape, std::vector<json> entries, const std::string& o
           {"config",
            {{"name", "m"},
             {"layers", layers},
-            {"input_layers", {ref("x")}},
-            {"output_layers", {ref(out)}}}},
+            {"input_layers", json::array({ref("x")})},
+            {"output_layers", json::array({ref(out)})}}},
           {"keras_version", "2.15.0"}};
 }
 
@@ -200,8 +200,8 @@ TEST(FunctionLayers, MatmulAndNestedModels) {
   inner["config"]["layers"][0]["config"]["name"] = "inner_x";
   inner["config"]["layers"].push_back(function_entry(
       "linalg.matmul", on("inner_x", {{"b", ref("inner_x")}, {"transpose_b", true}})));
-  inner["config"]["input_layers"] = {ref("inner_x")};
-  inner["config"]["output_layers"] = {ref("tf.linalg.matmul")};
+  inner["config"]["input_layers"] = json::array({ref("inner_x")});
+  inner["config"]["output_layers"] = json::array({ref("tf.linalg.matmul")});
   inner.erase("keras_version");
   inner["name"] = "inner";
   inner["inbound_nodes"] = json::array({json::array({json::array({"x", 0, 0, json::object()})})});
@@ -297,14 +297,14 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
   EXPECT_EQ(as_layer(operation3("numpy", "Multiply", "multiply", {2.0, x})),
             (json{{"class_name", "Rescaling"},
                   {"config", {{"scale", 2.0}, {"offset", 0.0}}},
-                  {"args", {x}}}));
+                  {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "TrueDivide", "true_divide", {x, 4}))["config"],
             (json{{"scale", 0.25}, {"offset", 0.0}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Subtract", "subtract", {1.0, x}))["config"],
             (json{{"scale", -1.0}, {"offset", 1.0}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Subtract", "subtract_1", {x, 1.0}))["config"],
             (json{{"scale", 1.0}, {"offset", -1.0}}));
-  EXPECT_EQ(as_layer(operation3("numpy", "Negative", "negative", {x}))["config"],
+  EXPECT_EQ(as_layer(operation3("numpy", "Negative", "negative", json::array({x})))["config"],
             (json{{"scale", -1.0}, {"offset", 0.0}}));
   // x + np.array([1, 2, 3]) (a NumPy constant): Normalization.
   const json numpy = {{"class_name", "__numpy__"},
@@ -312,29 +312,29 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
   EXPECT_EQ(as_layer(operation3("numpy", "Add", "add_1", {x, numpy}))["config"],
             (json{{"axis", -1}, {"mean", {-1.0, -2.0, -3.0}}, {"variance", 1.0}}));
   EXPECT_EQ(
-      as_layer(operation3("nn", "Relu", "relu", {x})),
-      (json{{"class_name", "Activation"}, {"config", {{"activation", "relu"}}}, {"args", {x}}}));
-  EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", {x}, {{"approximate", false}}))["config"],
+      as_layer(operation3("nn", "Relu", "relu", json::array({x}))),
+      (json{{"class_name", "Activation"}, {"config", {{"activation", "relu"}}}, {"args", json::array({x})}}));
+  EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", json::array({x}), {{"approximate", false}}))["config"],
             (json{{"activation", "gelu"}}));
-  EXPECT_EQ(as_layer(operation3("nn", "Softmax", "softmax", {x}, {{"axis", -1}}))["config"],
+  EXPECT_EQ(as_layer(operation3("nn", "Softmax", "softmax", json::array({x}), {{"axis", -1}}))["config"],
             (json{{"activation", "softmax"}}));
   EXPECT_EQ(
-      as_layer(operation3("nn", "LeakyRelu", "leaky_relu", {x}, {{"negative_slope", 0.1}})),
-      (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", {x}}}));
+      as_layer(operation3("nn", "LeakyRelu", "leaky_relu", json::array({x}), {{"negative_slope", 0.1}})),
+      (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
   // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
   EXPECT_EQ(
-      as_layer(operation3("numpy", "Reshape", "reshape", {x}, {{"newshape", {-1, 3, 1}}})),
-      (json{{"class_name", "Reshape"}, {"config", {{"target_shape", {3, 1}}}}, {"args", {x}}}));
+      as_layer(operation3("numpy", "Reshape", "reshape", json::array({x}), {{"newshape", {-1, 3, 1}}})),
+      (json{{"class_name", "Reshape"}, {"config", {{"target_shape", {3, 1}}}}, {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Concatenate", "concatenate", {{x, x}}, {{"axis", -1}})),
             (json{{"class_name", "Concatenate"}, {"config", {{"axis", -1}}}, {"args", {{x, x}}}}));
   EXPECT_EQ(
-      as_layer(operation3("numpy", "Transpose", "transpose", {x}, {{"axes", {0, 2, 1}}}))["config"],
+      as_layer(operation3("numpy", "Transpose", "transpose", json::array({x}), {{"axes", {0, 2, 1}}}))["config"],
       (json{{"dims", {2, 1}}}));
-  EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", {x}, {{"axis", 1}, {"keepdims", false}})),
+  EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", json::array({x}), {{"axis", 1}, {"keepdims", false}})),
             (json{{"class_name", "GlobalAveragePooling1D"},
                   {"config", {{"data_format", "channels_last"}, {"keepdims", false}}},
-                  {"args", {x}}}));
+                  {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Matmul", "matmul", {x, x})),
             (json{{"class_name", "Dot"},
                   {"config", {{"axes", {2, 1}}, {"normalize", false}}},
@@ -350,10 +350,10 @@ TEST(FunctionLayers, AKerasThreeModelOfOperationsComputesTheirArithmetic) {
       {"config", {{"name", "d"}, {"units", 3}, {"activation", "linear"}}},
       {"registered_name", nullptr},
       {"name", "d"},
-      {"inbound_nodes", json::array({{{"args", {tensor3("x")}}, {"kwargs", json::object()}}})}};
+      {"inbound_nodes", json::array({{{"args", json::array({tensor3("x")})}, {"kwargs", json::object()}}})}};
   const json model = model3({dense, operation3("numpy", "Add", "add", {tensor3("d"), tensor3("x")}),
                              operation3("numpy", "Multiply", "multiply", {0.5, tensor3("add")}),
-                             operation3("nn", "Relu", "relu", {tensor3("multiply")}),
+                             operation3("nn", "Relu", "relu", json::array({tensor3("multiply")})),
                              operation3("numpy", "Subtract", "subtract", {1.0, tensor3("relu")})},
                             "subtract");
   ASSERT_TRUE(calls_functions(model));
@@ -382,26 +382,26 @@ TEST(FunctionLayers, KerasThreeOperationsWithoutALayerAreRefused) {
   const auto error = [](const json& operation) {
     return test::model_config_error(model3({operation}, operation["name"].get<std::string>()));
   };
-  EXPECT_EQ(error(operation3("nn", "Gelu", "gelu", {x}, {{"approximate", true}})),
+  EXPECT_EQ(error(operation3("nn", "Gelu", "gelu", json::array({x}), {{"approximate", true}})),
             "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'gelu' "
             "(keras.src.ops.nn.Gelu) approximates gelu by tanh, which Tandem has no layer for");
   EXPECT_NE(error(operation3("numpy", "TrueDivide", "true_divide", {1.0, x}))
                 .find("(keras.src.ops.numpy.TrueDivide) divides a constant by a tensor"),
             std::string::npos);
-  EXPECT_NE(error(operation3("numpy", "Add", "add", {x}))
+  EXPECT_NE(error(operation3("numpy", "Add", "add", json::array({x})))
                 .find("'model.config.layers[1].inbound_nodes[0].args': layer 'add' "
                       "(keras.src.ops.numpy.Add): expected 2 arguments"),
             std::string::npos);
-  json keyword = operation3("nn", "Relu", "relu", {x});
+  json keyword = operation3("nn", "Relu", "relu", json::array({x}));
   keyword["inbound_nodes"][0]["kwargs"] = {{"inplace", true}};
   EXPECT_NE(error(keyword).find("passes keyword arguments {\"inplace\":true}"), std::string::npos);
   // An operation nn/function_layers does not read: refused naming the layer that computes it.
-  EXPECT_NE(error(operation3("numpy", "ExpandDims", "expand_dims", {x}, {{"axis", 1}}))
+  EXPECT_NE(error(operation3("numpy", "ExpandDims", "expand_dims", json::array({x}), {{"axis", 1}}))
                 .find("is Keras' operation keras.src.ops.numpy.ExpandDims called on a Keras "
                       "tensor, not a layer, which Tandem does not run; write it as Keras' Reshape "
                       "layer"),
             std::string::npos);
-  EXPECT_NE(error(operation3("numpy", "Transpose", "transpose", {x}))
+  EXPECT_NE(error(operation3("numpy", "Transpose", "transpose", json::array({x})))
                 .find("transposes by null (the batch, axis 0, must stay first)"),
             std::string::npos);
 }
