@@ -311,27 +311,35 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
                       {"config", {{"value", {1.0, 2.0, 3.0}}, {"dtype", "float32"}}}};
   EXPECT_EQ(as_layer(operation3("numpy", "Add", "add_1", {x, numpy}))["config"],
             (json{{"axis", -1}, {"mean", {-1.0, -2.0, -3.0}}, {"variance", 1.0}}));
-  EXPECT_EQ(
-      as_layer(operation3("nn", "Relu", "relu", json::array({x}))),
-      (json{{"class_name", "Activation"}, {"config", {{"activation", "relu"}}}, {"args", json::array({x})}}));
-  EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", json::array({x}), {{"approximate", false}}))["config"],
+  EXPECT_EQ(as_layer(operation3("nn", "Relu", "relu", json::array({x}))),
+            (json{{"class_name", "Activation"},
+                  {"config", {{"activation", "relu"}}},
+                  {"args", json::array({x})}}));
+  EXPECT_EQ(as_layer(operation3("nn", "Gelu", "gelu", json::array({x}),
+                                {{"approximate", false}}))["config"],
             (json{{"activation", "gelu"}}));
-  EXPECT_EQ(as_layer(operation3("nn", "Softmax", "softmax", json::array({x}), {{"axis", -1}}))["config"],
-            (json{{"activation", "softmax"}}));
   EXPECT_EQ(
-      as_layer(operation3("nn", "LeakyRelu", "leaky_relu", json::array({x}), {{"negative_slope", 0.1}})),
-      (json{{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}, {"args", json::array({x})}}));
+      as_layer(operation3("nn", "Softmax", "softmax", json::array({x}), {{"axis", -1}}))["config"],
+      (json{{"activation", "softmax"}}));
+  EXPECT_EQ(as_layer(operation3("nn", "LeakyRelu", "leaky_relu", json::array({x}),
+                                {{"negative_slope", 0.1}})),
+            (json{{"class_name", "LeakyReLU"},
+                  {"config", {{"negative_slope", 0.1}}},
+                  {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
   // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
-  EXPECT_EQ(
-      as_layer(operation3("numpy", "Reshape", "reshape", json::array({x}), {{"newshape", {-1, 3, 1}}})),
-      (json{{"class_name", "Reshape"}, {"config", {{"target_shape", {3, 1}}}}, {"args", json::array({x})}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Reshape", "reshape", json::array({x}),
+                                {{"newshape", {-1, 3, 1}}})),
+            (json{{"class_name", "Reshape"},
+                  {"config", {{"target_shape", {3, 1}}}},
+                  {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Concatenate", "concatenate", {{x, x}}, {{"axis", -1}})),
             (json{{"class_name", "Concatenate"}, {"config", {{"axis", -1}}}, {"args", {{x, x}}}}));
-  EXPECT_EQ(
-      as_layer(operation3("numpy", "Transpose", "transpose", json::array({x}), {{"axes", {0, 2, 1}}}))["config"],
-      (json{{"dims", {2, 1}}}));
-  EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", json::array({x}), {{"axis", 1}, {"keepdims", false}})),
+  EXPECT_EQ(as_layer(operation3("numpy", "Transpose", "transpose", json::array({x}),
+                                {{"axes", {0, 2, 1}}}))["config"],
+            (json{{"dims", {2, 1}}}));
+  EXPECT_EQ(as_layer(operation3("numpy", "Mean", "mean", json::array({x}),
+                                {{"axis", 1}, {"keepdims", false}})),
             (json{{"class_name", "GlobalAveragePooling1D"},
                   {"config", {{"data_format", "channels_last"}, {"keepdims", false}}},
                   {"args", json::array({x})}}));
@@ -350,7 +358,8 @@ TEST(FunctionLayers, AKerasThreeModelOfOperationsComputesTheirArithmetic) {
       {"config", {{"name", "d"}, {"units", 3}, {"activation", "linear"}}},
       {"registered_name", nullptr},
       {"name", "d"},
-      {"inbound_nodes", json::array({{{"args", json::array({tensor3("x")})}, {"kwargs", json::object()}}})}};
+      {"inbound_nodes",
+       json::array({{{"args", json::array({tensor3("x")})}, {"kwargs", json::object()}}})}};
   const json model = model3({dense, operation3("numpy", "Add", "add", {tensor3("d"), tensor3("x")}),
                              operation3("numpy", "Multiply", "multiply", {0.5, tensor3("add")}),
                              operation3("nn", "Relu", "relu", json::array({tensor3("multiply")})),
