@@ -266,6 +266,9 @@ class BatchNorm {
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor* gamma,
                         Tensor* d_gamma, Tensor* d_beta, Tensor* dx, const SumAcrossReplicas& sync,
                         const Tensor* kept) = 0;
+  /// The rows of this shard the last training forward's statistics read: all of x's, or those
+  /// its mask kept (on a device, read back: a synchronization).
+  virtual std::int64_t counted_rows() = 0;
 };
 
 /// Accumulators in double for one step's loss and metric sums: reset, set by the backend's

@@ -71,7 +71,8 @@ const Tensor& BatchNormalization::forward(const Tensor& x, bool training) {
   if (training && trainable()) {
     normalization().forward_training(x, gamma, beta, moving_mean_.value, moving_variance_.value,
                                      output_, statistics_sum(), mask_);
-    if (cross_replica_ && !options_.synchronized) average_moving_statistics(counted_rows(x));
+    if (cross_replica_ && !options_.synchronized)
+      average_moving_statistics(normalization().counted_rows());
   } else
     normalization().forward_inference(x, gamma, beta, moving_mean_.value, moving_variance_.value,
                                       output_);
@@ -102,19 +103,6 @@ bool BatchNormalization::output_masked(bool input_masked) const {
                      shape_to_string(input_shape_, true) +
                      "; Keras applies a mask to sequences (batch, steps, features) alone");
   return input_masked;
-}
-
-std::int64_t BatchNormalization::counted_rows(const Tensor& x) const {
-  const std::int64_t rows = x.size() / std::max<std::int64_t>(channels_, 1);
-  if (!mask_) return rows;
-  Tensor kept = *mask_;
-  if (!kept.on_host()) {
-    kept = Tensor(mask_->shape());
-    ops().copy(*mask_, kept);
-  }
-  std::int64_t count = 0;
-  for (std::int64_t r = 0; r < kept.size(); ++r) count += kept[r] != 0.0f;
-  return count;
 }
 
 backend::SumAcrossReplicas BatchNormalization::statistics_sum() const {

@@ -119,8 +119,6 @@ class BatchNormalization : public Layer,
   /// Not synchronized, on several replicas: the moving statistics become their average over the
   /// replicas weighted by each one's `rows`, the same on every replica.
   void average_moving_statistics(std::int64_t rows);
-  /// The rows of x the batch statistics read: all, or those the mask keeps.
-  std::int64_t counted_rows(const Tensor& x) const;
   const Tensor* mask_ = nullptr;  // the input's Keras mask (borrowed until the next forward)
   Tensor input_;  // the last forward's input (shared storage, not a copy)
   Tensor output_, grad_input_;

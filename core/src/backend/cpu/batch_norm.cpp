@@ -153,6 +153,8 @@ class CpuBatchNorm final : public BatchNorm {
       backward_of<false>(x, y, dy, gamma, d_gamma, d_beta, dx, sync, kept_rows);
   }
 
+  std::int64_t counted_rows() override { return static_cast<std::int64_t>(kept_rows_); }
+
  private:
   // How many of `rows` rows a mask keeps (its non-zero values).
   static double kept_rows(const float* kept, std::int64_t rows) {

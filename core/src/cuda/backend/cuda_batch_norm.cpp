@@ -41,6 +41,7 @@ class CudaBatchNorm final : public backend::BatchNorm {
     batch_stats_ = true;
     masked_ = kept != nullptr;
     const std::int64_t rows = x.size() / d_.channels;
+    rows_ = rows;
     if (rows == 0) return;  // an empty shard: no statistics
     partial_.resize(ops_.allocator(), 2 * batch_norm_scratch_doubles(rows, d_.channels));
     batch_norm_training_statistics(x.data(), data(kept), rows, d_.channels, data(gamma), data(beta),
@@ -82,6 +83,15 @@ class CudaBatchNorm final : public backend::BatchNorm {
                                 d_.channels, batch_stats_, state_, ops_.stream());
   }
 
+  std::int64_t counted_rows() override {
+    if (!masked_ || rows_ == 0) return rows_;
+    unsigned long long kept = 0;
+    check(cudaMemcpyAsync(&kept, state_.kept, sizeof kept, cudaMemcpyDeviceToHost, ops_.stream()),
+          "cudaMemcpyAsync (BatchNormalization kept rows)");
+    check(cudaStreamSynchronize(ops_.stream()), "cudaStreamSynchronize (BatchNormalization)");
+    return static_cast<std::int64_t>(kept);
+  }
+
  private:
   static const float* data(const Tensor* t) { return t ? t->data() : nullptr; }
 
@@ -89,6 +99,7 @@ class CudaBatchNorm final : public backend::BatchNorm {
   CudaBackend& ops_;
   bool batch_stats_ = false;
   bool masked_ = false;  // the last training forward's statistics read a mask's kept rows
+  std::int64_t rows_ = 0;  // that forward's rows
   BatchNormState state_;
   DeviceBuffer doubles_, floats_, partial_;
 };
