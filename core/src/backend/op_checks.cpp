@@ -171,6 +171,29 @@ void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& 
                            " (in place is not supported)");
 }
 
+void check_strided_view(const char* op, const StridedView& v, const Tensor& whole,
+                        const Tensor& part) {
+  const auto fail = [&](const std::string& why) {
+    throw std::logic_error(std::string("backend operation ") + op + ": " + why);
+  };
+  if (v.rank < 0 || v.rank > StridedView::kMaxRank)
+    fail("a view of " + std::to_string(v.rank) + " axes (at most " +
+         std::to_string(StridedView::kMaxRank) + ")");
+  std::int64_t lowest = v.offset, highest = v.offset;
+  for (int a = 0; a < v.rank; ++a) {
+    if (v.dims[a] <= 0) fail("axis " + std::to_string(a) + " of the view has no values");
+    const std::int64_t reach = (v.dims[a] - 1) * v.strides[a];
+    (reach < 0 ? lowest : highest) += reach;
+  }
+  if (lowest < 0 || highest >= whole.size())
+    fail("the view picks positions " + std::to_string(lowest) + " to " + std::to_string(highest) +
+         " of a tensor of " + std::to_string(whole.size()) + " values");
+  if (part.size() != math::view_size(v))
+    fail("the view holds " + std::to_string(math::view_size(v)) + " values, its tensor " +
+         std::to_string(part.size()));
+  if (whole.data() == part.data()) fail("in place is not supported");
+}
+
 void check_image_block(const ImageBlock& b, const Tensor& src, const Tensor& dst) {
   const bool inside = b.rows >= 0 && b.cols >= 0 && b.src_row >= 0 && b.src_col >= 0 &&
                       b.dst_row >= 0 && b.dst_col >= 0 && b.src_row + b.rows <= b.src_rows &&

@@ -38,6 +38,7 @@
 #include "backend/image_geometry.hpp"
 #include "backend/kernel_math.hpp"
 #include "backend/recurrent_math.hpp"
+#include "backend/strided_view_math.hpp"
 #include "backend/window_math.hpp"
 #include "tandem/tensor.hpp"
 #include "util/internal_api.hpp"
@@ -481,6 +482,13 @@ class Backend {
                                  Tensor& d_rec, Tensor& dh_prev) = 0;
 
   // Spatial operations.
+  /// dst (math::view_size(view) values) = the values of src the view picks, in the view's
+  /// order (backend/strided_view_math.hpp).
+  virtual void gather_view(const StridedView& view, const Tensor& src, Tensor& dst) = 0;
+  /// dst[view_source(view, k)] = src[k] for each of the view's values; dst's other values are
+  /// left as they are. The view must not pick a position twice (gather_view's gradient, into a
+  /// zeroed dst).
+  virtual void scatter_view(const StridedView& view, const Tensor& src, Tensor& dst) = 0;
   /// Copies an ImageBlock from src to dst (the cells of dst outside the block are left as they
   /// are).
   virtual void copy_image_block(const ImageBlock& block, const Tensor& src, Tensor& dst) = 0;
@@ -653,6 +661,11 @@ void check_additive_pairs(const AdditiveScoresDesc& desc, const Tensor& pairs,
 /// Throws std::logic_error unless x holds dims' values, y as many, and y is not x.
 void check_swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                             const Tensor& y);
+/// Throws std::logic_error (naming `op`) unless the view's axes are at most kMaxRank and
+/// positive, every position it picks lies inside `whole`, `part` holds as many values as the
+/// view, and the two are apart.
+void check_strided_view(const char* op, const StridedView& view, const Tensor& whole,
+                        const Tensor& part);
 /// Throws std::logic_error unless the block lies inside both images and the tensors hold them.
 void check_image_block(const ImageBlock& block, const Tensor& src, const Tensor& dst);
 /// Throws std::logic_error unless x and y hold the input and output images of desc.

@@ -113,7 +113,14 @@ const std::map<std::string, std::string>& operation_names() {
                                                       {"Transpose", "transpose"},
                                                       {"Mean", "mean"},
                                                       {"Max", "max"},
-                                                      {"Matmul", "matmul"}};
+                                                      {"Matmul", "matmul"},
+                                                      {"__operators__.getitem", "getitem"},
+                                                      {"GetItem", "getitem"},
+                                                      {"expand_dims", "expand_dims"},
+                                                      {"ExpandDims", "expand_dims"},
+                                                      {"squeeze", "squeeze"},
+                                                      {"compat.v1.squeeze", "squeeze"},
+                                                      {"Squeeze", "squeeze"}};
   return ops;
 }
 
@@ -253,7 +260,8 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
   const json args = node.value("args", json::array());
   if (!without_names_and_nulls(node.value("kwargs", json::object())).empty())
     call.refuse("passes keyword arguments " + node["kwargs"].dump());
-  const std::size_t wanted = binary_op(call.op) || call.op == "matmul" ? 2 : 1;
+  const std::size_t wanted =
+      binary_op(call.op) || call.op == "matmul" || call.op == "getitem" ? 2 : 1;
   if (!args.is_array() || args.size() != wanted)
     throw ConfigError(
         call.node_path() + ".args",
@@ -285,6 +293,10 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
       call.args.erase(from);
     }
   if (call.op == "matmul") call.args["b"] = call.y;
+  if (call.op == "getitem") {
+    call.args["key"] = args[1];  // as given: null (a new axis) is an item, not a left-out key
+    call.y = json();
+  }
   return call;
 }
 
@@ -467,6 +479,67 @@ LayerCall matmul(const FunctionCall& c) {
           true};
 }
 
+// One item of x[...] in TandemIndexing's form (nn/indexing_layer.hpp): an integer, null (a new
+// axis), "..." or a slice {"start", "stop", "step"}. tf.keras 2 writes a slice {"start", "stop",
+// "step"} and the ellipsis {"class_name": "__ellipsis__"}; Keras 3 {"class_name": "__slice__",
+// "config": {...}} and {"class_name": "__ellipsis__", "config": {}}.
+json index_item(const json& e, const FunctionCall& c) {
+  if (e.is_null() || e.is_number_integer()) return e;
+  const std::string cls = e.is_object() ? string_field(e, "class_name") : "";
+  if (cls == "__ellipsis__") return "...";
+  const json* slice = nullptr;
+  if (cls == "__slice__" && e.contains("config") && e["config"].is_object()) slice = &e["config"];
+  if (cls.empty() && e.is_object() && e.contains("start") && e.contains("stop")) slice = &e;
+  if (!slice)
+    c.refuse("indexes with " + e.dump() +
+             " (integers, slices, None and one ... are NumPy's basic indexing; a tensor or a "
+             "list is its advanced one)");
+  json out = json::object();
+  for (const char* key : {"start", "stop", "step"}) {
+    const json bound = slice->value(key, json());
+    if (!bound.is_null() && !bound.is_number_integer())
+      c.refuse("slices with the " + std::string(key) + " " + bound.dump() +
+               " (an integer or None)");
+    out[key] = bound;
+  }
+  return out;
+}
+
+LayerCall indexing(const FunctionCall& c) {
+  const char* key = c.keras3 ? "key" : "slice_spec";
+  c.only({key});
+  c.one_tensor();
+  const json& spec = c.arg(key);  // tf.keras 2 leaves out a null one: x[None]
+  const json list = spec.is_array() ? spec : json::array({spec});
+  json items = json::array();
+  for (const json& e : list) items.push_back(index_item(e, c));
+  return {"TandemIndexing", {{"index", items}}, c.tensors};
+}
+
+// An axis argument: one integer or a list of them (none: `allow_none`).
+json axis_list(const FunctionCall& c, const json& axis, bool allow_none) {
+  if (axis.is_null() && allow_none) return json();
+  const json list = axis.is_array() ? axis : json::array({axis});
+  const bool integers = !list.empty() && std::all_of(list.begin(), list.end(), [](const json& a) {
+    return a.is_number_integer();
+  });
+  if (!integers) c.refuse("passes axis=" + axis.dump());
+  return list;
+}
+
+LayerCall expand_dims(const FunctionCall& c) {
+  c.only({"axis"});
+  c.one_tensor();
+  return {"TandemIndexing", {{"expand_axes", axis_list(c, c.arg("axis"), false)}}, c.tensors};
+}
+
+LayerCall squeeze(const FunctionCall& c) {
+  c.only({"axis", "squeeze_dims"});  // tf.compat.v1.squeeze's old name for axis
+  c.one_tensor();
+  const json& axis = c.arg("axis").is_null() ? c.arg("squeeze_dims") : c.arg("axis");
+  return {"TandemIndexing", {{"squeeze_axes", axis_list(c, axis, true)}}, c.tensors};
+}
+
 LayerCall layer_of(const FunctionCall& c) {
   if (binary_op(c.op)) return binary(c);
   if (c.op == "activation") return activation(c);
@@ -481,6 +554,9 @@ LayerCall layer_of(const FunctionCall& c) {
   if (c.op == "reshape") return reshape(c);
   if (c.op == "concat") return concatenate(c);
   if (c.op == "transpose") return transpose(c);
+  if (c.op == "getitem") return indexing(c);
+  if (c.op == "expand_dims") return expand_dims(c);
+  if (c.op == "squeeze") return squeeze(c);
   return matmul(c);
 }
 
@@ -513,7 +589,8 @@ json layer_entry(const json& original, const FunctionCall& from, const LayerCall
 }
 
 bool is_tf_function(const json& entry) {
-  return string_field(entry, "class_name") == "TFOpLambda";
+  const std::string cls = string_field(entry, "class_name");
+  return cls == "TFOpLambda" || cls == "SlicingOpLambda";
 }
 
 // A Keras 3 operation entry of a class function_layers reads (others stay, for
@@ -526,7 +603,7 @@ bool is_read_operation(const json& entry) {
 }
 
 void translate_layers(json& model, const std::string& path, std::vector<std::string>& translated,
-                      std::set<std::string>& seen, json& functions) {
+                      std::set<std::string>& seen, json& functions, json& given) {
   if (!model.is_object()) return;
   const auto config = model.find("config");
   if (config == model.end() || !config->is_object()) return;
@@ -537,7 +614,7 @@ void translate_layers(json& model, const std::string& path, std::vector<std::str
     const std::string at = path + ".config.layers[" + std::to_string(i) + "]";
     if (!entry.is_object()) continue;
     if (is_model(entry)) {
-      translate_layers(entry, at, translated, seen, functions);
+      translate_layers(entry, at, translated, seen, functions, given);
       continue;
     }
     const bool tf = is_tf_function(entry);
@@ -546,8 +623,12 @@ void translate_layers(json& model, const std::string& path, std::vector<std::str
     const LayerCall layer = layer_of(call);
     const std::string note = call.shown + " as " + layer.cls;
     if (seen.insert(note).second) translated.push_back(note);
-    entry = layer_entry(entry, call, layer);
-    if (entry["name"].is_string()) functions[entry["name"].get<std::string>()] = call.shown;
+    json original = std::move(entry);
+    entry = layer_entry(original, call, layer);
+    if (!entry["name"].is_string()) continue;
+    const std::string name = entry["name"].get<std::string>();
+    functions[name] = call.shown;
+    if (layer.cls == "TandemIndexing") given[name] = std::move(original);
   }
 }
 
@@ -566,9 +647,9 @@ bool calls_functions(const json& model) {
 }
 
 json functions_as_layers(json model, const std::string& path, std::vector<std::string>& translated,
-                         json& functions) {
+                         json& functions, json& given) {
   std::set<std::string> seen;
-  translate_layers(model, path, translated, seen, functions);
+  translate_layers(model, path, translated, seen, functions, given);
   return model;
 }
 

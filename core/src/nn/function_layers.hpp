@@ -21,10 +21,12 @@
 //   reduce_mean / mean, reduce_max / max over axis 1, [1, 2] or [1, 2, 3]
 //                                                  GlobalAverage/MaxPooling1D/2D/3D (keepdims)
 //   matmul(a, b) of sequences (tf.keras 2's transpose_b)   Dot (axes [2, 1]; [2, 2])
+//   x[...] (tf.keras 2's SlicingOpLambda, Keras 3's GetItem), expand_dims, squeeze
+//                                                  TandemIndexing (nn/indexing_layer.hpp)
 //
-// Each keeps the
-// entry's name, in the entry's own Keras form; a model's config written back (a checkpoint's
-// model_config) holds the layers. Anything else — another function, an argument or constant the
+// Each keeps the entry's name, in the entry's own Keras form; a model's config written back (a
+// checkpoint's model_config) holds the Keras layers, and for the TandemIndexing ones — no Keras
+// layer indexes — the functions' entries as they were given. Anything else — another function, an argument or constant the
 // layer cannot take, a function called twice in one entry — is refused at its JSON path, naming
 // the function (refuse_unbuildable_layer names the layer for a few more). Plain functions of
 // JSON; any thread.
@@ -49,10 +51,12 @@ bool calls_functions(const nlohmann::json& model);
 /// layer entry above, at the same position (its errors keep the entry's path); `translated` gets
 /// "tf.math.multiply as Rescaling" (Keras 3: "keras.src.ops.numpy.Multiply as Rescaling") once
 /// per kind, `functions` (a JSON object) each such layer's name with the function it runs
-/// ("tf.math.multiply"). Throws ConfigError at the entry's path for a function, argument or
-/// constant without a layer.
+/// ("tf.math.multiply"), and `given` (a JSON object) each TandemIndexing layer's name with its
+/// entry as given. Throws ConfigError at the entry's path for a function, argument or constant
+/// without a layer.
 nlohmann::json functions_as_layers(nlohmann::json model, const std::string& path,
-                                   std::vector<std::string>& translated, nlohmann::json& functions);
+                                   std::vector<std::string>& translated, nlohmann::json& functions,
+                                   nlohmann::json& given);
 
 }  // namespace tandem::nn
 

@@ -463,31 +463,6 @@ bool is_model_entry(const json& entry) {
   return cls == "Sequential" || cls == "Functional" || cls == "Model";
 }
 
-namespace {
-
-// The Keras layer that computes an operation a Keras 3 model called on a Keras tensor which
-// nn/function_layers.hpp does not read (its class, "ExpandDims"), or tf.keras 2's slice
-// (SlicingOpLambda's __operators__.getitem); "" when none is known.
-std::string layer_for_function(const std::string& function) {
-  static const std::map<std::string, std::string> layers{
-      {"ExpandDims", "Reshape"},
-      {"Squeeze", "Reshape"},
-      {"__operators__.getitem", "Cropping1D/2D or Reshape (for a slice)"},
-      {"GetItem", "Cropping1D/2D or Reshape (for a slice)"}};
-  const auto it = layers.find(function);
-  return it == layers.end() ? "" : it->second;
-}
-
-// "; Keras' <layer> layer computes it" for a known function, else a general hint.
-std::string instead(const std::string& function) {
-  const std::string layer = layer_for_function(function);
-  return layer.empty() ? "; write it with the Keras layer that computes it (docs/config.md lists "
-                         "Tandem's layers)"
-                       : "; write it as Keras' " + layer + " layer, which computes it";
-}
-
-}  // namespace
-
 void refuse_unbuildable_layer(const json& entry, const std::string& path) {
   if (!entry.is_object()) return;  // the caller says what is wrong
   const std::string cls = string_field(entry, "class_name");
@@ -502,25 +477,16 @@ void refuse_unbuildable_layer(const json& entry, const std::string& path) {
                           "multi_gpu_model file's wrapper slices the batch with Lambdas: give "
                           "its nested template's config as the model, and --weights FILE loads "
                           "the template's weights from the wrapper's file");
-  // tf.keras 2: x[...] on a Keras tensor becomes a SlicingOpLambda entry (TFOpLambda entries,
-  // its other functions, are translated to layers before: nn/function_layers.hpp).
-  if (cls == "SlicingOpLambda") {
-    const std::string function = config == entry.end() ? "" : string_field(*config, "function");
-    throw ConfigError(path + ".class_name",
-                      layer + " is TensorFlow's " +
-                          (function.empty() ? std::string("function") : "tf." + function) +
-                          " called on a Keras tensor (" + cls + "), which Tandem does not run" +
-                          instead(function));
-  }
   // Keras 3: an operation of keras.ops called on a Keras tensor is an entry of its module,
   // keras.src.ops.numpy or .nn, ..., not keras.layers (nn/function_layers.hpp reads `x + y`,
-  // `x * c`, the activations; these are the others).
+  // `x * c`, the activations, x[...]; these are the others).
   const std::string module = string_field(entry, "module");
   if (module.rfind("keras.src.ops", 0) == 0 || module.rfind("keras.ops", 0) == 0)
     throw ConfigError(path + ".class_name",
                       layer + " is Keras' operation " + module + "." + cls +
-                          " called on a Keras tensor, not a layer, which Tandem does not run" +
-                          instead(cls));
+                          " called on a Keras tensor, not a layer, which Tandem does not run; "
+                          "write it with the Keras layer that computes it (docs/config.md lists "
+                          "Tandem's layers and the operations it reads)");
 }
 
 FunctionalGraph read_functional_graph(ConfigObject& config) {

@@ -105,10 +105,9 @@ FunctionalGraph sequential_graph(const nlohmann::json& layers, const std::string
 bool is_model_entry(const nlohmann::json& entry);
 
 /// Throws ConfigError at `path`.class_name when the layer entry is one Tandem cannot build for a
-/// known reason, saying what to do instead: a Lambda (Python code); a slice or an operation
-/// called on a Keras tensor that nn/function_layers.hpp does not read as a layer (tf.keras 2's
-/// SlicingOpLambda, `x[:, 0]`; Keras 3's operation entries of module keras.src.ops.*, such as
-/// keras.ops.reshape), naming the Keras layer that computes the common ones.
+/// known reason, saying what to do instead: a Lambda (Python code); an operation called on a
+/// Keras tensor that nn/function_layers.hpp does not read as a layer (Keras 3's operation
+/// entries of module keras.src.ops.*, such as keras.ops.split).
 void refuse_unbuildable_layer(const nlohmann::json& entry, const std::string& path);
 
 }  // namespace tandem::nn

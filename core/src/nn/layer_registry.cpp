@@ -26,6 +26,7 @@
 #include "nn/global_average_pooling.hpp"
 #include "nn/group_normalization.hpp"
 #include "nn/image_layers.hpp"
+#include "nn/indexing_layer.hpp"
 #include "nn/integer_lookup.hpp"
 #include "nn/layer_normalization.hpp"
 #include "nn/masking_layer.hpp"
@@ -1945,6 +1946,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"UpSampling1D", {"up_sampling1d", make_up_sampling1d}},
       {"RepeatVector", {"repeat_vector", make_repeat_vector}},
       {"Permute", {"permute", make_permute}},
+      {"TandemIndexing", {"tandem_indexing", make_indexing_layer}},
   };
   return registry;
 }

@@ -246,10 +246,10 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
                                           std::uint64_t seed, const DataInputShapes& data_shapes) {
   // Functions called on Keras tensors (tf.keras 2's TFOpLambda, Keras 3's operations) run as
   // the Keras layers that compute them (nn/function_layers.hpp).
-  json translated, model_functions = json::object();
+  json translated, model_functions = json::object(), given_entries = json::object();
   if (nn::calls_functions(given)) {
     std::vector<std::string> kinds;
-    translated = nn::functions_as_layers(given, path, kinds, model_functions);
+    translated = nn::functions_as_layers(given, path, kinds, model_functions, given_entries);
     std::string list;
     for (const std::string& kind : kinds) list += (list.empty() ? "" : ", ") + kind;
     warn_once(path +
@@ -281,6 +281,7 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
   model->seed_ = seed;
   model->source_config_ = config;  // functions as layers: what the model runs
   model->function_layers_ = std::move(model_functions);
+  model->given_function_entries_ = std::move(given_entries);
   model->functional_ = cls != "Sequential";
   model->keras2_ = nn::uses_keras2_definitions(config);
   model->name_ = cfg.get_string("name", model->functional_ ? "model" : "sequential");
@@ -701,6 +702,9 @@ std::unique_ptr<Model> Model::clone() const {
   auto copy = from_config(source_config_, "model", seed_,
                           [&](const std::vector<Shape>&) { return shapes; });
   copy->copy_weights_from(*this);
+  // Read from the translated config, the copy would not know its functions' entries.
+  copy->function_layers_ = function_layers_;
+  copy->given_function_entries_ = given_function_entries_;
   return copy;
 }
 
@@ -1108,6 +1112,10 @@ json Model::nested_config() const {
                                    : entry.value("name", std::string());
       const auto it = index_of.find(name);
       if (string_field(entry, "class_name") == "InputLayer" || it == index_of.end()) continue;
+      if (given_function_entries_.contains(name)) {
+        entry = given_function_entries_.at(name);
+        continue;
+      }
       const json own = layer_config(it->second);
       for (const auto& [key, value] : own.items()) entry["config"][key] = value;
     }
@@ -1163,6 +1171,10 @@ json Model::functional_config() const {
         node.push_back(ref);
       }
       nodes.push_back(node);
+    }
+    if (given_function_entries_.contains(layers_[i]->name())) {
+      layers.push_back(given_function_entries_.at(layers_[i]->name()));
+      continue;
     }
     layers.push_back({{"class_name", layers_[i]->class_name()},
                       {"name", layers_[i]->name()},

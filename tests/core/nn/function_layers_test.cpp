@@ -62,9 +62,10 @@ json model_of(const json& shape, std::vector<json> entries, const std::string& o
 // The layer entry `function_entry(function, node)` becomes in a model of input `shape`.
 json translated(const std::string& function, const json& node) {
   std::vector<std::string> kinds;
-  json functions;
-  const json model = functions_as_layers(
-      model_of({3}, {function_entry(function, node)}, "tf." + function), "model", kinds, functions);
+  json functions, given;
+  const json model =
+      functions_as_layers(model_of({3}, {function_entry(function, node)}, "tf." + function),
+                          "model", kinds, functions, given);
   EXPECT_EQ(kinds.size(), 1u);
   EXPECT_EQ(functions, (json{{"tf." + function, "tf." + function}}));
   json entry = model["config"]["layers"][1];
@@ -262,9 +263,9 @@ json model3(std::vector<json> entries, const std::string& out) {
 // The Keras 3 layer entry an operation becomes (name, trainable and the node's kwargs checked).
 json translated3(const json& operation) {
   std::vector<std::string> kinds;
-  json functions;
+  json functions, given;
   const json model = functions_as_layers(model3({operation}, operation["name"].get<std::string>()),
-                                         "model", kinds, functions);
+                                         "model", kinds, functions, given);
   EXPECT_EQ(kinds.size(), 1u);
   EXPECT_EQ(
       functions[operation["name"].get<std::string>()],
@@ -404,11 +405,10 @@ TEST(FunctionLayers, KerasThreeOperationsWithoutALayerAreRefused) {
   json keyword = operation3("nn", "Relu", "relu", json::array({x}));
   keyword["inbound_nodes"][0]["kwargs"] = {{"inplace", true}};
   EXPECT_NE(error(keyword).find("passes keyword arguments {\"inplace\":true}"), std::string::npos);
-  // An operation nn/function_layers does not read: refused naming the layer that computes it.
-  EXPECT_NE(error(operation3("numpy", "ExpandDims", "expand_dims", json::array({x}), {{"axis", 1}}))
-                .find("is Keras' operation keras.src.ops.numpy.ExpandDims called on a Keras "
-                      "tensor, not a layer, which Tandem does not run; write it as Keras' Reshape "
-                      "layer"),
+  // An operation nn/function_layers does not read: refused naming it.
+  EXPECT_NE(error(operation3("numpy", "Split", "split", json::array({x}), {{"indices_or_sections", 2}}))
+                .find("is Keras' operation keras.src.ops.numpy.Split called on a Keras "
+                      "tensor, not a layer, which Tandem does not run"),
             std::string::npos);
   EXPECT_NE(error(operation3("numpy", "Transpose", "transpose", json::array({x})))
                 .find("transposes by null (the batch, axis 0, must stay first)"),

@@ -388,29 +388,27 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   lambda["config"]["layers"][1]["class_name"] = "Lambda";
   EXPECT_NE(error_of(lambda).find("layer 'dense' is a Lambda: Python code"), std::string::npos)
       << error_of(lambda);
-  // tf.keras 2's slice x[:, :2] on a Keras tensor (a SlicingOpLambda, in its own node form) and
-  // Keras 3's keras.ops.expand_dims (an entry of class ExpandDims, of module
+  // tf.keras 2's tf.boolean_mask on a Keras tensor (a SlicingOpLambda, NumPy's advanced
+  // indexing) and Keras 3's keras.ops.split (an entry of class Split, of module
   // keras.src.ops.numpy): refused naming the function, not read as a layer.
   json slice = keras2_model();
   slice["config"]["layers"][1] = json::parse(R"({"class_name": "SlicingOpLambda",
-      "config": {"name": "tf.__operators__.getitem", "trainable": true, "dtype": "float32",
-                 "function": "__operators__.getitem"},
-      "name": "tf.__operators__.getitem",
-      "inbound_nodes": [["input_1", 0, 0, {"slice_spec": {"1": {"start": null, "stop": 2,
-                         "step": null}}}]]})");
+      "config": {"name": "tf.boolean_mask", "trainable": true, "dtype": "float32",
+                 "function": "boolean_mask"},
+      "name": "tf.boolean_mask",
+      "inbound_nodes": [["input_1", 0, 0, {"mask": [true, false]}]]})");
   EXPECT_EQ(error_of(slice),
-            "config error at 'model.config.layers[1].class_name': layer "
-            "'tf.__operators__.getitem' is TensorFlow's tf.__operators__.getitem called on a Keras "
-            "tensor (SlicingOpLambda), which Tandem does not run; write it as Keras' "
-            "Cropping1D/2D or Reshape (for a slice) layer, which computes it");
+            "config error at 'model.config.layers[1].config.function': layer 'tf.boolean_mask' "
+            "(tf.boolean_mask) is a function called on a Keras tensor that Tandem has no layer "
+            "for; write it with the Keras layer that computes it (docs/config.md, functions "
+            "called on Keras tensors)");
   json op = keras2_model();
-  op["config"]["layers"][1]["class_name"] = "ExpandDims";
+  op["config"]["layers"][1]["class_name"] = "Split";
   op["config"]["layers"][1]["module"] = "keras.src.ops.numpy";
   EXPECT_NE(
       error_of(op).find("'model.config.layers[1].class_name': layer 'dense' is Keras' "
-                        "operation keras.src.ops.numpy.ExpandDims called on a Keras tensor, not "
-                        "a layer, which Tandem does not run; write it as Keras' Reshape "
-                        "layer"),
+                        "operation keras.src.ops.numpy.Split called on a Keras tensor, not "
+                        "a layer, which Tandem does not run; write it with the Keras layer"),
       std::string::npos)
       << error_of(op);
 

@@ -4,7 +4,7 @@
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
 // embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
 // layer_norm.cpp, recurrent.cpp (LSTM and GRU steps, sequence masks), image_blocks.cpp (padding,
-// cropping, upsampling), dense_products.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp,
+// cropping, upsampling), strided_views.cpp (indexing), dense_products.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp,
 // loss_ops.cpp (losses, metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work
 // by the shapes alone and sums in a fixed order: results never depend on the thread count.
 //
@@ -101,6 +101,8 @@ class CpuBackend final : public Backend {
                         const Tensor& h_prev, Tensor& pre, Tensor& h) override;
   void gru_step_backward(const RecurrentCellDesc& desc, const Tensor& pre, const Tensor& h_prev,
                          const Tensor& dh, Tensor& d_xw, Tensor& d_rec, Tensor& dh_prev) override;
+  void gather_view(const StridedView& view, const Tensor& src, Tensor& dst) override;
+  void scatter_view(const StridedView& view, const Tensor& src, Tensor& dst) override;
   void copy_image_block(const ImageBlock& block, const Tensor& src, Tensor& dst) override;
   void upsample_forward(const UpsampleDesc& desc, const Tensor& x, Tensor& y) override;
   void flip_images(const FlipDesc& desc, const Tensor& draws, const Tensor& x,

@@ -105,6 +105,8 @@ class CudaBackend final : public backend::Backend {
                                Tensor& dx) override;
   void swap_middle_axes(const Tensor& x, const std::array<std::int64_t, 4>& dims,
                         Tensor& y) override;
+  void gather_view(const backend::StridedView& view, const Tensor& src, Tensor& dst) override;
+  void scatter_view(const backend::StridedView& view, const Tensor& src, Tensor& dst) override;
   void copy_image_block(const backend::ImageBlock& block, const Tensor& src,
                         Tensor& dst) override;
   void upsample_forward(const backend::UpsampleDesc& desc, const Tensor& x, Tensor& y) override;

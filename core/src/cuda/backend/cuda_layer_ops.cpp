@@ -210,6 +210,21 @@ void CudaBackend::swap_middle_axes(const Tensor& x, const std::array<std::int64_
   cuda::swap_middle_axes(x.data(), y.data(), dims[0], dims[1], dims[2], dims[3], stream_);
 }
 
+void CudaBackend::gather_view(const backend::StridedView& view, const Tensor& src, Tensor& dst) {
+  require(src, "gather_view");
+  require(dst, "gather_view");
+  backend::check_strided_view("gather_view", view, src, dst);
+  cuda::gather_view(view, src.data(), dst.data(), stream_);
+}
+
+void CudaBackend::scatter_view(const backend::StridedView& view, const Tensor& src,
+                               Tensor& dst) {
+  require(src, "scatter_view");
+  require(dst, "scatter_view");
+  backend::check_strided_view("scatter_view", view, dst, src);
+  cuda::scatter_view(view, src.data(), dst.data(), stream_);
+}
+
 void CudaBackend::copy_image_block(const backend::ImageBlock& block, const Tensor& src,
                                    Tensor& dst) {
   require(src, "copy_image_block");

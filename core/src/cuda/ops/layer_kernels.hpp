@@ -22,6 +22,7 @@
 #include "backend/axis_groups.hpp"
 #include "backend/image_geometry.hpp"
 #include "backend/recurrent_math.hpp"
+#include "backend/strided_view_math.hpp"
 #include "backend/window_math.hpp"
 
 namespace tandem::cuda {
@@ -263,6 +264,14 @@ void additive_scores_backward(const backend::AdditiveScoresDesc& desc, const flo
 /// y[a, c, b, d] = x[a, b, c, d] for x of dimensions (d0, d1, d2, d3).
 void swap_middle_axes(const float* x, float* y, std::int64_t d0, std::int64_t d1, std::int64_t d2,
                       std::int64_t d3, cudaStream_t stream);
+
+// ---- Indexing (strided views) ---------------------------------------------------------------
+
+/// Backend::gather_view and scatter_view: one thread per value of the view.
+void gather_view(const backend::StridedView& view, const float* src, float* dst,
+                 cudaStream_t stream);
+void scatter_view(const backend::StridedView& view, const float* src, float* dst,
+                  cudaStream_t stream);
 
 // ---- ZeroPadding2D, Cropping2D, UpSampling2D ----------------------------------------------------
 
