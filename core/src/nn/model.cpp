@@ -255,7 +255,10 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
     warn_once(path +
               ": the functions called on Keras tensors run as the Keras layers that "
               "compute them: " +
-              list + "; the model's config is written back with those layers");
+              list + "; the model's config is written back with those layers" +
+              (given_entries.empty() ? ""
+                                     : " (the TandemIndexing ones, Tandem's own, as the "
+                                       "functions' entries were given)"));
   }
   const json& config = translated.is_null() ? given : translated;
   ConfigObject top(config, path);

@@ -129,12 +129,16 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
     inputs_masked[k] = given > 0;
     const std::string cls = layer.class_name();
     if (!calls[k].function.empty() && given > 0)
-      throw ConfigError(paths[k],
-                        "layer '" + layer.name() + "' (" + calls[k].function + ", run as " + cls +
-                            ") receives a mask (the padding steps Embedding's mask_zero or a "
-                            "Masking layer leaves out), which Tandem does not take through a "
-                            "function called on a Keras tensor; write it as Keras' " +
-                            cls + " layer, which takes masks as docs/config.md says");
+      throw ConfigError(
+          paths[k],
+          "layer '" + layer.name() + "' (" + calls[k].function + ", run as " + cls +
+              ") receives a mask (the padding steps Embedding's mask_zero or a Masking layer "
+              "leaves out), which Tandem does not take through a function called on a Keras "
+              "tensor" +
+              (cls == "TandemIndexing"  // Tandem's own layer: no Keras one computes it
+                   ? std::string()
+                   : "; write it as Keras' " + cls +
+                         " layer, which takes masks as docs/config.md says"));
     if (MaskedSteps* own = masked_steps_of(layer)) {
       uses[k] = Use::own;
       masked[k] = own->output_masked(first);

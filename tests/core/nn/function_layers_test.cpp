@@ -483,5 +483,177 @@ TEST(FunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
             std::string::npos);
 }
 
+// tf.keras 2's x[...] entry: a SlicingOpLambda of __operators__.getitem, its index in the node's
+// slice_spec (a list for several items; a slice {"start", "stop", "step"}, the ellipsis
+// {"class_name": "__ellipsis__"}, a new axis null).
+json getitem_entry(const std::string& name, const std::string& on_layer, json slice_spec) {
+  return {{"class_name", "SlicingOpLambda"},
+          {"config",
+           {{"name", name},
+            {"trainable", true},
+            {"dtype", "float32"},
+            {"function", "__operators__.getitem"}}},
+          {"name", name},
+          {"inbound_nodes",
+           json::array({json::array({on_layer, 0, 0, {{"slice_spec", std::move(slice_spec)}}})})}};
+}
+
+json py_slice(json start, json stop, json step = nullptr) {
+  return {{"start", start}, {"stop", stop}, {"step", step}};
+}
+
+// What functions_as_layers makes of the one entry of model_of({3}, {entry}): the translated
+// entry's class and config (name, trainable and dtype dropped), and the entry given back.
+std::pair<json, json> indexing_of(const json& entry, const json& model) {
+  std::vector<std::string> kinds;
+  json functions, given;
+  const json out = functions_as_layers(model, "model", kinds, functions, given);
+  const std::string name = entry["name"];
+  EXPECT_EQ(given, (json{{name, entry}}));
+  json layer = out["config"]["layers"][1];
+  EXPECT_EQ(layer["name"], name);
+  json config = layer["config"];
+  for (const char* key : {"name", "trainable", "dtype"}) config.erase(key);
+  return {layer["class_name"], config};
+}
+
+json tf_indexing(const json& entry) {
+  return indexing_of(entry, model_of({3}, {entry}, entry["name"])).second;
+}
+
+TEST(FunctionLayers, SlicesExpandDimsAndSqueezeRunAsTandemIndexing) {
+  const json all = py_slice(nullptr, nullptr);
+  EXPECT_EQ(tf_indexing(getitem_entry("first", "x", {all, 0})),
+            (json{{"index", {all, 0}}}));
+  EXPECT_EQ(tf_indexing(getitem_entry("one", "x", py_slice(1, nullptr))),
+            (json{{"index", {py_slice(1, nullptr)}}}));
+  EXPECT_EQ(tf_indexing(getitem_entry("e", "x", {{{"class_name", "__ellipsis__"}}, nullptr})),
+            (json{{"index", {"...", nullptr}}}));
+  json expand = function_entry("expand_dims", on("x", {{"axis", -1}}));
+  EXPECT_EQ(tf_indexing(expand), (json{{"expand_axes", {-1}}}));
+  EXPECT_EQ(tf_indexing(function_entry("squeeze", on("x", {{"axis", 1}}))),
+            (json{{"squeeze_axes", {1}}}));
+  EXPECT_EQ(tf_indexing(function_entry("compat.v1.squeeze", on("x", {{"squeeze_dims", {1, 2}}}))),
+            (json{{"squeeze_axes", {1, 2}}}));
+  EXPECT_EQ(tf_indexing(function_entry("squeeze", on("x"))), (json{{"squeeze_axes", nullptr}}));
+  // Keras 3: GetItem(x, key), ExpandDims and Squeeze with the axis in the operation's config.
+  const json x = tensor3("x");
+  const json all3 = {{"class_name", "__slice__"},
+                     {"config", {{"start", nullptr}, {"stop", -1}, {"step", 2}}}};
+  const json ellipsis3 = {{"class_name", "__ellipsis__"}, {"config", json::object()}};
+  const json get = operation3("numpy", "GetItem", "get_item", {x, {all3, ellipsis3, 0}});
+  EXPECT_EQ(indexing_of(get, model3({get}, "get_item")),
+            (std::pair<json, json>{"TandemIndexing",
+                                   {{"index", {py_slice(nullptr, -1, 2), "...", 0}}}}));
+  const json one = operation3("numpy", "GetItem", "get_item_1", {x, 2});
+  EXPECT_EQ(indexing_of(one, model3({one}, "get_item_1")).second, (json{{"index", {2}}}));
+  const json e3 = operation3("numpy", "ExpandDims", "expand_dims", json::array({x}), {{"axis", 1}});
+  EXPECT_EQ(indexing_of(e3, model3({e3}, "expand_dims")).second, (json{{"expand_axes", {1}}}));
+  const json s3 = operation3("numpy", "Squeeze", "squeeze", json::array({x}), {{"axis", nullptr}});
+  EXPECT_EQ(indexing_of(s3, model3({s3}, "squeeze")).second, (json{{"squeeze_axes", nullptr}}));
+}
+
+// x (2, 3, 4) -> d = Dense(2) -> f = d[:, 0] (2 values), l = tf.squeeze(d[:, -1:, ::-1], 1),
+// e = tf.expand_dims(f, -1) -> y = tf.concat([e, tf.expand_dims(l, -1)], 1): against the Dense
+// by hand; the config written back holds the functions' entries as given and rebuilds the model.
+TEST(FunctionLayers, AModelThatIndexesComputesWhatNumPyWould) {
+  json dense = {{"class_name", "Dense"},
+                {"config",
+                 {{"name", "d"},
+                  {"units", 2},
+                  {"activation", "linear"},
+                  {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}},
+                {"name", "d"},
+                {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}};
+  const json all = py_slice(nullptr, nullptr);
+  const json first = getitem_entry("first", "d", {all, 0});
+  const json tail = getitem_entry("tail", "d", {all, py_slice(-1, nullptr), py_slice(nullptr, nullptr, -1)});
+  json squeeze = function_entry("squeeze", on("tail", {{"axis", 1}}));
+  json e1 = function_entry("expand_dims", on("first", {{"axis", -1}}));
+  json e2 = function_entry("expand_dims", on("tf.squeeze", {{"axis", -1}}));
+  e2["name"] = e2["config"]["name"] = "tf.expand_dims_1";
+  const json concat = function_entry(
+      "concat", json::array({{"tf.expand_dims", 0, 0, {{"axis", 1}, {"name", nullptr}}},
+                             {"tf.expand_dims_1", 0, 0, {{"axis", 1}, {"name", nullptr}}}}));
+  const json model =
+      model_of({3, 4}, {dense, first, tail, squeeze, e1, e2, concat}, "tf.concat");
+  auto m = Model::from_config(model, "model", 1);
+  std::vector<float> x(24);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i) - 2.0f;
+  const Tensor& y = m->forward(Tensor::from_vector({2, 3, 4}, x), false);
+  ASSERT_EQ(y.shape(), (Shape{2, 4, 1}));
+  for (int s = 0; s < 2; ++s) {
+    // With a kernel of ones and a zero bias, both units of d[s, t] are the sum of x[s, t].
+    const auto row_sum = [&](int t) {
+      double sum = 0;
+      for (int k = 0; k < 4; ++k) sum += x[s * 12 + t * 4 + k];
+      return sum;
+    };
+    const double want[4] = {row_sum(0), row_sum(0), row_sum(2), row_sum(2)};
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[s * 4 + i], want[i], 1e-5) << s << " " << i;
+  }
+  const json written = m->config();
+  for (std::size_t i = 2; i <= 6; ++i)
+    EXPECT_EQ(written["config"]["layers"][i], model["config"]["layers"][i]) << i;
+  EXPECT_EQ(written["config"]["layers"][7]["class_name"], "Concatenate");
+  auto again = Model::from_config(written, "model", 1);
+  again->copy_weights_from(*m);
+  const Tensor& z = again->forward(Tensor::from_vector({2, 3, 4}, x), false);
+  for (std::int64_t i = 0; i < z.size(); ++i) EXPECT_EQ(z[i], y[i]);
+  // Its copy (a replica) writes them back as given too.
+  EXPECT_EQ(m->clone()->config(), written);
+}
+
+TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
+  const json all = py_slice(nullptr, nullptr);
+  const auto error = [](const json& entry, const json& shape = {3}) {
+    return test::model_config_error(model_of(shape, {entry}, entry["name"]));
+  };
+  EXPECT_EQ(error(getitem_entry("adv", "x", {all, {0, 1}})),
+            "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'adv' "
+            "(tf.__operators__.getitem) indexes with [0,1] (integers, slices, None and one ... "
+            "are NumPy's basic indexing; a tensor or a list is its advanced one), which Tandem "
+            "has no layer for");
+  EXPECT_NE(error(getitem_entry("f", "x", {all, py_slice(0.5, nullptr)}))
+                .find("slices with the start 0.5 (an integer or None)"),
+            std::string::npos);
+  EXPECT_NE(error(getitem_entry("t", "x", {all, ref("x")})).find("indexes with [\"x\",0,0]"),
+            std::string::npos);
+  // The layer's own refusals name the entry and the index as Python writes it.
+  EXPECT_NE(error(getitem_entry("far", "x", {all, 5})).find("layer 'far' (x[:, 5]) on inputs "
+                                                              "(None, 3): index 5 is out of range "
+                                                              "for axis 1 of length 3"),
+            std::string::npos);
+  EXPECT_NE(error(getitem_entry("batch", "x", 0)).find("indexes the batch axis"),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("expand_dims", on("x"))).find("(tf.expand_dims) passes axis=null"),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("squeeze", on("x", {{"axis", "1"}})))
+                .find("(tf.squeeze) passes axis=\"1\""),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("squeeze", on("x", {{"axis", 1}})))
+                .find("(squeeze(x, [1])) on inputs (None, 3): axis 1 has length 3, not 1"),
+            std::string::npos);
+  const json x = tensor3("x");
+  const json keyed = operation3("numpy", "GetItem", "g", {x, x});
+  EXPECT_NE(test::model_config_error(model3({keyed}, "g"))
+                .find("layer 'g' (keras.src.ops.numpy.GetItem) indexes with {\"class_name\":"
+                      "\"__keras_tensor__\""),
+            std::string::npos);
+  // A mask reaching x[...] is refused naming it.
+  json masked = model_of({5}, {}, "m");
+  masked["config"]["layers"].push_back(
+      {{"class_name", "Embedding"},
+       {"config", {{"name", "emb"}, {"input_dim", 9}, {"output_dim", 3}, {"mask_zero", true}}},
+       {"name", "emb"},
+       {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}});
+  masked["config"]["layers"].push_back(getitem_entry("m", "emb", {all, 0}));
+  EXPECT_EQ(test::model_config_error(masked),
+            "config error at 'model.config.layers[2]': layer 'm' (tf.__operators__.getitem, run "
+            "as TandemIndexing) receives a mask (the padding steps Embedding's mask_zero or a "
+            "Masking layer leaves out), which Tandem does not take through a function called on "
+            "a Keras tensor");
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem::nn
