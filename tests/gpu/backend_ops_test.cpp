@@ -453,6 +453,27 @@ TEST_F(BackendOps, AttentionAndLayerNormOperationsFollowTheCpu) {
   }
 }
 
+// x[:, ::-2, 1:3] of a batch (2, 3, 4) as a strided view, and its scatter back into zeros: the
+// values move, the same bits.
+TEST_F(BackendOps, StridedViewsAreTheCpusBitForBit) {
+  const Tensor x = random_host({2, 3, 4}, 43);
+  backend::StridedView v;
+  v.rank = 3;
+  v.dims[0] = 2, v.dims[1] = 2, v.dims[2] = 2;
+  v.strides[0] = 12, v.strides[1] = -8, v.strides[2] = 1;
+  v.offset = 2 * 4 + 1;
+  Tensor y_cpu({2, 2, 2}), y_gpu = gpu_tensor({2, 2, 2});
+  cpu().gather_view(v, x, y_cpu);
+  gpu().gather_view(v, up(x), y_gpu);
+  expect_same(y_cpu, down(y_gpu), "gather_view");
+  Tensor dx_cpu({2, 3, 4}), dx_gpu = gpu_tensor({2, 3, 4});
+  cpu().fill(dx_cpu, 0.0f);
+  gpu().fill(dx_gpu, 0.0f);
+  cpu().scatter_view(v, y_cpu, dx_cpu);
+  gpu().scatter_view(v, up(y_cpu), dx_gpu);
+  expect_same(dx_cpu, down(dx_gpu), "scatter_view");
+}
+
 // Padding, cropping and upsampling move whole cells: the same bits (the upsampling gradient
 // sums each block in the same order).
 TEST_F(BackendOps, ImageBlocksAndUpsamplingAreTheCpusBitForBit) {

@@ -734,6 +734,23 @@ std::vector<Case> cases() {
                  {{{3, 4, 5, 2}}, {{2, 4, 5, 1}}},
                  false});
   }
+  // TandemIndexing (x[...], expand_dims, squeeze): Slice (backwards too) and Reshape. NumPy runs
+  // it (OpenCV 4.6's Slice takes no negative steps).
+  {
+    const json all = {{"start", nullptr}, {"stop", nullptr}, {"step", nullptr}};
+    const json back = {{"start", -1}, {"stop", nullptr}, {"step", -2}};
+    const json middle = {{"start", 1}, {"stop", 3}, {"step", nullptr}};
+    c.push_back(
+        {"indexing_slices_expand_squeeze",
+         functional({input_layer("x", {5, 4}),
+                     call("TandemIndexing", "first", {{"index", {all, 0}}}, {"x"}),
+                     call("TandemIndexing", "back", {{"index", {all, back, middle}}}, {"x"}),
+                     call("TandemIndexing", "e", {{"expand_axes", {1}}}, {"first"}),
+                     call("TandemIndexing", "sq", {{"squeeze_axes", {1}}}, {"e"})},
+                    {"x"}, {"sq", "back"}),
+         {{{5, 4}}},
+         false});
+  }
   c.push_back({"self_attention_causal",
                functional({input_layer("x", {4, 6}),
                            call("MultiHeadAttention", "mha", {{"num_heads", 2}, {"key_dim", 3}},

@@ -67,6 +67,7 @@ class Indexing : public Layer {
     bool kept = true;
   };
   const std::vector<AxisPick>& picks() const { return picks_; }
+  const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
 
  private:

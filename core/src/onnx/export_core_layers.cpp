@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "backend/kernel_math.hpp"
 #include "backend/ops.hpp"
 #include "nn/group_normalization.hpp"
+#include "nn/indexing_layer.hpp"
 #include "nn/integer_lookup.hpp"
 #include "nn/permute.hpp"
 #include "nn/spectral_normalization.hpp"
@@ -678,6 +680,38 @@ OnnxValue export_permute(LayerCall& call) {
           call.output_shape, false};
 }
 
+// TandemIndexing (x[...], expand_dims, squeeze): a Slice of the axes it takes part of (a
+// backwards slice's end past the first position as INT64_MIN: ONNX reads -1 as the last), then a
+// Reshape that drops the axes an integer picked and adds the new ones.
+OnnxValue export_indexing(LayerCall& call) {
+  const auto& layer = static_cast<nn::Indexing&>(call.layer);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  Shape sliced = layer.input_shape();
+  for (std::size_t a = 0; a < layer.picks().size(); ++a) {
+    const nn::Indexing::AxisPick& p = layer.picks()[a];
+    if (p.start == 0 && p.step == 1 && p.count == sliced[a]) continue;
+    const std::int64_t end = p.start + p.count * p.step;
+    starts.push_back(p.start);
+    ends.push_back(end < 0 ? std::numeric_limits<std::int64_t>::min() : end);
+    axes.push_back(static_cast<std::int64_t>(a) + 1);
+    steps.push_back(p.step);
+    sliced[a] = p.count;
+  }
+  OnnxValue picked = x;
+  if (!axes.empty()) {
+    const std::string& p = call.prefix;
+    picked = {g.node("Slice",
+                     {x.name, g.int64s(p + "/starts", starts), g.int64s(p + "/ends", ends),
+                      g.int64s(p + "/axes", axes), g.int64s(p + "/steps", steps)},
+                     p)
+                  .output(),
+              sliced, false};
+  }
+  return reshape_to(g, picked, call.output_shape, call.prefix);
+}
+
 // TimeDistributed: the steps reshaped into the batch, the wrapped layer's own nodes on them, and
 // the rows reshaped back into steps.
 OnnxValue export_time_distributed(LayerCall& call) {
@@ -723,6 +757,7 @@ void add_core_exporters(ExporterTable& table) {
   table["TimeDistributed"] = export_time_distributed;
   table["SpectralNormalization"] = export_spectral_normalization;
   table["Permute"] = export_permute;
+  table["TandemIndexing"] = export_indexing;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
         "GaussianDropout", "AlphaDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "backend/ops.hpp"
 #include "gradient_check.hpp"
 #include "tandem/error.hpp"
 #include "test_support.hpp"
@@ -197,6 +198,34 @@ TEST(Indexing, TheGradientIsTheForwardsAdjointForEveryIndex) {
     EXPECT_NEAR(forward_side, backward_side, 1e-9 * (1 + std::abs(forward_side)));
     EXPECT_EQ(dx.shape(), x.shape());
   }
+}
+
+TEST(Indexing, TheBackendRefusesAViewOutsideItsTensors) {
+  backend::Backend& ops = backend::cpu_backend();
+  backend::StridedView v;
+  v.rank = 2;
+  v.dims[0] = 2, v.dims[1] = 3;
+  v.strides[0] = 4, v.strides[1] = -1;
+  v.offset = 2;  // positions 0 to 6: the second row's last is 2 + 4 - 0 = 6, its first 4
+  Tensor x(Shape{7}), y(Shape{6});
+  ops.gather_view(v, x, y);
+  v.offset = 1;  // reaches -1
+  EXPECT_EQ(test::error_of<std::logic_error>([&] { ops.gather_view(v, x, y); }),
+            "backend operation gather_view: the view picks positions -1 to 5 of a tensor of 7 "
+            "values");
+  v.offset = 2;
+  Tensor small(Shape{5});
+  EXPECT_NE(test::error_of<std::logic_error>([&] { ops.gather_view(v, x, small); })
+                .find("the view holds 6 values, its tensor 5"),
+            std::string::npos);
+  EXPECT_NE(test::error_of<std::logic_error>([&] { ops.scatter_view(v, y, small); })
+                .find("backend operation scatter_view: the view picks positions 0 to 6 of a "
+                      "tensor of 5 values"),
+            std::string::npos);
+  v.dims[1] = 0;
+  EXPECT_NE(test::error_of<std::logic_error>([&] { ops.gather_view(v, x, y); })
+                .find("axis 1 of the view has no values"),
+            std::string::npos);
 }
 
 std::string build_error(Indexing& layer, const Shape& sample) {
