@@ -604,6 +604,29 @@ TEST(FunctionLayers, AModelThatIndexesComputesWhatNumPyWould) {
   EXPECT_EQ(m->clone()->config(), written);
 }
 
+// x[:, 1] inside a model nested as a layer: run, and written back as given in the nested config.
+TEST(FunctionLayers, IndexingInANestedModelIsWrittenBackAsGiven) {
+  json inner = model_of({2, 3}, {}, "x");
+  inner["config"]["name"] = "inner";
+  inner["config"]["layers"][0]["name"] = "inner_x";
+  inner["config"]["layers"][0]["config"]["name"] = "inner_x";
+  const json pick = getitem_entry("pick", "inner_x", {py_slice(nullptr, nullptr), 1});
+  inner["config"]["layers"].push_back(pick);
+  inner["config"]["input_layers"] = json::array({ref("inner_x")});
+  inner["config"]["output_layers"] = json::array({ref("pick")});
+  inner.erase("keras_version");
+  inner["name"] = "inner";
+  inner["inbound_nodes"] = json::array({json::array({json::array({"x", 0, 0, json::object()})})});
+  json outer = model_of({2, 3}, {inner}, "inner");
+  outer["config"]["output_layers"] = {{"inner", 1, 0}};
+  auto m = Model::from_config(outer, "model", 1);
+  const Tensor& y = m->forward(Tensor::from_vector({1, 2, 3}, {1, 2, 3, 4, 5, 6}), false);
+  ASSERT_EQ(y.shape(), (Shape{1, 3}));
+  EXPECT_EQ(std::vector<float>(y.data(), y.data() + 3), (std::vector<float>{4, 5, 6}));
+  const json written = m->config();
+  EXPECT_EQ(written["config"]["layers"][1]["config"]["layers"][1], pick);
+}
+
 TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
   const json all = py_slice(nullptr, nullptr);
   const auto error = [](const json& entry, const json& shape = {3}) {
