@@ -526,7 +526,7 @@ TEST(FunctionLayers, SlicesExpandDimsAndSqueezeRunAsTandemIndexing) {
   EXPECT_EQ(tf_indexing(getitem_entry("first", "x", {all, 0})),
             (json{{"index", {all, 0}}}));
   EXPECT_EQ(tf_indexing(getitem_entry("one", "x", py_slice(1, nullptr))),
-            (json{{"index", {py_slice(1, nullptr)}}}));
+            (json{{"index", json::array({py_slice(1, nullptr)})}}));
   EXPECT_EQ(tf_indexing(getitem_entry("e", "x", {{{"class_name", "__ellipsis__"}}, nullptr})),
             (json{{"index", {"...", nullptr}}}));
   json expand = function_entry("expand_dims", on("x", {{"axis", -1}}));
