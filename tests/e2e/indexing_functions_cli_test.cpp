@@ -60,11 +60,10 @@ const char* kTfKerasModel = R"({"class_name": "Functional", "config": {"name": "
 // with their axis in the config.
 json keras3_model() {
   const auto tensor = [](const char* layer, json shape) {
-    return json{{"class_name", "__keras_tensor__"},
-                {"config",
-                 {{"shape", std::move(shape)},
-                  {"dtype", "float32"},
-                  {"keras_history", {layer, 0, 0}}}}};
+    return json{
+        {"class_name", "__keras_tensor__"},
+        {"config",
+         {{"shape", std::move(shape)}, {"dtype", "float32"}, {"keras_history", {layer, 0, 0}}}}};
   };
   const auto node = [](json args) {
     return json::array({{{"args", std::move(args)}, {"kwargs", json::object()}}});
@@ -72,8 +71,8 @@ json keras3_model() {
   const auto layer = [&](const char* cls, const char* name, json config, json args) {
     config["name"] = name;
     config["trainable"] = true;
-    return json{{"module", "keras.layers"}, {"class_name", cls},    {"config", config},
-                {"registered_name", nullptr}, {"name", name}, {"inbound_nodes", node(args)}};
+    return json{{"module", "keras.layers"},   {"class_name", cls}, {"config", config},
+                {"registered_name", nullptr}, {"name", name},      {"inbound_nodes", node(args)}};
   };
   const auto operation = [&](const char* cls, const char* name, json args, json config) {
     config["name"] = name;
@@ -129,8 +128,8 @@ json keras3_model() {
 
 // `model` trained on one replica and two, resumed and predicting under `tag`'s scratch folder;
 // `warning` a part of what train says; `indexing` the entries that index (compared as given).
-void train_resume_and_predict(const std::string& tag, const json& model,
-                              const std::string& warning, const std::vector<std::string>& indexing) {
+void train_resume_and_predict(const std::string& tag, const json& model, const std::string& warning,
+                              const std::vector<std::string>& indexing) {
   const fs::path root = test::scratch_dir(tag);
   // Data: x uniform in [-1, 1], y = (the first step's sum > the last step's).
   auto made = test::run_python(root / "data.py",
@@ -187,7 +186,8 @@ void train_resume_and_predict(const std::string& tag, const json& model,
       "                                                \"/resumed/model.h5\"))\n"
       "given = json.load(open(root + \"/given.json\"))\n"
       "for f in (a, c):\n"
-      "  layers = {l[\"name\"]: l for l in json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
+      "  layers = {l[\"name\"]: l for l in "
+      "json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
       "  for name, entry in given.items():\n"
       "    assert layers[name] == entry, (name, layers[name], entry)\n"
       "w = lambda f, l, n: f[\"model_weights\"][l][l][n + \":0\"][()]\n"

@@ -15,10 +15,10 @@ namespace tandem::backend {
 
 struct StridedView {
   static constexpr int kMaxRank = 8;
-  int rank = 0;                          // axes in use, at most kMaxRank
-  std::int64_t dims[kMaxRank] = {};      // the view's shape (row-major)
-  std::int64_t strides[kMaxRank] = {};   // each axis's step through the source, in values
-  std::int64_t offset = 0;               // the source position of the view's first value
+  int rank = 0;                         // axes in use, at most kMaxRank
+  std::int64_t dims[kMaxRank] = {};     // the view's shape (row-major)
+  std::int64_t strides[kMaxRank] = {};  // each axis's step through the source, in values
+  std::int64_t offset = 0;              // the source position of the view's first value
 };
 
 namespace math {

@@ -26,10 +26,10 @@
 //
 // Each keeps the entry's name, in the entry's own Keras form; a model's config written back (a
 // checkpoint's model_config) holds the Keras layers, and for the TandemIndexing ones — no Keras
-// layer indexes — the functions' entries as they were given. Anything else — another function, an argument or constant the
-// layer cannot take, a function called twice in one entry — is refused at its JSON path, naming
-// the function (refuse_unbuildable_layer names the layer for a few more). Plain functions of
-// JSON; any thread.
+// layer indexes — the functions' entries as they were given. Anything else — another function, an
+// argument or constant the layer cannot take, a function called twice in one entry — is refused at
+// its JSON path, naming the function (refuse_unbuildable_layer names the layer for a few more).
+// Plain functions of JSON; any thread.
 #pragma once
 
 #include <string>

@@ -333,8 +333,7 @@ IndexItem read_index_item(const json& v, const std::string& path) {
 }
 
 std::vector<std::int64_t> read_axes(const json& v, const std::string& path) {
-  if (!v.is_array())
-    throw ConfigError(path, "expected a list of axes (integers), got " + v.dump());
+  if (!v.is_array()) throw ConfigError(path, "expected a list of axes (integers), got " + v.dump());
   std::vector<std::int64_t> axes;
   for (std::size_t i = 0; i < v.size(); ++i)
     axes.push_back(index_integer(v[i], path + "[" + std::to_string(i) + "]", "an axis"));
@@ -349,7 +348,8 @@ std::unique_ptr<Layer> make_indexing_layer(ConfigObject& c, const std::string& n
   if (index + expand + squeeze != 1)
     throw ConfigError(c.path(),
                       "expected exactly one of \"index\", \"expand_axes\" and \"squeeze_axes\"");
-  if (expand) return Indexing::expanding(name, read_axes(c.at("expand_axes"), c.path_of("expand_axes")));
+  if (expand)
+    return Indexing::expanding(name, read_axes(c.at("expand_axes"), c.path_of("expand_axes")));
   if (squeeze) {
     const json* axes = c.find("squeeze_axes");
     return Indexing::squeezing(

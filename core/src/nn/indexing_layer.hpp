@@ -78,9 +78,9 @@ class Indexing : public Layer {
   [[noreturn]] void refuse(const std::string& why) const;
 
   Mode mode_;
-  std::vector<IndexItem> items_;     // Mode::index
-  std::vector<std::int64_t> axes_;   // Mode::expand, Mode::squeeze
-  bool every_unit_axis_ = false;     // Mode::squeeze without axes
+  std::vector<IndexItem> items_;    // Mode::index
+  std::vector<std::int64_t> axes_;  // Mode::expand, Mode::squeeze
+  bool every_unit_axis_ = false;    // Mode::squeeze without axes
   Shape input_shape_, output_shape_;
   std::vector<AxisPick> picks_;
   bool reshape_only_ = false;

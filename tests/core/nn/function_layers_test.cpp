@@ -406,10 +406,11 @@ TEST(FunctionLayers, KerasThreeOperationsWithoutALayerAreRefused) {
   keyword["inbound_nodes"][0]["kwargs"] = {{"inplace", true}};
   EXPECT_NE(error(keyword).find("passes keyword arguments {\"inplace\":true}"), std::string::npos);
   // An operation nn/function_layers does not read: refused naming it.
-  EXPECT_NE(error(operation3("numpy", "Split", "split", json::array({x}), {{"indices_or_sections", 2}}))
-                .find("is Keras' operation keras.src.ops.numpy.Split called on a Keras "
-                      "tensor, not a layer, which Tandem does not run"),
-            std::string::npos);
+  EXPECT_NE(
+      error(operation3("numpy", "Split", "split", json::array({x}), {{"indices_or_sections", 2}}))
+          .find("is Keras' operation keras.src.ops.numpy.Split called on a Keras "
+                "tensor, not a layer, which Tandem does not run"),
+      std::string::npos);
   EXPECT_NE(error(operation3("numpy", "Transpose", "transpose", json::array({x})))
                 .find("transposes by null (the batch, axis 0, must stay first)"),
             std::string::npos);
@@ -523,8 +524,7 @@ json tf_indexing(const json& entry) {
 
 TEST(FunctionLayers, SlicesExpandDimsAndSqueezeRunAsTandemIndexing) {
   const json all = py_slice(nullptr, nullptr);
-  EXPECT_EQ(tf_indexing(getitem_entry("first", "x", {all, 0})),
-            (json{{"index", {all, 0}}}));
+  EXPECT_EQ(tf_indexing(getitem_entry("first", "x", {all, 0})), (json{{"index", {all, 0}}}));
   EXPECT_EQ(tf_indexing(getitem_entry("one", "x", py_slice(1, nullptr))),
             (json{{"index", json::array({py_slice(1, nullptr)})}}));
   EXPECT_EQ(tf_indexing(getitem_entry("e", "x", {{{"class_name", "__ellipsis__"}}, nullptr})),
@@ -542,9 +542,9 @@ TEST(FunctionLayers, SlicesExpandDimsAndSqueezeRunAsTandemIndexing) {
                      {"config", {{"start", nullptr}, {"stop", -1}, {"step", 2}}}};
   const json ellipsis3 = {{"class_name", "__ellipsis__"}, {"config", json::object()}};
   const json get = operation3("numpy", "GetItem", "get_item", {x, {all3, ellipsis3, 0}});
-  EXPECT_EQ(indexing_of(get, model3({get}, "get_item")),
-            (std::pair<json, json>{"TandemIndexing",
-                                   {{"index", {py_slice(nullptr, -1, 2), "...", 0}}}}));
+  EXPECT_EQ(
+      indexing_of(get, model3({get}, "get_item")),
+      (std::pair<json, json>{"TandemIndexing", {{"index", {py_slice(nullptr, -1, 2), "...", 0}}}}));
   const json one = operation3("numpy", "GetItem", "get_item_1", {x, 2});
   EXPECT_EQ(indexing_of(one, model3({one}, "get_item_1")).second, (json{{"index", {2}}}));
   const json e3 = operation3("numpy", "ExpandDims", "expand_dims", json::array({x}), {{"axis", 1}});
@@ -557,17 +557,19 @@ TEST(FunctionLayers, SlicesExpandDimsAndSqueezeRunAsTandemIndexing) {
 // e = tf.expand_dims(f, -1) -> y = tf.concat([e, tf.expand_dims(l, -1)], 1): against the Dense
 // by hand; the config written back holds the functions' entries as given and rebuilds the model.
 TEST(FunctionLayers, AModelThatIndexesComputesWhatNumPyWould) {
-  json dense = {{"class_name", "Dense"},
-                {"config",
-                 {{"name", "d"},
-                  {"units", 2},
-                  {"activation", "linear"},
-                  {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}},
-                {"name", "d"},
-                {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}};
+  json dense = {
+      {"class_name", "Dense"},
+      {"config",
+       {{"name", "d"},
+        {"units", 2},
+        {"activation", "linear"},
+        {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}},
+      {"name", "d"},
+      {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}};
   const json all = py_slice(nullptr, nullptr);
   const json first = getitem_entry("first", "d", {all, 0});
-  const json tail = getitem_entry("tail", "d", {all, py_slice(-1, nullptr), py_slice(nullptr, nullptr, -1)});
+  const json tail =
+      getitem_entry("tail", "d", {all, py_slice(-1, nullptr), py_slice(nullptr, nullptr, -1)});
   json squeeze = function_entry("squeeze", on("tail", {{"axis", 1}}));
   json e1 = function_entry("expand_dims", on("first", {{"axis", -1}}));
   json e2 = function_entry("expand_dims", on("tf.squeeze", {{"axis", -1}}));
@@ -575,8 +577,7 @@ TEST(FunctionLayers, AModelThatIndexesComputesWhatNumPyWould) {
   const json concat = function_entry(
       "concat", json::array({{"tf.expand_dims", 0, 0, {{"axis", 1}, {"name", nullptr}}},
                              {"tf.expand_dims_1", 0, 0, {{"axis", 1}, {"name", nullptr}}}}));
-  const json model =
-      model_of({3, 4}, {dense, first, tail, squeeze, e1, e2, concat}, "tf.concat");
+  const json model = model_of({3, 4}, {dense, first, tail, squeeze, e1, e2, concat}, "tf.concat");
   auto m = Model::from_config(model, "model", 1);
   std::vector<float> x(24);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i) - 2.0f;
@@ -643,9 +644,10 @@ TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
   EXPECT_NE(error(getitem_entry("t", "x", {all, ref("x")})).find("indexes with [\"x\",0,0]"),
             std::string::npos);
   // The layer's own refusals name the entry and the index as Python writes it.
-  EXPECT_NE(error(getitem_entry("far", "x", {all, 5})).find("layer 'far' (x[:, 5]) on inputs "
-                                                              "(None, 3): index 5 is out of range "
-                                                              "for axis 1 of length 3"),
+  EXPECT_NE(error(getitem_entry("far", "x", {all, 5}))
+                .find("layer 'far' (x[:, 5]) on inputs "
+                      "(None, 3): index 5 is out of range "
+                      "for axis 1 of length 3"),
             std::string::npos);
   EXPECT_NE(error(getitem_entry("batch", "x", 0)).find("indexes the batch axis"),
             std::string::npos);

@@ -405,11 +405,10 @@ TEST(FunctionalModel, WhatCannotRunIsRefusedAtItsPath) {
   json op = keras2_model();
   op["config"]["layers"][1]["class_name"] = "Split";
   op["config"]["layers"][1]["module"] = "keras.src.ops.numpy";
-  EXPECT_NE(
-      error_of(op).find("'model.config.layers[1].class_name': layer 'dense' is Keras' "
-                        "operation keras.src.ops.numpy.Split called on a Keras tensor, not "
-                        "a layer, which Tandem does not run; write it with the Keras layer"),
-      std::string::npos)
+  EXPECT_NE(error_of(op).find("'model.config.layers[1].class_name': layer 'dense' is Keras' "
+                              "operation keras.src.ops.numpy.Split called on a Keras tensor, not "
+                              "a layer, which Tandem does not run; write it with the Keras layer"),
+            std::string::npos)
       << error_of(op);
 
   json no_such_input = keras2_model();

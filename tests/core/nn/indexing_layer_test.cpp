@@ -57,15 +57,13 @@ TEST(Indexing, PicksWhatNumPyPicksByHand) {
             (std::vector<float>{4, 5, 6, 7, 16, 17, 18, 19}));
   EXPECT_EQ(out, (Shape{4}));
   // x[:, ::-2, 1:3]: rows 2 and 0, columns 1 and 2.
-  auto strided =
-      Indexing::indexing("s", {IndexItem::all(), slice({}, {}, -2), slice(1, 3)});
+  auto strided = Indexing::indexing("s", {IndexItem::all(), slice({}, {}, -2), slice(1, 3)});
   EXPECT_EQ(values(forward(*strided, {3, 4}, &out)),
             (std::vector<float>{9, 10, 1, 2, 21, 22, 13, 14}));
   EXPECT_EQ(out, (Shape{2, 2}));
   // x[..., -1]
   auto last = Indexing::indexing("l", {IndexItem::rest(), IndexItem::at(-1)});
-  EXPECT_EQ(values(forward(*last, {3, 4}, &out)),
-            (std::vector<float>{3, 7, 11, 15, 19, 23}));
+  EXPECT_EQ(values(forward(*last, {3, 4}, &out)), (std::vector<float>{3, 7, 11, 15, 19, 23}));
   EXPECT_EQ(out, (Shape{3}));
   // x[:, None, 2]: a new axis, then row 2.
   auto added = Indexing::indexing("a", {IndexItem::all(), IndexItem::new_axis(), IndexItem::at(2)});
@@ -78,8 +76,7 @@ TEST(Indexing, PicksWhatNumPyPicksByHand) {
   EXPECT_EQ(out, (Shape{1}));
   auto low = Indexing::indexing("low", {IndexItem::all(), slice(-10, 2), IndexItem::at(3)});
   EXPECT_EQ(values(forward(*low, {3, 4}, &out)), (std::vector<float>{3, 7, 15, 19}));
-  EXPECT_EQ(index_to_string({IndexItem::all(), slice(-10, 2), IndexItem::at(3)}),
-            "x[:, -10:2, 3]");
+  EXPECT_EQ(index_to_string({IndexItem::all(), slice(-10, 2), IndexItem::at(3)}), "x[:, -10:2, 3]");
   EXPECT_EQ(index_to_string({IndexItem::rest(), IndexItem::new_axis(), slice({}, {}, -2)}),
             "x[..., None, ::-2]");
 }
@@ -108,15 +105,15 @@ TEST(Indexing, ExpandAndSqueezeAreReshapesThatCopyNothing) {
   auto whole = Indexing::indexing("w", {IndexItem::all(), IndexItem::all()});
   whole->build({3, 4}, init);
   EXPECT_EQ(whole->forward(x, true).data(), x.data());
-  EXPECT_EQ(every->config(),
-            (json{{"name", "all"}, {"trainable", true}, {"dtype", "float32"},
-                  {"squeeze_axes", nullptr}}));
+  EXPECT_EQ(
+      every->config(),
+      (json{
+          {"name", "all"}, {"trainable", true}, {"dtype", "float32"}, {"squeeze_axes", nullptr}}));
   EXPECT_EQ(middle->config()["expand_axes"], json({1, 3}));
 }
 
 TEST(Indexing, TheGradientIsTheScatterBackIntoZeros) {
-  auto strided =
-      Indexing::indexing("s", {IndexItem::all(), slice({}, {}, -2), slice(1, 3)});
+  auto strided = Indexing::indexing("s", {IndexItem::all(), slice({}, {}, -2), slice(1, 3)});
   forward(*strided, {3, 4});
   Tensor dy(Shape{2, 2, 2});
   std::iota(dy.data(), dy.data() + dy.size(), 1.0f);
@@ -125,7 +122,8 @@ TEST(Indexing, TheGradientIsTheScatterBackIntoZeros) {
   // dy[n, i, j] goes to row (2, 0)[i], column 1 + j.
   for (int n = 0; n < 2; ++n)
     for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 2; ++j) want[12 * n + 4 * (i == 0 ? 2 : 0) + 1 + j] = dy.data()[4 * n + 2 * i + j];
+      for (int j = 0; j < 2; ++j)
+        want[12 * n + 4 * (i == 0 ? 2 : 0) + 1 + j] = dy.data()[4 * n + 2 * i + j];
   EXPECT_EQ(dx, want);
   EXPECT_TRUE(strided->backward(dy, false).empty());
   // An empty batch (a replica's empty shard) passes both ways.
@@ -156,16 +154,16 @@ TEST(Indexing, AgreesWithNumPysBasicIndexing) {
   std::string indices;
   for (const auto& items : cases) indices += index_to_string(items) + "\n";
   test::write_text(dir / "indices.txt", indices);
-  const auto r = test::run_python(
-      dir / "numpy_index.py",
-      "import json, sys, numpy as np\n"
-      "x = np.arange(2 * 5 * 4 * 3, dtype=np.float64).reshape(2, 5, 4, 3)\n"
-      "out = []\n"
-      "for line in open(sys.argv[1]).read().splitlines():\n"
-      "  y = eval(line)\n"
-      "  out.append({'shape': list(y.shape), 'values': y.ravel().tolist()})\n"
-      "print(json.dumps(out))\n",
-      (dir / "indices.txt").string());
+  const auto r =
+      test::run_python(dir / "numpy_index.py",
+                       "import json, sys, numpy as np\n"
+                       "x = np.arange(2 * 5 * 4 * 3, dtype=np.float64).reshape(2, 5, 4, 3)\n"
+                       "out = []\n"
+                       "for line in open(sys.argv[1]).read().splitlines():\n"
+                       "  y = eval(line)\n"
+                       "  out.append({'shape': list(y.shape), 'values': y.ravel().tolist()})\n"
+                       "print(json.dumps(out))\n",
+                       (dir / "indices.txt").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json want = json::parse(r.out);
   ASSERT_EQ(want.size(), cases.size());
@@ -215,16 +213,18 @@ TEST(Indexing, TheBackendRefusesAViewOutsideItsTensors) {
             "values");
   v.offset = 2;
   Tensor small(Shape{5});
-  EXPECT_NE(test::error_of<std::logic_error>([&] { ops.gather_view(v, x, small); })
-                .find("the view holds 6 values, its tensor 5"),
+  EXPECT_NE(test::error_of<std::logic_error>([&] {
+              ops.gather_view(v, x, small);
+            }).find("the view holds 6 values, its tensor 5"),
             std::string::npos);
   EXPECT_NE(test::error_of<std::logic_error>([&] { ops.scatter_view(v, y, small); })
                 .find("backend operation scatter_view: the view picks positions 0 to 6 of a "
                       "tensor of 5 values"),
             std::string::npos);
   v.dims[1] = 0;
-  EXPECT_NE(test::error_of<std::logic_error>([&] { ops.gather_view(v, x, y); })
-                .find("axis 1 of the view has no values"),
+  EXPECT_NE(test::error_of<std::logic_error>([&] {
+              ops.gather_view(v, x, y);
+            }).find("axis 1 of the view has no values"),
             std::string::npos);
 }
 
@@ -243,9 +243,9 @@ TEST(Indexing, RefusesWhatNumPyOrTheBatchForbidsNamingTheLayer) {
   EXPECT_NE(build_error(*Indexing::indexing("p", {IndexItem::at(0)}), {3})
                 .find("indexes the batch axis (axis 0), which stays whole"),
             std::string::npos);
-  EXPECT_NE(build_error(*Indexing::indexing("p", {slice(1, {})}), {3})
-                .find("indexes the batch axis"),
-            std::string::npos);
+  EXPECT_NE(
+      build_error(*Indexing::indexing("p", {slice(1, {})}), {3}).find("indexes the batch axis"),
+      std::string::npos);
   EXPECT_NE(build_error(*Indexing::indexing("p", {IndexItem::new_axis()}), {3})
                 .find("adds an axis before the batch axis"),
             std::string::npos);
@@ -280,8 +280,9 @@ TEST(Indexing, RefusesWhatNumPyOrTheBatchForbidsNamingTheLayer) {
   auto built = Indexing::indexing("b", {all, IndexItem::at(0)});
   Rng init(0);
   built->build({3}, init);
-  EXPECT_NE(test::error_of<ShapeError>([&] { built->forward(Tensor({2, 4}), true); })
-                .find("layer 'b' (TandemIndexing) expects inputs (None, 3), got (2, 4)"),
+  EXPECT_NE(test::error_of<ShapeError>([&] {
+              built->forward(Tensor({2, 4}), true);
+            }).find("layer 'b' (TandemIndexing) expects inputs (None, 3), got (2, 4)"),
             std::string::npos);
 }
 
@@ -298,8 +299,7 @@ TEST(Indexing, ItsConfigIsReadBackAndGarbageIsRefusedAtItsPlace) {
   const auto error = [](const json& config) {
     return test::layer_config_error("TandemIndexing", config);
   };
-  EXPECT_NE(error({{"index", 3}}).find("expected a list of index items, got 3"),
-            std::string::npos);
+  EXPECT_NE(error({{"index", 3}}).find("expected a list of index items, got 3"), std::string::npos);
   EXPECT_NE(error({{"index", {1.5}}}).find("[0]': expected a position, an integer, got 1.5"),
             std::string::npos);
   EXPECT_NE(error({{"index", {"..", 1}}}).find("index[0]': expected an integer, null (a new axis)"),

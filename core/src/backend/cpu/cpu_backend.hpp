@@ -4,9 +4,10 @@
 // Its members are defined by topic: cpu_backend.cpp (movement, GEMM, activations, dropout,
 // embedding, global pooling), elementwise.cpp (the merging layers' arithmetic), attention.cpp,
 // layer_norm.cpp, recurrent.cpp (LSTM and GRU steps, sequence masks), image_blocks.cpp (padding,
-// cropping, upsampling), strided_views.cpp (indexing), dense_products.cpp, convolution.cpp, pooling.cpp, batch_norm.cpp,
-// loss_ops.cpp (losses, metrics, sums) and optimizer_ops.cpp. Every parallel loop splits its work
-// by the shapes alone and sums in a fixed order: results never depend on the thread count.
+// cropping, upsampling), strided_views.cpp (indexing), dense_products.cpp, convolution.cpp,
+// pooling.cpp, batch_norm.cpp, loss_ops.cpp (losses, metrics, sums) and optimizer_ops.cpp. Every
+// parallel loop splits its work by the shapes alone and sums in a fixed order: results never depend
+// on the thread count.
 //
 // Two instances exist, cpu_backend()'s (float32 products) and cpu_backend(Precision::bf16)'s
 // (bfloat16 operands for GEMMs and convolutions, float32 sums; everything else is the same).

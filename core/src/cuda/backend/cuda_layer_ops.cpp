@@ -217,8 +217,7 @@ void CudaBackend::gather_view(const backend::StridedView& view, const Tensor& sr
   cuda::gather_view(view, src.data(), dst.data(), stream_);
 }
 
-void CudaBackend::scatter_view(const backend::StridedView& view, const Tensor& src,
-                               Tensor& dst) {
+void CudaBackend::scatter_view(const backend::StridedView& view, const Tensor& src, Tensor& dst) {
   require(src, "scatter_view");
   require(dst, "scatter_view");
   backend::check_strided_view("scatter_view", view, dst, src);
