@@ -1,14 +1,15 @@
 // Functional models that index Keras tensors — h[:, 0] (a BERT classifier's first token),
 // tf.squeeze(h[:, -1:, ::-2], 1), tf.expand_dims(c, -1) — as tf.keras 2's to_json() writes them
 // (SlicingOpLambda and TFOpLambda entries) and as Keras 3's does (GetItem, Squeeze, ExpandDims
-// operations), pasted unchanged into a run config, through the `tandem` binary: each trains on one
-// replica and on two to the same weights, resumes, its checkpoint's model_config holds the
-// functions' entries exactly as given (h5py), and `tandem predict` gives what NumPy computes from
-// the checkpoint's weights.
+// operations), pasted unchanged into a run config, through the `tandem` binary: `tandem predict`
+// gives what NumPy computes from the checkpoint's weights, the checkpoint's model_config holds the
+// functions' entries exactly as given (h5py), and contract 1 holds (cpu:3 trains as cpu:1, a
+// resumed run ends bit for bit where one run ends).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "run_config_cli.hpp"
 #include "test_support.hpp"
 
 namespace tandem {
@@ -16,7 +17,6 @@ namespace TANDEM_TEST_FILE {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-using test::run_command;
 
 // x = Input((6, 4)); h = Dense(8, "tanh")(x); first = h[:, 0];
 // last = tf.squeeze(h[:, -1:, ::-2], axis=1); c = tf.concat([first, last], -1);
@@ -126,104 +126,84 @@ json keras3_model() {
           {"registered_name", "Functional"}};
 }
 
-// `model` trained on one replica and two, resumed and predicting under `tag`'s scratch folder;
-// `warning` a part of what train says; `indexing` the entries that index (compared as given).
-void train_resume_and_predict(const std::string& tag, const json& model, const std::string& warning,
-                              const std::vector<std::string>& indexing) {
-  const fs::path root = test::scratch_dir(tag);
-  // Data: x uniform in [-1, 1], y = (the first step's sum > the last step's).
-  auto made = test::run_python(root / "data.py",
-                               "import numpy as np, sys\n"
-                               "r = np.random.default_rng(4)\n"
-                               "for name, n in ((\"train\", 512), (\"val\", 64)):\n"
-                               "  x = r.uniform(-1, 1, (n, 6, 4)).astype(np.float32)\n"
-                               "  y = (x[:, 0].sum(1) > x[:, 5].sum(1))[:, None]\n"
-                               "  np.savez(sys.argv[1] + \"/\" + name + \".npz\", x=x, "
-                               "y=y.astype(np.float32))\n",
-                               root.string());
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-  const json run = {{"name", "indexing"},
-                    {"seed", 6},
-                    {"epochs", 2},
-                    {"batch_size", 32},
-                    {"optimizer", "adam"},
-                    {"loss", "binary_crossentropy"},
-                    {"metrics", {"accuracy"}},
-                    {"model", model},
-                    {"data",
-                     {{"train", {{"type", "npz"}, {"path", (root / "train.npz").string()}}},
-                      {"validation", {{"type", "npz"}, {"path", (root / "val.npz").string()}}}}}};
-  const fs::path config = root / "run.json";
-  test::write_text(config, run.dump(2));
-  json given = json::object();
-  for (const json& entry : model["config"]["layers"])
-    if (std::find(indexing.begin(), indexing.end(), entry["name"]) != indexing.end())
-      given[entry["name"].get<std::string>()] = entry;
-  ASSERT_EQ(given.size(), indexing.size());
-  test::write_text(root / "given.json", given.dump());
-  const std::string cli = test::tandem_cli();
+// Data: x uniform in [-1, 1] (n, 6, 4), y = (the first step's sum > the last step's).
+const char* kData =
+    "import numpy as np, sys\n"
+    "r = np.random.default_rng(4)\n"
+    "x = r.uniform(-1, 1, (240, 6, 4)).astype(np.float32)\n"
+    "y = (x[:, 0].sum(1) > x[:, 5].sum(1))[:, None].astype(np.float32)\n"
+    "np.savez(sys.argv[1] + \"/data.npz\", x=x, y=y)\n";
 
-  auto one = run_command(cli + " train " + config.string() + " --run-dir " +
-                         (root / "one").string() + " -q");
-  ASSERT_EQ(one.exit_code, 0) << one.err;
-  EXPECT_NE(one.err.find(warning), std::string::npos) << one.err;
-  auto two = run_command(cli + " train " + config.string() + " --devices cpu:2 --run-dir " +
-                         (root / "two").string() + " -q");
-  ASSERT_EQ(two.exit_code, 0) << two.err;
-  auto resumed = run_command(cli + " train --resume " + (root / "one/model.h5").string() +
-                             " --set epochs=3 --run-dir " + (root / "resumed").string() + " -q");
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  auto predicted =
-      run_command(cli + " predict " + config.string() + " --weights " +
-                  (root / "one/model.h5").string() + " -o " + (root / "p.npy").string());
-  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+// What NumPy computes from a checkpoint's weights, and that the checkpoint's model_config holds
+// the indexing entries exactly as given (given.json).
+const char* kCheck =
+    "import h5py, json, sys, numpy as np\n"
+    "d, weights, out = sys.argv[1:]\n"
+    "f = h5py.File(weights, \"r\")\n"
+    "layers = {l[\"name\"]: l for l in json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
+    "for name, entry in json.load(open(d + \"/given.json\")).items():\n"
+    "  assert layers[name] == entry, (name, layers[name], entry)\n"
+    "w = lambda l, n: f[\"model_weights\"][l][l][n + \":0\"][()].astype(np.float64)\n"
+    "x = np.load(d + \"/data.npz\")[\"x\"].astype(np.float64)\n"
+    "h = np.tanh(x @ w(\"h\", \"kernel\") + w(\"h\", \"bias\"))\n"
+    "c = np.concatenate([h[:, 0], h[:, -1, ::-2]], -1)\n"
+    "np.save(out, 1 / (1 + np.exp(-(c @ w(\"out\", \"kernel\") + w(\"out\", \"bias\")))))\n";
 
-  auto checked = test::run_python(
-      root / "check.py",
-      "import h5py, json, sys, numpy as np\n"
-      "root = sys.argv[1]\n"
-      "a, b, c = (h5py.File(root + p, \"r\") for p in (\"/one/model.h5\", \"/two/model.h5\",\n"
-      "                                                \"/resumed/model.h5\"))\n"
-      "given = json.load(open(root + \"/given.json\"))\n"
-      "for f in (a, c):\n"
-      "  layers = {l[\"name\"]: l for l in "
-      "json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
-      "  for name, entry in given.items():\n"
-      "    assert layers[name] == entry, (name, layers[name], entry)\n"
-      "w = lambda f, l, n: f[\"model_weights\"][l][l][n + \":0\"][()]\n"
-      "for l in (\"h\", \"out\"):\n"
-      "  for n in (\"kernel\", \"bias\"):\n"
-      "    x, y = w(a, l, n), w(b, l, n)\n"
-      "    assert np.abs(x - y).max() <= 1e-5 * np.abs(x).max(), (l, n)\n"
-      "x = np.load(root + \"/val.npz\")[\"x\"].astype(np.float64)\n"
-      "h = np.tanh(x @ w(a, \"h\", \"kernel\") + w(a, \"h\", \"bias\"))\n"
-      "f = np.concatenate([h[:, 0], h[:, -1, ::-2]], -1)\n"
-      "y = 1 / (1 + np.exp(-(f @ w(a, \"out\", \"kernel\") + w(a, \"out\", \"bias\"))))\n"
-      "p = np.load(root + \"/p.npy\")\n"
-      "assert p.shape == y.shape, (p.shape, y.shape)\n"
-      "assert np.abs(p - y).max() <= 1e-5, np.abs(p - y).max()\n"
-      "print(\"ok\")\n",
-      root.string());
-  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
-  EXPECT_NE(checked.out.find("ok"), std::string::npos) << checked.out << checked.err;
+class IndexingFunctionsCli : public test::RunConfigCli {
+ protected:
+  /// Writes the run of `model`, whose entries named `indexing` are kept for the check.
+  void write_run(const json& model, const std::vector<std::string>& indexing) {
+    dir_ = test::scratch_dir("indexing-functions");
+    auto made = test::run_python(dir_ / "data.py", kData, dir_.string());
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    write_classifier_run(model, "indexing");
+    json given = json::object();
+    for (const json& entry : model["config"]["layers"])
+      if (std::find(indexing.begin(), indexing.end(), entry["name"]) != indexing.end())
+        given[entry["name"].get<std::string>()] = entry;
+    ASSERT_EQ(given.size(), indexing.size());
+    test::write_text(dir_ / "given.json", given.dump());
+  }
+  /// NumPy's prediction from `weights` into `out`, after checking its model_config.
+  void expect_numpy_agrees(const fs::path& weights, const fs::path& predicted) {
+    auto checked = test::run_python(dir_ / "check.py", kCheck,
+                                    dir_.string() + " " + weights.string() + " " +
+                                        (dir_ / "numpy.npy").string());
+    ASSERT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+    EXPECT_TRUE(close(predicted, dir_ / "numpy.npy", 1e-5));
+  }
+  /// Trains from one epoch's weights, predicts as NumPy does, and holds contract 1.
+  void train_and_check(const std::string& warning) {
+    auto init = train("init", "--set epochs=1");
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+    EXPECT_NE(init.err.find(warning), std::string::npos) << init.err;
+    const fs::path start = dir_ / "init" / "model.h5";
+    auto one = train("one", "--weights " + start.string());
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    ASSERT_EQ(predict(dir_ / "one" / "model.h5", dir_ / "trained.npy").exit_code, 0);
+    expect_numpy_agrees(dir_ / "one" / "model.h5", dir_ / "trained.npy");
+    ASSERT_EQ(predict(start, dir_ / "start.npy").exit_code, 0);
+    EXPECT_FALSE(close(dir_ / "trained.npy", dir_ / "start.npy", 1e-3));  // it trained
+    expect_layout_free_and_resumable(start, dir_ / "trained.npy");
+    expect_numpy_agrees(dir_ / "resumed" / "model.h5", dir_ / "resumed.npy");
+  }
+};
+
+TEST_F(IndexingFunctionsCli, TfKerasTwoSlicesTrainCheckpointAndPredict) {
+  write_run(json::parse(kTfKerasModel), {"tf.__operators__.getitem", "tf.__operators__.getitem_1",
+                                         "tf.compat.v1.squeeze", "tf.expand_dims"});
+  train_and_check(
+      "tf.__operators__.getitem as TandemIndexing, tf.compat.v1.squeeze as TandemIndexing, "
+      "tf.concat as Concatenate, tf.expand_dims as TandemIndexing; the model's config is "
+      "written back with those layers (the TandemIndexing ones, Tandem's own, as the "
+      "functions' entries were given)");
 }
 
-TEST(IndexingFunctionsCli, TfKerasTwoSlicesTrainCheckpointAndPredict) {
-  train_resume_and_predict("tf-indexing-cli", json::parse(kTfKerasModel),
-                           "tf.__operators__.getitem as TandemIndexing, tf.compat.v1.squeeze as "
-                           "TandemIndexing, tf.concat as Concatenate, tf.expand_dims as "
-                           "TandemIndexing; the model's config is written back with those layers "
-                           "(the TandemIndexing ones, Tandem's own, as the functions' entries "
-                           "were given)",
-                           {"tf.__operators__.getitem", "tf.__operators__.getitem_1",
-                            "tf.compat.v1.squeeze", "tf.expand_dims"});
-}
-
-TEST(IndexingFunctionsCli, KerasThreeGetItemTrainsCheckpointsAndPredicts) {
-  train_resume_and_predict("keras3-indexing-cli", keras3_model(),
-                           "keras.src.ops.numpy.GetItem as TandemIndexing, "
-                           "keras.src.ops.numpy.Squeeze as TandemIndexing",
-                           {"get_item", "get_item_1", "squeeze", "expand_dims"});
+TEST_F(IndexingFunctionsCli, KerasThreeGetItemTrainsCheckpointsAndPredicts) {
+  write_run(keras3_model(), {"get_item", "get_item_1", "squeeze", "expand_dims"});
+  train_and_check(
+      "keras.src.ops.numpy.GetItem as TandemIndexing, keras.src.ops.numpy.Squeeze as "
+      "TandemIndexing");
 }
 
 }  // namespace TANDEM_TEST_FILE
