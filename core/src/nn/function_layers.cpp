@@ -120,7 +120,12 @@ const std::map<std::string, std::string>& operation_names() {
                                                       {"ExpandDims", "expand_dims"},
                                                       {"squeeze", "squeeze"},
                                                       {"compat.v1.squeeze", "squeeze"},
-                                                      {"Squeeze", "squeeze"}};
+                                                      {"Squeeze", "squeeze"},
+                                                      {"cast", "cast"},
+                                                      {"Cast", "cast"},
+                                                      {"math.l2_normalize", "l2_normalize"},
+                                                      {"nn.l2_normalize", "l2_normalize"},
+                                                      {"linalg.l2_normalize", "l2_normalize"}};
   return ops;
 }
 
@@ -284,7 +289,7 @@ FunctionCall read_keras_operation(const json& entry, const std::string& path) {
   }
   // The operation's own arguments, under the names tf.keras 2's functions give them.
   call.args = without_names_and_nulls(config);
-  call.args.erase("dtype");
+  if (call.op != "cast") call.args.erase("dtype");  // the operation's own (Cast's is its argument)
   for (const auto& [from, to] : {std::pair<const char*, const char*>{"negative_slope", "alpha"},
                                  {"newshape", "shape"},
                                  {"axes", "perm"}})
@@ -540,6 +545,30 @@ LayerCall squeeze(const FunctionCall& c) {
   return {"TandemIndexing", {{"squeeze_axes", axis_list(c, axis, true)}}, c.tensors};
 }
 
+// A cast to float32 (or float64, of which float32 computes the same) is the identity; to
+// another type it rounds or truncates, which no layer does.
+LayerCall cast(const FunctionCall& c) {
+  c.only({"dtype"});
+  c.one_tensor();
+  const json& dtype = c.arg("dtype");
+  if (dtype != "float32" && dtype != "float64")
+    c.refuse("casts to " + dtype.dump() + " (a cast to float32 is the Identity layer)");
+  return {"Identity", json::object(), c.tensors};
+}
+
+// tf.math.l2_normalize(x, axis, epsilon=1e-12): x · rsqrt(max(Σ x², 1e-12)) over the axis,
+// which is Keras' UnitNormalization.
+LayerCall l2_normalize(const FunctionCall& c) {
+  c.only({"axis", "epsilon", "dim"});
+  c.one_tensor();
+  const json& axis = c.arg("axis").is_null() ? c.arg("dim") : c.arg("axis");
+  if (axis.is_null()) c.refuse("normalizes over every axis, the batch's too");
+  const json& epsilon = c.arg("epsilon");
+  if (!epsilon.is_null() && !(epsilon.is_number() && epsilon.get<double>() == 1e-12))
+    c.refuse("passes epsilon=" + epsilon.dump() + " (UnitNormalization's is 1e-12)");
+  return {"UnitNormalization", {{"axis", axis_list(c, axis, false)}}, c.tensors};
+}
+
 LayerCall layer_of(const FunctionCall& c) {
   if (binary_op(c.op)) return binary(c);
   if (c.op == "activation") return activation(c);
@@ -557,6 +586,8 @@ LayerCall layer_of(const FunctionCall& c) {
   if (c.op == "getitem") return indexing(c);
   if (c.op == "expand_dims") return expand_dims(c);
   if (c.op == "squeeze") return squeeze(c);
+  if (c.op == "cast") return cast(c);
+  if (c.op == "l2_normalize") return l2_normalize(c);
   return matmul(c);
 }
 
@@ -568,7 +599,10 @@ json layer_entry(const json& original, const FunctionCall& from, const LayerCall
   json config = call.config;
   config["name"] = name;
   config["trainable"] = own.value("trainable", json(true));
-  if (own.contains("dtype") && !own["dtype"].is_null()) config["dtype"] = own["dtype"];
+  // Keras 3's Cast keeps its target type there, not the layer's.
+  const bool layer_dtype = !(from.keras3 && from.op == "cast");
+  if (layer_dtype && own.contains("dtype") && !own["dtype"].is_null())
+    config["dtype"] = own["dtype"];
   if (!from.keras3) {
     json node = json::array();
     for (const json& input : call.inputs)

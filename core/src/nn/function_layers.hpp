@@ -21,6 +21,8 @@
 //   reduce_mean / mean, reduce_max / max over axis 1, [1, 2] or [1, 2, 3]
 //                                                  GlobalAverage/MaxPooling1D/2D/3D (keepdims)
 //   matmul(a, b) of sequences (tf.keras 2's transpose_b)   Dot (axes [2, 1]; [2, 2])
+//   cast to float32 (or float64)                  Identity
+//   tf.math.l2_normalize(x, axis) (epsilon 1e-12) UnitNormalization
 //   x[...] (tf.keras 2's SlicingOpLambda, Keras 3's GetItem), expand_dims, squeeze
 //                                                  TandemIndexing (nn/indexing_layer.hpp)
 //

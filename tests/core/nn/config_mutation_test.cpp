@@ -182,7 +182,8 @@ TEST(ConfigMutation, FunctionsOnKerasTensorsNeverFailButWithTheirPlace) {
   // Keras 3's operations (x + y, 0.5 * x, x - a NumPy array, leaky_relu, x / 2, softmax).
   fuzz_seed_model("keras3-operations.json", 42, 2000);
   // x[...], squeeze and expand_dims (TandemIndexing): tf.keras 2's SlicingOpLambda and
-  // TFOpLambda entries, Keras 3's GetItem (slices, an ellipsis), Squeeze, ExpandDims (two axes).
+  // TFOpLambda entries (with l2_normalize and a cast), Keras 3's GetItem (slices, an ellipsis),
+  // Squeeze, ExpandDims (two axes).
   fuzz_seed_model("indexing-tf.json", 43, 2000);
   fuzz_seed_model("indexing-keras3.json", 44, 2000);
 }

@@ -128,6 +128,11 @@ TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
   EXPECT_EQ(translated("nn.relu6", on("x")), expected("ReLU", {{"max_value", 6.0}}));
   EXPECT_EQ(translated("nn.leaky_relu", on("x", {{"alpha", 0.1}})),
             expected("LeakyReLU", {{"alpha", 0.1}}));
+  EXPECT_EQ(translated("cast", on("x", {{"dtype", "float32"}})), expected("Identity", none));
+  EXPECT_EQ(translated("math.l2_normalize", on("x", {{"axis", -1}})),
+            expected("UnitNormalization", {{"axis", {-1}}}));
+  EXPECT_EQ(translated("nn.l2_normalize", on("x", {{"axis", {1, 2}}, {"epsilon", 1e-12}})),
+            expected("UnitNormalization", {{"axis", {1, 2}}}));
   EXPECT_EQ(translated("nn.leaky_relu", on("x")), expected("LeakyReLU", {{"alpha", 0.2}}));
   EXPECT_EQ(translated("reshape", on("x", {{"shape", {-1, 3, 1}}})),
             expected("Reshape", {{"target_shape", {3, 1}}}));
@@ -328,6 +333,11 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
                   {"config", {{"negative_slope", 0.1}}},
                   {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
+  // keras.ops.cast(x, "float32"): Identity.
+  EXPECT_EQ(as_layer(operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "float32"}})),
+            (json{{"class_name", "Identity"},
+                  {"config", json::object()},
+                  {"args", json::array({x})}}));
   // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
   EXPECT_EQ(as_layer(operation3("numpy", "Reshape", "reshape", json::array({x}),
                                 {{"newshape", {-1, 3, 1}}})),
@@ -626,6 +636,33 @@ TEST(FunctionLayers, IndexingInANestedModelIsWrittenBackAsGiven) {
   EXPECT_EQ(std::vector<float>(y.data(), y.data() + 3), (std::vector<float>{4, 5, 6}));
   const json written = m->config();
   EXPECT_EQ(written["config"]["layers"][1]["config"]["layers"][1], pick);
+}
+
+TEST(FunctionLayers, CastsThatRoundAndNormalizationsUnlikeUnitNormalizationAreRefused) {
+  const auto error = [](const json& entry) {
+    return test::model_config_error(model_of({3}, {entry}, entry["name"]));
+  };
+  EXPECT_NE(error(function_entry("cast", on("x", {{"dtype", "int32"}})))
+                .find("layer 'tf.cast' (tf.cast) casts to \"int32\" (a cast to float32 is the "
+                      "Identity layer), which Tandem has no layer for"),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("cast", on("x", {{"dtype", "float16"}}))).find("casts to"),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("math.l2_normalize", on("x")))
+                .find("normalizes over every axis, the batch's too"),
+            std::string::npos);
+  EXPECT_NE(error(function_entry("math.l2_normalize", on("x", {{"axis", -1}, {"epsilon", 1e-6}})))
+                .find("passes epsilon=1e-06 (UnitNormalization's is 1e-12)"),
+            std::string::npos);
+  // The batch axis: UnitNormalization's own refusal.
+  EXPECT_NE(error(function_entry("math.l2_normalize", on("x", {{"axis", 0}}))).find("batch"),
+            std::string::npos);
+  const json x = tensor3("x");
+  EXPECT_NE(test::model_config_error(model3(
+                {operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "int64"}})},
+                "cast"))
+                .find("(keras.src.ops.core.Cast) casts to \"int64\""),
+            std::string::npos);
 }
 
 TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
