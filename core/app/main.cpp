@@ -24,10 +24,14 @@
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-// The exit code once the command has ended (-1 before): a signal that arrives after it ends the
-// process with that code and says nothing. Under mpirun that is the launcher ending the job: the
-// SIGTERM of MPI_Abort after an error already reported, or a rank that was done (the other ranks
-// of evaluate and predict) waiting in MPI_Finalize for rank 0 when rank 0 failed or was stopped.
+// The exit code once the command has ended (-1 before): a SIGINT or SIGTERM that arrives after it
+// ends the process with that code and says nothing. Under mpirun that is the launcher ending the
+// job: the SIGTERM of MPI_Abort after an error already reported, or a rank that was done (the
+// other ranks of evaluate and predict) waiting in MPI_Finalize for rank 0 when rank 0 failed or
+// was stopped. A late SIGUSR1 is ignored: it is a stop the run already made — mpirun forwards
+// one to every rank, and under load it can reach a rank after all of them agreed on the stop and
+// finished (trainer.cpp); ending that rank at once, before its MPI_Finalize, made mpirun call the
+// whole job failed ("exiting improperly").
 std::atomic<int> g_ended_with{-1};
 
 // SIGINT, SIGTERM and SIGUSR1 are blocked in every thread (compute threads inherit the mask) and
@@ -53,6 +57,7 @@ void start_signal_thread(bool graceful) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
       if (const int code = g_ended_with.load(); code >= 0) {
+        if (sig == SIGUSR1) continue;  // a stop already made: let the process end as it does
         std::_Exit(code);  // what was to say is said; "interrupted" would be wrong
       } else if (++received == 1 && graceful) {
         g_interrupted.store(true);
