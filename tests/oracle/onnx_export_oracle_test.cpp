@@ -734,6 +734,13 @@ std::vector<Case> cases() {
                  {{{3, 4, 5, 2}}, {{2, 4, 5, 1}}},
                  false});
   }
+  // Keras' Softmax over the steps (axis 1), then over the last axis: ONNX's Softmax over each.
+  c.push_back({"softmax_over_steps",
+               sequential({3, 4}, {layer("Softmax", {{"axis", 1}}),
+                                   layer("Dense", {{"units", 2}}),
+                                   layer("Softmax", {{"axis", -1}})}),
+               {{{3, 4}}},
+               false});
   // TandemIndexing (x[...], expand_dims, squeeze): Slice (backwards too) and Reshape. NumPy runs
   // it (OpenCV 4.6's Slice takes no negative steps).
   {

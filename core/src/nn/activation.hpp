@@ -1,10 +1,14 @@
 // Activation: applies a named activation function — Keras' `Activation` layer, and the layers
 // Keras names after one activation (`ReLU`, `ELU`, `Softmax`), which are the same layer under
-// their own class name and config keys.
+// their own class name and config keys. Keras' Softmax layer normalises over the axis its config
+// names: another than the last is moved last (nn/axis_permutation.hpp), normalised there, and
+// moved back; its gradient the same way.
 //
 // A relu whose input comes from a layer that can apply it (nn::ReluAbsorber, paired by the Model)
 // hands it over and becomes the identity: it outputs its input and passes the gradient on.
 #pragma once
+
+#include <vector>
 
 #include "nn/activation_fn.hpp"
 #include "nn/layer_extensions.hpp"
@@ -36,8 +40,16 @@ class Activation : public Layer, public PlainRelu, public KerasTwoDefinitions {
   void use_keras2_definitions() override { kind_ = keras2_definition(kind_); }
 
  private:
+  /// `from` (batch, shape...) with its axes in `order` (the batch's included) into `to`.
+  void permute(const Tensor& from, const Shape& shape, const std::vector<int>& order, Tensor& to);
+
   ActivationKind kind_;
   bool relu_absorbed_ = false;  // the input's producer applies the relu: an identity
+  // Softmax over another axis than the last: the order that moves it last and its inverse
+  // (empty: the last axis); the input's and the moved output's per-sample shapes.
+  std::vector<int> to_last_, from_last_;
+  Shape input_shape_, moved_shape_;
+  Tensor moved_, moved_output_, moved_grad_, scratch_;
   std::string keras_class_ = "Activation";
   nlohmann::json keras_keys_;  // null: {"activation": <name>}
   Tensor input_, output_, grad_input_;

@@ -380,8 +380,14 @@ LayerCall activation(const FunctionCall& c) {
   if (name == "softmax") {
     c.only({"axis"});
     const json& axis = c.arg("axis");
-    if (!axis.is_null() && axis != -1 && axis != json::array({-1}))
-      c.refuse("takes the softmax over axis " + axis.dump());
+    if (!axis.is_null() && axis != -1 && axis != json::array({-1})) {
+      const json one = axis.is_array() && axis.size() == 1 ? axis[0] : axis;
+      if (!one.is_number_integer() || one == 0)
+        c.refuse("takes the softmax over axis " + axis.dump() +
+                 " (over one axis after the batch, Keras' Softmax layer computes it)");
+      c.one_tensor();
+      return {"Softmax", {{"axis", one}}, c.tensors};  // over another axis than the last
+    }
   } else if (name == "gelu") {
     c.only({"approximate"});
     if (!is_false(c.arg("approximate"))) c.refuse("approximates gelu by tanh");

@@ -15,6 +15,7 @@
 //   maximum(x, 0), relu6                           ReLU
 //   relu, leaky_relu, elu, selu, gelu (exact), silu/swish, softplus, softsign, sigmoid, tanh,
 //   exp, softmax (last axis)                       Activation (LeakyReLU)
+//   softmax over one other axis                    Softmax (its axis)
 //   reshape(x, [-1, ...])                          Reshape
 //   concat / concatenate([a, b, ...], axis)        Concatenate
 //   transpose(x, [0, ...])                         Permute

@@ -273,9 +273,18 @@ std::int64_t read_last_axis(ConfigObject& c) {
   return v.get<std::int64_t>();
 }
 
+// Keras' Softmax: its axis one integer (alone or in a list), not the batch's; the input's rank
+// says which axis it is (Activation::build).
 std::unique_ptr<Layer> make_softmax(ConfigObject& c, const std::string& name) {
-  read_last_axis(c);
   const nlohmann::json* given = c.find("axis");  // written back as given
+  if (given) {
+    const nlohmann::json& v = sole_entry(*given);
+    if (!v.is_number_integer() || v == 0)
+      throw ConfigError(c.path_of("axis"),
+                        "expected one axis after the batch (an integer: 1, 2, ..., or -1 for "
+                        "the last), got " +
+                            given->dump());
+  }
   return std::make_unique<Activation>(
       name, ActivationKind::softmax, "Softmax",
       nlohmann::json{{"axis", given ? *given : nlohmann::json(-1)}});

@@ -122,6 +122,7 @@ TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
             expected("Activation", {{"activation", "gelu"}}));
   EXPECT_EQ(translated("nn.softmax", on("x", {{"axis", -1}})),
             expected("Activation", {{"activation", "softmax"}}));
+  EXPECT_EQ(translated("nn.softmax", on("x", {{"axis", 1}})), expected("Softmax", {{"axis", 1}}));
   EXPECT_EQ(translated("nn.silu", on("x")), expected("Activation", {{"activation", "swish"}}));
   EXPECT_EQ(translated("math.exp", on("x")),
             expected("Activation", {{"activation", "exponential"}}));
@@ -440,10 +441,10 @@ TEST(FunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
             "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'tf.math.truediv' "
             "(tf.math.truediv) divides a tensor by a tensor, which Tandem has no "
             "layer for");
-  EXPECT_EQ(error_of(function_entry("nn.softmax", on("x", {{"axis", 1}}))),
+  EXPECT_EQ(error_of(function_entry("nn.softmax", on("x", {{"axis", {1, 2}}}))),
             "config error at 'model.config.layers[1].inbound_nodes[0]': layer 'tf.nn.softmax' "
-            "(tf.nn.softmax) takes the softmax over axis 1, which Tandem has no "
-            "layer for");
+            "(tf.nn.softmax) takes the softmax over axis [1,2] (over one axis after the batch, "
+            "Keras' Softmax layer computes it), which Tandem has no layer for");
   EXPECT_NE(error_of(function_entry("reshape", on("x", {{"shape", {4, 3}}})))
                 .find("reshapes to [4,3] (the first axis, the batch, must stay -1)"),
             std::string::npos);

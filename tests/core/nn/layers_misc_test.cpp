@@ -130,6 +130,41 @@ TEST(ActivationLayer, AppliesSoftmaxPerRowWithGradient) {
                      1e-5, "softmax layer gradient");
 }
 
+// Keras' Softmax(axis=1) over (steps, features) samples: each feature's column over the steps
+// sums to 1, the values and the gradient against the formula written out (central differences).
+TEST(ActivationLayer, SoftmaxOverAnotherAxisThanTheLast) {
+  for (const nlohmann::json& axis : {nlohmann::json(1), nlohmann::json::array({-3})}) {
+    Activation layer("softmax", ActivationKind::softmax, "Softmax", {{"axis", axis}});
+    Rng init(0);
+    EXPECT_EQ(layer.build({3, 4, 2}, init), (Shape{3, 4, 2}));
+    Tensor x = test::random_tensor({2, 3, 4, 2}, 6, -2, 2);
+    const auto softmax_over_steps = [](const std::vector<double>& v) {
+      std::vector<double> y(v.size());
+      for (int n = 0; n < 2; ++n)
+        for (int k = 0; k < 8; ++k) {  // (feature row, channel) of 4 x 2
+          double z = 0;
+          for (int t = 0; t < 3; ++t) z += std::exp(v[n * 24 + t * 8 + k]);
+          for (int t = 0; t < 3; ++t) y[n * 24 + t * 8 + k] = std::exp(v[n * 24 + t * 8 + k]) / z;
+        }
+      return y;
+    };
+    const Tensor y = layer.forward(x, true).clone();
+    test::expect_close(test::to_double(y), softmax_over_steps(test::to_double(x)), 1e-6, 1e-7,
+                       "softmax over axis " + axis.dump());
+    Tensor w = test::random_tensor({2, 3, 4, 2}, 7);
+    const Tensor& gx = layer.backward(w, true);
+    const auto wd = test::to_double(w);
+    const auto loss = [&](const std::vector<double>& v) {
+      const auto p = softmax_over_steps(v);
+      double total = 0;
+      for (std::size_t i = 0; i < p.size(); ++i) total += wd[i] * p[i];
+      return total;
+    };
+    test::expect_close(test::to_double(gx), test::numeric_gradient(loss, test::to_double(x)), 1e-4,
+                       1e-5, "softmax over axis " + axis.dump() + " gradient");
+  }
+}
+
 }  // namespace
 }  // namespace tandem::nn
 
@@ -216,7 +251,7 @@ TEST(ActivationLayers, ParametrisedFormsComputeKerasFormulasAndBadValuesAreRefus
             std::string::npos);
   EXPECT_NE(refusal("ELU", {{"alpha", "x"}}).find("expected a finite number"), std::string::npos);
   // Softmax's axis: -1, or the last axis counting the batch axis (2 for these (3, 5) samples),
-  // alone or in a list; another axis is refused when the input shows it is not the last.
+  // alone or in a list: each row of 5 sums to 1.
   for (const nlohmann::json& last :
        {nlohmann::json(2), nlohmann::json::array({2}), nlohmann::json::array({-1})}) {
     auto m = one_layer("Softmax", {{"axis", last}});
@@ -226,20 +261,31 @@ TEST(ActivationLayers, ParametrisedFormsComputeKerasFormulasAndBadValuesAreRefus
     for (int i = 10; i < 15; ++i) row += y[i];
     EXPECT_NEAR(row, 1.0, 1e-6) << last;
   }
+  // Another axis (1 or -2: the 3 steps): each column of 3 sums to 1 (tests/core/nn: the
+  // values and gradient by hand in SoftmaxOverAnotherAxis).
+  for (const nlohmann::json& steps : {nlohmann::json(1), nlohmann::json(-2)}) {
+    auto m = one_layer("Softmax", {{"axis", steps}});
+    const Tensor& y = m->forward(x, false);
+    double column = 0;
+    for (int t = 0; t < 3; ++t) column += y[15 + t * 5 + 4];  // sample 1, feature 4
+    EXPECT_NEAR(column, 1.0, 1e-6) << steps;
+  }
   try {
-    one_layer("Softmax", {{"axis", 1}});
-    ADD_FAILURE() << "Softmax over axis 1 of (batch, 3, 5) was built";
+    one_layer("Softmax", {{"axis", 3}});
+    ADD_FAILURE() << "Softmax over axis 3 of (batch, 3, 5) was built";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("at 'model.config.layers[0]': layer 'softmax' (Softmax): "
-                                         "axis 1 is not the last axis of inputs (None, 3, 5) "
-                                         "(-1 or 2;"),
+                                         "axis 3 is not an axis of inputs (None, 3, 5) after the "
+                                         "batch (1 to 2, or -1 to -2)"),
               std::string::npos)
         << e.what();
   }
-  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(-2), nlohmann::json(1.5),
+  EXPECT_NE(refusal("Softmax", {{"axis", -3}}).find("axis -3 is not an axis of inputs"),
+            std::string::npos);
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(1.5),
                                     nlohmann::json::array({1, 2}), nlohmann::json("last")})
     EXPECT_NE(refusal("Softmax", {{"axis", bad}})
-                  .find("'model.config.layers[0].config.axis': only the last axis is supported"),
+                  .find("'model.config.layers[0].config.axis': expected one axis after the batch"),
               std::string::npos)
         << bad << ": " << refusal("Softmax", {{"axis", bad}});
   EXPECT_EQ(refusal("ReLU", {{"max_value", nullptr}, {"threshold", 0}}), "(no error)");
