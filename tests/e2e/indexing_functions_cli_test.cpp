@@ -140,7 +140,8 @@ const char* kCheck =
     "import h5py, json, sys, numpy as np\n"
     "d, weights, out = sys.argv[1:]\n"
     "f = h5py.File(weights, \"r\")\n"
-    "layers = {l[\"name\"]: l for l in json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
+    "layers = {l[\"name\"]: l for l in "
+    "json.loads(f.attrs[\"model_config\"])[\"config\"][\"layers\"]}\n"
     "for name, entry in json.load(open(d + \"/given.json\")).items():\n"
     "  assert layers[name] == entry, (name, layers[name], entry)\n"
     "w = lambda l, n: f[\"model_weights\"][l][l][n + \":0\"][()].astype(np.float64)\n"
@@ -166,9 +167,9 @@ class IndexingFunctionsCli : public test::RunConfigCli {
   }
   /// NumPy's prediction from `weights` into `out`, after checking its model_config.
   void expect_numpy_agrees(const fs::path& weights, const fs::path& predicted) {
-    auto checked = test::run_python(dir_ / "check.py", kCheck,
-                                    dir_.string() + " " + weights.string() + " " +
-                                        (dir_ / "numpy.npy").string());
+    auto checked = test::run_python(
+        dir_ / "check.py", kCheck,
+        dir_.string() + " " + weights.string() + " " + (dir_ / "numpy.npy").string());
     ASSERT_EQ(checked.exit_code, 0) << checked.out << checked.err;
     EXPECT_TRUE(close(predicted, dir_ / "numpy.npy", 1e-5));
   }

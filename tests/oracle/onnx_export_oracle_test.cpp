@@ -736,8 +736,7 @@ std::vector<Case> cases() {
   }
   // Keras' Softmax over the steps (axis 1), then over the last axis: ONNX's Softmax over each.
   c.push_back({"softmax_over_steps",
-               sequential({3, 4}, {layer("Softmax", {{"axis", 1}}),
-                                   layer("Dense", {{"units", 2}}),
+               sequential({3, 4}, {layer("Softmax", {{"axis", 1}}), layer("Dense", {{"units", 2}}),
                                    layer("Softmax", {{"axis", -1}})}),
                {{{3, 4}}},
                false});

@@ -118,8 +118,8 @@ OnnxValue export_activation(LayerCall& call) {
   if (call.layer.class_name() == "Softmax" && !softmax_axis.is_null()) {
     const nlohmann::json& v = softmax_axis.is_array() ? softmax_axis[0] : softmax_axis;
     const auto rank = static_cast<std::int64_t>(call.inputs[0].shape.size());
-    const std::int64_t axis = v.get<std::int64_t>() < 0 ? v.get<std::int64_t>() + rank + 1
-                                                        : v.get<std::int64_t>();
+    const std::int64_t axis =
+        v.get<std::int64_t>() < 0 ? v.get<std::int64_t>() + rank + 1 : v.get<std::int64_t>();
     if (axis != rank) {
       const OnnxValue x = call.graph.in_layout(call.inputs[0], false);
       return call.graph.like(

@@ -335,10 +335,9 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
                   {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
   // keras.ops.cast(x, "float32"): Identity.
-  EXPECT_EQ(as_layer(operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "float32"}})),
-            (json{{"class_name", "Identity"},
-                  {"config", json::object()},
-                  {"args", json::array({x})}}));
+  EXPECT_EQ(
+      as_layer(operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "float32"}})),
+      (json{{"class_name", "Identity"}, {"config", json::object()}, {"args", json::array({x})}}));
   // keras.ops.reshape(x, (-1, 3, 1)), concatenate([x, x], -1), transpose, mean, matmul.
   EXPECT_EQ(as_layer(operation3("numpy", "Reshape", "reshape", json::array({x}),
                                 {{"newshape", {-1, 3, 1}}})),
@@ -659,9 +658,9 @@ TEST(FunctionLayers, CastsThatRoundAndNormalizationsUnlikeUnitNormalizationAreRe
   EXPECT_NE(error(function_entry("math.l2_normalize", on("x", {{"axis", 0}}))).find("batch"),
             std::string::npos);
   const json x = tensor3("x");
-  EXPECT_NE(test::model_config_error(model3(
-                {operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "int64"}})},
-                "cast"))
+  EXPECT_NE(test::model_config_error(
+                model3({operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "int64"}})},
+                       "cast"))
                 .find("(keras.src.ops.core.Cast) casts to \"int64\""),
             std::string::npos);
 }
