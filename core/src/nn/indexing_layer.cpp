@@ -58,6 +58,7 @@ Indexing::AxisPick slice_pick(const IndexItem& item, std::int64_t length) {
     pick.start = start;
     pick.count = start > stop ? (start - stop - step - 1) / -step : 0;
   }
+  if (pick.count == 1) pick.step = 1;  // one position: its step is no matter (nor overflows)
   return pick;
 }
 

@@ -145,7 +145,9 @@ std::vector<std::vector<IndexItem>> numpy_cases() {
           {all, IndexItem::at(3), rest, none},
           {all, slice({}, {}, 2), IndexItem::at(-4), slice({}, -1)},
           {rest},
-          {all, slice(3, {}, -1), IndexItem::at(0), IndexItem::at(2)}};
+          {all, slice(3, {}, -1), IndexItem::at(0), IndexItem::at(2)},
+          // Steps beyond every length (one position each; the view's stride must not overflow).
+          {all, slice({}, {}, std::int64_t{1} << 62), slice({}, {}, -(std::int64_t{1} << 62))}};
 }
 
 TEST(Indexing, AgreesWithNumPysBasicIndexing) {
