@@ -734,6 +734,21 @@ std::vector<Case> cases() {
                  {{{3, 4, 5, 2}}, {{2, 4, 5, 1}}},
                  false});
   }
+  // TandemReduction (reduce_sum / mean / max / min): ONNX's reductions, then Reshape.
+  c.push_back(
+      {"reductions",
+       functional({input_layer("x", {3, 4, 2}),
+                   call("TandemReduction", "sum",
+                        {{"reduction", "sum"}, {"axes", {-1}}, {"keepdims", false}}, {"x"}),
+                   call("TandemReduction", "mean",
+                        {{"reduction", "mean"}, {"axes", {1, 2}}, {"keepdims", true}}, {"x"}),
+                   call("TandemReduction", "max",
+                        {{"reduction", "max"}, {"axes", {2}}, {"keepdims", false}}, {"x"}),
+                   call("TandemReduction", "min",
+                        {{"reduction", "min"}, {"axes", {1, 2, 3}}, {"keepdims", false}}, {"x"})},
+                  {"x"}, {"sum", "mean", "max", "min"}),
+       {{{3, 4, 2}}},
+       false});
   // Keras' Softmax over the steps (axis 1), then over the last axis: ONNX's Softmax over each.
   c.push_back({"softmax_over_steps",
                sequential({3, 4}, {layer("Softmax", {{"axis", 1}}), layer("Dense", {{"units", 2}}),

@@ -272,6 +272,8 @@ OPERATORS = {
     "Flatten": lambda n, x: x.reshape(int(np.prod(x.shape[:attribute(n, "axis", 1)])), -1),
     "ReduceMax": lambda n, x: x.max(axis=tuple(attribute(n, "axes")),
                                     keepdims=bool(attribute(n, "keepdims", 1))),
+    "ReduceMin": lambda n, x: x.min(axis=tuple(attribute(n, "axes")),
+                                    keepdims=bool(attribute(n, "keepdims", 1))),
     "Identity": lambda n, x: x,
     "Clip": lambda n, x, lo=None, hi=None: np.clip(x, lo, hi),
     "Cast": lambda n, x: x.astype(ONNX_TO_NUMPY[attribute(n, "to")]),

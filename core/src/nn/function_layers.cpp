@@ -104,6 +104,10 @@ const std::map<std::string, std::string>& operation_names() {
                                                       {"LeakyRelu", "leaky_relu"},
                                                       {"math.reduce_mean", "mean"},
                                                       {"math.reduce_max", "max"},
+                                                      {"math.reduce_sum", "sum"},
+                                                      {"math.reduce_min", "min"},
+                                                      {"Sum", "sum"},
+                                                      {"Min", "min"},
                                                       {"reshape", "reshape"},
                                                       {"concat", "concat"},
                                                       {"transpose", "transpose"},
@@ -417,30 +421,44 @@ LayerCall leaky_relu(const FunctionCall& c) {
   return {"LeakyReLU", {{c.keras3 ? "negative_slope" : "alpha", slope}}, c.tensors};
 }
 
-// The axes of a reduction: [1], [1, 2] or [1, 2, 3] (the steps, the pixels, the voxels).
-int pooled_axes(const FunctionCall& c) {
-  json axis = c.arg("axis");
-  if (axis.is_number_integer()) axis = json::array({axis});
-  for (int n = 1; n <= 3; ++n) {
-    json axes = json::array();
-    for (int a = 1; a <= n; ++a) axes.push_back(a);
-    if (axis == axes) return n;
-  }
-  c.refuse("reduces over axis " + axis.dump() +
-           " (over axis 1, [1, 2] or [1, 2, 3], the pooling layers compute it)");
+// An axis argument: one integer or a list of them (none: `allow_none`).
+json axis_list(const FunctionCall& c, const json& axis, bool allow_none) {
+  if (axis.is_null() && allow_none) return json();
+  const json list = axis.is_array() ? axis : json::array({axis});
+  const bool integers = !list.empty() && std::all_of(list.begin(), list.end(), [](const json& a) {
+    return a.is_number_integer();
+  });
+  if (!integers) c.refuse("passes axis=" + axis.dump());
+  return list;
 }
 
+// The global pooling layer's count of pooled axes for a reduction over [1], [1, 2] or [1, 2, 3]
+// (the steps, the pixels, the voxels), else 0.
+int pooled_axes(const json& axes) {
+  for (int n = 1; n <= 3; ++n) {
+    json leading = json::array();
+    for (int a = 1; a <= n; ++a) leading.push_back(a);
+    if (axes == leading) return n;
+  }
+  return 0;
+}
+
+// A mean or maximum over the leading axes is a global pooling layer; every other sum, mean,
+// maximum or minimum over axes after the batch is TandemReduction (nn/reduction_layer.hpp).
 LayerCall reduction(const FunctionCall& c) {
   c.only({"axis", "keepdims"});
   c.one_tensor();
   const json& keepdims = c.arg("keepdims");
   if (!keepdims.is_null() && !keepdims.is_boolean()) c.refuse("passes keepdims=" + keepdims.dump());
-  const int n = pooled_axes(c);
-  return {std::string("Global") + (c.op == "mean" ? "Average" : "Max") + "Pooling" +
-              std::to_string(n) + "D",
-          {{"data_format", "channels_last"},
-           {"keepdims", keepdims.is_boolean() && keepdims.get<bool>()}},
-          c.tensors};
+  const bool keep = keepdims.is_boolean() && keepdims.get<bool>();
+  if (c.arg("axis").is_null()) c.refuse("reduces over every axis, the batch's too");
+  const json axes = axis_list(c, c.arg("axis"), false);
+  if (const int n = pooled_axes(axes); n > 0 && (c.op == "mean" || c.op == "max"))
+    return {std::string("Global") + (c.op == "mean" ? "Average" : "Max") + "Pooling" +
+                std::to_string(n) + "D",
+            {{"data_format", "channels_last"}, {"keepdims", keep}},
+            c.tensors};
+  return {"TandemReduction", {{"reduction", c.op}, {"axes", axes}, {"keepdims", keep}}, c.tensors};
 }
 
 LayerCall reshape(const FunctionCall& c) {
@@ -527,17 +545,6 @@ LayerCall indexing(const FunctionCall& c) {
   return {"TandemIndexing", {{"index", items}}, c.tensors};
 }
 
-// An axis argument: one integer or a list of them (none: `allow_none`).
-json axis_list(const FunctionCall& c, const json& axis, bool allow_none) {
-  if (axis.is_null() && allow_none) return json();
-  const json list = axis.is_array() ? axis : json::array({axis});
-  const bool integers = !list.empty() && std::all_of(list.begin(), list.end(), [](const json& a) {
-    return a.is_number_integer();
-  });
-  if (!integers) c.refuse("passes axis=" + axis.dump());
-  return list;
-}
-
 LayerCall expand_dims(const FunctionCall& c) {
   c.only({"axis"});
   c.one_tensor();
@@ -585,7 +592,7 @@ LayerCall layer_of(const FunctionCall& c) {
     return c.op == "relu6" ? LayerCall{"ReLU", {{"max_value", 6.0}}, c.tensors}
                            : rescaling(-1.0, 0.0, c);
   }
-  if (c.op == "mean" || c.op == "max") return reduction(c);
+  if (c.op == "mean" || c.op == "max" || c.op == "sum" || c.op == "min") return reduction(c);
   if (c.op == "reshape") return reshape(c);
   if (c.op == "concat") return concatenate(c);
   if (c.op == "transpose") return transpose(c);
@@ -628,6 +635,14 @@ json layer_entry(const json& original, const FunctionCall& from, const LayerCall
            json::array({{{"args", json::array({first})}, {"kwargs", json::object()}}})}};
 }
 
+}  // namespace
+
+bool is_tandem_layer(const std::string& cls) {
+  return cls == "TandemIndexing" || cls == "TandemReduction";
+}
+
+namespace {
+
 bool is_tf_function(const json& entry) {
   const std::string cls = string_field(entry, "class_name");
   return cls == "TFOpLambda" || cls == "SlicingOpLambda";
@@ -668,7 +683,7 @@ void translate_layers(json& model, const std::string& path, std::vector<std::str
     if (!entry["name"].is_string()) continue;
     const std::string name = entry["name"].get<std::string>();
     functions[name] = call.shown;
-    if (layer.cls == "TandemIndexing") given[name] = std::move(original);
+    if (is_tandem_layer(layer.cls)) given[name] = std::move(original);
   }
 }
 

@@ -21,6 +21,8 @@
 //   transpose(x, [0, ...])                         Permute
 //   reduce_mean / mean, reduce_max / max over axis 1, [1, 2] or [1, 2, 3]
 //                                                  GlobalAverage/MaxPooling1D/2D/3D (keepdims)
+//   reduce_sum / sum, reduce_min / min, and the mean and max over other adjacent axes
+//                                                  TandemReduction (nn/reduction_layer.hpp)
 //   matmul(a, b) of sequences (tf.keras 2's transpose_b)   Dot (axes [2, 1]; [2, 2])
 //   cast to float32 (or float64)                  Identity
 //   tf.math.l2_normalize(x, axis) (epsilon 1e-12) UnitNormalization
@@ -28,8 +30,8 @@
 //                                                  TandemIndexing (nn/indexing_layer.hpp)
 //
 // Each keeps the entry's name, in the entry's own Keras form; a model's config written back (a
-// checkpoint's model_config) holds the Keras layers, and for the TandemIndexing ones — no Keras
-// layer indexes — the functions' entries as they were given. Anything else — another function, an
+// checkpoint's model_config) holds the Keras layers, and for Tandem's own ones (TandemIndexing,
+// TandemReduction: no Keras layer computes those) the functions' entries as they were given. Anything else — another function, an
 // argument or constant the layer cannot take, a function called twice in one entry — is refused at
 // its JSON path, naming the function (refuse_unbuildable_layer names the layer for a few more).
 // Plain functions of JSON; any thread.
@@ -46,6 +48,10 @@ TANDEM_INTERNAL_API_BEGIN
 
 namespace tandem::nn {
 
+/// Whether `cls` is one of Tandem's own layers that run functions no Keras layer computes
+/// (TandemIndexing, TandemReduction).
+bool is_tandem_layer(const std::string& cls);
+
 /// Whether a model config (its models nested as layers included) calls a function on a Keras
 /// tensor that function_layers reads: a TFOpLambda entry, or a Keras 3 operation entry.
 bool calls_functions(const nlohmann::json& model);
@@ -54,8 +60,8 @@ bool calls_functions(const nlohmann::json& model);
 /// layer entry above, at the same position (its errors keep the entry's path); `translated` gets
 /// "tf.math.multiply as Rescaling" (Keras 3: "keras.src.ops.numpy.Multiply as Rescaling") once
 /// per kind, `functions` (a JSON object) each such layer's name with the function it runs
-/// ("tf.math.multiply"), and `given` (a JSON object) each TandemIndexing layer's name with its
-/// entry as given. Throws ConfigError at the entry's path for a function, argument or constant
+/// ("tf.math.multiply"), and `given` (a JSON object) the name of each of Tandem's own layers
+/// (is_tandem_layer) with its entry as given. Throws ConfigError at the entry's path for a function, argument or constant
 /// without a layer.
 nlohmann::json functions_as_layers(nlohmann::json model, const std::string& path,
                                    std::vector<std::string>& translated, nlohmann::json& functions,

@@ -37,6 +37,7 @@
 #include "nn/pooling.hpp"
 #include "nn/position_embedding.hpp"
 #include "nn/prelu.hpp"
+#include "nn/reduction_layer.hpp"
 #include "nn/random_color.hpp"
 #include "nn/random_flip.hpp"
 #include "nn/random_warp.hpp"
@@ -1956,6 +1957,7 @@ const std::map<std::string, LayerClass>& layer_registry() {
       {"RepeatVector", {"repeat_vector", make_repeat_vector}},
       {"Permute", {"permute", make_permute}},
       {"TandemIndexing", {"tandem_indexing", make_indexing_layer}},
+      {"TandemReduction", {"tandem_reduction", make_reduction_layer}},
   };
   return registry;
 }

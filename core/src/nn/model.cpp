@@ -257,8 +257,8 @@ std::unique_ptr<Model> Model::from_config(const json& given, const std::string& 
               "compute them: " +
               list + "; the model's config is written back with those layers" +
               (given_entries.empty() ? ""
-                                     : " (the TandemIndexing ones, Tandem's own, as the "
-                                       "functions' entries were given)"));
+                                     : " (Tandem's own, which no Keras layer computes, as "
+                                       "the functions' entries were given)"));
   }
   const json& config = translated.is_null() ? given : translated;
   ConfigObject top(config, path);

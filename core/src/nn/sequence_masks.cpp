@@ -3,6 +3,7 @@
 #include <set>
 
 #include "backend/ops.hpp"
+#include "nn/function_layers.hpp"
 #include "nn/layer_extensions.hpp"
 #include "nn/merge.hpp"
 #include "nn/time_distributed.hpp"
@@ -135,7 +136,7 @@ std::unique_ptr<SequenceMasks> SequenceMasks::plan(const std::vector<MaskedCall>
               ") receives a mask (the padding steps Embedding's mask_zero or a Masking layer "
               "leaves out), which Tandem does not take through a function called on a Keras "
               "tensor" +
-              (cls == "TandemIndexing"  // Tandem's own layer: no Keras one computes it
+              (is_tandem_layer(cls)  // Tandem's own layer: no Keras one computes it
                    ? std::string()
                    : "; write it as Keras' " + cls +
                          " layer, which takes masks as docs/config.md says"));

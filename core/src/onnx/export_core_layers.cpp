@@ -14,6 +14,7 @@
 #include "nn/indexing_layer.hpp"
 #include "nn/integer_lookup.hpp"
 #include "nn/permute.hpp"
+#include "nn/reduction_layer.hpp"
 #include "nn/spectral_normalization.hpp"
 #include "nn/time_distributed.hpp"
 #include "onnx/layer_export.hpp"
@@ -725,6 +726,32 @@ OnnxValue export_indexing(LayerCall& call) {
   return reshape_to(g, picked, call.output_shape, call.prefix);
 }
 
+// TandemReduction (reduce_sum / mean / max / min): ONNX's reduction over the same axes (the
+// batch counted as 0, as Keras counts them), its dims kept, then a Reshape to the output.
+OnnxValue export_reduction(LayerCall& call) {
+  const auto& layer = static_cast<nn::Reduction&>(call.layer);
+  OnnxGraph& g = call.graph;
+  const OnnxValue x = g.in_layout(call.inputs[0], false);
+  const std::string& p = call.prefix;
+  std::string reduced;
+  if (layer.kind() == nn::Reduction::Kind::sum) {
+    reduced = g.node("ReduceSum", {x.name, g.int64s(p + "/axes", layer.axes())}, p)
+                  .attr("keepdims", std::int64_t{1})
+                  .output();
+  } else {
+    const char* op = layer.kind() == nn::Reduction::Kind::mean  ? "ReduceMean"
+                     : layer.kind() == nn::Reduction::Kind::max ? "ReduceMax"
+                                                                : "ReduceMin";
+    reduced = g.node(op, {x.name}, p)
+                  .attr("axes", layer.axes())
+                  .attr("keepdims", std::int64_t{1})
+                  .output();
+  }
+  Shape kept = x.shape;
+  for (std::int64_t a : layer.axes()) kept[static_cast<std::size_t>(a - 1)] = 1;
+  return reshape_to(g, {reduced, kept, false}, call.output_shape, p);
+}
+
 // TimeDistributed: the steps reshaped into the batch, the wrapped layer's own nodes on them, and
 // the rows reshaped back into steps.
 OnnxValue export_time_distributed(LayerCall& call) {
@@ -771,6 +798,7 @@ void add_core_exporters(ExporterTable& table) {
   table["SpectralNormalization"] = export_spectral_normalization;
   table["Permute"] = export_permute;
   table["TandemIndexing"] = export_indexing;
+  table["TandemReduction"] = export_reduction;
   for (const char* inference_identity :
        {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
         "GaussianDropout", "AlphaDropout", "RandomFlip", "RandomTranslation", "RandomRotation", "RandomZoom",

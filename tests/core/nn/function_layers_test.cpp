@@ -129,6 +129,12 @@ TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
   EXPECT_EQ(translated("nn.relu6", on("x")), expected("ReLU", {{"max_value", 6.0}}));
   EXPECT_EQ(translated("nn.leaky_relu", on("x", {{"alpha", 0.1}})),
             expected("LeakyReLU", {{"alpha", 0.1}}));
+  EXPECT_EQ(translated("math.reduce_sum", on("x", {{"axis", -1}, {"keepdims", true}})),
+            expected("TandemReduction", {{"reduction", "sum"}, {"axes", {-1}}, {"keepdims", true}}));
+  EXPECT_EQ(translated("math.reduce_mean", on("x", {{"axis", -1}})),
+            expected("TandemReduction", {{"reduction", "mean"}, {"axes", {-1}}, {"keepdims", false}}));
+  EXPECT_EQ(translated("math.reduce_min", on("x", {{"axis", 1}})),
+            expected("TandemReduction", {{"reduction", "min"}, {"axes", {1}}, {"keepdims", false}}));
   EXPECT_EQ(translated("cast", on("x", {{"dtype", "float32"}})), expected("Identity", none));
   EXPECT_EQ(translated("math.l2_normalize", on("x", {{"axis", -1}})),
             expected("UnitNormalization", {{"axis", {-1}}}));
@@ -334,6 +340,13 @@ TEST(FunctionLayers, KerasThreeOperationsBecomeTheLayersThatComputeThem) {
                   {"config", {{"negative_slope", 0.1}}},
                   {"args", json::array({x})}}));
   EXPECT_EQ(as_layer(operation3("numpy", "Maximum", "maximum", {x, 0}))["class_name"], "ReLU");
+  // keras.ops.sum over the last axis, max over axis 2: TandemReduction.
+  EXPECT_EQ(as_layer(operation3("numpy", "Sum", "sum", json::array({x}),
+                                {{"axis", -1}, {"keepdims", false}}))["class_name"],
+            "TandemReduction");
+  EXPECT_EQ(as_layer(operation3("numpy", "Max", "max", json::array({x}),
+                                {{"axis", 2}, {"keepdims", true}}))["config"],
+            (json{{"reduction", "max"}, {"axes", {2}}, {"keepdims", true}}));
   // keras.ops.cast(x, "float32"): Identity.
   EXPECT_EQ(
       as_layer(operation3("core", "Cast", "cast", json::array({x}), {{"dtype", "float32"}})),
@@ -456,8 +469,8 @@ TEST(FunctionLayers, WhatHasNoLayerIsRefusedNamingTheFunction) {
             std::string::npos);
   EXPECT_NE(error_of(function_entry("math.truediv", on("x", {{"y", 0}}))).find("divides by 0"),
             std::string::npos);
-  EXPECT_NE(error_of(function_entry("math.reduce_mean", on("x", {{"axis", -1}})))
-                .find("reduces over axis [-1]"),
+  EXPECT_NE(error_of(function_entry("math.reduce_mean", on("x")))
+                .find("(tf.math.reduce_mean) reduces over every axis, the batch's too"),
             std::string::npos);
   // 2 * x written tf.multiply(2, x): the first argument is no tensor.
   EXPECT_NE(error_of(function_entry("math.multiply", json::array({2.0})))
@@ -663,6 +676,25 @@ TEST(FunctionLayers, CastsThatRoundAndNormalizationsUnlikeUnitNormalizationAreRe
                        "cast"))
                 .find("(keras.src.ops.core.Cast) casts to \"int64\""),
             std::string::npos);
+}
+
+// x (2, 3) -> s = tf.reduce_sum(x, -1, keepdims=True), m = tf.reduce_min(x, -1, keepdims=True)
+// -> tf.concat([s, m], -1): by hand; the reductions written back as given.
+TEST(FunctionLayers, AModelThatReducesComputesItsSumsAndMinima) {
+  const json sum = function_entry("math.reduce_sum", on("x", {{"axis", -1}, {"keepdims", true}}));
+  const json min = function_entry("math.reduce_min", on("x", {{"axis", -1}, {"keepdims", true}}));
+  const json concat = function_entry(
+      "concat", json::array({{"tf.math.reduce_sum", 0, 0, {{"axis", -1}, {"name", nullptr}}},
+                             {"tf.math.reduce_min", 0, 0, {{"axis", -1}, {"name", nullptr}}}}));
+  const json model = model_of({3}, {sum, min, concat}, "tf.concat");
+  auto m = Model::from_config(model, "model", 1);
+  const Tensor& y = m->forward(Tensor::from_vector({2, 3}, {1, -2, 4, -1, -5, 2}), false);
+  ASSERT_EQ(y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(std::vector<float>(y.data(), y.data() + 4), (std::vector<float>{3, -2, -4, -5}));
+  const json written = m->config();
+  EXPECT_EQ(written["config"]["layers"][1], sum);
+  EXPECT_EQ(written["config"]["layers"][2], min);
+  EXPECT_EQ(written["config"]["layers"][3]["class_name"], "Concatenate");
 }
 
 TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
