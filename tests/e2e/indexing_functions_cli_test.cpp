@@ -196,7 +196,7 @@ TEST_F(IndexingFunctionsCli, TfKerasTwoSlicesTrainCheckpointAndPredict) {
   train_and_check(
       "tf.__operators__.getitem as TandemIndexing, tf.compat.v1.squeeze as TandemIndexing, "
       "tf.concat as Concatenate, tf.expand_dims as TandemIndexing; the model's config is "
-      "written back with those layers (the TandemIndexing ones, Tandem's own, as the "
+      "written back with those layers (Tandem's own, which no Keras layer computes, as the "
       "functions' entries were given)");
 }
 
