@@ -31,10 +31,10 @@
 //
 // Each keeps the entry's name, in the entry's own Keras form; a model's config written back (a
 // checkpoint's model_config) holds the Keras layers, and for Tandem's own ones (TandemIndexing,
-// TandemReduction: no Keras layer computes those) the functions' entries as they were given. Anything else — another function, an
-// argument or constant the layer cannot take, a function called twice in one entry — is refused at
-// its JSON path, naming the function (refuse_unbuildable_layer names the layer for a few more).
-// Plain functions of JSON; any thread.
+// TandemReduction: no Keras layer computes those) the functions' entries as they were given.
+// Anything else — another function, an argument or constant the layer cannot take, a function
+// called twice in one entry — is refused at its JSON path, naming the function
+// (refuse_unbuildable_layer names the layer for a few more). Plain functions of JSON; any thread.
 #pragma once
 
 #include <string>
@@ -61,8 +61,8 @@ bool calls_functions(const nlohmann::json& model);
 /// "tf.math.multiply as Rescaling" (Keras 3: "keras.src.ops.numpy.Multiply as Rescaling") once
 /// per kind, `functions` (a JSON object) each such layer's name with the function it runs
 /// ("tf.math.multiply"), and `given` (a JSON object) the name of each of Tandem's own layers
-/// (is_tandem_layer) with its entry as given. Throws ConfigError at the entry's path for a function, argument or constant
-/// without a layer.
+/// (is_tandem_layer) with its entry as given. Throws ConfigError at the entry's path for a
+/// function, argument or constant without a layer.
 nlohmann::json functions_as_layers(nlohmann::json model, const std::string& path,
                                    std::vector<std::string>& translated, nlohmann::json& functions,
                                    nlohmann::json& given);

@@ -117,8 +117,9 @@ const Tensor& Reduction::backward(const Tensor& grad_output, bool need_input_gra
 }
 
 nlohmann::json Reduction::config() const {
-  return {{"name", name()},   {"trainable", trainable()}, {"dtype", "float32"},
-          {"reduction", kind_name(kind_)}, {"axes", axes_},     {"keepdims", keepdims_}};
+  return {{"name", name()},     {"trainable", trainable()},
+          {"dtype", "float32"}, {"reduction", kind_name(kind_)},
+          {"axes", axes_},      {"keepdims", keepdims_}};
 }
 
 std::unique_ptr<Layer> make_reduction_layer(ConfigObject& c, const std::string& name) {

@@ -129,12 +129,15 @@ TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
   EXPECT_EQ(translated("nn.relu6", on("x")), expected("ReLU", {{"max_value", 6.0}}));
   EXPECT_EQ(translated("nn.leaky_relu", on("x", {{"alpha", 0.1}})),
             expected("LeakyReLU", {{"alpha", 0.1}}));
-  EXPECT_EQ(translated("math.reduce_sum", on("x", {{"axis", -1}, {"keepdims", true}})),
-            expected("TandemReduction", {{"reduction", "sum"}, {"axes", {-1}}, {"keepdims", true}}));
-  EXPECT_EQ(translated("math.reduce_mean", on("x", {{"axis", -1}})),
-            expected("TandemReduction", {{"reduction", "mean"}, {"axes", {-1}}, {"keepdims", false}}));
-  EXPECT_EQ(translated("math.reduce_min", on("x", {{"axis", 1}})),
-            expected("TandemReduction", {{"reduction", "min"}, {"axes", {1}}, {"keepdims", false}}));
+  EXPECT_EQ(
+      translated("math.reduce_sum", on("x", {{"axis", -1}, {"keepdims", true}})),
+      expected("TandemReduction", {{"reduction", "sum"}, {"axes", {-1}}, {"keepdims", true}}));
+  EXPECT_EQ(
+      translated("math.reduce_mean", on("x", {{"axis", -1}})),
+      expected("TandemReduction", {{"reduction", "mean"}, {"axes", {-1}}, {"keepdims", false}}));
+  EXPECT_EQ(
+      translated("math.reduce_min", on("x", {{"axis", 1}})),
+      expected("TandemReduction", {{"reduction", "min"}, {"axes", {1}}, {"keepdims", false}}));
   EXPECT_EQ(translated("cast", on("x", {{"dtype", "float32"}})), expected("Identity", none));
   EXPECT_EQ(translated("math.l2_normalize", on("x", {{"axis", -1}})),
             expected("UnitNormalization", {{"axis", {-1}}}));

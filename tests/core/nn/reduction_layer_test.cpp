@@ -23,13 +23,16 @@ struct ReductionCase {
 };
 
 const char* numpy_name(Kind kind) {
-  return kind == Kind::sum ? "sum" : kind == Kind::mean ? "mean" : kind == Kind::max ? "max" : "min";
+  return kind == Kind::sum    ? "sum"
+         : kind == Kind::mean ? "mean"
+         : kind == Kind::max  ? "max"
+                              : "min";
 }
 
 std::vector<ReductionCase> cases() {
-  return {{Kind::sum, {-1}, false},     {Kind::mean, {1}, true},  {Kind::max, {2}, false},
-          {Kind::min, {2, 3}, true},    {Kind::sum, {1, 2}, false}, {Kind::max, {-3, -2}, true},
-          {Kind::min, {3}, false},      {Kind::mean, {1, 2, 3, 4}, false}};
+  return {{Kind::sum, {-1}, false},  {Kind::mean, {1}, true},          {Kind::max, {2}, false},
+          {Kind::min, {2, 3}, true}, {Kind::sum, {1, 2}, false},       {Kind::max, {-3, -2}, true},
+          {Kind::min, {3}, false},   {Kind::mean, {1, 2, 3, 4}, false}};
 }
 
 TEST(Reduction, AgreesWithNumPy) {
@@ -39,9 +42,9 @@ TEST(Reduction, AgreesWithNumPy) {
   json spec = json::array();
   for (const ReductionCase& c : all)
     spec.push_back({{"op", numpy_name(c.kind)}, {"axes", c.axes}, {"keepdims", c.keepdims}});
-  test::write_text(dir / "cases.json",
-                   json{{"x", std::vector<float>(x.data(), x.data() + x.size())}, {"cases", spec}}
-                       .dump());
+  test::write_text(
+      dir / "cases.json",
+      json{{"x", std::vector<float>(x.data(), x.data() + x.size())}, {"cases", spec}}.dump());
   const auto r = test::run_python(
       dir / "reduce.py",
       "import json, sys, numpy as np\n"
