@@ -498,12 +498,21 @@ LayerCall matmul(const FunctionCall& c) {
   c.one_tensor();
   const json& b = c.arg("b");
   if (!is_tensor(b)) c.refuse("multiplies by the constant " + b.dump());
-  for (const char* flag : {"transpose_a", "adjoint_a", "adjoint_b", "a_is_sparse", "b_is_sparse"})
+  for (const char* flag : {"a_is_sparse", "b_is_sparse"})
     if (!is_false(c.arg(flag))) c.refuse("passes " + std::string(flag) + "=true");
   if (!c.arg("output_type").is_null()) c.refuse("passes output_type");
-  const bool transposed = !is_false(c.arg("transpose_b"));
+  // The adjoint of a real matrix is its transpose. aᵀ·b contracts axis 1 of both (Dot's
+  // axes [1, 1]), a·bᵀ axis 2 of both, aᵀ·bᵀ = (b·a)ᵀ a's axis 1 with b's axis 2: Keras' Dot
+  // gives a's remaining axis first, then b's, which is the product's (rows, columns).
+  const auto transposed = [&](const char* t, const char* adjoint) {
+    const bool both = !is_false(c.arg(t)) && !is_false(c.arg(adjoint));
+    if (both) c.refuse("passes both " + std::string(t) + " and " + adjoint);
+    return !is_false(c.arg(t)) || !is_false(c.arg(adjoint));
+  };
+  const bool a_t = transposed("transpose_a", "adjoint_a");
+  const bool b_t = transposed("transpose_b", "adjoint_b");
   return {"Dot",
-          {{"axes", json::array({2, transposed ? 2 : 1})}, {"normalize", false}},
+          {{"axes", json::array({a_t ? 1 : 2, b_t ? 2 : 1})}, {"normalize", false}},
           {c.tensors[0], plain(b)},
           true};
 }

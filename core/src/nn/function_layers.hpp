@@ -23,7 +23,8 @@
 //                                                  GlobalAverage/MaxPooling1D/2D/3D (keepdims)
 //   reduce_sum / sum, reduce_min / min, and the mean and max over other adjacent axes
 //                                                  TandemReduction (nn/reduction_layer.hpp)
-//   matmul(a, b) of sequences (tf.keras 2's transpose_b)   Dot (axes [2, 1]; [2, 2])
+//   matmul(a, b) of sequences (tf.keras 2's transpose_a/b, adjoint_a/b)
+//                                                  Dot (axes [2, 1]; [1, 1], [2, 2], [1, 2])
 //   cast to float32 (or float64)                  Identity
 //   tf.math.l2_normalize(x, axis) (epsilon 1e-12) UnitNormalization
 //   x[...] (tf.keras 2's SlicingOpLambda, Keras 3's GetItem), expand_dims, squeeze

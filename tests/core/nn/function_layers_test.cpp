@@ -157,6 +157,11 @@ TEST(FunctionLayers, EachFunctionBecomesTheLayerThatComputesIt) {
             expected("Dot", {{"axes", {2, 2}}, {"normalize", false}}, {"x", "x"}));
   EXPECT_EQ(translated("linalg.matmul", on("x", {{"b", ref("x")}})),
             expected("Dot", {{"axes", {2, 1}}, {"normalize", false}}, {"x", "x"}));
+  EXPECT_EQ(translated("linalg.matmul", on("x", {{"b", ref("x")}, {"transpose_a", true}})),
+            expected("Dot", {{"axes", {1, 1}}, {"normalize", false}}, {"x", "x"}));
+  EXPECT_EQ(translated("linalg.matmul",
+                       on("x", {{"b", ref("x")}, {"adjoint_a", true}, {"transpose_b", true}})),
+            expected("Dot", {{"axes", {1, 2}}, {"normalize", false}}, {"x", "x"}));
   // tf.concat([x, x], -1): the first argument a list, each tensor carrying the arguments.
   const json args = {{"axis", -1}, {"name", nullptr}};
   EXPECT_EQ(translated("concat", json::array({{"x", 0, 0, args}, {"x", 0, 0, args}})),
@@ -750,6 +755,31 @@ TEST(FunctionLayers, IndexingNumPyCannotDoOrTandemDoesNotIsRefusedAtItsPlace) {
             "as TandemIndexing) receives a mask (the padding steps Embedding's mask_zero or a "
             "Masking layer leaves out), which Tandem does not take through a function called on "
             "a Keras tensor");
+}
+
+// tf.matmul with transposed operands, per sample of x = [[1, 2], [3, 4]]: aᵀ·a = [[10, 14],
+// [14, 20]], aᵀ·aᵀ = (a·a)ᵀ = [[7, 15], [10, 22]], a·aᵀ = [[5, 11], [11, 25]].
+TEST(FunctionLayers, MatmulOfTransposedOperandsIsTheProductOfTheTransposes) {
+  const std::vector<std::pair<json, std::vector<float>>> cases = {
+      {{{"transpose_a", true}}, {10, 14, 14, 20}},
+      {{{"transpose_a", true}, {"transpose_b", true}}, {7, 15, 10, 22}},
+      {{{"adjoint_b", true}}, {5, 11, 11, 25}}};
+  for (const auto& [flags, want] : cases) {
+    json args = flags;
+    args["b"] = ref("x");
+    auto m = Model::from_config(
+        model_of({2, 2}, {function_entry("linalg.matmul", on("x", args))}, "tf.linalg.matmul"),
+        "model", 1);
+    const Tensor& y = m->forward(Tensor::from_vector({1, 2, 2}, {1, 2, 3, 4}), false);
+    EXPECT_EQ(std::vector<float>(y.data(), y.data() + 4), want) << flags.dump();
+  }
+  EXPECT_NE(error_of(function_entry("linalg.matmul",
+                                    on("x", {{"b", ref("x")},
+                                             {"transpose_a", true},
+                                             {"adjoint_a", true}})),
+                     {2, 2})
+                .find("passes both transpose_a and adjoint_a"),
+            std::string::npos);
 }
 
 }  // namespace TANDEM_TEST_FILE
