@@ -782,5 +782,38 @@ TEST(FunctionLayers, MatmulOfTransposedOperandsIsTheProductOfTheTransposes) {
             std::string::npos);
 }
 
+// Attention pooling as keras.io's Compact Convolutional Transformer writes it in tf.keras 2:
+// w = tf.nn.softmax(Dense(1)(x), axis=1); p = tf.matmul(w, x, transpose_a=True);
+// y = tf.squeeze(p, -2) — Softmax over the steps, Dot over axes [1, 1], TandemIndexing: each
+// feature's average over the steps weighted by the softmax of the steps' scores, by hand.
+TEST(FunctionLayers, AttentionPoolingOverTheStepsComputesItsWeightedAverage) {
+  json dense = {{"class_name", "Dense"},
+                {"config",
+                 {{"name", "score"},
+                  {"units", 1},
+                  {"kernel_initializer", {{"class_name", "Ones"}, {"config", json::object()}}}}},
+                {"name", "score"},
+                {"inbound_nodes", json::array({json::array({json::array({"x", 0, 0, json::object()})})})}};
+  const json softmax = function_entry("nn.softmax", on("score", {{"axis", 1}}));
+  const json pool = function_entry(
+      "linalg.matmul", on("tf.nn.softmax", {{"b", ref("x")}, {"transpose_a", true}}));
+  const json squeeze = function_entry("squeeze", on("tf.linalg.matmul", {{"axis", -2}}));
+  auto m = Model::from_config(model_of({3, 2}, {dense, softmax, pool, squeeze}, "tf.squeeze"),
+                              "model", 1);
+  const std::vector<float> x{0.5f, -1.0f, 2.0f, 0.25f, -0.5f, 1.5f,   // sample 0: 3 steps of 2
+                             1.0f, 1.0f,  -2.0f, 0.0f, 0.75f, 0.25f};  // sample 1
+  const Tensor& y = m->forward(Tensor::from_vector({2, 3, 2}, x), false);
+  ASSERT_EQ(y.shape(), (Shape{2, 2}));
+  for (int s = 0; s < 2; ++s) {
+    double z = 0, e[3];
+    for (int t = 0; t < 3; ++t) z += e[t] = std::exp(double(x[s * 6 + t * 2]) + x[s * 6 + t * 2 + 1]);
+    for (int f = 0; f < 2; ++f) {
+      double want = 0;
+      for (int t = 0; t < 3; ++t) want += e[t] / z * x[s * 6 + t * 2 + f];
+      EXPECT_NEAR(y[s * 2 + f], want, 1e-6) << s << " " << f;
+    }
+  }
+}
+
 }  // namespace TANDEM_TEST_FILE
 }  // namespace tandem::nn
