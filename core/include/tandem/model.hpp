@@ -390,9 +390,9 @@ class TANDEM_EXPORT Model {
   // The layers that run functions called on Keras tensors (nn/function_layers.hpp): each one's
   // name with the function ("tf.math.multiply").
   nlohmann::json function_layers_ = nlohmann::json::object();
-  // The TandemIndexing layers' entries as the config gave them (a function called on a Keras
-  // tensor no Keras layer computes: x[...], expand_dims, squeeze), by layer name: written back
-  // as given.
+  // The entries of Tandem's own layers (TandemIndexing, TandemReduction: functions called on
+  // Keras tensors that no Keras layer computes) as the config gave them, by layer name: written
+  // back as given.
   nlohmann::json given_function_entries_ = nlohmann::json::object();
   // Per layer, Keras' activity regularizer (config null: none); per call, the penalty gradient
   // the next backward adds (pending after enqueue_activity_penalties with a loss scale).

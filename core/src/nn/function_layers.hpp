@@ -35,7 +35,7 @@
 // TandemReduction: no Keras layer computes those) the functions' entries as they were given.
 // Anything else — another function, an argument or constant the layer cannot take, a function
 // called twice in one entry — is refused at its JSON path, naming the function
-// (refuse_unbuildable_layer names the layer for a few more). Plain functions of JSON; any thread.
+// (refuse_unbuildable_layer names Keras 3's other operations). Plain functions of JSON; any thread.
 #pragma once
 
 #include <string>
